@@ -1,0 +1,60 @@
+/* Internal error helpers: record a message at the failure site and propagate status codes.
+ *
+ * Usage:
+ *   VKG_CHECK(n > 0, VKG_ERR_INVALID_ARG, "n must be positive, got %d", n);
+ *   VKG_TRY(vkg_other_call(...));
+ *   VKG_TRY_GOTO(status, vkg_other_call(...), fail);   // in functions with a cleanup label
+ * These macros never print and never exit; the caller decides what the user sees.
+ */
+#ifndef VKG_BASE_ERROR_H
+#define VKG_BASE_ERROR_H
+
+#include "vkgpt/status.h"
+
+#if defined(__GNUC__)
+#define VKG_PRINTF_(fmt_idx, arg_idx) __attribute__((format(printf, fmt_idx, arg_idx)))
+#else
+#define VKG_PRINTF_(fmt_idx, arg_idx)
+#endif
+
+/* Record "file:line: <formatted message>" as the calling thread's error message and return
+ * status unchanged, so a failure site can `return vkg__error_set(...)`. */
+vkg_status vkg__error_set(vkg_status status, const char *file, int line, const char *fmt, ...)
+    VKG_PRINTF_(4, 5);
+
+/* Prefix the calling thread's current message with "<formatted context>: ", for adding what was
+ * being done (a file name, a peer) when an error passes through a layer. Returns status. */
+vkg_status vkg__error_wrap(vkg_status status, const char *fmt, ...) VKG_PRINTF_(2, 3);
+
+#define VKG_FAIL(status, ...) vkg__error_set((status), __FILE__, __LINE__, __VA_ARGS__)
+
+#define VKG_CHECK(cond, status, ...)                                                               \
+    do {                                                                                           \
+        if (!(cond))                                                                               \
+            return VKG_FAIL((status), __VA_ARGS__);                                                \
+    } while (0)
+
+#define VKG_TRY(expr)                                                                              \
+    do {                                                                                           \
+        vkg_status vkg_try_status_ = (expr);                                                       \
+        if (vkg_try_status_ < 0)                                                                   \
+            return vkg_try_status_;                                                                \
+    } while (0)
+
+/* Variants for functions with a cleanup label: they assign to `st` and jump. */
+#define VKG_CHECK_GOTO(st, cond, status, label, ...)                                               \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            (st) = VKG_FAIL((status), __VA_ARGS__);                                                \
+            goto label;                                                                            \
+        }                                                                                          \
+    } while (0)
+
+#define VKG_TRY_GOTO(st, expr, label)                                                              \
+    do {                                                                                           \
+        (st) = (expr);                                                                             \
+        if ((st) < 0)                                                                              \
+            goto label;                                                                            \
+    } while (0)
+
+#endif

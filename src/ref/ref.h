@@ -1,0 +1,75 @@
+/* CPU reference for every vkgpt op: plain C loops, libc only, used by the tests to check the
+ * shaders and by the finite-difference tests to check itself.
+ *
+ * Semantics follow llm.c's train_gpt2.c. Layouts are row-major; weights are (out, in).
+ * Every function exists in two precisions: vkg_ref_<op> on float (with double accumulation in
+ * reductions) and vkg_ref_<op>_f64 on double (for finite-difference checks).
+ * Backward functions ACCUMULATE (+=) into their gradient outputs, as llm.c does; the caller
+ * zeroes gradients first. Forward functions overwrite their outputs.
+ * This module allocates nothing that outlives a call and never prints.
+ */
+#ifndef VKG_REF_H
+#define VKG_REF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define VKG_REF_DECLARE(real, sfx)                                                                 \
+    /* out (B,T,C) = wte[inp[b,t]] + wpe[t]; inp (B,T), wte (V,C), wpe (maxT,C) */                 \
+    void vkg_ref_encoder_fwd##sfx(real *out, const int32_t *inp, const real *wte, const real *wpe, \
+                                  int B, int T, int C);                                            \
+    /* dwte[inp[b,t]] += dout[b,t]; dwpe[t] += dout[b,t] */                                        \
+    void vkg_ref_encoder_bwd##sfx(real *dwte, real *dwpe, const real *dout, const int32_t *inp,    \
+                                  int B, int T, int C);                                            \
+    /* per row of N: out (N,C), mean (N), rstd (N); eps = 1e-5, biased variance */                \
+    void vkg_ref_layernorm_fwd##sfx(real *out, real *mean, real *rstd, const real *inp,            \
+                                    const real *weight, const real *bias, int N, int C);           \
+    void vkg_ref_layernorm_bwd##sfx(real *dinp, real *dweight, real *dbias, const real *dout,      \
+                                    const real *inp, const real *weight, const real *mean,         \
+                                    const real *rstd, int N, int C);                               \
+    /* out (N,OC) = inp (N,C) x weight(OC,C)^T + bias (OC); bias may be NULL */                    \
+    void vkg_ref_matmul_fwd##sfx(real *out, const real *inp, const real *weight, const real *bias, \
+                                 int N, int C, int OC);                                            \
+    /* dinp (N,C) += dout W; dweight (OC,C) += dout^T inp; dbias (OC) += colsum(dout) (NULL ok) */ \
+    void vkg_ref_matmul_bwd##sfx(real *dinp, real *dweight, real *dbias, const real *dout,         \
+                                 const real *inp, const real *weight, int N, int C, int OC);       \
+    /* causal self-attention. qkv (B,T,3C) = [q | k | v], head h uses channels h*hs..(h+1)*hs;     \
+     * att (B,NH,T,T) softmax probabilities (entries t2 > t are written as 0); out (B,T,C).        \
+     * scale 1/sqrt(hs). */                                                                        \
+    void vkg_ref_attention_fwd##sfx(real *out, real *att, const real *qkv, int B, int T, int C,    \
+                                    int NH);                                                       \
+    /* dqkv (B,T,3C) += gradient through attention given att saved by the forward pass */        \
+    void vkg_ref_attention_bwd##sfx(real *dqkv, const real *dout, const real *qkv,                 \
+                                    const real *att, int B, int T, int C, int NH);                 \
+    /* GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */                \
+    void vkg_ref_gelu_fwd##sfx(real *out, const real *inp, size_t n);                              \
+    void vkg_ref_gelu_bwd##sfx(real *dinp, const real *inp, const real *dout, size_t n);           \
+    /* out = a + b; backward: da += dout, db += dout */                                            \
+    void vkg_ref_residual_fwd##sfx(real *out, const real *a, const real *b, size_t n);             \
+    void vkg_ref_residual_bwd##sfx(real *da, real *db, const real *dout, size_t n);                \
+    /* Fused softmax + cross-entropy over a padded vocabulary. logits (N,Vp): only the first V     \
+     * columns are real. losses (N) = -log softmax(logits[i, :V])[targets[i]].                     \
+     * If dlogits (N,Vp) is not NULL it is OVERWRITTEN with dloss * (probs - onehot(target)) for   \
+     * columns < V and 0 for padding columns (dlogits may alias logits).                           \
+     * targets[i] must be in [0, V). */                                                            \
+    void vkg_ref_xent_fwd_bwd##sfx(real *losses, real *dlogits, const real *logits,                \
+                                   const int32_t *targets, int N, int V, int Vp, real dloss);      \
+    /* AdamW step t (1-based) on n elements, llm.c's formula with decoupled weight decay:          \
+     *   g = grad * grad_scale; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;                        \
+     *   mhat = m / (1 - b1^t); vhat = v / (1 - b2^t);                                             \
+     *   param -= lr * (mhat / (sqrt(vhat) + eps) + weight_decay * param)                          \
+     * grad_scale carries gradient clipping: min(1, clip / norm), or 1. */                         \
+    void vkg_ref_adamw##sfx(real *param, const real *grad, real *m, real *v, size_t n, real lr,    \
+                            real beta1, real beta2, real eps, real weight_decay, int t,            \
+                            real grad_scale);                                                      \
+    /* sum of squares of x (accumulated in double) */                                              \
+    double vkg_ref_sumsq##sfx(const real *x, size_t n);                                            \
+    void vkg_ref_fill##sfx(real *x, real value, size_t n);                                         \
+    void vkg_ref_scale##sfx(real *x, real factor, size_t n);
+
+VKG_REF_DECLARE(float, )
+VKG_REF_DECLARE(double, _f64)
+
+#undef VKG_REF_DECLARE
+
+#endif

@@ -1,0 +1,102 @@
+/* Shared test helpers: RNG, fills and the reference comparison. */
+#include "testutil.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+void vkg_test_rng_seed(vkg_test_rng *r, uint64_t seed)
+{
+    r->state = seed * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull;
+}
+
+uint64_t vkg_test_rng_u64(vkg_test_rng *r)
+{
+    /* splitmix64 */
+    uint64_t z = (r->state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+float vkg_test_rng_uniform(vkg_test_rng *r, float lo, float hi)
+{
+    double u = (double)(vkg_test_rng_u64(r) >> 11) * (1.0 / 9007199254740992.0);
+    return (float)(lo + (hi - lo) * u);
+}
+
+void vkg_test_fill_uniform(vkg_test_rng *r, float *x, size_t n, float lo, float hi)
+{
+    for (size_t i = 0; i < n; i++)
+        x[i] = vkg_test_rng_uniform(r, lo, hi);
+}
+
+void vkg_test_fill_uniform_f64(vkg_test_rng *r, double *x, size_t n, double lo, double hi)
+{
+    for (size_t i = 0; i < n; i++) {
+        double u = (double)(vkg_test_rng_u64(r) >> 11) * (1.0 / 9007199254740992.0);
+        x[i] = lo + (hi - lo) * u;
+    }
+}
+
+void vkg_test_fill_int(vkg_test_rng *r, int32_t *x, size_t n, int32_t bound)
+{
+    for (size_t i = 0; i < n; i++)
+        x[i] = (int32_t)(vkg_test_rng_u64(r) % (uint64_t)bound);
+}
+
+int vkg_test_compare(const char *what, const float *got, const float *ref, size_t n, double bound,
+                     vkg_test_cmp *out)
+{
+    double diff2 = 0.0, ref2 = 0.0, got2 = 0.0;
+    vkg_test_cmp c = {0};
+    c.first_bad = (size_t)-1;
+    for (size_t i = 0; i < n; i++) {
+        double g = got[i], e = ref[i], d = fabs(g - e);
+        if (!isfinite(g)) {
+            c.nonfinite++;
+            continue;
+        }
+        diff2 += d * d;
+        ref2 += e * e;
+        got2 += g * g;
+        if (d > c.max_abs)
+            c.max_abs = d;
+        double rel = d / (fabs(e) > 1e-6 ? fabs(e) : 1e-6);
+        if (rel > c.max_rel)
+            c.max_rel = rel;
+    }
+    c.rel_l2 = ref2 > 0.0 ? sqrt(diff2 / ref2) : sqrt(got2);
+    double elem_tol = bound * (sqrt(ref2 / (n ? (double)n : 1.0)));
+    for (size_t i = 0; i < n; i++) {
+        double g = got[i], e = ref[i];
+        if (!isfinite(g) || fabs(g - e) > bound * fabs(e) + 10.0 * elem_tol + 1e-30) {
+            c.first_bad = i;
+            break;
+        }
+    }
+    c.ok = c.nonfinite == 0 && c.rel_l2 <= bound;
+    if (!c.ok) {
+        fprintf(stderr,
+                "MISMATCH %s: n=%zu rel_l2=%.3g (bound %.3g) max_abs=%.3g max_rel=%.3g "
+                "nonfinite=%zu",
+                what, n, c.rel_l2, bound, c.max_abs, c.max_rel, c.nonfinite);
+        if (c.first_bad != (size_t)-1)
+            fprintf(stderr, " first_bad=%zu got=%.9g ref=%.9g", c.first_bad,
+                    (double)got[c.first_bad], (double)ref[c.first_bad]);
+        fprintf(stderr, "\n");
+    }
+    if (out)
+        *out = c;
+    return c.ok;
+}
+
+float *vkg_test_alloc(size_t n)
+{
+    float *p = malloc((n ? n : 1) * sizeof *p);
+    if (!p) {
+        fprintf(stderr, "test: out of memory allocating %zu floats\n", n);
+        abort();
+    }
+    return p;
+}

@@ -1,0 +1,40 @@
+/* Helpers shared by the tests: a seeded random generator, random fills, and the comparison of an
+ * output with its reference (relative L2 error, max abs/rel error, first bad index, finiteness). */
+#ifndef VKG_TESTUTIL_H
+#define VKG_TESTUTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct vkg_test_rng {
+    uint64_t state;
+} vkg_test_rng;
+
+void vkg_test_rng_seed(vkg_test_rng *r, uint64_t seed);
+uint64_t vkg_test_rng_u64(vkg_test_rng *r);
+/* uniform in [lo, hi) */
+float vkg_test_rng_uniform(vkg_test_rng *r, float lo, float hi);
+void vkg_test_fill_uniform(vkg_test_rng *r, float *x, size_t n, float lo, float hi);
+void vkg_test_fill_uniform_f64(vkg_test_rng *r, double *x, size_t n, double lo, double hi);
+/* integers in [0, bound) */
+void vkg_test_fill_int(vkg_test_rng *r, int32_t *x, size_t n, int32_t bound);
+
+typedef struct vkg_test_cmp {
+    double rel_l2;      /* ||got - ref|| / ||ref|| (or ||got|| when ||ref|| = 0) */
+    double max_abs;     /* max |got - ref| */
+    double max_rel;     /* max |got - ref| / max(|ref|, 1e-6) */
+    size_t first_bad;   /* first index with a non-finite value or |got-ref| > tol*(|ref|+norm/sqrt(n)) */
+    size_t nonfinite;   /* count of non-finite elements in got */
+    int ok;             /* rel_l2 <= bound and nonfinite == 0 */
+} vkg_test_cmp;
+
+/* Compare got with ref over n elements against a relative-L2 bound. Fills *out and returns out->ok.
+ * When the comparison fails it prints one line naming `what`, the errors and the first bad index
+ * with both values, so a failing test says where it went wrong. */
+int vkg_test_compare(const char *what, const float *got, const float *ref, size_t n, double bound,
+                     vkg_test_cmp *out);
+
+/* Allocate n floats (or fail the test via abort with a message); free with free(). */
+float *vkg_test_alloc(size_t n);
+
+#endif
