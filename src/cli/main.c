@@ -1,0 +1,50 @@
+/* vkgpt entry point: finds the subcommand in one table and runs it. Holds no logic of its own
+ * beyond usage text. */
+#include "cli/cli.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const vkg_cli_command commands[] = {
+    {"devices", vkg_cli_devices, "list Vulkan devices and the features vkgpt needs"},
+};
+
+#define NCOMMANDS (sizeof commands / sizeof commands[0])
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: vkgpt <command> [options]   (vkgpt <command> --help for its options)\n\n"
+               "commands:\n");
+    for (size_t i = 0; i < NCOMMANDS; i++)
+        fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
+}
+
+int vkg_cli_report(const char *cmd, vkg_status status)
+{
+    const char *msg = vkg_error_message();
+    fprintf(stderr, "vkgpt %s: %s (%s)%s%s\n", cmd, vkg_status_str(status), vkg_status_name(status),
+            msg[0] ? ": " : "", msg);
+    return 1;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (!strcmp(argv[1], "help") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        usage(stdout);
+        return 0;
+    }
+    if (!strcmp(argv[1], "--version")) {
+        printf("vkgpt %s\n", VKG_VERSION);
+        return 0;
+    }
+    for (size_t i = 0; i < NCOMMANDS; i++)
+        if (!strcmp(argv[1], commands[i].name))
+            return commands[i].run(argc - 1, argv + 1);
+    fprintf(stderr, "vkgpt: unknown command '%s'\n\n", argv[1]);
+    usage(stderr);
+    return 2;
+}
