@@ -57,7 +57,9 @@ vkg_status vkg__error_set(vkg_status status, const char *file, int line, const c
     va_start(ap, fmt);
     vsnprintf(text, sizeof text, fmt, ap);
     va_end(ap);
-    snprintf(last_message, sizeof last_message, "%s:%d: %s", base_name(file), line, text);
+    /* Longer messages are cut at VKG_ERROR_MAX: the start says what failed. */
+    if (snprintf(last_message, sizeof last_message, "%s:%d: %s", base_name(file), line, text) < 0)
+        last_message[0] = '\0';
     return status;
 }
 
@@ -70,6 +72,7 @@ vkg_status vkg__error_wrap(vkg_status status, const char *fmt, ...)
     vsnprintf(prefix, sizeof prefix, fmt, ap);
     va_end(ap);
     memcpy(old, last_message, sizeof old);
-    snprintf(last_message, sizeof last_message, "%s: %s", prefix, old);
+    if (snprintf(last_message, sizeof last_message, "%s: %s", prefix, old) < 0)
+        memcpy(last_message, old, sizeof old);
     return status;
 }

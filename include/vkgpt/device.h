@@ -1,0 +1,78 @@
+/* Vulkan devices as vkgpt sees them: listing, selection and the device handle that every tensor,
+ * kernel and command list belongs to.
+ *
+ * No Vulkan types appear here. A vkg_device_t owns a Vulkan instance, one logical device with a
+ * compute queue, a timeline semaphore and the compiled pipelines; it is used from one thread at a
+ * time. Several devices may live in one process.
+ */
+#ifndef VKGPT_DEVICE_H
+#define VKGPT_DEVICE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "vkgpt/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct vkg_device vkg_device_t;
+
+typedef struct vkg_device_info {
+    int index;                    /* position in vkg_device_list's order */
+    char name[256];               /* "llvmpipe (LLVM 15.0.6, 256 bits)" */
+    char vendor[32];              /* "NVIDIA", "AMD", "Intel", "Apple", "Mesa (CPU)", ... */
+    char type[24];                /* "discrete", "integrated", "virtual", "cpu", "other" */
+    uint32_t vendor_id, device_id;
+    uint32_t api_version;         /* VK_MAKE_API_VERSION encoded */
+    char driver[128];             /* driver name and info string */
+    uint64_t device_local_bytes;  /* sum of device-local heaps */
+    int unified_memory;           /* 1: device memory is host-mappable, no staging needed */
+    uint32_t subgroup_size;
+    uint32_t max_shared_memory;   /* bytes per workgroup */
+    uint32_t max_workgroup_invocations;
+    uint32_t max_push_constants;  /* bytes */
+    int buffer_device_address;    /* required */
+    int timeline_semaphore;       /* required */
+    int timestamps;               /* compute-queue timestamps (profiling) */
+    int shader_float64, shader_int64, shader_float16, storage_16bit;
+    int suitable;                 /* every required feature present */
+    char missing[128];            /* names of the required features that are absent, or "" */
+} vkg_device_info;
+
+/* List every Vulkan device. *out is a malloc'd array of *count entries (free() it).
+ * Returns VKG_ERR_VULKAN with a message when no Vulkan loader/driver is usable. */
+vkg_status vkg_device_list(vkg_device_info **out, int *count);
+
+typedef struct vkg_device_opts {
+    /* Which device: NULL or "" picks the first suitable one (discrete GPUs first); a decimal
+     * number picks that index of vkg_device_list; anything else is a case-insensitive substring
+     * of the device name. The CLI passes --device or the VKGPT_DEVICE environment variable. */
+    const char *select;
+    int validation; /* enable VK_LAYER_KHRONOS_validation and count its messages */
+    int profiling;  /* allow timestamp queries (vkgpt bench) */
+} vkg_device_opts;
+
+vkg_device_opts vkg_device_opts_default(void);
+
+/* Open a device. Errors: VKG_ERR_NOT_FOUND (no device matches `select`; the message lists the
+ * devices), VKG_ERR_UNSUPPORTED (a required feature is missing; the message names it),
+ * VKG_ERR_VULKAN. On success *out must be released with vkg_device_destroy. */
+vkg_status vkg_device_create(const vkg_device_opts *opts, vkg_device_t **out);
+
+/* Wait for the device to go idle, release everything. NULL-safe; sets *pdev to NULL. Tensors,
+ * arenas and command lists of the device must have been destroyed first. */
+void vkg_device_destroy(vkg_device_t **pdev);
+
+/* The description of an open device. */
+const vkg_device_info *vkg_device_get_info(const vkg_device_t *dev);
+
+/* Number of warning or error messages the validation layer reported so far, and the first one
+ * ("" when none). Always 0 when validation is off. */
+int vkg_device_validation_messages(const vkg_device_t *dev, const char **first);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,73 @@
+/* `vkgpt devices`: list every Vulkan device with vendor, type, memory and the features vkgpt
+ * needs; `--device SPEC` (or VKGPT_DEVICE) checks that a device can be opened. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "vkgpt/device.h"
+
+static void print_device(const vkg_device_info *d)
+{
+    printf("[%d] %s\n", d->index, d->name);
+    printf("    vendor %s (0x%04x), type %s, Vulkan %u.%u.%u, driver %s\n", d->vendor, d->vendor_id,
+           d->type, d->api_version >> 22, (d->api_version >> 12) & 0x3ff, d->api_version & 0xfff,
+           d->driver);
+    printf("    memory %.1f GiB device-local%s; subgroup %u; shared memory %u KiB; "
+           "workgroup <= %u; push constants %u B\n",
+           (double)d->device_local_bytes / (1024.0 * 1024.0 * 1024.0),
+           d->unified_memory ? " (unified with host)" : "", d->subgroup_size,
+           d->max_shared_memory / 1024, d->max_workgroup_invocations, d->max_push_constants);
+    printf("    required: bufferDeviceAddress %s, timelineSemaphore %s; optional: timestamps %s, "
+           "float64 %s, int64 %s, float16 %s, 16-bit storage %s\n",
+           d->buffer_device_address ? "yes" : "NO", d->timeline_semaphore ? "yes" : "NO",
+           d->timestamps ? "yes" : "no", d->shader_float64 ? "yes" : "no",
+           d->shader_int64 ? "yes" : "no", d->shader_float16 ? "yes" : "no",
+           d->storage_16bit ? "yes" : "no");
+    if (d->suitable)
+        printf("    usable by vkgpt\n");
+    else
+        printf("    NOT usable by vkgpt: missing %s\n", d->missing);
+}
+
+int vkg_cli_devices(int argc, char **argv)
+{
+    const char *select = getenv("VKGPT_DEVICE");
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--device") && i + 1 < argc) {
+            select = argv[++i];
+        } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            printf("usage: vkgpt devices [--device INDEX|NAME]\n"
+                   "  Lists Vulkan devices. With --device (or VKGPT_DEVICE), opens that device and\n"
+                   "  fails with exit code 2 when it does not exist.\n");
+            return 0;
+        } else {
+            fprintf(stderr, "vkgpt devices: unknown option '%s' (valid: --device, --help)\n",
+                    argv[i]);
+            return 2;
+        }
+    }
+    vkg_device_info *infos = NULL;
+    int n = 0;
+    vkg_status st = vkg_device_list(&infos, &n);
+    if (st != VKG_OK)
+        return vkg_cli_report("devices", st);
+    for (int i = 0; i < n; i++)
+        print_device(&infos[i]);
+    if (n == 0)
+        printf("no Vulkan devices\n");
+    free(infos);
+    if (select && *select) {
+        vkg_device_opts opts = vkg_device_opts_default();
+        opts.select = select;
+        vkg_device_t *dev = NULL;
+        st = vkg_device_create(&opts, &dev);
+        if (st != VKG_OK) {
+            vkg_cli_report("devices", st);
+            return st == VKG_ERR_NOT_FOUND ? 2 : 1;
+        }
+        printf("selected [%d] %s\n", vkg_device_get_info(dev)->index, vkg_device_get_info(dev)->name);
+        vkg_device_destroy(&dev);
+    }
+    return 0;
+}

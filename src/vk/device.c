@@ -1,0 +1,303 @@
+/* Opening a device: selection by index or name, the required-feature check, the logical device
+ * with one compute queue, the command pool, the timeline semaphore and the shared pipeline layout.
+ * Also submit/wait on the timeline. Memory lives in arena.c, pipelines in kernel.c. */
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "vk/instance.h"
+#include "vk/vk.h"
+
+vkg_device_opts vkg_device_opts_default(void)
+{
+    vkg_device_opts o = {.select = NULL, .validation = 0, .profiling = 0};
+    return o;
+}
+
+static int contains_nocase(const char *hay, const char *needle)
+{
+    size_t n = strlen(needle);
+    for (; *hay; hay++) {
+        size_t i = 0;
+        while (i < n && hay[i] && tolower((unsigned char)hay[i]) == tolower((unsigned char)needle[i]))
+            i++;
+        if (i == n)
+            return 1;
+    }
+    return n == 0;
+}
+
+static int is_number(const char *s)
+{
+    if (!*s)
+        return 0;
+    for (; *s; s++)
+        if (!isdigit((unsigned char)*s))
+            return 0;
+    return 1;
+}
+
+static int type_rank(const char *type)
+{
+    if (!strcmp(type, "discrete"))
+        return 0;
+    if (!strcmp(type, "integrated"))
+        return 1;
+    if (!strcmp(type, "virtual"))
+        return 2;
+    return 3;
+}
+
+static void list_devices(const vkg_device_info *infos, uint32_t n, char *buf, size_t cap)
+{
+    size_t len = 0;
+    buf[0] = '\0';
+    for (uint32_t i = 0; i < n && len < cap; i++)
+        len += (size_t)snprintf(buf + len, cap - len, "%s[%u] %s", i ? ", " : "", i, infos[i].name);
+    if (n == 0)
+        snprintf(buf, cap, "none");
+}
+
+/* Pick a physical device index according to opts->select. */
+static vkg_status choose(const vkg_device_info *infos, uint32_t n, const char *select, uint32_t *out)
+{
+    char names[768];
+    list_devices(infos, n, names, sizeof names);
+    VKG_CHECK(n > 0, VKG_ERR_NOT_FOUND, "no Vulkan device found (Debian: apt-get install "
+                                        "mesa-vulkan-drivers for the CPU device lavapipe)");
+    if (select && *select) {
+        if (is_number(select)) {
+            unsigned long idx = strtoul(select, NULL, 10);
+            VKG_CHECK(idx < n, VKG_ERR_NOT_FOUND, "device %s does not exist; devices: %s", select,
+                      names);
+            *out = (uint32_t)idx;
+        } else {
+            uint32_t i = 0;
+            while (i < n && !contains_nocase(infos[i].name, select))
+                i++;
+            VKG_CHECK(i < n, VKG_ERR_NOT_FOUND, "no device name contains \"%s\"; devices: %s",
+                      select, names);
+            *out = i;
+        }
+        VKG_CHECK(infos[*out].suitable, VKG_ERR_UNSUPPORTED, "device [%u] %s lacks %s", *out,
+                  infos[*out].name, infos[*out].missing);
+        return VKG_OK;
+    }
+    int best = -1;
+    for (uint32_t i = 0; i < n; i++)
+        if (infos[i].suitable &&
+            (best < 0 || type_rank(infos[i].type) < type_rank(infos[best].type)))
+            best = (int)i;
+    VKG_CHECK(best >= 0, VKG_ERR_UNSUPPORTED, "no device has every required feature (%s lacks %s)",
+              infos[0].name, infos[0].missing);
+    *out = (uint32_t)best;
+    return VKG_OK;
+}
+
+static int find_memory_type(VkPhysicalDevice phys, VkMemoryPropertyFlags want, uint32_t *out)
+{
+    VkPhysicalDeviceMemoryProperties mem;
+    vkGetPhysicalDeviceMemoryProperties(phys, &mem);
+    for (uint32_t t = 0; t < mem.memoryTypeCount; t++)
+        if ((mem.memoryTypes[t].propertyFlags & want) == want) {
+            *out = t;
+            return 1;
+        }
+    return 0;
+}
+
+static vkg_status open_logical(vkg_device_t *dev)
+{
+    uint32_t nq = 0;
+    vkGetPhysicalDeviceQueueFamilyProperties(dev->phys, &nq, NULL);
+    VkQueueFamilyProperties qf[16];
+    nq = nq > 16 ? 16 : nq;
+    vkGetPhysicalDeviceQueueFamilyProperties(dev->phys, &nq, qf);
+    /* Prefer a compute family without graphics (dedicated compute queues on discrete GPUs). */
+    int family = -1;
+    for (uint32_t q = 0; q < nq; q++)
+        if ((qf[q].queueFlags & VK_QUEUE_COMPUTE_BIT) &&
+            (family < 0 || !(qf[q].queueFlags & VK_QUEUE_GRAPHICS_BIT)))
+            family = (int)q;
+    VKG_CHECK(family >= 0, VKG_ERR_UNSUPPORTED, "%s has no compute queue", dev->info.name);
+    dev->queue_family = (uint32_t)family;
+    dev->info.timestamps = qf[family].timestampValidBits > 0;
+
+    uint32_t next = 0;
+    VKG_VK(vkEnumerateDeviceExtensionProperties(dev->phys, NULL, &next, NULL));
+    VkExtensionProperties *exts = calloc(next ? next : 1, sizeof *exts);
+    VKG_CHECK(exts, VKG_ERR_NOMEM, "no memory for device extensions");
+    int portability_subset = 0;
+    if (vkEnumerateDeviceExtensionProperties(dev->phys, NULL, &next, exts) == VK_SUCCESS)
+        for (uint32_t i = 0; i < next; i++)
+            portability_subset |= !strcmp(exts[i].extensionName, "VK_KHR_portability_subset");
+    free(exts);
+    const char *ext_names[1] = {"VK_KHR_portability_subset"};
+
+    float priority = 1.0f;
+    VkDeviceQueueCreateInfo qci = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
+                                   .queueFamilyIndex = dev->queue_family,
+                                   .queueCount = 1,
+                                   .pQueuePriorities = &priority};
+    VkPhysicalDeviceVulkan12Features f12 = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
+        .bufferDeviceAddress = VK_TRUE,
+        .timelineSemaphore = VK_TRUE,
+    };
+    VkPhysicalDeviceFeatures2 feats = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
+                                       .pNext = &f12};
+    VkDeviceCreateInfo dci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
+                              .pNext = &feats,
+                              .queueCreateInfoCount = 1,
+                              .pQueueCreateInfos = &qci,
+                              .enabledExtensionCount = portability_subset ? 1u : 0u,
+                              .ppEnabledExtensionNames = ext_names};
+    VKG_VK(vkCreateDevice(dev->phys, &dci, NULL, &dev->device));
+    vkGetDeviceQueue(dev->device, dev->queue_family, 0, &dev->queue);
+
+    VkCommandPoolCreateInfo pci = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,
+                                   .flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT,
+                                   .queueFamilyIndex = dev->queue_family};
+    VKG_VK(vkCreateCommandPool(dev->device, &pci, NULL, &dev->pool));
+
+    VkSemaphoreTypeCreateInfo sti = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_TYPE_CREATE_INFO,
+                                     .semaphoreType = VK_SEMAPHORE_TYPE_TIMELINE,
+                                     .initialValue = 0};
+    VkSemaphoreCreateInfo sci = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO, .pNext = &sti};
+    VKG_VK(vkCreateSemaphore(dev->device, &sci, NULL, &dev->timeline));
+
+    VkPushConstantRange range = {.stageFlags = VK_SHADER_STAGE_COMPUTE_BIT,
+                                 .offset = 0,
+                                 .size = VKG_PUSH_MAX};
+    VkPipelineLayoutCreateInfo lci = {.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO,
+                                      .pushConstantRangeCount = 1,
+                                      .pPushConstantRanges = &range};
+    VKG_VK(vkCreatePipelineLayout(dev->device, &lci, NULL, &dev->layout));
+
+    VkMemoryPropertyFlags unified = VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT |
+                                    VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT |
+                                    VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+    if (dev->info.unified_memory && find_memory_type(dev->phys, unified, &dev->mem_type_device)) {
+        dev->mem_type_host = dev->mem_type_device;
+    } else {
+        dev->info.unified_memory = 0;
+        VKG_CHECK(find_memory_type(dev->phys, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT,
+                                   &dev->mem_type_device),
+                  VKG_ERR_UNSUPPORTED, "%s has no device-local memory type", dev->info.name);
+        VKG_CHECK(find_memory_type(dev->phys,
+                                   VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT |
+                                       VK_MEMORY_PROPERTY_HOST_COHERENT_BIT,
+                                   &dev->mem_type_host),
+                  VKG_ERR_UNSUPPORTED, "%s has no host-visible coherent memory type",
+                  dev->info.name);
+    }
+    VkPhysicalDeviceProperties props;
+    vkGetPhysicalDeviceProperties(dev->phys, &props);
+    dev->timestamp_period = props.limits.timestampPeriod;
+    return VKG_OK;
+}
+
+vkg_status vkg_device_create(const vkg_device_opts *opts, vkg_device_t **out)
+{
+    vkg_status st = VKG_OK;
+    vkg_device_opts defaults = vkg_device_opts_default();
+    vkg_device_t *dev = calloc(1, sizeof *dev);
+    VKG_CHECK(dev, VKG_ERR_NOMEM, "no memory for a device");
+    dev->opts = opts ? *opts : defaults;
+    dev->opts.select = NULL; /* not kept beyond this call */
+    VkPhysicalDevice *phys = NULL;
+    vkg_device_info *infos = NULL;
+    uint32_t n = 0, chosen = 0;
+
+    VKG_TRY_GOTO(st, vkg__instance_create(dev->opts.validation, dev, &dev->instance, &dev->messenger),
+                 fail);
+    VKG_TRY_GOTO(st, vkg__physical_devices(dev->instance, &phys, &n), fail);
+    infos = calloc(n ? n : 1, sizeof *infos);
+    VKG_CHECK_GOTO(st, infos, VKG_ERR_NOMEM, fail, "no memory for device descriptions");
+    for (uint32_t i = 0; i < n; i++)
+        vkg__device_describe(phys[i], (int)i, &infos[i]);
+    VKG_TRY_GOTO(st, choose(infos, n, opts ? opts->select : NULL, &chosen), fail);
+    dev->phys = phys[chosen];
+    dev->info = infos[chosen];
+    VKG_TRY_GOTO(st, open_logical(dev), fail);
+    free(phys);
+    free(infos);
+    *out = dev;
+    return VKG_OK;
+fail:
+    free(phys);
+    free(infos);
+    vkg_device_destroy(&dev);
+    return st;
+}
+
+void vkg_device_destroy(vkg_device_t **pdev)
+{
+    vkg_device_t *dev = pdev ? *pdev : NULL;
+    if (!dev)
+        return;
+    if (dev->device) {
+        vkDeviceWaitIdle(dev->device);
+        vkg__kernels_release(dev);
+        if (dev->staging)
+            vkDestroyBuffer(dev->device, dev->staging, NULL);
+        if (dev->staging_mem)
+            vkFreeMemory(dev->device, dev->staging_mem, NULL);
+        if (dev->layout)
+            vkDestroyPipelineLayout(dev->device, dev->layout, NULL);
+        if (dev->timeline)
+            vkDestroySemaphore(dev->device, dev->timeline, NULL);
+        if (dev->pool)
+            vkDestroyCommandPool(dev->device, dev->pool, NULL);
+        vkDestroyDevice(dev->device, NULL);
+    }
+    vkg__instance_destroy(dev->instance, dev->messenger);
+    free(dev);
+    *pdev = NULL;
+}
+
+const vkg_device_info *vkg_device_get_info(const vkg_device_t *dev)
+{
+    return &dev->info;
+}
+
+int vkg_device_validation_messages(const vkg_device_t *dev, const char **first)
+{
+    int n = atomic_load(&((vkg_device_t *)dev)->validation_count);
+    if (first)
+        *first = n ? dev->validation_first : "";
+    return n;
+}
+
+vkg_status vkg__device_submit(vkg_device_t *dev, VkCommandBuffer cb, uint64_t *value)
+{
+    uint64_t signal = dev->timeline_value + 1;
+    VkTimelineSemaphoreSubmitInfo tsi = {.sType = VK_STRUCTURE_TYPE_TIMELINE_SEMAPHORE_SUBMIT_INFO,
+                                         .signalSemaphoreValueCount = 1,
+                                         .pSignalSemaphoreValues = &signal};
+    VkSubmitInfo si = {.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO,
+                       .pNext = &tsi,
+                       .commandBufferCount = 1,
+                       .pCommandBuffers = &cb,
+                       .signalSemaphoreCount = 1,
+                       .pSignalSemaphores = &dev->timeline};
+    VKG_VK(vkQueueSubmit(dev->queue, 1, &si, VK_NULL_HANDLE));
+    dev->timeline_value = signal;
+    if (value)
+        *value = signal;
+    return VKG_OK;
+}
+
+vkg_status vkg__device_wait(vkg_device_t *dev, uint64_t value, uint64_t timeout_ns)
+{
+    VkSemaphoreWaitInfo wi = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_WAIT_INFO,
+                              .semaphoreCount = 1,
+                              .pSemaphores = &dev->timeline,
+                              .pValues = &value};
+    VkResult r = vkWaitSemaphores(dev->device, &wi, timeout_ns);
+    VKG_CHECK(r != VK_TIMEOUT, VKG_ERR_TIMEOUT, "GPU work on %s did not finish within %.1f s",
+              dev->info.name, (double)timeout_ns / 1e9);
+    VKG_CHECK(r == VK_SUCCESS, vkg__vk_status(r), "vkWaitSemaphores: %s", vkg__vk_result_str(r));
+    return VKG_OK;
+}

@@ -1,0 +1,17 @@
+/* Internal: Vulkan instance creation and physical-device enumeration (instance.c). */
+#ifndef VKG_VK_INSTANCE_H
+#define VKG_VK_INSTANCE_H
+
+#include <vulkan/vulkan.h>
+
+#include "vkgpt/device.h"
+
+/* Create an instance; with validation, enable the Khronos layer (synchronization validation on)
+ * and route its warnings/errors to dev's counter. dev may be NULL only without validation. */
+vkg_status vkg__instance_create(int validation, vkg_device_t *dev, VkInstance *out,
+                                VkDebugUtilsMessengerEXT *messenger);
+void vkg__instance_destroy(VkInstance instance, VkDebugUtilsMessengerEXT messenger);
+/* All physical devices; *out is malloc'd. */
+vkg_status vkg__physical_devices(VkInstance instance, VkPhysicalDevice **out, uint32_t *count);
+
+#endif

@@ -1,0 +1,103 @@
+/* The kernel table: one row per embedded shader (name, SPIR-V), and the compute pipelines built
+ * from it, one per distinct set of specialization constants, created on first use and kept until
+ * the device is destroyed. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "vk/vk.h"
+
+typedef struct kernel_row {
+    const char *name;
+    const uint32_t *spv;
+    const size_t *words;
+} kernel_row;
+
+static const kernel_row kernel_table[VKG_KERNEL_COUNT] = {
+#define VKG_KERNEL_ROW_(name) {#name, vkg_spv_##name, &vkg_spv_##name##_words},
+    VKG_SHADER_LIST(VKG_KERNEL_ROW_)
+#undef VKG_KERNEL_ROW_
+};
+
+const char *vkg__kernel_name(vkg_kernel_id k)
+{
+    return (unsigned)k < VKG_KERNEL_COUNT ? kernel_table[k].name : "?";
+}
+
+static vkg_status build_pipeline(vkg_device_t *dev, vkg_kernel_id k, const uint32_t *spec,
+                                 int nspec, VkPipeline *out)
+{
+    const kernel_row *row = &kernel_table[k];
+    VkShaderModuleCreateInfo smci = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
+                                     .codeSize = *row->words * sizeof(uint32_t),
+                                     .pCode = row->spv};
+    VkShaderModule module;
+    VKG_VK(vkCreateShaderModule(dev->device, &smci, NULL, &module));
+    VkSpecializationMapEntry entries[VKG_MAX_SPEC];
+    for (int i = 0; i < nspec; i++) {
+        entries[i].constantID = (uint32_t)i;
+        entries[i].offset = (uint32_t)(i * sizeof(uint32_t));
+        entries[i].size = sizeof(uint32_t);
+    }
+    VkSpecializationInfo si = {.mapEntryCount = (uint32_t)nspec,
+                               .pMapEntries = entries,
+                               .dataSize = (size_t)nspec * sizeof(uint32_t),
+                               .pData = spec};
+    VkComputePipelineCreateInfo cpci = {
+        .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
+        .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
+                  .stage = VK_SHADER_STAGE_COMPUTE_BIT,
+                  .module = module,
+                  .pName = "main",
+                  .pSpecializationInfo = nspec ? &si : NULL},
+        .layout = dev->layout,
+    };
+    VkResult r = vkCreateComputePipelines(dev->device, VK_NULL_HANDLE, 1, &cpci, NULL, out);
+    vkDestroyShaderModule(dev->device, module, NULL);
+    VKG_CHECK(r == VK_SUCCESS, vkg__vk_status(r), "cannot build the pipeline of kernel %s: %s",
+              row->name, vkg__vk_result_str(r));
+    return VKG_OK;
+}
+
+vkg_status vkg__kernel_pipeline(vkg_device_t *dev, vkg_kernel_id k, const uint32_t *spec,
+                                int nspec, VkPipeline *out)
+{
+    VKG_CHECK((unsigned)k < VKG_KERNEL_COUNT, VKG_ERR_INVALID_ARG, "no kernel with id %d", (int)k);
+    VKG_CHECK(nspec >= 0 && nspec <= VKG_MAX_SPEC, VKG_ERR_INVALID_ARG,
+              "kernel %s: %d specialization constants (at most %d)", kernel_table[k].name, nspec,
+              VKG_MAX_SPEC);
+    vkg_kernel_cache *cache = &dev->kernels[k];
+    for (int i = 0; i < cache->count; i++) {
+        vkg_kernel_variant *v = &cache->variants[i];
+        if (v->nspec == nspec && !memcmp(v->spec, spec, (size_t)nspec * sizeof *spec)) {
+            *out = v->pipeline;
+            return VKG_OK;
+        }
+    }
+    if (cache->count == cache->cap) {
+        int cap = cache->cap ? cache->cap * 2 : 4;
+        vkg_kernel_variant *grown = realloc(cache->variants, (size_t)cap * sizeof *grown);
+        VKG_CHECK(grown, VKG_ERR_NOMEM, "no memory for pipeline variants");
+        cache->variants = grown;
+        cache->cap = cap;
+    }
+    vkg_kernel_variant *v = &cache->variants[cache->count];
+    memset(v, 0, sizeof *v);
+    if (nspec)
+        memcpy(v->spec, spec, (size_t)nspec * sizeof *spec);
+    v->nspec = nspec;
+    VKG_TRY(build_pipeline(dev, k, spec, nspec, &v->pipeline));
+    cache->count++;
+    *out = v->pipeline;
+    return VKG_OK;
+}
+
+void vkg__kernels_release(vkg_device_t *dev)
+{
+    for (int k = 0; k < VKG_KERNEL_COUNT; k++) {
+        vkg_kernel_cache *cache = &dev->kernels[k];
+        for (int i = 0; i < cache->count; i++)
+            vkDestroyPipeline(dev->device, cache->variants[i].pipeline, NULL);
+        free(cache->variants);
+        memset(cache, 0, sizeof *cache);
+    }
+}

@@ -1,0 +1,196 @@
+/* The Vulkan compute runtime used by every op: the device internals, memory arenas with tensor
+ * views, the kernel table and command lists.
+ *
+ * Design (see DESIGN.md section 2): tensors are device addresses handed to shaders through push
+ * constants (no descriptor sets); memory comes from a few large arenas; a command list is recorded
+ * once and submitted many times; consecutive dispatches are separated by a memory barrier unless
+ * they are recorded inside a group of independent dispatches. This header is internal to vkgpt.
+ */
+#ifndef VKG_VK_H
+#define VKG_VK_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <vulkan/vulkan.h>
+
+#include "base/error.h"
+#include "vk/shaders.h"
+#include "vkgpt/device.h"
+
+/* ---- errors ---------------------------------------------------------------------------- */
+
+const char *vkg__vk_result_str(VkResult r);
+/* VKG_ERR_NOMEM for out-of-memory results, VKG_ERR_VULKAN otherwise. */
+vkg_status vkg__vk_status(VkResult r);
+
+#define VKG_VK(call)                                                                               \
+    do {                                                                                           \
+        VkResult vkg_vr_ = (call);                                                                 \
+        if (vkg_vr_ != VK_SUCCESS)                                                                 \
+            return VKG_FAIL(vkg__vk_status(vkg_vr_), "%s: %s", #call,                             \
+                            vkg__vk_result_str(vkg_vr_));                                          \
+    } while (0)
+
+#define VKG_VK_GOTO(st, call, label)                                                               \
+    do {                                                                                           \
+        VkResult vkg_vr_ = (call);                                                                 \
+        if (vkg_vr_ != VK_SUCCESS) {                                                               \
+            (st) = VKG_FAIL(vkg__vk_status(vkg_vr_), "%s: %s", #call,                             \
+                            vkg__vk_result_str(vkg_vr_));                                          \
+            goto label;                                                                            \
+        }                                                                                          \
+    } while (0)
+
+/* ---- kernels --------------------------------------------------------------------------- */
+
+/* One enum value per shader in shaders/CMakeLists.txt: VKG_KERNEL_fill, VKG_KERNEL_matmul_fwd... */
+typedef enum vkg_kernel_id {
+#define VKG_KERNEL_ENUM_(name) VKG_KERNEL_##name,
+    VKG_SHADER_LIST(VKG_KERNEL_ENUM_)
+#undef VKG_KERNEL_ENUM_
+    VKG_KERNEL_COUNT
+} vkg_kernel_id;
+
+/* Specialization constants: ids 0, 1, 2 are the workgroup size (local_size_{x,y,z}_id);
+ * ids 3.. are kernel-specific (tile sizes). */
+#define VKG_MAX_SPEC 8
+#define VKG_PUSH_MAX 128
+
+typedef struct vkg_kernel_variant {
+    uint32_t spec[VKG_MAX_SPEC];
+    int nspec;
+    VkPipeline pipeline;
+} vkg_kernel_variant;
+
+typedef struct vkg_kernel_cache {
+    vkg_kernel_variant *variants;
+    int count, cap;
+} vkg_kernel_cache;
+
+/* Name of a kernel ("matmul_fwd"). */
+const char *vkg__kernel_name(vkg_kernel_id k);
+/* The pipeline for kernel k with these specialization constants, created on first use. */
+vkg_status vkg__kernel_pipeline(vkg_device_t *dev, vkg_kernel_id k, const uint32_t *spec,
+                                int nspec, VkPipeline *out);
+void vkg__kernels_release(vkg_device_t *dev);
+
+/* ---- device ---------------------------------------------------------------------------- */
+
+struct vkg_device {
+    VkInstance instance;
+    VkDebugUtilsMessengerEXT messenger;
+    VkPhysicalDevice phys;
+    VkDevice device;
+    VkQueue queue;
+    uint32_t queue_family;
+    VkCommandPool pool;
+    VkSemaphore timeline;
+    uint64_t timeline_value; /* last value submitted for signalling */
+    VkPipelineLayout layout; /* shared by every kernel: a 128-byte push-constant range */
+    uint32_t mem_type_device; /* arenas */
+    uint32_t mem_type_host;   /* staging (host-visible, coherent) */
+    float timestamp_period;   /* ns per tick */
+    vkg_device_info info;
+    vkg_device_opts opts;
+    atomic_int validation_count;
+    char validation_first[1024];
+    vkg_kernel_cache kernels[VKG_KERNEL_COUNT];
+    /* staging for transfers on devices without unified memory */
+    VkBuffer staging;
+    VkDeviceMemory staging_mem;
+    void *staging_map;
+    size_t staging_bytes;
+    VkCommandBuffer transfer_cmd;
+};
+
+/* Fill `info` for a physical device (used by listing and by create). */
+void vkg__device_describe(VkPhysicalDevice phys, int index, vkg_device_info *info);
+
+/* Submit one command buffer, signalling the timeline with the next value, stored in *value. */
+vkg_status vkg__device_submit(vkg_device_t *dev, VkCommandBuffer cb, uint64_t *value);
+/* Wait until the timeline reaches value, at most timeout_ns. */
+vkg_status vkg__device_wait(vkg_device_t *dev, uint64_t value, uint64_t timeout_ns);
+
+/* ---- memory ---------------------------------------------------------------------------- */
+
+typedef struct vkg_arena vkg_arena;
+
+/* A view of part of an arena: what shaders receive is `addr`. */
+typedef struct vkg_tensor {
+    uint64_t addr;     /* device address of the first byte */
+    size_t offset;     /* bytes from the start of the arena */
+    size_t bytes;
+    vkg_arena *arena;
+} vkg_tensor;
+
+/* Create an arena of `bytes` device memory for one role ("params", "acts", ...). The role names
+ * the arena in error messages. */
+vkg_status vkg_arena_create(vkg_device_t *dev, size_t bytes, const char *role, vkg_arena **out);
+/* Release the arena (NULL-safe, nulls *pa). Its tensors become invalid. */
+void vkg_arena_destroy(vkg_arena **pa);
+/* Take the next `bytes` (rounded up to 256-byte alignment) as a tensor. VKG_ERR_NOMEM with the
+ * arena's role and sizes when it does not fit. */
+vkg_status vkg_arena_alloc(vkg_arena *a, size_t bytes, vkg_tensor *out);
+size_t vkg_arena_used(const vkg_arena *a);
+size_t vkg_arena_size(const vkg_arena *a);
+
+/* The VkBuffer behind an arena (for copies). */
+VkBuffer vkg__arena_buffer(const vkg_arena *a);
+
+/* A sub-view of t: [offset, offset + bytes). Asserts the range lies inside t. */
+vkg_tensor vkg_tensor_view(vkg_tensor t, size_t offset, size_t bytes);
+
+/* Copy host memory into a tensor range, or a tensor range into host memory. The device must not be
+ * running work that touches the range. Uses a direct mapping on unified-memory devices and a
+ * staging buffer elsewhere. */
+vkg_status vkg_tensor_write(vkg_device_t *dev, vkg_tensor t, size_t offset, const void *src,
+                            size_t bytes);
+vkg_status vkg_tensor_read(vkg_device_t *dev, vkg_tensor t, size_t offset, void *dst, size_t bytes);
+
+/* ---- command lists --------------------------------------------------------------------- */
+
+typedef struct vkg_cmd vkg_cmd;
+
+typedef struct vkg_cmd_timing {
+    const char *label; /* the label given at dispatch (static storage) or the kernel name */
+    vkg_kernel_id kernel;
+    double ns;
+} vkg_cmd_timing;
+
+vkg_status vkg_cmd_create(vkg_device_t *dev, vkg_cmd **out);
+void vkg_cmd_destroy(vkg_cmd **pc);
+
+/* Start (re)recording; discards what was recorded before. */
+vkg_status vkg_cmd_begin(vkg_cmd *c);
+/* Record a dispatch of kernel k with push constants and a grid of workgroups. A barrier is
+ * inserted before it when earlier dispatches were recorded since the last barrier, unless inside
+ * a group. label: static string used in profiles (NULL = kernel name). Errors: push size over
+ * 128 bytes, a zero-sized or too large grid (the message names the kernel). A grid with a zero
+ * dimension records nothing and succeeds. */
+vkg_status vkg_cmd_dispatch(vkg_cmd *c, vkg_kernel_id k, const uint32_t *spec, int nspec,
+                            const void *push, size_t push_bytes, uint32_t gx, uint32_t gy,
+                            uint32_t gz, const char *label);
+/* Dispatches recorded between group_begin and group_end are independent of each other (no
+ * barriers between them); a barrier separates the group from what came before. */
+void vkg_cmd_group_begin(vkg_cmd *c);
+void vkg_cmd_group_end(vkg_cmd *c);
+/* Record a memory barrier now (compute and transfer, both directions). */
+void vkg_cmd_barrier(vkg_cmd *c);
+/* Copy bytes between tensors (with the barriers this needs). */
+vkg_status vkg_cmd_copy(vkg_cmd *c, vkg_tensor dst, vkg_tensor src, size_t bytes);
+/* Finish recording. */
+vkg_status vkg_cmd_end(vkg_cmd *c);
+/* Submit the recorded list and wait for it (timeout_ns 0 = 10 minutes). Can be called any
+ * number of times per recording. */
+vkg_status vkg_cmd_run(vkg_cmd *c, uint64_t timeout_ns);
+/* Submit without waiting; *value is the timeline value that signals completion. */
+vkg_status vkg_cmd_submit(vkg_cmd *c, uint64_t *value);
+vkg_status vkg_cmd_wait(vkg_cmd *c, uint64_t value, uint64_t timeout_ns);
+/* Per-dispatch GPU times of the last completed run (device opened with profiling; else 0
+ * entries). Pointer valid until the next begin/run. */
+int vkg_cmd_timings(vkg_cmd *c, const vkg_cmd_timing **out);
+/* Number of dispatches recorded. */
+int vkg_cmd_dispatch_count(const vkg_cmd *c);
+
+#endif

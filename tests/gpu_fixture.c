@@ -1,0 +1,103 @@
+/* GPU test fixture (see gpu_fixture.h). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu_fixture.h"
+
+#define FIXTURE_ARENA_BYTES ((size_t)256 << 20)
+
+int vkg_gpu_group_setup(void **state)
+{
+    vkg_gpu *g = calloc(1, sizeof *g);
+    if (!g)
+        return -1;
+    vkg_device_opts opts = vkg_device_opts_default();
+    opts.select = getenv("VKGPT_DEVICE");
+    opts.validation = 1;
+    opts.profiling = 1;
+    vkg_status st = vkg_device_create(&opts, &g->dev);
+    if (st != VKG_OK) {
+        fprintf(stderr, "cannot open a Vulkan device with validation: %s: %s\n",
+                vkg_status_name(st), vkg_error_message());
+        free(g);
+        return -1;
+    }
+    *state = g;
+    return 0;
+}
+
+int vkg_gpu_group_teardown(void **state)
+{
+    vkg_gpu *g = *state;
+    if (g) {
+        vkg_device_destroy(&g->dev);
+        free(g);
+    }
+    return 0;
+}
+
+int vkg_gpu_setup(void **state)
+{
+    vkg_gpu *g = *state;
+    if (vkg_arena_create(g->dev, FIXTURE_ARENA_BYTES, "test", &g->arena) != VKG_OK ||
+        vkg_cmd_create(g->dev, &g->cmd) != VKG_OK || vkg_cmd_begin(g->cmd) != VKG_OK) {
+        fprintf(stderr, "fixture setup: %s\n", vkg_error_message());
+        return -1;
+    }
+    return 0;
+}
+
+int vkg_gpu_teardown(void **state)
+{
+    vkg_gpu *g = *state;
+    vkDeviceWaitIdle(g->dev->device);
+    vkg_cmd_destroy(&g->cmd);
+    vkg_arena_destroy(&g->arena);
+    const char *first;
+    int n = vkg_device_validation_messages(g->dev, &first);
+    if (n) {
+        fprintf(stderr, "validation layer reported %d message(s); first: %s\n", n, first);
+        atomic_store(&g->dev->validation_count, 0);
+        return -1; /* cmocka fails the test when its teardown fails */
+    }
+    return 0;
+}
+
+vkg_tensor vkg_gpu_upload(vkg_gpu *g, const void *src, size_t bytes)
+{
+    vkg_tensor t;
+    VKG_ASSERT_OK(vkg_arena_alloc(g->arena, bytes ? bytes : 4, &t));
+    t.bytes = bytes;
+    if (src)
+        VKG_ASSERT_OK(vkg_tensor_write(g->dev, t, 0, src, bytes));
+    return t;
+}
+
+vkg_tensor vkg_gpu_poisoned(vkg_gpu *g, size_t n)
+{
+    float *nan = malloc((n ? n : 1) * sizeof *nan);
+    assert_non_null(nan);
+    for (size_t i = 0; i < n; i++)
+        nan[i] = NAN;
+    vkg_tensor t = vkg_gpu_upload(g, nan, n * sizeof(float));
+    free(nan);
+    return t;
+}
+
+void vkg_gpu_download(vkg_gpu *g, vkg_tensor t, void *dst, size_t bytes)
+{
+    VKG_ASSERT_OK(vkg_tensor_read(g->dev, t, 0, dst, bytes));
+}
+
+void vkg_gpu_run(vkg_gpu *g)
+{
+    VKG_ASSERT_OK(vkg_cmd_end(g->cmd));
+    VKG_ASSERT_OK(vkg_cmd_run(g->cmd, 0));
+}

@@ -1,0 +1,43 @@
+/* GPU test fixture: opens the Vulkan device (VKGPT_DEVICE or the first suitable one) with the
+ * Khronos validation layer on, gives each test a fresh arena and command list, and fails the test
+ * when the validation layer reported anything. Also upload/download/poison helpers. */
+#ifndef VKG_GPU_FIXTURE_H
+#define VKG_GPU_FIXTURE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "vk/vk.h"
+
+typedef struct vkg_gpu {
+    vkg_device_t *dev;
+    vkg_arena *arena;
+    vkg_cmd *cmd;
+} vkg_gpu;
+
+/* cmocka group setup/teardown: *state becomes a vkg_gpu with the device open. */
+int vkg_gpu_group_setup(void **state);
+int vkg_gpu_group_teardown(void **state);
+/* cmocka per-test setup/teardown: a fresh 256 MiB arena and command list; teardown fails the test
+ * if the validation layer reported any warning or error during it. */
+int vkg_gpu_setup(void **state);
+int vkg_gpu_teardown(void **state);
+
+/* Allocate a tensor of `bytes` and fill it from host memory (src may be NULL: left as is). */
+vkg_tensor vkg_gpu_upload(vkg_gpu *g, const void *src, size_t bytes);
+/* Allocate a tensor of n floats filled with NaN, so unwritten outputs are caught. */
+vkg_tensor vkg_gpu_poisoned(vkg_gpu *g, size_t n);
+/* Read n floats (or bytes/4 int32) of t into host memory. */
+void vkg_gpu_download(vkg_gpu *g, vkg_tensor t, void *dst, size_t bytes);
+/* Record nothing more, end, run and wait for the fixture's command list; asserts success. */
+void vkg_gpu_run(vkg_gpu *g);
+/* Assert that a vkgpt call succeeded, printing the error message when it did not. */
+#define VKG_ASSERT_OK(expr)                                                                        \
+    do {                                                                                           \
+        vkg_status vkg_assert_st_ = (expr);                                                        \
+        if (vkg_assert_st_ != VKG_OK)                                                              \
+            fail_msg("%s -> %s: %s", #expr, vkg_status_name(vkg_assert_st_),                     \
+                     vkg_error_message());                                                         \
+    } while (0)
+
+#endif

@@ -1,0 +1,219 @@
+/* Tests for src/vk: device listing and selection, arenas, transfers, command lists with barriers,
+ * replay, timestamps, and the validation-layer hook itself. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu_fixture.h"
+#include "ops/ops.h"
+
+static void test_list_has_a_suitable_device(void **state)
+{
+    (void)state;
+    vkg_device_info *infos = NULL;
+    int n = 0;
+    VKG_ASSERT_OK(vkg_device_list(&infos, &n));
+    assert_true(n >= 1);
+    int suitable = 0;
+    for (int i = 0; i < n; i++) {
+        assert_int_equal(infos[i].index, i);
+        assert_true(strlen(infos[i].name) > 0);
+        suitable += infos[i].suitable;
+        if (infos[i].suitable) {
+            assert_true(infos[i].buffer_device_address);
+            assert_true(infos[i].timeline_semaphore);
+            assert_string_equal(infos[i].missing, "");
+        }
+    }
+    assert_true(suitable >= 1);
+    free(infos);
+}
+
+static void test_select_missing_device_fails_clearly(void **state)
+{
+    (void)state;
+    vkg_device_opts opts = vkg_device_opts_default();
+    vkg_device_t *dev = NULL;
+    opts.select = "4096";
+    assert_int_equal(vkg_device_create(&opts, &dev), VKG_ERR_NOT_FOUND);
+    assert_null(dev);
+    assert_non_null(strstr(vkg_error_message(), "device 4096 does not exist"));
+    opts.select = "no-such-gpu-name";
+    assert_int_equal(vkg_device_create(&opts, &dev), VKG_ERR_NOT_FOUND);
+    assert_non_null(strstr(vkg_error_message(), "no-such-gpu-name"));
+    assert_null(dev);
+}
+
+static void test_select_by_index_and_name(void **state)
+{
+    vkg_gpu *g = *state;
+    const vkg_device_info *info = vkg_device_get_info(g->dev);
+    char index[16], fragment[8];
+    snprintf(index, sizeof index, "%d", info->index);
+    snprintf(fragment, sizeof fragment, "%.4s", info->name);
+    vkg_device_opts opts = vkg_device_opts_default();
+    vkg_device_t *dev = NULL;
+    opts.select = index;
+    VKG_ASSERT_OK(vkg_device_create(&opts, &dev));
+    assert_string_equal(vkg_device_get_info(dev)->name, info->name);
+    vkg_device_destroy(&dev);
+    assert_null(dev);
+    opts.select = fragment;
+    VKG_ASSERT_OK(vkg_device_create(&opts, &dev));
+    vkg_device_destroy(&dev);
+    vkg_device_destroy(&dev); /* NULL-safe */
+}
+
+static void test_arena_bounds(void **state)
+{
+    vkg_gpu *g = *state;
+    vkg_arena *a = NULL;
+    VKG_ASSERT_OK(vkg_arena_create(g->dev, 1000, "small", &a));
+    vkg_tensor t1, t2, t3;
+    VKG_ASSERT_OK(vkg_arena_alloc(a, 300, &t1));
+    VKG_ASSERT_OK(vkg_arena_alloc(a, 300, &t2));
+    assert_int_equal(t2.offset % 256, 0);
+    assert_true(t2.addr >= t1.addr + 300);
+    assert_int_equal(vkg_arena_alloc(a, 600, &t3), VKG_ERR_NOMEM);
+    assert_non_null(strstr(vkg_error_message(), "arena small"));
+    float buf[100] = {0};
+    assert_int_equal(vkg_tensor_write(g->dev, t1, 200, buf, 200), VKG_ERR_INVALID_ARG);
+    vkg_arena_destroy(&a);
+    assert_null(a);
+}
+
+static void test_roundtrip_and_views(void **state)
+{
+    vkg_gpu *g = *state;
+    enum { N = 1000 };
+    float host[N], back[N];
+    for (int i = 0; i < N; i++)
+        host[i] = (float)i * 0.5f - 7.0f;
+    vkg_tensor t = vkg_gpu_upload(g, host, sizeof host);
+    vkg_gpu_download(g, t, back, sizeof back);
+    assert_memory_equal(host, back, sizeof host);
+    vkg_tensor v = vkg_tensor_view(t, 40 * sizeof(float), 10 * sizeof(float));
+    float part[10];
+    vkg_gpu_download(g, v, part, sizeof part);
+    assert_memory_equal(part, host + 40, sizeof part);
+}
+
+/* fill then scale on the same tensor: wrong without the barrier between them. Replaying the
+ * recorded list applies the scale again. */
+static void test_dependent_dispatches_and_replay(void **state)
+{
+    vkg_gpu *g = *state;
+    enum { N = 300001 }; /* not a multiple of the workgroup size */
+    vkg_tensor x = vkg_gpu_poisoned(g, N);
+    VKG_ASSERT_OK(vkg_op_fill(g->cmd, x, N, 1.5f));
+    VKG_ASSERT_OK(vkg_op_scale(g->cmd, x, N, -2.0f));
+    vkg_gpu_run(g);
+    float *out = malloc(N * sizeof *out);
+    assert_non_null(out);
+    vkg_gpu_download(g, x, out, N * sizeof *out);
+    for (int i = 0; i < N; i++)
+        if (out[i] != -3.0f)
+            fail_msg("x[%d] = %g after fill 1.5 and scale -2, expected -3", i, (double)out[i]);
+    VKG_ASSERT_OK(vkg_cmd_run(g->cmd, 0)); /* replay: fill 1.5, scale -2 again */
+    vkg_gpu_download(g, x, out, N * sizeof *out);
+    assert_true(out[0] == -3.0f && out[N - 1] == -3.0f);
+    free(out);
+}
+
+static void test_grouped_independent_dispatches(void **state)
+{
+    vkg_gpu *g = *state;
+    enum { N = 5000 };
+    vkg_tensor a = vkg_gpu_poisoned(g, N), b = vkg_gpu_poisoned(g, N);
+    vkg_cmd_group_begin(g->cmd);
+    VKG_ASSERT_OK(vkg_op_fill(g->cmd, a, N, 1.0f));
+    VKG_ASSERT_OK(vkg_op_fill(g->cmd, b, N, 2.0f));
+    vkg_cmd_group_end(g->cmd);
+    VKG_ASSERT_OK(vkg_op_scale(g->cmd, a, N, 3.0f));
+    vkg_gpu_run(g);
+    float ha[N], hb[N];
+    vkg_gpu_download(g, a, ha, sizeof ha);
+    vkg_gpu_download(g, b, hb, sizeof hb);
+    assert_true(ha[0] == 3.0f && ha[N - 1] == 3.0f && hb[0] == 2.0f && hb[N - 1] == 2.0f);
+    assert_int_equal(vkg_cmd_dispatch_count(g->cmd), 3);
+}
+
+static void test_timestamps(void **state)
+{
+    vkg_gpu *g = *state;
+    if (!vkg_device_get_info(g->dev)->timestamps)
+        fail_msg("the test device has no compute timestamps");
+    vkg_tensor x = vkg_gpu_poisoned(g, 1 << 20);
+    VKG_ASSERT_OK(vkg_op_fill(g->cmd, x, 1 << 20, 0.0f));
+    VKG_ASSERT_OK(vkg_op_scale(g->cmd, x, 1 << 20, 2.0f));
+    vkg_gpu_run(g);
+    const vkg_cmd_timing *t;
+    int n = vkg_cmd_timings(g->cmd, &t);
+    assert_int_equal(n, 2);
+    assert_string_equal(t[0].label, "fill");
+    assert_string_equal(t[1].label, "scale");
+    assert_true(t[0].ns > 0.0 && t[1].ns > 0.0);
+}
+
+static void test_bad_op_arguments(void **state)
+{
+    vkg_gpu *g = *state;
+    vkg_tensor x = vkg_gpu_poisoned(g, 10);
+    assert_int_equal(vkg_op_fill(g->cmd, x, 11, 0.0f), VKG_ERR_INVALID_ARG);
+    assert_non_null(strstr(vkg_error_message(), "fill: tensor x holds 10 elements, the shape needs 11"));
+    uint32_t spec[3] = {64, 1, 1};
+    char push[132] = {0};
+    assert_int_equal(vkg_cmd_dispatch(g->cmd, VKG_KERNEL_fill, spec, 3, push, sizeof push, 1, 1, 1,
+                                      NULL),
+                     VKG_ERR_INVALID_ARG);
+    assert_int_equal(vkg_cmd_dispatch(g->cmd, VKG_KERNEL_fill, spec, 3, push, 16, 70000, 1, 1, NULL),
+                     VKG_ERR_INVALID_ARG);
+    vkg_gpu_run(g);
+}
+
+/* The validation hook must bite: an invalid call (a zero-sized buffer) is reported and counted. */
+static void test_validation_hook_reports_misuse(void **state)
+{
+    vkg_gpu *g = *state;
+    VkBufferCreateInfo bci = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
+                              .size = 0,
+                              .usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT,
+                              .sharingMode = VK_SHARING_MODE_EXCLUSIVE};
+    VkBuffer buf = VK_NULL_HANDLE;
+    int before = vkg_device_validation_messages(g->dev, NULL);
+    VkResult r = vkCreateBuffer(g->dev->device, &bci, NULL, &buf);
+    const char *first;
+    int after = vkg_device_validation_messages(g->dev, &first);
+    if (r == VK_SUCCESS && buf != VK_NULL_HANDLE)
+        vkDestroyBuffer(g->dev->device, buf, NULL);
+    assert_int_equal(before, 0);
+    assert_true(after > before);
+    assert_true(strlen(first) > 0);
+    atomic_store(&g->dev->validation_count, 0); /* expected message: do not fail the teardown */
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_list_has_a_suitable_device),
+        cmocka_unit_test(test_select_missing_device_fails_clearly),
+        cmocka_unit_test_setup_teardown(test_select_by_index_and_name, vkg_gpu_setup, vkg_gpu_teardown),
+        cmocka_unit_test_setup_teardown(test_arena_bounds, vkg_gpu_setup, vkg_gpu_teardown),
+        cmocka_unit_test_setup_teardown(test_roundtrip_and_views, vkg_gpu_setup, vkg_gpu_teardown),
+        cmocka_unit_test_setup_teardown(test_dependent_dispatches_and_replay, vkg_gpu_setup,
+                                        vkg_gpu_teardown),
+        cmocka_unit_test_setup_teardown(test_grouped_independent_dispatches, vkg_gpu_setup,
+                                        vkg_gpu_teardown),
+        cmocka_unit_test_setup_teardown(test_timestamps, vkg_gpu_setup, vkg_gpu_teardown),
+        cmocka_unit_test_setup_teardown(test_bad_op_arguments, vkg_gpu_setup, vkg_gpu_teardown),
+        cmocka_unit_test_setup_teardown(test_validation_hook_reports_misuse, vkg_gpu_setup,
+                                        vkg_gpu_teardown),
+    };
+    return cmocka_run_group_tests(tests, vkg_gpu_group_setup, vkg_gpu_group_teardown);
+}
