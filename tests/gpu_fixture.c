@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "gpu_fixture.h"
+#include "testutil.h"
 
 #define FIXTURE_ARENA_BYTES ((size_t)256 << 20)
 
@@ -100,4 +101,17 @@ void vkg_gpu_run(vkg_gpu *g)
 {
     VKG_ASSERT_OK(vkg_cmd_end(g->cmd));
     VKG_ASSERT_OK(vkg_cmd_run(g->cmd, 0));
+}
+
+void vkg_gpu_expect(vkg_gpu *g, const char *what, vkg_tensor t, const float *ref, size_t n,
+                    double bound)
+{
+    float *got = vkg_test_alloc(n);
+    vkg_gpu_download(g, t, got, n * sizeof *got);
+    vkg_test_cmp cmp;
+    int ok = vkg_test_compare(what, got, ref, n, bound, &cmp);
+    free(got);
+    if (!ok)
+        fail_msg("%s differs from the reference: rel_l2 %.3g > %.3g or %zu non-finite", what,
+                 cmp.rel_l2, bound, cmp.nonfinite);
 }

@@ -29,6 +29,11 @@ vkg_tensor vkg_gpu_upload(vkg_gpu *g, const void *src, size_t bytes);
 vkg_tensor vkg_gpu_poisoned(vkg_gpu *g, size_t n);
 /* Read n floats (or bytes/4 int32) of t into host memory. */
 void vkg_gpu_download(vkg_gpu *g, vkg_tensor t, void *dst, size_t bytes);
+/* Download n floats of t and compare them with ref under a relative-L2 bound (vkg_test_compare):
+ * fails the test, naming `what`, the errors and the first bad index, on a mismatch or any
+ * non-finite element. */
+void vkg_gpu_expect(vkg_gpu *g, const char *what, vkg_tensor t, const float *ref, size_t n,
+                    double bound);
 /* Record nothing more, end, run and wait for the fixture's command list; asserts success. */
 void vkg_gpu_run(vkg_gpu *g);
 /* Assert that a vkgpt call succeeded, printing the error message when it did not. */

@@ -6,6 +6,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The bound every shader output must meet against the CPU reference: ||gpu - ref|| / ||ref||. */
+#define VKG_TEST_REL_BOUND 1e-5
+
 typedef struct vkg_test_rng {
     uint64_t state;
 } vkg_test_rng;

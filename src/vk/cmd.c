@@ -223,3 +223,8 @@ int vkg_cmd_dispatch_count(const vkg_cmd *c)
 {
     return c->ndispatch;
 }
+
+vkg_device_t *vkg_cmd_device(const vkg_cmd *c)
+{
+    return c->dev;
+}

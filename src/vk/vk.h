@@ -190,6 +190,8 @@ vkg_status vkg_cmd_wait(vkg_cmd *c, uint64_t value, uint64_t timeout_ns);
 /* Per-dispatch GPU times of the last completed run (device opened with profiling; else 0
  * entries). Pointer valid until the next begin/run. */
 int vkg_cmd_timings(vkg_cmd *c, const vkg_cmd_timing **out);
+/* The device a command list records for (ops pick per-device variants from its info). */
+vkg_device_t *vkg_cmd_device(const vkg_cmd *c);
 /* Number of dispatches recorded. */
 int vkg_cmd_dispatch_count(const vkg_cmd *c);
 
