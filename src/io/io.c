@@ -1,0 +1,258 @@
+/* Crash-safe file replacement (temporary file + fsync + rename + directory fsync) and the
+ * little-endian read/write helpers every llm.c format uses. Knows no file format itself beyond
+ * the shared 256-int32 header; never prints. */
+#include "io/io_internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/error.h"
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+#define HOST_BIG_ENDIAN 1
+#else
+#define HOST_BIG_ENDIAN 0
+#endif
+
+#define SWAP_CHUNK 4096
+
+/* ---- atomic replacement --------------------------------------------------------------------- */
+
+/* Create a fresh temporary file next to path ("<dir>/.<base>.tmp-<pid>-<n>"), opened O_EXCL. */
+static vkg_status create_temp(const char *path, char **tmp_out, int *fd_out)
+{
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    size_t dirlen = slash ? (size_t)(slash - path) + 1 : 0;
+    VKG_CHECK(base[0] != '\0', VKG_ERR_INVALID_ARG, "'%s' names a directory, not a file", path);
+    size_t cap = strlen(path) + 64;
+    char *tmp = malloc(cap);
+    VKG_CHECK(tmp, VKG_ERR_NOMEM, "out of memory writing '%s'", path);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uintptr_t salt = (uintptr_t)&ts ^ (uintptr_t)ts.tv_nsec;
+    int fd = -1, err = 0;
+    for (unsigned attempt = 0; attempt < 100; attempt++) {
+        snprintf(tmp, cap, "%.*s.%s.tmp-%ld-%lx", (int)dirlen, path, base, (long)getpid(),
+                 (unsigned long)(salt + attempt * 7919u));
+        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        err = errno;
+        if (fd >= 0 || err != EEXIST)
+            break;
+    }
+    if (fd < 0) {
+        vkg_status st = VKG_FAIL(VKG_ERR_IO, "%s: cannot create temporary file '%s': %s", path,
+                                 tmp, strerror(err));
+        free(tmp);
+        return st;
+    }
+    *tmp_out = tmp;
+    *fd_out = fd;
+    return VKG_OK;
+}
+
+/* fsync the directory holding path, so the rename itself survives a crash. File systems that
+ * cannot fsync a directory (EINVAL) are accepted. */
+static vkg_status sync_dir(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    char dir[4096];
+    if (!slash)
+        snprintf(dir, sizeof dir, ".");
+    else if (slash == path)
+        snprintf(dir, sizeof dir, "/");
+    else
+        snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    VKG_CHECK(fd >= 0, VKG_ERR_IO, "%s: cannot open directory '%s' to sync it: %s", path, dir,
+              strerror(errno));
+    int rc = fsync(fd), err = errno;
+    close(fd);
+    VKG_CHECK(rc == 0 || err == EINVAL, VKG_ERR_IO, "%s: fsync of directory '%s' failed: %s",
+              path, dir, strerror(err));
+    return VKG_OK;
+}
+
+vkg_status vkg_io_write_atomic(const char *path, vkg_io_write_fn write_fn, void *ctx)
+{
+    char *tmp = NULL;
+    int fd = -1;
+    FILE *f = NULL;
+    vkg_status st = VKG_OK;
+    VKG_CHECK(path && write_fn, VKG_ERR_INVALID_ARG, "vkg_io_write_atomic: NULL path or callback");
+    VKG_TRY(create_temp(path, &tmp, &fd));
+    f = fdopen(fd, "wb");
+    VKG_CHECK_GOTO(st, f, VKG_ERR_IO, fail, "%s: fdopen failed: %s", path, strerror(errno));
+    fd = -1; /* owned by f from here on */
+    st = write_fn(f, ctx);
+    if (st < 0) {
+        vkg__error_wrap(st, "writing '%s'", path);
+        goto fail;
+    }
+    VKG_CHECK_GOTO(st, !ferror(f) && fflush(f) == 0, VKG_ERR_IO, fail, "%s: write failed: %s",
+                   path, strerror(errno));
+    VKG_CHECK_GOTO(st, fsync(fileno(f)) == 0, VKG_ERR_IO, fail, "%s: fsync failed: %s", path,
+                   strerror(errno));
+    int rc = fclose(f);
+    f = NULL;
+    VKG_CHECK_GOTO(st, rc == 0, VKG_ERR_IO, fail, "%s: close failed: %s", path, strerror(errno));
+    VKG_CHECK_GOTO(st, rename(tmp, path) == 0, VKG_ERR_IO, fail, "%s: cannot rename '%s' over it: %s",
+                   path, tmp, strerror(errno));
+    free(tmp);
+    return sync_dir(path);
+fail:
+    if (f)
+        fclose(f);
+    if (fd >= 0)
+        close(fd);
+    unlink(tmp);
+    free(tmp);
+    return st;
+}
+
+/* ---- little-endian writers ------------------------------------------------------------------ */
+
+vkg_status vkg_io_write_bytes(FILE *f, const void *data, size_t n)
+{
+    if (n == 0)
+        return VKG_OK;
+    errno = 0;
+    VKG_CHECK(fwrite(data, 1, n, f) == n, VKG_ERR_IO, "short write of %zu bytes: %s", n,
+              errno ? strerror(errno) : "unknown error");
+    return VKG_OK;
+}
+
+/* Write n elements of `size` bytes, byte-swapped on big-endian hosts. */
+static vkg_status write_le(FILE *f, const void *x, size_t n, size_t size)
+{
+    if (!HOST_BIG_ENDIAN)
+        return vkg_io_write_bytes(f, x, n * size);
+    unsigned char buf[SWAP_CHUNK * 4];
+    const unsigned char *src = x;
+    while (n > 0) {
+        size_t m = n < SWAP_CHUNK ? n : SWAP_CHUNK;
+        for (size_t i = 0; i < m; i++)
+            for (size_t b = 0; b < size; b++)
+                buf[i * size + b] = src[i * size + size - 1 - b];
+        VKG_TRY(vkg_io_write_bytes(f, buf, m * size));
+        src += m * size;
+        n -= m;
+    }
+    return VKG_OK;
+}
+
+vkg_status vkg_io_write_i32(FILE *f, const int32_t *x, size_t n)
+{
+    return write_le(f, x, n, 4);
+}
+
+vkg_status vkg_io_write_f32(FILE *f, const float *x, size_t n)
+{
+    return write_le(f, x, n, 4);
+}
+
+vkg_status vkg_io_write_u16(FILE *f, const uint16_t *x, size_t n)
+{
+    return write_le(f, x, n, 2);
+}
+
+/* ---- little-endian readers ------------------------------------------------------------------ */
+
+vkg_status vkg_io_read_bytes(FILE *f, const char *path, void *data, size_t n)
+{
+    if (n == 0)
+        return VKG_OK;
+    size_t got = fread(data, 1, n, f);
+    if (got == n)
+        return VKG_OK;
+    if (ferror(f))
+        return VKG_FAIL(VKG_ERR_IO, "%s: read error: %s", path, strerror(errno));
+    return VKG_FAIL(VKG_ERR_FORMAT, "%s: file ends early: wanted %zu more bytes, got %zu", path, n,
+                    got);
+}
+
+static void swap_in_place(void *x, size_t n, size_t size)
+{
+    unsigned char *p = x;
+    for (size_t i = 0; i < n; i++, p += size)
+        for (size_t b = 0; b < size / 2; b++) {
+            unsigned char t = p[b];
+            p[b] = p[size - 1 - b];
+            p[size - 1 - b] = t;
+        }
+}
+
+static vkg_status read_le(FILE *f, const char *path, void *x, size_t n, size_t size)
+{
+    VKG_TRY(vkg_io_read_bytes(f, path, x, n * size));
+    if (HOST_BIG_ENDIAN)
+        swap_in_place(x, n, size);
+    return VKG_OK;
+}
+
+vkg_status vkg_io_read_i32(FILE *f, const char *path, int32_t *x, size_t n)
+{
+    return read_le(f, path, x, n, 4);
+}
+
+vkg_status vkg_io_read_f32(FILE *f, const char *path, float *x, size_t n)
+{
+    return read_le(f, path, x, n, 4);
+}
+
+vkg_status vkg_io_read_u16(FILE *f, const char *path, uint16_t *x, size_t n)
+{
+    return read_le(f, path, x, n, 2);
+}
+
+/* ---- shared header handling ----------------------------------------------------------------- */
+
+vkg_status vkg__io_open(const char *path, FILE **f, uint64_t *size)
+{
+    struct stat sb;
+    *f = NULL;
+    FILE *fp = fopen(path, "rb");
+    VKG_CHECK(fp, VKG_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    if (fstat(fileno(fp), &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        int err = errno;
+        fclose(fp);
+        return VKG_FAIL(VKG_ERR_IO, "%s: not a regular file%s%s", path, err ? ": " : "",
+                        err ? strerror(err) : "");
+    }
+    *f = fp;
+    *size = (uint64_t)sb.st_size;
+    return VKG_OK;
+}
+
+vkg_status vkg__io_read_header(FILE *f, const char *path, uint64_t size, int32_t magic,
+                               const char *kind, int32_t hdr[VKG_FILE_HEADER_INTS])
+{
+    VKG_CHECK(size >= VKG_FILE_HEADER_BYTES, VKG_ERR_FORMAT,
+              "%s: file is %llu bytes, too short for the %d-byte header of a %s file", path,
+              (unsigned long long)size, VKG_FILE_HEADER_BYTES, kind);
+    VKG_TRY(vkg_io_read_i32(f, path, hdr, VKG_FILE_HEADER_INTS));
+    VKG_CHECK(hdr[0] == magic, VKG_ERR_FORMAT, "%s: bad magic %ld, expected %ld (not a %s file)",
+              path, (long)hdr[0], (long)magic, kind);
+    return VKG_OK;
+}
+
+vkg_status vkg__io_check_size(const char *path, uint64_t size, uint64_t expected, const char *what)
+{
+    if (size < expected)
+        return VKG_FAIL(VKG_ERR_FORMAT,
+                        "%s: header says %s but the file holds %llu bytes fewer than expected "
+                        "(%llu of %llu: truncated?)",
+                        path, what, (unsigned long long)(expected - size),
+                        (unsigned long long)size, (unsigned long long)expected);
+    VKG_CHECK(size == expected, VKG_ERR_FORMAT,
+              "%s: header says %s but the file holds %llu bytes more than expected (%llu, "
+              "expected %llu)",
+              path, what, (unsigned long long)(size - expected), (unsigned long long)size,
+              (unsigned long long)expected);
+    return VKG_OK;
+}

@@ -1,0 +1,26 @@
+/* Internals shared by the llm.c file readers in src/io: opening a file with its size and checking
+ * the 256-int32 header. Not part of the public API. */
+#ifndef VKG_IO_INTERNAL_H
+#define VKG_IO_INTERNAL_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "vkgpt/io.h"
+
+/* Open path for binary reading and report its size in bytes. VKG_ERR_IO naming the file when it
+ * cannot be opened or is not a regular file. On success the caller closes *f. */
+vkg_status vkg__io_open(const char *path, FILE **f, uint64_t *size);
+
+/* Read the 1024-byte header from the start of f into hdr (host order) and check hdr[0] == magic.
+ * kind ("model", "token shard", ...) is used in messages. VKG_ERR_FORMAT naming the file when the
+ * file is shorter than a header or the magic differs. */
+vkg_status vkg__io_read_header(FILE *f, const char *path, uint64_t size, int32_t magic,
+                               const char *kind, int32_t hdr[VKG_FILE_HEADER_INTS]);
+
+/* Check that a file of `size` bytes holds exactly `expected` bytes; VKG_ERR_FORMAT otherwise,
+ * saying how many bytes are missing or extra and what the header declared (`what`). */
+vkg_status vkg__io_check_size(const char *path, uint64_t size, uint64_t expected,
+                              const char *what);
+
+#endif
