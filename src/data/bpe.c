@@ -1,0 +1,456 @@
+/* GPT-2 BPE (see bpe.h). Tokens are kept as raw bytes (encoder.json's keys are mapped back
+ * through GPT-2's byte <-> unicode table), so encoding works on bytes and ids: each pre-token
+ * starts as one token per byte and the adjacent pair with the lowest merge rank (leftmost on
+ * ties) is merged until no pair has a rank. A heap with lazy invalidation keeps that
+ * O(n log n) per pre-token; merging the leftmost occurrence one at a time gives the same result
+ * as OpenAI's merge-all-occurrences loop because a merge's product only ever takes part in
+ * merges of higher rank. No caching, no global state. */
+#include "data/bpe.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "data/json.h"
+#include "data/unicode.h"
+
+#define EOT_TEXT "<|endoftext|>"
+#define MAX_TOKEN_BYTES 255
+
+typedef struct merge_slot {
+    uint64_t key; /* (left << 32) | right; UINT64_MAX when empty */
+    int32_t rank;
+    int32_t merged;
+} merge_slot;
+
+struct vkg__bpe {
+    vkg_tokfile vocab;      /* id -> bytes, eot */
+    int32_t *by_bytes;      /* open-addressing table of ids keyed by their bytes; -1 empty */
+    size_t by_bytes_mask;
+    merge_slot *merges;     /* open-addressing table of merges */
+    size_t merges_mask;
+    int32_t byte_id[256];   /* the token of each single byte */
+};
+
+/* ---- hash tables ---------------------------------------------------------------------------- */
+
+static uint64_t hash_bytes(const char *s, size_t n)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
+    return h ^ (h >> 29);
+}
+
+static uint64_t hash_pair(uint64_t key)
+{
+    key *= 0x9E3779B97F4A7C15ull;
+    return key ^ (key >> 31);
+}
+
+static size_t pow2_at_least(size_t n)
+{
+    size_t c = 16;
+    while (c < n)
+        c *= 2;
+    return c;
+}
+
+/* Id of the token with exactly these bytes, or -1. */
+static int32_t lookup_bytes(const vkg__bpe *b, const char *s, size_t n)
+{
+    for (size_t i = hash_bytes(s, n) & b->by_bytes_mask;; i = (i + 1) & b->by_bytes_mask) {
+        int32_t id = b->by_bytes[i];
+        if (id < 0)
+            return -1;
+        size_t off = b->vocab.offsets[id], len = b->vocab.offsets[id + 1] - off;
+        if (len == n && memcmp(b->vocab.bytes + off, s, n) == 0)
+            return id;
+    }
+}
+
+static const merge_slot *lookup_merge(const vkg__bpe *b, int32_t left, int32_t right)
+{
+    uint64_t key = ((uint64_t)(uint32_t)left << 32) | (uint32_t)right;
+    for (size_t i = hash_pair(key) & b->merges_mask;; i = (i + 1) & b->merges_mask) {
+        if (b->merges[i].key == key)
+            return &b->merges[i];
+        if (b->merges[i].key == UINT64_MAX)
+            return NULL;
+    }
+}
+
+/* ---- loading -------------------------------------------------------------------------------- */
+
+static vkg_status read_whole(const char *path, char **data, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    VKG_CHECK(f, VKG_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    size_t cap = 1 << 20, len = 0, got;
+    char *buf = malloc(cap + 1);
+    while (buf && (got = fread(buf + len, 1, cap - len, f)) > 0) {
+        len += got;
+        if (len == cap) {
+            char *nb = realloc(buf, cap * 2 + 1);
+            if (!nb)
+                free(buf);
+            buf = nb;
+            cap *= 2;
+        }
+    }
+    int err = ferror(f);
+    fclose(f);
+    VKG_CHECK(buf, VKG_ERR_NOMEM, "%s: out of memory", path);
+    if (err) {
+        free(buf);
+        return VKG_FAIL(VKG_ERR_IO, "%s: read error", path);
+    }
+    buf[len] = '\0';
+    *data = buf;
+    *n = len;
+    return VKG_OK;
+}
+
+/* Map GPT-2's unicode spelling of a token back to its raw bytes, in place (bytes never outgrow
+ * their UTF-8 spelling). */
+static vkg_status unmap_token(const int16_t *cp_to_byte, const char *file, char *s, size_t *n)
+{
+    size_t out = 0;
+    for (size_t i = 0; i < *n;) {
+        int32_t cp;
+        i += vkg__utf8_decode((const unsigned char *)s + i, *n - i, &cp);
+        VKG_CHECK(cp >= 0 && cp < 512 && cp_to_byte[cp] >= 0, VKG_ERR_FORMAT,
+                  "%s: token \"%s\" has a character (U+%04X) outside GPT-2's byte alphabet", file,
+                  s, (unsigned)cp);
+        s[out++] = (char)cp_to_byte[cp];
+    }
+    *n = out;
+    return VKG_OK;
+}
+
+typedef struct vocab_entry {
+    size_t off, len;
+    long long id;
+} vocab_entry;
+
+static int by_id(const void *a, const void *b)
+{
+    long long x = ((const vocab_entry *)a)->id, y = ((const vocab_entry *)b)->id;
+    return (x > y) - (x < y);
+}
+
+/* Parse encoder.json into b->vocab and the bytes -> id table. */
+static vkg_status load_encoder(vkg__bpe *b, const char *path, const char *text, size_t n,
+                               const int16_t *cp_to_byte)
+{
+    vkg__json j;
+    vkg_status st = VKG_OK;
+    char *key = NULL, *blob = NULL;
+    size_t klen = 0, kcap = 0, count = 0, ecap = 0, blen = 0;
+    vocab_entry *ents = NULL;
+    int more;
+    vkg__json_init(&j, text, n, path);
+    blob = malloc(n + 1); /* raw token bytes never exceed the file's size */
+    VKG_CHECK_GOTO(st, blob, VKG_ERR_NOMEM, done, "%s: out of memory", path);
+    VKG_TRY_GOTO(st, vkg__json_open(&j, '{', &more), done);
+    while (more) {
+        long long id;
+        VKG_TRY_GOTO(st, vkg__json_string(&j, &key, &klen, &kcap), done);
+        VKG_TRY_GOTO(st, vkg__json_expect(&j, ':'), done);
+        VKG_TRY_GOTO(st, vkg__json_int(&j, &id), done);
+        VKG_TRY_GOTO(st, unmap_token(cp_to_byte, path, key, &klen), done);
+        VKG_CHECK_GOTO(st, klen >= 1 && klen <= MAX_TOKEN_BYTES, VKG_ERR_FORMAT, done,
+                       "%s: token %lld has %zu bytes (allowed 1 to %d)", path, id, klen,
+                       MAX_TOKEN_BYTES);
+        if (count == ecap) {
+            ecap = ecap ? 2 * ecap : 1024;
+            vocab_entry *ne = realloc(ents, ecap * sizeof *ents);
+            VKG_CHECK_GOTO(st, ne, VKG_ERR_NOMEM, done, "%s: out of memory", path);
+            ents = ne;
+        }
+        ents[count++] = (vocab_entry){blen, klen, id};
+        memcpy(blob + blen, key, klen);
+        blen += klen;
+        VKG_TRY_GOTO(st, vkg__json_next(&j, '}', &more), done);
+    }
+    VKG_TRY_GOTO(st, vkg__json_end(&j), done);
+    VKG_CHECK_GOTO(st, count > 256 && count < (1u << 24), VKG_ERR_FORMAT, done,
+                   "%s: %zu tokens is not a GPT-2-style vocabulary", path, count);
+    qsort(ents, count, sizeof *ents, by_id);
+    b->vocab.vocab_size = (int)count;
+    b->vocab.eot_token = -1;
+    b->vocab.offsets = malloc((count + 1) * sizeof *b->vocab.offsets);
+    b->vocab.bytes = malloc(blen);
+    b->by_bytes_mask = pow2_at_least(2 * count) - 1;
+    b->by_bytes = malloc((b->by_bytes_mask + 1) * sizeof *b->by_bytes);
+    VKG_CHECK_GOTO(st, b->vocab.offsets && b->vocab.bytes && b->by_bytes, VKG_ERR_NOMEM, done,
+                   "%s: out of memory", path);
+    memset(b->by_bytes, 0xff, (b->by_bytes_mask + 1) * sizeof *b->by_bytes);
+    size_t pos = 0;
+    for (size_t i = 0; i < count; i++) {
+        VKG_CHECK_GOTO(st, ents[i].id == (long long)i, VKG_ERR_FORMAT, done,
+                       "%s: token ids are not 0..%zu without gaps or repeats (id %lld where %zu "
+                       "was expected)",
+                       path, count - 1, ents[i].id, i);
+        const char *s = blob + ents[i].off;
+        size_t len = ents[i].len;
+        VKG_CHECK_GOTO(st, lookup_bytes(b, s, len) < 0, VKG_ERR_FORMAT, done,
+                       "%s: tokens %d and %zu have the same bytes", path, lookup_bytes(b, s, len),
+                       i);
+        b->vocab.offsets[i] = pos;
+        memcpy(b->vocab.bytes + pos, s, len);
+        pos += len;
+        b->vocab.offsets[i + 1] = pos;
+        size_t h = hash_bytes(s, len) & b->by_bytes_mask;
+        while (b->by_bytes[h] >= 0)
+            h = (h + 1) & b->by_bytes_mask;
+        b->by_bytes[h] = (int32_t)i;
+    }
+    b->vocab.eot_token = lookup_bytes(b, EOT_TEXT, strlen(EOT_TEXT));
+    VKG_CHECK_GOTO(st, b->vocab.eot_token >= 0, VKG_ERR_FORMAT, done,
+                   "%s: no %s token in the vocabulary", path, EOT_TEXT);
+    for (int c = 0; c < 256; c++) {
+        char ch = (char)c;
+        b->byte_id[c] = lookup_bytes(b, &ch, 1);
+        VKG_CHECK_GOTO(st, b->byte_id[c] >= 0, VKG_ERR_FORMAT, done,
+                       "%s: byte 0x%02x has no token of its own", path, c);
+    }
+done:
+    free(key);
+    free(blob);
+    free(ents);
+    return st;
+}
+
+/* Parse vocab.bpe ("#version" line, then "left right" per line, rank = line order). */
+static vkg_status load_merges(vkg__bpe *b, const char *path, char *text, size_t n,
+                              const int16_t *cp_to_byte)
+{
+    size_t lines = 1;
+    for (size_t i = 0; i < n; i++)
+        lines += text[i] == '\n';
+    b->merges_mask = pow2_at_least(2 * lines) - 1;
+    b->merges = malloc((b->merges_mask + 1) * sizeof *b->merges);
+    VKG_CHECK(b->merges, VKG_ERR_NOMEM, "%s: out of memory", path);
+    for (size_t i = 0; i <= b->merges_mask; i++)
+        b->merges[i].key = UINT64_MAX;
+    int32_t rank = 0;
+    char *line = text, *end = text + n;
+    for (size_t lineno = 1; line < end; lineno++) {
+        char *nl = memchr(line, '\n', (size_t)(end - line));
+        char *stop = nl ? nl : end;
+        if (stop > line && stop[-1] == '\r')
+            stop--;
+        *stop = '\0';
+        char *next_line = nl ? nl + 1 : end;
+        if (stop == line || (lineno == 1 && !strncmp(line, "#version", 8))) {
+            line = next_line;
+            continue;
+        }
+        char *sp = strchr(line, ' ');
+        VKG_CHECK(sp && sp > line && sp[1] && !strchr(sp + 1, ' '), VKG_ERR_FORMAT,
+                  "%s: line %zu: expected two tokens separated by one space, got \"%s\"", path,
+                  lineno, line);
+        *sp = '\0';
+        size_t llen = (size_t)(sp - line), rlen = (size_t)(stop - sp - 1);
+        char *right = sp + 1;
+        VKG_TRY(unmap_token(cp_to_byte, path, line, &llen));
+        VKG_TRY(unmap_token(cp_to_byte, path, right, &rlen));
+        int32_t l = lookup_bytes(b, line, llen), r = lookup_bytes(b, right, rlen);
+        char both[2 * MAX_TOKEN_BYTES];
+        int32_t m = -1;
+        if (l >= 0 && r >= 0 && llen + rlen <= sizeof both) {
+            memcpy(both, line, llen);
+            memcpy(both + llen, right, rlen);
+            m = lookup_bytes(b, both, llen + rlen);
+        }
+        VKG_CHECK(l >= 0 && r >= 0 && m >= 0, VKG_ERR_FORMAT,
+                  "%s: line %zu: merge %s that is not in encoder.json", path, lineno,
+                  l < 0 || r < 0 ? "has a part" : "makes a token");
+        uint64_t key = ((uint64_t)(uint32_t)l << 32) | (uint32_t)r;
+        size_t h = hash_pair(key) & b->merges_mask;
+        while (b->merges[h].key != UINT64_MAX && b->merges[h].key != key)
+            h = (h + 1) & b->merges_mask;
+        /* a repeated pair keeps its last rank, as a Python dict built from the list would */
+        b->merges[h] = (merge_slot){key, rank++, m};
+        line = next_line;
+    }
+    return VKG_OK;
+}
+
+vkg_status vkg__bpe_load(const char *vocab_dir, vkg__bpe **out)
+{
+    char path[4096], path2[4096];
+    char *enc = NULL, *merges = NULL;
+    size_t nenc = 0, nmerges = 0;
+    int16_t cp_to_byte[512];
+    uint32_t byte_to_cp[256];
+    vkg_status st;
+    *out = NULL;
+    vkg__bpe *b = calloc(1, sizeof *b);
+    VKG_CHECK(b, VKG_ERR_NOMEM, "out of memory");
+    memset(cp_to_byte, 0xff, sizeof cp_to_byte);
+    vkg__gpt2_byte_to_cp(byte_to_cp);
+    for (int i = 0; i < 256; i++)
+        cp_to_byte[byte_to_cp[i]] = (int16_t)i;
+    snprintf(path, sizeof path, "%s/encoder.json", vocab_dir);
+    snprintf(path2, sizeof path2, "%s/vocab.bpe", vocab_dir);
+    VKG_TRY_GOTO(st, read_whole(path, &enc, &nenc), fail);
+    VKG_TRY_GOTO(st, load_encoder(b, path, enc, nenc, cp_to_byte), fail);
+    VKG_TRY_GOTO(st, read_whole(path2, &merges, &nmerges), fail);
+    VKG_TRY_GOTO(st, load_merges(b, path2, merges, nmerges, cp_to_byte), fail);
+    free(enc);
+    free(merges);
+    *out = b;
+    return VKG_OK;
+fail:
+    free(enc);
+    free(merges);
+    vkg__bpe_free(b);
+    return st;
+}
+
+void vkg__bpe_free(vkg__bpe *b)
+{
+    if (!b)
+        return;
+    vkg_tokfile_deinit(&b->vocab);
+    free(b->by_bytes);
+    free(b->merges);
+    free(b);
+}
+
+const vkg_tokfile *vkg__bpe_vocab(const vkg__bpe *b)
+{
+    return &b->vocab;
+}
+
+/* ---- encoding ------------------------------------------------------------------------------- */
+
+typedef struct heap_item {
+    int32_t rank;
+    int32_t left, right;       /* symbol slots (byte offsets of their first byte) */
+    int32_t left_id, right_id; /* the ids the pair had when pushed (stale if they changed) */
+} heap_item;
+
+typedef struct encoder {
+    const vkg__bpe *b;
+    vkg_tokens *out;
+    int32_t *id, *next, *prev; /* per symbol slot; id < 0 once merged away */
+    heap_item *heap;
+    size_t cap, nheap;
+} encoder;
+
+static int heap_less(const heap_item *a, const heap_item *b)
+{
+    return a->rank < b->rank || (a->rank == b->rank && a->left < b->left);
+}
+
+static void heap_push(encoder *e, heap_item it)
+{
+    size_t i = e->nheap++;
+    while (i > 0 && heap_less(&it, &e->heap[(i - 1) / 2])) {
+        e->heap[i] = e->heap[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    e->heap[i] = it;
+}
+
+static heap_item heap_pop(encoder *e)
+{
+    heap_item top = e->heap[0], last = e->heap[--e->nheap];
+    size_t i = 0;
+    for (;;) {
+        size_t c = 2 * i + 1;
+        if (c >= e->nheap)
+            break;
+        if (c + 1 < e->nheap && heap_less(&e->heap[c + 1], &e->heap[c]))
+            c++;
+        if (!heap_less(&e->heap[c], &last))
+            break;
+        e->heap[i] = e->heap[c];
+        i = c;
+    }
+    if (e->nheap > 0)
+        e->heap[i] = last;
+    return top;
+}
+
+/* Push the pair (l, r) if it has a merge. */
+static void consider(encoder *e, int32_t l, int32_t r)
+{
+    if (l < 0 || r < 0)
+        return;
+    const merge_slot *m = lookup_merge(e->b, e->id[l], e->id[r]);
+    if (m)
+        heap_push(e, (heap_item){m->rank, l, r, e->id[l], e->id[r]});
+}
+
+static vkg_status grow(encoder *e, size_t n)
+{
+    if (n <= e->cap)
+        return VKG_OK;
+    size_t cap = pow2_at_least(n);
+    int32_t *id = realloc(e->id, cap * sizeof *id);
+    if (id)
+        e->id = id;
+    int32_t *nx = realloc(e->next, cap * sizeof *nx);
+    if (nx)
+        e->next = nx;
+    int32_t *pv = realloc(e->prev, cap * sizeof *pv);
+    if (pv)
+        e->prev = pv;
+    heap_item *hp = realloc(e->heap, 3 * cap * sizeof *hp); /* n-1 pushes + 2 per merge */
+    if (hp)
+        e->heap = hp;
+    VKG_CHECK(id && nx && pv && hp, VKG_ERR_NOMEM, "out of memory encoding a %zu-byte word", n);
+    e->cap = cap;
+    return VKG_OK;
+}
+
+/* BPE one pre-token and append its ids. */
+static vkg_status encode_piece(const char *piece, size_t len, void *ctx)
+{
+    encoder *e = ctx;
+    const unsigned char *s = (const unsigned char *)piece;
+    VKG_TRY(grow(e, len));
+    int32_t n = (int32_t)len;
+    for (int32_t i = 0; i < n; i++) {
+        e->id[i] = e->b->byte_id[s[i]];
+        e->next[i] = i + 1 < n ? i + 1 : -1;
+        e->prev[i] = i - 1;
+    }
+    e->nheap = 0;
+    for (int32_t i = 0; i + 1 < n; i++)
+        consider(e, i, i + 1);
+    while (e->nheap > 0) {
+        heap_item it = heap_pop(e);
+        int32_t l = it.left, r = it.right;
+        if (e->id[l] != it.left_id || e->id[r] != it.right_id || e->next[l] != r)
+            continue; /* stale: one side was merged since this pair was pushed */
+        e->id[l] = lookup_merge(e->b, it.left_id, it.right_id)->merged;
+        e->id[r] = -1;
+        e->next[l] = e->next[r];
+        if (e->next[r] >= 0)
+            e->prev[e->next[r]] = l;
+        consider(e, e->prev[l], l);
+        consider(e, l, e->next[l]);
+    }
+    for (int32_t i = 0; i >= 0; i = e->next[i])
+        VKG_TRY(vkg_tokens_push(e->out, e->id[i]));
+    return VKG_OK;
+}
+
+vkg_status vkg__bpe_encode(const vkg__bpe *b, const char *text, size_t n, vkg_tokens *out)
+{
+    encoder e = {.b = b, .out = out};
+    vkg_status st = vkg__gpt2_pretokenize(text, n, encode_piece, &e);
+    free(e.id);
+    free(e.next);
+    free(e.prev);
+    free(e.heap);
+    return st;
+}

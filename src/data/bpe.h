@@ -1,0 +1,27 @@
+/* GPT-2 byte-pair encoding: loads OpenAI's encoder.json and vocab.bpe and encodes text exactly as
+ * OpenAI's encoder does. Internal to src/data; the public face is vkgpt/tokenizer.h. */
+#ifndef VKG_DATA_BPE_H
+#define VKG_DATA_BPE_H
+
+#include <stddef.h>
+
+#include "vkgpt/io.h"
+#include "vkgpt/tokenizer.h"
+
+typedef struct vkg__bpe vkg__bpe;
+
+/* Load vocab_dir/encoder.json and vocab_dir/vocab.bpe. Errors: VKG_ERR_IO (unreadable file),
+ * VKG_ERR_FORMAT naming the file and the line or byte offset. On success the caller owns *out
+ * (free with vkg__bpe_free). */
+vkg_status vkg__bpe_load(const char *vocab_dir, vkg__bpe **out);
+
+/* Free b (NULL-safe). */
+void vkg__bpe_free(vkg__bpe *b);
+
+/* The decode table: every token's raw bytes by id, and the end-of-text id. Lives as long as b. */
+const vkg_tokfile *vkg__bpe_vocab(const vkg__bpe *b);
+
+/* Pre-tokenize and BPE-encode n bytes of text, appending ids to *out. */
+vkg_status vkg__bpe_encode(const vkg__bpe *b, const char *text, size_t n, vkg_tokens *out);
+
+#endif

@@ -1,0 +1,181 @@
+/* The minimal pull-style JSON reader described in json.h. Strictness over leniency: anything it
+ * does not understand is a VKG_ERR_FORMAT naming the file and the byte offset. */
+#include "data/json.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "data/unicode.h"
+
+void vkg__json_init(vkg__json *j, const char *text, size_t n, const char *name)
+{
+    j->start = text;
+    j->p = text;
+    j->end = text + n;
+    j->name = name;
+}
+
+static long offset(const vkg__json *j)
+{
+    return (long)(j->p - j->start);
+}
+
+int vkg__json_peek(vkg__json *j)
+{
+    while (j->p < j->end && (*j->p == ' ' || *j->p == '\t' || *j->p == '\n' || *j->p == '\r'))
+        j->p++;
+    return j->p < j->end ? (unsigned char)*j->p : -1;
+}
+
+vkg_status vkg__json_expect(vkg__json *j, char c)
+{
+    int got = vkg__json_peek(j);
+    VKG_CHECK(got >= 0, VKG_ERR_FORMAT, "%s: expected '%c' but the file ends (truncated?)",
+              j->name, c);
+    VKG_CHECK(got == (unsigned char)c, VKG_ERR_FORMAT, "%s: byte %ld: expected '%c', found '%c'",
+              j->name, offset(j), c, got);
+    j->p++;
+    return VKG_OK;
+}
+
+vkg_status vkg__json_next(vkg__json *j, char close, int *more)
+{
+    int got = vkg__json_peek(j);
+    VKG_CHECK(got >= 0, VKG_ERR_FORMAT, "%s: file ends where ',' or '%c' was expected (truncated?)",
+              j->name, close);
+    if (got == ',' || got == (unsigned char)close) {
+        j->p++;
+        *more = got == ',';
+        return VKG_OK;
+    }
+    return VKG_FAIL(VKG_ERR_FORMAT, "%s: byte %ld: expected ',' or '%c'", j->name, offset(j),
+                    close);
+}
+
+vkg_status vkg__json_open(vkg__json *j, char open, int *more)
+{
+    VKG_TRY(vkg__json_expect(j, open));
+    char close = open == '[' ? ']' : '}';
+    *more = 1;
+    if (vkg__json_peek(j) == (unsigned char)close) {
+        j->p++;
+        *more = 0;
+    }
+    return VKG_OK;
+}
+
+static vkg_status put_bytes(char **buf, size_t *len, size_t *cap, const char *s, size_t n)
+{
+    if (*len + n + 1 > *cap) {
+        size_t nc = *cap ? *cap * 2 : 64;
+        while (nc < *len + n + 1)
+            nc *= 2;
+        char *nb = realloc(*buf, nc);
+        VKG_CHECK(nb, VKG_ERR_NOMEM, "out of memory reading JSON");
+        *buf = nb;
+        *cap = nc;
+    }
+    memcpy(*buf + *len, s, n);
+    *len += n;
+    (*buf)[*len] = '\0';
+    return VKG_OK;
+}
+
+static int hex4(const char *p, const char *end, uint32_t *v)
+{
+    *v = 0;
+    if (end - p < 4)
+        return 0;
+    for (int i = 0; i < 4; i++) {
+        char c = p[i];
+        int d = c >= '0' && c <= '9' ? c - '0'
+                : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                       : -1;
+        if (d < 0)
+            return 0;
+        *v = *v * 16 + (uint32_t)d;
+    }
+    return 1;
+}
+
+/* Decode the escape at j->p (just after the backslash) and append it. */
+static vkg_status escape(vkg__json *j, char **buf, size_t *len, size_t *cap)
+{
+    VKG_CHECK(j->p < j->end, VKG_ERR_FORMAT, "%s: file ends inside a string (truncated?)",
+              j->name);
+    char c = *j->p++;
+    static const char from[] = "\"\\/bfnrt", to[] = "\"\\/\b\f\n\r\t";
+    const char *k = c ? strchr(from, c) : NULL;
+    if (k)
+        return put_bytes(buf, len, cap, &to[k - from], 1);
+    uint32_t cp, lo;
+    VKG_CHECK(c == 'u' && hex4(j->p, j->end, &cp), VKG_ERR_FORMAT,
+              "%s: byte %ld: bad escape sequence in string", j->name, offset(j) - 2);
+    j->p += 4;
+    if (cp >= 0xD800 && cp < 0xDC00) { /* high surrogate: a low one must follow */
+        VKG_CHECK(j->end - j->p >= 6 && j->p[0] == '\\' && j->p[1] == 'u' &&
+                      hex4(j->p + 2, j->end, &lo) && lo >= 0xDC00 && lo < 0xE000,
+                  VKG_ERR_FORMAT, "%s: byte %ld: unpaired UTF-16 surrogate", j->name, offset(j));
+        j->p += 6;
+        cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+    } else {
+        VKG_CHECK(cp < 0xDC00 || cp >= 0xE000, VKG_ERR_FORMAT,
+                  "%s: byte %ld: unpaired UTF-16 surrogate", j->name, offset(j));
+    }
+    char out[4];
+    return put_bytes(buf, len, cap, out, vkg__utf8_encode(cp, out));
+}
+
+vkg_status vkg__json_string(vkg__json *j, char **buf, size_t *len, size_t *cap)
+{
+    VKG_TRY(vkg__json_expect(j, '"'));
+    *len = 0;
+    VKG_TRY(put_bytes(buf, len, cap, "", 0));
+    for (;;) {
+        const char *run = j->p;
+        while (j->p < j->end && *j->p != '"' && *j->p != '\\' && (unsigned char)*j->p >= 0x20)
+            j->p++;
+        VKG_TRY(put_bytes(buf, len, cap, run, (size_t)(j->p - run)));
+        VKG_CHECK(j->p < j->end, VKG_ERR_FORMAT, "%s: file ends inside a string (truncated?)",
+                  j->name);
+        char c = *j->p++;
+        if (c == '"')
+            return VKG_OK;
+        VKG_CHECK(c == '\\', VKG_ERR_FORMAT, "%s: byte %ld: raw control character in string",
+                  j->name, offset(j) - 1);
+        VKG_TRY(escape(j, buf, len, cap));
+    }
+}
+
+vkg_status vkg__json_int(vkg__json *j, long long *v)
+{
+    VKG_CHECK(vkg__json_peek(j) >= 0, VKG_ERR_FORMAT,
+              "%s: file ends where an integer was expected (truncated?)", j->name);
+    const char *p = j->p;
+    int neg = p < j->end && *p == '-';
+    p += neg;
+    VKG_CHECK(p < j->end && *p >= '0' && *p <= '9', VKG_ERR_FORMAT,
+              "%s: byte %ld: expected an integer", j->name, offset(j));
+    long long x = 0;
+    for (; p < j->end && *p >= '0' && *p <= '9'; p++) {
+        VKG_CHECK(x <= (INT64_MAX - 9) / 10, VKG_ERR_FORMAT, "%s: byte %ld: integer too large",
+                  j->name, offset(j));
+        x = x * 10 + (*p - '0');
+    }
+    VKG_CHECK(p >= j->end || (*p != '.' && *p != 'e' && *p != 'E'), VKG_ERR_FORMAT,
+              "%s: byte %ld: expected an integer, found a fraction or exponent", j->name,
+              offset(j));
+    j->p = p;
+    *v = neg ? -x : x;
+    return VKG_OK;
+}
+
+vkg_status vkg__json_end(vkg__json *j)
+{
+    VKG_CHECK(vkg__json_peek(j) < 0, VKG_ERR_FORMAT, "%s: byte %ld: unexpected data after the end",
+              j->name, offset(j));
+    return VKG_OK;
+}

@@ -1,0 +1,409 @@
+/* Tests of the tokenizers: byte-level round trip, GPT-2 pre-tokenization pieces, BPE merge order
+ * on a tiny synthetic vocabulary, every case of ../shared/data/gpt2/encode_cases.json exactly
+ * (missing data is a failure, not a skip), llm.c tokenizer files, the JSON reader, and refusal of
+ * malformed vocabulary files. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "data/json.h"
+#include "data/unicode.h"
+#include "vkgpt/tokenizer.h"
+
+#ifndef VKG_SHARED_DATA
+#error "VKG_SHARED_DATA must name the shared test data folder"
+#endif
+
+static const char *gpt2_dir = VKG_SHARED_DATA "/gpt2";
+
+static void assert_msg_has(const char *a, const char *b)
+{
+    const char *msg = vkg_error_message();
+    if (!strstr(msg, a) || (b && !strstr(msg, b))) {
+        fprintf(stderr, "error message \"%s\" lacks \"%s\" / \"%s\"\n", msg, a, b ? b : "");
+        fail();
+    }
+}
+
+static char *slurp(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        fail_msg("missing test data %s: the GPT-2 vocabulary and encode cases must be in "
+                 "../shared/data/gpt2 beside the source tree",
+                 path);
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc((size_t)size + 1);
+    assert_int_equal(fread(buf, 1, (size_t)size, f), (size_t)size);
+    buf[size] = '\0';
+    fclose(f);
+    *n = (size_t)size;
+    return buf;
+}
+
+/* ---- byte-level ----------------------------------------------------------------------------- */
+
+static void test_byte_roundtrip(void **state)
+{
+    (void)state;
+    vkg_tokenizer_t *t = NULL;
+    vkg_tokens ids = {0};
+    char text[300];
+    for (int i = 0; i < 256; i++)
+        text[i] = (char)(255 - i);
+    memcpy(text + 256, "h\xc3\xa9llo \xff\xfe", 10);
+    assert_int_equal(vkg_tokenizer_create_byte(&t), VKG_OK);
+    assert_int_equal(vkg_tokenizer_kind_of(t), VKG_TOKENIZER_BYTE);
+    assert_int_equal(vkg_tokenizer_vocab_size(t), 257);
+    assert_int_equal(vkg_tokenizer_eot(t), 256);
+    assert_int_equal(vkg_tokenizer_encode(t, text, 266, &ids), VKG_OK);
+    assert_int_equal(ids.n, 266);
+    for (size_t i = 0; i < 266; i++)
+        assert_int_equal(ids.ids[i], (unsigned char)text[i]);
+    assert_int_equal(vkg_tokens_push(&ids, 256), VKG_OK);
+    char *back = NULL;
+    size_t len = 0;
+    assert_int_equal(vkg_tokenizer_decode(t, ids.ids, ids.n, &back, &len), VKG_OK);
+    assert_int_equal(len, 266 + 13);
+    assert_memory_equal(back, text, 266);
+    assert_string_equal(back + 266, "<|endoftext|>");
+    free(back);
+    int32_t bad[2] = {5, 257};
+    assert_int_equal(vkg_tokenizer_decode(t, bad, 2, &back, &len), VKG_ERR_INVALID_ARG);
+    assert_msg_has("token 257 at position 1", NULL);
+    vkg_tokens_deinit(&ids);
+    vkg_tokenizer_destroy(&t);
+    assert_null(t);
+    vkg_tokenizer_destroy(&t); /* NULL-safe */
+}
+
+static void test_byte_file(void **state)
+{
+    (void)state;
+    char path[] = "/tmp/vkg_test_tok_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    vkg_tokenizer_t *t = NULL, *u = NULL;
+    vkg_tokens ids = {0};
+    assert_int_equal(vkg_tokenizer_create_byte(&t), VKG_OK);
+    assert_int_equal(vkg_tokenizer_save(t, path), VKG_OK);
+    assert_int_equal(vkg_tokenizer_load(path, &u), VKG_OK);
+    assert_int_equal(vkg_tokenizer_kind_of(u), VKG_TOKENIZER_BYTE); /* recognised: can encode */
+    assert_int_equal(vkg_tokenizer_encode(u, "hi", 2, &ids), VKG_OK);
+    assert_int_equal(ids.n, 2);
+    assert_int_equal(ids.ids[1], 'i');
+    vkg_tokens_deinit(&ids);
+    vkg_tokenizer_destroy(&t);
+    vkg_tokenizer_destroy(&u);
+    unlink(path);
+}
+
+/* ---- GPT-2 pre-tokenization ----------------------------------------------------------------- */
+
+typedef struct pieces {
+    char buf[512];
+    size_t len;
+} pieces;
+
+/* Joins the pieces with '|' so a whole split is compared as one string. */
+static vkg_status collect(const char *piece, size_t len, void *ctx)
+{
+    pieces *p = ctx;
+    if (p->len)
+        p->buf[p->len++] = '|';
+    memcpy(p->buf + p->len, piece, len);
+    p->len += len;
+    p->buf[p->len] = '\0';
+    return VKG_OK;
+}
+
+static void check_split(const char *text, const char *want)
+{
+    pieces p = {{0}, 0};
+    assert_int_equal(vkg__gpt2_pretokenize(text, strlen(text), collect, &p), VKG_OK);
+    if (strcmp(p.buf, want) != 0) {
+        fprintf(stderr, "split of \"%s\": got \"%s\", want \"%s\"\n", text, p.buf, want);
+        fail();
+    }
+}
+
+static void test_pretokenize(void **state)
+{
+    (void)state;
+    check_split("Hello world", "Hello| world");
+    check_split("   leading", "  | leading");
+    check_split("a\n\nb", "a|\n|\n|b");
+    check_split("x  ", "x|  ");
+    check_split("I'm don't they'll we've", "I|'m| don|'t| they|'ll| we|'ve");
+    check_split("'s 'S ''s", "'s| '|S| ''|s");
+    check_split("3.14159, -42", "3|.|14159|,| -|42");
+    check_split("caf\xc3\xa9 \xc3\xb1", "caf\xc3\xa9| \xc3\xb1");
+    check_split("\xe2\x80\x94 x", "\xe2\x80\x94| x");       /* em dash is punctuation */
+    check_split("a\xff!b", "a|\xff!|b");                     /* invalid byte: punctuation */
+    check_split("\xc2\xb2\xc2\xbd", "\xc2\xb2\xc2\xbd");     /* superscript two, one half: \p{N} */
+    check_split("a\xc2\xa0" "b", "a|\xc2\xa0|b");            /* no-break space is \s */
+    check_split("", "");
+}
+
+/* ---- BPE mechanics on a synthetic vocabulary ------------------------------------------------ */
+
+/* Write a JSON string of raw token bytes in GPT-2's unicode spelling. */
+static void put_key(FILE *f, const char *bytes, size_t n)
+{
+    uint32_t map[256];
+    vkg__gpt2_byte_to_cp(map);
+    fputc('"', f);
+    for (size_t i = 0; i < n; i++) {
+        uint32_t cp = map[(unsigned char)bytes[i]];
+        char u[4];
+        if (cp == '"' || cp == '\\')
+            fputc('\\', f);
+        fwrite(u, 1, vkg__utf8_encode(cp, u), f);
+    }
+    fputc('"', f);
+}
+
+/* A vocabulary of the 256 bytes (id = byte) plus "aa" 256, "aaa" 257, eot 258, with merges
+ * "a a" then "aa a"; extra_merge is appended to vocab.bpe when not NULL. */
+static void write_tiny_vocab(const char *dir, int skip_id, const char *extra_merge)
+{
+    char path[256];
+    snprintf(path, sizeof path, "%s/encoder.json", dir);
+    FILE *f = fopen(path, "wb");
+    fputc('{', f);
+    for (int b = 0; b < 256; b++) {
+        char c = (char)b;
+        if (b == skip_id)
+            continue;
+        put_key(f, &c, 1);
+        fprintf(f, ": %d, ", b);
+    }
+    put_key(f, "aa", 2);
+    fprintf(f, ": 256, ");
+    put_key(f, "aaa", 3);
+    fprintf(f, ": 257, \"<|endoftext|>\": 258}");
+    fclose(f);
+    snprintf(path, sizeof path, "%s/vocab.bpe", dir);
+    f = fopen(path, "wb");
+    fprintf(f, "#version: 0.2\na a\naa a\n%s", extra_merge ? extra_merge : "");
+    fclose(f);
+}
+
+static void remove_vocab(const char *dir)
+{
+    char path[256];
+    snprintf(path, sizeof path, "%s/encoder.json", dir);
+    unlink(path);
+    snprintf(path, sizeof path, "%s/vocab.bpe", dir);
+    unlink(path);
+    rmdir(dir);
+}
+
+static void expect_ids(vkg_tokenizer_t *t, const char *text, const int32_t *want, size_t n)
+{
+    vkg_tokens ids = {0};
+    assert_int_equal(vkg_tokenizer_encode(t, text, strlen(text), &ids), VKG_OK);
+    assert_int_equal(ids.n, n);
+    assert_memory_equal(ids.ids, want, n * sizeof *want);
+    vkg_tokens_deinit(&ids);
+}
+
+static void test_bpe_merge_order(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/vkg_test_bpe_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    write_tiny_vocab(dir, -1, NULL);
+    vkg_tokenizer_t *t = NULL;
+    assert_int_equal(vkg_tokenizer_create_gpt2(dir, &t), VKG_OK);
+    assert_int_equal(vkg_tokenizer_vocab_size(t), 259);
+    assert_int_equal(vkg_tokenizer_eot(t), 258);
+    expect_ids(t, "a", (const int32_t[]){'a'}, 1);
+    expect_ids(t, "aaa", (const int32_t[]){257}, 1);        /* (a a) then (aa a) */
+    expect_ids(t, "aaaa", (const int32_t[]){256, 256}, 2);  /* both (a a) before any (aa a) */
+    expect_ids(t, "aaaaa", (const int32_t[]){256, 257}, 2); /* leftmost first */
+    expect_ids(t, "baaab", (const int32_t[]){'b', 257, 'b'}, 3);
+    expect_ids(t, " aaa\"", (const int32_t[]){' ', 257, '"'}, 3);
+    remove_vocab(dir);
+    vkg_tokenizer_destroy(&t);
+
+    /* malformed vocabularies are refused with the file named */
+    assert_non_null(mkdtemp(strcpy(dir, "/tmp/vkg_test_bpe_XXXXXX")));
+    write_tiny_vocab(dir, 'q', NULL); /* a gap in the ids */
+    assert_int_equal(vkg_tokenizer_create_gpt2(dir, &t), VKG_ERR_FORMAT);
+    assert_null(t);
+    assert_msg_has("encoder.json", "without gaps");
+    write_tiny_vocab(dir, -1, "a b c\n");
+    assert_int_equal(vkg_tokenizer_create_gpt2(dir, &t), VKG_ERR_FORMAT);
+    assert_msg_has("vocab.bpe: line 4", "two tokens");
+    write_tiny_vocab(dir, -1, "aaa aaa\n");
+    assert_int_equal(vkg_tokenizer_create_gpt2(dir, &t), VKG_ERR_FORMAT);
+    assert_msg_has("vocab.bpe: line 4", "makes a token that is not in encoder.json");
+    char path[256];
+    snprintf(path, sizeof path, "%s/encoder.json", dir);
+    assert_int_equal(truncate(path, 300), 0);
+    assert_int_equal(vkg_tokenizer_create_gpt2(dir, &t), VKG_ERR_FORMAT);
+    assert_msg_has("encoder.json", "file ends");
+    remove_vocab(dir);
+    assert_int_equal(vkg_tokenizer_create_gpt2(dir, &t), VKG_ERR_IO);
+    assert_msg_has("encoder.json", "cannot open");
+}
+
+/* ---- GPT-2: the reference cases ------------------------------------------------------------- */
+
+static void test_gpt2_encode_cases(void **state)
+{
+    (void)state;
+    char path[512];
+    size_t n = 0;
+    snprintf(path, sizeof path, "%s/encode_cases.json", gpt2_dir);
+    char *doc = slurp(path, &n);
+    vkg_tokenizer_t *t = NULL;
+    if (vkg_tokenizer_create_gpt2(gpt2_dir, &t) != VKG_OK)
+        fail_msg("cannot load the GPT-2 vocabulary from %s: %s", gpt2_dir, vkg_error_message());
+    vkg__json j;
+    vkg__json_init(&j, doc, n, path);
+    char *key = NULL, *text = NULL;
+    size_t klen = 0, kcap = 0, tlen = 0, tcap = 0;
+    int more_cases, more_fields, more_ids, cases = 0;
+    assert_int_equal(vkg__json_open(&j, '[', &more_cases), VKG_OK);
+    while (more_cases) {
+        vkg_tokens want = {0}, got = {0};
+        int have_text = 0;
+        assert_int_equal(vkg__json_open(&j, '{', &more_fields), VKG_OK);
+        while (more_fields) {
+            assert_int_equal(vkg__json_string(&j, &key, &klen, &kcap), VKG_OK);
+            assert_int_equal(vkg__json_expect(&j, ':'), VKG_OK);
+            if (!strcmp(key, "text")) {
+                assert_int_equal(vkg__json_string(&j, &text, &tlen, &tcap), VKG_OK);
+                have_text = 1;
+            } else {
+                assert_string_equal(key, "tokens");
+                assert_int_equal(vkg__json_open(&j, '[', &more_ids), VKG_OK);
+                while (more_ids) {
+                    long long id;
+                    assert_int_equal(vkg__json_int(&j, &id), VKG_OK);
+                    assert_int_equal(vkg_tokens_push(&want, (int32_t)id), VKG_OK);
+                    assert_int_equal(vkg__json_next(&j, ']', &more_ids), VKG_OK);
+                }
+            }
+            assert_int_equal(vkg__json_next(&j, '}', &more_fields), VKG_OK);
+        }
+        assert_true(have_text);
+        assert_int_equal(vkg_tokenizer_encode(t, text, tlen, &got), VKG_OK);
+        size_t first_bad = 0;
+        while (first_bad < got.n && first_bad < want.n && got.ids[first_bad] == want.ids[first_bad])
+            first_bad++;
+        if (got.n != want.n || first_bad < want.n) {
+            fprintf(stderr, "case %d \"%s\": %zu tokens, want %zu; first difference at %zu\n",
+                    cases, text, got.n, want.n, first_bad);
+            fail();
+        }
+        char *back = NULL; /* GPT-2 BPE is lossless */
+        size_t blen = 0;
+        assert_int_equal(vkg_tokenizer_decode(t, want.ids, want.n, &back, &blen), VKG_OK);
+        assert_int_equal(blen, tlen);
+        assert_memory_equal(back, text, tlen);
+        free(back);
+        vkg_tokens_deinit(&want);
+        vkg_tokens_deinit(&got);
+        cases++;
+        assert_int_equal(vkg__json_next(&j, ']', &more_cases), VKG_OK);
+    }
+    assert_int_equal(vkg__json_end(&j), VKG_OK);
+    assert_true(cases >= 10);
+    free(key);
+    free(text);
+    free(doc);
+    vkg_tokenizer_destroy(&t);
+}
+
+static void test_gpt2_tokenizer_file(void **state)
+{
+    (void)state;
+    vkg_tokenizer_t *t = NULL, *u = NULL;
+    if (vkg_tokenizer_create_gpt2(gpt2_dir, &t) != VKG_OK)
+        fail_msg("cannot load the GPT-2 vocabulary from %s: %s", gpt2_dir, vkg_error_message());
+    assert_int_equal(vkg_tokenizer_vocab_size(t), 50257);
+    assert_int_equal(vkg_tokenizer_eot(t), 50256);
+    size_t len = 0;
+    const char *tok = vkg_tokenizer_token(t, 995, &len); /* " world" */
+    assert_int_equal(len, 6);
+    assert_memory_equal(tok, " world", 6);
+    char path[] = "/tmp/vkg_test_gpt2tok_XXXXXX";
+    int fd = mkstemp(path);
+    close(fd);
+    assert_int_equal(vkg_tokenizer_save(t, path), VKG_OK);
+    assert_int_equal(vkg_tokenizer_load(path, &u), VKG_OK);
+    assert_int_equal(vkg_tokenizer_kind_of(u), VKG_TOKENIZER_DECODE_ONLY);
+    assert_int_equal(vkg_tokenizer_vocab_size(u), 50257);
+    assert_int_equal(vkg_tokenizer_eot(u), 50256);
+    for (int32_t id = 0; id < 50257; id += 1)
+        if (memcmp(vkg_tokenizer_token(t, id, &len), vkg_tokenizer_token(u, id, &len), len))
+            fail_msg("token %d differs after a save/load", id);
+    vkg_tokens ids = {0};
+    assert_int_equal(vkg_tokenizer_encode(u, "x", 1, &ids), VKG_ERR_UNSUPPORTED);
+    vkg_tokens_deinit(&ids);
+    vkg_tokenizer_destroy(&t);
+    vkg_tokenizer_destroy(&u);
+    unlink(path);
+}
+
+/* ---- JSON reader ---------------------------------------------------------------------------- */
+
+static void test_json(void **state)
+{
+    (void)state;
+    const char *doc = " [\"a\\\"b\\\\\\/\\n\\u00e9\\ud83d\\ude42\", -12 , {}]";
+    vkg__json j;
+    char *s = NULL;
+    size_t len = 0, cap = 0;
+    long long v = 0;
+    int more;
+    vkg__json_init(&j, doc, strlen(doc), "doc.json");
+    assert_int_equal(vkg__json_open(&j, '[', &more), VKG_OK);
+    assert_int_equal(vkg__json_string(&j, &s, &len, &cap), VKG_OK);
+    assert_string_equal(s, "a\"b\\/\n\xc3\xa9\xf0\x9f\x99\x82");
+    assert_int_equal(vkg__json_next(&j, ']', &more), VKG_OK);
+    assert_int_equal(vkg__json_int(&j, &v), VKG_OK);
+    assert_int_equal(v, -12);
+    assert_int_equal(vkg__json_next(&j, ']', &more), VKG_OK);
+    assert_int_equal(vkg__json_open(&j, '{', &more), VKG_OK);
+    assert_int_equal(more, 0);
+    assert_int_equal(vkg__json_next(&j, ']', &more), VKG_OK);
+    assert_int_equal(more, 0);
+    assert_int_equal(vkg__json_end(&j), VKG_OK);
+
+    vkg__json_init(&j, "\"abc", 4, "doc.json");
+    assert_int_equal(vkg__json_string(&j, &s, &len, &cap), VKG_ERR_FORMAT);
+    assert_msg_has("doc.json", "ends inside a string");
+    vkg__json_init(&j, "\"\\ud83d\"", 8, "doc.json");
+    assert_int_equal(vkg__json_string(&j, &s, &len, &cap), VKG_ERR_FORMAT);
+    assert_msg_has("doc.json", "surrogate");
+    vkg__json_init(&j, "1.5", 3, "doc.json");
+    assert_int_equal(vkg__json_int(&j, &v), VKG_ERR_FORMAT);
+    free(s);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_byte_roundtrip),    cmocka_unit_test(test_byte_file),
+        cmocka_unit_test(test_pretokenize),       cmocka_unit_test(test_bpe_merge_order),
+        cmocka_unit_test(test_gpt2_encode_cases), cmocka_unit_test(test_gpt2_tokenizer_file),
+        cmocka_unit_test(test_json),
+    };
+    return cmocka_run_group_tests_name("tokenizer", tests, NULL, NULL);
+}
