@@ -1,0 +1,428 @@
+/* Tests of the data loader: batches follow llm.c's formula within a shard, skip a shard's tail,
+ * move on across shard boundaries and wrap at the end; tokens >= vocab are refused with the file
+ * and position; shuffling is a seeded permutation and a restored position continues exactly;
+ * rank slices are disjoint and cover the global batch; text files are tokenized with an
+ * end-of-text separator. Shard tokens encode their own position so every batch is checked
+ * against a formula computed here, independently of the loader. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "vkgpt/data.h"
+#include "vkgpt/io.h"
+
+#define VOCAB 60000
+
+typedef struct fixture {
+    char dir[64];
+    char path[256];
+} fixture;
+
+static int setup(void **state)
+{
+    fixture *f = calloc(1, sizeof *f);
+    if (!f)
+        return -1;
+    snprintf(f->dir, sizeof f->dir, "/tmp/vkg_test_data_XXXXXX");
+    if (!mkdtemp(f->dir)) {
+        free(f);
+        return -1;
+    }
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture *f = *state;
+    DIR *d = opendir(f->dir);
+    struct dirent *e;
+    char p[512];
+    while (d && (e = readdir(d)))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+            snprintf(p, sizeof p, "%s/%s", f->dir, e->d_name);
+            unlink(p);
+        }
+    if (d)
+        closedir(d);
+    rmdir(f->dir);
+    free(f);
+    return 0;
+}
+
+static const char *fpath(void **state, const char *name)
+{
+    fixture *f = *state;
+    snprintf(f->path, sizeof f->path, "%s/%s", f->dir, name);
+    return f->path;
+}
+
+/* Token j of shard s: distinct across shards and positions, below VOCAB. */
+static uint16_t tok(int s, uint64_t j)
+{
+    return (uint16_t)((uint64_t)s * 10007u + j * 3u) % VOCAB;
+}
+
+static void write_shard(void **state, const char *name, int s, size_t ntok)
+{
+    uint16_t *t = malloc((ntok ? ntok : 1) * sizeof *t);
+    for (size_t j = 0; j < ntok; j++)
+        t[j] = tok(s, j);
+    assert_int_equal(vkg_shard_write(fpath(state, name), t, ntok), VKG_OK);
+    free(t);
+}
+
+static vkg_data_config cfg_for(void **state, const char *pattern, int B, int T)
+{
+    vkg_data_config c = vkg_data_config_default();
+    c.path = fpath(state, pattern);
+    c.batch_size = B;
+    c.seq_len = T;
+    c.vocab_size = VOCAB;
+    return c;
+}
+
+/* The batch must be llm.c's tokens [start, start + BT + 1) of shard s. */
+static void expect_batch(const int32_t *in, const int32_t *tg, int bt, int s, uint64_t start)
+{
+    for (int i = 0; i < bt; i++) {
+        if (in[i] != tok(s, start + (uint64_t)i) || tg[i] != tok(s, start + (uint64_t)i + 1)) {
+            fprintf(stderr, "batch element %d: got (%d, %d), want shard %d tokens %llu, %llu\n",
+                    i, in[i], tg[i], s, (unsigned long long)(start + (uint64_t)i),
+                    (unsigned long long)(start + (uint64_t)i + 1));
+            fail();
+        }
+    }
+}
+
+static void assert_msg_has(const char *a, const char *b)
+{
+    const char *msg = vkg_error_message();
+    if (!strstr(msg, a) || (b && !strstr(msg, b))) {
+        fprintf(stderr, "error message \"%s\" lacks \"%s\" / \"%s\"\n", msg, a, b ? b : "");
+        fail();
+    }
+}
+
+static void test_sequential_one_shard(void **state)
+{
+    int32_t in[16], tg[16];
+    vkg_data_t *d = NULL;
+    vkg_data_pos pos;
+    write_shard(state, "a.bin", 0, 5 * 16 + 1); /* exactly 5 batches of B*T = 16, +1 target */
+    vkg_data_config c = cfg_for(state, "a.bin", 2, 8);
+    assert_int_equal(vkg_data_create(&c, &d), VKG_OK);
+    assert_int_equal(vkg_data_num_batches(d), 5);
+    assert_int_equal(vkg_data_num_tokens(d), 81);
+    for (int i = 0; i < 5; i++) { /* batch i = tokens [i*B*T, i*B*T + B*T + 1) */
+        assert_int_equal(vkg_data_next(d, in, tg), VKG_OK);
+        expect_batch(in, tg, 16, 0, (uint64_t)i * 16);
+    }
+    vkg_data_position(d, &pos);
+    assert_int_equal(pos.epoch, 0);
+    assert_int_equal(pos.batch, 5);
+    assert_int_equal(vkg_data_next(d, in, tg), VKG_OK); /* wraps to batch 0 */
+    expect_batch(in, tg, 16, 0, 0);
+    vkg_data_position(d, &pos);
+    assert_int_equal(pos.epoch, 1);
+    assert_int_equal(pos.batch, 1);
+    vkg_data_destroy(&d);
+    assert_null(d);
+
+    write_shard(state, "a.bin", 0, 5 * 16); /* one token short of 5: only 4 batches */
+    assert_int_equal(vkg_data_create(&c, &d), VKG_OK);
+    assert_int_equal(vkg_data_num_batches(d), 4);
+    vkg_data_destroy(&d);
+}
+
+static void test_shard_boundaries(void **state)
+{
+    int32_t in[16], tg[16];
+    vkg_data_t *d = NULL;
+    /* glob order is by name: s0, s1, s2 */
+    write_shard(state, "s1.bin", 1, 40); /* 39/16 = 2 batches */
+    write_shard(state, "s0.bin", 0, 50); /* 49/16 = 3 batches, tokens 49.. never read */
+    write_shard(state, "s2.bin", 2, 33); /* 32/16 = 2 batches, the last ends on its last token */
+    vkg_data_config c = cfg_for(state, "s*.bin", 1, 16);
+    assert_int_equal(vkg_data_create(&c, &d), VKG_OK);
+    assert_int_equal(vkg_data_num_files(d), 3);
+    assert_int_equal(vkg_data_num_batches(d), 7);
+    static const int want_shard[] = {0, 0, 0, 1, 1, 2, 2, 0, 0};
+    static const int want_k[] = {0, 1, 2, 0, 1, 0, 1, 0, 1};
+    for (int i = 0; i < 9; i++) {
+        assert_int_equal(vkg_data_next(d, in, tg), VKG_OK);
+        expect_batch(in, tg, 16, want_shard[i], (uint64_t)want_k[i] * 16);
+    }
+    /* random access agrees with the sequential order */
+    assert_int_equal(vkg_data_read_batch(d, 4, in, tg), VKG_OK);
+    expect_batch(in, tg, 16, 1, 16);
+    assert_int_equal(vkg_data_read_batch(d, 7, in, tg), VKG_ERR_INVALID_ARG);
+    vkg_data_destroy(&d);
+}
+
+static void test_token_out_of_range(void **state)
+{
+    uint16_t t[100];
+    int32_t in[16], tg[16];
+    vkg_data_t *d = NULL;
+    vkg_data_pos pos;
+    for (int j = 0; j < 100; j++)
+        t[j] = (uint16_t)j;
+    t[37] = VOCAB; /* first token that is not below the vocabulary */
+    t[90] = VOCAB + 5;
+    assert_int_equal(vkg_shard_write(fpath(state, "bad.bin"), t, 100), VKG_OK);
+    vkg_data_config c = cfg_for(state, "bad.bin", 1, 16);
+    assert_int_equal(vkg_data_create(&c, &d), VKG_ERR_FORMAT);
+    assert_null(d);
+    assert_msg_has("bad.bin: token 60000 at position 37", "vocabulary size 60000");
+
+    c.scan_tokens = 0; /* found when the batch holding it is read, position unchanged */
+    assert_int_equal(vkg_data_create(&c, &d), VKG_OK);
+    assert_int_equal(vkg_data_next(d, in, tg), VKG_OK);
+    assert_int_equal(vkg_data_next(d, in, tg), VKG_OK);
+    assert_int_equal(vkg_data_next(d, in, tg), VKG_ERR_FORMAT); /* tokens 32..48 */
+    assert_msg_has("bad.bin: token 60000 at position 37", NULL);
+    vkg_data_position(d, &pos);
+    assert_int_equal(pos.batch, 2);
+    vkg_data_destroy(&d);
+}
+
+static void test_bad_inputs(void **state)
+{
+    vkg_data_t *d = NULL;
+    vkg_data_config c = cfg_for(state, "none*.bin", 1, 16);
+    assert_int_equal(vkg_data_create(&c, &d), VKG_ERR_NOT_FOUND);
+    assert_msg_has("none*.bin", NULL);
+    c = cfg_for(state, "missing.bin", 1, 16);
+    assert_int_equal(vkg_data_create(&c, &d), VKG_ERR_NOT_FOUND);
+    assert_msg_has("missing.bin: no such file", NULL);
+
+    write_shard(state, "short.bin", 0, 16); /* needs 17 */
+    c = cfg_for(state, "short.bin", 1, 16);
+    assert_int_equal(vkg_data_create(&c, &d), VKG_ERR_FORMAT);
+    assert_msg_has("short.bin: holds 16 tokens", "B*T*W + 1 = 17");
+
+    write_shard(state, "trunc.bin", 0, 100);
+    assert_int_equal(truncate(fpath(state, "trunc.bin"), 1024 + 150), 0);
+    c = cfg_for(state, "trunc.bin", 1, 16);
+    assert_int_equal(vkg_data_create(&c, &d), VKG_ERR_FORMAT);
+    assert_msg_has("trunc.bin: header says ntok=100", "50 bytes fewer");
+
+    FILE *f = fopen(fpath(state, "foreign.bin"), "wb");
+    int32_t hdr[256] = {1234, 1, 10};
+    fwrite(hdr, 4, 256, f);
+    fwrite(hdr, 2, 10, f);
+    fclose(f);
+    c = cfg_for(state, "foreign.bin", 1, 4);
+    assert_int_equal(vkg_data_create(&c, &d), VKG_ERR_FORMAT);
+    assert_msg_has("foreign.bin", "bad magic 1234, expected 20240520");
+
+    write_shard(state, "ok.bin", 0, 100);
+    c = cfg_for(state, "ok.bin", 1, 16);
+    c.rank = 2;
+    c.world_size = 2;
+    assert_int_equal(vkg_data_create(&c, &d), VKG_ERR_INVALID_ARG);
+    c.rank = 0;
+    c.world_size = 1;
+    c.path = fpath(state, "text.txt");
+    f = fopen(c.path, "wb");
+    fputs("some text that is long enough to fill a batch or two of tokens", f);
+    fclose(f);
+    assert_int_equal(vkg_data_create(&c, &d), VKG_ERR_INVALID_ARG); /* text, no tokenizer */
+    assert_msg_has("text.txt", "no tokenizer");
+}
+
+/* Index of the global batch whose inputs are `in`, found by reading every batch. */
+static int64_t which_batch(vkg_data_t *d, const int32_t *in, int bt)
+{
+    int32_t a[64], b[64];
+    for (uint64_t g = 0; g < vkg_data_num_batches(d); g++) {
+        assert_int_equal(vkg_data_read_batch(d, g, a, b), VKG_OK);
+        if (!memcmp(a, in, (size_t)bt * sizeof *in))
+            return (int64_t)g;
+    }
+    return -1;
+}
+
+static void test_shuffle_and_resume(void **state)
+{
+    int32_t in[16], tg[16];
+    vkg_data_t *d = NULL, *e = NULL;
+    vkg_data_pos pos;
+    write_shard(state, "s0.bin", 0, 50);
+    write_shard(state, "s1.bin", 1, 40);
+    write_shard(state, "s2.bin", 2, 33);
+    vkg_data_config c = cfg_for(state, "s*.bin", 1, 16);
+    c.shuffle = 1;
+    c.seed = 5;
+    assert_int_equal(vkg_data_create(&c, &d), VKG_OK);
+    int64_t order[3][7];
+    for (int ep = 0; ep < 3; ep++) {
+        int seen[7] = {0};
+        for (int i = 0; i < 7; i++) {
+            assert_int_equal(vkg_data_next(d, in, tg), VKG_OK);
+            order[ep][i] = which_batch(d, in, 16);
+            assert_true(order[ep][i] >= 0 && order[ep][i] < 7);
+            seen[order[ep][i]]++;
+        }
+        for (int g = 0; g < 7; g++) /* each epoch is a permutation of the 7 batches */
+            assert_int_equal(seen[g], 1);
+    }
+    assert_true(memcmp(order[0], order[1], sizeof order[0]) != 0 ||
+                memcmp(order[1], order[2], sizeof order[0]) != 0); /* reshuffled per epoch */
+    int64_t identity[7] = {0, 1, 2, 3, 4, 5, 6};
+    assert_true(memcmp(order[0], identity, sizeof identity) != 0 ||
+                memcmp(order[1], identity, sizeof identity) != 0);
+
+    /* resume mid-epoch-1: a fresh loader seeked to the position continues identically */
+    vkg_data_reset(d);
+    for (int i = 0; i < 10; i++)
+        assert_int_equal(vkg_data_next(d, in, tg), VKG_OK);
+    vkg_data_position(d, &pos);
+    assert_int_equal(pos.epoch, 1);
+    assert_int_equal(pos.batch, 3);
+    int32_t want[12][16];
+    for (int i = 0; i < 12; i++) {
+        assert_int_equal(vkg_data_next(d, in, tg), VKG_OK);
+        memcpy(want[i], in, sizeof in);
+    }
+    assert_int_equal(vkg_data_create(&c, &e), VKG_OK);
+    assert_int_equal(vkg_data_seek(e, &pos), VKG_OK);
+    for (int i = 0; i < 12; i++) {
+        assert_int_equal(vkg_data_next(e, in, tg), VKG_OK);
+        assert_memory_equal(in, want[i], sizeof in);
+    }
+    vkg_data_destroy(&e);
+
+    /* a position from another configuration is refused */
+    c.seed = 6;
+    assert_int_equal(vkg_data_create(&c, &e), VKG_OK);
+    assert_int_equal(vkg_data_seek(e, &pos), VKG_ERR_MISMATCH);
+    assert_msg_has("seed 5", NULL);
+    vkg_data_destroy(&e);
+    c.shuffle = 0;
+    c.batch_size = 2;
+    assert_int_equal(vkg_data_create(&c, &e), VKG_OK);
+    pos.shuffle = 0;
+    pos.seed = 0;
+    assert_int_equal(vkg_data_seek(e, &pos), VKG_ERR_MISMATCH);
+    assert_msg_has("batches per epoch", NULL);
+    vkg_data_destroy(&e);
+    vkg_data_destroy(&d);
+}
+
+static void test_sequential_resume(void **state)
+{
+    int32_t in[8], tg[8], in2[8], tg2[8];
+    vkg_data_t *d = NULL, *e = NULL;
+    vkg_data_pos pos;
+    write_shard(state, "a.bin", 0, 300);
+    vkg_data_config c = cfg_for(state, "a.bin", 2, 4);
+    assert_int_equal(vkg_data_create(&c, &d), VKG_OK);
+    assert_int_equal(vkg_data_create(&c, &e), VKG_OK);
+    for (int i = 0; i < 40; i++) /* past the end of the 37 batches */
+        assert_int_equal(vkg_data_next(d, in, tg), VKG_OK);
+    vkg_data_position(d, &pos);
+    assert_int_equal(vkg_data_seek(e, &pos), VKG_OK);
+    for (int i = 0; i < 5; i++) {
+        assert_int_equal(vkg_data_next(d, in, tg), VKG_OK);
+        assert_int_equal(vkg_data_next(e, in2, tg2), VKG_OK);
+        assert_memory_equal(in, in2, sizeof in);
+        assert_memory_equal(tg, tg2, sizeof tg);
+        expect_batch(in, tg, 8, 0, (uint64_t)(40 - 37 + i) * 8);
+    }
+    vkg_data_destroy(&d);
+    vkg_data_destroy(&e);
+}
+
+static void test_rank_split(void **state)
+{
+    enum { W = 3, B = 2, T = 4, BT = B * T };
+    int32_t in[W][BT], tg[W][BT], gin[W * BT], gtg[W * BT];
+    vkg_data_t *r[W], *global = NULL;
+    write_shard(state, "a.bin", 0, 200); /* 199 / 24 = 8 global batches */
+    write_shard(state, "b.bin", 1, 60);  /* 59 / 24 = 2 */
+    vkg_data_config c = cfg_for(state, "*.bin", B, T);
+    c.world_size = W;
+    for (int k = 0; k < W; k++) {
+        c.rank = k;
+        assert_int_equal(vkg_data_create(&c, &r[k]), VKG_OK);
+        assert_int_equal(vkg_data_num_batches(r[k]), 10);
+    }
+    c = cfg_for(state, "*.bin", W * B, T); /* one rank reading the whole global batch */
+    assert_int_equal(vkg_data_create(&c, &global), VKG_OK);
+    assert_int_equal(vkg_data_num_batches(global), 10);
+    for (int g = 0; g < 11; g++) {
+        assert_int_equal(vkg_data_next(global, gin, gtg), VKG_OK);
+        for (int k = 0; k < W; k++) {
+            assert_int_equal(vkg_data_next(r[k], in[k], tg[k]), VKG_OK);
+            /* rank k's slice is the k-th B*T block of the global batch */
+            assert_memory_equal(in[k], gin + k * BT, sizeof in[k]);
+            assert_memory_equal(tg[k], gtg + k * BT, sizeof tg[k]);
+        }
+        int shard = g % 10 < 8 ? 0 : 1, kk = g % 10 < 8 ? g % 10 : g % 10 - 8;
+        expect_batch(gin, gtg, W * BT, shard, (uint64_t)kk * W * BT);
+    }
+    for (int k = 0; k < W; k++)
+        vkg_data_destroy(&r[k]);
+    vkg_data_destroy(&global);
+}
+
+static void test_text_files(void **state)
+{
+    vkg_tokenizer_t *tok = NULL;
+    vkg_data_t *d = NULL;
+    int32_t in[8], tg[8];
+    assert_int_equal(vkg_tokenizer_create_byte(&tok), VKG_OK);
+    FILE *f = fopen(fpath(state, "1.txt"), "wb");
+    fputs("abcdefghij", f);
+    fclose(f);
+    f = fopen(fpath(state, "2.txt"), "wb");
+    fputs("KLMNOPQ", f);
+    fclose(f);
+    vkg_data_config c = cfg_for(state, "*.txt", 1, 8);
+    c.vocab_size = 257;
+    c.tokenizer = tok;
+    assert_int_equal(vkg_data_create(&c, &d), VKG_OK);
+    /* one source: <eot> abcdefghij <eot> KLMNOPQ = 19 tokens, (19-1)/8 = 2 batches */
+    assert_int_equal(vkg_data_num_tokens(d), 19);
+    assert_int_equal(vkg_data_num_batches(d), 2);
+    assert_int_equal(vkg_data_next(d, in, tg), VKG_OK);
+    const int32_t want_in0[8] = {256, 'a', 'b', 'c', 'd', 'e', 'f', 'g'};
+    assert_memory_equal(in, want_in0, sizeof want_in0);
+    assert_int_equal(tg[7], 'h');
+    assert_int_equal(vkg_data_next(d, in, tg), VKG_OK);
+    const int32_t want_in1[8] = {'h', 'i', 'j', 256, 'K', 'L', 'M', 'N'};
+    assert_memory_equal(in, want_in1, sizeof want_in1);
+    assert_int_equal(tg[7], 'O');
+    vkg_data_destroy(&d);
+
+    c.vocab_size = 128; /* the end-of-text token 256 itself is out of range */
+    assert_int_equal(vkg_data_create(&c, &d), VKG_ERR_FORMAT);
+    assert_msg_has("1.txt: token 256 at position 0", NULL);
+    vkg_tokenizer_destroy(&tok);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_sequential_one_shard, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_shard_boundaries, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_token_out_of_range, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bad_inputs, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_shuffle_and_resume, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_sequential_resume, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_rank_split, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_text_files, setup, teardown),
+    };
+    return cmocka_run_group_tests_name("data", tests, NULL, NULL);
+}
