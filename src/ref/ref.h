@@ -48,7 +48,7 @@
     void vkg_ref_residual_fwd##sfx(real *out, const real *a, const real *b, size_t n);             \
     void vkg_ref_residual_bwd##sfx(real *da, real *db, const real *dout, size_t n);                \
     /* Fused softmax + cross-entropy over a padded vocabulary. logits (N,Vp): only the first V     \
-     * columns are real. losses (N) = -log softmax(logits[i, :V])[targets[i]].                     \
+     * columns are real. losses (N) = -log softmax(logits[i, :V])[targets[i]] (NULL: skipped).     \
      * If dlogits (N,Vp) is not NULL it is OVERWRITTEN with dloss * (probs - onehot(target)) for   \
      * columns < V and 0 for padding columns (dlogits may alias logits).                           \
      * targets[i] must be in [0, V). */                                                            \
