@@ -1,0 +1,122 @@
+/* Deterministic sum of squares over one or several flat tensors (the global gradient norm for
+ * clipping), in two stages without atomics:
+ *   sumsq_partial.comp: each tensor is cut into segments of at most 2^30 elements (so shader
+ *     indices stay small); each segment is cut into contiguous chunks, one per workgroup, and each
+ *     workgroup writes one partial sum into the scratch tensor. The chunk depends only on the
+ *     segment length and the device's plan, so the partials are always the same ones.
+ *   sumsq_final.comp: one workgroup adds every partial, in a fixed order, into out[0].
+ * The stage-1 dispatches are independent and recorded as one group. This file does not take the
+ * square root: the consumer (AdamW) does. */
+#include <stdio.h>
+#include <string.h>
+
+#include "ops/op_util.h"
+#include "ops/ops.h"
+
+#define SUMSQ_SEGMENT ((size_t)1 << 30) /* elements per stage-1 dispatch at most */
+#define SUMSQ_MIN_PER_LANE 4u           /* elements per invocation before another workgroup */
+
+typedef struct push_sumsq_partial {
+    uint64_t x, partials;
+    uint32_t n, chunk;
+} push_sumsq_partial;
+
+typedef struct push_sumsq_final {
+    uint64_t partials, out;
+    uint32_t count, accumulate;
+} push_sumsq_final;
+
+/* Workgroup size (a power of two) and the most workgroups (partials) per segment. GPUs need
+ * many workgroups in flight to reach memory bandwidth; a CPU device runs one workgroup per core
+ * at a time, so a few long chunks serve it best. */
+typedef struct sumsq_plan {
+    uint32_t wg, max_groups;
+} sumsq_plan;
+
+static sumsq_plan plan_for(const vkg_device_t *dev)
+{
+    const vkg_device_info *info = vkg_device_get_info(dev);
+    sumsq_plan pl = {.wg = 256, .max_groups = 1024};
+    if (strcmp(info->type, "cpu") == 0) {
+        pl.wg = 64;
+        pl.max_groups = 64;
+    }
+    return pl;
+}
+
+/* Workgroups for a segment of n elements (0 for n = 0), and the elements each one owns. */
+static uint32_t segment_groups(size_t n, sumsq_plan pl, uint32_t *chunk)
+{
+    size_t per = (n + pl.max_groups - 1) / pl.max_groups;
+    size_t ch = (per + pl.wg - 1) / pl.wg * pl.wg;
+    if (ch < (size_t)pl.wg * SUMSQ_MIN_PER_LANE)
+        ch = (size_t)pl.wg * SUMSQ_MIN_PER_LANE;
+    *chunk = (uint32_t)ch;
+    return (uint32_t)((n + ch - 1) / ch);
+}
+
+static size_t partials_for(size_t n, sumsq_plan pl)
+{
+    size_t total = 0;
+    uint32_t chunk;
+    for (size_t off = 0; off < n; off += SUMSQ_SEGMENT) {
+        size_t seg = n - off < SUMSQ_SEGMENT ? n - off : SUMSQ_SEGMENT;
+        total += segment_groups(seg, pl, &chunk);
+    }
+    return total;
+}
+
+size_t vkg_op_sumsq_scratch_elems(const vkg_device_t *dev, const size_t *ns, int count)
+{
+    sumsq_plan pl = plan_for(dev);
+    size_t total = 0;
+    for (int k = 0; k < count; k++)
+        total += partials_for(ns[k], pl);
+    return total ? total : 1;
+}
+
+vkg_status vkg_op_sumsq(vkg_cmd *c, vkg_tensor out, const vkg_tensor *xs, const size_t *ns,
+                        int count, vkg_tensor scratch, int accumulate)
+{
+    const char *op = "sumsq";
+    VKG_CHECK(count >= 1 && xs && ns, VKG_ERR_INVALID_ARG,
+              "%s: needs at least one tensor (count=%d)", op, count);
+    VKG_TRY(vkg__op_need(op, "out", out, 1));
+    sumsq_plan pl = plan_for(vkg_cmd_device(c));
+    size_t total = 0;
+    for (int k = 0; k < count; k++) {
+        char name[32];
+        snprintf(name, sizeof name, "xs[%d]", k);
+        VKG_TRY(vkg__op_need(op, name, xs[k], ns[k]));
+        total += partials_for(ns[k], pl);
+    }
+    VKG_TRY(vkg__op_fits_u32(op, "the number of partial sums", total));
+    VKG_TRY(vkg__op_need(op, "scratch", scratch, total));
+
+    uint32_t spec[3] = {pl.wg, 1, 1};
+    size_t at = 0; /* next partial */
+    vkg_status st = VKG_OK;
+    vkg_cmd_group_begin(c);
+    for (int k = 0; k < count && st == VKG_OK; k++) {
+        for (size_t off = 0; off < ns[k] && st == VKG_OK; off += SUMSQ_SEGMENT) {
+            size_t seg = ns[k] - off < SUMSQ_SEGMENT ? ns[k] - off : SUMSQ_SEGMENT;
+            uint32_t chunk, groups = segment_groups(seg, pl, &chunk);
+            push_sumsq_partial p = {.x = xs[k].addr + off * 4,
+                                    .partials = scratch.addr + at * 4,
+                                    .n = (uint32_t)seg,
+                                    .chunk = chunk};
+            st = vkg_cmd_dispatch(c, VKG_KERNEL_sumsq_partial, spec, 3, &p, sizeof p, groups, 1, 1,
+                                  "sumsq_partial");
+            at += groups;
+        }
+    }
+    vkg_cmd_group_end(c);
+    VKG_TRY(st);
+    vkg_cmd_barrier(c); /* explicit: the caller may have been inside a group */
+    push_sumsq_final f = {.partials = scratch.addr,
+                          .out = out.addr,
+                          .count = (uint32_t)total,
+                          .accumulate = accumulate ? 1u : 0u};
+    return vkg_cmd_dispatch(c, VKG_KERNEL_sumsq_final, spec, 3, &f, sizeof f, 1, 1, 1,
+                            "sumsq_final");
+}

@@ -1,0 +1,76 @@
+/* Fused softmax + cross-entropy over a padded vocabulary (shaders/xent_fwd_bwd.comp): one
+ * workgroup per row, online max/sum of exp reduced in shared memory, losses and (optionally)
+ * dlogits in one dispatch. It does not average the losses: the caller sums them (or folds 1/N
+ * into dloss). */
+#include <string.h>
+
+#include "ops/op_util.h"
+#include "ops/ops.h"
+
+#define XENT_MAX_INDEX 0x7FFFFFFFu /* shader indices stay below 2^31 (signed access chains) */
+#define XENT_MAX_GROUPS 65535u
+#define XENT_PER_LANE 4u /* columns per invocation per chunk of pass 1 (spec constant K) */
+
+typedef struct push_xent {
+    uint64_t logits, losses, dlogits, targets;
+    uint32_t N, V, Vp;
+    float dloss;
+} push_xent;
+
+/* Invocations per row: enough for XENT_PER_LANE columns each, between the
+ * subgroup size and a cap. CPU devices run a workgroup on one core where barriers are costly, so
+ * fewer lanes (fewer tree levels) serve them better; GPUs want a wide row. Powers of two. */
+static uint32_t xent_workgroup(const vkg_device_info *info, int V)
+{
+    uint32_t cap = strcmp(info->type, "cpu") == 0 ? 64u : 256u;
+    uint32_t w = 1;
+    while (w < info->subgroup_size && w < cap)
+        w *= 2;
+    while (w < cap && (size_t)w * XENT_PER_LANE < (size_t)V)
+        w *= 2;
+    return w;
+}
+
+static int ranges_overlap(vkg_tensor a, size_t abytes, vkg_tensor b, size_t bbytes)
+{
+    return a.addr < b.addr + bbytes && b.addr < a.addr + abytes;
+}
+
+vkg_status vkg_op_xent_fwd_bwd(vkg_cmd *c, vkg_tensor losses, const vkg_tensor *dlogits,
+                               vkg_tensor logits, vkg_tensor targets, int N, int V, int Vp,
+                               float dloss)
+{
+    const char *op = "xent_fwd_bwd";
+    VKG_CHECK(N > 0 && V > 0 && Vp > 0, VKG_ERR_INVALID_ARG,
+              "%s: N, V and Vp must be positive (N=%d V=%d Vp=%d)", op, N, V, Vp);
+    VKG_CHECK(V <= Vp, VKG_ERR_INVALID_ARG, "%s: V=%d exceeds the padded vocabulary Vp=%d", op, V,
+              Vp);
+    size_t elems = (size_t)N * (size_t)Vp;
+    VKG_CHECK(elems <= XENT_MAX_INDEX, VKG_ERR_INVALID_ARG,
+              "%s: logits (N=%d, Vp=%d) has %zu elements, more than the 2^31-1 a shader indexes",
+              op, N, Vp, elems);
+    VKG_TRY(vkg__op_need(op, "logits", logits, elems));
+    VKG_TRY(vkg__op_need(op, "losses", losses, (size_t)N));
+    VKG_TRY(vkg__op_need(op, "targets", targets, (size_t)N));
+    if (dlogits) {
+        VKG_TRY(vkg__op_need(op, "dlogits", *dlogits, elems));
+        VKG_CHECK(
+            dlogits->addr == logits.addr || !ranges_overlap(*dlogits, elems * 4, logits, elems * 4),
+            VKG_ERR_INVALID_ARG,
+            "%s: tensor dlogits partly overlaps logits (it must be logits itself or apart)", op);
+    }
+    uint32_t wg = xent_workgroup(vkg_device_get_info(vkg_cmd_device(c)), V);
+    push_xent p = {.logits = logits.addr,
+                   .losses = losses.addr,
+                   .dlogits = dlogits ? dlogits->addr : logits.addr,
+                   .targets = targets.addr,
+                   .N = (uint32_t)N,
+                   .V = (uint32_t)V,
+                   .Vp = (uint32_t)Vp,
+                   .dloss = dloss};
+    uint32_t spec[5] = {wg, 1, 1, dlogits ? 1u : 0u, XENT_PER_LANE};
+    uint32_t gx = (uint32_t)N < XENT_MAX_GROUPS ? (uint32_t)N : XENT_MAX_GROUPS;
+    uint32_t gy = vkg__ceil_div((size_t)N, gx);
+    return vkg_cmd_dispatch(c, VKG_KERNEL_xent_fwd_bwd, spec, 5, &p, sizeof p, gx, gy, 1,
+                            dlogits ? "xent_fwd_bwd" : "xent_fwd");
+}

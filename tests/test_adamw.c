@@ -1,0 +1,202 @@
+/* GPU tests of the AdamW update (src/ops/adamw.c, shaders/adamw.comp) with device-side step
+ * parameters and gradient clipping, against the CPU reference vkg_ref_adamw.
+ *
+ * Bound: after every step param, m and v, and the update itself (param after minus param before),
+ * within relative L2 error VKG_TEST_REL_BOUND = 1e-5 of the reference, every element finite.
+ * The step is recorded ONCE (sum of squares of the gradient, then AdamW) and replayed for several
+ * steps; between steps only device memory changes: new gradients and a new vkg_step_params (the
+ * learning rate and t advance). Cases: weight decay on and off, clipping off (grad_clip 0),
+ * inactive (threshold above the norm), active (below it: the test checks it really clips), and no
+ * sum-of-squares tensor. Elements past n are NaN sentinels that must stay untouched.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu_fixture.h"
+#include "ops/ops.h"
+#include "ref/ref.h"
+#include "testutil.h"
+
+#define STEPS 4
+#define TAIL 5 /* sentinel elements past n */
+#define BETA1 0.9f
+#define BETA2 0.999f
+#define EPS 1e-8f
+
+typedef enum clip_mode { CLIP_OFF, CLIP_INACTIVE, CLIP_ACTIVE, CLIP_NO_SUMSQ } clip_mode;
+
+typedef struct adamw_case {
+    size_t n;
+    float weight_decay;
+    clip_mode clip;
+} adamw_case;
+
+/* vkg_gpu_expect, and the largest rel_l2 seen kept in *worst (printed per case). */
+static void expect(vkg_gpu *g, const char *what, vkg_tensor t, const float *ref, size_t n,
+                   double *worst)
+{
+    vkg_gpu_expect(g, what, t, ref, n, VKG_TEST_REL_BOUND);
+    float *got = vkg_test_alloc(n);
+    vkg_gpu_download(g, t, got, n * sizeof *got);
+    vkg_test_cmp cmp;
+    vkg_test_compare(what, got, ref, n, VKG_TEST_REL_BOUND, &cmp);
+    if (cmp.rel_l2 > *worst)
+        *worst = cmp.rel_l2;
+    free(got);
+}
+
+static void run_case(vkg_gpu *g, adamw_case k, uint64_t seed)
+{
+    size_t n = k.n, nt = n + TAIL;
+    vkg_test_rng rng;
+    vkg_test_rng_seed(&rng, seed);
+    float *param = vkg_test_alloc(nt), *grad = vkg_test_alloc(n), *m = vkg_test_alloc(n);
+    float *v = vkg_test_alloc(n), *before = vkg_test_alloc(n), *after = vkg_test_alloc(nt);
+    float *upd_gpu = vkg_test_alloc(n), *upd_ref = vkg_test_alloc(n);
+    vkg_test_fill_uniform(&rng, param, n, -1.0f, 1.0f);
+    for (size_t i = n; i < nt; i++)
+        param[i] = NAN;
+    memset(m, 0, n * sizeof *m);
+    memset(v, 0, n * sizeof *v);
+
+    vkg_tensor tp = vkg_gpu_upload(g, param, nt * sizeof(float));
+    vkg_tensor tg = vkg_gpu_upload(g, NULL, n * sizeof(float));
+    vkg_tensor tm = vkg_gpu_upload(g, m, n * sizeof(float));
+    vkg_tensor tv = vkg_gpu_upload(g, v, n * sizeof(float));
+    vkg_tensor tstep = vkg_gpu_upload(g, NULL, sizeof(vkg_step_params));
+    vkg_tensor tsum = vkg_gpu_poisoned(g, 1);
+    vkg_tensor scratch = vkg_gpu_poisoned(g, vkg_op_sumsq_scratch_elems(g->dev, &n, 1));
+
+    /* Record once. */
+    VKG_ASSERT_OK(vkg_cmd_begin(g->cmd));
+    VKG_ASSERT_OK(vkg_op_sumsq(g->cmd, tsum, &tg, &n, 1, scratch, 0));
+    VKG_ASSERT_OK(vkg_op_adamw(g->cmd, tp, tg, tm, tv, n, BETA1, BETA2, EPS, k.weight_decay, tstep,
+                               k.clip == CLIP_NO_SUMSQ ? NULL : &tsum));
+    VKG_ASSERT_OK(vkg_cmd_end(g->cmd));
+
+    double worst = 0.0;
+    int clipped = 0;
+    for (int t = 1; t <= STEPS; t++) {
+        vkg_test_fill_uniform(&rng, grad, n, -1.0f, 1.0f);
+        double norm = sqrt(vkg_ref_sumsq(grad, n));
+        vkg_step_params sp = {.lr = 0.1f / (float)t, .t = (uint32_t)t, .grad_clip = 0.0f};
+        if (k.clip == CLIP_INACTIVE)
+            sp.grad_clip = (float)(2.0 * norm);
+        else if (k.clip == CLIP_ACTIVE || k.clip == CLIP_NO_SUMSQ)
+            sp.grad_clip = (float)(0.3 * norm);
+        float scale = 1.0f;
+        if (k.clip != CLIP_NO_SUMSQ && sp.grad_clip > 0.0f && norm > sp.grad_clip)
+            scale = (float)(sp.grad_clip / norm);
+        clipped += scale < 1.0f;
+        VKG_ASSERT_OK(vkg_tensor_write(g->dev, tg, 0, grad, n * sizeof(float)));
+        VKG_ASSERT_OK(vkg_tensor_write(g->dev, tstep, 0, &sp, sizeof sp));
+        VKG_ASSERT_OK(vkg_cmd_run(g->cmd, 0)); /* replay, never re-recorded */
+
+        memcpy(before, param, n * sizeof(float));
+        vkg_ref_adamw(param, grad, m, v, n, sp.lr, BETA1, BETA2, EPS, k.weight_decay, t, scale);
+        expect(g, "param", tp, param, n, &worst);
+        expect(g, "m", tm, m, n, &worst);
+        expect(g, "v", tv, v, n, &worst);
+        /* The update alone, so an error in it is not hidden by the size of param. */
+        vkg_gpu_download(g, tp, after, nt * sizeof(float));
+        for (size_t i = 0; i < n; i++) {
+            upd_ref[i] = param[i] - before[i];
+            upd_gpu[i] = after[i] - before[i];
+        }
+        vkg_test_cmp cmp;
+        if (!vkg_test_compare("update", upd_gpu, upd_ref, n, VKG_TEST_REL_BOUND, &cmp))
+            fail_msg("step %d: the update differs from the reference: rel_l2 %.3g", t, cmp.rel_l2);
+        if (cmp.rel_l2 > worst)
+            worst = cmp.rel_l2;
+        for (size_t i = n; i < nt; i++)
+            if (!isnan(after[i]))
+                fail_msg("param[%zu], past n = %zu, was written", i, n);
+        /* Continue from the GPU's parameters so both sides take the same next step. */
+        memcpy(param, after, n * sizeof(float));
+        vkg_gpu_download(g, tm, m, n * sizeof(float));
+        vkg_gpu_download(g, tv, v, n * sizeof(float));
+    }
+    if (k.clip == CLIP_ACTIVE)
+        assert_int_equal(clipped, STEPS); /* the case really clipped */
+    else
+        assert_int_equal(clipped, 0);
+    printf("    n=%zu wd=%g clip mode %d: max rel_l2 over %d steps %.3g\n", n,
+           (double)k.weight_decay, (int)k.clip, STEPS, worst);
+    free(upd_ref);
+    free(upd_gpu);
+    free(after);
+    free(before);
+    free(v);
+    free(m);
+    free(grad);
+    free(param);
+}
+
+static void test_no_clipping(void **state)
+{
+    vkg_gpu *g = *state;
+    run_case(g, (adamw_case){.n = 1, .weight_decay = 0.0f, .clip = CLIP_OFF}, 1);
+    run_case(g, (adamw_case){.n = 1001, .weight_decay = 0.1f, .clip = CLIP_OFF}, 2);
+    run_case(g, (adamw_case){.n = 300007, .weight_decay = 0.0f, .clip = CLIP_INACTIVE}, 3);
+}
+
+static void test_clipping(void **state)
+{
+    vkg_gpu *g = *state;
+    run_case(g, (adamw_case){.n = 1001, .weight_decay = 0.0f, .clip = CLIP_ACTIVE}, 4);
+    run_case(g, (adamw_case){.n = 300007, .weight_decay = 0.1f, .clip = CLIP_ACTIVE}, 5);
+    run_case(g, (adamw_case){.n = 4099, .weight_decay = 0.1f, .clip = CLIP_NO_SUMSQ}, 6);
+}
+
+static void expect_invalid(vkg_status st, const char *needle)
+{
+    assert_int_equal(st, VKG_ERR_INVALID_ARG);
+    if (!strstr(vkg_error_message(), needle))
+        fail_msg("error message \"%s\" does not mention \"%s\"", vkg_error_message(), needle);
+}
+
+static void test_bad_arguments(void **state)
+{
+    vkg_gpu *g = *state;
+    vkg_cmd *c = g->cmd;
+    vkg_tensor x = vkg_gpu_poisoned(g, 100), small = vkg_gpu_poisoned(g, 99);
+    vkg_tensor step = vkg_gpu_poisoned(g, 4), none = vkg_gpu_poisoned(g, 0);
+    vkg_tensor step_off = vkg_tensor_view(vkg_gpu_poisoned(g, 8), 4, 16);
+    expect_invalid(vkg_op_adamw(c, x, x, x, x, 100, 1.0f, 0.999f, 1e-8f, 0.0f, step, NULL),
+                   "adamw: beta1=1 and beta2=0.999 must lie in [0, 1)");
+    expect_invalid(vkg_op_adamw(c, x, x, x, x, 100, 0.9f, 0.999f, 0.0f, 0.0f, step, NULL), "eps=0");
+    expect_invalid(vkg_op_adamw(c, x, x, x, x, 100, 0.9f, 0.999f, 1e-8f, -1.0f, step, NULL),
+                   "weight_decay=-1");
+    expect_invalid(vkg_op_adamw(c, small, x, x, x, 100, 0.9f, 0.999f, 1e-8f, 0.0f, step, NULL),
+                   "adamw: tensor param holds 99 elements, the shape needs 100");
+    expect_invalid(vkg_op_adamw(c, x, small, x, x, 100, 0.9f, 0.999f, 1e-8f, 0.0f, step, NULL),
+                   "tensor grad");
+    expect_invalid(vkg_op_adamw(c, x, x, small, x, 100, 0.9f, 0.999f, 1e-8f, 0.0f, step, NULL),
+                   "tensor m ");
+    expect_invalid(vkg_op_adamw(c, x, x, x, small, 100, 0.9f, 0.999f, 1e-8f, 0.0f, step, NULL),
+                   "tensor v ");
+    expect_invalid(vkg_op_adamw(c, x, x, x, x, 100, 0.9f, 0.999f, 1e-8f, 0.0f, none, NULL),
+                   "tensor step");
+    expect_invalid(vkg_op_adamw(c, x, x, x, x, 100, 0.9f, 0.999f, 1e-8f, 0.0f, step_off, NULL),
+                   "tensor step is not 16-byte aligned");
+    expect_invalid(vkg_op_adamw(c, x, x, x, x, 100, 0.9f, 0.999f, 1e-8f, 0.0f, step, &none),
+                   "tensor sumsq");
+    assert_int_equal(vkg_cmd_dispatch_count(c), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_no_clipping, vkg_gpu_setup, vkg_gpu_teardown),
+        cmocka_unit_test_setup_teardown(test_clipping, vkg_gpu_setup, vkg_gpu_teardown),
+        cmocka_unit_test_setup_teardown(test_bad_arguments, vkg_gpu_setup, vkg_gpu_teardown),
+    };
+    return cmocka_run_group_tests(tests, vkg_gpu_group_setup, vkg_gpu_group_teardown);
+}
