@@ -17,4 +17,128 @@ vkg_status vkg_op_fill(vkg_cmd *c, vkg_tensor x, size_t n, float value);
 /* x[i] *= factor, i < n */
 vkg_status vkg_op_scale(vkg_cmd *c, vkg_tensor x, size_t n, float factor);
 
+/* ---- matmul (src/ops/matmul.c) ---- */
+
+/* Register tile of the GEMM kernel: tm rows x tn columns per invocation, lx lanes per
+ * workgroup. Zeros mean the device's default. */
+typedef struct vkg_matmul_tiles {
+    uint32_t tm, tn, lx;
+} vkg_matmul_tiles;
+
+/* The tiles vkgpt uses on a device (CPU devices and GPUs differ). */
+vkg_matmul_tiles vkg_matmul_default_tiles(const vkg_device_info *info);
+
+/* One GEMM: R(m,n) = sum_k A(m,k) B(k,n) with A(m,k) = a[m*lda+k] (a_kcontig) or a[k*lda+m],
+ * B(k,n) = b[k*ldb+n]; stored at out[m*ldo+n] or, with out_t, out[n*ldo+m]; added to out with
+ * accumulate, else plus bias (indexed by the stored column: bias[m] with out_t, bias[n] without;
+ * NULL = none). */
+typedef struct vkg_gemm {
+    vkg_tensor out, a, b;
+    const vkg_tensor *bias;
+    uint32_t M, N, K, lda, ldb, ldo;
+    int a_kcontig, out_t, accumulate;
+    vkg_matmul_tiles tiles;
+    const char *label; /* static string for errors and profiles */
+} vkg_gemm;
+vkg_status vkg_op_gemm(vkg_cmd *c, const vkg_gemm *g);
+
+/* out (cols, rows) = in (rows, cols)^T */
+vkg_status vkg_op_transpose(vkg_cmd *c, vkg_tensor out, vkg_tensor in, int rows, int cols);
+
+/* out (N,OC) = inp (N,C) x weight (OC,C)^T + bias (OC) (bias NULL = none).
+ * scratch: at least N*C floats, overwritten (holds inp^T). */
+vkg_status vkg_op_matmul_fwd(vkg_cmd *c, vkg_tensor out, vkg_tensor inp, vkg_tensor weight,
+                             const vkg_tensor *bias, int N, int C, int OC, vkg_tensor scratch);
+/* dinp (N,C) += dout (N,OC) x weight; dweight (OC,C) += dout^T x inp; dbias (OC) += column sums
+ * of dout (dbias NULL = none). Deterministic. */
+vkg_status vkg_op_matmul_bwd(vkg_cmd *c, vkg_tensor dinp, vkg_tensor dweight,
+                             const vkg_tensor *dbias, vkg_tensor dout, vkg_tensor inp,
+                             vkg_tensor weight, int N, int C, int OC);
+
+/* Causal multi-head self-attention (src/ops/attention.c), as vkg_ref_attention_fwd/_bwd.
+ * qkv (B,T,3C) = [q | k | v], head h uses channels h*hs..(h+1)*hs of each part, hs = C/NH,
+ * scale 1/sqrt(hs). Forward: att (B,NH,T,T) = causal softmax of the scaled scores (entries
+ * t2 > t written as 0) and out (B,T,C) = att v, both overwritten. Backward: dqkv (B,T,3C) +=
+ * the gradient given dout (B,T,C) and the att of the forward pass.
+ * dpre: scratch of at least B*NH*T*T floats (the score gradients), overwritten on and below the
+ * diagonal; the caller allocates it and may reuse it once the backward pass has run.
+ * Errors: VKG_ERR_INVALID_ARG for non-positive sizes, C not divisible by NH, more elements than
+ * 32-bit indices reach, grids over 65535 workgroups, or a tensor too small (named). */
+vkg_status vkg_op_attention_fwd(vkg_cmd *c, vkg_tensor out, vkg_tensor att, vkg_tensor qkv, int B,
+                                int T, int C, int NH);
+vkg_status vkg_op_attention_bwd(vkg_cmd *c, vkg_tensor dqkv, vkg_tensor dout, vkg_tensor qkv,
+                                vkg_tensor att, int B, int T, int C, int NH, vkg_tensor dpre);
+
+/* Encoder, layernorm, GELU and residual (src/ops/encoder.c, layernorm.c, pointwise.c), as
+ * vkg_ref_encoder_fwd/_bwd, vkg_ref_layernorm_fwd/_bwd, vkg_ref_gelu_*, vkg_ref_residual_*.
+ * Sizes must be positive (n may be 0: nothing is recorded) and fit 32-bit shader indices.
+ * Every backward pass is deterministic (fixed summation order, no float atomics).
+ * Encoder: out (B,T,C) = wte[inp[b,t]] + wpe[t]; inp (B,T) int32. V (the rows of wte / dwte) is
+ * taken from the tensor's size; a token id outside [0, V) gives a NaN row in the forward pass and
+ * no gradient in the backward pass. Backward: dwte (V,C) += per distinct token the sum of its
+ * positions' dout rows; dwpe (T,C) += the sum of dout over the batch. */
+vkg_status vkg_op_encoder_fwd(vkg_cmd *c, vkg_tensor out, vkg_tensor inp, vkg_tensor wte,
+                              vkg_tensor wpe, int B, int T, int C);
+vkg_status vkg_op_encoder_bwd(vkg_cmd *c, vkg_tensor dwte, vkg_tensor dwpe, vkg_tensor dout,
+                              vkg_tensor inp, int B, int T, int C);
+/* Layernorm over rows of C (eps 1e-5, biased variance): out (N,C), mean (N), rstd (N)
+ * overwritten. Backward: dinp (N,C), dweight (C), dbias (C) accumulated. */
+vkg_status vkg_op_layernorm_fwd(vkg_cmd *c, vkg_tensor out, vkg_tensor mean, vkg_tensor rstd,
+                                vkg_tensor inp, vkg_tensor weight, vkg_tensor bias, int N, int C);
+vkg_status vkg_op_layernorm_bwd(vkg_cmd *c, vkg_tensor dinp, vkg_tensor dweight,
+                                vkg_tensor dbias, vkg_tensor dout, vkg_tensor inp,
+                                vkg_tensor weight, vkg_tensor mean, vkg_tensor rstd, int N, int C);
+/* GELU, tanh approximation: out = gelu(inp); dinp += gelu'(inp) * dout. */
+vkg_status vkg_op_gelu_fwd(vkg_cmd *c, vkg_tensor out, vkg_tensor inp, size_t n);
+vkg_status vkg_op_gelu_bwd(vkg_cmd *c, vkg_tensor dinp, vkg_tensor inp, vkg_tensor dout,
+                           size_t n);
+/* Residual: out = a + b (out may alias a or b); da += dout, db += dout. */
+vkg_status vkg_op_residual_fwd(vkg_cmd *c, vkg_tensor out, vkg_tensor a, vkg_tensor b, size_t n);
+vkg_status vkg_op_residual_bwd(vkg_cmd *c, vkg_tensor da, vkg_tensor db, vkg_tensor dout,
+                               size_t n);
+
+/* ---- loss, gradient norm, optimizer (src/ops/xent.c, norm.c, adamw.c) ---- */
+
+/* Fused softmax + cross-entropy over a padded vocabulary, one workgroup per row:
+ * losses (N) = logsumexp(logits[i, :V]) - logits[i, targets[i]] (not averaged). When dlogits
+ * (N,Vp) is not NULL it is OVERWRITTEN with dloss * (softmax(logits[i, :V]) - onehot(targets[i]))
+ * on columns < V and exactly 0 on padding columns; it may be logits itself (in place), but not a
+ * partly overlapping range. dlogits NULL = evaluation: losses only, logits untouched.
+ * logits (N,Vp) with only columns < V read, targets (N) int32 in [0, V) (a target outside gives a
+ * NaN loss). Needs V <= Vp and N*Vp < 2^31. Deterministic. */
+vkg_status vkg_op_xent_fwd_bwd(vkg_cmd *c, vkg_tensor losses, const vkg_tensor *dlogits,
+                               vkg_tensor logits, vkg_tensor targets, int N, int V, int Vp,
+                               float dloss);
+
+/* out[0] = (accumulate ? out[0] : 0) + sum over k < count, i < ns[k] of xs[k][i]^2, as float.
+ * Deterministic (same inputs and device: bitwise the same result; no atomics), accurate to about
+ * 1e-7 relative (compensated partial sums). Any sizes (a tensor may be the whole gradient arena;
+ * each is cut into segments of 2^30 elements). scratch: at least vkg_op_sumsq_scratch_elems floats,
+ * overwritten, apart from xs and out. Records its own barriers (a group of independent partial
+ * dispatches, then one final dispatch): do not record it inside a group. */
+vkg_status vkg_op_sumsq(vkg_cmd *c, vkg_tensor out, const vkg_tensor *xs, const size_t *ns,
+                        int count, vkg_tensor scratch, int accumulate);
+/* Floats of scratch vkg_op_sumsq needs for tensors of these sizes on this device (at least 1). */
+size_t vkg_op_sumsq_scratch_elems(const vkg_device_t *dev, const size_t *ns, int count);
+
+/* The values that change every step, kept in a small device tensor (16-byte aligned) that the
+ * trainer rewrites before each submission of a recorded step (shaders read it; nothing is
+ * re-recorded). Layout shared with shaders/adamw.comp. */
+typedef struct vkg_step_params {
+    float lr;         /* learning rate of this step */
+    uint32_t t;       /* AdamW step, 1-based (bias correction 1 - beta^t) */
+    float grad_clip;  /* clip the global gradient norm to this; <= 0: no clipping */
+    float reserved;   /* 0 */
+} vkg_step_params;
+
+/* One AdamW step on n elements (llm.c's formula, decoupled weight decay; see vkg_ref_adamw):
+ * param, m, v (n) updated in place from grad (n). lr, t and grad_clip are read on the device from
+ * step (one vkg_step_params). The gradient is scaled by grad_clip / sqrt(sumsq[0]) when sumsq is
+ * not NULL, grad_clip > 0 and that norm exceeds grad_clip (sumsq: the global sum of squares of the
+ * gradients, e.g. from vkg_op_sumsq recorded before); otherwise by 1. Needs beta1, beta2 in
+ * [0, 1), eps > 0, weight_decay >= 0 (0 for tensors that do not decay). */
+vkg_status vkg_op_adamw(vkg_cmd *c, vkg_tensor param, vkg_tensor grad, vkg_tensor m, vkg_tensor v,
+                        size_t n, float beta1, float beta2, float eps, float weight_decay,
+                        vkg_tensor step, const vkg_tensor *sumsq);
+
 #endif

@@ -1,0 +1,118 @@
+/* Layer normalization over the last dimension, forward and backward.
+ *   forward:  out (N,C) = (inp - mean) * rstd * weight + bias, saving mean (N) and rstd (N)
+ *             (layernorm_fwd.comp: one workgroup per row, tree reductions in shared memory)
+ *   backward: dinp (N,C) += ...            (layernorm_bwd_dinp.comp, one workgroup per row)
+ *             dweight, dbias (C) += column sums over the N rows
+ *                                          (layernorm_bwd_dparams.comp, fixed order, no atomics)
+ * eps = 1e-5 and the biased variance, as in llm.c. */
+#include "ops/op_util.h"
+#include "ops/ops.h"
+
+#include <string.h>
+
+typedef struct push_fwd {
+    uint64_t out, mean, rstd, inp, weight, bias;
+    uint32_t N, C;
+} push_fwd;
+
+typedef struct push_dinp {
+    uint64_t dinp, dout, inp, weight, mean, rstd;
+    uint32_t N, C;
+} push_dinp;
+
+typedef struct push_dparams {
+    uint64_t dweight, dbias, dout, inp, mean, rstd;
+    uint32_t N, C;
+} push_dparams;
+
+/* Invocations per row (a power of two): GPUs 256; CPU devices (lavapipe) 32, where every barrier
+ * of the reduction tree switches through all subgroups of the workgroup. */
+static uint32_t row_wg(vkg_cmd *c)
+{
+    return strcmp(vkg_device_get_info(vkg_cmd_device(c))->type, "cpu") == 0 ? 32u : 256u;
+}
+
+/* Channels x row lanes of layernorm_bwd_dparams: a warp of 32 reads two rows of 16 adjacent
+ * channels (two 64-byte segments), and C = 768 gives 48 workgroups. */
+#define DPARAMS_CX 16u
+#define DPARAMS_RY 16u
+
+static vkg_status check_shape(const char *op, int N, int C)
+{
+    VKG_CHECK(N > 0 && C > 0, VKG_ERR_INVALID_ARG, "%s: N and C must be positive (N=%d C=%d)",
+              op, N, C);
+    size_t n = (size_t)N * C;
+    VKG_CHECK(n <= 0xFFFFFFFFu - 65535u * 256u, VKG_ERR_INVALID_ARG,
+              "%s: N*C = %zu is too large for 32-bit shader indices", op, n);
+    return VKG_OK;
+}
+
+vkg_status vkg_op_layernorm_fwd(vkg_cmd *c, vkg_tensor out, vkg_tensor mean, vkg_tensor rstd,
+                                vkg_tensor inp, vkg_tensor weight, vkg_tensor bias, int N, int C)
+{
+    const char *op = "layernorm_fwd";
+    VKG_TRY(check_shape(op, N, C));
+    size_t NC = (size_t)N * C;
+    VKG_TRY(vkg__op_need(op, "out", out, NC));
+    VKG_TRY(vkg__op_need(op, "mean", mean, (size_t)N));
+    VKG_TRY(vkg__op_need(op, "rstd", rstd, (size_t)N));
+    VKG_TRY(vkg__op_need(op, "inp", inp, NC));
+    VKG_TRY(vkg__op_need(op, "weight", weight, (size_t)C));
+    VKG_TRY(vkg__op_need(op, "bias", bias, (size_t)C));
+    push_fwd p = {.out = out.addr,
+                  .mean = mean.addr,
+                  .rstd = rstd.addr,
+                  .inp = inp.addr,
+                  .weight = weight.addr,
+                  .bias = bias.addr,
+                  .N = (uint32_t)N,
+                  .C = (uint32_t)C};
+    uint32_t spec[3] = {row_wg(c), 1, 1};
+    return vkg_cmd_dispatch(c, VKG_KERNEL_layernorm_fwd, spec, 3, &p, sizeof p,
+                            vkg__op_groups_capped((size_t)N, 1), 1, 1, op);
+}
+
+vkg_status vkg_op_layernorm_bwd(vkg_cmd *c, vkg_tensor dinp, vkg_tensor dweight,
+                                vkg_tensor dbias, vkg_tensor dout, vkg_tensor inp,
+                                vkg_tensor weight, vkg_tensor mean, vkg_tensor rstd, int N, int C)
+{
+    const char *op = "layernorm_bwd";
+    VKG_TRY(check_shape(op, N, C));
+    size_t NC = (size_t)N * C;
+    VKG_TRY(vkg__op_need(op, "dinp", dinp, NC));
+    VKG_TRY(vkg__op_need(op, "dweight", dweight, (size_t)C));
+    VKG_TRY(vkg__op_need(op, "dbias", dbias, (size_t)C));
+    VKG_TRY(vkg__op_need(op, "dout", dout, NC));
+    VKG_TRY(vkg__op_need(op, "inp", inp, NC));
+    VKG_TRY(vkg__op_need(op, "weight", weight, (size_t)C));
+    VKG_TRY(vkg__op_need(op, "mean", mean, (size_t)N));
+    VKG_TRY(vkg__op_need(op, "rstd", rstd, (size_t)N));
+    push_dinp pi = {.dinp = dinp.addr,
+                    .dout = dout.addr,
+                    .inp = inp.addr,
+                    .weight = weight.addr,
+                    .mean = mean.addr,
+                    .rstd = rstd.addr,
+                    .N = (uint32_t)N,
+                    .C = (uint32_t)C};
+    push_dparams pp = {.dweight = dweight.addr,
+                       .dbias = dbias.addr,
+                       .dout = dout.addr,
+                       .inp = inp.addr,
+                       .mean = mean.addr,
+                       .rstd = rstd.addr,
+                       .N = (uint32_t)N,
+                       .C = (uint32_t)C};
+    uint32_t spec_i[3] = {row_wg(c), 1, 1};
+    uint32_t spec_p[3] = {DPARAMS_CX, DPARAMS_RY, 1};
+    vkg_status st;
+    vkg_cmd_group_begin(c); /* the two passes write different tensors */
+    st = vkg_cmd_dispatch(c, VKG_KERNEL_layernorm_bwd_dinp, spec_i, 3, &pi, sizeof pi,
+                          vkg__op_groups_capped((size_t)N, 1), 1, 1, "layernorm_bwd_dinp");
+    if (st == VKG_OK)
+        st = vkg_cmd_dispatch(c, VKG_KERNEL_layernorm_bwd_dparams, spec_p, 3, &pp, sizeof pp,
+                              vkg__op_groups_capped((size_t)C, DPARAMS_CX), 1, 1,
+                              "layernorm_bwd_dparams");
+    vkg_cmd_group_end(c);
+    return st;
+}
