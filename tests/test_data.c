@@ -2,7 +2,8 @@
  * move on across shard boundaries and wrap at the end; tokens >= vocab are refused with the file
  * and position; shuffling is a seeded permutation and a restored position continues exactly;
  * rank slices are disjoint and cover the global batch; text files are tokenized with an
- * end-of-text separator. Shard tokens encode their own position so every batch is checked
+ * end-of-text separator; `vkgpt prepare` (linked in) splits documents and shards as it says.
+ * Shard tokens encode their own position so every batch is checked
  * against a formula computed here, independently of the loader. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -17,6 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cli/cli.h"
 #include "vkgpt/data.h"
 #include "vkgpt/io.h"
 
@@ -412,6 +414,85 @@ static void test_text_files(void **state)
     vkg_tokenizer_destroy(&tok);
 }
 
+/* cmd_prepare.c is linked into this test; main.c's reporter is replaced by this one. */
+int vkg_cli_report(const char *cmd, vkg_status status)
+{
+    fprintf(stderr, "vkgpt %s: %s: %s\n", cmd, vkg_status_name(status), vkg_error_message());
+    return 1;
+}
+
+static int run_prepare(int argc, const char **argv)
+{
+    return vkg_cli_prepare(argc, (char **)argv);
+}
+
+static void test_prepare(void **state)
+{
+    fixture *fx = *state;
+    char text_path[256], out[256], path[300];
+    snprintf(text_path, sizeof text_path, "%s/fortunes", fx->dir);
+    snprintf(out, sizeof out, "%s/out", fx->dir);
+    FILE *f = fopen(text_path, "wb");
+    fputs("first\n%\nsecond one\r\n%\r\n\n%\nthird, the last\n", f);
+    fclose(f);
+    const char *argv[] = {"prepare", "--out", out, "--split-on", "%", "--val-frac", "0.3",
+                          "--shard-tokens", "20", text_path};
+    assert_int_equal(run_prepare(10, argv), 0);
+    /* documents "first\n", "second one\r\n", "\n", "third, the last\n", each after <eot> */
+    static const char *docs[] = {"first\n", "second one\r\n", "\n", "third, the last\n"};
+    int32_t want[64];
+    size_t n = 0;
+    for (int d = 0; d < 4; d++) {
+        want[n++] = 256;
+        for (const char *c = docs[d]; *c; c++)
+            want[n++] = (unsigned char)*c;
+    }
+    assert_int_equal(n, 39);
+    /* 70% of 39 tokens is token 27; the nearest document start is the last one, token 22 */
+    uint16_t *t = NULL;
+    size_t nt = 0, got = 0;
+    const char *names[] = {"train_000000.bin", "train_000001.bin", "val_000000.bin"};
+    const size_t sizes[] = {20, 2, 17};
+    for (int k = 0; k < 3; k++) {
+        snprintf(path, sizeof path, "%s/%s", out, names[k]);
+        assert_int_equal(vkg_shard_read(path, &t, &nt), VKG_OK);
+        assert_int_equal(nt, sizes[k]);
+        for (size_t i = 0; i < nt; i++)
+            assert_int_equal(t[i], want[got + i]);
+        got += nt;
+        free(t);
+    }
+    snprintf(path, sizeof path, "%s/train_000002.bin", out);
+    assert_int_equal(access(path, F_OK), -1);
+    vkg_tokenizer_t *tok = NULL;
+    snprintf(path, sizeof path, "%s/tokenizer.bin", out);
+    assert_int_equal(vkg_tokenizer_load(path, &tok), VKG_OK);
+    assert_int_equal(vkg_tokenizer_kind_of(tok), VKG_TOKENIZER_BYTE);
+    vkg_tokenizer_destroy(&tok);
+
+    /* a smaller rerun into the same folder would leave train_000001.bin behind: refused */
+    const char *rerun[] = {"prepare", "--out", out, "--shard-tokens", "100", text_path};
+    assert_int_equal(run_prepare(6, rerun), 1);
+    /* usage errors exit 2 */
+    const char *bad1[] = {"prepare", "--tokenizer", "bpe", text_path};
+    assert_int_equal(run_prepare(4, bad1), 2);
+    const char *bad2[] = {"prepare", "--val-frac", "1", text_path};
+    assert_int_equal(run_prepare(4, bad2), 2);
+    const char *bad3[] = {"prepare", "--tokenizer", "gpt2", text_path};
+    assert_int_equal(run_prepare(4, bad3), 2);
+    const char *bad4[] = {"prepare", "--out", out};
+    assert_int_equal(run_prepare(3, bad4), 2);
+    const char *missing[] = {"prepare", "--out", out, "no_such_file.txt"};
+    assert_int_equal(run_prepare(4, missing), 1);
+    for (int k = 0; k < 3; k++) { /* leave the folder empty for teardown */
+        snprintf(path, sizeof path, "%s/%s", out, names[k]);
+        unlink(path);
+    }
+    snprintf(path, sizeof path, "%s/tokenizer.bin", out);
+    unlink(path);
+    rmdir(out);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -423,6 +504,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_sequential_resume, setup, teardown),
         cmocka_unit_test_setup_teardown(test_rank_split, setup, teardown),
         cmocka_unit_test_setup_teardown(test_text_files, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_prepare, setup, teardown),
     };
     return cmocka_run_group_tests_name("data", tests, NULL, NULL);
 }

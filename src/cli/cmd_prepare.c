@@ -1,0 +1,339 @@
+/* `vkgpt prepare`: text files -> llm.c token shards (train and validation) plus the llm.c
+ * tokenizer file that decodes them. Every document is preceded by the end-of-text token, as
+ * llm.c's data scripts do; a document is a whole input file, or with --split-on the text between
+ * separator lines. The validation part is the tail of the token stream, cut at the document
+ * boundary nearest to the requested fraction (or inside a document when no boundary is close).
+ * Holds the whole encoded corpus in memory; does not download anything. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cli/cli.h"
+#include "vkgpt/io.h"
+#include "vkgpt/tokenizer.h"
+
+#define CMD "prepare"
+
+typedef struct prepare_opts {
+    const char *out_dir;
+    const char *tokenizer; /* "byte" or "gpt2" */
+    const char *vocab_dir;
+    const char *split_on;
+    double val_frac;
+    uint64_t shard_tokens;
+    char **inputs;
+    int ninputs;
+} prepare_opts;
+
+typedef struct corpus {
+    vkg_tokens tokens;
+    uint64_t *doc_starts; /* token index of each document's end-of-text */
+    size_t ndocs, doc_cap;
+    uint64_t bytes;
+} corpus;
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: vkgpt prepare [options] TEXT_FILE...\n"
+            "  Tokenizes text into llm.c token shards for `vkgpt train --data`, and writes the\n"
+            "  llm.c tokenizer file that decodes them. Each document starts with end-of-text.\n"
+            "options:\n"
+            "  --out DIR            output folder, created if missing (default: data); writes\n"
+            "                       DIR/train_000000.bin..., DIR/val_000000.bin..., "
+            "DIR/tokenizer.bin\n"
+            "  --tokenizer NAME     byte (256 bytes + end-of-text, V=257) or gpt2 (default: byte)\n"
+            "  --vocab-dir DIR      folder with encoder.json and vocab.bpe (needed for gpt2)\n"
+            "  --val-frac F         fraction of tokens for validation, 0 <= F < 1 (default: 0.1)\n"
+            "  --split-on LINE      a line equal to LINE separates documents (e.g. %% for fortune\n"
+            "                       files); without it each file is one document\n"
+            "  --shard-tokens N     at most N tokens per shard file (default: 100000000)\n");
+}
+
+#if defined(__GNUC__)
+__attribute__((format(printf, 1, 2)))
+#endif
+static int usage_error(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "vkgpt " CMD ": ");
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\n(see vkgpt prepare --help)\n");
+    va_end(ap);
+    return 2;
+}
+
+/* Parse one option with its value into *o; returns -1 when fine, else the exit code. */
+static int parse_option(prepare_opts *o, const char *a, const char *v)
+{
+    char *end = NULL;
+    errno = 0;
+    if (!strcmp(a, "--out")) {
+        o->out_dir = v;
+    } else if (!strcmp(a, "--tokenizer")) {
+        if (strcmp(v, "byte") && strcmp(v, "gpt2"))
+            return usage_error("--tokenizer must be one of: byte, gpt2 (got '%s')", v);
+        o->tokenizer = v;
+    } else if (!strcmp(a, "--vocab-dir")) {
+        o->vocab_dir = v;
+    } else if (!strcmp(a, "--split-on")) {
+        o->split_on = v;
+    } else if (!strcmp(a, "--val-frac")) {
+        o->val_frac = strtod(v, &end);
+        if (errno || end == v || *end || !(o->val_frac >= 0.0 && o->val_frac < 1.0))
+            return usage_error("--val-frac must be a number in [0, 1), got '%s'", v);
+    } else if (!strcmp(a, "--shard-tokens")) {
+        unsigned long long n = strtoull(v, &end, 10);
+        if (errno || end == v || *end || v[0] == '-' || n < 1 || n > INT32_MAX)
+            return usage_error("--shard-tokens must be an integer in [1, %d], got '%s'",
+                               INT32_MAX, v);
+        o->shard_tokens = n;
+    } else {
+        return usage_error("unknown option '%s' (valid: --out, --tokenizer, --vocab-dir, "
+                           "--val-frac, --split-on, --shard-tokens, --help)",
+                           a);
+    }
+    return -1;
+}
+
+/* Parse argv into *o. Returns -1 to go on, else the exit code (0 after --help, 2 on errors). */
+static int parse(int argc, char **argv, prepare_opts *o)
+{
+    o->out_dir = "data";
+    o->tokenizer = "byte";
+    o->val_frac = 0.1;
+    o->shard_tokens = 100000000;
+    o->inputs = calloc((size_t)argc, sizeof *o->inputs);
+    if (!o->inputs)
+        return 1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        }
+        if (a[0] != '-') {
+            o->inputs[o->ninputs++] = argv[i];
+            continue;
+        }
+        if (i + 1 >= argc)
+            return usage_error("option %s needs a value", a);
+        int rc = parse_option(o, a, argv[++i]);
+        if (rc >= 0)
+            return rc;
+    }
+    if (o->ninputs == 0)
+        return usage_error("no input text files given");
+    if (!strcmp(o->tokenizer, "gpt2") && !o->vocab_dir)
+        return usage_error("--tokenizer gpt2 needs --vocab-dir DIR (the folder holding "
+                           "encoder.json and vocab.bpe)");
+    if (!strcmp(o->tokenizer, "byte") && o->vocab_dir)
+        return usage_error("--vocab-dir only applies to --tokenizer gpt2");
+    return -1;
+}
+
+static vkg_status read_file(const char *path, char **text, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        fprintf(stderr, "vkgpt " CMD ": %s: cannot open: %s\n", path, strerror(errno));
+        return VKG_ERR_IO;
+    }
+    size_t cap = 1 << 16, len = 0, got;
+    char *buf = malloc(cap);
+    while (buf && (got = fread(buf + len, 1, cap - len, f)) > 0) {
+        len += got;
+        if (len == cap) {
+            char *nb = realloc(buf, cap *= 2);
+            if (!nb)
+                free(buf);
+            buf = nb;
+        }
+    }
+    int err = ferror(f);
+    fclose(f);
+    if (!buf || err) {
+        fprintf(stderr, "vkgpt " CMD ": %s: %s\n", path, buf ? "read error" : "out of memory");
+        free(buf);
+        return buf ? VKG_ERR_IO : VKG_ERR_NOMEM;
+    }
+    *text = buf;
+    *n = len;
+    return VKG_OK;
+}
+
+/* Append one document: end-of-text, then its encoding. Empty documents are skipped. */
+static vkg_status add_doc(corpus *c, const vkg_tokenizer_t *tok, const char *text, size_t n)
+{
+    if (n == 0)
+        return VKG_OK;
+    if (c->ndocs == c->doc_cap) {
+        size_t cap = c->doc_cap ? 2 * c->doc_cap : 1024;
+        uint64_t *d = realloc(c->doc_starts, cap * sizeof *d);
+        if (!d)
+            return VKG_ERR_NOMEM;
+        c->doc_starts = d;
+        c->doc_cap = cap;
+    }
+    c->doc_starts[c->ndocs++] = c->tokens.n;
+    vkg_status st = vkg_tokens_push(&c->tokens, vkg_tokenizer_eot(tok));
+    if (st == VKG_OK)
+        st = vkg_tokenizer_encode(tok, text, n, &c->tokens);
+    c->bytes += n;
+    return st;
+}
+
+/* Split text at lines equal to sep (a trailing \r is ignored) and add each document. */
+static vkg_status add_split(corpus *c, const vkg_tokenizer_t *tok, const char *text, size_t n,
+                            const char *sep)
+{
+    size_t seplen = strlen(sep), doc = 0, line = 0;
+    while (line < n) {
+        const char *nl = memchr(text + line, '\n', n - line);
+        size_t stop = nl ? (size_t)(nl - text) : n, next = nl ? stop + 1 : n;
+        size_t len = stop - line;
+        if (len > 0 && text[stop - 1] == '\r')
+            len--;
+        if (len == seplen && !memcmp(text + line, sep, seplen)) {
+            vkg_status st = add_doc(c, tok, text + doc, line - doc);
+            if (st != VKG_OK)
+                return st;
+            doc = next;
+        }
+        line = next;
+    }
+    return add_doc(c, tok, text + doc, n - doc);
+}
+
+/* Token index where validation starts: the document boundary nearest to the target, unless none
+ * lies within half the validation size of it. */
+static uint64_t split_point(const corpus *c, double val_frac)
+{
+    uint64_t n = c->tokens.n;
+    uint64_t target = (uint64_t)((1.0 - val_frac) * (double)n + 0.5);
+    if (val_frac <= 0.0 || target >= n)
+        return n;
+    uint64_t best = target, best_dist = (n - target) / 2 + 1;
+    for (size_t i = 1; i < c->ndocs; i++) {
+        uint64_t b = c->doc_starts[i];
+        uint64_t dist = b > target ? b - target : target - b;
+        if (b > 0 && b < n && dist < best_dist) {
+            best = b;
+            best_dist = dist;
+        }
+    }
+    return best;
+}
+
+/* Write tokens [lo, hi) as DIR/<kind>_NNNNNN.bin shards; sets *nshards. */
+static vkg_status write_shards(const prepare_opts *o, const corpus *c, const char *kind,
+                               uint64_t lo, uint64_t hi, int *nshards)
+{
+    size_t cap = (size_t)(hi - lo < o->shard_tokens ? hi - lo : o->shard_tokens);
+    uint16_t *buf = malloc((cap ? cap : 1) * sizeof *buf);
+    if (!buf)
+        return VKG_ERR_NOMEM;
+    vkg_status st = VKG_OK;
+    char path[4096];
+    *nshards = 0;
+    for (uint64_t at = lo; at < hi && st == VKG_OK; at += o->shard_tokens) {
+        size_t m = (size_t)(hi - at < o->shard_tokens ? hi - at : o->shard_tokens);
+        for (size_t i = 0; i < m; i++)
+            buf[i] = (uint16_t)c->tokens.ids[at + i];
+        snprintf(path, sizeof path, "%s/%s_%06d.bin", o->out_dir, kind, *nshards);
+        st = vkg_shard_write(path, buf, m);
+        if (st == VKG_OK) {
+            printf("wrote %s (%zu tokens)\n", path, m);
+            (*nshards)++;
+        }
+    }
+    free(buf);
+    return st;
+}
+
+/* Refuse to leave shards of an earlier, larger run that a glob would pick up with ours. */
+static int check_stale(const prepare_opts *o, const char *kind, int nshards)
+{
+    char path[4096];
+    struct stat sb;
+    snprintf(path, sizeof path, "%s/%s_%06d.bin", o->out_dir, kind, nshards);
+    if (stat(path, &sb) == 0) {
+        fprintf(stderr,
+                "vkgpt " CMD ": %s is left from an earlier run and would be read together with "
+                "the new shards; remove it or choose another --out\n",
+                path);
+        return 1;
+    }
+    return 0;
+}
+
+static int run(const prepare_opts *o)
+{
+    vkg_tokenizer_t *tok = NULL;
+    corpus c = {{0}, NULL, 0, 0, 0};
+    int rc = 1, ntrain = 0, nval = 0;
+    vkg_status st = !strcmp(o->tokenizer, "gpt2") ? vkg_tokenizer_create_gpt2(o->vocab_dir, &tok)
+                                                  : vkg_tokenizer_create_byte(&tok);
+    if (st != VKG_OK)
+        return vkg_cli_report(CMD, st);
+    printf("tokenizer: %s (V=%d, end-of-text %d)\n", o->tokenizer, vkg_tokenizer_vocab_size(tok),
+           vkg_tokenizer_eot(tok));
+    for (int i = 0; i < o->ninputs; i++) {
+        char *text = NULL;
+        size_t n = 0;
+        if (read_file(o->inputs[i], &text, &n) != VKG_OK)
+            goto done;
+        st = o->split_on ? add_split(&c, tok, text, n, o->split_on) : add_doc(&c, tok, text, n);
+        free(text);
+        if (st != VKG_OK) {
+            vkg_cli_report(CMD, st);
+            goto done;
+        }
+    }
+    if (c.tokens.n == 0) {
+        fprintf(stderr, "vkgpt " CMD ": the input files hold no text\n");
+        goto done;
+    }
+    if (mkdir(o->out_dir, 0777) != 0 && errno != EEXIST) {
+        fprintf(stderr, "vkgpt " CMD ": cannot create %s: %s\n", o->out_dir, strerror(errno));
+        goto done;
+    }
+    uint64_t cut = split_point(&c, o->val_frac);
+    printf("read %d file(s), %zu document(s), %llu bytes -> %zu tokens: %llu train, %llu val\n",
+           o->ninputs, c.ndocs, (unsigned long long)c.bytes, c.tokens.n,
+           (unsigned long long)cut, (unsigned long long)(c.tokens.n - cut));
+    uint64_t train_shards = (cut + o->shard_tokens - 1) / o->shard_tokens;
+    uint64_t val_shards = (c.tokens.n - cut + o->shard_tokens - 1) / o->shard_tokens;
+    if (check_stale(o, "train", (int)train_shards) || check_stale(o, "val", (int)val_shards))
+        goto done;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/tokenizer.bin", o->out_dir);
+    if ((st = write_shards(o, &c, "train", 0, cut, &ntrain)) != VKG_OK ||
+        (st = write_shards(o, &c, "val", cut, c.tokens.n, &nval)) != VKG_OK ||
+        (st = vkg_tokenizer_save(tok, path)) != VKG_OK) {
+        vkg_cli_report(CMD, st);
+        goto done;
+    }
+    printf("wrote %s\n", path);
+    rc = 0;
+done:
+    vkg_tokens_deinit(&c.tokens);
+    free(c.doc_starts);
+    vkg_tokenizer_destroy(&tok);
+    return rc;
+}
+
+int vkg_cli_prepare(int argc, char **argv)
+{
+    prepare_opts o = {0};
+    int rc = parse(argc, argv, &o);
+    if (rc < 0)
+        rc = run(&o);
+    free(o.inputs);
+    return rc;
+}
