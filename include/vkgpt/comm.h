@@ -1,0 +1,204 @@
+/* vkgpt collectives: one vkg_comm_t per rank, ring allreduce and friends over ZeroMQ.
+ *
+ * A communicator joins `world_size` ranks. Rank 0 binds a rendezvous socket at the master address;
+ * every other rank connects, announces its own data endpoint and receives the peer table. After
+ * that each rank sends to every peer over one connection per pair and receives on one bound socket.
+ *
+ * Collectives (allreduce, broadcast, allgather, barrier) must be called by every rank in the same
+ * order with matching arguments; point-to-point send/recv pair by (peer, tag) in FIFO order. Every
+ * blocking call gives up after the communicator's timeout without progress and returns an error
+ * that names the peer it was waiting for. A failure on one rank (timeout, dead peer, a rejected
+ * message, vkg_comm_abort) is broadcast to the others, which then fail too. After a failure a
+ * communicator only accepts vkg_comm_destroy.
+ *
+ * Transports: tcp (any hosts), ipc (Unix sockets, one host), inproc (ranks are threads of one
+ * process sharing a vkg_comm_ctx_t). Every message carries a validated header with the job id, so
+ * a foreign process cannot inject data; tcp and ipc connections additionally authenticate with the
+ * job id (ZMTP PLAIN) or, when configured, with CURVE keys checked by a ZAP handler.
+ *
+ * Threading: a vkg_comm_t is used by one thread at a time. Several communicators (several ranks)
+ * may live in one process; nothing here is global. This header exposes no ZeroMQ types.
+ */
+#ifndef VKGPT_COMM_H
+#define VKGPT_COMM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "vkgpt/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct vkg_comm vkg_comm_t;
+typedef struct vkg_comm_ctx vkg_comm_ctx_t;
+
+typedef enum vkg_comm_transport {
+    VKG_COMM_TCP = 0,
+    VKG_COMM_IPC = 1,
+    VKG_COMM_INPROC = 2,
+} vkg_comm_transport;
+
+typedef enum vkg_comm_dtype {
+    VKG_COMM_F32 = 0,
+    VKG_COMM_BF16 = 1, /* reduced in fp32, rounded once (nearest even) */
+    VKG_COMM_F16 = 2,  /* IEEE half; reduced in fp32, rounded once */
+} vkg_comm_dtype;
+
+typedef enum vkg_comm_op {
+    VKG_COMM_SUM = 0,
+    VKG_COMM_AVG = 1, /* sum divided by world_size */
+} vkg_comm_op;
+
+typedef enum vkg_comm_launcher {
+    VKG_COMM_LAUNCH_NONE = 0, /* no launcher variables: a single rank */
+    VKG_COMM_LAUNCH_TORCHRUN,
+    VKG_COMM_LAUNCH_SLURM,
+    VKG_COMM_LAUNCH_OPENMPI,
+    VKG_COMM_LAUNCH_VKGPT, /* VKG_RANK / VKG_WORLD_SIZE */
+} vkg_comm_launcher;
+
+#define VKG_COMM_KEY_CHARS 40 /* a CURVE key in Z85 text */
+#define VKG_COMM_ADDR_MAX 256
+
+typedef struct vkg_comm_config {
+    int rank;       /* 0 .. world_size-1 */
+    int world_size; /* >= 1 */
+    int local_rank; /* rank within the host (for device choice); informational */
+    vkg_comm_launcher launcher;
+    vkg_comm_transport transport;
+    /* tcp: host or IP of rank 0's rendezvous socket and its port. */
+    char master_addr[VKG_COMM_ADDR_MAX];
+    int master_port;
+    /* tcp: the interface (IP) this rank's data socket binds; "" = the local address that routes
+     * to master_addr (127.0.0.1 for a loopback master). Never a wildcard. */
+    char bind_addr[VKG_COMM_ADDR_MAX];
+    /* ipc: directory holding the socket files (default /tmp). */
+    char ipc_dir[VKG_COMM_ADDR_MAX];
+    uint64_t job_id;     /* shared by every rank of a job, nonzero; rejects foreign messages */
+    uint32_t generation; /* restart count; messages of another generation are rejected */
+    int timeout_ms;      /* deadline of every blocking call without progress (default 60000) */
+    /* Tuning (0 = default). segment_bytes: ring pipeline unit; window: segments in flight per
+     * link; small_bytes: allreduce/broadcast/allgather payloads up to this size use the one-step
+     * (latency-optimal) algorithms. */
+    size_t segment_bytes;
+    int window;
+    size_t small_bytes;
+    /* CURVE (tcp/ipc): when curve_secret is set every connection is encrypted and a ZAP handler
+     * admits only authorized public keys. curve_master: rank 0's public key ("" = curve_public:
+     * one key pair for the whole job). curve_authorized: Z85 public keys separated by spaces,
+     * commas or newlines; NULL = curve_public only. Borrowed during vkg_comm_create only.
+     * curve_authorized_file: a file of such keys ('#' starts a comment), read by create and
+     * added to curve_authorized. */
+    char curve_public[VKG_COMM_KEY_CHARS + 1];
+    char curve_secret[VKG_COMM_KEY_CHARS + 1];
+    char curve_master[VKG_COMM_KEY_CHARS + 1];
+    const char *curve_authorized;
+    char curve_authorized_file[VKG_COMM_ADDR_MAX];
+    /* Shared context: required for inproc (all ranks of the job in one context), optional
+     * otherwise (NULL = a private context). Borrowed: must outlive the communicator. */
+    vkg_comm_ctx_t *ctx;
+} vkg_comm_config;
+
+/* Defaults: a single rank over tcp on 127.0.0.1:29500, job id 1, timeout 60 s. */
+void vkg_comm_config_default(vkg_comm_config *cfg);
+
+/* Fill cfg from launcher variables, starting from vkg_comm_config_default(). envp is a
+ * NULL-terminated "NAME=value" array, or NULL for the process environment. Recognised, first
+ * match wins: torchrun (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT,
+ * TORCHELASTIC_RUN_ID, TORCHELASTIC_RESTART_COUNT), Slurm (SLURM_PROCID, SLURM_NTASKS,
+ * SLURM_LOCALID, SLURM_JOB_ID, SLURM_STEP_ID, SLURM_NNODES), Open MPI (OMPI_COMM_WORLD_RANK,
+ * OMPI_COMM_WORLD_SIZE, OMPI_COMM_WORLD_LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_SIZE), then vkgpt's own
+ * VKG_RANK / VKG_WORLD_SIZE / VKG_LOCAL_RANK. Always honoured: VKG_JOB_ID (16 hex digits or any
+ * string, hashed), VKG_COMM_TRANSPORT (tcp|ipc), VKG_COMM_TIMEOUT (seconds), VKG_COMM_IPC_DIR,
+ * VKG_COMM_BIND_ADDR, VKG_COMM_GENERATION, VKG_COMM_CURVE_KEY (key file from `vkgpt keygen`),
+ * VKG_COMM_CURVE_AUTHORIZED (file of public keys). Without MASTER_ADDR a job confined to one host
+ * uses 127.0.0.1; without a job id variable the id is derived from the launcher and master
+ * address (this separates jobs, it is not a secret). No launcher variables: world_size 1.
+ * Errors (VKG_ERR_INVALID_ARG) name the variable and its bad value. */
+vkg_status vkg_comm_config_from_env(vkg_comm_config *cfg, char *const *envp);
+
+/* "tcp", "ipc" or "inproc" to the enum; VKG_ERR_INVALID_ARG listing the valid names otherwise. */
+vkg_status vkg_comm_transport_parse(const char *name, vkg_comm_transport *out);
+const char *vkg_comm_transport_name(vkg_comm_transport t);
+const char *vkg_comm_launcher_name(vkg_comm_launcher l);
+/* Bytes per element of a dtype (4 or 2). */
+size_t vkg_comm_dtype_size(vkg_comm_dtype dt);
+
+/* A ZeroMQ context with its ZAP (authentication) handler. Several communicators may share one;
+ * inproc ranks must. Destroy it only after every communicator using it is destroyed. */
+vkg_status vkg_comm_ctx_create(vkg_comm_ctx_t **out);
+void vkg_comm_ctx_destroy(vkg_comm_ctx_t **pctx);
+
+/* Join the job described by cfg: bind this rank's data socket, rendezvous through rank 0,
+ * connect to every peer and pass a first barrier. Blocks until all world_size ranks have joined
+ * or cfg->timeout_ms passed. Errors: VKG_ERR_INVALID_ARG (bad config, named), VKG_ERR_NETWORK
+ * (bind/connect failures with the endpoint), VKG_ERR_TIMEOUT (missing ranks), VKG_ERR_PROTOCOL /
+ * VKG_ERR_PEER (rejected by rank 0: world size, duplicate rank, credentials). */
+vkg_status vkg_comm_create(const vkg_comm_config *cfg, vkg_comm_t **out);
+
+/* Leave the job. If the communicator is healthy this is collective: a final barrier (bounded by
+ * the timeout) makes sure no rank closes while another still needs its messages. Then closes
+ * every socket and frees everything. Accepts NULL; sets *pc to NULL. */
+void vkg_comm_destroy(vkg_comm_t **pc);
+
+int vkg_comm_rank(const vkg_comm_t *c);
+int vkg_comm_size(const vkg_comm_t *c);
+int vkg_comm_local_rank(const vkg_comm_t *c);
+
+/* Change the deadline of later blocking calls (milliseconds, > 0). */
+vkg_status vkg_comm_set_timeout(vkg_comm_t *c, int timeout_ms);
+
+/* The data endpoint of `rank` as the peer table has it ("tcp://127.0.0.1:40123"). */
+vkg_status vkg_comm_peer_endpoint(const vkg_comm_t *c, int rank, char *buf, size_t size);
+
+/* recv[i] = op over ranks of send[i], for count elements of dtype. send == recv is in place;
+ * otherwise the buffers must not overlap. Every rank gets bitwise identical results. Buffers are
+ * not referenced after return. */
+vkg_status vkg_comm_allreduce(vkg_comm_t *c, const void *send, void *recv, size_t count,
+                              vkg_comm_dtype dtype, vkg_comm_op op);
+
+/* Copy `bytes` of root's buf into every other rank's buf. */
+vkg_status vkg_comm_broadcast(vkg_comm_t *c, void *buf, size_t bytes, int root);
+
+/* recv (world_size * bytes) receives every rank's `bytes` of send, in rank order. send may be
+ * recv + rank * bytes (in place). */
+vkg_status vkg_comm_allgather(vkg_comm_t *c, const void *send, size_t bytes, void *recv);
+
+/* Returns once every rank has entered the barrier. */
+vkg_status vkg_comm_barrier(vkg_comm_t *c);
+
+/* Point-to-point: send returns when buf may be reused; recv waits for the next message from peer
+ * with this tag and fails (VKG_ERR_PROTOCOL) unless it has exactly `bytes` bytes. */
+vkg_status vkg_comm_send(vkg_comm_t *c, int peer, uint32_t tag, const void *buf, size_t bytes);
+vkg_status vkg_comm_recv(vkg_comm_t *c, int peer, uint32_t tag, void *buf, size_t bytes);
+
+/* Tell every peer this rank gives up (their pending and later calls fail with VKG_ERR_PEER and
+ * this reason), and put this communicator in the failed state. Never blocks beyond a short flush;
+ * safe on a communicator that already failed. */
+void vkg_comm_abort(vkg_comm_t *c, const char *reason);
+
+/* 1 when this libzmq supports CURVE (built with libsodium), 0 otherwise. */
+int vkg_comm_has_curve(void);
+
+/* A fresh CURVE key pair in Z85 text (40 characters each, NUL-terminated). */
+vkg_status vkg_comm_curve_keypair(char pub[VKG_COMM_KEY_CHARS + 1],
+                                  char sec[VKG_COMM_KEY_CHARS + 1]);
+
+/* Write a key file (mode 0600: "public = ...", "secret = ...") at path and the public half at
+ * "<path>.pub". Refuses to overwrite an existing file (VKG_ERR_IO naming it). */
+vkg_status vkg_comm_keyfile_write(const char *path, const char *pub, const char *sec);
+
+/* Read a key file written by vkg_comm_keyfile_write (or a .pub file: sec is then ""). */
+vkg_status vkg_comm_keyfile_read(const char *path, char pub[VKG_COMM_KEY_CHARS + 1],
+                                 char sec[VKG_COMM_KEY_CHARS + 1]);
+
+/* Pick a TCP port that is free on addr right now (racy by nature; for tests and local launches
+ * that need to hand rank 0's port to every rank before any of them starts). */
+vkg_status vkg_comm_pick_port(const char *addr, int *port);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

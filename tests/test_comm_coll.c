@@ -1,0 +1,360 @@
+/* Collectives for N = 1..5 ranks over inproc (threads), ipc and tcp (processes): allreduce (f32
+ * sum/avg, bf16, f16; in place and out of place; one-step and ring paths; counts 0, 1, < N, not
+ * divisible by N, several segments), broadcast from every root, allgather, barrier and tagged
+ * point-to-point. Every rank checks its results against a reference computed from every rank's
+ * (deterministic) inputs, and the parent checks that all ranks produced bitwise identical bytes. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "test_comm_harness.h"
+#include "vkgpt/comm.h"
+
+#define SEG_BYTES 1024 /* small segments: the ring path runs many of them */
+#define SMALL_BYTES 256
+
+/* ---- an independent reference for 16-bit rounding: nearest value in a table of all finite
+ * positive values, ties to the even bit pattern ---- */
+
+static float f16_value(uint16_t h)
+{
+    int e = (h >> 10) & 31, m = h & 1023;
+    float v = e ? ldexpf(1.0f + m / 1024.0f, e - 15) : ldexpf((float)m, -24);
+    return (h & 0x8000) ? -v : v;
+}
+
+static float bf16_value(uint16_t h)
+{
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static float to_f32(uint16_t h, vkg_comm_dtype dt)
+{
+    return dt == VKG_COMM_BF16 ? bf16_value(h) : f16_value(h);
+}
+
+static uint16_t round16(float x, vkg_comm_dtype dt)
+{
+    uint16_t top = dt == VKG_COMM_BF16 ? 0x7f7f : 0x7bff; /* largest finite */
+    uint16_t sign = x < 0 ? 0x8000 : 0;
+    double a = fabs((double)x);
+    uint16_t lo = 0, hi = top;
+    while (lo < hi) { /* largest pattern with value <= a */
+        uint16_t mid = (uint16_t)((lo + hi + 1) / 2);
+        if ((double)to_f32(mid, dt) <= a)
+            lo = mid;
+        else
+            hi = (uint16_t)(mid - 1);
+    }
+    uint16_t best = lo;
+    if (lo < top) {
+        double dl = a - to_f32(lo, dt), du = to_f32((uint16_t)(lo + 1), dt) - a;
+        if (du < dl || (du == dl && (lo & 1)))
+            best = (uint16_t)(lo + 1);
+    }
+    return (uint16_t)(sign | best);
+}
+
+/* ---- deterministic inputs ---- */
+
+static uint64_t mix(uint64_t a, uint64_t b, uint64_t c)
+{
+    uint64_t z = a * 0x9E3779B97F4A7C15ull ^ b * 0xBF58476D1CE4E5B9ull ^ c * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    z *= 0xD6E8FEB86659FD93ull;
+    return z ^ (z >> 29);
+}
+
+static float input_f32(int kase, int rank, size_t i)
+{
+    return (float)((mix((uint64_t)kase, (uint64_t)rank, i) >> 40) * (1.0 / 16777216.0) * 2 - 1);
+}
+
+static int input_int(int kase, int rank, size_t i)
+{
+    return (int)(mix((uint64_t)kase, (uint64_t)rank, i) % 17) - 8;
+}
+
+typedef struct variant {
+    vkg_comm_dtype dt;
+    vkg_comm_op op;
+    int in_place;
+} variant;
+
+static const variant variants[] = {
+    {VKG_COMM_F32, VKG_COMM_SUM, 1},  {VKG_COMM_F32, VKG_COMM_AVG, 0},
+    {VKG_COMM_BF16, VKG_COMM_SUM, 0}, {VKG_COMM_F16, VKG_COMM_AVG, 1},
+    {VKG_COMM_BF16, VKG_COMM_AVG, 1}, {VKG_COMM_F16, VKG_COMM_SUM, 0},
+};
+
+static int note_fail(vkg_th_rank *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static int note_fail(vkg_th_rank *r, const char *fmt, ...)
+{
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    vkg_th_report(r, "FAIL %s; ", buf);
+    return 1;
+}
+
+/* One allreduce case; returns failures, folds the result bytes into *dig. */
+static int allreduce_case(vkg_th_rank *r, int kase, size_t count, const variant *v, uint64_t *dig)
+{
+    int n = r->size, me = r->rank;
+    size_t es = vkg_comm_dtype_size(v->dt);
+    unsigned char *send = malloc(count * es + 1), *recv = malloc(count * es + 1);
+    int bad = 0;
+    for (size_t i = 0; i < count; i++) {
+        if (v->dt == VKG_COMM_F32) {
+            float x = input_f32(kase, me, i);
+            memcpy(send + i * 4, &x, 4);
+        } else {
+            uint16_t h = round16((float)input_int(kase, me, i), v->dt);
+            memcpy(send + i * 2, &h, 2);
+        }
+    }
+    memset(recv, 0xA5, count * es); /* poison */
+    void *out = v->in_place ? send : recv;
+    vkg_status st = vkg_comm_allreduce(r->comm, send, out, count, v->dt, v->op);
+    if (st != VKG_OK) {
+        bad = note_fail(r, "allreduce count %zu dt %d: %s %s", count, (int)v->dt, vkg_status_name(st),
+                   vkg_error_message());
+        goto done;
+    }
+    for (size_t i = 0; i < count && bad < 3; i++) {
+        if (v->dt == VKG_COMM_F32) {
+            double ref = 0, mag = 0;
+            for (int q = 0; q < n; q++) {
+                ref += input_f32(kase, q, i);
+                mag += fabs(input_f32(kase, q, i));
+            }
+            if (v->op == VKG_COMM_AVG) {
+                ref /= n;
+                mag /= n;
+            }
+            float got;
+            memcpy(&got, (unsigned char *)out + i * 4, 4);
+            if (!(fabs(got - ref) <= 1e-6 * mag + 1e-7))
+                bad += note_fail(r, "f32 count %zu op %d [%zu] = %.9g, expected %.9g", count,
+                            (int)v->op, i, (double)got, ref);
+        } else {
+            int sum = 0;
+            for (int q = 0; q < n; q++)
+                sum += input_int(kase, q, i);
+            float exact = v->op == VKG_COMM_AVG ? (float)sum / (float)n : (float)sum;
+            uint16_t want = round16(exact, v->dt), got;
+            memcpy(&got, (unsigned char *)out + i * 2, 2);
+            if (got != want)
+                bad += note_fail(r, "dt %d count %zu op %d [%zu] = 0x%04x, expected 0x%04x (%g)",
+                            (int)v->dt, count, (int)v->op, i, got, want, (double)exact);
+        }
+    }
+    *dig = *dig * 31 + vkg_th_digest(out, count * es);
+done:
+    free(send);
+    free(recv);
+    return bad;
+}
+
+static int bcast_gather_p2p(vkg_th_rank *r, uint64_t *dig)
+{
+    int n = r->size, me = r->rank, bad = 0;
+    const size_t sizes[] = {0, 1, 100, SMALL_BYTES + 1, 5000};
+    for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++) {
+        size_t bytes = sizes[s];
+        unsigned char *buf = malloc(bytes + 1), *all = malloc(bytes * (size_t)n + 1);
+        for (int root = 0; root < n; root++) {
+            for (size_t i = 0; i < bytes; i++)
+                buf[i] = me == root ? (unsigned char)(i * 7 + (size_t)root) : 0xEE;
+            vkg_status st = vkg_comm_broadcast(r->comm, buf, bytes, root);
+            if (st != VKG_OK)
+                bad += note_fail(r, "broadcast %zu root %d: %s", bytes, root, vkg_error_message());
+            for (size_t i = 0; i < bytes && st == VKG_OK; i++)
+                if (buf[i] != (unsigned char)(i * 7 + (size_t)root)) {
+                    bad += note_fail(r, "broadcast %zu root %d: byte %zu wrong", bytes, root, i);
+                    break;
+                }
+        }
+        for (size_t i = 0; i < bytes; i++)
+            buf[i] = (unsigned char)(i + 31 * (size_t)me);
+        memset(all, 0xEE, bytes * (size_t)n);
+        /* odd sizes in place, even ones from a separate buffer */
+        const void *src = (s & 1) ? (const void *)(all + (size_t)me * bytes) : buf;
+        if (s & 1)
+            memcpy(all + (size_t)me * bytes, buf, bytes);
+        vkg_status st = vkg_comm_allgather(r->comm, src, bytes, all);
+        if (st != VKG_OK)
+            bad += note_fail(r, "allgather %zu: %s", bytes, vkg_error_message());
+        for (int q = 0; q < n && st == VKG_OK; q++)
+            for (size_t i = 0; i < bytes; i++)
+                if (all[(size_t)q * bytes + i] != (unsigned char)(i + 31 * (size_t)q)) {
+                    bad += note_fail(r, "allgather %zu: block %d byte %zu wrong", bytes, q, i);
+                    q = n;
+                    break;
+                }
+        *dig = *dig * 31 + vkg_th_digest(all, bytes * (size_t)n);
+        free(buf);
+        free(all);
+    }
+    for (int k = 0; k < 3; k++)
+        if (vkg_comm_barrier(r->comm) != VKG_OK)
+            bad += note_fail(r, "barrier: %s", vkg_error_message());
+    if (n < 2)
+        return bad;
+    /* point-to-point around the ring: two tags sent 1, 2 and received 2, 1; one large message */
+    int next = (me + 1) % n, prev = (me + n - 1) % n;
+    size_t big = 100000;
+    unsigned char *tx = malloc(big), *rx = malloc(big);
+    for (size_t i = 0; i < big; i++)
+        tx[i] = (unsigned char)(i * 13 + (size_t)me);
+    int a = 1000 + me, b = 2000 + me, ga = 0, gb = 0;
+    if (vkg_comm_send(r->comm, next, 1, &a, sizeof a) != VKG_OK ||
+        vkg_comm_send(r->comm, next, 2, &b, sizeof b) != VKG_OK ||
+        vkg_comm_send(r->comm, next, 3, tx, big) != VKG_OK)
+        bad += note_fail(r, "send: %s", vkg_error_message());
+    if (vkg_comm_recv(r->comm, prev, 2, &gb, sizeof gb) != VKG_OK ||
+        vkg_comm_recv(r->comm, prev, 1, &ga, sizeof ga) != VKG_OK ||
+        vkg_comm_recv(r->comm, prev, 3, rx, big) != VKG_OK)
+        bad += note_fail(r, "recv: %s", vkg_error_message());
+    else if (ga != 1000 + prev || gb != 2000 + prev)
+        bad += note_fail(r, "p2p tags mixed up: got %d %d from rank %d", ga, gb, prev);
+    for (size_t i = 0; i < big && !bad; i++)
+        if (rx[i] != (unsigned char)(i * 13 + (size_t)prev)) {
+            bad += note_fail(r, "p2p large message byte %zu wrong", i);
+            break;
+        }
+    free(tx);
+    free(rx);
+    return bad;
+}
+
+static int suite(vkg_th_rank *r, void *arg)
+{
+    (void)arg;
+    int n = r->size, bad = 0, kase = 0;
+    size_t seg = SEG_BYTES / 4;
+    size_t counts[] = {0, 1, (size_t)n - 1, (size_t)n + 1, 7, 63, 100, 1000, 3 * seg + 5, 20011};
+    uint64_t dig = 0;
+    for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++)
+        for (size_t v = 0; v < sizeof variants / sizeof variants[0]; v++)
+            bad += allreduce_case(r, ++kase, counts[k], &variants[v], &dig);
+    bad += bcast_gather_p2p(r, &dig);
+    vkg_th_report(r, "digest=%016llx", (unsigned long long)dig);
+    return bad;
+}
+
+static void run_suite(vkg_comm_transport t, int processes)
+{
+    for (int n = 1; n <= 5; n++) {
+        vkg_th_opts o = {.transport = t, .processes = processes, .segment_bytes = SEG_BYTES,
+                         .small_bytes = SMALL_BYTES, .window = 3, .wall_s = 60};
+        vkg_th_result res[VKG_TH_MAX_RANKS];
+        vkg_th_run(n, &o, suite, NULL, res);
+        int ok = 1;
+        for (int q = 0; q < n; q++)
+            ok &= res[q].create_status == VKG_OK && res[q].body_rc == 0 && !res[q].signaled;
+        /* bitwise identical results on every rank */
+        for (int q = 1; q < n && ok; q++)
+            ok &= !strcmp(strstr(res[0].report, "digest="), strstr(res[q].report, "digest="));
+        if (!ok) {
+            fprintf(stderr, "%s, %d ranks:\n", vkg_comm_transport_name(t), n);
+            vkg_th_dump(res, n);
+        }
+        assert_true(ok);
+    }
+}
+
+static void test_inproc(void **state)
+{
+    (void)state;
+    run_suite(VKG_COMM_INPROC, 0);
+}
+
+static void test_ipc(void **state)
+{
+    (void)state;
+    run_suite(VKG_COMM_IPC, 1);
+}
+
+static void test_tcp(void **state)
+{
+    (void)state;
+    run_suite(VKG_COMM_TCP, 1);
+}
+
+/* Default segment and threshold sizes over several segments, and a 16-bit ring with N = 3 (fp32
+ * partial sums held between steps). */
+static int big_case(vkg_th_rank *r, void *arg)
+{
+    (void)arg;
+    uint64_t dig = 0;
+    int bad = 0;
+    for (size_t v = 0; v < sizeof variants / sizeof variants[0]; v++)
+        bad += allreduce_case(r, 900 + (int)v, (3u << 20) / 4 + 3, &variants[v], &dig);
+    vkg_th_report(r, "digest=%016llx", (unsigned long long)dig);
+    return bad;
+}
+
+static void test_default_sizes(void **state)
+{
+    (void)state;
+    vkg_th_opts o = {.transport = VKG_COMM_IPC, .processes = 1, .wall_s = 60};
+    vkg_th_result res[VKG_TH_MAX_RANKS];
+    vkg_th_run(3, &o, big_case, NULL, res);
+    int ok = 1;
+    for (int q = 0; q < 3; q++)
+        ok &= res[q].create_status == VKG_OK && res[q].body_rc == 0 &&
+              !strcmp(res[0].report, res[q].report);
+    if (!ok)
+        vkg_th_dump(res, 3);
+    assert_true(ok);
+}
+
+/* The checker bites: a rank that feeds different inputs makes the digests differ. */
+static int skewed(vkg_th_rank *r, void *arg)
+{
+    (void)arg;
+    float x[64];
+    for (int i = 0; i < 64; i++)
+        x[i] = (float)i;
+    if (r->rank == 1)
+        x[5] += 1;
+    /* each rank sums its own copy: a local result, not a collective one */
+    vkg_th_report(r, "digest=%016llx", (unsigned long long)vkg_th_digest(x, sizeof x));
+    return vkg_comm_barrier(r->comm) != VKG_OK;
+}
+
+static void test_digest_check_bites(void **state)
+{
+    (void)state;
+    vkg_th_opts o = {.transport = VKG_COMM_INPROC, .wall_s = 30};
+    vkg_th_result res[VKG_TH_MAX_RANKS];
+    vkg_th_run(2, &o, skewed, NULL, res);
+    assert_int_equal(res[0].body_rc, 0);
+    assert_int_not_equal(strcmp(res[0].report, res[1].report), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_digest_check_bites),
+        cmocka_unit_test(test_inproc),
+        cmocka_unit_test(test_ipc),
+        cmocka_unit_test(test_tcp),
+        cmocka_unit_test(test_default_sizes),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,262 @@
+/* Communicator configuration without sockets: launcher environments (torchrun, Slurm, Open MPI,
+ * none), their error messages, job ids, options, transport names, and CURVE key files. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "vkgpt/comm.h"
+
+static void test_no_launcher_is_single_rank(void **state)
+{
+    (void)state;
+    char *env[] = {"HOME=/root", NULL};
+    vkg_comm_config cfg;
+    assert_int_equal(vkg_comm_config_from_env(&cfg, env), VKG_OK);
+    assert_int_equal(cfg.world_size, 1);
+    assert_int_equal(cfg.rank, 0);
+    assert_int_equal(cfg.launcher, VKG_COMM_LAUNCH_NONE);
+    assert_int_equal(cfg.timeout_ms, 60000);
+    assert_int_equal(cfg.transport, VKG_COMM_TCP);
+}
+
+static void test_torchrun(void **state)
+{
+    (void)state;
+    char *env[] = {"RANK=3",
+                   "WORLD_SIZE=8",
+                   "LOCAL_RANK=1",
+                   "MASTER_ADDR=10.1.2.3",
+                   "MASTER_PORT=29501",
+                   "TORCHELASTIC_RUN_ID=abc",
+                   "TORCHELASTIC_RESTART_COUNT=2",
+                   /* present but ignored: torchrun comes first */
+                   "SLURM_PROCID=0",
+                   "SLURM_NTASKS=1",
+                   NULL};
+    vkg_comm_config cfg;
+    assert_int_equal(vkg_comm_config_from_env(&cfg, env), VKG_OK);
+    assert_int_equal(cfg.launcher, VKG_COMM_LAUNCH_TORCHRUN);
+    assert_int_equal(cfg.rank, 3);
+    assert_int_equal(cfg.world_size, 8);
+    assert_int_equal(cfg.local_rank, 1);
+    assert_string_equal(cfg.master_addr, "10.1.2.3");
+    assert_int_equal(cfg.master_port, 29501);
+    assert_int_equal(cfg.generation, 2);
+    uint64_t job = cfg.job_id;
+    assert_true(job != 0 && job != 1);
+    /* the same run id gives the same job on another rank; another run id another job */
+    char *env2[] = {"RANK=0", "WORLD_SIZE=8", "MASTER_ADDR=10.1.2.3", "MASTER_PORT=29501",
+                    "TORCHELASTIC_RUN_ID=abc", NULL};
+    assert_int_equal(vkg_comm_config_from_env(&cfg, env2), VKG_OK);
+    assert_true(cfg.job_id == job);
+    char *env3[] = {"RANK=0", "WORLD_SIZE=8", "MASTER_ADDR=10.1.2.3", "MASTER_PORT=29501",
+                    "TORCHELASTIC_RUN_ID=abd", NULL};
+    assert_int_equal(vkg_comm_config_from_env(&cfg, env3), VKG_OK);
+    assert_true(cfg.job_id != job);
+}
+
+static void test_slurm(void **state)
+{
+    (void)state;
+    char *env[] = {"SLURM_PROCID=5", "SLURM_NTASKS=6", "SLURM_LOCALID=2", "SLURM_NNODES=1",
+                   "SLURM_JOB_ID=4242", "SLURM_STEP_ID=0", NULL};
+    vkg_comm_config cfg;
+    assert_int_equal(vkg_comm_config_from_env(&cfg, env), VKG_OK);
+    assert_int_equal(cfg.launcher, VKG_COMM_LAUNCH_SLURM);
+    assert_int_equal(cfg.rank, 5);
+    assert_int_equal(cfg.world_size, 6);
+    assert_int_equal(cfg.local_rank, 2);
+    assert_string_equal(cfg.master_addr, "127.0.0.1"); /* one node: loopback */
+    assert_int_equal(cfg.master_port, 20000 + 4242);    /* derived from the job id */
+    /* several nodes and no MASTER_ADDR: a clear error naming the variable */
+    char *env2[] = {"SLURM_PROCID=0", "SLURM_NTASKS=4", "SLURM_NNODES=2", NULL};
+    assert_int_equal(vkg_comm_config_from_env(&cfg, env2), VKG_ERR_INVALID_ARG);
+    assert_non_null(strstr(vkg_error_message(), "MASTER_ADDR"));
+    char *env3[] = {"SLURM_PROCID=0", "SLURM_NTASKS=4", "SLURM_NNODES=2", "MASTER_ADDR=node01",
+                    "MASTER_PORT=7000", NULL};
+    assert_int_equal(vkg_comm_config_from_env(&cfg, env3), VKG_OK);
+    assert_string_equal(cfg.master_addr, "node01");
+    assert_int_equal(cfg.master_port, 7000);
+}
+
+static void test_openmpi(void **state)
+{
+    (void)state;
+    char *env[] = {"OMPI_COMM_WORLD_RANK=1", "OMPI_COMM_WORLD_SIZE=4",
+                   "OMPI_COMM_WORLD_LOCAL_RANK=1", "OMPI_COMM_WORLD_LOCAL_SIZE=4",
+                   "OMPI_MCA_ess_base_jobid=77", NULL};
+    vkg_comm_config cfg;
+    assert_int_equal(vkg_comm_config_from_env(&cfg, env), VKG_OK);
+    assert_int_equal(cfg.launcher, VKG_COMM_LAUNCH_OPENMPI);
+    assert_int_equal(cfg.rank, 1);
+    assert_int_equal(cfg.world_size, 4);
+    assert_int_equal(cfg.local_rank, 1);
+    assert_string_equal(cfg.master_addr, "127.0.0.1");
+    assert_int_equal(cfg.master_port, 29500);
+}
+
+static void test_env_errors_name_the_variable(void **state)
+{
+    (void)state;
+    vkg_comm_config cfg;
+    char *half[] = {"RANK=1", NULL};
+    assert_int_equal(vkg_comm_config_from_env(&cfg, half), VKG_ERR_INVALID_ARG);
+    assert_non_null(strstr(vkg_error_message(), "WORLD_SIZE"));
+    char *bad[] = {"RANK=x1", "WORLD_SIZE=2", "MASTER_ADDR=h", NULL};
+    assert_int_equal(vkg_comm_config_from_env(&cfg, bad), VKG_ERR_INVALID_ARG);
+    assert_non_null(strstr(vkg_error_message(), "RANK='x1'"));
+    char *range[] = {"RANK=2", "WORLD_SIZE=2", "MASTER_ADDR=h", NULL};
+    assert_int_equal(vkg_comm_config_from_env(&cfg, range), VKG_ERR_INVALID_ARG);
+    assert_non_null(strstr(vkg_error_message(), "RANK='2'"));
+    char *port[] = {"RANK=0", "WORLD_SIZE=2", "MASTER_ADDR=h", "MASTER_PORT=70000", NULL};
+    assert_int_equal(vkg_comm_config_from_env(&cfg, port), VKG_ERR_INVALID_ARG);
+    assert_non_null(strstr(vkg_error_message(), "MASTER_PORT"));
+    char *tr[] = {"VKG_COMM_TRANSPORT=udp", NULL};
+    assert_int_equal(vkg_comm_config_from_env(&cfg, tr), VKG_ERR_INVALID_ARG);
+    assert_non_null(strstr(vkg_error_message(), "tcp, ipc"));
+    char *inproc[] = {"VKG_COMM_TRANSPORT=inproc", NULL};
+    assert_int_equal(vkg_comm_config_from_env(&cfg, inproc), VKG_ERR_INVALID_ARG);
+    char *to[] = {"VKG_COMM_TIMEOUT=-3", NULL};
+    assert_int_equal(vkg_comm_config_from_env(&cfg, to), VKG_ERR_INVALID_ARG);
+    assert_non_null(strstr(vkg_error_message(), "VKG_COMM_TIMEOUT"));
+}
+
+static void test_env_options(void **state)
+{
+    (void)state;
+    vkg_comm_config cfg;
+    char *env[] = {"VKG_RANK=1",
+                   "VKG_WORLD_SIZE=3",
+                   "VKG_JOB_ID=00000000deadbeef",
+                   "VKG_COMM_TRANSPORT=ipc",
+                   "VKG_COMM_TIMEOUT=2.5",
+                   "VKG_COMM_IPC_DIR=/tmp/x",
+                   "VKG_COMM_BIND_ADDR=127.0.0.2",
+                   "VKG_COMM_GENERATION=7",
+                   NULL};
+    assert_int_equal(vkg_comm_config_from_env(&cfg, env), VKG_OK);
+    assert_int_equal(cfg.launcher, VKG_COMM_LAUNCH_VKGPT);
+    assert_int_equal(cfg.rank, 1);
+    assert_int_equal(cfg.world_size, 3);
+    assert_true(cfg.job_id == 0xdeadbeefull);
+    assert_int_equal(cfg.transport, VKG_COMM_IPC);
+    assert_int_equal(cfg.timeout_ms, 2500);
+    assert_string_equal(cfg.ipc_dir, "/tmp/x");
+    assert_string_equal(cfg.bind_addr, "127.0.0.2");
+    assert_int_equal(cfg.generation, 7);
+    /* a non-hex job id is hashed, the same on every rank */
+    char *named[] = {"VKG_JOB_ID=my-run", NULL};
+    assert_int_equal(vkg_comm_config_from_env(&cfg, named), VKG_OK);
+    uint64_t a = cfg.job_id;
+    assert_int_equal(vkg_comm_config_from_env(&cfg, named), VKG_OK);
+    assert_true(a == cfg.job_id && a != 0);
+}
+
+static void test_transport_names(void **state)
+{
+    (void)state;
+    vkg_comm_transport t;
+    assert_int_equal(vkg_comm_transport_parse("inproc", &t), VKG_OK);
+    assert_int_equal(t, VKG_COMM_INPROC);
+    assert_int_equal(vkg_comm_transport_parse("ipc", &t), VKG_OK);
+    assert_int_equal(t, VKG_COMM_IPC);
+    assert_int_equal(vkg_comm_transport_parse("TCP", &t), VKG_ERR_INVALID_ARG);
+    assert_string_equal(vkg_comm_transport_name(VKG_COMM_TCP), "tcp");
+    assert_int_equal(vkg_comm_dtype_size(VKG_COMM_BF16), 2);
+    assert_int_equal(vkg_comm_dtype_size(VKG_COMM_F32), 4);
+}
+
+static void test_keyfile_roundtrip(void **state)
+{
+    (void)state;
+    if (!vkg_comm_has_curve())
+        skip();
+    char dir[] = "/tmp/vkg-keytest-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char path[128], pubpath[160];
+    snprintf(path, sizeof path, "%s/job.key", dir);
+    snprintf(pubpath, sizeof pubpath, "%s.pub", path);
+    char pub[41], sec[41], pub2[41], sec2[41];
+    assert_int_equal(vkg_comm_curve_keypair(pub, sec), VKG_OK);
+    assert_int_equal(strlen(pub), 40);
+    assert_int_equal(vkg_comm_keyfile_write(path, pub, sec), VKG_OK);
+    struct stat st;
+    assert_int_equal(stat(path, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0600);
+    /* never overwrite */
+    assert_int_equal(vkg_comm_keyfile_write(path, pub, sec), VKG_ERR_IO);
+    assert_int_equal(vkg_comm_keyfile_read(path, pub2, sec2), VKG_OK);
+    assert_string_equal(pub, pub2);
+    assert_string_equal(sec, sec2);
+    assert_int_equal(vkg_comm_keyfile_read(pubpath, pub2, sec2), VKG_OK);
+    assert_string_equal(pub, pub2);
+    assert_string_equal(sec2, "");
+    /* the key file through the environment */
+    char var[200];
+    snprintf(var, sizeof var, "VKG_COMM_CURVE_KEY=%s", path);
+    char *env[] = {var, NULL};
+    vkg_comm_config cfg;
+    assert_int_equal(vkg_comm_config_from_env(&cfg, env), VKG_OK);
+    assert_string_equal(cfg.curve_public, pub);
+    assert_string_equal(cfg.curve_secret, sec);
+    snprintf(var, sizeof var, "VKG_COMM_CURVE_KEY=%s", pubpath);
+    assert_int_equal(vkg_comm_config_from_env(&cfg, env), VKG_ERR_INVALID_ARG);
+    /* a corrupted file is rejected with its name and line */
+    FILE *f = fopen(path, "a");
+    fputs("secret = tooshort\n", f);
+    fclose(f);
+    assert_int_equal(vkg_comm_keyfile_read(path, pub2, sec2), VKG_ERR_FORMAT);
+    assert_non_null(strstr(vkg_error_message(), "job.key:4"));
+    unlink(path);
+    unlink(pubpath);
+    rmdir(dir);
+}
+
+static void test_single_rank_collectives(void **state)
+{
+    (void)state;
+    vkg_comm_config cfg;
+    vkg_comm_config_default(&cfg);
+    vkg_comm_t *c = NULL;
+    assert_int_equal(vkg_comm_create(&cfg, &c), VKG_OK);
+    assert_int_equal(vkg_comm_size(c), 1);
+    float x[5] = {1, 2, 3, 4, 5}, y[5] = {0};
+    assert_int_equal(vkg_comm_allreduce(c, x, y, 5, VKG_COMM_F32, VKG_COMM_AVG), VKG_OK);
+    assert_memory_equal(x, y, sizeof x);
+    assert_int_equal(vkg_comm_allreduce(c, x, x, 0, VKG_COMM_F32, VKG_COMM_SUM), VKG_OK);
+    assert_int_equal(vkg_comm_broadcast(c, x, sizeof x, 0), VKG_OK);
+    assert_int_equal(vkg_comm_broadcast(c, x, sizeof x, 1), VKG_ERR_INVALID_ARG);
+    assert_int_equal(vkg_comm_allgather(c, x, sizeof x, y), VKG_OK);
+    assert_memory_equal(x, y, sizeof x);
+    assert_int_equal(vkg_comm_barrier(c), VKG_OK);
+    assert_int_equal(vkg_comm_send(c, 0, 1, x, 4), VKG_ERR_INVALID_ARG);
+    assert_int_equal(vkg_comm_allreduce(c, x, x + 1, 3, VKG_COMM_F32, VKG_COMM_SUM),
+                     VKG_ERR_INVALID_ARG);
+    vkg_comm_destroy(&c);
+    assert_null(c);
+    vkg_comm_destroy(&c); /* NULL-safe */
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_no_launcher_is_single_rank),
+        cmocka_unit_test(test_torchrun),
+        cmocka_unit_test(test_slurm),
+        cmocka_unit_test(test_openmpi),
+        cmocka_unit_test(test_env_errors_name_the_variable),
+        cmocka_unit_test(test_env_options),
+        cmocka_unit_test(test_transport_names),
+        cmocka_unit_test(test_keyfile_roundtrip),
+        cmocka_unit_test(test_single_rank_collectives),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

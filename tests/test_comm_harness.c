@@ -1,0 +1,379 @@
+/* Launch N ranks as threads or forked processes for the transport tests; collect their reports;
+ * kill and reap whatever overruns. Children never return into cmocka: they _exit. */
+#include "test_comm_harness.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef struct record {
+    int create_status;
+    int body_rc;
+    double t_done;
+    char report[VKG_TH_REPORT];
+} record;
+
+typedef struct thread_arg {
+    vkg_th_job *job;
+    int rank;
+} thread_arg;
+
+struct vkg_th_job {
+    int n;
+    vkg_th_opts o;
+    vkg_th_body body;
+    void *arg;
+    vkg_comm_config base;
+    char ipc_dir[64];
+    double deadline;
+    /* processes */
+    pid_t pid[VKG_TH_MAX_RANKS];
+    int fd[VKG_TH_MAX_RANKS];
+    unsigned char buf[VKG_TH_MAX_RANKS][sizeof(record) + 1];
+    size_t have[VKG_TH_MAX_RANKS];
+    int ready[VKG_TH_MAX_RANKS];
+    /* threads */
+    vkg_comm_ctx_t *ctx;
+    pthread_t th[VKG_TH_MAX_RANKS];
+    thread_arg targ[VKG_TH_MAX_RANKS];
+    vkg_th_result tres[VKG_TH_MAX_RANKS];
+};
+
+double vkg_th_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+uint64_t vkg_th_digest(const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
+}
+
+void vkg_th_report(vkg_th_rank *r, const char *fmt, ...)
+{
+    if (r->report_len >= sizeof r->report - 1)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(r->report + r->report_len, sizeof r->report - r->report_len, fmt, ap);
+    va_end(ap);
+    if (n > 0)
+        r->report_len += (size_t)n;
+    if (r->report_len > sizeof r->report - 1)
+        r->report_len = sizeof r->report - 1;
+}
+
+void vkg_th_ready(vkg_th_rank *r)
+{
+    if (r->fd >= 0) {
+        ssize_t w = write(r->fd, "R", 1);
+        (void)w;
+    }
+}
+
+static void run_rank(vkg_th_job *j, int rank, int fd, vkg_comm_ctx_t *ctx, record *out)
+{
+    vkg_comm_config cfg = j->base;
+    cfg.rank = rank;
+    cfg.ctx = ctx;
+    vkg_th_rank r;
+    memset(&r, 0, sizeof r);
+    r.rank = rank;
+    r.size = j->n;
+    r.fd = fd;
+    memset(out, 0, sizeof *out);
+    out->body_rc = -1;
+    out->create_status = vkg_comm_create(&cfg, &r.comm);
+    if (out->create_status != VKG_OK) {
+        snprintf(out->report, sizeof out->report, "create: %s: %s",
+                 vkg_status_name(out->create_status), vkg_error_message());
+        out->t_done = vkg_th_now();
+        return;
+    }
+    out->body_rc = j->body(&r, j->arg);
+    out->t_done = vkg_th_now();
+    if (r.comm)
+        vkg_comm_destroy(&r.comm);
+    memcpy(out->report, r.report, sizeof out->report);
+    out->report[sizeof out->report - 1] = '\0';
+}
+
+static void *thread_main(void *p)
+{
+    thread_arg *a = p;
+    record rec;
+    run_rank(a->job, a->rank, -1, a->job->ctx, &rec);
+    vkg_th_result *res = &a->job->tres[a->rank];
+    res->create_status = rec.create_status;
+    res->body_rc = rec.body_rc;
+    res->t_done = rec.t_done;
+    res->reported = 1;
+    memcpy(res->report, rec.report, sizeof res->report);
+    return NULL;
+}
+
+vkg_th_job *vkg_th_start(int n, const vkg_th_opts *o, vkg_th_body body, void *arg)
+{
+    static unsigned counter;
+    vkg_th_job *j = calloc(1, sizeof *j);
+    if (!j || n < 1 || n > VKG_TH_MAX_RANKS)
+        abort();
+    j->n = n;
+    j->o = *o;
+    j->body = body;
+    j->arg = arg;
+    if (j->o.wall_s <= 0)
+        j->o.wall_s = 90;
+    j->deadline = vkg_th_now() + j->o.wall_s;
+    vkg_comm_config *c = &j->base;
+    vkg_comm_config_default(c);
+    c->world_size = n;
+    c->transport = o->transport;
+    c->timeout_ms = o->timeout_ms > 0 ? o->timeout_ms : 30000;
+    c->segment_bytes = o->segment_bytes;
+    c->small_bytes = o->small_bytes;
+    c->window = o->window;
+    c->job_id = o->job_id ? o->job_id
+                          : ((uint64_t)getpid() << 24) ^ ((uint64_t)++counter << 4) ^
+                                (uint64_t)time(NULL) << 40;
+    if (o->curve_sec[0]) {
+        snprintf(c->curve_public, sizeof c->curve_public, "%s", o->curve_pub);
+        snprintf(c->curve_secret, sizeof c->curve_secret, "%s", o->curve_sec);
+    }
+    if (o->transport == VKG_COMM_TCP && vkg_comm_pick_port("127.0.0.1", &c->master_port) != VKG_OK)
+        abort();
+    if (o->transport == VKG_COMM_IPC) {
+        snprintf(j->ipc_dir, sizeof j->ipc_dir, "/tmp/vkgt-XXXXXX");
+        if (!mkdtemp(j->ipc_dir))
+            abort();
+        snprintf(c->ipc_dir, sizeof c->ipc_dir, "%s", j->ipc_dir);
+    }
+    for (int r = 0; r < n; r++)
+        j->fd[r] = -1;
+    if (!o->processes) {
+        if (vkg_comm_ctx_create(&j->ctx) != VKG_OK)
+            abort();
+        for (int r = 0; r < n; r++) {
+            j->targ[r] = (thread_arg){j, r};
+            if (pthread_create(&j->th[r], NULL, thread_main, &j->targ[r]))
+                abort();
+        }
+        return j;
+    }
+    fflush(stdout);
+    fflush(stderr);
+    for (int r = 0; r < n; r++) {
+        int p[2];
+        if (pipe(p))
+            abort();
+        pid_t pid = fork();
+        if (pid < 0)
+            abort();
+        if (pid == 0) {
+            close(p[0]);
+            for (int q = 0; q < r; q++)
+                close(j->fd[q]);
+            prctl(PR_SET_PDEATHSIG, SIGKILL);
+            alarm((unsigned)j->o.wall_s + 5);
+            record rec;
+            run_rank(j, r, p[1], NULL, &rec);
+            unsigned char out[sizeof rec + 1];
+            out[0] = 'D';
+            memcpy(out + 1, &rec, sizeof rec);
+            size_t off = 0;
+            while (off < sizeof out) {
+                ssize_t w = write(p[1], out + off, sizeof out - off);
+                if (w <= 0)
+                    break;
+                off += (size_t)w;
+            }
+            _exit(0);
+        }
+        close(p[1]);
+        j->pid[r] = pid;
+        j->fd[r] = p[0];
+    }
+    return j;
+}
+
+pid_t vkg_th_pid(vkg_th_job *j, int rank)
+{
+    return j->pid[rank];
+}
+
+/* Read what is available from rank r's pipe; returns 1 once its record is complete, -1 on EOF
+ * without a record. */
+static int pump(vkg_th_job *j, int r)
+{
+    for (;;) {
+        if (j->have[r] == 0) {
+            unsigned char ch;
+            ssize_t n = read(j->fd[r], &ch, 1);
+            if (n == 0)
+                return -1;
+            if (n < 0)
+                return errno == EAGAIN || errno == EINTR ? 0 : -1;
+            if (ch == 'R') {
+                j->ready[r] = 1;
+                continue;
+            }
+            j->buf[r][0] = ch;
+            j->have[r] = 1;
+        }
+        size_t want = sizeof(record) + 1 - j->have[r];
+        if (!want)
+            return 1;
+        ssize_t n = read(j->fd[r], j->buf[r] + j->have[r], want);
+        if (n == 0)
+            return -1;
+        if (n < 0)
+            return errno == EAGAIN || errno == EINTR ? 0 : -1;
+        j->have[r] += (size_t)n;
+        if (j->have[r] == sizeof(record) + 1)
+            return 1;
+    }
+}
+
+/* Poll the pipes of ranks not in `done` until cond says stop or the deadline. */
+static void poll_pipes(vkg_th_job *j, int *state, double until, int want_ready)
+{
+    for (;;) {
+        struct pollfd pf[VKG_TH_MAX_RANKS];
+        int idx[VKG_TH_MAX_RANKS], n = 0;
+        for (int r = 0; r < j->n; r++) {
+            if (state[r] != 0)
+                continue;
+            if (want_ready && j->ready[r])
+                continue;
+            pf[n] = (struct pollfd){j->fd[r], POLLIN, 0};
+            idx[n++] = r;
+        }
+        double now = vkg_th_now();
+        if (!n || now >= until)
+            return;
+        int rc = poll(pf, (nfds_t)n, (int)((until - now) * 1000) + 1);
+        if (rc <= 0)
+            continue;
+        for (int k = 0; k < n; k++)
+            if (pf[k].revents)
+                state[idx[k]] = pump(j, idx[k]) == 0 ? 0 : 1;
+    }
+}
+
+int vkg_th_wait_ready(vkg_th_job *j, double max_s)
+{
+    if (!j->o.processes)
+        return 0;
+    int state[VKG_TH_MAX_RANKS] = {0};
+    poll_pipes(j, state, vkg_th_now() + max_s, 1);
+    for (int r = 0; r < j->n; r++)
+        if (!j->ready[r])
+            return -1;
+    return 0;
+}
+
+static void remove_dir(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    struct dirent *e;
+    char path[512];
+    while ((e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        unlink(path);
+    }
+    closedir(d);
+    rmdir(dir);
+}
+
+static void reap(vkg_th_job *j, int r, vkg_th_result *res, double grace_until)
+{
+    int status = 0;
+    pid_t w = 0;
+    while ((w = waitpid(j->pid[r], &status, WNOHANG)) == 0 && vkg_th_now() < grace_until)
+        usleep(2000);
+    if (w == 0) {
+        kill(j->pid[r], SIGKILL);
+        w = waitpid(j->pid[r], &status, 0);
+    }
+    res->exit_status = status;
+    res->signaled = w > 0 && WIFSIGNALED(status);
+}
+
+void vkg_th_finish(vkg_th_job *j, vkg_th_result *res, unsigned skip)
+{
+    memset(res, 0, sizeof *res * (size_t)j->n);
+    if (!j->o.processes) {
+        for (int r = 0; r < j->n; r++) {
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            double left = j->deadline + 5 - vkg_th_now();
+            ts.tv_sec += left > 0 ? (time_t)left : 0;
+            if (pthread_timedjoin_np(j->th[r], NULL, &ts)) {
+                fprintf(stderr, "rank %d thread did not finish within the wall limit\n", r);
+                abort();
+            }
+            res[r] = j->tres[r];
+        }
+        vkg_comm_ctx_destroy(&j->ctx);
+    } else {
+        int state[VKG_TH_MAX_RANKS] = {0};
+        for (int r = 0; r < j->n; r++) {
+            if (skip & (1u << r)) {
+                kill(j->pid[r], SIGKILL);
+                state[r] = 1;
+            }
+        }
+        poll_pipes(j, state, j->deadline, 0);
+        double grace = vkg_th_now() + 3;
+        for (int r = 0; r < j->n; r++) {
+            res[r].body_rc = -1;
+            if (j->have[r] == sizeof(record) + 1 && j->buf[r][0] == 'D') {
+                record rec;
+                memcpy(&rec, j->buf[r] + 1, sizeof rec);
+                res[r].create_status = rec.create_status;
+                res[r].body_rc = rec.body_rc;
+                res[r].t_done = rec.t_done;
+                res[r].reported = 1;
+                memcpy(res[r].report, rec.report, sizeof res[r].report);
+            }
+            reap(j, r, &res[r], grace);
+            close(j->fd[r]);
+        }
+    }
+    if (j->ipc_dir[0])
+        remove_dir(j->ipc_dir);
+    free(j);
+}
+
+void vkg_th_run(int n, const vkg_th_opts *o, vkg_th_body body, void *arg, vkg_th_result *res)
+{
+    vkg_th_finish(vkg_th_start(n, o, body, arg), res, 0);
+}
+
+void vkg_th_dump(const vkg_th_result *res, int n)
+{
+    for (int r = 0; r < n; r++)
+        fprintf(stderr, "  rank %d: create=%d body=%d reported=%d signaled=%d t=%.3f: %s\n", r,
+                res[r].create_status, res[r].body_rc, res[r].reported, res[r].signaled,
+                res[r].t_done, res[r].report);
+}

@@ -1,0 +1,75 @@
+/* Launching N communicator ranks for the transport tests: threads (any transport; inproc needs
+ * them) or forked processes (tcp, ipc). Every child is bounded in time and reaped; a child that
+ * overruns is killed. Ranks report back a status and a text (digests, error messages). */
+#ifndef VKG_TEST_COMM_HARNESS_H
+#define VKG_TEST_COMM_HARNESS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "vkgpt/comm.h"
+
+#define VKG_TH_MAX_RANKS 8
+#define VKG_TH_REPORT 2048
+
+typedef struct vkg_th_rank vkg_th_rank;
+
+/* A rank's work. Runs after vkg_comm_create succeeded; returns 0 for success. Write what the
+ * parent should see (digests, error text) with vkg_th_report. */
+typedef int (*vkg_th_body)(vkg_th_rank *r, void *arg);
+
+struct vkg_th_rank {
+    int rank, size;
+    vkg_comm_t *comm;
+    int fd; /* pipe to the parent (processes), -1 for threads */
+    char report[VKG_TH_REPORT];
+    size_t report_len;
+};
+
+typedef struct vkg_th_opts {
+    vkg_comm_transport transport;
+    int processes;   /* 1: fork one process per rank; 0: threads */
+    int timeout_ms;  /* communicator timeout (default 30000) */
+    size_t segment_bytes, small_bytes;
+    int window;
+    uint64_t job_id; /* 0: derived from the pid and a counter */
+    double wall_s;   /* kill every rank after this long (default 90) */
+    char curve_pub[41], curve_sec[41]; /* optional job key pair */
+    int keep_comm;   /* 1: the body destroys the comm itself (sets r->comm = NULL) */
+} vkg_th_opts;
+
+typedef struct vkg_th_result {
+    int create_status; /* vkg_comm_create's status */
+    int body_rc;       /* the body's return (or -1 when it never reported) */
+    int reported;      /* 1 when the rank sent its result */
+    double t_done;     /* CLOCK_MONOTONIC seconds when it reported */
+    int exit_status;   /* processes: waitpid status */
+    int signaled;      /* processes: killed by a signal */
+    char report[VKG_TH_REPORT];
+} vkg_th_result;
+
+typedef struct vkg_th_job vkg_th_job;
+
+/* Start n ranks running body. */
+vkg_th_job *vkg_th_start(int n, const vkg_th_opts *o, vkg_th_body body, void *arg);
+/* Wait until every rank called vkg_th_ready (processes only); 0 on success. */
+int vkg_th_wait_ready(vkg_th_job *j, double max_s);
+pid_t vkg_th_pid(vkg_th_job *j, int rank);
+/* Collect results (waits at most the remaining wall time, then kills), reap, free the job.
+ * Ranks in `skip` (bitmask) are not waited for: they are killed (SIGKILL) and reaped. */
+void vkg_th_finish(vkg_th_job *j, vkg_th_result *res, unsigned skip);
+/* start + finish. */
+void vkg_th_run(int n, const vkg_th_opts *o, vkg_th_body body, void *arg, vkg_th_result *res);
+
+/* In a body: tell the parent this rank is up (processes; no-op for threads). */
+void vkg_th_ready(vkg_th_rank *r);
+/* In a body: append formatted text to the report. */
+void vkg_th_report(vkg_th_rank *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+double vkg_th_now(void);
+uint64_t vkg_th_digest(const void *p, size_t n);
+/* Print every rank's result (for a failing test). */
+void vkg_th_dump(const vkg_th_result *res, int n);
+
+#endif

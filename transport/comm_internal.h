@@ -1,0 +1,209 @@
+/* Internals shared by the transport files: the communicator struct, the wire header, the message
+ * stash, the wait loop and the send helpers. Nothing here is visible outside transport/.
+ *
+ * Sockets of one rank:
+ *   rx   DEALER bound at this rank's data endpoint; every peer's tx connects to it.
+ *   tx   ROUTER connected to every peer's rx, each connection named by the peer's routing id, so a
+ *        send picks its destination; ROUTER_MANDATORY turns a vanished peer into EHOSTUNREACH.
+ *   mon  PAIR receiving tx's monitor events (tcp/ipc): a dropped connection (peer died, or its
+ *        heartbeats stopped because it is frozen) or a refused handshake names the peer at once.
+ * High-water marks are unlimited; flow is bounded by the ring's credit window instead.
+ */
+#ifndef VKG_TRANSPORT_COMM_INTERNAL_H
+#define VKG_TRANSPORT_COMM_INTERNAL_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <zmq.h>
+
+#include "base/error.h"
+#include "vkgpt/comm.h"
+
+/* ---- wire header: 48 bytes, little-endian, first frame of every message ---- */
+
+#define VKG_WIRE_MAGIC 0x43474B56u /* "VKGC" */
+#define VKG_WIRE_VERSION 1
+#define VKG_WIRE_HDR_BYTES 48
+
+enum vkg_wire_kind {
+    VKG_W_HELLO = 1,  /* rank -> rank 0: rank, world size, data endpoint, public key */
+    VKG_W_TABLE = 2,  /* rank 0 -> rank: every rank's endpoint and key */
+    VKG_W_REJECT = 3, /* rank 0 -> rank: why it cannot join */
+    VKG_W_DATA = 4,   /* a collective's payload segment */
+    VKG_W_CREDIT = 5, /* receiver -> sender: messages consumed so far in this collective */
+    VKG_W_ABORT = 6,  /* a rank gives up; payload is the reason */
+    VKG_W_P2P = 7,    /* point-to-point payload */
+    VKG_W_KIND_MAX = 7
+};
+
+/* Collective codes carried in the low byte of a DATA message's tag. */
+enum vkg_coll {
+    VKG_C_ALLREDUCE = 1,
+    VKG_C_BCAST = 2,
+    VKG_C_ALLGATHER = 3,
+    VKG_C_BARRIER = 4,
+};
+
+typedef struct vkg_wire_hdr {
+    uint32_t magic;
+    uint16_t version;
+    uint8_t kind;
+    uint8_t flags;
+    uint64_t job_id;
+    uint32_t generation;
+    uint32_t sender;
+    uint64_t seq;     /* collective sequence number (DATA, CREDIT) or per-peer p2p count */
+    uint32_t segment; /* message index within the collective on this link; credit count */
+    uint32_t tag;     /* DATA: coll | dtype << 8 | step << 16; P2P: the user's tag */
+    uint64_t bytes;   /* payload bytes in the second frame */
+} vkg_wire_hdr;
+
+void vkg__wire_encode(const vkg_wire_hdr *h, uint8_t out[VKG_WIRE_HDR_BYTES]);
+void vkg__wire_decode(const uint8_t in[VKG_WIRE_HDR_BYTES], vkg_wire_hdr *h);
+const char *vkg__wire_kind_name(int kind);
+const char *vkg__coll_name(int coll);
+
+/* ---- the communicator ---- */
+
+typedef struct vkg_guard {
+    atomic_long inflight; /* zero-copy payloads zmq still holds */
+    atomic_int waiting;   /* the owner sleeps until inflight reaches 0 */
+    int efd;              /* eventfd written by the free callback to wake the owner */
+} vkg_guard;
+
+typedef struct vkg_peer {
+    char endpoint[VKG_COMM_ADDR_MAX];
+    char pubkey[VKG_COMM_KEY_CHARS + 1];
+    int lost;    /* its connection dropped: died, froze (heartbeat) or closed */
+    int refused; /* it refused our handshake */
+    uint64_t p2p_sent, p2p_recvd;
+} vkg_peer;
+
+typedef struct vkg_inmsg {
+    vkg_wire_hdr h;
+    zmq_msg_t body; /* initialised; empty when h.bytes == 0 */
+} vkg_inmsg;
+
+struct vkg_comm {
+    vkg_comm_ctx_t *ctx;
+    int own_ctx;
+    void *zctx;
+    int rank, size, local_rank;
+    vkg_comm_transport transport;
+    uint64_t job_id;
+    uint32_t generation;
+    int timeout_ms;
+    size_t seg_bytes, small_bytes;
+    int window;
+
+    void *rx, *tx, *mon;
+    vkg_peer *peers;
+    char domain[64];   /* ZAP domain "vkgpt/<job>:<gen>" */
+    char password[48]; /* PLAIN password "<job>:<gen>" */
+    int curve;
+    char curve_pub[VKG_COMM_KEY_CHARS + 1], curve_sec[VKG_COMM_KEY_CHARS + 1];
+
+    uint64_t seq; /* collectives started so far */
+    vkg_inmsg *stash;
+    size_t nstash, cap_stash;
+
+    uint64_t credit;  /* credits granted by credit_from in the current collective */
+    int credit_from;  /* -1 outside ring collectives */
+    int credit_moved; /* set by the wait loop when credit grew */
+
+    int64_t progress_ns; /* last time anything arrived or completed */
+    int peer_aborted;    /* the failure came from a peer's abort: do not echo it */
+    vkg_status failed;   /* VKG_OK while healthy */
+    char fail_msg[1024];
+    vkg_guard *guard;
+    int guard_leaked;
+};
+
+/* ---- context (ctx.c) ---- */
+
+void *vkg__ctx_zmq(vkg_comm_ctx_t *ctx);
+/* Admit these 32-byte CURVE public keys on connections to sockets of ZAP domain `domain`, until
+ * vkg__ctx_unregister(ctx, owner). */
+vkg_status vkg__ctx_register(vkg_comm_ctx_t *ctx, const void *owner, const char *domain,
+                             const uint8_t *keys, size_t nkeys);
+void vkg__ctx_unregister(vkg_comm_ctx_t *ctx, const void *owner);
+void vkg__ctx_ref(vkg_comm_ctx_t *ctx, int delta);
+
+/* ---- wait loop and sends (io.c) ---- */
+
+enum vkg_event { VKG_EV_MSG = 1, VKG_EV_CREDIT = 2, VKG_EV_DRAINED = 3 };
+
+typedef struct vkg_expect {
+    int kind;        /* VKG_W_DATA or VKG_W_P2P; 0 = no message wanted */
+    int sender;      /* -1: any */
+    uint64_t seq;    /* DATA: collective number */
+    uint32_t tag;    /* P2P tag to match */
+    int segment;     /* DATA: -1 any, else the exact message index */
+    int credit;      /* return VKG_EV_CREDIT when credit from c->credit_from grows */
+    int drain;       /* return VKG_EV_DRAINED when no zero-copy payload is in flight */
+    int all_peers;   /* a lost connection to any peer fails the wait (collectives) */
+    int waiting_on;  /* the rank named when the deadline passes */
+    const char *what; /* "allreduce #3", for messages */
+} vkg_expect;
+
+/* Wait for what ex asks for. On VKG_EV_MSG *m holds the message (caller closes m->body). Fails
+ * on the deadline (timeout without progress), an abort from a peer, a lost or refusing peer, or a
+ * malformed/foreign message; those failures are recorded but the communicator is not yet failed:
+ * the public entry points call vkg__comm_fail. */
+vkg_status vkg__comm_wait(vkg_comm_t *c, const vkg_expect *ex, vkg_inmsg *m, int *event);
+
+/* Fill the common header fields (magic, version, job, generation, sender). */
+void vkg__hdr_init(const vkg_comm_t *c, vkg_wire_hdr *h, int kind);
+
+/* Send header + payload to peer. zc: the payload is referenced, not copied, until zmq is done
+ * with it (tracked by the guard; drain before the buffer may change). */
+vkg_status vkg__send(vkg_comm_t *c, int peer, const vkg_wire_hdr *h, const void *data,
+                     size_t bytes, int zc);
+/* Send header + a message body this call takes over (closed even on failure). */
+vkg_status vkg__send_msg(vkg_comm_t *c, int peer, const vkg_wire_hdr *h, zmq_msg_t *body);
+/* Wait until no zero-copy payload is in flight. */
+vkg_status vkg__drain(vkg_comm_t *c, const char *what, int waiting_on);
+
+/* Record a failure (first one wins), tell every peer to abort unless the failure came from a
+ * peer's abort, release payloads zmq still holds, and return st. */
+vkg_status vkg__comm_fail(vkg_comm_t *c, vkg_status st, int tell_peers);
+/* VKG_OK when c may run a call; otherwise the recorded failure with its message. */
+vkg_status vkg__comm_usable(vkg_comm_t *c);
+
+void vkg__stash_clear(vkg_comm_t *c);
+int64_t vkg__now_ns(void);
+
+/* Free callback for zero-copy payloads: hint is the communicator's guard. */
+void vkg__zc_free(void *data, void *hint);
+
+/* ---- reduction kernels (reduce.c) ---- */
+
+float vkg__bf16_to_f32(uint16_t h);
+uint16_t vkg__f32_to_bf16(float f);
+float vkg__f16_to_f32(uint16_t h);
+uint16_t vkg__f32_to_f16(float f);
+
+/* dst[i] = a[i] + b[i] (dst may alias b); then /n when avg_n > 0. */
+void vkg__add_f32(float *dst, const float *a, const float *b, size_t n, int avg_n);
+/* acc[i] += widen(x[i]) for a 16-bit dtype. */
+void vkg__acc_16(float *acc, const uint16_t *x, size_t n, vkg_comm_dtype dt);
+/* dst[i] = widen(x[i]). */
+void vkg__widen_16(float *dst, const uint16_t *x, size_t n, vkg_comm_dtype dt);
+/* dst[i] = narrow((a[i] + widen(b[i])) [/avg_n]). */
+void vkg__final_16(uint16_t *dst, const float *a, const uint16_t *b, size_t n, vkg_comm_dtype dt,
+                   int avg_n);
+/* dst[i] = reduction over q of srcs[q][i] in q order (identical on every rank), /n for avg. */
+void vkg__reduce_ordered(void *dst, const void *const *srcs, int nsrc, size_t n,
+                         vkg_comm_dtype dt, int avg);
+
+/* ---- collectives (ring.c, coll.c) ---- */
+
+vkg_status vkg__ring_allreduce(vkg_comm_t *c, const void *send, void *recv, size_t count,
+                               vkg_comm_dtype dt, vkg_comm_op op);
+vkg_status vkg__ring_allgather(vkg_comm_t *c, const void *send, size_t bytes, void *recv);
+vkg_status vkg__chain_broadcast(vkg_comm_t *c, void *buf, size_t bytes, int root);
+vkg_status vkg__barrier_impl(vkg_comm_t *c);
+
+#endif

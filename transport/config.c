@@ -1,0 +1,421 @@
+/* Communicator configuration: defaults, the launcher environment (torchrun, Slurm, Open MPI,
+ * vkgpt), enum names, CURVE key files and a free-port helper. Parses strings into the config
+ * struct once; opens no sockets (except the throwaway one of vkg_comm_pick_port).
+ */
+#include "comm_internal.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <netdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+void vkg_comm_config_default(vkg_comm_config *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    cfg->world_size = 1;
+    cfg->launcher = VKG_COMM_LAUNCH_NONE;
+    cfg->transport = VKG_COMM_TCP;
+    snprintf(cfg->master_addr, sizeof cfg->master_addr, "127.0.0.1");
+    cfg->master_port = 29500;
+    snprintf(cfg->ipc_dir, sizeof cfg->ipc_dir, "/tmp");
+    cfg->job_id = 1;
+    cfg->timeout_ms = 60000;
+}
+
+const char *vkg_comm_transport_name(vkg_comm_transport t)
+{
+    switch (t) {
+    case VKG_COMM_TCP:
+        return "tcp";
+    case VKG_COMM_IPC:
+        return "ipc";
+    case VKG_COMM_INPROC:
+        return "inproc";
+    }
+    return "?";
+}
+
+const char *vkg_comm_launcher_name(vkg_comm_launcher l)
+{
+    switch (l) {
+    case VKG_COMM_LAUNCH_NONE:
+        return "none";
+    case VKG_COMM_LAUNCH_TORCHRUN:
+        return "torchrun";
+    case VKG_COMM_LAUNCH_SLURM:
+        return "slurm";
+    case VKG_COMM_LAUNCH_OPENMPI:
+        return "openmpi";
+    case VKG_COMM_LAUNCH_VKGPT:
+        return "vkgpt";
+    }
+    return "?";
+}
+
+vkg_status vkg_comm_transport_parse(const char *name, vkg_comm_transport *out)
+{
+    static const vkg_comm_transport all[] = {VKG_COMM_TCP, VKG_COMM_IPC, VKG_COMM_INPROC};
+    for (size_t i = 0; name && i < sizeof all / sizeof all[0]; i++) {
+        if (!strcmp(name, vkg_comm_transport_name(all[i]))) {
+            *out = all[i];
+            return VKG_OK;
+        }
+    }
+    return VKG_FAIL(VKG_ERR_INVALID_ARG, "unknown transport '%s' (valid: tcp, ipc, inproc)",
+                    name ? name : "(null)");
+}
+
+size_t vkg_comm_dtype_size(vkg_comm_dtype dt)
+{
+    return dt == VKG_COMM_F32 ? 4 : 2;
+}
+
+/* ---- environment ---- */
+
+static const char *env_get(char *const *envp, const char *name)
+{
+    if (!envp)
+        return getenv(name);
+    size_t n = strlen(name);
+    for (; *envp; envp++)
+        if (!strncmp(*envp, name, n) && (*envp)[n] == '=')
+            return *envp + n + 1;
+    return NULL;
+}
+
+static vkg_status env_int(char *const *envp, const char *name, long lo, long hi, long *out)
+{
+    const char *v = env_get(envp, name);
+    VKG_CHECK(v != NULL, VKG_ERR_INVALID_ARG, "%s is not set", name);
+    char *end = NULL;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    VKG_CHECK(*v && end && *end == '\0' && errno == 0 && x >= lo && x <= hi, VKG_ERR_INVALID_ARG,
+              "%s='%s' is not an integer in [%ld, %ld]", name, v, lo, hi);
+    *out = x;
+    return VKG_OK;
+}
+
+static uint64_t hash_str(const char *s)
+{
+    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a, then a splitmix64 finaliser */
+    for (; *s; s++)
+        h = (h ^ (uint8_t)*s) * 0x100000001b3ull;
+    h ^= h >> 30;
+    h *= 0xbf58476d1ce4e5b9ull;
+    h ^= h >> 27;
+    h *= 0x94d049bb133111ebull;
+    h ^= h >> 31;
+    return h ? h : 1;
+}
+
+static uint64_t job_id_from(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 16 && strspn(s, "0123456789abcdefABCDEF") == 16) {
+        uint64_t v = strtoull(s, NULL, 16);
+        if (v)
+            return v;
+    }
+    return hash_str(s);
+}
+
+static vkg_status copy_str(char *dst, size_t cap, const char *name, const char *v)
+{
+    VKG_CHECK(strlen(v) < cap, VKG_ERR_INVALID_ARG, "%s is longer than %zu characters", name,
+              cap - 1);
+    snprintf(dst, cap, "%s", v);
+    return VKG_OK;
+}
+
+typedef struct launcher_vars {
+    vkg_comm_launcher id;
+    const char *rank, *size, *local;
+} launcher_vars;
+
+static const launcher_vars launchers[] = {
+    {VKG_COMM_LAUNCH_TORCHRUN, "RANK", "WORLD_SIZE", "LOCAL_RANK"},
+    {VKG_COMM_LAUNCH_SLURM, "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"},
+    {VKG_COMM_LAUNCH_OPENMPI, "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
+     "OMPI_COMM_WORLD_LOCAL_RANK"},
+    {VKG_COMM_LAUNCH_VKGPT, "VKG_RANK", "VKG_WORLD_SIZE", "VKG_LOCAL_RANK"},
+};
+
+/* Is the whole job on this host, as far as the launcher tells? */
+static int single_host(char *const *envp, vkg_comm_launcher l, int world)
+{
+    const char *v = NULL;
+    if (l == VKG_COMM_LAUNCH_SLURM) {
+        v = env_get(envp, "SLURM_NNODES");
+        if (!v)
+            v = env_get(envp, "SLURM_JOB_NUM_NODES");
+        return v && !strcmp(v, "1");
+    }
+    if (l == VKG_COMM_LAUNCH_OPENMPI) {
+        v = env_get(envp, "OMPI_COMM_WORLD_LOCAL_SIZE");
+        return v && atoi(v) == world;
+    }
+    if (l == VKG_COMM_LAUNCH_TORCHRUN) {
+        v = env_get(envp, "LOCAL_WORLD_SIZE");
+        return v && atoi(v) == world;
+    }
+    return 1;
+}
+
+static vkg_status env_launcher(vkg_comm_config *cfg, char *const *envp)
+{
+    for (size_t i = 0; i < sizeof launchers / sizeof launchers[0]; i++) {
+        const launcher_vars *L = &launchers[i];
+        int has_r = env_get(envp, L->rank) != NULL, has_s = env_get(envp, L->size) != NULL;
+        if (!has_r && !has_s)
+            continue;
+        VKG_CHECK(has_r && has_s, VKG_ERR_INVALID_ARG, "%s is set but %s is not (%s launcher)",
+                  has_r ? L->rank : L->size, has_r ? L->size : L->rank,
+                  vkg_comm_launcher_name(L->id));
+        long r, n, lr = 0;
+        VKG_TRY(env_int(envp, L->size, 1, 1 << 20, &n));
+        VKG_TRY(env_int(envp, L->rank, 0, n - 1, &r));
+        if (env_get(envp, L->local))
+            VKG_TRY(env_int(envp, L->local, 0, n - 1, &lr));
+        cfg->launcher = L->id;
+        cfg->rank = (int)r;
+        cfg->world_size = (int)n;
+        cfg->local_rank = (int)lr;
+        return VKG_OK;
+    }
+    return VKG_OK; /* no launcher: a single rank */
+}
+
+static vkg_status env_master(vkg_comm_config *cfg, char *const *envp)
+{
+    const char *addr = env_get(envp, "MASTER_ADDR");
+    if (addr) {
+        VKG_CHECK(*addr, VKG_ERR_INVALID_ARG, "MASTER_ADDR is empty");
+        VKG_TRY(copy_str(cfg->master_addr, sizeof cfg->master_addr, "MASTER_ADDR", addr));
+    } else {
+        VKG_CHECK(cfg->world_size == 1 || single_host(envp, cfg->launcher, cfg->world_size),
+                  VKG_ERR_INVALID_ARG,
+                  "MASTER_ADDR is not set and the %s job spans several hosts: set MASTER_ADDR to "
+                  "rank 0's host",
+                  vkg_comm_launcher_name(cfg->launcher));
+    }
+    if (env_get(envp, "MASTER_PORT")) {
+        long port;
+        VKG_TRY(env_int(envp, "MASTER_PORT", 1, 65535, &port));
+        cfg->master_port = (int)port;
+    } else if (cfg->launcher == VKG_COMM_LAUNCH_SLURM && env_get(envp, "SLURM_JOB_ID")) {
+        /* one port per Slurm job, so jobs sharing a node do not collide */
+        cfg->master_port = 20000 + (int)(strtoull(env_get(envp, "SLURM_JOB_ID"), NULL, 10) % 20000);
+    }
+    return VKG_OK;
+}
+
+static void env_job(vkg_comm_config *cfg, char *const *envp)
+{
+    char buf[512];
+    const char *v = env_get(envp, "VKG_JOB_ID");
+    if (v && *v) {
+        cfg->job_id = job_id_from(v);
+        return;
+    }
+    const char *a = NULL, *b = NULL;
+    switch (cfg->launcher) {
+    case VKG_COMM_LAUNCH_TORCHRUN:
+        a = env_get(envp, "TORCHELASTIC_RUN_ID");
+        if (a && !strcmp(a, "none"))
+            a = NULL;
+        break;
+    case VKG_COMM_LAUNCH_SLURM:
+        a = env_get(envp, "SLURM_JOB_ID");
+        b = env_get(envp, "SLURM_STEP_ID");
+        break;
+    case VKG_COMM_LAUNCH_OPENMPI:
+        a = env_get(envp, "OMPI_MCA_ess_base_jobid");
+        if (!a)
+            a = env_get(envp, "PMIX_NAMESPACE");
+        break;
+    default:
+        break;
+    }
+    if (a)
+        snprintf(buf, sizeof buf, "%s:%s.%s", vkg_comm_launcher_name(cfg->launcher), a,
+                 b ? b : "");
+    else
+        snprintf(buf, sizeof buf, "%s:%s:%d:%d", vkg_comm_launcher_name(cfg->launcher),
+                 cfg->master_addr, cfg->master_port, cfg->world_size);
+    cfg->job_id = hash_str(buf);
+}
+
+static vkg_status env_options(vkg_comm_config *cfg, char *const *envp)
+{
+    const char *v;
+    long g;
+    if (env_get(envp, "VKG_COMM_GENERATION")) {
+        VKG_TRY(env_int(envp, "VKG_COMM_GENERATION", 0, INT_MAX, &g));
+        cfg->generation = (uint32_t)g;
+    } else if (env_get(envp, "TORCHELASTIC_RESTART_COUNT")) {
+        VKG_TRY(env_int(envp, "TORCHELASTIC_RESTART_COUNT", 0, INT_MAX, &g));
+        cfg->generation = (uint32_t)g;
+    }
+    if ((v = env_get(envp, "VKG_COMM_TRANSPORT"))) {
+        vkg_status st = vkg_comm_transport_parse(v, &cfg->transport);
+        if (st < 0)
+            return vkg__error_wrap(st, "VKG_COMM_TRANSPORT");
+        VKG_CHECK(cfg->transport != VKG_COMM_INPROC, VKG_ERR_INVALID_ARG,
+                  "VKG_COMM_TRANSPORT=inproc: inproc ranks are threads of one process and are "
+                  "configured in code; use tcp or ipc");
+    }
+    if ((v = env_get(envp, "VKG_COMM_TIMEOUT"))) {
+        char *end = NULL;
+        double s = strtod(v, &end);
+        VKG_CHECK(*v && *end == '\0' && s > 0 && s < 86400 * 7, VKG_ERR_INVALID_ARG,
+                  "VKG_COMM_TIMEOUT='%s' is not a number of seconds > 0", v);
+        cfg->timeout_ms = (int)(s * 1000 + 0.5) > 0 ? (int)(s * 1000 + 0.5) : 1;
+    }
+    if ((v = env_get(envp, "VKG_COMM_IPC_DIR")))
+        VKG_TRY(copy_str(cfg->ipc_dir, sizeof cfg->ipc_dir, "VKG_COMM_IPC_DIR", v));
+    if ((v = env_get(envp, "VKG_COMM_BIND_ADDR")))
+        VKG_TRY(copy_str(cfg->bind_addr, sizeof cfg->bind_addr, "VKG_COMM_BIND_ADDR", v));
+    if ((v = env_get(envp, "VKG_COMM_CURVE_KEY"))) {
+        vkg_status st = vkg_comm_keyfile_read(v, cfg->curve_public, cfg->curve_secret);
+        if (st < 0)
+            return vkg__error_wrap(st, "VKG_COMM_CURVE_KEY");
+        VKG_CHECK(cfg->curve_secret[0], VKG_ERR_INVALID_ARG,
+                  "VKG_COMM_CURVE_KEY=%s holds no secret key (a .pub file?)", v);
+    }
+    if ((v = env_get(envp, "VKG_COMM_CURVE_AUTHORIZED")))
+        VKG_TRY(copy_str(cfg->curve_authorized_file, sizeof cfg->curve_authorized_file,
+                         "VKG_COMM_CURVE_AUTHORIZED", v));
+    return VKG_OK;
+}
+
+vkg_status vkg_comm_config_from_env(vkg_comm_config *cfg, char *const *envp)
+{
+    VKG_CHECK(cfg != NULL, VKG_ERR_INVALID_ARG, "cfg is NULL");
+    vkg_comm_config_default(cfg);
+    VKG_TRY(env_launcher(cfg, envp));
+    VKG_TRY(env_master(cfg, envp));
+    env_job(cfg, envp);
+    return env_options(cfg, envp);
+}
+
+/* ---- CURVE keys ---- */
+
+int vkg_comm_has_curve(void)
+{
+    return zmq_has("curve") ? 1 : 0;
+}
+
+vkg_status vkg_comm_curve_keypair(char pub[VKG_COMM_KEY_CHARS + 1],
+                                  char sec[VKG_COMM_KEY_CHARS + 1])
+{
+    VKG_CHECK(vkg_comm_has_curve(), VKG_ERR_UNSUPPORTED,
+              "this libzmq was built without CURVE (libsodium) support");
+    VKG_CHECK(zmq_curve_keypair(pub, sec) == 0, VKG_ERR_UNSUPPORTED, "zmq_curve_keypair: %s",
+              zmq_strerror(zmq_errno()));
+    return VKG_OK;
+}
+
+static int valid_key(const char *k)
+{
+    uint8_t bin[32];
+    return k && strlen(k) == VKG_COMM_KEY_CHARS && zmq_z85_decode(bin, k) != NULL;
+}
+
+static vkg_status write_file(const char *path, mode_t mode, const char *text)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, mode);
+    VKG_CHECK(fd >= 0, VKG_ERR_IO, "cannot create %s: %s", path, strerror(errno));
+    size_t n = strlen(text);
+    ssize_t w = write(fd, text, n);
+    int ok = w == (ssize_t)n && fsync(fd) == 0;
+    int e = errno;
+    close(fd);
+    VKG_CHECK(ok, VKG_ERR_IO, "writing %s: %s", path, strerror(e));
+    return VKG_OK;
+}
+
+vkg_status vkg_comm_keyfile_write(const char *path, const char *pub, const char *sec)
+{
+    VKG_CHECK(path && *path, VKG_ERR_INVALID_ARG, "key file path is empty");
+    VKG_CHECK(valid_key(pub) && valid_key(sec), VKG_ERR_INVALID_ARG,
+              "keys must be 40-character Z85 CURVE keys");
+    char pubpath[PATH_MAX], text[512];
+    VKG_CHECK(snprintf(pubpath, sizeof pubpath, "%s.pub", path) < (int)sizeof pubpath,
+              VKG_ERR_INVALID_ARG, "key file path too long: %s", path);
+    snprintf(text, sizeof text,
+             "# vkgpt CURVE key pair (vkgpt keygen). Keep this file secret.\n"
+             "public = %s\nsecret = %s\n",
+             pub, sec);
+    VKG_TRY(write_file(path, 0600, text));
+    snprintf(text, sizeof text, "# vkgpt CURVE public key (vkgpt keygen)\npublic = %s\n", pub);
+    return write_file(pubpath, 0644, text);
+}
+
+vkg_status vkg_comm_keyfile_read(const char *path, char pub[VKG_COMM_KEY_CHARS + 1],
+                                 char sec[VKG_COMM_KEY_CHARS + 1])
+{
+    VKG_CHECK(path != NULL, VKG_ERR_INVALID_ARG, "key file path is NULL");
+    FILE *f = fopen(path, "r");
+    VKG_CHECK(f != NULL, VKG_ERR_IO, "cannot open key file %s: %s", path, strerror(errno));
+    char line[256];
+    int lineno = 0;
+    pub[0] = sec[0] = '\0';
+    vkg_status st = VKG_OK;
+    while (st == VKG_OK && fgets(line, sizeof line, f)) {
+        lineno++;
+        char name[16], value[128];
+        if (line[0] == '#' || strspn(line, " \t\r\n") == strlen(line))
+            continue;
+        if (sscanf(line, " %15[a-z] = %127s", name, value) != 2 || !valid_key(value) ||
+            (strcmp(name, "public") && strcmp(name, "secret")))
+            st = VKG_FAIL(VKG_ERR_FORMAT,
+                          "%s:%d: expected 'public = <40 Z85 chars>' or 'secret = <...>'", path,
+                          lineno);
+        else
+            snprintf(!strcmp(name, "public") ? pub : sec, VKG_COMM_KEY_CHARS + 1, "%s", value);
+    }
+    fclose(f);
+    VKG_TRY(st);
+    VKG_CHECK(pub[0], VKG_ERR_FORMAT, "%s: no 'public = ...' line", path);
+    if (sec[0]) {
+        char derived[VKG_COMM_KEY_CHARS + 1];
+        VKG_CHECK(zmq_curve_public(derived, sec) == 0 && !strcmp(derived, pub), VKG_ERR_FORMAT,
+                  "%s: the public key does not belong to the secret key", path);
+    }
+    return VKG_OK;
+}
+
+/* ---- ports ---- */
+
+vkg_status vkg_comm_pick_port(const char *addr, int *port)
+{
+    struct addrinfo hints = {0}, *res = NULL;
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_NUMERICSERV;
+    int rc = getaddrinfo(addr, "0", &hints, &res);
+    VKG_CHECK(rc == 0, VKG_ERR_NETWORK, "cannot resolve %s: %s", addr, gai_strerror(rc));
+    int fd = socket(res->ai_family, SOCK_STREAM, 0);
+    vkg_status st = VKG_OK;
+    struct sockaddr_storage ss;
+    socklen_t len = sizeof ss;
+    if (fd < 0 || bind(fd, res->ai_addr, res->ai_addrlen) < 0 ||
+        getsockname(fd, (struct sockaddr *)&ss, &len) < 0)
+        st = VKG_FAIL(VKG_ERR_NETWORK, "cannot bind a probe socket on %s: %s", addr,
+                      strerror(errno));
+    else
+        *port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                               : ((struct sockaddr_in *)&ss)->sin_port);
+    if (fd >= 0)
+        close(fd);
+    freeaddrinfo(res);
+    return st;
+}

@@ -1,0 +1,247 @@
+/* vkg_comm_ctx: a ZeroMQ context plus its ZAP handler, the thread that decides which incoming
+ * tcp/ipc connections may complete their handshake.
+ *
+ * Policy: PLAIN connections must present user "vkgpt" and the password "<job>:<generation>" that
+ * the server socket's ZAP domain "vkgpt/<job>:<generation>" names, so a process of another job or
+ * an older generation (or one without credentials) is refused before any message is delivered.
+ * CURVE connections must present a public key registered for the domain by a communicator of
+ * this context. Everything else (NULL mechanism, unknown domains) is refused.
+ * Not here: sockets of the communicators themselves (comm.c).
+ */
+#include "comm_internal.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct keyreg {
+    const void *owner;
+    char domain[64];
+    uint8_t *keys; /* nkeys * 32 bytes */
+    size_t nkeys;
+} keyreg;
+
+struct vkg_comm_ctx {
+    void *zctx;
+    void *zap;      /* REP at inproc://zeromq.zap.01, used only by the thread */
+    void *ctl_send; /* PAIR: destroy -> thread */
+    void *ctl_recv;
+    pthread_t thread;
+    int started;
+    pthread_mutex_t mu;
+    keyreg *regs;
+    size_t nregs;
+    atomic_int users;
+};
+
+void *vkg__ctx_zmq(vkg_comm_ctx_t *ctx)
+{
+    return ctx->zctx;
+}
+
+void vkg__ctx_ref(vkg_comm_ctx_t *ctx, int delta)
+{
+    atomic_fetch_add(&ctx->users, delta);
+}
+
+vkg_status vkg__ctx_register(vkg_comm_ctx_t *ctx, const void *owner, const char *domain,
+                             const uint8_t *keys, size_t nkeys)
+{
+    uint8_t *copy = malloc(nkeys * 32 + 1);
+    VKG_CHECK(copy != NULL, VKG_ERR_NOMEM, "out of memory registering CURVE keys");
+    memcpy(copy, keys, nkeys * 32);
+    pthread_mutex_lock(&ctx->mu);
+    keyreg *r = realloc(ctx->regs, (ctx->nregs + 1) * sizeof *r);
+    if (!r) {
+        pthread_mutex_unlock(&ctx->mu);
+        free(copy);
+        return VKG_FAIL(VKG_ERR_NOMEM, "out of memory registering CURVE keys");
+    }
+    ctx->regs = r;
+    keyreg *k = &ctx->regs[ctx->nregs++];
+    k->owner = owner;
+    snprintf(k->domain, sizeof k->domain, "%s", domain);
+    k->keys = copy;
+    k->nkeys = nkeys;
+    pthread_mutex_unlock(&ctx->mu);
+    return VKG_OK;
+}
+
+void vkg__ctx_unregister(vkg_comm_ctx_t *ctx, const void *owner)
+{
+    pthread_mutex_lock(&ctx->mu);
+    for (size_t i = 0; i < ctx->nregs;) {
+        if (ctx->regs[i].owner == owner) {
+            free(ctx->regs[i].keys);
+            ctx->regs[i] = ctx->regs[--ctx->nregs];
+        } else {
+            i++;
+        }
+    }
+    pthread_mutex_unlock(&ctx->mu);
+}
+
+static int key_admitted(vkg_comm_ctx_t *ctx, const char *domain, const uint8_t *key)
+{
+    int ok = 0;
+    pthread_mutex_lock(&ctx->mu);
+    for (size_t i = 0; i < ctx->nregs && !ok; i++) {
+        if (strcmp(ctx->regs[i].domain, domain))
+            continue;
+        for (size_t j = 0; j < ctx->regs[i].nkeys && !ok; j++)
+            ok = !memcmp(ctx->regs[i].keys + 32 * j, key, 32);
+    }
+    pthread_mutex_unlock(&ctx->mu);
+    return ok;
+}
+
+#define ZAP_MAX_FRAMES 12
+#define ZAP_FRAME_MAX 256
+
+typedef struct zap_req {
+    int n;
+    size_t len[ZAP_MAX_FRAMES];
+    char data[ZAP_MAX_FRAMES][ZAP_FRAME_MAX + 1];
+} zap_req;
+
+static int frame_is(const zap_req *q, int i, const char *s)
+{
+    return i < q->n && q->len[i] == strlen(s) && !memcmp(q->data[i], s, q->len[i]);
+}
+
+/* Decide one ZAP request (RFC 27): frames version, request id, domain, address, routing id,
+ * mechanism, credentials... */
+static int zap_decide(vkg_comm_ctx_t *ctx, const zap_req *q)
+{
+    if (q->n < 6 || !frame_is(q, 0, "1.0"))
+        return 0;
+    char domain[ZAP_FRAME_MAX + 1];
+    memcpy(domain, q->data[2], q->len[2]);
+    domain[q->len[2]] = '\0';
+    if (frame_is(q, 5, "PLAIN") && q->n == 8) {
+        if (!frame_is(q, 6, "vkgpt") || strncmp(domain, "vkgpt/", 6))
+            return 0;
+        return frame_is(q, 7, domain + 6);
+    }
+    if (frame_is(q, 5, "CURVE") && q->n == 7 && q->len[6] == 32)
+        return key_admitted(ctx, domain, (const uint8_t *)q->data[6]);
+    return 0;
+}
+
+static void zap_serve_one(vkg_comm_ctx_t *ctx)
+{
+    zap_req q;
+    q.n = 0;
+    int more = 1, overflow = 0;
+    while (more) {
+        zmq_msg_t f;
+        zmq_msg_init(&f);
+        if (zmq_msg_recv(&f, ctx->zap, 0) < 0) {
+            zmq_msg_close(&f);
+            return;
+        }
+        more = zmq_msg_more(&f);
+        size_t n = zmq_msg_size(&f);
+        if (q.n < ZAP_MAX_FRAMES && n <= ZAP_FRAME_MAX) {
+            memcpy(q.data[q.n], zmq_msg_data(&f), n);
+            q.len[q.n++] = n;
+        } else {
+            overflow = 1;
+        }
+        zmq_msg_close(&f);
+    }
+    int ok = !overflow && zap_decide(ctx, &q);
+    const char *code = ok ? "200" : "400";
+    const char *text = ok ? "OK" : "not a member of this vkgpt job";
+    zmq_send(ctx->zap, "1.0", 3, ZMQ_SNDMORE);
+    zmq_send(ctx->zap, q.n > 1 ? q.data[1] : "", q.n > 1 ? q.len[1] : 0, ZMQ_SNDMORE);
+    zmq_send(ctx->zap, code, 3, ZMQ_SNDMORE);
+    zmq_send(ctx->zap, text, strlen(text), ZMQ_SNDMORE);
+    zmq_send(ctx->zap, ok ? "vkgpt" : "", ok ? 5 : 0, ZMQ_SNDMORE);
+    zmq_send(ctx->zap, "", 0, 0);
+}
+
+static void *zap_thread(void *arg)
+{
+    vkg_comm_ctx_t *ctx = arg;
+    for (;;) {
+        zmq_pollitem_t items[2] = {{ctx->zap, 0, ZMQ_POLLIN, 0}, {ctx->ctl_recv, 0, ZMQ_POLLIN, 0}};
+        if (zmq_poll(items, 2, -1) < 0) {
+            if (zmq_errno() == EINTR)
+                continue;
+            break;
+        }
+        if (items[1].revents & ZMQ_POLLIN)
+            break;
+        if (items[0].revents & ZMQ_POLLIN)
+            zap_serve_one(ctx);
+    }
+    return NULL;
+}
+
+vkg_status vkg_comm_ctx_create(vkg_comm_ctx_t **out)
+{
+    VKG_CHECK(out != NULL, VKG_ERR_INVALID_ARG, "out is NULL");
+    *out = NULL;
+    vkg_comm_ctx_t *ctx = calloc(1, sizeof *ctx);
+    VKG_CHECK(ctx != NULL, VKG_ERR_NOMEM, "out of memory creating a comm context");
+    vkg_status st = VKG_OK;
+    char ctl[64];
+    int zero = 0;
+    pthread_mutex_init(&ctx->mu, NULL);
+    ctx->zctx = zmq_ctx_new();
+    VKG_CHECK_GOTO(st, ctx->zctx != NULL, VKG_ERR_NETWORK, fail, "zmq_ctx_new: %s",
+                   zmq_strerror(zmq_errno()));
+    zmq_ctx_set(ctx->zctx, ZMQ_BLOCKY, 0);
+    ctx->zap = zmq_socket(ctx->zctx, ZMQ_REP);
+    ctx->ctl_send = zmq_socket(ctx->zctx, ZMQ_PAIR);
+    ctx->ctl_recv = zmq_socket(ctx->zctx, ZMQ_PAIR);
+    VKG_CHECK_GOTO(st, ctx->zap && ctx->ctl_send && ctx->ctl_recv, VKG_ERR_NETWORK, fail,
+                   "creating ZAP sockets: %s", zmq_strerror(zmq_errno()));
+    zmq_setsockopt(ctx->zap, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_setsockopt(ctx->ctl_send, ZMQ_LINGER, &zero, sizeof zero);
+    zmq_setsockopt(ctx->ctl_recv, ZMQ_LINGER, &zero, sizeof zero);
+    VKG_CHECK_GOTO(st, zmq_bind(ctx->zap, "inproc://zeromq.zap.01") == 0, VKG_ERR_NETWORK, fail,
+                   "binding the ZAP handler: %s", zmq_strerror(zmq_errno()));
+    snprintf(ctl, sizeof ctl, "inproc://vkg-zapctl-%p", (void *)ctx);
+    VKG_CHECK_GOTO(st,
+                   zmq_bind(ctx->ctl_recv, ctl) == 0 && zmq_connect(ctx->ctl_send, ctl) == 0,
+                   VKG_ERR_NETWORK, fail, "ZAP control pair: %s", zmq_strerror(zmq_errno()));
+    VKG_CHECK_GOTO(st, pthread_create(&ctx->thread, NULL, zap_thread, ctx) == 0, VKG_ERR_NOMEM,
+                   fail, "cannot start the ZAP handler thread");
+    ctx->started = 1;
+    *out = ctx;
+    return VKG_OK;
+fail:
+    vkg_comm_ctx_destroy(&ctx);
+    return st;
+}
+
+void vkg_comm_ctx_destroy(vkg_comm_ctx_t **pctx)
+{
+    if (!pctx || !*pctx)
+        return;
+    vkg_comm_ctx_t *ctx = *pctx;
+    *pctx = NULL;
+    assert(atomic_load(&ctx->users) == 0 && "destroy every vkg_comm_t before its context");
+    if (ctx->started) {
+        zmq_send(ctx->ctl_send, "", 0, 0);
+        pthread_join(ctx->thread, NULL);
+    }
+    if (ctx->zap)
+        zmq_close(ctx->zap);
+    if (ctx->ctl_send)
+        zmq_close(ctx->ctl_send);
+    if (ctx->ctl_recv)
+        zmq_close(ctx->ctl_recv);
+    if (ctx->zctx)
+        zmq_ctx_term(ctx->zctx);
+    for (size_t i = 0; i < ctx->nregs; i++)
+        free(ctx->regs[i].keys);
+    free(ctx->regs);
+    pthread_mutex_destroy(&ctx->mu);
+    free(ctx);
+}

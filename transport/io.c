@@ -1,0 +1,584 @@
+/* Message I/O of a communicator: sending (copied or zero-copy), receiving with header validation,
+ * the stash of messages that arrived before they were wanted, the wait loop with its deadline,
+ * connection monitoring, and failure handling (abort broadcast, release of in-flight buffers).
+ *
+ * Deadline: a wait fails when nothing arrived and nothing completed for timeout_ms, after a short
+ * grace period in which an abort or a lost connection reported by another rank can still arrive
+ * and name the real culprit. Lost or refused connections fail a wait at once.
+ * Not here: collective algorithms (ring.c, coll.c) and setup (comm.c).
+ */
+#include "comm_internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+int64_t vkg__now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+void vkg__zc_free(void *data, void *hint)
+{
+    (void)data;
+    vkg_guard *g = hint;
+    long left = atomic_fetch_sub(&g->inflight, 1) - 1;
+    if (left == 0 && atomic_load(&g->waiting)) {
+        uint64_t one = 1;
+        ssize_t w = write(g->efd, &one, sizeof one);
+        (void)w;
+    }
+}
+
+void vkg__hdr_init(const vkg_comm_t *c, vkg_wire_hdr *h, int kind)
+{
+    memset(h, 0, sizeof *h);
+    h->magic = VKG_WIRE_MAGIC;
+    h->version = VKG_WIRE_VERSION;
+    h->kind = (uint8_t)kind;
+    h->job_id = c->job_id;
+    h->generation = c->generation;
+    h->sender = (uint32_t)c->rank;
+}
+
+/* ---- sending ---- */
+
+static void routing_id(int peer, uint8_t rid[5])
+{
+    rid[0] = 'R';
+    for (int i = 0; i < 4; i++)
+        rid[1 + i] = (uint8_t)((uint32_t)peer >> (8 * i));
+}
+
+/* Returns 0 or the zmq errno. Takes over *body (closed on failure). Records no error message. */
+static int raw_send(vkg_comm_t *c, int peer, const vkg_wire_hdr *h, zmq_msg_t *body)
+{
+    uint8_t rid[5], hb[VKG_WIRE_HDR_BYTES];
+    routing_id(peer, rid);
+    vkg__wire_encode(h, hb);
+    int err = 0;
+    if (!c->tx)
+        err = ENOTSOCK;
+    else if (zmq_send(c->tx, rid, sizeof rid, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0)
+        err = zmq_errno();
+    else if (zmq_send(c->tx, hb, sizeof hb, (body ? ZMQ_SNDMORE : 0) | ZMQ_DONTWAIT) < 0)
+        err = zmq_errno();
+    else if (body && zmq_msg_send(body, c->tx, ZMQ_DONTWAIT) < 0)
+        err = zmq_errno();
+    if (body && err)
+        zmq_msg_close(body);
+    return err;
+}
+
+static vkg_status send_error(vkg_comm_t *c, int peer, const vkg_wire_hdr *h, int err)
+{
+    if (err == EHOSTUNREACH)
+        return VKG_FAIL(VKG_ERR_PEER,
+                        "sending %s message to rank %d (%s): its connection is gone (the process "
+                        "died, froze past its heartbeat or closed its communicator)",
+                        vkg__wire_kind_name(h->kind), peer, c->peers[peer].endpoint);
+    return VKG_FAIL(VKG_ERR_NETWORK, "sending %s message to rank %d (%s): %s",
+                    vkg__wire_kind_name(h->kind), peer, c->peers[peer].endpoint, zmq_strerror(err));
+}
+
+vkg_status vkg__send_msg(vkg_comm_t *c, int peer, const vkg_wire_hdr *h, zmq_msg_t *body)
+{
+    vkg_wire_hdr hh = *h;
+    hh.bytes = zmq_msg_size(body);
+    int err = raw_send(c, peer, &hh, hh.bytes ? body : NULL);
+    if (!hh.bytes)
+        zmq_msg_close(body);
+    return err ? send_error(c, peer, &hh, err) : VKG_OK;
+}
+
+vkg_status vkg__send(vkg_comm_t *c, int peer, const vkg_wire_hdr *h, const void *data,
+                     size_t bytes, int zc)
+{
+    vkg_wire_hdr hh = *h;
+    hh.bytes = bytes;
+    if (!bytes) {
+        int err = raw_send(c, peer, &hh, NULL);
+        return err ? send_error(c, peer, &hh, err) : VKG_OK;
+    }
+    zmq_msg_t m;
+    if (zc) {
+        atomic_fetch_add(&c->guard->inflight, 1);
+        if (zmq_msg_init_data(&m, (void *)data, bytes, vkg__zc_free, c->guard) < 0) {
+            atomic_fetch_sub(&c->guard->inflight, 1);
+            return VKG_FAIL(VKG_ERR_NOMEM, "zmq_msg_init_data(%zu bytes) failed", bytes);
+        }
+    } else {
+        if (zmq_msg_init_size(&m, bytes) < 0)
+            return VKG_FAIL(VKG_ERR_NOMEM, "out of memory for a %zu-byte message", bytes);
+        memcpy(zmq_msg_data(&m), data, bytes);
+    }
+    int err = raw_send(c, peer, &hh, &m);
+    return err ? send_error(c, peer, &hh, err) : VKG_OK;
+}
+
+/* ---- receiving and validation ---- */
+
+static void drain_frames(void *sock)
+{
+    int more = 1;
+    while (more) {
+        zmq_msg_t f;
+        zmq_msg_init(&f);
+        if (zmq_msg_recv(&f, sock, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&f);
+            return;
+        }
+        more = zmq_msg_more(&f);
+        zmq_msg_close(&f);
+    }
+}
+
+static vkg_status validate(const vkg_comm_t *c, const vkg_wire_hdr *h, size_t body_size,
+                           int had_body)
+{
+    VKG_CHECK(h->magic == VKG_WIRE_MAGIC, VKG_ERR_PROTOCOL,
+              "malformed message rejected: header magic 0x%08x, expected 0x%08x (not a vkgpt peer "
+              "or a corrupted stream)",
+              (unsigned)h->magic, (unsigned)VKG_WIRE_MAGIC);
+    VKG_CHECK(h->version == VKG_WIRE_VERSION, VKG_ERR_PROTOCOL,
+              "message claiming rank %u rejected: wire version %u, this build speaks %u",
+              (unsigned)h->sender, (unsigned)h->version, (unsigned)VKG_WIRE_VERSION);
+    VKG_CHECK(h->job_id == c->job_id, VKG_ERR_PROTOCOL,
+              "message claiming rank %u rejected: it belongs to job %016llx, this is job %016llx",
+              (unsigned)h->sender, (unsigned long long)h->job_id, (unsigned long long)c->job_id);
+    VKG_CHECK(h->generation == c->generation, VKG_ERR_PROTOCOL,
+              "stale message from rank %u rejected: generation %u, this communicator is "
+              "generation %u",
+              (unsigned)h->sender, (unsigned)h->generation, (unsigned)c->generation);
+    VKG_CHECK(h->sender < (uint32_t)c->size && h->sender != (uint32_t)c->rank, VKG_ERR_PROTOCOL,
+              "message rejected: sender rank %u is not a peer (world size %d, this is rank %d)",
+              (unsigned)h->sender, c->size, c->rank);
+    VKG_CHECK(h->kind >= VKG_W_DATA && h->kind <= VKG_W_KIND_MAX, VKG_ERR_PROTOCOL,
+              "message from rank %u rejected: kind %u (%s) is not valid on a data connection",
+              (unsigned)h->sender, (unsigned)h->kind, vkg__wire_kind_name(h->kind));
+    VKG_CHECK(h->bytes == body_size && had_body == (h->bytes > 0), VKG_ERR_PROTOCOL,
+              "%s message from rank %u rejected: header says %llu payload bytes, %s %zu",
+              vkg__wire_kind_name(h->kind), (unsigned)h->sender, (unsigned long long)h->bytes,
+              had_body ? "payload frame has" : "no payload frame, so", body_size);
+    return VKG_OK;
+}
+
+/* Receive one message without blocking. *got = 0 when none is waiting. */
+static vkg_status recv_one(vkg_comm_t *c, vkg_inmsg *m, int *got)
+{
+    *got = 0;
+    zmq_msg_t hm;
+    zmq_msg_init(&hm);
+    if (zmq_msg_recv(&hm, c->rx, ZMQ_DONTWAIT) < 0) {
+        int e = zmq_errno();
+        zmq_msg_close(&hm);
+        if (e == EAGAIN || e == EINTR)
+            return VKG_OK;
+        return VKG_FAIL(VKG_ERR_NETWORK, "receiving on %s: %s", c->peers[c->rank].endpoint,
+                        zmq_strerror(e));
+    }
+    size_t hsize = zmq_msg_size(&hm);
+    uint8_t raw[VKG_WIRE_HDR_BYTES];
+    if (hsize == VKG_WIRE_HDR_BYTES)
+        memcpy(raw, zmq_msg_data(&hm), sizeof raw);
+    int more = zmq_msg_more(&hm);
+    zmq_msg_close(&hm);
+    zmq_msg_init(&m->body);
+    int had_body = 0, extra = 0;
+    if (more) {
+        had_body = 1;
+        if (zmq_msg_recv(&m->body, c->rx, 0) < 0) {
+            zmq_msg_close(&m->body);
+            return VKG_FAIL(VKG_ERR_NETWORK, "receiving a payload frame: %s",
+                            zmq_strerror(zmq_errno()));
+        }
+        if (zmq_msg_more(&m->body)) {
+            extra = 1;
+            drain_frames(c->rx);
+        }
+    }
+    vkg_status st = VKG_OK;
+    if (hsize != VKG_WIRE_HDR_BYTES) {
+        st = VKG_FAIL(VKG_ERR_PROTOCOL,
+                      "malformed message rejected: first frame is %zu bytes, a vkgpt header is %d",
+                      hsize, VKG_WIRE_HDR_BYTES);
+    } else {
+        vkg__wire_decode(raw, &m->h);
+        if (extra)
+            st = VKG_FAIL(VKG_ERR_PROTOCOL,
+                          "malformed message claiming rank %u rejected: more than two frames",
+                          (unsigned)m->h.sender);
+        else
+            st = validate(c, &m->h, zmq_msg_size(&m->body), had_body);
+    }
+    if (st < 0) {
+        zmq_msg_close(&m->body);
+        return st;
+    }
+    *got = 1;
+    return VKG_OK;
+}
+
+/* ---- stash ---- */
+
+static int matches(const vkg_expect *ex, const vkg_wire_hdr *h)
+{
+    if (!ex->kind || h->kind != ex->kind)
+        return 0;
+    if (ex->sender >= 0 && (int)h->sender != ex->sender)
+        return 0;
+    if (h->kind == VKG_W_DATA)
+        return h->seq == ex->seq;
+    return h->tag == ex->tag;
+}
+
+static vkg_status stash_put(vkg_comm_t *c, vkg_inmsg *m)
+{
+    if (c->nstash == c->cap_stash) {
+        size_t cap = c->cap_stash ? 2 * c->cap_stash : 16;
+        vkg_inmsg *s = realloc(c->stash, cap * sizeof *s);
+        if (!s) {
+            zmq_msg_close(&m->body);
+            return VKG_FAIL(VKG_ERR_NOMEM, "out of memory stashing an early message");
+        }
+        c->stash = s;
+        c->cap_stash = cap;
+    }
+    c->stash[c->nstash].h = m->h;
+    zmq_msg_init(&c->stash[c->nstash].body);
+    zmq_msg_move(&c->stash[c->nstash].body, &m->body);
+    zmq_msg_close(&m->body);
+    c->nstash++;
+    return VKG_OK;
+}
+
+static int stash_take(vkg_comm_t *c, const vkg_expect *ex, vkg_inmsg *m)
+{
+    for (size_t i = 0; i < c->nstash; i++) {
+        if (!matches(ex, &c->stash[i].h))
+            continue;
+        m->h = c->stash[i].h;
+        zmq_msg_init(&m->body);
+        zmq_msg_move(&m->body, &c->stash[i].body);
+        zmq_msg_close(&c->stash[i].body);
+        memmove(&c->stash[i], &c->stash[i + 1], (c->nstash - i - 1) * sizeof *c->stash);
+        c->nstash--;
+        return 1;
+    }
+    return 0;
+}
+
+void vkg__stash_clear(vkg_comm_t *c)
+{
+    for (size_t i = 0; i < c->nstash; i++)
+        zmq_msg_close(&c->stash[i].body);
+    c->nstash = 0;
+    free(c->stash);
+    c->stash = NULL;
+    c->cap_stash = 0;
+}
+
+/* ---- dispatch of one received message ---- */
+
+static vkg_status dispatch(vkg_comm_t *c, const vkg_expect *ex, vkg_inmsg *in, vkg_inmsg *out,
+                           int *matched)
+{
+    vkg_wire_hdr *h = &in->h;
+    *matched = 0;
+    switch (h->kind) {
+    case VKG_W_ABORT: {
+        size_t n = zmq_msg_size(&in->body);
+        int len = n > 900 ? 900 : (int)n;
+        c->peer_aborted = 1;
+        vkg_status st = VKG_FAIL(VKG_ERR_PEER, "rank %u aborted: %.*s", (unsigned)h->sender, len,
+                                 (const char *)zmq_msg_data(&in->body));
+        zmq_msg_close(&in->body);
+        return st;
+    }
+    case VKG_W_CREDIT:
+        zmq_msg_close(&in->body);
+        VKG_CHECK(h->seq <= c->seq, VKG_ERR_PROTOCOL,
+                  "credit from rank %u for collective #%llu, but this rank is only at #%llu",
+                  (unsigned)h->sender, (unsigned long long)h->seq, (unsigned long long)c->seq);
+        if (h->seq == c->seq && (int)h->sender == c->credit_from && h->segment > c->credit) {
+            c->credit = h->segment;
+            c->credit_moved = 1;
+        }
+        return VKG_OK;
+    case VKG_W_P2P: {
+        vkg_peer *p = &c->peers[h->sender];
+        if (h->seq != p->p2p_recvd) {
+            zmq_msg_close(&in->body);
+            return VKG_FAIL(VKG_ERR_PROTOCOL,
+                            "point-to-point message #%llu from rank %u rejected: expected #%llu "
+                            "(lost or duplicated message)",
+                            (unsigned long long)h->seq, (unsigned)h->sender,
+                            (unsigned long long)p->p2p_recvd);
+        }
+        p->p2p_recvd++;
+        break;
+    }
+    case VKG_W_DATA:
+        if (h->seq < c->seq) {
+            zmq_msg_close(&in->body);
+            return VKG_FAIL(VKG_ERR_PROTOCOL,
+                            "stale data from rank %u rejected: it belongs to collective #%llu, "
+                            "this rank finished that one and is at #%llu",
+                            (unsigned)h->sender, (unsigned long long)h->seq,
+                            (unsigned long long)c->seq);
+        }
+        break;
+    default:
+        zmq_msg_close(&in->body);
+        return VKG_FAIL(VKG_ERR_PROTOCOL, "unexpected %s message from rank %u on a data connection",
+                        vkg__wire_kind_name(h->kind), (unsigned)h->sender);
+    }
+    if (matches(ex, h)) {
+        *out = *in;
+        *matched = 1;
+        return VKG_OK;
+    }
+    return stash_put(c, in);
+}
+
+/* ---- connection monitoring ---- */
+
+static void read_monitor(vkg_comm_t *c)
+{
+    for (;;) {
+        zmq_msg_t ev, addr;
+        zmq_msg_init(&ev);
+        if (zmq_msg_recv(&ev, c->mon, ZMQ_DONTWAIT) < 0) {
+            zmq_msg_close(&ev);
+            return;
+        }
+        uint16_t event = 0;
+        if (zmq_msg_size(&ev) >= 2)
+            memcpy(&event, zmq_msg_data(&ev), 2);
+        int more = zmq_msg_more(&ev);
+        zmq_msg_close(&ev);
+        if (!more)
+            continue;
+        zmq_msg_init(&addr);
+        if (zmq_msg_recv(&addr, c->mon, 0) < 0) {
+            zmq_msg_close(&addr);
+            return;
+        }
+        size_t n = zmq_msg_size(&addr);
+        const char *a = zmq_msg_data(&addr);
+        for (int q = 0; q < c->size; q++) {
+            if (q == c->rank || strlen(c->peers[q].endpoint) != n ||
+                memcmp(c->peers[q].endpoint, a, n))
+                continue;
+            if (event == ZMQ_EVENT_DISCONNECTED)
+                c->peers[q].lost = 1;
+            else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH ||
+                     event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL)
+                c->peers[q].refused = event;
+        }
+        zmq_msg_close(&addr);
+    }
+}
+
+static vkg_status check_peers(const vkg_comm_t *c, const vkg_expect *ex)
+{
+    for (int q = 0; q < c->size; q++) {
+        if (q == c->rank || !(ex->all_peers || q == ex->sender || q == ex->waiting_on))
+            continue;
+        const vkg_peer *p = &c->peers[q];
+        VKG_CHECK(!p->refused, VKG_ERR_PEER,
+                  "%s: rank %d (%s) refused our connection: authentication failed (job id, "
+                  "generation or CURVE key mismatch)",
+                  ex->what, q, p->endpoint);
+        VKG_CHECK(!p->lost, VKG_ERR_PEER,
+                  "%s: connection to rank %d (%s) lost: the process died, froze (no heartbeat "
+                  "reply) or closed its communicator",
+                  ex->what, q, p->endpoint);
+    }
+    return VKG_OK;
+}
+
+/* ---- the wait loop ---- */
+
+static vkg_status timed_out(const vkg_comm_t *c, const vkg_expect *ex)
+{
+    double s = c->timeout_ms / 1000.0;
+    if (ex->waiting_on >= 0)
+        return VKG_FAIL(VKG_ERR_TIMEOUT,
+                        "%s: no progress for %.1f s waiting for rank %d (%s); it is dead, frozen "
+                        "or stuck, or ranks called different collectives",
+                        ex->what, s, ex->waiting_on, c->peers[ex->waiting_on].endpoint);
+    return VKG_FAIL(VKG_ERR_TIMEOUT, "%s: no progress for %.1f s", ex->what, s);
+}
+
+vkg_status vkg__comm_wait(vkg_comm_t *c, const vkg_expect *ex, vkg_inmsg *m, int *event)
+{
+    *event = 0;
+    if (stash_take(c, ex, m)) {
+        *event = VKG_EV_MSG;
+        return VKG_OK;
+    }
+    int64_t timeout_ns = (int64_t)c->timeout_ms * 1000000;
+    int64_t grace_ns = timeout_ns / 4 < 500000000 ? timeout_ns / 4 : 500000000;
+    int64_t grace_end = 0;
+    vkg_status st = VKG_OK;
+    if (ex->drain)
+        atomic_store(&c->guard->waiting, 1);
+    for (;;) {
+        if (ex->drain && atomic_load(&c->guard->inflight) == 0) {
+            *event = VKG_EV_DRAINED;
+            break;
+        }
+        if (ex->credit && c->credit_moved) {
+            c->credit_moved = 0;
+            *event = VKG_EV_CREDIT;
+            break;
+        }
+        vkg_inmsg in;
+        int got = 0, matched = 0;
+        st = recv_one(c, &in, &got);
+        if (st < 0)
+            break;
+        if (got) {
+            c->progress_ns = vkg__now_ns();
+            st = dispatch(c, ex, &in, m, &matched);
+            if (st < 0)
+                break;
+            if (matched) {
+                *event = VKG_EV_MSG;
+                break;
+            }
+            continue;
+        }
+        st = check_peers(c, ex);
+        if (st < 0)
+            break;
+        int64_t now = vkg__now_ns();
+        int64_t until = c->progress_ns + timeout_ns;
+        if (now >= until) {
+            if (!grace_end)
+                grace_end = now + grace_ns;
+            if (now >= grace_end) {
+                st = timed_out(c, ex);
+                break;
+            }
+            until = grace_end;
+        }
+        zmq_pollitem_t items[3];
+        int n = 0, imon = -1, iefd = -1;
+        items[n++] = (zmq_pollitem_t){c->rx, 0, ZMQ_POLLIN, 0};
+        if (c->mon) {
+            imon = n;
+            items[n++] = (zmq_pollitem_t){c->mon, 0, ZMQ_POLLIN, 0};
+        }
+        if (ex->drain) {
+            iefd = n;
+            items[n++] = (zmq_pollitem_t){NULL, c->guard->efd, ZMQ_POLLIN, 0};
+        }
+        long wait_ms = (long)((until - now + 999999) / 1000000);
+        int rc = zmq_poll(items, n, wait_ms > 0 ? wait_ms : 1);
+        if (rc < 0 && zmq_errno() != EINTR) {
+            st = VKG_FAIL(VKG_ERR_NETWORK, "%s: zmq_poll: %s", ex->what, zmq_strerror(zmq_errno()));
+            break;
+        }
+        if (rc > 0 && imon >= 0 && (items[imon].revents & ZMQ_POLLIN))
+            read_monitor(c);
+        if (rc > 0 && iefd >= 0 && (items[iefd].revents & ZMQ_POLLIN)) {
+            uint64_t v;
+            ssize_t r = read(c->guard->efd, &v, sizeof v);
+            (void)r;
+            c->progress_ns = vkg__now_ns();
+        }
+    }
+    if (ex->drain)
+        atomic_store(&c->guard->waiting, 0);
+    return st;
+}
+
+vkg_status vkg__drain(vkg_comm_t *c, const char *what, int waiting_on)
+{
+    if (atomic_load(&c->guard->inflight) == 0)
+        return VKG_OK;
+    vkg_expect ex = {.drain = 1, .all_peers = 1, .waiting_on = waiting_on, .what = what,
+                     .sender = -1};
+    vkg_inmsg m;
+    int ev;
+    return vkg__comm_wait(c, &ex, &m, &ev);
+}
+
+/* ---- failure ---- */
+
+/* Wait up to ms for the in-flight count to reach zero, without touching the error message. */
+static int wait_inflight(vkg_comm_t *c, int ms)
+{
+    int64_t end = vkg__now_ns() + (int64_t)ms * 1000000;
+    atomic_store(&c->guard->waiting, 1);
+    while (atomic_load(&c->guard->inflight) > 0) {
+        int64_t now = vkg__now_ns();
+        if (now >= end)
+            break;
+        zmq_pollitem_t it = {NULL, c->guard->efd, ZMQ_POLLIN, 0};
+        if (zmq_poll(&it, 1, (long)((end - now) / 1000000) + 1) > 0) {
+            uint64_t v;
+            ssize_t r = read(c->guard->efd, &v, sizeof v);
+            (void)r;
+        }
+    }
+    atomic_store(&c->guard->waiting, 0);
+    return atomic_load(&c->guard->inflight) == 0;
+}
+
+vkg_status vkg__comm_fail(vkg_comm_t *c, vkg_status st, int tell_peers)
+{
+    if (c->failed)
+        return st;
+    c->failed = st;
+    snprintf(c->fail_msg, sizeof c->fail_msg, "%s", vkg_error_message());
+    if (tell_peers && !c->peer_aborted && c->tx) {
+        char reason[960];
+        int n = snprintf(reason, sizeof reason, "%s", c->fail_msg);
+        size_t len = n < 0 ? 0 : ((size_t)n < sizeof reason ? (size_t)n : sizeof reason - 1);
+        for (int q = 0; q < c->size; q++) {
+            if (q == c->rank)
+                continue;
+            vkg_wire_hdr h;
+            vkg__hdr_init(c, &h, VKG_W_ABORT);
+            h.seq = c->seq;
+            h.bytes = len;
+            zmq_msg_t body;
+            if (!len || zmq_msg_init_size(&body, len) < 0) {
+                h.bytes = 0;
+                (void)raw_send(c, q, &h, NULL);
+                continue;
+            }
+            memcpy(zmq_msg_data(&body), reason, len);
+            (void)raw_send(c, q, &h, &body);
+        }
+    }
+    /* zmq may still reference caller buffers (zero-copy payloads to a peer that stopped reading):
+     * give healthy peers a moment, then drop whatever is left by closing tx without linger. */
+    if (c->guard && !wait_inflight(c, c->timeout_ms < 1000 ? c->timeout_ms : 1000)) {
+        if (c->tx) {
+            int zero = 0;
+            zmq_setsockopt(c->tx, ZMQ_LINGER, &zero, sizeof zero);
+            zmq_close(c->tx);
+            c->tx = NULL;
+        }
+        if (!wait_inflight(c, 2000))
+            c->guard_leaked = 1;
+    }
+    return st;
+}
+
+vkg_status vkg__comm_usable(vkg_comm_t *c)
+{
+    VKG_CHECK(c != NULL, VKG_ERR_INVALID_ARG, "communicator is NULL");
+    if (c->failed)
+        return VKG_FAIL(c->failed, "communicator failed earlier: %s", c->fail_msg);
+    return VKG_OK;
+}

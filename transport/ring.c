@@ -1,0 +1,364 @@
+/* Pipelined ring and chain collectives for large payloads: ring allreduce (reduce-scatter then
+ * allgather), ring allgather and chain broadcast, all run by one engine.
+ *
+ * The engine streams a list of "send steps" to the next rank and a list of "recv steps" from the
+ * previous one. Each step is a contiguous run of elements cut into segments; segment k of send
+ * step i may leave once segment k of recv step i + dep has been processed, so the wire, the
+ * reduction and the forwarding overlap. Flow is bounded by credits: at most `window` segments may
+ * be unconsumed on a link, and the receiver returns credit every window/2 segments. Receiving
+ * never waits for sending (a deferred send is just an index into the caller's buffer), so the ring
+ * cannot deadlock on its own window.
+ *
+ * Payloads leave zero-copy from the caller's buffers (tcp/ipc); the engine drains them before
+ * returning. Writes never touch a region that is still queued: a chunk sent in reduce-scatter is
+ * only overwritten in allgather after its final sum came back around the ring, which requires
+ * that the earlier send was read in full. Every chunk's final value is computed by one rank and
+ * copied by the others, so all ranks hold identical bits. For bf16/fp16 the reduce-scatter carries
+ * fp32 partial sums (rounded once, at the owner); the allgather carries 16-bit values.
+ */
+#include "comm_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum send_mode { SRC_ZC, SRC_WIDEN16, SRC_HELD };
+enum recv_mode { ACT_REDUCE, ACT_FINAL, ACT_COPY, ACT_REDUCE16, ACT_FINAL16 };
+
+/* Payloads below this size are copied: cheaper than the zero-copy bookkeeping. */
+#define ZC_MIN_BYTES 8192
+
+typedef struct ring_step {
+    size_t len;          /* elements in this step */
+    size_t nseg;         /* ceil(len / seg) */
+    size_t wire_es;      /* bytes per element on the wire */
+    const uint8_t *src;  /* send: first element (buffer element size es) */
+    uint8_t *dst;        /* recv: first destination element */
+    const uint8_t *own;  /* recv reductions: this rank's input for the same elements */
+    int mode;
+} ring_step;
+
+typedef struct ring {
+    vkg_comm_t *c;
+    int coll;
+    vkg_comm_dtype dt;
+    int avg_n;  /* divide final sums by this (0 = sum) */
+    size_t es;  /* bytes per element in the caller's buffers */
+    size_t seg; /* elements per segment */
+    int prev, next;
+    int nsend, nrecv, dep;
+    ring_step *send, *recv;
+    zmq_msg_t *held; /* [nsend * maxseg]: 16-bit partial sums waiting for their send */
+    size_t maxseg;
+    char what[48];
+} ring;
+
+static size_t seg_len(const ring *r, const ring_step *s, size_t k)
+{
+    size_t e0 = k * r->seg;
+    return s->len - e0 < r->seg ? s->len - e0 : r->seg;
+}
+
+static void skip_empty(const ring_step *steps, int n, int *i, size_t *k)
+{
+    while (*i < n && *k >= steps[*i].nseg) {
+        (*i)++;
+        *k = 0;
+    }
+}
+
+static vkg_status ring_send(ring *r, int i, size_t k, uint32_t index)
+{
+    vkg_comm_t *c = r->c;
+    const ring_step *s = &r->send[i];
+    size_t e0 = k * r->seg, n = seg_len(r, s, k);
+    vkg_wire_hdr h;
+    vkg__hdr_init(c, &h, VKG_W_DATA);
+    h.seq = c->seq;
+    h.segment = index;
+    h.tag = (uint32_t)r->coll | ((uint32_t)r->dt << 8) | ((uint32_t)i << 16);
+    if (s->mode == SRC_ZC) {
+        size_t bytes = n * s->wire_es;
+        int zc = bytes >= ZC_MIN_BYTES && c->transport != VKG_COMM_INPROC;
+        return vkg__send(c, r->next, &h, s->src + e0 * r->es, bytes, zc);
+    }
+    if (s->mode == SRC_HELD)
+        return vkg__send_msg(c, r->next, &h, &r->held[(size_t)i * r->maxseg + k]);
+    zmq_msg_t m; /* SRC_WIDEN16: this rank's 16-bit input as fp32 partial sums */
+    VKG_CHECK(zmq_msg_init_size(&m, n * 4) == 0, VKG_ERR_NOMEM, "out of memory (%zu bytes)", n * 4);
+    vkg__widen_16(zmq_msg_data(&m), (const uint16_t *)(s->src + e0 * r->es), n, r->dt);
+    return vkg__send_msg(c, r->next, &h, &m);
+}
+
+/* Validate message `index` (segment k of recv step j) and apply it. Consumes m->body. */
+static vkg_status ring_recv(ring *r, int j, size_t k, uint32_t index, vkg_inmsg *m)
+{
+    const ring_step *s = &r->recv[j];
+    size_t e0 = k * r->seg, n = seg_len(r, s, k);
+    const vkg_wire_hdr *h = &m->h;
+    uint32_t tag = (uint32_t)r->coll | ((uint32_t)r->dt << 8) | ((uint32_t)j << 16);
+    vkg_status st = VKG_OK;
+    if ((h->tag & 0xff) != (uint32_t)r->coll)
+        st = VKG_FAIL(VKG_ERR_PROTOCOL,
+                      "%s: rank %u sent data of a %s as collective #%llu (ranks called different "
+                      "collectives)",
+                      r->what, (unsigned)h->sender, vkg__coll_name((int)(h->tag & 0xff)),
+                      (unsigned long long)h->seq);
+    else if (h->segment != index || h->tag != tag)
+        st = VKG_FAIL(VKG_ERR_PROTOCOL,
+                      "%s: rank %u sent message #%u (tag 0x%x), expected #%u (tag 0x%x)", r->what,
+                      (unsigned)h->sender, (unsigned)h->segment, (unsigned)h->tag,
+                      (unsigned)index, (unsigned)tag);
+    else if (h->bytes != n * s->wire_es)
+        st = VKG_FAIL(VKG_ERR_PROTOCOL,
+                      "%s: rank %u sent %llu bytes for message #%u, expected %zu (counts or "
+                      "dtypes differ between ranks)",
+                      r->what, (unsigned)h->sender, (unsigned long long)h->bytes, (unsigned)index,
+                      n * s->wire_es);
+    if (st < 0) {
+        zmq_msg_close(&m->body);
+        return st;
+    }
+    void *data = zmq_msg_data(&m->body);
+    switch (s->mode) {
+    case ACT_REDUCE:
+    case ACT_FINAL:
+        vkg__add_f32((float *)(s->dst + e0 * 4), data, (const float *)(s->own + e0 * 4), n,
+                     s->mode == ACT_FINAL ? r->avg_n : 0);
+        break;
+    case ACT_COPY:
+        memcpy(s->dst + e0 * r->es, data, n * s->wire_es);
+        break;
+    case ACT_FINAL16:
+        vkg__final_16((uint16_t *)(s->dst + e0 * 2), data, (const uint16_t *)(s->own + e0 * 2), n,
+                      r->dt, r->avg_n);
+        break;
+    case ACT_REDUCE16: {
+        zmq_msg_t *slot = &r->held[(size_t)(j + 1) * r->maxseg + k];
+        if (((uintptr_t)data & 3u) != 0) { /* small payloads may be unaligned: realign */
+            if (zmq_msg_init_size(slot, n * 4) < 0) {
+                zmq_msg_init(slot);
+                zmq_msg_close(&m->body);
+                return VKG_FAIL(VKG_ERR_NOMEM, "out of memory (%zu bytes)", n * 4);
+            }
+            memcpy(zmq_msg_data(slot), data, n * 4);
+            zmq_msg_close(&m->body);
+        } else {
+            zmq_msg_move(slot, &m->body);
+            zmq_msg_close(&m->body);
+        }
+        vkg__acc_16(zmq_msg_data(slot), (const uint16_t *)(s->own + e0 * 2), n, r->dt);
+        return VKG_OK;
+    }
+    }
+    zmq_msg_close(&m->body);
+    return VKG_OK;
+}
+
+static vkg_status send_credit(ring *r, uint32_t consumed)
+{
+    vkg_wire_hdr h;
+    vkg__hdr_init(r->c, &h, VKG_W_CREDIT);
+    h.seq = r->c->seq;
+    h.segment = consumed;
+    return vkg__send(r->c, r->prev, &h, NULL, 0, 0);
+}
+
+static vkg_status ring_run(ring *r)
+{
+    vkg_comm_t *c = r->c;
+    uint64_t window = (uint64_t)c->window;
+    uint32_t sent = 0, consumed = 0, granted = 0;
+    int si = 0, ri = 0;
+    size_t sk = 0, rk = 0;
+    vkg_status st = VKG_OK;
+    c->credit = 0;
+    c->credit_moved = 0;
+    c->credit_from = r->next;
+    skip_empty(r->send, r->nsend, &si, &sk);
+    skip_empty(r->recv, r->nrecv, &ri, &rk);
+    for (;;) {
+        while (si < r->nsend && sent < c->credit + window) {
+            int d = si + r->dep;
+            if (d >= 0 && !(ri > d || (ri == d && rk > sk)))
+                break;
+            st = ring_send(r, si, sk, sent);
+            if (st < 0)
+                goto out;
+            sent++;
+            sk++;
+            skip_empty(r->send, r->nsend, &si, &sk);
+        }
+        if (si >= r->nsend && ri >= r->nrecv)
+            break;
+        vkg_expect ex = {.kind = ri < r->nrecv ? VKG_W_DATA : 0,
+                         .sender = r->prev,
+                         .seq = c->seq,
+                         .credit = si < r->nsend,
+                         .all_peers = 1,
+                         .waiting_on = ri < r->nrecv ? r->prev : r->next,
+                         .what = r->what};
+        vkg_inmsg m;
+        int ev = 0;
+        st = vkg__comm_wait(c, &ex, &m, &ev);
+        if (st < 0)
+            goto out;
+        if (ev != VKG_EV_MSG)
+            continue;
+        st = ring_recv(r, ri, rk, consumed, &m);
+        if (st < 0)
+            goto out;
+        consumed++;
+        rk++;
+        skip_empty(r->recv, r->nrecv, &ri, &rk);
+        if (ri < r->nrecv && consumed - granted >= window / 2) {
+            st = send_credit(r, consumed);
+            if (st < 0)
+                goto out;
+            granted = consumed;
+        }
+    }
+    st = vkg__drain(c, r->what, r->next);
+out:
+    c->credit_from = -1;
+    return st;
+}
+
+static void set_step(ring *r, ring_step *s, size_t len, size_t wire_es, int mode)
+{
+    s->len = len;
+    s->nseg = (len + r->seg - 1) / r->seg;
+    s->wire_es = wire_es;
+    s->mode = mode;
+}
+
+static vkg_status ring_alloc(ring *r, vkg_comm_t *c, int nsteps, int coll, const char *name)
+{
+    memset(r, 0, sizeof *r);
+    r->c = c;
+    r->coll = coll;
+    r->prev = (c->rank + c->size - 1) % c->size;
+    r->next = (c->rank + 1) % c->size;
+    r->nsend = r->nrecv = nsteps;
+    r->dep = -1;
+    snprintf(r->what, sizeof r->what, "%s #%llu", name, (unsigned long long)c->seq);
+    r->send = calloc((size_t)nsteps + 1, sizeof *r->send);
+    r->recv = calloc((size_t)nsteps + 1, sizeof *r->recv);
+    if (!r->send || !r->recv) {
+        free(r->send);
+        free(r->recv);
+        return VKG_FAIL(VKG_ERR_NOMEM, "out of memory planning %s", r->what);
+    }
+    return VKG_OK;
+}
+
+static void ring_free(ring *r)
+{
+    if (r->held) {
+        for (size_t i = 0; i < (size_t)r->nsend * r->maxseg; i++)
+            zmq_msg_close(&r->held[i]);
+        free(r->held);
+    }
+    free(r->send);
+    free(r->recv);
+}
+
+/* floor(count * chunk / n) without overflow: chunks differ in length by at most one element. */
+static size_t chunk_start(size_t count, int chunk, int n)
+{
+    size_t q = count / (size_t)n, rem = count % (size_t)n;
+    return q * (size_t)chunk + rem * (size_t)chunk / (size_t)n;
+}
+
+vkg_status vkg__ring_allreduce(vkg_comm_t *c, const void *send, void *recv, size_t count,
+                               vkg_comm_dtype dt, vkg_comm_op op)
+{
+    int n = c->size, me = c->rank;
+    ring r;
+    VKG_TRY(ring_alloc(&r, c, 2 * (n - 1), VKG_C_ALLREDUCE, "allreduce"));
+    r.dt = dt;
+    r.es = vkg_comm_dtype_size(dt);
+    r.avg_n = op == VKG_COMM_AVG ? n : 0;
+    r.seg = c->seg_bytes / 4 ? c->seg_bytes / 4 : 1;
+    int wide = dt != VKG_COMM_F32;
+    const uint8_t *in = send;
+    uint8_t *out = recv;
+    for (int i = 0; i < n - 1; i++) { /* reduce-scatter */
+        int cs = ((me - i) % n + n) % n, cr = ((me - i - 1) % n + n) % n;
+        size_t off_s = chunk_start(count, cs, n), off_r = chunk_start(count, cr, n);
+        ring_step *s = &r.send[i], *q = &r.recv[i];
+        set_step(&r, s, chunk_start(count, cs + 1, n) - off_s, 4,
+                 wide ? (i == 0 ? SRC_WIDEN16 : SRC_HELD) : SRC_ZC);
+        s->src = (i == 0 ? in : out) + off_s * r.es;
+        int last = i == n - 2;
+        set_step(&r, q, chunk_start(count, cr + 1, n) - off_r, 4,
+                 wide ? (last ? ACT_FINAL16 : ACT_REDUCE16) : (last ? ACT_FINAL : ACT_REDUCE));
+        q->dst = out + off_r * r.es;
+        q->own = in + off_r * r.es;
+    }
+    for (int t = 0; t < n - 1; t++) { /* allgather */
+        int cs = ((me + 1 - t) % n + n) % n, cr = ((me - t) % n + n) % n;
+        size_t off_s = chunk_start(count, cs, n), off_r = chunk_start(count, cr, n);
+        ring_step *s = &r.send[n - 1 + t], *q = &r.recv[n - 1 + t];
+        set_step(&r, s, chunk_start(count, cs + 1, n) - off_s, r.es, SRC_ZC);
+        s->src = out + off_s * r.es;
+        set_step(&r, q, chunk_start(count, cr + 1, n) - off_r, r.es, ACT_COPY);
+        q->dst = out + off_r * r.es;
+    }
+    vkg_status st = VKG_OK;
+    if (wide && n > 2) {
+        r.maxseg = (count / (size_t)n + 1 + r.seg - 1) / r.seg;
+        r.held = calloc((size_t)r.nsend * r.maxseg, sizeof *r.held);
+        if (!r.held) {
+            st = VKG_FAIL(VKG_ERR_NOMEM, "out of memory planning %s", r.what);
+            goto out;
+        }
+        for (size_t i = 0; i < (size_t)r.nsend * r.maxseg; i++)
+            zmq_msg_init(&r.held[i]);
+    }
+    st = ring_run(&r);
+out:
+    ring_free(&r);
+    return st;
+}
+
+vkg_status vkg__ring_allgather(vkg_comm_t *c, const void *send, size_t bytes, void *recv)
+{
+    int n = c->size, me = c->rank;
+    uint8_t *out = recv;
+    if (send != out + (size_t)me * bytes)
+        memcpy(out + (size_t)me * bytes, send, bytes);
+    ring r;
+    VKG_TRY(ring_alloc(&r, c, n - 1, VKG_C_ALLGATHER, "allgather"));
+    r.es = 1;
+    r.seg = c->seg_bytes ? c->seg_bytes : 1;
+    for (int t = 0; t < n - 1; t++) {
+        int bs = ((me - t) % n + n) % n, br = ((me - t - 1) % n + n) % n;
+        set_step(&r, &r.send[t], bytes, 1, SRC_ZC);
+        r.send[t].src = out + (size_t)bs * bytes;
+        set_step(&r, &r.recv[t], bytes, 1, ACT_COPY);
+        r.recv[t].dst = out + (size_t)br * bytes;
+    }
+    vkg_status st = ring_run(&r);
+    ring_free(&r);
+    return st;
+}
+
+vkg_status vkg__chain_broadcast(vkg_comm_t *c, void *buf, size_t bytes, int root)
+{
+    int n = c->size, pos = (c->rank - root + n) % n;
+    ring r;
+    VKG_TRY(ring_alloc(&r, c, 1, VKG_C_BCAST, "broadcast"));
+    r.es = 1;
+    r.seg = c->seg_bytes ? c->seg_bytes : 1;
+    r.nsend = pos < n - 1 ? 1 : 0;
+    r.nrecv = pos > 0 ? 1 : 0;
+    r.dep = pos > 0 ? 0 : -1;
+    set_step(&r, &r.send[0], bytes, 1, SRC_ZC);
+    r.send[0].src = buf;
+    set_step(&r, &r.recv[0], bytes, 1, ACT_COPY);
+    r.recv[0].dst = buf;
+    vkg_status st = ring_run(&r);
+    ring_free(&r);
+    return st;
+}
