@@ -101,6 +101,7 @@ void vkg_gpu_run(vkg_gpu *g)
 {
     VKG_ASSERT_OK(vkg_cmd_end(g->cmd));
     VKG_ASSERT_OK(vkg_cmd_run(g->cmd, 0));
+    VKG_ASSERT_OK(vkg_cmd_begin(g->cmd));
 }
 
 void vkg_gpu_expect(vkg_gpu *g, const char *what, vkg_tensor t, const float *ref, size_t n,

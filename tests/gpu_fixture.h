@@ -34,7 +34,8 @@ void vkg_gpu_download(vkg_gpu *g, vkg_tensor t, void *dst, size_t bytes);
  * non-finite element. */
 void vkg_gpu_expect(vkg_gpu *g, const char *what, vkg_tensor t, const float *ref, size_t n,
                     double bound);
-/* Record nothing more, end, run and wait for the fixture's command list; asserts success. */
+/* End, run and wait for what was recorded in the fixture's command list, then start a new
+ * recording (so a test can record and run again); asserts success. */
 void vkg_gpu_run(vkg_gpu *g);
 /* Assert that a vkgpt call succeeded, printing the error message when it did not. */
 #define VKG_ASSERT_OK(expr)                                                                        \

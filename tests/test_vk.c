@@ -113,7 +113,8 @@ static void test_dependent_dispatches_and_replay(void **state)
     vkg_tensor x = vkg_gpu_poisoned(g, N);
     VKG_ASSERT_OK(vkg_op_fill(g->cmd, x, N, 1.5f));
     VKG_ASSERT_OK(vkg_op_scale(g->cmd, x, N, -2.0f));
-    vkg_gpu_run(g);
+    VKG_ASSERT_OK(vkg_cmd_end(g->cmd));
+    VKG_ASSERT_OK(vkg_cmd_run(g->cmd, 0));
     float *out = malloc(N * sizeof *out);
     assert_non_null(out);
     vkg_gpu_download(g, x, out, N * sizeof *out);
@@ -136,7 +137,8 @@ static void test_grouped_independent_dispatches(void **state)
     VKG_ASSERT_OK(vkg_op_fill(g->cmd, b, N, 2.0f));
     vkg_cmd_group_end(g->cmd);
     VKG_ASSERT_OK(vkg_op_scale(g->cmd, a, N, 3.0f));
-    vkg_gpu_run(g);
+    VKG_ASSERT_OK(vkg_cmd_end(g->cmd));
+    VKG_ASSERT_OK(vkg_cmd_run(g->cmd, 0));
     float ha[N], hb[N];
     vkg_gpu_download(g, a, ha, sizeof ha);
     vkg_gpu_download(g, b, hb, sizeof hb);
@@ -152,7 +154,8 @@ static void test_timestamps(void **state)
     vkg_tensor x = vkg_gpu_poisoned(g, 1 << 20);
     VKG_ASSERT_OK(vkg_op_fill(g->cmd, x, 1 << 20, 0.0f));
     VKG_ASSERT_OK(vkg_op_scale(g->cmd, x, 1 << 20, 2.0f));
-    vkg_gpu_run(g);
+    VKG_ASSERT_OK(vkg_cmd_end(g->cmd));
+    VKG_ASSERT_OK(vkg_cmd_run(g->cmd, 0));
     const vkg_cmd_timing *t;
     int n = vkg_cmd_timings(g->cmd, &t);
     assert_int_equal(n, 2);

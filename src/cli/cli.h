@@ -20,5 +20,7 @@ int vkg_cli_report(const char *cmd, vkg_status status);
 /* Subcommands (one file each under src/cli/). */
 int vkg_cli_devices(int argc, char **argv);
 int vkg_cli_prepare(int argc, char **argv);
+int vkg_cli_bench(int argc, char **argv);
+int vkg_cli_bench_ops(int argc, char **argv);
 
 #endif

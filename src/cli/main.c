@@ -8,6 +8,7 @@
 static const vkg_cli_command commands[] = {
     {"devices", vkg_cli_devices, "list Vulkan devices and the features vkgpt needs"},
     {"prepare", vkg_cli_prepare, "tokenize text into llm.c token shards (train + val)"},
+    {"bench", vkg_cli_bench, "benchmarks: ops (per-op shader timings)"},
 };
 
 #define NCOMMANDS (sizeof commands / sizeof commands[0])

@@ -78,6 +78,8 @@ vkg_status vkg_cmd_begin(vkg_cmd *c)
 
 void vkg_cmd_barrier(vkg_cmd *c)
 {
+    if (!c->recording)
+        return; /* the next dispatch or vkg_cmd_end reports the state error */
     VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
                           .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT,
                           .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |

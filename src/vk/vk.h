@@ -54,7 +54,7 @@ typedef enum vkg_kernel_id {
 
 /* Specialization constants: ids 0, 1, 2 are the workgroup size (local_size_{x,y,z}_id);
  * ids 3.. are kernel-specific (tile sizes). */
-#define VKG_MAX_SPEC 8
+#define VKG_MAX_SPEC 12
 #define VKG_PUSH_MAX 128
 
 typedef struct vkg_kernel_variant {

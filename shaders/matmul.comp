@@ -1,0 +1,88 @@
+#version 460
+#extension GL_GOOGLE_include_directive : require
+#include "common.glsl"
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_ballot : require
+// Register-tiled matrix product, the one kernel behind every matmul pass:
+//   R(m, n) = sum_k A(m, k) * B(k, n)
+//   A(m, k) = a[m * lda + k] when A_KCONTIG = 1, else a[k * lda + m];   B(k, n) = b[k * ldb + n]
+//   stored at out[m * ldo + n] (OUT_T = 0) or out[n * ldo + m] (OUT_T = 1),
+//   added to what is there when ACCUMULATE = 1, else plus bias[m] (OUT_T = 1) / bias[n] (OUT_T = 0)
+//   when has_bias != 0.
+// Each invocation computes a TM x TN block: its TM rows are shared by the whole workgroup (the loads
+// of A are uniform across it and broadcast) and its TN columns are interleaved across the LX lanes
+// (neighbouring lanes load neighbouring elements of B). The k loop accumulates in a fixed order,
+// so results are deterministic. Tile sizes and layouts are specialization constants: each device
+// gets its own variant.
+layout(constant_id = 3) const uint TM = 4;         // rows per invocation (and per workgroup)
+layout(constant_id = 4) const uint TN = 4;         // columns per invocation
+layout(constant_id = 5) const uint A_KCONTIG = 1;  // layout of A, see above
+layout(constant_id = 6) const uint OUT_T = 0;      // store transposed
+layout(constant_id = 7) const uint ACCUMULATE = 0; // out += R instead of out = R (+ bias)
+// A_SHUFFLE = 1 (for devices whose loads are all gathers, such as lavapipe): the workgroup is one
+// subgroup with TM == its size; lane l loads A(row0 + l, k) and subgroupBroadcast hands row i's
+// value to every lane, so A costs one load per k instead of TM.
+layout(constant_id = 8) const uint A_SHUFFLE = 0;
+
+layout(push_constant) uniform Push {
+    Floats out_;
+    Floats a;
+    Floats b;
+    Floats bias; // read only when has_bias != 0
+    uint M, N, K;
+    uint lda, ldb, ldo;
+    uint has_bias;
+} p;
+
+void main()
+{
+    const uint LX = gl_WorkGroupSize.x;
+    uint row0 = gl_WorkGroupID.y * TM;
+    uint col0 = gl_WorkGroupID.x * (LX * TN) + gl_LocalInvocationID.x;
+    float acc[TM][TN];
+    for (uint i = 0; i < TM; i++)
+        for (uint j = 0; j < TN; j++)
+            acc[i][j] = 0.0;
+    // Indices are clamped so every load is in bounds; clamped rows/columns are never stored.
+    uint arow[TM];
+    uint bcol[TN];
+    for (uint i = 0; i < TM; i++)
+        arow[i] = min(row0 + i, p.M - 1);
+    for (uint j = 0; j < TN; j++)
+        bcol[j] = min(col0 + j * LX, p.N - 1);
+    uint my_row = min(row0 + gl_SubgroupInvocationID, p.M - 1); // used when A_SHUFFLE = 1
+    for (uint k = 0; k < p.K; k++) {
+        float av[TM];
+        float bv[TN];
+        if (A_SHUFFLE == 1) {
+            float mine = A_KCONTIG == 1 ? p.a.v[my_row * p.lda + k] : p.a.v[k * p.lda + my_row];
+            for (uint i = 0; i < TM; i++)
+                av[i] = subgroupBroadcast(mine, i);
+        } else {
+            for (uint i = 0; i < TM; i++)
+                av[i] = A_KCONTIG == 1 ? p.a.v[arow[i] * p.lda + k] : p.a.v[k * p.lda + arow[i]];
+        }
+        for (uint j = 0; j < TN; j++)
+            bv[j] = p.b.v[k * p.ldb + bcol[j]];
+        for (uint i = 0; i < TM; i++)
+            for (uint j = 0; j < TN; j++)
+                acc[i][j] = fma(av[i], bv[j], acc[i][j]);
+    }
+    for (uint i = 0; i < TM; i++) {
+        uint r = row0 + i;
+        if (r >= p.M)
+            break;
+        for (uint j = 0; j < TN; j++) {
+            uint c = col0 + j * LX;
+            if (c >= p.N)
+                break;
+            uint o = OUT_T == 1 ? c * p.ldo + r : r * p.ldo + c;
+            float v = acc[i][j];
+            if (ACCUMULATE == 1)
+                v += p.out_.v[o];
+            else if (p.has_bias != 0)
+                v += p.bias.v[OUT_T == 1 ? r : c];
+            p.out_.v[o] = v;
+        }
+    }
+}

@@ -1,0 +1,210 @@
+/* `vkgpt bench ops`: times each op's dispatches with timestamp queries, per op and shape,
+ * including GPT-2 124M's shapes at B=4, T=64, and prints ms, GFLOP/s and GB/s; matmul rows also
+ * show OpenBLAS sgemm on the same shape and cores, measured in the same run, as a ratio.
+ * Inputs are random; results are not checked here (the tests do that). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/bench_blas.h"
+#include "cli/cli.h"
+#include "ops/ops.h"
+
+typedef struct bench {
+    vkg_device_t *dev;
+    vkg_arena *arena;
+    vkg_cmd *cmd;
+    uint64_t rng;
+    vkg_matmul_tiles tiles;
+} bench;
+
+typedef struct op_shape {
+    const char *op;  /* which op */
+    const char *tag; /* what the shape is */
+    int N, C, OC;    /* matmul: rows, in, out */
+} op_shape;
+
+static const op_shape shapes[] = {
+    {"matmul_fwd", "4096x768x768", 4096, 768, 768},
+    {"matmul_fwd", "gpt2 qkv", 256, 768, 2304},
+    {"matmul_fwd", "gpt2 attproj", 256, 768, 768},
+    {"matmul_fwd", "gpt2 fc", 256, 768, 3072},
+    {"matmul_fwd", "gpt2 fcproj", 256, 3072, 768},
+    {"matmul_fwd", "gpt2 classifier", 256, 768, 50304},
+    {"matmul_bwd", "4096x768x768", 4096, 768, 768},
+    {"matmul_bwd", "gpt2 qkv", 256, 768, 2304},
+    {"matmul_bwd", "gpt2 fc", 256, 768, 3072},
+    {"matmul_bwd", "gpt2 fcproj", 256, 3072, 768},
+    {"matmul_bwd", "gpt2 classifier", 256, 768, 50304},
+};
+
+#define NSHAPES (sizeof shapes / sizeof shapes[0])
+
+static float next_uniform(bench *b)
+{
+    b->rng = b->rng * 6364136223846793005ull + 1442695040888963407ull;
+    return (float)((b->rng >> 40) & 0xFFFFFF) / 16777216.0f - 0.5f;
+}
+
+static vkg_status random_tensor(bench *b, size_t n, vkg_tensor *out)
+{
+    VKG_TRY(vkg_arena_alloc(b->arena, n * sizeof(float), out));
+    float *host = malloc((n ? n : 1) * sizeof *host);
+    VKG_CHECK(host, VKG_ERR_NOMEM, "no memory for %zu floats", n);
+    for (size_t i = 0; i < n; i++)
+        host[i] = next_uniform(b) * 0.1f;
+    vkg_status st = vkg_tensor_write(b->dev, *out, 0, host, n * sizeof *host);
+    free(host);
+    return st;
+}
+
+/* Record shape s into b->cmd; *flops and *bytes describe one run. */
+static vkg_status record(bench *b, const op_shape *s, double *flops, double *bytes)
+{
+    size_t N = (size_t)s->N, C = (size_t)s->C, OC = (size_t)s->OC;
+    vkg_tensor inp, w, bias, out, scratch, dinp, dw, dbias, dout;
+    VKG_TRY(random_tensor(b, N * C, &inp));
+    VKG_TRY(random_tensor(b, OC * C, &w));
+    VKG_TRY(random_tensor(b, OC, &bias));
+    VKG_TRY(vkg_cmd_begin(b->cmd));
+    if (!strcmp(s->op, "matmul_fwd")) {
+        VKG_TRY(random_tensor(b, N * OC, &out));
+        VKG_TRY(random_tensor(b, N * C, &scratch));
+        VKG_TRY(vkg_op_matmul_fwd(b->cmd, out, inp, w, &bias, s->N, s->C, s->OC, scratch));
+        *flops = 2.0 * (double)N * (double)C * (double)OC;
+        *bytes = 4.0 * (double)(N * C + OC * C + N * OC);
+    } else {
+        VKG_TRY(random_tensor(b, N * C, &dinp));
+        VKG_TRY(random_tensor(b, OC * C, &dw));
+        VKG_TRY(random_tensor(b, OC, &dbias));
+        VKG_TRY(random_tensor(b, N * OC, &dout));
+        VKG_TRY(vkg_op_matmul_bwd(b->cmd, dinp, dw, &dbias, dout, inp, w, s->N, s->C, s->OC));
+        *flops = 4.0 * (double)N * (double)C * (double)OC;
+        *bytes = 4.0 * (double)(2 * N * C + 2 * OC * C + N * OC);
+    }
+    return vkg_cmd_end(b->cmd);
+}
+
+static int cmp_double(const void *x, const void *y)
+{
+    double a = *(const double *)x, c = *(const double *)y;
+    return (a > c) - (a < c);
+}
+
+/* Median over iters of the summed dispatch times of one run, in ms. */
+static vkg_status time_runs(bench *b, int iters, double *ms)
+{
+    double *t = calloc((size_t)iters, sizeof *t);
+    VKG_CHECK(t, VKG_ERR_NOMEM, "no memory");
+    vkg_status st = vkg_cmd_run(b->cmd, 0); /* warm-up: pipelines built, caches warm */
+    for (int it = 0; it < iters && st == VKG_OK; it++) {
+        st = vkg_cmd_run(b->cmd, 0);
+        const vkg_cmd_timing *tim;
+        int n = vkg_cmd_timings(b->cmd, &tim);
+        for (int i = 0; i < n; i++)
+            t[it] += tim[i].ns / 1e6;
+    }
+    if (st == VKG_OK) {
+        qsort(t, (size_t)iters, sizeof *t, cmp_double);
+        *ms = t[iters / 2];
+    }
+    free(t);
+    return st;
+}
+
+static int parse_tiles(const char *s, vkg_matmul_tiles *t)
+{
+    unsigned tm, tn, lx;
+    if (sscanf(s, "%u,%u,%u", &tm, &tn, &lx) != 3 || !tm || !tn || !lx || tm > 16 || tn > 16 ||
+        lx > 1024)
+        return 0;
+    t->tm = tm;
+    t->tn = tn;
+    t->lx = lx;
+    return 1;
+}
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: vkgpt bench ops [--device D] [--iters N] [--op NAME] [--tiles TM,TN,LX]\n"
+               "  --device D   device index or name substring (default: VKGPT_DEVICE or the first)\n"
+               "  --iters N    timed runs per row, median reported (default 5)\n"
+               "  --op NAME    only rows whose op starts with NAME (e.g. matmul_fwd)\n"
+               "  --tiles ...  matmul register tile: rows, columns per lane, lanes per workgroup\n"
+               "               (default: the device's; CPU 8,2,8, GPU 4,4,64)\n");
+}
+
+int vkg_cli_bench_ops(int argc, char **argv)
+{
+    const char *select = getenv("VKGPT_DEVICE"), *only = NULL;
+    int iters = 5;
+    bench b = {.rng = 42};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(a, "--device") && v) {
+            select = v, i++;
+        } else if (!strcmp(a, "--iters") && v && atoi(v) > 0) {
+            iters = atoi(v), i++;
+        } else if (!strcmp(a, "--op") && v) {
+            only = v, i++;
+        } else if (!strcmp(a, "--tiles") && v && parse_tiles(v, &b.tiles)) {
+            i++;
+        } else {
+            fprintf(stderr, "vkgpt bench ops: bad option '%s'%s\n", a, v ? "" : " (missing value)");
+            usage(stderr);
+            return 2;
+        }
+    }
+    vkg_device_opts opts = vkg_device_opts_default();
+    opts.select = select;
+    opts.profiling = 1;
+    vkg_status st = vkg_device_create(&opts, &b.dev);
+    if (st != VKG_OK)
+        return st == VKG_ERR_NOT_FOUND ? (vkg_cli_report("bench ops", st), 2)
+                                       : vkg_cli_report("bench ops", st);
+    const vkg_device_info *info = vkg_device_get_info(b.dev);
+    if (!info->timestamps) {
+        fprintf(stderr, "vkgpt bench ops: %s has no compute timestamps\n", info->name);
+        vkg_device_destroy(&b.dev);
+        return 1;
+    }
+    vkg_matmul_tiles t = b.tiles.tm ? b.tiles : vkg_matmul_default_tiles(info);
+    printf("# device: %s (%s)\n# matmul tiles: %u rows x %u columns per lane, %u lanes\n",
+           info->name, info->driver, t.tm, t.tn, t.lx);
+    printf("%-12s %-16s %10s %10s %9s %12s %8s\n", "op", "shape", "ms", "GFLOP/s", "GB/s",
+           "openblas_ms", "ratio");
+    for (size_t i = 0; i < NSHAPES && st == VKG_OK; i++) {
+        const op_shape *s = &shapes[i];
+        if (only && strncmp(s->op, only, strlen(only)))
+            continue;
+        size_t need = 4 * (3 * (size_t)s->N * s->C + 2 * (size_t)s->OC * s->C +
+                           2 * (size_t)s->N * s->OC + 2 * (size_t)s->OC) + (16u << 10);
+        double flops = 0, bytes = 0, ms = 0;
+        st = vkg_arena_create(b.dev, need, "bench", &b.arena);
+        if (st == VKG_OK)
+            st = vkg_cmd_create(b.dev, &b.cmd);
+        if (st == VKG_OK)
+            st = record(&b, s, &flops, &bytes);
+        if (st == VKG_OK)
+            st = time_runs(&b, iters, &ms);
+        if (st == VKG_OK) {
+            printf("%-12s %-16s %10.3f %10.2f %9.2f", s->op, s->tag, ms, flops / ms / 1e6,
+                   bytes / ms / 1e6);
+            double blas = -1.0;
+            if (!strcmp(s->op, "matmul_fwd") && vkg_bench_blas_available())
+                blas = vkg_bench_sgemm_ms(s->N, s->OC, s->C, iters);
+            if (blas > 0)
+                printf(" %12.3f %8.3f\n", blas, blas / ms);
+            else
+                printf(" %12s %8s\n", "-", "-");
+            fflush(stdout);
+        }
+        vkg_cmd_destroy(&b.cmd);
+        vkg_arena_destroy(&b.arena);
+    }
+    vkg_device_destroy(&b.dev);
+    return st == VKG_OK ? 0 : vkg_cli_report("bench ops", st);
+}

@@ -1,0 +1,153 @@
+/* Matrix products in llm.c's layout (weights (OC, C), out = inp x W^T + b) built on one
+ * register-tiled GEMM kernel (shaders/matmul.comp) whose tile sizes are specialization constants
+ * chosen per device.
+ *   forward:  out^T (OC, N) = W (OC, C) x inp^T (C, N), inp^T staged in a scratch tensor,
+ *             stored transposed into out (N, OC), bias added
+ *   backward: dinp (N, C) += dout (N, OC) x W (OC, C)
+ *             dW (OC, C)  += dout^T (OC, N) x inp (N, C)
+ *             dbias (OC)  += column sums of dout (matmul_bwd_bias.comp, fixed order)
+ * In every pass the second operand is read along its contiguous dimension by neighbouring lanes
+ * and the first is read uniformly per workgroup; nothing uses atomics. */
+#include "ops/op_util.h"
+#include "ops/ops.h"
+
+#include <string.h>
+
+typedef struct push_gemm {
+    uint64_t out, a, b, bias;
+    uint32_t M, N, K;
+    uint32_t lda, ldb, ldo;
+    uint32_t has_bias;
+    uint32_t pad_;
+} push_gemm;
+
+typedef struct push_transpose {
+    uint64_t out, in;
+    uint32_t rows, cols;
+} push_transpose;
+
+typedef struct push_bias {
+    uint64_t dbias, dout;
+    uint32_t rows, cols;
+} push_bias;
+
+vkg_matmul_tiles vkg_matmul_default_tiles(const vkg_device_info *info)
+{
+    /* CPU devices (lavapipe, where every load is a gather): one subgroup per workgroup, as many
+     * rows as lanes so A is loaded once per k and broadcast, 4 columns per lane (measured best of
+     * 8x1..8x8, docs/BENCHMARKS.md). GPUs: 64 lanes, 4 x 4 per lane. */
+    vkg_matmul_tiles t = {.tm = 4, .tn = 4, .lx = 64};
+    if (!strcmp(info->type, "cpu") && info->subgroup_size > 0 && info->subgroup_size <= 16) {
+        t.tm = info->subgroup_size;
+        t.tn = 4;
+        t.lx = info->subgroup_size;
+    }
+    return t;
+}
+
+static size_t span(size_t outer, size_t ld, size_t inner)
+{
+    return outer == 0 ? 0 : (outer - 1) * ld + inner;
+}
+
+vkg_status vkg_op_gemm(vkg_cmd *c, const vkg_gemm *g)
+{
+    const char *op = g->label ? g->label : "gemm";
+    VKG_CHECK(g->M > 0 && g->N > 0 && g->K > 0, VKG_ERR_INVALID_ARG,
+              "%s: sizes must be positive (M=%u N=%u K=%u)", op, g->M, g->N, g->K);
+    VKG_TRY(vkg__op_need(op, "out", g->out,
+                         g->out_t ? span(g->N, g->ldo, g->M) : span(g->M, g->ldo, g->N)));
+    VKG_TRY(vkg__op_need(op, "a", g->a,
+                         g->a_kcontig ? span(g->M, g->lda, g->K) : span(g->K, g->lda, g->M)));
+    VKG_TRY(vkg__op_need(op, "b", g->b, span(g->K, g->ldb, g->N)));
+    if (g->bias)
+        VKG_TRY(vkg__op_need(op, "bias", *g->bias, g->out_t ? g->M : g->N));
+    vkg_matmul_tiles t = g->tiles;
+    if (t.tm == 0 || t.tn == 0 || t.lx == 0)
+        t = vkg_matmul_default_tiles(vkg_device_get_info(vkg_cmd_device(c)));
+    push_gemm p = {.out = g->out.addr,
+                   .a = g->a.addr,
+                   .b = g->b.addr,
+                   .bias = g->bias ? g->bias->addr : g->out.addr,
+                   .M = g->M,
+                   .N = g->N,
+                   .K = g->K,
+                   .lda = g->lda,
+                   .ldb = g->ldb,
+                   .ldo = g->ldo,
+                   .has_bias = g->bias != NULL};
+    /* One load of A per k shared by subgroup broadcasts when the workgroup is one subgroup
+     * holding as many lanes as rows. */
+    const vkg_device_info *info = vkg_device_get_info(vkg_cmd_device(c));
+    uint32_t shuffle = t.tm == t.lx && t.lx == info->subgroup_size;
+    uint32_t spec[9] = {t.lx, 1, 1, t.tm, t.tn, g->a_kcontig ? 1u : 0u, g->out_t ? 1u : 0u,
+                        g->accumulate ? 1u : 0u, shuffle};
+    uint32_t gx = vkg__ceil_div(g->N, (size_t)t.lx * t.tn), gy = vkg__ceil_div(g->M, t.tm);
+    return vkg_cmd_dispatch(c, VKG_KERNEL_matmul, spec, 9, &p, sizeof p, gx, gy, 1, op);
+}
+
+static vkg_status check_shape(const char *op, int N, int C, int OC)
+{
+    VKG_CHECK(N > 0 && C > 0 && OC > 0, VKG_ERR_INVALID_ARG,
+              "%s: N, C and OC must be positive (got %d, %d, %d)", op, N, C, OC);
+    VKG_TRY(vkg__op_fits_u32(op, "N*OC", (size_t)N * (size_t)OC));
+    VKG_TRY(vkg__op_fits_u32(op, "N*C", (size_t)N * (size_t)C));
+    return vkg__op_fits_u32(op, "OC*C", (size_t)OC * (size_t)C);
+}
+
+vkg_status vkg_op_transpose(vkg_cmd *c, vkg_tensor out, vkg_tensor in, int rows, int cols)
+{
+    VKG_CHECK(rows > 0 && cols > 0, VKG_ERR_INVALID_ARG, "transpose: rows and cols must be "
+                                                         "positive (got %d, %d)", rows, cols);
+    size_t n = (size_t)rows * (size_t)cols;
+    VKG_TRY(vkg__op_need("transpose", "out", out, n));
+    VKG_TRY(vkg__op_need("transpose", "in", in, n));
+    push_transpose p = {.out = out.addr, .in = in.addr, .rows = (uint32_t)rows,
+                        .cols = (uint32_t)cols};
+    uint32_t spec[3] = {64, 4, 1};
+    return vkg_cmd_dispatch(c, VKG_KERNEL_transpose, spec, 3, &p, sizeof p,
+                            vkg__ceil_div((size_t)rows, 64), vkg__ceil_div((size_t)cols, 4), 1,
+                            "transpose");
+}
+
+vkg_status vkg_op_matmul_fwd(vkg_cmd *c, vkg_tensor out, vkg_tensor inp, vkg_tensor weight,
+                             const vkg_tensor *bias, int N, int C, int OC, vkg_tensor scratch)
+{
+    VKG_TRY(check_shape("matmul_fwd", N, C, OC));
+    VKG_TRY(vkg__op_need("matmul_fwd", "scratch", scratch, (size_t)N * (size_t)C));
+    VKG_TRY(vkg_op_transpose(c, scratch, inp, N, C));
+    vkg_gemm g = {.out = out, .a = weight, .b = scratch, .bias = bias,
+                  .M = (uint32_t)OC, .N = (uint32_t)N, .K = (uint32_t)C,
+                  .lda = (uint32_t)C, .ldb = (uint32_t)N, .ldo = (uint32_t)OC,
+                  .a_kcontig = 1, .out_t = 1, .accumulate = 0, .label = "matmul_fwd"};
+    return vkg_op_gemm(c, &g);
+}
+
+vkg_status vkg_op_matmul_bwd(vkg_cmd *c, vkg_tensor dinp, vkg_tensor dweight,
+                             const vkg_tensor *dbias, vkg_tensor dout, vkg_tensor inp,
+                             vkg_tensor weight, int N, int C, int OC)
+{
+    VKG_TRY(check_shape("matmul_bwd", N, C, OC));
+    vkg_gemm gi = {.out = dinp, .a = dout, .b = weight, .M = (uint32_t)N, .N = (uint32_t)C,
+                   .K = (uint32_t)OC, .lda = (uint32_t)OC, .ldb = (uint32_t)C, .ldo = (uint32_t)C,
+                   .a_kcontig = 1, .accumulate = 1, .label = "matmul_bwd_dinp"};
+    vkg_gemm gw = {.out = dweight, .a = dout, .b = inp, .M = (uint32_t)OC, .N = (uint32_t)C,
+                   .K = (uint32_t)N, .lda = (uint32_t)OC, .ldb = (uint32_t)C, .ldo = (uint32_t)C,
+                   .a_kcontig = 0, .accumulate = 1, .label = "matmul_bwd_dweight"};
+    if (dbias)
+        VKG_TRY(vkg__op_need("matmul_bwd", "dbias", *dbias, (size_t)OC));
+    /* The three gradients read the same inputs and write different tensors: independent. */
+    vkg_cmd_group_begin(c);
+    vkg_status st = vkg_op_gemm(c, &gi);
+    if (st == VKG_OK)
+        st = vkg_op_gemm(c, &gw);
+    if (st == VKG_OK && dbias) {
+        push_bias p = {.dbias = dbias->addr, .dout = dout.addr, .rows = (uint32_t)N,
+                       .cols = (uint32_t)OC};
+        uint32_t spec[3] = {64, 1, 1};
+        st = vkg_cmd_dispatch(c, VKG_KERNEL_matmul_bwd_bias, spec, 3, &p, sizeof p,
+                              vkg__ceil_div((size_t)OC, 64), 1, 1, "matmul_bwd_dbias");
+    }
+    vkg_cmd_group_end(c);
+    return st;
+}

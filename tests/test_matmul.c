@@ -1,0 +1,206 @@
+/* Matmul forward and backward (src/ops/matmul.c) against the CPU reference.
+ * Bound: ||gpu - ref|| / ||ref|| <= 1e-5 (VKG_TEST_REL_BOUND) for every output, every element
+ * finite. Outputs of the forward are poisoned with NaN first; gradients start from random values
+ * the reference starts from too, so accumulation is checked. Both kernel variants run on every
+ * device: the device's default tiles and explicit ones (the subgroup-shuffle variant when the tile
+ * matches the subgroup, the plain one otherwise). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu_fixture.h"
+#include "ops/ops.h"
+#include "ref/ref.h"
+#include "testutil.h"
+
+typedef struct shape {
+    int N, C, OC;
+} shape;
+
+static const shape shapes[] = {
+    {1, 1, 1}, {7, 13, 37}, {33, 67, 5}, {1, 768, 50}, {64, 768, 2304}, {130, 40, 9},
+};
+#define NSHAPES (sizeof shapes / sizeof shapes[0])
+
+static void check_fwd(vkg_gpu *g, shape s, int with_bias, uint64_t seed)
+{
+    vkg_test_rng r;
+    vkg_test_rng_seed(&r, seed);
+    size_t nin = (size_t)s.N * s.C, nw = (size_t)s.OC * s.C, nout = (size_t)s.N * s.OC;
+    float *inp = vkg_test_alloc(nin), *w = vkg_test_alloc(nw), *b = vkg_test_alloc(s.OC);
+    float *ref = vkg_test_alloc(nout);
+    vkg_test_fill_uniform(&r, inp, nin, -1.0f, 1.0f);
+    vkg_test_fill_uniform(&r, w, nw, -0.5f, 0.5f);
+    vkg_test_fill_uniform(&r, b, (size_t)s.OC, -1.0f, 1.0f);
+    vkg_ref_matmul_fwd(ref, inp, w, with_bias ? b : NULL, s.N, s.C, s.OC);
+
+    vkg_tensor t_inp = vkg_gpu_upload(g, inp, nin * 4), t_w = vkg_gpu_upload(g, w, nw * 4);
+    vkg_tensor t_b = vkg_gpu_upload(g, b, (size_t)s.OC * 4);
+    vkg_tensor t_out = vkg_gpu_poisoned(g, nout), t_scratch = vkg_gpu_poisoned(g, nin);
+    VKG_ASSERT_OK(vkg_op_matmul_fwd(g->cmd, t_out, t_inp, t_w, with_bias ? &t_b : NULL, s.N, s.C,
+                                    s.OC, t_scratch));
+    vkg_gpu_run(g);
+    char what[96];
+    snprintf(what, sizeof what, "matmul_fwd out N=%d C=%d OC=%d bias=%d", s.N, s.C, s.OC, with_bias);
+    vkg_gpu_expect(g, what, t_out, ref, nout, VKG_TEST_REL_BOUND);
+    free(inp), free(w), free(b), free(ref);
+}
+
+static void check_bwd(vkg_gpu *g, shape s, int with_bias, uint64_t seed)
+{
+    vkg_test_rng r;
+    vkg_test_rng_seed(&r, seed);
+    size_t nin = (size_t)s.N * s.C, nw = (size_t)s.OC * s.C, nout = (size_t)s.N * s.OC;
+    float *inp = vkg_test_alloc(nin), *w = vkg_test_alloc(nw), *dout = vkg_test_alloc(nout);
+    float *dinp = vkg_test_alloc(nin), *dw = vkg_test_alloc(nw), *db = vkg_test_alloc(s.OC);
+    vkg_test_fill_uniform(&r, inp, nin, -1.0f, 1.0f);
+    vkg_test_fill_uniform(&r, w, nw, -0.5f, 0.5f);
+    vkg_test_fill_uniform(&r, dout, nout, -1.0f, 1.0f);
+    vkg_test_fill_uniform(&r, dinp, nin, -1.0f, 1.0f);
+    vkg_test_fill_uniform(&r, dw, nw, -1.0f, 1.0f);
+    vkg_test_fill_uniform(&r, db, (size_t)s.OC, -1.0f, 1.0f);
+    vkg_tensor t_inp = vkg_gpu_upload(g, inp, nin * 4), t_w = vkg_gpu_upload(g, w, nw * 4);
+    vkg_tensor t_dout = vkg_gpu_upload(g, dout, nout * 4), t_dinp = vkg_gpu_upload(g, dinp, nin * 4);
+    vkg_tensor t_dw = vkg_gpu_upload(g, dw, nw * 4), t_db = vkg_gpu_upload(g, db, (size_t)s.OC * 4);
+    vkg_ref_matmul_bwd(dinp, dw, with_bias ? db : NULL, dout, inp, w, s.N, s.C, s.OC);
+
+    VKG_ASSERT_OK(vkg_op_matmul_bwd(g->cmd, t_dinp, t_dw, with_bias ? &t_db : NULL, t_dout, t_inp,
+                                    t_w, s.N, s.C, s.OC));
+    vkg_gpu_run(g);
+    char what[96];
+    snprintf(what, sizeof what, "matmul_bwd dinp N=%d C=%d OC=%d", s.N, s.C, s.OC);
+    vkg_gpu_expect(g, what, t_dinp, dinp, nin, VKG_TEST_REL_BOUND);
+    snprintf(what, sizeof what, "matmul_bwd dweight N=%d C=%d OC=%d", s.N, s.C, s.OC);
+    vkg_gpu_expect(g, what, t_dw, dw, nw, VKG_TEST_REL_BOUND);
+    snprintf(what, sizeof what, "matmul_bwd dbias N=%d C=%d OC=%d", s.N, s.C, s.OC);
+    vkg_gpu_expect(g, what, t_db, db, (size_t)s.OC, VKG_TEST_REL_BOUND);
+    free(inp), free(w), free(dout), free(dinp), free(dw), free(db);
+}
+
+static void test_matmul_fwd(void **state)
+{
+    vkg_gpu *g = *state;
+    for (size_t i = 0; i < NSHAPES; i++)
+        for (int bias = 0; bias <= 1; bias++)
+            check_fwd(g, shapes[i], bias, 100 + i * 2 + (size_t)bias);
+}
+
+static void test_matmul_bwd(void **state)
+{
+    vkg_gpu *g = *state;
+    for (size_t i = 0; i < NSHAPES; i++)
+        for (int bias = 0; bias <= 1; bias++)
+            check_bwd(g, shapes[i], bias, 200 + i * 2 + (size_t)bias);
+}
+
+/* Every tile variant on awkward sizes: out = A B with A both layouts, stored both ways. */
+static void test_gemm_tile_variants(void **state)
+{
+    vkg_gpu *g = *state;
+    const vkg_device_info *info = vkg_device_get_info(g->dev);
+    uint32_t sg = info->subgroup_size;
+    const vkg_matmul_tiles tiles[] = {{0, 0, 0}, {4, 4, 64}, {sg, 4, sg}, {sg, 1, sg}, {3, 5, 16}};
+    const int M = 29, N = 45, K = 19;
+    vkg_test_rng r;
+    vkg_test_rng_seed(&r, 7);
+    float a[M * K], b[K * N], ref[M * N], aT[K * M];
+    vkg_test_fill_uniform(&r, a, M * K, -1.0f, 1.0f);
+    vkg_test_fill_uniform(&r, b, K * N, -1.0f, 1.0f);
+    for (int m = 0; m < M; m++)
+        for (int k = 0; k < K; k++)
+            aT[k * M + m] = a[m * K + k];
+    for (int m = 0; m < M; m++)
+        for (int n = 0; n < N; n++) {
+            double acc = 0.0;
+            for (int k = 0; k < K; k++)
+                acc += (double)a[m * K + k] * b[k * N + n];
+            ref[m * N + n] = (float)acc;
+        }
+    vkg_tensor ta = vkg_gpu_upload(g, a, sizeof a), taT = vkg_gpu_upload(g, aT, sizeof aT);
+    vkg_tensor tb = vkg_gpu_upload(g, b, sizeof b);
+    for (size_t v = 0; v < sizeof tiles / sizeof tiles[0]; v++)
+        for (int kcontig = 0; kcontig <= 1; kcontig++) {
+            vkg_tensor out = vkg_gpu_poisoned(g, M * N), outT = vkg_gpu_poisoned(g, M * N);
+            vkg_gemm gm = {.out = out, .a = kcontig ? ta : taT, .b = tb, .M = M, .N = N, .K = K,
+                           .lda = kcontig ? K : M, .ldb = N, .ldo = N, .a_kcontig = kcontig,
+                           .tiles = tiles[v], .label = "gemm"};
+            VKG_ASSERT_OK(vkg_op_gemm(g->cmd, &gm));
+            gm.out = outT, gm.out_t = 1, gm.ldo = M;
+            VKG_ASSERT_OK(vkg_op_gemm(g->cmd, &gm));
+            vkg_gpu_run(g);
+            float got[M * N], gotT[M * N], back[M * N];
+            vkg_gpu_download(g, out, got, sizeof got);
+            vkg_gpu_download(g, outT, gotT, sizeof gotT);
+            for (int m = 0; m < M; m++)
+                for (int n = 0; n < N; n++)
+                    back[m * N + n] = gotT[n * M + m];
+            char what[64];
+            snprintf(what, sizeof what, "gemm tiles %u,%u,%u kcontig %d", tiles[v].tm, tiles[v].tn,
+                     tiles[v].lx, kcontig);
+            assert_true(vkg_test_compare(what, got, ref, M * N, VKG_TEST_REL_BOUND, NULL));
+            assert_true(vkg_test_compare(what, back, ref, M * N, VKG_TEST_REL_BOUND, NULL));
+        }
+}
+
+static void test_matmul_rejects_bad_shapes(void **state)
+{
+    vkg_gpu *g = *state;
+    vkg_tensor small = vkg_gpu_poisoned(g, 10), big = vkg_gpu_poisoned(g, 1000);
+    assert_int_equal(vkg_op_matmul_fwd(g->cmd, big, big, small, NULL, 4, 5, 6, big),
+                     VKG_ERR_INVALID_ARG);
+    assert_non_null(strstr(vkg_error_message(), "matmul_fwd: tensor a holds 10 elements"));
+    assert_int_equal(vkg_op_matmul_fwd(g->cmd, big, big, big, NULL, 0, 5, 6, big),
+                     VKG_ERR_INVALID_ARG);
+    assert_int_equal(vkg_op_matmul_bwd(g->cmd, big, big, &small, big, big, big, 4, 5, 11),
+                     VKG_ERR_INVALID_ARG);
+    assert_non_null(strstr(vkg_error_message(), "dbias"));
+    vkg_gpu_run(g);
+}
+
+/* The backward reductions run in a fixed order: two runs give the same bits. */
+static void test_matmul_bwd_deterministic(void **state)
+{
+    vkg_gpu *g = *state;
+    const int N = 37, C = 24, OC = 19;
+    vkg_test_rng r;
+    vkg_test_rng_seed(&r, 11);
+    float inp[N * C], w[OC * C], dout[N * OC];
+    vkg_test_fill_uniform(&r, inp, N * C, -1.0f, 1.0f);
+    vkg_test_fill_uniform(&r, w, OC * C, -1.0f, 1.0f);
+    vkg_test_fill_uniform(&r, dout, N * OC, -1.0f, 1.0f);
+    vkg_tensor ti = vkg_gpu_upload(g, inp, sizeof inp), tw = vkg_gpu_upload(g, w, sizeof w);
+    vkg_tensor td = vkg_gpu_upload(g, dout, sizeof dout);
+    vkg_tensor di = vkg_gpu_upload(g, NULL, sizeof inp), dw = vkg_gpu_upload(g, NULL, sizeof w);
+    vkg_tensor db = vkg_gpu_upload(g, NULL, OC * 4);
+    float first[OC * C + OC], second[OC * C + OC];
+    for (int run = 0; run < 2; run++) {
+        VKG_ASSERT_OK(vkg_op_fill(g->cmd, di, N * C, 0.0f));
+        VKG_ASSERT_OK(vkg_op_fill(g->cmd, dw, OC * C, 0.0f));
+        VKG_ASSERT_OK(vkg_op_fill(g->cmd, db, OC, 0.0f));
+        VKG_ASSERT_OK(vkg_op_matmul_bwd(g->cmd, di, dw, &db, td, ti, tw, N, C, OC));
+        vkg_gpu_run(g);
+        float *dst = run ? second : first;
+        vkg_gpu_download(g, dw, dst, OC * C * 4);
+        vkg_gpu_download(g, db, dst + OC * C, OC * 4);
+    }
+    assert_memory_equal(first, second, sizeof first);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_matmul_fwd, vkg_gpu_setup, vkg_gpu_teardown),
+        cmocka_unit_test_setup_teardown(test_matmul_bwd, vkg_gpu_setup, vkg_gpu_teardown),
+        cmocka_unit_test_setup_teardown(test_gemm_tile_variants, vkg_gpu_setup, vkg_gpu_teardown),
+        cmocka_unit_test_setup_teardown(test_matmul_rejects_bad_shapes, vkg_gpu_setup,
+                                        vkg_gpu_teardown),
+        cmocka_unit_test_setup_teardown(test_matmul_bwd_deterministic, vkg_gpu_setup,
+                                        vkg_gpu_teardown),
+    };
+    return cmocka_run_group_tests(tests, vkg_gpu_group_setup, vkg_gpu_group_teardown);
+}
