@@ -98,8 +98,8 @@ static void expect_batch(const int32_t *in, const int32_t *tg, int bt, int s, ui
 {
     for (int i = 0; i < bt; i++) {
         if (in[i] != tok(s, start + (uint64_t)i) || tg[i] != tok(s, start + (uint64_t)i + 1)) {
-            fprintf(stderr, "batch element %d: got (%d, %d), want shard %d tokens %llu, %llu\n",
-                    i, in[i], tg[i], s, (unsigned long long)(start + (uint64_t)i),
+            fprintf(stderr, "batch element %d: got (%d, %d), want shard %d tokens %llu, %llu\n", i,
+                    in[i], tg[i], s, (unsigned long long)(start + (uint64_t)i),
                     (unsigned long long)(start + (uint64_t)i + 1));
             fail();
         }
@@ -435,8 +435,8 @@ static void test_prepare(void **state)
     FILE *f = fopen(text_path, "wb");
     fputs("first\n%\nsecond one\r\n%\r\n\n%\nthird, the last\n", f);
     fclose(f);
-    const char *argv[] = {"prepare", "--out", out, "--split-on", "%", "--val-frac", "0.3",
-                          "--shard-tokens", "20", text_path};
+    const char *argv[] = {"prepare", "--out",          out,  "--split-on", "%", "--val-frac",
+                          "0.3",     "--shard-tokens", "20", text_path};
     assert_int_equal(run_prepare(10, argv), 0);
     /* documents "first\n", "second one\r\n", "\n", "third, the last\n", each after <eot> */
     static const char *docs[] = {"first\n", "second one\r\n", "\n", "third, the last\n"};

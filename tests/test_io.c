@@ -115,8 +115,12 @@ static void write_raw(const char *path, const void *data, size_t n)
 
 static vkg_gpt2_config small_cfg(void)
 {
-    vkg_gpt2_config c = {.max_seq_len = 8, .vocab_size = 50, .padded_vocab_size = 64,
-                         .num_layers = 2, .num_heads = 2, .channels = 8};
+    vkg_gpt2_config c = {.max_seq_len = 8,
+                         .vocab_size = 50,
+                         .padded_vocab_size = 64,
+                         .num_layers = 2,
+                         .num_heads = 2,
+                         .channels = 8};
     return c;
 }
 

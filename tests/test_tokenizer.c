@@ -150,10 +150,12 @@ static void test_pretokenize(void **state)
     check_split("'s 'S ''s", "'s| '|S| ''|s");
     check_split("3.14159, -42", "3|.|14159|,| -|42");
     check_split("caf\xc3\xa9 \xc3\xb1", "caf\xc3\xa9| \xc3\xb1");
-    check_split("\xe2\x80\x94 x", "\xe2\x80\x94| x");       /* em dash is punctuation */
-    check_split("a\xff!b", "a|\xff!|b");                     /* invalid byte: punctuation */
-    check_split("\xc2\xb2\xc2\xbd", "\xc2\xb2\xc2\xbd");     /* superscript two, one half: \p{N} */
-    check_split("a\xc2\xa0" "b", "a|\xc2\xa0|b");            /* no-break space is \s */
+    check_split("\xe2\x80\x94 x", "\xe2\x80\x94| x");    /* em dash is punctuation */
+    check_split("a\xff!b", "a|\xff!|b");                 /* invalid byte: punctuation */
+    check_split("\xc2\xb2\xc2\xbd", "\xc2\xb2\xc2\xbd"); /* superscript two, one half: \p{N} */
+    check_split("a\xc2\xa0"
+                "b",
+                "a|\xc2\xa0|b"); /* no-break space is \s */
     check_split("", "");
 }
 
@@ -400,9 +402,12 @@ static void test_json(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_byte_roundtrip),    cmocka_unit_test(test_byte_file),
-        cmocka_unit_test(test_pretokenize),       cmocka_unit_test(test_bpe_merge_order),
-        cmocka_unit_test(test_gpt2_encode_cases), cmocka_unit_test(test_gpt2_tokenizer_file),
+        cmocka_unit_test(test_byte_roundtrip),
+        cmocka_unit_test(test_byte_file),
+        cmocka_unit_test(test_pretokenize),
+        cmocka_unit_test(test_bpe_merge_order),
+        cmocka_unit_test(test_gpt2_encode_cases),
+        cmocka_unit_test(test_gpt2_tokenizer_file),
         cmocka_unit_test(test_json),
     };
     return cmocka_run_group_tests_name("tokenizer", tests, NULL, NULL);

@@ -81,8 +81,8 @@ const char *vkg_tokenizer_token(const vkg_tokenizer_t *t, int32_t id, size_t *le
  * free with free()). The bytes are concatenated as they are: a multi-byte character split across
  * tokens is only valid once all its tokens are decoded. VKG_ERR_INVALID_ARG naming the position
  * of an id outside [0, V). */
-vkg_status vkg_tokenizer_decode(const vkg_tokenizer_t *t, const int32_t *ids, size_t n,
-                                char **text, size_t *len);
+vkg_status vkg_tokenizer_decode(const vkg_tokenizer_t *t, const int32_t *ids, size_t n, char **text,
+                                size_t *len);
 
 /* Write t as an llm.c tokenizer file (version 2), crash-safely. */
 vkg_status vkg_tokenizer_save(const vkg_tokenizer_t *t, const char *path);

@@ -57,7 +57,8 @@ static void usage(FILE *f)
 #if defined(__GNUC__)
 __attribute__((format(printf, 1, 2)))
 #endif
-static int usage_error(const char *fmt, ...)
+static int
+usage_error(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -90,8 +91,8 @@ static int parse_option(prepare_opts *o, const char *a, const char *v)
     } else if (!strcmp(a, "--shard-tokens")) {
         unsigned long long n = strtoull(v, &end, 10);
         if (errno || end == v || *end || v[0] == '-' || n < 1 || n > INT32_MAX)
-            return usage_error("--shard-tokens must be an integer in [1, %d], got '%s'",
-                               INT32_MAX, v);
+            return usage_error("--shard-tokens must be an integer in [1, %d], got '%s'", INT32_MAX,
+                               v);
         o->shard_tokens = n;
     } else {
         return usage_error("unknown option '%s' (valid: --out, --tokenizer, --vocab-dir, "
@@ -305,8 +306,8 @@ static int run(const prepare_opts *o)
     }
     uint64_t cut = split_point(&c, o->val_frac);
     printf("read %d file(s), %zu document(s), %llu bytes -> %zu tokens: %llu train, %llu val\n",
-           o->ninputs, c.ndocs, (unsigned long long)c.bytes, c.tokens.n,
-           (unsigned long long)cut, (unsigned long long)(c.tokens.n - cut));
+           o->ninputs, c.ndocs, (unsigned long long)c.bytes, c.tokens.n, (unsigned long long)cut,
+           (unsigned long long)(c.tokens.n - cut));
     uint64_t train_shards = (cut + o->shard_tokens - 1) / o->shard_tokens;
     uint64_t val_shards = (c.tokens.n - cut + o->shard_tokens - 1) / o->shard_tokens;
     if (check_stale(o, "train", (int)train_shards) || check_stale(o, "val", (int)val_shards))

@@ -27,12 +27,12 @@ typedef struct merge_slot {
 } merge_slot;
 
 struct vkg__bpe {
-    vkg_tokfile vocab;      /* id -> bytes, eot */
-    int32_t *by_bytes;      /* open-addressing table of ids keyed by their bytes; -1 empty */
+    vkg_tokfile vocab; /* id -> bytes, eot */
+    int32_t *by_bytes; /* open-addressing table of ids keyed by their bytes; -1 empty */
     size_t by_bytes_mask;
-    merge_slot *merges;     /* open-addressing table of merges */
+    merge_slot *merges; /* open-addressing table of merges */
     size_t merges_mask;
-    int32_t byte_id[256];   /* the token of each single byte */
+    int32_t byte_id[256]; /* the token of each single byte */
 };
 
 /* ---- hash tables ---------------------------------------------------------------------------- */

@@ -32,8 +32,8 @@ int vkg__json_peek(vkg__json *j)
 vkg_status vkg__json_expect(vkg__json *j, char c)
 {
     int got = vkg__json_peek(j);
-    VKG_CHECK(got >= 0, VKG_ERR_FORMAT, "%s: expected '%c' but the file ends (truncated?)",
-              j->name, c);
+    VKG_CHECK(got >= 0, VKG_ERR_FORMAT, "%s: expected '%c' but the file ends (truncated?)", j->name,
+              c);
     VKG_CHECK(got == (unsigned char)c, VKG_ERR_FORMAT, "%s: byte %ld: expected '%c', found '%c'",
               j->name, offset(j), c, got);
     j->p++;
@@ -90,7 +90,7 @@ static int hex4(const char *p, const char *end, uint32_t *v)
         return 0;
     for (int i = 0; i < 4; i++) {
         char c = p[i];
-        int d = c >= '0' && c <= '9' ? c - '0'
+        int d = c >= '0' && c <= '9'   ? c - '0'
                 : c >= 'a' && c <= 'f' ? c - 'a' + 10
                 : c >= 'A' && c <= 'F' ? c - 'A' + 10
                                        : -1;
@@ -104,8 +104,7 @@ static int hex4(const char *p, const char *end, uint32_t *v)
 /* Decode the escape at j->p (just after the backslash) and append it. */
 static vkg_status escape(vkg__json *j, char **buf, size_t *len, size_t *cap)
 {
-    VKG_CHECK(j->p < j->end, VKG_ERR_FORMAT, "%s: file ends inside a string (truncated?)",
-              j->name);
+    VKG_CHECK(j->p < j->end, VKG_ERR_FORMAT, "%s: file ends inside a string (truncated?)", j->name);
     char c = *j->p++;
     static const char from[] = "\"\\/bfnrt", to[] = "\"\\/\b\f\n\r\t";
     const char *k = c ? strchr(from, c) : NULL;

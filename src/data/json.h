@@ -13,7 +13,7 @@ typedef struct vkg__json {
     const char *start; /* the whole document */
     const char *p;     /* current position */
     const char *end;
-    const char *name;  /* file name for messages */
+    const char *name; /* file name for messages */
 } vkg__json;
 
 /* Start reading n bytes of text. name (kept, not copied) labels error messages. */

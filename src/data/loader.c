@@ -19,9 +19,9 @@
 #define SCAN_CHUNK 65536
 
 typedef struct source {
-    char *name;        /* file name (first file of a text run) */
-    int fd;            /* shard: open file; -1 for text */
-    uint16_t *mem;     /* text: the tokens; NULL for shards */
+    char *name;    /* file name (first file of a text run) */
+    int fd;        /* shard: open file; -1 for text */
+    uint16_t *mem; /* text: the tokens; NULL for shards */
     uint64_t ntok;
     uint64_t nbatches; /* global batches in this source */
     uint64_t first;    /* global index of its first batch */
@@ -39,7 +39,7 @@ struct vkg_data {
     uint64_t *perm;        /* batch order of perm_epoch when shuffling */
     uint64_t perm_epoch;
     int perm_valid;
-    uint16_t *buf;         /* (B*T + 1) */
+    uint16_t *buf; /* (B*T + 1) */
 };
 
 vkg_data_config vkg_data_config_default(void)
@@ -176,8 +176,7 @@ static vkg_status read_text(const char *path, char **text, size_t *n)
 }
 
 /* Encode one text file (preceded by end-of-text) and append it to the text source s. */
-static vkg_status add_text(vkg_data_t *d, source *s, const char *path,
-                           const vkg_tokenizer_t *tok)
+static vkg_status add_text(vkg_data_t *d, source *s, const char *path, const vkg_tokenizer_t *tok)
 {
     VKG_CHECK(tok, VKG_ERR_INVALID_ARG,
               "%s: not a .bin token shard, and no tokenizer was given to read it as text", path);

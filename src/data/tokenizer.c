@@ -187,8 +187,8 @@ const char *vkg_tokenizer_token(const vkg_tokenizer_t *t, int32_t id, size_t *le
     return tf->bytes + tf->offsets[id];
 }
 
-vkg_status vkg_tokenizer_decode(const vkg_tokenizer_t *t, const int32_t *ids, size_t n,
-                                char **text, size_t *len)
+vkg_status vkg_tokenizer_decode(const vkg_tokenizer_t *t, const int32_t *ids, size_t n, char **text,
+                                size_t *len)
 {
     const vkg_tokfile *tf = table_of(t);
     size_t total = 0, tl;

@@ -81,9 +81,9 @@ void vkg__gpt2_byte_to_cp(uint32_t map[256])
 /* Unicode White_Space (what \s matches in the regex module GPT-2 used). */
 static int is_space(int32_t cp)
 {
-    return (cp >= 0x09 && cp <= 0x0D) || cp == 0x20 || cp == 0x85 || cp == 0xA0 ||
-           cp == 0x1680 || (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 ||
-           cp == 0x202F || cp == 0x205F || cp == 0x3000;
+    return (cp >= 0x09 && cp <= 0x0D) || cp == 0x20 || cp == 0x85 || cp == 0xA0 || cp == 0x1680 ||
+           (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 || cp == 0x202F ||
+           cp == 0x205F || cp == 0x3000;
 }
 
 static enum cls classify(int32_t cp)
@@ -146,7 +146,8 @@ static size_t contraction(const scan *sc, size_t i)
         return 0;
     for (size_t k = 0; k < sizeof suffixes / sizeof suffixes[0]; k++) {
         size_t m = 0;
-        while (suffixes[k][m] && i + 1 + m < sc->n && sc->s[i + 1 + m] == (unsigned char)suffixes[k][m])
+        while (suffixes[k][m] && i + 1 + m < sc->n &&
+               sc->s[i + 1 + m] == (unsigned char)suffixes[k][m])
             m++;
         if (!suffixes[k][m])
             return 1 + m;

@@ -62,8 +62,8 @@ vkg_status vkg_debugstate_read(const char *path, const vkg_gpt2_config *cfg, vkg
     st->vocab_size = cfg->vocab_size;
     st->num_params = vkg_gpt2_num_params(cfg);
     uint64_t bt = (uint64_t)hdr[2] * (uint64_t)hdr[3];
-    uint64_t expected = VKG_FILE_HEADER_BYTES +
-                        4 * (2 * bt + bt * (uint64_t)cfg->vocab_size + 1 + st->num_params);
+    uint64_t expected =
+        VKG_FILE_HEADER_BYTES + 4 * (2 * bt + bt * (uint64_t)cfg->vocab_size + 1 + st->num_params);
     char what[160];
     snprintf(what, sizeof what, "B=%d T=%d (with V=%d and %zu parameters)", st->batch_size,
              st->seq_len, cfg->vocab_size, st->num_params);
@@ -105,7 +105,7 @@ vkg_status vkg_debugstate_write(const char *path, const vkg_gpt2_config *cfg,
     VKG_CHECK(st->vocab_size == cfg->vocab_size, VKG_ERR_INVALID_ARG,
               "%s: state has V=%d but the model has V=%d", path, st->vocab_size, cfg->vocab_size);
     VKG_CHECK(st->num_params == vkg_gpt2_num_params(cfg), VKG_ERR_INVALID_ARG,
-              "%s: state has %zu gradients but the model has %zu parameters", path,
-              st->num_params, vkg_gpt2_num_params(cfg));
+              "%s: state has %zu gradients but the model has %zu parameters", path, st->num_params,
+              vkg_gpt2_num_params(cfg));
     return vkg_io_write_atomic(path, write_state, (void *)st);
 }

@@ -46,8 +46,8 @@ static vkg_status create_temp(const char *path, char **tmp_out, int *fd_out)
             break;
     }
     if (fd < 0) {
-        vkg_status st = VKG_FAIL(VKG_ERR_IO, "%s: cannot create temporary file '%s': %s", path,
-                                 tmp, strerror(err));
+        vkg_status st = VKG_FAIL(VKG_ERR_IO, "%s: cannot create temporary file '%s': %s", path, tmp,
+                                 strerror(err));
         free(tmp);
         return st;
     }
@@ -73,8 +73,8 @@ static vkg_status sync_dir(const char *path)
               strerror(errno));
     int rc = fsync(fd), err = errno;
     close(fd);
-    VKG_CHECK(rc == 0 || err == EINVAL, VKG_ERR_IO, "%s: fsync of directory '%s' failed: %s",
-              path, dir, strerror(err));
+    VKG_CHECK(rc == 0 || err == EINVAL, VKG_ERR_IO, "%s: fsync of directory '%s' failed: %s", path,
+              dir, strerror(err));
     return VKG_OK;
 }
 
@@ -94,15 +94,15 @@ vkg_status vkg_io_write_atomic(const char *path, vkg_io_write_fn write_fn, void 
         vkg__error_wrap(st, "writing '%s'", path);
         goto fail;
     }
-    VKG_CHECK_GOTO(st, !ferror(f) && fflush(f) == 0, VKG_ERR_IO, fail, "%s: write failed: %s",
-                   path, strerror(errno));
+    VKG_CHECK_GOTO(st, !ferror(f) && fflush(f) == 0, VKG_ERR_IO, fail, "%s: write failed: %s", path,
+                   strerror(errno));
     VKG_CHECK_GOTO(st, fsync(fileno(f)) == 0, VKG_ERR_IO, fail, "%s: fsync failed: %s", path,
                    strerror(errno));
     int rc = fclose(f);
     f = NULL;
     VKG_CHECK_GOTO(st, rc == 0, VKG_ERR_IO, fail, "%s: close failed: %s", path, strerror(errno));
-    VKG_CHECK_GOTO(st, rename(tmp, path) == 0, VKG_ERR_IO, fail, "%s: cannot rename '%s' over it: %s",
-                   path, tmp, strerror(errno));
+    VKG_CHECK_GOTO(st, rename(tmp, path) == 0, VKG_ERR_IO, fail,
+                   "%s: cannot rename '%s' over it: %s", path, tmp, strerror(errno));
     free(tmp);
     return sync_dir(path);
 fail:
@@ -247,8 +247,8 @@ vkg_status vkg__io_check_size(const char *path, uint64_t size, uint64_t expected
         return VKG_FAIL(VKG_ERR_FORMAT,
                         "%s: header says %s but the file holds %llu bytes fewer than expected "
                         "(%llu of %llu: truncated?)",
-                        path, what, (unsigned long long)(expected - size),
-                        (unsigned long long)size, (unsigned long long)expected);
+                        path, what, (unsigned long long)(expected - size), (unsigned long long)size,
+                        (unsigned long long)expected);
     VKG_CHECK(size == expected, VKG_ERR_FORMAT,
               "%s: header says %s but the file holds %llu bytes more than expected (%llu, "
               "expected %llu)",

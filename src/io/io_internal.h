@@ -20,7 +20,6 @@ vkg_status vkg__io_read_header(FILE *f, const char *path, uint64_t size, int32_t
 
 /* Check that a file of `size` bytes holds exactly `expected` bytes; VKG_ERR_FORMAT otherwise,
  * saying how many bytes are missing or extra and what the header declared (`what`). */
-vkg_status vkg__io_check_size(const char *path, uint64_t size, uint64_t expected,
-                              const char *what);
+vkg_status vkg__io_check_size(const char *path, uint64_t size, uint64_t expected, const char *what);
 
 #endif

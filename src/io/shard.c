@@ -16,8 +16,8 @@ static vkg_status check_header(FILE *f, const char *path, uint64_t size, size_t 
     VKG_CHECK(hdr[1] == SHARD_VERSION, VKG_ERR_FORMAT,
               "%s: unsupported token shard version %ld (expected %d)", path, (long)hdr[1],
               SHARD_VERSION);
-    VKG_CHECK(hdr[2] >= 0, VKG_ERR_FORMAT, "%s: header declares a negative token count %ld",
-              path, (long)hdr[2]);
+    VKG_CHECK(hdr[2] >= 0, VKG_ERR_FORMAT, "%s: header declares a negative token count %ld", path,
+              (long)hdr[2]);
     char what[64];
     snprintf(what, sizeof what, "ntok=%ld", (long)hdr[2]);
     VKG_TRY(vkg__io_check_size(path, size, VKG_FILE_HEADER_BYTES + 2 * (uint64_t)hdr[2], what));

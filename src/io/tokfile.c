@@ -20,8 +20,7 @@ void vkg_tokfile_deinit(vkg_tokfile *tf)
 }
 
 /* Split the body (length-prefixed tokens) into tf's arrays. */
-static vkg_status parse_body(const char *path, const unsigned char *body, size_t n,
-                             vkg_tokfile *tf)
+static vkg_status parse_body(const char *path, const unsigned char *body, size_t n, vkg_tokfile *tf)
 {
     size_t V = (size_t)tf->vocab_size, pos = 0, out = 0;
     tf->offsets = malloc((V + 1) * sizeof *tf->offsets);
