@@ -1,0 +1,35 @@
+# Thin entry points over CMake. The README's two commands:
+#   make train   install what is missing, build, train the default model on the default device
+#   make test    install what is missing, build, run the whole test suite (ctest)
+# Other targets: deps, build, sanitize (ASan+UBSan build running the unit and net tests), clean.
+# Variables: BUILD (build directory), WERROR=ON (warnings are errors, as in CI), JOBS.
+
+BUILD ?= build
+WERROR ?= OFF
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+CMAKE_FLAGS ?=
+
+.PHONY: all deps build test train sanitize clean
+
+all: build
+
+deps:
+	sh scripts/install-deps.sh --test
+
+build:
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DVKG_WERROR=$(WERROR) $(CMAKE_FLAGS)
+	cmake --build $(BUILD) -j $(JOBS)
+
+test: deps build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+train: deps build
+	sh scripts/train-default.sh $(BUILD)
+
+sanitize: deps
+	cmake -S . -B $(BUILD)-asan -DCMAKE_BUILD_TYPE=Debug -DVKG_SANITIZE=ON -DVKG_WERROR=$(WERROR) $(CMAKE_FLAGS)
+	cmake --build $(BUILD)-asan -j $(JOBS)
+	cd $(BUILD)-asan && ASAN_OPTIONS=detect_leaks=1 ctest --output-on-failure -j $(JOBS) -L 'unit|net'
+
+clean:
+	rm -rf $(BUILD) $(BUILD)-asan
