@@ -484,6 +484,13 @@ static void test_prepare(void **state)
     assert_int_equal(run_prepare(3, bad4), 2);
     const char *missing[] = {"prepare", "--out", out, "no_such_file.txt"};
     assert_int_equal(run_prepare(4, missing), 1);
+    snprintf(path, sizeof path, "%s/binary.dat", fx->dir);
+    f = fopen(path, "wb");
+    fwrite("ab\0cd", 1, 5, f);
+    fclose(f);
+    const char *binary[] = {"prepare", "--out", out, path};
+    assert_int_equal(run_prepare(4, binary), 1);
+    unlink(path);
     for (int k = 0; k < 3; k++) { /* leave the folder empty for teardown */
         snprintf(path, sizeof path, "%s/%s", out, names[k]);
         unlink(path);

@@ -289,6 +289,15 @@ static int run(const prepare_opts *o)
         size_t n = 0;
         if (read_file(o->inputs[i], &text, &n) != VKG_OK)
             goto done;
+        const char *nul = memchr(text, '\0', n);
+        if (nul) {
+            fprintf(stderr,
+                    "vkgpt " CMD ": %s looks binary (a NUL byte at offset %zu); prepare takes "
+                    "text files\n",
+                    o->inputs[i], (size_t)(nul - text));
+            free(text);
+            goto done;
+        }
         st = o->split_on ? add_split(&c, tok, text, n, o->split_on) : add_doc(&c, tok, text, n);
         free(text);
         if (st != VKG_OK) {
