@@ -63,7 +63,8 @@ static void run_case(vkg_gpu *g, sumsq_case k, uint64_t seed)
         k.accumulate ? vkg_gpu_upload(g, &(float){START}, sizeof(float)) : vkg_gpu_poisoned(g, 1);
     VKG_ASSERT_OK(vkg_cmd_begin(g->cmd));
     VKG_ASSERT_OK(vkg_op_sumsq(g->cmd, out, xs, k.n, k.count, scratch, k.accumulate));
-    vkg_gpu_run(g);
+    VKG_ASSERT_OK(vkg_cmd_end(g->cmd)); /* kept for the replay below */
+    VKG_ASSERT_OK(vkg_cmd_run(g->cmd, 0));
 
     float ref_f = (float)ref;
     vkg_gpu_expect(g, k.name, out, &ref_f, 1, VKG_TEST_REL_BOUND);
