@@ -1,0 +1,75 @@
+/* GPT-2 on a Vulkan device: parameters, gradients, AdamW moments and activations in arenas, and
+ * the whole step recorded once into command lists that are replayed every step.
+ *
+ * Memory plan (llm.c's layout): params, grads, m and v are each one contiguous tensor of
+ * num_params floats in the 16-tensor table order of vkgpt/model.h; activations and their
+ * gradients are per-layer arrays as in llm.c. Values that change per step (learning rate, Adam
+ * step) live in a small device buffer, so nothing is re-recorded.
+ * Not here: data loading, schedules, checkpoints (src/train), host-side initialisation.
+ */
+#ifndef VKG_MODEL_GPT2_H
+#define VKG_MODEL_GPT2_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "vk/vk.h"
+#include "vkgpt/device.h"
+#include "vkgpt/model.h"
+
+typedef struct vkg_gpt2 vkg_gpt2;
+
+typedef struct vkg_gpt2_opts {
+    int B, T;            /* micro-batch shape; T <= max_seq_len */
+    int accum_steps;     /* micro-batches per optimizer step (each loss scaled by 1/accum_steps) */
+    float loss_scale;    /* extra factor on d(loss) (data-parallel token weighting); 1 normally */
+    float beta1, beta2, eps, weight_decay;
+} vkg_gpt2_opts;
+
+vkg_gpt2_opts vkg_gpt2_opts_default(void);
+
+/* Allocate everything for (cfg, opts) on dev and record the command lists. Errors: invalid
+ * config or shape (VKG_ERR_INVALID_ARG naming the field), VKG_ERR_NOMEM naming the arena.
+ * dev must outlive the model. Parameters start as zeros: load them with vkg_gpt2_set_params. */
+vkg_status vkg_gpt2_create(vkg_device_t *dev, const vkg_gpt2_config *cfg,
+                           const vkg_gpt2_opts *opts, vkg_gpt2 **out);
+void vkg_gpt2_destroy(vkg_gpt2 **pm);
+
+const vkg_gpt2_config *vkg_gpt2_config_of(const vkg_gpt2 *m);
+size_t vkg_gpt2_param_count(const vkg_gpt2 *m);
+/* Bytes of device memory held by the model (all arenas). */
+size_t vkg_gpt2_device_bytes(const vkg_gpt2 *m);
+
+/* Copy all parameters (num_params floats, table order) to or from the device. */
+vkg_status vkg_gpt2_set_params(vkg_gpt2 *m, const float *params);
+vkg_status vkg_gpt2_get_params(vkg_gpt2 *m, float *params);
+/* Gradients (same layout), and AdamW's first and second moments. */
+vkg_status vkg_gpt2_get_grads(vkg_gpt2 *m, float *grads);
+vkg_status vkg_gpt2_set_grads(vkg_gpt2 *m, const float *grads);
+vkg_status vkg_gpt2_get_moments(vkg_gpt2 *m, float *mom1, float *mom2);
+vkg_status vkg_gpt2_set_moments(vkg_gpt2 *m, const float *mom1, const float *mom2);
+
+/* Set every gradient to zero (start of an optimizer step). */
+vkg_status vkg_gpt2_zero_grad(vkg_gpt2 *m);
+/* Forward, loss and backward on one micro-batch: inputs and targets (B,T) int32 in [0, V).
+ * ACCUMULATES parameter gradients of loss_scale / accum_steps x the mean loss. *mean_loss (may
+ * be NULL) receives this micro-batch's mean loss (unscaled). */
+vkg_status vkg_gpt2_forward_backward(vkg_gpt2 *m, const int32_t *inputs, const int32_t *targets,
+                                     float *mean_loss);
+/* Forward only. With targets: *mean_loss gets the mean loss (evaluation). Without (NULL): the
+ * logits stay readable with vkg_gpt2_logits_row (sampling). */
+vkg_status vkg_gpt2_forward(vkg_gpt2 *m, const int32_t *inputs, const int32_t *targets,
+                            float *mean_loss);
+/* Logits (Vp floats) at batch row b, position t after vkg_gpt2_forward without targets. */
+vkg_status vkg_gpt2_logits_row(vkg_gpt2 *m, int b, int t, float *row);
+/* Per-position losses (B*T floats) of the last forward with targets. */
+vkg_status vkg_gpt2_losses(vkg_gpt2 *m, float *losses);
+/* One AdamW step with learning rate lr and 1-based step t over the accumulated gradients,
+ * clipped to global norm grad_clip when > 0. *grad_norm (may be NULL) receives the global
+ * gradient norm before clipping. */
+vkg_status vkg_gpt2_update(vkg_gpt2 *m, float lr, uint32_t t, float grad_clip, float *grad_norm);
+/* Per-dispatch GPU times of the last run of a command list (devices opened with profiling). */
+typedef enum vkg_gpt2_list { VKG_GPT2_FWDBWD, VKG_GPT2_UPDATE } vkg_gpt2_list;
+int vkg_gpt2_timings(vkg_gpt2 *m, vkg_gpt2_list which, const vkg_cmd_timing **timings);
+
+#endif

@@ -1,0 +1,66 @@
+/* Internal to src/model: the vkg_gpt2 struct and the recorder. */
+#ifndef VKG_MODEL_GPT2_INTERNAL_H
+#define VKG_MODEL_GPT2_INTERNAL_H
+
+#include <math.h>
+
+#include "model/gpt2.h"
+#include "ops/ops.h"
+
+#define VKG_GPT2_NUM_ACTS 21
+#define VKG_GPT2_NUM_GRAD_ACTS 12
+
+/* Forward activations, llm.c's names; shapes in gpt2.c's act_sizes. */
+typedef union vkg_gpt2_acts {
+    vkg_tensor t[VKG_GPT2_NUM_ACTS];
+    struct {
+        vkg_tensor encoded, ln1, ln1_mean, ln1_rstd, qkv, atty, att, attproj, residual2, ln2,
+            ln2_mean, ln2_rstd, fch, fch_gelu, fcproj, residual3, lnf, lnf_mean, lnf_rstd, logits,
+            losses;
+    } s;
+} vkg_gpt2_acts;
+
+/* Gradients of the activations (one contiguous range, zeroed before each backward). */
+typedef union vkg_gpt2_grad_acts {
+    vkg_tensor t[VKG_GPT2_NUM_GRAD_ACTS];
+    struct {
+        vkg_tensor dencoded, dln1, dqkv, datty, dattproj, dresidual2, dln2, dfch, dfch_gelu,
+            dfcproj, dresidual3, dlnf;
+    } s;
+} vkg_gpt2_grad_acts;
+
+enum {
+    VKG_GPT2_LIST_ZERO,   /* grads = 0 */
+    VKG_GPT2_LIST_FWDBWD, /* forward, loss with dlogits, backward (accumulating) */
+    VKG_GPT2_LIST_EVAL,   /* forward and losses */
+    VKG_GPT2_LIST_FWD,    /* forward to logits */
+    VKG_GPT2_LIST_UPDATE, /* global gradient norm, AdamW on all 16 tensors */
+    VKG_GPT2_NUM_LISTS
+};
+
+struct vkg_gpt2 {
+    vkg_device_t *dev;
+    vkg_gpt2_config cfg;
+    vkg_gpt2_opts opts;
+    size_t nparams;
+    size_t param_sizes[VKG_GPT2_NUM_PARAM_TENSORS];
+    vkg_arena *arena_params, *arena_grads, *arena_adam, *arena_acts;
+    vkg_tensor params, grads, mom1, mom2; /* whole tensors */
+    vkg_tensor p[VKG_GPT2_NUM_PARAM_TENSORS], g[VKG_GPT2_NUM_PARAM_TENSORS];
+    vkg_tensor m1[VKG_GPT2_NUM_PARAM_TENSORS], m2[VKG_GPT2_NUM_PARAM_TENSORS];
+    vkg_gpt2_acts acts;
+    vkg_gpt2_grad_acts gacts;
+    vkg_tensor gacts_start; /* all gradient activations as one range */
+    size_t gacts_count;
+    vkg_tensor mm_scratch;  /* (B*T, 4C): transposed matmul inputs */
+    vkg_tensor dpre;        /* (B, NH, T, T): attention score gradients */
+    vkg_tensor sumsq_scratch, sumsq, step;
+    vkg_tensor inputs, targets; /* (B, T) int32 */
+    vkg_cmd *lists[VKG_GPT2_NUM_LISTS];
+    int logits_valid;
+};
+
+/* Record every command list of m (gpt2_record.c). */
+vkg_status vkg__gpt2_record(vkg_gpt2 *m);
+
+#endif

@@ -1,0 +1,197 @@
+/* GPT-2 on the device (src/model) against the CPU reference model (src/ref/gpt2_ref).
+ * A tiny model (L=2, C=64, NH=4, V=256, T=16, B=4) from the same initial parameters trains 10
+ * AdamW steps (weight decay and clipping on) on both: every step's loss must agree within 1e-5
+ * relative and the final parameters within 1e-4 relative (||gpu - ref|| / ||ref||); the loss at
+ * initialisation is within 2% of ln(V). Also: gradient accumulation (B=2, 2 micro-steps) equals
+ * one batch of B=4, tokens outside the vocabulary are refused, and the eval forward gives the
+ * training forward's loss. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu_fixture.h"
+#include "model/gpt2.h"
+#include "ref/gpt2_ref.h"
+#include "testutil.h"
+
+enum { L = 2, C = 64, NH = 4, V = 256, MAXT = 16, B = 4, T = 16, STEPS = 10 };
+
+static const vkg_gpt2_config cfg = {.max_seq_len = MAXT, .vocab_size = V,
+                                    .padded_vocab_size = V, .num_layers = L, .num_heads = NH,
+                                    .channels = C};
+static const vkg_ref_gpt2_config_t rcfg = {.maxT = MAXT, .V = V, .Vp = V, .L = L, .NH = NH,
+                                           .C = C};
+
+static vkg_gpt2_opts opts(int b, int accum)
+{
+    vkg_gpt2_opts o = vkg_gpt2_opts_default();
+    o.B = b;
+    o.T = T;
+    o.accum_steps = accum;
+    o.weight_decay = 0.1f;
+    return o;
+}
+
+/* Batches drawn from a small "language": token k follows token k-1 with noise, so it learns. */
+static void make_batch(vkg_test_rng *r, int32_t *inp, int32_t *tgt, int rows)
+{
+    for (int b = 0; b < rows; b++) {
+        int32_t tok = (int32_t)(vkg_test_rng_u64(r) % V);
+        for (int t = 0; t <= T; t++) {
+            int32_t next = (vkg_test_rng_u64(r) % 4 == 0) ? (int32_t)(vkg_test_rng_u64(r) % V)
+                                                          : (tok * 7 + 3) % V;
+            if (t < T)
+                inp[b * T + t] = tok;
+            if (t > 0)
+                tgt[b * T + t - 1] = tok;
+            tok = next;
+        }
+    }
+}
+
+static void test_train_matches_reference(void **state)
+{
+    vkg_gpu *g = *state;
+    size_t n = vkg_ref_gpt2_num_params(&rcfg);
+    assert_int_equal(n, vkg_gpt2_num_params(&cfg));
+    float *params = vkg_test_alloc(n), *grads = vkg_test_alloc(n), *m1 = vkg_test_alloc(n);
+    float *m2 = vkg_test_alloc(n), *gpu_params = vkg_test_alloc(n);
+    vkg_ref_gpt2_init_params(&rcfg, params, 1234);
+    memset(m1, 0, n * 4), memset(m2, 0, n * 4);
+    vkg_ref_gpt2_t *ref = NULL;
+    assert_int_equal(vkg_ref_gpt2_create(&rcfg, B, T, &ref), 0);
+    vkg_gpt2_opts o = opts(B, 1);
+    vkg_gpt2 *model = NULL;
+    VKG_ASSERT_OK(vkg_gpt2_create(g->dev, &cfg, &o, &model));
+    VKG_ASSERT_OK(vkg_gpt2_set_params(model, params));
+    vkg_ref_gpt2_adamw_t hp = {.lr = 1e-3, .beta1 = o.beta1, .beta2 = o.beta2, .eps = o.eps,
+                               .weight_decay = o.weight_decay, .grad_clip = 1.0};
+    vkg_test_rng r;
+    vkg_test_rng_seed(&r, 99);
+    int32_t inp[B * T], tgt[B * T];
+    for (int step = 1; step <= STEPS; step++) {
+        make_batch(&r, inp, tgt, B);
+        double ref_loss = vkg_ref_gpt2_forward(ref, params, inp, tgt);
+        vkg_ref_gpt2_zero_grad(&rcfg, grads);
+        vkg_ref_gpt2_backward(ref, params, grads, 1.0);
+        double ref_norm = vkg_ref_gpt2_adamw(&rcfg, params, grads, m1, m2, &hp, step);
+        float loss = 0.0f, norm = 0.0f;
+        VKG_ASSERT_OK(vkg_gpt2_zero_grad(model));
+        VKG_ASSERT_OK(vkg_gpt2_forward_backward(model, inp, tgt, &loss));
+        VKG_ASSERT_OK(vkg_gpt2_update(model, (float)hp.lr, (uint32_t)step, (float)hp.grad_clip,
+                                      &norm));
+        double rel = fabs(loss - ref_loss) / fabs(ref_loss);
+        printf("step %2d loss gpu %.7f ref %.7f rel %.2e  grad norm gpu %.6f ref %.6f\n", step,
+               (double)loss, ref_loss, rel, (double)norm, ref_norm);
+        if (step == 1)
+            assert_true(fabs(ref_loss - log((double)V)) < 0.02 * log((double)V));
+        if (rel > 1e-5)
+            fail_msg("step %d: loss %.9g differs from the reference %.9g (rel %.3g > 1e-5)", step,
+                     (double)loss, ref_loss, rel);
+        assert_true(fabs(norm - ref_norm) <= 1e-4 * ref_norm);
+    }
+    VKG_ASSERT_OK(vkg_gpt2_get_params(model, gpu_params));
+    vkg_test_cmp cmp;
+    assert_true(vkg_test_compare("parameters after 10 steps", gpu_params, params, n, 1e-4, &cmp));
+    printf("final parameters: rel_l2 %.3g max_abs %.3g\n", cmp.rel_l2, cmp.max_abs);
+    vkg_gpt2_destroy(&model);
+    vkg_ref_gpt2_destroy(&ref);
+    free(params), free(grads), free(m1), free(m2), free(gpu_params);
+}
+
+/* One optimizer step over B=4 equals two accumulated micro-steps of B=2 on the same rows. */
+static void test_accumulation_equals_one_batch(void **state)
+{
+    vkg_gpu *g = *state;
+    size_t n = vkg_gpt2_num_params(&cfg);
+    float *params = vkg_test_alloc(n), *big = vkg_test_alloc(n), *acc = vkg_test_alloc(n);
+    vkg_ref_gpt2_init_params(&rcfg, params, 77);
+    vkg_gpt2_opts o4 = opts(B, 1), o2 = opts(B / 2, 2);
+    vkg_gpt2 *m4 = NULL, *m2 = NULL;
+    VKG_ASSERT_OK(vkg_gpt2_create(g->dev, &cfg, &o4, &m4));
+    VKG_ASSERT_OK(vkg_gpt2_create(g->dev, &cfg, &o2, &m2));
+    VKG_ASSERT_OK(vkg_gpt2_set_params(m4, params));
+    VKG_ASSERT_OK(vkg_gpt2_set_params(m2, params));
+    vkg_test_rng r;
+    vkg_test_rng_seed(&r, 5);
+    int32_t inp[B * T], tgt[B * T];
+    for (int step = 1; step <= 3; step++) {
+        make_batch(&r, inp, tgt, B);
+        float l4, la, lb, n4, n2;
+        VKG_ASSERT_OK(vkg_gpt2_zero_grad(m4));
+        VKG_ASSERT_OK(vkg_gpt2_forward_backward(m4, inp, tgt, &l4));
+        VKG_ASSERT_OK(vkg_gpt2_update(m4, 1e-3f, (uint32_t)step, 0.0f, &n4));
+        VKG_ASSERT_OK(vkg_gpt2_zero_grad(m2));
+        VKG_ASSERT_OK(vkg_gpt2_forward_backward(m2, inp, tgt, &la));
+        VKG_ASSERT_OK(vkg_gpt2_forward_backward(m2, inp + B / 2 * T, tgt + B / 2 * T, &lb));
+        VKG_ASSERT_OK(vkg_gpt2_update(m2, 1e-3f, (uint32_t)step, 0.0f, &n2));
+        double mean2 = 0.5 * ((double)la + (double)lb);
+        assert_true(fabs(mean2 - l4) <= 1e-5 * fabs((double)l4));
+        assert_true(fabs((double)n2 - n4) <= 1e-4 * n4);
+    }
+    VKG_ASSERT_OK(vkg_gpt2_get_params(m4, big));
+    VKG_ASSERT_OK(vkg_gpt2_get_params(m2, acc));
+    assert_true(vkg_test_compare("accumulated vs single batch", acc, big, n, 1e-5, NULL));
+    vkg_gpt2_destroy(&m4);
+    vkg_gpt2_destroy(&m2);
+    free(params), free(big), free(acc);
+}
+
+static void test_eval_and_bad_tokens(void **state)
+{
+    vkg_gpu *g = *state;
+    size_t n = vkg_gpt2_num_params(&cfg);
+    float *params = vkg_test_alloc(n);
+    vkg_ref_gpt2_init_params(&rcfg, params, 3);
+    vkg_gpt2_opts o = opts(B, 1);
+    vkg_gpt2 *m = NULL;
+    VKG_ASSERT_OK(vkg_gpt2_create(g->dev, &cfg, &o, &m));
+    VKG_ASSERT_OK(vkg_gpt2_set_params(m, params));
+    vkg_test_rng r;
+    vkg_test_rng_seed(&r, 8);
+    int32_t inp[B * T], tgt[B * T];
+    make_batch(&r, inp, tgt, B);
+    float eval = 0.0f, train = 0.0f;
+    VKG_ASSERT_OK(vkg_gpt2_forward(m, inp, tgt, &eval));
+    VKG_ASSERT_OK(vkg_gpt2_zero_grad(m));
+    VKG_ASSERT_OK(vkg_gpt2_forward_backward(m, inp, tgt, &train));
+    assert_true(eval == train);
+    float row[V];
+    assert_int_equal(vkg_gpt2_logits_row(m, 0, 0, row), VKG_ERR_STATE);
+    VKG_ASSERT_OK(vkg_gpt2_forward(m, inp, NULL, NULL));
+    VKG_ASSERT_OK(vkg_gpt2_logits_row(m, B - 1, T - 1, row));
+    for (int i = 0; i < V; i++)
+        assert_true(isfinite(row[i]));
+    inp[37] = V;
+    assert_int_equal(vkg_gpt2_forward(m, inp, tgt, &eval), VKG_ERR_INVALID_ARG);
+    assert_non_null(strstr(vkg_error_message(), "input token 256 at position 37"));
+    inp[37] = 0;
+    tgt[5] = -1;
+    assert_int_equal(vkg_gpt2_forward_backward(m, inp, tgt, &train), VKG_ERR_INVALID_ARG);
+    assert_non_null(strstr(vkg_error_message(), "target token -1 at position 5"));
+    vkg_gpt2_opts bad = opts(B, 1);
+    bad.T = MAXT + 1;
+    vkg_gpt2 *none = NULL;
+    assert_int_equal(vkg_gpt2_create(g->dev, &cfg, &bad, &none), VKG_ERR_INVALID_ARG);
+    assert_null(none);
+    vkg_gpt2_destroy(&m);
+    free(params);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_train_matches_reference, vkg_gpu_setup,
+                                        vkg_gpu_teardown),
+        cmocka_unit_test_setup_teardown(test_accumulation_equals_one_batch, vkg_gpu_setup,
+                                        vkg_gpu_teardown),
+        cmocka_unit_test_setup_teardown(test_eval_and_bad_tokens, vkg_gpu_setup, vkg_gpu_teardown),
+    };
+    return cmocka_run_group_tests(tests, vkg_gpu_group_setup, vkg_gpu_group_teardown);
+}
