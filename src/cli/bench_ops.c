@@ -21,9 +21,11 @@ typedef struct bench {
 typedef struct op_shape {
     const char *op;  /* which op */
     const char *tag; /* what the shape is */
-    int N, C, OC;    /* matmul: rows, in, out */
+    int N, C, OC;    /* matmul: rows, in, out; others: rows (B*T), channels, extra (V, NH, T) */
 } op_shape;
 
+/* GPT-2 124M at B=4, T=64: N = 256 rows, C = 768, NH = 12, Vp = 50304; plus the matmul target
+ * shape 4096 x 768 x 768. */
 static const op_shape shapes[] = {
     {"matmul_fwd", "4096x768x768", 4096, 768, 768},
     {"matmul_fwd", "gpt2 qkv", 256, 768, 2304},
@@ -36,6 +38,19 @@ static const op_shape shapes[] = {
     {"matmul_bwd", "gpt2 fc", 256, 768, 3072},
     {"matmul_bwd", "gpt2 fcproj", 256, 3072, 768},
     {"matmul_bwd", "gpt2 classifier", 256, 768, 50304},
+    {"encoder_fwd", "gpt2 B4 T64", 256, 768, 50304},
+    {"encoder_bwd", "gpt2 B4 T64", 256, 768, 50304},
+    {"layernorm_fwd", "gpt2 256x768", 256, 768, 0},
+    {"layernorm_bwd", "gpt2 256x768", 256, 768, 0},
+    {"attention_fwd", "gpt2 B4 T64 NH12", 256, 768, 12},
+    {"attention_bwd", "gpt2 B4 T64 NH12", 256, 768, 12},
+    {"gelu_fwd", "gpt2 256x3072", 256, 3072, 0},
+    {"gelu_bwd", "gpt2 256x3072", 256, 3072, 0},
+    {"residual_fwd", "gpt2 256x768", 256, 768, 0},
+    {"residual_bwd", "gpt2 256x768", 256, 768, 0},
+    {"xent_fwd_bwd", "gpt2 256x50257", 256, 50257, 50304},
+    {"sumsq", "gpt2 124M params", 124475904, 1, 0},
+    {"adamw", "gpt2 124M params", 124475904, 1, 0},
 };
 
 #define NSHAPES (sizeof shapes / sizeof shapes[0])
@@ -46,27 +61,56 @@ static float next_uniform(bench *b)
     return (float)((b->rng >> 40) & 0xFFFFFF) / 16777216.0f - 0.5f;
 }
 
-static vkg_status random_tensor(bench *b, size_t n, vkg_tensor *out)
+/* A tensor of n floats, uniform in [-0.05, 0.05) (or of n int32 token ids below `tokens`). */
+static vkg_status random_tensor_ex(bench *b, size_t n, int tokens, vkg_tensor *out)
 {
-    VKG_TRY(vkg_arena_alloc(b->arena, n * sizeof(float), out));
+    VKG_TRY(vkg_arena_alloc(b->arena, (n ? n : 1) * sizeof(float), out));
     float *host = malloc((n ? n : 1) * sizeof *host);
     VKG_CHECK(host, VKG_ERR_NOMEM, "no memory for %zu floats", n);
-    for (size_t i = 0; i < n; i++)
-        host[i] = next_uniform(b) * 0.1f;
+    for (size_t i = 0; i < n; i++) {
+        float u = next_uniform(b);
+        if (tokens) {
+            int32_t t = (int32_t)((u + 0.5f) * (float)tokens) % tokens;
+            memcpy(&host[i], &t, sizeof t);
+        } else {
+            host[i] = u * 0.1f;
+        }
+    }
     vkg_status st = vkg_tensor_write(b->dev, *out, 0, host, n * sizeof *host);
     free(host);
     return st;
 }
 
-/* Record shape s into b->cmd; *flops and *bytes describe one run. */
-static vkg_status record(bench *b, const op_shape *s, double *flops, double *bytes)
+static vkg_status random_tensor(bench *b, size_t n, vkg_tensor *out)
+{
+    return random_tensor_ex(b, n, 0, out);
+}
+
+/* Device bytes a row needs (inputs, outputs, scratch), generously. */
+static size_t row_bytes(const op_shape *s)
+{
+    size_t N = (size_t)s->N, C = (size_t)s->C, OC = (size_t)(s->OC > 0 ? s->OC : 1);
+    size_t slack = (size_t)1 << 20;
+    if (!strncmp(s->op, "matmul", 6))
+        return 4 * (3 * N * C + 2 * OC * C + 2 * N * OC + 2 * OC) + slack;
+    if (!strncmp(s->op, "encoder", 7))
+        return 4 * (2 * OC * C + 4 * N * C + N) + slack;
+    if (!strncmp(s->op, "xent", 4))
+        return 4 * (N * OC + 2 * N) + slack;
+    if (!strncmp(s->op, "attention", 9))
+        return 4 * (8 * N * C + 2 * 4 * OC * (N / 4) * (N / 4)) + slack;
+    if (!strcmp(s->op, "sumsq") || !strcmp(s->op, "adamw"))
+        return 4 * (4 * N * C) + (16u << 20);
+    return 4 * (8 * N * C) + slack;
+}
+
+static vkg_status record_matmul(bench *b, const op_shape *s, double *flops, double *bytes)
 {
     size_t N = (size_t)s->N, C = (size_t)s->C, OC = (size_t)s->OC;
     vkg_tensor inp, w, bias, out, scratch, dinp, dw, dbias, dout;
     VKG_TRY(random_tensor(b, N * C, &inp));
     VKG_TRY(random_tensor(b, OC * C, &w));
     VKG_TRY(random_tensor(b, OC, &bias));
-    VKG_TRY(vkg_cmd_begin(b->cmd));
     if (!strcmp(s->op, "matmul_fwd")) {
         VKG_TRY(random_tensor(b, N * OC, &out));
         VKG_TRY(random_tensor(b, N * C, &scratch));
@@ -82,6 +126,118 @@ static vkg_status record(bench *b, const op_shape *s, double *flops, double *byt
         *flops = 4.0 * (double)N * (double)C * (double)OC;
         *bytes = 4.0 * (double)(2 * N * C + 2 * OC * C + N * OC);
     }
+    return VKG_OK;
+}
+
+/* Everything but matmul: *flops is an estimate of the arithmetic, *bytes the minimum traffic. */
+static vkg_status record_other(bench *b, const op_shape *s, double *flops, double *bytes)
+{
+    size_t N = (size_t)s->N, C = (size_t)s->C, n = N * C;
+    const char *op = s->op;
+    vkg_tensor x, y, z, w, u, v;
+    if (!strncmp(op, "encoder", 7)) {
+        size_t Vp = (size_t)s->OC;
+        VKG_TRY(random_tensor_ex(b, N, 50257, &x)); /* token ids */
+        VKG_TRY(random_tensor(b, Vp * C, &w));
+        VKG_TRY(random_tensor(b, 64 * C, &u));
+        VKG_TRY(random_tensor(b, n, &y));
+        *bytes = 4.0 * (double)(3 * n);
+        *flops = (double)n;
+        if (!strcmp(op, "encoder_fwd"))
+            return vkg_op_encoder_fwd(b->cmd, y, x, w, u, 4, (int)N / 4, (int)C);
+        return vkg_op_encoder_bwd(b->cmd, w, u, y, x, 4, (int)N / 4, (int)C);
+    }
+    if (!strncmp(op, "layernorm", 9)) {
+        VKG_TRY(random_tensor(b, n, &x));
+        VKG_TRY(random_tensor(b, n, &y));
+        VKG_TRY(random_tensor(b, N, &u));
+        VKG_TRY(random_tensor(b, N, &v));
+        VKG_TRY(random_tensor(b, C, &w));
+        VKG_TRY(random_tensor(b, C, &z));
+        *flops = 8.0 * (double)n;
+        *bytes = 4.0 * (double)(2 * n);
+        VKG_TRY(vkg_op_layernorm_fwd(b->cmd, y, u, v, x, w, z, (int)N, (int)C));
+        if (!strcmp(op, "layernorm_fwd"))
+            return VKG_OK;
+        vkg_tensor dx, dw, db;
+        VKG_TRY(random_tensor(b, n, &dx));
+        VKG_TRY(random_tensor(b, C, &dw));
+        VKG_TRY(random_tensor(b, C, &db));
+        VKG_TRY(vkg_cmd_end(b->cmd));
+        VKG_TRY(vkg_cmd_run(b->cmd, 0)); /* mean and rstd for the backward */
+        VKG_TRY(vkg_cmd_begin(b->cmd));
+        *bytes = 4.0 * (double)(4 * n);
+        return vkg_op_layernorm_bwd(b->cmd, dx, dw, db, y, x, w, u, v, (int)N, (int)C);
+    }
+    if (!strncmp(op, "attention", 9)) {
+        int NH = s->OC, Bq = 4, T = (int)N / 4;
+        size_t att = (size_t)Bq * NH * T * T;
+        VKG_TRY(random_tensor(b, 3 * n, &x));
+        VKG_TRY(random_tensor(b, n, &y));
+        VKG_TRY(random_tensor(b, att, &u));
+        *flops = 4.0 * (double)Bq * T * T * (double)C / 2.0; /* causal: half of QK^T and AV */
+        *bytes = 4.0 * (double)(4 * n + att);
+        VKG_TRY(vkg_op_attention_fwd(b->cmd, y, u, x, Bq, T, (int)C, NH));
+        if (!strcmp(op, "attention_fwd"))
+            return VKG_OK;
+        VKG_TRY(random_tensor(b, 3 * n, &z));
+        VKG_TRY(random_tensor(b, att, &v));
+        VKG_TRY(vkg_cmd_end(b->cmd));
+        VKG_TRY(vkg_cmd_run(b->cmd, 0));
+        VKG_TRY(vkg_cmd_begin(b->cmd));
+        *flops *= 2.0;
+        return vkg_op_attention_bwd(b->cmd, z, y, x, u, Bq, T, (int)C, NH, v);
+    }
+    if (!strncmp(op, "xent", 4)) {
+        size_t Vp = (size_t)s->OC;
+        VKG_TRY(random_tensor(b, N * Vp, &x));
+        VKG_TRY(random_tensor_ex(b, N, (int)C, &y));
+        VKG_TRY(random_tensor(b, N, &u));
+        *flops = 4.0 * (double)(N * Vp);
+        *bytes = 4.0 * (double)(2 * N * Vp);
+        return vkg_op_xent_fwd_bwd(b->cmd, u, &x, x, y, (int)N, (int)C, (int)Vp, 1.0f / (float)N);
+    }
+    if (!strcmp(op, "sumsq") || !strcmp(op, "adamw")) {
+        size_t scratch = vkg_op_sumsq_scratch_elems(b->dev, &n, 1);
+        VKG_TRY(random_tensor(b, n, &x));
+        VKG_TRY(random_tensor(b, scratch, &u));
+        VKG_TRY(random_tensor(b, 4, &v));
+        *flops = 2.0 * (double)n;
+        *bytes = 4.0 * (double)n;
+        if (!strcmp(op, "sumsq"))
+            return vkg_op_sumsq(b->cmd, v, &x, &n, 1, u, 0);
+        VKG_TRY(random_tensor(b, n, &y));
+        VKG_TRY(random_tensor(b, n, &z));
+        VKG_TRY(random_tensor(b, n, &w));
+        vkg_step_params sp = {.lr = 1e-4f, .t = 1, .grad_clip = 0.0f};
+        VKG_TRY(vkg_tensor_write(b->dev, v, 0, &sp, sizeof sp));
+        *flops = 12.0 * (double)n;
+        *bytes = 4.0 * (double)(7 * n);
+        return vkg_op_adamw(b->cmd, x, y, z, w, n, 0.9f, 0.95f, 1e-8f, 0.1f, v, NULL);
+    }
+    /* gelu and residual */
+    VKG_TRY(random_tensor(b, n, &x));
+    VKG_TRY(random_tensor(b, n, &y));
+    VKG_TRY(random_tensor(b, n, &z));
+    *flops = (!strncmp(op, "gelu", 4) ? 20.0 : 1.0) * (double)n;
+    *bytes = 4.0 * (double)(3 * n);
+    if (!strcmp(op, "gelu_fwd"))
+        return vkg_op_gelu_fwd(b->cmd, y, x, n);
+    if (!strcmp(op, "gelu_bwd"))
+        return vkg_op_gelu_bwd(b->cmd, z, x, y, n);
+    if (!strcmp(op, "residual_fwd"))
+        return vkg_op_residual_fwd(b->cmd, z, x, y, n);
+    return vkg_op_residual_bwd(b->cmd, z, x, y, n);
+}
+
+/* Record shape s into b->cmd; *flops and *bytes describe one run. */
+static vkg_status record(bench *b, const op_shape *s, double *flops, double *bytes)
+{
+    VKG_TRY(vkg_cmd_begin(b->cmd));
+    if (!strncmp(s->op, "matmul", 6))
+        VKG_TRY(record_matmul(b, s, flops, bytes));
+    else
+        VKG_TRY(record_other(b, s, flops, bytes));
     return vkg_cmd_end(b->cmd);
 }
 
@@ -131,7 +287,7 @@ static void usage(FILE *f)
                "  --iters N    timed runs per row, median reported (default 5)\n"
                "  --op NAME    only rows whose op starts with NAME (e.g. matmul_fwd)\n"
                "  --tiles ...  matmul register tile: rows, columns per lane, lanes per workgroup\n"
-               "               (default: the device's; CPU 8,2,8, GPU 4,4,64)\n");
+               "               (default: the device's; CPU 8,8,8, GPU 4,4,64)\n");
 }
 
 int vkg_cli_bench_ops(int argc, char **argv)
@@ -172,16 +328,18 @@ int vkg_cli_bench_ops(int argc, char **argv)
         return 1;
     }
     vkg_matmul_tiles t = b.tiles.tm ? b.tiles : vkg_matmul_default_tiles(info);
+    b.dev->tuning.matmul_tm = t.tm;
+    b.dev->tuning.matmul_tn = t.tn;
+    b.dev->tuning.matmul_lx = t.lx;
     printf("# device: %s (%s)\n# matmul tiles: %u rows x %u columns per lane, %u lanes\n",
            info->name, info->driver, t.tm, t.tn, t.lx);
-    printf("%-12s %-16s %10s %10s %9s %12s %8s\n", "op", "shape", "ms", "GFLOP/s", "GB/s",
+    printf("%-14s %-18s %10s %10s %9s %12s %8s\n", "op", "shape", "ms", "GFLOP/s", "GB/s",
            "openblas_ms", "ratio");
     for (size_t i = 0; i < NSHAPES && st == VKG_OK; i++) {
         const op_shape *s = &shapes[i];
         if (only && strncmp(s->op, only, strlen(only)))
             continue;
-        size_t need = 4 * (3 * (size_t)s->N * s->C + 2 * (size_t)s->OC * s->C +
-                           2 * (size_t)s->N * s->OC + 2 * (size_t)s->OC) + (16u << 10);
+        size_t need = row_bytes(s);
         double flops = 0, bytes = 0, ms = 0;
         st = vkg_arena_create(b.dev, need, "bench", &b.arena);
         if (st == VKG_OK)
@@ -191,7 +349,7 @@ int vkg_cli_bench_ops(int argc, char **argv)
         if (st == VKG_OK)
             st = time_runs(&b, iters, &ms);
         if (st == VKG_OK) {
-            printf("%-12s %-16s %10.3f %10.2f %9.2f", s->op, s->tag, ms, flops / ms / 1e6,
+            printf("%-14s %-18s %10.3f %10.2f %9.2f", s->op, s->tag, ms, flops / ms / 1e6,
                    bytes / ms / 1e6);
             double blas = -1.0;
             if (!strcmp(s->op, "matmul_fwd") && vkg_bench_blas_available())

@@ -34,12 +34,12 @@ typedef struct push_bias {
 vkg_matmul_tiles vkg_matmul_default_tiles(const vkg_device_info *info)
 {
     /* CPU devices (lavapipe, where every load is a gather): one subgroup per workgroup, as many
-     * rows as lanes so A is loaded once per k and broadcast, 4 columns per lane (measured best of
-     * 8x1..8x8, docs/BENCHMARKS.md). GPUs: 64 lanes, 4 x 4 per lane. */
+     * rows as lanes so A is loaded once per k and broadcast, 8 columns per lane (measured best of
+     * 8x1..8x16, docs/BENCHMARKS.md). GPUs: 64 lanes, 4 x 4 per lane. */
     vkg_matmul_tiles t = {.tm = 4, .tn = 4, .lx = 64};
     if (!strcmp(info->type, "cpu") && info->subgroup_size > 0 && info->subgroup_size <= 16) {
         t.tm = info->subgroup_size;
-        t.tn = 4;
+        t.tn = 8;
         t.lx = info->subgroup_size;
     }
     return t;
@@ -62,9 +62,12 @@ vkg_status vkg_op_gemm(vkg_cmd *c, const vkg_gemm *g)
     VKG_TRY(vkg__op_need(op, "b", g->b, span(g->K, g->ldb, g->N)));
     if (g->bias)
         VKG_TRY(vkg__op_need(op, "bias", *g->bias, g->out_t ? g->M : g->N));
+    vkg_device_t *dev = vkg_cmd_device(c);
     vkg_matmul_tiles t = g->tiles;
     if (t.tm == 0 || t.tn == 0 || t.lx == 0)
-        t = vkg_matmul_default_tiles(vkg_device_get_info(vkg_cmd_device(c)));
+        t = (vkg_matmul_tiles){dev->tuning.matmul_tm, dev->tuning.matmul_tn, dev->tuning.matmul_lx};
+    if (t.tm == 0 || t.tn == 0 || t.lx == 0)
+        t = vkg_matmul_default_tiles(vkg_device_get_info(dev));
     push_gemm p = {.out = g->out.addr,
                    .a = g->a.addr,
                    .b = g->b.addr,
@@ -78,7 +81,7 @@ vkg_status vkg_op_gemm(vkg_cmd *c, const vkg_gemm *g)
                    .has_bias = g->bias != NULL};
     /* One load of A per k shared by subgroup broadcasts when the workgroup is one subgroup
      * holding as many lanes as rows. */
-    const vkg_device_info *info = vkg_device_get_info(vkg_cmd_device(c));
+    const vkg_device_info *info = vkg_device_get_info(dev);
     uint32_t shuffle = t.tm == t.lx && t.lx == info->subgroup_size;
     uint32_t spec[9] = {t.lx, 1, 1, t.tm, t.tn, g->a_kcontig ? 1u : 0u, g->out_t ? 1u : 0u,
                         g->accumulate ? 1u : 0u, shuffle};

@@ -96,6 +96,10 @@ struct vkg_device {
     atomic_int validation_count;
     char validation_first[1024];
     vkg_kernel_cache kernels[VKG_KERNEL_COUNT];
+    /* Per-device overrides of op tuning (0 = the op's default), set by benchmarks. */
+    struct {
+        uint32_t matmul_tm, matmul_tn, matmul_lx;
+    } tuning;
     /* staging for transfers on devices without unified memory */
     VkBuffer staging;
     VkDeviceMemory staging_mem;
