@@ -22,5 +22,9 @@ int vkg_cli_devices(int argc, char **argv);
 int vkg_cli_prepare(int argc, char **argv);
 int vkg_cli_bench(int argc, char **argv);
 int vkg_cli_bench_ops(int argc, char **argv);
+int vkg_cli_train(int argc, char **argv);
+int vkg_cli_sample(int argc, char **argv);
+int vkg_cli_bench_allreduce(int argc, char **argv);
+int vkg_cli_keygen(int argc, char **argv);
 
 #endif

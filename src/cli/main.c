@@ -6,9 +6,12 @@
 #include <string.h>
 
 static const vkg_cli_command commands[] = {
+    {"train", vkg_cli_train, "train a GPT-2 model (new, from an llm.c file, or resumed)"},
+    {"sample", vkg_cli_sample, "generate text from a checkpoint or an llm.c model file"},
     {"devices", vkg_cli_devices, "list Vulkan devices and the features vkgpt needs"},
     {"prepare", vkg_cli_prepare, "tokenize text into llm.c token shards (train + val)"},
     {"bench", vkg_cli_bench, "benchmarks: ops (per-op shader timings)"},
+    {"keygen", vkg_cli_keygen, "write a CURVE key pair for authenticated, encrypted transport"},
 };
 
 #define NCOMMANDS (sizeof commands / sizeof commands[0])

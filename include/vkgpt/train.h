@@ -1,0 +1,113 @@
+/* Training GPT-2 with vkgpt: the trainer behind `vkgpt train` and `vkgpt sample`, usable from C.
+ *
+ * A trainer owns a device, a model (new, from an llm.c model file, or resumed from a checkpoint),
+ * the data loaders, the JSON log and the checkpoints. Each vkg_trainer_step runs one optimizer
+ * step over total_batch tokens (gradient accumulation over micro-batches of batch x seq tokens).
+ * The library never prints: progress comes back in vkg_step_info for the caller to show.
+ */
+#ifndef VKGPT_TRAIN_H
+#define VKGPT_TRAIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "vkgpt/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum vkg_lr_schedule {
+    VKG_LR_COSINE = 0,   /* warmup, then half cosine down to lr * lr_min_frac */
+    VKG_LR_LINEAR = 1,   /* warmup, then linear down to lr * lr_min_frac */
+    VKG_LR_CONSTANT = 2, /* warmup, then lr */
+} vkg_lr_schedule;
+
+typedef struct vkg_train_config {
+    const char *device; /* index or name substring; NULL: the first suitable device */
+    int validation;     /* Khronos validation layer on (slow; for debugging) */
+    int profile;        /* timestamp queries on (per-op times in vkg_trainer_op_times) */
+    /* Model: resumed from ckpt_dir (resume), else loaded from init_path (an llm.c model file,
+     * fp32 version 3 or bf16 version 5), else new from these fields with GPT-2 init from seed. */
+    const char *init_path;
+    int layers, heads, channels, max_seq_len;
+    int vocab_size;     /* 0: the tokenizer's */
+    uint64_t seed;
+    /* Data: llm.c token shards or text files (a path or a glob). val_data may be NULL. */
+    const char *data, *val_data;
+    /* Tokenizer: "byte", "gpt2" (with vocab_dir: vocab.bpe + encoder.json) or the path of an
+     * llm.c tokenizer file; NULL: byte-level for text, DIR/tokenizer.bin next to shards if any. */
+    const char *tokenizer, *vocab_dir;
+    int shuffle;        /* 1: seeded batch order per epoch */
+    /* Batch: micro-batch B x T; total_batch tokens per optimizer step (0: B*T). */
+    int batch, seq;
+    long long total_batch;
+    /* Optimizer and schedule. */
+    int steps;
+    float lr, lr_min_frac;
+    int warmup;
+    vkg_lr_schedule schedule;
+    float weight_decay, beta1, beta2, eps, grad_clip; /* grad_clip 0: off */
+    /* Evaluation every eval_every steps (0: never) over eval_batches validation batches. */
+    int eval_every, eval_batches;
+    /* Checkpoints and log. ckpt_dir NULL: no checkpoints. log_path NULL: ckpt_dir/log.jsonl
+     * (or no log without ckpt_dir). resume: continue from the newest complete checkpoint. */
+    const char *ckpt_dir;
+    int keep_checkpoints;
+    int resume;
+    const char *log_path;
+} vkg_train_config;
+
+/* Defaults: L=4, NH=4, C=128, maxT=64, B=8, T=64, 1000 steps, lr 6e-4 cosine to 0.1 with
+ * 10% warmup... (see the definition); every pointer NULL. */
+vkg_train_config vkg_train_config_default(void);
+
+typedef struct vkg_trainer vkg_trainer_t;
+
+typedef struct vkg_trainer_info {
+    char device[256];
+    int layers, heads, channels, max_seq_len, vocab_size, padded_vocab_size;
+    size_t num_params;
+    size_t device_bytes; /* device memory held by the model */
+    int batch, seq, accum_steps;
+    long long total_batch;
+    long long start_step, steps; /* resumed runs start past 0 */
+    int resumed;
+    char log_path[1024], svg_path[1024];
+} vkg_trainer_info;
+
+typedef struct vkg_step_info {
+    long long step;      /* 1-based number of the step just taken */
+    float loss, lr, grad_norm;
+    double ms, tokens_per_s;
+    uint64_t tokens;     /* trained on so far */
+    int has_eval;
+    float eval_loss;
+} vkg_step_info;
+
+/* Set everything up: errors name the flag, file or device at fault (bad sizes, a total batch
+ * that does not divide, corrupt files, tokens outside the vocabulary, ...). */
+vkg_status vkg_trainer_create(const vkg_train_config *cfg, vkg_trainer_t **out);
+void vkg_trainer_destroy(vkg_trainer_t **pt);
+void vkg_trainer_get_info(const vkg_trainer_t *t, vkg_trainer_info *info);
+/* 1 when every configured step has run. */
+int vkg_trainer_done(const vkg_trainer_t *t);
+/* One optimizer step (and the evaluation when one is due); appends it to the log. */
+vkg_status vkg_trainer_step(vkg_trainer_t *t, vkg_step_info *info);
+/* Mean loss over eval_batches validation batches (from the first, each time). */
+vkg_status vkg_trainer_eval(vkg_trainer_t *t, float *loss);
+/* Generate len tokens after prompt (empty: start from end-of-text) and return the text
+ * (prompt included, malloc'd, caller frees). temperature 0: greedy; top_k 0: all tokens. */
+vkg_status vkg_trainer_sample(vkg_trainer_t *t, const char *prompt, int len, float temperature,
+                              int top_k, uint64_t seed, char **text);
+/* Write a checkpoint of the current step (and the SVG loss curve); path_out may be NULL. */
+vkg_status vkg_trainer_checkpoint(vkg_trainer_t *t, char *path_out, size_t cap);
+/* Write the SVG loss curve now. */
+vkg_status vkg_trainer_write_plot(vkg_trainer_t *t);
+/* Copy the parameters (num_params floats, llm.c order) to params. */
+vkg_status vkg_trainer_get_params(vkg_trainer_t *t, float *params);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

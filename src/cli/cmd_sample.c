@@ -1,0 +1,117 @@
+/* `vkgpt sample`: load a model (a checkpoint folder, one checkpoint, or an llm.c model file) and
+ * print generated text, with the same generation code training uses for its samples. */
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "base/error.h"
+#include "cli/cli.h"
+#include "cli/flags.h"
+#include "train/checkpoint.h"
+#include "vkgpt/io.h"
+#include "vkgpt/train.h"
+
+static int exists(const char *path, int want_dir)
+{
+    struct stat sb;
+    return stat(path, &sb) == 0 && (want_dir ? S_ISDIR(sb.st_mode) : S_ISREG(sb.st_mode));
+}
+
+#define PATH_CAP 1400
+
+/* dst = a + b, or an error naming the path when it does not fit. */
+static vkg_status join(char *dst, const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    VKG_CHECK(la + lb < PATH_CAP, VKG_ERR_INVALID_ARG, "path too long: %s%s", a, b);
+    memcpy(dst, a, la);
+    memcpy(dst + la, b, lb + 1);
+    return VKG_OK;
+}
+
+/* model: the model file to load; tok: a tokenizer file found beside it, or "" */
+static vkg_status resolve(const char *ckpt, char *model, char *tok)
+{
+    char latest[1024], buf[PATH_CAP], dir[PATH_CAP];
+    tok[0] = '\0';
+    if (exists(ckpt, 0)) {
+        VKG_TRY(join(model, ckpt, ""));
+    } else if (exists(ckpt, 1)) {
+        uint64_t step;
+        VKG_TRY(join(buf, ckpt, "/model.bin"));
+        if (vkg_checkpoint_find_latest(ckpt, latest, sizeof latest, &step) == VKG_OK)
+            VKG_TRY(join(model, latest, "/model.bin"));
+        else if (exists(buf, 0))
+            VKG_TRY(join(model, buf, ""));
+        else
+            return VKG_FAIL(VKG_ERR_NOT_FOUND, "%s holds no complete checkpoint and no model.bin",
+                            ckpt);
+    } else {
+        return VKG_FAIL(VKG_ERR_NOT_FOUND, "%s: no such file or folder", ckpt);
+    }
+    /* tokenizer.bin beside the model, or in the checkpoint folder above it */
+    VKG_TRY(join(buf, model, ""));
+    VKG_TRY(join(dir, dirname(buf), ""));
+    VKG_TRY(join(buf, dir, "/tokenizer.bin"));
+    if (exists(buf, 0))
+        return join(tok, buf, "");
+    VKG_TRY(join(buf, dir, "/../tokenizer.bin"));
+    if (exists(buf, 0))
+        return join(tok, buf, "");
+    return VKG_OK;
+}
+
+int vkg_cli_sample(int argc, char **argv)
+{
+    const char *ckpt = NULL, *prompt = "", *tokenizer = NULL, *device = getenv("VKGPT_DEVICE");
+    int len = 200, top_k = 40;
+    float temperature = 0.8f;
+    uint64_t seed = 42;
+    const vkg_flag flags[] = {
+        {"--ckpt", VKG_FLAG_STR, &ckpt, "checkpoint folder, one checkpoint, or an llm.c model file", 0, 0, 0},
+        {"--prompt", VKG_FLAG_STR, &prompt, "text to continue (default: a new document)", 0, 0, 0},
+        {"--len", VKG_FLAG_INT, &len, "tokens to generate", 0, 0, 1e6},
+        {"--temperature", VKG_FLAG_FLOAT, &temperature, "sampling temperature (0: greedy)", 0, 0, 100},
+        {"--top-k", VKG_FLAG_INT, &top_k, "sample among the k likeliest tokens (0: all)", 0, 0, 1 << 24},
+        {"--seed", VKG_FLAG_U64, &seed, "sampling seed", 0, 0, 0},
+        {"--tokenizer", VKG_FLAG_STR, &tokenizer, "byte, gpt2 or an llm.c tokenizer file", 0, 0, 0},
+        {"--device", VKG_FLAG_STR, &device, "device index or name", 0, 0, 0},
+    };
+    int rc = vkg_flags_parse("sample", "--ckpt DIR|FILE [options]", flags,
+                             (int)(sizeof flags / sizeof flags[0]), argc, argv);
+    if (rc)
+        return rc == 1 ? 0 : 2;
+    if (!ckpt) {
+        fprintf(stderr, "vkgpt sample: --ckpt is required\n");
+        return 2;
+    }
+    char model[PATH_CAP], tok[PATH_CAP];
+    vkg_status st = resolve(ckpt, model, tok);
+    if (st != VKG_OK) {
+        vkg_cli_report("sample", st);
+        return 2;
+    }
+    vkg_gpt2_config mcfg;
+    int version;
+    if ((st = vkg_modelfile_read_header(model, &mcfg, &version)) != VKG_OK)
+        return vkg_cli_report("sample", st);
+    vkg_train_config c = vkg_train_config_default();
+    c.device = device;
+    c.init_path = model;
+    c.tokenizer = tokenizer ? tokenizer : (tok[0] ? tok : NULL);
+    c.batch = 1;
+    c.seq = mcfg.max_seq_len;
+    c.steps = 0;
+    vkg_trainer_t *t = NULL;
+    if ((st = vkg_trainer_create(&c, &t)) != VKG_OK)
+        return vkg_cli_report("sample", st);
+    char *text = NULL;
+    st = vkg_trainer_sample(t, prompt, len, temperature, top_k, seed, &text);
+    if (st == VKG_OK)
+        printf("%s\n", text);
+    free(text);
+    vkg_trainer_destroy(&t);
+    return st == VKG_OK ? 0 : vkg_cli_report("sample", st);
+}

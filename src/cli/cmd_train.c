@@ -1,0 +1,205 @@
+/* `vkgpt train`: parse flags into a vkg_train_config, run the trainer with a live progress line
+ * on a terminal (plain lines otherwise), samples and checkpoints at intervals, and on SIGINT or
+ * SIGTERM finish the current step, write a checkpoint and exit cleanly. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "cli/flags.h"
+#include "vkgpt/train.h"
+
+static volatile sig_atomic_t stop_requested;
+
+static void on_signal(int sig)
+{
+    stop_requested = sig;
+}
+
+static const char *const schedules[] = {"cosine", "linear", "constant", NULL};
+
+typedef struct train_opts {
+    vkg_train_config cfg;
+    int sample_every, sample_len, top_k, ckpt_every, quiet;
+    float temperature;
+    const char *prompt;
+} train_opts;
+
+static void format_eta(double seconds, char *buf, size_t cap)
+{
+    long s = (long)(seconds + 0.5);
+    if (s >= 3600)
+        snprintf(buf, cap, "%ldh%02ldm", s / 3600, (s / 60) % 60);
+    else if (s >= 60)
+        snprintf(buf, cap, "%ldm%02lds", s / 60, s % 60);
+    else
+        snprintf(buf, cap, "%lds", s);
+}
+
+static void print_step(const vkg_step_info *s, long long steps, double avg_ms, int tty)
+{
+    char eta[32];
+    format_eta(avg_ms * (double)(steps - s->step) / 1e3, eta, sizeof eta);
+    if (tty) {
+        printf("\r\033[Kstep %lld/%lld | loss %.4f | lr %.2e | norm %.3f | %.0f tok/s | ETA %s",
+               s->step, steps, (double)s->loss, (double)s->lr, (double)s->grad_norm,
+               s->tokens_per_s, eta);
+        if (s->has_eval)
+            printf(" | eval %.4f\n", (double)s->eval_loss);
+    } else {
+        printf("step %lld/%lld loss %.4f lr %.3e norm %.4f %.0f tok/s %.1f ms", s->step, steps,
+               (double)s->loss, (double)s->lr, (double)s->grad_norm, s->tokens_per_s, s->ms);
+        if (s->has_eval)
+            printf(" eval %.4f", (double)s->eval_loss);
+        printf("\n");
+    }
+    fflush(stdout);
+}
+
+static int show_sample(vkg_trainer_t *t, const train_opts *o, uint64_t seed, int tty)
+{
+    char *text = NULL;
+    vkg_status st = vkg_trainer_sample(t, o->prompt, o->sample_len, o->temperature, o->top_k, seed,
+                                       &text);
+    if (st != VKG_OK)
+        return vkg_cli_report("train", st);
+    printf("%s--- sample ---\n%s\n--------------\n", tty ? "\r\033[K" : "", text);
+    free(text);
+    return 0;
+}
+
+static int checkpoint(vkg_trainer_t *t, int tty)
+{
+    char path[1100];
+    vkg_status st = vkg_trainer_checkpoint(t, path, sizeof path);
+    if (st != VKG_OK)
+        return vkg_cli_report("train", st);
+    printf("%scheckpoint %s\n", tty ? "\r\033[K" : "", path);
+    return 0;
+}
+
+static int run(vkg_trainer_t *t, const train_opts *o)
+{
+    int tty = isatty(STDOUT_FILENO) && !o->quiet;
+    vkg_trainer_info info;
+    vkg_trainer_get_info(t, &info);
+    printf("device: %s\nmodel: L=%d NH=%d C=%d maxT=%d V=%d (Vp=%d), %zu parameters, %.1f MiB on "
+           "the device\nbatch: %d x %d tokens x %d accumulation = %lld tokens per step\n",
+           info.device, info.layers, info.heads, info.channels, info.max_seq_len, info.vocab_size,
+           info.padded_vocab_size, info.num_params, (double)info.device_bytes / 1048576.0,
+           info.batch, info.seq, info.accum_steps, info.total_batch);
+    if (info.resumed)
+        printf("resumed at step %lld\n", info.start_step);
+    if (info.log_path[0])
+        printf("log: %s\n", info.log_path);
+    double total_ms = 0.0;
+    long long done = 0;
+    int rc = 0;
+    while (!vkg_trainer_done(t) && !stop_requested && rc == 0) {
+        vkg_step_info s;
+        vkg_status st = vkg_trainer_step(t, &s);
+        if (st != VKG_OK)
+            return vkg_cli_report("train", st);
+        total_ms += s.ms;
+        done++;
+        if (!o->quiet)
+            print_step(&s, info.steps, total_ms / (double)done, tty);
+        if (o->sample_every > 0 && s.step % o->sample_every == 0)
+            rc = show_sample(t, o, o->cfg.seed + (uint64_t)s.step, tty);
+        if (rc == 0 && o->cfg.ckpt_dir && o->ckpt_every > 0 && s.step % o->ckpt_every == 0 &&
+            !vkg_trainer_done(t))
+            rc = checkpoint(t, tty);
+    }
+    if (tty)
+        printf("\n");
+    if (rc)
+        return rc;
+    if (stop_requested)
+        printf("stopping on signal %d after the current step\n", (int)stop_requested);
+    if (o->cfg.ckpt_dir && (rc = checkpoint(t, 0)) != 0)
+        return rc;
+    vkg_status st = vkg_trainer_write_plot(t);
+    if (st != VKG_OK)
+        return vkg_cli_report("train", st);
+    if (info.svg_path[0])
+        printf("loss curve: %s\n", info.svg_path);
+    if (o->sample_len > 0 && !stop_requested)
+        rc = show_sample(t, o, o->cfg.seed, 0);
+    return rc;
+}
+
+int vkg_cli_train(int argc, char **argv)
+{
+    train_opts o = {.cfg = vkg_train_config_default(), .sample_len = 200, .temperature = 0.8f,
+                    .top_k = 40};
+    vkg_train_config *c = &o.cfg;
+    int schedule = 0;
+    const vkg_flag flags[] = {
+        {"--device", VKG_FLAG_STR, &c->device, "device index or name (default: VKGPT_DEVICE)", 0, 0, 0},
+        {"--data", VKG_FLAG_STR, &c->data, "training data: llm.c shards (.bin) or text; a glob", 0, 0, 0},
+        {"--val-data", VKG_FLAG_STR, &c->val_data, "validation data, as --data", 0, 0, 0},
+        {"--tokenizer", VKG_FLAG_STR, &c->tokenizer, "byte, gpt2 or an llm.c tokenizer file", 0, 0, 0},
+        {"--vocab-dir", VKG_FLAG_STR, &c->vocab_dir, "folder of vocab.bpe + encoder.json (gpt2)", 0, 0, 0},
+        {"--shuffle", VKG_FLAG_INT, &c->shuffle, "1: seeded batch order per epoch", 0, 0, 1},
+        {"--init", VKG_FLAG_STR, &c->init_path, "start from an llm.c model file", 0, 0, 0},
+        {"--layers", VKG_FLAG_INT, &c->layers, "new model: layers", 0, 1, 1000},
+        {"--heads", VKG_FLAG_INT, &c->heads, "new model: attention heads", 0, 1, 1000},
+        {"--channels", VKG_FLAG_INT, &c->channels, "new model: channels", 0, 1, 65536},
+        {"--ctx", VKG_FLAG_INT, &c->max_seq_len, "new model: context length", 0, 1, 65536},
+        {"--vocab", VKG_FLAG_INT, &c->vocab_size, "new model: vocabulary (default: tokenizer's)", 0, 0, 1 << 24},
+        {"--seed", VKG_FLAG_U64, &c->seed, "seed of initialisation, shuffling and samples", 0, 0, 0},
+        {"--batch", VKG_FLAG_INT, &c->batch, "micro-batch size B", 0, 1, 1 << 20},
+        {"--seq", VKG_FLAG_INT, &c->seq, "sequence length T", 0, 1, 1 << 20},
+        {"--total-batch", VKG_FLAG_LL, &c->total_batch, "tokens per optimizer step (multiple of B*T)", 0, 0, 0},
+        {"--steps", VKG_FLAG_INT, &c->steps, "optimizer steps", 0, 0, 1e9},
+        {"--lr", VKG_FLAG_FLOAT, &c->lr, "peak learning rate", 0, 0, 10},
+        {"--warmup", VKG_FLAG_INT, &c->warmup, "warmup steps", 0, 0, 1e9},
+        {"--schedule", VKG_FLAG_CHOICE, &schedule, "learning-rate schedule", schedules, 0, 0},
+        {"--lr-min-frac", VKG_FLAG_FLOAT, &c->lr_min_frac, "final lr as a fraction of --lr", 0, 0, 1},
+        {"--weight-decay", VKG_FLAG_FLOAT, &c->weight_decay, "AdamW decay (2-D weights only)", 0, 0, 10},
+        {"--beta1", VKG_FLAG_FLOAT, &c->beta1, "AdamW beta1", 0, 0, 1},
+        {"--beta2", VKG_FLAG_FLOAT, &c->beta2, "AdamW beta2", 0, 0, 1},
+        {"--eps", VKG_FLAG_FLOAT, &c->eps, "AdamW epsilon", 0, 0, 1},
+        {"--grad-clip", VKG_FLAG_FLOAT, &c->grad_clip, "global gradient-norm clip (0: off)", 0, 0, 1e9},
+        {"--eval-every", VKG_FLAG_INT, &c->eval_every, "evaluate every N steps (0: never)", 0, 0, 1e9},
+        {"--eval-batches", VKG_FLAG_INT, &c->eval_batches, "validation batches per evaluation", 0, 1, 1e9},
+        {"--sample-every", VKG_FLAG_INT, &o.sample_every, "print a sample every N steps (0: never)", 0, 0, 1e9},
+        {"--sample-len", VKG_FLAG_INT, &o.sample_len, "tokens per sample (also the final one)", 0, 0, 1e6},
+        {"--prompt", VKG_FLAG_STR, &o.prompt, "sample prompt (default: start of a document)", 0, 0, 0},
+        {"--temperature", VKG_FLAG_FLOAT, &o.temperature, "sampling temperature (0: greedy)", 0, 0, 100},
+        {"--top-k", VKG_FLAG_INT, &o.top_k, "sample among the k likeliest tokens (0: all)", 0, 0, 1 << 24},
+        {"--ckpt-dir", VKG_FLAG_STR, &c->ckpt_dir, "checkpoint folder (also holds log.jsonl)", 0, 0, 0},
+        {"--ckpt-every", VKG_FLAG_INT, &o.ckpt_every, "checkpoint every N steps (and at the end)", 0, 0, 1e9},
+        {"--keep", VKG_FLAG_INT, &c->keep_checkpoints, "checkpoints to keep (0: all)", 0, 0, 1e6},
+        {"--resume", VKG_FLAG_BOOL, &c->resume, "continue from the newest complete checkpoint", 0, 0, 0},
+        {"--log", VKG_FLAG_STR, &c->log_path, "JSON-lines log (default: CKPT_DIR/log.jsonl)", 0, 0, 0},
+        {"--validation", VKG_FLAG_BOOL, &c->validation, "Vulkan validation layer on (slow)", 0, 0, 0},
+        {"--quiet", VKG_FLAG_BOOL, &o.quiet, "no per-step lines", 0, 0, 0},
+    };
+    if (!c->device)
+        c->device = getenv("VKGPT_DEVICE");
+    int rc = vkg_flags_parse("train", "--data FILES [options]", flags,
+                             (int)(sizeof flags / sizeof flags[0]), argc, argv);
+    if (rc)
+        return rc == 1 ? 0 : 2;
+    c->schedule = (vkg_lr_schedule)schedule;
+    if (!c->data) {
+        fprintf(stderr, "vkgpt train: --data is required (llm.c shards or text files)\n");
+        return 2;
+    }
+    struct sigaction sa = {0};
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    vkg_trainer_t *t = NULL;
+    vkg_status st = vkg_trainer_create(c, &t);
+    if (st != VKG_OK) {
+        vkg_cli_report("train", st);
+        return st == VKG_ERR_INVALID_ARG || st == VKG_ERR_NOT_FOUND ? 2 : 1;
+    }
+    rc = run(t, &o);
+    vkg_trainer_destroy(&t);
+    return rc;
+}

@@ -1,0 +1,402 @@
+/* The trainer: builds device, model, data and log from a vkg_train_config, runs optimizer steps
+ * (accumulating micro-batches), evaluates, samples and writes/resumes checkpoints. It does not
+ * print and does not install signal handlers (the CLI does both). */
+#include <errno.h>
+#include <libgen.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "base/error.h"
+#include "train/trainer_internal.h"
+#include "vkgpt/io.h"
+
+vkg_train_config vkg_train_config_default(void)
+{
+    vkg_train_config c = {0};
+    c.layers = 4, c.heads = 4, c.channels = 128, c.max_seq_len = 64;
+    c.seed = 1337;
+    c.batch = 8, c.seq = 64;
+    c.steps = 1000;
+    c.lr = 6e-4f, c.lr_min_frac = 0.1f, c.warmup = 0, c.schedule = VKG_LR_COSINE;
+    c.weight_decay = 0.1f, c.beta1 = 0.9f, c.beta2 = 0.95f, c.eps = 1e-8f, c.grad_clip = 1.0f;
+    c.eval_every = 0, c.eval_batches = 8;
+    c.keep_checkpoints = 3;
+    return c;
+}
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static int is_shard_path(const char *p)
+{
+    size_t n = strlen(p);
+    return n >= 4 && !strcmp(p + n - 4, ".bin");
+}
+
+static vkg_status open_tokenizer(vkg_trainer_t *t)
+{
+    const vkg_train_config *c = &t->cfg;
+    if (c->tokenizer && !strcmp(c->tokenizer, "gpt2")) {
+        VKG_CHECK(c->vocab_dir, VKG_ERR_INVALID_ARG,
+                  "--tokenizer gpt2 needs --vocab-dir (the folder of vocab.bpe and encoder.json)");
+        return vkg_tokenizer_create_gpt2(c->vocab_dir, &t->tok);
+    }
+    if (c->tokenizer && !strcmp(c->tokenizer, "byte"))
+        return vkg_tokenizer_create_byte(&t->tok);
+    if (c->tokenizer)
+        return vkg_tokenizer_load(c->tokenizer, &t->tok);
+    if (!c->data || !is_shard_path(c->data))
+        return vkg_tokenizer_create_byte(&t->tok);
+    /* Shards: the tokenizer file `vkgpt prepare` writes beside them, when there is one. */
+    char buf[1024], path[1100];
+    snprintf(buf, sizeof buf, "%s", c->data);
+    snprintf(path, sizeof path, "%s/tokenizer.bin", dirname(buf));
+    struct stat sb;
+    if (stat(path, &sb) == 0)
+        return vkg_tokenizer_load(path, &t->tok);
+    return VKG_OK;
+}
+
+/* GPT-2 initialisation: normal(0, 0.02) weights, residual projections scaled by 1/sqrt(2L),
+ * biases 0, layernorm weights 1, wte padding rows 0. */
+static void init_params(const vkg_gpt2_config *cfg, float *params, uint64_t seed)
+{
+    size_t sizes[VKG_GPT2_NUM_PARAM_TENSORS];
+    vkg_gpt2_param_sizes(cfg, sizes);
+    vkg_rng r;
+    vkg_rng_seed(&r, seed);
+    float *p = params;
+    for (int i = 0; i < VKG_GPT2_NUM_PARAM_TENSORS; i++) {
+        int is_ln_weight = i == 2 || i == 8 || i == 14;
+        int is_bias = i == 3 || i == 5 || i == 7 || i == 9 || i == 11 || i == 13 || i == 15;
+        if (is_ln_weight || is_bias) {
+            for (size_t j = 0; j < sizes[i]; j++)
+                p[j] = is_ln_weight ? 1.0f : 0.0f;
+        } else {
+            float std = 0.02f;
+            if (i == 6 || i == 12)
+                std = 0.02f / sqrtf(2.0f * (float)cfg->num_layers);
+            vkg_rng_fill_normal(&r, p, sizes[i], 0.0f, std);
+        }
+        if (i == 0) /* padded vocabulary rows */
+            memset(p + (size_t)cfg->vocab_size * (size_t)cfg->channels, 0,
+                   (size_t)(cfg->padded_vocab_size - cfg->vocab_size) * (size_t)cfg->channels * 4);
+        p += sizes[i];
+    }
+}
+
+/* Model config, parameters and (when resuming) moments and state. */
+static vkg_status load_model(vkg_trainer_t *t, float **params, vkg_checkpoint *ck)
+{
+    const vkg_train_config *c = &t->cfg;
+    if (c->resume && t->ckpt_dir[0]) {
+        char path[1100];
+        uint64_t step = 0;
+        vkg_status st = vkg_checkpoint_find_latest(t->ckpt_dir, path, sizeof path, &step);
+        if (st == VKG_OK) {
+            VKG_TRY(vkg_checkpoint_load(path, ck));
+            t->mcfg = ck->cfg;
+            *params = ck->params;
+            ck->params = NULL;
+            t->resumed = 1;
+            return VKG_OK;
+        }
+        VKG_CHECK(st == VKG_ERR_NOT_FOUND, st, "%s", vkg_error_message());
+    }
+    if (c->init_path) {
+        int version = 0;
+        VKG_TRY(vkg_modelfile_read_header(c->init_path, &t->mcfg, &version));
+        return vkg_modelfile_read(c->init_path, &t->mcfg, params);
+    }
+    int V = c->vocab_size ? c->vocab_size : (t->tok ? vkg_tokenizer_vocab_size(t->tok) : 0);
+    VKG_CHECK(V > 0, VKG_ERR_INVALID_ARG, "no vocabulary size: give --vocab or a tokenizer");
+    t->mcfg = (vkg_gpt2_config){.max_seq_len = c->max_seq_len, .vocab_size = V,
+                                .padded_vocab_size = vkg_gpt2_pad_vocab(V),
+                                .num_layers = c->layers, .num_heads = c->heads,
+                                .channels = c->channels};
+    VKG_TRY(vkg_gpt2_config_validate(&t->mcfg));
+    *params = malloc(vkg_gpt2_num_params(&t->mcfg) * sizeof **params);
+    VKG_CHECK(*params, VKG_ERR_NOMEM, "no memory for %zu parameters",
+              vkg_gpt2_num_params(&t->mcfg));
+    init_params(&t->mcfg, *params, c->seed);
+    return VKG_OK;
+}
+
+static vkg_status open_data(vkg_trainer_t *t)
+{
+    const vkg_train_config *c = &t->cfg;
+    vkg_data_config d = vkg_data_config_default();
+    d.batch_size = c->batch;
+    d.seq_len = c->seq;
+    d.vocab_size = t->mcfg.vocab_size;
+    d.tokenizer = t->tok;
+    d.seed = c->seed;
+    if (c->data) {
+        d.path = c->data;
+        d.shuffle = c->shuffle;
+        VKG_TRY(vkg_data_create(&d, &t->train));
+    }
+    if (c->val_data) {
+        d.path = c->val_data;
+        d.shuffle = 0;
+        VKG_TRY(vkg_data_create(&d, &t->val));
+    }
+    return VKG_OK;
+}
+
+static vkg_status setup(vkg_trainer_t *t)
+{
+    const vkg_train_config *c = &t->cfg;
+    vkg_checkpoint ck = {0};
+    float *params = NULL;
+    vkg_status st = VKG_OK;
+    vkg_device_opts dopts = vkg_device_opts_default();
+    dopts.select = c->device;
+    dopts.validation = c->validation;
+    dopts.profiling = c->profile;
+    VKG_TRY(vkg_device_create(&dopts, &t->dev));
+    VKG_TRY(open_tokenizer(t));
+    VKG_TRY_GOTO(st, load_model(t, &params, &ck), done);
+    VKG_CHECK_GOTO(st, c->batch > 0 && c->seq > 0 && c->seq <= t->mcfg.max_seq_len, VKG_ERR_INVALID_ARG,
+                   done, "--batch must be > 0 and --seq in [1, %d] (the model's context), got %d "
+                   "and %d", t->mcfg.max_seq_len, c->batch, c->seq);
+    long long micro = (long long)c->batch * c->seq;
+    long long total = c->total_batch > 0 ? c->total_batch : micro;
+    VKG_CHECK_GOTO(st, total % micro == 0, VKG_ERR_INVALID_ARG, done,
+                   "--total-batch %lld is not a multiple of batch x seq = %lld tokens", total, micro);
+    t->mopts = vkg_gpt2_opts_default();
+    t->mopts.B = c->batch, t->mopts.T = c->seq, t->mopts.accum_steps = (int)(total / micro);
+    t->mopts.beta1 = c->beta1, t->mopts.beta2 = c->beta2, t->mopts.eps = c->eps;
+    t->mopts.weight_decay = c->weight_decay;
+    t->sched = vkg_schedule_default();
+    t->sched.kind = (vkg_schedule_kind)c->schedule;
+    t->sched.lr = c->lr, t->sched.lr_min_frac = c->lr_min_frac, t->sched.warmup = c->warmup;
+    t->sched.total_steps = c->steps > 0 ? c->steps : 1;
+    VKG_TRY_GOTO(st, vkg_schedule_validate(&t->sched), done);
+    t->hp = vkg_train_hparams_default();
+    t->hp.batch_size = c->batch, t->hp.seq_len = c->seq, t->hp.total_batch = (uint64_t)total;
+    t->hp.world_size = 1, t->hp.shuffle = c->shuffle, t->hp.seed = c->seed;
+    t->hp.schedule = t->sched;
+    t->hp.weight_decay = c->weight_decay, t->hp.beta1 = c->beta1, t->hp.beta2 = c->beta2;
+    t->hp.eps = c->eps, t->hp.grad_clip = c->grad_clip;
+    vkg_rng_seed(&t->rng, c->seed ^ 0x5A3D1EULL);
+
+    VKG_TRY_GOTO(st, vkg_gpt2_create(t->dev, &t->mcfg, &t->mopts, &t->model), done);
+    VKG_TRY_GOTO(st, vkg_gpt2_set_params(t->model, params), done);
+    VKG_TRY_GOTO(st, open_data(t), done);
+    if (t->resumed) {
+        VKG_TRY_GOTO(st, vkg_checkpoint_check_resume(&ck.state.hp, &t->hp), done);
+        VKG_TRY_GOTO(st, vkg_gpt2_set_moments(t->model, ck.m, ck.v), done);
+        t->step = (long long)ck.state.step;
+        t->tokens = ck.state.tokens;
+        t->rng.state = ck.state.rng[0];
+        if (t->train)
+            VKG_TRY_GOTO(st, vkg_data_seek(t->train, &ck.state.data_pos), done);
+    }
+    t->start_step = t->step;
+    t->inputs = malloc((size_t)micro * sizeof *t->inputs);
+    t->targets = malloc((size_t)micro * sizeof *t->targets);
+    VKG_CHECK_GOTO(st, t->inputs && t->targets, VKG_ERR_NOMEM, done, "no memory for batches");
+    if (c->log_path || t->ckpt_dir[0]) {
+        char log[1100];
+        snprintf(log, sizeof log, "%s/log.jsonl", t->ckpt_dir);
+        vkg_metrics_config mc = vkg_metrics_config_default();
+        mc.log_path = c->log_path ? c->log_path : log;
+        mc.resume = t->resumed;
+        mc.first_step = t->step + 1;
+        VKG_TRY_GOTO(st, vkg_metrics_create(&mc, &t->metrics), done);
+    }
+    if (t->ckpt_dir[0] && t->tok) {
+        char path[1100];
+        snprintf(path, sizeof path, "%s/tokenizer.bin", t->ckpt_dir);
+        VKG_TRY_GOTO(st, vkg_tokenizer_save(t->tok, path), done);
+    }
+done:
+    free(params);
+    vkg_checkpoint_deinit(&ck);
+    return st;
+}
+
+vkg_status vkg_trainer_create(const vkg_train_config *cfg, vkg_trainer_t **out)
+{
+    vkg_trainer_t *t = calloc(1, sizeof *t);
+    VKG_CHECK(t, VKG_ERR_NOMEM, "no memory for the trainer");
+    t->cfg = *cfg;
+    if (cfg->ckpt_dir) {
+        snprintf(t->ckpt_dir, sizeof t->ckpt_dir, "%s", cfg->ckpt_dir);
+        if (mkdir(cfg->ckpt_dir, 0755) != 0 && errno != EEXIST) {
+            vkg_status st = VKG_FAIL(VKG_ERR_IO, "cannot create checkpoint folder %s: %s",
+                                     cfg->ckpt_dir, strerror(errno));
+            vkg_trainer_destroy(&t);
+            return st;
+        }
+    }
+    /* Strings in cfg are used only during create, except those copied above. */
+    vkg_status st = setup(t);
+    t->cfg.init_path = t->cfg.data = t->cfg.val_data = NULL;
+    t->cfg.tokenizer = t->cfg.vocab_dir = t->cfg.device = t->cfg.log_path = NULL;
+    t->cfg.ckpt_dir = NULL;
+    if (st != VKG_OK) {
+        vkg_trainer_destroy(&t);
+        return st;
+    }
+    *out = t;
+    return VKG_OK;
+}
+
+void vkg_trainer_destroy(vkg_trainer_t **pt)
+{
+    vkg_trainer_t *t = pt ? *pt : NULL;
+    if (!t)
+        return;
+    vkg_metrics_destroy(&t->metrics);
+    vkg_data_destroy(&t->val);
+    vkg_data_destroy(&t->train);
+    vkg_gpt2_destroy(&t->model);
+    vkg_tokenizer_destroy(&t->tok);
+    vkg_device_destroy(&t->dev);
+    free(t->inputs);
+    free(t->targets);
+    free(t);
+    *pt = NULL;
+}
+
+void vkg_trainer_get_info(const vkg_trainer_t *t, vkg_trainer_info *info)
+{
+    memset(info, 0, sizeof *info);
+    snprintf(info->device, sizeof info->device, "%s", vkg_device_get_info(t->dev)->name);
+    info->layers = t->mcfg.num_layers, info->heads = t->mcfg.num_heads;
+    info->channels = t->mcfg.channels, info->max_seq_len = t->mcfg.max_seq_len;
+    info->vocab_size = t->mcfg.vocab_size, info->padded_vocab_size = t->mcfg.padded_vocab_size;
+    info->num_params = vkg_gpt2_param_count(t->model);
+    info->device_bytes = vkg_gpt2_device_bytes(t->model);
+    info->batch = t->mopts.B, info->seq = t->mopts.T, info->accum_steps = t->mopts.accum_steps;
+    info->total_batch = (long long)t->hp.total_batch;
+    info->start_step = t->start_step, info->steps = t->cfg.steps, info->resumed = t->resumed;
+    if (t->metrics) {
+        snprintf(info->log_path, sizeof info->log_path, "%s", vkg_metrics_log_path(t->metrics));
+        snprintf(info->svg_path, sizeof info->svg_path, "%s", vkg_metrics_svg_path(t->metrics));
+    }
+}
+
+int vkg_trainer_done(const vkg_trainer_t *t)
+{
+    return t->step >= t->cfg.steps;
+}
+
+vkg_status vkg_trainer_eval(vkg_trainer_t *t, float *loss)
+{
+    VKG_CHECK(t->val, VKG_ERR_STATE, "no validation data (--val-data)");
+    int n = t->cfg.eval_batches > 0 ? t->cfg.eval_batches : 1;
+    double sum = 0.0;
+    for (int i = 0; i < n; i++) {
+        float l;
+        uint64_t nb = vkg_data_num_batches(t->val);
+        VKG_TRY(vkg_data_read_batch(t->val, nb ? (uint64_t)i % nb : 0, t->inputs, t->targets));
+        VKG_TRY(vkg_gpt2_forward(t->model, t->inputs, t->targets, &l));
+        sum += l;
+    }
+    *loss = (float)(sum / n);
+    return VKG_OK;
+}
+
+vkg_status vkg_trainer_step(vkg_trainer_t *t, vkg_step_info *info)
+{
+    VKG_CHECK(t->train, VKG_ERR_STATE, "no training data (--data)");
+    VKG_CHECK(!vkg_trainer_done(t), VKG_ERR_STATE, "all %d steps have run", t->cfg.steps);
+    double t0 = now_ms();
+    float lr = vkg_schedule_lr(&t->sched, t->step);
+    double loss = 0.0;
+    VKG_TRY(vkg_gpt2_zero_grad(t->model));
+    for (int a = 0; a < t->mopts.accum_steps; a++) {
+        float l;
+        VKG_TRY(vkg_data_next(t->train, t->inputs, t->targets));
+        VKG_TRY(vkg_gpt2_forward_backward(t->model, t->inputs, t->targets, &l));
+        loss += l;
+    }
+    loss /= t->mopts.accum_steps;
+    float norm = 0.0f;
+    VKG_TRY(vkg_gpt2_update(t->model, lr, (uint32_t)(t->step + 1), t->cfg.grad_clip, &norm));
+    t->step++;
+    t->tokens += t->hp.total_batch;
+    double ms = now_ms() - t0;
+    memset(info, 0, sizeof *info);
+    info->step = t->step, info->loss = (float)loss, info->lr = lr, info->grad_norm = norm;
+    info->ms = ms, info->tokens = t->tokens;
+    info->tokens_per_s = ms > 0 ? (double)t->hp.total_batch / (ms / 1e3) : 0.0;
+    int eval_due = t->val && t->cfg.eval_every > 0 &&
+                   (t->step % t->cfg.eval_every == 0 || t->step == t->cfg.steps);
+    if (eval_due) {
+        VKG_TRY(vkg_trainer_eval(t, &info->eval_loss));
+        info->has_eval = 1;
+    }
+    if (t->metrics) {
+        vkg_metrics_row row = {.step = t->step, .loss = info->loss, .lr = lr, .grad_norm = norm,
+                               .tokens = t->tokens, .tokens_per_s = (float)info->tokens_per_s,
+                               .ms = (float)ms, .has_eval = info->has_eval,
+                               .eval_loss = info->eval_loss};
+        VKG_TRY(vkg_metrics_log(t->metrics, &row));
+    }
+    VKG_CHECK(isfinite(info->loss), VKG_ERR_ABORTED,
+              "the loss became %g at step %lld: lower --lr or check the data", (double)info->loss,
+              t->step);
+    return VKG_OK;
+}
+
+vkg_status vkg_trainer_sample(vkg_trainer_t *t, const char *prompt, int len, float temperature,
+                              int top_k, uint64_t seed, char **text)
+{
+    vkg_rng r;
+    vkg_rng_seed(&r, seed);
+    return vkg__generate(t->model, t->mopts.B, t->mopts.T, t->tok, prompt, len, temperature,
+                         top_k, &r, text);
+}
+
+vkg_status vkg_trainer_write_plot(vkg_trainer_t *t)
+{
+    return t->metrics ? vkg_metrics_write_svg(t->metrics) : VKG_OK;
+}
+
+vkg_status vkg_trainer_get_params(vkg_trainer_t *t, float *params)
+{
+    return vkg_gpt2_get_params(t->model, params);
+}
+
+vkg_status vkg_trainer_checkpoint(vkg_trainer_t *t, char *path_out, size_t cap)
+{
+    VKG_CHECK(t->ckpt_dir[0], VKG_ERR_STATE, "no checkpoint folder (--ckpt-dir)");
+    size_t n = vkg_gpt2_param_count(t->model);
+    float *p = malloc(n * sizeof *p), *m = malloc(n * sizeof *m), *v = malloc(n * sizeof *v);
+    vkg_status st = VKG_OK;
+    VKG_CHECK_GOTO(st, p && m && v, VKG_ERR_NOMEM, done, "no memory for a checkpoint");
+    VKG_TRY_GOTO(st, vkg_gpt2_get_params(t->model, p), done);
+    VKG_TRY_GOTO(st, vkg_gpt2_get_moments(t->model, m, v), done);
+    vkg_checkpoint_state cs = {.hp = t->hp, .step = (uint64_t)t->step, .tokens = t->tokens};
+    cs.rng[0] = t->rng.state;
+    if (t->train)
+        vkg_data_position(t->train, &cs.data_pos);
+    char path[1100];
+    VKG_TRY_GOTO(st, vkg_checkpoint_write(t->ckpt_dir, &t->mcfg, p, m, v, &cs, path, sizeof path),
+                 done);
+    if (path_out)
+        snprintf(path_out, cap, "%s", path);
+    int removed = 0;
+    if (t->cfg.keep_checkpoints > 0)
+        VKG_TRY_GOTO(st, vkg_checkpoint_prune(t->ckpt_dir, t->cfg.keep_checkpoints,
+                                              (uint64_t)t->step, &removed),
+                     done);
+    VKG_TRY_GOTO(st, vkg_trainer_write_plot(t), done);
+done:
+    free(p);
+    free(m);
+    free(v);
+    return st;
+}
