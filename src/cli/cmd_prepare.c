@@ -5,6 +5,7 @@
  * boundary nearest to the requested fraction (or inside a document when no boundary is close).
  * Holds the whole encoded corpus in memory; does not download anything. */
 #include <errno.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -35,6 +36,28 @@ typedef struct corpus {
     size_t ndocs, doc_cap;
     uint64_t bytes;
 } corpus;
+
+/* Entropy in nats of the token frequencies of ids[0..n): the cross-entropy a model reaches by
+ * predicting every token with its frequency, the baseline a trained model must beat. */
+static double unigram_entropy(const int32_t *ids, uint64_t n, int V)
+{
+    uint64_t *count = calloc((size_t)V, sizeof *count);
+    if (!count || n == 0) {
+        free(count);
+        return 0.0;
+    }
+    for (uint64_t i = 0; i < n; i++)
+        if (ids[i] >= 0 && ids[i] < V)
+            count[ids[i]]++;
+    double h = 0.0;
+    for (int v = 0; v < V; v++)
+        if (count[v]) {
+            double p = (double)count[v] / (double)n;
+            h -= p * log(p);
+        }
+    free(count);
+    return h;
+}
 
 static void usage(FILE *f)
 {
@@ -317,6 +340,10 @@ static int run(const prepare_opts *o)
     printf("read %d file(s), %zu document(s), %llu bytes -> %zu tokens: %llu train, %llu val\n",
            o->ninputs, c.ndocs, (unsigned long long)c.bytes, c.tokens.n, (unsigned long long)cut,
            (unsigned long long)(c.tokens.n - cut));
+    printf("unigram entropy of the train split: %.4f nats/token (%.4f bits): the loss of a model "
+           "that knows only token frequencies\n",
+           unigram_entropy(c.tokens.ids, cut, vkg_tokenizer_vocab_size(tok)),
+           unigram_entropy(c.tokens.ids, cut, vkg_tokenizer_vocab_size(tok)) / log(2.0));
     uint64_t train_shards = (cut + o->shard_tokens - 1) / o->shard_tokens;
     uint64_t val_shards = (c.tokens.n - cut + o->shard_tokens - 1) / o->shard_tokens;
     if (check_stale(o, "train", (int)train_shards) || check_stale(o, "val", (int)val_shards))
