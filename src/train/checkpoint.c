@@ -1,0 +1,370 @@
+/* Checkpoint directories: writing model.bin, state.bin and DONE crash-safely, finding the newest
+ * complete checkpoint, loading and cross-validating one, pruning old ones; plus the training
+ * hyperparameters' defaults and resume check (rules in checkpoint.h). The state file format lives
+ * in statefile.c, the model file in src/io. Nothing here prints. */
+#include "train/checkpoint.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/error.h"
+#include "vkgpt/io.h"
+
+#define PATH_CAP 4096
+#define NAME_CAP 32 /* "step_" and up to 26 digits */
+
+/* ---- hyperparameters ------------------------------------------------------------------------ */
+
+vkg_train_hparams vkg_train_hparams_default(void)
+{
+    vkg_train_hparams hp;
+    memset(&hp, 0, sizeof hp);
+    hp.batch_size = 4;
+    hp.seq_len = 64;
+    hp.total_batch = 256;
+    hp.world_size = 1;
+    hp.seed = 1337;
+    hp.schedule = vkg_schedule_default();
+    hp.beta1 = 0.9f;
+    hp.beta2 = 0.999f;
+    hp.eps = 1e-8f;
+    hp.grad_clip = 1.0f;
+    return hp;
+}
+
+vkg_status vkg_checkpoint_check_resume(const vkg_train_hparams *saved, const vkg_train_hparams *now)
+{
+    typedef unsigned long long ull;
+    const struct {
+        const char *name;
+        ull was, is;
+    } f[] = {
+        {"batch size B", (ull)saved->batch_size, (ull)now->batch_size},
+        {"sequence length T", (ull)saved->seq_len, (ull)now->seq_len},
+        {"total batch (tokens per step)", saved->total_batch, now->total_batch},
+        {"world size", (ull)saved->world_size, (ull)now->world_size},
+        {"shuffle", (ull)saved->shuffle, (ull)now->shuffle},
+        {"seed", saved->seed, now->seed},
+    };
+    for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
+        VKG_CHECK(f[i].was == f[i].is, VKG_ERR_MISMATCH,
+                  "the checkpoint was written with %s = %llu but this run has %llu", f[i].name,
+                  f[i].was, f[i].is);
+    return VKG_OK;
+}
+
+/* ---- paths and directories ------------------------------------------------------------------ */
+
+/* out = a + "/" + b; VKG_ERR_INVALID_ARG when it does not fit PATH_CAP. */
+static vkg_status join(char *out, const char *a, const char *b)
+{
+    int len = snprintf(out, PATH_CAP, "%s/%s", a, b);
+    VKG_CHECK(len > 0 && len < PATH_CAP, VKG_ERR_INVALID_ARG, "path '%s/%s' is too long", a, b);
+    return VKG_OK;
+}
+
+static int is_file(const char *path)
+{
+    struct stat sb;
+    return stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
+}
+
+/* fsync a directory so entries created or removed in it survive a crash. */
+static vkg_status sync_dir(const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    VKG_CHECK(fd >= 0, VKG_ERR_IO, "%s: cannot open directory to sync it: %s", dir,
+              strerror(errno));
+    int rc = fsync(fd), err = errno;
+    close(fd);
+    VKG_CHECK(rc == 0 || err == EINVAL, VKG_ERR_IO, "%s: fsync failed: %s", dir, strerror(err));
+    return VKG_OK;
+}
+
+/* mkdir -p dir; *created says whether its last component was new. */
+static vkg_status make_dirs(const char *dir, int *created)
+{
+    char p[PATH_CAP];
+    int len = snprintf(p, sizeof p, "%s", dir);
+    VKG_CHECK(len > 0 && len < PATH_CAP, VKG_ERR_INVALID_ARG, "path '%s' is too long", dir);
+    for (char *c = p + 1;; c++) {
+        if (*c != '/' && *c != '\0')
+            continue;
+        char saved = *c;
+        *c = '\0';
+        int rc = mkdir(p, 0777), err = errno;
+        struct stat sb;
+        VKG_CHECK(rc == 0 || (err == EEXIST && stat(p, &sb) == 0 && S_ISDIR(sb.st_mode)),
+                  VKG_ERR_IO, "%s: cannot create directory: %s", p,
+                  err == EEXIST ? "a file of that name is in the way" : strerror(err));
+        *created = rc == 0;
+        if (saved == '\0')
+            return VKG_OK;
+        *c = saved;
+    }
+}
+
+static vkg_status write_text(FILE *f, void *ctx)
+{
+    return vkg_io_write_bytes(f, ctx, strlen(ctx));
+}
+
+vkg_status vkg_checkpoint_write(const char *dir, const vkg_gpt2_config *cfg, const float *params,
+                                const float *m, const float *v, const vkg_checkpoint_state *st,
+                                char *path_out, size_t cap)
+{
+    char sd[PATH_CAP], file[PATH_CAP], name[NAME_CAP], done_text[64];
+    int created = 0;
+    VKG_CHECK(dir && cfg && params && m && v && st, VKG_ERR_INVALID_ARG,
+              "checkpoint: NULL argument");
+    snprintf(name, sizeof name, "step_%08llu", (unsigned long long)st->step);
+    VKG_TRY(join(sd, dir, name));
+    VKG_CHECK(!path_out || strlen(sd) < cap, VKG_ERR_INVALID_ARG,
+              "%s: path longer than the %zu-byte buffer", sd, cap);
+    VKG_TRY(make_dirs(dir, &created));
+    VKG_TRY(make_dirs(sd, &created));
+    VKG_TRY(sync_dir(dir));
+    if (!created) { /* rewriting a step: it must not look complete until it is */
+        VKG_TRY(join(file, sd, "DONE"));
+        VKG_CHECK(unlink(file) == 0 || errno == ENOENT, VKG_ERR_IO, "%s: cannot remove: %s", file,
+                  strerror(errno));
+        VKG_TRY(sync_dir(sd));
+    }
+    VKG_TRY(join(file, sd, "model.bin"));
+    VKG_TRY(vkg_modelfile_write(file, cfg, params));
+    VKG_TRY(join(file, sd, "state.bin"));
+    VKG_TRY(vkg_statefile_write(file, cfg, st, m, v));
+    VKG_TRY(join(file, sd, "DONE"));
+    snprintf(done_text, sizeof done_text, "vkgpt checkpoint, step %llu\n",
+             (unsigned long long)st->step);
+    VKG_TRY(vkg_io_write_atomic(file, write_text, done_text));
+    if (path_out)
+        snprintf(path_out, cap, "%s", sd);
+    return VKG_OK;
+}
+
+/* ---- listing -------------------------------------------------------------------------------- */
+
+typedef struct entry {
+    uint64_t step;
+    char name[NAME_CAP];
+} entry;
+
+/* The step of a directory entry named step_<digits>, or -1 for any other name. */
+static int parse_step_name(const char *name, uint64_t *step)
+{
+    if (strncmp(name, "step_", 5) != 0 || name[5] == '\0' || strlen(name) >= NAME_CAP)
+        return -1;
+    uint64_t s = 0;
+    for (const char *p = name + 5; *p; p++) {
+        if (*p < '0' || *p > '9' || s > (UINT64_MAX - 9) / 10)
+            return -1;
+        s = s * 10 + (uint64_t)(*p - '0');
+    }
+    *step = s;
+    return 0;
+}
+
+/* Every step_<n> entry under dir, newest first (the same step under two names: either order). */
+static vkg_status list_steps(const char *dir, entry **out, size_t *count)
+{
+    *out = NULL;
+    *count = 0;
+    DIR *d = opendir(dir);
+    if (!d && errno == ENOENT)
+        return VKG_FAIL(VKG_ERR_NOT_FOUND, "%s: no such checkpoint directory", dir);
+    VKG_CHECK(d, VKG_ERR_IO, "%s: cannot read the directory: %s", dir, strerror(errno));
+    size_t n = 0, cap = 0;
+    entry *e = NULL;
+    uint64_t step;
+    vkg_status st = VKG_OK;
+    for (struct dirent *de; (de = readdir(d));) {
+        if (parse_step_name(de->d_name, &step) < 0)
+            continue;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 16;
+            entry *ne = realloc(e, cap * sizeof *ne);
+            VKG_CHECK_GOTO(st, ne, VKG_ERR_NOMEM, done, "%s: out of memory", dir);
+            e = ne;
+        }
+        e[n].step = step;
+        snprintf(e[n].name, NAME_CAP, "%s", de->d_name);
+        n++;
+    }
+    for (size_t i = 1; i < n; i++) /* insertion sort, newest first */
+        for (size_t j = i; j > 0 && e[j - 1].step < e[j].step; j--) {
+            entry t = e[j];
+            e[j] = e[j - 1];
+            e[j - 1] = t;
+        }
+    *out = e;
+    *count = n;
+    e = NULL;
+done:
+    free(e);
+    closedir(d);
+    return st;
+}
+
+static vkg_status check_same_config(const char *state_path, const vkg_gpt2_config *s,
+                                    const char *model_path, const vkg_gpt2_config *m)
+{
+    VKG_CHECK(s->max_seq_len == m->max_seq_len && s->vocab_size == m->vocab_size &&
+                  s->padded_vocab_size == m->padded_vocab_size && s->num_layers == m->num_layers &&
+                  s->num_heads == m->num_heads && s->channels == m->channels,
+              VKG_ERR_FORMAT,
+              "%s: model configuration maxT=%d V=%d Vp=%d L=%d NH=%d C=%d does not match %s "
+              "(maxT=%d V=%d Vp=%d L=%d NH=%d C=%d)",
+              state_path, s->max_seq_len, s->vocab_size, s->padded_vocab_size, s->num_layers,
+              s->num_heads, s->channels, model_path, m->max_seq_len, m->vocab_size,
+              m->padded_vocab_size, m->num_layers, m->num_heads, m->channels);
+    return VKG_OK;
+}
+
+/* Headers-only check that sd is a complete checkpoint of its directory's step. */
+static vkg_status check_complete(const char *sd, uint64_t step)
+{
+    char done[PATH_CAP], model[PATH_CAP], state[PATH_CAP];
+    vkg_gpt2_config mc, sc;
+    vkg_checkpoint_state st;
+    size_t n;
+    VKG_TRY(join(done, sd, "DONE"));
+    VKG_TRY(join(model, sd, "model.bin"));
+    VKG_TRY(join(state, sd, "state.bin"));
+    VKG_CHECK(is_file(done), VKG_ERR_FORMAT, "%s: incomplete checkpoint (no DONE marker)", sd);
+    VKG_TRY(vkg_modelfile_read_header(model, &mc, NULL));
+    VKG_TRY(vkg_statefile_read(state, &sc, &st, &n, NULL, NULL));
+    VKG_TRY(check_same_config(state, &sc, model, &mc));
+    VKG_CHECK(st.step == step, VKG_ERR_FORMAT, "%s: holds step %llu, not the directory's %llu",
+              state, (unsigned long long)st.step, (unsigned long long)step);
+    return VKG_OK;
+}
+
+vkg_status vkg_checkpoint_find_latest(const char *dir, char *path_out, size_t cap, uint64_t *step)
+{
+    entry *e = NULL;
+    size_t n = 0, i;
+    char sd[PATH_CAP], why[600] = "";
+    vkg_status st = VKG_OK;
+    VKG_CHECK(dir && path_out, VKG_ERR_INVALID_ARG, "checkpoint: NULL argument");
+    VKG_TRY(list_steps(dir, &e, &n));
+    for (i = 0; i < n; i++) {
+        if (join(sd, dir, e[i].name) == VKG_OK && check_complete(sd, e[i].step) == VKG_OK)
+            break;
+        if (!why[0])
+            snprintf(why, sizeof why, "; the newest was skipped: %s", vkg_error_message());
+    }
+    VKG_CHECK_GOTO(st, i < n, VKG_ERR_NOT_FOUND, done,
+                   "%s: no complete checkpoint among %zu step directories%s", dir, n, why);
+    VKG_CHECK_GOTO(st, strlen(sd) < cap, VKG_ERR_INVALID_ARG, done,
+                   "%s: path longer than the %zu-byte buffer", sd, cap);
+    snprintf(path_out, cap, "%s", sd);
+    if (step)
+        *step = e[i].step;
+    vkg_error_clear();
+done:
+    free(e);
+    return st;
+}
+
+/* ---- loading -------------------------------------------------------------------------------- */
+
+vkg_status vkg_checkpoint_load(const char *ckpt_dir, vkg_checkpoint *out)
+{
+    char done[PATH_CAP], model[PATH_CAP], state[PATH_CAP];
+    vkg_gpt2_config sc;
+    vkg_status st;
+    memset(out, 0, sizeof *out);
+    VKG_CHECK(ckpt_dir, VKG_ERR_INVALID_ARG, "checkpoint: NULL path");
+    VKG_TRY(join(done, ckpt_dir, "DONE"));
+    VKG_TRY(join(model, ckpt_dir, "model.bin"));
+    VKG_TRY(join(state, ckpt_dir, "state.bin"));
+    VKG_CHECK(is_file(done), VKG_ERR_FORMAT, "%s: incomplete checkpoint (no DONE marker)",
+              ckpt_dir);
+    VKG_TRY_GOTO(st, vkg_modelfile_read(model, &out->cfg, &out->params), fail);
+    VKG_TRY_GOTO(
+        st, vkg_statefile_read(state, &sc, &out->state, &out->num_params, &out->m, &out->v), fail);
+    VKG_TRY_GOTO(st, check_same_config(state, &sc, model, &out->cfg), fail);
+    return VKG_OK;
+fail:
+    vkg_checkpoint_deinit(out);
+    return st;
+}
+
+void vkg_checkpoint_deinit(vkg_checkpoint *c)
+{
+    if (!c)
+        return;
+    free(c->params);
+    free(c->m);
+    free(c->v);
+    memset(c, 0, sizeof *c);
+}
+
+/* ---- pruning -------------------------------------------------------------------------------- */
+
+/* Remove a checkpoint directory: DONE first (so it never looks complete half-removed), then its
+ * other files, then itself. */
+static vkg_status remove_ckpt_dir(const char *sd)
+{
+    char file[PATH_CAP];
+    VKG_TRY(join(file, sd, "DONE"));
+    VKG_CHECK(unlink(file) == 0 || errno == ENOENT, VKG_ERR_IO, "%s: cannot remove: %s", file,
+              strerror(errno));
+    DIR *d = opendir(sd);
+    VKG_CHECK(d, VKG_ERR_IO, "%s: cannot read the directory: %s", sd, strerror(errno));
+    vkg_status st = VKG_OK;
+    for (struct dirent *de; st == VKG_OK && (de = readdir(d));) {
+        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+            continue;
+        st = join(file, sd, de->d_name);
+        if (st == VKG_OK && unlink(file) != 0)
+            st = VKG_FAIL(VKG_ERR_IO, "%s: cannot remove: %s", file, strerror(errno));
+    }
+    closedir(d);
+    VKG_TRY(st);
+    VKG_CHECK(rmdir(sd) == 0, VKG_ERR_IO, "%s: cannot remove the directory: %s", sd,
+              strerror(errno));
+    return VKG_OK;
+}
+
+vkg_status vkg_checkpoint_prune(const char *dir, int keep, uint64_t protect_step, int *removed)
+{
+    entry *e = NULL;
+    size_t n = 0;
+    int kept = 0, gone = 0;
+    char sd[PATH_CAP], done[PATH_CAP];
+    vkg_status st = VKG_OK;
+    if (removed)
+        *removed = 0;
+    if (keep <= 0)
+        return VKG_OK;
+    VKG_TRY(list_steps(dir, &e, &n));
+    for (size_t i = 0; i < n && st == VKG_OK; i++) {
+        if (e[i].step > protect_step)
+            continue;
+        VKG_TRY_GOTO(st, join(sd, dir, e[i].name), done);
+        VKG_TRY_GOTO(st, join(done, sd, "DONE"), done);
+        if (e[i].step == protect_step) /* the one just written: always kept, one of the keep */
+            continue;
+        if (is_file(done) && kept < keep - 1) {
+            kept++;
+            continue;
+        }
+        VKG_TRY_GOTO(st, remove_ckpt_dir(sd), done);
+        gone++;
+    }
+    if (gone)
+        st = sync_dir(dir);
+done:
+    if (removed)
+        *removed = gone;
+    free(e);
+    return st;
+}

@@ -1,0 +1,146 @@
+/* Checkpoints: the vkgpt state file and checkpoint directories.
+ *
+ * A checkpoint is a directory DIR/step_<step, at least 8 digits>/ holding, written in this order
+ * and each crash-safely (temporary file, fsync, rename, directory fsync via vkg_io_write_atomic):
+ *   model.bin  the llm.c model file (fp32, version 3) of the parameters
+ *   state.bin  the state file below (AdamW m and v, step, RNG, data position, hyperparameters)
+ *   DONE       a marker; a directory without it is incomplete and never resumed from
+ * Rewriting an existing step's directory first removes its DONE, so a failure at any point leaves
+ * the other checkpoints untouched and never a DONE beside files of two different writes.
+ *
+ * State file (little-endian; 1024-byte header of 256 32-bit slots, llm.c style; a u64 takes two
+ * slots, low half first; a float its IEEE-754 bits):
+ *   0 magic 20250611   1 version 1
+ *   2 maxT  3 V  4 L  5 NH  6 C  7 Vp                          model configuration
+ *   8 B  9 T  10-11 total batch tokens (u64)  12 world size    must match on resume
+ *   13 shuffle  14-15 seed (u64)                               must match on resume
+ *   16 schedule kind  17 total steps  18 warmup  19 lr (f32)   informative
+ *   20 lr_min_frac  21 weight decay  22 beta1  23 beta2  24 eps  25 grad clip (f32)  informative
+ *   32-33 step (u64, optimizer steps done)  34-35 tokens trained on (u64)
+ *   36-43 rng[4] (u64 each)
+ *   44-53 data position: epoch, batch, num_batches, shuffle, seed (u64 each)
+ *   54-55 number of parameters n (u64)      all other slots 0 (reserved)
+ * then m float32[n], v float32[n] (table order, as the parameters), then a uint32 CRC-32 (the
+ * IEEE/zlib polynomial, as zlib's crc32() or Python's zlib.crc32) of every preceding byte of the
+ * file. The file is exactly 1024 + 8n + 4 bytes.
+ *
+ * The state file is implemented in statefile.c (vkg_statefile_*), the directories in checkpoint.c
+ * (vkg_checkpoint_*). Host memory only; nothing here knows of devices or prints.
+ * Internal to vkgpt until the trainer's public API exists.
+ */
+#ifndef VKG_TRAIN_CHECKPOINT_H
+#define VKG_TRAIN_CHECKPOINT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "train/schedule.h"
+#include "vkgpt/data.h"
+#include "vkgpt/model.h"
+#include "vkgpt/status.h"
+
+#define VKG_STATE_MAGIC 20250611
+#define VKG_STATE_VERSION 1
+#define VKG_CHECKPOINT_NUM_RNG 4
+
+/* Training hyperparameters recorded in the state file. */
+typedef struct vkg_train_hparams {
+    /* must match when resuming (vkg_checkpoint_check_resume) */
+    int batch_size;       /* B */
+    int seq_len;          /* T */
+    uint64_t total_batch; /* tokens per optimizer step */
+    int world_size;       /* data-parallel ranks */
+    int shuffle;          /* data shuffling on/off */
+    uint64_t seed;        /* run seed */
+    /* informative: may change on resume */
+    vkg_schedule_config schedule;
+    float weight_decay, beta1, beta2, eps, grad_clip;
+} vkg_train_hparams;
+
+/* Everything besides parameters and moments that a resumed run needs. */
+typedef struct vkg_checkpoint_state {
+    vkg_train_hparams hp;
+    uint64_t step;                        /* optimizer steps completed */
+    uint64_t tokens;                      /* tokens trained on so far */
+    uint64_t rng[VKG_CHECKPOINT_NUM_RNG]; /* generator states (vkg_rng.state), unused ones 0 */
+    vkg_data_pos data_pos;                /* the training loader's position */
+} vkg_checkpoint_state;
+
+/* A loaded checkpoint. */
+typedef struct vkg_checkpoint {
+    vkg_gpt2_config cfg;
+    size_t num_params;
+    float *params; /* (num_params) table order, from model.bin */
+    float *m, *v;  /* (num_params) AdamW moments, from state.bin */
+    vkg_checkpoint_state state;
+} vkg_checkpoint;
+
+/* Hyperparameter defaults: B 4, T 64, total batch 256, 1 rank, no shuffle, seed 1337,
+ * vkg_schedule_default(), weight decay 0, beta1 0.9, beta2 0.999, eps 1e-8, grad clip 1. */
+vkg_train_hparams vkg_train_hparams_default(void);
+
+/* Check that the must-match fields of saved (from a checkpoint) equal those of now (this run).
+ * VKG_ERR_MISMATCH naming the first differing field with both values. */
+vkg_status vkg_checkpoint_check_resume(const vkg_train_hparams *saved,
+                                       const vkg_train_hparams *now);
+
+/* ---- the state file (statefile.c) ---- */
+
+/* Write a state file at path crash-safely: cfg's header fields, st, and m, v of
+ * vkg_gpt2_num_params(cfg) floats each. VKG_ERR_INVALID_ARG for an invalid cfg or NULL arrays,
+ * VKG_ERR_IO naming the file. */
+vkg_status vkg_statefile_write(const char *path, const vkg_gpt2_config *cfg,
+                               const vkg_checkpoint_state *st, const float *m, const float *v);
+
+/* Read a state file. With m and v NULL only the header is read and checked (magic, version, a
+ * valid model configuration, the parameter count agreeing with it, the exact file size); with
+ * both non-NULL the moments are read into new malloc'ed arrays (*m, *v; the caller frees them)
+ * and the CRC-32 is verified. Fills *cfg, *st, *num_params. Errors: VKG_ERR_IO (cannot open or
+ * read), VKG_ERR_FORMAT naming the file and the problem (too short, bad magic, wrong version,
+ * bad configuration, size not matching the header: truncated or oversized, checksum mismatch),
+ * VKG_ERR_NOMEM. On error nothing is allocated. */
+vkg_status vkg_statefile_read(const char *path, vkg_gpt2_config *cfg, vkg_checkpoint_state *st,
+                              size_t *num_params, float **m, float **v);
+
+/* ---- checkpoint directories (checkpoint.c) ---- */
+
+/* Write the checkpoint for st->step under dir (created, with missing parents, when absent):
+ * dir/step_<%08 step>/ with model.bin (params), state.bin (st, m, v) and DONE, in that order.
+ * params, m and v hold vkg_gpt2_num_params(cfg) floats each. When path_out is not NULL the
+ * checkpoint directory's path is copied there (cap bytes). A failure leaves every other
+ * checkpoint complete and this one without DONE. Errors: VKG_ERR_INVALID_ARG (bad cfg, NULL
+ * arrays, path too long), VKG_ERR_IO naming the path, VKG_ERR_NOMEM. */
+vkg_status vkg_checkpoint_write(const char *dir, const vkg_gpt2_config *cfg, const float *params,
+                                const float *m, const float *v, const vkg_checkpoint_state *st,
+                                char *path_out, size_t cap);
+
+/* Find the newest complete checkpoint under dir: among the subdirectories named step_<digits>,
+ * the highest step whose DONE exists and whose model.bin and state.bin headers are readable,
+ * agree on the configuration and whose state step equals the directory's (only headers and sizes
+ * are checked here; vkg_checkpoint_load verifies the checksum). Incomplete or unreadable ones are
+ * skipped. Copies the directory's path to path_out (cap bytes) and its step to *step (may be
+ * NULL). VKG_ERR_NOT_FOUND when dir does not exist or holds no complete checkpoint (the message
+ * says how many were skipped and why the newest was), VKG_ERR_INVALID_ARG when cap is too small,
+ * VKG_ERR_IO when dir cannot be read. */
+vkg_status vkg_checkpoint_find_latest(const char *dir, char *path_out, size_t cap, uint64_t *step);
+
+/* Load the checkpoint directory ckpt_dir (a step_<n> directory) into *out, allocating its arrays
+ * (free with vkg_checkpoint_deinit). It must hold DONE; model.bin and state.bin are fully read and
+ * validated (sizes, versions, checksum) and must describe the same configuration. Errors:
+ * VKG_ERR_FORMAT naming the file and what was wrong (no DONE, truncated, corrupted, foreign,
+ * wrong version, model/state configuration mismatch), VKG_ERR_IO, VKG_ERR_NOMEM. On error *out is
+ * left empty. */
+vkg_status vkg_checkpoint_load(const char *ckpt_dir, vkg_checkpoint *out);
+
+/* Free the arrays of c and zero it. NULL-safe. */
+void vkg_checkpoint_deinit(vkg_checkpoint *c);
+
+/* Remove old checkpoints under dir, keeping protect_step's directory (the one just written)
+ * and the newest keep - 1 other complete ones (with DONE) at or below it: every other step_<n>
+ * directory with n < protect_step, complete or not, is removed (its DONE first, then its files,
+ * then the directory). Directories above protect_step are left alone. keep <= 0 removes nothing.
+ * *removed (may be NULL) gets the number removed. VKG_ERR_IO naming the path that could not be
+ * removed (earlier removals stay done). */
+vkg_status vkg_checkpoint_prune(const char *dir, int keep, uint64_t protect_step, int *removed);
+
+#endif

@@ -1,0 +1,8 @@
+# Tests of the trainer's host-side modules in src/train (schedule, metrics log and SVG,
+# checkpoints and state file, sampler), included from src/CMakeLists.txt. No device needed.
+if(VKG_BUILD_TESTS)
+    foreach(t schedule metrics checkpoint sampler)
+        vkg_add_test(test_${t} LABEL unit TIMEOUT 60
+                     SOURCES ${PROJECT_SOURCE_DIR}/tests/test_${t}.c LIBS vkg_core)
+    endforeach()
+endif()

@@ -1,0 +1,461 @@
+/* Tests of src/train/checkpoint and statefile: a bit-exact round trip of parameters, moments,
+ * step, RNG, data position and hyperparameters; the documented layout (size, magic, CRC-32 of
+ * every preceding byte); the newest complete checkpoint chosen over incomplete or broken newer
+ * ones; truncated, corrupted, foreign, wrong-version and mismatched files refused with a message
+ * naming the file; failures while writing leaving the previous checkpoint loadable; pruning;
+ * the resume check of must-match hyperparameters. Each test works in its own temporary folder. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "testutil.h"
+#include "train/checkpoint.h"
+#include "vkgpt/io.h"
+
+typedef struct fixture {
+    char dir[64];
+    char path[512];
+    vkg_gpt2_config cfg;
+    size_t n;
+    float *params, *m, *v;
+} fixture;
+
+static vkg_gpt2_config tiny_config(int maxT)
+{
+    vkg_gpt2_config c = {maxT, 50, vkg_gpt2_pad_vocab(50), 2, 2, 8};
+    return c;
+}
+
+static int setup(void **state)
+{
+    fixture *f = calloc(1, sizeof *f);
+    snprintf(f->dir, sizeof f->dir, "/tmp/vkg_test_ckpt_XXXXXX");
+    if (!f || !mkdtemp(f->dir))
+        return -1;
+    f->cfg = tiny_config(16);
+    f->n = vkg_gpt2_num_params(&f->cfg);
+    f->params = vkg_test_alloc(f->n);
+    f->m = vkg_test_alloc(f->n);
+    f->v = vkg_test_alloc(f->n);
+    vkg_test_rng r;
+    vkg_test_rng_seed(&r, 2024);
+    vkg_test_fill_uniform(&r, f->params, f->n, -1.0f, 1.0f);
+    vkg_test_fill_uniform(&r, f->m, f->n, -1e-3f, 1e-3f);
+    vkg_test_fill_uniform(&r, f->v, f->n, 0.0f, 1e-6f);
+    *state = f;
+    return 0;
+}
+
+static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb;
+    (void)flag;
+    (void)ftw;
+    return remove(p);
+}
+
+static int teardown(void **state)
+{
+    fixture *f = *state;
+    nftw(f->dir, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    free(f->params);
+    free(f->m);
+    free(f->v);
+    free(f);
+    return 0;
+}
+
+static const char *sub(fixture *f, const char *rel)
+{
+    snprintf(f->path, sizeof f->path, "%s/%s", f->dir, rel);
+    return f->path;
+}
+
+static vkg_checkpoint_state make_state(uint64_t step)
+{
+    vkg_checkpoint_state s;
+    memset(&s, 0, sizeof s);
+    s.hp = vkg_train_hparams_default();
+    s.hp.batch_size = 3;
+    s.hp.seq_len = 16;
+    s.hp.total_batch = 96;
+    s.hp.world_size = 2;
+    s.hp.shuffle = 1;
+    s.hp.seed = 0x123456789abcdefull;
+    s.hp.schedule.kind = VKG_SCHEDULE_LINEAR;
+    s.hp.schedule.lr = 6e-4f;
+    s.hp.schedule.lr_min_frac = 0.1f;
+    s.hp.schedule.warmup = 7;
+    s.hp.schedule.total_steps = 5000;
+    s.hp.weight_decay = 0.1f;
+    s.hp.beta2 = 0.95f;
+    s.step = step;
+    s.tokens = step * 96 + 0x100000000ull;
+    for (int i = 0; i < VKG_CHECKPOINT_NUM_RNG; i++)
+        s.rng[i] = 0xfedcba9876543210ull ^ (step * 31 + (uint64_t)i);
+    vkg_data_pos d = {3, step % 11, 11, 1, 0x123456789abcdefull};
+    s.data_pos = d;
+    return s;
+}
+
+static void write_ckpt(fixture *f, uint64_t step)
+{
+    vkg_checkpoint_state s = make_state(step);
+    char out[512];
+    assert_int_equal(
+        vkg_checkpoint_write(sub(f, "ck"), &f->cfg, f->params, f->m, f->v, &s, out, sizeof out),
+        VKG_OK);
+    char want[512];
+    snprintf(want, sizeof want, "%s/ck/step_%08llu", f->dir, (unsigned long long)step);
+    assert_string_equal(out, want);
+}
+
+static void assert_msg_has(const char *a, const char *b)
+{
+    const char *msg = vkg_error_message();
+    if (!strstr(msg, a) || (b && !strstr(msg, b))) {
+        fprintf(stderr, "error message \"%s\" lacks \"%s\" or \"%s\"\n", msg, a, b ? b : "");
+        fail();
+    }
+}
+
+static void assert_state_equal(const vkg_checkpoint_state *a, const vkg_checkpoint_state *b)
+{
+    assert_int_equal(a->hp.batch_size, b->hp.batch_size);
+    assert_int_equal(a->hp.seq_len, b->hp.seq_len);
+    assert_true(a->hp.total_batch == b->hp.total_batch && a->hp.seed == b->hp.seed);
+    assert_int_equal(a->hp.world_size, b->hp.world_size);
+    assert_int_equal(a->hp.shuffle, b->hp.shuffle);
+    assert_memory_equal(&a->hp.schedule, &b->hp.schedule, sizeof a->hp.schedule);
+    float fa[5] = {a->hp.weight_decay, a->hp.beta1, a->hp.beta2, a->hp.eps, a->hp.grad_clip};
+    float fb[5] = {b->hp.weight_decay, b->hp.beta1, b->hp.beta2, b->hp.eps, b->hp.grad_clip};
+    assert_memory_equal(fa, fb, sizeof fa);
+    assert_true(a->step == b->step && a->tokens == b->tokens);
+    assert_memory_equal(a->rng, b->rng, sizeof a->rng);
+    assert_memory_equal(&a->data_pos, &b->data_pos, sizeof a->data_pos);
+}
+
+/* Bitwise CRC-32 (IEEE), independent of the library's table-driven one. */
+static uint32_t crc32_ref(const unsigned char *p, size_t n)
+{
+    uint32_t c = 0xffffffffu;
+    for (size_t i = 0; i < n; i++) {
+        c ^= p[i];
+        for (int k = 0; k < 8; k++)
+            c = (c >> 1) ^ (0xedb88320u & (0u - (c & 1u)));
+    }
+    return ~c;
+}
+
+static unsigned char *slurp(const char *path, size_t *n)
+{
+    FILE *fp = fopen(path, "rb");
+    assert_non_null(fp);
+    fseek(fp, 0, SEEK_END);
+    *n = (size_t)ftell(fp);
+    fseek(fp, 0, SEEK_SET);
+    unsigned char *b = malloc(*n);
+    assert_int_equal(fread(b, 1, *n, fp), *n);
+    fclose(fp);
+    return b;
+}
+
+static void spit(const char *path, const unsigned char *b, size_t n)
+{
+    FILE *fp = fopen(path, "wb");
+    assert_non_null(fp);
+    assert_int_equal(fwrite(b, 1, n, fp), n);
+    fclose(fp);
+}
+
+static void test_roundtrip(void **state)
+{
+    fixture *f = *state;
+    write_ckpt(f, 1234);
+    char latest[512];
+    uint64_t step = 0;
+    assert_int_equal(vkg_checkpoint_find_latest(sub(f, "ck"), latest, sizeof latest, &step),
+                     VKG_OK);
+    assert_true(step == 1234);
+    assert_string_equal(latest, sub(f, "ck/step_00001234"));
+    vkg_checkpoint c;
+    assert_int_equal(vkg_checkpoint_load(latest, &c), VKG_OK);
+    assert_memory_equal(&c.cfg, &f->cfg, sizeof c.cfg);
+    assert_int_equal(c.num_params, f->n);
+    assert_memory_equal(c.params, f->params, f->n * sizeof(float));
+    assert_memory_equal(c.m, f->m, f->n * sizeof(float));
+    assert_memory_equal(c.v, f->v, f->n * sizeof(float));
+    vkg_checkpoint_state want = make_state(1234);
+    assert_state_equal(&c.state, &want);
+    vkg_checkpoint_deinit(&c);
+    assert_null(c.params);
+
+    /* the documented layout: size, magic, version, parameter count, CRC-32 trailer */
+    size_t n;
+    unsigned char *b = slurp(sub(f, "ck/step_00001234/state.bin"), &n);
+    assert_int_equal(n, 1024 + 8 * f->n + 4);
+    int32_t hdr[4];
+    memcpy(hdr, b, sizeof hdr);
+    assert_int_equal(hdr[0], VKG_STATE_MAGIC);
+    assert_int_equal(hdr[1], VKG_STATE_VERSION);
+    uint64_t np;
+    memcpy(&np, b + 4 * 54, 8);
+    assert_true(np == f->n);
+    uint32_t stored;
+    memcpy(&stored, b + n - 4, 4);
+    assert_true(stored == crc32_ref(b, n - 4));
+    assert_memory_equal(b + 1024, f->m, f->n * sizeof(float));
+    free(b);
+    assert_int_equal(access(sub(f, "ck/step_00001234/DONE"), F_OK), 0);
+    vkg_gpt2_config mc; /* model.bin is a valid llm.c fp32 model file */
+    int version = 0;
+    assert_int_equal(vkg_modelfile_read_header(sub(f, "ck/step_00001234/model.bin"), &mc, &version),
+                     VKG_OK);
+    assert_int_equal(version, 3);
+}
+
+static void test_newest_complete(void **state)
+{
+    fixture *f = *state;
+    char latest[512];
+    uint64_t step;
+    assert_int_equal(vkg_checkpoint_find_latest(sub(f, "ck"), latest, sizeof latest, &step),
+                     VKG_ERR_NOT_FOUND); /* no directory at all */
+    write_ckpt(f, 10);
+    write_ckpt(f, 20);
+    write_ckpt(f, 30);
+    write_ckpt(f, 40);
+    assert_int_equal(unlink(sub(f, "ck/step_00000040/DONE")), 0);              /* incomplete */
+    assert_int_equal(truncate(sub(f, "ck/step_00000030/state.bin"), 2000), 0); /* unreadable */
+    mkdir(sub(f, "ck/step_abc"), 0777);                                        /* not checkpoints */
+    mkdir(sub(f, "ck/step_99999999x"), 0777);
+    mkdir(sub(f, "ck/other"), 0777);
+    assert_int_equal(vkg_checkpoint_find_latest(sub(f, "ck"), latest, sizeof latest, &step),
+                     VKG_OK);
+    assert_true(step == 20);
+    assert_string_equal(latest, sub(f, "ck/step_00000020"));
+    /* a name without the zero padding counts by its number */
+    char from[512];
+    snprintf(from, sizeof from, "%s", sub(f, "ck/step_00000010"));
+    assert_int_equal(rename(from, sub(f, "ck/step_10")), 0);
+    snprintf(from, sizeof from, "%s", sub(f, "ck/step_00000020"));
+    assert_int_equal(rename(from, sub(f, "ck/step_5")), 0);
+    assert_int_equal(vkg_checkpoint_find_latest(sub(f, "ck"), latest, sizeof latest, &step),
+                     VKG_OK); /* step_5 holds step 20's state: skipped */
+    assert_true(step == 10);
+    char small[8];
+    assert_int_equal(vkg_checkpoint_find_latest(sub(f, "ck"), small, sizeof small, &step),
+                     VKG_ERR_INVALID_ARG);
+    assert_int_equal(unlink(sub(f, "ck/step_10/DONE")), 0);
+    assert_int_equal(vkg_checkpoint_find_latest(sub(f, "ck"), latest, sizeof latest, &step),
+                     VKG_ERR_NOT_FOUND);
+    assert_msg_has("no complete checkpoint", "DONE");
+}
+
+/* Load the checkpoint of `step` and expect a format error naming `file` and `what`. */
+static void expect_refused(fixture *f, const char *ckpt, const char *file, const char *what)
+{
+    vkg_checkpoint c;
+    char path[512];
+    snprintf(path, sizeof path, "%s/ck/%s", f->dir, ckpt);
+    assert_int_equal(vkg_checkpoint_load(path, &c), VKG_ERR_FORMAT);
+    assert_null(c.params);
+    assert_null(c.m);
+    if (file) /* else the message names the directory */
+        snprintf(path, sizeof path, "%s/ck/%s/%s", f->dir, ckpt, file);
+    assert_msg_has(path, what);
+}
+
+static void test_refuses_bad_files(void **state)
+{
+    fixture *f = *state;
+    size_t n;
+    unsigned char *b;
+    write_ckpt(f, 1);
+    truncate(sub(f, "ck/step_00000001/state.bin"), (off_t)(1024 + 8 * f->n));
+    expect_refused(f, "step_00000001", "state.bin", "truncated");
+
+    write_ckpt(f, 2); /* one flipped bit in m */
+    b = slurp(sub(f, "ck/step_00000002/state.bin"), &n);
+    b[1024 + 4 * 17 + 1] ^= 0x10;
+    spit(f->path, b, n);
+    free(b);
+    expect_refused(f, "step_00000002", "state.bin", "checksum");
+
+    write_ckpt(f, 3); /* foreign magic */
+    b = slurp(sub(f, "ck/step_00000003/state.bin"), &n);
+    int32_t magic = VKG_MODEL_MAGIC;
+    memcpy(b, &magic, 4);
+    spit(f->path, b, n);
+    free(b);
+    expect_refused(f, "step_00000003", "state.bin", "bad magic");
+
+    write_ckpt(f, 4); /* wrong version */
+    b = slurp(sub(f, "ck/step_00000004/state.bin"), &n);
+    b[4] = 9;
+    spit(f->path, b, n);
+    free(b);
+    expect_refused(f, "step_00000004", "state.bin", "version 9");
+
+    write_ckpt(f, 5); /* state of another model configuration */
+    vkg_gpt2_config other = tiny_config(24);
+    size_t n2 = vkg_gpt2_num_params(&other);
+    float *z = calloc(n2, sizeof *z);
+    vkg_checkpoint_state s = make_state(5);
+    assert_int_equal(vkg_statefile_write(sub(f, "ck/step_00000005/state.bin"), &other, &s, z, z),
+                     VKG_OK);
+    free(z);
+    expect_refused(f, "step_00000005", "state.bin", "model.bin");
+    assert_msg_has("maxT=24", "maxT=16");
+
+    write_ckpt(f, 6); /* truncated model file */
+    truncate(sub(f, "ck/step_00000006/model.bin"), 3000);
+    expect_refused(f, "step_00000006", "model.bin", "truncated");
+
+    write_ckpt(f, 7); /* no DONE */
+    unlink(sub(f, "ck/step_00000007/DONE"));
+    expect_refused(f, "step_00000007", NULL, "DONE");
+    /* the header-only read refuses the same damage without reading the moments */
+    vkg_gpt2_config cfg;
+    size_t np;
+    assert_int_equal(
+        vkg_statefile_read(sub(f, "ck/step_00000001/state.bin"), &cfg, &s, &np, NULL, NULL),
+        VKG_ERR_FORMAT);
+    assert_int_equal(
+        vkg_statefile_read(sub(f, "ck/step_00000002/state.bin"), &cfg, &s, &np, NULL, NULL),
+        VKG_OK); /* a flipped moment byte needs the full read to show */
+    uint64_t step;
+    char latest[512];
+    assert_int_equal(vkg_checkpoint_find_latest(sub(f, "ck"), latest, sizeof latest, &step),
+                     VKG_OK);
+    assert_true(step == 2); /* 3..7 broken in their headers, sizes or DONE */
+}
+
+static void test_failed_write_keeps_previous(void **state)
+{
+    fixture *f = *state;
+    write_ckpt(f, 5);
+    write_ckpt(f, 10);
+    /* a directory where state.bin must go makes the rename fail after model.bin is written */
+    mkdir(sub(f, "ck/step_00000020"), 0777);
+    mkdir(sub(f, "ck/step_00000020/state.bin"), 0777);
+    mkdir(sub(f, "ck/step_00000020/state.bin/x"), 0777);
+    float *p2 = vkg_test_alloc(f->n);
+    memset(p2, 0, f->n * sizeof *p2);
+    vkg_checkpoint_state s = make_state(20);
+    assert_int_equal(vkg_checkpoint_write(sub(f, "ck"), &f->cfg, p2, f->m, f->v, &s, NULL, 0),
+                     VKG_ERR_IO);
+    assert_msg_has("state.bin", NULL);
+    assert_int_equal(access(sub(f, "ck/step_00000020/DONE"), F_OK), -1);
+    /* a file where the step directory must go */
+    spit(sub(f, "ck/step_00000030"), (const unsigned char *)"x", 1);
+    s = make_state(30);
+    assert_int_equal(vkg_checkpoint_write(sub(f, "ck"), &f->cfg, p2, f->m, f->v, &s, NULL, 0),
+                     VKG_ERR_IO);
+    char latest[512];
+    uint64_t step;
+    assert_int_equal(vkg_checkpoint_find_latest(sub(f, "ck"), latest, sizeof latest, &step),
+                     VKG_OK);
+    assert_true(step == 10);
+    vkg_checkpoint c;
+    assert_int_equal(vkg_checkpoint_load(latest, &c), VKG_OK);
+    assert_memory_equal(c.params, f->params, f->n * sizeof(float));
+    vkg_checkpoint_deinit(&c);
+    /* rewriting step 10 that fails midway must not leave step 10 looking complete */
+    assert_int_equal(unlink(sub(f, "ck/step_00000010/state.bin")), 0);
+    mkdir(f->path, 0777);
+    mkdir(sub(f, "ck/step_00000010/state.bin/x"), 0777);
+    s = make_state(10);
+    assert_int_equal(vkg_checkpoint_write(sub(f, "ck"), &f->cfg, p2, f->m, f->v, &s, NULL, 0),
+                     VKG_ERR_IO);
+    assert_int_equal(access(sub(f, "ck/step_00000010/DONE"), F_OK), -1);
+    assert_int_equal(vkg_checkpoint_find_latest(sub(f, "ck"), latest, sizeof latest, &step),
+                     VKG_OK);
+    assert_true(step == 5);
+    assert_int_equal(vkg_checkpoint_load(latest, &c), VKG_OK);
+    assert_memory_equal(c.params, f->params, f->n * sizeof(float));
+    vkg_checkpoint_deinit(&c);
+    free(p2);
+}
+
+static int exists(fixture *f, const char *rel)
+{
+    return access(sub(f, rel), F_OK) == 0;
+}
+
+static void test_prune(void **state)
+{
+    fixture *f = *state;
+    for (uint64_t s = 1; s <= 6; s++)
+        write_ckpt(f, s);
+    unlink(sub(f, "ck/step_00000005/DONE")); /* incomplete: removed, not one of the kept */
+    write_ckpt(f, 9);
+    mkdir(sub(f, "ck/step_00000000"), 0777); /* an old failed attempt with a temp file */
+    spit(sub(f, "ck/step_00000000/.state.bin.tmp-1-2"), (const unsigned char *)"x", 1);
+    write_ckpt(f, 7);
+    unlink(sub(f, "ck/step_00000007/DONE"));
+    int removed = -1;
+    assert_int_equal(vkg_checkpoint_prune(sub(f, "ck"), 0, 6, &removed), VKG_OK);
+    assert_int_equal(removed, 0);
+    assert_int_equal(vkg_checkpoint_prune(sub(f, "ck"), 3, 6, &removed), VKG_OK);
+    assert_int_equal(removed, 4);
+    assert_false(exists(f, "ck/step_00000000") || exists(f, "ck/step_00000001") ||
+                 exists(f, "ck/step_00000002") || exists(f, "ck/step_00000005"));
+    assert_true(exists(f, "ck/step_00000003/DONE") && exists(f, "ck/step_00000004/DONE") &&
+                exists(f, "ck/step_00000006/DONE"));
+    assert_true(exists(f, "ck/step_00000007") && exists(f, "ck/step_00000009/DONE"));
+    /* keep 1: only the protected one, even when it is not the newest on disk */
+    assert_int_equal(vkg_checkpoint_prune(sub(f, "ck"), 1, 4, &removed), VKG_OK);
+    assert_int_equal(removed, 1);
+    assert_true(exists(f, "ck/step_00000004/DONE") && exists(f, "ck/step_00000006/DONE"));
+    assert_false(exists(f, "ck/step_00000003"));
+    char latest[512];
+    uint64_t step;
+    assert_int_equal(vkg_checkpoint_find_latest(sub(f, "ck"), latest, sizeof latest, &step),
+                     VKG_OK);
+    assert_true(step == 9);
+}
+
+static void test_check_resume(void **state)
+{
+    (void)state;
+    vkg_train_hparams a = vkg_train_hparams_default(), b = a;
+    b.schedule.lr = 1.0f; /* informative fields may change */
+    b.schedule.total_steps = 99999;
+    b.grad_clip = 0.0f;
+    assert_int_equal(vkg_checkpoint_check_resume(&a, &b), VKG_OK);
+    b.batch_size = 8;
+    assert_int_equal(vkg_checkpoint_check_resume(&a, &b), VKG_ERR_MISMATCH);
+    assert_msg_has("batch size B = 4", "has 8");
+    b = a;
+    b.seed = 7;
+    assert_int_equal(vkg_checkpoint_check_resume(&a, &b), VKG_ERR_MISMATCH);
+    assert_msg_has("seed", NULL);
+    b = a;
+    b.total_batch = 512;
+    assert_int_equal(vkg_checkpoint_check_resume(&a, &b), VKG_ERR_MISMATCH);
+    assert_msg_has("total batch", NULL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_roundtrip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_newest_complete, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_refuses_bad_files, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_failed_write_keeps_previous, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_prune, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_check_resume, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
