@@ -1,6 +1,7 @@
 /* The trainer: builds device, model, data and log from a vkg_train_config, runs optimizer steps
  * (accumulating micro-batches), evaluates, samples and writes/resumes checkpoints. It does not
  * print and does not install signal handlers (the CLI does both). */
+#include <dirent.h>
 #include <errno.h>
 #include <libgen.h>
 #include <math.h>
@@ -93,12 +94,34 @@ static void init_params(const vkg_gpt2_config *cfg, float *params, uint64_t seed
     }
 }
 
-/* Model config, parameters and (when resuming) moments and state. */
+/* The name of a step_<n> directory under dir that holds a DONE marker, or "" when none does. */
+static void find_marked_complete(const char *dir, char *name, size_t cap)
+{
+    name[0] = '\0';
+    DIR *d = opendir(dir);
+    if (!d)
+        return;
+    for (struct dirent *de; !name[0] && (de = readdir(d));) {
+        char done[1400];
+        struct stat sb;
+        snprintf(done, sizeof done, "%s/%s/DONE", dir, de->d_name);
+        if (!strncmp(de->d_name, "step_", 5) && stat(done, &sb) == 0)
+            snprintf(name, cap, "%s", de->d_name);
+    }
+    closedir(d);
+}
+
+/* Model config, parameters and (when resuming) moments and state. Resuming from a folder without
+ * a complete checkpoint starts afresh, unless some checkpoint there is marked complete (DONE) yet
+ * unusable: that is corruption, refused rather than silently restarted (which would also wipe
+ * the log). */
 static vkg_status load_model(vkg_trainer_t *t, float **params, vkg_checkpoint *ck)
 {
     const vkg_train_config *c = &t->cfg;
-    if (c->resume && t->ckpt_dir[0]) {
-        char path[1100];
+    VKG_CHECK(!c->resume || t->ckpt_dir[0], VKG_ERR_INVALID_ARG,
+              "--resume needs --ckpt-dir (the folder to resume from)");
+    if (c->resume) {
+        char path[1100], marked[256];
         uint64_t step = 0;
         vkg_status st = vkg_checkpoint_find_latest(t->ckpt_dir, path, sizeof path, &step);
         if (st == VKG_OK) {
@@ -109,7 +132,14 @@ static vkg_status load_model(vkg_trainer_t *t, float **params, vkg_checkpoint *c
             t->resumed = 1;
             return VKG_OK;
         }
-        VKG_CHECK(st == VKG_ERR_NOT_FOUND, st, "%s", vkg_error_message());
+        if (st != VKG_ERR_NOT_FOUND)
+            return st;
+        find_marked_complete(t->ckpt_dir, marked, sizeof marked);
+        if (marked[0])
+            return vkg__error_wrap(VKG_ERR_FORMAT,
+                                   "--resume: %s/%s is marked complete but cannot be used; "
+                                   "repair or remove it",
+                                   t->ckpt_dir, marked);
     }
     if (c->init_path) {
         int version = 0;
