@@ -104,8 +104,8 @@ void vkg_gpu_run(vkg_gpu *g)
     VKG_ASSERT_OK(vkg_cmd_begin(g->cmd));
 }
 
-void vkg_gpu_expect(vkg_gpu *g, const char *what, vkg_tensor t, const float *ref, size_t n,
-                    double bound)
+vkg_test_cmp vkg_gpu_expect(vkg_gpu *g, const char *what, vkg_tensor t, const float *ref,
+                            size_t n, double bound)
 {
     float *got = vkg_test_alloc(n);
     vkg_gpu_download(g, t, got, n * sizeof *got);
@@ -115,4 +115,27 @@ void vkg_gpu_expect(vkg_gpu *g, const char *what, vkg_tensor t, const float *ref
     if (!ok)
         fail_msg("%s differs from the reference: rel_l2 %.3g > %.3g or %zu non-finite", what,
                  cmp.rel_l2, bound, cmp.nonfinite);
+    print_message("    %-34s n=%-8zu rel_l2 %.3g  max_abs %.3g\n", what, n, cmp.rel_l2,
+                  cmp.max_abs);
+    return cmp;
+}
+
+vkg_test_cmp vkg_gpu_expect_ref(vkg_gpu *g, const char *what, vkg_tensor t, const float *ref,
+                                size_t n)
+{
+    return vkg_gpu_expect(g, what, t, ref, n, VKG_TEST_REL_BOUND);
+}
+
+void vkg_expect_error(vkg_status got, vkg_status want, const char *needle)
+{
+    if (got != want)
+        fail_msg("expected %s, got %s: %s", vkg_status_name(want), vkg_status_name(got),
+                 vkg_error_message());
+    if (!strstr(vkg_error_message(), needle))
+        fail_msg("error message \"%s\" does not mention \"%s\"", vkg_error_message(), needle);
+}
+
+void vkg_expect_invalid(vkg_status got, const char *needle)
+{
+    vkg_expect_error(got, VKG_ERR_INVALID_ARG, needle);
 }

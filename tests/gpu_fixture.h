@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "testutil.h"
 #include "vk/vk.h"
 
 typedef struct vkg_gpu {
@@ -31,9 +32,16 @@ vkg_tensor vkg_gpu_poisoned(vkg_gpu *g, size_t n);
 void vkg_gpu_download(vkg_gpu *g, vkg_tensor t, void *dst, size_t bytes);
 /* Download n floats of t and compare them with ref under a relative-L2 bound (vkg_test_compare):
  * fails the test, naming `what`, the errors and the first bad index, on a mismatch or any
- * non-finite element. */
-void vkg_gpu_expect(vkg_gpu *g, const char *what, vkg_tensor t, const float *ref, size_t n,
-                    double bound);
+ * non-finite element; otherwise prints the measured error for the record and returns it. */
+vkg_test_cmp vkg_gpu_expect(vkg_gpu *g, const char *what, vkg_tensor t, const float *ref,
+                            size_t n, double bound);
+/* vkg_gpu_expect at the shader bound VKG_TEST_REL_BOUND. */
+vkg_test_cmp vkg_gpu_expect_ref(vkg_gpu *g, const char *what, vkg_tensor t, const float *ref,
+                                size_t n);
+/* Assert that a call failed with `want` and that the error message contains `needle`. */
+void vkg_expect_error(vkg_status got, vkg_status want, const char *needle);
+/* Assert VKG_ERR_INVALID_ARG with a message containing `needle`. */
+void vkg_expect_invalid(vkg_status got, const char *needle);
 /* End, run and wait for what was recorded in the fixture's command list, then start a new
  * recording (so a test can record and run again); asserts success. */
 void vkg_gpu_run(vkg_gpu *g);

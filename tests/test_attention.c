@@ -246,13 +246,6 @@ static void test_gpt2_shape(void **state)
     check_attention(*state, (att_shape){.B = 1, .T = 64, .C = 768, .NH = 12}, 6);
 }
 
-static void expect_invalid(vkg_status st, const char *message)
-{
-    assert_int_equal(st, VKG_ERR_INVALID_ARG);
-    if (!strstr(vkg_error_message(), message))
-        fail_msg("error message \"%s\" does not contain \"%s\"", vkg_error_message(), message);
-}
-
 static void test_bad_shapes(void **state)
 {
     vkg_gpu *g = *state;
@@ -264,19 +257,19 @@ static void test_bad_shapes(void **state)
     vkg_tensor short_dpre = vkg_tensor_view(dpre, 0, (n_att - 1) * sizeof(float));
     vkg_tensor short_qkv = vkg_tensor_view(qkv, 0, (n_qkv - 1) * sizeof(float));
 
-    expect_invalid(vkg_op_attention_fwd(g->cmd, out, att, qkv, B, T, 10, NH),
+    vkg_expect_invalid(vkg_op_attention_fwd(g->cmd, out, att, qkv, B, T, 10, NH),
                    "attention_fwd: C=10 is not divisible by NH=3");
-    expect_invalid(vkg_op_attention_bwd(g->cmd, qkv, out, qkv, att, B, T, 10, NH, dpre),
+    vkg_expect_invalid(vkg_op_attention_bwd(g->cmd, qkv, out, qkv, att, B, T, 10, NH, dpre),
                    "attention_bwd: C=10 is not divisible by NH=3");
-    expect_invalid(vkg_op_attention_fwd(g->cmd, out, att, qkv, B, 0, C, NH),
+    vkg_expect_invalid(vkg_op_attention_fwd(g->cmd, out, att, qkv, B, 0, C, NH),
                    "attention_fwd: B, T, C and NH must be positive");
-    expect_invalid(vkg_op_attention_fwd(g->cmd, out, short_att, qkv, B, T, C, NH),
+    vkg_expect_invalid(vkg_op_attention_fwd(g->cmd, out, short_att, qkv, B, T, C, NH),
                    "attention_fwd: tensor att holds");
-    expect_invalid(vkg_op_attention_fwd(g->cmd, out, att, short_qkv, B, T, C, NH),
+    vkg_expect_invalid(vkg_op_attention_fwd(g->cmd, out, att, short_qkv, B, T, C, NH),
                    "attention_fwd: tensor qkv holds");
-    expect_invalid(vkg_op_attention_bwd(g->cmd, qkv, out, qkv, att, B, T, C, NH, short_dpre),
+    vkg_expect_invalid(vkg_op_attention_bwd(g->cmd, qkv, out, qkv, att, B, T, C, NH, short_dpre),
                    "attention_bwd: tensor dpre holds");
-    expect_invalid(vkg_op_attention_bwd(g->cmd, short_qkv, out, qkv, att, B, T, C, NH, dpre),
+    vkg_expect_invalid(vkg_op_attention_bwd(g->cmd, short_qkv, out, qkv, att, B, T, C, NH, dpre),
                    "attention_bwd: tensor dqkv holds");
     assert_int_equal(vkg_cmd_dispatch_count(g->cmd), 0);
     vkg_gpu_run(g);

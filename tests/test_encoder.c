@@ -32,26 +32,6 @@ static const shape SHAPES[] = {
 };
 #define NSHAPES (sizeof SHAPES / sizeof SHAPES[0])
 
-/* vkg_gpu_expect, then print the measured error for the record. */
-static void expect(vkg_gpu *g, const char *what, vkg_tensor t, const float *ref, size_t n)
-{
-    vkg_gpu_expect(g, what, t, ref, n, VKG_TEST_REL_BOUND);
-    float *got = vkg_test_alloc(n);
-    vkg_gpu_download(g, t, got, n * sizeof *got);
-    vkg_test_cmp cmp;
-    vkg_test_compare(what, got, ref, n, VKG_TEST_REL_BOUND, &cmp);
-    print_message("    %-24s n=%-7zu rel_l2 %.3g max_abs %.3g\n", what, n, cmp.rel_l2,
-                  cmp.max_abs);
-    free(got);
-}
-
-static float *random_floats(vkg_test_rng *r, size_t n, float lo, float hi)
-{
-    float *x = vkg_test_alloc(n);
-    vkg_test_fill_uniform(r, x, n, lo, hi);
-    return x;
-}
-
 static int32_t *random_tokens(vkg_test_rng *r, size_t n, int V)
 {
     int32_t *t = malloc(n * sizeof *t);
@@ -70,8 +50,8 @@ static void test_encoder_fwd(void **state)
         size_t BT = (size_t)h.B * h.T, n = BT * h.C;
         print_message("  B=%d T=%d C=%d V=%d\n", h.B, h.T, h.C, h.V);
         int32_t *inp = random_tokens(&r, BT, h.V);
-        float *wte = random_floats(&r, (size_t)h.V * h.C, -1.0f, 1.0f);
-        float *wpe = random_floats(&r, (size_t)h.maxT * h.C, -1.0f, 1.0f);
+        float *wte = vkg_test_random(&r, (size_t)h.V * h.C, -1.0f, 1.0f);
+        float *wpe = vkg_test_random(&r, (size_t)h.maxT * h.C, -1.0f, 1.0f);
         float *ref = vkg_test_alloc(n);
         vkg_ref_encoder_fwd(ref, inp, wte, wpe, h.B, h.T, h.C);
         vkg_tensor ti = vkg_gpu_upload(g, inp, BT * 4);
@@ -81,7 +61,7 @@ static void test_encoder_fwd(void **state)
         VKG_ASSERT_OK(vkg_cmd_begin(g->cmd));
         VKG_ASSERT_OK(vkg_op_encoder_fwd(g->cmd, out, ti, tte, tpe, h.B, h.T, h.C));
         vkg_gpu_run(g);
-        expect(g, "encoder_fwd out", out, ref, n);
+        vkg_gpu_expect_ref(g, "encoder_fwd out", out, ref, n);
         free(inp);
         free(wte);
         free(wpe);
@@ -100,10 +80,10 @@ static void test_encoder_bwd(void **state)
         size_t nte = (size_t)h.V * h.C, npe = (size_t)h.maxT * h.C;
         print_message("  B=%d T=%d C=%d V=%d\n", h.B, h.T, h.C, h.V);
         int32_t *inp = random_tokens(&r, BT, h.V);
-        float *dout = random_floats(&r, n, -1.0f, 1.0f);
+        float *dout = vkg_test_random(&r, n, -1.0f, 1.0f);
         /* starting gradients about as large as what the pass adds */
-        float *dwte = random_floats(&r, nte, -2.0f, 2.0f);
-        float *dwpe = random_floats(&r, npe, -2.0f, 2.0f);
+        float *dwte = vkg_test_random(&r, nte, -2.0f, 2.0f);
+        float *dwpe = vkg_test_random(&r, npe, -2.0f, 2.0f);
         vkg_tensor ti = vkg_gpu_upload(g, inp, BT * 4), td = vkg_gpu_upload(g, dout, n * 4);
         vkg_tensor tte[2], tpe[2];
         for (int k = 0; k < 2; k++) {
@@ -115,8 +95,8 @@ static void test_encoder_bwd(void **state)
         for (int k = 0; k < 2; k++)
             VKG_ASSERT_OK(vkg_op_encoder_bwd(g->cmd, tte[k], tpe[k], td, ti, h.B, h.T, h.C));
         vkg_gpu_run(g);
-        expect(g, "encoder_bwd dwte", tte[0], dwte, nte);
-        expect(g, "encoder_bwd dwpe", tpe[0], dwpe, npe);
+        vkg_gpu_expect_ref(g, "encoder_bwd dwte", tte[0], dwte, nte);
+        vkg_gpu_expect_ref(g, "encoder_bwd dwpe", tpe[0], dwpe, npe);
         /* the second run from the same inputs is bitwise identical */
         size_t most = nte > npe ? nte : npe;
         float *u = vkg_test_alloc(most), *v = vkg_test_alloc(most);
@@ -154,7 +134,7 @@ static void test_positions_beyond_the_grid(void **state)
     VKG_ASSERT_OK(vkg_cmd_begin(g->cmd));
     VKG_ASSERT_OK(vkg_op_encoder_fwd(g->cmd, out, ti, tte, tpe, B, T, C));
     vkg_gpu_run(g);
-    expect(g, "encoder_fwd out", out, ref, n);
+    vkg_gpu_expect_ref(g, "encoder_fwd out", out, ref, n);
     free(inp);
     free(ref);
 }
@@ -205,13 +185,6 @@ static void test_out_of_range_tokens(void **state)
     assert_memory_equal(gte, ref_te, sizeof gte);
 }
 
-static void expect_refused(vkg_status st, const char *message)
-{
-    assert_int_equal(st, VKG_ERR_INVALID_ARG);
-    if (!strstr(vkg_error_message(), message))
-        fail_msg("error message \"%s\" does not mention \"%s\"", vkg_error_message(), message);
-}
-
 static void test_wrong_sizes_are_refused(void **state)
 {
     vkg_gpu *g = *state;
@@ -221,27 +194,27 @@ static void test_wrong_sizes_are_refused(void **state)
     vkg_tensor pos = vkg_gpu_poisoned(g, T * C), pos_short = vkg_gpu_poisoned(g, T * C - 1);
     vkg_tensor table = vkg_gpu_poisoned(g, 10 * C), table_short = vkg_gpu_poisoned(g, C - 1);
     vkg_cmd *c = g->cmd;
-    expect_refused(vkg_op_encoder_fwd(c, act_short, tok, table, pos, B, T, C),
+    vkg_expect_invalid(vkg_op_encoder_fwd(c, act_short, tok, table, pos, B, T, C),
                    "encoder_fwd: tensor out holds 23 elements, the shape needs 24");
-    expect_refused(vkg_op_encoder_fwd(c, act, tok_short, table, pos, B, T, C),
+    vkg_expect_invalid(vkg_op_encoder_fwd(c, act, tok_short, table, pos, B, T, C),
                    "encoder_fwd: tensor inp");
-    expect_refused(vkg_op_encoder_fwd(c, act, tok, table_short, pos, B, T, C),
+    vkg_expect_invalid(vkg_op_encoder_fwd(c, act, tok, table_short, pos, B, T, C),
                    "encoder_fwd: tensor wte");
-    expect_refused(vkg_op_encoder_fwd(c, act, tok, table, pos_short, B, T, C),
+    vkg_expect_invalid(vkg_op_encoder_fwd(c, act, tok, table, pos_short, B, T, C),
                    "encoder_fwd: tensor wpe");
-    expect_refused(vkg_op_encoder_fwd(c, act, tok, table, pos, B, 0, C),
+    vkg_expect_invalid(vkg_op_encoder_fwd(c, act, tok, table, pos, B, 0, C),
                    "encoder_fwd: B, T and C must be positive");
-    expect_refused(vkg_op_encoder_fwd(c, act, tok, table, pos, 65536, 65536, 4),
+    vkg_expect_invalid(vkg_op_encoder_fwd(c, act, tok, table, pos, 65536, 65536, 4),
                    "encoder_fwd: B*T*C = 17179869184 is too large");
-    expect_refused(vkg_op_encoder_bwd(c, table_short, pos, act, tok, B, T, C),
+    vkg_expect_invalid(vkg_op_encoder_bwd(c, table_short, pos, act, tok, B, T, C),
                    "encoder_bwd: tensor dwte");
-    expect_refused(vkg_op_encoder_bwd(c, table, pos_short, act, tok, B, T, C),
+    vkg_expect_invalid(vkg_op_encoder_bwd(c, table, pos_short, act, tok, B, T, C),
                    "encoder_bwd: tensor dwpe");
-    expect_refused(vkg_op_encoder_bwd(c, table, pos, act_short, tok, B, T, C),
+    vkg_expect_invalid(vkg_op_encoder_bwd(c, table, pos, act_short, tok, B, T, C),
                    "encoder_bwd: tensor dout");
-    expect_refused(vkg_op_encoder_bwd(c, table, pos, act, tok_short, B, T, C),
+    vkg_expect_invalid(vkg_op_encoder_bwd(c, table, pos, act, tok_short, B, T, C),
                    "encoder_bwd: tensor inp");
-    expect_refused(vkg_op_encoder_bwd(c, table, pos, act, tok, -1, T, C),
+    vkg_expect_invalid(vkg_op_encoder_bwd(c, table, pos, act, tok, -1, T, C),
                    "encoder_bwd: B, T and C must be positive");
     assert_int_equal(vkg_cmd_dispatch_count(c), 0);
     vkg_gpu_run(g);

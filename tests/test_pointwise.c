@@ -24,30 +24,10 @@
 static const size_t SIZES[] = {1, 13, 37 * 41, 2 * 64 * 3072};
 #define NSIZES (sizeof SIZES / sizeof SIZES[0])
 
-/* vkg_gpu_expect, then print the measured error for the record. */
-static void expect(vkg_gpu *g, const char *what, vkg_tensor t, const float *ref, size_t n)
-{
-    vkg_gpu_expect(g, what, t, ref, n, VKG_TEST_REL_BOUND);
-    float *got = vkg_test_alloc(n);
-    vkg_gpu_download(g, t, got, n * sizeof *got);
-    vkg_test_cmp cmp;
-    vkg_test_compare(what, got, ref, n, VKG_TEST_REL_BOUND, &cmp);
-    print_message("    %-24s n=%-7zu rel_l2 %.3g max_abs %.3g\n", what, n, cmp.rel_l2,
-                  cmp.max_abs);
-    free(got);
-}
-
-static float *random_floats(vkg_test_rng *r, size_t n, float lo, float hi)
-{
-    float *x = vkg_test_alloc(n);
-    vkg_test_fill_uniform(r, x, n, lo, hi);
-    return x;
-}
-
 /* GELU inputs over [-6, 6] (both tails) with exact zeros and large values mixed in. */
 static float *gelu_inputs(vkg_test_rng *r, size_t n)
 {
-    float *x = random_floats(r, n, -6.0f, 6.0f);
+    float *x = vkg_test_random(r, n, -6.0f, 6.0f);
     static const float special[] = {0.0f, -0.0f, 30.0f, -30.0f, 1e-4f, -1e-4f};
     for (size_t i = 0; i < n; i += 7)
         x[i] = special[(i / 7) % 6];
@@ -67,7 +47,7 @@ static void test_gelu_fwd(void **state)
         VKG_ASSERT_OK(vkg_cmd_begin(g->cmd));
         VKG_ASSERT_OK(vkg_op_gelu_fwd(g->cmd, out, tx, n));
         vkg_gpu_run(g);
-        expect(g, "gelu_fwd out", out, ref, n);
+        vkg_gpu_expect_ref(g, "gelu_fwd out", out, ref, n);
         free(x);
         free(ref);
     }
@@ -80,8 +60,8 @@ static void test_gelu_bwd(void **state)
     vkg_test_rng_seed(&r, 12);
     for (size_t s = 0; s < NSIZES; s++) {
         size_t n = SIZES[s];
-        float *x = gelu_inputs(&r, n), *dout = random_floats(&r, n, -1.0f, 1.0f);
-        float *dinp = random_floats(&r, n, -1.0f, 1.0f);
+        float *x = gelu_inputs(&r, n), *dout = vkg_test_random(&r, n, -1.0f, 1.0f);
+        float *dinp = vkg_test_random(&r, n, -1.0f, 1.0f);
         vkg_tensor tx = vkg_gpu_upload(g, x, n * 4), td = vkg_gpu_upload(g, dout, n * 4);
         vkg_tensor t1 = vkg_gpu_upload(g, dinp, n * 4), t2 = vkg_gpu_upload(g, dinp, n * 4);
         vkg_ref_gelu_bwd(dinp, x, dout, n);
@@ -89,7 +69,7 @@ static void test_gelu_bwd(void **state)
         VKG_ASSERT_OK(vkg_op_gelu_bwd(g->cmd, t1, tx, td, n));
         VKG_ASSERT_OK(vkg_op_gelu_bwd(g->cmd, t2, tx, td, n));
         vkg_gpu_run(g);
-        expect(g, "gelu_bwd dinp", t1, dinp, n);
+        vkg_gpu_expect_ref(g, "gelu_bwd dinp", t1, dinp, n);
         float *a = vkg_test_alloc(n), *b = vkg_test_alloc(n);
         vkg_gpu_download(g, t1, a, n * 4);
         vkg_gpu_download(g, t2, b, n * 4);
@@ -109,7 +89,7 @@ static void test_residual_fwd(void **state)
     vkg_test_rng_seed(&r, 13);
     for (size_t s = 0; s < NSIZES; s++) {
         size_t n = SIZES[s];
-        float *a = random_floats(&r, n, -2.0f, 2.0f), *b = random_floats(&r, n, -2.0f, 2.0f);
+        float *a = vkg_test_random(&r, n, -2.0f, 2.0f), *b = vkg_test_random(&r, n, -2.0f, 2.0f);
         float *ref = vkg_test_alloc(n);
         vkg_ref_residual_fwd(ref, a, b, n);
         vkg_tensor ta = vkg_gpu_upload(g, a, n * 4), tb = vkg_gpu_upload(g, b, n * 4);
@@ -117,12 +97,12 @@ static void test_residual_fwd(void **state)
         VKG_ASSERT_OK(vkg_cmd_begin(g->cmd));
         VKG_ASSERT_OK(vkg_op_residual_fwd(g->cmd, out, ta, tb, n));
         vkg_gpu_run(g);
-        expect(g, "residual_fwd out", out, ref, n);
+        vkg_gpu_expect_ref(g, "residual_fwd out", out, ref, n);
         /* in place: a = a + b */
         VKG_ASSERT_OK(vkg_cmd_begin(g->cmd));
         VKG_ASSERT_OK(vkg_op_residual_fwd(g->cmd, ta, ta, tb, n));
         vkg_gpu_run(g);
-        expect(g, "residual_fwd in place", ta, ref, n);
+        vkg_gpu_expect_ref(g, "residual_fwd in place", ta, ref, n);
         free(a);
         free(b);
         free(ref);
@@ -136,8 +116,8 @@ static void test_residual_bwd(void **state)
     vkg_test_rng_seed(&r, 14);
     for (size_t s = 0; s < NSIZES; s++) {
         size_t n = SIZES[s];
-        float *dout = random_floats(&r, n, -1.0f, 1.0f);
-        float *da = random_floats(&r, n, -1.0f, 1.0f), *db = random_floats(&r, n, -1.0f, 1.0f);
+        float *dout = vkg_test_random(&r, n, -1.0f, 1.0f);
+        float *da = vkg_test_random(&r, n, -1.0f, 1.0f), *db = vkg_test_random(&r, n, -1.0f, 1.0f);
         vkg_tensor td = vkg_gpu_upload(g, dout, n * 4);
         vkg_tensor ta1 = vkg_gpu_upload(g, da, n * 4), tb1 = vkg_gpu_upload(g, db, n * 4);
         vkg_tensor ta2 = vkg_gpu_upload(g, da, n * 4), tb2 = vkg_gpu_upload(g, db, n * 4);
@@ -146,8 +126,8 @@ static void test_residual_bwd(void **state)
         VKG_ASSERT_OK(vkg_op_residual_bwd(g->cmd, ta1, tb1, td, n));
         VKG_ASSERT_OK(vkg_op_residual_bwd(g->cmd, ta2, tb2, td, n));
         vkg_gpu_run(g);
-        expect(g, "residual_bwd da", ta1, da, n);
-        expect(g, "residual_bwd db", tb1, db, n);
+        vkg_gpu_expect_ref(g, "residual_bwd da", ta1, da, n);
+        vkg_gpu_expect_ref(g, "residual_bwd db", tb1, db, n);
         float *x = vkg_test_alloc(n), *y = vkg_test_alloc(n);
         vkg_gpu_download(g, ta1, x, n * 4);
         vkg_gpu_download(g, ta2, y, n * 4);
@@ -163,31 +143,24 @@ static void test_residual_bwd(void **state)
     }
 }
 
-static void expect_refused(vkg_status st, const char *message)
-{
-    assert_int_equal(st, VKG_ERR_INVALID_ARG);
-    if (!strstr(vkg_error_message(), message))
-        fail_msg("error message \"%s\" does not mention \"%s\"", vkg_error_message(), message);
-}
-
 static void test_wrong_sizes_are_refused(void **state)
 {
     vkg_gpu *g = *state;
     enum { N = 100 };
     vkg_tensor ok = vkg_gpu_poisoned(g, N), small = vkg_gpu_poisoned(g, N - 1);
     vkg_cmd *c = g->cmd;
-    expect_refused(vkg_op_gelu_fwd(c, small, ok, N), "gelu_fwd: tensor out holds 99 elements");
-    expect_refused(vkg_op_gelu_fwd(c, ok, small, N), "gelu_fwd: tensor inp");
-    expect_refused(vkg_op_gelu_bwd(c, small, ok, ok, N), "gelu_bwd: tensor dinp");
-    expect_refused(vkg_op_gelu_bwd(c, ok, small, ok, N), "gelu_bwd: tensor inp");
-    expect_refused(vkg_op_gelu_bwd(c, ok, ok, small, N), "gelu_bwd: tensor dout");
-    expect_refused(vkg_op_residual_fwd(c, small, ok, ok, N), "residual_fwd: tensor out");
-    expect_refused(vkg_op_residual_fwd(c, ok, small, ok, N), "residual_fwd: tensor a");
-    expect_refused(vkg_op_residual_fwd(c, ok, ok, small, N), "residual_fwd: tensor b");
-    expect_refused(vkg_op_residual_bwd(c, small, ok, ok, N), "residual_bwd: tensor da");
-    expect_refused(vkg_op_residual_bwd(c, ok, small, ok, N), "residual_bwd: tensor db");
-    expect_refused(vkg_op_residual_bwd(c, ok, ok, small, N), "residual_bwd: tensor dout");
-    expect_refused(vkg_op_gelu_fwd(c, ok, ok, (size_t)1 << 32), "gelu_fwd: n = 4294967296");
+    vkg_expect_invalid(vkg_op_gelu_fwd(c, small, ok, N), "gelu_fwd: tensor out holds 99 elements");
+    vkg_expect_invalid(vkg_op_gelu_fwd(c, ok, small, N), "gelu_fwd: tensor inp");
+    vkg_expect_invalid(vkg_op_gelu_bwd(c, small, ok, ok, N), "gelu_bwd: tensor dinp");
+    vkg_expect_invalid(vkg_op_gelu_bwd(c, ok, small, ok, N), "gelu_bwd: tensor inp");
+    vkg_expect_invalid(vkg_op_gelu_bwd(c, ok, ok, small, N), "gelu_bwd: tensor dout");
+    vkg_expect_invalid(vkg_op_residual_fwd(c, small, ok, ok, N), "residual_fwd: tensor out");
+    vkg_expect_invalid(vkg_op_residual_fwd(c, ok, small, ok, N), "residual_fwd: tensor a");
+    vkg_expect_invalid(vkg_op_residual_fwd(c, ok, ok, small, N), "residual_fwd: tensor b");
+    vkg_expect_invalid(vkg_op_residual_bwd(c, small, ok, ok, N), "residual_bwd: tensor da");
+    vkg_expect_invalid(vkg_op_residual_bwd(c, ok, small, ok, N), "residual_bwd: tensor db");
+    vkg_expect_invalid(vkg_op_residual_bwd(c, ok, ok, small, N), "residual_bwd: tensor dout");
+    vkg_expect_invalid(vkg_op_gelu_fwd(c, ok, ok, (size_t)1 << 32), "gelu_fwd: n = 4294967296");
     assert_int_equal(vkg_cmd_dispatch_count(c), 0);
     vkg_gpu_run(g);
 }

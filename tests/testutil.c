@@ -100,3 +100,10 @@ float *vkg_test_alloc(size_t n)
     }
     return p;
 }
+
+float *vkg_test_random(vkg_test_rng *r, size_t n, float lo, float hi)
+{
+    float *x = vkg_test_alloc(n);
+    vkg_test_fill_uniform(r, x, n, lo, hi);
+    return x;
+}

@@ -19,6 +19,8 @@ uint64_t vkg_test_rng_u64(vkg_test_rng *r);
 float vkg_test_rng_uniform(vkg_test_rng *r, float lo, float hi);
 void vkg_test_fill_uniform(vkg_test_rng *r, float *x, size_t n, float lo, float hi);
 void vkg_test_fill_uniform_f64(vkg_test_rng *r, double *x, size_t n, double lo, double hi);
+/* A new array of n floats uniform in [lo, hi) (free with free()). */
+float *vkg_test_random(vkg_test_rng *r, size_t n, float lo, float hi);
 /* integers in [0, bound) */
 void vkg_test_fill_int(vkg_test_rng *r, int32_t *x, size_t n, int32_t bound);
 
