@@ -4,6 +4,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -206,6 +207,7 @@ vkg_th_job *vkg_th_start(int n, const vkg_th_opts *o, vkg_th_body body, void *ar
             _exit(0);
         }
         close(p[1]);
+        fcntl(p[0], F_SETFL, O_NONBLOCK);
         j->pid[r] = pid;
         j->fd[r] = p[0];
     }
@@ -337,13 +339,12 @@ void vkg_th_finish(vkg_th_job *j, vkg_th_result *res, unsigned skip)
         vkg_comm_ctx_destroy(&j->ctx);
     } else {
         int state[VKG_TH_MAX_RANKS] = {0};
-        for (int r = 0; r < j->n; r++) {
-            if (skip & (1u << r)) {
-                kill(j->pid[r], SIGKILL);
-                state[r] = 1;
-            }
-        }
+        for (int r = 0; r < j->n; r++)
+            state[r] = (skip >> r) & 1u;
         poll_pipes(j, state, j->deadline, 0);
+        for (int r = 0; r < j->n; r++) /* frozen or dead on purpose: now they go */
+            if ((skip >> r) & 1u)
+                kill(j->pid[r], SIGKILL);
         double grace = vkg_th_now() + 3;
         for (int r = 0; r < j->n; r++) {
             res[r].body_rc = -1;

@@ -57,7 +57,8 @@ vkg_th_job *vkg_th_start(int n, const vkg_th_opts *o, vkg_th_body body, void *ar
 int vkg_th_wait_ready(vkg_th_job *j, double max_s);
 pid_t vkg_th_pid(vkg_th_job *j, int rank);
 /* Collect results (waits at most the remaining wall time, then kills), reap, free the job.
- * Ranks in `skip` (bitmask) are not waited for: they are killed (SIGKILL) and reaped. */
+ * Ranks in `skip` (bitmask) are not waited for; once the others reported they are killed
+ * (SIGKILL, which also ends a stopped process) and reaped. */
 void vkg_th_finish(vkg_th_job *j, vkg_th_result *res, unsigned skip);
 /* start + finish. */
 void vkg_th_run(int n, const vkg_th_opts *o, vkg_th_body body, void *arg, vkg_th_result *res);

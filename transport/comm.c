@@ -260,7 +260,7 @@ static vkg_status open_tx(vkg_comm_t *c)
     VKG_TRY(setint(c->tx, ZMQ_ROUTER_MANDATORY, 1, "ZMQ_ROUTER_MANDATORY"));
     VKG_TRY(setint(c->tx, ZMQ_SNDHWM, 0, "ZMQ_SNDHWM"));
     VKG_TRY(setint(c->tx, ZMQ_RCVHWM, 0, "ZMQ_RCVHWM"));
-    VKG_TRY(setint(c->tx, ZMQ_LINGER, 1000, "ZMQ_LINGER"));
+    VKG_TRY(setint(c->tx, ZMQ_LINGER, 200, "ZMQ_LINGER"));
     if (c->transport != VKG_COMM_INPROC) {
         int ivl = c->timeout_ms / 5 > 50 ? c->timeout_ms / 5 : 50;
         int hb_timeout = c->timeout_ms / 3 > 200 ? c->timeout_ms / 3 : 200;

@@ -75,13 +75,15 @@ static int raw_send(vkg_comm_t *c, int peer, const vkg_wire_hdr *h, zmq_msg_t *b
     return err;
 }
 
+static vkg_status explain_loss(vkg_comm_t *c, vkg_status loss);
+
 static vkg_status send_error(vkg_comm_t *c, int peer, const vkg_wire_hdr *h, int err)
 {
     if (err == EHOSTUNREACH)
-        return VKG_FAIL(VKG_ERR_PEER,
+        return explain_loss(c, VKG_FAIL(VKG_ERR_PEER,
                         "sending %s message to rank %d (%s): its connection is gone (the process "
                         "died, froze past its heartbeat or closed its communicator)",
-                        vkg__wire_kind_name(h->kind), peer, c->peers[peer].endpoint);
+                        vkg__wire_kind_name(h->kind), peer, c->peers[peer].endpoint));
     return VKG_FAIL(VKG_ERR_NETWORK, "sending %s message to rank %d (%s): %s",
                     vkg__wire_kind_name(h->kind), peer, c->peers[peer].endpoint, zmq_strerror(err));
 }
@@ -403,6 +405,34 @@ static vkg_status check_peers(const vkg_comm_t *c, const vkg_expect *ex)
     return VKG_OK;
 }
 
+/* ---- explaining a lost peer ---- */
+
+/* A peer vanished or refused a send. An abort explaining why (from it or from another rank that
+ * saw it first) may be on its way: give it a short moment and report it instead of the bare
+ * loss. Returns the abort's error, a protocol error met meanwhile, or `loss` unchanged. */
+static vkg_status explain_loss(vkg_comm_t *c, vkg_status loss)
+{
+    int64_t span = (int64_t)c->timeout_ms * 1000000 / 4;
+    int64_t end = vkg__now_ns() + (span < 250000000 ? span : 250000000);
+    vkg_expect none = {.sender = -1, .waiting_on = -1, .what = "draining"};
+    for (;;) {
+        vkg_inmsg in, out;
+        int got = 0, matched = 0;
+        vkg_status st = recv_one(c, &in, &got);
+        if (st < 0)
+            return st;
+        if (got) {
+            VKG_TRY(dispatch(c, &none, &in, &out, &matched));
+            continue;
+        }
+        int64_t now = vkg__now_ns();
+        if (now >= end)
+            return loss;
+        zmq_pollitem_t it = {c->rx, 0, ZMQ_POLLIN, 0};
+        zmq_poll(&it, 1, (long)((end - now) / 1000000) + 1);
+    }
+}
+
 /* ---- the wait loop ---- */
 
 static vkg_status timed_out(const vkg_comm_t *c, const vkg_expect *ex)
@@ -456,8 +486,10 @@ vkg_status vkg__comm_wait(vkg_comm_t *c, const vkg_expect *ex, vkg_inmsg *m, int
             continue;
         }
         st = check_peers(c, ex);
-        if (st < 0)
+        if (st < 0) {
+            st = explain_loss(c, st);
             break;
+        }
         int64_t now = vkg__now_ns();
         int64_t until = c->progress_ns + timeout_ns;
         if (now >= until) {
@@ -469,7 +501,7 @@ vkg_status vkg__comm_wait(vkg_comm_t *c, const vkg_expect *ex, vkg_inmsg *m, int
             }
             until = grace_end;
         }
-        zmq_pollitem_t items[3];
+        zmq_pollitem_t items[4];
         int n = 0, imon = -1, iefd = -1;
         items[n++] = (zmq_pollitem_t){c->rx, 0, ZMQ_POLLIN, 0};
         if (c->mon) {
@@ -479,6 +511,8 @@ vkg_status vkg__comm_wait(vkg_comm_t *c, const vkg_expect *ex, vkg_inmsg *m, int
         if (ex->drain) {
             iefd = n;
             items[n++] = (zmq_pollitem_t){NULL, c->guard->efd, ZMQ_POLLIN, 0};
+            if (c->tx) /* see wait_inflight: lets tx release payloads of dropped pipes */
+                items[n++] = (zmq_pollitem_t){c->tx, 0, ZMQ_POLLIN, 0};
         }
         long wait_ms = (long)((until - now + 999999) / 1000000);
         int rc = zmq_poll(items, n, wait_ms > 0 ? wait_ms : 1);
@@ -522,8 +556,11 @@ static int wait_inflight(vkg_comm_t *c, int ms)
         int64_t now = vkg__now_ns();
         if (now >= end)
             break;
-        zmq_pollitem_t it = {NULL, c->guard->efd, ZMQ_POLLIN, 0};
-        if (zmq_poll(&it, 1, (long)((end - now) / 1000000) + 1) > 0) {
+        /* polling tx makes it process zmq's commands: a pipe to a vanished peer is torn down
+         * (and its queued payloads released) only when the owning thread does that */
+        zmq_pollitem_t it[2] = {{NULL, c->guard->efd, ZMQ_POLLIN, 0}, {c->tx, 0, ZMQ_POLLIN, 0}};
+        if (zmq_poll(it, c->tx ? 2 : 1, (long)((end - now) / 1000000) + 1) > 0 &&
+            (it[0].revents & ZMQ_POLLIN)) {
             uint64_t v;
             ssize_t r = read(c->guard->efd, &v, sizeof v);
             (void)r;
@@ -560,12 +597,15 @@ vkg_status vkg__comm_fail(vkg_comm_t *c, vkg_status st, int tell_peers)
             (void)raw_send(c, q, &h, &body);
         }
     }
-    /* zmq may still reference caller buffers (zero-copy payloads to a peer that stopped reading):
-     * give healthy peers a moment, then drop whatever is left by closing tx without linger. */
-    if (c->guard && !wait_inflight(c, c->timeout_ms < 1000 ? c->timeout_ms : 1000)) {
+    /* zmq may still reference caller buffers (zero-copy payloads to a peer that stopped reading).
+     * Without linger, pipes to vanished peers release their payloads at once; healthy peers get a
+     * moment to take theirs (and the abort); then whatever is left goes with tx. */
+    if (c->tx) {
+        int zero = 0;
+        zmq_setsockopt(c->tx, ZMQ_LINGER, &zero, sizeof zero);
+    }
+    if (c->guard && !wait_inflight(c, c->timeout_ms / 4 < 200 ? c->timeout_ms / 4 : 200)) {
         if (c->tx) {
-            int zero = 0;
-            zmq_setsockopt(c->tx, ZMQ_LINGER, &zero, sizeof zero);
             zmq_close(c->tx);
             c->tx = NULL;
         }

@@ -1,0 +1,463 @@
+/* `vkgpt bench allreduce` (an nccl-tests style bandwidth table for the transport) and
+ * `vkgpt keygen` (a CURVE key pair for a job).
+ *
+ * The benchmark launches N local ranks: forked processes for tcp and ipc, threads sharing one
+ * context for inproc. Inputs are integer-valued, so every result is checked exactly; each size
+ * reports the slowest rank's mean time. Children are killed and reaped if any rank fails.
+ */
+#include <errno.h>
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "vkgpt/comm.h"
+
+#define TRY(expr)                                                                                  \
+    do {                                                                                           \
+        vkg_status try_st_ = (expr);                                                               \
+        if (try_st_ != VKG_OK)                                                                     \
+            return try_st_;                                                                        \
+    } while (0)
+
+typedef struct bench_opts {
+    int n;
+    vkg_comm_transport transport;
+    size_t min_bytes, max_bytes;
+    int iters, warmup;
+    vkg_comm_dtype dtype;
+    vkg_comm_op op;
+    double timeout_s;
+    size_t segment, small;
+    int window;
+    int check;
+} bench_opts;
+
+typedef struct bench_rank_arg {
+    const bench_opts *o;
+    vkg_comm_config cfg;
+    int rc;
+} bench_rank_arg;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int parse_size(const char *s, size_t *out)
+{
+    char *end = NULL;
+    double v = strtod(s, &end);
+    if (!s[0] || v < 0)
+        return -1;
+    double mul = 1;
+    if (*end == 'K' || *end == 'k')
+        mul = 1024.0, end++;
+    else if (*end == 'M' || *end == 'm')
+        mul = 1024.0 * 1024, end++;
+    else if (*end == 'G' || *end == 'g')
+        mul = 1024.0 * 1024 * 1024, end++;
+    if (*end == 'B' || *end == 'b')
+        end++;
+    if (*end)
+        return -1;
+    *out = (size_t)(v * mul);
+    return 0;
+}
+
+/* Integer-valued inputs whose sum over ranks is n * w(i) exactly (the per-rank offsets cancel),
+ * so sum and average are exact in fp32, bf16 and fp16 for up to 8 ranks. */
+static float input_value(size_t i, int rank, int n)
+{
+    float w = (float)((i * 7) % 32);
+    int d = rank < n - 1 ? rank : -((n - 1) * (n - 2) / 2);
+    return w + (float)d;
+}
+
+static float expected_value(size_t i, int n, vkg_comm_op op)
+{
+    float w = (float)((i * 7) % 32);
+    return op == VKG_COMM_AVG ? w : w * (float)n;
+}
+
+static uint16_t to_16(float f, vkg_comm_dtype dt)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if (dt == VKG_COMM_BF16)
+        return (uint16_t)(u >> 16); /* exact for these small integers */
+    /* fp16 of a small integer (|f| < 2048): exact */
+    uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
+    float a = fabsf(f);
+    if (a == 0)
+        return sign;
+    int e = 0;
+    float m = frexpf(a, &e); /* a = m * 2^e, m in [0.5, 1) */
+    uint16_t man = (uint16_t)((m * 2 - 1) * 1024);
+    return (uint16_t)(sign | (uint16_t)((e - 1 + 15) << 10) | man);
+}
+
+static void fill_inputs(void *buf, size_t count, const bench_opts *o, int rank)
+{
+    for (size_t i = 0; i < count; i++) {
+        float v = input_value(i, rank, o->n);
+        if (o->dtype == VKG_COMM_F32)
+            ((float *)buf)[i] = v;
+        else
+            ((uint16_t *)buf)[i] = to_16(v, o->dtype);
+    }
+}
+
+static int64_t count_wrong(const void *buf, size_t count, const bench_opts *o)
+{
+    int64_t wrong = 0;
+    for (size_t i = 0; i < count; i++) {
+        float want = expected_value(i, o->n, o->op);
+        if (o->dtype == VKG_COMM_F32)
+            wrong += ((const float *)buf)[i] != want;
+        else
+            wrong += ((const uint16_t *)buf)[i] != to_16(want, o->dtype);
+    }
+    return wrong;
+}
+
+static int iters_for(const bench_opts *o, size_t bytes)
+{
+    size_t big = (size_t)16 << 20;
+    if (bytes <= big)
+        return o->iters;
+    int it = (int)((double)o->iters * (double)big / (double)bytes);
+    return it < 3 ? 3 : it;
+}
+
+static const char *dtype_name(vkg_comm_dtype dt)
+{
+    return dt == VKG_COMM_F32 ? "float" : dt == VKG_COMM_BF16 ? "bf16" : "half";
+}
+
+static void print_header(const bench_opts *o)
+{
+    printf("# vkgpt bench allreduce: %d ranks, transport %s, %s %s, iters %d (scaled down above "
+           "16 MiB, min 3), warmup %d\n",
+           o->n, vkg_comm_transport_name(o->transport), dtype_name(o->dtype),
+           o->op == VKG_COMM_SUM ? "sum" : "avg", o->iters, o->warmup);
+    printf("# time = slowest rank's mean per call; algbw = size / time; busbw = algbw * 2(n-1)/n\n"
+           "#\n");
+    printf("# %10s %12s %8s %6s %10s %8s %8s %7s\n", "size", "count", "type", "redop", "time",
+           "algbw", "busbw", "#wrong");
+    printf("# %10s %12s %8s %6s %10s %8s %8s %7s\n", "(B)", "(elements)", "", "", "(us)", "(GB/s)",
+           "(GB/s)", "");
+    fflush(stdout);
+}
+
+/* One size: warm up, time `iters` calls, check, gather the slowest time and the wrong count. */
+static vkg_status bench_size(vkg_comm_t *c, const bench_opts *o, size_t bytes, void *send,
+                             void *recv, double *sum_busbw, int64_t *total_wrong)
+{
+    size_t es = vkg_comm_dtype_size(o->dtype), count = bytes / es;
+    int n = vkg_comm_size(c), iters = iters_for(o, bytes);
+    fill_inputs(send, count, o, vkg_comm_rank(c));
+    for (int w = 0; w < o->warmup; w++)
+        TRY(vkg_comm_allreduce(c, send, recv, count, o->dtype, o->op));
+    TRY(vkg_comm_barrier(c));
+    double t0 = now_s();
+    for (int it = 0; it < iters; it++)
+        TRY(vkg_comm_allreduce(c, send, recv, count, o->dtype, o->op));
+    double mine[2] = {(now_s() - t0) / iters, 0}, all[2 * 64];
+    if (o->check)
+        mine[1] = (double)count_wrong(recv, count, o);
+    double *gather = n <= 64 ? all : malloc(sizeof mine * (size_t)n);
+    if (!gather)
+        return VKG_ERR_NOMEM;
+    vkg_status st = vkg_comm_allgather(c, mine, sizeof mine, gather);
+    if (st == VKG_OK && vkg_comm_rank(c) == 0) {
+        double t = 0, wrong = 0;
+        for (int q = 0; q < n; q++) {
+            t = gather[2 * q] > t ? gather[2 * q] : t;
+            wrong += gather[2 * q + 1];
+        }
+        double algbw = (double)bytes / t / 1e9, busbw = algbw * 2.0 * (n - 1) / n;
+        printf("  %10zu %12zu %8s %6s %10.2f %8.2f %8.2f %7.0f\n", bytes, count,
+               dtype_name(o->dtype), o->op == VKG_COMM_SUM ? "sum" : "avg", t * 1e6, algbw, busbw,
+               wrong);
+        fflush(stdout);
+        *sum_busbw += busbw;
+        *total_wrong += (int64_t)wrong;
+    }
+    if (gather != all)
+        free(gather);
+    return st;
+}
+
+static int bench_rank(bench_rank_arg *a)
+{
+    const bench_opts *o = a->o;
+    vkg_comm_t *c = NULL;
+    vkg_status st = vkg_comm_create(&a->cfg, &c);
+    if (st != VKG_OK)
+        return a->rc = vkg_cli_report("bench allreduce", st);
+    void *send = malloc(o->max_bytes + 64), *recv = malloc(o->max_bytes + 64);
+    double sum_busbw = 0;
+    int64_t wrong = 0;
+    int nsizes = 0;
+    if (!send || !recv) {
+        st = VKG_ERR_NOMEM;
+    } else {
+        memset(recv, 0, o->max_bytes);
+        if (a->cfg.rank == 0)
+            print_header(o);
+        for (size_t b = o->min_bytes; b <= o->max_bytes && st == VKG_OK; b *= 2, nsizes++)
+            st = bench_size(c, o, b, send, recv, &sum_busbw, &wrong);
+    }
+    if (st == VKG_OK && a->cfg.rank == 0) {
+        printf("# Out of bounds values : %lld %s\n", (long long)wrong, wrong ? "ERROR" : "OK");
+        printf("# Avg bus bandwidth    : %.3f GB/s\n#\n", nsizes ? sum_busbw / nsizes : 0.0);
+        fflush(stdout);
+    }
+    free(send);
+    free(recv);
+    if (st != VKG_OK) {
+        a->rc = vkg_cli_report("bench allreduce", st);
+        vkg_comm_abort(c, "benchmark failed");
+    } else {
+        a->rc = wrong ? 1 : 0;
+    }
+    vkg_comm_destroy(&c);
+    return a->rc;
+}
+
+static void *bench_thread(void *p)
+{
+    bench_rank(p);
+    return NULL;
+}
+
+static int run_threads(const bench_opts *o, const vkg_comm_config *base)
+{
+    vkg_comm_ctx_t *ctx = NULL;
+    vkg_status st = vkg_comm_ctx_create(&ctx);
+    if (st != VKG_OK)
+        return vkg_cli_report("bench allreduce", st);
+    bench_rank_arg *args = calloc((size_t)o->n, sizeof *args);
+    pthread_t *th = calloc((size_t)o->n, sizeof *th);
+    int rc = 0;
+    for (int r = 0; r < o->n && args && th; r++) {
+        args[r].o = o;
+        args[r].cfg = *base;
+        args[r].cfg.rank = r;
+        args[r].cfg.ctx = ctx;
+        if (pthread_create(&th[r], NULL, bench_thread, &args[r])) {
+            fprintf(stderr, "vkgpt bench allreduce: cannot start thread %d\n", r);
+            abort();
+        }
+    }
+    for (int r = 0; r < o->n && args && th; r++) {
+        pthread_join(th[r], NULL);
+        rc |= args[r].rc;
+    }
+    free(args);
+    free(th);
+    vkg_comm_ctx_destroy(&ctx);
+    return rc ? 1 : 0;
+}
+
+static int run_processes(const bench_opts *o, const vkg_comm_config *base)
+{
+    pid_t *pid = calloc((size_t)o->n, sizeof *pid);
+    if (!pid)
+        return 1;
+    fflush(stdout);
+    for (int r = 0; r < o->n; r++) {
+        pid[r] = fork();
+        if (pid[r] < 0) {
+            fprintf(stderr, "vkgpt bench allreduce: fork: %s\n", strerror(errno));
+            for (int q = 0; q < r; q++)
+                kill(pid[q], SIGKILL);
+            break;
+        }
+        if (pid[r] == 0) {
+            prctl(PR_SET_PDEATHSIG, SIGKILL);
+            bench_rank_arg a = {o, *base, 0};
+            a.cfg.rank = r;
+            _exit(bench_rank(&a));
+        }
+    }
+    int rc = 0, left = o->n;
+    while (left > 0) {
+        int status = 0;
+        pid_t w = waitpid(-1, &status, 0);
+        if (w < 0) {
+            if (errno == EINTR)
+                continue;
+            break;
+        }
+        left--;
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+            if (!rc) /* one rank failed: the others will fail too; make sure they do */
+                for (int q = 0; q < o->n; q++)
+                    if (pid[q] != w)
+                        kill(pid[q], SIGTERM);
+            rc = 1;
+        }
+    }
+    free(pid);
+    return rc;
+}
+
+static void bench_usage(FILE *f)
+{
+    fprintf(f,
+            "usage: vkgpt bench allreduce -n N [--transport tcp|ipc|inproc] [--min 4K] [--max "
+            "256M]\n"
+            "         [--iters 20] [--warmup 5] [--dtype f32|bf16|f16] [--op sum|avg]\n"
+            "         [--timeout 60] [--segment 512K] [--window 8] [--small 64K] [--no-check]\n"
+            "Launches N local ranks (processes for tcp/ipc, threads for inproc) and prints an\n"
+            "nccl-tests style table from --min to --max bytes, doubling.\n");
+}
+
+static int parse_bench(int argc, char **argv, bench_opts *o)
+{
+    *o = (bench_opts){.n = 2, .transport = VKG_COMM_IPC, .min_bytes = 4096,
+                      .max_bytes = (size_t)256 << 20, .iters = 20, .warmup = 5,
+                      .dtype = VKG_COMM_F32, .op = VKG_COMM_SUM, .timeout_s = 60, .check = 1};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int used = 1, bad = 0;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            bench_usage(stdout);
+            return 1;
+        } else if (!strcmp(a, "--no-check")) {
+            o->check = 0;
+            used = 0;
+        } else if (!v) {
+            bad = 1;
+        } else if (!strcmp(a, "-n")) {
+            o->n = atoi(v);
+            bad = o->n < 1 || o->n > 64;
+        } else if (!strcmp(a, "--transport")) {
+            vkg_status st = vkg_comm_transport_parse(v, &o->transport);
+            bad = st != VKG_OK;
+        } else if (!strcmp(a, "--min")) {
+            bad = parse_size(v, &o->min_bytes);
+        } else if (!strcmp(a, "--max")) {
+            bad = parse_size(v, &o->max_bytes);
+        } else if (!strcmp(a, "--segment")) {
+            bad = parse_size(v, &o->segment);
+        } else if (!strcmp(a, "--small")) {
+            bad = parse_size(v, &o->small);
+        } else if (!strcmp(a, "--iters")) {
+            o->iters = atoi(v);
+            bad = o->iters < 1;
+        } else if (!strcmp(a, "--warmup")) {
+            o->warmup = atoi(v);
+            bad = o->warmup < 0;
+        } else if (!strcmp(a, "--window")) {
+            o->window = atoi(v);
+            bad = o->window < 2;
+        } else if (!strcmp(a, "--timeout")) {
+            o->timeout_s = atof(v);
+            bad = !(o->timeout_s > 0);
+        } else if (!strcmp(a, "--dtype")) {
+            bad = strcmp(v, "f32") && strcmp(v, "bf16") && strcmp(v, "f16");
+            o->dtype = !strcmp(v, "bf16") ? VKG_COMM_BF16
+                       : !strcmp(v, "f16") ? VKG_COMM_F16
+                                           : VKG_COMM_F32;
+        } else if (!strcmp(a, "--op")) {
+            bad = strcmp(v, "sum") && strcmp(v, "avg");
+            o->op = !strcmp(v, "avg") ? VKG_COMM_AVG : VKG_COMM_SUM;
+        } else {
+            fprintf(stderr, "vkgpt bench allreduce: unknown option '%s'\n", a);
+            bench_usage(stderr);
+            return 2;
+        }
+        if (bad) {
+            fprintf(stderr, "vkgpt bench allreduce: bad value for %s: '%s'%s\n", a, v ? v : "",
+                    !strcmp(a, "--dtype")       ? " (valid: f32, bf16, f16)"
+                    : !strcmp(a, "--op")        ? " (valid: sum, avg)"
+                    : !strcmp(a, "--transport") ? " (valid: tcp, ipc, inproc)"
+                                                : "");
+            return 2;
+        }
+        i += used;
+    }
+    size_t es = vkg_comm_dtype_size(o->dtype);
+    if (o->min_bytes < es || o->max_bytes < o->min_bytes || o->n > 8) {
+        fprintf(stderr, "vkgpt bench allreduce: need %zu <= --min <= --max and -n <= 8 (the exact "
+                        "check needs sums below 256)\n",
+                es);
+        return 2;
+    }
+    return 0;
+}
+
+int vkg_cli_bench_allreduce(int argc, char **argv)
+{
+    bench_opts o;
+    int rc = parse_bench(argc, argv, &o);
+    if (rc)
+        return rc == 1 ? 0 : rc;
+    vkg_comm_config base;
+    vkg_comm_config_default(&base);
+    base.world_size = o.n;
+    base.transport = o.transport;
+    base.timeout_ms = (int)(o.timeout_s * 1000);
+    base.segment_bytes = o.segment;
+    base.small_bytes = o.small;
+    base.window = o.window;
+    base.job_id = ((uint64_t)getpid() << 32) ^ (uint64_t)time(NULL) ^ 0x5eed;
+    char dir[64] = "";
+    if (o.transport == VKG_COMM_TCP) {
+        vkg_status st = vkg_comm_pick_port("127.0.0.1", &base.master_port);
+        if (st != VKG_OK)
+            return vkg_cli_report("bench allreduce", st);
+    } else if (o.transport == VKG_COMM_IPC) {
+        snprintf(dir, sizeof dir, "/tmp/vkgpt-bench-XXXXXX");
+        if (!mkdtemp(dir)) {
+            fprintf(stderr, "vkgpt bench allreduce: mkdtemp: %s\n", strerror(errno));
+            return 1;
+        }
+        snprintf(base.ipc_dir, sizeof base.ipc_dir, "%s", dir);
+    }
+    rc = o.transport == VKG_COMM_INPROC ? run_threads(&o, &base) : run_processes(&o, &base);
+    if (dir[0])
+        rmdir(dir);
+    return rc;
+}
+
+int vkg_cli_keygen(int argc, char **argv)
+{
+    const char *path = "vkgpt.key";
+    for (int i = 1; i < argc; i++) {
+        if ((!strcmp(argv[i], "-o") || !strcmp(argv[i], "--output")) && i + 1 < argc) {
+            path = argv[++i];
+        } else {
+            FILE *f = !strcmp(argv[i], "--help") || !strcmp(argv[i], "-h") ? stdout : stderr;
+            fprintf(f, "usage: vkgpt keygen [-o FILE]   (default vkgpt.key)\n"
+                       "Writes a CURVE key pair to FILE (mode 0600) and its public key to "
+                       "FILE.pub.\nGive every rank the key file: VKG_COMM_CURVE_KEY=FILE.\n");
+            return f == stdout ? 0 : 2;
+        }
+    }
+    if (!vkg_comm_has_curve()) {
+        fprintf(stderr, "vkgpt keygen: this libzmq was built without CURVE support\n");
+        return 1;
+    }
+    char pub[VKG_COMM_KEY_CHARS + 1], sec[VKG_COMM_KEY_CHARS + 1];
+    vkg_status st = vkg_comm_curve_keypair(pub, sec);
+    if (st == VKG_OK)
+        st = vkg_comm_keyfile_write(path, pub, sec);
+    if (st != VKG_OK)
+        return vkg_cli_report("keygen", st);
+    printf("wrote %s (secret, mode 0600) and %s.pub\npublic key: %s\n", path, path, pub);
+    return 0;
+}

@@ -1,0 +1,183 @@
+/* Faults: a rank killed (SIGKILL) or frozen (SIGSTOP) in the middle of allreduces over tcp and
+ * ipc makes every surviving rank fail within twice the timeout with an error naming it; a rank
+ * that calls vkg_comm_abort stops the others at once with its reason; a rank that never shows up
+ * is reported by the deadline. Every child process is bounded and reaped by the harness. */
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "test_comm_harness.h"
+#include "vkgpt/comm.h"
+
+#define TIMEOUT_MS 1500
+#define COUNT (64 * 1024) /* 256 KiB of floats: the ring path, several segments */
+
+/* Allreduce until something fails; report the status and message. */
+static int loop_until_error(vkg_th_rank *r, void *arg)
+{
+    (void)arg;
+    float *x = malloc(COUNT * sizeof *x);
+    for (int i = 0; i < COUNT; i++)
+        x[i] = (float)(i % 7);
+    vkg_status st = vkg_comm_allreduce(r->comm, x, x, COUNT, VKG_COMM_F32, VKG_COMM_AVG);
+    vkg_th_ready(r);
+    for (long it = 0; st == VKG_OK && it < 1000000; it++)
+        st = vkg_comm_allreduce(r->comm, x, x, COUNT, VKG_COMM_F32, VKG_COMM_AVG);
+    vkg_th_report(r, "%s: %s", vkg_status_name(st), vkg_error_message());
+    free(x);
+    return st == VKG_OK ? 0 : 1;
+}
+
+static void fault_case(vkg_comm_transport t, int n, int victim, int sig)
+{
+    vkg_th_opts o = {.transport = t, .processes = 1, .timeout_ms = TIMEOUT_MS,
+                     .segment_bytes = 64 * 1024, .wall_s = 30};
+    vkg_th_job *j = vkg_th_start(n, &o, loop_until_error, NULL);
+    assert_int_equal(vkg_th_wait_ready(j, 20), 0);
+    usleep(100000); /* let them get into the middle of a few allreduces */
+    double t0 = vkg_th_now();
+    kill(vkg_th_pid(j, victim), sig);
+    vkg_th_result res[VKG_TH_MAX_RANKS];
+    vkg_th_finish(j, res, 1u << victim);
+    char name[32];
+    snprintf(name, sizeof name, "rank %d", victim);
+    int ok = 1;
+    double worst = 0;
+    for (int q = 0; q < n; q++) {
+        if (q == victim)
+            continue;
+        double dt = res[q].t_done - t0;
+        worst = dt > worst ? dt : worst;
+        ok &= res[q].reported && res[q].body_rc == 1 && strstr(res[q].report, name) != NULL &&
+              dt <= 2.0 * TIMEOUT_MS / 1000.0;
+    }
+    fprintf(stderr, "  %s, %d ranks, %s rank %d: slowest survivor failed after %.2f s (bound %.1f)\n",
+            vkg_comm_transport_name(t), n, sig == SIGKILL ? "SIGKILL" : "SIGSTOP", victim, worst,
+            2.0 * TIMEOUT_MS / 1000.0);
+    if (!ok || getenv("VKG_TEST_VERBOSE")) {
+        for (int q = 0; q < n; q++)
+            fprintf(stderr, "  rank %d failed at t0%+.3f s\n", q, res[q].t_done - t0);
+        vkg_th_dump(res, n);
+    }
+    assert_true(ok);
+}
+
+static void test_sigkill_tcp(void **state)
+{
+    (void)state;
+    fault_case(VKG_COMM_TCP, 3, 1, SIGKILL);
+}
+
+static void test_sigkill_ipc_master(void **state)
+{
+    (void)state;
+    fault_case(VKG_COMM_IPC, 4, 0, SIGKILL);
+}
+
+static void test_sigstop_ipc(void **state)
+{
+    (void)state;
+    fault_case(VKG_COMM_IPC, 3, 2, SIGSTOP);
+}
+
+static void test_sigstop_tcp_pair(void **state)
+{
+    (void)state;
+    fault_case(VKG_COMM_TCP, 2, 1, SIGSTOP);
+}
+
+/* Rank 1 gives up after a few allreduces; the others must stop at once with its reason. */
+static int abort_body(vkg_th_rank *r, void *arg)
+{
+    (void)arg;
+    float x[4096] = {0};
+    vkg_status st = VKG_OK;
+    for (int it = 0; it < 5 && st == VKG_OK; it++)
+        st = vkg_comm_allreduce(r->comm, x, x, 4096, VKG_COMM_F32, VKG_COMM_SUM);
+    double t = vkg_th_now();
+    if (r->rank == 1) {
+        vkg_comm_abort(r->comm, "loss became NaN");
+        st = vkg_comm_barrier(r->comm); /* a failed communicator stays failed */
+        vkg_th_report(r, "%s", vkg_status_name(st));
+        return st == VKG_ERR_ABORTED ? 0 : 1;
+    }
+    for (int it = 0; it < 1000 && st == VKG_OK; it++)
+        st = vkg_comm_allreduce(r->comm, x, x, 4096, VKG_COMM_F32, VKG_COMM_SUM);
+    vkg_th_report(r, "%s after %.2f s: %s", vkg_status_name(st), vkg_th_now() - t,
+                  vkg_error_message());
+    return st == VKG_ERR_PEER && strstr(vkg_error_message(), "rank 1 aborted") &&
+                   strstr(vkg_error_message(), "loss became NaN") && vkg_th_now() - t < 1.0
+               ? 0
+               : 1;
+}
+
+static void test_abort_reaches_everyone(void **state)
+{
+    (void)state;
+    const vkg_comm_transport ts[] = {VKG_COMM_INPROC, VKG_COMM_IPC};
+    for (int k = 0; k < 2; k++) {
+        vkg_th_opts o = {.transport = ts[k], .processes = ts[k] != VKG_COMM_INPROC,
+                         .timeout_ms = 5000, .wall_s = 30};
+        vkg_th_result res[VKG_TH_MAX_RANKS];
+        vkg_th_run(3, &o, abort_body, NULL, res);
+        int ok = 1;
+        for (int q = 0; q < 3; q++)
+            ok &= res[q].create_status == VKG_OK && res[q].body_rc == 0;
+        if (!ok)
+            vkg_th_dump(res, 3);
+        assert_true(ok);
+    }
+}
+
+/* Rank 1 sleeps instead of entering the barrier: rank 0's deadline names it. */
+static int late_body(vkg_th_rank *r, void *arg)
+{
+    (void)arg;
+    if (r->rank == 1) {
+        usleep(2500000);
+        vkg_status st = vkg_comm_barrier(r->comm);
+        vkg_th_report(r, "%s: %s", vkg_status_name(st), vkg_error_message());
+        return st == VKG_ERR_PEER ? 0 : 1; /* rank 0's abort is waiting for it */
+    }
+    double t = vkg_th_now();
+    vkg_status st = vkg_comm_barrier(r->comm);
+    double dt = vkg_th_now() - t;
+    vkg_th_report(r, "%s after %.2f s: %s", vkg_status_name(st), dt, vkg_error_message());
+    return st == VKG_ERR_TIMEOUT && strstr(vkg_error_message(), "rank 1") && dt >= 0.9 &&
+                   dt <= 2.0
+               ? 0
+               : 1;
+}
+
+static void test_deadline_names_the_late_rank(void **state)
+{
+    (void)state;
+    vkg_th_opts o = {.transport = VKG_COMM_INPROC, .timeout_ms = 1000, .wall_s = 30};
+    vkg_th_result res[VKG_TH_MAX_RANKS];
+    vkg_th_run(2, &o, late_body, NULL, res);
+    int ok = res[0].body_rc == 0 && res[1].body_rc == 0;
+    if (!ok)
+        vkg_th_dump(res, 2);
+    assert_true(ok);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_sigkill_tcp),
+        cmocka_unit_test(test_sigkill_ipc_master),
+        cmocka_unit_test(test_sigstop_ipc),
+        cmocka_unit_test(test_sigstop_tcp_pair),
+        cmocka_unit_test(test_abort_reaches_everyone),
+        cmocka_unit_test(test_deadline_names_the_late_rank),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
