@@ -11,6 +11,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <signal.h>
+
+#include "vkgpt/comm.h"
 #include "vkgpt/status.h"
 
 #ifdef __cplusplus
@@ -22,6 +25,14 @@ typedef enum vkg_lr_schedule {
     VKG_LR_LINEAR = 1,   /* warmup, then linear down to lr * lr_min_frac */
     VKG_LR_CONSTANT = 2, /* warmup, then lr */
 } vkg_lr_schedule;
+
+/* Learning-rate scaling with the total batch: lr x (total_batch / base_batch), its square root,
+ * or nothing. */
+typedef enum vkg_lr_scale {
+    VKG_LR_SCALE_NONE = 0,
+    VKG_LR_SCALE_LINEAR = 1,
+    VKG_LR_SCALE_SQRT = 2,
+} vkg_lr_scale;
 
 typedef struct vkg_train_config {
     const char *device; /* index or name substring; NULL: the first suitable device */
@@ -56,6 +67,23 @@ typedef struct vkg_train_config {
     int keep_checkpoints;
     int resume;
     const char *log_path;
+    /* Data parallelism (DESIGN.md section 6). comm places this rank in the job (vkgpt/comm.h);
+     * world_size 1 (the default) trains alone. comm_from_env: take it from launcher variables
+     * instead (vkg_comm_config_from_env: torchrun, Slurm, Open MPI; comm.ctx is kept). Rank 0's
+     * starting parameters are broadcast, every rank must have the same model, data and flags,
+     * each reads its own slice of every global micro-batch, and only rank 0 logs and writes
+     * checkpoints. rank_batch: world_size micro-batch sizes (NULL: batch on every rank); the
+     * gradient and loss are token-weighted means over all ranks, accum steps are total_batch /
+     * (sum of rank tokens). lr_scale scales lr by total_batch / base_batch (base_batch > 0). */
+    vkg_comm_config comm;
+    int comm_from_env;
+    const int *rank_batch;
+    int rank_batch_count;
+    vkg_lr_scale lr_scale;
+    long long base_batch;
+    /* Optional: a flag (set by a signal handler) checked at the end of each step; with several
+     * ranks it is combined over all of them, so every rank stops after the same step. */
+    const volatile sig_atomic_t *stop;
 } vkg_train_config;
 
 /* Defaults: L=4, NH=4, C=128, maxT=64, B=8, T=64, 1000 steps, lr 6e-4 cosine to 0.1 with
@@ -74,6 +102,10 @@ typedef struct vkg_trainer_info {
     long long start_step, steps; /* resumed runs start past 0 */
     int resumed;
     char log_path[1024], svg_path[1024];
+    int rank, world_size;  /* data parallelism; 0 of 1 alone */
+    int global_batch;      /* rows of a global micro-batch (sum over ranks) */
+    char rank_batches[256]; /* "4,2,2" */
+    float lr;              /* peak lr after --lr-scale */
 } vkg_trainer_info;
 
 typedef struct vkg_step_info {
@@ -83,6 +115,7 @@ typedef struct vkg_step_info {
     uint64_t tokens;     /* trained on so far */
     int has_eval;
     float eval_loss;
+    int stop;            /* cfg.stop was set on some rank: stop after this step (every rank) */
 } vkg_step_info;
 
 /* Set everything up: errors name the flag, file or device at fault (bad sizes, a total batch

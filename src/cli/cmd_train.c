@@ -25,6 +25,7 @@ typedef struct train_opts {
     int sample_every, sample_len, top_k, ckpt_every, quiet;
     float temperature;
     const char *prompt;
+    vkg_cli_dp_flags dp;
 } train_opts;
 
 static void format_eta(double seconds, char *buf, size_t cap)
@@ -76,7 +77,8 @@ static int checkpoint(vkg_trainer_t *t, int tty)
     vkg_status st = vkg_trainer_checkpoint(t, path, sizeof path);
     if (st != VKG_OK)
         return vkg_cli_report("train", st);
-    printf("%scheckpoint %s\n", tty ? "\r\033[K" : "", path);
+    if (path[0]) /* ranks other than 0 write nothing */
+        printf("%scheckpoint %s\n", tty ? "\r\033[K" : "", path);
     return 0;
 }
 
@@ -90,20 +92,26 @@ static int run(vkg_trainer_t *t, const train_opts *o)
            info.device, info.layers, info.heads, info.channels, info.max_seq_len, info.vocab_size,
            info.padded_vocab_size, info.num_params, (double)info.device_bytes / 1048576.0,
            info.batch, info.seq, info.accum_steps, info.total_batch);
+    if (info.world_size > 1)
+        printf("data parallel: rank %d of %d, micro-batches %s rows (%d x %d = %lld tokens per "
+               "micro-step over all ranks), lr %.3e\n", info.rank, info.world_size,
+               info.rank_batches, info.global_batch, info.seq,
+               (long long)info.global_batch * info.seq, (double)info.lr);
     if (info.resumed)
         printf("resumed at step %lld\n", info.start_step);
     if (info.log_path[0])
         printf("log: %s\n", info.log_path);
     double total_ms = 0.0;
     long long done = 0;
-    int rc = 0;
-    while (!vkg_trainer_done(t) && !stop_requested && rc == 0) {
+    int rc = 0, stop = 0;
+    while (!vkg_trainer_done(t) && !stop && rc == 0) {
         vkg_step_info s;
         vkg_status st = vkg_trainer_step(t, &s);
         if (st != VKG_OK)
             return vkg_cli_report("train", st);
         total_ms += s.ms;
         done++;
+        stop = s.stop;
         if (!o->quiet)
             print_step(&s, info.steps, total_ms / (double)done, tty);
         if (o->sample_every > 0 && s.step % o->sample_every == 0)
@@ -116,8 +124,8 @@ static int run(vkg_trainer_t *t, const train_opts *o)
         printf("\n");
     if (rc)
         return rc;
-    if (stop_requested)
-        printf("stopping on signal %d after the current step\n", (int)stop_requested);
+    if (stop)
+        printf("stopping on a signal after the current step\n");
     if (o->cfg.ckpt_dir && (rc = checkpoint(t, 0)) != 0)
         return rc;
     vkg_status st = vkg_trainer_write_plot(t);
@@ -125,7 +133,7 @@ static int run(vkg_trainer_t *t, const train_opts *o)
         return vkg_cli_report("train", st);
     if (info.svg_path[0])
         printf("loss curve: %s\n", info.svg_path);
-    if (o->sample_len > 0 && !stop_requested)
+    if (o->sample_len > 0 && !stop)
         rc = show_sample(t, o, o->cfg.seed, 0);
     return rc;
 }
@@ -133,7 +141,7 @@ static int run(vkg_trainer_t *t, const train_opts *o)
 int vkg_cli_train(int argc, char **argv)
 {
     train_opts o = {.cfg = vkg_train_config_default(), .sample_len = 200, .temperature = 0.8f,
-                    .top_k = 40};
+                    .top_k = 40, .dp = VKG_CLI_DP_FLAGS_INIT};
     vkg_train_config *c = &o.cfg;
     int schedule = 0;
     const vkg_flag flags[] = {
@@ -177,6 +185,7 @@ int vkg_cli_train(int argc, char **argv)
         {"--log", VKG_FLAG_STR, &c->log_path, "JSON-lines log (default: CKPT_DIR/log.jsonl)", 0, 0, 0},
         {"--validation", VKG_FLAG_BOOL, &c->validation, "Vulkan validation layer on (slow)", 0, 0, 0},
         {"--quiet", VKG_FLAG_BOOL, &o.quiet, "no per-step lines", 0, 0, 0},
+        VKG_CLI_DP_FLAGS(o.dp),
     };
     if (!c->device)
         c->device = getenv("VKGPT_DEVICE");
@@ -185,6 +194,11 @@ int vkg_cli_train(int argc, char **argv)
     if (rc)
         return rc == 1 ? 0 : 2;
     c->schedule = (vkg_lr_schedule)schedule;
+    if ((rc = vkg_cli_dp_resolve(&o.dp, c)) != 0)
+        return rc;
+    if (c->comm.rank != 0) /* rank 0 speaks for the job */
+        o.quiet = 1, o.sample_every = 0, o.sample_len = 0;
+    c->stop = &stop_requested;
     if (!c->data) {
         fprintf(stderr, "vkgpt train: --data is required (llm.c shards or text files)\n");
         return 2;

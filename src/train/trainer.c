@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "base/error.h"
+#include "parallel/dp.h"
 #include "train/trainer_internal.h"
 #include "vkgpt/io.h"
 
@@ -26,6 +27,7 @@ vkg_train_config vkg_train_config_default(void)
     c.weight_decay = 0.1f, c.beta1 = 0.9f, c.beta2 = 0.95f, c.eps = 1e-8f, c.grad_clip = 1.0f;
     c.eval_every = 0, c.eval_batches = 8;
     c.keep_checkpoints = 3;
+    vkg_comm_config_default(&c.comm);
     return c;
 }
 
@@ -120,7 +122,7 @@ static vkg_status load_model(vkg_trainer_t *t, float **params, vkg_checkpoint *c
     const vkg_train_config *c = &t->cfg;
     VKG_CHECK(!c->resume || t->ckpt_dir[0], VKG_ERR_INVALID_ARG,
               "--resume needs --ckpt-dir (the folder to resume from)");
-    if (c->resume) {
+    if (c->resume && vkg_dp_rank(t->dp) == 0) { /* other ranks get rank 0's checkpoint */
         char path[1100], marked[256];
         uint64_t step = 0;
         vkg_status st = vkg_checkpoint_find_latest(t->ckpt_dir, path, sizeof path, &step);
@@ -169,6 +171,7 @@ static vkg_status open_data(vkg_trainer_t *t)
     d.vocab_size = t->mcfg.vocab_size;
     d.tokenizer = t->tok;
     d.seed = c->seed;
+    vkg_dp_data_config(t->dp, &d);
     if (c->data) {
         d.path = c->data;
         d.shuffle = c->shuffle;
@@ -192,50 +195,59 @@ static vkg_status setup(vkg_trainer_t *t)
     dopts.select = c->device;
     dopts.validation = c->validation;
     dopts.profiling = c->profile;
+    VKG_TRY(vkg__dp_join(t));
     VKG_TRY(vkg_device_create(&dopts, &t->dev));
     VKG_TRY(open_tokenizer(t));
     VKG_TRY_GOTO(st, load_model(t, &params, &ck), done);
+    VKG_TRY_GOTO(st, vkg__dp_share_start(t, &params, &ck), done);
     VKG_CHECK_GOTO(st, c->batch > 0 && c->seq > 0 && c->seq <= t->mcfg.max_seq_len, VKG_ERR_INVALID_ARG,
                    done, "--batch must be > 0 and --seq in [1, %d] (the model's context), got %d "
                    "and %d", t->mcfg.max_seq_len, c->batch, c->seq);
-    long long micro = (long long)c->batch * c->seq;
+    /* With several ranks a micro-step covers the global micro-batch: every rank's rows. */
+    int rank_b = vkg_dp_rank_batch(t->dp);
+    long long micro = (long long)vkg_dp_global_batch(t->dp) * c->seq;
     long long total = c->total_batch > 0 ? c->total_batch : micro;
     VKG_CHECK_GOTO(st, total % micro == 0, VKG_ERR_INVALID_ARG, done,
-                   "--total-batch %lld is not a multiple of batch x seq = %lld tokens", total, micro);
+                   "--total-batch %lld is not a multiple of batch x seq = %lld tokens%s", total,
+                   micro, vkg_dp_world(t->dp) > 1 ? " (summed over the ranks)" : "");
     t->mopts = vkg_gpt2_opts_default();
-    t->mopts.B = c->batch, t->mopts.T = c->seq, t->mopts.accum_steps = (int)(total / micro);
+    t->mopts.B = rank_b, t->mopts.T = c->seq, t->mopts.accum_steps = (int)(total / micro);
+    t->mopts.loss_scale = vkg_dp_loss_scale(t->dp);
     t->mopts.beta1 = c->beta1, t->mopts.beta2 = c->beta2, t->mopts.eps = c->eps;
     t->mopts.weight_decay = c->weight_decay;
     t->sched = vkg_schedule_default();
     t->sched.kind = (vkg_schedule_kind)c->schedule;
-    t->sched.lr = c->lr, t->sched.lr_min_frac = c->lr_min_frac, t->sched.warmup = c->warmup;
+    VKG_CHECK_GOTO(st, c->lr_scale == VKG_LR_SCALE_NONE || c->base_batch > 0, VKG_ERR_INVALID_ARG,
+                   done, "--lr-scale needs --base-batch (the total batch --lr was tuned for)");
+    t->sched.lr = c->lr * vkg__dp_lr_factor(c, total);
+    t->sched.lr_min_frac = c->lr_min_frac, t->sched.warmup = c->warmup;
     t->sched.total_steps = c->steps > 0 ? c->steps : 1;
     VKG_TRY_GOTO(st, vkg_schedule_validate(&t->sched), done);
     t->hp = vkg_train_hparams_default();
-    t->hp.batch_size = c->batch, t->hp.seq_len = c->seq, t->hp.total_batch = (uint64_t)total;
-    t->hp.world_size = 1, t->hp.shuffle = c->shuffle, t->hp.seed = c->seed;
+    t->hp.batch_size = vkg_dp_global_batch(t->dp), t->hp.seq_len = c->seq;
+    t->hp.total_batch = (uint64_t)total, t->hp.world_size = vkg_dp_world(t->dp);
+    t->hp.shuffle = c->shuffle, t->hp.seed = c->seed;
     t->hp.schedule = t->sched;
     t->hp.weight_decay = c->weight_decay, t->hp.beta1 = c->beta1, t->hp.beta2 = c->beta2;
     t->hp.eps = c->eps, t->hp.grad_clip = c->grad_clip;
     vkg_rng_seed(&t->rng, c->seed ^ 0x5A3D1EULL);
 
     VKG_TRY_GOTO(st, vkg_gpt2_create(t->dev, &t->mcfg, &t->mopts, &t->model), done);
-    VKG_TRY_GOTO(st, vkg_gpt2_set_params(t->model, params), done);
     VKG_TRY_GOTO(st, open_data(t), done);
+    VKG_TRY_GOTO(st, vkg__dp_agree(t, params, &ck), done);
+    VKG_TRY_GOTO(st, vkg_gpt2_set_params(t->model, params), done);
     if (t->resumed) {
-        VKG_TRY_GOTO(st, vkg_checkpoint_check_resume(&ck.state.hp, &t->hp), done);
+        VKG_TRY_GOTO(st, vkg__dp_resume(t, &ck.state), done);
         VKG_TRY_GOTO(st, vkg_gpt2_set_moments(t->model, ck.m, ck.v), done);
         t->step = (long long)ck.state.step;
         t->tokens = ck.state.tokens;
         t->rng.state = ck.state.rng[0];
-        if (t->train)
-            VKG_TRY_GOTO(st, vkg_data_seek(t->train, &ck.state.data_pos), done);
     }
     t->start_step = t->step;
-    t->inputs = malloc((size_t)micro * sizeof *t->inputs);
-    t->targets = malloc((size_t)micro * sizeof *t->targets);
+    t->inputs = malloc((size_t)rank_b * c->seq * sizeof *t->inputs);
+    t->targets = malloc((size_t)rank_b * c->seq * sizeof *t->targets);
     VKG_CHECK_GOTO(st, t->inputs && t->targets, VKG_ERR_NOMEM, done, "no memory for batches");
-    if (c->log_path || t->ckpt_dir[0]) {
+    if ((c->log_path || t->ckpt_dir[0]) && vkg_dp_rank(t->dp) == 0) {
         char log[1100];
         snprintf(log, sizeof log, "%s/log.jsonl", t->ckpt_dir);
         vkg_metrics_config mc = vkg_metrics_config_default();
@@ -244,7 +256,7 @@ static vkg_status setup(vkg_trainer_t *t)
         mc.first_step = t->step + 1;
         VKG_TRY_GOTO(st, vkg_metrics_create(&mc, &t->metrics), done);
     }
-    if (t->ckpt_dir[0] && t->tok) {
+    if (t->ckpt_dir[0] && t->tok && vkg_dp_rank(t->dp) == 0) {
         char path[1100];
         snprintf(path, sizeof path, "%s/tokenizer.bin", t->ckpt_dir);
         VKG_TRY_GOTO(st, vkg_tokenizer_save(t->tok, path), done);
@@ -275,6 +287,7 @@ vkg_status vkg_trainer_create(const vkg_train_config *cfg, vkg_trainer_t **out)
     t->cfg.tokenizer = t->cfg.vocab_dir = t->cfg.device = t->cfg.log_path = NULL;
     t->cfg.ckpt_dir = NULL;
     if (st != VKG_OK) {
+        t->failed = 1;
         vkg_trainer_destroy(&t);
         return st;
     }
@@ -287,6 +300,8 @@ void vkg_trainer_destroy(vkg_trainer_t **pt)
     vkg_trainer_t *t = pt ? *pt : NULL;
     if (!t)
         return;
+    vkg_dp_destroy(&t->dp, t->failed);
+    free(t->dp_grads);
     vkg_metrics_destroy(&t->metrics);
     vkg_data_destroy(&t->val);
     vkg_data_destroy(&t->train);
@@ -315,6 +330,9 @@ void vkg_trainer_get_info(const vkg_trainer_t *t, vkg_trainer_info *info)
         snprintf(info->log_path, sizeof info->log_path, "%s", vkg_metrics_log_path(t->metrics));
         snprintf(info->svg_path, sizeof info->svg_path, "%s", vkg_metrics_svg_path(t->metrics));
     }
+    info->rank = vkg_dp_rank(t->dp), info->world_size = vkg_dp_world(t->dp);
+    info->global_batch = vkg_dp_global_batch(t->dp), info->lr = t->sched.lr;
+    snprintf(info->rank_batches, sizeof info->rank_batches, "%s", vkg_dp_batch_list(t->dp));
 }
 
 int vkg_trainer_done(const vkg_trainer_t *t)
@@ -330,15 +348,20 @@ vkg_status vkg_trainer_eval(vkg_trainer_t *t, float *loss)
     for (int i = 0; i < n; i++) {
         float l;
         uint64_t nb = vkg_data_num_batches(t->val);
-        VKG_TRY(vkg_data_read_batch(t->val, nb ? (uint64_t)i % nb : 0, t->inputs, t->targets));
+        VKG_TRY(vkg_dp_data_read(t->dp, t->val, nb ? (uint64_t)i % nb : 0, t->mopts.T,
+                                 t->inputs, t->targets));
         VKG_TRY(vkg_gpt2_forward(t->model, t->inputs, t->targets, &l));
         sum += l;
     }
-    *loss = (float)(sum / n);
+    sum /= n;
+    vkg_status st = vkg__dp_mean(t, &sum);
+    t->failed |= st != VKG_OK;
+    VKG_TRY(st);
+    *loss = (float)sum;
     return VKG_OK;
 }
 
-vkg_status vkg_trainer_step(vkg_trainer_t *t, vkg_step_info *info)
+static vkg_status step(vkg_trainer_t *t, vkg_step_info *info)
 {
     VKG_CHECK(t->train, VKG_ERR_STATE, "no training data (--data)");
     VKG_CHECK(!vkg_trainer_done(t), VKG_ERR_STATE, "all %d steps have run", t->cfg.steps);
@@ -348,11 +371,13 @@ vkg_status vkg_trainer_step(vkg_trainer_t *t, vkg_step_info *info)
     VKG_TRY(vkg_gpt2_zero_grad(t->model));
     for (int a = 0; a < t->mopts.accum_steps; a++) {
         float l;
-        VKG_TRY(vkg_data_next(t->train, t->inputs, t->targets));
+        VKG_TRY(vkg_dp_data_next(t->dp, t->train, t->mopts.T, t->inputs, t->targets));
         VKG_TRY(vkg_gpt2_forward_backward(t->model, t->inputs, t->targets, &l));
         loss += l;
     }
     loss /= t->mopts.accum_steps;
+    int stop = t->cfg.stop && *t->cfg.stop;
+    VKG_TRY(vkg__dp_reduce(t, &loss, &stop));
     float norm = 0.0f;
     VKG_TRY(vkg_gpt2_update(t->model, lr, (uint32_t)(t->step + 1), t->cfg.grad_clip, &norm));
     t->step++;
@@ -360,7 +385,7 @@ vkg_status vkg_trainer_step(vkg_trainer_t *t, vkg_step_info *info)
     double ms = now_ms() - t0;
     memset(info, 0, sizeof *info);
     info->step = t->step, info->loss = (float)loss, info->lr = lr, info->grad_norm = norm;
-    info->ms = ms, info->tokens = t->tokens;
+    info->ms = ms, info->tokens = t->tokens, info->stop = stop;
     info->tokens_per_s = ms > 0 ? (double)t->hp.total_batch / (ms / 1e3) : 0.0;
     int eval_due = t->val && t->cfg.eval_every > 0 &&
                    (t->step % t->cfg.eval_every == 0 || t->step == t->cfg.steps);
@@ -379,6 +404,13 @@ vkg_status vkg_trainer_step(vkg_trainer_t *t, vkg_step_info *info)
               "the loss became %g at step %lld: lower --lr or check the data", (double)info->loss,
               t->step);
     return VKG_OK;
+}
+
+vkg_status vkg_trainer_step(vkg_trainer_t *t, vkg_step_info *info)
+{
+    vkg_status st = step(t, info);
+    t->failed |= st != VKG_OK;
+    return st;
 }
 
 vkg_status vkg_trainer_sample(vkg_trainer_t *t, const char *prompt, int len, float temperature,
@@ -403,6 +435,11 @@ vkg_status vkg_trainer_get_params(vkg_trainer_t *t, float *params)
 vkg_status vkg_trainer_checkpoint(vkg_trainer_t *t, char *path_out, size_t cap)
 {
     VKG_CHECK(t->ckpt_dir[0], VKG_ERR_STATE, "no checkpoint folder (--ckpt-dir)");
+    if (vkg_dp_rank(t->dp) != 0) { /* rank 0 writes for everyone */
+        if (path_out && cap)
+            path_out[0] = '\0';
+        return VKG_OK;
+    }
     size_t n = vkg_gpt2_param_count(t->model);
     float *p = malloc(n * sizeof *p), *m = malloc(n * sizeof *m), *v = malloc(n * sizeof *v);
     vkg_status st = VKG_OK;

@@ -29,7 +29,24 @@ struct vkg_trainer {
     int resumed;
     int32_t *inputs, *targets; /* (B, T) */
     char ckpt_dir[1024];
+    struct vkg_dp *dp;   /* data parallelism (src/parallel); world size 1 alone */
+    float *dp_grads;     /* (num_params) host copy for the allreduce; NULL alone */
+    int failed;          /* a create or step failed: the peers are told on destroy */
 };
+
+/* Data-parallel hooks (src/parallel/dp_trainer.c), in the order setup calls them: join the job;
+ * give every rank rank 0's model config and resume state (others then hold an empty ck with m/v
+ * allocated); check agreement and broadcast parameters (and moments); resume the data position
+ * (other world sizes allowed when the total batch holds). Per step: sum the gradients and the
+ * token-weighted loss over ranks and combine the stop flags; evaluation: a token-weighted mean.
+ * The lr factor of --lr-scale. All are no-ops with one rank. */
+vkg_status vkg__dp_join(vkg_trainer_t *t);
+vkg_status vkg__dp_share_start(vkg_trainer_t *t, float **params, vkg_checkpoint *ck);
+vkg_status vkg__dp_agree(vkg_trainer_t *t, float *params, vkg_checkpoint *ck);
+vkg_status vkg__dp_resume(vkg_trainer_t *t, const vkg_checkpoint_state *s);
+vkg_status vkg__dp_reduce(vkg_trainer_t *t, double *loss, int *stop);
+vkg_status vkg__dp_mean(vkg_trainer_t *t, double *value);
+float vkg__dp_lr_factor(const vkg_train_config *c, long long total_batch);
 
 /* Generation with the model's (B, T) buffers: the prompt's tokens then len sampled ones. */
 vkg_status vkg__generate(vkg_gpt2 *m, int B, int T, const vkg_tokenizer_t *tok,

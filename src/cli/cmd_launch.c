@@ -1,0 +1,350 @@
+/* `vkgpt launch -n N -- train ...`: start N local ranks of this very binary with torchrun-style
+ * variables (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT) and VKGPT_DEVICE, stream
+ * their stdout/stderr line by line with a "[rank k] " prefix, and when a rank fails stop the
+ * others (SIGTERM, then SIGKILL after a grace period) and exit non-zero. Every child is reaped.
+ * Also here: the data-parallel flags of `vkgpt train` (vkg_cli_dp_resolve).
+ * Not here: multi-host launching (use torchrun-style variables, srun or mpirun; see README). */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "cli/flags.h"
+#include "vkgpt/comm.h"
+#include "vkgpt/train.h"
+
+#define MAX_RANKS 256
+#define LINE_MAX_BYTES 8192
+
+const char *const vkg_cli_lr_scales[] = {"none", "linear", "sqrt", NULL};
+
+int vkg_cli_dp_resolve(vkg_cli_dp_flags *d, struct vkg_train_config *cfg)
+{
+    vkg_comm_config *cc = &cfg->comm;
+    vkg_status st = vkg_comm_config_from_env(cc, NULL);
+    if (st != VKG_OK) {
+        vkg_cli_report("train", st);
+        return 2;
+    }
+    if (d->world_size > 0)
+        cc->world_size = d->world_size;
+    if (d->rank >= 0)
+        cc->rank = d->rank;
+    if (d->master_addr)
+        snprintf(cc->master_addr, sizeof cc->master_addr, "%s", d->master_addr);
+    if (d->master_port > 0)
+        cc->master_port = d->master_port;
+    if (d->timeout_s > 0)
+        cc->timeout_ms = d->timeout_s * 1000;
+    if (d->transport && vkg_comm_transport_parse(d->transport, &cc->transport) != VKG_OK) {
+        fprintf(stderr, "vkgpt train: --transport must be tcp or ipc, got '%s'\n", d->transport);
+        return 2;
+    }
+    if (cc->rank < 0 || cc->rank >= cc->world_size) {
+        fprintf(stderr, "vkgpt train: --rank %d is outside 0..%d (--world-size %d)\n", cc->rank,
+                cc->world_size - 1, cc->world_size);
+        return 2;
+    }
+    if (d->rank_batch) {
+        int n = 0;
+        const char *p = d->rank_batch;
+        while (*p) {
+            char *end;
+            long v = strtol(p, &end, 10);
+            if (end == p || v <= 0 || v > (1 << 20) || (*end && *end != ',') ||
+                n == (int)(sizeof d->rank_batch_v / sizeof d->rank_batch_v[0])) {
+                fprintf(stderr, "vkgpt train: --rank-batch wants positive sizes separated by "
+                                "commas, one per rank (e.g. 4,2,2), got '%s'\n", d->rank_batch);
+                return 2;
+            }
+            d->rank_batch_v[n++] = (int)v;
+            p = *end ? end + 1 : end;
+        }
+        if (n != cc->world_size) {
+            fprintf(stderr, "vkgpt train: --rank-batch lists %d sizes but the world has %d "
+                            "ranks\n", n, cc->world_size);
+            return 2;
+        }
+        cfg->rank_batch = d->rank_batch_v;
+        cfg->rank_batch_count = n;
+    }
+    cfg->lr_scale = (vkg_lr_scale)d->lr_scale;
+    cfg->base_batch = d->base_batch;
+    return 0;
+}
+
+typedef struct child {
+    pid_t pid;
+    int fd[2];                 /* stdout, stderr pipes (-1 when closed) */
+    char buf[2][LINE_MAX_BYTES];
+    size_t len[2];
+    int done, status;
+} child;
+
+static volatile sig_atomic_t launch_signal;
+
+static void on_launch_signal(int sig)
+{
+    launch_signal = sig;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Write complete lines of child k's stream s with the rank prefix (all of it when flush). */
+static void emit(child *c, int k, int s, int flush)
+{
+    FILE *out = s ? stderr : stdout;
+    char *b = c->buf[s];
+    size_t start = 0;
+    for (size_t i = 0; i < c->len[s]; i++)
+        if (b[i] == '\n') {
+            fprintf(out, "[rank %d] %.*s\n", k, (int)(i - start), b + start);
+            start = i + 1;
+        }
+    if ((flush || start == 0) && c->len[s] - start > 0 &&
+        (flush || c->len[s] == sizeof c->buf[s])) {
+        fprintf(out, "[rank %d] %.*s\n", k, (int)(c->len[s] - start), b + start);
+        start = c->len[s];
+    }
+    memmove(b, b + start, c->len[s] - start);
+    c->len[s] -= start;
+    fflush(out);
+}
+
+static void pump(child *cs, int n, int timeout_ms)
+{
+    struct pollfd pfd[2 * MAX_RANKS];
+    int who[2 * MAX_RANKS], np = 0;
+    for (int k = 0; k < n; k++)
+        for (int s = 0; s < 2; s++)
+            if (cs[k].fd[s] >= 0) {
+                pfd[np] = (struct pollfd){.fd = cs[k].fd[s], .events = POLLIN};
+                who[np++] = k * 2 + s;
+            }
+    if (np == 0) {
+        usleep((useconds_t)timeout_ms * 1000);
+        return;
+    }
+    if (poll(pfd, (nfds_t)np, timeout_ms) <= 0)
+        return;
+    for (int i = 0; i < np; i++) {
+        if (!(pfd[i].revents & (POLLIN | POLLHUP | POLLERR)))
+            continue;
+        child *c = &cs[who[i] / 2];
+        int s = who[i] % 2;
+        ssize_t r = read(c->fd[s], c->buf[s] + c->len[s], sizeof c->buf[s] - c->len[s]);
+        if (r > 0) {
+            c->len[s] += (size_t)r;
+            emit(c, who[i] / 2, s, 0);
+        } else if (r == 0 || (errno != EINTR && errno != EAGAIN)) {
+            emit(c, who[i] / 2, s, 1);
+            close(c->fd[s]);
+            c->fd[s] = -1;
+        }
+    }
+}
+
+static void describe(int status, char *buf, size_t cap)
+{
+    if (WIFEXITED(status))
+        snprintf(buf, cap, "exited with status %d", WEXITSTATUS(status));
+    else if (WIFSIGNALED(status))
+        snprintf(buf, cap, "was killed by signal %d (%s)", WTERMSIG(status),
+                 strsignal(WTERMSIG(status)));
+    else
+        snprintf(buf, cap, "ended with wait status %d", status);
+}
+
+static int failed_status(int status)
+{
+    return !WIFEXITED(status) || WEXITSTATUS(status) != 0;
+}
+
+/* Fork and exec rank k: self train-args with the rank's variables; its output into two pipes. */
+static int spawn(child *c, int k, int n, int port, const char *devices, const char *transport,
+                 const char *job, char **args)
+{
+    int po[2], pe[2];
+    if (pipe(po) != 0 || pipe(pe) != 0) {
+        fprintf(stderr, "vkgpt launch: pipe: %s\n", strerror(errno));
+        return 1;
+    }
+    pid_t pid = fork();
+    if (pid < 0) {
+        fprintf(stderr, "vkgpt launch: fork: %s\n", strerror(errno));
+        return 1;
+    }
+    if (pid == 0) {
+        char v[64];
+        dup2(po[1], STDOUT_FILENO), dup2(pe[1], STDERR_FILENO);
+        close(po[0]), close(po[1]), close(pe[0]), close(pe[1]);
+        snprintf(v, sizeof v, "%d", k), setenv("RANK", v, 1), setenv("LOCAL_RANK", v, 1);
+        snprintf(v, sizeof v, "%d", n), setenv("WORLD_SIZE", v, 1);
+        setenv("LOCAL_WORLD_SIZE", v, 1);
+        snprintf(v, sizeof v, "%d", port), setenv("MASTER_PORT", v, 1);
+        setenv("MASTER_ADDR", "127.0.0.1", 1);
+        setenv("VKG_JOB_ID", job, 1);
+        setenv("VKG_COMM_TRANSPORT", transport, 1);
+        if (devices) { /* the k-th entry of the list, cycling */
+            char list[1024], *save = NULL, *tok;
+            int count = 0;
+            snprintf(list, sizeof list, "%s", devices);
+            for (tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
+                count++;
+            snprintf(list, sizeof list, "%s", devices);
+            tok = strtok_r(list, ",", &save);
+            for (int i = 0; i < k % (count ? count : 1) && tok; i++)
+                tok = strtok_r(NULL, ",", &save);
+            if (tok)
+                setenv("VKGPT_DEVICE", tok, 1);
+        }
+        signal(SIGINT, SIG_DFL), signal(SIGTERM, SIG_DFL);
+        execv("/proc/self/exe", args);
+        fprintf(stderr, "vkgpt launch: cannot run /proc/self/exe: %s\n", strerror(errno));
+        _exit(127);
+    }
+    close(po[1]), close(pe[1]);
+    c->pid = pid, c->fd[0] = po[0], c->fd[1] = pe[0];
+    return 0;
+}
+
+static void signal_all(child *cs, int n, int sig)
+{
+    for (int k = 0; k < n; k++)
+        if (cs[k].pid > 0 && !cs[k].done)
+            kill(cs[k].pid, sig);
+}
+
+int vkg_cli_launch(int argc, char **argv)
+{
+    int n = 0, port = 0, grace = 10;
+    const char *devices = NULL, *transport = "tcp";
+    int sep = argc;
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--")) {
+            sep = i;
+            break;
+        }
+    const vkg_flag flags[] = {
+        {"-n", VKG_FLAG_INT, &n, "number of local ranks", 0, 1, MAX_RANKS},
+        {"--devices", VKG_FLAG_STR, &devices, "device per rank, cycling: 0,1,... (VKGPT_DEVICE)", 0, 0, 0},
+        {"--transport", VKG_FLAG_STR, &transport, "tcp or ipc", 0, 0, 0},
+        {"--port", VKG_FLAG_INT, &port, "rendezvous port of rank 0 (default: a free one)", 0, 1, 65535},
+        {"--grace", VKG_FLAG_INT, &grace, "seconds between SIGTERM and SIGKILL on failure", 0, 0, 3600},
+    };
+    int rc = vkg_flags_parse("launch", "-n N [options] -- train [train options]", flags,
+                             (int)(sizeof flags / sizeof flags[0]), sep, argv);
+    if (rc)
+        return rc == 1 ? 0 : 2;
+    vkg_comm_transport tr;
+    if (vkg_comm_transport_parse(transport, &tr) != VKG_OK || tr == VKG_COMM_INPROC) {
+        fprintf(stderr, "vkgpt launch: --transport must be tcp or ipc, got '%s'\n", transport);
+        return 2;
+    }
+    if (n < 1 || sep >= argc - 1) {
+        fprintf(stderr, "vkgpt launch: usage: vkgpt launch -n N [options] -- train [options]\n");
+        return 2;
+    }
+    if (!port && vkg_comm_pick_port("127.0.0.1", &port) != VKG_OK)
+        return vkg_cli_report("launch", VKG_ERR_NETWORK);
+    char job[32];
+    snprintf(job, sizeof job, "%08x%08x", (unsigned)getpid(), (unsigned)time(NULL));
+    /* argv for the ranks: "vkgpt" then everything after "--". */
+    char **args = calloc((size_t)(argc - sep + 1), sizeof *args);
+    child *cs = calloc((size_t)n, sizeof *cs);
+    if (!args || !cs) {
+        free(args), free(cs);
+        fprintf(stderr, "vkgpt launch: out of memory\n");
+        return 1;
+    }
+    args[0] = "vkgpt";
+    for (int i = sep + 1; i < argc; i++)
+        args[i - sep] = argv[i];
+    struct sigaction sa = {0};
+    sa.sa_handler = on_launch_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    for (int k = 0; k < n; k++)
+        cs[k].fd[0] = cs[k].fd[1] = -1;
+    fprintf(stderr, "vkgpt launch: %d ranks, %s rendezvous at 127.0.0.1:%d\n", n, transport,
+            port);
+    int failed = -1, running = 0, exit_code = 0;
+    double kill_at = 0.0;
+    for (int k = 0; k < n; k++) {
+        if (spawn(&cs[k], k, n, port, devices, transport, job, args) != 0) {
+            failed = k, exit_code = 1, kill_at = now_s() + grace;
+            signal_all(cs, k, SIGTERM);
+            break;
+        }
+        running++;
+        fprintf(stderr, "vkgpt launch: rank %d is pid %d\n", k, (int)cs[k].pid);
+    }
+    int forwarded = 0;
+    while (running > 0) {
+        pump(cs, n, 100);
+        if (launch_signal && !forwarded) {
+            fprintf(stderr, "vkgpt launch: signal %d: asking every rank to stop\n",
+                    (int)launch_signal);
+            signal_all(cs, n, SIGTERM);
+            forwarded = 1;
+            kill_at = now_s() + grace;
+        }
+        for (int k = 0; k < n; k++) {
+            int status;
+            if (cs[k].pid <= 0 || cs[k].done || waitpid(cs[k].pid, &status, WNOHANG) != cs[k].pid)
+                continue;
+            cs[k].done = 1, cs[k].status = status;
+            running--;
+            if (failed_status(status) && failed < 0 && !forwarded) {
+                char why[128];
+                describe(status, why, sizeof why);
+                fprintf(stderr, "vkgpt launch: rank %d %s; stopping the other ranks (SIGTERM, "
+                                "SIGKILL after %d s)\n", k, why, grace);
+                failed = k;
+                exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+                signal_all(cs, n, SIGTERM);
+                kill_at = now_s() + grace;
+            }
+        }
+        if (kill_at > 0.0 && now_s() > kill_at) {
+            fprintf(stderr, "vkgpt launch: ranks still running after %d s: SIGKILL\n", grace);
+            signal_all(cs, n, SIGKILL);
+            kill_at = 0.0;
+        }
+    }
+    for (int open_fds = 1; open_fds;) { /* the last of their output */
+        open_fds = 0;
+        for (int k = 0; k < n; k++)
+            open_fds |= cs[k].fd[0] >= 0 || cs[k].fd[1] >= 0;
+        if (open_fds)
+            pump(cs, n, 100);
+    }
+    for (int k = 0; k < n && failed >= 0; k++)
+        if (cs[k].pid > 0 && k != failed) {
+            char why[128];
+            describe(cs[k].status, why, sizeof why);
+            fprintf(stderr, "vkgpt launch: rank %d %s\n", k, why);
+        }
+    if (failed < 0 && forwarded)
+        exit_code = 130;
+    if (failed < 0)
+        for (int k = 0; k < n; k++)
+            if (failed_status(cs[k].status) && !exit_code)
+                exit_code = 1;
+    free(args);
+    free(cs);
+    return exit_code;
+}

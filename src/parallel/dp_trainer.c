@@ -1,0 +1,171 @@
+/* The trainer's data-parallel hooks (declared in train/trainer_internal.h): joining the job,
+ * handing rank 0's starting point (new, loaded or resumed) to every rank, checking that ranks
+ * agree, resuming across world sizes, and the per-step gradient and loss reductions.
+ * Not here: the transport (transport/), the data split and weighting rules (dp.c). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "parallel/dp.h"
+#include "train/trainer_internal.h"
+
+vkg_status vkg__dp_join(vkg_trainer_t *t)
+{
+    const vkg_train_config *c = &t->cfg;
+    vkg_comm_config cc = c->comm;
+    if (c->comm_from_env) {
+        VKG_TRY(vkg_comm_config_from_env(&cc, NULL));
+        cc.ctx = c->comm.ctx;
+    }
+    return vkg_dp_create(&cc, c->batch, c->rank_batch, c->rank_batch_count, &t->dp);
+}
+
+/* What rank 0 hands every rank before the model exists. */
+typedef struct start_header {
+    vkg_gpt2_config cfg;
+    int32_t resumed;
+    vkg_checkpoint_state state;
+} start_header;
+
+vkg_status vkg__dp_share_start(vkg_trainer_t *t, float **params, vkg_checkpoint *ck)
+{
+    if (vkg_dp_world(t->dp) == 1)
+        return VKG_OK;
+    start_header h;
+    memset(&h, 0, sizeof h);
+    if (vkg_dp_rank(t->dp) == 0) {
+        h.cfg = t->mcfg, h.resumed = t->resumed;
+        if (t->resumed)
+            h.state = ck->state;
+    }
+    VKG_TRY(vkg_dp_broadcast(t->dp, &h, sizeof h));
+    if (vkg_dp_rank(t->dp) == 0 || !h.resumed)
+        return VKG_OK;
+    /* Resuming: rank 0's checkpoint decides the model; parameters and moments follow later. */
+    size_t n = vkg_gpt2_num_params(&h.cfg);
+    float *p = malloc(n * sizeof *p);
+    ck->m = malloc(n * sizeof *ck->m), ck->v = malloc(n * sizeof *ck->v);
+    if (!p || !ck->m || !ck->v) {
+        free(p);
+        return VKG_FAIL(VKG_ERR_NOMEM, "no memory for %zu resumed parameters", n);
+    }
+    free(*params);
+    *params = p;
+    t->mcfg = ck->cfg = h.cfg;
+    ck->num_params = n;
+    ck->state = h.state;
+    t->resumed = 1;
+    return VKG_OK;
+}
+
+static const char *const fp_names[] = {
+    "max_seq_len", "vocab_size", "padded_vocab_size", "layers", "heads", "channels",
+    "seq (T)", "total batch (tokens)", "global micro-batch (rows)", "world size",
+    "seed", "shuffle", "steps", "lr (bits)", "schedule", "warmup",
+    "grad clip and weight decay (bits)", "training batches per epoch", "training tokens",
+    "resumed step",
+};
+
+static uint64_t fbits(float a, float b)
+{
+    uint32_t x, y;
+    memcpy(&x, &a, 4), memcpy(&y, &b, 4);
+    return (uint64_t)x << 32 | y;
+}
+
+vkg_status vkg__dp_agree(vkg_trainer_t *t, float *params, vkg_checkpoint *ck)
+{
+    if (vkg_dp_world(t->dp) == 1)
+        return VKG_OK;
+    const vkg_train_config *c = &t->cfg;
+    vkg_dp_fingerprint fp;
+    memset(&fp, 0, sizeof fp);
+    uint64_t *v = fp.v;
+    v[0] = (uint64_t)t->mcfg.max_seq_len, v[1] = (uint64_t)t->mcfg.vocab_size;
+    v[2] = (uint64_t)t->mcfg.padded_vocab_size, v[3] = (uint64_t)t->mcfg.num_layers;
+    v[4] = (uint64_t)t->mcfg.num_heads, v[5] = (uint64_t)t->mcfg.channels;
+    v[6] = (uint64_t)t->mopts.T, v[7] = t->hp.total_batch;
+    v[8] = (uint64_t)vkg_dp_global_batch(t->dp), v[9] = (uint64_t)vkg_dp_world(t->dp);
+    v[10] = c->seed, v[11] = (uint64_t)c->shuffle, v[12] = (uint64_t)c->steps;
+    v[13] = fbits(t->sched.lr, t->sched.lr_min_frac), v[14] = (uint64_t)t->sched.kind;
+    v[15] = (uint64_t)t->sched.warmup, v[16] = fbits(c->grad_clip, c->weight_decay);
+    v[17] = t->train ? vkg_data_num_batches(t->train) : 0;
+    v[18] = t->train ? vkg_data_num_tokens(t->train) : 0;
+    v[19] = t->resumed ? ck->state.step : 0;
+    VKG_TRY(vkg_dp_check_match(t->dp, &fp, fp_names, 20));
+    /* Everyone starts from rank 0's parameters (and moments when resuming). */
+    size_t n = vkg_gpt2_num_params(&t->mcfg);
+    VKG_TRY(vkg_dp_broadcast(t->dp, params, n * sizeof *params));
+    if (t->resumed) {
+        VKG_TRY(vkg_dp_broadcast(t->dp, ck->m, n * sizeof *ck->m));
+        VKG_TRY(vkg_dp_broadcast(t->dp, ck->v, n * sizeof *ck->v));
+    }
+    t->dp_grads = malloc(n * sizeof *t->dp_grads);
+    VKG_CHECK(t->dp_grads, VKG_ERR_NOMEM, "no memory for %zu gradients", n);
+    return VKG_OK;
+}
+
+vkg_status vkg__dp_resume(vkg_trainer_t *t, const vkg_checkpoint_state *s)
+{
+    vkg_train_hparams now = t->hp;
+    int regrouped = s->hp.batch_size != now.batch_size;
+    /* Another world size (or split of the micro-batch) is fine while the total batch holds. */
+    now.world_size = s->hp.world_size;
+    now.batch_size = s->hp.batch_size;
+    VKG_TRY(vkg_checkpoint_check_resume(&s->hp, &now));
+    if (!t->train)
+        return VKG_OK;
+    vkg_data_pos pos = s->data_pos;
+    if (regrouped) {
+        /* The same token offset in rows of the new global micro-batch. */
+        uint64_t rows = pos.batch * (uint64_t)s->hp.batch_size, G = (uint64_t)t->hp.batch_size;
+        VKG_CHECK(!t->cfg.shuffle && vkg_data_num_files(t->train) == 1, VKG_ERR_MISMATCH,
+                  "--resume: the checkpoint's global micro-batch was %d rows (world size %d), "
+                  "now %d: with shuffling or several data files the data position cannot be "
+                  "carried over; keep the global micro-batch (sum of --rank-batch, or --batch x "
+                  "ranks) at %d", s->hp.batch_size, s->hp.world_size, (int)G, s->hp.batch_size);
+        VKG_CHECK(rows % G == 0, VKG_ERR_MISMATCH,
+                  "--resume: the checkpoint stopped after %llu rows, not a multiple of the new "
+                  "global micro-batch of %d rows", (unsigned long long)rows, (int)G);
+        pos.batch = rows / G;
+        pos.num_batches = vkg_data_num_batches(t->train);
+        if (pos.batch >= pos.num_batches)
+            pos.batch = 0, pos.epoch++;
+    }
+    return vkg_data_seek(t->train, &pos);
+}
+
+vkg_status vkg__dp_reduce(vkg_trainer_t *t, double *loss, int *stop)
+{
+    if (vkg_dp_world(t->dp) == 1)
+        return VKG_OK;
+    size_t n = vkg_gpt2_param_count(t->model);
+    VKG_TRY(vkg_gpt2_get_grads(t->model, t->dp_grads));
+    VKG_TRY(vkg_dp_allreduce_grads(t->dp, t->dp_grads, n));
+    VKG_TRY(vkg_gpt2_set_grads(t->model, t->dp_grads));
+    /* The loss as a token-weighted mean, and the stop request of any rank. */
+    float x[2] = {(float)(*loss * (double)vkg_dp_loss_scale(t->dp)), *stop ? 1.0f : 0.0f};
+    VKG_TRY(vkg_dp_allreduce_sum(t->dp, x, 2));
+    *loss = x[0];
+    *stop = x[1] > 0.0f;
+    return VKG_OK;
+}
+
+vkg_status vkg__dp_mean(vkg_trainer_t *t, double *value)
+{
+    if (vkg_dp_world(t->dp) == 1)
+        return VKG_OK;
+    float x = (float)(*value * (double)vkg_dp_loss_scale(t->dp));
+    VKG_TRY(vkg_dp_allreduce_sum(t->dp, &x, 1));
+    *value = x;
+    return VKG_OK;
+}
+
+float vkg__dp_lr_factor(const vkg_train_config *c, long long total_batch)
+{
+    if (c->lr_scale == VKG_LR_SCALE_NONE || c->base_batch <= 0)
+        return 1.0f;
+    double r = (double)total_batch / (double)c->base_batch;
+    return (float)(c->lr_scale == VKG_LR_SCALE_SQRT ? sqrt(r) : r);
+}
