@@ -1,0 +1,454 @@
+/* `vkgpt train` and `vkgpt sample` end to end, through the built binary (VKGPT_BIN, set by CMake)
+ * on a tiny byte-level model and a small text file written to a temporary folder:
+ *  - SIGTERM during a long run: exits 0 within a bound, says it stopped, and leaves a complete
+ *    checkpoint whose step is the last logged step (log.jsonl ends there; old ones pruned);
+ *  - `--resume` continues from that step to the end and writes the final checkpoint and log;
+ *  - `vkgpt sample --ckpt DIR` (and one checkpoint) prints text, deterministic for a seed;
+ *  - bad flags exit 2 naming the flag (`--schedule foo` lists the valid values), a total batch
+ *    that does not divide, `--resume` without `--ckpt-dir`, missing devices and checkpoints.
+ * Every Vulkan command runs under the Khronos validation layer, forced on through the loader
+ * (VK_INSTANCE_LAYERS) with a settings file that logs to a file: each run must show the layer
+ * active and report no error, warning or performance message. Every child is bounded in time
+ * and reaped. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef VKGPT_BIN
+#error "VKGPT_BIN (the path of the vkgpt binary) must be defined by the build"
+#endif
+
+#define CAP 512
+static char tmp_root[CAP - 100], text_path[CAP], ckpt_dir[CAP], vlog_path[CAP];
+
+/* ---- child processes -------------------------------------------------------------------------- */
+
+typedef struct proc {
+    pid_t pid;
+    int out, err; /* pipe read ends, -1 once at EOF */
+    char *obuf, *ebuf;
+    size_t on, en;
+    int status; /* exit code, or 128 + signal */
+} proc;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void proc_start(proc *p, const char *const *args)
+{
+    const char *argv[64] = {VKGPT_BIN};
+    int n = 1;
+    for (; args[n - 1]; n++) {
+        assert_true(n < 63);
+        argv[n] = args[n - 1];
+    }
+    argv[n] = NULL;
+    printf("$ vkgpt");
+    for (int i = 1; i < n; i++)
+        printf(" %s", argv[i]);
+    printf("\n");
+    fflush(stdout);
+    int po[2], pe[2];
+    assert_int_equal(pipe(po), 0);
+    assert_int_equal(pipe(pe), 0);
+    memset(p, 0, sizeof *p);
+    p->pid = fork();
+    assert_true(p->pid >= 0);
+    if (p->pid == 0) {
+        dup2(po[1], STDOUT_FILENO);
+        dup2(pe[1], STDERR_FILENO);
+        close(po[0]), close(po[1]), close(pe[0]), close(pe[1]);
+        execv(VKGPT_BIN, (char *const *)argv);
+        _exit(127);
+    }
+    close(po[1]), close(pe[1]);
+    p->out = po[0], p->err = pe[0];
+    p->obuf = calloc(1, 1), p->ebuf = calloc(1, 1);
+}
+
+static void append(char **buf, size_t *n, const char *data, size_t len)
+{
+    char *nb = realloc(*buf, *n + len + 1);
+    assert_non_null(nb);
+    memcpy(nb + *n, data, len);
+    *n += len;
+    nb[*n] = '\0';
+    *buf = nb;
+}
+
+/* Read the child's output until stdout contains `until` (when not NULL) or both pipes are at
+ * EOF. Returns 1 when `until` was seen; fails the test (killing the child) at the deadline. */
+static int proc_pump(proc *p, double deadline, const char *until)
+{
+    while (p->out >= 0 || p->err >= 0) {
+        if (until && strstr(p->obuf, until))
+            return 1;
+        double left = deadline - now_s();
+        if (left <= 0) {
+            kill(p->pid, SIGKILL);
+            waitpid(p->pid, NULL, 0);
+            fail_msg("vkgpt did not finish in time; stdout:\n%s\nstderr:\n%s", p->obuf, p->ebuf);
+        }
+        struct pollfd fds[2] = {{.fd = p->out, .events = POLLIN}, {.fd = p->err, .events = POLLIN}};
+        int rc = poll(fds, 2, (int)(left * 1000) + 1);
+        if (rc < 0 && errno == EINTR)
+            continue;
+        assert_true(rc >= 0);
+        for (int i = 0; i < 2; i++) {
+            if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR)))
+                continue;
+            char chunk[4096];
+            ssize_t got = read(fds[i].fd, chunk, sizeof chunk);
+            if (got > 0) {
+                append(i ? &p->ebuf : &p->obuf, i ? &p->en : &p->on, chunk, (size_t)got);
+            } else {
+                close(fds[i].fd);
+                *(i ? &p->err : &p->out) = -1;
+            }
+        }
+    }
+    return until && strstr(p->obuf, until) != NULL;
+}
+
+/* Drain the output and reap the child; returns its exit code (128 + signal if killed). */
+static int proc_wait(proc *p, double deadline)
+{
+    proc_pump(p, deadline, NULL);
+    int st;
+    for (;;) {
+        pid_t r = waitpid(p->pid, &st, WNOHANG);
+        if (r == p->pid)
+            break;
+        assert_true(r == 0 || (r < 0 && errno == EINTR));
+        if (now_s() > deadline) {
+            kill(p->pid, SIGKILL);
+            waitpid(p->pid, NULL, 0);
+            fail_msg("vkgpt closed its output but did not exit in time");
+        }
+        usleep(10000);
+    }
+    p->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    if (p->en)
+        printf("  stderr: %s", p->ebuf);
+    return p->status;
+}
+
+static void proc_free(proc *p)
+{
+    free(p->obuf);
+    free(p->ebuf);
+    memset(p, 0, sizeof *p);
+}
+
+/* Run vkgpt with args (NULL-terminated) to completion within timeout_s; returns the exit code. */
+static int run(proc *p, double timeout_s, const char *const *args)
+{
+    proc_start(p, args);
+    return proc_wait(p, now_s() + timeout_s);
+}
+
+/* ---- the validation layer's log ---------------------------------------------------------------- */
+
+static int file_exists(const char *path)
+{
+    struct stat sb;
+    return stat(path, &sb) == 0;
+}
+
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    char *buf = calloc(1, 1);
+    size_t n = 0;
+    char chunk[4096];
+    for (size_t got; (got = fread(chunk, 1, sizeof chunk, f)) > 0;)
+        append(&buf, &n, chunk, got);
+    fclose(f);
+    return buf;
+}
+
+/* The last command ran with the layer active (when it opened a device) and nothing reported. */
+static void expect_validation_clean(int opened_device)
+{
+    char *log = slurp(vlog_path);
+    if (opened_device && (!log || !strstr(log, "Validation Layer Active")))
+        fail_msg("the validation layer was not active (its log %s: %s)", vlog_path,
+                 log ? log : "missing");
+    if (log && (strstr(log, "ERROR") || strstr(log, "WARNING") || strstr(log, "PERF")))
+        fail_msg("the validation layer reported:\n%s", log);
+    free(log);
+    unlink(vlog_path);
+}
+
+/* ---- setup ------------------------------------------------------------------------------------ */
+
+static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb, (void)flag, (void)ftw;
+    return remove(path);
+}
+
+static int group_setup(void **state)
+{
+    (void)state;
+    const char *base = getenv("TMPDIR");
+    snprintf(tmp_root, sizeof tmp_root, "%s/vkg_test_cli_XXXXXX", base && *base ? base : "/tmp");
+    if (!mkdtemp(tmp_root))
+        return -1;
+    snprintf(text_path, sizeof text_path, "%s/tiny.txt", tmp_root);
+    snprintf(ckpt_dir, sizeof ckpt_dir, "%s/ckpt", tmp_root);
+    snprintf(vlog_path, sizeof vlog_path, "%s/validation.log", tmp_root);
+    /* Text: sentences from a small vocabulary, about 24 KB. */
+    static const char *const words[] = {"the", "cat", "sat", "on", "a", "mat", "and", "dog",
+                                        "ran", "to", "big", "red", "house", "in", "sun"};
+    FILE *f = fopen(text_path, "w");
+    if (!f)
+        return -1;
+    uint64_t s = 12345;
+    for (int line = 0; line < 800; line++) {
+        for (int w = 0; w < 6; w++) {
+            s = s * 6364136223846793005ull + 1442695040888963407ull;
+            fprintf(f, "%s%s", w ? " " : "", words[(s >> 33) % 15]);
+        }
+        fprintf(f, ".\n");
+    }
+    fclose(f);
+    /* Force the Khronos layer on for every child, logging to a file (synchronization checks on). */
+    char settings[CAP];
+    snprintf(settings, sizeof settings, "%s/vk_layer_settings.txt", tmp_root);
+    f = fopen(settings, "w");
+    if (!f)
+        return -1;
+    fprintf(f, "khronos_validation.debug_action = VK_DBG_LAYER_ACTION_LOG_MSG\n"
+               "khronos_validation.log_filename = %s\n"
+               "khronos_validation.report_flags = info,warn,error,perf\n"
+               "khronos_validation.enables = VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_"
+               "VALIDATION_EXT\n",
+            vlog_path);
+    fclose(f);
+    setenv("VK_INSTANCE_LAYERS", "VK_LAYER_KHRONOS_validation", 1);
+    setenv("VK_LAYER_SETTINGS_PATH", tmp_root, 1);
+    return 0;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    return nftw(tmp_root, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/* ---- helpers on outputs ----------------------------------------------------------------------- */
+
+/* The number N of the last "step N/" line in out, or -1. */
+static long last_step(const char *out)
+{
+    long last = -1;
+    for (const char *p = out; (p = strstr(p, "step ")); p += 5)
+        if ((p == out || p[-1] == '\n' || p[-1] == '\r') && strchr(p + 5, '/')) {
+            char *end;
+            long v = strtol(p + 5, &end, 10);
+            if (end != p + 5 && *end == '/')
+                last = v;
+        }
+    return last;
+}
+
+/* log.jsonl holds exactly steps 1..n, one per line. */
+static void expect_log_steps(long n)
+{
+    char path[CAP + 16];
+    snprintf(path, sizeof path, "%s/log.jsonl", ckpt_dir);
+    char *log = slurp(path);
+    assert_non_null(log);
+    long line = 0;
+    for (const char *p = log; *p; p = strchr(p, '\n') + 1) {
+        assert_non_null(strchr(p, '\n'));
+        line++;
+        const char *sp = strstr(p, "\"step\":");
+        assert_true(sp && sp < strchr(p, '\n'));
+        assert_int_equal(strtol(sp + 7, NULL, 10), line);
+    }
+    assert_int_equal(line, n);
+    free(log);
+}
+
+static void expect_checkpoint(long step)
+{
+    char path[CAP + 32];
+    snprintf(path, sizeof path, "%s/step_%08ld/DONE", ckpt_dir, step);
+    if (!file_exists(path))
+        fail_msg("no complete checkpoint %s", path);
+}
+
+static void expect_contains(const char *what, const char *hay, const char *needle)
+{
+    if (!strstr(hay, needle))
+        fail_msg("%s does not contain '%s':\n%s", what, needle, hay);
+}
+
+/* ---- tests ------------------------------------------------------------------------------------ */
+
+#define TRAIN_FLAGS                                                                                \
+    "train", "--data", text_path, "--layers", "2", "--heads", "2", "--channels", "32", "--ctx",   \
+        "32", "--batch", "4", "--seq", "32", "--lr", "3e-3", "--seed", "7", "--ckpt-dir",          \
+        ckpt_dir, "--ckpt-every", "2", "--keep", "2"
+
+static void test_sigterm_resume_sample(void **state)
+{
+    (void)state;
+    proc p;
+    /* A run far longer than the test, stopped by SIGTERM once a few steps are logged. */
+    const char *const train[] = {TRAIN_FLAGS, "--steps", "100000", "--sample-len", "0", NULL};
+    proc_start(&p, train);
+    double t0 = now_s();
+    if (!proc_pump(&p, t0 + 120, "step 3/"))
+        fail_msg("no third step logged; stdout:\n%s\nstderr:\n%s", p.obuf, p.ebuf);
+    assert_int_equal(kill(p.pid, SIGTERM), 0);
+    double sent = now_s();
+    int rc = proc_wait(&p, sent + 60);
+    printf("exited %d, %.1f s after SIGTERM\n%s", rc, now_s() - sent, p.obuf);
+    assert_int_equal(rc, 0);
+    expect_contains("stdout", p.obuf, "stopping");
+    expect_contains("stdout", p.obuf, "signal 15");
+    long n = last_step(p.obuf);
+    assert_true(n >= 3);
+    char line[CAP + 64];
+    snprintf(line, sizeof line, "checkpoint %s/step_%08ld\n", ckpt_dir, n);
+    expect_contains("stdout", p.obuf, line);
+    expect_checkpoint(n);
+    expect_log_steps(n);
+    expect_validation_clean(1);
+    /* --keep 2: at most two checkpoint folders remain. */
+    int dirs = 0;
+    for (long s = 1; s <= n; s++) {
+        char d[CAP + 32];
+        snprintf(d, sizeof d, "%s/step_%08ld", ckpt_dir, s);
+        dirs += file_exists(d);
+    }
+    assert_true(dirs >= 1 && dirs <= 2);
+    proc_free(&p);
+
+    /* --resume continues from step n to n + 3. */
+    char steps[32], first[64], final[64], resumed[64];
+    snprintf(steps, sizeof steps, "%ld", n + 3);
+    snprintf(first, sizeof first, "\nstep %ld/%ld ", n + 1, n + 3);
+    snprintf(final, sizeof final, "\nstep %ld/%ld ", n + 3, n + 3);
+    snprintf(resumed, sizeof resumed, "resumed at step %ld\n", n);
+    const char *const again[] = {TRAIN_FLAGS, "--steps", steps, "--resume", "--sample-len", "16",
+                                 NULL};
+    assert_int_equal(run(&p, 120, again), 0);
+    printf("%s", p.obuf);
+    expect_contains("stdout", p.obuf, resumed);
+    expect_contains("stdout", p.obuf, first);
+    expect_contains("stdout", p.obuf, final);
+    expect_contains("stdout", p.obuf, "--- sample ---");
+    assert_int_equal(last_step(p.obuf), n + 3);
+    snprintf(line, sizeof line, "\nstep %ld/", n); /* no step repeated */
+    assert_null(strstr(p.obuf, line));
+    expect_checkpoint(n + 3);
+    expect_log_steps(n + 3);
+    expect_validation_clean(1);
+    proc_free(&p);
+
+    /* Sampling from the folder and from one checkpoint, same seed: the same text. */
+    const char *const sample[] = {"sample", "--ckpt", ckpt_dir, "--len", "24", "--prompt", "the ",
+                                  "--seed", "3", NULL};
+    assert_int_equal(run(&p, 60, sample), 0);
+    printf("sample: [%s]\n", p.obuf);
+    assert_int_equal(strncmp(p.obuf, "the ", 4), 0);
+    assert_true(p.on > 4 + 1);
+    expect_validation_clean(1);
+    char one[CAP + 32];
+    snprintf(one, sizeof one, "%s/step_%08ld", ckpt_dir, n + 3);
+    const char *const sample1[] = {"sample", "--ckpt", one, "--len", "24", "--prompt", "the ",
+                                   "--seed", "3", NULL};
+    proc q;
+    assert_int_equal(run(&q, 60, sample1), 0);
+    assert_string_equal(p.obuf, q.obuf);
+    expect_validation_clean(1);
+    proc_free(&p);
+    proc_free(&q);
+}
+
+/* Run args; expect exit code want and stderr naming each of the NULL-terminated needles. */
+static void expect_refusal(int want, const char *const *args, const char *n1, const char *n2)
+{
+    proc p;
+    int rc = run(&p, 60, args);
+    if (rc != want)
+        fail_msg("exit code %d, expected %d; stderr: %s", rc, want, p.ebuf);
+    expect_contains("stderr", p.ebuf, n1);
+    if (n2)
+        expect_contains("stderr", p.ebuf, n2);
+    expect_validation_clean(0);
+    proc_free(&p);
+}
+
+static void test_bad_flags(void **state)
+{
+    (void)state;
+    const char *const schedule[] = {"train", "--data", text_path, "--schedule", "foo", NULL};
+    expect_refusal(2, schedule, "--schedule", "cosine, linear, constant");
+    const char *const lr[] = {"train", "--data", text_path, "--lr", "fast", NULL};
+    expect_refusal(2, lr, "--lr", "fast");
+    const char *const batch[] = {"train", "--data", text_path, "--batch", "0", NULL};
+    expect_refusal(2, batch, "--batch", NULL);
+    const char *const unknown[] = {"train", "--data", text_path, "--bogus", NULL};
+    expect_refusal(2, unknown, "--bogus", NULL);
+    const char *const novalue[] = {"train", "--data", text_path, "--steps", NULL};
+    expect_refusal(2, novalue, "--steps", NULL);
+    const char *const nodata[] = {"train", "--steps", "3", NULL};
+    expect_refusal(2, nodata, "--data", NULL);
+    const char *const total[] = {"train", "--data", text_path, "--layers", "1", "--channels", "32",
+                                 "--heads", "2", "--ctx", "16", "--batch", "2", "--seq", "16",
+                                 "--total-batch", "40", NULL};
+    expect_refusal(2, total, "--total-batch", "40");
+    const char *const resume[] = {"train", "--data", text_path, "--layers", "1", "--resume", NULL};
+    expect_refusal(2, resume, "--ckpt-dir", NULL);
+    const char *const device[] = {"train", "--data", text_path, "--device", "99", NULL};
+    expect_refusal(2, device, "99", NULL);
+    const char *const devices[] = {"devices", "--device", "99", NULL};
+    expect_refusal(2, devices, "99", NULL);
+    char missing[CAP + 16];
+    snprintf(missing, sizeof missing, "%s/none", tmp_root);
+    const char *const nockpt[] = {"sample", "--ckpt", missing, NULL};
+    expect_refusal(2, nockpt, missing, NULL);
+    const char *const temp[] = {"sample", "--ckpt", missing, "--temperature", "hot", NULL};
+    expect_refusal(2, temp, "--temperature", NULL);
+    proc p;
+    const char *const help[] = {"train", "--help", NULL};
+    assert_int_equal(run(&p, 30, help), 0);
+    expect_contains("train --help", p.obuf, "--total-batch");
+    expect_contains("train --help", p.obuf, "cosine|linear|constant");
+    proc_free(&p);
+}
+
+int main(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_sigterm_resume_sample),
+        cmocka_unit_test(test_bad_flags),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
