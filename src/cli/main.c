@@ -12,6 +12,7 @@ static const vkg_cli_command commands[] = {
     {"prepare", vkg_cli_prepare, "tokenize text into llm.c token shards (train + val)"},
     {"bench", vkg_cli_bench, "benchmarks: ops (per-op shader timings)"},
     {"keygen", vkg_cli_keygen, "write a CURVE key pair for authenticated, encrypted transport"},
+    {"launch", vkg_cli_launch, "run N local data-parallel ranks: launch -n N -- train ..."},
 };
 
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
