@@ -124,8 +124,10 @@ static int run(vkg_trainer_t *t, const train_opts *o)
         printf("\n");
     if (rc)
         return rc;
-    if (stop)
-        printf("stopping on a signal after the current step\n");
+    if (stop && stop_requested)
+        printf("stopping on signal %d after the current step\n", (int)stop_requested);
+    else if (stop)
+        printf("stopping after the current step: another rank was signalled\n");
     if (o->cfg.ckpt_dir && (rc = checkpoint(t, 0)) != 0)
         return rc;
     vkg_status st = vkg_trainer_write_plot(t);

@@ -1,0 +1,337 @@
+/* Data-parallel training is single-device training on the union of the ranks' data. Ranks are
+ * threads of this process, each with its own trainer and Vulkan device (validation layer on and
+ * checked), joined by the inproc transport. On a tiny model over 5 steps (shuffled llm.c shards,
+ * evaluation, weight decay and clipping on):
+ *  - 2 ranks with micro-batch B/2, 1 rank with B, and 1 rank with B/2 and 2 accumulation steps
+ *    give the same per-step losses (1e-5 relative), eval losses (where the eval batches are the
+ *    same: not for the smaller single-rank B) and final parameters (1e-4 relative L2); every
+ *    rank of a job holds bitwise the same parameters;
+ *  - 3 ranks with unequal micro-batches (2,1,1) equal 1 rank with B = 4, and (3,2,1) with 2
+ *    accumulation steps equal 1 rank with B = 6 and 2 accumulation steps (token weighting);
+ *  - a rank whose flags differ (another --seq) is refused on every rank with VKG_ERR_MISMATCH
+ *    naming the rank and the field;
+ *  - a checkpoint of 2 ranks (B/2 each) resumes on 1 rank with B, and one of 1 rank with B
+ *    resumes on 2 ranks with (3,1) (world size and split change, total batch kept), continuing
+ *    exactly like the uninterrupted run. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <ftw.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "testutil.h"
+#include "train/trainer_internal.h"
+#include "vkgpt/comm.h"
+#include "vkgpt/io.h"
+#include "vkgpt/train.h"
+
+enum { L = 2, NH = 2, C = 32, V = 96, MAXT = 16, T = 16, STEPS = 5, MAXR = 3 };
+
+static char tmp_root[512];
+static int job_counter;
+
+typedef struct job {
+    int world;
+    int rank_batch[MAXR];
+    int batch;               /* when world == 1 */
+    long long total;         /* tokens per step */
+    int steps;               /* steps to run (5 unless resuming) */
+    int seq_override_rank;   /* this rank gets another T (-1: none) */
+    const char *ckpt;        /* checkpoint folder or NULL */
+    int resume, checkpoint_at_end;
+    /* results (rank 0's, plus every rank's parameters) */
+    float loss[STEPS], eval[STEPS];
+    long long first_step;
+    float *params[MAXR];
+    vkg_status st[MAXR];
+    char err[MAXR][512];
+    size_t nparams;
+} job;
+
+typedef struct rank_arg {
+    job *j;
+    int rank;
+    vkg_comm_ctx_t *ctx;
+    uint64_t job_id;
+} rank_arg;
+
+static void path_in(char *out, size_t cap, const char *name)
+{
+    snprintf(out, cap, "%s/%s", tmp_root, name);
+}
+
+static void write_shard(const char *name, size_t n, uint64_t seed)
+{
+    char path[600];
+    path_in(path, sizeof path, name);
+    uint16_t *tok = malloc(n * sizeof *tok);
+    assert_non_null(tok);
+    vkg_test_rng r;
+    vkg_test_rng_seed(&r, seed);
+    uint16_t t = (uint16_t)(vkg_test_rng_u64(&r) % V);
+    for (size_t i = 0; i < n; i++) {
+        tok[i] = t;
+        t = vkg_test_rng_u64(&r) % 4 == 0 ? (uint16_t)(vkg_test_rng_u64(&r) % V)
+                                          : (uint16_t)((t * 7 + 3) % V);
+    }
+    assert_int_equal(vkg_shard_write(path, tok, n), VKG_OK);
+    free(tok);
+}
+
+static int remove_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb, (void)flag, (void)ftw;
+    return remove(p);
+}
+
+static int group_setup(void **state)
+{
+    (void)state;
+    const char *base = getenv("TMPDIR");
+    snprintf(tmp_root, sizeof tmp_root, "%s/vkg_test_dp_XXXXXX", base && *base ? base : "/tmp");
+    if (!mkdtemp(tmp_root))
+        return -1;
+    write_shard("train.bin", 40 * 6 * T + 1, 21); /* 40 global batches of 6 rows */
+    write_shard("val.bin", 4 * 6 * T + 1, 22);
+    return 0;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    return nftw(tmp_root, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static void *run_rank(void *p)
+{
+    rank_arg *a = p;
+    job *j = a->j;
+    char data[600], val[600], ckpt[600];
+    path_in(data, sizeof data, "train.bin");
+    path_in(val, sizeof val, "val.bin");
+    vkg_train_config c = vkg_train_config_default();
+    c.validation = 1;
+    c.device = getenv("VKGPT_DEVICE");
+    c.layers = L, c.heads = NH, c.channels = C, c.max_seq_len = MAXT, c.vocab_size = V;
+    c.seed = 77, c.data = data, c.val_data = val, c.shuffle = 0;
+    c.batch = j->batch, c.seq = a->rank == j->seq_override_rank ? T / 2 : T;
+    c.total_batch = j->total;
+    c.steps = STEPS, c.lr = 3e-3f, c.warmup = 1, c.weight_decay = 0.1f, c.grad_clip = 1.0f;
+    c.eval_every = 2, c.eval_batches = 2;
+    if (j->ckpt) {
+        path_in(ckpt, sizeof ckpt, j->ckpt);
+        c.ckpt_dir = ckpt, c.keep_checkpoints = 0, c.resume = j->resume;
+    }
+    c.comm.world_size = j->world, c.comm.rank = a->rank;
+    c.comm.transport = VKG_COMM_INPROC, c.comm.ctx = a->ctx, c.comm.job_id = a->job_id;
+    c.comm.timeout_ms = 30000;
+    if (j->world > 1)
+        c.rank_batch = j->rank_batch, c.rank_batch_count = j->world;
+    vkg_trainer_t *t = NULL;
+    vkg_status st = vkg_trainer_create(&c, &t);
+    int n = 0;
+    while (st == VKG_OK && n < j->steps && !vkg_trainer_done(t)) {
+        vkg_step_info s;
+        st = vkg_trainer_step(t, &s);
+        if (st == VKG_OK && a->rank == 0) {
+            if (n == 0)
+                j->first_step = s.step;
+            j->loss[n] = s.loss, j->eval[n] = s.has_eval ? s.eval_loss : NAN;
+        }
+        n++;
+    }
+    if (st == VKG_OK && j->checkpoint_at_end)
+        st = vkg_trainer_checkpoint(t, NULL, 0);
+    if (st == VKG_OK) {
+        j->nparams = vkg_gpt2_param_count(t->model);
+        j->params[a->rank] = malloc(j->nparams * sizeof(float));
+        st = j->params[a->rank] ? vkg_trainer_get_params(t, j->params[a->rank]) : VKG_ERR_NOMEM;
+    }
+    if (st == VKG_OK) {
+        const char *first = NULL;
+        int msgs = vkg_device_validation_messages(t->dev, &first);
+        if (msgs) {
+            snprintf(j->err[a->rank], sizeof j->err[a->rank], "%d validation messages: %s", msgs,
+                     first);
+            st = VKG_ERR_VULKAN;
+        }
+    } else {
+        snprintf(j->err[a->rank], sizeof j->err[a->rank], "%s", vkg_error_message());
+    }
+    j->st[a->rank] = st;
+    vkg_trainer_destroy(&t);
+    return NULL;
+}
+
+/* Run every rank of j as a thread; returns with the results in j. */
+static void run_job(job *j)
+{
+    vkg_comm_ctx_t *ctx = NULL;
+    assert_int_equal(vkg_comm_ctx_create(&ctx), VKG_OK);
+    pthread_t th[MAXR];
+    rank_arg args[MAXR];
+    uint64_t job_id = 0x5eed00u + (uint64_t)++job_counter; /* one per job, shared by its ranks */
+    for (int r = 0; r < j->world; r++) {
+        args[r] = (rank_arg){.j = j, .rank = r, .ctx = ctx, .job_id = job_id};
+        assert_int_equal(pthread_create(&th[r], NULL, run_rank, &args[r]), 0);
+    }
+    for (int r = 0; r < j->world; r++)
+        pthread_join(th[r], NULL);
+    vkg_comm_ctx_destroy(&ctx);
+}
+
+static void expect_ok(const job *j)
+{
+    for (int r = 0; r < j->world; r++)
+        if (j->st[r] != VKG_OK)
+            fail_msg("rank %d of %d failed: %s: %s", r, j->world, vkg_status_name(j->st[r]),
+                     j->err[r]);
+    for (int r = 1; r < j->world; r++)
+        if (memcmp(j->params[r], j->params[0], j->nparams * sizeof(float)))
+            fail_msg("rank %d's parameters differ from rank 0's", r);
+}
+
+static void free_job(job *j)
+{
+    for (int r = 0; r < MAXR; r++)
+        free(j->params[r]);
+}
+
+/* Losses, eval losses (unless a evaluates on other batches: a smaller B) and final parameters. */
+static void expect_same_run(const char *what, const job *a, const job *b, int nsteps)
+{
+    int same_eval_batches = a->world > 1 || a->batch == b->batch;
+    for (int s = 0; s < nsteps; s++) {
+        double rel = fabs((double)a->loss[s] - b->loss[s]) / fabs((double)b->loss[s]);
+        printf("%s step %d: loss %.7f vs %.7f (rel %.2e)\n", what, s + 1, (double)a->loss[s],
+               (double)b->loss[s], rel);
+        if (!(rel <= 1e-5))
+            fail_msg("%s: step %d loss %.8f vs %.8f (rel %.3e > 1e-5)", what, s + 1,
+                     (double)a->loss[s], (double)b->loss[s], rel);
+        if (isnan(a->eval[s]) != isnan(b->eval[s]))
+            fail_msg("%s: step %d evaluated in one run only", what, s + 1);
+        if (same_eval_batches && !isnan(a->eval[s]) &&
+            fabs((double)a->eval[s] - b->eval[s]) > 1e-5 * fabs((double)b->eval[s]))
+            fail_msg("%s: step %d eval loss %.8f vs %.8f", what, s + 1, (double)a->eval[s],
+                     (double)b->eval[s]);
+    }
+    vkg_test_cmp cmp;
+    assert_int_equal(a->nparams, b->nparams);
+    if (!vkg_test_compare(what, a->params[0], b->params[0], a->nparams, 1e-4, &cmp))
+        fail_msg("%s: final parameters differ (rel L2 %.3e > 1e-4)", what, cmp.rel_l2);
+    printf("%s: final parameters rel L2 %.3e, max abs %.3e\n", what, cmp.rel_l2, cmp.max_abs);
+}
+
+static job single(int batch, long long total)
+{
+    return (job){.world = 1, .batch = batch, .total = total, .steps = STEPS,
+                 .seq_override_rank = -1};
+}
+
+static job ranks(int world, const int *b, long long total)
+{
+    job j = {.world = world, .batch = b[0], .total = total, .steps = STEPS,
+             .seq_override_rank = -1};
+    for (int r = 0; r < world; r++)
+        j.rank_batch[r] = b[r];
+    return j;
+}
+
+static void test_two_ranks_match_one(void **state)
+{
+    (void)state;
+    enum { B = 4 };
+    job one = single(B, B * T), accum = single(B / 2, B * T);
+    job two = ranks(2, (const int[]){B / 2, B / 2}, B * T);
+    run_job(&one), run_job(&accum), run_job(&two);
+    expect_ok(&one), expect_ok(&accum), expect_ok(&two);
+    assert_true(one.loss[0] > 0.0f && one.loss[STEPS - 1] < one.loss[0]);
+    expect_same_run("1 rank B/2 x 2 accumulation vs 1 rank B", &accum, &one, STEPS);
+    expect_same_run("2 ranks B/2 vs 1 rank B", &two, &one, STEPS);
+    free_job(&one), free_job(&accum), free_job(&two);
+}
+
+static void test_unequal_ranks_are_token_weighted(void **state)
+{
+    (void)state;
+    job one4 = single(4, 4 * T), three = ranks(3, (const int[]){2, 1, 1}, 4 * T);
+    run_job(&one4), run_job(&three);
+    expect_ok(&one4), expect_ok(&three);
+    expect_same_run("3 ranks (2,1,1) vs 1 rank B=4", &three, &one4, STEPS);
+    job one6 = single(6, 12 * T), three6 = ranks(3, (const int[]){3, 2, 1}, 12 * T);
+    run_job(&one6), run_job(&three6);
+    expect_ok(&one6), expect_ok(&three6);
+    expect_same_run("3 ranks (3,2,1) x 2 accumulation vs 1 rank B=6 x 2", &three6, &one6, STEPS);
+    free_job(&one4), free_job(&three), free_job(&one6), free_job(&three6);
+}
+
+static void test_mismatching_rank_is_refused(void **state)
+{
+    (void)state;
+    job j = ranks(2, (const int[]){2, 2}, 4 * T);
+    j.seq_override_rank = 1;
+    j.total = 0; /* each rank's own B*T x ranks */
+    run_job(&j);
+    for (int r = 0; r < 2; r++) {
+        if (j.st[r] != VKG_ERR_MISMATCH)
+            fail_msg("rank %d: expected VKG_ERR_MISMATCH, got %s: %s", r,
+                     vkg_status_name(j.st[r]), j.err[r]);
+        if (!strstr(j.err[r], "rank 1") || !strstr(j.err[r], "seq"))
+            fail_msg("rank %d's message does not name rank 1 and seq: %s", r, j.err[r]);
+        printf("rank %d refused as expected: %s\n", r, j.err[r]);
+    }
+    free_job(&j);
+}
+
+/* Steps 1..3 on `first` with a checkpoint, then 4..5 resumed on `second`, against `straight`. */
+static void resume_across(const char *what, const char *dir, job first, job second,
+                          const job *straight)
+{
+    first.ckpt = second.ckpt = dir;
+    first.steps = 3, first.checkpoint_at_end = 1;
+    second.resume = 1;
+    run_job(&first);
+    expect_ok(&first);
+    run_job(&second);
+    expect_ok(&second);
+    assert_int_equal(second.first_step, 4);
+    job merged = *straight;
+    memcpy(merged.loss, first.loss, 3 * sizeof(float));
+    memcpy(merged.eval, first.eval, 3 * sizeof(float));
+    memcpy(merged.loss + 3, second.loss, 2 * sizeof(float));
+    memcpy(merged.eval + 3, second.eval, 2 * sizeof(float));
+    merged.params[0] = second.params[0];
+    expect_same_run(what, &merged, straight, STEPS);
+    free_job(&first), free_job(&second);
+}
+
+static void test_resume_with_another_world_size(void **state)
+{
+    (void)state;
+    job straight = single(4, 4 * T);
+    run_job(&straight);
+    expect_ok(&straight);
+    resume_across("2 ranks (2,2) then 1 rank B=4", "ck_2to1",
+                  ranks(2, (const int[]){2, 2}, 4 * T), single(4, 4 * T), &straight);
+    resume_across("1 rank B=4 then 2 ranks (3,1)", "ck_1to2", single(4, 4 * T),
+                  ranks(2, (const int[]){3, 1}, 4 * T), &straight);
+    free_job(&straight);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_two_ranks_match_one),
+        cmocka_unit_test(test_unequal_ranks_are_token_weighted),
+        cmocka_unit_test(test_mismatching_rank_is_refused),
+        cmocka_unit_test(test_resume_with_another_world_size),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
