@@ -379,8 +379,11 @@ vkg_status vkg_comm_keyfile_read(const char *path, char pub[VKG_COMM_KEY_CHARS +
             st = VKG_FAIL(VKG_ERR_FORMAT,
                           "%s:%d: expected 'public = <40 Z85 chars>' or 'secret = <...>'", path,
                           lineno);
-        else
-            snprintf(!strcmp(name, "public") ? pub : sec, VKG_COMM_KEY_CHARS + 1, "%s", value);
+        else {
+            char *dst = !strcmp(name, "public") ? pub : sec;
+            memcpy(dst, value, VKG_COMM_KEY_CHARS); /* valid_key checked the length */
+            dst[VKG_COMM_KEY_CHARS] = '\0';
+        }
     }
     fclose(f);
     VKG_TRY(st);
