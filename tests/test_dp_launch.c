@@ -1,0 +1,299 @@
+/* `vkgpt launch` end to end through the built binary (VKGPT_BIN) on a tiny byte-level model and a
+ * small text file, ranks on loopback (ipc and tcp):
+ *  - `launch -n 2` trains: exit 0, every line carries its rank prefix, both ranks report the
+ *    data-parallel split and count 2 x B x T tokens per step, only rank 0 logs steps and writes
+ *    the checkpoint and log.jsonl;
+ *  - killing rank 1 with SIGKILL mid-training makes launch name the killed rank, stop rank 0 and
+ *    exit non-zero within twice the communication timeout (plus start-up slack); the newest
+ *    checkpoint stays complete and a relaunch with --resume continues from it to the end.
+ * Every child is reaped (launch reaps its ranks; this test reaps launch). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define OUT_CAP (1 << 20)
+#define COMM_TIMEOUT_S 3
+
+static char tmp_root[512], data_path[600];
+
+typedef struct proc {
+    pid_t pid;
+    int fd; /* stdout + stderr, -1 at EOF */
+    char *out;
+    size_t len;
+    int status, done;
+} proc;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void start(proc *p, const char *const *args)
+{
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    memset(p, 0, sizeof *p);
+    p->out = calloc(OUT_CAP + 1, 1);
+    assert_non_null(p->out);
+    printf("$ vkgpt");
+    for (int i = 1; args[i]; i++)
+        printf(" %s", args[i]);
+    printf("\n");
+    fflush(stdout);
+    p->pid = fork();
+    assert_true(p->pid >= 0);
+    if (p->pid == 0) {
+        dup2(fds[1], STDOUT_FILENO), dup2(fds[1], STDERR_FILENO);
+        close(fds[0]), close(fds[1]);
+        execv(VKGPT_BIN, (char *const *)args);
+        _exit(127);
+    }
+    close(fds[1]);
+    p->fd = fds[0];
+    fcntl(p->fd, F_SETFL, O_NONBLOCK);
+}
+
+/* Read output for up to wait_s seconds (returns early at EOF); reap the child once it exits. */
+static void pump(proc *p, double wait_s)
+{
+    double end = now_s() + wait_s;
+    while (p->fd >= 0 && now_s() < end) {
+        struct pollfd pfd = {.fd = p->fd, .events = POLLIN};
+        if (poll(&pfd, 1, 50) <= 0)
+            continue;
+        ssize_t r = read(p->fd, p->out + p->len, OUT_CAP - p->len);
+        if (r > 0)
+            p->len += (size_t)r;
+        else if (r == 0 || (errno != EAGAIN && errno != EINTR)) {
+            close(p->fd);
+            p->fd = -1;
+        }
+    }
+    if (!p->done && waitpid(p->pid, &p->status, p->fd < 0 ? 0 : WNOHANG) == p->pid)
+        p->done = 1;
+}
+
+/* Wait up to timeout_s for the process to exit; kill it (and fail) if it does not. */
+static void finish(proc *p, double timeout_s)
+{
+    double end = now_s() + timeout_s;
+    while (!p->done && now_s() < end)
+        pump(p, 0.2);
+    if (!p->done) {
+        kill(p->pid, SIGKILL);
+        waitpid(p->pid, &p->status, 0);
+        p->done = 1;
+        fail_msg("vkgpt launch did not exit within %.0f s; output:\n%s", timeout_s, p->out);
+    }
+    if (p->fd >= 0)
+        close(p->fd), p->fd = -1;
+}
+
+static void expect_output(const proc *p, const char *needle)
+{
+    if (!strstr(p->out, needle))
+        fail_msg("the output does not contain '%s':\n%s", needle, p->out);
+}
+
+static int remove_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb, (void)flag, (void)ftw;
+    return remove(p);
+}
+
+static int group_setup(void **state)
+{
+    (void)state;
+    const char *base = getenv("TMPDIR");
+    snprintf(tmp_root, sizeof tmp_root, "%s/vkg_test_launch_XXXXXX", base && *base ? base : "/tmp");
+    if (!mkdtemp(tmp_root))
+        return -1;
+    snprintf(data_path, sizeof data_path, "%s/tiny.txt", tmp_root);
+    FILE *f = fopen(data_path, "w");
+    if (!f)
+        return -1;
+    for (int i = 0; i < 400; i++)
+        fprintf(f, "Line %d: the quick brown fox jumps over the lazy dog, again and again.\n", i);
+    fclose(f);
+    return 0;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    return nftw(tmp_root, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static int file_exists(const char *path)
+{
+    struct stat sb;
+    return stat(path, &sb) == 0;
+}
+
+/* The highest step_<n> under dir with a DONE marker (0 when none). */
+static long newest_complete(const char *dir)
+{
+    long best = 0;
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    for (struct dirent *de; (de = readdir(d));) {
+        char done[1400];
+        long step;
+        if (sscanf(de->d_name, "step_%ld", &step) != 1)
+            continue;
+        snprintf(done, sizeof done, "%s/%s/DONE", dir, de->d_name);
+        if (file_exists(done) && step > best)
+            best = step;
+    }
+    closedir(d);
+    return best;
+}
+
+static int count_lines(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    int n = 0, ch;
+    if (!f)
+        return -1;
+    while ((ch = fgetc(f)) != EOF)
+        n += ch == '\n';
+    fclose(f);
+    return n;
+}
+
+#define TRAIN_ARGS                                                                                 \
+    "train", "--data", data_path, "--layers", "2", "--heads", "2", "--channels", "32", "--ctx",     \
+        "32", "--batch", "2", "--seq", "32", "--lr", "3e-3", "--sample-len", "0", "--comm-timeout", \
+        "3"
+
+static void test_launch_two_ranks_train(void **state)
+{
+    (void)state;
+    char ckpt[700], path[800];
+    snprintf(ckpt, sizeof ckpt, "%s/ok", tmp_root);
+    const char *args[] = {"vkgpt", "launch", "-n", "2", "--transport", "ipc", "--", TRAIN_ARGS,
+                          "--steps", "4", "--ckpt-dir", ckpt, NULL};
+    proc p;
+    start(&p, args);
+    finish(&p, 240);
+    printf("%s", p.out);
+    if (!WIFEXITED(p.status) || WEXITSTATUS(p.status) != 0)
+        fail_msg("launch failed (wait status %d)", p.status);
+    expect_output(&p, "[rank 0] data parallel: rank 0 of 2, micro-batches 2,2 rows (4 x 32 = 128");
+    expect_output(&p, "[rank 1] data parallel: rank 1 of 2");
+    expect_output(&p, "[rank 0] step 4/4");
+    expect_output(&p, "128 tokens per step");
+    if (strstr(p.out, "[rank 1] step "))
+        fail_msg("rank 1 logged steps:\n%s", p.out);
+    for (char *line = p.out; *line;) { /* every rank line is prefixed */
+        char *nl = strchr(line, '\n');
+        if (strncmp(line, "[rank ", 6) && strncmp(line, "vkgpt launch: ", 14))
+            fail_msg("a line without a rank prefix: %.*s", (int)(nl ? nl - line : 80), line);
+        line = nl ? nl + 1 : line + strlen(line);
+    }
+    snprintf(path, sizeof path, "%s/step_00000004/DONE", ckpt);
+    assert_true(file_exists(path));
+    snprintf(path, sizeof path, "%s/log.jsonl", ckpt);
+    assert_int_equal(count_lines(path), 4);
+    free(p.out);
+}
+
+static void kill_rank_and_resume(const char *transport)
+{
+    char ckpt[700], path[800];
+    snprintf(ckpt, sizeof ckpt, "%s/fault_%s", tmp_root, transport);
+    const char *args[] = {"vkgpt", "launch", "-n", "2", "--transport", transport, "--", TRAIN_ARGS,
+                          "--steps", "1000000", "--ckpt-dir", ckpt, "--ckpt-every", "3",
+                          "--keep", "2", NULL};
+    proc p;
+    start(&p, args);
+    /* Wait for a complete checkpoint and rank 1's pid. */
+    double end = now_s() + 180;
+    char *pid_line = NULL;
+    while (now_s() < end && !p.done && (newest_complete(ckpt) < 3 || !pid_line)) {
+        pump(&p, 0.2);
+        pid_line = strstr(p.out, "rank 1 is pid ");
+    }
+    if (!pid_line || newest_complete(ckpt) < 3) {
+        kill(p.pid, SIGKILL);
+        finish(&p, 30);
+        fail_msg("no checkpoint or no rank 1 pid; output:\n%s", p.out);
+    }
+    pid_t victim = (pid_t)atoi(pid_line + strlen("rank 1 is pid "));
+    assert_true(victim > 0);
+    pump(&p, 0.5); /* mid-training, between checkpoints or in one */
+    double t0 = now_s();
+    assert_int_equal(kill(victim, SIGKILL), 0);
+    finish(&p, 60);
+    double took = now_s() - t0;
+    printf("%s", p.out);
+    printf("launch (%s) exited %.2f s after SIGKILL of rank 1 (comm timeout %d s)\n", transport,
+           took, COMM_TIMEOUT_S);
+    if (!WIFEXITED(p.status) || WEXITSTATUS(p.status) == 0)
+        fail_msg("launch should exit non-zero (wait status %d)", p.status);
+    expect_output(&p, "vkgpt launch: rank 1 was killed by signal 9");
+    expect_output(&p, "stopping the other ranks");
+    if (took > 2.0 * COMM_TIMEOUT_S + 1.0)
+        fail_msg("launch took %.2f s to stop, more than twice the %d s timeout", took,
+                 COMM_TIMEOUT_S);
+    free(p.out);
+    /* The newest complete checkpoint resumes, on 2 ranks again, to 2 steps past it. */
+    long step = newest_complete(ckpt);
+    assert_true(step >= 3);
+    char steps[32], resumed[64];
+    snprintf(steps, sizeof steps, "%ld", step + 2);
+    snprintf(resumed, sizeof resumed, "[rank 0] resumed at step %ld", step);
+    const char *again[] = {"vkgpt", "launch", "-n", "2", "--transport", transport, "--",
+                           TRAIN_ARGS, "--steps", steps, "--ckpt-dir", ckpt, "--resume", NULL};
+    start(&p, again);
+    finish(&p, 240);
+    printf("%s", p.out);
+    if (!WIFEXITED(p.status) || WEXITSTATUS(p.status) != 0)
+        fail_msg("the resumed launch failed (wait status %d)", p.status);
+    expect_output(&p, resumed);
+    snprintf(path, sizeof path, "%s/step_%08ld/DONE", ckpt, step + 2);
+    assert_true(file_exists(path));
+    free(p.out);
+}
+
+static void test_kill_rank_ipc(void **state)
+{
+    (void)state;
+    kill_rank_and_resume("ipc");
+}
+
+static void test_kill_rank_tcp(void **state)
+{
+    (void)state;
+    kill_rank_and_resume("tcp");
+}
+
+int main(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_launch_two_ranks_train),
+        cmocka_unit_test(test_kill_rank_ipc),
+        cmocka_unit_test(test_kill_rank_tcp),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
