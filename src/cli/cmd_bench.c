@@ -13,6 +13,7 @@ typedef struct bench_entry {
 
 static const bench_entry benches[] = {
     {"ops", vkg_cli_bench_ops, "time every op's shader per shape (timestamp queries)"},
+    {"train", vkg_cli_bench_train, "tokens/s, ms/step, per-op times and memory of a GPT-2 step"},
     {"allreduce", vkg_cli_bench_allreduce, "allreduce over N local ranks (nccl-tests table)"},
 };
 

@@ -1,0 +1,348 @@
+/* `vkgpt bench train`: times whole training steps (zero grads, forward, loss, backward, global
+ * norm with clipping, AdamW) of a GPT-2 config on one device and prints tokens/s, ms/step (median
+ * of the timed steps, wall clock), the GPU time of every op label per step (timestamp queries) and
+ * the device memory the model holds.
+ *
+ * It drives the model API (src/model/gpt2.h) directly with random tokens and a random GPT-2
+ * initialisation, so it needs no data files. It prints figures and asserts nothing; it does not
+ * check results (the tests do that) beyond printing the loss, which should stay near ln(V). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#include "cli/cli.h"
+#include "cli/flags.h"
+#include "model/gpt2.h"
+
+typedef struct preset {
+    const char *name;
+    int L, NH, C, maxT, V, B, T;
+    const char *what;
+} preset;
+
+/* "default" is the README's fortunes model as scripts/train-default.sh trains it (byte-level
+ * vocabulary: 256 bytes + end-of-text). */
+static const preset presets[] = {
+    {"l4", 4, 4, 256, 128, 50257, 8, 128, "issue 3's L=4 config, GPT-2 BPE vocabulary"},
+    {"default", 4, 4, 128, 64, 257, 8, 64,
+     "the default fortunes model of scripts/train-default.sh, byte-level vocabulary"},
+};
+static const char *const preset_names[] = {"l4", "default", NULL};
+
+typedef struct bench_opts {
+    int preset;
+    int L, NH, C, maxT, V, B, T; /* 0: the preset's */
+    int steps, warmup, no_profile, per_dispatch;
+    float lr, grad_clip;
+    uint64_t seed;
+    const char *device;
+} bench_opts;
+
+/* Per-label GPU time summed over the timed steps. */
+typedef struct op_row {
+    const char *label;
+    double ns;
+    int calls; /* dispatches per step */
+} op_row;
+
+#define MAX_ROWS 64
+
+typedef struct op_table {
+    op_row rows[MAX_ROWS];
+    int n;
+    double *seq_ns; /* per dispatch of both lists, in recording order (--per-dispatch) */
+    const char **seq_label;
+    int nseq;
+} op_table;
+
+/* splitmix64: seeds and tokens; Box-Muller for the normal initialisation. */
+static uint64_t next_u64(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static double next_uniform(uint64_t *s)
+{
+    return ((double)(next_u64(s) >> 11) + 0.5) / 9007199254740992.0;
+}
+
+static float next_normal(uint64_t *s)
+{
+    double u = next_uniform(s), v = next_uniform(s);
+    return (float)(sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v));
+}
+
+/* GPT-2 initialisation in table order: weights normal(0, 0.02), residual projections (attprojw,
+ * fcprojw) scaled by 1/sqrt(2L), biases 0, layernorm weights 1, wte padding rows 0. */
+static void init_params(const vkg_gpt2_config *cfg, float *p, uint64_t seed)
+{
+    size_t sizes[VKG_GPT2_NUM_PARAM_TENSORS];
+    vkg_gpt2_param_sizes(cfg, sizes);
+    for (int i = 0; i < VKG_GPT2_NUM_PARAM_TENSORS; i++) {
+        int ln_weight = i == 2 || i == 8 || i == 14;
+        int bias = i == 3 || i == 5 || i == 7 || i == 9 || i == 11 || i == 13 || i == 15;
+        float std = (i == 6 || i == 12) ? 0.02f / sqrtf(2.0f * (float)cfg->num_layers) : 0.02f;
+        for (size_t j = 0; j < sizes[i]; j++)
+            p[j] = ln_weight ? 1.0f : bias ? 0.0f : std * next_normal(&seed);
+        if (i == 0)
+            memset(p + (size_t)cfg->vocab_size * (size_t)cfg->channels, 0,
+                   (size_t)(cfg->padded_vocab_size - cfg->vocab_size) * (size_t)cfg->channels *
+                       sizeof *p);
+        p += sizes[i];
+    }
+}
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static int cmp_double(const void *x, const void *y)
+{
+    double a = *(const double *)x, b = *(const double *)y;
+    return (a > b) - (a < b);
+}
+
+static int cmp_row(const void *x, const void *y)
+{
+    double a = ((const op_row *)x)->ns, b = ((const op_row *)y)->ns;
+    return (a < b) - (a > b);
+}
+
+/* Add one run's dispatch times of a list to the table (first_step: count calls per label). */
+static void add_timings(op_table *t, const vkg_cmd_timing *tim, int n, int first_step, int *pos)
+{
+    for (int i = 0; i < n; i++) {
+        int r = 0;
+        while (r < t->n && strcmp(t->rows[r].label, tim[i].label))
+            r++;
+        if (r == t->n) {
+            if (t->n == MAX_ROWS)
+                r = MAX_ROWS - 1; /* not reached with today's ops: fold into the last row */
+            else
+                t->rows[t->n++] = (op_row){.label = tim[i].label};
+        }
+        t->rows[r].ns += tim[i].ns;
+        if (first_step)
+            t->rows[r].calls++;
+        if (*pos < t->nseq) {
+            t->seq_ns[*pos] += tim[i].ns;
+            t->seq_label[*pos] = tim[i].label;
+        }
+        (*pos)++;
+    }
+}
+
+/* One training step as the trainer takes it (accumulation 1); *ms gets its wall time. */
+static vkg_status step(vkg_gpt2 *m, const bench_opts *o, const int32_t *x, const int32_t *y,
+                       uint32_t t, float *loss, double *ms)
+{
+    double t0 = now_ms();
+    float norm;
+    VKG_TRY(vkg_gpt2_zero_grad(m));
+    VKG_TRY(vkg_gpt2_forward_backward(m, x, y, loss));
+    VKG_TRY(vkg_gpt2_update(m, o->lr, t, o->grad_clip, &norm));
+    *ms = now_ms() - t0;
+    return VKG_OK;
+}
+
+static void print_memory(vkg_gpt2 *m)
+{
+    size_t total = vkg_gpt2_device_bytes(m);
+    /* gpt2.h's memory plan: params, grads, m and v are each num_params floats (256-aligned
+     * arenas); the activations arena (with their gradients and scratch) is the rest. */
+    size_t pb = (vkg_gpt2_param_count(m) * 4 + 255) / 256 * 256;
+    size_t acts = total > 4 * pb ? total - 4 * pb : 0;
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    double mib = 1048576.0;
+    printf("device memory: %.1f MiB = params %.1f + grads %.1f + adamw m,v %.1f + activations, "
+           "their gradients and scratch %.1f\n",
+           (double)total / mib, (double)pb / mib, (double)pb / mib, 2.0 * (double)pb / mib,
+           (double)acts / mib);
+    printf("peak host RSS: %.1f MiB (on unified-memory devices such as lavapipe device memory is "
+           "host memory)\n",
+           (double)ru.ru_maxrss / 1024.0);
+}
+
+static void print_ops(const op_table *t, int steps, double wall_ms, int per_dispatch)
+{
+    op_row rows[MAX_ROWS];
+    double total = 0.0;
+    memcpy(rows, t->rows, (size_t)t->n * sizeof *rows);
+    qsort(rows, (size_t)t->n, sizeof *rows, cmp_row);
+    for (int i = 0; i < t->n; i++)
+        total += rows[i].ns;
+    total /= (double)steps * 1e6;
+    printf("\nper-op GPU time (timestamp queries, mean per step over the timed steps):\n");
+    printf("%-22s %6s %10s %7s\n", "op", "calls", "ms/step", "%");
+    for (int i = 0; i < t->n; i++) {
+        double ms = rows[i].ns / (double)steps / 1e6;
+        printf("%-22s %6d %10.2f %6.1f%%\n", rows[i].label, rows[i].calls, ms,
+               total > 0 ? 100.0 * ms / total : 0.0);
+    }
+    printf("%-22s %6s %10.2f %6.1f%%\n", "total (dispatches)", "", total, 100.0);
+    printf("wall step %.2f ms: dispatches %.1f%%, the rest (%.2f ms) is zeroing the gradients, "
+           "uploads, barriers, submission and waits\n",
+           wall_ms, wall_ms > 0 ? 100.0 * total / wall_ms : 0.0, wall_ms - total);
+    if (!per_dispatch)
+        return;
+    printf("\nper dispatch, in recording order (forward/backward list, then update list):\n");
+    for (int i = 0; i < t->nseq && t->seq_label[i]; i++)
+        printf("%5d %-22s %9.3f ms\n", i, t->seq_label[i], t->seq_ns[i] / (double)steps / 1e6);
+}
+
+/* Build the model, run warm-up and timed steps, print the figures. */
+static vkg_status run(const bench_opts *o, const vkg_gpt2_config *cfg)
+{
+    vkg_status st = VKG_OK;
+    vkg_device_t *dev = NULL;
+    vkg_gpt2 *m = NULL;
+    float *params = NULL;
+    int32_t *tok = NULL;
+    double *ms = NULL;
+    op_table tab = {0};
+    size_t BT = (size_t)o->B * (size_t)o->T;
+
+    vkg_device_opts dopts = vkg_device_opts_default();
+    dopts.select = o->device;
+    dopts.profiling = !o->no_profile;
+    VKG_TRY_GOTO(st, vkg_device_create(&dopts, &dev), done);
+    const vkg_device_info *info = vkg_device_get_info(dev);
+    vkg_gpt2_opts mo = vkg_gpt2_opts_default();
+    mo.B = o->B, mo.T = o->T, mo.weight_decay = 0.1f;
+    VKG_TRY_GOTO(st, vkg_gpt2_create(dev, cfg, &mo, &m), done);
+    size_t np = vkg_gpt2_param_count(m);
+    params = malloc(np * sizeof *params);
+    tok = malloc((BT + 1) * sizeof *tok);
+    ms = calloc((size_t)o->steps, sizeof *ms);
+    tab.nseq = 8192;
+    tab.seq_ns = calloc((size_t)tab.nseq, sizeof *tab.seq_ns);
+    tab.seq_label = calloc((size_t)tab.nseq, sizeof *tab.seq_label);
+    VKG_CHECK_GOTO(st, params && tok && ms && tab.seq_ns && tab.seq_label, VKG_ERR_NOMEM, done,
+                   "no memory for %zu parameters", np);
+    uint64_t seed = o->seed;
+    init_params(cfg, params, next_u64(&seed));
+    VKG_TRY_GOTO(st, vkg_gpt2_set_params(m, params), done);
+    for (size_t i = 0; i <= BT; i++)
+        tok[i] = (int32_t)(next_u64(&seed) % (uint64_t)cfg->vocab_size);
+
+    printf("device: %s (%s)%s\n", info->name, info->driver,
+           o->no_profile ? "" : ", timestamp queries on");
+    printf("model: L=%d NH=%d C=%d maxT=%d V=%d (Vp=%d), %zu parameters\n", cfg->num_layers,
+           cfg->num_heads, cfg->channels, cfg->max_seq_len, cfg->vocab_size, cfg->padded_vocab_size,
+           np);
+    printf("batch: B=%d x T=%d = %zu tokens per step; AdamW lr %g, weight decay 0.1, clip %g\n",
+           o->B, o->T, BT, (double)o->lr, (double)o->grad_clip);
+    print_memory(m);
+    fflush(stdout);
+
+    float loss0 = 0.0f, loss = 0.0f;
+    for (int s = 0; s < o->warmup + o->steps; s++) {
+        double t;
+        /* Inputs tok[0..BT), targets shifted by one: a fixed random batch. */
+        VKG_TRY_GOTO(st, step(m, o, tok, tok + 1, (uint32_t)s + 1, &loss, &t), done);
+        if (s == 0)
+            loss0 = loss;
+        if (s < o->warmup)
+            continue;
+        ms[s - o->warmup] = t;
+        int pos = 0;
+        for (int l = 0; l < 2; l++) {
+            const vkg_cmd_timing *tim;
+            int n = vkg_gpt2_timings(m, l ? VKG_GPT2_UPDATE : VKG_GPT2_FWDBWD, &tim);
+            add_timings(&tab, tim, n, s == o->warmup, &pos);
+        }
+    }
+    int ns = o->steps;
+    double *sorted = ms;
+    qsort(sorted, (size_t)ns, sizeof *sorted, cmp_double);
+    double med = ns % 2 ? sorted[ns / 2] : 0.5 * (sorted[ns / 2 - 1] + sorted[ns / 2]);
+    printf("loss: %.4f at the first step, %.4f at the last (ln V = %.4f)\n", (double)loss0,
+           (double)loss, log((double)cfg->vocab_size));
+    printf("steps: %d warm-up (untimed), %d timed: ms/step min %.2f median %.2f max %.2f\n",
+           o->warmup, o->steps, sorted[0], med, sorted[ns - 1]);
+    printf("ms/step: %.2f\ntokens/s: %.1f\n", med, (double)BT / (med / 1e3));
+    if (!o->no_profile && tab.n > 0)
+        print_ops(&tab, o->steps, med, o->per_dispatch);
+    else if (!o->no_profile)
+        printf("(no per-op times: %s has no compute timestamps)\n", info->name);
+done:
+    free(tab.seq_label);
+    free(tab.seq_ns);
+    free(ms);
+    free(tok);
+    free(params);
+    vkg_gpt2_destroy(&m);
+    vkg_device_destroy(&dev);
+    return st;
+}
+
+int vkg_cli_bench_train(int argc, char **argv)
+{
+    bench_opts o = {.steps = 10, .warmup = 3, .lr = 3e-4f, .grad_clip = 1.0f, .seed = 1337};
+    const vkg_flag flags[] = {
+        {"--preset", VKG_FLAG_CHOICE, &o.preset,
+         "l4 (the default): L=4 C=256 NH=4 V=50257 "
+         "T=128 B=8; default: the README's model, L=4 C=128 NH=4 V=257 T=64 B=8. Flags below "
+         "override it",
+         preset_names, 0, 0},
+        {"--layers", VKG_FLAG_INT, &o.L, "layers L", 0, 1, 1000},
+        {"--heads", VKG_FLAG_INT, &o.NH, "attention heads NH", 0, 1, 1000},
+        {"--channels", VKG_FLAG_INT, &o.C, "channels C", 0, 1, 65536},
+        {"--ctx", VKG_FLAG_INT, &o.maxT, "context length maxT (default: the preset's, or --seq)", 0,
+         1, 65536},
+        {"--vocab", VKG_FLAG_INT, &o.V, "vocabulary V (padded to a multiple of 128)", 0, 1,
+         1 << 24},
+        {"--batch", VKG_FLAG_INT, &o.B, "micro-batch size B", 0, 1, 1 << 20},
+        {"--seq", VKG_FLAG_INT, &o.T, "sequence length T", 0, 1, 1 << 20},
+        {"--steps", VKG_FLAG_INT, &o.steps, "timed steps (median reported; default 10)", 0, 1,
+         4096},
+        {"--warmup-steps", VKG_FLAG_INT, &o.warmup, "untimed steps first (default 3)", 0, 0, 1e6},
+        {"--lr", VKG_FLAG_FLOAT, &o.lr, "AdamW learning rate (default 3e-4)", 0, 0, 10},
+        {"--grad-clip", VKG_FLAG_FLOAT, &o.grad_clip, "global-norm clip, 0: off (default 1)", 0, 0,
+         1e9},
+        {"--seed", VKG_FLAG_U64, &o.seed, "seed of the initialisation and tokens", 0, 0, 0},
+        {"--device", VKG_FLAG_STR, &o.device, "device index or name (default: VKGPT_DEVICE)", 0, 0,
+         0},
+        {"--no-profile", VKG_FLAG_BOOL, &o.no_profile, "no timestamp queries (no per-op table)", 0,
+         0, 0},
+        {"--per-dispatch", VKG_FLAG_BOOL, &o.per_dispatch, "also list every dispatch in order", 0,
+         0, 0},
+    };
+    o.device = getenv("VKGPT_DEVICE");
+    int rc = vkg_flags_parse("bench train", "[--preset l4|default] [options]", flags,
+                             (int)(sizeof flags / sizeof flags[0]), argc, argv);
+    if (rc)
+        return rc == 1 ? 0 : 2;
+    const preset *p = &presets[o.preset];
+    int maxT_given = o.maxT;
+    o.L = o.L ? o.L : p->L, o.NH = o.NH ? o.NH : p->NH, o.C = o.C ? o.C : p->C;
+    o.V = o.V ? o.V : p->V, o.B = o.B ? o.B : p->B, o.T = o.T ? o.T : p->T;
+    o.maxT = maxT_given ? maxT_given : (o.T > p->maxT ? o.T : p->maxT);
+    vkg_gpt2_config cfg = {.max_seq_len = o.maxT,
+                           .vocab_size = o.V,
+                           .padded_vocab_size = vkg_gpt2_pad_vocab(o.V),
+                           .num_layers = o.L,
+                           .num_heads = o.NH,
+                           .channels = o.C};
+    printf("# vkgpt bench train: preset %s (%s)%s\n", p->name, p->what,
+           o.L != p->L || o.NH != p->NH || o.C != p->C || o.V != p->V || o.B != p->B ||
+                   o.T != p->T || o.maxT != p->maxT
+               ? ", overridden by flags"
+               : "");
+    vkg_status st = run(&o, &cfg);
+    if (st != VKG_OK) {
+        vkg_cli_report("bench train", st);
+        return st == VKG_ERR_INVALID_ARG || st == VKG_ERR_NOT_FOUND ? 2 : 1;
+    }
+    return 0;
+}
