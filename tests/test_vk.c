@@ -180,6 +180,54 @@ static void test_bad_op_arguments(void **state)
     vkg_gpu_run(g);
 }
 
+/* The staging path (what discrete GPUs use) on any device: uploads, dispatches and downloads
+ * larger than one staging chunk must round-trip exactly. */
+static void test_staging_path(void **state)
+{
+    (void)state;
+    vkg_device_opts opts = vkg_device_opts_default();
+    opts.select = getenv("VKGPT_DEVICE");
+    opts.validation = 1;
+    opts.force_staging = 1;
+    vkg_device_t *dev = NULL;
+    VKG_ASSERT_OK(vkg_device_create(&opts, &dev));
+    assert_int_equal(vkg_device_get_info(dev)->unified_memory, 0);
+    const size_t n = (size_t)20 << 20; /* 80 MiB: more than one 64 MiB staging chunk */
+    vkg_arena *a = NULL;
+    vkg_cmd *c = NULL;
+    VKG_ASSERT_OK(vkg_arena_create(dev, n * 4 + 1024, "staged", &a));
+    vkg_tensor t;
+    VKG_ASSERT_OK(vkg_arena_alloc(a, n * 4, &t));
+    float *host = malloc(n * 4), *back = malloc(n * 4);
+    assert_non_null(host);
+    assert_non_null(back);
+    for (size_t i = 0; i < n; i++)
+        host[i] = (float)(i % 1000) - 500.0f;
+    VKG_ASSERT_OK(vkg_tensor_write(dev, t, 0, host, n * 4));
+    VKG_ASSERT_OK(vkg_cmd_create(dev, &c));
+    VKG_ASSERT_OK(vkg_cmd_begin(c));
+    VKG_ASSERT_OK(vkg_op_scale(c, t, n, 0.5f));
+    VKG_ASSERT_OK(vkg_cmd_end(c));
+    VKG_ASSERT_OK(vkg_cmd_run(c, 0));
+    VKG_ASSERT_OK(vkg_tensor_read(dev, t, 0, back, n * 4));
+    for (size_t i = 0; i < n; i++)
+        if (back[i] != host[i] * 0.5f)
+            fail_msg("staged element %zu: %g, expected %g", i, (double)back[i],
+                     (double)(host[i] * 0.5f));
+    float part[3];
+    VKG_ASSERT_OK(vkg_tensor_read(dev, t, (n - 3) * 4, part, sizeof part));
+    assert_true(part[2] == host[n - 1] * 0.5f);
+    const char *first;
+    int msgs = vkg_device_validation_messages(dev, &first);
+    if (msgs)
+        fail_msg("validation: %s", first);
+    free(host);
+    free(back);
+    vkg_cmd_destroy(&c);
+    vkg_arena_destroy(&a);
+    vkg_device_destroy(&dev);
+}
+
 /* The validation hook must bite: an invalid call (a zero-sized buffer) is reported and counted. */
 static void test_validation_hook_reports_misuse(void **state)
 {
@@ -215,6 +263,7 @@ int main(void)
                                         vkg_gpu_teardown),
         cmocka_unit_test_setup_teardown(test_timestamps, vkg_gpu_setup, vkg_gpu_teardown),
         cmocka_unit_test_setup_teardown(test_bad_op_arguments, vkg_gpu_setup, vkg_gpu_teardown),
+        cmocka_unit_test(test_staging_path),
         cmocka_unit_test_setup_teardown(test_validation_hook_reports_misuse, vkg_gpu_setup,
                                         vkg_gpu_teardown),
     };

@@ -52,6 +52,8 @@ typedef struct vkg_device_opts {
     const char *select;
     int validation; /* enable VK_LAYER_KHRONOS_validation and count its messages */
     int profiling;  /* allow timestamp queries (vkgpt bench) */
+    int force_staging; /* transfer through a staging buffer even on unified memory (tests the
+                          path discrete GPUs take) */
 } vkg_device_opts;
 
 vkg_device_opts vkg_device_opts_default(void);

@@ -11,7 +11,7 @@
 
 vkg_device_opts vkg_device_opts_default(void)
 {
-    vkg_device_opts o = {.select = NULL, .validation = 0, .profiling = 0};
+    vkg_device_opts o = {.select = NULL, .validation = 0, .profiling = 0, .force_staging = 0};
     return o;
 }
 
@@ -178,7 +178,8 @@ static vkg_status open_logical(vkg_device_t *dev)
     VkMemoryPropertyFlags unified = VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT |
                                     VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT |
                                     VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
-    if (dev->info.unified_memory && find_memory_type(dev->phys, unified, &dev->mem_type_device)) {
+    if (dev->info.unified_memory && !dev->opts.force_staging &&
+        find_memory_type(dev->phys, unified, &dev->mem_type_device)) {
         dev->mem_type_host = dev->mem_type_device;
     } else {
         dev->info.unified_memory = 0;
