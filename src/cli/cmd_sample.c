@@ -65,7 +65,8 @@ static vkg_status resolve(const char *ckpt, char *model, char *tok)
 
 int vkg_cli_sample(int argc, char **argv)
 {
-    const char *ckpt = NULL, *prompt = "", *tokenizer = NULL, *device = getenv("VKGPT_DEVICE");
+    const char *ckpt = NULL, *prompt = "", *tokenizer = NULL, *vocab_dir = NULL;
+    const char *device = getenv("VKGPT_DEVICE");
     int len = 200, top_k = 40;
     float temperature = 0.8f;
     uint64_t seed = 42;
@@ -77,6 +78,7 @@ int vkg_cli_sample(int argc, char **argv)
         {"--top-k", VKG_FLAG_INT, &top_k, "sample among the k likeliest tokens (0: all)", 0, 0, 1 << 24},
         {"--seed", VKG_FLAG_U64, &seed, "sampling seed", 0, 0, 0},
         {"--tokenizer", VKG_FLAG_STR, &tokenizer, "byte, gpt2 or an llm.c tokenizer file", 0, 0, 0},
+        {"--vocab-dir", VKG_FLAG_STR, &vocab_dir, "vocab.bpe + encoder.json folder: GPT-2 prompts (implies --tokenizer gpt2)", 0, 0, 0},
         {"--device", VKG_FLAG_STR, &device, "device index or name", 0, 0, 0},
     };
     int rc = vkg_flags_parse("sample", "--ckpt DIR|FILE [options]", flags,
@@ -100,7 +102,9 @@ int vkg_cli_sample(int argc, char **argv)
     vkg_train_config c = vkg_train_config_default();
     c.device = device;
     c.init_path = model;
-    c.tokenizer = tokenizer ? tokenizer : (tok[0] ? tok : NULL);
+    /* A checkpoint's tokenizer.bin only decodes: encoding a GPT-2 prompt needs the BPE files. */
+    c.tokenizer = tokenizer ? tokenizer : vocab_dir ? "gpt2" : (tok[0] ? tok : NULL);
+    c.vocab_dir = vocab_dir;
     c.batch = 1;
     c.seq = mcfg.max_seq_len;
     c.steps = 0;
@@ -113,5 +117,11 @@ int vkg_cli_sample(int argc, char **argv)
         printf("%s\n", text);
     free(text);
     vkg_trainer_destroy(&t);
+    if (st == VKG_ERR_UNSUPPORTED && prompt[0] && !vocab_dir) {
+        vkg_cli_report("sample", st);
+        fprintf(stderr, "vkgpt sample: to encode a GPT-2 prompt, pass --vocab-dir DIR (the folder "
+                        "of vocab.bpe and encoder.json)\n");
+        return 2;
+    }
     return st == VKG_OK ? 0 : vkg_cli_report("sample", st);
 }
