@@ -104,6 +104,9 @@ static int run(vkg_trainer_t *t, const train_opts *o)
     double total_ms = 0.0;
     long long done = 0;
     int rc = 0, stop = 0;
+    /* The step the newest checkpoint holds (a resumed run's is on disk already), so a stop right
+     * after a periodic checkpoint does not write the same one again. */
+    long long step = info.start_step, saved = info.resumed ? info.start_step : -1;
     while (!vkg_trainer_done(t) && !stop && rc == 0) {
         vkg_step_info s;
         vkg_status st = vkg_trainer_step(t, &s);
@@ -111,14 +114,17 @@ static int run(vkg_trainer_t *t, const train_opts *o)
             return vkg_cli_report("train", st);
         total_ms += s.ms;
         done++;
+        step = s.step;
         stop = s.stop;
         if (!o->quiet)
             print_step(&s, info.steps, total_ms / (double)done, tty);
         if (o->sample_every > 0 && s.step % o->sample_every == 0)
             rc = show_sample(t, o, o->cfg.seed + (uint64_t)s.step, tty);
         if (rc == 0 && o->cfg.ckpt_dir && o->ckpt_every > 0 && s.step % o->ckpt_every == 0 &&
-            !vkg_trainer_done(t))
+            !vkg_trainer_done(t)) {
             rc = checkpoint(t, tty);
+            saved = s.step;
+        }
     }
     if (tty)
         printf("\n");
@@ -128,7 +134,7 @@ static int run(vkg_trainer_t *t, const train_opts *o)
         printf("stopping on signal %d after the current step\n", (int)stop_requested);
     else if (stop)
         printf("stopping after the current step: another rank was signalled\n");
-    if (o->cfg.ckpt_dir && (rc = checkpoint(t, 0)) != 0)
+    if (o->cfg.ckpt_dir && step != saved && (rc = checkpoint(t, 0)) != 0)
         return rc;
     vkg_status st = vkg_trainer_write_plot(t);
     if (st != VKG_OK)
