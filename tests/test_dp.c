@@ -5,7 +5,8 @@
  *  - 2 ranks with micro-batch B/2, 1 rank with B, and 1 rank with B/2 and 2 accumulation steps
  *    give the same per-step losses (1e-5 relative), eval losses (where the eval batches are the
  *    same: not for the smaller single-rank B) and final parameters (1e-4 relative L2); every
- *    rank of a job holds bitwise the same parameters;
+ *    rank of a job holds bitwise the same parameters; the same with the gradient allreduce
+ *    overlapped per layer bucket, and not overlapped at all;
  *  - 3 ranks with unequal micro-batches (2,1,1) equal 1 rank with B = 4, and (3,2,1) with 2
  *    accumulation steps equal 1 rank with B = 6 and 2 accumulation steps (token weighting);
  *  - a rank whose flags differ (another --seq) is refused on every rank with VKG_ERR_MISMATCH
@@ -46,6 +47,7 @@ typedef struct job {
     int seq_override_rank;   /* this rank gets another T (-1: none) */
     const char *ckpt;        /* checkpoint folder or NULL */
     int resume, checkpoint_at_end;
+    long long bucket_bytes;  /* vkg_train_config.bucket_bytes */
     /* results (rank 0's, plus every rank's parameters) */
     float loss[STEPS], eval[STEPS];
     long long first_step;
@@ -53,6 +55,7 @@ typedef struct job {
     vkg_status st[MAXR];
     char err[MAXR][512];
     size_t nparams;
+    int nbuckets;
 } job;
 
 typedef struct rank_arg {
@@ -134,6 +137,7 @@ static void *run_rank(void *p)
     c.comm.timeout_ms = 30000;
     if (j->world > 1)
         c.rank_batch = j->rank_batch, c.rank_batch_count = j->world;
+    c.bucket_bytes = j->bucket_bytes;
     vkg_trainer_t *t = NULL;
     vkg_status st = vkg_trainer_create(&c, &t);
     int n = 0;
@@ -151,6 +155,7 @@ static void *run_rank(void *p)
         st = vkg_trainer_checkpoint(t, NULL, 0);
     if (st == VKG_OK) {
         j->nparams = vkg_gpt2_param_count(t->model);
+        j->nbuckets = vkg_gpt2_bucket_count(t->model);
         j->params[a->rank] = malloc(j->nparams * sizeof(float));
         st = j->params[a->rank] ? vkg_trainer_get_params(t, j->params[a->rank]) : VKG_ERR_NOMEM;
     }
@@ -250,8 +255,16 @@ static void test_two_ranks_match_one(void **state)
     enum { B = 4 };
     job one = single(B, B * T), accum = single(B / 2, B * T);
     job two = ranks(2, (const int[]){B / 2, B / 2}, B * T);
-    run_job(&one), run_job(&accum), run_job(&two);
-    expect_ok(&one), expect_ok(&accum), expect_ok(&two);
+    job buckets = two, flat = two;
+    buckets.bucket_bytes = 1; /* one bucket per layer: 4 lists, overlapped */
+    flat.bucket_bytes = -1;   /* one allreduce after the backward pass */
+    run_job(&one), run_job(&accum), run_job(&two), run_job(&buckets), run_job(&flat);
+    expect_ok(&one), expect_ok(&accum), expect_ok(&two), expect_ok(&buckets), expect_ok(&flat);
+    assert_int_equal(buckets.nbuckets, L + 2);
+    assert_int_equal(flat.nbuckets, 0);
+    expect_same_run("2 ranks B/2, a bucket per layer vs 1 rank B", &buckets, &one, STEPS);
+    expect_same_run("2 ranks B/2, no overlap vs 1 rank B", &flat, &one, STEPS);
+    free_job(&buckets), free_job(&flat);
     assert_true(one.loss[0] > 0.0f && one.loss[STEPS - 1] < one.loss[0]);
     expect_same_run("1 rank B/2 x 2 accumulation vs 1 rank B", &accum, &one, STEPS);
     expect_same_run("2 ranks B/2 vs 1 rank B", &two, &one, STEPS);
@@ -266,8 +279,11 @@ static void test_unequal_ranks_are_token_weighted(void **state)
     expect_ok(&one4), expect_ok(&three);
     expect_same_run("3 ranks (2,1,1) vs 1 rank B=4", &three, &one4, STEPS);
     job one6 = single(6, 12 * T), three6 = ranks(3, (const int[]){3, 2, 1}, 12 * T);
+    three6.bucket_bytes = 20000; /* a few buckets, with accumulation */
     run_job(&one6), run_job(&three6);
     expect_ok(&one6), expect_ok(&three6);
+    printf("(3,2,1): %d gradient buckets\n", three6.nbuckets);
+    assert_true(three6.nbuckets > 1 && three6.nbuckets < L + 2);
     expect_same_run("3 ranks (3,2,1) x 2 accumulation vs 1 rank B=6 x 2", &three6, &one6, STEPS);
     free_job(&one4), free_job(&three), free_job(&one6), free_job(&three6);
 }

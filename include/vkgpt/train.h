@@ -81,6 +81,11 @@ typedef struct vkg_train_config {
     int rank_batch_count;
     vkg_lr_scale lr_scale;
     long long base_batch;
+    /* Gradient buckets of the overlapped allreduce: about bucket_bytes each (0: 25 MiB), in
+     * reverse layer order, each reduced as soon as the backward pass has written it while the
+     * device computes the rest (only the last micro-step of a step communicates). Negative: one
+     * allreduce of the whole gradient after the backward pass. */
+    long long bucket_bytes;
     /* Optional: a flag (set by a signal handler) checked at the end of each step; with several
      * ranks it is combined over all of them, so every rank stops after the same step. */
     const volatile sig_atomic_t *stop;
@@ -116,6 +121,9 @@ typedef struct vkg_step_info {
     int has_eval;
     float eval_loss;
     int stop;            /* cfg.stop was set on some rank: stop after this step (every rank) */
+    /* Data parallelism: milliseconds spent in gradient allreduces, and the part of them not
+     * hidden behind the backward pass (after the device had finished it). */
+    double comm_ms, exposed_comm_ms;
 } vkg_step_info;
 
 /* Set everything up: errors name the flag, file or device at fault (bad sizes, a total batch

@@ -35,6 +35,8 @@ typedef struct vkg_cli_dp_flags {
     int world_size, rank, master_port, timeout_s, lr_scale;
     const char *master_addr, *transport, *rank_batch;
     long long base_batch;
+    float bucket_mb;
+    int no_overlap;
     int rank_batch_v[1024];
 } vkg_cli_dp_flags;
 #define VKG_CLI_DP_FLAGS_INIT {.world_size = -1, .rank = -1, .master_port = -1, .timeout_s = -1}
@@ -48,7 +50,9 @@ extern const char *const vkg_cli_lr_scales[];
     {"--comm-timeout", VKG_FLAG_INT, &(d).timeout_s, "seconds a collective may wait", 0, 1, 86400}, \
     {"--rank-batch", VKG_FLAG_STR, &(d).rank_batch, "micro-batch per rank, e.g. 4,2,2", 0, 0, 0}, \
     {"--lr-scale", VKG_FLAG_CHOICE, &(d).lr_scale, "scale --lr with the total batch", vkg_cli_lr_scales, 0, 0}, \
-    {"--base-batch", VKG_FLAG_LL, &(d).base_batch, "total batch --lr was tuned for (--lr-scale)", 0, 0, 0}
+    {"--base-batch", VKG_FLAG_LL, &(d).base_batch, "total batch --lr was tuned for (--lr-scale)", 0, 0, 0}, \
+    {"--bucket-mb", VKG_FLAG_FLOAT, &(d).bucket_mb, "gradient bucket size in MiB (default 25)", 0, 0.0001, 65536}, \
+    {"--no-overlap", VKG_FLAG_BOOL, &(d).no_overlap, "one allreduce after the backward pass", 0, 0, 0}
 struct vkg_train_config;
 /* Fill cfg's comm, rank_batch and lr scaling from the environment and d; 0 or the exit code 2
  * after printing the error. */

@@ -75,6 +75,10 @@ int vkg_cli_dp_resolve(vkg_cli_dp_flags *d, struct vkg_train_config *cfg)
         cfg->rank_batch = d->rank_batch_v;
         cfg->rank_batch_count = n;
     }
+    if (d->bucket_mb > 0.0f)
+        cfg->bucket_bytes = (long long)((double)d->bucket_mb * 1048576.0);
+    if (d->no_overlap)
+        cfg->bucket_bytes = -1;
     cfg->lr_scale = (vkg_lr_scale)d->lr_scale;
     cfg->base_batch = d->base_batch;
     return 0;

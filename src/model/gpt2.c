@@ -169,6 +169,7 @@ void vkg_gpt2_destroy(vkg_gpt2 **pm)
     vkg_gpt2 *m = pm ? *pm : NULL;
     if (!m)
         return;
+    vkg__gpt2_buckets_free(m);
     for (int i = 0; i < VKG_GPT2_NUM_LISTS; i++)
         vkg_cmd_destroy(&m->lists[i]);
     vkg_arena_destroy(&m->arena_acts);
@@ -325,4 +326,15 @@ int vkg_gpt2_timings(vkg_gpt2 *m, vkg_gpt2_list which, const vkg_cmd_timing **ti
     return vkg_cmd_timings(m->lists[which == VKG_GPT2_UPDATE ? VKG_GPT2_LIST_UPDATE
                                                              : VKG_GPT2_LIST_FWDBWD],
                            timings);
+}
+
+vkg_status vkg__gpt2_upload(vkg_gpt2 *m, const int32_t *inputs, const int32_t *targets)
+{
+    m->logits_valid = 0;
+    return upload_batch(m, inputs, targets);
+}
+
+vkg_status vkg__gpt2_mean_loss(vkg_gpt2 *m, float *out)
+{
+    return mean_loss(m, out);
 }

@@ -68,6 +68,30 @@ vkg_status vkg_gpt2_losses(vkg_gpt2 *m, float *losses);
  * clipped to global norm grad_clip when > 0. *grad_norm (may be NULL) receives the global
  * gradient norm before clipping. */
 vkg_status vkg_gpt2_update(vkg_gpt2 *m, float lr, uint32_t t, float grad_clip, float *grad_norm);
+/* Gradient buckets for data parallelism (gpt2_buckets.c). The parameter gradients are grouped,
+ * in the order the backward pass completes them (final layernorm, layers L-1..0, embeddings),
+ * into buckets of at least bucket_bytes (the last may be smaller), and the forward-backward step
+ * is recorded a second time as one command list per bucket, each ending once its bucket's
+ * gradients are final. Replaces earlier buckets. */
+vkg_status vkg_gpt2_set_buckets(vkg_gpt2 *m, size_t bucket_bytes);
+int vkg_gpt2_bucket_count(const vkg_gpt2 *m);
+/* Bucket k's gradients as float ranges of the gradient tensor: *ranges points at n pairs
+ * (offset, count) owned by m. Returns n. */
+int vkg_gpt2_bucket_ranges(const vkg_gpt2 *m, int k, const size_t (**ranges)[2]);
+/* Upload a micro-batch and submit the bucketed forward-backward without waiting (same effect as
+ * vkg_gpt2_forward_backward); then vkg_gpt2_bucket_wait(k) returns once bucket k's gradients are
+ * final, while the device goes on with later buckets; vkg_gpt2_bucket_finish waits for all and
+ * reads the micro-batch's mean loss. Between wait(k) and finish the host may read and write
+ * bucket k's ranges (vkg_gpt2_grads_read / _write), and nothing else of the model. */
+vkg_status vkg_gpt2_forward_backward_submit(vkg_gpt2 *m, const int32_t *inputs,
+                                            const int32_t *targets);
+vkg_status vkg_gpt2_bucket_wait(vkg_gpt2 *m, int k);
+vkg_status vkg_gpt2_bucket_finish(vkg_gpt2 *m, float *mean_loss);
+/* Wait for the whole submitted step without touching anything else of m: safe from another
+ * thread while the submitting thread works through the buckets. */
+vkg_status vkg_gpt2_bucket_idle_wait(vkg_gpt2 *m);
+vkg_status vkg_gpt2_grads_read(vkg_gpt2 *m, size_t offset, size_t count, float *dst);
+vkg_status vkg_gpt2_grads_write(vkg_gpt2 *m, size_t offset, size_t count, const float *src);
 /* Per-dispatch GPU times of the last run of a command list (devices opened with profiling). */
 typedef enum vkg_gpt2_list { VKG_GPT2_FWDBWD, VKG_GPT2_UPDATE } vkg_gpt2_list;
 int vkg_gpt2_timings(vkg_gpt2 *m, vkg_gpt2_list which, const vkg_cmd_timing **timings);

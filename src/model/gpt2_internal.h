@@ -58,9 +58,22 @@ struct vkg_gpt2 {
     vkg_tensor inputs, targets; /* (B, T) int32 */
     vkg_cmd *lists[VKG_GPT2_NUM_LISTS];
     int logits_valid;
+    struct vkg_gpt2_buckets *buckets; /* NULL until vkg_gpt2_set_buckets */
 };
 
 /* Record every command list of m (gpt2_record.c). */
 vkg_status vkg__gpt2_record(vkg_gpt2 *m);
+
+/* Called by the recorder after gradient unit `unit` is complete (0: final layernorm, 1..L:
+ * layers L-1..0, L+1: embeddings); may end *pc and begin another list in its place. */
+typedef vkg_status (*vkg__gpt2_cut_fn)(void *ctx, vkg_cmd **pc, int unit);
+/* Record the forward-backward step into *pc (begun by the caller), calling cut at unit ends;
+ * the caller ends the last list. */
+vkg_status vkg__gpt2_record_fwdbwd_cut(vkg_gpt2 *m, vkg_cmd **pc, vkg__gpt2_cut_fn cut, void *ctx);
+/* Bucketed backward (gpt2_buckets.c): freed by vkg_gpt2_destroy. */
+void vkg__gpt2_buckets_free(vkg_gpt2 *m);
+/* Check and upload one micro-batch (gpt2.c); the mean of the last forward's losses. */
+vkg_status vkg__gpt2_upload(vkg_gpt2 *m, const int32_t *inputs, const int32_t *targets);
+vkg_status vkg__gpt2_mean_loss(vkg_gpt2 *m, float *out);
 
 #endif

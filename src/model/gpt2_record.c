@@ -60,8 +60,12 @@ static vkg_status record_forward(vkg_gpt2 *m, vkg_cmd *c)
     return vkg_op_matmul_fwd(c, a->s.logits, a->s.lnf, m->p[WTE], NULL, BT, C, Vp, m->mm_scratch);
 }
 
-static vkg_status record_backward(vkg_gpt2 *m, vkg_cmd *c)
+/* The backward pass. cut (may be NULL) is called after each gradient unit is complete (unit 0:
+ * the final layernorm; 1..L: layers L-1..0; L+1: the embeddings, after the last op) and may end
+ * the current list and continue in another (*pc). */
+static vkg_status record_backward_cut(vkg_gpt2 *m, vkg_cmd **pc, vkg__gpt2_cut_fn cut, void *ctx)
 {
+    vkg_cmd *c = *pc;
     const vkg_gpt2_acts *a = &m->acts;
     const vkg_gpt2_grad_acts *d = &m->gacts;
     int B = m->opts.B, T = m->opts.T, C = m->cfg.channels, NH = m->cfg.num_heads;
@@ -74,6 +78,10 @@ static vkg_status record_backward(vkg_gpt2 *m, vkg_cmd *c)
     VKG_TRY(vkg_op_layernorm_bwd(c, layer(d->s.dresidual3, L - 1, btc), m->g[LNFW], m->g[LNFB],
                                  d->s.dlnf, layer(a->s.residual3, L - 1, btc), m->p[LNFW],
                                  a->s.lnf_mean, a->s.lnf_rstd, BT, C));
+    if (cut) {
+        VKG_TRY(cut(ctx, pc, 0));
+        c = *pc;
+    }
     for (int l = L - 1; l >= 0; l--) {
         vkg_tensor residual = l == 0 ? a->s.encoded : layer(a->s.residual3, l - 1, btc);
         vkg_tensor dresidual = l == 0 ? d->s.dencoded : layer(d->s.dresidual3, l - 1, btc);
@@ -106,8 +114,24 @@ static vkg_status record_backward(vkg_gpt2 *m, vkg_cmd *c)
                                      dln1, residual, lp(m, m->p, LN1W, l),
                                      layer(a->s.ln1_mean, l, bt), layer(a->s.ln1_rstd, l, bt), BT,
                                      C));
+        if (cut) {
+            VKG_TRY(cut(ctx, pc, L - l));
+            c = *pc;
+        }
     }
     return vkg_op_encoder_bwd(c, m->g[WTE], m->g[WPE], d->s.dencoded, m->inputs, B, T, C);
+}
+
+vkg_status vkg__gpt2_record_fwdbwd_cut(vkg_gpt2 *m, vkg_cmd **pc, vkg__gpt2_cut_fn cut, void *ctx)
+{
+    const vkg_gpt2_acts *a = &m->acts;
+    int BT = m->opts.B * m->opts.T, V = m->cfg.vocab_size, Vp = m->cfg.padded_vocab_size;
+    float dloss = m->opts.loss_scale / ((float)BT * (float)m->opts.accum_steps);
+    VKG_TRY(vkg_op_fill(*pc, m->gacts_start, m->gacts_count, 0.0f));
+    VKG_TRY(record_forward(m, *pc));
+    VKG_TRY(vkg_op_xent_fwd_bwd(*pc, a->s.losses, &a->s.logits, a->s.logits, m->targets, BT, V,
+                                Vp, dloss));
+    return record_backward_cut(m, pc, cut, ctx);
 }
 
 static vkg_status record_list(vkg_gpt2 *m, int which)
@@ -120,15 +144,9 @@ static vkg_status record_list(vkg_gpt2 *m, int which)
     case VKG_GPT2_LIST_ZERO:
         VKG_TRY(vkg_op_fill(c, m->grads, m->nparams, 0.0f));
         break;
-    case VKG_GPT2_LIST_FWDBWD: {
-        float dloss = m->opts.loss_scale / ((float)BT * (float)m->opts.accum_steps);
-        VKG_TRY(vkg_op_fill(c, m->gacts_start, m->gacts_count, 0.0f));
-        VKG_TRY(record_forward(m, c));
-        VKG_TRY(vkg_op_xent_fwd_bwd(c, a->s.losses, &a->s.logits, a->s.logits, m->targets, BT, V,
-                                    Vp, dloss));
-        VKG_TRY(record_backward(m, c));
+    case VKG_GPT2_LIST_FWDBWD:
+        VKG_TRY(vkg__gpt2_record_fwdbwd_cut(m, &c, NULL, NULL));
         break;
-    }
     case VKG_GPT2_LIST_EVAL:
         VKG_TRY(record_forward(m, c));
         VKG_TRY(vkg_op_xent_fwd_bwd(c, a->s.losses, NULL, a->s.logits, m->targets, BT, V, Vp,

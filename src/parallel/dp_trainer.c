@@ -3,8 +3,10 @@
  * agree, resuming across world sizes, and the per-step gradient and loss reductions.
  * Not here: the transport (transport/), the data split and weighting rules (dp.c). */
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/error.h"
 #include "parallel/dp.h"
@@ -103,7 +105,70 @@ vkg_status vkg__dp_agree(vkg_trainer_t *t, float *params, vkg_checkpoint *ck)
     }
     t->dp_grads = malloc(n * sizeof *t->dp_grads);
     VKG_CHECK(t->dp_grads, VKG_ERR_NOMEM, "no memory for %zu gradients", n);
+    if (c->bucket_bytes >= 0) {
+        size_t bytes = c->bucket_bytes ? (size_t)c->bucket_bytes : (size_t)25 << 20;
+        VKG_TRY(vkg_gpt2_set_buckets(t->model, bytes));
+        t->dp_overlap = 1;
+    }
     return VKG_OK;
+}
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* Notes when the device has finished the whole backward pass (for the exposed-time figure). */
+typedef struct finish_watch {
+    vkg_gpt2 *model;
+    double done_ms;
+    vkg_status st;
+} finish_watch;
+
+static void *watch_finish(void *p)
+{
+    finish_watch *w = p;
+    w->st = vkg_gpt2_bucket_idle_wait(w->model);
+    w->done_ms = now_ms();
+    return NULL;
+}
+
+vkg_status vkg__dp_backward_overlapped(vkg_trainer_t *t, float *loss)
+{
+    vkg_gpt2 *m = t->model;
+    VKG_TRY(vkg_gpt2_forward_backward_submit(m, t->inputs, t->targets));
+    finish_watch w = {.model = m};
+    pthread_t th;
+    int watching = pthread_create(&th, NULL, watch_finish, &w) == 0;
+    vkg_status st = VKG_OK;
+    double comm = 0.0, end = 0.0;
+    for (int k = 0; st == VKG_OK && k < vkg_gpt2_bucket_count(m); k++) {
+        const size_t(*r)[2];
+        int nr = vkg_gpt2_bucket_ranges(m, k, &r);
+        st = vkg_gpt2_bucket_wait(m, k);
+        size_t off = 0;
+        for (int i = 0; st == VKG_OK && i < nr; off += r[i][1], i++)
+            st = vkg_gpt2_grads_read(m, r[i][0], r[i][1], t->dp_grads + off);
+        double t0 = now_ms();
+        if (st == VKG_OK)
+            st = vkg_dp_allreduce_grads(t->dp, t->dp_grads, off);
+        end = now_ms();
+        comm += end - t0;
+        off = 0;
+        for (int i = 0; st == VKG_OK && i < nr; off += r[i][1], i++)
+            st = vkg_gpt2_grads_write(m, r[i][0], r[i][1], t->dp_grads + off);
+    }
+    if (watching)
+        pthread_join(th, NULL);
+    VKG_TRY(st);
+    VKG_TRY(w.st);
+    t->dp_comm_ms = comm;
+    t->dp_exposed_ms = watching && end > w.done_ms ? end - w.done_ms : 0.0;
+    if (t->dp_exposed_ms > comm)
+        t->dp_exposed_ms = comm;
+    return vkg_gpt2_bucket_finish(m, loss);
 }
 
 vkg_status vkg__dp_resume(vkg_trainer_t *t, const vkg_checkpoint_state *s)
@@ -140,10 +205,14 @@ vkg_status vkg__dp_reduce(vkg_trainer_t *t, double *loss, int *stop)
 {
     if (vkg_dp_world(t->dp) == 1)
         return VKG_OK;
-    size_t n = vkg_gpt2_param_count(t->model);
-    VKG_TRY(vkg_gpt2_get_grads(t->model, t->dp_grads));
-    VKG_TRY(vkg_dp_allreduce_grads(t->dp, t->dp_grads, n));
-    VKG_TRY(vkg_gpt2_set_grads(t->model, t->dp_grads));
+    if (!t->dp_overlap) {
+        size_t n = vkg_gpt2_param_count(t->model);
+        VKG_TRY(vkg_gpt2_get_grads(t->model, t->dp_grads));
+        double t0 = now_ms();
+        VKG_TRY(vkg_dp_allreduce_grads(t->dp, t->dp_grads, n));
+        t->dp_comm_ms = t->dp_exposed_ms = now_ms() - t0;
+        VKG_TRY(vkg_gpt2_set_grads(t->model, t->dp_grads));
+    }
     /* The loss as a token-weighted mean, and the stop request of any rank. */
     float x[2] = {(float)(*loss * (double)vkg_dp_loss_scale(t->dp)), *stop ? 1.0f : 0.0f};
     VKG_TRY(vkg_dp_allreduce_sum(t->dp, x, 2));

@@ -372,7 +372,10 @@ static vkg_status step(vkg_trainer_t *t, vkg_step_info *info)
     for (int a = 0; a < t->mopts.accum_steps; a++) {
         float l;
         VKG_TRY(vkg_dp_data_next(t->dp, t->train, t->mopts.T, t->inputs, t->targets));
-        VKG_TRY(vkg_gpt2_forward_backward(t->model, t->inputs, t->targets, &l));
+        if (t->dp_overlap && a == t->mopts.accum_steps - 1) /* only the last one talks */
+            VKG_TRY(vkg__dp_backward_overlapped(t, &l));
+        else
+            VKG_TRY(vkg_gpt2_forward_backward(t->model, t->inputs, t->targets, &l));
         loss += l;
     }
     loss /= t->mopts.accum_steps;
@@ -386,6 +389,7 @@ static vkg_status step(vkg_trainer_t *t, vkg_step_info *info)
     memset(info, 0, sizeof *info);
     info->step = t->step, info->loss = (float)loss, info->lr = lr, info->grad_norm = norm;
     info->ms = ms, info->tokens = t->tokens, info->stop = stop;
+    info->comm_ms = t->dp_comm_ms, info->exposed_comm_ms = t->dp_exposed_ms;
     info->tokens_per_s = ms > 0 ? (double)t->hp.total_batch / (ms / 1e3) : 0.0;
     int eval_due = t->val && t->cfg.eval_every > 0 &&
                    (t->step % t->cfg.eval_every == 0 || t->step == t->cfg.steps);

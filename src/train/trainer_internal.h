@@ -32,6 +32,8 @@ struct vkg_trainer {
     struct vkg_dp *dp;   /* data parallelism (src/parallel); world size 1 alone */
     float *dp_grads;     /* (num_params) host copy for the allreduce; NULL alone */
     int failed;          /* a create or step failed: the peers are told on destroy */
+    int dp_overlap;      /* gradient buckets reduced during the last backward pass */
+    double dp_comm_ms, dp_exposed_ms; /* of the last step */
 };
 
 /* Data-parallel hooks (src/parallel/dp_trainer.c), in the order setup calls them: join the job;
@@ -44,6 +46,8 @@ vkg_status vkg__dp_join(vkg_trainer_t *t);
 vkg_status vkg__dp_share_start(vkg_trainer_t *t, float **params, vkg_checkpoint *ck);
 vkg_status vkg__dp_agree(vkg_trainer_t *t, float *params, vkg_checkpoint *ck);
 vkg_status vkg__dp_resume(vkg_trainer_t *t, const vkg_checkpoint_state *s);
+/* The last micro-step with the bucketed, overlapped gradient allreduce (dp_overlap). */
+vkg_status vkg__dp_backward_overlapped(vkg_trainer_t *t, float *loss);
 vkg_status vkg__dp_reduce(vkg_trainer_t *t, double *loss, int *stop);
 vkg_status vkg__dp_mean(vkg_trainer_t *t, double *value);
 float vkg__dp_lr_factor(const vkg_train_config *c, long long total_batch);
