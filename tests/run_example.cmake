@@ -61,8 +61,8 @@ if(CHECK STREQUAL "loss")
     endif()
     message("loss went from ${first} to ${final}")
 elseif(CHECK STREQUAL "finetune")
-    foreach(want "== 1. prepare" "== 2. base model" "== 3. fine-tune" "== 4. sample" "--- sample ---"
-                 "done: fine-tuned model in")
+    foreach(want "== 1. prepare" "== 2. base model" "== 3. fine-tune" "== 4. sample"
+                 "--- sample ---" "done: fine-tuned model in")
         string(FIND "${out}" "${want}" at)
         if(at EQUAL -1)
             message(FATAL_ERROR "the output lacks '${want}'")

@@ -36,7 +36,7 @@
 #define CAP 512
 static char tmp_root[CAP - 100], text_path[CAP], ckpt_dir[CAP], vlog_path[CAP];
 
-/* ---- child processes -------------------------------------------------------------------------- */
+/* ---- child processes ------------------------------------------------------------------------- */
 
 typedef struct proc {
     pid_t pid;
@@ -166,7 +166,7 @@ static int run(proc *p, double timeout_s, const char *const *args)
     return proc_wait(p, now_s() + timeout_s);
 }
 
-/* ---- the validation layer's log ---------------------------------------------------------------- */
+/* ---- the validation layer's log -------------------------------------------------------------- */
 
 static int file_exists(const char *path)
 {
@@ -201,7 +201,7 @@ static void expect_validation_clean(int opened_device)
     unlink(vlog_path);
 }
 
-/* ---- setup ------------------------------------------------------------------------------------ */
+/* ---- setup ----------------------------------------------------------------------------------- */
 
 static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
 {
@@ -258,7 +258,7 @@ static int group_teardown(void **state)
     return nftw(tmp_root, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
-/* ---- helpers on outputs ----------------------------------------------------------------------- */
+/* ---- helpers on outputs ---------------------------------------------------------------------- */
 
 /* The number N of the last "step N/" line in out, or -1. */
 static long last_step(const char *out)
@@ -315,10 +315,10 @@ static void expect_contains(const char *what, const char *hay, const char *needl
         fail_msg("%s does not contain '%s':\n%s", what, needle, hay);
 }
 
-/* ---- tests ------------------------------------------------------------------------------------ */
+/* ---- tests ----------------------------------------------------------------------------------- */
 
 #define TRAIN_FLAGS                                                                                \
-    "train", "--data", text_path, "--layers", "2", "--heads", "2", "--channels", "32", "--ctx",   \
+    "train", "--data", text_path, "--layers", "2", "--heads", "2", "--channels", "32", "--ctx",    \
         "32", "--batch", "4", "--seq", "32", "--lr", "3e-3", "--seed", "7", "--ckpt-dir",          \
         ckpt_dir, "--ckpt-every", "1", "--keep", "2"
 

@@ -186,8 +186,7 @@ static void expect_no_validation_messages(const vkg_trainer_t *t)
         fail_msg("the validation layer reported %d message(s); the first: %s", n, first);
 }
 
-static void expect_error(vkg_status got, vkg_status want, const char *needle1,
-                         const char *needle2)
+static void expect_error(vkg_status got, vkg_status want, const char *needle1, const char *needle2)
 {
     const char *msg = vkg_error_message();
     if (got != want)
