@@ -8,6 +8,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 #include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -394,6 +397,16 @@ vkg_status vkg_comm_keyfile_read(const char *path, char pub[VKG_COMM_KEY_CHARS +
                   "%s: the public key does not belong to the secret key", path);
     }
     return VKG_OK;
+}
+
+/* ---- process tuning ---- */
+
+void vkg_comm_tune_malloc(void)
+{
+#if defined(__GLIBC__)
+    mallopt(M_MMAP_THRESHOLD, 32 << 20); /* the largest glibc accepts; also stops the dynamic rule */
+    mallopt(M_TRIM_THRESHOLD, 1 << 30);
+#endif
 }
 
 /* ---- ports ---- */

@@ -194,6 +194,12 @@ vkg_status vkg_comm_keyfile_write(const char *path, const char *pub, const char 
 vkg_status vkg_comm_keyfile_read(const char *path, char pub[VKG_COMM_KEY_CHARS + 1],
                                  char sec[VKG_COMM_KEY_CHARS + 1]);
 
+/* Process-wide malloc tuning for large transfers, for programs (not libraries) to call once,
+ * early. ZeroMQ mallocs every received payload; glibc's defaults hand large freed blocks back to
+ * the kernel, so each received megabyte page-faults again (costly in VMs). This raises glibc's
+ * trim and mmap thresholds so freed receive buffers are reused. No-op without glibc. */
+void vkg_comm_tune_malloc(void);
+
 /* Pick a TCP port that is free on addr right now (racy by nature; for tests and local launches
  * that need to hand rank 0's port to every rank before any of them starts). */
 vkg_status vkg_comm_pick_port(const char *addr, int *port);

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -39,6 +40,7 @@ typedef struct bench_opts {
     size_t segment, small;
     int window;
     int check;
+    int bind;
 } bench_opts;
 
 typedef struct bench_rank_arg {
@@ -287,6 +289,12 @@ static int run_processes(const bench_opts *o, const vkg_comm_config *base)
         }
         if (pid[r] == 0) {
             prctl(PR_SET_PDEATHSIG, SIGKILL);
+            if (o->bind) { /* like mpirun --bind-to core: rank r on CPU r mod ncpu */
+                cpu_set_t set;
+                CPU_ZERO(&set);
+                CPU_SET(r % (int)sysconf(_SC_NPROCESSORS_ONLN), &set);
+                sched_setaffinity(0, sizeof set, &set);
+            }
             bench_rank_arg a = {o, *base, 0};
             a.cfg.rank = r;
             _exit(bench_rank(&a));
@@ -320,9 +328,11 @@ static void bench_usage(FILE *f)
             "usage: vkgpt bench allreduce -n N [--transport tcp|ipc|inproc] [--min 4K] [--max "
             "256M]\n"
             "         [--iters 20] [--warmup 5] [--dtype f32|bf16|f16] [--op sum|avg]\n"
-            "         [--timeout 60] [--segment 512K] [--window 8] [--small 64K] [--no-check]\n"
+            "         [--timeout 60] [--segment 512K] [--window 8] [--small 64K] [--bind]\n"
+            "         [--no-check]\n"
             "Launches N local ranks (processes for tcp/ipc, threads for inproc) and prints an\n"
-            "nccl-tests style table from --min to --max bytes, doubling.\n");
+            "nccl-tests style table from --min to --max bytes, doubling. --bind pins process\n"
+            "rank r to CPU r mod ncpu (like mpirun --bind-to core).\n");
 }
 
 static int parse_bench(int argc, char **argv, bench_opts *o)
@@ -338,6 +348,9 @@ static int parse_bench(int argc, char **argv, bench_opts *o)
             return 1;
         } else if (!strcmp(a, "--no-check")) {
             o->check = 0;
+            used = 0;
+        } else if (!strcmp(a, "--bind")) {
+            o->bind = 1;
             used = 0;
         } else if (!v) {
             bad = 1;
@@ -406,6 +419,7 @@ int vkg_cli_bench_allreduce(int argc, char **argv)
     int rc = parse_bench(argc, argv, &o);
     if (rc)
         return rc == 1 ? 0 : rc;
+    vkg_comm_tune_malloc();
     vkg_comm_config base;
     vkg_comm_config_default(&base);
     base.world_size = o.n;

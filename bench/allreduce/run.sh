@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# Compare `vkgpt bench allreduce` with Open MPI's MPI_Allreduce on this machine, in one run: the
+# same sizes, iterations and rank counts, float sum, busbw = algbw * 2(n-1)/n, slowest rank's time.
+# Installs openmpi-bin and libopenmpi-dev with apt-get when mpicc or mpirun is missing, builds
+# mpi_allreduce.c, and prints per rank count a table of busbw with the ratio vkgpt / Open MPI.
+#
+# Environment (defaults in brackets):
+#   VKGPT       the vkgpt binary [<repo>/build/vkgpt; built with cmake when missing]
+#   NS          rank counts ["2 3 4"]
+#   TRANSPORTS  vkgpt transports ["ipc tcp"]
+#   MIN MAX     sizes [4K 256M]     ITERS WARMUP  [20 5]
+#   BIND        1: pin rank r to CPU r mod ncpu for both (mpirun --bind-to core) [0: neither]
+#   OUT         directory for the raw tables [a new /tmp/allreduce-bench-XXXXXX]
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+VKGPT=${VKGPT:-$root/build/vkgpt}
+NS=${NS:-"2 3 4"}
+TRANSPORTS=${TRANSPORTS:-"ipc tcp"}
+MIN=${MIN:-4K}
+MAX=${MAX:-256M}
+ITERS=${ITERS:-20}
+WARMUP=${WARMUP:-5}
+BIND=${BIND:-0}
+OUT=${OUT:-$(mktemp -d /tmp/allreduce-bench-XXXXXX)}
+mkdir -p "$OUT"
+
+if ! command -v mpicc >/dev/null || ! command -v mpirun >/dev/null; then
+    echo "run.sh: installing openmpi-bin libopenmpi-dev" >&2
+    sudo=""
+    [ "$(id -u)" = 0 ] || sudo=sudo
+    $sudo apt-get install -y openmpi-bin libopenmpi-dev >&2 ||
+        { $sudo apt-get update >&2 && $sudo apt-get install -y openmpi-bin libopenmpi-dev >&2; }
+fi
+mpicc -O2 -o "$OUT/mpi_allreduce" "$here/mpi_allreduce.c"
+
+if [ ! -x "$VKGPT" ]; then
+    cmake -S "$root" -B "$root/build" >&2
+    cmake --build "$root/build" --target vkgpt_cli -j "$(nproc)" >&2
+fi
+
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+args=(--min "$MIN" --max "$MAX" --iters "$ITERS" --warmup "$WARMUP")
+ncpu=$(nproc)
+
+echo "# allreduce, float sum: busbw in GB/s; ratio = vkgpt / Open MPI (same run)"
+echo "# $(uname -srm), $ncpu CPUs, $(mpirun --version 2>/dev/null | head -1), $(date -u '+%F %T UTC')"
+echo "# vkgpt: $VKGPT; sizes $MIN..$MAX, iters $ITERS (fewer above 16 MiB), warmup $WARMUP, bind $BIND"
+for n in $NS; do
+    mpibind=(--bind-to none)
+    vkbind=()
+    if [ "$BIND" = 1 ]; then
+        mpibind=(--bind-to core)
+        vkbind=(--bind)
+        [ "$n" -le "$ncpu" ] || mpibind=(--bind-to core --map-by core:OVERSUBSCRIBE)
+    fi
+    mpirun --oversubscribe "${mpibind[@]}" -np "$n" "$OUT/mpi_allreduce" "${args[@]}" \
+        >"$OUT/mpi-$n.txt"
+    for t in $TRANSPORTS; do
+        "$VKGPT" bench allreduce -n "$n" --transport "$t" "${vkbind[@]}" "${args[@]}" \
+            >"$OUT/vkgpt-$t-$n.txt"
+    done
+    echo
+    printf "## %d ranks\n| %10s | %8s |" "$n" "size (B)" "Open MPI"
+    for t in $TRANSPORTS; do printf " %8s | %6s |" "$t" "ratio"; done
+    printf " %6s |\n|---:|---:|" "#wrong"
+    for t in $TRANSPORTS; do printf -- "---:|---:|"; done
+    printf -- "---:|\n"
+    # join the tables on the size column: busbw is field 7, #wrong field 8
+    files=("$OUT/mpi-$n.txt")
+    for t in $TRANSPORTS; do files+=("$OUT/vkgpt-$t-$n.txt"); done
+    awk -v nf="${#files[@]}" '
+        FNR == 1 { f++ }
+        /^#/ || NF < 8 { next }
+        { bw[f, $1] = $7; wrong[$1] += $8; if (f == 1) sizes[++ns] = $1 }
+        END {
+            for (i = 1; i <= ns; i++) {
+                s = sizes[i]
+                line = sprintf("| %10d | %8.2f |", s, bw[1, s])
+                for (k = 2; k <= nf; k++) {
+                    r = bw[1, s] > 0 ? bw[k, s] / bw[1, s] : 0
+                    line = line sprintf(" %8.2f | %6.2f |", bw[k, s], r)
+                }
+                print line sprintf(" %6d |", wrong[s])
+            }
+        }' "${files[@]}"
+done
+echo
+echo "# raw tables: $OUT"
