@@ -456,6 +456,9 @@ vkg_status vkg__comm_wait(vkg_comm_t *c, const vkg_expect *ex, vkg_inmsg *m, int
     int64_t timeout_ns = (int64_t)c->timeout_ms * 1000000;
     int64_t grace_ns = timeout_ns / 4 < 500000000 ? timeout_ns / 4 : 500000000;
     int64_t grace_end = 0;
+    /* the monitor (and tx, for drains) join the poll set only once a wait lasts: the common
+     * short wait then costs one socket, and a lost peer is still seen within milliseconds */
+    int64_t watch_after = vkg__now_ns() + 5000000;
     vkg_status st = VKG_OK;
     if (ex->drain)
         atomic_store(&c->guard->waiting, 1);
@@ -502,16 +505,18 @@ vkg_status vkg__comm_wait(vkg_comm_t *c, const vkg_expect *ex, vkg_inmsg *m, int
             until = grace_end;
         }
         zmq_pollitem_t items[4];
-        int n = 0, imon = -1, iefd = -1;
+        int n = 0, imon = -1, iefd = -1, watch = now >= watch_after;
+        if (!watch && until > watch_after)
+            until = watch_after;
         items[n++] = (zmq_pollitem_t){c->rx, 0, ZMQ_POLLIN, 0};
-        if (c->mon) {
+        if (c->mon && watch) {
             imon = n;
             items[n++] = (zmq_pollitem_t){c->mon, 0, ZMQ_POLLIN, 0};
         }
         if (ex->drain) {
             iefd = n;
             items[n++] = (zmq_pollitem_t){NULL, c->guard->efd, ZMQ_POLLIN, 0};
-            if (c->tx) /* see wait_inflight: lets tx release payloads of dropped pipes */
+            if (c->tx && watch) /* see wait_inflight: lets tx release payloads of dropped pipes */
                 items[n++] = (zmq_pollitem_t){c->tx, 0, ZMQ_POLLIN, 0};
         }
         long wait_ms = (long)((until - now + 999999) / 1000000);
