@@ -185,7 +185,8 @@ static vkg_status list_steps(const char *dir, entry **out, size_t *count)
     uint64_t step;
     vkg_status st = VKG_OK;
     for (struct dirent *de; (de = readdir(d));) {
-        if (parse_step_name(de->d_name, &step) < 0)
+        size_t len = strlen(de->d_name);
+        if (parse_step_name(de->d_name, &step) < 0 || len >= NAME_CAP)
             continue;
         if (n == cap) {
             cap = cap ? 2 * cap : 16;
@@ -194,7 +195,7 @@ static vkg_status list_steps(const char *dir, entry **out, size_t *count)
             e = ne;
         }
         e[n].step = step;
-        snprintf(e[n].name, NAME_CAP, "%s", de->d_name);
+        memcpy(e[n].name, de->d_name, len + 1);
         n++;
     }
     for (size_t i = 1; i < n; i++) /* insertion sort, newest first */
