@@ -69,10 +69,14 @@ vkg_status vkg_gpt2_losses(vkg_gpt2 *m, float *losses);
  * gradient norm before clipping. */
 vkg_status vkg_gpt2_update(vkg_gpt2 *m, float lr, uint32_t t, float grad_clip, float *grad_norm);
 /* Gradient buckets for data parallelism (gpt2_buckets.c). The parameter gradients are grouped,
- * in the order the backward pass completes them (final layernorm, layers L-1..0, embeddings),
- * into buckets of at least bucket_bytes (the last may be smaller), and the forward-backward step
- * is recorded a second time as one command list per bucket, each ending once its bucket's
- * gradients are final. Replaces earlier buckets. */
+ * in the order the backward pass completes them (wte's classifier part, final layernorm, layers
+ * L-1..0, wpe), into buckets of at least bucket_bytes (the last may be smaller), and the
+ * forward-backward step is recorded a second time as one command list per bucket, each ending
+ * once its bucket's gradients are final. In that recording the encoder's contribution to wte
+ * (rows of the micro-batch's tokens only) is kept apart, readable with
+ * vkg_gpt2_embedding_row_read after vkg_gpt2_bucket_finish, and must be added to wte's gradient
+ * by the caller (vkg_gpt2_grads_read/_write at row token x C), so wte can be reduced first.
+ * Replaces earlier buckets. */
 vkg_status vkg_gpt2_set_buckets(vkg_gpt2 *m, size_t bucket_bytes);
 int vkg_gpt2_bucket_count(const vkg_gpt2 *m);
 /* Bucket k's gradients as float ranges of the gradient tensor: *ranges points at n pairs
@@ -90,6 +94,8 @@ vkg_status vkg_gpt2_bucket_finish(vkg_gpt2 *m, float *mean_loss);
 /* Wait for the whole submitted step without touching anything else of m: safe from another
  * thread while the submitting thread works through the buckets. */
 vkg_status vkg_gpt2_bucket_idle_wait(vkg_gpt2 *m);
+/* The encoder's wte gradient row of token (C floats) from the last bucketed step. */
+vkg_status vkg_gpt2_embedding_row_read(vkg_gpt2 *m, int token, float *row);
 vkg_status vkg_gpt2_grads_read(vkg_gpt2 *m, size_t offset, size_t count, float *dst);
 vkg_status vkg_gpt2_grads_write(vkg_gpt2 *m, size_t offset, size_t count, const float *src);
 /* Per-dispatch GPU times of the last run of a command list (devices opened with profiling). */

@@ -17,7 +17,8 @@ struct vkg_gpt2_buckets {
     int *first_range;     /* (n + 1) index into ranges */
     size_t (*ranges)[2];  /* (offset, count) in floats */
     uint64_t *values;     /* (n) timeline values of the last submission */
-    int *unit_bucket;     /* (L + 2) bucket that closes after this unit, or -1 */
+    int *unit_bucket;     /* (L + 3) bucket that closes after this unit, or -1 */
+    vkg_arena *arena;     /* enc_dwte */
     int recording;        /* the list being recorded */
 };
 
@@ -32,17 +33,21 @@ static size_t tensor_offset(const vkg_gpt2 *m, int i)
     return off;
 }
 
-/* The float ranges of unit u (0: final layernorm, 1..L: layer L-u, L+1: embeddings). */
+/* The float ranges of unit u (0: wte, 1: final layernorm, 2..L+1: layer L+1-u, L+2: wpe). */
 static int unit_ranges(const vkg_gpt2 *m, int u, size_t out[MAX_RANGES_PER_UNIT][2])
 {
     int L = m->cfg.num_layers, n = 0;
-    if (u == 0 || u == L + 1) {
-        int a = u == 0 ? LNFW : WTE, b = u == 0 ? LNFB : WPE;
+    if (u == 0 || u == L + 2) {
+        int a = u == 0 ? WTE : WPE;
         out[n][0] = tensor_offset(m, a), out[n++][1] = m->param_sizes[a];
-        out[n][0] = tensor_offset(m, b), out[n++][1] = m->param_sizes[b];
         return n;
     }
-    int l = L - u;
+    if (u == 1) {
+        out[n][0] = tensor_offset(m, LNFW), out[n++][1] = m->param_sizes[LNFW];
+        out[n][0] = tensor_offset(m, LNFB), out[n++][1] = m->param_sizes[LNFB];
+        return n;
+    }
+    int l = L + 1 - u;
     for (int i = LN1W; i <= FCPROJB; i++) {
         size_t per = m->param_sizes[i] / (size_t)L;
         out[n][0] = tensor_offset(m, i) + (size_t)l * per, out[n++][1] = per;
@@ -58,6 +63,7 @@ void vkg__gpt2_buckets_free(vkg_gpt2 *m)
     for (int i = 0; b->lists && i < b->n; i++)
         vkg_cmd_destroy(&b->lists[i]);
     free(b->lists), free(b->first_range), free(b->ranges), free(b->values), free(b->unit_bucket);
+    vkg_arena_destroy(&b->arena);
     free(b);
     m->buckets = NULL;
 }
@@ -79,7 +85,7 @@ static vkg_status cut(void *ctx, vkg_cmd **pc, int unit)
 vkg_status vkg_gpt2_set_buckets(vkg_gpt2 *m, size_t bucket_bytes)
 {
     vkg__gpt2_buckets_free(m);
-    int L = m->cfg.num_layers, units = L + 2;
+    int L = m->cfg.num_layers, units = L + 3;
     struct vkg_gpt2_buckets *b = calloc(1, sizeof *b);
     VKG_CHECK(b, VKG_ERR_NOMEM, "no memory for gradient buckets");
     m->buckets = b;
@@ -109,6 +115,10 @@ vkg_status vkg_gpt2_set_buckets(vkg_gpt2 *m, size_t bucket_bytes)
             bytes = 0;
         }
     }
+    size_t enc = (size_t)m->cfg.padded_vocab_size * (size_t)m->cfg.channels * sizeof(float);
+    VKG_TRY_GOTO(st, vkg_arena_create(m->dev, enc + 4096, "wte embedding-row gradients", &b->arena),
+                 fail);
+    VKG_TRY_GOTO(st, vkg_arena_alloc(b->arena, enc, &m->enc_dwte), fail);
     for (int k = 0; k < b->n; k++)
         VKG_TRY_GOTO(st, vkg_cmd_create(m->dev, &b->lists[k]), fail);
     vkg_cmd *c = b->lists[0];
@@ -179,4 +189,12 @@ vkg_status vkg_gpt2_grads_write(vkg_gpt2 *m, size_t offset, size_t count, const 
 {
     VKG_CHECK(offset + count <= m->nparams, VKG_ERR_INVALID_ARG, "gradient range out of bounds");
     return vkg_tensor_write(m->dev, m->grads, offset * 4, src, count * 4);
+}
+
+vkg_status vkg_gpt2_embedding_row_read(vkg_gpt2 *m, int token, float *row)
+{
+    size_t C = (size_t)m->cfg.channels;
+    VKG_CHECK(m->buckets && token >= 0 && token < m->cfg.vocab_size, VKG_ERR_INVALID_ARG,
+              "no embedding-row gradient for token %d", token);
+    return vkg_tensor_read(m->dev, m->enc_dwte, (size_t)token * C * 4, row, C * 4);
 }

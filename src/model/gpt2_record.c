@@ -61,8 +61,10 @@ static vkg_status record_forward(vkg_gpt2 *m, vkg_cmd *c)
 }
 
 /* The backward pass. cut (may be NULL) is called after each gradient unit is complete (unit 0:
- * the final layernorm; 1..L: layers L-1..0; L+1: the embeddings, after the last op) and may end
- * the current list and continue in another (*pc). */
+ * wte's classifier part; 1: the final layernorm; 2..L+1: layers L-1..0; the last unit, wpe and
+ * the embedding rows of wte, ends with the list) and may end the current list and continue in
+ * another (*pc). With cut, the encoder's wte rows go to m->enc_dwte (zeroed first) instead of
+ * wte's gradient, so that wte can be reduced early. */
 static vkg_status record_backward_cut(vkg_gpt2 *m, vkg_cmd **pc, vkg__gpt2_cut_fn cut, void *ctx)
 {
     vkg_cmd *c = *pc;
@@ -75,11 +77,15 @@ static vkg_status record_backward_cut(vkg_gpt2 *m, vkg_cmd **pc, vkg__gpt2_cut_f
     /* logits now hold dlogits (written by the loss) */
     VKG_TRY(vkg_op_matmul_bwd(c, d->s.dlnf, m->g[WTE], NULL, a->s.logits, a->s.lnf, m->p[WTE], BT,
                               C, Vp));
+    if (cut) {
+        VKG_TRY(cut(ctx, pc, 0));
+        c = *pc;
+    }
     VKG_TRY(vkg_op_layernorm_bwd(c, layer(d->s.dresidual3, L - 1, btc), m->g[LNFW], m->g[LNFB],
                                  d->s.dlnf, layer(a->s.residual3, L - 1, btc), m->p[LNFW],
                                  a->s.lnf_mean, a->s.lnf_rstd, BT, C));
     if (cut) {
-        VKG_TRY(cut(ctx, pc, 0));
+        VKG_TRY(cut(ctx, pc, 1));
         c = *pc;
     }
     for (int l = L - 1; l >= 0; l--) {
@@ -115,11 +121,16 @@ static vkg_status record_backward_cut(vkg_gpt2 *m, vkg_cmd **pc, vkg__gpt2_cut_f
                                      layer(a->s.ln1_mean, l, bt), layer(a->s.ln1_rstd, l, bt), BT,
                                      C));
         if (cut) {
-            VKG_TRY(cut(ctx, pc, L - l));
+            VKG_TRY(cut(ctx, pc, L - l + 1));
             c = *pc;
         }
     }
-    return vkg_op_encoder_bwd(c, m->g[WTE], m->g[WPE], d->s.dencoded, m->inputs, B, T, C);
+    vkg_tensor dwte = m->g[WTE];
+    if (cut) {
+        dwte = m->enc_dwte;
+        VKG_TRY(vkg_op_fill(c, dwte, (size_t)Vp * C, 0.0f));
+    }
+    return vkg_op_encoder_bwd(c, dwte, m->g[WPE], d->s.dencoded, m->inputs, B, T, C);
 }
 
 vkg_status vkg__gpt2_record_fwdbwd_cut(vkg_gpt2 *m, vkg_cmd **pc, vkg__gpt2_cut_fn cut, void *ctx)

@@ -76,6 +76,23 @@ int vkg_dp_rank(const vkg_dp *d) { return d->rank; }
 int vkg_dp_world(const vkg_dp *d) { return d->world; }
 int vkg_dp_rank_batch(const vkg_dp *d) { return d->batch[d->rank]; }
 int vkg_dp_global_batch(const vkg_dp *d) { return d->global_batch; }
+
+int vkg_dp_max_rank_batch(const vkg_dp *d)
+{
+    int mx = 0;
+    for (int k = 0; k < d->world; k++)
+        mx = d->batch[k] > mx ? d->batch[k] : mx;
+    return mx;
+}
+
+vkg_status vkg_dp_allgather(vkg_dp *d, const void *send, size_t bytes, void *recv)
+{
+    if (!d->comm) {
+        memcpy(recv, send, bytes);
+        return VKG_OK;
+    }
+    return vkg_comm_allgather(d->comm, send, bytes, recv);
+}
 const char *vkg_dp_batch_list(const vkg_dp *d) { return d->list; }
 
 float vkg_dp_loss_scale(const vkg_dp *d)

@@ -47,6 +47,8 @@ int vkg_dp_world(const vkg_dp *d);
 int vkg_dp_rank_batch(const vkg_dp *d);
 int vkg_dp_global_batch(const vkg_dp *d);
 float vkg_dp_loss_scale(const vkg_dp *d);
+/* The largest micro-batch of any rank (rows). */
+int vkg_dp_max_rank_batch(const vkg_dp *d);
 /* The comma list of rank batches ("4,2,2") for logs. */
 const char *vkg_dp_batch_list(const vkg_dp *d);
 
@@ -67,6 +69,8 @@ vkg_status vkg_dp_check_match(vkg_dp *d, const vkg_dp_fingerprint *fp, const cha
 
 /* Broadcast bytes from rank 0 (no-op alone). */
 vkg_status vkg_dp_broadcast(vkg_dp *d, void *buf, size_t bytes);
+/* Every rank's `bytes` of send, in rank order, into recv (world x bytes). */
+vkg_status vkg_dp_allgather(vkg_dp *d, const void *send, size_t bytes, void *recv);
 /* In-place SUM allreduce of n floats (no-op alone). */
 vkg_status vkg_dp_allreduce_sum(vkg_dp *d, float *buf, size_t n);
 /* The gradient: x (n floats, host) summed over ranks in place. */

@@ -135,6 +135,65 @@ static void *watch_finish(void *p)
     return NULL;
 }
 
+/* The encoder's wte rows were kept out of the early wte bucket: every rank sends its rows (the
+ * distinct tokens of its last micro-batch, ascending) to all, and every rank adds them to the
+ * reduced wte gradient in the same order (rank 0's first), so all stay bitwise equal. */
+static vkg_status add_embedding_rows(vkg_trainer_t *t)
+{
+    vkg_gpt2 *m = t->model;
+    size_t C = (size_t)t->mcfg.channels, V = (size_t)t->mcfg.vocab_size;
+    size_t n = (size_t)vkg_dp_rank_batch(t->dp) * (size_t)t->mopts.T;
+    size_t rmax = (size_t)vkg_dp_max_rank_batch(t->dp) * (size_t)t->mopts.T;
+    size_t rec = (1 + rmax) * sizeof(int32_t) + rmax * C * sizeof(float);
+    int W = vkg_dp_world(t->dp);
+    unsigned char *mark = calloc(V, 1), *send = calloc(1, rec);
+    unsigned char *all = malloc((size_t)W * rec);
+    float *row = malloc(C * sizeof *row);
+    vkg_status st = VKG_OK;
+    VKG_CHECK_GOTO(st, mark && send && all && row, VKG_ERR_NOMEM, done,
+                   "no memory for %zu embedding-row gradients", rmax);
+    int32_t *count = (int32_t *)send, *ids = count + 1;
+    float *rows = (float *)(ids + rmax);
+    for (size_t i = 0; i < n; i++)
+        mark[t->inputs[i]] = 1;
+    for (size_t id = 0; id < V && st == VKG_OK; id++)
+        if (mark[id]) {
+            ids[*count] = (int32_t)id;
+            st = vkg_gpt2_embedding_row_read(m, (int)id, rows + (size_t)*count * C);
+            ++*count;
+        }
+    if (st == VKG_OK)
+        st = vkg_dp_allgather(t->dp, send, rec, all);
+    memset(mark, 0, V);
+    for (int r = 0; r < W && st == VKG_OK; r++) { /* every token any rank saw */
+        const int32_t *rc = (const int32_t *)(all + (size_t)r * rec);
+        for (int32_t i = 0; i < rc[0]; i++)
+            mark[rc[1 + i]] = 1;
+    }
+    int *pos = calloc((size_t)W, sizeof *pos);
+    VKG_CHECK_GOTO(st, st != VKG_OK || pos, VKG_ERR_NOMEM, done, "no memory for row cursors");
+    for (size_t id = 0; id < V && st == VKG_OK; id++) {
+        if (!mark[id])
+            continue;
+        st = vkg_gpt2_grads_read(m, id * C, C, row); /* wte is the first tensor */
+        for (int r = 0; r < W && st == VKG_OK; r++) {
+            const int32_t *rc = (const int32_t *)(all + (size_t)r * rec);
+            const float *rr = (const float *)(rc + 1 + rmax);
+            if (pos[r] < rc[0] && rc[1 + pos[r]] == (int32_t)id) {
+                for (size_t c = 0; c < C; c++)
+                    row[c] += rr[(size_t)pos[r] * C + c];
+                pos[r]++;
+            }
+        }
+        if (st == VKG_OK)
+            st = vkg_gpt2_grads_write(m, id * C, C, row);
+    }
+    free(pos);
+done:
+    free(mark), free(send), free(all), free(row);
+    return st;
+}
+
 vkg_status vkg__dp_backward_overlapped(vkg_trainer_t *t, float *loss)
 {
     vkg_gpt2 *m = t->model;
@@ -160,6 +219,14 @@ vkg_status vkg__dp_backward_overlapped(vkg_trainer_t *t, float *loss)
         for (int i = 0; st == VKG_OK && i < nr; off += r[i][1], i++)
             st = vkg_gpt2_grads_write(m, r[i][0], r[i][1], t->dp_grads + off);
     }
+    if (st == VKG_OK)
+        st = vkg_gpt2_bucket_finish(m, loss);
+    if (st == VKG_OK) {
+        double t0 = now_ms();
+        st = add_embedding_rows(t);
+        end = now_ms();
+        comm += end - t0;
+    }
     if (watching)
         pthread_join(th, NULL);
     VKG_TRY(st);
@@ -168,7 +235,7 @@ vkg_status vkg__dp_backward_overlapped(vkg_trainer_t *t, float *loss)
     t->dp_exposed_ms = watching && end > w.done_ms ? end - w.done_ms : 0.0;
     if (t->dp_exposed_ms > comm)
         t->dp_exposed_ms = comm;
-    return vkg_gpt2_bucket_finish(m, loss);
+    return VKG_OK;
 }
 
 vkg_status vkg__dp_resume(vkg_trainer_t *t, const vkg_checkpoint_state *s)

@@ -1,0 +1,195 @@
+/* `vkgpt bench dp`: data-parallel step time for N = 1, 2, 4 local ranks (threads of this process,
+ * each with its own trainer and device, joined over loopback tcp by default), split into compute,
+ * allreduce time, exposed communication (allreduce time after the device had finished the
+ * backward pass) and the overlapped fraction, with and without gradient buckets.
+ * Prints figures, asserts nothing. Random tokens in a temporary llm.c shard are the data. */
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "cli/flags.h"
+#include "vkgpt/comm.h"
+#include "vkgpt/io.h"
+#include "vkgpt/train.h"
+
+#define MAX_BENCH_RANKS 16
+
+typedef struct bench_cfg {
+    int layers, heads, channels, vocab, seq, batch, steps, warmup;
+    float bucket_mb;
+    vkg_comm_transport transport;
+    const char *device;
+    char data[600];
+} bench_cfg;
+
+typedef struct rank_job {
+    const bench_cfg *b;
+    int rank, world, overlap, port;
+    uint64_t job_id;
+    vkg_comm_ctx_t *ctx;
+    vkg_status st;
+    char err[512];
+    double ms, comm_ms, exposed_ms; /* means over measured steps (rank 0) */
+} rank_job;
+
+static void *bench_rank(void *p)
+{
+    rank_job *j = p;
+    const bench_cfg *b = j->b;
+    vkg_train_config c = vkg_train_config_default();
+    c.device = b->device;
+    c.layers = b->layers, c.heads = b->heads, c.channels = b->channels;
+    c.max_seq_len = b->seq, c.vocab_size = b->vocab, c.data = b->data;
+    c.batch = b->batch, c.seq = b->seq, c.steps = b->steps + b->warmup;
+    c.lr = 1e-4f, c.schedule = VKG_LR_CONSTANT;
+    c.comm.world_size = j->world, c.comm.rank = j->rank, c.comm.transport = b->transport;
+    c.comm.master_port = j->port, c.comm.job_id = j->job_id, c.comm.ctx = j->ctx;
+    c.bucket_bytes = j->overlap ? (long long)((double)b->bucket_mb * 1048576.0) : -1;
+    vkg_trainer_t *t = NULL;
+    vkg_status st = vkg_trainer_create(&c, &t);
+    int measured = 0;
+    for (int s = 0; st == VKG_OK && s < b->steps + b->warmup; s++) {
+        vkg_step_info info;
+        st = vkg_trainer_step(t, &info);
+        if (st == VKG_OK && s >= b->warmup) {
+            j->ms += info.ms, j->comm_ms += info.comm_ms, j->exposed_ms += info.exposed_comm_ms;
+            measured++;
+        }
+    }
+    if (measured)
+        j->ms /= measured, j->comm_ms /= measured, j->exposed_ms /= measured;
+    if (st != VKG_OK)
+        snprintf(j->err, sizeof j->err, "%s", vkg_error_message());
+    j->st = st;
+    vkg_trainer_destroy(&t);
+    return NULL;
+}
+
+/* One configuration: world ranks as threads; rank 0's means in *out. */
+static int run_world(const bench_cfg *b, int world, int overlap, rank_job *out)
+{
+    static uint64_t counter;
+    rank_job jobs[MAX_BENCH_RANKS];
+    pthread_t th[MAX_BENCH_RANKS];
+    vkg_comm_ctx_t *ctx = NULL;
+    int port = 0;
+    if (b->transport == VKG_COMM_INPROC && vkg_comm_ctx_create(&ctx) != VKG_OK)
+        return vkg_cli_report("bench dp", VKG_ERR_NETWORK);
+    if (b->transport == VKG_COMM_TCP && vkg_comm_pick_port("127.0.0.1", &port) != VKG_OK)
+        return vkg_cli_report("bench dp", VKG_ERR_NETWORK);
+    uint64_t job_id = ((uint64_t)getpid() << 20) + ++counter;
+    for (int r = 0; r < world; r++) {
+        jobs[r] = (rank_job){.b = b, .rank = r, .world = world, .overlap = overlap, .port = port,
+                             .job_id = job_id, .ctx = ctx};
+        pthread_create(&th[r], NULL, bench_rank, &jobs[r]);
+    }
+    for (int r = 0; r < world; r++)
+        pthread_join(th[r], NULL);
+    vkg_comm_ctx_destroy(&ctx);
+    for (int r = 0; r < world; r++)
+        if (jobs[r].st != VKG_OK) {
+            fprintf(stderr, "vkgpt bench dp: rank %d of %d: %s (%s): %s\n", r, world,
+                    vkg_status_str(jobs[r].st), vkg_status_name(jobs[r].st), jobs[r].err);
+            return 1;
+        }
+    *out = jobs[0];
+    return 0;
+}
+
+static int write_data(bench_cfg *b, int max_world)
+{
+    const char *base = getenv("TMPDIR");
+    snprintf(b->data, sizeof b->data, "%s/vkgpt_bench_dp_%d.bin", base && *base ? base : "/tmp",
+             (int)getpid());
+    size_t n = (size_t)(b->steps + b->warmup + 1) * (size_t)max_world * (size_t)b->batch *
+                   (size_t)b->seq + 1;
+    uint16_t *tok = malloc(n * sizeof *tok);
+    if (!tok)
+        return 1;
+    uint64_t x = 0x9E3779B97F4A7C15ull;
+    for (size_t i = 0; i < n; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        tok[i] = (uint16_t)(x % (uint64_t)b->vocab);
+    }
+    vkg_status st = vkg_shard_write(b->data, tok, n);
+    free(tok);
+    return st == VKG_OK ? 0 : vkg_cli_report("bench dp", st);
+}
+
+int vkg_cli_bench_dp(int argc, char **argv)
+{
+    bench_cfg b = {.layers = 4, .heads = 4, .channels = 256, .vocab = 50257, .seq = 64,
+                   .batch = 4, .steps = 3, .warmup = 1, .bucket_mb = 25.0f,
+                   .transport = VKG_COMM_TCP};
+    const char *ranks = "1,2,4", *transport = "tcp";
+    int flat = 1;
+    b.device = getenv("VKGPT_DEVICE");
+    const vkg_flag flags[] = {
+        {"--ranks", VKG_FLAG_STR, &ranks, "world sizes to run, e.g. 1,2,4", 0, 0, 0},
+        {"--layers", VKG_FLAG_INT, &b.layers, "layers", 0, 1, 1000},
+        {"--heads", VKG_FLAG_INT, &b.heads, "attention heads", 0, 1, 1000},
+        {"--channels", VKG_FLAG_INT, &b.channels, "channels", 0, 1, 65536},
+        {"--vocab", VKG_FLAG_INT, &b.vocab, "vocabulary", 0, 2, 65535},
+        {"--seq", VKG_FLAG_INT, &b.seq, "sequence length T (also the context)", 0, 1, 65536},
+        {"--batch", VKG_FLAG_INT, &b.batch, "micro-batch per rank", 0, 1, 1 << 20},
+        {"--steps", VKG_FLAG_INT, &b.steps, "measured steps", 0, 1, 1e6},
+        {"--warmup", VKG_FLAG_INT, &b.warmup, "unmeasured steps first", 0, 0, 1e6},
+        {"--bucket-mb", VKG_FLAG_FLOAT, &b.bucket_mb, "gradient bucket size (MiB)", 0, 0.0001, 65536},
+        {"--transport", VKG_FLAG_STR, &transport, "tcp, ipc or inproc", 0, 0, 0},
+        {"--flat", VKG_FLAG_INT, &flat, "1: also run without overlap (one allreduce)", 0, 0, 1},
+        {"--device", VKG_FLAG_STR, &b.device, "device index or name (every rank)", 0, 0, 0},
+    };
+    int rc = vkg_flags_parse("bench dp", "[options]", flags, (int)(sizeof flags / sizeof flags[0]),
+                             argc, argv);
+    if (rc)
+        return rc == 1 ? 0 : 2;
+    if (vkg_comm_transport_parse(transport, &b.transport) != VKG_OK) {
+        fprintf(stderr, "vkgpt bench dp: --transport must be tcp, ipc or inproc, got '%s'\n",
+                transport);
+        return 2;
+    }
+    int worlds[MAX_BENCH_RANKS], nw = 0, max_world = 1;
+    for (const char *p = ranks; *p && nw < MAX_BENCH_RANKS;) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p || v < 1 || v > MAX_BENCH_RANKS || (*end && *end != ',')) {
+            fprintf(stderr, "vkgpt bench dp: --ranks wants sizes 1..%d separated by commas, got "
+                            "'%s'\n", MAX_BENCH_RANKS, ranks);
+            return 2;
+        }
+        worlds[nw++] = (int)v;
+        max_world = v > max_world ? (int)v : max_world;
+        p = *end ? end + 1 : end;
+    }
+    if ((rc = write_data(&b, max_world)) != 0)
+        return rc;
+    printf("# GPT-2 L=%d NH=%d C=%d V=%d, B=%d x T=%d per rank, %d measured steps after %d, "
+           "%s, buckets of %.2f MiB\n", b.layers, b.heads, b.channels, b.vocab, b.batch, b.seq,
+           b.steps, b.warmup, vkg_comm_transport_name(b.transport), (double)b.bucket_mb);
+    printf("# compute = step - exposed; exposed = allreduce time after the device finished the "
+           "backward pass; overlap = 1 - exposed / allreduce\n");
+    printf("%5s %8s %10s %10s %10s %10s %8s %10s\n", "ranks", "mode", "step_ms", "compute_ms",
+           "allred_ms", "exposed_ms", "overlap", "tok/s");
+    for (int i = 0; i < nw && rc == 0; i++)
+        for (int overlap = 1; overlap >= (flat ? 0 : 1) && rc == 0; overlap--) {
+            rank_job r = {0};
+            if (worlds[i] == 1 && !overlap)
+                continue;
+            if ((rc = run_world(&b, worlds[i], overlap, &r)) != 0)
+                break;
+            double tok = (double)worlds[i] * b.batch * b.seq / (r.ms / 1e3);
+            char ov[16] = "-";
+            if (worlds[i] > 1 && r.comm_ms > 0)
+                snprintf(ov, sizeof ov, "%.0f%%", 100.0 * (1.0 - r.exposed_ms / r.comm_ms));
+            printf("%5d %8s %10.1f %10.1f %10.1f %10.1f %8s %10.0f\n", worlds[i],
+                   worlds[i] == 1 ? "single" : overlap ? "buckets" : "flat", r.ms,
+                   r.ms - r.exposed_ms, r.comm_ms, r.exposed_ms, ov, tok);
+            fflush(stdout);
+        }
+    unlink(b.data);
+    return rc;
+}
