@@ -106,6 +106,8 @@ typedef struct vkg_trainer_info {
     long long total_batch;
     long long start_step, steps; /* resumed runs start past 0 */
     int resumed;
+    int validation_messages;  /* warnings/errors the validation layer reported (validation on) */
+    char validation_first[512];
     char log_path[1024], svg_path[1024];
     int rank, world_size;  /* data parallelism; 0 of 1 alone */
     int global_batch;      /* rows of a global micro-batch (sum over ranks) */

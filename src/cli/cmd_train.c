@@ -143,6 +143,15 @@ static int run(vkg_trainer_t *t, const train_opts *o)
         printf("loss curve: %s\n", info.svg_path);
     if (o->sample_len > 0 && !stop)
         rc = show_sample(t, o, o->cfg.seed, 0);
+    vkg_trainer_get_info(t, &info);
+    if (rc == 0 && o->cfg.validation) {
+        printf("validation layer: %d message(s)\n", info.validation_messages);
+        if (info.validation_messages) {
+            fprintf(stderr, "vkgpt train: the validation layer reported: %s\n",
+                    info.validation_first);
+            rc = 1;
+        }
+    }
     return rc;
 }
 

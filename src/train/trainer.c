@@ -326,6 +326,9 @@ void vkg_trainer_get_info(const vkg_trainer_t *t, vkg_trainer_info *info)
     info->batch = t->mopts.B, info->seq = t->mopts.T, info->accum_steps = t->mopts.accum_steps;
     info->total_batch = (long long)t->hp.total_batch;
     info->start_step = t->start_step, info->steps = t->cfg.steps, info->resumed = t->resumed;
+    const char *first = "";
+    info->validation_messages = vkg_device_validation_messages(t->dev, &first);
+    snprintf(info->validation_first, sizeof info->validation_first, "%.500s", first);
     if (t->metrics) {
         snprintf(info->log_path, sizeof info->log_path, "%s", vkg_metrics_log_path(t->metrics));
         snprintf(info->svg_path, sizeof info->svg_path, "%s", vkg_metrics_svg_path(t->metrics));
