@@ -106,7 +106,10 @@ int vkg_cli_sample(int argc, char **argv)
     c.tokenizer = tokenizer ? tokenizer : vocab_dir ? "gpt2" : (tok[0] ? tok : NULL);
     c.vocab_dir = vocab_dir;
     c.batch = 1;
-    c.seq = mcfg.max_seq_len;
+    /* The context only needs the prompt and the generated tokens (a prompt never has more tokens
+     * than bytes): a shorter model shape makes each per-token forward pass cheaper. */
+    size_t need = strlen(prompt) + (size_t)len + 1;
+    c.seq = need < (size_t)mcfg.max_seq_len ? (int)need : mcfg.max_seq_len;
     c.steps = 0;
     vkg_trainer_t *t = NULL;
     if ((st = vkg_trainer_create(&c, &t)) != VKG_OK)
