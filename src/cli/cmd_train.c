@@ -54,6 +54,8 @@ static void print_step(const vkg_step_info *s, long long steps, double avg_ms, i
                (double)s->loss, (double)s->lr, (double)s->grad_norm, s->tokens_per_s, s->ms);
         if (s->has_eval)
             printf(" eval %.4f", (double)s->eval_loss);
+        if (s->comm_ms > 0.0) /* data parallel: allreduce time and the part not overlapped */
+            printf(" allreduce %.1f ms (exposed %.1f)", s->comm_ms, s->exposed_comm_ms);
         printf("\n");
     }
     fflush(stdout);
