@@ -115,6 +115,7 @@ struct vkg_comm {
 
     int64_t progress_ns; /* last time anything arrived or completed */
     int peer_aborted;    /* the failure came from a peer's abort: do not echo it */
+    int rcvtimeo;        /* ZMQ_RCVTIMEO currently set on rx (ms) */
     vkg_status failed;   /* VKG_OK while healthy */
     char fail_msg[1024];
     vkg_guard *guard;

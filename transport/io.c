@@ -170,13 +170,17 @@ static vkg_status validate(const vkg_comm_t *c, const vkg_wire_hdr *h, size_t bo
     return VKG_OK;
 }
 
-/* Receive one message without blocking. *got = 0 when none is waiting. */
-static vkg_status recv_one(vkg_comm_t *c, vkg_inmsg *m, int *got)
+/* Receive one message, waiting up to wait_ms (0: not at all). *got = 0 when none came. */
+static vkg_status recv_wait(vkg_comm_t *c, vkg_inmsg *m, int *got, int wait_ms)
 {
     *got = 0;
     zmq_msg_t hm;
     zmq_msg_init(&hm);
-    if (zmq_msg_recv(&hm, c->rx, ZMQ_DONTWAIT) < 0) {
+    if (wait_ms > 0 && wait_ms != c->rcvtimeo) {
+        zmq_setsockopt(c->rx, ZMQ_RCVTIMEO, &wait_ms, sizeof wait_ms);
+        c->rcvtimeo = wait_ms;
+    }
+    if (zmq_msg_recv(&hm, c->rx, wait_ms > 0 ? 0 : ZMQ_DONTWAIT) < 0) {
         int e = zmq_errno();
         zmq_msg_close(&hm);
         if (e == EAGAIN || e == EINTR)
@@ -226,6 +230,10 @@ static vkg_status recv_one(vkg_comm_t *c, vkg_inmsg *m, int *got)
     return VKG_OK;
 }
 
+static vkg_status recv_one(vkg_comm_t *c, vkg_inmsg *m, int *got)
+{
+    return recv_wait(c, m, got, 0);
+}
 /* ---- stash ---- */
 
 static int matches(const vkg_expect *ex, const vkg_wire_hdr *h)
@@ -473,8 +481,16 @@ vkg_status vkg__comm_wait(vkg_comm_t *c, const vkg_expect *ex, vkg_inmsg *m, int
             break;
         }
         vkg_inmsg in;
-        int got = 0, matched = 0;
-        st = recv_one(c, &in, &got);
+        int got = 0, matched = 0, ms = 0;
+        int64_t now = vkg__now_ns();
+        if (!ex->drain && now < watch_after) {
+            /* the common short wait: one blocking receive costs fewer syscalls than a
+             * non-blocking try followed by zmq_poll */
+            int64_t lim = c->progress_ns + timeout_ns < watch_after ? c->progress_ns + timeout_ns
+                                                                   : watch_after;
+            ms = lim > now ? (int)((lim - now + 999999) / 1000000) : 0;
+        }
+        st = recv_wait(c, &in, &got, ms);
         if (st < 0)
             break;
         if (got) {
@@ -488,12 +504,14 @@ vkg_status vkg__comm_wait(vkg_comm_t *c, const vkg_expect *ex, vkg_inmsg *m, int
             }
             continue;
         }
+        if (ms > 0)
+            continue; /* the short wait ran out: from now on watch the monitor too */
         st = check_peers(c, ex);
         if (st < 0) {
             st = explain_loss(c, st);
             break;
         }
-        int64_t now = vkg__now_ns();
+        now = vkg__now_ns();
         int64_t until = c->progress_ns + timeout_ns;
         if (now >= until) {
             if (!grace_end)
@@ -504,10 +522,11 @@ vkg_status vkg__comm_wait(vkg_comm_t *c, const vkg_expect *ex, vkg_inmsg *m, int
             }
             until = grace_end;
         }
-        zmq_pollitem_t items[4];
-        int n = 0, imon = -1, iefd = -1, watch = now >= watch_after;
+        int watch = now >= watch_after;
         if (!watch && until > watch_after)
             until = watch_after;
+        zmq_pollitem_t items[4];
+        int n = 0, imon = -1, iefd = -1;
         items[n++] = (zmq_pollitem_t){c->rx, 0, ZMQ_POLLIN, 0};
         if (c->mon && watch) {
             imon = n;
