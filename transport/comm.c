@@ -20,9 +20,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#define DEFAULT_SEGMENT (512u << 10)
+/* Defaults measured with `vkgpt bench allreduce` on 2 cores (docs/BENCHMARKS.md): 1 MiB segments
+ * halve the per-message wakeups of 512 KiB ones; the one-step exchange beats the ring up to
+ * about 2 MiB for two ranks (the same bytes, one round instead of two) and 512 KiB beyond. */
+#define DEFAULT_SEGMENT (1u << 20)
 #define DEFAULT_WINDOW 8
-#define DEFAULT_SMALL (64u << 10)
+#define DEFAULT_SMALL_PAIR (2u << 20)
+#define DEFAULT_SMALL (512u << 10)
 #define SOCK_BUF (4 << 20)
 #define HELLO_BYTES (8 + VKG_COMM_ADDR_MAX + VKG_COMM_KEY_CHARS + 1)
 #define ENTRY_BYTES (VKG_COMM_ADDR_MAX + VKG_COMM_KEY_CHARS + 1)
@@ -629,7 +633,8 @@ static vkg_status comm_alloc(const vkg_comm_config *cfg, vkg_comm_t **out)
     c->timeout_ms = cfg->timeout_ms;
     c->seg_bytes = cfg->segment_bytes ? cfg->segment_bytes : DEFAULT_SEGMENT;
     c->seg_bytes = (c->seg_bytes + 3) & ~(size_t)3;
-    c->small_bytes = cfg->small_bytes ? cfg->small_bytes : DEFAULT_SMALL;
+    c->small_bytes = cfg->small_bytes ? cfg->small_bytes
+                                      : c->size == 2 ? DEFAULT_SMALL_PAIR : DEFAULT_SMALL;
     c->window = cfg->window ? cfg->window : DEFAULT_WINDOW;
     c->credit_from = -1;
     c->progress_ns = vkg__now_ns();

@@ -79,9 +79,10 @@ typedef struct vkg_comm_config {
     uint64_t job_id;     /* shared by every rank of a job, nonzero; rejects foreign messages */
     uint32_t generation; /* restart count; messages of another generation are rejected */
     int timeout_ms;      /* deadline of every blocking call without progress (default 60000) */
-    /* Tuning (0 = default). segment_bytes: ring pipeline unit; window: segments in flight per
-     * link; small_bytes: allreduce/broadcast/allgather payloads up to this size use the one-step
-     * (latency-optimal) algorithms. */
+    /* Tuning (0 = default). segment_bytes: ring pipeline unit (1 MiB); window: segments in flight
+     * per link (8); small_bytes: allreduce and broadcast payloads up to this size (allgather:
+     * bytes x (world_size - 1)) use the one-step algorithms (2 MiB for two ranks, 512 KiB
+     * otherwise). Every rank must use the same values. */
     size_t segment_bytes;
     int window;
     size_t small_bytes;

@@ -328,7 +328,7 @@ static void bench_usage(FILE *f)
             "usage: vkgpt bench allreduce -n N [--transport tcp|ipc|inproc] [--min 4K] [--max "
             "256M]\n"
             "         [--iters 20] [--warmup 5] [--dtype f32|bf16|f16] [--op sum|avg]\n"
-            "         [--timeout 60] [--segment 512K] [--window 8] [--small 64K] [--bind]\n"
+            "         [--timeout 60] [--segment 1M] [--window 8] [--small 2M/512K] [--bind]\n"
             "         [--no-check]\n"
             "Launches N local ranks (processes for tcp/ipc, threads for inproc) and prints an\n"
             "nccl-tests style table from --min to --max bytes, doubling. --bind pins process\n"
