@@ -41,13 +41,13 @@ static int job_counter;
 typedef struct job {
     int world;
     int rank_batch[MAXR];
-    int batch;               /* when world == 1 */
-    long long total;         /* tokens per step */
-    int steps;               /* steps to run (5 unless resuming) */
-    int seq_override_rank;   /* this rank gets another T (-1: none) */
-    const char *ckpt;        /* checkpoint folder or NULL */
+    int batch;             /* when world == 1 */
+    long long total;       /* tokens per step */
+    int steps;             /* steps to run (5 unless resuming) */
+    int seq_override_rank; /* this rank gets another T (-1: none) */
+    const char *ckpt;      /* checkpoint folder or NULL */
     int resume, checkpoint_at_end;
-    long long bucket_bytes;  /* vkg_train_config.bucket_bytes */
+    long long bucket_bytes; /* vkg_train_config.bucket_bytes */
     /* results (rank 0's, plus every rank's parameters) */
     float loss[STEPS], eval[STEPS];
     long long first_step;
@@ -236,14 +236,14 @@ static void expect_same_run(const char *what, const job *a, const job *b, int ns
 
 static job single(int batch, long long total)
 {
-    return (job){.world = 1, .batch = batch, .total = total, .steps = STEPS,
-                 .seq_override_rank = -1};
+    return (job){
+        .world = 1, .batch = batch, .total = total, .steps = STEPS, .seq_override_rank = -1};
 }
 
 static job ranks(int world, const int *b, long long total)
 {
-    job j = {.world = world, .batch = b[0], .total = total, .steps = STEPS,
-             .seq_override_rank = -1};
+    job j = {
+        .world = world, .batch = b[0], .total = total, .steps = STEPS, .seq_override_rank = -1};
     for (int r = 0; r < world; r++)
         j.rank_batch[r] = b[r];
     return j;
@@ -297,8 +297,8 @@ static void test_mismatching_rank_is_refused(void **state)
     run_job(&j);
     for (int r = 0; r < 2; r++) {
         if (j.st[r] != VKG_ERR_MISMATCH)
-            fail_msg("rank %d: expected VKG_ERR_MISMATCH, got %s: %s", r,
-                     vkg_status_name(j.st[r]), j.err[r]);
+            fail_msg("rank %d: expected VKG_ERR_MISMATCH, got %s: %s", r, vkg_status_name(j.st[r]),
+                     j.err[r]);
         if (!strstr(j.err[r], "rank 1") || !strstr(j.err[r], "seq"))
             fail_msg("rank %d's message does not name rank 1 and seq: %s", r, j.err[r]);
         printf("rank %d refused as expected: %s\n", r, j.err[r]);
@@ -334,8 +334,8 @@ static void test_resume_with_another_world_size(void **state)
     job straight = single(4, 4 * T);
     run_job(&straight);
     expect_ok(&straight);
-    resume_across("2 ranks (2,2) then 1 rank B=4", "ck_2to1",
-                  ranks(2, (const int[]){2, 2}, 4 * T), single(4, 4 * T), &straight);
+    resume_across("2 ranks (2,2) then 1 rank B=4", "ck_2to1", ranks(2, (const int[]){2, 2}, 4 * T),
+                  single(4, 4 * T), &straight);
     resume_across("1 rank B=4 then 2 ranks (3,1)", "ck_1to2", single(4, 4 * T),
                   ranks(2, (const int[]){3, 1}, 4 * T), &straight);
     free_job(&straight);

@@ -181,17 +181,17 @@ static int count_lines(const char *path)
 }
 
 #define TRAIN_ARGS                                                                                 \
-    "train", "--data", data_path, "--layers", "2", "--heads", "2", "--channels", "32", "--ctx",     \
-        "32", "--batch", "2", "--seq", "32", "--lr", "3e-3", "--sample-len", "0", "--comm-timeout", \
-        "3"
+    "train", "--data", data_path, "--layers", "2", "--heads", "2", "--channels", "32", "--ctx",    \
+        "32", "--batch", "2", "--seq", "32", "--lr", "3e-3", "--sample-len", "0",                  \
+        "--comm-timeout", "3"
 
 static void test_launch_two_ranks_train(void **state)
 {
     (void)state;
     char ckpt[700], path[800];
     snprintf(ckpt, sizeof ckpt, "%s/ok", tmp_root);
-    const char *args[] = {"vkgpt", "launch", "-n", "2", "--transport", "ipc", "--", TRAIN_ARGS,
-                          "--steps", "4", "--ckpt-dir", ckpt, NULL};
+    const char *args[] = {"vkgpt",    "launch",  "-n", "2",          "--transport", "ipc", "--",
+                          TRAIN_ARGS, "--steps", "4",  "--ckpt-dir", ckpt,          NULL};
     proc p;
     start(&p, args);
     finish(&p, 240);
@@ -221,9 +221,10 @@ static void kill_rank_and_resume(const char *transport)
 {
     char ckpt[700], path[800];
     snprintf(ckpt, sizeof ckpt, "%s/fault_%s", tmp_root, transport);
-    const char *args[] = {"vkgpt", "launch", "-n", "2", "--transport", transport, "--", TRAIN_ARGS,
-                          "--steps", "1000000", "--ckpt-dir", ckpt, "--ckpt-every", "3",
-                          "--keep", "2", NULL};
+    const char *args[] = {"vkgpt",      "launch", "-n",           "2",       "--transport",
+                          transport,    "--",     TRAIN_ARGS,     "--steps", "1000000",
+                          "--ckpt-dir", ckpt,     "--ckpt-every", "3",       "--keep",
+                          "2",          NULL};
     proc p;
     start(&p, args);
     /* Wait for a complete checkpoint and rank 1's pid. */
@@ -262,8 +263,9 @@ static void kill_rank_and_resume(const char *transport)
     char steps[32], resumed[64];
     snprintf(steps, sizeof steps, "%ld", step + 2);
     snprintf(resumed, sizeof resumed, "[rank 0] resumed at step %ld", step);
-    const char *again[] = {"vkgpt", "launch", "-n", "2", "--transport", transport, "--",
-                           TRAIN_ARGS, "--steps", steps, "--ckpt-dir", ckpt, "--resume", NULL};
+    const char *again[] = {"vkgpt",      "launch", "-n",       "2",       "--transport",
+                           transport,    "--",     TRAIN_ARGS, "--steps", steps,
+                           "--ckpt-dir", ckpt,     "--resume", NULL};
     start(&p, again);
     finish(&p, 240);
     printf("%s", p.out);

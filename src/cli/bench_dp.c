@@ -83,8 +83,13 @@ static int run_world(const bench_cfg *b, int world, int overlap, rank_job *out)
         return vkg_cli_report("bench dp", VKG_ERR_NETWORK);
     uint64_t job_id = ((uint64_t)getpid() << 20) + ++counter;
     for (int r = 0; r < world; r++) {
-        jobs[r] = (rank_job){.b = b, .rank = r, .world = world, .overlap = overlap, .port = port,
-                             .job_id = job_id, .ctx = ctx};
+        jobs[r] = (rank_job){.b = b,
+                             .rank = r,
+                             .world = world,
+                             .overlap = overlap,
+                             .port = port,
+                             .job_id = job_id,
+                             .ctx = ctx};
         pthread_create(&th[r], NULL, bench_rank, &jobs[r]);
     }
     for (int r = 0; r < world; r++)
@@ -105,8 +110,9 @@ static int write_data(bench_cfg *b, int max_world)
     const char *base = getenv("TMPDIR");
     snprintf(b->data, sizeof b->data, "%s/vkgpt_bench_dp_%d.bin", base && *base ? base : "/tmp",
              (int)getpid());
-    size_t n = (size_t)(b->steps + b->warmup + 1) * (size_t)max_world * (size_t)b->batch *
-                   (size_t)b->seq + 1;
+    size_t n =
+        (size_t)(b->steps + b->warmup + 1) * (size_t)max_world * (size_t)b->batch * (size_t)b->seq +
+        1;
     uint16_t *tok = malloc(n * sizeof *tok);
     if (!tok)
         return 1;
@@ -122,8 +128,15 @@ static int write_data(bench_cfg *b, int max_world)
 
 int vkg_cli_bench_dp(int argc, char **argv)
 {
-    bench_cfg b = {.layers = 4, .heads = 4, .channels = 256, .vocab = 50257, .seq = 64,
-                   .batch = 4, .steps = 3, .warmup = 1, .bucket_mb = 25.0f,
+    bench_cfg b = {.layers = 4,
+                   .heads = 4,
+                   .channels = 256,
+                   .vocab = 50257,
+                   .seq = 64,
+                   .batch = 4,
+                   .steps = 3,
+                   .warmup = 1,
+                   .bucket_mb = 25.0f,
                    .transport = VKG_COMM_TCP};
     const char *ranks = "1,2,4", *transport = "tcp";
     int flat = 1;
@@ -138,7 +151,8 @@ int vkg_cli_bench_dp(int argc, char **argv)
         {"--batch", VKG_FLAG_INT, &b.batch, "micro-batch per rank", 0, 1, 1 << 20},
         {"--steps", VKG_FLAG_INT, &b.steps, "measured steps", 0, 1, 1e6},
         {"--warmup", VKG_FLAG_INT, &b.warmup, "unmeasured steps first", 0, 0, 1e6},
-        {"--bucket-mb", VKG_FLAG_FLOAT, &b.bucket_mb, "gradient bucket size (MiB)", 0, 0.0001, 65536},
+        {"--bucket-mb", VKG_FLAG_FLOAT, &b.bucket_mb, "gradient bucket size (MiB)", 0, 0.0001,
+         65536},
         {"--transport", VKG_FLAG_STR, &transport, "tcp, ipc or inproc", 0, 0, 0},
         {"--flat", VKG_FLAG_INT, &flat, "1: also run without overlap (one allreduce)", 0, 0, 1},
         {"--device", VKG_FLAG_STR, &b.device, "device index or name (every rank)", 0, 0, 0},
@@ -157,8 +171,10 @@ int vkg_cli_bench_dp(int argc, char **argv)
         char *end;
         long v = strtol(p, &end, 10);
         if (end == p || v < 1 || v > MAX_BENCH_RANKS || (*end && *end != ',')) {
-            fprintf(stderr, "vkgpt bench dp: --ranks wants sizes 1..%d separated by commas, got "
-                            "'%s'\n", MAX_BENCH_RANKS, ranks);
+            fprintf(stderr,
+                    "vkgpt bench dp: --ranks wants sizes 1..%d separated by commas, got "
+                    "'%s'\n",
+                    MAX_BENCH_RANKS, ranks);
             return 2;
         }
         worlds[nw++] = (int)v;
@@ -168,8 +184,9 @@ int vkg_cli_bench_dp(int argc, char **argv)
     if ((rc = write_data(&b, max_world)) != 0)
         return rc;
     printf("# GPT-2 L=%d NH=%d C=%d V=%d, B=%d x T=%d per rank, %d measured steps after %d, "
-           "%s, buckets of %.2f MiB\n", b.layers, b.heads, b.channels, b.vocab, b.batch, b.seq,
-           b.steps, b.warmup, vkg_comm_transport_name(b.transport), (double)b.bucket_mb);
+           "%s, buckets of %.2f MiB\n",
+           b.layers, b.heads, b.channels, b.vocab, b.batch, b.seq, b.steps, b.warmup,
+           vkg_comm_transport_name(b.transport), (double)b.bucket_mb);
     printf("# compute = step - exposed; exposed = allreduce time after the device finished the "
            "backward pass; overlap = 1 - exposed / allreduce\n");
     printf("%5s %8s %10s %10s %10s %10s %8s %10s\n", "ranks", "mode", "step_ms", "compute_ms",
@@ -186,8 +203,10 @@ int vkg_cli_bench_dp(int argc, char **argv)
             if (worlds[i] > 1 && r.comm_ms > 0)
                 snprintf(ov, sizeof ov, "%.0f%%", 100.0 * (1.0 - r.exposed_ms / r.comm_ms));
             printf("%5d %8s %10.1f %10.1f %10.1f %10.1f %8s %10.0f\n", worlds[i],
-                   worlds[i] == 1 ? "single" : overlap ? "buckets" : "flat", r.ms,
-                   r.ms - r.exposed_ms, r.comm_ms, r.exposed_ms, ov, tok);
+                   worlds[i] == 1 ? "single"
+                   : overlap      ? "buckets"
+                                  : "flat",
+                   r.ms, r.ms - r.exposed_ms, r.comm_ms, r.exposed_ms, ov, tok);
             fflush(stdout);
         }
     unlink(b.data);

@@ -60,16 +60,20 @@ int vkg_cli_dp_resolve(vkg_cli_dp_flags *d, struct vkg_train_config *cfg)
             long v = strtol(p, &end, 10);
             if (end == p || v <= 0 || v > (1 << 20) || (*end && *end != ',') ||
                 n == (int)(sizeof d->rank_batch_v / sizeof d->rank_batch_v[0])) {
-                fprintf(stderr, "vkgpt train: --rank-batch wants positive sizes separated by "
-                                "commas, one per rank (e.g. 4,2,2), got '%s'\n", d->rank_batch);
+                fprintf(stderr,
+                        "vkgpt train: --rank-batch wants positive sizes separated by "
+                        "commas, one per rank (e.g. 4,2,2), got '%s'\n",
+                        d->rank_batch);
                 return 2;
             }
             d->rank_batch_v[n++] = (int)v;
             p = *end ? end + 1 : end;
         }
         if (n != cc->world_size) {
-            fprintf(stderr, "vkgpt train: --rank-batch lists %d sizes but the world has %d "
-                            "ranks\n", n, cc->world_size);
+            fprintf(stderr,
+                    "vkgpt train: --rank-batch lists %d sizes but the world has %d "
+                    "ranks\n",
+                    n, cc->world_size);
             return 2;
         }
         cfg->rank_batch = d->rank_batch_v;
@@ -86,7 +90,7 @@ int vkg_cli_dp_resolve(vkg_cli_dp_flags *d, struct vkg_train_config *cfg)
 
 typedef struct child {
     pid_t pid;
-    int fd[2];                 /* stdout, stderr pipes (-1 when closed) */
+    int fd[2]; /* stdout, stderr pipes (-1 when closed) */
     char buf[2][LINE_MAX_BYTES];
     size_t len[2];
     int done, status;
@@ -243,10 +247,13 @@ int vkg_cli_launch(int argc, char **argv)
         }
     const vkg_flag flags[] = {
         {"-n", VKG_FLAG_INT, &n, "number of local ranks", 0, 1, MAX_RANKS},
-        {"--devices", VKG_FLAG_STR, &devices, "device per rank, cycling: 0,1,... (VKGPT_DEVICE)", 0, 0, 0},
+        {"--devices", VKG_FLAG_STR, &devices, "device per rank, cycling: 0,1,... (VKGPT_DEVICE)", 0,
+         0, 0},
         {"--transport", VKG_FLAG_STR, &transport, "tcp or ipc", 0, 0, 0},
-        {"--port", VKG_FLAG_INT, &port, "rendezvous port of rank 0 (default: a free one)", 0, 1, 65535},
-        {"--grace", VKG_FLAG_INT, &grace, "seconds between SIGTERM and SIGKILL on failure", 0, 0, 3600},
+        {"--port", VKG_FLAG_INT, &port, "rendezvous port of rank 0 (default: a free one)", 0, 1,
+         65535},
+        {"--grace", VKG_FLAG_INT, &grace, "seconds between SIGTERM and SIGKILL on failure", 0, 0,
+         3600},
     };
     int rc = vkg_flags_parse("launch", "-n N [options] -- train [train options]", flags,
                              (int)(sizeof flags / sizeof flags[0]), sep, argv);
@@ -283,8 +290,7 @@ int vkg_cli_launch(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     for (int k = 0; k < n; k++)
         cs[k].fd[0] = cs[k].fd[1] = -1;
-    fprintf(stderr, "vkgpt launch: %d ranks, %s rendezvous at 127.0.0.1:%d\n", n, transport,
-            port);
+    fprintf(stderr, "vkgpt launch: %d ranks, %s rendezvous at 127.0.0.1:%d\n", n, transport, port);
     int failed = -1, running = 0, exit_code = 0;
     double kill_at = 0.0;
     for (int k = 0; k < n; k++) {
@@ -315,8 +321,10 @@ int vkg_cli_launch(int argc, char **argv)
             if (failed_status(status) && failed < 0 && !forwarded) {
                 char why[128];
                 describe(status, why, sizeof why);
-                fprintf(stderr, "vkgpt launch: rank %d %s; stopping the other ranks (SIGTERM, "
-                                "SIGKILL after %d s)\n", k, why, grace);
+                fprintf(stderr,
+                        "vkgpt launch: rank %d %s; stopping the other ranks (SIGTERM, "
+                        "SIGKILL after %d s)\n",
+                        k, why, grace);
                 failed = k;
                 exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
                 signal_all(cs, n, SIGTERM);

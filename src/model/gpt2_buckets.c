@@ -12,18 +12,34 @@
 #define MAX_RANGES_PER_UNIT 12
 
 struct vkg_gpt2_buckets {
-    int n;                /* buckets (= command lists) */
-    vkg_cmd **lists;      /* (n) */
-    int *first_range;     /* (n + 1) index into ranges */
-    size_t (*ranges)[2];  /* (offset, count) in floats */
-    uint64_t *values;     /* (n) timeline values of the last submission */
-    int *unit_bucket;     /* (L + 3) bucket that closes after this unit, or -1 */
-    vkg_arena *arena;     /* enc_dwte */
-    int recording;        /* the list being recorded */
+    int n;               /* buckets (= command lists) */
+    vkg_cmd **lists;     /* (n) */
+    int *first_range;    /* (n + 1) index into ranges */
+    size_t (*ranges)[2]; /* (offset, count) in floats */
+    uint64_t *values;    /* (n) timeline values of the last submission */
+    int *unit_bucket;    /* (L + 3) bucket that closes after this unit, or -1 */
+    vkg_arena *arena;    /* enc_dwte */
+    int recording;       /* the list being recorded */
 };
 
-enum { WTE, WPE, LN1W, LN1B, QKVW, QKVB, ATTPROJW, ATTPROJB, LN2W, LN2B, FCW, FCB, FCPROJW,
-       FCPROJB, LNFW, LNFB };
+enum {
+    WTE,
+    WPE,
+    LN1W,
+    LN1B,
+    QKVW,
+    QKVB,
+    ATTPROJW,
+    ATTPROJB,
+    LN2W,
+    LN2B,
+    FCW,
+    FCB,
+    FCPROJW,
+    FCPROJB,
+    LNFW,
+    LNFB
+};
 
 static size_t tensor_offset(const vkg_gpt2 *m, int i)
 {

@@ -23,8 +23,10 @@ vkg_status vkg_dp_create(const vkg_comm_config *comm, int batch, const int *rank
 {
     int world = comm ? comm->world_size : 1, rank = comm ? comm->rank : 0;
     VKG_CHECK(world >= 1 && world <= VKG_DP_MAX_RANKS && rank >= 0 && rank < world,
-              VKG_ERR_INVALID_ARG, "data parallel: rank %d of world size %d is out of range "
-              "(world size 1..%d)", rank, world, VKG_DP_MAX_RANKS);
+              VKG_ERR_INVALID_ARG,
+              "data parallel: rank %d of world size %d is out of range "
+              "(world size 1..%d)",
+              rank, world, VKG_DP_MAX_RANKS);
     VKG_CHECK(!rank_batch || rank_batch_count == world, VKG_ERR_INVALID_ARG,
               "--rank-batch lists %d micro-batch sizes for a world of %d ranks", rank_batch_count,
               world);
@@ -36,8 +38,10 @@ vkg_status vkg_dp_create(const vkg_comm_config *comm, int batch, const int *rank
         d->batch[k] = rank_batch ? rank_batch[k] : batch;
         if (d->batch[k] <= 0) {
             free(d);
-            return VKG_FAIL(VKG_ERR_INVALID_ARG, "micro-batch of rank %d must be > 0, got %d "
-                            "(--batch / --rank-batch)", k, rank_batch ? rank_batch[k] : batch);
+            return VKG_FAIL(VKG_ERR_INVALID_ARG,
+                            "micro-batch of rank %d must be > 0, got %d "
+                            "(--batch / --rank-batch)",
+                            k, rank_batch ? rank_batch[k] : batch);
         }
         if (k < rank)
             d->row_offset += d->batch[k];
@@ -72,10 +76,22 @@ void vkg_dp_destroy(vkg_dp **pd, int failed)
     *pd = NULL;
 }
 
-int vkg_dp_rank(const vkg_dp *d) { return d->rank; }
-int vkg_dp_world(const vkg_dp *d) { return d->world; }
-int vkg_dp_rank_batch(const vkg_dp *d) { return d->batch[d->rank]; }
-int vkg_dp_global_batch(const vkg_dp *d) { return d->global_batch; }
+int vkg_dp_rank(const vkg_dp *d)
+{
+    return d->rank;
+}
+int vkg_dp_world(const vkg_dp *d)
+{
+    return d->world;
+}
+int vkg_dp_rank_batch(const vkg_dp *d)
+{
+    return d->batch[d->rank];
+}
+int vkg_dp_global_batch(const vkg_dp *d)
+{
+    return d->global_batch;
+}
 
 int vkg_dp_max_rank_batch(const vkg_dp *d)
 {
@@ -93,7 +109,10 @@ vkg_status vkg_dp_allgather(vkg_dp *d, const void *send, size_t bytes, void *rec
     }
     return vkg_comm_allgather(d->comm, send, bytes, recv);
 }
-const char *vkg_dp_batch_list(const vkg_dp *d) { return d->list; }
+const char *vkg_dp_batch_list(const vkg_dp *d)
+{
+    return d->list;
+}
 
 float vkg_dp_loss_scale(const vkg_dp *d)
 {
@@ -135,8 +154,7 @@ static vkg_status read_rows(vkg_dp *d, vkg_data_t *data, int64_t g, int T, int32
     return VKG_OK;
 }
 
-vkg_status vkg_dp_data_next(vkg_dp *d, vkg_data_t *data, int T, int32_t *inputs,
-                            int32_t *targets)
+vkg_status vkg_dp_data_next(vkg_dp *d, vkg_data_t *data, int T, int32_t *inputs, int32_t *targets)
 {
     if (d->equal)
         return vkg_data_next(data, inputs, targets);
@@ -164,10 +182,12 @@ vkg_status vkg_dp_check_match(vkg_dp *d, const vkg_dp_fingerprint *fp, const cha
     for (int k = 1; st == VKG_OK && k < d->world; k++)
         for (int i = 0; i < count; i++)
             if (all[k].v[i] != all[0].v[i]) {
-                st = VKG_FAIL(VKG_ERR_MISMATCH, "data-parallel rank %d does not match rank 0: "
+                st = VKG_FAIL(VKG_ERR_MISMATCH,
+                              "data-parallel rank %d does not match rank 0: "
                               "%s is %llu there but %llu on rank 0 (every rank needs the same "
-                              "model, data and training flags)", k, names[i],
-                              (unsigned long long)all[k].v[i], (unsigned long long)all[0].v[i]);
+                              "model, data and training flags)",
+                              k, names[i], (unsigned long long)all[k].v[i],
+                              (unsigned long long)all[0].v[i]);
                 break;
             }
     free(all);

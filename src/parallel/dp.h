@@ -56,8 +56,7 @@ const char *vkg_dp_batch_list(const vkg_dp *d);
  * ones the whole global micro-batch (see the file comment). */
 void vkg_dp_data_config(const vkg_dp *d, vkg_data_config *dc);
 /* This rank's rows of the next (or the g-th) global micro-batch: (b_k, T) each. */
-vkg_status vkg_dp_data_next(vkg_dp *d, vkg_data_t *data, int T, int32_t *inputs,
-                            int32_t *targets);
+vkg_status vkg_dp_data_next(vkg_dp *d, vkg_data_t *data, int T, int32_t *inputs, int32_t *targets);
 vkg_status vkg_dp_data_read(vkg_dp *d, vkg_data_t *data, uint64_t g, int T, int32_t *inputs,
                             int32_t *targets);
 

@@ -62,10 +62,25 @@ vkg_status vkg__dp_share_start(vkg_trainer_t *t, float **params, vkg_checkpoint 
 }
 
 static const char *const fp_names[] = {
-    "max_seq_len", "vocab_size", "padded_vocab_size", "layers", "heads", "channels",
-    "seq (T)", "total batch (tokens)", "global micro-batch (rows)", "world size",
-    "seed", "shuffle", "steps", "lr (bits)", "schedule", "warmup",
-    "grad clip and weight decay (bits)", "training batches per epoch", "training tokens",
+    "max_seq_len",
+    "vocab_size",
+    "padded_vocab_size",
+    "layers",
+    "heads",
+    "channels",
+    "seq (T)",
+    "total batch (tokens)",
+    "global micro-batch (rows)",
+    "world size",
+    "seed",
+    "shuffle",
+    "steps",
+    "lr (bits)",
+    "schedule",
+    "warmup",
+    "grad clip and weight decay (bits)",
+    "training batches per epoch",
+    "training tokens",
     "resumed step",
 };
 
@@ -256,10 +271,12 @@ vkg_status vkg__dp_resume(vkg_trainer_t *t, const vkg_checkpoint_state *s)
                   "--resume: the checkpoint's global micro-batch was %d rows (world size %d), "
                   "now %d: with shuffling or several data files the data position cannot be "
                   "carried over; keep the global micro-batch (sum of --rank-batch, or --batch x "
-                  "ranks) at %d", s->hp.batch_size, s->hp.world_size, (int)G, s->hp.batch_size);
+                  "ranks) at %d",
+                  s->hp.batch_size, s->hp.world_size, (int)G, s->hp.batch_size);
         VKG_CHECK(rows % G == 0, VKG_ERR_MISMATCH,
                   "--resume: the checkpoint stopped after %llu rows, not a multiple of the new "
-                  "global micro-batch of %d rows", (unsigned long long)rows, (int)G);
+                  "global micro-batch of %d rows",
+                  (unsigned long long)rows, (int)G);
         pos.batch = rows / G;
         pos.num_batches = vkg_data_num_batches(t->train);
         if (pos.batch >= pos.num_batches)
