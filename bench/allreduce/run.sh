@@ -53,7 +53,7 @@ for n in $NS; do
     if [ "$BIND" = 1 ]; then
         mpibind=(--bind-to core)
         vkbind=(--bind)
-        [ "$n" -le "$ncpu" ] || mpibind=(--bind-to core --map-by core:OVERSUBSCRIBE)
+        [ "$n" -le "$ncpu" ] || mpibind=(--bind-to core:overload-allowed)
     fi
     mpirun --oversubscribe "${mpibind[@]}" -np "$n" "$OUT/mpi_allreduce" "${args[@]}" \
         >"$OUT/mpi-$n.txt"
@@ -62,25 +62,25 @@ for n in $NS; do
             >"$OUT/vkgpt-$t-$n.txt"
     done
     echo
-    printf "## %d ranks\n| %10s | %8s |" "$n" "size (B)" "Open MPI"
-    for t in $TRANSPORTS; do printf " %8s | %6s |" "$t" "ratio"; done
-    printf " %6s |\n|---:|---:|" "#wrong"
-    for t in $TRANSPORTS; do printf -- "---:|---:|"; done
+    printf "## %d ranks: busbw (GB/s), time (us)\n| %10s | %8s | %9s |" "$n" "size (B)" "Open MPI" "time"
+    for t in $TRANSPORTS; do printf " %8s | %6s | %9s |" "$t" "ratio" "time"; done
+    printf " %6s |\n|---:|---:|---:|" "#wrong"
+    for t in $TRANSPORTS; do printf -- "---:|---:|---:|"; done
     printf -- "---:|\n"
-    # join the tables on the size column: busbw is field 7, #wrong field 8
+    # join the tables on the size column: time is field 5, busbw 7, #wrong 8
     files=("$OUT/mpi-$n.txt")
     for t in $TRANSPORTS; do files+=("$OUT/vkgpt-$t-$n.txt"); done
     awk -v nf="${#files[@]}" '
         FNR == 1 { f++ }
         /^#/ || NF < 8 { next }
-        { bw[f, $1] = $7; wrong[$1] += $8; if (f == 1) sizes[++ns] = $1 }
+        { bw[f, $1] = $7; us[f, $1] = $5; wrong[$1] += $8; if (f == 1) sizes[++ns] = $1 }
         END {
             for (i = 1; i <= ns; i++) {
                 s = sizes[i]
-                line = sprintf("| %10d | %8.2f |", s, bw[1, s])
+                line = sprintf("| %10d | %8.2f | %9.1f |", s, bw[1, s], us[1, s])
                 for (k = 2; k <= nf; k++) {
                     r = bw[1, s] > 0 ? bw[k, s] / bw[1, s] : 0
-                    line = line sprintf(" %8.2f | %6.2f |", bw[k, s], r)
+                    line = line sprintf(" %8.2f | %6.2f | %9.1f |", bw[k, s], r, us[k, s])
                 }
                 print line sprintf(" %6d |", wrong[s])
             }
