@@ -256,11 +256,15 @@ static int suite(vkg_th_rank *r, void *arg)
     return bad;
 }
 
+/* Both large-allreduce algorithms: direct to the owners (the default from 3 to 8 ranks) and the
+ * ring (two ranks always; forced from 3 on with ring_min_ranks = 2). */
 static void run_suite(vkg_comm_transport t, int processes)
 {
-    for (int n = 1; n <= 5; n++) {
+    for (int k = 0; k < 10; k++) {
+        int n = 1 + k / 2, ring_min = k % 2 ? 2 : 0;
         vkg_th_opts o = {.transport = t, .processes = processes, .segment_bytes = SEG_BYTES,
-                         .small_bytes = SMALL_BYTES, .window = 3, .wall_s = 60};
+                         .small_bytes = SMALL_BYTES, .window = 3, .ring_min_ranks = ring_min,
+                         .wall_s = 60};
         vkg_th_result res[VKG_TH_MAX_RANKS];
         vkg_th_run(n, &o, suite, NULL, res);
         int ok = 1;
@@ -270,7 +274,8 @@ static void run_suite(vkg_comm_transport t, int processes)
         for (int q = 1; q < n && ok; q++)
             ok &= !strcmp(strstr(res[0].report, "digest="), strstr(res[q].report, "digest="));
         if (!ok) {
-            fprintf(stderr, "%s, %d ranks:\n", vkg_comm_transport_name(t), n);
+            fprintf(stderr, "%s, %d ranks, %s:\n", vkg_comm_transport_name(t), n,
+                    ring_min ? "ring" : "direct to owners");
             vkg_th_dump(res, n);
         }
         assert_true(ok);
@@ -311,16 +316,19 @@ static int big_case(vkg_th_rank *r, void *arg)
 static void test_default_sizes(void **state)
 {
     (void)state;
-    vkg_th_opts o = {.transport = VKG_COMM_IPC, .processes = 1, .wall_s = 60};
-    vkg_th_result res[VKG_TH_MAX_RANKS];
-    vkg_th_run(3, &o, big_case, NULL, res);
-    int ok = 1;
-    for (int q = 0; q < 3; q++)
-        ok &= res[q].create_status == VKG_OK && res[q].body_rc == 0 &&
-              !strcmp(res[0].report, res[q].report);
-    if (!ok)
-        vkg_th_dump(res, 3);
-    assert_true(ok);
+    for (int ring_min = 0; ring_min <= 2; ring_min += 2) {
+        vkg_th_opts o = {.transport = VKG_COMM_IPC, .processes = 1, .ring_min_ranks = ring_min,
+                         .wall_s = 60};
+        vkg_th_result res[VKG_TH_MAX_RANKS];
+        vkg_th_run(3, &o, big_case, NULL, res);
+        int ok = 1;
+        for (int q = 0; q < 3; q++)
+            ok &= res[q].create_status == VKG_OK && res[q].body_rc == 0 &&
+                  !strcmp(res[0].report, res[q].report);
+        if (!ok)
+            vkg_th_dump(res, 3);
+        assert_true(ok);
+    }
 }
 
 /* The checker bites: a rank that feeds different inputs makes the digests differ. */

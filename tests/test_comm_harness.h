@@ -33,6 +33,7 @@ typedef struct vkg_th_opts {
     int timeout_ms;  /* communicator timeout (default 30000) */
     size_t segment_bytes, small_bytes;
     int window;
+    int ring_min_ranks;
     uint64_t job_id; /* 0: derived from the pid and a counter */
     double wall_s;   /* kill every rank after this long (default 90) */
     char curve_pub[41], curve_sec[41]; /* optional job key pair */

@@ -138,9 +138,13 @@ vkg_status vkg_comm_allreduce(vkg_comm_t *c, const void *send, void *recv, size_
             memcpy(recv, send, count * es);
         return VKG_OK;
     }
-    vkg_status st = count * es <= c->small_bytes
-                        ? direct_allreduce(c, send, recv, count, dtype, op)
-                        : vkg__ring_allreduce(c, send, recv, count, dtype, op);
+    vkg_status st;
+    if (count * es <= c->small_bytes)
+        st = direct_allreduce(c, send, recv, count, dtype, op);
+    else if (c->size > 2 && c->size < c->ring_min_ranks) /* for 2 ranks both are the same */
+        st = vkg__a2a_allreduce(c, send, recv, count, dtype, op);
+    else
+        st = vkg__ring_allreduce(c, send, recv, count, dtype, op);
     return finish(c, st);
 }
 

@@ -636,6 +636,7 @@ static vkg_status comm_alloc(const vkg_comm_config *cfg, vkg_comm_t **out)
     c->small_bytes = cfg->small_bytes ? cfg->small_bytes
                                       : c->size == 2 ? DEFAULT_SMALL_PAIR : DEFAULT_SMALL;
     c->window = cfg->window ? cfg->window : DEFAULT_WINDOW;
+    c->ring_min_ranks = cfg->ring_min_ranks > 0 ? cfg->ring_min_ranks : 9;
     c->credit_from = -1;
     c->progress_ns = vkg__now_ns();
     snprintf(c->password, sizeof c->password, "%016llx:%u", (unsigned long long)c->job_id,
@@ -647,10 +648,11 @@ static vkg_status comm_alloc(const vkg_comm_config *cfg, vkg_comm_t **out)
         snprintf(c->curve_sec, sizeof c->curve_sec, "%s", cfg->curve_secret);
     }
     c->peers = calloc((size_t)c->size, sizeof *c->peers);
+    c->credits = calloc((size_t)c->size, sizeof *c->credits);
     c->guard = calloc(1, sizeof *c->guard);
     if (c->guard)
         c->guard->efd = -1;
-    VKG_CHECK(c->peers && c->guard, VKG_ERR_NOMEM, "out of memory");
+    VKG_CHECK(c->peers && c->credits && c->guard, VKG_ERR_NOMEM, "out of memory");
     atomic_init(&c->guard->inflight, 0);
     atomic_init(&c->guard->waiting, 0);
     c->guard->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -711,6 +713,7 @@ static void comm_free(vkg_comm_t *c)
         free(c->guard);
     }
     free(c->peers);
+    free(c->credits);
     free(c);
 }
 

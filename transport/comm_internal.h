@@ -96,7 +96,7 @@ struct vkg_comm {
     uint32_t generation;
     int timeout_ms;
     size_t seg_bytes, small_bytes;
-    int window;
+    int window, ring_min_ranks;
 
     void *rx, *tx, *mon;
     vkg_peer *peers;
@@ -110,8 +110,9 @@ struct vkg_comm {
     size_t nstash, cap_stash;
 
     uint64_t credit;  /* credits granted by credit_from in the current collective */
-    int credit_from;  /* -1 outside ring collectives */
+    int credit_from;  /* -1 outside ring collectives; VKG_CREDIT_ALL: per peer, in credits[] */
     int credit_moved; /* set by the wait loop when credit grew */
+    uint64_t *credits; /* [size]: credits per peer when credit_from == VKG_CREDIT_ALL */
 
     int64_t progress_ns; /* last time anything arrived or completed */
     int peer_aborted;    /* the failure came from a peer's abort: do not echo it */
@@ -135,6 +136,7 @@ void vkg__ctx_ref(vkg_comm_ctx_t *ctx, int delta);
 /* ---- wait loop and sends (io.c) ---- */
 
 enum vkg_event { VKG_EV_MSG = 1, VKG_EV_CREDIT = 2, VKG_EV_DRAINED = 3 };
+#define VKG_CREDIT_ALL (-2)
 
 typedef struct vkg_expect {
     int kind;        /* VKG_W_DATA or VKG_W_P2P; 0 = no message wanted */
@@ -203,6 +205,11 @@ void vkg__reduce_ordered(void *dst, const void *const *srcs, int nsrc, size_t n,
 
 vkg_status vkg__ring_allreduce(vkg_comm_t *c, const void *send, void *recv, size_t count,
                                vkg_comm_dtype dt, vkg_comm_op op);
+/* Reduce-scatter and allgather with every peer directly (a2a.c): 2 hops instead of 2(N-1). */
+vkg_status vkg__a2a_allreduce(vkg_comm_t *c, const void *send, void *recv, size_t count,
+                              vkg_comm_dtype dt, vkg_comm_op op);
+/* floor(count * chunk / n) without overflow: chunks differ in length by at most one element. */
+size_t vkg__chunk_start(size_t count, int chunk, int n);
 vkg_status vkg__ring_allgather(vkg_comm_t *c, const void *send, size_t bytes, void *recv);
 vkg_status vkg__chain_broadcast(vkg_comm_t *c, void *buf, size_t bytes, int root);
 vkg_status vkg__barrier_impl(vkg_comm_t *c);

@@ -318,6 +318,10 @@ static vkg_status dispatch(vkg_comm_t *c, const vkg_expect *ex, vkg_inmsg *in, v
         if (h->seq == c->seq && (int)h->sender == c->credit_from && h->segment > c->credit) {
             c->credit = h->segment;
             c->credit_moved = 1;
+        } else if (h->seq == c->seq && c->credit_from == VKG_CREDIT_ALL &&
+                   h->segment > c->credits[h->sender]) {
+            c->credits[h->sender] = h->segment;
+            c->credit_moved = 1;
         }
         return VKG_OK;
     case VKG_W_P2P: {

@@ -162,9 +162,39 @@ static void load_block(float *out, const void *src, size_t i0, size_t m, vkg_com
         out[i] = widen(h[i], dt);
 }
 
+/* The fp32 case with every source aligned: no staging copies, one pass per source and block. */
+static void reduce_f32_aligned(float *dst, const void *const *srcs, int nsrc, size_t n, int avg)
+{
+    float acc[BLOCK];
+    for (size_t i0 = 0; i0 < n; i0 += BLOCK) {
+        size_t m = n - i0 < BLOCK ? n - i0 : BLOCK;
+        const float *s0 = (const float *)srcs[0] + i0;
+        for (size_t i = 0; i < m; i++)
+            acc[i] = s0[i];
+        for (int q = 1; q < nsrc; q++) {
+            const float *sq = (const float *)srcs[q] + i0;
+            for (size_t i = 0; i < m; i++)
+                acc[i] += sq[i];
+        }
+        if (avg) {
+            float d = (float)nsrc;
+            for (size_t i = 0; i < m; i++)
+                acc[i] /= d;
+        }
+        memcpy(dst + i0, acc, m * 4);
+    }
+}
+
 void vkg__reduce_ordered(void *dst, const void *const *srcs, int nsrc, size_t n,
                          vkg_comm_dtype dt, int avg)
 {
+    int aligned = ((uintptr_t)dst & 3u) == 0;
+    for (int q = 0; q < nsrc && aligned; q++)
+        aligned = ((uintptr_t)srcs[q] & 3u) == 0;
+    if (dt == VKG_COMM_F32 && aligned) {
+        reduce_f32_aligned(dst, srcs, nsrc, n, avg);
+        return;
+    }
     float acc[BLOCK], tmp[BLOCK];
     for (size_t i0 = 0; i0 < n; i0 += BLOCK) {
         size_t m = n - i0 < BLOCK ? n - i0 : BLOCK;

@@ -263,8 +263,7 @@ static void ring_free(ring *r)
     free(r->recv);
 }
 
-/* floor(count * chunk / n) without overflow: chunks differ in length by at most one element. */
-static size_t chunk_start(size_t count, int chunk, int n)
+size_t vkg__chunk_start(size_t count, int chunk, int n)
 {
     size_t q = count / (size_t)n, rem = count % (size_t)n;
     return q * (size_t)chunk + rem * (size_t)chunk / (size_t)n;
@@ -285,24 +284,24 @@ vkg_status vkg__ring_allreduce(vkg_comm_t *c, const void *send, void *recv, size
     uint8_t *out = recv;
     for (int i = 0; i < n - 1; i++) { /* reduce-scatter */
         int cs = ((me - i) % n + n) % n, cr = ((me - i - 1) % n + n) % n;
-        size_t off_s = chunk_start(count, cs, n), off_r = chunk_start(count, cr, n);
+        size_t off_s = vkg__chunk_start(count, cs, n), off_r = vkg__chunk_start(count, cr, n);
         ring_step *s = &r.send[i], *q = &r.recv[i];
-        set_step(&r, s, chunk_start(count, cs + 1, n) - off_s, 4,
+        set_step(&r, s, vkg__chunk_start(count, cs + 1, n) - off_s, 4,
                  wide ? (i == 0 ? SRC_WIDEN16 : SRC_HELD) : SRC_ZC);
         s->src = (i == 0 ? in : out) + off_s * r.es;
         int last = i == n - 2;
-        set_step(&r, q, chunk_start(count, cr + 1, n) - off_r, 4,
+        set_step(&r, q, vkg__chunk_start(count, cr + 1, n) - off_r, 4,
                  wide ? (last ? ACT_FINAL16 : ACT_REDUCE16) : (last ? ACT_FINAL : ACT_REDUCE));
         q->dst = out + off_r * r.es;
         q->own = in + off_r * r.es;
     }
     for (int t = 0; t < n - 1; t++) { /* allgather */
         int cs = ((me + 1 - t) % n + n) % n, cr = ((me - t) % n + n) % n;
-        size_t off_s = chunk_start(count, cs, n), off_r = chunk_start(count, cr, n);
+        size_t off_s = vkg__chunk_start(count, cs, n), off_r = vkg__chunk_start(count, cr, n);
         ring_step *s = &r.send[n - 1 + t], *q = &r.recv[n - 1 + t];
-        set_step(&r, s, chunk_start(count, cs + 1, n) - off_s, r.es, SRC_ZC);
+        set_step(&r, s, vkg__chunk_start(count, cs + 1, n) - off_s, r.es, SRC_ZC);
         s->src = out + off_s * r.es;
-        set_step(&r, q, chunk_start(count, cr + 1, n) - off_r, r.es, ACT_COPY);
+        set_step(&r, q, vkg__chunk_start(count, cr + 1, n) - off_r, r.es, ACT_COPY);
         q->dst = out + off_r * r.es;
     }
     vkg_status st = VKG_OK;

@@ -86,6 +86,10 @@ typedef struct vkg_comm_config {
     size_t segment_bytes;
     int window;
     size_t small_bytes;
+    /* From 3 ranks up to ring_min_ranks - 1, larger allreduces go straight to each chunk's
+     * owner and back (2 hops per segment); from ring_min_ranks on (and for 2 ranks) around the
+     * ring (2(N-1) hops, one busy connection per rank). 0 = 9. */
+    int ring_min_ranks;
     /* CURVE (tcp/ipc): when curve_secret is set every connection is encrypted and a ZAP handler
      * admits only authorized public keys. curve_master: rank 0's public key ("" = curve_public:
      * one key pair for the whole job). curve_authorized: Z85 public keys separated by spaces,

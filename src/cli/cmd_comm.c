@@ -41,6 +41,7 @@ typedef struct bench_opts {
     int window;
     int check;
     int bind;
+    int ring_min;
 } bench_opts;
 
 typedef struct bench_rank_arg {
@@ -329,10 +330,11 @@ static void bench_usage(FILE *f)
             "256M]\n"
             "         [--iters 20] [--warmup 5] [--dtype f32|bf16|f16] [--op sum|avg]\n"
             "         [--timeout 60] [--segment 1M] [--window 8] [--small 2M/512K] [--bind]\n"
-            "         [--no-check]\n"
+            "         [--ring-min 9] [--no-check]\n"
             "Launches N local ranks (processes for tcp/ipc, threads for inproc) and prints an\n"
             "nccl-tests style table from --min to --max bytes, doubling. --bind pins process\n"
-            "rank r to CPU r mod ncpu (like mpirun --bind-to core).\n");
+            "rank r to CPU r mod ncpu (like mpirun --bind-to core); --ring-min: ranks from which\n"
+            "large allreduces use the ring instead of going straight to each chunk's owner.\n");
 }
 
 static int parse_bench(int argc, char **argv, bench_opts *o)
@@ -374,6 +376,9 @@ static int parse_bench(int argc, char **argv, bench_opts *o)
         } else if (!strcmp(a, "--warmup")) {
             o->warmup = atoi(v);
             bad = o->warmup < 0;
+        } else if (!strcmp(a, "--ring-min")) {
+            o->ring_min = atoi(v);
+            bad = o->ring_min < 2;
         } else if (!strcmp(a, "--window")) {
             o->window = atoi(v);
             bad = o->window < 2;
@@ -428,6 +433,7 @@ int vkg_cli_bench_allreduce(int argc, char **argv)
     base.segment_bytes = o.segment;
     base.small_bytes = o.small;
     base.window = o.window;
+    base.ring_min_ranks = o.ring_min;
     base.job_id = ((uint64_t)getpid() << 32) ^ (uint64_t)time(NULL) ^ 0x5eed;
     char dir[64] = "";
     if (o.transport == VKG_COMM_TCP) {
