@@ -214,9 +214,10 @@ static int bcast_gather_p2p(vkg_th_rank *r, uint64_t *dig)
             bad += note_fail(r, "barrier: %s", vkg_error_message());
     if (n < 2)
         return bad;
-    /* point-to-point around the ring: two tags sent 1, 2 and received 2, 1; one large message */
+    /* point-to-point around the ring: two tags sent 1, 2 and received 2, 1; one large message
+     * (zero-copy over tcp and ipc) */
     int next = (me + 1) % n, prev = (me + n - 1) % n;
-    size_t big = 100000;
+    size_t big = 300000;
     unsigned char *tx = malloc(big), *rx = malloc(big);
     for (size_t i = 0; i < big; i++)
         tx[i] = (unsigned char)(i * 13 + (size_t)me);

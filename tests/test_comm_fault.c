@@ -18,7 +18,7 @@
 #include "vkgpt/comm.h"
 
 #define TIMEOUT_MS 1500
-#define COUNT (64 * 1024) /* 256 KiB of floats: the ring path, several segments */
+#define COUNT (1024 * 1024) /* 4 MiB of floats: several zero-copy segments in flight */
 
 /* Allreduce until something fails; report the status and message. */
 static int loop_until_error(vkg_th_rank *r, void *arg)
@@ -39,7 +39,7 @@ static int loop_until_error(vkg_th_rank *r, void *arg)
 static void fault_case(vkg_comm_transport t, int n, int victim, int sig)
 {
     vkg_th_opts o = {.transport = t, .processes = 1, .timeout_ms = TIMEOUT_MS,
-                     .segment_bytes = 64 * 1024, .small_bytes = 16 * 1024, .wall_s = 30};
+                     .segment_bytes = 256 * 1024, .small_bytes = 16 * 1024, .wall_s = 30};
     vkg_th_job *j = vkg_th_start(n, &o, loop_until_error, NULL);
     assert_int_equal(vkg_th_wait_ready(j, 20), 0);
     usleep(100000); /* let them get into the middle of a few allreduces */

@@ -21,7 +21,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define ZC_MIN_BYTES 8192
 #define STEP_RS 0xfff0u
 #define STEP_AG 0xfff1u
 
@@ -62,7 +61,7 @@ static vkg_status post_one(a2a *a, int q, uint32_t step, size_t k, const uint8_t
     h.segment = (uint32_t)k;
     h.tag = (uint32_t)VKG_C_ALLREDUCE | ((uint32_t)a->dt << 8) | (step << 16);
     size_t bytes = elems * a->es;
-    int zc = bytes >= ZC_MIN_BYTES && c->transport != VKG_COMM_INPROC;
+    int zc = vkg__use_zc(c, bytes);
     VKG_TRY(vkg__send(c, q, &h, src, bytes, zc));
     a->p[q].sent++;
     return VKG_OK;

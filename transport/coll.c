@@ -13,13 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define ZC_MIN_BYTES 8192
 #define DIRECT_STEP 0xffffu /* the step field of one-step algorithm messages */
-
-static int use_zc(const vkg_comm_t *c, size_t bytes)
-{
-    return bytes >= ZC_MIN_BYTES && c->transport != VKG_COMM_INPROC;
-}
 
 static uint32_t data_tag(int coll, int dt, uint32_t step)
 {
@@ -58,7 +52,8 @@ static vkg_status exchange_all(vkg_comm_t *c, const char *what, uint32_t tag, co
     h.seq = c->seq;
     h.tag = tag;
     for (int k = 1; k < c->size; k++) /* start with the next rank: spreads the load */
-        VKG_TRY(vkg__send(c, (c->rank + k) % c->size, &h, buf, bytes, use_zc(c, bytes)));
+        VKG_TRY(vkg__send(c, (c->rank + k) % c->size, &h, buf, bytes,
+                          vkg__use_zc(c, bytes)));
     for (int k = 1; k < c->size; k++) {
         int missing = -1;
         for (int q = 0; q < c->size && missing < 0; q++)
@@ -159,7 +154,8 @@ static vkg_status direct_broadcast(vkg_comm_t *c, void *buf, size_t bytes, int r
         h.seq = c->seq;
         h.tag = tag;
         for (int k = 1; k < c->size; k++)
-            VKG_TRY(vkg__send(c, (root + k) % c->size, &h, buf, bytes, use_zc(c, bytes)));
+            VKG_TRY(vkg__send(c, (root + k) % c->size, &h, buf, bytes,
+                              vkg__use_zc(c, bytes)));
         return vkg__drain(c, what, -1);
     }
     vkg_expect ex = {.kind = VKG_W_DATA, .sender = root, .seq = c->seq, .all_peers = 1,
@@ -282,7 +278,7 @@ vkg_status vkg_comm_send(vkg_comm_t *c, int peer, uint32_t tag, const void *buf,
     vkg__hdr_init(c, &h, VKG_W_P2P);
     h.seq = c->peers[peer].p2p_sent++;
     h.tag = tag;
-    int zc = use_zc(c, bytes);
+    int zc = vkg__use_zc(c, bytes);
     vkg_status st = vkg__send(c, peer, &h, buf, bytes, zc);
     if (st == VKG_OK && zc)
         st = vkg__drain(c, what, peer);

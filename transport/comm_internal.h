@@ -178,6 +178,17 @@ vkg_status vkg__comm_usable(vkg_comm_t *c);
 void vkg__stash_clear(vkg_comm_t *c);
 int64_t vkg__now_ns(void);
 
+/* Zero-copy pays off from this size: below it a memcpy is cheaper than the wakeup that waiting
+ * for zmq to release the buffer may cost. Never over inproc, where the receiver would read the
+ * sender's buffer directly and a failed rank could leave it referenced. */
+#ifndef VKG_ZC_MIN_BYTES
+#define VKG_ZC_MIN_BYTES (256u << 10)
+#endif
+static inline int vkg__use_zc(const vkg_comm_t *c, size_t bytes)
+{
+    return bytes >= VKG_ZC_MIN_BYTES && c->transport != VKG_COMM_INPROC;
+}
+
 /* Free callback for zero-copy payloads: hint is the communicator's guard. */
 void vkg__zc_free(void *data, void *hint);
 

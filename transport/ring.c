@@ -25,8 +25,6 @@
 enum send_mode { SRC_ZC, SRC_WIDEN16, SRC_HELD };
 enum recv_mode { ACT_REDUCE, ACT_FINAL, ACT_COPY, ACT_REDUCE16, ACT_FINAL16 };
 
-/* Payloads below this size are copied: cheaper than the zero-copy bookkeeping. */
-#define ZC_MIN_BYTES 8192
 
 typedef struct ring_step {
     size_t len;          /* elements in this step */
@@ -79,7 +77,7 @@ static vkg_status ring_send(ring *r, int i, size_t k, uint32_t index)
     h.tag = (uint32_t)r->coll | ((uint32_t)r->dt << 8) | ((uint32_t)i << 16);
     if (s->mode == SRC_ZC) {
         size_t bytes = n * s->wire_es;
-        int zc = bytes >= ZC_MIN_BYTES && c->transport != VKG_COMM_INPROC;
+        int zc = vkg__use_zc(c, bytes);
         return vkg__send(c, r->next, &h, s->src + e0 * r->es, bytes, zc);
     }
     if (s->mode == SRC_HELD)
