@@ -7,7 +7,10 @@
  *             dW (OC, C)  += dout^T (OC, N) x inp (N, C)
  *             dbias (OC)  += column sums of dout (matmul_bwd_bias.comp, fixed order)
  * In every pass the second operand is read along its contiguous dimension by neighbouring lanes
- * and the first is read uniformly per workgroup; nothing uses atomics. */
+ * and the first is read uniformly per workgroup; nothing uses atomics.
+ * On CPU devices an accumulating product whose B operand (K x N) is larger than a core's cache is
+ * split along K into chunks added to the output in order by successive dispatches (see
+ * ksplit_rows): every row block then reads a chunk of B while it is still cached. */
 #include "ops/op_util.h"
 #include "ops/ops.h"
 
@@ -50,9 +53,31 @@ static size_t span(size_t outer, size_t ld, size_t inner)
     return outer == 0 ? 0 : (outer - 1) * ld + inner;
 }
 
-vkg_status vkg_op_gemm(vkg_cmd *c, const vkg_gemm *g)
+/* Bytes of B one K-chunk may hold on CPU devices: half of a 1 MiB L2, so the chunk, A's rows and
+ * the output tile stay cached while the row blocks stream past it. Measured on lavapipe (2 cores
+ * of an AMD EPYC, docs/BENCHMARKS.md "Training step"): the classifier's dinp at L=4 C=256 V=50257
+ * B=8 T=128 (K = 50304, B = wte, 51 MiB) went from 2.5-5 s to 0.75-0.85 s; 256 KiB to 1 MiB
+ * chunks did about as well. */
+#define KSPLIT_BYTES (512u * 1024u)
+#define KSPLIT_MIN_ROWS 64u
+
+/* K rows per chunk for g on the device `info` describes, or 0 to run g in one dispatch. Only
+ * accumulating products that are not stored transposed are split (each chunk re-reads the output;
+ * transposed stores make that costly), and only on CPU devices (GPUs were not measured). */
+static uint32_t ksplit_rows(const vkg_device_info *info, const vkg_gemm *g)
 {
-    const char *op = g->label ? g->label : "gemm";
+    if (strcmp(info->type, "cpu") != 0 || !g->accumulate || g->out_t)
+        return 0;
+    if ((size_t)g->K * g->N * 4 <= KSPLIT_BYTES)
+        return 0;
+    uint32_t kc = (uint32_t)(KSPLIT_BYTES / ((size_t)g->N * 4));
+    kc = kc < KSPLIT_MIN_ROWS ? KSPLIT_MIN_ROWS : kc;
+    return kc < g->K ? kc : 0;
+}
+
+/* Check sizes and that every operand holds what g reads. */
+static vkg_status check_gemm(const char *op, const vkg_gemm *g)
+{
     VKG_CHECK(g->M > 0 && g->N > 0 && g->K > 0, VKG_ERR_INVALID_ARG,
               "%s: sizes must be positive (M=%u N=%u K=%u)", op, g->M, g->N, g->K);
     VKG_TRY(vkg__op_need(op, "out", g->out,
@@ -62,6 +87,12 @@ vkg_status vkg_op_gemm(vkg_cmd *c, const vkg_gemm *g)
     VKG_TRY(vkg__op_need(op, "b", g->b, span(g->K, g->ldb, g->N)));
     if (g->bias)
         VKG_TRY(vkg__op_need(op, "bias", *g->bias, g->out_t ? g->M : g->N));
+    return VKG_OK;
+}
+
+/* Record one dispatch of the kernel for a checked product. */
+static vkg_status gemm_dispatch(vkg_cmd *c, const vkg_gemm *g, const char *op)
+{
     vkg_device_t *dev = vkg_cmd_device(c);
     vkg_matmul_tiles t = g->tiles;
     if (t.tm == 0 || t.tn == 0 || t.lx == 0)
@@ -87,6 +118,28 @@ vkg_status vkg_op_gemm(vkg_cmd *c, const vkg_gemm *g)
                         g->accumulate ? 1u : 0u, shuffle};
     uint32_t gx = vkg__ceil_div(g->N, (size_t)t.lx * t.tn), gy = vkg__ceil_div(g->M, t.tm);
     return vkg_cmd_dispatch(c, VKG_KERNEL_matmul, spec, 9, &p, sizeof p, gx, gy, 1, op);
+}
+
+vkg_status vkg_op_gemm(vkg_cmd *c, const vkg_gemm *g)
+{
+    const char *op = g->label ? g->label : "gemm";
+    VKG_TRY(check_gemm(op, g));
+    uint32_t kc = ksplit_rows(vkg_device_get_info(vkg_cmd_device(c)), g);
+    if (kc == 0)
+        return gemm_dispatch(c, g, op);
+    for (uint32_t k0 = 0; k0 < g->K; k0 += kc) {
+        /* Chunk [k0, k0 + kc): A and B start k0 columns (rows of A^T) and k0 rows later. */
+        size_t aoff = 4 * (g->a_kcontig ? (size_t)k0 : (size_t)k0 * g->lda);
+        size_t boff = 4 * (size_t)k0 * g->ldb;
+        vkg_gemm h = *g;
+        h.K = g->K - k0 < kc ? g->K - k0 : kc;
+        h.a = vkg_tensor_view(g->a, aoff, g->a.bytes - aoff);
+        h.b = vkg_tensor_view(g->b, boff, g->b.bytes - boff);
+        if (k0 > 0)
+            vkg_cmd_barrier(c); /* the chunks add to the same output, in order */
+        VKG_TRY(gemm_dispatch(c, &h, op));
+    }
+    return VKG_OK;
 }
 
 static vkg_status check_shape(const char *op, int N, int C, int OC)
