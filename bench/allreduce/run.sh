@@ -10,6 +10,8 @@
 #   TRANSPORTS  vkgpt transports ["ipc tcp"]
 #   MIN MAX     sizes [4K 256M]     ITERS WARMUP  [20 5]
 #   BIND        1: pin rank r to CPU r mod ncpu for both (mpirun --bind-to core) [0: neither]
+#   MPI_TUNED   1: also run Open MPI with glibc malloc tuned like vkgpt's process (no mmap, no
+#               trim), so neither side pays page faults for re-allocated buffers [1]
 #   OUT         directory for the raw tables [a new /tmp/allreduce-bench-XXXXXX]
 set -euo pipefail
 
@@ -23,6 +25,7 @@ MAX=${MAX:-256M}
 ITERS=${ITERS:-20}
 WARMUP=${WARMUP:-5}
 BIND=${BIND:-0}
+MPI_TUNED=${MPI_TUNED:-1}
 OUT=${OUT:-$(mktemp -d /tmp/allreduce-bench-XXXXXX)}
 mkdir -p "$OUT"
 
@@ -57,32 +60,50 @@ for n in $NS; do
     fi
     mpirun --oversubscribe "${mpibind[@]}" -np "$n" "$OUT/mpi_allreduce" "${args[@]}" \
         >"$OUT/mpi-$n.txt"
+    files=("$OUT/mpi-$n.txt")
+    names=("MPI")
+    if [ "$MPI_TUNED" = 1 ]; then
+        mpirun --oversubscribe "${mpibind[@]}" -np "$n" \
+            -x GLIBC_TUNABLES=glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=4294967295 \
+            "$OUT/mpi_allreduce" "${args[@]}" >"$OUT/mpi-tuned-$n.txt"
+        files+=("$OUT/mpi-tuned-$n.txt")
+        names+=("MPI+malloc")
+    fi
     for t in $TRANSPORTS; do
         "$VKGPT" bench allreduce -n "$n" --transport "$t" "${vkbind[@]}" "${args[@]}" \
             >"$OUT/vkgpt-$t-$n.txt"
+        files+=("$OUT/vkgpt-$t-$n.txt")
+        names+=("$t")
     done
     echo
-    printf "## %d ranks: busbw (GB/s), time (us)\n| %10s | %8s | %9s |" "$n" "size (B)" "Open MPI" "time"
-    for t in $TRANSPORTS; do printf " %8s | %6s | %9s |" "$t" "ratio" "time"; done
-    printf " %6s |\n|---:|---:|---:|" "#wrong"
-    for t in $TRANSPORTS; do printf -- "---:|---:|---:|"; done
-    printf -- "---:|\n"
+    echo "## $n ranks: busbw (GB/s), ratio = vkgpt busbw / Open MPI busbw, time (us)"
     # join the tables on the size column: time is field 5, busbw 7, #wrong 8
-    files=("$OUT/mpi-$n.txt")
-    for t in $TRANSPORTS; do files+=("$OUT/vkgpt-$t-$n.txt"); done
-    awk -v nf="${#files[@]}" '
+    awk -v names="${names[*]}" -v nmpi="$([ "$MPI_TUNED" = 1 ] && echo 2 || echo 1)" '
+        BEGIN { nf = split(names, nm, " ") }
         FNR == 1 { f++ }
         /^#/ || NF < 8 { next }
         { bw[f, $1] = $7; us[f, $1] = $5; wrong[$1] += $8; if (f == 1) sizes[++ns] = $1 }
         END {
+            h = "| size (B) |"; r = "|---:|"
+            for (k = 1; k <= nf; k++) {
+                h = h " " nm[k] " |"; r = r "---:|"
+                if (k > nmpi)
+                    for (m = 1; m <= nmpi; m++) { h = h " /" nm[m] " |"; r = r "---:|" }
+            }
+            for (k = 1; k <= nf; k++) { h = h " " nm[k] " us |"; r = r "---:|" }
+            print h " #wrong |"; print r "---:|"
             for (i = 1; i <= ns; i++) {
                 s = sizes[i]
-                line = sprintf("| %10d | %8.2f | %9.1f |", s, bw[1, s], us[1, s])
-                for (k = 2; k <= nf; k++) {
-                    r = bw[1, s] > 0 ? bw[k, s] / bw[1, s] : 0
-                    line = line sprintf(" %8.2f | %6.2f | %9.1f |", bw[k, s], r, us[k, s])
+                line = sprintf("| %d |", s)
+                for (k = 1; k <= nf; k++) {
+                    line = line sprintf(" %.2f |", bw[k, s])
+                    if (k > nmpi)
+                        for (m = 1; m <= nmpi; m++)
+                            line = line sprintf(" %.2f |", bw[m, s] > 0 ? bw[k, s] / bw[m, s] : 0)
                 }
-                print line sprintf(" %6d |", wrong[s])
+                for (k = 1; k <= nf; k++)
+                    line = line sprintf(" %.1f |", us[k, s])
+                print line sprintf(" %d |", wrong[s])
             }
         }' "${files[@]}"
 done
