@@ -12,6 +12,8 @@
 #   BIND        1: pin rank r to CPU r mod ncpu for both (mpirun --bind-to core) [0: neither]
 #   MPI_TUNED   1: also run Open MPI with glibc malloc tuned like vkgpt's process (no mmap, no
 #               trim), so neither side pays page faults for re-allocated buffers [1]
+#   REPEAT      run every measurement this many times and keep, per size, the best busbw (for
+#               both sides alike; steadies figures on a shared machine) [1]
 #   OUT         directory for the raw tables [a new /tmp/allreduce-bench-XXXXXX]
 set -euo pipefail
 
@@ -26,6 +28,7 @@ ITERS=${ITERS:-20}
 WARMUP=${WARMUP:-5}
 BIND=${BIND:-0}
 MPI_TUNED=${MPI_TUNED:-1}
+REPEAT=${REPEAT:-1}
 OUT=${OUT:-$(mktemp -d /tmp/allreduce-bench-XXXXXX)}
 mkdir -p "$OUT"
 
@@ -44,12 +47,27 @@ if [ ! -x "$VKGPT" ]; then
 fi
 
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+
+# best OUTFILE CMD...: run CMD REPEAT times (raw tables OUTFILE.1, .2, ...) and write to OUTFILE,
+# per size, the row with the highest busbw; #wrong is summed over the runs.
+best() {
+    local out=$1
+    shift
+    for ((r = 1; r <= REPEAT; r++)); do "$@" >"$out.$r"; done
+    awk '/^#/ || NF < 8 { next }
+        { w[$1] += $8; if (!($1 in bw) || $7 > bw[$1]) { bw[$1] = $7; row[$1] = $0 }
+          if (!($1 in seen)) { seen[$1] = 1; order[++n] = $1 } }
+        END { for (i = 1; i <= n; i++) { s = order[i]; split(row[s], f, " "); f[8] = w[s]
+                  line = f[1]; for (k = 2; k <= 8; k++) line = line " " f[k]; print line } }' \
+        "$out".[0-9]* >"$out"
+}
 args=(--min "$MIN" --max "$MAX" --iters "$ITERS" --warmup "$WARMUP")
 ncpu=$(nproc)
 
 echo "# allreduce, float sum: busbw in GB/s; ratio = vkgpt / Open MPI (same run)"
 echo "# $(uname -srm), $ncpu CPUs, $(mpirun --version 2>/dev/null | head -1), $(date -u '+%F %T UTC')"
 echo "# vkgpt: $VKGPT; sizes $MIN..$MAX, iters $ITERS (fewer above 16 MiB), warmup $WARMUP, bind $BIND"
+echo "# each figure: best of $REPEAT run(s); MPI+malloc = Open MPI with glibc mmap and trim off"
 for n in $NS; do
     mpibind=(--bind-to none)
     vkbind=()
@@ -58,20 +76,20 @@ for n in $NS; do
         vkbind=(--bind)
         [ "$n" -le "$ncpu" ] || mpibind=(--bind-to core:overload-allowed)
     fi
-    mpirun --oversubscribe "${mpibind[@]}" -np "$n" "$OUT/mpi_allreduce" "${args[@]}" \
-        >"$OUT/mpi-$n.txt"
+    best "$OUT/mpi-$n.txt" mpirun --oversubscribe "${mpibind[@]}" -np "$n" \
+        "$OUT/mpi_allreduce" "${args[@]}"
     files=("$OUT/mpi-$n.txt")
     names=("MPI")
     if [ "$MPI_TUNED" = 1 ]; then
-        mpirun --oversubscribe "${mpibind[@]}" -np "$n" \
+        best "$OUT/mpi-tuned-$n.txt" mpirun --oversubscribe "${mpibind[@]}" -np "$n" \
             -x GLIBC_TUNABLES=glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=4294967295 \
-            "$OUT/mpi_allreduce" "${args[@]}" >"$OUT/mpi-tuned-$n.txt"
+            "$OUT/mpi_allreduce" "${args[@]}"
         files+=("$OUT/mpi-tuned-$n.txt")
         names+=("MPI+malloc")
     fi
     for t in $TRANSPORTS; do
-        "$VKGPT" bench allreduce -n "$n" --transport "$t" "${vkbind[@]}" "${args[@]}" \
-            >"$OUT/vkgpt-$t-$n.txt"
+        best "$OUT/vkgpt-$t-$n.txt" "$VKGPT" bench allreduce -n "$n" --transport "$t" \
+            "${vkbind[@]}" "${args[@]}"
         files+=("$OUT/vkgpt-$t-$n.txt")
         names+=("$t")
     done
