@@ -6,6 +6,12 @@
 # (highest tokens/s) of each is kept. Prints a table with the ratio vkgpt / PyTorch; the full
 # outputs (per-op breakdowns included) are kept in LOG_DIR.
 #
+# PyTorch runs twice per measurement: as installed, and with glibc malloc told to serve large
+# blocks from its heap and keep freed memory (MALLOC_MMAP_THRESHOLD_, MALLOC_TRIM_THRESHOLD_).
+# As installed, every (B*T, Vp) logits-sized tensor is a fresh mmap whose pages fault in again each
+# step, which on a VM with slow page faults costs PyTorch more than half of its l4 step; the
+# second column is the stronger baseline (vkgpt allocates its arenas once).
+#
 # Usage: bench/train/compare.sh [BUILD_DIR]     (default BUILD_DIR: build)
 # Environment: STEPS (timed steps, default 10), WARMUP (untimed steps, default 3),
 #   THREADS (PyTorch threads, default 2), REPEAT (default 2), PRESETS (default "l4 default"),
@@ -46,9 +52,11 @@ echo "# vkgpt bench train vs PyTorch: $STEPS timed steps after $WARMUP warm-up, 
 echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "# PyTorch: $("$PYTHON" -c 'import torch; print(torch.__version__)'), $THREADS threads; logs in $LOG_DIR"
 
+MALLOC_KEEP="MALLOC_MMAP_THRESHOLD_=4294967296 MALLOC_TRIM_THRESHOLD_=68719476736"
+
 rows=""
 for p in $PRESETS; do
-    vk_tps="" vk_ms="" pt_tps="" pt_ms=""
+    vk_tps="" vk_ms="" pt_tps="" pt_ms="" pm_tps="" pm_ms=""
     r=1
     while [ "$r" -le "$REPEAT" ]; do
         vlog="$LOG_DIR/vkgpt-$p-$r.txt"
@@ -62,18 +70,25 @@ for p in $PRESETS; do
             --threads "$THREADS" >"$plog"
         t=$(field "$plog" tokens/s)
         if [ "$(best "$pt_tps" "$t")" = "$t" ]; then pt_tps=$t pt_ms=$(field "$plog" ms/step); fi
+        mlog="$LOG_DIR/pytorch-malloc-$p-$r.txt"
+        echo "# run $r: $p: pytorch, $MALLOC_KEEP (load $(cut -d' ' -f1 /proc/loadavg))" >&2
+        env $MALLOC_KEEP "$PYTHON" "$HERE/pytorch_gpt2.py" --preset "$p" --steps "$STEPS" \
+            --warmup-steps "$WARMUP" --threads "$THREADS" >"$mlog"
+        t=$(field "$mlog" tokens/s)
+        if [ "$(best "$pm_tps" "$t")" = "$t" ]; then pm_tps=$t pm_ms=$(field "$mlog" ms/step); fi
         r=$((r + 1))
     done
-    ratio=$(awk -v a="$vk_tps" -v b="$pt_tps" 'BEGIN { printf "%.3f", a / b }')
-    rows="$rows$(printf '| %-8s | %12s | %12s | %14s | %14s | %14s |' "$p" "$vk_tps" "$vk_ms" \
-        "$pt_tps" "$pt_ms" "${ratio}x")
+    ratio=$(awk -v a="$vk_tps" -v b="$pt_tps" 'BEGIN { printf "%.2f", a / b }')
+    ratio_m=$(awk -v a="$vk_tps" -v b="$pm_tps" 'BEGIN { printf "%.2f", a / b }')
+    rows="$rows$(printf '| %s | %s (%s ms) | %s (%s ms) | %sx | %s (%s ms) | %sx |' "$p" \
+        "$vk_tps" "$vk_ms" "$pt_tps" "$pt_ms" "$ratio" "$pm_tps" "$pm_ms" "$ratio_m")
 "
 done
 
 echo
-printf '| %-8s | %12s | %12s | %14s | %14s | %14s |\n' config "vkgpt tok/s" "vkgpt ms" \
-    "PyTorch tok/s" "PyTorch ms" "vkgpt/PyTorch"
-echo "|----------|--------------|--------------|----------------|----------------|----------------|"
+echo "| config | vkgpt tokens/s (ms/step) | PyTorch tokens/s (ms/step) | vkgpt/PyTorch |" \
+    "PyTorch, malloc keeps memory | vkgpt/PyTorch (malloc) |"
+echo "|---|---|---|---|---|---|"
 printf '%s' "$rows"
 echo
 for p in $PRESETS; do

@@ -5,8 +5,8 @@
 The model follows llm.c's GPT-2 layout, as vkgpt does: token + position embedding, pre-layernorm
 blocks (causal self-attention with a fused qkv projection of 3C outputs and an output projection;
 an MLP of 4C with tanh-approximated GELU), a final layernorm and a classifier tied to the token
-embedding over the padded vocabulary Vp (a multiple of 128), whose padding columns are left out of
-the softmax. AdamW decays the 2-D weights only. A step is what `vkgpt bench train` times: zero the
+embedding over the padded vocabulary Vp (a multiple of 128), whose padding columns are masked out
+of the softmax (their logits set to -inf). AdamW decays the 2-D weights only. A step is what `vkgpt bench train` times: zero the
 gradients, forward, cross-entropy, backward, global-norm clipping, AdamW.
 
 It prints the config, the loss, ms/step (median over the timed steps, wall clock) and tokens/s,
@@ -32,6 +32,22 @@ PRESETS = {
 
 def pad_vocab(v):
     return (v + 127) // 128 * 128
+
+
+class MaskPadding(torch.autograd.Function):
+    """Sets the padding columns V..Vp of the logits to -inf in place, keeping them out of the
+    softmax. The backward passes the gradient through unchanged: the softmax's gradient there
+    is already 0 (probability 0, never a target), so no (B, T, Vp) tensor is copied."""
+
+    @staticmethod
+    def forward(ctx, logits, V):
+        logits[..., V:] = float("-inf")
+        ctx.mark_dirty(logits)
+        return logits
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad, None
 
 
 class Block(nn.Module):
@@ -92,9 +108,8 @@ class GPT2(nn.Module):
         x = F.embedding(idx, self.wte) + self.wpe[:T]
         for block in self.blocks:
             x = block(x, self.mask)
-        logits = F.linear(self.lnf(x), self.wte)  # (B, T, Vp)
-        # Padding columns V..Vp are left out of the softmax.
-        return F.cross_entropy(logits[..., : self.V].reshape(B * T, self.V), targets.view(-1))
+        logits = MaskPadding.apply(F.linear(self.lnf(x), self.wte), self.V)  # (B, T, Vp)
+        return F.cross_entropy(logits.view(B * T, self.Vp), targets.view(-1))
 
 
 def make_optimizer(model, lr, weight_decay):
