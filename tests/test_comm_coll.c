@@ -130,8 +130,8 @@ static int allreduce_case(vkg_th_rank *r, int kase, size_t count, const variant 
     void *out = v->in_place ? send : recv;
     vkg_status st = vkg_comm_allreduce(r->comm, send, out, count, v->dt, v->op);
     if (st != VKG_OK) {
-        bad = note_fail(r, "allreduce count %zu dt %d: %s %s", count, (int)v->dt, vkg_status_name(st),
-                   vkg_error_message());
+        bad = note_fail(r, "allreduce count %zu dt %d: %s %s", count, (int)v->dt,
+                        vkg_status_name(st), vkg_error_message());
         goto done;
     }
     for (size_t i = 0; i < count && bad < 3; i++) {
@@ -149,7 +149,7 @@ static int allreduce_case(vkg_th_rank *r, int kase, size_t count, const variant 
             memcpy(&got, (unsigned char *)out + i * 4, 4);
             if (!(fabs(got - ref) <= 1e-6 * mag + 1e-7))
                 bad += note_fail(r, "f32 count %zu op %d [%zu] = %.9g, expected %.9g", count,
-                            (int)v->op, i, (double)got, ref);
+                                 (int)v->op, i, (double)got, ref);
         } else {
             int sum = 0;
             for (int q = 0; q < n; q++)
@@ -159,7 +159,7 @@ static int allreduce_case(vkg_th_rank *r, int kase, size_t count, const variant 
             memcpy(&got, (unsigned char *)out + i * 2, 2);
             if (got != want)
                 bad += note_fail(r, "dt %d count %zu op %d [%zu] = 0x%04x, expected 0x%04x (%g)",
-                            (int)v->dt, count, (int)v->op, i, got, want, (double)exact);
+                                 (int)v->dt, count, (int)v->op, i, got, want, (double)exact);
         }
     }
     *dig = *dig * 31 + vkg_th_digest(out, count * es);
@@ -263,8 +263,12 @@ static void run_suite(vkg_comm_transport t, int processes)
 {
     for (int k = 0; k < 10; k++) {
         int n = 1 + k / 2, ring_min = k % 2 ? 2 : 0;
-        vkg_th_opts o = {.transport = t, .processes = processes, .segment_bytes = SEG_BYTES,
-                         .small_bytes = SMALL_BYTES, .window = 3, .ring_min_ranks = ring_min,
+        vkg_th_opts o = {.transport = t,
+                         .processes = processes,
+                         .segment_bytes = SEG_BYTES,
+                         .small_bytes = SMALL_BYTES,
+                         .window = 3,
+                         .ring_min_ranks = ring_min,
                          .wall_s = 60};
         vkg_th_result res[VKG_TH_MAX_RANKS];
         vkg_th_run(n, &o, suite, NULL, res);
@@ -318,8 +322,8 @@ static void test_default_sizes(void **state)
 {
     (void)state;
     for (int ring_min = 0; ring_min <= 2; ring_min += 2) {
-        vkg_th_opts o = {.transport = VKG_COMM_IPC, .processes = 1, .ring_min_ranks = ring_min,
-                         .wall_s = 60};
+        vkg_th_opts o = {
+            .transport = VKG_COMM_IPC, .processes = 1, .ring_min_ranks = ring_min, .wall_s = 60};
         vkg_th_result res[VKG_TH_MAX_RANKS];
         vkg_th_run(3, &o, big_case, NULL, res);
         int ok = 1;

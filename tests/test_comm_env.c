@@ -30,17 +30,10 @@ static void test_no_launcher_is_single_rank(void **state)
 static void test_torchrun(void **state)
 {
     (void)state;
-    char *env[] = {"RANK=3",
-                   "WORLD_SIZE=8",
-                   "LOCAL_RANK=1",
-                   "MASTER_ADDR=10.1.2.3",
-                   "MASTER_PORT=29501",
-                   "TORCHELASTIC_RUN_ID=abc",
-                   "TORCHELASTIC_RESTART_COUNT=2",
+    char *env[] = {"RANK=3", "WORLD_SIZE=8", "LOCAL_RANK=1", "MASTER_ADDR=10.1.2.3",
+                   "MASTER_PORT=29501", "TORCHELASTIC_RUN_ID=abc", "TORCHELASTIC_RESTART_COUNT=2",
                    /* present but ignored: torchrun comes first */
-                   "SLURM_PROCID=0",
-                   "SLURM_NTASKS=1",
-                   NULL};
+                   "SLURM_PROCID=0", "SLURM_NTASKS=1", NULL};
     vkg_comm_config cfg;
     assert_int_equal(vkg_comm_config_from_env(&cfg, env), VKG_OK);
     assert_int_equal(cfg.launcher, VKG_COMM_LAUNCH_TORCHRUN);
@@ -53,12 +46,20 @@ static void test_torchrun(void **state)
     uint64_t job = cfg.job_id;
     assert_true(job != 0 && job != 1);
     /* the same run id gives the same job on another rank; another run id another job */
-    char *env2[] = {"RANK=0", "WORLD_SIZE=8", "MASTER_ADDR=10.1.2.3", "MASTER_PORT=29501",
-                    "TORCHELASTIC_RUN_ID=abc", NULL};
+    char *env2[] = {"RANK=0",
+                    "WORLD_SIZE=8",
+                    "MASTER_ADDR=10.1.2.3",
+                    "MASTER_PORT=29501",
+                    "TORCHELASTIC_RUN_ID=abc",
+                    NULL};
     assert_int_equal(vkg_comm_config_from_env(&cfg, env2), VKG_OK);
     assert_true(cfg.job_id == job);
-    char *env3[] = {"RANK=0", "WORLD_SIZE=8", "MASTER_ADDR=10.1.2.3", "MASTER_PORT=29501",
-                    "TORCHELASTIC_RUN_ID=abd", NULL};
+    char *env3[] = {"RANK=0",
+                    "WORLD_SIZE=8",
+                    "MASTER_ADDR=10.1.2.3",
+                    "MASTER_PORT=29501",
+                    "TORCHELASTIC_RUN_ID=abd",
+                    NULL};
     assert_int_equal(vkg_comm_config_from_env(&cfg, env3), VKG_OK);
     assert_true(cfg.job_id != job);
 }
@@ -66,8 +67,13 @@ static void test_torchrun(void **state)
 static void test_slurm(void **state)
 {
     (void)state;
-    char *env[] = {"SLURM_PROCID=5", "SLURM_NTASKS=6", "SLURM_LOCALID=2", "SLURM_NNODES=1",
-                   "SLURM_JOB_ID=4242", "SLURM_STEP_ID=0", NULL};
+    char *env[] = {"SLURM_PROCID=5",
+                   "SLURM_NTASKS=6",
+                   "SLURM_LOCALID=2",
+                   "SLURM_NNODES=1",
+                   "SLURM_JOB_ID=4242",
+                   "SLURM_STEP_ID=0",
+                   NULL};
     vkg_comm_config cfg;
     assert_int_equal(vkg_comm_config_from_env(&cfg, env), VKG_OK);
     assert_int_equal(cfg.launcher, VKG_COMM_LAUNCH_SLURM);
@@ -75,13 +81,13 @@ static void test_slurm(void **state)
     assert_int_equal(cfg.world_size, 6);
     assert_int_equal(cfg.local_rank, 2);
     assert_string_equal(cfg.master_addr, "127.0.0.1"); /* one node: loopback */
-    assert_int_equal(cfg.master_port, 20000 + 4242);    /* derived from the job id */
+    assert_int_equal(cfg.master_port, 20000 + 4242);   /* derived from the job id */
     /* several nodes and no MASTER_ADDR: a clear error naming the variable */
     char *env2[] = {"SLURM_PROCID=0", "SLURM_NTASKS=4", "SLURM_NNODES=2", NULL};
     assert_int_equal(vkg_comm_config_from_env(&cfg, env2), VKG_ERR_INVALID_ARG);
     assert_non_null(strstr(vkg_error_message(), "MASTER_ADDR"));
-    char *env3[] = {"SLURM_PROCID=0", "SLURM_NTASKS=4", "SLURM_NNODES=2", "MASTER_ADDR=node01",
-                    "MASTER_PORT=7000", NULL};
+    char *env3[] = {"SLURM_PROCID=0",     "SLURM_NTASKS=4",   "SLURM_NNODES=2",
+                    "MASTER_ADDR=node01", "MASTER_PORT=7000", NULL};
     assert_int_equal(vkg_comm_config_from_env(&cfg, env3), VKG_OK);
     assert_string_equal(cfg.master_addr, "node01");
     assert_int_equal(cfg.master_port, 7000);
@@ -90,9 +96,9 @@ static void test_slurm(void **state)
 static void test_openmpi(void **state)
 {
     (void)state;
-    char *env[] = {"OMPI_COMM_WORLD_RANK=1", "OMPI_COMM_WORLD_SIZE=4",
+    char *env[] = {"OMPI_COMM_WORLD_RANK=1",       "OMPI_COMM_WORLD_SIZE=4",
                    "OMPI_COMM_WORLD_LOCAL_RANK=1", "OMPI_COMM_WORLD_LOCAL_SIZE=4",
-                   "OMPI_MCA_ess_base_jobid=77", NULL};
+                   "OMPI_MCA_ess_base_jobid=77",   NULL};
     vkg_comm_config cfg;
     assert_int_equal(vkg_comm_config_from_env(&cfg, env), VKG_OK);
     assert_int_equal(cfg.launcher, VKG_COMM_LAUNCH_OPENMPI);

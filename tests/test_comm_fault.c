@@ -38,8 +38,12 @@ static int loop_until_error(vkg_th_rank *r, void *arg)
 
 static void fault_case(vkg_comm_transport t, int n, int victim, int sig)
 {
-    vkg_th_opts o = {.transport = t, .processes = 1, .timeout_ms = TIMEOUT_MS,
-                     .segment_bytes = 256 * 1024, .small_bytes = 16 * 1024, .wall_s = 30};
+    vkg_th_opts o = {.transport = t,
+                     .processes = 1,
+                     .timeout_ms = TIMEOUT_MS,
+                     .segment_bytes = 256 * 1024,
+                     .small_bytes = 16 * 1024,
+                     .wall_s = 30};
     vkg_th_job *j = vkg_th_start(n, &o, loop_until_error, NULL);
     assert_int_equal(vkg_th_wait_ready(j, 20), 0);
     usleep(100000); /* let them get into the middle of a few allreduces */
@@ -59,7 +63,8 @@ static void fault_case(vkg_comm_transport t, int n, int victim, int sig)
         ok &= res[q].reported && res[q].body_rc == 1 && strstr(res[q].report, name) != NULL &&
               dt <= 2.0 * TIMEOUT_MS / 1000.0;
     }
-    fprintf(stderr, "  %s, %d ranks, %s rank %d: slowest survivor failed after %.2f s (bound %.1f)\n",
+    fprintf(stderr,
+            "  %s, %d ranks, %s rank %d: slowest survivor failed after %.2f s (bound %.1f)\n",
             vkg_comm_transport_name(t), n, sig == SIGKILL ? "SIGKILL" : "SIGSTOP", victim, worst,
             2.0 * TIMEOUT_MS / 1000.0);
     if (!ok || getenv("VKG_TEST_VERBOSE")) {
@@ -124,8 +129,10 @@ static void test_abort_reaches_everyone(void **state)
     (void)state;
     const vkg_comm_transport ts[] = {VKG_COMM_INPROC, VKG_COMM_IPC};
     for (int k = 0; k < 2; k++) {
-        vkg_th_opts o = {.transport = ts[k], .processes = ts[k] != VKG_COMM_INPROC,
-                         .timeout_ms = 5000, .wall_s = 30};
+        vkg_th_opts o = {.transport = ts[k],
+                         .processes = ts[k] != VKG_COMM_INPROC,
+                         .timeout_ms = 5000,
+                         .wall_s = 30};
         vkg_th_result res[VKG_TH_MAX_RANKS];
         vkg_th_run(3, &o, abort_body, NULL, res);
         int ok = 1;
@@ -151,8 +158,7 @@ static int late_body(vkg_th_rank *r, void *arg)
     vkg_status st = vkg_comm_barrier(r->comm);
     double dt = vkg_th_now() - t;
     vkg_th_report(r, "%s after %.2f s: %s", vkg_status_name(st), dt, vkg_error_message());
-    return st == VKG_ERR_TIMEOUT && strstr(vkg_error_message(), "rank 1") && dt >= 0.9 &&
-                   dt <= 2.0
+    return st == VKG_ERR_TIMEOUT && strstr(vkg_error_message(), "rank 1") && dt >= 0.9 && dt <= 2.0
                ? 0
                : 1;
 }

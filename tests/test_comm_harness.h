@@ -29,15 +29,15 @@ struct vkg_th_rank {
 
 typedef struct vkg_th_opts {
     vkg_comm_transport transport;
-    int processes;   /* 1: fork one process per rank; 0: threads */
-    int timeout_ms;  /* communicator timeout (default 30000) */
+    int processes;  /* 1: fork one process per rank; 0: threads */
+    int timeout_ms; /* communicator timeout (default 30000) */
     size_t segment_bytes, small_bytes;
     int window;
     int ring_min_ranks;
-    uint64_t job_id; /* 0: derived from the pid and a counter */
-    double wall_s;   /* kill every rank after this long (default 90) */
+    uint64_t job_id;                   /* 0: derived from the pid and a counter */
+    double wall_s;                     /* kill every rank after this long (default 90) */
     char curve_pub[41], curve_sec[41]; /* optional job key pair */
-    int keep_comm;   /* 1: the body destroys the comm itself (sets r->comm = NULL) */
+    int keep_comm; /* 1: the body destroys the comm itself (sets r->comm = NULL) */
 } vkg_th_opts;
 
 typedef struct vkg_th_result {

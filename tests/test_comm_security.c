@@ -64,8 +64,15 @@ static void encode(const hdr *h, uint8_t out[48])
 /* A point-to-point message "rank 0 sends 16 bytes with TAG": what rank 1 waits for. */
 static hdr legit_p2p(void)
 {
-    return (hdr){.magic = 0x43474B56u, .version = 1, .kind = 7, .job = JOB, .gen = 0,
-                 .sender = 0, .seq = 0, .tag = TAG, .bytes = 16};
+    return (hdr){.magic = 0x43474B56u,
+                 .version = 1,
+                 .kind = 7,
+                 .job = JOB,
+                 .gen = 0,
+                 .sender = 0,
+                 .seq = 0,
+                 .tag = TAG,
+                 .bytes = 16};
 }
 
 /* ---- the intruder ---- */

@@ -25,11 +25,11 @@
 #define STEP_AG 0xfff1u
 
 typedef struct a2a_peer {
-    size_t off, len, nseg;        /* its chunk: what this rank sends it, and gets back */
-    size_t rs_sent, ag_sent;      /* next segment index of each phase sent to it */
-    size_t rs_recv, ag_recv;      /* next segment index of each phase expected from it */
+    size_t off, len, nseg;            /* its chunk: what this rank sends it, and gets back */
+    size_t rs_sent, ag_sent;          /* next segment index of each phase sent to it */
+    size_t rs_recv, ag_recv;          /* next segment index of each phase expected from it */
     uint32_t sent, consumed, granted; /* messages on each direction of the link */
-    zmq_msg_t *held;              /* [own_nseg]: its reduce-scatter segments awaiting the sum */
+    zmq_msg_t *held;                  /* [own_nseg]: its reduce-scatter segments awaiting the sum */
 } a2a_peer;
 
 typedef struct a2a {
@@ -51,8 +51,7 @@ static size_t seg_elems(const a2a *a, size_t len, size_t k)
     return len - e0 < a->seg ? len - e0 : a->seg;
 }
 
-static vkg_status post_one(a2a *a, int q, uint32_t step, size_t k, const uint8_t *src,
-                           size_t elems)
+static vkg_status post_one(a2a *a, int q, uint32_t step, size_t k, const uint8_t *src, size_t elems)
 {
     vkg_comm_t *c = a->c;
     vkg_wire_hdr h;
@@ -103,8 +102,8 @@ static void reduce_ready(a2a *a)
                 return;
         size_t e0 = a->own_off + k * a->seg;
         for (int q = 0; q < c->size; q++)
-            a->srcs[q] = q == c->rank ? (const void *)(a->in + e0 * a->es)
-                                      : zmq_msg_data(&a->p[q].held[k]);
+            a->srcs[q] =
+                q == c->rank ? (const void *)(a->in + e0 * a->es) : zmq_msg_data(&a->p[q].held[k]);
         vkg__reduce_ordered(a->out + e0 * a->es, a->srcs, c->size, seg_elems(a, a->own_len, k),
                             a->dt, a->op == VKG_COMM_AVG);
         for (int q = 0; q < c->size; q++) {
@@ -137,8 +136,7 @@ static vkg_status take(a2a *a, vkg_inmsg *m)
     else if (step == STEP_AG && (k != p->ag_recv || k >= p->nseg))
         st = VKG_FAIL(VKG_ERR_PROTOCOL, "%s: rank %d sent allgather segment %u, expected %zu",
                       a->what, q, (unsigned)k, p->ag_recv);
-    else if (m->h.bytes !=
-             (want = seg_elems(a, step == STEP_RS ? a->own_len : p->len, k) * a->es))
+    else if (m->h.bytes != (want = seg_elems(a, step == STEP_RS ? a->own_len : p->len, k) * a->es))
         st = VKG_FAIL(VKG_ERR_PROTOCOL,
                       "%s: rank %d sent %llu bytes for segment %u, expected %zu (counts or dtypes "
                       "differ between ranks)",
@@ -215,8 +213,13 @@ static vkg_status run(a2a *a)
         VKG_TRY(post_sends(a));
         if (finished(a))
             break;
-        vkg_expect ex = {.kind = VKG_W_DATA, .sender = -1, .seq = c->seq, .credit = 1,
-                         .all_peers = 1, .waiting_on = laggard(a), .what = a->what};
+        vkg_expect ex = {.kind = VKG_W_DATA,
+                         .sender = -1,
+                         .seq = c->seq,
+                         .credit = 1,
+                         .all_peers = 1,
+                         .waiting_on = laggard(a),
+                         .what = a->what};
         vkg_inmsg m;
         int ev = 0;
         VKG_TRY(vkg__comm_wait(c, &ex, &m, &ev));

@@ -52,15 +52,18 @@ static vkg_status exchange_all(vkg_comm_t *c, const char *what, uint32_t tag, co
     h.seq = c->seq;
     h.tag = tag;
     for (int k = 1; k < c->size; k++) /* start with the next rank: spreads the load */
-        VKG_TRY(vkg__send(c, (c->rank + k) % c->size, &h, buf, bytes,
-                          vkg__use_zc(c, bytes)));
+        VKG_TRY(vkg__send(c, (c->rank + k) % c->size, &h, buf, bytes, vkg__use_zc(c, bytes)));
     for (int k = 1; k < c->size; k++) {
         int missing = -1;
         for (int q = 0; q < c->size && missing < 0; q++)
             if (q != c->rank && !have[q])
                 missing = q;
-        vkg_expect ex = {.kind = VKG_W_DATA, .sender = -1, .seq = c->seq, .all_peers = 1,
-                         .waiting_on = missing, .what = what};
+        vkg_expect ex = {.kind = VKG_W_DATA,
+                         .sender = -1,
+                         .seq = c->seq,
+                         .all_peers = 1,
+                         .waiting_on = missing,
+                         .what = what};
         vkg_inmsg m;
         int ev;
         VKG_TRY(vkg__comm_wait(c, &ex, &m, &ev));
@@ -154,12 +157,15 @@ static vkg_status direct_broadcast(vkg_comm_t *c, void *buf, size_t bytes, int r
         h.seq = c->seq;
         h.tag = tag;
         for (int k = 1; k < c->size; k++)
-            VKG_TRY(vkg__send(c, (root + k) % c->size, &h, buf, bytes,
-                              vkg__use_zc(c, bytes)));
+            VKG_TRY(vkg__send(c, (root + k) % c->size, &h, buf, bytes, vkg__use_zc(c, bytes)));
         return vkg__drain(c, what, -1);
     }
-    vkg_expect ex = {.kind = VKG_W_DATA, .sender = root, .seq = c->seq, .all_peers = 1,
-                     .waiting_on = root, .what = what};
+    vkg_expect ex = {.kind = VKG_W_DATA,
+                     .sender = root,
+                     .seq = c->seq,
+                     .all_peers = 1,
+                     .waiting_on = root,
+                     .what = what};
     vkg_inmsg m;
     int ev;
     VKG_TRY(vkg__comm_wait(c, &ex, &m, &ev));
@@ -214,8 +220,8 @@ vkg_status vkg_comm_allgather(vkg_comm_t *c, const void *send, size_t bytes, voi
     VKG_TRY(vkg__comm_usable(c));
     VKG_CHECK(bytes == 0 || (send && recv), VKG_ERR_INVALID_ARG, "allgather: NULL buffer");
     uint8_t *own = (uint8_t *)recv + (size_t)c->rank * bytes;
-    VKG_CHECK(send == own || !overlaps(send, bytes, recv, bytes * (size_t)c->size), VKG_ERR_INVALID_ARG,
-              "allgather: send overlaps recv without being this rank's block");
+    VKG_CHECK(send == own || !overlaps(send, bytes, recv, bytes * (size_t)c->size),
+              VKG_ERR_INVALID_ARG, "allgather: send overlaps recv without being this rank's block");
     c->seq++;
     if (bytes == 0)
         return VKG_OK;
@@ -243,8 +249,12 @@ vkg_status vkg__barrier_impl(vkg_comm_t *c)
         h.segment = round;
         h.tag = data_tag(VKG_C_BARRIER, 0, round);
         VKG_TRY(vkg__send(c, to, &h, NULL, 0, 0));
-        vkg_expect ex = {.kind = VKG_W_DATA, .sender = from, .seq = c->seq, .all_peers = 1,
-                         .waiting_on = from, .what = what};
+        vkg_expect ex = {.kind = VKG_W_DATA,
+                         .sender = from,
+                         .seq = c->seq,
+                         .all_peers = 1,
+                         .waiting_on = from,
+                         .what = what};
         vkg_inmsg m;
         int ev;
         VKG_TRY(vkg__comm_wait(c, &ex, &m, &ev));
@@ -294,8 +304,8 @@ vkg_status vkg_comm_recv(vkg_comm_t *c, int peer, uint32_t tag, void *buf, size_
     VKG_CHECK(bytes == 0 || buf, VKG_ERR_INVALID_ARG, "recv: NULL buffer");
     char what[64];
     snprintf(what, sizeof what, "recv from rank %d (tag %u)", peer, (unsigned)tag);
-    vkg_expect ex = {.kind = VKG_W_P2P, .sender = peer, .tag = tag, .waiting_on = peer,
-                     .what = what};
+    vkg_expect ex = {
+        .kind = VKG_W_P2P, .sender = peer, .tag = tag, .waiting_on = peer, .what = what};
     vkg_inmsg m;
     int ev;
     vkg_status st = vkg__comm_wait(c, &ex, &m, &ev);

@@ -109,9 +109,9 @@ struct vkg_comm {
     vkg_inmsg *stash;
     size_t nstash, cap_stash;
 
-    uint64_t credit;  /* credits granted by credit_from in the current collective */
-    int credit_from;  /* -1 outside ring collectives; VKG_CREDIT_ALL: per peer, in credits[] */
-    int credit_moved; /* set by the wait loop when credit grew */
+    uint64_t credit;   /* credits granted by credit_from in the current collective */
+    int credit_from;   /* -1 outside ring collectives; VKG_CREDIT_ALL: per peer, in credits[] */
+    int credit_moved;  /* set by the wait loop when credit grew */
     uint64_t *credits; /* [size]: credits per peer when credit_from == VKG_CREDIT_ALL */
 
     int64_t progress_ns; /* last time anything arrived or completed */
@@ -133,21 +133,42 @@ vkg_status vkg__ctx_register(vkg_comm_ctx_t *ctx, const void *owner, const char 
 void vkg__ctx_unregister(vkg_comm_ctx_t *ctx, const void *owner);
 void vkg__ctx_ref(vkg_comm_ctx_t *ctx, int delta);
 
-/* ---- wait loop and sends (io.c) ---- */
+/* ---- sockets (sockets.c) and rendezvous (rendezvous.c) ---- */
+
+vkg_status vkg__setint(void *s, int opt, int v, const char *name);
+/* Make s a PLAIN (job id) or CURVE server with the job's ZAP domain; no-op for inproc. */
+vkg_status vkg__secure_server(vkg_comm_t *c, void *s);
+/* Make s a PLAIN or CURVE client of a server whose public key is server_key (CURVE). */
+vkg_status vkg__secure_client(vkg_comm_t *c, void *s, const char *server_key);
+/* Register the authorized CURVE keys (cfg's list and file, else this rank's own key). */
+vkg_status vkg__register_keys(vkg_comm_t *c, const vkg_comm_config *cfg);
+/* Watch s's connections (lost, refused) on a new PAIR *pair; close with vkg__close_monitor. */
+vkg_status vkg__open_monitor(vkg_comm_t *c, void *s, const char *tag, void **pair);
+void vkg__close_monitor(void *s, void **pair);
+/* What this rank binds (tcp: an IP; ipc: the directory) and rank 0's rendezvous endpoint. */
+vkg_status vkg__plan_endpoints(vkg_comm_t *c, const vkg_comm_config *cfg, char *bind, size_t bcap,
+                               char *master, size_t mcap);
+vkg_status vkg__open_rx(vkg_comm_t *c, const char *bind);
+vkg_status vkg__open_tx(vkg_comm_t *c);
+/* Join through rank 0 and fill c->peers. *prdv is the rendezvous socket (rank 0 keeps it until
+ * the first barrier; the caller closes it). */
+vkg_status vkg__rendezvous(vkg_comm_t *c, const char *master, void **prdv);
+
+/* ---- wait loop and sends (io.c, wait.c) ---- */
 
 enum vkg_event { VKG_EV_MSG = 1, VKG_EV_CREDIT = 2, VKG_EV_DRAINED = 3 };
 #define VKG_CREDIT_ALL (-2)
 
 typedef struct vkg_expect {
-    int kind;        /* VKG_W_DATA or VKG_W_P2P; 0 = no message wanted */
-    int sender;      /* -1: any */
-    uint64_t seq;    /* DATA: collective number */
-    uint32_t tag;    /* P2P tag to match */
-    int segment;     /* DATA: -1 any, else the exact message index */
-    int credit;      /* return VKG_EV_CREDIT when credit from c->credit_from grows */
-    int drain;       /* return VKG_EV_DRAINED when no zero-copy payload is in flight */
-    int all_peers;   /* a lost connection to any peer fails the wait (collectives) */
-    int waiting_on;  /* the rank named when the deadline passes */
+    int kind;         /* VKG_W_DATA or VKG_W_P2P; 0 = no message wanted */
+    int sender;       /* -1: any */
+    uint64_t seq;     /* DATA: collective number */
+    uint32_t tag;     /* P2P tag to match */
+    int segment;      /* DATA: -1 any, else the exact message index */
+    int credit;       /* return VKG_EV_CREDIT when credit from c->credit_from grows */
+    int drain;        /* return VKG_EV_DRAINED when no zero-copy payload is in flight */
+    int all_peers;    /* a lost connection to any peer fails the wait (collectives) */
+    int waiting_on;   /* the rank named when the deadline passes */
     const char *what; /* "allreduce #3", for messages */
 } vkg_expect;
 
@@ -157,13 +178,27 @@ typedef struct vkg_expect {
  * the public entry points call vkg__comm_fail. */
 vkg_status vkg__comm_wait(vkg_comm_t *c, const vkg_expect *ex, vkg_inmsg *m, int *event);
 
+/* io.c internals shared with wait.c. recv_wait: receive one message, waiting up to wait_ms (0:
+ * not at all), validated (*got = 0 when none came). dispatch: handle a received message (abort,
+ * credit, sequence checks); a match for ex is moved to *out (*matched), others are stashed.
+ * stash_take: the first stashed match for ex. raw_send: send without recording an error (returns
+ * the zmq errno or 0; takes over body). explain_loss: see wait.c. */
+vkg_status vkg__recv_wait(vkg_comm_t *c, vkg_inmsg *m, int *got, int wait_ms);
+vkg_status vkg__dispatch(vkg_comm_t *c, const vkg_expect *ex, vkg_inmsg *in, vkg_inmsg *out,
+                         int *matched);
+int vkg__stash_take(vkg_comm_t *c, const vkg_expect *ex, vkg_inmsg *m);
+int vkg__raw_send(vkg_comm_t *c, int peer, const vkg_wire_hdr *h, zmq_msg_t *body);
+/* A peer vanished: give an abort that explains it a short moment to arrive and report that
+ * instead; otherwise return loss unchanged. */
+vkg_status vkg__explain_loss(vkg_comm_t *c, vkg_status loss);
+
 /* Fill the common header fields (magic, version, job, generation, sender). */
 void vkg__hdr_init(const vkg_comm_t *c, vkg_wire_hdr *h, int kind);
 
 /* Send header + payload to peer. zc: the payload is referenced, not copied, until zmq is done
  * with it (tracked by the guard; drain before the buffer may change). */
-vkg_status vkg__send(vkg_comm_t *c, int peer, const vkg_wire_hdr *h, const void *data,
-                     size_t bytes, int zc);
+vkg_status vkg__send(vkg_comm_t *c, int peer, const vkg_wire_hdr *h, const void *data, size_t bytes,
+                     int zc);
 /* Send header + a message body this call takes over (closed even on failure). */
 vkg_status vkg__send_msg(vkg_comm_t *c, int peer, const vkg_wire_hdr *h, zmq_msg_t *body);
 /* Wait until no zero-copy payload is in flight. */
@@ -209,8 +244,8 @@ void vkg__widen_16(float *dst, const uint16_t *x, size_t n, vkg_comm_dtype dt);
 void vkg__final_16(uint16_t *dst, const float *a, const uint16_t *b, size_t n, vkg_comm_dtype dt,
                    int avg_n);
 /* dst[i] = reduction over q of srcs[q][i] in q order (identical on every rank), /n for avg. */
-void vkg__reduce_ordered(void *dst, const void *const *srcs, int nsrc, size_t n,
-                         vkg_comm_dtype dt, int avg);
+void vkg__reduce_ordered(void *dst, const void *const *srcs, int nsrc, size_t n, vkg_comm_dtype dt,
+                         int avg);
 
 /* ---- collectives (ring.c, coll.c) ---- */
 

@@ -248,8 +248,7 @@ static void env_job(vkg_comm_config *cfg, char *const *envp)
         break;
     }
     if (a)
-        snprintf(buf, sizeof buf, "%s:%s.%s", vkg_comm_launcher_name(cfg->launcher), a,
-                 b ? b : "");
+        snprintf(buf, sizeof buf, "%s:%s.%s", vkg_comm_launcher_name(cfg->launcher), a, b ? b : "");
     else
         snprintf(buf, sizeof buf, "%s:%s:%d:%d", vkg_comm_launcher_name(cfg->launcher),
                  cfg->master_addr, cfg->master_port, cfg->world_size);
@@ -404,7 +403,8 @@ vkg_status vkg_comm_keyfile_read(const char *path, char pub[VKG_COMM_KEY_CHARS +
 void vkg_comm_tune_malloc(void)
 {
 #if defined(__GLIBC__)
-    mallopt(M_MMAP_THRESHOLD, 32 << 20); /* the largest glibc accepts; also stops the dynamic rule */
+    mallopt(M_MMAP_THRESHOLD,
+            32 << 20); /* the largest glibc accepts; also stops the dynamic rule */
     mallopt(M_TRIM_THRESHOLD, 1 << 30);
 #endif
 }

@@ -207,8 +207,7 @@ vkg_status vkg_comm_ctx_create(vkg_comm_ctx_t **out)
     VKG_CHECK_GOTO(st, zmq_bind(ctx->zap, "inproc://zeromq.zap.01") == 0, VKG_ERR_NETWORK, fail,
                    "binding the ZAP handler: %s", zmq_strerror(zmq_errno()));
     snprintf(ctl, sizeof ctl, "inproc://vkg-zapctl-%p", (void *)ctx);
-    VKG_CHECK_GOTO(st,
-                   zmq_bind(ctx->ctl_recv, ctl) == 0 && zmq_connect(ctx->ctl_send, ctl) == 0,
+    VKG_CHECK_GOTO(st, zmq_bind(ctx->ctl_recv, ctl) == 0 && zmq_connect(ctx->ctl_send, ctl) == 0,
                    VKG_ERR_NETWORK, fail, "ZAP control pair: %s", zmq_strerror(zmq_errno()));
     VKG_CHECK_GOTO(st, pthread_create(&ctx->thread, NULL, zap_thread, ctx) == 0, VKG_ERR_NOMEM,
                    fail, "cannot start the ZAP handler thread");

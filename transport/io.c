@@ -1,11 +1,7 @@
 /* Message I/O of a communicator: sending (copied or zero-copy), receiving with header validation,
- * the stash of messages that arrived before they were wanted, the wait loop with its deadline,
- * connection monitoring, and failure handling (abort broadcast, release of in-flight buffers).
- *
- * Deadline: a wait fails when nothing arrived and nothing completed for timeout_ms, after a short
- * grace period in which an abort or a lost connection reported by another rank can still arrive
- * and name the real culprit. Lost or refused connections fail a wait at once.
- * Not here: collective algorithms (ring.c, coll.c) and setup (comm.c).
+ * the stash of messages that arrived before they were wanted, and the dispatch of each received
+ * message (aborts, credits, point-to-point sequence checks, stale data).
+ * Not here: the wait loop, connection monitoring and failure handling (wait.c).
  */
 #include "comm_internal.h"
 
@@ -56,7 +52,7 @@ static void routing_id(int peer, uint8_t rid[5])
 }
 
 /* Returns 0 or the zmq errno. Takes over *body (closed on failure). Records no error message. */
-static int raw_send(vkg_comm_t *c, int peer, const vkg_wire_hdr *h, zmq_msg_t *body)
+int vkg__raw_send(vkg_comm_t *c, int peer, const vkg_wire_hdr *h, zmq_msg_t *body)
 {
     uint8_t rid[5], hb[VKG_WIRE_HDR_BYTES];
     routing_id(peer, rid);
@@ -75,12 +71,11 @@ static int raw_send(vkg_comm_t *c, int peer, const vkg_wire_hdr *h, zmq_msg_t *b
     return err;
 }
 
-static vkg_status explain_loss(vkg_comm_t *c, vkg_status loss);
-
 static vkg_status send_error(vkg_comm_t *c, int peer, const vkg_wire_hdr *h, int err)
 {
     if (err == EHOSTUNREACH)
-        return explain_loss(c, VKG_FAIL(VKG_ERR_PEER,
+        return vkg__explain_loss(
+            c, VKG_FAIL(VKG_ERR_PEER,
                         "sending %s message to rank %d (%s): its connection is gone (the process "
                         "died, froze past its heartbeat or closed its communicator)",
                         vkg__wire_kind_name(h->kind), peer, c->peers[peer].endpoint));
@@ -92,19 +87,19 @@ vkg_status vkg__send_msg(vkg_comm_t *c, int peer, const vkg_wire_hdr *h, zmq_msg
 {
     vkg_wire_hdr hh = *h;
     hh.bytes = zmq_msg_size(body);
-    int err = raw_send(c, peer, &hh, hh.bytes ? body : NULL);
+    int err = vkg__raw_send(c, peer, &hh, hh.bytes ? body : NULL);
     if (!hh.bytes)
         zmq_msg_close(body);
     return err ? send_error(c, peer, &hh, err) : VKG_OK;
 }
 
-vkg_status vkg__send(vkg_comm_t *c, int peer, const vkg_wire_hdr *h, const void *data,
-                     size_t bytes, int zc)
+vkg_status vkg__send(vkg_comm_t *c, int peer, const vkg_wire_hdr *h, const void *data, size_t bytes,
+                     int zc)
 {
     vkg_wire_hdr hh = *h;
     hh.bytes = bytes;
     if (!bytes) {
-        int err = raw_send(c, peer, &hh, NULL);
+        int err = vkg__raw_send(c, peer, &hh, NULL);
         return err ? send_error(c, peer, &hh, err) : VKG_OK;
     }
     zmq_msg_t m;
@@ -119,7 +114,7 @@ vkg_status vkg__send(vkg_comm_t *c, int peer, const vkg_wire_hdr *h, const void 
             return VKG_FAIL(VKG_ERR_NOMEM, "out of memory for a %zu-byte message", bytes);
         memcpy(zmq_msg_data(&m), data, bytes);
     }
-    int err = raw_send(c, peer, &hh, &m);
+    int err = vkg__raw_send(c, peer, &hh, &m);
     return err ? send_error(c, peer, &hh, err) : VKG_OK;
 }
 
@@ -171,7 +166,7 @@ static vkg_status validate(const vkg_comm_t *c, const vkg_wire_hdr *h, size_t bo
 }
 
 /* Receive one message, waiting up to wait_ms (0: not at all). *got = 0 when none came. */
-static vkg_status recv_wait(vkg_comm_t *c, vkg_inmsg *m, int *got, int wait_ms)
+vkg_status vkg__recv_wait(vkg_comm_t *c, vkg_inmsg *m, int *got, int wait_ms)
 {
     *got = 0;
     zmq_msg_t hm;
@@ -230,10 +225,6 @@ static vkg_status recv_wait(vkg_comm_t *c, vkg_inmsg *m, int *got, int wait_ms)
     return VKG_OK;
 }
 
-static vkg_status recv_one(vkg_comm_t *c, vkg_inmsg *m, int *got)
-{
-    return recv_wait(c, m, got, 0);
-}
 /* ---- stash ---- */
 
 static int matches(const vkg_expect *ex, const vkg_wire_hdr *h)
@@ -267,7 +258,7 @@ static vkg_status stash_put(vkg_comm_t *c, vkg_inmsg *m)
     return VKG_OK;
 }
 
-static int stash_take(vkg_comm_t *c, const vkg_expect *ex, vkg_inmsg *m)
+int vkg__stash_take(vkg_comm_t *c, const vkg_expect *ex, vkg_inmsg *m)
 {
     for (size_t i = 0; i < c->nstash; i++) {
         if (!matches(ex, &c->stash[i].h))
@@ -295,8 +286,8 @@ void vkg__stash_clear(vkg_comm_t *c)
 
 /* ---- dispatch of one received message ---- */
 
-static vkg_status dispatch(vkg_comm_t *c, const vkg_expect *ex, vkg_inmsg *in, vkg_inmsg *out,
-                           int *matched)
+vkg_status vkg__dispatch(vkg_comm_t *c, const vkg_expect *ex, vkg_inmsg *in, vkg_inmsg *out,
+                         int *matched)
 {
     vkg_wire_hdr *h = &in->h;
     *matched = 0;
@@ -358,295 +349,4 @@ static vkg_status dispatch(vkg_comm_t *c, const vkg_expect *ex, vkg_inmsg *in, v
         return VKG_OK;
     }
     return stash_put(c, in);
-}
-
-/* ---- connection monitoring ---- */
-
-static void read_monitor(vkg_comm_t *c)
-{
-    for (;;) {
-        zmq_msg_t ev, addr;
-        zmq_msg_init(&ev);
-        if (zmq_msg_recv(&ev, c->mon, ZMQ_DONTWAIT) < 0) {
-            zmq_msg_close(&ev);
-            return;
-        }
-        uint16_t event = 0;
-        if (zmq_msg_size(&ev) >= 2)
-            memcpy(&event, zmq_msg_data(&ev), 2);
-        int more = zmq_msg_more(&ev);
-        zmq_msg_close(&ev);
-        if (!more)
-            continue;
-        zmq_msg_init(&addr);
-        if (zmq_msg_recv(&addr, c->mon, 0) < 0) {
-            zmq_msg_close(&addr);
-            return;
-        }
-        size_t n = zmq_msg_size(&addr);
-        const char *a = zmq_msg_data(&addr);
-        for (int q = 0; q < c->size; q++) {
-            if (q == c->rank || strlen(c->peers[q].endpoint) != n ||
-                memcmp(c->peers[q].endpoint, a, n))
-                continue;
-            if (event == ZMQ_EVENT_DISCONNECTED)
-                c->peers[q].lost = 1;
-            else if (event == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH ||
-                     event == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL)
-                c->peers[q].refused = event;
-        }
-        zmq_msg_close(&addr);
-    }
-}
-
-static vkg_status check_peers(const vkg_comm_t *c, const vkg_expect *ex)
-{
-    for (int q = 0; q < c->size; q++) {
-        if (q == c->rank || !(ex->all_peers || q == ex->sender || q == ex->waiting_on))
-            continue;
-        const vkg_peer *p = &c->peers[q];
-        VKG_CHECK(!p->refused, VKG_ERR_PEER,
-                  "%s: rank %d (%s) refused our connection: authentication failed (job id, "
-                  "generation or CURVE key mismatch)",
-                  ex->what, q, p->endpoint);
-        VKG_CHECK(!p->lost, VKG_ERR_PEER,
-                  "%s: connection to rank %d (%s) lost: the process died, froze (no heartbeat "
-                  "reply) or closed its communicator",
-                  ex->what, q, p->endpoint);
-    }
-    return VKG_OK;
-}
-
-/* ---- explaining a lost peer ---- */
-
-/* A peer vanished or refused a send. An abort explaining why (from it or from another rank that
- * saw it first) may be on its way: give it a short moment and report it instead of the bare
- * loss. Returns the abort's error, a protocol error met meanwhile, or `loss` unchanged. */
-static vkg_status explain_loss(vkg_comm_t *c, vkg_status loss)
-{
-    int64_t span = (int64_t)c->timeout_ms * 1000000 / 4;
-    int64_t end = vkg__now_ns() + (span < 250000000 ? span : 250000000);
-    vkg_expect none = {.sender = -1, .waiting_on = -1, .what = "draining"};
-    for (;;) {
-        vkg_inmsg in, out;
-        int got = 0, matched = 0;
-        vkg_status st = recv_one(c, &in, &got);
-        if (st < 0)
-            return st;
-        if (got) {
-            VKG_TRY(dispatch(c, &none, &in, &out, &matched));
-            continue;
-        }
-        int64_t now = vkg__now_ns();
-        if (now >= end)
-            return loss;
-        zmq_pollitem_t it = {c->rx, 0, ZMQ_POLLIN, 0};
-        zmq_poll(&it, 1, (long)((end - now) / 1000000) + 1);
-    }
-}
-
-/* ---- the wait loop ---- */
-
-static vkg_status timed_out(const vkg_comm_t *c, const vkg_expect *ex)
-{
-    double s = c->timeout_ms / 1000.0;
-    if (ex->waiting_on >= 0)
-        return VKG_FAIL(VKG_ERR_TIMEOUT,
-                        "%s: no progress for %.1f s waiting for rank %d (%s); it is dead, frozen "
-                        "or stuck, or ranks called different collectives",
-                        ex->what, s, ex->waiting_on, c->peers[ex->waiting_on].endpoint);
-    return VKG_FAIL(VKG_ERR_TIMEOUT, "%s: no progress for %.1f s", ex->what, s);
-}
-
-vkg_status vkg__comm_wait(vkg_comm_t *c, const vkg_expect *ex, vkg_inmsg *m, int *event)
-{
-    *event = 0;
-    if (stash_take(c, ex, m)) {
-        *event = VKG_EV_MSG;
-        return VKG_OK;
-    }
-    int64_t timeout_ns = (int64_t)c->timeout_ms * 1000000;
-    int64_t grace_ns = timeout_ns / 4 < 500000000 ? timeout_ns / 4 : 500000000;
-    int64_t grace_end = 0;
-    /* the monitor (and tx, for drains) join the poll set only once a wait lasts: the common
-     * short wait then costs one socket, and a lost peer is still seen within milliseconds */
-    int64_t watch_after = vkg__now_ns() + 5000000;
-    vkg_status st = VKG_OK;
-    if (ex->drain)
-        atomic_store(&c->guard->waiting, 1);
-    for (;;) {
-        if (ex->drain && atomic_load(&c->guard->inflight) == 0) {
-            *event = VKG_EV_DRAINED;
-            break;
-        }
-        if (ex->credit && c->credit_moved) {
-            c->credit_moved = 0;
-            *event = VKG_EV_CREDIT;
-            break;
-        }
-        vkg_inmsg in;
-        int got = 0, matched = 0, ms = 0;
-        int64_t now = vkg__now_ns();
-        if (!ex->drain && now < watch_after) {
-            /* the common short wait: one blocking receive costs fewer syscalls than a
-             * non-blocking try followed by zmq_poll */
-            int64_t lim = c->progress_ns + timeout_ns < watch_after ? c->progress_ns + timeout_ns
-                                                                   : watch_after;
-            ms = lim > now ? (int)((lim - now + 999999) / 1000000) : 0;
-        }
-        st = recv_wait(c, &in, &got, ms);
-        if (st < 0)
-            break;
-        if (got) {
-            c->progress_ns = vkg__now_ns();
-            st = dispatch(c, ex, &in, m, &matched);
-            if (st < 0)
-                break;
-            if (matched) {
-                *event = VKG_EV_MSG;
-                break;
-            }
-            continue;
-        }
-        if (ms > 0)
-            continue; /* the short wait ran out: from now on watch the monitor too */
-        st = check_peers(c, ex);
-        if (st < 0) {
-            st = explain_loss(c, st);
-            break;
-        }
-        now = vkg__now_ns();
-        int64_t until = c->progress_ns + timeout_ns;
-        if (now >= until) {
-            if (!grace_end)
-                grace_end = now + grace_ns;
-            if (now >= grace_end) {
-                st = timed_out(c, ex);
-                break;
-            }
-            until = grace_end;
-        }
-        int watch = now >= watch_after;
-        if (!watch && until > watch_after)
-            until = watch_after;
-        zmq_pollitem_t items[4];
-        int n = 0, imon = -1, iefd = -1;
-        items[n++] = (zmq_pollitem_t){c->rx, 0, ZMQ_POLLIN, 0};
-        if (c->mon && watch) {
-            imon = n;
-            items[n++] = (zmq_pollitem_t){c->mon, 0, ZMQ_POLLIN, 0};
-        }
-        if (ex->drain) {
-            iefd = n;
-            items[n++] = (zmq_pollitem_t){NULL, c->guard->efd, ZMQ_POLLIN, 0};
-            if (c->tx && watch) /* see wait_inflight: lets tx release payloads of dropped pipes */
-                items[n++] = (zmq_pollitem_t){c->tx, 0, ZMQ_POLLIN, 0};
-        }
-        long wait_ms = (long)((until - now + 999999) / 1000000);
-        int rc = zmq_poll(items, n, wait_ms > 0 ? wait_ms : 1);
-        if (rc < 0 && zmq_errno() != EINTR) {
-            st = VKG_FAIL(VKG_ERR_NETWORK, "%s: zmq_poll: %s", ex->what, zmq_strerror(zmq_errno()));
-            break;
-        }
-        if (rc > 0 && imon >= 0 && (items[imon].revents & ZMQ_POLLIN))
-            read_monitor(c);
-        if (rc > 0 && iefd >= 0 && (items[iefd].revents & ZMQ_POLLIN)) {
-            uint64_t v;
-            ssize_t r = read(c->guard->efd, &v, sizeof v);
-            (void)r;
-            c->progress_ns = vkg__now_ns();
-        }
-    }
-    if (ex->drain)
-        atomic_store(&c->guard->waiting, 0);
-    return st;
-}
-
-vkg_status vkg__drain(vkg_comm_t *c, const char *what, int waiting_on)
-{
-    if (atomic_load(&c->guard->inflight) == 0)
-        return VKG_OK;
-    vkg_expect ex = {.drain = 1, .all_peers = 1, .waiting_on = waiting_on, .what = what,
-                     .sender = -1};
-    vkg_inmsg m;
-    int ev;
-    return vkg__comm_wait(c, &ex, &m, &ev);
-}
-
-/* ---- failure ---- */
-
-/* Wait up to ms for the in-flight count to reach zero, without touching the error message. */
-static int wait_inflight(vkg_comm_t *c, int ms)
-{
-    int64_t end = vkg__now_ns() + (int64_t)ms * 1000000;
-    atomic_store(&c->guard->waiting, 1);
-    while (atomic_load(&c->guard->inflight) > 0) {
-        int64_t now = vkg__now_ns();
-        if (now >= end)
-            break;
-        /* polling tx makes it process zmq's commands: a pipe to a vanished peer is torn down
-         * (and its queued payloads released) only when the owning thread does that */
-        zmq_pollitem_t it[2] = {{NULL, c->guard->efd, ZMQ_POLLIN, 0}, {c->tx, 0, ZMQ_POLLIN, 0}};
-        if (zmq_poll(it, c->tx ? 2 : 1, (long)((end - now) / 1000000) + 1) > 0 &&
-            (it[0].revents & ZMQ_POLLIN)) {
-            uint64_t v;
-            ssize_t r = read(c->guard->efd, &v, sizeof v);
-            (void)r;
-        }
-    }
-    atomic_store(&c->guard->waiting, 0);
-    return atomic_load(&c->guard->inflight) == 0;
-}
-
-vkg_status vkg__comm_fail(vkg_comm_t *c, vkg_status st, int tell_peers)
-{
-    if (c->failed)
-        return st;
-    c->failed = st;
-    snprintf(c->fail_msg, sizeof c->fail_msg, "%s", vkg_error_message());
-    if (tell_peers && !c->peer_aborted && c->tx) {
-        char reason[960];
-        int n = snprintf(reason, sizeof reason, "%s", c->fail_msg);
-        size_t len = n < 0 ? 0 : ((size_t)n < sizeof reason ? (size_t)n : sizeof reason - 1);
-        for (int q = 0; q < c->size; q++) {
-            if (q == c->rank)
-                continue;
-            vkg_wire_hdr h;
-            vkg__hdr_init(c, &h, VKG_W_ABORT);
-            h.seq = c->seq;
-            h.bytes = len;
-            zmq_msg_t body;
-            if (!len || zmq_msg_init_size(&body, len) < 0) {
-                h.bytes = 0;
-                (void)raw_send(c, q, &h, NULL);
-                continue;
-            }
-            memcpy(zmq_msg_data(&body), reason, len);
-            (void)raw_send(c, q, &h, &body);
-        }
-    }
-    /* zmq may still reference caller buffers (zero-copy payloads to a peer that stopped reading).
-     * Without linger, pipes to vanished peers release their payloads at once; healthy peers get a
-     * moment to take theirs (and the abort); then whatever is left goes with tx. */
-    if (c->tx) {
-        int zero = 0;
-        zmq_setsockopt(c->tx, ZMQ_LINGER, &zero, sizeof zero);
-    }
-    if (c->guard && !wait_inflight(c, c->timeout_ms / 4 < 200 ? c->timeout_ms / 4 : 200)) {
-        if (c->tx) {
-            zmq_close(c->tx);
-            c->tx = NULL;
-        }
-        if (!wait_inflight(c, 2000))
-            c->guard_leaked = 1;
-    }
-    return st;
-}
-
-vkg_status vkg__comm_usable(vkg_comm_t *c)
-{
-    VKG_CHECK(c != NULL, VKG_ERR_INVALID_ARG, "communicator is NULL");
-    if (c->failed)
-        return VKG_FAIL(c->failed, "communicator failed earlier: %s", c->fail_msg);
-    return VKG_OK;
 }

@@ -185,8 +185,8 @@ static void reduce_f32_aligned(float *dst, const void *const *srcs, int nsrc, si
     }
 }
 
-void vkg__reduce_ordered(void *dst, const void *const *srcs, int nsrc, size_t n,
-                         vkg_comm_dtype dt, int avg)
+void vkg__reduce_ordered(void *dst, const void *const *srcs, int nsrc, size_t n, vkg_comm_dtype dt,
+                         int avg)
 {
     int aligned = ((uintptr_t)dst & 3u) == 0;
     for (int q = 0; q < nsrc && aligned; q++)

@@ -25,14 +25,13 @@
 enum send_mode { SRC_ZC, SRC_WIDEN16, SRC_HELD };
 enum recv_mode { ACT_REDUCE, ACT_FINAL, ACT_COPY, ACT_REDUCE16, ACT_FINAL16 };
 
-
 typedef struct ring_step {
-    size_t len;          /* elements in this step */
-    size_t nseg;         /* ceil(len / seg) */
-    size_t wire_es;      /* bytes per element on the wire */
-    const uint8_t *src;  /* send: first element (buffer element size es) */
-    uint8_t *dst;        /* recv: first destination element */
-    const uint8_t *own;  /* recv reductions: this rank's input for the same elements */
+    size_t len;         /* elements in this step */
+    size_t nseg;        /* ceil(len / seg) */
+    size_t wire_es;     /* bytes per element on the wire */
+    const uint8_t *src; /* send: first element (buffer element size es) */
+    uint8_t *dst;       /* recv: first destination element */
+    const uint8_t *own; /* recv reductions: this rank's input for the same elements */
     int mode;
 } ring_step;
 
@@ -105,8 +104,8 @@ static vkg_status ring_recv(ring *r, int j, size_t k, uint32_t index, vkg_inmsg 
     else if (h->segment != index || h->tag != tag)
         st = VKG_FAIL(VKG_ERR_PROTOCOL,
                       "%s: rank %u sent message #%u (tag 0x%x), expected #%u (tag 0x%x)", r->what,
-                      (unsigned)h->sender, (unsigned)h->segment, (unsigned)h->tag,
-                      (unsigned)index, (unsigned)tag);
+                      (unsigned)h->sender, (unsigned)h->segment, (unsigned)h->tag, (unsigned)index,
+                      (unsigned)tag);
     else if (h->bytes != n * s->wire_es)
         st = VKG_FAIL(VKG_ERR_PROTOCOL,
                       "%s: rank %u sent %llu bytes for message #%u, expected %zu (counts or "

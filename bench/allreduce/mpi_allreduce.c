@@ -84,8 +84,8 @@ int main(int argc, char **argv)
         MPI_Reduce(&wrong, &wrong_all, 1, MPI_LONG_LONG, MPI_SUM, 0, MPI_COMM_WORLD);
         if (rank == 0) {
             double algbw = (double)bytes / tmax / 1e9, busbw = algbw * 2.0 * (n - 1) / n;
-            printf("  %10zu %12zu %8s %6s %10.2f %8.2f %8.2f %7lld\n", bytes, count, "float",
-                   "sum", tmax * 1e6, algbw, busbw, wrong_all);
+            printf("  %10zu %12zu %8s %6s %10.2f %8.2f %8.2f %7lld\n", bytes, count, "float", "sum",
+                   tmax * 1e6, algbw, busbw, wrong_all);
             fflush(stdout);
         }
     }

@@ -339,9 +339,16 @@ static void bench_usage(FILE *f)
 
 static int parse_bench(int argc, char **argv, bench_opts *o)
 {
-    *o = (bench_opts){.n = 2, .transport = VKG_COMM_IPC, .min_bytes = 4096,
-                      .max_bytes = (size_t)256 << 20, .iters = 20, .warmup = 5,
-                      .dtype = VKG_COMM_F32, .op = VKG_COMM_SUM, .timeout_s = 60, .check = 1};
+    *o = (bench_opts){.n = 2,
+                      .transport = VKG_COMM_IPC,
+                      .min_bytes = 4096,
+                      .max_bytes = (size_t)256 << 20,
+                      .iters = 20,
+                      .warmup = 5,
+                      .dtype = VKG_COMM_F32,
+                      .op = VKG_COMM_SUM,
+                      .timeout_s = 60,
+                      .check = 1};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         int used = 1, bad = 0;
@@ -387,7 +394,7 @@ static int parse_bench(int argc, char **argv, bench_opts *o)
             bad = !(o->timeout_s > 0);
         } else if (!strcmp(a, "--dtype")) {
             bad = strcmp(v, "f32") && strcmp(v, "bf16") && strcmp(v, "f16");
-            o->dtype = !strcmp(v, "bf16") ? VKG_COMM_BF16
+            o->dtype = !strcmp(v, "bf16")  ? VKG_COMM_BF16
                        : !strcmp(v, "f16") ? VKG_COMM_F16
                                            : VKG_COMM_F32;
         } else if (!strcmp(a, "--op")) {
@@ -410,8 +417,9 @@ static int parse_bench(int argc, char **argv, bench_opts *o)
     }
     size_t es = vkg_comm_dtype_size(o->dtype);
     if (o->min_bytes < es || o->max_bytes < o->min_bytes || o->n > 8) {
-        fprintf(stderr, "vkgpt bench allreduce: need %zu <= --min <= --max and -n <= 8 (the exact "
-                        "check needs sums below 256)\n",
+        fprintf(stderr,
+                "vkgpt bench allreduce: need %zu <= --min <= --max and -n <= 8 (the exact "
+                "check needs sums below 256)\n",
                 es);
         return 2;
     }

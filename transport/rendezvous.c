@@ -1,0 +1,310 @@
+/* The rendezvous: rank 0 binds a ROUTER at the master endpoint; every other rank connects a
+ * DEALER, sends HELLO {world size, rank, data endpoint, CURVE public key} and waits for the TABLE
+ * (or a REJECT that says why). Rank 0 rejects hellos of another job or generation and fails the
+ * whole rendezvous on a wrong world size, a rank out of range or two processes claiming one rank.
+ * Every wait is bounded by the communicator's timeout.
+ * Not here: the sockets' options and security (sockets.c).
+ */
+#include "comm_internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define HELLO_BYTES (8 + VKG_COMM_ADDR_MAX + VKG_COMM_KEY_CHARS + 1)
+#define ENTRY_BYTES (VKG_COMM_ADDR_MAX + VKG_COMM_KEY_CHARS + 1)
+
+static void put32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint32_t get32(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static void send_reject(vkg_comm_t *c, void *rdv, const void *rid, size_t rid_len, const char *why)
+{
+    vkg_wire_hdr h;
+    uint8_t hb[VKG_WIRE_HDR_BYTES];
+    vkg__hdr_init(c, &h, VKG_W_REJECT);
+    h.bytes = strlen(why);
+    vkg__wire_encode(&h, hb);
+    zmq_send(rdv, rid, rid_len, ZMQ_SNDMORE | ZMQ_DONTWAIT);
+    zmq_send(rdv, hb, sizeof hb, ZMQ_SNDMORE | ZMQ_DONTWAIT);
+    zmq_send(rdv, why, strlen(why), ZMQ_DONTWAIT);
+}
+
+/* Receive up to n frames of one message; returns the frame count (frames beyond n dropped). */
+static int recv_frames(void *s, zmq_msg_t *f, int n)
+{
+    int got = 0, more = 1;
+    while (more) {
+        zmq_msg_t m;
+        zmq_msg_init(&m);
+        if (zmq_msg_recv(&m, s, 0) < 0) {
+            zmq_msg_close(&m);
+            break;
+        }
+        more = zmq_msg_more(&m);
+        if (got < n)
+            zmq_msg_move(&f[got], &m);
+        zmq_msg_close(&m);
+        got++;
+    }
+    return got;
+}
+
+typedef struct joiner {
+    uint8_t rid[256];
+    size_t rid_len;
+    int joined;
+} joiner;
+
+/* One HELLO at rank 0. Returns VKG_OK (recorded or politely rejected) or a fatal error. */
+static vkg_status master_hello(vkg_comm_t *c, void *rdv, joiner *js, int *joined, zmq_msg_t *f,
+                               int nf)
+{
+    const uint8_t *rid = zmq_msg_data(&f[0]);
+    size_t rid_len = zmq_msg_size(&f[0]);
+    char why[512];
+    vkg_wire_hdr h;
+    if (nf != 3 || zmq_msg_size(&f[1]) != VKG_WIRE_HDR_BYTES) {
+        send_reject(c, rdv, rid, rid_len, "malformed hello");
+        return VKG_OK;
+    }
+    vkg__wire_decode(zmq_msg_data(&f[1]), &h);
+    if (h.magic != VKG_WIRE_MAGIC || h.version != VKG_WIRE_VERSION || h.kind != VKG_W_HELLO ||
+        zmq_msg_size(&f[2]) != HELLO_BYTES) {
+        send_reject(c, rdv, rid, rid_len, "malformed hello (not a vkgpt rank of this version)");
+        return VKG_OK;
+    }
+    if (h.job_id != c->job_id || h.generation != c->generation) {
+        snprintf(why, sizeof why, "job %016llx generation %u is not this job (%016llx gen %u)",
+                 (unsigned long long)h.job_id, (unsigned)h.generation,
+                 (unsigned long long)c->job_id, (unsigned)c->generation);
+        send_reject(c, rdv, rid, rid_len, why);
+        return VKG_OK;
+    }
+    const uint8_t *p = zmq_msg_data(&f[2]);
+    uint32_t world = get32(p), rank = get32(p + 4);
+    vkg_status st = VKG_OK;
+    if (world != (uint32_t)c->size)
+        st = VKG_FAIL(VKG_ERR_MISMATCH, "rank %u was started with world size %u, rank 0 with %d",
+                      (unsigned)rank, (unsigned)world, c->size);
+    else if (rank == 0 || rank >= world)
+        st = VKG_FAIL(VKG_ERR_MISMATCH, "a process announced rank %u (valid: 1..%d)",
+                      (unsigned)rank, c->size - 1);
+    else if (js[rank].joined)
+        st = VKG_FAIL(VKG_ERR_MISMATCH, "two processes claim rank %u", (unsigned)rank);
+    if (st < 0) {
+        send_reject(c, rdv, rid, rid_len, vkg_error_message());
+        return st;
+    }
+    vkg_peer *peer = &c->peers[rank];
+    memcpy(peer->endpoint, p + 8, VKG_COMM_ADDR_MAX);
+    peer->endpoint[VKG_COMM_ADDR_MAX - 1] = '\0';
+    memcpy(peer->pubkey, p + 8 + VKG_COMM_ADDR_MAX, VKG_COMM_KEY_CHARS + 1);
+    peer->pubkey[VKG_COMM_KEY_CHARS] = '\0';
+    VKG_CHECK(rid_len <= sizeof js[rank].rid, VKG_ERR_PROTOCOL, "routing id too long");
+    memcpy(js[rank].rid, rid, rid_len);
+    js[rank].rid_len = rid_len;
+    js[rank].joined = 1;
+    (*joined)++;
+    return VKG_OK;
+}
+
+static vkg_status master_wait(vkg_comm_t *c, void *rdv, joiner *js, int64_t deadline)
+{
+    int joined = 0;
+    while (joined < c->size - 1) {
+        int64_t now = vkg__now_ns();
+        if (now >= deadline) {
+            char missing[256] = "";
+            size_t len = 0;
+            for (int q = 1; q < c->size && len < sizeof missing - 12; q++)
+                if (!js[q].joined)
+                    len += (size_t)snprintf(missing + len, sizeof missing - len, " %d", q);
+            return VKG_FAIL(VKG_ERR_TIMEOUT,
+                            "rendezvous: %d of %d ranks joined within %.1f s; missing:%s",
+                            joined + 1, c->size, c->timeout_ms / 1000.0, missing);
+        }
+        zmq_pollitem_t it = {rdv, 0, ZMQ_POLLIN, 0};
+        int rc = zmq_poll(&it, 1, (long)((deadline - now) / 1000000) + 1);
+        if (rc <= 0)
+            continue;
+        zmq_msg_t f[3];
+        for (int i = 0; i < 3; i++)
+            zmq_msg_init(&f[i]);
+        int nf = recv_frames(rdv, f, 3);
+        vkg_status st = nf >= 1 ? master_hello(c, rdv, js, &joined, f, nf) : VKG_OK;
+        for (int i = 0; i < 3; i++)
+            zmq_msg_close(&f[i]);
+        VKG_TRY(st);
+    }
+    return VKG_OK;
+}
+
+static vkg_status master_send_table(vkg_comm_t *c, void *rdv, const joiner *js)
+{
+    size_t bytes = (size_t)c->size * ENTRY_BYTES;
+    uint8_t *table = calloc(1, bytes);
+    VKG_CHECK(table != NULL, VKG_ERR_NOMEM, "out of memory");
+    for (int q = 0; q < c->size; q++) {
+        memcpy(table + (size_t)q * ENTRY_BYTES, c->peers[q].endpoint, VKG_COMM_ADDR_MAX);
+        memcpy(table + (size_t)q * ENTRY_BYTES + VKG_COMM_ADDR_MAX, c->peers[q].pubkey,
+               VKG_COMM_KEY_CHARS + 1);
+    }
+    vkg_wire_hdr h;
+    uint8_t hb[VKG_WIRE_HDR_BYTES];
+    vkg__hdr_init(c, &h, VKG_W_TABLE);
+    h.bytes = bytes;
+    vkg__wire_encode(&h, hb);
+    vkg_status st = VKG_OK;
+    for (int q = 1; q < c->size && st == VKG_OK; q++) {
+        if (zmq_send(rdv, js[q].rid, js[q].rid_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0 ||
+            zmq_send(rdv, hb, sizeof hb, ZMQ_SNDMORE | ZMQ_DONTWAIT) < 0 ||
+            zmq_send(rdv, table, bytes, ZMQ_DONTWAIT) < 0)
+            st = VKG_FAIL(VKG_ERR_NETWORK, "sending the peer table to rank %d: %s", q,
+                          zmq_strerror(zmq_errno()));
+    }
+    free(table);
+    return st;
+}
+
+static void master_reject_all(vkg_comm_t *c, void *rdv, const joiner *js)
+{
+    char why[1024];
+    snprintf(why, sizeof why, "rank 0 gave up the rendezvous: %s", vkg_error_message());
+    for (int q = 1; q < c->size; q++)
+        if (js[q].joined)
+            send_reject(c, rdv, js[q].rid, js[q].rid_len, why);
+}
+
+static vkg_status client_table(vkg_comm_t *c, zmq_msg_t *f, int nf, const char *master)
+{
+    vkg_wire_hdr h;
+    VKG_CHECK(nf == 2 && zmq_msg_size(&f[0]) == VKG_WIRE_HDR_BYTES, VKG_ERR_PROTOCOL,
+              "malformed reply from the rendezvous at %s", master);
+    vkg__wire_decode(zmq_msg_data(&f[0]), &h);
+    VKG_CHECK(h.magic == VKG_WIRE_MAGIC && h.version == VKG_WIRE_VERSION && h.job_id == c->job_id &&
+                  h.generation == c->generation && h.sender == 0,
+              VKG_ERR_PROTOCOL,
+              "the rendezvous at %s answered with a header of another job, generation or version",
+              master);
+    if (h.kind == VKG_W_REJECT)
+        return VKG_FAIL(VKG_ERR_PEER, "rank 0 (%s) rejected rank %d: %.*s", master, c->rank,
+                        (int)(zmq_msg_size(&f[1]) > 800 ? 800 : zmq_msg_size(&f[1])),
+                        (const char *)zmq_msg_data(&f[1]));
+    VKG_CHECK(h.kind == VKG_W_TABLE && zmq_msg_size(&f[1]) == (size_t)c->size * ENTRY_BYTES,
+              VKG_ERR_PROTOCOL, "the rendezvous at %s sent a %s of %zu bytes, expected a table",
+              master, vkg__wire_kind_name(h.kind), zmq_msg_size(&f[1]));
+    const uint8_t *t = zmq_msg_data(&f[1]);
+    for (int q = 0; q < c->size; q++) {
+        vkg_peer *p = &c->peers[q];
+        memcpy(p->endpoint, t + (size_t)q * ENTRY_BYTES, VKG_COMM_ADDR_MAX);
+        p->endpoint[VKG_COMM_ADDR_MAX - 1] = '\0';
+        memcpy(p->pubkey, t + (size_t)q * ENTRY_BYTES + VKG_COMM_ADDR_MAX, VKG_COMM_KEY_CHARS + 1);
+        p->pubkey[VKG_COMM_KEY_CHARS] = '\0';
+    }
+    return VKG_OK;
+}
+
+static vkg_status client_rendezvous(vkg_comm_t *c, void *rdv, void *mon, const char *master,
+                                    int64_t deadline)
+{
+    uint8_t hello[HELLO_BYTES] = {0}, hb[VKG_WIRE_HDR_BYTES];
+    put32(hello, (uint32_t)c->size);
+    put32(hello + 4, (uint32_t)c->rank);
+    memcpy(hello + 8, c->peers[c->rank].endpoint, VKG_COMM_ADDR_MAX);
+    memcpy(hello + 8 + VKG_COMM_ADDR_MAX, c->curve_pub, VKG_COMM_KEY_CHARS + 1);
+    vkg_wire_hdr h;
+    vkg__hdr_init(c, &h, VKG_W_HELLO);
+    h.bytes = sizeof hello;
+    vkg__wire_encode(&h, hb);
+    VKG_CHECK(zmq_send(rdv, hb, sizeof hb, ZMQ_SNDMORE | ZMQ_DONTWAIT) >= 0 &&
+                  zmq_send(rdv, hello, sizeof hello, ZMQ_DONTWAIT) >= 0,
+              VKG_ERR_NETWORK, "sending hello to %s: %s", master, zmq_strerror(zmq_errno()));
+    for (;;) {
+        int64_t now = vkg__now_ns();
+        VKG_CHECK(now < deadline, VKG_ERR_TIMEOUT,
+                  "rendezvous: no peer table from rank 0 at %s within %.1f s (is rank 0 running, "
+                  "with the same master address, port and world size?)",
+                  master, c->timeout_ms / 1000.0);
+        zmq_pollitem_t it[2] = {{rdv, 0, ZMQ_POLLIN, 0}, {mon, 0, ZMQ_POLLIN, 0}};
+        int rc = zmq_poll(it, mon ? 2 : 1, (long)((deadline - now) / 1000000) + 1);
+        if (rc <= 0)
+            continue;
+        if (mon && (it[1].revents & ZMQ_POLLIN)) {
+            zmq_msg_t f[2];
+            zmq_msg_init(&f[0]);
+            zmq_msg_init(&f[1]);
+            int nf = recv_frames(mon, f, 2);
+            uint16_t ev = 0;
+            if (nf >= 1 && zmq_msg_size(&f[0]) >= 2)
+                memcpy(&ev, zmq_msg_data(&f[0]), 2);
+            zmq_msg_close(&f[0]);
+            zmq_msg_close(&f[1]);
+            VKG_CHECK(ev != ZMQ_EVENT_HANDSHAKE_FAILED_AUTH &&
+                          ev != ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL,
+                      VKG_ERR_PEER,
+                      "the rendezvous at %s refused this rank's credentials (job id, generation "
+                      "or CURVE key mismatch)",
+                      master);
+        }
+        if (it[0].revents & ZMQ_POLLIN) {
+            zmq_msg_t f[2];
+            zmq_msg_init(&f[0]);
+            zmq_msg_init(&f[1]);
+            int nf = recv_frames(rdv, f, 2);
+            vkg_status st = client_table(c, f, nf, master);
+            zmq_msg_close(&f[0]);
+            zmq_msg_close(&f[1]);
+            return st;
+        }
+    }
+}
+
+vkg_status vkg__rendezvous(vkg_comm_t *c, const char *master, void **prdv)
+{
+    int64_t deadline = vkg__now_ns() + (int64_t)c->timeout_ms * 1000000;
+    void *mon = NULL;
+    vkg_status st = VKG_OK;
+    int master_rank = c->rank == 0;
+    void *rdv = *prdv = zmq_socket(c->zctx, master_rank ? ZMQ_ROUTER : ZMQ_DEALER);
+    VKG_CHECK(rdv != NULL, VKG_ERR_NETWORK, "socket: %s", zmq_strerror(zmq_errno()));
+    VKG_TRY(vkg__setint(rdv, ZMQ_LINGER, master_rank ? 1000 : 0, "ZMQ_LINGER"));
+    if (strchr(master, '['))
+        VKG_TRY(vkg__setint(rdv, ZMQ_IPV6, 1, "ZMQ_IPV6"));
+    if (master_rank) {
+        joiner *js = calloc((size_t)c->size, sizeof *js);
+        VKG_CHECK(js != NULL, VKG_ERR_NOMEM, "out of memory");
+        st = vkg__secure_server(c, rdv);
+        if (st == VKG_OK && zmq_bind(rdv, master) != 0)
+            st = VKG_FAIL(VKG_ERR_NETWORK,
+                          "binding the rendezvous endpoint %s: %s (another job on this port?)",
+                          master, zmq_strerror(zmq_errno()));
+        if (st == VKG_OK)
+            st = master_wait(c, rdv, js, deadline);
+        if (st == VKG_OK)
+            st = master_send_table(c, rdv, js);
+        if (st < 0)
+            master_reject_all(c, rdv, js);
+        free(js);
+        return st;
+    }
+    char server_key[VKG_COMM_KEY_CHARS + 1];
+    snprintf(server_key, sizeof server_key, "%s", c->peers[0].pubkey);
+    VKG_TRY(vkg__secure_client(c, rdv, server_key));
+    if (c->transport != VKG_COMM_INPROC)
+        VKG_TRY(vkg__open_monitor(c, rdv, "rdvmon", &mon));
+    if (zmq_connect(rdv, master) != 0)
+        st = VKG_FAIL(VKG_ERR_NETWORK, "connecting to the rendezvous %s: %s", master,
+                      zmq_strerror(zmq_errno()));
+    else
+        st = client_rendezvous(c, rdv, mon, master, deadline);
+    vkg__close_monitor(rdv, &mon);
+    return st;
+}
