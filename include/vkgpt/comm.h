@@ -14,7 +14,15 @@
  * Transports: tcp (any hosts), ipc (Unix sockets, one host), inproc (ranks are threads of one
  * process sharing a vkg_comm_ctx_t). Every message carries a validated header with the job id, so
  * a foreign process cannot inject data; tcp and ipc connections additionally authenticate with the
- * job id (ZMTP PLAIN) or, when configured, with CURVE keys checked by a ZAP handler.
+ * job id (ZMTP PLAIN, in clear: it keeps jobs apart, it is not a secret) or, when configured, with
+ * CURVE keys checked by a ZAP handler (encrypted; the choice for untrusted networks).
+ *
+ * Algorithms: payloads up to small_bytes take one step (everyone sends to everyone; allreduce
+ * then reduces the N inputs in rank order). Larger allreduces are a reduce-scatter plus an
+ * allgather streamed in segments under a credit window: around the ring for 2 ranks and from
+ * ring_min_ranks on, straight to each chunk's owner for 3 to ring_min_ranks - 1. Either way one
+ * rank computes each final value, so every rank gets identical bits. From 256 KiB payloads leave
+ * zero-copy over tcp and ipc (copied over inproc, so no rank ever reads another's buffer).
  *
  * Threading: a vkg_comm_t is used by one thread at a time. Several communicators (several ranks)
  * may live in one process; nothing here is global. This header exposes no ZeroMQ types.
