@@ -110,13 +110,31 @@ static vkg_status comm_alloc(const vkg_comm_config *cfg, vkg_comm_t **out)
 }
 
 /* Endpoint to bind (tcp: an IP; ipc: the directory) and rank 0's rendezvous endpoint. */
+/* libzmq leaves ipc socket files behind when it closes a listener: remove ours. */
+static void unlink_ipc(const vkg_comm_t *c, const char *endpoint)
+{
+    if (c->transport == VKG_COMM_IPC && !strncmp(endpoint, "ipc://", 6))
+        unlink(endpoint + 6);
+}
+
+static void close_rendezvous(vkg_comm_t *c, void *rdv, const char *master)
+{
+    if (!rdv)
+        return;
+    zmq_close(rdv);
+    if (c->rank == 0)
+        unlink_ipc(c, master);
+}
+
 static void comm_free(vkg_comm_t *c)
 {
     vkg__close_monitor(c->tx, &c->mon);
     if (c->tx)
         zmq_close(c->tx);
-    if (c->rx)
+    if (c->rx) {
         zmq_close(c->rx);
+        unlink_ipc(c, c->peers[c->rank].endpoint);
+    }
     c->tx = c->rx = NULL;
     vkg__stash_clear(c);
     if (c->ctx) {
@@ -165,7 +183,7 @@ vkg_status vkg_comm_create(const vkg_comm_config *cfg, vkg_comm_t **out)
     VKG_TRY_GOTO(st, vkg__open_rx(c, bind), fail);
     VKG_TRY_GOTO(st, vkg__rendezvous(c, master, &rdv), fail);
     if (c->rank != 0) {
-        zmq_close(rdv);
+        close_rendezvous(c, rdv, master);
         rdv = NULL;
     }
     VKG_TRY_GOTO(st, vkg__open_tx(c), fail);
@@ -176,15 +194,13 @@ vkg_status vkg_comm_create(const vkg_comm_config *cfg, vkg_comm_t **out)
         vkg__error_wrap(st, "first barrier after the rendezvous");
         goto fail;
     }
-    if (rdv)
-        zmq_close(rdv);
+    close_rendezvous(c, rdv, master);
     *out = c;
     return VKG_OK;
 fail:
     if (c) {
         vkg__comm_fail(c, st, 1);
-        if (rdv)
-            zmq_close(rdv);
+        close_rendezvous(c, rdv, master);
         comm_free(c);
     }
     return st;
