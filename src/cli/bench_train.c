@@ -41,10 +41,11 @@ typedef struct bench_opts {
     const char *device;
 } bench_opts;
 
-/* Per-label GPU time summed over the timed steps. */
+/* One op label: its GPU time in each timed step, and its median. */
 typedef struct op_row {
     const char *label;
-    double ns;
+    double *step_ns; /* steps entries: the label's summed dispatch time in each timed step */
+    double median_ms;
     int calls; /* dispatches per step */
 } op_row;
 
@@ -52,8 +53,9 @@ typedef struct op_row {
 
 typedef struct op_table {
     op_row rows[MAX_ROWS];
-    int n;
-    double *seq_ns; /* per dispatch of both lists, in recording order (--per-dispatch) */
+    int n, steps;
+    double *row_ns; /* MAX_ROWS x steps: the rows' step_ns */
+    double *seq_ns; /* per dispatch of both lists, in recording order, summed over the steps */
     const char **seq_label;
     int nseq;
 } op_table;
@@ -113,12 +115,19 @@ static int cmp_double(const void *x, const void *y)
 
 static int cmp_row(const void *x, const void *y)
 {
-    double a = ((const op_row *)x)->ns, b = ((const op_row *)y)->ns;
+    double a = ((const op_row *)x)->median_ms, b = ((const op_row *)y)->median_ms;
     return (a < b) - (a > b);
 }
 
-/* Add one run's dispatch times of a list to the table (first_step: count calls per label). */
-static void add_timings(op_table *t, const vkg_cmd_timing *tim, int n, int first_step, int *pos)
+/* Median of x[0..n), n >= 1; sorts x. */
+static double median(double *x, int n)
+{
+    qsort(x, (size_t)n, sizeof *x, cmp_double);
+    return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
+}
+
+/* Add one run's dispatch times of a list to timed step `step` (0 counts calls per label). */
+static void add_timings(op_table *t, const vkg_cmd_timing *tim, int n, int step, int *pos)
 {
     for (int i = 0; i < n; i++) {
         int r = 0;
@@ -128,10 +137,11 @@ static void add_timings(op_table *t, const vkg_cmd_timing *tim, int n, int first
             if (t->n == MAX_ROWS)
                 r = MAX_ROWS - 1; /* not reached with today's ops: fold into the last row */
             else
-                t->rows[t->n++] = (op_row){.label = tim[i].label};
+                t->rows[t->n++] =
+                    (op_row){.label = tim[i].label, .step_ns = t->row_ns + (size_t)t->n * t->steps};
         }
-        t->rows[r].ns += tim[i].ns;
-        if (first_step)
+        t->rows[r].step_ns[step] += tim[i].ns;
+        if (step == 0)
             t->rows[r].calls++;
         if (*pos < t->nseq) {
             t->seq_ns[*pos] += tim[i].ns;
@@ -173,31 +183,33 @@ static void print_memory(vkg_gpt2 *m)
            (double)ru.ru_maxrss / 1024.0);
 }
 
-static void print_ops(const op_table *t, int steps, double wall_ms, int per_dispatch)
+/* The per-label table (medians over the timed steps: robust to a step slowed by other load),
+ * sorted by time; sorts each row's step_ns. */
+static void print_ops(op_table *t, double wall_ms, int per_dispatch)
 {
     op_row rows[MAX_ROWS];
     double total = 0.0;
+    for (int i = 0; i < t->n; i++) {
+        t->rows[i].median_ms = median(t->rows[i].step_ns, t->steps) / 1e6;
+        total += t->rows[i].median_ms;
+    }
     memcpy(rows, t->rows, (size_t)t->n * sizeof *rows);
     qsort(rows, (size_t)t->n, sizeof *rows, cmp_row);
-    for (int i = 0; i < t->n; i++)
-        total += rows[i].ns;
-    total /= (double)steps * 1e6;
-    printf("\nper-op GPU time (timestamp queries, mean per step over the timed steps):\n");
+    printf("\nper-op GPU time (timestamp queries; per label, median over the timed steps):\n");
     printf("%-22s %6s %10s %7s\n", "op", "calls", "ms/step", "%");
-    for (int i = 0; i < t->n; i++) {
-        double ms = rows[i].ns / (double)steps / 1e6;
-        printf("%-22s %6d %10.2f %6.1f%%\n", rows[i].label, rows[i].calls, ms,
-               total > 0 ? 100.0 * ms / total : 0.0);
-    }
+    for (int i = 0; i < t->n; i++)
+        printf("%-22s %6d %10.2f %6.1f%%\n", rows[i].label, rows[i].calls, rows[i].median_ms,
+               total > 0 ? 100.0 * rows[i].median_ms / total : 0.0);
     printf("%-22s %6s %10.2f %6.1f%%\n", "total (dispatches)", "", total, 100.0);
-    printf("wall step %.2f ms: dispatches %.1f%%, the rest (%.2f ms) is zeroing the gradients, "
-           "uploads, barriers, submission and waits\n",
+    printf("median wall step %.2f ms: dispatches %.1f%%, the rest (%.2f ms) is zeroing the "
+           "gradients, uploads, barriers, submission and waits\n",
            wall_ms, wall_ms > 0 ? 100.0 * total / wall_ms : 0.0, wall_ms - total);
     if (!per_dispatch)
         return;
-    printf("\nper dispatch, in recording order (forward/backward list, then update list):\n");
+    printf("\nper dispatch, in recording order (forward/backward list, then update list), mean "
+           "over the timed steps:\n");
     for (int i = 0; i < t->nseq && t->seq_label[i]; i++)
-        printf("%5d %-22s %9.3f ms\n", i, t->seq_label[i], t->seq_ns[i] / (double)steps / 1e6);
+        printf("%5d %-22s %9.3f ms\n", i, t->seq_label[i], t->seq_ns[i] / (double)t->steps / 1e6);
 }
 
 /* Build the model, run warm-up and timed steps, print the figures. */
@@ -224,11 +236,13 @@ static vkg_status run(const bench_opts *o, const vkg_gpt2_config *cfg)
     params = malloc(np * sizeof *params);
     tok = malloc((BT + 1) * sizeof *tok);
     ms = calloc((size_t)o->steps, sizeof *ms);
+    tab.steps = o->steps;
+    tab.row_ns = calloc((size_t)MAX_ROWS * (size_t)o->steps, sizeof *tab.row_ns);
     tab.nseq = 8192;
     tab.seq_ns = calloc((size_t)tab.nseq, sizeof *tab.seq_ns);
     tab.seq_label = calloc((size_t)tab.nseq, sizeof *tab.seq_label);
-    VKG_CHECK_GOTO(st, params && tok && ms && tab.seq_ns && tab.seq_label, VKG_ERR_NOMEM, done,
-                   "no memory for %zu parameters", np);
+    VKG_CHECK_GOTO(st, params && tok && ms && tab.row_ns && tab.seq_ns && tab.seq_label,
+                   VKG_ERR_NOMEM, done, "no memory for %zu parameters", np);
     uint64_t seed = o->seed;
     init_params(cfg, params, next_u64(&seed));
     VKG_TRY_GOTO(st, vkg_gpt2_set_params(m, params), done);
@@ -259,25 +273,23 @@ static vkg_status run(const bench_opts *o, const vkg_gpt2_config *cfg)
         for (int l = 0; l < 2; l++) {
             const vkg_cmd_timing *tim;
             int n = vkg_gpt2_timings(m, l ? VKG_GPT2_UPDATE : VKG_GPT2_FWDBWD, &tim);
-            add_timings(&tab, tim, n, s == o->warmup, &pos);
+            add_timings(&tab, tim, n, s - o->warmup, &pos);
         }
     }
-    int ns = o->steps;
-    double *sorted = ms;
-    qsort(sorted, (size_t)ns, sizeof *sorted, cmp_double);
-    double med = ns % 2 ? sorted[ns / 2] : 0.5 * (sorted[ns / 2 - 1] + sorted[ns / 2]);
+    double med = median(ms, o->steps); /* ms is sorted now */
     printf("loss: %.4f at the first step, %.4f at the last (ln V = %.4f)\n", (double)loss0,
            (double)loss, log((double)cfg->vocab_size));
     printf("steps: %d warm-up (untimed), %d timed: ms/step min %.2f median %.2f max %.2f\n",
-           o->warmup, o->steps, sorted[0], med, sorted[ns - 1]);
+           o->warmup, o->steps, ms[0], med, ms[o->steps - 1]);
     printf("ms/step: %.2f\ntokens/s: %.1f\n", med, (double)BT / (med / 1e3));
     if (!o->no_profile && tab.n > 0)
-        print_ops(&tab, o->steps, med, o->per_dispatch);
+        print_ops(&tab, med, o->per_dispatch);
     else if (!o->no_profile)
         printf("(no per-op times: %s has no compute timestamps)\n", info->name);
 done:
     free(tab.seq_label);
     free(tab.seq_ns);
+    free(tab.row_ns);
     free(ms);
     free(tok);
     free(params);
