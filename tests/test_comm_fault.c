@@ -1,7 +1,8 @@
 /* Faults: a rank killed (SIGKILL) or frozen (SIGSTOP) in the middle of allreduces over tcp and
  * ipc makes every surviving rank fail within twice the timeout with an error naming it; a rank
  * that calls vkg_comm_abort stops the others at once with its reason; a rank that never shows up
- * is reported by the deadline. Every child process is bounded and reaped by the harness. */
+ * is reported by the deadline, and ranks that wait for a rank that waits for it name the end of
+ * that chain. Every child process is bounded and reaped by the harness. */
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -99,6 +100,52 @@ static void test_sigstop_tcp_pair(void **state)
     fault_case(VKG_COMM_TCP, 2, 1, SIGSTOP);
 }
 
+/* A chain: rank 0 waits for rank 1, which waits for rank 2, which is stuck. Whichever of ranks 0
+ * and 1 reaches its deadline first (their timeouts differ on purpose), both must name rank 2, the
+ * end of the chain, within twice the shorter timeout. */
+typedef struct chain_arg {
+    int timeout_ms[2]; /* ranks 0 and 1 */
+} chain_arg;
+
+static int chain_body(vkg_th_rank *r, void *arg)
+{
+    const chain_arg *a = arg;
+    float x = 0;
+    if (r->rank == 2) {
+        usleep(3000000);
+        vkg_status st = vkg_comm_recv(r->comm, 1, 7, &x, sizeof x);
+        vkg_th_report(r, "%s: %s", vkg_status_name(st), vkg_error_message());
+        return st != VKG_OK ? 0 : 1; /* the others gave up on it */
+    }
+    int t0 = a->timeout_ms[0] < a->timeout_ms[1] ? a->timeout_ms[0] : a->timeout_ms[1];
+    assert_int_equal(vkg_comm_set_timeout(r->comm, a->timeout_ms[r->rank]), VKG_OK);
+    double t = vkg_th_now();
+    vkg_status st = vkg_comm_recv(r->comm, r->rank + 1, 7, &x, sizeof x);
+    double dt = vkg_th_now() - t;
+    vkg_th_report(r, "%s after %.2f s: %s", vkg_status_name(st), dt, vkg_error_message());
+    return st != VKG_OK && strstr(vkg_error_message(), "rank 2 (") && dt >= t0 / 1000.0 &&
+                   dt <= 2.0 * t0 / 1000.0
+               ? 0
+               : 1;
+}
+
+static void test_stall_chain_names_its_end(void **state)
+{
+    (void)state;
+    const chain_arg cases[] = {{{1000, 5000}}, {{5000, 1000}}};
+    for (int k = 0; k < 2; k++) {
+        vkg_th_opts o = {.transport = VKG_COMM_INPROC, .timeout_ms = 5000, .wall_s = 30};
+        vkg_th_result res[VKG_TH_MAX_RANKS];
+        vkg_th_run(3, &o, chain_body, (void *)&cases[k], res);
+        int ok = 1;
+        for (int q = 0; q < 3; q++)
+            ok &= res[q].create_status == VKG_OK && res[q].body_rc == 0;
+        if (!ok || getenv("VKG_TEST_VERBOSE"))
+            vkg_th_dump(res, 3);
+        assert_true(ok);
+    }
+}
+
 /* Rank 1 gives up after a few allreduces; the others must stop at once with its reason. */
 static int abort_body(vkg_th_rank *r, void *arg)
 {
@@ -182,6 +229,7 @@ int main(void)
         cmocka_unit_test(test_sigkill_ipc_master),
         cmocka_unit_test(test_sigstop_ipc),
         cmocka_unit_test(test_sigstop_tcp_pair),
+        cmocka_unit_test(test_stall_chain_names_its_end),
         cmocka_unit_test(test_abort_reaches_everyone),
         cmocka_unit_test(test_deadline_names_the_late_rank),
     };

@@ -301,6 +301,13 @@ static void test_malformed_frames_rejected(void **state)
     h.sender = 1;
     plain_message(&in, &h, payload, 16);
     expect_rejected(VKG_COMM_IPC, &in, "not a peer");
+
+    h = legit_p2p(); /* a stall notice (kind 8) naming a rank outside the job */
+    h.kind = 8;
+    h.segment = 5;
+    h.bytes = 0;
+    plain_message(&in, &h, NULL, 0);
+    expect_rejected(VKG_COMM_IPC, &in, "stall notice from rank 0 rejected: it names rank 5");
 }
 
 /* Without the job's credentials the connection is refused: nothing arrives, and rank 1 gets

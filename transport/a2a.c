@@ -174,18 +174,23 @@ static int finished(const a2a *a)
     return 1;
 }
 
-/* The peer this rank waits on longest, to name on a timeout. */
+/* Of the peers whose messages this rank still needs, the one heard from least recently: the one
+ * to name on a timeout (a frozen rank goes quiet before the ranks that wait for it). */
 static int laggard(const a2a *a)
 {
-    for (int q = 0; q < a->c->size; q++) {
-        const a2a_peer *p = &a->p[q];
-        if (q != a->c->rank && (p->rs_recv <= a->reduced && a->reduced < a->own_nseg))
-            return q;
+    const vkg_comm_t *c = a->c;
+    int pick = -1;
+    for (int pass = 0; pass < 2 && pick < 0; pass++) {
+        for (int q = 0; q < c->size; q++) {
+            const a2a_peer *p = &a->p[q];
+            int behind = pass == 0 ? p->rs_recv <= a->reduced && a->reduced < a->own_nseg
+                                   : p->ag_recv < p->nseg;
+            if (q != c->rank && behind &&
+                (pick < 0 || c->peers[q].last_rx_ns < c->peers[pick].last_rx_ns))
+                pick = q;
+        }
     }
-    for (int q = 0; q < a->c->size; q++)
-        if (q != a->c->rank && a->p[q].ag_recv < a->p[q].nseg)
-            return q;
-    return -1;
+    return pick;
 }
 
 static vkg_status grant(a2a *a)

@@ -35,7 +35,8 @@ enum vkg_wire_kind {
     VKG_W_CREDIT = 5, /* receiver -> sender: messages consumed so far in this collective */
     VKG_W_ABORT = 6,  /* a rank gives up; payload is the reason */
     VKG_W_P2P = 7,    /* point-to-point payload */
-    VKG_W_KIND_MAX = 7
+    VKG_W_STALL = 8,  /* a rank's deadline passed: segment = the rank it is waiting for */
+    VKG_W_KIND_MAX = 8
 };
 
 /* Collective codes carried in the low byte of a DATA message's tag. */
@@ -76,8 +77,10 @@ typedef struct vkg_guard {
 typedef struct vkg_peer {
     char endpoint[VKG_COMM_ADDR_MAX];
     char pubkey[VKG_COMM_KEY_CHARS + 1];
-    int lost;    /* its connection dropped: died, froze (heartbeat) or closed */
-    int refused; /* it refused our handshake */
+    int lost;           /* its connection dropped: died, froze (heartbeat) or closed */
+    int refused;        /* it refused our handshake */
+    int stalled_on;     /* its stall notice: 1 + the rank it waits for; 0: none came */
+    int64_t last_rx_ns; /* when its last message arrived (0: none yet) */
     uint64_t p2p_sent, p2p_recvd;
 } vkg_peer;
 
@@ -115,6 +118,9 @@ struct vkg_comm {
     uint64_t *credits; /* [size]: credits per peer when credit_from == VKG_CREDIT_ALL */
 
     int64_t progress_ns; /* last time anything arrived or completed */
+    int stall_seen;      /* 1 + the first rank whose stall notice arrived; 0: none */
+    int stall_told;      /* this rank sent its own stall notice */
+    int64_t stall_end;   /* once a stall is known: when this rank gives up (0: no stall) */
     int peer_aborted;    /* the failure came from a peer's abort: do not echo it */
     int rcvtimeo;        /* ZMQ_RCVTIMEO currently set on rx (ms) */
     vkg_status failed;   /* VKG_OK while healthy */

@@ -1,6 +1,6 @@
 /* Message I/O of a communicator: sending (copied or zero-copy), receiving with header validation,
  * the stash of messages that arrived before they were wanted, and the dispatch of each received
- * message (aborts, credits, point-to-point sequence checks, stale data).
+ * message (aborts, stall notices, credits, point-to-point sequence checks, stale data).
  * Not here: the wait loop, connection monitoring and failure handling (wait.c).
  */
 #include "comm_internal.h"
@@ -301,6 +301,15 @@ vkg_status vkg__dispatch(vkg_comm_t *c, const vkg_expect *ex, vkg_inmsg *in, vkg
         zmq_msg_close(&in->body);
         return st;
     }
+    case VKG_W_STALL:
+        zmq_msg_close(&in->body);
+        VKG_CHECK(h->segment < (uint32_t)c->size && h->segment != h->sender, VKG_ERR_PROTOCOL,
+                  "stall notice from rank %u rejected: it names rank %u (world size %d)",
+                  (unsigned)h->sender, (unsigned)h->segment, c->size);
+        c->peers[h->sender].stalled_on = (int)h->segment + 1;
+        if (!c->stall_seen)
+            c->stall_seen = (int)h->sender + 1;
+        return VKG_OK;
     case VKG_W_CREDIT:
         zmq_msg_close(&in->body);
         VKG_CHECK(h->seq <= c->seq, VKG_ERR_PROTOCOL,

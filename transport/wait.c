@@ -1,9 +1,13 @@
 /* Waiting: the wait loop with its deadline, connection monitoring, explaining a lost peer, and
  * failure handling (abort broadcast, release of in-flight buffers).
  *
- * Deadline: a wait fails when nothing arrived and nothing completed for timeout_ms, after a short
- * grace period in which an abort or a lost connection reported by another rank can still arrive
- * and name the real culprit. Lost or refused connections fail a wait at once.
+ * Deadline: a wait stalls when nothing arrived and nothing completed for timeout_ms. The rank then
+ * tells every peer whom it waits for (a stall notice) and gives up after a short grace period.
+ * A rank that gets a stall notice sends its own and gives up after the same grace. Meanwhile the
+ * notices of the others arrive, so each rank follows the chain of who waits for whom to its end
+ * and names the rank that stopped everyone (0 waits for 1, which waits for the frozen 2: every
+ * rank names 2), whichever rank's deadline passed first. An abort or a lost connection reported
+ * in the grace period still wins. Lost or refused connections fail a wait at once.
  * Not here: sending, receiving and validating messages (io.c).
  */
 #include "comm_internal.h"
@@ -99,18 +103,71 @@ vkg_status vkg__explain_loss(vkg_comm_t *c, vkg_status loss)
     }
 }
 
-/* ---- the wait loop ---- */
+/* ---- stalls: who waits for whom ---- */
 
-static vkg_status timed_out(const vkg_comm_t *c, const vkg_expect *ex)
+/* Tell every peer whom this rank waits for (once per communicator) and start the grace period
+ * after which it gives up. */
+static void begin_stall(vkg_comm_t *c, const vkg_expect *ex, int64_t now)
 {
-    double s = c->timeout_ms / 1000.0;
-    if (ex->waiting_on >= 0)
+    int64_t timeout_ns = (int64_t)c->timeout_ms * 1000000;
+    int64_t grace_ns = timeout_ns / 4 < 500000000 ? timeout_ns / 4 : 500000000;
+    if (!c->stall_end)
+        c->stall_end = now + grace_ns;
+    if (c->stall_told || ex->waiting_on < 0)
+        return;
+    c->stall_told = 1;
+    for (int q = 0; q < c->size; q++) {
+        if (q == c->rank)
+            continue;
+        vkg_wire_hdr h;
+        vkg__hdr_init(c, &h, VKG_W_STALL);
+        h.seq = c->seq;
+        h.segment = (uint32_t)ex->waiting_on;
+        (void)vkg__raw_send(c, q, &h, NULL);
+    }
+}
+
+/* The failure after a stall: follow who waits for whom from this rank (or, when this wait names
+ * nobody, from the first rank that reported a stall) to the rank at the end of the chain. */
+static vkg_status stalled(const vkg_comm_t *c, const vkg_expect *ex)
+{
+    double s = (double)(vkg__now_ns() - c->progress_ns) / 1e9;
+    int x = ex->waiting_on >= 0 ? c->rank : c->stall_seen - 1;
+    if (x < 0)
+        return VKG_FAIL(VKG_ERR_TIMEOUT, "%s: no progress for %.1f s", ex->what, s);
+    char chain[160];
+    int len = snprintf(chain, sizeof chain, "rank %d", x), hops = 0;
+    for (; hops <= c->size; hops++) {
+        int next = x == c->rank ? ex->waiting_on : c->peers[x].stalled_on - 1;
+        if (next < 0)
+            break;
+        x = next;
+        if (len >= 0 && (size_t)len < sizeof chain)
+            len += snprintf(chain + len, sizeof chain - (size_t)len, " -> rank %d", x);
+    }
+    if (hops > c->size)
+        return VKG_FAIL(VKG_ERR_TIMEOUT,
+                        "%s: no progress for %.1f s: ranks wait for each other in a cycle (%s): "
+                        "they called different collectives or the same ones in another order",
+                        ex->what, s, chain);
+    if (x == c->rank)
+        return VKG_FAIL(VKG_ERR_TIMEOUT,
+                        "%s: stopped after other ranks waited for this one past the timeout "
+                        "(%s): a step between calls took longer than %.1f s, or ranks called "
+                        "different collectives",
+                        ex->what, chain, c->timeout_ms / 1000.0);
+    if (hops == 1 && ex->waiting_on >= 0)
         return VKG_FAIL(VKG_ERR_TIMEOUT,
                         "%s: no progress for %.1f s waiting for rank %d (%s); it is dead, frozen "
                         "or stuck, or ranks called different collectives",
-                        ex->what, s, ex->waiting_on, c->peers[ex->waiting_on].endpoint);
-    return VKG_FAIL(VKG_ERR_TIMEOUT, "%s: no progress for %.1f s", ex->what, s);
+                        ex->what, s, x, c->peers[x].endpoint);
+    return VKG_FAIL(VKG_ERR_TIMEOUT,
+                    "%s: no progress for %.1f s: rank %d (%s) is dead, frozen or stuck, or ranks "
+                    "called different collectives (who waits for whom: %s)",
+                    ex->what, s, x, c->peers[x].endpoint, chain);
 }
+
+/* ---- the wait loop ---- */
 
 vkg_status vkg__comm_wait(vkg_comm_t *c, const vkg_expect *ex, vkg_inmsg *m, int *event)
 {
@@ -120,8 +177,6 @@ vkg_status vkg__comm_wait(vkg_comm_t *c, const vkg_expect *ex, vkg_inmsg *m, int
         return VKG_OK;
     }
     int64_t timeout_ns = (int64_t)c->timeout_ms * 1000000;
-    int64_t grace_ns = timeout_ns / 4 < 500000000 ? timeout_ns / 4 : 500000000;
-    int64_t grace_end = 0;
     /* the monitor (and tx, for drains) join the poll set only once a wait lasts: the common
      * short wait then costs one socket, and a lost peer is still seen within milliseconds */
     int64_t watch_after = vkg__now_ns() + 5000000;
@@ -152,7 +207,10 @@ vkg_status vkg__comm_wait(vkg_comm_t *c, const vkg_expect *ex, vkg_inmsg *m, int
         if (st < 0)
             break;
         if (got) {
-            c->progress_ns = vkg__now_ns();
+            if (in.h.kind != VKG_W_STALL) {
+                c->progress_ns = vkg__now_ns();
+                c->peers[in.h.sender].last_rx_ns = c->progress_ns;
+            }
             st = vkg__dispatch(c, ex, &in, m, &matched);
             if (st < 0)
                 break;
@@ -171,14 +229,14 @@ vkg_status vkg__comm_wait(vkg_comm_t *c, const vkg_expect *ex, vkg_inmsg *m, int
         }
         now = vkg__now_ns();
         int64_t until = c->progress_ns + timeout_ns;
-        if (now >= until) {
-            if (!grace_end)
-                grace_end = now + grace_ns;
-            if (now >= grace_end) {
-                st = timed_out(c, ex);
+        if (now >= until || c->stall_seen)
+            begin_stall(c, ex, now);
+        if (c->stall_end) {
+            if (now >= c->stall_end) {
+                st = stalled(c, ex);
                 break;
             }
-            until = grace_end;
+            until = c->stall_end;
         }
         int watch = now >= watch_after;
         if (!watch && until > watch_after)

@@ -90,6 +90,8 @@ const char *vkg__wire_kind_name(int kind)
         return "abort";
     case VKG_W_P2P:
         return "point-to-point";
+    case VKG_W_STALL:
+        return "stall";
     }
     return "unknown";
 }

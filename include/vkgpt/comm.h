@@ -7,7 +7,10 @@
  * Collectives (allreduce, broadcast, allgather, barrier) must be called by every rank in the same
  * order with matching arguments; point-to-point send/recv pair by (peer, tag) in FIFO order. Every
  * blocking call gives up after the communicator's timeout without progress and returns an error
- * that names the peer it was waiting for. A failure on one rank (timeout, dead peer, a rejected
+ * that names the rank that stopped the job: ranks whose deadline passes tell each other whom they
+ * wait for, so when rank 0 waits for rank 1, which waits for a frozen rank 2, both name rank 2
+ * (within the timeout plus a grace of a quarter of it, at most 0.5 s). A failure on one rank
+ * (timeout, dead peer, a rejected
  * message, vkg_comm_abort) is broadcast to the others, which then fail too. After a failure a
  * communicator only accepts vkg_comm_destroy.
  *
