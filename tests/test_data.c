@@ -379,6 +379,40 @@ static void test_rank_split(void **state)
     vkg_data_destroy(&global);
 }
 
+/* The checksum depends on the tokens and their order only: not on B, T, rank or world size; one
+ * changed token, or the same shards in another order, change it. */
+static void test_checksum(void **state)
+{
+    write_shard(state, "a.bin", 0, 200);
+    write_shard(state, "b.bin", 1, 60);
+    vkg_data_t *d = NULL;
+    vkg_data_config c = cfg_for(state, "*.bin", 2, 4);
+    assert_int_equal(vkg_data_create(&c, &d), VKG_OK);
+    uint64_t base = vkg_data_checksum(d);
+    vkg_data_destroy(&d);
+    c = cfg_for(state, "*.bin", 3, 5);
+    c.world_size = 2, c.rank = 1;
+    assert_int_equal(vkg_data_create(&c, &d), VKG_OK);
+    assert_true(vkg_data_checksum(d) == base);
+    vkg_data_destroy(&d);
+
+    uint16_t t[200];
+    for (int j = 0; j < 200; j++)
+        t[j] = tok(0, (uint64_t)j);
+    t[137] = (uint16_t)((t[137] + 1) % VOCAB);
+    assert_int_equal(vkg_shard_write(fpath(state, "a.bin"), t, 200), VKG_OK);
+    c = cfg_for(state, "*.bin", 2, 4);
+    assert_int_equal(vkg_data_create(&c, &d), VKG_OK);
+    assert_true(vkg_data_checksum(d) != base);
+    vkg_data_destroy(&d);
+
+    write_shard(state, "a.bin", 1, 60); /* the two shards swapped */
+    write_shard(state, "b.bin", 0, 200);
+    assert_int_equal(vkg_data_create(&c, &d), VKG_OK);
+    assert_true(vkg_data_checksum(d) != base);
+    vkg_data_destroy(&d);
+}
+
 static void test_text_files(void **state)
 {
     vkg_tokenizer_t *tok = NULL;
@@ -510,6 +544,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_shuffle_and_resume, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sequential_resume, setup, teardown),
         cmocka_unit_test_setup_teardown(test_rank_split, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_checksum, setup, teardown),
         cmocka_unit_test_setup_teardown(test_text_files, setup, teardown),
         cmocka_unit_test_setup_teardown(test_prepare, setup, teardown),
     };

@@ -9,19 +9,20 @@
  *    overlapped per layer bucket, and not overlapped at all;
  *  - 3 ranks with unequal micro-batches (2,1,1) equal 1 rank with B = 4, and (3,2,1) with 2
  *    accumulation steps equal 1 rank with B = 6 and 2 accumulation steps (token weighting);
- *  - a rank whose flags differ (another --seq) is refused on every rank with VKG_ERR_MISMATCH
+ *  - a rank whose flags or data differ (another --seq, --rank-batch list, bucket size, or a data
+ *    file of the same size with other tokens) is refused on every rank with VKG_ERR_MISMATCH
  *    naming the rank and the field;
  *  - a checkpoint of 2 ranks (B/2 each) resumes on 1 rank with B, and one of 1 rank with B
  *    resumes on 2 ranks with (3,1) (world size and split change, total batch kept), continuing
  *    exactly like the uninterrupted run. */
-#include <setjmp.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
 #include <cmocka.h>
 #include <ftw.h>
 #include <math.h>
 #include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,17 +36,21 @@
 
 enum { L = 2, NH = 2, C = 32, V = 96, MAXT = 16, T = 16, STEPS = 5, MAXR = 3 };
 
+/* What the odd rank of a mismatch test changes. */
+enum { ODD_SEQ, ODD_RANK_BATCH, ODD_DATA, ODD_BUCKETS };
+
 static char tmp_root[512];
 static int job_counter;
 
 typedef struct job {
     int world;
     int rank_batch[MAXR];
-    int batch;             /* when world == 1 */
-    long long total;       /* tokens per step */
-    int steps;             /* steps to run (5 unless resuming) */
-    int seq_override_rank; /* this rank gets another T (-1: none) */
-    const char *ckpt;      /* checkpoint folder or NULL */
+    int batch;       /* when world == 1 */
+    long long total; /* tokens per step */
+    int steps;       /* steps to run (5 unless resuming) */
+    int odd_rank;    /* this rank differs from the others in odd_what (-1: none) */
+    int odd_what;
+    const char *ckpt; /* checkpoint folder or NULL */
     int resume, checkpoint_at_end;
     long long bucket_bytes; /* vkg_train_config.bucket_bytes */
     /* results (rank 0's, plus every rank's parameters) */
@@ -103,6 +108,7 @@ static int group_setup(void **state)
         return -1;
     write_shard("train.bin", 40 * 6 * T + 1, 21); /* 40 global batches of 6 rows */
     write_shard("val.bin", 4 * 6 * T + 1, 22);
+    write_shard("other.bin", 40 * 6 * T + 1, 23); /* same size as train.bin, other tokens */
     return 0;
 }
 
@@ -117,14 +123,15 @@ static void *run_rank(void *p)
     rank_arg *a = p;
     job *j = a->j;
     char data[600], val[600], ckpt[600];
-    path_in(data, sizeof data, "train.bin");
+    int odd = a->rank == j->odd_rank;
+    path_in(data, sizeof data, odd && j->odd_what == ODD_DATA ? "other.bin" : "train.bin");
     path_in(val, sizeof val, "val.bin");
     vkg_train_config c = vkg_train_config_default();
     c.validation = 1;
     c.device = getenv("VKGPT_DEVICE");
     c.layers = L, c.heads = NH, c.channels = C, c.max_seq_len = MAXT, c.vocab_size = V;
     c.seed = 77, c.data = data, c.val_data = val, c.shuffle = 0;
-    c.batch = j->batch, c.seq = a->rank == j->seq_override_rank ? T / 2 : T;
+    c.batch = j->batch, c.seq = odd && j->odd_what == ODD_SEQ ? T / 2 : T;
     c.total_batch = j->total;
     c.steps = STEPS, c.lr = 3e-3f, c.warmup = 1, c.weight_decay = 0.1f, c.grad_clip = 1.0f;
     c.eval_every = 2, c.eval_batches = 2;
@@ -135,9 +142,13 @@ static void *run_rank(void *p)
     c.comm.world_size = j->world, c.comm.rank = a->rank;
     c.comm.transport = VKG_COMM_INPROC, c.comm.ctx = a->ctx, c.comm.job_id = a->job_id;
     c.comm.timeout_ms = 30000;
+    int swapped[MAXR];
+    memcpy(swapped, j->rank_batch, sizeof swapped);
+    swapped[0] = j->rank_batch[1], swapped[1] = j->rank_batch[0];
     if (j->world > 1)
-        c.rank_batch = j->rank_batch, c.rank_batch_count = j->world;
-    c.bucket_bytes = j->bucket_bytes;
+        c.rank_batch = odd && j->odd_what == ODD_RANK_BATCH ? swapped : j->rank_batch,
+        c.rank_batch_count = j->world;
+    c.bucket_bytes = odd && j->odd_what == ODD_BUCKETS ? -1 : j->bucket_bytes;
     vkg_trainer_t *t = NULL;
     vkg_status st = vkg_trainer_create(&c, &t);
     int n = 0;
@@ -236,14 +247,12 @@ static void expect_same_run(const char *what, const job *a, const job *b, int ns
 
 static job single(int batch, long long total)
 {
-    return (job){
-        .world = 1, .batch = batch, .total = total, .steps = STEPS, .seq_override_rank = -1};
+    return (job){.world = 1, .batch = batch, .total = total, .steps = STEPS, .odd_rank = -1};
 }
 
 static job ranks(int world, const int *b, long long total)
 {
-    job j = {
-        .world = world, .batch = b[0], .total = total, .steps = STEPS, .seq_override_rank = -1};
+    job j = {.world = world, .batch = b[0], .total = total, .steps = STEPS, .odd_rank = -1};
     for (int r = 0; r < world; r++)
         j.rank_batch[r] = b[r];
     return j;
@@ -288,22 +297,32 @@ static void test_unequal_ranks_are_token_weighted(void **state)
     free_job(&one4), free_job(&three), free_job(&one6), free_job(&three6);
 }
 
-static void test_mismatching_rank_is_refused(void **state)
+/* Rank 1 differs in one setting: both ranks refuse to train, naming rank 1 and the field. */
+static void expect_refused(int what, const int *batches, const char *field)
 {
-    (void)state;
-    job j = ranks(2, (const int[]){2, 2}, 4 * T);
-    j.seq_override_rank = 1;
-    j.total = 0; /* each rank's own B*T x ranks */
+    job j = ranks(2, batches, (batches[0] + batches[1]) * T);
+    j.odd_rank = 1, j.odd_what = what;
+    if (what == ODD_SEQ)
+        j.total = 0; /* each rank's own B*T x ranks */
     run_job(&j);
     for (int r = 0; r < 2; r++) {
         if (j.st[r] != VKG_ERR_MISMATCH)
             fail_msg("rank %d: expected VKG_ERR_MISMATCH, got %s: %s", r, vkg_status_name(j.st[r]),
                      j.err[r]);
-        if (!strstr(j.err[r], "rank 1") || !strstr(j.err[r], "seq"))
-            fail_msg("rank %d's message does not name rank 1 and seq: %s", r, j.err[r]);
+        if (!strstr(j.err[r], "rank 1") || !strstr(j.err[r], field))
+            fail_msg("rank %d's message does not name rank 1 and %s: %s", r, field, j.err[r]);
         printf("rank %d refused as expected: %s\n", r, j.err[r]);
     }
     free_job(&j);
+}
+
+static void test_mismatching_rank_is_refused(void **state)
+{
+    (void)state;
+    expect_refused(ODD_SEQ, (const int[]){2, 2}, "seq");
+    expect_refused(ODD_RANK_BATCH, (const int[]){3, 1}, "--rank-batch list");
+    expect_refused(ODD_DATA, (const int[]){2, 2}, "training data checksum");
+    expect_refused(ODD_BUCKETS, (const int[]){2, 2}, "gradient bucket bytes");
 }
 
 /* Steps 1..3 on `first` with a checkpoint, then 4..5 resumed on `second`, against `straight`. */

@@ -103,6 +103,10 @@ void vkg_data_reset(vkg_data_t *d);
 uint64_t vkg_data_num_batches(const vkg_data_t *d);
 uint64_t vkg_data_num_tokens(const vkg_data_t *d);
 size_t vkg_data_num_files(const vkg_data_t *d);
+/* A 64-bit checksum of every token in order and of each file's token count (with scan_tokens
+ * off, of the token counts only): equal data gives equal checksums on any host, so data-parallel
+ * ranks can check that they read the same data. Not a cryptographic hash. */
+uint64_t vkg_data_checksum(const vkg_data_t *d);
 
 #ifdef __cplusplus
 }

@@ -35,6 +35,7 @@ struct vkg_data {
     source *src;
     size_t nsrc, nfiles;
     uint64_t nbatches, ntokens;
+    uint64_t checksum;     /* of every token in order (token counts only without the scan) */
     uint64_t epoch, batch; /* position */
     uint64_t *perm;        /* batch order of perm_epoch when shuffling */
     uint64_t perm_epoch;
@@ -83,14 +84,27 @@ static void le16_to_host(uint16_t *x, size_t n)
 #endif
 }
 
-/* The first token >= vocab among n tokens whose first is at position `start`, as an error. */
-static vkg_status check_tokens(const vkg_data_t *d, const char *name, const uint16_t *t, size_t n,
-                               uint64_t start)
+/* FNV-1a over 16-bit values: the data's checksum (identical data gives identical sums on any
+ * host; it detects a different or differently ordered file, it is not a cryptographic hash). */
+static uint64_t mix(uint64_t h, uint64_t v)
 {
-    for (size_t i = 0; i < n; i++)
+    return (h ^ v) * 0x100000001b3ull;
+}
+
+/* The first token >= vocab among n tokens whose first is at position `start`, as an error. With
+ * sum, adds the tokens to that checksum. */
+static vkg_status check_tokens(const vkg_data_t *d, const char *name, const uint16_t *t, size_t n,
+                               uint64_t start, uint64_t *sum)
+{
+    uint64_t h = sum ? *sum : 0;
+    for (size_t i = 0; i < n; i++) {
         VKG_CHECK(t[i] < d->vocab, VKG_ERR_FORMAT,
                   "%s: token %u at position %llu is not below the vocabulary size %d", name,
                   (unsigned)t[i], (unsigned long long)(start + i), d->vocab);
+        h = mix(h, t[i]);
+    }
+    if (sum)
+        *sum = h;
     return VKG_OK;
 }
 
@@ -137,7 +151,7 @@ static vkg_status open_shard(vkg_data_t *d, source *s)
         st = pread_exact(s->fd, s->name, chunk, 2 * m, VKG_FILE_HEADER_BYTES + 2 * at);
         if (st == VKG_OK) {
             le16_to_host(chunk, m);
-            st = check_tokens(d, s->name, chunk, m, at);
+            st = check_tokens(d, s->name, chunk, m, at, &d->checksum);
         }
     }
     free(chunk);
@@ -198,6 +212,7 @@ static vkg_status add_text(vkg_data_t *d, source *s, const char *path, const vkg
                        "vocabulary size %d",
                        path, (long)ids.ids[i], i, d->vocab);
         mem[s->ntok + i] = (uint16_t)ids.ids[i];
+        d->checksum = mix(d->checksum, mem[s->ntok + i]);
     }
 done:
     if (mem) {
@@ -253,6 +268,7 @@ static vkg_status layout(vkg_data_t *d)
         s->first = d->nbatches;
         d->nbatches += s->nbatches;
         d->ntokens += s->ntok;
+        d->checksum = mix(d->checksum, s->ntok);
     }
     return VKG_OK;
 }
@@ -281,6 +297,7 @@ vkg_status vkg_data_create(const vkg_data_config *cfg, vkg_data_t **out)
     d->shuffle = cfg->shuffle != 0;
     d->seed = d->shuffle ? cfg->seed : 0;
     d->scan = cfg->scan_tokens;
+    d->checksum = 0xcbf29ce484222325ull;
     vkg_status st;
     d->buf = malloc((d->bt + 1) * sizeof *d->buf);
     VKG_CHECK_GOTO(st, d->buf, VKG_ERR_NOMEM, fail, "out of memory for a batch of %llu tokens",
@@ -335,7 +352,7 @@ vkg_status vkg_data_read_batch(vkg_data_t *d, uint64_t g, int32_t *inputs, int32
                             VKG_FILE_HEADER_BYTES + 2 * start));
         le16_to_host(d->buf, n);
     }
-    VKG_TRY(check_tokens(d, s->name, d->buf, n, start));
+    VKG_TRY(check_tokens(d, s->name, d->buf, n, start, NULL));
     for (uint64_t i = 0; i < d->bt; i++) {
         inputs[i] = d->buf[i];
         targets[i] = d->buf[i + 1];
@@ -447,4 +464,9 @@ uint64_t vkg_data_num_tokens(const vkg_data_t *d)
 size_t vkg_data_num_files(const vkg_data_t *d)
 {
     return d->nfiles;
+}
+
+uint64_t vkg_data_checksum(const vkg_data_t *d)
+{
+    return d->checksum;
 }

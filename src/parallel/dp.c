@@ -114,6 +114,14 @@ const char *vkg_dp_batch_list(const vkg_dp *d)
     return d->list;
 }
 
+uint64_t vkg_dp_batch_hash(const vkg_dp *d)
+{
+    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a over the sizes */
+    for (int k = 0; k < d->world; k++)
+        h = (h ^ (uint64_t)(uint32_t)d->batch[k]) * 0x100000001b3ull;
+    return h;
+}
+
 float vkg_dp_loss_scale(const vkg_dp *d)
 {
     return d->world == 1 ? 1.0f : (float)d->batch[d->rank] / (float)d->global_batch;

@@ -29,7 +29,7 @@ typedef struct vkg_dp vkg_dp;
 
 /* What every rank must agree on; compared field by field against rank 0's. */
 typedef struct vkg_dp_fingerprint {
-    uint64_t v[20];
+    uint64_t v[24];
 } vkg_dp_fingerprint;
 
 /* Join the job described by comm (vkg_comm_create; world_size 1 makes a communicator-less
@@ -49,8 +49,10 @@ int vkg_dp_global_batch(const vkg_dp *d);
 float vkg_dp_loss_scale(const vkg_dp *d);
 /* The largest micro-batch of any rank (rows). */
 int vkg_dp_max_rank_batch(const vkg_dp *d);
-/* The comma list of rank batches ("4,2,2") for logs. */
+/* The comma list of rank batches ("4,2,2") for logs (shortened beyond about 40 ranks). */
 const char *vkg_dp_batch_list(const vkg_dp *d);
+/* A hash of every rank's micro-batch size, in rank order (for the agreement check). */
+uint64_t vkg_dp_batch_hash(const vkg_dp *d);
 
 /* Configure a data loader config for this rank: equal batches use rank/world slices, unequal
  * ones the whole global micro-batch (see the file comment). */

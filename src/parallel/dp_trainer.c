@@ -61,6 +61,8 @@ vkg_status vkg__dp_share_start(vkg_trainer_t *t, float **params, vkg_checkpoint 
     return VKG_OK;
 }
 
+#define BUCKET_DEFAULT ((size_t)25 << 20)
+
 static const char *const fp_names[] = {
     "max_seq_len",
     "vocab_size",
@@ -82,6 +84,9 @@ static const char *const fp_names[] = {
     "training batches per epoch",
     "training tokens",
     "resumed step",
+    "training data checksum",
+    "--rank-batch list (hash)",
+    "gradient bucket bytes (0: --no-overlap)",
 };
 
 static uint64_t fbits(float a, float b)
@@ -110,7 +115,10 @@ vkg_status vkg__dp_agree(vkg_trainer_t *t, float *params, vkg_checkpoint *ck)
     v[17] = t->train ? vkg_data_num_batches(t->train) : 0;
     v[18] = t->train ? vkg_data_num_tokens(t->train) : 0;
     v[19] = t->resumed ? ck->state.step : 0;
-    VKG_TRY(vkg_dp_check_match(t->dp, &fp, fp_names, 20));
+    v[20] = t->train ? vkg_data_checksum(t->train) : 0;
+    v[21] = vkg_dp_batch_hash(t->dp);
+    v[22] = c->bucket_bytes < 0 ? 0 : c->bucket_bytes ? (uint64_t)c->bucket_bytes : BUCKET_DEFAULT;
+    VKG_TRY(vkg_dp_check_match(t->dp, &fp, fp_names, 23));
     /* Everyone starts from rank 0's parameters (and moments when resuming). */
     size_t n = vkg_gpt2_num_params(&t->mcfg);
     VKG_TRY(vkg_dp_broadcast(t->dp, params, n * sizeof *params));
@@ -121,7 +129,7 @@ vkg_status vkg__dp_agree(vkg_trainer_t *t, float *params, vkg_checkpoint *ck)
     t->dp_grads = malloc(n * sizeof *t->dp_grads);
     VKG_CHECK(t->dp_grads, VKG_ERR_NOMEM, "no memory for %zu gradients", n);
     if (c->bucket_bytes >= 0) {
-        size_t bytes = c->bucket_bytes ? (size_t)c->bucket_bytes : (size_t)25 << 20;
+        size_t bytes = c->bucket_bytes ? (size_t)c->bucket_bytes : BUCKET_DEFAULT;
         VKG_TRY(vkg_gpt2_set_buckets(t->model, bytes));
         t->dp_overlap = 1;
     }
