@@ -6,7 +6,8 @@
  *    give the same per-step losses (1e-5 relative), eval losses (where the eval batches are the
  *    same: not for the smaller single-rank B) and final parameters (1e-4 relative L2); every
  *    rank of a job holds bitwise the same parameters; the same with the gradient allreduce
- *    overlapped per layer bucket, and not overlapped at all;
+ *    overlapped per layer bucket (read through the device mapping, and through host copies as on
+ *    a discrete GPU: bitwise the same), and not overlapped at all;
  *  - 3 ranks with unequal micro-batches (2,1,1) equal 1 rank with B = 4, and (3,2,1) with 2
  *    accumulation steps equal 1 rank with B = 6 and 2 accumulation steps (token weighting);
  *  - a rank whose flags or data differ (another --seq, --rank-batch list, bucket size, or a data
@@ -15,7 +16,6 @@
  *  - a checkpoint of 2 ranks (B/2 each) resumes on 1 rank with B, and one of 1 rank with B
  *    resumes on 2 ranks with (3,1) (world size and split change, total batch kept), continuing
  *    exactly like the uninterrupted run. */
-#include <cmocka.h>
 #include <ftw.h>
 #include <math.h>
 #include <pthread.h>
@@ -27,6 +27,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+
+#include <cmocka.h>
 
 #include "testutil.h"
 #include "train/trainer_internal.h"
@@ -53,6 +55,7 @@ typedef struct job {
     const char *ckpt; /* checkpoint folder or NULL */
     int resume, checkpoint_at_end;
     long long bucket_bytes; /* vkg_train_config.bucket_bytes */
+    int staging;            /* devices as if discrete: gradients reach the host by copies */
     /* results (rank 0's, plus every rank's parameters) */
     float loss[STEPS], eval[STEPS];
     long long first_step;
@@ -149,6 +152,7 @@ static void *run_rank(void *p)
         c.rank_batch = odd && j->odd_what == ODD_RANK_BATCH ? swapped : j->rank_batch,
         c.rank_batch_count = j->world;
     c.bucket_bytes = odd && j->odd_what == ODD_BUCKETS ? -1 : j->bucket_bytes;
+    c.force_staging = j->staging;
     vkg_trainer_t *t = NULL;
     vkg_status st = vkg_trainer_create(&c, &t);
     int n = 0;
@@ -264,16 +268,23 @@ static void test_two_ranks_match_one(void **state)
     enum { B = 4 };
     job one = single(B, B * T), accum = single(B / 2, B * T);
     job two = ranks(2, (const int[]){B / 2, B / 2}, B * T);
-    job buckets = two, flat = two;
+    job buckets = two, flat = two, staged = two;
     buckets.bucket_bytes = 1; /* a bucket per layer: 5 lists, overlapped */
     flat.bucket_bytes = -1;   /* one allreduce after the backward pass */
+    staged.bucket_bytes = 1, staged.staging = 1; /* the same through host copies */
     run_job(&one), run_job(&accum), run_job(&two), run_job(&buckets), run_job(&flat);
+    run_job(&staged);
     expect_ok(&one), expect_ok(&accum), expect_ok(&two), expect_ok(&buckets), expect_ok(&flat);
+    expect_ok(&staged);
     assert_int_equal(buckets.nbuckets, L + 3);
+    assert_int_equal(staged.nbuckets, L + 3);
     assert_int_equal(flat.nbuckets, 0);
     expect_same_run("2 ranks B/2, a bucket per layer vs 1 rank B", &buckets, &one, STEPS);
     expect_same_run("2 ranks B/2, no overlap vs 1 rank B", &flat, &one, STEPS);
-    free_job(&buckets), free_job(&flat);
+    expect_same_run("2 ranks B/2, buckets through host copies vs 1 rank B", &staged, &one, STEPS);
+    if (memcmp(staged.params[0], buckets.params[0], staged.nparams * sizeof(float)))
+        fail_msg("buckets through host copies and through the mapping end with other parameters");
+    free_job(&buckets), free_job(&flat), free_job(&staged);
     assert_true(one.loss[0] > 0.0f && one.loss[STEPS - 1] < one.loss[0]);
     expect_same_run("1 rank B/2 x 2 accumulation vs 1 rank B", &accum, &one, STEPS);
     expect_same_run("2 ranks B/2 vs 1 rank B", &two, &one, STEPS);

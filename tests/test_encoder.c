@@ -6,7 +6,8 @@
  * (1e-5). The forward output is poisoned with NaN first; dwte and dwpe start from random values
  * that the reference starts from too, so accumulating is checked against overwriting. The
  * backward pass must be bitwise reproducible, token ids outside the table must not be read, and
- * wrong sizes must be refused naming the tensor. */
+ * wrong sizes must be refused naming the tensor. The wpe half alone (vkg_op_encoder_bwd_wpe)
+ * matches the reference too. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -85,18 +86,20 @@ static void test_encoder_bwd(void **state)
         float *dwte = vkg_test_random(&r, nte, -2.0f, 2.0f);
         float *dwpe = vkg_test_random(&r, npe, -2.0f, 2.0f);
         vkg_tensor ti = vkg_gpu_upload(g, inp, BT * 4), td = vkg_gpu_upload(g, dout, n * 4);
-        vkg_tensor tte[2], tpe[2];
-        for (int k = 0; k < 2; k++) {
+        vkg_tensor tte[2], tpe[3];
+        for (int k = 0; k < 2; k++)
             tte[k] = vkg_gpu_upload(g, dwte, nte * 4);
+        for (int k = 0; k < 3; k++)
             tpe[k] = vkg_gpu_upload(g, dwpe, npe * 4);
-        }
         vkg_ref_encoder_bwd(dwte, dwpe, dout, inp, h.B, h.T, h.C);
         VKG_ASSERT_OK(vkg_cmd_begin(g->cmd));
         for (int k = 0; k < 2; k++)
             VKG_ASSERT_OK(vkg_op_encoder_bwd(g->cmd, tte[k], tpe[k], td, ti, h.B, h.T, h.C));
+        VKG_ASSERT_OK(vkg_op_encoder_bwd_wpe(g->cmd, tpe[2], td, h.B, h.T, h.C));
         vkg_gpu_run(g);
         vkg_gpu_expect_ref(g, "encoder_bwd dwte", tte[0], dwte, nte);
         vkg_gpu_expect_ref(g, "encoder_bwd dwpe", tpe[0], dwpe, npe);
+        vkg_gpu_expect_ref(g, "encoder_bwd_wpe dwpe", tpe[2], dwpe, npe);
         /* the second run from the same inputs is bitwise identical */
         size_t most = nte > npe ? nte : npe;
         float *u = vkg_test_alloc(most), *v = vkg_test_alloc(most);

@@ -1,7 +1,8 @@
 /* Matmul forward and backward (src/ops/matmul.c) against the CPU reference.
  * Bound: ||gpu - ref|| / ||ref|| <= 1e-5 (VKG_TEST_REL_BOUND) for every output, every element
  * finite. Outputs of the forward are poisoned with NaN first; gradients start from random values
- * the reference starts from too, so accumulation is checked. Both kernel variants run on every
+ * the reference starts from too, so accumulation is checked. The backward runs whole and as its
+ * two halves (dweight, then dinp). Both kernel variants run on every
  * device: the device's default tiles and explicit ones (the subgroup-shuffle variant when the tile
  * matches the subgroup, the plain one otherwise). */
 #include <setjmp.h>
@@ -51,7 +52,8 @@ static void check_fwd(vkg_gpu *g, shape s, int with_bias, uint64_t seed)
     free(inp), free(w), free(b), free(ref);
 }
 
-static void check_bwd(vkg_gpu *g, shape s, int with_bias, uint64_t seed)
+/* split: the two halves (vkg_op_matmul_bwd_dweight, then _dinp) instead of the whole pass. */
+static void check_bwd(vkg_gpu *g, shape s, int with_bias, int split, uint64_t seed)
 {
     vkg_test_rng r;
     vkg_test_rng_seed(&r, seed);
@@ -69,11 +71,18 @@ static void check_bwd(vkg_gpu *g, shape s, int with_bias, uint64_t seed)
     vkg_tensor t_dw = vkg_gpu_upload(g, dw, nw * 4), t_db = vkg_gpu_upload(g, db, (size_t)s.OC * 4);
     vkg_ref_matmul_bwd(dinp, dw, with_bias ? db : NULL, dout, inp, w, s.N, s.C, s.OC);
 
-    VKG_ASSERT_OK(vkg_op_matmul_bwd(g->cmd, t_dinp, t_dw, with_bias ? &t_db : NULL, t_dout, t_inp,
-                                    t_w, s.N, s.C, s.OC));
+    if (split) {
+        VKG_ASSERT_OK(vkg_op_matmul_bwd_dweight(g->cmd, t_dw, with_bias ? &t_db : NULL, t_dout,
+                                                t_inp, s.N, s.C, s.OC));
+        VKG_ASSERT_OK(vkg_op_matmul_bwd_dinp(g->cmd, t_dinp, t_dout, t_w, s.N, s.C, s.OC));
+    } else {
+        VKG_ASSERT_OK(vkg_op_matmul_bwd(g->cmd, t_dinp, t_dw, with_bias ? &t_db : NULL, t_dout,
+                                        t_inp, t_w, s.N, s.C, s.OC));
+    }
     vkg_gpu_run(g);
     char what[96];
-    snprintf(what, sizeof what, "matmul_bwd dinp N=%d C=%d OC=%d", s.N, s.C, s.OC);
+    snprintf(what, sizeof what, "matmul_bwd%s dinp N=%d C=%d OC=%d", split ? " (split)" : "", s.N,
+             s.C, s.OC);
     vkg_gpu_expect(g, what, t_dinp, dinp, nin, VKG_TEST_REL_BOUND);
     snprintf(what, sizeof what, "matmul_bwd dweight N=%d C=%d OC=%d", s.N, s.C, s.OC);
     vkg_gpu_expect(g, what, t_dw, dw, nw, VKG_TEST_REL_BOUND);
@@ -95,7 +104,9 @@ static void test_matmul_bwd(void **state)
     vkg_gpu *g = *state;
     for (size_t i = 0; i < NSHAPES; i++)
         for (int bias = 0; bias <= 1; bias++)
-            check_bwd(g, shapes[i], bias, 200 + i * 2 + (size_t)bias);
+            check_bwd(g, shapes[i], bias, 0, 200 + i * 2 + (size_t)bias);
+    for (size_t i = 0; i < NSHAPES; i++)
+        check_bwd(g, shapes[i], (int)(i % 2), 1, 300 + i);
 }
 
 /* Every tile variant on awkward sizes: out = A B with A both layouts, stored both ways. */

@@ -73,31 +73,38 @@ vkg_status vkg_gpt2_update(vkg_gpt2 *m, float lr, uint32_t t, float grad_clip, f
  * L-1..0, wpe), into buckets of at least bucket_bytes (the last may be smaller), and the
  * forward-backward step is recorded a second time as one command list per bucket, each ending
  * once its bucket's gradients are final. In that recording the encoder's contribution to wte
- * (rows of the micro-batch's tokens only) is kept apart, readable with
- * vkg_gpt2_embedding_row_read after vkg_gpt2_bucket_finish, and must be added to wte's gradient
- * by the caller (vkg_gpt2_grads_read/_write at row token x C), so wte can be reduced first.
+ * (rows of the micro-batch's tokens only) is left out, so that wte can be reduced first: the
+ * caller adds it, summing the rows of vkg_gpt2_encoded_grad_read per token in position order.
  * Replaces earlier buckets. */
 vkg_status vkg_gpt2_set_buckets(vkg_gpt2 *m, size_t bucket_bytes);
 int vkg_gpt2_bucket_count(const vkg_gpt2 *m);
 /* Bucket k's gradients as float ranges of the gradient tensor: *ranges points at n pairs
  * (offset, count) owned by m. Returns n. */
 int vkg_gpt2_bucket_ranges(const vkg_gpt2 *m, int k, const size_t (**ranges)[2]);
+/* Floats in bucket k (the sum of its ranges' counts). */
+size_t vkg_gpt2_bucket_floats(const vkg_gpt2 *m, int k);
 /* Upload a micro-batch and submit the bucketed forward-backward without waiting (same effect as
- * vkg_gpt2_forward_backward); then vkg_gpt2_bucket_wait(k) returns once bucket k's gradients are
- * final, while the device goes on with later buckets; vkg_gpt2_bucket_finish waits for all and
- * reads the micro-batch's mean loss. Between wait(k) and finish the host may read and write
- * bucket k's ranges (vkg_gpt2_grads_read / _write), and nothing else of the model. */
+ * vkg_gpt2_forward_backward, but for wte's embedding rows); then vkg_gpt2_bucket_wait(k) returns
+ * once bucket k's gradients are final, while the device goes on with later buckets, and
+ * vkg_gpt2_bucket_finish waits for all and reads the micro-batch's mean loss. */
 vkg_status vkg_gpt2_forward_backward_submit(vkg_gpt2 *m, const int32_t *inputs,
                                             const int32_t *targets);
 vkg_status vkg_gpt2_bucket_wait(vkg_gpt2 *m, int k);
 vkg_status vkg_gpt2_bucket_finish(vkg_gpt2 *m, float *mean_loss);
+/* After bucket_wait(k): bucket k's gradients, its ranges packed in order (bucket_floats(k)
+ * floats), read without any device work (the device is still running later buckets). write
+ * replaces them; vkg_gpt2_bucket_commit, after finish, makes every written bucket the device's
+ * gradients (one copy on devices without unified memory, nothing otherwise). */
+vkg_status vkg_gpt2_bucket_read(vkg_gpt2 *m, int k, float *dst);
+vkg_status vkg_gpt2_bucket_write(vkg_gpt2 *m, int k, const float *src);
+vkg_status vkg_gpt2_bucket_commit(vkg_gpt2 *m);
 /* Wait for the whole submitted step without touching anything else of m: safe from another
  * thread while the submitting thread works through the buckets. */
 vkg_status vkg_gpt2_bucket_idle_wait(vkg_gpt2 *m);
-/* The encoder's wte gradient row of token (C floats) from the last bucketed step. */
-vkg_status vkg_gpt2_embedding_row_read(vkg_gpt2 *m, int token, float *row);
-vkg_status vkg_gpt2_grads_read(vkg_gpt2 *m, size_t offset, size_t count, float *dst);
-vkg_status vkg_gpt2_grads_write(vkg_gpt2 *m, size_t offset, size_t count, const float *src);
+/* After bucket_finish: the gradient of the loss with respect to the encoder's output,
+ * (B, T, C) floats: wte's embedding-row gradient of token x is the sum of the rows at the
+ * positions holding x. */
+vkg_status vkg_gpt2_encoded_grad_read(vkg_gpt2 *m, float *dst);
 /* Per-dispatch GPU times of the last run of a command list (devices opened with profiling). */
 typedef enum vkg_gpt2_list { VKG_GPT2_FWDBWD, VKG_GPT2_UPDATE } vkg_gpt2_list;
 int vkg_gpt2_timings(vkg_gpt2 *m, vkg_gpt2_list which, const vkg_cmd_timing **timings);

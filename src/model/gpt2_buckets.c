@@ -2,6 +2,11 @@
  * data-parallel trainer can reduce a bucket's gradients while the device computes the rest of the
  * backward pass. Every list is submitted at once and signals the device's timeline semaphore when
  * it completes; waiting for bucket k waits for its list's value only.
+ *
+ * The host reads and writes a finished bucket without a transfer of its own (which would queue
+ * behind the rest of the backward pass): on unified memory through the gradient arena's mapping;
+ * on other devices each bucket's list ends by copying its ranges into a host-visible copy of the
+ * gradients, and vkg_gpt2_bucket_commit copies the reduced ranges back in one submission.
  * Not here: the reduction itself (src/parallel), the per-step lists (gpt2_record.c). */
 #include <assert.h>
 #include <stdlib.h>
@@ -18,7 +23,10 @@ struct vkg_gpt2_buckets {
     size_t (*ranges)[2]; /* (offset, count) in floats */
     uint64_t *values;    /* (n) timeline values of the last submission */
     int *unit_bucket;    /* (L + 3) bucket that closes after this unit, or -1 */
-    vkg_arena *arena;    /* enc_dwte */
+    vkg_arena *host;     /* devices without unified memory: the gradients' host copy */
+    vkg_tensor host_all; /* (nparams) in host */
+    vkg_cmd *upload;     /* devices without unified memory: host copy -> gradients */
+    float *host_grads;   /* (nparams) where the host reads and writes finished buckets */
     int recording;       /* the list being recorded */
 };
 
@@ -78,10 +86,30 @@ void vkg__gpt2_buckets_free(vkg_gpt2 *m)
         return;
     for (int i = 0; b->lists && i < b->n; i++)
         vkg_cmd_destroy(&b->lists[i]);
+    vkg_cmd_destroy(&b->upload);
     free(b->lists), free(b->first_range), free(b->ranges), free(b->values), free(b->unit_bucket);
-    vkg_arena_destroy(&b->arena);
+    vkg_arena_destroy(&b->host);
     free(b);
     m->buckets = NULL;
+}
+
+/* Copy bucket k's ranges between the gradients and their host copy (to_host: at the end of its
+ * list; otherwise into the upload list). No-op on unified memory. */
+static vkg_status record_copies(vkg_gpt2 *m, vkg_cmd *c, int k, int to_host)
+{
+    struct vkg_gpt2_buckets *b = m->buckets;
+    if (!b->host)
+        return VKG_OK;
+    vkg_cmd_group_begin(c); /* disjoint ranges */
+    vkg_status st = VKG_OK;
+    for (int i = b->first_range[k]; st == VKG_OK && i < b->first_range[k + 1]; i++) {
+        size_t off = b->ranges[i][0] * sizeof(float), bytes = b->ranges[i][1] * sizeof(float);
+        vkg_tensor dev = vkg_tensor_view(m->grads, off, bytes);
+        vkg_tensor host = vkg_tensor_view(b->host_all, off, bytes);
+        st = to_host ? vkg_cmd_copy(c, host, dev, bytes) : vkg_cmd_copy(c, dev, host, bytes);
+    }
+    vkg_cmd_group_end(c);
+    return st;
 }
 
 /* Recorder hook: after the unit that closes a bucket, end its list and begin the next. */
@@ -92,10 +120,32 @@ static vkg_status cut(void *ctx, vkg_cmd **pc, int unit)
     int k = b->unit_bucket[unit];
     if (k < 0 || k == b->n - 1)
         return VKG_OK;
+    VKG_TRY(record_copies(m, *pc, k, 1));
     VKG_TRY(vkg_cmd_end(*pc));
     b->recording = k + 1;
     *pc = b->lists[k + 1];
     return vkg_cmd_begin(*pc);
+}
+
+/* Where the host reads and writes finished buckets; on devices without unified memory also the
+ * host copy and the list that copies it back. */
+static vkg_status setup_host_side(vkg_gpt2 *m)
+{
+    struct vkg_gpt2_buckets *b = m->buckets;
+    size_t bytes = m->nparams * sizeof(float);
+    void *map = vkg_arena_host_ptr(m->arena_grads);
+    if (map) {
+        b->host_grads = (float *)((char *)map + m->grads.offset);
+        return VKG_OK;
+    }
+    VKG_TRY(vkg_arena_create_host(m->dev, bytes, "gradient host copy", &b->host));
+    VKG_TRY(vkg_arena_alloc(b->host, bytes, &b->host_all));
+    b->host_grads = (float *)((char *)vkg_arena_host_ptr(b->host) + b->host_all.offset);
+    VKG_TRY(vkg_cmd_create(m->dev, &b->upload));
+    VKG_TRY(vkg_cmd_begin(b->upload));
+    for (int k = 0; k < b->n; k++)
+        VKG_TRY(record_copies(m, b->upload, k, 0));
+    return vkg_cmd_end(b->upload);
 }
 
 vkg_status vkg_gpt2_set_buckets(vkg_gpt2 *m, size_t bucket_bytes)
@@ -131,10 +181,7 @@ vkg_status vkg_gpt2_set_buckets(vkg_gpt2 *m, size_t bucket_bytes)
             bytes = 0;
         }
     }
-    size_t enc = (size_t)m->cfg.padded_vocab_size * (size_t)m->cfg.channels * sizeof(float);
-    VKG_TRY_GOTO(st, vkg_arena_create(m->dev, enc + 4096, "wte embedding-row gradients", &b->arena),
-                 fail);
-    VKG_TRY_GOTO(st, vkg_arena_alloc(b->arena, enc, &m->enc_dwte), fail);
+    VKG_TRY_GOTO(st, setup_host_side(m), fail);
     for (int k = 0; k < b->n; k++)
         VKG_TRY_GOTO(st, vkg_cmd_create(m->dev, &b->lists[k]), fail);
     vkg_cmd *c = b->lists[0];
@@ -143,6 +190,7 @@ vkg_status vkg_gpt2_set_buckets(vkg_gpt2 *m, size_t bucket_bytes)
     VKG_TRY_GOTO(st, vkg__gpt2_record_fwdbwd_cut(m, &c, cut, m), fail);
     VKG_CHECK_GOTO(st, b->recording == b->n - 1, VKG_ERR_STATE, fail,
                    "bucketed backward recorded %d of %d lists", b->recording + 1, b->n);
+    VKG_TRY_GOTO(st, record_copies(m, c, b->n - 1, 1), fail);
     VKG_TRY_GOTO(st, vkg_cmd_end(c), fail);
     return VKG_OK;
 fail:
@@ -195,22 +243,56 @@ vkg_status vkg_gpt2_bucket_finish(vkg_gpt2 *m, float *mean_loss)
     return vkg__gpt2_mean_loss(m, mean_loss);
 }
 
-vkg_status vkg_gpt2_grads_read(vkg_gpt2 *m, size_t offset, size_t count, float *dst)
+/* Bucket k's ranges, packed in order, from or into the host side of the gradients. */
+static void pack(vkg_gpt2 *m, int k, float *packed, int out)
 {
-    VKG_CHECK(offset + count <= m->nparams, VKG_ERR_INVALID_ARG, "gradient range out of bounds");
-    return vkg_tensor_read(m->dev, m->grads, offset * 4, dst, count * 4);
+    const struct vkg_gpt2_buckets *b = m->buckets;
+    size_t at = 0;
+    for (int i = b->first_range[k]; i < b->first_range[k + 1]; i++) {
+        float *g = b->host_grads + b->ranges[i][0];
+        size_t n = b->ranges[i][1];
+        if (out)
+            memcpy(packed + at, g, n * sizeof *g);
+        else
+            memcpy(g, packed + at, n * sizeof *g);
+        at += n;
+    }
 }
 
-vkg_status vkg_gpt2_grads_write(vkg_gpt2 *m, size_t offset, size_t count, const float *src)
+size_t vkg_gpt2_bucket_floats(const vkg_gpt2 *m, int k)
 {
-    VKG_CHECK(offset + count <= m->nparams, VKG_ERR_INVALID_ARG, "gradient range out of bounds");
-    return vkg_tensor_write(m->dev, m->grads, offset * 4, src, count * 4);
+    const struct vkg_gpt2_buckets *b = m->buckets;
+    assert(b && k >= 0 && k < b->n);
+    size_t n = 0;
+    for (int i = b->first_range[k]; i < b->first_range[k + 1]; i++)
+        n += b->ranges[i][1];
+    return n;
 }
 
-vkg_status vkg_gpt2_embedding_row_read(vkg_gpt2 *m, int token, float *row)
+vkg_status vkg_gpt2_bucket_read(vkg_gpt2 *m, int k, float *dst)
 {
-    size_t C = (size_t)m->cfg.channels;
-    VKG_CHECK(m->buckets && token >= 0 && token < m->cfg.vocab_size, VKG_ERR_INVALID_ARG,
-              "no embedding-row gradient for token %d", token);
-    return vkg_tensor_read(m->dev, m->enc_dwte, (size_t)token * C * 4, row, C * 4);
+    VKG_CHECK(m->buckets && k >= 0 && k < m->buckets->n, VKG_ERR_INVALID_ARG,
+              "no gradient bucket %d", k);
+    pack(m, k, dst, 1);
+    return VKG_OK;
+}
+
+vkg_status vkg_gpt2_bucket_write(vkg_gpt2 *m, int k, const float *src)
+{
+    VKG_CHECK(m->buckets && k >= 0 && k < m->buckets->n, VKG_ERR_INVALID_ARG,
+              "no gradient bucket %d", k);
+    pack(m, k, (float *)src, 0);
+    return VKG_OK;
+}
+
+vkg_status vkg_gpt2_bucket_commit(vkg_gpt2 *m)
+{
+    VKG_CHECK(m->buckets, VKG_ERR_STATE, "no gradient buckets (vkg_gpt2_set_buckets)");
+    return m->buckets->upload ? vkg_cmd_run(m->buckets->upload, 0) : VKG_OK;
+}
+
+vkg_status vkg_gpt2_encoded_grad_read(vkg_gpt2 *m, float *dst)
+{
+    size_t n = (size_t)m->opts.B * (size_t)m->opts.T * (size_t)m->cfg.channels;
+    return vkg_tensor_read(m->dev, m->gacts.s.dencoded, 0, dst, n * sizeof *dst);
 }

@@ -59,15 +59,14 @@ struct vkg_gpt2 {
     vkg_cmd *lists[VKG_GPT2_NUM_LISTS];
     int logits_valid;
     struct vkg_gpt2_buckets *buckets; /* NULL until vkg_gpt2_set_buckets */
-    vkg_tensor enc_dwte; /* (Vp, C) the encoder's wte rows in the bucketed backward */
 };
 
 /* Record every command list of m (gpt2_record.c). */
 vkg_status vkg__gpt2_record(vkg_gpt2 *m);
 
 /* Called by the recorder after gradient unit `unit` is complete (0: wte's classifier part,
- * 1: final layernorm, 2..L+1: layers L-1..0; the last, L+2, wpe and wte's embedding rows, is
- * not announced); may end *pc and begin another list in its place. */
+ * 1: final layernorm, 2..L+1: layers L-1..0; the last, L+2, wpe, is not announced); may end *pc
+ * and begin another list in its place. */
 typedef vkg_status (*vkg__gpt2_cut_fn)(void *ctx, vkg_cmd **pc, int unit);
 /* Record the forward-backward step into *pc (begun by the caller), calling cut at unit ends;
  * the caller ends the last list. */

@@ -61,10 +61,11 @@ static vkg_status record_forward(vkg_gpt2 *m, vkg_cmd *c)
 }
 
 /* The backward pass. cut (may be NULL) is called after each gradient unit is complete (unit 0:
- * wte's classifier part; 1: the final layernorm; 2..L+1: layers L-1..0; the last unit, wpe and
- * the embedding rows of wte, ends with the list) and may end the current list and continue in
- * another (*pc). With cut, the encoder's wte rows go to m->enc_dwte (zeroed first) instead of
- * wte's gradient, so that wte can be reduced early. */
+ * wte's classifier part; 1: the final layernorm; 2..L+1: layers L-1..0; the last unit, wpe, ends
+ * with the list) and may end the current list and continue in another (*pc). With cut, the
+ * classifier's weight gradient comes before its input gradient, so that wte's bucket closes as
+ * early as possible, and the encoder's contribution to wte is not recorded: the caller sums
+ * the rows of dencoded per token itself (vkg_gpt2_encoded_grad_read). */
 static vkg_status record_backward_cut(vkg_gpt2 *m, vkg_cmd **pc, vkg__gpt2_cut_fn cut, void *ctx)
 {
     vkg_cmd *c = *pc;
@@ -75,11 +76,14 @@ static vkg_status record_backward_cut(vkg_gpt2 *m, vkg_cmd **pc, vkg__gpt2_cut_f
     size_t btc = (size_t)BT * C, bt = (size_t)BT;
     size_t att = (size_t)B * NH * T * T;
     /* logits now hold dlogits (written by the loss) */
-    VKG_TRY(vkg_op_matmul_bwd(c, d->s.dlnf, m->g[WTE], NULL, a->s.logits, a->s.lnf, m->p[WTE], BT,
-                              C, Vp));
     if (cut) {
+        VKG_TRY(vkg_op_matmul_bwd_dweight(c, m->g[WTE], NULL, a->s.logits, a->s.lnf, BT, C, Vp));
         VKG_TRY(cut(ctx, pc, 0));
         c = *pc;
+        VKG_TRY(vkg_op_matmul_bwd_dinp(c, d->s.dlnf, a->s.logits, m->p[WTE], BT, C, Vp));
+    } else {
+        VKG_TRY(vkg_op_matmul_bwd(c, d->s.dlnf, m->g[WTE], NULL, a->s.logits, a->s.lnf, m->p[WTE],
+                                  BT, C, Vp));
     }
     VKG_TRY(vkg_op_layernorm_bwd(c, layer(d->s.dresidual3, L - 1, btc), m->g[LNFW], m->g[LNFB],
                                  d->s.dlnf, layer(a->s.residual3, L - 1, btc), m->p[LNFW],
@@ -125,12 +129,9 @@ static vkg_status record_backward_cut(vkg_gpt2 *m, vkg_cmd **pc, vkg__gpt2_cut_f
             c = *pc;
         }
     }
-    vkg_tensor dwte = m->g[WTE];
-    if (cut) {
-        dwte = m->enc_dwte;
-        VKG_TRY(vkg_op_fill(c, dwte, (size_t)Vp * C, 0.0f));
-    }
-    return vkg_op_encoder_bwd(c, dwte, m->g[WPE], d->s.dencoded, m->inputs, B, T, C);
+    if (cut)
+        return vkg_op_encoder_bwd_wpe(c, m->g[WPE], d->s.dencoded, B, T, C);
+    return vkg_op_encoder_bwd(c, m->g[WTE], m->g[WPE], d->s.dencoded, m->inputs, B, T, C);
 }
 
 vkg_status vkg__gpt2_record_fwdbwd_cut(vkg_gpt2 *m, vkg_cmd **pc, vkg__gpt2_cut_fn cut, void *ctx)

@@ -85,6 +85,20 @@ static void wte_config(const vkg_device_info *info, uint32_t *wg, uint32_t *cpt)
     *cpt = 4u;
 }
 
+static push_wpe wpe_push(vkg_tensor dwpe, vkg_tensor dout, int B, int T, int C)
+{
+    return (push_wpe){.dwpe = dwpe.addr, .dout = dout.addr, .B = (uint32_t)B,
+                      .TC = (uint32_t)((size_t)T * C)};
+}
+
+static vkg_status dispatch_wpe(vkg_cmd *c, const push_wpe *pp, int T, int C)
+{
+    uint32_t spec_wpe[3] = {ENC_WG, 1, 1};
+    return vkg_cmd_dispatch(c, VKG_KERNEL_encoder_bwd_wpe, spec_wpe, 3, pp, sizeof *pp,
+                            vkg__op_groups_capped((size_t)T * C, ENC_WG), 1, 1,
+                            "encoder_bwd_wpe");
+}
+
 vkg_status vkg_op_encoder_bwd(vkg_cmd *c, vkg_tensor dwte, vkg_tensor dwpe, vkg_tensor dout,
                               vkg_tensor inp, int B, int T, int C)
 {
@@ -100,21 +114,28 @@ vkg_status vkg_op_encoder_bwd(vkg_cmd *c, vkg_tensor dwte, vkg_tensor dwpe, vkg_
                    .BT = (uint32_t)BT,
                    .C = (uint32_t)C};
     VKG_TRY(table_rows(op, "dwte", dwte, C, &pt.V));
-    push_wpe pp = {.dwpe = dwpe.addr, .dout = dout.addr, .B = (uint32_t)B,
-                   .TC = (uint32_t)((size_t)T * C)};
+    push_wpe pp = wpe_push(dwpe, dout, B, T, C);
     uint32_t wg, cpt;
     wte_config(vkg_device_get_info(vkg_cmd_device(c)), &wg, &cpt);
     uint32_t spec_wte[4] = {wg, 1, 1, cpt};
-    uint32_t spec_wpe[3] = {ENC_WG, 1, 1};
     uint32_t gy = vkg__ceil_div((size_t)C, (size_t)wg * cpt);
     vkg_status st;
     vkg_cmd_group_begin(c); /* the two passes write different tensors */
     st = vkg_cmd_dispatch(c, VKG_KERNEL_encoder_bwd_wte, spec_wte, 4, &pt, sizeof pt,
                           vkg__op_groups_capped(BT, 1), gy, 1, "encoder_bwd_wte");
     if (st == VKG_OK)
-        st = vkg_cmd_dispatch(c, VKG_KERNEL_encoder_bwd_wpe, spec_wpe, 3, &pp, sizeof pp,
-                              vkg__op_groups_capped((size_t)T * C, ENC_WG), 1, 1,
-                              "encoder_bwd_wpe");
+        st = dispatch_wpe(c, &pp, T, C);
     vkg_cmd_group_end(c);
     return st;
+}
+
+vkg_status vkg_op_encoder_bwd_wpe(vkg_cmd *c, vkg_tensor dwpe, vkg_tensor dout, int B, int T,
+                                  int C)
+{
+    const char *op = "encoder_bwd_wpe";
+    VKG_TRY(check_shape(op, B, T, C));
+    VKG_TRY(vkg__op_need(op, "dwpe", dwpe, (size_t)T * C));
+    VKG_TRY(vkg__op_need(op, "dout", dout, (size_t)B * T * C));
+    push_wpe pp = wpe_push(dwpe, dout, B, T, C);
+    return dispatch_wpe(c, &pp, T, C);
 }

@@ -179,31 +179,62 @@ vkg_status vkg_op_matmul_fwd(vkg_cmd *c, vkg_tensor out, vkg_tensor inp, vkg_ten
     return vkg_op_gemm(c, &g);
 }
 
-vkg_status vkg_op_matmul_bwd(vkg_cmd *c, vkg_tensor dinp, vkg_tensor dweight,
-                             const vkg_tensor *dbias, vkg_tensor dout, vkg_tensor inp,
-                             vkg_tensor weight, int N, int C, int OC)
+static vkg_gemm gemm_dinp(vkg_tensor dinp, vkg_tensor dout, vkg_tensor weight, int N, int C, int OC)
 {
-    VKG_TRY(check_shape("matmul_bwd", N, C, OC));
-    vkg_gemm gi = {.out = dinp, .a = dout, .b = weight, .M = (uint32_t)N, .N = (uint32_t)C,
-                   .K = (uint32_t)OC, .lda = (uint32_t)OC, .ldb = (uint32_t)C, .ldo = (uint32_t)C,
-                   .a_kcontig = 1, .accumulate = 1, .label = "matmul_bwd_dinp"};
+    return (vkg_gemm){.out = dinp, .a = dout, .b = weight, .M = (uint32_t)N, .N = (uint32_t)C,
+                      .K = (uint32_t)OC, .lda = (uint32_t)OC, .ldb = (uint32_t)C,
+                      .ldo = (uint32_t)C, .a_kcontig = 1, .accumulate = 1,
+                      .label = "matmul_bwd_dinp"};
+}
+
+/* dweight (and dbias when given), recorded into the caller's group (or alone). */
+static vkg_status record_dweight(vkg_cmd *c, vkg_tensor dweight, const vkg_tensor *dbias,
+                                 vkg_tensor dout, vkg_tensor inp, int N, int C, int OC)
+{
     vkg_gemm gw = {.out = dweight, .a = dout, .b = inp, .M = (uint32_t)OC, .N = (uint32_t)C,
                    .K = (uint32_t)N, .lda = (uint32_t)OC, .ldb = (uint32_t)C, .ldo = (uint32_t)C,
                    .a_kcontig = 0, .accumulate = 1, .label = "matmul_bwd_dweight"};
     if (dbias)
         VKG_TRY(vkg__op_need("matmul_bwd", "dbias", *dbias, (size_t)OC));
+    VKG_TRY(vkg_op_gemm(c, &gw));
+    if (!dbias)
+        return VKG_OK;
+    push_bias p = {
+        .dbias = dbias->addr, .dout = dout.addr, .rows = (uint32_t)N, .cols = (uint32_t)OC};
+    uint32_t spec[3] = {64, 1, 1};
+    return vkg_cmd_dispatch(c, VKG_KERNEL_matmul_bwd_bias, spec, 3, &p, sizeof p,
+                            vkg__ceil_div((size_t)OC, 64), 1, 1, "matmul_bwd_dbias");
+}
+
+vkg_status vkg_op_matmul_bwd(vkg_cmd *c, vkg_tensor dinp, vkg_tensor dweight,
+                             const vkg_tensor *dbias, vkg_tensor dout, vkg_tensor inp,
+                             vkg_tensor weight, int N, int C, int OC)
+{
+    VKG_TRY(check_shape("matmul_bwd", N, C, OC));
+    vkg_gemm gi = gemm_dinp(dinp, dout, weight, N, C, OC);
     /* The three gradients read the same inputs and write different tensors: independent. */
     vkg_cmd_group_begin(c);
     vkg_status st = vkg_op_gemm(c, &gi);
     if (st == VKG_OK)
-        st = vkg_op_gemm(c, &gw);
-    if (st == VKG_OK && dbias) {
-        push_bias p = {.dbias = dbias->addr, .dout = dout.addr, .rows = (uint32_t)N,
-                       .cols = (uint32_t)OC};
-        uint32_t spec[3] = {64, 1, 1};
-        st = vkg_cmd_dispatch(c, VKG_KERNEL_matmul_bwd_bias, spec, 3, &p, sizeof p,
-                              vkg__ceil_div((size_t)OC, 64), 1, 1, "matmul_bwd_dbias");
-    }
+        st = record_dweight(c, dweight, dbias, dout, inp, N, C, OC);
+    vkg_cmd_group_end(c);
+    return st;
+}
+
+vkg_status vkg_op_matmul_bwd_dinp(vkg_cmd *c, vkg_tensor dinp, vkg_tensor dout, vkg_tensor weight,
+                                  int N, int C, int OC)
+{
+    VKG_TRY(check_shape("matmul_bwd", N, C, OC));
+    vkg_gemm gi = gemm_dinp(dinp, dout, weight, N, C, OC);
+    return vkg_op_gemm(c, &gi);
+}
+
+vkg_status vkg_op_matmul_bwd_dweight(vkg_cmd *c, vkg_tensor dweight, const vkg_tensor *dbias,
+                                     vkg_tensor dout, vkg_tensor inp, int N, int C, int OC)
+{
+    VKG_TRY(check_shape("matmul_bwd", N, C, OC));
+    vkg_cmd_group_begin(c);
+    vkg_status st = record_dweight(c, dweight, dbias, dout, inp, N, C, OC);
     vkg_cmd_group_end(c);
     return st;
 }

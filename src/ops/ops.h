@@ -54,6 +54,12 @@ vkg_status vkg_op_matmul_fwd(vkg_cmd *c, vkg_tensor out, vkg_tensor inp, vkg_ten
 vkg_status vkg_op_matmul_bwd(vkg_cmd *c, vkg_tensor dinp, vkg_tensor dweight,
                              const vkg_tensor *dbias, vkg_tensor dout, vkg_tensor inp,
                              vkg_tensor weight, int N, int C, int OC);
+/* The two halves of vkg_op_matmul_bwd, with the same results, for a caller that needs dweight
+ * final before dinp is computed (the classifier's wte gradient, reduced early). */
+vkg_status vkg_op_matmul_bwd_dinp(vkg_cmd *c, vkg_tensor dinp, vkg_tensor dout, vkg_tensor weight,
+                                  int N, int C, int OC);
+vkg_status vkg_op_matmul_bwd_dweight(vkg_cmd *c, vkg_tensor dweight, const vkg_tensor *dbias,
+                                     vkg_tensor dout, vkg_tensor inp, int N, int C, int OC);
 
 /* Causal multi-head self-attention (src/ops/attention.c), as vkg_ref_attention_fwd/_bwd.
  * qkv (B,T,3C) = [q | k | v], head h uses channels h*hs..(h+1)*hs of each part, hs = C/NH,
@@ -81,6 +87,9 @@ vkg_status vkg_op_encoder_fwd(vkg_cmd *c, vkg_tensor out, vkg_tensor inp, vkg_te
                               vkg_tensor wpe, int B, int T, int C);
 vkg_status vkg_op_encoder_bwd(vkg_cmd *c, vkg_tensor dwte, vkg_tensor dwpe, vkg_tensor dout,
                               vkg_tensor inp, int B, int T, int C);
+/* wpe's half of vkg_op_encoder_bwd alone: dwpe (maxT,C) += dout summed over the batch. */
+vkg_status vkg_op_encoder_bwd_wpe(vkg_cmd *c, vkg_tensor dwpe, vkg_tensor dout, int B, int T,
+                                  int C);
 /* Layernorm over rows of C (eps 1e-5, biased variance): out (N,C), mean (N), rstd (N)
  * overwritten. Backward: dinp (N,C), dweight (C), dbias (C) accumulated. */
 vkg_status vkg_op_layernorm_fwd(vkg_cmd *c, vkg_tensor out, vkg_tensor mean, vkg_tensor rstd,

@@ -158,48 +158,47 @@ static void *watch_finish(void *p)
     return NULL;
 }
 
-/* The encoder's wte rows were kept out of the early wte bucket: every rank sends its rows (the
- * distinct tokens of its last micro-batch, ascending) to all, and every rank adds them to the
- * reduced wte gradient in the same order (rank 0's first), so all stay bitwise equal. */
-static vkg_status add_embedding_rows(vkg_trainer_t *t)
+/* wte's embedding rows were left out of the bucketed backward, so that wte could be reduced
+ * first: every rank sums the rows of its encoder-output gradient per distinct token of its last
+ * micro-batch (in position order, ascending tokens), sends them to all, and every rank adds all
+ * ranks' rows to the reduced wte gradient `wte` (Vp x C, host) in rank order, so that all ranks
+ * stay bitwise equal. */
+static vkg_status add_embedding_rows(vkg_trainer_t *t, float *wte)
 {
-    vkg_gpt2 *m = t->model;
     size_t C = (size_t)t->mcfg.channels, V = (size_t)t->mcfg.vocab_size;
     size_t n = (size_t)vkg_dp_rank_batch(t->dp) * (size_t)t->mopts.T;
     size_t rmax = (size_t)vkg_dp_max_rank_batch(t->dp) * (size_t)t->mopts.T;
     size_t rec = (1 + rmax) * sizeof(int32_t) + rmax * C * sizeof(float);
     int W = vkg_dp_world(t->dp);
-    unsigned char *mark = calloc(V, 1), *send = calloc(1, rec);
-    unsigned char *all = malloc((size_t)W * rec);
-    float *row = malloc(C * sizeof *row);
+    int32_t *slot = malloc(V * sizeof *slot);
+    unsigned char *send = calloc(1, rec), *all = malloc((size_t)W * rec);
+    float *denc = malloc(n * C * sizeof *denc);
+    int *pos = calloc((size_t)W, sizeof *pos);
     vkg_status st = VKG_OK;
-    VKG_CHECK_GOTO(st, mark && send && all && row, VKG_ERR_NOMEM, done,
+    VKG_CHECK_GOTO(st, slot && send && all && denc && pos, VKG_ERR_NOMEM, done,
                    "no memory for %zu embedding-row gradients", rmax);
+    VKG_TRY_GOTO(st, vkg_gpt2_encoded_grad_read(t->model, denc), done);
     int32_t *count = (int32_t *)send, *ids = count + 1;
     float *rows = (float *)(ids + rmax);
+    for (size_t id = 0; id < V; id++)
+        slot[id] = -1;
     for (size_t i = 0; i < n; i++)
-        mark[t->inputs[i]] = 1;
-    for (size_t id = 0; id < V && st == VKG_OK; id++)
-        if (mark[id]) {
-            ids[*count] = (int32_t)id;
-            st = vkg_gpt2_embedding_row_read(m, (int)id, rows + (size_t)*count * C);
-            ++*count;
+        slot[t->inputs[i]] = 0;
+    for (size_t id = 0; id < V; id++)
+        if (slot[id] == 0) {
+            slot[id] = *count;
+            ids[(*count)++] = (int32_t)id;
         }
-    if (st == VKG_OK)
-        st = vkg_dp_allgather(t->dp, send, rec, all);
-    memset(mark, 0, V);
-    for (int r = 0; r < W && st == VKG_OK; r++) { /* every token any rank saw */
-        const int32_t *rc = (const int32_t *)(all + (size_t)r * rec);
-        for (int32_t i = 0; i < rc[0]; i++)
-            mark[rc[1 + i]] = 1;
+    for (size_t i = 0; i < n; i++) { /* positions in order: each row sums in position order */
+        float *row = rows + (size_t)slot[t->inputs[i]] * C;
+        const float *d = denc + i * C;
+        for (size_t c = 0; c < C; c++)
+            row[c] += d[c];
     }
-    int *pos = calloc((size_t)W, sizeof *pos);
-    VKG_CHECK_GOTO(st, st != VKG_OK || pos, VKG_ERR_NOMEM, done, "no memory for row cursors");
-    for (size_t id = 0; id < V && st == VKG_OK; id++) {
-        if (!mark[id])
-            continue;
-        st = vkg_gpt2_grads_read(m, id * C, C, row); /* wte is the first tensor */
-        for (int r = 0; r < W && st == VKG_OK; r++) {
+    VKG_TRY_GOTO(st, vkg_dp_allgather(t->dp, send, rec, all), done);
+    for (size_t id = 0; id < V; id++) { /* every token any rank saw, ranks in order */
+        float *row = wte + id * C;
+        for (int r = 0; r < W; r++) {
             const int32_t *rc = (const int32_t *)(all + (size_t)r * rec);
             const float *rr = (const float *)(rc + 1 + rmax);
             if (pos[r] < rc[0] && rc[1 + pos[r]] == (int32_t)id) {
@@ -208,48 +207,57 @@ static vkg_status add_embedding_rows(vkg_trainer_t *t)
                 pos[r]++;
             }
         }
-        if (st == VKG_OK)
-            st = vkg_gpt2_grads_write(m, id * C, C, row);
     }
-    free(pos);
 done:
-    free(mark), free(send), free(all), free(row);
+    free(slot), free(send), free(all), free(denc), free(pos);
     return st;
 }
 
+/* The last micro-step with the allreduce overlapped: each bucket is read as soon as the device
+ * has finished it and reduced while the device goes on with the backward pass; every bucket but
+ * the first is handed back at once; the first (wte's classifier gradient) waits for the
+ * embedding rows of the whole job. The trainer's thread is the communication thread: once the
+ * step is submitted it has nothing else to do but wait for buckets and reduce them. */
 vkg_status vkg__dp_backward_overlapped(vkg_trainer_t *t, float *loss)
 {
     vkg_gpt2 *m = t->model;
+    const size_t(*r0)[2];
+    VKG_CHECK(vkg_gpt2_bucket_ranges(m, 0, &r0) > 0 && r0[0][0] == 0, VKG_ERR_STATE,
+              "the first gradient bucket does not start with wte");
     VKG_TRY(vkg_gpt2_forward_backward_submit(m, t->inputs, t->targets));
     finish_watch w = {.model = m};
     pthread_t th;
     int watching = pthread_create(&th, NULL, watch_finish, &w) == 0;
     vkg_status st = VKG_OK;
     double comm = 0.0, end = 0.0;
+    size_t base = 0;
     for (int k = 0; st == VKG_OK && k < vkg_gpt2_bucket_count(m); k++) {
-        const size_t(*r)[2];
-        int nr = vkg_gpt2_bucket_ranges(m, k, &r);
+        float *buf = t->dp_grads + base;
+        size_t n = vkg_gpt2_bucket_floats(m, k);
         st = vkg_gpt2_bucket_wait(m, k);
-        size_t off = 0;
-        for (int i = 0; st == VKG_OK && i < nr; off += r[i][1], i++)
-            st = vkg_gpt2_grads_read(m, r[i][0], r[i][1], t->dp_grads + off);
+        if (st == VKG_OK)
+            st = vkg_gpt2_bucket_read(m, k, buf);
         double t0 = now_ms();
         if (st == VKG_OK)
-            st = vkg_dp_allreduce_grads(t->dp, t->dp_grads, off);
+            st = vkg_dp_allreduce_grads(t->dp, buf, n);
         end = now_ms();
         comm += end - t0;
-        off = 0;
-        for (int i = 0; st == VKG_OK && i < nr; off += r[i][1], i++)
-            st = vkg_gpt2_grads_write(m, r[i][0], r[i][1], t->dp_grads + off);
+        if (st == VKG_OK && k > 0)
+            st = vkg_gpt2_bucket_write(m, k, buf);
+        base += n;
     }
     if (st == VKG_OK)
         st = vkg_gpt2_bucket_finish(m, loss);
     if (st == VKG_OK) {
         double t0 = now_ms();
-        st = add_embedding_rows(t);
+        st = add_embedding_rows(t, t->dp_grads);
         end = now_ms();
         comm += end - t0;
     }
+    if (st == VKG_OK)
+        st = vkg_gpt2_bucket_write(m, 0, t->dp_grads);
+    if (st == VKG_OK)
+        st = vkg_gpt2_bucket_commit(m);
     if (watching)
         pthread_join(th, NULL);
     VKG_TRY(st);

@@ -194,6 +194,7 @@ static vkg_status setup(vkg_trainer_t *t)
     vkg_device_opts dopts = vkg_device_opts_default();
     dopts.select = c->device;
     dopts.validation = c->validation;
+    dopts.force_staging = c->force_staging;
     dopts.profiling = c->profile;
     VKG_TRY(vkg__dp_join(t));
     VKG_TRY(vkg_device_create(&dopts, &t->dev));

@@ -16,7 +16,7 @@ struct vkg_arena {
     VkBuffer buffer;
     VkDeviceMemory memory;
     uint64_t base_addr;
-    void *map; /* non-NULL on unified-memory devices */
+    void *map; /* non-NULL on unified-memory devices and for host arenas */
     size_t size, used;
     char role[32];
 };
@@ -61,7 +61,8 @@ static vkg_status make_buffer(vkg_device_t *dev, size_t bytes, VkBufferUsageFlag
     return VKG_OK;
 }
 
-vkg_status vkg_arena_create(vkg_device_t *dev, size_t bytes, const char *role, vkg_arena **out)
+static vkg_status arena_create(vkg_device_t *dev, size_t bytes, const char *role, int host,
+                               vkg_arena **out)
 {
     vkg_status st = VKG_OK;
     vkg_arena *a = calloc(1, sizeof *a);
@@ -69,24 +70,43 @@ vkg_status vkg_arena_create(vkg_device_t *dev, size_t bytes, const char *role, v
     a->dev = dev;
     a->size = bytes ? bytes : ARENA_ALIGN;
     snprintf(a->role, sizeof a->role, "%s", role ? role : "?");
-    VkBufferUsageFlags usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT |
-                               VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT |
-                               VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
-    st = make_buffer(dev, a->size, usage, dev->mem_type_device, 1, &a->buffer, &a->memory);
+    VkBufferUsageFlags usage = VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+    if (!host)
+        usage |= VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT;
+    st = make_buffer(dev, a->size, usage, host ? dev->mem_type_host : dev->mem_type_device, !host,
+                     &a->buffer, &a->memory);
     if (st != VKG_OK) {
         vkg__error_wrap(st, "arena %s", a->role);
         goto fail;
     }
-    VkBufferDeviceAddressInfo bai = {.sType = VK_STRUCTURE_TYPE_BUFFER_DEVICE_ADDRESS_INFO,
-                                     .buffer = a->buffer};
-    a->base_addr = vkGetBufferDeviceAddress(dev->device, &bai);
-    if (dev->info.unified_memory)
+    if (!host) {
+        VkBufferDeviceAddressInfo bai = {.sType = VK_STRUCTURE_TYPE_BUFFER_DEVICE_ADDRESS_INFO,
+                                         .buffer = a->buffer};
+        a->base_addr = vkGetBufferDeviceAddress(dev->device, &bai);
+    }
+    if (host || dev->info.unified_memory)
         VKG_VK_GOTO(st, vkMapMemory(dev->device, a->memory, 0, VK_WHOLE_SIZE, 0, &a->map), fail);
     *out = a;
     return VKG_OK;
 fail:
     vkg_arena_destroy(&a);
     return st;
+}
+
+vkg_status vkg_arena_create(vkg_device_t *dev, size_t bytes, const char *role, vkg_arena **out)
+{
+    return arena_create(dev, bytes, role, 0, out);
+}
+
+vkg_status vkg_arena_create_host(vkg_device_t *dev, size_t bytes, const char *role,
+                                 vkg_arena **out)
+{
+    return arena_create(dev, bytes, role, 1, out);
+}
+
+void *vkg_arena_host_ptr(const vkg_arena *a)
+{
+    return a->map;
 }
 
 void vkg_arena_destroy(vkg_arena **pa)

@@ -131,6 +131,13 @@ typedef struct vkg_tensor {
 /* Create an arena of `bytes` device memory for one role ("params", "acts", ...). The role names
  * the arena in error messages. */
 vkg_status vkg_arena_create(vkg_device_t *dev, size_t bytes, const char *role, vkg_arena **out);
+/* An arena of host-visible memory, always mapped, for copies between the device and the host
+ * while the device works on other memory (its tensors have no device address: not for shaders). */
+vkg_status vkg_arena_create_host(vkg_device_t *dev, size_t bytes, const char *role,
+                                 vkg_arena **out);
+/* The host mapping of an arena: host arenas, and every arena on unified-memory devices; NULL
+ * otherwise. */
+void *vkg_arena_host_ptr(const vkg_arena *a);
 /* Release the arena (NULL-safe, nulls *pa). Its tensors become invalid. */
 void vkg_arena_destroy(vkg_arena **pa);
 /* Take the next `bytes` (rounded up to 256-byte alignment) as a tensor. VKG_ERR_NOMEM with the
