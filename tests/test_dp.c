@@ -10,6 +10,7 @@
  *    a discrete GPU: bitwise the same), and not overlapped at all;
  *  - 3 ranks with unequal micro-batches (2,1,1) equal 1 rank with B = 4, and (3,2,1) with 2
  *    accumulation steps equal 1 rank with B = 6 and 2 accumulation steps (token weighting);
+ *  - --lr-scale linear|sqrt scales lr by total/base batch (or its root) on 1 and 2 ranks alike;
  *  - a rank whose flags or data differ (another --seq, --rank-batch list, bucket size, or a data
  *    file of the same size with other tokens) is refused on every rank with VKG_ERR_MISMATCH
  *    naming the rank and the field;
@@ -56,6 +57,9 @@ typedef struct job {
     int resume, checkpoint_at_end;
     long long bucket_bytes; /* vkg_train_config.bucket_bytes */
     int staging;            /* devices as if discrete: gradients reach the host by copies */
+    vkg_lr_scale lr_scale;  /* with base_batch (tokens) */
+    long long base_batch;
+    float peak_lr;          /* rank 0's lr after --lr-scale (vkg_trainer_info) */
     /* results (rank 0's, plus every rank's parameters) */
     float loss[STEPS], eval[STEPS];
     long long first_step;
@@ -153,6 +157,7 @@ static void *run_rank(void *p)
         c.rank_batch_count = j->world;
     c.bucket_bytes = odd && j->odd_what == ODD_BUCKETS ? -1 : j->bucket_bytes;
     c.force_staging = j->staging;
+    c.lr_scale = j->lr_scale, c.base_batch = j->base_batch;
     vkg_trainer_t *t = NULL;
     vkg_status st = vkg_trainer_create(&c, &t);
     int n = 0;
@@ -169,6 +174,10 @@ static void *run_rank(void *p)
     if (st == VKG_OK && j->checkpoint_at_end)
         st = vkg_trainer_checkpoint(t, NULL, 0);
     if (st == VKG_OK) {
+        vkg_trainer_info info;
+        vkg_trainer_get_info(t, &info);
+        if (a->rank == 0)
+            j->peak_lr = info.lr;
         j->nparams = vkg_gpt2_param_count(t->model);
         j->nbuckets = vkg_gpt2_bucket_count(t->model);
         j->params[a->rank] = malloc(j->nparams * sizeof(float));
@@ -308,6 +317,39 @@ static void test_unequal_ranks_are_token_weighted(void **state)
     free_job(&one4), free_job(&three), free_job(&one6), free_job(&three6);
 }
 
+/* --lr-scale multiplies lr by total batch / base batch (linear) or its square root (sqrt), on one
+ * rank as on two for the same total batch, and the steps use the scaled lr. */
+static void test_lr_scale(void **state)
+{
+    (void)state;
+    const struct {
+        vkg_lr_scale scale;
+        double factor;
+    } cases[] = {{VKG_LR_SCALE_NONE, 1.0}, {VKG_LR_SCALE_LINEAR, 4.0}, {VKG_LR_SCALE_SQRT, 2.0}};
+    job base = single(4, 4 * T);
+    base.steps = 2;
+    run_job(&base);
+    expect_ok(&base);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        job one = single(4, 4 * T), two = ranks(2, (const int[]){2, 2}, 4 * T);
+        one.steps = two.steps = 2;
+        one.lr_scale = two.lr_scale = cases[i].scale;
+        one.base_batch = two.base_batch = T; /* a quarter of the total batch */
+        run_job(&one), run_job(&two);
+        expect_ok(&one), expect_ok(&two);
+        double want = 3e-3 * cases[i].factor;
+        printf("lr scale %d: peak lr %.6g (1 rank), %.6g (2 ranks), want %.6g\n",
+               (int)cases[i].scale, (double)one.peak_lr, (double)two.peak_lr, want);
+        assert_true(fabs(one.peak_lr - want) <= 1e-6 * want);
+        assert_true(two.peak_lr == one.peak_lr);
+        /* the update uses it: a larger lr moves the parameters further from the same start */
+        if (cases[i].factor > 1.0 && !memcmp(one.params[0], base.params[0], base.nparams * 4))
+            fail_msg("lr scale %d trained exactly like no scaling", (int)cases[i].scale);
+        free_job(&one), free_job(&two);
+    }
+    free_job(&base);
+}
+
 /* Rank 1 differs in one setting: both ranks refuse to train, naming rank 1 and the field. */
 static void expect_refused(int what, const int *batches, const char *field)
 {
@@ -376,6 +418,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_two_ranks_match_one),
         cmocka_unit_test(test_unequal_ranks_are_token_weighted),
+        cmocka_unit_test(test_lr_scale),
         cmocka_unit_test(test_mismatching_rank_is_refused),
         cmocka_unit_test(test_resume_with_another_world_size),
     };

@@ -2,7 +2,10 @@
  * small text file, ranks on loopback (ipc and tcp):
  *  - `launch -n 2` trains: exit 0, every line carries its rank prefix, both ranks report the
  *    data-parallel split and count 2 x B x T tokens per step, only rank 0 logs steps and writes
- *    the checkpoint and log.jsonl;
+ *    the checkpoint and log.jsonl, whose token count covers both ranks; the validation layer is on
+ *    in every rank and reports nothing;
+ *  - `vkgpt train` started twice with only torchrun's, Slurm's or Open MPI's variables (plus
+ *    MASTER_ADDR/MASTER_PORT) trains as 2 ranks over tcp;
  *  - killing rank 1 with SIGKILL mid-training makes launch name the killed rank, stop rank 0 and
  *    exit non-zero within twice the communication timeout (plus start-up slack); the newest
  *    checkpoint stays complete and a relaunch with --resume continues from it to the end.
@@ -12,7 +15,10 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <arpa/inet.h>
 #include <dirent.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -46,7 +52,9 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-static void start(proc *p, const char *const *args)
+/* Start VKGPT_BIN with args; env (NULL-terminated "NAME=value" list, or NULL) is added to the
+ * child's environment. */
+static void start_env(proc *p, const char *const *args, const char *const *env)
 {
     int fds[2];
     assert_int_equal(pipe(fds), 0);
@@ -61,6 +69,8 @@ static void start(proc *p, const char *const *args)
     p->pid = fork();
     assert_true(p->pid >= 0);
     if (p->pid == 0) {
+        for (int i = 0; env && env[i]; i++)
+            putenv((char *)env[i]);
         dup2(fds[1], STDOUT_FILENO), dup2(fds[1], STDERR_FILENO);
         close(fds[0]), close(fds[1]);
         execv(VKGPT_BIN, (char *const *)args);
@@ -69,6 +79,11 @@ static void start(proc *p, const char *const *args)
     close(fds[1]);
     p->fd = fds[0];
     fcntl(p->fd, F_SETFL, O_NONBLOCK);
+}
+
+static void start(proc *p, const char *const *args)
+{
+    start_env(p, args, NULL);
 }
 
 /* Read output for up to wait_s seconds (returns early at EOF); reap the child once it exits. */
@@ -183,7 +198,7 @@ static int count_lines(const char *path)
 #define TRAIN_ARGS                                                                                 \
     "train", "--data", data_path, "--layers", "2", "--heads", "2", "--channels", "32", "--ctx",    \
         "32", "--batch", "2", "--seq", "32", "--lr", "3e-3", "--sample-len", "0",                  \
-        "--comm-timeout", "3"
+        "--comm-timeout", "3", "--validation"
 
 static void test_launch_two_ranks_train(void **state)
 {
@@ -202,6 +217,8 @@ static void test_launch_two_ranks_train(void **state)
     expect_output(&p, "[rank 1] data parallel: rank 1 of 2");
     expect_output(&p, "[rank 0] step 4/4");
     expect_output(&p, "128 tokens per step");
+    expect_output(&p, "[rank 0] validation layer: 0 message(s)");
+    expect_output(&p, "[rank 1] validation layer: 0 message(s)");
     if (strstr(p.out, "[rank 1] step "))
         fail_msg("rank 1 logged steps:\n%s", p.out);
     for (char *line = p.out; *line;) { /* every rank line is prefixed */
@@ -214,7 +231,74 @@ static void test_launch_two_ranks_train(void **state)
     assert_true(file_exists(path));
     snprintf(path, sizeof path, "%s/log.jsonl", ckpt);
     assert_int_equal(count_lines(path), 4);
+    /* the log counts both ranks' tokens: 2 ranks x 2 rows x 32 per step */
+    char first[512] = "";
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    assert_non_null(fgets(first, sizeof first, f));
+    fclose(f);
+    if (!strstr(first, "\"step\":1,") || !strstr(first, "\"tokens\":128,"))
+        fail_msg("log.jsonl's first line does not count 128 tokens at step 1: %s", first);
     free(p.out);
+}
+
+/* A free TCP port on 127.0.0.1 right now. */
+static int free_port(void)
+{
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(s >= 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    assert_int_equal(bind(s, (struct sockaddr *)&a, sizeof a), 0);
+    socklen_t len = sizeof a;
+    assert_int_equal(getsockname(s, (struct sockaddr *)&a, &len), 0);
+    close(s);
+    return ntohs(a.sin_port);
+}
+
+/* `vkgpt train` started twice by hand, as a launcher on two hosts would start it, with only that
+ * launcher's variables (torchrun, Slurm's srun, Open MPI's mpirun) plus MASTER_ADDR/PORT: both
+ * ranks join over tcp, train, and only rank 0 logs steps. */
+static void test_launcher_variables(void **state)
+{
+    (void)state;
+    static const char *const vars[3][3] = {
+        {"RANK", "WORLD_SIZE", "LOCAL_RANK"},
+        {"SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"},
+        {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK"},
+    };
+    for (int l = 0; l < 3; l++) {
+        char env[2][6][96];
+        const char *envp[2][7];
+        int port = free_port();
+        proc p[2];
+        for (int r = 0; r < 2; r++) {
+            snprintf(env[r][0], sizeof env[r][0], "%s=%d", vars[l][0], r);
+            snprintf(env[r][1], sizeof env[r][1], "%s=2", vars[l][1]);
+            snprintf(env[r][2], sizeof env[r][2], "%s=%d", vars[l][2], r);
+            snprintf(env[r][3], sizeof env[r][3], "MASTER_ADDR=127.0.0.1");
+            snprintf(env[r][4], sizeof env[r][4], "MASTER_PORT=%d", port);
+            snprintf(env[r][5], sizeof env[r][5], "VKG_JOB_ID=launcher-test-%d-%d", l, port);
+            for (int i = 0; i < 6; i++)
+                envp[r][i] = env[r][i];
+            envp[r][6] = NULL;
+            const char *args[] = {"vkgpt", TRAIN_ARGS, "--steps", "2", NULL};
+            start_env(&p[r], args, envp[r]);
+        }
+        for (int r = 0; r < 2; r++) {
+            finish(&p[r], 120);
+            printf("%s rank %d:\n%s", vars[l][0], r, p[r].out);
+            if (!WIFEXITED(p[r].status) || WEXITSTATUS(p[r].status) != 0)
+                fail_msg("rank %d started by %s failed (wait status %d)", r, vars[l][0],
+                         p[r].status);
+        }
+        expect_output(&p[0], "data parallel: rank 0 of 2");
+        expect_output(&p[0], "step 2/2");
+        expect_output(&p[1], "data parallel: rank 1 of 2");
+        expect_output(&p[1], "validation layer: 0 message(s)");
+        if (strstr(p[1].out, "step 1/2"))
+            fail_msg("rank 1 logged steps:\n%s", p[1].out);
+        free(p[0].out), free(p[1].out);
+    }
 }
 
 static void kill_rank_and_resume(const char *transport)
@@ -294,6 +378,7 @@ int main(void)
     signal(SIGPIPE, SIG_IGN);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_launch_two_ranks_train),
+        cmocka_unit_test(test_launcher_variables),
         cmocka_unit_test(test_kill_rank_ipc),
         cmocka_unit_test(test_kill_rank_tcp),
     };

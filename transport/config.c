@@ -213,6 +213,14 @@ static vkg_status env_master(vkg_comm_config *cfg, char *const *envp)
         long port;
         VKG_TRY(env_int(envp, "MASTER_PORT", 1, 65535, &port));
         cfg->master_port = (int)port;
+        /* torchrun's agent on rank 0's host keeps its own store listening on MASTER_PORT when it
+         * tells its workers to use it: take the next port */
+        const char *agent = env_get(envp, "TORCHELASTIC_USE_AGENT_STORE");
+        if (cfg->launcher == VKG_COMM_LAUNCH_TORCHRUN && agent && !strcmp(agent, "True")) {
+            VKG_CHECK(port < 65535, VKG_ERR_INVALID_ARG,
+                      "MASTER_PORT 65535 is torchrun's store and leaves no port after it");
+            cfg->master_port = (int)port + 1;
+        }
     } else if (cfg->launcher == VKG_COMM_LAUNCH_SLURM && env_get(envp, "SLURM_JOB_ID")) {
         /* one port per Slurm job, so jobs sharing a node do not collide */
         cfg->master_port = 20000 + (int)(strtoull(env_get(envp, "SLURM_JOB_ID"), NULL, 10) % 20000);

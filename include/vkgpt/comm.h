@@ -131,7 +131,9 @@ void vkg_comm_config_default(vkg_comm_config *cfg);
  * VKG_COMM_BIND_ADDR, VKG_COMM_GENERATION, VKG_COMM_CURVE_KEY (key file from `vkgpt keygen`),
  * VKG_COMM_CURVE_AUTHORIZED (file of public keys). Without MASTER_ADDR a job confined to one host
  * uses 127.0.0.1; without a job id variable the id is derived from the launcher and master
- * address (this separates jobs, it is not a secret). No launcher variables: world_size 1.
+ * address (this separates jobs, it is not a secret). Under torchrun with
+ * TORCHELASTIC_USE_AGENT_STORE=True, torchrun's own store listens on MASTER_PORT, so rank 0
+ * binds MASTER_PORT + 1. No launcher variables: world_size 1.
  * Errors (VKG_ERR_INVALID_ARG) name the variable and its bad value. */
 vkg_status vkg_comm_config_from_env(vkg_comm_config *cfg, char *const *envp);
 

@@ -90,10 +90,17 @@ static int run(vkg_trainer_t *t, const train_opts *o)
     vkg_trainer_info info;
     vkg_trainer_get_info(t, &info);
     printf("device: %s\nmodel: L=%d NH=%d C=%d maxT=%d V=%d (Vp=%d), %zu parameters, %.1f MiB on "
-           "the device\nbatch: %d x %d tokens x %d accumulation = %lld tokens per step\n",
+           "the device\n",
            info.device, info.layers, info.heads, info.channels, info.max_seq_len, info.vocab_size,
-           info.padded_vocab_size, info.num_params, (double)info.device_bytes / 1048576.0,
-           info.batch, info.seq, info.accum_steps, info.total_batch);
+           info.padded_vocab_size, info.num_params, (double)info.device_bytes / 1048576.0);
+    if (info.world_size > 1)
+        printf("batch: %d x %d tokens x %d accumulation, summed over %d ranks (rows %s) = %lld "
+               "tokens per step\n",
+               info.global_batch, info.seq, info.accum_steps, info.world_size, info.rank_batches,
+               info.total_batch);
+    else
+        printf("batch: %d x %d tokens x %d accumulation = %lld tokens per step\n", info.batch,
+               info.seq, info.accum_steps, info.total_batch);
     if (info.world_size > 1)
         printf("data parallel: rank %d of %d, micro-batches %s rows (%d x %d = %lld tokens per "
                "micro-step over all ranks), lr %.3e\n", info.rank, info.world_size,
