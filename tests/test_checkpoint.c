@@ -244,6 +244,16 @@ static void test_newest_complete(void **state)
                      VKG_OK);
     assert_true(step == 20);
     assert_string_equal(latest, sub(f, "ck/step_00000020"));
+    char skipped[600]; /* what was passed over, and why: for the user's warning */
+    vkg_checkpoint_describe_skipped(sub(f, "ck"), step, skipped, sizeof skipped);
+    printf("skipped: %s\n", skipped);
+    assert_non_null(strstr(skipped, "step_00000040 ("));
+    assert_non_null(strstr(skipped, "no DONE"));
+    assert_non_null(strstr(skipped, "step_00000030 ("));
+    assert_non_null(strstr(skipped, "state.bin"));
+    assert_null(strstr(skipped, "step_00000020"));
+    vkg_checkpoint_describe_skipped(sub(f, "ck"), 40, skipped, sizeof skipped);
+    assert_string_equal(skipped, "");
     /* a name without the zero padding counts by its number */
     char from[512];
     snprintf(from, sizeof from, "%s", sub(f, "ck/step_00000010"));
@@ -339,6 +349,14 @@ static void test_refuses_bad_files(void **state)
     assert_int_equal(vkg_checkpoint_find_latest(sub(f, "ck"), latest, sizeof latest, &step),
                      VKG_OK);
     assert_true(step == 2); /* 3..7 broken in their headers, sizes or DONE */
+
+    write_ckpt(f, 8); /* one flipped bit in a parameter of model.bin: state.bin has its CRC */
+    b = slurp(sub(f, "ck/step_00000008/model.bin"), &n);
+    b[1024 + 4 * 33 + 2] ^= 0x04;
+    spit(f->path, b, n);
+    free(b);
+    expect_refused(f, "step_00000008", "model.bin", "checksum");
+    assert_msg_has("state.bin", "corrupted");
 }
 
 static void test_failed_write_keeps_previous(void **state)

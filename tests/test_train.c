@@ -373,6 +373,36 @@ static void test_corrupt_inputs_are_refused(void **state)
     expect_error(vkg_trainer_create(&c, &t), VKG_ERR_FORMAT, stp, "checksum");
     assert_null(t);
 
+    /* The same checkpoint with a good state.bin but one byte of a parameter flipped in
+     * model.bin: state.bin's record of the parameters' checksum catches it. */
+    c.resume = 0;
+    VKG_ASSERT_OK(vkg_trainer_create(&c, &t));
+    VKG_ASSERT_OK(vkg_trainer_step(t, &si));
+    VKG_ASSERT_OK(vkg_trainer_checkpoint(t, NULL, 0)); /* rewrites step 1 whole */
+    vkg_trainer_destroy(&t);
+    f = fopen(path_in(stp, "c_ckpt/step_00000001/model.bin"), "r+b");
+    assert_non_null(f);
+    assert_int_equal(fseek(f, VKG_FILE_HEADER_BYTES + 4 * 500 + 1, SEEK_SET), 0);
+    byte = fgetc(f);
+    assert_int_equal(fseek(f, VKG_FILE_HEADER_BYTES + 4 * 500 + 1, SEEK_SET), 0);
+    fputc(byte ^ 0x01, f);
+    assert_int_equal(fclose(f), 0);
+    c.resume = 1;
+    expect_error(vkg_trainer_create(&c, &t), VKG_ERR_FORMAT, stp, "checksum");
+    assert_null(t);
+
+    /* A model file holding a NaN (as a diverged run would leave): refused, naming the tensor. */
+    c = tiny_config(&p, "c", NULL);
+    size_t qkvw = 0, sizes[VKG_GPT2_NUM_PARAM_TENSORS];
+    vkg_gpt2_param_sizes(&mcfg, sizes);
+    for (int i = 0; i < 4; i++) /* wte, wpe, ln1w, ln1b precede qkvw */
+        qkvw += sizes[i];
+    params[qkvw + 7] = NAN;
+    VKG_ASSERT_OK(vkg_modelfile_write(path_in(bad, "c_nan.bin"), &mcfg, params));
+    c.init_path = bad;
+    expect_error(vkg_trainer_create(&c, &t), VKG_ERR_FORMAT, bad, "parameter 7 of tensor qkvw");
+    assert_null(t);
+
     /* A shard with a bad magic. */
     c = tiny_config(&p, "c", NULL);
     size_t len;
@@ -462,6 +492,12 @@ static void test_crash_mid_checkpoint_resumes_older(void **state)
     vkg_trainer_get_info(t, &info);
     assert_int_equal(info.resumed, 1);
     assert_int_equal(info.start_step, 2);
+    /* and the user is told what was passed over, and why */
+    printf("passed over: %s\n", info.resume_skipped);
+    assert_non_null(strstr(info.resume_skipped, "step_00000005 ("));
+    assert_non_null(strstr(info.resume_skipped, "no DONE"));
+    assert_non_null(strstr(info.resume_skipped, "step_00000004 ("));
+    assert_non_null(strstr(info.resume_skipped, "truncated"));
     run_steps(t, 3, 4, &again);
     expect_no_validation_messages(t);
     vkg_trainer_destroy(&t);

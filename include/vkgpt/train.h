@@ -107,6 +107,7 @@ typedef struct vkg_trainer_info {
     long long total_batch;
     long long start_step, steps; /* resumed runs start past 0 */
     int resumed;
+    char resume_skipped[512]; /* newer checkpoints resume passed over and why ("" when none) */
     int validation_messages;  /* warnings/errors the validation layer reported (validation on) */
     char validation_first[512];
     char log_path[1024], svg_path[1024];

@@ -108,6 +108,9 @@ static int run(vkg_trainer_t *t, const train_opts *o)
                (long long)info.global_batch * info.seq, (double)info.lr);
     if (info.resumed)
         printf("resumed at step %lld\n", info.start_step);
+    if (info.resume_skipped[0])
+        fprintf(stderr, "vkgpt train: warning: --resume passed over newer checkpoints that are "
+                        "incomplete or damaged: %s\n", info.resume_skipped);
     if (info.log_path[0])
         printf("log: %s\n", info.log_path);
     double total_ms = 0.0;

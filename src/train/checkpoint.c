@@ -139,7 +139,10 @@ vkg_status vkg_checkpoint_write(const char *dir, const vkg_gpt2_config *cfg, con
     VKG_TRY(join(file, sd, "model.bin"));
     VKG_TRY(vkg_modelfile_write(file, cfg, params));
     VKG_TRY(join(file, sd, "state.bin"));
-    VKG_TRY(vkg_statefile_write(file, cfg, st, m, v));
+    vkg_checkpoint_state with_crc = *st;
+    with_crc.params_crc = vkg_statefile_crc32_floats(params, vkg_gpt2_num_params(cfg));
+    with_crc.params_crc_set = 1;
+    VKG_TRY(vkg_statefile_write(file, cfg, &with_crc, m, v));
     VKG_TRY(join(file, sd, "DONE"));
     snprintf(done_text, sizeof done_text, "vkgpt checkpoint, step %llu\n",
              (unsigned long long)st->step);
@@ -274,6 +277,29 @@ done:
     return st;
 }
 
+void vkg_checkpoint_describe_skipped(const char *dir, uint64_t step, char *out, size_t cap)
+{
+    entry *e = NULL;
+    size_t n = 0, len = 0;
+    char sd[PATH_CAP];
+    if (!cap)
+        return;
+    out[0] = '\0';
+    if (list_steps(dir, &e, &n) != VKG_OK) {
+        vkg_error_clear();
+        return;
+    }
+    for (size_t i = 0; i < n && e[i].step > step && len + 1 < cap; i++) {
+        if (join(sd, dir, e[i].name) != VKG_OK || check_complete(sd, e[i].step) == VKG_OK)
+            continue;
+        int w = snprintf(out + len, cap - len, "%s%s (%s)", len ? "; " : "", e[i].name,
+                         vkg_error_message());
+        len = w < 0 ? cap : len + (size_t)w;
+    }
+    vkg_error_clear();
+    free(e);
+}
+
 /* ---- loading -------------------------------------------------------------------------------- */
 
 vkg_status vkg_checkpoint_load(const char *ckpt_dir, vkg_checkpoint *out)
@@ -292,6 +318,14 @@ vkg_status vkg_checkpoint_load(const char *ckpt_dir, vkg_checkpoint *out)
     VKG_TRY_GOTO(
         st, vkg_statefile_read(state, &sc, &out->state, &out->num_params, &out->m, &out->v), fail);
     VKG_TRY_GOTO(st, check_same_config(state, &sc, model, &out->cfg), fail);
+    if (out->state.params_crc_set) {
+        uint32_t crc = vkg_statefile_crc32_floats(out->params, out->num_params);
+        VKG_CHECK_GOTO(st, crc == out->state.params_crc, VKG_ERR_FORMAT, fail,
+                       "%s: its parameters do not match the checksum %s records for them "
+                       "(CRC-32 %08lx, recorded %08lx): the model file is corrupted or from "
+                       "another checkpoint",
+                       model, state, (unsigned long)crc, (unsigned long)out->state.params_crc);
+    }
     return VKG_OK;
 fail:
     vkg_checkpoint_deinit(out);

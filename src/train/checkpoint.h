@@ -19,7 +19,10 @@
  *   32-33 step (u64, optimizer steps done)  34-35 tokens trained on (u64)
  *   36-43 rng[4] (u64 each)
  *   44-53 data position: epoch, batch, num_batches, shuffle, seed (u64 each)
- *   54-55 number of parameters n (u64)      all other slots 0 (reserved)
+ *   54-55 number of parameters n (u64)
+ *   56 CRC-32 of model.bin's parameters (their little-endian float32 bytes, as in the file)
+ *   57 1 when slot 56 is set (0 in files written before it existed: not checked)
+ *   all other slots 0 (reserved)
  * then m float32[n], v float32[n] (table order, as the parameters), then a uint32 CRC-32 (the
  * IEEE/zlib polynomial, as zlib's crc32() or Python's zlib.crc32) of every preceding byte of the
  * file. The file is exactly 1024 + 8n + 4 bytes.
@@ -64,6 +67,8 @@ typedef struct vkg_checkpoint_state {
     uint64_t tokens;                      /* tokens trained on so far */
     uint64_t rng[VKG_CHECKPOINT_NUM_RNG]; /* generator states (vkg_rng.state), unused ones 0 */
     vkg_data_pos data_pos;                /* the training loader's position */
+    uint32_t params_crc;     /* CRC-32 of the parameters' file bytes (set by vkg_checkpoint_write) */
+    uint32_t params_crc_set; /* 1 when params_crc is known */
 } vkg_checkpoint_state;
 
 /* A loaded checkpoint. */
@@ -102,6 +107,9 @@ vkg_status vkg_statefile_write(const char *path, const vkg_gpt2_config *cfg,
 vkg_status vkg_statefile_read(const char *path, vkg_gpt2_config *cfg, vkg_checkpoint_state *st,
                               size_t *num_params, float **m, float **v);
 
+/* CRC-32 of n floats as little-endian bytes (the body of an fp32 model file). */
+uint32_t vkg_statefile_crc32_floats(const float *x, size_t n);
+
 /* ---- checkpoint directories (checkpoint.c) ---- */
 
 /* Write the checkpoint for st->step under dir (created, with missing parents, when absent):
@@ -124,9 +132,14 @@ vkg_status vkg_checkpoint_write(const char *dir, const vkg_gpt2_config *cfg, con
  * VKG_ERR_IO when dir cannot be read. */
 vkg_status vkg_checkpoint_find_latest(const char *dir, char *path_out, size_t cap, uint64_t *step);
 
+/* After vkg_checkpoint_find_latest chose `step`: describe the newer step directories it skipped
+ * and why ("step_00000012 (state.bin: ... truncated ...)"), in out (cap bytes; "" when none). */
+void vkg_checkpoint_describe_skipped(const char *dir, uint64_t step, char *out, size_t cap);
+
 /* Load the checkpoint directory ckpt_dir (a step_<n> directory) into *out, allocating its arrays
  * (free with vkg_checkpoint_deinit). It must hold DONE; model.bin and state.bin are fully read and
- * validated (sizes, versions, checksum) and must describe the same configuration. Errors:
+ * validated (sizes, versions, the state file's checksum, and the parameters against the checksum
+ * the state file records for them) and must describe the same configuration. Errors:
  * VKG_ERR_FORMAT naming the file and what was wrong (no DONE, truncated, corrupted, foreign,
  * wrong version, model/state configuration mismatch), VKG_ERR_IO, VKG_ERR_NOMEM. On error *out is
  * left empty. */

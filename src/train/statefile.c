@@ -67,6 +67,30 @@ static uint32_t crc32_update(const crc32_tab *c, uint32_t crc, const void *data,
     return ~crc;
 }
 
+uint32_t vkg_statefile_crc32_floats(const float *x, size_t n)
+{
+    crc32_tab *tab = malloc(sizeof *tab);
+    if (!tab)
+        return 0; /* callers compare: a wrong 0 is reported as a mismatch, never hidden */
+    crc32_init(tab);
+    uint32_t crc = 0;
+    unsigned char buf[HOST_BIG_ENDIAN ? CHUNK_FLOATS * 4 : 1];
+    for (size_t done = 0; done < n;) {
+        size_t k = n - done < CHUNK_FLOATS ? n - done : CHUNK_FLOATS;
+        const void *bytes = x + done;
+        for (size_t i = 0; HOST_BIG_ENDIAN && i < k; i++) {
+            uint32_t u;
+            memcpy(&u, x + done + i, 4);
+            wr32(buf + 4 * i, u);
+            bytes = buf;
+        }
+        crc = crc32_update(tab, crc, bytes, k * 4);
+        done += k;
+    }
+    free(tab);
+    return crc;
+}
+
 /* ---- the header, one table ------------------------------------------------------------------ */
 
 /* Everything the header holds besides magic, version and the parameter count. */
@@ -116,6 +140,8 @@ static const field FIELDS[] = {
     F(48, 8, 1, st.data_pos.num_batches),
     F(50, 8, 1, st.data_pos.shuffle),
     F(52, 8, 1, st.data_pos.seed),
+    F(56, 4, 1, st.params_crc),
+    F(57, 4, 1, st.params_crc_set),
 };
 #undef F
 #define NUM_FIELDS (sizeof FIELDS / sizeof FIELDS[0])

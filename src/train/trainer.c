@@ -113,6 +113,20 @@ static void find_marked_complete(const char *dir, char *name, size_t cap)
     closedir(d);
 }
 
+/* A loaded model must hold only finite parameters: a NaN or infinity would poison every step. */
+static vkg_status check_finite(const char *path, const float *params, const vkg_gpt2_config *cfg)
+{
+    size_t sizes[VKG_GPT2_NUM_PARAM_TENSORS], at = 0;
+    vkg_gpt2_param_sizes(cfg, sizes);
+    for (int i = 0; i < VKG_GPT2_NUM_PARAM_TENSORS; at += sizes[i], i++)
+        for (size_t k = 0; k < sizes[i]; k++)
+            VKG_CHECK(isfinite(params[at + k]), VKG_ERR_FORMAT,
+                      "%s: parameter %zu of tensor %s is %g: the model holds non-finite values "
+                      "(a diverged run or a corrupted file)",
+                      path, k, vkg_gpt2_param_name(i), (double)params[at + k]);
+    return VKG_OK;
+}
+
 /* Model config, parameters and (when resuming) moments and state. Resuming from a folder without
  * a complete checkpoint starts afresh, unless some checkpoint there is marked complete (DONE) yet
  * unusable: that is corruption, refused rather than silently restarted (which would also wipe
@@ -128,11 +142,13 @@ static vkg_status load_model(vkg_trainer_t *t, float **params, vkg_checkpoint *c
         vkg_status st = vkg_checkpoint_find_latest(t->ckpt_dir, path, sizeof path, &step);
         if (st == VKG_OK) {
             VKG_TRY(vkg_checkpoint_load(path, ck));
+            vkg_checkpoint_describe_skipped(t->ckpt_dir, step, t->resume_skipped,
+                                            sizeof t->resume_skipped);
             t->mcfg = ck->cfg;
             *params = ck->params;
             ck->params = NULL;
             t->resumed = 1;
-            return VKG_OK;
+            return check_finite(path, *params, &t->mcfg);
         }
         if (st != VKG_ERR_NOT_FOUND)
             return st;
@@ -146,7 +162,8 @@ static vkg_status load_model(vkg_trainer_t *t, float **params, vkg_checkpoint *c
     if (c->init_path) {
         int version = 0;
         VKG_TRY(vkg_modelfile_read_header(c->init_path, &t->mcfg, &version));
-        return vkg_modelfile_read(c->init_path, &t->mcfg, params);
+        VKG_TRY(vkg_modelfile_read(c->init_path, &t->mcfg, params));
+        return check_finite(c->init_path, *params, &t->mcfg);
     }
     int V = c->vocab_size ? c->vocab_size : (t->tok ? vkg_tokenizer_vocab_size(t->tok) : 0);
     VKG_CHECK(V > 0, VKG_ERR_INVALID_ARG, "no vocabulary size: give --vocab or a tokenizer");
@@ -327,6 +344,7 @@ void vkg_trainer_get_info(const vkg_trainer_t *t, vkg_trainer_info *info)
     info->batch = t->mopts.B, info->seq = t->mopts.T, info->accum_steps = t->mopts.accum_steps;
     info->total_batch = (long long)t->hp.total_batch;
     info->start_step = t->start_step, info->steps = t->cfg.steps, info->resumed = t->resumed;
+    snprintf(info->resume_skipped, sizeof info->resume_skipped, "%s", t->resume_skipped);
     const char *first = "";
     info->validation_messages = vkg_device_validation_messages(t->dev, &first);
     snprintf(info->validation_first, sizeof info->validation_first, "%.500s", first);

@@ -27,6 +27,7 @@ struct vkg_trainer {
     long long start_step;
     uint64_t tokens;
     int resumed;
+    char resume_skipped[512]; /* newer checkpoints --resume passed over, and why ("" none) */
     int32_t *inputs, *targets; /* (B, T) */
     char ckpt_dir[1024];
     struct vkg_dp *dp;   /* data parallelism (src/parallel); world size 1 alone */
