@@ -183,19 +183,16 @@ static void *run_rank(void *p)
         j->params[a->rank] = malloc(j->nparams * sizeof(float));
         st = j->params[a->rank] ? vkg_trainer_get_params(t, j->params[a->rank]) : VKG_ERR_NOMEM;
     }
-    if (st == VKG_OK) {
-        const char *first = NULL;
-        int msgs = vkg_device_validation_messages(t->dev, &first);
-        if (msgs) {
-            snprintf(j->err[a->rank], sizeof j->err[a->rank], "%d validation messages: %s", msgs,
-                     first);
-            st = VKG_ERR_VULKAN;
-        }
-    } else {
+    if (st != VKG_OK)
         snprintf(j->err[a->rank], sizeof j->err[a->rank], "%s", vkg_error_message());
+    char first[1024]; /* messages over the trainer's life, its device's destruction included */
+    int msgs = vkg_trainer_destroy_report(&t, first, sizeof first);
+    if (st == VKG_OK && msgs) {
+        snprintf(j->err[a->rank], sizeof j->err[a->rank], "%d validation messages: %.400s",
+                 msgs, first);
+        st = VKG_ERR_VULKAN;
     }
     j->st[a->rank] = st;
-    vkg_trainer_destroy(&t);
     return NULL;
 }
 

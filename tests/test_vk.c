@@ -12,13 +12,15 @@
 
 #include "gpu_fixture.h"
 #include "ops/ops.h"
+#include "vk/instance.h"
 
 static void test_list_has_a_suitable_device(void **state)
 {
     (void)state;
     vkg_device_info *infos = NULL;
-    int n = 0;
-    VKG_ASSERT_OK(vkg_device_list(&infos, &n));
+    int n = 0, msgs = -1;
+    VKG_ASSERT_OK(vkg__device_list(1, &infos, &n, &msgs)); /* vkg_device_list, layer on */
+    assert_int_equal(msgs, 0);
     assert_true(n >= 1);
     int suitable = 0;
     for (int i = 0; i < n; i++) {
@@ -40,6 +42,7 @@ static void test_select_missing_device_fails_clearly(void **state)
     (void)state;
     vkg_device_opts opts = vkg_device_opts_default();
     vkg_device_t *dev = NULL;
+    opts.validation = 1;
     opts.select = "4096";
     assert_int_equal(vkg_device_create(&opts, &dev), VKG_ERR_NOT_FOUND);
     assert_null(dev);
@@ -59,14 +62,16 @@ static void test_select_by_index_and_name(void **state)
     snprintf(fragment, sizeof fragment, "%.4s", info->name);
     vkg_device_opts opts = vkg_device_opts_default();
     vkg_device_t *dev = NULL;
+    char first[1024];
+    opts.validation = 1;
     opts.select = index;
     VKG_ASSERT_OK(vkg_device_create(&opts, &dev));
     assert_string_equal(vkg_device_get_info(dev)->name, info->name);
-    vkg_device_destroy(&dev);
+    assert_int_equal(vkg_device_destroy_report(&dev, first, sizeof first), 0);
     assert_null(dev);
     opts.select = fragment;
     VKG_ASSERT_OK(vkg_device_create(&opts, &dev));
-    vkg_device_destroy(&dev);
+    assert_int_equal(vkg_device_destroy_report(&dev, first, sizeof first), 0);
     vkg_device_destroy(&dev); /* NULL-safe */
 }
 
@@ -217,15 +222,36 @@ static void test_staging_path(void **state)
     float part[3];
     VKG_ASSERT_OK(vkg_tensor_read(dev, t, (n - 3) * 4, part, sizeof part));
     assert_true(part[2] == host[n - 1] * 0.5f);
-    const char *first;
-    int msgs = vkg_device_validation_messages(dev, &first);
-    if (msgs)
-        fail_msg("validation: %s", first);
     free(host);
     free(back);
     vkg_cmd_destroy(&c);
     vkg_arena_destroy(&a);
-    vkg_device_destroy(&dev);
+    char first[1024];
+    int msgs = vkg_device_destroy_report(&dev, first, sizeof first);
+    if (msgs)
+        fail_msg("validation: %s", first);
+}
+
+/* Messages the layer gives while the device is destroyed (an object left behind) are counted:
+ * the report at destruction must bite. */
+static void test_leak_is_reported_at_destroy(void **state)
+{
+    (void)state;
+    vkg_device_opts opts = vkg_device_opts_default();
+    opts.select = getenv("VKGPT_DEVICE");
+    opts.validation = 1;
+    vkg_device_t *dev = NULL;
+    VKG_ASSERT_OK(vkg_device_create(&opts, &dev));
+    VkSemaphoreCreateInfo sci = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO};
+    VkSemaphore leaked = VK_NULL_HANDLE;
+    assert_int_equal(vkCreateSemaphore(dev->device, &sci, NULL, &leaked), VK_SUCCESS);
+    assert_int_equal(vkg_device_validation_messages(dev, NULL), 0);
+    char first[1024];
+    int msgs = vkg_device_destroy_report(&dev, first, sizeof first);
+    printf("at destroy: %d message(s); first: %s\n", msgs, first);
+    assert_null(dev);
+    assert_true(msgs > 0);
+    assert_non_null(strstr(first, "VkSemaphore"));
 }
 
 /* The validation hook must bite: an invalid call (a zero-sized buffer) is reported and counted. */
@@ -264,6 +290,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_timestamps, vkg_gpu_setup, vkg_gpu_teardown),
         cmocka_unit_test_setup_teardown(test_bad_op_arguments, vkg_gpu_setup, vkg_gpu_teardown),
         cmocka_unit_test(test_staging_path),
+        cmocka_unit_test(test_leak_is_reported_at_destroy),
         cmocka_unit_test_setup_teardown(test_validation_hook_reports_misuse, vkg_gpu_setup,
                                         vkg_gpu_teardown),
     };

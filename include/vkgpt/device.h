@@ -66,6 +66,10 @@ vkg_status vkg_device_create(const vkg_device_opts *opts, vkg_device_t **out);
 /* Wait for the device to go idle, release everything. NULL-safe; sets *pdev to NULL. Tensors,
  * arenas and command lists of the device must have been destroyed first. */
 void vkg_device_destroy(vkg_device_t **pdev);
+/* vkg_device_destroy that also returns the validation layer's messages over the device's whole
+ * life, including those it reports while the device is destroyed (objects left undestroyed),
+ * and copies the first one to first (cap bytes, may be NULL/0). 0 when validation is off. */
+int vkg_device_destroy_report(vkg_device_t **pdev, char *first, size_t cap);
 
 /* The description of an open device. */
 const vkg_device_info *vkg_device_get_info(const vkg_device_t *dev);

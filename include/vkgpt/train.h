@@ -134,6 +134,10 @@ typedef struct vkg_step_info {
  * that does not divide, corrupt files, tokens outside the vocabulary, ...). */
 vkg_status vkg_trainer_create(const vkg_train_config *cfg, vkg_trainer_t **out);
 void vkg_trainer_destroy(vkg_trainer_t **pt);
+/* vkg_trainer_destroy that returns the validation layer's messages over the trainer's whole life
+ * (cfg->validation on), those reported while its device is destroyed included, and copies the
+ * first to first (cap bytes, may be NULL/0). */
+int vkg_trainer_destroy_report(vkg_trainer_t **pt, char *first, size_t cap);
 void vkg_trainer_get_info(const vkg_trainer_t *t, vkg_trainer_info *info);
 /* 1 when every configured step has run. */
 int vkg_trainer_done(const vkg_trainer_t *t);

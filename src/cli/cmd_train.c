@@ -155,15 +155,6 @@ static int run(vkg_trainer_t *t, const train_opts *o)
         printf("loss curve: %s\n", info.svg_path);
     if (o->sample_len > 0 && !stop)
         rc = show_sample(t, o, o->cfg.seed, 0);
-    vkg_trainer_get_info(t, &info);
-    if (rc == 0 && o->cfg.validation) {
-        printf("validation layer: %d message(s)\n", info.validation_messages);
-        if (info.validation_messages) {
-            fprintf(stderr, "vkgpt train: the validation layer reported: %s\n",
-                    info.validation_first);
-            rc = 1;
-        }
-    }
     return rc;
 }
 
@@ -243,6 +234,14 @@ int vkg_cli_train(int argc, char **argv)
         return st == VKG_ERR_INVALID_ARG || st == VKG_ERR_NOT_FOUND ? 2 : 1;
     }
     rc = run(t, &o);
-    vkg_trainer_destroy(&t);
+    char first[1024];
+    int msgs = vkg_trainer_destroy_report(&t, first, sizeof first);
+    if (c->validation) { /* counted to the end: the device's destruction reports leaks */
+        printf("validation layer: %d message(s)\n", msgs);
+        if (msgs) {
+            fprintf(stderr, "vkgpt train: the validation layer reported: %s\n", first);
+            rc = rc ? rc : 1;
+        }
+    }
     return rc;
 }

@@ -315,9 +315,16 @@ vkg_status vkg_trainer_create(const vkg_train_config *cfg, vkg_trainer_t **out)
 
 void vkg_trainer_destroy(vkg_trainer_t **pt)
 {
+    vkg_trainer_destroy_report(pt, NULL, 0);
+}
+
+int vkg_trainer_destroy_report(vkg_trainer_t **pt, char *first, size_t cap)
+{
     vkg_trainer_t *t = pt ? *pt : NULL;
+    if (first && cap)
+        first[0] = '\0';
     if (!t)
-        return;
+        return 0;
     vkg_dp_destroy(&t->dp, t->failed);
     free(t->dp_grads);
     vkg_metrics_destroy(&t->metrics);
@@ -325,11 +332,12 @@ void vkg_trainer_destroy(vkg_trainer_t **pt)
     vkg_data_destroy(&t->train);
     vkg_gpt2_destroy(&t->model);
     vkg_tokenizer_destroy(&t->tok);
-    vkg_device_destroy(&t->dev);
+    int n = vkg_device_destroy_report(&t->dev, first, cap);
     free(t->inputs);
     free(t->targets);
     free(t);
     *pt = NULL;
+    return n;
 }
 
 void vkg_trainer_get_info(const vkg_trainer_t *t, vkg_trainer_info *info)

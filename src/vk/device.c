@@ -235,9 +235,16 @@ fail:
 
 void vkg_device_destroy(vkg_device_t **pdev)
 {
+    vkg_device_destroy_report(pdev, NULL, 0);
+}
+
+int vkg_device_destroy_report(vkg_device_t **pdev, char *first, size_t cap)
+{
     vkg_device_t *dev = pdev ? *pdev : NULL;
+    if (first && cap)
+        first[0] = '\0';
     if (!dev)
-        return;
+        return 0;
     if (dev->device) {
         vkDeviceWaitIdle(dev->device);
         vkg__kernels_release(dev);
@@ -251,11 +258,15 @@ void vkg_device_destroy(vkg_device_t **pdev)
             vkDestroySemaphore(dev->device, dev->timeline, NULL);
         if (dev->pool)
             vkDestroyCommandPool(dev->device, dev->pool, NULL);
-        vkDestroyDevice(dev->device, NULL);
+        vkDestroyDevice(dev->device, NULL); /* the layer reports leaked objects here */
     }
+    int n = atomic_load(&dev->validation_count);
+    if (n && first && cap)
+        snprintf(first, cap, "%s", dev->validation_first);
     vkg__instance_destroy(dev->instance, dev->messenger);
     free(dev);
     *pdev = NULL;
+    return n;
 }
 
 const vkg_device_info *vkg_device_get_info(const vkg_device_t *dev)

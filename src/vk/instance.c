@@ -305,9 +305,20 @@ vkg_status vkg__physical_devices(VkInstance instance, VkPhysicalDevice **out, ui
 
 vkg_status vkg_device_list(vkg_device_info **out, int *count)
 {
+    return vkg__device_list(0, out, count, NULL);
+}
+
+vkg_status vkg__device_list(int validation, vkg_device_info **out, int *count, int *messages)
+{
     VkInstance instance;
     VkDebugUtilsMessengerEXT messenger;
-    VKG_TRY(vkg__instance_create(0, NULL, &instance, &messenger));
+    vkg_device_t *counter = validation ? calloc(1, sizeof *counter) : NULL;
+    VKG_CHECK(!validation || counter, VKG_ERR_NOMEM, "no memory for a message counter");
+    vkg_status cs = vkg__instance_create(validation, counter, &instance, &messenger);
+    if (cs != VKG_OK) {
+        free(counter);
+        return cs;
+    }
     VkPhysicalDevice *phys = NULL;
     uint32_t n = 0;
     vkg_status st = vkg__physical_devices(instance, &phys, &n);
@@ -321,6 +332,9 @@ vkg_status vkg_device_list(vkg_device_info **out, int *count)
     }
     free(phys);
     vkg__instance_destroy(instance, messenger);
+    if (messages)
+        *messages = counter ? atomic_load(&counter->validation_count) : 0;
+    free(counter);
     if (st == VKG_OK) {
         *out = infos;
         *count = (int)n;

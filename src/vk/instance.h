@@ -13,5 +13,8 @@ vkg_status vkg__instance_create(int validation, vkg_device_t *dev, VkInstance *o
 void vkg__instance_destroy(VkInstance instance, VkDebugUtilsMessengerEXT messenger);
 /* All physical devices; *out is malloc'd. */
 vkg_status vkg__physical_devices(VkInstance instance, VkPhysicalDevice **out, uint32_t *count);
+/* vkg_device_list, with the validation layer on when validation is set: *messages (may be NULL)
+ * gets the number of warnings and errors it reported while listing. */
+vkg_status vkg__device_list(int validation, vkg_device_info **out, int *count, int *messages);
 
 #endif
