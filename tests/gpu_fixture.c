@@ -78,14 +78,45 @@ int vkg_gpu_teardown(void **state)
     return 0;
 }
 
+static vkg_tensor guard_of(vkg_tensor t)
+{
+    t.addr += t.bytes, t.offset += t.bytes;
+    t.bytes = VKG_GPU_GUARD * sizeof(float);
+    return t;
+}
+
 vkg_tensor vkg_gpu_upload(vkg_gpu *g, const void *src, size_t bytes)
 {
     vkg_tensor t;
-    VKG_ASSERT_OK(vkg_arena_alloc(g->arena, bytes ? bytes : 4, &t));
+    float guard[VKG_GPU_GUARD];
+    for (int i = 0; i < VKG_GPU_GUARD; i++)
+        guard[i] = NAN;
+    VKG_ASSERT_OK(vkg_arena_alloc(g->arena, bytes + sizeof guard, &t));
     t.bytes = bytes;
     if (src)
         VKG_ASSERT_OK(vkg_tensor_write(g->dev, t, 0, src, bytes));
+    VKG_ASSERT_OK(vkg_tensor_write(g->dev, guard_of(t), 0, guard, sizeof guard));
     return t;
+}
+
+int vkg_gpu_guard_intact(vkg_gpu *g, vkg_tensor t, int *first_bad)
+{
+    float tail[VKG_GPU_GUARD];
+    VKG_ASSERT_OK(vkg_tensor_read(g->dev, guard_of(t), 0, tail, sizeof tail));
+    for (int i = 0; i < VKG_GPU_GUARD; i++)
+        if (!isnan(tail[i])) {
+            *first_bad = i;
+            return 0;
+        }
+    return 1;
+}
+
+void vkg_gpu_expect_guard(vkg_gpu *g, const char *what, vkg_tensor t)
+{
+    int bad = -1;
+    if (!vkg_gpu_guard_intact(g, t, &bad))
+        fail_msg("%s: written past its end: float %d after the tensor (%zu bytes) was changed",
+                 what, bad, t.bytes);
 }
 
 vkg_tensor vkg_gpu_poisoned(vkg_gpu *g, size_t n)
@@ -122,6 +153,7 @@ vkg_test_cmp vkg_gpu_expect(vkg_gpu *g, const char *what, vkg_tensor t, const fl
     if (!ok)
         fail_msg("%s differs from the reference: rel_l2 %.3g > %.3g or %zu non-finite", what,
                  cmp.rel_l2, bound, cmp.nonfinite);
+    vkg_gpu_expect_guard(g, what, t);
     print_message("    %-34s n=%-8zu rel_l2 %.3g  max_abs %.3g\n", what, n, cmp.rel_l2,
                   cmp.max_abs);
     return cmp;

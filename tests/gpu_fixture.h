@@ -1,6 +1,7 @@
 /* GPU test fixture: opens the Vulkan device (VKGPT_DEVICE or the first suitable one) with the
  * Khronos validation layer on, gives each test a fresh arena and command list, and fails the test
- * when the validation layer reported anything. Also upload/download/poison helpers. */
+ * when the validation layer reported anything. Also upload/download/poison helpers; every tensor
+ * they allocate is followed by a NaN guard that output checks verify. */
 #ifndef VKG_GPU_FIXTURE_H
 #define VKG_GPU_FIXTURE_H
 
@@ -24,15 +25,24 @@ int vkg_gpu_group_teardown(void **state);
 int vkg_gpu_setup(void **state);
 int vkg_gpu_teardown(void **state);
 
-/* Allocate a tensor of `bytes` and fill it from host memory (src may be NULL: left as is). */
+/* Floats of NaN placed after every tensor the fixture allocates: a shader writing past the end
+ * of an output is caught when the output is checked. */
+#define VKG_GPU_GUARD 64
+/* Allocate a tensor of `bytes` (followed by the NaN guard) and fill it from host memory (src may
+ * be NULL: left as is). */
 vkg_tensor vkg_gpu_upload(vkg_gpu *g, const void *src, size_t bytes);
+/* 1 when t's guard is still all NaN; else 0 with the first changed float's index. */
+int vkg_gpu_guard_intact(vkg_gpu *g, vkg_tensor t, int *first_bad);
+/* Fail the test (naming what) when anything after t was written: its guard must still be NaN. */
+void vkg_gpu_expect_guard(vkg_gpu *g, const char *what, vkg_tensor t);
 /* Allocate a tensor of n floats filled with NaN, so unwritten outputs are caught. */
 vkg_tensor vkg_gpu_poisoned(vkg_gpu *g, size_t n);
 /* Read n floats (or bytes/4 int32) of t into host memory. */
 void vkg_gpu_download(vkg_gpu *g, vkg_tensor t, void *dst, size_t bytes);
 /* Download n floats of t and compare them with ref under a relative-L2 bound (vkg_test_compare):
  * fails the test, naming `what`, the errors and the first bad index, on a mismatch or any
- * non-finite element; otherwise prints the measured error for the record and returns it. */
+ * non-finite element, or when t's guard was overwritten; otherwise prints the measured error for
+ * the record and returns it. */
 vkg_test_cmp vkg_gpu_expect(vkg_gpu *g, const char *what, vkg_tensor t, const float *ref,
                             size_t n, double bound);
 /* vkg_gpu_expect at the shader bound VKG_TEST_REL_BOUND. */

@@ -1,7 +1,8 @@
 /* The shader checker must bite. A correct GPU result is compared against deliberately corrupted
  * references (one element off by 5%, a forgotten bias, a transposed weight) and the
  * comparison must fail and point at the right element; an output the shader never writes stays
- * NaN (poisoned) and must be reported as non-finite. The uncorrupted reference must pass. */
+ * NaN (poisoned) and must be reported as non-finite; a write past an output's end must be caught
+ * by the NaN guard after it. The uncorrupted reference must pass. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -100,6 +101,23 @@ static void test_unwritten_output_is_found(void **state)
     assert_int_equal(cmp.first_bad, (size_t)(N - 1) * OC);
 }
 
+/* A write one float past an output's end (a shader told its size wrongly) lands in the fixture's
+ * NaN guard, which the output check then reports; an untouched guard passes. */
+static void test_write_past_the_end_is_found(void **state)
+{
+    vkg_gpu *g = *state;
+    vkg_tensor out = vkg_gpu_poisoned(g, N), wider = out;
+    wider.bytes += 3 * sizeof(float); /* the tensor and the first three guard floats */
+    VKG_ASSERT_OK(vkg_op_fill(g->cmd, out, N, 1.0f));
+    vkg_gpu_run(g);
+    int bad = -1;
+    assert_true(vkg_gpu_guard_intact(g, out, &bad));
+    VKG_ASSERT_OK(vkg_op_fill(g->cmd, wider, N + 2, 1.0f));
+    vkg_gpu_run(g);
+    assert_false(vkg_gpu_guard_intact(g, out, &bad));
+    assert_int_equal(bad, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -107,6 +125,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_one_corrupted_element_is_found, vkg_gpu_setup,
                                         vkg_gpu_teardown),
         cmocka_unit_test_setup_teardown(test_wrong_reference_math_is_found, vkg_gpu_setup,
+                                        vkg_gpu_teardown),
+        cmocka_unit_test_setup_teardown(test_write_past_the_end_is_found, vkg_gpu_setup,
                                         vkg_gpu_teardown),
         cmocka_unit_test_setup_teardown(test_unwritten_output_is_found, vkg_gpu_setup,
                                         vkg_gpu_teardown),
