@@ -1,6 +1,7 @@
 /* `vkgpt bench ops`: times each op's dispatches with timestamp queries, per op and shape,
  * including GPT-2 124M's shapes at B=4, T=64, and prints ms, GFLOP/s and GB/s; matmul rows also
- * show OpenBLAS sgemm on the same shape and cores, measured in the same run, as a ratio.
+ * show OpenBLAS sgemm on the same shape and cores, measured in the same run, as a ratio (the
+ * backward as its two accumulating products, dinp and dweight; the bias sum is not counted).
  * Inputs are random; results are not checked here (the tests do that). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +36,7 @@ static const op_shape shapes[] = {
     {"matmul_fwd", "gpt2 classifier", 256, 768, 50304},
     {"matmul_bwd", "4096x768x768", 4096, 768, 768},
     {"matmul_bwd", "gpt2 qkv", 256, 768, 2304},
+    {"matmul_bwd", "gpt2 attproj", 256, 768, 768},
     {"matmul_bwd", "gpt2 fc", 256, 768, 3072},
     {"matmul_bwd", "gpt2 fcproj", 256, 3072, 768},
     {"matmul_bwd", "gpt2 classifier", 256, 768, 50304},
@@ -354,6 +356,8 @@ int vkg_cli_bench_ops(int argc, char **argv)
             double blas = -1.0;
             if (!strcmp(s->op, "matmul_fwd") && vkg_bench_blas_available())
                 blas = vkg_bench_sgemm_ms(s->N, s->OC, s->C, iters);
+            else if (!strcmp(s->op, "matmul_bwd") && vkg_bench_blas_available())
+                blas = vkg_bench_sgemm_bwd_ms(s->N, s->C, s->OC, iters);
             if (blas > 0)
                 printf(" %12.3f %8.3f\n", blas, blas / ms);
             else

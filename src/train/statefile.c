@@ -67,29 +67,6 @@ static uint32_t crc32_update(const crc32_tab *c, uint32_t crc, const void *data,
     return ~crc;
 }
 
-uint32_t vkg_statefile_crc32_floats(const float *x, size_t n)
-{
-    crc32_tab *tab = malloc(sizeof *tab);
-    if (!tab)
-        return 0; /* callers compare: a wrong 0 is reported as a mismatch, never hidden */
-    crc32_init(tab);
-    uint32_t crc = 0;
-    unsigned char buf[HOST_BIG_ENDIAN ? CHUNK_FLOATS * 4 : 1];
-    for (size_t done = 0; done < n;) {
-        size_t k = n - done < CHUNK_FLOATS ? n - done : CHUNK_FLOATS;
-        const void *bytes = x + done;
-        for (size_t i = 0; HOST_BIG_ENDIAN && i < k; i++) {
-            uint32_t u;
-            memcpy(&u, x + done + i, 4);
-            wr32(buf + 4 * i, u);
-            bytes = buf;
-        }
-        crc = crc32_update(tab, crc, bytes, k * 4);
-        done += k;
-    }
-    free(tab);
-    return crc;
-}
 
 /* ---- the header, one table ------------------------------------------------------------------ */
 
@@ -199,7 +176,7 @@ typedef struct state_write_ctx {
     crc32_tab crc;
 } state_write_ctx;
 
-/* Write n floats little-endian, folding their file bytes into *crc. */
+/* Write n floats little-endian (f NULL: write nothing), folding their file bytes into *crc. */
 static vkg_status write_floats(FILE *f, const crc32_tab *tab, uint32_t *crc, const float *x,
                                size_t n)
 {
@@ -214,10 +191,23 @@ static vkg_status write_floats(FILE *f, const crc32_tab *tab, uint32_t *crc, con
             bytes = buf;
         }
         *crc = crc32_update(tab, *crc, bytes, k * 4);
-        VKG_TRY(vkg_io_write_bytes(f, bytes, k * 4));
+        if (f)
+            VKG_TRY(vkg_io_write_bytes(f, bytes, k * 4));
         done += k;
     }
     return VKG_OK;
+}
+
+uint32_t vkg_statefile_crc32_floats(const float *x, size_t n)
+{
+    crc32_tab *tab = malloc(sizeof *tab);
+    if (!tab)
+        return 0; /* callers compare: a wrong 0 is reported as a mismatch, never hidden */
+    crc32_init(tab);
+    uint32_t crc = 0;
+    (void)write_floats(NULL, tab, &crc, x, n);
+    free(tab);
+    return crc;
 }
 
 static vkg_status write_state(FILE *f, void *ctx)
