@@ -129,6 +129,13 @@ static void close_rendezvous(vkg_comm_t *c, void *rdv, const char *master)
 static void comm_free(vkg_comm_t *c)
 {
     vkg__close_monitor(c->tx, &c->mon);
+    if (c->tx && c->failed) {
+        /* vkg__comm_fail set no linger; the abort it queued for the peers may not have left
+         * yet, and would be dropped by the close: give it a moment. No zero-copy payload is in
+         * flight (vkg__comm_fail closed tx otherwise), so nothing of the caller's is held. */
+        int ms = c->timeout_ms / 4 < 250 ? c->timeout_ms / 4 : 250;
+        zmq_setsockopt(c->tx, ZMQ_LINGER, &ms, sizeof ms);
+    }
     if (c->tx)
         zmq_close(c->tx);
     if (c->rx) {
