@@ -2,7 +2,7 @@
 #   make train   install what is missing, build, train the default model on the default device
 #   make test    install what is missing, build, run the whole test suite (ctest)
 # Other targets: deps, build, sanitize (ASan+UBSan build running the unit, net and gpu tests),
-# clean.
+# format / format-check (clang-format, .clang-format), clean.
 # Variables: BUILD (build directory), WERROR=ON (warnings are errors, as in CI), JOBS.
 
 BUILD ?= build
@@ -10,7 +10,7 @@ WERROR ?= OFF
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build test train sanitize clean
+.PHONY: all deps build test train sanitize format format-check clean
 
 all: build
 
@@ -34,6 +34,13 @@ sanitize: deps
 	# The shader tests too, without leak detection: the Vulkan driver (lavapipe's LLVM) keeps
 	# allocations that LeakSanitizer reports from already unloaded modules.
 	cd $(BUILD)-asan && ASAN_OPTIONS=detect_leaks=0 ctest --output-on-failure -j $(JOBS) -L gpu
+
+# clang-format with the project's .clang-format over every tracked C file.
+format:
+	clang-format -i $$(git ls-files '*.c' '*.h')
+
+format-check:
+	clang-format --dry-run --Werror $$(git ls-files '*.c' '*.h')
 
 clean:
 	rm -rf $(BUILD) $(BUILD)-asan

@@ -60,9 +60,9 @@ int main(int argc, char **argv)
     cfg.device = getenv("VKGPT_DEVICE"); /* NULL: the first suitable device */
     cfg.data = text;                     /* a text file: byte-level tokens (V = 256 + 1) */
     cfg.layers = 2, cfg.heads = 4, cfg.channels = 64, cfg.max_seq_len = 32;
-    cfg.batch = 8, cfg.seq = 32;         /* 8 x 32 tokens per step */
+    cfg.batch = 8, cfg.seq = 32; /* 8 x 32 tokens per step */
     cfg.steps = 80;
-    cfg.lr = 3e-3f, cfg.warmup = 5;      /* cosine decay to lr x 0.1 after 5 warmup steps */
+    cfg.lr = 3e-3f, cfg.warmup = 5; /* cosine decay to lr x 0.1 after 5 warmup steps */
     cfg.shuffle = 1;
     cfg.seed = 42;
 

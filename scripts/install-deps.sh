@@ -9,7 +9,7 @@ set -eu
 
 PKGS="build-essential cmake pkg-config libvulkan-dev libvulkan1 glslang-tools spirv-tools
       libzmq3-dev libutf8proc-dev libcmocka-dev vulkan-validationlayers fortune-mod fortunes"
-[ "${1:-}" = "--test" ] && PKGS="$PKGS libopenblas-dev"
+[ "${1:-}" = "--test" ] && PKGS="$PKGS libopenblas-dev clang-format"
 
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then

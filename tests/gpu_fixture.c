@@ -142,8 +142,8 @@ void vkg_gpu_run(vkg_gpu *g)
     VKG_ASSERT_OK(vkg_cmd_begin(g->cmd));
 }
 
-vkg_test_cmp vkg_gpu_expect(vkg_gpu *g, const char *what, vkg_tensor t, const float *ref,
-                            size_t n, double bound)
+vkg_test_cmp vkg_gpu_expect(vkg_gpu *g, const char *what, vkg_tensor t, const float *ref, size_t n,
+                            double bound)
 {
     float *got = vkg_test_alloc(n);
     vkg_gpu_download(g, t, got, n * sizeof *got);

@@ -43,8 +43,8 @@ void vkg_gpu_download(vkg_gpu *g, vkg_tensor t, void *dst, size_t bytes);
  * fails the test, naming `what`, the errors and the first bad index, on a mismatch or any
  * non-finite element, or when t's guard was overwritten; otherwise prints the measured error for
  * the record and returns it. */
-vkg_test_cmp vkg_gpu_expect(vkg_gpu *g, const char *what, vkg_tensor t, const float *ref,
-                            size_t n, double bound);
+vkg_test_cmp vkg_gpu_expect(vkg_gpu *g, const char *what, vkg_tensor t, const float *ref, size_t n,
+                            double bound);
 /* vkg_gpu_expect at the shader bound VKG_TEST_REL_BOUND. */
 vkg_test_cmp vkg_gpu_expect_ref(vkg_gpu *g, const char *what, vkg_tensor t, const float *ref,
                                 size_t n);
@@ -60,8 +60,7 @@ void vkg_gpu_run(vkg_gpu *g);
     do {                                                                                           \
         vkg_status vkg_assert_st_ = (expr);                                                        \
         if (vkg_assert_st_ != VKG_OK)                                                              \
-            fail_msg("%s -> %s: %s", #expr, vkg_status_name(vkg_assert_st_),                     \
-                     vkg_error_message());                                                         \
+            fail_msg("%s -> %s: %s", #expr, vkg_status_name(vkg_assert_st_), vkg_error_message()); \
     } while (0)
 
 #endif

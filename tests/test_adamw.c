@@ -153,24 +153,25 @@ static void test_bad_arguments(void **state)
     vkg_tensor step = vkg_gpu_poisoned(g, 4), none = vkg_gpu_poisoned(g, 0);
     vkg_tensor step_off = vkg_tensor_view(vkg_gpu_poisoned(g, 8), 4, 16);
     vkg_expect_invalid(vkg_op_adamw(c, x, x, x, x, 100, 1.0f, 0.999f, 1e-8f, 0.0f, step, NULL),
-                   "adamw: beta1=1 and beta2=0.999 must lie in [0, 1)");
-    vkg_expect_invalid(vkg_op_adamw(c, x, x, x, x, 100, 0.9f, 0.999f, 0.0f, 0.0f, step, NULL), "eps=0");
+                       "adamw: beta1=1 and beta2=0.999 must lie in [0, 1)");
+    vkg_expect_invalid(vkg_op_adamw(c, x, x, x, x, 100, 0.9f, 0.999f, 0.0f, 0.0f, step, NULL),
+                       "eps=0");
     vkg_expect_invalid(vkg_op_adamw(c, x, x, x, x, 100, 0.9f, 0.999f, 1e-8f, -1.0f, step, NULL),
-                   "weight_decay=-1");
+                       "weight_decay=-1");
     vkg_expect_invalid(vkg_op_adamw(c, small, x, x, x, 100, 0.9f, 0.999f, 1e-8f, 0.0f, step, NULL),
-                   "adamw: tensor param holds 99 elements, the shape needs 100");
+                       "adamw: tensor param holds 99 elements, the shape needs 100");
     vkg_expect_invalid(vkg_op_adamw(c, x, small, x, x, 100, 0.9f, 0.999f, 1e-8f, 0.0f, step, NULL),
-                   "tensor grad");
+                       "tensor grad");
     vkg_expect_invalid(vkg_op_adamw(c, x, x, small, x, 100, 0.9f, 0.999f, 1e-8f, 0.0f, step, NULL),
-                   "tensor m ");
+                       "tensor m ");
     vkg_expect_invalid(vkg_op_adamw(c, x, x, x, small, 100, 0.9f, 0.999f, 1e-8f, 0.0f, step, NULL),
-                   "tensor v ");
+                       "tensor v ");
     vkg_expect_invalid(vkg_op_adamw(c, x, x, x, x, 100, 0.9f, 0.999f, 1e-8f, 0.0f, none, NULL),
-                   "tensor step");
+                       "tensor step");
     vkg_expect_invalid(vkg_op_adamw(c, x, x, x, x, 100, 0.9f, 0.999f, 1e-8f, 0.0f, step_off, NULL),
-                   "tensor step is not 16-byte aligned");
+                       "tensor step is not 16-byte aligned");
     vkg_expect_invalid(vkg_op_adamw(c, x, x, x, x, 100, 0.9f, 0.999f, 1e-8f, 0.0f, step, &none),
-                   "tensor sumsq");
+                       "tensor sumsq");
     assert_int_equal(vkg_cmd_dispatch_count(c), 0);
 }
 

@@ -34,8 +34,8 @@ typedef struct att_shape {
 
 typedef struct att_host {
     size_t n_qkv, n_out, n_att;
-    float *qkv, *dout, *dqkv0;       /* inputs; dqkv0 = where dqkv starts */
-    float *out, *att, *dqkv;         /* reference results */
+    float *qkv, *dout, *dqkv0; /* inputs; dqkv0 = where dqkv starts */
+    float *out, *att, *dqkv;   /* reference results */
 } att_host;
 
 static void host_init(att_host *h, att_shape s, uint64_t seed)
@@ -258,19 +258,19 @@ static void test_bad_shapes(void **state)
     vkg_tensor short_qkv = vkg_tensor_view(qkv, 0, (n_qkv - 1) * sizeof(float));
 
     vkg_expect_invalid(vkg_op_attention_fwd(g->cmd, out, att, qkv, B, T, 10, NH),
-                   "attention_fwd: C=10 is not divisible by NH=3");
+                       "attention_fwd: C=10 is not divisible by NH=3");
     vkg_expect_invalid(vkg_op_attention_bwd(g->cmd, qkv, out, qkv, att, B, T, 10, NH, dpre),
-                   "attention_bwd: C=10 is not divisible by NH=3");
+                       "attention_bwd: C=10 is not divisible by NH=3");
     vkg_expect_invalid(vkg_op_attention_fwd(g->cmd, out, att, qkv, B, 0, C, NH),
-                   "attention_fwd: B, T, C and NH must be positive");
+                       "attention_fwd: B, T, C and NH must be positive");
     vkg_expect_invalid(vkg_op_attention_fwd(g->cmd, out, short_att, qkv, B, T, C, NH),
-                   "attention_fwd: tensor att holds");
+                       "attention_fwd: tensor att holds");
     vkg_expect_invalid(vkg_op_attention_fwd(g->cmd, out, att, short_qkv, B, T, C, NH),
-                   "attention_fwd: tensor qkv holds");
+                       "attention_fwd: tensor qkv holds");
     vkg_expect_invalid(vkg_op_attention_bwd(g->cmd, qkv, out, qkv, att, B, T, C, NH, short_dpre),
-                   "attention_bwd: tensor dpre holds");
+                       "attention_bwd: tensor dpre holds");
     vkg_expect_invalid(vkg_op_attention_bwd(g->cmd, short_qkv, out, qkv, att, B, T, C, NH, dpre),
-                   "attention_bwd: tensor dqkv holds");
+                       "attention_bwd: tensor dqkv holds");
     assert_int_equal(vkg_cmd_dispatch_count(g->cmd), 0);
     vkg_gpu_run(g);
 }

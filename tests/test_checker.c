@@ -30,7 +30,8 @@ static void gpu_matmul(vkg_gpu *g, run *r)
     vkg_test_fill_uniform(&rng, r->inp, N * C, -1.0f, 1.0f);
     vkg_test_fill_uniform(&rng, r->w, OC * C, -1.0f, 1.0f);
     vkg_test_fill_uniform(&rng, r->b, OC, -1.0f, 1.0f);
-    vkg_tensor ti = vkg_gpu_upload(g, r->inp, sizeof r->inp), tw = vkg_gpu_upload(g, r->w, sizeof r->w);
+    vkg_tensor ti = vkg_gpu_upload(g, r->inp, sizeof r->inp),
+               tw = vkg_gpu_upload(g, r->w, sizeof r->w);
     vkg_tensor tb = vkg_gpu_upload(g, r->b, sizeof r->b), out = vkg_gpu_poisoned(g, N * OC);
     vkg_tensor scratch = vkg_gpu_poisoned(g, N * C);
     VKG_ASSERT_OK(vkg_op_matmul_fwd(g->cmd, out, ti, tw, &tb, N, C, OC, scratch));
@@ -44,8 +45,8 @@ static void test_correct_reference_passes(void **state)
     static run r;
     gpu_matmul(*state, &r);
     vkg_test_cmp cmp;
-    assert_true(vkg_test_compare("matmul vs reference", r.gpu, r.ref, N * OC, VKG_TEST_REL_BOUND,
-                                 &cmp));
+    assert_true(
+        vkg_test_compare("matmul vs reference", r.gpu, r.ref, N * OC, VKG_TEST_REL_BOUND, &cmp));
     assert_true(cmp.rel_l2 < VKG_TEST_REL_BOUND);
     assert_int_equal(cmp.nonfinite, 0);
 }
@@ -70,8 +71,8 @@ static void test_wrong_reference_math_is_found(void **state)
     gpu_matmul(*state, &r);
     /* A reference that forgets the bias: the classic "looks about right" bug. */
     vkg_ref_matmul_fwd(r.ref, r.inp, r.w, NULL, N, C, OC);
-    assert_false(vkg_test_compare("reference without bias", r.gpu, r.ref, N * OC,
-                                  VKG_TEST_REL_BOUND, NULL));
+    assert_false(
+        vkg_test_compare("reference without bias", r.gpu, r.ref, N * OC, VKG_TEST_REL_BOUND, NULL));
     /* A reference with the weight read as (C, OC) instead of (OC, C). */
     float wt[OC * C];
     for (int o = 0; o < OC; o++)
@@ -121,7 +122,8 @@ static void test_write_past_the_end_is_found(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_correct_reference_passes, vkg_gpu_setup, vkg_gpu_teardown),
+        cmocka_unit_test_setup_teardown(test_correct_reference_passes, vkg_gpu_setup,
+                                        vkg_gpu_teardown),
         cmocka_unit_test_setup_teardown(test_one_corrupted_element_is_found, vkg_gpu_setup,
                                         vkg_gpu_teardown),
         cmocka_unit_test_setup_teardown(test_wrong_reference_math_is_found, vkg_gpu_setup,

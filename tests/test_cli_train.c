@@ -220,8 +220,8 @@ static int group_setup(void **state)
     snprintf(ckpt_dir, sizeof ckpt_dir, "%s/ckpt", tmp_root);
     snprintf(vlog_path, sizeof vlog_path, "%s/validation.log", tmp_root);
     /* Text: sentences from a small vocabulary, about 24 KB. */
-    static const char *const words[] = {"the", "cat", "sat", "on", "a", "mat", "and", "dog",
-                                        "ran", "to", "big", "red", "house", "in", "sun"};
+    static const char *const words[] = {"the", "cat", "sat", "on",  "a",     "mat", "and", "dog",
+                                        "ran", "to",  "big", "red", "house", "in",  "sun"};
     FILE *f = fopen(text_path, "w");
     if (!f)
         return -1;
@@ -240,11 +240,12 @@ static int group_setup(void **state)
     f = fopen(settings, "w");
     if (!f)
         return -1;
-    fprintf(f, "khronos_validation.debug_action = VK_DBG_LAYER_ACTION_LOG_MSG\n"
-               "khronos_validation.log_filename = %s\n"
-               "khronos_validation.report_flags = info,warn,error,perf\n"
-               "khronos_validation.enables = VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_"
-               "VALIDATION_EXT\n",
+    fprintf(f,
+            "khronos_validation.debug_action = VK_DBG_LAYER_ACTION_LOG_MSG\n"
+            "khronos_validation.log_filename = %s\n"
+            "khronos_validation.report_flags = info,warn,error,perf\n"
+            "khronos_validation.enables = VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_"
+            "VALIDATION_EXT\n",
             vlog_path);
     fclose(f);
     setenv("VK_INSTANCE_LAYERS", "VK_LAYER_KHRONOS_validation", 1);
@@ -363,8 +364,8 @@ static void test_sigterm_resume_sample(void **state)
     snprintf(first, sizeof first, "\nstep %ld/%ld ", n + 1, n + 3);
     snprintf(final, sizeof final, "\nstep %ld/%ld ", n + 3, n + 3);
     snprintf(resumed, sizeof resumed, "resumed at step %ld\n", n);
-    const char *const again[] = {TRAIN_FLAGS, "--steps", steps, "--resume", "--sample-len", "16",
-                                 NULL};
+    const char *const again[] = {TRAIN_FLAGS,    "--steps", steps, "--resume",
+                                 "--sample-len", "16",      NULL};
     assert_int_equal(run(&p, 120, again), 0);
     printf("%s", p.obuf);
     expect_contains("stdout", p.obuf, resumed);
@@ -380,8 +381,8 @@ static void test_sigterm_resume_sample(void **state)
     proc_free(&p);
 
     /* Sampling from the folder and from one checkpoint, same seed: the same text. */
-    const char *const sample[] = {"sample", "--ckpt", ckpt_dir, "--len", "24", "--prompt", "the ",
-                                  "--seed", "3", NULL};
+    const char *const sample[] = {"sample",   "--ckpt", ckpt_dir, "--len", "24",
+                                  "--prompt", "the ",   "--seed", "3",     NULL};
     assert_int_equal(run(&p, 60, sample), 0);
     printf("sample: [%s]\n", p.obuf);
     assert_int_equal(strncmp(p.obuf, "the ", 4), 0);
@@ -389,8 +390,8 @@ static void test_sigterm_resume_sample(void **state)
     expect_validation_clean(1);
     char one[CAP + 32];
     snprintf(one, sizeof one, "%s/step_%08ld", ckpt_dir, n + 3);
-    const char *const sample1[] = {"sample", "--ckpt", one, "--len", "24", "--prompt", "the ",
-                                   "--seed", "3", NULL};
+    const char *const sample1[] = {"sample",   "--ckpt", one,      "--len", "24",
+                                   "--prompt", "the ",   "--seed", "3",     NULL};
     proc q;
     assert_int_equal(run(&q, 60, sample1), 0);
     assert_string_equal(p.obuf, q.obuf);
@@ -428,9 +429,9 @@ static void test_bad_flags(void **state)
     expect_refusal(2, novalue, "--steps", NULL);
     const char *const nodata[] = {"train", "--steps", "3", NULL};
     expect_refusal(2, nodata, "--data", NULL);
-    const char *const total[] = {"train", "--data", text_path, "--layers", "1", "--channels", "32",
-                                 "--heads", "2", "--ctx", "16", "--batch", "2", "--seq", "16",
-                                 "--total-batch", "40", NULL};
+    const char *const total[] = {"train", "--data",  text_path, "--layers",      "1",  "--channels",
+                                 "32",    "--heads", "2",       "--ctx",         "16", "--batch",
+                                 "2",     "--seq",   "16",      "--total-batch", "40", NULL};
     expect_refusal(2, total, "--total-batch", "40");
     const char *const resume[] = {"train", "--data", text_path, "--layers", "1", "--resume", NULL};
     expect_refusal(2, resume, "--ckpt-dir", NULL);

@@ -63,8 +63,12 @@ static void test_torchrun(void **state)
     assert_int_equal(vkg_comm_config_from_env(&cfg, env3), VKG_OK);
     assert_true(cfg.job_id != job);
     /* torchrun's agent keeps its store on MASTER_PORT for its workers: rank 0 takes the next */
-    char *agent[] = {"RANK=0", "WORLD_SIZE=2", "MASTER_ADDR=10.1.2.3", "MASTER_PORT=29500",
-                     "TORCHELASTIC_USE_AGENT_STORE=True", NULL};
+    char *agent[] = {"RANK=0",
+                     "WORLD_SIZE=2",
+                     "MASTER_ADDR=10.1.2.3",
+                     "MASTER_PORT=29500",
+                     "TORCHELASTIC_USE_AGENT_STORE=True",
+                     NULL};
     assert_int_equal(vkg_comm_config_from_env(&cfg, agent), VKG_OK);
     assert_int_equal(cfg.master_port, 29501);
     agent[4] = "TORCHELASTIC_USE_AGENT_STORE=False";

@@ -30,7 +30,7 @@ enum { L = 2, C = 32, NH = 4, V = 100, VP = 128, MAXT = 16, B = 2, T = 8 };
 #define REL_L2 1e-5
 
 static const char *const tensor_names[VKG_REF_GPT2_NUM_TENSORS] = {
-    "wte",  "wpe",   "ln1w", "ln1b", "qkvw",    "qkvb",   "attprojw", "attprojb",
+    "wte",  "wpe",  "ln1w", "ln1b", "qkvw",    "qkvb",    "attprojw", "attprojb",
     "ln2w", "ln2b", "fcw",  "fcb",  "fcprojw", "fcprojb", "lnfw",     "lnfb"};
 
 static char model_path[512], state_path[512];
@@ -46,8 +46,12 @@ static void write_reference_files(void)
     assert_true(snprintf(state_path, sizeof state_path, "%s/debug_state.bin", dir) < 512);
 
     const vkg_ref_gpt2_config_t rcfg = {.maxT = MAXT, .V = V, .Vp = VP, .L = L, .NH = NH, .C = C};
-    const vkg_gpt2_config cfg = {.max_seq_len = MAXT, .vocab_size = V, .padded_vocab_size = VP,
-                                 .num_layers = L, .num_heads = NH, .channels = C};
+    const vkg_gpt2_config cfg = {.max_seq_len = MAXT,
+                                 .vocab_size = V,
+                                 .padded_vocab_size = VP,
+                                 .num_layers = L,
+                                 .num_heads = NH,
+                                 .channels = C};
     size_t n = vkg_ref_gpt2_num_params(&rcfg);
     float *params = vkg_test_alloc(n);
     double *p64 = calloc(n, sizeof *p64), *g64 = calloc(n, sizeof *g64);

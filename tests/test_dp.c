@@ -59,7 +59,7 @@ typedef struct job {
     int staging;            /* devices as if discrete: gradients reach the host by copies */
     vkg_lr_scale lr_scale;  /* with base_batch (tokens) */
     long long base_batch;
-    float peak_lr;          /* rank 0's lr after --lr-scale (vkg_trainer_info) */
+    float peak_lr; /* rank 0's lr after --lr-scale (vkg_trainer_info) */
     /* results (rank 0's, plus every rank's parameters) */
     float loss[STEPS], eval[STEPS];
     long long first_step;
@@ -188,8 +188,8 @@ static void *run_rank(void *p)
     char first[1024]; /* messages over the trainer's life, its device's destruction included */
     int msgs = vkg_trainer_destroy_report(&t, first, sizeof first);
     if (st == VKG_OK && msgs) {
-        snprintf(j->err[a->rank], sizeof j->err[a->rank], "%d validation messages: %.400s",
-                 msgs, first);
+        snprintf(j->err[a->rank], sizeof j->err[a->rank], "%d validation messages: %.400s", msgs,
+                 first);
         st = VKG_ERR_VULKAN;
     }
     j->st[a->rank] = st;
@@ -275,8 +275,8 @@ static void test_two_ranks_match_one(void **state)
     job one = single(B, B * T), accum = single(B / 2, B * T);
     job two = ranks(2, (const int[]){B / 2, B / 2}, B * T);
     job buckets = two, flat = two, staged = two;
-    buckets.bucket_bytes = 1; /* a bucket per layer: 5 lists, overlapped */
-    flat.bucket_bytes = -1;   /* one allreduce after the backward pass */
+    buckets.bucket_bytes = 1;                    /* a bucket per layer: 5 lists, overlapped */
+    flat.bucket_bytes = -1;                      /* one allreduce after the backward pass */
     staged.bucket_bytes = 1, staged.staging = 1; /* the same through host copies */
     run_job(&one), run_job(&accum), run_job(&two), run_job(&buckets), run_job(&flat);
     run_job(&staged);

@@ -28,7 +28,7 @@ typedef struct shape {
 } shape;
 
 static const shape SHAPES[] = {
-    {1, 1, 13, 7, 1},      {3, 5, 37, 11, 8},   {4, 33, 300, 3, 40},
+    {1, 1, 13, 7, 1},      {3, 5, 37, 11, 8},      {4, 33, 300, 3, 40},
     {3, 100, 24, 40, 100}, {2, 64, 768, 1000, 64},
 };
 #define NSHAPES (sizeof SHAPES / sizeof SHAPES[0])
@@ -198,27 +198,27 @@ static void test_wrong_sizes_are_refused(void **state)
     vkg_tensor table = vkg_gpu_poisoned(g, 10 * C), table_short = vkg_gpu_poisoned(g, C - 1);
     vkg_cmd *c = g->cmd;
     vkg_expect_invalid(vkg_op_encoder_fwd(c, act_short, tok, table, pos, B, T, C),
-                   "encoder_fwd: tensor out holds 23 elements, the shape needs 24");
+                       "encoder_fwd: tensor out holds 23 elements, the shape needs 24");
     vkg_expect_invalid(vkg_op_encoder_fwd(c, act, tok_short, table, pos, B, T, C),
-                   "encoder_fwd: tensor inp");
+                       "encoder_fwd: tensor inp");
     vkg_expect_invalid(vkg_op_encoder_fwd(c, act, tok, table_short, pos, B, T, C),
-                   "encoder_fwd: tensor wte");
+                       "encoder_fwd: tensor wte");
     vkg_expect_invalid(vkg_op_encoder_fwd(c, act, tok, table, pos_short, B, T, C),
-                   "encoder_fwd: tensor wpe");
+                       "encoder_fwd: tensor wpe");
     vkg_expect_invalid(vkg_op_encoder_fwd(c, act, tok, table, pos, B, 0, C),
-                   "encoder_fwd: B, T and C must be positive");
+                       "encoder_fwd: B, T and C must be positive");
     vkg_expect_invalid(vkg_op_encoder_fwd(c, act, tok, table, pos, 65536, 65536, 4),
-                   "encoder_fwd: B*T*C = 17179869184 is too large");
+                       "encoder_fwd: B*T*C = 17179869184 is too large");
     vkg_expect_invalid(vkg_op_encoder_bwd(c, table_short, pos, act, tok, B, T, C),
-                   "encoder_bwd: tensor dwte");
+                       "encoder_bwd: tensor dwte");
     vkg_expect_invalid(vkg_op_encoder_bwd(c, table, pos_short, act, tok, B, T, C),
-                   "encoder_bwd: tensor dwpe");
+                       "encoder_bwd: tensor dwpe");
     vkg_expect_invalid(vkg_op_encoder_bwd(c, table, pos, act_short, tok, B, T, C),
-                   "encoder_bwd: tensor dout");
+                       "encoder_bwd: tensor dout");
     vkg_expect_invalid(vkg_op_encoder_bwd(c, table, pos, act, tok_short, B, T, C),
-                   "encoder_bwd: tensor inp");
+                       "encoder_bwd: tensor inp");
     vkg_expect_invalid(vkg_op_encoder_bwd(c, table, pos, act, tok, -1, T, C),
-                   "encoder_bwd: B, T and C must be positive");
+                       "encoder_bwd: B, T and C must be positive");
     assert_int_equal(vkg_cmd_dispatch_count(c), 0);
     vkg_gpu_run(g);
 }
@@ -230,8 +230,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_encoder_bwd, vkg_gpu_setup, vkg_gpu_teardown),
         cmocka_unit_test_setup_teardown(test_positions_beyond_the_grid, vkg_gpu_setup,
                                         vkg_gpu_teardown),
-        cmocka_unit_test_setup_teardown(test_out_of_range_tokens, vkg_gpu_setup,
-                                        vkg_gpu_teardown),
+        cmocka_unit_test_setup_teardown(test_out_of_range_tokens, vkg_gpu_setup, vkg_gpu_teardown),
         cmocka_unit_test_setup_teardown(test_wrong_sizes_are_refused, vkg_gpu_setup,
                                         vkg_gpu_teardown),
     };

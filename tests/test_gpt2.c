@@ -22,11 +22,13 @@
 
 enum { L = 2, C = 64, NH = 4, V = 256, MAXT = 16, B = 4, T = 16, STEPS = 10 };
 
-static const vkg_gpt2_config cfg = {.max_seq_len = MAXT, .vocab_size = V,
-                                    .padded_vocab_size = V, .num_layers = L, .num_heads = NH,
+static const vkg_gpt2_config cfg = {.max_seq_len = MAXT,
+                                    .vocab_size = V,
+                                    .padded_vocab_size = V,
+                                    .num_layers = L,
+                                    .num_heads = NH,
                                     .channels = C};
-static const vkg_ref_gpt2_config_t rcfg = {.maxT = MAXT, .V = V, .Vp = V, .L = L, .NH = NH,
-                                           .C = C};
+static const vkg_ref_gpt2_config_t rcfg = {.maxT = MAXT, .V = V, .Vp = V, .L = L, .NH = NH, .C = C};
 
 static vkg_gpt2_opts opts(int b, int accum)
 {
@@ -70,8 +72,12 @@ static void test_train_matches_reference(void **state)
     vkg_gpt2 *model = NULL;
     VKG_ASSERT_OK(vkg_gpt2_create(g->dev, &cfg, &o, &model));
     VKG_ASSERT_OK(vkg_gpt2_set_params(model, params));
-    vkg_ref_gpt2_adamw_t hp = {.lr = 1e-3, .beta1 = o.beta1, .beta2 = o.beta2, .eps = o.eps,
-                               .weight_decay = o.weight_decay, .grad_clip = 1.0};
+    vkg_ref_gpt2_adamw_t hp = {.lr = 1e-3,
+                               .beta1 = o.beta1,
+                               .beta2 = o.beta2,
+                               .eps = o.eps,
+                               .weight_decay = o.weight_decay,
+                               .grad_clip = 1.0};
     vkg_test_rng r;
     vkg_test_rng_seed(&r, 99);
     int32_t inp[B * T], tgt[B * T];
@@ -84,8 +90,8 @@ static void test_train_matches_reference(void **state)
         float loss = 0.0f, norm = 0.0f;
         VKG_ASSERT_OK(vkg_gpt2_zero_grad(model));
         VKG_ASSERT_OK(vkg_gpt2_forward_backward(model, inp, tgt, &loss));
-        VKG_ASSERT_OK(vkg_gpt2_update(model, (float)hp.lr, (uint32_t)step, (float)hp.grad_clip,
-                                      &norm));
+        VKG_ASSERT_OK(
+            vkg_gpt2_update(model, (float)hp.lr, (uint32_t)step, (float)hp.grad_clip, &norm));
         double rel = fabs(loss - ref_loss) / fabs(ref_loss);
         printf("step %2d loss gpu %.7f ref %.7f rel %.2e  grad norm gpu %.6f ref %.6f\n", step,
                (double)loss, ref_loss, rel, (double)norm, ref_norm);

@@ -140,7 +140,8 @@ static void test_rows_beyond_the_grid(void **state)
     vkg_test_rng r;
     vkg_test_rng_seed(&r, 23);
     float *x = layer_inputs(&r, N, C), *w = vkg_test_random(&r, C, 0.5f, 1.5f);
-    float *b = vkg_test_random(&r, C, -0.5f, 0.5f), *dout = vkg_test_random(&r, (size_t)N * C, -1, 1);
+    float *b = vkg_test_random(&r, C, -0.5f, 0.5f),
+          *dout = vkg_test_random(&r, (size_t)N * C, -1, 1);
     float *out = vkg_test_alloc((size_t)N * C), *mean = vkg_test_alloc(N);
     float *rstd = vkg_test_alloc(N), *dinp = vkg_test_random(&r, (size_t)N * C, -1, 1);
     float dw[C] = {0}, db[C] = {0};
@@ -183,45 +184,39 @@ static void test_wrong_sizes_are_refused(void **state)
     vkg_tensor short_row = vkg_gpu_poisoned(g, C - 1), short_big = vkg_gpu_poisoned(g, N * C - 1);
     vkg_cmd *c = g->cmd;
     vkg_expect_invalid(vkg_op_layernorm_fwd(c, short_big, col, col, big, row, row, N, C),
-                   "layernorm_fwd: tensor out holds 59 elements, the shape needs 60");
+                       "layernorm_fwd: tensor out holds 59 elements, the shape needs 60");
     vkg_expect_invalid(vkg_op_layernorm_fwd(c, big, tiny, col, big, row, row, N, C),
-                   "layernorm_fwd: tensor mean");
+                       "layernorm_fwd: tensor mean");
     vkg_expect_invalid(vkg_op_layernorm_fwd(c, big, col, tiny, big, row, row, N, C),
-                   "layernorm_fwd: tensor rstd");
+                       "layernorm_fwd: tensor rstd");
     vkg_expect_invalid(vkg_op_layernorm_fwd(c, big, col, col, short_big, row, row, N, C),
-                   "layernorm_fwd: tensor inp");
+                       "layernorm_fwd: tensor inp");
     vkg_expect_invalid(vkg_op_layernorm_fwd(c, big, col, col, big, short_row, row, N, C),
-                   "layernorm_fwd: tensor weight");
+                       "layernorm_fwd: tensor weight");
     vkg_expect_invalid(vkg_op_layernorm_fwd(c, big, col, col, big, row, short_row, N, C),
-                   "layernorm_fwd: tensor bias");
+                       "layernorm_fwd: tensor bias");
     vkg_expect_invalid(vkg_op_layernorm_fwd(c, big, col, col, big, row, row, 0, C),
-                   "layernorm_fwd: N and C must be positive");
+                       "layernorm_fwd: N and C must be positive");
     vkg_expect_invalid(vkg_op_layernorm_fwd(c, big, col, col, big, row, row, N, -1),
-                   "layernorm_fwd: N and C must be positive");
+                       "layernorm_fwd: N and C must be positive");
     vkg_expect_invalid(vkg_op_layernorm_fwd(c, big, col, col, big, row, row, 65536, 65536),
-                   "too large for 32-bit shader indices");
-    vkg_expect_invalid(
-        vkg_op_layernorm_bwd(c, short_big, row, row, big, big, row, col, col, N, C),
-        "layernorm_bwd: tensor dinp");
-    vkg_expect_invalid(
-        vkg_op_layernorm_bwd(c, big, short_row, row, big, big, row, col, col, N, C),
-        "layernorm_bwd: tensor dweight");
-    vkg_expect_invalid(
-        vkg_op_layernorm_bwd(c, big, row, short_row, big, big, row, col, col, N, C),
-        "layernorm_bwd: tensor dbias");
-    vkg_expect_invalid(
-        vkg_op_layernorm_bwd(c, big, row, row, short_big, big, row, col, col, N, C),
-        "layernorm_bwd: tensor dout");
-    vkg_expect_invalid(
-        vkg_op_layernorm_bwd(c, big, row, row, big, short_big, row, col, col, N, C),
-        "layernorm_bwd: tensor inp");
-    vkg_expect_invalid(
-        vkg_op_layernorm_bwd(c, big, row, row, big, big, short_row, col, col, N, C),
-        "layernorm_bwd: tensor weight");
+                       "too large for 32-bit shader indices");
+    vkg_expect_invalid(vkg_op_layernorm_bwd(c, short_big, row, row, big, big, row, col, col, N, C),
+                       "layernorm_bwd: tensor dinp");
+    vkg_expect_invalid(vkg_op_layernorm_bwd(c, big, short_row, row, big, big, row, col, col, N, C),
+                       "layernorm_bwd: tensor dweight");
+    vkg_expect_invalid(vkg_op_layernorm_bwd(c, big, row, short_row, big, big, row, col, col, N, C),
+                       "layernorm_bwd: tensor dbias");
+    vkg_expect_invalid(vkg_op_layernorm_bwd(c, big, row, row, short_big, big, row, col, col, N, C),
+                       "layernorm_bwd: tensor dout");
+    vkg_expect_invalid(vkg_op_layernorm_bwd(c, big, row, row, big, short_big, row, col, col, N, C),
+                       "layernorm_bwd: tensor inp");
+    vkg_expect_invalid(vkg_op_layernorm_bwd(c, big, row, row, big, big, short_row, col, col, N, C),
+                       "layernorm_bwd: tensor weight");
     vkg_expect_invalid(vkg_op_layernorm_bwd(c, big, row, row, big, big, row, tiny, col, N, C),
-                   "layernorm_bwd: tensor mean");
+                       "layernorm_bwd: tensor mean");
     vkg_expect_invalid(vkg_op_layernorm_bwd(c, big, row, row, big, big, row, col, tiny, N, C),
-                   "layernorm_bwd: tensor rstd");
+                       "layernorm_bwd: tensor rstd");
     assert_int_equal(vkg_cmd_dispatch_count(c), 0);
     vkg_gpu_run(g);
 }
@@ -231,8 +226,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_layernorm_fwd, vkg_gpu_setup, vkg_gpu_teardown),
         cmocka_unit_test_setup_teardown(test_layernorm_bwd, vkg_gpu_setup, vkg_gpu_teardown),
-        cmocka_unit_test_setup_teardown(test_rows_beyond_the_grid, vkg_gpu_setup,
-                                        vkg_gpu_teardown),
+        cmocka_unit_test_setup_teardown(test_rows_beyond_the_grid, vkg_gpu_setup, vkg_gpu_teardown),
         cmocka_unit_test_setup_teardown(test_wrong_sizes_are_refused, vkg_gpu_setup,
                                         vkg_gpu_teardown),
     };

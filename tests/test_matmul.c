@@ -47,7 +47,8 @@ static void check_fwd(vkg_gpu *g, shape s, int with_bias, uint64_t seed)
                                     s.OC, t_scratch));
     vkg_gpu_run(g);
     char what[96];
-    snprintf(what, sizeof what, "matmul_fwd out N=%d C=%d OC=%d bias=%d", s.N, s.C, s.OC, with_bias);
+    snprintf(what, sizeof what, "matmul_fwd out N=%d C=%d OC=%d bias=%d", s.N, s.C, s.OC,
+             with_bias);
     vkg_gpu_expect(g, what, t_out, ref, nout, VKG_TEST_REL_BOUND);
     free(inp), free(w), free(b), free(ref);
 }
@@ -67,7 +68,8 @@ static void check_bwd(vkg_gpu *g, shape s, int with_bias, int split, uint64_t se
     vkg_test_fill_uniform(&r, dw, nw, -1.0f, 1.0f);
     vkg_test_fill_uniform(&r, db, (size_t)s.OC, -1.0f, 1.0f);
     vkg_tensor t_inp = vkg_gpu_upload(g, inp, nin * 4), t_w = vkg_gpu_upload(g, w, nw * 4);
-    vkg_tensor t_dout = vkg_gpu_upload(g, dout, nout * 4), t_dinp = vkg_gpu_upload(g, dinp, nin * 4);
+    vkg_tensor t_dout = vkg_gpu_upload(g, dout, nout * 4),
+               t_dinp = vkg_gpu_upload(g, dinp, nin * 4);
     vkg_tensor t_dw = vkg_gpu_upload(g, dw, nw * 4), t_db = vkg_gpu_upload(g, db, (size_t)s.OC * 4);
     vkg_ref_matmul_bwd(dinp, dw, with_bias ? db : NULL, dout, inp, w, s.N, s.C, s.OC);
 
@@ -137,9 +139,18 @@ static void test_gemm_tile_variants(void **state)
     for (size_t v = 0; v < sizeof tiles / sizeof tiles[0]; v++)
         for (int kcontig = 0; kcontig <= 1; kcontig++) {
             vkg_tensor out = vkg_gpu_poisoned(g, M * N), outT = vkg_gpu_poisoned(g, M * N);
-            vkg_gemm gm = {.out = out, .a = kcontig ? ta : taT, .b = tb, .M = M, .N = N, .K = K,
-                           .lda = kcontig ? K : M, .ldb = N, .ldo = N, .a_kcontig = kcontig,
-                           .tiles = tiles[v], .label = "gemm"};
+            vkg_gemm gm = {.out = out,
+                           .a = kcontig ? ta : taT,
+                           .b = tb,
+                           .M = M,
+                           .N = N,
+                           .K = K,
+                           .lda = kcontig ? K : M,
+                           .ldb = N,
+                           .ldo = N,
+                           .a_kcontig = kcontig,
+                           .tiles = tiles[v],
+                           .label = "gemm"};
             VKG_ASSERT_OK(vkg_op_gemm(g->cmd, &gm));
             gm.out = outT, gm.out_t = 1, gm.ldo = M;
             VKG_ASSERT_OK(vkg_op_gemm(g->cmd, &gm));

@@ -123,9 +123,10 @@ static void test_bad_arguments(void **state)
     size_t ok_ns[2] = {100, 10};
     vkg_tensor out = vkg_gpu_poisoned(g, 1), none = vkg_gpu_poisoned(g, 0);
     vkg_tensor scratch = vkg_gpu_poisoned(g, vkg_op_sumsq_scratch_elems(g->dev, ok_ns, 2));
-    vkg_expect_invalid(vkg_op_sumsq(c, out, xs, ns, 0, scratch, 0), "sumsq: needs at least one tensor");
+    vkg_expect_invalid(vkg_op_sumsq(c, out, xs, ns, 0, scratch, 0),
+                       "sumsq: needs at least one tensor");
     vkg_expect_invalid(vkg_op_sumsq(c, out, xs, ns, 2, scratch, 0),
-                   "sumsq: tensor xs[1] holds 10 elements, the shape needs 11");
+                       "sumsq: tensor xs[1] holds 10 elements, the shape needs 11");
     vkg_expect_invalid(vkg_op_sumsq(c, none, xs, ok_ns, 2, scratch, 0), "tensor out");
     vkg_expect_invalid(vkg_op_sumsq(c, out, xs, ok_ns, 2, none, 0), "tensor scratch");
     assert_int_equal(vkg_cmd_dispatch_count(c), 0);

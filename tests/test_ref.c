@@ -74,14 +74,24 @@ static double objective(void *p)
 {
     fd_case *c = p;
     switch (c->op) {
-    case ENC: vkg_ref_encoder_fwd_f64(c->out, c->ids, c->x[0], c->x[1], c->B, c->T, c->C); break;
+    case ENC:
+        vkg_ref_encoder_fwd_f64(c->out, c->ids, c->x[0], c->x[1], c->B, c->T, c->C);
+        break;
     case LN:
         vkg_ref_layernorm_fwd_f64(c->out, c->aux, c->aux2, c->x[0], c->x[1], c->x[2], c->N, c->C);
         break;
-    case MM: vkg_ref_matmul_fwd_f64(c->out, c->x[0], c->x[1], c->x[2], c->N, c->C, c->OC); break;
-    case ATT: vkg_ref_attention_fwd_f64(c->out, c->aux, c->x[0], c->B, c->T, c->C, c->NH); break;
-    case GELU: vkg_ref_gelu_fwd_f64(c->out, c->x[0], c->nout); break;
-    case RES: vkg_ref_residual_fwd_f64(c->out, c->x[0], c->x[1], c->nout); break;
+    case MM:
+        vkg_ref_matmul_fwd_f64(c->out, c->x[0], c->x[1], c->x[2], c->N, c->C, c->OC);
+        break;
+    case ATT:
+        vkg_ref_attention_fwd_f64(c->out, c->aux, c->x[0], c->B, c->T, c->C, c->NH);
+        break;
+    case GELU:
+        vkg_ref_gelu_fwd_f64(c->out, c->x[0], c->nout);
+        break;
+    case RES:
+        vkg_ref_residual_fwd_f64(c->out, c->x[0], c->x[1], c->nout);
+        break;
     case XENT: /* L = g[0] * sum(losses) */
         vkg_ref_xent_fwd_bwd_f64(c->out, NULL, c->x[0], c->ids, c->N, c->V, c->Vp, 0.0);
         return c->g[0] * dot_sum(c->out, c->aux, c->nout);
@@ -93,17 +103,25 @@ static void backward(fd_case *c)
 {
     double **d = c->d;
     switch (c->op) {
-    case ENC: vkg_ref_encoder_bwd_f64(d[0], d[1], c->g, c->ids, c->B, c->T, c->C); break;
+    case ENC:
+        vkg_ref_encoder_bwd_f64(d[0], d[1], c->g, c->ids, c->B, c->T, c->C);
+        break;
     case LN:
-        vkg_ref_layernorm_bwd_f64(d[0], d[1], d[2], c->g, c->x[0], c->x[1], c->aux, c->aux2,
-                                  c->N, c->C);
+        vkg_ref_layernorm_bwd_f64(d[0], d[1], d[2], c->g, c->x[0], c->x[1], c->aux, c->aux2, c->N,
+                                  c->C);
         break;
-    case MM: vkg_ref_matmul_bwd_f64(d[0], d[1], d[2], c->g, c->x[0], c->x[1], c->N, c->C, c->OC);
+    case MM:
+        vkg_ref_matmul_bwd_f64(d[0], d[1], d[2], c->g, c->x[0], c->x[1], c->N, c->C, c->OC);
         break;
-    case ATT: vkg_ref_attention_bwd_f64(d[0], c->g, c->x[0], c->aux, c->B, c->T, c->C, c->NH);
+    case ATT:
+        vkg_ref_attention_bwd_f64(d[0], c->g, c->x[0], c->aux, c->B, c->T, c->C, c->NH);
         break;
-    case GELU: vkg_ref_gelu_bwd_f64(d[0], c->x[0], c->g, c->nout); break;
-    case RES: vkg_ref_residual_bwd_f64(d[0], d[1], c->g, c->nout); break;
+    case GELU:
+        vkg_ref_gelu_bwd_f64(d[0], c->x[0], c->g, c->nout);
+        break;
+    case RES:
+        vkg_ref_residual_bwd_f64(d[0], d[1], c->g, c->nout);
+        break;
     case XENT:
         vkg_ref_xent_fwd_bwd_f64(c->out, d[0], c->x[0], c->ids, c->N, c->V, c->Vp, c->g[0]);
         break;
@@ -175,8 +193,7 @@ static void test_fd_layernorm(void **state)
         fd_case c = {.op = LN, .N = N, .C = C, .nout = (size_t)N * C};
         char name[48];
         snprintf(name, sizeof name, "layernorm %dx%d", N, C);
-        run_case(&c, name, (size_t[3]){(size_t)N * C, (size_t)C, (size_t)C}, -2, 3, (size_t)N,
-                 400);
+        run_case(&c, name, (size_t[3]){(size_t)N * C, (size_t)C, (size_t)C}, -2, 3, (size_t)N, 400);
     }
 }
 
@@ -189,8 +206,7 @@ static void test_fd_matmul(void **state)
         fd_case c = {.op = MM, .N = N, .C = C, .OC = OC, .nout = (size_t)N * OC};
         char name[48];
         snprintf(name, sizeof name, "matmul %dx%dx%d", N, C, OC);
-        run_case(&c, name, (size_t[3]){(size_t)N * C, (size_t)OC * C, (size_t)OC}, -1, 1, 0,
-                 300);
+        run_case(&c, name, (size_t[3]){(size_t)N * C, (size_t)OC * C, (size_t)OC}, -1, 1, 0, 300);
     }
     /* bias NULL: the forward adds none and the backward writes no dbias */
     double in[6] = {1, 2, 3, 4, 5, 6}, w[3] = {1, -1, 2}, out[2], di[6] = {0}, dw[3] = {0};
@@ -276,8 +292,8 @@ static void test_adamw_hand(void **state)
     double lr = 0.01, b1 = 0.9, b2 = 0.95, eps = 1e-8, wd = 0.1, gs = 0.5;
     for (int t = 1; t <= 3; t++) {
         vkg_ref_adamw_f64(p, g, m, v, n, lr, b1, b2, eps, wd, t, gs);
-        vkg_ref_adamw(pf, gf, mf, vf, n, (float)lr, (float)b1, (float)b2, (float)eps, (float)wd,
-                      t, (float)gs);
+        vkg_ref_adamw(pf, gf, mf, vf, n, (float)lr, (float)b1, (float)b2, (float)eps, (float)wd, t,
+                      (float)gs);
         for (int i = 0; i < n; i++) { /* by hand */
             double gg = g[i] * gs;
             hm[i] = 0.9 * hm[i] + 0.1 * gg;
@@ -333,8 +349,13 @@ static void test_forward_values(void **state)
     }
     /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), evaluated separately in Python */
     double x[] = {0.0, 1.0, -1.0, 2.0, -3.0, 0.5, 5.0};
-    double want[] = {0.0, 0.8411919906082768, -0.15880800939172324, 1.954597694087775,
-                     -0.0036373920817729943, 0.34571400982514394, 4.999999770820381};
+    double want[] = {0.0,
+                     0.8411919906082768,
+                     -0.15880800939172324,
+                     1.954597694087775,
+                     -0.0036373920817729943,
+                     0.34571400982514394,
+                     4.999999770820381};
     double y[7];
     float xf[7] = {0.0f, 1.0f, -1.0f, 2.0f, -3.0f, 0.5f, 5.0f}, yf[7];
     vkg_ref_gelu_fwd_f64(y, x, 7);
@@ -479,20 +500,19 @@ static void test_fd_checker_bites(void **state)
     fd_case c = {.op = GELU, .nout = 20, .keep = 1};
     run_case(&c, "gelu (correct)", (size_t[3]){20, 0, 0}, -2, 2, 0, 20);
     c.d[0][7] *= 1.0 + 1e-4; /* a 1e-4 relative error in one coordinate must be caught */
-    assert_true(fd_check("gelu (broken on purpose)", c.x[0], c.d[0], 20, 20, objective, &c) >
-                1e-5);
+    assert_true(fd_check("gelu (broken on purpose)", c.x[0], c.d[0], 20, 20, objective, &c) > 1e-5);
     free_case(&c);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_fd_encoder),      cmocka_unit_test(test_fd_layernorm),
-        cmocka_unit_test(test_fd_matmul),       cmocka_unit_test(test_fd_attention),
+        cmocka_unit_test(test_fd_encoder),       cmocka_unit_test(test_fd_layernorm),
+        cmocka_unit_test(test_fd_matmul),        cmocka_unit_test(test_fd_attention),
         cmocka_unit_test(test_fd_gelu_residual), cmocka_unit_test(test_fd_xent),
-        cmocka_unit_test(test_adamw_hand),      cmocka_unit_test(test_forward_values),
-        cmocka_unit_test(test_layernorm_stats), cmocka_unit_test(test_attention_probs),
-        cmocka_unit_test(test_f32_matches_f64), cmocka_unit_test(test_fd_checker_bites),
+        cmocka_unit_test(test_adamw_hand),       cmocka_unit_test(test_forward_values),
+        cmocka_unit_test(test_layernorm_stats),  cmocka_unit_test(test_attention_probs),
+        cmocka_unit_test(test_f32_matches_f64),  cmocka_unit_test(test_fd_checker_bites),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

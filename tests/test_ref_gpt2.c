@@ -28,8 +28,8 @@
 
 static const vkg_ref_gpt2_config_t tiny = {.maxT = 5, .V = 13, .Vp = 16, .L = 2, .NH = 2, .C = 8};
 static const char *const names[VKG_REF_GPT2_NUM_TENSORS] = {
-    "wte", "wpe", "ln1w", "ln1b", "qkvw", "qkvb", "attprojw", "attprojb",
-    "ln2w", "ln2b", "fcw", "fcb", "fcprojw", "fcprojb", "lnfw", "lnfb"};
+    "wte",  "wpe",  "ln1w", "ln1b", "qkvw",    "qkvb",    "attprojw", "attprojb",
+    "ln2w", "ln2b", "fcw",  "fcb",  "fcprojw", "fcprojb", "lnfw",     "lnfb"};
 
 static double *dnew(size_t n)
 {
@@ -61,8 +61,8 @@ static void test_param_table(void **state)
 {
     (void)state;
     size_t sizes[16], off[16];
-    size_t want[16] = {16 * 8, 5 * 8, 2 * 8, 2 * 8, 2 * 24 * 8, 2 * 24, 2 * 8 * 8, 2 * 8,
-                       2 * 8,  2 * 8, 2 * 32 * 8, 2 * 32, 2 * 8 * 32, 2 * 8, 8, 8};
+    size_t want[16] = {16 * 8, 5 * 8, 2 * 8,      2 * 8,  2 * 24 * 8, 2 * 24, 2 * 8 * 8, 2 * 8,
+                       2 * 8,  2 * 8, 2 * 32 * 8, 2 * 32, 2 * 8 * 32, 2 * 8,  8,         8};
     vkg_ref_gpt2_param_sizes(&tiny, sizes);
     vkg_ref_gpt2_param_offsets(&tiny, off);
     size_t total = 0;
@@ -150,15 +150,27 @@ static void test_fd_full_model(void **state)
 
 /* The forward written again from llm.c's table, walking the parameter array with a cursor in
  * tensor order, so a layout or wiring mistake in gpt2_ref would have to be made twice. */
-static double independent_loss(const vkg_ref_gpt2_config_t *cfg, const double *p,
-                               const int32_t *x, const int32_t *y, int B, int T)
+static double independent_loss(const vkg_ref_gpt2_config_t *cfg, const double *p, const int32_t *x,
+                               const int32_t *y, int B, int T)
 {
     int C = cfg->C, L = cfg->L, BT = B * T;
     const double *cur = p, *t[16];
-    size_t cnt[16] = {(size_t)cfg->Vp * C, (size_t)cfg->maxT * C, (size_t)L * C, (size_t)L * C,
-                      (size_t)L * 3 * C * C, (size_t)L * 3 * C, (size_t)L * C * C, (size_t)L * C,
-                      (size_t)L * C, (size_t)L * C, (size_t)L * 4 * C * C, (size_t)L * 4 * C,
-                      (size_t)L * 4 * C * C, (size_t)L * C, (size_t)C, (size_t)C};
+    size_t cnt[16] = {(size_t)cfg->Vp * C,
+                      (size_t)cfg->maxT * C,
+                      (size_t)L * C,
+                      (size_t)L * C,
+                      (size_t)L * 3 * C * C,
+                      (size_t)L * 3 * C,
+                      (size_t)L * C * C,
+                      (size_t)L * C,
+                      (size_t)L * C,
+                      (size_t)L * C,
+                      (size_t)L * 4 * C * C,
+                      (size_t)L * 4 * C,
+                      (size_t)L * 4 * C * C,
+                      (size_t)L * C,
+                      (size_t)C,
+                      (size_t)C};
     for (int k = 0; k < 16; k++)
         t[k] = cur, cur += cnt[k];
     assert_int_equal(cur - p, vkg_ref_gpt2_num_params(cfg));
@@ -286,8 +298,12 @@ static void test_adamw_lowers_loss(void **state)
     vkg_test_fill_int(&r, y, B * T, tiny.V);
     vkg_ref_gpt2_t *m = NULL;
     assert_int_equal(vkg_ref_gpt2_create(&tiny, B, T, &m), 0);
-    vkg_ref_gpt2_adamw_t hp = {.lr = 1e-2, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8,
-                               .weight_decay = 0.1, .grad_clip = 1.0};
+    vkg_ref_gpt2_adamw_t hp = {.lr = 1e-2,
+                               .beta1 = 0.9,
+                               .beta2 = 0.95,
+                               .eps = 1e-8,
+                               .weight_decay = 0.1,
+                               .grad_clip = 1.0};
     double first = 0.0, prev = INFINITY;
     for (int step = 1; step <= 10; step++) {
         double loss = vkg_ref_gpt2_forward(m, p, x, y);
@@ -395,8 +411,12 @@ static void test_adamw_mask_and_clip(void **state)
     double *p = dnew(n), *p0 = dnew(n), *g = dnew(n), *m = dnew(n), *v = dnew(n);
     random_params(&tiny, p, 51);
     memcpy(p0, p, n * sizeof *p);
-    vkg_ref_gpt2_adamw_t hp = {.lr = 0.01, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8,
-                               .weight_decay = 0.1, .grad_clip = 1.0};
+    vkg_ref_gpt2_adamw_t hp = {.lr = 0.01,
+                               .beta1 = 0.9,
+                               .beta2 = 0.95,
+                               .eps = 1e-8,
+                               .weight_decay = 0.1,
+                               .grad_clip = 1.0};
     /* zero gradients: decayed tensors shrink by exactly (1 - lr wd), the others do not move */
     assert_true(vkg_ref_gpt2_adamw_f64(&tiny, p, g, m, v, &hp, 1) == 0.0);
     for (int k = 0; k < 16; k++) {
@@ -421,9 +441,8 @@ static void test_adamw_mask_and_clip(void **state)
         double norm = vkg_ref_gpt2_adamw_f64(&tiny, p, g, m, v, &hp, t);
         assert_true(fabs(norm - 5.0) < 1e-13);
         for (int k = 0; k < 16; k++) /* by hand: per tensor with grad_scale clip / norm */
-            vkg_ref_adamw_f64(q + off[k], g + off[k], mq + off[k], vq + off[k], sizes[k], 0.01,
-                              0.9, 0.95, 1e-8, vkg_ref_gpt2_param_decays(k) ? 0.1 : 0.0, t,
-                              1.0 / norm);
+            vkg_ref_adamw_f64(q + off[k], g + off[k], mq + off[k], vq + off[k], sizes[k], 0.01, 0.9,
+                              0.95, 1e-8, vkg_ref_gpt2_param_decays(k) ? 0.1 : 0.0, t, 1.0 / norm);
     }
     assert_memory_equal(p, q, n * sizeof *p);
     assert_memory_equal(m, mq, n * sizeof *m);
@@ -441,9 +460,9 @@ static void test_adamw_mask_and_clip(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_param_table),       cmocka_unit_test(test_fd_full_model),
-        cmocka_unit_test(test_init_loss),         cmocka_unit_test(test_adamw_lowers_loss),
-        cmocka_unit_test(test_grad_accumulation), cmocka_unit_test(test_f32_matches_f64),
+        cmocka_unit_test(test_param_table),         cmocka_unit_test(test_fd_full_model),
+        cmocka_unit_test(test_init_loss),           cmocka_unit_test(test_adamw_lowers_loss),
+        cmocka_unit_test(test_grad_accumulation),   cmocka_unit_test(test_f32_matches_f64),
         cmocka_unit_test(test_adamw_mask_and_clip), cmocka_unit_test(test_forward_wiring),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -333,8 +333,12 @@ static void test_corrupt_inputs_are_refused(void **state)
     vkg_trainer_t *t = NULL;
 
     /* A model file that loads, and the same file truncated. */
-    vkg_gpt2_config mcfg = {.max_seq_len = MAXT, .vocab_size = V, .padded_vocab_size = 128,
-                            .num_layers = L, .num_heads = NH, .channels = C};
+    vkg_gpt2_config mcfg = {.max_seq_len = MAXT,
+                            .vocab_size = V,
+                            .padded_vocab_size = 128,
+                            .num_layers = L,
+                            .num_heads = NH,
+                            .channels = C};
     vkg_ref_gpt2_config_t rcfg = {.maxT = MAXT, .V = V, .Vp = 128, .L = L, .NH = NH, .C = C};
     size_t n = vkg_gpt2_num_params(&mcfg);
     float *params = vkg_test_alloc(n), *back = vkg_test_alloc(n);

@@ -174,14 +174,16 @@ static void test_bad_op_arguments(void **state)
     vkg_gpu *g = *state;
     vkg_tensor x = vkg_gpu_poisoned(g, 10);
     assert_int_equal(vkg_op_fill(g->cmd, x, 11, 0.0f), VKG_ERR_INVALID_ARG);
-    assert_non_null(strstr(vkg_error_message(), "fill: tensor x holds 10 elements, the shape needs 11"));
+    assert_non_null(
+        strstr(vkg_error_message(), "fill: tensor x holds 10 elements, the shape needs 11"));
     uint32_t spec[3] = {64, 1, 1};
     char push[132] = {0};
-    assert_int_equal(vkg_cmd_dispatch(g->cmd, VKG_KERNEL_fill, spec, 3, push, sizeof push, 1, 1, 1,
-                                      NULL),
-                     VKG_ERR_INVALID_ARG);
-    assert_int_equal(vkg_cmd_dispatch(g->cmd, VKG_KERNEL_fill, spec, 3, push, 16, 70000, 1, 1, NULL),
-                     VKG_ERR_INVALID_ARG);
+    assert_int_equal(
+        vkg_cmd_dispatch(g->cmd, VKG_KERNEL_fill, spec, 3, push, sizeof push, 1, 1, 1, NULL),
+        VKG_ERR_INVALID_ARG);
+    assert_int_equal(
+        vkg_cmd_dispatch(g->cmd, VKG_KERNEL_fill, spec, 3, push, 16, 70000, 1, 1, NULL),
+        VKG_ERR_INVALID_ARG);
     vkg_gpu_run(g);
 }
 
@@ -280,7 +282,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_list_has_a_suitable_device),
         cmocka_unit_test(test_select_missing_device_fails_clearly),
-        cmocka_unit_test_setup_teardown(test_select_by_index_and_name, vkg_gpu_setup, vkg_gpu_teardown),
+        cmocka_unit_test_setup_teardown(test_select_by_index_and_name, vkg_gpu_setup,
+                                        vkg_gpu_teardown),
         cmocka_unit_test_setup_teardown(test_arena_bounds, vkg_gpu_setup, vkg_gpu_teardown),
         cmocka_unit_test_setup_teardown(test_roundtrip_and_views, vkg_gpu_setup, vkg_gpu_teardown),
         cmocka_unit_test_setup_teardown(test_dependent_dispatches_and_replay, vkg_gpu_setup,

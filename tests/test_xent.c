@@ -164,23 +164,24 @@ static void test_bad_arguments(void **state)
     vkg_tensor small = vkg_gpu_poisoned(g, 3);
     vkg_tensor shifted = vkg_tensor_view(logits, 4, 4 * 127 * sizeof(float));
     vkg_expect_invalid(vkg_op_xent_fwd_bwd(c, losses, NULL, logits, targets, 0, 100, 128, 1.0f),
-                   "xent_fwd_bwd: N, V and Vp must be positive");
+                       "xent_fwd_bwd: N, V and Vp must be positive");
     vkg_expect_invalid(vkg_op_xent_fwd_bwd(c, losses, NULL, logits, targets, 4, 0, 128, 1.0f),
-                   "must be positive");
+                       "must be positive");
     vkg_expect_invalid(vkg_op_xent_fwd_bwd(c, losses, NULL, logits, targets, 4, 129, 128, 1.0f),
-                   "V=129 exceeds the padded vocabulary Vp=128");
+                       "V=129 exceeds the padded vocabulary Vp=128");
     vkg_expect_invalid(vkg_op_xent_fwd_bwd(c, losses, NULL, logits, targets, 5, 100, 128, 1.0f),
-                   "tensor logits holds 512 elements");
+                       "tensor logits holds 512 elements");
     vkg_expect_invalid(vkg_op_xent_fwd_bwd(c, small, NULL, logits, targets, 4, 100, 128, 1.0f),
-                   "tensor losses");
+                       "tensor losses");
     vkg_expect_invalid(vkg_op_xent_fwd_bwd(c, losses, NULL, logits, small, 4, 100, 128, 1.0f),
-                   "tensor targets");
+                       "tensor targets");
     vkg_expect_invalid(vkg_op_xent_fwd_bwd(c, losses, &small, logits, targets, 4, 100, 128, 1.0f),
-                   "tensor dlogits");
+                       "tensor dlogits");
     vkg_expect_invalid(vkg_op_xent_fwd_bwd(c, losses, &shifted, logits, targets, 3, 100, 128, 1.0f),
-                   "dlogits partly overlaps logits");
-    vkg_expect_invalid(vkg_op_xent_fwd_bwd(c, losses, NULL, logits, targets, 65536, 100, 32768, 1.0f),
-                   "logits (N=65536, Vp=32768)");
+                       "dlogits partly overlaps logits");
+    vkg_expect_invalid(
+        vkg_op_xent_fwd_bwd(c, losses, NULL, logits, targets, 65536, 100, 32768, 1.0f),
+        "logits (N=65536, Vp=32768)");
     assert_int_equal(vkg_cmd_dispatch_count(c), 0);
 }
 

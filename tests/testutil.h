@@ -25,12 +25,13 @@ float *vkg_test_random(vkg_test_rng *r, size_t n, float lo, float hi);
 void vkg_test_fill_int(vkg_test_rng *r, int32_t *x, size_t n, int32_t bound);
 
 typedef struct vkg_test_cmp {
-    double rel_l2;      /* ||got - ref|| / ||ref|| (or ||got|| when ||ref|| = 0) */
-    double max_abs;     /* max |got - ref| */
-    double max_rel;     /* max |got - ref| / max(|ref|, 1e-6) */
-    size_t first_bad;   /* first index with a non-finite value or |got-ref| > tol*(|ref|+norm/sqrt(n)) */
-    size_t nonfinite;   /* count of non-finite elements in got */
-    int ok;             /* rel_l2 <= bound and nonfinite == 0 */
+    double rel_l2;  /* ||got - ref|| / ||ref|| (or ||got|| when ||ref|| = 0) */
+    double max_abs; /* max |got - ref| */
+    double max_rel; /* max |got - ref| / max(|ref|, 1e-6) */
+    size_t
+        first_bad; /* first index with a non-finite value or |got-ref| > tol*(|ref|+norm/sqrt(n)) */
+    size_t nonfinite; /* count of non-finite elements in got */
+    int ok;           /* rel_l2 <= bound and nonfinite == 0 */
 } vkg_test_cmp;
 
 /* Compare got with ref over n elements against a relative-L2 bound. Fills *out and returns out->ok.

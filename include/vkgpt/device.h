@@ -20,25 +20,25 @@ extern "C" {
 typedef struct vkg_device vkg_device_t;
 
 typedef struct vkg_device_info {
-    int index;                    /* position in vkg_device_list's order */
-    char name[256];               /* "llvmpipe (LLVM 15.0.6, 256 bits)" */
-    char vendor[32];              /* "NVIDIA", "AMD", "Intel", "Apple", "Mesa (CPU)", ... */
-    char type[24];                /* "discrete", "integrated", "virtual", "cpu", "other" */
+    int index;       /* position in vkg_device_list's order */
+    char name[256];  /* "llvmpipe (LLVM 15.0.6, 256 bits)" */
+    char vendor[32]; /* "NVIDIA", "AMD", "Intel", "Apple", "Mesa (CPU)", ... */
+    char type[24];   /* "discrete", "integrated", "virtual", "cpu", "other" */
     uint32_t vendor_id, device_id;
-    uint32_t api_version;         /* VK_MAKE_API_VERSION encoded */
-    char driver[128];             /* driver name and info string */
-    uint64_t device_local_bytes;  /* sum of device-local heaps */
-    int unified_memory;           /* 1: device memory is host-mappable, no staging needed */
+    uint32_t api_version;        /* VK_MAKE_API_VERSION encoded */
+    char driver[128];            /* driver name and info string */
+    uint64_t device_local_bytes; /* sum of device-local heaps */
+    int unified_memory;          /* 1: device memory is host-mappable, no staging needed */
     uint32_t subgroup_size;
-    uint32_t max_shared_memory;   /* bytes per workgroup */
+    uint32_t max_shared_memory; /* bytes per workgroup */
     uint32_t max_workgroup_invocations;
-    uint32_t max_push_constants;  /* bytes */
-    int buffer_device_address;    /* required */
-    int timeline_semaphore;       /* required */
-    int timestamps;               /* compute-queue timestamps (profiling) */
+    uint32_t max_push_constants; /* bytes */
+    int buffer_device_address;   /* required */
+    int timeline_semaphore;      /* required */
+    int timestamps;              /* compute-queue timestamps (profiling) */
     int shader_float64, shader_int64, shader_float16, storage_16bit;
-    int suitable;                 /* every required feature present */
-    char missing[128];            /* names of the required features that are absent, or "" */
+    int suitable;      /* every required feature present */
+    char missing[128]; /* names of the required features that are absent, or "" */
 } vkg_device_info;
 
 /* List every Vulkan device. *out is a malloc'd array of *count entries (free() it).
@@ -50,8 +50,8 @@ typedef struct vkg_device_opts {
      * number picks that index of vkg_device_list; anything else is a case-insensitive substring
      * of the device name. The CLI passes --device or the VKGPT_DEVICE environment variable. */
     const char *select;
-    int validation; /* enable VK_LAYER_KHRONOS_validation and count its messages */
-    int profiling;  /* allow timestamp queries (vkgpt bench) */
+    int validation;    /* enable VK_LAYER_KHRONOS_validation and count its messages */
+    int profiling;     /* allow timestamp queries (vkgpt bench) */
     int force_staging; /* transfer through a staging buffer even on unified memory (tests the
                           path discrete GPUs take) */
 } vkg_device_opts;

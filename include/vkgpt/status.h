@@ -13,8 +13,8 @@ extern "C" {
 #endif
 
 /* X(name, value, description): the single list every status code comes from. */
-#define VKG_STATUS_LIST(X)                                                                          \
-    X(VKG_OK, 0, "ok")                                                                              \
+#define VKG_STATUS_LIST(X)                                                                         \
+    X(VKG_OK, 0, "ok")                                                                             \
     X(VKG_ERR_INVALID_ARG, -1, "invalid argument")                                                 \
     X(VKG_ERR_NOMEM, -2, "out of memory")                                                          \
     X(VKG_ERR_IO, -3, "input/output error")                                                        \

@@ -43,14 +43,14 @@ typedef struct vkg_train_config {
      * fp32 version 3 or bf16 version 5), else new from these fields with GPT-2 init from seed. */
     const char *init_path;
     int layers, heads, channels, max_seq_len;
-    int vocab_size;     /* 0: the tokenizer's */
+    int vocab_size; /* 0: the tokenizer's */
     uint64_t seed;
     /* Data: llm.c token shards or text files (a path or a glob). val_data may be NULL. */
     const char *data, *val_data;
     /* Tokenizer: "byte", "gpt2" (with vocab_dir: vocab.bpe + encoder.json) or the path of an
      * llm.c tokenizer file; NULL: byte-level for text, DIR/tokenizer.bin next to shards if any. */
     const char *tokenizer, *vocab_dir;
-    int shuffle;        /* 1: seeded batch order per epoch */
+    int shuffle; /* 1: seeded batch order per epoch */
     /* Batch: micro-batch B x T; total_batch tokens per optimizer step (0: B*T). */
     int batch, seq;
     long long total_batch;
@@ -111,20 +111,20 @@ typedef struct vkg_trainer_info {
     int validation_messages;  /* warnings/errors the validation layer reported (validation on) */
     char validation_first[512];
     char log_path[1024], svg_path[1024];
-    int rank, world_size;  /* data parallelism; 0 of 1 alone */
-    int global_batch;      /* rows of a global micro-batch (sum over ranks) */
+    int rank, world_size;   /* data parallelism; 0 of 1 alone */
+    int global_batch;       /* rows of a global micro-batch (sum over ranks) */
     char rank_batches[256]; /* "4,2,2" */
-    float lr;              /* peak lr after --lr-scale */
+    float lr;               /* peak lr after --lr-scale */
 } vkg_trainer_info;
 
 typedef struct vkg_step_info {
-    long long step;      /* 1-based number of the step just taken */
+    long long step; /* 1-based number of the step just taken */
     float loss, lr, grad_norm;
     double ms, tokens_per_s;
-    uint64_t tokens;     /* trained on so far */
+    uint64_t tokens; /* trained on so far */
     int has_eval;
     float eval_loss;
-    int stop;            /* cfg.stop was set on some rank: stop after this step (every rank) */
+    int stop; /* cfg.stop was set on some rank: stop after this step (every rank) */
     /* Data parallelism: milliseconds spent in gradient allreduces, and the part of them not
      * hidden behind the backward pass (after the device had finished it). */
     double comm_ms, exposed_comm_ms;

@@ -284,12 +284,13 @@ static int parse_tiles(const char *s, vkg_matmul_tiles *t)
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: vkgpt bench ops [--device D] [--iters N] [--op NAME] [--tiles TM,TN,LX]\n"
-               "  --device D   device index or name substring (default: VKGPT_DEVICE or the first)\n"
-               "  --iters N    timed runs per row, median reported (default 5)\n"
-               "  --op NAME    only rows whose op starts with NAME (e.g. matmul_fwd)\n"
-               "  --tiles ...  matmul register tile: rows, columns per lane, lanes per workgroup\n"
-               "               (default: the device's; CPU 8,8,8, GPU 4,4,64)\n");
+    fprintf(f,
+            "usage: vkgpt bench ops [--device D] [--iters N] [--op NAME] [--tiles TM,TN,LX]\n"
+            "  --device D   device index or name substring (default: VKGPT_DEVICE or the first)\n"
+            "  --iters N    timed runs per row, median reported (default 5)\n"
+            "  --op NAME    only rows whose op starts with NAME (e.g. matmul_fwd)\n"
+            "  --tiles ...  matmul register tile: rows, columns per lane, lanes per workgroup\n"
+            "               (default: the device's; CPU 8,8,8, GPU 4,4,64)\n");
 }
 
 int vkg_cli_bench_ops(int argc, char **argv)

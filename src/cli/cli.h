@@ -40,20 +40,75 @@ typedef struct vkg_cli_dp_flags {
     int no_overlap;
     int rank_batch_v[1024];
 } vkg_cli_dp_flags;
-#define VKG_CLI_DP_FLAGS_INIT {.world_size = -1, .rank = -1, .master_port = -1, .timeout_s = -1}
+#define VKG_CLI_DP_FLAGS_INIT                                                                      \
+    {                                                                                              \
+        .world_size = -1, .rank = -1, .master_port = -1, .timeout_s = -1                           \
+    }
 extern const char *const vkg_cli_lr_scales[];
 #define VKG_CLI_DP_FLAGS(d)                                                                        \
-    {"--world-size", VKG_FLAG_INT, &(d).world_size, "data-parallel ranks (default: launcher env)", 0, 1, 1024}, \
-    {"--rank", VKG_FLAG_INT, &(d).rank, "this rank, 0..world-1 (default: launcher env)", 0, 0, 1023}, \
-    {"--master-addr", VKG_FLAG_STR, &(d).master_addr, "rank 0's host (default: MASTER_ADDR)", 0, 0, 0}, \
-    {"--master-port", VKG_FLAG_INT, &(d).master_port, "rank 0's port (default: MASTER_PORT)", 0, 1, 65535}, \
-    {"--transport", VKG_FLAG_STR, &(d).transport, "tcp or ipc (default: tcp)", 0, 0, 0},       \
-    {"--comm-timeout", VKG_FLAG_INT, &(d).timeout_s, "seconds a collective may wait", 0, 1, 86400}, \
-    {"--rank-batch", VKG_FLAG_STR, &(d).rank_batch, "micro-batch per rank, e.g. 4,2,2", 0, 0, 0}, \
-    {"--lr-scale", VKG_FLAG_CHOICE, &(d).lr_scale, "scale --lr with the total batch", vkg_cli_lr_scales, 0, 0}, \
-    {"--base-batch", VKG_FLAG_LL, &(d).base_batch, "total batch --lr was tuned for (--lr-scale)", 0, 0, 0}, \
-    {"--bucket-mb", VKG_FLAG_FLOAT, &(d).bucket_mb, "gradient bucket size in MiB (default 25)", 0, 0.0001, 65536}, \
-    {"--no-overlap", VKG_FLAG_BOOL, &(d).no_overlap, "one allreduce after the backward pass", 0, 0, 0}
+    {"--world-size",                                                                               \
+     VKG_FLAG_INT,                                                                                 \
+     &(d).world_size,                                                                              \
+     "data-parallel ranks (default: launcher env)",                                                \
+     0,                                                                                            \
+     1,                                                                                            \
+     1024},                                                                                        \
+        {"--rank", VKG_FLAG_INT, &(d).rank, "this rank, 0..world-1 (default: launcher env)", 0,    \
+         0,        1023},                                                                          \
+        {"--master-addr",                                                                          \
+         VKG_FLAG_STR,                                                                             \
+         &(d).master_addr,                                                                         \
+         "rank 0's host (default: MASTER_ADDR)",                                                   \
+         0,                                                                                        \
+         0,                                                                                        \
+         0},                                                                                       \
+        {"--master-port",                                                                          \
+         VKG_FLAG_INT,                                                                             \
+         &(d).master_port,                                                                         \
+         "rank 0's port (default: MASTER_PORT)",                                                   \
+         0,                                                                                        \
+         1,                                                                                        \
+         65535},                                                                                   \
+        {"--transport", VKG_FLAG_STR, &(d).transport, "tcp or ipc (default: tcp)", 0, 0, 0},       \
+        {"--comm-timeout",                                                                         \
+         VKG_FLAG_INT,                                                                             \
+         &(d).timeout_s,                                                                           \
+         "seconds a collective may wait",                                                          \
+         0,                                                                                        \
+         1,                                                                                        \
+         86400},                                                                                   \
+        {"--rank-batch",                                                                           \
+         VKG_FLAG_STR,                                                                             \
+         &(d).rank_batch,                                                                          \
+         "micro-batch per rank, e.g. 4,2,2",                                                       \
+         0,                                                                                        \
+         0,                                                                                        \
+         0},                                                                                       \
+        {"--lr-scale",                                                                             \
+         VKG_FLAG_CHOICE,                                                                          \
+         &(d).lr_scale,                                                                            \
+         "scale --lr with the total batch",                                                        \
+         vkg_cli_lr_scales,                                                                        \
+         0,                                                                                        \
+         0},                                                                                       \
+        {"--base-batch",                                                                           \
+         VKG_FLAG_LL,                                                                              \
+         &(d).base_batch,                                                                          \
+         "total batch --lr was tuned for (--lr-scale)",                                            \
+         0,                                                                                        \
+         0,                                                                                        \
+         0},                                                                                       \
+        {"--bucket-mb",                                                                            \
+         VKG_FLAG_FLOAT,                                                                           \
+         &(d).bucket_mb,                                                                           \
+         "gradient bucket size in MiB (default 25)",                                               \
+         0,                                                                                        \
+         0.0001,                                                                                   \
+         65536},                                                                                   \
+    {                                                                                              \
+        "--no-overlap", VKG_FLAG_BOOL, &(d).no_overlap, "one allreduce after the backward pass",   \
+            0, 0, 0                                                                                \
+    }
 struct vkg_train_config;
 /* Fill cfg's comm, rank_batch and lr scaling from the environment and d; 0 or the exit code 2
  * after printing the error. */

@@ -37,9 +37,10 @@ int vkg_cli_devices(int argc, char **argv)
         if (!strcmp(argv[i], "--device") && i + 1 < argc) {
             select = argv[++i];
         } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            printf("usage: vkgpt devices [--device INDEX|NAME]\n"
-                   "  Lists Vulkan devices. With --device (or VKGPT_DEVICE), opens that device and\n"
-                   "  fails with exit code 2 when it does not exist.\n");
+            printf(
+                "usage: vkgpt devices [--device INDEX|NAME]\n"
+                "  Lists Vulkan devices. With --device (or VKGPT_DEVICE), opens that device and\n"
+                "  fails with exit code 2 when it does not exist.\n");
             return 0;
         } else {
             fprintf(stderr, "vkgpt devices: unknown option '%s' (valid: --device, --help)\n",
@@ -66,7 +67,8 @@ int vkg_cli_devices(int argc, char **argv)
             vkg_cli_report("devices", st);
             return st == VKG_ERR_NOT_FOUND ? 2 : 1;
         }
-        printf("selected [%d] %s\n", vkg_device_get_info(dev)->index, vkg_device_get_info(dev)->name);
+        printf("selected [%d] %s\n", vkg_device_get_info(dev)->index,
+               vkg_device_get_info(dev)->name);
         vkg_device_destroy(&dev);
     }
     return 0;

@@ -71,14 +71,18 @@ int vkg_cli_sample(int argc, char **argv)
     float temperature = 0.8f;
     uint64_t seed = 42;
     const vkg_flag flags[] = {
-        {"--ckpt", VKG_FLAG_STR, &ckpt, "checkpoint folder, one checkpoint, or an llm.c model file", 0, 0, 0},
+        {"--ckpt", VKG_FLAG_STR, &ckpt, "checkpoint folder, one checkpoint, or an llm.c model file",
+         0, 0, 0},
         {"--prompt", VKG_FLAG_STR, &prompt, "text to continue (default: a new document)", 0, 0, 0},
         {"--len", VKG_FLAG_INT, &len, "tokens to generate", 0, 0, 1e6},
-        {"--temperature", VKG_FLAG_FLOAT, &temperature, "sampling temperature (0: greedy)", 0, 0, 100},
-        {"--top-k", VKG_FLAG_INT, &top_k, "sample among the k likeliest tokens (0: all)", 0, 0, 1 << 24},
+        {"--temperature", VKG_FLAG_FLOAT, &temperature, "sampling temperature (0: greedy)", 0, 0,
+         100},
+        {"--top-k", VKG_FLAG_INT, &top_k, "sample among the k likeliest tokens (0: all)", 0, 0,
+         1 << 24},
         {"--seed", VKG_FLAG_U64, &seed, "sampling seed", 0, 0, 0},
         {"--tokenizer", VKG_FLAG_STR, &tokenizer, "byte, gpt2 or an llm.c tokenizer file", 0, 0, 0},
-        {"--vocab-dir", VKG_FLAG_STR, &vocab_dir, "vocab.bpe + encoder.json folder: GPT-2 prompts (implies --tokenizer gpt2)", 0, 0, 0},
+        {"--vocab-dir", VKG_FLAG_STR, &vocab_dir,
+         "vocab.bpe + encoder.json folder: GPT-2 prompts (implies --tokenizer gpt2)", 0, 0, 0},
         {"--device", VKG_FLAG_STR, &device, "device index or name", 0, 0, 0},
     };
     int rc = vkg_flags_parse("sample", "--ckpt DIR|FILE [options]", flags,

@@ -64,8 +64,8 @@ static void print_step(const vkg_step_info *s, long long steps, double avg_ms, i
 static int show_sample(vkg_trainer_t *t, const train_opts *o, uint64_t seed, int tty)
 {
     char *text = NULL;
-    vkg_status st = vkg_trainer_sample(t, o->prompt, o->sample_len, o->temperature, o->top_k, seed,
-                                       &text);
+    vkg_status st =
+        vkg_trainer_sample(t, o->prompt, o->sample_len, o->temperature, o->top_k, seed, &text);
     if (st != VKG_OK)
         return vkg_cli_report("train", st);
     printf("%s--- sample ---\n%s\n--------------\n", tty ? "\r\033[K" : "", text);
@@ -103,14 +103,16 @@ static int run(vkg_trainer_t *t, const train_opts *o)
                info.seq, info.accum_steps, info.total_batch);
     if (info.world_size > 1)
         printf("data parallel: rank %d of %d, micro-batches %s rows (%d x %d = %lld tokens per "
-               "micro-step over all ranks), lr %.3e\n", info.rank, info.world_size,
-               info.rank_batches, info.global_batch, info.seq,
+               "micro-step over all ranks), lr %.3e\n",
+               info.rank, info.world_size, info.rank_batches, info.global_batch, info.seq,
                (long long)info.global_batch * info.seq, (double)info.lr);
     if (info.resumed)
         printf("resumed at step %lld\n", info.start_step);
     if (info.resume_skipped[0])
-        fprintf(stderr, "vkgpt train: warning: --resume passed over newer checkpoints that are "
-                        "incomplete or damaged: %s\n", info.resume_skipped);
+        fprintf(stderr,
+                "vkgpt train: warning: --resume passed over newer checkpoints that are "
+                "incomplete or damaged: %s\n",
+                info.resume_skipped);
     if (info.log_path[0])
         printf("log: %s\n", info.log_path);
     double total_ms = 0.0;
@@ -160,50 +162,75 @@ static int run(vkg_trainer_t *t, const train_opts *o)
 
 int vkg_cli_train(int argc, char **argv)
 {
-    train_opts o = {.cfg = vkg_train_config_default(), .sample_len = 200, .temperature = 0.8f,
-                    .top_k = 40, .dp = VKG_CLI_DP_FLAGS_INIT};
+    train_opts o = {.cfg = vkg_train_config_default(),
+                    .sample_len = 200,
+                    .temperature = 0.8f,
+                    .top_k = 40,
+                    .dp = VKG_CLI_DP_FLAGS_INIT};
     vkg_train_config *c = &o.cfg;
     int schedule = 0;
     const vkg_flag flags[] = {
-        {"--device", VKG_FLAG_STR, &c->device, "device index or name (default: VKGPT_DEVICE)", 0, 0, 0},
-        {"--data", VKG_FLAG_STR, &c->data, "training data: llm.c shards (.bin) or text; a glob", 0, 0, 0},
+        {"--device", VKG_FLAG_STR, &c->device, "device index or name (default: VKGPT_DEVICE)", 0, 0,
+         0},
+        {"--data", VKG_FLAG_STR, &c->data, "training data: llm.c shards (.bin) or text; a glob", 0,
+         0, 0},
         {"--val-data", VKG_FLAG_STR, &c->val_data, "validation data, as --data", 0, 0, 0},
-        {"--tokenizer", VKG_FLAG_STR, &c->tokenizer, "byte, gpt2 or an llm.c tokenizer file", 0, 0, 0},
-        {"--vocab-dir", VKG_FLAG_STR, &c->vocab_dir, "folder of vocab.bpe + encoder.json (gpt2)", 0, 0, 0},
+        {"--tokenizer", VKG_FLAG_STR, &c->tokenizer, "byte, gpt2 or an llm.c tokenizer file", 0, 0,
+         0},
+        {"--vocab-dir", VKG_FLAG_STR, &c->vocab_dir, "folder of vocab.bpe + encoder.json (gpt2)", 0,
+         0, 0},
         {"--shuffle", VKG_FLAG_INT, &c->shuffle, "1: seeded batch order per epoch", 0, 0, 1},
         {"--init", VKG_FLAG_STR, &c->init_path, "start from an llm.c model file", 0, 0, 0},
         {"--layers", VKG_FLAG_INT, &c->layers, "new model: layers", 0, 1, 1000},
         {"--heads", VKG_FLAG_INT, &c->heads, "new model: attention heads", 0, 1, 1000},
         {"--channels", VKG_FLAG_INT, &c->channels, "new model: channels", 0, 1, 65536},
         {"--ctx", VKG_FLAG_INT, &c->max_seq_len, "new model: context length", 0, 1, 65536},
-        {"--vocab", VKG_FLAG_INT, &c->vocab_size, "new model: vocabulary (default: tokenizer's)", 0, 0, 1 << 24},
-        {"--seed", VKG_FLAG_U64, &c->seed, "seed of initialisation, shuffling and samples", 0, 0, 0},
+        {"--vocab", VKG_FLAG_INT, &c->vocab_size, "new model: vocabulary (default: tokenizer's)", 0,
+         0, 1 << 24},
+        {"--seed", VKG_FLAG_U64, &c->seed, "seed of initialisation, shuffling and samples", 0, 0,
+         0},
         {"--batch", VKG_FLAG_INT, &c->batch, "micro-batch size B", 0, 1, 1 << 20},
         {"--seq", VKG_FLAG_INT, &c->seq, "sequence length T", 0, 1, 1 << 20},
-        {"--total-batch", VKG_FLAG_LL, &c->total_batch, "tokens per optimizer step (multiple of B*T)", 0, 0, 0},
+        {"--total-batch", VKG_FLAG_LL, &c->total_batch,
+         "tokens per optimizer step (multiple of B*T)", 0, 0, 0},
         {"--steps", VKG_FLAG_INT, &c->steps, "optimizer steps", 0, 0, 1e9},
         {"--lr", VKG_FLAG_FLOAT, &c->lr, "peak learning rate", 0, 0, 10},
         {"--warmup", VKG_FLAG_INT, &c->warmup, "warmup steps", 0, 0, 1e9},
         {"--schedule", VKG_FLAG_CHOICE, &schedule, "learning-rate schedule", schedules, 0, 0},
-        {"--lr-min-frac", VKG_FLAG_FLOAT, &c->lr_min_frac, "final lr as a fraction of --lr", 0, 0, 1},
-        {"--weight-decay", VKG_FLAG_FLOAT, &c->weight_decay, "AdamW decay (2-D weights only)", 0, 0, 10},
+        {"--lr-min-frac", VKG_FLAG_FLOAT, &c->lr_min_frac, "final lr as a fraction of --lr", 0, 0,
+         1},
+        {"--weight-decay", VKG_FLAG_FLOAT, &c->weight_decay, "AdamW decay (2-D weights only)", 0, 0,
+         10},
         {"--beta1", VKG_FLAG_FLOAT, &c->beta1, "AdamW beta1", 0, 0, 1},
         {"--beta2", VKG_FLAG_FLOAT, &c->beta2, "AdamW beta2", 0, 0, 1},
         {"--eps", VKG_FLAG_FLOAT, &c->eps, "AdamW epsilon", 0, 0, 1},
-        {"--grad-clip", VKG_FLAG_FLOAT, &c->grad_clip, "global gradient-norm clip (0: off)", 0, 0, 1e9},
-        {"--eval-every", VKG_FLAG_INT, &c->eval_every, "evaluate every N steps (0: never)", 0, 0, 1e9},
-        {"--eval-batches", VKG_FLAG_INT, &c->eval_batches, "validation batches per evaluation", 0, 1, 1e9},
-        {"--sample-every", VKG_FLAG_INT, &o.sample_every, "print a sample every N steps (0: never)", 0, 0, 1e9},
-        {"--sample-len", VKG_FLAG_INT, &o.sample_len, "tokens per sample (also the final one)", 0, 0, 1e6},
-        {"--prompt", VKG_FLAG_STR, &o.prompt, "sample prompt (default: start of a document)", 0, 0, 0},
-        {"--temperature", VKG_FLAG_FLOAT, &o.temperature, "sampling temperature (0: greedy)", 0, 0, 100},
-        {"--top-k", VKG_FLAG_INT, &o.top_k, "sample among the k likeliest tokens (0: all)", 0, 0, 1 << 24},
-        {"--ckpt-dir", VKG_FLAG_STR, &c->ckpt_dir, "checkpoint folder (also holds log.jsonl)", 0, 0, 0},
-        {"--ckpt-every", VKG_FLAG_INT, &o.ckpt_every, "checkpoint every N steps (and at the end)", 0, 0, 1e9},
+        {"--grad-clip", VKG_FLAG_FLOAT, &c->grad_clip, "global gradient-norm clip (0: off)", 0, 0,
+         1e9},
+        {"--eval-every", VKG_FLAG_INT, &c->eval_every, "evaluate every N steps (0: never)", 0, 0,
+         1e9},
+        {"--eval-batches", VKG_FLAG_INT, &c->eval_batches, "validation batches per evaluation", 0,
+         1, 1e9},
+        {"--sample-every", VKG_FLAG_INT, &o.sample_every, "print a sample every N steps (0: never)",
+         0, 0, 1e9},
+        {"--sample-len", VKG_FLAG_INT, &o.sample_len, "tokens per sample (also the final one)", 0,
+         0, 1e6},
+        {"--prompt", VKG_FLAG_STR, &o.prompt, "sample prompt (default: start of a document)", 0, 0,
+         0},
+        {"--temperature", VKG_FLAG_FLOAT, &o.temperature, "sampling temperature (0: greedy)", 0, 0,
+         100},
+        {"--top-k", VKG_FLAG_INT, &o.top_k, "sample among the k likeliest tokens (0: all)", 0, 0,
+         1 << 24},
+        {"--ckpt-dir", VKG_FLAG_STR, &c->ckpt_dir, "checkpoint folder (also holds log.jsonl)", 0, 0,
+         0},
+        {"--ckpt-every", VKG_FLAG_INT, &o.ckpt_every, "checkpoint every N steps (and at the end)",
+         0, 0, 1e9},
         {"--keep", VKG_FLAG_INT, &c->keep_checkpoints, "checkpoints to keep (0: all)", 0, 0, 1e6},
-        {"--resume", VKG_FLAG_BOOL, &c->resume, "continue from the newest complete checkpoint", 0, 0, 0},
-        {"--log", VKG_FLAG_STR, &c->log_path, "JSON-lines log (default: CKPT_DIR/log.jsonl)", 0, 0, 0},
-        {"--validation", VKG_FLAG_BOOL, &c->validation, "Vulkan validation layer on (slow)", 0, 0, 0},
+        {"--resume", VKG_FLAG_BOOL, &c->resume, "continue from the newest complete checkpoint", 0,
+         0, 0},
+        {"--log", VKG_FLAG_STR, &c->log_path, "JSON-lines log (default: CKPT_DIR/log.jsonl)", 0, 0,
+         0},
+        {"--validation", VKG_FLAG_BOOL, &c->validation, "Vulkan validation layer on (slow)", 0, 0,
+         0},
         {"--quiet", VKG_FLAG_BOOL, &o.quiet, "no per-step lines", 0, 0, 0},
         VKG_CLI_DP_FLAGS(o.dp),
     };

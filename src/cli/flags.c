@@ -68,8 +68,8 @@ static int set_value(const char *cmd, const vkg_flag *fl, const char *val)
         return 0;
     }
     if (fl->min < fl->max && (v < fl->min || v > fl->max)) {
-        fprintf(stderr, "vkgpt %s: %s must be between %g and %g, got %s\n", cmd, fl->name,
-                fl->min, fl->max, val);
+        fprintf(stderr, "vkgpt %s: %s must be between %g and %g, got %s\n", cmd, fl->name, fl->min,
+                fl->max, val);
         return 0;
     }
     switch (fl->type) {
@@ -113,8 +113,8 @@ int vkg_flags_parse(const char *cmd, const char *synopsis, const vkg_flag *flags
             if (strlen(flags[j].name) == len && !strncmp(flags[j].name, a, len))
                 fl = &flags[j];
         if (!fl) {
-            fprintf(stderr, "vkgpt %s: unknown option '%s' (vkgpt %s --help lists them)\n", cmd,
-                    a, cmd);
+            fprintf(stderr, "vkgpt %s: unknown option '%s' (vkgpt %s --help lists them)\n", cmd, a,
+                    cmd);
             return 2;
         }
         if (fl->type == VKG_FLAG_BOOL) {

@@ -5,8 +5,8 @@
 #include "base/error.h"
 
 static const char *const param_names[VKG_GPT2_NUM_PARAM_TENSORS] = {
-    "wte",  "wpe",  "ln1w", "ln1b", "qkvw", "qkvb",    "attprojw", "attprojb",
-    "ln2w", "ln2b", "fcw",  "fcb",  "fcprojw", "fcprojb", "lnfw",  "lnfb",
+    "wte",  "wpe",  "ln1w", "ln1b", "qkvw",    "qkvb",    "attprojw", "attprojb",
+    "ln2w", "ln2b", "fcw",  "fcb",  "fcprojw", "fcprojb", "lnfw",     "lnfb",
 };
 
 int vkg_gpt2_pad_vocab(int vocab_size)
@@ -37,22 +37,22 @@ void vkg_gpt2_param_sizes(const vkg_gpt2_config *cfg, size_t sizes[VKG_GPT2_NUM_
 {
     size_t Vp = (size_t)cfg->padded_vocab_size, C = (size_t)cfg->channels;
     size_t maxT = (size_t)cfg->max_seq_len, L = (size_t)cfg->num_layers;
-    sizes[0] = Vp * C;          /* wte */
-    sizes[1] = maxT * C;        /* wpe */
-    sizes[2] = L * C;           /* ln1w */
-    sizes[3] = L * C;           /* ln1b */
-    sizes[4] = L * 3 * C * C;   /* qkvw */
-    sizes[5] = L * 3 * C;       /* qkvb */
-    sizes[6] = L * C * C;       /* attprojw */
-    sizes[7] = L * C;           /* attprojb */
-    sizes[8] = L * C;           /* ln2w */
-    sizes[9] = L * C;           /* ln2b */
-    sizes[10] = L * 4 * C * C;  /* fcw */
-    sizes[11] = L * 4 * C;      /* fcb */
-    sizes[12] = L * C * 4 * C;  /* fcprojw */
-    sizes[13] = L * C;          /* fcprojb */
-    sizes[14] = C;              /* lnfw */
-    sizes[15] = C;              /* lnfb */
+    sizes[0] = Vp * C;         /* wte */
+    sizes[1] = maxT * C;       /* wpe */
+    sizes[2] = L * C;          /* ln1w */
+    sizes[3] = L * C;          /* ln1b */
+    sizes[4] = L * 3 * C * C;  /* qkvw */
+    sizes[5] = L * 3 * C;      /* qkvb */
+    sizes[6] = L * C * C;      /* attprojw */
+    sizes[7] = L * C;          /* attprojb */
+    sizes[8] = L * C;          /* ln2w */
+    sizes[9] = L * C;          /* ln2b */
+    sizes[10] = L * 4 * C * C; /* fcw */
+    sizes[11] = L * 4 * C;     /* fcb */
+    sizes[12] = L * C * 4 * C; /* fcprojw */
+    sizes[13] = L * C;         /* fcprojb */
+    sizes[14] = C;             /* lnfw */
+    sizes[15] = C;             /* lnfb */
 }
 
 size_t vkg_gpt2_num_params(const vkg_gpt2_config *cfg)

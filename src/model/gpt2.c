@@ -7,8 +7,14 @@
 
 vkg_gpt2_opts vkg_gpt2_opts_default(void)
 {
-    vkg_gpt2_opts o = {.B = 4, .T = 64, .accum_steps = 1, .loss_scale = 1.0f, .beta1 = 0.9f,
-                       .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.0f};
+    vkg_gpt2_opts o = {.B = 4,
+                       .T = 64,
+                       .accum_steps = 1,
+                       .loss_scale = 1.0f,
+                       .beta1 = 0.9f,
+                       .beta2 = 0.95f,
+                       .eps = 1e-8f,
+                       .weight_decay = 0.0f};
     return o;
 }
 
@@ -18,27 +24,27 @@ static void act_sizes(const vkg_gpt2_config *cfg, int B, int T, size_t s[VKG_GPT
     size_t L = (size_t)cfg->num_layers, C = (size_t)cfg->channels, NH = (size_t)cfg->num_heads;
     size_t BT = (size_t)B * (size_t)T, Vp = (size_t)cfg->padded_vocab_size;
     size_t i = 0;
-    s[i++] = BT * C;                   /* encoded */
-    s[i++] = L * BT * C;               /* ln1 */
-    s[i++] = L * BT;                   /* ln1_mean */
-    s[i++] = L * BT;                   /* ln1_rstd */
-    s[i++] = L * BT * 3 * C;           /* qkv */
-    s[i++] = L * BT * C;               /* atty */
+    s[i++] = BT * C;                                     /* encoded */
+    s[i++] = L * BT * C;                                 /* ln1 */
+    s[i++] = L * BT;                                     /* ln1_mean */
+    s[i++] = L * BT;                                     /* ln1_rstd */
+    s[i++] = L * BT * 3 * C;                             /* qkv */
+    s[i++] = L * BT * C;                                 /* atty */
     s[i++] = L * (size_t)B * NH * (size_t)T * (size_t)T; /* att */
-    s[i++] = L * BT * C;               /* attproj */
-    s[i++] = L * BT * C;               /* residual2 */
-    s[i++] = L * BT * C;               /* ln2 */
-    s[i++] = L * BT;                   /* ln2_mean */
-    s[i++] = L * BT;                   /* ln2_rstd */
-    s[i++] = L * BT * 4 * C;           /* fch */
-    s[i++] = L * BT * 4 * C;           /* fch_gelu */
-    s[i++] = L * BT * C;               /* fcproj */
-    s[i++] = L * BT * C;               /* residual3 */
-    s[i++] = BT * C;                   /* lnf */
-    s[i++] = BT;                       /* lnf_mean */
-    s[i++] = BT;                       /* lnf_rstd */
-    s[i++] = BT * Vp;                  /* logits (dlogits in place after the loss) */
-    s[i++] = BT;                       /* losses */
+    s[i++] = L * BT * C;                                 /* attproj */
+    s[i++] = L * BT * C;                                 /* residual2 */
+    s[i++] = L * BT * C;                                 /* ln2 */
+    s[i++] = L * BT;                                     /* ln2_mean */
+    s[i++] = L * BT;                                     /* ln2_rstd */
+    s[i++] = L * BT * 4 * C;                             /* fch */
+    s[i++] = L * BT * 4 * C;                             /* fch_gelu */
+    s[i++] = L * BT * C;                                 /* fcproj */
+    s[i++] = L * BT * C;                                 /* residual3 */
+    s[i++] = BT * C;                                     /* lnf */
+    s[i++] = BT;                                         /* lnf_mean */
+    s[i++] = BT;                                         /* lnf_rstd */
+    s[i++] = BT * Vp; /* logits (dlogits in place after the loss) */
+    s[i++] = BT;      /* losses */
 }
 
 /* Gradient activations: the same shapes as the forward activations they belong to. */
@@ -93,8 +99,8 @@ static vkg_status check_opts(const vkg_gpt2_config *cfg, const vkg_gpt2_opts *o)
     return VKG_OK;
 }
 
-vkg_status vkg_gpt2_create(vkg_device_t *dev, const vkg_gpt2_config *cfg,
-                           const vkg_gpt2_opts *opts, vkg_gpt2 **out)
+vkg_status vkg_gpt2_create(vkg_device_t *dev, const vkg_gpt2_config *cfg, const vkg_gpt2_opts *opts,
+                           vkg_gpt2 **out)
 {
     vkg_gpt2_opts o = opts ? *opts : vkg_gpt2_opts_default();
     VKG_TRY(check_opts(cfg, &o));
@@ -113,7 +119,7 @@ vkg_status vkg_gpt2_create(vkg_device_t *dev, const vkg_gpt2_config *cfg,
     grad_act_sizes(cfg, o.B, o.T, gsz);
     size_t dpre = (size_t)o.B * (size_t)cfg->num_heads * (size_t)o.T * (size_t)o.T;
     size_t nsumsq = vkg_op_sumsq_scratch_elems(dev, &m->nparams, 1);
-    size_t scratch[] = {BT * 4 * C, dpre, nsumsq, 4 /* sumsq result */, 4 /* step params */,
+    size_t scratch[] = {BT * 4 * C,      dpre, nsumsq, 4 /* sumsq result */, 4 /* step params */,
                         BT /* inputs */, BT /* targets */};
     enum { NSCRATCH = sizeof scratch / sizeof scratch[0] };
     size_t pbytes = (m->nparams * 4 + 255) / 256 * 256;
@@ -121,10 +127,12 @@ vkg_status vkg_gpt2_create(vkg_device_t *dev, const vkg_gpt2_config *cfg,
     VKG_TRY_GOTO(st, vkg_arena_create(dev, pbytes, "params", &m->arena_params), fail);
     VKG_TRY_GOTO(st, vkg_arena_create(dev, pbytes, "grads", &m->arena_grads), fail);
     VKG_TRY_GOTO(st, vkg_arena_create(dev, 2 * pbytes, "adamw", &m->arena_adam), fail);
-    VKG_TRY_GOTO(st, vkg_arena_create(dev, plan_bytes(asz, VKG_GPT2_NUM_ACTS) +
-                                               plan_bytes(gsz, VKG_GPT2_NUM_GRAD_ACTS) +
-                                               plan_bytes(scratch, NSCRATCH),
-                                      "activations", &m->arena_acts),
+    VKG_TRY_GOTO(st,
+                 vkg_arena_create(dev,
+                                  plan_bytes(asz, VKG_GPT2_NUM_ACTS) +
+                                      plan_bytes(gsz, VKG_GPT2_NUM_GRAD_ACTS) +
+                                      plan_bytes(scratch, NSCRATCH),
+                                  "activations", &m->arena_acts),
                  fail);
     VKG_TRY_GOTO(st, vkg_arena_alloc(m->arena_params, m->nparams * 4, &m->params), fail);
     VKG_TRY_GOTO(st, vkg_arena_alloc(m->arena_grads, m->nparams * 4, &m->grads), fail);
@@ -239,8 +247,8 @@ static vkg_status upload_batch(vkg_gpt2 *m, const int32_t *inputs, const int32_t
     size_t BT = (size_t)m->opts.B * (size_t)m->opts.T;
     for (size_t i = 0; i < BT; i++) {
         VKG_CHECK(inputs[i] >= 0 && inputs[i] < m->cfg.vocab_size, VKG_ERR_INVALID_ARG,
-                  "input token %d at position %zu is outside the vocabulary [0, %d)", inputs[i],
-                  i, m->cfg.vocab_size);
+                  "input token %d at position %zu is outside the vocabulary [0, %d)", inputs[i], i,
+                  m->cfg.vocab_size);
         VKG_CHECK(!targets || (targets[i] >= 0 && targets[i] < m->cfg.vocab_size),
                   VKG_ERR_INVALID_ARG, "target token %d at position %zu is outside [0, %d)",
                   targets ? targets[i] : 0, i, m->cfg.vocab_size);
@@ -277,8 +285,7 @@ vkg_status vkg_gpt2_forward_backward(vkg_gpt2 *m, const int32_t *inputs, const i
     return mean_loss(m, loss);
 }
 
-vkg_status vkg_gpt2_forward(vkg_gpt2 *m, const int32_t *inputs, const int32_t *targets,
-                            float *loss)
+vkg_status vkg_gpt2_forward(vkg_gpt2 *m, const int32_t *inputs, const int32_t *targets, float *loss)
 {
     VKG_TRY(upload_batch(m, inputs, targets));
     if (targets) {
@@ -323,9 +330,8 @@ vkg_status vkg_gpt2_update(vkg_gpt2 *m, float lr, uint32_t t, float grad_clip, f
 
 int vkg_gpt2_timings(vkg_gpt2 *m, vkg_gpt2_list which, const vkg_cmd_timing **timings)
 {
-    return vkg_cmd_timings(m->lists[which == VKG_GPT2_UPDATE ? VKG_GPT2_LIST_UPDATE
-                                                             : VKG_GPT2_LIST_FWDBWD],
-                           timings);
+    return vkg_cmd_timings(
+        m->lists[which == VKG_GPT2_UPDATE ? VKG_GPT2_LIST_UPDATE : VKG_GPT2_LIST_FWDBWD], timings);
 }
 
 vkg_status vkg__gpt2_upload(vkg_gpt2 *m, const int32_t *inputs, const int32_t *targets)

@@ -20,9 +20,9 @@
 typedef struct vkg_gpt2 vkg_gpt2;
 
 typedef struct vkg_gpt2_opts {
-    int B, T;            /* micro-batch shape; T <= max_seq_len */
-    int accum_steps;     /* micro-batches per optimizer step (each loss scaled by 1/accum_steps) */
-    float loss_scale;    /* extra factor on d(loss) (data-parallel token weighting); 1 normally */
+    int B, T;         /* micro-batch shape; T <= max_seq_len */
+    int accum_steps;  /* micro-batches per optimizer step (each loss scaled by 1/accum_steps) */
+    float loss_scale; /* extra factor on d(loss) (data-parallel token weighting); 1 normally */
     float beta1, beta2, eps, weight_decay;
 } vkg_gpt2_opts;
 
@@ -31,8 +31,8 @@ vkg_gpt2_opts vkg_gpt2_opts_default(void);
 /* Allocate everything for (cfg, opts) on dev and record the command lists. Errors: invalid
  * config or shape (VKG_ERR_INVALID_ARG naming the field), VKG_ERR_NOMEM naming the arena.
  * dev must outlive the model. Parameters start as zeros: load them with vkg_gpt2_set_params. */
-vkg_status vkg_gpt2_create(vkg_device_t *dev, const vkg_gpt2_config *cfg,
-                           const vkg_gpt2_opts *opts, vkg_gpt2 **out);
+vkg_status vkg_gpt2_create(vkg_device_t *dev, const vkg_gpt2_config *cfg, const vkg_gpt2_opts *opts,
+                           vkg_gpt2 **out);
 void vkg_gpt2_destroy(vkg_gpt2 **pm);
 
 const vkg_gpt2_config *vkg_gpt2_config_of(const vkg_gpt2 *m);

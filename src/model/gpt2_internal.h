@@ -52,8 +52,8 @@ struct vkg_gpt2 {
     vkg_gpt2_grad_acts gacts;
     vkg_tensor gacts_start; /* all gradient activations as one range */
     size_t gacts_count;
-    vkg_tensor mm_scratch;  /* (B*T, 4C): transposed matmul inputs */
-    vkg_tensor dpre;        /* (B, NH, T, T): attention score gradients */
+    vkg_tensor mm_scratch; /* (B*T, 4C): transposed matmul inputs */
+    vkg_tensor dpre;       /* (B, NH, T, T): attention score gradients */
     vkg_tensor sumsq_scratch, sumsq, step;
     vkg_tensor inputs, targets; /* (B, T) int32 */
     vkg_cmd *lists[VKG_GPT2_NUM_LISTS];

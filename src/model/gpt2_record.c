@@ -16,8 +16,24 @@ static vkg_tensor lp(const vkg_gpt2 *m, const vkg_tensor *set, int i, int l)
     return layer(set[i], l, per);
 }
 
-enum { WTE, WPE, LN1W, LN1B, QKVW, QKVB, ATTPROJW, ATTPROJB, LN2W, LN2B, FCW, FCB, FCPROJW,
-       FCPROJB, LNFW, LNFB };
+enum {
+    WTE,
+    WPE,
+    LN1W,
+    LN1B,
+    QKVW,
+    QKVB,
+    ATTPROJW,
+    ATTPROJB,
+    LN2W,
+    LN2B,
+    FCW,
+    FCB,
+    FCPROJW,
+    FCPROJB,
+    LNFW,
+    LNFB
+};
 
 static vkg_status record_forward(vkg_gpt2 *m, vkg_cmd *c)
 {
@@ -120,10 +136,9 @@ static vkg_status record_backward_cut(vkg_gpt2 *m, vkg_cmd **pc, vkg__gpt2_cut_f
                                      layer(a->s.att, l, att), B, T, C, NH, m->dpre));
         VKG_TRY(vkg_op_matmul_bwd(c, dln1, lp(m, m->g, QKVW, l), &gb_qkv, dqkv,
                                   layer(a->s.ln1, l, btc), lp(m, m->p, QKVW, l), BT, C, 3 * C));
-        VKG_TRY(vkg_op_layernorm_bwd(c, dresidual, lp(m, m->g, LN1W, l), lp(m, m->g, LN1B, l),
-                                     dln1, residual, lp(m, m->p, LN1W, l),
-                                     layer(a->s.ln1_mean, l, bt), layer(a->s.ln1_rstd, l, bt), BT,
-                                     C));
+        VKG_TRY(vkg_op_layernorm_bwd(c, dresidual, lp(m, m->g, LN1W, l), lp(m, m->g, LN1B, l), dln1,
+                                     residual, lp(m, m->p, LN1W, l), layer(a->s.ln1_mean, l, bt),
+                                     layer(a->s.ln1_rstd, l, bt), BT, C));
         if (cut) {
             VKG_TRY(cut(ctx, pc, L - l + 1));
             c = *pc;
@@ -141,8 +156,8 @@ vkg_status vkg__gpt2_record_fwdbwd_cut(vkg_gpt2 *m, vkg_cmd **pc, vkg__gpt2_cut_
     float dloss = m->opts.loss_scale / ((float)BT * (float)m->opts.accum_steps);
     VKG_TRY(vkg_op_fill(*pc, m->gacts_start, m->gacts_count, 0.0f));
     VKG_TRY(record_forward(m, *pc));
-    VKG_TRY(vkg_op_xent_fwd_bwd(*pc, a->s.losses, &a->s.logits, a->s.logits, m->targets, BT, V,
-                                Vp, dloss));
+    VKG_TRY(vkg_op_xent_fwd_bwd(*pc, a->s.losses, &a->s.logits, a->s.logits, m->targets, BT, V, Vp,
+                                dloss));
     return record_backward_cut(m, pc, cut, ctx);
 }
 
@@ -161,8 +176,8 @@ static vkg_status record_list(vkg_gpt2 *m, int which)
         break;
     case VKG_GPT2_LIST_EVAL:
         VKG_TRY(record_forward(m, c));
-        VKG_TRY(vkg_op_xent_fwd_bwd(c, a->s.losses, NULL, a->s.logits, m->targets, BT, V, Vp,
-                                    1.0f));
+        VKG_TRY(
+            vkg_op_xent_fwd_bwd(c, a->s.losses, NULL, a->s.logits, m->targets, BT, V, Vp, 1.0f));
         break;
     case VKG_GPT2_LIST_FWD:
         VKG_TRY(record_forward(m, c));

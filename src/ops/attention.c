@@ -78,13 +78,13 @@ static size_t score_shared_bytes(const score_tiles *t)
  * faster there than the shared-memory tiling. */
 static vkg_status pick_score_tiles(const char *op, const vkg_device_info *info, score_tiles *out)
 {
-    score_tiles t = is_cpu_device(info) ? (score_tiles){8, 1, 8, 2, 0}
-                                        : (score_tiles){16, 8, 4, 2, 64};
+    score_tiles t =
+        is_cpu_device(info) ? (score_tiles){8, 1, 8, 2, 0} : (score_tiles){16, 8, 4, 2, 64};
     while (score_shared_bytes(&t) > info->max_shared_memory && t.hc > 8)
         t.hc /= 2;
     VKG_CHECK(score_shared_bytes(&t) <= info->max_shared_memory, VKG_ERR_UNSUPPORTED,
-              "%s: needs %zu bytes of shared memory, the device has %u", op,
-              score_shared_bytes(&t), info->max_shared_memory);
+              "%s: needs %zu bytes of shared memory, the device has %u", op, score_shared_bytes(&t),
+              info->max_shared_memory);
     *out = t;
     return VKG_OK;
 }
@@ -127,9 +127,17 @@ static vkg_status record_pv(vkg_cmd *c, const char *op, const pv_tiles *t, const
     uint32_t ncb = vkg__ceil_div((size_t)hs, bc);
     uint32_t gx = vkg__ceil_div((size_t)T, br), gy = ncb * (uint32_t)NH, gz = (uint32_t)B;
     VKG_TRY(check_grid(op, gx, gy, gz));
-    push_pv p = {.P = j->P.addr, .X = j->X.addr, .O = j->O.addr,
-                 .T = (uint32_t)T, .NH = (uint32_t)NH, .hs = (uint32_t)hs, .ncb = ncb,
-                 .ldx = j->ldx, .xoff = j->xoff, .ldo = j->ldo, .ooff = j->ooff,
+    push_pv p = {.P = j->P.addr,
+                 .X = j->X.addr,
+                 .O = j->O.addr,
+                 .T = (uint32_t)T,
+                 .NH = (uint32_t)NH,
+                 .hs = (uint32_t)hs,
+                 .ncb = ncb,
+                 .ldx = j->ldx,
+                 .xoff = j->xoff,
+                 .ldo = j->ldo,
+                 .ooff = j->ooff,
                  .alpha = j->alpha};
     uint32_t spec[8] = {t->lx, t->ly, 1, t->rr, t->rc, t->bk, j->trans, j->accumulate};
     return vkg_cmd_dispatch(c, VKG_KERNEL_attention_fwd_pv, spec, 8, &p, sizeof p, gx, gy, gz,
@@ -153,15 +161,28 @@ vkg_status vkg_op_attention_fwd(vkg_cmd *c, vkg_tensor out, vkg_tensor att, vkg_
 
     uint32_t gx = vkg__ceil_div((size_t)T, st.ly * st.rq);
     VKG_TRY(check_grid(op, gx, (uint32_t)NH, (uint32_t)B));
-    push_fwd p = {.att = att.addr, .qkv = qkv.addr, .T = (uint32_t)T, .C = (uint32_t)C,
-                  .NH = (uint32_t)NH, .hs = (uint32_t)hs, .scale = (float)(1.0 / sqrt(hs))};
+    push_fwd p = {.att = att.addr,
+                  .qkv = qkv.addr,
+                  .T = (uint32_t)T,
+                  .C = (uint32_t)C,
+                  .NH = (uint32_t)NH,
+                  .hs = (uint32_t)hs,
+                  .scale = (float)(1.0 / sqrt(hs))};
     uint32_t spec[6] = {st.lx, st.ly, 1, st.rq, st.rk, st.hc};
-    VKG_TRY(vkg_cmd_dispatch(c, VKG_KERNEL_attention_fwd, spec, 6, &p, sizeof p, gx,
-                             (uint32_t)NH, (uint32_t)B, "attention_fwd"));
+    VKG_TRY(vkg_cmd_dispatch(c, VKG_KERNEL_attention_fwd, spec, 6, &p, sizeof p, gx, (uint32_t)NH,
+                             (uint32_t)B, "attention_fwd"));
 
-    pv_job j = {.label = "attention_fwd_pv", .P = att, .X = qkv, .O = out,
-                .ldx = 3 * (uint32_t)C, .xoff = 2 * (uint32_t)C, .ldo = (uint32_t)C, .ooff = 0,
-                .alpha = 1.0f, .trans = 0, .accumulate = 0};
+    pv_job j = {.label = "attention_fwd_pv",
+                .P = att,
+                .X = qkv,
+                .O = out,
+                .ldx = 3 * (uint32_t)C,
+                .xoff = 2 * (uint32_t)C,
+                .ldo = (uint32_t)C,
+                .ooff = 0,
+                .alpha = 1.0f,
+                .trans = 0,
+                .accumulate = 0};
     return record_pv(c, op, &pt, &j, B, T, NH, hs);
 }
 
@@ -184,21 +205,54 @@ vkg_status vkg_op_attention_bwd(vkg_cmd *c, vkg_tensor dqkv, vkg_tensor dout, vk
 
     uint32_t gx = vkg__ceil_div((size_t)T, st.ly * st.rq);
     VKG_TRY(check_grid(op, gx, (uint32_t)NH, (uint32_t)B));
-    push_bwd p = {.dpre = dpre.addr, .dout = dout.addr, .qkv = qkv.addr, .att = att.addr,
-                  .T = (uint32_t)T, .C = (uint32_t)C, .NH = (uint32_t)NH, .hs = (uint32_t)hs};
+    push_bwd p = {.dpre = dpre.addr,
+                  .dout = dout.addr,
+                  .qkv = qkv.addr,
+                  .att = att.addr,
+                  .T = (uint32_t)T,
+                  .C = (uint32_t)C,
+                  .NH = (uint32_t)NH,
+                  .hs = (uint32_t)hs};
     uint32_t spec[6] = {st.lx, st.ly, 1, st.rq, st.rk, st.hc};
-    VKG_TRY(vkg_cmd_dispatch(c, VKG_KERNEL_attention_bwd, spec, 6, &p, sizeof p, gx,
-                             (uint32_t)NH, (uint32_t)B, "attention_bwd"));
+    VKG_TRY(vkg_cmd_dispatch(c, VKG_KERNEL_attention_bwd, spec, 6, &p, sizeof p, gx, (uint32_t)NH,
+                             (uint32_t)B, "attention_bwd"));
 
     uint32_t C3 = 3 * (uint32_t)C, uC = (uint32_t)C;
     float scale = (float)(1.0 / sqrt(hs));
     const pv_job jobs[3] = {
-        {.label = "attention_bwd_dq", .P = dpre, .X = qkv, .O = dqkv, .ldx = C3, .xoff = uC,
-         .ldo = C3, .ooff = 0, .alpha = scale, .trans = 0, .accumulate = 1},
-        {.label = "attention_bwd_dk", .P = dpre, .X = qkv, .O = dqkv, .ldx = C3, .xoff = 0,
-         .ldo = C3, .ooff = uC, .alpha = scale, .trans = 1, .accumulate = 1},
-        {.label = "attention_bwd_dv", .P = att, .X = dout, .O = dqkv, .ldx = uC, .xoff = 0,
-         .ldo = C3, .ooff = 2 * uC, .alpha = 1.0f, .trans = 1, .accumulate = 1},
+        {.label = "attention_bwd_dq",
+         .P = dpre,
+         .X = qkv,
+         .O = dqkv,
+         .ldx = C3,
+         .xoff = uC,
+         .ldo = C3,
+         .ooff = 0,
+         .alpha = scale,
+         .trans = 0,
+         .accumulate = 1},
+        {.label = "attention_bwd_dk",
+         .P = dpre,
+         .X = qkv,
+         .O = dqkv,
+         .ldx = C3,
+         .xoff = 0,
+         .ldo = C3,
+         .ooff = uC,
+         .alpha = scale,
+         .trans = 1,
+         .accumulate = 1},
+        {.label = "attention_bwd_dv",
+         .P = att,
+         .X = dout,
+         .O = dqkv,
+         .ldx = uC,
+         .xoff = 0,
+         .ldo = C3,
+         .ooff = 2 * uC,
+         .alpha = 1.0f,
+         .trans = 1,
+         .accumulate = 1},
     };
     /* the three write disjoint thirds of dqkv and read only what the first pass finished */
     vkg_status status = VKG_OK;

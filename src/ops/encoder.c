@@ -42,8 +42,7 @@ static vkg_status check_shape(const char *op, int B, int T, int C)
 }
 
 /* Rows of a (rows, C) table tensor: at least one, and rows*C must fit 32-bit indices. */
-static vkg_status table_rows(const char *op, const char *name, vkg_tensor t, int C,
-                             uint32_t *rows)
+static vkg_status table_rows(const char *op, const char *name, vkg_tensor t, int C, uint32_t *rows)
 {
     VKG_TRY(vkg__op_need(op, name, t, (size_t)C));
     size_t r = t.bytes / 4 / (size_t)C;
@@ -72,8 +71,8 @@ vkg_status vkg_op_encoder_fwd(vkg_cmd *c, vkg_tensor out, vkg_tensor inp, vkg_te
     VKG_TRY(table_rows(op, "wte", wte, C, &p.V));
     uint32_t spec[3] = {ENC_WG, 1, 1};
     return vkg_cmd_dispatch(c, VKG_KERNEL_encoder_fwd, spec, 3, &p, sizeof p,
-                            vkg__op_groups_capped((size_t)C, ENC_WG),
-                            vkg__op_groups_capped(BT, 1), 1, op);
+                            vkg__op_groups_capped((size_t)C, ENC_WG), vkg__op_groups_capped(BT, 1),
+                            1, op);
 }
 
 /* Workgroup of encoder_bwd_wte: invocations, and channels per invocation. GPUs: 256 x 4 covers
@@ -87,16 +86,15 @@ static void wte_config(const vkg_device_info *info, uint32_t *wg, uint32_t *cpt)
 
 static push_wpe wpe_push(vkg_tensor dwpe, vkg_tensor dout, int B, int T, int C)
 {
-    return (push_wpe){.dwpe = dwpe.addr, .dout = dout.addr, .B = (uint32_t)B,
-                      .TC = (uint32_t)((size_t)T * C)};
+    return (push_wpe){
+        .dwpe = dwpe.addr, .dout = dout.addr, .B = (uint32_t)B, .TC = (uint32_t)((size_t)T * C)};
 }
 
 static vkg_status dispatch_wpe(vkg_cmd *c, const push_wpe *pp, int T, int C)
 {
     uint32_t spec_wpe[3] = {ENC_WG, 1, 1};
     return vkg_cmd_dispatch(c, VKG_KERNEL_encoder_bwd_wpe, spec_wpe, 3, pp, sizeof *pp,
-                            vkg__op_groups_capped((size_t)T * C, ENC_WG), 1, 1,
-                            "encoder_bwd_wpe");
+                            vkg__op_groups_capped((size_t)T * C, ENC_WG), 1, 1, "encoder_bwd_wpe");
 }
 
 vkg_status vkg_op_encoder_bwd(vkg_cmd *c, vkg_tensor dwte, vkg_tensor dwpe, vkg_tensor dout,
@@ -129,8 +127,7 @@ vkg_status vkg_op_encoder_bwd(vkg_cmd *c, vkg_tensor dwte, vkg_tensor dwpe, vkg_
     return st;
 }
 
-vkg_status vkg_op_encoder_bwd_wpe(vkg_cmd *c, vkg_tensor dwpe, vkg_tensor dout, int B, int T,
-                                  int C)
+vkg_status vkg_op_encoder_bwd_wpe(vkg_cmd *c, vkg_tensor dwpe, vkg_tensor dout, int B, int T, int C)
 {
     const char *op = "encoder_bwd_wpe";
     VKG_TRY(check_shape(op, B, T, C));

@@ -39,8 +39,8 @@ static uint32_t row_wg(vkg_cmd *c)
 
 static vkg_status check_shape(const char *op, int N, int C)
 {
-    VKG_CHECK(N > 0 && C > 0, VKG_ERR_INVALID_ARG, "%s: N and C must be positive (N=%d C=%d)",
-              op, N, C);
+    VKG_CHECK(N > 0 && C > 0, VKG_ERR_INVALID_ARG, "%s: N and C must be positive (N=%d C=%d)", op,
+              N, C);
     size_t n = (size_t)N * C;
     VKG_CHECK(n <= 0xFFFFFFFFu - 65535u * 256u, VKG_ERR_INVALID_ARG,
               "%s: N*C = %zu is too large for 32-bit shader indices", op, n);
@@ -72,9 +72,9 @@ vkg_status vkg_op_layernorm_fwd(vkg_cmd *c, vkg_tensor out, vkg_tensor mean, vkg
                             vkg__op_groups_capped((size_t)N, 1), 1, 1, op);
 }
 
-vkg_status vkg_op_layernorm_bwd(vkg_cmd *c, vkg_tensor dinp, vkg_tensor dweight,
-                                vkg_tensor dbias, vkg_tensor dout, vkg_tensor inp,
-                                vkg_tensor weight, vkg_tensor mean, vkg_tensor rstd, int N, int C)
+vkg_status vkg_op_layernorm_bwd(vkg_cmd *c, vkg_tensor dinp, vkg_tensor dweight, vkg_tensor dbias,
+                                vkg_tensor dout, vkg_tensor inp, vkg_tensor weight, vkg_tensor mean,
+                                vkg_tensor rstd, int N, int C)
 {
     const char *op = "layernorm_bwd";
     VKG_TRY(check_shape(op, N, C));

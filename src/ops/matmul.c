@@ -114,8 +114,15 @@ static vkg_status gemm_dispatch(vkg_cmd *c, const vkg_gemm *g, const char *op)
      * holding as many lanes as rows. */
     const vkg_device_info *info = vkg_device_get_info(dev);
     uint32_t shuffle = t.tm == t.lx && t.lx == info->subgroup_size;
-    uint32_t spec[9] = {t.lx, 1, 1, t.tm, t.tn, g->a_kcontig ? 1u : 0u, g->out_t ? 1u : 0u,
-                        g->accumulate ? 1u : 0u, shuffle};
+    uint32_t spec[9] = {t.lx,
+                        1,
+                        1,
+                        t.tm,
+                        t.tn,
+                        g->a_kcontig ? 1u : 0u,
+                        g->out_t ? 1u : 0u,
+                        g->accumulate ? 1u : 0u,
+                        shuffle};
     uint32_t gx = vkg__ceil_div(g->N, (size_t)t.lx * t.tn), gy = vkg__ceil_div(g->M, t.tm);
     return vkg_cmd_dispatch(c, VKG_KERNEL_matmul, spec, 9, &p, sizeof p, gx, gy, 1, op);
 }
@@ -153,13 +160,15 @@ static vkg_status check_shape(const char *op, int N, int C, int OC)
 
 vkg_status vkg_op_transpose(vkg_cmd *c, vkg_tensor out, vkg_tensor in, int rows, int cols)
 {
-    VKG_CHECK(rows > 0 && cols > 0, VKG_ERR_INVALID_ARG, "transpose: rows and cols must be "
-                                                         "positive (got %d, %d)", rows, cols);
+    VKG_CHECK(rows > 0 && cols > 0, VKG_ERR_INVALID_ARG,
+              "transpose: rows and cols must be "
+              "positive (got %d, %d)",
+              rows, cols);
     size_t n = (size_t)rows * (size_t)cols;
     VKG_TRY(vkg__op_need("transpose", "out", out, n));
     VKG_TRY(vkg__op_need("transpose", "in", in, n));
-    push_transpose p = {.out = out.addr, .in = in.addr, .rows = (uint32_t)rows,
-                        .cols = (uint32_t)cols};
+    push_transpose p = {
+        .out = out.addr, .in = in.addr, .rows = (uint32_t)rows, .cols = (uint32_t)cols};
     uint32_t spec[3] = {64, 4, 1};
     return vkg_cmd_dispatch(c, VKG_KERNEL_transpose, spec, 3, &p, sizeof p,
                             vkg__ceil_div((size_t)rows, 64), vkg__ceil_div((size_t)cols, 4), 1,
@@ -172,18 +181,36 @@ vkg_status vkg_op_matmul_fwd(vkg_cmd *c, vkg_tensor out, vkg_tensor inp, vkg_ten
     VKG_TRY(check_shape("matmul_fwd", N, C, OC));
     VKG_TRY(vkg__op_need("matmul_fwd", "scratch", scratch, (size_t)N * (size_t)C));
     VKG_TRY(vkg_op_transpose(c, scratch, inp, N, C));
-    vkg_gemm g = {.out = out, .a = weight, .b = scratch, .bias = bias,
-                  .M = (uint32_t)OC, .N = (uint32_t)N, .K = (uint32_t)C,
-                  .lda = (uint32_t)C, .ldb = (uint32_t)N, .ldo = (uint32_t)OC,
-                  .a_kcontig = 1, .out_t = 1, .accumulate = 0, .label = "matmul_fwd"};
+    vkg_gemm g = {.out = out,
+                  .a = weight,
+                  .b = scratch,
+                  .bias = bias,
+                  .M = (uint32_t)OC,
+                  .N = (uint32_t)N,
+                  .K = (uint32_t)C,
+                  .lda = (uint32_t)C,
+                  .ldb = (uint32_t)N,
+                  .ldo = (uint32_t)OC,
+                  .a_kcontig = 1,
+                  .out_t = 1,
+                  .accumulate = 0,
+                  .label = "matmul_fwd"};
     return vkg_op_gemm(c, &g);
 }
 
 static vkg_gemm gemm_dinp(vkg_tensor dinp, vkg_tensor dout, vkg_tensor weight, int N, int C, int OC)
 {
-    return (vkg_gemm){.out = dinp, .a = dout, .b = weight, .M = (uint32_t)N, .N = (uint32_t)C,
-                      .K = (uint32_t)OC, .lda = (uint32_t)OC, .ldb = (uint32_t)C,
-                      .ldo = (uint32_t)C, .a_kcontig = 1, .accumulate = 1,
+    return (vkg_gemm){.out = dinp,
+                      .a = dout,
+                      .b = weight,
+                      .M = (uint32_t)N,
+                      .N = (uint32_t)C,
+                      .K = (uint32_t)OC,
+                      .lda = (uint32_t)OC,
+                      .ldb = (uint32_t)C,
+                      .ldo = (uint32_t)C,
+                      .a_kcontig = 1,
+                      .accumulate = 1,
                       .label = "matmul_bwd_dinp"};
 }
 
@@ -191,9 +218,18 @@ static vkg_gemm gemm_dinp(vkg_tensor dinp, vkg_tensor dout, vkg_tensor weight, i
 static vkg_status record_dweight(vkg_cmd *c, vkg_tensor dweight, const vkg_tensor *dbias,
                                  vkg_tensor dout, vkg_tensor inp, int N, int C, int OC)
 {
-    vkg_gemm gw = {.out = dweight, .a = dout, .b = inp, .M = (uint32_t)OC, .N = (uint32_t)C,
-                   .K = (uint32_t)N, .lda = (uint32_t)OC, .ldb = (uint32_t)C, .ldo = (uint32_t)C,
-                   .a_kcontig = 0, .accumulate = 1, .label = "matmul_bwd_dweight"};
+    vkg_gemm gw = {.out = dweight,
+                   .a = dout,
+                   .b = inp,
+                   .M = (uint32_t)OC,
+                   .N = (uint32_t)C,
+                   .K = (uint32_t)N,
+                   .lda = (uint32_t)OC,
+                   .ldb = (uint32_t)C,
+                   .ldo = (uint32_t)C,
+                   .a_kcontig = 0,
+                   .accumulate = 1,
+                   .label = "matmul_bwd_dweight"};
     if (dbias)
         VKG_TRY(vkg__op_need("matmul_bwd", "dbias", *dbias, (size_t)OC));
     VKG_TRY(vkg_op_gemm(c, &gw));

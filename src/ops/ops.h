@@ -94,17 +94,15 @@ vkg_status vkg_op_encoder_bwd_wpe(vkg_cmd *c, vkg_tensor dwpe, vkg_tensor dout, 
  * overwritten. Backward: dinp (N,C), dweight (C), dbias (C) accumulated. */
 vkg_status vkg_op_layernorm_fwd(vkg_cmd *c, vkg_tensor out, vkg_tensor mean, vkg_tensor rstd,
                                 vkg_tensor inp, vkg_tensor weight, vkg_tensor bias, int N, int C);
-vkg_status vkg_op_layernorm_bwd(vkg_cmd *c, vkg_tensor dinp, vkg_tensor dweight,
-                                vkg_tensor dbias, vkg_tensor dout, vkg_tensor inp,
-                                vkg_tensor weight, vkg_tensor mean, vkg_tensor rstd, int N, int C);
+vkg_status vkg_op_layernorm_bwd(vkg_cmd *c, vkg_tensor dinp, vkg_tensor dweight, vkg_tensor dbias,
+                                vkg_tensor dout, vkg_tensor inp, vkg_tensor weight, vkg_tensor mean,
+                                vkg_tensor rstd, int N, int C);
 /* GELU, tanh approximation: out = gelu(inp); dinp += gelu'(inp) * dout. */
 vkg_status vkg_op_gelu_fwd(vkg_cmd *c, vkg_tensor out, vkg_tensor inp, size_t n);
-vkg_status vkg_op_gelu_bwd(vkg_cmd *c, vkg_tensor dinp, vkg_tensor inp, vkg_tensor dout,
-                           size_t n);
+vkg_status vkg_op_gelu_bwd(vkg_cmd *c, vkg_tensor dinp, vkg_tensor inp, vkg_tensor dout, size_t n);
 /* Residual: out = a + b (out may alias a or b); da += dout, db += dout. */
 vkg_status vkg_op_residual_fwd(vkg_cmd *c, vkg_tensor out, vkg_tensor a, vkg_tensor b, size_t n);
-vkg_status vkg_op_residual_bwd(vkg_cmd *c, vkg_tensor da, vkg_tensor db, vkg_tensor dout,
-                               size_t n);
+vkg_status vkg_op_residual_bwd(vkg_cmd *c, vkg_tensor da, vkg_tensor db, vkg_tensor dout, size_t n);
 
 /* ---- loss, gradient norm, optimizer (src/ops/xent.c, norm.c, adamw.c) ---- */
 
@@ -134,10 +132,10 @@ size_t vkg_op_sumsq_scratch_elems(const vkg_device_t *dev, const size_t *ns, int
  * trainer rewrites before each submission of a recorded step (shaders read it; nothing is
  * re-recorded). Layout shared with shaders/adamw.comp. */
 typedef struct vkg_step_params {
-    float lr;         /* learning rate of this step */
-    uint32_t t;       /* AdamW step, 1-based (bias correction 1 - beta^t) */
-    float grad_clip;  /* clip the global gradient norm to this; <= 0: no clipping */
-    float reserved;   /* 0 */
+    float lr;        /* learning rate of this step */
+    uint32_t t;      /* AdamW step, 1-based (bias correction 1 - beta^t) */
+    float grad_clip; /* clip the global gradient norm to this; <= 0: no clipping */
+    float reserved;  /* 0 */
 } vkg_step_params;
 
 /* One AdamW step on n elements (llm.c's formula, decoupled weight decay; see vkg_ref_adamw):

@@ -12,11 +12,11 @@
 typedef double (*vkg_ref_objective_fn)(void *ctx);
 
 typedef struct vkg_ref_fd_result_t {
-    double max_err;     /* largest per-coordinate error, see vkg_ref_fd_check */
-    size_t worst;       /* coordinate where it occurred */
-    double analytic;    /* grad[worst] */
-    double numeric;     /* the central difference at worst */
-    size_t checked;     /* coordinates evaluated */
+    double max_err;  /* largest per-coordinate error, see vkg_ref_fd_check */
+    size_t worst;    /* coordinate where it occurred */
+    double analytic; /* grad[worst] */
+    double numeric;  /* the central difference at worst */
+    size_t checked;  /* coordinates evaluated */
 } vkg_ref_fd_result_t;
 
 /* For coordinates j of x[0..n) (all of them when count >= n, else count chosen by a generator

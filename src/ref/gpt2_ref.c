@@ -4,8 +4,8 @@
 
 int vkg_ref_gpt2_config_ok(const vkg_ref_gpt2_config_t *cfg)
 {
-    return cfg && cfg->maxT > 0 && cfg->V > 0 && cfg->Vp >= cfg->V && cfg->L > 0 &&
-           cfg->NH > 0 && cfg->C > 0 && cfg->C % cfg->NH == 0;
+    return cfg && cfg->maxT > 0 && cfg->V > 0 && cfg->Vp >= cfg->V && cfg->L > 0 && cfg->NH > 0 &&
+           cfg->C > 0 && cfg->C % cfg->NH == 0;
 }
 
 void vkg_ref_gpt2_param_sizes(const vkg_ref_gpt2_config_t *cfg,

@@ -57,7 +57,7 @@ int vkg_ref_gpt2_param_decays(int i);
 
 #define VKG_REF_GPT2_DECLARE(real, sfx)                                                            \
     typedef struct vkg_ref_gpt2##sfx vkg_ref_gpt2##sfx##_t;                                        \
-    /* The forward activations, llm.c's names and shapes; valid after a forward call. */          \
+    /* The forward activations, llm.c's names and shapes; valid after a forward call. */           \
     typedef struct vkg_ref_gpt2_acts##sfx##_t {                                                    \
         real *encoded;             /* (B,T,C) */                                                   \
         real *ln1;                 /* (L,B,T,C) */                                                 \
@@ -79,45 +79,45 @@ int vkg_ref_gpt2_param_decays(int i);
         real *losses;              /* (B,T), valid after a forward with targets */                 \
     } vkg_ref_gpt2_acts##sfx##_t;                                                                  \
                                                                                                    \
-    /* Fill params (num_params elements) with the GPT-2 init from a seeded generator: weights     \
+    /* Fill params (num_params elements) with the GPT-2 init from a seeded generator: weights      \
      * normal(0, 0.02), attprojw and fcprojw scaled by 1/sqrt(2L), wte padding rows 0, biases 0,   \
-     * layernorm weights 1. The float and double versions give the same values (rounded). */      \
-    void vkg_ref_gpt2_init_params##sfx(const vkg_ref_gpt2_config_t *cfg, real *params,           \
+     * layernorm weights 1. The float and double versions give the same values (rounded). */       \
+    void vkg_ref_gpt2_init_params##sfx(const vkg_ref_gpt2_config_t *cfg, real *params,             \
                                        uint64_t seed);                                             \
-    /* Create a model for batches of (B, T), 0 < T <= maxT, allocating its activations and        \
-     * backward scratch. Returns 0 and sets *out, or -1 (bad config or shape, out of memory)      \
+    /* Create a model for batches of (B, T), 0 < T <= maxT, allocating its activations and         \
+     * backward scratch. Returns 0 and sets *out, or -1 (bad config or shape, out of memory)       \
      * leaving *out NULL. Free with vkg_ref_gpt2_destroy. */                                       \
-    int vkg_ref_gpt2_create##sfx(const vkg_ref_gpt2_config_t *cfg, int B, int T,                 \
+    int vkg_ref_gpt2_create##sfx(const vkg_ref_gpt2_config_t *cfg, int B, int T,                   \
                                  vkg_ref_gpt2##sfx##_t **out);                                     \
     /* Free the model; accepts NULL and *pm == NULL, sets *pm = NULL. */                           \
     void vkg_ref_gpt2_destroy##sfx(vkg_ref_gpt2##sfx##_t **pm);                                    \
-    /* Forward pass with params (num_params), inputs (B,T) in [0,V). With targets (B,T) in        \
-     * [0,V) it fills the per-position losses and returns their mean (double sum); with          \
-     * targets NULL it returns -1 and backward may not be called. Inputs and targets are copied;  \
+    /* Forward pass with params (num_params), inputs (B,T) in [0,V). With targets (B,T) in         \
+     * [0,V) it fills the per-position losses and returns their mean (double sum); with            \
+     * targets NULL it returns -1 and backward may not be called. Inputs and targets are copied;   \
      * no pointer is kept. */                                                                      \
-    double vkg_ref_gpt2_forward##sfx(vkg_ref_gpt2##sfx##_t *m, const real *params,                \
-                                     const int32_t *inputs, const int32_t *targets);              \
-    /* Backward pass of the last forward (which must have had targets; params must be the same,  \
-     * unchanged). ACCUMULATES into grads (num_params, same layout) the gradient of              \
-     * grad_scale * mean loss, i.e. each position's loss derivative is grad_scale / (B*T):       \
+    double vkg_ref_gpt2_forward##sfx(vkg_ref_gpt2##sfx##_t *m, const real *params,                 \
+                                     const int32_t *inputs, const int32_t *targets);               \
+    /* Backward pass of the last forward (which must have had targets; params must be the same,    \
+     * unchanged). ACCUMULATES into grads (num_params, same layout) the gradient of                \
+     * grad_scale * mean loss, i.e. each position's loss derivative is grad_scale / (B*T):         \
      * 1 normally, 1/accum_steps when accumulating micro-batches. Logits and losses survive. */    \
-    void vkg_ref_gpt2_backward##sfx(vkg_ref_gpt2##sfx##_t *m, const real *params, real *grads,    \
+    void vkg_ref_gpt2_backward##sfx(vkg_ref_gpt2##sfx##_t *m, const real *params, real *grads,     \
                                     double grad_scale);                                            \
-    /* The last forward's activations (pointers owned by the model). */                           \
+    /* The last forward's activations (pointers owned by the model). */                            \
     const vkg_ref_gpt2_acts##sfx##_t *vkg_ref_gpt2_activations##sfx(                               \
         const vkg_ref_gpt2##sfx##_t *m);                                                           \
-    /* Shortcuts: logits (B,T,Vp) and per-position losses (B,T) of the last forward. */           \
+    /* Shortcuts: logits (B,T,Vp) and per-position losses (B,T) of the last forward. */            \
     const real *vkg_ref_gpt2_logits##sfx(const vkg_ref_gpt2##sfx##_t *m);                          \
     const real *vkg_ref_gpt2_losses##sfx(const vkg_ref_gpt2##sfx##_t *m);                          \
     /* Set all num_params gradients to 0. */                                                       \
-    void vkg_ref_gpt2_zero_grad##sfx(const vkg_ref_gpt2_config_t *cfg, real *grads);              \
-    /* sqrt of the sum of squares of all gradients, accumulated in double. */                     \
-    double vkg_ref_gpt2_grad_norm##sfx(const vkg_ref_gpt2_config_t *cfg, const real *grads);      \
-    /* One AdamW step t (1-based) over all 16 tensors with vkg_ref_adamw: gradients scaled by    \
-     * grad_clip / norm when grad_clip > 0 and the global norm exceeds it; weight decay only on  \
-     * the tensors vkg_ref_gpt2_param_decays names. Updates params, m and v (zero them before    \
-     * step 1). Returns the global gradient norm before clipping. */                              \
-    double vkg_ref_gpt2_adamw##sfx(const vkg_ref_gpt2_config_t *cfg, real *params,                \
+    void vkg_ref_gpt2_zero_grad##sfx(const vkg_ref_gpt2_config_t *cfg, real *grads);               \
+    /* sqrt of the sum of squares of all gradients, accumulated in double. */                      \
+    double vkg_ref_gpt2_grad_norm##sfx(const vkg_ref_gpt2_config_t *cfg, const real *grads);       \
+    /* One AdamW step t (1-based) over all 16 tensors with vkg_ref_adamw: gradients scaled by      \
+     * grad_clip / norm when grad_clip > 0 and the global norm exceeds it; weight decay only on    \
+     * the tensors vkg_ref_gpt2_param_decays names. Updates params, m and v (zero them before      \
+     * step 1). Returns the global gradient norm before clipping. */                               \
+    double vkg_ref_gpt2_adamw##sfx(const vkg_ref_gpt2_config_t *cfg, real *params,                 \
                                    const real *grads, real *m, real *v,                            \
                                    const vkg_ref_gpt2_adamw_t *hp, int t);
 

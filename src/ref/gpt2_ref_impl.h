@@ -20,20 +20,20 @@
 struct REF_FN(vkg_ref_gpt2) {
     vkg_ref_gpt2_config_t cfg;
     int B, T;
-    ACTS_T acts;       /* views into act_mem */
-    real *act_mem;     /* every activation, one block */
-    real *grad_mem;    /* the activation gradients below, one block */
-    real *dres;        /* (B,T,C) gradient of the residual stream at the current layer boundary */
-    real *dres2;       /* (B,T,C) gradient of residual2 of the current layer */
-    real *dbranch;     /* (B,T,C) gradient of fcproj, then of attproj */
-    real *dtmp;        /* (B,T,C) gradient of lnf, then ln2, atty, ln1 of each layer */
-    real *dqkv;        /* (B,T,3C) */
-    real *dfch_gelu;   /* (B,T,4C) */
-    real *dfch;        /* (B,T,4C) */
-    real *dlogits;     /* (B,T,Vp) */
-    int32_t *inputs;   /* (B,T) copy of the last forward's inputs */
-    int32_t *targets;  /* (B,T) copy of the last forward's targets */
-    int have_targets;  /* the last forward had targets, so backward may run */
+    ACTS_T acts;      /* views into act_mem */
+    real *act_mem;    /* every activation, one block */
+    real *grad_mem;   /* the activation gradients below, one block */
+    real *dres;       /* (B,T,C) gradient of the residual stream at the current layer boundary */
+    real *dres2;      /* (B,T,C) gradient of residual2 of the current layer */
+    real *dbranch;    /* (B,T,C) gradient of fcproj, then of attproj */
+    real *dtmp;       /* (B,T,C) gradient of lnf, then ln2, atty, ln1 of each layer */
+    real *dqkv;       /* (B,T,3C) */
+    real *dfch_gelu;  /* (B,T,4C) */
+    real *dfch;       /* (B,T,4C) */
+    real *dlogits;    /* (B,T,Vp) */
+    int32_t *inputs;  /* (B,T) copy of the last forward's inputs */
+    int32_t *targets; /* (B,T) copy of the last forward's targets */
+    int have_targets; /* the last forward had targets, so backward may run */
 };
 
 /* One layer's slice of the activations; `in` is the residual stream entering the layer. */
@@ -92,8 +92,7 @@ static double rng_normal(uint64_t *s)
     return sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2);
 }
 
-void REF_FN(vkg_ref_gpt2_init_params)(const vkg_ref_gpt2_config_t *cfg, real *params,
-                                      uint64_t seed)
+void REF_FN(vkg_ref_gpt2_init_params)(const vkg_ref_gpt2_config_t *cfg, real *params, uint64_t seed)
 {
     size_t sizes[NT], off[NT];
     vkg_ref_gpt2_param_sizes(cfg, sizes);
@@ -148,17 +147,31 @@ int REF_FN(vkg_ref_gpt2_create)(const vkg_ref_gpt2_config_t *cfg, int B, int T, 
     size_t Vp = (size_t)cfg->Vp, NH = (size_t)cfg->NH;
     ACTS_T *a = &m->acts;
     struct slot acts[] = {
-        {&a->encoded, BT * C},          {&a->ln1, L * BT * C},        {&a->ln1_mean, L * BT},
-        {&a->ln1_rstd, L * BT},         {&a->qkv, L * BT * 3 * C},    {&a->atty, L * BT * C},
-        {&a->att, L * B * NH * T * T},  {&a->attproj, L * BT * C},    {&a->residual2, L * BT * C},
-        {&a->ln2, L * BT * C},          {&a->ln2_mean, L * BT},       {&a->ln2_rstd, L * BT},
-        {&a->fch, L * BT * 4 * C},      {&a->fch_gelu, L * BT * 4 * C}, {&a->fcproj, L * BT * C},
-        {&a->residual3, L * BT * C},    {&a->lnf, BT * C},            {&a->lnf_mean, BT},
-        {&a->lnf_rstd, BT},             {&a->logits, BT * Vp},        {&a->losses, BT},
+        {&a->encoded, BT * C},
+        {&a->ln1, L * BT * C},
+        {&a->ln1_mean, L * BT},
+        {&a->ln1_rstd, L * BT},
+        {&a->qkv, L * BT * 3 * C},
+        {&a->atty, L * BT * C},
+        {&a->att, L * B * NH * T * T},
+        {&a->attproj, L * BT * C},
+        {&a->residual2, L * BT * C},
+        {&a->ln2, L * BT * C},
+        {&a->ln2_mean, L * BT},
+        {&a->ln2_rstd, L * BT},
+        {&a->fch, L * BT * 4 * C},
+        {&a->fch_gelu, L * BT * 4 * C},
+        {&a->fcproj, L * BT * C},
+        {&a->residual3, L * BT * C},
+        {&a->lnf, BT * C},
+        {&a->lnf_mean, BT},
+        {&a->lnf_rstd, BT},
+        {&a->logits, BT * Vp},
+        {&a->losses, BT},
     };
     struct slot grads[] = {
-        {&m->dres, BT * C},  {&m->dres2, BT * C},         {&m->dbranch, BT * C},
-        {&m->dtmp, BT * C},  {&m->dqkv, BT * 3 * C},      {&m->dfch_gelu, BT * 4 * C},
+        {&m->dres, BT * C},     {&m->dres2, BT * C},    {&m->dbranch, BT * C},
+        {&m->dtmp, BT * C},     {&m->dqkv, BT * 3 * C}, {&m->dfch_gelu, BT * 4 * C},
         {&m->dfch, BT * 4 * C}, {&m->dlogits, BT * Vp},
     };
     m->act_mem = carve(acts, sizeof acts / sizeof acts[0]);
@@ -204,23 +217,23 @@ double REF_FN(vkg_ref_gpt2_forward)(MODEL_T *m, const real *params, const int32_
         struct layer_acts la;
         get_layer_acts(m, l, &la);
         layer_offsets(cfg, l, o);
-        REF_FN(vkg_ref_layernorm_fwd)(la.ln1, la.ln1_mean, la.ln1_rstd, la.in, params + o[2],
-                                      params + o[3], BT, C);
+        REF_FN(vkg_ref_layernorm_fwd)
+        (la.ln1, la.ln1_mean, la.ln1_rstd, la.in, params + o[2], params + o[3], BT, C);
         REF_FN(vkg_ref_matmul_fwd)(la.qkv, la.ln1, params + o[4], params + o[5], BT, C, 3 * C);
         REF_FN(vkg_ref_attention_fwd)(la.atty, la.att, la.qkv, B, T, C, NH);
         REF_FN(vkg_ref_matmul_fwd)(la.attproj, la.atty, params + o[6], params + o[7], BT, C, C);
         REF_FN(vkg_ref_residual_fwd)(la.residual2, la.in, la.attproj, (size_t)BT * C);
-        REF_FN(vkg_ref_layernorm_fwd)(la.ln2, la.ln2_mean, la.ln2_rstd, la.residual2,
-                                      params + o[8], params + o[9], BT, C);
+        REF_FN(vkg_ref_layernorm_fwd)
+        (la.ln2, la.ln2_mean, la.ln2_rstd, la.residual2, params + o[8], params + o[9], BT, C);
         REF_FN(vkg_ref_matmul_fwd)(la.fch, la.ln2, params + o[10], params + o[11], BT, C, 4 * C);
         REF_FN(vkg_ref_gelu_fwd)(la.fch_gelu, la.fch, (size_t)BT * 4 * C);
-        REF_FN(vkg_ref_matmul_fwd)(la.fcproj, la.fch_gelu, params + o[12], params + o[13], BT,
-                                   4 * C, C);
+        REF_FN(vkg_ref_matmul_fwd)
+        (la.fcproj, la.fch_gelu, params + o[12], params + o[13], BT, 4 * C, C);
         REF_FN(vkg_ref_residual_fwd)(la.residual3, la.residual2, la.fcproj, (size_t)BT * C);
     }
     const real *last = a->residual3 + (size_t)(cfg->L - 1) * BT * C;
-    REF_FN(vkg_ref_layernorm_fwd)(a->lnf, a->lnf_mean, a->lnf_rstd, last, params + o[14],
-                                  params + o[15], BT, C);
+    REF_FN(vkg_ref_layernorm_fwd)
+    (a->lnf, a->lnf_mean, a->lnf_rstd, last, params + o[14], params + o[15], BT, C);
     REF_FN(vkg_ref_matmul_fwd)(a->logits, a->lnf, params + o[0], NULL, BT, C, cfg->Vp);
     if (!targets)
         return -1.0;
@@ -236,8 +249,7 @@ double REF_FN(vkg_ref_gpt2_forward)(MODEL_T *m, const real *params, const int32_
     return sum / BT;
 }
 
-void REF_FN(vkg_ref_gpt2_backward)(MODEL_T *m, const real *params, real *grads,
-                                   double grad_scale)
+void REF_FN(vkg_ref_gpt2_backward)(MODEL_T *m, const real *params, real *grads, double grad_scale)
 {
     const vkg_ref_gpt2_config_t *cfg = &m->cfg;
     int B = m->B, T = m->T, C = cfg->C, NH = cfg->NH, BT = m->B * m->T;
@@ -248,15 +260,15 @@ void REF_FN(vkg_ref_gpt2_backward)(MODEL_T *m, const real *params, real *grads,
 
     /* logits -> lnf -> residual stream after the last layer */
     layer_offsets(cfg, 0, o);
-    REF_FN(vkg_ref_xent_fwd_bwd)(NULL, m->dlogits, a->logits, m->targets, BT, cfg->V, cfg->Vp,
-                                 (real)(grad_scale / BT));
+    REF_FN(vkg_ref_xent_fwd_bwd)
+    (NULL, m->dlogits, a->logits, m->targets, BT, cfg->V, cfg->Vp, (real)(grad_scale / BT));
     REF_FN(vkg_ref_fill)(m->dtmp, 0, btc);
-    REF_FN(vkg_ref_matmul_bwd)(m->dtmp, grads + o[0], NULL, m->dlogits, a->lnf, params + o[0],
-                               BT, C, cfg->Vp);
+    REF_FN(vkg_ref_matmul_bwd)
+    (m->dtmp, grads + o[0], NULL, m->dlogits, a->lnf, params + o[0], BT, C, cfg->Vp);
     REF_FN(vkg_ref_fill)(m->dres, 0, btc);
-    REF_FN(vkg_ref_layernorm_bwd)(m->dres, grads + o[14], grads + o[15], m->dtmp,
-                                  a->residual3 + (size_t)(cfg->L - 1) * btc, params + o[14],
-                                  a->lnf_mean, a->lnf_rstd, BT, C);
+    REF_FN(vkg_ref_layernorm_bwd)
+    (m->dres, grads + o[14], grads + o[15], m->dtmp, a->residual3 + (size_t)(cfg->L - 1) * btc,
+     params + o[14], a->lnf_mean, a->lnf_rstd, BT, C);
 
     for (int l = cfg->L - 1; l >= 0; l--) {
         struct layer_acts la;
@@ -267,30 +279,32 @@ void REF_FN(vkg_ref_gpt2_backward)(MODEL_T *m, const real *params, real *grads,
         REF_FN(vkg_ref_fill)(m->dbranch, 0, btc);
         REF_FN(vkg_ref_residual_bwd)(m->dres2, m->dbranch, m->dres, btc);
         REF_FN(vkg_ref_fill)(m->dfch_gelu, 0, 4 * btc);
-        REF_FN(vkg_ref_matmul_bwd)(m->dfch_gelu, grads + o[12], grads + o[13], m->dbranch,
-                                   la.fch_gelu, params + o[12], BT, 4 * C, C);
+        REF_FN(vkg_ref_matmul_bwd)
+        (m->dfch_gelu, grads + o[12], grads + o[13], m->dbranch, la.fch_gelu, params + o[12], BT,
+         4 * C, C);
         REF_FN(vkg_ref_fill)(m->dfch, 0, 4 * btc);
         REF_FN(vkg_ref_gelu_bwd)(m->dfch, la.fch, m->dfch_gelu, 4 * btc);
         REF_FN(vkg_ref_fill)(m->dtmp, 0, btc);
-        REF_FN(vkg_ref_matmul_bwd)(m->dtmp, grads + o[10], grads + o[11], m->dfch, la.ln2,
-                                   params + o[10], BT, C, 4 * C);
-        REF_FN(vkg_ref_layernorm_bwd)(m->dres2, grads + o[8], grads + o[9], m->dtmp,
-                                      la.residual2, params + o[8], la.ln2_mean, la.ln2_rstd, BT,
-                                      C);
+        REF_FN(vkg_ref_matmul_bwd)
+        (m->dtmp, grads + o[10], grads + o[11], m->dfch, la.ln2, params + o[10], BT, C, 4 * C);
+        REF_FN(vkg_ref_layernorm_bwd)
+        (m->dres2, grads + o[8], grads + o[9], m->dtmp, la.residual2, params + o[8], la.ln2_mean,
+         la.ln2_rstd, BT, C);
         /* attention branch: dres2 holds residual2's gradient; dres becomes the layer input's */
         REF_FN(vkg_ref_fill)(m->dres, 0, btc);
         REF_FN(vkg_ref_fill)(m->dbranch, 0, btc);
         REF_FN(vkg_ref_residual_bwd)(m->dres, m->dbranch, m->dres2, btc);
         REF_FN(vkg_ref_fill)(m->dtmp, 0, btc);
-        REF_FN(vkg_ref_matmul_bwd)(m->dtmp, grads + o[6], grads + o[7], m->dbranch, la.atty,
-                                   params + o[6], BT, C, C);
+        REF_FN(vkg_ref_matmul_bwd)
+        (m->dtmp, grads + o[6], grads + o[7], m->dbranch, la.atty, params + o[6], BT, C, C);
         REF_FN(vkg_ref_fill)(m->dqkv, 0, 3 * btc);
         REF_FN(vkg_ref_attention_bwd)(m->dqkv, m->dtmp, la.qkv, la.att, B, T, C, NH);
         REF_FN(vkg_ref_fill)(m->dtmp, 0, btc);
-        REF_FN(vkg_ref_matmul_bwd)(m->dtmp, grads + o[4], grads + o[5], m->dqkv, la.ln1,
-                                   params + o[4], BT, C, 3 * C);
-        REF_FN(vkg_ref_layernorm_bwd)(m->dres, grads + o[2], grads + o[3], m->dtmp, la.in,
-                                      params + o[2], la.ln1_mean, la.ln1_rstd, BT, C);
+        REF_FN(vkg_ref_matmul_bwd)
+        (m->dtmp, grads + o[4], grads + o[5], m->dqkv, la.ln1, params + o[4], BT, C, 3 * C);
+        REF_FN(vkg_ref_layernorm_bwd)
+        (m->dres, grads + o[2], grads + o[3], m->dtmp, la.in, params + o[2], la.ln1_mean,
+         la.ln1_rstd, BT, C);
     }
     REF_FN(vkg_ref_encoder_bwd)(grads + o[0], grads + o[1], m->dres, m->inputs, B, T, C);
 }
@@ -320,9 +334,8 @@ double REF_FN(vkg_ref_gpt2_grad_norm)(const vkg_ref_gpt2_config_t *cfg, const re
     return sqrt(REF_FN(vkg_ref_sumsq)(grads, vkg_ref_gpt2_num_params(cfg)));
 }
 
-double REF_FN(vkg_ref_gpt2_adamw)(const vkg_ref_gpt2_config_t *cfg, real *params,
-                                  const real *grads, real *m, real *v,
-                                  const vkg_ref_gpt2_adamw_t *hp, int t)
+double REF_FN(vkg_ref_gpt2_adamw)(const vkg_ref_gpt2_config_t *cfg, real *params, const real *grads,
+                                  real *m, real *v, const vkg_ref_gpt2_adamw_t *hp, int t)
 {
     size_t sizes[NT], off[NT];
     vkg_ref_gpt2_param_sizes(cfg, sizes);
@@ -331,9 +344,9 @@ double REF_FN(vkg_ref_gpt2_adamw)(const vkg_ref_gpt2_config_t *cfg, real *params
     double scale = hp->grad_clip > 0.0 && norm > hp->grad_clip ? hp->grad_clip / norm : 1.0;
     for (int i = 0; i < NT; i++) {
         double wd = vkg_ref_gpt2_param_decays(i) ? hp->weight_decay : 0.0;
-        REF_FN(vkg_ref_adamw)(params + off[i], grads + off[i], m + off[i], v + off[i], sizes[i],
-                              (real)hp->lr, (real)hp->beta1, (real)hp->beta2, (real)hp->eps,
-                              (real)wd, t, (real)scale);
+        REF_FN(vkg_ref_adamw)
+        (params + off[i], grads + off[i], m + off[i], v + off[i], sizes[i], (real)hp->lr,
+         (real)hp->beta1, (real)hp->beta2, (real)hp->eps, (real)wd, t, (real)scale);
     }
     return norm;
 }

@@ -21,7 +21,7 @@
     /* dwte[inp[b,t]] += dout[b,t]; dwpe[t] += dout[b,t] */                                        \
     void vkg_ref_encoder_bwd##sfx(real *dwte, real *dwpe, const real *dout, const int32_t *inp,    \
                                   int B, int T, int C);                                            \
-    /* per row of N: out (N,C), mean (N), rstd (N); eps = 1e-5, biased variance */                \
+    /* per row of N: out (N,C), mean (N), rstd (N); eps = 1e-5, biased variance */                 \
     void vkg_ref_layernorm_fwd##sfx(real *out, real *mean, real *rstd, const real *inp,            \
                                     const real *weight, const real *bias, int N, int C);           \
     void vkg_ref_layernorm_bwd##sfx(real *dinp, real *dweight, real *dbias, const real *dout,      \
@@ -38,7 +38,7 @@
      * scale 1/sqrt(hs). */                                                                        \
     void vkg_ref_attention_fwd##sfx(real *out, real *att, const real *qkv, int B, int T, int C,    \
                                     int NH);                                                       \
-    /* dqkv (B,T,3C) += gradient through attention given att saved by the forward pass */        \
+    /* dqkv (B,T,3C) += gradient through attention given att saved by the forward pass */          \
     void vkg_ref_attention_bwd##sfx(real *dqkv, const real *dout, const real *qkv,                 \
                                     const real *att, int B, int T, int C, int NH);                 \
     /* GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */                \

@@ -43,9 +43,9 @@ void REF_FN(vkg_ref_encoder_fwd)(real *out, const int32_t *inp, const real *wte,
 {
     for (int b = 0; b < B; b++) {
         for (int t = 0; t < T; t++) {
-            real *o = out + ((size_t)b * T + t) * C;                   /* (C) */
+            real *o = out + ((size_t)b * T + t) * C;                  /* (C) */
             const real *e = wte + (size_t)inp[(size_t)b * T + t] * C; /* (C) */
-            const real *p = wpe + (size_t)t * C;                       /* (C) */
+            const real *p = wpe + (size_t)t * C;                      /* (C) */
             for (int c = 0; c < C; c++)
                 o[c] = (real)((double)e[c] + (double)p[c]);
         }
@@ -286,8 +286,8 @@ void REF_FN(vkg_ref_attention_fwd)(real *out, real *att, const real *qkv, int B,
  *   dv[t2] += sum_t att[t,t2] dout[t].
  * Each of the three is gathered as one double sum per output element (datt is recomputed rather
  * than stored); for T > TBLOCK the key and value sums are split into TBLOCK-query partial sums. */
-void REF_FN(vkg_ref_attention_bwd)(real *dqkv, const real *dout, const real *qkv,
-                                   const real *att, int B, int T, int C, int NH)
+void REF_FN(vkg_ref_attention_bwd)(real *dqkv, const real *dout, const real *qkv, const real *att,
+                                   int B, int T, int C, int NH)
 {
     size_t C3 = 3 * (size_t)C;
     int hs = C / NH;
@@ -296,10 +296,10 @@ void REF_FN(vkg_ref_attention_bwd)(real *dqkv, const real *dout, const real *qkv
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < NH; h++) {
             size_t qo = (size_t)h * hs, ko = C + qo, vo = 2 * (size_t)C + qo;
-            const real *qkv_b = qkv + (size_t)b * T * C3; /* (T, 3C) */
-            real *dqkv_b = dqkv + (size_t)b * T * C3;     /* (T, 3C) */
-            const real *do_b = dout + (size_t)b * T * C + qo;            /* row t at t*C */
-            const real *att_bh = att + ((size_t)b * NH + h) * T * T;     /* (T, T) */
+            const real *qkv_b = qkv + (size_t)b * T * C3;            /* (T, 3C) */
+            real *dqkv_b = dqkv + (size_t)b * T * C3;                /* (T, 3C) */
+            const real *do_b = dout + (size_t)b * T * C + qo;        /* row t at t*C */
+            const real *att_bh = att + ((size_t)b * NH + h) * T * T; /* (T, T) */
             for (int t0 = 0; t0 < T; t0 += TBLOCK) {
                 int t1 = min_int(T, t0 + TBLOCK);
                 for (int t = t0; t < t1; t++) {
@@ -440,8 +440,8 @@ void REF_FN(vkg_ref_adamw)(real *param, const real *grad, real *m, real *v, size
         m[i] = (real)mi;
         v[i] = (real)vi;
         double mhat = mi / b1c, vhat = vi / b2c, p = param[i];
-        param[i] = (real)(p - (double)lr * (mhat / (sqrt(vhat) + (double)eps) +
-                                            (double)weight_decay * p));
+        param[i] =
+            (real)(p - (double)lr * (mhat / (sqrt(vhat) + (double)eps) + (double)weight_decay * p));
     }
 }
 

@@ -67,7 +67,7 @@ typedef struct vkg_checkpoint_state {
     uint64_t tokens;                      /* tokens trained on so far */
     uint64_t rng[VKG_CHECKPOINT_NUM_RNG]; /* generator states (vkg_rng.state), unused ones 0 */
     vkg_data_pos data_pos;                /* the training loader's position */
-    uint32_t params_crc;     /* CRC-32 of the parameters' file bytes (set by vkg_checkpoint_write) */
+    uint32_t params_crc; /* CRC-32 of the parameters' file bytes (set by vkg_checkpoint_write) */
     uint32_t params_crc_set; /* 1 when params_crc is known */
 } vkg_checkpoint_state;
 

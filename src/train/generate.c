@@ -7,9 +7,8 @@
 #include "base/error.h"
 #include "train/trainer_internal.h"
 
-vkg_status vkg__generate(vkg_gpt2 *m, int B, int T, const vkg_tokenizer_t *tok,
-                         const char *prompt, int len, float temperature, int top_k, vkg_rng *rng,
-                         char **text)
+vkg_status vkg__generate(vkg_gpt2 *m, int B, int T, const vkg_tokenizer_t *tok, const char *prompt,
+                         int len, float temperature, int top_k, vkg_rng *rng, char **text)
 {
     VKG_CHECK(tok, VKG_ERR_STATE, "no tokenizer: give --tokenizer to decode samples");
     VKG_CHECK(len >= 0, VKG_ERR_INVALID_ARG, "sample length must be >= 0, got %d", len);

@@ -67,7 +67,6 @@ static uint32_t crc32_update(const crc32_tab *c, uint32_t crc, const void *data,
     return ~crc;
 }
 
-
 /* ---- the header, one table ------------------------------------------------------------------ */
 
 /* Everything the header holds besides magic, version and the parameter count. */

@@ -167,9 +167,11 @@ static vkg_status load_model(vkg_trainer_t *t, float **params, vkg_checkpoint *c
     }
     int V = c->vocab_size ? c->vocab_size : (t->tok ? vkg_tokenizer_vocab_size(t->tok) : 0);
     VKG_CHECK(V > 0, VKG_ERR_INVALID_ARG, "no vocabulary size: give --vocab or a tokenizer");
-    t->mcfg = (vkg_gpt2_config){.max_seq_len = c->max_seq_len, .vocab_size = V,
+    t->mcfg = (vkg_gpt2_config){.max_seq_len = c->max_seq_len,
+                                .vocab_size = V,
                                 .padded_vocab_size = vkg_gpt2_pad_vocab(V),
-                                .num_layers = c->layers, .num_heads = c->heads,
+                                .num_layers = c->layers,
+                                .num_heads = c->heads,
                                 .channels = c->channels};
     VKG_TRY(vkg_gpt2_config_validate(&t->mcfg));
     *params = malloc(vkg_gpt2_num_params(&t->mcfg) * sizeof **params);
@@ -218,9 +220,11 @@ static vkg_status setup(vkg_trainer_t *t)
     VKG_TRY(open_tokenizer(t));
     VKG_TRY_GOTO(st, load_model(t, &params, &ck), done);
     VKG_TRY_GOTO(st, vkg__dp_share_start(t, &params, &ck), done);
-    VKG_CHECK_GOTO(st, c->batch > 0 && c->seq > 0 && c->seq <= t->mcfg.max_seq_len, VKG_ERR_INVALID_ARG,
-                   done, "--batch must be > 0 and --seq in [1, %d] (the model's context), got %d "
-                   "and %d", t->mcfg.max_seq_len, c->batch, c->seq);
+    VKG_CHECK_GOTO(st, c->batch > 0 && c->seq > 0 && c->seq <= t->mcfg.max_seq_len,
+                   VKG_ERR_INVALID_ARG, done,
+                   "--batch must be > 0 and --seq in [1, %d] (the model's context), got %d "
+                   "and %d",
+                   t->mcfg.max_seq_len, c->batch, c->seq);
     /* With several ranks a micro-step covers the global micro-batch: every rank's rows. */
     int rank_b = vkg_dp_rank_batch(t->dp);
     long long micro = (long long)vkg_dp_global_batch(t->dp) * c->seq;
@@ -378,8 +382,8 @@ vkg_status vkg_trainer_eval(vkg_trainer_t *t, float *loss)
     for (int i = 0; i < n; i++) {
         float l;
         uint64_t nb = vkg_data_num_batches(t->val);
-        VKG_TRY(vkg_dp_data_read(t->dp, t->val, nb ? (uint64_t)i % nb : 0, t->mopts.T,
-                                 t->inputs, t->targets));
+        VKG_TRY(vkg_dp_data_read(t->dp, t->val, nb ? (uint64_t)i % nb : 0, t->mopts.T, t->inputs,
+                                 t->targets));
         VKG_TRY(vkg_gpt2_forward(t->model, t->inputs, t->targets, &l));
         sum += l;
     }
@@ -428,9 +432,14 @@ static vkg_status step(vkg_trainer_t *t, vkg_step_info *info)
         info->has_eval = 1;
     }
     if (t->metrics) {
-        vkg_metrics_row row = {.step = t->step, .loss = info->loss, .lr = lr, .grad_norm = norm,
-                               .tokens = t->tokens, .tokens_per_s = (float)info->tokens_per_s,
-                               .ms = (float)ms, .has_eval = info->has_eval,
+        vkg_metrics_row row = {.step = t->step,
+                               .loss = info->loss,
+                               .lr = lr,
+                               .grad_norm = norm,
+                               .tokens = t->tokens,
+                               .tokens_per_s = (float)info->tokens_per_s,
+                               .ms = (float)ms,
+                               .has_eval = info->has_eval,
                                .eval_loss = info->eval_loss};
         VKG_TRY(vkg_metrics_log(t->metrics, &row));
     }
@@ -452,8 +461,8 @@ vkg_status vkg_trainer_sample(vkg_trainer_t *t, const char *prompt, int len, flo
 {
     vkg_rng r;
     vkg_rng_seed(&r, seed);
-    return vkg__generate(t->model, t->mopts.B, t->mopts.T, t->tok, prompt, len, temperature,
-                         top_k, &r, text);
+    return vkg__generate(t->model, t->mopts.B, t->mopts.T, t->tok, prompt, len, temperature, top_k,
+                         &r, text);
 }
 
 vkg_status vkg_trainer_write_plot(vkg_trainer_t *t)
@@ -491,9 +500,10 @@ vkg_status vkg_trainer_checkpoint(vkg_trainer_t *t, char *path_out, size_t cap)
         snprintf(path_out, cap, "%s", path);
     int removed = 0;
     if (t->cfg.keep_checkpoints > 0)
-        VKG_TRY_GOTO(st, vkg_checkpoint_prune(t->ckpt_dir, t->cfg.keep_checkpoints,
-                                              (uint64_t)t->step, &removed),
-                     done);
+        VKG_TRY_GOTO(
+            st,
+            vkg_checkpoint_prune(t->ckpt_dir, t->cfg.keep_checkpoints, (uint64_t)t->step, &removed),
+            done);
     VKG_TRY_GOTO(st, vkg_trainer_write_plot(t), done);
 done:
     free(p);

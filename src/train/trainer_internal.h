@@ -22,18 +22,18 @@ struct vkg_trainer {
     vkg_metrics_t *metrics;
     vkg_schedule_config sched;
     vkg_train_hparams hp;
-    vkg_rng rng; /* sampling */
-    long long step;      /* optimizer steps completed */
+    vkg_rng rng;    /* sampling */
+    long long step; /* optimizer steps completed */
     long long start_step;
     uint64_t tokens;
     int resumed;
-    char resume_skipped[512]; /* newer checkpoints --resume passed over, and why ("" none) */
+    char resume_skipped[512];  /* newer checkpoints --resume passed over, and why ("" none) */
     int32_t *inputs, *targets; /* (B, T) */
     char ckpt_dir[1024];
-    struct vkg_dp *dp;   /* data parallelism (src/parallel); world size 1 alone */
-    float *dp_grads;     /* (num_params) host copy for the allreduce; NULL alone */
-    int failed;          /* a create or step failed: the peers are told on destroy */
-    int dp_overlap;      /* gradient buckets reduced during the last backward pass */
+    struct vkg_dp *dp;                /* data parallelism (src/parallel); world size 1 alone */
+    float *dp_grads;                  /* (num_params) host copy for the allreduce; NULL alone */
+    int failed;                       /* a create or step failed: the peers are told on destroy */
+    int dp_overlap;                   /* gradient buckets reduced during the last backward pass */
     double dp_comm_ms, dp_exposed_ms; /* of the last step */
 };
 
@@ -54,8 +54,7 @@ vkg_status vkg__dp_mean(vkg_trainer_t *t, double *value);
 float vkg__dp_lr_factor(const vkg_train_config *c, long long total_batch);
 
 /* Generation with the model's (B, T) buffers: the prompt's tokens then len sampled ones. */
-vkg_status vkg__generate(vkg_gpt2 *m, int B, int T, const vkg_tokenizer_t *tok,
-                         const char *prompt, int len, float temperature, int top_k, vkg_rng *rng,
-                         char **text);
+vkg_status vkg__generate(vkg_gpt2 *m, int B, int T, const vkg_tokenizer_t *tok, const char *prompt,
+                         int len, float temperature, int top_k, vkg_rng *rng, char **text);
 
 #endif

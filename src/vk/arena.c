@@ -98,8 +98,7 @@ vkg_status vkg_arena_create(vkg_device_t *dev, size_t bytes, const char *role, v
     return arena_create(dev, bytes, role, 0, out);
 }
 
-vkg_status vkg_arena_create_host(vkg_device_t *dev, size_t bytes, const char *role,
-                                 vkg_arena **out)
+vkg_status vkg_arena_create_host(vkg_device_t *dev, size_t bytes, const char *role, vkg_arena **out)
 {
     return arena_create(dev, bytes, role, 1, out);
 }
@@ -170,7 +169,8 @@ static vkg_status ensure_staging(vkg_device_t *dev, size_t bytes)
         dev->staging_mem = VK_NULL_HANDLE;
         dev->staging_bytes = 0;
     }
-    VKG_TRY(make_buffer(dev, bytes, VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT,
+    VKG_TRY(make_buffer(dev, bytes,
+                        VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT,
                         dev->mem_type_host, 0, &dev->staging, &dev->staging_mem));
     VKG_VK(vkMapMemory(dev->device, dev->staging_mem, 0, VK_WHOLE_SIZE, 0, &dev->staging_map));
     dev->staging_bytes = bytes;
@@ -185,16 +185,17 @@ static vkg_status ensure_staging(vkg_device_t *dev, size_t bytes)
 }
 
 /* Copy one chunk between the staging buffer and the arena, waiting for completion. */
-static vkg_status staged_copy(vkg_device_t *dev, VkBuffer arena_buf, size_t arena_off,
-                              size_t bytes, int to_device)
+static vkg_status staged_copy(vkg_device_t *dev, VkBuffer arena_buf, size_t arena_off, size_t bytes,
+                              int to_device)
 {
     VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO,
                                    .flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT};
     VKG_VK(vkBeginCommandBuffer(dev->transfer_cmd, &bi));
-    VkMemoryBarrier before = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
-                              .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT |
-                                               VK_ACCESS_HOST_WRITE_BIT,
-                              .dstAccessMask = VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT};
+    VkMemoryBarrier before = {
+        .sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+        .srcAccessMask =
+            VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT | VK_ACCESS_HOST_WRITE_BIT,
+        .dstAccessMask = VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT};
     vkCmdPipelineBarrier(dev->transfer_cmd,
                          VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT |
                              VK_PIPELINE_STAGE_HOST_BIT,

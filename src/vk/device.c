@@ -20,7 +20,8 @@ static int contains_nocase(const char *hay, const char *needle)
     size_t n = strlen(needle);
     for (; *hay; hay++) {
         size_t i = 0;
-        while (i < n && hay[i] && tolower((unsigned char)hay[i]) == tolower((unsigned char)needle[i]))
+        while (i < n && hay[i] &&
+               tolower((unsigned char)hay[i]) == tolower((unsigned char)needle[i]))
             i++;
         if (i == n)
             return 1;
@@ -60,12 +61,14 @@ static void list_devices(const vkg_device_info *infos, uint32_t n, char *buf, si
 }
 
 /* Pick a physical device index according to opts->select. */
-static vkg_status choose(const vkg_device_info *infos, uint32_t n, const char *select, uint32_t *out)
+static vkg_status choose(const vkg_device_info *infos, uint32_t n, const char *select,
+                         uint32_t *out)
 {
     char names[768];
     list_devices(infos, n, names, sizeof names);
-    VKG_CHECK(n > 0, VKG_ERR_NOT_FOUND, "no Vulkan device found (Debian: apt-get install "
-                                        "mesa-vulkan-drivers for the CPU device lavapipe)");
+    VKG_CHECK(n > 0, VKG_ERR_NOT_FOUND,
+              "no Vulkan device found (Debian: apt-get install "
+              "mesa-vulkan-drivers for the CPU device lavapipe)");
     if (select && *select) {
         if (is_number(select)) {
             unsigned long idx = strtoul(select, NULL, 10);
@@ -167,9 +170,8 @@ static vkg_status open_logical(vkg_device_t *dev)
     VkSemaphoreCreateInfo sci = {.sType = VK_STRUCTURE_TYPE_SEMAPHORE_CREATE_INFO, .pNext = &sti};
     VKG_VK(vkCreateSemaphore(dev->device, &sci, NULL, &dev->timeline));
 
-    VkPushConstantRange range = {.stageFlags = VK_SHADER_STAGE_COMPUTE_BIT,
-                                 .offset = 0,
-                                 .size = VKG_PUSH_MAX};
+    VkPushConstantRange range = {
+        .stageFlags = VK_SHADER_STAGE_COMPUTE_BIT, .offset = 0, .size = VKG_PUSH_MAX};
     VkPipelineLayoutCreateInfo lci = {.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO,
                                       .pushConstantRangeCount = 1,
                                       .pPushConstantRanges = &range};
@@ -183,9 +185,9 @@ static vkg_status open_logical(vkg_device_t *dev)
         dev->mem_type_host = dev->mem_type_device;
     } else {
         dev->info.unified_memory = 0;
-        VKG_CHECK(find_memory_type(dev->phys, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT,
-                                   &dev->mem_type_device),
-                  VKG_ERR_UNSUPPORTED, "%s has no device-local memory type", dev->info.name);
+        VKG_CHECK(
+            find_memory_type(dev->phys, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, &dev->mem_type_device),
+            VKG_ERR_UNSUPPORTED, "%s has no device-local memory type", dev->info.name);
         VKG_CHECK(find_memory_type(dev->phys,
                                    VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT |
                                        VK_MEMORY_PROPERTY_HOST_COHERENT_BIT,
@@ -211,8 +213,8 @@ vkg_status vkg_device_create(const vkg_device_opts *opts, vkg_device_t **out)
     vkg_device_info *infos = NULL;
     uint32_t n = 0, chosen = 0;
 
-    VKG_TRY_GOTO(st, vkg__instance_create(dev->opts.validation, dev, &dev->instance, &dev->messenger),
-                 fail);
+    VKG_TRY_GOTO(
+        st, vkg__instance_create(dev->opts.validation, dev, &dev->instance, &dev->messenger), fail);
     VKG_TRY_GOTO(st, vkg__physical_devices(dev->instance, &phys, &n), fail);
     infos = calloc(n ? n : 1, sizeof *infos);
     VKG_CHECK_GOTO(st, infos, VKG_ERR_NOMEM, fail, "no memory for device descriptions");

@@ -42,8 +42,9 @@ const char *vkg__vk_result_str(VkResult r)
 
 vkg_status vkg__vk_status(VkResult r)
 {
-    return (r == VK_ERROR_OUT_OF_HOST_MEMORY || r == VK_ERROR_OUT_OF_DEVICE_MEMORY) ? VKG_ERR_NOMEM
-                                                                                       : VKG_ERR_VULKAN;
+    return (r == VK_ERROR_OUT_OF_HOST_MEMORY || r == VK_ERROR_OUT_OF_DEVICE_MEMORY)
+               ? VKG_ERR_NOMEM
+               : VKG_ERR_VULKAN;
 }
 
 static int has_extension(const VkExtensionProperties *exts, uint32_t n, const char *name)
@@ -91,7 +92,8 @@ vkg_status vkg__instance_create(int validation, vkg_device_t *dev, VkInstance *o
     VkExtensionProperties *exts = calloc(next ? next : 1, sizeof *exts);
     VKG_CHECK(exts, VKG_ERR_NOMEM, "no memory for %u extension names", next);
     VkResult vr = vkEnumerateInstanceExtensionProperties(NULL, &next, exts);
-    int portability = vr == VK_SUCCESS && has_extension(exts, next, "VK_KHR_portability_enumeration");
+    int portability =
+        vr == VK_SUCCESS && has_extension(exts, next, "VK_KHR_portability_enumeration");
     free(exts);
 
     const char *ext_names[2];
@@ -149,8 +151,9 @@ vkg_status vkg__instance_create(int validation, vkg_device_t *dev, VkInstance *o
               vkg__vk_result_str(r));
     *messenger = VK_NULL_HANDLE;
     if (validation && dev) {
-        PFN_vkCreateDebugUtilsMessengerEXT create = (PFN_vkCreateDebugUtilsMessengerEXT)
-            vkGetInstanceProcAddr(*out, "vkCreateDebugUtilsMessengerEXT");
+        PFN_vkCreateDebugUtilsMessengerEXT create =
+            (PFN_vkCreateDebugUtilsMessengerEXT)vkGetInstanceProcAddr(
+                *out, "vkCreateDebugUtilsMessengerEXT");
         VkResult mr = create ? create(*out, &mci, NULL, messenger) : VK_ERROR_EXTENSION_NOT_PRESENT;
         if (mr != VK_SUCCESS) {
             vkDestroyInstance(*out, NULL);
@@ -165,8 +168,9 @@ vkg_status vkg__instance_create(int validation, vkg_device_t *dev, VkInstance *o
 void vkg__instance_destroy(VkInstance instance, VkDebugUtilsMessengerEXT messenger)
 {
     if (messenger != VK_NULL_HANDLE) {
-        PFN_vkDestroyDebugUtilsMessengerEXT destroy = (PFN_vkDestroyDebugUtilsMessengerEXT)
-            vkGetInstanceProcAddr(instance, "vkDestroyDebugUtilsMessengerEXT");
+        PFN_vkDestroyDebugUtilsMessengerEXT destroy =
+            (PFN_vkDestroyDebugUtilsMessengerEXT)vkGetInstanceProcAddr(
+                instance, "vkDestroyDebugUtilsMessengerEXT");
         if (destroy)
             destroy(instance, messenger, NULL);
     }
@@ -177,25 +181,38 @@ void vkg__instance_destroy(VkInstance instance, VkDebugUtilsMessengerEXT messeng
 static const char *vendor_name(uint32_t id, VkPhysicalDeviceType type)
 {
     switch (id) {
-    case 0x10DE: return "NVIDIA";
-    case 0x1002: return "AMD";
-    case 0x8086: return "Intel";
-    case 0x106B: return "Apple";
-    case 0x13B5: return "ARM";
-    case 0x5143: return "Qualcomm";
-    case 0x10005: return type == VK_PHYSICAL_DEVICE_TYPE_CPU ? "Mesa (CPU)" : "Mesa";
-    default: return "unknown";
+    case 0x10DE:
+        return "NVIDIA";
+    case 0x1002:
+        return "AMD";
+    case 0x8086:
+        return "Intel";
+    case 0x106B:
+        return "Apple";
+    case 0x13B5:
+        return "ARM";
+    case 0x5143:
+        return "Qualcomm";
+    case 0x10005:
+        return type == VK_PHYSICAL_DEVICE_TYPE_CPU ? "Mesa (CPU)" : "Mesa";
+    default:
+        return "unknown";
     }
 }
 
 static const char *type_name(VkPhysicalDeviceType t)
 {
     switch (t) {
-    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return "discrete";
-    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return "integrated";
-    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return "virtual";
-    case VK_PHYSICAL_DEVICE_TYPE_CPU: return "cpu";
-    default: return "other";
+    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU:
+        return "discrete";
+    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU:
+        return "integrated";
+    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU:
+        return "virtual";
+    case VK_PHYSICAL_DEVICE_TYPE_CPU:
+        return "cpu";
+    default:
+        return "other";
     }
 }
 
@@ -228,8 +245,8 @@ void vkg__device_describe(VkPhysicalDevice phys, int index, vkg_device_info *inf
     snprintf(info->name, sizeof info->name, "%s", p->deviceName);
     snprintf(info->vendor, sizeof info->vendor, "%s", vendor_name(p->vendorID, p->deviceType));
     snprintf(info->type, sizeof info->type, "%s", type_name(p->deviceType));
-    if (snprintf(info->driver, sizeof info->driver, "%s %s", driver.driverName,
-                 driver.driverInfo) < 0)
+    if (snprintf(info->driver, sizeof info->driver, "%s %s", driver.driverName, driver.driverInfo) <
+        0)
         info->driver[0] = '\0'; /* a cut driver string is fine; it is informational */
     info->vendor_id = p->vendorID;
     info->device_id = p->deviceID;

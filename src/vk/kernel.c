@@ -58,8 +58,8 @@ static vkg_status build_pipeline(vkg_device_t *dev, vkg_kernel_id k, const uint3
     return VKG_OK;
 }
 
-vkg_status vkg__kernel_pipeline(vkg_device_t *dev, vkg_kernel_id k, const uint32_t *spec,
-                                int nspec, VkPipeline *out)
+vkg_status vkg__kernel_pipeline(vkg_device_t *dev, vkg_kernel_id k, const uint32_t *spec, int nspec,
+                                VkPipeline *out)
 {
     VKG_CHECK((unsigned)k < VKG_KERNEL_COUNT, VKG_ERR_INVALID_ARG, "no kernel with id %d", (int)k);
     VKG_CHECK(nspec >= 0 && nspec <= VKG_MAX_SPEC, VKG_ERR_INVALID_ARG,

@@ -28,7 +28,7 @@ vkg_status vkg__vk_status(VkResult r);
     do {                                                                                           \
         VkResult vkg_vr_ = (call);                                                                 \
         if (vkg_vr_ != VK_SUCCESS)                                                                 \
-            return VKG_FAIL(vkg__vk_status(vkg_vr_), "%s: %s", #call,                             \
+            return VKG_FAIL(vkg__vk_status(vkg_vr_), "%s: %s", #call,                              \
                             vkg__vk_result_str(vkg_vr_));                                          \
     } while (0)
 
@@ -36,8 +36,8 @@ vkg_status vkg__vk_status(VkResult r);
     do {                                                                                           \
         VkResult vkg_vr_ = (call);                                                                 \
         if (vkg_vr_ != VK_SUCCESS) {                                                               \
-            (st) = VKG_FAIL(vkg__vk_status(vkg_vr_), "%s: %s", #call,                             \
-                            vkg__vk_result_str(vkg_vr_));                                          \
+            (st) =                                                                                 \
+                VKG_FAIL(vkg__vk_status(vkg_vr_), "%s: %s", #call, vkg__vk_result_str(vkg_vr_));   \
             goto label;                                                                            \
         }                                                                                          \
     } while (0)
@@ -49,7 +49,7 @@ typedef enum vkg_kernel_id {
 #define VKG_KERNEL_ENUM_(name) VKG_KERNEL_##name,
     VKG_SHADER_LIST(VKG_KERNEL_ENUM_)
 #undef VKG_KERNEL_ENUM_
-    VKG_KERNEL_COUNT
+        VKG_KERNEL_COUNT
 } vkg_kernel_id;
 
 /* Specialization constants: ids 0, 1, 2 are the workgroup size (local_size_{x,y,z}_id);
@@ -71,8 +71,8 @@ typedef struct vkg_kernel_cache {
 /* Name of a kernel ("matmul_fwd"). */
 const char *vkg__kernel_name(vkg_kernel_id k);
 /* The pipeline for kernel k with these specialization constants, created on first use. */
-vkg_status vkg__kernel_pipeline(vkg_device_t *dev, vkg_kernel_id k, const uint32_t *spec,
-                                int nspec, VkPipeline *out);
+vkg_status vkg__kernel_pipeline(vkg_device_t *dev, vkg_kernel_id k, const uint32_t *spec, int nspec,
+                                VkPipeline *out);
 void vkg__kernels_release(vkg_device_t *dev);
 
 /* ---- device ---------------------------------------------------------------------------- */
@@ -86,8 +86,8 @@ struct vkg_device {
     uint32_t queue_family;
     VkCommandPool pool;
     VkSemaphore timeline;
-    uint64_t timeline_value; /* last value submitted for signalling */
-    VkPipelineLayout layout; /* shared by every kernel: a 128-byte push-constant range */
+    uint64_t timeline_value;  /* last value submitted for signalling */
+    VkPipelineLayout layout;  /* shared by every kernel: a 128-byte push-constant range */
     uint32_t mem_type_device; /* arenas */
     uint32_t mem_type_host;   /* staging (host-visible, coherent) */
     float timestamp_period;   /* ns per tick */
@@ -122,8 +122,8 @@ typedef struct vkg_arena vkg_arena;
 
 /* A view of part of an arena: what shaders receive is `addr`. */
 typedef struct vkg_tensor {
-    uint64_t addr;     /* device address of the first byte */
-    size_t offset;     /* bytes from the start of the arena */
+    uint64_t addr; /* device address of the first byte */
+    size_t offset; /* bytes from the start of the arena */
     size_t bytes;
     vkg_arena *arena;
 } vkg_tensor;
