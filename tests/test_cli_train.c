@@ -1,5 +1,7 @@
 /* `vkgpt train` and `vkgpt sample` end to end, through the built binary (VKGPT_BIN, set by CMake)
  * on a tiny byte-level model and a small text file written to a temporary folder:
+ *  - on a pseudo-terminal, one live progress line (step, loss, tok/s, ETA) rewritten in place,
+ *    and Ctrl-C (SIGINT) stops with a checkpoint; through pipes, plain lines without control codes;
  *  - SIGTERM during a long run: exits 0 within a bound, says it stopped, and leaves a complete
  *    checkpoint whose step is the last logged step, written once although --ckpt-every 1 had
  *    just written it (log.jsonl ends there; old ones pruned by --keep 2);
@@ -20,6 +22,7 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <poll.h>
+#include <pty.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -340,6 +343,7 @@ static void test_sigterm_resume_sample(void **state)
     assert_int_equal(rc, 0);
     expect_contains("stdout", p.obuf, "stopping");
     expect_contains("stdout", p.obuf, "signal 15");
+    assert_null(strstr(p.obuf, "\033[")); /* off a terminal: plain lines, no control codes */
     long n = last_step(p.obuf);
     assert_true(n >= 3);
     char line[CAP + 64];
@@ -400,6 +404,68 @@ static void test_sigterm_resume_sample(void **state)
     proc_free(&q);
 }
 
+/* On a terminal (a pseudo-terminal here) train draws one live line, rewritten in place, with the
+ * step, loss, tokens/s and ETA; Ctrl-C (SIGINT) stops it like SIGTERM, with a checkpoint. */
+static void test_terminal_progress_and_sigint(void **state)
+{
+    (void)state;
+    char dir[CAP + 16], steps_dir[CAP + 64];
+    snprintf(dir, sizeof dir, "%s/tty", tmp_root);
+    const char *argv[] = {VKGPT_BIN,      "train", "--data",     text_path, "--layers", "2",
+                          "--heads",      "2",     "--channels", "32",      "--ctx",    "32",
+                          "--batch",      "4",     "--seq",      "32",      "--steps",  "100000",
+                          "--sample-len", "0",     "--ckpt-dir", dir,       NULL};
+    int master = -1;
+    pid_t pid = forkpty(&master, NULL, NULL, NULL);
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        execv(VKGPT_BIN, (char *const *)argv);
+        _exit(127);
+    }
+    char *out = calloc(1, 1);
+    size_t n = 0;
+    double t0 = now_s();
+    int sent = 0, done = 0;
+    while (!done && now_s() < t0 + 120) {
+        struct pollfd pfd = {.fd = master, .events = POLLIN};
+        if (poll(&pfd, 1, 100) > 0) {
+            char chunk[4096];
+            ssize_t got = read(master, chunk, sizeof chunk);
+            if (got > 0)
+                append(&out, &n, chunk, (size_t)got);
+            else
+                done = 1; /* EIO once the child is gone */
+        }
+        if (!sent && strstr(out, "step 3/")) {
+            assert_int_equal(kill(pid, SIGINT), 0);
+            sent = 1;
+        }
+    }
+    int st = 0;
+    if (!done)
+        kill(pid, SIGKILL);
+    waitpid(pid, &st, 0);
+    close(master);
+    printf("%s\n", out);
+    if (!done)
+        fail_msg("vkgpt train on a terminal did not finish in time");
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    expect_contains("terminal output", out, "\r\033[Kstep 2/100000 | loss ");
+    expect_contains("terminal output", out, " tok/s | ETA ");
+    expect_contains("terminal output", out, "stopping");
+    expect_contains("terminal output", out, "signal 2");
+    assert_null(strstr(out, "\nstep 2/")); /* the live line is rewritten, not one per step */
+    long last = 0;
+    for (const char *q = out; (q = strstr(q, "\r\033[Kstep ")); q++)
+        last = strtol(q + 9, NULL, 10);
+    assert_true(last >= 3);
+    snprintf(steps_dir, sizeof steps_dir, "%s/step_%08ld/DONE", dir, last);
+    if (!file_exists(steps_dir))
+        fail_msg("no complete checkpoint %s after SIGINT", steps_dir);
+    expect_validation_clean(1);
+    free(out);
+}
+
 /* Run args; expect exit code want and stderr naming each of the NULL-terminated needles. */
 static void expect_refusal(int want, const char *const *args, const char *n1, const char *n2)
 {
@@ -458,6 +524,7 @@ int main(void)
     signal(SIGPIPE, SIG_IGN);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sigterm_resume_sample),
+        cmocka_unit_test(test_terminal_progress_and_sigint),
         cmocka_unit_test(test_bad_flags),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
