@@ -30,25 +30,6 @@ struct vkg_gpt2_buckets {
     int recording;       /* the list being recorded */
 };
 
-enum {
-    WTE,
-    WPE,
-    LN1W,
-    LN1B,
-    QKVW,
-    QKVB,
-    ATTPROJW,
-    ATTPROJB,
-    LN2W,
-    LN2B,
-    FCW,
-    FCB,
-    FCPROJW,
-    FCPROJB,
-    LNFW,
-    LNFB
-};
-
 static size_t tensor_offset(const vkg_gpt2 *m, int i)
 {
     size_t off = 0;

@@ -8,6 +8,26 @@
 #include "ops/ops.h"
 
 #define VKG_GPT2_NUM_ACTS 21
+
+/* The parameter tensors, in llm.c's table order (index into vkg_gpt2's p, g, param_sizes). */
+enum {
+    WTE,
+    WPE,
+    LN1W,
+    LN1B,
+    QKVW,
+    QKVB,
+    ATTPROJW,
+    ATTPROJB,
+    LN2W,
+    LN2B,
+    FCW,
+    FCB,
+    FCPROJW,
+    FCPROJB,
+    LNFW,
+    LNFB
+};
 #define VKG_GPT2_NUM_GRAD_ACTS 12
 
 /* Forward activations, llm.c's names; shapes in gpt2.c's act_sizes. */

@@ -16,25 +16,6 @@ static vkg_tensor lp(const vkg_gpt2 *m, const vkg_tensor *set, int i, int l)
     return layer(set[i], l, per);
 }
 
-enum {
-    WTE,
-    WPE,
-    LN1W,
-    LN1B,
-    QKVW,
-    QKVB,
-    ATTPROJW,
-    ATTPROJB,
-    LN2W,
-    LN2B,
-    FCW,
-    FCB,
-    FCPROJW,
-    FCPROJB,
-    LNFW,
-    LNFB
-};
-
 static vkg_status record_forward(vkg_gpt2 *m, vkg_cmd *c)
 {
     const vkg_gpt2_acts *a = &m->acts;
