@@ -324,6 +324,19 @@ static void test_resume_is_bit_identical(void **state)
 
 /* ---- refused inputs -------------------------------------------------------------------------- */
 
+/* Corrupt a file in place: XOR the byte at offset with mask. */
+static void flip_bits(const char *path, long offset, int mask)
+{
+    FILE *f = fopen(path, "r+b");
+    assert_non_null(f);
+    assert_int_equal(fseek(f, offset, SEEK_SET), 0);
+    int byte = fgetc(f);
+    assert_true(byte != EOF);
+    assert_int_equal(fseek(f, offset, SEEK_SET), 0);
+    fputc(byte ^ mask, f);
+    assert_int_equal(fclose(f), 0);
+}
+
 static void test_corrupt_inputs_are_refused(void **state)
 {
     (void)state;
@@ -364,13 +377,8 @@ static void test_corrupt_inputs_are_refused(void **state)
     VKG_ASSERT_OK(vkg_trainer_step(t, &si));
     VKG_ASSERT_OK(vkg_trainer_checkpoint(t, NULL, 0));
     vkg_trainer_destroy(&t);
-    FILE *f = fopen(path_in(stp, "c_ckpt/step_00000001/state.bin"), "r+b");
-    assert_non_null(f);
-    assert_int_equal(fseek(f, VKG_FILE_HEADER_BYTES + 4 * 1000 + 2, SEEK_SET), 0);
-    int byte = fgetc(f);
-    assert_int_equal(fseek(f, VKG_FILE_HEADER_BYTES + 4 * 1000 + 2, SEEK_SET), 0);
-    fputc(byte ^ 0x10, f);
-    assert_int_equal(fclose(f), 0);
+    flip_bits(path_in(stp, "c_ckpt/step_00000001/state.bin"), VKG_FILE_HEADER_BYTES + 4 * 1000 + 2,
+              0x10);
     c.resume = 1;
     expect_error(vkg_trainer_create(&c, &t), VKG_ERR_FORMAT, stp, "checksum");
     assert_null(t);
@@ -382,13 +390,8 @@ static void test_corrupt_inputs_are_refused(void **state)
     VKG_ASSERT_OK(vkg_trainer_step(t, &si));
     VKG_ASSERT_OK(vkg_trainer_checkpoint(t, NULL, 0)); /* rewrites step 1 whole */
     vkg_trainer_destroy(&t);
-    f = fopen(path_in(stp, "c_ckpt/step_00000001/model.bin"), "r+b");
-    assert_non_null(f);
-    assert_int_equal(fseek(f, VKG_FILE_HEADER_BYTES + 4 * 500 + 1, SEEK_SET), 0);
-    byte = fgetc(f);
-    assert_int_equal(fseek(f, VKG_FILE_HEADER_BYTES + 4 * 500 + 1, SEEK_SET), 0);
-    fputc(byte ^ 0x01, f);
-    assert_int_equal(fclose(f), 0);
+    flip_bits(path_in(stp, "c_ckpt/step_00000001/model.bin"), VKG_FILE_HEADER_BYTES + 4 * 500 + 1,
+              0x01);
     c.resume = 1;
     expect_error(vkg_trainer_create(&c, &t), VKG_ERR_FORMAT, stp, "checksum");
     assert_null(t);
@@ -410,7 +413,7 @@ static void test_corrupt_inputs_are_refused(void **state)
     size_t len;
     unsigned char *shard = read_file(path_in(good, "c_train_001.bin"), &len);
     shard[0] ^= 0x01;
-    f = fopen(path_in(bad, "c_badmagic.bin"), "wb");
+    FILE *f = fopen(path_in(bad, "c_badmagic.bin"), "wb");
     assert_non_null(f);
     assert_int_equal(fwrite(shard, 1, len, f), len);
     assert_int_equal(fclose(f), 0);
