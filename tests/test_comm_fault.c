@@ -1,8 +1,11 @@
 /* Faults: a rank killed (SIGKILL) or frozen (SIGSTOP) in the middle of allreduces over tcp and
  * ipc makes every surviving rank fail within twice the timeout with an error naming it; a rank
- * that calls vkg_comm_abort stops the others at once with its reason; a rank that never shows up
- * is reported by the deadline, and ranks that wait for a rank that waits for it name the end of
- * that chain. Every child process is bounded and reaped by the harness. */
+ * that calls vkg_comm_abort stops the others at once with its reason; over inproc (no liveness
+ * signal) a rank that never shows up is reported by the deadline, and ranks that wait for a rank
+ * that waits for it name the end of that chain. And what is not a fault: steps longer than the
+ * timeout, a peer busy computing while the others wait (its heartbeats answer), a freeze shorter
+ * than the timeout; ranks waiting for each other in a cycle still fail. Every child process is
+ * bounded and reaped by the harness. */
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -222,6 +225,109 @@ static void test_deadline_names_the_late_rank(void **state)
     assert_true(ok);
 }
 
+/* ---- long steps: a deadline counts only time spent waiting for a peer that makes no progress ----
+ */
+
+typedef struct busy_arg {
+    int iters;
+    useconds_t work_us[2]; /* each rank's "compute" before every allreduce */
+} busy_arg;
+
+/* iters allreduces, each after the rank's own work; every result is checked. */
+static int busy_body(vkg_th_rank *r, void *arg)
+{
+    const busy_arg *a = arg;
+    float x[1000];
+    vkg_status st = VKG_OK;
+    int bad = 0;
+    vkg_th_ready(r);
+    for (int it = 0; it < a->iters && st == VKG_OK; it++) {
+        usleep(a->work_us[r->rank > 0]);
+        for (int i = 0; i < 1000; i++)
+            x[i] = (float)(i + r->rank + it);
+        st = vkg_comm_allreduce(r->comm, x, x, 1000, VKG_COMM_F32, VKG_COMM_SUM);
+        for (int i = 0; i < 1000 && st == VKG_OK; i++)
+            bad += x[i] != (float)(2 * (i + it) + 1);
+    }
+    vkg_th_report(r, "%s: %s (%d wrong)", vkg_status_name(st), vkg_error_message(), bad);
+    return st != VKG_OK || bad;
+}
+
+static void busy_case(vkg_comm_transport t, const busy_arg *a)
+{
+    vkg_th_opts o = {.transport = t, .processes = 1, .timeout_ms = 1000, .wall_s = 60};
+    vkg_th_result res[2];
+    vkg_th_run(2, &o, busy_body, (void *)a, res);
+    int ok = res[0].body_rc == 0 && res[1].body_rc == 0;
+    if (!ok)
+        vkg_th_dump(res, 2);
+    assert_true(ok);
+}
+
+/* Both ranks compute 1.6 s (longer than the 1 s timeout) between allreduces: the time between
+ * calls is theirs, not a stall. */
+static void test_steps_longer_than_the_timeout(void **state)
+{
+    (void)state;
+    const busy_arg a = {.iters = 3, .work_us = {1600000, 1600000}};
+    busy_case(VKG_COMM_IPC, &a);
+}
+
+/* Rank 1 computes 2.5 s before each allreduce while rank 0 is already waiting with a 1 s
+ * timeout: rank 1 is alive (its heartbeats answer), so rank 0 keeps waiting. */
+static void test_busy_peer_is_not_dead(void **state)
+{
+    (void)state;
+    const busy_arg a = {.iters = 2, .work_us = {0, 2500000}};
+    busy_case(VKG_COMM_IPC, &a);
+    busy_case(VKG_COMM_TCP, &a);
+}
+
+/* A freeze shorter than the timeout (3 s) is survived: rank 1 stopped for 1.5 s mid-run. */
+static void test_short_freeze_survives(void **state)
+{
+    (void)state;
+    const busy_arg a = {.iters = 40, .work_us = {100000, 100000}};
+    vkg_th_opts o = {.transport = VKG_COMM_IPC, .processes = 1, .timeout_ms = 3000, .wall_s = 60};
+    vkg_th_job *j = vkg_th_start(2, &o, busy_body, (void *)&a);
+    assert_int_equal(vkg_th_wait_ready(j, 20), 0);
+    usleep(500000);
+    kill(vkg_th_pid(j, 1), SIGSTOP);
+    usleep(1500000);
+    kill(vkg_th_pid(j, 1), SIGCONT);
+    vkg_th_result res[2];
+    vkg_th_finish(j, res, 0);
+    int ok = res[0].body_rc == 0 && res[1].body_rc == 0;
+    if (!ok)
+        vkg_th_dump(res, 2);
+    assert_true(ok);
+}
+
+/* Two ranks wait for each other in different calls (tcp: liveness on): a cycle, not a busy
+ * peer, so both fail within about the timeout naming the cycle. */
+static int cycle_body(vkg_th_rank *r, void *arg)
+{
+    (void)arg;
+    float x = 0;
+    double t = vkg_th_now();
+    vkg_status st = vkg_comm_recv(r->comm, 1 - r->rank, 5, &x, sizeof x);
+    double dt = vkg_th_now() - t;
+    vkg_th_report(r, "%s after %.2f s: %s", vkg_status_name(st), dt, vkg_error_message());
+    return st == VKG_ERR_TIMEOUT && strstr(vkg_error_message(), "cycle") && dt < 3.0 ? 0 : 1;
+}
+
+static void test_cycle_fails_with_liveness(void **state)
+{
+    (void)state;
+    vkg_th_opts o = {.transport = VKG_COMM_TCP, .processes = 1, .timeout_ms = 1000, .wall_s = 30};
+    vkg_th_result res[2];
+    vkg_th_run(2, &o, cycle_body, NULL, res);
+    int ok = res[0].body_rc == 0 && res[1].body_rc == 0;
+    if (!ok)
+        vkg_th_dump(res, 2);
+    assert_true(ok);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -232,6 +338,10 @@ int main(void)
         cmocka_unit_test(test_stall_chain_names_its_end),
         cmocka_unit_test(test_abort_reaches_everyone),
         cmocka_unit_test(test_deadline_names_the_late_rank),
+        cmocka_unit_test(test_steps_longer_than_the_timeout),
+        cmocka_unit_test(test_busy_peer_is_not_dead),
+        cmocka_unit_test(test_short_freeze_survives),
+        cmocka_unit_test(test_cycle_fails_with_liveness),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

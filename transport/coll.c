@@ -275,6 +275,11 @@ vkg_status vkg_comm_barrier(vkg_comm_t *c)
     return finish(c, vkg__barrier_impl(c));
 }
 
+/* Point-to-point messages travel in pieces of at most seg_bytes (data sockets refuse larger
+ * frames); each piece is a P2P message of its own (the per-peer count numbers them), the last
+ * one flagged, so a receiver expecting another length notices. */
+#define P2P_LAST 1u
+
 vkg_status vkg_comm_send(vkg_comm_t *c, int peer, uint32_t tag, const void *buf, size_t bytes)
 {
     VKG_TRY(vkg__comm_usable(c));
@@ -284,13 +289,22 @@ vkg_status vkg_comm_send(vkg_comm_t *c, int peer, uint32_t tag, const void *buf,
     VKG_CHECK(bytes == 0 || buf, VKG_ERR_INVALID_ARG, "send: NULL buffer");
     char what[64];
     snprintf(what, sizeof what, "send to rank %d (tag %u)", peer, (unsigned)tag);
-    vkg_wire_hdr h;
-    vkg__hdr_init(c, &h, VKG_W_P2P);
-    h.seq = c->peers[peer].p2p_sent++;
-    h.tag = tag;
-    int zc = vkg__use_zc(c, bytes);
-    vkg_status st = vkg__send(c, peer, &h, buf, bytes, zc);
-    if (st == VKG_OK && zc)
+    vkg_status st = VKG_OK;
+    int any_zc = 0;
+    size_t off = 0;
+    do {
+        size_t n = bytes - off < c->seg_bytes ? bytes - off : c->seg_bytes;
+        vkg_wire_hdr h;
+        vkg__hdr_init(c, &h, VKG_W_P2P);
+        h.seq = c->peers[peer].p2p_sent++;
+        h.tag = tag;
+        h.flags = off + n == bytes ? P2P_LAST : 0;
+        int zc = vkg__use_zc(c, n);
+        any_zc |= zc;
+        st = vkg__send(c, peer, &h, (const uint8_t *)buf + off, n, zc);
+        off += n;
+    } while (st == VKG_OK && off < bytes);
+    if (st == VKG_OK && any_zc)
         st = vkg__drain(c, what, peer);
     return finish(c, st);
 }
@@ -306,16 +320,28 @@ vkg_status vkg_comm_recv(vkg_comm_t *c, int peer, uint32_t tag, void *buf, size_
     snprintf(what, sizeof what, "recv from rank %d (tag %u)", peer, (unsigned)tag);
     vkg_expect ex = {
         .kind = VKG_W_P2P, .sender = peer, .tag = tag, .waiting_on = peer, .what = what};
-    vkg_inmsg m;
-    int ev;
-    vkg_status st = vkg__comm_wait(c, &ex, &m, &ev);
-    if (st == VKG_OK) {
-        if (m.h.bytes != bytes)
-            st = VKG_FAIL(VKG_ERR_PROTOCOL, "%s: the message has %llu bytes, expected %zu", what,
-                          (unsigned long long)m.h.bytes, bytes);
-        else if (bytes)
-            memcpy(buf, zmq_msg_data(&m.body), bytes);
+    vkg_status st = VKG_OK;
+    size_t off = 0;
+    do {
+        size_t n = bytes - off < c->seg_bytes ? bytes - off : c->seg_bytes;
+        int last = off + n == bytes;
+        vkg_inmsg m;
+        int ev;
+        st = vkg__comm_wait(c, &ex, &m, &ev);
+        if (st < 0)
+            break;
+        if (m.h.bytes != n || !(m.h.flags & P2P_LAST) != !last)
+            st = VKG_FAIL(
+                VKG_ERR_PROTOCOL,
+                "%s: the message is %s than the %zu bytes expected (piece at byte %zu "
+                "has %llu bytes%s)",
+                what, (m.h.bytes < n || ((m.h.flags & P2P_LAST) && !last)) ? "shorter" : "longer",
+                bytes, off, (unsigned long long)m.h.bytes,
+                (m.h.flags & P2P_LAST) ? " and is the last" : "");
+        else if (n)
+            memcpy((uint8_t *)buf + off, zmq_msg_data(&m.body), n);
         zmq_msg_close(&m.body);
-    }
+        off += n;
+    } while (st == VKG_OK && off < bytes);
     return finish(c, st);
 }

@@ -5,6 +5,7 @@
  * (wait.c) and the collectives (coll.c, ring.c, a2a.c).
  */
 #include "comm_internal.h"
+#include "comm_testing.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -41,10 +42,13 @@ static vkg_status check_config(const vkg_comm_config *cfg)
         VKG_CHECK(cfg->master_addr[0], VKG_ERR_INVALID_ARG, "tcp needs a master address");
         VKG_CHECK(cfg->master_port > 0 && cfg->master_port < 65536, VKG_ERR_INVALID_ARG,
                   "master port %d out of range [1, 65535]", cfg->master_port);
-        VKG_CHECK(strcmp(cfg->bind_addr, "*") && strcmp(cfg->bind_addr, "0.0.0.0") &&
-                      strcmp(cfg->bind_addr, "::"),
+        VKG_CHECK(cfg->listen_all ||
+                      (strcmp(cfg->bind_addr, "*") && strcmp(cfg->bind_addr, "0.0.0.0") &&
+                       strcmp(cfg->bind_addr, "::")),
                   VKG_ERR_INVALID_ARG,
-                  "bind address '%s' is a wildcard; name the interface to listen on",
+                  "bind address '%s' is a wildcard: this rank would listen on every interface; "
+                  "name the interface to listen on, or set VKG_COMM_LISTEN_ALL=1 to do so "
+                  "deliberately",
                   cfg->bind_addr);
     }
     VKG_CHECK(cfg->world_size == 1 || cfg->transport != VKG_COMM_INPROC || cfg->ctx,
@@ -155,6 +159,7 @@ static void comm_free(vkg_comm_t *c)
             close(c->guard->efd);
         free(c->guard);
     }
+    free(c->curve_keys);
     free(c->peers);
     free(c->credits);
     free(c);
@@ -188,6 +193,8 @@ vkg_status vkg_comm_create(const vkg_comm_config *cfg, vkg_comm_t **out)
         VKG_TRY_GOTO(st, vkg__register_keys(c, cfg), fail);
     VKG_TRY_GOTO(st, vkg__plan_endpoints(c, cfg, bind, sizeof bind, master, sizeof master), fail);
     VKG_TRY_GOTO(st, vkg__open_rx(c, bind), fail);
+    if (c->rank == 0)
+        VKG_TRY_GOTO(st, vkg__new_secret(c), fail);
     VKG_TRY_GOTO(st, vkg__rendezvous(c, master, &rdv), fail);
     if (c->rank != 0) {
         close_rendezvous(c, rdv, master);
@@ -226,6 +233,11 @@ void vkg_comm_destroy(vkg_comm_t **pc)
             vkg__comm_fail(c, st, 1);
     }
     comm_free(c);
+}
+
+void vkg__comm_secret(const vkg_comm_t *c, uint8_t out[16])
+{
+    memcpy(out, c->secret, VKG_SECRET_BYTES);
 }
 
 int vkg_comm_rank(const vkg_comm_t *c)

@@ -21,11 +21,15 @@
 #include "base/error.h"
 #include "vkgpt/comm.h"
 
-/* ---- wire header: 48 bytes, little-endian, first frame of every message ---- */
+/* ---- wire header: 64 bytes, little-endian, first frame of every message ----
+ * Layout: magic u32 @0, version u16 @4, kind u8 @6, flags u8 @7, job id u64 @8, generation u32
+ * @16, sender u32 @20, seq u64 @24, segment u32 @32, tag u32 @36, bytes u64 @40, and the job's
+ * 16-byte secret @48 (zero in hello, reject and peer table, which precede it). */
 
 #define VKG_WIRE_MAGIC 0x43474B56u /* "VKGC" */
-#define VKG_WIRE_VERSION 1
-#define VKG_WIRE_HDR_BYTES 48
+#define VKG_WIRE_VERSION 2
+#define VKG_WIRE_HDR_BYTES 64
+#define VKG_SECRET_BYTES 16
 
 enum vkg_wire_kind {
     VKG_W_HELLO = 1,  /* rank -> rank 0: rank, world size, data endpoint, public key */
@@ -35,9 +39,14 @@ enum vkg_wire_kind {
     VKG_W_CREDIT = 5, /* receiver -> sender: messages consumed so far in this collective */
     VKG_W_ABORT = 6,  /* a rank gives up; payload is the reason */
     VKG_W_P2P = 7,    /* point-to-point payload */
-    VKG_W_STALL = 8,  /* a rank's deadline passed: segment = the rank it is waiting for */
-    VKG_W_KIND_MAX = 8
+    VKG_W_STALL = 8,  /* a rank's deadline passed: segment = the rank it is waiting for, or
+                         VKG_STALL_OVER: it is no longer stalled */
+    VKG_W_READY = 9, /* rank -> rank 0: the table and secret arrived, its data socket admits them */
+    VKG_W_GO = 10,   /* rank 0 -> rank: every rank is ready; connect to the peers */
+    VKG_W_DATA_MAX = 8, /* kinds from VKG_W_DATA to this one travel on data connections */
+    VKG_W_KIND_MAX = 10
 };
+#define VKG_STALL_OVER 0xFFFFFFFFu
 
 /* Collective codes carried in the low byte of a DATA message's tag. */
 enum vkg_coll {
@@ -59,9 +68,15 @@ typedef struct vkg_wire_hdr {
     uint32_t segment; /* message index within the collective on this link; credit count */
     uint32_t tag;     /* DATA: coll | dtype << 8 | step << 16; P2P: the user's tag */
     uint64_t bytes;   /* payload bytes in the second frame */
+    uint8_t secret[VKG_SECRET_BYTES]; /* the job's secret (data connections) */
 } vkg_wire_hdr;
 
 void vkg__wire_encode(const vkg_wire_hdr *h, uint8_t out[VKG_WIRE_HDR_BYTES]);
+/* 1 when the two secrets are equal (time independent of where they differ). */
+int vkg__same_secret(const uint8_t *a, const uint8_t *b);
+/* Render n untrusted bytes for an error message: printable ASCII as is, others as \xNN; always
+ * NUL-terminated within cap, cut with "..." when longer. */
+void vkg__escape(char *dst, size_t cap, const void *src, size_t n);
 void vkg__wire_decode(const uint8_t in[VKG_WIRE_HDR_BYTES], vkg_wire_hdr *h);
 const char *vkg__wire_kind_name(int kind);
 const char *vkg__coll_name(int coll);
@@ -103,10 +118,17 @@ struct vkg_comm {
 
     void *rx, *tx, *mon;
     vkg_peer *peers;
-    char domain[64];   /* ZAP domain "vkgpt/<job>:<gen>" */
-    char password[48]; /* PLAIN password "<job>:<gen>" */
+    char domain[64];   /* rendezvous ZAP domain "vkgpt/<job>:<gen>" */
+    char password[48]; /* rendezvous PLAIN password "<job>:<gen>" (guessable: admits a join) */
+    /* The job's secret, drawn by rank 0 and handed out in the peer table: data connections
+     * present it as their PLAIN password (hex) and every message carries it. */
+    uint8_t secret[VKG_SECRET_BYTES];
+    char secret_hex[2 * VKG_SECRET_BYTES + 1];
+    char data_domain[64]; /* ZAP domain of this rank's data socket: admits the secret only */
     int curve;
     char curve_pub[VKG_COMM_KEY_CHARS + 1], curve_sec[VKG_COMM_KEY_CHARS + 1];
+    uint8_t *curve_keys; /* the authorized public keys, 32 bytes each */
+    size_t ncurve_keys;
 
     uint64_t seq; /* collectives started so far */
     vkg_inmsg *stash;
@@ -132,22 +154,31 @@ struct vkg_comm {
 /* ---- context (ctx.c) ---- */
 
 void *vkg__ctx_zmq(vkg_comm_ctx_t *ctx);
-/* Admit these 32-byte CURVE public keys on connections to sockets of ZAP domain `domain`, until
- * vkg__ctx_unregister(ctx, owner). */
+/* Admit, on connections to sockets of ZAP domain `domain` until vkg__ctx_unregister(ctx, owner),
+ * CURVE clients holding one of these 32-byte public keys (keys may be NULL) and, when password
+ * is not NULL, PLAIN clients presenting it. Domains "vkgpt/<p>" without a registration admit
+ * PLAIN password <p> (the rendezvous); any other unregistered domain admits nobody. */
 vkg_status vkg__ctx_register(vkg_comm_ctx_t *ctx, const void *owner, const char *domain,
-                             const uint8_t *keys, size_t nkeys);
+                             const uint8_t *keys, size_t nkeys, const char *password);
 void vkg__ctx_unregister(vkg_comm_ctx_t *ctx, const void *owner);
 void vkg__ctx_ref(vkg_comm_ctx_t *ctx, int delta);
 
 /* ---- sockets (sockets.c) and rendezvous (rendezvous.c) ---- */
 
 vkg_status vkg__setint(void *s, int opt, int v, const char *name);
-/* Make s a PLAIN (job id) or CURVE server with the job's ZAP domain; no-op for inproc. */
-vkg_status vkg__secure_server(vkg_comm_t *c, void *s);
-/* Make s a PLAIN or CURVE client of a server whose public key is server_key (CURVE). */
-vkg_status vkg__secure_client(vkg_comm_t *c, void *s, const char *server_key);
-/* Register the authorized CURVE keys (cfg's list and file, else this rank's own key). */
+/* Make s a PLAIN or CURVE server of ZAP domain `domain`; no-op for inproc. */
+vkg_status vkg__secure_server(vkg_comm_t *c, void *s, const char *domain);
+/* Make s a PLAIN client presenting `password`, or a CURVE client of a server whose public key is
+ * server_key. */
+vkg_status vkg__secure_client(vkg_comm_t *c, void *s, const char *server_key, const char *password);
+/* Register the authorized CURVE keys (cfg's list and file, else this rank's own key) for the
+ * rendezvous domain. */
 vkg_status vkg__register_keys(vkg_comm_t *c, const vkg_comm_config *cfg);
+/* Once the secret is known: admit it (and the CURVE keys) on this rank's data socket. */
+vkg_status vkg__admit_secret(vkg_comm_t *c);
+/* The largest payload frame a peer of this job sends (a ring segment, a one-step collective, a
+ * point-to-point piece); data sockets refuse larger frames. */
+size_t vkg__max_payload(const vkg_comm_t *c);
 /* Watch s's connections (lost, refused) on a new PAIR *pair; close with vkg__close_monitor. */
 vkg_status vkg__open_monitor(vkg_comm_t *c, void *s, const char *tag, void **pair);
 void vkg__close_monitor(void *s, void **pair);
@@ -156,6 +187,8 @@ vkg_status vkg__plan_endpoints(vkg_comm_t *c, const vkg_comm_config *cfg, char *
                                char *master, size_t mcap);
 vkg_status vkg__open_rx(vkg_comm_t *c, const char *bind);
 vkg_status vkg__open_tx(vkg_comm_t *c);
+/* Rank 0: draw the job's secret and admit it on this rank's data socket. */
+vkg_status vkg__new_secret(vkg_comm_t *c);
 /* Join through rank 0 and fill c->peers. *prdv is the rendezvous socket (rank 0 keeps it until
  * the first barrier; the caller closes it). */
 vkg_status vkg__rendezvous(vkg_comm_t *c, const char *master, void **prdv);

@@ -291,6 +291,11 @@ static vkg_status env_options(vkg_comm_config *cfg, char *const *envp)
     }
     if ((v = env_get(envp, "VKG_COMM_IPC_DIR")))
         VKG_TRY(copy_str(cfg->ipc_dir, sizeof cfg->ipc_dir, "VKG_COMM_IPC_DIR", v));
+    if ((v = env_get(envp, "VKG_COMM_LISTEN_ALL"))) {
+        VKG_CHECK(!strcmp(v, "0") || !strcmp(v, "1"), VKG_ERR_INVALID_ARG,
+                  "VKG_COMM_LISTEN_ALL must be 0 or 1, got '%.40s'", v);
+        cfg->listen_all = v[0] == '1';
+    }
     if ((v = env_get(envp, "VKG_COMM_BIND_ADDR")))
         VKG_TRY(copy_str(cfg->bind_addr, sizeof cfg->bind_addr, "VKG_COMM_BIND_ADDR", v));
     if ((v = env_get(envp, "VKG_COMM_CURVE_KEY"))) {

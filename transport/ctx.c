@@ -1,11 +1,14 @@
 /* vkg_comm_ctx: a ZeroMQ context plus its ZAP handler, the thread that decides which incoming
  * tcp/ipc connections may complete their handshake.
  *
- * Policy: PLAIN connections must present user "vkgpt" and the password "<job>:<generation>" that
- * the server socket's ZAP domain "vkgpt/<job>:<generation>" names, so a process of another job or
- * an older generation (or one without credentials) is refused before any message is delivered.
- * CURVE connections must present a public key registered for the domain by a communicator of
- * this context. Everything else (NULL mechanism, unknown domains) is refused.
+ * Policy: a communicator registers what each of its server sockets' ZAP domains admits: CURVE
+ * public keys and, for its data socket, the job's secret as PLAIN password. PLAIN connections
+ * present user "vkgpt" and a password: on a registered domain the registered one; on the
+ * rendezvous domain "vkgpt/<job>:<generation>" (no registration) the password
+ * "<job>:<generation>", so a process of another job or an older generation is refused before any
+ * message is delivered (that password is guessable: it admits a join, which rank 0 checks, and
+ * nothing else). Everything else (NULL mechanism, unregistered data domains, wrong keys) is
+ * refused.
  * Not here: sockets of the communicators themselves (comm.c).
  */
 #include "comm_internal.h"
@@ -22,6 +25,7 @@ typedef struct keyreg {
     char domain[64];
     uint8_t *keys; /* nkeys * 32 bytes */
     size_t nkeys;
+    char password[72]; /* PLAIN password admitted; "" = none */
 } keyreg;
 
 struct vkg_comm_ctx {
@@ -48,11 +52,15 @@ void vkg__ctx_ref(vkg_comm_ctx_t *ctx, int delta)
 }
 
 vkg_status vkg__ctx_register(vkg_comm_ctx_t *ctx, const void *owner, const char *domain,
-                             const uint8_t *keys, size_t nkeys)
+                             const uint8_t *keys, size_t nkeys, const char *password)
 {
+    VKG_CHECK(strlen(domain) < sizeof ctx->regs[0].domain &&
+                  (!password || strlen(password) < sizeof ctx->regs[0].password),
+              VKG_ERR_INVALID_ARG, "ZAP domain or password too long");
     uint8_t *copy = malloc(nkeys * 32 + 1);
     VKG_CHECK(copy != NULL, VKG_ERR_NOMEM, "out of memory registering CURVE keys");
-    memcpy(copy, keys, nkeys * 32);
+    if (nkeys)
+        memcpy(copy, keys, nkeys * 32);
     pthread_mutex_lock(&ctx->mu);
     keyreg *r = realloc(ctx->regs, (ctx->nregs + 1) * sizeof *r);
     if (!r) {
@@ -66,6 +74,7 @@ vkg_status vkg__ctx_register(vkg_comm_ctx_t *ctx, const void *owner, const char 
     snprintf(k->domain, sizeof k->domain, "%s", domain);
     k->keys = copy;
     k->nkeys = nkeys;
+    snprintf(k->password, sizeof k->password, "%s", password ? password : "");
     pthread_mutex_unlock(&ctx->mu);
     return VKG_OK;
 }
@@ -84,6 +93,16 @@ void vkg__ctx_unregister(vkg_comm_ctx_t *ctx, const void *owner)
     pthread_mutex_unlock(&ctx->mu);
 }
 
+/* Equal without an early exit, so the time taken does not tell how much of a guess matched. */
+static int same_bytes(const void *a, const void *b, size_t n)
+{
+    const uint8_t *x = a, *y = b;
+    uint8_t d = 0;
+    for (size_t i = 0; i < n; i++)
+        d |= (uint8_t)(x[i] ^ y[i]);
+    return d == 0;
+}
+
 static int key_admitted(vkg_comm_ctx_t *ctx, const char *domain, const uint8_t *key)
 {
     int ok = 0;
@@ -92,10 +111,26 @@ static int key_admitted(vkg_comm_ctx_t *ctx, const char *domain, const uint8_t *
         if (strcmp(ctx->regs[i].domain, domain))
             continue;
         for (size_t j = 0; j < ctx->regs[i].nkeys && !ok; j++)
-            ok = !memcmp(ctx->regs[i].keys + 32 * j, key, 32);
+            ok = same_bytes(ctx->regs[i].keys + 32 * j, key, 32);
     }
     pthread_mutex_unlock(&ctx->mu);
     return ok;
+}
+
+/* 1: admitted; 0: refused; -1: the domain has no registered password. */
+static int password_admitted(vkg_comm_ctx_t *ctx, const char *domain, const char *pw, size_t n)
+{
+    int found = 0, ok = 0;
+    pthread_mutex_lock(&ctx->mu);
+    for (size_t i = 0; i < ctx->nregs; i++) {
+        const keyreg *r = &ctx->regs[i];
+        if (strcmp(r->domain, domain) || !r->password[0])
+            continue;
+        found = 1;
+        ok |= strlen(r->password) == n && same_bytes(r->password, pw, n);
+    }
+    pthread_mutex_unlock(&ctx->mu);
+    return found ? ok : -1;
 }
 
 #define ZAP_MAX_FRAMES 12
@@ -122,9 +157,12 @@ static int zap_decide(vkg_comm_ctx_t *ctx, const zap_req *q)
     memcpy(domain, q->data[2], q->len[2]);
     domain[q->len[2]] = '\0';
     if (frame_is(q, 5, "PLAIN") && q->n == 8) {
-        if (!frame_is(q, 6, "vkgpt") || strncmp(domain, "vkgpt/", 6))
+        if (!frame_is(q, 6, "vkgpt"))
             return 0;
-        return frame_is(q, 7, domain + 6);
+        int reg = password_admitted(ctx, domain, q->data[7], q->len[7]);
+        if (reg >= 0)
+            return reg;
+        return !strncmp(domain, "vkgpt/", 6) && frame_is(q, 7, domain + 6);
     }
     if (frame_is(q, 5, "CURVE") && q->n == 7 && q->len[6] == 32)
         return key_admitted(ctx, domain, (const uint8_t *)q->data[6]);

@@ -40,6 +40,7 @@ void vkg__hdr_init(const vkg_comm_t *c, vkg_wire_hdr *h, int kind)
     h->job_id = c->job_id;
     h->generation = c->generation;
     h->sender = (uint32_t)c->rank;
+    memcpy(h->secret, c->secret, VKG_SECRET_BYTES);
 }
 
 /* ---- sending ---- */
@@ -152,10 +153,14 @@ static vkg_status validate(const vkg_comm_t *c, const vkg_wire_hdr *h, size_t bo
               "stale message from rank %u rejected: generation %u, this communicator is "
               "generation %u",
               (unsigned)h->sender, (unsigned)h->generation, (unsigned)c->generation);
+    VKG_CHECK(vkg__same_secret(h->secret, c->secret), VKG_ERR_PROTOCOL,
+              "message claiming rank %u rejected: it does not carry this job's secret (it comes "
+              "from a process that did not join this job's rendezvous)",
+              (unsigned)h->sender);
     VKG_CHECK(h->sender < (uint32_t)c->size && h->sender != (uint32_t)c->rank, VKG_ERR_PROTOCOL,
               "message rejected: sender rank %u is not a peer (world size %d, this is rank %d)",
               (unsigned)h->sender, c->size, c->rank);
-    VKG_CHECK(h->kind >= VKG_W_DATA && h->kind <= VKG_W_KIND_MAX, VKG_ERR_PROTOCOL,
+    VKG_CHECK(h->kind >= VKG_W_DATA && h->kind <= VKG_W_DATA_MAX, VKG_ERR_PROTOCOL,
               "message from rank %u rejected: kind %u (%s) is not valid on a data connection",
               (unsigned)h->sender, (unsigned)h->kind, vkg__wire_kind_name(h->kind));
     VKG_CHECK(h->bytes == body_size && had_body == (h->bytes > 0), VKG_ERR_PROTOCOL,
@@ -293,16 +298,19 @@ vkg_status vkg__dispatch(vkg_comm_t *c, const vkg_expect *ex, vkg_inmsg *in, vkg
     *matched = 0;
     switch (h->kind) {
     case VKG_W_ABORT: {
-        size_t n = zmq_msg_size(&in->body);
-        int len = n > 900 ? 900 : (int)n;
+        char why[900];
+        vkg__escape(why, sizeof why, zmq_msg_data(&in->body), zmq_msg_size(&in->body));
         c->peer_aborted = 1;
-        vkg_status st = VKG_FAIL(VKG_ERR_PEER, "rank %u aborted: %.*s", (unsigned)h->sender, len,
-                                 (const char *)zmq_msg_data(&in->body));
+        vkg_status st = VKG_FAIL(VKG_ERR_PEER, "rank %u aborted: %s", (unsigned)h->sender, why);
         zmq_msg_close(&in->body);
         return st;
     }
     case VKG_W_STALL:
         zmq_msg_close(&in->body);
+        if (h->segment == VKG_STALL_OVER) {
+            c->peers[h->sender].stalled_on = 0;
+            return VKG_OK;
+        }
         VKG_CHECK(h->segment < (uint32_t)c->size && h->segment != h->sender, VKG_ERR_PROTOCOL,
                   "stall notice from rank %u rejected: it names rank %u (world size %d)",
                   (unsigned)h->sender, (unsigned)h->segment, c->size);

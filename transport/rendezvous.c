@@ -2,14 +2,19 @@
  * DEALER, sends HELLO {world size, rank, data endpoint, CURVE public key} and waits for the TABLE
  * (or a REJECT that says why). Rank 0 rejects hellos of another job or generation and fails the
  * whole rendezvous on a wrong world size, a rank out of range or two processes claiming one rank.
- * Every wait is bounded by the communicator's timeout.
+ * The table ends with the job's secret, 16 random bytes rank 0 draws: each rank then admits it on
+ * its data socket and answers READY, and once every rank is ready rank 0 sends GO, after which
+ * the ranks connect to each other (so no connection can reach a data socket that does not yet
+ * know the secret). Every wait is bounded by the communicator's timeout.
  * Not here: the sockets' options and security (sockets.c).
  */
 #include "comm_internal.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 
 #define HELLO_BYTES (8 + VKG_COMM_ADDR_MAX + VKG_COMM_KEY_CHARS + 1)
 #define ENTRY_BYTES (VKG_COMM_ADDR_MAX + VKG_COMM_KEY_CHARS + 1)
@@ -149,7 +154,7 @@ static vkg_status master_wait(vkg_comm_t *c, void *rdv, joiner *js, int64_t dead
 
 static vkg_status master_send_table(vkg_comm_t *c, void *rdv, const joiner *js)
 {
-    size_t bytes = (size_t)c->size * ENTRY_BYTES;
+    size_t bytes = (size_t)c->size * ENTRY_BYTES + VKG_SECRET_BYTES;
     uint8_t *table = calloc(1, bytes);
     VKG_CHECK(table != NULL, VKG_ERR_NOMEM, "out of memory");
     for (int q = 0; q < c->size; q++) {
@@ -157,6 +162,7 @@ static vkg_status master_send_table(vkg_comm_t *c, void *rdv, const joiner *js)
         memcpy(table + (size_t)q * ENTRY_BYTES + VKG_COMM_ADDR_MAX, c->peers[q].pubkey,
                VKG_COMM_KEY_CHARS + 1);
     }
+    memcpy(table + (size_t)c->size * ENTRY_BYTES, c->secret, VKG_SECRET_BYTES);
     vkg_wire_hdr h;
     uint8_t hb[VKG_WIRE_HDR_BYTES];
     vkg__hdr_init(c, &h, VKG_W_TABLE);
@@ -174,6 +180,63 @@ static vkg_status master_send_table(vkg_comm_t *c, void *rdv, const joiner *js)
     return st;
 }
 
+/* After the table: every rank answers READY (its data socket admits the secret); then GO to all.
+ * A hello arriving meanwhile is handled as before (a second claim to a rank fails the job). */
+static vkg_status master_go(vkg_comm_t *c, void *rdv, joiner *js, int64_t deadline)
+{
+    int ready = 0, joined = c->size - 1;
+    int *got = calloc((size_t)c->size, sizeof *got);
+    VKG_CHECK(got != NULL, VKG_ERR_NOMEM, "out of memory");
+    vkg_status st = VKG_OK;
+    while (st == VKG_OK && ready < c->size - 1) {
+        int64_t now = vkg__now_ns();
+        if (now >= deadline) {
+            st = VKG_FAIL(VKG_ERR_TIMEOUT,
+                          "rendezvous: %d of %d ranks confirmed the peer table within %.1f s",
+                          ready + 1, c->size, c->timeout_ms / 1000.0);
+            break;
+        }
+        zmq_pollitem_t it = {rdv, 0, ZMQ_POLLIN, 0};
+        if (zmq_poll(&it, 1, (long)((deadline - now) / 1000000) + 1) <= 0)
+            continue;
+        zmq_msg_t f[3];
+        for (int i = 0; i < 3; i++)
+            zmq_msg_init(&f[i]);
+        int nf = recv_frames(rdv, f, 3);
+        vkg_wire_hdr h = {0};
+        if (nf >= 2 && zmq_msg_size(&f[1]) == VKG_WIRE_HDR_BYTES)
+            vkg__wire_decode(zmq_msg_data(&f[1]), &h);
+        if (h.kind == VKG_W_READY && nf == 2) {
+            int q = 1;
+            while (q < c->size && (js[q].rid_len != zmq_msg_size(&f[0]) ||
+                                   memcmp(js[q].rid, zmq_msg_data(&f[0]), js[q].rid_len)))
+                q++;
+            if (q < c->size && h.magic == VKG_WIRE_MAGIC && h.version == VKG_WIRE_VERSION &&
+                h.job_id == c->job_id && h.generation == c->generation && h.sender == (uint32_t)q &&
+                vkg__same_secret(h.secret, c->secret) && !got[q]) {
+                got[q] = 1;
+                ready++;
+            }
+        } else if (nf >= 1) {
+            st = master_hello(c, rdv, js, &joined, f, nf);
+        }
+        for (int i = 0; i < 3; i++)
+            zmq_msg_close(&f[i]);
+    }
+    free(got);
+    VKG_TRY(st);
+    vkg_wire_hdr h;
+    uint8_t hb[VKG_WIRE_HDR_BYTES];
+    vkg__hdr_init(c, &h, VKG_W_GO);
+    vkg__wire_encode(&h, hb);
+    for (int q = 1; q < c->size; q++)
+        VKG_CHECK(zmq_send(rdv, js[q].rid, js[q].rid_len, ZMQ_SNDMORE | ZMQ_DONTWAIT) >= 0 &&
+                      zmq_send(rdv, hb, sizeof hb, ZMQ_DONTWAIT) >= 0,
+                  VKG_ERR_NETWORK, "sending the go-ahead to rank %d: %s", q,
+                  zmq_strerror(zmq_errno()));
+    return VKG_OK;
+}
+
 static void master_reject_all(vkg_comm_t *c, void *rdv, const joiner *js)
 {
     char why[1024];
@@ -183,24 +246,17 @@ static void master_reject_all(vkg_comm_t *c, void *rdv, const joiner *js)
             send_reject(c, rdv, js[q].rid, js[q].rid_len, why);
 }
 
+static vkg_status client_reply(vkg_comm_t *c, zmq_msg_t *f, int nf, const char *master,
+                               vkg_wire_hdr *h);
+
 static vkg_status client_table(vkg_comm_t *c, zmq_msg_t *f, int nf, const char *master)
 {
     vkg_wire_hdr h;
-    VKG_CHECK(nf == 2 && zmq_msg_size(&f[0]) == VKG_WIRE_HDR_BYTES, VKG_ERR_PROTOCOL,
-              "malformed reply from the rendezvous at %s", master);
-    vkg__wire_decode(zmq_msg_data(&f[0]), &h);
-    VKG_CHECK(h.magic == VKG_WIRE_MAGIC && h.version == VKG_WIRE_VERSION && h.job_id == c->job_id &&
-                  h.generation == c->generation && h.sender == 0,
-              VKG_ERR_PROTOCOL,
-              "the rendezvous at %s answered with a header of another job, generation or version",
-              master);
-    if (h.kind == VKG_W_REJECT)
-        return VKG_FAIL(VKG_ERR_PEER, "rank 0 (%s) rejected rank %d: %.*s", master, c->rank,
-                        (int)(zmq_msg_size(&f[1]) > 800 ? 800 : zmq_msg_size(&f[1])),
-                        (const char *)zmq_msg_data(&f[1]));
-    VKG_CHECK(h.kind == VKG_W_TABLE && zmq_msg_size(&f[1]) == (size_t)c->size * ENTRY_BYTES,
+    VKG_TRY(client_reply(c, f, nf, master, &h));
+    VKG_CHECK(h.kind == VKG_W_TABLE && nf == 2 &&
+                  zmq_msg_size(&f[1]) == (size_t)c->size * ENTRY_BYTES + VKG_SECRET_BYTES,
               VKG_ERR_PROTOCOL, "the rendezvous at %s sent a %s of %zu bytes, expected a table",
-              master, vkg__wire_kind_name(h.kind), zmq_msg_size(&f[1]));
+              master, vkg__wire_kind_name(h.kind), nf == 2 ? zmq_msg_size(&f[1]) : 0);
     const uint8_t *t = zmq_msg_data(&f[1]);
     for (int q = 0; q < c->size; q++) {
         vkg_peer *p = &c->peers[q];
@@ -208,6 +264,93 @@ static vkg_status client_table(vkg_comm_t *c, zmq_msg_t *f, int nf, const char *
         p->endpoint[VKG_COMM_ADDR_MAX - 1] = '\0';
         memcpy(p->pubkey, t + (size_t)q * ENTRY_BYTES + VKG_COMM_ADDR_MAX, VKG_COMM_KEY_CHARS + 1);
         p->pubkey[VKG_COMM_KEY_CHARS] = '\0';
+    }
+    memcpy(c->secret, t + (size_t)c->size * ENTRY_BYTES, VKG_SECRET_BYTES);
+    return vkg__admit_secret(c);
+}
+
+/* What the rendezvous connection's monitor reports, as an error for a refused handshake. */
+static vkg_status client_monitor(vkg_comm_t *c, void *mon, const char *master)
+{
+    zmq_msg_t f[2];
+    zmq_msg_init(&f[0]);
+    zmq_msg_init(&f[1]);
+    int nf = recv_frames(mon, f, 2);
+    uint16_t ev = 0;
+    if (nf >= 1 && zmq_msg_size(&f[0]) >= 2)
+        memcpy(&ev, zmq_msg_data(&f[0]), 2);
+    zmq_msg_close(&f[0]);
+    zmq_msg_close(&f[1]);
+    if (ev == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH && c->curve)
+        return VKG_FAIL(VKG_ERR_PEER,
+                        "rank 0's rendezvous at %s refused this rank's CURVE public key %s: it is "
+                        "not among the keys rank 0 authorizes (a different key file, or a "
+                        "missing entry in the authorized keys)",
+                        master, c->curve_pub);
+    if (ev == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
+        return VKG_FAIL(VKG_ERR_PEER,
+                        "rank 0's rendezvous at %s refused this rank's credentials: it runs job "
+                        "%016llx generation %u with other values (a different VKG_JOB_ID, launcher "
+                        "job id or restart count)",
+                        master, (unsigned long long)c->job_id, (unsigned)c->generation);
+    if ((ev == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL || ev == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL ||
+         ev == ZMQ_EVENT_DISCONNECTED) &&
+        c->curve)
+        return VKG_FAIL(
+            VKG_ERR_PEER,
+            "rank 0's rendezvous at %s dropped the CURVE handshake: this rank's copy of "
+            "rank 0's public key (%s) does not match rank 0's secret key, or rank 0 "
+            "does not use CURVE",
+            master, c->peers[0].pubkey);
+    if (ev == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL || ev == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL)
+        return VKG_FAIL(VKG_ERR_PEER,
+                        "the rendezvous at %s failed the handshake: rank 0 uses another security "
+                        "mechanism (CURVE on one side only?) or is not a vkgpt rank",
+                        master);
+    return VKG_OK;
+}
+
+/* Wait for rank 0's next message (frames f[0..1]), failing on the deadline or a refused
+ * handshake. `what` names what is awaited. */
+static vkg_status client_next(vkg_comm_t *c, void *rdv, void *mon, const char *master,
+                              int64_t deadline, const char *what, zmq_msg_t *f, int *nf)
+{
+    for (;;) {
+        int64_t now = vkg__now_ns();
+        VKG_CHECK(now < deadline, VKG_ERR_TIMEOUT,
+                  "rendezvous: no %s from rank 0 at %s within %.1f s (is rank 0 running, with the "
+                  "same master address, port and world size?)",
+                  what, master, c->timeout_ms / 1000.0);
+        zmq_pollitem_t it[2] = {{rdv, 0, ZMQ_POLLIN, 0}, {mon, 0, ZMQ_POLLIN, 0}};
+        int rc = zmq_poll(it, mon ? 2 : 1, (long)((deadline - now) / 1000000) + 1);
+        if (rc <= 0)
+            continue;
+        if (mon && (it[1].revents & ZMQ_POLLIN))
+            VKG_TRY(client_monitor(c, mon, master));
+        if (it[0].revents & ZMQ_POLLIN) {
+            *nf = recv_frames(rdv, f, 2);
+            return VKG_OK;
+        }
+    }
+}
+
+/* The header of rank 0's reply; a REJECT becomes the error it carries. */
+static vkg_status client_reply(vkg_comm_t *c, zmq_msg_t *f, int nf, const char *master,
+                               vkg_wire_hdr *h)
+{
+    VKG_CHECK(nf >= 1 && nf <= 2 && zmq_msg_size(&f[0]) == VKG_WIRE_HDR_BYTES, VKG_ERR_PROTOCOL,
+              "malformed reply from the rendezvous at %s", master);
+    vkg__wire_decode(zmq_msg_data(&f[0]), h);
+    VKG_CHECK(h->magic == VKG_WIRE_MAGIC && h->version == VKG_WIRE_VERSION &&
+                  h->job_id == c->job_id && h->generation == c->generation && h->sender == 0,
+              VKG_ERR_PROTOCOL,
+              "the rendezvous at %s answered with a header of another job, generation or version",
+              master);
+    if (h->kind == VKG_W_REJECT) {
+        char why[800];
+        vkg__escape(why, sizeof why, nf == 2 ? zmq_msg_data(&f[1]) : "",
+                    nf == 2 ? zmq_msg_size(&f[1]) : 0);
+        return VKG_FAIL(VKG_ERR_PEER, "rank 0 (%s) rejected rank %d: %s", master, c->rank, why);
     }
     return VKG_OK;
 }
@@ -227,44 +370,48 @@ static vkg_status client_rendezvous(vkg_comm_t *c, void *rdv, void *mon, const c
     VKG_CHECK(zmq_send(rdv, hb, sizeof hb, ZMQ_SNDMORE | ZMQ_DONTWAIT) >= 0 &&
                   zmq_send(rdv, hello, sizeof hello, ZMQ_DONTWAIT) >= 0,
               VKG_ERR_NETWORK, "sending hello to %s: %s", master, zmq_strerror(zmq_errno()));
-    for (;;) {
-        int64_t now = vkg__now_ns();
-        VKG_CHECK(now < deadline, VKG_ERR_TIMEOUT,
-                  "rendezvous: no peer table from rank 0 at %s within %.1f s (is rank 0 running, "
-                  "with the same master address, port and world size?)",
-                  master, c->timeout_ms / 1000.0);
-        zmq_pollitem_t it[2] = {{rdv, 0, ZMQ_POLLIN, 0}, {mon, 0, ZMQ_POLLIN, 0}};
-        int rc = zmq_poll(it, mon ? 2 : 1, (long)((deadline - now) / 1000000) + 1);
-        if (rc <= 0)
+    zmq_msg_t f[2];
+    int nf = 0;
+    zmq_msg_init(&f[0]);
+    zmq_msg_init(&f[1]);
+    vkg_status st = client_next(c, rdv, mon, master, deadline, "peer table", f, &nf);
+    if (st == VKG_OK)
+        st = client_table(c, f, nf, master);
+    zmq_msg_close(&f[0]);
+    zmq_msg_close(&f[1]);
+    VKG_TRY(st);
+    /* this rank's data socket now admits the secret: say so, and wait until every rank's does */
+    vkg__hdr_init(c, &h, VKG_W_READY);
+    vkg__wire_encode(&h, hb);
+    VKG_CHECK(zmq_send(rdv, hb, sizeof hb, ZMQ_DONTWAIT) >= 0, VKG_ERR_NETWORK,
+              "sending ready to %s: %s", master, zmq_strerror(zmq_errno()));
+    zmq_msg_init(&f[0]);
+    zmq_msg_init(&f[1]);
+    st = client_next(c, rdv, mon, master, deadline, "go-ahead", f, &nf);
+    if (st == VKG_OK)
+        st = client_reply(c, f, nf, master, &h);
+    if (st == VKG_OK)
+        st = h.kind == VKG_W_GO && nf == 1 && vkg__same_secret(h.secret, c->secret)
+                 ? VKG_OK
+                 : VKG_FAIL(VKG_ERR_PROTOCOL,
+                            "the rendezvous at %s sent a %s where the go-ahead was expected",
+                            master, vkg__wire_kind_name(h.kind));
+    zmq_msg_close(&f[0]);
+    zmq_msg_close(&f[1]);
+    return st;
+}
+
+vkg_status vkg__new_secret(vkg_comm_t *c)
+{
+    size_t got = 0;
+    while (got < VKG_SECRET_BYTES) {
+        ssize_t n = getrandom(c->secret + got, VKG_SECRET_BYTES - got, 0);
+        if (n < 0 && errno == EINTR)
             continue;
-        if (mon && (it[1].revents & ZMQ_POLLIN)) {
-            zmq_msg_t f[2];
-            zmq_msg_init(&f[0]);
-            zmq_msg_init(&f[1]);
-            int nf = recv_frames(mon, f, 2);
-            uint16_t ev = 0;
-            if (nf >= 1 && zmq_msg_size(&f[0]) >= 2)
-                memcpy(&ev, zmq_msg_data(&f[0]), 2);
-            zmq_msg_close(&f[0]);
-            zmq_msg_close(&f[1]);
-            VKG_CHECK(ev != ZMQ_EVENT_HANDSHAKE_FAILED_AUTH &&
-                          ev != ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL,
-                      VKG_ERR_PEER,
-                      "the rendezvous at %s refused this rank's credentials (job id, generation "
-                      "or CURVE key mismatch)",
-                      master);
-        }
-        if (it[0].revents & ZMQ_POLLIN) {
-            zmq_msg_t f[2];
-            zmq_msg_init(&f[0]);
-            zmq_msg_init(&f[1]);
-            int nf = recv_frames(rdv, f, 2);
-            vkg_status st = client_table(c, f, nf, master);
-            zmq_msg_close(&f[0]);
-            zmq_msg_close(&f[1]);
-            return st;
-        }
+        VKG_CHECK(n > 0, VKG_ERR_IO, "drawing the job's secret (getrandom): %s", strerror(errno));
+        got += (size_t)n;
     }
+    return vkg__admit_secret(c);
 }
 
 vkg_status vkg__rendezvous(vkg_comm_t *c, const char *master, void **prdv)
@@ -281,7 +428,9 @@ vkg_status vkg__rendezvous(vkg_comm_t *c, const char *master, void **prdv)
     if (master_rank) {
         joiner *js = calloc((size_t)c->size, sizeof *js);
         VKG_CHECK(js != NULL, VKG_ERR_NOMEM, "out of memory");
-        st = vkg__secure_server(c, rdv);
+        int64_t maxmsg = HELLO_BYTES + VKG_WIRE_HDR_BYTES;
+        zmq_setsockopt(rdv, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
+        st = vkg__secure_server(c, rdv, c->domain);
         if (st == VKG_OK && zmq_bind(rdv, master) != 0)
             st = VKG_FAIL(VKG_ERR_NETWORK,
                           "binding the rendezvous endpoint %s: %s (another job on this port?)",
@@ -290,6 +439,8 @@ vkg_status vkg__rendezvous(vkg_comm_t *c, const char *master, void **prdv)
             st = master_wait(c, rdv, js, deadline);
         if (st == VKG_OK)
             st = master_send_table(c, rdv, js);
+        if (st == VKG_OK)
+            st = master_go(c, rdv, js, deadline);
         if (st < 0)
             master_reject_all(c, rdv, js);
         free(js);
@@ -297,7 +448,9 @@ vkg_status vkg__rendezvous(vkg_comm_t *c, const char *master, void **prdv)
     }
     char server_key[VKG_COMM_KEY_CHARS + 1];
     snprintf(server_key, sizeof server_key, "%s", c->peers[0].pubkey);
-    VKG_TRY(vkg__secure_client(c, rdv, server_key));
+    int64_t maxmsg = (int64_t)c->size * ENTRY_BYTES + VKG_SECRET_BYTES + 1024;
+    zmq_setsockopt(rdv, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
+    VKG_TRY(vkg__secure_client(c, rdv, server_key, c->password));
     if (c->transport != VKG_COMM_INPROC)
         VKG_TRY(vkg__open_monitor(c, rdv, "rdvmon", &mon));
     if (zmq_connect(rdv, master) != 0)

@@ -79,11 +79,11 @@ static void tcp_endpoint(char *out, size_t cap, const char *ip, const char *port
 
 /* ---- security ---- */
 
-vkg_status vkg__secure_server(vkg_comm_t *c, void *s)
+vkg_status vkg__secure_server(vkg_comm_t *c, void *s, const char *domain)
 {
     if (c->transport == VKG_COMM_INPROC)
         return VKG_OK;
-    VKG_TRY(setopt(s, ZMQ_ZAP_DOMAIN, c->domain, strlen(c->domain), "ZMQ_ZAP_DOMAIN"));
+    VKG_TRY(setopt(s, ZMQ_ZAP_DOMAIN, domain, strlen(domain), "ZMQ_ZAP_DOMAIN"));
     if (c->curve) {
         VKG_TRY(vkg__setint(s, ZMQ_CURVE_SERVER, 1, "ZMQ_CURVE_SERVER"));
         return setopt(s, ZMQ_CURVE_SECRETKEY, c->curve_sec, VKG_COMM_KEY_CHARS + 1,
@@ -92,7 +92,7 @@ vkg_status vkg__secure_server(vkg_comm_t *c, void *s)
     return vkg__setint(s, ZMQ_PLAIN_SERVER, 1, "ZMQ_PLAIN_SERVER");
 }
 
-vkg_status vkg__secure_client(vkg_comm_t *c, void *s, const char *server_key)
+vkg_status vkg__secure_client(vkg_comm_t *c, void *s, const char *server_key, const char *password)
 {
     if (c->transport == VKG_COMM_INPROC)
         return VKG_OK;
@@ -105,7 +105,7 @@ vkg_status vkg__secure_client(vkg_comm_t *c, void *s, const char *server_key)
                       "ZMQ_CURVE_SECRETKEY");
     }
     VKG_TRY(setopt(s, ZMQ_PLAIN_USERNAME, "vkgpt", 5, "ZMQ_PLAIN_USERNAME"));
-    return setopt(s, ZMQ_PLAIN_PASSWORD, c->password, strlen(c->password), "ZMQ_PLAIN_PASSWORD");
+    return setopt(s, ZMQ_PLAIN_PASSWORD, password, strlen(password), "ZMQ_PLAIN_PASSWORD");
 }
 
 /* Collect the authorized CURVE keys (config list, file, own key) and register them. */
@@ -156,13 +156,38 @@ vkg_status vkg__register_keys(vkg_comm_t *c, const vkg_comm_config *cfg)
         n++;
     }
     VKG_CHECK_GOTO(st, n > 0, VKG_ERR_INVALID_ARG, fail, "CURVE is on but no key is authorized");
-    st = vkg__ctx_register(c->ctx, c, c->domain, keys, n);
+    st = vkg__ctx_register(c->ctx, c, c->domain, keys, n, NULL);
+    if (st == VKG_OK) {
+        c->curve_keys = keys; /* registered again for the data socket once the secret is known */
+        c->ncurve_keys = n;
+        keys = NULL;
+    }
 fail:
     if (f)
         fclose(f);
     free(text);
     free(keys);
     return st;
+}
+
+vkg_status vkg__admit_secret(vkg_comm_t *c)
+{
+    static const char hex[] = "0123456789abcdef";
+    for (int i = 0; i < VKG_SECRET_BYTES; i++) {
+        c->secret_hex[2 * i] = hex[c->secret[i] >> 4];
+        c->secret_hex[2 * i + 1] = hex[c->secret[i] & 15];
+    }
+    c->secret_hex[2 * VKG_SECRET_BYTES] = '\0';
+    if (c->transport == VKG_COMM_INPROC)
+        return VKG_OK;
+    return vkg__ctx_register(c->ctx, c, c->data_domain, c->curve_keys, c->ncurve_keys,
+                             c->curve ? NULL : c->secret_hex);
+}
+
+size_t vkg__max_payload(const vkg_comm_t *c)
+{
+    size_t m = c->seg_bytes > c->small_bytes ? c->seg_bytes : c->small_bytes;
+    return m > 4096 ? m : 4096;
 }
 
 /* ---- sockets ---- */
@@ -200,7 +225,10 @@ vkg_status vkg__open_rx(vkg_comm_t *c, const char *bind_ip)
     VKG_TRY(vkg__setint(c->rx, ZMQ_RCVHWM, 0, "ZMQ_RCVHWM"));
     VKG_TRY(vkg__setint(c->rx, ZMQ_SNDHWM, 0, "ZMQ_SNDHWM"));
     VKG_TRY(vkg__setint(c->rx, ZMQ_LINGER, 0, "ZMQ_LINGER"));
-    VKG_TRY(vkg__secure_server(c, c->rx));
+    int64_t maxmsg = (int64_t)vkg__max_payload(c);
+    VKG_TRY(setopt(c->rx, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg, "ZMQ_MAXMSGSIZE"));
+    snprintf(c->data_domain, sizeof c->data_domain, "vkgpt-data/%p", (void *)c);
+    VKG_TRY(vkg__secure_server(c, c->rx, c->data_domain));
     switch (c->transport) {
     case VKG_COMM_TCP:
         VKG_TRY(vkg__setint(c->rx, ZMQ_RCVBUF, SOCK_BUF, "ZMQ_RCVBUF"));
@@ -240,8 +268,10 @@ vkg_status vkg__open_tx(vkg_comm_t *c)
     VKG_TRY(vkg__setint(c->tx, ZMQ_RCVHWM, 0, "ZMQ_RCVHWM"));
     VKG_TRY(vkg__setint(c->tx, ZMQ_LINGER, 200, "ZMQ_LINGER"));
     if (c->transport != VKG_COMM_INPROC) {
-        int ivl = c->timeout_ms / 5 > 50 ? c->timeout_ms / 5 : 50;
-        int hb_timeout = c->timeout_ms / 3 > 200 ? c->timeout_ms / 3 : 200;
+        /* a peer whose I/O thread answers no heartbeat for the whole timeout is dead or frozen;
+         * a shorter freeze (a stalled VM, a debugger) is survived */
+        int ivl = c->timeout_ms / 10 > 50 ? c->timeout_ms / 10 : 50;
+        int hb_timeout = c->timeout_ms > 200 ? c->timeout_ms : 200;
         VKG_TRY(vkg__setint(c->tx, ZMQ_SNDBUF, SOCK_BUF, "ZMQ_SNDBUF"));
         VKG_TRY(vkg__setint(c->tx, ZMQ_RECONNECT_IVL, -1, "ZMQ_RECONNECT_IVL"));
         VKG_TRY(vkg__setint(c->tx, ZMQ_HEARTBEAT_IVL, ivl, "ZMQ_HEARTBEAT_IVL"));
@@ -254,7 +284,7 @@ vkg_status vkg__open_tx(vkg_comm_t *c)
         uint8_t rid[5] = {'R', (uint8_t)q, (uint8_t)(q >> 8), (uint8_t)(q >> 16),
                           (uint8_t)(q >> 24)};
         VKG_TRY(setopt(c->tx, ZMQ_CONNECT_ROUTING_ID, rid, sizeof rid, "ZMQ_CONNECT_ROUTING_ID"));
-        VKG_TRY(vkg__secure_client(c, c->tx, c->peers[q].pubkey));
+        VKG_TRY(vkg__secure_client(c, c->tx, c->peers[q].pubkey, c->secret_hex));
         if (strchr(c->peers[q].endpoint, '['))
             VKG_TRY(vkg__setint(c->tx, ZMQ_IPV6, 1, "ZMQ_IPV6"));
         VKG_CHECK(zmq_connect(c->tx, c->peers[q].endpoint) == 0, VKG_ERR_NETWORK,
@@ -281,6 +311,11 @@ vkg_status vkg__plan_endpoints(vkg_comm_t *c, const vkg_comm_config *cfg, char *
     }
     char ip[VKG_COMM_ADDR_MAX], port[16];
     VKG_TRY(resolve_numeric(cfg->master_addr, ip, sizeof ip));
+    VKG_CHECK(cfg->listen_all || (strcmp(ip, "0.0.0.0") && strcmp(ip, "::")), VKG_ERR_INVALID_ARG,
+              "master address '%s' is a wildcard: rank 0 would listen on every interface of its "
+              "host; give the address of the interface the other ranks reach (this host's IP or "
+              "name), or set VKG_COMM_LISTEN_ALL=1 to listen on all deliberately",
+              cfg->master_addr);
     snprintf(port, sizeof port, "%d", cfg->master_port);
     tcp_endpoint(master, mcap, ip, port);
     if (cfg->bind_addr[0])

@@ -1,13 +1,23 @@
 /* Waiting: the wait loop with its deadline, connection monitoring, explaining a lost peer, and
  * failure handling (abort broadcast, release of in-flight buffers).
  *
- * Deadline: a wait stalls when nothing arrived and nothing completed for timeout_ms. The rank then
- * tells every peer whom it waits for (a stall notice) and gives up after a short grace period.
- * A rank that gets a stall notice sends its own and gives up after the same grace. Meanwhile the
- * notices of the others arrive, so each rank follows the chain of who waits for whom to its end
- * and names the rank that stopped everyone (0 waits for 1, which waits for the frozen 2: every
- * rank names 2), whichever rank's deadline passed first. An abort or a lost connection reported
- * in the grace period still wins. Lost or refused connections fail a wait at once.
+ * Deadline: it counts only time spent inside a call waiting: from the start of the wait or the
+ * last message that arrived, whichever is later, so a rank's own compute between calls never
+ * counts against it. When it passes, the rank tells every peer whom it waits for (a stall
+ * notice; a notice "over" follows once it makes progress again). What happens next depends on
+ * whether peers can be seen alive:
+ *  - tcp and ipc: every connection carries heartbeats answered by the peer's I/O thread, so a
+ *    dead or frozen (SIGSTOP) peer loses its connection within about the timeout and is named at
+ *    once. A live peer that has not reached the call is busy computing: the rank keeps waiting.
+ *    Following who waits for whom from the awaited rank, the wait fails only when the chain ends
+ *    at a lost rank (named) or comes back to a rank already on it (ranks wait for each other in
+ *    a cycle: they called different collectives).
+ *  - inproc (threads of one process) has no liveness signal: a stall is final. The rank gives
+ *    up after a short grace period, and so does every rank that gets its notice; meanwhile the
+ *    notices of the others arrive, so each follows the chain to its end and names the rank that
+ *    stopped everyone (0 waits for 1, which waits for the stuck 2: every rank names 2).
+ * An abort or a lost connection still wins at any time. Lost or refused connections fail a wait
+ * at once.
  * Not here: sending, receiving and validating messages (io.c).
  */
 #include "comm_internal.h"
@@ -127,6 +137,51 @@ static void begin_stall(vkg_comm_t *c, const vkg_expect *ex, int64_t now)
     }
 }
 
+/* After a stall, progress: tell the peers this rank no longer waits. */
+static void end_stall(vkg_comm_t *c)
+{
+    if (c->stall_told)
+        for (int q = 0; q < c->size; q++) {
+            if (q == c->rank)
+                continue;
+            vkg_wire_hdr h;
+            vkg__hdr_init(c, &h, VKG_W_STALL);
+            h.seq = c->seq;
+            h.segment = VKG_STALL_OVER;
+            (void)vkg__raw_send(c, q, &h, NULL);
+        }
+    c->stall_told = 0;
+    c->stall_end = 0;
+}
+
+/* With liveness (tcp, ipc), after this rank's deadline passed waiting for ex->waiting_on: the
+ * failure when the chain of who waits for whom ends at a lost rank or closes a cycle; VKG_OK
+ * while it ends at a live rank that is busy elsewhere (keep waiting). */
+static vkg_status chain_verdict(const vkg_comm_t *c, const vkg_expect *ex)
+{
+    double s = (double)(vkg__now_ns() - c->progress_ns) / 1e9;
+    char chain[160];
+    int len = snprintf(chain, sizeof chain, "rank %d", c->rank), x = ex->waiting_on, hops = 0;
+    for (;;) {
+        if (len >= 0 && (size_t)len < sizeof chain)
+            len += snprintf(chain + len, sizeof chain - (size_t)len, " -> rank %d", x);
+        if (x == c->rank || ++hops > c->size)
+            return VKG_FAIL(VKG_ERR_TIMEOUT,
+                            "%s: no progress for %.1f s: ranks wait for each other in a cycle "
+                            "(%s): they called different collectives or the same ones in another "
+                            "order",
+                            ex->what, s, chain);
+        if (c->peers[x].lost)
+            return VKG_FAIL(VKG_ERR_PEER,
+                            "%s: rank %d (%s) is gone: the process died or froze (no heartbeat "
+                            "reply) while ranks waited for it (%s)",
+                            ex->what, x, c->peers[x].endpoint, chain);
+        if (!c->peers[x].stalled_on)
+            return VKG_OK; /* x is alive and not waiting: it computes */
+        x = c->peers[x].stalled_on - 1;
+    }
+}
+
 /* The failure after a stall: follow who waits for whom from this rank (or, when this wait names
  * nobody, from the first rank that reported a stall) to the rank at the end of the chain. */
 static vkg_status stalled(const vkg_comm_t *c, const vkg_expect *ex)
@@ -179,7 +234,12 @@ vkg_status vkg__comm_wait(vkg_comm_t *c, const vkg_expect *ex, vkg_inmsg *m, int
     int64_t timeout_ns = (int64_t)c->timeout_ms * 1000000;
     /* the monitor (and tx, for drains) join the poll set only once a wait lasts: the common
      * short wait then costs one socket, and a lost peer is still seen within milliseconds */
-    int64_t watch_after = vkg__now_ns() + 5000000;
+    int64_t start = vkg__now_ns(), watch_after = start + 5000000;
+    /* time spent outside this call (the caller's own work) never counts */
+    if (c->progress_ns < start)
+        c->progress_ns = start;
+    /* a live peer that is not waiting is busy, not stuck (see the file comment) */
+    int alive_waits = c->transport != VKG_COMM_INPROC && ex->waiting_on >= 0;
     vkg_status st = VKG_OK;
     if (ex->drain)
         atomic_store(&c->guard->waiting, 1);
@@ -210,6 +270,8 @@ vkg_status vkg__comm_wait(vkg_comm_t *c, const vkg_expect *ex, vkg_inmsg *m, int
             if (in.h.kind != VKG_W_STALL) {
                 c->progress_ns = vkg__now_ns();
                 c->peers[in.h.sender].last_rx_ns = c->progress_ns;
+                if (alive_waits && c->stall_told)
+                    end_stall(c);
             }
             st = vkg__dispatch(c, ex, &in, m, &matched);
             if (st < 0)
@@ -229,9 +291,20 @@ vkg_status vkg__comm_wait(vkg_comm_t *c, const vkg_expect *ex, vkg_inmsg *m, int
         }
         now = vkg__now_ns();
         int64_t until = c->progress_ns + timeout_ns;
-        if (now >= until || c->stall_seen)
+        if (alive_waits) {
+            if (now >= until) {
+                begin_stall(c, ex, now);
+                st = chain_verdict(c, ex);
+                if (st < 0) {
+                    st = vkg__explain_loss(c, st);
+                    break;
+                }
+                until = now + 100000000; /* re-check as notices and heartbeats come in */
+            }
+        } else if (now >= until || c->stall_seen) {
             begin_stall(c, ex, now);
-        if (c->stall_end) {
+        }
+        if (!alive_waits && c->stall_end) {
             if (now >= c->stall_end) {
                 st = stalled(c, ex);
                 break;

@@ -1,4 +1,4 @@
-/* The fixed 48-byte wire header: little-endian encoding and names for messages. Validation of
+/* The fixed 64-byte wire header: little-endian encoding and names for messages. Validation of
  * the decoded fields against a communicator lives in io.c, where the sender can be named. */
 #include "comm_internal.h"
 
@@ -56,6 +56,7 @@ void vkg__wire_encode(const vkg_wire_hdr *h, uint8_t out[VKG_WIRE_HDR_BYTES])
     put32(out + 32, h->segment);
     put32(out + 36, h->tag);
     put64(out + 40, h->bytes);
+    memcpy(out + 48, h->secret, VKG_SECRET_BYTES);
 }
 
 void vkg__wire_decode(const uint8_t in[VKG_WIRE_HDR_BYTES], vkg_wire_hdr *h)
@@ -71,6 +72,42 @@ void vkg__wire_decode(const uint8_t in[VKG_WIRE_HDR_BYTES], vkg_wire_hdr *h)
     h->segment = get32(in + 32);
     h->tag = get32(in + 36);
     h->bytes = get64(in + 40);
+    memcpy(h->secret, in + 48, VKG_SECRET_BYTES);
+}
+
+int vkg__same_secret(const uint8_t *a, const uint8_t *b)
+{
+    uint8_t d = 0;
+    for (int i = 0; i < VKG_SECRET_BYTES; i++)
+        d |= (uint8_t)(a[i] ^ b[i]);
+    return d == 0;
+}
+
+void vkg__escape(char *dst, size_t cap, const void *src, size_t n)
+{
+    static const char hex[] = "0123456789abcdef";
+    const uint8_t *p = src;
+    size_t o = 0;
+    if (!cap)
+        return;
+    for (size_t i = 0; i < n; i++) {
+        int plain = p[i] >= 0x20 && p[i] < 0x7f && p[i] != '\\';
+        size_t need = plain ? 1 : 4;
+        if (o + need + 4 > cap) {
+            if (o + 3 < cap)
+                memcpy(dst + o, "...", 3), o += 3;
+            break;
+        }
+        if (plain) {
+            dst[o++] = (char)p[i];
+        } else {
+            dst[o++] = '\\';
+            dst[o++] = 'x';
+            dst[o++] = hex[p[i] >> 4];
+            dst[o++] = hex[p[i] & 15];
+        }
+    }
+    dst[o] = '\0';
 }
 
 const char *vkg__wire_kind_name(int kind)
@@ -92,6 +129,10 @@ const char *vkg__wire_kind_name(int kind)
         return "point-to-point";
     case VKG_W_STALL:
         return "stall";
+    case VKG_W_READY:
+        return "ready";
+    case VKG_W_GO:
+        return "go-ahead";
     }
     return "unknown";
 }

@@ -5,20 +5,39 @@
  * that each rank sends to every peer over one connection per pair and receives on one bound socket.
  *
  * Collectives (allreduce, broadcast, allgather, barrier) must be called by every rank in the same
- * order with matching arguments; point-to-point send/recv pair by (peer, tag) in FIFO order. Every
- * blocking call gives up after the communicator's timeout without progress and returns an error
- * that names the rank that stopped the job: ranks whose deadline passes tell each other whom they
- * wait for, so when rank 0 waits for rank 1, which waits for a frozen rank 2, both name rank 2
- * (within the timeout plus a grace of a quarter of it, at most 0.5 s). A failure on one rank
- * (timeout, dead peer, a rejected
- * message, vkg_comm_abort) is broadcast to the others, which then fail too. After a failure a
- * communicator only accepts vkg_comm_destroy.
+ * order with matching arguments; point-to-point send/recv pair by (peer, tag) in FIFO order.
+ *
+ * Deadlines: every blocking call counts only the time it spends waiting: from its start or the
+ * last message that arrived, whichever is later (a rank's own work between calls never counts).
+ * When that exceeds the communicator's timeout the rank tells the others whom it waits for.
+ * Over tcp and ipc each connection carries heartbeats answered by the peer's I/O thread even
+ * while the peer computes: a peer that answers none for the timeout (dead, or frozen by SIGSTOP
+ * or a hung machine) loses its connection and is named by every rank within about twice the
+ * timeout; a live peer that is computing is waited for, however long its step. A wait fails when
+ * the chain of who waits for whom ends at a lost rank, or closes a cycle (ranks called different
+ * collectives). Over inproc there is no liveness signal: a wait fails after the timeout plus a
+ * grace of a quarter of it (at most 0.5 s), every rank naming the end of the chain (0 waits for
+ * 1, which waits for a stuck 2: both name 2). A failure on one rank (timeout, dead peer, a
+ * rejected message, vkg_comm_abort) is broadcast to the others, which then fail too. After a
+ * failure a communicator only accepts vkg_comm_destroy.
  *
  * Transports: tcp (any hosts), ipc (Unix sockets, one host), inproc (ranks are threads of one
- * process sharing a vkg_comm_ctx_t). Every message carries a validated header with the job id, so
- * a foreign process cannot inject data; tcp and ipc connections additionally authenticate with the
- * job id (ZMTP PLAIN, in clear: it keeps jobs apart, it is not a secret) or, when configured, with
- * CURVE keys checked by a ZAP handler (encrypted; the choice for untrusted networks).
+ * process sharing a vkg_comm_ctx_t).
+ *
+ * Security. Rank 0 draws a 128-bit random secret per job and hands it to each rank in the peer
+ * table at the rendezvous. Data connections authenticate with it (ZMTP PLAIN, checked by a ZAP
+ * handler) and every message carries it in its validated header, so no process that did not
+ * join the rendezvous can connect to a rank or inject a message; frames larger than the largest
+ * legitimate payload are refused before they are buffered. The rendezvous itself admits any
+ * process presenting the job id (computable from the launcher's variables: it keeps jobs apart,
+ * it is not a secret), and rank 0 fails the start when two processes claim one rank.
+ * What plain mode does NOT protect against: anyone who can read the network traffic (the
+ * secret and all data travel in clear), or who reaches rank 0's port during start-up and joins
+ * in place of a rank that has not yet arrived. Use it on a private network or one host. On any
+ * network you do not control, use CURVE (curve_public/curve_secret, `vkgpt keygen`): every
+ * connection is encrypted and only authorized public keys are admitted, at the rendezvous too.
+ * By default nothing listens on a wildcard address: a master or bind address of 0.0.0.0 / :: is
+ * refused unless listen_all (VKG_COMM_LISTEN_ALL=1) asks for it.
  *
  * Algorithms: payloads up to small_bytes take one step (everyone sends to everyone; allreduce
  * then reduces the N inputs in rank order). Larger allreduces are a reduce-scatter plus an
@@ -26,6 +45,7 @@
  * ring_min_ranks on, straight to each chunk's owner for 3 to ring_min_ranks - 1. Either way one
  * rank computes each final value, so every rank gets identical bits. From 256 KiB payloads leave
  * zero-copy over tcp and ipc (copied over inproc, so no rank ever reads another's buffer).
+ * Point-to-point messages travel in pieces of at most the segment size.
  *
  * Threading: a vkg_comm_t is used by one thread at a time. Several communicators (several ranks)
  * may live in one process; nothing here is global. This header exposes no ZeroMQ types.
@@ -85,11 +105,14 @@ typedef struct vkg_comm_config {
     /* tcp: the interface (IP) this rank's data socket binds; "" = the local address that routes
      * to master_addr (127.0.0.1 for a loopback master). Never a wildcard. */
     char bind_addr[VKG_COMM_ADDR_MAX];
+    /* tcp: 1 allows a wildcard master or bind address (0.0.0.0, ::, *), listening on every
+     * interface of the host; 0 (default) refuses it, naming the fix. */
+    int listen_all;
     /* ipc: directory holding the socket files (default /tmp). */
     char ipc_dir[VKG_COMM_ADDR_MAX];
     uint64_t job_id;     /* shared by every rank of a job, nonzero; rejects foreign messages */
     uint32_t generation; /* restart count; messages of another generation are rejected */
-    int timeout_ms;      /* deadline of every blocking call without progress (default 60000) */
+    int timeout_ms; /* deadline of a wait without progress, and heartbeat limit (default 60000) */
     /* Tuning (0 = default). segment_bytes: ring pipeline unit (1 MiB); window: segments in flight
      * per link (8); small_bytes: allreduce and broadcast payloads up to this size (allgather:
      * bytes x (world_size - 1)) use the one-step algorithms (2 MiB for two ranks, 512 KiB
@@ -128,10 +151,10 @@ void vkg_comm_config_default(vkg_comm_config *cfg);
  * OMPI_COMM_WORLD_SIZE, OMPI_COMM_WORLD_LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_SIZE), then vkgpt's own
  * VKG_RANK / VKG_WORLD_SIZE / VKG_LOCAL_RANK. Always honoured: VKG_JOB_ID (16 hex digits or any
  * string, hashed), VKG_COMM_TRANSPORT (tcp|ipc), VKG_COMM_TIMEOUT (seconds), VKG_COMM_IPC_DIR,
- * VKG_COMM_BIND_ADDR, VKG_COMM_GENERATION, VKG_COMM_CURVE_KEY (key file from `vkgpt keygen`),
- * VKG_COMM_CURVE_AUTHORIZED (file of public keys). Without MASTER_ADDR a job confined to one host
- * uses 127.0.0.1; without a job id variable the id is derived from the launcher and master
- * address (this separates jobs, it is not a secret). Under torchrun with
+ * VKG_COMM_BIND_ADDR, VKG_COMM_LISTEN_ALL (0|1), VKG_COMM_GENERATION, VKG_COMM_CURVE_KEY (key file
+ * from `vkgpt keygen`), VKG_COMM_CURVE_AUTHORIZED (file of public keys). Without MASTER_ADDR a job
+ * confined to one host uses 127.0.0.1; without a job id variable the id is derived from the
+ * launcher and master address (this separates jobs, it is not a secret). Under torchrun with
  * TORCHELASTIC_USE_AGENT_STORE=True, torchrun's own store listens on MASTER_PORT, so rank 0
  * binds MASTER_PORT + 1. No launcher variables: world_size 1.
  * Errors (VKG_ERR_INVALID_ARG) name the variable and its bad value. */
