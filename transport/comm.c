@@ -235,6 +235,33 @@ void vkg_comm_destroy(vkg_comm_t **pc)
     comm_free(c);
 }
 
+vkg_status vkg__comm_unconnected(int world_size, int rank, vkg_comm_t **out)
+{
+    vkg_comm_config cfg;
+    vkg_comm_config_default(&cfg);
+    cfg.world_size = world_size;
+    cfg.rank = rank;
+    cfg.transport = VKG_COMM_INPROC;
+    *out = NULL;
+    vkg_comm_t *c = NULL;
+    vkg_status st = comm_alloc(&cfg, &c);
+    if (st < 0) {
+        if (c)
+            comm_free(c);
+        return st;
+    }
+    *out = c;
+    return VKG_OK;
+}
+
+void vkg__comm_unconnected_free(vkg_comm_t **pc)
+{
+    if (pc && *pc) {
+        comm_free(*pc);
+        *pc = NULL;
+    }
+}
+
 void vkg__comm_secret(const vkg_comm_t *c, uint8_t out[16])
 {
     memcpy(out, c->secret, VKG_SECRET_BYTES);

@@ -187,6 +187,10 @@ vkg_status vkg__plan_endpoints(vkg_comm_t *c, const vkg_comm_config *cfg, char *
                                char *master, size_t mcap);
 vkg_status vkg__open_rx(vkg_comm_t *c, const char *bind);
 vkg_status vkg__open_tx(vkg_comm_t *c);
+/* A communicator with no sockets (world_size ranks, this one `rank`): what the fuzzing entry
+ * feeds messages to. Free with vkg__comm_unconnected_free. */
+vkg_status vkg__comm_unconnected(int world_size, int rank, vkg_comm_t **out);
+void vkg__comm_unconnected_free(vkg_comm_t **pc);
 /* Rank 0: draw the job's secret and admit it on this rank's data socket. */
 vkg_status vkg__new_secret(vkg_comm_t *c);
 /* Join through rank 0 and fill c->peers. *prdv is the rendezvous socket (rank 0 keeps it until
@@ -216,6 +220,12 @@ typedef struct vkg_expect {
  * malformed/foreign message; those failures are recorded but the communicator is not yet failed:
  * the public entry points call vkg__comm_fail. */
 vkg_status vkg__comm_wait(vkg_comm_t *c, const vkg_expect *ex, vkg_inmsg *m, int *event);
+
+/* Decode and validate a received message given as its frames: the header frame (hsize bytes at
+ * hdr; NULL when it is not header-sized), the payload frame's size (had_body: there was one)
+ * and whether more frames followed (extra). *h is filled when the header could be decoded. */
+vkg_status vkg__check_frames(const vkg_comm_t *c, const uint8_t *hdr, size_t hsize,
+                             size_t body_size, int had_body, int extra, vkg_wire_hdr *h);
 
 /* io.c internals shared with wait.c. recv_wait: receive one message, waiting up to wait_ms (0:
  * not at all), validated (*got = 0 when none came). dispatch: handle a received message (abort,

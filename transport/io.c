@@ -170,6 +170,19 @@ static vkg_status validate(const vkg_comm_t *c, const vkg_wire_hdr *h, size_t bo
     return VKG_OK;
 }
 
+vkg_status vkg__check_frames(const vkg_comm_t *c, const uint8_t *hdr, size_t hsize,
+                             size_t body_size, int had_body, int extra, vkg_wire_hdr *h)
+{
+    VKG_CHECK(hdr != NULL && hsize == VKG_WIRE_HDR_BYTES, VKG_ERR_PROTOCOL,
+              "malformed message rejected: first frame is %zu bytes, a vkgpt header is %d", hsize,
+              VKG_WIRE_HDR_BYTES);
+    vkg__wire_decode(hdr, h);
+    VKG_CHECK(!extra, VKG_ERR_PROTOCOL,
+              "malformed message claiming rank %u rejected: more than two frames",
+              (unsigned)h->sender);
+    return validate(c, h, body_size, had_body);
+}
+
 /* Receive one message, waiting up to wait_ms (0: not at all). *got = 0 when none came. */
 vkg_status vkg__recv_wait(vkg_comm_t *c, vkg_inmsg *m, int *got, int wait_ms)
 {
@@ -208,20 +221,8 @@ vkg_status vkg__recv_wait(vkg_comm_t *c, vkg_inmsg *m, int *got, int wait_ms)
             drain_frames(c->rx);
         }
     }
-    vkg_status st = VKG_OK;
-    if (hsize != VKG_WIRE_HDR_BYTES) {
-        st = VKG_FAIL(VKG_ERR_PROTOCOL,
-                      "malformed message rejected: first frame is %zu bytes, a vkgpt header is %d",
-                      hsize, VKG_WIRE_HDR_BYTES);
-    } else {
-        vkg__wire_decode(raw, &m->h);
-        if (extra)
-            st = VKG_FAIL(VKG_ERR_PROTOCOL,
-                          "malformed message claiming rank %u rejected: more than two frames",
-                          (unsigned)m->h.sender);
-        else
-            st = validate(c, &m->h, zmq_msg_size(&m->body), had_body);
-    }
+    vkg_status st = vkg__check_frames(c, hsize == VKG_WIRE_HDR_BYTES ? raw : NULL, hsize,
+                                      zmq_msg_size(&m->body), had_body, extra, &m->h);
     if (st < 0) {
         zmq_msg_close(&m->body);
         return st;

@@ -9,6 +9,7 @@
  * Not here: the sockets' options and security (sockets.c).
  */
 #include "comm_internal.h"
+#include "comm_testing.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -459,5 +460,73 @@ vkg_status vkg__rendezvous(vkg_comm_t *c, const char *master, void **prdv)
     else
         st = client_rendezvous(c, rdv, mon, master, deadline);
     vkg__close_monitor(rdv, &mon);
+    return st;
+}
+
+/* ---- fuzzing entry (comm_testing.h) ---- */
+
+static void frame_of(zmq_msg_t *m, const uint8_t *p, size_t n)
+{
+    if (zmq_msg_init_size(m, n) == 0 && n)
+        memcpy(zmq_msg_data(m), p, n);
+}
+
+static vkg_status fuzz_message(vkg_comm_t *c, const uint8_t *p, size_t n, int extra)
+{
+    size_t hsize = n < VKG_WIRE_HDR_BYTES ? n : VKG_WIRE_HDR_BYTES;
+    int had_body = n > VKG_WIRE_HDR_BYTES;
+    vkg_inmsg in, out;
+    VKG_TRY(vkg__check_frames(c, hsize == VKG_WIRE_HDR_BYTES ? p : NULL, hsize,
+                              had_body ? n - hsize : 0, had_body, extra, &in.h));
+    frame_of(&in.body, p + hsize, n - hsize);
+    vkg_expect ex = {.kind = VKG_W_P2P, .sender = 0, .tag = 7, .waiting_on = 0, .what = "fuzz"};
+    int matched = 0;
+    vkg_status st = vkg__dispatch(c, &ex, &in, &out, &matched);
+    if (st == VKG_OK && matched)
+        zmq_msg_close(&out.body);
+    return st;
+}
+
+vkg_status vkg__fuzz_wire(const uint8_t *data, size_t size)
+{
+    if (size < 1)
+        return VKG_OK;
+    int mode = data[0] & 3, extra = data[0] >> 7;
+    const uint8_t *p = data + 1;
+    size_t n = size - 1;
+    vkg_comm_t *c = NULL;
+    VKG_TRY(vkg__comm_unconnected(4, mode == 1 ? 0 : 1, &c));
+    memcpy(c->secret, "fuzzing-secret!!", VKG_SECRET_BYTES);
+    c->seq = 5;
+    c->credit_from = VKG_CREDIT_ALL;
+    vkg_status st = VKG_OK;
+    if (mode == 0) {
+        st = fuzz_message(c, p, n, extra);
+    } else if (mode == 1) { /* routing id (length byte + bytes), header, hello body */
+        size_t rl = n ? p[0] : 0;
+        rl = rl + 1 <= n ? rl : (n ? n - 1 : 0);
+        size_t hl = n > 1 + rl ? n - 1 - rl : 0;
+        hl = hl < VKG_WIRE_HDR_BYTES ? hl : VKG_WIRE_HDR_BYTES;
+        zmq_msg_t f[3];
+        frame_of(&f[0], p + (n ? 1 : 0), rl);
+        frame_of(&f[1], p + 1 + rl, hl);
+        frame_of(&f[2], p + 1 + rl + hl, n > 1 + rl + hl ? n - 1 - rl - hl : 0);
+        joiner js[4];
+        memset(js, 0, sizeof js);
+        int joined = 0;
+        st = master_hello(c, NULL, js, &joined, f, extra ? 2 : 3);
+        for (int i = 0; i < 3; i++)
+            zmq_msg_close(&f[i]);
+    } else { /* rank 0's reply: header, then the table or a reason */
+        size_t hl = n < VKG_WIRE_HDR_BYTES ? n : VKG_WIRE_HDR_BYTES;
+        zmq_msg_t f[2];
+        frame_of(&f[0], p, hl);
+        frame_of(&f[1], p + hl, n - hl);
+        st = client_table(c, f, extra ? 1 : 2, "fuzz");
+        zmq_msg_close(&f[0]);
+        zmq_msg_close(&f[1]);
+    }
+    vkg__stash_clear(c);
+    vkg__comm_unconnected_free(&c);
     return st;
 }
