@@ -343,5 +343,7 @@ int main(void)
         cmocka_unit_test(test_short_freeze_survives),
         cmocka_unit_test(test_cycle_fails_with_liveness),
     };
+    if (getenv("VKG_TEST_FILTER")) /* e.g. VKG_TEST_FILTER='test_sigstop*' to repeat one case */
+        cmocka_set_test_filter(getenv("VKG_TEST_FILTER"));
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -133,6 +133,10 @@ static void close_rendezvous(vkg_comm_t *c, void *rdv, const char *master)
 static void comm_free(vkg_comm_t *c)
 {
     vkg__close_monitor(c->tx, &c->mon);
+    vkg__close_monitor(c->hb, &c->hbmon);
+    if (c->hb)
+        zmq_close(c->hb);
+    c->hb = NULL;
     if (c->tx && c->failed) {
         /* vkg__comm_fail set no linger; the abort it queued for the peers may not have left
          * yet, and would be dropped by the close: give it a moment. No zero-copy payload is in

@@ -7,6 +7,9 @@
  *        send picks its destination; ROUTER_MANDATORY turns a vanished peer into EHOSTUNREACH.
  *   mon  PAIR receiving tx's monitor events (tcp/ipc): a dropped connection (peer died, or its
  *        heartbeats stopped because it is frozen) or a refused handshake names the peer at once.
+ *   hb   DEALER connected to every peer's rx that never sends a message: it only carries ZMTP
+ *        heartbeats, which a full data pipe (a frozen peer stops reading) can never hold up, so
+ *        a frozen peer loses this connection within the timeout; hbmon receives its events.
  * High-water marks are unlimited; flow is bounded by the ring's credit window instead.
  */
 #ifndef VKG_TRANSPORT_COMM_INTERNAL_H
@@ -116,7 +119,7 @@ struct vkg_comm {
     size_t seg_bytes, small_bytes;
     int window, ring_min_ranks;
 
-    void *rx, *tx, *mon;
+    void *rx, *tx, *mon, *hb, *hbmon;
     vkg_peer *peers;
     char domain[64];   /* rendezvous ZAP domain "vkgpt/<job>:<gen>" */
     char password[48]; /* rendezvous PLAIN password "<job>:<gen>" (guessable: admits a join) */

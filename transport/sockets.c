@@ -277,6 +277,13 @@ vkg_status vkg__open_tx(vkg_comm_t *c)
         VKG_TRY(vkg__setint(c->tx, ZMQ_HEARTBEAT_IVL, ivl, "ZMQ_HEARTBEAT_IVL"));
         VKG_TRY(vkg__setint(c->tx, ZMQ_HEARTBEAT_TIMEOUT, hb_timeout, "ZMQ_HEARTBEAT_TIMEOUT"));
         VKG_TRY(vkg__open_monitor(c, c->tx, "txmon", &c->mon));
+        c->hb = zmq_socket(c->zctx, ZMQ_DEALER);
+        VKG_CHECK(c->hb != NULL, VKG_ERR_NETWORK, "socket: %s", zmq_strerror(zmq_errno()));
+        VKG_TRY(vkg__setint(c->hb, ZMQ_LINGER, 0, "ZMQ_LINGER"));
+        VKG_TRY(vkg__setint(c->hb, ZMQ_RECONNECT_IVL, -1, "ZMQ_RECONNECT_IVL"));
+        VKG_TRY(vkg__setint(c->hb, ZMQ_HEARTBEAT_IVL, ivl, "ZMQ_HEARTBEAT_IVL"));
+        VKG_TRY(vkg__setint(c->hb, ZMQ_HEARTBEAT_TIMEOUT, hb_timeout, "ZMQ_HEARTBEAT_TIMEOUT"));
+        VKG_TRY(vkg__open_monitor(c, c->hb, "hbmon", &c->hbmon));
     }
     for (int q = 0; q < c->size; q++) {
         if (q == c->rank)
@@ -290,6 +297,14 @@ vkg_status vkg__open_tx(vkg_comm_t *c)
         VKG_CHECK(zmq_connect(c->tx, c->peers[q].endpoint) == 0, VKG_ERR_NETWORK,
                   "connecting to rank %d at %s: %s", q, c->peers[q].endpoint,
                   zmq_strerror(zmq_errno()));
+        if (c->hb) {
+            VKG_TRY(vkg__secure_client(c, c->hb, c->peers[q].pubkey, c->secret_hex));
+            if (strchr(c->peers[q].endpoint, '['))
+                VKG_TRY(vkg__setint(c->hb, ZMQ_IPV6, 1, "ZMQ_IPV6"));
+            VKG_CHECK(zmq_connect(c->hb, c->peers[q].endpoint) == 0, VKG_ERR_NETWORK,
+                      "connecting heartbeats to rank %d at %s: %s", q, c->peers[q].endpoint,
+                      zmq_strerror(zmq_errno()));
+        }
     }
     return VKG_OK;
 }

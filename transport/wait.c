@@ -30,12 +30,12 @@
 
 /* ---- connection monitoring ---- */
 
-static void read_monitor(vkg_comm_t *c)
+static void read_monitor(vkg_comm_t *c, void *mon)
 {
     for (;;) {
         zmq_msg_t ev, addr;
         zmq_msg_init(&ev);
-        if (zmq_msg_recv(&ev, c->mon, ZMQ_DONTWAIT) < 0) {
+        if (zmq_msg_recv(&ev, mon, ZMQ_DONTWAIT) < 0) {
             zmq_msg_close(&ev);
             return;
         }
@@ -47,7 +47,7 @@ static void read_monitor(vkg_comm_t *c)
         if (!more)
             continue;
         zmq_msg_init(&addr);
-        if (zmq_msg_recv(&addr, c->mon, 0) < 0) {
+        if (zmq_msg_recv(&addr, mon, 0) < 0) {
             zmq_msg_close(&addr);
             return;
         }
@@ -314,12 +314,16 @@ vkg_status vkg__comm_wait(vkg_comm_t *c, const vkg_expect *ex, vkg_inmsg *m, int
         int watch = now >= watch_after;
         if (!watch && until > watch_after)
             until = watch_after;
-        zmq_pollitem_t items[4];
-        int n = 0, imon = -1, iefd = -1;
+        zmq_pollitem_t items[5];
+        int n = 0, imon = -1, ihb = -1, iefd = -1;
         items[n++] = (zmq_pollitem_t){c->rx, 0, ZMQ_POLLIN, 0};
         if (c->mon && watch) {
             imon = n;
             items[n++] = (zmq_pollitem_t){c->mon, 0, ZMQ_POLLIN, 0};
+        }
+        if (c->hbmon && watch) {
+            ihb = n;
+            items[n++] = (zmq_pollitem_t){c->hbmon, 0, ZMQ_POLLIN, 0};
         }
         if (ex->drain) {
             iefd = n;
@@ -334,7 +338,9 @@ vkg_status vkg__comm_wait(vkg_comm_t *c, const vkg_expect *ex, vkg_inmsg *m, int
             break;
         }
         if (rc > 0 && imon >= 0 && (items[imon].revents & ZMQ_POLLIN))
-            read_monitor(c);
+            read_monitor(c, c->mon);
+        if (rc > 0 && ihb >= 0 && (items[ihb].revents & ZMQ_POLLIN))
+            read_monitor(c, c->hbmon);
         if (rc > 0 && iefd >= 0 && (items[iefd].revents & ZMQ_POLLIN)) {
             uint64_t v;
             ssize_t r = read(c->guard->efd, &v, sizeof v);
