@@ -128,36 +128,42 @@ static vkg_status check_finite(const char *path, const float *params, const vkg_
 }
 
 /* Model config, parameters and (when resuming) moments and state. Resuming from a folder without
- * a complete checkpoint starts afresh, unless some checkpoint there is marked complete (DONE) yet
- * unusable: that is corruption, refused rather than silently restarted (which would also wipe
- * the log). */
+ * a checkpoint marked complete (DONE) starts afresh; one marked complete that does not load is
+ * refused rather than passed over (unless --resume-fallback) or silently restarted from scratch
+ * (which would also wipe the log). A new run refuses a folder holding another run's checkpoints. */
 static vkg_status load_model(vkg_trainer_t *t, float **params, vkg_checkpoint *ck)
 {
     const vkg_train_config *c = &t->cfg;
     VKG_CHECK(!c->resume || t->ckpt_dir[0], VKG_ERR_INVALID_ARG,
               "--resume needs --ckpt-dir (the folder to resume from)");
+    VKG_CHECK(!c->resume_fallback || c->resume, VKG_ERR_INVALID_ARG,
+              "--resume-fallback needs --resume (it says where --resume goes when the newest "
+              "checkpoint is damaged)");
     if (c->resume && vkg_dp_rank(t->dp) == 0) { /* other ranks get rank 0's checkpoint */
-        char path[1100], marked[256];
-        uint64_t step = 0;
-        vkg_status st = vkg_checkpoint_find_latest(t->ckpt_dir, path, sizeof path, &step);
+        char path[1100];
+        vkg_status st =
+            vkg_checkpoint_resume(t->ckpt_dir, c->resume_fallback, ck, path, sizeof path,
+                                  t->resume_skipped, sizeof t->resume_skipped);
         if (st == VKG_OK) {
-            VKG_TRY(vkg_checkpoint_load(path, ck));
-            vkg_checkpoint_describe_skipped(t->ckpt_dir, step, t->resume_skipped,
-                                            sizeof t->resume_skipped);
             t->mcfg = ck->cfg;
             *params = ck->params;
             ck->params = NULL;
             t->resumed = 1;
             return check_finite(path, *params, &t->mcfg);
         }
+        if (st != VKG_ERR_NOT_FOUND && !c->resume_fallback)
+            return vkg__error_wrap(st, "--resume (--resume-fallback would resume from the newest "
+                                       "checkpoint that loads and set the damaged newer ones "
+                                       "aside as step_<n>.damaged)");
         if (st != VKG_ERR_NOT_FOUND)
-            return st;
+            return vkg__error_wrap(st, "--resume-fallback");
+    } else if (t->ckpt_dir[0] && vkg_dp_rank(t->dp) == 0) {
+        char marked[256];
         find_marked_complete(t->ckpt_dir, marked, sizeof marked);
-        if (marked[0])
-            return vkg__error_wrap(VKG_ERR_FORMAT,
-                                   "--resume: %s/%s is marked complete but cannot be used; "
-                                   "repair or remove it",
-                                   t->ckpt_dir, marked);
+        VKG_CHECK(!marked[0], VKG_ERR_INVALID_ARG,
+                  "--ckpt-dir %s already holds checkpoints (%s is marked complete): give --resume "
+                  "to continue that run, or another --ckpt-dir; a new run never writes over them",
+                  t->ckpt_dir, marked);
     }
     if (c->init_path) {
         int version = 0;
@@ -216,6 +222,8 @@ static vkg_status setup(vkg_trainer_t *t)
     dopts.force_staging = c->force_staging;
     dopts.profiling = c->profile;
     VKG_TRY(vkg__dp_join(t));
+    if (t->ckpt_dir[0] && vkg_dp_rank(t->dp) == 0) /* before anything is written there */
+        VKG_TRY(vkg_checkpoint_lock(t->ckpt_dir, &t->lock_fd));
     VKG_TRY(vkg_device_create(&dopts, &t->dev));
     VKG_TRY(open_tokenizer(t));
     VKG_TRY_GOTO(st, load_model(t, &params, &ck), done);
@@ -294,6 +302,7 @@ vkg_status vkg_trainer_create(const vkg_train_config *cfg, vkg_trainer_t **out)
     vkg_trainer_t *t = calloc(1, sizeof *t);
     VKG_CHECK(t, VKG_ERR_NOMEM, "no memory for the trainer");
     t->cfg = *cfg;
+    t->lock_fd = -1;
     if (cfg->ckpt_dir) {
         snprintf(t->ckpt_dir, sizeof t->ckpt_dir, "%s", cfg->ckpt_dir);
         if (mkdir(cfg->ckpt_dir, 0755) != 0 && errno != EEXIST) {
@@ -339,6 +348,7 @@ int vkg_trainer_destroy_report(vkg_trainer_t **pt, char *first, size_t cap)
     int n = vkg_device_destroy_report(&t->dev, first, cap);
     free(t->inputs);
     free(t->targets);
+    vkg_checkpoint_unlock(&t->lock_fd); /* last: the log is closed */
     free(t);
     *pt = NULL;
     return n;
@@ -357,6 +367,7 @@ void vkg_trainer_get_info(const vkg_trainer_t *t, vkg_trainer_info *info)
     info->total_batch = (long long)t->hp.total_batch;
     info->start_step = t->start_step, info->steps = t->cfg.steps, info->resumed = t->resumed;
     snprintf(info->resume_skipped, sizeof info->resume_skipped, "%s", t->resume_skipped);
+    info->has_tokenizer = t->tok != NULL;
     const char *first = "";
     info->validation_messages = vkg_device_validation_messages(t->dev, &first);
     snprintf(info->validation_first, sizeof info->validation_first, "%.500s", first);

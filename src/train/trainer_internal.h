@@ -27,9 +27,10 @@ struct vkg_trainer {
     long long start_step;
     uint64_t tokens;
     int resumed;
-    char resume_skipped[512];  /* newer checkpoints --resume passed over, and why ("" none) */
+    char resume_skipped[2048]; /* newer checkpoints --resume passed over, and why ("" none) */
     int32_t *inputs, *targets; /* (B, T) */
     char ckpt_dir[1024];
+    int lock_fd;                      /* ckpt_dir's lock (rank 0), -1 when none */
     struct vkg_dp *dp;                /* data parallelism (src/parallel); world size 1 alone */
     float *dp_grads;                  /* (num_params) host copy for the allreduce; NULL alone */
     int failed;                       /* a create or step failed: the peers are told on destroy */
