@@ -141,6 +141,9 @@ typedef struct vkg_step_info {
 /* Set everything up: errors name the flag, file or device at fault (bad sizes, a total batch
  * that does not divide, corrupt files, tokens outside the vocabulary, ...). */
 vkg_status vkg_trainer_create(const vkg_train_config *cfg, vkg_trainer_t **out);
+/* Release everything (NULL-safe; *pt becomes NULL). With several ranks, when a call on this
+ * trainer failed, the other ranks are told first, with that call's error message, so that they
+ * fail at once naming this rank and why. */
 void vkg_trainer_destroy(vkg_trainer_t **pt);
 /* vkg_trainer_destroy that returns the validation layer's messages over the trainer's whole life
  * (cfg->validation on), those reported while its device is destroyed included, and copies the
@@ -157,7 +160,10 @@ vkg_status vkg_trainer_eval(vkg_trainer_t *t, float *loss);
  * (prompt included, malloc'd, caller frees). temperature 0: greedy; top_k 0: all tokens. */
 vkg_status vkg_trainer_sample(vkg_trainer_t *t, const char *prompt, int len, float temperature,
                               int top_k, uint64_t seed, char **text);
-/* Write a checkpoint of the current step (and the SVG loss curve); path_out may be NULL. */
+/* Write a checkpoint of the current step (and the SVG loss curve); path_out may be NULL. With
+ * several ranks every rank calls it: rank 0 writes, and the others fail too (VKG_ERR_PEER naming
+ * rank 0 and its error) when that failed; path_out is "" on them. A step whose checkpoint is
+ * already on disk (marked complete) is refused with VKG_ERR_STATE: nothing is written over it. */
 vkg_status vkg_trainer_checkpoint(vkg_trainer_t *t, char *path_out, size_t cap);
 /* Write the SVG loss curve now. */
 vkg_status vkg_trainer_write_plot(vkg_trainer_t *t);

@@ -68,6 +68,17 @@ static vkg_status open_tokenizer(vkg_trainer_t *t)
     return VKG_OK;
 }
 
+/* Record the trainer's first failure: destroy tells the other ranks (vkg_comm_abort) with its
+ * message, so that they fail naming this rank and why instead of waiting for it. Returns st. */
+static vkg_status failed(vkg_trainer_t *t, vkg_status st)
+{
+    if (st != VKG_OK && !t->failed) {
+        t->failed = 1;
+        snprintf(t->fail_msg, sizeof t->fail_msg, "%s", vkg_error_message());
+    }
+    return st;
+}
+
 /* GPT-2 initialisation: normal(0, 0.02) weights, residual projections scaled by 1/sqrt(2L),
  * biases 0, layernorm weights 1, wte padding rows 0. */
 static void init_params(const vkg_gpt2_config *cfg, float *params, uint64_t seed)
@@ -318,8 +329,11 @@ vkg_status vkg_trainer_create(const vkg_train_config *cfg, vkg_trainer_t **out)
     t->cfg.tokenizer = t->cfg.vocab_dir = t->cfg.device = t->cfg.log_path = NULL;
     t->cfg.ckpt_dir = NULL;
     if (st != VKG_OK) {
-        t->failed = 1;
+        char msg[sizeof t->fail_msg]; /* destroying may record messages of its own */
+        failed(t, st);
+        snprintf(msg, sizeof msg, "%s", t->fail_msg);
         vkg_trainer_destroy(&t);
+        vkg__error_restore(msg);
         return st;
     }
     *out = t;
@@ -338,7 +352,7 @@ int vkg_trainer_destroy_report(vkg_trainer_t **pt, char *first, size_t cap)
         first[0] = '\0';
     if (!t)
         return 0;
-    vkg_dp_destroy(&t->dp, t->failed);
+    vkg_dp_destroy(&t->dp, t->failed ? t->fail_msg : NULL);
     free(t->dp_grads);
     vkg_metrics_destroy(&t->metrics);
     vkg_data_destroy(&t->val);
@@ -385,7 +399,7 @@ int vkg_trainer_done(const vkg_trainer_t *t)
     return t->step >= t->cfg.steps;
 }
 
-vkg_status vkg_trainer_eval(vkg_trainer_t *t, float *loss)
+static vkg_status eval(vkg_trainer_t *t, float *loss)
 {
     VKG_CHECK(t->val, VKG_ERR_STATE, "no validation data (--val-data)");
     int n = t->cfg.eval_batches > 0 ? t->cfg.eval_batches : 1;
@@ -399,11 +413,14 @@ vkg_status vkg_trainer_eval(vkg_trainer_t *t, float *loss)
         sum += l;
     }
     sum /= n;
-    vkg_status st = vkg__dp_mean(t, &sum);
-    t->failed |= st != VKG_OK;
-    VKG_TRY(st);
+    VKG_TRY(vkg__dp_mean(t, &sum));
     *loss = (float)sum;
     return VKG_OK;
+}
+
+vkg_status vkg_trainer_eval(vkg_trainer_t *t, float *loss)
+{
+    return failed(t, eval(t, loss));
 }
 
 static vkg_status step(vkg_trainer_t *t, vkg_step_info *info)
@@ -439,7 +456,7 @@ static vkg_status step(vkg_trainer_t *t, vkg_step_info *info)
     int eval_due = t->val && t->cfg.eval_every > 0 &&
                    (t->step % t->cfg.eval_every == 0 || t->step == t->cfg.steps);
     if (eval_due) {
-        VKG_TRY(vkg_trainer_eval(t, &info->eval_loss));
+        VKG_TRY(eval(t, &info->eval_loss));
         info->has_eval = 1;
     }
     if (t->metrics) {
@@ -462,9 +479,7 @@ static vkg_status step(vkg_trainer_t *t, vkg_step_info *info)
 
 vkg_status vkg_trainer_step(vkg_trainer_t *t, vkg_step_info *info)
 {
-    vkg_status st = step(t, info);
-    t->failed |= st != VKG_OK;
-    return st;
+    return failed(t, step(t, info));
 }
 
 vkg_status vkg_trainer_sample(vkg_trainer_t *t, const char *prompt, int len, float temperature,
@@ -472,28 +487,23 @@ vkg_status vkg_trainer_sample(vkg_trainer_t *t, const char *prompt, int len, flo
 {
     vkg_rng r;
     vkg_rng_seed(&r, seed);
-    return vkg__generate(t->model, t->mopts.B, t->mopts.T, t->tok, prompt, len, temperature, top_k,
-                         &r, text);
+    return failed(t, vkg__generate(t->model, t->mopts.B, t->mopts.T, t->tok, prompt, len,
+                                   temperature, top_k, &r, text));
 }
 
 vkg_status vkg_trainer_write_plot(vkg_trainer_t *t)
 {
-    return t->metrics ? vkg_metrics_write_svg(t->metrics) : VKG_OK;
+    return failed(t, t->metrics ? vkg_metrics_write_svg(t->metrics) : VKG_OK);
 }
 
 vkg_status vkg_trainer_get_params(vkg_trainer_t *t, float *params)
 {
-    return vkg_gpt2_get_params(t->model, params);
+    return failed(t, vkg_gpt2_get_params(t->model, params));
 }
 
-vkg_status vkg_trainer_checkpoint(vkg_trainer_t *t, char *path_out, size_t cap)
+/* Rank 0's part of vkg_trainer_checkpoint: write, prune, plot. */
+static vkg_status write_checkpoint(vkg_trainer_t *t, char *path_out, size_t cap)
 {
-    VKG_CHECK(t->ckpt_dir[0], VKG_ERR_STATE, "no checkpoint folder (--ckpt-dir)");
-    if (vkg_dp_rank(t->dp) != 0) { /* rank 0 writes for everyone */
-        if (path_out && cap)
-            path_out[0] = '\0';
-        return VKG_OK;
-    }
     size_t n = vkg_gpt2_param_count(t->model);
     float *p = malloc(n * sizeof *p), *m = malloc(n * sizeof *m), *v = malloc(n * sizeof *v);
     vkg_status st = VKG_OK;
@@ -515,10 +525,22 @@ vkg_status vkg_trainer_checkpoint(vkg_trainer_t *t, char *path_out, size_t cap)
             st,
             vkg_checkpoint_prune(t->ckpt_dir, t->cfg.keep_checkpoints, (uint64_t)t->step, &removed),
             done);
-    VKG_TRY_GOTO(st, vkg_trainer_write_plot(t), done);
+    if (t->metrics)
+        VKG_TRY_GOTO(st, vkg_metrics_write_svg(t->metrics), done);
 done:
     free(p);
     free(m);
     free(v);
     return st;
+}
+
+vkg_status vkg_trainer_checkpoint(vkg_trainer_t *t, char *path_out, size_t cap)
+{
+    VKG_CHECK(t->ckpt_dir[0], VKG_ERR_STATE, "no checkpoint folder (--ckpt-dir)");
+    if (path_out && cap)
+        path_out[0] = '\0';
+    vkg_status st = vkg_dp_rank(t->dp) == 0 ? write_checkpoint(t, path_out, cap) : VKG_OK;
+    char what[64]; /* rank 0 writes for everyone, and everyone learns whether it could */
+    snprintf(what, sizeof what, "writing the checkpoint of step %lld", t->step);
+    return failed(t, vkg__dp_rank0_outcome(t, st, what));
 }
