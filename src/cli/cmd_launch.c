@@ -194,6 +194,9 @@ static int spawn(child *c, int k, int n, int port, const char *devices, const ch
         fprintf(stderr, "vkgpt launch: pipe: %s\n", strerror(errno));
         return 1;
     }
+    /* The read ends are the launcher's alone: a later rank holding one open would keep this
+     * rank's output pipe alive, and the rank would block on it once the launcher is gone. */
+    fcntl(po[0], F_SETFD, FD_CLOEXEC), fcntl(pe[0], F_SETFD, FD_CLOEXEC);
     pid_t launcher = getpid();
     pid_t pid = fork();
     if (pid < 0) {
