@@ -278,29 +278,6 @@ done:
     return st;
 }
 
-void vkg_checkpoint_describe_skipped(const char *dir, uint64_t step, char *out, size_t cap)
-{
-    entry *e = NULL;
-    size_t n = 0, len = 0;
-    char sd[PATH_CAP];
-    if (!cap)
-        return;
-    out[0] = '\0';
-    if (list_steps(dir, &e, &n) != VKG_OK) {
-        vkg_error_clear();
-        return;
-    }
-    for (size_t i = 0; i < n && e[i].step > step && len + 1 < cap; i++) {
-        if (join(sd, dir, e[i].name) != VKG_OK || check_complete(sd, e[i].step) == VKG_OK)
-            continue;
-        int w = snprintf(out + len, cap - len, "%s%s (%s)", len ? "; " : "", e[i].name,
-                         vkg_error_message());
-        len = w < 0 ? cap : len + (size_t)w;
-    }
-    vkg_error_clear();
-    free(e);
-}
-
 /* ---- loading -------------------------------------------------------------------------------- */
 
 vkg_status vkg_checkpoint_load(const char *ckpt_dir, vkg_checkpoint *out)

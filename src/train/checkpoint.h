@@ -135,7 +135,8 @@ vkg_status vkg_checkpoint_write(const char *dir, const vkg_gpt2_config *cfg, con
  * skipped. Copies the directory's path to path_out (cap bytes) and its step to *step (may be
  * NULL). VKG_ERR_NOT_FOUND when dir does not exist or holds no complete checkpoint (the message
  * says how many were skipped and why the newest was), VKG_ERR_INVALID_ARG when cap is too small,
- * VKG_ERR_IO when dir cannot be read. */
+ * VKG_ERR_IO when dir cannot be read. For reading a model; resuming uses vkg_checkpoint_resume,
+ * which never passes over a damaged checkpoint unless asked to. */
 vkg_status vkg_checkpoint_find_latest(const char *dir, char *path_out, size_t cap, uint64_t *step);
 
 /* Load the checkpoint to resume from under dir into *out (free with vkg_checkpoint_deinit): the
@@ -153,10 +154,6 @@ vkg_status vkg_checkpoint_find_latest(const char *dir, char *path_out, size_t ca
  * failed), VKG_ERR_INVALID_ARG (cap too small), VKG_ERR_NOMEM. On error *out is left empty. */
 vkg_status vkg_checkpoint_resume(const char *dir, int fallback, vkg_checkpoint *out, char *path_out,
                                  size_t cap, char *notes, size_t notes_cap);
-
-/* After vkg_checkpoint_find_latest chose `step`: describe the newer step directories it skipped
- * and why ("step_00000012 (state.bin: ... truncated ...)"), in out (cap bytes; "" when none). */
-void vkg_checkpoint_describe_skipped(const char *dir, uint64_t step, char *out, size_t cap);
 
 /* Load the checkpoint directory ckpt_dir (a step_<n> directory) into *out, allocating its arrays
  * (free with vkg_checkpoint_deinit). It must hold DONE; model.bin and state.bin are fully read and
