@@ -2,8 +2,11 @@
  * step, RNG, data position and hyperparameters; the documented layout (size, magic, CRC-32 of
  * every preceding byte); the newest complete checkpoint chosen over incomplete or broken newer
  * ones; truncated, corrupted, foreign, wrong-version and mismatched files refused with a message
- * naming the file; failures while writing leaving the previous checkpoint loadable; pruning;
- * the resume check of must-match hyperparameters. Each test works in its own temporary folder. */
+ * naming the file; failures while writing leaving the previous checkpoint loadable; a checkpoint
+ * marked complete never written over; pruning; the resume check of must-match hyperparameters;
+ * resuming stopped by a damaged newest checkpoint (truncated, wrong header) unless falling back,
+ * which sets it aside untouched; the folder's lock refusing a second holder and not a dead one.
+ * Each test works in its own temporary folder. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,10 +15,12 @@
 #include <cmocka.h>
 
 #include <ftw.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "testutil.h"
@@ -244,16 +249,6 @@ static void test_newest_complete(void **state)
                      VKG_OK);
     assert_true(step == 20);
     assert_string_equal(latest, sub(f, "ck/step_00000020"));
-    char skipped[600]; /* what was passed over, and why: for the user's warning */
-    vkg_checkpoint_describe_skipped(sub(f, "ck"), step, skipped, sizeof skipped);
-    printf("skipped: %s\n", skipped);
-    assert_non_null(strstr(skipped, "step_00000040 ("));
-    assert_non_null(strstr(skipped, "no DONE"));
-    assert_non_null(strstr(skipped, "step_00000030 ("));
-    assert_non_null(strstr(skipped, "state.bin"));
-    assert_null(strstr(skipped, "step_00000020"));
-    vkg_checkpoint_describe_skipped(sub(f, "ck"), 40, skipped, sizeof skipped);
-    assert_string_equal(skipped, "");
     /* a name without the zero padding counts by its number */
     char from[512];
     snprintf(from, sizeof from, "%s", sub(f, "ck/step_00000010"));
@@ -389,14 +384,31 @@ static void test_failed_write_keeps_previous(void **state)
     assert_int_equal(vkg_checkpoint_load(latest, &c), VKG_OK);
     assert_memory_equal(c.params, f->params, f->n * sizeof(float));
     vkg_checkpoint_deinit(&c);
-    /* rewriting step 10 that fails midway must not leave step 10 looking complete */
+    /* a step whose directory is marked complete is never written over, even when damaged (its
+     * state.bin gone): refused before anything is written, its model.bin and DONE kept */
+    size_t before_n, after_n;
+    unsigned char *before = slurp(sub(f, "ck/step_00000010/model.bin"), &before_n);
     assert_int_equal(unlink(sub(f, "ck/step_00000010/state.bin")), 0);
-    mkdir(f->path, 0777);
-    mkdir(sub(f, "ck/step_00000010/state.bin/x"), 0777);
     s = make_state(10);
     assert_int_equal(vkg_checkpoint_write(sub(f, "ck"), &f->cfg, p2, f->m, f->v, &s, NULL, 0),
+                     VKG_ERR_STATE);
+    assert_msg_has("step_00000010", "marked complete");
+    unsigned char *after = slurp(sub(f, "ck/step_00000010/model.bin"), &after_n);
+    assert_true(before_n == after_n && memcmp(before, after, before_n) == 0);
+    assert_int_equal(access(sub(f, "ck/step_00000010/DONE"), F_OK), 0);
+    assert_int_equal(access(sub(f, "ck/step_00000010/state.bin"), F_OK), -1);
+    free(before);
+    free(after);
+    /* an interrupted write (no DONE) is written over, and a failure midway leaves no DONE */
+    write_ckpt(f, 40);
+    assert_int_equal(unlink(sub(f, "ck/step_00000040/DONE")), 0);
+    assert_int_equal(unlink(sub(f, "ck/step_00000040/state.bin")), 0);
+    mkdir(f->path, 0777);
+    mkdir(sub(f, "ck/step_00000040/state.bin/x"), 0777);
+    s = make_state(40);
+    assert_int_equal(vkg_checkpoint_write(sub(f, "ck"), &f->cfg, p2, f->m, f->v, &s, NULL, 0),
                      VKG_ERR_IO);
-    assert_int_equal(access(sub(f, "ck/step_00000010/DONE"), F_OK), -1);
+    assert_int_equal(access(sub(f, "ck/step_00000040/DONE"), F_OK), -1);
     assert_int_equal(vkg_checkpoint_find_latest(sub(f, "ck"), latest, sizeof latest, &step),
                      VKG_OK);
     assert_true(step == 5);
@@ -409,6 +421,233 @@ static void test_failed_write_keeps_previous(void **state)
 static int exists(fixture *f, const char *rel)
 {
     return access(sub(f, rel), F_OK) == 0;
+}
+
+/* The bytes of a checkpoint directory's three files, to check that nothing changed them. */
+typedef struct snapshot {
+    unsigned char *b[3];
+    size_t n[3];
+} snapshot;
+
+static const char *const ckpt_files[3] = {"model.bin", "state.bin", "DONE"};
+
+static void take(fixture *f, const char *rel_dir, snapshot *sn)
+{
+    char rel[256];
+    for (int i = 0; i < 3; i++) {
+        snprintf(rel, sizeof rel, "%s/%s", rel_dir, ckpt_files[i]);
+        sn->b[i] = slurp(sub(f, rel), &sn->n[i]);
+    }
+}
+
+/* rel_dir holds exactly the bytes of sn (which is freed). */
+static void expect_unchanged(fixture *f, const char *rel_dir, snapshot *sn)
+{
+    char rel[256];
+    for (int i = 0; i < 3; i++) {
+        size_t n;
+        snprintf(rel, sizeof rel, "%s/%s", rel_dir, ckpt_files[i]);
+        unsigned char *now = slurp(sub(f, rel), &n);
+        if (n != sn->n[i] || memcmp(now, sn->b[i], n) != 0)
+            fail_msg("%s changed (%zu bytes, was %zu)", f->path, n, sn->n[i]);
+        free(now);
+        free(sn->b[i]);
+    }
+}
+
+/* Resume under ck without fallback: refused with VKG_ERR_FORMAT naming file and what, nothing
+ * changed. */
+static void expect_resume_refused(fixture *f, const char *file, const char *what)
+{
+    vkg_checkpoint c;
+    char path[512], notes[2048];
+    snapshot sn;
+    take(f, "ck/step_00000030", &sn);
+    assert_int_equal(
+        vkg_checkpoint_resume(sub(f, "ck"), 0, &c, path, sizeof path, notes, sizeof notes),
+        VKG_ERR_FORMAT);
+    printf("refused: %s\n", vkg_error_message());
+    assert_null(c.params);
+    snprintf(path, sizeof path, "%s/ck/step_00000030/%s", f->dir, file);
+    assert_msg_has(path, what);
+    assert_msg_has("marked complete", "nothing was changed");
+    expect_unchanged(f, "ck/step_00000030", &sn);
+    assert_false(exists(f, "ck/step_00000030.damaged"));
+}
+
+/* Overwrite the 32-bit header slot `slot` of a file in place. */
+static void poke_header(const char *path, int slot, int32_t value)
+{
+    size_t n;
+    unsigned char *b = slurp(path, &n);
+    memcpy(b + 4 * slot, &value, 4);
+    spit(path, b, n);
+    free(b);
+}
+
+/* Resuming never passes over a damaged checkpoint marked complete unless asked to: truncation and
+ * wrong headers stop it like a flipped bit, naming the file; with fallback the damaged one is set
+ * aside untouched and a later checkpoint of its step is written beside it. */
+static void test_resume_damaged(void **state)
+{
+    fixture *f = *state;
+    vkg_checkpoint c;
+    char path[512], notes[2048];
+    assert_int_equal(
+        vkg_checkpoint_resume(sub(f, "ck"), 0, &c, path, sizeof path, notes, sizeof notes),
+        VKG_ERR_NOT_FOUND); /* no folder: a new run */
+    write_ckpt(f, 10);
+    write_ckpt(f, 20);
+    write_ckpt(f, 30);
+    assert_int_equal(
+        vkg_checkpoint_resume(sub(f, "ck"), 0, &c, path, sizeof path, notes, sizeof notes), VKG_OK);
+    assert_string_equal(path, sub(f, "ck/step_00000030"));
+    assert_true(c.state.step == 30);
+    assert_string_equal(notes, "");
+    vkg_checkpoint_deinit(&c);
+
+    size_t n_model = 1024 + 4 * f->n, n_state = 1024 + 8 * f->n + 4;
+    /* truncated model.bin, truncated state.bin */
+    assert_int_equal(truncate(sub(f, "ck/step_00000030/model.bin"), (off_t)n_model - 4), 0);
+    expect_resume_refused(f, "model.bin", "truncated");
+    assert_int_equal(truncate(sub(f, "ck/step_00000030/model.bin"), (off_t)n_model), 0);
+    assert_int_equal(truncate(sub(f, "ck/step_00000030/state.bin"), (off_t)n_state - 100), 0);
+    expect_resume_refused(f, "state.bin", "truncated");
+    assert_int_equal(unlink(sub(f, "ck/step_00000030/DONE")), 0);
+    assert_int_equal(unlink(sub(f, "ck/step_00000030/state.bin")), 0);
+    assert_int_equal(unlink(sub(f, "ck/step_00000030/model.bin")), 0);
+    write_ckpt(f, 30); /* no DONE: written over */
+    /* a wrong header field: model.bin's heads (same size, same parameters), state.bin's magic */
+    poke_header(sub(f, "ck/step_00000030/model.bin"), 5, 1);
+    expect_resume_refused(f, "state.bin", "does not match");
+    assert_msg_has("model.bin", "NH=1");
+    poke_header(sub(f, "ck/step_00000030/model.bin"), 5, f->cfg.num_heads);
+    poke_header(sub(f, "ck/step_00000030/state.bin"), 0, 1234);
+    expect_resume_refused(f, "state.bin", "bad magic");
+
+    /* With fallback: step 20, and step 30 set aside, untouched. A newer interrupted write (no
+     * DONE) is passed over and left where it is. */
+    write_ckpt(f, 40);
+    assert_int_equal(unlink(sub(f, "ck/step_00000040/DONE")), 0);
+    snapshot sn;
+    take(f, "ck/step_00000030", &sn);
+    assert_int_equal(
+        vkg_checkpoint_resume(sub(f, "ck"), 1, &c, path, sizeof path, notes, sizeof notes), VKG_OK);
+    printf("fallback notes: %s\n", notes);
+    assert_string_equal(path, sub(f, "ck/step_00000020"));
+    assert_true(c.state.step == 20);
+    assert_memory_equal(c.params, f->params, f->n * sizeof(float));
+    vkg_checkpoint_deinit(&c);
+    assert_non_null(strstr(notes, "step_00000040 (no DONE"));
+    assert_non_null(strstr(notes, "step_00000030 (does not load: "));
+    assert_non_null(strstr(notes, "bad magic"));
+    assert_non_null(strstr(notes, "set aside untouched as step_00000030.damaged"));
+    assert_false(exists(f, "ck/step_00000030"));
+    assert_true(exists(f, "ck/step_00000040/model.bin"));
+    expect_unchanged(f, "ck/step_00000030.damaged", &sn);
+    /* the run goes on: step 30 is written anew beside it; pruning and resuming leave it alone */
+    take(f, "ck/step_00000030.damaged", &sn);
+    write_ckpt(f, 30);
+    int removed = 0;
+    assert_int_equal(vkg_checkpoint_prune(sub(f, "ck"), 1, 30, &removed), VKG_OK);
+    assert_int_equal(removed, 2); /* steps 10 and 20 */
+    assert_int_equal(
+        vkg_checkpoint_resume(sub(f, "ck"), 1, &c, path, sizeof path, notes, sizeof notes), VKG_OK);
+    assert_string_equal(path, sub(f, "ck/step_00000030"));
+    vkg_checkpoint_deinit(&c);
+    expect_unchanged(f, "ck/step_00000030.damaged", &sn);
+    /* damaged again: the next free name */
+    assert_int_equal(truncate(sub(f, "ck/step_00000030/model.bin"), 100), 0);
+    write_ckpt(f, 25);
+    assert_int_equal(
+        vkg_checkpoint_resume(sub(f, "ck"), 1, &c, path, sizeof path, notes, sizeof notes), VKG_OK);
+    assert_string_equal(path, sub(f, "ck/step_00000025"));
+    vkg_checkpoint_deinit(&c);
+    assert_true(exists(f, "ck/step_00000030.damaged.2/DONE"));
+    assert_true(exists(f, "ck/step_00000030.damaged/DONE"));
+    /* nothing loads: refused even with fallback, nothing renamed */
+    assert_int_equal(truncate(sub(f, "ck/step_00000025/state.bin"), 100), 0);
+    assert_int_equal(
+        vkg_checkpoint_resume(sub(f, "ck"), 1, &c, path, sizeof path, notes, sizeof notes),
+        VKG_ERR_FORMAT);
+    printf("none loads: %s\n", vkg_error_message());
+    assert_msg_has("none of its 1 checkpoints marked complete loads", "step_00000025");
+    assert_true(exists(f, "ck/step_00000025/DONE"));
+    /* a directory holding another step's checkpoint does not load either */
+    char from[512];
+    snprintf(from, sizeof from, "%s", sub(f, "ck/step_00000025"));
+    assert_int_equal(rename(from, sub(f, "ck/step_00000099.bad")), 0);
+    write_ckpt(f, 50);
+    snprintf(from, sizeof from, "%s", sub(f, "ck/step_00000050"));
+    assert_int_equal(rename(from, sub(f, "ck/step_00000060")), 0);
+    assert_int_equal(
+        vkg_checkpoint_resume(sub(f, "ck"), 0, &c, path, sizeof path, notes, sizeof notes),
+        VKG_ERR_FORMAT);
+    assert_msg_has("step_00000060/state.bin", "holds step 50");
+}
+
+/* One process at a time holds a checkpoint folder; the second is told who holds it; a holder
+ * that died (even by SIGKILL) leaves a file that blocks nobody. */
+static void test_lock(void **state)
+{
+    fixture *f = *state;
+    char host[64] = "", want[160];
+    gethostname(host, sizeof host - 1);
+    int fd = -1, fd2 = -1;
+    assert_int_equal(vkg_checkpoint_lock(f->dir, &fd), VKG_OK);
+    assert_true(fd >= 0);
+    size_t n;
+    unsigned char *text = slurp(sub(f, VKG_CHECKPOINT_LOCK_NAME), &n);
+    snprintf(want, sizeof want, "pid %ld host %s\n", (long)getpid(), host);
+    assert_true(n == strlen(want) && memcmp(text, want, n) == 0);
+    free(text);
+    /* a second claim (another open file description, as another process has) is refused */
+    assert_int_equal(vkg_checkpoint_lock(f->dir, &fd2), VKG_ERR_STATE);
+    assert_int_equal(fd2, -1);
+    printf("refused: %s\n", vkg_error_message());
+    snprintf(want, sizeof want, "pid %ld on host %s", (long)getpid(), host);
+    assert_msg_has(want, f->dir);
+    assert_msg_has("in use by another trainer", VKG_CHECKPOINT_LOCK_NAME);
+    vkg_checkpoint_unlock(&fd);
+    assert_int_equal(fd, -1);
+    assert_int_equal(vkg_checkpoint_lock(f->dir, &fd2), VKG_OK);
+    vkg_checkpoint_unlock(&fd2);
+
+    /* another process holds it, then is killed: refused while it lives, free after */
+    int ready[2];
+    assert_int_equal(pipe(ready), 0);
+    pid_t child = fork();
+    assert_true(child >= 0);
+    if (child == 0) {
+        int cfd;
+        char ok = vkg_checkpoint_lock(f->dir, &cfd) == VKG_OK ? 'y' : 'n';
+        if (write(ready[1], &ok, 1) != 1)
+            _exit(1);
+        pause();
+        _exit(0);
+    }
+    char ok = 0;
+    assert_int_equal(read(ready[0], &ok, 1), 1);
+    assert_int_equal(ok, 'y');
+    assert_int_equal(vkg_checkpoint_lock(f->dir, &fd), VKG_ERR_STATE);
+    snprintf(want, sizeof want, "pid %ld on host %s", (long)child, host);
+    assert_msg_has(want, NULL);
+    assert_int_equal(kill(child, SIGKILL), 0);
+    assert_int_equal(waitpid(child, NULL, 0), child);
+    close(ready[0]), close(ready[1]);
+    text = slurp(sub(f, VKG_CHECKPOINT_LOCK_NAME), &n); /* the dead holder's text is still there */
+    snprintf(want, sizeof want, "pid %ld host", (long)child);
+    assert_true(n > strlen(want) && memcmp(text, want, strlen(want)) == 0);
+    free(text);
+    assert_int_equal(vkg_checkpoint_lock(f->dir, &fd), VKG_OK);
+    text = slurp(sub(f, VKG_CHECKPOINT_LOCK_NAME), &n);
+    snprintf(want, sizeof want, "pid %ld host %s\n", (long)getpid(), host);
+    assert_true(n == strlen(want) && memcmp(text, want, n) == 0);
+    free(text);
+    vkg_checkpoint_unlock(&fd);
+    /* a folder that does not exist cannot be locked: an I/O error naming the file */
+    assert_int_equal(vkg_checkpoint_lock(sub(f, "none"), &fd), VKG_ERR_IO);
+    assert_msg_has("none/" VKG_CHECKPOINT_LOCK_NAME, NULL);
 }
 
 static void test_prune(void **state)
@@ -473,6 +712,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_refuses_bad_files, setup, teardown),
         cmocka_unit_test_setup_teardown(test_failed_write_keeps_previous, setup, teardown),
         cmocka_unit_test_setup_teardown(test_prune, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_resume_damaged, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_lock, setup, teardown),
         cmocka_unit_test_setup_teardown(test_check_resume, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

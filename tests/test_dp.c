@@ -16,7 +16,9 @@
  *    naming the rank and the field;
  *  - a checkpoint of 2 ranks (B/2 each) resumes on 1 rank with B, and one of 1 rank with B
  *    resumes on 2 ranks with (3,1) (world size and split change, total batch kept), continuing
- *    exactly like the uninterrupted run. */
+ *    exactly like the uninterrupted run;
+ *  - when rank 0 fails (its checkpoint cannot be written, mid-run or at the end; a call of its
+ *    own fails), rank 1 fails too with an error naming rank 0 and the cause. */
 #include <ftw.h>
 #include <math.h>
 #include <pthread.h>
@@ -55,6 +57,8 @@ typedef struct job {
     int odd_what;
     const char *ckpt; /* checkpoint folder or NULL */
     int resume, checkpoint_at_end;
+    int ckpt_every; /* every rank calls vkg_trainer_checkpoint after every ckpt_every-th step */
+    int sample_at;  /* rank 0 samples after this step (0: never; fails without a tokenizer) */
     long long bucket_bytes; /* vkg_train_config.bucket_bytes */
     int staging;            /* devices as if discrete: gradients reach the host by copies */
     vkg_lr_scale lr_scale;  /* with base_batch (tokens) */
@@ -170,6 +174,13 @@ static void *run_rank(void *p)
             j->loss[n] = s.loss, j->eval[n] = s.has_eval ? s.eval_loss : NAN;
         }
         n++;
+        if (st == VKG_OK && j->ckpt_every && s.step % j->ckpt_every == 0)
+            st = vkg_trainer_checkpoint(t, NULL, 0);
+        if (st == VKG_OK && a->rank == 0 && s.step == j->sample_at) {
+            char *text = NULL;
+            st = vkg_trainer_sample(t, NULL, 4, 1.0f, 0, 1, &text);
+            free(text);
+        }
     }
     if (st == VKG_OK && j->checkpoint_at_end)
         st = vkg_trainer_checkpoint(t, NULL, 0);
@@ -410,6 +421,56 @@ static void test_resume_with_another_world_size(void **state)
     free_job(&straight);
 }
 
+/* Rank 0 fails and rank 1 must fail too, naming rank 0 and the cause (needles), not a
+ * disagreement about collectives or a timeout. */
+static void expect_rank0_failure(job *j, vkg_status rank0_status, const char *n1, const char *n2)
+{
+    run_job(j);
+    for (int r = 0; r < 2; r++)
+        printf("rank %d: %s: %s\n", r, vkg_status_name(j->st[r]), j->err[r]);
+    if (j->st[0] != rank0_status || !strstr(j->err[0], n1) || !strstr(j->err[0], n2))
+        fail_msg("rank 0: expected %s naming '%s' and '%s', got %s: %s",
+                 vkg_status_name(rank0_status), n1, n2, vkg_status_name(j->st[0]), j->err[0]);
+    if (j->st[1] != VKG_ERR_PEER || !strstr(j->err[1], "rank 0") || !strstr(j->err[1], n1) ||
+        !strstr(j->err[1], n2))
+        fail_msg("rank 1: expected VKG_ERR_PEER naming rank 0, '%s' and '%s', got %s: %s", n1, n2,
+                 vkg_status_name(j->st[1]), j->err[1]);
+    free_job(j);
+}
+
+/* A file where rank 0's checkpoint of `step` must go: writing it fails, as on a full disk. */
+static void block_checkpoint(const char *dir, int step)
+{
+    char path[700], name[32];
+    path_in(path, sizeof path, dir);
+    assert_int_equal(mkdir(path, 0755), 0);
+    snprintf(name, sizeof name, "/step_%08d", step);
+    strcat(path, name);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    assert_int_equal(fclose(f), 0);
+}
+
+/* When a rank fails, the others fail at once saying which rank failed and why: rank 0's
+ * checkpoint write failing mid-run and at the end (every rank learns the outcome of rank 0's
+ * write), and rank 0 failing in a call of its own (a sample without a tokenizer: the transport's
+ * abort carries its message). */
+static void test_failing_rank_tells_why(void **state)
+{
+    (void)state;
+    job j = ranks(2, (const int[]){2, 2}, 4 * T);
+    j.ckpt = "ck_blocked_mid", j.ckpt_every = 2;
+    block_checkpoint(j.ckpt, 2);
+    expect_rank0_failure(&j, VKG_ERR_IO, "step_00000002", "a file of that name is in the way");
+    j = ranks(2, (const int[]){2, 2}, 4 * T);
+    j.ckpt = "ck_blocked_end", j.checkpoint_at_end = 1;
+    block_checkpoint(j.ckpt, STEPS);
+    expect_rank0_failure(&j, VKG_ERR_IO, "step_00000005", "a file of that name is in the way");
+    j = ranks(2, (const int[]){2, 2}, 4 * T);
+    j.sample_at = 2;
+    expect_rank0_failure(&j, VKG_ERR_STATE, "no tokenizer", "--tokenizer");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -418,6 +479,7 @@ int main(void)
         cmocka_unit_test(test_lr_scale),
         cmocka_unit_test(test_mismatching_rank_is_refused),
         cmocka_unit_test(test_resume_with_another_world_size),
+        cmocka_unit_test(test_failing_rank_tells_why),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

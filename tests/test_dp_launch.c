@@ -8,7 +8,9 @@
  *    MASTER_ADDR/MASTER_PORT) trains as 2 ranks over tcp;
  *  - killing rank 1 with SIGKILL mid-training makes launch name the killed rank, stop rank 0 and
  *    exit non-zero within twice the communication timeout (plus start-up slack); the newest
- *    checkpoint stays complete and a relaunch with --resume continues from it to the end.
+ *    checkpoint stays complete and a relaunch with --resume continues from it to the end;
+ *  - killing launch itself with SIGKILL stops its ranks within a bound (no rank trains on
+ *    unwatched), each exiting cleanly with rank 0's checkpoint of the last logged step.
  * Every child is reaped (launch reaps its ranks; this test reaps launch). */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -27,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -361,6 +364,70 @@ static void kill_rank_and_resume(const char *transport)
     free(p.out);
 }
 
+/* Reap the child `pid` (this process is the ranks' subreaper) when it has ended; 1 once reaped. */
+static int reaped(pid_t pid, int *status)
+{
+    return waitpid(pid, status, WNOHANG) == pid;
+}
+
+/* Killing the launcher itself (SIGKILL: it cannot forward anything) must not leave its ranks
+ * training unwatched: the kernel signals them when it dies, and they stop within a bound, after
+ * the same step, with rank 0's checkpoint of the last logged step. This process is made the
+ * ranks' subreaper so that it sees them end and reaps them. */
+static void test_killed_launcher_takes_its_ranks(void **state)
+{
+    (void)state;
+    char ckpt[700], path[800];
+    snprintf(ckpt, sizeof ckpt, "%s/orphans", tmp_root);
+    const char *args[] = {"vkgpt",      "launch", "-n",           "2",       "--transport",
+                          "ipc",        "--",     TRAIN_ARGS,     "--steps", "1000000",
+                          "--ckpt-dir", ckpt,     "--ckpt-every", "1000",    NULL};
+    assert_int_equal(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
+    proc p;
+    start(&p, args);
+    double end = now_s() + 180;
+    while (now_s() < end && !p.done && !strstr(p.out, "[rank 0] step 3/"))
+        pump(&p, 0.2);
+    char *r0 = strstr(p.out, "rank 0 is pid "), *r1 = strstr(p.out, "rank 1 is pid ");
+    if (!r0 || !r1 || !strstr(p.out, "[rank 0] step 3/")) {
+        kill(p.pid, SIGKILL);
+        finish(&p, 30);
+        fail_msg("the ranks did not start training; output:\n%s", p.out);
+    }
+    pid_t rank[2] = {(pid_t)atoi(r0 + 14), (pid_t)atoi(r1 + 14)};
+    assert_true(rank[0] > 0 && rank[1] > 0);
+    assert_int_equal(kill(p.pid, SIGKILL), 0);
+    finish(&p, 30);
+    double t0 = now_s(), bound = 30.0;
+    int gone[2] = {0, 0}, status[2] = {0, 0};
+    while (!(gone[0] && gone[1]) && now_s() < t0 + bound) {
+        for (int k = 0; k < 2; k++)
+            gone[k] = gone[k] || reaped(rank[k], &status[k]);
+        usleep(50000);
+    }
+    double took = now_s() - t0;
+    for (int k = 0; k < 2; k++)
+        if (!gone[k]) { /* the test's own clean-up: they would train for a million steps */
+            kill(rank[k], SIGKILL);
+            waitpid(rank[k], NULL, 0);
+        }
+    prctl(PR_SET_CHILD_SUBREAPER, 0);
+    printf("%s", p.out);
+    if (!gone[0] || !gone[1])
+        fail_msg("rank(s)%s%s still running %.0f s after the launcher was killed",
+                 gone[0] ? "" : " 0", gone[1] ? "" : " 1", bound);
+    printf("both ranks ended %.2f s after the launcher was killed (wait status %d, %d)\n", took,
+           status[0], status[1]);
+    /* they stopped as on SIGTERM: cleanly, rank 0 with a checkpoint of the last logged step */
+    for (int k = 0; k < 2; k++)
+        assert_true(WIFEXITED(status[k]) && WEXITSTATUS(status[k]) == 0);
+    snprintf(path, sizeof path, "%s/log.jsonl", ckpt);
+    long steps = count_lines(path);
+    assert_true(steps >= 3);
+    assert_int_equal(newest_complete(ckpt), steps);
+    free(p.out);
+}
+
 static void test_kill_rank_ipc(void **state)
 {
     (void)state;
@@ -381,6 +448,7 @@ int main(void)
         cmocka_unit_test(test_launcher_variables),
         cmocka_unit_test(test_kill_rank_ipc),
         cmocka_unit_test(test_kill_rank_tcp),
+        cmocka_unit_test(test_killed_launcher_takes_its_ranks),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -9,10 +9,14 @@
  *  - corrupted inputs are refused with the right status and a message naming the file: truncated
  *    model file, state file with one flipped byte, shard with a bad magic, token >= vocabulary;
  *  - a total batch that does not divide B*T and a device that does not exist are refused;
- *  - a crash mid-checkpoint (a newer directory without DONE, a newer one with a truncated
- *    state.bin) leaves the older complete checkpoint resumable, and the run from it repeats the
- *    original steps exactly; a checkpoint marked complete but unreadable is refused rather than
- *    silently restarted from scratch.
+ *  - a newest checkpoint marked complete but damaged (truncated model.bin or state.bin, a wrong
+ *    header field) stops --resume naming the file and changes nothing; with the fallback the run
+ *    resumes from the older one (passing over a newer one without DONE, a crash mid-write),
+ *    repeats the original steps exactly, and the damaged folder is set aside byte for byte
+ *    intact beside the new checkpoint of its step; a checkpoint is never written over; a folder
+ *    with only an unreadable checkpoint is refused rather than restarted from scratch, and a
+ *    new run refuses a folder holding another run's checkpoints;
+ *  - a second trainer on a checkpoint folder is refused, naming the holder, its log untouched.
  * The trainer's device is reached through trainer_internal.h to read its validation counter. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -383,14 +387,15 @@ static void test_corrupt_inputs_are_refused(void **state)
     expect_error(vkg_trainer_create(&c, &t), VKG_ERR_FORMAT, stp, "checksum");
     assert_null(t);
 
-    /* The same checkpoint with a good state.bin but one byte of a parameter flipped in
-     * model.bin: state.bin's record of the parameters' checksum catches it. */
-    c.resume = 0;
+    /* A checkpoint with a good state.bin but one byte of a parameter flipped in model.bin:
+     * state.bin's record of the parameters' checksum catches it. */
+    c = tiny_config(&p, "c", "c_ckpt2");
+    c.steps = 1;
     VKG_ASSERT_OK(vkg_trainer_create(&c, &t));
     VKG_ASSERT_OK(vkg_trainer_step(t, &si));
-    VKG_ASSERT_OK(vkg_trainer_checkpoint(t, NULL, 0)); /* rewrites step 1 whole */
+    VKG_ASSERT_OK(vkg_trainer_checkpoint(t, NULL, 0));
     vkg_trainer_destroy(&t);
-    flip_bits(path_in(stp, "c_ckpt/step_00000001/model.bin"), VKG_FILE_HEADER_BYTES + 4 * 500 + 1,
+    flip_bits(path_in(stp, "c_ckpt2/step_00000001/model.bin"), VKG_FILE_HEADER_BYTES + 4 * 500 + 1,
               0x01);
     c.resume = 1;
     expect_error(vkg_trainer_create(&c, &t), VKG_ERR_FORMAT, stp, "checksum");
@@ -463,14 +468,53 @@ static void test_bad_config_is_refused(void **state)
     assert_null(t);
 }
 
-/* ---- crash mid-checkpoint -------------------------------------------------------------------- */
+/* ---- crash mid-checkpoint, damaged checkpoints, one run per folder -------------------------- */
+
+/* The bytes of a checkpoint directory's files. */
+typedef struct ckpt_bytes {
+    unsigned char *b[3];
+    size_t n[3];
+} ckpt_bytes;
+
+static const char *const ckpt_files[3] = {"model.bin", "state.bin", "DONE"};
+
+static void take_bytes(const char *dir, ckpt_bytes *cb)
+{
+    char f[PATH_CAP];
+    for (int i = 0; i < 3; i++)
+        cb->b[i] = read_file(join(f, dir, ckpt_files[i]), &cb->n[i]);
+}
+
+/* dir holds exactly the bytes of cb (freed). */
+static void expect_bytes(const char *dir, ckpt_bytes *cb)
+{
+    char f[PATH_CAP];
+    for (int i = 0; i < 3; i++) {
+        size_t n;
+        unsigned char *now = read_file(join(f, dir, ckpt_files[i]), &n);
+        if (n != cb->n[i] || memcmp(now, cb->b[i], n) != 0)
+            fail_msg("%s changed: %zu bytes, were %zu", f, n, cb->n[i]);
+        free(now);
+        free(cb->b[i]);
+    }
+}
+
+/* Overwrite the 32-bit header slot `slot` of a file in place. */
+static void poke_slot(const char *path, int slot, int32_t value)
+{
+    FILE *f = fopen(path, "r+b");
+    assert_non_null(f);
+    assert_int_equal(fseek(f, 4L * slot, SEEK_SET), 0);
+    assert_int_equal(fwrite(&value, 4, 1, f), 1);
+    assert_int_equal(fclose(f), 0);
+}
 
 static void test_crash_mid_checkpoint_resumes_older(void **state)
 {
     (void)state;
     write_data("k");
     run_paths p;
-    char a[PATH_CAP], b[PATH_CAP];
+    char a[PATH_CAP], b[PATH_CAP], log[PATH_CAP];
     step_record orig, again;
     vkg_trainer_t *t = NULL;
     vkg_train_config c = tiny_config(&p, "k", "k_ckpt");
@@ -481,33 +525,92 @@ static void test_crash_mid_checkpoint_resumes_older(void **state)
     run_steps(t, 3, 4, &orig);
     VKG_ASSERT_OK(vkg_trainer_checkpoint(t, NULL, 0));
     destroy_expecting_no_validation_messages(&t);
+    size_t n_log;
+    unsigned char *log_before = read_file(path_in(log, "k_ckpt/log.jsonl"), &n_log);
+    char model_copy[PATH_CAP], state_copy[PATH_CAP];
+    copy_file(path_in(a, "k_ckpt/step_00000004/model.bin"), path_in(model_copy, "k_model4.bin"));
+    copy_file(path_in(a, "k_ckpt/step_00000004/state.bin"), path_in(state_copy, "k_state4.bin"));
 
-    /* The step-4 write "crashed" before its state.bin was complete (DONE left from a rewrite),
-     * and a step-5 write before DONE: both must be passed over for step 2. */
-    assert_int_equal(truncate(path_in(a, "k_ckpt/step_00000004/state.bin"), 3000), 0);
+    /* A new run in the folder is refused: it would write over this run's checkpoints and log. */
+    vkg_train_config fresh = c;
+    fresh.resume = 0;
+    expect_error(vkg_trainer_create(&fresh, &t), VKG_ERR_INVALID_ARG, "--ckpt-dir", "--resume");
+    assert_null(t);
+
+    /* The newest checkpoint, marked complete, damaged three ways: each stops --resume naming the
+     * file and what is wrong, and changes nothing. */
+    char dir4_buf[PATH_CAP];
+    const char *dir4 = path_in(dir4_buf, "k_ckpt/step_00000004");
+    c.resume = 1;
+    for (int damage = 0; damage < 3; damage++) {
+        ckpt_bytes cb;
+        copy_file(model_copy, join(a, dir4, "model.bin"));
+        copy_file(state_copy, join(a, dir4, "state.bin"));
+        if (damage == 0) /* truncated model.bin */
+            assert_int_equal(truncate(join(a, dir4, "model.bin"), VKG_FILE_HEADER_BYTES + 4000), 0);
+        if (damage == 1) /* truncated state.bin (a crash cannot leave this beside DONE) */
+            assert_int_equal(truncate(join(a, dir4, "state.bin"), 3000), 0);
+        if (damage == 2) /* model.bin's header with another number of heads (same size) */
+            poke_slot(join(a, dir4, "model.bin"), 5, 2);
+        take_bytes(dir4, &cb);
+        const char *file = join(a, dir4, damage == 0 ? "model.bin" : "state.bin");
+        expect_error(vkg_trainer_create(&c, &t), VKG_ERR_FORMAT, file,
+                     damage == 2 ? "does not match" : "truncated");
+        assert_non_null(strstr(vkg_error_message(), "--resume-fallback"));
+        assert_null(t);
+        expect_bytes(dir4, &cb);
+    }
+    size_t n;
+    unsigned char *log_now = read_file(log, &n);
+    assert_true(n == n_log && memcmp(log_now, log_before, n) == 0);
+    free(log_now);
+
+    /* A crash mid-write of step 5 (no DONE) beside it. --resume-fallback resumes from step 2:
+     * step 4 is set aside untouched, the run repeats the original steps exactly and writes a new
+     * step 4 beside it. */
     assert_int_equal(mkdir(path_in(a, "k_ckpt/step_00000005"), 0755), 0);
     copy_file(path_in(a, "k_ckpt/step_00000002/model.bin"),
               path_in(b, "k_ckpt/step_00000005/model.bin"));
     copy_file(path_in(a, "k_ckpt/step_00000002/state.bin"),
               path_in(b, "k_ckpt/step_00000005/state.bin"));
-    c.resume = 1;
+    ckpt_bytes damaged;
+    take_bytes(dir4, &damaged);
+    c.resume_fallback = 1;
     VKG_ASSERT_OK(vkg_trainer_create(&c, &t));
     vkg_trainer_info info;
     vkg_trainer_get_info(t, &info);
     assert_int_equal(info.resumed, 1);
     assert_int_equal(info.start_step, 2);
-    /* and the user is told what was passed over, and why */
+    /* and the user is told what was passed over, why, and where it went */
     printf("passed over: %s\n", info.resume_skipped);
     assert_non_null(strstr(info.resume_skipped, "step_00000005 ("));
     assert_non_null(strstr(info.resume_skipped, "no DONE"));
-    assert_non_null(strstr(info.resume_skipped, "step_00000004 ("));
-    assert_non_null(strstr(info.resume_skipped, "truncated"));
+    assert_non_null(strstr(info.resume_skipped, "step_00000004 (does not load"));
+    assert_non_null(strstr(info.resume_skipped, "does not match"));
+    assert_non_null(strstr(info.resume_skipped, "as step_00000004.damaged"));
     run_steps(t, 3, 4, &again);
+    VKG_ASSERT_OK(vkg_trainer_checkpoint(t, NULL, 0));
     destroy_expecting_no_validation_messages(&t);
     assert_memory_equal(&orig.loss[2], &again.loss[2], 2 * sizeof orig.loss[0]);
     assert_memory_equal(&orig.norm[2], &again.norm[2], 2 * sizeof orig.norm[0]);
+    expect_bytes(path_in(a, "k_ckpt/step_00000004.damaged"), &damaged);
+    assert_true(exists(path_in(a, "k_ckpt/step_00000004/DONE")));
+    /* the new step 4 is the original one, byte for byte (only its header was damaged) */
+    poke_slot(path_in(a, "k_ckpt/step_00000004.damaged/model.bin"), 5, NH);
+    expect_same_file(path_in(a, "k_ckpt/step_00000004.damaged/model.bin"),
+                     path_in(b, "k_ckpt/step_00000004/model.bin"));
+    /* and it is never written over: a second checkpoint of the same step is refused */
+    vkg_train_config again_cfg = c;
+    again_cfg.steps = 4;
+    VKG_ASSERT_OK(vkg_trainer_create(&again_cfg, &t));
+    vkg_trainer_get_info(t, &info);
+    assert_int_equal(info.start_step, 4);
+    expect_error(vkg_trainer_checkpoint(t, NULL, 0), VKG_ERR_STATE, "step_00000004",
+                 "marked complete");
+    vkg_trainer_destroy(&t);
 
-    /* Only a complete-but-unreadable checkpoint left: refused, not restarted from scratch. */
+    /* Only a complete-but-unreadable checkpoint left: refused, not restarted from scratch,
+     * with or without the fallback. */
     c = tiny_config(&p, "k", "k_only");
     c.steps = 1;
     VKG_ASSERT_OK(vkg_trainer_create(&c, &t));
@@ -518,7 +621,11 @@ static void test_crash_mid_checkpoint_resumes_older(void **state)
     assert_int_equal(truncate(path_in(a, "k_only/step_00000001/model.bin"), 2000), 0);
     c.resume = 1;
     expect_error(vkg_trainer_create(&c, &t), VKG_ERR_FORMAT, "step_00000001", "model.bin");
+    c.resume_fallback = 1;
+    expect_error(vkg_trainer_create(&c, &t), VKG_ERR_FORMAT, "step_00000001", "model.bin");
     assert_null(t);
+    assert_true(exists(path_in(a, "k_only/step_00000001/DONE")));
+    c.resume_fallback = 0;
     /* A folder with only an incomplete (no DONE) checkpoint starts afresh. */
     assert_int_equal(unlink(path_in(a, "k_only/step_00000001/DONE")), 0);
     VKG_ASSERT_OK(vkg_trainer_create(&c, &t));
@@ -526,6 +633,42 @@ static void test_crash_mid_checkpoint_resumes_older(void **state)
     assert_int_equal(info.resumed, 0);
     assert_int_equal(info.start_step, 0);
     vkg_trainer_destroy(&t);
+    /* --resume-fallback alone is a usage error */
+    c.resume = 0, c.resume_fallback = 1;
+    expect_error(vkg_trainer_create(&c, &t), VKG_ERR_INVALID_ARG, "--resume-fallback", "--resume");
+    free(log_before);
+}
+
+/* Two trainers on one checkpoint folder: the second is refused before it writes anything, naming
+ * the holder and the folder; once the first is gone the folder is free again. */
+static void test_one_trainer_per_folder(void **state)
+{
+    (void)state;
+    write_data("l");
+    run_paths p;
+    char log[PATH_CAP], want[128], host[64] = "";
+    gethostname(host, sizeof host - 1);
+    vkg_trainer_t *t = NULL, *u = NULL;
+    vkg_train_config c = tiny_config(&p, "l", "l_ckpt");
+    c.steps = 2;
+    VKG_ASSERT_OK(vkg_trainer_create(&c, &t));
+    vkg_step_info si;
+    VKG_ASSERT_OK(vkg_trainer_step(t, &si));
+    size_t n0, n1;
+    unsigned char *before = read_file(path_in(log, "l_ckpt/log.jsonl"), &n0);
+    snprintf(want, sizeof want, "pid %ld on host %s", (long)getpid(), host);
+    expect_error(vkg_trainer_create(&c, &u), VKG_ERR_STATE, want, p.ckpt);
+    assert_null(u);
+    unsigned char *after = read_file(log, &n1);
+    assert_true(n0 == n1 && memcmp(before, after, n0) == 0);
+    free(after);
+    VKG_ASSERT_OK(vkg_trainer_step(t, &si));
+    VKG_ASSERT_OK(vkg_trainer_checkpoint(t, NULL, 0));
+    destroy_expecting_no_validation_messages(&t);
+    c.resume = 1;
+    VKG_ASSERT_OK(vkg_trainer_create(&c, &u));
+    vkg_trainer_destroy(&u);
+    free(before);
 }
 
 int main(void)
@@ -535,6 +678,7 @@ int main(void)
         cmocka_unit_test(test_corrupt_inputs_are_refused),
         cmocka_unit_test(test_bad_config_is_refused),
         cmocka_unit_test(test_crash_mid_checkpoint_resumes_older),
+        cmocka_unit_test(test_one_trainer_per_folder),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -63,10 +63,17 @@ typedef struct vkg_train_config {
     /* Evaluation every eval_every steps (0: never) over eval_batches validation batches. */
     int eval_every, eval_batches;
     /* Checkpoints and log. ckpt_dir NULL: no checkpoints. log_path NULL: ckpt_dir/log.jsonl
-     * (or no log without ckpt_dir). resume: continue from the newest complete checkpoint. */
+     * (or no log without ckpt_dir). Rank 0 locks ckpt_dir for the trainer's life (a second
+     * trainer on it is refused, naming the holder). Without resume, a ckpt_dir that holds a
+     * checkpoint marked complete is refused: a new run never writes over another's. resume:
+     * continue from the newest checkpoint marked complete; when it does not load, creation fails
+     * naming the file, unless resume_fallback: then the newest one that loads is used and the
+     * damaged newer ones are renamed step_<n>.damaged, untouched (vkg_trainer_info says which).
+     * No checkpoint marked complete is ever written over. */
     const char *ckpt_dir;
     int keep_checkpoints;
     int resume;
+    int resume_fallback;
     const char *log_path;
     /* Data parallelism (DESIGN.md section 6). comm places this rank in the job (vkgpt/comm.h);
      * world_size 1 (the default) trains alone. comm_from_env: take it from launcher variables
@@ -107,8 +114,9 @@ typedef struct vkg_trainer_info {
     long long total_batch;
     long long start_step, steps; /* resumed runs start past 0 */
     int resumed;
-    char resume_skipped[512]; /* newer checkpoints resume passed over and why ("" when none) */
-    int validation_messages;  /* warnings/errors the validation layer reported (validation on) */
+    char resume_skipped[2048]; /* newer checkpoints resume passed over, why, where they went */
+    int has_tokenizer;         /* 0: no tokenizer (token shards alone), vkg_trainer_sample fails */
+    int validation_messages;   /* warnings/errors the validation layer reported (validation on) */
     char validation_first[512];
     char log_path[1024], svg_path[1024];
     int rank, world_size;   /* data parallelism; 0 of 1 alone */
@@ -133,6 +141,9 @@ typedef struct vkg_step_info {
 /* Set everything up: errors name the flag, file or device at fault (bad sizes, a total batch
  * that does not divide, corrupt files, tokens outside the vocabulary, ...). */
 vkg_status vkg_trainer_create(const vkg_train_config *cfg, vkg_trainer_t **out);
+/* Release everything (NULL-safe; *pt becomes NULL). With several ranks, when a call on this
+ * trainer failed, the other ranks are told first, with that call's error message, so that they
+ * fail at once naming this rank and why. */
 void vkg_trainer_destroy(vkg_trainer_t **pt);
 /* vkg_trainer_destroy that returns the validation layer's messages over the trainer's whole life
  * (cfg->validation on), those reported while its device is destroyed included, and copies the
@@ -149,7 +160,10 @@ vkg_status vkg_trainer_eval(vkg_trainer_t *t, float *loss);
  * (prompt included, malloc'd, caller frees). temperature 0: greedy; top_k 0: all tokens. */
 vkg_status vkg_trainer_sample(vkg_trainer_t *t, const char *prompt, int len, float temperature,
                               int top_k, uint64_t seed, char **text);
-/* Write a checkpoint of the current step (and the SVG loss curve); path_out may be NULL. */
+/* Write a checkpoint of the current step (and the SVG loss curve); path_out may be NULL. With
+ * several ranks every rank calls it: rank 0 writes, and the others fail too (VKG_ERR_PEER naming
+ * rank 0 and its error) when that failed; path_out is "" on them. A step whose checkpoint is
+ * already on disk (marked complete) is refused with VKG_ERR_STATE: nothing is written over it. */
 vkg_status vkg_trainer_checkpoint(vkg_trainer_t *t, char *path_out, size_t cap);
 /* Write the SVG loss curve now. */
 vkg_status vkg_trainer_write_plot(vkg_trainer_t *t);

@@ -76,3 +76,8 @@ vkg_status vkg__error_wrap(vkg_status status, const char *fmt, ...)
         memcpy(last_message, old, sizeof old);
     return status;
 }
+
+void vkg__error_restore(const char *msg)
+{
+    snprintf(last_message, sizeof last_message, "%s", msg ? msg : "");
+}

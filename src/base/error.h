@@ -26,6 +26,10 @@ vkg_status vkg__error_set(vkg_status status, const char *file, int line, const c
  * being done (a file name, a peer) when an error passes through a layer. Returns status. */
 vkg_status vkg__error_wrap(vkg_status status, const char *fmt, ...) VKG_PRINTF_(2, 3);
 
+/* Make msg (a copy of an earlier vkg_error_message()) the calling thread's message again, as it
+ * was: for putting a failure's message back after cleanup that records messages of its own. */
+void vkg__error_restore(const char *msg);
+
 #define VKG_FAIL(status, ...) vkg__error_set((status), __FILE__, __LINE__, __VA_ARGS__)
 
 #define VKG_CHECK(cond, status, ...)                                                               \

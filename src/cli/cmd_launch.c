@@ -1,7 +1,8 @@
 /* `vkgpt launch -n N -- train ...`: start N local ranks of this very binary with torchrun-style
  * variables (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT) and VKGPT_DEVICE, stream
  * their stdout/stderr line by line with a "[rank k] " prefix, and when a rank fails stop the
- * others (SIGTERM, then SIGKILL after a grace period) and exit non-zero. Every child is reaped.
+ * others (SIGTERM, then SIGKILL after a grace period) and exit non-zero. Every child is reaped, and
+ * every rank gets SIGTERM from the kernel when the launcher dies, however it dies.
  * Also here: the data-parallel flags of `vkgpt train` (vkg_cli_dp_resolve).
  * Not here: multi-host launching (use torchrun-style variables, srun or mpirun; see README). */
 #include <errno.h>
@@ -11,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -180,7 +182,10 @@ static int failed_status(int status)
     return !WIFEXITED(status) || WEXITSTATUS(status) != 0;
 }
 
-/* Fork and exec rank k: self train-args with the rank's variables; its output into two pipes. */
+/* Fork and exec rank k: self train-args with the rank's variables; its output into two pipes.
+ * A rank dies with the launcher: if the launcher ends, even by SIGKILL, the kernel sends the rank
+ * SIGTERM (which `vkgpt train` takes as a request to stop after the current step, with a
+ * checkpoint), so no rank goes on training unwatched. */
 static int spawn(child *c, int k, int n, int port, const char *devices, const char *transport,
                  const char *job, char **args)
 {
@@ -189,6 +194,10 @@ static int spawn(child *c, int k, int n, int port, const char *devices, const ch
         fprintf(stderr, "vkgpt launch: pipe: %s\n", strerror(errno));
         return 1;
     }
+    /* The read ends are the launcher's alone: a later rank holding one open would keep this
+     * rank's output pipe alive, and the rank would block on it once the launcher is gone. */
+    fcntl(po[0], F_SETFD, FD_CLOEXEC), fcntl(pe[0], F_SETFD, FD_CLOEXEC);
+    pid_t launcher = getpid();
     pid_t pid = fork();
     if (pid < 0) {
         fprintf(stderr, "vkgpt launch: fork: %s\n", strerror(errno));
@@ -196,6 +205,9 @@ static int spawn(child *c, int k, int n, int port, const char *devices, const ch
     }
     if (pid == 0) {
         char v[64];
+        /* The launcher may have died before the signal was asked for: then nobody would send it. */
+        if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != launcher)
+            _exit(128 + SIGTERM);
         dup2(po[1], STDOUT_FILENO), dup2(pe[1], STDERR_FILENO);
         close(po[0]), close(po[1]), close(pe[0]), close(pe[1]);
         snprintf(v, sizeof v, "%d", k), setenv("RANK", v, 1), setenv("LOCAL_RANK", v, 1);

@@ -109,10 +109,15 @@ static int run(vkg_trainer_t *t, const train_opts *o)
     if (info.resumed)
         printf("resumed at step %lld\n", info.start_step);
     if (info.resume_skipped[0])
-        fprintf(stderr,
-                "vkgpt train: warning: --resume passed over newer checkpoints that are "
-                "incomplete or damaged: %s\n",
+        fprintf(stderr, "vkgpt train: warning: --resume passed over newer checkpoints: %s\n",
                 info.resume_skipped);
+    train_opts so = *o; /* samples need a tokenizer: without one, say so once and skip them */
+    if (!info.has_tokenizer && (so.sample_every > 0 || so.sample_len > 0)) {
+        printf("note: no tokenizer (no --tokenizer, no tokenizer.bin beside the data): samples are "
+               "skipped; give --tokenizer to see them\n");
+        so.sample_every = so.sample_len = 0;
+    }
+    o = &so;
     if (info.log_path[0])
         printf("log: %s\n", info.log_path);
     double total_ms = 0.0;
@@ -227,6 +232,10 @@ int vkg_cli_train(int argc, char **argv)
         {"--keep", VKG_FLAG_INT, &c->keep_checkpoints, "checkpoints to keep (0: all)", 0, 0, 1e6},
         {"--resume", VKG_FLAG_BOOL, &c->resume, "continue from the newest complete checkpoint", 0,
          0, 0},
+        {"--resume-fallback", VKG_FLAG_BOOL, &c->resume_fallback,
+         "with --resume: a damaged newest checkpoint is set aside (renamed step_N.damaged), "
+         "resume from the newest that loads",
+         0, 0, 0},
         {"--log", VKG_FLAG_STR, &c->log_path, "JSON-lines log (default: CKPT_DIR/log.jsonl)", 0, 0,
          0},
         {"--validation", VKG_FLAG_BOOL, &c->validation, "Vulkan validation layer on (slow)", 0, 0,

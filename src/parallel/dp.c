@@ -62,13 +62,13 @@ vkg_status vkg_dp_create(const vkg_comm_config *comm, int batch, const int *rank
     return VKG_OK;
 }
 
-void vkg_dp_destroy(vkg_dp **pd, int failed)
+void vkg_dp_destroy(vkg_dp **pd, const char *failure)
 {
     vkg_dp *d = pd ? *pd : NULL;
     if (!d)
         return;
-    if (d->comm && failed)
-        vkg_comm_abort(d->comm, vkg_error_message());
+    if (d->comm && failure)
+        vkg_comm_abort(d->comm, failure[0] ? failure : "(no message was recorded)");
     vkg_comm_destroy(&d->comm);
     free(d->scratch_in);
     free(d->scratch_tgt);

@@ -38,9 +38,10 @@ typedef struct vkg_dp_fingerprint {
  * Errors: VKG_ERR_INVALID_ARG naming the flag (a bad list, sizes <= 0), and vkg_comm_create's. */
 vkg_status vkg_dp_create(const vkg_comm_config *comm, int batch, const int *rank_batch,
                          int rank_batch_count, vkg_dp **out);
-/* Leave the job. With failed set (this rank gave up) the peers are told first (vkg_comm_abort
- * with the thread's error message) so they fail at once instead of waiting for the deadline. */
-void vkg_dp_destroy(vkg_dp **pd, int failed);
+/* Leave the job. With a failure (this rank gave up: why, not NULL) the peers are told first
+ * (vkg_comm_abort with that text) so they fail at once, naming this rank and the reason, instead
+ * of waiting for the deadline or meeting this rank's final barrier in another collective. */
+void vkg_dp_destroy(vkg_dp **pd, const char *failure);
 
 int vkg_dp_rank(const vkg_dp *d);
 int vkg_dp_world(const vkg_dp *d);

@@ -4,6 +4,7 @@
  * Not here: the transport (transport/), the data split and weighting rules (dp.c). */
 #include <math.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -337,4 +338,30 @@ float vkg__dp_lr_factor(const vkg_train_config *c, long long total_batch)
         return 1.0f;
     double r = (double)total_batch / (double)c->base_batch;
     return (float)(c->lr_scale == VKG_LR_SCALE_SQRT ? sqrt(r) : r);
+}
+
+vkg_status vkg__dp_rank0_outcome(vkg_trainer_t *t, vkg_status st, const char *what)
+{
+    if (vkg_dp_world(t->dp) == 1)
+        return st;
+    struct {
+        int32_t status;
+        char msg[1020];
+    } o;
+    memset(&o, 0, sizeof o);
+    int rank = vkg_dp_rank(t->dp);
+    if (rank == 0 && st != VKG_OK) {
+        o.status = (int32_t)st;
+        snprintf(o.msg, sizeof o.msg, "%s", vkg_error_message());
+    }
+    vkg_status bst = vkg_dp_broadcast(t->dp, &o, sizeof o);
+    if (rank == 0) {
+        if (st != VKG_OK) /* the failure is what matters; destroy tells the others if need be */
+            vkg__error_restore(o.msg);
+        return st != VKG_OK ? st : bst;
+    }
+    VKG_TRY(bst);
+    o.msg[sizeof o.msg - 1] = '\0';
+    VKG_CHECK(o.status == VKG_OK, VKG_ERR_PEER, "rank 0 failed: %s: %s", what, o.msg);
+    return VKG_OK;
 }

@@ -7,6 +7,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -128,14 +129,14 @@ vkg_status vkg_checkpoint_write(const char *dir, const vkg_gpt2_config *cfg, con
     VKG_CHECK(!path_out || strlen(sd) < cap, VKG_ERR_INVALID_ARG,
               "%s: path longer than the %zu-byte buffer", sd, cap);
     VKG_TRY(make_dirs(dir, &created));
+    VKG_TRY(join(file, sd, "DONE"));
+    /* A complete checkpoint is never written over, damaged or not: it may be all a user has. */
+    VKG_CHECK(!is_file(file), VKG_ERR_STATE,
+              "%s already holds a checkpoint marked complete (DONE): a checkpoint is never "
+              "written over another; move it away to write this step there",
+              sd);
     VKG_TRY(make_dirs(sd, &created));
     VKG_TRY(sync_dir(dir));
-    if (!created) { /* rewriting a step: it must not look complete until it is */
-        VKG_TRY(join(file, sd, "DONE"));
-        VKG_CHECK(unlink(file) == 0 || errno == ENOENT, VKG_ERR_IO, "%s: cannot remove: %s", file,
-                  strerror(errno));
-        VKG_TRY(sync_dir(sd));
-    }
     VKG_TRY(join(file, sd, "model.bin"));
     VKG_TRY(vkg_modelfile_write(file, cfg, params));
     VKG_TRY(join(file, sd, "state.bin"));
@@ -277,29 +278,6 @@ done:
     return st;
 }
 
-void vkg_checkpoint_describe_skipped(const char *dir, uint64_t step, char *out, size_t cap)
-{
-    entry *e = NULL;
-    size_t n = 0, len = 0;
-    char sd[PATH_CAP];
-    if (!cap)
-        return;
-    out[0] = '\0';
-    if (list_steps(dir, &e, &n) != VKG_OK) {
-        vkg_error_clear();
-        return;
-    }
-    for (size_t i = 0; i < n && e[i].step > step && len + 1 < cap; i++) {
-        if (join(sd, dir, e[i].name) != VKG_OK || check_complete(sd, e[i].step) == VKG_OK)
-            continue;
-        int w = snprintf(out + len, cap - len, "%s%s (%s)", len ? "; " : "", e[i].name,
-                         vkg_error_message());
-        len = w < 0 ? cap : len + (size_t)w;
-    }
-    vkg_error_clear();
-    free(e);
-}
-
 /* ---- loading -------------------------------------------------------------------------------- */
 
 vkg_status vkg_checkpoint_load(const char *ckpt_dir, vkg_checkpoint *out)
@@ -318,6 +296,12 @@ vkg_status vkg_checkpoint_load(const char *ckpt_dir, vkg_checkpoint *out)
     VKG_TRY_GOTO(
         st, vkg_statefile_read(state, &sc, &out->state, &out->num_params, &out->m, &out->v), fail);
     VKG_TRY_GOTO(st, check_same_config(state, &sc, model, &out->cfg), fail);
+    const char *base = strrchr(ckpt_dir, '/');
+    uint64_t dir_step;
+    if (parse_step_name(base ? base + 1 : ckpt_dir, &dir_step) == 0)
+        VKG_CHECK_GOTO(st, out->state.step == dir_step, VKG_ERR_FORMAT, fail,
+                       "%s: holds step %llu, not the directory's %llu", state,
+                       (unsigned long long)out->state.step, (unsigned long long)dir_step);
     if (out->state.params_crc_set) {
         uint32_t crc = vkg_statefile_crc32_floats(out->params, out->num_params);
         VKG_CHECK_GOTO(st, crc == out->state.params_crc, VKG_ERR_FORMAT, fail,
@@ -340,6 +324,118 @@ void vkg_checkpoint_deinit(vkg_checkpoint *c)
     free(c->m);
     free(c->v);
     memset(c, 0, sizeof *c);
+}
+
+/* ---- resuming ------------------------------------------------------------------------------- */
+
+/* Rename the checkpoint directory sd (named name, under dir) to the first free name of
+ * <name>.damaged, <name>.damaged.2, ...; its new name goes to moved (cap bytes). */
+static vkg_status set_aside(const char *dir, const char *sd, const char *name, char *moved,
+                            size_t cap)
+{
+    char to[PATH_CAP], aside[NAME_CAP + 16];
+    struct stat sb;
+    for (int k = 1; k < 1000; k++) {
+        if (k == 1)
+            snprintf(aside, sizeof aside, "%s.damaged", name);
+        else
+            snprintf(aside, sizeof aside, "%s.damaged.%d", name, k);
+        VKG_TRY(join(to, dir, aside));
+        if (lstat(to, &sb) == 0)
+            continue;
+        VKG_CHECK(errno == ENOENT, VKG_ERR_IO, "%s: cannot look it up: %s", to, strerror(errno));
+        VKG_CHECK(rename(sd, to) == 0, VKG_ERR_IO, "cannot rename %s to %s: %s", sd, to,
+                  strerror(errno));
+        snprintf(moved, cap, "%s", aside);
+        return sync_dir(dir);
+    }
+    return VKG_FAIL(VKG_ERR_IO, "%s: no free name to set it aside (%s.damaged.1..999 are taken)",
+                    sd, name);
+}
+
+/* Append "; " (unless out is empty) and the formatted text to out (cap bytes), truncating. */
+static void note(char *out, size_t cap, const char *fmt, ...) VKG_PRINTF_(3, 4);
+static void note(char *out, size_t cap, const char *fmt, ...)
+{
+    size_t len = strlen(out);
+    if (len + 3 >= cap)
+        return;
+    if (len) {
+        memcpy(out + len, "; ", 3);
+        len += 2;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(out + len, cap - len, fmt, ap);
+    va_end(ap);
+}
+
+vkg_status vkg_checkpoint_resume(const char *dir, int fallback, vkg_checkpoint *out, char *path_out,
+                                 size_t cap, char *notes, size_t notes_cap)
+{
+    enum { WHY = 700 };
+    entry *e = NULL;
+    size_t n = 0, i, marked = 0, newest_bad = 0;
+    char sd[PATH_CAP], done[PATH_CAP], moved[NAME_CAP + 16];
+    char(*why)[WHY] = NULL; /* why each complete checkpoint newer than the chosen one failed */
+    vkg_status st = VKG_OK, bad = VKG_OK;
+    VKG_CHECK(dir && out && path_out && notes && notes_cap, VKG_ERR_INVALID_ARG,
+              "checkpoint: NULL argument");
+    memset(out, 0, sizeof *out);
+    notes[0] = '\0';
+    VKG_TRY(list_steps(dir, &e, &n));
+    why = calloc(n ? n : 1, sizeof *why);
+    VKG_CHECK_GOTO(st, why, VKG_ERR_NOMEM, done, "%s: out of memory", dir);
+    for (i = 0; i < n; i++) {
+        VKG_TRY_GOTO(st, join(sd, dir, e[i].name), done);
+        VKG_TRY_GOTO(st, join(done, sd, "DONE"), done);
+        if (!is_file(done))
+            continue; /* an interrupted write: never resumed from */
+        marked++;
+        vkg_status ls = vkg_checkpoint_load(sd, out);
+        if (ls == VKG_OK)
+            break;
+        if (!fallback) {
+            st = vkg__error_wrap(ls,
+                                 "%s is marked complete (DONE) but does not load; nothing "
+                                 "was changed",
+                                 sd);
+            goto done;
+        }
+        snprintf(why[i], WHY, "%s", vkg_error_message()[0] ? vkg_error_message() : "failed");
+        if (bad == VKG_OK)
+            bad = ls, newest_bad = i;
+    }
+    if (i == n && marked) {
+        st = VKG_FAIL(bad,
+                      "%s: none of its %zu checkpoints marked complete loads (nothing was "
+                      "changed); the newest, %s: %s",
+                      dir, marked, e[newest_bad].name, why[newest_bad]);
+        goto done;
+    }
+    VKG_CHECK_GOTO(st, i < n, VKG_ERR_NOT_FOUND, done,
+                   "%s: no checkpoint marked complete among %zu step directories", dir, n);
+    VKG_CHECK_GOTO(st, strlen(sd) < cap, VKG_ERR_INVALID_ARG, done,
+                   "%s: path longer than the %zu-byte buffer", sd, cap);
+    snprintf(path_out, cap, "%s", sd);
+    for (size_t k = 0; k < i;
+         k++) { /* the newer directories passed over, and what became of them */
+        if (!why[k][0]) {
+            note(notes, notes_cap, "%s (no DONE marker: an interrupted write)", e[k].name);
+            continue;
+        }
+        VKG_TRY_GOTO(st, join(sd, dir, e[k].name), done);
+        VKG_TRY_GOTO(st, set_aside(dir, sd, e[k].name, moved, sizeof moved), done);
+        note(notes, notes_cap, "%s (does not load: %s; set aside untouched as %s)", e[k].name,
+             why[k], moved);
+    }
+    vkg_error_clear();
+done:
+    if (st != VKG_OK)
+        vkg_checkpoint_deinit(out);
+    free(why);
+    free(e);
+    return st;
 }
 
 /* ---- pruning -------------------------------------------------------------------------------- */

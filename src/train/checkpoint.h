@@ -5,8 +5,13 @@
  *   model.bin  the llm.c model file (fp32, version 3) of the parameters
  *   state.bin  the state file below (AdamW m and v, step, RNG, data position, hyperparameters)
  *   DONE       a marker; a directory without it is incomplete and never resumed from
- * Rewriting an existing step's directory first removes its DONE, so a failure at any point leaves
- * the other checkpoints untouched and never a DONE beside files of two different writes.
+ * A directory marked complete is never written into again: writing a step whose directory holds
+ * DONE is refused, damaged or not. A directory without DONE (an interrupted write) is written
+ * over, so a failure at any point leaves the other checkpoints untouched and never a DONE beside
+ * files of two different writes. A damaged complete checkpoint that resuming passes over (only
+ * when asked to) is renamed step_<n>.damaged, which nothing here reads, prunes or writes.
+ * The folder holding the step directories is claimed by one trainer at a time through a lock file
+ * (vkg_checkpoint_lock, ckptlock.c).
  *
  * State file (little-endian; 1024-byte header of 256 32-bit slots, llm.c style; a u64 takes two
  * slots, low half first; a float its IEEE-754 bits):
@@ -116,8 +121,9 @@ uint32_t vkg_statefile_crc32_floats(const float *x, size_t n);
  * dir/step_<%08 step>/ with model.bin (params), state.bin (st, m, v) and DONE, in that order.
  * params, m and v hold vkg_gpt2_num_params(cfg) floats each. When path_out is not NULL the
  * checkpoint directory's path is copied there (cap bytes). A failure leaves every other
- * checkpoint complete and this one without DONE. Errors: VKG_ERR_INVALID_ARG (bad cfg, NULL
- * arrays, path too long), VKG_ERR_IO naming the path, VKG_ERR_NOMEM. */
+ * checkpoint complete and this one without DONE. Errors: VKG_ERR_STATE when that directory
+ * already holds DONE (nothing is written), VKG_ERR_INVALID_ARG (bad cfg, NULL arrays, path too
+ * long), VKG_ERR_IO naming the path, VKG_ERR_NOMEM. */
 vkg_status vkg_checkpoint_write(const char *dir, const vkg_gpt2_config *cfg, const float *params,
                                 const float *m, const float *v, const vkg_checkpoint_state *st,
                                 char *path_out, size_t cap);
@@ -129,17 +135,31 @@ vkg_status vkg_checkpoint_write(const char *dir, const vkg_gpt2_config *cfg, con
  * skipped. Copies the directory's path to path_out (cap bytes) and its step to *step (may be
  * NULL). VKG_ERR_NOT_FOUND when dir does not exist or holds no complete checkpoint (the message
  * says how many were skipped and why the newest was), VKG_ERR_INVALID_ARG when cap is too small,
- * VKG_ERR_IO when dir cannot be read. */
+ * VKG_ERR_IO when dir cannot be read. For reading a model; resuming uses vkg_checkpoint_resume,
+ * which never passes over a damaged checkpoint unless asked to. */
 vkg_status vkg_checkpoint_find_latest(const char *dir, char *path_out, size_t cap, uint64_t *step);
 
-/* After vkg_checkpoint_find_latest chose `step`: describe the newer step directories it skipped
- * and why ("step_00000012 (state.bin: ... truncated ...)"), in out (cap bytes; "" when none). */
-void vkg_checkpoint_describe_skipped(const char *dir, uint64_t step, char *out, size_t cap);
+/* Load the checkpoint to resume from under dir into *out (free with vkg_checkpoint_deinit): the
+ * newest step_<n> directory marked complete (DONE), fully read and validated as by
+ * vkg_checkpoint_load. Directories without DONE (interrupted writes) are passed over. When the
+ * newest complete one does not load: without fallback the call fails with the load's error
+ * (VKG_ERR_FORMAT naming the file and what is wrong: truncated, bad header, checksum, ...) and
+ * nothing is changed; with fallback the newest complete one that loads is used and each newer
+ * complete one that did not is renamed, files untouched, to step_<n>.damaged (or .damaged.2, ...)
+ * so that no later checkpoint is written over it. When none loads the call fails and nothing is
+ * changed. The chosen directory's path goes to path_out (cap bytes), and what was passed over,
+ * why and where it went to notes ("step_00000012 (does not load: ...; set aside untouched as
+ * step_00000012.damaged)"; "" when nothing). Errors: VKG_ERR_NOT_FOUND when dir does not exist or
+ * holds no directory marked complete, the load's errors, VKG_ERR_IO (dir unreadable, a rename
+ * failed), VKG_ERR_INVALID_ARG (cap too small), VKG_ERR_NOMEM. On error *out is left empty. */
+vkg_status vkg_checkpoint_resume(const char *dir, int fallback, vkg_checkpoint *out, char *path_out,
+                                 size_t cap, char *notes, size_t notes_cap);
 
 /* Load the checkpoint directory ckpt_dir (a step_<n> directory) into *out, allocating its arrays
  * (free with vkg_checkpoint_deinit). It must hold DONE; model.bin and state.bin are fully read and
  * validated (sizes, versions, the state file's checksum, and the parameters against the checksum
- * the state file records for them) and must describe the same configuration. Errors:
+ * the state file records for them), must describe the same configuration, and the state's step
+ * must be n when the directory is named step_<n>. Errors:
  * VKG_ERR_FORMAT naming the file and what was wrong (no DONE, truncated, corrupted, foreign,
  * wrong version, model/state configuration mismatch), VKG_ERR_IO, VKG_ERR_NOMEM. On error *out is
  * left empty. */
@@ -155,5 +175,21 @@ void vkg_checkpoint_deinit(vkg_checkpoint *c);
  * *removed (may be NULL) gets the number removed. VKG_ERR_IO naming the path that could not be
  * removed (earlier removals stay done). */
 vkg_status vkg_checkpoint_prune(const char *dir, int keep, uint64_t protect_step, int *removed);
+
+/* ---- the folder's lock (ckptlock.c) ---- */
+
+#define VKG_CHECKPOINT_LOCK_NAME "vkgpt.lock"
+
+/* Claim the checkpoint folder dir (which must exist) for this process: an exclusive flock() on
+ * dir/vkgpt.lock (created when absent), held until vkg_checkpoint_unlock or the process ends (the
+ * kernel releases it then, so a file left by a dead process never blocks). The holder writes
+ * "pid <pid> host <host name>" into the file, for the message a second claimant gets. *fd gets the
+ * lock's descriptor (close-on-exec). Errors: VKG_ERR_STATE when another process holds it, naming
+ * the folder and the holder's pid and host; VKG_ERR_IO naming the file. */
+vkg_status vkg_checkpoint_lock(const char *dir, int *fd);
+
+/* Release a lock taken by vkg_checkpoint_lock (its file is emptied and left in place) and set
+ * *fd to -1. No-op when *fd < 0. */
+void vkg_checkpoint_unlock(int *fd);
 
 #endif

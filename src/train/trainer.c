@@ -68,6 +68,17 @@ static vkg_status open_tokenizer(vkg_trainer_t *t)
     return VKG_OK;
 }
 
+/* Record the trainer's first failure: destroy tells the other ranks (vkg_comm_abort) with its
+ * message, so that they fail naming this rank and why instead of waiting for it. Returns st. */
+static vkg_status failed(vkg_trainer_t *t, vkg_status st)
+{
+    if (st != VKG_OK && !t->failed) {
+        t->failed = 1;
+        snprintf(t->fail_msg, sizeof t->fail_msg, "%s", vkg_error_message());
+    }
+    return st;
+}
+
 /* GPT-2 initialisation: normal(0, 0.02) weights, residual projections scaled by 1/sqrt(2L),
  * biases 0, layernorm weights 1, wte padding rows 0. */
 static void init_params(const vkg_gpt2_config *cfg, float *params, uint64_t seed)
@@ -128,36 +139,42 @@ static vkg_status check_finite(const char *path, const float *params, const vkg_
 }
 
 /* Model config, parameters and (when resuming) moments and state. Resuming from a folder without
- * a complete checkpoint starts afresh, unless some checkpoint there is marked complete (DONE) yet
- * unusable: that is corruption, refused rather than silently restarted (which would also wipe
- * the log). */
+ * a checkpoint marked complete (DONE) starts afresh; one marked complete that does not load is
+ * refused rather than passed over (unless --resume-fallback) or silently restarted from scratch
+ * (which would also wipe the log). A new run refuses a folder holding another run's checkpoints. */
 static vkg_status load_model(vkg_trainer_t *t, float **params, vkg_checkpoint *ck)
 {
     const vkg_train_config *c = &t->cfg;
     VKG_CHECK(!c->resume || t->ckpt_dir[0], VKG_ERR_INVALID_ARG,
               "--resume needs --ckpt-dir (the folder to resume from)");
+    VKG_CHECK(!c->resume_fallback || c->resume, VKG_ERR_INVALID_ARG,
+              "--resume-fallback needs --resume (it says where --resume goes when the newest "
+              "checkpoint is damaged)");
     if (c->resume && vkg_dp_rank(t->dp) == 0) { /* other ranks get rank 0's checkpoint */
-        char path[1100], marked[256];
-        uint64_t step = 0;
-        vkg_status st = vkg_checkpoint_find_latest(t->ckpt_dir, path, sizeof path, &step);
+        char path[1100];
+        vkg_status st =
+            vkg_checkpoint_resume(t->ckpt_dir, c->resume_fallback, ck, path, sizeof path,
+                                  t->resume_skipped, sizeof t->resume_skipped);
         if (st == VKG_OK) {
-            VKG_TRY(vkg_checkpoint_load(path, ck));
-            vkg_checkpoint_describe_skipped(t->ckpt_dir, step, t->resume_skipped,
-                                            sizeof t->resume_skipped);
             t->mcfg = ck->cfg;
             *params = ck->params;
             ck->params = NULL;
             t->resumed = 1;
             return check_finite(path, *params, &t->mcfg);
         }
+        if (st != VKG_ERR_NOT_FOUND && !c->resume_fallback)
+            return vkg__error_wrap(st, "--resume (--resume-fallback would resume from the newest "
+                                       "checkpoint that loads and set the damaged newer ones "
+                                       "aside as step_<n>.damaged)");
         if (st != VKG_ERR_NOT_FOUND)
-            return st;
+            return vkg__error_wrap(st, "--resume-fallback");
+    } else if (t->ckpt_dir[0] && vkg_dp_rank(t->dp) == 0) {
+        char marked[256];
         find_marked_complete(t->ckpt_dir, marked, sizeof marked);
-        if (marked[0])
-            return vkg__error_wrap(VKG_ERR_FORMAT,
-                                   "--resume: %s/%s is marked complete but cannot be used; "
-                                   "repair or remove it",
-                                   t->ckpt_dir, marked);
+        VKG_CHECK(!marked[0], VKG_ERR_INVALID_ARG,
+                  "--ckpt-dir %s already holds checkpoints (%s is marked complete): give --resume "
+                  "to continue that run, or another --ckpt-dir; a new run never writes over them",
+                  t->ckpt_dir, marked);
     }
     if (c->init_path) {
         int version = 0;
@@ -216,6 +233,8 @@ static vkg_status setup(vkg_trainer_t *t)
     dopts.force_staging = c->force_staging;
     dopts.profiling = c->profile;
     VKG_TRY(vkg__dp_join(t));
+    if (t->ckpt_dir[0] && vkg_dp_rank(t->dp) == 0) /* before anything is written there */
+        VKG_TRY(vkg_checkpoint_lock(t->ckpt_dir, &t->lock_fd));
     VKG_TRY(vkg_device_create(&dopts, &t->dev));
     VKG_TRY(open_tokenizer(t));
     VKG_TRY_GOTO(st, load_model(t, &params, &ck), done);
@@ -294,6 +313,7 @@ vkg_status vkg_trainer_create(const vkg_train_config *cfg, vkg_trainer_t **out)
     vkg_trainer_t *t = calloc(1, sizeof *t);
     VKG_CHECK(t, VKG_ERR_NOMEM, "no memory for the trainer");
     t->cfg = *cfg;
+    t->lock_fd = -1;
     if (cfg->ckpt_dir) {
         snprintf(t->ckpt_dir, sizeof t->ckpt_dir, "%s", cfg->ckpt_dir);
         if (mkdir(cfg->ckpt_dir, 0755) != 0 && errno != EEXIST) {
@@ -309,8 +329,11 @@ vkg_status vkg_trainer_create(const vkg_train_config *cfg, vkg_trainer_t **out)
     t->cfg.tokenizer = t->cfg.vocab_dir = t->cfg.device = t->cfg.log_path = NULL;
     t->cfg.ckpt_dir = NULL;
     if (st != VKG_OK) {
-        t->failed = 1;
+        char msg[sizeof t->fail_msg]; /* destroying may record messages of its own */
+        failed(t, st);
+        snprintf(msg, sizeof msg, "%s", t->fail_msg);
         vkg_trainer_destroy(&t);
+        vkg__error_restore(msg);
         return st;
     }
     *out = t;
@@ -329,7 +352,7 @@ int vkg_trainer_destroy_report(vkg_trainer_t **pt, char *first, size_t cap)
         first[0] = '\0';
     if (!t)
         return 0;
-    vkg_dp_destroy(&t->dp, t->failed);
+    vkg_dp_destroy(&t->dp, t->failed ? t->fail_msg : NULL);
     free(t->dp_grads);
     vkg_metrics_destroy(&t->metrics);
     vkg_data_destroy(&t->val);
@@ -339,6 +362,7 @@ int vkg_trainer_destroy_report(vkg_trainer_t **pt, char *first, size_t cap)
     int n = vkg_device_destroy_report(&t->dev, first, cap);
     free(t->inputs);
     free(t->targets);
+    vkg_checkpoint_unlock(&t->lock_fd); /* last: the log is closed */
     free(t);
     *pt = NULL;
     return n;
@@ -357,6 +381,7 @@ void vkg_trainer_get_info(const vkg_trainer_t *t, vkg_trainer_info *info)
     info->total_batch = (long long)t->hp.total_batch;
     info->start_step = t->start_step, info->steps = t->cfg.steps, info->resumed = t->resumed;
     snprintf(info->resume_skipped, sizeof info->resume_skipped, "%s", t->resume_skipped);
+    info->has_tokenizer = t->tok != NULL;
     const char *first = "";
     info->validation_messages = vkg_device_validation_messages(t->dev, &first);
     snprintf(info->validation_first, sizeof info->validation_first, "%.500s", first);
@@ -374,7 +399,7 @@ int vkg_trainer_done(const vkg_trainer_t *t)
     return t->step >= t->cfg.steps;
 }
 
-vkg_status vkg_trainer_eval(vkg_trainer_t *t, float *loss)
+static vkg_status eval(vkg_trainer_t *t, float *loss)
 {
     VKG_CHECK(t->val, VKG_ERR_STATE, "no validation data (--val-data)");
     int n = t->cfg.eval_batches > 0 ? t->cfg.eval_batches : 1;
@@ -388,11 +413,14 @@ vkg_status vkg_trainer_eval(vkg_trainer_t *t, float *loss)
         sum += l;
     }
     sum /= n;
-    vkg_status st = vkg__dp_mean(t, &sum);
-    t->failed |= st != VKG_OK;
-    VKG_TRY(st);
+    VKG_TRY(vkg__dp_mean(t, &sum));
     *loss = (float)sum;
     return VKG_OK;
+}
+
+vkg_status vkg_trainer_eval(vkg_trainer_t *t, float *loss)
+{
+    return failed(t, eval(t, loss));
 }
 
 static vkg_status step(vkg_trainer_t *t, vkg_step_info *info)
@@ -428,7 +456,7 @@ static vkg_status step(vkg_trainer_t *t, vkg_step_info *info)
     int eval_due = t->val && t->cfg.eval_every > 0 &&
                    (t->step % t->cfg.eval_every == 0 || t->step == t->cfg.steps);
     if (eval_due) {
-        VKG_TRY(vkg_trainer_eval(t, &info->eval_loss));
+        VKG_TRY(eval(t, &info->eval_loss));
         info->has_eval = 1;
     }
     if (t->metrics) {
@@ -451,9 +479,7 @@ static vkg_status step(vkg_trainer_t *t, vkg_step_info *info)
 
 vkg_status vkg_trainer_step(vkg_trainer_t *t, vkg_step_info *info)
 {
-    vkg_status st = step(t, info);
-    t->failed |= st != VKG_OK;
-    return st;
+    return failed(t, step(t, info));
 }
 
 vkg_status vkg_trainer_sample(vkg_trainer_t *t, const char *prompt, int len, float temperature,
@@ -461,28 +487,23 @@ vkg_status vkg_trainer_sample(vkg_trainer_t *t, const char *prompt, int len, flo
 {
     vkg_rng r;
     vkg_rng_seed(&r, seed);
-    return vkg__generate(t->model, t->mopts.B, t->mopts.T, t->tok, prompt, len, temperature, top_k,
-                         &r, text);
+    return failed(t, vkg__generate(t->model, t->mopts.B, t->mopts.T, t->tok, prompt, len,
+                                   temperature, top_k, &r, text));
 }
 
 vkg_status vkg_trainer_write_plot(vkg_trainer_t *t)
 {
-    return t->metrics ? vkg_metrics_write_svg(t->metrics) : VKG_OK;
+    return failed(t, t->metrics ? vkg_metrics_write_svg(t->metrics) : VKG_OK);
 }
 
 vkg_status vkg_trainer_get_params(vkg_trainer_t *t, float *params)
 {
-    return vkg_gpt2_get_params(t->model, params);
+    return failed(t, vkg_gpt2_get_params(t->model, params));
 }
 
-vkg_status vkg_trainer_checkpoint(vkg_trainer_t *t, char *path_out, size_t cap)
+/* Rank 0's part of vkg_trainer_checkpoint: write, prune, plot. */
+static vkg_status write_checkpoint(vkg_trainer_t *t, char *path_out, size_t cap)
 {
-    VKG_CHECK(t->ckpt_dir[0], VKG_ERR_STATE, "no checkpoint folder (--ckpt-dir)");
-    if (vkg_dp_rank(t->dp) != 0) { /* rank 0 writes for everyone */
-        if (path_out && cap)
-            path_out[0] = '\0';
-        return VKG_OK;
-    }
     size_t n = vkg_gpt2_param_count(t->model);
     float *p = malloc(n * sizeof *p), *m = malloc(n * sizeof *m), *v = malloc(n * sizeof *v);
     vkg_status st = VKG_OK;
@@ -504,10 +525,22 @@ vkg_status vkg_trainer_checkpoint(vkg_trainer_t *t, char *path_out, size_t cap)
             st,
             vkg_checkpoint_prune(t->ckpt_dir, t->cfg.keep_checkpoints, (uint64_t)t->step, &removed),
             done);
-    VKG_TRY_GOTO(st, vkg_trainer_write_plot(t), done);
+    if (t->metrics)
+        VKG_TRY_GOTO(st, vkg_metrics_write_svg(t->metrics), done);
 done:
     free(p);
     free(m);
     free(v);
     return st;
+}
+
+vkg_status vkg_trainer_checkpoint(vkg_trainer_t *t, char *path_out, size_t cap)
+{
+    VKG_CHECK(t->ckpt_dir[0], VKG_ERR_STATE, "no checkpoint folder (--ckpt-dir)");
+    if (path_out && cap)
+        path_out[0] = '\0';
+    vkg_status st = vkg_dp_rank(t->dp) == 0 ? write_checkpoint(t, path_out, cap) : VKG_OK;
+    char what[64]; /* rank 0 writes for everyone, and everyone learns whether it could */
+    snprintf(what, sizeof what, "writing the checkpoint of step %lld", t->step);
+    return failed(t, vkg__dp_rank0_outcome(t, st, what));
 }

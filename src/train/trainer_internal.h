@@ -27,12 +27,14 @@ struct vkg_trainer {
     long long start_step;
     uint64_t tokens;
     int resumed;
-    char resume_skipped[512];  /* newer checkpoints --resume passed over, and why ("" none) */
+    char resume_skipped[2048]; /* newer checkpoints --resume passed over, and why ("" none) */
     int32_t *inputs, *targets; /* (B, T) */
     char ckpt_dir[1024];
+    int lock_fd;                      /* ckpt_dir's lock (rank 0), -1 when none */
     struct vkg_dp *dp;                /* data parallelism (src/parallel); world size 1 alone */
     float *dp_grads;                  /* (num_params) host copy for the allreduce; NULL alone */
-    int failed;                       /* a create or step failed: the peers are told on destroy */
+    int failed;                       /* a call failed: the peers are told on destroy */
+    char fail_msg[1024];              /* the first failure's message, which they are told */
     int dp_overlap;                   /* gradient buckets reduced during the last backward pass */
     double dp_comm_ms, dp_exposed_ms; /* of the last step */
 };
@@ -52,6 +54,10 @@ vkg_status vkg__dp_backward_overlapped(vkg_trainer_t *t, float *loss);
 vkg_status vkg__dp_reduce(vkg_trainer_t *t, double *loss, int *stop);
 vkg_status vkg__dp_mean(vkg_trainer_t *t, double *value);
 float vkg__dp_lr_factor(const vkg_train_config *c, long long total_batch);
+/* Rank 0 did `what` for the job (status st, the thread's message when it failed): every rank
+ * learns the outcome. Rank 0 gets st back; the others VKG_ERR_PEER "rank 0 failed: <what>: <its
+ * message>" when st failed. Every rank must call it. Returns st alone. */
+vkg_status vkg__dp_rank0_outcome(vkg_trainer_t *t, vkg_status st, const char *what);
 
 /* Generation with the model's (B, T) buffers: the prompt's tokens then len sampled ones. */
 vkg_status vkg__generate(vkg_gpt2 *m, int B, int T, const vkg_tokenizer_t *tok, const char *prompt,
