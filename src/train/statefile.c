@@ -286,11 +286,10 @@ static vkg_status check_header(const char *path, const unsigned char *h, uint64_
     return VKG_OK;
 }
 
-vkg_status vkg_statefile_read(const char *path, vkg_gpt2_config *cfg, vkg_checkpoint_state *st,
-                              size_t *num_params, float **m, float **v)
+vkg_status vkg__statefile_read_stream(FILE *f, const char *path, uint64_t size,
+                                      vkg_gpt2_config *cfg, vkg_checkpoint_state *st,
+                                      size_t *num_params, float **m, float **v)
 {
-    FILE *f = NULL;
-    uint64_t size = 0;
     unsigned char h[VKG_FILE_HEADER_BYTES], tail[4];
     float *mm = NULL, *vv = NULL;
     crc32_tab *tab = NULL;
@@ -298,12 +297,11 @@ vkg_status vkg_statefile_read(const char *path, vkg_gpt2_config *cfg, vkg_checkp
     size_t n = 0;
     vkg_status s;
     VKG_CHECK(!m == !v, VKG_ERR_INVALID_ARG, "%s: pass both m and v or neither", path);
-    VKG_TRY(vkg__io_open(path, &f, &size));
-    VKG_CHECK_GOTO(s, size >= VKG_FILE_HEADER_BYTES, VKG_ERR_FORMAT, fail,
-                   "%s: file is %llu bytes, too short for the %d-byte header of a state file", path,
-                   (unsigned long long)size, VKG_FILE_HEADER_BYTES);
-    VKG_TRY_GOTO(s, vkg_io_read_bytes(f, path, h, sizeof h), fail);
-    VKG_TRY_GOTO(s, check_header(path, h, size, &hf, &n), fail);
+    VKG_CHECK(size >= VKG_FILE_HEADER_BYTES, VKG_ERR_FORMAT,
+              "%s: file is %llu bytes, too short for the %d-byte header of a state file", path,
+              (unsigned long long)size, VKG_FILE_HEADER_BYTES);
+    VKG_TRY(vkg_io_read_bytes(f, path, h, sizeof h));
+    VKG_TRY(check_header(path, h, size, &hf, &n));
     if (m) {
         tab = malloc(sizeof *tab);
         mm = malloc((n ? n : 1) * sizeof *mm);
@@ -323,7 +321,6 @@ vkg_status vkg_statefile_read(const char *path, vkg_gpt2_config *cfg, vkg_checkp
         *m = mm;
         *v = vv;
     }
-    fclose(f);
     *cfg = hf.cfg;
     *st = hf.st;
     *num_params = n;
@@ -332,6 +329,17 @@ fail:
     free(vv);
     free(mm);
     free(tab);
+    return s;
+}
+
+vkg_status vkg_statefile_read(const char *path, vkg_gpt2_config *cfg, vkg_checkpoint_state *st,
+                              size_t *num_params, float **m, float **v)
+{
+    FILE *f = NULL;
+    uint64_t size = 0;
+    VKG_CHECK(!m == !v, VKG_ERR_INVALID_ARG, "%s: pass both m and v or neither", path);
+    VKG_TRY(vkg__io_open(path, &f, &size));
+    vkg_status s = vkg__statefile_read_stream(f, path, size, cfg, st, num_params, m, v);
     fclose(f);
     return s;
 }
