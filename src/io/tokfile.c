@@ -68,6 +68,10 @@ vkg_status vkg__tokfile_read_stream(FILE *f, const char *path, uint64_t size, vk
     VKG_CHECK(eot >= 0 && eot < V, VKG_ERR_FORMAT,
               "%s: end-of-text token %ld is outside the vocabulary [0, %ld)", path, eot, V);
     size_t n = (size_t)(size - VKG_FILE_HEADER_BYTES);
+    VKG_CHECK((uint64_t)V * 2 <= n, VKG_ERR_FORMAT,
+              "%s: header declares %ld tokens but only %zu bytes follow it (each token takes at "
+              "least 2: truncated?)",
+              path, V, n);
     tf->vocab_size = (int)V;
     tf->eot_token = (int)eot;
     body = malloc(n ? n : 1);
