@@ -19,6 +19,7 @@
 
 #define CHUNK_FLOATS 16384
 #define SLOT_NPARAMS 54
+#define MAX_PARAMS 4.0e12 /* as for model files: anything larger is a corrupt header */
 
 _Static_assert(sizeof(vkg_schedule_kind) == 4, "the schedule kind is stored in one 32-bit slot");
 
@@ -274,6 +275,11 @@ static vkg_status check_header(const char *path, const unsigned char *h, uint64_
     decode_header(h, hf);
     if (vkg_gpt2_config_validate(&hf->cfg) < 0)
         return vkg__error_wrap(VKG_ERR_FORMAT, "%s: bad model configuration in the header", path);
+    const vkg_gpt2_config *c = &hf->cfg; /* bounded before counting: the count must not wrap */
+    double approx = ((double)c->padded_vocab_size + c->max_seq_len) * c->channels +
+                    12.0 * c->num_layers * (double)c->channels * c->channels;
+    VKG_CHECK(approx < MAX_PARAMS, VKG_ERR_FORMAT,
+              "%s: header describes an implausible model (about %.3g parameters)", path, approx);
     const unsigned char *pn = h + 4 * SLOT_NPARAMS;
     uint64_t np = rd32(pn) | (uint64_t)rd32(pn + 4) << 32;
     VKG_CHECK(np == vkg_gpt2_num_params(&hf->cfg), VKG_ERR_FORMAT,
