@@ -38,7 +38,8 @@ for t in "$@"; do
     # shellcheck disable=SC2086 # FUZZ_ARGS is a list of options
     if "$bin" "$@" ${FUZZ_ARGS:-} "$work" "fuzz/corpus/$t" >"$log" 2>&1; then
         line=$(grep -E '^#[0-9]+[[:space:]]+DONE' "$log" | tail -n 1)
-        echo "fuzz_$t: ${line:-$(tail -n 1 "$log")}"
+        done_line=$(grep -E '^Done [0-9]+ runs' "$log" | tail -n 1)
+        echo "fuzz_$t: ${line:-$(tail -n 1 "$log")} (${done_line:-no summary})"
     else
         echo "fuzz_$t: FINDING (log $log, input in $artifacts):"
         tail -n 60 "$log"
