@@ -2,15 +2,19 @@
 #   make train   install what is missing, build, train the default model on the default device
 #   make test    install what is missing, build, run the whole test suite (ctest)
 # Other targets: deps, build, sanitize (ASan+UBSan build running the unit, net and gpu tests),
-# format / format-check (clang-format, .clang-format), clean.
+# fuzz (the libFuzzer targets of fuzz/, built with clang in build-fuzz), fuzz-run (each target for
+# FUZZ_SECONDS, default 60; FUZZ_TARGETS=name... for some), format / format-check (clang-format,
+# .clang-format), clean.
 # Variables: BUILD (build directory), WERROR=ON (warnings are errors, as in CI), JOBS.
 
 BUILD ?= build
 WERROR ?= OFF
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS ?=
 
-.PHONY: all deps build test train sanitize format format-check clean
+.PHONY: all deps build test train sanitize fuzz fuzz-run format format-check clean
 
 all: build
 
@@ -35,6 +39,15 @@ sanitize: deps
 	# allocations that LeakSanitizer reports from already unloaded modules.
 	cd $(BUILD)-asan && ASAN_OPTIONS=detect_leaks=0 ctest --output-on-failure -j $(JOBS) -L gpu
 
+# libFuzzer needs clang; docs/FUZZING.md. The targets' seeds are fuzz/corpus/NAME (never written).
+fuzz:
+	cmake -S . -B $(BUILD)-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+		-DVKG_FUZZ=ON -DVKG_BUILD_TESTS=OFF -DVKG_WERROR=$(WERROR) $(CMAKE_FLAGS)
+	cmake --build $(BUILD)-fuzz -j $(JOBS) --target vkg_fuzzers
+
+fuzz-run: fuzz
+	sh fuzz/run.sh $(BUILD)-fuzz $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
 # clang-format with the project's .clang-format over every tracked C file.
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')
@@ -43,4 +56,4 @@ format-check:
 	clang-format --dry-run --Werror $$(git ls-files '*.c' '*.h')
 
 clean:
-	rm -rf $(BUILD) $(BUILD)-asan
+	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-fuzz

@@ -16,8 +16,8 @@
 # Options:
 #   -b VKGPT   the vkgpt binary (default: $VKGPT, else build/vkgpt in the source tree, else vkgpt
 #              on the PATH)
-#   -v DIR     folder with vocab.bpe and encoder.json (default: ../shared/data/gpt2 beside the
-#              source tree)
+#   -v DIR     folder with vocab.bpe and encoder.json (default: data/gpt2 of the source tree,
+#              OpenAI's GPT-2 files shipped with vkgpt)
 #   -m FILE    llm.c model file to fine-tune (fp32 or bf16; GPT-2 vocabulary)
 #   -o DIR     output folder (default: finetune_out); its data, base and finetune subfolders
 #              are replaced
@@ -32,7 +32,7 @@ set -eu
 
 here=$(cd "$(dirname "$0")" && pwd)
 vkgpt=${VKGPT:-}
-vocab="$here/../../shared/data/gpt2"
+vocab="$here/../data/gpt2"
 model=""
 out="finetune_out"
 steps=30

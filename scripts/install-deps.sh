@@ -9,7 +9,8 @@ set -eu
 
 PKGS="build-essential cmake pkg-config libvulkan-dev libvulkan1 glslang-tools spirv-tools
       libzmq3-dev libutf8proc-dev libcmocka-dev vulkan-validationlayers fortune-mod fortunes"
-[ "${1:-}" = "--test" ] && PKGS="$PKGS libopenblas-dev clang-format"
+# --test: also OpenBLAS (bench ops), clang-format, and clang with libFuzzer's runtime (make fuzz)
+[ "${1:-}" = "--test" ] && PKGS="$PKGS libopenblas-dev clang-format clang libclang-rt-14-dev"
 
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then

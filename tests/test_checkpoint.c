@@ -704,6 +704,26 @@ static void test_check_resume(void **state)
     assert_msg_has("total batch", NULL);
 }
 
+/* A header whose parameter count wraps around 2^64 to 0 (C = 2^30, Vp = 2^31 - 1, maxT = 2^31 - 14,
+ * one layer) was accepted as a model of 0 parameters in a 1028-byte file. */
+static void test_refuses_wrapping_count(void **state)
+{
+    fixture *f = *state;
+    int32_t h[256] = {VKG_STATE_MAGIC, VKG_STATE_VERSION, 2147483634, 1, 1, 1, 1 << 30, 2147483647};
+    unsigned char b[1028];
+    memcpy(b, h, sizeof h);
+    uint32_t crc = crc32_ref(b, 1024);
+    memcpy(b + 1024, &crc, 4);
+    spit(sub(f, "wrap.bin"), b, sizeof b);
+    vkg_gpt2_config cfg;
+    vkg_checkpoint_state s;
+    size_t np = 99;
+    float *m = NULL, *v = NULL;
+    assert_int_equal(vkg_statefile_read(f->path, &cfg, &s, &np, &m, &v), VKG_ERR_FORMAT);
+    assert_msg_has("wrap.bin", "implausible model");
+    assert_null(m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -715,6 +735,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_resume_damaged, setup, teardown),
         cmocka_unit_test_setup_teardown(test_lock, setup, teardown),
         cmocka_unit_test_setup_teardown(test_check_resume, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_refuses_wrapping_count, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

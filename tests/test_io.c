@@ -371,6 +371,12 @@ static void test_tokfile(void **state)
     patch_i32(path, 12, 5); /* eot = V */
     assert_int_equal(vkg_tokfile_read(path, &got), VKG_ERR_FORMAT);
     assert_msg_has("tok.bin", "end-of-text token 5");
+    /* a vocabulary the body cannot hold is refused before any allocation for it (a 1 KB file
+     * declaring 2^24 tokens made the reader allocate 128 MiB of offsets first) */
+    patch_i32(path, 12, 2);
+    patch_i32(path, 8, 1 << 24);
+    assert_int_equal(vkg_tokfile_read(path, &got), VKG_ERR_FORMAT);
+    assert_msg_has("tok.bin", "declares 16777216 tokens but only 28 bytes follow it");
 
     tf.offsets[1] = 0; /* zero-length token 0 cannot be written */
     assert_int_equal(vkg_tokfile_write(path, &tf), VKG_ERR_INVALID_ARG);

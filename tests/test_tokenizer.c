@@ -1,7 +1,7 @@
 /* Tests of the tokenizers: byte-level round trip, GPT-2 pre-tokenization pieces, BPE merge order
- * on a tiny synthetic vocabulary, every case of ../shared/data/gpt2/encode_cases.json exactly
- * (missing data is a failure, not a skip), llm.c tokenizer files, the JSON reader, and refusal of
- * malformed vocabulary files. */
+ * on a tiny synthetic vocabulary, every case of tests/data/gpt2_encode_cases.json exactly (with
+ * the vocabulary shipped in data/gpt2; missing data is a failure, not a skip), llm.c tokenizer
+ * files, the JSON reader, and refusal of malformed vocabulary files. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -19,11 +19,11 @@
 #include "data/unicode.h"
 #include "vkgpt/tokenizer.h"
 
-#ifndef VKG_SHARED_DATA
-#error "VKG_SHARED_DATA must name the shared test data folder"
+#if !defined(VKG_GPT2_DIR) || !defined(VKG_TEST_DATA)
+#error "VKG_GPT2_DIR must name data/gpt2 and VKG_TEST_DATA tests/data of the source tree"
 #endif
 
-static const char *gpt2_dir = VKG_SHARED_DATA "/gpt2";
+static const char *gpt2_dir = VKG_GPT2_DIR;
 
 static void assert_msg_has(const char *a, const char *b)
 {
@@ -38,8 +38,8 @@ static char *slurp(const char *path, size_t *n)
 {
     FILE *f = fopen(path, "rb");
     if (!f)
-        fail_msg("missing test data %s: the GPT-2 vocabulary and encode cases must be in "
-                 "../shared/data/gpt2 beside the source tree",
+        fail_msg("missing test data %s: the GPT-2 vocabulary is in data/gpt2 and the encode "
+                 "cases in tests/data of the source tree",
                  path);
     fseek(f, 0, SEEK_END);
     long size = ftell(f);
@@ -265,69 +265,106 @@ static void test_bpe_merge_order(void **state)
 
 /* ---- GPT-2: the reference cases ------------------------------------------------------------- */
 
+/* Decode a hex string in place (two digits a byte); returns 0 on a malformed one. */
+static int unhex(char *s, size_t *len)
+{
+    if (*len % 2)
+        return 0;
+    for (size_t i = 0; i < *len / 2; i++) {
+        unsigned v;
+        if (sscanf(s + 2 * i, "%2x", &v) != 1)
+            return 0;
+        s[i] = (char)v;
+    }
+    *len /= 2;
+    return 1;
+}
+
+/* One case of gpt2_encode_cases.json: {"name": ..., "text" or "hex": ..., "tokens": [...]}.
+ * Fills name, text (the raw bytes) and want. */
+static void read_case(vkg__json *j, char **name, char **text, size_t *tlen, vkg_tokens *want)
+{
+    char *key = NULL;
+    size_t klen = 0, kcap = 0, nlen = 0, ncap = 0, tcap = 0;
+    int more_fields, more_ids, have_text = 0;
+    assert_int_equal(vkg__json_open(j, '{', &more_fields), VKG_OK);
+    while (more_fields) {
+        assert_int_equal(vkg__json_string(j, &key, &klen, &kcap), VKG_OK);
+        assert_int_equal(vkg__json_expect(j, ':'), VKG_OK);
+        if (!strcmp(key, "name")) {
+            assert_int_equal(vkg__json_string(j, name, &nlen, &ncap), VKG_OK);
+        } else if (!strcmp(key, "text") || !strcmp(key, "hex")) {
+            assert_int_equal(vkg__json_string(j, text, tlen, &tcap), VKG_OK);
+            if (!strcmp(key, "hex"))
+                assert_true(unhex(*text, tlen));
+            have_text = 1;
+        } else {
+            assert_string_equal(key, "tokens");
+            assert_int_equal(vkg__json_open(j, '[', &more_ids), VKG_OK);
+            while (more_ids) {
+                long long id;
+                assert_int_equal(vkg__json_int(j, &id), VKG_OK);
+                assert_int_equal(vkg_tokens_push(want, (int32_t)id), VKG_OK);
+                assert_int_equal(vkg__json_next(j, ']', &more_ids), VKG_OK);
+            }
+        }
+        assert_int_equal(vkg__json_next(j, '}', &more_fields), VKG_OK);
+    }
+    assert_true(have_text && *name);
+    free(key);
+}
+
+/* Every case's encoding must equal the ids of the reference encoder (scripts/gen_encode_cases.py,
+ * written independently of this one from the published algorithm), and decode back to the text. */
 static void test_gpt2_encode_cases(void **state)
 {
     (void)state;
     char path[512];
     size_t n = 0;
-    snprintf(path, sizeof path, "%s/encode_cases.json", gpt2_dir);
+    snprintf(path, sizeof path, "%s/gpt2_encode_cases.json", VKG_TEST_DATA);
     char *doc = slurp(path, &n);
     vkg_tokenizer_t *t = NULL;
     if (vkg_tokenizer_create_gpt2(gpt2_dir, &t) != VKG_OK)
         fail_msg("cannot load the GPT-2 vocabulary from %s: %s", gpt2_dir, vkg_error_message());
     vkg__json j;
     vkg__json_init(&j, doc, n, path);
-    char *key = NULL, *text = NULL;
-    size_t klen = 0, kcap = 0, tlen = 0, tcap = 0;
-    int more_cases, more_fields, more_ids, cases = 0;
+    int more_cases, cases = 0, invalid = 0;
     assert_int_equal(vkg__json_open(&j, '[', &more_cases), VKG_OK);
     while (more_cases) {
         vkg_tokens want = {0}, got = {0};
-        int have_text = 0;
-        assert_int_equal(vkg__json_open(&j, '{', &more_fields), VKG_OK);
-        while (more_fields) {
-            assert_int_equal(vkg__json_string(&j, &key, &klen, &kcap), VKG_OK);
-            assert_int_equal(vkg__json_expect(&j, ':'), VKG_OK);
-            if (!strcmp(key, "text")) {
-                assert_int_equal(vkg__json_string(&j, &text, &tlen, &tcap), VKG_OK);
-                have_text = 1;
-            } else {
-                assert_string_equal(key, "tokens");
-                assert_int_equal(vkg__json_open(&j, '[', &more_ids), VKG_OK);
-                while (more_ids) {
-                    long long id;
-                    assert_int_equal(vkg__json_int(&j, &id), VKG_OK);
-                    assert_int_equal(vkg_tokens_push(&want, (int32_t)id), VKG_OK);
-                    assert_int_equal(vkg__json_next(&j, ']', &more_ids), VKG_OK);
-                }
-            }
-            assert_int_equal(vkg__json_next(&j, '}', &more_fields), VKG_OK);
-        }
-        assert_true(have_text);
+        char *name = NULL, *text = NULL;
+        size_t tlen = 0;
+        read_case(&j, &name, &text, &tlen, &want);
         assert_int_equal(vkg_tokenizer_encode(t, text, tlen, &got), VKG_OK);
         size_t first_bad = 0;
         while (first_bad < got.n && first_bad < want.n && got.ids[first_bad] == want.ids[first_bad])
             first_bad++;
         if (got.n != want.n || first_bad < want.n) {
-            fprintf(stderr, "case %d \"%s\": %zu tokens, want %zu; first difference at %zu\n",
-                    cases, text, got.n, want.n, first_bad);
+            fprintf(stderr, "case %d (%s): %zu tokens, want %zu; first difference at %zu\n", cases,
+                    name, got.n, want.n, first_bad);
             fail();
         }
-        char *back = NULL; /* GPT-2 BPE is lossless */
+        char *back = NULL; /* GPT-2 BPE is lossless, invalid UTF-8 included */
         size_t blen = 0;
         assert_int_equal(vkg_tokenizer_decode(t, want.ids, want.n, &back, &blen), VKG_OK);
         assert_int_equal(blen, tlen);
         assert_memory_equal(back, text, tlen);
+        for (size_t i = 0; i < tlen;) {
+            int32_t cp;
+            i += vkg__utf8_decode((const unsigned char *)text + i, tlen - i, &cp);
+            invalid += cp < 0;
+        }
         free(back);
+        free(name);
+        free(text);
         vkg_tokens_deinit(&want);
         vkg_tokens_deinit(&got);
         cases++;
         assert_int_equal(vkg__json_next(&j, ']', &more_cases), VKG_OK);
     }
     assert_int_equal(vkg__json_end(&j), VKG_OK);
-    assert_true(cases >= 10);
-    free(key);
-    free(text);
+    assert_true(cases >= 30);
+    assert_true(invalid > 0); /* the cases cover invalid UTF-8 */
     free(doc);
     vkg_tokenizer_destroy(&t);
 }

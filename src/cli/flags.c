@@ -2,6 +2,7 @@
 #include "cli/flags.h"
 
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,6 +43,21 @@ static int parse_number(const char *s, double *out)
     return 1;
 }
 
+/* Whether v converts to the C type of a numeric flag without overflow (undefined behaviour). */
+static int fits_type(vkg_flag_type type, double v)
+{
+    switch (type) {
+    case VKG_FLAG_INT:
+        return v >= -2147483648.0 && v <= 2147483647.0;
+    case VKG_FLAG_LL:
+        return v >= -9223372036854775808.0 && v < 9223372036854775808.0;
+    case VKG_FLAG_U64:
+        return v >= 0.0 && v < 18446744073709551616.0;
+    default:
+        return fabs(v) <= FLT_MAX;
+    }
+}
+
 static int set_value(const char *cmd, const vkg_flag *fl, const char *val)
 {
     if (fl->type == VKG_FLAG_STR) {
@@ -72,22 +88,22 @@ static int set_value(const char *cmd, const vkg_flag *fl, const char *val)
                 fl->max, val);
         return 0;
     }
+    if (fl->type == VKG_FLAG_U64 && v < 0) {
+        fprintf(stderr, "vkgpt %s: %s must not be negative: %s\n", cmd, fl->name, val);
+        return 0;
+    }
+    if (!fits_type(fl->type, v)) {
+        fprintf(stderr, "vkgpt %s: %s is out of range: %s\n", cmd, fl->name, val);
+        return 0;
+    }
     switch (fl->type) {
     case VKG_FLAG_INT:
-        if (v < -2147483648.0 || v > 2147483647.0) {
-            fprintf(stderr, "vkgpt %s: %s is out of range: %s\n", cmd, fl->name, val);
-            return 0;
-        }
         *(int *)fl->dst = (int)v;
         break;
     case VKG_FLAG_LL:
         *(long long *)fl->dst = (long long)v;
         break;
     case VKG_FLAG_U64:
-        if (v < 0) {
-            fprintf(stderr, "vkgpt %s: %s must not be negative: %s\n", cmd, fl->name, val);
-            return 0;
-        }
         *(uint64_t *)fl->dst = (uint64_t)v;
         break;
     default:

@@ -281,11 +281,9 @@ static vkg_status load_merges(vkg__bpe *b, const char *path, char *text, size_t 
     return VKG_OK;
 }
 
-vkg_status vkg__bpe_load(const char *vocab_dir, vkg__bpe **out)
+vkg_status vkg__bpe_parse(const char *enc_name, const char *enc, size_t nenc,
+                          const char *merges_name, char *merges, size_t nmerges, vkg__bpe **out)
 {
-    char path[4096], path2[4096];
-    char *enc = NULL, *merges = NULL;
-    size_t nenc = 0, nmerges = 0;
     int16_t cp_to_byte[512];
     uint32_t byte_to_cp[256];
     vkg_status st;
@@ -296,20 +294,30 @@ vkg_status vkg__bpe_load(const char *vocab_dir, vkg__bpe **out)
     vkg__gpt2_byte_to_cp(byte_to_cp);
     for (int i = 0; i < 256; i++)
         cp_to_byte[byte_to_cp[i]] = (int16_t)i;
-    snprintf(path, sizeof path, "%s/encoder.json", vocab_dir);
-    snprintf(path2, sizeof path2, "%s/vocab.bpe", vocab_dir);
-    VKG_TRY_GOTO(st, read_whole(path, &enc, &nenc), fail);
-    VKG_TRY_GOTO(st, load_encoder(b, path, enc, nenc, cp_to_byte), fail);
-    VKG_TRY_GOTO(st, read_whole(path2, &merges, &nmerges), fail);
-    VKG_TRY_GOTO(st, load_merges(b, path2, merges, nmerges, cp_to_byte), fail);
-    free(enc);
-    free(merges);
+    VKG_TRY_GOTO(st, load_encoder(b, enc_name, enc, nenc, cp_to_byte), fail);
+    VKG_TRY_GOTO(st, load_merges(b, merges_name, merges, nmerges, cp_to_byte), fail);
     *out = b;
     return VKG_OK;
 fail:
+    vkg__bpe_free(b);
+    return st;
+}
+
+vkg_status vkg__bpe_load(const char *vocab_dir, vkg__bpe **out)
+{
+    char path[4096], path2[4096];
+    char *enc = NULL, *merges = NULL;
+    size_t nenc = 0, nmerges = 0;
+    vkg_status st;
+    *out = NULL;
+    snprintf(path, sizeof path, "%s/encoder.json", vocab_dir);
+    snprintf(path2, sizeof path2, "%s/vocab.bpe", vocab_dir);
+    VKG_TRY_GOTO(st, read_whole(path, &enc, &nenc), done);
+    VKG_TRY_GOTO(st, read_whole(path2, &merges, &nmerges), done);
+    st = vkg__bpe_parse(path, enc, nenc, path2, merges, nmerges, out);
+done:
     free(enc);
     free(merges);
-    vkg__bpe_free(b);
     return st;
 }
 

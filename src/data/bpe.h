@@ -15,6 +15,12 @@ typedef struct vkg__bpe vkg__bpe;
  * (free with vkg__bpe_free). */
 vkg_status vkg__bpe_load(const char *vocab_dir, vkg__bpe **out);
 
+/* vkg__bpe_load's parser on the two files' contents in memory: enc (nenc bytes of encoder.json)
+ * and merges (nmerges bytes of vocab.bpe, which must be followed by one writable byte: lines are
+ * cut in place). enc_name and merges_name label messages. Errors and ownership as vkg__bpe_load. */
+vkg_status vkg__bpe_parse(const char *enc_name, const char *enc, size_t nenc,
+                          const char *merges_name, char *merges, size_t nmerges, vkg__bpe **out);
+
 /* Free b (NULL-safe). */
 void vkg__bpe_free(vkg__bpe *b);
 

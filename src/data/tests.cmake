@@ -1,6 +1,6 @@
 # Tests of src/io and src/data (file formats, data loading, tokenizers), included from
-# src/CMakeLists.txt. The GPT-2 tokenizer test reads OpenAI's vocabulary files and the expected
-# encodings from ../shared/data beside the source tree; it fails (not skips) without them.
+# src/CMakeLists.txt. The GPT-2 tokenizer test reads OpenAI's vocabulary files from data/gpt2 and
+# the expected encodings from tests/data; it fails (not skips) without them.
 if(VKG_BUILD_TESTS)
     vkg_add_test(test_io LABEL unit SOURCES ${PROJECT_SOURCE_DIR}/tests/test_io.c LIBS vkg_core)
     vkg_add_test(test_data LABEL unit LIBS vkg_core
@@ -9,5 +9,6 @@ if(VKG_BUILD_TESTS)
     vkg_add_test(test_tokenizer LABEL unit
                  SOURCES ${PROJECT_SOURCE_DIR}/tests/test_tokenizer.c LIBS vkg_core)
     target_compile_definitions(test_tokenizer PRIVATE
-                               VKG_SHARED_DATA="${PROJECT_SOURCE_DIR}/../shared/data")
+                               VKG_GPT2_DIR="${PROJECT_SOURCE_DIR}/data/gpt2"
+                               VKG_TEST_DATA="${PROJECT_SOURCE_DIR}/tests/data")
 endif()

@@ -22,4 +22,14 @@ vkg_status vkg__io_read_header(FILE *f, const char *path, uint64_t size, int32_t
  * saying how many bytes are missing or extra and what the header declared (`what`). */
 vkg_status vkg__io_check_size(const char *path, uint64_t size, uint64_t expected, const char *what);
 
+/* The parsers behind vkg_modelfile_read, vkg_shard_read and vkg_tokfile_read, on an open stream
+ * f of `size` bytes positioned at its start (a file, or an fmemopen buffer for the fuzz targets);
+ * path names it in messages. Results, ownership and errors as the path functions; the caller
+ * closes f. */
+vkg_status vkg__modelfile_read_stream(FILE *f, const char *path, uint64_t size,
+                                      vkg_gpt2_config *cfg, float **params);
+vkg_status vkg__shard_read_stream(FILE *f, const char *path, uint64_t size, uint16_t **tokens,
+                                  size_t *ntok);
+vkg_status vkg__tokfile_read_stream(FILE *f, const char *path, uint64_t size, vkg_tokfile *tf);
+
 #endif

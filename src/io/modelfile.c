@@ -96,6 +96,12 @@ static vkg_status read_bf16(FILE *f, const char *path, float *params, size_t n)
     return st;
 }
 
+/* Read the n parameters that follow the header, as fp32 (version 3) or bf16 (version 5). */
+static vkg_status read_params(FILE *f, const char *path, int version, float *params, size_t n)
+{
+    return version == 3 ? vkg_io_read_f32(f, path, params, n) : read_bf16(f, path, params, n);
+}
+
 vkg_status vkg_modelfile_read_into(const char *path, vkg_gpt2_config *cfg, float *params,
                                    size_t capacity)
 {
@@ -110,29 +116,41 @@ vkg_status vkg_modelfile_read_into(const char *path, vkg_gpt2_config *cfg, float
     VKG_TRY_GOTO(st, parse_header(path, size, hdr, cfg, &version, &n), done);
     VKG_CHECK_GOTO(st, capacity >= n, VKG_ERR_INVALID_ARG, done,
                    "%s: holds %zu parameters but the buffer has room for %zu", path, n, capacity);
-    if (version == 3)
-        st = vkg_io_read_f32(f, path, params, n);
-    else
-        st = read_bf16(f, path, params, n);
+    st = read_params(f, path, version, params, n);
 done:
     fclose(f);
     return st;
 }
 
-vkg_status vkg_modelfile_read(const char *path, vkg_gpt2_config *cfg, float **params)
+vkg_status vkg__modelfile_read_stream(FILE *f, const char *path, uint64_t size,
+                                      vkg_gpt2_config *cfg, float **params)
 {
+    int32_t hdr[VKG_FILE_HEADER_INTS];
+    int version = 0;
+    size_t n = 0;
     *params = NULL;
-    VKG_TRY(vkg_modelfile_read_header(path, cfg, NULL));
-    size_t n = vkg_gpt2_num_params(cfg);
-    float *p = malloc(n * sizeof *p);
+    VKG_TRY(vkg__io_read_header(f, path, size, VKG_MODEL_MAGIC, "model", hdr));
+    VKG_TRY(parse_header(path, size, hdr, cfg, &version, &n));
+    float *p = malloc((n ? n : 1) * sizeof *p);
     VKG_CHECK(p, VKG_ERR_NOMEM, "%s: cannot allocate %zu parameters", path, n);
-    vkg_status st = vkg_modelfile_read_into(path, cfg, p, n);
+    vkg_status st = read_params(f, path, version, p, n);
     if (st < 0) {
         free(p);
         return st;
     }
     *params = p;
     return VKG_OK;
+}
+
+vkg_status vkg_modelfile_read(const char *path, vkg_gpt2_config *cfg, float **params)
+{
+    FILE *f = NULL;
+    uint64_t size = 0;
+    *params = NULL;
+    VKG_TRY(vkg__io_open(path, &f, &size));
+    vkg_status st = vkg__modelfile_read_stream(f, path, size, cfg, params);
+    fclose(f);
+    return st;
 }
 
 typedef struct model_write_ctx {

@@ -35,23 +35,29 @@ vkg_status vkg_shard_read_header(const char *path, size_t *ntok)
     return st;
 }
 
+vkg_status vkg__shard_read_stream(FILE *f, const char *path, uint64_t size, uint16_t **tokens,
+                                  size_t *ntok)
+{
+    *tokens = NULL;
+    VKG_TRY(check_header(f, path, size, ntok));
+    uint16_t *t = malloc((*ntok ? *ntok : 1) * sizeof *t);
+    VKG_CHECK(t, VKG_ERR_NOMEM, "%s: cannot allocate %zu tokens", path, *ntok);
+    vkg_status st = vkg_io_read_u16(f, path, t, *ntok);
+    if (st < 0) {
+        free(t);
+        return st;
+    }
+    *tokens = t;
+    return VKG_OK;
+}
+
 vkg_status vkg_shard_read(const char *path, uint16_t **tokens, size_t *ntok)
 {
     FILE *f = NULL;
     uint64_t size = 0;
-    uint16_t *t = NULL;
-    vkg_status st;
     *tokens = NULL;
     VKG_TRY(vkg__io_open(path, &f, &size));
-    VKG_TRY_GOTO(st, check_header(f, path, size, ntok), fail);
-    t = malloc((*ntok ? *ntok : 1) * sizeof *t);
-    VKG_CHECK_GOTO(st, t, VKG_ERR_NOMEM, fail, "%s: cannot allocate %zu tokens", path, *ntok);
-    VKG_TRY_GOTO(st, vkg_io_read_u16(f, path, t, *ntok), fail);
-    fclose(f);
-    *tokens = t;
-    return VKG_OK;
-fail:
-    free(t);
+    vkg_status st = vkg__shard_read_stream(f, path, size, tokens, ntok);
     fclose(f);
     return st;
 }

@@ -47,45 +47,53 @@ static vkg_status parse_body(const char *path, const unsigned char *body, size_t
     return VKG_OK;
 }
 
-vkg_status vkg_tokfile_read(const char *path, vkg_tokfile *tf)
+vkg_status vkg__tokfile_read_stream(FILE *f, const char *path, uint64_t size, vkg_tokfile *tf)
 {
-    FILE *f = NULL;
-    uint64_t size = 0;
     int32_t hdr[VKG_FILE_HEADER_INTS];
     unsigned char *body = NULL;
     vkg_status st;
     memset(tf, 0, sizeof *tf);
-    VKG_TRY(vkg__io_open(path, &f, &size));
-    VKG_TRY_GOTO(st, vkg__io_read_header(f, path, size, VKG_TOKENIZER_MAGIC, "tokenizer", hdr),
-                 fail);
+    VKG_TRY(vkg__io_read_header(f, path, size, VKG_TOKENIZER_MAGIC, "tokenizer", hdr));
     long version = hdr[1], V = hdr[2], eot = hdr[3];
-    VKG_CHECK_GOTO(st, version == 1 || version == TOKFILE_VERSION, VKG_ERR_FORMAT, fail,
-                   "%s: unsupported tokenizer file version %ld (expected %d)", path, version,
-                   TOKFILE_VERSION);
-    VKG_CHECK_GOTO(st, V > 0 && V <= (1L << 24), VKG_ERR_FORMAT, fail,
-                   "%s: header declares an implausible vocabulary size %ld", path, V);
+    VKG_CHECK(version == 1 || version == TOKFILE_VERSION, VKG_ERR_FORMAT,
+              "%s: unsupported tokenizer file version %ld (expected %d)", path, version,
+              TOKFILE_VERSION);
+    VKG_CHECK(V > 0 && V <= (1L << 24), VKG_ERR_FORMAT,
+              "%s: header declares an implausible vocabulary size %ld", path, V);
     if (version == 1) { /* llm.c's first format had no eot field and was GPT-2 only */
-        VKG_CHECK_GOTO(st, V == GPT2_VOCAB, VKG_ERR_FORMAT, fail,
-                       "%s: version 1 tokenizer files must have V=%d, got %ld", path, GPT2_VOCAB,
-                       V);
+        VKG_CHECK(V == GPT2_VOCAB, VKG_ERR_FORMAT,
+                  "%s: version 1 tokenizer files must have V=%d, got %ld", path, GPT2_VOCAB, V);
         eot = GPT2_VOCAB - 1;
     }
-    VKG_CHECK_GOTO(st, eot >= 0 && eot < V, VKG_ERR_FORMAT, fail,
-                   "%s: end-of-text token %ld is outside the vocabulary [0, %ld)", path, eot, V);
+    VKG_CHECK(eot >= 0 && eot < V, VKG_ERR_FORMAT,
+              "%s: end-of-text token %ld is outside the vocabulary [0, %ld)", path, eot, V);
+    size_t n = (size_t)(size - VKG_FILE_HEADER_BYTES);
+    VKG_CHECK((uint64_t)V * 2 <= n, VKG_ERR_FORMAT,
+              "%s: header declares %ld tokens but only %zu bytes follow it (each token takes at "
+              "least 2: truncated?)",
+              path, V, n);
     tf->vocab_size = (int)V;
     tf->eot_token = (int)eot;
-    size_t n = (size_t)(size - VKG_FILE_HEADER_BYTES);
     body = malloc(n ? n : 1);
     VKG_CHECK_GOTO(st, body, VKG_ERR_NOMEM, fail, "%s: out of memory", path);
     VKG_TRY_GOTO(st, vkg_io_read_bytes(f, path, body, n), fail);
     VKG_TRY_GOTO(st, parse_body(path, body, n, tf), fail);
     free(body);
-    fclose(f);
     return VKG_OK;
 fail:
     free(body);
-    fclose(f);
     vkg_tokfile_deinit(tf);
+    return st;
+}
+
+vkg_status vkg_tokfile_read(const char *path, vkg_tokfile *tf)
+{
+    FILE *f = NULL;
+    uint64_t size = 0;
+    memset(tf, 0, sizeof *tf);
+    VKG_TRY(vkg__io_open(path, &f, &size));
+    vkg_status st = vkg__tokfile_read_stream(f, path, size, tf);
+    fclose(f);
     return st;
 }
 

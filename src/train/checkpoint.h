@@ -41,6 +41,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "train/schedule.h"
 #include "vkgpt/data.h"
@@ -111,6 +112,12 @@ vkg_status vkg_statefile_write(const char *path, const vkg_gpt2_config *cfg,
  * VKG_ERR_NOMEM. On error nothing is allocated. */
 vkg_status vkg_statefile_read(const char *path, vkg_gpt2_config *cfg, vkg_checkpoint_state *st,
                               size_t *num_params, float **m, float **v);
+
+/* vkg_statefile_read's parser on an open stream f of `size` bytes positioned at its start (a file,
+ * or an fmemopen buffer for the fuzz target); path names it in messages; the caller closes f. */
+vkg_status vkg__statefile_read_stream(FILE *f, const char *path, uint64_t size,
+                                      vkg_gpt2_config *cfg, vkg_checkpoint_state *st,
+                                      size_t *num_params, float **m, float **v);
 
 /* CRC-32 of n floats as little-endian bytes (the body of an fp32 model file). */
 uint32_t vkg_statefile_crc32_floats(const float *x, size_t n);

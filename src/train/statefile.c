@@ -19,6 +19,7 @@
 
 #define CHUNK_FLOATS 16384
 #define SLOT_NPARAMS 54
+#define MAX_PARAMS 4.0e12 /* as for model files: anything larger is a corrupt header */
 
 _Static_assert(sizeof(vkg_schedule_kind) == 4, "the schedule kind is stored in one 32-bit slot");
 
@@ -274,6 +275,11 @@ static vkg_status check_header(const char *path, const unsigned char *h, uint64_
     decode_header(h, hf);
     if (vkg_gpt2_config_validate(&hf->cfg) < 0)
         return vkg__error_wrap(VKG_ERR_FORMAT, "%s: bad model configuration in the header", path);
+    const vkg_gpt2_config *c = &hf->cfg; /* bounded before counting: the count must not wrap */
+    double approx = ((double)c->padded_vocab_size + c->max_seq_len) * c->channels +
+                    12.0 * c->num_layers * (double)c->channels * c->channels;
+    VKG_CHECK(approx < MAX_PARAMS, VKG_ERR_FORMAT,
+              "%s: header describes an implausible model (about %.3g parameters)", path, approx);
     const unsigned char *pn = h + 4 * SLOT_NPARAMS;
     uint64_t np = rd32(pn) | (uint64_t)rd32(pn + 4) << 32;
     VKG_CHECK(np == vkg_gpt2_num_params(&hf->cfg), VKG_ERR_FORMAT,
@@ -286,11 +292,10 @@ static vkg_status check_header(const char *path, const unsigned char *h, uint64_
     return VKG_OK;
 }
 
-vkg_status vkg_statefile_read(const char *path, vkg_gpt2_config *cfg, vkg_checkpoint_state *st,
-                              size_t *num_params, float **m, float **v)
+vkg_status vkg__statefile_read_stream(FILE *f, const char *path, uint64_t size,
+                                      vkg_gpt2_config *cfg, vkg_checkpoint_state *st,
+                                      size_t *num_params, float **m, float **v)
 {
-    FILE *f = NULL;
-    uint64_t size = 0;
     unsigned char h[VKG_FILE_HEADER_BYTES], tail[4];
     float *mm = NULL, *vv = NULL;
     crc32_tab *tab = NULL;
@@ -298,12 +303,11 @@ vkg_status vkg_statefile_read(const char *path, vkg_gpt2_config *cfg, vkg_checkp
     size_t n = 0;
     vkg_status s;
     VKG_CHECK(!m == !v, VKG_ERR_INVALID_ARG, "%s: pass both m and v or neither", path);
-    VKG_TRY(vkg__io_open(path, &f, &size));
-    VKG_CHECK_GOTO(s, size >= VKG_FILE_HEADER_BYTES, VKG_ERR_FORMAT, fail,
-                   "%s: file is %llu bytes, too short for the %d-byte header of a state file", path,
-                   (unsigned long long)size, VKG_FILE_HEADER_BYTES);
-    VKG_TRY_GOTO(s, vkg_io_read_bytes(f, path, h, sizeof h), fail);
-    VKG_TRY_GOTO(s, check_header(path, h, size, &hf, &n), fail);
+    VKG_CHECK(size >= VKG_FILE_HEADER_BYTES, VKG_ERR_FORMAT,
+              "%s: file is %llu bytes, too short for the %d-byte header of a state file", path,
+              (unsigned long long)size, VKG_FILE_HEADER_BYTES);
+    VKG_TRY(vkg_io_read_bytes(f, path, h, sizeof h));
+    VKG_TRY(check_header(path, h, size, &hf, &n));
     if (m) {
         tab = malloc(sizeof *tab);
         mm = malloc((n ? n : 1) * sizeof *mm);
@@ -323,7 +327,6 @@ vkg_status vkg_statefile_read(const char *path, vkg_gpt2_config *cfg, vkg_checkp
         *m = mm;
         *v = vv;
     }
-    fclose(f);
     *cfg = hf.cfg;
     *st = hf.st;
     *num_params = n;
@@ -332,6 +335,17 @@ fail:
     free(vv);
     free(mm);
     free(tab);
+    return s;
+}
+
+vkg_status vkg_statefile_read(const char *path, vkg_gpt2_config *cfg, vkg_checkpoint_state *st,
+                              size_t *num_params, float **m, float **v)
+{
+    FILE *f = NULL;
+    uint64_t size = 0;
+    VKG_CHECK(!m == !v, VKG_ERR_INVALID_ARG, "%s: pass both m and v or neither", path);
+    VKG_TRY(vkg__io_open(path, &f, &size));
+    vkg_status s = vkg__statefile_read_stream(f, path, size, cfg, st, num_params, m, v);
     fclose(f);
     return s;
 }
