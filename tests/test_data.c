@@ -3,7 +3,8 @@
  * and position; shuffling is a seeded permutation and a restored position continues exactly;
  * rank slices are disjoint and cover the global batch; text files are tokenized with an
  * end-of-text separator; `vkgpt prepare` (linked in) splits documents and shards as it says;
- * FIFOs, devices and folders are refused without reading, and loading stops when cancelled.
+ * FIFOs, devices and folders are refused without reading, binary data given as text is refused
+ * by the loader and by prepare with the same message, and loading stops when cancelled.
  * Shard tokens encode their own position so every batch is checked
  * against a formula computed here, independently of the loader. */
 #include <setjmp.h>
@@ -541,6 +542,42 @@ static int run_prepare(int argc, const char **argv)
     return vkg_cli_prepare(argc, (char **)argv);
 }
 
+/* Binary data given as text is refused by the loader and by `vkgpt prepare`, with one message;
+ * a large file of zeros is refused from its first chunk. */
+static void test_binary_text(void **state)
+{
+    fixture *fx = *state;
+    vkg_tokenizer_t *tok = NULL;
+    vkg_data_t *d = NULL;
+    char path[256], out[256], loader_msg[1024];
+    assert_int_equal(vkg_tokenizer_create_byte(&tok), VKG_OK);
+    snprintf(path, sizeof path, "%s/garbage.dat", fx->dir);
+    snprintf(out, sizeof out, "%s/out", fx->dir);
+    FILE *f = fopen(path, "wb");
+    for (int i = 0; i < 4096; i++)
+        fputc(i == 1000 ? 0 : 1 + (i * 7919) % 255, f);
+    fclose(f);
+    vkg_data_config c = cfg_for(state, "garbage.dat", 1, 4);
+    c.vocab_size = 257;
+    c.tokenizer = tok;
+    assert_int_equal(vkg_data_create(&c, &d), VKG_ERR_FORMAT);
+    assert_msg_has("garbage.dat looks binary (a NUL byte at offset 1000)", NULL);
+    snprintf(loader_msg, sizeof loader_msg, "%s", vkg_error_message());
+    const char *argv[] = {"prepare", "--out", out, path};
+    assert_int_equal(run_prepare(4, argv), 1);
+    assert_string_equal(vkg_error_message(), loader_msg);
+    assert_int_equal(access(out, F_OK), -1); /* nothing written */
+
+    assert_int_equal(truncate(path, 0), 0); /* sparse: 64 MiB of zeros, read no further than 1 */
+    assert_int_equal(truncate(path, 64 << 20), 0);
+    assert_int_equal(vkg_data_create(&c, &d), VKG_ERR_FORMAT);
+    assert_msg_has("garbage.dat looks binary (a NUL byte at offset 0)", NULL);
+    assert_int_equal(run_prepare(4, argv), 1);
+    assert_msg_has("garbage.dat looks binary (a NUL byte at offset 0)", NULL);
+    unlink(path);
+    vkg_tokenizer_destroy(&tok);
+}
+
 static void test_prepare(void **state)
 {
     fixture *fx = *state;
@@ -630,6 +667,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_prepare, setup, teardown),
         cmocka_unit_test_setup_teardown(test_non_regular_inputs, setup, teardown),
         cmocka_unit_test_setup_teardown(test_load_cancelled, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_binary_text, setup, teardown),
     };
     return cmocka_run_group_tests_name("data", tests, NULL, NULL);
 }

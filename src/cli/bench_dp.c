@@ -158,7 +158,7 @@ int vkg_cli_bench_dp(int argc, char **argv)
         {"--device", VKG_FLAG_STR, &b.device, "device index or name (every rank)", 0, 0, 0},
     };
     int rc = vkg_flags_parse("bench dp", "[options]", flags, (int)(sizeof flags / sizeof flags[0]),
-                             argc, argv);
+                             argc, argv, NULL, NULL);
     if (rc)
         return rc == 1 ? 0 : 2;
     if (vkg_comm_transport_parse(transport, &b.transport) != VKG_OK) {

@@ -256,7 +256,7 @@ int vkg_cli_launch(int argc, char **argv)
          3600},
     };
     int rc = vkg_flags_parse("launch", "-n N [options] -- train [train options]", flags,
-                             (int)(sizeof flags / sizeof flags[0]), sep, argv);
+                             (int)(sizeof flags / sizeof flags[0]), sep, argv, NULL, NULL);
     if (rc)
         return rc == 1 ? 0 : 2;
     vkg_comm_transport tr;
