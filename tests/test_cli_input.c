@@ -35,7 +35,9 @@
 #endif
 
 #define CAP 512
+#ifndef CHILD_ADDRESS_SPACE /* bytes of address space each child may map */
 #define CHILD_ADDRESS_SPACE (8ull << 30)
+#endif
 
 static char tmp_root[CAP - 100], text_path[CAP], fifo_path[CAP], garbage_path[CAP];
 static char vocab_dir[CAP], fifo_vocab_dir[CAP], folder_path[CAP], vlog_path[CAP];
