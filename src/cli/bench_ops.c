@@ -307,9 +307,7 @@ int vkg_cli_bench_ops(int argc, char **argv)
         {"--op", VKG_FLAG_STR, &only, "only rows whose op starts with this (e.g. matmul_fwd)", 0, 0,
          0},
         {"--tiles", VKG_FLAG_STR, &tiles,
-         "matmul register tile TM,TN,LX: rows and columns per lane (1..16), lanes per workgroup "
-         "(1..1024); default: the device's (CPU 8,8,8, GPU 4,4,64)",
-         0, 0, 0},
+         "matmul tile TM,TN (1..16),LX (1..1024 lanes); default: the device's", 0, 0, 0},
     };
     int rc = vkg_flags_parse("bench ops", "[options]", flags, (int)(sizeof flags / sizeof flags[0]),
                              argc, argv, NULL, NULL);

@@ -90,19 +90,15 @@ static int parse(int argc, char **argv, prepare_opts *o)
         return 1;
     const vkg_flag flags[] = {
         {"--out", VKG_FLAG_STR, &o->out_dir,
-         "output folder, created if missing (default: data); gets DIR/train_000000.bin..., "
-         "DIR/val_000000.bin..., DIR/tokenizer.bin",
-         0, 0, 0},
-        {"--tokenizer", VKG_FLAG_CHOICE, &tokenizer,
-         "byte (256 bytes + end-of-text, V=257; the default) or gpt2", tokenizers, 0, 0},
+         "output folder (default: data) for train_*.bin, val_*.bin, tokenizer.bin", 0, 0, 0},
+        {"--tokenizer", VKG_FLAG_CHOICE, &tokenizer, "byte (V=257; the default) or gpt2",
+         tokenizers, 0, 0},
         {"--vocab-dir", VKG_FLAG_STR, &o->vocab_dir,
          "folder with encoder.json and vocab.bpe (needed for gpt2)", 0, 0, 0},
         {"--val-frac", VKG_FLAG_DOUBLE, &o->val_frac,
          "fraction of tokens for validation, 0 <= F < 1 (default: 0.1)", 0, 0, 1},
         {"--split-on", VKG_FLAG_STR, &o->split_on,
-         "a line equal to this one separates documents (e.g. % for fortune files); without it "
-         "each file is one document",
-         0, 0, 0},
+         "a line equal to this separates documents (e.g. %); default: one per file", 0, 0, 0},
         {"--shard-tokens", VKG_FLAG_U64, &o->shard_tokens,
          "at most N tokens per shard file (default: 100000000)", 0, 1, INT32_MAX},
     };
