@@ -317,6 +317,7 @@ static const bad_row bad_rows[] = {
     {{"train", "--data", TEXT, "--bucket-mb", "nan"}, {"--bucket-mb", "'nan'"}},
     {{"train", "--data", TEXT, "--base-batch", "-5"}, {"--base-batch", "from 1 to"}},
     {{"train", "--data", TEXT, "--resume=yes"}, {"--resume takes no value"}},
+    {{"train", "--data", TEXT, "--rank-batch", "4,2,"}, {"--rank-batch wants sizes", "'4,2,'"}},
     /* train: conflicts */
     {{"train", "--data", TEXT, "--init", "m.bin", "--layers", "2"},
      {"--layers conflicts with --init"}},
@@ -377,6 +378,7 @@ static const bad_row bad_rows[] = {
     {{"bench", "ops", "--tiles", "8,8,8x"}, {"--tiles", "'8,8,8x'"}},
     {{"bench", "ops", "--tiles", "-1,8,8"}, {"--tiles", "'-1,8,8'"}},
     {{"bench", "dp", "--steps", "0"}, {"--steps must be a whole number from 1 to"}},
+    {{"bench", "dp", "--ranks", "1,,2"}, {"--ranks wants", "'1,,2'"}},
     {{"bench", "train", "--seed", "1e30"}, {"--seed", "'1e30'"}},
     {{"bench", "train", "--lr", "1e39"}, {"--lr must be a number from 0 to 10"}},
 };

@@ -169,11 +169,30 @@ static void test_positional_and_seen(void **state)
     assert_string_equal(r.error, "");
 }
 
+/* Comma-separated lists of whole numbers (--rank-batch 4,2,2): strict, bounded, within capacity. */
+static void test_int_list(void **state)
+{
+    (void)state;
+    int v[3];
+    assert_int_equal(vkg_flags_int_list("4,2,2", 1, 8, v, 3), 3);
+    assert_int_equal(v[0], 4);
+    assert_int_equal(v[2], 2);
+    assert_int_equal(vkg_flags_int_list("8", 1, 8, v, 3), 1);
+    static const char *const bad[] = {
+        "",   ",", "4,", ",4",      "4,,2", "4, 2", " 4",  "+4",
+        "-4", "0", "9",  "4,2,2,2", "4x",   "4.0",  "1e1", "99999999999999999999999",
+        "4;2"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        if (vkg_flags_int_list(bad[i], 1, 8, v, 3) != -1)
+            fail_msg("'%s' was taken as a list", bad[i]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_table),
         cmocka_unit_test(test_positional_and_seen),
+        cmocka_unit_test(test_int_list),
     };
     return cmocka_run_group_tests_name("flags", tests, NULL, NULL);
 }

@@ -234,6 +234,26 @@ int vkg_flags_parse_args(const vkg_flag *flags, int nflags, int argc, char **arg
     return VKG_FLAGS_OK;
 }
 
+int vkg_flags_int_list(const char *s, int lo, int hi, int *out, int cap)
+{
+    int n = 0;
+    for (const char *p = s;; p++) {
+        long long v = 0;
+        if (*p < '0' || *p > '9' || n == cap)
+            return -1;
+        for (; *p >= '0' && *p <= '9'; p++)
+            if ((v = v * 10 + (*p - '0')) > hi)
+                return -1;
+        if (v < lo)
+            return -1;
+        out[n++] = (int)v;
+        if (*p == '\0')
+            return n;
+        if (*p != ',')
+            return -1;
+    }
+}
+
 int vkg_flags_seen(const vkg_flag *flags, int nflags, const vkg_flags_result *r, const char *name)
 {
     for (int i = 0; i < nflags && i < VKG_FLAGS_MAX; i++)

@@ -59,6 +59,12 @@ int vkg_flags_parse_args(const vkg_flag *flags, int nflags, int argc, char **arg
 /* 1 when the flag called name (which must be in flags) was given. */
 int vkg_flags_seen(const vkg_flag *flags, int nflags, const vkg_flags_result *r, const char *name);
 
+/* Parse s, whole numbers from lo to hi (0 <= lo <= hi) written in decimal digits and separated
+ * by single commas ("4,2,2"), into out (room for cap). Returns the count, or -1 when s is not
+ * such a list: empty, a sign, a blank, a stray or trailing comma, a value out of range, more
+ * than cap values. */
+int vkg_flags_int_list(const char *s, int lo, int hi, int *out, int cap);
+
 /* The usage text: "usage: vkgpt CMD SYNOPSIS" and one line per flag. */
 void vkg_flags_usage(FILE *f, const char *cmd, const char *synopsis, const vkg_flag *flags,
                      int nflags);
