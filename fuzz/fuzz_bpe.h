@@ -54,7 +54,7 @@ static inline void fuzz_bpe_roundtrip(const vkg__bpe *b, const char *text, size_
     const vkg_tokfile *tf = vkg__bpe_vocab(b);
     FUZZ_REQUIRE(tf->eot_token >= 0 && tf->eot_token < tf->vocab_size);
     vkg_tokens ids = {0};
-    FUZZ_REQUIRE(vkg__bpe_encode(b, text, n, &ids) == VKG_OK);
+    FUZZ_REQUIRE(vkg__bpe_encode(b, text, n, NULL, &ids) == VKG_OK);
     size_t pos = 0;
     for (size_t i = 0; i < ids.n; i++) {
         int32_t id = ids.ids[i];

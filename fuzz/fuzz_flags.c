@@ -1,10 +1,10 @@
-/* Fuzz target: the command-line flag parser (src/cli/flags.c, vkg_flags_parse) and the
+/* Fuzz target: the command-line flag parser (src/cli/flags.c, vkg_flags_parse_args) and the
  * data-parallel flags of `vkgpt train` (src/cli/cmd_launch.c, vkg_cli_dp_resolve). The input is
  * the argument list, arguments separated by NUL bytes. The first table has a flag of every type,
- * with and without a range; the second is train's own data-parallel table. The parser prints its
- * usage errors (the CLI's job; run with -close_fd_mask=3 to silence them). An accepted command
+ * with and without a range; the second is train's own data-parallel table. An accepted command
  * line leaves every value inside its flag's range and its C type's, and a resolved data-parallel
- * configuration a rank inside the world. */
+ * configuration a rank inside the world. vkg_flags_parse_args neither prints nor exits; the
+ * data-parallel resolution may print its own refusals (run with -close_fd_mask=3). */
 #include <math.h>
 #include <string.h>
 
@@ -43,8 +43,9 @@ static void every_type(int argc, char **argv)
         {"--choice", VKG_FLAG_CHOICE, &choice, "a choice", choices, 0, 0},
         {"--bool", VKG_FLAG_BOOL, &boolean, "a switch", 0, 0, 0},
     };
-    if (vkg_flags_parse("fuzz", "[options]", flags, (int)(sizeof flags / sizeof flags[0]), argc,
-                        argv) != 0)
+    vkg_flags_result r;
+    if (vkg_flags_parse_args(flags, (int)(sizeof flags / sizeof flags[0]), argc, argv, NULL, &r) !=
+        VKG_FLAGS_OK)
         return;
     FUZZ_REQUIRE(i_range >= 1 && i_range <= 1 << 20);
     FUZZ_REQUIRE(ll_range >= -1000000 && ll_range <= 1000000000000LL);
@@ -57,8 +58,9 @@ static void data_parallel(int argc, char **argv)
 {
     vkg_cli_dp_flags dp = VKG_CLI_DP_FLAGS_INIT;
     const vkg_flag flags[] = {VKG_CLI_DP_FLAGS(dp)};
-    if (vkg_flags_parse("train", "[options]", flags, (int)(sizeof flags / sizeof flags[0]), argc,
-                        argv) != 0)
+    vkg_flags_result r;
+    if (vkg_flags_parse_args(flags, (int)(sizeof flags / sizeof flags[0]), argc, argv, NULL, &r) !=
+        VKG_FLAGS_OK)
         return;
     vkg_train_config cfg;
     memset(&cfg, 0, sizeof cfg);

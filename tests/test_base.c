@@ -1,4 +1,5 @@
-/* Tests for src/base: status names, messages and the error macros. */
+/* Tests for src/base: status names, messages, the error macros and the escaping of untrusted
+ * bytes. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -7,6 +8,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "base/escape.h"
 
 static vkg_status fails_when_negative(int x)
 {
@@ -43,11 +45,37 @@ static void test_check_records_message(void **state)
     assert_non_null(strstr(vkg_error_message(), "loading model.bin: test_base.c:"));
 }
 
+static void test_escape(void **state)
+{
+    (void)state;
+    char out[64];
+    const char raw[] = "ok \x1b[31mred\\\x00\x7f\xc4\xa0!";
+    assert_string_equal(vkg__escape(out, sizeof out, raw, sizeof raw - 1),
+                        "ok \\x1b[31mred\\\\\\x00\\x7f\\xc4\\xa0!");
+    for (const char *p = out; *p; p++)
+        assert_true((unsigned char)*p >= 0x20 && (unsigned char)*p < 0x7f);
+    /* Cut at a whole byte, with "..." and within cap, for every cap. */
+    for (size_t cap = 1; cap <= sizeof out; cap++) {
+        memset(out, 'Z', sizeof out);
+        vkg__escape(out, cap, raw, sizeof raw - 1);
+        size_t len = strlen(out);
+        assert_true(len < cap);
+        if (len < 33 && cap >= 4)
+            assert_string_equal(out + len - 3, "...");
+        if (cap < sizeof out)
+            assert_true(out[cap] == 'Z');
+    }
+    vkg__escape(out, 8, "\x1b\x1b\x1b", 3);
+    assert_string_equal(out, "\\x1b..."); /* never half an escape */
+    assert_string_equal(vkg__escape(out, sizeof out, "", 0), "");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_status_names),
         cmocka_unit_test(test_check_records_message),
+        cmocka_unit_test(test_escape),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

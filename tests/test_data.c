@@ -2,7 +2,9 @@
  * move on across shard boundaries and wrap at the end; tokens >= vocab are refused with the file
  * and position; shuffling is a seeded permutation and a restored position continues exactly;
  * rank slices are disjoint and cover the global batch; text files are tokenized with an
- * end-of-text separator; `vkgpt prepare` (linked in) splits documents and shards as it says.
+ * end-of-text separator; `vkgpt prepare` (linked in) splits documents and shards as it says;
+ * FIFOs, devices and folders are refused without reading, binary data given as text is refused
+ * by the loader and by prepare with the same message, and loading stops when cancelled.
  * Shard tokens encode their own position so every batch is checked
  * against a formula computed here, independently of the loader. */
 #include <setjmp.h>
@@ -16,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
@@ -448,6 +451,85 @@ static void test_text_files(void **state)
     vkg_tokenizer_destroy(&tok);
 }
 
+/* Text input that is a FIFO, a device or a folder is refused at once, naming it; so is a shard
+ * that is not a regular file. alarm() turns a hang (a FIFO without a writer) into a failure. */
+static void test_non_regular_inputs(void **state)
+{
+    vkg_tokenizer_t *tok = NULL;
+    vkg_data_t *d = NULL;
+    char fifo[256], fifo_bin[256], dir[256];
+    assert_int_equal(vkg_tokenizer_create_byte(&tok), VKG_OK);
+    snprintf(fifo, sizeof fifo, "%s", fpath(state, "pipe.txt"));
+    snprintf(fifo_bin, sizeof fifo_bin, "%s", fpath(state, "pipe.bin"));
+    snprintf(dir, sizeof dir, "%s", fpath(state, "folder.txt"));
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    assert_int_equal(mkfifo(fifo_bin, 0600), 0);
+    assert_int_equal(mkdir(dir, 0700), 0);
+    const char *paths[] = {fifo, "/dev/zero", dir, fifo_bin};
+    const char *kinds[] = {"is a FIFO", "is a character device", "is a directory", "is a FIFO"};
+    alarm(20);
+    for (int i = 0; i < 4; i++) {
+        vkg_data_config c = cfg_for(state, "x", 1, 4);
+        c.path = paths[i];
+        c.vocab_size = 257;
+        c.tokenizer = tok;
+        assert_int_equal(vkg_data_create(&c, &d), VKG_ERR_IO);
+        assert_null(d);
+        assert_msg_has(paths[i], kinds[i]);
+    }
+    alarm(0);
+    rmdir(dir);
+    vkg_tokenizer_destroy(&tok);
+}
+
+static int cancel_calls, cancel_at;
+
+/* Stops on its cancel_at-th call; never when cancel_at is 0. */
+static int cancel_on_call(void *ctx)
+{
+    (void)ctx;
+    return ++cancel_calls == cancel_at;
+}
+
+/* The loader asks its cancellation between files and between the chunks it reads, scans and
+ * tokenizes: stopping at any of those points ends vkg_data_create with the file named. */
+static void test_load_cancelled(void **state)
+{
+    vkg_tokenizer_t *tok = NULL;
+    vkg_data_t *d = NULL;
+    assert_int_equal(vkg_tokenizer_create_byte(&tok), VKG_OK);
+    size_t n = 3 * ((size_t)1 << 20) + 10;
+    char *text = malloc(n);
+    assert_non_null(text);
+    for (size_t i = 0; i < n; i++)
+        text[i] = (char)('a' + i % 26);
+    FILE *f = fopen(fpath(state, "big.txt"), "wb");
+    assert_int_equal(fwrite(text, 1, n, f), n);
+    fclose(f);
+    free(text);
+    write_shard(state, "big.bin", 0, 200000); /* four scan chunks */
+    const char *names[] = {"big.txt", "big.bin"};
+    for (int k = 0; k < 2; k++) {
+        vkg_data_config c = cfg_for(state, names[k], 4, 64);
+        c.vocab_size = k ? VOCAB : 257;
+        c.tokenizer = tok;
+        c.cancel = (vkg_cancel){cancel_on_call, NULL};
+        cancel_calls = 0, cancel_at = 0;
+        assert_int_equal(vkg_data_create(&c, &d), VKG_OK);
+        vkg_data_destroy(&d);
+        int total = cancel_calls;
+        assert_true(total >= (k ? 5 : 8)); /* not only once per file */
+        for (cancel_at = 1; cancel_at <= total; cancel_at++) {
+            cancel_calls = 0;
+            assert_int_equal(vkg_data_create(&c, &d), VKG_ERR_ABORTED);
+            assert_null(d);
+            assert_int_equal(cancel_calls, cancel_at);
+            assert_msg_has("interrupted while loading", names[k]);
+        }
+    }
+    vkg_tokenizer_destroy(&tok);
+}
+
 /* cmd_prepare.c is linked into this test; main.c's reporter is replaced by this one. */
 int vkg_cli_report(const char *cmd, vkg_status status)
 {
@@ -458,6 +540,42 @@ int vkg_cli_report(const char *cmd, vkg_status status)
 static int run_prepare(int argc, const char **argv)
 {
     return vkg_cli_prepare(argc, (char **)argv);
+}
+
+/* Binary data given as text is refused by the loader and by `vkgpt prepare`, with one message;
+ * a large file of zeros is refused from its first chunk. */
+static void test_binary_text(void **state)
+{
+    fixture *fx = *state;
+    vkg_tokenizer_t *tok = NULL;
+    vkg_data_t *d = NULL;
+    char path[256], out[256], loader_msg[1024];
+    assert_int_equal(vkg_tokenizer_create_byte(&tok), VKG_OK);
+    snprintf(path, sizeof path, "%s/garbage.dat", fx->dir);
+    snprintf(out, sizeof out, "%s/out", fx->dir);
+    FILE *f = fopen(path, "wb");
+    for (int i = 0; i < 4096; i++)
+        fputc(i == 1000 ? 0 : 1 + (i * 7919) % 255, f);
+    fclose(f);
+    vkg_data_config c = cfg_for(state, "garbage.dat", 1, 4);
+    c.vocab_size = 257;
+    c.tokenizer = tok;
+    assert_int_equal(vkg_data_create(&c, &d), VKG_ERR_FORMAT);
+    assert_msg_has("garbage.dat looks binary (a NUL byte at offset 1000)", NULL);
+    snprintf(loader_msg, sizeof loader_msg, "%s", vkg_error_message());
+    const char *argv[] = {"prepare", "--out", out, path};
+    assert_int_equal(run_prepare(4, argv), 1);
+    assert_string_equal(vkg_error_message(), loader_msg);
+    assert_int_equal(access(out, F_OK), -1); /* nothing written */
+
+    assert_int_equal(truncate(path, 0), 0); /* sparse: 64 MiB of zeros, read no further than 1 */
+    assert_int_equal(truncate(path, 64 << 20), 0);
+    assert_int_equal(vkg_data_create(&c, &d), VKG_ERR_FORMAT);
+    assert_msg_has("garbage.dat looks binary (a NUL byte at offset 0)", NULL);
+    assert_int_equal(run_prepare(4, argv), 1);
+    assert_msg_has("garbage.dat looks binary (a NUL byte at offset 0)", NULL);
+    unlink(path);
+    vkg_tokenizer_destroy(&tok);
 }
 
 static void test_prepare(void **state)
@@ -547,6 +665,9 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_checksum, setup, teardown),
         cmocka_unit_test_setup_teardown(test_text_files, setup, teardown),
         cmocka_unit_test_setup_teardown(test_prepare, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_non_regular_inputs, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_load_cancelled, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_binary_text, setup, teardown),
     };
     return cmocka_run_group_tests_name("data", tests, NULL, NULL);
 }

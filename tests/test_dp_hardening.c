@@ -109,9 +109,10 @@ static int group_teardown(void **state)
     return nftw(tmp_root, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
-#define TRAIN_ARGS                                                                                 \
+#define MODEL_ARGS                                                                                 \
     "train", "--data", data_path, "--layers", "2", "--heads", "2", "--channels", "32", "--ctx",    \
-        "32", "--batch", "2", "--seq", "32", "--lr", "3e-3", "--sample-len", "0"
+        "32", "--seq", "32", "--lr", "3e-3", "--sample-len", "0"
+#define TRAIN_ARGS MODEL_ARGS, "--batch", "2"
 
 /* The "loss" values of log.jsonl, one per line, concatenated. */
 static void read_losses(const char *log, char *out, size_t cap)
@@ -309,7 +310,7 @@ static void test_step_longer_than_timeout(void **state)
                           "--transport",
                           "ipc",
                           "--",
-                          TRAIN_ARGS,
+                          MODEL_ARGS,
                           "--steps",
                           "2",
                           "--rank-batch",

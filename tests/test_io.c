@@ -1,6 +1,7 @@
 /* Tests of src/io: round trips of the four llm.c formats, bf16 conversion, refusal of truncated,
- * foreign and inconsistent files (with the file named in the message), and the crash-safe writer
- * leaving the old file intact when a write fails. Each test works in its own temporary folder. */
+ * foreign and inconsistent files (with the file named in the message), refusal of FIFOs, devices
+ * and folders without blocking or reading them, and the crash-safe writer leaving the old file
+ * intact when a write fails. Each test works in its own temporary folder. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,6 +17,7 @@
 #include <unistd.h>
 
 #include "testutil.h"
+#include "vkgpt/data.h"
 #include "vkgpt/io.h"
 
 /* ---- helpers -------------------------------------------------------------------------------- */
@@ -500,6 +502,40 @@ static void test_atomic_write(void **state)
     assert_msg_has("nodir/x.bin", "temporary file");
 }
 
+/* Every reader refuses what is not a regular file, naming it and what it is, at once: a FIFO
+ * without a writer would block an open for reading forever, /dev/zero never ends. alarm() turns
+ * a hang into a failure. */
+static void test_non_regular_files(void **state)
+{
+    char fifo[256], dir[256];
+    snprintf(fifo, sizeof fifo, "%s", tpath(state, "fifo"));
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    snprintf(dir, sizeof dir, "%s", tpath(state, "dir.bin"));
+    assert_int_equal(mkdir(dir, 0700), 0);
+    const char *paths[] = {fifo, "/dev/zero", dir};
+    const char *kinds[] = {"is a FIFO", "is a character device", "is a directory"};
+    alarm(20);
+    for (int i = 0; i < 3; i++) {
+        vkg_gpt2_config cfg;
+        vkg_tokfile tf;
+        size_t ntok;
+        char *text = NULL;
+        size_t n = 0;
+        int version;
+        assert_int_equal(vkg_modelfile_read_header(paths[i], &cfg, &version), VKG_ERR_IO);
+        assert_msg_has(paths[i], kinds[i]);
+        assert_int_equal(vkg_tokfile_read(paths[i], &tf), VKG_ERR_IO);
+        assert_msg_has(paths[i], kinds[i]);
+        assert_int_equal(vkg_shard_read_header(paths[i], &ntok), VKG_ERR_IO);
+        assert_msg_has(paths[i], kinds[i]);
+        assert_int_equal(vkg_text_read(paths[i], NULL, &text, &n), VKG_ERR_IO);
+        assert_msg_has(paths[i], kinds[i]);
+        assert_null(text);
+    }
+    alarm(0);
+    rmdir(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -511,6 +547,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_tokfile, make_tmpdir, remove_tmpdir),
         cmocka_unit_test_setup_teardown(test_shard, make_tmpdir, remove_tmpdir),
         cmocka_unit_test_setup_teardown(test_atomic_write, make_tmpdir, remove_tmpdir),
+        cmocka_unit_test_setup_teardown(test_non_regular_files, make_tmpdir, remove_tmpdir),
     };
     return cmocka_run_group_tests_name("io", tests, NULL, NULL);
 }

@@ -1,7 +1,8 @@
 /* Tests of the tokenizers: byte-level round trip, GPT-2 pre-tokenization pieces, BPE merge order
  * on a tiny synthetic vocabulary, every case of tests/data/gpt2_encode_cases.json exactly (with
  * the vocabulary shipped in data/gpt2; missing data is a failure, not a skip), llm.c tokenizer
- * files, the JSON reader, and refusal of malformed vocabulary files. */
+ * files, the JSON reader, refusal of malformed vocabulary files with their bytes escaped in the
+ * message, and cancelled encoding. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,6 +17,7 @@
 #include <unistd.h>
 
 #include "data/json.h"
+#include "data/tokenizer_internal.h"
 #include "data/unicode.h"
 #include "vkgpt/tokenizer.h"
 
@@ -263,6 +265,99 @@ static void test_bpe_merge_order(void **state)
     assert_msg_has("encoder.json", "cannot open");
 }
 
+/* The message quotes the file's bytes, escaped: no control character, and ESC shown as \x1b. */
+static void assert_msg_escaped(const char *file)
+{
+    const char *msg = vkg_error_message();
+    assert_msg_has(file, "\\x1b");
+    for (const char *p = msg; *p; p++)
+        if ((unsigned char)*p < 0x20 || (unsigned char)*p == 0x7f)
+            fail_msg("byte 0x%02x at %d of the message \"%s\"", (unsigned char)*p, (int)(p - msg),
+                     msg);
+}
+
+static void write_file(const char *dir, const char *name, const char *text)
+{
+    char path[256];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+/* A crafted vocabulary cannot send terminal escapes through an error message. */
+static void test_untrusted_bytes_escaped(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/vkg_test_bpe_XXXXXX";
+    vkg_tokenizer_t *t = NULL;
+    assert_non_null(mkdtemp(dir));
+    write_tiny_vocab(dir, -1, "a\x1b[2Jb\n"); /* a merge line without its space */
+    assert_int_equal(vkg_tokenizer_create_gpt2(dir, &t), VKG_ERR_FORMAT);
+    assert_msg_has("two tokens", "a\\x1b[2Jb");
+    assert_msg_escaped("vocab.bpe");
+    write_tiny_vocab(dir, -1, "\x1b[31m a\n"); /* a part outside GPT-2's byte alphabet */
+    assert_int_equal(vkg_tokenizer_create_gpt2(dir, &t), VKG_ERR_FORMAT);
+    assert_msg_has("U+001B", "\"\\x1b[31m\"");
+    assert_msg_escaped("vocab.bpe");
+    write_file(dir, "encoder.json", "{\"\\u001b]0;title\\u0007\": 0}"); /* a key with escapes */
+    assert_int_equal(vkg_tokenizer_create_gpt2(dir, &t), VKG_ERR_FORMAT);
+    assert_msg_has("U+001B", "\\x1b]0;title\\x07");
+    assert_msg_escaped("encoder.json");
+    write_file(dir, "encoder.json", "{\"a\"\x1b[2J: 0}"); /* a raw ESC where ':' belongs */
+    assert_int_equal(vkg_tokenizer_create_gpt2(dir, &t), VKG_ERR_FORMAT);
+    assert_msg_has("expected ':', found '\\x1b'", NULL);
+    assert_msg_escaped("encoder.json");
+    assert_null(t);
+    remove_vocab(dir);
+}
+
+static int cancel_calls, cancel_at;
+
+/* Stops on its cancel_at-th call. */
+static int cancel_on_call(void *ctx)
+{
+    (void)ctx;
+    return ++cancel_calls == cancel_at;
+}
+
+/* Encoding asks its cancellation every VKG_ENCODE_CANCEL_BYTES bytes and stops when told, for
+ * the byte-level and the BPE encoder. */
+static void test_encode_cancelled(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/vkg_test_bpe_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    write_tiny_vocab(dir, -1, NULL);
+    vkg_tokenizer_t *tk[2] = {NULL, NULL};
+    assert_int_equal(vkg_tokenizer_create_byte(&tk[0]), VKG_OK);
+    assert_int_equal(vkg_tokenizer_create_gpt2(dir, &tk[1]), VKG_OK);
+    remove_vocab(dir);
+    size_t n = 3 * VKG_ENCODE_CANCEL_BYTES + 10;
+    char *text = malloc(n);
+    assert_non_null(text);
+    for (size_t i = 0; i < n; i++)
+        text[i] = i % 4 == 3 ? ' ' : 'a'; /* pre-tokens "aaa", " aaa", ... */
+    vkg_cancel cancel = {cancel_on_call, NULL};
+    for (int k = 0; k < 2; k++) {
+        vkg_tokens ids = {0};
+        cancel_calls = 0, cancel_at = 2;
+        assert_int_equal(vkg__tokenizer_encode(tk[k], text, n, &cancel, &ids), VKG_ERR_ABORTED);
+        assert_msg_has("interrupted", NULL);
+        assert_int_equal(cancel_calls, 2);
+        assert_true(ids.n > 0 && ids.n < (k ? n / 2 : n));
+        vkg_tokens_deinit(&ids);
+        cancel_calls = 0, cancel_at = -1; /* never: the whole text, asked about 3 times */
+        assert_int_equal(vkg__tokenizer_encode(tk[k], text, n, &cancel, &ids), VKG_OK);
+        assert_true(cancel_calls >= 3 && cancel_calls <= 4);
+        assert_int_equal(ids.n, k ? n / 4 * 2 + 1 : n); /* "aaa" then " " "aaa" per 4 bytes */
+        vkg_tokens_deinit(&ids);
+        vkg_tokenizer_destroy(&tk[k]);
+    }
+    free(text);
+}
+
 /* ---- GPT-2: the reference cases ------------------------------------------------------------- */
 
 /* Decode a hex string in place (two digits a byte); returns 0 on a malformed one. */
@@ -446,6 +541,8 @@ int main(void)
         cmocka_unit_test(test_gpt2_encode_cases),
         cmocka_unit_test(test_gpt2_tokenizer_file),
         cmocka_unit_test(test_json),
+        cmocka_unit_test(test_untrusted_bytes_escaped),
+        cmocka_unit_test(test_encode_cancelled),
     };
     return cmocka_run_group_tests_name("tokenizer", tests, NULL, NULL);
 }

@@ -22,6 +22,7 @@
 #include <zmq.h>
 
 #include "base/error.h"
+#include "base/escape.h"
 #include "vkgpt/comm.h"
 
 /* ---- wire header: 64 bytes, little-endian, first frame of every message ----
@@ -77,9 +78,6 @@ typedef struct vkg_wire_hdr {
 void vkg__wire_encode(const vkg_wire_hdr *h, uint8_t out[VKG_WIRE_HDR_BYTES]);
 /* 1 when the two secrets are equal (time independent of where they differ). */
 int vkg__same_secret(const uint8_t *a, const uint8_t *b);
-/* Render n untrusted bytes for an error message: printable ASCII as is, others as \xNN; always
- * NUL-terminated within cap, cut with "..." when longer. */
-void vkg__escape(char *dst, size_t cap, const void *src, size_t n);
 void vkg__wire_decode(const uint8_t in[VKG_WIRE_HDR_BYTES], vkg_wire_hdr *h);
 const char *vkg__wire_kind_name(int kind);
 const char *vkg__coll_name(int coll);

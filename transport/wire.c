@@ -83,33 +83,6 @@ int vkg__same_secret(const uint8_t *a, const uint8_t *b)
     return d == 0;
 }
 
-void vkg__escape(char *dst, size_t cap, const void *src, size_t n)
-{
-    static const char hex[] = "0123456789abcdef";
-    const uint8_t *p = src;
-    size_t o = 0;
-    if (!cap)
-        return;
-    for (size_t i = 0; i < n; i++) {
-        int plain = p[i] >= 0x20 && p[i] < 0x7f && p[i] != '\\';
-        size_t need = plain ? 1 : 4;
-        if (o + need + 4 > cap) {
-            if (o + 3 < cap)
-                memcpy(dst + o, "...", 3), o += 3;
-            break;
-        }
-        if (plain) {
-            dst[o++] = (char)p[i];
-        } else {
-            dst[o++] = '\\';
-            dst[o++] = 'x';
-            dst[o++] = hex[p[i] >> 4];
-            dst[o++] = hex[p[i] & 15];
-        }
-    }
-    dst[o] = '\0';
-}
-
 const char *vkg__wire_kind_name(int kind)
 {
     switch (kind) {

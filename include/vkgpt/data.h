@@ -22,6 +22,11 @@
  * epoch, from the seed and the epoch number alone, so every rank with the same seed sees the same
  * order and a restored position continues exactly. Batch contents are never shuffled.
  *
+ * Input. Only regular files are read: a FIFO, device, socket or directory is refused, naming it,
+ * without reading from it (it may never end). Text is text: a NUL byte anywhere is refused as
+ * binary data (vkg_text_check, the rule `vkgpt prepare` applies too). Loading can be cancelled
+ * (vkg_cancel, checked between chunks of reading, scanning and tokenizing).
+ *
  * The loader keeps file descriptors of its shards open and reads each batch with pread; it does
  * not prefetch and is not thread-safe (one loader per rank).
  */
@@ -38,6 +43,14 @@
 extern "C" {
 #endif
 
+/* A cancellation check for long loads: fn(ctx) returns nonzero to stop. It is called often from
+ * the loading thread, so it must be cheap (reading a flag a signal handler sets, for instance).
+ * fn NULL: never cancelled. */
+typedef struct vkg_cancel {
+    int (*fn)(void *ctx);
+    void *ctx;
+} vkg_cancel;
+
 typedef struct vkg_data_config {
     const char *path;                 /* file or glob pattern */
     int batch_size;                   /* B */
@@ -51,6 +64,7 @@ typedef struct vkg_data_config {
                                          0: only the tokens of each batch as it is read */
     const vkg_tokenizer_t *tokenizer; /* encodes text files; may be NULL for shards only; used
                                          only during vkg_data_create */
+    vkg_cancel cancel;                /* checked while vkg_data_create loads; fn NULL: never */
 } vkg_data_config;
 
 /* The loader's position: a plain struct a checkpoint can store field by field. */
@@ -64,14 +78,17 @@ typedef struct vkg_data_pos {
 
 typedef struct vkg_data vkg_data_t;
 
-/* Defaults: no path, B = 4, T = 64, vocab 50257, rank 0 of 1, no shuffle, seed 0, scan on. */
+/* Defaults: no path, B = 4, T = 64, vocab 50257, rank 0 of 1, no shuffle, seed 0, scan on, no
+ * cancellation. */
 vkg_data_config vkg_data_config_default(void);
 
 /* Open every matching file, check headers and tokens, tokenize text, and position the loader at
  * epoch 0, batch 0. Errors: VKG_ERR_INVALID_ARG (bad B, T, rank, world size, vocab, or text
  * without a tokenizer), VKG_ERR_NOT_FOUND (no file matches), VKG_ERR_IO / VKG_ERR_FORMAT naming
  * the file (bad header or size, token >= vocab with its position, a source too short for one
- * batch). The config's strings and tokenizer are not kept. */
+ * batch, a file that is not a regular file, binary data given as text), VKG_ERR_ABORTED
+ * ("interrupted while loading FILE") when cfg->cancel said stop. The config's strings and
+ * tokenizer are not kept. */
 vkg_status vkg_data_create(const vkg_data_config *cfg, vkg_data_t **out);
 
 /* Close files, free memory, set *d = NULL. NULL-safe. */
@@ -107,6 +124,21 @@ size_t vkg_data_num_files(const vkg_data_t *d);
  * off, of the token counts only): equal data gives equal checksums on any host, so data-parallel
  * ranks can check that they read the same data. Not a cryptographic hash. */
 uint64_t vkg_data_checksum(const vkg_data_t *d);
+
+/* Text input, shared by the loader and `vkgpt prepare`. */
+
+/* The rule every text input meets: no NUL byte (a NUL means binary data, such as a token shard,
+ * an archive or an executable, given as text). VKG_ERR_FORMAT naming `name` and the offset of the
+ * first NUL otherwise. */
+vkg_status vkg_text_check(const char *name, const char *text, size_t n);
+
+/* Read the whole of the regular file `path` as text: a FIFO, device, socket or directory is
+ * refused without reading (VKG_ERR_IO naming it); the text is checked as it is read (VKG_ERR_FORMAT
+ * as vkg_text_check, at the first NUL, so binary data is not read to its end); cancel (may be
+ * NULL) is checked between chunks (VKG_ERR_ABORTED, "interrupted while loading PATH"). Never reads
+ * more than the size the file had when opened. On success *text is malloc'ed (NUL-terminated;
+ * the caller frees it) and *n is its length. */
+vkg_status vkg_text_read(const char *path, const vkg_cancel *cancel, char **text, size_t *n);
 
 #ifdef __cplusplus
 }

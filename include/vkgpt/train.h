@@ -95,7 +95,9 @@ typedef struct vkg_train_config {
      * allreduce of the whole gradient after the backward pass. */
     long long bucket_bytes;
     /* Optional: a flag (set by a signal handler) checked at the end of each step; with several
-     * ranks it is combined over all of them, so every rank stops after the same step. */
+     * ranks it is combined over all of them, so every rank stops after the same step. Also
+     * checked while vkg_trainer_create loads data: it then fails with VKG_ERR_ABORTED
+     * ("interrupted while loading FILE"), before writing any checkpoint, log or tokenizer. */
     const volatile sig_atomic_t *stop;
 } vkg_train_config;
 

@@ -158,7 +158,7 @@ int vkg_cli_bench_dp(int argc, char **argv)
         {"--device", VKG_FLAG_STR, &b.device, "device index or name (every rank)", 0, 0, 0},
     };
     int rc = vkg_flags_parse("bench dp", "[options]", flags, (int)(sizeof flags / sizeof flags[0]),
-                             argc, argv);
+                             argc, argv, NULL, NULL);
     if (rc)
         return rc == 1 ? 0 : 2;
     if (vkg_comm_transport_parse(transport, &b.transport) != VKG_OK) {
@@ -166,21 +166,17 @@ int vkg_cli_bench_dp(int argc, char **argv)
                 transport);
         return 2;
     }
-    int worlds[MAX_BENCH_RANKS], nw = 0, max_world = 1;
-    for (const char *p = ranks; *p && nw < MAX_BENCH_RANKS;) {
-        char *end;
-        long v = strtol(p, &end, 10);
-        if (end == p || v < 1 || v > MAX_BENCH_RANKS || (*end && *end != ',')) {
-            fprintf(stderr,
-                    "vkgpt bench dp: --ranks wants sizes 1..%d separated by commas, got "
-                    "'%s'\n",
-                    MAX_BENCH_RANKS, ranks);
-            return 2;
-        }
-        worlds[nw++] = (int)v;
-        max_world = v > max_world ? (int)v : max_world;
-        p = *end ? end + 1 : end;
+    int worlds[MAX_BENCH_RANKS], max_world = 1;
+    int nw = vkg_flags_int_list(ranks, 1, MAX_BENCH_RANKS, worlds, MAX_BENCH_RANKS);
+    if (nw < 0) {
+        fprintf(stderr,
+                "vkgpt bench dp: --ranks wants at most %d sizes from 1 to %d separated by "
+                "commas, got '%s'\n",
+                MAX_BENCH_RANKS, MAX_BENCH_RANKS, ranks);
+        return 2;
     }
+    for (int i = 0; i < nw; i++)
+        max_world = worlds[i] > max_world ? worlds[i] : max_world;
     if ((rc = write_data(&b, max_world)) != 0)
         return rc;
     printf("# GPT-2 L=%d NH=%d C=%d V=%d, B=%d x T=%d per rank, %d measured steps after %d, "

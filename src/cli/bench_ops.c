@@ -3,12 +3,14 @@
  * show OpenBLAS sgemm on the same shape and cores, measured in the same run, as a ratio (the
  * backward as its two accumulating products, dinp and dweight; the bias sum is not counted).
  * Inputs are random; results are not checked here (the tests do that). */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/bench_blas.h"
 #include "cli/cli.h"
+#include "cli/flags.h"
 #include "ops/ops.h"
 
 typedef struct bench {
@@ -270,52 +272,53 @@ static vkg_status time_runs(bench *b, int iters, double *ms)
     return st;
 }
 
+/* "TM,TN,LX": three whole numbers, nothing else, each in its range. */
 static int parse_tiles(const char *s, vkg_matmul_tiles *t)
 {
-    unsigned tm, tn, lx;
-    if (sscanf(s, "%u,%u,%u", &tm, &tn, &lx) != 3 || !tm || !tn || !lx || tm > 16 || tn > 16 ||
-        lx > 1024)
-        return 0;
-    t->tm = tm;
-    t->tn = tn;
-    t->lx = lx;
+    static const unsigned long max[3] = {16, 16, 1024};
+    unsigned long v[3];
+    const char *p = s;
+    for (int i = 0; i < 3; i++) {
+        char *end;
+        if (*p < '0' || *p > '9')
+            return 0;
+        errno = 0;
+        v[i] = strtoul(p, &end, 10);
+        if (errno || v[i] < 1 || v[i] > max[i] || *end != (i < 2 ? ',' : '\0'))
+            return 0;
+        p = end + (i < 2);
+    }
+    t->tm = (unsigned)v[0];
+    t->tn = (unsigned)v[1];
+    t->lx = (unsigned)v[2];
     return 1;
-}
-
-static void usage(FILE *f)
-{
-    fprintf(f,
-            "usage: vkgpt bench ops [--device D] [--iters N] [--op NAME] [--tiles TM,TN,LX]\n"
-            "  --device D   device index or name substring (default: VKGPT_DEVICE or the first)\n"
-            "  --iters N    timed runs per row, median reported (default 5)\n"
-            "  --op NAME    only rows whose op starts with NAME (e.g. matmul_fwd)\n"
-            "  --tiles ...  matmul register tile: rows, columns per lane, lanes per workgroup\n"
-            "               (default: the device's; CPU 8,8,8, GPU 4,4,64)\n");
 }
 
 int vkg_cli_bench_ops(int argc, char **argv)
 {
-    const char *select = getenv("VKGPT_DEVICE"), *only = NULL;
+    const char *select = getenv("VKGPT_DEVICE"), *only = NULL, *tiles = NULL;
     int iters = 5;
     bench b = {.rng = 42};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "--device") && v) {
-            select = v, i++;
-        } else if (!strcmp(a, "--iters") && v && atoi(v) > 0) {
-            iters = atoi(v), i++;
-        } else if (!strcmp(a, "--op") && v) {
-            only = v, i++;
-        } else if (!strcmp(a, "--tiles") && v && parse_tiles(v, &b.tiles)) {
-            i++;
-        } else {
-            fprintf(stderr, "vkgpt bench ops: bad option '%s'%s\n", a, v ? "" : " (missing value)");
-            usage(stderr);
-            return 2;
-        }
+    const vkg_flag flags[] = {
+        {"--device", VKG_FLAG_STR, &select,
+         "device index or name substring (default: VKGPT_DEVICE or the first)", 0, 0, 0},
+        {"--iters", VKG_FLAG_INT, &iters, "timed runs per row, median reported (default 5)", 0, 1,
+         100000},
+        {"--op", VKG_FLAG_STR, &only, "only rows whose op starts with this (e.g. matmul_fwd)", 0, 0,
+         0},
+        {"--tiles", VKG_FLAG_STR, &tiles,
+         "matmul tile TM,TN (1..16),LX (1..1024 lanes); default: the device's", 0, 0, 0},
+    };
+    int rc = vkg_flags_parse("bench ops", "[options]", flags, (int)(sizeof flags / sizeof flags[0]),
+                             argc, argv, NULL, NULL);
+    if (rc)
+        return rc == VKG_FLAGS_HELP ? 0 : 2;
+    if (tiles && !parse_tiles(tiles, &b.tiles)) {
+        fprintf(stderr,
+                "vkgpt bench ops: --tiles wants TM,TN,LX with TM and TN from 1 to 16 and LX from "
+                "1 to 1024, got '%s'\n",
+                tiles);
+        return 2;
     }
     vkg_device_opts opts = vkg_device_opts_default();
     opts.select = select;

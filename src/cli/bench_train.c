@@ -332,7 +332,7 @@ int vkg_cli_bench_train(int argc, char **argv)
     };
     o.device = getenv("VKGPT_DEVICE");
     int rc = vkg_flags_parse("bench train", "[--preset l4|default] [options]", flags,
-                             (int)(sizeof flags / sizeof flags[0]), argc, argv);
+                             (int)(sizeof flags / sizeof flags[0]), argc, argv, NULL, NULL);
     if (rc)
         return rc == 1 ? 0 : 2;
     const preset *p = &presets[o.preset];

@@ -14,7 +14,8 @@ typedef struct vkg_cli_command {
     const char *summary; /* one line for `vkgpt help` */
 } vkg_cli_command;
 
-/* Print "vkgpt <cmd>: <status name>: <thread's error message>" to stderr and return 1. */
+/* Print "vkgpt <cmd>: <status name>: <thread's error message>" to stderr, control characters of
+ * the message written as \xNN, and return 1. */
 int vkg_cli_report(const char *cmd, vkg_status status);
 
 /* Subcommands (one file each under src/cli/). */
@@ -96,8 +97,8 @@ extern const char *const vkg_cli_lr_scales[];
          &(d).base_batch,                                                                          \
          "total batch --lr was tuned for (--lr-scale)",                                            \
          0,                                                                                        \
-         0,                                                                                        \
-         0},                                                                                       \
+         1,                                                                                        \
+         2147483647},                                                                              \
         {"--bucket-mb",                                                                            \
          VKG_FLAG_FLOAT,                                                                           \
          &(d).bucket_mb,                                                                           \

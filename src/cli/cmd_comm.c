@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/flags.h"
 #include "vkgpt/comm.h"
 
 #define TRY(expr)                                                                                  \
@@ -55,27 +56,6 @@ static double now_s(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static int parse_size(const char *s, size_t *out)
-{
-    char *end = NULL;
-    double v = strtod(s, &end);
-    if (!s[0] || v < 0)
-        return -1;
-    double mul = 1;
-    if (*end == 'K' || *end == 'k')
-        mul = 1024.0, end++;
-    else if (*end == 'M' || *end == 'm')
-        mul = 1024.0 * 1024, end++;
-    else if (*end == 'G' || *end == 'g')
-        mul = 1024.0 * 1024 * 1024, end++;
-    if (*end == 'B' || *end == 'b')
-        end++;
-    if (*end)
-        return -1;
-    *out = (size_t)(v * mul);
-    return 0;
 }
 
 /* Integer-valued inputs whose sum over ranks is n * w(i) exactly (the per-rank offsets cancel),
@@ -323,98 +303,62 @@ static int run_processes(const bench_opts *o, const vkg_comm_config *base)
     return rc;
 }
 
-static void bench_usage(FILE *f)
-{
-    fprintf(f,
-            "usage: vkgpt bench allreduce -n N [--transport tcp|ipc|inproc] [--min 4K] [--max "
-            "256M]\n"
-            "         [--iters 20] [--warmup 5] [--dtype f32|bf16|f16] [--op sum|avg]\n"
-            "         [--timeout 60] [--segment 1M] [--window 8] [--small 2M/512K] [--bind]\n"
-            "         [--ring-min 9] [--no-check]\n"
-            "Launches N local ranks (processes for tcp/ipc, threads for inproc) and prints an\n"
-            "nccl-tests style table from --min to --max bytes, doubling. --bind pins process\n"
-            "rank r to CPU r mod ncpu (like mpirun --bind-to core); --ring-min: ranks from which\n"
-            "large allreduces use the ring instead of going straight to each chunk's owner.\n");
-}
+#define MAX_BENCH_BYTES 17179869184.0 /* 16 GiB: two buffers of --max bytes per rank */
 
+static const char *const dtype_names[] = {"f32", "bf16", "f16", NULL};
+static const vkg_comm_dtype dtypes[] = {VKG_COMM_F32, VKG_COMM_BF16, VKG_COMM_F16};
+static const char *const op_names[] = {"sum", "avg", NULL};
+
+/* Parse argv into *o: 0 to go on, 1 after --help, 2 on a usage error (printed). */
 static int parse_bench(int argc, char **argv, bench_opts *o)
 {
-    *o = (bench_opts){.n = 2,
-                      .transport = VKG_COMM_IPC,
-                      .min_bytes = 4096,
-                      .max_bytes = (size_t)256 << 20,
-                      .iters = 20,
-                      .warmup = 5,
-                      .dtype = VKG_COMM_F32,
-                      .op = VKG_COMM_SUM,
-                      .timeout_s = 60,
-                      .check = 1};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int used = 1, bad = 0;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            bench_usage(stdout);
-            return 1;
-        } else if (!strcmp(a, "--no-check")) {
-            o->check = 0;
-            used = 0;
-        } else if (!strcmp(a, "--bind")) {
-            o->bind = 1;
-            used = 0;
-        } else if (!v) {
-            bad = 1;
-        } else if (!strcmp(a, "-n")) {
-            o->n = atoi(v);
-            bad = o->n < 1 || o->n > 64;
-        } else if (!strcmp(a, "--transport")) {
-            vkg_status st = vkg_comm_transport_parse(v, &o->transport);
-            bad = st != VKG_OK;
-        } else if (!strcmp(a, "--min")) {
-            bad = parse_size(v, &o->min_bytes);
-        } else if (!strcmp(a, "--max")) {
-            bad = parse_size(v, &o->max_bytes);
-        } else if (!strcmp(a, "--segment")) {
-            bad = parse_size(v, &o->segment);
-        } else if (!strcmp(a, "--small")) {
-            bad = parse_size(v, &o->small);
-        } else if (!strcmp(a, "--iters")) {
-            o->iters = atoi(v);
-            bad = o->iters < 1;
-        } else if (!strcmp(a, "--warmup")) {
-            o->warmup = atoi(v);
-            bad = o->warmup < 0;
-        } else if (!strcmp(a, "--ring-min")) {
-            o->ring_min = atoi(v);
-            bad = o->ring_min < 2;
-        } else if (!strcmp(a, "--window")) {
-            o->window = atoi(v);
-            bad = o->window < 2;
-        } else if (!strcmp(a, "--timeout")) {
-            o->timeout_s = atof(v);
-            bad = !(o->timeout_s > 0);
-        } else if (!strcmp(a, "--dtype")) {
-            bad = strcmp(v, "f32") && strcmp(v, "bf16") && strcmp(v, "f16");
-            o->dtype = !strcmp(v, "bf16")  ? VKG_COMM_BF16
-                       : !strcmp(v, "f16") ? VKG_COMM_F16
-                                           : VKG_COMM_F32;
-        } else if (!strcmp(a, "--op")) {
-            bad = strcmp(v, "sum") && strcmp(v, "avg");
-            o->op = !strcmp(v, "avg") ? VKG_COMM_AVG : VKG_COMM_SUM;
-        } else {
-            fprintf(stderr, "vkgpt bench allreduce: unknown option '%s'\n", a);
-            bench_usage(stderr);
-            return 2;
-        }
-        if (bad) {
-            fprintf(stderr, "vkgpt bench allreduce: bad value for %s: '%s'%s\n", a, v ? v : "",
-                    !strcmp(a, "--dtype")       ? " (valid: f32, bf16, f16)"
-                    : !strcmp(a, "--op")        ? " (valid: sum, avg)"
-                    : !strcmp(a, "--transport") ? " (valid: tcp, ipc, inproc)"
-                                                : "");
-            return 2;
-        }
-        i += used;
+    *o = (bench_opts){.n = 2, .iters = 20, .warmup = 5, .timeout_s = 60, .check = 1};
+    const char *transport = "ipc";
+    long long min_bytes = 4096, max_bytes = 256LL << 20, segment = 0, small = 0;
+    int dtype = 0, op = 0, no_check = 0;
+    const vkg_flag flags[] = {
+        {"-n", VKG_FLAG_INT, &o->n, "local ranks (default 2)", 0, 1, 64},
+        {"--transport", VKG_FLAG_STR, &transport, "tcp, ipc or inproc (default ipc)", 0, 0, 0},
+        {"--min", VKG_FLAG_LL, &min_bytes, "smallest size in bytes, K/M/G suffixes (default 4K)", 0,
+         1, MAX_BENCH_BYTES},
+        {"--max", VKG_FLAG_LL, &max_bytes, "largest size in bytes (default 256M)", 0, 1,
+         MAX_BENCH_BYTES},
+        {"--iters", VKG_FLAG_INT, &o->iters, "timed calls per size (default 20, fewer above 16M)",
+         0, 1, 1000000},
+        {"--warmup", VKG_FLAG_INT, &o->warmup, "untimed calls first (default 5)", 0, 0, 1000000},
+        {"--dtype", VKG_FLAG_CHOICE, &dtype, "element type (default f32)", dtype_names, 0, 0},
+        {"--op", VKG_FLAG_CHOICE, &op, "reduction (default sum)", op_names, 0, 0},
+        {"--timeout", VKG_FLAG_DOUBLE, &o->timeout_s, "seconds a collective may wait (default 60)",
+         0, 0.001, 86400},
+        {"--segment", VKG_FLAG_LL, &segment, "pipeline segment in bytes (default: the transport's)",
+         0, 1, MAX_BENCH_BYTES},
+        {"--window", VKG_FLAG_INT, &o->window, "segments in flight (default: the transport's)", 0,
+         2, 1024},
+        {"--small", VKG_FLAG_LL, &small,
+         "largest size sent straight to each chunk's owner (default: the transport's)", 0, 1,
+         MAX_BENCH_BYTES},
+        {"--bind", VKG_FLAG_BOOL, &o->bind, "pin process rank r to CPU r mod ncpu", 0, 0, 0},
+        {"--ring-min", VKG_FLAG_INT, &o->ring_min,
+         "ranks from which large allreduces use the ring (default: the transport's)", 0, 2, 64},
+        {"--no-check", VKG_FLAG_BOOL, &no_check, "do not check the results", 0, 0, 0},
+    };
+    int rc = vkg_flags_parse("bench allreduce",
+                             "-n N [options]\n  Launches N local ranks (processes for tcp and ipc, "
+                             "threads for inproc) and prints an\n  nccl-tests style table from "
+                             "--min to --max bytes, doubling.",
+                             flags, (int)(sizeof flags / sizeof flags[0]), argc, argv, NULL, NULL);
+    if (rc)
+        return rc;
+    if (vkg_comm_transport_parse(transport, &o->transport) != VKG_OK) {
+        fprintf(stderr, "vkgpt bench allreduce: --transport must be tcp, ipc or inproc, got '%s'\n",
+                transport);
+        return 2;
     }
+    o->min_bytes = (size_t)min_bytes, o->max_bytes = (size_t)max_bytes;
+    o->segment = (size_t)segment, o->small = (size_t)small;
+    o->dtype = dtypes[dtype];
+    o->op = op ? VKG_COMM_AVG : VKG_COMM_SUM;
+    o->check = !no_check;
     size_t es = vkg_comm_dtype_size(o->dtype);
     if (o->min_bytes < es || o->max_bytes < o->min_bytes) {
         fprintf(stderr, "vkgpt bench allreduce: need %zu <= --min <= --max\n", es);

@@ -55,21 +55,14 @@ int vkg_cli_dp_resolve(vkg_cli_dp_flags *d, struct vkg_train_config *cfg)
         return 2;
     }
     if (d->rank_batch) {
-        int n = 0;
-        const char *p = d->rank_batch;
-        while (*p) {
-            char *end;
-            long v = strtol(p, &end, 10);
-            if (end == p || v <= 0 || v > (1 << 20) || (*end && *end != ',') ||
-                n == (int)(sizeof d->rank_batch_v / sizeof d->rank_batch_v[0])) {
-                fprintf(stderr,
-                        "vkgpt train: --rank-batch wants positive sizes separated by "
-                        "commas, one per rank (e.g. 4,2,2), got '%s'\n",
-                        d->rank_batch);
-                return 2;
-            }
-            d->rank_batch_v[n++] = (int)v;
-            p = *end ? end + 1 : end;
+        int n = vkg_flags_int_list(d->rank_batch, 1, 1 << 20, d->rank_batch_v,
+                                   (int)(sizeof d->rank_batch_v / sizeof d->rank_batch_v[0]));
+        if (n < 0) {
+            fprintf(stderr,
+                    "vkgpt train: --rank-batch wants sizes from 1 to %d separated by commas, "
+                    "one per rank (e.g. 4,2,2), got '%s'\n",
+                    1 << 20, d->rank_batch);
+            return 2;
         }
         if (n != cc->world_size) {
             fprintf(stderr,
@@ -268,7 +261,7 @@ int vkg_cli_launch(int argc, char **argv)
          3600},
     };
     int rc = vkg_flags_parse("launch", "-n N [options] -- train [train options]", flags,
-                             (int)(sizeof flags / sizeof flags[0]), sep, argv);
+                             (int)(sizeof flags / sizeof flags[0]), sep, argv, NULL, NULL);
     if (rc)
         return rc == 1 ? 0 : 2;
     vkg_comm_transport tr;

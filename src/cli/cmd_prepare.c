@@ -14,6 +14,8 @@
 #include <sys/stat.h>
 
 #include "cli/cli.h"
+#include "cli/flags.h"
+#include "vkgpt/data.h"
 #include "vkgpt/io.h"
 #include "vkgpt/tokenizer.h"
 
@@ -59,24 +61,6 @@ static double unigram_entropy(const int32_t *ids, uint64_t n, int V)
     return h;
 }
 
-static void usage(FILE *f)
-{
-    fprintf(f,
-            "usage: vkgpt prepare [options] TEXT_FILE...\n"
-            "  Tokenizes text into llm.c token shards for `vkgpt train --data`, and writes the\n"
-            "  llm.c tokenizer file that decodes them. Each document starts with end-of-text.\n"
-            "options:\n"
-            "  --out DIR            output folder, created if missing (default: data); writes\n"
-            "                       DIR/train_000000.bin..., DIR/val_000000.bin..., "
-            "DIR/tokenizer.bin\n"
-            "  --tokenizer NAME     byte (256 bytes + end-of-text, V=257) or gpt2 (default: byte)\n"
-            "  --vocab-dir DIR      folder with encoder.json and vocab.bpe (needed for gpt2)\n"
-            "  --val-frac F         fraction of tokens for validation, 0 <= F < 1 (default: 0.1)\n"
-            "  --split-on LINE      a line equal to LINE separates documents (e.g. %% for fortune\n"
-            "                       files); without it each file is one document\n"
-            "  --shard-tokens N     at most N tokens per shard file (default: 100000000)\n");
-}
-
 #if defined(__GNUC__)
 __attribute__((format(printf, 1, 2)))
 #endif
@@ -92,65 +76,46 @@ usage_error(const char *fmt, ...)
     return 2;
 }
 
-/* Parse one option with its value into *o; returns -1 when fine, else the exit code. */
-static int parse_option(prepare_opts *o, const char *a, const char *v)
-{
-    char *end = NULL;
-    errno = 0;
-    if (!strcmp(a, "--out")) {
-        o->out_dir = v;
-    } else if (!strcmp(a, "--tokenizer")) {
-        if (strcmp(v, "byte") && strcmp(v, "gpt2"))
-            return usage_error("--tokenizer must be one of: byte, gpt2 (got '%s')", v);
-        o->tokenizer = v;
-    } else if (!strcmp(a, "--vocab-dir")) {
-        o->vocab_dir = v;
-    } else if (!strcmp(a, "--split-on")) {
-        o->split_on = v;
-    } else if (!strcmp(a, "--val-frac")) {
-        o->val_frac = strtod(v, &end);
-        if (errno || end == v || *end || !(o->val_frac >= 0.0 && o->val_frac < 1.0))
-            return usage_error("--val-frac must be a number in [0, 1), got '%s'", v);
-    } else if (!strcmp(a, "--shard-tokens")) {
-        unsigned long long n = strtoull(v, &end, 10);
-        if (errno || end == v || *end || v[0] == '-' || n < 1 || n > INT32_MAX)
-            return usage_error("--shard-tokens must be an integer in [1, %d], got '%s'", INT32_MAX,
-                               v);
-        o->shard_tokens = n;
-    } else {
-        return usage_error("unknown option '%s' (valid: --out, --tokenizer, --vocab-dir, "
-                           "--val-frac, --split-on, --shard-tokens, --help)",
-                           a);
-    }
-    return -1;
-}
+static const char *const tokenizers[] = {"byte", "gpt2", NULL};
 
 /* Parse argv into *o. Returns -1 to go on, else the exit code (0 after --help, 2 on errors). */
 static int parse(int argc, char **argv, prepare_opts *o)
 {
+    int tokenizer = 0;
     o->out_dir = "data";
-    o->tokenizer = "byte";
     o->val_frac = 0.1;
     o->shard_tokens = 100000000;
     o->inputs = calloc((size_t)argc, sizeof *o->inputs);
     if (!o->inputs)
         return 1;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        }
-        if (a[0] != '-') {
-            o->inputs[o->ninputs++] = argv[i];
-            continue;
-        }
-        if (i + 1 >= argc)
-            return usage_error("option %s needs a value", a);
-        int rc = parse_option(o, a, argv[++i]);
-        if (rc >= 0)
-            return rc;
-    }
+    const vkg_flag flags[] = {
+        {"--out", VKG_FLAG_STR, &o->out_dir,
+         "output folder (default: data) for train_*.bin, val_*.bin, tokenizer.bin", 0, 0, 0},
+        {"--tokenizer", VKG_FLAG_CHOICE, &tokenizer, "byte (V=257; the default) or gpt2",
+         tokenizers, 0, 0},
+        {"--vocab-dir", VKG_FLAG_STR, &o->vocab_dir,
+         "folder with encoder.json and vocab.bpe (needed for gpt2)", 0, 0, 0},
+        {"--val-frac", VKG_FLAG_DOUBLE, &o->val_frac,
+         "fraction of tokens for validation, 0 <= F < 1 (default: 0.1)", 0, 0, 1},
+        {"--split-on", VKG_FLAG_STR, &o->split_on,
+         "a line equal to this separates documents (e.g. %); default: one per file", 0, 0, 0},
+        {"--shard-tokens", VKG_FLAG_U64, &o->shard_tokens,
+         "at most N tokens per shard file (default: 100000000)", 0, 1, INT32_MAX},
+    };
+    vkg_flags_result r;
+    int rc =
+        vkg_flags_parse(CMD,
+                        "[options] TEXT_FILE...\n  Tokenizes text files into llm.c token "
+                        "shards for `vkgpt train --data`, and writes the\n  llm.c tokenizer "
+                        "file that decodes them. Each document starts with end-of-text.",
+                        flags, (int)(sizeof flags / sizeof flags[0]), argc, argv, o->inputs, &r);
+    if (rc)
+        return rc == VKG_FLAGS_HELP ? 0 : 2;
+    o->ninputs = r.npos;
+    o->tokenizer = tokenizers[tokenizer];
+    if (o->val_frac >= 1.0)
+        return usage_error("--val-frac must be a number from 0 to 1 (1 excluded), got '%g'",
+                           o->val_frac);
     if (o->ninputs == 0)
         return usage_error("no input text files given");
     if (!strcmp(o->tokenizer, "gpt2") && !o->vocab_dir)
@@ -159,36 +124,6 @@ static int parse(int argc, char **argv, prepare_opts *o)
     if (!strcmp(o->tokenizer, "byte") && o->vocab_dir)
         return usage_error("--vocab-dir only applies to --tokenizer gpt2");
     return -1;
-}
-
-static vkg_status read_file(const char *path, char **text, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        fprintf(stderr, "vkgpt " CMD ": %s: cannot open: %s\n", path, strerror(errno));
-        return VKG_ERR_IO;
-    }
-    size_t cap = 1 << 16, len = 0, got;
-    char *buf = malloc(cap);
-    while (buf && (got = fread(buf + len, 1, cap - len, f)) > 0) {
-        len += got;
-        if (len == cap) {
-            char *nb = realloc(buf, cap *= 2);
-            if (!nb)
-                free(buf);
-            buf = nb;
-        }
-    }
-    int err = ferror(f);
-    fclose(f);
-    if (!buf || err) {
-        fprintf(stderr, "vkgpt " CMD ": %s: %s\n", path, buf ? "read error" : "out of memory");
-        free(buf);
-        return buf ? VKG_ERR_IO : VKG_ERR_NOMEM;
-    }
-    *text = buf;
-    *n = len;
-    return VKG_OK;
 }
 
 /* Append one document: end-of-text, then its encoding. Empty documents are skipped. */
@@ -310,15 +245,8 @@ static int run(const prepare_opts *o)
     for (int i = 0; i < o->ninputs; i++) {
         char *text = NULL;
         size_t n = 0;
-        if (read_file(o->inputs[i], &text, &n) != VKG_OK)
-            goto done;
-        const char *nul = memchr(text, '\0', n);
-        if (nul) {
-            fprintf(stderr,
-                    "vkgpt " CMD ": %s looks binary (a NUL byte at offset %zu); prepare takes "
-                    "text files\n",
-                    o->inputs[i], (size_t)(nul - text));
-            free(text);
+        if ((st = vkg_text_read(o->inputs[i], NULL, &text, &n)) != VKG_OK) {
+            vkg_cli_report(CMD, st);
             goto done;
         }
         st = o->split_on ? add_split(&c, tok, text, n, o->split_on) : add_doc(&c, tok, text, n);

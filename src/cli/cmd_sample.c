@@ -49,6 +49,11 @@ static vkg_status resolve(const char *ckpt, char *model, char *tok)
             return VKG_FAIL(VKG_ERR_NOT_FOUND, "%s holds no complete checkpoint and no model.bin",
                             ckpt);
     } else {
+        struct stat sb;
+        VKG_CHECK(stat(ckpt, &sb) != 0, VKG_ERR_INVALID_ARG,
+                  "%s is neither a regular file nor a folder (a FIFO or device cannot be read as "
+                  "a model)",
+                  ckpt);
         return VKG_FAIL(VKG_ERR_NOT_FOUND, "%s: no such file or folder", ckpt);
     }
     /* tokenizer.bin beside the model, or in the checkpoint folder above it */
@@ -86,11 +91,18 @@ int vkg_cli_sample(int argc, char **argv)
         {"--device", VKG_FLAG_STR, &device, "device index or name", 0, 0, 0},
     };
     int rc = vkg_flags_parse("sample", "--ckpt DIR|FILE [options]", flags,
-                             (int)(sizeof flags / sizeof flags[0]), argc, argv);
+                             (int)(sizeof flags / sizeof flags[0]), argc, argv, NULL, NULL);
     if (rc)
         return rc == 1 ? 0 : 2;
     if (!ckpt) {
         fprintf(stderr, "vkgpt sample: --ckpt is required\n");
+        return 2;
+    }
+    if (vocab_dir && tokenizer && strcmp(tokenizer, "gpt2")) {
+        fprintf(stderr,
+                "vkgpt sample: --vocab-dir conflicts with --tokenizer %s (it is read only "
+                "by the gpt2 tokenizer)\n",
+                tokenizer);
         return 2;
     }
     char model[PATH_CAP], tok[PATH_CAP];

@@ -1,6 +1,7 @@
-/* `vkgpt train`: parse flags into a vkg_train_config, run the trainer with a live progress line
- * on a terminal (plain lines otherwise), samples and checkpoints at intervals, and on SIGINT or
- * SIGTERM finish the current step, write a checkpoint and exit cleanly. */
+/* `vkgpt train`: parse flags into a vkg_train_config (refusing combinations that cannot all be
+ * honoured), run the trainer with a live progress line on a terminal (plain lines otherwise),
+ * samples and checkpoints at intervals, and on SIGINT or SIGTERM finish the current step, write a
+ * checkpoint and exit cleanly; a signal while the data loads stops at once, writing nothing. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,6 +28,68 @@ typedef struct train_opts {
     const char *prompt;
     vkg_cli_dp_flags dp;
 } train_opts;
+
+/* The first combination of flags that cannot all be honoured, described in why (cap bytes);
+ * 0 when there is none. */
+static int find_conflict(const train_opts *o, const vkg_flag *flags, int n,
+                         const vkg_flags_result *r, char *why, size_t cap)
+{
+    static const char *const arch[] = {"--layers", "--heads", "--channels", "--ctx", "--vocab"};
+    static const char *const sampling[] = {"--prompt", "--temperature", "--top-k"};
+    const vkg_train_config *c = &o->cfg;
+    if (c->init_path && c->resume) {
+        snprintf(why, cap,
+                 "--init conflicts with --resume: --resume continues from the newest "
+                 "checkpoint in --ckpt-dir (drop --init)");
+        return 1;
+    }
+    for (size_t i = 0; i < sizeof arch / sizeof arch[0]; i++)
+        if (c->init_path && vkg_flags_seen(flags, n, r, arch[i])) {
+            snprintf(why, cap, "%s conflicts with --init: the model file sets the architecture",
+                     arch[i]);
+            return 1;
+        }
+    const char *needs = NULL, *what = NULL;
+    if (c->eval_every > 0 && !c->val_data)
+        needs = "--eval-every", what = "--val-data (the data to evaluate on)";
+    else if (vkg_flags_seen(flags, n, r, "--eval-batches") && !c->val_data)
+        needs = "--eval-batches", what = "--val-data (the data to evaluate on)";
+    else if (c->val_data && c->eval_every == 0)
+        needs = "--val-data", what = "--eval-every N (it is read only for evaluations)";
+    else if (!c->ckpt_dir && vkg_flags_seen(flags, n, r, "--ckpt-every"))
+        needs = "--ckpt-every", what = "--ckpt-dir";
+    else if (!c->ckpt_dir && vkg_flags_seen(flags, n, r, "--keep"))
+        needs = "--keep", what = "--ckpt-dir";
+    else if (c->vocab_dir && (!c->tokenizer || strcmp(c->tokenizer, "gpt2")))
+        needs = "--vocab-dir", what = "--tokenizer gpt2 (other tokenizers do not read it)";
+    else if (vkg_flags_seen(flags, n, r, "--base-batch") && o->dp.lr_scale == 0)
+        needs = "--base-batch", what = "--lr-scale linear or sqrt";
+    if (needs) {
+        snprintf(why, cap, "%s needs %s", needs, what);
+        return 1;
+    }
+    if (o->dp.rank_batch && vkg_flags_seen(flags, n, r, "--batch")) {
+        snprintf(why, cap,
+                 "--batch conflicts with --rank-batch, which sets every rank's "
+                 "micro-batch");
+        return 1;
+    }
+    if (o->dp.no_overlap && vkg_flags_seen(flags, n, r, "--bucket-mb")) {
+        snprintf(why, cap,
+                 "--bucket-mb conflicts with --no-overlap (one allreduce of the whole "
+                 "gradient, no buckets)");
+        return 1;
+    }
+    const char *unused = o->sample_len == 0 && o->sample_every > 0 ? "--sample-every" : NULL;
+    for (size_t i = 0; i < sizeof sampling / sizeof sampling[0] && o->sample_len == 0; i++)
+        if (!unused && vkg_flags_seen(flags, n, r, sampling[i]))
+            unused = sampling[i];
+    if (unused) {
+        snprintf(why, cap, "%s has no effect with --sample-len 0 (no samples)", unused);
+        return 1;
+    }
+    return 0;
+}
 
 static void format_eta(double seconds, char *buf, size_t cap)
 {
@@ -197,7 +260,7 @@ int vkg_cli_train(int argc, char **argv)
         {"--batch", VKG_FLAG_INT, &c->batch, "micro-batch size B", 0, 1, 1 << 20},
         {"--seq", VKG_FLAG_INT, &c->seq, "sequence length T", 0, 1, 1 << 20},
         {"--total-batch", VKG_FLAG_LL, &c->total_batch,
-         "tokens per optimizer step (multiple of B*T)", 0, 0, 0},
+         "tokens per optimizer step (multiple of B*T)", 0, 1, 2147483647},
         {"--steps", VKG_FLAG_INT, &c->steps, "optimizer steps", 0, 0, 1e9},
         {"--lr", VKG_FLAG_FLOAT, &c->lr, "peak learning rate", 0, 0, 10},
         {"--warmup", VKG_FLAG_INT, &c->warmup, "warmup steps", 0, 0, 1e9},
@@ -245,10 +308,17 @@ int vkg_cli_train(int argc, char **argv)
     };
     if (!c->device)
         c->device = getenv("VKGPT_DEVICE");
-    int rc = vkg_flags_parse("train", "--data FILES [options]", flags,
-                             (int)(sizeof flags / sizeof flags[0]), argc, argv);
+    vkg_flags_result fr;
+    int nflags = (int)(sizeof flags / sizeof flags[0]);
+    int rc =
+        vkg_flags_parse("train", "--data FILES [options]", flags, nflags, argc, argv, NULL, &fr);
     if (rc)
-        return rc == 1 ? 0 : 2;
+        return rc == VKG_FLAGS_HELP ? 0 : 2;
+    char why[256];
+    if (find_conflict(&o, flags, nflags, &fr, why, sizeof why)) {
+        fprintf(stderr, "vkgpt train: %s\n", why);
+        return 2;
+    }
     c->schedule = (vkg_lr_schedule)schedule;
     if ((rc = vkg_cli_dp_resolve(&o.dp, c)) != 0)
         return rc;
@@ -267,6 +337,12 @@ int vkg_cli_train(int argc, char **argv)
     vkg_status st = vkg_trainer_create(c, &t);
     if (st != VKG_OK) {
         vkg_cli_report("train", st);
+        if (st == VKG_ERR_ABORTED && stop_requested) {
+            fprintf(stderr,
+                    "vkgpt train: stopped on signal %d before training: nothing was saved\n",
+                    (int)stop_requested);
+            return 128 + (int)stop_requested;
+        }
         return st == VKG_ERR_INVALID_ARG || st == VKG_ERR_NOT_FOUND ? 2 : 1;
     }
     rc = run(t, &o);

@@ -1,17 +1,21 @@
-/* Flag parsing for the CLI (see flags.h). */
+/* Flag parsing for the CLI (see flags.h): strict numbers, ranges checked against the flag's table
+ * entry and its C type, messages that name the flag, the value and the valid range. Knows no
+ * subcommand; conflicts between flags are the subcommands' business. */
 #include "cli/flags.h"
 
 #include <errno.h>
 #include <float.h>
+#include <limits.h>
 #include <math.h>
-#include <stdio.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
-static void usage(FILE *f, const char *cmd, const char *synopsis, const vkg_flag *flags, int n)
+void vkg_flags_usage(FILE *f, const char *cmd, const char *synopsis, const vkg_flag *flags,
+                     int nflags)
 {
     fprintf(f, "usage: vkgpt %s %s\n\noptions:\n", cmd, synopsis);
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < nflags; i++) {
         const vkg_flag *fl = &flags[i];
         fprintf(f, "  %-16s %s", fl->name, fl->help);
         if (fl->type == VKG_FLAG_CHOICE) {
@@ -24,126 +28,250 @@ static void usage(FILE *f, const char *cmd, const char *synopsis, const vkg_flag
     }
 }
 
-static int parse_number(const char *s, double *out)
+#if defined(__GNUC__)
+__attribute__((format(printf, 2, 3)))
+#endif
+static int
+usage_error(vkg_flags_result *r, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(r->error, sizeof r->error, fmt, ap);
+    va_end(ap);
+    return VKG_FLAGS_USAGE;
+}
+
+/* A whole number: optional sign, decimal digits, optional K/M/G (x 2^10, 2^20, 2^30), nothing
+ * else. Sets *neg and the magnitude *mag; 0 when s is not of that form or the magnitude does not
+ * fit 64 bits. */
+static int parse_whole(const char *s, int *neg, uint64_t *mag)
+{
+    const char *p = s;
+    uint64_t v = 0;
+    *neg = *p == '-';
+    if (*p == '-' || *p == '+')
+        p++;
+    if (*p < '0' || *p > '9')
+        return 0;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        unsigned d = (unsigned)(*p - '0');
+        if (v > (UINT64_MAX - d) / 10)
+            return 0;
+        v = v * 10 + d;
+    }
+    unsigned shift = 0;
+    if (*p == 'K' || *p == 'k')
+        shift = 10, p++;
+    else if (*p == 'M' || *p == 'm')
+        shift = 20, p++;
+    else if (*p == 'G' || *p == 'g')
+        shift = 30, p++;
+    if (*p || (shift && v > (UINT64_MAX >> shift)))
+        return 0;
+    *mag = v << shift;
+    return 1;
+}
+
+/* A finite number that strtod reads whole (no leading blanks, no overflow or underflow). */
+static int parse_real(const char *s, double *out)
 {
     char *end;
+    if (!*s || *s == ' ' || *s == '\t' || *s == '\n')
+        return 0;
     errno = 0;
     double v = strtod(s, &end);
-    if (end == s || errno)
-        return 0;
-    if (*end == 'K' || *end == 'k')
-        v *= 1024.0, end++;
-    else if (*end == 'M' || *end == 'm')
-        v *= 1024.0 * 1024.0, end++;
-    else if (*end == 'G' || *end == 'g')
-        v *= 1024.0 * 1024.0 * 1024.0, end++;
-    if (*end || !isfinite(v))
+    if (end == s || *end || errno == ERANGE || !isfinite(v))
         return 0;
     *out = v;
     return 1;
 }
 
-/* Whether v converts to the C type of a numeric flag without overflow (undefined behaviour). */
-static int fits_type(vkg_flag_type type, double v)
+/* The signed range of an INT or LL flag: its C type's, narrowed by the table's min/max. */
+static void signed_range(const vkg_flag *fl, long long *lo, long long *hi)
 {
-    switch (type) {
-    case VKG_FLAG_INT:
-        return v >= -2147483648.0 && v <= 2147483647.0;
-    case VKG_FLAG_LL:
-        return v >= -9223372036854775808.0 && v < 9223372036854775808.0;
-    case VKG_FLAG_U64:
-        return v >= 0.0 && v < 18446744073709551616.0;
-    default:
-        return fabs(v) <= FLT_MAX;
+    *lo = fl->type == VKG_FLAG_INT ? INT_MIN : LLONG_MIN;
+    *hi = fl->type == VKG_FLAG_INT ? INT_MAX : LLONG_MAX;
+    if (fl->min < fl->max) {
+        if (fl->min > (double)*lo)
+            *lo = (long long)ceil(fl->min);
+        if (fl->max < (double)*hi)
+            *hi = (long long)floor(fl->max);
     }
 }
 
-static int set_value(const char *cmd, const vkg_flag *fl, const char *val)
+static void unsigned_range(const vkg_flag *fl, uint64_t *lo, uint64_t *hi)
 {
-    if (fl->type == VKG_FLAG_STR) {
-        *(const char **)fl->dst = val;
-        return 1;
+    *lo = 0;
+    *hi = UINT64_MAX;
+    if (fl->min < fl->max) {
+        if (fl->min > 0)
+            *lo = (uint64_t)ceil(fl->min);
+        if (fl->max < 18446744073709551616.0) /* 2^64 */
+            *hi = (uint64_t)floor(fl->max);
     }
-    if (fl->type == VKG_FLAG_CHOICE) {
-        for (int j = 0; fl->choices[j]; j++)
+}
+
+static int set_whole(const vkg_flag *fl, const char *val, vkg_flags_result *r)
+{
+    int neg = 0, ok = 0;
+    uint64_t mag = 0;
+    int parsed = parse_whole(val, &neg, &mag);
+    if (fl->type == VKG_FLAG_U64) {
+        uint64_t lo, hi;
+        unsigned_range(fl, &lo, &hi);
+        ok = parsed && (!neg || mag == 0) && (neg ? 0 : mag) >= lo && mag <= hi;
+        if (!ok)
+            return usage_error(r, "%s must be a whole number from %llu to %llu, got '%s'", fl->name,
+                               (unsigned long long)lo, (unsigned long long)hi, val);
+        *(uint64_t *)fl->dst = neg ? 0 : mag;
+        return VKG_FLAGS_OK;
+    }
+    long long lo, hi, v = 0;
+    signed_range(fl, &lo, &hi);
+    if (parsed && !neg && mag <= (uint64_t)LLONG_MAX)
+        v = (long long)mag, ok = 1;
+    else if (parsed && neg && mag <= (uint64_t)LLONG_MAX + 1)
+        v = mag == (uint64_t)LLONG_MAX + 1 ? LLONG_MIN : -(long long)mag, ok = 1;
+    if (!ok || v < lo || v > hi)
+        return usage_error(r, "%s must be a whole number from %lld to %lld, got '%s'", fl->name, lo,
+                           hi, val);
+    if (fl->type == VKG_FLAG_INT)
+        *(int *)fl->dst = (int)v;
+    else
+        *(long long *)fl->dst = v;
+    return VKG_FLAGS_OK;
+}
+
+static int set_real(const vkg_flag *fl, const char *val, vkg_flags_result *r)
+{
+    double v = 0.0;
+    double lo = fl->type == VKG_FLAG_FLOAT ? -FLT_MAX : -DBL_MAX;
+    double hi = fl->type == VKG_FLAG_FLOAT ? FLT_MAX : DBL_MAX;
+    if (fl->min < fl->max)
+        lo = fl->min, hi = fl->max;
+    if (!parse_real(val, &v) || v < lo || v > hi)
+        return usage_error(r, "%s must be a number from %g to %g, got '%s'", fl->name, lo, hi, val);
+    if (fl->type == VKG_FLAG_FLOAT)
+        *(float *)fl->dst = (float)v;
+    else
+        *(double *)fl->dst = v;
+    return VKG_FLAGS_OK;
+}
+
+static int set_value(const vkg_flag *fl, const char *val, vkg_flags_result *r)
+{
+    switch (fl->type) {
+    case VKG_FLAG_STR:
+        *(const char **)fl->dst = val;
+        return VKG_FLAGS_OK;
+    case VKG_FLAG_CHOICE: {
+        size_t len = 0;
+        for (int j = 0; fl->choices[j]; j++) {
             if (!strcmp(val, fl->choices[j])) {
                 *(int *)fl->dst = j;
-                return 1;
+                return VKG_FLAGS_OK;
             }
-        fprintf(stderr, "vkgpt %s: %s: '%s' is not one of ", cmd, fl->name, val);
-        for (int j = 0; fl->choices[j]; j++)
-            fprintf(stderr, "%s%s", j ? ", " : "", fl->choices[j]);
-        fprintf(stderr, "\n");
-        return 0;
+        }
+        len = (size_t)snprintf(r->error, sizeof r->error, "%s: '%s' is not one of ", fl->name, val);
+        for (int j = 0; fl->choices[j] && len < sizeof r->error; j++)
+            len += (size_t)snprintf(r->error + len, sizeof r->error - len, "%s%s", j ? ", " : "",
+                                    fl->choices[j]);
+        return VKG_FLAGS_USAGE;
     }
-    double v;
-    int integral = fl->type != VKG_FLAG_FLOAT;
-    if (!parse_number(val, &v) || (integral && v != floor(v))) {
-        fprintf(stderr, "vkgpt %s: %s expects %s, got '%s'\n", cmd, fl->name,
-                integral ? "a whole number" : "a number", val);
-        return 0;
-    }
-    if (fl->min < fl->max && (v < fl->min || v > fl->max)) {
-        fprintf(stderr, "vkgpt %s: %s must be between %g and %g, got %s\n", cmd, fl->name, fl->min,
-                fl->max, val);
-        return 0;
-    }
-    if (fl->type == VKG_FLAG_U64 && v < 0) {
-        fprintf(stderr, "vkgpt %s: %s must not be negative: %s\n", cmd, fl->name, val);
-        return 0;
-    }
-    if (!fits_type(fl->type, v)) {
-        fprintf(stderr, "vkgpt %s: %s is out of range: %s\n", cmd, fl->name, val);
-        return 0;
-    }
-    switch (fl->type) {
     case VKG_FLAG_INT:
-        *(int *)fl->dst = (int)v;
-        break;
     case VKG_FLAG_LL:
-        *(long long *)fl->dst = (long long)v;
-        break;
     case VKG_FLAG_U64:
-        *(uint64_t *)fl->dst = (uint64_t)v;
-        break;
-    default:
-        *(float *)fl->dst = (float)v;
+        return set_whole(fl, val, r);
+    case VKG_FLAG_FLOAT:
+    case VKG_FLAG_DOUBLE:
+        return set_real(fl, val, r);
+    case VKG_FLAG_BOOL:
         break;
     }
-    return 1;
+    return usage_error(r, "%s takes no value, got '%s'", fl->name, val);
 }
 
-int vkg_flags_parse(const char *cmd, const char *synopsis, const vkg_flag *flags, int nflags,
-                    int argc, char **argv)
+int vkg_flags_parse_args(const vkg_flag *flags, int nflags, int argc, char **argv, char **pos,
+                         vkg_flags_result *r)
 {
+    memset(r, 0, sizeof *r);
+    if (nflags < 0 || nflags > VKG_FLAGS_MAX)
+        return usage_error(r, "internal error: %d flags in one table (at most %d)", nflags,
+                           VKG_FLAGS_MAX);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout, cmd, synopsis, flags, nflags);
-            return 1;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h"))
+            return VKG_FLAGS_HELP;
+        if (a[0] != '-') {
+            if (!pos)
+                return usage_error(r, "unexpected argument '%s' (options start with -)", a);
+            pos[r->npos++] = argv[i];
+            continue;
         }
         const char *eq = strchr(a, '=');
         size_t len = eq ? (size_t)(eq - a) : strlen(a);
-        const vkg_flag *fl = NULL;
-        for (int j = 0; j < nflags && !fl; j++)
+        int k = -1;
+        for (int j = 0; j < nflags && k < 0; j++)
             if (strlen(flags[j].name) == len && !strncmp(flags[j].name, a, len))
-                fl = &flags[j];
-        if (!fl) {
-            fprintf(stderr, "vkgpt %s: unknown option '%s' (vkgpt %s --help lists them)\n", cmd, a,
-                    cmd);
-            return 2;
-        }
+                k = j;
+        if (k < 0)
+            return usage_error(r, "unknown option '%s'", a);
+        const vkg_flag *fl = &flags[k];
+        r->seen[k] = 1;
         if (fl->type == VKG_FLAG_BOOL) {
+            if (eq)
+                return usage_error(r, "%s takes no value, got '%s'", fl->name, a);
             *(int *)fl->dst = 1;
             continue;
         }
         const char *val = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
-        if (!val) {
-            fprintf(stderr, "vkgpt %s: %s needs a value\n", cmd, fl->name);
-            return 2;
-        }
-        if (!set_value(cmd, fl, val))
-            return 2;
+        if (!val)
+            return usage_error(r, "%s needs a value", fl->name);
+        int rc = set_value(fl, val, r);
+        if (rc != VKG_FLAGS_OK)
+            return rc;
     }
+    return VKG_FLAGS_OK;
+}
+
+int vkg_flags_int_list(const char *s, int lo, int hi, int *out, int cap)
+{
+    int n = 0;
+    for (const char *p = s;; p++) {
+        long long v = 0;
+        if (*p < '0' || *p > '9' || n == cap)
+            return -1;
+        for (; *p >= '0' && *p <= '9'; p++)
+            if ((v = v * 10 + (*p - '0')) > hi)
+                return -1;
+        if (v < lo)
+            return -1;
+        out[n++] = (int)v;
+        if (*p == '\0')
+            return n;
+        if (*p != ',')
+            return -1;
+    }
+}
+
+int vkg_flags_seen(const vkg_flag *flags, int nflags, const vkg_flags_result *r, const char *name)
+{
+    for (int i = 0; i < nflags && i < VKG_FLAGS_MAX; i++)
+        if (!strcmp(flags[i].name, name))
+            return r->seen[i];
     return 0;
+}
+
+int vkg_flags_parse(const char *cmd, const char *synopsis, const vkg_flag *flags, int nflags,
+                    int argc, char **argv, char **pos, vkg_flags_result *r)
+{
+    vkg_flags_result local;
+    if (!r)
+        r = &local;
+    int rc = vkg_flags_parse_args(flags, nflags, argc, argv, pos, r);
+    if (rc == VKG_FLAGS_HELP)
+        vkg_flags_usage(stdout, cmd, synopsis, flags, nflags);
+    else if (rc == VKG_FLAGS_USAGE)
+        fprintf(stderr, "vkgpt %s: %s (vkgpt %s --help lists the options)\n", cmd, r->error, cmd);
+    return rc;
 }

@@ -28,8 +28,16 @@ static void usage(FILE *f)
 int vkg_cli_report(const char *cmd, vkg_status status)
 {
     const char *msg = vkg_error_message();
-    fprintf(stderr, "vkgpt %s: %s (%s)%s%s\n", cmd, vkg_status_str(status), vkg_status_name(status),
-            msg[0] ? ": " : "", msg);
+    fprintf(stderr, "vkgpt %s: %s (%s)%s", cmd, vkg_status_str(status), vkg_status_name(status),
+            msg[0] ? ": " : "");
+    /* Messages quote file names and contents: no control character reaches the terminal. */
+    for (const unsigned char *p = (const unsigned char *)msg; *p; p++) {
+        if (*p < 0x20 || *p == 0x7f)
+            fprintf(stderr, "\\x%02x", *p);
+        else
+            fputc(*p, stderr);
+    }
+    fputc('\n', stderr);
     return 1;
 }
 

@@ -7,14 +7,15 @@
  * merges of higher rank. No caching, no global state. */
 #include "data/bpe.h"
 
-#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/error.h"
+#include "base/escape.h"
 #include "data/json.h"
+#include "data/tokenizer_internal.h"
 #include "data/unicode.h"
 
 #define EOT_TEXT "<|endoftext|>"
@@ -85,46 +86,25 @@ static const merge_slot *lookup_merge(const vkg__bpe *b, int32_t left, int32_t r
 
 /* ---- loading -------------------------------------------------------------------------------- */
 
-static vkg_status read_whole(const char *path, char **data, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    VKG_CHECK(f, VKG_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    size_t cap = 1 << 20, len = 0, got;
-    char *buf = malloc(cap + 1);
-    while (buf && (got = fread(buf + len, 1, cap - len, f)) > 0) {
-        len += got;
-        if (len == cap) {
-            char *nb = realloc(buf, cap * 2 + 1);
-            if (!nb)
-                free(buf);
-            buf = nb;
-            cap *= 2;
-        }
-    }
-    int err = ferror(f);
-    fclose(f);
-    VKG_CHECK(buf, VKG_ERR_NOMEM, "%s: out of memory", path);
-    if (err) {
-        free(buf);
-        return VKG_FAIL(VKG_ERR_IO, "%s: read error", path);
-    }
-    buf[len] = '\0';
-    *data = buf;
-    *n = len;
-    return VKG_OK;
-}
-
 /* Map GPT-2's unicode spelling of a token back to its raw bytes, in place (bytes never outgrow
- * their UTF-8 spelling). */
+ * their UTF-8 spelling). Every character is checked before the first is rewritten, so an error
+ * quotes the token as the file spells it (escaped: it is untrusted). */
 static vkg_status unmap_token(const int16_t *cp_to_byte, const char *file, char *s, size_t *n)
 {
+    int32_t cp;
+    for (size_t i = 0; i < *n;) {
+        i += vkg__utf8_decode((const unsigned char *)s + i, *n - i, &cp);
+        if (cp < 0 || cp >= 512 || cp_to_byte[cp] < 0) {
+            char shown[128];
+            return VKG_FAIL(VKG_ERR_FORMAT,
+                            "%s: token \"%s\" has a character (U+%04X) outside GPT-2's byte "
+                            "alphabet",
+                            file, vkg__escape(shown, sizeof shown, s, *n), (unsigned)cp);
+        }
+    }
     size_t out = 0;
     for (size_t i = 0; i < *n;) {
-        int32_t cp;
         i += vkg__utf8_decode((const unsigned char *)s + i, *n - i, &cp);
-        VKG_CHECK(cp >= 0 && cp < 512 && cp_to_byte[cp] >= 0, VKG_ERR_FORMAT,
-                  "%s: token \"%s\" has a character (U+%04X) outside GPT-2's byte alphabet", file,
-                  s, (unsigned)cp);
         s[out++] = (char)cp_to_byte[cp];
     }
     *n = out;
@@ -250,10 +230,10 @@ static vkg_status load_merges(vkg__bpe *b, const char *path, char *text, size_t 
             line = next_line;
             continue;
         }
-        char *sp = strchr(line, ' ');
+        char *sp = strchr(line, ' '), shown[128];
         VKG_CHECK(sp && sp > line && sp[1] && !strchr(sp + 1, ' '), VKG_ERR_FORMAT,
                   "%s: line %zu: expected two tokens separated by one space, got \"%s\"", path,
-                  lineno, line);
+                  lineno, vkg__escape(shown, sizeof shown, line, (size_t)(stop - line)));
         *sp = '\0';
         size_t llen = (size_t)(sp - line), rlen = (size_t)(stop - sp - 1);
         char *right = sp + 1;
@@ -312,8 +292,8 @@ vkg_status vkg__bpe_load(const char *vocab_dir, vkg__bpe **out)
     *out = NULL;
     snprintf(path, sizeof path, "%s/encoder.json", vocab_dir);
     snprintf(path2, sizeof path2, "%s/vocab.bpe", vocab_dir);
-    VKG_TRY_GOTO(st, read_whole(path, &enc, &nenc), done);
-    VKG_TRY_GOTO(st, read_whole(path2, &merges, &nmerges), done);
+    VKG_TRY_GOTO(st, vkg_text_read(path, NULL, &enc, &nenc), done);
+    VKG_TRY_GOTO(st, vkg_text_read(path2, NULL, &merges, &nmerges), done);
     st = vkg__bpe_parse(path, enc, nenc, path2, merges, nmerges, out);
 done:
     free(enc);
@@ -347,6 +327,8 @@ typedef struct heap_item {
 typedef struct encoder {
     const vkg__bpe *b;
     vkg_tokens *out;
+    const vkg_cancel *cancel;
+    size_t since_check;        /* bytes encoded since cancel was last asked */
     int32_t *id, *next, *prev; /* per symbol slot; id < 0 once merged away */
     heap_item *heap;
     size_t cap, nheap;
@@ -424,6 +406,12 @@ static vkg_status encode_piece(const char *piece, size_t len, void *ctx)
 {
     encoder *e = ctx;
     const unsigned char *s = (const unsigned char *)piece;
+    e->since_check += len;
+    if (e->since_check >= VKG_ENCODE_CANCEL_BYTES) {
+        e->since_check = 0;
+        VKG_CHECK(!e->cancel || !e->cancel->fn || !e->cancel->fn(e->cancel->ctx), VKG_ERR_ABORTED,
+                  "interrupted");
+    }
     VKG_TRY(grow(e, len));
     int32_t n = (int32_t)len;
     for (int32_t i = 0; i < n; i++) {
@@ -452,9 +440,10 @@ static vkg_status encode_piece(const char *piece, size_t len, void *ctx)
     return VKG_OK;
 }
 
-vkg_status vkg__bpe_encode(const vkg__bpe *b, const char *text, size_t n, vkg_tokens *out)
+vkg_status vkg__bpe_encode(const vkg__bpe *b, const char *text, size_t n, const vkg_cancel *cancel,
+                           vkg_tokens *out)
 {
-    encoder e = {.b = b, .out = out};
+    encoder e = {.b = b, .out = out, .cancel = cancel};
     vkg_status st = vkg__gpt2_pretokenize(text, n, encode_piece, &e);
     free(e.id);
     free(e.next);

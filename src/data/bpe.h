@@ -5,6 +5,7 @@
 
 #include <stddef.h>
 
+#include "vkgpt/data.h"
 #include "vkgpt/io.h"
 #include "vkgpt/tokenizer.h"
 
@@ -27,7 +28,10 @@ void vkg__bpe_free(vkg__bpe *b);
 /* The decode table: every token's raw bytes by id, and the end-of-text id. Lives as long as b. */
 const vkg_tokfile *vkg__bpe_vocab(const vkg__bpe *b);
 
-/* Pre-tokenize and BPE-encode n bytes of text, appending ids to *out. */
-vkg_status vkg__bpe_encode(const vkg__bpe *b, const char *text, size_t n, vkg_tokens *out);
+/* Pre-tokenize and BPE-encode n bytes of text, appending ids to *out. cancel (may be NULL) is
+ * asked every VKG_ENCODE_CANCEL_BYTES bytes (between pre-tokens): VKG_ERR_ABORTED when it says
+ * stop. */
+vkg_status vkg__bpe_encode(const vkg__bpe *b, const char *text, size_t n, const vkg_cancel *cancel,
+                           vkg_tokens *out);
 
 #endif

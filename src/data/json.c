@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "base/escape.h"
 #include "data/unicode.h"
 
 void vkg__json_init(vkg__json *j, const char *text, size_t n, const char *name)
@@ -34,8 +35,9 @@ vkg_status vkg__json_expect(vkg__json *j, char c)
     int got = vkg__json_peek(j);
     VKG_CHECK(got >= 0, VKG_ERR_FORMAT, "%s: expected '%c' but the file ends (truncated?)", j->name,
               c);
-    VKG_CHECK(got == (unsigned char)c, VKG_ERR_FORMAT, "%s: byte %ld: expected '%c', found '%c'",
-              j->name, offset(j), c, got);
+    char shown[8], byte = (char)got;
+    VKG_CHECK(got == (unsigned char)c, VKG_ERR_FORMAT, "%s: byte %ld: expected '%c', found '%s'",
+              j->name, offset(j), c, vkg__escape(shown, sizeof shown, &byte, 1));
     j->p++;
     return VKG_OK;
 }

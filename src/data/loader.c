@@ -1,12 +1,11 @@
 /* The training data loader (vkgpt/data.h): llm.c's sequential batch order over shards and text,
  * an optional seeded per-epoch permutation of global batches, a rank's slice of each global
  * batch, and a position that can be saved and restored. Sources are token shards (read with
- * pread, never loaded whole) and in-memory encodings of runs of text files. No threads, no
- * prefetching, no printing. */
+ * pread, never loaded whole) and in-memory encodings of runs of text files. Loading asks the
+ * config's cancellation between files and chunks. No threads, no prefetching, no printing. */
 #include "vkgpt/data.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <glob.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +13,8 @@
 #include <unistd.h>
 
 #include "base/error.h"
+#include "data/tokenizer_internal.h"
+#include "io/io_internal.h"
 #include "vkgpt/io.h"
 
 #define SCAN_CHUNK 65536
@@ -40,7 +41,8 @@ struct vkg_data {
     uint64_t *perm;        /* batch order of perm_epoch when shuffling */
     uint64_t perm_epoch;
     int perm_valid;
-    uint16_t *buf; /* (B*T + 1) */
+    uint16_t *buf;            /* (B*T + 1) */
+    const vkg_cancel *cancel; /* the config's, during vkg_data_create only */
 };
 
 vkg_data_config vkg_data_config_default(void)
@@ -108,6 +110,15 @@ static vkg_status check_tokens(const vkg_data_t *d, const char *name, const uint
     return VKG_OK;
 }
 
+/* VKG_ERR_ABORTED naming the file when the config's cancellation says stop. */
+static vkg_status check_cancel(const vkg_data_t *d, const char *name)
+{
+    const vkg_cancel *c = d->cancel;
+    VKG_CHECK(!c || !c->fn || !c->fn(c->ctx), VKG_ERR_ABORTED, "interrupted while loading %s",
+              name);
+    return VKG_OK;
+}
+
 static int is_shard_name(const char *name)
 {
     size_t n = strlen(name);
@@ -137,10 +148,10 @@ static vkg_status add_source(vkg_data_t *d, const char *name, size_t *cap)
 static vkg_status open_shard(vkg_data_t *d, source *s)
 {
     size_t ntok = 0;
+    uint64_t size = 0;
     VKG_TRY(vkg_shard_read_header(s->name, &ntok));
     s->ntok = ntok;
-    s->fd = open(s->name, O_RDONLY | O_CLOEXEC);
-    VKG_CHECK(s->fd >= 0, VKG_ERR_IO, "%s: cannot open: %s", s->name, strerror(errno));
+    VKG_TRY(vkg__io_open_fd(s->name, &s->fd, &size));
     if (!d->scan)
         return VKG_OK;
     uint16_t *chunk = malloc(SCAN_CHUNK * sizeof *chunk);
@@ -148,7 +159,9 @@ static vkg_status open_shard(vkg_data_t *d, source *s)
     vkg_status st = VKG_OK;
     for (uint64_t at = 0; at < s->ntok && st == VKG_OK; at += SCAN_CHUNK) {
         size_t m = s->ntok - at < SCAN_CHUNK ? (size_t)(s->ntok - at) : SCAN_CHUNK;
-        st = pread_exact(s->fd, s->name, chunk, 2 * m, VKG_FILE_HEADER_BYTES + 2 * at);
+        st = check_cancel(d, s->name);
+        if (st == VKG_OK)
+            st = pread_exact(s->fd, s->name, chunk, 2 * m, VKG_FILE_HEADER_BYTES + 2 * at);
         if (st == VKG_OK) {
             le16_to_host(chunk, m);
             st = check_tokens(d, s->name, chunk, m, at, &d->checksum);
@@ -156,37 +169,6 @@ static vkg_status open_shard(vkg_data_t *d, source *s)
     }
     free(chunk);
     return st;
-}
-
-static vkg_status read_text(const char *path, char **text, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    VKG_CHECK(f, VKG_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    char *buf = NULL;
-    size_t len = 0, cap = 0, got;
-    do {
-        if (len == cap) {
-            cap = cap ? 2 * cap : 1 << 16;
-            char *nb = realloc(buf, cap);
-            if (!nb) {
-                free(buf);
-                fclose(f);
-                return VKG_FAIL(VKG_ERR_NOMEM, "%s: out of memory", path);
-            }
-            buf = nb;
-        }
-        got = fread(buf + len, 1, cap - len, f);
-        len += got;
-    } while (got > 0);
-    int err = ferror(f);
-    fclose(f);
-    if (err) {
-        free(buf);
-        return VKG_FAIL(VKG_ERR_IO, "%s: read error", path);
-    }
-    *text = buf;
-    *n = len;
-    return VKG_OK;
 }
 
 /* Encode one text file (preceded by end-of-text) and append it to the text source s. */
@@ -197,10 +179,12 @@ static vkg_status add_text(vkg_data_t *d, source *s, const char *path, const vkg
     char *text = NULL;
     size_t n = 0;
     vkg_tokens ids = {0};
-    VKG_TRY(read_text(path, &text, &n));
+    VKG_TRY(vkg_text_read(path, d->cancel, &text, &n));
     vkg_status st = vkg_tokens_push(&ids, vkg_tokenizer_eot(tok));
     if (st == VKG_OK)
-        st = vkg_tokenizer_encode(tok, text, n, &ids);
+        st = vkg__tokenizer_encode(tok, text, n, d->cancel, &ids);
+    if (st == VKG_ERR_ABORTED)
+        st = VKG_FAIL(VKG_ERR_ABORTED, "interrupted while loading %s", path);
     free(text);
     uint16_t *mem = st == VKG_OK ? realloc(s->mem, (s->ntok + ids.n) * sizeof *mem) : NULL;
     if (st == VKG_OK && !mem)
@@ -240,7 +224,8 @@ static vkg_status open_sources(vkg_data_t *d, const vkg_data_config *cfg)
     for (size_t i = 0; i < g.gl_pathc && st == VKG_OK; i++) {
         const char *name = g.gl_pathv[i];
         int shard = is_shard_name(name);
-        if (shard || !in_text)
+        st = check_cancel(d, name);
+        if (st == VKG_OK && (shard || !in_text))
             st = add_source(d, name, &cap);
         in_text = !shard;
         if (st == VKG_OK)
@@ -302,8 +287,10 @@ vkg_status vkg_data_create(const vkg_data_config *cfg, vkg_data_t **out)
     d->buf = malloc((d->bt + 1) * sizeof *d->buf);
     VKG_CHECK_GOTO(st, d->buf, VKG_ERR_NOMEM, fail, "out of memory for a batch of %llu tokens",
                    (unsigned long long)d->bt);
+    d->cancel = &cfg->cancel;
     VKG_TRY_GOTO(st, open_sources(d, cfg), fail);
     VKG_TRY_GOTO(st, layout(d), fail);
+    d->cancel = NULL;
     *out = d;
     return VKG_OK;
 fail:

@@ -8,6 +8,7 @@
 
 #include "base/error.h"
 #include "data/bpe.h"
+#include "data/tokenizer_internal.h"
 #include "vkgpt/io.h"
 
 #define BYTE_VOCAB 257
@@ -163,12 +164,22 @@ const char *vkg_tokenizer_kind_name(vkg_tokenizer_kind kind)
 vkg_status vkg_tokenizer_encode(const vkg_tokenizer_t *t, const char *text, size_t len,
                                 vkg_tokens *out)
 {
+    return vkg__tokenizer_encode(t, text, len, NULL, out);
+}
+
+vkg_status vkg__tokenizer_encode(const vkg_tokenizer_t *t, const char *text, size_t len,
+                                 const vkg_cancel *cancel, vkg_tokens *out)
+{
     switch (t->kind) {
     case VKG_TOKENIZER_GPT2:
-        return vkg__bpe_encode(t->bpe, text, len, out);
+        return vkg__bpe_encode(t->bpe, text, len, cancel, out);
     case VKG_TOKENIZER_BYTE:
-        for (size_t i = 0; i < len; i++)
+        for (size_t i = 0; i < len; i++) {
+            VKG_CHECK(i % VKG_ENCODE_CANCEL_BYTES || !cancel || !cancel->fn ||
+                          !cancel->fn(cancel->ctx),
+                      VKG_ERR_ABORTED, "interrupted");
             VKG_TRY(vkg_tokens_push(out, (unsigned char)text[i]));
+        }
         return VKG_OK;
     case VKG_TOKENIZER_DECODE_ONLY:
         break;

@@ -8,8 +8,13 @@
 
 #include "vkgpt/io.h"
 
-/* Open path for binary reading and report its size in bytes. VKG_ERR_IO naming the file when it
- * cannot be opened or is not a regular file. On success the caller closes *f. */
+/* Open path read-only as a regular file and report its size in bytes. A FIFO, device, socket or
+ * directory is refused (VKG_ERR_IO naming the file and what it is) without blocking and without
+ * reading from it: such a file may never end. VKG_ERR_IO also when it cannot be opened. On
+ * success the caller closes *fd. */
+vkg_status vkg__io_open_fd(const char *path, int *fd, uint64_t *size);
+
+/* vkg__io_open_fd as a stdio stream for binary reading; the caller closes *f. */
 vkg_status vkg__io_open(const char *path, FILE **f, uint64_t *size);
 
 /* Read the 1024-byte header from the start of f into hdr (host order) and check hdr[0] == magic.

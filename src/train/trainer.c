@@ -198,10 +198,18 @@ static vkg_status load_model(vkg_trainer_t *t, float **params, vkg_checkpoint *c
     return VKG_OK;
 }
 
+/* The data loaders' cancellation: cfg.stop (a signal) ends loading too. */
+static int stop_requested(void *ctx)
+{
+    const vkg_trainer_t *t = ctx;
+    return t->cfg.stop && *t->cfg.stop;
+}
+
 static vkg_status open_data(vkg_trainer_t *t)
 {
     const vkg_train_config *c = &t->cfg;
     vkg_data_config d = vkg_data_config_default();
+    d.cancel = (vkg_cancel){stop_requested, t};
     d.batch_size = c->batch;
     d.seq_len = c->seq;
     d.vocab_size = t->mcfg.vocab_size;

@@ -1,0 +1,638 @@
+/* The CLI against bad input, through the built binary (VKGPT_BIN, set by CMake):
+ *  - a table of bad flag values and flag conflicts, for every subcommand: each exits 2 with a
+ *    message naming the flag, the value and the valid range (or both sides of the conflict);
+ *    good values at the ends of the ranges still work;
+ *  - FIFOs, /dev/zero and folders given as data, validation data, model, tokenizer, vocabulary,
+ *    prepare input or checkpoint are refused at once, naming the file and what it is;
+ *  - binary garbage is refused by `train` and by `prepare` with the same message;
+ *  - a crafted vocabulary's terminal escapes reach stderr escaped (\x1b), never raw;
+ *  - SIGINT or SIGTERM while a large text file loads ends `train` within a bound, with
+ *    "interrupted while loading FILE", exit 128 + signal, and nothing written.
+ * Every child runs under the Khronos validation layer (forced on through the loader, logging to a
+ * file that must hold no error or warning), with an address-space limit so that reading an endless
+ * file fails fast instead of exhausting the machine, and is bounded in time and reaped. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <dirent.h>
+#include <errno.h>
+#include <ftw.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef VKGPT_BIN
+#error "VKGPT_BIN (the path of the vkgpt binary) must be defined by the build"
+#endif
+
+#define CAP 512
+#ifndef CHILD_ADDRESS_SPACE /* bytes of address space each child may map */
+#define CHILD_ADDRESS_SPACE (8ull << 30)
+#endif
+
+static char tmp_root[CAP - 100], text_path[CAP], fifo_path[CAP], garbage_path[CAP];
+static char vocab_dir[CAP], fifo_vocab_dir[CAP], folder_path[CAP], vlog_path[CAP];
+
+/* ---- child processes ------------------------------------------------------------------------- */
+
+typedef struct proc {
+    pid_t pid;
+    int fd[2]; /* stdout, stderr read ends; -1 at EOF */
+    char *buf[2];
+    size_t n[2];
+    int status; /* exit code, or 128 + signal */
+} proc;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void proc_start(proc *p, const char *const *args)
+{
+    const char *argv[64] = {VKGPT_BIN};
+    int n = 1;
+    for (; args[n - 1]; n++) {
+        assert_true(n < 63);
+        argv[n] = args[n - 1];
+    }
+    argv[n] = NULL;
+    printf("$ vkgpt");
+    for (int i = 1; i < n; i++)
+        printf(" %s", argv[i]);
+    printf("\n");
+    fflush(stdout);
+    int po[2], pe[2];
+    assert_int_equal(pipe(po), 0);
+    assert_int_equal(pipe(pe), 0);
+    memset(p, 0, sizeof *p);
+    p->pid = fork();
+    assert_true(p->pid >= 0);
+    if (p->pid == 0) {
+        struct rlimit rl = {CHILD_ADDRESS_SPACE, CHILD_ADDRESS_SPACE};
+        setrlimit(RLIMIT_AS, &rl);
+        dup2(po[1], STDOUT_FILENO);
+        dup2(pe[1], STDERR_FILENO);
+        close(po[0]), close(po[1]), close(pe[0]), close(pe[1]);
+        execv(VKGPT_BIN, (char *const *)argv);
+        _exit(127);
+    }
+    close(po[1]), close(pe[1]);
+    p->fd[0] = po[0], p->fd[1] = pe[0];
+    p->buf[0] = calloc(1, 1), p->buf[1] = calloc(1, 1);
+}
+
+/* Read the child's output for up to `wait_s` seconds, or until both pipes are at EOF. */
+static void proc_pump(proc *p, double wait_s)
+{
+    double end = now_s() + wait_s;
+    while ((p->fd[0] >= 0 || p->fd[1] >= 0) && now_s() < end) {
+        struct pollfd fds[2] = {{.fd = p->fd[0], .events = POLLIN},
+                                {.fd = p->fd[1], .events = POLLIN}};
+        int rc = poll(fds, 2, (int)((end - now_s()) * 1000) + 1);
+        if (rc < 0 && errno == EINTR)
+            continue;
+        assert_true(rc >= 0);
+        for (int i = 0; i < 2; i++) {
+            if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR)))
+                continue;
+            char chunk[4096];
+            ssize_t got = read(fds[i].fd, chunk, sizeof chunk);
+            if (got <= 0) {
+                close(fds[i].fd);
+                p->fd[i] = -1;
+                continue;
+            }
+            char *nb = realloc(p->buf[i], p->n[i] + (size_t)got + 1);
+            assert_non_null(nb);
+            memcpy(nb + p->n[i], chunk, (size_t)got);
+            p->n[i] += (size_t)got;
+            nb[p->n[i]] = '\0';
+            p->buf[i] = nb;
+        }
+    }
+}
+
+/* Collect the output and the exit code within timeout_s; kill the child and fail after that. */
+static int proc_wait(proc *p, double timeout_s)
+{
+    double end = now_s() + timeout_s;
+    proc_pump(p, timeout_s);
+    int st;
+    for (;;) {
+        pid_t r = waitpid(p->pid, &st, WNOHANG);
+        if (r == p->pid)
+            break;
+        assert_true(r == 0 || (r < 0 && errno == EINTR));
+        if (now_s() > end) {
+            kill(p->pid, SIGKILL);
+            waitpid(p->pid, NULL, 0);
+            fail_msg("vkgpt did not finish within %.0f s; stdout:\n%s\nstderr:\n%s", timeout_s,
+                     p->buf[0], p->buf[1]);
+        }
+        usleep(10000);
+    }
+    p->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    if (p->n[1])
+        printf("  stderr: %s", p->buf[1]);
+    return p->status;
+}
+
+static void proc_free(proc *p)
+{
+    free(p->buf[0]);
+    free(p->buf[1]);
+    memset(p, 0, sizeof *p);
+}
+
+/* ---- files ----------------------------------------------------------------------------------- */
+
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    char *buf = calloc(1, 1);
+    size_t n = 0, got;
+    char chunk[4096];
+    while ((got = fread(chunk, 1, sizeof chunk, f)) > 0) {
+        buf = realloc(buf, n + got + 1);
+        memcpy(buf + n, chunk, got);
+        n += got;
+        buf[n] = '\0';
+    }
+    fclose(f);
+    return buf;
+}
+
+/* Sentences from a small vocabulary, `bytes` long. */
+static void write_sentences(const char *path, size_t bytes)
+{
+    static const char *const words[] = {"the", "cat", "sat", "on",  "a",     "mat", "and", "dog",
+                                        "ran", "to",  "big", "red", "house", "in",  "sun"};
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    uint64_t s = 12345;
+    for (size_t n = 0; n < bytes;) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        const char *w = words[(s >> 33) % 15];
+        n += (size_t)fprintf(f, "%s%s", w, (s >> 20) % 8 ? " " : ".\n");
+    }
+    fclose(f);
+}
+
+/* Nothing the validation layer logged is an error, a warning or a performance message. */
+static void expect_validation_clean(void)
+{
+    char *log = slurp(vlog_path);
+    if (log && (strstr(log, "ERROR") || strstr(log, "WARNING") || strstr(log, "PERF")))
+        fail_msg("the validation layer reported:\n%s", log);
+    free(log);
+    unlink(vlog_path);
+}
+
+static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb, (void)flag, (void)ftw;
+    return remove(path);
+}
+
+static int group_setup(void **state)
+{
+    (void)state;
+    const char *base = getenv("TMPDIR");
+    snprintf(tmp_root, sizeof tmp_root, "%s/vkg_test_cli_input_XXXXXX",
+             base && *base ? base : "/tmp");
+    if (!mkdtemp(tmp_root))
+        return -1;
+    snprintf(text_path, sizeof text_path, "%s/tiny.txt", tmp_root);
+    snprintf(fifo_path, sizeof fifo_path, "%s/pipe.txt", tmp_root);
+    snprintf(garbage_path, sizeof garbage_path, "%s/garbage.dat", tmp_root);
+    snprintf(folder_path, sizeof folder_path, "%s/folder.txt", tmp_root);
+    snprintf(vocab_dir, sizeof vocab_dir, "%s/vocab", tmp_root);
+    snprintf(fifo_vocab_dir, sizeof fifo_vocab_dir, "%s/fifo_vocab", tmp_root);
+    snprintf(vlog_path, sizeof vlog_path, "%s/validation.log", tmp_root);
+    write_sentences(text_path, 24000);
+    if (mkfifo(fifo_path, 0600) || mkdir(folder_path, 0700) || mkdir(vocab_dir, 0700) ||
+        mkdir(fifo_vocab_dir, 0700))
+        return -1;
+    /* Garbage: bytes of an LCG, a NUL among them at offset 517. */
+    FILE *f = fopen(garbage_path, "wb");
+    if (!f)
+        return -1;
+    uint32_t x = 7;
+    for (int i = 0; i < 8192; i++) {
+        x = x * 1664525u + 1013904223u;
+        fputc(i == 517 ? 0 : 1 + (int)((x >> 24) % 255), f);
+    }
+    fclose(f);
+    /* A vocabulary whose one key holds terminal escapes (clear screen, set the title, bell). */
+    char path[CAP + 32];
+    snprintf(path, sizeof path, "%s/encoder.json", vocab_dir);
+    f = fopen(path, "wb");
+    if (!f)
+        return -1;
+    fputs("{\"\\u001b[2J\\u001b]0;owned\\u0007\": 0}", f);
+    fclose(f);
+    snprintf(path, sizeof path, "%s/vocab.bpe", vocab_dir);
+    f = fopen(path, "wb");
+    if (!f)
+        return -1;
+    fputs("#version: 0.2\n", f);
+    fclose(f);
+    snprintf(path, sizeof path, "%s/encoder.json", fifo_vocab_dir);
+    if (mkfifo(path, 0600))
+        return -1;
+    /* Force the Khronos layer on for every child, logging to a file. */
+    char settings[CAP + 32];
+    snprintf(settings, sizeof settings, "%s/vk_layer_settings.txt", tmp_root);
+    f = fopen(settings, "w");
+    if (!f)
+        return -1;
+    fprintf(f,
+            "khronos_validation.debug_action = VK_DBG_LAYER_ACTION_LOG_MSG\n"
+            "khronos_validation.log_filename = %s\n"
+            "khronos_validation.report_flags = info,warn,error,perf\n",
+            vlog_path);
+    fclose(f);
+    setenv("VK_INSTANCE_LAYERS", "VK_LAYER_KHRONOS_validation", 1);
+    setenv("VK_LAYER_SETTINGS_PATH", tmp_root, 1);
+    unsetenv("VKGPT_DEVICE");
+    return 0;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    return nftw(tmp_root, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static void expect_contains(const char *what, const char *hay, const char *needle)
+{
+    if (needle && !strstr(hay, needle))
+        fail_msg("%s does not contain '%s':\n%s", what, needle, hay);
+}
+
+/* ---- bad values and conflicts ---------------------------------------------------------------- */
+
+/* Placeholders in the table, replaced by the paths of this run. */
+#define TEXT "@text"
+#define FIFO "@fifo"
+#define VOCAB "@vocab"
+
+typedef struct bad_row {
+    const char *args[16]; /* NULL-terminated */
+    const char *want[3];  /* in stderr; NULL ends */
+} bad_row;
+
+#define TINY                                                                                       \
+    "--layers", "1", "--heads", "1", "--channels", "8", "--ctx", "8", "--batch", "2", "--seq", "8"
+
+static const bad_row bad_rows[] = {
+    /* train: numbers */
+    {{"train", "--data", TEXT, "--total-batch", "-128"},
+     {"--total-batch must be a whole number from 1 to 2147483647", "got '-128'"}},
+    {{"train", "--data", TEXT, "--total-batch", "0"}, {"--total-batch", "got '0'"}},
+    {{"train", "--data", TEXT, "--total-batch", "1e30"}, {"--total-batch", "got '1e30'"}},
+    {{"train", "--data", TEXT, "--seed", "1e30"},
+     {"--seed must be a whole number from 0 to 18446744073709551615", "got '1e30'"}},
+    {{"train", "--data", TEXT, "--seed", "-1"}, {"--seed", "got '-1'"}},
+    {{"train", "--data", TEXT, "--steps", "2.5"}, {"--steps", "from 0 to 1000000000", "'2.5'"}},
+    {{"train", "--data", TEXT, "--lr", "inf"}, {"--lr must be a number from 0 to 10", "'inf'"}},
+    {{"train", "--data", TEXT, "--lr", "3e-3x"}, {"--lr", "'3e-3x'"}},
+    {{"train", "--data", TEXT, "--batch", "0"}, {"--batch", "from 1 to"}},
+    {{"train", "--data", TEXT, "--comm-timeout", "1e9"}, {"--comm-timeout", "from 1 to 86400"}},
+    {{"train", "--data", TEXT, "--master-port", "70000"}, {"--master-port", "from 1 to 65535"}},
+    {{"train", "--data", TEXT, "--bucket-mb", "nan"}, {"--bucket-mb", "'nan'"}},
+    {{"train", "--data", TEXT, "--base-batch", "-5"}, {"--base-batch", "from 1 to"}},
+    {{"train", "--data", TEXT, "--resume=yes"}, {"--resume takes no value"}},
+    {{"train", "--data", TEXT, "--rank-batch", "4,2,"}, {"--rank-batch wants sizes", "'4,2,'"}},
+    /* train: conflicts */
+    {{"train", "--data", TEXT, "--init", "m.bin", "--layers", "2"},
+     {"--layers conflicts with --init"}},
+    {{"train", "--data", TEXT, "--init", "m.bin", "--heads", "2"},
+     {"--heads conflicts with --init"}},
+    {{"train", "--data", TEXT, "--init", "m.bin", "--channels", "64"},
+     {"--channels conflicts with --init"}},
+    {{"train", "--data", TEXT, "--init", "m.bin", "--ctx", "64"}, {"--ctx conflicts with --init"}},
+    {{"train", "--data", TEXT, "--init", "m.bin", "--vocab", "300"},
+     {"--vocab conflicts with --init"}},
+    {{"train", "--data", TEXT, "--init", "m.bin", "--resume", "--ckpt-dir", "ck"},
+     {"--init conflicts with --resume"}},
+    {{"train", "--data", TEXT, "--eval-every", "5"}, {"--eval-every needs --val-data"}},
+    {{"train", "--data", TEXT, "--eval-batches", "2"}, {"--eval-batches needs --val-data"}},
+    {{"train", "--data", TEXT, "--val-data", TEXT}, {"--val-data needs --eval-every"}},
+    {{"train", "--data", TEXT, "--ckpt-every", "10"}, {"--ckpt-every needs --ckpt-dir"}},
+    {{"train", "--data", TEXT, "--keep", "2"}, {"--keep needs --ckpt-dir"}},
+    {{"train", "--data", TEXT, "--vocab-dir", VOCAB}, {"--vocab-dir needs --tokenizer gpt2"}},
+    {{"train", "--data", TEXT, "--tokenizer", "byte", "--vocab-dir", VOCAB},
+     {"--vocab-dir needs --tokenizer gpt2"}},
+    {{"train", "--data", TEXT, "--base-batch", "512"}, {"--base-batch needs --lr-scale"}},
+    {{"train", "--data", TEXT, "--rank-batch", "2", "--batch", "2"},
+     {"--batch conflicts with --rank-batch"}},
+    {{"train", "--data", TEXT, "--no-overlap", "--bucket-mb", "4"},
+     {"--bucket-mb conflicts with --no-overlap"}},
+    {{"train", "--data", TEXT, "--sample-len", "0", "--prompt", "the"},
+     {"--prompt has no effect with --sample-len 0"}},
+    {{"train", "--data", TEXT, "--sample-len", "0", "--sample-every", "10"},
+     {"--sample-every has no effect with --sample-len 0"}},
+    /* sample */
+    {{"sample", "--ckpt", TEXT, "--seed", "1e30"}, {"--seed", "'1e30'"}},
+    {{"sample", "--ckpt", TEXT, "--len", "-1"}, {"--len must be a whole number from 0 to"}},
+    {{"sample", "--ckpt", TEXT, "--temperature", "-0.5"}, {"--temperature", "from 0 to 100"}},
+    {{"sample", "--ckpt", TEXT, "--tokenizer", "byte", "--vocab-dir", VOCAB},
+     {"--vocab-dir conflicts with --tokenizer byte"}},
+    {{"sample", "--ckpt", FIFO}, {FIFO, "neither a regular file nor a folder"}},
+    /* prepare */
+    {{"prepare", "--shard-tokens", "0", TEXT},
+     {"--shard-tokens must be a whole number from 1 to 2147483647", "got '0'"}},
+    {{"prepare", "--shard-tokens", "1e30", TEXT}, {"--shard-tokens", "'1e30'"}},
+    {{"prepare", "--val-frac", "1", TEXT}, {"--val-frac", "1 excluded"}},
+    {{"prepare", "--val-frac", "nan", TEXT}, {"--val-frac must be a number from 0 to 1"}},
+    {{"prepare", "--val-frac", "-0.5", TEXT}, {"--val-frac", "'-0.5'"}},
+    {{"prepare", "--tokenizer", "bpe", TEXT}, {"--tokenizer: 'bpe' is not one of byte, gpt2"}},
+    /* launch */
+    {{"launch", "-n", "0", "--", "train"}, {"-n must be a whole number from 1 to 256"}},
+    {{"launch", "-n", "1e30", "--", "train"}, {"-n", "'1e30'"}},
+    {{"launch", "-n", "2", "--port", "70000", "--", "train"}, {"--port", "from 1 to 65535"}},
+    {{"launch", "-n", "2", "--grace", "-1", "--", "train"}, {"--grace", "from 0 to 3600"}},
+    /* bench */
+    {{"bench", "allreduce", "-n", "1e30"}, {"-n must be a whole number from 1 to 64"}},
+    {{"bench", "allreduce", "--timeout", "1e30"}, {"--timeout must be a number from 0.001 to"}},
+    {{"bench", "allreduce", "--max", "1e30"}, {"--max", "'1e30'"}},
+    {{"bench", "allreduce", "--iters", "5x"}, {"--iters", "'5x'"}},
+    {{"bench", "allreduce", "--window", "99999999999"}, {"--window", "from 2 to 1024"}},
+    {{"bench", "allreduce", "--dtype", "f64"}, {"--dtype: 'f64' is not one of f32, bf16, f16"}},
+    {{"bench", "ops", "--iters", "1e30"}, {"--iters must be a whole number from 1 to"}},
+    {{"bench", "ops", "--tiles", "8,8,8x"}, {"--tiles", "'8,8,8x'"}},
+    {{"bench", "ops", "--tiles", "-1,8,8"}, {"--tiles", "'-1,8,8'"}},
+    {{"bench", "dp", "--steps", "0"}, {"--steps must be a whole number from 1 to"}},
+    {{"bench", "dp", "--ranks", "1,,2"}, {"--ranks wants", "'1,,2'"}},
+    {{"bench", "train", "--seed", "1e30"}, {"--seed", "'1e30'"}},
+    {{"bench", "train", "--lr", "1e39"}, {"--lr must be a number from 0 to 10"}},
+};
+
+/* row's argument with the placeholders replaced */
+static const char *arg_of(const char *a)
+{
+    return !strcmp(a, TEXT)    ? text_path
+           : !strcmp(a, FIFO)  ? fifo_path
+           : !strcmp(a, VOCAB) ? vocab_dir
+                               : a;
+}
+
+static void test_bad_values_and_conflicts(void **state)
+{
+    (void)state;
+    for (size_t k = 0; k < sizeof bad_rows / sizeof bad_rows[0]; k++) {
+        const bad_row *w = &bad_rows[k];
+        const char *args[17] = {0};
+        for (int i = 0; w->args[i]; i++)
+            args[i] = arg_of(w->args[i]);
+        proc p;
+        proc_start(&p, args);
+        int rc = proc_wait(&p, 60);
+        if (rc != 2)
+            fail_msg("row %zu: exit code %d, expected 2; stderr:\n%s", k, rc, p.buf[1]);
+        for (int i = 0; i < 3 && w->want[i]; i++)
+            expect_contains("stderr", p.buf[1], arg_of(w->want[i]));
+        proc_free(&p);
+    }
+    expect_validation_clean();
+}
+
+/* Values at the ends of the ranges are taken: a 2-step accumulation and the largest seed. */
+static void test_good_values(void **state)
+{
+    (void)state;
+    proc p;
+    const char *const train[] = {"train",         "--data", text_path, TINY,
+                                 "--total-batch", "32",     "--seed",  "18446744073709551615",
+                                 "--steps",       "1",      "--lr",    "3e-3",
+                                 "--sample-len",  "0",      NULL};
+    proc_start(&p, train);
+    assert_int_equal(proc_wait(&p, 120), 0);
+    expect_contains("stdout", p.buf[0], "x 2 accumulation = 32 tokens per step");
+    expect_contains("stdout", p.buf[0], "step 1/1 ");
+    proc_free(&p);
+    expect_validation_clean();
+    char out[CAP + 16];
+    snprintf(out, sizeof out, "%s/prepared", tmp_root);
+    const char *const prepare[] = {"prepare",        "--out", out,       "--val-frac", "0.5",
+                                   "--shard-tokens", "1K",    text_path, NULL};
+    proc_start(&p, prepare);
+    assert_int_equal(proc_wait(&p, 60), 0);
+    expect_contains("stdout", p.buf[0], "train_000000.bin (1024 tokens)");
+    proc_free(&p);
+}
+
+/* ---- input that is not a regular file -------------------------------------------------------- */
+
+static void test_non_regular_inputs(void **state)
+{
+    (void)state;
+    char fifo_encoder[CAP + 32];
+    snprintf(fifo_encoder, sizeof fifo_encoder, "%s/encoder.json", fifo_vocab_dir);
+    const char *const cases[][24] = {
+        {"train", "--data", fifo_path, TINY, NULL},
+        {"train", "--data", "/dev/zero", TINY, NULL},
+        {"train", "--data", folder_path, TINY, NULL},
+        {"train", "--data", text_path, "--val-data", fifo_path, "--eval-every", "1", TINY, NULL},
+        {"train", "--data", text_path, "--init", fifo_path, NULL},
+        {"train", "--data", text_path, "--tokenizer", fifo_path, TINY, NULL},
+        {"train", "--data", text_path, "--tokenizer", "gpt2", "--vocab-dir", fifo_vocab_dir, TINY,
+         NULL},
+        {"prepare", "--out", tmp_root, fifo_path, NULL},
+        {"prepare", "--out", tmp_root, "/dev/zero", NULL},
+        {"prepare", "--out", tmp_root, "--tokenizer", "gpt2", "--vocab-dir", fifo_vocab_dir,
+         text_path, NULL},
+    };
+    const char *const named[][2] = {
+        {fifo_path, "is a FIFO"},
+        {"/dev/zero", "is a character device"},
+        {folder_path, "is a directory"},
+        {fifo_path, "is a FIFO"},
+        {fifo_path, "is a FIFO"},
+        {fifo_path, "is a FIFO"},
+        {fifo_encoder, "is a FIFO"},
+        {fifo_path, "is a FIFO"},
+        {"/dev/zero", "is a character device"},
+        {fifo_encoder, "is a FIFO"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        proc p;
+        proc_start(&p, cases[k]);
+        int rc = proc_wait(&p, 60);
+        if (rc != 1)
+            fail_msg("case %zu: exit code %d, expected 1", k, rc);
+        expect_contains("stderr", p.buf[1], named[k][0]);
+        expect_contains("stderr", p.buf[1], named[k][1]);
+        proc_free(&p);
+        expect_validation_clean();
+    }
+}
+
+/* ---- text input ------------------------------------------------------------------------------ */
+
+/* The error message of stderr: from the file name to the end of the line. */
+static char *message_from(const char *err, const char *name)
+{
+    const char *at = strstr(err, name);
+    if (!at)
+        fail_msg("stderr does not name %s:\n%s", name, err);
+    return strndup(at, strcspn(at, "\n"));
+}
+
+static void test_garbage_refused_alike(void **state)
+{
+    (void)state;
+    char out[CAP + 16];
+    snprintf(out, sizeof out, "%s/from_garbage", tmp_root);
+    const char *const train[] = {"train", "--data", garbage_path, TINY, NULL};
+    const char *const prepare[] = {"prepare", "--out", out, garbage_path, NULL};
+    proc p, q;
+    proc_start(&p, train);
+    assert_int_equal(proc_wait(&p, 60), 1);
+    proc_start(&q, prepare);
+    assert_int_equal(proc_wait(&q, 60), 1);
+    char *a = message_from(p.buf[1], garbage_path), *b = message_from(q.buf[1], garbage_path);
+    assert_string_equal(a, b);
+    expect_contains("the message", a, "looks binary (a NUL byte at offset 517)");
+    assert_int_equal(access(out, F_OK), -1);
+    free(a), free(b);
+    proc_free(&p), proc_free(&q);
+    expect_validation_clean();
+}
+
+/* No control character of the crafted vocabulary reaches stderr; ESC shows as \x1b. */
+static void test_vocab_escapes_escaped(void **state)
+{
+    (void)state;
+    const char *const train[] = {"train",       "--data",  text_path, "--tokenizer", "gpt2",
+                                 "--vocab-dir", vocab_dir, TINY,      NULL};
+    const char *const prepare[] = {"prepare",     "--out",   tmp_root,  "--tokenizer", "gpt2",
+                                   "--vocab-dir", vocab_dir, text_path, NULL};
+    const char *const *cmds[] = {train, prepare};
+    for (int k = 0; k < 2; k++) {
+        proc p;
+        proc_start(&p, cmds[k]);
+        assert_int_equal(proc_wait(&p, 60), 1);
+        expect_contains("stderr", p.buf[1], "encoder.json");
+        expect_contains("stderr", p.buf[1], "\\x1b[2J\\x1b]0;owned\\x07");
+        for (size_t i = 0; i < p.n[1]; i++) {
+            unsigned char c = (unsigned char)p.buf[1][i];
+            if ((c < 0x20 && c != '\n') || c == 0x7f)
+                fail_msg("stderr holds the control byte 0x%02x at %zu", c, i);
+        }
+        proc_free(&p);
+        expect_validation_clean();
+    }
+}
+
+/* ---- signals while loading ------------------------------------------------------------------- */
+
+/* 1 once the process catches sig (SigCgt in /proc/PID/status). */
+static int catches(pid_t pid, int sig)
+{
+    char path[64], line[256];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "r");
+    int yes = 0;
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, "SigCgt:", 7))
+            yes = (strtoull(line + 7, NULL, 16) >> (sig - 1)) & 1;
+    if (f)
+        fclose(f);
+    return yes;
+}
+
+/* Bytes the process has read with read(2) so far (rchar in /proc/PID/io). */
+static unsigned long long chars_read(pid_t pid)
+{
+    char path[64], line[256];
+    unsigned long long n = 0;
+    snprintf(path, sizeof path, "/proc/%d/io", (int)pid);
+    FILE *f = fopen(path, "r");
+    while (f && fgets(line, sizeof line, f))
+        if (!strncmp(line, "rchar:", 6))
+            n = strtoull(line + 6, NULL, 10);
+    if (f)
+        fclose(f);
+    return n;
+}
+
+/* Entries of dir other than the folder's lock file (which holds only the trainer's pid and host,
+ * and is left in place: removing it would race with a second trainer's flock). */
+static int count_entries(const char *dir)
+{
+    DIR *d = opendir(dir);
+    int n = 0;
+    for (struct dirent *e; d && (e = readdir(d));)
+        n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && strcmp(e->d_name, "vkgpt.lock");
+    if (d)
+        closedir(d);
+    return n;
+}
+
+/* SIGINT is sent as soon as train's handler is in place, before the device, the model and the
+ * data are set up; SIGTERM once the process has read the text file whole, while it tokenizes
+ * it. Tokenizing 40 MB takes far longer than sending a signal, so each arrives before the data
+ * is loaded, and the loader must notice it. */
+static void test_signal_while_loading(void **state)
+{
+    (void)state;
+    char big[CAP + 16], ckpt[CAP + 16], msg[CAP + 64];
+    const size_t big_bytes = (size_t)40 << 20;
+    snprintf(big, sizeof big, "%s/big.txt", tmp_root);
+    write_sentences(big, big_bytes);
+    const int sigs[] = {SIGINT, SIGTERM};
+    for (int k = 0; k < 2; k++) {
+        snprintf(ckpt, sizeof ckpt, "%s/ckpt_%d", tmp_root, k);
+        const char *const train[] = {"train", "--data", big, TINY, "--ckpt-dir", ckpt, NULL};
+        proc p;
+        proc_start(&p, train);
+        double t0 = now_s();
+        while (!catches(p.pid, sigs[k]) && now_s() < t0 + 30)
+            usleep(500);
+        while (k == 1 && chars_read(p.pid) < big_bytes && now_s() < t0 + 60)
+            usleep(500);
+        assert_int_equal(kill(p.pid, sigs[k]), 0);
+        double sent = now_s();
+        int rc = proc_wait(&p, 60);
+        printf("exit %d, %.2f s after the signal\n", rc, now_s() - sent);
+        assert_int_equal(rc, 128 + sigs[k]);
+        snprintf(msg, sizeof msg, "interrupted while loading %s", big);
+        expect_contains("stderr", p.buf[1], msg);
+        expect_contains("stderr", p.buf[1], "nothing was saved");
+        assert_null(strstr(p.buf[0], "step ")); /* no training step */
+        assert_int_equal(count_entries(ckpt), 0);
+        proc_free(&p);
+        expect_validation_clean();
+    }
+    unlink(big);
+}
+
+int main(void)
+{
+    signal(SIGPIPE, SIG_IGN);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_bad_values_and_conflicts),
+        cmocka_unit_test(test_good_values),
+        cmocka_unit_test(test_non_regular_inputs),
+        cmocka_unit_test(test_garbage_refused_alike),
+        cmocka_unit_test(test_vocab_escapes_escaped),
+        cmocka_unit_test(test_signal_while_loading),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
