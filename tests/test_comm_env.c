@@ -241,6 +241,46 @@ static void test_keyfile_roundtrip(void **state)
     rmdir(dir);
 }
 
+/* Key files that are not small regular files are refused at once, without reading them:
+ * /dev/zero (read forever before), a FIFO with no writer (blocked forever), a folder, a huge
+ * file; also through the environment. */
+static void test_keyfile_not_a_file(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/vkg-keytest-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char fifo[128], big[128], var[200];
+    snprintf(fifo, sizeof fifo, "%s/fifo.key", dir);
+    snprintf(big, sizeof big, "%s/big.key", dir);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    FILE *f = fopen(big, "w");
+    assert_non_null(f);
+    assert_int_equal(fseek(f, 1 << 20, SEEK_SET), 0);
+    fputc('\n', f);
+    fclose(f);
+    const struct {
+        const char *path, *needle;
+        vkg_status st;
+    } cases[] = {{"/dev/zero", "not a regular file (a character device)", VKG_ERR_IO},
+                 {fifo, "not a regular file (a FIFO)", VKG_ERR_IO},
+                 {dir, "not a regular file (a directory)", VKG_ERR_IO},
+                 {big, "more than such a file holds", VKG_ERR_FORMAT}};
+    char pub[41], sec[41];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        assert_int_equal(vkg_comm_keyfile_read(cases[i].path, pub, sec), cases[i].st);
+        assert_non_null(strstr(vkg_error_message(), cases[i].needle));
+        assert_non_null(strstr(vkg_error_message(), cases[i].path));
+        snprintf(var, sizeof var, "VKG_COMM_CURVE_KEY=%s", cases[i].path);
+        char *env[] = {var, NULL};
+        vkg_comm_config cfg;
+        assert_int_equal(vkg_comm_config_from_env(&cfg, env), cases[i].st);
+        assert_non_null(strstr(vkg_error_message(), "VKG_COMM_CURVE_KEY"));
+    }
+    unlink(fifo);
+    unlink(big);
+    rmdir(dir);
+}
+
 static void test_single_rank_collectives(void **state)
 {
     (void)state;
@@ -277,6 +317,7 @@ int main(void)
         cmocka_unit_test(test_env_options),
         cmocka_unit_test(test_transport_names),
         cmocka_unit_test(test_keyfile_roundtrip),
+        cmocka_unit_test(test_keyfile_not_a_file),
         cmocka_unit_test(test_single_rank_collectives),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -17,6 +17,7 @@
 
 #include <stdatomic.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdint.h>
 
 #include <zmq.h>
@@ -163,6 +164,13 @@ vkg_status vkg__ctx_register(vkg_comm_ctx_t *ctx, const void *owner, const char 
                              const uint8_t *keys, size_t nkeys, const char *password);
 void vkg__ctx_unregister(vkg_comm_ctx_t *ctx, const void *owner);
 void vkg__ctx_ref(vkg_comm_ctx_t *ctx, int delta);
+
+/* ---- small files (config.c) ---- */
+
+/* Open path for reading as *out when it is a regular file of at most max_bytes (a key file, a
+ * list of keys): a FIFO, a device or a directory is refused without blocking or reading, naming
+ * `what` and path. */
+vkg_status vkg__open_small_file(const char *path, const char *what, long max_bytes, FILE **out);
 
 /* ---- sockets (sockets.c) and rendezvous (rendezvous.c) ---- */
 

@@ -374,12 +374,38 @@ vkg_status vkg_comm_keyfile_write(const char *path, const char *pub, const char 
     return write_file(pubpath, 0644, text);
 }
 
+vkg_status vkg__open_small_file(const char *path, const char *what, long max_bytes, FILE **out)
+{
+    *out = NULL;
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    VKG_CHECK(fd >= 0, VKG_ERR_IO, "cannot open %s %s: %s", what, path, strerror(errno));
+    struct stat sb;
+    vkg_status st = VKG_OK;
+    if (fstat(fd, &sb) != 0)
+        st = VKG_FAIL(VKG_ERR_IO, "cannot stat %s %s: %s", what, path, strerror(errno));
+    else if (!S_ISREG(sb.st_mode))
+        st = VKG_FAIL(VKG_ERR_IO, "%s %s is not a regular file (a %s)", what, path,
+                      S_ISDIR(sb.st_mode)    ? "directory"
+                      : S_ISFIFO(sb.st_mode) ? "FIFO"
+                      : S_ISCHR(sb.st_mode)  ? "character device"
+                      : S_ISSOCK(sb.st_mode) ? "socket"
+                                             : "special file");
+    else if (sb.st_size > max_bytes)
+        st = VKG_FAIL(VKG_ERR_FORMAT, "%s %s is %lld bytes, more than such a file holds (%ld)",
+                      what, path, (long long)sb.st_size, max_bytes);
+    if (st == VKG_OK && !(*out = fdopen(fd, "r")))
+        st = VKG_FAIL(VKG_ERR_IO, "cannot read %s %s: %s", what, path, strerror(errno));
+    if (st < 0)
+        close(fd);
+    return st;
+}
+
 vkg_status vkg_comm_keyfile_read(const char *path, char pub[VKG_COMM_KEY_CHARS + 1],
                                  char sec[VKG_COMM_KEY_CHARS + 1])
 {
     VKG_CHECK(path != NULL, VKG_ERR_INVALID_ARG, "key file path is NULL");
-    FILE *f = fopen(path, "r");
-    VKG_CHECK(f != NULL, VKG_ERR_IO, "cannot open key file %s: %s", path, strerror(errno));
+    FILE *f;
+    VKG_TRY(vkg__open_small_file(path, "key file", 64 << 10, &f));
     char line[256];
     int lineno = 0;
     pub[0] = sec[0] = '\0';

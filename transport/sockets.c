@@ -119,9 +119,10 @@ vkg_status vkg__register_keys(vkg_comm_t *c, const vkg_comm_config *cfg)
     size_t tlen = (cfg->curve_authorized ? strlen(cfg->curve_authorized) : 0) + 2;
     FILE *f = NULL;
     if (cfg->curve_authorized_file[0]) {
-        f = fopen(cfg->curve_authorized_file, "r");
-        VKG_CHECK_GOTO(st, f != NULL, VKG_ERR_IO, fail, "cannot open authorized keys %s: %s",
-                       cfg->curve_authorized_file, strerror(errno));
+        VKG_TRY_GOTO(
+            st,
+            vkg__open_small_file(cfg->curve_authorized_file, "authorized keys file", 16 << 20, &f),
+            fail);
         fseek(f, 0, SEEK_END);
         tlen += (size_t)ftell(f) + 1;
         rewind(f);
