@@ -318,6 +318,8 @@ static const bad_row bad_rows[] = {
     {{"train", "--data", TEXT, "--base-batch", "-5"}, {"--base-batch", "from 1 to"}},
     {{"train", "--data", TEXT, "--resume=yes"}, {"--resume takes no value"}},
     {{"train", "--data", TEXT, "--rank-batch", "4,2,"}, {"--rank-batch wants sizes", "'4,2,'"}},
+    {{"train", "--data", TEXT, "--world-size", "2", "--rank", "0", "--master-addr", "0.0.0.0"},
+     {"master address 0.0.0.0", "every interface", "--listen-all"}},
     /* train: conflicts */
     {{"train", "--data", TEXT, "--init", "m.bin", "--layers", "2"},
      {"--layers conflicts with --init"}},

@@ -327,11 +327,13 @@ vkg_status vkg__plan_endpoints(vkg_comm_t *c, const vkg_comm_config *cfg, char *
     }
     char ip[VKG_COMM_ADDR_MAX], port[16];
     VKG_TRY(resolve_numeric(cfg->master_addr, ip, sizeof ip));
-    VKG_CHECK(cfg->listen_all || (strcmp(ip, "0.0.0.0") && strcmp(ip, "::")), VKG_ERR_INVALID_ARG,
-              "master address '%s' is a wildcard: rank 0 would listen on every interface of its "
-              "host; give the address of the interface the other ranks reach (this host's IP or "
-              "name), or set VKG_COMM_LISTEN_ALL=1 to listen on all deliberately",
-              cfg->master_addr);
+    VKG_CHECK(
+        cfg->listen_all || (strcmp(ip, "0.0.0.0") && strcmp(ip, "::")), VKG_ERR_INVALID_ARG,
+        "master address '%s' is a wildcard: rank 0 would listen on every interface of its "
+        "host; give the address of the interface the other ranks reach (this host's IP or "
+        "name), or set listen_all (VKG_COMM_LISTEN_ALL=1, vkgpt's --listen-all) to listen on all "
+        "deliberately",
+        cfg->master_addr);
     snprintf(port, sizeof port, "%d", cfg->master_port);
     tcp_endpoint(master, mcap, ip, port);
     if (cfg->bind_addr[0])

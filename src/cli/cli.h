@@ -38,7 +38,7 @@ typedef struct vkg_cli_dp_flags {
     const char *master_addr, *transport, *rank_batch;
     long long base_batch;
     float bucket_mb;
-    int no_overlap;
+    int no_overlap, listen_all;
     int rank_batch_v[1024];
 } vkg_cli_dp_flags;
 #define VKG_CLI_DP_FLAGS_INIT                                                                      \
@@ -106,9 +106,16 @@ extern const char *const vkg_cli_lr_scales[];
          0,                                                                                        \
          0.0001,                                                                                   \
          65536},                                                                                   \
+        {"--no-overlap",                                                                           \
+         VKG_FLAG_BOOL,                                                                            \
+         &(d).no_overlap,                                                                          \
+         "one allreduce after the backward pass",                                                  \
+         0,                                                                                        \
+         0,                                                                                        \
+         0},                                                                                       \
     {                                                                                              \
-        "--no-overlap", VKG_FLAG_BOOL, &(d).no_overlap, "one allreduce after the backward pass",   \
-            0, 0, 0                                                                                \
+        "--listen-all", VKG_FLAG_BOOL, &(d).listen_all,                                            \
+            "allow a wildcard --master-addr (0.0.0.0): listen on every interface", 0, 0, 0         \
     }
 struct vkg_train_config;
 /* Fill cfg's comm, rank_batch and lr scaling from the environment and d; 0 or the exit code 2

@@ -41,12 +41,24 @@ int vkg_cli_dp_resolve(vkg_cli_dp_flags *d, struct vkg_train_config *cfg)
         cc->rank = d->rank;
     if (d->master_addr)
         snprintf(cc->master_addr, sizeof cc->master_addr, "%s", d->master_addr);
+    if (d->listen_all)
+        cc->listen_all = 1;
     if (d->master_port > 0)
         cc->master_port = d->master_port;
     if (d->timeout_s > 0)
         cc->timeout_ms = d->timeout_s * 1000;
     if (d->transport && vkg_comm_transport_parse(d->transport, &cc->transport) != VKG_OK) {
         fprintf(stderr, "vkgpt train: --transport must be tcp or ipc, got '%s'\n", d->transport);
+        return 2;
+    }
+    if (cc->world_size > 1 && cc->transport == VKG_COMM_TCP && !cc->listen_all &&
+        (!strcmp(cc->master_addr, "0.0.0.0") || !strcmp(cc->master_addr, "::") ||
+         !strcmp(cc->master_addr, "*"))) {
+        fprintf(stderr,
+                "vkgpt train: master address %s (--master-addr or MASTER_ADDR) would make rank 0 "
+                "listen on every interface of its host; give the address the other ranks reach "
+                "(this host's IP or name), or add --listen-all to do so deliberately\n",
+                cc->master_addr);
         return 2;
     }
     if (cc->rank < 0 || cc->rank >= cc->world_size) {
