@@ -252,7 +252,7 @@ static int group_teardown(void **state)
 static void test_one_trainer_per_folder(void **state)
 {
     (void)state;
-    char log[CAP + 16], holder[64], host[64] = "", lock[CAP + 16];
+    char log[CAP + 16], holder[160], host[64] = "", lock[CAP + 16];
     gethostname(host, sizeof host - 1);
     snprintf(log, sizeof log, "%s/log.jsonl", ckpt_dir);
     snprintf(lock, sizeof lock, "%s/vkgpt.lock", ckpt_dir);
