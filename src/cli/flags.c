@@ -15,9 +15,12 @@ void vkg_flags_usage(FILE *f, const char *cmd, const char *synopsis, const vkg_f
                      int nflags)
 {
     fprintf(f, "usage: vkgpt %s %s\n\noptions:\n", cmd, synopsis);
+    int width = 16; /* the help texts line up after the longest flag name */
+    for (int i = 0; i < nflags; i++)
+        width = (int)strlen(flags[i].name) > width ? (int)strlen(flags[i].name) : width;
     for (int i = 0; i < nflags; i++) {
         const vkg_flag *fl = &flags[i];
-        fprintf(f, "  %-16s %s", fl->name, fl->help);
+        fprintf(f, "  %-*s %s", width, fl->name, fl->help);
         if (fl->type == VKG_FLAG_CHOICE) {
             fprintf(f, " (");
             for (int j = 0; fl->choices[j]; j++)
