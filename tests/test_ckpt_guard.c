@@ -18,16 +18,15 @@
 #include <cmocka.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
+
+#include "testproc.h"
 
 #ifndef VKGPT_BIN
 #error "VKGPT_BIN (the path of the vkgpt binary) must be defined by the build"
@@ -38,115 +37,10 @@ static char tmp_root[CAP - 120], text_path[CAP], ckpt_dir[CAP];
 
 /* ---- child processes ------------------------------------------------------------------------- */
 
-typedef struct proc {
-    pid_t pid;
-    int fd[2]; /* stdout, stderr read ends; -1 at EOF */
-    char *buf[2];
-    size_t len[2];
-    int status; /* exit code, or 128 + signal */
-} proc;
-
-static double now_s(void)
+static int run(vkg_test_proc *p, double timeout_s, const char *const *args)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static void proc_start(proc *p, const char *const *args)
-{
-    const char *argv[64] = {VKGPT_BIN};
-    int n = 1;
-    for (; args[n - 1]; n++) {
-        assert_true(n < 63);
-        argv[n] = args[n - 1];
-    }
-    argv[n] = NULL;
-    printf("$ vkgpt");
-    for (int i = 1; i < n; i++)
-        printf(" %s", argv[i]);
-    printf("\n");
-    fflush(stdout);
-    int po[2], pe[2];
-    assert_int_equal(pipe(po), 0);
-    assert_int_equal(pipe(pe), 0);
-    memset(p, 0, sizeof *p);
-    p->pid = fork();
-    assert_true(p->pid >= 0);
-    if (p->pid == 0) {
-        dup2(po[1], STDOUT_FILENO), dup2(pe[1], STDERR_FILENO);
-        close(po[0]), close(po[1]), close(pe[0]), close(pe[1]);
-        execv(VKGPT_BIN, (char *const *)argv);
-        _exit(127);
-    }
-    close(po[1]), close(pe[1]);
-    p->fd[0] = po[0], p->fd[1] = pe[0];
-    p->buf[0] = calloc(1, 1), p->buf[1] = calloc(1, 1);
-}
-
-/* Read output until stdout contains `until` (when not NULL) or both pipes are at EOF. Returns 1
- * when `until` was seen; kills the child and fails the test at the deadline. */
-static int proc_pump(proc *p, double deadline, const char *until)
-{
-    while (p->fd[0] >= 0 || p->fd[1] >= 0) {
-        if (until && strstr(p->buf[0], until))
-            return 1;
-        double left = deadline - now_s();
-        if (left <= 0) {
-            kill(p->pid, SIGKILL);
-            waitpid(p->pid, NULL, 0);
-            fail_msg("vkgpt did not finish in time; stdout:\n%s\nstderr:\n%s", p->buf[0],
-                     p->buf[1]);
-        }
-        struct pollfd fds[2] = {{.fd = p->fd[0], .events = POLLIN},
-                                {.fd = p->fd[1], .events = POLLIN}};
-        int rc = poll(fds, 2, (int)(left * 1000) + 1);
-        if (rc < 0 && errno == EINTR)
-            continue;
-        assert_true(rc >= 0);
-        for (int i = 0; i < 2; i++) {
-            if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR)))
-                continue;
-            char chunk[4096];
-            ssize_t got = read(fds[i].fd, chunk, sizeof chunk);
-            if (got <= 0) {
-                close(fds[i].fd);
-                p->fd[i] = -1;
-                continue;
-            }
-            char *nb = realloc(p->buf[i], p->len[i] + (size_t)got + 1);
-            assert_non_null(nb);
-            memcpy(nb + p->len[i], chunk, (size_t)got);
-            p->len[i] += (size_t)got;
-            nb[p->len[i]] = '\0';
-            p->buf[i] = nb;
-        }
-    }
-    return until && strstr(p->buf[0], until) != NULL;
-}
-
-/* Drain the output and reap the child; returns its exit code (128 + signal if killed). */
-static int proc_wait(proc *p, double deadline)
-{
-    proc_pump(p, deadline, NULL);
-    int st;
-    assert_int_equal(waitpid(p->pid, &st, 0), p->pid);
-    p->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-    printf("  exit %d\n  stdout: %s  stderr: %s\n", p->status, p->buf[0], p->buf[1]);
-    return p->status;
-}
-
-static void proc_free(proc *p)
-{
-    free(p->buf[0]);
-    free(p->buf[1]);
-    memset(p, 0, sizeof *p);
-}
-
-static int run(proc *p, double timeout_s, const char *const *args)
-{
-    proc_start(p, args);
-    return proc_wait(p, now_s() + timeout_s);
+    vkg_test_proc_start(p, args, NULL);
+    return vkg_test_proc_wait(p, timeout_s);
 }
 
 /* ---- files ----------------------------------------------------------------------------------- */
@@ -212,18 +106,10 @@ static long log_steps(void)
     return line;
 }
 
-static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb, (void)flag, (void)ftw;
-    return remove(path);
-}
-
 static int group_setup(void **state)
 {
     (void)state;
-    const char *base = getenv("TMPDIR");
-    snprintf(tmp_root, sizeof tmp_root, "%s/vkg_test_guard_XXXXXX", base && *base ? base : "/tmp");
-    if (!mkdtemp(tmp_root))
+    if (vkg_test_tmp_make(tmp_root, sizeof tmp_root, "vkg_test_guard"))
         return -1;
     snprintf(text_path, sizeof text_path, "%s/tiny.txt", tmp_root);
     snprintf(ckpt_dir, sizeof ckpt_dir, "%s/ckpt", tmp_root);
@@ -239,7 +125,7 @@ static int group_setup(void **state)
 static int group_teardown(void **state)
 {
     (void)state;
-    return nftw(tmp_root, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    return vkg_test_tmp_remove(tmp_root);
 }
 
 #define TRAIN_FLAGS                                                                                \
@@ -257,10 +143,12 @@ static void test_one_trainer_per_folder(void **state)
     snprintf(log, sizeof log, "%s/log.jsonl", ckpt_dir);
     snprintf(lock, sizeof lock, "%s/vkgpt.lock", ckpt_dir);
     const char *const first[] = {TRAIN_FLAGS, "--steps", "100000", "--ckpt-every", "2", NULL};
-    proc a, b;
-    proc_start(&a, first);
-    if (!proc_pump(&a, now_s() + 120, "step 3/"))
+    vkg_test_proc a, b;
+    vkg_test_proc_start(&a, first, NULL);
+    if (!vkg_test_proc_pump(&a, 120, "step 3/")) {
+        vkg_test_proc_kill(&a);
         fail_msg("no third step; stdout:\n%s\nstderr:\n%s", a.buf[0], a.buf[1]);
+    }
     /* Frozen, so that its log stands still while the second trainer tries. */
     assert_int_equal(kill(a.pid, SIGSTOP), 0);
     size_t n;
@@ -275,36 +163,38 @@ static void test_one_trainer_per_folder(void **state)
         expect_contains("stderr", b.buf[1], "in use by another trainer");
         assert_null(strstr(b.buf[0], "step 1/"));
         expect_same_bytes(log, before, n);
-        proc_free(&b);
+        vkg_test_proc_free(&b);
     }
     free(before);
     assert_int_equal(kill(a.pid, SIGCONT), 0);
     assert_int_equal(kill(a.pid, SIGTERM), 0);
-    assert_int_equal(proc_wait(&a, now_s() + 60), 0);
+    assert_int_equal(vkg_test_proc_wait(&a, 60), 0);
     expect_contains("stdout", a.buf[0], "stopping on signal 15");
     long steps = log_steps();
     assert_true(steps >= 3);
-    proc_free(&a);
+    vkg_test_proc_free(&a);
 
     /* A trainer killed outright leaves its lock file (naming it) behind: it blocks nobody. */
     const char *const more[] = {TRAIN_FLAGS, "--steps", "100000", "--resume", NULL};
-    proc_start(&a, more);
-    if (!proc_pump(&a, now_s() + 120, "/100000 "))
+    vkg_test_proc_start(&a, more, NULL);
+    if (!vkg_test_proc_pump(&a, 120, "/100000 ")) {
+        vkg_test_proc_kill(&a);
         fail_msg("the resumed run did not step; stderr:\n%s", a.buf[1]);
+    }
     assert_int_equal(kill(a.pid, SIGKILL), 0);
-    proc_wait(&a, now_s() + 30);
+    vkg_test_proc_wait(&a, 30);
     char *text = slurp(lock, &n);
     snprintf(holder, sizeof holder, "pid %ld host %s", (long)a.pid, host);
     expect_contains("the lock file", text, holder);
     free(text);
-    proc_free(&a);
+    vkg_test_proc_free(&a);
     char final[32];
     snprintf(final, sizeof final, "%ld", steps + 2);
     const char *const last[] = {TRAIN_FLAGS, "--steps", final, "--resume", NULL};
     assert_int_equal(run(&a, 120, last), 0);
     expect_contains("stdout", a.buf[0], "validation layer: 0 message(s)");
     assert_int_equal(log_steps(), steps + 2);
-    proc_free(&a);
+    vkg_test_proc_free(&a);
 
     /* A new run in the folder (no --resume) is a usage error: it would write over this one. */
     const char *const fresh[] = {TRAIN_FLAGS, "--steps", "3", NULL};
@@ -312,18 +202,18 @@ static void test_one_trainer_per_folder(void **state)
     expect_contains("stderr", a.buf[1], "--resume");
     expect_contains("stderr", a.buf[1], "already holds checkpoints");
     assert_int_equal(log_steps(), steps + 2);
-    proc_free(&a);
+    vkg_test_proc_free(&a);
 }
 
 static void test_damaged_checkpoint(void **state)
 {
     (void)state;
     char dir[CAP + 32], aside[CAP + 80], file[CAP + 64], want[64];
-    proc p;
+    vkg_test_proc p;
     const char *const help[] = {"train", "--help", NULL};
     assert_int_equal(run(&p, 30, help), 0);
     expect_contains("train --help", p.buf[0], "--resume-fallback");
-    proc_free(&p);
+    vkg_test_proc_free(&p);
     /* The checkpoint folder of the test before: its newest checkpoint, damaged. */
     long steps = log_steps();
     snprintf(dir, sizeof dir, "%s/step_%08ld", ckpt_dir, steps);
@@ -341,7 +231,7 @@ static void test_damaged_checkpoint(void **state)
     expect_contains("stderr", p.buf[1], "truncated");
     expect_contains("stderr", p.buf[1], "--resume-fallback");
     expect_same_bytes(file, state_bytes, ns);
-    proc_free(&p);
+    vkg_test_proc_free(&p);
     /* With the fallback: resumed from the checkpoint before it, which repeats the steps after
      * it; the damaged folder is set aside, byte for byte intact. */
     const char *const fallback[] = {TRAIN_FLAGS, "--steps",           final,
@@ -362,7 +252,7 @@ static void test_damaged_checkpoint(void **state)
     assert_int_equal(log_steps(), steps + 1);
     free(model);
     free(state_bytes);
-    proc_free(&p);
+    vkg_test_proc_free(&p);
 }
 
 /* An llm.c token shard of n tokens below vocab, with no tokenizer.bin beside it. */
@@ -392,7 +282,7 @@ static void test_shards_without_tokenizer(void **state)
                                 "1",     "--heads",        "2",   "--channels",   "16", "--ctx",
                                 "16",    "--batch",        "2",   "--seq",        "16", "--steps",
                                 "3",     "--sample-every", "1",   "--validation", NULL};
-    proc p;
+    vkg_test_proc p;
     assert_int_equal(run(&p, 120, args), 0);
     expect_contains("stdout", p.buf[0], "step 3/3");
     expect_contains("stdout", p.buf[0], "no tokenizer");
@@ -402,7 +292,7 @@ static void test_shards_without_tokenizer(void **state)
     assert_null(strstr(note + 1, "samples are skipped")); /* said once */
     assert_true(note < strstr(p.buf[0], "step 1/"));      /* at the start */
     assert_null(strstr(p.buf[0], "--- sample ---"));
-    proc_free(&p);
+    vkg_test_proc_free(&p);
 }
 
 int main(void)

@@ -18,17 +18,15 @@
 #include <cmocka.h>
 #include <dirent.h>
 #include <errno.h>
-#include <ftw.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
+
+#include "testproc.h"
 
 #ifndef VKGPT_BIN
 #error "VKGPT_BIN (the path of the vkgpt binary) must be defined by the build"
@@ -41,120 +39,7 @@
 
 static char tmp_root[CAP - 100], text_path[CAP], fifo_path[CAP], garbage_path[CAP];
 static char vocab_dir[CAP], fifo_vocab_dir[CAP], folder_path[CAP], vlog_path[CAP];
-
-/* ---- child processes ------------------------------------------------------------------------- */
-
-typedef struct proc {
-    pid_t pid;
-    int fd[2]; /* stdout, stderr read ends; -1 at EOF */
-    char *buf[2];
-    size_t n[2];
-    int status; /* exit code, or 128 + signal */
-} proc;
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static void proc_start(proc *p, const char *const *args)
-{
-    const char *argv[64] = {VKGPT_BIN};
-    int n = 1;
-    for (; args[n - 1]; n++) {
-        assert_true(n < 63);
-        argv[n] = args[n - 1];
-    }
-    argv[n] = NULL;
-    printf("$ vkgpt");
-    for (int i = 1; i < n; i++)
-        printf(" %s", argv[i]);
-    printf("\n");
-    fflush(stdout);
-    int po[2], pe[2];
-    assert_int_equal(pipe(po), 0);
-    assert_int_equal(pipe(pe), 0);
-    memset(p, 0, sizeof *p);
-    p->pid = fork();
-    assert_true(p->pid >= 0);
-    if (p->pid == 0) {
-        struct rlimit rl = {CHILD_ADDRESS_SPACE, CHILD_ADDRESS_SPACE};
-        setrlimit(RLIMIT_AS, &rl);
-        dup2(po[1], STDOUT_FILENO);
-        dup2(pe[1], STDERR_FILENO);
-        close(po[0]), close(po[1]), close(pe[0]), close(pe[1]);
-        execv(VKGPT_BIN, (char *const *)argv);
-        _exit(127);
-    }
-    close(po[1]), close(pe[1]);
-    p->fd[0] = po[0], p->fd[1] = pe[0];
-    p->buf[0] = calloc(1, 1), p->buf[1] = calloc(1, 1);
-}
-
-/* Read the child's output for up to `wait_s` seconds, or until both pipes are at EOF. */
-static void proc_pump(proc *p, double wait_s)
-{
-    double end = now_s() + wait_s;
-    while ((p->fd[0] >= 0 || p->fd[1] >= 0) && now_s() < end) {
-        struct pollfd fds[2] = {{.fd = p->fd[0], .events = POLLIN},
-                                {.fd = p->fd[1], .events = POLLIN}};
-        int rc = poll(fds, 2, (int)((end - now_s()) * 1000) + 1);
-        if (rc < 0 && errno == EINTR)
-            continue;
-        assert_true(rc >= 0);
-        for (int i = 0; i < 2; i++) {
-            if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR)))
-                continue;
-            char chunk[4096];
-            ssize_t got = read(fds[i].fd, chunk, sizeof chunk);
-            if (got <= 0) {
-                close(fds[i].fd);
-                p->fd[i] = -1;
-                continue;
-            }
-            char *nb = realloc(p->buf[i], p->n[i] + (size_t)got + 1);
-            assert_non_null(nb);
-            memcpy(nb + p->n[i], chunk, (size_t)got);
-            p->n[i] += (size_t)got;
-            nb[p->n[i]] = '\0';
-            p->buf[i] = nb;
-        }
-    }
-}
-
-/* Collect the output and the exit code within timeout_s; kill the child and fail after that. */
-static int proc_wait(proc *p, double timeout_s)
-{
-    double end = now_s() + timeout_s;
-    proc_pump(p, timeout_s);
-    int st;
-    for (;;) {
-        pid_t r = waitpid(p->pid, &st, WNOHANG);
-        if (r == p->pid)
-            break;
-        assert_true(r == 0 || (r < 0 && errno == EINTR));
-        if (now_s() > end) {
-            kill(p->pid, SIGKILL);
-            waitpid(p->pid, NULL, 0);
-            fail_msg("vkgpt did not finish within %.0f s; stdout:\n%s\nstderr:\n%s", timeout_s,
-                     p->buf[0], p->buf[1]);
-        }
-        usleep(10000);
-    }
-    p->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-    if (p->n[1])
-        printf("  stderr: %s", p->buf[1]);
-    return p->status;
-}
-
-static void proc_free(proc *p)
-{
-    free(p->buf[0]);
-    free(p->buf[1]);
-    memset(p, 0, sizeof *p);
-}
+static const vkg_test_proc_opts child_opts = {.address_space = CHILD_ADDRESS_SPACE};
 
 /* ---- files ----------------------------------------------------------------------------------- */
 
@@ -202,19 +87,10 @@ static void expect_validation_clean(void)
     unlink(vlog_path);
 }
 
-static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb, (void)flag, (void)ftw;
-    return remove(path);
-}
-
 static int group_setup(void **state)
 {
     (void)state;
-    const char *base = getenv("TMPDIR");
-    snprintf(tmp_root, sizeof tmp_root, "%s/vkg_test_cli_input_XXXXXX",
-             base && *base ? base : "/tmp");
-    if (!mkdtemp(tmp_root))
+    if (vkg_test_tmp_make(tmp_root, sizeof tmp_root, "vkg_test_cli_input"))
         return -1;
     snprintf(text_path, sizeof text_path, "%s/tiny.txt", tmp_root);
     snprintf(fifo_path, sizeof fifo_path, "%s/pipe.txt", tmp_root);
@@ -275,7 +151,7 @@ static int group_setup(void **state)
 static int group_teardown(void **state)
 {
     (void)state;
-    return nftw(tmp_root, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    return vkg_test_tmp_remove(tmp_root);
 }
 
 static void expect_contains(const char *what, const char *hay, const char *needle)
@@ -402,14 +278,14 @@ static void test_bad_values_and_conflicts(void **state)
         const char *args[17] = {0};
         for (int i = 0; w->args[i]; i++)
             args[i] = arg_of(w->args[i]);
-        proc p;
-        proc_start(&p, args);
-        int rc = proc_wait(&p, 60);
+        vkg_test_proc p;
+        vkg_test_proc_start(&p, args, &child_opts);
+        int rc = vkg_test_proc_wait(&p, 60);
         if (rc != 2)
             fail_msg("row %zu: exit code %d, expected 2; stderr:\n%s", k, rc, p.buf[1]);
         for (int i = 0; i < 3 && w->want[i]; i++)
             expect_contains("stderr", p.buf[1], arg_of(w->want[i]));
-        proc_free(&p);
+        vkg_test_proc_free(&p);
     }
     expect_validation_clean();
 }
@@ -418,25 +294,25 @@ static void test_bad_values_and_conflicts(void **state)
 static void test_good_values(void **state)
 {
     (void)state;
-    proc p;
+    vkg_test_proc p;
     const char *const train[] = {"train",         "--data", text_path, TINY,
                                  "--total-batch", "32",     "--seed",  "18446744073709551615",
                                  "--steps",       "1",      "--lr",    "3e-3",
                                  "--sample-len",  "0",      NULL};
-    proc_start(&p, train);
-    assert_int_equal(proc_wait(&p, 120), 0);
+    vkg_test_proc_start(&p, train, &child_opts);
+    assert_int_equal(vkg_test_proc_wait(&p, 120), 0);
     expect_contains("stdout", p.buf[0], "x 2 accumulation = 32 tokens per step");
     expect_contains("stdout", p.buf[0], "step 1/1 ");
-    proc_free(&p);
+    vkg_test_proc_free(&p);
     expect_validation_clean();
     char out[CAP + 16];
     snprintf(out, sizeof out, "%s/prepared", tmp_root);
     const char *const prepare[] = {"prepare",        "--out", out,       "--val-frac", "0.5",
                                    "--shard-tokens", "1K",    text_path, NULL};
-    proc_start(&p, prepare);
-    assert_int_equal(proc_wait(&p, 60), 0);
+    vkg_test_proc_start(&p, prepare, &child_opts);
+    assert_int_equal(vkg_test_proc_wait(&p, 60), 0);
     expect_contains("stdout", p.buf[0], "train_000000.bin (1024 tokens)");
-    proc_free(&p);
+    vkg_test_proc_free(&p);
 }
 
 /* ---- input that is not a regular file -------------------------------------------------------- */
@@ -473,14 +349,14 @@ static void test_non_regular_inputs(void **state)
         {fifo_encoder, "is a FIFO"},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
-        proc p;
-        proc_start(&p, cases[k]);
-        int rc = proc_wait(&p, 60);
+        vkg_test_proc p;
+        vkg_test_proc_start(&p, cases[k], &child_opts);
+        int rc = vkg_test_proc_wait(&p, 60);
         if (rc != 1)
             fail_msg("case %zu: exit code %d, expected 1", k, rc);
         expect_contains("stderr", p.buf[1], named[k][0]);
         expect_contains("stderr", p.buf[1], named[k][1]);
-        proc_free(&p);
+        vkg_test_proc_free(&p);
         expect_validation_clean();
     }
 }
@@ -503,17 +379,17 @@ static void test_garbage_refused_alike(void **state)
     snprintf(out, sizeof out, "%s/from_garbage", tmp_root);
     const char *const train[] = {"train", "--data", garbage_path, TINY, NULL};
     const char *const prepare[] = {"prepare", "--out", out, garbage_path, NULL};
-    proc p, q;
-    proc_start(&p, train);
-    assert_int_equal(proc_wait(&p, 60), 1);
-    proc_start(&q, prepare);
-    assert_int_equal(proc_wait(&q, 60), 1);
+    vkg_test_proc p, q;
+    vkg_test_proc_start(&p, train, &child_opts);
+    assert_int_equal(vkg_test_proc_wait(&p, 60), 1);
+    vkg_test_proc_start(&q, prepare, &child_opts);
+    assert_int_equal(vkg_test_proc_wait(&q, 60), 1);
     char *a = message_from(p.buf[1], garbage_path), *b = message_from(q.buf[1], garbage_path);
     assert_string_equal(a, b);
     expect_contains("the message", a, "looks binary (a NUL byte at offset 517)");
     assert_int_equal(access(out, F_OK), -1);
     free(a), free(b);
-    proc_free(&p), proc_free(&q);
+    vkg_test_proc_free(&p), vkg_test_proc_free(&q);
     expect_validation_clean();
 }
 
@@ -527,17 +403,17 @@ static void test_vocab_escapes_escaped(void **state)
                                    "--vocab-dir", vocab_dir, text_path, NULL};
     const char *const *cmds[] = {train, prepare};
     for (int k = 0; k < 2; k++) {
-        proc p;
-        proc_start(&p, cmds[k]);
-        assert_int_equal(proc_wait(&p, 60), 1);
+        vkg_test_proc p;
+        vkg_test_proc_start(&p, cmds[k], &child_opts);
+        assert_int_equal(vkg_test_proc_wait(&p, 60), 1);
         expect_contains("stderr", p.buf[1], "encoder.json");
         expect_contains("stderr", p.buf[1], "\\x1b[2J\\x1b]0;owned\\x07");
-        for (size_t i = 0; i < p.n[1]; i++) {
+        for (size_t i = 0; i < p.len[1]; i++) {
             unsigned char c = (unsigned char)p.buf[1][i];
             if ((c < 0x20 && c != '\n') || c == 0x7f)
                 fail_msg("stderr holds the control byte 0x%02x at %zu", c, i);
         }
-        proc_free(&p);
+        vkg_test_proc_free(&p);
         expect_validation_clean();
     }
 }
@@ -602,24 +478,24 @@ static void test_signal_while_loading(void **state)
     for (int k = 0; k < 2; k++) {
         snprintf(ckpt, sizeof ckpt, "%s/ckpt_%d", tmp_root, k);
         const char *const train[] = {"train", "--data", big, TINY, "--ckpt-dir", ckpt, NULL};
-        proc p;
-        proc_start(&p, train);
-        double t0 = now_s();
-        while (!catches(p.pid, sigs[k]) && now_s() < t0 + 30)
+        vkg_test_proc p;
+        vkg_test_proc_start(&p, train, &child_opts);
+        double t0 = vkg_test_now();
+        while (!catches(p.pid, sigs[k]) && vkg_test_now() < t0 + 30)
             usleep(500);
-        while (k == 1 && chars_read(p.pid) < big_bytes && now_s() < t0 + 60)
+        while (k == 1 && chars_read(p.pid) < big_bytes && vkg_test_now() < t0 + 60)
             usleep(500);
         assert_int_equal(kill(p.pid, sigs[k]), 0);
-        double sent = now_s();
-        int rc = proc_wait(&p, 60);
-        printf("exit %d, %.2f s after the signal\n", rc, now_s() - sent);
+        double sent = vkg_test_now();
+        int rc = vkg_test_proc_wait(&p, 60);
+        printf("exit %d, %.2f s after the signal\n", rc, vkg_test_now() - sent);
         assert_int_equal(rc, 128 + sigs[k]);
         snprintf(msg, sizeof msg, "interrupted while loading %s", big);
         expect_contains("stderr", p.buf[1], msg);
         expect_contains("stderr", p.buf[1], "nothing was saved");
         assert_null(strstr(p.buf[0], "step ")); /* no training step */
         assert_int_equal(count_entries(ckpt), 0);
-        proc_free(&p);
+        vkg_test_proc_free(&p);
         expect_validation_clean();
     }
     unlink(big);

@@ -20,7 +20,6 @@
 #include <cmocka.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <poll.h>
 #include <pty.h>
 #include <signal.h>
@@ -32,6 +31,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "testproc.h"
+
 #ifndef VKGPT_BIN
 #error "VKGPT_BIN (the path of the vkgpt binary) must be defined by the build"
 #endif
@@ -40,53 +41,6 @@
 static char tmp_root[CAP - 100], text_path[CAP], ckpt_dir[CAP], vlog_path[CAP];
 
 /* ---- child processes ------------------------------------------------------------------------- */
-
-typedef struct proc {
-    pid_t pid;
-    int out, err; /* pipe read ends, -1 once at EOF */
-    char *obuf, *ebuf;
-    size_t on, en;
-    int status; /* exit code, or 128 + signal */
-} proc;
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static void proc_start(proc *p, const char *const *args)
-{
-    const char *argv[64] = {VKGPT_BIN};
-    int n = 1;
-    for (; args[n - 1]; n++) {
-        assert_true(n < 63);
-        argv[n] = args[n - 1];
-    }
-    argv[n] = NULL;
-    printf("$ vkgpt");
-    for (int i = 1; i < n; i++)
-        printf(" %s", argv[i]);
-    printf("\n");
-    fflush(stdout);
-    int po[2], pe[2];
-    assert_int_equal(pipe(po), 0);
-    assert_int_equal(pipe(pe), 0);
-    memset(p, 0, sizeof *p);
-    p->pid = fork();
-    assert_true(p->pid >= 0);
-    if (p->pid == 0) {
-        dup2(po[1], STDOUT_FILENO);
-        dup2(pe[1], STDERR_FILENO);
-        close(po[0]), close(po[1]), close(pe[0]), close(pe[1]);
-        execv(VKGPT_BIN, (char *const *)argv);
-        _exit(127);
-    }
-    close(po[1]), close(pe[1]);
-    p->out = po[0], p->err = pe[0];
-    p->obuf = calloc(1, 1), p->ebuf = calloc(1, 1);
-}
 
 static void append(char **buf, size_t *n, const char *data, size_t len)
 {
@@ -98,75 +52,11 @@ static void append(char **buf, size_t *n, const char *data, size_t len)
     *buf = nb;
 }
 
-/* Read the child's output until stdout contains `until` (when not NULL) or both pipes are at
- * EOF. Returns 1 when `until` was seen; fails the test (killing the child) at the deadline. */
-static int proc_pump(proc *p, double deadline, const char *until)
-{
-    while (p->out >= 0 || p->err >= 0) {
-        if (until && strstr(p->obuf, until))
-            return 1;
-        double left = deadline - now_s();
-        if (left <= 0) {
-            kill(p->pid, SIGKILL);
-            waitpid(p->pid, NULL, 0);
-            fail_msg("vkgpt did not finish in time; stdout:\n%s\nstderr:\n%s", p->obuf, p->ebuf);
-        }
-        struct pollfd fds[2] = {{.fd = p->out, .events = POLLIN}, {.fd = p->err, .events = POLLIN}};
-        int rc = poll(fds, 2, (int)(left * 1000) + 1);
-        if (rc < 0 && errno == EINTR)
-            continue;
-        assert_true(rc >= 0);
-        for (int i = 0; i < 2; i++) {
-            if (fds[i].fd < 0 || !(fds[i].revents & (POLLIN | POLLHUP | POLLERR)))
-                continue;
-            char chunk[4096];
-            ssize_t got = read(fds[i].fd, chunk, sizeof chunk);
-            if (got > 0) {
-                append(i ? &p->ebuf : &p->obuf, i ? &p->en : &p->on, chunk, (size_t)got);
-            } else {
-                close(fds[i].fd);
-                *(i ? &p->err : &p->out) = -1;
-            }
-        }
-    }
-    return until && strstr(p->obuf, until) != NULL;
-}
-
-/* Drain the output and reap the child; returns its exit code (128 + signal if killed). */
-static int proc_wait(proc *p, double deadline)
-{
-    proc_pump(p, deadline, NULL);
-    int st;
-    for (;;) {
-        pid_t r = waitpid(p->pid, &st, WNOHANG);
-        if (r == p->pid)
-            break;
-        assert_true(r == 0 || (r < 0 && errno == EINTR));
-        if (now_s() > deadline) {
-            kill(p->pid, SIGKILL);
-            waitpid(p->pid, NULL, 0);
-            fail_msg("vkgpt closed its output but did not exit in time");
-        }
-        usleep(10000);
-    }
-    p->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-    if (p->en)
-        printf("  stderr: %s", p->ebuf);
-    return p->status;
-}
-
-static void proc_free(proc *p)
-{
-    free(p->obuf);
-    free(p->ebuf);
-    memset(p, 0, sizeof *p);
-}
-
 /* Run vkgpt with args (NULL-terminated) to completion within timeout_s; returns the exit code. */
-static int run(proc *p, double timeout_s, const char *const *args)
+static int run(vkg_test_proc *p, double timeout_s, const char *const *args)
 {
-    proc_start(p, args);
-    return proc_wait(p, now_s() + timeout_s);
+    vkg_test_proc_start(p, args, NULL);
+    return vkg_test_proc_wait(p, timeout_s);
 }
 
 /* ---- the validation layer's log -------------------------------------------------------------- */
@@ -206,18 +96,10 @@ static void expect_validation_clean(int opened_device)
 
 /* ---- setup ----------------------------------------------------------------------------------- */
 
-static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb, (void)flag, (void)ftw;
-    return remove(path);
-}
-
 static int group_setup(void **state)
 {
     (void)state;
-    const char *base = getenv("TMPDIR");
-    snprintf(tmp_root, sizeof tmp_root, "%s/vkg_test_cli_XXXXXX", base && *base ? base : "/tmp");
-    if (!mkdtemp(tmp_root))
+    if (vkg_test_tmp_make(tmp_root, sizeof tmp_root, "vkg_test_cli"))
         return -1;
     snprintf(text_path, sizeof text_path, "%s/tiny.txt", tmp_root);
     snprintf(ckpt_dir, sizeof ckpt_dir, "%s/ckpt", tmp_root);
@@ -259,7 +141,7 @@ static int group_setup(void **state)
 static int group_teardown(void **state)
 {
     (void)state;
-    return nftw(tmp_root, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    return vkg_test_tmp_remove(tmp_root);
 }
 
 /* ---- helpers on outputs ---------------------------------------------------------------------- */
@@ -329,26 +211,27 @@ static void expect_contains(const char *what, const char *hay, const char *needl
 static void test_sigterm_resume_sample(void **state)
 {
     (void)state;
-    proc p;
+    vkg_test_proc p;
     /* A run far longer than the test, stopped by SIGTERM once a few steps are logged. */
     const char *const train[] = {TRAIN_FLAGS, "--steps", "100000", "--sample-len", "0", NULL};
-    proc_start(&p, train);
-    double t0 = now_s();
-    if (!proc_pump(&p, t0 + 120, "step 3/"))
-        fail_msg("no third step logged; stdout:\n%s\nstderr:\n%s", p.obuf, p.ebuf);
+    vkg_test_proc_start(&p, train, NULL);
+    if (!vkg_test_proc_pump(&p, 120, "step 3/")) {
+        vkg_test_proc_kill(&p);
+        fail_msg("no third step logged; stdout:\n%s\nstderr:\n%s", p.buf[0], p.buf[1]);
+    }
     assert_int_equal(kill(p.pid, SIGTERM), 0);
-    double sent = now_s();
-    int rc = proc_wait(&p, sent + 60);
-    printf("exited %d, %.1f s after SIGTERM\n%s", rc, now_s() - sent, p.obuf);
+    double sent = vkg_test_now();
+    int rc = vkg_test_proc_wait(&p, 60);
+    printf("exited %d, %.1f s after SIGTERM\n%s", rc, vkg_test_now() - sent, p.buf[0]);
     assert_int_equal(rc, 0);
-    expect_contains("stdout", p.obuf, "stopping");
-    expect_contains("stdout", p.obuf, "signal 15");
-    assert_null(strstr(p.obuf, "\033[")); /* off a terminal: plain lines, no control codes */
-    long n = last_step(p.obuf);
+    expect_contains("stdout", p.buf[0], "stopping");
+    expect_contains("stdout", p.buf[0], "signal 15");
+    assert_null(strstr(p.buf[0], "\033[")); /* off a terminal: plain lines, no control codes */
+    long n = last_step(p.buf[0]);
     assert_true(n >= 3);
     char line[CAP + 64];
     snprintf(line, sizeof line, "checkpoint %s/step_%08ld\n", ckpt_dir, n);
-    assert_int_equal(count(p.obuf, line), 1); /* periodic (every step) and final: written once */
+    assert_int_equal(count(p.buf[0], line), 1); /* periodic (every step) and final: written once */
     expect_checkpoint(n);
     expect_log_steps(n);
     expect_validation_clean(1);
@@ -360,7 +243,7 @@ static void test_sigterm_resume_sample(void **state)
         dirs += file_exists(d);
     }
     assert_true(dirs >= 1 && dirs <= 2);
-    proc_free(&p);
+    vkg_test_proc_free(&p);
 
     /* --resume continues from step n to n + 3. */
     char steps[32], first[64], final[64], resumed[64];
@@ -371,37 +254,37 @@ static void test_sigterm_resume_sample(void **state)
     const char *const again[] = {TRAIN_FLAGS,    "--steps", steps, "--resume",
                                  "--sample-len", "16",      NULL};
     assert_int_equal(run(&p, 120, again), 0);
-    printf("%s", p.obuf);
-    expect_contains("stdout", p.obuf, resumed);
-    expect_contains("stdout", p.obuf, first);
-    expect_contains("stdout", p.obuf, final);
-    expect_contains("stdout", p.obuf, "--- sample ---");
-    assert_int_equal(last_step(p.obuf), n + 3);
+    printf("%s", p.buf[0]);
+    expect_contains("stdout", p.buf[0], resumed);
+    expect_contains("stdout", p.buf[0], first);
+    expect_contains("stdout", p.buf[0], final);
+    expect_contains("stdout", p.buf[0], "--- sample ---");
+    assert_int_equal(last_step(p.buf[0]), n + 3);
     snprintf(line, sizeof line, "\nstep %ld/", n); /* no step repeated */
-    assert_null(strstr(p.obuf, line));
+    assert_null(strstr(p.buf[0], line));
     expect_checkpoint(n + 3);
     expect_log_steps(n + 3);
     expect_validation_clean(1);
-    proc_free(&p);
+    vkg_test_proc_free(&p);
 
     /* Sampling from the folder and from one checkpoint, same seed: the same text. */
     const char *const sample[] = {"sample",   "--ckpt", ckpt_dir, "--len", "24",
                                   "--prompt", "the ",   "--seed", "3",     NULL};
     assert_int_equal(run(&p, 60, sample), 0);
-    printf("sample: [%s]\n", p.obuf);
-    assert_int_equal(strncmp(p.obuf, "the ", 4), 0);
-    assert_true(p.on > 4 + 1);
+    printf("sample: [%s]\n", p.buf[0]);
+    assert_int_equal(strncmp(p.buf[0], "the ", 4), 0);
+    assert_true(p.len[0] > 4 + 1);
     expect_validation_clean(1);
     char one[CAP + 32];
     snprintf(one, sizeof one, "%s/step_%08ld", ckpt_dir, n + 3);
     const char *const sample1[] = {"sample",   "--ckpt", one,      "--len", "24",
                                    "--prompt", "the ",   "--seed", "3",     NULL};
-    proc q;
+    vkg_test_proc q;
     assert_int_equal(run(&q, 60, sample1), 0);
-    assert_string_equal(p.obuf, q.obuf);
+    assert_string_equal(p.buf[0], q.buf[0]);
     expect_validation_clean(1);
-    proc_free(&p);
-    proc_free(&q);
+    vkg_test_proc_free(&p);
+    vkg_test_proc_free(&q);
 }
 
 /* On a terminal (a pseudo-terminal here) train draws one live line, rewritten in place, with the
@@ -424,9 +307,9 @@ static void test_terminal_progress_and_sigint(void **state)
     }
     char *out = calloc(1, 1);
     size_t n = 0;
-    double t0 = now_s();
+    double t0 = vkg_test_now();
     int sent = 0, done = 0;
-    while (!done && now_s() < t0 + 120) {
+    while (!done && vkg_test_now() < t0 + 120) {
         struct pollfd pfd = {.fd = master, .events = POLLIN};
         if (poll(&pfd, 1, 100) > 0) {
             char chunk[4096];
@@ -469,15 +352,15 @@ static void test_terminal_progress_and_sigint(void **state)
 /* Run args; expect exit code want and stderr naming each of the NULL-terminated needles. */
 static void expect_refusal(int want, const char *const *args, const char *n1, const char *n2)
 {
-    proc p;
+    vkg_test_proc p;
     int rc = run(&p, 60, args);
     if (rc != want)
-        fail_msg("exit code %d, expected %d; stderr: %s", rc, want, p.ebuf);
-    expect_contains("stderr", p.ebuf, n1);
+        fail_msg("exit code %d, expected %d; stderr: %s", rc, want, p.buf[1]);
+    expect_contains("stderr", p.buf[1], n1);
     if (n2)
-        expect_contains("stderr", p.ebuf, n2);
+        expect_contains("stderr", p.buf[1], n2);
     expect_validation_clean(0);
-    proc_free(&p);
+    vkg_test_proc_free(&p);
 }
 
 static void test_bad_flags(void **state)
@@ -511,12 +394,12 @@ static void test_bad_flags(void **state)
     expect_refusal(2, nockpt, missing, NULL);
     const char *const temp[] = {"sample", "--ckpt", missing, "--temperature", "hot", NULL};
     expect_refusal(2, temp, "--temperature", NULL);
-    proc p;
+    vkg_test_proc p;
     const char *const help[] = {"train", "--help", NULL};
     assert_int_equal(run(&p, 30, help), 0);
-    expect_contains("train --help", p.obuf, "--total-batch");
-    expect_contains("train --help", p.obuf, "cosine|linear|constant");
-    proc_free(&p);
+    expect_contains("train --help", p.buf[0], "--total-batch");
+    expect_contains("train --help", p.buf[0], "cosine|linear|constant");
+    vkg_test_proc_free(&p);
 }
 
 int main(void)

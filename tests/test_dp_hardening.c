@@ -16,7 +16,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -25,73 +24,35 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <zmq.h>
 
-#define OUT_CAP (1 << 20)
+#include "testproc.h"
 
 static char tmp_root[512], data_path[600];
 
-static double now_s(void)
+/* Run VKGPT_BIN with args (stderr merged into stdout) and the extra environment entry env (or
+ * NULL) in *p, bounded by timeout_s: past it the child is killed, which the callers' check of its
+ * wait status reports (no failure here, so that a caller's intruder thread is stopped first). */
+static void run(vkg_test_proc *p, const char *const *args, const char *env, double timeout_s)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-/* Run VKGPT_BIN with args and the extra environment entry env (or NULL); return its output (the
- * caller frees) and wait status. Bounded by timeout_s. */
-static char *run(const char *const *args, const char *env, double timeout_s, int *status)
-{
-    int fds[2];
-    assert_int_equal(pipe(fds), 0);
-    char *out = calloc(OUT_CAP + 1, 1);
-    assert_non_null(out);
-    pid_t pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        if (env)
-            putenv((char *)env);
-        dup2(fds[1], STDOUT_FILENO), dup2(fds[1], STDERR_FILENO);
-        close(fds[0]), close(fds[1]);
-        execv(VKGPT_BIN, (char *const *)args);
-        _exit(127);
-    }
-    close(fds[1]);
-    size_t len = 0;
-    double end = now_s() + timeout_s;
-    for (;;) {
-        struct pollfd pfd = {.fd = fds[0], .events = POLLIN};
-        if (now_s() > end) {
-            kill(pid, SIGKILL);
-            break;
-        }
-        if (poll(&pfd, 1, 100) <= 0)
-            continue;
-        ssize_t r = read(fds[0], out + len, OUT_CAP - len);
-        if (r <= 0)
-            break;
-        len += (size_t)r;
-    }
-    close(fds[0]);
-    waitpid(pid, status, 0);
-    return out;
-}
-
-static int remove_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb, (void)flag, (void)ftw;
-    return remove(p);
+    const char *const envp[] = {env, NULL};
+    const vkg_test_proc_opts opts = {.env = envp, .merge_stderr = 1};
+    vkg_test_proc_start(p, args, &opts);
+    double end = vkg_test_now() + timeout_s;
+    while (!p->done && vkg_test_now() < end)
+        vkg_test_proc_pump(p, 0.2, NULL);
+    if (p->done)
+        vkg_test_proc_wait(p, 1); /* what is left in the pipe */
+    else
+        vkg_test_proc_kill(p);
 }
 
 static int group_setup(void **state)
 {
     (void)state;
-    const char *base = getenv("TMPDIR");
-    snprintf(tmp_root, sizeof tmp_root, "%s/vkg_test_hard_XXXXXX", base && *base ? base : "/tmp");
-    if (!mkdtemp(tmp_root))
+    if (vkg_test_tmp_make(tmp_root, sizeof tmp_root, "vkg_test_hard"))
         return -1;
     snprintf(data_path, sizeof data_path, "%s/tiny.txt", tmp_root);
     FILE *f = fopen(data_path, "w");
@@ -106,7 +67,7 @@ static int group_setup(void **state)
 static int group_teardown(void **state)
 {
     (void)state;
-    return nftw(tmp_root, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    return vkg_test_tmp_remove(tmp_root);
 }
 
 #define MODEL_ARGS                                                                                 \
@@ -173,8 +134,8 @@ static void attack(intruder *in, const char *path, unsigned long long job, unsig
         zmq_send(s, grad, sizeof grad, ZMQ_DONTWAIT);
     }
     int result = 0;
-    double end = now_s() + 3;
-    while (!result && now_s() < end) {
+    double end = vkg_test_now() + 3;
+    while (!result && vkg_test_now() < end) {
         zmq_pollitem_t it = {mon, 0, ZMQ_POLLIN, 0};
         if (zmq_poll(&it, 1, 100) <= 0)
             continue;
@@ -265,18 +226,18 @@ static void train_ipc(const char *name, intruder *in, char *losses, size_t cap)
         snprintf(in->dir, sizeof in->dir, "%s", dir);
         assert_int_equal(pthread_create(&th, NULL, intruder_main, in), 0);
     }
-    const char *args[] = {"vkgpt",    "launch",  "-n", "2",          "--transport", "ipc", "--",
-                          TRAIN_ARGS, "--steps", "8",  "--ckpt-dir", ckpt,          NULL};
-    int status;
-    char *out = run(args, env, 240, &status);
+    const char *args[] = {"launch",   "-n",      "2", "--transport", "ipc", "--",
+                          TRAIN_ARGS, "--steps", "8", "--ckpt-dir",  ckpt,  NULL};
+    vkg_test_proc p;
+    run(&p, args, env, 240);
     if (in) {
         in->stop = 1;
         pthread_join(th, NULL);
     }
-    printf("%s", out);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-        fail_msg("launch (%s) failed (wait status %d)", name, status);
-    free(out);
+    printf("%s", p.buf[0]);
+    if (!WIFEXITED(p.wstatus) || WEXITSTATUS(p.wstatus) != 0)
+        fail_msg("launch (%s) failed (wait status %d)", name, p.wstatus);
+    vkg_test_proc_free(&p);
     snprintf(log, sizeof log, "%s/log.jsonl", ckpt);
     read_losses(log, losses, cap);
 }
@@ -303,36 +264,26 @@ static void test_step_longer_than_timeout(void **state)
     char ckpt[700];
     snprintf(ckpt, sizeof ckpt, "%s/long", tmp_root);
     /* rows 4 + 1 per global micro-batch: 5 x 32 = 160 tokens; 64000 / 160 = 400 micro-steps */
-    const char *args[] = {"vkgpt",
-                          "launch",
-                          "-n",
-                          "2",
-                          "--transport",
-                          "ipc",
-                          "--",
-                          MODEL_ARGS,
-                          "--steps",
-                          "2",
-                          "--rank-batch",
-                          "4,1",
-                          "--total-batch",
-                          "64000",
-                          "--comm-timeout",
-                          "1",
-                          "--ckpt-dir",
-                          ckpt,
-                          NULL};
-    int status;
-    double t0 = now_s();
-    char *out = run(args, NULL, 400, &status);
-    double took = now_s() - t0;
-    printf("%s2 steps took %.1f s with a 1 s communication timeout\n", out, took);
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-        fail_msg("launch failed (wait status %d)", status);
-    if (!strstr(out, "[rank 0] step 2/2"))
-        fail_msg("step 2 never finished:\n%s", out);
+    const char *args[] = {"launch",   "-n",
+                          "2",        "--transport",
+                          "ipc",      "--",
+                          MODEL_ARGS, "--steps",
+                          "2",        "--rank-batch",
+                          "4,1",      "--total-batch",
+                          "64000",    "--comm-timeout",
+                          "1",        "--ckpt-dir",
+                          ckpt,       NULL};
+    vkg_test_proc p;
+    double t0 = vkg_test_now();
+    run(&p, args, NULL, 400);
+    double took = vkg_test_now() - t0;
+    printf("%s2 steps took %.1f s with a 1 s communication timeout\n", p.buf[0], took);
+    if (!WIFEXITED(p.wstatus) || WEXITSTATUS(p.wstatus) != 0)
+        fail_msg("launch failed (wait status %d)", p.wstatus);
+    if (!strstr(p.buf[0], "[rank 0] step 2/2"))
+        fail_msg("step 2 never finished:\n%s", p.buf[0]);
     assert_true(took > 2.0); /* the steps really were longer than the timeout */
-    free(out);
+    vkg_test_proc_free(&p);
 }
 
 int main(void)

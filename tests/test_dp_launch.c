@@ -23,8 +23,6 @@
 #include <sys/socket.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,117 +30,37 @@
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
-#define OUT_CAP (1 << 20)
+#include "testproc.h"
+
 #define COMM_TIMEOUT_S 3
 
 static char tmp_root[512], data_path[600];
 
-typedef struct proc {
-    pid_t pid;
-    int fd; /* stdout + stderr, -1 at EOF */
-    char *out;
-    size_t len;
-    int status, done;
-} proc;
-
-static double now_s(void)
+/* Start VKGPT_BIN with args, stderr merged into stdout; env (NULL-terminated "NAME=value" list,
+ * or NULL) is added to the child's environment. */
+static void start_env(vkg_test_proc *p, const char *const *args, const char *const *env)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+    const vkg_test_proc_opts opts = {.env = env, .merge_stderr = 1};
+    vkg_test_proc_start(p, args, &opts);
 }
 
-/* Start VKGPT_BIN with args; env (NULL-terminated "NAME=value" list, or NULL) is added to the
- * child's environment. */
-static void start_env(proc *p, const char *const *args, const char *const *env)
-{
-    int fds[2];
-    assert_int_equal(pipe(fds), 0);
-    memset(p, 0, sizeof *p);
-    p->out = calloc(OUT_CAP + 1, 1);
-    assert_non_null(p->out);
-    printf("$ vkgpt");
-    for (int i = 1; args[i]; i++)
-        printf(" %s", args[i]);
-    printf("\n");
-    fflush(stdout);
-    p->pid = fork();
-    assert_true(p->pid >= 0);
-    if (p->pid == 0) {
-        for (int i = 0; env && env[i]; i++)
-            putenv((char *)env[i]);
-        dup2(fds[1], STDOUT_FILENO), dup2(fds[1], STDERR_FILENO);
-        close(fds[0]), close(fds[1]);
-        execv(VKGPT_BIN, (char *const *)args);
-        _exit(127);
-    }
-    close(fds[1]);
-    p->fd = fds[0];
-    fcntl(p->fd, F_SETFL, O_NONBLOCK);
-}
-
-static void start(proc *p, const char *const *args)
+static void start(vkg_test_proc *p, const char *const *args)
 {
     start_env(p, args, NULL);
 }
 
-/* Read output for up to wait_s seconds (returns early at EOF); reap the child once it exits. */
-static void pump(proc *p, double wait_s)
+static void expect_output(const vkg_test_proc *p, const char *needle)
 {
-    double end = now_s() + wait_s;
-    while (p->fd >= 0 && now_s() < end) {
-        struct pollfd pfd = {.fd = p->fd, .events = POLLIN};
-        if (poll(&pfd, 1, 50) <= 0)
-            continue;
-        ssize_t r = read(p->fd, p->out + p->len, OUT_CAP - p->len);
-        if (r > 0)
-            p->len += (size_t)r;
-        else if (r == 0 || (errno != EAGAIN && errno != EINTR)) {
-            close(p->fd);
-            p->fd = -1;
-        }
-    }
-    if (!p->done && waitpid(p->pid, &p->status, p->fd < 0 ? 0 : WNOHANG) == p->pid)
-        p->done = 1;
-}
-
-/* Wait up to timeout_s for the process to exit; kill it (and fail) if it does not. */
-static void finish(proc *p, double timeout_s)
-{
-    double end = now_s() + timeout_s;
-    while (!p->done && now_s() < end)
-        pump(p, 0.2);
-    if (!p->done) {
-        kill(p->pid, SIGKILL);
-        waitpid(p->pid, &p->status, 0);
-        p->done = 1;
-        fail_msg("vkgpt launch did not exit within %.0f s; output:\n%s", timeout_s, p->out);
-    }
-    if (p->fd >= 0)
-        close(p->fd), p->fd = -1;
-}
-
-static void expect_output(const proc *p, const char *needle)
-{
-    if (!strstr(p->out, needle))
-        fail_msg("the output does not contain '%s':\n%s", needle, p->out);
-}
-
-static int remove_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb, (void)flag, (void)ftw;
-    return remove(p);
+    if (!strstr(p->buf[0], needle))
+        fail_msg("the output does not contain '%s':\n%s", needle, p->buf[0]);
 }
 
 static int group_setup(void **state)
 {
     (void)state;
-    const char *base = getenv("TMPDIR");
-    snprintf(tmp_root, sizeof tmp_root, "%s/vkg_test_launch_XXXXXX", base && *base ? base : "/tmp");
-    if (!mkdtemp(tmp_root))
+    if (vkg_test_tmp_make(tmp_root, sizeof tmp_root, "vkg_test_launch"))
         return -1;
     snprintf(data_path, sizeof data_path, "%s/tiny.txt", tmp_root);
     FILE *f = fopen(data_path, "w");
@@ -157,7 +75,7 @@ static int group_setup(void **state)
 static int group_teardown(void **state)
 {
     (void)state;
-    return nftw(tmp_root, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    return vkg_test_tmp_remove(tmp_root);
 }
 
 static int file_exists(const char *path)
@@ -208,23 +126,23 @@ static void test_launch_two_ranks_train(void **state)
     (void)state;
     char ckpt[700], path[800];
     snprintf(ckpt, sizeof ckpt, "%s/ok", tmp_root);
-    const char *args[] = {"vkgpt",    "launch",  "-n", "2",          "--transport", "ipc", "--",
-                          TRAIN_ARGS, "--steps", "4",  "--ckpt-dir", ckpt,          NULL};
-    proc p;
+    const char *args[] = {"launch",   "-n",      "2", "--transport", "ipc", "--",
+                          TRAIN_ARGS, "--steps", "4", "--ckpt-dir",  ckpt,  NULL};
+    vkg_test_proc p;
     start(&p, args);
-    finish(&p, 240);
-    printf("%s", p.out);
-    if (!WIFEXITED(p.status) || WEXITSTATUS(p.status) != 0)
-        fail_msg("launch failed (wait status %d)", p.status);
+    vkg_test_proc_wait(&p, 240);
+    printf("%s", p.buf[0]);
+    if (!WIFEXITED(p.wstatus) || WEXITSTATUS(p.wstatus) != 0)
+        fail_msg("launch failed (wait status %d)", p.wstatus);
     expect_output(&p, "[rank 0] data parallel: rank 0 of 2, micro-batches 2,2 rows (4 x 32 = 128");
     expect_output(&p, "[rank 1] data parallel: rank 1 of 2");
     expect_output(&p, "[rank 0] step 4/4");
     expect_output(&p, "128 tokens per step");
     expect_output(&p, "[rank 0] validation layer: 0 message(s)");
     expect_output(&p, "[rank 1] validation layer: 0 message(s)");
-    if (strstr(p.out, "[rank 1] step "))
-        fail_msg("rank 1 logged steps:\n%s", p.out);
-    for (char *line = p.out; *line;) { /* every rank line is prefixed */
+    if (strstr(p.buf[0], "[rank 1] step "))
+        fail_msg("rank 1 logged steps:\n%s", p.buf[0]);
+    for (char *line = p.buf[0]; *line;) { /* every rank line is prefixed */
         char *nl = strchr(line, '\n');
         if (strncmp(line, "[rank ", 6) && strncmp(line, "vkgpt launch: ", 14))
             fail_msg("a line without a rank prefix: %.*s", (int)(nl ? nl - line : 80), line);
@@ -242,7 +160,7 @@ static void test_launch_two_ranks_train(void **state)
     fclose(f);
     if (!strstr(first, "\"step\":1,") || !strstr(first, "\"tokens\":128,"))
         fail_msg("log.jsonl's first line does not count 128 tokens at step 1: %s", first);
-    free(p.out);
+    vkg_test_proc_free(&p);
 }
 
 /* A free TCP port on 127.0.0.1 right now. */
@@ -273,7 +191,7 @@ static void test_launcher_variables(void **state)
         char env[2][6][96];
         const char *envp[2][7];
         int port = free_port();
-        proc p[2];
+        vkg_test_proc p[2];
         for (int r = 0; r < 2; r++) {
             snprintf(env[r][0], sizeof env[r][0], "%s=%d", vars[l][0], r);
             snprintf(env[r][1], sizeof env[r][1], "%s=2", vars[l][1]);
@@ -284,23 +202,23 @@ static void test_launcher_variables(void **state)
             for (int i = 0; i < 6; i++)
                 envp[r][i] = env[r][i];
             envp[r][6] = NULL;
-            const char *args[] = {"vkgpt", TRAIN_ARGS, "--steps", "2", NULL};
+            const char *args[] = {TRAIN_ARGS, "--steps", "2", NULL};
             start_env(&p[r], args, envp[r]);
         }
         for (int r = 0; r < 2; r++) {
-            finish(&p[r], 120);
-            printf("%s rank %d:\n%s", vars[l][0], r, p[r].out);
-            if (!WIFEXITED(p[r].status) || WEXITSTATUS(p[r].status) != 0)
+            vkg_test_proc_wait(&p[r], 120);
+            printf("%s rank %d:\n%s", vars[l][0], r, p[r].buf[0]);
+            if (!WIFEXITED(p[r].wstatus) || WEXITSTATUS(p[r].wstatus) != 0)
                 fail_msg("rank %d started by %s failed (wait status %d)", r, vars[l][0],
-                         p[r].status);
+                         p[r].wstatus);
         }
         expect_output(&p[0], "data parallel: rank 0 of 2");
         expect_output(&p[0], "step 2/2");
         expect_output(&p[1], "data parallel: rank 1 of 2");
         expect_output(&p[1], "validation layer: 0 message(s)");
-        if (strstr(p[1].out, "step 1/2"))
-            fail_msg("rank 1 logged steps:\n%s", p[1].out);
-        free(p[0].out), free(p[1].out);
+        if (strstr(p[1].buf[0], "step 1/2"))
+            fail_msg("rank 1 logged steps:\n%s", p[1].buf[0]);
+        vkg_test_proc_free(&p[0]), vkg_test_proc_free(&p[1]);
     }
 }
 
@@ -308,60 +226,59 @@ static void kill_rank_and_resume(const char *transport)
 {
     char ckpt[700], path[800];
     snprintf(ckpt, sizeof ckpt, "%s/fault_%s", tmp_root, transport);
-    const char *args[] = {"vkgpt",      "launch", "-n",           "2",       "--transport",
-                          transport,    "--",     TRAIN_ARGS,     "--steps", "1000000",
-                          "--ckpt-dir", ckpt,     "--ckpt-every", "3",       "--keep",
-                          "2",          NULL};
-    proc p;
+    const char *args[] = {
+        "launch",  "-n",         "2",  "--transport",  transport, "--",     TRAIN_ARGS, "--steps",
+        "1000000", "--ckpt-dir", ckpt, "--ckpt-every", "3",       "--keep", "2",        NULL};
+    vkg_test_proc p;
     start(&p, args);
     /* Wait for a complete checkpoint and rank 1's pid. */
-    double end = now_s() + 180;
+    double end = vkg_test_now() + 180;
     char *pid_line = NULL;
-    while (now_s() < end && !p.done && (newest_complete(ckpt) < 3 || !pid_line)) {
-        pump(&p, 0.2);
-        pid_line = strstr(p.out, "rank 1 is pid ");
+    while (vkg_test_now() < end && !p.done && (newest_complete(ckpt) < 3 || !pid_line)) {
+        vkg_test_proc_pump(&p, 0.2, NULL);
+        pid_line = strstr(p.buf[0], "rank 1 is pid ");
     }
     if (!pid_line || newest_complete(ckpt) < 3) {
         kill(p.pid, SIGKILL);
-        finish(&p, 30);
-        fail_msg("no checkpoint or no rank 1 pid; output:\n%s", p.out);
+        vkg_test_proc_wait(&p, 30);
+        fail_msg("no checkpoint or no rank 1 pid; output:\n%s", p.buf[0]);
     }
     pid_t victim = (pid_t)atoi(pid_line + strlen("rank 1 is pid "));
     assert_true(victim > 0);
-    pump(&p, 0.5); /* mid-training, between checkpoints or in one */
-    double t0 = now_s();
+    vkg_test_proc_pump(&p, 0.5, NULL); /* mid-training, between checkpoints or in one */
+    double t0 = vkg_test_now();
     assert_int_equal(kill(victim, SIGKILL), 0);
-    finish(&p, 60);
-    double took = now_s() - t0;
-    printf("%s", p.out);
+    vkg_test_proc_wait(&p, 60);
+    double took = vkg_test_now() - t0;
+    printf("%s", p.buf[0]);
     printf("launch (%s) exited %.2f s after SIGKILL of rank 1 (comm timeout %d s)\n", transport,
            took, COMM_TIMEOUT_S);
-    if (!WIFEXITED(p.status) || WEXITSTATUS(p.status) == 0)
-        fail_msg("launch should exit non-zero (wait status %d)", p.status);
+    if (!WIFEXITED(p.wstatus) || WEXITSTATUS(p.wstatus) == 0)
+        fail_msg("launch should exit non-zero (wait status %d)", p.wstatus);
     expect_output(&p, "vkgpt launch: rank 1 was killed by signal 9");
     expect_output(&p, "stopping the other ranks");
     if (took > 2.0 * COMM_TIMEOUT_S + 1.0)
         fail_msg("launch took %.2f s to stop, more than twice the %d s timeout", took,
                  COMM_TIMEOUT_S);
-    free(p.out);
+    vkg_test_proc_free(&p);
     /* The newest complete checkpoint resumes, on 2 ranks again, to 2 steps past it. */
     long step = newest_complete(ckpt);
     assert_true(step >= 3);
     char steps[32], resumed[64];
     snprintf(steps, sizeof steps, "%ld", step + 2);
     snprintf(resumed, sizeof resumed, "[rank 0] resumed at step %ld", step);
-    const char *again[] = {"vkgpt",      "launch", "-n",       "2",       "--transport",
-                           transport,    "--",     TRAIN_ARGS, "--steps", steps,
-                           "--ckpt-dir", ckpt,     "--resume", NULL};
+    const char *again[] = {"launch", "-n",       "2",       "--transport", transport,
+                           "--",     TRAIN_ARGS, "--steps", steps,         "--ckpt-dir",
+                           ckpt,     "--resume", NULL};
     start(&p, again);
-    finish(&p, 240);
-    printf("%s", p.out);
-    if (!WIFEXITED(p.status) || WEXITSTATUS(p.status) != 0)
-        fail_msg("the resumed launch failed (wait status %d)", p.status);
+    vkg_test_proc_wait(&p, 240);
+    printf("%s", p.buf[0]);
+    if (!WIFEXITED(p.wstatus) || WEXITSTATUS(p.wstatus) != 0)
+        fail_msg("the resumed launch failed (wait status %d)", p.wstatus);
     expect_output(&p, resumed);
     snprintf(path, sizeof path, "%s/step_%08ld/DONE", ckpt, step + 2);
     assert_true(file_exists(path));
-    free(p.out);
+    vkg_test_proc_free(&p);
 }
 
 /* Reap the child `pid` (this process is the ranks' subreaper) when it has ended; 1 once reaped. */
@@ -379,40 +296,40 @@ static void test_killed_launcher_takes_its_ranks(void **state)
     (void)state;
     char ckpt[700], path[800];
     snprintf(ckpt, sizeof ckpt, "%s/orphans", tmp_root);
-    const char *args[] = {"vkgpt",      "launch", "-n",           "2",       "--transport",
-                          "ipc",        "--",     TRAIN_ARGS,     "--steps", "1000000",
-                          "--ckpt-dir", ckpt,     "--ckpt-every", "1000",    NULL};
+    const char *args[] = {"launch", "-n",           "2",       "--transport", "ipc",
+                          "--",     TRAIN_ARGS,     "--steps", "1000000",     "--ckpt-dir",
+                          ckpt,     "--ckpt-every", "1000",    NULL};
     assert_int_equal(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
-    proc p;
+    vkg_test_proc p;
     start(&p, args);
-    double end = now_s() + 180;
-    while (now_s() < end && !p.done && !strstr(p.out, "[rank 0] step 3/"))
-        pump(&p, 0.2);
-    char *r0 = strstr(p.out, "rank 0 is pid "), *r1 = strstr(p.out, "rank 1 is pid ");
-    if (!r0 || !r1 || !strstr(p.out, "[rank 0] step 3/")) {
+    double end = vkg_test_now() + 180;
+    while (vkg_test_now() < end && !p.done && !strstr(p.buf[0], "[rank 0] step 3/"))
+        vkg_test_proc_pump(&p, 0.2, NULL);
+    char *r0 = strstr(p.buf[0], "rank 0 is pid "), *r1 = strstr(p.buf[0], "rank 1 is pid ");
+    if (!r0 || !r1 || !strstr(p.buf[0], "[rank 0] step 3/")) {
         kill(p.pid, SIGKILL);
-        finish(&p, 30);
-        fail_msg("the ranks did not start training; output:\n%s", p.out);
+        vkg_test_proc_wait(&p, 30);
+        fail_msg("the ranks did not start training; output:\n%s", p.buf[0]);
     }
     pid_t rank[2] = {(pid_t)atoi(r0 + 14), (pid_t)atoi(r1 + 14)};
     assert_true(rank[0] > 0 && rank[1] > 0);
     assert_int_equal(kill(p.pid, SIGKILL), 0);
-    finish(&p, 30);
-    double t0 = now_s(), bound = 30.0;
+    vkg_test_proc_wait(&p, 30);
+    double t0 = vkg_test_now(), bound = 30.0;
     int gone[2] = {0, 0}, status[2] = {0, 0};
-    while (!(gone[0] && gone[1]) && now_s() < t0 + bound) {
+    while (!(gone[0] && gone[1]) && vkg_test_now() < t0 + bound) {
         for (int k = 0; k < 2; k++)
             gone[k] = gone[k] || reaped(rank[k], &status[k]);
         usleep(50000);
     }
-    double took = now_s() - t0;
+    double took = vkg_test_now() - t0;
     for (int k = 0; k < 2; k++)
         if (!gone[k]) { /* the test's own clean-up: they would train for a million steps */
             kill(rank[k], SIGKILL);
             waitpid(rank[k], NULL, 0);
         }
     prctl(PR_SET_CHILD_SUBREAPER, 0);
-    printf("%s", p.out);
+    printf("%s", p.buf[0]);
     if (!gone[0] || !gone[1])
         fail_msg("rank(s)%s%s still running %.0f s after the launcher was killed",
                  gone[0] ? "" : " 0", gone[1] ? "" : " 1", bound);
@@ -425,7 +342,7 @@ static void test_killed_launcher_takes_its_ranks(void **state)
     long steps = count_lines(path);
     assert_true(steps >= 3);
     assert_int_equal(newest_complete(ckpt), steps);
-    free(p.out);
+    vkg_test_proc_free(&p);
 }
 
 static void test_kill_rank_ipc(void **state)
