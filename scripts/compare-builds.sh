@@ -1,0 +1,116 @@
+#!/bin/sh
+# Bitwise comparison of two builds of vkgpt on the same training runs: the proof a refactoring
+# must give that it changed no number. Builds REV_A and REV_B (any git revisions; WORKTREE means
+# the working tree as it is) in their own folders, runs on each, with the same data and seeds:
+#   default   the README's fortunes model (scripts/train-default.sh's flags), first STEPS steps
+#   l4        L=4 C=256 T=128 with GPT-2 BPE and 4 accumulation micro-steps per step
+#   dp        `vkgpt launch -n 2` (ipc) on the default model, overlapped buckets of 1 MiB
+# and compares, per run, every step's loss and gradient norm in log.jsonl and the final
+# checkpoint's model.bin and state.bin byte for byte. Prints one line per run and exits 1 when
+# any differs. Needs what `make build` needs, and the fortunes package for the data.
+# Usage: scripts/compare-builds.sh REV_A REV_B [STEPS]      (e.g. main WORKTREE 50)
+# Environment: VKG_COMPARE_DIR (scratch folder, default /tmp/vkgpt-compare; emptied first).
+set -eu
+[ $# -ge 2 ] || { echo "usage: scripts/compare-builds.sh REV_A REV_B [STEPS]" >&2; exit 2; }
+cd "$(dirname "$0")/.."
+src=$(pwd)
+steps=${3:-50}
+work=${VKG_COMPARE_DIR:-/tmp/vkgpt-compare}
+fortunes=/usr/share/games/fortunes
+[ -d "$fortunes" ] || { echo "compare-builds: $fortunes missing (apt-get install fortunes)" >&2; exit 1; }
+rm -rf "$work"
+mkdir -p "$work"
+
+# ---- builds ----
+build() { # build REV NAME: the vkgpt binary of REV in $work/NAME/build/vkgpt
+    if [ "$1" = WORKTREE ]; then
+        mkdir -p "$work/$2"
+        git ls-files -z --cached --others --exclude-standard | tar -C "$src" --null -T - -cf - |
+            tar -C "$work/$2" -xf -
+    else
+        git worktree add -q --detach "$work/$2" "$1"
+    fi
+    cmake -S "$work/$2" -B "$work/$2/build" -DCMAKE_BUILD_TYPE=Release -DVKG_BUILD_TESTS=OFF \
+        >"$work/$2.cmake.log"
+    cmake --build "$work/$2/build" -j "$(nproc)" --target vkgpt_cli >"$work/$2.build.log"
+    if [ "$1" = WORKTREE ]; then
+        echo "compare-builds: built the working tree (on $(git rev-parse --short HEAD))"
+    else
+        echo "compare-builds: built $1 ($(git rev-parse --short "$1"))"
+    fi
+}
+cleanup() {
+    for n in a b; do
+        [ -e "$work/$n/.git" ] && git worktree remove --force "$work/$n" 2>/dev/null
+    done
+    return 0
+}
+trap cleanup EXIT
+build "$1" a
+build "$2" b
+
+# ---- data (prepared once, by build a) ----
+files=""
+for f in "$fortunes"/*; do
+    case "$f" in *.dat | *.u8 | */art | */ascii-art) continue ;; esac
+    [ -f "$f" ] && files="$files $f"
+done
+# shellcheck disable=SC2086 # a list of files
+"$work/a/build/vkgpt" prepare --out "$work/bytes" --tokenizer byte --val-frac 0.05 --split-on % \
+    $files >"$work/prepare.log"
+# shellcheck disable=SC2086
+"$work/a/build/vkgpt" prepare --out "$work/bpe" --tokenizer gpt2 --vocab-dir "$src/data/gpt2" \
+    --val-frac 0.05 --split-on % $files >>"$work/prepare.log"
+
+# ---- runs ----
+run() { # run NAME BUILD VKGPT-ARGS...: logs and checkpoints in $work/runs/NAME.BUILD
+    name=$1 b=$2
+    shift 2
+    out=$work/runs/$name.$b
+    mkdir -p "$work/runs"
+    "$work/$b/build/vkgpt" "$@" --ckpt-dir "$out" >"$out.log" 2>&1 ||
+        { echo "compare-builds: $name on build $b failed; see $out.log" >&2; tail -n 5 "$out.log" >&2; exit 1; }
+}
+default_model="--layers 4 --heads 4 --channels 128 --ctx 64 --batch 8 --seq 64 --lr 2e-3 --warmup 5
+    --schedule cosine --lr-min-frac 0.1 --weight-decay 0.1 --grad-clip 1 --sample-len 0"
+for b in a b; do
+    # shellcheck disable=SC2086 # flag lists
+    run default $b train --data "$work/bytes/train_*.bin" $default_model --steps "$steps"
+    run l4 $b train --data "$work/bpe/train_*.bin" --layers 4 --heads 4 --channels 256 --ctx 128 \
+        --batch 8 --seq 128 --total-batch 4096 --steps 5 --lr 1e-3 --sample-len 0
+    # shellcheck disable=SC2086
+    run dp $b launch -n 2 --transport ipc -- train --data "$work/bytes/train_*.bin" \
+        $default_model --steps 10 --bucket-mb 1
+done
+
+# ---- comparison ----
+fields() { # the loss and gradient norm of every step of a log.jsonl
+    sed -n 's/.*"step":\([0-9]*\),"loss":\([^,]*\),.*"grad_norm":\([^,]*\),.*/\1 \2 \3/p' "$1"
+}
+last_ckpt() { # the newest step_* folder holding DONE
+    for d in $(ls -d "$1"/step_* 2>/dev/null | sort -r); do
+        [ -f "$d/DONE" ] && { echo "$d"; return; }
+    done
+}
+status=0
+for name in default l4 dp; do
+    ra=$work/runs/$name.a rb=$work/runs/$name.b
+    fields "$ra/log.jsonl" >"$ra.fields"
+    fields "$rb/log.jsonl" >"$rb.fields"
+    ca=$(last_ckpt "$ra") cb=$(last_ckpt "$rb")
+    n=$(wc -l <"$ra.fields")
+    if [ "$n" -eq 0 ] || [ -z "$ca" ] || [ -z "$cb" ]; then
+        echo "$name: FAIL (no steps or no checkpoint; see $ra.log and $rb.log)"
+        status=1
+    elif ! cmp -s "$ra.fields" "$rb.fields"; then
+        echo "$name: FAIL (losses or norms differ from the first line shown)"
+        diff "$ra.fields" "$rb.fields" | head -n 4
+        status=1
+    elif ! cmp -s "$ca/model.bin" "$cb/model.bin" || ! cmp -s "$ca/state.bin" "$cb/state.bin"; then
+        echo "$name: FAIL (same losses, but the checkpoints $ca and $cb differ)"
+        status=1
+    else
+        echo "$name: bitwise equal ($n steps: losses, gradient norms, $(basename "$ca") model.bin and state.bin)"
+    fi
+done
+exit $status
