@@ -295,6 +295,37 @@ static void test_shards_without_tokenizer(void **state)
     vkg_test_proc_free(&p);
 }
 
+/* --resume continues the checkpoint's model: an architecture flag that agrees with it is fine,
+ * one that disagrees is an error (exit 2) naming both values, not silently ignored. */
+static void test_resume_with_architecture_flags(void **state)
+{
+    (void)state;
+    char dir[CAP];
+    snprintf(dir, sizeof dir, "%s/arch", tmp_root);
+    const char *const first[] = {"train", "--data",     text_path, "--layers", "1",  "--heads",
+                                 "2",     "--channels", "16",      "--ctx",    "16", "--batch",
+                                 "2",     "--seq",      "16",      "--steps",  "2",  "--sample-len",
+                                 "0",     "--ckpt-dir", dir,       NULL};
+    vkg_test_proc p;
+    assert_int_equal(run(&p, 120, first), 0);
+    vkg_test_proc_free(&p);
+    const char *const same[] = {"train", "--data",     text_path, "--layers", "1",  "--heads",
+                                "2",     "--channels", "16",      "--ctx",    "16", "--batch",
+                                "2",     "--seq",      "16",      "--steps",  "3",  "--sample-len",
+                                "0",     "--ckpt-dir", dir,       "--resume", NULL};
+    assert_int_equal(run(&p, 120, same), 0);
+    expect_contains("stdout", p.buf[0], "resumed at step 2");
+    vkg_test_proc_free(&p);
+    const char *const other[] = {"train", "--data",     text_path, "--layers", "3",  "--steps",
+                                 "4",     "--batch",    "2",       "--seq",    "16", "--sample-len",
+                                 "0",     "--ckpt-dir", dir,       "--resume", NULL};
+    assert_int_equal(run(&p, 120, other), 2);
+    expect_contains("stderr", p.buf[1],
+                    "--layers 3 disagrees with the checkpoint resumed at step 3");
+    expect_contains("stderr", p.buf[1], "has --layers 1");
+    vkg_test_proc_free(&p);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -302,6 +333,7 @@ int main(void)
         cmocka_unit_test(test_one_trainer_per_folder),
         cmocka_unit_test(test_damaged_checkpoint),
         cmocka_unit_test(test_shards_without_tokenizer),
+        cmocka_unit_test(test_resume_with_architecture_flags),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

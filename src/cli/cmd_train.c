@@ -27,6 +27,7 @@ typedef struct train_opts {
     float temperature;
     const char *prompt;
     vkg_cli_dp_flags dp;
+    int arch_given[5]; /* --layers --heads --channels --ctx --vocab given (checked on resume) */
 } train_opts;
 
 /* The first combination of flags that cannot all be honoured, described in why (cap bytes);
@@ -144,6 +145,35 @@ static int checkpoint(vkg_trainer_t *t, int tty)
         return vkg_cli_report("train", st);
     if (path[0]) /* ranks other than 0 write nothing */
         printf("%scheckpoint %s\n", tty ? "\r\033[K" : "", path);
+    return 0;
+}
+
+/* A resumed model has the checkpoint's architecture: an architecture flag given with --resume
+ * must agree with it (it is not silently ignored). 0, or 2 after naming the disagreement. */
+static int resumed_as_given(vkg_trainer_t *t, const train_opts *o)
+{
+    vkg_trainer_info info;
+    vkg_trainer_get_info(t, &info);
+    if (!info.resumed)
+        return 0;
+    const vkg_train_config *c = &o->cfg;
+    const struct {
+        const char *flag;
+        int given, ckpt;
+    } arch[5] = {{"--layers", c->layers, info.layers},
+                 {"--heads", c->heads, info.heads},
+                 {"--channels", c->channels, info.channels},
+                 {"--ctx", c->max_seq_len, info.max_seq_len},
+                 {"--vocab", c->vocab_size, info.vocab_size}};
+    for (int i = 0; i < 5; i++)
+        if (o->arch_given[i] && arch[i].given != arch[i].ckpt) {
+            fprintf(stderr,
+                    "vkgpt train: %s %d disagrees with the checkpoint resumed at step %lld, whose "
+                    "model has %s %d: drop the flag to continue that run, or give a new "
+                    "--ckpt-dir to train a new model\n",
+                    arch[i].flag, arch[i].given, info.start_step, arch[i].flag, arch[i].ckpt);
+            return 2;
+        }
     return 0;
 }
 
@@ -314,6 +344,10 @@ int vkg_cli_train(int argc, char **argv)
         vkg_flags_parse("train", "--data FILES [options]", flags, nflags, argc, argv, NULL, &fr);
     if (rc)
         return rc == VKG_FLAGS_HELP ? 0 : 2;
+    static const char *const arch_flags[5] = {"--layers", "--heads", "--channels", "--ctx",
+                                              "--vocab"};
+    for (int i = 0; i < 5; i++)
+        o.arch_given[i] = vkg_flags_seen(flags, nflags, &fr, arch_flags[i]);
     char why[256];
     if (find_conflict(&o, flags, nflags, &fr, why, sizeof why)) {
         fprintf(stderr, "vkgpt train: %s\n", why);
@@ -345,7 +379,9 @@ int vkg_cli_train(int argc, char **argv)
         }
         return st == VKG_ERR_INVALID_ARG || st == VKG_ERR_NOT_FOUND ? 2 : 1;
     }
-    rc = run(t, &o);
+    rc = resumed_as_given(t, &o);
+    if (rc == 0)
+        rc = run(t, &o);
     char first[1024];
     int msgs = vkg_trainer_destroy_report(&t, first, sizeof first);
     if (c->validation) { /* counted to the end: the device's destruction reports leaks */
