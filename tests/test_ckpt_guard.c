@@ -232,6 +232,12 @@ static void test_damaged_checkpoint(void **state)
     expect_contains("stderr", p.buf[1], "--resume-fallback");
     expect_same_bytes(file, state_bytes, ns);
     vkg_test_proc_free(&p);
+    /* Sampling reads the newest checkpoint that loads, and says which newer one it passed over. */
+    const char *const sample[] = {"sample", "--ckpt", ckpt_dir, "--len", "4", NULL};
+    assert_int_equal(run(&p, 60, sample), 0);
+    expect_contains("stderr", p.buf[1], dir);
+    expect_contains("stderr", p.buf[1], "does not load");
+    vkg_test_proc_free(&p);
     /* With the fallback: resumed from the checkpoint before it, which repeats the steps after
      * it; the damaged folder is set aside, byte for byte intact. */
     const char *const fallback[] = {TRAIN_FLAGS, "--steps",           final,

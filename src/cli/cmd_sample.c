@@ -1,5 +1,6 @@
 /* `vkgpt sample`: load a model (a checkpoint folder, one checkpoint, or an llm.c model file) and
  * print generated text, with the same generation code training uses for its samples. */
+#include <dirent.h>
 #include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +32,27 @@ static vkg_status join(char *dst, const char *a, const char *b)
     return VKG_OK;
 }
 
+/* Say which newer checkpoints of folder dir, marked complete (DONE), were passed over because
+ * they do not pass the completeness checks (sampling reads the newest one that does). */
+static void warn_passed_over(const char *dir, unsigned long long chosen)
+{
+    DIR *d = opendir(dir);
+    for (struct dirent *e; d && (e = readdir(d));) {
+        unsigned long long step;
+        char rest[2], done[PATH_CAP];
+        if (sscanf(e->d_name, "step_%llu%1s", &step, rest) != 1 || step <= chosen ||
+            (size_t)snprintf(done, sizeof done, "%s/%s/DONE", dir, e->d_name) >= sizeof done ||
+            !exists(done, 0))
+            continue;
+        fprintf(stderr,
+                "vkgpt sample: warning: %s/%s is marked complete but does not load (damaged or "
+                "foreign; `vkgpt train --resume` names the problem); sampling from step %llu\n",
+                dir, e->d_name, chosen);
+    }
+    if (d)
+        closedir(d);
+}
+
 /* model: the model file to load; tok: a tokenizer file found beside it, or "" */
 static vkg_status resolve(const char *ckpt, char *model, char *tok)
 {
@@ -41,9 +63,10 @@ static vkg_status resolve(const char *ckpt, char *model, char *tok)
     } else if (exists(ckpt, 1)) {
         uint64_t step;
         VKG_TRY(join(buf, ckpt, "/model.bin"));
-        if (vkg_checkpoint_find_latest(ckpt, latest, sizeof latest, &step) == VKG_OK)
+        if (vkg_checkpoint_find_latest(ckpt, latest, sizeof latest, &step) == VKG_OK) {
             VKG_TRY(join(model, latest, "/model.bin"));
-        else if (exists(buf, 0))
+            warn_passed_over(ckpt, (unsigned long long)step);
+        } else if (exists(buf, 0))
             VKG_TRY(join(model, buf, ""));
         else
             return VKG_FAIL(VKG_ERR_NOT_FOUND, "%s holds no complete checkpoint and no model.bin",
