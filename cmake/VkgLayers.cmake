@@ -1,0 +1,69 @@
+# The layer picture of DESIGN.md section 1, enforced by the compiler. Each layer's sources see,
+# as their only include path, a "view": a folder in the build tree holding symbolic links to the
+# src/ folders of that layer and the layers below it, and to the public headers (include/vkgpt/)
+# those layers may use. A file that includes a header of a layer above its own (ops including
+# "model/gpt2.h", the transport including "vkgpt/device.h") fails to compile: the header is not
+# in its view. Tests, the command-line tool, examples and fuzz targets see the whole tree.
+#
+# The views, lowest first (each includes the ones it names):
+#   base       base/                         status.h
+#   ref        ref/                          (libc only)
+#   transport  base                          comm.h
+#   vk         base, vk/                     device.h
+#   ops        vk, ops/
+#   io         base, io/                     io.h, model.h (the model file's configuration)
+#   data       io, data/                     data.h, tokenizer.h
+#   model      ops, io, model/               model.h
+#   train      model, data, transport, train/ and parallel/, train.h
+# train and parallel still share one view because they include each other (the trainer calls
+# the data-parallel hooks, dp_trainer.c works on the trainer's struct); the redesign of the
+# train / parallel / model boundary separates them.
+
+set(VKG_LAYERS_DIR ${PROJECT_BINARY_DIR}/layers)
+
+# vkg_layer_view(NAME DIRS d... HEADERS h... [BELOW view...]): create the view NAME.
+function(vkg_layer_view name)
+    cmake_parse_arguments(L "" "" "DIRS;HEADERS;BELOW" ${ARGN})
+    set(dirs ${L_DIRS})
+    set(headers ${L_HEADERS})
+    foreach(b ${L_BELOW})
+        list(APPEND dirs ${VKG_LAYER_${b}_DIRS})
+        list(APPEND headers ${VKG_LAYER_${b}_HEADERS})
+    endforeach()
+    list(REMOVE_DUPLICATES dirs)
+    list(REMOVE_DUPLICATES headers)
+    set(root ${VKG_LAYERS_DIR}/${name})
+    file(REMOVE_RECURSE ${root})
+    file(MAKE_DIRECTORY ${root}/vkgpt)
+    foreach(d ${dirs})
+        file(CREATE_LINK ${PROJECT_SOURCE_DIR}/src/${d} ${root}/${d} SYMBOLIC)
+    endforeach()
+    foreach(h ${headers})
+        file(CREATE_LINK ${PROJECT_SOURCE_DIR}/include/vkgpt/${h} ${root}/vkgpt/${h} SYMBOLIC)
+    endforeach()
+    set(VKG_LAYER_${name}_DIRS ${dirs} PARENT_SCOPE)
+    set(VKG_LAYER_${name}_HEADERS ${headers} PARENT_SCOPE)
+endfunction()
+
+vkg_layer_view(base DIRS base HEADERS status.h)
+vkg_layer_view(ref DIRS ref)
+vkg_layer_view(transport HEADERS comm.h BELOW base)
+vkg_layer_view(vk DIRS vk HEADERS device.h BELOW base)
+vkg_layer_view(ops DIRS ops BELOW vk)
+vkg_layer_view(io DIRS io HEADERS io.h model.h BELOW base)
+vkg_layer_view(data DIRS data HEADERS data.h tokenizer.h BELOW io)
+vkg_layer_view(model DIRS model HEADERS model.h BELOW ops io)
+vkg_layer_view(train DIRS train parallel HEADERS train.h BELOW model data transport)
+
+# vkg_layer_sources(VIEW TARGET tgt FILES f...): compile files (of target tgt) against VIEW only.
+function(vkg_layer_sources view)
+    cmake_parse_arguments(L "" "TARGET" "FILES" ${ARGN})
+    set_source_files_properties(${L_FILES} TARGET_DIRECTORY ${L_TARGET}
+                                PROPERTIES INCLUDE_DIRECTORIES ${VKG_LAYERS_DIR}/${view})
+endfunction()
+
+# vkg_whole_tree(tgt): tgt (a test, the CLI, a fuzz target) sees every header.
+function(vkg_whole_tree tgt)
+    target_include_directories(${tgt} PRIVATE ${PROJECT_SOURCE_DIR}/include
+                                              ${PROJECT_SOURCE_DIR}/src)
+endfunction()

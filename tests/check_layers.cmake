@@ -1,0 +1,29 @@
+# ctest layers_refuse_upward_includes: the layer views of cmake/VkgLayers.cmake do what they are
+# for. Each case compiles one probe file (tests/layers/) with -fsyntax-only against one view and
+# checks the outcome: an upward include must fail, naming the missing header, and the same probe
+# must compile against a view that is allowed to see it (so the failure is the view's doing).
+# Run with -DCC=compiler -DVIEWS=build/layers -DSRC=source dir -DGEN=generated include dir.
+function(probe file view expect_ok needle)
+    execute_process(COMMAND ${CC} -std=c11 -fsyntax-only -I${VIEWS}/${view} -I${GEN}
+                            ${SRC}/tests/layers/${file}
+                    RESULT_VARIABLE rc ERROR_VARIABLE err OUTPUT_VARIABLE out)
+    if(expect_ok AND NOT rc EQUAL 0)
+        message(FATAL_ERROR "${file} against the ${view} view should compile:\n${err}")
+    endif()
+    if(NOT expect_ok)
+        if(rc EQUAL 0)
+            message(FATAL_ERROR "${file} compiled against the ${view} view: the layers are open")
+        endif()
+        string(FIND "${err}" "${needle}" at)
+        if(at EQUAL -1)
+            message(FATAL_ERROR "${file} against the ${view} view failed without naming "
+                                "${needle}:\n${err}")
+        endif()
+        message(STATUS "refused as it should be: ${file} against the ${view} view: ${needle}")
+    endif()
+endfunction()
+
+probe(ops_includes_model.c ops FALSE "model/gpt2.h")
+probe(ops_includes_model.c model TRUE "")
+probe(transport_includes_vulkan.c transport FALSE "vkgpt/device.h")
+probe(transport_includes_vulkan.c vk TRUE "")
