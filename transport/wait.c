@@ -115,6 +115,21 @@ vkg_status vkg__explain_loss(vkg_comm_t *c, vkg_status loss)
 
 /* ---- stalls: who waits for whom ---- */
 
+/* Send every peer a stall notice: the rank this one waits for, or VKG_STALL_OVER. Best effort: a
+ * peer that is gone is found by the wait itself. */
+static void tell_stall(vkg_comm_t *c, uint32_t waiting_on)
+{
+    for (int q = 0; q < c->size; q++) {
+        if (q == c->rank)
+            continue;
+        vkg_wire_hdr h;
+        vkg__hdr_init(c, &h, VKG_W_STALL);
+        h.seq = c->seq;
+        h.segment = waiting_on;
+        (void)vkg__raw_send(c, q, &h, NULL);
+    }
+}
+
 /* Tell every peer whom this rank waits for (once per communicator) and start the grace period
  * after which it gives up. */
 static void begin_stall(vkg_comm_t *c, const vkg_expect *ex, int64_t now)
@@ -126,30 +141,14 @@ static void begin_stall(vkg_comm_t *c, const vkg_expect *ex, int64_t now)
     if (c->stall_told || ex->waiting_on < 0)
         return;
     c->stall_told = 1;
-    for (int q = 0; q < c->size; q++) {
-        if (q == c->rank)
-            continue;
-        vkg_wire_hdr h;
-        vkg__hdr_init(c, &h, VKG_W_STALL);
-        h.seq = c->seq;
-        h.segment = (uint32_t)ex->waiting_on;
-        (void)vkg__raw_send(c, q, &h, NULL);
-    }
+    tell_stall(c, (uint32_t)ex->waiting_on);
 }
 
 /* After a stall, progress: tell the peers this rank no longer waits. */
 static void end_stall(vkg_comm_t *c)
 {
     if (c->stall_told)
-        for (int q = 0; q < c->size; q++) {
-            if (q == c->rank)
-                continue;
-            vkg_wire_hdr h;
-            vkg__hdr_init(c, &h, VKG_W_STALL);
-            h.seq = c->seq;
-            h.segment = VKG_STALL_OVER;
-            (void)vkg__raw_send(c, q, &h, NULL);
-        }
+        tell_stall(c, VKG_STALL_OVER);
     c->stall_told = 0;
     c->stall_end = 0;
 }
