@@ -464,6 +464,17 @@ typedef struct join_arg {
     char msg[1024];
 } join_arg;
 
+/* Rank 0's configuration of a 2-rank tcp job on a free loopback port (rank 1's is a copy with
+ * rank = 1). */
+static void pair_config(vkg_comm_config *c0, int timeout_ms)
+{
+    vkg_comm_config_default(c0);
+    c0->world_size = 2;
+    c0->job_id = JOB;
+    c0->timeout_ms = timeout_ms;
+    assert_int_equal(vkg_comm_pick_port("127.0.0.1", &c0->master_port), VKG_OK);
+}
+
 static void *join_thread(void *p)
 {
     join_arg *a = p;
@@ -489,11 +500,7 @@ static void test_rendezvous_refuses_other_job(void **state)
 {
     (void)state;
     vkg_comm_config c0;
-    vkg_comm_config_default(&c0);
-    c0.world_size = 2;
-    c0.job_id = JOB;
-    c0.timeout_ms = 1500;
-    assert_int_equal(vkg_comm_pick_port("127.0.0.1", &c0.master_port), VKG_OK);
+    pair_config(&c0, 1500);
     vkg_comm_config c1 = c0;
     c1.rank = 1;
     c1.job_id = JOB + 1;
@@ -509,11 +516,7 @@ static void test_rendezvous_rejects_wrong_world(void **state)
 {
     (void)state;
     vkg_comm_config c0;
-    vkg_comm_config_default(&c0);
-    c0.world_size = 2;
-    c0.job_id = JOB;
-    c0.timeout_ms = 3000;
-    assert_int_equal(vkg_comm_pick_port("127.0.0.1", &c0.master_port), VKG_OK);
+    pair_config(&c0, 3000);
     vkg_comm_config c1 = c0;
     c1.rank = 1;
     c1.world_size = 3;
@@ -559,12 +562,8 @@ static void test_wildcard_master_needs_listen_all(void **state)
 {
     (void)state;
     vkg_comm_config c0;
-    vkg_comm_config_default(&c0);
-    c0.world_size = 2;
-    c0.job_id = JOB;
-    c0.timeout_ms = 3000;
+    pair_config(&c0, 3000);
     snprintf(c0.master_addr, sizeof c0.master_addr, "0.0.0.0");
-    assert_int_equal(vkg_comm_pick_port("127.0.0.1", &c0.master_port), VKG_OK);
     vkg_comm_t *c = NULL;
     assert_int_equal(vkg_comm_create(&c0, &c), VKG_ERR_INVALID_ARG);
     assert_null(c);
@@ -651,11 +650,7 @@ static void test_curve_rank_with_wrong_key_cannot_join(void **state)
     if (!vkg_comm_has_curve())
         skip();
     vkg_comm_config c0;
-    vkg_comm_config_default(&c0);
-    c0.world_size = 2;
-    c0.job_id = JOB;
-    c0.timeout_ms = 1500;
-    assert_int_equal(vkg_comm_pick_port("127.0.0.1", &c0.master_port), VKG_OK);
+    pair_config(&c0, 1500);
     assert_int_equal(vkg_comm_curve_keypair(c0.curve_public, c0.curve_secret), VKG_OK);
     vkg_comm_config c1 = c0;
     c1.rank = 1;
@@ -676,11 +671,7 @@ static void test_curve_wrong_master_key_named(void **state)
     if (!vkg_comm_has_curve())
         skip();
     vkg_comm_config c0;
-    vkg_comm_config_default(&c0);
-    c0.world_size = 2;
-    c0.job_id = JOB;
-    c0.timeout_ms = 1500;
-    assert_int_equal(vkg_comm_pick_port("127.0.0.1", &c0.master_port), VKG_OK);
+    pair_config(&c0, 1500);
     assert_int_equal(vkg_comm_curve_keypair(c0.curve_public, c0.curve_secret), VKG_OK);
     vkg_comm_config c1 = c0;
     c1.rank = 1;
