@@ -14,10 +14,9 @@
 #   io         base, io/                     io.h, model.h (the model file's configuration)
 #   data       io, data/                     data.h, tokenizer.h
 #   model      ops, io, model/               model.h
-#   train      model, data, transport, train/ and parallel/, train.h
-# train and parallel still share one view because they include each other (the trainer calls
-# the data-parallel hooks, dp_trainer.c works on the trainer's struct); the redesign of the
-# train / parallel / model boundary separates them.
+#   optim      ops, optim/                   optim.h
+#   parallel   model, optim, data, transport, parallel/
+#   train      parallel, train/              train.h
 
 set(VKG_LAYERS_DIR ${PROJECT_BINARY_DIR}/layers)
 
@@ -53,7 +52,9 @@ vkg_layer_view(ops DIRS ops BELOW vk)
 vkg_layer_view(io DIRS io HEADERS io.h model.h BELOW base)
 vkg_layer_view(data DIRS data HEADERS data.h tokenizer.h BELOW io)
 vkg_layer_view(model DIRS model HEADERS model.h BELOW ops io)
-vkg_layer_view(train DIRS train parallel HEADERS train.h BELOW model data transport)
+vkg_layer_view(optim DIRS optim HEADERS optim.h BELOW ops)
+vkg_layer_view(parallel DIRS parallel BELOW model optim data transport)
+vkg_layer_view(train DIRS train HEADERS train.h BELOW parallel)
 
 # vkg_layer_sources(VIEW TARGET tgt FILES f...): compile files (of target tgt) against VIEW only.
 function(vkg_layer_sources view)

@@ -189,8 +189,8 @@ static void *run_rank(void *p)
         vkg_trainer_get_info(t, &info);
         if (a->rank == 0)
             j->peak_lr = info.lr;
-        j->nparams = vkg_gpt2_param_count(t->model);
-        j->nbuckets = vkg_gpt2_bucket_count(t->model);
+        j->nparams = (size_t)info.num_params;
+        j->nbuckets = vkg_strategy_bucket_count(t->par);
         j->params[a->rank] = malloc(j->nparams * sizeof(float));
         st = j->params[a->rank] ? vkg_trainer_get_params(t, j->params[a->rank]) : VKG_ERR_NOMEM;
     }

@@ -17,6 +17,8 @@
 
 #include "gpu_fixture.h"
 #include "model/gpt2.h"
+#include "optim/adamw.h"
+#include "parallel/strategy.h"
 #include "ref/gpt2_ref.h"
 #include "testutil.h"
 
@@ -36,8 +38,27 @@ static vkg_gpt2_opts opts(int b, int accum)
     o.B = b;
     o.T = T;
     o.accum_steps = accum;
-    o.weight_decay = 0.1f;
     return o;
+}
+
+static const vkg_adamw_config adamw_cfg = {
+    .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f};
+
+/* AdamW over every tensor of m, as the trainer has it. */
+static vkg_adamw *optimizer(vkg_gpt2 *m)
+{
+    vkg_adamw *opt = NULL;
+    VKG_ASSERT_OK(vkg_strategy_create_adamw(&adamw_cfg, m, &opt));
+    return opt;
+}
+
+/* The norm, then the update clipped by it; *norm gets the global gradient norm. */
+static vkg_status update(vkg_adamw *opt, float lr, uint32_t t, float clip, float *norm)
+{
+    float sumsq = 0.0f;
+    VKG_TRY(vkg_adamw_grad_sumsq(opt, &sumsq));
+    *norm = sqrtf(sumsq);
+    return vkg_adamw_update(opt, lr, t, clip, sumsq);
 }
 
 /* Batches drawn from a small "language": token k follows token k-1 with noise, so it learns. */
@@ -72,11 +93,12 @@ static void test_train_matches_reference(void **state)
     vkg_gpt2 *model = NULL;
     VKG_ASSERT_OK(vkg_gpt2_create(g->dev, &cfg, &o, &model));
     VKG_ASSERT_OK(vkg_gpt2_set_params(model, params));
+    vkg_adamw *opt = optimizer(model);
     vkg_ref_gpt2_adamw_t hp = {.lr = 1e-3,
-                               .beta1 = o.beta1,
-                               .beta2 = o.beta2,
-                               .eps = o.eps,
-                               .weight_decay = o.weight_decay,
+                               .beta1 = adamw_cfg.beta1,
+                               .beta2 = adamw_cfg.beta2,
+                               .eps = adamw_cfg.eps,
+                               .weight_decay = adamw_cfg.weight_decay,
                                .grad_clip = 1.0};
     vkg_test_rng r;
     vkg_test_rng_seed(&r, 99);
@@ -90,8 +112,7 @@ static void test_train_matches_reference(void **state)
         float loss = 0.0f, norm = 0.0f;
         VKG_ASSERT_OK(vkg_gpt2_zero_grad(model));
         VKG_ASSERT_OK(vkg_gpt2_forward_backward(model, inp, tgt, &loss));
-        VKG_ASSERT_OK(
-            vkg_gpt2_update(model, (float)hp.lr, (uint32_t)step, (float)hp.grad_clip, &norm));
+        VKG_ASSERT_OK(update(opt, (float)hp.lr, (uint32_t)step, (float)hp.grad_clip, &norm));
         double rel = fabs(loss - ref_loss) / fabs(ref_loss);
         printf("step %2d loss gpu %.7f ref %.7f rel %.2e  grad norm gpu %.6f ref %.6f\n", step,
                (double)loss, ref_loss, rel, (double)norm, ref_norm);
@@ -106,6 +127,7 @@ static void test_train_matches_reference(void **state)
     vkg_test_cmp cmp;
     assert_true(vkg_test_compare("parameters after 10 steps", gpu_params, params, n, 1e-4, &cmp));
     printf("final parameters: rel_l2 %.3g max_abs %.3g\n", cmp.rel_l2, cmp.max_abs);
+    vkg_adamw_destroy(&opt);
     vkg_gpt2_destroy(&model);
     vkg_ref_gpt2_destroy(&ref);
     free(params), free(grads), free(m1), free(m2), free(gpu_params);
@@ -124,19 +146,20 @@ static void test_accumulation_equals_one_batch(void **state)
     VKG_ASSERT_OK(vkg_gpt2_create(g->dev, &cfg, &o2, &m2));
     VKG_ASSERT_OK(vkg_gpt2_set_params(m4, params));
     VKG_ASSERT_OK(vkg_gpt2_set_params(m2, params));
+    vkg_adamw *opt4 = optimizer(m4), *opt2 = optimizer(m2);
     vkg_test_rng r;
     vkg_test_rng_seed(&r, 5);
     int32_t inp[B * T], tgt[B * T];
     for (int step = 1; step <= 3; step++) {
         make_batch(&r, inp, tgt, B);
-        float l4, la, lb, n4, n2;
+        float l4, la, lb, n4 = 0.0f, n2 = 0.0f;
         VKG_ASSERT_OK(vkg_gpt2_zero_grad(m4));
         VKG_ASSERT_OK(vkg_gpt2_forward_backward(m4, inp, tgt, &l4));
-        VKG_ASSERT_OK(vkg_gpt2_update(m4, 1e-3f, (uint32_t)step, 0.0f, &n4));
+        VKG_ASSERT_OK(update(opt4, 1e-3f, (uint32_t)step, 0.0f, &n4));
         VKG_ASSERT_OK(vkg_gpt2_zero_grad(m2));
         VKG_ASSERT_OK(vkg_gpt2_forward_backward(m2, inp, tgt, &la));
         VKG_ASSERT_OK(vkg_gpt2_forward_backward(m2, inp + B / 2 * T, tgt + B / 2 * T, &lb));
-        VKG_ASSERT_OK(vkg_gpt2_update(m2, 1e-3f, (uint32_t)step, 0.0f, &n2));
+        VKG_ASSERT_OK(update(opt2, 1e-3f, (uint32_t)step, 0.0f, &n2));
         double mean2 = 0.5 * ((double)la + (double)lb);
         assert_true(fabs(mean2 - l4) <= 1e-5 * fabs((double)l4));
         assert_true(fabs((double)n2 - n4) <= 1e-4 * n4);
@@ -144,6 +167,8 @@ static void test_accumulation_equals_one_batch(void **state)
     VKG_ASSERT_OK(vkg_gpt2_get_params(m4, big));
     VKG_ASSERT_OK(vkg_gpt2_get_params(m2, acc));
     assert_true(vkg_test_compare("accumulated vs single batch", acc, big, n, 1e-5, NULL));
+    vkg_adamw_destroy(&opt4);
+    vkg_adamw_destroy(&opt2);
     vkg_gpt2_destroy(&m4);
     vkg_gpt2_destroy(&m2);
     free(params), free(big), free(acc);

@@ -11,7 +11,7 @@
 #include <math.h>
 #include <stdio.h>
 
-#include "train/schedule.h"
+#include "optim/schedule.h"
 
 #define PI 3.14159265358979323846
 

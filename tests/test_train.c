@@ -174,7 +174,7 @@ static vkg_train_config tiny_config(run_paths *p, const char *tag, const char *c
     c.shuffle = 1;
     c.batch = B, c.seq = T, c.total_batch = 2 * B * T;
     c.steps = STEPS;
-    c.lr = 1e-2f, c.warmup = 2, c.schedule = VKG_LR_COSINE;
+    c.lr = 1e-2f, c.warmup = 2, c.schedule = VKG_SCHEDULE_COSINE;
     c.weight_decay = 0.1f, c.grad_clip = 1.0f;
     c.eval_every = 2, c.eval_batches = 2;
     c.ckpt_dir = ckpt ? path_in(p->ckpt, "%s", ckpt) : NULL;

@@ -14,25 +14,12 @@
 #include <signal.h>
 
 #include "vkgpt/comm.h"
+#include "vkgpt/optim.h"
 #include "vkgpt/status.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-typedef enum vkg_lr_schedule {
-    VKG_LR_COSINE = 0,   /* warmup, then half cosine down to lr * lr_min_frac */
-    VKG_LR_LINEAR = 1,   /* warmup, then linear down to lr * lr_min_frac */
-    VKG_LR_CONSTANT = 2, /* warmup, then lr */
-} vkg_lr_schedule;
-
-/* Learning-rate scaling with the total batch: lr x (total_batch / base_batch), its square root,
- * or nothing. */
-typedef enum vkg_lr_scale {
-    VKG_LR_SCALE_NONE = 0,
-    VKG_LR_SCALE_LINEAR = 1,
-    VKG_LR_SCALE_SQRT = 2,
-} vkg_lr_scale;
 
 typedef struct vkg_train_config {
     const char *device; /* index or name substring; NULL: the first suitable device */
@@ -58,7 +45,7 @@ typedef struct vkg_train_config {
     int steps;
     float lr, lr_min_frac;
     int warmup;
-    vkg_lr_schedule schedule;
+    vkg_schedule_kind schedule;
     float weight_decay, beta1, beta2, eps, grad_clip; /* grad_clip 0: off */
     /* Evaluation every eval_every steps (0: never) over eval_batches validation batches. */
     int eval_every, eval_batches;

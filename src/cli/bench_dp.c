@@ -45,7 +45,7 @@ static void *bench_rank(void *p)
     c.layers = b->layers, c.heads = b->heads, c.channels = b->channels;
     c.max_seq_len = b->seq, c.vocab_size = b->vocab, c.data = b->data;
     c.batch = b->batch, c.seq = b->seq, c.steps = b->steps + b->warmup;
-    c.lr = 1e-4f, c.schedule = VKG_LR_CONSTANT;
+    c.lr = 1e-4f, c.schedule = VKG_SCHEDULE_CONSTANT;
     c.comm.world_size = j->world, c.comm.rank = j->rank, c.comm.transport = b->transport;
     c.comm.master_port = j->port, c.comm.job_id = j->job_id, c.comm.ctx = j->ctx;
     c.bucket_bytes = j->overlap ? (long long)((double)b->bucket_mb * 1048576.0) : -1;

@@ -16,6 +16,7 @@
 #include "cli/cli.h"
 #include "cli/flags.h"
 #include "model/gpt2.h"
+#include "parallel/strategy.h"
 
 typedef struct preset {
     const char *name;
@@ -67,37 +68,6 @@ static uint64_t next_u64(uint64_t *s)
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     return z ^ (z >> 31);
-}
-
-static double next_uniform(uint64_t *s)
-{
-    return ((double)(next_u64(s) >> 11) + 0.5) / 9007199254740992.0;
-}
-
-static float next_normal(uint64_t *s)
-{
-    double u = next_uniform(s), v = next_uniform(s);
-    return (float)(sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v));
-}
-
-/* GPT-2 initialisation in table order: weights normal(0, 0.02), residual projections (attprojw,
- * fcprojw) scaled by 1/sqrt(2L), biases 0, layernorm weights 1, wte padding rows 0. */
-static void init_params(const vkg_gpt2_config *cfg, float *p, uint64_t seed)
-{
-    size_t sizes[VKG_GPT2_NUM_PARAM_TENSORS];
-    vkg_gpt2_param_sizes(cfg, sizes);
-    for (int i = 0; i < VKG_GPT2_NUM_PARAM_TENSORS; i++) {
-        int ln_weight = i == 2 || i == 8 || i == 14;
-        int bias = i == 3 || i == 5 || i == 7 || i == 9 || i == 11 || i == 13 || i == 15;
-        float std = (i == 6 || i == 12) ? 0.02f / sqrtf(2.0f * (float)cfg->num_layers) : 0.02f;
-        for (size_t j = 0; j < sizes[i]; j++)
-            p[j] = ln_weight ? 1.0f : bias ? 0.0f : std * next_normal(&seed);
-        if (i == 0)
-            memset(p + (size_t)cfg->vocab_size * (size_t)cfg->channels, 0,
-                   (size_t)(cfg->padded_vocab_size - cfg->vocab_size) * (size_t)cfg->channels *
-                       sizeof *p);
-        p += sizes[i];
-    }
 }
 
 static double now_ms(void)
@@ -152,25 +122,27 @@ static void add_timings(op_table *t, const vkg_cmd_timing *tim, int n, int step,
 }
 
 /* One training step as the trainer takes it (accumulation 1); *ms gets its wall time. */
-static vkg_status step(vkg_gpt2 *m, const bench_opts *o, const int32_t *x, const int32_t *y,
-                       uint32_t t, float *loss, double *ms)
+static vkg_status step(vkg_gpt2 *m, vkg_adamw *opt, const bench_opts *o, const int32_t *x,
+                       const int32_t *y, uint32_t t, float *loss, double *ms)
 {
     double t0 = now_ms();
-    float norm;
+    float sumsq;
     VKG_TRY(vkg_gpt2_zero_grad(m));
     VKG_TRY(vkg_gpt2_forward_backward(m, x, y, loss));
-    VKG_TRY(vkg_gpt2_update(m, o->lr, t, o->grad_clip, &norm));
+    VKG_TRY(vkg_adamw_grad_sumsq(opt, &sumsq));
+    VKG_TRY(vkg_adamw_update(opt, o->lr, t, o->grad_clip, sumsq));
     *ms = now_ms() - t0;
     return VKG_OK;
 }
 
-static void print_memory(vkg_gpt2 *m)
+static void print_memory(vkg_gpt2 *m, vkg_adamw *opt)
 {
-    size_t total = vkg_gpt2_device_bytes(m);
-    /* gpt2.h's memory plan: params, grads, m and v are each num_params floats (256-aligned
-     * arenas); the activations arena (with their gradients and scratch) is the rest. */
+    size_t total = vkg_gpt2_device_bytes(m) + vkg_adamw_device_bytes(opt);
+    /* gpt2.h's memory plan: params and grads are each num_params floats (256-aligned arenas), the
+     * activations arena (with their gradients and scratch) the rest; AdamW's m and v (and its
+     * small scratch) are the optimizer's. */
     size_t pb = (vkg_gpt2_param_count(m) * 4 + 255) / 256 * 256;
-    size_t acts = total > 4 * pb ? total - 4 * pb : 0;
+    size_t acts = vkg_gpt2_device_bytes(m) - 2 * pb;
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     double mib = 1048576.0;
@@ -206,7 +178,8 @@ static void print_ops(op_table *t, double wall_ms, int per_dispatch)
            wall_ms, wall_ms > 0 ? 100.0 * total / wall_ms : 0.0, wall_ms - total);
     if (!per_dispatch)
         return;
-    printf("\nper dispatch, in recording order (forward/backward list, then update list), mean "
+    printf("\nper dispatch, in recording order (forward/backward list, then the norm and update "
+           "lists), mean "
            "over the timed steps:\n");
     for (int i = 0; i < t->nseq && t->seq_label[i]; i++)
         printf("%5d %-22s %9.3f ms\n", i, t->seq_label[i], t->seq_ns[i] / (double)t->steps / 1e6);
@@ -218,6 +191,7 @@ static vkg_status run(const bench_opts *o, const vkg_gpt2_config *cfg)
     vkg_status st = VKG_OK;
     vkg_device_t *dev = NULL;
     vkg_gpt2 *m = NULL;
+    vkg_adamw *opt = NULL;
     float *params = NULL;
     int32_t *tok = NULL;
     double *ms = NULL;
@@ -230,8 +204,11 @@ static vkg_status run(const bench_opts *o, const vkg_gpt2_config *cfg)
     VKG_TRY_GOTO(st, vkg_device_create(&dopts, &dev), done);
     const vkg_device_info *info = vkg_device_get_info(dev);
     vkg_gpt2_opts mo = vkg_gpt2_opts_default();
-    mo.B = o->B, mo.T = o->T, mo.weight_decay = 0.1f;
+    mo.B = o->B, mo.T = o->T;
     VKG_TRY_GOTO(st, vkg_gpt2_create(dev, cfg, &mo, &m), done);
+    vkg_adamw_config ac = vkg_adamw_config_default();
+    ac.weight_decay = 0.1f;
+    VKG_TRY_GOTO(st, vkg_strategy_create_adamw(&ac, m, &opt), done);
     size_t np = vkg_gpt2_param_count(m);
     params = malloc(np * sizeof *params);
     tok = malloc((BT + 1) * sizeof *tok);
@@ -244,7 +221,7 @@ static vkg_status run(const bench_opts *o, const vkg_gpt2_config *cfg)
     VKG_CHECK_GOTO(st, params && tok && ms && tab.row_ns && tab.seq_ns && tab.seq_label,
                    VKG_ERR_NOMEM, done, "no memory for %zu parameters", np);
     uint64_t seed = o->seed;
-    init_params(cfg, params, next_u64(&seed));
+    vkg_gpt2_init_params(cfg, params, next_u64(&seed));
     VKG_TRY_GOTO(st, vkg_gpt2_set_params(m, params), done);
     for (size_t i = 0; i <= BT; i++)
         tok[i] = (int32_t)(next_u64(&seed) % (uint64_t)cfg->vocab_size);
@@ -256,23 +233,23 @@ static vkg_status run(const bench_opts *o, const vkg_gpt2_config *cfg)
            np);
     printf("batch: B=%d x T=%d = %zu tokens per step; AdamW lr %g, weight decay 0.1, clip %g\n",
            o->B, o->T, BT, (double)o->lr, (double)o->grad_clip);
-    print_memory(m);
+    print_memory(m, opt);
     fflush(stdout);
 
     float loss0 = 0.0f, loss = 0.0f;
     for (int s = 0; s < o->warmup + o->steps; s++) {
         double t;
         /* Inputs tok[0..BT), targets shifted by one: a fixed random batch. */
-        VKG_TRY_GOTO(st, step(m, o, tok, tok + 1, (uint32_t)s + 1, &loss, &t), done);
+        VKG_TRY_GOTO(st, step(m, opt, o, tok, tok + 1, (uint32_t)s + 1, &loss, &t), done);
         if (s == 0)
             loss0 = loss;
         if (s < o->warmup)
             continue;
         ms[s - o->warmup] = t;
         int pos = 0;
-        for (int l = 0; l < 2; l++) {
+        for (int l = 0; l < 3; l++) { /* forward-backward, the norm, the update */
             const vkg_cmd_timing *tim;
-            int n = vkg_gpt2_timings(m, l ? VKG_GPT2_UPDATE : VKG_GPT2_FWDBWD, &tim);
+            int n = l ? vkg_adamw_timings(opt, l - 1, &tim) : vkg_gpt2_timings(m, &tim);
             add_timings(&tab, tim, n, s - o->warmup, &pos);
         }
     }
@@ -293,6 +270,7 @@ done:
     free(ms);
     free(tok);
     free(params);
+    vkg_adamw_destroy(&opt);
     vkg_gpt2_destroy(&m);
     vkg_device_destroy(&dev);
     return st;

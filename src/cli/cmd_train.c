@@ -353,7 +353,7 @@ int vkg_cli_train(int argc, char **argv)
         fprintf(stderr, "vkgpt train: %s\n", why);
         return 2;
     }
-    c->schedule = (vkg_lr_schedule)schedule;
+    c->schedule = (vkg_schedule_kind)schedule;
     if ((rc = vkg_cli_dp_resolve(&o.dp, c)) != 0)
         return rc;
     if (c->comm.rank != 0) /* rank 0 speaks for the job */

@@ -2,6 +2,8 @@
  * No allocation, no Vulkan. */
 #include "vkgpt/model.h"
 
+#include <string.h>
+
 #include "base/error.h"
 
 static const char *const param_names[VKG_GPT2_NUM_PARAM_TENSORS] = {
@@ -72,4 +74,69 @@ const char *vkg_gpt2_param_name(int i)
 int vkg_gpt2_param_decays(int i)
 {
     return i == 0 || i == 1 || i == 4 || i == 6 || i == 10 || i == 12;
+}
+
+vkg_gpt2_part vkg_gpt2_whole(const vkg_gpt2_config *cfg)
+{
+    return (vkg_gpt2_part){
+        .first = 0, .last = cfg->num_layers, .flags = VKG_GPT2_PART_EMBED | VKG_GPT2_PART_HEAD};
+}
+
+vkg_status vkg_gpt2_part_validate(const vkg_gpt2_config *cfg, const vkg_gpt2_part *p)
+{
+    int L = cfg->num_layers;
+    VKG_CHECK(p->first >= 0 && p->first < p->last && p->last <= L, VKG_ERR_INVALID_ARG,
+              "model part: layers [%d, %d) must be a non-empty range inside [0, %d)", p->first,
+              p->last, L);
+    VKG_CHECK(!(p->flags & ~(VKG_GPT2_PART_EMBED | VKG_GPT2_PART_HEAD)), VKG_ERR_INVALID_ARG,
+              "model part: unknown flags 0x%x", (unsigned)p->flags);
+    VKG_CHECK(!!(p->flags & VKG_GPT2_PART_EMBED) == (p->first == 0), VKG_ERR_INVALID_ARG,
+              "model part: the embeddings belong to the part that starts at layer 0 (this one "
+              "starts at %d)",
+              p->first);
+    VKG_CHECK(!!(p->flags & VKG_GPT2_PART_HEAD) == (p->last == L), VKG_ERR_INVALID_ARG,
+              "model part: the head belongs to the part that ends at layer %d (this one ends at "
+              "%d)",
+              L, p->last);
+    return VKG_OK;
+}
+
+void vkg_gpt2_part_layout(const vkg_gpt2_config *cfg, const vkg_gpt2_part *part,
+                          vkg_gpt2_layout *lo)
+{
+    size_t sizes[VKG_GPT2_NUM_PARAM_TENSORS], whole = 0, at = 0;
+    size_t L = (size_t)cfg->num_layers, nl = (size_t)(part->last - part->first);
+    int embed = part->flags & VKG_GPT2_PART_EMBED, head = part->flags & VKG_GPT2_PART_HEAD;
+    vkg_gpt2_param_sizes(cfg, sizes);
+    for (int i = 0; i < VKG_GPT2_NUM_PARAM_TENSORS; i++) {
+        int stacked = i >= 2 && i <= 13;
+        size_t per = stacked ? sizes[i] / L : sizes[i];
+        size_t count = stacked ? per * nl : 0, skip = stacked ? per * (size_t)part->first : 0;
+        if (i == 0)
+            count = embed || head ? sizes[i] : 0;
+        else if (i == 1)
+            count = embed ? sizes[i] : 0;
+        else if (i >= 14)
+            count = head ? sizes[i] : 0;
+        lo->count[i] = count;
+        lo->part_offset[i] = at;
+        lo->whole_offset[i] = whole + skip;
+        at += count;
+        whole += sizes[i];
+    }
+    lo->total = at;
+}
+
+void vkg_gpt2_part_extract(const vkg_gpt2_layout *lo, const float *whole, float *part)
+{
+    for (int i = 0; i < VKG_GPT2_NUM_PARAM_TENSORS; i++)
+        if (lo->count[i])
+            memcpy(part + lo->part_offset[i], whole + lo->whole_offset[i], lo->count[i] * 4);
+}
+
+void vkg_gpt2_part_insert(const vkg_gpt2_layout *lo, const float *part, float *whole)
+{
+    for (int i = 0; i < VKG_GPT2_NUM_PARAM_TENSORS; i++)
+        if (lo->count[i])
+            memcpy(whole + lo->whole_offset[i], part + lo->part_offset[i], lo->count[i] * 4);
 }

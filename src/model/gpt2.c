@@ -7,22 +7,17 @@
 
 vkg_gpt2_opts vkg_gpt2_opts_default(void)
 {
-    vkg_gpt2_opts o = {.B = 4,
-                       .T = 64,
-                       .accum_steps = 1,
-                       .loss_scale = 1.0f,
-                       .beta1 = 0.9f,
-                       .beta2 = 0.95f,
-                       .eps = 1e-8f,
-                       .weight_decay = 0.0f};
+    vkg_gpt2_opts o = {.B = 4, .T = 64, .accum_steps = 1, .loss_scale = 1.0f, .slots = 1};
     return o;
 }
 
 /* Element counts of the activation tensors, in the order of the vkg_gpt2_acts fields. */
-static void act_sizes(const vkg_gpt2_config *cfg, int B, int T, size_t s[VKG_GPT2_NUM_ACTS])
+static void act_sizes(const vkg_gpt2_config *cfg, int B, int T, int nl, int head,
+                      size_t s[VKG_GPT2_NUM_ACTS])
 {
-    size_t L = (size_t)cfg->num_layers, C = (size_t)cfg->channels, NH = (size_t)cfg->num_heads;
-    size_t BT = (size_t)B * (size_t)T, Vp = (size_t)cfg->padded_vocab_size;
+    size_t L = (size_t)nl, C = (size_t)cfg->channels, NH = (size_t)cfg->num_heads;
+    size_t BT = (size_t)B * (size_t)T, Vp = head ? (size_t)cfg->padded_vocab_size : 0;
+    size_t H = head ? 1 : 0;
     size_t i = 0;
     s[i++] = BT * C;                                     /* encoded */
     s[i++] = L * BT * C;                                 /* ln1 */
@@ -40,18 +35,18 @@ static void act_sizes(const vkg_gpt2_config *cfg, int B, int T, size_t s[VKG_GPT
     s[i++] = L * BT * 4 * C;                             /* fch_gelu */
     s[i++] = L * BT * C;                                 /* fcproj */
     s[i++] = L * BT * C;                                 /* residual3 */
-    s[i++] = BT * C;                                     /* lnf */
-    s[i++] = BT;                                         /* lnf_mean */
-    s[i++] = BT;                                         /* lnf_rstd */
+    s[i++] = H * BT * C;                                 /* lnf */
+    s[i++] = H * BT;                                     /* lnf_mean */
+    s[i++] = H * BT;                                     /* lnf_rstd */
     s[i++] = BT * Vp; /* logits (dlogits in place after the loss) */
-    s[i++] = BT;      /* losses */
+    s[i++] = H * BT;  /* losses */
 }
 
 /* Gradient activations: the same shapes as the forward activations they belong to. */
-static void grad_act_sizes(const vkg_gpt2_config *cfg, int B, int T,
+static void grad_act_sizes(const vkg_gpt2_config *cfg, int B, int T, int nl, int head,
                            size_t s[VKG_GPT2_NUM_GRAD_ACTS])
 {
-    size_t L = (size_t)cfg->num_layers, C = (size_t)cfg->channels;
+    size_t L = (size_t)nl, C = (size_t)cfg->channels, H = head ? 1 : 0;
     size_t BT = (size_t)B * (size_t)T;
     size_t i = 0;
     s[i++] = BT * C;         /* dencoded */
@@ -65,7 +60,7 @@ static void grad_act_sizes(const vkg_gpt2_config *cfg, int B, int T,
     s[i++] = L * BT * 4 * C; /* dfch_gelu */
     s[i++] = L * BT * C;     /* dfcproj */
     s[i++] = L * BT * C;     /* dresidual3 */
-    s[i++] = BT * C;         /* dlnf */
+    s[i++] = H * BT * C;     /* dlnf */
 }
 
 static size_t plan_bytes(const size_t *sizes, int n)
@@ -86,6 +81,9 @@ static vkg_status alloc_list(vkg_arena *a, const size_t *sizes, int n, vkg_tenso
 static vkg_status check_opts(const vkg_gpt2_config *cfg, const vkg_gpt2_opts *o)
 {
     VKG_TRY(vkg_gpt2_config_validate(cfg));
+    VKG_TRY(vkg_gpt2_part_validate(cfg, &o->part));
+    VKG_CHECK(o->slots >= 1 && o->slots <= 64, VKG_ERR_INVALID_ARG,
+              "activation slots must be in [1, 64], got %d", o->slots);
     VKG_CHECK(o->B > 0, VKG_ERR_INVALID_ARG, "batch size B must be > 0, got %d", o->B);
     VKG_CHECK(o->T > 0 && o->T <= cfg->max_seq_len, VKG_ERR_INVALID_ARG,
               "sequence length T must be in [1, %d] (the model's max_seq_len), got %d",
@@ -103,6 +101,8 @@ vkg_status vkg_gpt2_create(vkg_device_t *dev, const vkg_gpt2_config *cfg, const 
                            vkg_gpt2 **out)
 {
     vkg_gpt2_opts o = opts ? *opts : vkg_gpt2_opts_default();
+    if (o.part.last == 0 && o.part.first == 0 && o.part.flags == 0)
+        o.part = vkg_gpt2_whole(cfg);
     VKG_TRY(check_opts(cfg, &o));
     vkg_status st = VKG_OK;
     vkg_gpt2 *m = calloc(1, sizeof *m);
@@ -110,54 +110,55 @@ vkg_status vkg_gpt2_create(vkg_device_t *dev, const vkg_gpt2_config *cfg, const 
     m->dev = dev;
     m->cfg = *cfg;
     m->opts = o;
-    m->nparams = vkg_gpt2_num_params(cfg);
-    vkg_gpt2_param_sizes(cfg, m->param_sizes);
+    m->nl = o.part.last - o.part.first;
+    m->embed = !!(o.part.flags & VKG_GPT2_PART_EMBED);
+    m->head = !!(o.part.flags & VKG_GPT2_PART_HEAD);
+    vkg_gpt2_part_layout(cfg, &o.part, &m->layout);
+    m->nparams = m->layout.total;
+    m->slots = calloc((size_t)o.slots, sizeof *m->slots);
+    VKG_CHECK_GOTO(st, m->slots, VKG_ERR_NOMEM, fail, "no memory for %d slots", o.slots);
 
     size_t BT = (size_t)o.B * (size_t)o.T, C = (size_t)cfg->channels;
     size_t asz[VKG_GPT2_NUM_ACTS], gsz[VKG_GPT2_NUM_GRAD_ACTS];
-    act_sizes(cfg, o.B, o.T, asz);
-    grad_act_sizes(cfg, o.B, o.T, gsz);
+    act_sizes(cfg, o.B, o.T, m->nl, m->head, asz);
+    grad_act_sizes(cfg, o.B, o.T, m->nl, m->head, gsz);
     size_t dpre = (size_t)o.B * (size_t)cfg->num_heads * (size_t)o.T * (size_t)o.T;
-    size_t nsumsq = vkg_op_sumsq_scratch_elems(dev, &m->nparams, 1);
-    size_t scratch[] = {BT * 4 * C,      dpre, nsumsq, 4 /* sumsq result */, 4 /* step params */,
-                        BT /* inputs */, BT /* targets */};
+    size_t scratch[] = {BT * 4 * C, dpre, BT * C /* dtop */};
+    size_t tokens[] = {BT /* inputs */, BT /* targets */};
     enum { NSCRATCH = sizeof scratch / sizeof scratch[0] };
     size_t pbytes = (m->nparams * 4 + 255) / 256 * 256;
+    size_t per_slot = plan_bytes(asz, VKG_GPT2_NUM_ACTS) + plan_bytes(tokens, 2);
 
     VKG_TRY_GOTO(st, vkg_arena_create(dev, pbytes, "params", &m->arena_params), fail);
     VKG_TRY_GOTO(st, vkg_arena_create(dev, pbytes, "grads", &m->arena_grads), fail);
-    VKG_TRY_GOTO(st, vkg_arena_create(dev, 2 * pbytes, "adamw", &m->arena_adam), fail);
     VKG_TRY_GOTO(st,
                  vkg_arena_create(dev,
-                                  plan_bytes(asz, VKG_GPT2_NUM_ACTS) +
+                                  (size_t)o.slots * per_slot +
                                       plan_bytes(gsz, VKG_GPT2_NUM_GRAD_ACTS) +
                                       plan_bytes(scratch, NSCRATCH),
                                   "activations", &m->arena_acts),
                  fail);
     VKG_TRY_GOTO(st, vkg_arena_alloc(m->arena_params, m->nparams * 4, &m->params), fail);
     VKG_TRY_GOTO(st, vkg_arena_alloc(m->arena_grads, m->nparams * 4, &m->grads), fail);
-    VKG_TRY_GOTO(st, vkg_arena_alloc(m->arena_adam, m->nparams * 4, &m->mom1), fail);
-    VKG_TRY_GOTO(st, vkg_arena_alloc(m->arena_adam, m->nparams * 4, &m->mom2), fail);
-    size_t off = 0;
     for (int i = 0; i < VKG_GPT2_NUM_PARAM_TENSORS; i++) {
-        size_t b = m->param_sizes[i] * 4;
+        size_t off = m->layout.part_offset[i] * 4, b = m->layout.count[i] * 4;
         m->p[i] = vkg_tensor_view(m->params, off, b);
         m->g[i] = vkg_tensor_view(m->grads, off, b);
-        m->m1[i] = vkg_tensor_view(m->mom1, off, b);
-        m->m2[i] = vkg_tensor_view(m->mom2, off, b);
-        off += b;
     }
-    VKG_TRY_GOTO(st, alloc_list(m->arena_acts, asz, VKG_GPT2_NUM_ACTS, m->acts.t), fail);
+    for (int s = 0; s < o.slots; s++) {
+        vkg_tensor tok[2];
+        VKG_TRY_GOTO(st, alloc_list(m->arena_acts, asz, VKG_GPT2_NUM_ACTS, m->slots[s].acts.t),
+                     fail);
+        VKG_TRY_GOTO(st, alloc_list(m->arena_acts, tokens, 2, tok), fail);
+        m->slots[s].inputs = tok[0];
+        m->slots[s].targets = tok[1];
+    }
     VKG_TRY_GOTO(st, alloc_list(m->arena_acts, gsz, VKG_GPT2_NUM_GRAD_ACTS, m->gacts.t), fail);
     vkg_tensor sc[NSCRATCH];
     VKG_TRY_GOTO(st, alloc_list(m->arena_acts, scratch, NSCRATCH, sc), fail);
     m->mm_scratch = sc[0];
     m->dpre = sc[1];
-    m->sumsq_scratch = sc[2];
-    m->sumsq = sc[3];
-    m->step = sc[4];
-    m->inputs = sc[5];
-    m->targets = sc[6];
+    m->dtop = sc[2];
     m->gacts_start = m->gacts.t[0];
     m->gacts_count = 0;
     for (int i = 0; i < VKG_GPT2_NUM_GRAD_ACTS; i++)
@@ -177,13 +178,15 @@ void vkg_gpt2_destroy(vkg_gpt2 **pm)
     vkg_gpt2 *m = pm ? *pm : NULL;
     if (!m)
         return;
-    vkg__gpt2_buckets_free(m);
-    for (int i = 0; i < VKG_GPT2_NUM_LISTS; i++)
-        vkg_cmd_destroy(&m->lists[i]);
+    vkg__gpt2_split_free(m);
+    for (int s = 0; m->slots && s < m->opts.slots; s++)
+        for (int i = 0; i < VKG_GPT2_NUM_LISTS; i++)
+            vkg_cmd_destroy(&m->slots[s].lists[i]);
+    vkg_cmd_destroy(&m->zero);
     vkg_arena_destroy(&m->arena_acts);
-    vkg_arena_destroy(&m->arena_adam);
     vkg_arena_destroy(&m->arena_grads);
     vkg_arena_destroy(&m->arena_params);
+    free(m->slots);
     free(m);
     *pm = NULL;
 }
@@ -191,6 +194,21 @@ void vkg_gpt2_destroy(vkg_gpt2 **pm)
 const vkg_gpt2_config *vkg_gpt2_config_of(const vkg_gpt2 *m)
 {
     return &m->cfg;
+}
+
+const vkg_gpt2_opts *vkg_gpt2_opts_of(const vkg_gpt2 *m)
+{
+    return &m->opts;
+}
+
+const vkg_gpt2_layout *vkg_gpt2_layout_of(const vkg_gpt2 *m)
+{
+    return &m->layout;
+}
+
+vkg_device_t *vkg_gpt2_device(const vkg_gpt2 *m)
+{
+    return m->dev;
 }
 
 size_t vkg_gpt2_param_count(const vkg_gpt2 *m)
@@ -201,7 +219,17 @@ size_t vkg_gpt2_param_count(const vkg_gpt2 *m)
 size_t vkg_gpt2_device_bytes(const vkg_gpt2 *m)
 {
     return vkg_arena_size(m->arena_params) + vkg_arena_size(m->arena_grads) +
-           vkg_arena_size(m->arena_adam) + vkg_arena_size(m->arena_acts);
+           vkg_arena_size(m->arena_acts);
+}
+
+vkg_tensor vkg_gpt2_params_tensor(const vkg_gpt2 *m)
+{
+    return m->params;
+}
+
+vkg_tensor vkg_gpt2_grads_tensor(const vkg_gpt2 *m)
+{
+    return m->grads;
 }
 
 vkg_status vkg_gpt2_set_params(vkg_gpt2 *m, const float *params)
@@ -224,49 +252,54 @@ vkg_status vkg_gpt2_set_grads(vkg_gpt2 *m, const float *grads)
     return vkg_tensor_write(m->dev, m->grads, 0, grads, m->nparams * 4);
 }
 
-vkg_status vkg_gpt2_get_moments(vkg_gpt2 *m, float *mom1, float *mom2)
-{
-    VKG_TRY(vkg_tensor_read(m->dev, m->mom1, 0, mom1, m->nparams * 4));
-    return vkg_tensor_read(m->dev, m->mom2, 0, mom2, m->nparams * 4);
-}
-
-vkg_status vkg_gpt2_set_moments(vkg_gpt2 *m, const float *mom1, const float *mom2)
-{
-    VKG_TRY(vkg_tensor_write(m->dev, m->mom1, 0, mom1, m->nparams * 4));
-    return vkg_tensor_write(m->dev, m->mom2, 0, mom2, m->nparams * 4);
-}
-
 vkg_status vkg_gpt2_zero_grad(vkg_gpt2 *m)
 {
-    return vkg_cmd_run(m->lists[VKG_GPT2_LIST_ZERO], 0);
+    return vkg_cmd_run(m->zero, 0);
 }
 
-/* Check and upload a micro-batch; tokens outside [0, V) are refused with their position. */
-static vkg_status upload_batch(vkg_gpt2 *m, const int32_t *inputs, const int32_t *targets)
+static vkg_status check_slot(const vkg_gpt2 *m, int s)
 {
+    VKG_CHECK(s >= 0 && s < m->opts.slots, VKG_ERR_INVALID_ARG,
+              "activation slot %d outside [0, %d)", s, m->opts.slots);
+    return VKG_OK;
+}
+
+/* Check and upload a micro-batch into slot s; tokens outside [0, V) are refused with their
+ * position. Inputs go to the first part only, targets to the last only. */
+vkg_status vkg__gpt2_upload(vkg_gpt2 *m, int s, const int32_t *inputs, const int32_t *targets)
+{
+    VKG_TRY(check_slot(m, s));
+    VKG_CHECK(!inputs || m->embed, VKG_ERR_INVALID_ARG,
+              "tokens go to the first part (layers from 0); this part starts at layer %d",
+              m->opts.part.first);
+    VKG_CHECK(inputs || !m->embed, VKG_ERR_INVALID_ARG, "the first part needs input tokens");
+    VKG_CHECK(!targets || m->head, VKG_ERR_INVALID_ARG,
+              "targets go to the last part; this part ends at layer %d", m->opts.part.last);
     size_t BT = (size_t)m->opts.B * (size_t)m->opts.T;
     for (size_t i = 0; i < BT; i++) {
-        VKG_CHECK(inputs[i] >= 0 && inputs[i] < m->cfg.vocab_size, VKG_ERR_INVALID_ARG,
-                  "input token %d at position %zu is outside the vocabulary [0, %d)", inputs[i], i,
-                  m->cfg.vocab_size);
+        VKG_CHECK(!inputs || (inputs[i] >= 0 && inputs[i] < m->cfg.vocab_size), VKG_ERR_INVALID_ARG,
+                  "input token %d at position %zu is outside the vocabulary [0, %d)",
+                  inputs ? inputs[i] : 0, i, m->cfg.vocab_size);
         VKG_CHECK(!targets || (targets[i] >= 0 && targets[i] < m->cfg.vocab_size),
                   VKG_ERR_INVALID_ARG, "target token %d at position %zu is outside [0, %d)",
                   targets ? targets[i] : 0, i, m->cfg.vocab_size);
     }
-    VKG_TRY(vkg_tensor_write(m->dev, m->inputs, 0, inputs, BT * 4));
+    m->slots[s].logits_valid = 0;
+    if (inputs)
+        VKG_TRY(vkg_tensor_write(m->dev, m->slots[s].inputs, 0, inputs, BT * 4));
     if (targets)
-        VKG_TRY(vkg_tensor_write(m->dev, m->targets, 0, targets, BT * 4));
+        VKG_TRY(vkg_tensor_write(m->dev, m->slots[s].targets, 0, targets, BT * 4));
     return VKG_OK;
 }
 
-static vkg_status mean_loss(vkg_gpt2 *m, float *out)
+vkg_status vkg__gpt2_mean_loss(vkg_gpt2 *m, int s, float *out)
 {
-    if (!out)
+    if (!out || !m->head)
         return VKG_OK;
     size_t BT = (size_t)m->opts.B * (size_t)m->opts.T;
     float *losses = malloc(BT * sizeof *losses);
     VKG_CHECK(losses, VKG_ERR_NOMEM, "no memory for %zu losses", BT);
-    vkg_status st = vkg_tensor_read(m->dev, m->acts.s.losses, 0, losses, BT * 4);
+    vkg_status st = vkg_tensor_read(m->dev, m->slots[s].acts.s.losses, 0, losses, BT * 4);
     double sum = 0.0;
     for (size_t i = 0; i < BT; i++)
         sum += losses[i];
@@ -275,72 +308,107 @@ static vkg_status mean_loss(vkg_gpt2 *m, float *out)
     return st;
 }
 
+static vkg_status run(vkg_gpt2 *m, int s, int list)
+{
+    return vkg_cmd_run(m->slots[s].lists[list], 0);
+}
+
 vkg_status vkg_gpt2_forward_backward(vkg_gpt2 *m, const int32_t *inputs, const int32_t *targets,
                                      float *loss)
 {
+    VKG_CHECK(m->embed && m->head, VKG_ERR_STATE,
+              "forward_backward runs the whole model; a part runs forward_train and backward");
     VKG_CHECK(targets, VKG_ERR_INVALID_ARG, "forward_backward needs targets");
-    VKG_TRY(upload_batch(m, inputs, targets));
-    VKG_TRY(vkg_cmd_run(m->lists[VKG_GPT2_LIST_FWDBWD], 0));
-    m->logits_valid = 0;
-    return mean_loss(m, loss);
+    VKG_TRY(vkg__gpt2_upload(m, 0, inputs, targets));
+    VKG_TRY(run(m, 0, VKG_GPT2_LIST_FWDBWD));
+    return vkg__gpt2_mean_loss(m, 0, loss);
 }
 
 vkg_status vkg_gpt2_forward(vkg_gpt2 *m, const int32_t *inputs, const int32_t *targets, float *loss)
 {
-    VKG_TRY(upload_batch(m, inputs, targets));
-    if (targets) {
-        VKG_TRY(vkg_cmd_run(m->lists[VKG_GPT2_LIST_EVAL], 0));
-        m->logits_valid = 1;
-        return mean_loss(m, loss);
-    }
-    VKG_TRY(vkg_cmd_run(m->lists[VKG_GPT2_LIST_FWD], 0));
-    m->logits_valid = 1;
-    return VKG_OK;
+    VKG_TRY(vkg__gpt2_upload(m, 0, inputs, targets));
+    VKG_TRY(run(m, 0, targets ? VKG_GPT2_LIST_EVAL : VKG_GPT2_LIST_FWD));
+    m->slots[0].logits_valid = m->head;
+    return targets ? vkg__gpt2_mean_loss(m, 0, loss) : VKG_OK;
+}
+
+vkg_status vkg_gpt2_forward_train(vkg_gpt2 *m, int slot, const int32_t *inputs,
+                                  const int32_t *targets, float *mean_loss)
+{
+    VKG_CHECK(targets || !m->head, VKG_ERR_INVALID_ARG, "the last part's forward needs targets");
+    VKG_TRY(vkg__gpt2_upload(m, slot, inputs, targets));
+    VKG_TRY(run(m, slot, VKG_GPT2_LIST_FWDT));
+    return vkg__gpt2_mean_loss(m, slot, mean_loss);
+}
+
+vkg_status vkg_gpt2_backward(vkg_gpt2 *m, int slot)
+{
+    VKG_TRY(check_slot(m, slot));
+    m->slots[slot].logits_valid = 0;
+    return run(m, slot, VKG_GPT2_LIST_BWD);
 }
 
 vkg_status vkg_gpt2_logits_row(vkg_gpt2 *m, int b, int t, float *row)
 {
-    VKG_CHECK(m->logits_valid, VKG_ERR_STATE, "logits are only readable after vkg_gpt2_forward");
+    VKG_CHECK(m->slots[0].logits_valid, VKG_ERR_STATE,
+              "logits are only readable after vkg_gpt2_forward (of the last part)");
     VKG_CHECK(b >= 0 && b < m->opts.B && t >= 0 && t < m->opts.T, VKG_ERR_INVALID_ARG,
               "logits row (%d, %d) outside the batch (%d, %d)", b, t, m->opts.B, m->opts.T);
     size_t Vp = (size_t)m->cfg.padded_vocab_size;
     size_t off = ((size_t)b * (size_t)m->opts.T + (size_t)t) * Vp * 4;
-    return vkg_tensor_read(m->dev, m->acts.s.logits, off, row, Vp * 4);
+    return vkg_tensor_read(m->dev, m->slots[0].acts.s.logits, off, row, Vp * 4);
 }
 
 vkg_status vkg_gpt2_losses(vkg_gpt2 *m, float *losses)
 {
-    return vkg_tensor_read(m->dev, m->acts.s.losses, 0, losses,
+    VKG_CHECK(m->head, VKG_ERR_STATE, "only the last part has losses");
+    return vkg_tensor_read(m->dev, m->slots[0].acts.s.losses, 0, losses,
                            (size_t)m->opts.B * (size_t)m->opts.T * 4);
 }
 
-vkg_status vkg_gpt2_update(vkg_gpt2 *m, float lr, uint32_t t, float grad_clip, float *grad_norm)
+/* The boundary tensor `which` of slot s, or an error when the part has none. */
+static vkg_status boundary(vkg_gpt2 *m, vkg_gpt2_boundary which, int s, vkg_tensor *out)
 {
-    VKG_CHECK(t >= 1, VKG_ERR_INVALID_ARG, "AdamW step must be >= 1, got %u", t);
-    vkg_step_params sp = {.lr = lr, .t = t, .grad_clip = grad_clip, .reserved = 0.0f};
-    VKG_TRY(vkg_tensor_write(m->dev, m->step, 0, &sp, sizeof sp));
-    VKG_TRY(vkg_cmd_run(m->lists[VKG_GPT2_LIST_UPDATE], 0));
-    if (grad_norm) {
-        float sumsq;
-        VKG_TRY(vkg_tensor_read(m->dev, m->sumsq, 0, &sumsq, sizeof sumsq));
-        *grad_norm = sqrtf(sumsq);
+    VKG_TRY(check_slot(m, s));
+    size_t btc = (size_t)m->opts.B * (size_t)m->opts.T * (size_t)m->cfg.channels;
+    const vkg_gpt2_acts *a = &m->slots[s].acts;
+    int first = which == VKG_GPT2_IN || which == VKG_GPT2_DIN;
+    VKG_CHECK(first ? !m->embed : !m->head, VKG_ERR_INVALID_ARG,
+              "the %s part has no %s boundary (its %s is its own)", first ? "first" : "last",
+              first ? "input" : "output",
+              first ? "input comes from the tokens" : "output is the loss");
+    switch (which) {
+    case VKG_GPT2_IN:
+        *out = a->s.encoded;
+        break;
+    case VKG_GPT2_OUT:
+        *out = vkg_tensor_view(a->s.residual3, (size_t)(m->nl - 1) * btc * 4, btc * 4);
+        break;
+    case VKG_GPT2_DOUT:
+        *out = m->dtop;
+        break;
+    default:
+        *out = m->gacts.s.dencoded;
+        break;
     }
     return VKG_OK;
 }
 
-int vkg_gpt2_timings(vkg_gpt2 *m, vkg_gpt2_list which, const vkg_cmd_timing **timings)
+vkg_status vkg_gpt2_boundary_read(vkg_gpt2 *m, vkg_gpt2_boundary which, int slot, float *dst)
 {
-    return vkg_cmd_timings(
-        m->lists[which == VKG_GPT2_UPDATE ? VKG_GPT2_LIST_UPDATE : VKG_GPT2_LIST_FWDBWD], timings);
+    vkg_tensor t;
+    VKG_TRY(boundary(m, which, slot, &t));
+    return vkg_tensor_read(m->dev, t, 0, dst, t.bytes);
 }
 
-vkg_status vkg__gpt2_upload(vkg_gpt2 *m, const int32_t *inputs, const int32_t *targets)
+vkg_status vkg_gpt2_boundary_write(vkg_gpt2 *m, vkg_gpt2_boundary which, int slot, const float *src)
 {
-    m->logits_valid = 0;
-    return upload_batch(m, inputs, targets);
+    vkg_tensor t;
+    VKG_TRY(boundary(m, which, slot, &t));
+    return vkg_tensor_write(m->dev, t, 0, src, t.bytes);
 }
 
-vkg_status vkg__gpt2_mean_loss(vkg_gpt2 *m, float *out)
+int vkg_gpt2_timings(vkg_gpt2 *m, const vkg_cmd_timing **timings)
 {
-    return mean_loss(m, out);
+    return vkg_cmd_timings(m->slots[0].lists[VKG_GPT2_LIST_FWDBWD], timings);
 }

@@ -49,52 +49,61 @@ typedef union vkg_gpt2_grad_acts {
     } s;
 } vkg_gpt2_grad_acts;
 
+/* Command lists of each activation slot. */
 enum {
-    VKG_GPT2_LIST_ZERO,   /* grads = 0 */
-    VKG_GPT2_LIST_FWDBWD, /* forward, loss with dlogits, backward (accumulating) */
-    VKG_GPT2_LIST_EVAL,   /* forward and losses */
-    VKG_GPT2_LIST_FWD,    /* forward to logits */
-    VKG_GPT2_LIST_UPDATE, /* global gradient norm, AdamW on all 16 tensors */
+    VKG_GPT2_LIST_FWD,    /* forward (to the logits, or to the output boundary) */
+    VKG_GPT2_LIST_EVAL,   /* forward and losses (last part; others: as FWD) */
+    VKG_GPT2_LIST_FWDT,   /* training forward: forward, loss and dlogits (last part) */
+    VKG_GPT2_LIST_BWD,    /* backward (accumulating) */
+    VKG_GPT2_LIST_FWDBWD, /* FWDT then BWD in one list */
     VKG_GPT2_NUM_LISTS
 };
+
+/* One activation slot: the forward activations of one micro-batch in flight and its tokens. */
+typedef struct vkg_gpt2_slot {
+    vkg_gpt2_acts acts;
+    vkg_tensor inputs, targets; /* (B, T) int32 */
+    vkg_cmd *lists[VKG_GPT2_NUM_LISTS];
+    int logits_valid;
+} vkg_gpt2_slot;
 
 struct vkg_gpt2 {
     vkg_device_t *dev;
     vkg_gpt2_config cfg;
     vkg_gpt2_opts opts;
-    size_t nparams;
-    size_t param_sizes[VKG_GPT2_NUM_PARAM_TENSORS];
-    vkg_arena *arena_params, *arena_grads, *arena_adam, *arena_acts;
-    vkg_tensor params, grads, mom1, mom2; /* whole tensors */
+    vkg_gpt2_layout layout;
+    int nl;          /* layers in the part */
+    int embed, head; /* the part's flags */
+    size_t nparams;  /* in the part */
+    vkg_arena *arena_params, *arena_grads, *arena_acts;
+    vkg_tensor params, grads; /* whole tensors */
     vkg_tensor p[VKG_GPT2_NUM_PARAM_TENSORS], g[VKG_GPT2_NUM_PARAM_TENSORS];
-    vkg_tensor m1[VKG_GPT2_NUM_PARAM_TENSORS], m2[VKG_GPT2_NUM_PARAM_TENSORS];
-    vkg_gpt2_acts acts;
+    vkg_gpt2_slot *slots; /* (opts.slots) */
     vkg_gpt2_grad_acts gacts;
     vkg_tensor gacts_start; /* all gradient activations as one range */
     size_t gacts_count;
-    vkg_tensor mm_scratch; /* (B*T, 4C): transposed matmul inputs */
-    vkg_tensor dpre;       /* (B, NH, T, T): attention score gradients */
-    vkg_tensor sumsq_scratch, sumsq, step;
-    vkg_tensor inputs, targets; /* (B, T) int32 */
-    vkg_cmd *lists[VKG_GPT2_NUM_LISTS];
-    int logits_valid;
-    struct vkg_gpt2_buckets *buckets; /* NULL until vkg_gpt2_set_buckets */
+    vkg_tensor dtop;              /* (B*T, C) gradient of the output (parts without the head) */
+    vkg_tensor mm_scratch;        /* (B*T, 4C): transposed matmul inputs */
+    vkg_tensor dpre;              /* (B, NH, T, T): attention score gradients */
+    vkg_cmd *zero;                /* grads = 0 */
+    struct vkg_gpt2_split *split; /* NULL until vkg_gpt2_split */
 };
 
 /* Record every command list of m (gpt2_record.c). */
 vkg_status vkg__gpt2_record(vkg_gpt2 *m);
 
-/* Called by the recorder after gradient unit `unit` is complete (0: wte's classifier part,
- * 1: final layernorm, 2..L+1: layers L-1..0; the last, L+2, wpe, is not announced); may end *pc
- * and begin another list in its place. */
+/* Called by the recorder after gradient unit `unit` is complete (the last unit is not
+ * announced); may end *pc and begin another list in its place. */
 typedef vkg_status (*vkg__gpt2_cut_fn)(void *ctx, vkg_cmd **pc, int unit);
-/* Record the forward-backward step into *pc (begun by the caller), calling cut at unit ends;
- * the caller ends the last list. */
-vkg_status vkg__gpt2_record_fwdbwd_cut(vkg_gpt2 *m, vkg_cmd **pc, vkg__gpt2_cut_fn cut, void *ctx);
-/* Bucketed backward (gpt2_buckets.c): freed by vkg_gpt2_destroy. */
-void vkg__gpt2_buckets_free(vkg_gpt2 *m);
-/* Check and upload one micro-batch (gpt2.c); the mean of the last forward's losses. */
-vkg_status vkg__gpt2_upload(vkg_gpt2 *m, const int32_t *inputs, const int32_t *targets);
-vkg_status vkg__gpt2_mean_loss(vkg_gpt2 *m, float *out);
+/* Record the training forward-backward of slot s into *pc (begun by the caller), calling cut at
+ * unit ends (cut NULL: one list, the encoder's wte rows included); the caller ends the last list.
+ */
+vkg_status vkg__gpt2_record_fwdbwd_cut(vkg_gpt2 *m, int s, vkg_cmd **pc, vkg__gpt2_cut_fn cut,
+                                       void *ctx);
+/* Split recording (gpt2_split.c): freed by vkg_gpt2_destroy. */
+void vkg__gpt2_split_free(vkg_gpt2 *m);
+/* Check and upload one micro-batch into slot s (gpt2.c); the mean of slot s's losses. */
+vkg_status vkg__gpt2_upload(vkg_gpt2 *m, int s, const int32_t *inputs, const int32_t *targets);
+vkg_status vkg__gpt2_mean_loss(vkg_gpt2 *m, int s, float *out);
 
 #endif

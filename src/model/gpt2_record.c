@@ -1,6 +1,7 @@
-/* Recording GPT-2's step into command lists, once: forward (llm.c's gpt2_forward), the fused
- * softmax cross-entropy, backward (gpt2_backward, accumulating into the gradients) and the AdamW
- * update. Every op comes from src/ops; barriers come from the command list. */
+/* Recording a GPT-2 part's passes into command lists, once: forward (llm.c's gpt2_forward over
+ * the part's layers), the fused softmax cross-entropy (last part) and backward (gpt2_backward,
+ * accumulating into the gradients). Every op comes from src/ops; barriers come from the command
+ * list. The optimizer's lists are src/optim's. */
 #include "model/gpt2_internal.h"
 
 /* Layer l's slice of a per-layer activation whose per-layer size is `per` floats. */
@@ -9,21 +10,23 @@ static vkg_tensor layer(vkg_tensor t, int l, size_t per)
     return vkg_tensor_view(t, (size_t)l * per * 4, per * 4);
 }
 
-/* Parameter tensor i's slice for layer l (tensors 2..13 are stacked over L). */
+/* Parameter tensor i's slice for the part's layer l (tensors 2..13 are stacked over its layers). */
 static vkg_tensor lp(const vkg_gpt2 *m, const vkg_tensor *set, int i, int l)
 {
-    size_t per = m->param_sizes[i] / (size_t)m->cfg.num_layers;
+    size_t per = m->layout.count[i] / (size_t)m->nl;
     return layer(set[i], l, per);
 }
 
-static vkg_status record_forward(vkg_gpt2 *m, vkg_cmd *c)
+static vkg_status record_forward(vkg_gpt2 *m, int s, vkg_cmd *c)
 {
-    const vkg_gpt2_acts *a = &m->acts;
+    const vkg_gpt2_acts *a = &m->slots[s].acts;
     int B = m->opts.B, T = m->opts.T, C = m->cfg.channels, NH = m->cfg.num_heads;
-    int L = m->cfg.num_layers, Vp = m->cfg.padded_vocab_size, BT = B * T;
+    int L = m->nl, Vp = m->cfg.padded_vocab_size, BT = B * T;
     size_t btc = (size_t)BT * C, bt = (size_t)BT;
     size_t att = (size_t)B * NH * T * T;
-    VKG_TRY(vkg_op_encoder_fwd(c, a->s.encoded, m->inputs, m->p[WTE], m->p[WPE], B, T, C));
+    if (m->embed) /* otherwise encoded is the input boundary, written by the caller */
+        VKG_TRY(
+            vkg_op_encoder_fwd(c, a->s.encoded, m->slots[s].inputs, m->p[WTE], m->p[WPE], B, T, C));
     for (int l = 0; l < L; l++) {
         vkg_tensor residual = l == 0 ? a->s.encoded : layer(a->s.residual3, l - 1, btc);
         vkg_tensor ln1 = layer(a->s.ln1, l, btc), qkv = layer(a->s.qkv, l, 3 * btc);
@@ -52,47 +55,71 @@ static vkg_status record_forward(vkg_gpt2 *m, vkg_cmd *c)
                                   m->mm_scratch));
         VKG_TRY(vkg_op_residual_fwd(c, res3, res2, fcproj, btc));
     }
+    if (!m->head) /* the output boundary is the last layer's residual3 */
+        return VKG_OK;
     VKG_TRY(vkg_op_layernorm_fwd(c, a->s.lnf, a->s.lnf_mean, a->s.lnf_rstd,
                                  layer(a->s.residual3, L - 1, btc), m->p[LNFW], m->p[LNFB], BT, C));
     return vkg_op_matmul_fwd(c, a->s.logits, a->s.lnf, m->p[WTE], NULL, BT, C, Vp, m->mm_scratch);
 }
 
-/* The backward pass. cut (may be NULL) is called after each gradient unit is complete (unit 0:
- * wte's classifier part; 1: the final layernorm; 2..L+1: layers L-1..0; the last unit, wpe, ends
- * with the list) and may end the current list and continue in another (*pc). With cut, the
- * classifier's weight gradient comes before its input gradient, so that wte's bucket closes as
- * early as possible, and the encoder's contribution to wte is not recorded: the caller sums
- * the rows of dencoded per token itself (vkg_gpt2_encoded_grad_read). */
-static vkg_status record_backward_cut(vkg_gpt2 *m, vkg_cmd **pc, vkg__gpt2_cut_fn cut, void *ctx)
+/* The training forward: forward, then (last part) the loss with dlogits in place of the logits. */
+static vkg_status record_forward_train(vkg_gpt2 *m, int s, vkg_cmd *c)
 {
-    vkg_cmd *c = *pc;
-    const vkg_gpt2_acts *a = &m->acts;
+    const vkg_gpt2_slot *sl = &m->slots[s];
+    int BT = m->opts.B * m->opts.T, V = m->cfg.vocab_size, Vp = m->cfg.padded_vocab_size;
+    float dloss = m->opts.loss_scale / ((float)BT * (float)m->opts.accum_steps);
+    VKG_TRY(record_forward(m, s, c));
+    if (!m->head)
+        return VKG_OK;
+    return vkg_op_xent_fwd_bwd(c, sl->acts.s.losses, &sl->acts.s.logits, sl->acts.s.logits,
+                               sl->targets, BT, V, Vp, dloss);
+}
+
+/* Advance the cut: unit u is complete. */
+static vkg_status unit_done(vkg__gpt2_cut_fn cut, void *ctx, vkg_cmd **pc, int *u)
+{
+    vkg_status st = cut ? cut(ctx, pc, *u) : VKG_OK;
+    (*u)++;
+    return st;
+}
+
+/* The backward pass of slot s. cut (may be NULL) is called after each gradient unit is complete
+ * (see vkg_gpt2_unit_ranges; the last unit ends with the list) and may end the current list and
+ * continue in another (*pc). With cut, the classifier's weight gradient comes before its input
+ * gradient, so that wte's unit closes as early as possible, and the encoder's contribution to
+ * wte is not recorded: the caller sums the rows of dencoded per token itself. */
+static vkg_status record_backward_cut(vkg_gpt2 *m, int s, vkg_cmd **pc, vkg__gpt2_cut_fn cut,
+                                      void *ctx)
+{
+    const vkg_gpt2_slot *sl = &m->slots[s];
+    const vkg_gpt2_acts *a = &sl->acts;
     const vkg_gpt2_grad_acts *d = &m->gacts;
     int B = m->opts.B, T = m->opts.T, C = m->cfg.channels, NH = m->cfg.num_heads;
-    int L = m->cfg.num_layers, Vp = m->cfg.padded_vocab_size, BT = B * T;
+    int L = m->nl, Vp = m->cfg.padded_vocab_size, BT = B * T, u = 0;
     size_t btc = (size_t)BT * C, bt = (size_t)BT;
     size_t att = (size_t)B * NH * T * T;
-    /* logits now hold dlogits (written by the loss) */
-    if (cut) {
-        VKG_TRY(vkg_op_matmul_bwd_dweight(c, m->g[WTE], NULL, a->s.logits, a->s.lnf, BT, C, Vp));
-        VKG_TRY(cut(ctx, pc, 0));
-        c = *pc;
-        VKG_TRY(vkg_op_matmul_bwd_dinp(c, d->s.dlnf, a->s.logits, m->p[WTE], BT, C, Vp));
-    } else {
-        VKG_TRY(vkg_op_matmul_bwd(c, d->s.dlnf, m->g[WTE], NULL, a->s.logits, a->s.lnf, m->p[WTE],
-                                  BT, C, Vp));
-    }
-    VKG_TRY(vkg_op_layernorm_bwd(c, layer(d->s.dresidual3, L - 1, btc), m->g[LNFW], m->g[LNFB],
-                                 d->s.dlnf, layer(a->s.residual3, L - 1, btc), m->p[LNFW],
-                                 a->s.lnf_mean, a->s.lnf_rstd, BT, C));
-    if (cut) {
-        VKG_TRY(cut(ctx, pc, 1));
-        c = *pc;
+    if (m->head) { /* logits now hold dlogits (written by the loss) */
+        if (cut) {
+            VKG_TRY(
+                vkg_op_matmul_bwd_dweight(*pc, m->g[WTE], NULL, a->s.logits, a->s.lnf, BT, C, Vp));
+            VKG_TRY(unit_done(cut, ctx, pc, &u));
+            VKG_TRY(vkg_op_matmul_bwd_dinp(*pc, d->s.dlnf, a->s.logits, m->p[WTE], BT, C, Vp));
+        } else {
+            VKG_TRY(vkg_op_matmul_bwd(*pc, d->s.dlnf, m->g[WTE], NULL, a->s.logits, a->s.lnf,
+                                      m->p[WTE], BT, C, Vp));
+            u++;
+        }
+        VKG_TRY(vkg_op_layernorm_bwd(*pc, layer(d->s.dresidual3, L - 1, btc), m->g[LNFW],
+                                     m->g[LNFB], d->s.dlnf, layer(a->s.residual3, L - 1, btc),
+                                     m->p[LNFW], a->s.lnf_mean, a->s.lnf_rstd, BT, C));
+        VKG_TRY(unit_done(cut, ctx, pc, &u));
     }
     for (int l = L - 1; l >= 0; l--) {
+        vkg_cmd *c = *pc;
         vkg_tensor residual = l == 0 ? a->s.encoded : layer(a->s.residual3, l - 1, btc);
         vkg_tensor dresidual = l == 0 ? d->s.dencoded : layer(d->s.dresidual3, l - 1, btc);
-        vkg_tensor dres3 = layer(d->s.dresidual3, l, btc), dres2 = layer(d->s.dresidual2, l, btc);
+        vkg_tensor dres3 = l == L - 1 && !m->head ? m->dtop : layer(d->s.dresidual3, l, btc);
+        vkg_tensor dres2 = layer(d->s.dresidual2, l, btc);
         vkg_tensor dfcproj = layer(d->s.dfcproj, l, btc), dfchg = layer(d->s.dfch_gelu, l, 4 * btc);
         vkg_tensor dfch = layer(d->s.dfch, l, 4 * btc), dln2 = layer(d->s.dln2, l, btc);
         vkg_tensor dattproj = layer(d->s.dattproj, l, btc), datty = layer(d->s.datty, l, btc);
@@ -120,59 +147,49 @@ static vkg_status record_backward_cut(vkg_gpt2 *m, vkg_cmd **pc, vkg__gpt2_cut_f
         VKG_TRY(vkg_op_layernorm_bwd(c, dresidual, lp(m, m->g, LN1W, l), lp(m, m->g, LN1B, l), dln1,
                                      residual, lp(m, m->p, LN1W, l), layer(a->s.ln1_mean, l, bt),
                                      layer(a->s.ln1_rstd, l, bt), BT, C));
-        if (cut) {
-            VKG_TRY(cut(ctx, pc, L - l + 1));
-            c = *pc;
-        }
+        if (l > 0 || m->embed)
+            VKG_TRY(unit_done(cut, ctx, pc, &u));
     }
+    if (!m->embed) /* dencoded holds the gradient of the input boundary */
+        return VKG_OK;
     if (cut)
-        return vkg_op_encoder_bwd_wpe(c, m->g[WPE], d->s.dencoded, B, T, C);
-    return vkg_op_encoder_bwd(c, m->g[WTE], m->g[WPE], d->s.dencoded, m->inputs, B, T, C);
+        return vkg_op_encoder_bwd_wpe(*pc, m->g[WPE], d->s.dencoded, B, T, C);
+    return vkg_op_encoder_bwd(*pc, m->g[WTE], m->g[WPE], d->s.dencoded, sl->inputs, B, T, C);
 }
 
-vkg_status vkg__gpt2_record_fwdbwd_cut(vkg_gpt2 *m, vkg_cmd **pc, vkg__gpt2_cut_fn cut, void *ctx)
+vkg_status vkg__gpt2_record_fwdbwd_cut(vkg_gpt2 *m, int s, vkg_cmd **pc, vkg__gpt2_cut_fn cut,
+                                       void *ctx)
 {
-    const vkg_gpt2_acts *a = &m->acts;
-    int BT = m->opts.B * m->opts.T, V = m->cfg.vocab_size, Vp = m->cfg.padded_vocab_size;
-    float dloss = m->opts.loss_scale / ((float)BT * (float)m->opts.accum_steps);
     VKG_TRY(vkg_op_fill(*pc, m->gacts_start, m->gacts_count, 0.0f));
-    VKG_TRY(record_forward(m, *pc));
-    VKG_TRY(vkg_op_xent_fwd_bwd(*pc, a->s.losses, &a->s.logits, a->s.logits, m->targets, BT, V, Vp,
-                                dloss));
-    return record_backward_cut(m, pc, cut, ctx);
+    VKG_TRY(record_forward_train(m, s, *pc));
+    return record_backward_cut(m, s, pc, cut, ctx);
 }
 
-static vkg_status record_list(vkg_gpt2 *m, int which)
+static vkg_status record_list(vkg_gpt2 *m, int s, int which)
 {
-    vkg_cmd *c = m->lists[which];
-    const vkg_gpt2_acts *a = &m->acts;
+    vkg_cmd *c = m->slots[s].lists[which];
+    const vkg_gpt2_slot *sl = &m->slots[s];
     int BT = m->opts.B * m->opts.T, V = m->cfg.vocab_size, Vp = m->cfg.padded_vocab_size;
     VKG_TRY(vkg_cmd_begin(c));
     switch (which) {
-    case VKG_GPT2_LIST_ZERO:
-        VKG_TRY(vkg_op_fill(c, m->grads, m->nparams, 0.0f));
-        break;
-    case VKG_GPT2_LIST_FWDBWD:
-        VKG_TRY(vkg__gpt2_record_fwdbwd_cut(m, &c, NULL, NULL));
+    case VKG_GPT2_LIST_FWD:
+        VKG_TRY(record_forward(m, s, c));
         break;
     case VKG_GPT2_LIST_EVAL:
-        VKG_TRY(record_forward(m, c));
-        VKG_TRY(
-            vkg_op_xent_fwd_bwd(c, a->s.losses, NULL, a->s.logits, m->targets, BT, V, Vp, 1.0f));
+        VKG_TRY(record_forward(m, s, c));
+        if (m->head)
+            VKG_TRY(vkg_op_xent_fwd_bwd(c, sl->acts.s.losses, NULL, sl->acts.s.logits, sl->targets,
+                                        BT, V, Vp, 1.0f));
         break;
-    case VKG_GPT2_LIST_FWD:
-        VKG_TRY(record_forward(m, c));
+    case VKG_GPT2_LIST_FWDT:
+        VKG_TRY(record_forward_train(m, s, c));
         break;
-    case VKG_GPT2_LIST_UPDATE:
-        VKG_TRY(vkg_op_sumsq(c, m->sumsq, &m->grads, &m->nparams, 1, m->sumsq_scratch, 0));
-        vkg_cmd_group_begin(c);
-        for (int i = 0; i < VKG_GPT2_NUM_PARAM_TENSORS; i++) {
-            float wd = vkg_gpt2_param_decays(i) ? m->opts.weight_decay : 0.0f;
-            VKG_TRY(vkg_op_adamw(c, m->p[i], m->g[i], m->m1[i], m->m2[i], m->param_sizes[i],
-                                 m->opts.beta1, m->opts.beta2, m->opts.eps, wd, m->step,
-                                 &m->sumsq));
-        }
-        vkg_cmd_group_end(c);
+    case VKG_GPT2_LIST_BWD:
+        VKG_TRY(vkg_op_fill(c, m->gacts_start, m->gacts_count, 0.0f));
+        VKG_TRY(record_backward_cut(m, s, &c, NULL, NULL));
+        break;
+    case VKG_GPT2_LIST_FWDBWD:
+        VKG_TRY(vkg__gpt2_record_fwdbwd_cut(m, s, &c, NULL, NULL));
         break;
     default:
         return VKG_FAIL(VKG_ERR_INVALID_ARG, "no command list %d", which);
@@ -182,18 +199,20 @@ static vkg_status record_list(vkg_gpt2 *m, int which)
 
 vkg_status vkg__gpt2_record(vkg_gpt2 *m)
 {
-    for (int i = 0; i < VKG_GPT2_NUM_LISTS; i++) {
-        VKG_TRY(vkg_cmd_create(m->dev, &m->lists[i]));
-        VKG_TRY(record_list(m, i));
-    }
-    /* Moments start at zero (a fresh optimizer). */
-    vkg_cmd *c = m->lists[VKG_GPT2_LIST_ZERO];
+    for (int s = 0; s < m->opts.slots; s++)
+        for (int i = 0; i < VKG_GPT2_NUM_LISTS; i++) {
+            VKG_TRY(vkg_cmd_create(m->dev, &m->slots[s].lists[i]));
+            VKG_TRY(record_list(m, s, i));
+        }
+    /* Parameters and gradients start at zero. */
+    VKG_TRY(vkg_cmd_create(m->dev, &m->zero));
+    vkg_cmd *c = m->zero;
     VKG_TRY(vkg_cmd_begin(c));
-    VKG_TRY(vkg_op_fill(c, m->mom1, m->nparams, 0.0f));
-    VKG_TRY(vkg_op_fill(c, m->mom2, m->nparams, 0.0f));
     VKG_TRY(vkg_op_fill(c, m->params, m->nparams, 0.0f));
     VKG_TRY(vkg_op_fill(c, m->grads, m->nparams, 0.0f));
     VKG_TRY(vkg_cmd_end(c));
     VKG_TRY(vkg_cmd_run(c, 0));
-    return record_list(m, VKG_GPT2_LIST_ZERO);
+    VKG_TRY(vkg_cmd_begin(c));
+    VKG_TRY(vkg_op_fill(c, m->grads, m->nparams, 0.0f));
+    return vkg_cmd_end(c);
 }

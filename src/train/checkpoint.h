@@ -43,7 +43,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "train/schedule.h"
+#include "optim/schedule.h"
 #include "vkgpt/data.h"
 #include "vkgpt/model.h"
 #include "vkgpt/status.h"

@@ -7,12 +7,12 @@
 #include "base/error.h"
 #include "train/trainer_internal.h"
 
-vkg_status vkg__generate(vkg_gpt2 *m, int B, int T, const vkg_tokenizer_t *tok, const char *prompt,
-                         int len, float temperature, int top_k, vkg_rng *rng, char **text)
+vkg_status vkg__generate(vkg_strategy *par, const vkg_gpt2_config *cfg, int B, int T,
+                         const vkg_tokenizer_t *tok, const char *prompt, int len, float temperature,
+                         int top_k, vkg_rng *rng, char **text)
 {
     VKG_CHECK(tok, VKG_ERR_STATE, "no tokenizer: give --tokenizer to decode samples");
     VKG_CHECK(len >= 0, VKG_ERR_INVALID_ARG, "sample length must be >= 0, got %d", len);
-    const vkg_gpt2_config *cfg = vkg_gpt2_config_of(m);
     VKG_CHECK(vkg_tokenizer_vocab_size(tok) <= cfg->vocab_size, VKG_ERR_MISMATCH,
               "the tokenizer has %d tokens but the model only %d", vkg_tokenizer_vocab_size(tok),
               cfg->vocab_size);
@@ -36,8 +36,7 @@ vkg_status vkg__generate(vkg_gpt2 *m, int B, int T, const vkg_tokenizer_t *tok, 
         for (size_t j = 0; j < (size_t)B * (size_t)T; j++)
             inputs[j] = eot >= 0 ? eot : 0;
         memcpy(inputs, last, ctx * sizeof *inputs);
-        VKG_TRY_GOTO(st, vkg_gpt2_forward(m, inputs, NULL, NULL), done);
-        VKG_TRY_GOTO(st, vkg_gpt2_logits_row(m, 0, (int)ctx - 1, row), done);
+        VKG_TRY_GOTO(st, vkg_strategy_logits(par, inputs, 0, (int)ctx - 1, row), done);
         int next = vkg_sample_token(row, vkg_tokenizer_vocab_size(tok), temperature, top_k, rng);
         VKG_TRY_GOTO(st, vkg_tokens_push(&toks, next), done);
     }

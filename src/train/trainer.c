@@ -12,7 +12,6 @@
 #include <time.h>
 
 #include "base/error.h"
-#include "parallel/dp.h"
 #include "train/trainer_internal.h"
 #include "vkgpt/io.h"
 
@@ -23,7 +22,7 @@ vkg_train_config vkg_train_config_default(void)
     c.seed = 1337;
     c.batch = 8, c.seq = 64;
     c.steps = 1000;
-    c.lr = 6e-4f, c.lr_min_frac = 0.1f, c.warmup = 0, c.schedule = VKG_LR_COSINE;
+    c.lr = 6e-4f, c.lr_min_frac = 0.1f, c.warmup = 0, c.schedule = VKG_SCHEDULE_COSINE;
     c.weight_decay = 0.1f, c.beta1 = 0.9f, c.beta2 = 0.95f, c.eps = 1e-8f, c.grad_clip = 1.0f;
     c.eval_every = 0, c.eval_batches = 8;
     c.keep_checkpoints = 3;
@@ -79,34 +78,6 @@ static vkg_status failed(vkg_trainer_t *t, vkg_status st)
     return st;
 }
 
-/* GPT-2 initialisation: normal(0, 0.02) weights, residual projections scaled by 1/sqrt(2L),
- * biases 0, layernorm weights 1, wte padding rows 0. */
-static void init_params(const vkg_gpt2_config *cfg, float *params, uint64_t seed)
-{
-    size_t sizes[VKG_GPT2_NUM_PARAM_TENSORS];
-    vkg_gpt2_param_sizes(cfg, sizes);
-    vkg_rng r;
-    vkg_rng_seed(&r, seed);
-    float *p = params;
-    for (int i = 0; i < VKG_GPT2_NUM_PARAM_TENSORS; i++) {
-        int is_ln_weight = i == 2 || i == 8 || i == 14;
-        int is_bias = i == 3 || i == 5 || i == 7 || i == 9 || i == 11 || i == 13 || i == 15;
-        if (is_ln_weight || is_bias) {
-            for (size_t j = 0; j < sizes[i]; j++)
-                p[j] = is_ln_weight ? 1.0f : 0.0f;
-        } else {
-            float std = 0.02f;
-            if (i == 6 || i == 12)
-                std = 0.02f / sqrtf(2.0f * (float)cfg->num_layers);
-            vkg_rng_fill_normal(&r, p, sizes[i], 0.0f, std);
-        }
-        if (i == 0) /* padded vocabulary rows */
-            memset(p + (size_t)cfg->vocab_size * (size_t)cfg->channels, 0,
-                   (size_t)(cfg->padded_vocab_size - cfg->vocab_size) * (size_t)cfg->channels * 4);
-        p += sizes[i];
-    }
-}
-
 /* The name of a step_<n> directory under dir that holds a DONE marker, or "" when none does. */
 static void find_marked_complete(const char *dir, char *name, size_t cap)
 {
@@ -150,7 +121,7 @@ static vkg_status load_model(vkg_trainer_t *t, float **params, vkg_checkpoint *c
     VKG_CHECK(!c->resume_fallback || c->resume, VKG_ERR_INVALID_ARG,
               "--resume-fallback needs --resume (it says where --resume goes when the newest "
               "checkpoint is damaged)");
-    if (c->resume && vkg_dp_rank(t->dp) == 0) { /* other ranks get rank 0's checkpoint */
+    if (c->resume && vkg_strategy_rank(t->par) == 0) { /* other ranks get rank 0's checkpoint */
         char path[1100];
         vkg_status st =
             vkg_checkpoint_resume(t->ckpt_dir, c->resume_fallback, ck, path, sizeof path,
@@ -168,7 +139,7 @@ static vkg_status load_model(vkg_trainer_t *t, float **params, vkg_checkpoint *c
                                        "aside as step_<n>.damaged)");
         if (st != VKG_ERR_NOT_FOUND)
             return vkg__error_wrap(st, "--resume-fallback");
-    } else if (t->ckpt_dir[0] && vkg_dp_rank(t->dp) == 0) {
+    } else if (t->ckpt_dir[0] && vkg_strategy_rank(t->par) == 0) {
         char marked[256];
         find_marked_complete(t->ckpt_dir, marked, sizeof marked);
         VKG_CHECK(!marked[0], VKG_ERR_INVALID_ARG,
@@ -194,7 +165,7 @@ static vkg_status load_model(vkg_trainer_t *t, float **params, vkg_checkpoint *c
     *params = malloc(vkg_gpt2_num_params(&t->mcfg) * sizeof **params);
     VKG_CHECK(*params, VKG_ERR_NOMEM, "no memory for %zu parameters",
               vkg_gpt2_num_params(&t->mcfg));
-    init_params(&t->mcfg, *params, c->seed);
+    vkg_gpt2_init_params(&t->mcfg, *params, c->seed);
     return VKG_OK;
 }
 
@@ -215,7 +186,7 @@ static vkg_status open_data(vkg_trainer_t *t)
     d.vocab_size = t->mcfg.vocab_size;
     d.tokenizer = t->tok;
     d.seed = c->seed;
-    vkg_dp_data_config(t->dp, &d);
+    vkg_strategy_data_config(t->par, &d);
     if (c->data) {
         d.path = c->data;
         d.shuffle = c->shuffle;
@@ -226,6 +197,55 @@ static vkg_status open_data(vkg_trainer_t *t)
         d.shuffle = 0;
         VKG_TRY(vkg_data_create(&d, &t->val));
     }
+    return VKG_OK;
+}
+
+/* Join the job: the parallel strategy (from the config or the launcher's environment). */
+static vkg_status join(vkg_trainer_t *t)
+{
+    const vkg_train_config *c = &t->cfg;
+    vkg_strategy_config sc = {.comm = c->comm,
+                              .batch = c->batch,
+                              .rank_batch = c->rank_batch,
+                              .rank_batch_count = c->rank_batch_count,
+                              .bucket_bytes = c->bucket_bytes};
+    if (c->comm_from_env) {
+        VKG_TRY(vkg_comm_config_from_env(&sc.comm, NULL));
+        sc.comm.ctx = c->comm.ctx;
+    }
+    return vkg_strategy_create(&sc, &t->par);
+}
+
+/* Batch sizes, schedule and the hyperparameters a checkpoint records. */
+static vkg_status plan_steps(vkg_trainer_t *t)
+{
+    const vkg_train_config *c = &t->cfg;
+    VKG_CHECK(c->batch > 0 && c->seq > 0 && c->seq <= t->mcfg.max_seq_len, VKG_ERR_INVALID_ARG,
+              "--batch must be > 0 and --seq in [1, %d] (the model's context), got %d and %d",
+              t->mcfg.max_seq_len, c->batch, c->seq);
+    /* With several ranks a micro-step covers the global micro-batch: every rank's rows. */
+    int world = vkg_strategy_world(t->par);
+    long long micro = (long long)vkg_strategy_global_batch(t->par) * c->seq;
+    long long total = c->total_batch > 0 ? c->total_batch : micro;
+    VKG_CHECK(total % micro == 0, VKG_ERR_INVALID_ARG,
+              "--total-batch %lld is not a multiple of batch x seq = %lld tokens%s", total, micro,
+              world > 1 ? " (summed over the ranks)" : "");
+    t->B = vkg_strategy_rank_batch(t->par), t->T = c->seq, t->accum_steps = (int)(total / micro);
+    t->sched = vkg_schedule_default();
+    t->sched.kind = c->schedule;
+    VKG_CHECK(c->lr_scale == VKG_LR_SCALE_NONE || c->base_batch > 0, VKG_ERR_INVALID_ARG,
+              "--lr-scale needs --base-batch (the total batch --lr was tuned for)");
+    t->sched.lr = c->lr * vkg_lr_scale_factor(c->lr_scale, total, c->base_batch);
+    t->sched.lr_min_frac = c->lr_min_frac, t->sched.warmup = c->warmup;
+    t->sched.total_steps = c->steps > 0 ? c->steps : 1;
+    VKG_TRY(vkg_schedule_validate(&t->sched));
+    t->hp = vkg_train_hparams_default();
+    t->hp.batch_size = vkg_strategy_global_batch(t->par), t->hp.seq_len = c->seq;
+    t->hp.total_batch = (uint64_t)total, t->hp.world_size = world;
+    t->hp.shuffle = c->shuffle, t->hp.seed = c->seed;
+    t->hp.schedule = t->sched;
+    t->hp.weight_decay = c->weight_decay, t->hp.beta1 = c->beta1, t->hp.beta2 = c->beta2;
+    t->hp.eps = c->eps, t->hp.grad_clip = c->grad_clip;
     return VKG_OK;
 }
 
@@ -240,63 +260,37 @@ static vkg_status setup(vkg_trainer_t *t)
     dopts.validation = c->validation;
     dopts.force_staging = c->force_staging;
     dopts.profiling = c->profile;
-    VKG_TRY(vkg__dp_join(t));
-    if (t->ckpt_dir[0] && vkg_dp_rank(t->dp) == 0) /* before anything is written there */
+    VKG_TRY(join(t));
+    if (t->ckpt_dir[0] && vkg_strategy_rank(t->par) == 0) /* before anything is written there */
         VKG_TRY(vkg_checkpoint_lock(t->ckpt_dir, &t->lock_fd));
     VKG_TRY(vkg_device_create(&dopts, &t->dev));
     VKG_TRY(open_tokenizer(t));
     VKG_TRY_GOTO(st, load_model(t, &params, &ck), done);
-    VKG_TRY_GOTO(st, vkg__dp_share_start(t, &params, &ck), done);
-    VKG_CHECK_GOTO(st, c->batch > 0 && c->seq > 0 && c->seq <= t->mcfg.max_seq_len,
-                   VKG_ERR_INVALID_ARG, done,
-                   "--batch must be > 0 and --seq in [1, %d] (the model's context), got %d "
-                   "and %d",
-                   t->mcfg.max_seq_len, c->batch, c->seq);
-    /* With several ranks a micro-step covers the global micro-batch: every rank's rows. */
-    int rank_b = vkg_dp_rank_batch(t->dp);
-    long long micro = (long long)vkg_dp_global_batch(t->dp) * c->seq;
-    long long total = c->total_batch > 0 ? c->total_batch : micro;
-    VKG_CHECK_GOTO(st, total % micro == 0, VKG_ERR_INVALID_ARG, done,
-                   "--total-batch %lld is not a multiple of batch x seq = %lld tokens%s", total,
-                   micro, vkg_dp_world(t->dp) > 1 ? " (summed over the ranks)" : "");
-    t->mopts = vkg_gpt2_opts_default();
-    t->mopts.B = rank_b, t->mopts.T = c->seq, t->mopts.accum_steps = (int)(total / micro);
-    t->mopts.loss_scale = vkg_dp_loss_scale(t->dp);
-    t->mopts.beta1 = c->beta1, t->mopts.beta2 = c->beta2, t->mopts.eps = c->eps;
-    t->mopts.weight_decay = c->weight_decay;
-    t->sched = vkg_schedule_default();
-    t->sched.kind = (vkg_schedule_kind)c->schedule;
-    VKG_CHECK_GOTO(st, c->lr_scale == VKG_LR_SCALE_NONE || c->base_batch > 0, VKG_ERR_INVALID_ARG,
-                   done, "--lr-scale needs --base-batch (the total batch --lr was tuned for)");
-    t->sched.lr = c->lr * vkg__dp_lr_factor(c, total);
-    t->sched.lr_min_frac = c->lr_min_frac, t->sched.warmup = c->warmup;
-    t->sched.total_steps = c->steps > 0 ? c->steps : 1;
-    VKG_TRY_GOTO(st, vkg_schedule_validate(&t->sched), done);
-    t->hp = vkg_train_hparams_default();
-    t->hp.batch_size = vkg_dp_global_batch(t->dp), t->hp.seq_len = c->seq;
-    t->hp.total_batch = (uint64_t)total, t->hp.world_size = vkg_dp_world(t->dp);
-    t->hp.shuffle = c->shuffle, t->hp.seed = c->seed;
-    t->hp.schedule = t->sched;
-    t->hp.weight_decay = c->weight_decay, t->hp.beta1 = c->beta1, t->hp.beta2 = c->beta2;
-    t->hp.eps = c->eps, t->hp.grad_clip = c->grad_clip;
+    VKG_TRY_GOTO(st, vkg__train_share_start(t, &params, &ck), done);
+    VKG_TRY_GOTO(st, plan_steps(t), done);
     vkg_rng_seed(&t->rng, c->seed ^ 0x5A3D1EULL);
 
-    VKG_TRY_GOTO(st, vkg_gpt2_create(t->dev, &t->mcfg, &t->mopts, &t->model), done);
+    vkg_strategy_model sm = {
+        .dev = t->dev,
+        .cfg = t->mcfg,
+        .T = t->T,
+        .accum_steps = t->accum_steps,
+        .adamw = {
+            .beta1 = c->beta1, .beta2 = c->beta2, .eps = c->eps, .weight_decay = c->weight_decay}};
+    VKG_TRY_GOTO(st, vkg_strategy_build(t->par, &sm), done);
     VKG_TRY_GOTO(st, open_data(t), done);
-    VKG_TRY_GOTO(st, vkg__dp_agree(t, params, &ck), done);
-    VKG_TRY_GOTO(st, vkg_gpt2_set_params(t->model, params), done);
+    VKG_TRY_GOTO(st, vkg__train_agree(t, &ck), done);
+    VKG_TRY_GOTO(
+        st, vkg_strategy_load(t->par, params, t->resumed ? ck.m : NULL, t->resumed ? ck.v : NULL),
+        done);
     if (t->resumed) {
-        VKG_TRY_GOTO(st, vkg__dp_resume(t, &ck.state), done);
-        VKG_TRY_GOTO(st, vkg_gpt2_set_moments(t->model, ck.m, ck.v), done);
+        VKG_TRY_GOTO(st, vkg__train_resume_data(t, &ck.state), done);
         t->step = (long long)ck.state.step;
         t->tokens = ck.state.tokens;
         t->rng.state = ck.state.rng[0];
     }
     t->start_step = t->step;
-    t->inputs = malloc((size_t)rank_b * c->seq * sizeof *t->inputs);
-    t->targets = malloc((size_t)rank_b * c->seq * sizeof *t->targets);
-    VKG_CHECK_GOTO(st, t->inputs && t->targets, VKG_ERR_NOMEM, done, "no memory for batches");
-    if ((c->log_path || t->ckpt_dir[0]) && vkg_dp_rank(t->dp) == 0) {
+    if ((c->log_path || t->ckpt_dir[0]) && vkg_strategy_rank(t->par) == 0) {
         char log[1100];
         snprintf(log, sizeof log, "%s/log.jsonl", t->ckpt_dir);
         vkg_metrics_config mc = vkg_metrics_config_default();
@@ -305,7 +299,7 @@ static vkg_status setup(vkg_trainer_t *t)
         mc.first_step = t->step + 1;
         VKG_TRY_GOTO(st, vkg_metrics_create(&mc, &t->metrics), done);
     }
-    if (t->ckpt_dir[0] && t->tok && vkg_dp_rank(t->dp) == 0) {
+    if (t->ckpt_dir[0] && t->tok && vkg_strategy_rank(t->par) == 0) {
         char path[1100];
         snprintf(path, sizeof path, "%s/tokenizer.bin", t->ckpt_dir);
         VKG_TRY_GOTO(st, vkg_tokenizer_save(t->tok, path), done);
@@ -360,16 +354,12 @@ int vkg_trainer_destroy_report(vkg_trainer_t **pt, char *first, size_t cap)
         first[0] = '\0';
     if (!t)
         return 0;
-    vkg_dp_destroy(&t->dp, t->failed ? t->fail_msg : NULL);
-    free(t->dp_grads);
     vkg_metrics_destroy(&t->metrics);
     vkg_data_destroy(&t->val);
     vkg_data_destroy(&t->train);
-    vkg_gpt2_destroy(&t->model);
+    vkg_strategy_destroy(&t->par, t->failed ? t->fail_msg : NULL);
     vkg_tokenizer_destroy(&t->tok);
     int n = vkg_device_destroy_report(&t->dev, first, cap);
-    free(t->inputs);
-    free(t->targets);
     vkg_checkpoint_unlock(&t->lock_fd); /* last: the log is closed */
     free(t);
     *pt = NULL;
@@ -383,9 +373,9 @@ void vkg_trainer_get_info(const vkg_trainer_t *t, vkg_trainer_info *info)
     info->layers = t->mcfg.num_layers, info->heads = t->mcfg.num_heads;
     info->channels = t->mcfg.channels, info->max_seq_len = t->mcfg.max_seq_len;
     info->vocab_size = t->mcfg.vocab_size, info->padded_vocab_size = t->mcfg.padded_vocab_size;
-    info->num_params = vkg_gpt2_param_count(t->model);
-    info->device_bytes = vkg_gpt2_device_bytes(t->model);
-    info->batch = t->mopts.B, info->seq = t->mopts.T, info->accum_steps = t->mopts.accum_steps;
+    info->num_params = vkg_gpt2_num_params(&t->mcfg);
+    info->device_bytes = vkg_strategy_device_bytes(t->par);
+    info->batch = t->B, info->seq = t->T, info->accum_steps = t->accum_steps;
     info->total_batch = (long long)t->hp.total_batch;
     info->start_step = t->start_step, info->steps = t->cfg.steps, info->resumed = t->resumed;
     snprintf(info->resume_skipped, sizeof info->resume_skipped, "%s", t->resume_skipped);
@@ -397,9 +387,9 @@ void vkg_trainer_get_info(const vkg_trainer_t *t, vkg_trainer_info *info)
         snprintf(info->log_path, sizeof info->log_path, "%s", vkg_metrics_log_path(t->metrics));
         snprintf(info->svg_path, sizeof info->svg_path, "%s", vkg_metrics_svg_path(t->metrics));
     }
-    info->rank = vkg_dp_rank(t->dp), info->world_size = vkg_dp_world(t->dp);
-    info->global_batch = vkg_dp_global_batch(t->dp), info->lr = t->sched.lr;
-    snprintf(info->rank_batches, sizeof info->rank_batches, "%s", vkg_dp_batch_list(t->dp));
+    info->rank = vkg_strategy_rank(t->par), info->world_size = vkg_strategy_world(t->par);
+    info->global_batch = vkg_strategy_global_batch(t->par), info->lr = t->sched.lr;
+    snprintf(info->rank_batches, sizeof info->rank_batches, "%s", vkg_strategy_batch_list(t->par));
 }
 
 int vkg_trainer_done(const vkg_trainer_t *t)
@@ -411,19 +401,7 @@ static vkg_status eval(vkg_trainer_t *t, float *loss)
 {
     VKG_CHECK(t->val, VKG_ERR_STATE, "no validation data (--val-data)");
     int n = t->cfg.eval_batches > 0 ? t->cfg.eval_batches : 1;
-    double sum = 0.0;
-    for (int i = 0; i < n; i++) {
-        float l;
-        uint64_t nb = vkg_data_num_batches(t->val);
-        VKG_TRY(vkg_dp_data_read(t->dp, t->val, nb ? (uint64_t)i % nb : 0, t->mopts.T, t->inputs,
-                                 t->targets));
-        VKG_TRY(vkg_gpt2_forward(t->model, t->inputs, t->targets, &l));
-        sum += l;
-    }
-    sum /= n;
-    VKG_TRY(vkg__dp_mean(t, &sum));
-    *loss = (float)sum;
-    return VKG_OK;
+    return vkg_strategy_eval(t->par, t->val, n, loss);
 }
 
 vkg_status vkg_trainer_eval(vkg_trainer_t *t, float *loss)
@@ -437,29 +415,20 @@ static vkg_status step(vkg_trainer_t *t, vkg_step_info *info)
     VKG_CHECK(!vkg_trainer_done(t), VKG_ERR_STATE, "all %d steps have run", t->cfg.steps);
     double t0 = now_ms();
     float lr = vkg_schedule_lr(&t->sched, t->step);
-    double loss = 0.0;
-    VKG_TRY(vkg_gpt2_zero_grad(t->model));
-    for (int a = 0; a < t->mopts.accum_steps; a++) {
-        float l;
-        VKG_TRY(vkg_dp_data_next(t->dp, t->train, t->mopts.T, t->inputs, t->targets));
-        if (t->dp_overlap && a == t->mopts.accum_steps - 1) /* only the last one talks */
-            VKG_TRY(vkg__dp_backward_overlapped(t, &l));
-        else
-            VKG_TRY(vkg_gpt2_forward_backward(t->model, t->inputs, t->targets, &l));
-        loss += l;
-    }
-    loss /= t->mopts.accum_steps;
-    int stop = t->cfg.stop && *t->cfg.stop;
-    VKG_TRY(vkg__dp_reduce(t, &loss, &stop));
-    float norm = 0.0f;
-    VKG_TRY(vkg_gpt2_update(t->model, lr, (uint32_t)(t->step + 1), t->cfg.grad_clip, &norm));
+    vkg_strategy_step_in in = {.lr = lr,
+                               .t = (uint32_t)(t->step + 1),
+                               .grad_clip = t->cfg.grad_clip,
+                               .stop = t->cfg.stop && *t->cfg.stop};
+    vkg_strategy_step_out out;
+    VKG_TRY(vkg_strategy_step(t->par, t->train, &in, &out));
+    float norm = out.grad_norm;
     t->step++;
     t->tokens += t->hp.total_batch;
     double ms = now_ms() - t0;
     memset(info, 0, sizeof *info);
-    info->step = t->step, info->loss = (float)loss, info->lr = lr, info->grad_norm = norm;
-    info->ms = ms, info->tokens = t->tokens, info->stop = stop;
-    info->comm_ms = t->dp_comm_ms, info->exposed_comm_ms = t->dp_exposed_ms;
+    info->step = t->step, info->loss = out.loss, info->lr = lr, info->grad_norm = norm;
+    info->ms = ms, info->tokens = t->tokens, info->stop = out.stop;
+    info->comm_ms = out.comm_ms, info->exposed_comm_ms = out.exposed_comm_ms;
     info->tokens_per_s = ms > 0 ? (double)t->hp.total_batch / (ms / 1e3) : 0.0;
     int eval_due = t->val && t->cfg.eval_every > 0 &&
                    (t->step % t->cfg.eval_every == 0 || t->step == t->cfg.steps);
@@ -495,8 +464,8 @@ vkg_status vkg_trainer_sample(vkg_trainer_t *t, const char *prompt, int len, flo
 {
     vkg_rng r;
     vkg_rng_seed(&r, seed);
-    return failed(t, vkg__generate(t->model, t->mopts.B, t->mopts.T, t->tok, prompt, len,
-                                   temperature, top_k, &r, text));
+    return failed(t, vkg__generate(t->par, &t->mcfg, t->B, t->T, t->tok, prompt, len, temperature,
+                                   top_k, &r, text));
 }
 
 vkg_status vkg_trainer_write_plot(vkg_trainer_t *t)
@@ -506,18 +475,17 @@ vkg_status vkg_trainer_write_plot(vkg_trainer_t *t)
 
 vkg_status vkg_trainer_get_params(vkg_trainer_t *t, float *params)
 {
-    return failed(t, vkg_gpt2_get_params(t->model, params));
+    return failed(t, vkg_strategy_gather(t->par, params, NULL, NULL));
 }
 
 /* Rank 0's part of vkg_trainer_checkpoint: write, prune, plot. */
 static vkg_status write_checkpoint(vkg_trainer_t *t, char *path_out, size_t cap)
 {
-    size_t n = vkg_gpt2_param_count(t->model);
+    size_t n = vkg_gpt2_num_params(&t->mcfg);
     float *p = malloc(n * sizeof *p), *m = malloc(n * sizeof *m), *v = malloc(n * sizeof *v);
     vkg_status st = VKG_OK;
     VKG_CHECK_GOTO(st, p && m && v, VKG_ERR_NOMEM, done, "no memory for a checkpoint");
-    VKG_TRY_GOTO(st, vkg_gpt2_get_params(t->model, p), done);
-    VKG_TRY_GOTO(st, vkg_gpt2_get_moments(t->model, m, v), done);
+    VKG_TRY_GOTO(st, vkg_strategy_gather(t->par, p, m, v), done);
     vkg_checkpoint_state cs = {.hp = t->hp, .step = (uint64_t)t->step, .tokens = t->tokens};
     cs.rng[0] = t->rng.state;
     if (t->train)
@@ -547,8 +515,8 @@ vkg_status vkg_trainer_checkpoint(vkg_trainer_t *t, char *path_out, size_t cap)
     VKG_CHECK(t->ckpt_dir[0], VKG_ERR_STATE, "no checkpoint folder (--ckpt-dir)");
     if (path_out && cap)
         path_out[0] = '\0';
-    vkg_status st = vkg_dp_rank(t->dp) == 0 ? write_checkpoint(t, path_out, cap) : VKG_OK;
+    vkg_status st = vkg_strategy_rank(t->par) == 0 ? write_checkpoint(t, path_out, cap) : VKG_OK;
     char what[64]; /* rank 0 writes for everyone, and everyone learns whether it could */
     snprintf(what, sizeof what, "writing the checkpoint of step %lld", t->step);
-    return failed(t, vkg__dp_rank0_outcome(t, st, what));
+    return failed(t, vkg_strategy_rank0_outcome(t->par, st, what));
 }

@@ -1,6 +1,6 @@
 /* Learning-rate schedules: warmup then cosine/linear/constant (see schedule.h). Pure functions;
  * nothing here keeps state or allocates. */
-#include "train/schedule.h"
+#include "optim/schedule.h"
 
 #include <math.h>
 
@@ -64,4 +64,12 @@ const char *vkg_schedule_kind_name(vkg_schedule_kind kind)
     default:
         return "?";
     }
+}
+
+float vkg_lr_scale_factor(vkg_lr_scale rule, long long total_batch, long long base_batch)
+{
+    if (rule == VKG_LR_SCALE_NONE || base_batch <= 0)
+        return 1.0f;
+    double r = (double)total_batch / (double)base_batch;
+    return (float)(rule == VKG_LR_SCALE_SQRT ? sqrt(r) : r);
 }

@@ -1,19 +1,12 @@
-/* Learning-rate schedules for the trainer: linear warmup, then cosine, linear or constant decay to
+/* Learning-rate schedules: linear warmup, then cosine, linear or constant decay to
  * a floor. A pure function of the step and a plain config struct; no state, no allocation, no I/O.
  * Parsing schedule names from strings is the CLI's job (vkg_schedule_kind_name gives the names).
- * Internal to vkgpt until the trainer's public API exists.
  */
-#ifndef VKG_TRAIN_SCHEDULE_H
-#define VKG_TRAIN_SCHEDULE_H
+#ifndef VKG_OPTIM_SCHEDULE_H
+#define VKG_OPTIM_SCHEDULE_H
 
+#include "vkgpt/optim.h"
 #include "vkgpt/status.h"
-
-typedef enum vkg_schedule_kind {
-    VKG_SCHEDULE_COSINE = 0,   /* half cosine from lr down to lr * lr_min_frac */
-    VKG_SCHEDULE_LINEAR = 1,   /* straight line from lr down to lr * lr_min_frac */
-    VKG_SCHEDULE_CONSTANT = 2, /* lr after warmup, lr_min_frac ignored */
-    VKG_SCHEDULE_NUM_KINDS
-} vkg_schedule_kind;
 
 typedef struct vkg_schedule_config {
     vkg_schedule_kind kind;
@@ -45,5 +38,10 @@ float vkg_schedule_lr(const vkg_schedule_config *cfg, long long step);
 
 /* The name of a kind ("cosine", "linear", "constant"), or "?" out of range. */
 const char *vkg_schedule_kind_name(vkg_schedule_kind kind);
+
+/* The factor lr_scale applies to the learning rate tuned for base_batch tokens when a step
+ * holds total_batch tokens: total_batch / base_batch (linear), its square root (sqrt), or 1
+ * (none, or base_batch <= 0). */
+float vkg_lr_scale_factor(vkg_lr_scale rule, long long total_batch, long long base_batch);
 
 #endif

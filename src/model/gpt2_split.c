@@ -1,0 +1,233 @@
+/* Split recordings: the training forward-backward recorded as several command lists, cut where
+ * gradient units complete, so that a caller (src/parallel's gradient buckets) can reduce the
+ * gradients of finished units while the device computes the rest of the backward pass. Every list
+ * is submitted at once and signals the device's timeline semaphore when it completes; waiting for
+ * list k waits for its value only.
+ *
+ * The host reads and writes finished units without a transfer of its own (which would queue
+ * behind the rest of the backward pass): on unified memory through the gradient arena's mapping;
+ * on other devices each list ends by copying its units' ranges into a host-visible copy of the
+ * gradients, and vkg_gpt2_split_commit copies every unit back in one submission.
+ * Not here: which units make a bucket, and reductions (src/parallel). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/gpt2_internal.h"
+
+struct vkg_gpt2_split {
+    int n;               /* command lists */
+    vkg_cmd **lists;     /* (n) */
+    int *last;           /* (n) the last unit of each list */
+    uint64_t *values;    /* (n) timeline values of the last submission */
+    vkg_arena *host;     /* devices without unified memory: the gradients' host copy */
+    vkg_tensor host_all; /* (nparams) in host */
+    vkg_cmd *upload;     /* devices without unified memory: host copy -> gradients */
+    float *host_grads;   /* (nparams) where the host reads and writes finished units */
+    int recording;       /* the list being recorded */
+};
+
+int vkg_gpt2_unit_count(const vkg_gpt2 *m)
+{
+    return (m->head ? 2 : 0) + m->nl + (m->embed ? 1 : 0);
+}
+
+int vkg_gpt2_unit_ranges(const vkg_gpt2 *m, int u, size_t out[VKG_GPT2_MAX_UNIT_RANGES][2])
+{
+    const vkg_gpt2_layout *lo = &m->layout;
+    int n = 0;
+    if (m->head && u == 0) { /* wte's classifier part */
+        out[n][0] = lo->part_offset[WTE], out[n++][1] = lo->count[WTE];
+        return n;
+    }
+    if (m->head && u == 1) { /* the final layernorm */
+        out[n][0] = lo->part_offset[LNFW], out[n++][1] = lo->count[LNFW];
+        out[n][0] = lo->part_offset[LNFB], out[n++][1] = lo->count[LNFB];
+        return n;
+    }
+    int l = m->nl - 1 - (u - (m->head ? 2 : 0));
+    if (l < 0) { /* the embeddings: wpe, and wte when no head shares it */
+        if (!m->head)
+            out[n][0] = lo->part_offset[WTE], out[n++][1] = lo->count[WTE];
+        out[n][0] = lo->part_offset[WPE], out[n++][1] = lo->count[WPE];
+        return n;
+    }
+    for (int i = LN1W; i <= FCPROJB; i++) {
+        size_t per = lo->count[i] / (size_t)m->nl;
+        out[n][0] = lo->part_offset[i] + (size_t)l * per, out[n++][1] = per;
+    }
+    return n;
+}
+
+void vkg__gpt2_split_free(vkg_gpt2 *m)
+{
+    struct vkg_gpt2_split *b = m->split;
+    if (!b)
+        return;
+    for (int i = 0; b->lists && i < b->n; i++)
+        vkg_cmd_destroy(&b->lists[i]);
+    vkg_cmd_destroy(&b->upload);
+    free(b->lists), free(b->last), free(b->values);
+    vkg_arena_destroy(&b->host);
+    free(b);
+    m->split = NULL;
+}
+
+/* Copy list k's units between the gradients and their host copy (to_host: at the end of its
+ * list; otherwise into the upload list). No-op on unified memory. */
+static vkg_status record_copies(vkg_gpt2 *m, vkg_cmd *c, int k, int to_host)
+{
+    struct vkg_gpt2_split *b = m->split;
+    if (!b->host)
+        return VKG_OK;
+    vkg_cmd_group_begin(c); /* disjoint ranges */
+    vkg_status st = VKG_OK;
+    for (int u = k ? b->last[k - 1] + 1 : 0; st == VKG_OK && u <= b->last[k]; u++) {
+        size_t r[VKG_GPT2_MAX_UNIT_RANGES][2];
+        int nr = vkg_gpt2_unit_ranges(m, u, r);
+        for (int i = 0; st == VKG_OK && i < nr; i++) {
+            size_t off = r[i][0] * sizeof(float), bytes = r[i][1] * sizeof(float);
+            vkg_tensor dev = vkg_tensor_view(m->grads, off, bytes);
+            vkg_tensor host = vkg_tensor_view(b->host_all, off, bytes);
+            st = to_host ? vkg_cmd_copy(c, host, dev, bytes) : vkg_cmd_copy(c, dev, host, bytes);
+        }
+    }
+    vkg_cmd_group_end(c);
+    return st;
+}
+
+/* Recorder hook: after the unit that ends a list, end it and begin the next. */
+static vkg_status cut(void *ctx, vkg_cmd **pc, int unit)
+{
+    vkg_gpt2 *m = ctx;
+    struct vkg_gpt2_split *b = m->split;
+    int k = b->recording;
+    if (k == b->n - 1 || unit != b->last[k])
+        return VKG_OK;
+    VKG_TRY(record_copies(m, *pc, k, 1));
+    VKG_TRY(vkg_cmd_end(*pc));
+    b->recording = k + 1;
+    *pc = b->lists[k + 1];
+    return vkg_cmd_begin(*pc);
+}
+
+/* Where the host reads and writes finished units; on devices without unified memory also the
+ * host copy and the list that copies it back. */
+static vkg_status setup_host_side(vkg_gpt2 *m)
+{
+    struct vkg_gpt2_split *b = m->split;
+    size_t bytes = m->nparams * sizeof(float);
+    void *map = vkg_arena_host_ptr(m->arena_grads);
+    if (map) {
+        b->host_grads = (float *)((char *)map + m->grads.offset);
+        return VKG_OK;
+    }
+    VKG_TRY(vkg_arena_create_host(m->dev, bytes, "gradient host copy", &b->host));
+    VKG_TRY(vkg_arena_alloc(b->host, bytes, &b->host_all));
+    b->host_grads = (float *)((char *)vkg_arena_host_ptr(b->host) + b->host_all.offset);
+    VKG_TRY(vkg_cmd_create(m->dev, &b->upload));
+    VKG_TRY(vkg_cmd_begin(b->upload));
+    for (int k = 0; k < b->n; k++)
+        VKG_TRY(record_copies(m, b->upload, k, 0));
+    return vkg_cmd_end(b->upload);
+}
+
+static vkg_status check_cuts(const vkg_gpt2 *m, const int *last, int n)
+{
+    int units = vkg_gpt2_unit_count(m);
+    VKG_CHECK(n >= 1 && n <= units, VKG_ERR_INVALID_ARG, "a split needs 1 to %d lists, got %d",
+              units, n);
+    for (int k = 0; k < n; k++)
+        VKG_CHECK(last[k] >= 0 && last[k] < units && (k == 0 || last[k] > last[k - 1]),
+                  VKG_ERR_INVALID_ARG,
+                  "split list %d ends at unit %d: units must increase in [0, %d)", k, last[k],
+                  units);
+    VKG_CHECK(last[n - 1] == units - 1, VKG_ERR_INVALID_ARG,
+              "the last split list must end with the last unit (%d), not %d", units - 1,
+              last[n - 1]);
+    return VKG_OK;
+}
+
+vkg_status vkg_gpt2_split(vkg_gpt2 *m, const int *last, int n)
+{
+    VKG_TRY(check_cuts(m, last, n));
+    vkg__gpt2_split_free(m);
+    struct vkg_gpt2_split *b = calloc(1, sizeof *b);
+    VKG_CHECK(b, VKG_ERR_NOMEM, "no memory for a split recording");
+    m->split = b;
+    b->n = n;
+    b->last = malloc((size_t)n * sizeof *b->last);
+    b->values = calloc((size_t)n, sizeof *b->values);
+    b->lists = calloc((size_t)n, sizeof *b->lists);
+    vkg_status st = VKG_OK;
+    VKG_CHECK_GOTO(st, b->last && b->values && b->lists, VKG_ERR_NOMEM, fail,
+                   "no memory for a split recording");
+    memcpy(b->last, last, (size_t)n * sizeof *last);
+    VKG_TRY_GOTO(st, setup_host_side(m), fail);
+    for (int k = 0; k < n; k++)
+        VKG_TRY_GOTO(st, vkg_cmd_create(m->dev, &b->lists[k]), fail);
+    vkg_cmd *c = b->lists[0];
+    b->recording = 0;
+    VKG_TRY_GOTO(st, vkg_cmd_begin(c), fail);
+    VKG_TRY_GOTO(st, vkg__gpt2_record_fwdbwd_cut(m, 0, &c, cut, m), fail);
+    VKG_CHECK_GOTO(st, b->recording == n - 1, VKG_ERR_STATE, fail,
+                   "split backward recorded %d of %d lists", b->recording + 1, n);
+    VKG_TRY_GOTO(st, record_copies(m, c, n - 1, 1), fail);
+    VKG_TRY_GOTO(st, vkg_cmd_end(c), fail);
+    return VKG_OK;
+fail:
+    vkg__gpt2_split_free(m);
+    return st;
+}
+
+int vkg_gpt2_split_count(const vkg_gpt2 *m)
+{
+    return m->split ? m->split->n : 0;
+}
+
+vkg_status vkg_gpt2_split_submit(vkg_gpt2 *m, const int32_t *inputs, const int32_t *targets)
+{
+    struct vkg_gpt2_split *b = m->split;
+    VKG_CHECK(b, VKG_ERR_STATE, "no split recording (vkg_gpt2_split)");
+    VKG_CHECK(targets || !m->head, VKG_ERR_INVALID_ARG, "the last part's forward needs targets");
+    VKG_TRY(vkg__gpt2_upload(m, 0, inputs, targets));
+    for (int k = 0; k < b->n; k++)
+        VKG_TRY(vkg_cmd_submit(b->lists[k], &b->values[k]));
+    return VKG_OK;
+}
+
+vkg_status vkg_gpt2_split_wait(vkg_gpt2 *m, int k)
+{
+    struct vkg_gpt2_split *b = m->split;
+    VKG_CHECK(b && k >= 0 && k < b->n, VKG_ERR_INVALID_ARG, "no split list %d", k);
+    return vkg_cmd_wait(b->lists[k], b->values[k], 0);
+}
+
+vkg_status vkg_gpt2_split_idle_wait(vkg_gpt2 *m)
+{
+    struct vkg_gpt2_split *b = m->split;
+    VKG_CHECK(b, VKG_ERR_STATE, "no split recording (vkg_gpt2_split)");
+    return vkg__device_wait(m->dev, b->values[b->n - 1], 600ull * 1000000000ull);
+}
+
+vkg_status vkg_gpt2_split_finish(vkg_gpt2 *m, float *mean_loss)
+{
+    VKG_TRY(vkg_gpt2_split_wait(m, m->split ? m->split->n - 1 : 0));
+    return vkg__gpt2_mean_loss(m, 0, mean_loss);
+}
+
+float *vkg_gpt2_grads_host(vkg_gpt2 *m)
+{
+    return m->split ? m->split->host_grads : NULL;
+}
+
+vkg_status vkg_gpt2_split_commit(vkg_gpt2 *m)
+{
+    VKG_CHECK(m->split, VKG_ERR_STATE, "no split recording (vkg_gpt2_split)");
+    return m->split->upload ? vkg_cmd_run(m->split->upload, 0) : VKG_OK;
+}
+
+vkg_status vkg_gpt2_encoded_grad_read(vkg_gpt2 *m, float *dst)
+{
+    size_t n = (size_t)m->opts.B * (size_t)m->opts.T * (size_t)m->cfg.channels;
+    return vkg_tensor_read(m->dev, m->gacts.s.dencoded, 0, dst, n * sizeof *dst);
+}

@@ -1,0 +1,62 @@
+/* AdamW on a device over one model part's parameters (DESIGN.md section 4): the two moments in an
+ * arena of their own, the gradient norm and the update, each recorded once and replayed.
+ *
+ * The step is split in two so that the norm can be reduced before the update: grad_sumsq runs
+ * the sum of squares of the gradients and returns it to the host, where a strategy may add the
+ * other stages' (or shards') sums; update takes the global sum of squares back, clips by the
+ * global norm and applies AdamW (llm.c's formula, decoupled weight decay on the segments that
+ * decay). Not here: which tensors a model has (the caller's segments), learning-rate schedules
+ * (schedule.h), reductions across ranks (src/parallel).
+ */
+#ifndef VKG_OPTIM_ADAMW_H
+#define VKG_OPTIM_ADAMW_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "vk/vk.h"
+
+typedef struct vkg_adamw vkg_adamw;
+
+typedef struct vkg_adamw_config {
+    float beta1, beta2, eps; /* beta1, beta2 in [0, 1), eps > 0 */
+    float weight_decay;      /* >= 0, applied to segments with decays set */
+} vkg_adamw_config;
+
+/* beta1 0.9, beta2 0.95, eps 1e-8, weight decay 0. */
+vkg_adamw_config vkg_adamw_config_default(void);
+
+/* A range of the parameters (and the same range of the gradients), in floats, updated as one
+ * dispatch group member with its own weight-decay flag. */
+typedef struct vkg_adamw_segment {
+    size_t offset, count;
+    int decays;
+} vkg_adamw_segment;
+
+/* An optimizer for params and grads (n floats each, same layout), cut into nsegs segments that
+ * must lie inside them (in any order; they need not cover everything). Moments start at zero.
+ * The tensors must outlive the optimizer. Errors: VKG_ERR_INVALID_ARG naming the bad field or
+ * segment, VKG_ERR_NOMEM naming the moment arena. */
+vkg_status vkg_adamw_create(vkg_device_t *dev, const vkg_adamw_config *cfg, vkg_tensor params,
+                            vkg_tensor grads, size_t n, const vkg_adamw_segment *segs, int nsegs,
+                            vkg_adamw **out);
+void vkg_adamw_destroy(vkg_adamw **po);
+
+/* The sum of squares of all n gradients (deterministic: same gradients, same bits). */
+vkg_status vkg_adamw_grad_sumsq(vkg_adamw *o, float *sumsq);
+/* One AdamW step with learning rate lr and 1-based step t. The gradients are scaled by
+ * grad_clip / sqrt(sumsq) when grad_clip > 0 and that norm exceeds it; sumsq is the global sum of
+ * squares (this optimizer's own from grad_sumsq, or one summed over ranks or stages). */
+vkg_status vkg_adamw_update(vkg_adamw *o, float lr, uint32_t t, float grad_clip, float sumsq);
+
+/* AdamW's first and second moments (n floats each, the parameters' layout). */
+vkg_status vkg_adamw_get_moments(vkg_adamw *o, float *m, float *v);
+vkg_status vkg_adamw_set_moments(vkg_adamw *o, const float *m, const float *v);
+
+/* Bytes of device memory the optimizer holds. */
+size_t vkg_adamw_device_bytes(const vkg_adamw *o);
+/* Per-dispatch GPU times of the last norm and update (devices opened with profiling): the norm's
+ * dispatches (which == 0) or the update's (which == 1). */
+int vkg_adamw_timings(vkg_adamw *o, int which, const vkg_cmd_timing **timings);
+
+#endif

@@ -1,0 +1,111 @@
+/* Gradient buckets: the grouping policy over a model part's gradient units and the packing of a
+ * bucket's ranges between the host's view of the gradients and one contiguous buffer. */
+#include "parallel/buckets.h"
+
+#include <assert.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct vkg_buckets {
+    vkg_gpt2 *model;
+    int n;               /* buckets */
+    int *first_range;    /* (n + 1) index into ranges */
+    size_t (*ranges)[2]; /* (offset, count) in floats */
+};
+
+void vkg_buckets_destroy(vkg_buckets **pb)
+{
+    vkg_buckets *b = pb ? *pb : NULL;
+    if (!b)
+        return;
+    free(b->first_range), free(b->ranges);
+    free(b);
+    *pb = NULL;
+}
+
+vkg_status vkg_buckets_create(vkg_gpt2 *m, size_t bucket_bytes, vkg_buckets **out)
+{
+    int units = vkg_gpt2_unit_count(m);
+    vkg_buckets *b = calloc(1, sizeof *b);
+    int *last = malloc((size_t)units * sizeof *last);
+    vkg_status st = VKG_OK;
+    VKG_CHECK_GOTO(st, b && last, VKG_ERR_NOMEM, fail, "no memory for gradient buckets");
+    b->model = m;
+    b->first_range = malloc((size_t)(units + 1) * sizeof *b->first_range);
+    b->ranges = malloc((size_t)units * VKG_GPT2_MAX_UNIT_RANGES * sizeof *b->ranges);
+    VKG_CHECK_GOTO(st, b->first_range && b->ranges, VKG_ERR_NOMEM, fail,
+                   "no memory for gradient buckets");
+    /* Units in completion order, closed into a bucket once it holds bucket_bytes. */
+    int nr = 0;
+    size_t bytes = 0;
+    b->first_range[0] = 0;
+    for (int u = 0; u < units; u++) {
+        size_t r[VKG_GPT2_MAX_UNIT_RANGES][2];
+        int n = vkg_gpt2_unit_ranges(m, u, r);
+        for (int i = 0; i < n; i++) {
+            b->ranges[nr][0] = r[i][0], b->ranges[nr++][1] = r[i][1];
+            bytes += r[i][1] * sizeof(float);
+        }
+        if (bytes >= bucket_bytes || u == units - 1) {
+            last[b->n] = u;
+            b->first_range[++b->n] = nr;
+            bytes = 0;
+        }
+    }
+    VKG_TRY_GOTO(st, vkg_gpt2_split(m, last, b->n), fail);
+    free(last);
+    *out = b;
+    return VKG_OK;
+fail:
+    free(last);
+    vkg_buckets_destroy(&b);
+    return st;
+}
+
+int vkg_buckets_count(const vkg_buckets *b)
+{
+    return b->n;
+}
+
+int vkg_buckets_ranges(const vkg_buckets *b, int k, const size_t (**ranges)[2])
+{
+    assert(k >= 0 && k < b->n);
+    *ranges = (const size_t(*)[2])b->ranges + b->first_range[k];
+    return b->first_range[k + 1] - b->first_range[k];
+}
+
+size_t vkg_buckets_floats(const vkg_buckets *b, int k)
+{
+    assert(k >= 0 && k < b->n);
+    size_t n = 0;
+    for (int i = b->first_range[k]; i < b->first_range[k + 1]; i++)
+        n += b->ranges[i][1];
+    return n;
+}
+
+/* Bucket k's ranges, packed in order, from (out) or into the host's view of the gradients. */
+static void pack(const vkg_buckets *b, int k, float *packed, int out)
+{
+    float *grads = vkg_gpt2_grads_host(b->model);
+    assert(grads && k >= 0 && k < b->n);
+    size_t at = 0;
+    for (int i = b->first_range[k]; i < b->first_range[k + 1]; i++) {
+        float *g = grads + b->ranges[i][0];
+        size_t n = b->ranges[i][1];
+        if (out)
+            memcpy(packed + at, g, n * sizeof *g);
+        else
+            memcpy(g, packed + at, n * sizeof *g);
+        at += n;
+    }
+}
+
+void vkg_buckets_read(const vkg_buckets *b, int k, float *dst)
+{
+    pack(b, k, dst, 1);
+}
+
+void vkg_buckets_write(vkg_buckets *b, int k, const float *src)
+{
+    pack(b, k, (float *)src, 0);
+}

@@ -1,0 +1,34 @@
+/* Gradient buckets (DESIGN.md section 6): a model part's gradient units grouped, in the order the
+ * backward pass completes them, into buckets of at least bucket_bytes (the last may be smaller),
+ * each one command list of the part's split recording, so that a bucket can be reduced as soon as
+ * the device has finished it while the device computes the rest of the backward pass.
+ * Not here: the reduction (dp_strategy.c), the embedding rows of the tied wte (tied_wte.c), the
+ * command lists themselves (model/gpt2_split.c).
+ */
+#ifndef VKG_PARALLEL_BUCKETS_H
+#define VKG_PARALLEL_BUCKETS_H
+
+#include <stddef.h>
+
+#include "model/gpt2.h"
+
+typedef struct vkg_buckets vkg_buckets;
+
+/* Group m's gradient units into buckets and record m's split accordingly (replacing any earlier
+ * split). m must outlive the buckets. Errors: VKG_ERR_NOMEM, and vkg_gpt2_split's. */
+vkg_status vkg_buckets_create(vkg_gpt2 *m, size_t bucket_bytes, vkg_buckets **out);
+void vkg_buckets_destroy(vkg_buckets **pb);
+
+int vkg_buckets_count(const vkg_buckets *b);
+/* Floats in bucket k (the sum of its ranges' counts). */
+size_t vkg_buckets_floats(const vkg_buckets *b, int k);
+/* Bucket k's gradients as float ranges (offset, count) of the part's gradient tensor: *ranges
+ * points at n pairs owned by b. Returns n. */
+int vkg_buckets_ranges(const vkg_buckets *b, int k, const size_t (**ranges)[2]);
+/* After vkg_gpt2_split_wait(m, k): bucket k's gradients, its ranges packed in order, copied out
+ * of the host's view of the gradients (no device work: the device is still running later
+ * buckets); write puts packed values back (made the device's by vkg_gpt2_split_commit). */
+void vkg_buckets_read(const vkg_buckets *b, int k, float *dst);
+void vkg_buckets_write(vkg_buckets *b, int k, const float *src);
+
+#endif

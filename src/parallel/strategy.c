@@ -1,0 +1,272 @@
+/* The strategy interface's common part: joining the job, the job-wide helpers, building the
+ * model part and its optimizer, and the optimizer step every strategy shares (micro-batches,
+ * the strategy's reduction, the global norm, AdamW). What differs between strategies is in their
+ * table (single.c, dp_strategy.c). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "parallel/strategy_internal.h"
+
+#define BUCKET_DEFAULT ((size_t)25 << 20)
+
+vkg_status vkg_strategy_create(const vkg_strategy_config *c, vkg_strategy **out)
+{
+    vkg_strategy *s = calloc(1, sizeof *s);
+    VKG_CHECK(s, VKG_ERR_NOMEM, "no memory for the parallel strategy");
+    vkg_status st = vkg_dp_create(&c->comm, c->batch, c->rank_batch, c->rank_batch_count, &s->dp);
+    if (st != VKG_OK) {
+        free(s);
+        return st;
+    }
+    s->vt = vkg_dp_world(s->dp) > 1 ? &vkg__strategy_dp : &vkg__strategy_single;
+    if (vkg_dp_world(s->dp) > 1 && c->bucket_bytes >= 0)
+        s->bucket_bytes = c->bucket_bytes ? (uint64_t)c->bucket_bytes : BUCKET_DEFAULT;
+    *out = s;
+    return VKG_OK;
+}
+
+void vkg_strategy_destroy(vkg_strategy **ps, const char *failure)
+{
+    vkg_strategy *s = ps ? *ps : NULL;
+    if (!s)
+        return;
+    vkg_dp_destroy(&s->dp, failure);
+    vkg_buckets_destroy(&s->buckets);
+    vkg_adamw_destroy(&s->opt);
+    vkg_gpt2_destroy(&s->model);
+    free(s->grads), free(s->inputs), free(s->targets);
+    free(s);
+    *ps = NULL;
+}
+
+const char *vkg_strategy_name(const vkg_strategy *s)
+{
+    return s->vt->name;
+}
+
+int vkg_strategy_rank(const vkg_strategy *s)
+{
+    return vkg_dp_rank(s->dp);
+}
+
+int vkg_strategy_world(const vkg_strategy *s)
+{
+    return vkg_dp_world(s->dp);
+}
+
+int vkg_strategy_rank_batch(const vkg_strategy *s)
+{
+    return vkg_dp_rank_batch(s->dp);
+}
+
+int vkg_strategy_global_batch(const vkg_strategy *s)
+{
+    return vkg_dp_global_batch(s->dp);
+}
+
+const char *vkg_strategy_batch_list(const vkg_strategy *s)
+{
+    return vkg_dp_batch_list(s->dp);
+}
+
+uint64_t vkg_strategy_batch_hash(const vkg_strategy *s)
+{
+    return vkg_dp_batch_hash(s->dp);
+}
+
+int vkg_strategy_bucket_count(const vkg_strategy *s)
+{
+    return s->buckets ? vkg_buckets_count(s->buckets) : 0;
+}
+
+uint64_t vkg_strategy_bucket_bytes(const vkg_strategy *s)
+{
+    return s->bucket_bytes;
+}
+
+void vkg_strategy_data_config(const vkg_strategy *s, vkg_data_config *dc)
+{
+    vkg_dp_data_config(s->dp, dc);
+}
+
+vkg_status vkg_strategy_broadcast(vkg_strategy *s, void *buf, size_t bytes)
+{
+    return vkg_dp_broadcast(s->dp, buf, bytes);
+}
+
+vkg_status vkg_strategy_check_match(vkg_strategy *s, const uint64_t *values,
+                                    const char *const *names, int count)
+{
+    vkg_dp_fingerprint fp;
+    VKG_CHECK(count > 0 && count <= (int)(sizeof fp.v / sizeof fp.v[0]), VKG_ERR_INVALID_ARG,
+              "fingerprint of %d fields", count);
+    memset(&fp, 0, sizeof fp);
+    memcpy(fp.v, values, (size_t)count * sizeof *values);
+    return vkg_dp_check_match(s->dp, &fp, names, count);
+}
+
+vkg_status vkg_strategy_rank0_outcome(vkg_strategy *s, vkg_status st, const char *what)
+{
+    if (vkg_dp_world(s->dp) == 1)
+        return st;
+    struct {
+        int32_t status;
+        char msg[1020];
+    } o;
+    memset(&o, 0, sizeof o);
+    int rank = vkg_dp_rank(s->dp);
+    if (rank == 0 && st != VKG_OK) {
+        o.status = (int32_t)st;
+        snprintf(o.msg, sizeof o.msg, "%s", vkg_error_message());
+    }
+    vkg_status bst = vkg_dp_broadcast(s->dp, &o, sizeof o);
+    if (rank == 0) {
+        if (st != VKG_OK) /* the failure is what matters; destroy tells the others if need be */
+            vkg__error_restore(o.msg);
+        return st != VKG_OK ? st : bst;
+    }
+    VKG_TRY(bst);
+    o.msg[sizeof o.msg - 1] = '\0';
+    VKG_CHECK(o.status == VKG_OK, VKG_ERR_PEER, "rank 0 failed: %s: %s", what, o.msg);
+    return VKG_OK;
+}
+
+vkg_status vkg_strategy_create_adamw(const vkg_adamw_config *cfg, vkg_gpt2 *m, vkg_adamw **out)
+{
+    const vkg_gpt2_layout *lo = vkg_gpt2_layout_of(m);
+    vkg_adamw_segment segs[VKG_GPT2_NUM_PARAM_TENSORS];
+    int n = 0;
+    for (int i = 0; i < VKG_GPT2_NUM_PARAM_TENSORS; i++)
+        if (lo->count[i])
+            segs[n++] = (vkg_adamw_segment){.offset = lo->part_offset[i],
+                                            .count = lo->count[i],
+                                            .decays = vkg_gpt2_param_decays(i)};
+    return vkg_adamw_create(vkg_gpt2_device(m), cfg, vkg_gpt2_params_tensor(m),
+                            vkg_gpt2_grads_tensor(m), vkg_gpt2_param_count(m), segs, n, out);
+}
+
+vkg_status vkg_strategy_build(vkg_strategy *s, const vkg_strategy_model *mc)
+{
+    VKG_CHECK(!s->model, VKG_ERR_STATE, "the strategy's model is built already");
+    s->mc = *mc;
+    vkg_gpt2_opts o = vkg_gpt2_opts_default();
+    o.B = vkg_dp_rank_batch(s->dp), o.T = mc->T, o.accum_steps = mc->accum_steps;
+    o.loss_scale = vkg_dp_loss_scale(s->dp);
+    o.part = vkg_gpt2_whole(&mc->cfg);
+    VKG_TRY(vkg_gpt2_create(mc->dev, &mc->cfg, &o, &s->model));
+    VKG_TRY(vkg_strategy_create_adamw(&mc->adamw, s->model, &s->opt));
+    size_t bt = (size_t)o.B * (size_t)o.T;
+    s->inputs = malloc(bt * sizeof *s->inputs);
+    s->targets = malloc(bt * sizeof *s->targets);
+    VKG_CHECK(s->inputs && s->targets, VKG_ERR_NOMEM, "no memory for batches");
+    return VKG_OK;
+}
+
+vkg_status vkg_strategy_load(vkg_strategy *s, float *params, float *m, float *v)
+{
+    VKG_CHECK(s->model, VKG_ERR_STATE, "vkg_strategy_build comes before vkg_strategy_load");
+    VKG_TRY(s->vt->share(s, params, m, v));
+    VKG_TRY(s->vt->setup(s));
+    const vkg_gpt2_layout *lo = vkg_gpt2_layout_of(s->model);
+    size_t n = lo->total;
+    float *part = malloc(n * sizeof *part);
+    VKG_CHECK(part, VKG_ERR_NOMEM, "no memory for %zu parameters", n);
+    float *pm = m ? malloc(n * sizeof *pm) : NULL, *pv = m ? malloc(n * sizeof *pv) : NULL;
+    vkg_status st = VKG_OK;
+    VKG_CHECK_GOTO(st, !m || (pm && pv), VKG_ERR_NOMEM, done, "no memory for %zu moments", n);
+    vkg_gpt2_part_extract(lo, params, part);
+    VKG_TRY_GOTO(st, vkg_gpt2_set_params(s->model, part), done);
+    if (m) {
+        vkg_gpt2_part_extract(lo, m, pm);
+        vkg_gpt2_part_extract(lo, v, pv);
+        VKG_TRY_GOTO(st, vkg_adamw_set_moments(s->opt, pm, pv), done);
+    }
+done:
+    free(part), free(pm), free(pv);
+    return st;
+}
+
+size_t vkg_strategy_device_bytes(const vkg_strategy *s)
+{
+    return (s->model ? vkg_gpt2_device_bytes(s->model) : 0) +
+           (s->opt ? vkg_adamw_device_bytes(s->opt) : 0);
+}
+
+vkg_status vkg_strategy_step(vkg_strategy *s, vkg_data_t *data, const vkg_strategy_step_in *in,
+                             vkg_strategy_step_out *out)
+{
+    VKG_CHECK(s->model, VKG_ERR_STATE, "no model (vkg_strategy_build)");
+    memset(out, 0, sizeof *out);
+    int accum = s->mc.accum_steps;
+    double loss = 0.0;
+    VKG_TRY(vkg_gpt2_zero_grad(s->model));
+    for (int a = 0; a < accum; a++) {
+        float l;
+        VKG_TRY(vkg_dp_data_next(s->dp, data, s->mc.T, s->inputs, s->targets));
+        if (a == accum - 1) /* only the last one may talk */
+            VKG_TRY(s->vt->last_micro(s, &l));
+        else
+            VKG_TRY(vkg_gpt2_forward_backward(s->model, s->inputs, s->targets, &l));
+        loss += l;
+    }
+    loss /= accum;
+    int stop = in->stop;
+    VKG_TRY(s->vt->reduce(s, &loss, &stop, out));
+    float sumsq = 0.0f;
+    VKG_TRY(vkg_adamw_grad_sumsq(s->opt, &sumsq));
+    VKG_TRY(vkg_adamw_update(s->opt, in->lr, in->t, in->grad_clip, sumsq));
+    out->loss = (float)loss;
+    out->grad_norm = sqrtf(sumsq);
+    out->stop = stop;
+    return VKG_OK;
+}
+
+vkg_status vkg_strategy_eval(vkg_strategy *s, vkg_data_t *data, int n, float *loss)
+{
+    VKG_CHECK(s->model, VKG_ERR_STATE, "no model (vkg_strategy_build)");
+    double sum = 0.0;
+    for (int i = 0; i < n; i++) {
+        float l;
+        uint64_t nb = vkg_data_num_batches(data);
+        VKG_TRY(vkg_dp_data_read(s->dp, data, nb ? (uint64_t)i % nb : 0, s->mc.T, s->inputs,
+                                 s->targets));
+        VKG_TRY(vkg_gpt2_forward(s->model, s->inputs, s->targets, &l));
+        sum += l;
+    }
+    sum /= n;
+    VKG_TRY(s->vt->mean(s, &sum));
+    *loss = (float)sum;
+    return VKG_OK;
+}
+
+vkg_status vkg_strategy_logits(vkg_strategy *s, const int32_t *inputs, int b, int t, float *row)
+{
+    VKG_CHECK(s->model, VKG_ERR_STATE, "no model (vkg_strategy_build)");
+    VKG_TRY(vkg_gpt2_forward(s->model, inputs, NULL, NULL));
+    return vkg_gpt2_logits_row(s->model, b, t, row);
+}
+
+vkg_status vkg_strategy_gather(vkg_strategy *s, float *params, float *m, float *v)
+{
+    VKG_CHECK(s->model, VKG_ERR_STATE, "no model (vkg_strategy_build)");
+    const vkg_gpt2_layout *lo = vkg_gpt2_layout_of(s->model);
+    size_t n = lo->total;
+    float *buf = malloc(n * sizeof *buf), *bv = m ? malloc(n * sizeof *bv) : NULL;
+    vkg_status st = VKG_OK;
+    VKG_CHECK_GOTO(st, buf && (!m || bv), VKG_ERR_NOMEM, done, "no memory for %zu parameters", n);
+    if (params) {
+        VKG_TRY_GOTO(st, vkg_gpt2_get_params(s->model, buf), done);
+        vkg_gpt2_part_insert(lo, buf, params);
+    }
+    if (m) {
+        VKG_TRY_GOTO(st, vkg_adamw_get_moments(s->opt, buf, bv), done);
+        vkg_gpt2_part_insert(lo, buf, m);
+        vkg_gpt2_part_insert(lo, bv, v);
+    }
+done:
+    free(buf), free(bv);
+    return st;
+}

@@ -1,0 +1,122 @@
+/* Parallel strategies behind one interface (DESIGN.md section 6): how a job's ranks split the
+ * work of training one model. The trainer calls only this: it sets a strategy up, hands it the
+ * starting point, runs optimizer steps and evaluations through it, and gathers the whole model
+ * and optimizer state from it for checkpoints; it knows nothing of how the work is split.
+ *
+ * Strategies (chosen from the job at create):
+ *   single  one rank, one device, the whole model;
+ *   dp      data parallel: every rank the whole model on its slice of each global micro-batch,
+ *           gradients summed over ranks (token-weighted, dp.h), per bucket overlapped with the
+ *           backward pass of the last micro-batch (buckets.c, tied_wte.c) or after it.
+ * Every rank calls every function here in the same order (they may communicate).
+ * Not here: data loading and files (src/data, src/io), schedules (src/optim), checkpoints and
+ * logs (src/train). Nothing here prints.
+ */
+#ifndef VKG_PARALLEL_STRATEGY_H
+#define VKG_PARALLEL_STRATEGY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model/gpt2.h"
+#include "optim/adamw.h"
+#include "vkgpt/comm.h"
+#include "vkgpt/data.h"
+
+typedef struct vkg_strategy vkg_strategy;
+
+typedef struct vkg_strategy_config {
+    vkg_comm_config comm; /* the job; world_size 1: one rank alone, no communicator */
+    int batch;            /* micro-batch rows of every rank, unless rank_batch */
+    const int *rank_batch; /* world_size micro-batch sizes, or NULL */
+    int rank_batch_count;
+    long long bucket_bytes; /* gradient buckets (0: 25 MiB); < 0: no overlap */
+} vkg_strategy_config;
+
+/* Join the job and pick the strategy. Errors: VKG_ERR_INVALID_ARG naming the flag (a bad batch
+ * list), and vkg_comm_create's. */
+vkg_status vkg_strategy_create(const vkg_strategy_config *c, vkg_strategy **out);
+/* Leave the job. With a failure (this rank gave up: why, not NULL) the peers are told first so
+ * that they fail at once naming this rank and the reason. NULL-safe; nulls *ps. */
+void vkg_strategy_destroy(vkg_strategy **ps, const char *failure);
+const char *vkg_strategy_name(const vkg_strategy *s);
+
+/* ---- the job ---- */
+int vkg_strategy_rank(const vkg_strategy *s);
+int vkg_strategy_world(const vkg_strategy *s);
+/* This rank's micro-batch rows, the global micro-batch (rows of every rank that trains on
+ * distinct data), and the comma list of rank batches for logs. */
+int vkg_strategy_rank_batch(const vkg_strategy *s);
+int vkg_strategy_global_batch(const vkg_strategy *s);
+const char *vkg_strategy_batch_list(const vkg_strategy *s);
+/* A hash of every rank's micro-batch size, in rank order (for the agreement check). */
+uint64_t vkg_strategy_batch_hash(const vkg_strategy *s);
+/* Gradient buckets of the overlapped reduction (0 without: one rank, or no overlap). */
+int vkg_strategy_bucket_count(const vkg_strategy *s);
+/* Resolved gradient bucket bytes (0 when gradients are reduced after the backward pass). */
+uint64_t vkg_strategy_bucket_bytes(const vkg_strategy *s);
+/* Set this rank's share of the data in a loader config (batch size, rank and world size). */
+void vkg_strategy_data_config(const vkg_strategy *s, vkg_data_config *dc);
+/* Broadcast bytes from rank 0 to every rank (nothing alone). */
+vkg_status vkg_strategy_broadcast(vkg_strategy *s, void *buf, size_t bytes);
+/* Every rank's count values against rank 0's: the first difference fails the call on every rank
+ * with VKG_ERR_MISMATCH naming the rank, names[i] and both values. count <= 24. */
+vkg_status vkg_strategy_check_match(vkg_strategy *s, const uint64_t *values,
+                                    const char *const *names, int count);
+/* Rank 0 did `what` for the job (status st, the thread's message when it failed): every rank
+ * learns the outcome. Rank 0 gets st back; the others VKG_ERR_PEER "rank 0 failed: <what>: <its
+ * message>" when st failed. */
+vkg_status vkg_strategy_rank0_outcome(vkg_strategy *s, vkg_status st, const char *what);
+
+/* ---- the model ---- */
+typedef struct vkg_strategy_model {
+    vkg_device_t *dev;      /* must outlive the strategy's model */
+    vkg_gpt2_config cfg;    /* the whole model */
+    int T;                  /* sequence length */
+    int accum_steps;        /* micro-batches per optimizer step */
+    vkg_adamw_config adamw; /* the optimizer */
+} vkg_strategy_model;
+
+/* Create this rank's share of the model and optimizer (no communication: ranks may still
+ * disagree; check with vkg_strategy_check_match before loading). */
+vkg_status vkg_strategy_build(vkg_strategy *s, const vkg_strategy_model *mc);
+/* Load the starting point: params (the whole model, table order) and, when resuming, AdamW's
+ * moments m and v (else NULL on every rank), all rank 0's: other ranks' buffers (of the whole
+ * model's size) are overwritten with rank 0's. */
+vkg_status vkg_strategy_load(vkg_strategy *s, float *params, float *m, float *v);
+/* An AdamW optimizer over every tensor of the model part m (weight decay on its 2-D weights), as
+ * the strategies use (also for benchmarks of one device). */
+vkg_status vkg_strategy_create_adamw(const vkg_adamw_config *cfg, vkg_gpt2 *m, vkg_adamw **out);
+/* Device bytes this rank holds for the model and optimizer. */
+size_t vkg_strategy_device_bytes(const vkg_strategy *s);
+
+typedef struct vkg_strategy_step_in {
+    float lr;        /* learning rate of this step */
+    uint32_t t;      /* AdamW step, 1-based */
+    float grad_clip; /* clip the global gradient norm to this (<= 0: never) */
+    int stop;        /* this rank was asked to stop after this step */
+} vkg_strategy_step_in;
+
+typedef struct vkg_strategy_step_out {
+    float loss;      /* the step's mean loss over every token of the job */
+    float grad_norm; /* global gradient norm before clipping */
+    int stop;        /* some rank was asked to stop */
+    double comm_ms, exposed_comm_ms; /* gradient communication, and the part not overlapped */
+} vkg_strategy_step_out;
+
+/* One optimizer step: accum_steps micro-batches from data, their gradients reduced as the
+ * strategy needs, clipped by the global norm and applied by AdamW. */
+vkg_status vkg_strategy_step(vkg_strategy *s, vkg_data_t *data, const vkg_strategy_step_in *in,
+                             vkg_strategy_step_out *out);
+/* The mean loss over the first n global micro-batches of data (a token-weighted mean over the
+ * job). */
+vkg_status vkg_strategy_eval(vkg_strategy *s, vkg_data_t *data, int n, float *loss);
+/* Forward of one micro-batch of inputs (rank batch x T tokens; no targets) and the logits
+ * (padded vocabulary floats) at row b, position t: for sampling (each rank samples alone). */
+vkg_status vkg_strategy_logits(vkg_strategy *s, const int32_t *inputs, int b, int t, float *row);
+/* The whole model's parameters and AdamW moments (table order; m, v may be NULL) on rank 0, and
+ * on every other rank that holds the whole model (single, dp); elsewhere the buffers are left
+ * alone. */
+vkg_status vkg_strategy_gather(vkg_strategy *s, float *params, float *m, float *v);
+
+#endif

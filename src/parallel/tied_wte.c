@@ -1,0 +1,57 @@
+/* The encoder's rows of the tied wte gradient, exchanged and added in a fixed order (see
+ * tied_wte.h). */
+#include "parallel/tied_wte.h"
+
+#include <stdlib.h>
+
+vkg_status vkg_tied_wte_add_rows(vkg_dp *dp, vkg_gpt2 *m, const int32_t *inputs, float *wte)
+{
+    const vkg_gpt2_config *cfg = vkg_gpt2_config_of(m);
+    int T = vkg_gpt2_opts_of(m)->T;
+    size_t C = (size_t)cfg->channels, V = (size_t)cfg->vocab_size;
+    size_t n = (size_t)vkg_dp_rank_batch(dp) * (size_t)T;
+    size_t rmax = (size_t)vkg_dp_max_rank_batch(dp) * (size_t)T;
+    size_t rec = (1 + rmax) * sizeof(int32_t) + rmax * C * sizeof(float);
+    int W = vkg_dp_world(dp);
+    int32_t *slot = malloc(V * sizeof *slot);
+    unsigned char *send = calloc(1, rec), *all = malloc((size_t)W * rec);
+    float *denc = malloc(n * C * sizeof *denc);
+    int *pos = calloc((size_t)W, sizeof *pos);
+    vkg_status st = VKG_OK;
+    VKG_CHECK_GOTO(st, slot && send && all && denc && pos, VKG_ERR_NOMEM, done,
+                   "no memory for %zu embedding-row gradients", rmax);
+    VKG_TRY_GOTO(st, vkg_gpt2_encoded_grad_read(m, denc), done);
+    int32_t *count = (int32_t *)send, *ids = count + 1;
+    float *rows = (float *)(ids + rmax);
+    for (size_t id = 0; id < V; id++)
+        slot[id] = -1;
+    for (size_t i = 0; i < n; i++)
+        slot[inputs[i]] = 0;
+    for (size_t id = 0; id < V; id++)
+        if (slot[id] == 0) {
+            slot[id] = *count;
+            ids[(*count)++] = (int32_t)id;
+        }
+    for (size_t i = 0; i < n; i++) { /* positions in order: each row sums in position order */
+        float *row = rows + (size_t)slot[inputs[i]] * C;
+        const float *d = denc + i * C;
+        for (size_t c = 0; c < C; c++)
+            row[c] += d[c];
+    }
+    VKG_TRY_GOTO(st, vkg_dp_allgather(dp, send, rec, all), done);
+    for (size_t id = 0; id < V; id++) { /* every token any rank saw, ranks in order */
+        float *row = wte + id * C;
+        for (int r = 0; r < W; r++) {
+            const int32_t *rc = (const int32_t *)(all + (size_t)r * rec);
+            const float *rr = (const float *)(rc + 1 + rmax);
+            if (pos[r] < rc[0] && rc[1 + pos[r]] == (int32_t)id) {
+                for (size_t c = 0; c < C; c++)
+                    row[c] += rr[(size_t)pos[r] * C + c];
+                pos[r]++;
+            }
+        }
+    }
+done:
+    free(slot), free(send), free(all), free(denc), free(pos);
+    return st;
+}
