@@ -67,7 +67,7 @@ static size_t plan_bytes(const size_t *sizes, int n)
 {
     size_t total = 0;
     for (int i = 0; i < n; i++)
-        total += (sizes[i] * 4 + 255) / 256 * 256;
+        total += ((sizes[i] ? sizes[i] : 1) * 4 + 255) / 256 * 256; /* as alloc_list */
     return total;
 }
 

@@ -1,0 +1,222 @@
+/* Model parts (src/model: a range of layers with the embeddings and/or the head) against the
+ * whole model on one device: the ground pipeline parallelism stands on.
+ *
+ * A model of L=3 layers is split at k (1 and 2) into [0, k) with the embeddings and [k, L) with
+ * the head. Two micro-batches go through both parts in two activation slots (both forwards
+ * first, then both backwards, as a pipeline schedules them), with the boundary activation and
+ * its gradient passed by hand through the host, and the tied wte's gradient handed to whichever
+ * part adds to it next (so the additions happen in the whole model's order). The loss of every
+ * micro-batch, every parameter gradient and the evaluation logits must equal the whole model's
+ * (accumulating the same two micro-batches) bitwise: the parts run the same dispatches on the
+ * same values. Also: parts that break the layer rules, boundaries a part does not have and
+ * tokens sent to the wrong part are refused with errors naming them. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu_fixture.h"
+#include "model/gpt2.h"
+#include "testutil.h"
+
+enum { L = 3, C = 32, NH = 4, V = 200, VP = 256, MAXT = 16, B = 2, T = 12, MICRO = 2 };
+
+static const vkg_gpt2_config cfg = {.max_seq_len = MAXT,
+                                    .vocab_size = V,
+                                    .padded_vocab_size = VP,
+                                    .num_layers = L,
+                                    .num_heads = NH,
+                                    .channels = C};
+
+static vkg_gpt2 *create(vkg_device_t *dev, int first, int last, int flags, const float *whole)
+{
+    vkg_gpt2_opts o = vkg_gpt2_opts_default();
+    o.B = B, o.T = T, o.accum_steps = MICRO, o.slots = MICRO;
+    o.part = (vkg_gpt2_part){.first = first, .last = last, .flags = flags};
+    vkg_gpt2 *m = NULL;
+    VKG_ASSERT_OK(vkg_gpt2_create(dev, &cfg, &o, &m));
+    const vkg_gpt2_layout *lo = vkg_gpt2_layout_of(m);
+    assert_int_equal(lo->total, vkg_gpt2_param_count(m));
+    float *p = vkg_test_alloc(lo->total);
+    vkg_gpt2_part_extract(lo, whole, p);
+    VKG_ASSERT_OK(vkg_gpt2_set_params(m, p));
+    free(p);
+    return m;
+}
+
+/* Copy the wte gradient of part `from` into part `to` (both hold wte at part offset 0). */
+static void hand_wte_grad(vkg_gpt2 *from, vkg_gpt2 *to)
+{
+    size_t nf = vkg_gpt2_param_count(from), nt = vkg_gpt2_param_count(to);
+    const vkg_gpt2_layout *lf = vkg_gpt2_layout_of(from), *lt = vkg_gpt2_layout_of(to);
+    assert_int_equal(lf->part_offset[0], 0);
+    assert_int_equal(lt->part_offset[0], 0);
+    assert_int_equal(lf->count[0], lt->count[0]);
+    float *gf = vkg_test_alloc(nf), *gt = vkg_test_alloc(nt);
+    VKG_ASSERT_OK(vkg_gpt2_get_grads(from, gf));
+    VKG_ASSERT_OK(vkg_gpt2_get_grads(to, gt));
+    memcpy(gt, gf, lf->count[0] * sizeof *gf);
+    VKG_ASSERT_OK(vkg_gpt2_set_grads(to, gt));
+    free(gf), free(gt);
+}
+
+/* The boundary activation of slot s from a to b, or the gradient from b back to a. */
+static void pass(vkg_gpt2 *from, vkg_gpt2_boundary out, vkg_gpt2 *to, vkg_gpt2_boundary in, int s)
+{
+    float *buf = vkg_test_alloc((size_t)B * T * C);
+    VKG_ASSERT_OK(vkg_gpt2_boundary_read(from, out, s, buf));
+    VKG_ASSERT_OK(vkg_gpt2_boundary_write(to, in, s, buf));
+    free(buf);
+}
+
+static void random_tokens(vkg_test_rng *r, int32_t *x, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        x[i] = (int32_t)(vkg_test_rng_u64(r) % V);
+}
+
+static void check_split(vkg_gpu *g, int k)
+{
+    size_t n = vkg_gpt2_num_params(&cfg);
+    float *whole = vkg_test_alloc(n), *gw = vkg_test_alloc(n), *gparts = vkg_test_alloc(n);
+    vkg_gpt2_init_params(&cfg, whole, 11);
+    vkg_test_rng r;
+    vkg_test_rng_seed(&r, 21 + (uint64_t)k);
+    int32_t inp[MICRO][B * T], tgt[MICRO][B * T];
+    for (int mb = 0; mb < MICRO; mb++) {
+        random_tokens(&r, inp[mb], B * T);
+        random_tokens(&r, tgt[mb], B * T);
+    }
+
+    /* The whole model, accumulating the two micro-batches. */
+    vkg_gpt2 *w = create(g->dev, 0, L, VKG_GPT2_PART_EMBED | VKG_GPT2_PART_HEAD, whole);
+    float lw[MICRO];
+    VKG_ASSERT_OK(vkg_gpt2_zero_grad(w));
+    for (int mb = 0; mb < MICRO; mb++)
+        VKG_ASSERT_OK(vkg_gpt2_forward_backward(w, inp[mb], tgt[mb], &lw[mb]));
+    VKG_ASSERT_OK(vkg_gpt2_get_grads(w, gw));
+
+    /* The two parts: both forwards, then both backwards. */
+    vkg_gpt2 *a = create(g->dev, 0, k, VKG_GPT2_PART_EMBED, whole);
+    vkg_gpt2 *b = create(g->dev, k, L, VKG_GPT2_PART_HEAD, whole);
+    float lb[MICRO];
+    VKG_ASSERT_OK(vkg_gpt2_zero_grad(a));
+    VKG_ASSERT_OK(vkg_gpt2_zero_grad(b));
+    for (int s = 0; s < MICRO; s++) {
+        VKG_ASSERT_OK(vkg_gpt2_forward_train(a, s, inp[s], NULL, NULL));
+        pass(a, VKG_GPT2_OUT, b, VKG_GPT2_IN, s);
+        VKG_ASSERT_OK(vkg_gpt2_forward_train(b, s, NULL, tgt[s], &lb[s]));
+    }
+    for (int s = 0; s < MICRO; s++) {
+        if (s > 0) /* the whole model adds this classifier gradient to wte after a's rows */
+            hand_wte_grad(a, b);
+        VKG_ASSERT_OK(vkg_gpt2_backward(b, s));
+        pass(b, VKG_GPT2_DIN, a, VKG_GPT2_DOUT, s);
+        hand_wte_grad(b, a);
+        VKG_ASSERT_OK(vkg_gpt2_backward(a, s));
+    }
+    for (int s = 0; s < MICRO; s++)
+        if (memcmp(&lb[s], &lw[s], sizeof lw[s]))
+            fail_msg("split at %d: micro-batch %d loss %.9g differs from the whole model's %.9g",
+                     k, s, (double)lb[s], (double)lw[s]);
+    float *ga = vkg_test_alloc(vkg_gpt2_param_count(a)), *gb = vkg_test_alloc(vkg_gpt2_param_count(b));
+    VKG_ASSERT_OK(vkg_gpt2_get_grads(a, ga));
+    VKG_ASSERT_OK(vkg_gpt2_get_grads(b, gb));
+    memset(gparts, 0xff, n * sizeof *gparts); /* NaN: a tensor no part fills is caught */
+    vkg_gpt2_part_insert(vkg_gpt2_layout_of(b), gb, gparts);
+    vkg_gpt2_part_insert(vkg_gpt2_layout_of(a), ga, gparts); /* a's wte holds the whole sum */
+    for (size_t i = 0; i < n; i++)
+        if (memcmp(&gparts[i], &gw[i], sizeof gw[i]))
+            fail_msg("split at %d: gradient %zu is %.9g from the parts but %.9g from the whole "
+                     "model",
+                     k, i, (double)gparts[i], (double)gw[i]);
+    printf("split at %d: losses %.7f %.7f and %zu gradients bitwise equal to the whole model's\n",
+           k, (double)lb[0], (double)lb[1], n);
+
+    /* Evaluation and logits through the parts (slot 0's forward list). */
+    float ew = 0.0f, ep = 0.0f, rw[VP], rp[VP];
+    VKG_ASSERT_OK(vkg_gpt2_forward(w, inp[1], tgt[1], &ew));
+    VKG_ASSERT_OK(vkg_gpt2_forward(a, inp[1], NULL, NULL));
+    pass(a, VKG_GPT2_OUT, b, VKG_GPT2_IN, 0);
+    VKG_ASSERT_OK(vkg_gpt2_forward(b, NULL, tgt[1], &ep));
+    assert_memory_equal(&ew, &ep, sizeof ew);
+    VKG_ASSERT_OK(vkg_gpt2_forward(w, inp[0], NULL, NULL));
+    VKG_ASSERT_OK(vkg_gpt2_forward(a, inp[0], NULL, NULL));
+    pass(a, VKG_GPT2_OUT, b, VKG_GPT2_IN, 0);
+    VKG_ASSERT_OK(vkg_gpt2_forward(b, NULL, NULL, NULL));
+    VKG_ASSERT_OK(vkg_gpt2_logits_row(w, B - 1, T - 1, rw));
+    VKG_ASSERT_OK(vkg_gpt2_logits_row(b, B - 1, T - 1, rp));
+    assert_memory_equal(rw, rp, sizeof rw);
+
+    vkg_gpt2_destroy(&w), vkg_gpt2_destroy(&a), vkg_gpt2_destroy(&b);
+    free(whole), free(gw), free(gparts), free(ga), free(gb);
+}
+
+static void test_two_parts_equal_whole(void **state)
+{
+    for (int k = 1; k < L; k++)
+        check_split(*state, k);
+}
+
+static void expect_refused(vkg_status st, const char *needle)
+{
+    assert_int_equal(st, VKG_ERR_INVALID_ARG);
+    if (!strstr(vkg_error_message(), needle))
+        fail_msg("expected \"%s\" in: %s", needle, vkg_error_message());
+}
+
+static void test_bad_parts_refused(void **state)
+{
+    vkg_gpu *g = *state;
+    vkg_gpt2_opts o = vkg_gpt2_opts_default();
+    o.B = B, o.T = T;
+    vkg_gpt2 *m = NULL;
+    const struct {
+        vkg_gpt2_part part;
+        const char *needle;
+    } bad[] = {
+        {{1, 3, VKG_GPT2_PART_EMBED | VKG_GPT2_PART_HEAD}, "embeddings belong to the part"},
+        {{0, 2, VKG_GPT2_PART_EMBED | VKG_GPT2_PART_HEAD}, "head belongs to the part"},
+        {{0, 2, 0}, "embeddings belong to the part"},
+        {{2, 2, VKG_GPT2_PART_HEAD}, "non-empty range"},
+        {{1, 4, VKG_GPT2_PART_HEAD}, "non-empty range"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        o.part = bad[i].part;
+        expect_refused(vkg_gpt2_create(g->dev, &cfg, &o, &m), bad[i].needle);
+        assert_null(m);
+    }
+    o.part = (vkg_gpt2_part){0, 2, VKG_GPT2_PART_EMBED};
+    o.slots = 0;
+    expect_refused(vkg_gpt2_create(g->dev, &cfg, &o, &m), "activation slots");
+    o.slots = 1;
+    VKG_ASSERT_OK(vkg_gpt2_create(g->dev, &cfg, &o, &m));
+    float buf[B * T * C];
+    int32_t tok[B * T] = {0};
+    expect_refused(vkg_gpt2_boundary_read(m, VKG_GPT2_DIN, 0, buf), "no input boundary");
+    expect_refused(vkg_gpt2_boundary_write(m, VKG_GPT2_IN, 0, buf), "no input boundary");
+    expect_refused(vkg_gpt2_boundary_read(m, VKG_GPT2_OUT, 1, buf), "slot 1 outside [0, 1)");
+    expect_refused(vkg_gpt2_forward_train(m, 0, tok, tok, NULL), "targets go to the last part");
+    expect_refused(vkg_gpt2_forward_train(m, 0, NULL, NULL, NULL), "needs input tokens");
+    vkg_gpt2 *h = NULL;
+    o.part = (vkg_gpt2_part){2, 3, VKG_GPT2_PART_HEAD};
+    VKG_ASSERT_OK(vkg_gpt2_create(g->dev, &cfg, &o, &h));
+    expect_refused(vkg_gpt2_boundary_write(h, VKG_GPT2_DOUT, 0, buf), "no output boundary");
+    expect_refused(vkg_gpt2_forward(h, tok, tok, NULL), "tokens go to the first part");
+    assert_int_equal(vkg_gpt2_forward_backward(h, NULL, tok, NULL), VKG_ERR_STATE);
+    vkg_gpt2_destroy(&m), vkg_gpt2_destroy(&h);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_two_parts_equal_whole, vkg_gpu_setup,
+                                        vkg_gpu_teardown),
+        cmocka_unit_test_setup_teardown(test_bad_parts_refused, vkg_gpu_setup, vkg_gpu_teardown),
+    };
+    return cmocka_run_group_tests(tests, vkg_gpu_group_setup, vkg_gpu_group_teardown);
+}
