@@ -63,6 +63,18 @@ function(vkg_layer_sources view)
                                 PROPERTIES INCLUDE_DIRECTORIES ${VKG_LAYERS_DIR}/${view})
 endfunction()
 
+# vkg_layer_library(NAME VIEW view SOURCES f... [DEPS lib...] [PRIVATE_DEPS lib...]): one
+# layer's static library. Its sources compile against the layer's view alone (a private include
+# path, so nothing it includes leaks to others) and it links PUBLIC to the libraries of the
+# layers it stands on, as DESIGN.md's arrows say; what a layer uses privately (a system library)
+# stays PRIVATE.
+function(vkg_layer_library name)
+    cmake_parse_arguments(L "" "VIEW" "SOURCES;DEPS;PRIVATE_DEPS" ${ARGN})
+    add_library(${name} STATIC ${L_SOURCES})
+    target_include_directories(${name} PRIVATE ${VKG_LAYERS_DIR}/${L_VIEW})
+    target_link_libraries(${name} PUBLIC ${L_DEPS} PRIVATE ${L_PRIVATE_DEPS})
+endfunction()
+
 # vkg_whole_tree(tgt): tgt (a test, the CLI, a fuzz target) sees every header.
 function(vkg_whole_tree tgt)
     target_include_directories(${tgt} PRIVATE ${PROJECT_SOURCE_DIR}/include

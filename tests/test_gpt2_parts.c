@@ -121,9 +121,10 @@ static void check_split(vkg_gpu *g, int k)
     }
     for (int s = 0; s < MICRO; s++)
         if (memcmp(&lb[s], &lw[s], sizeof lw[s]))
-            fail_msg("split at %d: micro-batch %d loss %.9g differs from the whole model's %.9g",
-                     k, s, (double)lb[s], (double)lw[s]);
-    float *ga = vkg_test_alloc(vkg_gpt2_param_count(a)), *gb = vkg_test_alloc(vkg_gpt2_param_count(b));
+            fail_msg("split at %d: micro-batch %d loss %.9g differs from the whole model's %.9g", k,
+                     s, (double)lb[s], (double)lw[s]);
+    float *ga = vkg_test_alloc(vkg_gpt2_param_count(a)),
+          *gb = vkg_test_alloc(vkg_gpt2_param_count(b));
     VKG_ASSERT_OK(vkg_gpt2_get_grads(a, ga));
     VKG_ASSERT_OK(vkg_gpt2_get_grads(b, gb));
     memset(gparts, 0xff, n * sizeof *gparts); /* NaN: a tensor no part fills is caught */

@@ -1,4 +1,4 @@
-/* Tests of src/train/schedule: warmup as llm.c, cosine and linear decay reaching the floor exactly
+/* Tests of src/optim/schedule: warmup as llm.c, cosine and linear decay reaching the floor exactly
  * at the last step, constant after warmup, edge cases (no warmup, 1-step runs, steps past the
  * end) and config validation. */
 #include <setjmp.h>

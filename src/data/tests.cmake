@@ -2,13 +2,13 @@
 # src/CMakeLists.txt. The GPT-2 tokenizer test reads OpenAI's vocabulary files from data/gpt2 and
 # the expected encodings from tests/data; it fails (not skips) without them.
 if(VKG_BUILD_TESTS)
-    vkg_add_test(test_io LABEL unit SOURCES ${PROJECT_SOURCE_DIR}/tests/test_io.c LIBS vkg_core)
-    vkg_add_test(test_data LABEL unit LIBS vkg_core
+    vkg_add_test(test_io LABEL unit SOURCES ${PROJECT_SOURCE_DIR}/tests/test_io.c LIBS vkg_data)
+    vkg_add_test(test_data LABEL unit LIBS vkg_data
                  SOURCES ${PROJECT_SOURCE_DIR}/tests/test_data.c
                          ${PROJECT_SOURCE_DIR}/src/cli/cmd_prepare.c
                          ${PROJECT_SOURCE_DIR}/src/cli/flags.c)
     vkg_add_test(test_tokenizer LABEL unit
-                 SOURCES ${PROJECT_SOURCE_DIR}/tests/test_tokenizer.c LIBS vkg_core)
+                 SOURCES ${PROJECT_SOURCE_DIR}/tests/test_tokenizer.c LIBS vkg_data)
     target_compile_definitions(test_tokenizer PRIVATE
                                VKG_GPT2_DIR="${PROJECT_SOURCE_DIR}/data/gpt2"
                                VKG_TEST_DATA="${PROJECT_SOURCE_DIR}/tests/data")

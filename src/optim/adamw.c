@@ -59,10 +59,10 @@ static vkg_status record(vkg_adamw *o)
     for (int i = 0; i < o->nsegs; i++) {
         size_t off = o->segs[i].offset * 4, bytes = o->segs[i].count * 4;
         float wd = o->segs[i].decays ? o->cfg.weight_decay : 0.0f;
-        VKG_TRY(vkg_op_adamw(c, vkg_tensor_view(o->params, off, bytes),
-                             vkg_tensor_view(o->grads, off, bytes), vkg_tensor_view(o->m, off, bytes),
-                             vkg_tensor_view(o->v, off, bytes), o->segs[i].count, o->cfg.beta1,
-                             o->cfg.beta2, o->cfg.eps, wd, o->step, &o->sumsq));
+        VKG_TRY(vkg_op_adamw(
+            c, vkg_tensor_view(o->params, off, bytes), vkg_tensor_view(o->grads, off, bytes),
+            vkg_tensor_view(o->m, off, bytes), vkg_tensor_view(o->v, off, bytes), o->segs[i].count,
+            o->cfg.beta1, o->cfg.beta2, o->cfg.eps, wd, o->step, &o->sumsq));
     }
     vkg_cmd_group_end(c);
     VKG_TRY(vkg_cmd_end(c));
@@ -100,9 +100,9 @@ vkg_status vkg_adamw_create(vkg_device_t *dev, const vkg_adamw_config *cfg, vkg_
     VKG_TRY_GOTO(st, vkg_arena_create(dev, 2 * bytes, "adamw", &o->moments), fail);
     VKG_TRY_GOTO(st, vkg_arena_alloc(o->moments, n * 4, &o->m), fail);
     VKG_TRY_GOTO(st, vkg_arena_alloc(o->moments, n * 4, &o->v), fail);
-    VKG_TRY_GOTO(st, vkg_arena_create(dev, (nscratch * 4 + 255) / 256 * 256 + 512, "optimizer",
-                                      &o->scratch),
-                 fail);
+    VKG_TRY_GOTO(
+        st, vkg_arena_create(dev, (nscratch * 4 + 255) / 256 * 256 + 512, "optimizer", &o->scratch),
+        fail);
     VKG_TRY_GOTO(st, vkg_arena_alloc(o->scratch, nscratch * 4, &o->sumsq_scratch), fail);
     VKG_TRY_GOTO(st, vkg_arena_alloc(o->scratch, 4, &o->sumsq), fail);
     VKG_TRY_GOTO(st, vkg_arena_alloc(o->scratch, sizeof(vkg_step_params), &o->step), fail);

@@ -9,9 +9,9 @@
  * read their slices with the data loader's rank/world split; unequal ones read the whole global
  * micro-batch (G rows) and keep their own rows [off_k, off_k + b_k), so the union is the same.
  *
- * Not here: the trainer's use of it (dp_trainer.c: the start broadcast, agreement, resume, and
- * the allreduce of the last micro-step, whole or per bucket overlapped with the backward pass,
- * with model/gpt2_buckets.c), pipeline parallelism. Nothing here prints.
+ * Not here: the data-parallel strategy that uses it (dp_strategy.c: the start broadcast and the
+ * allreduce of the last micro-step, whole or per bucket overlapped with the backward pass, with
+ * buckets.c and tied_wte.c), pipeline parallelism. Nothing here prints.
  */
 #ifndef VKG_PARALLEL_DP_H
 #define VKG_PARALLEL_DP_H

@@ -26,8 +26,8 @@
 typedef struct vkg_strategy vkg_strategy;
 
 typedef struct vkg_strategy_config {
-    vkg_comm_config comm; /* the job; world_size 1: one rank alone, no communicator */
-    int batch;            /* micro-batch rows of every rank, unless rank_batch */
+    vkg_comm_config comm;  /* the job; world_size 1: one rank alone, no communicator */
+    int batch;             /* micro-batch rows of every rank, unless rank_batch */
     const int *rank_batch; /* world_size micro-batch sizes, or NULL */
     int rank_batch_count;
     long long bucket_bytes; /* gradient buckets (0: 25 MiB); < 0: no overlap */
@@ -98,9 +98,9 @@ typedef struct vkg_strategy_step_in {
 } vkg_strategy_step_in;
 
 typedef struct vkg_strategy_step_out {
-    float loss;      /* the step's mean loss over every token of the job */
-    float grad_norm; /* global gradient norm before clipping */
-    int stop;        /* some rank was asked to stop */
+    float loss;                      /* the step's mean loss over every token of the job */
+    float grad_norm;                 /* global gradient norm before clipping */
+    int stop;                        /* some rank was asked to stop */
     double comm_ms, exposed_comm_ms; /* gradient communication, and the part not overlapped */
 } vkg_strategy_step_out;
 

@@ -26,15 +26,15 @@ typedef struct vkg_strategy_vt {
 
 struct vkg_strategy {
     const vkg_strategy_vt *vt;
-    vkg_dp *dp;             /* the job's data-parallel group (world 1 alone) */
-    uint64_t bucket_bytes;  /* 0: no overlap */
+    vkg_dp *dp;            /* the job's data-parallel group (world 1 alone) */
+    uint64_t bucket_bytes; /* 0: no overlap */
     vkg_strategy_model mc;
-    vkg_gpt2 *model;        /* this rank's part */
+    vkg_gpt2 *model; /* this rank's part */
     vkg_adamw *opt;
     int32_t *inputs, *targets; /* (rank batch, T) */
     /* dp */
-    float *grads;           /* (param count) host buffer for the allreduce */
-    vkg_buckets *buckets;   /* NULL without overlap */
+    float *grads;               /* (param count) host buffer for the allreduce */
+    vkg_buckets *buckets;       /* NULL without overlap */
     double comm_ms, exposed_ms; /* gradient communication of the last step */
 };
 

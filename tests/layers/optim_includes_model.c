@@ -1,5 +1,6 @@
-/* An upward or sideways include: the optimizer reaching the model (AdamW works on tensors, not on a model). tests/check_layers.cmake expects this file not to
- * compile against the optim view and to compile against the parallel view. */
+/* An upward or sideways include: the optimizer reaching the model (AdamW works on tensors, not on a
+ * model). tests/check_layers.cmake expects this file not to compile against the optim view and to
+ * compile against the parallel view. */
 #include "model/gpt2.h"
 
 int vkg_layers_probe(void);

@@ -1,5 +1,6 @@
-/* An upward or sideways include: the parallel layer reaching the trainer's internals above it. tests/check_layers.cmake expects this file not to
- * compile against the parallel view and to compile against the train view. */
+/* An upward or sideways include: the parallel layer reaching the trainer's internals above it.
+ * tests/check_layers.cmake expects this file not to compile against the parallel view and to
+ * compile against the train view. */
 #include "train/trainer_internal.h"
 
 int vkg_layers_probe(void);
