@@ -333,12 +333,19 @@ int vkg_cli_bench_ops(int argc, char **argv)
         vkg_device_destroy(&b.dev);
         return 1;
     }
-    vkg_matmul_tiles t = b.tiles.tm ? b.tiles : vkg_matmul_default_tiles(info);
-    b.dev->tuning.matmul_tm = t.tm;
-    b.dev->tuning.matmul_tn = t.tn;
-    b.dev->tuning.matmul_lx = t.lx;
+    vkg_device_tuning tu = vkg_device_tuning_get(b.dev);
+    if (b.tiles.tm) {
+        tu.matmul_tm = b.tiles.tm;
+        tu.matmul_tn = b.tiles.tn;
+        tu.matmul_lx = b.tiles.lx;
+        st = vkg_device_tuning_set(b.dev, &tu);
+        if (st != VKG_OK) {
+            vkg_device_destroy(&b.dev);
+            return (vkg_cli_report("bench ops", st), 2);
+        }
+    }
     printf("# device: %s (%s)\n# matmul tiles: %u rows x %u columns per lane, %u lanes\n",
-           info->name, info->driver, t.tm, t.tn, t.lx);
+           info->name, info->driver, tu.matmul_tm, tu.matmul_tn, tu.matmul_lx);
     printf("%-14s %-18s %10s %10s %9s %12s %8s\n", "op", "shape", "ms", "GFLOP/s", "GB/s",
            "openblas_ms", "ratio");
     for (size_t i = 0; i < NSHAPES && st == VKG_OK; i++) {

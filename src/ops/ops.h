@@ -20,13 +20,10 @@ vkg_status vkg_op_scale(vkg_cmd *c, vkg_tensor x, size_t n, float factor);
 /* ---- matmul (src/ops/matmul.c) ---- */
 
 /* Register tile of the GEMM kernel: tm rows x tn columns per invocation, lx lanes per
- * workgroup. Zeros mean the device's default. */
+ * workgroup. Zeros mean the device's tuning (vkg_device_tuning_get: matmul_tm, _tn, _lx). */
 typedef struct vkg_matmul_tiles {
     uint32_t tm, tn, lx;
 } vkg_matmul_tiles;
-
-/* The tiles vkgpt uses on a device (CPU devices and GPUs differ). */
-vkg_matmul_tiles vkg_matmul_default_tiles(const vkg_device_info *info);
 
 /* One GEMM: R(m,n) = sum_k A(m,k) B(k,n) with A(m,k) = a[m*lda+k] (a_kcontig) or a[k*lda+m],
  * B(k,n) = b[k*ldb+n]; stored at out[m*ldo+n] or, with out_t, out[n*ldo+m]; added to out with
