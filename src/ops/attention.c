@@ -43,11 +43,13 @@ typedef struct push_fwd {
     uint32_t T, C, NH, hs;
     float scale;
 } push_fwd;
+VKG_PUSH_CHECK(push_fwd, attention_fwd);
 
 typedef struct push_bwd {
     uint64_t dpre, dout, qkv, att;
     uint32_t T, C, NH, hs;
 } push_bwd;
+VKG_PUSH_CHECK(push_bwd, attention_bwd);
 
 typedef struct push_pv {
     uint64_t P, X, O;
@@ -55,6 +57,7 @@ typedef struct push_pv {
     uint32_t ldx, xoff, ldo, ooff;
     float alpha;
 } push_pv;
+VKG_PUSH_CHECK(push_pv, attention_fwd_pv);
 
 /* Shared bytes of attention_fwd (attention_bwd needs less: one reduction array, not two). */
 static size_t score_shared_bytes(const score_tiles *t)

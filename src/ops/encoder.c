@@ -16,17 +16,20 @@ typedef struct push_fwd {
     uint64_t out, inp, wte, wpe;
     uint32_t BT, T, C, V;
 } push_fwd;
+VKG_PUSH_CHECK(push_fwd, encoder_fwd);
 
 typedef struct push_wpe {
     uint64_t dwpe, dout;
     uint32_t B, TC;
 } push_wpe;
+VKG_PUSH_CHECK(push_wpe, encoder_bwd_wpe);
 
 typedef struct push_wte {
     uint64_t dwte, dout, inp;
     uint32_t BT, C, V;
     uint32_t pad_;
 } push_wte;
+VKG_PUSH_CHECK(push_wte, encoder_bwd_wte);
 
 /* Shapes must be positive and B*T*C (plus one grid-stride step) must fit 32-bit indices. */
 static vkg_status check_shape(const char *op, int B, int T, int C)

@@ -12,16 +12,19 @@ typedef struct push_fwd {
     uint64_t out, mean, rstd, inp, weight, bias;
     uint32_t N, C;
 } push_fwd;
+VKG_PUSH_CHECK(push_fwd, layernorm_fwd);
 
 typedef struct push_dinp {
     uint64_t dinp, dout, inp, weight, mean, rstd;
     uint32_t N, C;
 } push_dinp;
+VKG_PUSH_CHECK(push_dinp, layernorm_bwd_dinp);
 
 typedef struct push_dparams {
     uint64_t dweight, dbias, dout, inp, mean, rstd;
     uint32_t N, C;
 } push_dparams;
+VKG_PUSH_CHECK(push_dparams, layernorm_bwd_dparams);
 
 /* Invocations per row (a power of two), from the device's tuning: narrow where every barrier of
  * the reduction tree is costly (CPU devices), wide on GPUs. */

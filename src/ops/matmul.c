@@ -21,16 +21,19 @@ typedef struct push_gemm {
     uint32_t has_bias;
     uint32_t pad_;
 } push_gemm;
+VKG_PUSH_CHECK(push_gemm, matmul);
 
 typedef struct push_transpose {
     uint64_t out, in;
     uint32_t rows, cols;
 } push_transpose;
+VKG_PUSH_CHECK(push_transpose, transpose);
 
 typedef struct push_bias {
     uint64_t dbias, dout;
     uint32_t rows, cols;
 } push_bias;
+VKG_PUSH_CHECK(push_bias, matmul_bwd_bias);
 
 static size_t span(size_t outer, size_t ld, size_t inner)
 {

@@ -19,11 +19,13 @@ typedef struct push_sumsq_partial {
     uint64_t x, partials;
     uint32_t n, chunk;
 } push_sumsq_partial;
+VKG_PUSH_CHECK(push_sumsq_partial, sumsq_partial);
 
 typedef struct push_sumsq_final {
     uint64_t partials, out;
     uint32_t count, accumulate;
 } push_sumsq_final;
+VKG_PUSH_CHECK(push_sumsq_final, sumsq_final);
 
 /* Workgroup size (a power of two) and the most workgroups (partials) per segment, from the
  * device's tuning. GPUs need many workgroups in flight to reach memory bandwidth; a CPU device

@@ -14,6 +14,7 @@ typedef struct push_xent {
     uint32_t N, V, Vp;
     float dloss;
 } push_xent;
+VKG_PUSH_CHECK(push_xent, xent_fwd_bwd);
 
 /* Invocations per row: enough for XENT_PER_LANE columns each, between the subgroup size and the
  * tuning's cap (small where barriers are costly, as on CPU devices; wide on GPUs). Powers of 2. */

@@ -15,6 +15,7 @@
 #include <vulkan/vulkan.h>
 
 #include "base/error.h"
+#include "vk/push_sizes.h"
 #include "vk/shaders.h"
 #include "vkgpt/device.h"
 
@@ -44,7 +45,8 @@ vkg_status vkg__vk_status(VkResult r);
 
 /* ---- kernels --------------------------------------------------------------------------- */
 
-/* One enum value per shader in shaders/CMakeLists.txt: VKG_KERNEL_fill, VKG_KERNEL_matmul_fwd... */
+/* One enum value per shader of the op table (src/ops/op_table.def), in its order:
+ * VKG_KERNEL_fill, VKG_KERNEL_matmul... */
 typedef enum vkg_kernel_id {
 #define VKG_KERNEL_ENUM_(name) VKG_KERNEL_##name,
     VKG_SHADER_LIST(VKG_KERNEL_ENUM_)
@@ -57,6 +59,14 @@ typedef enum vkg_kernel_id {
 #define VKG_MAX_SPEC 12
 #define VKG_PUSH_MAX 128
 
+/* Compile-time check that the push-constant struct T of an op is the push-constant block of
+ * shaders/<shader>.comp as the build measured it (VKG_PUSH_BYTES_<shader>, vk/push_sizes.h):
+ * sizeof(T) is the block's size rounded up to T's alignment (its tail padding). */
+#define VKG_PUSH_CHECK(T, shader)                                                                  \
+    _Static_assert(sizeof(T) ==                                                                    \
+                       (VKG_PUSH_BYTES_##shader + _Alignof(T) - 1) / _Alignof(T) * _Alignof(T),    \
+                   #T " does not match the push-constant block of shaders/" #shader ".comp")
+
 typedef struct vkg_kernel_variant {
     uint32_t spec[VKG_MAX_SPEC];
     int nspec;
@@ -68,8 +78,10 @@ typedef struct vkg_kernel_cache {
     int count, cap;
 } vkg_kernel_cache;
 
-/* Name of a kernel ("matmul_fwd"). */
+/* Name of a kernel ("matmul"). */
 const char *vkg__kernel_name(vkg_kernel_id k);
+/* Bytes of the kernel's push-constant block, as the build measured it (0 for an unknown id). */
+uint32_t vkg__kernel_push_bytes(vkg_kernel_id k);
 /* The pipeline for kernel k with these specialization constants, created on first use. */
 vkg_status vkg__kernel_pipeline(vkg_device_t *dev, vkg_kernel_id k, const uint32_t *spec, int nspec,
                                 VkPipeline *out);
@@ -214,9 +226,10 @@ void vkg_cmd_destroy(vkg_cmd **pc);
 vkg_status vkg_cmd_begin(vkg_cmd *c);
 /* Record a dispatch of kernel k with push constants and a grid of workgroups. A barrier is
  * inserted before it when earlier dispatches were recorded since the last barrier, unless inside
- * a group. label: static string used in profiles (NULL = kernel name). Errors: push size over
- * 128 bytes, a zero-sized or too large grid (the message names the kernel). A grid with a zero
- * dimension records nothing and succeeds. */
+ * a group. label: static string used in profiles (NULL = kernel name). Errors: push constants
+ * that are not the kernel's block (from its size to its size rounded up to 8 bytes: a struct with
+ * tail padding) or over 128 bytes, a too large grid (the message names the kernel). A grid with a
+ * zero dimension records nothing and succeeds. */
 vkg_status vkg_cmd_dispatch(vkg_cmd *c, vkg_kernel_id k, const uint32_t *spec, int nspec,
                             const void *push, size_t push_bytes, uint32_t gx, uint32_t gy,
                             uint32_t gz, const char *label);
