@@ -3,8 +3,9 @@
  * show OpenBLAS sgemm on the same shape and cores, measured in the same run, as a ratio (the
  * backward as its two accumulating products, dinp and dweight; the bias sum is not counted).
  * The rows are the op table's (src/ops/op_table.def): its VKG_BENCH rows, each recorded by the
- * bench_<op> function below, and its flat ops, recorded on random tensors. Every tensor of a row
- * gets an arena of its own. Inputs are random; results are not checked here (the tests do that). */
+ * function RECORD_<op> names below, and its flat ops, recorded on random tensors. Every tensor of a
+ * row gets an arena of its own. Inputs are random; results are not checked here (the tests do
+ * that). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,6 +39,7 @@ struct op_shape {
     const char *op, *tag;
     int N, C, OC;
     record_fn record;
+    int variant; /* passed to record: 1 for the backward pass of a forward/backward pair */
     vkg_status (*flat2)(vkg_cmd *, vkg_tensor, vkg_tensor, size_t);
     vkg_status (*flat3)(vkg_cmd *, vkg_tensor, vkg_tensor, vkg_tensor, size_t);
     double flops; /* per element, flat ops */
@@ -119,9 +121,9 @@ static vkg_status bench_matmul_bwd(bench *b, const op_shape *s, double *flops, d
 }
 
 /* Encoder rows: B = 4, T = N / 4, a table of OC rows; backward when dwte is wanted. */
-static vkg_status encoder_case(bench *b, const op_shape *s, double *flops, double *bytes,
-                               int backward)
+static vkg_status encoder_case(bench *b, const op_shape *s, double *flops, double *bytes)
 {
+    int backward = s->variant;
     size_t N = (size_t)s->N, C = (size_t)s->C, n = N * C;
     vkg_tensor inp, wte, wpe, out;
     VKG_TRY(random_tensor_ex(b, N, 50257, &inp)); /* token ids */
@@ -135,20 +137,10 @@ static vkg_status encoder_case(bench *b, const op_shape *s, double *flops, doubl
     return vkg_op_encoder_bwd(b->cmd, wte, wpe, out, inp, 4, (int)N / 4, (int)C);
 }
 
-static vkg_status bench_encoder_fwd(bench *b, const op_shape *s, double *flops, double *bytes)
-{
-    return encoder_case(b, s, flops, bytes, 0);
-}
-
-static vkg_status bench_encoder_bwd(bench *b, const op_shape *s, double *flops, double *bytes)
-{
-    return encoder_case(b, s, flops, bytes, 1);
-}
-
 /* Layernorm rows: the forward, and for the backward its inputs computed first. */
-static vkg_status layernorm_case(bench *b, const op_shape *s, double *flops, double *bytes,
-                                 int backward)
+static vkg_status layernorm_case(bench *b, const op_shape *s, double *flops, double *bytes)
 {
+    int backward = s->variant;
     size_t N = (size_t)s->N, C = (size_t)s->C, n = N * C;
     vkg_tensor x, y, mean, rstd, w, bias, dx, dw, db;
     VKG_TRY(random_tensor(b, n, &x));
@@ -170,20 +162,10 @@ static vkg_status layernorm_case(bench *b, const op_shape *s, double *flops, dou
     return vkg_op_layernorm_bwd(b->cmd, dx, dw, db, y, x, w, mean, rstd, (int)N, (int)C);
 }
 
-static vkg_status bench_layernorm_fwd(bench *b, const op_shape *s, double *flops, double *bytes)
-{
-    return layernorm_case(b, s, flops, bytes, 0);
-}
-
-static vkg_status bench_layernorm_bwd(bench *b, const op_shape *s, double *flops, double *bytes)
-{
-    return layernorm_case(b, s, flops, bytes, 1);
-}
-
 /* Attention rows: B = 4, T = N / 4, NH = OC; for the backward, att from a forward pass first. */
-static vkg_status attention_case(bench *b, const op_shape *s, double *flops, double *bytes,
-                                 int backward)
+static vkg_status attention_case(bench *b, const op_shape *s, double *flops, double *bytes)
 {
+    int backward = s->variant;
     size_t N = (size_t)s->N, C = (size_t)s->C, n = N * C;
     int NH = s->OC, Bq = 4, T = (int)N / 4;
     size_t att_elems = (size_t)Bq * NH * T * T;
@@ -203,16 +185,6 @@ static vkg_status attention_case(bench *b, const op_shape *s, double *flops, dou
     return vkg_op_attention_bwd(b->cmd, dqkv, out, qkv, att, Bq, T, (int)C, NH, dpre);
 }
 
-static vkg_status bench_attention_fwd(bench *b, const op_shape *s, double *flops, double *bytes)
-{
-    return attention_case(b, s, flops, bytes, 0);
-}
-
-static vkg_status bench_attention_bwd(bench *b, const op_shape *s, double *flops, double *bytes)
-{
-    return attention_case(b, s, flops, bytes, 1);
-}
-
 /* Cross-entropy rows: N rows, V = C, Vp = OC, dlogits in place. */
 static vkg_status bench_xent_fwd_bwd(bench *b, const op_shape *s, double *flops, double *bytes)
 {
@@ -228,8 +200,9 @@ static vkg_status bench_xent_fwd_bwd(bench *b, const op_shape *s, double *flops,
 }
 
 /* The gradient norm and the optimizer over N parameters: sumsq alone, or AdamW. */
-static vkg_status update_case(bench *b, const op_shape *s, double *flops, double *bytes, int adamw)
+static vkg_status update_case(bench *b, const op_shape *s, double *flops, double *bytes)
 {
+    int adamw = s->variant;
     size_t n = (size_t)s->N * (size_t)s->C;
     size_t scratch_elems = vkg_op_sumsq_scratch_elems(b->dev, &n, 1);
     vkg_tensor x, scratch, step, grad, m, v;
@@ -250,16 +223,6 @@ static vkg_status update_case(bench *b, const op_shape *s, double *flops, double
     return vkg_op_adamw(b->cmd, x, grad, m, v, n, 0.9f, 0.95f, 1e-8f, 0.1f, step, NULL);
 }
 
-static vkg_status bench_sumsq(bench *b, const op_shape *s, double *flops, double *bytes)
-{
-    return update_case(b, s, flops, bytes, 0);
-}
-
-static vkg_status bench_adamw(bench *b, const op_shape *s, double *flops, double *bytes)
-{
-    return update_case(b, s, flops, bytes, 1);
-}
-
 /* A flat op of the table on random tensors of N*C elements. */
 static vkg_status record_flat(bench *b, const op_shape *s, double *flops, double *bytes)
 {
@@ -275,13 +238,26 @@ static vkg_status record_flat(bench *b, const op_shape *s, double *flops, double
     return s->flat2(b->cmd, t[0], t[1], n);
 }
 
+/* The recorder of each VKG_BENCH op of the table, and its variant. */
+#define RECORD_matmul_fwd bench_matmul_fwd, 0
+#define RECORD_matmul_bwd bench_matmul_bwd, 0
+#define RECORD_attention_fwd attention_case, 0
+#define RECORD_attention_bwd attention_case, 1
+#define RECORD_encoder_fwd encoder_case, 0
+#define RECORD_encoder_bwd encoder_case, 1
+#define RECORD_layernorm_fwd layernorm_case, 0
+#define RECORD_layernorm_bwd layernorm_case, 1
+#define RECORD_xent_fwd_bwd bench_xent_fwd_bwd, 0
+#define RECORD_sumsq update_case, 0
+#define RECORD_adamw update_case, 1
+
 /* The rows: the VKG_BENCH, VKG_FLAT2 and VKG_FLAT3 rows of src/ops/op_table.def, in its order. */
 static const op_shape shapes[] = {
-#define VKG_BENCH(op, tag, N, C, OC) {#op, tag, N, C, OC, bench_##op, NULL, NULL, 0},
+#define VKG_BENCH(op, tag, N, C, OC) {#op, tag, N, C, OC, RECORD_##op, NULL, NULL, 0},
 #define VKG_FLAT2(name, t0, t1, flops, tag, N, C)                                                  \
-    {#name, tag, N, C, 0, record_flat, vkg_op_##name, NULL, flops},
+    {#name, tag, N, C, 0, record_flat, 0, vkg_op_##name, NULL, flops},
 #define VKG_FLAT3(name, t0, t1, t2, flops, tag, N, C)                                              \
-    {#name, tag, N, C, 0, record_flat, NULL, vkg_op_##name, flops},
+    {#name, tag, N, C, 0, record_flat, 0, NULL, vkg_op_##name, flops},
 #include "ops/op_table.def"
 };
 
