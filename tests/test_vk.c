@@ -187,6 +187,49 @@ static void test_bad_op_arguments(void **state)
     vkg_gpu_run(g);
 }
 
+/* The defaults a device gets, by capability: CPU devices (lavapipe's subgroup of 8) the narrow
+ * forms, other devices the GPU forms; a CPU device with wide subgroups keeps the GPU matmul. */
+static void test_tuning_defaults_by_capability(void **state)
+{
+    (void)state;
+    vkg_device_tuning cpu = vkg__device_tuning_defaults(VK_PHYSICAL_DEVICE_TYPE_CPU, 8);
+    assert_true(cpu.matmul_tm == 8 && cpu.matmul_tn == 8 && cpu.matmul_lx == 8);
+    assert_int_equal(cpu.matmul_ksplit_bytes, 512 * 1024);
+    assert_int_equal(cpu.attention, VKG_ATTENTION_DIRECT);
+    assert_true(cpu.layernorm_wg == 32 && cpu.xent_wg_max == 64 && cpu.encoder_wte_wg == 64);
+    assert_true(cpu.sumsq_wg == 64 && cpu.sumsq_max_groups == 64);
+    vkg_device_tuning wide = vkg__device_tuning_defaults(VK_PHYSICAL_DEVICE_TYPE_CPU, 32);
+    assert_true(wide.matmul_tm == 4 && wide.matmul_tn == 4 && wide.matmul_lx == 64);
+    assert_int_equal(wide.layernorm_wg, 32);
+    vkg_device_tuning gpu = vkg__device_tuning_defaults(VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU, 32);
+    assert_true(gpu.matmul_tm == 4 && gpu.matmul_tn == 4 && gpu.matmul_lx == 64);
+    assert_int_equal(gpu.matmul_ksplit_bytes, 0);
+    assert_int_equal(gpu.attention, VKG_ATTENTION_SHARED);
+    assert_true(gpu.layernorm_wg == 256 && gpu.xent_wg_max == 256 && gpu.encoder_wte_wg == 256);
+    assert_true(gpu.sumsq_wg == 256 && gpu.sumsq_max_groups == 1024);
+}
+
+/* vkg_device_tuning_set refuses a field out of range by name and keeps the tuning it had. */
+static void test_tuning_set_checks_fields(void **state)
+{
+    vkg_gpu *g = *state;
+    vkg_device_tuning before = vkg_device_tuning_get(g->dev), t = before;
+    t.xent_wg_max = 48;
+    assert_int_equal(vkg_device_tuning_set(g->dev, &t), VKG_ERR_INVALID_ARG);
+    assert_non_null(strstr(vkg_error_message(), "xent_wg_max = 48 is not a power of two"));
+    t = before;
+    t.matmul_tn = 17;
+    assert_int_equal(vkg_device_tuning_set(g->dev, &t), VKG_ERR_INVALID_ARG);
+    assert_non_null(strstr(vkg_error_message(), "matmul_tn = 17 is outside [1, 16]"));
+    vkg_device_tuning now = vkg_device_tuning_get(g->dev);
+    assert_memory_equal(&now, &before, sizeof now);
+    t = before;
+    t.matmul_tn = 1;
+    VKG_ASSERT_OK(vkg_device_tuning_set(g->dev, &t));
+    assert_int_equal(vkg_device_tuning_get(g->dev).matmul_tn, 1);
+    VKG_ASSERT_OK(vkg_device_tuning_set(g->dev, &before));
+}
+
 /* The staging path (what discrete GPUs use) on any device: uploads, dispatches and downloads
  * larger than one staging chunk must round-trip exactly. */
 static void test_staging_path(void **state)
@@ -292,6 +335,9 @@ int main(void)
                                         vkg_gpu_teardown),
         cmocka_unit_test_setup_teardown(test_timestamps, vkg_gpu_setup, vkg_gpu_teardown),
         cmocka_unit_test_setup_teardown(test_bad_op_arguments, vkg_gpu_setup, vkg_gpu_teardown),
+        cmocka_unit_test(test_tuning_defaults_by_capability),
+        cmocka_unit_test_setup_teardown(test_tuning_set_checks_fields, vkg_gpu_setup,
+                                        vkg_gpu_teardown),
         cmocka_unit_test(test_staging_path),
         cmocka_unit_test(test_leak_is_reported_at_destroy),
         cmocka_unit_test_setup_teardown(test_validation_hook_reports_misuse, vkg_gpu_setup,

@@ -2,7 +2,10 @@
  * including GPT-2 124M's shapes at B=4, T=64, and prints ms, GFLOP/s and GB/s; matmul rows also
  * show OpenBLAS sgemm on the same shape and cores, measured in the same run, as a ratio (the
  * backward as its two accumulating products, dinp and dweight; the bias sum is not counted).
- * Inputs are random; results are not checked here (the tests do that). */
+ * The rows are the op table's (src/ops/op_table.def): its VKG_BENCH rows, each recorded by the
+ * function RECORD_<op> names below, and its flat ops, recorded on random tensors. Every tensor of a
+ * row gets an arena of its own. Inputs are random; results are not checked here (the tests do
+ * that). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,51 +16,34 @@
 #include "cli/flags.h"
 #include "ops/ops.h"
 
+#define BENCH_TENSORS 12 /* the most tensors one row allocates */
+
 typedef struct bench {
     vkg_device_t *dev;
-    vkg_arena *arena;
     vkg_cmd *cmd;
     uint64_t rng;
     vkg_matmul_tiles tiles;
+    vkg_arena *arenas[BENCH_TENSORS]; /* one per tensor of the current row */
+    int narenas;
 } bench;
 
-typedef struct op_shape {
-    const char *op;  /* which op */
-    const char *tag; /* what the shape is */
-    int N, C, OC;    /* matmul: rows, in, out; others: rows (B*T), channels, extra (V, NH, T) */
-} op_shape;
+typedef struct op_shape op_shape;
+/* Records a row's op into b->cmd on random inputs; *flops estimates the arithmetic of one run,
+ * *bytes its minimum memory traffic. */
+typedef vkg_status (*record_fn)(bench *b, const op_shape *s, double *flops, double *bytes);
 
-/* GPT-2 124M at B=4, T=64: N = 256 rows, C = 768, NH = 12, Vp = 50304; plus the matmul target
- * shape 4096 x 768 x 768. */
-static const op_shape shapes[] = {
-    {"matmul_fwd", "4096x768x768", 4096, 768, 768},
-    {"matmul_fwd", "gpt2 qkv", 256, 768, 2304},
-    {"matmul_fwd", "gpt2 attproj", 256, 768, 768},
-    {"matmul_fwd", "gpt2 fc", 256, 768, 3072},
-    {"matmul_fwd", "gpt2 fcproj", 256, 3072, 768},
-    {"matmul_fwd", "gpt2 classifier", 256, 768, 50304},
-    {"matmul_bwd", "4096x768x768", 4096, 768, 768},
-    {"matmul_bwd", "gpt2 qkv", 256, 768, 2304},
-    {"matmul_bwd", "gpt2 attproj", 256, 768, 768},
-    {"matmul_bwd", "gpt2 fc", 256, 768, 3072},
-    {"matmul_bwd", "gpt2 fcproj", 256, 3072, 768},
-    {"matmul_bwd", "gpt2 classifier", 256, 768, 50304},
-    {"encoder_fwd", "gpt2 B4 T64", 256, 768, 50304},
-    {"encoder_bwd", "gpt2 B4 T64", 256, 768, 50304},
-    {"layernorm_fwd", "gpt2 256x768", 256, 768, 0},
-    {"layernorm_bwd", "gpt2 256x768", 256, 768, 0},
-    {"attention_fwd", "gpt2 B4 T64 NH12", 256, 768, 12},
-    {"attention_bwd", "gpt2 B4 T64 NH12", 256, 768, 12},
-    {"gelu_fwd", "gpt2 256x3072", 256, 3072, 0},
-    {"gelu_bwd", "gpt2 256x3072", 256, 3072, 0},
-    {"residual_fwd", "gpt2 256x768", 256, 768, 0},
-    {"residual_bwd", "gpt2 256x768", 256, 768, 0},
-    {"xent_fwd_bwd", "gpt2 256x50257", 256, 50257, 50304},
-    {"sumsq", "gpt2 124M params", 124475904, 1, 0},
-    {"adamw", "gpt2 124M params", 124475904, 1, 0},
+/* One row: the op, what the shape is, the shape (matmul: rows, in, out; others: rows (B*T),
+ * channels, extra (V, NH, T)), and how it is recorded: a bench_<op> function (VKG_BENCH rows)
+ * or a flat op called on random tensors of N*C elements (VKG_FLAT2 / VKG_FLAT3 rows). */
+struct op_shape {
+    const char *op, *tag;
+    int N, C, OC;
+    record_fn record;
+    int variant; /* passed to record: 1 for the backward pass of a forward/backward pair */
+    vkg_status (*flat2)(vkg_cmd *, vkg_tensor, vkg_tensor, size_t);
+    vkg_status (*flat3)(vkg_cmd *, vkg_tensor, vkg_tensor, vkg_tensor, size_t);
+    double flops; /* per element, flat ops */
 };
-
-#define NSHAPES (sizeof shapes / sizeof shapes[0])
 
 static float next_uniform(bench *b)
 {
@@ -65,10 +51,17 @@ static float next_uniform(bench *b)
     return (float)((b->rng >> 40) & 0xFFFFFF) / 16777216.0f - 0.5f;
 }
 
-/* A tensor of n floats, uniform in [-0.05, 0.05) (or of n int32 token ids below `tokens`). */
+/* A tensor of n floats in an arena of its own, uniform in [-0.05, 0.05) (or of n int32 token ids
+ * below `tokens`). */
 static vkg_status random_tensor_ex(bench *b, size_t n, int tokens, vkg_tensor *out)
 {
-    VKG_TRY(vkg_arena_alloc(b->arena, (n ? n : 1) * sizeof(float), out));
+    VKG_CHECK(b->narenas < BENCH_TENSORS, VKG_ERR_INVALID_ARG,
+              "bench ops: a row may allocate at most %d tensors", BENCH_TENSORS);
+    size_t bytes = ((n ? n : 1) * sizeof(float) + 255) / 256 * 256;
+    vkg_arena **arena = &b->arenas[b->narenas];
+    VKG_TRY(vkg_arena_create(b->dev, bytes, "bench", arena));
+    b->narenas++;
+    VKG_TRY(vkg_arena_alloc(*arena, bytes, out));
     float *host = malloc((n ? n : 1) * sizeof *host);
     VKG_CHECK(host, VKG_ERR_NOMEM, "no memory for %zu floats", n);
     for (size_t i = 0; i < n; i++) {
@@ -90,159 +83,204 @@ static vkg_status random_tensor(bench *b, size_t n, vkg_tensor *out)
     return random_tensor_ex(b, n, 0, out);
 }
 
-/* Device bytes a row needs (inputs, outputs, scratch), generously. */
-static size_t row_bytes(const op_shape *s)
+/* Submit what is recorded and start recording again (the inputs a backward pass needs). */
+static vkg_status run_and_restart(bench *b)
 {
-    size_t N = (size_t)s->N, C = (size_t)s->C, OC = (size_t)(s->OC > 0 ? s->OC : 1);
-    size_t slack = (size_t)1 << 20;
-    if (!strncmp(s->op, "matmul", 6))
-        return 4 * (3 * N * C + 2 * OC * C + 2 * N * OC + 2 * OC) + slack;
-    if (!strncmp(s->op, "encoder", 7))
-        return 4 * (2 * OC * C + 4 * N * C + N) + slack;
-    if (!strncmp(s->op, "xent", 4))
-        return 4 * (N * OC + 2 * N) + slack;
-    if (!strncmp(s->op, "attention", 9))
-        return 4 * (8 * N * C + 2 * 4 * OC * (N / 4) * (N / 4)) + slack;
-    if (!strcmp(s->op, "sumsq") || !strcmp(s->op, "adamw"))
-        return 4 * (4 * N * C) + (16u << 20);
-    return 4 * (8 * N * C) + slack;
+    VKG_TRY(vkg_cmd_end(b->cmd));
+    VKG_TRY(vkg_cmd_run(b->cmd, 0));
+    return vkg_cmd_begin(b->cmd);
 }
 
-static vkg_status record_matmul(bench *b, const op_shape *s, double *flops, double *bytes)
+static vkg_status bench_matmul_fwd(bench *b, const op_shape *s, double *flops, double *bytes)
 {
     size_t N = (size_t)s->N, C = (size_t)s->C, OC = (size_t)s->OC;
-    vkg_tensor inp, w, bias, out, scratch, dinp, dw, dbias, dout;
+    vkg_tensor inp, w, bias, out, scratch;
     VKG_TRY(random_tensor(b, N * C, &inp));
     VKG_TRY(random_tensor(b, OC * C, &w));
     VKG_TRY(random_tensor(b, OC, &bias));
-    if (!strcmp(s->op, "matmul_fwd")) {
-        VKG_TRY(random_tensor(b, N * OC, &out));
-        VKG_TRY(random_tensor(b, N * C, &scratch));
-        VKG_TRY(vkg_op_matmul_fwd(b->cmd, out, inp, w, &bias, s->N, s->C, s->OC, scratch));
-        *flops = 2.0 * (double)N * (double)C * (double)OC;
-        *bytes = 4.0 * (double)(N * C + OC * C + N * OC);
-    } else {
-        VKG_TRY(random_tensor(b, N * C, &dinp));
-        VKG_TRY(random_tensor(b, OC * C, &dw));
-        VKG_TRY(random_tensor(b, OC, &dbias));
-        VKG_TRY(random_tensor(b, N * OC, &dout));
-        VKG_TRY(vkg_op_matmul_bwd(b->cmd, dinp, dw, &dbias, dout, inp, w, s->N, s->C, s->OC));
-        *flops = 4.0 * (double)N * (double)C * (double)OC;
-        *bytes = 4.0 * (double)(2 * N * C + 2 * OC * C + N * OC);
-    }
-    return VKG_OK;
+    VKG_TRY(random_tensor(b, N * OC, &out));
+    VKG_TRY(random_tensor(b, N * C, &scratch));
+    *flops = 2.0 * (double)N * (double)C * (double)OC;
+    *bytes = 4.0 * (double)(N * C + OC * C + N * OC);
+    return vkg_op_matmul_fwd(b->cmd, out, inp, w, &bias, s->N, s->C, s->OC, scratch);
 }
 
-/* Everything but matmul: *flops is an estimate of the arithmetic, *bytes the minimum traffic. */
-static vkg_status record_other(bench *b, const op_shape *s, double *flops, double *bytes)
+static vkg_status bench_matmul_bwd(bench *b, const op_shape *s, double *flops, double *bytes)
 {
+    size_t N = (size_t)s->N, C = (size_t)s->C, OC = (size_t)s->OC;
+    vkg_tensor inp, w, dinp, dw, dbias, dout;
+    VKG_TRY(random_tensor(b, N * C, &inp));
+    VKG_TRY(random_tensor(b, OC * C, &w));
+    VKG_TRY(random_tensor(b, N * C, &dinp));
+    VKG_TRY(random_tensor(b, OC * C, &dw));
+    VKG_TRY(random_tensor(b, OC, &dbias));
+    VKG_TRY(random_tensor(b, N * OC, &dout));
+    *flops = 4.0 * (double)N * (double)C * (double)OC;
+    *bytes = 4.0 * (double)(2 * N * C + 2 * OC * C + N * OC);
+    return vkg_op_matmul_bwd(b->cmd, dinp, dw, &dbias, dout, inp, w, s->N, s->C, s->OC);
+}
+
+/* Encoder rows: B = 4, T = N / 4, a table of OC rows; backward when dwte is wanted. */
+static vkg_status encoder_case(bench *b, const op_shape *s, double *flops, double *bytes)
+{
+    int backward = s->variant;
     size_t N = (size_t)s->N, C = (size_t)s->C, n = N * C;
-    const char *op = s->op;
-    vkg_tensor x, y, z, w, u, v;
-    if (!strncmp(op, "encoder", 7)) {
-        size_t Vp = (size_t)s->OC;
-        VKG_TRY(random_tensor_ex(b, N, 50257, &x)); /* token ids */
-        VKG_TRY(random_tensor(b, Vp * C, &w));
-        VKG_TRY(random_tensor(b, 64 * C, &u));
-        VKG_TRY(random_tensor(b, n, &y));
-        *bytes = 4.0 * (double)(3 * n);
-        *flops = (double)n;
-        if (!strcmp(op, "encoder_fwd"))
-            return vkg_op_encoder_fwd(b->cmd, y, x, w, u, 4, (int)N / 4, (int)C);
-        return vkg_op_encoder_bwd(b->cmd, w, u, y, x, 4, (int)N / 4, (int)C);
-    }
-    if (!strncmp(op, "layernorm", 9)) {
-        VKG_TRY(random_tensor(b, n, &x));
-        VKG_TRY(random_tensor(b, n, &y));
-        VKG_TRY(random_tensor(b, N, &u));
-        VKG_TRY(random_tensor(b, N, &v));
-        VKG_TRY(random_tensor(b, C, &w));
-        VKG_TRY(random_tensor(b, C, &z));
-        *flops = 8.0 * (double)n;
-        *bytes = 4.0 * (double)(2 * n);
-        VKG_TRY(vkg_op_layernorm_fwd(b->cmd, y, u, v, x, w, z, (int)N, (int)C));
-        if (!strcmp(op, "layernorm_fwd"))
-            return VKG_OK;
-        vkg_tensor dx, dw, db;
-        VKG_TRY(random_tensor(b, n, &dx));
-        VKG_TRY(random_tensor(b, C, &dw));
-        VKG_TRY(random_tensor(b, C, &db));
-        VKG_TRY(vkg_cmd_end(b->cmd));
-        VKG_TRY(vkg_cmd_run(b->cmd, 0)); /* mean and rstd for the backward */
-        VKG_TRY(vkg_cmd_begin(b->cmd));
-        *bytes = 4.0 * (double)(4 * n);
-        return vkg_op_layernorm_bwd(b->cmd, dx, dw, db, y, x, w, u, v, (int)N, (int)C);
-    }
-    if (!strncmp(op, "attention", 9)) {
-        int NH = s->OC, Bq = 4, T = (int)N / 4;
-        size_t att = (size_t)Bq * NH * T * T;
-        VKG_TRY(random_tensor(b, 3 * n, &x));
-        VKG_TRY(random_tensor(b, n, &y));
-        VKG_TRY(random_tensor(b, att, &u));
-        *flops = 4.0 * (double)Bq * T * T * (double)C / 2.0; /* causal: half of QK^T and AV */
-        *bytes = 4.0 * (double)(4 * n + att);
-        VKG_TRY(vkg_op_attention_fwd(b->cmd, y, u, x, Bq, T, (int)C, NH));
-        if (!strcmp(op, "attention_fwd"))
-            return VKG_OK;
-        VKG_TRY(random_tensor(b, 3 * n, &z));
-        VKG_TRY(random_tensor(b, att, &v));
-        VKG_TRY(vkg_cmd_end(b->cmd));
-        VKG_TRY(vkg_cmd_run(b->cmd, 0));
-        VKG_TRY(vkg_cmd_begin(b->cmd));
-        *flops *= 2.0;
-        return vkg_op_attention_bwd(b->cmd, z, y, x, u, Bq, T, (int)C, NH, v);
-    }
-    if (!strncmp(op, "xent", 4)) {
-        size_t Vp = (size_t)s->OC;
-        VKG_TRY(random_tensor(b, N * Vp, &x));
-        VKG_TRY(random_tensor_ex(b, N, (int)C, &y));
-        VKG_TRY(random_tensor(b, N, &u));
-        *flops = 4.0 * (double)(N * Vp);
-        *bytes = 4.0 * (double)(2 * N * Vp);
-        return vkg_op_xent_fwd_bwd(b->cmd, u, &x, x, y, (int)N, (int)C, (int)Vp, 1.0f / (float)N);
-    }
-    if (!strcmp(op, "sumsq") || !strcmp(op, "adamw")) {
-        size_t scratch = vkg_op_sumsq_scratch_elems(b->dev, &n, 1);
-        VKG_TRY(random_tensor(b, n, &x));
-        VKG_TRY(random_tensor(b, scratch, &u));
-        VKG_TRY(random_tensor(b, 4, &v));
-        *flops = 2.0 * (double)n;
-        *bytes = 4.0 * (double)n;
-        if (!strcmp(op, "sumsq"))
-            return vkg_op_sumsq(b->cmd, v, &x, &n, 1, u, 0);
-        VKG_TRY(random_tensor(b, n, &y));
-        VKG_TRY(random_tensor(b, n, &z));
-        VKG_TRY(random_tensor(b, n, &w));
-        vkg_step_params sp = {.lr = 1e-4f, .t = 1, .grad_clip = 0.0f};
-        VKG_TRY(vkg_tensor_write(b->dev, v, 0, &sp, sizeof sp));
-        *flops = 12.0 * (double)n;
-        *bytes = 4.0 * (double)(7 * n);
-        return vkg_op_adamw(b->cmd, x, y, z, w, n, 0.9f, 0.95f, 1e-8f, 0.1f, v, NULL);
-    }
-    /* gelu and residual */
+    vkg_tensor inp, wte, wpe, out;
+    VKG_TRY(random_tensor_ex(b, N, 50257, &inp)); /* token ids */
+    VKG_TRY(random_tensor(b, (size_t)s->OC * C, &wte));
+    VKG_TRY(random_tensor(b, 64 * C, &wpe));
+    VKG_TRY(random_tensor(b, n, &out));
+    *bytes = 4.0 * (double)(3 * n);
+    *flops = (double)n;
+    if (!backward)
+        return vkg_op_encoder_fwd(b->cmd, out, inp, wte, wpe, 4, (int)N / 4, (int)C);
+    return vkg_op_encoder_bwd(b->cmd, wte, wpe, out, inp, 4, (int)N / 4, (int)C);
+}
+
+/* Layernorm rows: the forward, and for the backward its inputs computed first. */
+static vkg_status layernorm_case(bench *b, const op_shape *s, double *flops, double *bytes)
+{
+    int backward = s->variant;
+    size_t N = (size_t)s->N, C = (size_t)s->C, n = N * C;
+    vkg_tensor x, y, mean, rstd, w, bias, dx, dw, db;
     VKG_TRY(random_tensor(b, n, &x));
     VKG_TRY(random_tensor(b, n, &y));
-    VKG_TRY(random_tensor(b, n, &z));
-    *flops = (!strncmp(op, "gelu", 4) ? 20.0 : 1.0) * (double)n;
-    *bytes = 4.0 * (double)(3 * n);
-    if (!strcmp(op, "gelu_fwd"))
-        return vkg_op_gelu_fwd(b->cmd, y, x, n);
-    if (!strcmp(op, "gelu_bwd"))
-        return vkg_op_gelu_bwd(b->cmd, z, x, y, n);
-    if (!strcmp(op, "residual_fwd"))
-        return vkg_op_residual_fwd(b->cmd, z, x, y, n);
-    return vkg_op_residual_bwd(b->cmd, z, x, y, n);
+    VKG_TRY(random_tensor(b, N, &mean));
+    VKG_TRY(random_tensor(b, N, &rstd));
+    VKG_TRY(random_tensor(b, C, &w));
+    VKG_TRY(random_tensor(b, C, &bias));
+    *flops = 8.0 * (double)n;
+    *bytes = 4.0 * (double)(2 * n);
+    VKG_TRY(vkg_op_layernorm_fwd(b->cmd, y, mean, rstd, x, w, bias, (int)N, (int)C));
+    if (!backward)
+        return VKG_OK;
+    VKG_TRY(random_tensor(b, n, &dx));
+    VKG_TRY(random_tensor(b, C, &dw));
+    VKG_TRY(random_tensor(b, C, &db));
+    VKG_TRY(run_and_restart(b));
+    *bytes = 4.0 * (double)(4 * n);
+    return vkg_op_layernorm_bwd(b->cmd, dx, dw, db, y, x, w, mean, rstd, (int)N, (int)C);
 }
+
+/* Attention rows: B = 4, T = N / 4, NH = OC; for the backward, att from a forward pass first. */
+static vkg_status attention_case(bench *b, const op_shape *s, double *flops, double *bytes)
+{
+    int backward = s->variant;
+    size_t N = (size_t)s->N, C = (size_t)s->C, n = N * C;
+    int NH = s->OC, Bq = 4, T = (int)N / 4;
+    size_t att_elems = (size_t)Bq * NH * T * T;
+    vkg_tensor qkv, out, att, dqkv, dpre;
+    VKG_TRY(random_tensor(b, 3 * n, &qkv));
+    VKG_TRY(random_tensor(b, n, &out));
+    VKG_TRY(random_tensor(b, att_elems, &att));
+    *flops = 4.0 * (double)Bq * T * T * (double)C / 2.0; /* causal: half of QK^T and AV */
+    *bytes = 4.0 * (double)(4 * n + att_elems);
+    VKG_TRY(vkg_op_attention_fwd(b->cmd, out, att, qkv, Bq, T, (int)C, NH));
+    if (!backward)
+        return VKG_OK;
+    VKG_TRY(random_tensor(b, 3 * n, &dqkv));
+    VKG_TRY(random_tensor(b, att_elems, &dpre));
+    VKG_TRY(run_and_restart(b));
+    *flops *= 2.0;
+    return vkg_op_attention_bwd(b->cmd, dqkv, out, qkv, att, Bq, T, (int)C, NH, dpre);
+}
+
+/* Cross-entropy rows: N rows, V = C, Vp = OC, dlogits in place. */
+static vkg_status bench_xent_fwd_bwd(bench *b, const op_shape *s, double *flops, double *bytes)
+{
+    size_t N = (size_t)s->N, Vp = (size_t)s->OC;
+    vkg_tensor logits, targets, losses;
+    VKG_TRY(random_tensor(b, N * Vp, &logits));
+    VKG_TRY(random_tensor_ex(b, N, s->C, &targets));
+    VKG_TRY(random_tensor(b, N, &losses));
+    *flops = 4.0 * (double)(N * Vp);
+    *bytes = 4.0 * (double)(2 * N * Vp);
+    return vkg_op_xent_fwd_bwd(b->cmd, losses, &logits, logits, targets, (int)N, s->C, (int)Vp,
+                               1.0f / (float)N);
+}
+
+/* The gradient norm and the optimizer over N parameters: sumsq alone, or AdamW. */
+static vkg_status update_case(bench *b, const op_shape *s, double *flops, double *bytes)
+{
+    int adamw = s->variant;
+    size_t n = (size_t)s->N * (size_t)s->C;
+    size_t scratch_elems = vkg_op_sumsq_scratch_elems(b->dev, &n, 1);
+    vkg_tensor x, scratch, step, grad, m, v;
+    VKG_TRY(random_tensor(b, n, &x));
+    VKG_TRY(random_tensor(b, scratch_elems, &scratch));
+    VKG_TRY(random_tensor(b, 4, &step));
+    *flops = 2.0 * (double)n;
+    *bytes = 4.0 * (double)n;
+    if (!adamw)
+        return vkg_op_sumsq(b->cmd, step, &x, &n, 1, scratch, 0);
+    VKG_TRY(random_tensor(b, n, &grad));
+    VKG_TRY(random_tensor(b, n, &m));
+    VKG_TRY(random_tensor(b, n, &v));
+    vkg_step_params sp = {.lr = 1e-4f, .t = 1, .grad_clip = 0.0f};
+    VKG_TRY(vkg_tensor_write(b->dev, step, 0, &sp, sizeof sp));
+    *flops = 12.0 * (double)n;
+    *bytes = 4.0 * (double)(7 * n);
+    return vkg_op_adamw(b->cmd, x, grad, m, v, n, 0.9f, 0.95f, 1e-8f, 0.1f, step, NULL);
+}
+
+/* A flat op of the table on random tensors of N*C elements. */
+static vkg_status record_flat(bench *b, const op_shape *s, double *flops, double *bytes)
+{
+    size_t n = (size_t)s->N * (size_t)s->C;
+    int k = s->flat3 ? 3 : 2;
+    vkg_tensor t[3];
+    for (int i = 0; i < k; i++)
+        VKG_TRY(random_tensor(b, n, &t[i]));
+    *flops = s->flops * (double)n;
+    *bytes = 4.0 * (double)k * (double)n;
+    if (s->flat3)
+        return s->flat3(b->cmd, t[0], t[1], t[2], n);
+    return s->flat2(b->cmd, t[0], t[1], n);
+}
+
+/* The recorder of each VKG_BENCH op of the table, and its variant. */
+#define RECORD_matmul_fwd bench_matmul_fwd, 0
+#define RECORD_matmul_bwd bench_matmul_bwd, 0
+#define RECORD_attention_fwd attention_case, 0
+#define RECORD_attention_bwd attention_case, 1
+#define RECORD_encoder_fwd encoder_case, 0
+#define RECORD_encoder_bwd encoder_case, 1
+#define RECORD_layernorm_fwd layernorm_case, 0
+#define RECORD_layernorm_bwd layernorm_case, 1
+#define RECORD_xent_fwd_bwd bench_xent_fwd_bwd, 0
+#define RECORD_sumsq update_case, 0
+#define RECORD_adamw update_case, 1
+
+/* The rows: the VKG_BENCH, VKG_FLAT2 and VKG_FLAT3 rows of src/ops/op_table.def, in its order. */
+static const op_shape shapes[] = {
+#define VKG_BENCH(op, tag, N, C, OC) {#op, tag, N, C, OC, RECORD_##op, NULL, NULL, 0},
+#define VKG_FLAT2(name, t0, t1, flops, tag, N, C)                                                  \
+    {#name, tag, N, C, 0, record_flat, 0, vkg_op_##name, NULL, flops},
+#define VKG_FLAT3(name, t0, t1, t2, flops, tag, N, C)                                              \
+    {#name, tag, N, C, 0, record_flat, 0, NULL, vkg_op_##name, flops},
+#include "ops/op_table.def"
+};
+
+#define NSHAPES (sizeof shapes / sizeof shapes[0])
 
 /* Record shape s into b->cmd; *flops and *bytes describe one run. */
 static vkg_status record(bench *b, const op_shape *s, double *flops, double *bytes)
 {
     VKG_TRY(vkg_cmd_begin(b->cmd));
-    if (!strncmp(s->op, "matmul", 6))
-        VKG_TRY(record_matmul(b, s, flops, bytes));
-    else
-        VKG_TRY(record_other(b, s, flops, bytes));
+    VKG_TRY(s->record(b, s, flops, bytes));
     return vkg_cmd_end(b->cmd);
+}
+
+/* OpenBLAS on a matmul row's product, in ms (< 0: no reference for this row). */
+static double blas_ms(const op_shape *s, int iters)
+{
+    if (!vkg_bench_blas_available())
+        return -1.0;
+    if (s->record == bench_matmul_fwd)
+        return vkg_bench_sgemm_ms(s->N, s->OC, s->C, iters);
+    if (s->record == bench_matmul_bwd)
+        return vkg_bench_sgemm_bwd_ms(s->N, s->C, s->OC, iters);
+    return -1.0;
 }
 
 static int cmp_double(const void *x, const void *y)
@@ -333,23 +371,27 @@ int vkg_cli_bench_ops(int argc, char **argv)
         vkg_device_destroy(&b.dev);
         return 1;
     }
-    vkg_matmul_tiles t = b.tiles.tm ? b.tiles : vkg_matmul_default_tiles(info);
-    b.dev->tuning.matmul_tm = t.tm;
-    b.dev->tuning.matmul_tn = t.tn;
-    b.dev->tuning.matmul_lx = t.lx;
+    vkg_device_tuning tu = vkg_device_tuning_get(b.dev);
+    if (b.tiles.tm) {
+        tu.matmul_tm = b.tiles.tm;
+        tu.matmul_tn = b.tiles.tn;
+        tu.matmul_lx = b.tiles.lx;
+        st = vkg_device_tuning_set(b.dev, &tu);
+        if (st != VKG_OK) {
+            vkg_device_destroy(&b.dev);
+            return (vkg_cli_report("bench ops", st), 2);
+        }
+    }
     printf("# device: %s (%s)\n# matmul tiles: %u rows x %u columns per lane, %u lanes\n",
-           info->name, info->driver, t.tm, t.tn, t.lx);
+           info->name, info->driver, tu.matmul_tm, tu.matmul_tn, tu.matmul_lx);
     printf("%-14s %-18s %10s %10s %9s %12s %8s\n", "op", "shape", "ms", "GFLOP/s", "GB/s",
            "openblas_ms", "ratio");
     for (size_t i = 0; i < NSHAPES && st == VKG_OK; i++) {
         const op_shape *s = &shapes[i];
         if (only && strncmp(s->op, only, strlen(only)))
             continue;
-        size_t need = row_bytes(s);
         double flops = 0, bytes = 0, ms = 0;
-        st = vkg_arena_create(b.dev, need, "bench", &b.arena);
-        if (st == VKG_OK)
-            st = vkg_cmd_create(b.dev, &b.cmd);
+        st = vkg_cmd_create(b.dev, &b.cmd);
         if (st == VKG_OK)
             st = record(&b, s, &flops, &bytes);
         if (st == VKG_OK)
@@ -357,11 +399,7 @@ int vkg_cli_bench_ops(int argc, char **argv)
         if (st == VKG_OK) {
             printf("%-14s %-18s %10.3f %10.2f %9.2f", s->op, s->tag, ms, flops / ms / 1e6,
                    bytes / ms / 1e6);
-            double blas = -1.0;
-            if (!strcmp(s->op, "matmul_fwd") && vkg_bench_blas_available())
-                blas = vkg_bench_sgemm_ms(s->N, s->OC, s->C, iters);
-            else if (!strcmp(s->op, "matmul_bwd") && vkg_bench_blas_available())
-                blas = vkg_bench_sgemm_bwd_ms(s->N, s->C, s->OC, iters);
+            double blas = blas_ms(s, iters);
             if (blas > 0)
                 printf(" %12.3f %8.3f\n", blas, blas / ms);
             else
@@ -369,7 +407,8 @@ int vkg_cli_bench_ops(int argc, char **argv)
             fflush(stdout);
         }
         vkg_cmd_destroy(&b.cmd);
-        vkg_arena_destroy(&b.arena);
+        while (b.narenas > 0)
+            vkg_arena_destroy(&b.arenas[--b.narenas]);
     }
     vkg_device_destroy(&b.dev);
     return st == VKG_OK ? 0 : vkg_cli_report("bench ops", st);

@@ -18,6 +18,7 @@ typedef struct push_adamw {
     float beta1, beta2, eps, weight_decay;
     float ln_beta1, ln_beta2;
 } push_adamw;
+VKG_PUSH_CHECK(push_adamw, adamw);
 
 /* ln(beta) in double, rounded to float; beta = 0 gives a huge negative value (beta^t = 0). */
 static float log_beta(float beta)

@@ -11,7 +11,6 @@
  * (the reference and the trainer keep it for the backward pass).
  */
 #include <math.h>
-#include <string.h>
 
 #include "ops/op_util.h"
 #include "ops/ops.h"
@@ -44,11 +43,13 @@ typedef struct push_fwd {
     uint32_t T, C, NH, hs;
     float scale;
 } push_fwd;
+VKG_PUSH_CHECK(push_fwd, attention_fwd);
 
 typedef struct push_bwd {
     uint64_t dpre, dout, qkv, att;
     uint32_t T, C, NH, hs;
 } push_bwd;
+VKG_PUSH_CHECK(push_bwd, attention_bwd);
 
 typedef struct push_pv {
     uint64_t P, X, O;
@@ -56,12 +57,7 @@ typedef struct push_pv {
     uint32_t ldx, xoff, ldo, ooff;
     float alpha;
 } push_pv;
-
-/* lavapipe and other CPU drivers: narrow workgroups (barriers cost a switch per subgroup). */
-static int is_cpu_device(const vkg_device_info *info)
-{
-    return strcmp(info->type, "cpu") == 0;
-}
+VKG_PUSH_CHECK(push_pv, attention_fwd_pv);
 
 /* Shared bytes of attention_fwd (attention_bwd needs less: one reduction array, not two). */
 static size_t score_shared_bytes(const score_tiles *t)
@@ -70,16 +66,19 @@ static size_t score_shared_bytes(const score_tiles *t)
     return 4 * (bq * hc + hc * (bk + 1) + 2 * bq * t->lx);
 }
 
-/* GPUs: 128 invocations, 32 queries x 32 keys per tile through shared memory, 64 channels at a
- * time (GPT-2's heads all have hs = 64: one chunk, the block's queries loaded once; other head
- * sizes use the same pipeline with zero-padded chunks, so a model needs one variant per kernel).
- * CPU drivers (lavapipe): one subgroup of 8 lanes, 8 query rows x 2 keys per lane, read straight
- * from memory (hc = 0): no barriers in the loop and uniform loads of the query rows, about 5 times
- * faster there than the shared-memory tiling. */
-static vkg_status pick_score_tiles(const char *op, const vkg_device_info *info, score_tiles *out)
+/* VKG_ATTENTION_SHARED (GPUs): 128 invocations, 32 queries x 32 keys per tile through shared
+ * memory, 64 channels at a time (GPT-2's heads all have hs = 64: one chunk, the block's queries
+ * loaded once; other head sizes use the same pipeline with zero-padded chunks, so a model needs
+ * one variant per kernel). VKG_ATTENTION_DIRECT (CPU devices such as lavapipe): one subgroup of 8
+ * lanes, 8 query rows x 2 keys per lane, read straight from memory (hc = 0): no barriers in the
+ * loop and uniform loads of the query rows, about 5 times faster there than the shared-memory
+ * tiling. */
+static vkg_status pick_score_tiles(const char *op, const vkg_device_t *dev, score_tiles *out)
 {
-    score_tiles t =
-        is_cpu_device(info) ? (score_tiles){8, 1, 8, 2, 0} : (score_tiles){16, 8, 4, 2, 64};
+    const vkg_device_info *info = vkg_device_get_info(dev);
+    score_tiles t = vkg_device_tuning_get(dev).attention == VKG_ATTENTION_DIRECT
+                        ? (score_tiles){8, 1, 8, 2, 0}
+                        : (score_tiles){16, 8, 4, 2, 64};
     while (score_shared_bytes(&t) > info->max_shared_memory && t.hc > 8)
         t.hc /= 2;
     VKG_CHECK(score_shared_bytes(&t) <= info->max_shared_memory, VKG_ERR_UNSUPPORTED,
@@ -89,12 +88,15 @@ static vkg_status pick_score_tiles(const char *op, const vkg_device_info *info, 
     return VKG_OK;
 }
 
-/* GPUs: 128 invocations, 32 rows x 64 channels per workgroup, 32 reduction rows per shared tile
- * (4 * (32 * 33 + 32 * 64) = 12.4 KiB, within Vulkan's guaranteed 16 KiB). CPU drivers: one
- * subgroup, 8 rows x 4 channels per lane, read straight from memory (bk = 0). */
-static pv_tiles pick_pv_tiles(const vkg_device_info *info)
+/* VKG_ATTENTION_SHARED: 128 invocations, 32 rows x 64 channels per workgroup, 32 reduction rows
+ * per shared tile (4 * (32 * 33 + 32 * 64) = 12.4 KiB, within Vulkan's guaranteed 16 KiB).
+ * VKG_ATTENTION_DIRECT: one subgroup, 8 rows x 4 channels per lane, read straight from memory
+ * (bk = 0). */
+static pv_tiles pick_pv_tiles(const vkg_device_t *dev)
 {
-    return is_cpu_device(info) ? (pv_tiles){8, 1, 8, 4, 0} : (pv_tiles){16, 8, 4, 4, 32};
+    return vkg_device_tuning_get(dev).attention == VKG_ATTENTION_DIRECT
+               ? (pv_tiles){8, 1, 8, 4, 0}
+               : (pv_tiles){16, 8, 4, 4, 32};
 }
 
 /* Positive sizes, C divisible by NH, and every index within 32 bits. */
@@ -153,11 +155,11 @@ vkg_status vkg_op_attention_fwd(vkg_cmd *c, vkg_tensor out, vkg_tensor att, vkg_
     VKG_TRY(vkg__op_need(op, "out", out, BT * C));
     VKG_TRY(vkg__op_need(op, "att", att, (size_t)B * NH * T * T));
     VKG_TRY(vkg__op_need(op, "qkv", qkv, BT * 3 * C));
-    const vkg_device_info *info = vkg_device_get_info(vkg_cmd_device(c));
+    const vkg_device_t *dev = vkg_cmd_device(c);
     int hs = C / NH;
     score_tiles st;
-    VKG_TRY(pick_score_tiles(op, info, &st));
-    pv_tiles pt = pick_pv_tiles(info);
+    VKG_TRY(pick_score_tiles(op, dev, &st));
+    pv_tiles pt = pick_pv_tiles(dev);
 
     uint32_t gx = vkg__ceil_div((size_t)T, st.ly * st.rq);
     VKG_TRY(check_grid(op, gx, (uint32_t)NH, (uint32_t)B));
@@ -197,11 +199,11 @@ vkg_status vkg_op_attention_bwd(vkg_cmd *c, vkg_tensor dqkv, vkg_tensor dout, vk
     VKG_TRY(vkg__op_need(op, "qkv", qkv, BT * 3 * C));
     VKG_TRY(vkg__op_need(op, "att", att, att_elems));
     VKG_TRY(vkg__op_need(op, "dpre", dpre, att_elems));
-    const vkg_device_info *info = vkg_device_get_info(vkg_cmd_device(c));
+    const vkg_device_t *dev = vkg_cmd_device(c);
     int hs = C / NH;
     score_tiles st;
-    VKG_TRY(pick_score_tiles(op, info, &st));
-    pv_tiles pt = pick_pv_tiles(info);
+    VKG_TRY(pick_score_tiles(op, dev, &st));
+    pv_tiles pt = pick_pv_tiles(dev);
 
     uint32_t gx = vkg__ceil_div((size_t)T, st.ly * st.rq);
     VKG_TRY(check_grid(op, gx, (uint32_t)NH, (uint32_t)B));

@@ -9,6 +9,8 @@ typedef struct push_x_n_f {
     uint32_t n;
     float value;
 } push_x_n_f;
+VKG_PUSH_CHECK(push_x_n_f, fill);
+VKG_PUSH_CHECK(push_x_n_f, scale);
 
 static vkg_status flat_op(vkg_cmd *c, vkg_kernel_id k, const char *op, vkg_tensor x, size_t n,
                           float value)

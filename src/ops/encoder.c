@@ -10,25 +10,26 @@
 #include "ops/op_util.h"
 #include "ops/ops.h"
 
-#include <string.h>
-
 #define ENC_WG 256u /* flat passes (forward, dwpe) */
 
 typedef struct push_fwd {
     uint64_t out, inp, wte, wpe;
     uint32_t BT, T, C, V;
 } push_fwd;
+VKG_PUSH_CHECK(push_fwd, encoder_fwd);
 
 typedef struct push_wpe {
     uint64_t dwpe, dout;
     uint32_t B, TC;
 } push_wpe;
+VKG_PUSH_CHECK(push_wpe, encoder_bwd_wpe);
 
 typedef struct push_wte {
     uint64_t dwte, dout, inp;
     uint32_t BT, C, V;
     uint32_t pad_;
 } push_wte;
+VKG_PUSH_CHECK(push_wte, encoder_bwd_wte);
 
 /* Shapes must be positive and B*T*C (plus one grid-stride step) must fit 32-bit indices. */
 static vkg_status check_shape(const char *op, int B, int T, int C)
@@ -75,12 +76,12 @@ vkg_status vkg_op_encoder_fwd(vkg_cmd *c, vkg_tensor out, vkg_tensor inp, vkg_te
                             1, op);
 }
 
-/* Workgroup of encoder_bwd_wte: invocations, and channels per invocation. GPUs: 256 x 4 covers
- * C <= 1024 with one workgroup per position. CPU devices (lavapipe): 64 x 4, since every
+/* Workgroup of encoder_bwd_wte: invocations (the device's tuning), and channels per invocation.
+ * GPUs: 256 x 4 covers C <= 1024 with one workgroup per position. CPU devices: 64 x 4, since every
  * barrier switches through all subgroups of the workgroup. */
-static void wte_config(const vkg_device_info *info, uint32_t *wg, uint32_t *cpt)
+static void wte_config(const vkg_device_t *dev, uint32_t *wg, uint32_t *cpt)
 {
-    *wg = strcmp(info->type, "cpu") == 0 ? 64u : 256u;
+    *wg = vkg_device_tuning_get(dev).encoder_wte_wg;
     *cpt = 4u;
 }
 
@@ -114,7 +115,7 @@ vkg_status vkg_op_encoder_bwd(vkg_cmd *c, vkg_tensor dwte, vkg_tensor dwpe, vkg_
     VKG_TRY(table_rows(op, "dwte", dwte, C, &pt.V));
     push_wpe pp = wpe_push(dwpe, dout, B, T, C);
     uint32_t wg, cpt;
-    wte_config(vkg_device_get_info(vkg_cmd_device(c)), &wg, &cpt);
+    wte_config(vkg_cmd_device(c), &wg, &cpt);
     uint32_t spec_wte[4] = {wg, 1, 1, cpt};
     uint32_t gy = vkg__ceil_div((size_t)C, (size_t)wg * cpt);
     vkg_status st;

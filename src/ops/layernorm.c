@@ -8,28 +8,29 @@
 #include "ops/op_util.h"
 #include "ops/ops.h"
 
-#include <string.h>
-
 typedef struct push_fwd {
     uint64_t out, mean, rstd, inp, weight, bias;
     uint32_t N, C;
 } push_fwd;
+VKG_PUSH_CHECK(push_fwd, layernorm_fwd);
 
 typedef struct push_dinp {
     uint64_t dinp, dout, inp, weight, mean, rstd;
     uint32_t N, C;
 } push_dinp;
+VKG_PUSH_CHECK(push_dinp, layernorm_bwd_dinp);
 
 typedef struct push_dparams {
     uint64_t dweight, dbias, dout, inp, mean, rstd;
     uint32_t N, C;
 } push_dparams;
+VKG_PUSH_CHECK(push_dparams, layernorm_bwd_dparams);
 
-/* Invocations per row (a power of two): GPUs 256; CPU devices (lavapipe) 32, where every barrier
- * of the reduction tree switches through all subgroups of the workgroup. */
+/* Invocations per row (a power of two), from the device's tuning: narrow where every barrier of
+ * the reduction tree is costly (CPU devices), wide on GPUs. */
 static uint32_t row_wg(vkg_cmd *c)
 {
-    return strcmp(vkg_device_get_info(vkg_cmd_device(c))->type, "cpu") == 0 ? 32u : 256u;
+    return vkg_device_tuning_get(vkg_cmd_device(c)).layernorm_wg;
 }
 
 /* Channels x row lanes of layernorm_bwd_dparams: a warp of 32 reads two rows of 16 adjacent

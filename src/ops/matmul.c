@@ -1,6 +1,6 @@
 /* Matrix products in llm.c's layout (weights (OC, C), out = inp x W^T + b) built on one
  * register-tiled GEMM kernel (shaders/matmul.comp) whose tile sizes are specialization constants
- * chosen per device.
+ * taken from the device's tuning.
  *   forward:  out^T (OC, N) = W (OC, C) x inp^T (C, N), inp^T staged in a scratch tensor,
  *             stored transposed into out (N, OC), bias added
  *   backward: dinp (N, C) += dout (N, OC) x W (OC, C)
@@ -8,13 +8,11 @@
  *             dbias (OC)  += column sums of dout (matmul_bwd_bias.comp, fixed order)
  * In every pass the second operand is read along its contiguous dimension by neighbouring lanes
  * and the first is read uniformly per workgroup; nothing uses atomics.
- * On CPU devices an accumulating product whose B operand (K x N) is larger than a core's cache is
- * split along K into chunks added to the output in order by successive dispatches (see
- * ksplit_rows): every row block then reads a chunk of B while it is still cached. */
+ * Where the tuning says so (CPU devices), an accumulating product whose B operand (K x N) is larger
+ * than a core's cache is split along K into chunks added to the output in order by successive
+ * dispatches (see ksplit_rows): every row block then reads a chunk of B while still cached. */
 #include "ops/op_util.h"
 #include "ops/ops.h"
-
-#include <string.h>
 
 typedef struct push_gemm {
     uint64_t out, a, b, bias;
@@ -23,54 +21,38 @@ typedef struct push_gemm {
     uint32_t has_bias;
     uint32_t pad_;
 } push_gemm;
+VKG_PUSH_CHECK(push_gemm, matmul);
 
 typedef struct push_transpose {
     uint64_t out, in;
     uint32_t rows, cols;
 } push_transpose;
+VKG_PUSH_CHECK(push_transpose, transpose);
 
 typedef struct push_bias {
     uint64_t dbias, dout;
     uint32_t rows, cols;
 } push_bias;
-
-vkg_matmul_tiles vkg_matmul_default_tiles(const vkg_device_info *info)
-{
-    /* CPU devices (lavapipe, where every load is a gather): one subgroup per workgroup, as many
-     * rows as lanes so A is loaded once per k and broadcast, 8 columns per lane (measured best of
-     * 8x1..8x16, docs/BENCHMARKS.md). GPUs: 64 lanes, 4 x 4 per lane. */
-    vkg_matmul_tiles t = {.tm = 4, .tn = 4, .lx = 64};
-    if (!strcmp(info->type, "cpu") && info->subgroup_size > 0 && info->subgroup_size <= 16) {
-        t.tm = info->subgroup_size;
-        t.tn = 8;
-        t.lx = info->subgroup_size;
-    }
-    return t;
-}
+VKG_PUSH_CHECK(push_bias, matmul_bwd_bias);
 
 static size_t span(size_t outer, size_t ld, size_t inner)
 {
     return outer == 0 ? 0 : (outer - 1) * ld + inner;
 }
 
-/* Bytes of B one K-chunk may hold on CPU devices: half of a 1 MiB L2, so the chunk, A's rows and
- * the output tile stay cached while the row blocks stream past it. Measured on lavapipe (2 cores
- * of an AMD EPYC, docs/BENCHMARKS.md "Training step"): the classifier's dinp at L=4 C=256 V=50257
- * B=8 T=128 (K = 50304, B = wte, 51 MiB) went from 2.5-5 s to 0.75-0.85 s; 256 KiB to 1 MiB
- * chunks did about as well. */
-#define KSPLIT_BYTES (512u * 1024u)
 #define KSPLIT_MIN_ROWS 64u
 
-/* K rows per chunk for g on the device `info` describes, or 0 to run g in one dispatch. Only
+/* K rows per chunk for g under the device's tuning, or 0 to run g in one dispatch. Only
  * accumulating products that are not stored transposed are split (each chunk re-reads the output;
- * transposed stores make that costly), and only on CPU devices (GPUs were not measured). */
-static uint32_t ksplit_rows(const vkg_device_info *info, const vkg_gemm *g)
+ * transposed stores make that costly), and only when B exceeds the tuning's chunk size. */
+static uint32_t ksplit_rows(const vkg_device_tuning *tu, const vkg_gemm *g)
 {
-    if (strcmp(info->type, "cpu") != 0 || !g->accumulate || g->out_t)
+    size_t chunk = tu->matmul_ksplit_bytes;
+    if (chunk == 0 || !g->accumulate || g->out_t)
         return 0;
-    if ((size_t)g->K * g->N * 4 <= KSPLIT_BYTES)
+    if ((size_t)g->K * g->N * 4 <= chunk)
         return 0;
-    uint32_t kc = (uint32_t)(KSPLIT_BYTES / ((size_t)g->N * 4));
+    uint32_t kc = (uint32_t)(chunk / ((size_t)g->N * 4));
     kc = kc < KSPLIT_MIN_ROWS ? KSPLIT_MIN_ROWS : kc;
     return kc < g->K ? kc : 0;
 }
@@ -95,10 +77,10 @@ static vkg_status gemm_dispatch(vkg_cmd *c, const vkg_gemm *g, const char *op)
 {
     vkg_device_t *dev = vkg_cmd_device(c);
     vkg_matmul_tiles t = g->tiles;
-    if (t.tm == 0 || t.tn == 0 || t.lx == 0)
-        t = (vkg_matmul_tiles){dev->tuning.matmul_tm, dev->tuning.matmul_tn, dev->tuning.matmul_lx};
-    if (t.tm == 0 || t.tn == 0 || t.lx == 0)
-        t = vkg_matmul_default_tiles(vkg_device_get_info(dev));
+    if (t.tm == 0 || t.tn == 0 || t.lx == 0) {
+        vkg_device_tuning tu = vkg_device_tuning_get(dev);
+        t = (vkg_matmul_tiles){tu.matmul_tm, tu.matmul_tn, tu.matmul_lx};
+    }
     push_gemm p = {.out = g->out.addr,
                    .a = g->a.addr,
                    .b = g->b.addr,
@@ -131,7 +113,8 @@ vkg_status vkg_op_gemm(vkg_cmd *c, const vkg_gemm *g)
 {
     const char *op = g->label ? g->label : "gemm";
     VKG_TRY(check_gemm(op, g));
-    uint32_t kc = ksplit_rows(vkg_device_get_info(vkg_cmd_device(c)), g);
+    vkg_device_tuning tu = vkg_device_tuning_get(vkg_cmd_device(c));
+    uint32_t kc = ksplit_rows(&tu, g);
     if (kc == 0)
         return gemm_dispatch(c, g, op);
     for (uint32_t k0 = 0; k0 < g->K; k0 += kc) {

@@ -8,7 +8,6 @@
  * The stage-1 dispatches are independent and recorded as one group. This file does not take the
  * square root: the consumer (AdamW) does. */
 #include <stdio.h>
-#include <string.h>
 
 #include "ops/op_util.h"
 #include "ops/ops.h"
@@ -20,28 +19,25 @@ typedef struct push_sumsq_partial {
     uint64_t x, partials;
     uint32_t n, chunk;
 } push_sumsq_partial;
+VKG_PUSH_CHECK(push_sumsq_partial, sumsq_partial);
 
 typedef struct push_sumsq_final {
     uint64_t partials, out;
     uint32_t count, accumulate;
 } push_sumsq_final;
+VKG_PUSH_CHECK(push_sumsq_final, sumsq_final);
 
-/* Workgroup size (a power of two) and the most workgroups (partials) per segment. GPUs need
- * many workgroups in flight to reach memory bandwidth; a CPU device runs one workgroup per core
- * at a time, so a few long chunks serve it best. */
+/* Workgroup size (a power of two) and the most workgroups (partials) per segment, from the
+ * device's tuning. GPUs need many workgroups in flight to reach memory bandwidth; a CPU device
+ * runs one workgroup per core at a time, so a few long chunks serve it best. */
 typedef struct sumsq_plan {
     uint32_t wg, max_groups;
 } sumsq_plan;
 
 static sumsq_plan plan_for(const vkg_device_t *dev)
 {
-    const vkg_device_info *info = vkg_device_get_info(dev);
-    sumsq_plan pl = {.wg = 256, .max_groups = 1024};
-    if (strcmp(info->type, "cpu") == 0) {
-        pl.wg = 64;
-        pl.max_groups = 64;
-    }
-    return pl;
+    vkg_device_tuning tu = vkg_device_tuning_get(dev);
+    return (sumsq_plan){.wg = tu.sumsq_wg, .max_groups = tu.sumsq_max_groups};
 }
 
 /* Workgroups for a segment of n elements (0 for n = 0), and the elements each one owns. */

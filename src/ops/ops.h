@@ -20,13 +20,10 @@ vkg_status vkg_op_scale(vkg_cmd *c, vkg_tensor x, size_t n, float factor);
 /* ---- matmul (src/ops/matmul.c) ---- */
 
 /* Register tile of the GEMM kernel: tm rows x tn columns per invocation, lx lanes per
- * workgroup. Zeros mean the device's default. */
+ * workgroup. Zeros mean the device's tuning (vkg_device_tuning_get: matmul_tm, _tn, _lx). */
 typedef struct vkg_matmul_tiles {
     uint32_t tm, tn, lx;
 } vkg_matmul_tiles;
-
-/* The tiles vkgpt uses on a device (CPU devices and GPUs differ). */
-vkg_matmul_tiles vkg_matmul_default_tiles(const vkg_device_info *info);
 
 /* One GEMM: R(m,n) = sum_k A(m,k) B(k,n) with A(m,k) = a[m*lda+k] (a_kcontig) or a[k*lda+m],
  * B(k,n) = b[k*ldb+n]; stored at out[m*ldo+n] or, with out_t, out[n*ldo+m]; added to out with
@@ -97,12 +94,17 @@ vkg_status vkg_op_layernorm_fwd(vkg_cmd *c, vkg_tensor out, vkg_tensor mean, vkg
 vkg_status vkg_op_layernorm_bwd(vkg_cmd *c, vkg_tensor dinp, vkg_tensor dweight, vkg_tensor dbias,
                                 vkg_tensor dout, vkg_tensor inp, vkg_tensor weight, vkg_tensor mean,
                                 vkg_tensor rstd, int N, int C);
-/* GELU, tanh approximation: out = gelu(inp); dinp += gelu'(inp) * dout. */
-vkg_status vkg_op_gelu_fwd(vkg_cmd *c, vkg_tensor out, vkg_tensor inp, size_t n);
-vkg_status vkg_op_gelu_bwd(vkg_cmd *c, vkg_tensor dinp, vkg_tensor inp, vkg_tensor dout, size_t n);
-/* Residual: out = a + b (out may alias a or b); da += dout, db += dout. */
-vkg_status vkg_op_residual_fwd(vkg_cmd *c, vkg_tensor out, vkg_tensor a, vkg_tensor b, size_t n);
-vkg_status vkg_op_residual_bwd(vkg_cmd *c, vkg_tensor da, vkg_tensor db, vkg_tensor dout, size_t n);
+
+/* ---- flat ops: the VKG_FLAT2 / VKG_FLAT3 rows of src/ops/op_table.def ---- */
+
+/* vkg_op_<name>(c, t0, t1[, t2], n): one element-wise op over flat float tensors of n elements
+ * (GELU and the residual add, src/ops/pointwise.c), declared here from its table row, where what
+ * it computes is stated. n may be 0 (nothing is recorded); each tensor must hold n elements. */
+#define VKG_FLAT2(name, t0, t1, flops, tag, N, C)                                                  \
+    vkg_status vkg_op_##name(vkg_cmd *c, vkg_tensor t0, vkg_tensor t1, size_t n);
+#define VKG_FLAT3(name, t0, t1, t2, flops, tag, N, C)                                              \
+    vkg_status vkg_op_##name(vkg_cmd *c, vkg_tensor t0, vkg_tensor t1, vkg_tensor t2, size_t n);
+#include "ops/op_table.def"
 
 /* ---- loss, gradient norm, optimizer (src/ops/xent.c, norm.c, adamw.c) ---- */
 

@@ -11,12 +11,16 @@ typedef struct push3 {
     uint32_t n;
     uint32_t pad_;
 } push3;
+VKG_PUSH_CHECK(push3, gelu_bwd);
+VKG_PUSH_CHECK(push3, residual_fwd);
+VKG_PUSH_CHECK(push3, residual_bwd);
 
 typedef struct push2 {
     uint64_t x, y;
     uint32_t n;
     uint32_t pad_;
 } push2;
+VKG_PUSH_CHECK(push2, gelu_fwd);
 
 static vkg_status check_n(const char *op, size_t n)
 {

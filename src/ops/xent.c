@@ -2,8 +2,6 @@
  * workgroup per row, online max/sum of exp reduced in shared memory, losses and (optionally)
  * dlogits in one dispatch. It does not average the losses: the caller sums them (or folds 1/N
  * into dloss). */
-#include <string.h>
-
 #include "ops/op_util.h"
 #include "ops/ops.h"
 
@@ -16,13 +14,14 @@ typedef struct push_xent {
     uint32_t N, V, Vp;
     float dloss;
 } push_xent;
+VKG_PUSH_CHECK(push_xent, xent_fwd_bwd);
 
-/* Invocations per row: enough for XENT_PER_LANE columns each, between the
- * subgroup size and a cap. CPU devices run a workgroup on one core where barriers are costly, so
- * fewer lanes (fewer tree levels) serve them better; GPUs want a wide row. Powers of two. */
-static uint32_t xent_workgroup(const vkg_device_info *info, int V)
+/* Invocations per row: enough for XENT_PER_LANE columns each, between the subgroup size and the
+ * tuning's cap (small where barriers are costly, as on CPU devices; wide on GPUs). Powers of 2. */
+static uint32_t xent_workgroup(const vkg_device_t *dev, int V)
 {
-    uint32_t cap = strcmp(info->type, "cpu") == 0 ? 64u : 256u;
+    const vkg_device_info *info = vkg_device_get_info(dev);
+    uint32_t cap = vkg_device_tuning_get(dev).xent_wg_max;
     uint32_t w = 1;
     while (w < info->subgroup_size && w < cap)
         w *= 2;
@@ -59,7 +58,7 @@ vkg_status vkg_op_xent_fwd_bwd(vkg_cmd *c, vkg_tensor losses, const vkg_tensor *
             VKG_ERR_INVALID_ARG,
             "%s: tensor dlogits partly overlaps logits (it must be logits itself or apart)", op);
     }
-    uint32_t wg = xent_workgroup(vkg_device_get_info(vkg_cmd_device(c)), V);
+    uint32_t wg = xent_workgroup(vkg_cmd_device(c), V);
     push_xent p = {.logits = logits.addr,
                    .losses = losses.addr,
                    .dlogits = dlogits ? dlogits->addr : logits.addr,

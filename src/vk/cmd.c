@@ -112,6 +112,10 @@ vkg_status vkg_cmd_dispatch(vkg_cmd *c, vkg_kernel_id k, const uint32_t *spec, i
     VKG_CHECK(push_bytes <= VKG_PUSH_MAX && push_bytes % 4 == 0, VKG_ERR_INVALID_ARG,
               "kernel %s: push constants of %zu bytes (at most %d, multiple of 4)",
               vkg__kernel_name(k), push_bytes, VKG_PUSH_MAX);
+    size_t block = vkg__kernel_push_bytes(k);
+    VKG_CHECK(push_bytes >= block && push_bytes <= (block + 7) / 8 * 8, VKG_ERR_INVALID_ARG,
+              "kernel %s: push constants of %zu bytes, its shader's block has %zu",
+              vkg__kernel_name(k), push_bytes, block);
     if (gx == 0 || gy == 0 || gz == 0)
         return VKG_OK;
     VKG_CHECK(gx <= 65535 && gy <= 65535 && gz <= 65535, VKG_ERR_INVALID_ARG,

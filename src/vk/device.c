@@ -1,6 +1,7 @@
 /* Opening a device: selection by index or name, the required-feature check, the logical device
  * with one compute queue, the command pool, the timeline semaphore and the shared pipeline layout.
- * Also submit/wait on the timeline. Memory lives in arena.c, pipelines in kernel.c. */
+ * Also submit/wait on the timeline. Memory lives in arena.c, pipelines in kernel.c, the tuning
+ * derived from the device's capabilities in tuning.c. */
 #include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -198,6 +199,7 @@ static vkg_status open_logical(vkg_device_t *dev)
     VkPhysicalDeviceProperties props;
     vkGetPhysicalDeviceProperties(dev->phys, &props);
     dev->timestamp_period = props.limits.timestampPeriod;
+    dev->tuning = vkg__device_tuning_defaults(props.deviceType, dev->info.subgroup_size);
     return VKG_OK;
 }
 

@@ -1,6 +1,7 @@
-/* The kernel table: one row per embedded shader (name, SPIR-V), and the compute pipelines built
- * from it, one per distinct set of specialization constants, created on first use and kept until
- * the device is destroyed. */
+/* The kernel table: one row per embedded shader (name, SPIR-V, push-constant bytes; the shaders
+ * are the rows of src/ops/op_table.def, made into VKG_SHADER_LIST by the build), and the compute
+ * pipelines built from it, one per distinct set of specialization constants, created on first use
+ * and kept until the device is destroyed. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,10 +11,12 @@ typedef struct kernel_row {
     const char *name;
     const uint32_t *spv;
     const size_t *words;
+    uint32_t push_bytes;
 } kernel_row;
 
 static const kernel_row kernel_table[VKG_KERNEL_COUNT] = {
-#define VKG_KERNEL_ROW_(name) {#name, vkg_spv_##name, &vkg_spv_##name##_words},
+#define VKG_KERNEL_ROW_(name)                                                                      \
+    {#name, vkg_spv_##name, &vkg_spv_##name##_words, VKG_PUSH_BYTES_##name},
     VKG_SHADER_LIST(VKG_KERNEL_ROW_)
 #undef VKG_KERNEL_ROW_
 };
@@ -21,6 +24,11 @@ static const kernel_row kernel_table[VKG_KERNEL_COUNT] = {
 const char *vkg__kernel_name(vkg_kernel_id k)
 {
     return (unsigned)k < VKG_KERNEL_COUNT ? kernel_table[k].name : "?";
+}
+
+uint32_t vkg__kernel_push_bytes(vkg_kernel_id k)
+{
+    return (unsigned)k < VKG_KERNEL_COUNT ? kernel_table[k].push_bytes : 0;
 }
 
 static vkg_status build_pipeline(vkg_device_t *dev, vkg_kernel_id k, const uint32_t *spec,

@@ -15,6 +15,7 @@
 #include <vulkan/vulkan.h>
 
 #include "base/error.h"
+#include "vk/push_sizes.h"
 #include "vk/shaders.h"
 #include "vkgpt/device.h"
 
@@ -44,7 +45,8 @@ vkg_status vkg__vk_status(VkResult r);
 
 /* ---- kernels --------------------------------------------------------------------------- */
 
-/* One enum value per shader in shaders/CMakeLists.txt: VKG_KERNEL_fill, VKG_KERNEL_matmul_fwd... */
+/* One enum value per shader of the op table (src/ops/op_table.def), in its order:
+ * VKG_KERNEL_fill, VKG_KERNEL_matmul... */
 typedef enum vkg_kernel_id {
 #define VKG_KERNEL_ENUM_(name) VKG_KERNEL_##name,
     VKG_SHADER_LIST(VKG_KERNEL_ENUM_)
@@ -57,6 +59,14 @@ typedef enum vkg_kernel_id {
 #define VKG_MAX_SPEC 12
 #define VKG_PUSH_MAX 128
 
+/* Compile-time check that the push-constant struct T of an op is the push-constant block of
+ * shaders/<shader>.comp as the build measured it (VKG_PUSH_BYTES_<shader>, vk/push_sizes.h):
+ * sizeof(T) is the block's size rounded up to T's alignment (its tail padding). */
+#define VKG_PUSH_CHECK(T, shader)                                                                  \
+    _Static_assert(sizeof(T) ==                                                                    \
+                       (VKG_PUSH_BYTES_##shader + _Alignof(T) - 1) / _Alignof(T) * _Alignof(T),    \
+                   #T " does not match the push-constant block of shaders/" #shader ".comp")
+
 typedef struct vkg_kernel_variant {
     uint32_t spec[VKG_MAX_SPEC];
     int nspec;
@@ -68,12 +78,55 @@ typedef struct vkg_kernel_cache {
     int count, cap;
 } vkg_kernel_cache;
 
-/* Name of a kernel ("matmul_fwd"). */
+/* Name of a kernel ("matmul"). */
 const char *vkg__kernel_name(vkg_kernel_id k);
+/* Bytes of the kernel's push-constant block, as the build measured it (0 for an unknown id). */
+uint32_t vkg__kernel_push_bytes(vkg_kernel_id k);
 /* The pipeline for kernel k with these specialization constants, created on first use. */
 vkg_status vkg__kernel_pipeline(vkg_device_t *dev, vkg_kernel_id k, const uint32_t *spec, int nspec,
                                 VkPipeline *out);
 void vkg__kernels_release(vkg_device_t *dev);
+
+/* ---- device tuning --------------------------------------------------------------------- */
+
+/* The two forms of the attention kernels (attention_fwd, attention_bwd, attention_fwd_pv). */
+typedef enum vkg_attention_variant {
+    VKG_ATTENTION_SHARED, /* 128 invocations, query and key tiles staged in shared memory */
+    VKG_ATTENTION_DIRECT, /* one 8-lane subgroup per workgroup reading straight from memory:
+                             no barriers in the loops (devices where a barrier is costly) */
+} vkg_attention_variant;
+
+/* The kernel variants, tiles and workgroup sizes the ops use on one device. Ops read these and
+ * the capabilities in vkg_device_info; they never look at the device's type or name. Every field
+ * is used as it stands (no "0 = default"). */
+typedef struct vkg_device_tuning {
+    uint32_t matmul_tm, matmul_tn; /* matmul.comp register tile: rows x columns per invocation */
+    uint32_t matmul_lx;            /* matmul.comp invocations per workgroup */
+    /* An accumulating, not transposed product whose B operand exceeds this many bytes is split
+     * along K into chunks of about this size, added in order (0: never split). */
+    uint32_t matmul_ksplit_bytes;
+    vkg_attention_variant attention;
+    uint32_t layernorm_wg;     /* invocations per row, layernorm_fwd and _bwd_dinp (power of 2) */
+    uint32_t xent_wg_max;      /* most invocations per row of xent_fwd_bwd (power of 2) */
+    uint32_t encoder_wte_wg;   /* invocations per workgroup of encoder_bwd_wte */
+    uint32_t sumsq_wg;         /* invocations per workgroup of sumsq_partial/_final (power of 2) */
+    uint32_t sumsq_max_groups; /* most partial sums (workgroups) per sumsq segment */
+} vkg_device_tuning;
+
+/* The tuning a device of this type and subgroup size gets when it is created: the one place
+ * where a device's kind chooses kernel variants. CPU devices (lavapipe: a workgroup runs on one
+ * core, every barrier switches through its subgroups, every load is a gather) get narrow
+ * workgroups, the subgroup-broadcast matmul tile and the barrier-free attention; every other
+ * device the wide GPU forms. */
+vkg_device_tuning vkg__device_tuning_defaults(VkPhysicalDeviceType type, uint32_t subgroup_size);
+/* The tuning the device's ops use now (its defaults unless vkg_device_tuning_set changed it). */
+vkg_device_tuning vkg_device_tuning_get(const vkg_device_t *dev);
+/* Replace the device's tuning; ops recorded afterwards use it (lists recorded before keep what
+ * they recorded; scratch sized by vkg_op_sumsq_scratch_elems before must be sized again).
+ * Errors: VKG_ERR_INVALID_ARG naming the first field out of range (tiles from 1 to 16,
+ * workgroups from 1 to the device's invocation limit, powers of two where marked, a known
+ * attention variant, sumsq_max_groups >= 1); the tuning is then left unchanged. */
+vkg_status vkg_device_tuning_set(vkg_device_t *dev, const vkg_device_tuning *t);
 
 /* ---- device ---------------------------------------------------------------------------- */
 
@@ -96,10 +149,7 @@ struct vkg_device {
     atomic_int validation_count;
     char validation_first[1024];
     vkg_kernel_cache kernels[VKG_KERNEL_COUNT];
-    /* Per-device overrides of op tuning (0 = the op's default), set by benchmarks. */
-    struct {
-        uint32_t matmul_tm, matmul_tn, matmul_lx;
-    } tuning;
+    vkg_device_tuning tuning; /* derived from the capabilities at creation */
     /* staging for transfers on devices without unified memory */
     VkBuffer staging;
     VkDeviceMemory staging_mem;
@@ -176,9 +226,10 @@ void vkg_cmd_destroy(vkg_cmd **pc);
 vkg_status vkg_cmd_begin(vkg_cmd *c);
 /* Record a dispatch of kernel k with push constants and a grid of workgroups. A barrier is
  * inserted before it when earlier dispatches were recorded since the last barrier, unless inside
- * a group. label: static string used in profiles (NULL = kernel name). Errors: push size over
- * 128 bytes, a zero-sized or too large grid (the message names the kernel). A grid with a zero
- * dimension records nothing and succeeds. */
+ * a group. label: static string used in profiles (NULL = kernel name). Errors: push constants
+ * that are not the kernel's block (from its size to its size rounded up to 8 bytes: a struct with
+ * tail padding) or over 128 bytes, a too large grid (the message names the kernel). A grid with a
+ * zero dimension records nothing and succeeds. */
 vkg_status vkg_cmd_dispatch(vkg_cmd *c, vkg_kernel_id k, const uint32_t *spec, int nspec,
                             const void *push, size_t push_bytes, uint32_t gx, uint32_t gy,
                             uint32_t gz, const char *label);
@@ -201,7 +252,7 @@ vkg_status vkg_cmd_wait(vkg_cmd *c, uint64_t value, uint64_t timeout_ns);
 /* Per-dispatch GPU times of the last completed run (device opened with profiling; else 0
  * entries). Pointer valid until the next begin/run. */
 int vkg_cmd_timings(vkg_cmd *c, const vkg_cmd_timing **out);
-/* The device a command list records for (ops pick per-device variants from its info). */
+/* The device a command list records for (ops pick variants from its tuning and info). */
 vkg_device_t *vkg_cmd_device(const vkg_cmd *c);
 /* Number of dispatches recorded. */
 int vkg_cmd_dispatch_count(const vkg_cmd *c);

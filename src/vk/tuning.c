@@ -1,0 +1,72 @@
+/* Device tuning: the kernel variants, tiles and workgroup sizes the ops use on a device, derived
+ * once from its capabilities when it is created, read by the ops and replaceable by benchmarks.
+ * It does not measure anything: the choices below come from docs/BENCHMARKS.md. */
+#include "vk/vk.h"
+
+/* Matmul on CPU devices: one subgroup per workgroup, as many rows as lanes so A is loaded once
+ * per k and broadcast, 8 columns per lane (measured best of 8x1..8x16). GPUs: 64 lanes, 4 x 4.
+ * K-split on CPU devices: half of a 1 MiB L2, so a chunk of B, A's rows and the output tile stay
+ * cached while the row blocks stream past (the classifier's dinp at L=4 C=256 V=50257 B=8 T=128:
+ * 2.5-5 s -> 0.75-0.85 s; 256 KiB to 1 MiB did about as well); GPUs were not measured.
+ * The reductions (layernorm, xent, encoder_bwd_wte, sumsq): CPU devices run a workgroup on one
+ * core where every barrier switches through all its subgroups, so fewer lanes (fewer tree levels)
+ * serve them; a CPU core runs one workgroup at a time, so sumsq's few long chunks do too. */
+vkg_device_tuning vkg__device_tuning_defaults(VkPhysicalDeviceType type, uint32_t subgroup_size)
+{
+    int cpu = type == VK_PHYSICAL_DEVICE_TYPE_CPU;
+    vkg_device_tuning t = {
+        .matmul_tm = 4,
+        .matmul_tn = 4,
+        .matmul_lx = 64,
+        .matmul_ksplit_bytes = cpu ? 512u * 1024u : 0u,
+        .attention = cpu ? VKG_ATTENTION_DIRECT : VKG_ATTENTION_SHARED,
+        .layernorm_wg = cpu ? 32u : 256u,
+        .xent_wg_max = cpu ? 64u : 256u,
+        .encoder_wte_wg = cpu ? 64u : 256u,
+        .sumsq_wg = cpu ? 64u : 256u,
+        .sumsq_max_groups = cpu ? 64u : 1024u,
+    };
+    if (cpu && subgroup_size > 0 && subgroup_size <= 16) {
+        t.matmul_tm = subgroup_size;
+        t.matmul_tn = 8;
+        t.matmul_lx = subgroup_size;
+    }
+    return t;
+}
+
+vkg_device_tuning vkg_device_tuning_get(const vkg_device_t *dev)
+{
+    return dev->tuning;
+}
+
+typedef struct field_range {
+    const char *name;
+    uint32_t value, min, max;
+    int pow2;
+} field_range;
+
+vkg_status vkg_device_tuning_set(vkg_device_t *dev, const vkg_device_tuning *t)
+{
+    uint32_t inv = dev->info.max_workgroup_invocations;
+    const field_range fields[] = {
+        {"matmul_tm", t->matmul_tm, 1, 16, 0},
+        {"matmul_tn", t->matmul_tn, 1, 16, 0},
+        {"matmul_lx", t->matmul_lx, 1, inv, 0},
+        {"attention", (uint32_t)t->attention, VKG_ATTENTION_SHARED, VKG_ATTENTION_DIRECT, 0},
+        {"layernorm_wg", t->layernorm_wg, 1, inv, 1},
+        {"xent_wg_max", t->xent_wg_max, 1, inv, 1},
+        {"encoder_wte_wg", t->encoder_wte_wg, 1, inv, 0},
+        {"sumsq_wg", t->sumsq_wg, 1, inv, 1},
+        {"sumsq_max_groups", t->sumsq_max_groups, 1, UINT32_MAX, 0},
+    };
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+        const field_range *f = &fields[i];
+        VKG_CHECK(f->value >= f->min && f->value <= f->max, VKG_ERR_INVALID_ARG,
+                  "device tuning: %s = %u is outside [%u, %u] on %s", f->name, f->value, f->min,
+                  f->max, dev->info.name);
+        VKG_CHECK(!f->pow2 || (f->value & (f->value - 1)) == 0, VKG_ERR_INVALID_ARG,
+                  "device tuning: %s = %u is not a power of two", f->name, f->value);
+    }
+    dev->tuning = *t;
+    return VKG_OK;
+}
