@@ -212,8 +212,37 @@ vkg_status vkg_comm_barrier(vkg_comm_t *c);
 
 /* Point-to-point: send returns when buf may be reused; recv waits for the next message from peer
  * with this tag and fails (VKG_ERR_PROTOCOL) unless it has exactly `bytes` bytes. */
+/* Tags with the high bit set (1 << 31) are the groups' (below). */
 vkg_status vkg_comm_send(vkg_comm_t *c, int peer, uint32_t tag, const void *buf, size_t bytes);
 vkg_status vkg_comm_recv(vkg_comm_t *c, int peer, uint32_t tag, void *buf, size_t bytes);
+
+/* ---- groups ----
+ * A group is a subset of a communicator's ranks (a pipeline stage's data-parallel ranks, the
+ * first and last stage of a pipeline) with collectives of its own, carried by the communicator's
+ * point-to-point messages under tags of the group's (id, sequence number), so that groups, their
+ * successive calls and the communicator's own collectives never take each other's messages.
+ * Deadlines, liveness and aborts are the communicator's. Every member calls every group
+ * collective in the same order; other ranks do not take part. */
+typedef struct vkg_group vkg_group_t;
+
+#define VKG_GROUP_MAX_ID 2047 /* ids 0..VKG_GROUP_MAX_ID */
+
+/* A group of the n distinct ranks `ranks` of c (listed in group-rank order; this rank must be
+ * one of them), named by id (distinct among the groups this rank is in). c must outlive the
+ * group. Errors: VKG_ERR_INVALID_ARG naming the bad rank, id or count. */
+vkg_status vkg_group_create(vkg_comm_t *c, const int *ranks, int n, uint32_t id, vkg_group_t **out);
+void vkg_group_destroy(vkg_group_t **pg);
+int vkg_group_rank(const vkg_group_t *g);
+int vkg_group_size(const vkg_group_t *g);
+/* The communicator rank of group rank i. */
+int vkg_group_member(const vkg_group_t *g, int i);
+/* In-place SUM allreduce of n floats: a ring (reduce-scatter, allgather) over the members in
+ * group-rank order; every member gets bitwise identical results, in the same order every run. */
+vkg_status vkg_group_allreduce_sum(vkg_group_t *g, float *buf, size_t n);
+/* Copy bytes of group rank root's buf into every other member's buf. */
+vkg_status vkg_group_broadcast(vkg_group_t *g, void *buf, size_t bytes, int root);
+/* recv (size * bytes) receives every member's bytes of send, in group-rank order. */
+vkg_status vkg_group_allgather(vkg_group_t *g, const void *send, size_t bytes, void *recv);
 
 /* Tell every peer this rank gives up (their pending and later calls fail with VKG_ERR_PEER and
  * this reason), and put this communicator in the failed state. Never blocks beyond a short flush;
