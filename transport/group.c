@@ -18,8 +18,7 @@ struct vkg_group {
     uint32_t id, seq;
 };
 
-vkg_status vkg_group_create(vkg_comm_t *c, const int *ranks, int n, uint32_t id,
-                            vkg_group_t **out)
+vkg_status vkg_group_create(vkg_comm_t *c, const int *ranks, int n, uint32_t id, vkg_group_t **out)
 {
     int world = vkg_comm_size(c), self = vkg_comm_rank(c), me = -1;
     VKG_CHECK(n >= 1 && n <= world, VKG_ERR_INVALID_ARG,

@@ -81,6 +81,14 @@ typedef struct vkg_train_config {
      * device computes the rest (only the last micro-step of a step communicates). Negative: one
      * allreduce of the whole gradient after the backward pass. */
     long long bucket_bytes;
+    /* Pipeline parallelism: pp stages (0 or 1: none) of contiguous layers, world = dp x pp, a
+     * stage's data-parallel ranks next to each other (rank = stage x dp + replica). pp_layers:
+     * pp layer counts (NULL: balanced by estimated compute); pp_schedule 0: 1F1B, 1: GPipe.
+     * The accumulation steps are the pipeline's micro-batches. */
+    int pp;
+    const int *pp_layers;
+    int pp_layers_count;
+    int pp_schedule;
     /* Optional: a flag (set by a signal handler) checked at the end of each step; with several
      * ranks it is combined over all of them, so every rank stops after the same step. Also
      * checked while vkg_trainer_create loads data: it then fails with VKG_ERR_ABORTED
@@ -108,10 +116,12 @@ typedef struct vkg_trainer_info {
     int validation_messages;   /* warnings/errors the validation layer reported (validation on) */
     char validation_first[512];
     char log_path[1024], svg_path[1024];
-    int rank, world_size;   /* data parallelism; 0 of 1 alone */
-    int global_batch;       /* rows of a global micro-batch (sum over ranks) */
-    char rank_batches[256]; /* "4,2,2" */
-    float lr;               /* peak lr after --lr-scale */
+    int rank, world_size;        /* data parallelism; 0 of 1 alone */
+    int global_batch;            /* rows of a global micro-batch (sum over ranks) */
+    char rank_batches[256];      /* "4,2,2" */
+    int pp, stage;               /* pipeline stages (1 without) and this rank's */
+    int first_layer, last_layer; /* this rank's layers [first, last) */
+    float lr;                    /* peak lr after --lr-scale */
 } vkg_trainer_info;
 
 typedef struct vkg_step_info {

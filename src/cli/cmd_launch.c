@@ -76,11 +76,12 @@ int vkg_cli_dp_resolve(vkg_cli_dp_flags *d, struct vkg_train_config *cfg)
                     1 << 20, d->rank_batch);
             return 2;
         }
-        if (n != cc->world_size) {
+        int dp = cfg->pp > 1 ? cc->world_size / cfg->pp : cc->world_size;
+        if (n != dp) {
             fprintf(stderr,
-                    "vkgpt train: --rank-batch lists %d sizes but the world has %d "
-                    "ranks\n",
-                    n, cc->world_size);
+                    "vkgpt train: --rank-batch lists %d sizes but there are %d data-parallel "
+                    "ranks%s\n",
+                    n, dp, cfg->pp > 1 ? " (ranks / --pp)" : "");
             return 2;
         }
         cfg->rank_batch = d->rank_batch_v;

@@ -20,6 +20,7 @@ static void on_signal(int sig)
 }
 
 static const char *const schedules[] = {"cosine", "linear", "constant", NULL};
+static const char *const pp_schedules[] = {"1f1b", "gpipe", NULL}; /* as vkg_train_config */
 
 typedef struct train_opts {
     vkg_train_config cfg;
@@ -27,6 +28,8 @@ typedef struct train_opts {
     float temperature;
     const char *prompt;
     vkg_cli_dp_flags dp;
+    const char *pp_layers;
+    int pp_layers_v[256];
     int arch_given[5]; /* --layers --heads --channels --ctx --vocab given (checked on resume) */
 } train_opts;
 
@@ -132,7 +135,8 @@ static int show_sample(vkg_trainer_t *t, const train_opts *o, uint64_t seed, int
         vkg_trainer_sample(t, o->prompt, o->sample_len, o->temperature, o->top_k, seed, &text);
     if (st != VKG_OK)
         return vkg_cli_report("train", st);
-    printf("%s--- sample ---\n%s\n--------------\n", tty ? "\r\033[K" : "", text);
+    if (o->cfg.comm.rank == 0)
+        printf("%s--- sample ---\n%s\n--------------\n", tty ? "\r\033[K" : "", text);
     free(text);
     return 0;
 }
@@ -186,19 +190,25 @@ static int run(vkg_trainer_t *t, const train_opts *o)
            "the device\n",
            info.device, info.layers, info.heads, info.channels, info.max_seq_len, info.vocab_size,
            info.padded_vocab_size, info.num_params, (double)info.device_bytes / 1048576.0);
-    if (info.world_size > 1)
+    int dp = info.world_size / info.pp; /* data-parallel ranks */
+    if (dp > 1)
         printf("batch: %d x %d tokens x %d accumulation, summed over %d ranks (rows %s) = %lld "
                "tokens per step\n",
-               info.global_batch, info.seq, info.accum_steps, info.world_size, info.rank_batches,
+               info.global_batch, info.seq, info.accum_steps, dp, info.rank_batches,
                info.total_batch);
     else
         printf("batch: %d x %d tokens x %d accumulation = %lld tokens per step\n", info.batch,
                info.seq, info.accum_steps, info.total_batch);
-    if (info.world_size > 1)
+    if (dp > 1)
         printf("data parallel: rank %d of %d, micro-batches %s rows (%d x %d = %lld tokens per "
                "micro-step over all ranks), lr %.3e\n",
                info.rank, info.world_size, info.rank_batches, info.global_batch, info.seq,
                (long long)info.global_batch * info.seq, (double)info.lr);
+    if (info.pp > 1)
+        printf("pipeline: %d stages (%s), %d micro-batches per step; rank %d is stage %d with "
+               "layers [%d, %d)\n",
+               info.pp, pp_schedules[o->cfg.pp_schedule], info.accum_steps, info.rank, info.stage,
+               info.first_layer, info.last_layer);
     if (info.resumed)
         printf("resumed at step %lld\n", info.start_step);
     if (info.resume_skipped[0])
@@ -318,6 +328,11 @@ int vkg_cli_train(int argc, char **argv)
          100},
         {"--top-k", VKG_FLAG_INT, &o.top_k, "sample among the k likeliest tokens (0: all)", 0, 0,
          1 << 24},
+        {"--pp", VKG_FLAG_INT, &c->pp, "pipeline stages (ranks = data-parallel x pp)", 0, 1, 256},
+        {"--pp-layers", VKG_FLAG_STR, &o.pp_layers,
+         "layers per stage, e.g. 3,3,2 (default: balanced by estimated compute)", 0, 0, 0},
+        {"--pp-schedule", VKG_FLAG_CHOICE, &c->pp_schedule, "pipeline schedule", pp_schedules, 0,
+         0},
         {"--ckpt-dir", VKG_FLAG_STR, &c->ckpt_dir, "checkpoint folder (also holds log.jsonl)", 0, 0,
          0},
         {"--ckpt-every", VKG_FLAG_INT, &o.ckpt_every, "checkpoint every N steps (and at the end)",
@@ -354,10 +369,29 @@ int vkg_cli_train(int argc, char **argv)
         return 2;
     }
     c->schedule = (vkg_schedule_kind)schedule;
+    if (o.pp_layers) {
+        int n = vkg_flags_int_list(o.pp_layers, 1, 1 << 20, o.pp_layers_v, 256);
+        if (n < 0) {
+            fprintf(stderr,
+                    "vkgpt train: --pp-layers wants layer counts separated by commas, one per "
+                    "stage (e.g. 3,3,2), got '%s'\n",
+                    o.pp_layers);
+            return 2;
+        }
+        if (c->pp < 2 || n != c->pp) {
+            fprintf(stderr,
+                    "vkgpt train: --pp-layers lists %d stages but --pp is %d: give one count per "
+                    "stage of --pp\n",
+                    n, c->pp < 2 ? 1 : c->pp);
+            return 2;
+        }
+        c->pp_layers = o.pp_layers_v, c->pp_layers_count = n;
+    }
     if ((rc = vkg_cli_dp_resolve(&o.dp, c)) != 0)
         return rc;
-    if (c->comm.rank != 0) /* rank 0 speaks for the job */
-        o.quiet = 1, o.sample_every = 0, o.sample_len = 0;
+    if (c->comm.rank != 0) /* rank 0 speaks for the job; a pipeline samples on every rank */
+        o.quiet = 1, o.sample_every = c->pp > 1 ? o.sample_every : 0,
+        o.sample_len = c->pp > 1 ? o.sample_len : 0;
     c->stop = &stop_requested;
     if (!c->data) {
         fprintf(stderr, "vkgpt train: --data is required (llm.c shards or text files)\n");

@@ -46,12 +46,30 @@ static vkg_status check(const vkg_adamw_config *c, size_t n, const vkg_adamw_seg
     return VKG_OK;
 }
 
+/* The norm list: the sum of squares of gradients [from, n). */
+static vkg_status record_norm(vkg_adamw *o, size_t from)
+{
+    vkg_tensor g = vkg_tensor_view(o->grads, from * 4, (o->n - from) * 4);
+    size_t count = o->n - from;
+    VKG_TRY(vkg_cmd_begin(o->norm));
+    if (count)
+        VKG_TRY(vkg_op_sumsq(o->norm, o->sumsq, &g, &count, 1, o->sumsq_scratch, 0));
+    else
+        VKG_TRY(vkg_op_fill(o->norm, o->sumsq, 1, 0.0f));
+    return vkg_cmd_end(o->norm);
+}
+
+vkg_status vkg_adamw_norm_from(vkg_adamw *o, size_t from)
+{
+    VKG_CHECK(from <= o->n, VKG_ERR_INVALID_ARG, "AdamW: the norm cannot start at %zu of %zu", from,
+              o->n);
+    return record_norm(o, from);
+}
+
 static vkg_status record(vkg_adamw *o)
 {
     VKG_TRY(vkg_cmd_create(o->dev, &o->norm));
-    VKG_TRY(vkg_cmd_begin(o->norm));
-    VKG_TRY(vkg_op_sumsq(o->norm, o->sumsq, &o->grads, &o->n, 1, o->sumsq_scratch, 0));
-    VKG_TRY(vkg_cmd_end(o->norm));
+    VKG_TRY(record_norm(o, 0));
     VKG_TRY(vkg_cmd_create(o->dev, &o->update));
     vkg_cmd *c = o->update;
     VKG_TRY(vkg_cmd_begin(c));

@@ -42,7 +42,11 @@ vkg_status vkg_adamw_create(vkg_device_t *dev, const vkg_adamw_config *cfg, vkg_
                             vkg_adamw **out);
 void vkg_adamw_destroy(vkg_adamw **po);
 
-/* The sum of squares of all n gradients (deterministic: same gradients, same bits). */
+/* Count only gradients [from, n) in the norm (a copy of a tensor another optimizer also holds,
+ * such as a pipeline's second wte, must be counted once in the global norm). Default 0. */
+vkg_status vkg_adamw_norm_from(vkg_adamw *o, size_t from);
+/* The sum of squares of the n gradients (from vkg_adamw_norm_from on), deterministic: same
+ * gradients, same bits. */
 vkg_status vkg_adamw_grad_sumsq(vkg_adamw *o, float *sumsq);
 /* One AdamW step with learning rate lr and 1-based step t. The gradients are scaled by
  * grad_clip / sqrt(sumsq) when grad_clip > 0 and that norm exceeds it; sumsq is the global sum of

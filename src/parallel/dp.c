@@ -10,7 +10,9 @@
 
 struct vkg_dp {
     vkg_comm_t *comm; /* NULL alone */
-    int rank, world;
+    int rank, world;  /* in the job */
+    int pp;           /* pipeline stages: the job is pp data-parallel groups of dpw ranks */
+    int dpr, dpw;     /* this rank's place in its data-parallel group, and the group's size */
     int batch[VKG_DP_MAX_RANKS];
     int global_batch, row_offset, equal;
     int32_t *scratch_in, *scratch_tgt; /* (G, T) for unequal batches */
@@ -18,7 +20,7 @@ struct vkg_dp {
     char list[256];
 };
 
-vkg_status vkg_dp_create(const vkg_comm_config *comm, int batch, const int *rank_batch,
+vkg_status vkg_dp_create(const vkg_comm_config *comm, int pp, int batch, const int *rank_batch,
                          int rank_batch_count, vkg_dp **out)
 {
     int world = comm ? comm->world_size : 1, rank = comm ? comm->rank : 0;
@@ -27,14 +29,20 @@ vkg_status vkg_dp_create(const vkg_comm_config *comm, int batch, const int *rank
               "data parallel: rank %d of world size %d is out of range "
               "(world size 1..%d)",
               rank, world, VKG_DP_MAX_RANKS);
-    VKG_CHECK(!rank_batch || rank_batch_count == world, VKG_ERR_INVALID_ARG,
-              "--rank-batch lists %d micro-batch sizes for a world of %d ranks", rank_batch_count,
-              world);
+    VKG_CHECK(pp >= 1 && world % pp == 0, VKG_ERR_INVALID_ARG,
+              "--pp %d does not divide the %d ranks: give a number of ranks that is a multiple "
+              "of --pp (data-parallel groups = ranks / pp)",
+              pp, world);
+    int dpw = world / pp;
+    VKG_CHECK(!rank_batch || rank_batch_count == dpw, VKG_ERR_INVALID_ARG,
+              "--rank-batch lists %d micro-batch sizes for %d data-parallel ranks%s",
+              rank_batch_count, dpw, pp > 1 ? " (ranks / --pp)" : "");
     vkg_dp *d = calloc(1, sizeof *d);
     VKG_CHECK(d, VKG_ERR_NOMEM, "no memory for the data-parallel state");
     d->rank = rank, d->world = world, d->equal = 1;
+    d->pp = pp, d->dpw = dpw, d->dpr = rank % dpw; /* ranks stage by stage: s * dpw + r */
     size_t len = 0;
-    for (int k = 0; k < world; k++) {
+    for (int k = 0; k < dpw; k++) {
         d->batch[k] = rank_batch ? rank_batch[k] : batch;
         if (d->batch[k] <= 0) {
             free(d);
@@ -43,7 +51,7 @@ vkg_status vkg_dp_create(const vkg_comm_config *comm, int batch, const int *rank
                             "(--batch / --rank-batch)",
                             k, rank_batch ? rank_batch[k] : batch);
         }
-        if (k < rank)
+        if (k < d->dpr)
             d->row_offset += d->batch[k];
         d->global_batch += d->batch[k];
         d->equal &= d->batch[k] == d->batch[0];
@@ -86,7 +94,23 @@ int vkg_dp_world(const vkg_dp *d)
 }
 int vkg_dp_rank_batch(const vkg_dp *d)
 {
-    return d->batch[d->rank];
+    return d->batch[d->dpr];
+}
+int vkg_dp_group_rank(const vkg_dp *d)
+{
+    return d->dpr;
+}
+int vkg_dp_group_size(const vkg_dp *d)
+{
+    return d->dpw;
+}
+int vkg_dp_pp(const vkg_dp *d)
+{
+    return d->pp;
+}
+vkg_comm_t *vkg_dp_comm(vkg_dp *d)
+{
+    return d->comm;
 }
 int vkg_dp_global_batch(const vkg_dp *d)
 {
@@ -96,7 +120,7 @@ int vkg_dp_global_batch(const vkg_dp *d)
 int vkg_dp_max_rank_batch(const vkg_dp *d)
 {
     int mx = 0;
-    for (int k = 0; k < d->world; k++)
+    for (int k = 0; k < d->dpw; k++)
         mx = d->batch[k] > mx ? d->batch[k] : mx;
     return mx;
 }
@@ -117,21 +141,21 @@ const char *vkg_dp_batch_list(const vkg_dp *d)
 uint64_t vkg_dp_batch_hash(const vkg_dp *d)
 {
     uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a over the sizes */
-    for (int k = 0; k < d->world; k++)
+    for (int k = 0; k < d->dpw; k++)
         h = (h ^ (uint64_t)(uint32_t)d->batch[k]) * 0x100000001b3ull;
     return h;
 }
 
 float vkg_dp_loss_scale(const vkg_dp *d)
 {
-    return d->world == 1 ? 1.0f : (float)d->batch[d->rank] / (float)d->global_batch;
+    return d->dpw == 1 ? 1.0f : (float)d->batch[d->dpr] / (float)d->global_batch;
 }
 
 void vkg_dp_data_config(const vkg_dp *d, vkg_data_config *dc)
 {
     if (d->equal) {
-        dc->batch_size = d->batch[d->rank];
-        dc->rank = d->rank, dc->world_size = d->world;
+        dc->batch_size = d->batch[d->dpr];
+        dc->rank = d->dpr, dc->world_size = d->dpw;
     } else {
         dc->batch_size = d->global_batch;
         dc->rank = 0, dc->world_size = 1;
@@ -156,7 +180,7 @@ static vkg_status read_rows(vkg_dp *d, vkg_data_t *data, int64_t g, int T, int32
         VKG_TRY(vkg_data_next(data, d->scratch_in, d->scratch_tgt));
     else
         VKG_TRY(vkg_data_read_batch(data, (uint64_t)g, d->scratch_in, d->scratch_tgt));
-    size_t off = (size_t)d->row_offset * (size_t)T, n = (size_t)d->batch[d->rank] * (size_t)T;
+    size_t off = (size_t)d->row_offset * (size_t)T, n = (size_t)d->batch[d->dpr] * (size_t)T;
     memcpy(inputs, d->scratch_in + off, n * sizeof *inputs);
     memcpy(targets, d->scratch_tgt + off, n * sizeof *targets);
     return VKG_OK;

@@ -30,13 +30,16 @@ typedef struct vkg_dp vkg_dp;
 
 /* What every rank must agree on; compared field by field against rank 0's. */
 typedef struct vkg_dp_fingerprint {
-    uint64_t v[24];
+    uint64_t v[32];
 } vkg_dp_fingerprint;
 
 /* Join the job described by comm (vkg_comm_create; world_size 1 makes a communicator-less
- * vkg_dp). rank_batch: world_size micro-batch sizes (rows), or NULL for `batch` on every rank.
+ * vkg_dp). pp: pipeline stages (1 without a pipeline); the job's ranks are then pp data-parallel
+ * groups, stage by stage (rank = stage x group size + place in the group), and everything about
+ * batches below is per group. rank_batch: group-size micro-batch sizes (rows), or NULL for
+ * `batch` on every rank.
  * Errors: VKG_ERR_INVALID_ARG naming the flag (a bad list, sizes <= 0), and vkg_comm_create's. */
-vkg_status vkg_dp_create(const vkg_comm_config *comm, int batch, const int *rank_batch,
+vkg_status vkg_dp_create(const vkg_comm_config *comm, int pp, int batch, const int *rank_batch,
                          int rank_batch_count, vkg_dp **out);
 /* Leave the job. With a failure (this rank gave up: why, not NULL) the peers are told first
  * (vkg_comm_abort with that text) so they fail at once, naming this rank and the reason, instead
@@ -45,6 +48,12 @@ void vkg_dp_destroy(vkg_dp **pd, const char *failure);
 
 int vkg_dp_rank(const vkg_dp *d);
 int vkg_dp_world(const vkg_dp *d);
+/* This rank's place in its data-parallel group, the group's size, the pipeline stages, and the
+ * job's communicator (NULL alone). */
+int vkg_dp_group_rank(const vkg_dp *d);
+int vkg_dp_group_size(const vkg_dp *d);
+int vkg_dp_pp(const vkg_dp *d);
+vkg_comm_t *vkg_dp_comm(vkg_dp *d);
 /* This rank's micro-batch rows, the global micro-batch rows G, and this rank's b_k / G. */
 int vkg_dp_rank_batch(const vkg_dp *d);
 int vkg_dp_global_batch(const vkg_dp *d);

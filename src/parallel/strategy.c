@@ -16,14 +16,26 @@ vkg_status vkg_strategy_create(const vkg_strategy_config *c, vkg_strategy **out)
 {
     vkg_strategy *s = calloc(1, sizeof *s);
     VKG_CHECK(s, VKG_ERR_NOMEM, "no memory for the parallel strategy");
-    vkg_status st = vkg_dp_create(&c->comm, c->batch, c->rank_batch, c->rank_batch_count, &s->dp);
+    int pp = c->pp > 1 ? c->pp : 1;
+    s->cfg = *c;
+    s->cfg.rank_batch = NULL, s->cfg.pp_layers = NULL; /* not kept */
+    vkg_status st =
+        vkg_dp_create(&c->comm, pp, c->batch, c->rank_batch, c->rank_batch_count, &s->dp);
     if (st != VKG_OK) {
         free(s);
         return st;
     }
-    s->vt = vkg_dp_world(s->dp) > 1 ? &vkg__strategy_dp : &vkg__strategy_single;
-    if (vkg_dp_world(s->dp) > 1 && c->bucket_bytes >= 0)
+    s->vt = pp > 1                    ? &vkg__strategy_pp
+            : vkg_dp_world(s->dp) > 1 ? &vkg__strategy_dp
+                                      : &vkg__strategy_single;
+    if (pp == 1 && vkg_dp_world(s->dp) > 1 && c->bucket_bytes >= 0)
         s->bucket_bytes = c->bucket_bytes ? (uint64_t)c->bucket_bytes : BUCKET_DEFAULT;
+    if (pp > 1)
+        st = vkg__pp_create(s, c);
+    if (st != VKG_OK) {
+        vkg_strategy_destroy(&s, NULL);
+        return st;
+    }
     *out = s;
     return VKG_OK;
 }
@@ -34,6 +46,8 @@ void vkg_strategy_destroy(vkg_strategy **ps, const char *failure)
     if (!s)
         return;
     vkg_dp_destroy(&s->dp, failure);
+    if (s->vt && s->vt->free_impl)
+        s->vt->free_impl(s);
     vkg_buckets_destroy(&s->buckets);
     vkg_adamw_destroy(&s->opt);
     vkg_gpt2_destroy(&s->model);
@@ -148,14 +162,14 @@ vkg_status vkg_strategy_create_adamw(const vkg_adamw_config *cfg, vkg_gpt2 *m, v
                             vkg_gpt2_grads_tensor(m), vkg_gpt2_param_count(m), segs, n, out);
 }
 
-vkg_status vkg_strategy_build(vkg_strategy *s, const vkg_strategy_model *mc)
+vkg_status vkg__strategy_whole_build(vkg_strategy *s, vkg_gpt2_part part, int slots)
 {
-    VKG_CHECK(!s->model, VKG_ERR_STATE, "the strategy's model is built already");
-    s->mc = *mc;
+    const vkg_strategy_model *mc = &s->mc;
     vkg_gpt2_opts o = vkg_gpt2_opts_default();
     o.B = vkg_dp_rank_batch(s->dp), o.T = mc->T, o.accum_steps = mc->accum_steps;
     o.loss_scale = vkg_dp_loss_scale(s->dp);
-    o.part = vkg_gpt2_whole(&mc->cfg);
+    o.part = part;
+    o.slots = slots;
     VKG_TRY(vkg_gpt2_create(mc->dev, &mc->cfg, &o, &s->model));
     VKG_TRY(vkg_strategy_create_adamw(&mc->adamw, s->model, &s->opt));
     size_t bt = (size_t)o.B * (size_t)o.T;
@@ -165,9 +179,28 @@ vkg_status vkg_strategy_build(vkg_strategy *s, const vkg_strategy_model *mc)
     return VKG_OK;
 }
 
+vkg_status vkg_strategy_build(vkg_strategy *s, const vkg_strategy_model *mc)
+{
+    VKG_CHECK(!s->model, VKG_ERR_STATE, "the strategy's model is built already");
+    s->mc = *mc;
+    if (s->vt->build)
+        return s->vt->build(s);
+    return vkg__strategy_whole_build(s, vkg_gpt2_whole(&mc->cfg), 1);
+}
+
+void vkg_strategy_stage(const vkg_strategy *s, int *stage, int *first, int *last)
+{
+    const vkg_gpt2_part *p = s->model ? &vkg_gpt2_opts_of(s->model)->part : NULL;
+    *stage = vkg_dp_rank(s->dp) / vkg_dp_group_size(s->dp);
+    *first = p ? p->first : 0;
+    *last = p ? p->last : 0;
+}
+
 vkg_status vkg_strategy_load(vkg_strategy *s, float *params, float *m, float *v)
 {
     VKG_CHECK(s->model, VKG_ERR_STATE, "vkg_strategy_build comes before vkg_strategy_load");
+    if (s->vt->load)
+        return s->vt->load(s, params, m, v);
     VKG_TRY(s->vt->share(s, params, m, v));
     VKG_TRY(s->vt->setup(s));
     const vkg_gpt2_layout *lo = vkg_gpt2_layout_of(s->model);
@@ -199,6 +232,8 @@ vkg_status vkg_strategy_step(vkg_strategy *s, vkg_data_t *data, const vkg_strate
                              vkg_strategy_step_out *out)
 {
     VKG_CHECK(s->model, VKG_ERR_STATE, "no model (vkg_strategy_build)");
+    if (s->vt->step)
+        return s->vt->step(s, data, in, out);
     memset(out, 0, sizeof *out);
     int accum = s->mc.accum_steps;
     double loss = 0.0;
@@ -227,6 +262,8 @@ vkg_status vkg_strategy_step(vkg_strategy *s, vkg_data_t *data, const vkg_strate
 vkg_status vkg_strategy_eval(vkg_strategy *s, vkg_data_t *data, int n, float *loss)
 {
     VKG_CHECK(s->model, VKG_ERR_STATE, "no model (vkg_strategy_build)");
+    if (s->vt->eval)
+        return s->vt->eval(s, data, n, loss);
     double sum = 0.0;
     for (int i = 0; i < n; i++) {
         float l;
@@ -245,6 +282,8 @@ vkg_status vkg_strategy_eval(vkg_strategy *s, vkg_data_t *data, int n, float *lo
 vkg_status vkg_strategy_logits(vkg_strategy *s, const int32_t *inputs, int b, int t, float *row)
 {
     VKG_CHECK(s->model, VKG_ERR_STATE, "no model (vkg_strategy_build)");
+    if (s->vt->logits)
+        return s->vt->logits(s, inputs, b, t, row);
     VKG_TRY(vkg_gpt2_forward(s->model, inputs, NULL, NULL));
     return vkg_gpt2_logits_row(s->model, b, t, row);
 }
@@ -252,6 +291,8 @@ vkg_status vkg_strategy_logits(vkg_strategy *s, const int32_t *inputs, int b, in
 vkg_status vkg_strategy_gather(vkg_strategy *s, float *params, float *m, float *v)
 {
     VKG_CHECK(s->model, VKG_ERR_STATE, "no model (vkg_strategy_build)");
+    if (s->vt->gather)
+        return s->vt->gather(s, params, m, v);
     const vkg_gpt2_layout *lo = vkg_gpt2_layout_of(s->model);
     size_t n = lo->total;
     float *buf = malloc(n * sizeof *buf), *bv = m ? malloc(n * sizeof *bv) : NULL;

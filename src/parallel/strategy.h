@@ -7,7 +7,10 @@
  *   single  one rank, one device, the whole model;
  *   dp      data parallel: every rank the whole model on its slice of each global micro-batch,
  *           gradients summed over ranks (token-weighted, dp.h), per bucket overlapped with the
- *           backward pass of the last micro-batch (buckets.c, tied_wte.c) or after it.
+ *           backward pass of the last micro-batch (buckets.c, tied_wte.c) or after it;
+ *   pp      pipeline (composed with data parallelism: ranks = dp x pp): each rank one stage, a
+ *           contiguous range of layers, micro-batches flowing through the stages by GPipe or 1F1B
+ *           (pp_strategy.c, pp_schedule.c).
  * Every rank calls every function here in the same order (they may communicate).
  * Not here: data loading and files (src/data, src/io), schedules (src/optim), checkpoints and
  * logs (src/train). Nothing here prints.
@@ -31,7 +34,13 @@ typedef struct vkg_strategy_config {
     const int *rank_batch; /* world_size micro-batch sizes, or NULL */
     int rank_batch_count;
     long long bucket_bytes; /* gradient buckets (0: 25 MiB); < 0: no overlap */
+    int pp;                 /* pipeline stages (0 or 1: none) */
+    const int *pp_layers;   /* pp layer counts by stage, or NULL: balanced automatically */
+    int pp_layers_count;
+    int pp_schedule; /* VKG_PP_1F1B (default) or VKG_PP_GPIPE */
 } vkg_strategy_config;
+
+enum { VKG_PP_1F1B = 0, VKG_PP_GPIPE = 1 };
 
 /* Join the job and pick the strategy. Errors: VKG_ERR_INVALID_ARG naming the flag (a bad batch
  * list), and vkg_comm_create's. */
@@ -60,7 +69,7 @@ void vkg_strategy_data_config(const vkg_strategy *s, vkg_data_config *dc);
 /* Broadcast bytes from rank 0 to every rank (nothing alone). */
 vkg_status vkg_strategy_broadcast(vkg_strategy *s, void *buf, size_t bytes);
 /* Every rank's count values against rank 0's: the first difference fails the call on every rank
- * with VKG_ERR_MISMATCH naming the rank, names[i] and both values. count <= 24. */
+ * with VKG_ERR_MISMATCH naming the rank, names[i] and both values. count <= 32. */
 vkg_status vkg_strategy_check_match(vkg_strategy *s, const uint64_t *values,
                                     const char *const *names, int count);
 /* Rank 0 did `what` for the job (status st, the thread's message when it failed): every rank
@@ -87,6 +96,9 @@ vkg_status vkg_strategy_load(vkg_strategy *s, float *params, float *m, float *v)
 /* An AdamW optimizer over every tensor of the model part m (weight decay on its 2-D weights), as
  * the strategies use (also for benchmarks of one device). */
 vkg_status vkg_strategy_create_adamw(const vkg_adamw_config *cfg, vkg_gpt2 *m, vkg_adamw **out);
+/* Pipeline: this rank's stage and its layers [first, last) (0, 0, L without a pipeline, once
+ * built). */
+void vkg_strategy_stage(const vkg_strategy *s, int *stage, int *first, int *last);
 /* Device bytes this rank holds for the model and optimizer. */
 size_t vkg_strategy_device_bytes(const vkg_strategy *s);
 

@@ -22,6 +22,15 @@ typedef struct vkg_strategy_vt {
     vkg_status (*reduce)(vkg_strategy *s, double *loss, int *stop, vkg_strategy_step_out *out);
     /* A job-wide token-weighted mean of a per-rank mean. */
     vkg_status (*mean)(vkg_strategy *s, double *value);
+    /* Strategies that split the model replace the whole-model calls (NULL: strategy.c's). */
+    vkg_status (*build)(vkg_strategy *s);
+    vkg_status (*load)(vkg_strategy *s, float *params, float *m, float *v);
+    vkg_status (*step)(vkg_strategy *s, vkg_data_t *data, const vkg_strategy_step_in *in,
+                       vkg_strategy_step_out *out);
+    vkg_status (*eval)(vkg_strategy *s, vkg_data_t *data, int n, float *loss);
+    vkg_status (*logits)(vkg_strategy *s, const int32_t *inputs, int b, int t, float *row);
+    vkg_status (*gather)(vkg_strategy *s, float *params, float *m, float *v);
+    void (*free_impl)(vkg_strategy *s);
 } vkg_strategy_vt;
 
 struct vkg_strategy {
@@ -36,9 +45,18 @@ struct vkg_strategy {
     float *grads;               /* (param count) host buffer for the allreduce */
     vkg_buckets *buckets;       /* NULL without overlap */
     double comm_ms, exposed_ms; /* gradient communication of the last step */
+    vkg_strategy_config cfg;    /* as created (pointers not kept past create) */
+    struct vkg_pp *pp;          /* pipeline state (pp_strategy.c) */
 };
+
+/* Create this rank's model part (part, with slots activation slots), its AdamW and the token
+ * buffers (strategy.c). */
+vkg_status vkg__strategy_whole_build(vkg_strategy *s, vkg_gpt2_part part, int slots);
 
 extern const vkg_strategy_vt vkg__strategy_single;
 extern const vkg_strategy_vt vkg__strategy_dp;
+extern const vkg_strategy_vt vkg__strategy_pp;
+/* Pipeline setup at create: stage layout and checks (pp_strategy.c). */
+vkg_status vkg__pp_create(vkg_strategy *s, const vkg_strategy_config *c);
 
 #endif

@@ -208,7 +208,11 @@ static vkg_status join(vkg_trainer_t *t)
                               .batch = c->batch,
                               .rank_batch = c->rank_batch,
                               .rank_batch_count = c->rank_batch_count,
-                              .bucket_bytes = c->bucket_bytes};
+                              .bucket_bytes = c->bucket_bytes,
+                              .pp = c->pp,
+                              .pp_layers = c->pp_layers,
+                              .pp_layers_count = c->pp_layers_count,
+                              .pp_schedule = c->pp_schedule};
     if (c->comm_from_env) {
         VKG_TRY(vkg_comm_config_from_env(&sc.comm, NULL));
         sc.comm.ctx = c->comm.ctx;
@@ -390,6 +394,8 @@ void vkg_trainer_get_info(const vkg_trainer_t *t, vkg_trainer_info *info)
     info->rank = vkg_strategy_rank(t->par), info->world_size = vkg_strategy_world(t->par);
     info->global_batch = vkg_strategy_global_batch(t->par), info->lr = t->sched.lr;
     snprintf(info->rank_batches, sizeof info->rank_batches, "%s", vkg_strategy_batch_list(t->par));
+    info->pp = t->cfg.pp > 1 ? t->cfg.pp : 1;
+    vkg_strategy_stage(t->par, &info->stage, &info->first_layer, &info->last_layer);
 }
 
 int vkg_trainer_done(const vkg_trainer_t *t)
@@ -478,14 +484,21 @@ vkg_status vkg_trainer_get_params(vkg_trainer_t *t, float *params)
     return failed(t, vkg_strategy_gather(t->par, params, NULL, NULL));
 }
 
-/* Rank 0's part of vkg_trainer_checkpoint: write, prune, plot. */
+/* vkg_trainer_checkpoint: every rank hands its part of the model and optimizer state to rank 0
+ * (a pipeline's stages each hold some layers), which writes, prunes and plots. */
 static vkg_status write_checkpoint(vkg_trainer_t *t, char *path_out, size_t cap)
 {
-    size_t n = vkg_gpt2_num_params(&t->mcfg);
-    float *p = malloc(n * sizeof *p), *m = malloc(n * sizeof *m), *v = malloc(n * sizeof *v);
-    vkg_status st = VKG_OK;
-    VKG_CHECK_GOTO(st, p && m && v, VKG_ERR_NOMEM, done, "no memory for a checkpoint");
-    VKG_TRY_GOTO(st, vkg_strategy_gather(t->par, p, m, v), done);
+    int rank0 = vkg_strategy_rank(t->par) == 0;
+    size_t n = rank0 ? vkg_gpt2_num_params(&t->mcfg) : 0;
+    float *p = rank0 ? malloc(n * sizeof *p) : NULL, *m = rank0 ? malloc(n * sizeof *m) : NULL;
+    float *v = rank0 ? malloc(n * sizeof *v) : NULL;
+    vkg_status st = vkg_strategy_gather(t->par, p, m, v);
+    if (!rank0)
+        return st;
+    if (st == VKG_OK && !(p && m && v))
+        st = VKG_FAIL(VKG_ERR_NOMEM, "no memory for a checkpoint");
+    if (st != VKG_OK)
+        goto done;
     vkg_checkpoint_state cs = {.hp = t->hp, .step = (uint64_t)t->step, .tokens = t->tokens};
     cs.rng[0] = t->rng.state;
     if (t->train)
@@ -515,7 +528,7 @@ vkg_status vkg_trainer_checkpoint(vkg_trainer_t *t, char *path_out, size_t cap)
     VKG_CHECK(t->ckpt_dir[0], VKG_ERR_STATE, "no checkpoint folder (--ckpt-dir)");
     if (path_out && cap)
         path_out[0] = '\0';
-    vkg_status st = vkg_strategy_rank(t->par) == 0 ? write_checkpoint(t, path_out, cap) : VKG_OK;
+    vkg_status st = write_checkpoint(t, path_out, cap);
     char what[64]; /* rank 0 writes for everyone, and everyone learns whether it could */
     snprintf(what, sizeof what, "writing the checkpoint of step %lld", t->step);
     return failed(t, vkg_strategy_rank0_outcome(t->par, st, what));

@@ -1,0 +1,36 @@
+/* Pipeline schedules: the order in which one stage runs the forward (F) and backward (B) passes
+ * of a step's M micro-batches, and the activation slot each one uses. Pure functions; no
+ * communication (the strategy sends and receives around each action).
+ *   GPipe  F0 .. F(M-1), then B0 .. B(M-1): every micro-batch's activations alive at once (M
+ *          slots). Backwards run in ascending order so that the gradients accumulate in the
+ *          order one device accumulates them.
+ *   1F1B   w = min(S - 1 - stage, M) warm-up forwards, then F(w+i), B(i) alternating, then the
+ *          remaining backwards: at most min(S - stage, M) micro-batches alive.
+ * Both have the bubble (S - 1) / (M + S - 1) of the step.
+ */
+#ifndef VKG_PARALLEL_PP_SCHEDULE_H
+#define VKG_PARALLEL_PP_SCHEDULE_H
+
+#include "vkgpt/model.h"
+
+typedef struct vkg_pp_action {
+    int backward; /* 0: F, 1: B */
+    int micro;    /* micro-batch index in [0, M) */
+    int slot;     /* activation slot */
+} vkg_pp_action;
+
+/* The 2M actions of stage `stage` of S under kind (VKG_PP_1F1B or VKG_PP_GPIPE) into out (2M
+ * entries); returns the number of activation slots the stage needs. */
+int vkg_pp_schedule(int kind, int S, int stage, int M, vkg_pp_action *out);
+
+/* The stage's slot count alone. */
+int vkg_pp_slots(int kind, int S, int stage, int M);
+
+/* Layers per stage (layers[S]) for a model of cfg at sequence length T: req (S counts, checked
+ * to be >= 1 each and to sum to L) when given, else the split of the L layers into S runs that
+ * minimises the costliest stage, the last stage also paying for the classifier (about 2 C Vp
+ * FLOPs per token against 24 C^2 + 4 T C for a block). Errors: VKG_ERR_INVALID_ARG naming the
+ * fix (more stages than layers, a bad --pp-layers list). */
+vkg_status vkg_pp_split(const vkg_gpt2_config *cfg, int T, int S, const int *req, int *layers);
+
+#endif

@@ -1,0 +1,430 @@
+/* The pipeline strategy (DESIGN.md section 6), composed with data parallelism: the job's ranks
+ * are S stages of dp ranks each, stage by stage (rank = stage x dp + replica), so that a stage's
+ * data-parallel group sits on neighbouring ranks. Each rank holds one model part (its stage's
+ * layers; stage 0 the embeddings, the last stage the head and a copy of wte) and runs the step's
+ * micro-batches by its schedule (pp_schedule.c): activations go to the next stage and their
+ * gradients back by tagged point-to-point messages. After the last backward: the stage's
+ * gradients are summed over its data-parallel group, wte's two copies' gradients over the first
+ * and last stage (Megatron's scheme: both copies get the same update), the squared norm over the
+ * stages (wte counted once), then AdamW. The loss is the last stage's, shared with every rank.
+ * Not here: the schedules (pp_schedule.c), groups (transport/group.c). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/error.h"
+#include "parallel/pp_schedule.h"
+#include "parallel/strategy_internal.h"
+
+#define TAG_ACT 0x10000000u  /* | micro-batch: an activation to the next stage */
+#define TAG_GRAD 0x20000000u /* | micro-batch: its gradient to the previous stage */
+#define TAG_EVAL 0x30000000u /* | batch: evaluation and sampling activations */
+#define TAG_PART 0x40000000u /* | what: checkpoint gathering */
+#define GROUP_DP 1
+#define GROUP_PIPE 2
+#define GROUP_TIE 3
+
+struct vkg_pp {
+    int S, stage, dp, replica, kind;
+    int *req;          /* --pp-layers (S counts) or NULL */
+    int first, last;   /* this stage's layers */
+    vkg_group_t *dpg;  /* this stage's data-parallel group (dp > 1) */
+    vkg_group_t *pipe; /* this replica's stages, in order */
+    vkg_group_t *tie;  /* {first stage, last stage} of this replica's pipeline */
+    int prev, next;    /* communicator ranks of the neighbouring stages, -1 at the ends */
+    float *bnd;        /* (B*T*C) a boundary on its way */
+    int32_t *in, *tgt; /* (M, B*T) the step's tokens */
+    float *grads;      /* (param count) host copy for group sums */
+    vkg_pp_action *plan;
+    unsigned eval_seq; /* evaluation and sampling forwards so far (their tags) */
+};
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static int rank_of(const struct vkg_pp *p, int stage)
+{
+    return stage * p->dp + p->replica;
+}
+
+vkg_status vkg__pp_create(vkg_strategy *s, const vkg_strategy_config *c)
+{
+    struct vkg_pp *p = calloc(1, sizeof *p);
+    VKG_CHECK(p, VKG_ERR_NOMEM, "no memory for the pipeline");
+    s->pp = p;
+    p->S = c->pp;
+    p->dp = vkg_dp_group_size(s->dp);
+    p->stage = vkg_dp_rank(s->dp) / p->dp;
+    p->replica = vkg_dp_group_rank(s->dp);
+    p->kind = c->pp_schedule;
+    VKG_CHECK(p->kind == VKG_PP_1F1B || p->kind == VKG_PP_GPIPE, VKG_ERR_INVALID_ARG,
+              "pipeline schedule %d is neither 1f1b nor gpipe", p->kind);
+    if (c->pp_layers) {
+        VKG_CHECK(c->pp_layers_count == p->S, VKG_ERR_INVALID_ARG,
+                  "--pp-layers lists %d stages for --pp %d: give one layer count per stage",
+                  c->pp_layers_count, p->S);
+        p->req = malloc((size_t)p->S * sizeof *p->req);
+        VKG_CHECK(p->req, VKG_ERR_NOMEM, "no memory for the pipeline split");
+        memcpy(p->req, c->pp_layers, (size_t)p->S * sizeof *p->req);
+    }
+    vkg_comm_t *comm = vkg_dp_comm(s->dp);
+    int ranks[VKG_DP_MAX_RANKS];
+    for (int i = 0; i < p->dp; i++)
+        ranks[i] = p->stage * p->dp + i;
+    if (p->dp > 1)
+        VKG_TRY(vkg_group_create(comm, ranks, p->dp, GROUP_DP, &p->dpg));
+    for (int i = 0; i < p->S; i++)
+        ranks[i] = rank_of(p, i);
+    VKG_TRY(vkg_group_create(comm, ranks, p->S, GROUP_PIPE, &p->pipe));
+    int pair[2] = {rank_of(p, 0), rank_of(p, p->S - 1)};
+    if (p->stage == 0 || p->stage == p->S - 1)
+        VKG_TRY(vkg_group_create(comm, pair, 2, GROUP_TIE, &p->tie));
+    p->prev = p->stage > 0 ? rank_of(p, p->stage - 1) : -1;
+    p->next = p->stage < p->S - 1 ? rank_of(p, p->stage + 1) : -1;
+    return VKG_OK;
+}
+
+static void free_impl(vkg_strategy *s)
+{
+    struct vkg_pp *p = s->pp;
+    if (!p)
+        return;
+    vkg_group_destroy(&p->dpg), vkg_group_destroy(&p->pipe), vkg_group_destroy(&p->tie);
+    free(p->req), free(p->bnd), free(p->in), free(p->tgt), free(p->grads), free(p->plan);
+    free(p);
+    s->pp = NULL;
+}
+
+/* Per-token forward cost of a block and of the head (the classifier over Vp), in FLOPs. */
+static void costs(const vkg_gpt2_config *cfg, int T, double *block, double *head)
+{
+    double C = cfg->channels;
+    *block = 24.0 * C * C + 4.0 * (double)T * C;
+    *head = 2.0 * C * (double)cfg->padded_vocab_size;
+}
+
+vkg_status vkg_pp_split(const vkg_gpt2_config *cfg, int T, int S, const int *req, int *layers)
+{
+    int L = cfg->num_layers;
+    VKG_CHECK(S >= 1 && S <= L, VKG_ERR_INVALID_ARG,
+              "--pp %d is more stages than the model's %d layers: give --pp %d or fewer", S, L,
+              L);
+    if (req) {
+        int sum = 0;
+        for (int i = 0; i < S; i++) {
+            VKG_CHECK(req[i] >= 1, VKG_ERR_INVALID_ARG,
+                      "--pp-layers gives stage %d %d layers: every stage needs at least one", i,
+                      req[i]);
+            sum += req[i];
+        }
+        VKG_CHECK(sum == L, VKG_ERR_INVALID_ARG,
+                  "--pp-layers sums to %d layers but the model has %d: the counts must add up "
+                  "to the layer count",
+                  sum, L);
+        for (int i = 0; i < S; i++)
+            layers[i] = req[i];
+        return VKG_OK;
+    }
+    /* The split of L layers into S non-empty runs that minimises the costliest stage (the last
+     * also runs the head): best[s][l] over the first l layers in s stages. */
+    double block, head, best[65][257];
+    int from[65][257];
+    VKG_CHECK(S <= 64 && L <= 256, VKG_ERR_INVALID_ARG,
+              "automatic pipeline split supports up to 64 stages and 256 layers: give "
+              "--pp-layers");
+    costs(cfg, T, &block, &head);
+    for (int l = 0; l <= L; l++)
+        best[0][l] = l == 0 ? 0.0 : INFINITY;
+    for (int st = 1; st <= S; st++)
+        for (int l = 0; l <= L; l++) {
+            best[st][l] = INFINITY;
+            for (int k = st - 1; k < l; k++) {
+                double c = (double)(l - k) * block + (st == S && l == L ? head : 0.0);
+                double m = best[st - 1][k] > c ? best[st - 1][k] : c;
+                if (m < best[st][l] - 1e-9 * block) /* ties: the earlier cut, more layers later */
+                    best[st][l] = m, from[st][l] = k;
+            }
+        }
+    for (int st = S, l = L; st >= 1; st--) {
+        layers[st - 1] = l - from[st][l];
+        l = from[st][l];
+    }
+    return VKG_OK;
+}
+
+static vkg_status build(vkg_strategy *s)
+{
+    struct vkg_pp *p = s->pp;
+    const vkg_gpt2_config *cfg = &s->mc.cfg;
+    int layers[64], M = s->mc.accum_steps;
+    VKG_TRY(vkg_pp_split(cfg, s->mc.T, p->S, p->req, layers));
+    VKG_CHECK(p->kind == VKG_PP_GPIPE || M >= p->S, VKG_ERR_INVALID_ARG,
+              "1F1B needs at least as many micro-batches as stages: the step has %d "
+              "(--total-batch / (data-parallel ranks x batch x seq)) for --pp %d; raise "
+              "--total-batch or use --pp-schedule gpipe",
+              M, p->S);
+    p->first = 0;
+    for (int i = 0; i < p->stage; i++)
+        p->first += layers[i];
+    p->last = p->first + layers[p->stage];
+    int flags = (p->stage == 0 ? VKG_GPT2_PART_EMBED : 0) |
+                (p->stage == p->S - 1 ? VKG_GPT2_PART_HEAD : 0);
+    vkg_gpt2_part part = {.first = p->first, .last = p->last, .flags = flags};
+    int slots = vkg_pp_slots(p->kind, p->S, p->stage, M);
+    VKG_TRY(vkg__strategy_whole_build(s, part, slots));
+    if (p->stage == p->S - 1 && p->S > 1) /* the wte copy counts once, on stage 0 */
+        VKG_TRY(vkg_adamw_norm_from(s->opt, vkg_gpt2_layout_of(s->model)->count[0]));
+    size_t bt = (size_t)vkg_dp_rank_batch(s->dp) * (size_t)s->mc.T;
+    p->bnd = malloc(bt * (size_t)cfg->channels * sizeof *p->bnd);
+    p->in = malloc((size_t)M * bt * sizeof *p->in);
+    p->tgt = malloc((size_t)M * bt * sizeof *p->tgt);
+    p->grads = malloc(vkg_gpt2_param_count(s->model) * sizeof *p->grads);
+    p->plan = malloc(2 * (size_t)M * sizeof *p->plan);
+    VKG_CHECK(p->bnd && p->in && p->tgt && p->grads && p->plan, VKG_ERR_NOMEM,
+              "no memory for the pipeline's buffers");
+    vkg_pp_schedule(p->kind, p->S, p->stage, M, p->plan);
+    return VKG_OK;
+}
+
+static vkg_status load(vkg_strategy *s, float *params, float *m, float *v)
+{
+    size_t n = vkg_gpt2_num_params(&s->mc.cfg);
+    VKG_TRY(vkg_dp_broadcast(s->dp, params, n * sizeof *params));
+    if (m) {
+        VKG_TRY(vkg_dp_broadcast(s->dp, m, n * sizeof *m));
+        VKG_TRY(vkg_dp_broadcast(s->dp, v, n * sizeof *v));
+    }
+    const vkg_gpt2_layout *lo = vkg_gpt2_layout_of(s->model);
+    float *part = s->pp->grads, *pv = NULL;
+    vkg_gpt2_part_extract(lo, params, part);
+    VKG_TRY(vkg_gpt2_set_params(s->model, part));
+    if (!m)
+        return VKG_OK;
+    pv = malloc(lo->total * sizeof *pv);
+    VKG_CHECK(pv, VKG_ERR_NOMEM, "no memory for %zu moments", lo->total);
+    vkg_gpt2_part_extract(lo, m, part);
+    vkg_gpt2_part_extract(lo, v, pv);
+    vkg_status st = vkg_adamw_set_moments(s->opt, part, pv);
+    free(pv);
+    return st;
+}
+
+/* Boundary `out` of slot to communicator rank peer, or from peer into boundary `in`. */
+static vkg_status send_bnd(vkg_strategy *s, vkg_gpt2_boundary out, int slot, int peer,
+                           uint32_t tag)
+{
+    struct vkg_pp *p = s->pp;
+    VKG_TRY(vkg_gpt2_boundary_read(s->model, out, slot, p->bnd));
+    size_t bytes = (size_t)vkg_dp_rank_batch(s->dp) * (size_t)s->mc.T *
+                   (size_t)s->mc.cfg.channels * sizeof *p->bnd;
+    return vkg_comm_send(vkg_dp_comm(s->dp), peer, tag, p->bnd, bytes);
+}
+
+static vkg_status recv_bnd(vkg_strategy *s, vkg_gpt2_boundary in, int slot, int peer,
+                           uint32_t tag)
+{
+    struct vkg_pp *p = s->pp;
+    size_t bytes = (size_t)vkg_dp_rank_batch(s->dp) * (size_t)s->mc.T *
+                   (size_t)s->mc.cfg.channels * sizeof *p->bnd;
+    VKG_TRY(vkg_comm_recv(vkg_dp_comm(s->dp), peer, tag, p->bnd, bytes));
+    return vkg_gpt2_boundary_write(s->model, in, slot, p->bnd);
+}
+
+/* One action of the schedule; *loss accumulates the last stage's micro-batch losses. */
+static vkg_status run_action(vkg_strategy *s, const vkg_pp_action *a, double *loss)
+{
+    struct vkg_pp *p = s->pp;
+    size_t bt = (size_t)vkg_dp_rank_batch(s->dp) * (size_t)s->mc.T;
+    if (!a->backward) {
+        if (p->prev >= 0)
+            VKG_TRY(recv_bnd(s, VKG_GPT2_IN, a->slot, p->prev, TAG_ACT | (uint32_t)a->micro));
+        float l = 0.0f;
+        VKG_TRY(vkg_gpt2_forward_train(s->model, a->slot,
+                                       p->prev < 0 ? p->in + (size_t)a->micro * bt : NULL,
+                                       p->next < 0 ? p->tgt + (size_t)a->micro * bt : NULL,
+                                       &l));
+        *loss += l;
+        if (p->next >= 0)
+            VKG_TRY(send_bnd(s, VKG_GPT2_OUT, a->slot, p->next, TAG_ACT | (uint32_t)a->micro));
+        return VKG_OK;
+    }
+    if (p->next >= 0)
+        VKG_TRY(recv_bnd(s, VKG_GPT2_DOUT, a->slot, p->next, TAG_GRAD | (uint32_t)a->micro));
+    VKG_TRY(vkg_gpt2_backward(s->model, a->slot));
+    if (p->prev >= 0)
+        VKG_TRY(send_bnd(s, VKG_GPT2_DIN, a->slot, p->prev, TAG_GRAD | (uint32_t)a->micro));
+    return VKG_OK;
+}
+
+/* The step's reductions: the stage's gradients over its data-parallel group, then wte's over
+ * the first and last stage. */
+static vkg_status reduce_grads(vkg_strategy *s, double *comm_ms)
+{
+    struct vkg_pp *p = s->pp;
+    if (!p->dpg && !p->tie)
+        return VKG_OK;
+    size_t n = vkg_gpt2_param_count(s->model);
+    VKG_TRY(vkg_gpt2_get_grads(s->model, p->grads));
+    double t0 = now_ms();
+    if (p->dpg)
+        VKG_TRY(vkg_group_allreduce_sum(p->dpg, p->grads, n));
+    if (p->tie) /* wte is at the start of both the first and the last part */
+        VKG_TRY(vkg_group_allreduce_sum(p->tie, p->grads,
+                                        vkg_gpt2_layout_of(s->model)->count[0]));
+    *comm_ms = now_ms() - t0;
+    return vkg_gpt2_set_grads(s->model, p->grads);
+}
+
+static vkg_status step(vkg_strategy *s, vkg_data_t *data, const vkg_strategy_step_in *in,
+                       vkg_strategy_step_out *out)
+{
+    struct vkg_pp *p = s->pp;
+    int M = s->mc.accum_steps;
+    size_t bt = (size_t)vkg_dp_rank_batch(s->dp) * (size_t)s->mc.T;
+    memset(out, 0, sizeof *out);
+    for (int i = 0; i < M; i++) /* every stage reads its replica's micro-batches */
+        VKG_TRY(vkg_dp_data_next(s->dp, data, s->mc.T, p->in + (size_t)i * bt,
+                                 p->tgt + (size_t)i * bt));
+    VKG_TRY(vkg_gpt2_zero_grad(s->model));
+    double loss = 0.0;
+    for (int i = 0; i < 2 * M; i++)
+        VKG_TRY(run_action(s, &p->plan[i], &loss));
+    loss /= M;
+    VKG_TRY(reduce_grads(s, &out->comm_ms));
+    out->exposed_comm_ms = out->comm_ms;
+    float sumsq = 0.0f;
+    VKG_TRY(vkg_adamw_grad_sumsq(s->opt, &sumsq));
+    VKG_TRY(vkg_group_allreduce_sum(p->pipe, &sumsq, 1));
+    VKG_TRY(vkg_adamw_update(s->opt, in->lr, in->t, in->grad_clip, sumsq));
+    /* The last stage's token-weighted loss, and any rank's stop request, to every rank. */
+    float x[2] = {p->next < 0 ? (float)(loss * (double)vkg_dp_loss_scale(s->dp)) : 0.0f,
+                  in->stop ? 1.0f : 0.0f};
+    VKG_TRY(vkg_dp_allreduce_sum(s->dp, x, 2));
+    out->loss = x[0];
+    out->grad_norm = sqrtf(sumsq);
+    out->stop = x[1] > 0.0f;
+    return VKG_OK;
+}
+
+/* A forward of slot 0 through the pipeline: the first stage's tokens, the last stage's targets
+ * (NULL: logits only); *loss gets the last stage's mean loss. */
+static vkg_status forward(vkg_strategy *s, const int32_t *inputs, const int32_t *targets,
+                          float *loss)
+{
+    struct vkg_pp *p = s->pp;
+    uint32_t tag = TAG_EVAL | (p->eval_seq++ & 0xFFFFFFu);
+    if (p->prev >= 0)
+        VKG_TRY(recv_bnd(s, VKG_GPT2_IN, 0, p->prev, tag));
+    VKG_TRY(vkg_gpt2_forward(s->model, p->prev < 0 ? inputs : NULL,
+                             p->next < 0 ? targets : NULL, loss));
+    if (p->next >= 0)
+        VKG_TRY(send_bnd(s, VKG_GPT2_OUT, 0, p->next, tag));
+    return VKG_OK;
+}
+
+static vkg_status eval(vkg_strategy *s, vkg_data_t *data, int n, float *loss)
+{
+    struct vkg_pp *p = s->pp;
+    double sum = 0.0;
+    for (int i = 0; i < n; i++) {
+        float l = 0.0f;
+        uint64_t nb = vkg_data_num_batches(data);
+        VKG_TRY(vkg_dp_data_read(s->dp, data, nb ? (uint64_t)i % nb : 0, s->mc.T, p->in, p->tgt));
+        VKG_TRY(forward(s, p->in, p->tgt, &l));
+        sum += l;
+    }
+    sum /= n;
+    float x = p->next < 0 ? (float)(sum * (double)vkg_dp_loss_scale(s->dp)) : 0.0f;
+    VKG_TRY(vkg_dp_allreduce_sum(s->dp, &x, 1));
+    *loss = x;
+    return VKG_OK;
+}
+
+static vkg_status logits(vkg_strategy *s, const int32_t *inputs, int b, int t, float *row)
+{
+    struct vkg_pp *p = s->pp;
+    VKG_TRY(forward(s, inputs, NULL, NULL));
+    if (p->next < 0)
+        VKG_TRY(vkg_gpt2_logits_row(s->model, b, t, row));
+    return vkg_group_broadcast(p->pipe, row,
+                               (size_t)s->mc.cfg.padded_vocab_size * sizeof *row, p->S - 1);
+}
+
+/* Rank 0 collects every stage's part (replica 0's) into the whole model's arrays. */
+static vkg_status gather(vkg_strategy *s, float *params, float *m, float *v)
+{
+    struct vkg_pp *p = s->pp;
+    vkg_comm_t *comm = vkg_dp_comm(s->dp);
+    const vkg_gpt2_layout *lo = vkg_gpt2_layout_of(s->model);
+    int rank = vkg_dp_rank(s->dp);
+    if (p->replica != 0)
+        return VKG_OK;
+    size_t n = lo->total;
+    float *bufs[3] = {p->grads, malloc(n * sizeof(float)), malloc(n * sizeof(float))};
+    vkg_status st = VKG_OK;
+    VKG_CHECK_GOTO(st, bufs[1] && bufs[2], VKG_ERR_NOMEM, done, "no memory for %zu moments", n);
+    VKG_TRY_GOTO(st, vkg_gpt2_get_params(s->model, bufs[0]), done);
+    VKG_TRY_GOTO(st, vkg_adamw_get_moments(s->opt, bufs[1], bufs[2]), done);
+    if (rank != 0) { /* stage leaders send params, m, v to rank 0 */
+        for (int k = 0; st == VKG_OK && k < 3; k++)
+            st = vkg_comm_send(comm, 0, TAG_PART | (uint32_t)k, bufs[k], n * sizeof(float));
+        goto done;
+    }
+    float *whole[3] = {params, m, v};
+    for (int stage = p->S - 1; st == VKG_OK && stage >= 0; stage--) {
+        vkg_gpt2_layout sl;
+        int layers[64];
+        VKG_TRY_GOTO(st, vkg_pp_split(&s->mc.cfg, s->mc.T, p->S, p->req, layers), done);
+        vkg_gpt2_part part = {.first = 0, .last = 0, .flags = 0};
+        for (int i = 0; i < stage; i++)
+            part.first += layers[i];
+        part.last = part.first + layers[stage];
+        part.flags = (stage == 0 ? VKG_GPT2_PART_EMBED : 0) |
+                     (stage == p->S - 1 ? VKG_GPT2_PART_HEAD : 0);
+        vkg_gpt2_part_layout(&s->mc.cfg, &part, &sl);
+        float *tmp = stage ? malloc(sl.total * sizeof *tmp) : NULL;
+        VKG_CHECK_GOTO(st, !stage || tmp, VKG_ERR_NOMEM, done, "no memory for stage %d", stage);
+        for (int k = 0; st == VKG_OK && k < 3; k++) {
+            if (stage)
+                st = vkg_comm_recv(comm, rank_of(p, stage), TAG_PART | (uint32_t)k, tmp,
+                                   sl.total * sizeof *tmp);
+            if (st == VKG_OK && whole[k])
+                vkg_gpt2_part_insert(&sl, stage ? tmp : bufs[k], whole[k]);
+        }
+        free(tmp);
+    }
+done:
+    free(bufs[1]), free(bufs[2]);
+    return st;
+}
+
+static vkg_status unused_share(vkg_strategy *s, float *params, float *m, float *v)
+{
+    (void)s, (void)params, (void)m, (void)v;
+    return VKG_OK;
+}
+
+static vkg_status unused_setup(vkg_strategy *s)
+{
+    (void)s;
+    return VKG_OK;
+}
+
+const vkg_strategy_vt vkg__strategy_pp = {
+    .name = "pp",
+    .setup = unused_setup,
+    .share = unused_share,
+    .build = build,
+    .load = load,
+    .step = step,
+    .eval = eval,
+    .logits = logits,
+    .gather = gather,
+    .free_impl = free_impl,
+};
