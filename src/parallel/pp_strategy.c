@@ -113,8 +113,7 @@ vkg_status vkg_pp_split(const vkg_gpt2_config *cfg, int T, int S, const int *req
 {
     int L = cfg->num_layers;
     VKG_CHECK(S >= 1 && S <= L, VKG_ERR_INVALID_ARG,
-              "--pp %d is more stages than the model's %d layers: give --pp %d or fewer", S, L,
-              L);
+              "--pp %d is more stages than the model's %d layers: give --pp %d or fewer", S, L, L);
     if (req) {
         int sum = 0;
         for (int i = 0; i < S; i++) {
@@ -173,8 +172,8 @@ static vkg_status build(vkg_strategy *s)
     for (int i = 0; i < p->stage; i++)
         p->first += layers[i];
     p->last = p->first + layers[p->stage];
-    int flags = (p->stage == 0 ? VKG_GPT2_PART_EMBED : 0) |
-                (p->stage == p->S - 1 ? VKG_GPT2_PART_HEAD : 0);
+    int flags =
+        (p->stage == 0 ? VKG_GPT2_PART_EMBED : 0) | (p->stage == p->S - 1 ? VKG_GPT2_PART_HEAD : 0);
     vkg_gpt2_part part = {.first = p->first, .last = p->last, .flags = flags};
     int slots = vkg_pp_slots(p->kind, p->S, p->stage, M);
     VKG_TRY(vkg__strategy_whole_build(s, part, slots));
@@ -216,22 +215,20 @@ static vkg_status load(vkg_strategy *s, float *params, float *m, float *v)
 }
 
 /* Boundary `out` of slot to communicator rank peer, or from peer into boundary `in`. */
-static vkg_status send_bnd(vkg_strategy *s, vkg_gpt2_boundary out, int slot, int peer,
-                           uint32_t tag)
+static vkg_status send_bnd(vkg_strategy *s, vkg_gpt2_boundary out, int slot, int peer, uint32_t tag)
 {
     struct vkg_pp *p = s->pp;
     VKG_TRY(vkg_gpt2_boundary_read(s->model, out, slot, p->bnd));
-    size_t bytes = (size_t)vkg_dp_rank_batch(s->dp) * (size_t)s->mc.T *
-                   (size_t)s->mc.cfg.channels * sizeof *p->bnd;
+    size_t bytes = (size_t)vkg_dp_rank_batch(s->dp) * (size_t)s->mc.T * (size_t)s->mc.cfg.channels *
+                   sizeof *p->bnd;
     return vkg_comm_send(vkg_dp_comm(s->dp), peer, tag, p->bnd, bytes);
 }
 
-static vkg_status recv_bnd(vkg_strategy *s, vkg_gpt2_boundary in, int slot, int peer,
-                           uint32_t tag)
+static vkg_status recv_bnd(vkg_strategy *s, vkg_gpt2_boundary in, int slot, int peer, uint32_t tag)
 {
     struct vkg_pp *p = s->pp;
-    size_t bytes = (size_t)vkg_dp_rank_batch(s->dp) * (size_t)s->mc.T *
-                   (size_t)s->mc.cfg.channels * sizeof *p->bnd;
+    size_t bytes = (size_t)vkg_dp_rank_batch(s->dp) * (size_t)s->mc.T * (size_t)s->mc.cfg.channels *
+                   sizeof *p->bnd;
     VKG_TRY(vkg_comm_recv(vkg_dp_comm(s->dp), peer, tag, p->bnd, bytes));
     return vkg_gpt2_boundary_write(s->model, in, slot, p->bnd);
 }
@@ -247,8 +244,7 @@ static vkg_status run_action(vkg_strategy *s, const vkg_pp_action *a, double *lo
         float l = 0.0f;
         VKG_TRY(vkg_gpt2_forward_train(s->model, a->slot,
                                        p->prev < 0 ? p->in + (size_t)a->micro * bt : NULL,
-                                       p->next < 0 ? p->tgt + (size_t)a->micro * bt : NULL,
-                                       &l));
+                                       p->next < 0 ? p->tgt + (size_t)a->micro * bt : NULL, &l));
         *loss += l;
         if (p->next >= 0)
             VKG_TRY(send_bnd(s, VKG_GPT2_OUT, a->slot, p->next, TAG_ACT | (uint32_t)a->micro));
@@ -275,8 +271,7 @@ static vkg_status reduce_grads(vkg_strategy *s, double *comm_ms)
     if (p->dpg)
         VKG_TRY(vkg_group_allreduce_sum(p->dpg, p->grads, n));
     if (p->tie) /* wte is at the start of both the first and the last part */
-        VKG_TRY(vkg_group_allreduce_sum(p->tie, p->grads,
-                                        vkg_gpt2_layout_of(s->model)->count[0]));
+        VKG_TRY(vkg_group_allreduce_sum(p->tie, p->grads, vkg_gpt2_layout_of(s->model)->count[0]));
     *comm_ms = now_ms() - t0;
     return vkg_gpt2_set_grads(s->model, p->grads);
 }
@@ -321,8 +316,8 @@ static vkg_status forward(vkg_strategy *s, const int32_t *inputs, const int32_t 
     uint32_t tag = TAG_EVAL | (p->eval_seq++ & 0xFFFFFFu);
     if (p->prev >= 0)
         VKG_TRY(recv_bnd(s, VKG_GPT2_IN, 0, p->prev, tag));
-    VKG_TRY(vkg_gpt2_forward(s->model, p->prev < 0 ? inputs : NULL,
-                             p->next < 0 ? targets : NULL, loss));
+    VKG_TRY(vkg_gpt2_forward(s->model, p->prev < 0 ? inputs : NULL, p->next < 0 ? targets : NULL,
+                             loss));
     if (p->next >= 0)
         VKG_TRY(send_bnd(s, VKG_GPT2_OUT, 0, p->next, tag));
     return VKG_OK;
@@ -352,8 +347,8 @@ static vkg_status logits(vkg_strategy *s, const int32_t *inputs, int b, int t, f
     VKG_TRY(forward(s, inputs, NULL, NULL));
     if (p->next < 0)
         VKG_TRY(vkg_gpt2_logits_row(s->model, b, t, row));
-    return vkg_group_broadcast(p->pipe, row,
-                               (size_t)s->mc.cfg.padded_vocab_size * sizeof *row, p->S - 1);
+    return vkg_group_broadcast(p->pipe, row, (size_t)s->mc.cfg.padded_vocab_size * sizeof *row,
+                               p->S - 1);
 }
 
 /* Rank 0 collects every stage's part (replica 0's) into the whole model's arrays. */
@@ -385,8 +380,8 @@ static vkg_status gather(vkg_strategy *s, float *params, float *m, float *v)
         for (int i = 0; i < stage; i++)
             part.first += layers[i];
         part.last = part.first + layers[stage];
-        part.flags = (stage == 0 ? VKG_GPT2_PART_EMBED : 0) |
-                     (stage == p->S - 1 ? VKG_GPT2_PART_HEAD : 0);
+        part.flags =
+            (stage == 0 ? VKG_GPT2_PART_EMBED : 0) | (stage == p->S - 1 ? VKG_GPT2_PART_HEAD : 0);
         vkg_gpt2_part_layout(&s->mc.cfg, &part, &sl);
         float *tmp = stage ? malloc(sl.total * sizeof *tmp) : NULL;
         VKG_CHECK_GOTO(st, !stage || tmp, VKG_ERR_NOMEM, done, "no memory for stage %d", stage);

@@ -1,0 +1,408 @@
+/* Pipeline-parallel training is single-device training on the same micro-batches. Ranks are
+ * threads of this process, each with its own trainer and Vulkan device (validation layer on and
+ * checked), joined by the inproc transport. A model of L = 4 layers trains 5 steps of M
+ * micro-batches (weight decay on) with S = 2 and S = 4 stages, M = 4 and 8, both schedules, and
+ * dp = 2 x pp = 2, against one device accumulating the same M micro-batches:
+ *  - one step with clipping off: every tensor but wte bitwise equal to one device's, wte within
+ *    1e-6 relative. Only wte differs because its gradient has two parts (the classifier's on the
+ *    last stage, the encoder's rows on the first) that the pipeline sums once at the end of the
+ *    step, while one device adds them micro-batch by micro-batch: another order of additions.
+ *    The loss of the first step is bitwise the same (the same forward on the same values).
+ *  - five steps with clipping on: per-step losses within 1e-5 relative and final parameters within
+ *    1e-5 relative L2 (wte's first difference feeds every later step; the global norm is summed
+ *    over the stages in another order).
+ *  - a pp = 2 checkpoint resumed on pp = 2 continues bitwise as the uninterrupted run; resumed on
+ *    one device and on pp = 4, within the tolerance above.
+ *  - refusals naming the fix: more stages than layers, ranks not a multiple of --pp, fewer
+ *    micro-batches than stages under 1F1B, a --pp-layers list that does not sum to L. */
+#include <ftw.h>
+#include <math.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <cmocka.h>
+
+#include "parallel/pp_schedule.h"
+#include "parallel/strategy.h"
+#include "testutil.h"
+#include "vkgpt/comm.h"
+#include "vkgpt/io.h"
+#include "vkgpt/model.h"
+#include "vkgpt/train.h"
+
+enum { L = 4, NH = 2, C = 32, V = 96, MAXT = 16, T = 16, B = 2, STEPS = 5, MAXR = 5 };
+
+static char tmp_root[512];
+static int job_counter;
+
+typedef struct job {
+    int world, pp, schedule; /* schedule: 0 1F1B, 1 GPipe */
+    const int *pp_layers;
+    int micro;       /* micro-batches per step */
+    int batch;       /* rows per rank */
+    float clip;
+    int steps;       /* to run now */
+    const char *ckpt;
+    int resume, checkpoint_at;
+    /* results: rank 0's */
+    float loss[STEPS];
+    float *params;
+    size_t nparams;
+    vkg_status st[MAXR];
+    char err[MAXR][512];
+} job;
+
+typedef struct rank_arg {
+    job *j;
+    int rank;
+    vkg_comm_ctx_t *ctx;
+    uint64_t job_id;
+} rank_arg;
+
+static void path_in(char *out, size_t cap, const char *name)
+{
+    snprintf(out, cap, "%s/%s", tmp_root, name);
+}
+
+static void write_shard(const char *name, size_t n, uint64_t seed)
+{
+    char path[600];
+    path_in(path, sizeof path, name);
+    uint16_t *tok = malloc(n * sizeof *tok);
+    assert_non_null(tok);
+    vkg_test_rng r;
+    vkg_test_rng_seed(&r, seed);
+    for (size_t i = 0; i < n; i++)
+        tok[i] = (uint16_t)(vkg_test_rng_u64(&r) % V);
+    assert_int_equal(vkg_shard_write(path, tok, n), VKG_OK);
+    free(tok);
+}
+
+static int remove_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb, (void)flag, (void)ftw;
+    return remove(p);
+}
+
+static int group_setup(void **state)
+{
+    (void)state;
+    const char *base = getenv("TMPDIR");
+    snprintf(tmp_root, sizeof tmp_root, "%s/vkg_test_pp_XXXXXX", base && *base ? base : "/tmp");
+    if (!mkdtemp(tmp_root))
+        return -1;
+    write_shard("train.bin", 200 * B * T + 1, 31);
+    return 0;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    return nftw(tmp_root, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+static void *run_rank(void *p)
+{
+    rank_arg *a = p;
+    job *j = a->j;
+    char data[600], ckpt[600];
+    path_in(data, sizeof data, "train.bin");
+    vkg_train_config c = vkg_train_config_default();
+    c.validation = 1;
+    c.device = getenv("VKGPT_DEVICE");
+    c.layers = L, c.heads = NH, c.channels = C, c.max_seq_len = MAXT, c.vocab_size = V;
+    c.seed = 99, c.data = data, c.shuffle = 0;
+    c.batch = j->batch, c.seq = T;
+    c.total_batch = (long long)j->micro * B * T;
+    c.steps = STEPS, c.lr = 3e-3f, c.warmup = 1, c.weight_decay = 0.1f, c.grad_clip = j->clip;
+    if (j->ckpt) {
+        path_in(ckpt, sizeof ckpt, j->ckpt);
+        c.ckpt_dir = ckpt, c.keep_checkpoints = 0, c.resume = j->resume;
+    }
+    c.comm.world_size = j->world, c.comm.rank = a->rank;
+    c.comm.transport = VKG_COMM_INPROC, c.comm.ctx = a->ctx, c.comm.job_id = a->job_id;
+    c.comm.timeout_ms = 30000;
+    c.pp = j->pp, c.pp_schedule = j->schedule;
+    if (j->pp_layers)
+        c.pp_layers = j->pp_layers, c.pp_layers_count = j->pp;
+    vkg_trainer_t *t = NULL;
+    vkg_status st = vkg_trainer_create(&c, &t);
+    int n = 0;
+    while (st == VKG_OK && n < j->steps && !vkg_trainer_done(t)) {
+        vkg_step_info s;
+        st = vkg_trainer_step(t, &s);
+        if (st == VKG_OK && a->rank == 0)
+            j->loss[s.step - 1] = s.loss;
+        n++;
+        if (st == VKG_OK && s.step == j->checkpoint_at)
+            st = vkg_trainer_checkpoint(t, NULL, 0);
+    }
+    float *params = NULL;
+    if (st == VKG_OK) {
+        vkg_trainer_info info;
+        vkg_trainer_get_info(t, &info);
+        params = malloc((size_t)info.num_params * sizeof *params);
+        st = params ? vkg_trainer_get_params(t, params) : VKG_ERR_NOMEM;
+        if (a->rank == 0)
+            j->nparams = info.num_params, j->params = params, params = NULL;
+    }
+    free(params);
+    if (st != VKG_OK)
+        snprintf(j->err[a->rank], sizeof j->err[a->rank], "%s", vkg_error_message());
+    char first[1024];
+    int msgs = vkg_trainer_destroy_report(&t, first, sizeof first);
+    if (st == VKG_OK && msgs) {
+        snprintf(j->err[a->rank], sizeof j->err[a->rank], "%d validation messages: %.400s", msgs,
+                 first);
+        st = VKG_ERR_VULKAN;
+    }
+    j->st[a->rank] = st;
+    return NULL;
+}
+
+static void run_job(job *j)
+{
+    vkg_comm_ctx_t *ctx = NULL;
+    assert_int_equal(vkg_comm_ctx_create(&ctx), VKG_OK);
+    pthread_t th[MAXR];
+    rank_arg args[MAXR];
+    uint64_t job_id = 0x99e0u + (uint64_t)++job_counter;
+    for (int r = 0; r < j->world; r++) {
+        args[r] = (rank_arg){.j = j, .rank = r, .ctx = ctx, .job_id = job_id};
+        assert_int_equal(pthread_create(&th[r], NULL, run_rank, &args[r]), 0);
+    }
+    for (int r = 0; r < j->world; r++)
+        pthread_join(th[r], NULL);
+    vkg_comm_ctx_destroy(&ctx);
+}
+
+static void expect_ok(const job *j)
+{
+    for (int r = 0; r < j->world; r++)
+        if (j->st[r] != VKG_OK)
+            fail_msg("rank %d of %d failed: %s: %s", r, j->world, vkg_status_name(j->st[r]),
+                     j->err[r]);
+}
+
+static job make(int pp, int dp, int micro, int schedule, float clip, int steps)
+{
+    return (job){.world = pp * dp,
+                 .pp = pp,
+                 .schedule = schedule,
+                 .micro = micro,
+                 .batch = B / dp,
+                 .clip = clip,
+                 .steps = steps};
+}
+
+/* wte's floats: the first Vp x C of the table. */
+static size_t wte_floats(void)
+{
+    vkg_gpt2_config cfg = {.max_seq_len = MAXT,
+                           .vocab_size = V,
+                           .padded_vocab_size = vkg_gpt2_pad_vocab(V),
+                           .num_layers = L,
+                           .num_heads = NH,
+                           .channels = C};
+    size_t sizes[VKG_GPT2_NUM_PARAM_TENSORS];
+    vkg_gpt2_param_sizes(&cfg, sizes);
+    return sizes[0];
+}
+
+/* One step, clipping off: all but wte bitwise, wte within 1e-6, the loss bitwise. */
+static void expect_one_step(const char *what, const job *p, const job *one)
+{
+    size_t nw = wte_floats();
+    assert_int_equal(p->nparams, one->nparams);
+    if (memcmp(&p->loss[0], &one->loss[0], sizeof p->loss[0]))
+        fail_msg("%s: first loss %.9g differs from one device's %.9g", what, (double)p->loss[0],
+                 (double)one->loss[0]);
+    for (size_t i = nw; i < p->nparams; i++)
+        if (memcmp(&p->params[i], &one->params[i], sizeof(float)))
+            fail_msg("%s: parameter %zu (past wte) is %.9g, one device %.9g", what, i,
+                     (double)p->params[i], (double)one->params[i]);
+    vkg_test_cmp cmp;
+    if (!vkg_test_compare(what, p->params, one->params, nw, 1e-6, &cmp))
+        fail_msg("%s: wte differs by rel L2 %.3e > 1e-6", what, cmp.rel_l2);
+    printf("%s: loss and all %zu parameters past wte bitwise equal; wte rel L2 %.2e\n", what,
+           p->nparams - nw, cmp.rel_l2);
+}
+
+static void expect_close(const char *what, const job *p, const job *one, int from, int to)
+{
+    for (int s = from; s < to; s++) {
+        double rel = fabs((double)p->loss[s] - one->loss[s]) / fabs((double)one->loss[s]);
+        if (!(rel <= 1e-5))
+            fail_msg("%s: step %d loss %.8f vs %.8f (rel %.3e > 1e-5)", what, s + 1,
+                     (double)p->loss[s], (double)one->loss[s], rel);
+    }
+    vkg_test_cmp cmp;
+    if (!vkg_test_compare(what, p->params, one->params, p->nparams, 1e-5, &cmp))
+        fail_msg("%s: final parameters rel L2 %.3e > 1e-5", what, cmp.rel_l2);
+    printf("%s: losses within 1e-5, parameters rel L2 %.2e\n", what, cmp.rel_l2);
+}
+
+static void test_equals_one_device(void **state)
+{
+    (void)state;
+    const struct {
+        int pp, dp, micro, schedule;
+        const char *name;
+    } cases[] = {
+        {2, 1, 4, 0, "pp=2 M=4 1F1B"}, {2, 1, 4, 1, "pp=2 M=4 GPipe"},
+        {2, 1, 8, 0, "pp=2 M=8 1F1B"}, {4, 1, 8, 0, "pp=4 M=8 1F1B"},
+        {4, 1, 4, 1, "pp=4 M=4 GPipe"}, {2, 2, 4, 0, "dp=2 x pp=2 M=4 1F1B"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        int M = cases[k].micro;
+        job one1 = make(1, 1, M, 0, 0.0f, 1), p1 = make(cases[k].pp, cases[k].dp, M,
+                                                        cases[k].schedule, 0.0f, 1);
+        job one5 = make(1, 1, M, 0, 1.0f, STEPS), p5 = make(cases[k].pp, cases[k].dp, M,
+                                                            cases[k].schedule, 1.0f, STEPS);
+        if (cases[k].dp > 1) /* the reference: one device with the same rows per micro-batch */
+            one1.batch = one5.batch = B;
+        run_job(&one1), run_job(&p1), run_job(&one5), run_job(&p5);
+        expect_ok(&one1), expect_ok(&p1), expect_ok(&one5), expect_ok(&p5);
+        char what[96];
+        snprintf(what, sizeof what, "%s, 1 step, clipping off", cases[k].name);
+        if (cases[k].dp == 1)
+            expect_one_step(what, &p1, &one1);
+        else /* data parallelism sums the rows' gradients in another order: within 1e-5 */
+            expect_close(what, &p1, &one1, 0, 1);
+        snprintf(what, sizeof what, "%s, %d steps, clipping on", cases[k].name, STEPS);
+        expect_close(what, &p5, &one5, 0, STEPS);
+        free(one1.params), free(p1.params), free(one5.params), free(p5.params);
+    }
+}
+
+/* A pp = 2 checkpoint at step 3 resumed on pp = 2 (bitwise the uninterrupted run), on one device
+ * and on pp = 4 (within the tolerance). */
+static void test_resume_resplits(void **state)
+{
+    (void)state;
+    job whole = make(2, 1, 4, 0, 1.0f, STEPS);
+    run_job(&whole);
+    expect_ok(&whole);
+    job first = make(2, 1, 4, 0, 1.0f, 3);
+    first.ckpt = "ck2", first.checkpoint_at = 3;
+    run_job(&first);
+    expect_ok(&first);
+    const struct {
+        int pp;
+        const char *dir, *name;
+    } to[] = {{2, "ck2", "resumed on pp=2"}, {1, "ck1", "resumed on one device"},
+              {4, "ck4", "resumed on pp=4"}};
+    for (size_t k = 0; k < sizeof to / sizeof to[0]; k++) {
+        if (k > 0) { /* a copy of the checkpoint folder for each resume */
+            char cmd[4096], src[600], dst[600];
+            path_in(src, sizeof src, "ck2"), path_in(dst, sizeof dst, to[k].dir);
+            snprintf(cmd, sizeof cmd, "rm -rf '%s' && cp -r '%s' '%s' && rm -rf '%s'/step_00000005",
+                     dst, src, dst, dst);
+            assert_int_equal(system(cmd), 0);
+        }
+        job rest = make(to[k].pp, 1, 4, 0, 1.0f, STEPS);
+        rest.ckpt = to[k].dir, rest.resume = 1;
+        run_job(&rest);
+        expect_ok(&rest);
+        memcpy(rest.loss, whole.loss, 3 * sizeof *rest.loss); /* steps 1-3 ran before */
+        if (to[k].pp == 2) {
+            assert_memory_equal(rest.loss, whole.loss, sizeof whole.loss);
+            assert_memory_equal(rest.params, whole.params, whole.nparams * sizeof(float));
+            printf("%s: losses and parameters bitwise the uninterrupted run's\n", to[k].name);
+        } else {
+            expect_close(to[k].name, &rest, &whole, 3, STEPS);
+        }
+        free(rest.params);
+    }
+    free(whole.params), free(first.params);
+}
+
+static void expect_refused(job *j, const char *needle)
+{
+    run_job(j);
+    for (int r = 0; r < j->world; r++) {
+        if (j->st[r] == VKG_OK)
+            fail_msg("rank %d accepted a job that should be refused (%s)", r, needle);
+        if (!strstr(j->err[r], needle) && !strstr(j->err[r], "rank 0"))
+            fail_msg("rank %d: expected \"%s\" in: %s", r, needle, j->err[r]);
+    }
+    printf("refused: %s\n", j->err[0]);
+    free(j->params);
+}
+
+static void test_refusals(void **state)
+{
+    (void)state;
+    job more = make(5, 1, 8, 0, 1.0f, 1);
+    job odd = make(2, 1, 4, 0, 1.0f, 1);
+    odd.world = 3;
+    job few = make(4, 1, 2, 0, 1.0f, 1);
+    job sum = make(2, 1, 4, 0, 1.0f, 1);
+    sum.pp_layers = (const int[]){1, 2};
+    expect_refused(&more, "--pp 5 is more stages than the model's 4 layers");
+    expect_refused(&odd, "does not divide the 3 ranks");
+    expect_refused(&few, "1F1B needs at least as many micro-batches as stages");
+    expect_refused(&sum, "--pp-layers sums to 3 layers but the model has 4");
+}
+
+/* Every schedule for S = 1..6 stages and M = 1..12 micro-batches: each micro-batch's forward
+ * once and its backward once, after it; never more micro-batches alive than slots, no two alive
+ * in one slot; 1F1B's slots min(S - stage, M) (and its warm-up of S - 1 - stage forwards),
+ * GPipe's M. */
+static void test_schedules(void **state)
+{
+    (void)state;
+    vkg_pp_action plan[24];
+    for (int kind = 0; kind <= 1; kind++)
+        for (int S = 1; S <= 6; S++)
+            for (int M = 1; M <= 12; M++)
+                for (int stage = 0; stage < S; stage++) {
+                    int K = vkg_pp_schedule(kind, S, stage, M, plan);
+                    int want = kind == VKG_PP_GPIPE ? M : (S - stage < M ? S - stage : M);
+                    assert_int_equal(K, want);
+                    assert_int_equal(K, vkg_pp_slots(kind, S, stage, M));
+                    int fwd[12] = {0}, bwd[12] = {0}, owner[12], alive = 0, last_b = -1;
+                    for (int k = 0; k < K; k++)
+                        owner[k] = -1;
+                    for (int i = 0; i < 2 * M; i++) {
+                        const vkg_pp_action *a = &plan[i];
+                        assert_true(a->micro >= 0 && a->micro < M && a->slot >= 0 && a->slot < K);
+                        if (!a->backward) {
+                            assert_int_equal(fwd[a->micro]++, 0);
+                            assert_int_equal(owner[a->slot], -1);
+                            owner[a->slot] = a->micro;
+                            assert_true(++alive <= K);
+                        } else {
+                            assert_int_equal(fwd[a->micro], 1); /* its forward came first */
+                            assert_int_equal(bwd[a->micro]++, 0);
+                            assert_true(a->micro > last_b); /* ascending: accumulation order */
+                            last_b = a->micro;
+                            assert_int_equal(owner[a->slot], a->micro);
+                            owner[a->slot] = -1;
+                            alive--;
+                        }
+                        if (kind == VKG_PP_1F1B && i < S - 1 - stage && i < M)
+                            assert_false(a->backward); /* the warm-up */
+                    }
+                    for (int i = 0; i < M; i++)
+                        assert_true(fwd[i] == 1 && bwd[i] == 1);
+                }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_schedules),
+        cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_equals_one_device),
+        cmocka_unit_test(test_resume_resplits),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
