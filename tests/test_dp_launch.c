@@ -9,6 +9,7 @@
  *  - killing rank 1 with SIGKILL mid-training makes launch name the killed rank, stop rank 0 and
  *    exit non-zero within twice the communication timeout (plus start-up slack); the newest
  *    checkpoint stays complete and a relaunch with --resume continues from it to the end;
+ *    the same with the two ranks as the two stages of a pipeline (--pp 2);
  *  - killing launch itself with SIGKILL stops its ranks within a bound (no rank trains on
  *    unwatched), each exiting cleanly with rank 0's checkpoint of the last logged step.
  * Every child is reaped (launch reaps its ranks; this test reaps launch). */
@@ -222,13 +223,22 @@ static void test_launcher_variables(void **state)
     }
 }
 
-static void kill_rank_and_resume(const char *transport)
+/* pp: the two ranks are the two stages of a pipeline instead of data-parallel replicas. */
+static void kill_rank_and_resume(const char *transport, int pp)
 {
     char ckpt[700], path[800];
-    snprintf(ckpt, sizeof ckpt, "%s/fault_%s", tmp_root, transport);
+    snprintf(ckpt, sizeof ckpt, "%s/fault_%s%s", tmp_root, transport, pp ? "_pp" : "");
     const char *args[] = {
-        "launch",  "-n",         "2",  "--transport",  transport, "--",     TRAIN_ARGS, "--steps",
-        "1000000", "--ckpt-dir", ckpt, "--ckpt-every", "3",       "--keep", "2",        NULL};
+        "launch",   "-n",
+        "2",        "--transport",
+        transport,  "--",
+        TRAIN_ARGS, "--steps",
+        "1000000",  "--ckpt-dir",
+        ckpt,       "--ckpt-every",
+        "3",        "--keep",
+        "2",        pp ? "--pp" : NULL,
+        "2",        "--total-batch", /* 2 micro-batches: 1F1B needs one per stage */
+        "128",      NULL};
     vkg_test_proc p;
     start(&p, args);
     /* Wait for a complete checkpoint and rank 1's pid. */
@@ -267,9 +277,23 @@ static void kill_rank_and_resume(const char *transport)
     char steps[32], resumed[64];
     snprintf(steps, sizeof steps, "%ld", step + 2);
     snprintf(resumed, sizeof resumed, "[rank 0] resumed at step %ld", step);
-    const char *again[] = {"launch", "-n",       "2",       "--transport", transport,
-                           "--",     TRAIN_ARGS, "--steps", steps,         "--ckpt-dir",
-                           ckpt,     "--resume", NULL};
+    const char *again[] = {"launch",
+                           "-n",
+                           "2",
+                           "--transport",
+                           transport,
+                           "--",
+                           TRAIN_ARGS,
+                           "--steps",
+                           steps,
+                           "--ckpt-dir",
+                           ckpt,
+                           "--resume",
+                           pp ? "--pp" : NULL,
+                           "2",
+                           "--total-batch",
+                           "128",
+                           NULL};
     start(&p, again);
     vkg_test_proc_wait(&p, 240);
     printf("%s", p.buf[0]);
@@ -348,13 +372,21 @@ static void test_killed_launcher_takes_its_ranks(void **state)
 static void test_kill_rank_ipc(void **state)
 {
     (void)state;
-    kill_rank_and_resume("ipc");
+    kill_rank_and_resume("ipc", 0);
+}
+
+/* The same with the two ranks as the two stages of a pipeline: a dead stage stops the job, and
+ * the gathered checkpoint resumes. */
+static void test_kill_stage_ipc(void **state)
+{
+    (void)state;
+    kill_rank_and_resume("ipc", 1);
 }
 
 static void test_kill_rank_tcp(void **state)
 {
     (void)state;
-    kill_rank_and_resume("tcp");
+    kill_rank_and_resume("tcp", 0);
 }
 
 int main(void)
@@ -365,6 +397,7 @@ int main(void)
         cmocka_unit_test(test_launcher_variables),
         cmocka_unit_test(test_kill_rank_ipc),
         cmocka_unit_test(test_kill_rank_tcp),
+        cmocka_unit_test(test_kill_stage_ipc),
         cmocka_unit_test(test_killed_launcher_takes_its_ranks),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);

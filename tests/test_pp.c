@@ -45,10 +45,10 @@ static int job_counter;
 typedef struct job {
     int world, pp, schedule; /* schedule: 0 1F1B, 1 GPipe */
     const int *pp_layers;
-    int micro;       /* micro-batches per step */
-    int batch;       /* rows per rank */
+    int micro; /* micro-batches per step */
+    int batch; /* rows per rank */
     float clip;
-    int steps;       /* to run now */
+    int steps; /* to run now */
     const char *ckpt;
     int resume, checkpoint_at;
     /* results: rank 0's */
@@ -256,16 +256,16 @@ static void test_equals_one_device(void **state)
         int pp, dp, micro, schedule;
         const char *name;
     } cases[] = {
-        {2, 1, 4, 0, "pp=2 M=4 1F1B"}, {2, 1, 4, 1, "pp=2 M=4 GPipe"},
-        {2, 1, 8, 0, "pp=2 M=8 1F1B"}, {4, 1, 8, 0, "pp=4 M=8 1F1B"},
+        {2, 1, 4, 0, "pp=2 M=4 1F1B"},  {2, 1, 4, 1, "pp=2 M=4 GPipe"},
+        {2, 1, 8, 0, "pp=2 M=8 1F1B"},  {4, 1, 8, 0, "pp=4 M=8 1F1B"},
         {4, 1, 4, 1, "pp=4 M=4 GPipe"}, {2, 2, 4, 0, "dp=2 x pp=2 M=4 1F1B"},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         int M = cases[k].micro;
-        job one1 = make(1, 1, M, 0, 0.0f, 1), p1 = make(cases[k].pp, cases[k].dp, M,
-                                                        cases[k].schedule, 0.0f, 1);
-        job one5 = make(1, 1, M, 0, 1.0f, STEPS), p5 = make(cases[k].pp, cases[k].dp, M,
-                                                            cases[k].schedule, 1.0f, STEPS);
+        job one1 = make(1, 1, M, 0, 0.0f, 1),
+            p1 = make(cases[k].pp, cases[k].dp, M, cases[k].schedule, 0.0f, 1);
+        job one5 = make(1, 1, M, 0, 1.0f, STEPS),
+            p5 = make(cases[k].pp, cases[k].dp, M, cases[k].schedule, 1.0f, STEPS);
         if (cases[k].dp > 1) /* the reference: one device with the same rows per micro-batch */
             one1.batch = one5.batch = B;
         run_job(&one1), run_job(&p1), run_job(&one5), run_job(&p5);
@@ -297,7 +297,8 @@ static void test_resume_resplits(void **state)
     const struct {
         int pp;
         const char *dir, *name;
-    } to[] = {{2, "ck2", "resumed on pp=2"}, {1, "ck1", "resumed on one device"},
+    } to[] = {{2, "ck2", "resumed on pp=2"},
+              {1, "ck1", "resumed on one device"},
               {4, "ck4", "resumed on pp=4"}};
     for (size_t k = 0; k < sizeof to / sizeof to[0]; k++) {
         if (k > 0) { /* a copy of the checkpoint folder for each resume */

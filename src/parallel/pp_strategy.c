@@ -176,7 +176,12 @@ static vkg_status build(vkg_strategy *s)
         (p->stage == 0 ? VKG_GPT2_PART_EMBED : 0) | (p->stage == p->S - 1 ? VKG_GPT2_PART_HEAD : 0);
     vkg_gpt2_part part = {.first = p->first, .last = p->last, .flags = flags};
     int slots = vkg_pp_slots(p->kind, p->S, p->stage, M);
-    VKG_TRY(vkg__strategy_whole_build(s, part, slots));
+    vkg_status st = vkg__strategy_whole_build(s, part, slots);
+    if (st != VKG_OK) /* name the stage whose share does not fit */
+        return vkg__error_wrap(st,
+                               "pipeline stage %d of %d (layers [%d, %d), %d activation "
+                               "slots)",
+                               p->stage, p->S, p->first, p->last, slots);
     if (p->stage == p->S - 1 && p->S > 1) /* the wte copy counts once, on stage 0 */
         VKG_TRY(vkg_adamw_norm_from(s->opt, vkg_gpt2_layout_of(s->model)->count[0]));
     size_t bt = (size_t)vkg_dp_rank_batch(s->dp) * (size_t)s->mc.T;
