@@ -15,7 +15,7 @@
 #   data       io, data/                     data.h, tokenizer.h
 #   model      ops, io, model/               model.h
 #   optim      ops, optim/                   optim.h
-#   parallel   model, optim, data, transport, parallel/
+#   parallel   model, optim, data, transport, parallel/  timeline.h
 #   train      parallel, train/              train.h
 
 set(VKG_LAYERS_DIR ${PROJECT_BINARY_DIR}/layers)
@@ -53,7 +53,7 @@ vkg_layer_view(io DIRS io HEADERS io.h model.h BELOW base)
 vkg_layer_view(data DIRS data HEADERS data.h tokenizer.h BELOW io)
 vkg_layer_view(model DIRS model HEADERS model.h BELOW ops io)
 vkg_layer_view(optim DIRS optim HEADERS optim.h BELOW ops)
-vkg_layer_view(parallel DIRS parallel BELOW model optim data transport)
+vkg_layer_view(parallel DIRS parallel HEADERS timeline.h BELOW model optim data transport)
 vkg_layer_view(train DIRS train HEADERS train.h BELOW parallel)
 
 # vkg_layer_sources(VIEW TARGET tgt FILES f...): compile files (of target tgt) against VIEW only.

@@ -15,6 +15,7 @@
 
 #include "vkgpt/comm.h"
 #include "vkgpt/optim.h"
+#include "vkgpt/timeline.h"
 #include "vkgpt/status.h"
 
 #ifdef __cplusplus
@@ -89,6 +90,10 @@ typedef struct vkg_train_config {
     const int *pp_layers;
     int pp_layers_count;
     int pp_schedule;
+    /* Optional: write every step's timeline of this rank (pipelines) to this file as Chrome
+     * trace-event JSON (Perfetto, chrome://tracing); with several ranks each writes
+     * FILE.rank<N>. */
+    const char *trace_path;
     /* Optional: a flag (set by a signal handler) checked at the end of each step; with several
      * ranks it is combined over all of them, so every rank stops after the same step. Also
      * checked while vkg_trainer_create loads data: it then fails with VKG_ERR_ABORTED
@@ -121,6 +126,7 @@ typedef struct vkg_trainer_info {
     char rank_batches[256];      /* "4,2,2" */
     int pp, stage;               /* pipeline stages (1 without) and this rank's */
     int first_layer, last_layer; /* this rank's layers [first, last) */
+    size_t activation_bytes;     /* device memory of this rank's activation slots */
     float lr;                    /* peak lr after --lr-scale */
 } vkg_trainer_info;
 
@@ -135,6 +141,10 @@ typedef struct vkg_step_info {
     /* Data parallelism: milliseconds spent in gradient allreduces, and the part of them not
      * hidden behind the backward pass (after the device had finished it). */
     double comm_ms, exposed_comm_ms;
+    /* Pipeline: this rank's forward and backward compute time over the schedule of the step's
+     * micro-batches, and that schedule's wall time (the rest is the bubble: waiting for other
+     * stages, and moving activations). 0 without a pipeline. */
+    double pp_busy_ms, pp_span_ms;
 } vkg_step_info;
 
 /* Set everything up: errors name the flag, file or device at fault (bad sizes, a total batch
@@ -168,6 +178,9 @@ vkg_status vkg_trainer_checkpoint(vkg_trainer_t *t, char *path_out, size_t cap);
 vkg_status vkg_trainer_write_plot(vkg_trainer_t *t);
 /* Copy the parameters (num_params floats, llm.c order) to params. */
 vkg_status vkg_trainer_get_params(vkg_trainer_t *t, float *params);
+/* The last step's timeline of this rank (pipelines; 0 spans otherwise): *spans points into t,
+ * valid until the next step. Returns the count. */
+int vkg_trainer_spans(const vkg_trainer_t *t, const vkg_span **spans);
 
 #ifdef __cplusplus
 }

@@ -16,6 +16,7 @@ static const bench_entry benches[] = {
     {"train", vkg_cli_bench_train, "tokens/s, ms/step, per-op times and memory of a GPT-2 step"},
     {"allreduce", vkg_cli_bench_allreduce, "allreduce over N local ranks (nccl-tests table)"},
     {"dp", vkg_cli_bench_dp, "data-parallel step: compute vs exposed allreduce, N = 1, 2, 4"},
+    {"pp", vkg_cli_bench_pp, "pipeline schedules: per-stage busy and idle time, bubble vs theory"},
 };
 
 #define NBENCH (sizeof benches / sizeof benches[0])

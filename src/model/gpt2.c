@@ -128,6 +128,7 @@ vkg_status vkg_gpt2_create(vkg_device_t *dev, const vkg_gpt2_config *cfg, const 
     enum { NSCRATCH = sizeof scratch / sizeof scratch[0] };
     size_t pbytes = (m->nparams * 4 + 255) / 256 * 256;
     size_t per_slot = plan_bytes(asz, VKG_GPT2_NUM_ACTS) + plan_bytes(tokens, 2);
+    m->slot_bytes = per_slot;
 
     VKG_TRY_GOTO(st, vkg_arena_create(dev, pbytes, "params", &m->arena_params), fail);
     VKG_TRY_GOTO(st, vkg_arena_create(dev, pbytes, "grads", &m->arena_grads), fail);
@@ -220,6 +221,11 @@ size_t vkg_gpt2_device_bytes(const vkg_gpt2 *m)
 {
     return vkg_arena_size(m->arena_params) + vkg_arena_size(m->arena_grads) +
            vkg_arena_size(m->arena_acts);
+}
+
+size_t vkg_gpt2_activation_bytes(const vkg_gpt2 *m)
+{
+    return m->slot_bytes * (size_t)m->opts.slots;
 }
 
 vkg_tensor vkg_gpt2_params_tensor(const vkg_gpt2 *m)

@@ -51,6 +51,9 @@ vkg_device_t *vkg_gpt2_device(const vkg_gpt2 *m);
 size_t vkg_gpt2_param_count(const vkg_gpt2 *m);
 /* Bytes of device memory held by the model (all arenas). */
 size_t vkg_gpt2_device_bytes(const vkg_gpt2 *m);
+/* Bytes of the activation slots (forward activations and tokens of every slot; the gradients of
+ * the activations and scratch are shared and not counted). */
+size_t vkg_gpt2_activation_bytes(const vkg_gpt2 *m);
 /* The parameter and gradient tensors (param_count floats each), for an optimizer. */
 vkg_tensor vkg_gpt2_params_tensor(const vkg_gpt2 *m);
 vkg_tensor vkg_gpt2_grads_tensor(const vkg_gpt2 *m);

@@ -72,9 +72,10 @@ struct vkg_gpt2 {
     vkg_gpt2_config cfg;
     vkg_gpt2_opts opts;
     vkg_gpt2_layout layout;
-    int nl;          /* layers in the part */
-    int embed, head; /* the part's flags */
-    size_t nparams;  /* in the part */
+    int nl;            /* layers in the part */
+    int embed, head;   /* the part's flags */
+    size_t nparams;    /* in the part */
+    size_t slot_bytes; /* device bytes of one activation slot */
     vkg_arena *arena_params, *arena_grads, *arena_acts;
     vkg_tensor params, grads; /* whole tensors */
     vkg_tensor p[VKG_GPT2_NUM_PARAM_TENSORS], g[VKG_GPT2_NUM_PARAM_TENSORS];

@@ -38,6 +38,8 @@ struct vkg_pp {
     int32_t *in, *tgt; /* (M, B*T) the step's tokens */
     float *grads;      /* (param count) host copy for group sums */
     vkg_pp_action *plan;
+    vkg_span *spans; /* (cap) the last step's timeline */
+    int nspans, cap;
     unsigned eval_seq; /* evaluation and sampling forwards so far (their tags) */
 };
 
@@ -97,6 +99,7 @@ static void free_impl(vkg_strategy *s)
         return;
     vkg_group_destroy(&p->dpg), vkg_group_destroy(&p->pipe), vkg_group_destroy(&p->tie);
     free(p->req), free(p->bnd), free(p->in), free(p->tgt), free(p->grads), free(p->plan);
+    free(p->spans);
     free(p);
     s->pp = NULL;
 }
@@ -190,7 +193,9 @@ static vkg_status build(vkg_strategy *s)
     p->tgt = malloc((size_t)M * bt * sizeof *p->tgt);
     p->grads = malloc(vkg_gpt2_param_count(s->model) * sizeof *p->grads);
     p->plan = malloc(2 * (size_t)M * sizeof *p->plan);
-    VKG_CHECK(p->bnd && p->in && p->tgt && p->grads && p->plan, VKG_ERR_NOMEM,
+    p->cap = 6 * M + 8; /* at most recv, compute, send per action, and the step's tail */
+    p->spans = malloc((size_t)p->cap * sizeof *p->spans);
+    VKG_CHECK(p->bnd && p->in && p->tgt && p->grads && p->plan && p->spans, VKG_ERR_NOMEM,
               "no memory for the pipeline's buffers");
     vkg_pp_schedule(p->kind, p->S, p->stage, M, p->plan);
     return VKG_OK;
@@ -219,6 +224,13 @@ static vkg_status load(vkg_strategy *s, float *params, float *m, float *v)
     return st;
 }
 
+/* Record a span of the step's timeline that started at t0 and ends now. */
+static void span(struct vkg_pp *p, vkg_span_kind kind, int micro, double t0)
+{
+    if (p->nspans < p->cap)
+        p->spans[p->nspans++] = (vkg_span){.kind = kind, .micro = micro, .t0 = t0, .t1 = now_ms()};
+}
+
 /* Boundary `out` of slot to communicator rank peer, or from peer into boundary `in`. */
 static vkg_status send_bnd(vkg_strategy *s, vkg_gpt2_boundary out, int slot, int peer, uint32_t tag)
 {
@@ -238,28 +250,46 @@ static vkg_status recv_bnd(vkg_strategy *s, vkg_gpt2_boundary in, int slot, int 
     return vkg_gpt2_boundary_write(s->model, in, slot, p->bnd);
 }
 
-/* One action of the schedule; *loss accumulates the last stage's micro-batch losses. */
-static vkg_status run_action(vkg_strategy *s, const vkg_pp_action *a, double *loss)
+/* One action of the schedule; *loss accumulates the last stage's micro-batch losses, *busy the
+ * compute time. */
+static vkg_status run_action(vkg_strategy *s, const vkg_pp_action *a, double *loss, double *busy)
 {
     struct vkg_pp *p = s->pp;
     size_t bt = (size_t)vkg_dp_rank_batch(s->dp) * (size_t)s->mc.T;
+    double t0 = now_ms();
     if (!a->backward) {
-        if (p->prev >= 0)
+        if (p->prev >= 0) {
             VKG_TRY(recv_bnd(s, VKG_GPT2_IN, a->slot, p->prev, TAG_ACT | (uint32_t)a->micro));
+            span(p, VKG_SPAN_RECV, a->micro, t0);
+            t0 = now_ms();
+        }
         float l = 0.0f;
         VKG_TRY(vkg_gpt2_forward_train(s->model, a->slot,
                                        p->prev < 0 ? p->in + (size_t)a->micro * bt : NULL,
                                        p->next < 0 ? p->tgt + (size_t)a->micro * bt : NULL, &l));
+        span(p, VKG_SPAN_FORWARD, a->micro, t0);
+        *busy += now_ms() - t0;
         *loss += l;
-        if (p->next >= 0)
+        if (p->next >= 0) {
+            t0 = now_ms();
             VKG_TRY(send_bnd(s, VKG_GPT2_OUT, a->slot, p->next, TAG_ACT | (uint32_t)a->micro));
+            span(p, VKG_SPAN_SEND, a->micro, t0);
+        }
         return VKG_OK;
     }
-    if (p->next >= 0)
+    if (p->next >= 0) {
         VKG_TRY(recv_bnd(s, VKG_GPT2_DOUT, a->slot, p->next, TAG_GRAD | (uint32_t)a->micro));
+        span(p, VKG_SPAN_RECV, a->micro, t0);
+        t0 = now_ms();
+    }
     VKG_TRY(vkg_gpt2_backward(s->model, a->slot));
-    if (p->prev >= 0)
+    span(p, VKG_SPAN_BACKWARD, a->micro, t0);
+    *busy += now_ms() - t0;
+    if (p->prev >= 0) {
+        t0 = now_ms();
         VKG_TRY(send_bnd(s, VKG_GPT2_DIN, a->slot, p->prev, TAG_GRAD | (uint32_t)a->micro));
+        span(p, VKG_SPAN_SEND, a->micro, t0);
+    }
     return VKG_OK;
 }
 
@@ -292,16 +322,23 @@ static vkg_status step(vkg_strategy *s, vkg_data_t *data, const vkg_strategy_ste
         VKG_TRY(vkg_dp_data_next(s->dp, data, s->mc.T, p->in + (size_t)i * bt,
                                  p->tgt + (size_t)i * bt));
     VKG_TRY(vkg_gpt2_zero_grad(s->model));
-    double loss = 0.0;
+    double loss = 0.0, busy = 0.0, start = now_ms();
+    p->nspans = 0;
     for (int i = 0; i < 2 * M; i++)
-        VKG_TRY(run_action(s, &p->plan[i], &loss));
+        VKG_TRY(run_action(s, &p->plan[i], &loss, &busy));
+    out->pp_busy_ms = busy;
+    out->pp_span_ms = now_ms() - start;
     loss /= M;
+    double t0 = now_ms();
     VKG_TRY(reduce_grads(s, &out->comm_ms));
+    span(p, VKG_SPAN_ALLREDUCE, -1, t0);
     out->exposed_comm_ms = out->comm_ms;
     float sumsq = 0.0f;
+    t0 = now_ms();
     VKG_TRY(vkg_adamw_grad_sumsq(s->opt, &sumsq));
     VKG_TRY(vkg_group_allreduce_sum(p->pipe, &sumsq, 1));
     VKG_TRY(vkg_adamw_update(s->opt, in->lr, in->t, in->grad_clip, sumsq));
+    span(p, VKG_SPAN_OPTIMIZER, -1, t0);
     /* The last stage's token-weighted loss, and any rank's stop request, to every rank. */
     float x[2] = {p->next < 0 ? (float)(loss * (double)vkg_dp_loss_scale(s->dp)) : 0.0f,
                   in->stop ? 1.0f : 0.0f};
@@ -416,7 +453,14 @@ static vkg_status unused_setup(vkg_strategy *s)
     return VKG_OK;
 }
 
+static int spans(const vkg_strategy *s, const vkg_span **out)
+{
+    *out = s->pp->spans;
+    return s->pp->nspans;
+}
+
 const vkg_strategy_vt vkg__strategy_pp = {
+    .spans = spans,
     .name = "pp",
     .setup = unused_setup,
     .share = unused_share,

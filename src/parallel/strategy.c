@@ -222,6 +222,16 @@ done:
     return st;
 }
 
+size_t vkg_strategy_activation_bytes(const vkg_strategy *s)
+{
+    return s->model ? vkg_gpt2_activation_bytes(s->model) : 0;
+}
+
+int vkg_strategy_spans(const vkg_strategy *s, const vkg_span **spans)
+{
+    return s->vt->spans ? s->vt->spans(s, spans) : 0;
+}
+
 size_t vkg_strategy_device_bytes(const vkg_strategy *s)
 {
     return (s->model ? vkg_gpt2_device_bytes(s->model) : 0) +

@@ -25,6 +25,7 @@
 #include "optim/adamw.h"
 #include "vkgpt/comm.h"
 #include "vkgpt/data.h"
+#include "vkgpt/timeline.h"
 
 typedef struct vkg_strategy vkg_strategy;
 
@@ -99,6 +100,10 @@ vkg_status vkg_strategy_create_adamw(const vkg_adamw_config *cfg, vkg_gpt2 *m, v
 /* Pipeline: this rank's stage and its layers [first, last) (0, 0, L without a pipeline, once
  * built). */
 void vkg_strategy_stage(const vkg_strategy *s, int *stage, int *first, int *last);
+/* The last step's timeline of this rank (pipelines; 0 spans for the others). */
+int vkg_strategy_spans(const vkg_strategy *s, const vkg_span **spans);
+/* Device memory of this rank's activation slots. */
+size_t vkg_strategy_activation_bytes(const vkg_strategy *s);
 /* Device bytes this rank holds for the model and optimizer. */
 size_t vkg_strategy_device_bytes(const vkg_strategy *s);
 
@@ -114,6 +119,7 @@ typedef struct vkg_strategy_step_out {
     float grad_norm;                 /* global gradient norm before clipping */
     int stop;                        /* some rank was asked to stop */
     double comm_ms, exposed_comm_ms; /* gradient communication, and the part not overlapped */
+    double pp_busy_ms, pp_span_ms;   /* pipelines: compute time within the schedule's span */
 } vkg_strategy_step_out;
 
 /* One optimizer step: accum_steps micro-batches from data, their gradients reduced as the

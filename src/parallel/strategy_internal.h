@@ -30,6 +30,7 @@ typedef struct vkg_strategy_vt {
     vkg_status (*eval)(vkg_strategy *s, vkg_data_t *data, int n, float *loss);
     vkg_status (*logits)(vkg_strategy *s, const int32_t *inputs, int b, int t, float *row);
     vkg_status (*gather)(vkg_strategy *s, float *params, float *m, float *v);
+    int (*spans)(const vkg_strategy *s, const vkg_span **spans);
     void (*free_impl)(vkg_strategy *s);
 } vkg_strategy_vt;
 

@@ -303,6 +303,11 @@ static vkg_status setup(vkg_trainer_t *t)
         mc.first_step = t->step + 1;
         VKG_TRY_GOTO(st, vkg_metrics_create(&mc, &t->metrics), done);
     }
+    if (c->trace_path)
+        VKG_TRY_GOTO(st,
+                     vkg_trace_open(c->trace_path, vkg_strategy_rank(t->par),
+                                    vkg_strategy_world(t->par), &t->trace),
+                     done);
     if (t->ckpt_dir[0] && t->tok && vkg_strategy_rank(t->par) == 0) {
         char path[1100];
         snprintf(path, sizeof path, "%s/tokenizer.bin", t->ckpt_dir);
@@ -333,7 +338,7 @@ vkg_status vkg_trainer_create(const vkg_train_config *cfg, vkg_trainer_t **out)
     vkg_status st = setup(t);
     t->cfg.init_path = t->cfg.data = t->cfg.val_data = NULL;
     t->cfg.tokenizer = t->cfg.vocab_dir = t->cfg.device = t->cfg.log_path = NULL;
-    t->cfg.ckpt_dir = NULL;
+    t->cfg.ckpt_dir = NULL, t->cfg.trace_path = NULL;
     if (st != VKG_OK) {
         char msg[sizeof t->fail_msg]; /* destroying may record messages of its own */
         failed(t, st);
@@ -358,6 +363,7 @@ int vkg_trainer_destroy_report(vkg_trainer_t **pt, char *first, size_t cap)
         first[0] = '\0';
     if (!t)
         return 0;
+    vkg_trace_close(&t->trace); /* a write error was reported by the step that met it */
     vkg_metrics_destroy(&t->metrics);
     vkg_data_destroy(&t->val);
     vkg_data_destroy(&t->train);
@@ -396,6 +402,7 @@ void vkg_trainer_get_info(const vkg_trainer_t *t, vkg_trainer_info *info)
     snprintf(info->rank_batches, sizeof info->rank_batches, "%s", vkg_strategy_batch_list(t->par));
     info->pp = t->cfg.pp > 1 ? t->cfg.pp : 1;
     vkg_strategy_stage(t->par, &info->stage, &info->first_layer, &info->last_layer);
+    info->activation_bytes = vkg_strategy_activation_bytes(t->par);
 }
 
 int vkg_trainer_done(const vkg_trainer_t *t)
@@ -435,6 +442,12 @@ static vkg_status step(vkg_trainer_t *t, vkg_step_info *info)
     info->step = t->step, info->loss = out.loss, info->lr = lr, info->grad_norm = norm;
     info->ms = ms, info->tokens = t->tokens, info->stop = out.stop;
     info->comm_ms = out.comm_ms, info->exposed_comm_ms = out.exposed_comm_ms;
+    info->pp_busy_ms = out.pp_busy_ms, info->pp_span_ms = out.pp_span_ms;
+    if (t->trace) {
+        const vkg_span *spans;
+        int n = vkg_strategy_spans(t->par, &spans);
+        VKG_TRY(vkg_trace_write(t->trace, t->step, spans, n));
+    }
     info->tokens_per_s = ms > 0 ? (double)t->hp.total_batch / (ms / 1e3) : 0.0;
     int eval_due = t->val && t->cfg.eval_every > 0 &&
                    (t->step % t->cfg.eval_every == 0 || t->step == t->cfg.steps);
@@ -482,6 +495,11 @@ vkg_status vkg_trainer_write_plot(vkg_trainer_t *t)
 vkg_status vkg_trainer_get_params(vkg_trainer_t *t, float *params)
 {
     return failed(t, vkg_strategy_gather(t->par, params, NULL, NULL));
+}
+
+int vkg_trainer_spans(const vkg_trainer_t *t, const vkg_span **spans)
+{
+    return vkg_strategy_spans(t->par, spans);
 }
 
 /* vkg_trainer_checkpoint: every rank hands its part of the model and optimizer state to rank 0

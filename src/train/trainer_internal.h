@@ -7,6 +7,7 @@
 #include "train/checkpoint.h"
 #include "train/metrics.h"
 #include "train/sampler.h"
+#include "train/trace.h"
 #include "vkgpt/data.h"
 #include "vkgpt/tokenizer.h"
 #include "vkgpt/train.h"
@@ -30,6 +31,7 @@ struct vkg_trainer {
     char resume_skipped[2048]; /* newer checkpoints --resume passed over, and why ("" none) */
     char ckpt_dir[1024];
     int lock_fd;         /* ckpt_dir's lock (rank 0), -1 when none */
+    vkg_trace *trace;    /* --trace: this rank's timeline, or NULL */
     int failed;          /* a call failed: the peers are told on destroy */
     char fail_msg[1024]; /* the first failure's message, which they are told */
 };
