@@ -8,7 +8,8 @@
  *    last stage, the encoder's rows on the first) that the pipeline sums once at the end of the
  *    step, while one device adds them micro-batch by micro-batch: another order of additions.
  *    The loss of the first step is bitwise the same (the same forward on the same values).
- *  - five steps with clipping on: per-step losses within 1e-5 relative and final parameters within
+ *  - five steps with clipping on: per-step losses and evaluation losses (through the pipeline, on
+ *    steps 2 and 4) within 1e-5 relative and final parameters within
  *    1e-5 relative L2 (wte's first difference feeds every later step; the global norm is summed
  *    over the stages in another order).
  *  - a pp = 2 checkpoint resumed on pp = 2 continues bitwise as the uninterrupted run; resumed on
@@ -52,7 +53,7 @@ typedef struct job {
     const char *ckpt;
     int resume, checkpoint_at;
     /* results: rank 0's */
-    float loss[STEPS];
+    float loss[STEPS], eval[STEPS];
     float *params;
     size_t nparams;
     vkg_status st[MAXR];
@@ -99,6 +100,7 @@ static int group_setup(void **state)
     if (!mkdtemp(tmp_root))
         return -1;
     write_shard("train.bin", 200 * B * T + 1, 31);
+    write_shard("val.bin", 8 * B * T + 1, 32);
     return 0;
 }
 
@@ -112,13 +114,15 @@ static void *run_rank(void *p)
 {
     rank_arg *a = p;
     job *j = a->j;
-    char data[600], ckpt[600];
+    char data[600], val[600], ckpt[600];
     path_in(data, sizeof data, "train.bin");
+    path_in(val, sizeof val, "val.bin");
     vkg_train_config c = vkg_train_config_default();
     c.validation = 1;
     c.device = getenv("VKGPT_DEVICE");
     c.layers = L, c.heads = NH, c.channels = C, c.max_seq_len = MAXT, c.vocab_size = V;
-    c.seed = 99, c.data = data, c.shuffle = 0;
+    c.seed = 99, c.data = data, c.val_data = val, c.shuffle = 0;
+    c.eval_every = 2, c.eval_batches = 3;
     c.batch = j->batch, c.seq = T;
     c.total_batch = (long long)j->micro * B * T;
     c.steps = STEPS, c.lr = 3e-3f, c.warmup = 1, c.weight_decay = 0.1f, c.grad_clip = j->clip;
@@ -139,7 +143,7 @@ static void *run_rank(void *p)
         vkg_step_info s;
         st = vkg_trainer_step(t, &s);
         if (st == VKG_OK && a->rank == 0)
-            j->loss[s.step - 1] = s.loss;
+            j->loss[s.step - 1] = s.loss, j->eval[s.step - 1] = s.has_eval ? s.eval_loss : NAN;
         n++;
         if (st == VKG_OK && s.step == j->checkpoint_at)
             st = vkg_trainer_checkpoint(t, NULL, 0);
@@ -242,6 +246,12 @@ static void expect_close(const char *what, const job *p, const job *one, int fro
         if (!(rel <= 1e-5))
             fail_msg("%s: step %d loss %.8f vs %.8f (rel %.3e > 1e-5)", what, s + 1,
                      (double)p->loss[s], (double)one->loss[s], rel);
+        if (isnan(p->eval[s]) != isnan(one->eval[s]))
+            fail_msg("%s: step %d evaluated in one run only", what, s + 1);
+        if (!isnan(one->eval[s]) &&
+            !(fabs((double)p->eval[s] - one->eval[s]) <= 1e-5 * fabs((double)one->eval[s])))
+            fail_msg("%s: step %d eval loss %.8f vs %.8f", what, s + 1, (double)p->eval[s],
+                     (double)one->eval[s]);
     }
     vkg_test_cmp cmp;
     if (!vkg_test_compare(what, p->params, one->params, p->nparams, 1e-5, &cmp))
@@ -313,8 +323,10 @@ static void test_resume_resplits(void **state)
         run_job(&rest);
         expect_ok(&rest);
         memcpy(rest.loss, whole.loss, 3 * sizeof *rest.loss); /* steps 1-3 ran before */
+        memcpy(rest.eval, whole.eval, 3 * sizeof *rest.eval);
         if (to[k].pp == 2) {
             assert_memory_equal(rest.loss, whole.loss, sizeof whole.loss);
+            assert_memory_equal(&rest.eval[3], &whole.eval[3], sizeof whole.eval[3]);
             assert_memory_equal(rest.params, whole.params, whole.nparams * sizeof(float));
             printf("%s: losses and parameters bitwise the uninterrupted run's\n", to[k].name);
         } else {

@@ -4,10 +4,10 @@
  * stage the forward and backward compute time (busy) and the rest of the schedule's frame, from
  * the first forward on any stage to the last backward on any stage (idle: waiting for other
  * stages, and moving activations), the measured bubble idle / frame beside the theory
- * (S - 1) / (M + S - 1), the stage's activation memory and the mean step time. With --svg and --trace it draws the
- * last step of each run (one row per stage, F and B blocks) and writes its timeline as Chrome
- * trace-event JSON. Prints figures, asserts nothing. For one core per rank, run it with
- * LP_NUM_THREADS=1 (lavapipe's threads per device). */
+ * (S - 1) / (M + S - 1), the stage's activation memory and the mean step time. With --svg and
+ * --trace it draws the last step of each run (one row per stage, F and B blocks) and writes its
+ * timeline as Chrome trace-event JSON. Prints figures, asserts nothing. For one core per rank, run
+ * it with LP_NUM_THREADS=1 (lavapipe's threads per device). */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -77,7 +77,8 @@ static void *bench_rank(void *p)
         memcpy(j->spans, sp, (size_t)j->nspans * sizeof *sp);
         vkg_trainer_info info;
         vkg_trainer_get_info(t, &info);
-        j->act_bytes = info.activation_bytes, j->first = info.first_layer, j->last = info.last_layer;
+        j->act_bytes = info.activation_bytes, j->first = info.first_layer,
+        j->last = info.last_layer;
     }
     if (measured)
         j->busy /= measured, j->span /= measured, j->step_ms /= measured;
@@ -109,8 +110,7 @@ static int write_svg(const char *path, const pp_rank *r, int S)
             "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
             "font-family=\"sans-serif\" font-size=\"11\">\n",
             W + x0 + 20, row * S + 40);
-    fprintf(f, "<text x=\"%.0f\" y=\"%.0f\">%.1f ms</text>\n", x0 + W - 40, row * S + 30,
-            t1 - t0);
+    fprintf(f, "<text x=\"%.0f\" y=\"%.0f\">%.1f ms</text>\n", x0 + W - 40, row * S + 30, t1 - t0);
     for (int s = 0; s < S; s++) {
         double y = 10 + row * s;
         fprintf(f, "<text x=\"4\" y=\"%.1f\">stage %d</text>\n", y + 16, s);
@@ -122,7 +122,8 @@ static int write_svg(const char *path, const pp_rank *r, int S)
             fprintf(f,
                     "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" fill=\"%s\" "
                     "stroke=\"white\" stroke-width=\"0.5\"/>\n",
-                    x, y, w > 0.5 ? w : 0.5, row - 6, sp->kind == VKG_SPAN_FORWARD ? "#4a7fd4" : "#e08a3c");
+                    x, y, w > 0.5 ? w : 0.5, row - 6,
+                    sp->kind == VKG_SPAN_FORWARD ? "#4a7fd4" : "#e08a3c");
             if (w > 14)
                 fprintf(f, "<text x=\"%.2f\" y=\"%.1f\" fill=\"white\">%c%d</text>\n", x + 2,
                         y + 15, sp->kind == VKG_SPAN_FORWARD ? 'F' : 'B', sp->micro);
@@ -153,8 +154,8 @@ static int write_trace(const char *path, const pp_rank *r, int S)
                     "%s{\"name\": \"%s %d\", \"cat\": \"%s\", \"ph\": \"X\", \"ts\": %.1f, "
                     "\"dur\": %.1f, \"pid\": %d, \"tid\": 0}",
                     first ? "" : ",\n", vkg_span_kind_name(sp->kind), sp->micro,
-                    vkg_span_kind_name(sp->kind), (sp->t0 - origin) * 1e3,
-                    (sp->t1 - sp->t0) * 1e3, s);
+                    vkg_span_kind_name(sp->kind), (sp->t0 - origin) * 1e3, (sp->t1 - sp->t0) * 1e3,
+                    s);
             first = 0;
         }
     fprintf(f, "\n]}\n");
@@ -173,8 +174,8 @@ static int run_config(const pp_cfg *b, int S, int M, int schedule)
     }
     uint64_t job_id = ((uint64_t)getpid() << 20) + ++counter;
     for (int s = 0; s < S; s++) {
-        r[s] = (pp_rank){.b = b, .rank = s, .S = S, .M = M, .schedule = schedule,
-                         .job_id = job_id, .ctx = ctx};
+        r[s] = (pp_rank){
+            .b = b, .rank = s, .S = S, .M = M, .schedule = schedule, .job_id = job_id, .ctx = ctx};
         pthread_create(&th[s], NULL, bench_rank, &r[s]);
     }
     for (int s = 0; s < S; s++)
