@@ -9,7 +9,8 @@
  * micro-batch, every parameter gradient and the evaluation logits must equal the whole model's
  * (accumulating the same two micro-batches) bitwise: the parts run the same dispatches on the
  * same values. Also: parts that break the layer rules, boundaries a part does not have and
- * tokens sent to the wrong part are refused with errors naming them. */
+ * tokens sent to the wrong part are refused with errors naming them; and every part's memory plan
+ * (vkg_gpt2_memory, no device) is exactly what it allocated. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -39,6 +40,10 @@ static vkg_gpt2 *create(vkg_device_t *dev, int first, int last, int flags, const
     o.part = (vkg_gpt2_part){.first = first, .last = last, .flags = flags};
     vkg_gpt2 *m = NULL;
     VKG_ASSERT_OK(vkg_gpt2_create(dev, &cfg, &o, &m));
+    vkg_gpt2_memory_plan plan; /* the plan without a device is what was allocated */
+    VKG_ASSERT_OK(vkg_gpt2_memory(&cfg, &o, &plan));
+    assert_int_equal(plan.total, vkg_gpt2_device_bytes(m));
+    assert_int_equal(plan.activations, vkg_gpt2_activation_bytes(m));
     const vkg_gpt2_layout *lo = vkg_gpt2_layout_of(m);
     assert_int_equal(lo->total, vkg_gpt2_param_count(m));
     float *p = vkg_test_alloc(lo->total);

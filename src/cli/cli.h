@@ -31,6 +31,7 @@ int vkg_cli_keygen(int argc, char **argv);
 int vkg_cli_launch(int argc, char **argv);
 int vkg_cli_bench_dp(int argc, char **argv);
 int vkg_cli_bench_pp(int argc, char **argv);
+int vkg_cli_plan(int argc, char **argv);
 
 /* Data-parallel flags of `vkgpt train` (cmd_launch.c): launcher variables first
  * (vkg_comm_config_from_env), then these flags override them. */

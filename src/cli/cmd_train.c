@@ -328,7 +328,7 @@ int vkg_cli_train(int argc, char **argv)
          100},
         {"--top-k", VKG_FLAG_INT, &o.top_k, "sample among the k likeliest tokens (0: all)", 0, 0,
          1 << 24},
-        {"--pp", VKG_FLAG_INT, &c->pp, "pipeline stages (ranks = data-parallel x pp)", 0, 1, 256},
+        {"--pp", VKG_FLAG_INT, &c->pp, "pipeline stages (ranks = data-parallel x pp)", 0, 1, 64},
         {"--pp-layers", VKG_FLAG_STR, &o.pp_layers,
          "layers per stage, e.g. 3,3,2 (default: balanced by estimated compute)", 0, 0, 0},
         {"--pp-schedule", VKG_FLAG_CHOICE, &c->pp_schedule, "pipeline schedule", pp_schedules, 0,

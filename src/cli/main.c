@@ -10,7 +10,8 @@ static const vkg_cli_command commands[] = {
     {"sample", vkg_cli_sample, "generate text from a checkpoint or an llm.c model file"},
     {"devices", vkg_cli_devices, "list Vulkan devices and the features vkgpt needs"},
     {"prepare", vkg_cli_prepare, "tokenize text into llm.c token shards (train + val)"},
-    {"bench", vkg_cli_bench, "benchmarks: ops, train, allreduce, dp"},
+    {"plan", vkg_cli_plan, "device memory per rank and pipeline stage of a training run"},
+    {"bench", vkg_cli_bench, "benchmarks: ops, train, allreduce, dp, pp"},
     {"keygen", vkg_cli_keygen, "write a CURVE key pair for authenticated, encrypted transport"},
     {"launch", vkg_cli_launch, "run N local data-parallel ranks: launch -n N -- train ..."},
 };

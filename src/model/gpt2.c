@@ -97,13 +97,55 @@ static vkg_status check_opts(const vkg_gpt2_config *cfg, const vkg_gpt2_opts *o)
     return VKG_OK;
 }
 
+/* The options with the whole model for an unset part, checked. */
+static vkg_status resolve_opts(const vkg_gpt2_config *cfg, const vkg_gpt2_opts *opts,
+                               vkg_gpt2_opts *o)
+{
+    *o = opts ? *opts : vkg_gpt2_opts_default();
+    if (o->part.last == 0 && o->part.first == 0 && o->part.flags == 0)
+        o->part = vkg_gpt2_whole(cfg);
+    return check_opts(cfg, o);
+}
+
+/* Element counts of the shared scratch tensors and of one slot's tokens. */
+static void scratch_sizes(const vkg_gpt2_config *cfg, const vkg_gpt2_opts *o, size_t scratch[3],
+                          size_t tokens[2])
+{
+    size_t BT = (size_t)o->B * (size_t)o->T, C = (size_t)cfg->channels;
+    scratch[0] = BT * 4 * C; /* mm_scratch */
+    scratch[1] = (size_t)o->B * (size_t)cfg->num_heads * (size_t)o->T * (size_t)o->T; /* dpre */
+    scratch[2] = BT * C;                                                              /* dtop */
+    tokens[0] = tokens[1] = BT; /* inputs, targets */
+}
+
+vkg_status vkg_gpt2_memory(const vkg_gpt2_config *cfg, const vkg_gpt2_opts *opts,
+                           vkg_gpt2_memory_plan *out)
+{
+    vkg_gpt2_opts o;
+    VKG_TRY(resolve_opts(cfg, opts, &o));
+    vkg_gpt2_layout lo;
+    vkg_gpt2_part_layout(cfg, &o.part, &lo);
+    int nl = o.part.last - o.part.first, head = !!(o.part.flags & VKG_GPT2_PART_HEAD);
+    size_t asz[VKG_GPT2_NUM_ACTS], gsz[VKG_GPT2_NUM_GRAD_ACTS], scratch[3], tokens[2];
+    act_sizes(cfg, o.B, o.T, nl, head, asz);
+    grad_act_sizes(cfg, o.B, o.T, nl, head, gsz);
+    scratch_sizes(cfg, &o, scratch, tokens);
+    memset(out, 0, sizeof *out);
+    out->params = out->grads = (lo.total * 4 + 255) / 256 * 256;
+    out->slot = plan_bytes(asz, VKG_GPT2_NUM_ACTS) + plan_bytes(tokens, 2);
+    out->activations = out->slot * (size_t)o.slots;
+    out->shared = plan_bytes(gsz, VKG_GPT2_NUM_GRAD_ACTS) + plan_bytes(scratch, 3);
+    out->total = out->params + out->grads + out->activations + out->shared;
+    return VKG_OK;
+}
+
 vkg_status vkg_gpt2_create(vkg_device_t *dev, const vkg_gpt2_config *cfg, const vkg_gpt2_opts *opts,
                            vkg_gpt2 **out)
 {
-    vkg_gpt2_opts o = opts ? *opts : vkg_gpt2_opts_default();
-    if (o.part.last == 0 && o.part.first == 0 && o.part.flags == 0)
-        o.part = vkg_gpt2_whole(cfg);
-    VKG_TRY(check_opts(cfg, &o));
+    vkg_gpt2_opts o;
+    vkg_gpt2_memory_plan plan;
+    VKG_TRY(resolve_opts(cfg, opts, &o));
+    VKG_TRY(vkg_gpt2_memory(cfg, &o, &plan));
     vkg_status st = VKG_OK;
     vkg_gpt2 *m = calloc(1, sizeof *m);
     VKG_CHECK(m, VKG_ERR_NOMEM, "no memory for the model");
@@ -118,27 +160,18 @@ vkg_status vkg_gpt2_create(vkg_device_t *dev, const vkg_gpt2_config *cfg, const 
     m->slots = calloc((size_t)o.slots, sizeof *m->slots);
     VKG_CHECK_GOTO(st, m->slots, VKG_ERR_NOMEM, fail, "no memory for %d slots", o.slots);
 
-    size_t BT = (size_t)o.B * (size_t)o.T, C = (size_t)cfg->channels;
-    size_t asz[VKG_GPT2_NUM_ACTS], gsz[VKG_GPT2_NUM_GRAD_ACTS];
+    size_t asz[VKG_GPT2_NUM_ACTS], gsz[VKG_GPT2_NUM_GRAD_ACTS], scratch[3], tokens[2];
     act_sizes(cfg, o.B, o.T, m->nl, m->head, asz);
     grad_act_sizes(cfg, o.B, o.T, m->nl, m->head, gsz);
-    size_t dpre = (size_t)o.B * (size_t)cfg->num_heads * (size_t)o.T * (size_t)o.T;
-    size_t scratch[] = {BT * 4 * C, dpre, BT * C /* dtop */};
-    size_t tokens[] = {BT /* inputs */, BT /* targets */};
-    enum { NSCRATCH = sizeof scratch / sizeof scratch[0] };
-    size_t pbytes = (m->nparams * 4 + 255) / 256 * 256;
-    size_t per_slot = plan_bytes(asz, VKG_GPT2_NUM_ACTS) + plan_bytes(tokens, 2);
-    m->slot_bytes = per_slot;
+    scratch_sizes(cfg, &o, scratch, tokens);
+    enum { NSCRATCH = 3 };
+    m->slot_bytes = plan.slot;
 
-    VKG_TRY_GOTO(st, vkg_arena_create(dev, pbytes, "params", &m->arena_params), fail);
-    VKG_TRY_GOTO(st, vkg_arena_create(dev, pbytes, "grads", &m->arena_grads), fail);
-    VKG_TRY_GOTO(st,
-                 vkg_arena_create(dev,
-                                  (size_t)o.slots * per_slot +
-                                      plan_bytes(gsz, VKG_GPT2_NUM_GRAD_ACTS) +
-                                      plan_bytes(scratch, NSCRATCH),
-                                  "activations", &m->arena_acts),
-                 fail);
+    VKG_TRY_GOTO(st, vkg_arena_create(dev, plan.params, "params", &m->arena_params), fail);
+    VKG_TRY_GOTO(st, vkg_arena_create(dev, plan.grads, "grads", &m->arena_grads), fail);
+    VKG_TRY_GOTO(
+        st, vkg_arena_create(dev, plan.activations + plan.shared, "activations", &m->arena_acts),
+        fail);
     VKG_TRY_GOTO(st, vkg_arena_alloc(m->arena_params, m->nparams * 4, &m->params), fail);
     VKG_TRY_GOTO(st, vkg_arena_alloc(m->arena_grads, m->nparams * 4, &m->grads), fail);
     for (int i = 0; i < VKG_GPT2_NUM_PARAM_TENSORS; i++) {

@@ -36,6 +36,19 @@ typedef struct vkg_gpt2_opts {
 /* B 4, T 64, one micro-batch per step, loss scale 1, the whole model, one slot. */
 vkg_gpt2_opts vkg_gpt2_opts_default(void);
 
+/* Device bytes a model part needs, by role (each 256-byte aligned, as the arenas are made). */
+typedef struct vkg_gpt2_memory_plan {
+    size_t params, grads;
+    size_t slot, activations; /* one activation slot; all of them */
+    size_t shared;            /* gradients of the activations and scratch (one set) */
+    size_t total;             /* params + grads + activations + shared */
+} vkg_gpt2_memory_plan;
+
+/* The memory plan of (cfg, opts) without a device (what vkg_gpt2_create allocates). Errors as
+ * vkg_gpt2_create's checks. */
+vkg_status vkg_gpt2_memory(const vkg_gpt2_config *cfg, const vkg_gpt2_opts *opts,
+                           vkg_gpt2_memory_plan *out);
+
 /* Allocate everything for (cfg, opts) on dev and record the command lists. Errors: invalid
  * config, part or shape (VKG_ERR_INVALID_ARG naming the field), VKG_ERR_NOMEM naming the arena.
  * dev must outlive the model. Parameters start as zeros: load them with vkg_gpt2_set_params. */

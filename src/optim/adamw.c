@@ -173,6 +173,12 @@ vkg_status vkg_adamw_set_moments(vkg_adamw *o, const float *m, const float *v)
     return vkg_tensor_write(o->dev, o->v, 0, v, o->n * 4);
 }
 
+size_t vkg_adamw_memory(size_t n)
+{
+    size_t partials = (n >> 30) * 1024 + 1024; /* at most 1024 partial sums per 2^30 segment */
+    return 2 * ((n * 4 + 255) / 256 * 256) + (partials * 4 + 255) / 256 * 256 + 512;
+}
+
 size_t vkg_adamw_device_bytes(const vkg_adamw *o)
 {
     return vkg_arena_size(o->moments) + vkg_arena_size(o->scratch);

@@ -57,6 +57,9 @@ vkg_status vkg_adamw_update(vkg_adamw *o, float lr, uint32_t t, float grad_clip,
 vkg_status vkg_adamw_get_moments(vkg_adamw *o, float *m, float *v);
 vkg_status vkg_adamw_set_moments(vkg_adamw *o, const float *m, const float *v);
 
+/* Device bytes an optimizer of n parameters needs (its moments and an upper bound of its norm's
+ * scratch), without a device. */
+size_t vkg_adamw_memory(size_t n);
 /* Bytes of device memory the optimizer holds. */
 size_t vkg_adamw_device_bytes(const vkg_adamw *o);
 /* Per-dispatch GPU times of the last norm and update (devices opened with profiling): the norm's

@@ -97,6 +97,20 @@ vkg_status vkg_strategy_load(vkg_strategy *s, float *params, float *m, float *v)
 /* An AdamW optimizer over every tensor of the model part m (weight decay on its 2-D weights), as
  * the strategies use (also for benchmarks of one device). */
 vkg_status vkg_strategy_create_adamw(const vkg_adamw_config *cfg, vkg_gpt2 *m, vkg_adamw **out);
+/* What one rank of a pipeline stage (or of a strategy without a pipeline: S = 1) needs on its
+ * device: its layers, activation slots, the model part's plan and AdamW's. */
+typedef struct vkg_stage_memory {
+    int first, last, slots;
+    vkg_gpt2_memory_plan model;
+    size_t optimizer, total;
+} vkg_stage_memory;
+
+/* The memory of each of S stages (stages[S]) for a model of cfg trained with micro-batches of B
+ * x T and M micro-batches per step under schedule kind, split by pp_layers (NULL: the automatic
+ * split), without a device. Errors: the split's and vkg_gpt2_memory's. */
+vkg_status vkg_strategy_plan(const vkg_gpt2_config *cfg, int B, int T, int M, int S,
+                             const int *pp_layers, int kind, vkg_stage_memory *stages);
+
 /* Pipeline: this rank's stage and its layers [first, last) (0, 0, L without a pipeline, once
  * built). */
 void vkg_strategy_stage(const vkg_strategy *s, int *stage, int *first, int *last);

@@ -1,0 +1,113 @@
+/* `vkgpt plan`: the device memory each rank of a training run needs, per pipeline stage, from the
+ * model and batch alone (no device is opened unless --device asks to compare): parameters and
+ * gradients, AdamW's moments, the activation slots of the schedule, the gradients of the
+ * activations and scratch. What a user reads to choose --pp, --batch and the split; the numbers
+ * are the arenas vkgpt train allocates. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "cli/flags.h"
+#include "parallel/strategy.h"
+#include "vkgpt/device.h"
+
+static const char *const presets[] = {"none", "gpt2", "gpt2-medium", NULL};
+static const char *const pp_schedules[] = {"1f1b", "gpipe", NULL};
+
+static double mib(size_t b)
+{
+    return (double)b / 1048576.0;
+}
+
+int vkg_cli_plan(int argc, char **argv)
+{
+    int preset = 1, layers = 0, heads = 0, channels = 0, ctx = 0, vocab = 0;
+    int batch = 4, seq = 1024, pp = 1, schedule = 0;
+    long long total = 0;
+    const char *pp_layers = NULL, *device = NULL;
+    const vkg_flag flags[] = {
+        {"--preset", VKG_FLAG_CHOICE, &preset,
+         "gpt2 (124M: L=12 C=768), gpt2-medium (350M: L=24 C=1024), or none", presets, 0, 0},
+        {"--layers", VKG_FLAG_INT, &layers, "layers (overrides the preset)", 0, 1, 1000},
+        {"--heads", VKG_FLAG_INT, &heads, "attention heads", 0, 1, 1000},
+        {"--channels", VKG_FLAG_INT, &channels, "channels", 0, 1, 65536},
+        {"--ctx", VKG_FLAG_INT, &ctx, "context length (default: --seq)", 0, 1, 65536},
+        {"--vocab", VKG_FLAG_INT, &vocab, "vocabulary (default 50257)", 0, 1, 1 << 24},
+        {"--batch", VKG_FLAG_INT, &batch, "micro-batch rows per rank", 0, 1, 1 << 20},
+        {"--seq", VKG_FLAG_INT, &seq, "sequence length T", 0, 1, 65536},
+        {"--total-batch", VKG_FLAG_LL, &total,
+         "tokens per step of one pipeline (default: pp x batch x seq: M = pp)", 0, 1,
+         2147483647},
+        {"--pp", VKG_FLAG_INT, &pp, "pipeline stages", 0, 1, 64},
+        {"--pp-layers", VKG_FLAG_STR, &pp_layers, "layers per stage, e.g. 3,3,2", 0, 0, 0},
+        {"--pp-schedule", VKG_FLAG_CHOICE, &schedule, "pipeline schedule", pp_schedules, 0, 0},
+        {"--device", VKG_FLAG_STR, &device, "compare with this device's memory", 0, 0, 0},
+    };
+    int rc = vkg_flags_parse("plan", "[options]", flags, (int)(sizeof flags / sizeof flags[0]),
+                             argc, argv, NULL, NULL);
+    if (rc)
+        return rc == 1 ? 0 : 2;
+    vkg_gpt2_config cfg = {.max_seq_len = 1024, .vocab_size = 50257};
+    if (preset == 1)
+        cfg.num_layers = 12, cfg.num_heads = 12, cfg.channels = 768;
+    if (preset == 2)
+        cfg.num_layers = 24, cfg.num_heads = 16, cfg.channels = 1024;
+    cfg.num_layers = layers ? layers : cfg.num_layers;
+    cfg.num_heads = heads ? heads : cfg.num_heads;
+    cfg.channels = channels ? channels : cfg.channels;
+    cfg.max_seq_len = ctx ? ctx : seq > cfg.max_seq_len ? seq : cfg.max_seq_len;
+    cfg.vocab_size = vocab ? vocab : cfg.vocab_size;
+    cfg.padded_vocab_size = vkg_gpt2_pad_vocab(cfg.vocab_size);
+    if (!cfg.num_layers || !cfg.num_heads || !cfg.channels) {
+        fprintf(stderr, "vkgpt plan: --preset none needs --layers, --heads and --channels\n");
+        return 2;
+    }
+    int req[64], nreq = 0;
+    if (pp_layers && (nreq = vkg_flags_int_list(pp_layers, 1, 1 << 20, req, 64)) != pp) {
+        fprintf(stderr, "vkgpt plan: --pp-layers wants %d layer counts separated by commas, got '%s'\n",
+                pp, pp_layers);
+        return 2;
+    }
+    long long micro = (long long)batch * seq;
+    long long tot = total ? total : micro * pp;
+    if (tot % micro) {
+        fprintf(stderr, "vkgpt plan: --total-batch %lld is not a multiple of batch x seq = %lld\n",
+                tot, micro);
+        return 2;
+    }
+    int M = (int)(tot / micro);
+    vkg_stage_memory st[64];
+    vkg_status s = vkg_gpt2_config_validate(&cfg);
+    if (s == VKG_OK)
+        s = vkg_strategy_plan(&cfg, batch, seq, M, pp, nreq ? req : NULL, schedule, st);
+    if (s != VKG_OK)
+        return vkg_cli_report("plan", s);
+    uint64_t has = 0;
+    if (device) {
+        vkg_device_opts dopts = vkg_device_opts_default();
+        dopts.select = device;
+        vkg_device_t *dev = NULL;
+        if ((s = vkg_device_create(&dopts, &dev)) != VKG_OK)
+            return vkg_cli_report("plan", s);
+        has = vkg_device_get_info(dev)->device_local_bytes;
+        printf("device: %s, %.1f MiB device-local\n", vkg_device_get_info(dev)->name, mib(has));
+        vkg_device_destroy(&dev);
+    }
+    printf("model: L=%d NH=%d C=%d maxT=%d V=%d (Vp=%d), %zu parameters; micro-batch %d x %d, "
+           "%d micro-batches per step, %d stage%s (%s)\n",
+           cfg.num_layers, cfg.num_heads, cfg.channels, cfg.max_seq_len, cfg.vocab_size,
+           cfg.padded_vocab_size, vkg_gpt2_num_params(&cfg), batch, seq, M, pp, pp > 1 ? "s" : "",
+           pp > 1 ? pp_schedules[schedule] : "no pipeline");
+    printf("%5s %8s %5s %10s %10s %10s %12s %12s %10s%s\n", "stage", "layers", "slots",
+           "params", "grads", "adamw", "activations", "act_grads", "total", has ? "  fits" : "");
+    for (int i = 0; i < pp; i++)
+        printf("%5d  [%2d,%2d) %5d %10.1f %10.1f %10.1f %12.1f %12.1f %10.1f%s\n", i, st[i].first,
+               st[i].last, st[i].slots, mib(st[i].model.params), mib(st[i].model.grads),
+               mib(st[i].optimizer), mib(st[i].model.activations), mib(st[i].model.shared),
+               mib(st[i].total), has ? (st[i].total <= has ? "  yes" : "  NO") : "");
+    printf("(MiB; activations = slots x %.1f MiB; act_grads = the gradients of the activations "
+           "and scratch, one set)\n",
+           mib(st[0].model.slot));
+    return 0;
+}
