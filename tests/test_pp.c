@@ -14,6 +14,7 @@
  *    over the stages in another order).
  *  - a pp = 2 checkpoint resumed on pp = 2 continues bitwise as the uninterrupted run; resumed on
  *    one device and on pp = 4, within the tolerance above.
+ *  - with boundaries through host-visible copies (as on a discrete GPU): bitwise the same run;
  *  - refusals naming the fix: more stages than layers, ranks not a multiple of --pp, fewer
  *    micro-batches than stages under 1F1B, a --pp-layers list that does not sum to L. */
 #include <ftw.h>
@@ -52,6 +53,7 @@ typedef struct job {
     int steps; /* to run now */
     const char *ckpt;
     int resume, checkpoint_at;
+    int staging; /* devices as if discrete: boundaries through host-visible copies */
     /* results: rank 0's */
     float loss[STEPS], eval[STEPS];
     float *params;
@@ -134,6 +136,7 @@ static void *run_rank(void *p)
     c.comm.transport = VKG_COMM_INPROC, c.comm.ctx = a->ctx, c.comm.job_id = a->job_id;
     c.comm.timeout_ms = 30000;
     c.pp = j->pp, c.pp_schedule = j->schedule;
+    c.force_staging = j->staging;
     if (j->pp_layers)
         c.pp_layers = j->pp_layers, c.pp_layers_count = j->pp;
     vkg_trainer_t *t = NULL;
@@ -337,6 +340,21 @@ static void test_resume_resplits(void **state)
     free(whole.params), free(first.params);
 }
 
+/* As on a discrete GPU (no unified memory): the boundaries reach the host through copies recorded
+ * in the stages' command lists instead of the mapping; the run is bitwise the same. */
+static void test_host_copies(void **state)
+{
+    (void)state;
+    job mapped = make(2, 1, 4, 0, 1.0f, STEPS), copied = mapped;
+    copied.staging = 1;
+    run_job(&mapped), run_job(&copied);
+    expect_ok(&mapped), expect_ok(&copied);
+    assert_memory_equal(mapped.loss, copied.loss, sizeof mapped.loss);
+    assert_memory_equal(mapped.params, copied.params, mapped.nparams * sizeof(float));
+    printf("pp=2 through host copies: losses and parameters bitwise the mapped run's\n");
+    free(mapped.params), free(copied.params);
+}
+
 static void expect_refused(job *j, const char *needle)
 {
     run_job(j);
@@ -412,10 +430,9 @@ static void test_schedules(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_schedules),
-        cmocka_unit_test(test_refusals),
-        cmocka_unit_test(test_equals_one_device),
-        cmocka_unit_test(test_resume_resplits),
+        cmocka_unit_test(test_schedules),         cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_equals_one_device), cmocka_unit_test(test_resume_resplits),
+        cmocka_unit_test(test_host_copies),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -37,8 +37,7 @@ int vkg_cli_plan(int argc, char **argv)
         {"--batch", VKG_FLAG_INT, &batch, "micro-batch rows per rank", 0, 1, 1 << 20},
         {"--seq", VKG_FLAG_INT, &seq, "sequence length T", 0, 1, 65536},
         {"--total-batch", VKG_FLAG_LL, &total,
-         "tokens per step of one pipeline (default: pp x batch x seq: M = pp)", 0, 1,
-         2147483647},
+         "tokens per step of one pipeline (default: pp x batch x seq: M = pp)", 0, 1, 2147483647},
         {"--pp", VKG_FLAG_INT, &pp, "pipeline stages", 0, 1, 64},
         {"--pp-layers", VKG_FLAG_STR, &pp_layers, "layers per stage, e.g. 3,3,2", 0, 0, 0},
         {"--pp-schedule", VKG_FLAG_CHOICE, &schedule, "pipeline schedule", pp_schedules, 0, 0},
@@ -65,8 +64,9 @@ int vkg_cli_plan(int argc, char **argv)
     }
     int req[64], nreq = 0;
     if (pp_layers && (nreq = vkg_flags_int_list(pp_layers, 1, 1 << 20, req, 64)) != pp) {
-        fprintf(stderr, "vkgpt plan: --pp-layers wants %d layer counts separated by commas, got '%s'\n",
-                pp, pp_layers);
+        fprintf(stderr,
+                "vkgpt plan: --pp-layers wants %d layer counts separated by commas, got '%s'\n", pp,
+                pp_layers);
         return 2;
     }
     long long micro = (long long)batch * seq;
@@ -99,8 +99,8 @@ int vkg_cli_plan(int argc, char **argv)
            cfg.num_layers, cfg.num_heads, cfg.channels, cfg.max_seq_len, cfg.vocab_size,
            cfg.padded_vocab_size, vkg_gpt2_num_params(&cfg), batch, seq, M, pp, pp > 1 ? "s" : "",
            pp > 1 ? pp_schedules[schedule] : "no pipeline");
-    printf("%5s %8s %5s %10s %10s %10s %12s %12s %10s%s\n", "stage", "layers", "slots",
-           "params", "grads", "adamw", "activations", "act_grads", "total", has ? "  fits" : "");
+    printf("%5s %8s %5s %10s %10s %10s %12s %12s %10s%s\n", "stage", "layers", "slots", "params",
+           "grads", "adamw", "activations", "act_grads", "total", has ? "  fits" : "");
     for (int i = 0; i < pp; i++)
         printf("%5d  [%2d,%2d) %5d %10.1f %10.1f %10.1f %12.1f %12.1f %10.1f%s\n", i, st[i].first,
                st[i].last, st[i].slots, mib(st[i].model.params), mib(st[i].model.grads),

@@ -97,6 +97,8 @@ static vkg_status check_opts(const vkg_gpt2_config *cfg, const vkg_gpt2_opts *o)
     return VKG_OK;
 }
 
+static vkg_status setup_boundaries(vkg_gpt2 *m);
+
 /* The options with the whole model for an unset part, checked. */
 static vkg_status resolve_opts(const vkg_gpt2_config *cfg, const vkg_gpt2_opts *opts,
                                vkg_gpt2_opts *o)
@@ -199,6 +201,7 @@ vkg_status vkg_gpt2_create(vkg_device_t *dev, const vkg_gpt2_config *cfg, const 
         m->gacts_count = (m->gacts.t[i].offset + m->gacts.t[i].bytes - m->gacts_start.offset) / 4;
     m->gacts_start.bytes = m->gacts_count * 4;
 
+    VKG_TRY_GOTO(st, setup_boundaries(m), fail);
     VKG_TRY_GOTO(st, vkg__gpt2_record(m), fail);
     *out = m;
     return VKG_OK;
@@ -217,6 +220,8 @@ void vkg_gpt2_destroy(vkg_gpt2 **pm)
         for (int i = 0; i < VKG_GPT2_NUM_LISTS; i++)
             vkg_cmd_destroy(&m->slots[s].lists[i]);
     vkg_cmd_destroy(&m->zero);
+    vkg_arena_destroy(&m->arena_bnd);
+    free(m->bnd_host), free(m->bnd_copy);
     vkg_arena_destroy(&m->arena_acts);
     vkg_arena_destroy(&m->arena_grads);
     vkg_arena_destroy(&m->arena_params);
@@ -405,10 +410,21 @@ vkg_status vkg_gpt2_losses(vkg_gpt2 *m, float *losses)
                            (size_t)m->opts.B * (size_t)m->opts.T * 4);
 }
 
-/* The boundary tensor `which` of slot s, or an error when the part has none. */
-static vkg_status boundary(vkg_gpt2 *m, vkg_gpt2_boundary which, int s, vkg_tensor *out)
+/* Index of boundary `which` of slot s in bnd_host / bnd_copy. */
+static int bnd_index(const vkg_gpt2 *m, vkg_gpt2_boundary which, int s)
 {
-    VKG_TRY(check_slot(m, s));
+    int K = m->opts.slots;
+    return which == VKG_GPT2_IN     ? s
+           : which == VKG_GPT2_OUT  ? K + s
+           : which == VKG_GPT2_DOUT ? 2 * K
+                                    : 2 * K + 1;
+}
+
+vkg_status vkg__gpt2_boundary_tensor(const vkg_gpt2 *m, vkg_gpt2_boundary which, int s,
+                                     vkg_tensor *out)
+{
+    VKG_CHECK(s >= 0 && s < m->opts.slots, VKG_ERR_INVALID_ARG,
+              "activation slot %d outside [0, %d)", s, m->opts.slots);
     size_t btc = (size_t)m->opts.B * (size_t)m->opts.T * (size_t)m->cfg.channels;
     const vkg_gpt2_acts *a = &m->slots[s].acts;
     int first = which == VKG_GPT2_IN || which == VKG_GPT2_DIN;
@@ -433,18 +449,80 @@ static vkg_status boundary(vkg_gpt2 *m, vkg_gpt2_boundary which, int s, vkg_tens
     return VKG_OK;
 }
 
+/* Boundary i of bnd_host: which, and its slot. */
+static vkg_gpt2_boundary bnd_kind(const vkg_gpt2 *m, int i, int *s)
+{
+    int K = m->opts.slots;
+    *s = i < K ? i : i < 2 * K ? i - K : 0;
+    return i < K        ? VKG_GPT2_IN
+           : i < 2 * K  ? VKG_GPT2_OUT
+           : i == 2 * K ? VKG_GPT2_DOUT
+                        : VKG_GPT2_DIN;
+}
+
+/* The host side of every boundary the part has (see gpt2_internal.h). */
+static vkg_status setup_boundaries(vkg_gpt2 *m)
+{
+    int n = 2 * m->opts.slots + 2, count = 0;
+    m->bnd_host = calloc((size_t)n, sizeof *m->bnd_host);
+    m->bnd_copy = calloc((size_t)n, sizeof *m->bnd_copy);
+    VKG_CHECK(m->bnd_host && m->bnd_copy, VKG_ERR_NOMEM, "no memory for the boundaries");
+    size_t bytes = (size_t)m->opts.B * (size_t)m->opts.T * (size_t)m->cfg.channels * 4;
+    char *map = vkg_arena_host_ptr(m->arena_acts);
+    for (int i = 0; i < n; i++) {
+        int s;
+        vkg_gpt2_boundary which = bnd_kind(m, i, &s);
+        int first = which == VKG_GPT2_IN || which == VKG_GPT2_DIN;
+        count += first ? !m->embed : !m->head;
+    }
+    if (!map && count)
+        VKG_TRY(vkg_arena_create_host(m->dev, (size_t)count * ((bytes + 255) / 256 * 256),
+                                      "boundaries", &m->arena_bnd));
+    for (int i = 0; i < n; i++) {
+        int s;
+        vkg_gpt2_boundary which = bnd_kind(m, i, &s);
+        int first = which == VKG_GPT2_IN || which == VKG_GPT2_DIN;
+        vkg_tensor t = {0};
+        if (first ? m->embed : m->head)
+            continue;
+        VKG_TRY(vkg__gpt2_boundary_tensor(m, which, s, &t));
+        if (map) {
+            m->bnd_host[i] = (float *)(map + t.offset);
+            continue;
+        }
+        VKG_TRY(vkg_arena_alloc(m->arena_bnd, bytes, &m->bnd_copy[i]));
+        m->bnd_host[i] =
+            (float *)((char *)vkg_arena_host_ptr(m->arena_bnd) + m->bnd_copy[i].offset);
+    }
+    return VKG_OK;
+}
+
+vkg_status vkg__gpt2_record_boundary(vkg_gpt2 *m, vkg_cmd *c, vkg_gpt2_boundary which, int s)
+{
+    int i = bnd_index(m, which, s);
+    if (!m->arena_bnd || !m->bnd_host[i])
+        return VKG_OK;
+    vkg_tensor t = {0};
+    VKG_TRY(vkg__gpt2_boundary_tensor(m, which, s, &t));
+    int to_host = which == VKG_GPT2_OUT || which == VKG_GPT2_DIN;
+    return to_host ? vkg_cmd_copy(c, m->bnd_copy[i], t, t.bytes)
+                   : vkg_cmd_copy(c, t, m->bnd_copy[i], t.bytes);
+}
+
 vkg_status vkg_gpt2_boundary_read(vkg_gpt2 *m, vkg_gpt2_boundary which, int slot, float *dst)
 {
-    vkg_tensor t;
-    VKG_TRY(boundary(m, which, slot, &t));
-    return vkg_tensor_read(m->dev, t, 0, dst, t.bytes);
+    vkg_tensor t = {0};
+    VKG_TRY(vkg__gpt2_boundary_tensor(m, which, slot, &t));
+    memcpy(dst, m->bnd_host[bnd_index(m, which, slot)], t.bytes);
+    return VKG_OK;
 }
 
 vkg_status vkg_gpt2_boundary_write(vkg_gpt2 *m, vkg_gpt2_boundary which, int slot, const float *src)
 {
-    vkg_tensor t;
-    VKG_TRY(boundary(m, which, slot, &t));
-    return vkg_tensor_write(m->dev, t, 0, src, t.bytes);
+    vkg_tensor t = {0};
+    VKG_TRY(vkg__gpt2_boundary_tensor(m, which, slot, &t));
+    memcpy(m->bnd_host[bnd_index(m, which, slot)], src, t.bytes);
+    return VKG_OK;
 }
 
 int vkg_gpt2_timings(vkg_gpt2 *m, const vkg_cmd_timing **timings)

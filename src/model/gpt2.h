@@ -112,8 +112,10 @@ typedef enum vkg_gpt2_boundary {
     VKG_GPT2_DOUT, /* gradient of the output (B,T,C): parts without HEAD; written */
     VKG_GPT2_DIN   /* gradient of the input (B,T,C): parts without EMBED; read */
 } vkg_gpt2_boundary;
-/* Copy a boundary tensor (B*T*C floats) from or to the host (slot: for IN and OUT). Errors:
- * VKG_ERR_INVALID_ARG when the part has no such boundary or the slot is out of range. */
+/* Copy a boundary tensor (B*T*C floats) from or to the host (slot: for IN and OUT), with no
+ * device work: on unified memory through the arena's mapping; elsewhere through a host-visible
+ * copy that the slot's lists fill (OUT, DIN: at their end) or read (IN, DOUT: at their start).
+ * Errors: VKG_ERR_INVALID_ARG when the part has no such boundary or the slot is out of range. */
 vkg_status vkg_gpt2_boundary_read(vkg_gpt2 *m, vkg_gpt2_boundary which, int slot, float *dst);
 vkg_status vkg_gpt2_boundary_write(vkg_gpt2 *m, vkg_gpt2_boundary which, int slot,
                                    const float *src);

@@ -83,10 +83,16 @@ struct vkg_gpt2 {
     vkg_gpt2_grad_acts gacts;
     vkg_tensor gacts_start; /* all gradient activations as one range */
     size_t gacts_count;
-    vkg_tensor dtop;              /* (B*T, C) gradient of the output (parts without the head) */
-    vkg_tensor mm_scratch;        /* (B*T, 4C): transposed matmul inputs */
-    vkg_tensor dpre;              /* (B, NH, T, T): attention score gradients */
-    vkg_cmd *zero;                /* grads = 0 */
+    vkg_tensor dtop;       /* (B*T, C) gradient of the output (parts without the head) */
+    vkg_tensor mm_scratch; /* (B*T, 4C): transposed matmul inputs */
+    vkg_tensor dpre;       /* (B, NH, T, T): attention score gradients */
+    vkg_cmd *zero;         /* grads = 0 */
+    /* The boundaries' host side, indexed IN s, OUT K + s, DOUT 2K, DIN 2K + 1 (K slots): where
+     * the host reads and writes them. On unified memory the activation arena's mapping; elsewhere
+     * a host-visible copy that the slot's lists fill or read with copies recorded in them. */
+    float **bnd_host;     /* (2K + 2) NULL where the part has no such boundary */
+    vkg_tensor *bnd_copy; /* (2K + 2) the host-visible copies (devices without unified memory) */
+    vkg_arena *arena_bnd; /* their arena, or NULL */
     struct vkg_gpt2_split *split; /* NULL until vkg_gpt2_split */
 };
 
@@ -101,6 +107,13 @@ typedef vkg_status (*vkg__gpt2_cut_fn)(void *ctx, vkg_cmd **pc, int unit);
  */
 vkg_status vkg__gpt2_record_fwdbwd_cut(vkg_gpt2 *m, int s, vkg_cmd **pc, vkg__gpt2_cut_fn cut,
                                        void *ctx);
+/* Boundary `which` of slot s as a device tensor (VKG_ERR_INVALID_ARG when the part has none),
+ * and the copy between it and its host-visible copy recorded into c (nothing on unified
+ * memory or for a boundary the part lacks): to the host for OUT and DIN, from it for IN and
+ * DOUT. */
+vkg_status vkg__gpt2_boundary_tensor(const vkg_gpt2 *m, vkg_gpt2_boundary which, int s,
+                                     vkg_tensor *out);
+vkg_status vkg__gpt2_record_boundary(vkg_gpt2 *m, vkg_cmd *c, vkg_gpt2_boundary which, int s);
 /* Split recording (gpt2_split.c): freed by vkg_gpt2_destroy. */
 void vkg__gpt2_split_free(vkg_gpt2 *m);
 /* Check and upload one micro-batch into slot s (gpt2.c); the mean of slot s's losses. */

@@ -171,6 +171,14 @@ static vkg_status record_list(vkg_gpt2 *m, int s, int which)
     const vkg_gpt2_slot *sl = &m->slots[s];
     int BT = m->opts.B * m->opts.T, V = m->cfg.vocab_size, Vp = m->cfg.padded_vocab_size;
     VKG_TRY(vkg_cmd_begin(c));
+    /* A part's boundaries come from and go to the host through copies in its lists (devices
+     * without unified memory; nothing is recorded otherwise). */
+    int fwd =
+        which == VKG_GPT2_LIST_FWD || which == VKG_GPT2_LIST_EVAL || which == VKG_GPT2_LIST_FWDT;
+    if (fwd && !m->embed)
+        VKG_TRY(vkg__gpt2_record_boundary(m, c, VKG_GPT2_IN, s));
+    if (which == VKG_GPT2_LIST_BWD && !m->head)
+        VKG_TRY(vkg__gpt2_record_boundary(m, c, VKG_GPT2_DOUT, s));
     switch (which) {
     case VKG_GPT2_LIST_FWD:
         VKG_TRY(record_forward(m, s, c));
@@ -194,6 +202,10 @@ static vkg_status record_list(vkg_gpt2 *m, int s, int which)
     default:
         return VKG_FAIL(VKG_ERR_INVALID_ARG, "no command list %d", which);
     }
+    if (fwd && !m->head)
+        VKG_TRY(vkg__gpt2_record_boundary(m, c, VKG_GPT2_OUT, s));
+    if (which == VKG_GPT2_LIST_BWD && !m->embed)
+        VKG_TRY(vkg__gpt2_record_boundary(m, c, VKG_GPT2_DIN, s));
     return vkg_cmd_end(c);
 }
 
