@@ -1,7 +1,7 @@
 /* `vkgpt bench pp`: pipeline schedules measured. For each number of stages S and micro-batches M
  * and each schedule, S ranks (threads of this process, each with its own trainer and device,
- * joined by the inproc transport) train a fixed model; for the last measured step it prints per
- * stage the forward and backward compute time (busy) and the rest of the schedule's frame, from
+ * joined by the inproc transport) train a fixed model; averaged over the measured steps it prints
+ * per stage the forward and backward compute time (busy) and the rest of the schedule's frame, from
  * the first forward on any stage to the last backward on any stage (idle: waiting for other
  * stages, and moving activations), the measured bubble idle / frame beside the theory
  * (S - 1) / (M + S - 1), the stage's activation memory and the mean step time. With --svg and
@@ -37,6 +37,9 @@ typedef struct pp_rank {
     vkg_status st;
     char err[512];
     double busy, span, step_ms; /* means over the measured steps */
+    /* per measured step: this rank's first forward start, last backward end, compute time */
+    double first_t[64], last_t[64], busy_t[64];
+    int measured;
     size_t act_bytes;
     int first, last;
     vkg_span spans[MAX_SPANS]; /* the last step's */
@@ -67,6 +70,15 @@ static void *bench_rank(void *p)
         st = vkg_trainer_step(t, &info);
         if (st == VKG_OK && s >= b->warmup) {
             j->busy += info.pp_busy_ms, j->span += info.pp_span_ms, j->step_ms += info.ms;
+            const vkg_span *sp;
+            int n = vkg_trainer_spans(t, &sp), k = measured < 64 ? measured : 63;
+            j->first_t[k] = 1e300, j->last_t[k] = -1e300, j->busy_t[k] = 0.0;
+            for (int i = 0; i < n; i++)
+                if (sp[i].kind == VKG_SPAN_FORWARD || sp[i].kind == VKG_SPAN_BACKWARD) {
+                    j->first_t[k] = sp[i].t0 < j->first_t[k] ? sp[i].t0 : j->first_t[k];
+                    j->last_t[k] = sp[i].t1 > j->last_t[k] ? sp[i].t1 : j->last_t[k];
+                    j->busy_t[k] += sp[i].t1 - sp[i].t0;
+                }
             measured++;
         }
     }
@@ -82,6 +94,7 @@ static void *bench_rank(void *p)
     }
     if (measured)
         j->busy /= measured, j->span /= measured, j->step_ms /= measured;
+    j->measured = measured < 64 ? measured : 64;
     if (st != VKG_OK)
         snprintf(j->err, sizeof j->err, "%s", vkg_error_message());
     j->st = st;
@@ -188,26 +201,27 @@ static int run_config(const pp_cfg *b, int S, int M, int schedule)
                     sched_names[schedule], s, r[s].err);
             rc = 1;
         }
-    /* The last step's frame: from the first forward on any stage to the last backward on any
-     * stage (the frame the theory counts); each stage's busy time is its forwards and
-     * backwards in it, the rest of the frame its idle time. */
-    double theory = (double)(S - 1) / (double)(M + S - 1), f0 = 1e300, f1 = -1e300;
-    for (int s = 0; s < S && rc == 0; s++)
-        for (int i = 0; i < r[s].nspans; i++)
-            if (r[s].spans[i].kind == VKG_SPAN_FORWARD || r[s].spans[i].kind == VKG_SPAN_BACKWARD) {
-                f0 = r[s].spans[i].t0 < f0 ? r[s].spans[i].t0 : f0;
-                f1 = r[s].spans[i].t1 > f1 ? r[s].spans[i].t1 : f1;
-            }
+    /* Each measured step's frame: from the first forward on any stage to the last backward on
+     * any stage (the frame the theory counts); each stage's busy time is its forwards and
+     * backwards in it, the rest of the frame its idle time; bubbles are averaged over the
+     * measured steps. */
+    double theory = (double)(S - 1) / (double)(M + S - 1);
     for (int s = 0; s < S && rc == 0; s++) {
-        double busy = 0.0;
-        for (int i = 0; i < r[s].nspans; i++)
-            if (r[s].spans[i].kind == VKG_SPAN_FORWARD || r[s].spans[i].kind == VKG_SPAN_BACKWARD)
-                busy += r[s].spans[i].t1 - r[s].spans[i].t0;
-        double idle = f1 - f0 - busy;
+        double busy = 0.0, idle = 0.0, bubble = 0.0;
+        for (int k = 0; k < r[0].measured; k++) {
+            double f0 = 1e300, f1 = -1e300;
+            for (int q = 0; q < S; q++) {
+                f0 = r[q].first_t[k] < f0 ? r[q].first_t[k] : f0;
+                f1 = r[q].last_t[k] > f1 ? r[q].last_t[k] : f1;
+            }
+            busy += r[s].busy_t[k], idle += f1 - f0 - r[s].busy_t[k];
+            bubble += f1 > f0 ? (f1 - f0 - r[s].busy_t[k]) / (f1 - f0) : 0.0;
+        }
+        int n = r[0].measured ? r[0].measured : 1;
         printf("%3d %3d %6s %5d  [%2d,%2d) %9.1f %9.1f %8.1f%% %8.1f%% %9.2f %9.1f\n", S, M,
-               sched_names[schedule], s, r[s].first, r[s].last, busy, idle,
-               f1 > f0 ? 100.0 * idle / (f1 - f0) : 0.0, 100.0 * theory,
-               (double)r[s].act_bytes / 1048576.0, r[s].step_ms);
+               sched_names[schedule], s, r[s].first, r[s].last, busy / n, idle / n,
+               100.0 * bubble / n, 100.0 * theory, (double)r[s].act_bytes / 1048576.0,
+               r[s].step_ms);
     }
     char path[700];
     if (rc == 0 && b->svg) {
