@@ -19,7 +19,6 @@
  *    exactly like the uninterrupted run;
  *  - when rank 0 fails (its checkpoint cannot be written, mid-run or at the end; a call of its
  *    own fails), rank 1 fails too with an error naming rank 0 and the cause. */
-#include <ftw.h>
 #include <math.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -33,6 +32,7 @@
 
 #include <cmocka.h>
 
+#include "rank_threads.h"
 #include "testutil.h"
 #include "train/trainer_internal.h"
 #include "vkgpt/comm.h"
@@ -45,7 +45,6 @@ enum { L = 2, NH = 2, C = 32, V = 96, MAXT = 16, T = 16, STEPS = 5, MAXR = 3 };
 enum { ODD_SEQ, ODD_RANK_BATCH, ODD_DATA, ODD_BUCKETS };
 
 static char tmp_root[512];
-static int job_counter;
 
 typedef struct job {
     int world;
@@ -74,13 +73,6 @@ typedef struct job {
     int nbuckets;
 } job;
 
-typedef struct rank_arg {
-    job *j;
-    int rank;
-    vkg_comm_ctx_t *ctx;
-    uint64_t job_id;
-} rank_arg;
-
 static void path_in(char *out, size_t cap, const char *name)
 {
     snprintf(out, cap, "%s/%s", tmp_root, name);
@@ -90,32 +82,13 @@ static void write_shard(const char *name, size_t n, uint64_t seed)
 {
     char path[600];
     path_in(path, sizeof path, name);
-    uint16_t *tok = malloc(n * sizeof *tok);
-    assert_non_null(tok);
-    vkg_test_rng r;
-    vkg_test_rng_seed(&r, seed);
-    uint16_t t = (uint16_t)(vkg_test_rng_u64(&r) % V);
-    for (size_t i = 0; i < n; i++) {
-        tok[i] = t;
-        t = vkg_test_rng_u64(&r) % 4 == 0 ? (uint16_t)(vkg_test_rng_u64(&r) % V)
-                                          : (uint16_t)((t * 7 + 3) % V);
-    }
-    assert_int_equal(vkg_shard_write(path, tok, n), VKG_OK);
-    free(tok);
-}
-
-static int remove_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb, (void)flag, (void)ftw;
-    return remove(p);
+    vkg_test_write_shard(path, n, seed, V, 1);
 }
 
 static int group_setup(void **state)
 {
     (void)state;
-    const char *base = getenv("TMPDIR");
-    snprintf(tmp_root, sizeof tmp_root, "%s/vkg_test_dp_XXXXXX", base && *base ? base : "/tmp");
-    if (!mkdtemp(tmp_root))
+    if (vkg_test_tmp_make(tmp_root, sizeof tmp_root, "vkg_test_dp") != 0)
         return -1;
     write_shard("train.bin", 40 * 6 * T + 1, 21); /* 40 global batches of 6 rows */
     write_shard("val.bin", 4 * 6 * T + 1, 22);
@@ -126,13 +99,13 @@ static int group_setup(void **state)
 static int group_teardown(void **state)
 {
     (void)state;
-    return nftw(tmp_root, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    return vkg_test_tmp_remove(tmp_root);
 }
 
 static void *run_rank(void *p)
 {
-    rank_arg *a = p;
-    job *j = a->j;
+    vkg_test_rank *a = p;
+    job *j = a->job;
     char data[600], val[600], ckpt[600];
     int odd = a->rank == j->odd_rank;
     path_in(data, sizeof data, odd && j->odd_what == ODD_DATA ? "other.bin" : "train.bin");
@@ -194,34 +167,14 @@ static void *run_rank(void *p)
         j->params[a->rank] = malloc(j->nparams * sizeof(float));
         st = j->params[a->rank] ? vkg_trainer_get_params(t, j->params[a->rank]) : VKG_ERR_NOMEM;
     }
-    if (st != VKG_OK)
-        snprintf(j->err[a->rank], sizeof j->err[a->rank], "%s", vkg_error_message());
-    char first[1024]; /* messages over the trainer's life, its device's destruction included */
-    int msgs = vkg_trainer_destroy_report(&t, first, sizeof first);
-    if (st == VKG_OK && msgs) {
-        snprintf(j->err[a->rank], sizeof j->err[a->rank], "%d validation messages: %.400s", msgs,
-                 first);
-        st = VKG_ERR_VULKAN;
-    }
-    j->st[a->rank] = st;
+    j->st[a->rank] = vkg_test_rank_finish(&t, st, j->err[a->rank], sizeof j->err[a->rank]);
     return NULL;
 }
 
 /* Run every rank of j as a thread; returns with the results in j. */
 static void run_job(job *j)
 {
-    vkg_comm_ctx_t *ctx = NULL;
-    assert_int_equal(vkg_comm_ctx_create(&ctx), VKG_OK);
-    pthread_t th[MAXR];
-    rank_arg args[MAXR];
-    uint64_t job_id = 0x5eed00u + (uint64_t)++job_counter; /* one per job, shared by its ranks */
-    for (int r = 0; r < j->world; r++) {
-        args[r] = (rank_arg){.j = j, .rank = r, .ctx = ctx, .job_id = job_id};
-        assert_int_equal(pthread_create(&th[r], NULL, run_rank, &args[r]), 0);
-    }
-    for (int r = 0; r < j->world; r++)
-        pthread_join(th[r], NULL);
-    vkg_comm_ctx_destroy(&ctx);
+    vkg_test_run_ranks(j->world, j, run_rank);
 }
 
 static void expect_ok(const job *j)

@@ -17,7 +17,6 @@
  *  - with boundaries through host-visible copies (as on a discrete GPU): bitwise the same run;
  *  - refusals naming the fix: more stages than layers, ranks not a multiple of --pp, fewer
  *    micro-batches than stages under 1F1B, a --pp-layers list that does not sum to L. */
-#include <ftw.h>
 #include <math.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -33,6 +32,7 @@
 
 #include "parallel/pp_schedule.h"
 #include "parallel/strategy.h"
+#include "rank_threads.h"
 #include "testutil.h"
 #include "vkgpt/comm.h"
 #include "vkgpt/io.h"
@@ -42,7 +42,6 @@
 enum { L = 4, NH = 2, C = 32, V = 96, MAXT = 16, T = 16, B = 2, STEPS = 5, MAXR = 5 };
 
 static char tmp_root[512];
-static int job_counter;
 
 typedef struct job {
     int world, pp, schedule; /* schedule: 0 1F1B, 1 GPipe */
@@ -62,13 +61,6 @@ typedef struct job {
     char err[MAXR][512];
 } job;
 
-typedef struct rank_arg {
-    job *j;
-    int rank;
-    vkg_comm_ctx_t *ctx;
-    uint64_t job_id;
-} rank_arg;
-
 static void path_in(char *out, size_t cap, const char *name)
 {
     snprintf(out, cap, "%s/%s", tmp_root, name);
@@ -78,28 +70,13 @@ static void write_shard(const char *name, size_t n, uint64_t seed)
 {
     char path[600];
     path_in(path, sizeof path, name);
-    uint16_t *tok = malloc(n * sizeof *tok);
-    assert_non_null(tok);
-    vkg_test_rng r;
-    vkg_test_rng_seed(&r, seed);
-    for (size_t i = 0; i < n; i++)
-        tok[i] = (uint16_t)(vkg_test_rng_u64(&r) % V);
-    assert_int_equal(vkg_shard_write(path, tok, n), VKG_OK);
-    free(tok);
-}
-
-static int remove_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb, (void)flag, (void)ftw;
-    return remove(p);
+    vkg_test_write_shard(path, n, seed, V, 0);
 }
 
 static int group_setup(void **state)
 {
     (void)state;
-    const char *base = getenv("TMPDIR");
-    snprintf(tmp_root, sizeof tmp_root, "%s/vkg_test_pp_XXXXXX", base && *base ? base : "/tmp");
-    if (!mkdtemp(tmp_root))
+    if (vkg_test_tmp_make(tmp_root, sizeof tmp_root, "vkg_test_pp") != 0)
         return -1;
     write_shard("train.bin", 200 * B * T + 1, 31);
     write_shard("val.bin", 8 * B * T + 1, 32);
@@ -109,13 +86,13 @@ static int group_setup(void **state)
 static int group_teardown(void **state)
 {
     (void)state;
-    return nftw(tmp_root, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    return vkg_test_tmp_remove(tmp_root);
 }
 
 static void *run_rank(void *p)
 {
-    rank_arg *a = p;
-    job *j = a->j;
+    vkg_test_rank *a = p;
+    job *j = a->job;
     char data[600], val[600], ckpt[600];
     path_in(data, sizeof data, "train.bin");
     path_in(val, sizeof val, "val.bin");
@@ -161,33 +138,13 @@ static void *run_rank(void *p)
             j->nparams = info.num_params, j->params = params, params = NULL;
     }
     free(params);
-    if (st != VKG_OK)
-        snprintf(j->err[a->rank], sizeof j->err[a->rank], "%s", vkg_error_message());
-    char first[1024];
-    int msgs = vkg_trainer_destroy_report(&t, first, sizeof first);
-    if (st == VKG_OK && msgs) {
-        snprintf(j->err[a->rank], sizeof j->err[a->rank], "%d validation messages: %.400s", msgs,
-                 first);
-        st = VKG_ERR_VULKAN;
-    }
-    j->st[a->rank] = st;
+    j->st[a->rank] = vkg_test_rank_finish(&t, st, j->err[a->rank], sizeof j->err[a->rank]);
     return NULL;
 }
 
 static void run_job(job *j)
 {
-    vkg_comm_ctx_t *ctx = NULL;
-    assert_int_equal(vkg_comm_ctx_create(&ctx), VKG_OK);
-    pthread_t th[MAXR];
-    rank_arg args[MAXR];
-    uint64_t job_id = 0x99e0u + (uint64_t)++job_counter;
-    for (int r = 0; r < j->world; r++) {
-        args[r] = (rank_arg){.j = j, .rank = r, .ctx = ctx, .job_id = job_id};
-        assert_int_equal(pthread_create(&th[r], NULL, run_rank, &args[r]), 0);
-    }
-    for (int r = 0; r < j->world; r++)
-        pthread_join(th[r], NULL);
-    vkg_comm_ctx_destroy(&ctx);
+    vkg_test_run_ranks(j->world, j, run_rank);
 }
 
 static void expect_ok(const job *j)

@@ -9,7 +9,6 @@
 #include <cmocka.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -186,24 +185,4 @@ void vkg_test_proc_free(vkg_test_proc *p)
     free(p->buf[1]);
     memset(p, 0, sizeof *p);
     p->fd[0] = p->fd[1] = -1;
-}
-
-int vkg_test_tmp_make(char *root, size_t cap, const char *prefix)
-{
-    const char *base = getenv("TMPDIR");
-    int n = snprintf(root, cap, "%s/%s_XXXXXX", base && *base ? base : "/tmp", prefix);
-    if (n < 0 || (size_t)n >= cap)
-        return -1;
-    return mkdtemp(root) ? 0 : -1;
-}
-
-static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb, (void)flag, (void)ftw;
-    return remove(path);
-}
-
-int vkg_test_tmp_remove(const char *root)
-{
-    return nftw(root, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 }

@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+#include "testutil.h"
+
 typedef struct vkg_test_proc {
     pid_t pid;
     int fd[2];    /* stdout and stderr read ends; -1 at EOF, once closed, or (stderr) when merged */
@@ -51,12 +53,5 @@ void vkg_test_proc_kill(vkg_test_proc *p);
 
 /* Kill the child if it still runs (vkg_test_proc_kill), free the buffers and zero *p. */
 void vkg_test_proc_free(vkg_test_proc *p);
-
-/* Make a new folder "$TMPDIR/<prefix>_XXXXXX" (/tmp without TMPDIR) with mkdtemp and write its
- * path to root (cap bytes). Returns 0, or -1 when the path does not fit or mkdtemp fails. */
-int vkg_test_tmp_make(char *root, size_t cap, const char *prefix);
-
-/* Remove root and everything under it (without following links). Returns 0, or -1 on an error. */
-int vkg_test_tmp_remove(const char *root);
 
 #endif

@@ -1,6 +1,7 @@
-/* Shared test helpers: RNG, fills and the reference comparison. */
+/* Shared test helpers: RNG, fills, the reference comparison and temporary folders. */
 #include "testutil.h"
 
+#include <ftw.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -106,4 +107,24 @@ float *vkg_test_random(vkg_test_rng *r, size_t n, float lo, float hi)
     float *x = vkg_test_alloc(n);
     vkg_test_fill_uniform(r, x, n, lo, hi);
     return x;
+}
+
+int vkg_test_tmp_make(char *root, size_t cap, const char *prefix)
+{
+    const char *base = getenv("TMPDIR");
+    int n = snprintf(root, cap, "%s/%s_XXXXXX", base && *base ? base : "/tmp", prefix);
+    if (n < 0 || (size_t)n >= cap)
+        return -1;
+    return mkdtemp(root) ? 0 : -1;
+}
+
+static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb, (void)flag, (void)ftw;
+    return remove(path);
+}
+
+int vkg_test_tmp_remove(const char *root)
+{
+    return nftw(root, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 }

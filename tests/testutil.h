@@ -43,4 +43,11 @@ int vkg_test_compare(const char *what, const float *got, const float *ref, size_
 /* Allocate n floats (or fail the test via abort with a message); free with free(). */
 float *vkg_test_alloc(size_t n);
 
+/* Make a new folder "$TMPDIR/<prefix>_XXXXXX" (/tmp without TMPDIR) with mkdtemp and write its
+ * path to root (cap bytes). Returns 0, or -1 when the path does not fit or mkdtemp fails. */
+int vkg_test_tmp_make(char *root, size_t cap, const char *prefix);
+
+/* Remove root and everything under it (without following links). Returns 0, or -1 on an error. */
+int vkg_test_tmp_remove(const char *root);
+
 #endif

@@ -105,25 +105,31 @@ static int run_world(const bench_cfg *b, int world, int overlap, rank_job *out)
     return 0;
 }
 
-static int write_data(bench_cfg *b, int max_world)
+/* A temporary llm.c shard of n random tokens below vocab for benchmark `what`, its path in path
+ * (cap bytes); 0, or the exit code after reporting. */
+int vkg_cli_bench_shard(const char *what, size_t n, int vocab, char *path, size_t cap)
 {
     const char *base = getenv("TMPDIR");
-    snprintf(b->data, sizeof b->data, "%s/vkgpt_bench_dp_%d.bin", base && *base ? base : "/tmp",
-             (int)getpid());
-    size_t n =
-        (size_t)(b->steps + b->warmup + 1) * (size_t)max_world * (size_t)b->batch * (size_t)b->seq +
-        1;
+    snprintf(path, cap, "%s/vkgpt_bench_%d.bin", base && *base ? base : "/tmp", (int)getpid());
     uint16_t *tok = malloc(n * sizeof *tok);
     if (!tok)
-        return 1;
+        return vkg_cli_report(what, VKG_ERR_NOMEM);
     uint64_t x = 0x9E3779B97F4A7C15ull;
     for (size_t i = 0; i < n; i++) {
         x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-        tok[i] = (uint16_t)(x % (uint64_t)b->vocab);
+        tok[i] = (uint16_t)(x % (uint64_t)vocab);
     }
-    vkg_status st = vkg_shard_write(b->data, tok, n);
+    vkg_status st = vkg_shard_write(path, tok, n);
     free(tok);
-    return st == VKG_OK ? 0 : vkg_cli_report("bench dp", st);
+    return st == VKG_OK ? 0 : vkg_cli_report(what, st);
+}
+
+static int write_data(bench_cfg *b, int max_world)
+{
+    size_t n =
+        (size_t)(b->steps + b->warmup + 1) * (size_t)max_world * (size_t)b->batch * (size_t)b->seq +
+        1;
+    return vkg_cli_bench_shard("bench dp", n, b->vocab, b->data, sizeof b->data);
 }
 
 int vkg_cli_bench_dp(int argc, char **argv)

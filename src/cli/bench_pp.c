@@ -17,7 +17,6 @@
 #include "cli/cli.h"
 #include "cli/flags.h"
 #include "vkgpt/comm.h"
-#include "vkgpt/io.h"
 #include "vkgpt/train.h"
 
 #define MAX_STAGES 8
@@ -239,21 +238,8 @@ static int run_config(const pp_cfg *b, int S, int M, int schedule)
 
 static int write_data(pp_cfg *b, int max_tokens)
 {
-    const char *base = getenv("TMPDIR");
-    snprintf(b->data, sizeof b->data, "%s/vkgpt_bench_pp_%d.bin", base && *base ? base : "/tmp",
-             (int)getpid());
     size_t n = (size_t)(b->steps + b->warmup + 1) * (size_t)max_tokens + 1;
-    uint16_t *tok = malloc(n * sizeof *tok);
-    if (!tok)
-        return vkg_cli_report("bench pp", VKG_ERR_NOMEM);
-    uint64_t x = 0x9E3779B97F4A7C15ull;
-    for (size_t i = 0; i < n; i++) {
-        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-        tok[i] = (uint16_t)(x % (uint64_t)b->vocab);
-    }
-    vkg_status st = vkg_shard_write(b->data, tok, n);
-    free(tok);
-    return st == VKG_OK ? 0 : vkg_cli_report("bench pp", st);
+    return vkg_cli_bench_shard("bench pp", n, b->vocab, b->data, sizeof b->data);
 }
 
 int vkg_cli_bench_pp(int argc, char **argv)

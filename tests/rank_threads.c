@@ -1,0 +1,62 @@
+/* Threads as the ranks of a training job, and token shards for them (see rank_threads.h). */
+#include "rank_threads.h"
+
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <cmocka.h>
+
+#include "testutil.h"
+#include "vkgpt/io.h"
+
+void vkg_test_run_ranks(int world, void *job, void *(*fn)(void *))
+{
+    static uint64_t counter;
+    vkg_comm_ctx_t *ctx = NULL;
+    pthread_t th[16];
+    vkg_test_rank args[16];
+    assert_true(world >= 1 && world <= 16);
+    assert_int_equal(vkg_comm_ctx_create(&ctx), VKG_OK);
+    uint64_t job_id = 0x5eed00u + ++counter;
+    for (int r = 0; r < world; r++) {
+        args[r] = (vkg_test_rank){.rank = r, .ctx = ctx, .job_id = job_id, .job = job};
+        assert_int_equal(pthread_create(&th[r], NULL, fn, &args[r]), 0);
+    }
+    for (int r = 0; r < world; r++)
+        pthread_join(th[r], NULL);
+    vkg_comm_ctx_destroy(&ctx);
+}
+
+vkg_status vkg_test_rank_finish(vkg_trainer_t **t, vkg_status st, char *err, size_t cap)
+{
+    if (st != VKG_OK)
+        snprintf(err, cap, "%s", vkg_error_message());
+    char first[1024]; /* messages over the trainer's life, its device's destruction included */
+    int msgs = vkg_trainer_destroy_report(t, first, sizeof first);
+    if (st == VKG_OK && msgs) {
+        snprintf(err, cap, "%d validation messages: %.400s", msgs, first);
+        st = VKG_ERR_VULKAN;
+    }
+    return st;
+}
+
+void vkg_test_write_shard(const char *path, size_t n, uint64_t seed, int vocab, int markov)
+{
+    uint16_t *tok = malloc(n * sizeof *tok);
+    assert_non_null(tok);
+    vkg_test_rng r;
+    vkg_test_rng_seed(&r, seed);
+    uint16_t t = (uint16_t)(vkg_test_rng_u64(&r) % (uint64_t)vocab);
+    for (size_t i = 0; i < n; i++) {
+        tok[i] = t;
+        if (!markov || vkg_test_rng_u64(&r) % 4 == 0)
+            t = (uint16_t)(vkg_test_rng_u64(&r) % (uint64_t)vocab);
+        else
+            t = (uint16_t)((t * 7 + 3) % vocab);
+    }
+    assert_int_equal(vkg_shard_write(path, tok, n), VKG_OK);
+    free(tok);
+}

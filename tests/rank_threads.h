@@ -1,0 +1,32 @@
+/* The ranks of one training job as threads of a test, joined by the inproc transport (each with
+ * its own trainer and device), and the token shards they train on. */
+#ifndef VKG_TEST_RANK_THREADS_H
+#define VKG_TEST_RANK_THREADS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "vkgpt/comm.h"
+#include "vkgpt/train.h"
+
+typedef struct vkg_test_rank {
+    int rank;
+    vkg_comm_ctx_t *ctx; /* the job's inproc context */
+    uint64_t job_id;     /* one per job, shared by its ranks */
+    void *job;           /* the caller's */
+} vkg_test_rank;
+
+/* Run fn for ranks 0..world-1 (world <= 16) as threads and wait for all; fails the test when the
+ * context or a thread cannot be made. */
+void vkg_test_run_ranks(int world, void *job, void *(*fn)(void *));
+
+/* The end of a rank: destroy its trainer (NULL-safe) and return its final status: st when it
+ * failed (its message in err), else VKG_ERR_VULKAN when the validation layer reported anything
+ * over the trainer's life (the count and first message in err), else VKG_OK. */
+vkg_status vkg_test_rank_finish(vkg_trainer_t **t, vkg_status st, char *err, size_t cap);
+
+/* An llm.c token shard of n tokens below vocab at path: uniform random, or (markov) a chain where
+ * token t is followed by (7t + 3) mod vocab three times in four, so a model can learn it. */
+void vkg_test_write_shard(const char *path, size_t n, uint64_t seed, int vocab, int markov);
+
+#endif
