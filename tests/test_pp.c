@@ -16,7 +16,9 @@
  *    one device and on pp = 4, within the tolerance above.
  *  - with boundaries through host-visible copies (as on a discrete GPU): bitwise the same run;
  *  - refusals naming the fix: more stages than layers, ranks not a multiple of --pp, fewer
- *    micro-batches than stages under 1F1B, a --pp-layers list that does not sum to L. */
+ *    micro-batches than stages under 1F1B, a --pp-layers list that does not sum to L, and a stage
+ *    that does not fit its device (named with what it needs and what the device has, before
+ *    anything is allocated). */
 #include <math.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -52,7 +54,8 @@ typedef struct job {
     int steps; /* to run now */
     const char *ckpt;
     int resume, checkpoint_at;
-    int staging; /* devices as if discrete: boundaries through host-visible copies */
+    int staging;           /* devices as if discrete: boundaries through host-visible copies */
+    uint64_t memory_limit; /* act as if the devices had this much memory */
     /* results: rank 0's */
     float loss[STEPS], eval[STEPS];
     float *params;
@@ -114,6 +117,7 @@ static void *run_rank(void *p)
     c.comm.timeout_ms = 30000;
     c.pp = j->pp, c.pp_schedule = j->schedule;
     c.force_staging = j->staging;
+    c.memory_limit = j->memory_limit;
     if (j->pp_layers)
         c.pp_layers = j->pp_layers, c.pp_layers_count = j->pp;
     vkg_trainer_t *t = NULL;
@@ -338,6 +342,9 @@ static void test_refusals(void **state)
     expect_refused(&odd, "does not divide the 3 ranks");
     expect_refused(&few, "1F1B needs at least as many micro-batches as stages");
     expect_refused(&sum, "--pp-layers sums to 3 layers but the model has 4");
+    job small = make(2, 1, 4, 0, 1.0f, 1); /* devices of 64 KiB: no stage fits */
+    small.memory_limit = 1 << 16;
+    expect_refused(&small, "MiB of device memory (parameters and gradients");
 }
 
 /* Every schedule for S = 1..6 stages and M = 1..12 micro-batches: each micro-batch's forward

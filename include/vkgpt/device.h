@@ -50,10 +50,12 @@ typedef struct vkg_device_opts {
      * number picks that index of vkg_device_list; anything else is a case-insensitive substring
      * of the device name. The CLI passes --device or the VKGPT_DEVICE environment variable. */
     const char *select;
-    int validation;    /* enable VK_LAYER_KHRONOS_validation and count its messages */
-    int profiling;     /* allow timestamp queries (vkgpt bench) */
-    int force_staging; /* transfer through a staging buffer even on unified memory (tests the
-                          path discrete GPUs take) */
+    int validation;        /* enable VK_LAYER_KHRONOS_validation and count its messages */
+    int profiling;         /* allow timestamp queries (vkgpt bench) */
+    int force_staging;     /* transfer through a staging buffer even on unified memory (tests the
+                              path discrete GPUs take) */
+    uint64_t memory_limit; /* > 0: act as if the device had at most this many bytes of
+                              device-local memory (plans and fit checks; tests) */
 } vkg_device_opts;
 
 vkg_device_opts vkg_device_opts_default(void);

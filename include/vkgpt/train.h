@@ -23,10 +23,11 @@ extern "C" {
 #endif
 
 typedef struct vkg_train_config {
-    const char *device; /* index or name substring; NULL: the first suitable device */
-    int validation;     /* Khronos validation layer on (slow; for debugging) */
-    int profile;        /* timestamp queries on (per-op times in vkg_trainer_op_times) */
-    int force_staging;  /* treat a unified-memory device as a discrete one (tests) */
+    const char *device;    /* index or name substring; NULL: the first suitable device */
+    int validation;        /* Khronos validation layer on (slow; for debugging) */
+    int profile;           /* timestamp queries on (per-op times in vkg_trainer_op_times) */
+    int force_staging;     /* treat a unified-memory device as a discrete one (tests) */
+    uint64_t memory_limit; /* > 0: act as if the device had at most this much memory (bytes) */
     /* Model: resumed from ckpt_dir (resume), else loaded from init_path (an llm.c model file,
      * fp32 version 3 or bf16 version 5), else new from these fields with GPT-2 init from seed. */
     const char *init_path;

@@ -263,6 +263,7 @@ static vkg_status setup(vkg_trainer_t *t)
     dopts.select = c->device;
     dopts.validation = c->validation;
     dopts.force_staging = c->force_staging;
+    dopts.memory_limit = c->memory_limit;
     dopts.profiling = c->profile;
     VKG_TRY(join(t));
     if (t->ckpt_dir[0] && vkg_strategy_rank(t->par) == 0) /* before anything is written there */

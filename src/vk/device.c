@@ -225,6 +225,8 @@ vkg_status vkg_device_create(const vkg_device_opts *opts, vkg_device_t **out)
     VKG_TRY_GOTO(st, choose(infos, n, opts ? opts->select : NULL, &chosen), fail);
     dev->phys = phys[chosen];
     dev->info = infos[chosen];
+    if (dev->opts.memory_limit && dev->opts.memory_limit < dev->info.device_local_bytes)
+        dev->info.device_local_bytes = dev->opts.memory_limit;
     VKG_TRY_GOTO(st, open_logical(dev), fail);
     free(phys);
     free(infos);
