@@ -255,7 +255,7 @@ static void signal_all(child *cs, int n, int sig)
 
 int vkg_cli_launch(int argc, char **argv)
 {
-    int n = 0, port = 0, grace = 10;
+    int n = 0, port = 0, grace = 10, pp = 0;
     const char *devices = NULL, *transport = "tcp";
     int sep = argc;
     for (int i = 1; i < argc; i++)
@@ -272,6 +272,10 @@ int vkg_cli_launch(int argc, char **argv)
          65535},
         {"--grace", VKG_FLAG_INT, &grace, "seconds between SIGTERM and SIGKILL on failure", 0, 0,
          3600},
+        {"--pp", VKG_FLAG_INT, &pp,
+         "pipeline stages, passed to every rank's train (N / pp "
+         "data-parallel replicas)",
+         0, 1, 64},
     };
     int rc = vkg_flags_parse("launch", "-n N [options] -- train [train options]", flags,
                              (int)(sizeof flags / sizeof flags[0]), sep, argv, NULL, NULL);
@@ -286,12 +290,21 @@ int vkg_cli_launch(int argc, char **argv)
         fprintf(stderr, "vkgpt launch: usage: vkgpt launch -n N [options] -- train [options]\n");
         return 2;
     }
+    if (pp && n % pp) {
+        fprintf(stderr,
+                "vkgpt launch: --pp %d does not divide -n %d: give a number of ranks that is a "
+                "multiple of --pp\n",
+                pp, n);
+        return 2;
+    }
     if (!port && vkg_comm_pick_port("127.0.0.1", &port) != VKG_OK)
         return vkg_cli_report("launch", VKG_ERR_NETWORK);
     char job[32];
     snprintf(job, sizeof job, "%08x%08x", (unsigned)getpid(), (unsigned)time(NULL));
-    /* argv for the ranks: "vkgpt" then everything after "--". */
-    char **args = calloc((size_t)(argc - sep + 1), sizeof *args);
+    /* argv for the ranks: "vkgpt", everything after "--", then --pp S when given. */
+    char pp_arg[16];
+    snprintf(pp_arg, sizeof pp_arg, "%d", pp);
+    char **args = calloc((size_t)(argc - sep + 3), sizeof *args);
     child *cs = calloc((size_t)n, sizeof *cs);
     if (!args || !cs) {
         free(args), free(cs);
@@ -301,6 +314,8 @@ int vkg_cli_launch(int argc, char **argv)
     args[0] = "vkgpt";
     for (int i = sep + 1; i < argc; i++)
         args[i - sep] = argv[i];
+    if (pp)
+        args[argc - sep] = "--pp", args[argc - sep + 1] = pp_arg;
     struct sigaction sa = {0};
     sa.sa_handler = on_launch_signal;
     sigaction(SIGINT, &sa, NULL);
