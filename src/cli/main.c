@@ -13,7 +13,7 @@ static const vkg_cli_command commands[] = {
     {"plan", vkg_cli_plan, "device memory per rank and pipeline stage of a training run"},
     {"bench", vkg_cli_bench, "benchmarks: ops, train, allreduce, dp, pp"},
     {"keygen", vkg_cli_keygen, "write a CURVE key pair for authenticated, encrypted transport"},
-    {"launch", vkg_cli_launch, "run N local data-parallel ranks: launch -n N -- train ..."},
+    {"launch", vkg_cli_launch, "run N local ranks: launch -n N [--pp S] -- train ..."},
 };
 
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
