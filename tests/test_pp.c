@@ -15,6 +15,7 @@
  *  - a pp = 2 checkpoint resumed on pp = 2 continues bitwise as the uninterrupted run; resumed on
  *    one device and on pp = 4, within the tolerance above.
  *  - with boundaries through host-visible copies (as on a discrete GPU): bitwise the same run;
+ *  - sampling after 3 steps through pp = 2 and pp = 4 writes one device's text;
  *  - refusals naming the fix: more stages than layers, ranks not a multiple of --pp, fewer
  *    micro-batches than stages under 1F1B, a --pp-layers list that does not sum to L, and a stage
  *    that does not fit its device (named with what it needs and what the device has, before
@@ -56,6 +57,8 @@ typedef struct job {
     int resume, checkpoint_at;
     int staging;           /* devices as if discrete: boundaries through host-visible copies */
     uint64_t memory_limit; /* act as if the devices had this much memory */
+    int sample;            /* byte tokenizer; every rank samples after training */
+    char text[64];         /* rank 0's sample */
     /* results: rank 0's */
     float loss[STEPS], eval[STEPS];
     float *params;
@@ -117,6 +120,8 @@ static void *run_rank(void *p)
     c.comm.timeout_ms = 30000;
     c.pp = j->pp, c.pp_schedule = j->schedule;
     c.force_staging = j->staging;
+    if (j->sample)
+        c.tokenizer = "byte", c.vocab_size = 0;
     c.memory_limit = j->memory_limit;
     if (j->pp_layers)
         c.pp_layers = j->pp_layers, c.pp_layers_count = j->pp;
@@ -131,6 +136,13 @@ static void *run_rank(void *p)
         n++;
         if (st == VKG_OK && s.step == j->checkpoint_at)
             st = vkg_trainer_checkpoint(t, NULL, 0);
+    }
+    if (st == VKG_OK && j->sample) { /* every rank takes part in a pipeline's forward passes */
+        char *text = NULL;
+        st = vkg_trainer_sample(t, "ab", 12, 1.0f, 0, 7, &text);
+        if (st == VKG_OK && a->rank == 0)
+            snprintf(j->text, sizeof j->text, "%s", text);
+        free(text);
     }
     float *params = NULL;
     if (st == VKG_OK) {
@@ -316,6 +328,24 @@ static void test_host_copies(void **state)
     free(mapped.params), free(copied.params);
 }
 
+/* Sampling (temperature 1, one seed) through a pipeline (the last stage's logits shared with every
+ * stage) after 3 steps writes the text one device writes (the parameters differ in wte's last bits
+ * only). */
+static void test_sampling(void **state)
+{
+    (void)state;
+    job one = make(1, 1, 4, 0, 1.0f, 3), two = make(2, 1, 4, 0, 1.0f, 3);
+    job four = make(4, 1, 4, 1, 1.0f, 3);
+    one.sample = two.sample = four.sample = 1;
+    run_job(&one), run_job(&two), run_job(&four);
+    expect_ok(&one), expect_ok(&two), expect_ok(&four);
+    assert_true(strlen(one.text) > 2);
+    assert_string_equal(two.text, one.text);
+    assert_string_equal(four.text, one.text);
+    printf("sampled through pp=2 and pp=4 as on one device: \"%s\"\n", one.text);
+    free(one.params), free(two.params), free(four.params);
+}
+
 static void expect_refused(job *j, const char *needle)
 {
     run_job(j);
@@ -396,7 +426,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_schedules),         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_equals_one_device), cmocka_unit_test(test_resume_resplits),
-        cmocka_unit_test(test_host_copies),
+        cmocka_unit_test(test_host_copies),       cmocka_unit_test(test_sampling),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
