@@ -1,7 +1,7 @@
 /* The CLI against bad input, through the built binary (VKGPT_BIN, set by CMake):
  *  - a table of bad flag values and flag conflicts, for every subcommand: each exits 2 with a
  *    message naming the flag, the value and the valid range (or both sides of the conflict);
- *    good values at the ends of the ranges still work;
+ *    good values at the ends of the ranges still work, and `plan` splits GPT-2 124M as expected;
  *  - FIFOs, /dev/zero and folders given as data, validation data, model, tokenizer, vocabulary,
  *    prepare input or checkpoint are refused at once, naming the file and what it is;
  *  - binary garbage is refused by `train` and by `prepare` with the same message;
@@ -225,6 +225,16 @@ static const bad_row bad_rows[] = {
      {"--prompt has no effect with --sample-len 0"}},
     {{"train", "--data", TEXT, "--sample-len", "0", "--sample-every", "10"},
      {"--sample-every has no effect with --sample-len 0"}},
+    /* train: pipelines */
+    {{"train", "--data", TEXT, "--pp", "0"}, {"--pp must be a whole number from 1 to 64"}},
+    {{"train", "--data", TEXT, "--pp", "2", "--pp-layers", "2,x"}, {"--pp-layers wants", "'2,x'"}},
+    {{"train", "--data", TEXT, "--pp-layers", "2,2"}, {"--pp-layers lists 2 stages but --pp is 1"}},
+    {{"train", "--data", TEXT, "--pp-schedule", "zb"},
+     {"--pp-schedule: 'zb' is not one of 1f1b, gpipe"}},
+    /* plan */
+    {{"plan", "--pp", "2", "--pp-layers", "5"}, {"--pp-layers wants 2 layer counts", "'5'"}},
+    {{"plan", "--preset", "none"}, {"--preset none needs --layers"}},
+    {{"plan", "--total-batch", "1000"}, {"--total-batch 1000 is not a multiple of"}},
     /* sample */
     {{"sample", "--ckpt", TEXT, "--seed", "1e30"}, {"--seed", "'1e30'"}},
     {{"sample", "--ckpt", TEXT, "--len", "-1"}, {"--len must be a whole number from 0 to"}},
@@ -245,6 +255,7 @@ static const bad_row bad_rows[] = {
     {{"launch", "-n", "1e30", "--", "train"}, {"-n", "'1e30'"}},
     {{"launch", "-n", "2", "--port", "70000", "--", "train"}, {"--port", "from 1 to 65535"}},
     {{"launch", "-n", "2", "--grace", "-1", "--", "train"}, {"--grace", "from 0 to 3600"}},
+    {{"launch", "-n", "3", "--pp", "2", "--", "train"}, {"--pp 2 does not divide -n 3"}},
     /* bench */
     {{"bench", "allreduce", "-n", "1e30"}, {"-n must be a whole number from 1 to 64"}},
     {{"bench", "allreduce", "--timeout", "1e30"}, {"--timeout must be a number from 0.001 to"}},
@@ -257,6 +268,8 @@ static const bad_row bad_rows[] = {
     {{"bench", "ops", "--tiles", "-1,8,8"}, {"--tiles", "'-1,8,8'"}},
     {{"bench", "dp", "--steps", "0"}, {"--steps must be a whole number from 1 to"}},
     {{"bench", "dp", "--ranks", "1,,2"}, {"--ranks wants", "'1,,2'"}},
+    {{"bench", "pp", "--stages", "1"}, {"--stages wants counts from 2 to 8", "'1'"}},
+    {{"bench", "pp", "--schedule", "zb"}, {"--schedule must be 1f1b, gpipe or both", "'zb'"}},
     {{"bench", "train", "--seed", "1e30"}, {"--seed", "'1e30'"}},
     {{"bench", "train", "--lr", "1e39"}, {"--lr must be a number from 0 to 10"}},
 };
@@ -312,6 +325,15 @@ static void test_good_values(void **state)
     vkg_test_proc_start(&p, prepare, &child_opts);
     assert_int_equal(vkg_test_proc_wait(&p, 60), 0);
     expect_contains("stdout", p.buf[0], "train_000000.bin (1024 tokens)");
+    vkg_test_proc_free(&p);
+    /* GPT-2 124M in two stages: the head costs 4.5 blocks, so the last stage gets 4 layers */
+    const char *const plan[] = {"plan", "--preset",      "gpt2",  "--pp",
+                                "2",    "--pp-schedule", "gpipe", NULL};
+    vkg_test_proc_start(&p, plan, &child_opts);
+    assert_int_equal(vkg_test_proc_wait(&p, 60), 0);
+    expect_contains("stdout", p.buf[0], "124475904 parameters");
+    expect_contains("stdout", p.buf[0], "    0  [ 0, 8)     2");
+    expect_contains("stdout", p.buf[0], "    1  [ 8,12)     2");
     vkg_test_proc_free(&p);
 }
 
