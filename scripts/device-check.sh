@@ -1,0 +1,119 @@
+#!/bin/sh
+# Checking and measuring vkgpt on a GPU machine that has no package manager and no network.
+#
+#   scripts/device-check.sh pack [BUILD] [DIR]
+#       here: copy into DIR (default .devcheck) the vkgpt binary and the shader test binaries of
+#       BUILD (default build), every shared library they load beyond glibc (the Vulkan loader,
+#       libzmq and what it needs), the Khronos validation layer with a manifest that points at
+#       its copy, the PyTorch step of bench/train, and run.sh. Nothing in DIR needs an install.
+#   DIR/run.sh [OUT]
+#       there: print the device; run every shader test against the CPU reference with the
+#       validation layer on (each must pass and report no message); `vkgpt bench ops`;
+#       `vkgpt bench train` for GPT-2 124M at T = 1024 with B = 1, 4, 8, 16 (B = 16 passes 2^31
+#       elements in the activations); and, where python3 can import torch with CUDA, PyTorch's
+#       fp32 step on the same GPU and shapes. The log and a markdown summary go to OUT (default
+#       DIR/out, or $OUT when set). DEVCHECK_BATCHES (default "1 4 8 16") lists the batches, and
+#       DEVCHECK_BENCH_OPS=0 skips bench ops (for a quick check of the folder on lavapipe).
+# Build first (make build). pack also writes DIR.tar.gz (the validation layer and
+# OpenBLAS are most of it; 22 MB here), the thing to carry; on the machine:
+#   tar -xzf .devcheck.tar.gz -C /tmp && /tmp/.devcheck/run.sh "$OUT"
+set -eu
+cmd=${1:-}
+[ "$cmd" = pack ] || { echo "usage: scripts/device-check.sh pack [BUILD] [DIR]" >&2; exit 2; }
+cd "$(dirname "$0")/.."
+build=${2:-build}
+dir=${3:-.devcheck}
+tests="test_vk test_matmul test_checker test_attention test_encoder test_layernorm test_pointwise
+       test_xent test_norm test_adamw test_elementwise test_gpt2 test_gpt2_parts"
+[ -x "$build/vkgpt" ] || { echo "device-check: $build/vkgpt is not built (make build)" >&2; exit 1; }
+rm -rf "$dir"
+mkdir -p "$dir/lib" "$dir/layers"
+cp "$build/vkgpt" "$dir/"
+for t in $tests; do
+    [ -x "$build/tests/$t" ] || { echo "device-check: $build/tests/$t is not built" >&2; exit 1; }
+    cp "$build/tests/$t" "$dir/"
+done
+# Every library the binaries load, but glibc's own (the target has a glibc; mixing is unsafe).
+for b in "$dir"/vkgpt "$dir"/test_*; do
+    ldd "$b" | awk '/=> \// { print $3 }'
+done | sort -u | while read -r lib; do
+    case "$(basename "$lib")" in
+    libc.so.* | libm.so.* | libpthread.so.* | libdl.so.* | librt.so.* | libresolv.so.* | ld-linux*)
+        continue ;;
+    esac
+    cp -L "$lib" "$dir/lib/"
+done
+# The validation layer: its library, and a manifest whose path is relative to the manifest.
+layer=$(ls /usr/lib/x86_64-linux-gnu/libVkLayer_khronos_validation.so 2>/dev/null || true)
+manifest=/usr/share/vulkan/explicit_layer.d/VkLayer_khronos_validation.json
+if [ -n "$layer" ] && [ -f "$manifest" ]; then
+    cp -L "$layer" "$dir/lib/"
+    sed 's|"library_path": *"[^"]*"|"library_path": "../lib/libVkLayer_khronos_validation.so"|' \
+        "$manifest" >"$dir/layers/VkLayer_khronos_validation.json"
+else
+    echo "device-check: no Khronos validation layer here; the tests will ask for it there" >&2
+fi
+cp bench/train/pytorch_gpt2.py "$dir/"
+cat >"$dir/run.sh" <<'RUN'
+#!/bin/sh
+# Run on the GPU machine: see scripts/device-check.sh.
+here=$(cd "$(dirname "$0")" && pwd)
+out=${1:-${OUT:-$here/out}}
+mkdir -p "$out"
+export LD_LIBRARY_PATH="$here/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export VK_LAYER_PATH="$here/layers"
+if [ -z "${VK_DRIVER_FILES:-}" ] && [ -f /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ]; then
+    export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+fi
+log="$out/device-check.log"
+sum="$out/summary.md"
+: >"$log"
+echo "# vkgpt device check, $(date -u '+%Y-%m-%d %H:%M UTC')" >"$sum"
+step() { echo "== $*" | tee -a "$log"; }
+step "devices"
+"$here/vkgpt" devices >>"$log" 2>&1
+"$here/vkgpt" devices 2>&1 | head -3 | sed 's/^ */    /; 1s/^    /device: /' >>"$sum"
+echo "" >>"$sum"
+echo "| test | result | seconds |" >>"$sum"
+echo "|---|---|---|" >>"$sum"
+for t in "$here"/test_*; do
+    name=$(basename "$t")
+    step "$name"
+    start=$(date +%s)
+    if "$t" >>"$log" 2>&1; then r=pass; else r="FAIL ($?)"; fi
+    echo "| $name | $r | $(( $(date +%s) - start )) |" >>"$sum"
+done
+if [ "${DEVCHECK_BENCH_OPS:-1}" != 0 ]; then
+    step "bench ops"
+    "$here/vkgpt" bench ops >>"$log" 2>&1 || echo "bench ops failed" >>"$sum"
+fi
+echo "" >>"$sum"
+echo "| GPT-2 124M, T=1024 | vkgpt ms/step | vkgpt tokens/s | PyTorch ms/step | PyTorch tokens/s |" >>"$sum"
+echo "|---|---|---|---|---|" >>"$sum"
+torch_ok=0
+python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null && torch_ok=1
+for B in ${DEVCHECK_BATCHES-1 4 8 16}; do
+    step "bench train B=$B"
+    v=$("$here/vkgpt" bench train --layers 12 --heads 12 --channels 768 --vocab 50257 \
+        --ctx 1024 --seq 1024 --batch "$B" --steps 5 --warmup-steps 2 --no-profile 2>&1)
+    echo "$v" >>"$log"
+    vms=$(echo "$v" | awk '/^ms\/step:/ { print $2 }')
+    vtok=$(echo "$v" | awk '/^tokens\/s:/ { print $2 }')
+    pms=-; ptok=-
+    if [ "$torch_ok" = 1 ]; then
+        step "pytorch B=$B"
+        p=$(python3 "$here/pytorch_gpt2.py" --preset l4 --layers 12 --heads 12 --channels 768 \
+            --vocab 50257 --ctx 1024 --seq 1024 --batch "$B" --steps 5 --warmup-steps 2 \
+            --device cuda 2>&1)
+        echo "$p" >>"$log"
+        pms=$(echo "$p" | awk '/^ms\/step:/ { print $2 }')
+        ptok=$(echo "$p" | awk '/^tokens\/s:/ { print $2 }')
+    fi
+    echo "| B=$B | ${vms:-failed} | ${vtok:-failed} | ${pms:--} | ${ptok:--} |" >>"$sum"
+done
+cat "$sum"
+RUN
+chmod +x "$dir/run.sh"
+tar -czf "$dir.tar.gz" -C "$(dirname "$dir")" "$(basename "$dir")"
+echo "device-check: $dir.tar.gz is $(du -h "$dir.tar.gz" | cut -f1)"
+echo "device-check: packed $(ls "$dir" | wc -l) files and $(ls "$dir/lib" | wc -l) libraries into $dir ($(du -sh "$dir" | cut -f1))"
