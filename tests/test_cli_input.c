@@ -231,6 +231,11 @@ static const bad_row bad_rows[] = {
     {{"train", "--data", TEXT, "--pp-layers", "2,2"}, {"--pp-layers lists 2 stages but --pp is 1"}},
     {{"train", "--data", TEXT, "--pp-schedule", "zb"},
      {"--pp-schedule: 'zb' is not one of 1f1b, gpipe"}},
+    {{"train", "--data", TEXT, "--pp-schedule", "gpipe"}, {"--pp-schedule needs --pp 2 or more"}},
+    {{"train", "--data", TEXT, "--pp", "2", "--bucket-mb", "4"},
+     {"--bucket-mb has no effect with --pp"}},
+    {{"train", "--data", TEXT, "--pp", "2", "--no-overlap"},
+     {"--no-overlap has no effect with --pp"}},
     /* plan */
     {{"plan", "--pp", "2", "--pp-layers", "5"}, {"--pp-layers wants 2 layer counts", "'5'"}},
     {{"plan", "--preset", "none"}, {"--preset none needs --layers"}},

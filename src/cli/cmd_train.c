@@ -68,6 +68,8 @@ static int find_conflict(const train_opts *o, const vkg_flag *flags, int n,
         needs = "--vocab-dir", what = "--tokenizer gpt2 (other tokenizers do not read it)";
     else if (vkg_flags_seen(flags, n, r, "--base-batch") && o->dp.lr_scale == 0)
         needs = "--base-batch", what = "--lr-scale linear or sqrt";
+    else if (vkg_flags_seen(flags, n, r, "--pp-schedule") && c->pp < 2)
+        needs = "--pp-schedule", what = "--pp 2 or more (a pipeline to schedule)";
     if (needs) {
         snprintf(why, cap, "%s needs %s", needs, what);
         return 1;
@@ -82,6 +84,13 @@ static int find_conflict(const train_opts *o, const vkg_flag *flags, int n,
         snprintf(why, cap,
                  "--bucket-mb conflicts with --no-overlap (one allreduce of the whole "
                  "gradient, no buckets)");
+        return 1;
+    }
+    if (c->pp > 1 && (o->dp.no_overlap || vkg_flags_seen(flags, n, r, "--bucket-mb"))) {
+        snprintf(why, cap,
+                 "%s has no effect with --pp: pipeline stages reduce their gradients after the "
+                 "backward pass, without buckets",
+                 o->dp.no_overlap ? "--no-overlap" : "--bucket-mb");
         return 1;
     }
     const char *unused = o->sample_len == 0 && o->sample_every > 0 ? "--sample-every" : NULL;
