@@ -142,10 +142,6 @@ typedef struct vkg_step_info {
     /* Data parallelism: milliseconds spent in gradient allreduces, and the part of them not
      * hidden behind the backward pass (after the device had finished it). */
     double comm_ms, exposed_comm_ms;
-    /* Pipeline: this rank's forward and backward compute time over the schedule of the step's
-     * micro-batches, and that schedule's wall time (the rest is the bubble: waiting for other
-     * stages, and moving activations). 0 without a pipeline. */
-    double pp_busy_ms, pp_span_ms;
 } vkg_step_info;
 
 /* Set everything up: errors name the flag, file or device at fault (bad sizes, a total batch

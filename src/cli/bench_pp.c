@@ -35,7 +35,7 @@ typedef struct pp_rank {
     vkg_comm_ctx_t *ctx;
     vkg_status st;
     char err[512];
-    double busy, span, step_ms; /* means over the measured steps */
+    double step_ms; /* mean over the measured steps */
     /* per measured step: this rank's first forward start, last backward end, compute time */
     double first_t[64], last_t[64], busy_t[64];
     int measured;
@@ -68,7 +68,7 @@ static void *bench_rank(void *p)
         vkg_step_info info;
         st = vkg_trainer_step(t, &info);
         if (st == VKG_OK && s >= b->warmup) {
-            j->busy += info.pp_busy_ms, j->span += info.pp_span_ms, j->step_ms += info.ms;
+            j->step_ms += info.ms;
             const vkg_span *sp;
             int n = vkg_trainer_spans(t, &sp), k = measured < 64 ? measured : 63;
             j->first_t[k] = 1e300, j->last_t[k] = -1e300, j->busy_t[k] = 0.0;
@@ -92,7 +92,7 @@ static void *bench_rank(void *p)
         j->last = info.last_layer;
     }
     if (measured)
-        j->busy /= measured, j->span /= measured, j->step_ms /= measured;
+        j->step_ms /= measured;
     j->measured = measured < 64 ? measured : 64;
     if (st != VKG_OK)
         snprintf(j->err, sizeof j->err, "%s", vkg_error_message());

@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <time.h>
 
+#include "base/clock.h"
 #include "cli/cli.h"
 #include "cli/flags.h"
 #include "model/gpt2.h"
@@ -70,13 +70,6 @@ static uint64_t next_u64(uint64_t *s)
     return z ^ (z >> 31);
 }
 
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
 static int cmp_double(const void *x, const void *y)
 {
     double a = *(const double *)x, b = *(const double *)y;
@@ -125,13 +118,13 @@ static void add_timings(op_table *t, const vkg_cmd_timing *tim, int n, int step,
 static vkg_status step(vkg_gpt2 *m, vkg_adamw *opt, const bench_opts *o, const int32_t *x,
                        const int32_t *y, uint32_t t, float *loss, double *ms)
 {
-    double t0 = now_ms();
+    double t0 = vkg_now_ms();
     float sumsq;
     VKG_TRY(vkg_gpt2_zero_grad(m));
     VKG_TRY(vkg_gpt2_forward_backward(m, x, y, loss));
     VKG_TRY(vkg_adamw_grad_sumsq(opt, &sumsq));
     VKG_TRY(vkg_adamw_update(opt, o->lr, t, o->grad_clip, sumsq));
-    *ms = now_ms() - t0;
+    *ms = vkg_now_ms() - t0;
     return VKG_OK;
 }
 

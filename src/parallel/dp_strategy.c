@@ -5,17 +5,10 @@
  * of every rank's. */
 #include <pthread.h>
 #include <stdlib.h>
-#include <time.h>
 
+#include "base/clock.h"
 #include "parallel/strategy_internal.h"
 #include "parallel/tied_wte.h"
-
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
 
 static vkg_status setup(vkg_strategy *s)
 {
@@ -24,17 +17,6 @@ static vkg_status setup(vkg_strategy *s)
     VKG_CHECK(s->grads, VKG_ERR_NOMEM, "no memory for %zu gradients", n);
     if (s->bucket_bytes)
         VKG_TRY(vkg_buckets_create(s->model, (size_t)s->bucket_bytes, &s->buckets));
-    return VKG_OK;
-}
-
-static vkg_status share(vkg_strategy *s, float *params, float *m, float *v)
-{
-    size_t n = vkg_gpt2_num_params(&s->mc.cfg);
-    VKG_TRY(vkg_dp_broadcast(s->dp, params, n * sizeof *params));
-    if (m) {
-        VKG_TRY(vkg_dp_broadcast(s->dp, m, n * sizeof *m));
-        VKG_TRY(vkg_dp_broadcast(s->dp, v, n * sizeof *v));
-    }
     return VKG_OK;
 }
 
@@ -49,7 +31,7 @@ static void *watch_finish(void *p)
 {
     finish_watch *w = p;
     w->st = vkg_gpt2_split_idle_wait(w->model);
-    w->done_ms = now_ms();
+    w->done_ms = vkg_now_ms();
     return NULL;
 }
 
@@ -78,10 +60,10 @@ static vkg_status backward_overlapped(vkg_strategy *s, float *loss, double *comm
         st = vkg_gpt2_split_wait(m, k);
         if (st == VKG_OK)
             vkg_buckets_read(s->buckets, k, buf);
-        double t0 = now_ms();
+        double t0 = vkg_now_ms();
         if (st == VKG_OK)
             st = vkg_dp_allreduce_grads(s->dp, buf, n);
-        end = now_ms();
+        end = vkg_now_ms();
         comm += end - t0;
         if (st == VKG_OK && k > 0)
             vkg_buckets_write(s->buckets, k, buf);
@@ -90,9 +72,9 @@ static vkg_status backward_overlapped(vkg_strategy *s, float *loss, double *comm
     if (st == VKG_OK)
         st = vkg_gpt2_split_finish(m, loss);
     if (st == VKG_OK) {
-        double t0 = now_ms();
+        double t0 = vkg_now_ms();
         st = vkg_tied_wte_add_rows(s->dp, m, s->inputs, s->grads);
-        end = now_ms();
+        end = vkg_now_ms();
         comm += end - t0;
     }
     if (st == VKG_OK)
@@ -123,9 +105,9 @@ static vkg_status reduce(vkg_strategy *s, double *loss, int *stop, vkg_strategy_
     if (!s->buckets) {
         size_t n = vkg_gpt2_param_count(s->model);
         VKG_TRY(vkg_gpt2_get_grads(s->model, s->grads));
-        double t0 = now_ms();
+        double t0 = vkg_now_ms();
         VKG_TRY(vkg_dp_allreduce_grads(s->dp, s->grads, n));
-        s->comm_ms = s->exposed_ms = now_ms() - t0;
+        s->comm_ms = s->exposed_ms = vkg_now_ms() - t0;
         VKG_TRY(vkg_gpt2_set_grads(s->model, s->grads));
     }
     out->comm_ms = s->comm_ms;
@@ -149,7 +131,7 @@ static vkg_status mean(vkg_strategy *s, double *value)
 const vkg_strategy_vt vkg__strategy_dp = {
     .name = "dp",
     .setup = setup,
-    .share = share,
+    .share = vkg__strategy_share,
     .last_micro = last_micro,
     .reduce = reduce,
     .mean = mean,

@@ -12,8 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "base/clock.h"
 #include "base/error.h"
 #include "parallel/pp_schedule.h"
 #include "parallel/strategy_internal.h"
@@ -42,13 +42,6 @@ struct vkg_pp {
     int nspans, cap;
     unsigned eval_seq; /* evaluation and sampling forwards so far (their tags) */
 };
-
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
 
 static int rank_of(const struct vkg_pp *p, int stage)
 {
@@ -239,34 +232,12 @@ static vkg_status build(vkg_strategy *s)
     return VKG_OK;
 }
 
-static vkg_status load(vkg_strategy *s, float *params, float *m, float *v)
-{
-    size_t n = vkg_gpt2_num_params(&s->mc.cfg);
-    VKG_TRY(vkg_dp_broadcast(s->dp, params, n * sizeof *params));
-    if (m) {
-        VKG_TRY(vkg_dp_broadcast(s->dp, m, n * sizeof *m));
-        VKG_TRY(vkg_dp_broadcast(s->dp, v, n * sizeof *v));
-    }
-    const vkg_gpt2_layout *lo = vkg_gpt2_layout_of(s->model);
-    float *part = s->pp->grads, *pv = NULL;
-    vkg_gpt2_part_extract(lo, params, part);
-    VKG_TRY(vkg_gpt2_set_params(s->model, part));
-    if (!m)
-        return VKG_OK;
-    pv = malloc(lo->total * sizeof *pv);
-    VKG_CHECK(pv, VKG_ERR_NOMEM, "no memory for %zu moments", lo->total);
-    vkg_gpt2_part_extract(lo, m, part);
-    vkg_gpt2_part_extract(lo, v, pv);
-    vkg_status st = vkg_adamw_set_moments(s->opt, part, pv);
-    free(pv);
-    return st;
-}
-
 /* Record a span of the step's timeline that started at t0 and ends now. */
 static void span(struct vkg_pp *p, vkg_span_kind kind, int micro, double t0)
 {
     if (p->nspans < p->cap)
-        p->spans[p->nspans++] = (vkg_span){.kind = kind, .micro = micro, .t0 = t0, .t1 = now_ms()};
+        p->spans[p->nspans++] =
+            (vkg_span){.kind = kind, .micro = micro, .t0 = t0, .t1 = vkg_now_ms()};
 }
 
 /* Boundary `out` of slot to communicator rank peer, or from peer into boundary `in`. */
@@ -288,28 +259,27 @@ static vkg_status recv_bnd(vkg_strategy *s, vkg_gpt2_boundary in, int slot, int 
     return vkg_gpt2_boundary_write(s->model, in, slot, p->bnd);
 }
 
-/* One action of the schedule; *loss accumulates the last stage's micro-batch losses, *busy the
- * compute time. */
-static vkg_status run_action(vkg_strategy *s, const vkg_pp_action *a, double *loss, double *busy)
+/* One action of the schedule (its spans recorded); *loss accumulates the last stage's
+ * micro-batch losses. */
+static vkg_status run_action(vkg_strategy *s, const vkg_pp_action *a, double *loss)
 {
     struct vkg_pp *p = s->pp;
     size_t bt = (size_t)vkg_dp_rank_batch(s->dp) * (size_t)s->mc.T;
-    double t0 = now_ms();
+    double t0 = vkg_now_ms();
     if (!a->backward) {
         if (p->prev >= 0) {
             VKG_TRY(recv_bnd(s, VKG_GPT2_IN, a->slot, p->prev, TAG_ACT | (uint32_t)a->micro));
             span(p, VKG_SPAN_RECV, a->micro, t0);
-            t0 = now_ms();
+            t0 = vkg_now_ms();
         }
         float l = 0.0f;
         VKG_TRY(vkg_gpt2_forward_train(s->model, a->slot,
                                        p->prev < 0 ? p->in + (size_t)a->micro * bt : NULL,
                                        p->next < 0 ? p->tgt + (size_t)a->micro * bt : NULL, &l));
         span(p, VKG_SPAN_FORWARD, a->micro, t0);
-        *busy += now_ms() - t0;
         *loss += l;
         if (p->next >= 0) {
-            t0 = now_ms();
+            t0 = vkg_now_ms();
             VKG_TRY(send_bnd(s, VKG_GPT2_OUT, a->slot, p->next, TAG_ACT | (uint32_t)a->micro));
             span(p, VKG_SPAN_SEND, a->micro, t0);
         }
@@ -318,13 +288,12 @@ static vkg_status run_action(vkg_strategy *s, const vkg_pp_action *a, double *lo
     if (p->next >= 0) {
         VKG_TRY(recv_bnd(s, VKG_GPT2_DOUT, a->slot, p->next, TAG_GRAD | (uint32_t)a->micro));
         span(p, VKG_SPAN_RECV, a->micro, t0);
-        t0 = now_ms();
+        t0 = vkg_now_ms();
     }
     VKG_TRY(vkg_gpt2_backward(s->model, a->slot));
     span(p, VKG_SPAN_BACKWARD, a->micro, t0);
-    *busy += now_ms() - t0;
     if (p->prev >= 0) {
-        t0 = now_ms();
+        t0 = vkg_now_ms();
         VKG_TRY(send_bnd(s, VKG_GPT2_DIN, a->slot, p->prev, TAG_GRAD | (uint32_t)a->micro));
         span(p, VKG_SPAN_SEND, a->micro, t0);
     }
@@ -340,12 +309,12 @@ static vkg_status reduce_grads(vkg_strategy *s, double *comm_ms)
         return VKG_OK;
     size_t n = vkg_gpt2_param_count(s->model);
     VKG_TRY(vkg_gpt2_get_grads(s->model, p->grads));
-    double t0 = now_ms();
+    double t0 = vkg_now_ms();
     if (p->dpg)
         VKG_TRY(vkg_group_allreduce_sum(p->dpg, p->grads, n));
     if (p->tie) /* wte is at the start of both the first and the last part */
         VKG_TRY(vkg_group_allreduce_sum(p->tie, p->grads, vkg_gpt2_layout_of(s->model)->count[0]));
-    *comm_ms = now_ms() - t0;
+    *comm_ms = vkg_now_ms() - t0;
     return vkg_gpt2_set_grads(s->model, p->grads);
 }
 
@@ -360,19 +329,17 @@ static vkg_status step(vkg_strategy *s, vkg_data_t *data, const vkg_strategy_ste
         VKG_TRY(vkg_dp_data_next(s->dp, data, s->mc.T, p->in + (size_t)i * bt,
                                  p->tgt + (size_t)i * bt));
     VKG_TRY(vkg_gpt2_zero_grad(s->model));
-    double loss = 0.0, busy = 0.0, start = now_ms();
+    double loss = 0.0;
     p->nspans = 0;
     for (int i = 0; i < 2 * M; i++)
-        VKG_TRY(run_action(s, &p->plan[i], &loss, &busy));
-    out->pp_busy_ms = busy;
-    out->pp_span_ms = now_ms() - start;
+        VKG_TRY(run_action(s, &p->plan[i], &loss));
     loss /= M;
-    double t0 = now_ms();
+    double t0 = vkg_now_ms();
     VKG_TRY(reduce_grads(s, &out->comm_ms));
     span(p, VKG_SPAN_ALLREDUCE, -1, t0);
     out->exposed_comm_ms = out->comm_ms;
     float sumsq = 0.0f;
-    t0 = now_ms();
+    t0 = vkg_now_ms();
     VKG_TRY(vkg_adamw_grad_sumsq(s->opt, &sumsq));
     VKG_TRY(vkg_group_allreduce_sum(p->pipe, &sumsq, 1));
     VKG_TRY(vkg_adamw_update(s->opt, in->lr, in->t, in->grad_clip, sumsq));
@@ -479,12 +446,6 @@ done:
     return st;
 }
 
-static vkg_status unused_share(vkg_strategy *s, float *params, float *m, float *v)
-{
-    (void)s, (void)params, (void)m, (void)v;
-    return VKG_OK;
-}
-
 static vkg_status unused_setup(vkg_strategy *s)
 {
     (void)s;
@@ -501,9 +462,8 @@ const vkg_strategy_vt vkg__strategy_pp = {
     .spans = spans,
     .name = "pp",
     .setup = unused_setup,
-    .share = unused_share,
+    .share = vkg__strategy_share,
     .build = build,
-    .load = load,
     .step = step,
     .eval = eval,
     .logits = logits,

@@ -196,11 +196,20 @@ void vkg_strategy_stage(const vkg_strategy *s, int *stage, int *first, int *last
     *last = p ? p->last : 0;
 }
 
+vkg_status vkg__strategy_share(vkg_strategy *s, float *params, float *m, float *v)
+{
+    size_t n = vkg_gpt2_num_params(&s->mc.cfg);
+    VKG_TRY(vkg_dp_broadcast(s->dp, params, n * sizeof *params));
+    if (m) {
+        VKG_TRY(vkg_dp_broadcast(s->dp, m, n * sizeof *m));
+        VKG_TRY(vkg_dp_broadcast(s->dp, v, n * sizeof *v));
+    }
+    return VKG_OK;
+}
+
 vkg_status vkg_strategy_load(vkg_strategy *s, float *params, float *m, float *v)
 {
     VKG_CHECK(s->model, VKG_ERR_STATE, "vkg_strategy_build comes before vkg_strategy_load");
-    if (s->vt->load)
-        return s->vt->load(s, params, m, v);
     VKG_TRY(s->vt->share(s, params, m, v));
     VKG_TRY(s->vt->setup(s));
     const vkg_gpt2_layout *lo = vkg_gpt2_layout_of(s->model);

@@ -133,7 +133,6 @@ typedef struct vkg_strategy_step_out {
     float grad_norm;                 /* global gradient norm before clipping */
     int stop;                        /* some rank was asked to stop */
     double comm_ms, exposed_comm_ms; /* gradient communication, and the part not overlapped */
-    double pp_busy_ms, pp_span_ms;   /* pipelines: compute time within the schedule's span */
 } vkg_strategy_step_out;
 
 /* One optimizer step: accum_steps micro-batches from data, their gradients reduced as the

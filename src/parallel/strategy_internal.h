@@ -12,7 +12,7 @@ typedef struct vkg_strategy_vt {
     const char *name;
     /* After the model and optimizer exist (buckets, host buffers). */
     vkg_status (*setup)(vkg_strategy *s);
-    /* Broadcast the starting point from rank 0 (nothing alone). */
+    /* Broadcast the starting point from rank 0 (nothing alone): vkg__strategy_share. */
     vkg_status (*share)(vkg_strategy *s, float *params, float *m, float *v);
     /* The last micro-batch of a step (s->inputs, s->targets): forward and backward, with the
      * communication that overlaps it. */
@@ -24,7 +24,6 @@ typedef struct vkg_strategy_vt {
     vkg_status (*mean)(vkg_strategy *s, double *value);
     /* Strategies that split the model replace the whole-model calls (NULL: strategy.c's). */
     vkg_status (*build)(vkg_strategy *s);
-    vkg_status (*load)(vkg_strategy *s, float *params, float *m, float *v);
     vkg_status (*step)(vkg_strategy *s, vkg_data_t *data, const vkg_strategy_step_in *in,
                        vkg_strategy_step_out *out);
     vkg_status (*eval)(vkg_strategy *s, vkg_data_t *data, int n, float *loss);
@@ -50,6 +49,9 @@ struct vkg_strategy {
     struct vkg_pp *pp;          /* pipeline state (pp_strategy.c) */
 };
 
+/* The whole model's starting point (and moments, when m is not NULL) from rank 0 to every rank
+ * of the job; each rank then loads its part of it (strategy.c). */
+vkg_status vkg__strategy_share(vkg_strategy *s, float *params, float *m, float *v);
 /* Create this rank's model part (part, with slots activation slots), its AdamW and the token
  * buffers (strategy.c). */
 vkg_status vkg__strategy_whole_build(vkg_strategy *s, vkg_gpt2_part part, int slots);

@@ -1,11 +1,11 @@
 /* Chrome trace-event JSON of a rank's timeline (see trace.h). */
+#include "base/clock.h"
 #include "train/trace.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "base/error.h"
 
@@ -24,13 +24,6 @@ const char *vkg_span_kind_name(vkg_span_kind kind)
     return (unsigned)kind < sizeof kind_names / sizeof kind_names[0] ? kind_names[kind] : "?";
 }
 
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
 static vkg_status io_error(const vkg_trace *t, const char *what)
 {
     return VKG_FAIL(VKG_ERR_IO, "trace %s: cannot %s: %s", t->path, what, strerror(errno));
@@ -45,7 +38,7 @@ vkg_status vkg_trace_open(const char *path, int rank, int world, vkg_trace **out
     else
         snprintf(t->path, sizeof t->path, "%s", path);
     t->rank = rank;
-    t->origin_ms = now_ms();
+    t->origin_ms = vkg_now_ms();
     t->f = fopen(t->path, "w");
     if (!t->f || fprintf(t->f, "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n") < 0) {
         vkg_status st = io_error(t, "write");

@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 
+#include "base/clock.h"
 #include "base/error.h"
 #include "train/trainer_internal.h"
 #include "vkgpt/io.h"
@@ -28,13 +28,6 @@ vkg_train_config vkg_train_config_default(void)
     c.keep_checkpoints = 3;
     vkg_comm_config_default(&c.comm);
     return c;
-}
-
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
 static int is_shard_path(const char *p)
@@ -427,7 +420,7 @@ static vkg_status step(vkg_trainer_t *t, vkg_step_info *info)
 {
     VKG_CHECK(t->train, VKG_ERR_STATE, "no training data (--data)");
     VKG_CHECK(!vkg_trainer_done(t), VKG_ERR_STATE, "all %d steps have run", t->cfg.steps);
-    double t0 = now_ms();
+    double t0 = vkg_now_ms();
     float lr = vkg_schedule_lr(&t->sched, t->step);
     vkg_strategy_step_in in = {.lr = lr,
                                .t = (uint32_t)(t->step + 1),
@@ -438,12 +431,11 @@ static vkg_status step(vkg_trainer_t *t, vkg_step_info *info)
     float norm = out.grad_norm;
     t->step++;
     t->tokens += t->hp.total_batch;
-    double ms = now_ms() - t0;
+    double ms = vkg_now_ms() - t0;
     memset(info, 0, sizeof *info);
     info->step = t->step, info->loss = out.loss, info->lr = lr, info->grad_norm = norm;
     info->ms = ms, info->tokens = t->tokens, info->stop = out.stop;
     info->comm_ms = out.comm_ms, info->exposed_comm_ms = out.exposed_comm_ms;
-    info->pp_busy_ms = out.pp_busy_ms, info->pp_span_ms = out.pp_span_ms;
     if (t->trace) {
         const vkg_span *spans;
         int n = vkg_strategy_spans(t->par, &spans);
