@@ -28,7 +28,13 @@ typedef struct vkg_device_info {
     uint32_t api_version;        /* VK_MAKE_API_VERSION encoded */
     char driver[128];            /* driver name and info string */
     uint64_t device_local_bytes; /* sum of device-local heaps */
-    int unified_memory;          /* 1: device memory is host-mappable, no staging needed */
+    /* The largest single allocation vkgpt makes: the smaller of maxMemoryAllocationSize and
+     * maxBufferSize (VK_KHR_maintenance4, where the driver has it), or of the limit the opts or
+     * VKG_MAX_ALLOCATION impose. Memory pools are split into allocations no larger. */
+    uint64_t max_allocation_bytes;
+    uint64_t driver_max_allocation; /* maxMemoryAllocationSize as the driver reports it */
+    uint64_t driver_max_buffer;     /* maxBufferSize, or 0 where the driver does not report it */
+    int unified_memory;             /* 1: device memory is host-mappable, no staging needed */
     uint32_t subgroup_size;
     uint32_t max_shared_memory; /* bytes per workgroup */
     uint32_t max_workgroup_invocations;
@@ -50,12 +56,16 @@ typedef struct vkg_device_opts {
      * number picks that index of vkg_device_list; anything else is a case-insensitive substring
      * of the device name. The CLI passes --device or the VKGPT_DEVICE environment variable. */
     const char *select;
-    int validation;        /* enable VK_LAYER_KHRONOS_validation and count its messages */
-    int profiling;         /* allow timestamp queries (vkgpt bench) */
-    int force_staging;     /* transfer through a staging buffer even on unified memory (tests the
-                              path discrete GPUs take) */
-    uint64_t memory_limit; /* > 0: act as if the device had at most this many bytes of
-                              device-local memory (plans and fit checks; tests) */
+    int validation;          /* enable VK_LAYER_KHRONOS_validation and count its messages */
+    int profiling;           /* allow timestamp queries (vkgpt bench) */
+    int force_staging;       /* transfer through a staging buffer even on unified memory (tests the
+                                path discrete GPUs take) */
+    uint64_t memory_limit;   /* > 0: act as if the device had at most this many bytes of
+                                device-local memory (plans and fit checks; tests) */
+    uint64_t max_allocation; /* > 0: act as if the driver allowed no larger allocation or buffer
+                                (tests of the split pools; the environment variable
+                                VKG_MAX_ALLOCATION, in bytes with an optional K, M or G suffix,
+                                does the same for every device a process opens) */
 } vkg_device_opts;
 
 vkg_device_opts vkg_device_opts_default(void);

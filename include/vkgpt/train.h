@@ -23,11 +23,13 @@ extern "C" {
 #endif
 
 typedef struct vkg_train_config {
-    const char *device;    /* index or name substring; NULL: the first suitable device */
-    int validation;        /* Khronos validation layer on (slow; for debugging) */
-    int profile;           /* timestamp queries on (per-op times in vkg_trainer_op_times) */
-    int force_staging;     /* treat a unified-memory device as a discrete one (tests) */
-    uint64_t memory_limit; /* > 0: act as if the device had at most this much memory (bytes) */
+    const char *device;      /* index or name substring; NULL: the first suitable device */
+    int validation;          /* Khronos validation layer on (slow; for debugging) */
+    int profile;             /* timestamp queries on (per-op times in vkg_trainer_op_times) */
+    int force_staging;       /* treat a unified-memory device as a discrete one (tests) */
+    uint64_t memory_limit;   /* > 0: act as if the device had at most this much memory (bytes) */
+    uint64_t max_allocation; /* > 0: act as if no allocation could be larger (bytes; tests) */
+    int recompute;           /* 1: recompute the GELU outputs in the backward pass (llm.c -r 1) */
     /* Model: resumed from ckpt_dir (resume), else loaded from init_path (an llm.c model file,
      * fp32 version 3 or bf16 version 5), else new from these fields with GPT-2 init from seed. */
     const char *init_path;
@@ -128,7 +130,13 @@ typedef struct vkg_trainer_info {
     int pp, stage;               /* pipeline stages (1 without) and this rank's */
     int first_layer, last_layer; /* this rank's layers [first, last) */
     size_t activation_bytes;     /* device memory of this rank's activation slots */
-    float lr;                    /* peak lr after --lr-scale */
+    /* This rank's memory plan (what it allocated): parameters, gradients, AdamW, the shared
+     * gradients of the activations and scratch, host-visible copies; allocations made and the
+     * largest one allowed. */
+    size_t param_bytes, grad_bytes, optimizer_bytes, shared_bytes, host_bytes;
+    int allocations;
+    uint64_t max_allocation;
+    float lr; /* peak lr after --lr-scale */
 } vkg_trainer_info;
 
 typedef struct vkg_step_info {

@@ -1,8 +1,10 @@
 /* `vkgpt plan`: the device memory each rank of a training run needs, per pipeline stage, from the
  * model and batch alone (no device is opened unless --device asks to compare): parameters and
  * gradients, AdamW's moments, the activation slots of the schedule, the gradients of the
- * activations and scratch. What a user reads to choose --pp, --batch and the split; the numbers
- * are the arenas vkgpt train allocates. */
+ * activations and scratch, and how many allocations that takes under a driver's largest
+ * allocation. What a user reads to choose --pp, --batch and the split; the numbers are the arenas
+ * vkgpt train allocates. With a memory size (--memory, --device) it says whether each stage fits
+ * and the largest --batch that does. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,6 +16,23 @@
 
 static const char *const presets[] = {"none", "gpt2", "gpt2-medium", NULL};
 static const char *const pp_schedules[] = {"1f1b", "gpipe", NULL};
+static const char *const recomputes[] = {"none", "gelu", NULL};
+
+/* Drivers' largest single allocation (maxMemoryAllocationSize; maxBufferSize is not smaller on
+ * these), as their users report them. */
+static const struct driver_limit {
+    const char *name;
+    uint64_t max_allocation;
+    const char *source;
+} drivers[] = {
+    {"none", 0, "no limit"},
+    {"nvidia", 4ull << 30, "NVIDIA proprietary: 4 GiB (GPUOpen-Drivers/xgl#40)"},
+    {"radv", 4ull << 30, "Mesa RADV: 4 GiB (GPUOpen-Drivers/AMDVLK#413)"},
+    {"amdvlk", 2ull << 30, "AMDVLK and AMD proprietary: 2 GiB (GPUOpen-Drivers/AMDVLK#413)"},
+    {"anv", 2ull << 30, "Mesa ANV (Intel): 2 GiB (vulkaninfo in GpuZelenograd/memtest_vulkan#7)"},
+    {"lavapipe", 2ull << 30, "Mesa lavapipe: 2 GiB (the same vulkaninfo)"},
+};
+enum { NDRIVERS = (int)(sizeof drivers / sizeof drivers[0]) };
 
 static double mib(size_t b)
 {
@@ -23,8 +42,13 @@ static double mib(size_t b)
 int vkg_cli_plan(int argc, char **argv)
 {
     int preset = 1, layers = 0, heads = 0, channels = 0, ctx = 0, vocab = 0;
-    int batch = 4, seq = 1024, pp = 1, schedule = 0;
-    long long total = 0;
+    int batch = 4, seq = 1024, pp = 1, schedule = 0, recompute = 0, driver = 0;
+    long long total = 0, max_alloc = 0;
+    double memory_gib = 0.0;
+    const char *driver_names[NDRIVERS + 1];
+    for (int i = 0; i < NDRIVERS; i++)
+        driver_names[i] = drivers[i].name;
+    driver_names[NDRIVERS] = NULL;
     const char *pp_layers = NULL, *device = NULL;
     const vkg_flag flags[] = {
         {"--preset", VKG_FLAG_CHOICE, &preset,
@@ -41,7 +65,16 @@ int vkg_cli_plan(int argc, char **argv)
         {"--pp", VKG_FLAG_INT, &pp, "pipeline stages", 0, 1, 64},
         {"--pp-layers", VKG_FLAG_STR, &pp_layers, "layers per stage, e.g. 3,3,2", 0, 0, 0},
         {"--pp-schedule", VKG_FLAG_CHOICE, &schedule, "pipeline schedule", pp_schedules, 0, 0},
-        {"--device", VKG_FLAG_STR, &device, "compare with this device's memory", 0, 0, 0},
+        {"--recompute", VKG_FLAG_CHOICE, &recompute,
+         "activations recomputed in the backward pass (gelu: llm.c's -r 1)", recomputes, 0, 0},
+        {"--driver", VKG_FLAG_CHOICE, &driver, "plan under this driver's largest allocation",
+         driver_names, 0, 0},
+        {"--max-alloc", VKG_FLAG_LL, &max_alloc,
+         "largest allocation in bytes, e.g. 2G (overrides --driver)", 0, 4096, (long long)1 << 50},
+        {"--memory", VKG_FLAG_DOUBLE, &memory_gib, "device memory in GiB: does it fit?", 0, 0,
+         1 << 20},
+        {"--device", VKG_FLAG_STR, &device,
+         "compare with this device's memory and largest allocation", 0, 0, 0},
     };
     int rc = vkg_flags_parse("plan", "[options]", flags, (int)(sizeof flags / sizeof flags[0]),
                              argc, argv, NULL, NULL);
@@ -77,37 +110,76 @@ int vkg_cli_plan(int argc, char **argv)
         return 2;
     }
     int M = (int)(tot / micro);
-    vkg_stage_memory st[64];
-    vkg_status s = vkg_gpt2_config_validate(&cfg);
-    if (s == VKG_OK)
-        s = vkg_strategy_plan(&cfg, batch, seq, M, pp, nreq ? req : NULL, schedule, st);
-    if (s != VKG_OK)
-        return vkg_cli_report("plan", s);
-    uint64_t has = 0;
+    vkg_plan_opts po = {.recompute = recompute, .max_allocation = drivers[driver].max_allocation};
+    if (max_alloc)
+        po.max_allocation = (uint64_t)max_alloc;
+    uint64_t has = (uint64_t)(memory_gib * 1073741824.0);
     if (device) {
         vkg_device_opts dopts = vkg_device_opts_default();
         dopts.select = device;
         vkg_device_t *dev = NULL;
-        if ((s = vkg_device_create(&dopts, &dev)) != VKG_OK)
-            return vkg_cli_report("plan", s);
-        has = vkg_device_get_info(dev)->device_local_bytes;
-        printf("device: %s, %.1f MiB device-local\n", vkg_device_get_info(dev)->name, mib(has));
+        vkg_status ds = vkg_device_create(&dopts, &dev);
+        if (ds != VKG_OK)
+            return vkg_cli_report("plan", ds);
+        const vkg_device_info *di = vkg_device_get_info(dev);
+        has = di->device_local_bytes;
+        if (!max_alloc && !driver)
+            po.max_allocation = di->max_allocation_bytes;
+        printf("device: %s, %.1f MiB device-local, largest allocation %.1f MiB\n", di->name,
+               mib(has), mib(di->max_allocation_bytes));
         vkg_device_destroy(&dev);
+    }
+    vkg_stage_memory st[64];
+    const int *layers_req = nreq ? req : NULL;
+    vkg_status s = vkg_gpt2_config_validate(&cfg);
+    if (s == VKG_OK)
+        s = vkg_strategy_plan(&cfg, batch, seq, M, pp, layers_req, schedule, &po, st);
+    if (s != VKG_OK) {
+        if (s == VKG_ERR_NOMEM) /* a tensor larger than the largest allocation */
+            s = vkg_strategy_check_fit(&cfg, batch, seq, M, pp, layers_req, schedule, &po, 0, has);
+        return vkg_cli_report("plan", s);
     }
     printf("model: L=%d NH=%d C=%d maxT=%d V=%d (Vp=%d), %zu parameters; micro-batch %d x %d, "
            "%d micro-batches per step, %d stage%s (%s)\n",
            cfg.num_layers, cfg.num_heads, cfg.channels, cfg.max_seq_len, cfg.vocab_size,
            cfg.padded_vocab_size, vkg_gpt2_num_params(&cfg), batch, seq, M, pp, pp > 1 ? "s" : "",
            pp > 1 ? pp_schedules[schedule] : "no pipeline");
-    printf("%5s %8s %5s %10s %10s %10s %12s %12s %10s%s\n", "stage", "layers", "slots", "params",
-           "grads", "adamw", "activations", "act_grads", "total", has ? "  fits" : "");
-    for (int i = 0; i < pp; i++)
-        printf("%5d  [%2d,%2d) %5d %10.1f %10.1f %10.1f %12.1f %12.1f %10.1f%s\n", i, st[i].first,
-               st[i].last, st[i].slots, mib(st[i].model.params), mib(st[i].model.grads),
-               mib(st[i].optimizer), mib(st[i].model.activations), mib(st[i].model.shared),
-               mib(st[i].total), has ? (st[i].total <= has ? "  yes" : "  NO") : "");
+    if (po.max_allocation)
+        printf("largest allocation: %.1f MiB (%s)\n", mib(po.max_allocation),
+               max_alloc || !driver ? "given" : drivers[driver].source);
+    if (recompute)
+        printf("recompute: %s (recomputed in the backward pass, one layer's kept)\n",
+               recomputes[recompute]);
+    printf("%5s %8s %5s %10s %10s %10s %12s %12s %10s %6s %10s%s\n", "stage", "layers", "slots",
+           "params", "grads", "adamw", "activations", "act_grads", "total", "allocs", "largest",
+           has ? "  fits" : "");
+    int all_fit = 1;
+    for (int i = 0; i < pp; i++) {
+        int fits = !has || st[i].total <= has;
+        all_fit &= fits;
+        printf("%5d  [%2d,%2d) %5d %10.1f %10.1f %10.1f %12.1f %12.1f %10.1f %6d %10.1f%s\n", i,
+               st[i].first, st[i].last, st[i].slots, mib(st[i].model.params),
+               mib(st[i].model.grads), mib(st[i].optimizer), mib(st[i].model.activations),
+               mib(st[i].model.shared), mib(st[i].total), st[i].allocations,
+               mib(st[i].model.largest_tensor), has ? (fits ? "  yes" : "  NO") : "");
+    }
     printf("(MiB; activations = slots x %.1f MiB; act_grads = the gradients of the activations "
-           "and scratch, one set)\n",
-           mib(st[0].model.slot));
+           "and scratch, one set; allocs = device allocations, AdamW's included; largest = "
+           "the largest tensor, %s)\n",
+           mib(st[0].model.slot), st[0].model.largest_of);
+    if (has) {
+        int best = 0;
+        for (int i = 0; i < pp; i++) {
+            int b = vkg_strategy_largest_batch(&cfg, 1 << 16, seq, M, pp, layers_req, schedule, &po,
+                                               i, has);
+            best = i == 0 || b < best ? b : best;
+        }
+        if (best)
+            printf("the largest --batch that fits %.1f GiB is %d%s\n", (double)has / 1073741824.0,
+                   best, all_fit ? "" : ": this --batch does not fit");
+        else
+            printf("no --batch fits %.1f GiB\n", (double)has / 1073741824.0);
+        return all_fit ? 0 : 1;
+    }
     return 0;
 }

@@ -11,71 +11,59 @@ vkg_gpt2_opts vkg_gpt2_opts_default(void)
     return o;
 }
 
-/* Element counts of the activation tensors, in the order of the vkg_gpt2_acts fields. */
-static void act_sizes(const vkg_gpt2_config *cfg, int B, int T, int nl, int head,
+/* Element counts of the activation tensors, in the order of the vkg_gpt2_acts fields; those of
+ * a layer (VKG_GPT2_ACT_LAYERED) for one layer. */
+static void act_sizes(const vkg_gpt2_config *cfg, int B, int T, int head, int recompute,
                       size_t s[VKG_GPT2_NUM_ACTS])
 {
-    size_t L = (size_t)nl, C = (size_t)cfg->channels, NH = (size_t)cfg->num_heads;
+    size_t C = (size_t)cfg->channels, NH = (size_t)cfg->num_heads;
     size_t BT = (size_t)B * (size_t)T, Vp = head ? (size_t)cfg->padded_vocab_size : 0;
     size_t H = head ? 1 : 0;
     size_t i = 0;
-    s[i++] = BT * C;                                     /* encoded */
-    s[i++] = L * BT * C;                                 /* ln1 */
-    s[i++] = L * BT;                                     /* ln1_mean */
-    s[i++] = L * BT;                                     /* ln1_rstd */
-    s[i++] = L * BT * 3 * C;                             /* qkv */
-    s[i++] = L * BT * C;                                 /* atty */
-    s[i++] = L * (size_t)B * NH * (size_t)T * (size_t)T; /* att */
-    s[i++] = L * BT * C;                                 /* attproj */
-    s[i++] = L * BT * C;                                 /* residual2 */
-    s[i++] = L * BT * C;                                 /* ln2 */
-    s[i++] = L * BT;                                     /* ln2_mean */
-    s[i++] = L * BT;                                     /* ln2_rstd */
-    s[i++] = L * BT * 4 * C;                             /* fch */
-    s[i++] = L * BT * 4 * C;                             /* fch_gelu */
-    s[i++] = L * BT * C;                                 /* fcproj */
-    s[i++] = L * BT * C;                                 /* residual3 */
-    s[i++] = H * BT * C;                                 /* lnf */
-    s[i++] = H * BT;                                     /* lnf_mean */
-    s[i++] = H * BT;                                     /* lnf_rstd */
+    s[i++] = BT * C;                                               /* encoded */
+    s[i++] = BT * C;                                               /* ln1 */
+    s[i++] = BT;                                                   /* ln1_mean */
+    s[i++] = BT;                                                   /* ln1_rstd */
+    s[i++] = BT * 3 * C;                                           /* qkv */
+    s[i++] = BT * C;                                               /* atty */
+    s[i++] = (size_t)B * NH * (size_t)T * (size_t)T;               /* att */
+    s[i++] = BT * C;                                               /* attproj */
+    s[i++] = BT * C;                                               /* residual2 */
+    s[i++] = BT * C;                                               /* ln2 */
+    s[i++] = BT;                                                   /* ln2_mean */
+    s[i++] = BT;                                                   /* ln2_rstd */
+    s[i++] = BT * 4 * C;                                           /* fch */
+    s[i++] = recompute & VKG_GPT2_RECOMPUTE_GELU ? 0 : BT * 4 * C; /* fch_gelu */
+    s[i++] = BT * C;                                               /* fcproj */
+    s[i++] = BT * C;                                               /* residual3 */
+    s[i++] = H * BT * C;                                           /* lnf */
+    s[i++] = H * BT;                                               /* lnf_mean */
+    s[i++] = H * BT;                                               /* lnf_rstd */
     s[i++] = BT * Vp; /* logits (dlogits in place after the loss) */
     s[i++] = H * BT;  /* losses */
 }
 
-/* Gradient activations: the same shapes as the forward activations they belong to. */
-static void grad_act_sizes(const vkg_gpt2_config *cfg, int B, int T, int nl, int head,
+/* Gradient activations: one layer's (the shapes of the forward activations they belong to),
+ * the residual stream's two buffers, dencoded and dlnf. */
+static void grad_act_sizes(const vkg_gpt2_config *cfg, int B, int T, int head,
                            size_t s[VKG_GPT2_NUM_GRAD_ACTS])
 {
-    size_t L = (size_t)nl, C = (size_t)cfg->channels, H = head ? 1 : 0;
+    size_t C = (size_t)cfg->channels, H = head ? 1 : 0;
     size_t BT = (size_t)B * (size_t)T;
     size_t i = 0;
-    s[i++] = BT * C;         /* dencoded */
-    s[i++] = L * BT * C;     /* dln1 */
-    s[i++] = L * BT * 3 * C; /* dqkv */
-    s[i++] = L * BT * C;     /* datty */
-    s[i++] = L * BT * C;     /* dattproj */
-    s[i++] = L * BT * C;     /* dresidual2 */
-    s[i++] = L * BT * C;     /* dln2 */
-    s[i++] = L * BT * 4 * C; /* dfch */
-    s[i++] = L * BT * 4 * C; /* dfch_gelu */
-    s[i++] = L * BT * C;     /* dfcproj */
-    s[i++] = L * BT * C;     /* dresidual3 */
-    s[i++] = H * BT * C;     /* dlnf */
-}
-
-static size_t plan_bytes(const size_t *sizes, int n)
-{
-    size_t total = 0;
-    for (int i = 0; i < n; i++)
-        total += ((sizes[i] ? sizes[i] : 1) * 4 + 255) / 256 * 256; /* as alloc_list */
-    return total;
-}
-
-static vkg_status alloc_list(vkg_arena *a, const size_t *sizes, int n, vkg_tensor *out)
-{
-    for (int i = 0; i < n; i++)
-        VKG_TRY(vkg_arena_alloc(a, (sizes[i] ? sizes[i] : 1) * 4, &out[i]));
-    return VKG_OK;
+    s[i++] = BT * C;     /* dencoded */
+    s[i++] = BT * C;     /* dln1 */
+    s[i++] = BT * 3 * C; /* dqkv */
+    s[i++] = BT * C;     /* datty */
+    s[i++] = BT * C;     /* dattproj */
+    s[i++] = BT * C;     /* dresidual2 */
+    s[i++] = BT * C;     /* dln2 */
+    s[i++] = BT * 4 * C; /* dfch */
+    s[i++] = BT * 4 * C; /* dfch_gelu */
+    s[i++] = BT * C;     /* dfcproj */
+    s[i++] = BT * C;     /* dstream0 */
+    s[i++] = BT * C;     /* dstream1 */
+    s[i++] = H * BT * C; /* dlnf */
 }
 
 static vkg_status check_opts(const vkg_gpt2_config *cfg, const vkg_gpt2_opts *o)
@@ -90,10 +78,11 @@ static vkg_status check_opts(const vkg_gpt2_config *cfg, const vkg_gpt2_opts *o)
               cfg->max_seq_len, o->T);
     VKG_CHECK(o->accum_steps > 0, VKG_ERR_INVALID_ARG, "accumulation steps must be > 0, got %d",
               o->accum_steps);
+    VKG_CHECK(o->recompute == VKG_GPT2_RECOMPUTE_NONE || o->recompute == VKG_GPT2_RECOMPUTE_GELU,
+              VKG_ERR_INVALID_ARG, "recompute must be none (0) or gelu (1), got %d", o->recompute);
     size_t BT = (size_t)o->B * (size_t)o->T;
-    VKG_CHECK(BT * (size_t)cfg->padded_vocab_size <= 0xFFFFFFFFu &&
-                  BT * 4 * (size_t)cfg->channels * (size_t)cfg->num_layers <= 0xFFFFFFFFu,
-              VKG_ERR_INVALID_ARG, "B*T = %zu is too large for 32-bit shader indices", BT);
+    VKG_CHECK(BT <= 0x7FFFFFFFu, VKG_ERR_INVALID_ARG,
+              "B*T = %zu tokens is too large for 32-bit shader indices", BT);
     return VKG_OK;
 }
 
@@ -109,15 +98,69 @@ static vkg_status resolve_opts(const vkg_gpt2_config *cfg, const vkg_gpt2_opts *
     return check_opts(cfg, o);
 }
 
+enum { NSCRATCH = 4 };
+
 /* Element counts of the shared scratch tensors and of one slot's tokens. */
-static void scratch_sizes(const vkg_gpt2_config *cfg, const vkg_gpt2_opts *o, size_t scratch[3],
-                          size_t tokens[2])
+static void scratch_sizes(const vkg_gpt2_config *cfg, const vkg_gpt2_opts *o,
+                          size_t scratch[NSCRATCH], size_t tokens[2])
 {
     size_t BT = (size_t)o->B * (size_t)o->T, C = (size_t)cfg->channels;
     scratch[0] = BT * 4 * C; /* mm_scratch */
     scratch[1] = (size_t)o->B * (size_t)cfg->num_heads * (size_t)o->T * (size_t)o->T; /* dpre */
     scratch[2] = BT * C;                                                              /* dtop */
+    scratch[3] = o->recompute & VKG_GPT2_RECOMPUTE_GELU ? BT * 4 * C : 0;             /* gelu */
     tokens[0] = tokens[1] = BT; /* inputs, targets */
+}
+
+static const char *const act_names[VKG_GPT2_NUM_ACTS] = {
+    "encoded", "ln1",       "ln1_mean", "ln1_rstd", "qkv",      "atty",   "att",
+    "attproj", "residual2", "ln2",      "ln2_mean", "ln2_rstd", "fch",    "fch_gelu",
+    "fcproj",  "residual3", "lnf",      "lnf_mean", "lnf_rstd", "logits", "losses"};
+static const char *const gact_names[VKG_GPT2_NUM_GRAD_ACTS] = {
+    "dencoded", "dln1",      "dqkv",    "datty",    "dattproj", "dresidual2", "dln2",
+    "dfch",     "dfch_gelu", "dfcproj", "dstream0", "dstream1", "dlnf"};
+static const char *const scratch_names[NSCRATCH] = {"mm_scratch", "dpre", "dtop", "gelu"};
+
+/* The activation arena's tensors in the order vkg_gpt2_create allocates them: every slot's
+ * activations (its own, then each layer's) and tokens, then the gradients of the activations and
+ * scratch. */
+#define ACTS_PER_SLOT(nl) (VKG_GPT2_NUM_ACTS - 15 + 15 * (nl) + 2)
+static int max_act_tensors(int nl, int slots)
+{
+    return slots * ACTS_PER_SLOT(nl) + VKG_GPT2_NUM_GRAD_ACTS + NSCRATCH;
+}
+static int act_arena_tensors(const vkg_gpt2_config *cfg, const vkg_gpt2_opts *o, size_t *bytes,
+                             const char **names)
+{
+    int nl = o->part.last - o->part.first, head = !!(o->part.flags & VKG_GPT2_PART_HEAD), n = 0;
+    size_t asz[VKG_GPT2_NUM_ACTS], gsz[VKG_GPT2_NUM_GRAD_ACTS], scratch[NSCRATCH], tokens[2];
+    act_sizes(cfg, o->B, o->T, head, o->recompute, asz);
+    grad_act_sizes(cfg, o->B, o->T, head, gsz);
+    scratch_sizes(cfg, o, scratch, tokens);
+    for (int s = 0; s < o->slots; s++) {
+        for (int i = 0; i < VKG_GPT2_NUM_ACTS; i++)
+            if (!VKG_GPT2_ACT_LAYERED(i))
+                names[n] = act_names[i], bytes[n++] = (asz[i] ? asz[i] : 1) * 4;
+        for (int l = 0; l < nl; l++)
+            for (int i = 0; i < VKG_GPT2_NUM_ACTS; i++)
+                if (VKG_GPT2_ACT_LAYERED(i))
+                    names[n] = act_names[i], bytes[n++] = (asz[i] ? asz[i] : 1) * 4;
+        for (int i = 0; i < 2; i++)
+            names[n] = i ? "targets" : "inputs", bytes[n++] = (tokens[i] ? tokens[i] : 1) * 4;
+    }
+    for (int i = 0; i < VKG_GPT2_NUM_GRAD_ACTS; i++)
+        names[n] = gact_names[i], bytes[n++] = (gsz[i] ? gsz[i] : 1) * 4;
+    for (int i = 0; i < NSCRATCH; i++)
+        names[n] = scratch_names[i], bytes[n++] = (scratch[i] ? scratch[i] : 1) * 4;
+    return n;
+}
+
+static size_t sum_aligned(const size_t *bytes, int n)
+{
+    size_t total = 0;
+    for (int i = 0; i < n; i++)
+        total += (bytes[i] + 255) / 256 * 256;
+    return total;
 }
 
 vkg_status vkg_gpt2_memory(const vkg_gpt2_config *cfg, const vkg_gpt2_opts *opts,
@@ -127,18 +170,45 @@ vkg_status vkg_gpt2_memory(const vkg_gpt2_config *cfg, const vkg_gpt2_opts *opts
     VKG_TRY(resolve_opts(cfg, opts, &o));
     vkg_gpt2_layout lo;
     vkg_gpt2_part_layout(cfg, &o.part, &lo);
-    int nl = o.part.last - o.part.first, head = !!(o.part.flags & VKG_GPT2_PART_HEAD);
-    size_t asz[VKG_GPT2_NUM_ACTS], gsz[VKG_GPT2_NUM_GRAD_ACTS], scratch[3], tokens[2];
-    act_sizes(cfg, o.B, o.T, nl, head, asz);
-    grad_act_sizes(cfg, o.B, o.T, nl, head, gsz);
-    scratch_sizes(cfg, &o, scratch, tokens);
+    int cap = max_act_tensors(o.part.last - o.part.first, o.slots);
+    size_t *bytes = malloc((size_t)cap * sizeof *bytes);
+    const char **names = malloc((size_t)cap * sizeof *names);
+    if (!bytes || !names) {
+        free(bytes), free(names);
+        return VKG_FAIL(VKG_ERR_NOMEM, "no memory for the memory plan");
+    }
+    int n = act_arena_tensors(cfg, &o, bytes, names);
+    int per_slot = ACTS_PER_SLOT(o.part.last - o.part.first);
     memset(out, 0, sizeof *out);
     out->params = out->grads = (lo.total * 4 + 255) / 256 * 256;
-    out->slot = plan_bytes(asz, VKG_GPT2_NUM_ACTS) + plan_bytes(tokens, 2);
+    out->slot = sum_aligned(bytes, per_slot);
     out->activations = out->slot * (size_t)o.slots;
-    out->shared = plan_bytes(gsz, VKG_GPT2_NUM_GRAD_ACTS) + plan_bytes(scratch, 3);
+    out->shared = sum_aligned(bytes + per_slot * o.slots, n - per_slot * o.slots);
     out->total = out->params + out->grads + out->activations + out->shared;
-    return VKG_OK;
+    out->largest_tensor = lo.total * 4;
+    out->largest_of = "params";
+    for (int i = 0; i < n; i++)
+        if (bytes[i] > out->largest_tensor)
+            out->largest_tensor = bytes[i], out->largest_of = names[i];
+    size_t param_bytes = lo.total * 4, a1 = 0, a2 = 0, a3 = 0;
+    int b1 = 0, b2 = 0, b3 = 0;
+    size_t limit = vkg_arena_cursor_start(0, o.max_allocation).max_block;
+    vkg_status st = VKG_OK;
+    if ((out->largest_tensor + 255) / 256 * 256 > limit)
+        st = VKG_FAIL(VKG_ERR_NOMEM,
+                      "tensor %s needs %zu bytes in one allocation, more than the device's "
+                      "largest allocation (%zu bytes)",
+                      out->largest_of, out->largest_tensor, limit);
+    if (st == VKG_OK)
+        st = vkg_arena_plan(&param_bytes, 1, o.max_allocation, "params", &a1, &b1);
+    if (st == VKG_OK)
+        st = vkg_arena_plan(&param_bytes, 1, o.max_allocation, "grads", &a2, &b2);
+    if (st == VKG_OK)
+        st = vkg_arena_plan(bytes, n, o.max_allocation, "activations", &a3, &b3);
+    free(bytes), free(names);
+    out->allocated = a1 + a2 + a3;
+    out->allocations = b1 + b2 + b3;
+    return st;
 }
 
 vkg_status vkg_gpt2_create(vkg_device_t *dev, const vkg_gpt2_config *cfg, const vkg_gpt2_opts *opts,
@@ -147,8 +217,12 @@ vkg_status vkg_gpt2_create(vkg_device_t *dev, const vkg_gpt2_config *cfg, const 
     vkg_gpt2_opts o;
     vkg_gpt2_memory_plan plan;
     VKG_TRY(resolve_opts(cfg, opts, &o));
+    o.max_allocation = dev->info.max_allocation_bytes;
     VKG_TRY(vkg_gpt2_memory(cfg, &o, &plan));
     vkg_status st = VKG_OK;
+    size_t *bytes = NULL;
+    const char **names = NULL;
+    vkg_tensor *acts = NULL;
     vkg_gpt2 *m = calloc(1, sizeof *m);
     VKG_CHECK(m, VKG_ERR_NOMEM, "no memory for the model");
     m->dev = dev;
@@ -162,50 +236,61 @@ vkg_status vkg_gpt2_create(vkg_device_t *dev, const vkg_gpt2_config *cfg, const 
     m->slots = calloc((size_t)o.slots, sizeof *m->slots);
     VKG_CHECK_GOTO(st, m->slots, VKG_ERR_NOMEM, fail, "no memory for %d slots", o.slots);
 
-    size_t asz[VKG_GPT2_NUM_ACTS], gsz[VKG_GPT2_NUM_GRAD_ACTS], scratch[3], tokens[2];
-    act_sizes(cfg, o.B, o.T, m->nl, m->head, asz);
-    grad_act_sizes(cfg, o.B, o.T, m->nl, m->head, gsz);
-    scratch_sizes(cfg, &o, scratch, tokens);
-    enum { NSCRATCH = 3 };
     m->slot_bytes = plan.slot;
 
-    VKG_TRY_GOTO(st, vkg_arena_create(dev, plan.params, "params", &m->arena_params), fail);
-    VKG_TRY_GOTO(st, vkg_arena_create(dev, plan.grads, "grads", &m->arena_grads), fail);
-    VKG_TRY_GOTO(
-        st, vkg_arena_create(dev, plan.activations + plan.shared, "activations", &m->arena_acts),
-        fail);
-    VKG_TRY_GOTO(st, vkg_arena_alloc(m->arena_params, m->nparams * 4, &m->params), fail);
-    VKG_TRY_GOTO(st, vkg_arena_alloc(m->arena_grads, m->nparams * 4, &m->grads), fail);
+    size_t pbytes = m->nparams * 4;
+    VKG_TRY_GOTO(st, vkg_arena_create_list(dev, &pbytes, 1, "params", &m->arena_params), fail);
+    VKG_TRY_GOTO(st, vkg_arena_create_list(dev, &pbytes, 1, "grads", &m->arena_grads), fail);
+    VKG_TRY_GOTO(st, vkg_arena_alloc(m->arena_params, pbytes, &m->params), fail);
+    VKG_TRY_GOTO(st, vkg_arena_alloc(m->arena_grads, pbytes, &m->grads), fail);
     for (int i = 0; i < VKG_GPT2_NUM_PARAM_TENSORS; i++) {
         size_t off = m->layout.part_offset[i] * 4, b = m->layout.count[i] * 4;
         m->p[i] = vkg_tensor_view(m->params, off, b);
         m->g[i] = vkg_tensor_view(m->grads, off, b);
     }
-    for (int s = 0; s < o.slots; s++) {
-        vkg_tensor tok[2];
-        VKG_TRY_GOTO(st, alloc_list(m->arena_acts, asz, VKG_GPT2_NUM_ACTS, m->slots[s].acts.t),
-                     fail);
-        VKG_TRY_GOTO(st, alloc_list(m->arena_acts, tokens, 2, tok), fail);
-        m->slots[s].inputs = tok[0];
-        m->slots[s].targets = tok[1];
+    int cap = max_act_tensors(m->nl, o.slots);
+    bytes = malloc((size_t)cap * sizeof *bytes);
+    names = malloc((size_t)cap * sizeof *names);
+    acts = malloc((size_t)cap * sizeof *acts);
+    VKG_CHECK_GOTO(st, bytes && names && acts, VKG_ERR_NOMEM, fail, "no memory for the plan");
+    int n = act_arena_tensors(cfg, &o, bytes, names), k = 0;
+    VKG_TRY_GOTO(st, vkg_arena_create_list(dev, bytes, n, "activations", &m->arena_acts), fail);
+    for (int i = 0; i < n; i++) {
+        st = vkg_arena_alloc(m->arena_acts, bytes[i], &acts[i]);
+        if (st != VKG_OK) {
+            vkg__error_wrap(st, "activation tensor %s", names[i]);
+            goto fail;
+        }
     }
-    VKG_TRY_GOTO(st, alloc_list(m->arena_acts, gsz, VKG_GPT2_NUM_GRAD_ACTS, m->gacts.t), fail);
-    vkg_tensor sc[NSCRATCH];
-    VKG_TRY_GOTO(st, alloc_list(m->arena_acts, scratch, NSCRATCH, sc), fail);
-    m->mm_scratch = sc[0];
-    m->dpre = sc[1];
-    m->dtop = sc[2];
-    m->gacts_start = m->gacts.t[0];
-    m->gacts_count = 0;
+    for (int s = 0; s < o.slots; s++) {
+        vkg_gpt2_slot *sl = &m->slots[s];
+        sl->layers = calloc((size_t)m->nl, sizeof *sl->layers);
+        VKG_CHECK_GOTO(st, sl->layers, VKG_ERR_NOMEM, fail, "no memory for the layers");
+        for (int i = 0; i < VKG_GPT2_NUM_ACTS; i++)
+            if (!VKG_GPT2_ACT_LAYERED(i))
+                sl->acts.t[i] = acts[k++];
+        for (int l = 0; l < m->nl; l++)
+            for (int i = 0; i < VKG_GPT2_NUM_ACTS; i++)
+                if (VKG_GPT2_ACT_LAYERED(i))
+                    sl->layers[l].t[i] = acts[k++];
+        m->slots[s].inputs = acts[k++];
+        m->slots[s].targets = acts[k++];
+    }
     for (int i = 0; i < VKG_GPT2_NUM_GRAD_ACTS; i++)
-        m->gacts_count = (m->gacts.t[i].offset + m->gacts.t[i].bytes - m->gacts_start.offset) / 4;
-    m->gacts_start.bytes = m->gacts_count * 4;
+        m->gacts.t[i] = acts[k++];
+    m->mm_scratch = acts[k++];
+    m->dpre = acts[k++];
+    m->dtop = acts[k++];
+    m->gelu = acts[k++];
+    free(bytes), free(names), free(acts);
+    bytes = NULL, names = NULL, acts = NULL;
 
     VKG_TRY_GOTO(st, setup_boundaries(m), fail);
     VKG_TRY_GOTO(st, vkg__gpt2_record(m), fail);
     *out = m;
     return VKG_OK;
 fail:
+    free(bytes), free(names), free(acts);
     vkg_gpt2_destroy(&m);
     return st;
 }
@@ -225,6 +310,8 @@ void vkg_gpt2_destroy(vkg_gpt2 **pm)
     vkg_arena_destroy(&m->arena_acts);
     vkg_arena_destroy(&m->arena_grads);
     vkg_arena_destroy(&m->arena_params);
+    for (int s = 0; m->slots && s < m->opts.slots; s++)
+        free(m->slots[s].layers);
     free(m->slots);
     free(m);
     *pm = NULL;
@@ -253,6 +340,11 @@ vkg_device_t *vkg_gpt2_device(const vkg_gpt2 *m)
 size_t vkg_gpt2_param_count(const vkg_gpt2 *m)
 {
     return m->nparams;
+}
+
+size_t vkg_gpt2_host_bytes(const vkg_gpt2 *m)
+{
+    return (m->arena_bnd ? vkg_arena_size(m->arena_bnd) : 0) + vkg__gpt2_split_host_bytes(m);
 }
 
 size_t vkg_gpt2_device_bytes(const vkg_gpt2 *m)
@@ -425,7 +517,6 @@ vkg_status vkg__gpt2_boundary_tensor(const vkg_gpt2 *m, vkg_gpt2_boundary which,
 {
     VKG_CHECK(s >= 0 && s < m->opts.slots, VKG_ERR_INVALID_ARG,
               "activation slot %d outside [0, %d)", s, m->opts.slots);
-    size_t btc = (size_t)m->opts.B * (size_t)m->opts.T * (size_t)m->cfg.channels;
     const vkg_gpt2_acts *a = &m->slots[s].acts;
     int first = which == VKG_GPT2_IN || which == VKG_GPT2_DIN;
     VKG_CHECK(first ? !m->embed : !m->head, VKG_ERR_INVALID_ARG,
@@ -437,7 +528,7 @@ vkg_status vkg__gpt2_boundary_tensor(const vkg_gpt2 *m, vkg_gpt2_boundary which,
         *out = a->s.encoded;
         break;
     case VKG_GPT2_OUT:
-        *out = vkg_tensor_view(a->s.residual3, (size_t)(m->nl - 1) * btc * 4, btc * 4);
+        *out = m->slots[s].layers[m->nl - 1].s.residual3;
         break;
     case VKG_GPT2_DOUT:
         *out = m->dtop;
@@ -468,7 +559,7 @@ static vkg_status setup_boundaries(vkg_gpt2 *m)
     m->bnd_copy = calloc((size_t)n, sizeof *m->bnd_copy);
     VKG_CHECK(m->bnd_host && m->bnd_copy, VKG_ERR_NOMEM, "no memory for the boundaries");
     size_t bytes = (size_t)m->opts.B * (size_t)m->opts.T * (size_t)m->cfg.channels * 4;
-    char *map = vkg_arena_host_ptr(m->arena_acts);
+    int map = m->dev->info.unified_memory;
     for (int i = 0; i < n; i++) {
         int s;
         vkg_gpt2_boundary which = bnd_kind(m, i, &s);
@@ -487,12 +578,11 @@ static vkg_status setup_boundaries(vkg_gpt2 *m)
             continue;
         VKG_TRY(vkg__gpt2_boundary_tensor(m, which, s, &t));
         if (map) {
-            m->bnd_host[i] = (float *)(map + t.offset);
+            m->bnd_host[i] = vkg_tensor_host_ptr(t);
             continue;
         }
         VKG_TRY(vkg_arena_alloc(m->arena_bnd, bytes, &m->bnd_copy[i]));
-        m->bnd_host[i] =
-            (float *)((char *)vkg_arena_host_ptr(m->arena_bnd) + m->bnd_copy[i].offset);
+        m->bnd_host[i] = vkg_tensor_host_ptr(m->bnd_copy[i]);
     }
     return VKG_OK;
 }

@@ -4,8 +4,10 @@
  *
  * Memory plan: the part's parameters and gradients are each one contiguous tensor in the part's
  * table order (vkg_gpt2_part_layout; the whole model's is llm.c's); activations are per-layer
- * arrays as in llm.c, one set per activation slot (micro-batches in flight), the gradients of the
- * activations one set shared by the slots (one backward pass at a time).
+ * arrays as in llm.c, one set per activation slot (micro-batches in flight); the gradients of the
+ * activations are one layer's worth shared by the layers and the slots (the backward pass visits
+ * one layer at a time) plus two buffers for the gradient of the residual stream, used in turn.
+ * Each arena is split into allocations no larger than the device allows (vkg_arena_place).
  * A part that is not the first takes its input activation (B, T, C) from a boundary the caller
  * writes; one that is not the last leaves its output there for the caller to read, and takes the
  * gradient of its output from a boundary the caller writes, leaving the gradient of its input in
@@ -31,7 +33,16 @@ typedef struct vkg_gpt2_opts {
     float loss_scale;   /* extra factor on d(loss) (data-parallel token weighting); 1 normally */
     vkg_gpt2_part part; /* layers and flags; last == 0: the whole model */
     int slots;          /* activation slots (micro-batches in flight), >= 1 */
+    int recompute;      /* VKG_GPT2_RECOMPUTE_*: activations recomputed in the backward pass */
+    /* vkg_gpt2_memory only: the largest allocation to plan for (0: no limit). vkg_gpt2_create
+     * uses its device's (vkg_device_info.max_allocation_bytes). */
+    uint64_t max_allocation;
 } vkg_gpt2_opts;
+
+enum {
+    VKG_GPT2_RECOMPUTE_NONE = 0,
+    VKG_GPT2_RECOMPUTE_GELU = 1 /* GELU outputs: one layer's, recomputed from fch (llm.c -r 1) */
+};
 
 /* B 4, T 64, one micro-batch per step, loss scale 1, the whole model, one slot. */
 vkg_gpt2_opts vkg_gpt2_opts_default(void);
@@ -42,10 +53,17 @@ typedef struct vkg_gpt2_memory_plan {
     size_t slot, activations; /* one activation slot; all of them */
     size_t shared;            /* gradients of the activations and scratch (one set) */
     size_t total;             /* params + grads + activations + shared */
+    /* With the allocation limit: the bytes each arena allocates (blocks may end unused where a
+     * tensor did not fit), their allocations, and the largest single tensor. */
+    size_t allocated;       /* all arenas; >= total */
+    int allocations;        /* all arenas */
+    size_t largest_tensor;  /* bytes */
+    const char *largest_of; /* its name */
 } vkg_gpt2_memory_plan;
 
-/* The memory plan of (cfg, opts) without a device (what vkg_gpt2_create allocates). Errors as
- * vkg_gpt2_create's checks. */
+/* The memory plan of (cfg, opts) without a device (what vkg_gpt2_create allocates under the
+ * limit opts->max_allocation). Errors as vkg_gpt2_create's checks; VKG_ERR_NOMEM naming the
+ * arena and the tensor's bytes when a tensor is larger than the limit. */
 vkg_status vkg_gpt2_memory(const vkg_gpt2_config *cfg, const vkg_gpt2_opts *opts,
                            vkg_gpt2_memory_plan *out);
 
@@ -67,6 +85,9 @@ size_t vkg_gpt2_device_bytes(const vkg_gpt2 *m);
 /* Bytes of the activation slots (forward activations and tokens of every slot; the gradients of
  * the activations and scratch are shared and not counted). */
 size_t vkg_gpt2_activation_bytes(const vkg_gpt2 *m);
+/* Bytes of host-visible memory the model holds: the boundaries' and the gradients' host copies
+ * (devices without unified memory). */
+size_t vkg_gpt2_host_bytes(const vkg_gpt2 *m);
 /* The parameter and gradient tensors (param_count floats each), for an optimizer. */
 vkg_tensor vkg_gpt2_params_tensor(const vkg_gpt2 *m);
 vkg_tensor vkg_gpt2_grads_tensor(const vkg_gpt2 *m);

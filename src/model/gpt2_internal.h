@@ -28,9 +28,13 @@ enum {
     LNFW,
     LNFB
 };
-#define VKG_GPT2_NUM_GRAD_ACTS 12
+#define VKG_GPT2_NUM_GRAD_ACTS 13
+#define VKG_GPT2_NUM_LAYER_GRADS 9 /* dln1 .. dfcproj: one layer's, zeroed before each layer */
 
-/* Forward activations, llm.c's names; shapes in gpt2.c's act_sizes. */
+/* Forward activations, llm.c's names; shapes in gpt2.c's act_sizes. Those of a layer (ln1 ..
+ * residual3, VKG_GPT2_ACT_LAYERED) are one tensor per layer, in the slot's `layers`; the others
+ * in its `acts`. */
+#define VKG_GPT2_ACT_LAYERED(i) ((i) >= 1 && (i) <= 15)
 typedef union vkg_gpt2_acts {
     vkg_tensor t[VKG_GPT2_NUM_ACTS];
     struct {
@@ -40,12 +44,14 @@ typedef union vkg_gpt2_acts {
     } s;
 } vkg_gpt2_acts;
 
-/* Gradients of the activations (one contiguous range, zeroed before each backward). */
+/* Gradients of the activations, as llm.c keeps them: one layer's (t[1 .. 9], reused by every
+ * layer and zeroed before it), the gradient of the residual stream at layer l's output in
+ * dstream[l % 2] (zeroed before the layer below adds into it), dencoded and dlnf. */
 typedef union vkg_gpt2_grad_acts {
     vkg_tensor t[VKG_GPT2_NUM_GRAD_ACTS];
     struct {
         vkg_tensor dencoded, dln1, dqkv, datty, dattproj, dresidual2, dln2, dfch, dfch_gelu,
-            dfcproj, dresidual3, dlnf;
+            dfcproj, dstream0, dstream1, dlnf;
     } s;
 } vkg_gpt2_grad_acts;
 
@@ -61,7 +67,8 @@ enum {
 
 /* One activation slot: the forward activations of one micro-batch in flight and its tokens. */
 typedef struct vkg_gpt2_slot {
-    vkg_gpt2_acts acts;
+    vkg_gpt2_acts acts;         /* encoded, lnf .. losses */
+    vkg_gpt2_acts *layers;      /* (nl) layer l's ln1 .. residual3 */
     vkg_tensor inputs, targets; /* (B, T) int32 */
     vkg_cmd *lists[VKG_GPT2_NUM_LISTS];
     int logits_valid;
@@ -81,8 +88,7 @@ struct vkg_gpt2 {
     vkg_tensor p[VKG_GPT2_NUM_PARAM_TENSORS], g[VKG_GPT2_NUM_PARAM_TENSORS];
     vkg_gpt2_slot *slots; /* (opts.slots) */
     vkg_gpt2_grad_acts gacts;
-    vkg_tensor gacts_start; /* all gradient activations as one range */
-    size_t gacts_count;
+    vkg_tensor gelu;       /* (B*T, 4C): one layer's GELU output (with VKG_GPT2_RECOMPUTE_GELU) */
     vkg_tensor dtop;       /* (B*T, C) gradient of the output (parts without the head) */
     vkg_tensor mm_scratch; /* (B*T, 4C): transposed matmul inputs */
     vkg_tensor dpre;       /* (B, NH, T, T): attention score gradients */
@@ -116,6 +122,8 @@ vkg_status vkg__gpt2_boundary_tensor(const vkg_gpt2 *m, vkg_gpt2_boundary which,
 vkg_status vkg__gpt2_record_boundary(vkg_gpt2 *m, vkg_cmd *c, vkg_gpt2_boundary which, int s);
 /* Split recording (gpt2_split.c): freed by vkg_gpt2_destroy. */
 void vkg__gpt2_split_free(vkg_gpt2 *m);
+/* Bytes of the split recording's host copy of the gradients (0 without one). */
+size_t vkg__gpt2_split_host_bytes(const vkg_gpt2 *m);
 /* Check and upload one micro-batch into slot s (gpt2.c); the mean of slot s's losses. */
 vkg_status vkg__gpt2_upload(vkg_gpt2 *m, int s, const int32_t *inputs, const int32_t *targets);
 vkg_status vkg__gpt2_mean_loss(vkg_gpt2 *m, int s, float *out);

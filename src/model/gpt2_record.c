@@ -17,36 +17,79 @@ static vkg_tensor lp(const vkg_gpt2 *m, const vkg_tensor *set, int i, int l)
     return layer(set[i], l, per);
 }
 
+/* Where layer l's GELU output is: its own slice, or with recomputation the one-layer buffer. */
+static vkg_tensor gelu_out(const vkg_gpt2 *m, const vkg_gpt2_acts *layers, int l)
+{
+    if (m->opts.recompute & VKG_GPT2_RECOMPUTE_GELU)
+        return m->gelu;
+    return layers[l].s.fch_gelu;
+}
+
+/* The gradient of the residual stream at layer l's output (l >= 0). */
+static vkg_tensor dstream(const vkg_gpt2 *m, int l)
+{
+    return l % 2 ? m->gacts.s.dstream1 : m->gacts.s.dstream0;
+}
+
+/* Zero what layer l's backward adds into: its gradients of the activations (shared by the
+ * layers) and the residual stream's gradient at its input. One group: the fills are
+ * independent; the barrier before it orders them after the layer above. */
+static vkg_status zero_layer_grads(vkg_gpt2 *m, vkg_cmd *c, int l)
+{
+    vkg_cmd_group_begin(c);
+    for (int i = 1; i <= VKG_GPT2_NUM_LAYER_GRADS; i++)
+        VKG_TRY(vkg_op_fill(c, m->gacts.t[i], m->gacts.t[i].bytes / 4, 0.0f));
+    if (l > 0)
+        VKG_TRY(vkg_op_fill(c, dstream(m, l - 1), dstream(m, l - 1).bytes / 4, 0.0f));
+    vkg_cmd_group_end(c);
+    return VKG_OK;
+}
+
+/* Zero what the backward adds into before the layers: dencoded, and with the head dlnf and the
+ * residual stream's gradient at the last layer's output. */
+static vkg_status zero_top_grads(vkg_gpt2 *m, vkg_cmd *c)
+{
+    const vkg_gpt2_grad_acts *d = &m->gacts;
+    vkg_cmd_group_begin(c);
+    VKG_TRY(vkg_op_fill(c, d->s.dencoded, d->s.dencoded.bytes / 4, 0.0f));
+    if (m->head) {
+        VKG_TRY(vkg_op_fill(c, d->s.dlnf, d->s.dlnf.bytes / 4, 0.0f));
+        VKG_TRY(vkg_op_fill(c, dstream(m, m->nl - 1), dstream(m, m->nl - 1).bytes / 4, 0.0f));
+    }
+    vkg_cmd_group_end(c);
+    return VKG_OK;
+}
+
 static vkg_status record_forward(vkg_gpt2 *m, int s, vkg_cmd *c)
 {
     const vkg_gpt2_acts *a = &m->slots[s].acts;
     int B = m->opts.B, T = m->opts.T, C = m->cfg.channels, NH = m->cfg.num_heads;
     int L = m->nl, Vp = m->cfg.padded_vocab_size, BT = B * T;
-    size_t btc = (size_t)BT * C, bt = (size_t)BT;
-    size_t att = (size_t)B * NH * T * T;
+    size_t btc = (size_t)BT * C;
     if (m->embed) /* otherwise encoded is the input boundary, written by the caller */
         VKG_TRY(
             vkg_op_encoder_fwd(c, a->s.encoded, m->slots[s].inputs, m->p[WTE], m->p[WPE], B, T, C));
     for (int l = 0; l < L; l++) {
-        vkg_tensor residual = l == 0 ? a->s.encoded : layer(a->s.residual3, l - 1, btc);
-        vkg_tensor ln1 = layer(a->s.ln1, l, btc), qkv = layer(a->s.qkv, l, 3 * btc);
-        vkg_tensor atty = layer(a->s.atty, l, btc), attproj = layer(a->s.attproj, l, btc);
-        vkg_tensor res2 = layer(a->s.residual2, l, btc), ln2 = layer(a->s.ln2, l, btc);
-        vkg_tensor fch = layer(a->s.fch, l, 4 * btc), fchg = layer(a->s.fch_gelu, l, 4 * btc);
-        vkg_tensor fcproj = layer(a->s.fcproj, l, btc), res3 = layer(a->s.residual3, l, btc);
+        vkg_tensor residual = l == 0 ? a->s.encoded : m->slots[s].layers[l - 1].s.residual3;
+        vkg_tensor ln1 = m->slots[s].layers[l].s.ln1, qkv = m->slots[s].layers[l].s.qkv;
+        vkg_tensor atty = m->slots[s].layers[l].s.atty, attproj = m->slots[s].layers[l].s.attproj;
+        vkg_tensor res2 = m->slots[s].layers[l].s.residual2, ln2 = m->slots[s].layers[l].s.ln2;
+        vkg_tensor fch = m->slots[s].layers[l].s.fch, fchg = gelu_out(m, m->slots[s].layers, l);
+        vkg_tensor fcproj = m->slots[s].layers[l].s.fcproj,
+                   res3 = m->slots[s].layers[l].s.residual3;
         vkg_tensor b_qkv = lp(m, m->p, QKVB, l), b_att = lp(m, m->p, ATTPROJB, l);
         vkg_tensor b_fc = lp(m, m->p, FCB, l), b_fcp = lp(m, m->p, FCPROJB, l);
-        VKG_TRY(vkg_op_layernorm_fwd(c, ln1, layer(a->s.ln1_mean, l, bt),
-                                     layer(a->s.ln1_rstd, l, bt), residual, lp(m, m->p, LN1W, l),
-                                     lp(m, m->p, LN1B, l), BT, C));
+        VKG_TRY(vkg_op_layernorm_fwd(c, ln1, m->slots[s].layers[l].s.ln1_mean,
+                                     m->slots[s].layers[l].s.ln1_rstd, residual,
+                                     lp(m, m->p, LN1W, l), lp(m, m->p, LN1B, l), BT, C));
         VKG_TRY(vkg_op_matmul_fwd(c, qkv, ln1, lp(m, m->p, QKVW, l), &b_qkv, BT, C, 3 * C,
                                   m->mm_scratch));
-        VKG_TRY(vkg_op_attention_fwd(c, atty, layer(a->s.att, l, att), qkv, B, T, C, NH));
+        VKG_TRY(vkg_op_attention_fwd(c, atty, m->slots[s].layers[l].s.att, qkv, B, T, C, NH));
         VKG_TRY(vkg_op_matmul_fwd(c, attproj, atty, lp(m, m->p, ATTPROJW, l), &b_att, BT, C, C,
                                   m->mm_scratch));
         VKG_TRY(vkg_op_residual_fwd(c, res2, residual, attproj, btc));
-        VKG_TRY(vkg_op_layernorm_fwd(c, ln2, layer(a->s.ln2_mean, l, bt),
-                                     layer(a->s.ln2_rstd, l, bt), res2, lp(m, m->p, LN2W, l),
+        VKG_TRY(vkg_op_layernorm_fwd(c, ln2, m->slots[s].layers[l].s.ln2_mean,
+                                     m->slots[s].layers[l].s.ln2_rstd, res2, lp(m, m->p, LN2W, l),
                                      lp(m, m->p, LN2B, l), BT, C));
         VKG_TRY(vkg_op_matmul_fwd(c, fch, ln2, lp(m, m->p, FCW, l), &b_fc, BT, C, 4 * C,
                                   m->mm_scratch));
@@ -58,7 +101,8 @@ static vkg_status record_forward(vkg_gpt2 *m, int s, vkg_cmd *c)
     if (!m->head) /* the output boundary is the last layer's residual3 */
         return VKG_OK;
     VKG_TRY(vkg_op_layernorm_fwd(c, a->s.lnf, a->s.lnf_mean, a->s.lnf_rstd,
-                                 layer(a->s.residual3, L - 1, btc), m->p[LNFW], m->p[LNFB], BT, C));
+                                 m->slots[s].layers[L - 1].s.residual3, m->p[LNFW], m->p[LNFB], BT,
+                                 C));
     return vkg_op_matmul_fwd(c, a->s.logits, a->s.lnf, m->p[WTE], NULL, BT, C, Vp, m->mm_scratch);
 }
 
@@ -96,8 +140,8 @@ static vkg_status record_backward_cut(vkg_gpt2 *m, int s, vkg_cmd **pc, vkg__gpt
     const vkg_gpt2_grad_acts *d = &m->gacts;
     int B = m->opts.B, T = m->opts.T, C = m->cfg.channels, NH = m->cfg.num_heads;
     int L = m->nl, Vp = m->cfg.padded_vocab_size, BT = B * T, u = 0;
-    size_t btc = (size_t)BT * C, bt = (size_t)BT;
-    size_t att = (size_t)B * NH * T * T;
+    size_t btc = (size_t)BT * C;
+    VKG_TRY(zero_top_grads(m, *pc));
     if (m->head) { /* logits now hold dlogits (written by the loss) */
         if (cut) {
             VKG_TRY(
@@ -109,44 +153,47 @@ static vkg_status record_backward_cut(vkg_gpt2 *m, int s, vkg_cmd **pc, vkg__gpt
                                       m->p[WTE], BT, C, Vp));
             u++;
         }
-        VKG_TRY(vkg_op_layernorm_bwd(*pc, layer(d->s.dresidual3, L - 1, btc), m->g[LNFW],
-                                     m->g[LNFB], d->s.dlnf, layer(a->s.residual3, L - 1, btc),
-                                     m->p[LNFW], a->s.lnf_mean, a->s.lnf_rstd, BT, C));
+        VKG_TRY(vkg_op_layernorm_bwd(*pc, dstream(m, L - 1), m->g[LNFW], m->g[LNFB], d->s.dlnf,
+                                     m->slots[s].layers[L - 1].s.residual3, m->p[LNFW],
+                                     a->s.lnf_mean, a->s.lnf_rstd, BT, C));
         VKG_TRY(unit_done(cut, ctx, pc, &u));
     }
     for (int l = L - 1; l >= 0; l--) {
         vkg_cmd *c = *pc;
-        vkg_tensor residual = l == 0 ? a->s.encoded : layer(a->s.residual3, l - 1, btc);
-        vkg_tensor dresidual = l == 0 ? d->s.dencoded : layer(d->s.dresidual3, l - 1, btc);
-        vkg_tensor dres3 = l == L - 1 && !m->head ? m->dtop : layer(d->s.dresidual3, l, btc);
-        vkg_tensor dres2 = layer(d->s.dresidual2, l, btc);
-        vkg_tensor dfcproj = layer(d->s.dfcproj, l, btc), dfchg = layer(d->s.dfch_gelu, l, 4 * btc);
-        vkg_tensor dfch = layer(d->s.dfch, l, 4 * btc), dln2 = layer(d->s.dln2, l, btc);
-        vkg_tensor dattproj = layer(d->s.dattproj, l, btc), datty = layer(d->s.datty, l, btc);
-        vkg_tensor dqkv = layer(d->s.dqkv, l, 3 * btc), dln1 = layer(d->s.dln1, l, btc);
+        vkg_tensor residual = l == 0 ? a->s.encoded : m->slots[s].layers[l - 1].s.residual3;
+        vkg_tensor dresidual = l == 0 ? d->s.dencoded : dstream(m, l - 1);
+        vkg_tensor dres3 = l == L - 1 && !m->head ? m->dtop : dstream(m, l);
+        vkg_tensor dres2 = d->s.dresidual2, dfcproj = d->s.dfcproj, dfchg = d->s.dfch_gelu;
+        vkg_tensor dfch = d->s.dfch, dln2 = d->s.dln2, dattproj = d->s.dattproj;
+        vkg_tensor datty = d->s.datty, dqkv = d->s.dqkv, dln1 = d->s.dln1;
+        vkg_tensor fchg = gelu_out(m, m->slots[s].layers, l);
+        VKG_TRY(zero_layer_grads(m, c, l));
+        if (m->opts.recompute & VKG_GPT2_RECOMPUTE_GELU)
+            VKG_TRY(vkg_op_gelu_fwd(c, fchg, m->slots[s].layers[l].s.fch, 4 * btc));
         vkg_tensor gb_fcp = lp(m, m->g, FCPROJB, l), gb_fc = lp(m, m->g, FCB, l);
         vkg_tensor gb_att = lp(m, m->g, ATTPROJB, l), gb_qkv = lp(m, m->g, QKVB, l);
         VKG_TRY(vkg_op_residual_bwd(c, dres2, dfcproj, dres3, btc));
-        VKG_TRY(vkg_op_matmul_bwd(c, dfchg, lp(m, m->g, FCPROJW, l), &gb_fcp, dfcproj,
-                                  layer(a->s.fch_gelu, l, 4 * btc), lp(m, m->p, FCPROJW, l), BT,
-                                  4 * C, C));
-        VKG_TRY(vkg_op_gelu_bwd(c, dfch, layer(a->s.fch, l, 4 * btc), dfchg, 4 * btc));
+        VKG_TRY(vkg_op_matmul_bwd(c, dfchg, lp(m, m->g, FCPROJW, l), &gb_fcp, dfcproj, fchg,
+                                  lp(m, m->p, FCPROJW, l), BT, 4 * C, C));
+        VKG_TRY(vkg_op_gelu_bwd(c, dfch, m->slots[s].layers[l].s.fch, dfchg, 4 * btc));
         VKG_TRY(vkg_op_matmul_bwd(c, dln2, lp(m, m->g, FCW, l), &gb_fc, dfch,
-                                  layer(a->s.ln2, l, btc), lp(m, m->p, FCW, l), BT, C, 4 * C));
+                                  m->slots[s].layers[l].s.ln2, lp(m, m->p, FCW, l), BT, C, 4 * C));
         VKG_TRY(vkg_op_layernorm_bwd(c, dres2, lp(m, m->g, LN2W, l), lp(m, m->g, LN2B, l), dln2,
-                                     layer(a->s.residual2, l, btc), lp(m, m->p, LN2W, l),
-                                     layer(a->s.ln2_mean, l, bt), layer(a->s.ln2_rstd, l, bt), BT,
-                                     C));
+                                     m->slots[s].layers[l].s.residual2, lp(m, m->p, LN2W, l),
+                                     m->slots[s].layers[l].s.ln2_mean,
+                                     m->slots[s].layers[l].s.ln2_rstd, BT, C));
         VKG_TRY(vkg_op_residual_bwd(c, dresidual, dattproj, dres2, btc));
         VKG_TRY(vkg_op_matmul_bwd(c, datty, lp(m, m->g, ATTPROJW, l), &gb_att, dattproj,
-                                  layer(a->s.atty, l, btc), lp(m, m->p, ATTPROJW, l), BT, C, C));
-        VKG_TRY(vkg_op_attention_bwd(c, dqkv, datty, layer(a->s.qkv, l, 3 * btc),
-                                     layer(a->s.att, l, att), B, T, C, NH, m->dpre));
+                                  m->slots[s].layers[l].s.atty, lp(m, m->p, ATTPROJW, l), BT, C,
+                                  C));
+        VKG_TRY(vkg_op_attention_bwd(c, dqkv, datty, m->slots[s].layers[l].s.qkv,
+                                     m->slots[s].layers[l].s.att, B, T, C, NH, m->dpre));
         VKG_TRY(vkg_op_matmul_bwd(c, dln1, lp(m, m->g, QKVW, l), &gb_qkv, dqkv,
-                                  layer(a->s.ln1, l, btc), lp(m, m->p, QKVW, l), BT, C, 3 * C));
+                                  m->slots[s].layers[l].s.ln1, lp(m, m->p, QKVW, l), BT, C, 3 * C));
         VKG_TRY(vkg_op_layernorm_bwd(c, dresidual, lp(m, m->g, LN1W, l), lp(m, m->g, LN1B, l), dln1,
-                                     residual, lp(m, m->p, LN1W, l), layer(a->s.ln1_mean, l, bt),
-                                     layer(a->s.ln1_rstd, l, bt), BT, C));
+                                     residual, lp(m, m->p, LN1W, l),
+                                     m->slots[s].layers[l].s.ln1_mean,
+                                     m->slots[s].layers[l].s.ln1_rstd, BT, C));
         if (l > 0 || m->embed)
             VKG_TRY(unit_done(cut, ctx, pc, &u));
     }
@@ -160,7 +207,6 @@ static vkg_status record_backward_cut(vkg_gpt2 *m, int s, vkg_cmd **pc, vkg__gpt
 vkg_status vkg__gpt2_record_fwdbwd_cut(vkg_gpt2 *m, int s, vkg_cmd **pc, vkg__gpt2_cut_fn cut,
                                        void *ctx)
 {
-    VKG_TRY(vkg_op_fill(*pc, m->gacts_start, m->gacts_count, 0.0f));
     VKG_TRY(record_forward_train(m, s, *pc));
     return record_backward_cut(m, s, pc, cut, ctx);
 }
@@ -193,7 +239,6 @@ static vkg_status record_list(vkg_gpt2 *m, int s, int which)
         VKG_TRY(record_forward_train(m, s, c));
         break;
     case VKG_GPT2_LIST_BWD:
-        VKG_TRY(vkg_op_fill(c, m->gacts_start, m->gacts_count, 0.0f));
         VKG_TRY(record_backward_cut(m, s, &c, NULL, NULL));
         break;
     case VKG_GPT2_LIST_FWDBWD:

@@ -58,6 +58,11 @@ int vkg_gpt2_unit_ranges(const vkg_gpt2 *m, int u, size_t out[VKG_GPT2_MAX_UNIT_
     return n;
 }
 
+size_t vkg__gpt2_split_host_bytes(const vkg_gpt2 *m)
+{
+    return m->split && m->split->host ? vkg_arena_size(m->split->host) : 0;
+}
+
 void vkg__gpt2_split_free(vkg_gpt2 *m)
 {
     struct vkg_gpt2_split *b = m->split;
@@ -116,14 +121,14 @@ static vkg_status setup_host_side(vkg_gpt2 *m)
 {
     struct vkg_gpt2_split *b = m->split;
     size_t bytes = m->nparams * sizeof(float);
-    void *map = vkg_arena_host_ptr(m->arena_grads);
+    void *map = vkg_tensor_host_ptr(m->grads);
     if (map) {
-        b->host_grads = (float *)((char *)map + m->grads.offset);
+        b->host_grads = map;
         return VKG_OK;
     }
     VKG_TRY(vkg_arena_create_host(m->dev, bytes, "gradient host copy", &b->host));
     VKG_TRY(vkg_arena_alloc(b->host, bytes, &b->host_all));
-    b->host_grads = (float *)((char *)vkg_arena_host_ptr(b->host) + b->host_all.offset);
+    b->host_grads = vkg_tensor_host_ptr(b->host_all);
     VKG_TRY(vkg_cmd_create(m->dev, &b->upload));
     VKG_TRY(vkg_cmd_begin(b->upload));
     for (int k = 0; k < b->n; k++)

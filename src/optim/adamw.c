@@ -113,9 +113,9 @@ vkg_status vkg_adamw_create(vkg_device_t *dev, const vkg_adamw_config *cfg, vkg_
     o->segs = malloc((size_t)nsegs * sizeof *o->segs);
     VKG_CHECK_GOTO(st, o->segs, VKG_ERR_NOMEM, fail, "no memory for %d segments", nsegs);
     memcpy(o->segs, segs, (size_t)nsegs * sizeof *segs);
-    size_t bytes = (n * 4 + 255) / 256 * 256;
+    size_t moments[2] = {n * 4, n * 4}; /* each its own allocation where one cannot hold both */
     size_t nscratch = vkg_op_sumsq_scratch_elems(dev, &n, 1);
-    VKG_TRY_GOTO(st, vkg_arena_create(dev, 2 * bytes, "adamw", &o->moments), fail);
+    VKG_TRY_GOTO(st, vkg_arena_create_list(dev, moments, 2, "adamw", &o->moments), fail);
     VKG_TRY_GOTO(st, vkg_arena_alloc(o->moments, n * 4, &o->m), fail);
     VKG_TRY_GOTO(st, vkg_arena_alloc(o->moments, n * 4, &o->v), fail);
     VKG_TRY_GOTO(

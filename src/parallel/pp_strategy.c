@@ -155,7 +155,8 @@ vkg_status vkg_pp_split(const vkg_gpt2_config *cfg, int T, int S, const int *req
 }
 
 vkg_status vkg_strategy_plan(const vkg_gpt2_config *cfg, int B, int T, int M, int S,
-                             const int *pp_layers, int kind, vkg_stage_memory *stages)
+                             const int *pp_layers, int kind, const vkg_plan_opts *po,
+                             vkg_stage_memory *stages)
 {
     int layers[64];
     VKG_CHECK(S >= 1 && S <= 64, VKG_ERR_INVALID_ARG, "%d pipeline stages: 1 to 64", S);
@@ -169,10 +170,16 @@ vkg_status vkg_strategy_plan(const vkg_gpt2_config *cfg, int B, int T, int M, in
                                  .flags = (st == 0 ? VKG_GPT2_PART_EMBED : 0) |
                                           (st == S - 1 ? VKG_GPT2_PART_HEAD : 0)};
         o.slots = S > 1 ? vkg_pp_slots(kind, S, st, M) : 1;
+        o.recompute = po ? po->recompute : 0;
+        o.max_allocation = po ? po->max_allocation : 0;
+        memset(m, 0, sizeof *m);
         m->first = o.part.first, m->last = o.part.last, m->slots = o.slots;
         VKG_TRY(vkg_gpt2_memory(cfg, &o, &m->model));
         m->optimizer = vkg_adamw_memory(m->model.params / 4);
-        m->total = m->model.total + m->optimizer;
+        m->total = m->model.allocated + m->optimizer;
+        /* AdamW: both moments in one allocation where it can hold them, and its scratch */
+        uint64_t lim = vkg_arena_cursor_start(0, o.max_allocation).max_block;
+        m->allocations = m->model.allocations + (2 * m->model.params <= lim ? 1 : 2) + 1;
     }
     return VKG_OK;
 }
@@ -196,20 +203,10 @@ static vkg_status build(vkg_strategy *s)
         (p->stage == 0 ? VKG_GPT2_PART_EMBED : 0) | (p->stage == p->S - 1 ? VKG_GPT2_PART_HEAD : 0);
     vkg_gpt2_part part = {.first = p->first, .last = p->last, .flags = flags};
     int slots = vkg_pp_slots(p->kind, p->S, p->stage, M);
-    vkg_stage_memory plan[64];
-    VKG_TRY(
-        vkg_strategy_plan(cfg, vkg_dp_rank_batch(s->dp), s->mc.T, M, p->S, p->req, p->kind, plan));
-    uint64_t has = vkg_device_get_info(s->mc.dev)->device_local_bytes;
-    VKG_CHECK(!has || plan[p->stage].total <= has, VKG_ERR_NOMEM,
-              "pipeline stage %d of %d (layers [%d, %d), %d activation slots) needs %.1f MiB of "
-              "device memory (parameters and gradients %.1f, AdamW %.1f, activations %.1f, "
-              "their gradients and scratch %.1f) but the device has %.1f MiB: use more stages, "
-              "a smaller --batch, or --pp-layers to move layers off this stage",
-              p->stage, p->S, p->first, p->last, slots, (double)plan[p->stage].total / 1048576.0,
-              (double)(plan[p->stage].model.params + plan[p->stage].model.grads) / 1048576.0,
-              (double)plan[p->stage].optimizer / 1048576.0,
-              (double)plan[p->stage].model.activations / 1048576.0,
-              (double)plan[p->stage].model.shared / 1048576.0, (double)has / 1048576.0);
+    const vkg_device_info *info = vkg_device_get_info(s->mc.dev);
+    vkg_plan_opts po = {.recompute = s->mc.recompute, .max_allocation = info->max_allocation_bytes};
+    VKG_TRY(vkg_strategy_check_fit(cfg, vkg_dp_rank_batch(s->dp), s->mc.T, M, p->S, p->req, p->kind,
+                                   &po, p->stage, info->device_local_bytes));
     vkg_status st = vkg__strategy_whole_build(s, part, slots);
     if (st != VKG_OK) /* name the stage whose share does not fit */
         return vkg__error_wrap(st,

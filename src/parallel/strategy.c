@@ -162,6 +162,92 @@ vkg_status vkg_strategy_create_adamw(const vkg_adamw_config *cfg, vkg_gpt2 *m, v
                             vkg_gpt2_grads_tensor(m), vkg_gpt2_param_count(m), segs, n, out);
 }
 
+static double mib(size_t b)
+{
+    return (double)b / 1048576.0;
+}
+
+int vkg_strategy_largest_batch(const vkg_gpt2_config *cfg, int B_max, int T, int M, int S,
+                               const int *pp_layers, int kind, const vkg_plan_opts *po, int stage,
+                               uint64_t has)
+{
+    int lo = 0, hi = B_max; /* lo fits (0: nothing known to), hi + 1 does not */
+    while (lo < hi) {
+        int mid = lo + (hi - lo + 1) / 2;
+        vkg_stage_memory st[64];
+        vkg_status s = vkg_strategy_plan(cfg, mid, T, M, S, pp_layers, kind, po, st);
+        if (s == VKG_OK && (!has || st[stage].total <= has))
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    vkg_error_clear();
+    return lo;
+}
+
+vkg_status vkg_strategy_check_fit(const vkg_gpt2_config *cfg, int B, int T, int M, int S,
+                                  const int *pp_layers, int kind, const vkg_plan_opts *po,
+                                  int stage, uint64_t has)
+{
+    vkg_stage_memory plan[64];
+    char where[96] = "";
+    if (S > 1)
+        snprintf(where, sizeof where, "pipeline stage %d of %d: ", stage, S);
+    vkg_status st = vkg_strategy_plan(cfg, B, T, M, S, pp_layers, kind, po, plan);
+    if (st == VKG_ERR_NOMEM) { /* a tensor larger than the largest allocation */
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", vkg_error_message());
+        int best = vkg_strategy_largest_batch(cfg, B, T, M, S, pp_layers, kind, po, stage, has);
+        if (best)
+            return VKG_FAIL(VKG_ERR_NOMEM,
+                            "%s%s at --batch %d; the largest --batch that fits is %d", where, msg,
+                            B, best);
+        return VKG_FAIL(VKG_ERR_NOMEM, "%s%s at --batch %d; no --batch fits: use %s", where, msg, B,
+                        S > 1 ? "more pipeline stages" : "a shorter --seq or pipeline stages");
+    }
+    VKG_TRY(st);
+    const vkg_stage_memory *m = &plan[stage];
+    if (!has || m->total <= has)
+        return VKG_OK;
+    const char *pool = "activations";
+    size_t worst = m->model.activations;
+    if (m->model.params + m->model.grads > worst)
+        pool = "parameters and gradients", worst = m->model.params + m->model.grads;
+    if (m->optimizer > worst)
+        pool = "AdamW moments", worst = m->optimizer;
+    if (m->model.shared > worst)
+        pool = "gradients of the activations and scratch", worst = m->model.shared;
+    int best = vkg_strategy_largest_batch(cfg, B, T, M, S, pp_layers, kind, po, stage, has);
+    char fix[96];
+    if (best)
+        snprintf(fix, sizeof fix, "the largest --batch that fits is %d", best);
+    else
+        snprintf(fix, sizeof fix, "no --batch fits%s", S > 1 ? "; move layers off this stage" : "");
+    return VKG_FAIL(VKG_ERR_NOMEM,
+                    "%s%d layers, %d activation slot%s, --batch %d x --seq %d need %.1f MiB of "
+                    "device memory (parameters and gradients %.1f, AdamW %.1f, activations %.1f, "
+                    "their gradients and scratch %.1f; the largest pool: %s) but the device has "
+                    "%.1f MiB: %s",
+                    where, m->last - m->first, m->slots, m->slots == 1 ? "" : "s", B, T,
+                    mib(m->total), mib(m->model.params + m->model.grads), mib(m->optimizer),
+                    mib(m->model.activations), mib(m->model.shared), pool, mib(has), fix);
+}
+
+void vkg_strategy_memory(const vkg_strategy *s, vkg_stage_memory *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!s->model)
+        return;
+    vkg_gpt2_opts o = *vkg_gpt2_opts_of(s->model);
+    o.max_allocation = vkg_device_get_info(s->mc.dev)->max_allocation_bytes;
+    if (vkg_gpt2_memory(&s->mc.cfg, &o, &out->model) != VKG_OK)
+        vkg_error_clear();
+    out->first = o.part.first, out->last = o.part.last, out->slots = o.slots;
+    out->optimizer = s->opt ? vkg_adamw_device_bytes(s->opt) : 0;
+    out->total = vkg_strategy_device_bytes(s);
+    out->host = vkg_gpt2_host_bytes(s->model);
+}
+
 vkg_status vkg__strategy_whole_build(vkg_strategy *s, vkg_gpt2_part part, int slots)
 {
     const vkg_strategy_model *mc = &s->mc;
@@ -170,6 +256,7 @@ vkg_status vkg__strategy_whole_build(vkg_strategy *s, vkg_gpt2_part part, int sl
     o.loss_scale = vkg_dp_loss_scale(s->dp);
     o.part = part;
     o.slots = slots;
+    o.recompute = mc->recompute;
     VKG_TRY(vkg_gpt2_create(mc->dev, &mc->cfg, &o, &s->model));
     VKG_TRY(vkg_strategy_create_adamw(&mc->adamw, s->model, &s->opt));
     size_t bt = (size_t)o.B * (size_t)o.T;
@@ -185,6 +272,10 @@ vkg_status vkg_strategy_build(vkg_strategy *s, const vkg_strategy_model *mc)
     s->mc = *mc;
     if (s->vt->build)
         return s->vt->build(s);
+    const vkg_device_info *info = vkg_device_get_info(mc->dev);
+    vkg_plan_opts po = {.recompute = mc->recompute, .max_allocation = info->max_allocation_bytes};
+    VKG_TRY(vkg_strategy_check_fit(&mc->cfg, vkg_dp_rank_batch(s->dp), mc->T, mc->accum_steps, 1,
+                                   NULL, 0, &po, 0, info->device_local_bytes));
     return vkg__strategy_whole_build(s, vkg_gpt2_whole(&mc->cfg), 1);
 }
 

@@ -84,6 +84,7 @@ typedef struct vkg_strategy_model {
     vkg_gpt2_config cfg;    /* the whole model */
     int T;                  /* sequence length */
     int accum_steps;        /* micro-batches per optimizer step */
+    int recompute;          /* VKG_GPT2_RECOMPUTE_* */
     vkg_adamw_config adamw; /* the optimizer */
 } vkg_strategy_model;
 
@@ -102,14 +103,37 @@ vkg_status vkg_strategy_create_adamw(const vkg_adamw_config *cfg, vkg_gpt2 *m, v
 typedef struct vkg_stage_memory {
     int first, last, slots;
     vkg_gpt2_memory_plan model;
-    size_t optimizer, total;
+    size_t optimizer, total; /* total: model.allocated + optimizer */
+    size_t host;             /* host-visible copies (vkg_strategy_memory only) */
+    int allocations;         /* device allocations (the model's and AdamW's) */
 } vkg_stage_memory;
+
+/* How a plan is made: the recomputation and the largest allocation (0: no limit). */
+typedef struct vkg_plan_opts {
+    int recompute;
+    uint64_t max_allocation;
+} vkg_plan_opts;
 
 /* The memory of each of S stages (stages[S]) for a model of cfg trained with micro-batches of B
  * x T and M micro-batches per step under schedule kind, split by pp_layers (NULL: the automatic
  * split), without a device. Errors: the split's and vkg_gpt2_memory's. */
 vkg_status vkg_strategy_plan(const vkg_gpt2_config *cfg, int B, int T, int M, int S,
-                             const int *pp_layers, int kind, vkg_stage_memory *stages);
+                             const int *pp_layers, int kind, const vkg_plan_opts *po,
+                             vkg_stage_memory *stages);
+/* Whether stage `stage` of that plan fits a device with `has` bytes (0: unknown) and a largest
+ * allocation of po->max_allocation: VKG_OK, or VKG_ERR_NOMEM naming the stage, the pool or
+ * tensor at fault, the bytes needed and available, and the largest micro-batch (--batch) that
+ * fits (or that none does). */
+vkg_status vkg_strategy_check_fit(const vkg_gpt2_config *cfg, int B, int T, int M, int S,
+                                  const int *pp_layers, int kind, const vkg_plan_opts *po,
+                                  int stage, uint64_t has);
+/* The largest B in [1, B_max] whose plan fits stage `stage` (0: none). */
+int vkg_strategy_largest_batch(const vkg_gpt2_config *cfg, int B_max, int T, int M, int S,
+                               const int *pp_layers, int kind, const vkg_plan_opts *po, int stage,
+                               uint64_t has);
+/* This rank's memory as built (its model part's plan under the device's limit, AdamW's bytes,
+ * host-visible copies). */
+void vkg_strategy_memory(const vkg_strategy *s, vkg_stage_memory *out);
 
 /* Pipeline: this rank's stage and its layers [first, last) (0, 0, L without a pipeline, once
  * built). */

@@ -257,6 +257,7 @@ static vkg_status setup(vkg_trainer_t *t)
     dopts.validation = c->validation;
     dopts.force_staging = c->force_staging;
     dopts.memory_limit = c->memory_limit;
+    dopts.max_allocation = c->max_allocation;
     dopts.profiling = c->profile;
     VKG_TRY(join(t));
     if (t->ckpt_dir[0] && vkg_strategy_rank(t->par) == 0) /* before anything is written there */
@@ -273,6 +274,7 @@ static vkg_status setup(vkg_trainer_t *t)
         .cfg = t->mcfg,
         .T = t->T,
         .accum_steps = t->accum_steps,
+        .recompute = c->recompute,
         .adamw = {
             .beta1 = c->beta1, .beta2 = c->beta2, .eps = c->eps, .weight_decay = c->weight_decay}};
     VKG_TRY_GOTO(st, vkg_strategy_build(t->par, &sm), done);
@@ -397,6 +399,13 @@ void vkg_trainer_get_info(const vkg_trainer_t *t, vkg_trainer_info *info)
     info->pp = t->cfg.pp > 1 ? t->cfg.pp : 1;
     vkg_strategy_stage(t->par, &info->stage, &info->first_layer, &info->last_layer);
     info->activation_bytes = vkg_strategy_activation_bytes(t->par);
+    vkg_stage_memory mem;
+    vkg_strategy_memory(t->par, &mem);
+    info->param_bytes = mem.model.params, info->grad_bytes = mem.model.grads;
+    info->optimizer_bytes = mem.optimizer, info->shared_bytes = mem.model.shared;
+    info->host_bytes = mem.host;
+    info->allocations = mem.model.allocations;
+    info->max_allocation = vkg_device_get_info(t->dev)->max_allocation_bytes;
 }
 
 int vkg_trainer_done(const vkg_trainer_t *t)

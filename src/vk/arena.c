@@ -1,6 +1,14 @@
-/* Memory arenas: one device buffer per role with a bump allocator handing out tensor views by
+/* Memory arenas: device memory per role with a bump allocator handing out tensor views by
  * device address, and host transfers (direct mapping on unified memory, staging otherwise).
- * Arenas never free individual tensors: the model's memory plan is static. */
+ * Arenas never free individual tensors: the model's memory plan is static.
+ *
+ * An arena is one or more blocks, each one VkBuffer bound to one allocation no larger than the
+ * device's largest allocation (vkg_device_info.max_allocation_bytes). Tensors are placed in
+ * order and never straddle two blocks: a tensor that does not fit in the rest of the current
+ * block opens the next. An arena made from its list of tensors sizes each block to the tensors
+ * that will fill it (nothing is wasted); one made from a byte count sizes it to what the arena
+ * still has to hold, at most the limit. vkg_arena_place is that rule without a device, so plans
+ * compute exactly what is allocated. */
 #include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,16 +18,107 @@
 
 #define ARENA_ALIGN 256
 #define STAGING_CHUNK ((size_t)64 << 20)
+#define MAX_BLOCKS 4096
 
-struct vkg_arena {
-    vkg_device_t *dev;
+typedef struct arena_block {
     VkBuffer buffer;
     VkDeviceMemory memory;
     uint64_t base_addr;
     void *map; /* non-NULL on unified-memory devices and for host arenas */
-    size_t size, used;
+} arena_block;
+
+struct vkg_arena {
+    vkg_device_t *dev;
+    arena_block *blocks;
+    vkg_arena_cursor cur;
+    size_t *list; /* the tensors' bytes, for arenas made from their list */
+    int host;
     char role[32];
 };
+
+static size_t align_up(size_t n)
+{
+    return (n + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN;
+}
+
+vkg_arena_cursor vkg_arena_cursor_start(size_t bytes, uint64_t max_allocation)
+{
+    vkg_arena_cursor c = {.declared = bytes ? bytes : ARENA_ALIGN};
+    /* Whole 64 KiB units, so that the driver's size alignment cannot take a block over. */
+    uint64_t m = max_allocation >= (1u << 16) ? max_allocation & ~(uint64_t)0xFFFF : max_allocation;
+    c.max_block = !m || m > SIZE_MAX ? SIZE_MAX : (size_t)m;
+    return c;
+}
+
+vkg_status vkg_arena_place(vkg_arena_cursor *c, size_t bytes, const char *role, size_t *offset,
+                           size_t *open)
+{
+    size_t need = align_up(bytes ? bytes : 1);
+    *open = 0;
+    VKG_CHECK(need <= c->max_block, VKG_ERR_NOMEM,
+              "arena %s: a tensor of %zu bytes is larger than the device's largest allocation "
+              "(%zu bytes)",
+              role, bytes, c->max_block);
+    VKG_CHECK(c->placed <= c->declared && bytes <= c->declared - c->placed, VKG_ERR_NOMEM,
+              "arena %s: %zu bytes requested, %zu of %zu used", role, bytes, c->placed,
+              c->declared);
+    if (c->list) {
+        VKG_CHECK(c->index < c->nlist && c->list[c->index] == bytes, VKG_ERR_STATE,
+                  "arena %s: tensor %d of %zu bytes is not the %zu bytes of its plan", role,
+                  c->index, bytes, c->index < c->nlist ? c->list[c->index] : 0);
+    }
+    size_t start = align_up(c->block_used);
+    if (c->blocks == 0 || start > c->block_size || bytes > c->block_size - start) {
+        size_t rest = c->declared - c->placed;
+        size_t size = rest < c->max_block ? rest : c->max_block;
+        if (c->list) { /* exactly the tensors from here that fit in one allocation */
+            size = 0;
+            for (int j = c->index; j < c->nlist; j++) {
+                size_t a = align_up(c->list[j] ? c->list[j] : 1);
+                if (j > c->index && a > c->max_block - size)
+                    break;
+                size += a;
+            }
+        }
+        VKG_CHECK(c->blocks < MAX_BLOCKS, VKG_ERR_NOMEM,
+                  "arena %s: more than %d allocations of at most %zu bytes", role, MAX_BLOCKS,
+                  c->max_block);
+        c->blocks++;
+        c->block_size = size;
+        c->allocated += size;
+        start = 0;
+        *open = size;
+    }
+    *offset = start;
+    c->block_used = start + bytes;
+    c->placed += need;
+    c->index++;
+    return VKG_OK;
+}
+
+static size_t list_bytes(const size_t *bytes, int n)
+{
+    size_t total = 0;
+    for (int i = 0; i < n; i++)
+        total += align_up(bytes[i] ? bytes[i] : 1);
+    return total;
+}
+
+vkg_status vkg_arena_plan(const size_t *bytes, int n, uint64_t max_allocation, const char *role,
+                          size_t *allocated, int *blocks)
+{
+    vkg_arena_cursor c = vkg_arena_cursor_start(list_bytes(bytes, n), max_allocation);
+    c.list = bytes, c.nlist = n;
+    for (int i = 0; i < n; i++) {
+        size_t off = 0, open = 0;
+        VKG_TRY(vkg_arena_place(&c, bytes[i], role, &off, &open));
+    }
+    if (allocated)
+        *allocated = c.allocated;
+    if (blocks)
+        *blocks = c.blocks;
+    return VKG_OK;
+}
 
 static vkg_status make_buffer(vkg_device_t *dev, size_t bytes, VkBufferUsageFlags usage,
                               uint32_t mem_type, int device_address, VkBuffer *buf,
@@ -61,51 +160,86 @@ static vkg_status make_buffer(vkg_device_t *dev, size_t bytes, VkBufferUsageFlag
     return VKG_OK;
 }
 
-static vkg_status arena_create(vkg_device_t *dev, size_t bytes, const char *role, int host,
-                               vkg_arena **out)
+/* Allocate block number a->cur.blocks - 1 of `bytes`; on failure nothing of it remains. */
+static vkg_status open_block(vkg_arena *a, size_t bytes)
 {
-    vkg_status st = VKG_OK;
+    vkg_device_t *dev = a->dev;
+    int i = a->cur.blocks - 1;
+    arena_block *nb = realloc(a->blocks, (size_t)a->cur.blocks * sizeof *nb);
+    VKG_CHECK(nb, VKG_ERR_NOMEM, "no memory for the blocks of arena %s", a->role);
+    a->blocks = nb;
+    arena_block *b = &a->blocks[i];
+    memset(b, 0, sizeof *b);
+    VkBufferUsageFlags usage = VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+    if (!a->host)
+        usage |= VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT;
+    vkg_status st =
+        make_buffer(dev, bytes, usage, a->host ? dev->mem_type_host : dev->mem_type_device,
+                    !a->host, &b->buffer, &b->memory);
+    if (st != VKG_OK)
+        return vkg__error_wrap(st, "arena %s, allocation %d", a->role, i + 1);
+    if (!a->host) {
+        VkBufferDeviceAddressInfo bai = {.sType = VK_STRUCTURE_TYPE_BUFFER_DEVICE_ADDRESS_INFO,
+                                         .buffer = b->buffer};
+        b->base_addr = vkGetBufferDeviceAddress(dev->device, &bai);
+    }
+    if (a->host || dev->info.unified_memory) {
+        VkResult r = vkMapMemory(dev->device, b->memory, 0, VK_WHOLE_SIZE, 0, &b->map);
+        if (r != VK_SUCCESS) {
+            vkDestroyBuffer(dev->device, b->buffer, NULL);
+            vkFreeMemory(dev->device, b->memory, NULL);
+            memset(b, 0, sizeof *b);
+            return VKG_FAIL(vkg__vk_status(r), "arena %s: vkMapMemory: %s", a->role,
+                            vkg__vk_result_str(r));
+        }
+    }
+    return VKG_OK;
+}
+
+static vkg_status arena_create(vkg_device_t *dev, size_t bytes, const size_t *list, int n,
+                               const char *role, int host, vkg_arena **out)
+{
     vkg_arena *a = calloc(1, sizeof *a);
     VKG_CHECK(a, VKG_ERR_NOMEM, "no memory for arena %s", role);
     a->dev = dev;
-    a->size = bytes ? bytes : ARENA_ALIGN;
+    a->host = host;
+    a->cur =
+        vkg_arena_cursor_start(list ? list_bytes(list, n) : bytes, dev->info.max_allocation_bytes);
     snprintf(a->role, sizeof a->role, "%s", role ? role : "?");
-    VkBufferUsageFlags usage = VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
-    if (!host)
-        usage |= VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT;
-    st = make_buffer(dev, a->size, usage, host ? dev->mem_type_host : dev->mem_type_device, !host,
-                     &a->buffer, &a->memory);
-    if (st != VKG_OK) {
-        vkg__error_wrap(st, "arena %s", a->role);
-        goto fail;
+    if (list) {
+        a->list = malloc((size_t)(n ? n : 1) * sizeof *a->list);
+        if (!a->list) {
+            free(a);
+            return VKG_FAIL(VKG_ERR_NOMEM, "no memory for arena %s", role);
+        }
+        memcpy(a->list, list, (size_t)n * sizeof *list);
+        a->cur.list = a->list, a->cur.nlist = n;
     }
-    if (!host) {
-        VkBufferDeviceAddressInfo bai = {.sType = VK_STRUCTURE_TYPE_BUFFER_DEVICE_ADDRESS_INFO,
-                                         .buffer = a->buffer};
-        a->base_addr = vkGetBufferDeviceAddress(dev->device, &bai);
-    }
-    if (host || dev->info.unified_memory)
-        VKG_VK_GOTO(st, vkMapMemory(dev->device, a->memory, 0, VK_WHOLE_SIZE, 0, &a->map), fail);
     *out = a;
     return VKG_OK;
-fail:
-    vkg_arena_destroy(&a);
-    return st;
+}
+
+vkg_status vkg_arena_create_list(vkg_device_t *dev, const size_t *bytes, int n, const char *role,
+                                 vkg_arena **out)
+{
+    return arena_create(dev, 0, bytes, n, role, 0, out);
 }
 
 vkg_status vkg_arena_create(vkg_device_t *dev, size_t bytes, const char *role, vkg_arena **out)
 {
-    return arena_create(dev, bytes, role, 0, out);
+    return arena_create(dev, bytes, NULL, 0, role, 0, out);
 }
 
 vkg_status vkg_arena_create_host(vkg_device_t *dev, size_t bytes, const char *role, vkg_arena **out)
 {
-    return arena_create(dev, bytes, role, 1, out);
+    return arena_create(dev, bytes, NULL, 0, role, 1, out);
 }
 
-void *vkg_arena_host_ptr(const vkg_arena *a)
+void *vkg_tensor_host_ptr(vkg_tensor t)
 {
-    return a->map;
+    if (!t.arena || t.block >= (uint32_t)t.arena->cur.blocks || !t.arena->blocks[t.block].map)
+        return NULL;
+    return (char *)t.arena->blocks[t.block].map + t.offset;
 }
 
 void vkg_arena_destroy(vkg_arena **pa)
@@ -113,35 +247,52 @@ void vkg_arena_destroy(vkg_arena **pa)
     vkg_arena *a = pa ? *pa : NULL;
     if (!a)
         return;
-    if (a->buffer)
-        vkDestroyBuffer(a->dev->device, a->buffer, NULL);
-    if (a->memory)
-        vkFreeMemory(a->dev->device, a->memory, NULL); /* unmaps implicitly */
+    for (int i = 0; a->blocks && i < a->cur.blocks; i++) {
+        if (a->blocks[i].buffer)
+            vkDestroyBuffer(a->dev->device, a->blocks[i].buffer, NULL);
+        if (a->blocks[i].memory)
+            vkFreeMemory(a->dev->device, a->blocks[i].memory, NULL); /* unmaps implicitly */
+    }
+    free(a->blocks);
+    free(a->list);
     free(a);
     *pa = NULL;
 }
 
 vkg_status vkg_arena_alloc(vkg_arena *a, size_t bytes, vkg_tensor *out)
 {
-    size_t start = (a->used + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN;
-    VKG_CHECK(start <= a->size && bytes <= a->size - start, VKG_ERR_NOMEM,
-              "arena %s: %zu bytes requested, %zu of %zu used", a->role, bytes, start, a->size);
-    out->addr = a->base_addr + start;
+    vkg_arena_cursor before = a->cur;
+    size_t start = 0, open = 0;
+    VKG_TRY(vkg_arena_place(&a->cur, bytes, a->role, &start, &open));
+    if (open) {
+        vkg_status st = open_block(a, open);
+        if (st != VKG_OK) {
+            a->cur = before; /* the failed block left nothing behind */
+            return st;
+        }
+    }
+    int b = a->cur.blocks - 1;
+    out->addr = a->blocks[b].base_addr + start;
     out->offset = start;
     out->bytes = bytes;
     out->arena = a;
-    a->used = start + bytes;
+    out->block = (uint32_t)b;
     return VKG_OK;
 }
 
 size_t vkg_arena_used(const vkg_arena *a)
 {
-    return a->used;
+    return a->cur.placed;
 }
 
 size_t vkg_arena_size(const vkg_arena *a)
 {
-    return a->size;
+    return a->cur.allocated;
+}
+
+int vkg_arena_blocks(const vkg_arena *a)
+{
+    return a->cur.blocks;
 }
 
 vkg_tensor vkg_tensor_view(vkg_tensor t, size_t offset, size_t bytes)
@@ -153,9 +304,9 @@ vkg_tensor vkg_tensor_view(vkg_tensor t, size_t offset, size_t bytes)
     return t;
 }
 
-VkBuffer vkg__arena_buffer(const vkg_arena *a)
+VkBuffer vkg__tensor_buffer(vkg_tensor t)
 {
-    return a->buffer;
+    return t.arena->blocks[t.block].buffer;
 }
 
 static vkg_status ensure_staging(vkg_device_t *dev, size_t bytes)
@@ -224,15 +375,16 @@ static vkg_status transfer(vkg_device_t *dev, vkg_tensor t, size_t offset, void 
     VKG_CHECK(offset <= t.bytes && bytes <= t.bytes - offset, VKG_ERR_INVALID_ARG,
               "transfer of %zu bytes at offset %zu exceeds a %zu-byte tensor of arena %s", bytes,
               offset, t.bytes, t.arena ? t.arena->role : "?");
+    VKG_CHECK(t.arena, VKG_ERR_INVALID_ARG, "transfer to or from a tensor that is not allocated");
     if (bytes == 0)
         return VKG_OK;
-    vkg_arena *a = t.arena;
     size_t off = t.offset + offset;
-    if (a->map) {
+    char *map = vkg_tensor_host_ptr(t);
+    if (map) {
         if (to_device)
-            memcpy((char *)a->map + off, host, bytes);
+            memcpy(map + offset, host, bytes);
         else
-            memcpy(host, (char *)a->map + off, bytes);
+            memcpy(host, map + offset, bytes);
         return VKG_OK;
     }
     size_t chunk = bytes < STAGING_CHUNK ? bytes : STAGING_CHUNK;
@@ -241,7 +393,7 @@ static vkg_status transfer(vkg_device_t *dev, vkg_tensor t, size_t offset, void 
         size_t n = bytes - done < chunk ? bytes - done : chunk;
         if (to_device)
             memcpy(dev->staging_map, (char *)host + done, n);
-        VKG_TRY(staged_copy(dev, a->buffer, off + done, n, to_device));
+        VKG_TRY(staged_copy(dev, vkg__tensor_buffer(t), off + done, n, to_device));
         if (!to_device)
             memcpy((char *)host + done, dev->staging_map, n);
     }

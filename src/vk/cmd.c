@@ -156,7 +156,7 @@ vkg_status vkg_cmd_copy(vkg_cmd *c, vkg_tensor dst, vkg_tensor src, size_t bytes
     if (c->pending)
         vkg_cmd_barrier(c);
     VkBufferCopy region = {.srcOffset = src.offset, .dstOffset = dst.offset, .size = bytes};
-    vkCmdCopyBuffer(c->cb, vkg__arena_buffer(src.arena), vkg__arena_buffer(dst.arena), 1, &region);
+    vkCmdCopyBuffer(c->cb, vkg__tensor_buffer(src), vkg__tensor_buffer(dst), 1, &region);
     c->pending = 1;
     return VKG_OK;
 }

@@ -3,6 +3,7 @@
  * Also submit/wait on the timeline. Memory lives in arena.c, pipelines in kernel.c, the tuning
  * derived from the device's capabilities in tuning.c. */
 #include <ctype.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -203,6 +204,45 @@ static vkg_status open_logical(vkg_device_t *dev)
     return VKG_OK;
 }
 
+/* "33554432", "32M", "2G": bytes with an optional binary K, M or G suffix. */
+static int parse_bytes(const char *s, uint64_t *out)
+{
+    char *end = NULL;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s || *s == '-')
+        return 0;
+    unsigned shift = 0;
+    if (*end == 'K' || *end == 'k')
+        shift = 10, end++;
+    else if (*end == 'M' || *end == 'm')
+        shift = 20, end++;
+    else if (*end == 'G' || *end == 'g')
+        shift = 30, end++;
+    if (*end || v > (UINT64_MAX >> shift))
+        return 0;
+    *out = (uint64_t)v << shift;
+    return 1;
+}
+
+/* The allocation limit the opts or VKG_MAX_ALLOCATION impose, where smaller than the driver's. */
+static vkg_status apply_allocation_cap(vkg_device_t *dev)
+{
+    uint64_t cap = dev->opts.max_allocation;
+    const char *env = getenv("VKG_MAX_ALLOCATION");
+    if (env && *env) {
+        uint64_t v = 0;
+        VKG_CHECK(parse_bytes(env, &v) && v >= 4096, VKG_ERR_INVALID_ARG,
+                  "VKG_MAX_ALLOCATION='%s' is not a size of at least 4096 bytes (e.g. 33554432, "
+                  "32M or 2G)",
+                  env);
+        cap = cap && cap < v ? cap : v;
+    }
+    if (cap && (cap < dev->info.max_allocation_bytes || !dev->info.max_allocation_bytes))
+        dev->info.max_allocation_bytes = cap;
+    return VKG_OK;
+}
+
 vkg_status vkg_device_create(const vkg_device_opts *opts, vkg_device_t **out)
 {
     vkg_status st = VKG_OK;
@@ -227,6 +267,7 @@ vkg_status vkg_device_create(const vkg_device_opts *opts, vkg_device_t **out)
     dev->info = infos[chosen];
     if (dev->opts.memory_limit && dev->opts.memory_limit < dev->info.device_local_bytes)
         dev->info.device_local_bytes = dev->opts.memory_limit;
+    VKG_TRY_GOTO(st, apply_allocation_cap(dev), fail);
     VKG_TRY_GOTO(st, open_logical(dev), fail);
     free(phys);
     free(infos);

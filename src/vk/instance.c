@@ -222,11 +222,30 @@ static void append_missing(vkg_device_info *info, const char *what)
     snprintf(info->missing + len, sizeof info->missing - len, "%s%s", len ? ", " : "", what);
 }
 
+static int device_has_extension(VkPhysicalDevice phys, const char *name)
+{
+    uint32_t n = 0;
+    if (vkEnumerateDeviceExtensionProperties(phys, NULL, &n, NULL) != VK_SUCCESS || n == 0)
+        return 0;
+    VkExtensionProperties *e = calloc(n, sizeof *e);
+    int found = 0;
+    if (e && vkEnumerateDeviceExtensionProperties(phys, NULL, &n, e) == VK_SUCCESS)
+        for (uint32_t i = 0; i < n && !found; i++)
+            found = !strcmp(e[i].extensionName, name);
+    free(e);
+    return found;
+}
+
 void vkg__device_describe(VkPhysicalDevice phys, int index, vkg_device_info *info)
 {
     memset(info, 0, sizeof *info);
+    VkPhysicalDeviceMaintenance4PropertiesKHR maint4 = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_4_PROPERTIES_KHR};
+    VkPhysicalDeviceMaintenance3Properties maint3 = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES,
+        .pNext = device_has_extension(phys, "VK_KHR_maintenance4") ? &maint4 : NULL};
     VkPhysicalDeviceDriverProperties driver = {
-        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES, .pNext = &maint3};
     VkPhysicalDeviceSubgroupProperties subgroup = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES, .pNext = &driver};
     VkPhysicalDeviceProperties2 props = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
@@ -255,6 +274,11 @@ void vkg__device_describe(VkPhysicalDevice phys, int index, vkg_device_info *inf
     info->max_shared_memory = p->limits.maxComputeSharedMemorySize;
     info->max_workgroup_invocations = p->limits.maxComputeWorkGroupInvocations;
     info->max_push_constants = p->limits.maxPushConstantsSize;
+    info->driver_max_allocation = maint3.maxMemoryAllocationSize;
+    info->driver_max_buffer = maint4.maxBufferSize;
+    info->max_allocation_bytes = maint3.maxMemoryAllocationSize;
+    if (maint4.maxBufferSize && maint4.maxBufferSize < info->max_allocation_bytes)
+        info->max_allocation_bytes = maint4.maxBufferSize;
     info->buffer_device_address = f12.bufferDeviceAddress;
     info->timeline_semaphore = f12.timelineSemaphore;
     info->shader_float64 = feats.features.shaderFloat64;

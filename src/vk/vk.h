@@ -170,34 +170,68 @@ vkg_status vkg__device_wait(vkg_device_t *dev, uint64_t value, uint64_t timeout_
 
 typedef struct vkg_arena vkg_arena;
 
-/* A view of part of an arena: what shaders receive is `addr`. */
+/* A view of part of an arena: what shaders receive is `addr`. A tensor lies in one of the
+ * arena's allocations (blocks), never across two. */
 typedef struct vkg_tensor {
     uint64_t addr; /* device address of the first byte */
-    size_t offset; /* bytes from the start of the arena */
+    size_t offset; /* bytes from the start of its block */
     size_t bytes;
     vkg_arena *arena;
+    uint32_t block; /* which of the arena's allocations */
 } vkg_tensor;
+
+/* Placing tensors in an arena without a device: the rule vkg_arena_alloc follows, so that
+ * plans equal allocations. `declared` is what the arena will hold (tensors rounded up to 256
+ * bytes, in order); a block is opened when a tensor does not fit the current one, sized to the
+ * rest of the declared bytes, at most the largest allocation (rounded down to 64 KiB). */
+typedef struct vkg_arena_cursor {
+    const size_t *list; /* the tensors to come, when known (blocks sized to fit them) */
+    int nlist, index;
+    size_t declared, max_block;
+    size_t placed;     /* rounded bytes handed out */
+    size_t allocated;  /* sum of the blocks' sizes */
+    size_t block_size; /* the current block */
+    size_t block_used;
+    int blocks;
+} vkg_arena_cursor;
+/* A cursor for an arena of `bytes` under a largest allocation (0: no limit). */
+vkg_arena_cursor vkg_arena_cursor_start(size_t bytes, uint64_t max_allocation);
+/* Place the next tensor: its offset in the current block, and *open > 0 (the new block's size)
+ * when it starts a block. VKG_ERR_NOMEM naming the role when the tensor is larger than the
+ * largest allocation or the declared bytes are used up. */
+vkg_status vkg_arena_place(vkg_arena_cursor *c, size_t bytes, const char *role, size_t *offset,
+                           size_t *open);
+/* The bytes allocated and the number of blocks of an arena made by vkg_arena_create_list for
+ * tensors of bytes[0..n) (either out may be NULL); the errors of vkg_arena_place. */
+vkg_status vkg_arena_plan(const size_t *bytes, int n, uint64_t max_allocation, const char *role,
+                          size_t *allocated, int *blocks);
 
 /* Create an arena of `bytes` device memory for one role ("params", "acts", ...). The role names
  * the arena in error messages. */
 vkg_status vkg_arena_create(vkg_device_t *dev, size_t bytes, const char *role, vkg_arena **out);
+/* An arena for exactly the tensors bytes[0..n), allocated in that order (another size is
+ * VKG_ERR_STATE): each allocation holds the tensors that fit in it, none is larger than needed. */
+vkg_status vkg_arena_create_list(vkg_device_t *dev, const size_t *bytes, int n, const char *role,
+                                 vkg_arena **out);
 /* An arena of host-visible memory, always mapped, for copies between the device and the host
  * while the device works on other memory (its tensors have no device address: not for shaders). */
 vkg_status vkg_arena_create_host(vkg_device_t *dev, size_t bytes, const char *role,
                                  vkg_arena **out);
-/* The host mapping of an arena: host arenas, and every arena on unified-memory devices; NULL
- * otherwise. */
-void *vkg_arena_host_ptr(const vkg_arena *a);
+/* The host mapping of a tensor's first byte: tensors of host arenas, and of every arena on
+ * unified-memory devices; NULL otherwise. */
+void *vkg_tensor_host_ptr(vkg_tensor t);
 /* Release the arena (NULL-safe, nulls *pa). Its tensors become invalid. */
 void vkg_arena_destroy(vkg_arena **pa);
 /* Take the next `bytes` (rounded up to 256-byte alignment) as a tensor. VKG_ERR_NOMEM with the
  * arena's role and sizes when it does not fit. */
 vkg_status vkg_arena_alloc(vkg_arena *a, size_t bytes, vkg_tensor *out);
+/* Bytes handed out (rounded), bytes allocated (all blocks) and the number of blocks so far. */
 size_t vkg_arena_used(const vkg_arena *a);
 size_t vkg_arena_size(const vkg_arena *a);
+int vkg_arena_blocks(const vkg_arena *a);
 
-/* The VkBuffer behind an arena (for copies). */
-VkBuffer vkg__arena_buffer(const vkg_arena *a);
+/* The VkBuffer a tensor lies in (for copies; its offset there is t.offset). */
+VkBuffer vkg__tensor_buffer(vkg_tensor t);
 
 /* A sub-view of t: [offset, offset + bytes). Asserts the range lies inside t. */
 vkg_tensor vkg_tensor_view(vkg_tensor t, size_t offset, size_t bytes);
