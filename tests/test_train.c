@@ -326,6 +326,79 @@ static void test_resume_is_bit_identical(void **state)
     free(params_b);
 }
 
+/* ---- memory plans ---------------------------------------------------------------------------- */
+
+/* Run STEPS steps of cfg and keep the records and the final parameters; info out. */
+static void run_whole(vkg_train_config *cfg, step_record *rec, float *params, vkg_trainer_info *info)
+{
+    vkg_trainer_t *t = NULL;
+    VKG_ASSERT_OK(vkg_trainer_create(cfg, &t));
+    vkg_trainer_get_info(t, info);
+    run_steps(t, 1, STEPS, rec);
+    VKG_ASSERT_OK(vkg_trainer_get_params(t, params));
+    destroy_expecting_no_validation_messages(&t);
+}
+
+static void expect_same_run(const char *what, const step_record *a, const step_record *b,
+                            const float *pa, const float *pb, size_t n)
+{
+    for (int s = 0; s < STEPS; s++)
+        if (memcmp(&a->loss[s], &b->loss[s], sizeof(float)) ||
+            memcmp(&a->norm[s], &b->norm[s], sizeof(float)) ||
+            memcmp(&a->eval[s], &b->eval[s], sizeof(float)))
+            fail_msg("%s: step %d loss %.9g / %.9g norm %.9g / %.9g eval %.9g / %.9g", what, s + 1,
+                     (double)a->loss[s], (double)b->loss[s], (double)a->norm[s],
+                     (double)b->norm[s], (double)a->eval[s], (double)b->eval[s]);
+    for (size_t i = 0; i < n; i++)
+        if (memcmp(&pa[i], &pb[i], sizeof *pa))
+            fail_msg("%s: parameter %zu %.9g / %.9g", what, i, (double)pa[i], (double)pb[i]);
+    printf("%s: %d steps, losses, norms and %zu parameters bitwise equal\n", what, STEPS, n);
+}
+
+/* Pools split into many allocations (a largest allocation just above the largest tensor, the
+ * staging path too) and GELU recomputation train bitwise as the plain run: same ops, same
+ * order of additions, other addresses. */
+static void test_split_memory_and_recompute_are_bit_identical(void **state)
+{
+    (void)state;
+    write_data("m");
+    run_paths p;
+    step_record plain, other;
+    vkg_trainer_info ip, io;
+    vkg_train_config c = tiny_config(&p, "m", NULL);
+    c.max_seq_len = MAXT;
+    size_t n = 0;
+    {
+        vkg_trainer_t *t = NULL;
+        VKG_ASSERT_OK(vkg_trainer_create(&c, &t));
+        vkg_trainer_get_info(t, &ip);
+        n = ip.num_params;
+        vkg_trainer_destroy(&t);
+    }
+    float *pa = vkg_test_alloc(n), *pb = vkg_test_alloc(n);
+    run_whole(&c, &plain, pa, &ip);
+    assert_true(plain.loss[STEPS - 1] < plain.loss[0]);
+
+    vkg_train_config cs = c;
+    cs.max_allocation = (ip.param_bytes + 65535) / 65536 * 65536; /* the parameters just fit */
+    cs.force_staging = 1;
+    run_whole(&cs, &other, pb, &io);
+    printf("allocations: %d without a limit, %d with %llu bytes at most; %.1f KiB of host copies\n",
+           ip.allocations, io.allocations, (unsigned long long)io.max_allocation,
+           (double)io.host_bytes / 1024.0);
+    assert_int_equal(io.max_allocation, cs.max_allocation);
+    assert_true(io.allocations > ip.allocations);
+    expect_same_run("split allocations, staging", &plain, &other, pa, pb, n);
+
+    vkg_train_config cr = c;
+    cr.recompute = 1;
+    run_whole(&cr, &other, pb, &io);
+    assert_true(io.activation_bytes < ip.activation_bytes);
+    expect_same_run("recompute gelu", &plain, &other, pa, pb, n);
+    free(pa);
+    free(pb);
+}
+
 /* ---- refused inputs -------------------------------------------------------------------------- */
 
 /* Corrupt a file in place: XOR the byte at offset with mask. */
@@ -675,6 +748,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_resume_is_bit_identical),
+        cmocka_unit_test(test_split_memory_and_recompute_are_bit_identical),
         cmocka_unit_test(test_corrupt_inputs_are_refused),
         cmocka_unit_test(test_bad_config_is_refused),
         cmocka_unit_test(test_crash_mid_checkpoint_resumes_older),

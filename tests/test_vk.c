@@ -277,6 +277,109 @@ static void test_staging_path(void **state)
         fail_msg("validation: %s", first);
 }
 
+/* An arena under a small largest allocation: tensors go to blocks that hold them whole, as
+ * vkg_arena_plan computes without a device; data and shader work are the same in every block,
+ * through the mapping and through staging; a tensor over the limit is refused by name; a bad
+ * VKG_MAX_ALLOCATION is refused naming the variable. */
+static void split_arena_case(int force_staging)
+{
+    vkg_device_opts opts = vkg_device_opts_default();
+    opts.select = getenv("VKGPT_DEVICE");
+    opts.validation = 1;
+    opts.force_staging = force_staging;
+    opts.max_allocation = 64 << 10;
+    vkg_device_t *dev = NULL;
+    VKG_ASSERT_OK(vkg_device_create(&opts, &dev));
+    assert_int_equal(vkg_device_get_info(dev)->max_allocation_bytes, 64 << 10);
+    /* 40 + 20 KiB fill one 64 KiB block; 40 KiB opens a second, where 30 more would not fit;
+     * 30 + 10 KiB the third; 64 KiB a fourth; 1000 bytes the fifth. */
+    const size_t list[] = {40 << 10, 20 << 10, 40 << 10, 30 << 10, 10 << 10, 64 << 10, 1000};
+    enum { N = sizeof list / sizeof list[0] };
+    size_t planned = 0;
+    int blocks = 0;
+    VKG_ASSERT_OK(vkg_arena_plan(list, N, 64 << 10, "t", &planned, &blocks));
+    assert_int_equal(blocks, 5);
+    vkg_arena *a = NULL;
+    VKG_ASSERT_OK(vkg_arena_create_list(dev, list, N, "split", &a));
+    vkg_tensor t[N];
+    for (int i = 0; i < N; i++)
+        VKG_ASSERT_OK(vkg_arena_alloc(a, list[i], &t[i]));
+    const uint32_t want_block[N] = {0, 0, 1, 2, 2, 3, 4};
+    for (int i = 0; i < N; i++)
+        assert_int_equal(t[i].block, want_block[i]);
+    assert_int_equal(vkg_arena_blocks(a), blocks);
+    assert_int_equal(vkg_arena_size(a), planned);
+    /* Another tensor than the plan's is refused. */
+    vkg_tensor extra;
+    assert_int_equal(vkg_arena_alloc(a, 4, &extra), VKG_ERR_STATE);
+    /* Every tensor: write, scale on the device, copy into the next tensor (across blocks), read. */
+    vkg_cmd *c = NULL;
+    VKG_ASSERT_OK(vkg_cmd_create(dev, &c));
+    VKG_ASSERT_OK(vkg_cmd_begin(c));
+    for (int i = 0; i < N; i++) {
+        size_t n = list[i] / 4;
+        float *host = malloc(list[i]);
+        assert_non_null(host);
+        for (size_t k = 0; k < n; k++)
+            host[k] = (float)(i * 100000 + (int)k);
+        VKG_ASSERT_OK(vkg_tensor_write(dev, t[i], 0, host, list[i]));
+        VKG_ASSERT_OK(vkg_op_scale(c, t[i], n, 2.0f));
+        free(host);
+    }
+    VKG_ASSERT_OK(vkg_cmd_copy(c, t[3], t[0], 16)); /* block 0 -> block 2 */
+    VKG_ASSERT_OK(vkg_cmd_end(c));
+    VKG_ASSERT_OK(vkg_cmd_run(c, 0));
+    for (int i = 0; i < N; i++) {
+        size_t n = list[i] / 4;
+        float *back = malloc(list[i]);
+        assert_non_null(back);
+        VKG_ASSERT_OK(vkg_tensor_read(dev, t[i], 0, back, list[i]));
+        for (size_t k = 0; k < n; k++) {
+            int src = i == 3 && k < 4 ? 0 : i;
+            float want = 2.0f * (float)(src * 100000 + (int)k);
+            if (back[k] != want)
+                fail_msg("tensor %d (block %u) element %zu: %g, expected %g", i, t[i].block, k,
+                         (double)back[k], (double)want);
+        }
+        free(back);
+    }
+    vkg_cmd_destroy(&c);
+    vkg_arena_destroy(&a);
+    /* A tensor larger than one allocation is refused, naming the arena and both sizes. */
+    size_t big = (64 << 10) + 4;
+    assert_int_equal(vkg_arena_plan(&big, 1, 64 << 10, "huge", NULL, NULL), VKG_ERR_NOMEM);
+    assert_non_null(strstr(vkg_error_message(), "arena huge"));
+    assert_non_null(strstr(vkg_error_message(), "largest allocation (65536 bytes)"));
+    VKG_ASSERT_OK(vkg_arena_create(dev, big, "lazy", &a));
+    assert_int_equal(vkg_arena_alloc(a, big, &extra), VKG_ERR_NOMEM);
+    assert_non_null(strstr(vkg_error_message(), "arena lazy"));
+    vkg_arena_destroy(&a);
+    char first[1024];
+    int msgs = vkg_device_destroy_report(&dev, first, sizeof first);
+    if (msgs)
+        fail_msg("validation: %s", first);
+}
+
+static void test_split_arenas(void **state)
+{
+    (void)state;
+    split_arena_case(0);
+    split_arena_case(1);
+    /* The environment variable does what the option does, and a bad value is named. */
+    setenv("VKG_MAX_ALLOCATION", "48K", 1);
+    vkg_device_opts opts = vkg_device_opts_default();
+    opts.select = getenv("VKGPT_DEVICE");
+    vkg_device_t *dev = NULL;
+    VKG_ASSERT_OK(vkg_device_create(&opts, &dev));
+    assert_int_equal(vkg_device_get_info(dev)->max_allocation_bytes, 48 << 10);
+    vkg_device_destroy(&dev);
+    setenv("VKG_MAX_ALLOCATION", "lots", 1);
+    assert_int_equal(vkg_device_create(&opts, &dev), VKG_ERR_INVALID_ARG);
+    assert_non_null(strstr(vkg_error_message(), "VKG_MAX_ALLOCATION='lots'"));
+    assert_null(dev);
+    unsetenv("VKG_MAX_ALLOCATION");
+}
+
 /* Messages the layer gives while the device is destroyed (an object left behind) are counted:
  * the report at destruction must bite. */
 static void test_leak_is_reported_at_destroy(void **state)
@@ -339,6 +442,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_tuning_set_checks_fields, vkg_gpu_setup,
                                         vkg_gpu_teardown),
         cmocka_unit_test(test_staging_path),
+        cmocka_unit_test(test_split_arenas),
         cmocka_unit_test(test_leak_is_reported_at_destroy),
         cmocka_unit_test_setup_teardown(test_validation_hook_reports_misuse, vkg_gpu_setup,
                                         vkg_gpu_teardown),

@@ -21,6 +21,7 @@ static void on_signal(int sig)
 
 static const char *const schedules[] = {"cosine", "linear", "constant", NULL};
 static const char *const pp_schedules[] = {"1f1b", "gpipe", NULL}; /* as vkg_train_config */
+static const char *const recomputes[] = {"none", "gelu", NULL};   /* as vkg_train_config */
 
 typedef struct train_opts {
     vkg_train_config cfg;
@@ -190,6 +191,11 @@ static int resumed_as_given(vkg_trainer_t *t, const train_opts *o)
     return 0;
 }
 
+static double mib(uint64_t b)
+{
+    return (double)b / 1048576.0;
+}
+
 static int run(vkg_trainer_t *t, const train_opts *o)
 {
     int tty = isatty(STDOUT_FILENO) && !o->quiet;
@@ -199,6 +205,12 @@ static int run(vkg_trainer_t *t, const train_opts *o)
            "the device\n",
            info.device, info.layers, info.heads, info.channels, info.max_seq_len, info.vocab_size,
            info.padded_vocab_size, info.num_params, (double)info.device_bytes / 1048576.0);
+    printf("memory: params %.1f + grads %.1f + AdamW %.1f + activations %.1f + their gradients and "
+           "scratch %.1f MiB in %d allocations of at most %.0f MiB; host copies %.1f MiB%s\n",
+           mib(info.param_bytes), mib(info.grad_bytes), mib(info.optimizer_bytes),
+           mib(info.activation_bytes), mib(info.shared_bytes), info.allocations,
+           mib(info.max_allocation), mib(info.host_bytes),
+           o->cfg.recompute ? "; GELU recomputed" : "");
     int dp = info.world_size / info.pp; /* data-parallel ranks */
     if (dp > 1)
         printf("batch: %d x %d tokens x %d accumulation, summed over %d ranks (rows %s) = %lld "
@@ -337,6 +349,9 @@ int vkg_cli_train(int argc, char **argv)
          100},
         {"--top-k", VKG_FLAG_INT, &o.top_k, "sample among the k likeliest tokens (0: all)", 0, 0,
          1 << 24},
+        {"--recompute", VKG_FLAG_CHOICE, &c->recompute,
+         "recompute activations in the backward pass to save memory (gelu: llm.c's -r 1)",
+         recomputes, 0, 0},
         {"--pp", VKG_FLAG_INT, &c->pp, "pipeline stages (ranks = data-parallel x pp)", 0, 1, 64},
         {"--pp-layers", VKG_FLAG_STR, &o.pp_layers,
          "layers per stage, e.g. 3,3,2 (default: balanced by estimated compute)", 0, 0, 0},

@@ -55,6 +55,11 @@ vkg_status vkg_arena_place(vkg_arena_cursor *c, size_t bytes, const char *role, 
 {
     size_t need = align_up(bytes ? bytes : 1);
     *open = 0;
+    if (c->list) {
+        VKG_CHECK(c->index < c->nlist && c->list[c->index] == bytes, VKG_ERR_STATE,
+                  "arena %s: tensor %d of %zu bytes is not the %zu bytes of its plan", role,
+                  c->index, bytes, c->index < c->nlist ? c->list[c->index] : 0);
+    }
     VKG_CHECK(need <= c->max_block, VKG_ERR_NOMEM,
               "arena %s: a tensor of %zu bytes is larger than the device's largest allocation "
               "(%zu bytes)",
@@ -62,11 +67,6 @@ vkg_status vkg_arena_place(vkg_arena_cursor *c, size_t bytes, const char *role, 
     VKG_CHECK(c->placed <= c->declared && bytes <= c->declared - c->placed, VKG_ERR_NOMEM,
               "arena %s: %zu bytes requested, %zu of %zu used", role, bytes, c->placed,
               c->declared);
-    if (c->list) {
-        VKG_CHECK(c->index < c->nlist && c->list[c->index] == bytes, VKG_ERR_STATE,
-                  "arena %s: tensor %d of %zu bytes is not the %zu bytes of its plan", role,
-                  c->index, bytes, c->index < c->nlist ? c->list[c->index] : 0);
-    }
     size_t start = align_up(c->block_used);
     if (c->blocks == 0 || start > c->block_size || bytes > c->block_size - start) {
         size_t rest = c->declared - c->placed;
