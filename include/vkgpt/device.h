@@ -19,6 +19,14 @@ extern "C" {
 
 typedef struct vkg_device vkg_device_t;
 
+/* The memory type an open device uses for one purpose (see vkg_device_info). */
+typedef struct vkg_memory_choice {
+    int type;            /* index among the device's memory types */
+    char flags[80];      /* its properties: "device-local host-visible host-coherent host-cached" */
+    int heap;            /* the heap it allocates from */
+    uint64_t heap_bytes; /* that heap's size */
+} vkg_memory_choice;
+
 typedef struct vkg_device_info {
     int index;       /* position in vkg_device_list's order */
     char name[256];  /* "llvmpipe (LLVM 15.0.6, 256 bits)" */
@@ -45,6 +53,13 @@ typedef struct vkg_device_info {
     int shader_float64, shader_int64, shader_float16, storage_16bit;
     int suitable;      /* every required feature present */
     char missing[128]; /* names of the required features that are absent, or "" */
+    /* Memory types by use, set by vkg_device_create (vkg_device_list leaves them zero, with
+     * flags ""): */
+    vkg_memory_choice mem_pool;     /* the arenas the GPU computes in */
+    vkg_memory_choice mem_readback; /* host arenas and staging, which the CPU reads back */
+    vkg_memory_choice mem_upload;   /* buffers the CPU only writes */
+    int readback_uncached;          /* 1: no usable host-cached type, so CPU reads of gradients and
+                                       checkpoints go through uncached memory and are slow */
 } vkg_device_info;
 
 /* List every Vulkan device. *out is a malloc'd array of *count entries (free() it).

@@ -1,5 +1,6 @@
 /* `vkgpt devices`: list every Vulkan device with vendor, type, memory and the features vkgpt
- * needs; `--device SPEC` (or VKGPT_DEVICE) checks that a device can be opened. */
+ * needs, and for each usable one the memory type vkgpt chooses per use (which means opening it);
+ * `--device SPEC` (or VKGPT_DEVICE) checks that a device can be opened. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +31,37 @@ static void print_device(const vkg_device_info *d)
         printf("    NOT usable by vkgpt: missing %s\n", d->missing);
 }
 
+static void print_choice(const char *use, const vkg_memory_choice *m)
+{
+    printf("    memory %-9s type %d (%s), heap %d of %.1f GiB\n", use, m->type, m->flags, m->heap,
+           (double)m->heap_bytes / (1024.0 * 1024.0 * 1024.0));
+}
+
+/* Open device index and print the memory type of each use, or why it could not be opened. */
+static void print_memory_choices(int index)
+{
+    char select[16];
+    snprintf(select, sizeof select, "%d", index);
+    vkg_device_opts opts = vkg_device_opts_default();
+    opts.select = select;
+    vkg_device_t *dev = NULL;
+    vkg_status st = vkg_device_create(&opts, &dev);
+    if (st != VKG_OK) {
+        printf("    memory types: not chosen, the device did not open (error on stderr)\n");
+        fflush(stdout);
+        vkg_cli_report("devices", st);
+        return;
+    }
+    const vkg_device_info *d = vkg_device_get_info(dev);
+    print_choice("pools", &d->mem_pool);
+    print_choice("readback", &d->mem_readback);
+    print_choice("uploads", &d->mem_upload);
+    if (d->readback_uncached)
+        printf("    WARNING: no host-cached memory type: reading gradients and checkpoints back "
+               "to the CPU goes through uncached memory and will be slow\n");
+    vkg_device_destroy(&dev);
+}
+
 int vkg_cli_devices(int argc, char **argv)
 {
     const char *select = getenv("VKGPT_DEVICE");
@@ -39,8 +71,10 @@ int vkg_cli_devices(int argc, char **argv)
         } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             printf(
                 "usage: vkgpt devices [--device INDEX|NAME]\n"
-                "  Lists Vulkan devices. With --device (or VKGPT_DEVICE), opens that device and\n"
-                "  fails with exit code 2 when it does not exist.\n");
+                "  Lists Vulkan devices, and for each usable one the memory type vkgpt uses for\n"
+                "  its arenas (pools), for what the CPU reads back and for uploads. With --device\n"
+                "  (or VKGPT_DEVICE), opens that device and fails with exit code 2 when it does\n"
+                "  not exist.\n");
             return 0;
         } else {
             fprintf(stderr, "vkgpt devices: unknown option '%s' (valid: --device, --help)\n",
@@ -53,8 +87,11 @@ int vkg_cli_devices(int argc, char **argv)
     vkg_status st = vkg_device_list(&infos, &n);
     if (st != VKG_OK)
         return vkg_cli_report("devices", st);
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n; i++) {
         print_device(&infos[i]);
+        if (infos[i].suitable)
+            print_memory_choices(infos[i].index);
+    }
     if (n == 0)
         printf("no Vulkan devices\n");
     free(infos);

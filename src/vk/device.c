@@ -1,7 +1,8 @@
 /* Opening a device: selection by index or name, the required-feature check, the logical device
  * with one compute queue, the command pool, the timeline semaphore and the shared pipeline layout.
- * Also submit/wait on the timeline. Memory lives in arena.c, pipelines in kernel.c, the tuning
- * derived from the device's capabilities in tuning.c. */
+ * Also the memory type of each use (chosen by memtype.c) and submit/wait on the timeline. Memory
+ * lives in arena.c, pipelines in kernel.c, the tuning derived from the device's capabilities in
+ * tuning.c. */
 #include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
@@ -100,16 +101,75 @@ static vkg_status choose(const vkg_device_info *infos, uint32_t n, const char *s
     return VKG_OK;
 }
 
-static int find_memory_type(VkPhysicalDevice phys, VkMemoryPropertyFlags want, uint32_t *out)
+/* The usages arena.c gives its buffers: device arenas are storage buffers with device
+ * addresses; host arenas and the staging buffer are copy sources and destinations only. */
+static const VkBufferUsageFlags pool_usage =
+    VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT |
+    VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_SHADER_DEVICE_ADDRESS_BIT;
+static const VkBufferUsageFlags host_usage =
+    VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+
+/* The memoryTypeBits of buffers of this usage. Vulkan makes them the same for every buffer with
+ * the same usage and create flags, so a small probe buffer speaks for arenas of any size. */
+static vkg_status buffer_type_bits(vkg_device_t *dev, VkBufferUsageFlags usage, uint32_t *bits)
+{
+    VkBufferCreateInfo bci = {.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO,
+                              .size = 256,
+                              .usage = usage,
+                              .sharingMode = VK_SHARING_MODE_EXCLUSIVE};
+    VkBuffer probe = VK_NULL_HANDLE;
+    VKG_VK(vkCreateBuffer(dev->device, &bci, NULL, &probe));
+    VkMemoryRequirements req;
+    vkGetBufferMemoryRequirements(dev->device, probe, &req);
+    vkDestroyBuffer(dev->device, probe, NULL);
+    *bits = req.memoryTypeBits;
+    return VKG_OK;
+}
+
+static void describe_choice(const VkPhysicalDeviceMemoryProperties *mem, uint32_t t,
+                            vkg_memory_choice *out)
+{
+    out->type = (int)t;
+    vkg__memtype_flags_str(mem->memoryTypes[t].propertyFlags, out->flags, sizeof out->flags);
+    out->heap = (int)mem->memoryTypes[t].heapIndex;
+    out->heap_bytes = mem->memoryHeaps[mem->memoryTypes[t].heapIndex].size;
+}
+
+/* Choose the memory type of each use (vk/memtype.h) for the buffers arena.c creates and record
+ * them in dev and dev->info. Unified memory is used unless force_staging is set or no
+ * device-local type can be mapped, in which case the device is treated as discrete. */
+static vkg_status choose_memory(vkg_device_t *dev)
 {
     VkPhysicalDeviceMemoryProperties mem;
-    vkGetPhysicalDeviceMemoryProperties(phys, &mem);
-    for (uint32_t t = 0; t < mem.memoryTypeCount; t++)
-        if ((mem.memoryTypes[t].propertyFlags & want) == want) {
-            *out = t;
-            return 1;
-        }
-    return 0;
+    vkGetPhysicalDeviceMemoryProperties(dev->phys, &mem);
+    uint32_t pool_bits = 0, host_bits = 0;
+    VKG_TRY(buffer_type_bits(dev, pool_usage, &pool_bits));
+    VKG_TRY(buffer_type_bits(dev, host_usage, &host_bits));
+    int unified = dev->info.unified_memory && !dev->opts.force_staging;
+    int pool = vkg__memtype_choose(&mem, pool_bits, VKG_MEM_POOL, unified);
+    if (pool < 0 && unified) {
+        unified = 0;
+        pool = vkg__memtype_choose(&mem, pool_bits, VKG_MEM_POOL, 0);
+    }
+    VKG_CHECK(pool >= 0, VKG_ERR_UNSUPPORTED,
+              "%s has no device-local memory type for storage buffers (memoryTypeBits 0x%x)",
+              dev->info.name, pool_bits);
+    int readback = vkg__memtype_choose(&mem, host_bits, VKG_MEM_READBACK, unified);
+    int upload = vkg__memtype_choose(&mem, host_bits, VKG_MEM_UPLOAD, unified);
+    VKG_CHECK(readback >= 0 && upload >= 0, VKG_ERR_UNSUPPORTED,
+              "%s has no host-visible coherent memory type for transfer buffers "
+              "(memoryTypeBits 0x%x)",
+              dev->info.name, host_bits);
+    dev->info.unified_memory = unified;
+    dev->mem_type_device = (uint32_t)pool;
+    dev->mem_type_host = (uint32_t)readback;
+    dev->mem_type_upload = (uint32_t)upload;
+    describe_choice(&mem, dev->mem_type_device, &dev->info.mem_pool);
+    describe_choice(&mem, dev->mem_type_host, &dev->info.mem_readback);
+    describe_choice(&mem, dev->mem_type_upload, &dev->info.mem_upload);
+    dev->info.readback_uncached =
+        !(mem.memoryTypes[readback].propertyFlags & VK_MEMORY_PROPERTY_HOST_CACHED_BIT);
+    return VKG_OK;
 }
 
 static vkg_status open_logical(vkg_device_t *dev)
@@ -179,24 +239,7 @@ static vkg_status open_logical(vkg_device_t *dev)
                                       .pPushConstantRanges = &range};
     VKG_VK(vkCreatePipelineLayout(dev->device, &lci, NULL, &dev->layout));
 
-    VkMemoryPropertyFlags unified = VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT |
-                                    VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT |
-                                    VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
-    if (dev->info.unified_memory && !dev->opts.force_staging &&
-        find_memory_type(dev->phys, unified, &dev->mem_type_device)) {
-        dev->mem_type_host = dev->mem_type_device;
-    } else {
-        dev->info.unified_memory = 0;
-        VKG_CHECK(
-            find_memory_type(dev->phys, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, &dev->mem_type_device),
-            VKG_ERR_UNSUPPORTED, "%s has no device-local memory type", dev->info.name);
-        VKG_CHECK(find_memory_type(dev->phys,
-                                   VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT |
-                                       VK_MEMORY_PROPERTY_HOST_COHERENT_BIT,
-                                   &dev->mem_type_host),
-                  VKG_ERR_UNSUPPORTED, "%s has no host-visible coherent memory type",
-                  dev->info.name);
-    }
+    VKG_TRY(choose_memory(dev));
     VkPhysicalDeviceProperties props;
     vkGetPhysicalDeviceProperties(dev->phys, &props);
     dev->timestamp_period = props.limits.timestampPeriod;

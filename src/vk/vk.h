@@ -15,6 +15,7 @@
 #include <vulkan/vulkan.h>
 
 #include "base/error.h"
+#include "vk/memtype.h"
 #include "vk/push_sizes.h"
 #include "vk/shaders.h"
 #include "vkgpt/device.h"
@@ -139,10 +140,13 @@ struct vkg_device {
     uint32_t queue_family;
     VkCommandPool pool;
     VkSemaphore timeline;
-    uint64_t timeline_value;  /* last value submitted for signalling */
-    VkPipelineLayout layout;  /* shared by every kernel: a 128-byte push-constant range */
-    uint32_t mem_type_device; /* arenas */
-    uint32_t mem_type_host;   /* staging (host-visible, coherent) */
+    uint64_t timeline_value; /* last value submitted for signalling */
+    VkPipelineLayout layout; /* shared by every kernel: a 128-byte push-constant range */
+    /* Memory types by use (vk/memtype.h), chosen when the device is created: */
+    uint32_t mem_type_device; /* VKG_MEM_POOL: arenas */
+    uint32_t mem_type_host;   /* VKG_MEM_READBACK: host arenas and staging (coherent, cached
+                                 where the device has such a type) */
+    uint32_t mem_type_upload; /* VKG_MEM_UPLOAD: buffers the CPU only writes (coherent) */
     float timestamp_period;   /* ns per tick */
     vkg_device_info info;
     vkg_device_opts opts;
