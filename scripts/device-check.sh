@@ -13,7 +13,9 @@
 #       elements in the activations); and, where python3 can import torch with CUDA, PyTorch's
 #       fp32 step on the same GPU and shapes. The log and a markdown summary go to OUT (default
 #       DIR/out, or $OUT when set). DEVCHECK_BATCHES (default "1 4 8 16") lists the batches, and
-#       DEVCHECK_BENCH_OPS=0 skips bench ops (for a quick check of the folder on lavapipe).
+#       DEVCHECK_BENCH_OPS=0 skips bench ops (for a quick check of the folder on lavapipe). It
+#       exits 1 when a test failed. ctest's device_check_bundle packs and runs it on lavapipe
+#       with no batches, so the folder cannot rot.
 # Build first (make build). pack also writes DIR.tar.gz (the validation layer and
 # OpenBLAS are most of it; 22 MB here), the thing to carry; on the machine:
 #   tar -xzf .devcheck.tar.gz -C /tmp && /tmp/.devcheck/run.sh "$OUT"
@@ -24,7 +26,7 @@ cd "$(dirname "$0")/.."
 build=${2:-build}
 dir=${3:-.devcheck}
 tests="test_vk test_matmul test_checker test_attention test_encoder test_layernorm test_pointwise
-       test_xent test_norm test_adamw test_elementwise test_gpt2 test_gpt2_parts"
+       test_xent test_norm test_adamw test_elementwise test_gpt2 test_gpt2_parts test_memtype"
 [ -x "$build/vkgpt" ] || { echo "device-check: $build/vkgpt is not built (make build)" >&2; exit 1; }
 rm -rf "$dir"
 mkdir -p "$dir/lib" "$dir/layers"
@@ -76,11 +78,12 @@ step "devices"
 echo "" >>"$sum"
 echo "| test | result | seconds |" >>"$sum"
 echo "|---|---|---|" >>"$sum"
+failed=0
 for t in "$here"/test_*; do
     name=$(basename "$t")
     step "$name"
     start=$(date +%s)
-    if "$t" >>"$log" 2>&1; then r=pass; else r="FAIL ($?)"; fi
+    if "$t" >>"$log" 2>&1; then r=pass; else r="FAIL ($?)"; failed=$((failed + 1)); fi
     echo "| $name | $r | $(( $(date +%s) - start )) |" >>"$sum"
 done
 if [ "${DEVCHECK_BENCH_OPS:-1}" != 0 ]; then
@@ -112,6 +115,7 @@ for B in ${DEVCHECK_BATCHES-1 4 8 16}; do
     echo "| B=$B | ${vms:-failed} | ${vtok:-failed} | ${pms:--} | ${ptok:--} |" >>"$sum"
 done
 cat "$sum"
+[ "$failed" = 0 ] || { echo "device-check: $failed test(s) failed (see $log)" >&2; exit 1; }
 RUN
 chmod +x "$dir/run.sh"
 tar -czf "$dir.tar.gz" -C "$(dirname "$dir")" "$(basename "$dir")"

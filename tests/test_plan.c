@@ -45,15 +45,15 @@ static count recount(size_t B, int recompute)
     k.params = r256(np);
     /* a slot: encoded; per layer ln1, mean, rstd, qkv, atty, att, attproj, residual2, ln2,
      * mean, rstd, fch, fch_gelu, fcproj, residual3; lnf, mean, rstd, logits, losses; tokens */
-    size_t layer = r256(BTC) + 2 * r256(BT) + r256(3 * BTC) + r256(BTC) + r256(att) +
-                   r256(BTC) + r256(BTC) + r256(BTC) + 2 * r256(BT) + r256(4 * BTC) +
+    size_t layer = r256(BTC) + 2 * r256(BT) + r256(3 * BTC) + r256(BTC) + r256(att) + r256(BTC) +
+                   r256(BTC) + r256(BTC) + 2 * r256(BT) + r256(4 * BTC) +
                    r256(recompute ? 0 : 4 * BTC) + r256(BTC) + r256(BTC);
-    k.acts = r256(BTC) + L * layer + r256(BTC) + 2 * r256(BT) + r256(BT * VP) + r256(BT) +
-             2 * r256(BT);
+    k.acts =
+        r256(BTC) + L * layer + r256(BTC) + 2 * r256(BT) + r256(BT * VP) + r256(BT) + 2 * r256(BT);
     /* one layer's gradients of the activations, two residual-stream buffers, dencoded, dlnf;
      * scratch: the transposed matmul input, the score gradients, dtop, the GELU buffer */
-    k.shared = r256(BTC) * 8 + r256(3 * BTC) + 2 * r256(4 * BTC) + 2 * r256(BTC) +
-               r256(4 * BTC) + r256(att) + r256(BTC) + r256(recompute ? 4 * BTC : 0);
+    k.shared = r256(BTC) * 8 + r256(3 * BTC) + 2 * r256(4 * BTC) + 2 * r256(BTC) + r256(4 * BTC) +
+               r256(att) + r256(BTC) + r256(recompute ? 4 * BTC : 0);
     k.adamw = 2 * r256(np) + r256(1024) + 512;
     k.total = 2 * k.params + k.acts + k.shared + k.adamw;
     k.largest = k.params;
@@ -121,8 +121,7 @@ static void test_gpt2_124m_under_every_driver(void **state)
                         if (!strstr(vkg_error_message(), needle))
                             fail_msg("B=%d limit %llu memory %llu: wanted '%s' in: %s", B,
                                      (unsigned long long)drivers[d],
-                                     (unsigned long long)memories[mm], needle,
-                                     vkg_error_message());
+                                     (unsigned long long)memories[mm], needle, vkg_error_message());
                     }
                     assert_int_equal(vkg_strategy_largest_batch(&cfg, 64, T, 1, 1, NULL, 0, &po, 0,
                                                                 memories[mm]),

@@ -329,7 +329,8 @@ static void test_resume_is_bit_identical(void **state)
 /* ---- memory plans ---------------------------------------------------------------------------- */
 
 /* Run STEPS steps of cfg and keep the records and the final parameters; info out. */
-static void run_whole(vkg_train_config *cfg, step_record *rec, float *params, vkg_trainer_info *info)
+static void run_whole(vkg_train_config *cfg, step_record *rec, float *params,
+                      vkg_trainer_info *info)
 {
     vkg_trainer_t *t = NULL;
     VKG_ASSERT_OK(vkg_trainer_create(cfg, &t));
@@ -347,8 +348,8 @@ static void expect_same_run(const char *what, const step_record *a, const step_r
             memcmp(&a->norm[s], &b->norm[s], sizeof(float)) ||
             memcmp(&a->eval[s], &b->eval[s], sizeof(float)))
             fail_msg("%s: step %d loss %.9g / %.9g norm %.9g / %.9g eval %.9g / %.9g", what, s + 1,
-                     (double)a->loss[s], (double)b->loss[s], (double)a->norm[s],
-                     (double)b->norm[s], (double)a->eval[s], (double)b->eval[s]);
+                     (double)a->loss[s], (double)b->loss[s], (double)a->norm[s], (double)b->norm[s],
+                     (double)a->eval[s], (double)b->eval[s]);
     for (size_t i = 0; i < n; i++)
         if (memcmp(&pa[i], &pb[i], sizeof *pa))
             fail_msg("%s: parameter %zu %.9g / %.9g", what, i, (double)pa[i], (double)pb[i]);

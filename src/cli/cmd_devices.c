@@ -19,6 +19,13 @@ static void print_device(const vkg_device_info *d)
            (double)d->device_local_bytes / (1024.0 * 1024.0 * 1024.0),
            d->unified_memory ? " (unified with host)" : "", d->subgroup_size,
            d->max_shared_memory / 1024, d->max_workgroup_invocations, d->max_push_constants);
+    char maxbuf[48] = "not reported";
+    if (d->driver_max_buffer)
+        snprintf(maxbuf, sizeof maxbuf, "%.1f MiB", (double)d->driver_max_buffer / 1048576.0);
+    printf("    largest allocation %.1f MiB (maxMemoryAllocationSize %.1f MiB, maxBufferSize %s); "
+           "memory pools are split into allocations no larger\n",
+           (double)d->max_allocation_bytes / 1048576.0,
+           (double)d->driver_max_allocation / 1048576.0, maxbuf);
     printf("    required: bufferDeviceAddress %s, timelineSemaphore %s; optional: timestamps %s, "
            "float64 %s, int64 %s, float16 %s, 16-bit storage %s\n",
            d->buffer_device_address ? "yes" : "NO", d->timeline_semaphore ? "yes" : "NO",
