@@ -9,10 +9,10 @@
 #   DIR/run.sh [OUT]
 #       there: print the device; run every shader test against the CPU reference with the
 #       validation layer on (each must pass and report no message); `vkgpt bench ops`;
-#       `vkgpt bench train` for GPT-2 124M at T = 1024 with B = 1, 4, 8, 16 (B = 16 passes 2^31
-#       elements in the activations); and, where python3 can import torch with CUDA, PyTorch's
-#       fp32 step on the same GPU and shapes. The log and a markdown summary go to OUT (default
-#       DIR/out, or $OUT when set). DEVCHECK_BATCHES (default "1 4 8 16") lists the batches, and
+#       `vkgpt bench train` for GPT-2 124M at T = 1024 with B = 1, 4, 8, 16 (B = 16 needs 26 GiB,
+#       its logits 3.1 GiB in one allocation); and, where python3 can import torch with CUDA, PyTorch's
+#       fp32 step on the same GPU and shapes. The log, a markdown summary and the same as JSON
+#       (summary.json) go to OUT (default DIR/out, or $OUT when set). DEVCHECK_BATCHES (default "1 4 8 16") lists the batches, and
 #       DEVCHECK_BENCH_OPS=0 skips bench ops (for a quick check of the folder on lavapipe). It
 #       exits 1 when a test failed. ctest's device_check_bundle packs and runs it on lavapipe
 #       with no batches, so the folder cannot rot.
@@ -69,6 +69,9 @@ if [ -z "${VK_DRIVER_FILES:-}" ] && [ -f /usr/local/nvidia/share/vulkan/icd.d/nv
 fi
 log="$out/device-check.log"
 sum="$out/summary.md"
+json="$out/summary.json"
+jtests=""
+jtrain=""
 : >"$log"
 echo "# vkgpt device check, $(date -u '+%Y-%m-%d %H:%M UTC')" >"$sum"
 step() { echo "== $*" | tee -a "$log"; }
@@ -85,6 +88,7 @@ for t in "$here"/test_*; do
     start=$(date +%s)
     if "$t" >>"$log" 2>&1; then r=pass; else r="FAIL ($?)"; failed=$((failed + 1)); fi
     echo "| $name | $r | $(( $(date +%s) - start )) |" >>"$sum"
+    jtests="$jtests${jtests:+, }{\"test\": \"$name\", \"result\": \"$r\", \"seconds\": $(( $(date +%s) - start ))}"
 done
 if [ "${DEVCHECK_BENCH_OPS:-1}" != 0 ]; then
     step "bench ops"
@@ -113,7 +117,11 @@ for B in ${DEVCHECK_BATCHES-1 4 8 16}; do
         ptok=$(echo "$p" | awk '/^tokens\/s:/ { print $2 }')
     fi
     echo "| B=$B | ${vms:-failed} | ${vtok:-failed} | ${pms:--} | ${ptok:--} |" >>"$sum"
+    jtrain="$jtrain${jtrain:+, }{\"batch\": $B, \"vkgpt_ms_per_step\": \"${vms:-failed}\", \"vkgpt_tokens_per_s\": \"${vtok:-failed}\", \"pytorch_ms_per_step\": \"${pms:--}\", \"pytorch_tokens_per_s\": \"${ptok:--}\"}"
 done
+dev=$("$here/vkgpt" devices 2>&1 | head -1 | sed 's/"/\\"/g')
+printf '{"device": "%s", "tests": [%s], "train_gpt2_124m_t1024": [%s]}\n' "$dev" "$jtests" \
+    "$jtrain" >"$json"
 cat "$sum"
 [ "$failed" = 0 ] || { echo "device-check: $failed test(s) failed (see $log)" >&2; exit 1; }
 RUN
