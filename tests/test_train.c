@@ -391,6 +391,24 @@ static void test_split_memory_and_recompute_are_bit_identical(void **state)
     assert_true(io.allocations > ip.allocations);
     expect_same_run("split allocations, staging", &plain, &other, pa, pb, n);
 
+    /* Too little memory, or an allocation limit below the parameters: refused before anything is
+     * allocated, naming what does not fit and what would. */
+    vkg_train_config cm = c;
+    cm.memory_limit = ip.device_bytes - (32 << 10); /* B = 1 needs about 100 KiB less */
+    vkg_trainer_t *t = NULL;
+    expect_error(vkg_trainer_create(&cm, &t), VKG_ERR_NOMEM, "--batch 2 x --seq 8 need",
+                 "the largest --batch that fits is 1");
+    assert_null(t);
+    cm.memory_limit = ip.device_bytes / 2; /* less than the parameters and AdamW need */
+    expect_error(vkg_trainer_create(&cm, &t), VKG_ERR_NOMEM, "the largest pool: AdamW moments",
+                 "no --batch fits");
+    assert_null(t);
+    cm = c;
+    cm.max_allocation = 64 << 10; /* the parameters are 117.5 KiB */
+    expect_error(vkg_trainer_create(&cm, &t), VKG_ERR_NOMEM, "tensor params needs",
+                 "no --batch fits");
+    assert_null(t);
+
     vkg_train_config cr = c;
     cr.recompute = 1;
     run_whole(&cr, &other, pb, &io);
