@@ -202,8 +202,11 @@ vkg_status vkg_strategy_check_fit(const vkg_gpt2_config *cfg, int B, int T, int 
             return VKG_FAIL(VKG_ERR_NOMEM,
                             "%s%s at --batch %d; the largest --batch that fits is %d", where, msg,
                             B, best);
+        int params = strstr(msg, "tensor params ") != NULL; /* no batch shrinks these */
         return VKG_FAIL(VKG_ERR_NOMEM, "%s%s at --batch %d; no --batch fits: use %s", where, msg, B,
-                        S > 1 ? "more pipeline stages" : "a shorter --seq or pipeline stages");
+                        params ? "(more) pipeline stages (--pp), each holding part of the "
+                                 "parameters"
+                               : "a shorter --seq or (more) pipeline stages");
     }
     VKG_TRY(st);
     const vkg_stage_memory *m = &plan[stage];
