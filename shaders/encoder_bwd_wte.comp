@@ -1,6 +1,7 @@
 #version 460
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
+#include "addr64.glsl"
 // encoder_bwd_wte: for every distinct token id tok in inp,
 //   dwte[tok, c] += sum of dout[k, c] over the positions k with inp[k] == tok, in increasing k.
 // Deterministic without float atomics: the workgroup of position i does the work only when i is
@@ -16,6 +17,10 @@
 // its occurrences, so a batch made mostly of one token serializes on one workgroup.
 // Token ids outside [0, V) are skipped.
 layout(constant_id = 3) const uint CPT = 4; // channels per invocation
+// WIDE = 1 (dout or dwte holds more elements than one dispatch may index): the addresses of the
+// rows of dout and dwte are formed with 64-bit arithmetic (addr64.glsl) and indexed by the
+// channel only; the sums are the same, in the same order.
+layout(constant_id = 4) const uint WIDE = 0;
 
 layout(push_constant) uniform Push {
     Floats dwte; // (V, C), accumulated
@@ -66,9 +71,14 @@ void main()
                 while (bits != 0) {
                     uint kk = s + w * 32 + uint(findLSB(bits));
                     bits &= bits - 1;
+                    Floats d_row = p.dout;
+                    if (WIDE == 1)
+                        d_row = Floats(a64_row(uvec2(p.dout), kk, p.C));
                     for (uint j = 0; j < CPT; j++) {
                         uint c = c0 + j * WG;
-                        if (c < p.C)
+                        if (c < p.C && WIDE == 1)
+                            acc[j] += d_row.v[c];
+                        else if (c < p.C)
                             acc[j] += p.dout.v[kk * p.C + c];
                     }
                 }
@@ -78,9 +88,14 @@ void main()
                 s_mask[clear * NW + w] = 0;
             buf = (buf + 1) % 3;
         }
+        Floats w_row = p.dwte;
+        if (WIDE == 1)
+            w_row = Floats(a64_row(uvec2(p.dwte), uint(tok), p.C));
         for (uint j = 0; j < CPT; j++) {
             uint c = c0 + j * WG;
-            if (c < p.C)
+            if (c < p.C && WIDE == 1)
+                w_row.v[c] += acc[j];
+            else if (c < p.C)
                 p.dwte.v[uint(tok) * p.C + c] += acc[j];
         }
         barrier(); // the masks and s_dup are reset for the next position

@@ -1,6 +1,7 @@
 #version 460
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
+#include "addr64.glsl"
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_ballot : require
 // Register-tiled matrix product, the one kernel behind every matmul pass:
@@ -23,6 +24,11 @@ layout(constant_id = 7) const uint ACCUMULATE = 0; // out += R instead of out = 
 // subgroup with TM == its size; lane l loads A(row0 + l, k) and subgroupBroadcast hands row i's
 // value to every lane, so A costs one load per k instead of TM.
 layout(constant_id = 8) const uint A_SHUFFLE = 0;
+// WIDE = 1 (products whose tensors hold more elements than one dispatch may index, see
+// src/ops/matmul.c): the address of every row (of A, of B, of out) is formed with 64-bit
+// arithmetic (addr64.glsl) and indexed only within the row. The loads, the order of the sums and
+// the results are those of WIDE = 0.
+layout(constant_id = 9) const uint WIDE = 0;
 
 layout(push_constant) uniform Push {
     Floats out_;
@@ -51,10 +57,32 @@ void main()
     for (uint j = 0; j < TN; j++)
         bcol[j] = min(col0 + j * LX, p.N - 1);
     uint my_row = min(row0 + gl_SubgroupInvocationID, p.M - 1); // used when A_SHUFFLE = 1
+    // WIDE: rows of A by m (A_KCONTIG = 1), row k of A (A_KCONTIG = 0) and of B, walked along k
+    uvec2 a_rows[TM], my_a_row;
+    uvec2 a_k = uvec2(p.a), b_k = uvec2(p.b);
+    const uvec2 a_step = a64_step(p.lda), b_step = a64_step(p.ldb);
+    if (WIDE == 1 && A_KCONTIG == 1) {
+        for (uint i = 0; i < TM; i++)
+            a_rows[i] = a64_row(uvec2(p.a), arow[i], p.lda);
+        my_a_row = a64_row(uvec2(p.a), my_row, p.lda);
+    }
     for (uint k = 0; k < p.K; k++) {
         float av[TM];
         float bv[TN];
-        if (A_SHUFFLE == 1) {
+        if (WIDE == 1) {
+            if (A_SHUFFLE == 1) {
+                float mine = A_KCONTIG == 1 ? Floats(my_a_row).v[k] : Floats(a_k).v[my_row];
+                for (uint i = 0; i < TM; i++)
+                    av[i] = subgroupBroadcast(mine, i);
+            } else {
+                for (uint i = 0; i < TM; i++)
+                    av[i] = A_KCONTIG == 1 ? Floats(a_rows[i]).v[k] : Floats(a_k).v[arow[i]];
+            }
+            for (uint j = 0; j < TN; j++)
+                bv[j] = Floats(b_k).v[bcol[j]];
+            a_k = a64_add(a_k, a_step);
+            b_k = a64_add(b_k, b_step);
+        } else if (A_SHUFFLE == 1) {
             float mine = A_KCONTIG == 1 ? p.a.v[my_row * p.lda + k] : p.a.v[k * p.lda + my_row];
             for (uint i = 0; i < TM; i++)
                 av[i] = subgroupBroadcast(mine, i);
@@ -62,8 +90,9 @@ void main()
             for (uint i = 0; i < TM; i++)
                 av[i] = A_KCONTIG == 1 ? p.a.v[arow[i] * p.lda + k] : p.a.v[k * p.lda + arow[i]];
         }
-        for (uint j = 0; j < TN; j++)
-            bv[j] = p.b.v[k * p.ldb + bcol[j]];
+        if (WIDE == 0)
+            for (uint j = 0; j < TN; j++)
+                bv[j] = p.b.v[k * p.ldb + bcol[j]];
         for (uint i = 0; i < TM; i++)
             for (uint j = 0; j < TN; j++)
                 acc[i][j] = fma(av[i], bv[j], acc[i][j]);
@@ -76,8 +105,19 @@ void main()
             uint c = col0 + j * LX;
             if (c >= p.N)
                 break;
-            uint o = OUT_T == 1 ? c * p.ldo + r : r * p.ldo + c;
             float v = acc[i][j];
+            if (WIDE == 1) {
+                Floats orow = Floats(OUT_T == 1 ? a64_row(uvec2(p.out_), c, p.ldo)
+                                                : a64_row(uvec2(p.out_), r, p.ldo));
+                uint o = OUT_T == 1 ? r : c;
+                if (ACCUMULATE == 1)
+                    v += orow.v[o];
+                else if (p.has_bias != 0)
+                    v += p.bias.v[OUT_T == 1 ? r : c];
+                orow.v[o] = v;
+                continue;
+            }
+            uint o = OUT_T == 1 ? c * p.ldo + r : r * p.ldo + c;
             if (ACCUMULATE == 1)
                 v += p.out_.v[o];
             else if (p.has_bias != 0)

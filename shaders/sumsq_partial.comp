@@ -1,11 +1,16 @@
 #version 460
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
+#include "addr64.glsl"
 // sumsq_partial: stage 1 of the deterministic sum of squares. Workgroup g owns the contiguous
 // elements [g * chunk, min((g + 1) * chunk, n)) of x; its invocations stride through them by the
 // workgroup size (neighbouring lanes read neighbouring elements), each with a compensated (Kahan)
 // running sum, then a shared-memory tree adds the W sums in a fixed order and partials[g] gets
 // the result. The C side picks chunk from n alone, so the same n always gives the same partials.
+// WIDE = 1 (n beyond what one dispatch may index): each invocation walks the addresses of its
+// elements with 64-bit arithmetic (addr64.glsl) instead of indexing x; the same elements are
+// added in the same order, so the partials are the same.
+layout(constant_id = 3) const uint WIDE = 0;
 layout(push_constant) uniform Push {
     Floats x;        // (n)
     Floats partials; // (number of workgroups)
@@ -22,8 +27,16 @@ void main()
     uint start = gl_WorkGroupID.x * p.chunk;
     uint end = min(start + p.chunk, p.n);
     precise float sum = 0.0, comp = 0.0;
+    uvec2 at = a64_elem(uvec2(p.x), start + tid);
+    const uvec2 step = a64_step(W);
     for (uint i = start + tid; i < end; i += W) {
-        float xv = p.x.v[i];
+        float xv;
+        if (WIDE == 1) {
+            xv = Floats(at).v[0];
+            at = a64_add(at, step);
+        } else {
+            xv = p.x.v[i];
+        }
         precise float yv = xv * xv - comp;
         precise float tv = sum + yv;
         comp = (tv - sum) - yv;

@@ -6,8 +6,11 @@
  * reference, with every element finite. Outputs start as NaN so an unwritten element fails; dqkv
  * starts from random values that the reference starts from too (the backward accumulates); att
  * must be exactly 0 above the diagonal; a second run of the same command list must reproduce every
- * output bit for bit. Every shape runs with the device's own tiling and again with the tiling vkgpt
- * picks for discrete GPUs, so both variants are checked on whatever device runs the tests.
+ * output bit for bit. Every shape runs with both kernel forms (VKG_ATTENTION_DIRECT and
+ * VKG_ATTENTION_SHARED, set through the device's tuning), so both are checked on whatever device
+ * runs the tests. Two shapes exist for the second ctest run, under a lowered shader index limit
+ * (VKG_MAX_DISPATCH_ELEMS, tests/CMakeLists.txt): it records them in blocks of whole batches and
+ * in blocks of heads of one batch.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -198,18 +201,21 @@ static void check_shape(vkg_gpu *g, att_shape s, const att_host *h, const char *
     free(dqkv1);
 }
 
-/* Run shape s with the device's tiling, then with the discrete-GPU tiling. */
+/* Run shape s with both kernel forms: the direct one (CPU devices' default) and the shared-memory
+ * one (GPUs' default), whatever the device. */
 static void check_attention(vkg_gpu *g, att_shape s, uint64_t seed)
 {
     att_host h;
     host_init(&h, s, seed);
     expect_informative_softmax(&h, s);
-    check_shape(g, s, &h, vkg_device_get_info(g->dev)->type);
-    char type[sizeof g->dev->info.type];
-    memcpy(type, g->dev->info.type, sizeof type);
-    snprintf(g->dev->info.type, sizeof g->dev->info.type, "%s", "discrete");
-    check_shape(g, s, &h, "discrete-GPU");
-    memcpy(g->dev->info.type, type, sizeof type);
+    vkg_device_tuning saved = vkg_device_tuning_get(g->dev), t = saved;
+    t.attention = VKG_ATTENTION_DIRECT;
+    VKG_ASSERT_OK(vkg_device_tuning_set(g->dev, &t));
+    check_shape(g, s, &h, "direct");
+    t.attention = VKG_ATTENTION_SHARED;
+    VKG_ASSERT_OK(vkg_device_tuning_set(g->dev, &t));
+    check_shape(g, s, &h, "shared-memory");
+    VKG_ASSERT_OK(vkg_device_tuning_set(g->dev, &saved));
     host_free(&h);
 }
 
@@ -244,6 +250,15 @@ static void test_long_sequence(void **state)
 static void test_gpt2_shape(void **state)
 {
     check_attention(*state, (att_shape){.B = 1, .T = 64, .C = 768, .NH = 12}, 6);
+}
+
+/* Unsplit under the default limit. Under VKG_MAX_DISPATCH_ELEMS=147456 (the GPT-2 shape's one
+ * batch of qkv, T*3C, the most it can be), the first is recorded in blocks of 4 batches (qkv of
+ * 36864 elements per batch), the second in blocks of 2 heads (att of 65536 per head). */
+static void test_split_shapes(void **state)
+{
+    check_attention(*state, (att_shape){.B = 5, .T = 64, .C = 192, .NH = 3}, 7);
+    check_attention(*state, (att_shape){.B = 1, .T = 256, .C = 48, .NH = 3}, 8);
 }
 
 static void test_bad_shapes(void **state)
@@ -284,6 +299,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_single_wide_head, vkg_gpu_setup, vkg_gpu_teardown),
         cmocka_unit_test_setup_teardown(test_long_sequence, vkg_gpu_setup, vkg_gpu_teardown),
         cmocka_unit_test_setup_teardown(test_gpt2_shape, vkg_gpu_setup, vkg_gpu_teardown),
+        cmocka_unit_test_setup_teardown(test_split_shapes, vkg_gpu_setup, vkg_gpu_teardown),
         cmocka_unit_test_setup_teardown(test_bad_shapes, vkg_gpu_setup, vkg_gpu_teardown),
     };
     return cmocka_run_group_tests(tests, vkg_gpu_group_setup, vkg_gpu_group_teardown);

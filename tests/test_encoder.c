@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "gpu_fixture.h"
+#include "ops/op_util.h"
 #include "ops/ops.h"
 #include "ref/ref.h"
 #include "testutil.h"
@@ -207,8 +208,11 @@ static void test_wrong_sizes_are_refused(void **state)
                        "encoder_fwd: tensor wpe");
     vkg_expect_invalid(vkg_op_encoder_fwd(c, act, tok, table, pos, B, 0, C),
                        "encoder_fwd: B, T and C must be positive");
-    vkg_expect_invalid(vkg_op_encoder_fwd(c, act, tok, table, pos, 65536, 65536, 4),
-                       "encoder_fwd: B*T*C = 17179869184 is too large");
+    /* A row longer than the shader index limit (C - 1 here, in place of 2^31 - 1) is refused. */
+    vkg__op_set_max_elems(C - 1);
+    vkg_status st = vkg_op_encoder_fwd(c, act, tok, table, pos, B, T, C);
+    vkg__op_set_max_elems(0);
+    vkg_expect_invalid(st, "encoder_fwd: one row of C=4 elements is more than the 3");
     vkg_expect_invalid(vkg_op_encoder_bwd(c, table_short, pos, act, tok, B, T, C),
                        "encoder_bwd: tensor dwte");
     vkg_expect_invalid(vkg_op_encoder_bwd(c, table, pos_short, act, tok, B, T, C),

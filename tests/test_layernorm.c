@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "gpu_fixture.h"
+#include "ops/op_util.h"
 #include "ops/ops.h"
 #include "ref/ref.h"
 #include "testutil.h"
@@ -199,8 +200,15 @@ static void test_wrong_sizes_are_refused(void **state)
                        "layernorm_fwd: N and C must be positive");
     vkg_expect_invalid(vkg_op_layernorm_fwd(c, big, col, col, big, row, row, N, -1),
                        "layernorm_fwd: N and C must be positive");
-    vkg_expect_invalid(vkg_op_layernorm_fwd(c, big, col, col, big, row, row, 65536, 65536),
-                       "too large for 32-bit shader indices");
+    /* A row longer than the shader index limit (C - 1 here, in place of 2^31 - 1) is refused. */
+    vkg__op_set_max_elems(C - 1);
+    vkg_status st = vkg_op_layernorm_fwd(c, big, col, col, big, row, row, N, C);
+    vkg__op_set_max_elems(0);
+    vkg_expect_invalid(st, "layernorm_fwd: one row of C=10 elements is more than the 9");
+    vkg__op_set_max_elems(C - 1);
+    st = vkg_op_layernorm_bwd(c, big, row, row, big, big, row, col, col, N, C);
+    vkg__op_set_max_elems(0);
+    vkg_expect_invalid(st, "layernorm_bwd: one row of C=10 elements is more than the 9");
     vkg_expect_invalid(vkg_op_layernorm_bwd(c, short_big, row, row, big, big, row, col, col, N, C),
                        "layernorm_bwd: tensor dinp");
     vkg_expect_invalid(vkg_op_layernorm_bwd(c, big, short_row, row, big, big, row, col, col, N, C),

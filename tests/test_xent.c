@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "gpu_fixture.h"
+#include "ops/op_util.h"
 #include "ops/ops.h"
 #include "ref/ref.h"
 #include "testutil.h"
@@ -179,9 +180,12 @@ static void test_bad_arguments(void **state)
                        "tensor dlogits");
     vkg_expect_invalid(vkg_op_xent_fwd_bwd(c, losses, &shifted, logits, targets, 3, 100, 128, 1.0f),
                        "dlogits partly overlaps logits");
-    vkg_expect_invalid(
-        vkg_op_xent_fwd_bwd(c, losses, NULL, logits, targets, 65536, 100, 32768, 1.0f),
-        "logits (N=65536, Vp=32768)");
+    /* More rows than one dispatch indexes are split; one row longer than the limit (127 here, in
+     * place of 2^31 - 1) is refused, naming the op and Vp. */
+    vkg__op_set_max_elems(127);
+    vkg_status st = vkg_op_xent_fwd_bwd(c, losses, NULL, logits, targets, 4, 100, 128, 1.0f);
+    vkg__op_set_max_elems(0);
+    vkg_expect_invalid(st, "xent_fwd_bwd: one row of logits (Vp=128) is more than the 127");
     assert_int_equal(vkg_cmd_dispatch_count(c), 0);
 }
 

@@ -1,7 +1,11 @@
 /* AdamW update (shaders/adamw.comp). The per-step values (learning rate, step count, clipping
  * threshold) come from a vkg_step_params on the device and the clipping scale from a device-side
  * sum of squares, so the update is recorded once and replayed every step. This file does not
- * decide which tensors decay: the caller passes weight_decay per tensor. */
+ * decide which tensors decay: the caller passes weight_decay per tensor.
+ * Index limit: the flat tensors are cut into segments of at most 2^30 elements, fewer when the
+ * shader index limit is lower, one dispatch each with the four base addresses advanced; every
+ * element's update reads only its own elements (and the global sum of squares), so the results
+ * do not depend on the cut. */
 #include <math.h>
 
 #include "ops/op_util.h"
@@ -46,6 +50,11 @@ vkg_status vkg_op_adamw(vkg_cmd *c, vkg_tensor param, vkg_tensor grad, vkg_tenso
               op);
     if (sumsq)
         VKG_TRY(vkg__op_need(op, "sumsq", *sumsq, 1));
+    size_t limit;
+    VKG_TRY(vkg__op_limit(op, &limit));
+    size_t segment = ADAMW_SEGMENT;
+    if (n > limit && segment > limit)
+        segment = vkg__op_flat_chunk(limit);
 
     push_adamw p = {.step = step.addr,
                     .sumsq = sumsq ? sumsq->addr : step.addr,
@@ -57,8 +66,8 @@ vkg_status vkg_op_adamw(vkg_cmd *c, vkg_tensor param, vkg_tensor grad, vkg_tenso
                     .ln_beta1 = log_beta(beta1),
                     .ln_beta2 = log_beta(beta2)};
     uint32_t spec[3] = {ADAMW_WG, 1, 1};
-    for (size_t off = 0; off < n; off += ADAMW_SEGMENT) {
-        size_t seg = n - off < ADAMW_SEGMENT ? n - off : ADAMW_SEGMENT;
+    for (size_t off = 0; off < n; off += segment) {
+        size_t seg = n - off < segment ? n - off : segment;
         p.param = param.addr + off * 4;
         p.grad = grad.addr + off * 4;
         p.m = m.addr + off * 4;

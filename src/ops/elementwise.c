@@ -1,4 +1,6 @@
-/* Elementwise ops on flat tensors: fill and scale. */
+/* Elementwise ops on flat tensors: fill and scale. Above the shader index limit the tensor is cut
+ * into chunks, one dispatch each with its base address advanced (the chunks are disjoint; no
+ * element depends on another, so the results are the same). */
 #include "ops/op_util.h"
 #include "ops/ops.h"
 
@@ -15,14 +17,18 @@ VKG_PUSH_CHECK(push_x_n_f, scale);
 static vkg_status flat_op(vkg_cmd *c, vkg_kernel_id k, const char *op, vkg_tensor x, size_t n,
                           float value)
 {
-    VKG_TRY(vkg__op_fits_u32(op, "n", n));
+    size_t limit;
+    VKG_TRY(vkg__op_limit(op, &limit));
     VKG_TRY(vkg__op_need(op, "x", x, n));
-    if (n == 0)
-        return VKG_OK;
-    push_x_n_f p = {.x = x.addr, .n = (uint32_t)n, .value = value};
+    size_t chunk = n <= limit ? n : vkg__op_flat_chunk(limit);
     uint32_t spec[3] = {ELEMENTWISE_WG, 1, 1};
-    return vkg_cmd_dispatch(c, k, spec, 3, &p, sizeof p, vkg__op_groups_capped(n, ELEMENTWISE_WG),
-                            1, 1, op);
+    for (size_t off = 0; off < n; off += chunk) {
+        size_t m = n - off < chunk ? n - off : chunk;
+        push_x_n_f p = {.x = x.addr + 4 * off, .n = (uint32_t)m, .value = value};
+        VKG_TRY(vkg_cmd_dispatch(c, k, spec, 3, &p, sizeof p,
+                                 vkg__op_groups_capped(m, ELEMENTWISE_WG), 1, 1, op));
+    }
+    return VKG_OK;
 }
 
 vkg_status vkg_op_fill(vkg_cmd *c, vkg_tensor x, size_t n, float value)

@@ -4,7 +4,13 @@
  *   backward: dinp (N,C) += ...            (layernorm_bwd_dinp.comp, one workgroup per row)
  *             dweight, dbias (C) += column sums over the N rows
  *                                          (layernorm_bwd_dparams.comp, fixed order, no atomics)
- * eps = 1e-5 and the biased variance, as in llm.c. */
+ * eps = 1e-5 and the biased variance, as in llm.c.
+ * Index limit (src/ops/op_util.h): the forward pass and dinp work row by row, so above the limit
+ * they are recorded over blocks of whole rows, one dispatch each with the addresses of the
+ * row-wise tensors (inp, out, dout, dinp, mean, rstd) advanced. dweight and dbias sum over all N
+ * rows: they are not split, their kernel's wide variant (layernorm_bwd_dparams.comp WIDE = 1)
+ * walks the row addresses with 64-bit arithmetic and adds in the same order. A row of more than
+ * the limit is an error naming the op and C. */
 #include "ops/op_util.h"
 #include "ops/ops.h"
 
@@ -38,13 +44,19 @@ static uint32_t row_wg(vkg_cmd *c)
 #define DPARAMS_CX 16u
 #define DPARAMS_RY 16u
 
-static vkg_status check_shape(const char *op, int N, int C)
+/* Positive sizes; *limit the index limit and *rows the rows per block (N when N rows fit). */
+static vkg_status check_shape(const char *op, int N, int C, size_t *limit, size_t *rows)
 {
+    *rows = (size_t)N;
     VKG_CHECK(N > 0 && C > 0, VKG_ERR_INVALID_ARG, "%s: N and C must be positive (N=%d C=%d)", op,
               N, C);
-    size_t n = (size_t)N * C;
-    VKG_CHECK(n <= 0xFFFFFFFFu - 65535u * 256u, VKG_ERR_INVALID_ARG,
-              "%s: N*C = %zu is too large for 32-bit shader indices", op, n);
+    VKG_TRY(vkg__op_limit(op, limit));
+    if ((size_t)N * (size_t)C <= *limit)
+        return VKG_OK;
+    VKG_CHECK((size_t)C <= *limit, VKG_ERR_INVALID_ARG,
+              "%s: one row of C=%d elements is more than the %zu one shader dispatch may index", op,
+              C, *limit);
+    *rows = *limit / (size_t)C;
     return VKG_OK;
 }
 
@@ -52,7 +64,8 @@ vkg_status vkg_op_layernorm_fwd(vkg_cmd *c, vkg_tensor out, vkg_tensor mean, vkg
                                 vkg_tensor inp, vkg_tensor weight, vkg_tensor bias, int N, int C)
 {
     const char *op = "layernorm_fwd";
-    VKG_TRY(check_shape(op, N, C));
+    size_t limit, nb;
+    VKG_TRY(check_shape(op, N, C, &limit, &nb));
     size_t NC = (size_t)N * C;
     VKG_TRY(vkg__op_need(op, "out", out, NC));
     VKG_TRY(vkg__op_need(op, "mean", mean, (size_t)N));
@@ -60,17 +73,21 @@ vkg_status vkg_op_layernorm_fwd(vkg_cmd *c, vkg_tensor out, vkg_tensor mean, vkg
     VKG_TRY(vkg__op_need(op, "inp", inp, NC));
     VKG_TRY(vkg__op_need(op, "weight", weight, (size_t)C));
     VKG_TRY(vkg__op_need(op, "bias", bias, (size_t)C));
-    push_fwd p = {.out = out.addr,
-                  .mean = mean.addr,
-                  .rstd = rstd.addr,
-                  .inp = inp.addr,
-                  .weight = weight.addr,
-                  .bias = bias.addr,
-                  .N = (uint32_t)N,
-                  .C = (uint32_t)C};
     uint32_t spec[3] = {row_wg(c), 1, 1};
-    return vkg_cmd_dispatch(c, VKG_KERNEL_layernorm_fwd, spec, 3, &p, sizeof p,
-                            vkg__op_groups_capped((size_t)N, 1), 1, 1, op);
+    for (size_t n0 = 0; n0 < (size_t)N; n0 += nb) {
+        size_t m = (size_t)N - n0 < nb ? (size_t)N - n0 : nb, at = 4 * n0 * (size_t)C;
+        push_fwd p = {.out = out.addr + at,
+                      .mean = mean.addr + 4 * n0,
+                      .rstd = rstd.addr + 4 * n0,
+                      .inp = inp.addr + at,
+                      .weight = weight.addr,
+                      .bias = bias.addr,
+                      .N = (uint32_t)m,
+                      .C = (uint32_t)C};
+        VKG_TRY(vkg_cmd_dispatch(c, VKG_KERNEL_layernorm_fwd, spec, 3, &p, sizeof p,
+                                 vkg__op_groups_capped(m, 1), 1, 1, op));
+    }
+    return VKG_OK;
 }
 
 vkg_status vkg_op_layernorm_bwd(vkg_cmd *c, vkg_tensor dinp, vkg_tensor dweight, vkg_tensor dbias,
@@ -78,7 +95,8 @@ vkg_status vkg_op_layernorm_bwd(vkg_cmd *c, vkg_tensor dinp, vkg_tensor dweight,
                                 vkg_tensor rstd, int N, int C)
 {
     const char *op = "layernorm_bwd";
-    VKG_TRY(check_shape(op, N, C));
+    size_t limit, nb;
+    VKG_TRY(check_shape(op, N, C, &limit, &nb));
     size_t NC = (size_t)N * C;
     VKG_TRY(vkg__op_need(op, "dinp", dinp, NC));
     VKG_TRY(vkg__op_need(op, "dweight", dweight, (size_t)C));
@@ -88,14 +106,6 @@ vkg_status vkg_op_layernorm_bwd(vkg_cmd *c, vkg_tensor dinp, vkg_tensor dweight,
     VKG_TRY(vkg__op_need(op, "weight", weight, (size_t)C));
     VKG_TRY(vkg__op_need(op, "mean", mean, (size_t)N));
     VKG_TRY(vkg__op_need(op, "rstd", rstd, (size_t)N));
-    push_dinp pi = {.dinp = dinp.addr,
-                    .dout = dout.addr,
-                    .inp = inp.addr,
-                    .weight = weight.addr,
-                    .mean = mean.addr,
-                    .rstd = rstd.addr,
-                    .N = (uint32_t)N,
-                    .C = (uint32_t)C};
     push_dparams pp = {.dweight = dweight.addr,
                        .dbias = dbias.addr,
                        .dout = dout.addr,
@@ -105,14 +115,26 @@ vkg_status vkg_op_layernorm_bwd(vkg_cmd *c, vkg_tensor dinp, vkg_tensor dweight,
                        .N = (uint32_t)N,
                        .C = (uint32_t)C};
     uint32_t spec_i[3] = {row_wg(c), 1, 1};
-    uint32_t spec_p[3] = {DPARAMS_CX, DPARAMS_RY, 1};
-    vkg_status st;
-    vkg_cmd_group_begin(c); /* the two passes write different tensors */
-    st = vkg_cmd_dispatch(c, VKG_KERNEL_layernorm_bwd_dinp, spec_i, 3, &pi, sizeof pi,
-                          vkg__op_groups_capped((size_t)N, 1), 1, 1, "layernorm_bwd_dinp");
+    uint32_t spec_p[4] = {DPARAMS_CX, DPARAMS_RY, 1, 1};
+    int wide = NC > limit;
+    vkg_status st = VKG_OK;
+    vkg_cmd_group_begin(c); /* the two passes (and the blocks of rows) write different tensors */
+    for (size_t n0 = 0; n0 < (size_t)N && st == VKG_OK; n0 += nb) {
+        size_t m = (size_t)N - n0 < nb ? (size_t)N - n0 : nb, at = 4 * n0 * (size_t)C;
+        push_dinp pi = {.dinp = dinp.addr + at,
+                        .dout = dout.addr + at,
+                        .inp = inp.addr + at,
+                        .weight = weight.addr,
+                        .mean = mean.addr + 4 * n0,
+                        .rstd = rstd.addr + 4 * n0,
+                        .N = (uint32_t)m,
+                        .C = (uint32_t)C};
+        st = vkg_cmd_dispatch(c, VKG_KERNEL_layernorm_bwd_dinp, spec_i, 3, &pi, sizeof pi,
+                              vkg__op_groups_capped(m, 1), 1, 1, "layernorm_bwd_dinp");
+    }
     if (st == VKG_OK)
-        st = vkg_cmd_dispatch(c, VKG_KERNEL_layernorm_bwd_dparams, spec_p, 3, &pp, sizeof pp,
-                              vkg__op_groups_capped((size_t)C, DPARAMS_CX), 1, 1,
+        st = vkg_cmd_dispatch(c, VKG_KERNEL_layernorm_bwd_dparams, spec_p, wide ? 4 : 3, &pp,
+                              sizeof pp, vkg__op_groups_capped((size_t)C, DPARAMS_CX), 1, 1,
                               "layernorm_bwd_dparams");
     vkg_cmd_group_end(c);
     return st;

@@ -10,7 +10,17 @@
  * and the first is read uniformly per workgroup; nothing uses atomics.
  * Where the tuning says so (CPU devices), an accumulating product whose B operand (K x N) is larger
  * than a core's cache is split along K into chunks added to the output in order by successive
- * dispatches (see ksplit_rows): every row block then reads a chunk of B while still cached. */
+ * dispatches (see ksplit_rows): every row block then reads a chunk of B while still cached.
+ *
+ * Index limit (src/ops/op_util.h). The forward pass and dinp, whose rows are the N = B*T rows of
+ * inp / out / dout / dinp, are recorded over blocks of whole rows with advancing base addresses
+ * (the forward transposes each block into its own part of the scratch); their outputs do not sum
+ * over rows, so the results are the same. dweight and dbias sum over all N rows, so they are not
+ * split: their kernels' wide variants (matmul.comp WIDE = 1, matmul_bwd_bias.comp WIDE = 1) form
+ * each row's address with 64-bit arithmetic and index only within rows, adding in the same
+ * order. vkg_op_gemm takes the wide variant whenever one of its tensors spans more than the
+ * limit (the weight of a very large layer in the forward pass and dinp, for instance). A single
+ * row longer than the limit is an error naming the op and the sizes. */
 #include "ops/op_util.h"
 #include "ops/ops.h"
 
@@ -40,6 +50,22 @@ static size_t span(size_t outer, size_t ld, size_t inner)
     return outer == 0 ? 0 : (outer - 1) * ld + inner;
 }
 
+/* Elements g reads or writes from the address of a, b and out. */
+static size_t a_span(const vkg_gemm *g)
+{
+    return g->a_kcontig ? span(g->M, g->lda, g->K) : span(g->K, g->lda, g->M);
+}
+
+static size_t b_span(const vkg_gemm *g)
+{
+    return span(g->K, g->ldb, g->N);
+}
+
+static size_t out_span(const vkg_gemm *g)
+{
+    return g->out_t ? span(g->N, g->ldo, g->M) : span(g->M, g->ldo, g->N);
+}
+
 #define KSPLIT_MIN_ROWS 64u
 
 /* K rows per chunk for g under the device's tuning, or 0 to run g in one dispatch. Only
@@ -62,18 +88,34 @@ static vkg_status check_gemm(const char *op, const vkg_gemm *g)
 {
     VKG_CHECK(g->M > 0 && g->N > 0 && g->K > 0, VKG_ERR_INVALID_ARG,
               "%s: sizes must be positive (M=%u N=%u K=%u)", op, g->M, g->N, g->K);
-    VKG_TRY(vkg__op_need(op, "out", g->out,
-                         g->out_t ? span(g->N, g->ldo, g->M) : span(g->M, g->ldo, g->N)));
-    VKG_TRY(vkg__op_need(op, "a", g->a,
-                         g->a_kcontig ? span(g->M, g->lda, g->K) : span(g->K, g->lda, g->M)));
-    VKG_TRY(vkg__op_need(op, "b", g->b, span(g->K, g->ldb, g->N)));
+    VKG_TRY(vkg__op_need(op, "out", g->out, out_span(g)));
+    VKG_TRY(vkg__op_need(op, "a", g->a, a_span(g)));
+    VKG_TRY(vkg__op_need(op, "b", g->b, b_span(g)));
     if (g->bias)
         VKG_TRY(vkg__op_need(op, "bias", *g->bias, g->out_t ? g->M : g->N));
     return VKG_OK;
 }
 
-/* Record one dispatch of the kernel for a checked product. */
-static vkg_status gemm_dispatch(vkg_cmd *c, const vkg_gemm *g, const char *op)
+/* 1 when g must take the kernel's wide variant (a tensor spans more than the limit); then every
+ * index is within a row: M and N, and K when A is k-contiguous, must fit. */
+static vkg_status gemm_wide(const char *op, const vkg_gemm *g, size_t limit, int *wide)
+{
+    *wide = a_span(g) > limit || b_span(g) > limit || out_span(g) > limit;
+    if (!*wide)
+        return VKG_OK;
+    size_t row = g->M > g->N ? (size_t)g->M : (size_t)g->N;
+    if (g->a_kcontig && g->K > row)
+        row = g->K;
+    VKG_CHECK(row <= limit, VKG_ERR_INVALID_ARG,
+              "%s: a row of %zu elements (M=%u N=%u K=%u) is more than the %zu one shader dispatch "
+              "may index",
+              op, row, g->M, g->N, g->K, limit);
+    return VKG_OK;
+}
+
+/* Record one dispatch of the kernel for a checked product (wide: the variant with 64-bit row
+ * addresses). */
+static vkg_status gemm_dispatch(vkg_cmd *c, const vkg_gemm *g, const char *op, int wide)
 {
     vkg_device_t *dev = vkg_cmd_device(c);
     vkg_matmul_tiles t = g->tiles;
@@ -96,27 +138,32 @@ static vkg_status gemm_dispatch(vkg_cmd *c, const vkg_gemm *g, const char *op)
      * holding as many lanes as rows. */
     const vkg_device_info *info = vkg_device_get_info(dev);
     uint32_t shuffle = t.tm == t.lx && t.lx == info->subgroup_size;
-    uint32_t spec[9] = {t.lx,
-                        1,
-                        1,
-                        t.tm,
-                        t.tn,
-                        g->a_kcontig ? 1u : 0u,
-                        g->out_t ? 1u : 0u,
-                        g->accumulate ? 1u : 0u,
-                        shuffle};
+    uint32_t spec[10] = {t.lx,
+                         1,
+                         1,
+                         t.tm,
+                         t.tn,
+                         g->a_kcontig ? 1u : 0u,
+                         g->out_t ? 1u : 0u,
+                         g->accumulate ? 1u : 0u,
+                         shuffle,
+                         1u};
     uint32_t gx = vkg__ceil_div(g->N, (size_t)t.lx * t.tn), gy = vkg__ceil_div(g->M, t.tm);
-    return vkg_cmd_dispatch(c, VKG_KERNEL_matmul, spec, 9, &p, sizeof p, gx, gy, 1, op);
+    return vkg_cmd_dispatch(c, VKG_KERNEL_matmul, spec, wide ? 10 : 9, &p, sizeof p, gx, gy, 1, op);
 }
 
 vkg_status vkg_op_gemm(vkg_cmd *c, const vkg_gemm *g)
 {
     const char *op = g->label ? g->label : "gemm";
     VKG_TRY(check_gemm(op, g));
+    size_t limit;
+    int wide;
+    VKG_TRY(vkg__op_limit(op, &limit));
+    VKG_TRY(gemm_wide(op, g, limit, &wide));
     vkg_device_tuning tu = vkg_device_tuning_get(vkg_cmd_device(c));
     uint32_t kc = ksplit_rows(&tu, g);
     if (kc == 0)
-        return gemm_dispatch(c, g, op);
+        return gemm_dispatch(c, g, op, wide);
     for (uint32_t k0 = 0; k0 < g->K; k0 += kc) {
         /* Chunk [k0, k0 + kc): A and B start k0 columns (rows of A^T) and k0 rows later. */
         size_t aoff = 4 * (g->a_kcontig ? (size_t)k0 : (size_t)k0 * g->lda);
@@ -127,33 +174,62 @@ vkg_status vkg_op_gemm(vkg_cmd *c, const vkg_gemm *g)
         h.b = vkg_tensor_view(g->b, boff, g->b.bytes - boff);
         if (k0 > 0)
             vkg_cmd_barrier(c); /* the chunks add to the same output, in order */
-        VKG_TRY(gemm_dispatch(c, &h, op));
+        VKG_TRY(gemm_dispatch(c, &h, op, wide));
     }
     return VKG_OK;
 }
 
-static vkg_status check_shape(const char *op, int N, int C, int OC)
+/* Positive sizes, and the index limit in *limit. */
+static vkg_status check_shape(const char *op, int N, int C, int OC, size_t *limit)
 {
     VKG_CHECK(N > 0 && C > 0 && OC > 0, VKG_ERR_INVALID_ARG,
               "%s: N, C and OC must be positive (got %d, %d, %d)", op, N, C, OC);
-    VKG_TRY(vkg__op_fits_u32(op, "N*OC", (size_t)N * (size_t)OC));
-    VKG_TRY(vkg__op_fits_u32(op, "N*C", (size_t)N * (size_t)C));
-    return vkg__op_fits_u32(op, "OC*C", (size_t)OC * (size_t)C);
+    return vkg__op_limit(op, limit);
+}
+
+/* Rows per block of the row-wise passes (forward, dinp), whose tensors have rows of C and OC
+ * floats: N when all N rows fit the limit, else as many as fit. */
+static vkg_status row_block(const char *op, int N, int C, int OC, size_t limit, size_t *rows)
+{
+    size_t w = (size_t)(C > OC ? C : OC);
+    *rows = (size_t)N;
+    if ((size_t)N * w <= limit)
+        return VKG_OK;
+    VKG_CHECK(w <= limit, VKG_ERR_INVALID_ARG,
+              "%s: one row of C=%d or OC=%d elements is more than the %zu one shader dispatch may "
+              "index",
+              op, C, OC, limit);
+    *rows = limit / w;
+    return VKG_OK;
+}
+
+/* Rows [r0, r0 + n) of a tensor with rows of w floats. */
+static vkg_tensor rows_view(vkg_tensor t, size_t r0, size_t n, size_t w)
+{
+    return vkg_tensor_view(t, 4 * r0 * w, 4 * n * w);
 }
 
 vkg_status vkg_op_transpose(vkg_cmd *c, vkg_tensor out, vkg_tensor in, int rows, int cols)
 {
+    const char *op = "transpose";
     VKG_CHECK(rows > 0 && cols > 0, VKG_ERR_INVALID_ARG,
-              "transpose: rows and cols must be "
-              "positive (got %d, %d)",
-              rows, cols);
-    size_t n = (size_t)rows * (size_t)cols;
-    VKG_TRY(vkg__op_need("transpose", "out", out, n));
-    VKG_TRY(vkg__op_need("transpose", "in", in, n));
+              "%s: rows and cols must be positive (got %d, %d)", op, rows, cols);
+    size_t n = (size_t)rows * (size_t)cols, limit;
+    VKG_TRY(vkg__op_need(op, "out", out, n));
+    VKG_TRY(vkg__op_need(op, "in", in, n));
+    VKG_TRY(vkg__op_limit(op, &limit));
+    /* Above the limit, the wide variant forms the address of each row of in and of out with
+     * 64-bit arithmetic and indexes within rows. */
+    int wide = n > limit;
+    if (wide)
+        VKG_CHECK((size_t)rows <= limit && (size_t)cols <= limit, VKG_ERR_INVALID_ARG,
+                  "%s: a row of rows=%d or cols=%d elements is more than the %zu one shader "
+                  "dispatch may index",
+                  op, rows, cols, limit);
     push_transpose p = {
         .out = out.addr, .in = in.addr, .rows = (uint32_t)rows, .cols = (uint32_t)cols};
-    uint32_t spec[3] = {64, 4, 1};
-    return vkg_cmd_dispatch(c, VKG_KERNEL_transpose, spec, 3, &p, sizeof p,
+    uint32_t spec[4] = {64, 4, 1, 1};
+    return vkg_cmd_dispatch(c, VKG_KERNEL_transpose, spec, wide ? 4 : 3, &p, sizeof p,
                             vkg__ceil_div((size_t)rows, 64), vkg__ceil_div((size_t)cols, 4), 1,
                             "transpose");
 }
@@ -161,32 +237,61 @@ vkg_status vkg_op_transpose(vkg_cmd *c, vkg_tensor out, vkg_tensor in, int rows,
 vkg_status vkg_op_matmul_fwd(vkg_cmd *c, vkg_tensor out, vkg_tensor inp, vkg_tensor weight,
                              const vkg_tensor *bias, int N, int C, int OC, vkg_tensor scratch)
 {
-    VKG_TRY(check_shape("matmul_fwd", N, C, OC));
-    VKG_TRY(vkg__op_need("matmul_fwd", "scratch", scratch, (size_t)N * (size_t)C));
-    VKG_TRY(vkg_op_transpose(c, scratch, inp, N, C));
-    vkg_gemm g = {.out = out,
-                  .a = weight,
-                  .b = scratch,
-                  .bias = bias,
-                  .M = (uint32_t)OC,
-                  .N = (uint32_t)N,
-                  .K = (uint32_t)C,
-                  .lda = (uint32_t)C,
-                  .ldb = (uint32_t)N,
-                  .ldo = (uint32_t)OC,
-                  .a_kcontig = 1,
-                  .out_t = 1,
-                  .accumulate = 0,
-                  .label = "matmul_fwd"};
-    return vkg_op_gemm(c, &g);
+    const char *op = "matmul_fwd";
+    size_t limit, nb;
+    VKG_TRY(check_shape(op, N, C, OC, &limit));
+    VKG_TRY(vkg__op_need(op, "scratch", scratch, (size_t)N * (size_t)C));
+    VKG_TRY(row_block(op, N, C, OC, limit, &nb));
+    int split = nb < (size_t)N;
+    if (split) {
+        VKG_TRY(vkg__op_need(op, "inp", inp, (size_t)N * (size_t)C));
+        VKG_TRY(vkg__op_need(op, "out", out, (size_t)N * (size_t)OC));
+    }
+    /* Each block of rows: transposed into its own part of the scratch, then multiplied. */
+    for (size_t n0 = 0; n0 < (size_t)N; n0 += nb) {
+        size_t m = (size_t)N - n0 < nb ? (size_t)N - n0 : nb;
+        vkg_tensor s = split ? rows_view(scratch, n0, m, (size_t)C) : scratch;
+        vkg_tensor o = split ? rows_view(out, n0, m, (size_t)OC) : out;
+        vkg_tensor in = split ? rows_view(inp, n0, m, (size_t)C) : inp;
+        VKG_TRY(vkg_op_transpose(c, s, in, (int)m, C));
+        vkg_gemm g = {.out = o,
+                      .a = weight,
+                      .b = s,
+                      .bias = bias,
+                      .M = (uint32_t)OC,
+                      .N = (uint32_t)m,
+                      .K = (uint32_t)C,
+                      .lda = (uint32_t)C,
+                      .ldb = (uint32_t)m,
+                      .ldo = (uint32_t)OC,
+                      .a_kcontig = 1,
+                      .out_t = 1,
+                      .accumulate = 0,
+                      .label = op};
+        VKG_TRY(vkg_op_gemm(c, &g));
+    }
+    return VKG_OK;
 }
 
-static vkg_gemm gemm_dinp(vkg_tensor dinp, vkg_tensor dout, vkg_tensor weight, int N, int C, int OC)
+/* dinp (N,C) += dout (N,OC) x weight (OC,C), over blocks of whole rows when N rows exceed the
+ * limit. */
+static vkg_status record_dinp(vkg_cmd *c, vkg_tensor dinp, vkg_tensor dout, vkg_tensor weight,
+                              int N, int C, int OC, size_t limit)
 {
-    return (vkg_gemm){.out = dinp,
-                      .a = dout,
+    const char *op = "matmul_bwd_dinp";
+    size_t nb;
+    VKG_TRY(row_block(op, N, C, OC, limit, &nb));
+    int split = nb < (size_t)N;
+    if (split) {
+        VKG_TRY(vkg__op_need(op, "out", dinp, (size_t)N * (size_t)C));
+        VKG_TRY(vkg__op_need(op, "a", dout, (size_t)N * (size_t)OC));
+    }
+    for (size_t n0 = 0; n0 < (size_t)N; n0 += nb) {
+        size_t m = (size_t)N - n0 < nb ? (size_t)N - n0 : nb;
+        vkg_gemm g = {.out = split ? rows_view(dinp, n0, m, (size_t)C) : dinp,
+                      .a = split ? rows_view(dout, n0, m, (size_t)OC) : dout,
                       .b = weight,
-                      .M = (uint32_t)N,
+                      .M = (uint32_t)m,
                       .N = (uint32_t)C,
                       .K = (uint32_t)OC,
                       .lda = (uint32_t)OC,
@@ -194,12 +299,17 @@ static vkg_gemm gemm_dinp(vkg_tensor dinp, vkg_tensor dout, vkg_tensor weight, i
                       .ldo = (uint32_t)C,
                       .a_kcontig = 1,
                       .accumulate = 1,
-                      .label = "matmul_bwd_dinp"};
+                      .label = op};
+        VKG_TRY(vkg_op_gemm(c, &g));
+    }
+    return VKG_OK;
 }
 
-/* dweight (and dbias when given), recorded into the caller's group (or alone). */
+/* dweight (and dbias when given), recorded into the caller's group (or alone). Both sum over the
+ * N rows: above the limit their kernels take the wide variant rather than a split. */
 static vkg_status record_dweight(vkg_cmd *c, vkg_tensor dweight, const vkg_tensor *dbias,
-                                 vkg_tensor dout, vkg_tensor inp, int N, int C, int OC)
+                                 vkg_tensor dout, vkg_tensor inp, int N, int C, int OC,
+                                 size_t limit)
 {
     vkg_gemm gw = {.out = dweight,
                    .a = dout,
@@ -218,10 +328,12 @@ static vkg_status record_dweight(vkg_cmd *c, vkg_tensor dweight, const vkg_tenso
     VKG_TRY(vkg_op_gemm(c, &gw));
     if (!dbias)
         return VKG_OK;
+    /* dout's rows hold OC floats: the product above checked that OC fits (its M). */
+    int wide = (size_t)N * (size_t)OC > limit;
     push_bias p = {
         .dbias = dbias->addr, .dout = dout.addr, .rows = (uint32_t)N, .cols = (uint32_t)OC};
-    uint32_t spec[3] = {64, 1, 1};
-    return vkg_cmd_dispatch(c, VKG_KERNEL_matmul_bwd_bias, spec, 3, &p, sizeof p,
+    uint32_t spec[4] = {64, 1, 1, 1};
+    return vkg_cmd_dispatch(c, VKG_KERNEL_matmul_bwd_bias, spec, wide ? 4 : 3, &p, sizeof p,
                             vkg__ceil_div((size_t)OC, 64), 1, 1, "matmul_bwd_dbias");
 }
 
@@ -229,13 +341,13 @@ vkg_status vkg_op_matmul_bwd(vkg_cmd *c, vkg_tensor dinp, vkg_tensor dweight,
                              const vkg_tensor *dbias, vkg_tensor dout, vkg_tensor inp,
                              vkg_tensor weight, int N, int C, int OC)
 {
-    VKG_TRY(check_shape("matmul_bwd", N, C, OC));
-    vkg_gemm gi = gemm_dinp(dinp, dout, weight, N, C, OC);
+    size_t limit;
+    VKG_TRY(check_shape("matmul_bwd", N, C, OC, &limit));
     /* The three gradients read the same inputs and write different tensors: independent. */
     vkg_cmd_group_begin(c);
-    vkg_status st = vkg_op_gemm(c, &gi);
+    vkg_status st = record_dinp(c, dinp, dout, weight, N, C, OC, limit);
     if (st == VKG_OK)
-        st = record_dweight(c, dweight, dbias, dout, inp, N, C, OC);
+        st = record_dweight(c, dweight, dbias, dout, inp, N, C, OC, limit);
     vkg_cmd_group_end(c);
     return st;
 }
@@ -243,17 +355,18 @@ vkg_status vkg_op_matmul_bwd(vkg_cmd *c, vkg_tensor dinp, vkg_tensor dweight,
 vkg_status vkg_op_matmul_bwd_dinp(vkg_cmd *c, vkg_tensor dinp, vkg_tensor dout, vkg_tensor weight,
                                   int N, int C, int OC)
 {
-    VKG_TRY(check_shape("matmul_bwd", N, C, OC));
-    vkg_gemm gi = gemm_dinp(dinp, dout, weight, N, C, OC);
-    return vkg_op_gemm(c, &gi);
+    size_t limit;
+    VKG_TRY(check_shape("matmul_bwd", N, C, OC, &limit));
+    return record_dinp(c, dinp, dout, weight, N, C, OC, limit);
 }
 
 vkg_status vkg_op_matmul_bwd_dweight(vkg_cmd *c, vkg_tensor dweight, const vkg_tensor *dbias,
                                      vkg_tensor dout, vkg_tensor inp, int N, int C, int OC)
 {
-    VKG_TRY(check_shape("matmul_bwd", N, C, OC));
+    size_t limit;
+    VKG_TRY(check_shape("matmul_bwd", N, C, OC, &limit));
     vkg_cmd_group_begin(c);
-    vkg_status st = record_dweight(c, dweight, dbias, dout, inp, N, C, OC);
+    vkg_status st = record_dweight(c, dweight, dbias, dout, inp, N, C, OC, limit);
     vkg_cmd_group_end(c);
     return st;
 }

@@ -6,7 +6,12 @@
  *     segment length and the device's plan, so the partials are always the same ones.
  *   sumsq_final.comp: one workgroup adds every partial, in a fixed order, into out[0].
  * The stage-1 dispatches are independent and recorded as one group. This file does not take the
- * square root: the consumer (AdamW) does. */
+ * square root: the consumer (AdamW) does.
+ * Index limit (src/ops/op_util.h): the partials must not depend on it (the result would change
+ * with the limit), so the segments stay 2^30 elements; when a segment holds more than the limit,
+ * stage 1 takes the wide variant of its kernel (sumsq_partial.comp WIDE = 1), whose invocations
+ * walk their elements' addresses with 64-bit arithmetic and add the same elements in the same
+ * order. The partials of all tensors must fit one dispatch of stage 2. */
 #include <stdio.h>
 
 #include "ops/op_util.h"
@@ -86,10 +91,12 @@ vkg_status vkg_op_sumsq(vkg_cmd *c, vkg_tensor out, const vkg_tensor *xs, const 
         VKG_TRY(vkg__op_need(op, name, xs[k], ns[k]));
         total += partials_for(ns[k], pl);
     }
-    VKG_TRY(vkg__op_fits_u32(op, "the number of partial sums", total));
+    size_t limit;
+    VKG_TRY(vkg__op_limit(op, &limit));
+    VKG_TRY(vkg__op_fits(op, "the number of partial sums", total, limit));
     VKG_TRY(vkg__op_need(op, "scratch", scratch, total));
 
-    uint32_t spec[3] = {pl.wg, 1, 1};
+    uint32_t spec[4] = {pl.wg, 1, 1, 1};
     size_t at = 0; /* next partial */
     vkg_status st = VKG_OK;
     vkg_cmd_group_begin(c);
@@ -101,8 +108,8 @@ vkg_status vkg_op_sumsq(vkg_cmd *c, vkg_tensor out, const vkg_tensor *xs, const 
                                     .partials = scratch.addr + at * 4,
                                     .n = (uint32_t)seg,
                                     .chunk = chunk};
-            st = vkg_cmd_dispatch(c, VKG_KERNEL_sumsq_partial, spec, 3, &p, sizeof p, groups, 1, 1,
-                                  "sumsq_partial");
+            st = vkg_cmd_dispatch(c, VKG_KERNEL_sumsq_partial, spec, seg > limit ? 4 : 3, &p,
+                                  sizeof p, groups, 1, 1, "sumsq_partial");
             at += groups;
         }
     }

@@ -1,4 +1,5 @@
-/* Internal helpers shared by the op functions: size checks and grid arithmetic. */
+/* Internal helpers shared by the op functions: size checks, grid arithmetic and the shader index
+ * limit. */
 #ifndef VKG_OP_UTIL_H
 #define VKG_OP_UTIL_H
 
@@ -21,7 +22,33 @@ static inline uint32_t vkg__ceil_div(size_t n, size_t d)
     return (uint32_t)((n + d - 1) / d);
 }
 
-/* Check the value fits a 32-bit shader index. */
-vkg_status vkg__op_fits_u32(const char *op, const char *what, size_t n);
+/* ---- the shader index limit ------------------------------------------------------------- *
+ * Shaders index tensors with 32-bit uint, and SPIR-V treats access-chain indices as signed: an
+ * index of 2^31 or more reads or writes before the buffer on a driver that sign-extends it. So
+ * within one dispatch, every index any invocation computes into any tensor (from the address the
+ * dispatch was given) stays below the limit: VKG_OP_MAX_ELEMS elements, lowered by the
+ * environment variable VKG_MAX_DISPATCH_ELEMS (read once per process) or, in tests, by
+ * vkg__op_set_max_elems. Ops larger than the limit record several dispatches whose base addresses
+ * advance (blocks of whole rows), or index within rows whose addresses the shader forms with
+ * 64-bit arithmetic (docs/DESIGN-NOTES.md, "The shader index limit"). */
+#define VKG_OP_MAX_ELEMS ((size_t)0x7FFFFFFF)
+
+/* The limit in force, in *limit. Errors: VKG_ERR_INVALID_ARG naming op, the variable and its
+ * value when VKG_MAX_DISPATCH_ELEMS is set to anything but an integer in [1, 2^31 - 1]. */
+vkg_status vkg__op_limit(const char *op, size_t *limit);
+
+/* Tests only: use n (1 <= n <= VKG_OP_MAX_ELEMS) as the limit from now on, for every device and
+ * thread, over whatever the environment says; 0 goes back to the environment's (or the default)
+ * limit. Not for use while another thread records ops. */
+void vkg__op_set_max_elems(size_t n);
+
+/* Check that `n` elements (what `what` names) fit one dispatch under the limit; the error names
+ * op, what, n and the limit. */
+vkg_status vkg__op_fits(const char *op, const char *what, size_t n, size_t limit);
+
+/* Elements per dispatch of a flat op over more elements than the limit: the limit, rounded down
+ * to a multiple of 1024 elements when that leaves any (so every dispatch but the last starts
+ * 4 KiB-aligned relative to the first). */
+size_t vkg__op_flat_chunk(size_t limit);
 
 #endif

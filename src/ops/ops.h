@@ -4,6 +4,12 @@
  * overwrite their outputs, backward functions ACCUMULATE into gradient outputs.
  * Tensors are float32 unless stated (token ids: int32). Shapes in comments.
  * Errors: VKG_ERR_INVALID_ARG naming the op and the tensor that is too small or the bad shape.
+ * Sizes: no shader index reaches 2^31 (src/ops/op_util.h, the shader index limit): an op larger
+ * than the limit records several dispatches over blocks of whole rows, or its kernel's variant
+ * with 64-bit row addresses, with bitwise the same results; only a single row (the unit named in
+ * the op's file) longer than the limit is refused, naming the op and the sizes. Every op also
+ * fails with VKG_ERR_INVALID_ARG when VKG_MAX_DISPATCH_ELEMS is set to something other than an
+ * integer from 1 to 2^31 - 1.
  */
 #ifndef VKG_OPS_H
 #define VKG_OPS_H
@@ -65,8 +71,8 @@ vkg_status vkg_op_matmul_bwd_dweight(vkg_cmd *c, vkg_tensor dweight, const vkg_t
  * the gradient given dout (B,T,C) and the att of the forward pass.
  * dpre: scratch of at least B*NH*T*T floats (the score gradients), overwritten on and below the
  * diagonal; the caller allocates it and may reuse it once the backward pass has run.
- * Errors: VKG_ERR_INVALID_ARG for non-positive sizes, C not divisible by NH, more elements than
- * 32-bit indices reach, grids over 65535 workgroups, or a tensor too small (named). */
+ * Errors: VKG_ERR_INVALID_ARG for non-positive sizes, C not divisible by NH, one head beyond the
+ * shader index limit (T*T or T*3C), grids over 65535 workgroups, or a tensor too small (named). */
 vkg_status vkg_op_attention_fwd(vkg_cmd *c, vkg_tensor out, vkg_tensor att, vkg_tensor qkv, int B,
                                 int T, int C, int NH);
 vkg_status vkg_op_attention_bwd(vkg_cmd *c, vkg_tensor dqkv, vkg_tensor dout, vkg_tensor qkv,
@@ -74,7 +80,7 @@ vkg_status vkg_op_attention_bwd(vkg_cmd *c, vkg_tensor dqkv, vkg_tensor dout, vk
 
 /* Encoder, layernorm, GELU and residual (src/ops/encoder.c, layernorm.c, pointwise.c), as
  * vkg_ref_encoder_fwd/_bwd, vkg_ref_layernorm_fwd/_bwd, vkg_ref_gelu_*, vkg_ref_residual_*.
- * Sizes must be positive (n may be 0: nothing is recorded) and fit 32-bit shader indices.
+ * Sizes must be positive (n may be 0: nothing is recorded).
  * Every backward pass is deterministic (fixed summation order, no float atomics).
  * Encoder: out (B,T,C) = wte[inp[b,t]] + wpe[t]; inp (B,T) int32. V (the rows of wte / dwte) is
  * taken from the tensor's size; a token id outside [0, V) gives a NaN row in the forward pass and
@@ -114,7 +120,7 @@ vkg_status vkg_op_layernorm_bwd(vkg_cmd *c, vkg_tensor dinp, vkg_tensor dweight,
  * on columns < V and exactly 0 on padding columns; it may be logits itself (in place), but not a
  * partly overlapping range. dlogits NULL = evaluation: losses only, logits untouched.
  * logits (N,Vp) with only columns < V read, targets (N) int32 in [0, V) (a target outside gives a
- * NaN loss). Needs V <= Vp and N*Vp < 2^31. Deterministic. */
+ * NaN loss). Needs V <= Vp, and Vp within the shader index limit. Deterministic. */
 vkg_status vkg_op_xent_fwd_bwd(vkg_cmd *c, vkg_tensor losses, const vkg_tensor *dlogits,
                                vkg_tensor logits, vkg_tensor targets, int N, int V, int Vp,
                                float dloss);

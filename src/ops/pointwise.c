@@ -1,6 +1,8 @@
 /* Pointwise ops of the transformer block: GELU (tanh approximation) and the residual add,
  * forward and backward. One invocation per element, grid-stride over n. Forward passes
- * overwrite, backward passes accumulate. */
+ * overwrite, backward passes accumulate. Above the shader index limit the tensors are cut into
+ * chunks, one dispatch each with every base address advanced alike (no element depends on
+ * another, so the results are the same). */
 #include "ops/op_util.h"
 #include "ops/ops.h"
 
@@ -22,62 +24,86 @@ typedef struct push2 {
 } push2;
 VKG_PUSH_CHECK(push2, gelu_fwd);
 
-static vkg_status check_n(const char *op, size_t n)
+/* Record the op over n elements: one dispatch when n is within the limit, else one per chunk, with
+ * every address in addr[0..nt) advanced by the chunk's offset and *count set to its length
+ * (addr and count point into the push constants). */
+static vkg_status dispatch(vkg_cmd *c, vkg_kernel_id k, const char *op, size_t limit,
+                           const void *push, size_t bytes, uint64_t *const *addr, int nt,
+                           uint32_t *count, size_t n)
 {
-    VKG_CHECK(n <= 0xFFFFFFFFu - 65535u * POINTWISE_WG, VKG_ERR_INVALID_ARG,
-              "%s: n = %zu is too large for 32-bit shader indices", op, n);
+    uint64_t base[3];
+    for (int i = 0; i < nt; i++)
+        base[i] = *addr[i];
+    size_t chunk = n <= limit ? n : vkg__op_flat_chunk(limit);
+    uint32_t spec[3] = {POINTWISE_WG, 1, 1};
+    for (size_t off = 0; off < n; off += chunk) {
+        size_t m = n - off < chunk ? n - off : chunk;
+        for (int i = 0; i < nt; i++)
+            *addr[i] = base[i] + 4 * off;
+        *count = (uint32_t)m;
+        VKG_TRY(vkg_cmd_dispatch(c, k, spec, 3, push, bytes, vkg__op_groups_capped(m, POINTWISE_WG),
+                                 1, 1, op));
+    }
     return VKG_OK;
 }
 
-static vkg_status dispatch(vkg_cmd *c, vkg_kernel_id k, const char *op, const void *push,
-                           size_t bytes, size_t n)
+static vkg_status dispatch2(vkg_cmd *c, vkg_kernel_id k, const char *op, size_t limit, push2 *p,
+                            size_t n)
 {
-    if (n == 0)
-        return VKG_OK;
-    uint32_t spec[3] = {POINTWISE_WG, 1, 1};
-    return vkg_cmd_dispatch(c, k, spec, 3, push, bytes, vkg__op_groups_capped(n, POINTWISE_WG), 1,
-                            1, op);
+    uint64_t *const addr[2] = {&p->x, &p->y};
+    return dispatch(c, k, op, limit, p, sizeof *p, addr, 2, &p->n, n);
+}
+
+static vkg_status dispatch3(vkg_cmd *c, vkg_kernel_id k, const char *op, size_t limit, push3 *p,
+                            size_t n)
+{
+    uint64_t *const addr[3] = {&p->x, &p->y, &p->z};
+    return dispatch(c, k, op, limit, p, sizeof *p, addr, 3, &p->n, n);
 }
 
 vkg_status vkg_op_gelu_fwd(vkg_cmd *c, vkg_tensor out, vkg_tensor inp, size_t n)
 {
     const char *op = "gelu_fwd";
-    VKG_TRY(check_n(op, n));
+    size_t limit;
+    VKG_TRY(vkg__op_limit(op, &limit));
     VKG_TRY(vkg__op_need(op, "out", out, n));
     VKG_TRY(vkg__op_need(op, "inp", inp, n));
-    push2 p = {.x = out.addr, .y = inp.addr, .n = (uint32_t)n};
-    return dispatch(c, VKG_KERNEL_gelu_fwd, op, &p, sizeof p, n);
+    push2 p = {.x = out.addr, .y = inp.addr};
+    return dispatch2(c, VKG_KERNEL_gelu_fwd, op, limit, &p, n);
 }
 
 vkg_status vkg_op_gelu_bwd(vkg_cmd *c, vkg_tensor dinp, vkg_tensor inp, vkg_tensor dout, size_t n)
 {
     const char *op = "gelu_bwd";
-    VKG_TRY(check_n(op, n));
+    size_t limit;
+    VKG_TRY(vkg__op_limit(op, &limit));
     VKG_TRY(vkg__op_need(op, "dinp", dinp, n));
     VKG_TRY(vkg__op_need(op, "inp", inp, n));
     VKG_TRY(vkg__op_need(op, "dout", dout, n));
-    push3 p = {.x = dinp.addr, .y = inp.addr, .z = dout.addr, .n = (uint32_t)n};
-    return dispatch(c, VKG_KERNEL_gelu_bwd, op, &p, sizeof p, n);
+    push3 p = {.x = dinp.addr, .y = inp.addr, .z = dout.addr};
+    return dispatch3(c, VKG_KERNEL_gelu_bwd, op, limit, &p, n);
 }
 
 vkg_status vkg_op_residual_fwd(vkg_cmd *c, vkg_tensor out, vkg_tensor a, vkg_tensor b, size_t n)
 {
     const char *op = "residual_fwd";
-    VKG_TRY(check_n(op, n));
+    size_t limit;
+    VKG_TRY(vkg__op_limit(op, &limit));
     VKG_TRY(vkg__op_need(op, "out", out, n));
     VKG_TRY(vkg__op_need(op, "a", a, n));
     VKG_TRY(vkg__op_need(op, "b", b, n));
-    push3 p = {.x = out.addr, .y = a.addr, .z = b.addr, .n = (uint32_t)n};
-    return dispatch(c, VKG_KERNEL_residual_fwd, op, &p, sizeof p, n);
+    push3 p = {.x = out.addr, .y = a.addr, .z = b.addr};
+    return dispatch3(c, VKG_KERNEL_residual_fwd, op, limit, &p, n);
 }
 
 vkg_status vkg_op_residual_bwd(vkg_cmd *c, vkg_tensor da, vkg_tensor db, vkg_tensor dout, size_t n)
 {
     const char *op = "residual_bwd";
-    VKG_TRY(check_n(op, n));
+    size_t limit;
+    VKG_TRY(vkg__op_limit(op, &limit));
     VKG_TRY(vkg__op_need(op, "da", da, n));
     VKG_TRY(vkg__op_need(op, "db", db, n));
     VKG_TRY(vkg__op_need(op, "dout", dout, n));
-    push3 p = {.x = da.addr, .y = db.addr, .z = dout.addr, .n = (uint32_t)n};
-    return dispatch(c, VKG_KERNEL_residual_bwd, op, &p, sizeof p, n);
+    push3 p = {.x = da.addr, .y = db.addr, .z = dout.addr};
+    return dispatch3(c, VKG_KERNEL_residual_bwd, op, limit, &p, n);
 }

@@ -1,11 +1,13 @@
 /* Fused softmax + cross-entropy over a padded vocabulary (shaders/xent_fwd_bwd.comp): one
  * workgroup per row, online max/sum of exp reduced in shared memory, losses and (optionally)
  * dlogits in one dispatch. It does not average the losses: the caller sums them (or folds 1/N
- * into dloss). */
+ * into dloss).
+ * Index limit (src/ops/op_util.h): rows are independent, so above the limit the rows are recorded
+ * in blocks of whole rows, one dispatch each with the addresses of logits, dlogits, losses and
+ * targets advanced; the results are the same. A row of Vp floats beyond the limit is an error. */
 #include "ops/op_util.h"
 #include "ops/ops.h"
 
-#define XENT_MAX_INDEX 0x7FFFFFFFu /* shader indices stay below 2^31 (signed access chains) */
 #define XENT_MAX_GROUPS 65535u
 #define XENT_PER_LANE 4u /* columns per invocation per chunk of pass 1 (spec constant K) */
 
@@ -44,10 +46,13 @@ vkg_status vkg_op_xent_fwd_bwd(vkg_cmd *c, vkg_tensor losses, const vkg_tensor *
               "%s: N, V and Vp must be positive (N=%d V=%d Vp=%d)", op, N, V, Vp);
     VKG_CHECK(V <= Vp, VKG_ERR_INVALID_ARG, "%s: V=%d exceeds the padded vocabulary Vp=%d", op, V,
               Vp);
-    size_t elems = (size_t)N * (size_t)Vp;
-    VKG_CHECK(elems <= XENT_MAX_INDEX, VKG_ERR_INVALID_ARG,
-              "%s: logits (N=%d, Vp=%d) has %zu elements, more than the 2^31-1 a shader indexes",
-              op, N, Vp, elems);
+    size_t elems = (size_t)N * (size_t)Vp, limit;
+    VKG_TRY(vkg__op_limit(op, &limit));
+    VKG_CHECK((size_t)Vp <= limit, VKG_ERR_INVALID_ARG,
+              "%s: one row of logits (Vp=%d) is more than the %zu elements one shader dispatch may "
+              "index",
+              op, Vp, limit);
+    size_t nb = elems <= limit ? (size_t)N : limit / (size_t)Vp; /* rows per dispatch */
     VKG_TRY(vkg__op_need(op, "logits", logits, elems));
     VKG_TRY(vkg__op_need(op, "losses", losses, (size_t)N));
     VKG_TRY(vkg__op_need(op, "targets", targets, (size_t)N));
@@ -59,17 +64,21 @@ vkg_status vkg_op_xent_fwd_bwd(vkg_cmd *c, vkg_tensor losses, const vkg_tensor *
             "%s: tensor dlogits partly overlaps logits (it must be logits itself or apart)", op);
     }
     uint32_t wg = xent_workgroup(vkg_cmd_device(c), V);
-    push_xent p = {.logits = logits.addr,
-                   .losses = losses.addr,
-                   .dlogits = dlogits ? dlogits->addr : logits.addr,
-                   .targets = targets.addr,
-                   .N = (uint32_t)N,
-                   .V = (uint32_t)V,
-                   .Vp = (uint32_t)Vp,
-                   .dloss = dloss};
     uint32_t spec[5] = {wg, 1, 1, dlogits ? 1u : 0u, XENT_PER_LANE};
-    uint32_t gx = (uint32_t)N < XENT_MAX_GROUPS ? (uint32_t)N : XENT_MAX_GROUPS;
-    uint32_t gy = vkg__ceil_div((size_t)N, gx);
-    return vkg_cmd_dispatch(c, VKG_KERNEL_xent_fwd_bwd, spec, 5, &p, sizeof p, gx, gy, 1,
-                            dlogits ? "xent_fwd_bwd" : "xent_fwd");
+    for (size_t r0 = 0; r0 < (size_t)N; r0 += nb) {
+        size_t m = (size_t)N - r0 < nb ? (size_t)N - r0 : nb, at = 4 * r0 * (size_t)Vp;
+        push_xent p = {.logits = logits.addr + at,
+                       .losses = losses.addr + 4 * r0,
+                       .dlogits = (dlogits ? dlogits->addr : logits.addr) + at,
+                       .targets = targets.addr + 4 * r0,
+                       .N = (uint32_t)m,
+                       .V = (uint32_t)V,
+                       .Vp = (uint32_t)Vp,
+                       .dloss = dloss};
+        uint32_t gx = (uint32_t)m < XENT_MAX_GROUPS ? (uint32_t)m : XENT_MAX_GROUPS;
+        uint32_t gy = vkg__ceil_div(m, gx);
+        VKG_TRY(vkg_cmd_dispatch(c, VKG_KERNEL_xent_fwd_bwd, spec, 5, &p, sizeof p, gx, gy, 1,
+                                 dlogits ? "xent_fwd_bwd" : "xent_fwd"));
+    }
+    return VKG_OK;
 }
