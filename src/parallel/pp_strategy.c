@@ -210,7 +210,7 @@ static vkg_status build(vkg_strategy *s)
               (double)plan[p->stage].optimizer / 1048576.0,
               (double)plan[p->stage].model.activations / 1048576.0,
               (double)plan[p->stage].model.shared / 1048576.0, (double)has / 1048576.0);
-    vkg_status st = vkg__strategy_whole_build(s, part, slots);
+    vkg_status st = vkg__strategy_whole_build(s, part, slots, 0, 0);
     if (st != VKG_OK) /* name the stage whose share does not fit */
         return vkg__error_wrap(st,
                                "pipeline stage %d of %d (layers [%d, %d), %d activation "

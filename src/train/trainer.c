@@ -205,7 +205,8 @@ static vkg_status join(vkg_trainer_t *t)
                               .pp = c->pp,
                               .pp_layers = c->pp_layers,
                               .pp_layers_count = c->pp_layers_count,
-                              .pp_schedule = c->pp_schedule};
+                              .pp_schedule = c->pp_schedule,
+                              .zero = c->zero};
     if (c->comm_from_env) {
         VKG_TRY(vkg_comm_config_from_env(&sc.comm, NULL));
         sc.comm.ctx = c->comm.ctx;
@@ -397,6 +398,9 @@ void vkg_trainer_get_info(const vkg_trainer_t *t, vkg_trainer_info *info)
     info->pp = t->cfg.pp > 1 ? t->cfg.pp : 1;
     vkg_strategy_stage(t->par, &info->stage, &info->first_layer, &info->last_layer);
     info->activation_bytes = vkg_strategy_activation_bytes(t->par);
+    info->zero = vkg_strategy_zero(t->par);
+    info->optimizer_bytes = vkg_strategy_optimizer_bytes(t->par);
+    vkg_strategy_moment_range(t->par, &info->moment_first, &info->moment_count);
 }
 
 int vkg_trainer_done(const vkg_trainer_t *t)
