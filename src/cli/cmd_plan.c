@@ -1,8 +1,10 @@
-/* `vkgpt plan`: the device memory each rank of a training run needs, per pipeline stage, from the
- * model and batch alone (no device is opened unless --device asks to compare): parameters and
- * gradients, AdamW's moments, the activation slots of the schedule, the gradients of the
- * activations and scratch. What a user reads to choose --pp, --batch and the split; the numbers
- * are the arenas vkgpt train allocates. */
+/* `vkgpt plan`: the device memory each rank of a training run needs, per pipeline stage (or, with
+ * --zero 1, per data-parallel rank), from the model and batch alone (no device is opened unless
+ * --device asks to compare): parameters and gradients, AdamW's moments, the activation slots of
+ * the schedule, the gradients of the activations and scratch. What a user reads to choose --pp,
+ * --batch, the split and --zero; the numbers are the arenas vkgpt train allocates. ZeRO-1's
+ * shards follow the gradient norm's partial sums, which depend on the device: a GPU's unless
+ * --device names another. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,7 +25,7 @@ static double mib(size_t b)
 int vkg_cli_plan(int argc, char **argv)
 {
     int preset = 1, layers = 0, heads = 0, channels = 0, ctx = 0, vocab = 0;
-    int batch = 4, seq = 1024, pp = 1, schedule = 0;
+    int batch = 4, seq = 1024, pp = 1, schedule = 0, dp = 1, zero = 0;
     long long total = 0;
     const char *pp_layers = NULL, *device = NULL;
     const vkg_flag flags[] = {
@@ -41,7 +43,11 @@ int vkg_cli_plan(int argc, char **argv)
         {"--pp", VKG_FLAG_INT, &pp, "pipeline stages", 0, 1, 64},
         {"--pp-layers", VKG_FLAG_STR, &pp_layers, "layers per stage, e.g. 3,3,2", 0, 0, 0},
         {"--pp-schedule", VKG_FLAG_CHOICE, &schedule, "pipeline schedule", pp_schedules, 0, 0},
-        {"--device", VKG_FLAG_STR, &device, "compare with this device's memory", 0, 0, 0},
+        {"--dp", VKG_FLAG_INT, &dp, "data-parallel ranks (per stage)", 0, 1, 1024},
+        {"--zero", VKG_FLAG_INT, &zero,
+         "1: ZeRO-1, AdamW's moments sharded over the --dp ranks (a row per rank)", 0, 0, 1},
+        {"--device", VKG_FLAG_STR, &device,
+         "compare with this device's memory (and shard for its norm)", 0, 0, 0},
     };
     int rc = vkg_flags_parse("plan", "[options]", flags, (int)(sizeof flags / sizeof flags[0]),
                              argc, argv, NULL, NULL);
@@ -77,6 +83,16 @@ int vkg_cli_plan(int argc, char **argv)
         return 2;
     }
     int M = (int)(tot / micro);
+    if (zero && dp < 2) {
+        fprintf(stderr, "vkgpt plan: --zero 1 needs --dp 2 or more (the data-parallel ranks to "
+                        "shard AdamW's moments over)\n");
+        return 2;
+    }
+    if (zero && pp > 1) {
+        fprintf(stderr, "vkgpt plan: --zero 1 does not combine with --pp: ZeRO-1 shards AdamW's "
+                        "moments over data-parallel ranks that each hold the whole model\n");
+        return 2;
+    }
     vkg_stage_memory st[64];
     vkg_status s = vkg_gpt2_config_validate(&cfg);
     if (s == VKG_OK)
@@ -84,6 +100,8 @@ int vkg_cli_plan(int argc, char **argv)
     if (s != VKG_OK)
         return vkg_cli_report("plan", s);
     uint64_t has = 0;
+    char tuned[300] = "a GPU (--device for another)";
+    vkg_device_tuning tu = vkg__device_tuning_defaults(VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU, 32);
     if (device) {
         vkg_device_opts dopts = vkg_device_opts_default();
         dopts.select = device;
@@ -91,23 +109,49 @@ int vkg_cli_plan(int argc, char **argv)
         if ((s = vkg_device_create(&dopts, &dev)) != VKG_OK)
             return vkg_cli_report("plan", s);
         has = vkg_device_get_info(dev)->device_local_bytes;
+        tu = vkg_device_tuning_get(dev);
+        snprintf(tuned, sizeof tuned, "%s", vkg_device_get_info(dev)->name);
         printf("device: %s, %.1f MiB device-local\n", vkg_device_get_info(dev)->name, mib(has));
         vkg_device_destroy(&dev);
+    }
+    vkg_zero_shard *sh = zero ? calloc((size_t)dp, sizeof *sh) : NULL;
+    if (zero && !sh)
+        return vkg_cli_report("plan", VKG_ERR_NOMEM);
+    if (zero && (s = vkg_strategy_zero_plan(&cfg, dp, tu, sh)) != VKG_OK) {
+        free(sh);
+        return vkg_cli_report("plan", s);
     }
     printf("model: L=%d NH=%d C=%d maxT=%d V=%d (Vp=%d), %zu parameters; micro-batch %d x %d, "
            "%d micro-batches per step, %d stage%s (%s)\n",
            cfg.num_layers, cfg.num_heads, cfg.channels, cfg.max_seq_len, cfg.vocab_size,
            cfg.padded_vocab_size, vkg_gpt2_num_params(&cfg), batch, seq, M, pp, pp > 1 ? "s" : "",
            pp > 1 ? pp_schedules[schedule] : "no pipeline");
-    printf("%5s %8s %5s %10s %10s %10s %12s %12s %10s%s\n", "stage", "layers", "slots", "params",
-           "grads", "adamw", "activations", "act_grads", "total", has ? "  fits" : "");
-    for (int i = 0; i < pp; i++)
-        printf("%5d  [%2d,%2d) %5d %10.1f %10.1f %10.1f %12.1f %12.1f %10.1f%s\n", i, st[i].first,
-               st[i].last, st[i].slots, mib(st[i].model.params), mib(st[i].model.grads),
-               mib(st[i].optimizer), mib(st[i].model.activations), mib(st[i].model.shared),
-               mib(st[i].total), has ? (st[i].total <= has ? "  yes" : "  NO") : "");
+    if (dp > 1 && !zero)
+        printf("data parallel: %d ranks per stage, each holding its stage's whole AdamW (--zero 1 "
+               "shards it)\n",
+               dp);
+    if (zero)
+        printf("data parallel: %d ranks, ZeRO-1: AdamW's moments sharded at the gradient norm's "
+               "partial sums on %s; unsharded AdamW %.1f MiB per rank\n",
+               dp, tuned, mib(st[0].optimizer));
+    printf("%5s %8s %5s %10s %10s %10s %12s %12s %10s%s\n", zero ? "rank" : "stage", "layers",
+           "slots", "params", "grads", "adamw", "activations", "act_grads", "total",
+           has ? "  fits" : "");
+    for (int i = 0; i < (zero ? dp : pp); i++) {
+        const vkg_stage_memory *m = &st[zero ? 0 : i];
+        size_t opt = zero ? sh[i].optimizer : m->optimizer, sum = m->model.total + opt;
+        printf("%5d  [%2d,%2d) %5d %10.1f %10.1f %10.1f %12.1f %12.1f %10.1f%s\n", i, m->first,
+               m->last, m->slots, mib(m->model.params), mib(m->model.grads), mib(opt),
+               mib(m->model.activations), mib(m->model.shared), mib(sum),
+               has ? (sum <= has ? "  yes" : "  NO") : "");
+    }
     printf("(MiB; activations = slots x %.1f MiB; act_grads = the gradients of the activations "
-           "and scratch, one set)\n",
-           mib(st[0].model.slot));
+           "and scratch, one set%s)\n",
+           mib(st[0].model.slot),
+           zero ? "; a rank's adamw = the moments of its shard and the norm's scratch" : "");
+    for (int i = 0; zero && i < dp; i++)
+        printf("rank %d: the moments of parameters [%zu, %zu)\n", i, sh[i].first,
+               sh[i].first + sh[i].count);
+    free(sh);
     return 0;
 }

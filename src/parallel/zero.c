@@ -23,8 +23,9 @@
 #include "base/clock.h"
 #include "parallel/strategy_internal.h"
 
-#define TAG_MOMENTS 0x50000000u /* | k: a shard's moments (k = 0: m, 1: v) on their way to rank 0  \
-                                 */
+#define TAG_MOMENTS                                                                                \
+    0x50000000u /* | k: a shard's moments (k = 0: m, 1: v) on their way to rank 0                  \
+                 */
 
 struct vkg_zero {
     int N, r;
