@@ -23,9 +23,8 @@
 #include "base/clock.h"
 #include "parallel/strategy_internal.h"
 
-#define TAG_MOMENTS                                                                                \
-    0x50000000u /* | k: a shard's moments (k = 0: m, 1: v) on their way to rank 0                  \
-                 */
+/* Point-to-point tag of a shard's moments on their way to rank 0: | 0 for m, | 1 for v. */
+#define TAG_MOMENTS 0x50000000u
 
 struct vkg_zero {
     int N, r;
