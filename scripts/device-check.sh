@@ -26,7 +26,8 @@ cd "$(dirname "$0")/.."
 build=${2:-build}
 dir=${3:-.devcheck}
 tests="test_vk test_matmul test_checker test_attention test_encoder test_layernorm test_pointwise
-       test_xent test_norm test_adamw test_elementwise test_gpt2 test_gpt2_parts test_memtype"
+       test_xent test_norm test_adamw test_elementwise test_gpt2 test_gpt2_parts test_memtype
+       test_dispatch_split"
 [ -x "$build/vkgpt" ] || { echo "device-check: $build/vkgpt is not built (make build)" >&2; exit 1; }
 rm -rf "$dir"
 mkdir -p "$dir/lib" "$dir/layers"

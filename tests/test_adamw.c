@@ -8,6 +8,10 @@
  * learning rate and t advance). Cases: weight decay on and off, clipping off (grad_clip 0),
  * inactive (threshold above the norm), active (below it: the test checks it really clips), and no
  * sum-of-squares tensor. Elements past n are NaN sentinels that must stay untouched.
+ * The optimizer module (src/optim/adamw.c) sharded as ZeRO-1 shards it: two optimizers over the
+ * two halves of the parameters (cut at a partial sum of the norm), each with moments for its
+ * half only and its own partial sums of the norm, added together, take bitwise the steps of one
+ * optimizer over everything, with clipping active.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -21,6 +25,7 @@
 
 #include "gpu_fixture.h"
 #include "ops/ops.h"
+#include "optim/adamw.h"
 #include "ref/ref.h"
 #include "testutil.h"
 
@@ -145,6 +150,75 @@ static void test_clipping(void **state)
     run_case(g, (adamw_case){.n = 4099, .weight_decay = 0.1f, .clip = CLIP_NO_SUMSQ}, 6);
 }
 
+/* One optimizer over params [0, n) (weight decay on the first segment) and two over its halves
+ * [0, a) and [a, n), a at a partial sum of the norm: the same sum of squares and parameters,
+ * moments and device bytes of the halves alone. */
+static void test_sharded_optimizer(void **state)
+{
+    vkg_gpu *g = *state;
+    size_t n = 100003, dec = 40000;
+    vkg_device_tuning tu = vkg_device_tuning_get(g->dev);
+    size_t P = vkg_adamw_norm_partition(tu, n, NULL);
+    size_t *b = malloc((P + 1) * sizeof *b);
+    vkg_adamw_norm_partition(tu, n, b);
+    size_t half = P / 2, a = b[half];
+    free(b);
+    vkg_test_rng rng;
+    vkg_test_rng_seed(&rng, 77);
+    float *p0 = vkg_test_alloc(n), *grad = vkg_test_alloc(n);
+    vkg_test_fill_uniform(&rng, p0, n, -1.0f, 1.0f);
+    vkg_tensor pw = vkg_gpu_upload(g, p0, n * 4), gw = vkg_gpu_upload(g, NULL, n * 4);
+    vkg_tensor ps = vkg_gpu_upload(g, p0, n * 4), gs = vkg_gpu_upload(g, NULL, n * 4);
+    vkg_adamw_config cfg = vkg_adamw_config_default();
+    cfg.weight_decay = 0.1f;
+    vkg_adamw_segment whole[2] = {{0, dec, 1}, {dec, n - dec, 0}};
+    vkg_adamw_segment lo[2] = {{0, dec, 1}, {dec, a - dec, 0}}, hi[1] = {{a, n - a, 0}};
+    vkg_adamw *ow = NULL, *oa = NULL, *ob = NULL;
+    VKG_ASSERT_OK(vkg_adamw_create(g->dev, &cfg, pw, gw, n, whole, 2, &ow));
+    VKG_ASSERT_OK(vkg_adamw_create(g->dev, &cfg, ps, gs, n, lo, 2, &oa));
+    VKG_ASSERT_OK(vkg_adamw_create(g->dev, &cfg, ps, gs, n, hi, 1, &ob));
+    VKG_ASSERT_OK(vkg_adamw_norm_shard(oa, 0, half));
+    VKG_ASSERT_OK(vkg_adamw_norm_shard(ob, half, P - half));
+    size_t first, count;
+    vkg_adamw_moment_range(ob, &first, &count);
+    assert_true(first == a && count == n - a);
+    assert_int_equal(vkg_adamw_device_bytes(ob), vkg_adamw_memory_of(n - a, P));
+    assert_int_equal(vkg_adamw_device_bytes(ow), vkg_adamw_memory_of(n, P));
+    float *parts = vkg_test_alloc(P), *x = vkg_test_alloc(n), *y = vkg_test_alloc(n);
+    int clipped = 0;
+    for (uint32_t t = 1; t <= 3; t++) {
+        vkg_test_fill_uniform(&rng, grad, n, -1.0f, 1.0f);
+        VKG_ASSERT_OK(vkg_tensor_write(g->dev, gw, 0, grad, n * 4));
+        VKG_ASSERT_OK(vkg_tensor_write(g->dev, gs, 0, grad, n * 4));
+        float sw, ss;
+        VKG_ASSERT_OK(vkg_adamw_grad_sumsq(ow, &sw));
+        VKG_ASSERT_OK(vkg_adamw_grad_partials(oa, parts));
+        VKG_ASSERT_OK(vkg_adamw_grad_partials(ob, parts + half));
+        VKG_ASSERT_OK(vkg_adamw_sum_partials(ob, parts, &ss));
+        printf("    step %u: sum of squares %.9g whole, %.9g from two shards\n", t, (double)sw,
+               (double)ss);
+        assert_memory_equal(&sw, &ss, sizeof sw);
+        float clip = 0.5f * sqrtf(sw); /* clipping active */
+        clipped += clip < sqrtf(sw);
+        VKG_ASSERT_OK(vkg_adamw_update(ow, 1e-2f, t, clip, sw));
+        VKG_ASSERT_OK(vkg_adamw_update(oa, 1e-2f, t, clip, ss));
+        VKG_ASSERT_OK(vkg_adamw_update(ob, 1e-2f, t, clip, ss));
+    }
+    assert_int_equal(clipped, 3);
+    vkg_gpu_download(g, pw, x, n * 4);
+    vkg_gpu_download(g, ps, y, n * 4);
+    assert_memory_equal(x, y, n * 4);
+    assert_memory_not_equal(x, p0, n * 4);
+    float *m = vkg_test_alloc(n), *v = vkg_test_alloc(n);
+    VKG_ASSERT_OK(vkg_adamw_get_moments(ow, x, y));
+    VKG_ASSERT_OK(vkg_adamw_get_moments(oa, m, v));
+    VKG_ASSERT_OK(vkg_adamw_get_moments(ob, m + a, v + a));
+    assert_memory_equal(x, m, n * 4);
+    assert_memory_equal(y, v, n * 4);
+    vkg_adamw_destroy(&ow), vkg_adamw_destroy(&oa), vkg_adamw_destroy(&ob);
+    free(p0), free(grad), free(parts), free(x), free(y), free(m), free(v);
+}
+
 static void test_bad_arguments(void **state)
 {
     vkg_gpu *g = *state;
@@ -180,6 +254,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_no_clipping, vkg_gpu_setup, vkg_gpu_teardown),
         cmocka_unit_test_setup_teardown(test_clipping, vkg_gpu_setup, vkg_gpu_teardown),
+        cmocka_unit_test_setup_teardown(test_sharded_optimizer, vkg_gpu_setup, vkg_gpu_teardown),
         cmocka_unit_test_setup_teardown(test_bad_arguments, vkg_gpu_setup, vkg_gpu_teardown),
     };
     return cmocka_run_group_tests(tests, vkg_gpu_group_setup, vkg_gpu_group_teardown);

@@ -1,7 +1,8 @@
 /* The CLI against bad input, through the built binary (VKGPT_BIN, set by CMake):
  *  - a table of bad flag values and flag conflicts, for every subcommand: each exits 2 with a
  *    message naming the flag, the value and the valid range (or both sides of the conflict);
- *    good values at the ends of the ranges still work, and `plan` splits GPT-2 124M as expected;
+ *    good values at the ends of the ranges still work, and `plan` splits GPT-2 124M as expected
+ *    (over two pipeline stages, and its AdamW over two ZeRO-1 ranks);
  *  - FIFOs, /dev/zero and folders given as data, validation data, model, tokenizer, vocabulary,
  *    prepare input or checkpoint are refused at once, naming the file and what it is;
  *  - binary garbage is refused by `train` and by `prepare` with the same message;
@@ -236,10 +237,22 @@ static const bad_row bad_rows[] = {
      {"--bucket-mb has no effect with --pp"}},
     {{"train", "--data", TEXT, "--pp", "2", "--no-overlap"},
      {"--no-overlap has no effect with --pp"}},
+    /* train: ZeRO */
+    {{"train", "--data", TEXT, "--zero", "1"},
+     {"--zero 1 needs 2 or more data-parallel ranks", "vkgpt launch -n N"}},
+    {{"train", "--data", TEXT, "--zero", "1", "--world-size", "1"},
+     {"--zero 1 needs 2 or more data-parallel ranks"}},
+    {{"train", "--data", TEXT, "--zero", "2"}, {"--zero must be a whole number from 0 to 1"}},
+    {{"train", "--data", TEXT, "--zero", "1", "--pp", "2", "--world-size", "2", "--rank", "0"},
+     {"--zero 1 does not combine with --pp"}},
     /* plan */
     {{"plan", "--pp", "2", "--pp-layers", "5"}, {"--pp-layers wants 2 layer counts", "'5'"}},
     {{"plan", "--preset", "none"}, {"--preset none needs --layers"}},
     {{"plan", "--total-batch", "1000"}, {"--total-batch 1000 is not a multiple of"}},
+    {{"plan", "--zero", "1"}, {"--zero 1 needs --dp 2 or more"}},
+    {{"plan", "--zero", "1", "--dp", "2", "--pp", "2"}, {"--zero 1 does not combine with --pp"}},
+    {{"plan", "--dp", "0"}, {"--dp must be a whole number from 1 to 1024"}},
+    {{"plan", "--zero", "3", "--dp", "2"}, {"--zero must be a whole number from 0 to 1"}},
     /* sample */
     {{"sample", "--ckpt", TEXT, "--seed", "1e30"}, {"--seed", "'1e30'"}},
     {{"sample", "--ckpt", TEXT, "--len", "-1"}, {"--len must be a whole number from 0 to"}},
@@ -261,6 +274,9 @@ static const bad_row bad_rows[] = {
     {{"launch", "-n", "2", "--port", "70000", "--", "train"}, {"--port", "from 1 to 65535"}},
     {{"launch", "-n", "2", "--grace", "-1", "--", "train"}, {"--grace", "from 0 to 3600"}},
     {{"launch", "-n", "3", "--pp", "2", "--", "train"}, {"--pp 2 does not divide -n 3"}},
+    {{"launch", "-n", "1", "--zero", "1", "--", "train"}, {"--zero 1 needs -n 2 or more"}},
+    {{"launch", "-n", "4", "--pp", "2", "--zero", "1", "--", "train"},
+     {"--zero 1 does not combine with --pp"}},
     /* bench */
     {{"bench", "allreduce", "-n", "1e30"}, {"-n must be a whole number from 1 to 64"}},
     {{"bench", "allreduce", "--timeout", "1e30"}, {"--timeout must be a number from 0.001 to"}},
@@ -273,6 +289,7 @@ static const bad_row bad_rows[] = {
     {{"bench", "ops", "--tiles", "-1,8,8"}, {"--tiles", "'-1,8,8'"}},
     {{"bench", "dp", "--steps", "0"}, {"--steps must be a whole number from 1 to"}},
     {{"bench", "dp", "--ranks", "1,,2"}, {"--ranks wants", "'1,,2'"}},
+    {{"bench", "dp", "--zero", "2"}, {"--zero must be a whole number from 0 to 1"}},
     {{"bench", "pp", "--stages", "1"}, {"--stages wants counts from 2 to 8", "'1'"}},
     {{"bench", "pp", "--schedule", "zb"}, {"--schedule must be 1f1b, gpipe or both", "'zb'"}},
     {{"bench", "train", "--seed", "1e30"}, {"--seed", "'1e30'"}},
@@ -339,6 +356,18 @@ static void test_good_values(void **state)
     expect_contains("stdout", p.buf[0], "124475904 parameters");
     expect_contains("stdout", p.buf[0], "    0  [ 0, 8)     2");
     expect_contains("stdout", p.buf[0], "    1  [ 8,12)     2");
+    vkg_test_proc_free(&p);
+    /* ZeRO-1 over 2 ranks on a GPU: each rank's AdamW is half of the unsharded 949.7 MiB, cut at
+     * the norm's 1024 partial sums of 121600 parameters (512 each: 2 x 4 x 62259200 bytes of
+     * moments and 4.5 KiB of norm scratch on rank 0) */
+    const char *const zplan[] = {"plan", "--preset", "gpt2", "--dp", "2", "--zero", "1", NULL};
+    vkg_test_proc_start(&p, zplan, &child_opts);
+    assert_int_equal(vkg_test_proc_wait(&p, 60), 0);
+    expect_contains("stdout", p.buf[0], "unsharded AdamW 949.7 MiB per rank");
+    expect_contains("stdout", p.buf[0], "    0  [ 0,12)     1      474.8      474.8      475.0");
+    expect_contains("stdout", p.buf[0], "    1  [ 0,12)     1      474.8      474.8      474.7");
+    expect_contains("stdout", p.buf[0], "rank 0: the moments of parameters [0, 62259200)");
+    expect_contains("stdout", p.buf[0], "rank 1: the moments of parameters [62259200, 124475904)");
     vkg_test_proc_free(&p);
 }
 

@@ -1,8 +1,10 @@
 /* Collectives for N = 1..5 ranks over inproc (threads), ipc and tcp (processes): allreduce (f32
  * sum/avg, bf16, f16; in place and out of place; one-step and ring paths; counts 0, 1, < N, not
- * divisible by N, several segments), broadcast from every root, allgather, barrier and tagged
- * point-to-point. Every rank checks its results against a reference computed from every rank's
- * (deterministic) inputs, and the parent checks that all ranks produced bitwise identical bytes. */
+ * divisible by N, several segments), reduce-scatter and allgatherv over chunks of several shapes
+ * (bitwise the allreduce's result on whichever path it takes), broadcast from every root,
+ * allgather, barrier and tagged point-to-point. Every rank checks its results against a reference
+ * computed from every rank's (deterministic) inputs, and the parent checks that all ranks produced
+ * bitwise identical bytes. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -169,6 +171,61 @@ done:
     return bad;
 }
 
+/* Chunk bounds of a reduce-scatter: pattern 0 the ring's chunking, 1 everything on the last rank,
+ * 2 growing chunks, 3 an empty chunk in the middle (and the rest shifted). */
+static void chunk_bounds(int pattern, size_t count, int n, size_t *b)
+{
+    for (int q = 0; q <= n; q++) {
+        size_t x = (size_t)q;
+        b[q] = pattern == 0   ? count / (size_t)n * x + count % (size_t)n * x / (size_t)n
+               : pattern == 1 ? (q == n ? count : 0)
+               : pattern == 2
+                   ? (size_t)((double)count * (double)(x * x) / (double)(n * n))
+                   : (q <= n / 2 ? count * x / (size_t)(n + 1) : count * (x + 1) / (size_t)(n + 1));
+    }
+    b[n] = count;
+}
+
+/* Reduce-scatter over chunks of several shapes: each rank's chunk is bitwise the allreduce's
+ * result for the same inputs, whichever algorithm the allreduce takes (one step, straight to the
+ * owners, or the ring, which adds in another order), the rest of the buffer is untouched, and an
+ * allgatherv over the same chunks then leaves the allreduce's whole result on every rank. */
+static int scatter_case(vkg_th_rank *r, int kase, size_t count, int pattern, uint64_t *dig)
+{
+    int n = r->size, me = r->rank, bad = 0;
+    float *in = malloc(count * 4 + 4), *ref = malloc(count * 4 + 4), *buf = malloc(count * 4 + 4);
+    size_t b[VKG_TH_MAX_RANKS + 1];
+    chunk_bounds(pattern, count, n, b);
+    for (size_t i = 0; i < count; i++)
+        in[i] = input_f32(kase, me, i) * (1.0f + (float)(i % 7) * 1e3f); /* magnitudes vary */
+    memcpy(buf, in, count * 4);
+    vkg_status st = vkg_comm_allreduce(r->comm, in, ref, count, VKG_COMM_F32, VKG_COMM_SUM);
+    if (st == VKG_OK)
+        st = vkg_comm_reduce_scatter(r->comm, buf, count, b);
+    if (st != VKG_OK)
+        return note_fail(r, "reduce-scatter count %zu pattern %d: %s", count, pattern,
+                         vkg_error_message());
+    for (size_t i = 0; i < count && bad < 3; i++) {
+        int own = i >= b[me] && i < b[me + 1];
+        if (memcmp(&buf[i], own ? &ref[i] : &in[i], 4))
+            bad += note_fail(r,
+                             "reduce-scatter count %zu pattern %d [%zu] (%s) = %.9g, expected "
+                             "%.9g",
+                             count, pattern, i, own ? "own chunk" : "another's chunk",
+                             (double)buf[i], (double)(own ? ref[i] : in[i]));
+    }
+    st = vkg_comm_allgatherv(r->comm, buf, count, b);
+    if (st != VKG_OK)
+        bad += note_fail(r, "allgatherv count %zu pattern %d: %s", count, pattern,
+                         vkg_error_message());
+    else if (memcmp(buf, ref, count * 4))
+        bad += note_fail(r, "allgatherv count %zu pattern %d: not the allreduce's result", count,
+                         pattern);
+    *dig = *dig * 31 + vkg_th_digest(buf, count * 4);
+    free(in), free(ref), free(buf);
+    return bad;
+}
+
 static int bcast_gather_p2p(vkg_th_rank *r, uint64_t *dig)
 {
     int n = r->size, me = r->rank, bad = 0;
@@ -252,6 +309,9 @@ static int suite(vkg_th_rank *r, void *arg)
     for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++)
         for (size_t v = 0; v < sizeof variants / sizeof variants[0]; v++)
             bad += allreduce_case(r, ++kase, counts[k], &variants[v], &dig);
+    for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++)
+        for (int pattern = 0; pattern < 4; pattern++)
+            bad += scatter_case(r, ++kase, counts[k], pattern, &dig);
     bad += bcast_gather_p2p(r, &dig);
     vkg_th_report(r, "digest=%016llx", (unsigned long long)dig);
     return bad;

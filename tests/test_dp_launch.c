@@ -1,5 +1,7 @@
 /* `vkgpt launch` end to end through the built binary (VKGPT_BIN) on a tiny byte-level model and a
  * small text file, ranks on loopback (ipc and tcp):
+ *  - `launch -n 2 --zero 1` trains, each rank naming the half of the parameters whose moments it
+ *    holds and their bytes;
  *  - `launch -n 2` trains: exit 0, every line carries its rank prefix, both ranks report the
  *    data-parallel split and count 2 x B x T tokens per step, only rank 0 logs steps and writes
  *    the checkpoint and log.jsonl, whose token count covers both ranks; the validation layer is on
@@ -161,6 +163,42 @@ static void test_launch_two_ranks_train(void **state)
     fclose(f);
     if (!strstr(first, "\"step\":1,") || !strstr(first, "\"tokens\":128,"))
         fail_msg("log.jsonl's first line does not count 128 tokens at step 1: %s", first);
+    vkg_test_proc_free(&p);
+}
+
+/* `launch -n 2 --zero 1`: both ranks train and say which parameters' moments they hold and how
+ * many bytes: consecutive halves of the parameters (give or take a partial sum of the norm), 2 x
+ * 4 bytes per parameter. */
+static void test_launch_zero(void **state)
+{
+    (void)state;
+    const char *args[] = {"launch", "-n",       "2",       "--zero", "1",
+                          "--",     TRAIN_ARGS, "--steps", "2",      NULL};
+    vkg_test_proc p;
+    start(&p, args);
+    vkg_test_proc_wait(&p, 240);
+    printf("%s", p.buf[0]);
+    if (!WIFEXITED(p.wstatus) || WEXITSTATUS(p.wstatus) != 0)
+        fail_msg("launch failed (wait status %d)", p.wstatus);
+    expect_output(&p, "[rank 0] step 2/2");
+    expect_output(&p, "[rank 1] validation layer: 0 message(s)");
+    size_t first[2], end[2], n[2], bytes[2];
+    for (int r = 0; r < 2; r++) {
+        char needle[128];
+        snprintf(needle, sizeof needle,
+                 "[rank %d] optimizer: AdamW, moments sharded over 2 ranks (ZeRO-1): this rank "
+                 "holds those of parameters [",
+                 r);
+        const char *at = strstr(p.buf[0], needle);
+        if (!at)
+            fail_msg("no ZeRO-1 line of rank %d:\n%s", r, p.buf[0]);
+        assert_int_equal(sscanf(at + strlen(needle), "%zu, %zu) of %zu, %zu bytes", &first[r],
+                                &end[r], &n[r], &bytes[r]),
+                         4);
+        assert_int_equal(bytes[r], 2 * 4 * (end[r] - first[r]));
+    }
+    assert_true(first[0] == 0 && end[0] == first[1] && end[1] == n[0] && n[1] == n[0]);
+    assert_true(end[0] > n[0] / 2 - n[0] / 8 && end[0] < n[0] / 2 + n[0] / 8);
     vkg_test_proc_free(&p);
 }
 
@@ -394,6 +432,7 @@ int main(void)
     signal(SIGPIPE, SIG_IGN);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_launch_two_ranks_train),
+        cmocka_unit_test(test_launch_zero),
         cmocka_unit_test(test_launcher_variables),
         cmocka_unit_test(test_kill_rank_ipc),
         cmocka_unit_test(test_kill_rank_tcp),

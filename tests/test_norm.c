@@ -6,7 +6,8 @@
  * partials start as NaN so an unwritten partial fails. Sizes: 1, odd sizes, several million
  * elements, tensors given as views at unaligned offsets, several tensors (one empty) summed in one
  * call, and accumulation into an existing value. A replay of the recorded list and a second,
- * separate recording must give the same result bit for bit.
+ * separate recording must give the same result bit for bit; so must the two stages recorded
+ * alone, the partials computed in slices.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -114,6 +115,55 @@ static void test_several_tensors_and_accumulate(void **state)
     run_case(g, (sumsq_case){"1 tensor of 5 added to 2.5", 1, {5}, 0.5f, 1}, 8);
 }
 
+/* The two stages recorded alone, as a sharded optimizer runs them: the partition has as many
+ * partials as vkg_op_sumsq's scratch, in contiguous ascending chunks covering the tensor;
+ * partials computed in three slices (as three ranks would, one of them empty) into their places
+ * and then added by the final stage give vkg_op_sumsq's result bit for bit. */
+static void test_stages_alone(void **state)
+{
+    vkg_gpu *g = *state;
+    vkg_device_tuning tu = vkg_device_tuning_get(g->dev);
+    const size_t sizes[] = {5, 1000003, 77777};
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        size_t n = sizes[k];
+        vkg_test_rng rng;
+        vkg_test_rng_seed(&rng, 40 + k);
+        float *x = vkg_test_alloc(n);
+        vkg_test_fill_uniform(&rng, x, n, -2.0f, 2.0f);
+        vkg_tensor xt = vkg_gpu_upload(g, x, n * sizeof(float));
+        free(x);
+        size_t P = vkg_op_sumsq_partition(&tu, n, NULL);
+        size_t *b = malloc((P + 1) * sizeof *b);
+        assert_int_equal(vkg_op_sumsq_partition(&tu, n, b), P);
+        assert_int_equal(P, vkg_op_sumsq_scratch_elems(g->dev, &n, 1));
+        assert_true(b[0] == 0 && b[P] == n);
+        for (size_t p = 0; p < P; p++)
+            assert_true(b[p] < b[p + 1]);
+        free(b);
+        vkg_tensor out = vkg_gpu_poisoned(g, 1), scratch = vkg_gpu_poisoned(g, P);
+        VKG_ASSERT_OK(vkg_cmd_begin(g->cmd));
+        VKG_ASSERT_OK(vkg_op_sumsq(g->cmd, out, &xt, &n, 1, scratch, 0));
+        vkg_gpu_run(g);
+        float whole = read_one(g, out);
+        size_t cut[4] = {0, P / 3, P / 3, P}; /* the middle slice is empty */
+        vkg_tensor parts = vkg_gpu_poisoned(g, P), out2 = vkg_gpu_poisoned(g, 1);
+        VKG_ASSERT_OK(vkg_cmd_begin(g->cmd));
+        for (int s = 0; s < 3; s++)
+            VKG_ASSERT_OK(vkg_op_sumsq_partials(
+                g->cmd, vkg_tensor_view(parts, cut[s] * 4, (cut[s + 1] - cut[s]) * 4), xt, n,
+                cut[s], cut[s + 1] - cut[s]));
+        vkg_cmd_barrier(g->cmd);
+        VKG_ASSERT_OK(vkg_op_sumsq_final(g->cmd, out2, parts, P, 0));
+        vkg_gpu_run(g);
+        float sliced = read_one(g, out2);
+        printf("    n=%zu: %zu partials, whole %.9g, in slices %.9g\n", n, P, (double)whole,
+               (double)sliced);
+        if (memcmp(&whole, &sliced, sizeof whole))
+            fail_msg("n=%zu: the stages alone give %.9g, vkg_op_sumsq %.9g", n, (double)sliced,
+                     (double)whole);
+    }
+}
+
 static void test_bad_arguments(void **state)
 {
     vkg_gpu *g = *state;
@@ -129,6 +179,9 @@ static void test_bad_arguments(void **state)
                        "sumsq: tensor xs[1] holds 10 elements, the shape needs 11");
     vkg_expect_invalid(vkg_op_sumsq(c, none, xs, ok_ns, 2, scratch, 0), "tensor out");
     vkg_expect_invalid(vkg_op_sumsq(c, out, xs, ok_ns, 2, none, 0), "tensor scratch");
+    vkg_expect_invalid(vkg_op_sumsq_partials(c, scratch, xs[0], 100, 1, 1000),
+                       "sumsq_partials: partial sums [1, 1001) asked of a tensor of 100 elements");
+    vkg_expect_invalid(vkg_op_sumsq_final(c, none, scratch, 1, 0), "tensor out");
     assert_int_equal(vkg_cmd_dispatch_count(c), 0);
 }
 
@@ -139,6 +192,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_several_million, vkg_gpu_setup, vkg_gpu_teardown),
         cmocka_unit_test_setup_teardown(test_several_tensors_and_accumulate, vkg_gpu_setup,
                                         vkg_gpu_teardown),
+        cmocka_unit_test_setup_teardown(test_stages_alone, vkg_gpu_setup, vkg_gpu_teardown),
         cmocka_unit_test_setup_teardown(test_bad_arguments, vkg_gpu_setup, vkg_gpu_teardown),
     };
     return cmocka_run_group_tests(tests, vkg_gpu_group_setup, vkg_gpu_group_teardown);

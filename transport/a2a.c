@@ -14,6 +14,10 @@
  * Zero-copy safety: reduce-scatter sends read chunks this rank never writes before their sum
  * came back (which needs the send to have been read in full); allgather sends read this rank's
  * chunk after its final write.
+ *
+ * The same engine runs either phase alone over chunks the caller chooses (vkg_comm_reduce_scatter,
+ * vkg_comm_allgatherv): a phase left out starts out complete. A reduce-scatter adds in the order
+ * the allreduce of the same count would (see vkg__a2a_scatter), so that it leaves the same bits.
  */
 #include "comm_internal.h"
 
@@ -34,9 +38,12 @@ typedef struct a2a_peer {
 
 typedef struct a2a {
     vkg_comm_t *c;
+    int coll; /* the tag's collective code */
     vkg_comm_dtype dt;
     vkg_comm_op op;
     size_t es, seg;
+    size_t count; /* elements of the whole buffer */
+    int ring;     /* add each element in the ring allreduce's order instead of rank order */
     const uint8_t *in;
     uint8_t *out;
     size_t own_off, own_len, own_nseg, reduced;
@@ -58,7 +65,7 @@ static vkg_status post_one(a2a *a, int q, uint32_t step, size_t k, const uint8_t
     vkg__hdr_init(c, &h, VKG_W_DATA);
     h.seq = c->seq;
     h.segment = (uint32_t)k;
-    h.tag = (uint32_t)VKG_C_ALLREDUCE | ((uint32_t)a->dt << 8) | (step << 16);
+    h.tag = (uint32_t)a->coll | ((uint32_t)a->dt << 8) | (step << 16);
     size_t bytes = elems * a->es;
     int zc = vkg__use_zc(c, bytes);
     VKG_TRY(vkg__send(c, q, &h, src, bytes, zc));
@@ -91,22 +98,49 @@ static vkg_status post_sends(a2a *a)
     return VKG_OK;
 }
 
-/* Reduce every own segment that every peer has sent, in rank order. */
+/* The ring allreduce's chunk of element e: the last chunk that starts at or before it. */
+static int ring_chunk(const a2a *a, size_t e)
+{
+    int n = a->c->size;
+    int k = (int)((uint64_t)e * (uint64_t)n / a->count);
+    while (k > 0 && vkg__chunk_start(a->count, k, n) > e)
+        k--;
+    while (k + 1 < n && vkg__chunk_start(a->count, k + 1, n) <= e)
+        k++;
+    return k;
+}
+
+/* Reduce every own segment that every peer has sent: in rank order, or (ring) as the ring
+ * allreduce adds chunk k's elements, from rank k's input on around the ring. */
 static void reduce_ready(a2a *a)
 {
     vkg_comm_t *c = a->c;
+    int n = c->size;
     while (a->reduced < a->own_nseg) {
         size_t k = a->reduced;
-        for (int q = 0; q < c->size; q++)
+        for (int q = 0; q < n; q++)
             if (q != c->rank && a->p[q].rs_recv <= k)
                 return;
-        size_t e0 = a->own_off + k * a->seg;
-        for (int q = 0; q < c->size; q++)
-            a->srcs[q] =
-                q == c->rank ? (const void *)(a->in + e0 * a->es) : zmq_msg_data(&a->p[q].held[k]);
-        vkg__reduce_ordered(a->out + e0 * a->es, a->srcs, c->size, seg_elems(a, a->own_len, k),
-                            a->dt, a->op == VKG_COMM_AVG);
-        for (int q = 0; q < c->size; q++) {
+        size_t e0 = a->own_off + k * a->seg, m = seg_elems(a, a->own_len, k);
+        for (size_t done = 0, len; done < m; done += len) {
+            size_t e = e0 + done;
+            int first = 0;
+            len = m - done;
+            if (a->ring) {
+                first = ring_chunk(a, e);
+                size_t end = vkg__chunk_start(a->count, first + 1, n);
+                len = end - e < len ? end - e : len;
+            }
+            for (int j = 0; j < n; j++) {
+                int q = (first + j) % n;
+                a->srcs[j] = q == c->rank
+                                 ? (const void *)(a->in + e * a->es)
+                                 : (const void *)((const uint8_t *)zmq_msg_data(&a->p[q].held[k]) +
+                                                  done * a->es);
+            }
+            vkg__reduce_ordered(a->out + e * a->es, a->srcs, n, len, a->dt, a->op == VKG_COMM_AVG);
+        }
+        for (int q = 0; q < n; q++) {
             if (q == c->rank)
                 continue;
             zmq_msg_close(&a->p[q].held[k]);
@@ -122,14 +156,15 @@ static vkg_status take(a2a *a, vkg_inmsg *m)
     int q = (int)m->h.sender;
     a2a_peer *p = &a->p[q];
     uint32_t step = m->h.tag >> 16, k = m->h.segment;
-    uint32_t base = (uint32_t)VKG_C_ALLREDUCE | ((uint32_t)a->dt << 8);
+    uint32_t base = (uint32_t)a->coll | ((uint32_t)a->dt << 8);
     vkg_status st = VKG_OK;
     size_t want = 0;
     if ((m->h.tag & 0xffffu) != base || (step != STEP_RS && step != STEP_AG))
         st = VKG_FAIL(VKG_ERR_PROTOCOL,
-                      "%s: rank %d sent tag 0x%x, expected an all-to-all allreduce segment (tag "
+                      "%s: rank %d sent tag 0x%x, expected an all-to-all %s segment (tag "
                       "0x%x): ranks called different collectives, dtypes or thresholds",
-                      a->what, q, (unsigned)m->h.tag, (unsigned)(base | (STEP_RS << 16)));
+                      a->what, q, (unsigned)m->h.tag, vkg__coll_name(a->coll),
+                      (unsigned)(base | (STEP_RS << 16)));
     else if (step == STEP_RS && (k != p->rs_recv || k >= a->own_nseg))
         st = VKG_FAIL(VKG_ERR_PROTOCOL, "%s: rank %d sent reduce-scatter segment %u, expected %zu",
                       a->what, q, (unsigned)k, p->rs_recv);
@@ -236,53 +271,87 @@ static vkg_status run(a2a *a)
     return vkg__drain(c, a->what, -1);
 }
 
+/* Plan and run the engine over a's buffers: chunk q of every rank is [bounds[q], bounds[q + 1])
+ * (NULL: the ring's chunking), with the reduce-scatter (rs) and the allgather (ag) phases. */
+static vkg_status a2a_run(a2a *a, const size_t *bounds, int rs, int ag, const char *name)
+{
+    vkg_comm_t *c = a->c;
+    int n = c->size;
+    a->seg = c->seg_bytes / a->es ? c->seg_bytes / a->es : 1;
+    a->own_off = bounds ? bounds[c->rank] : vkg__chunk_start(a->count, c->rank, n);
+    a->own_len =
+        (bounds ? bounds[c->rank + 1] : vkg__chunk_start(a->count, c->rank + 1, n)) - a->own_off;
+    a->own_nseg = (a->own_len + a->seg - 1) / a->seg;
+    a->reduced = rs ? 0 : a->own_nseg; /* without a reduce-scatter this rank's chunk is final */
+    snprintf(a->what, sizeof a->what, "%s #%llu", name, (unsigned long long)c->seq);
+    vkg_status st = VKG_OK;
+    a->p = calloc((size_t)n, sizeof *a->p);
+    a->srcs = calloc((size_t)n, sizeof *a->srcs);
+    VKG_CHECK_GOTO(st, a->p && a->srcs, VKG_ERR_NOMEM, out, "out of memory planning %s", a->what);
+    for (int q = 0; q < n; q++) {
+        a2a_peer *p = &a->p[q];
+        p->off = bounds ? bounds[q] : vkg__chunk_start(a->count, q, n);
+        p->len = (bounds ? bounds[q + 1] : vkg__chunk_start(a->count, q + 1, n)) - p->off;
+        p->nseg = (p->len + a->seg - 1) / a->seg;
+        if (!rs) /* nothing to send it or to expect from it for a reduction */
+            p->rs_sent = p->nseg, p->rs_recv = a->own_nseg;
+        if (!ag) /* nothing to send it or to expect from it for an allgather */
+            p->ag_sent = a->own_nseg, p->ag_recv = p->nseg;
+        if (q == c->rank || !a->own_nseg || !rs)
+            continue;
+        p->held = calloc(a->own_nseg, sizeof *p->held);
+        VKG_CHECK_GOTO(st, p->held != NULL, VKG_ERR_NOMEM, out, "out of memory planning %s",
+                       a->what);
+        for (size_t k = 0; k < a->own_nseg; k++)
+            zmq_msg_init(&p->held[k]);
+    }
+    memset(c->credits, 0, (size_t)n * sizeof *c->credits);
+    c->credit_moved = 0;
+    c->credit_from = VKG_CREDIT_ALL;
+    st = run(a);
+    c->credit_from = -1;
+out:
+    for (int q = 0; a->p && q < n; q++) {
+        if (!a->p[q].held)
+            continue;
+        for (size_t k = 0; k < a->own_nseg; k++)
+            zmq_msg_close(&a->p[q].held[k]);
+        free(a->p[q].held);
+    }
+    free(a->p);
+    free(a->srcs);
+    return st;
+}
+
 vkg_status vkg__a2a_allreduce(vkg_comm_t *c, const void *send, void *recv, size_t count,
                               vkg_comm_dtype dt, vkg_comm_op op)
 {
     a2a a;
     memset(&a, 0, sizeof a);
     a.c = c;
+    a.coll = VKG_C_ALLREDUCE;
     a.dt = dt;
     a.op = op;
     a.es = vkg_comm_dtype_size(dt);
-    a.seg = c->seg_bytes / a.es ? c->seg_bytes / a.es : 1;
+    a.count = count;
     a.in = send;
     a.out = recv;
-    a.own_off = vkg__chunk_start(count, c->rank, c->size);
-    a.own_len = vkg__chunk_start(count, c->rank + 1, c->size) - a.own_off;
-    a.own_nseg = (a.own_len + a.seg - 1) / a.seg;
-    snprintf(a.what, sizeof a.what, "allreduce #%llu", (unsigned long long)c->seq);
-    vkg_status st = VKG_OK;
-    a.p = calloc((size_t)c->size, sizeof *a.p);
-    a.srcs = calloc((size_t)c->size, sizeof *a.srcs);
-    VKG_CHECK_GOTO(st, a.p && a.srcs, VKG_ERR_NOMEM, out, "out of memory planning %s", a.what);
-    for (int q = 0; q < c->size; q++) {
-        a2a_peer *p = &a.p[q];
-        p->off = vkg__chunk_start(count, q, c->size);
-        p->len = vkg__chunk_start(count, q + 1, c->size) - p->off;
-        p->nseg = (p->len + a.seg - 1) / a.seg;
-        if (q == c->rank || !a.own_nseg)
-            continue;
-        p->held = calloc(a.own_nseg, sizeof *p->held);
-        VKG_CHECK_GOTO(st, p->held != NULL, VKG_ERR_NOMEM, out, "out of memory planning %s",
-                       a.what);
-        for (size_t k = 0; k < a.own_nseg; k++)
-            zmq_msg_init(&p->held[k]);
-    }
-    memset(c->credits, 0, (size_t)c->size * sizeof *c->credits);
-    c->credit_moved = 0;
-    c->credit_from = VKG_CREDIT_ALL;
-    st = run(&a);
-    c->credit_from = -1;
-out:
-    for (int q = 0; a.p && q < c->size; q++) {
-        if (!a.p[q].held)
-            continue;
-        for (size_t k = 0; k < a.own_nseg; k++)
-            zmq_msg_close(&a.p[q].held[k]);
-        free(a.p[q].held);
-    }
-    free(a.p);
-    free(a.srcs);
-    return st;
+    return a2a_run(&a, NULL, 1, 1, "allreduce");
+}
+
+vkg_status vkg__a2a_scatter(vkg_comm_t *c, float *buf, size_t count, const size_t *bounds,
+                            int reduce, int ring)
+{
+    a2a a;
+    memset(&a, 0, sizeof a);
+    a.c = c;
+    a.coll = reduce ? VKG_C_RSCATTER : VKG_C_ALLGATHERV;
+    a.dt = VKG_COMM_F32;
+    a.op = VKG_COMM_SUM;
+    a.es = 4;
+    a.count = count;
+    a.ring = reduce && ring;
+    a.in = (const uint8_t *)buf;
+    a.out = (uint8_t *)buf;
+    return a2a_run(&a, bounds, reduce, !reduce, reduce ? "reduce-scatter" : "allgatherv");
 }

@@ -5,7 +5,8 @@
  * One-step algorithms, used up to small_bytes: allreduce sends the whole buffer to every peer and
  * each rank reduces the N inputs in rank order (so every rank computes the same bits); broadcast
  * sends from the root to each rank; allgather sends each rank's block to every peer; the barrier
- * is a dissemination barrier (ceil(log2 N) rounds).
+ * is a dissemination barrier (ceil(log2 N) rounds). The reduce-scatter and allgather over chunks
+ * of the caller's choosing run the all-to-all engine of a2a.c.
  */
 #include "comm_internal.h"
 
@@ -144,6 +145,50 @@ vkg_status vkg_comm_allreduce(vkg_comm_t *c, const void *send, void *recv, size_
     else
         st = vkg__ring_allreduce(c, send, recv, count, dtype, op);
     return finish(c, st);
+}
+
+/* Chunks [bounds[q], bounds[q + 1]) of count floats: the same list on every rank (a peer that
+ * disagrees is caught by the sizes of its segments). */
+static vkg_status check_chunks(const vkg_comm_t *c, const char *what, const float *buf,
+                               size_t count, const size_t *bounds)
+{
+    VKG_CHECK(bounds, VKG_ERR_INVALID_ARG, "%s: no chunk bounds", what);
+    VKG_CHECK(count == 0 || buf, VKG_ERR_INVALID_ARG, "%s: NULL buffer", what);
+    VKG_CHECK(count <= ((size_t)1 << 40), VKG_ERR_INVALID_ARG, "%s: count %zu too large", what,
+              count);
+    VKG_CHECK(((uintptr_t)buf % 4) == 0, VKG_ERR_INVALID_ARG,
+              "%s: the buffer must be aligned to 4 bytes", what);
+    VKG_CHECK(bounds[0] == 0 && bounds[c->size] == count, VKG_ERR_INVALID_ARG,
+              "%s: the chunks span [%zu, %zu), not the %zu elements", what, bounds[0],
+              bounds[c->size], count);
+    for (int q = 0; q < c->size; q++)
+        VKG_CHECK(bounds[q] <= bounds[q + 1], VKG_ERR_INVALID_ARG,
+                  "%s: chunk %d ends at %zu before it starts at %zu", what, q, bounds[q + 1],
+                  bounds[q]);
+    return VKG_OK;
+}
+
+vkg_status vkg_comm_reduce_scatter(vkg_comm_t *c, float *buf, size_t count, const size_t *bounds)
+{
+    VKG_TRY(vkg__comm_usable(c));
+    VKG_TRY(check_chunks(c, "reduce-scatter", buf, count, bounds));
+    c->seq++;
+    if (c->size == 1 || count == 0)
+        return VKG_OK;
+    /* The order of additions of vkg_comm_allreduce for this count: rank order (one step, or
+     * straight to the owners), or the ring's. */
+    int ring = count * 4 > c->small_bytes && (c->size == 2 || c->size >= c->ring_min_ranks);
+    return finish(c, vkg__a2a_scatter(c, buf, count, bounds, 1, ring));
+}
+
+vkg_status vkg_comm_allgatherv(vkg_comm_t *c, float *buf, size_t count, const size_t *bounds)
+{
+    VKG_TRY(vkg__comm_usable(c));
+    VKG_TRY(check_chunks(c, "allgatherv", buf, count, bounds));
+    c->seq++;
+    if (c->size == 1 || count == 0)
+        return VKG_OK;
+    return finish(c, vkg__a2a_scatter(c, buf, count, bounds, 0, 0));
 }
 
 static vkg_status direct_broadcast(vkg_comm_t *c, void *buf, size_t bytes, int root)

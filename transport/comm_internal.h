@@ -59,6 +59,8 @@ enum vkg_coll {
     VKG_C_BCAST = 2,
     VKG_C_ALLGATHER = 3,
     VKG_C_BARRIER = 4,
+    VKG_C_RSCATTER = 5,
+    VKG_C_ALLGATHERV = 6,
 };
 
 typedef struct vkg_wire_hdr {
@@ -312,6 +314,12 @@ vkg_status vkg__ring_allreduce(vkg_comm_t *c, const void *send, void *recv, size
 /* Reduce-scatter and allgather with every peer directly (a2a.c): 2 hops instead of 2(N-1). */
 vkg_status vkg__a2a_allreduce(vkg_comm_t *c, const void *send, void *recv, size_t count,
                               vkg_comm_dtype dt, vkg_comm_op op);
+/* One phase of the all-to-all engine over chunks [bounds[q], bounds[q + 1]) of buf (count floats,
+ * in place): reduce (a SUM reduce-scatter: each rank's own chunk becomes the sum, in rank order,
+ * or with ring in the order vkg__ring_allreduce adds each element for this count; the rest of buf
+ * is left alone), or not (an allgather: each rank's chunk goes to every other rank). */
+vkg_status vkg__a2a_scatter(vkg_comm_t *c, float *buf, size_t count, const size_t *bounds,
+                            int reduce, int ring);
 /* floor(count * chunk / n) without overflow: chunks differ in length by at most one element. */
 size_t vkg__chunk_start(size_t count, int chunk, int n);
 vkg_status vkg__ring_allgather(vkg_comm_t *c, const void *send, size_t bytes, void *recv);

@@ -121,6 +121,10 @@ const char *vkg__coll_name(int coll)
         return "allgather";
     case VKG_C_BARRIER:
         return "barrier";
+    case VKG_C_RSCATTER:
+        return "reduce-scatter";
+    case VKG_C_ALLGATHERV:
+        return "allgatherv";
     }
     return "unknown collective";
 }

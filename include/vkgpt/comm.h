@@ -4,8 +4,9 @@
  * every other rank connects, announces its own data endpoint and receives the peer table. After
  * that each rank sends to every peer over one connection per pair and receives on one bound socket.
  *
- * Collectives (allreduce, broadcast, allgather, barrier) must be called by every rank in the same
- * order with matching arguments; point-to-point send/recv pair by (peer, tag) in FIFO order.
+ * Collectives (allreduce, reduce-scatter, broadcast, allgather(v), barrier) must be called by
+ * every rank in the same order with matching arguments; point-to-point send/recv pair by (peer,
+ * tag) in FIFO order.
  *
  * Deadlines: every blocking call counts only the time it spends waiting: from its start or the
  * last message that arrived, whichever is later (a rank's own work between calls never counts).
@@ -199,6 +200,21 @@ vkg_status vkg_comm_peer_endpoint(const vkg_comm_t *c, int rank, char *buf, size
  * not referenced after return. */
 vkg_status vkg_comm_allreduce(vkg_comm_t *c, const void *send, void *recv, size_t count,
                               vkg_comm_dtype dtype, vkg_comm_op op);
+
+/* In-place SUM reduce-scatter of count floats over chunks of the caller's choosing: chunk q is
+ * buf[bounds[q], bounds[q + 1]) (bounds: world_size + 1 offsets from 0 to count, nondecreasing,
+ * the same on every rank; a chunk may be empty). On return rank q's chunk holds the sum over the
+ * ranks, bitwise what vkg_comm_allreduce(c, buf, buf, count, VKG_COMM_F32, VKG_COMM_SUM) would
+ * leave there (its order of additions is kept: rank order for the one-step and owner paths, and
+ * from ring_min_ranks ranks on the ring's, which starts each of its chunks at another rank); the
+ * rest of buf is left as it was. Each rank sends the others their chunks straight (N - 1
+ * connections busy), about (N - 1)/N of the buffer. Errors: VKG_ERR_INVALID_ARG naming bad
+ * bounds; VKG_ERR_PROTOCOL when a peer's chunks differ. */
+vkg_status vkg_comm_reduce_scatter(vkg_comm_t *c, float *buf, size_t count, const size_t *bounds);
+/* In-place allgather of unequal chunks: rank q's chunk buf[bounds[q], bounds[q + 1]) is copied
+ * into every other rank's buf (bounds as for vkg_comm_reduce_scatter). After a reduce-scatter
+ * with the same bounds, every rank holds vkg_comm_allreduce's result bit for bit. */
+vkg_status vkg_comm_allgatherv(vkg_comm_t *c, float *buf, size_t count, const size_t *bounds);
 
 /* Copy `bytes` of root's buf into every other rank's buf. */
 vkg_status vkg_comm_broadcast(vkg_comm_t *c, void *buf, size_t bytes, int root);

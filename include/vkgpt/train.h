@@ -93,6 +93,13 @@ typedef struct vkg_train_config {
     const int *pp_layers;
     int pp_layers_count;
     int pp_schedule;
+    /* ZeRO-1 (zero = 1; needs 2 or more data-parallel ranks and no pipeline): AdamW's moments are
+     * sharded over the ranks, each rank's device holding about 1/N of them; gradients are
+     * reduce-scattered (per bucket, as above), each rank updates its own slice of the parameters
+     * and the parameters are allgathered. Training is bit for bit the same as without it; the
+     * checkpoints hold the whole model and moments, so a run resumes with or without ZeRO and on
+     * any number of ranks. */
+    int zero;
     /* Optional: write every step's timeline of this rank (pipelines) to this file as Chrome
      * trace-event JSON (Perfetto, chrome://tracing); with several ranks each writes
      * FILE.rank<N>. */
@@ -130,13 +137,15 @@ typedef struct vkg_trainer_info {
     int pp, stage;               /* pipeline stages (1 without) and this rank's */
     int first_layer, last_layer; /* this rank's layers [first, last) */
     size_t activation_bytes;     /* device memory of this rank's activation slots */
-    /* This rank's memory plan (what it allocated): parameters, gradients, AdamW, the shared
-     * gradients of the activations and scratch, host-visible copies; allocations made and the
-     * largest one allowed. */
+    /* This rank's memory plan (what it allocated): parameters, gradients, AdamW (moments and
+     * norm scratch), the shared gradients of the activations and scratch, host-visible copies;
+     * allocations made and the largest one allowed. */
     size_t param_bytes, grad_bytes, optimizer_bytes, shared_bytes, host_bytes;
     int allocations;
     uint64_t max_allocation;
-    float lr; /* peak lr after --lr-scale */
+    float lr;                          /* peak lr after --lr-scale */
+    int zero;                          /* 1: ZeRO-1, the moments sharded over the ranks */
+    size_t moment_first, moment_count; /* the parameters whose moments this rank holds */
 } vkg_trainer_info;
 
 typedef struct vkg_step_info {
@@ -147,8 +156,9 @@ typedef struct vkg_step_info {
     int has_eval;
     float eval_loss;
     int stop; /* cfg.stop was set on some rank: stop after this step (every rank) */
-    /* Data parallelism: milliseconds spent in gradient allreduces, and the part of them not
-     * hidden behind the backward pass (after the device had finished it). */
+    /* Data parallelism: milliseconds spent in gradient allreduces (ZeRO-1: reduce-scatters, the
+     * norm's partial sums and the parameters' allgather), and the part of them not hidden behind
+     * the backward pass (after the device had finished it). */
     double comm_ms, exposed_comm_ms;
 } vkg_step_info;
 

@@ -1,7 +1,9 @@
 /* `vkgpt bench dp`: data-parallel step time for N = 1, 2, 4 local ranks (threads of this process,
  * each with its own trainer and device, joined over loopback tcp by default), split into compute,
  * allreduce time, exposed communication (allreduce time after the device had finished the
- * backward pass) and the overlapped fraction, with and without gradient buckets.
+ * backward pass) and the overlapped fraction, with and without gradient buckets; with --zero 1
+ * also under ZeRO-1 (communication = reduce-scatters, the norm's partial sums and the parameters'
+ * allgather, which runs after the update and so is all exposed) with each rank's AdamW bytes.
  * Prints figures, asserts nothing. Random tokens in a temporary llm.c shard are the data. */
 #include <math.h>
 #include <pthread.h>
@@ -28,7 +30,8 @@ typedef struct bench_cfg {
 
 typedef struct rank_job {
     const bench_cfg *b;
-    int rank, world, overlap, port;
+    int rank, world, overlap, zero, port;
+    size_t optimizer_bytes; /* this rank's AdamW on the device */
     uint64_t job_id;
     vkg_comm_ctx_t *ctx;
     vkg_status st;
@@ -49,8 +52,14 @@ static void *bench_rank(void *p)
     c.comm.world_size = j->world, c.comm.rank = j->rank, c.comm.transport = b->transport;
     c.comm.master_port = j->port, c.comm.job_id = j->job_id, c.comm.ctx = j->ctx;
     c.bucket_bytes = j->overlap ? (long long)((double)b->bucket_mb * 1048576.0) : -1;
+    c.zero = j->zero;
     vkg_trainer_t *t = NULL;
     vkg_status st = vkg_trainer_create(&c, &t);
+    if (st == VKG_OK) {
+        vkg_trainer_info info;
+        vkg_trainer_get_info(t, &info);
+        j->optimizer_bytes = info.optimizer_bytes;
+    }
     int measured = 0;
     for (int s = 0; st == VKG_OK && s < b->steps + b->warmup; s++) {
         vkg_step_info info;
@@ -70,7 +79,7 @@ static void *bench_rank(void *p)
 }
 
 /* One configuration: world ranks as threads; rank 0's means in *out. */
-static int run_world(const bench_cfg *b, int world, int overlap, rank_job *out)
+static int run_world(const bench_cfg *b, int world, int overlap, int zero, rank_job *out)
 {
     static uint64_t counter;
     rank_job jobs[MAX_BENCH_RANKS];
@@ -87,6 +96,7 @@ static int run_world(const bench_cfg *b, int world, int overlap, rank_job *out)
                              .rank = r,
                              .world = world,
                              .overlap = overlap,
+                             .zero = zero,
                              .port = port,
                              .job_id = job_id,
                              .ctx = ctx};
@@ -145,7 +155,7 @@ int vkg_cli_bench_dp(int argc, char **argv)
                    .bucket_mb = 25.0f,
                    .transport = VKG_COMM_TCP};
     const char *ranks = "1,2,4", *transport = "tcp";
-    int flat = 1;
+    int flat = 1, zero = 0;
     b.device = getenv("VKGPT_DEVICE");
     const vkg_flag flags[] = {
         {"--ranks", VKG_FLAG_STR, &ranks, "world sizes to run, e.g. 1,2,4", 0, 0, 0},
@@ -161,6 +171,7 @@ int vkg_cli_bench_dp(int argc, char **argv)
          65536},
         {"--transport", VKG_FLAG_STR, &transport, "tcp, ipc or inproc", 0, 0, 0},
         {"--flat", VKG_FLAG_INT, &flat, "1: also run without overlap (one allreduce)", 0, 0, 1},
+        {"--zero", VKG_FLAG_INT, &zero, "1: also run every mode of 2+ ranks with ZeRO-1", 0, 0, 1},
         {"--device", VKG_FLAG_STR, &b.device, "device index or name (every rank)", 0, 0, 0},
     };
     int rc = vkg_flags_parse("bench dp", "[options]", flags, (int)(sizeof flags / sizeof flags[0]),
@@ -191,32 +202,36 @@ int vkg_cli_bench_dp(int argc, char **argv)
            vkg_comm_transport_name(b.transport), (double)b.bucket_mb);
     printf("# compute = step - exposed; exposed = allreduce time after the device finished the "
            "backward pass; overlap = 1 - exposed / allreduce; hidden = 1 - exposed / the flat "
-           "run's allreduce (the share of the whole-gradient allreduce that buckets hide)\n");
-    printf("%5s %8s %10s %10s %10s %10s %8s %8s %10s\n", "ranks", "mode", "step_ms", "compute_ms",
-           "allred_ms", "exposed_ms", "overlap", "hidden", "tok/s");
+           "run's allreduce (the share of the whole-gradient allreduce that buckets hide); "
+           "zero-*: ZeRO-1 (allreduce = reduce-scatters + the norm's partial sums + the "
+           "parameters' allgather); adamw = rank 0's AdamW on the device\n");
+    printf("%5s %12s %10s %10s %10s %10s %8s %8s %10s %10s\n", "ranks", "mode", "step_ms",
+           "compute_ms", "allred_ms", "exposed_ms", "overlap", "hidden", "tok/s", "adamw_MiB");
     for (int i = 0; i < nw && rc == 0; i++) {
         double flat_comm = 0.0;
-        for (int overlap = flat ? 0 : 1; overlap <= 1 && rc == 0; overlap++) {
-            rank_job r = {0};
-            if (worlds[i] == 1 && !overlap)
-                continue;
-            if ((rc = run_world(&b, worlds[i], overlap, &r)) != 0)
-                break;
-            double tok = (double)worlds[i] * b.batch * b.seq / (r.ms / 1e3);
-            char ov[16] = "-", hid[16] = "-";
-            if (worlds[i] > 1 && r.comm_ms > 0)
-                snprintf(ov, sizeof ov, "%.0f%%", 100.0 * (1.0 - r.exposed_ms / r.comm_ms));
-            if (!overlap)
-                flat_comm = r.comm_ms;
-            else if (worlds[i] > 1 && flat_comm > 0)
-                snprintf(hid, sizeof hid, "%.0f%%", 100.0 * (1.0 - r.exposed_ms / flat_comm));
-            printf("%5d %8s %10.1f %10.1f %10.1f %10.1f %8s %8s %10.0f\n", worlds[i],
-                   worlds[i] == 1 ? "single"
-                   : overlap      ? "buckets"
-                                  : "flat",
-                   r.ms, r.ms - r.exposed_ms, r.comm_ms, r.exposed_ms, ov, hid, tok);
-            fflush(stdout);
-        }
+        for (int z = 0; z <= (zero && worlds[i] > 1) && rc == 0; z++)
+            for (int overlap = flat ? 0 : 1; overlap <= 1 && rc == 0; overlap++) {
+                rank_job r = {0};
+                if (worlds[i] == 1 && !overlap)
+                    continue;
+                if ((rc = run_world(&b, worlds[i], overlap, z, &r)) != 0)
+                    break;
+                double tok = (double)worlds[i] * b.batch * b.seq / (r.ms / 1e3);
+                char ov[16] = "-", hid[16] = "-";
+                if (worlds[i] > 1 && r.comm_ms > 0)
+                    snprintf(ov, sizeof ov, "%.0f%%", 100.0 * (1.0 - r.exposed_ms / r.comm_ms));
+                if (!overlap && !z)
+                    flat_comm = r.comm_ms;
+                else if (worlds[i] > 1 && flat_comm > 0)
+                    snprintf(hid, sizeof hid, "%.0f%%", 100.0 * (1.0 - r.exposed_ms / flat_comm));
+                const char *mode = worlds[i] == 1 ? "single"
+                                   : z            ? (overlap ? "zero-buckets" : "zero-flat")
+                                                  : (overlap ? "buckets" : "flat");
+                printf("%5d %12s %10.1f %10.1f %10.1f %10.1f %8s %8s %10.0f %10.1f\n", worlds[i],
+                       mode, r.ms, r.ms - r.exposed_ms, r.comm_ms, r.exposed_ms, ov, hid, tok,
+                       (double)r.optimizer_bytes / 1048576.0);
+                fflush(stdout);
+            }
     }
     unlink(b.data);
     return rc;

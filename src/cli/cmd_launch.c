@@ -255,7 +255,7 @@ static void signal_all(child *cs, int n, int sig)
 
 int vkg_cli_launch(int argc, char **argv)
 {
-    int n = 0, port = 0, grace = 10, pp = 0;
+    int n = 0, port = 0, grace = 10, pp = 0, zero = 0;
     const char *devices = NULL, *transport = "tcp";
     int sep = argc;
     for (int i = 1; i < argc; i++)
@@ -276,6 +276,9 @@ int vkg_cli_launch(int argc, char **argv)
          "pipeline stages, passed to every rank's train (N / pp "
          "data-parallel replicas)",
          0, 1, 64},
+        {"--zero", VKG_FLAG_INT, &zero,
+         "1: ZeRO-1, passed to every rank's train (AdamW's moments sharded over the ranks)", 0, 0,
+         1},
     };
     int rc = vkg_flags_parse("launch", "-n N [options] -- train [train options]", flags,
                              (int)(sizeof flags / sizeof flags[0]), sep, argv, NULL, NULL);
@@ -297,14 +300,24 @@ int vkg_cli_launch(int argc, char **argv)
                 pp, n);
         return 2;
     }
+    if (zero && pp > 1) {
+        fprintf(stderr, "vkgpt launch: --zero 1 does not combine with --pp: ZeRO-1 shards AdamW's "
+                        "moments over data-parallel ranks that each hold the whole model\n");
+        return 2;
+    }
+    if (zero && n < 2) {
+        fprintf(stderr, "vkgpt launch: --zero 1 needs -n 2 or more: with one rank there is "
+                        "nothing to shard the optimizer over\n");
+        return 2;
+    }
     if (!port && vkg_comm_pick_port("127.0.0.1", &port) != VKG_OK)
         return vkg_cli_report("launch", VKG_ERR_NETWORK);
     char job[32];
     snprintf(job, sizeof job, "%08x%08x", (unsigned)getpid(), (unsigned)time(NULL));
-    /* argv for the ranks: "vkgpt", everything after "--", then --pp S when given. */
+    /* argv for the ranks: "vkgpt", everything after "--", then --pp S and --zero 1 when given. */
     char pp_arg[16];
     snprintf(pp_arg, sizeof pp_arg, "%d", pp);
-    char **args = calloc((size_t)(argc - sep + 3), sizeof *args);
+    char **args = calloc((size_t)(argc - sep + 5), sizeof *args);
     child *cs = calloc((size_t)n, sizeof *cs);
     if (!args || !cs) {
         free(args), free(cs);
@@ -314,8 +327,11 @@ int vkg_cli_launch(int argc, char **argv)
     args[0] = "vkgpt";
     for (int i = sep + 1; i < argc; i++)
         args[i - sep] = argv[i];
+    int na = argc - sep;
     if (pp)
-        args[argc - sep] = "--pp", args[argc - sep + 1] = pp_arg;
+        args[na] = "--pp", args[na + 1] = pp_arg, na += 2;
+    if (zero)
+        args[na] = "--zero", args[na + 1] = "1";
     struct sigaction sa = {0};
     sa.sa_handler = on_launch_signal;
     sigaction(SIGINT, &sa, NULL);

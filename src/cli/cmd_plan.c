@@ -1,10 +1,12 @@
-/* `vkgpt plan`: the device memory each rank of a training run needs, per pipeline stage, from the
- * model and batch alone (no device is opened unless --device asks to compare): parameters and
- * gradients, AdamW's moments, the activation slots of the schedule, the gradients of the
- * activations and scratch, and how many allocations that takes under a driver's largest
- * allocation. What a user reads to choose --pp, --batch and the split; the numbers are the arenas
- * vkgpt train allocates. With a memory size (--memory, --device) it says whether each stage fits
- * and the largest --batch that does. */
+/* `vkgpt plan`: the device memory each rank of a training run needs, per pipeline stage (or, with
+ * --zero 1, per data-parallel rank), from the model and batch alone (no device is opened unless
+ * --device asks to compare): parameters and gradients, AdamW's moments, the activation slots of
+ * the schedule, the gradients of the activations and scratch, and how many allocations that takes
+ * under a driver's largest allocation. What a user reads to choose --pp, --batch, the split and
+ * --zero; the numbers are the arenas vkgpt train allocates. With a memory size (--memory,
+ * --device) it says whether each rank fits and the largest --batch that does. ZeRO-1's shards
+ * follow the gradient norm's partial sums, which depend on the device: a GPU's unless --device
+ * names another. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,7 +44,7 @@ static double mib(size_t b)
 int vkg_cli_plan(int argc, char **argv)
 {
     int preset = 1, layers = 0, heads = 0, channels = 0, ctx = 0, vocab = 0;
-    int batch = 4, seq = 1024, pp = 1, schedule = 0, recompute = 0, driver = 0;
+    int batch = 4, seq = 1024, pp = 1, schedule = 0, recompute = 0, driver = 0, dp = 1, zero = 0;
     long long total = 0, max_alloc = 0;
     double memory_gib = 0.0;
     const char *driver_names[NDRIVERS + 1];
@@ -67,6 +69,9 @@ int vkg_cli_plan(int argc, char **argv)
         {"--pp-schedule", VKG_FLAG_CHOICE, &schedule, "pipeline schedule", pp_schedules, 0, 0},
         {"--recompute", VKG_FLAG_CHOICE, &recompute,
          "activations recomputed in the backward pass (gelu: llm.c's -r 1)", recomputes, 0, 0},
+        {"--dp", VKG_FLAG_INT, &dp, "data-parallel ranks (per stage)", 0, 1, 1024},
+        {"--zero", VKG_FLAG_INT, &zero,
+         "1: ZeRO-1, AdamW's moments sharded over the --dp ranks (a row per rank)", 0, 0, 1},
         {"--driver", VKG_FLAG_CHOICE, &driver, "plan under this driver's largest allocation",
          driver_names, 0, 0},
         {"--max-alloc", VKG_FLAG_LL, &max_alloc,
@@ -74,7 +79,8 @@ int vkg_cli_plan(int argc, char **argv)
         {"--memory", VKG_FLAG_DOUBLE, &memory_gib, "device memory in GiB: does it fit?", 0, 0,
          1 << 20},
         {"--device", VKG_FLAG_STR, &device,
-         "compare with this device's memory and largest allocation", 0, 0, 0},
+         "compare with this device's memory and largest allocation (and shard for its norm)", 0, 0,
+         0},
     };
     int rc = vkg_flags_parse("plan", "[options]", flags, (int)(sizeof flags / sizeof flags[0]),
                              argc, argv, NULL, NULL);
@@ -110,10 +116,22 @@ int vkg_cli_plan(int argc, char **argv)
         return 2;
     }
     int M = (int)(tot / micro);
+    if (zero && dp < 2) {
+        fprintf(stderr, "vkgpt plan: --zero 1 needs --dp 2 or more (the data-parallel ranks to "
+                        "shard AdamW's moments over)\n");
+        return 2;
+    }
+    if (zero && pp > 1) {
+        fprintf(stderr, "vkgpt plan: --zero 1 does not combine with --pp: ZeRO-1 shards AdamW's "
+                        "moments over data-parallel ranks that each hold the whole model\n");
+        return 2;
+    }
     vkg_plan_opts po = {.recompute = recompute, .max_allocation = drivers[driver].max_allocation};
     if (max_alloc)
         po.max_allocation = (uint64_t)max_alloc;
     uint64_t has = (uint64_t)(memory_gib * 1073741824.0);
+    char tuned[300] = "a GPU (--device for another)";
+    vkg_device_tuning tu = vkg__device_tuning_defaults(VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU, 32);
     if (device) {
         vkg_device_opts dopts = vkg_device_opts_default();
         dopts.select = device;
@@ -125,6 +143,8 @@ int vkg_cli_plan(int argc, char **argv)
         has = di->device_local_bytes;
         if (!max_alloc && !driver)
             po.max_allocation = di->max_allocation_bytes;
+        tu = vkg_device_tuning_get(dev);
+        snprintf(tuned, sizeof tuned, "%s", di->name);
         printf("device: %s, %.1f MiB device-local, largest allocation %.1f MiB\n", di->name,
                mib(has), mib(di->max_allocation_bytes));
         vkg_device_destroy(&dev);
@@ -139,6 +159,13 @@ int vkg_cli_plan(int argc, char **argv)
             s = vkg_strategy_check_fit(&cfg, batch, seq, M, pp, layers_req, schedule, &po, 0, has);
         return vkg_cli_report("plan", s);
     }
+    vkg_zero_shard *sh = zero ? calloc((size_t)dp, sizeof *sh) : NULL;
+    if (zero && !sh)
+        return vkg_cli_report("plan", VKG_ERR_NOMEM);
+    if (zero && (s = vkg_strategy_zero_plan(&cfg, dp, tu, sh)) != VKG_OK) {
+        free(sh);
+        return vkg_cli_report("plan", s);
+    }
     printf("model: L=%d NH=%d C=%d maxT=%d V=%d (Vp=%d), %zu parameters; micro-batch %d x %d, "
            "%d micro-batches per step, %d stage%s (%s)\n",
            cfg.num_layers, cfg.num_heads, cfg.channels, cfg.max_seq_len, cfg.vocab_size,
@@ -150,23 +177,37 @@ int vkg_cli_plan(int argc, char **argv)
     if (recompute)
         printf("recompute: %s (recomputed in the backward pass, one layer's kept)\n",
                recomputes[recompute]);
-    printf("%5s %8s %5s %10s %10s %10s %12s %12s %10s %6s %10s%s\n", "stage", "layers", "slots",
-           "params", "grads", "adamw", "activations", "act_grads", "total", "allocs", "largest",
-           has ? "  fits" : "");
+    if (dp > 1 && !zero)
+        printf("data parallel: %d ranks per stage, each holding its stage's whole AdamW (--zero 1 "
+               "shards it)\n",
+               dp);
+    if (zero)
+        printf("data parallel: %d ranks, ZeRO-1: AdamW's moments sharded at the gradient norm's "
+               "partial sums on %s; unsharded AdamW %.1f MiB per rank\n",
+               dp, tuned, mib(st[0].optimizer));
+    printf("%5s %8s %5s %10s %10s %10s %12s %12s %10s %6s %10s%s\n", zero ? "rank" : "stage",
+           "layers", "slots", "params", "grads", "adamw", "activations", "act_grads", "total",
+           "allocs", "largest", has ? "  fits" : "");
     int all_fit = 1;
-    for (int i = 0; i < pp; i++) {
-        int fits = !has || st[i].total <= has;
+    for (int i = 0; i < (zero ? dp : pp); i++) {
+        const vkg_stage_memory *m = &st[zero ? 0 : i];
+        size_t opt = zero ? sh[i].optimizer : m->optimizer, sum = m->total - m->optimizer + opt;
+        int fits = !has || sum <= has;
         all_fit &= fits;
         printf("%5d  [%2d,%2d) %5d %10.1f %10.1f %10.1f %12.1f %12.1f %10.1f %6d %10.1f%s\n", i,
-               st[i].first, st[i].last, st[i].slots, mib(st[i].model.params),
-               mib(st[i].model.grads), mib(st[i].optimizer), mib(st[i].model.activations),
-               mib(st[i].model.shared), mib(st[i].total), st[i].allocations,
-               mib(st[i].model.largest_tensor), has ? (fits ? "  yes" : "  NO") : "");
+               m->first, m->last, m->slots, mib(m->model.params), mib(m->model.grads), mib(opt),
+               mib(m->model.activations), mib(m->model.shared), mib(sum), m->allocations,
+               mib(m->model.largest_tensor), has ? (fits ? "  yes" : "  NO") : "");
     }
     printf("(MiB; activations = slots x %.1f MiB; act_grads = the gradients of the activations "
-           "and scratch, one set; allocs = device allocations, AdamW's included; largest = "
-           "the largest tensor, %s)\n",
-           mib(st[0].model.slot), st[0].model.largest_of);
+           "and scratch, one set; allocs = device allocations, AdamW's included; largest = the "
+           "largest tensor, %s%s)\n",
+           mib(st[0].model.slot), st[0].model.largest_of,
+           zero ? "; a rank's adamw = the moments of its shard and the norm's scratch" : "");
+    for (int i = 0; zero && i < dp; i++)
+        printf("rank %d: the moments of parameters [%zu, %zu)\n", i, sh[i].first,
+               sh[i].first + sh[i].count);
+    free(sh);
     if (has) {
         int best = 0;
         for (int i = 0; i < pp; i++) {
@@ -174,11 +215,12 @@ int vkg_cli_plan(int argc, char **argv)
                                                i, has);
             best = i == 0 || b < best ? b : best;
         }
+        const char *note = zero ? " (counting the unsharded AdamW)" : "";
         if (best)
-            printf("the largest --batch that fits %.1f GiB is %d%s\n", (double)has / 1073741824.0,
-                   best, all_fit ? "" : ": this --batch does not fit");
+            printf("the largest --batch that fits %.1f GiB is %d%s%s\n", (double)has / 1073741824.0,
+                   best, note, all_fit ? "" : ": this --batch does not fit");
         else
-            printf("no --batch fits %.1f GiB\n", (double)has / 1073741824.0);
+            printf("no --batch fits %.1f GiB%s\n", (double)has / 1073741824.0, note);
         return all_fit ? 0 : 1;
     }
     return 0;

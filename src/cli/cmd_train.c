@@ -87,6 +87,12 @@ static int find_conflict(const train_opts *o, const vkg_flag *flags, int n,
                  "gradient, no buckets)");
         return 1;
     }
+    if (c->zero && c->pp > 1) {
+        snprintf(why, cap,
+                 "--zero 1 does not combine with --pp: ZeRO-1 shards AdamW's moments over "
+                 "data-parallel ranks that each hold the whole model (drop one of them)");
+        return 1;
+    }
     if (c->pp > 1 && (o->dp.no_overlap || vkg_flags_seen(flags, n, r, "--bucket-mb"))) {
         snprintf(why, cap,
                  "%s has no effect with --pp: pipeline stages reduce their gradients after the "
@@ -230,6 +236,14 @@ static int run(vkg_trainer_t *t, const train_opts *o)
                "layers [%d, %d)\n",
                info.pp, pp_schedules[o->cfg.pp_schedule], info.accum_steps, info.rank, info.stage,
                info.first_layer, info.last_layer);
+    if (info.zero)
+        printf("optimizer: AdamW, moments sharded over %d ranks (ZeRO-1): this rank holds those of "
+               "parameters [%zu, %zu) of %zu, %zu bytes of moments (%.1f MiB; unsharded %.1f "
+               "MiB)\n",
+               dp, info.moment_first, info.moment_first + info.moment_count, info.num_params,
+               2 * info.moment_count * sizeof(float),
+               (double)(2 * info.moment_count * sizeof(float)) / 1048576.0,
+               (double)(2 * info.num_params * sizeof(float)) / 1048576.0);
     if (info.resumed)
         printf("resumed at step %lld\n", info.start_step);
     if (info.resume_skipped[0])
@@ -357,6 +371,8 @@ int vkg_cli_train(int argc, char **argv)
          "layers per stage, e.g. 3,3,2 (default: balanced by estimated compute)", 0, 0, 0},
         {"--pp-schedule", VKG_FLAG_CHOICE, &c->pp_schedule, "pipeline schedule", pp_schedules, 0,
          0},
+        {"--zero", VKG_FLAG_INT, &c->zero,
+         "1: ZeRO-1, AdamW's moments sharded over the data-parallel ranks (stage 1 only)", 0, 0, 1},
         {"--trace", VKG_FLAG_STR, &c->trace_path,
          "write each step's timeline (pipelines) as Chrome trace JSON (FILE.rank<N> per rank)", 0,
          0, 0},
@@ -416,6 +432,12 @@ int vkg_cli_train(int argc, char **argv)
     }
     if ((rc = vkg_cli_dp_resolve(&o.dp, c)) != 0)
         return rc;
+    if (c->zero && c->comm.world_size < 2) {
+        fprintf(stderr,
+                "vkgpt train: --zero 1 needs 2 or more data-parallel ranks: with one there is "
+                "nothing to shard the optimizer over (--world-size N, or vkgpt launch -n N)\n");
+        return 2;
+    }
     if (c->comm.rank != 0) /* rank 0 speaks for the job; a pipeline samples on every rank */
         o.quiet = 1, o.sample_every = c->pp > 1 ? o.sample_every : 0,
         o.sample_len = c->pp > 1 ? o.sample_len : 0;

@@ -5,8 +5,10 @@
  *     workgroup writes one partial sum into the scratch tensor. The chunk depends only on the
  *     segment length and the device's plan, so the partials are always the same ones.
  *   sumsq_final.comp: one workgroup adds every partial, in a fixed order, into out[0].
- * The stage-1 dispatches are independent and recorded as one group. This file does not take the
- * square root: the consumer (AdamW) does.
+ * The stage-1 dispatches are independent and recorded as one group. Each stage may also be
+ * recorded alone (a sharded optimizer computes some partials per rank, gathers them and adds them
+ * all as vkg_op_sumsq would). This file does not take the square root: the consumer (AdamW)
+ * does.
  * Index limit (src/ops/op_util.h): the partials must not depend on it (the result would change
  * with the limit), so the segments stay 2^30 elements; when a segment holds more than the limit,
  * stage 1 takes the wide variant of its kernel (sumsq_partial.comp WIDE = 1), whose invocations
@@ -116,9 +118,74 @@ vkg_status vkg_op_sumsq(vkg_cmd *c, vkg_tensor out, const vkg_tensor *xs, const 
     vkg_cmd_group_end(c);
     VKG_TRY(st);
     vkg_cmd_barrier(c); /* explicit: the caller may have been inside a group */
-    push_sumsq_final f = {.partials = scratch.addr,
+    return vkg_op_sumsq_final(c, out, scratch, total, accumulate);
+}
+
+size_t vkg_op_sumsq_partition(const vkg_device_tuning *tu, size_t n, size_t *bounds)
+{
+    sumsq_plan pl = {.wg = tu->sumsq_wg, .max_groups = tu->sumsq_max_groups};
+    size_t p = 0;
+    for (size_t off = 0; off < n; off += SUMSQ_SEGMENT) {
+        size_t seg = n - off < SUMSQ_SEGMENT ? n - off : SUMSQ_SEGMENT;
+        uint32_t chunk, groups = segment_groups(seg, pl, &chunk);
+        for (uint32_t g = 0; bounds && g < groups; g++)
+            bounds[p + g] = off + (size_t)g * chunk;
+        p += groups;
+    }
+    if (bounds)
+        bounds[p] = n;
+    return p;
+}
+
+vkg_status vkg_op_sumsq_partials(vkg_cmd *c, vkg_tensor partials, vkg_tensor x, size_t n,
+                                 size_t first, size_t count)
+{
+    const char *op = "sumsq_partials";
+    sumsq_plan pl = plan_for(vkg_cmd_device(c));
+    size_t total = partials_for(n, pl);
+    VKG_CHECK(first <= total && count <= total - first, VKG_ERR_INVALID_ARG,
+              "%s: partial sums [%zu, %zu) asked of a tensor of %zu elements, which has %zu", op,
+              first, first + count, n, total);
+    VKG_TRY(vkg__op_need(op, "x", x, n));
+    VKG_TRY(vkg__op_need(op, "partials", partials, count));
+    uint32_t spec[3] = {pl.wg, 1, 1};
+    size_t at = 0; /* the first partial of the segment */
+    vkg_status st = VKG_OK;
+    vkg_cmd_group_begin(c);
+    for (size_t off = 0; off < n && st == VKG_OK; off += SUMSQ_SEGMENT) {
+        size_t seg = n - off < SUMSQ_SEGMENT ? n - off : SUMSQ_SEGMENT;
+        uint32_t chunk, groups = segment_groups(seg, pl, &chunk);
+        size_t g0 = first > at ? first - at : 0, g1 = first + count - at;
+        g1 = g1 < groups ? g1 : groups;
+        if (first + count > at && g0 < g1) { /* this segment's groups [g0, g1) */
+            size_t e0 = g0 * chunk, e1 = g1 * chunk < seg ? g1 * chunk : seg;
+            push_sumsq_partial p = {.x = x.addr + (off + e0) * 4,
+                                    .partials = partials.addr + (at + g0 - first) * 4,
+                                    .n = (uint32_t)(e1 - e0),
+                                    .chunk = chunk};
+            st = vkg_cmd_dispatch(c, VKG_KERNEL_sumsq_partial, spec, 3, &p, sizeof p,
+                                  (uint32_t)(g1 - g0), 1, 1, "sumsq_partial");
+        }
+        at += groups;
+    }
+    vkg_cmd_group_end(c);
+    return st;
+}
+
+vkg_status vkg_op_sumsq_final(vkg_cmd *c, vkg_tensor out, vkg_tensor partials, size_t count,
+                              int accumulate)
+{
+    const char *op = "sumsq_final";
+    VKG_TRY(vkg__op_need(op, "out", out, 1));
+    VKG_TRY(vkg__op_need(op, "partials", partials, count));
+    size_t limit;
+    VKG_TRY(vkg__op_limit(op, &limit));
+    VKG_TRY(vkg__op_fits(op, "the number of partial sums", count, limit));
+    sumsq_plan pl = plan_for(vkg_cmd_device(c));
+    uint32_t spec[3] = {pl.wg, 1, 1};
+    push_sumsq_final f = {.partials = partials.addr,
                           .out = out.addr,
-                          .count = (uint32_t)total,
+                          .count = (uint32_t)count,
                           .accumulate = accumulate ? 1u : 0u};
     return vkg_cmd_dispatch(c, VKG_KERNEL_sumsq_final, spec, 3, &f, sizeof f, 1, 1, 1,
                             "sumsq_final");

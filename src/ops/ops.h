@@ -135,6 +135,19 @@ vkg_status vkg_op_sumsq(vkg_cmd *c, vkg_tensor out, const vkg_tensor *xs, const 
                         int count, vkg_tensor scratch, int accumulate);
 /* Floats of scratch vkg_op_sumsq needs for tensors of these sizes on this device (at least 1). */
 size_t vkg_op_sumsq_scratch_elems(const vkg_device_t *dev, const size_t *ns, int count);
+/* The partial sums vkg_op_sumsq adds for one tensor of n elements on a device of tuning tu: their
+ * number P, and (bounds not NULL) their element ranges: partial p covers [bounds[p],
+ * bounds[p + 1]) (P + 1 entries). No device needed. */
+size_t vkg_op_sumsq_partition(const vkg_device_tuning *tu, size_t n, size_t *bounds);
+/* Stage 1 of vkg_op_sumsq for one tensor x of n elements, partials [first, first + count) only:
+ * partials[0, count) receive bitwise the values vkg_op_sumsq computes for them. Records one
+ * group; a barrier must follow before they are read. */
+vkg_status vkg_op_sumsq_partials(vkg_cmd *c, vkg_tensor partials, vkg_tensor x, size_t n,
+                                 size_t first, size_t count);
+/* Stage 2 of vkg_op_sumsq: out[0] = (accumulate ? out[0] : 0) + the count partials added in
+ * vkg_op_sumsq's order (given its partials, bitwise its result). */
+vkg_status vkg_op_sumsq_final(vkg_cmd *c, vkg_tensor out, vkg_tensor partials, size_t count,
+                              int accumulate);
 
 /* The values that change every step, kept in a small device tensor (16-byte aligned) that the
  * trainer rewrites before each submission of a recorded step (shaders read it; nothing is

@@ -7,6 +7,11 @@
  * global norm and applies AdamW (llm.c's formula, decoupled weight decay on the segments that
  * decay). Not here: which tensors a model has (the caller's segments), learning-rate schedules
  * (schedule.h), reductions across ranks (src/parallel).
+ *
+ * Sharding (ZeRO-1): an optimizer whose segments cover a slice of the parameters holds moments
+ * for that slice only, and its norm may be sharded along the partial sums the sum of squares is
+ * made of (vkg_adamw_norm_partition): each shard computes its own partials, the caller gathers
+ * every shard's and adds them with vkg_adamw_sum_partials, bit for bit the unsharded sum.
  */
 #ifndef VKG_OPTIM_ADAMW_H
 #define VKG_OPTIM_ADAMW_H
@@ -34,7 +39,8 @@ typedef struct vkg_adamw_segment {
 } vkg_adamw_segment;
 
 /* An optimizer for params and grads (n floats each, same layout), cut into nsegs segments that
- * must lie inside them (in any order; they need not cover everything). Moments start at zero.
+ * must lie inside them (in any order; they need not cover everything). Moments cover the span
+ * from the lowest segment to the end of the highest (vkg_adamw_moment_range) and start at zero.
  * The tensors must outlive the optimizer. Errors: VKG_ERR_INVALID_ARG naming the bad field or
  * segment, VKG_ERR_NOMEM naming the moment arena. */
 vkg_status vkg_adamw_create(vkg_device_t *dev, const vkg_adamw_config *cfg, vkg_tensor params,
@@ -43,8 +49,22 @@ vkg_status vkg_adamw_create(vkg_device_t *dev, const vkg_adamw_config *cfg, vkg_
 void vkg_adamw_destroy(vkg_adamw **po);
 
 /* Count only gradients [from, n) in the norm (a copy of a tensor another optimizer also holds,
- * such as a pipeline's second wte, must be counted once in the global norm). Default 0. */
+ * such as a pipeline's second wte, must be counted once in the global norm). Default 0. Before
+ * any vkg_adamw_norm_shard (VKG_ERR_STATE after). */
 vkg_status vkg_adamw_norm_from(vkg_adamw *o, size_t from);
+/* The partial sums of the norm of n gradients on a device of tuning tu (vkg_op_sumsq's): their
+ * number P, and their gradient ranges in bounds (P + 1 entries, relative to the norm's start)
+ * when not NULL. No device needed: a plan gives the tuning it assumes. */
+size_t vkg_adamw_norm_partition(vkg_device_tuning tu, size_t n, size_t *bounds);
+/* Shard the norm: this optimizer computes only partial sums [first, first + count) of its norm's
+ * partition (VKG_ERR_INVALID_ARG outside it). grad_sumsq is then replaced by grad_partials (this
+ * shard's count partials, computed on the device from the gradients) and, once the caller has
+ * gathered every shard's in order, sum_partials (all vkg_adamw_norm_parts of them, added on the
+ * device exactly as the unsharded norm adds them: the same sum of squares, bitwise). */
+vkg_status vkg_adamw_norm_shard(vkg_adamw *o, size_t first, size_t count);
+size_t vkg_adamw_norm_parts(const vkg_adamw *o);
+vkg_status vkg_adamw_grad_partials(vkg_adamw *o, float *partials);
+vkg_status vkg_adamw_sum_partials(vkg_adamw *o, const float *partials, float *sumsq);
 /* The sum of squares of the n gradients (from vkg_adamw_norm_from on), deterministic: same
  * gradients, same bits. */
 vkg_status vkg_adamw_grad_sumsq(vkg_adamw *o, float *sumsq);
@@ -53,13 +73,19 @@ vkg_status vkg_adamw_grad_sumsq(vkg_adamw *o, float *sumsq);
  * squares (this optimizer's own from grad_sumsq, or one summed over ranks or stages). */
 vkg_status vkg_adamw_update(vkg_adamw *o, float lr, uint32_t t, float grad_clip, float sumsq);
 
-/* AdamW's first and second moments (n floats each, the parameters' layout). */
+/* The parameters the moments cover: [*first, *first + *count). */
+void vkg_adamw_moment_range(const vkg_adamw *o, size_t *first, size_t *count);
+/* AdamW's first and second moments (count floats each for the range above, the parameters'
+ * layout). */
 vkg_status vkg_adamw_get_moments(vkg_adamw *o, float *m, float *v);
 vkg_status vkg_adamw_set_moments(vkg_adamw *o, const float *m, const float *v);
 
 /* Device bytes an optimizer of n parameters needs (its moments and an upper bound of its norm's
  * scratch), without a device. */
 size_t vkg_adamw_memory(size_t n);
+/* Device bytes an optimizer holding `moments` floats of each moment, whose norm has `partials`
+ * partial sums, allocates: exactly vkg_adamw_device_bytes. */
+size_t vkg_adamw_memory_of(size_t moments, size_t partials);
 /* Bytes of device memory the optimizer holds. */
 size_t vkg_adamw_device_bytes(const vkg_adamw *o);
 /* Per-dispatch GPU times of the last norm and update (devices opened with profiling): the norm's

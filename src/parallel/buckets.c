@@ -1,10 +1,34 @@
 /* Gradient buckets: the grouping policy over a model part's gradient units and the packing of a
- * bucket's ranges between the host's view of the gradients and one contiguous buffer. */
+ * bucket's ranges between the host's view of the gradients and one contiguous buffer. A bucket's
+ * ranges are packed in ascending order of offset (neighbours merged), so that any cut of the
+ * gradient tensor into consecutive slices (ZeRO-1's shards) cuts each packed bucket into
+ * consecutive slices too. */
 #include "parallel/buckets.h"
 
 #include <assert.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* Ranges by offset. */
+static int by_offset(const void *a, const void *b)
+{
+    const size_t *x = a, *y = b;
+    return x[0] < y[0] ? -1 : x[0] > y[0];
+}
+
+/* Sort ranges[0, n) by offset and merge those that touch; returns the new count. */
+static int sort_merge(size_t (*ranges)[2], int n)
+{
+    qsort(ranges, (size_t)n, sizeof *ranges, by_offset);
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+        if (m > 0 && ranges[m - 1][0] + ranges[m - 1][1] == ranges[i][0])
+            ranges[m - 1][1] += ranges[i][1];
+        else
+            ranges[m][0] = ranges[i][0], ranges[m++][1] = ranges[i][1];
+    }
+    return m;
+}
 
 struct vkg_buckets {
     vkg_gpt2 *model;
@@ -47,6 +71,8 @@ vkg_status vkg_buckets_create(vkg_gpt2 *m, size_t bucket_bytes, vkg_buckets **ou
             bytes += r[i][1] * sizeof(float);
         }
         if (bytes >= bucket_bytes || u == units - 1) {
+            int first = b->first_range[b->n];
+            nr = first + sort_merge(b->ranges + first, nr - first);
             last[b->n] = u;
             b->first_range[++b->n] = nr;
             bytes = 0;

@@ -22,8 +22,9 @@ void vkg_buckets_destroy(vkg_buckets **pb);
 int vkg_buckets_count(const vkg_buckets *b);
 /* Floats in bucket k (the sum of its ranges' counts). */
 size_t vkg_buckets_floats(const vkg_buckets *b, int k);
-/* Bucket k's gradients as float ranges (offset, count) of the part's gradient tensor: *ranges
- * points at n pairs owned by b. Returns n. */
+/* Bucket k's gradients as float ranges (offset, count) of the part's gradient tensor, in
+ * ascending order of offset, none touching another: *ranges points at n pairs owned by b.
+ * Returns n. */
 int vkg_buckets_ranges(const vkg_buckets *b, int k, const size_t (**ranges)[2]);
 /* After vkg_gpt2_split_wait(m, k): bucket k's gradients, its ranges packed in order, copied out
  * of the host's view of the gradients (no device work: the device is still running later

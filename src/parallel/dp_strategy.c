@@ -2,7 +2,8 @@
  * broadcast; gradients are summed over the ranks (each rank's loss is pre-scaled by its token
  * share, dp.h), per bucket while the device computes the rest of the last micro-batch's backward
  * pass, or in one allreduce after it; the loss is a token-weighted mean and the stop flag the OR
- * of every rank's. */
+ * of every rank's. ZeRO-1 (zero.c) runs the same passes with a reduce-scatter in place of each
+ * allreduce. */
 #include <pthread.h>
 #include <stdlib.h>
 
@@ -10,7 +11,14 @@
 #include "parallel/strategy_internal.h"
 #include "parallel/tied_wte.h"
 
-static vkg_status setup(vkg_strategy *s)
+vkg_status vkg__dp_reduce_grads(vkg_strategy *s, int k, float *buf, size_t n)
+{
+    if (s->zero)
+        return vkg__zero_reduce_grads(s, k, buf, n);
+    return vkg_dp_allreduce_grads(s->dp, buf, n);
+}
+
+vkg_status vkg__dp_setup(vkg_strategy *s)
 {
     size_t n = vkg_gpt2_param_count(s->model);
     s->grads = malloc(n * sizeof *s->grads);
@@ -62,7 +70,7 @@ static vkg_status backward_overlapped(vkg_strategy *s, float *loss, double *comm
             vkg_buckets_read(s->buckets, k, buf);
         double t0 = vkg_now_ms();
         if (st == VKG_OK)
-            st = vkg_dp_allreduce_grads(s->dp, buf, n);
+            st = vkg__dp_reduce_grads(s, k, buf, n);
         end = vkg_now_ms();
         comm += end - t0;
         if (st == VKG_OK && k > 0)
@@ -92,7 +100,7 @@ static vkg_status backward_overlapped(vkg_strategy *s, float *loss, double *comm
     return VKG_OK;
 }
 
-static vkg_status last_micro(vkg_strategy *s, float *loss)
+vkg_status vkg__dp_last_micro(vkg_strategy *s, float *loss)
 {
     s->comm_ms = s->exposed_ms = 0.0;
     if (!s->buckets)
@@ -100,13 +108,13 @@ static vkg_status last_micro(vkg_strategy *s, float *loss)
     return backward_overlapped(s, loss, &s->comm_ms, &s->exposed_ms);
 }
 
-static vkg_status reduce(vkg_strategy *s, double *loss, int *stop, vkg_strategy_step_out *out)
+vkg_status vkg__dp_reduce(vkg_strategy *s, double *loss, int *stop, vkg_strategy_step_out *out)
 {
     if (!s->buckets) {
         size_t n = vkg_gpt2_param_count(s->model);
         VKG_TRY(vkg_gpt2_get_grads(s->model, s->grads));
         double t0 = vkg_now_ms();
-        VKG_TRY(vkg_dp_allreduce_grads(s->dp, s->grads, n));
+        VKG_TRY(vkg__dp_reduce_grads(s, -1, s->grads, n));
         s->comm_ms = s->exposed_ms = vkg_now_ms() - t0;
         VKG_TRY(vkg_gpt2_set_grads(s->model, s->grads));
     }
@@ -120,7 +128,7 @@ static vkg_status reduce(vkg_strategy *s, double *loss, int *stop, vkg_strategy_
     return VKG_OK;
 }
 
-static vkg_status mean(vkg_strategy *s, double *value)
+vkg_status vkg__dp_mean(vkg_strategy *s, double *value)
 {
     float x = (float)(*value * (double)vkg_dp_loss_scale(s->dp));
     VKG_TRY(vkg_dp_allreduce_sum(s->dp, &x, 1));
@@ -130,9 +138,9 @@ static vkg_status mean(vkg_strategy *s, double *value)
 
 const vkg_strategy_vt vkg__strategy_dp = {
     .name = "dp",
-    .setup = setup,
+    .setup = vkg__dp_setup,
     .share = vkg__strategy_share,
-    .last_micro = last_micro,
-    .reduce = reduce,
-    .mean = mean,
+    .last_micro = vkg__dp_last_micro,
+    .reduce = vkg__dp_reduce,
+    .mean = vkg__dp_mean,
 };

@@ -207,7 +207,7 @@ static vkg_status build(vkg_strategy *s)
     vkg_plan_opts po = {.recompute = s->mc.recompute, .max_allocation = info->max_allocation_bytes};
     VKG_TRY(vkg_strategy_check_fit(cfg, vkg_dp_rank_batch(s->dp), s->mc.T, M, p->S, p->req, p->kind,
                                    &po, p->stage, info->device_local_bytes));
-    vkg_status st = vkg__strategy_whole_build(s, part, slots);
+    vkg_status st = vkg__strategy_whole_build(s, part, slots, 0, 0);
     if (st != VKG_OK) /* name the stage whose share does not fit */
         return vkg__error_wrap(st,
                                "pipeline stage %d of %d (layers [%d, %d), %d activation "

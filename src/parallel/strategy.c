@@ -1,7 +1,7 @@
 /* The strategy interface's common part: joining the job, the job-wide helpers, building the
  * model part and its optimizer, and the optimizer step every strategy shares (micro-batches,
  * the strategy's reduction, the global norm, AdamW). What differs between strategies is in their
- * table (single.c, dp_strategy.c). */
+ * table (single.c, dp_strategy.c, zero.c, pp_strategy.c). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +14,8 @@
 
 vkg_status vkg_strategy_create(const vkg_strategy_config *c, vkg_strategy **out)
 {
+    if (c->zero)
+        VKG_TRY(vkg__zero_check(c));
     vkg_strategy *s = calloc(1, sizeof *s);
     VKG_CHECK(s, VKG_ERR_NOMEM, "no memory for the parallel strategy");
     int pp = c->pp > 1 ? c->pp : 1;
@@ -25,7 +27,8 @@ vkg_status vkg_strategy_create(const vkg_strategy_config *c, vkg_strategy **out)
         free(s);
         return st;
     }
-    s->vt = pp > 1                    ? &vkg__strategy_pp
+    s->vt = c->zero                   ? &vkg__strategy_zero
+            : pp > 1                  ? &vkg__strategy_pp
             : vkg_dp_world(s->dp) > 1 ? &vkg__strategy_dp
                                       : &vkg__strategy_single;
     if (pp == 1 && vkg_dp_world(s->dp) > 1 && c->bucket_bytes >= 0)
@@ -251,7 +254,27 @@ void vkg_strategy_memory(const vkg_strategy *s, vkg_stage_memory *out)
     out->host = vkg_gpt2_host_bytes(s->model);
 }
 
-vkg_status vkg__strategy_whole_build(vkg_strategy *s, vkg_gpt2_part part, int slots)
+/* AdamW over the model's parameters [first, first + count): every tensor's part in that range. */
+static vkg_status create_adamw_range(const vkg_adamw_config *cfg, vkg_gpt2 *m, size_t first,
+                                     size_t count, vkg_adamw **out)
+{
+    const vkg_gpt2_layout *lo = vkg_gpt2_layout_of(m);
+    vkg_adamw_segment segs[VKG_GPT2_NUM_PARAM_TENSORS];
+    int n = 0;
+    for (int i = 0; i < VKG_GPT2_NUM_PARAM_TENSORS; i++) {
+        size_t a = lo->part_offset[i], b = a + lo->count[i];
+        a = a > first ? a : first;
+        b = b < first + count ? b : first + count;
+        if (a < b)
+            segs[n++] = (vkg_adamw_segment){
+                .offset = a, .count = b - a, .decays = vkg_gpt2_param_decays(i)};
+    }
+    return vkg_adamw_create(vkg_gpt2_device(m), cfg, vkg_gpt2_params_tensor(m),
+                            vkg_gpt2_grads_tensor(m), vkg_gpt2_param_count(m), segs, n, out);
+}
+
+vkg_status vkg__strategy_whole_build(vkg_strategy *s, vkg_gpt2_part part, int slots, size_t first,
+                                     size_t count)
 {
     const vkg_strategy_model *mc = &s->mc;
     vkg_gpt2_opts o = vkg_gpt2_opts_default();
@@ -261,7 +284,10 @@ vkg_status vkg__strategy_whole_build(vkg_strategy *s, vkg_gpt2_part part, int sl
     o.slots = slots;
     o.recompute = mc->recompute;
     VKG_TRY(vkg_gpt2_create(mc->dev, &mc->cfg, &o, &s->model));
-    VKG_TRY(vkg_strategy_create_adamw(&mc->adamw, s->model, &s->opt));
+    if (count)
+        VKG_TRY(create_adamw_range(&mc->adamw, s->model, first, count, &s->opt));
+    else
+        VKG_TRY(vkg_strategy_create_adamw(&mc->adamw, s->model, &s->opt));
     size_t bt = (size_t)o.B * (size_t)o.T;
     s->inputs = malloc(bt * sizeof *s->inputs);
     s->targets = malloc(bt * sizeof *s->targets);
@@ -279,7 +305,7 @@ vkg_status vkg_strategy_build(vkg_strategy *s, const vkg_strategy_model *mc)
     vkg_plan_opts po = {.recompute = mc->recompute, .max_allocation = info->max_allocation_bytes};
     VKG_TRY(vkg_strategy_check_fit(&mc->cfg, vkg_dp_rank_batch(s->dp), mc->T, mc->accum_steps, 1,
                                    NULL, 0, &po, 0, info->device_local_bytes));
-    return vkg__strategy_whole_build(s, vkg_gpt2_whole(&mc->cfg), 1);
+    return vkg__strategy_whole_build(s, vkg_gpt2_whole(&mc->cfg), 1, 0, 0);
 }
 
 void vkg_strategy_stage(const vkg_strategy *s, int *stage, int *first, int *last)
@@ -315,10 +341,12 @@ vkg_status vkg_strategy_load(vkg_strategy *s, float *params, float *m, float *v)
     VKG_CHECK_GOTO(st, !m || (pm && pv), VKG_ERR_NOMEM, done, "no memory for %zu moments", n);
     vkg_gpt2_part_extract(lo, params, part);
     VKG_TRY_GOTO(st, vkg_gpt2_set_params(s->model, part), done);
-    if (m) {
+    if (m) { /* the moments this rank's optimizer holds (a shard of them under ZeRO-1) */
+        size_t first, count;
+        vkg_adamw_moment_range(s->opt, &first, &count);
         vkg_gpt2_part_extract(lo, m, pm);
         vkg_gpt2_part_extract(lo, v, pv);
-        VKG_TRY_GOTO(st, vkg_adamw_set_moments(s->opt, pm, pv), done);
+        VKG_TRY_GOTO(st, vkg_adamw_set_moments(s->opt, pm + first, pv + first), done);
     }
 done:
     free(part), free(pm), free(pv);
@@ -339,6 +367,23 @@ size_t vkg_strategy_device_bytes(const vkg_strategy *s)
 {
     return (s->model ? vkg_gpt2_device_bytes(s->model) : 0) +
            (s->opt ? vkg_adamw_device_bytes(s->opt) : 0);
+}
+
+size_t vkg_strategy_optimizer_bytes(const vkg_strategy *s)
+{
+    return s->opt ? vkg_adamw_device_bytes(s->opt) : 0;
+}
+
+void vkg_strategy_moment_range(const vkg_strategy *s, size_t *first, size_t *count)
+{
+    *first = *count = 0;
+    if (s->opt)
+        vkg_adamw_moment_range(s->opt, first, count);
+}
+
+int vkg_strategy_zero(const vkg_strategy *s)
+{
+    return s->zero ? 1 : 0;
 }
 
 vkg_status vkg_strategy_step(vkg_strategy *s, vkg_data_t *data, const vkg_strategy_step_in *in,
@@ -364,8 +409,13 @@ vkg_status vkg_strategy_step(vkg_strategy *s, vkg_data_t *data, const vkg_strate
     int stop = in->stop;
     VKG_TRY(s->vt->reduce(s, &loss, &stop, out));
     float sumsq = 0.0f;
-    VKG_TRY(vkg_adamw_grad_sumsq(s->opt, &sumsq));
+    if (s->vt->norm)
+        VKG_TRY(s->vt->norm(s, &sumsq, out));
+    else
+        VKG_TRY(vkg_adamw_grad_sumsq(s->opt, &sumsq));
     VKG_TRY(vkg_adamw_update(s->opt, in->lr, in->t, in->grad_clip, sumsq));
+    if (s->vt->finish)
+        VKG_TRY(s->vt->finish(s, out));
     out->loss = (float)loss;
     out->grad_norm = sqrtf(sumsq);
     out->stop = stop;
@@ -416,7 +466,9 @@ vkg_status vkg_strategy_gather(vkg_strategy *s, float *params, float *m, float *
         vkg_gpt2_part_insert(lo, buf, params);
     }
     if (m) {
-        VKG_TRY_GOTO(st, vkg_adamw_get_moments(s->opt, buf, bv), done);
+        size_t first, count;
+        vkg_adamw_moment_range(s->opt, &first, &count);
+        VKG_TRY_GOTO(st, vkg_adamw_get_moments(s->opt, buf + first, bv + first), done);
         vkg_gpt2_part_insert(lo, buf, m);
         vkg_gpt2_part_insert(lo, bv, v);
     }

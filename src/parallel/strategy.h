@@ -10,7 +10,11 @@
  *           backward pass of the last micro-batch (buckets.c, tied_wte.c) or after it;
  *   pp      pipeline (composed with data parallelism: ranks = dp x pp): each rank one stage, a
  *           contiguous range of layers, micro-batches flowing through the stages by GPipe or 1F1B
- *           (pp_strategy.c, pp_schedule.c).
+ *           (pp_strategy.c, pp_schedule.c);
+ *   zero1   ZeRO-1 (data parallel, no pipeline): dp's passes, but AdamW's moments are sharded over
+ *           the ranks: the gradients are reduce-scattered (per bucket, as dp allreduces them),
+ *           each rank updates its own slice of the parameters with its own moments, and the
+ *           parameters are allgathered; bitwise dp's results (zero.c).
  * Every rank calls every function here in the same order (they may communicate).
  * Not here: data loading and files (src/data, src/io), schedules (src/optim), checkpoints and
  * logs (src/train). Nothing here prints.
@@ -39,12 +43,13 @@ typedef struct vkg_strategy_config {
     const int *pp_layers;   /* pp layer counts by stage, or NULL: balanced automatically */
     int pp_layers_count;
     int pp_schedule; /* VKG_PP_1F1B (default) or VKG_PP_GPIPE */
+    int zero;        /* 1: ZeRO-1 (needs 2 or more ranks and no pipeline); 0: none */
 } vkg_strategy_config;
 
 enum { VKG_PP_1F1B = 0, VKG_PP_GPIPE = 1 };
 
 /* Join the job and pick the strategy. Errors: VKG_ERR_INVALID_ARG naming the flag (a bad batch
- * list), and vkg_comm_create's. */
+ * list, --zero with one rank or with --pp), and vkg_comm_create's. */
 vkg_status vkg_strategy_create(const vkg_strategy_config *c, vkg_strategy **out);
 /* Leave the job. With a failure (this rank gave up: why, not NULL) the peers are told first so
  * that they fail at once naming this rank and the reason. NULL-safe; nulls *ps. */
@@ -144,6 +149,32 @@ int vkg_strategy_spans(const vkg_strategy *s, const vkg_span **spans);
 size_t vkg_strategy_activation_bytes(const vkg_strategy *s);
 /* Device bytes this rank holds for the model and optimizer. */
 size_t vkg_strategy_device_bytes(const vkg_strategy *s);
+/* Device bytes of this rank's AdamW (moments and the norm's scratch), and the parameters its
+ * moments cover, [*first, *first + *count) of its model part (a shard under ZeRO-1). */
+size_t vkg_strategy_optimizer_bytes(const vkg_strategy *s);
+void vkg_strategy_moment_range(const vkg_strategy *s, size_t *first, size_t *count);
+
+/* ---- ZeRO-1 ----
+ * The shards: rank r owns the parameters [first, first + count) of the whole model (llm.c's flat
+ * order), a run of whole partial sums of the gradient norm as the device adds them (so that the
+ * shards' partial sums, gathered, add up exactly as one device's do), the runs as even as those
+ * partial sums allow: partials [P r / N, P (r + 1) / N). */
+typedef struct vkg_zero_shard {
+    size_t first, count;           /* parameters */
+    size_t part_first, part_count; /* partial sums of the norm */
+    size_t optimizer;              /* device bytes of the rank's AdamW */
+} vkg_zero_shard;
+
+/* The shards of ranks 0..N-1 (shards[N]) for a model of cfg on devices of tuning tu (the norm's
+ * partition depends on it), without a device: what vkg_strategy_build allocates under ZeRO-1.
+ * Errors: VKG_ERR_INVALID_ARG naming --zero when the norm has fewer partial sums than ranks. */
+vkg_status vkg_strategy_zero_plan(const vkg_gpt2_config *cfg, int N, vkg_device_tuning tu,
+                                  vkg_zero_shard *shards);
+/* 1 under ZeRO-1, else 0. */
+int vkg_strategy_zero(const vkg_strategy *s);
+/* A hash of the shard layout (0 without ZeRO): every rank must have the same (same devices'
+ * norm partition). */
+uint64_t vkg_strategy_zero_hash(const vkg_strategy *s);
 
 typedef struct vkg_strategy_step_in {
     float lr;        /* learning rate of this step */
@@ -170,7 +201,8 @@ vkg_status vkg_strategy_eval(vkg_strategy *s, vkg_data_t *data, int n, float *lo
  * (padded vocabulary floats) at row b, position t: for sampling (each rank samples alone). */
 vkg_status vkg_strategy_logits(vkg_strategy *s, const int32_t *inputs, int b, int t, float *row);
 /* The whole model's parameters and AdamW moments (table order; m, v may be NULL) on rank 0, and
- * on every other rank that holds the whole model (single, dp); elsewhere the buffers are left
+ * on every other rank that holds the whole model (single, dp; under ZeRO-1 the parameters only:
+ * the moments, gathered from every shard, reach rank 0 alone); elsewhere the buffers are left
  * alone. */
 vkg_status vkg_strategy_gather(vkg_strategy *s, float *params, float *m, float *v);
 

@@ -22,6 +22,10 @@ typedef struct vkg_strategy_vt {
     vkg_status (*reduce)(vkg_strategy *s, double *loss, int *stop, vkg_strategy_step_out *out);
     /* A job-wide token-weighted mean of a per-rank mean. */
     vkg_status (*mean)(vkg_strategy *s, double *value);
+    /* The global sum of squares of the reduced gradients (NULL: the optimizer's own), and what
+     * follows the update (NULL: nothing); both add their communication to out. */
+    vkg_status (*norm)(vkg_strategy *s, float *sumsq, vkg_strategy_step_out *out);
+    vkg_status (*finish)(vkg_strategy *s, vkg_strategy_step_out *out);
     /* Strategies that split the model replace the whole-model calls (NULL: strategy.c's). */
     vkg_status (*build)(vkg_strategy *s);
     vkg_status (*step)(vkg_strategy *s, vkg_data_t *data, const vkg_strategy_step_in *in,
@@ -47,19 +51,37 @@ struct vkg_strategy {
     double comm_ms, exposed_ms; /* gradient communication of the last step */
     vkg_strategy_config cfg;    /* as created (pointers not kept past create) */
     struct vkg_pp *pp;          /* pipeline state (pp_strategy.c) */
+    struct vkg_zero *zero;      /* ZeRO-1 state (zero.c) */
 };
 
 /* The whole model's starting point (and moments, when m is not NULL) from rank 0 to every rank
  * of the job; each rank then loads its part of it (strategy.c). */
 vkg_status vkg__strategy_share(vkg_strategy *s, float *params, float *m, float *v);
-/* Create this rank's model part (part, with slots activation slots), its AdamW and the token
- * buffers (strategy.c). */
-vkg_status vkg__strategy_whole_build(vkg_strategy *s, vkg_gpt2_part part, int slots);
+/* Create this rank's model part (part, with slots activation slots), its AdamW (over the part's
+ * parameters [first, first + count) only when count > 0: a ZeRO-1 shard) and the token buffers
+ * (strategy.c). */
+vkg_status vkg__strategy_whole_build(vkg_strategy *s, vkg_gpt2_part part, int slots, size_t first,
+                                     size_t count);
 
 extern const vkg_strategy_vt vkg__strategy_single;
 extern const vkg_strategy_vt vkg__strategy_dp;
 extern const vkg_strategy_vt vkg__strategy_pp;
+extern const vkg_strategy_vt vkg__strategy_zero;
+
+/* The data-parallel table's entries, which ZeRO-1 shares (dp_strategy.c): they reduce gradients
+ * with vkg__dp_reduce_grads. */
+vkg_status vkg__dp_setup(vkg_strategy *s);
+vkg_status vkg__dp_last_micro(vkg_strategy *s, float *loss);
+vkg_status vkg__dp_reduce(vkg_strategy *s, double *loss, int *stop, vkg_strategy_step_out *out);
+vkg_status vkg__dp_mean(vkg_strategy *s, double *value);
+/* Sum gradients over the ranks: buf (n floats) is gradient bucket k packed (k < 0: the whole
+ * gradient); an allreduce, or under ZeRO-1 a reduce-scatter that leaves only this rank's shard
+ * summed (zero.c). */
+vkg_status vkg__dp_reduce_grads(vkg_strategy *s, int k, float *buf, size_t n);
+vkg_status vkg__zero_reduce_grads(vkg_strategy *s, int k, float *buf, size_t n);
 /* Pipeline setup at create: stage layout and checks (pp_strategy.c). */
 vkg_status vkg__pp_create(vkg_strategy *s, const vkg_strategy_config *c);
+/* ZeRO-1: whether the job can run it (one stage, 2 or more ranks), before joining (zero.c). */
+vkg_status vkg__zero_check(const vkg_strategy_config *c);
 
 #endif

@@ -205,7 +205,8 @@ static vkg_status join(vkg_trainer_t *t)
                               .pp = c->pp,
                               .pp_layers = c->pp_layers,
                               .pp_layers_count = c->pp_layers_count,
-                              .pp_schedule = c->pp_schedule};
+                              .pp_schedule = c->pp_schedule,
+                              .zero = c->zero};
     if (c->comm_from_env) {
         VKG_TRY(vkg_comm_config_from_env(&sc.comm, NULL));
         sc.comm.ctx = c->comm.ctx;
@@ -402,10 +403,12 @@ void vkg_trainer_get_info(const vkg_trainer_t *t, vkg_trainer_info *info)
     vkg_stage_memory mem;
     vkg_strategy_memory(t->par, &mem);
     info->param_bytes = mem.model.params, info->grad_bytes = mem.model.grads;
-    info->optimizer_bytes = mem.optimizer, info->shared_bytes = mem.model.shared;
-    info->host_bytes = mem.host;
+    info->shared_bytes = mem.model.shared, info->host_bytes = mem.host;
     info->allocations = mem.model.allocations;
     info->max_allocation = vkg_device_get_info(t->dev)->max_allocation_bytes;
+    info->zero = vkg_strategy_zero(t->par);
+    info->optimizer_bytes = vkg_strategy_optimizer_bytes(t->par);
+    vkg_strategy_moment_range(t->par, &info->moment_first, &info->moment_count);
 }
 
 int vkg_trainer_done(const vkg_trainer_t *t)

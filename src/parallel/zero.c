@@ -1,0 +1,242 @@
+/* ZeRO-1 (DESIGN.md section 6): data parallelism with AdamW's moments sharded over the ranks.
+ *
+ * Every rank holds the whole model and runs dp's passes (dp_strategy.c: the last micro-batch's
+ * gradient buckets are summed while the device computes the rest of the backward pass, or the
+ * whole gradient after it), but each sum is a reduce-scatter that leaves only this rank's shard
+ * summed, bitwise what dp's allreduce gives there (vkg_comm_reduce_scatter keeps the allreduce's
+ * order of additions). Each rank's AdamW holds the moments of its shard alone and updates only
+ * its shard; the parameters are then allgathered, so every rank again holds the whole model.
+ *
+ * The global norm. One device adds the gradient's squares in partial sums over fixed chunks of
+ * the flat gradient, then adds the partial sums in a fixed order (src/ops/norm.c). The shards are
+ * cut at chunk boundaries (vkg_strategy_zero_plan), so each partial sum lies in one shard and is
+ * computed by its owner from the same bits dp's rank would have; the ranks gather all partial
+ * sums and each adds them as one device does: the norm, and so the clipping, is dp's bit for bit.
+ *
+ * Not here: the passes (dp_strategy.c), the collectives (transport/), the optimizer's sharded
+ * norm (src/optim/adamw.c), checkpoints (the trainer writes the whole model and moments that
+ * vkg_strategy_gather brings to rank 0). Nothing here prints.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/clock.h"
+#include "parallel/strategy_internal.h"
+
+/* Point-to-point tag of a shard's moments on their way to rank 0: | 0 for m, | 1 for v. */
+#define TAG_MOMENTS 0x50000000u
+
+struct vkg_zero {
+    int N, r;
+    vkg_zero_shard *sh;      /* (N) */
+    size_t *bounds;          /* (N + 1) the shards' parameter bounds */
+    size_t *bucket_bounds;   /* (buckets, N + 1) the shards in each bucket's packed order */
+    size_t nparts, most;     /* partial sums of the norm; the most of one shard */
+    float *parts, *gathered; /* (most) this shard's, (N x most) every shard's */
+    float *all;              /* (nparts) in order */
+    uint64_t hash;
+};
+
+vkg_status vkg__zero_check(const vkg_strategy_config *c)
+{
+    int pp = c->pp > 1 ? c->pp : 1, ranks = c->comm.world_size / pp;
+    VKG_CHECK(c->zero == 1, VKG_ERR_INVALID_ARG,
+              "--zero %d: only ZeRO stage 1 (AdamW's moments sharded) is implemented; give "
+              "--zero 1 or 0",
+              c->zero);
+    VKG_CHECK(pp == 1, VKG_ERR_INVALID_ARG,
+              "--zero 1 does not combine with --pp %d: ZeRO-1 shards the optimizer over "
+              "data-parallel ranks that each hold the whole model; drop --zero or --pp",
+              pp);
+    VKG_CHECK(ranks >= 2, VKG_ERR_INVALID_ARG,
+              "--zero 1 needs 2 or more data-parallel ranks, got %d: with one rank there is "
+              "nothing to shard the optimizer over (--world-size, or vkgpt launch -n N)",
+              ranks);
+    return VKG_OK;
+}
+
+vkg_status vkg_strategy_zero_plan(const vkg_gpt2_config *cfg, int N, vkg_device_tuning tu,
+                                  vkg_zero_shard *shards)
+{
+    size_t n = vkg_gpt2_num_params(cfg);
+    size_t P = vkg_adamw_norm_partition(tu, n, NULL);
+    VKG_CHECK(N >= 1 && P >= (size_t)N, VKG_ERR_INVALID_ARG,
+              "--zero 1: the gradient norm of this model's %zu parameters is added in %zu partial "
+              "sums on this device, fewer than the %d ranks to shard it over; use fewer ranks "
+              "or a larger model",
+              n, P, N);
+    size_t *b = malloc((P + 1) * sizeof *b);
+    VKG_CHECK(b, VKG_ERR_NOMEM, "no memory for %zu partial sums", P);
+    vkg_adamw_norm_partition(tu, n, b);
+    for (int r = 0; r < N; r++) {
+        size_t p0 = P * (size_t)r / (size_t)N, p1 = P * (size_t)(r + 1) / (size_t)N;
+        vkg_zero_shard *sh = &shards[r];
+        sh->first = b[p0], sh->count = b[p1] - b[p0];
+        sh->part_first = p0, sh->part_count = p1 - p0;
+        sh->optimizer = vkg_adamw_memory_of(sh->count, P);
+    }
+    free(b);
+    return VKG_OK;
+}
+
+uint64_t vkg_strategy_zero_hash(const vkg_strategy *s)
+{
+    return s->zero ? s->zero->hash : 0;
+}
+
+static vkg_status build(vkg_strategy *s)
+{
+    struct vkg_zero *z = calloc(1, sizeof *z);
+    VKG_CHECK(z, VKG_ERR_NOMEM, "no memory for ZeRO-1's shards");
+    s->zero = z;
+    z->N = vkg_dp_world(s->dp), z->r = vkg_dp_rank(s->dp);
+    z->sh = calloc((size_t)z->N, sizeof *z->sh);
+    z->bounds = malloc((size_t)(z->N + 1) * sizeof *z->bounds);
+    VKG_CHECK(z->sh && z->bounds, VKG_ERR_NOMEM, "no memory for %d shards", z->N);
+    VKG_TRY(vkg_strategy_zero_plan(&s->mc.cfg, z->N, vkg_device_tuning_get(s->mc.dev), z->sh));
+    size_t n = vkg_gpt2_num_params(&s->mc.cfg);
+    z->hash = 0xcbf29ce484222325ull; /* FNV-1a over the bounds */
+    for (int q = 0; q <= z->N; q++) {
+        z->bounds[q] = q < z->N ? z->sh[q].first : n;
+        z->hash = (z->hash ^ (uint64_t)z->bounds[q]) * 0x100000001b3ull;
+    }
+    for (int q = 0; q < z->N; q++) {
+        z->nparts += z->sh[q].part_count;
+        z->most = z->sh[q].part_count > z->most ? z->sh[q].part_count : z->most;
+    }
+    const vkg_zero_shard *me = &z->sh[z->r];
+    VKG_TRY(vkg__strategy_whole_build(s, vkg_gpt2_whole(&s->mc.cfg), 1, me->first, me->count));
+    VKG_TRY(vkg_adamw_norm_shard(s->opt, me->part_first, me->part_count));
+    VKG_CHECK(vkg_adamw_norm_parts(s->opt) == z->nparts, VKG_ERR_STATE,
+              "ZeRO-1: the optimizer's norm has %zu partial sums, the shards %zu",
+              vkg_adamw_norm_parts(s->opt), z->nparts);
+    z->parts = calloc(z->most, sizeof *z->parts);
+    z->gathered = malloc((size_t)z->N * z->most * sizeof *z->gathered);
+    z->all = malloc(z->nparts * sizeof *z->all);
+    VKG_CHECK(z->parts && z->gathered && z->all, VKG_ERR_NOMEM, "no memory for %zu partial sums",
+              z->nparts);
+    return VKG_OK;
+}
+
+/* dp's buffers, and where the shards fall in each bucket: the ranges of a bucket are packed in
+ * ascending order, so shard q's part of it is one run of the packed buffer. */
+static vkg_status setup(vkg_strategy *s)
+{
+    struct vkg_zero *z = s->zero;
+    VKG_TRY(vkg__dp_setup(s));
+    if (!s->buckets)
+        return VKG_OK;
+    int nb = vkg_buckets_count(s->buckets), N = z->N;
+    z->bucket_bounds = malloc((size_t)nb * (size_t)(N + 1) * sizeof *z->bucket_bounds);
+    VKG_CHECK(z->bucket_bounds, VKG_ERR_NOMEM, "no memory for %d buckets' shards", nb);
+    for (int k = 0; k < nb; k++) {
+        const size_t(*r)[2];
+        int nr = vkg_buckets_ranges(s->buckets, k, &r);
+        size_t *bb = z->bucket_bounds + (size_t)k * (size_t)(N + 1);
+        for (int q = 0; q <= N; q++) {
+            bb[q] = 0; /* the bucket's floats before the shard's first parameter */
+            for (int i = 0; i < nr; i++)
+                bb[q] += z->bounds[q] <= r[i][0]             ? 0
+                         : z->bounds[q] >= r[i][0] + r[i][1] ? r[i][1]
+                                                             : z->bounds[q] - r[i][0];
+        }
+    }
+    return VKG_OK;
+}
+
+vkg_status vkg__zero_reduce_grads(vkg_strategy *s, int k, float *buf, size_t n)
+{
+    struct vkg_zero *z = s->zero;
+    const size_t *b = k < 0 ? z->bounds : z->bucket_bounds + (size_t)k * (size_t)(z->N + 1);
+    return vkg_comm_reduce_scatter(vkg_dp_comm(s->dp), buf, n, b);
+}
+
+/* This shard's partial sums of the norm, every shard's gathered in order, added as one device
+ * adds them. */
+static vkg_status norm(vkg_strategy *s, float *sumsq, vkg_strategy_step_out *out)
+{
+    struct vkg_zero *z = s->zero;
+    VKG_TRY(vkg_adamw_grad_partials(s->opt, z->parts));
+    double t0 = vkg_now_ms();
+    VKG_TRY(vkg_dp_allgather(s->dp, z->parts, z->most * sizeof *z->parts, z->gathered));
+    double ms = vkg_now_ms() - t0;
+    out->comm_ms += ms, out->exposed_comm_ms += ms;
+    for (int q = 0; q < z->N; q++)
+        memcpy(z->all + z->sh[q].part_first, z->gathered + (size_t)q * z->most,
+               z->sh[q].part_count * sizeof *z->all);
+    return vkg_adamw_sum_partials(s->opt, z->all, sumsq);
+}
+
+/* After the update: every shard's new parameters to every rank (through the host buffer of the
+ * gradients, free until the next step). Never overlapped: counted as exposed. */
+static vkg_status finish(vkg_strategy *s, vkg_strategy_step_out *out)
+{
+    struct vkg_zero *z = s->zero;
+    const vkg_zero_shard *me = &z->sh[z->r];
+    size_t n = vkg_gpt2_param_count(s->model);
+    VKG_TRY(vkg_tensor_read(s->mc.dev, vkg_gpt2_params_tensor(s->model), me->first * 4,
+                            s->grads + me->first, me->count * 4));
+    double t0 = vkg_now_ms();
+    VKG_TRY(vkg_comm_allgatherv(vkg_dp_comm(s->dp), s->grads, n, z->bounds));
+    double ms = vkg_now_ms() - t0;
+    out->comm_ms += ms, out->exposed_comm_ms += ms;
+    return vkg_gpt2_set_params(s->model, s->grads);
+}
+
+/* The parameters from this rank's whole model; the moments, when rank 0 asks for them, from
+ * every shard to rank 0. */
+static vkg_status gather(vkg_strategy *s, float *params, float *m, float *v)
+{
+    struct vkg_zero *z = s->zero;
+    if (params)
+        VKG_TRY(vkg_gpt2_get_params(s->model, params));
+    int32_t want = z->r == 0 && m && v;
+    VKG_TRY(vkg_dp_broadcast(s->dp, &want, sizeof want));
+    if (!want)
+        return VKG_OK;
+    vkg_comm_t *comm = vkg_dp_comm(s->dp);
+    const vkg_zero_shard *me = &z->sh[z->r];
+    if (z->r == 0) {
+        VKG_TRY(vkg_adamw_get_moments(s->opt, m + me->first, v + me->first));
+        for (int q = 1; q < z->N; q++) {
+            const vkg_zero_shard *sh = &z->sh[q];
+            VKG_TRY(vkg_comm_recv(comm, q, TAG_MOMENTS, m + sh->first, sh->count * 4));
+            VKG_TRY(vkg_comm_recv(comm, q, TAG_MOMENTS | 1u, v + sh->first, sh->count * 4));
+        }
+        return VKG_OK;
+    }
+    float *bm = malloc(me->count * sizeof *bm), *bv = malloc(me->count * sizeof *bv);
+    vkg_status st = VKG_OK;
+    VKG_CHECK_GOTO(st, bm && bv, VKG_ERR_NOMEM, done, "no memory for %zu moments", me->count);
+    VKG_TRY_GOTO(st, vkg_adamw_get_moments(s->opt, bm, bv), done);
+    VKG_TRY_GOTO(st, vkg_comm_send(comm, 0, TAG_MOMENTS, bm, me->count * 4), done);
+    VKG_TRY_GOTO(st, vkg_comm_send(comm, 0, TAG_MOMENTS | 1u, bv, me->count * 4), done);
+done:
+    free(bm), free(bv);
+    return st;
+}
+
+static void free_impl(vkg_strategy *s)
+{
+    struct vkg_zero *z = s->zero;
+    if (!z)
+        return;
+    free(z->sh), free(z->bounds), free(z->bucket_bounds);
+    free(z->parts), free(z->gathered), free(z->all);
+    free(z);
+    s->zero = NULL;
+}
+
+const vkg_strategy_vt vkg__strategy_zero = {
+    .name = "zero1",
+    .setup = setup,
+    .share = vkg__strategy_share,
+    .last_micro = vkg__dp_last_micro,
+    .reduce = vkg__dp_reduce,
+    .mean = vkg__dp_mean,
+    .norm = norm,
+    .finish = finish,
+    .build = build,
+    .gather = gather,
+    .free_impl = free_impl,
+};
