@@ -148,8 +148,10 @@ vkg_status vkg_op_sumsq_partials(vkg_cmd *c, vkg_tensor partials, vkg_tensor x, 
               first, first + count, n, total);
     VKG_TRY(vkg__op_need(op, "x", x, n));
     VKG_TRY(vkg__op_need(op, "partials", partials, count));
-    uint32_t spec[3] = {pl.wg, 1, 1};
-    size_t at = 0; /* the first partial of the segment */
+    size_t limit;
+    VKG_TRY(vkg__op_limit(op, &limit));
+    uint32_t spec[4] = {pl.wg, 1, 1, 1}; /* the wide variant as vkg_op_sumsq takes it */
+    size_t at = 0;                       /* the first partial of the segment */
     vkg_status st = VKG_OK;
     vkg_cmd_group_begin(c);
     for (size_t off = 0; off < n && st == VKG_OK; off += SUMSQ_SEGMENT) {
@@ -163,8 +165,8 @@ vkg_status vkg_op_sumsq_partials(vkg_cmd *c, vkg_tensor partials, vkg_tensor x, 
                                     .partials = partials.addr + (at + g0 - first) * 4,
                                     .n = (uint32_t)(e1 - e0),
                                     .chunk = chunk};
-            st = vkg_cmd_dispatch(c, VKG_KERNEL_sumsq_partial, spec, 3, &p, sizeof p,
-                                  (uint32_t)(g1 - g0), 1, 1, "sumsq_partial");
+            st = vkg_cmd_dispatch(c, VKG_KERNEL_sumsq_partial, spec, e1 - e0 > limit ? 4 : 3, &p,
+                                  sizeof p, (uint32_t)(g1 - g0), 1, 1, "sumsq_partial");
         }
         at += groups;
     }
