@@ -252,6 +252,11 @@ static const bad_row bad_rows[] = {
     {{"plan", "--zero", "1"}, {"--zero 1 needs --dp 2 or more"}},
     {{"plan", "--zero", "1", "--dp", "2", "--pp", "2"}, {"--zero 1 does not combine with --pp"}},
     {{"plan", "--dp", "0"}, {"--dp must be a whole number from 1 to 1024"}},
+    {{"plan", "--driver", "foo"}, {"--driver: 'foo' is not one of none, nvidia, radv"}},
+    {{"plan", "--max-alloc", "100"}, {"--max-alloc must be a whole number from 4096"}},
+    {{"plan", "--memory", "-1"}, {"--memory", "'-1'"}},
+    {{"plan", "--recompute", "all"}, {"--recompute: 'all' is not one of none, gelu"}},
+    {{"train", "--data", TEXT, "--recompute", "all"}, {"--recompute: 'all' is not one of none"}},
     {{"plan", "--zero", "3", "--dp", "2"}, {"--zero must be a whole number from 0 to 1"}},
     /* sample */
     {{"sample", "--ckpt", TEXT, "--seed", "1e30"}, {"--seed", "'1e30'"}},
@@ -356,6 +361,22 @@ static void test_good_values(void **state)
     expect_contains("stdout", p.buf[0], "124475904 parameters");
     expect_contains("stdout", p.buf[0], "    0  [ 0, 8)     2");
     expect_contains("stdout", p.buf[0], "    1  [ 8,12)     2");
+    vkg_test_proc_free(&p);
+    /* Under a 2 GiB driver limit the logits of 16 rows do not fit one allocation (exit 1, the
+     * largest batch named); under 4 GiB and 16 GiB of memory, B = 8 fits and 9 is the most. */
+    const char *const plan_amd[] = {"plan", "--batch", "16", "--driver", "amdvlk", NULL};
+    vkg_test_proc_start(&p, plan_amd, &child_opts);
+    assert_int_equal(vkg_test_proc_wait(&p, 60), 1);
+    expect_contains("stderr", p.buf[1], "tensor logits needs 3296722944 bytes in one allocation");
+    expect_contains("stderr", p.buf[1], "the largest --batch that fits is 10");
+    vkg_test_proc_free(&p);
+    const char *const plan_radv[] = {"plan", "--batch",  "8",  "--driver",
+                                     "radv", "--memory", "16", NULL};
+    vkg_test_proc_start(&p, plan_radv, &child_opts);
+    assert_int_equal(vkg_test_proc_wait(&p, 60), 0);
+    expect_contains("stdout", p.buf[0], "largest allocation: 4096.0 MiB (Mesa RADV");
+    expect_contains("stdout", p.buf[0], "14321.0      8     1572.0  yes");
+    expect_contains("stdout", p.buf[0], "the largest --batch that fits 16.0 GiB is 9");
     vkg_test_proc_free(&p);
     /* ZeRO-1 over 2 ranks on a GPU: each rank's AdamW is half of the unsharded 949.7 MiB, cut at
      * the norm's 1024 partial sums of 121600 parameters (512 each: 2 x 4 x 62259200 bytes of
