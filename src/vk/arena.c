@@ -309,22 +309,26 @@ VkBuffer vkg__tensor_buffer(vkg_tensor t)
     return t.arena->blocks[t.block].buffer;
 }
 
-static vkg_status ensure_staging(vkg_device_t *dev, size_t bytes)
+/* The staging buffer of direction `up` (1: uploads, in the upload memory type; 0: reads back, in
+ * the cached one), at least `bytes` long. */
+static vkg_status ensure_staging(vkg_device_t *dev, size_t bytes, int up)
 {
-    if (dev->staging_bytes >= bytes)
+    if (dev->staging_bytes[up] >= bytes)
         return VKG_OK;
-    if (dev->staging) {
-        vkDestroyBuffer(dev->device, dev->staging, NULL);
-        vkFreeMemory(dev->device, dev->staging_mem, NULL);
-        dev->staging = VK_NULL_HANDLE;
-        dev->staging_mem = VK_NULL_HANDLE;
-        dev->staging_bytes = 0;
+    if (dev->staging[up]) {
+        vkDestroyBuffer(dev->device, dev->staging[up], NULL);
+        vkFreeMemory(dev->device, dev->staging_mem[up], NULL);
+        dev->staging[up] = VK_NULL_HANDLE;
+        dev->staging_mem[up] = VK_NULL_HANDLE;
+        dev->staging_bytes[up] = 0;
     }
     VKG_TRY(make_buffer(dev, bytes,
                         VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT,
-                        dev->mem_type_host, 0, &dev->staging, &dev->staging_mem));
-    VKG_VK(vkMapMemory(dev->device, dev->staging_mem, 0, VK_WHOLE_SIZE, 0, &dev->staging_map));
-    dev->staging_bytes = bytes;
+                        up ? dev->mem_type_upload : dev->mem_type_host, 0, &dev->staging[up],
+                        &dev->staging_mem[up]));
+    VKG_VK(
+        vkMapMemory(dev->device, dev->staging_mem[up], 0, VK_WHOLE_SIZE, 0, &dev->staging_map[up]));
+    dev->staging_bytes[up] = bytes;
     if (!dev->transfer_cmd) {
         VkCommandBufferAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO,
                                           .commandPool = dev->pool,
@@ -354,8 +358,8 @@ static vkg_status staged_copy(vkg_device_t *dev, VkBuffer arena_buf, size_t aren
     VkBufferCopy region = {.srcOffset = to_device ? 0 : arena_off,
                            .dstOffset = to_device ? arena_off : 0,
                            .size = bytes};
-    vkCmdCopyBuffer(dev->transfer_cmd, to_device ? dev->staging : arena_buf,
-                    to_device ? arena_buf : dev->staging, 1, &region);
+    vkCmdCopyBuffer(dev->transfer_cmd, to_device ? dev->staging[1] : arena_buf,
+                    to_device ? arena_buf : dev->staging[0], 1, &region);
     VkMemoryBarrier after = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
                              .srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT,
                              .dstAccessMask = VK_ACCESS_HOST_READ_BIT | VK_ACCESS_SHADER_READ_BIT |
@@ -388,14 +392,14 @@ static vkg_status transfer(vkg_device_t *dev, vkg_tensor t, size_t offset, void 
         return VKG_OK;
     }
     size_t chunk = bytes < STAGING_CHUNK ? bytes : STAGING_CHUNK;
-    VKG_TRY(ensure_staging(dev, chunk));
+    VKG_TRY(ensure_staging(dev, chunk, to_device));
     for (size_t done = 0; done < bytes; done += chunk) {
         size_t n = bytes - done < chunk ? bytes - done : chunk;
         if (to_device)
-            memcpy(dev->staging_map, (char *)host + done, n);
+            memcpy(dev->staging_map[1], (char *)host + done, n);
         VKG_TRY(staged_copy(dev, vkg__tensor_buffer(t), off + done, n, to_device));
         if (!to_device)
-            memcpy((char *)host + done, dev->staging_map, n);
+            memcpy((char *)host + done, dev->staging_map[0], n);
     }
     return VKG_OK;
 }

@@ -338,10 +338,12 @@ int vkg_device_destroy_report(vkg_device_t **pdev, char *first, size_t cap)
     if (dev->device) {
         vkDeviceWaitIdle(dev->device);
         vkg__kernels_release(dev);
-        if (dev->staging)
-            vkDestroyBuffer(dev->device, dev->staging, NULL);
-        if (dev->staging_mem)
-            vkFreeMemory(dev->device, dev->staging_mem, NULL);
+        for (int i = 0; i < 2; i++) {
+            if (dev->staging[i])
+                vkDestroyBuffer(dev->device, dev->staging[i], NULL);
+            if (dev->staging_mem[i])
+                vkFreeMemory(dev->device, dev->staging_mem[i], NULL);
+        }
         if (dev->layout)
             vkDestroyPipelineLayout(dev->device, dev->layout, NULL);
         if (dev->timeline)

@@ -154,11 +154,12 @@ struct vkg_device {
     char validation_first[1024];
     vkg_kernel_cache kernels[VKG_KERNEL_COUNT];
     vkg_device_tuning tuning; /* derived from the capabilities at creation */
-    /* staging for transfers on devices without unified memory */
-    VkBuffer staging;
-    VkDeviceMemory staging_mem;
-    void *staging_map;
-    size_t staging_bytes;
+    /* staging for transfers on devices without unified memory: [0] reads back (mem_type_host,
+     * cached), [1] uploads (mem_type_upload, write-combined or resizable BAR) */
+    VkBuffer staging[2];
+    VkDeviceMemory staging_mem[2];
+    void *staging_map[2];
+    size_t staging_bytes[2];
     VkCommandBuffer transfer_cmd;
 };
 
