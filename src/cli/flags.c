@@ -3,6 +3,8 @@
  * subcommand; conflicts between flags are the subcommands' business. */
 #include "cli/flags.h"
 
+#include "base/parse.h"
+
 #include <errno.h>
 #include <float.h>
 #include <limits.h>
@@ -47,34 +49,6 @@ usage_error(vkg_flags_result *r, const char *fmt, ...)
 /* A whole number: optional sign, decimal digits, optional K/M/G (x 2^10, 2^20, 2^30), nothing
  * else. Sets *neg and the magnitude *mag; 0 when s is not of that form or the magnitude does not
  * fit 64 bits. */
-static int parse_whole(const char *s, int *neg, uint64_t *mag)
-{
-    const char *p = s;
-    uint64_t v = 0;
-    *neg = *p == '-';
-    if (*p == '-' || *p == '+')
-        p++;
-    if (*p < '0' || *p > '9')
-        return 0;
-    for (; *p >= '0' && *p <= '9'; p++) {
-        unsigned d = (unsigned)(*p - '0');
-        if (v > (UINT64_MAX - d) / 10)
-            return 0;
-        v = v * 10 + d;
-    }
-    unsigned shift = 0;
-    if (*p == 'K' || *p == 'k')
-        shift = 10, p++;
-    else if (*p == 'M' || *p == 'm')
-        shift = 20, p++;
-    else if (*p == 'G' || *p == 'g')
-        shift = 30, p++;
-    if (*p || (shift && v > (UINT64_MAX >> shift)))
-        return 0;
-    *mag = v << shift;
-    return 1;
-}
-
 /* A finite number that strtod reads whole (no leading blanks, no overflow or underflow). */
 static int parse_real(const char *s, double *out)
 {
@@ -118,7 +92,7 @@ static int set_whole(const vkg_flag *fl, const char *val, vkg_flags_result *r)
 {
     int neg = 0, ok = 0;
     uint64_t mag = 0;
-    int parsed = parse_whole(val, &neg, &mag);
+    int parsed = vkg_parse_whole(val, &neg, &mag);
     if (fl->type == VKG_FLAG_U64) {
         uint64_t lo, hi;
         unsigned_range(fl, &lo, &hi);

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/parse.h"
 #include "vk/instance.h"
 #include "vk/vk.h"
 
@@ -247,27 +248,6 @@ static vkg_status open_logical(vkg_device_t *dev)
     return VKG_OK;
 }
 
-/* "33554432", "32M", "2G": bytes with an optional binary K, M or G suffix. */
-static int parse_bytes(const char *s, uint64_t *out)
-{
-    char *end = NULL;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || end == s || *s == '-')
-        return 0;
-    unsigned shift = 0;
-    if (*end == 'K' || *end == 'k')
-        shift = 10, end++;
-    else if (*end == 'M' || *end == 'm')
-        shift = 20, end++;
-    else if (*end == 'G' || *end == 'g')
-        shift = 30, end++;
-    if (*end || v > (UINT64_MAX >> shift))
-        return 0;
-    *out = (uint64_t)v << shift;
-    return 1;
-}
-
 /* The allocation limit the opts or VKG_MAX_ALLOCATION impose, where smaller than the driver's. */
 static vkg_status apply_allocation_cap(vkg_device_t *dev)
 {
@@ -275,7 +255,8 @@ static vkg_status apply_allocation_cap(vkg_device_t *dev)
     const char *env = getenv("VKG_MAX_ALLOCATION");
     if (env && *env) {
         uint64_t v = 0;
-        VKG_CHECK(parse_bytes(env, &v) && v >= 4096, VKG_ERR_INVALID_ARG,
+        int neg = 0;
+        VKG_CHECK(vkg_parse_whole(env, &neg, &v) && !neg && v >= 4096, VKG_ERR_INVALID_ARG,
                   "VKG_MAX_ALLOCATION='%s' is not a size of at least 4096 bytes (e.g. 33554432, "
                   "32M or 2G)",
                   env);
