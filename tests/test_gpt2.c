@@ -78,9 +78,8 @@ static void make_batch(vkg_test_rng *r, int32_t *inp, int32_t *tgt, int rows)
     }
 }
 
-static void test_train_matches_reference(void **state)
+static void train_matches_reference(vkg_gpu *g)
 {
-    vkg_gpu *g = *state;
     size_t n = vkg_ref_gpt2_num_params(&rcfg);
     assert_int_equal(n, vkg_gpt2_num_params(&cfg));
     float *params = vkg_test_alloc(n), *grads = vkg_test_alloc(n), *m1 = vkg_test_alloc(n);
@@ -131,6 +130,24 @@ static void test_train_matches_reference(void **state)
     vkg_gpt2_destroy(&model);
     vkg_ref_gpt2_destroy(&ref);
     free(params), free(grads), free(m1), free(m2), free(gpu_params);
+}
+
+static void test_train_matches_reference(void **state)
+{
+    train_matches_reference(*state);
+}
+
+/* A discrete GPU's tuning (the tiled matmul, the shared-memory attention, wide reductions),
+ * forced on this device: ten steps match the reference as closely. */
+static void test_train_matches_reference_gpu_tuning(void **state)
+{
+    vkg_gpu *g = *state;
+    vkg_device_tuning saved = vkg_device_tuning_get(g->dev);
+    vkg_device_tuning gpu = vkg__device_tuning_defaults(VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU, 32);
+    assert_int_equal(gpu.matmul_tiled, 1);
+    VKG_ASSERT_OK(vkg_device_tuning_set(g->dev, &gpu));
+    train_matches_reference(g);
+    VKG_ASSERT_OK(vkg_device_tuning_set(g->dev, &saved));
 }
 
 /* One optimizer step over B=4 equals two accumulated micro-steps of B=2 on the same rows. */
@@ -218,6 +235,8 @@ static void test_eval_and_bad_tokens(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_train_matches_reference_gpu_tuning, vkg_gpu_setup,
+                                        vkg_gpu_teardown),
         cmocka_unit_test_setup_teardown(test_train_matches_reference, vkg_gpu_setup,
                                         vkg_gpu_teardown),
         cmocka_unit_test_setup_teardown(test_accumulation_equals_one_batch, vkg_gpu_setup,

@@ -207,6 +207,12 @@ static void test_tuning_defaults_by_capability(void **state)
     assert_int_equal(gpu.attention, VKG_ATTENTION_SHARED);
     assert_true(gpu.layernorm_wg == 256 && gpu.xent_wg_max == 256 && gpu.encoder_wte_wg == 256);
     assert_true(gpu.sumsq_wg == 256 && gpu.sumsq_max_groups == 1024);
+    assert_true(cpu.matmul_tiled == 0 && gpu.matmul_tiled == 1);
+    assert_true(gpu.mmt_bm == 128 && gpu.mmt_bn == 128 && gpu.mmt_bk == 16);
+    assert_true(gpu.mmt_tm == 8 && gpu.mmt_tn == 8);
+    vkg_device_tuning igpu =
+        vkg__device_tuning_defaults(VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU, 32);
+    assert_true(igpu.matmul_tiled == 1 && igpu.mmt_bm == 64 && igpu.mmt_tm == 4);
 }
 
 /* vkg_device_tuning_set refuses a field out of range by name and keeps the tuning it had. */
@@ -221,6 +227,18 @@ static void test_tuning_set_checks_fields(void **state)
     t.matmul_tn = 17;
     assert_int_equal(vkg_device_tuning_set(g->dev, &t), VKG_ERR_INVALID_ARG);
     assert_non_null(strstr(vkg_error_message(), "matmul_tn = 17 is outside [1, 16]"));
+    t = before;
+    t.mmt_bm = 100, t.mmt_tm = 8;
+    assert_int_equal(vkg_device_tuning_set(g->dev, &t), VKG_ERR_INVALID_ARG);
+    assert_non_null(strstr(vkg_error_message(), "block 100x"));
+    t = before;
+    t.mmt_bm = 256, t.mmt_bn = 256, t.mmt_tm = 1, t.mmt_tn = 1; /* 65536 invocations */
+    assert_int_equal(vkg_device_tuning_set(g->dev, &t), VKG_ERR_INVALID_ARG);
+    assert_non_null(strstr(vkg_error_message(), "needs 65536 invocations"));
+    t = before;
+    t.mmt_bm = 256, t.mmt_bn = 256, t.mmt_bk = 64, t.mmt_tm = 16, t.mmt_tn = 16;
+    assert_int_equal(vkg_device_tuning_set(g->dev, &t), VKG_ERR_INVALID_ARG);
+    assert_non_null(strstr(vkg_error_message(), "bytes of shared memory"));
     vkg_device_tuning now = vkg_device_tuning_get(g->dev);
     assert_memory_equal(&now, &before, sizeof now);
     t = before;

@@ -334,8 +334,9 @@ static int parse_tiles(const char *s, vkg_matmul_tiles *t)
 
 int vkg_cli_bench_ops(int argc, char **argv)
 {
-    const char *select = getenv("VKGPT_DEVICE"), *only = NULL, *tiles = NULL;
-    int iters = 5;
+    const char *select = getenv("VKGPT_DEVICE"), *only = NULL, *tiles = NULL, *block = NULL;
+    int iters = 5, kernel = 0;
+    static const char *const kernels[] = {"device", "register", "tiled", NULL};
     bench b = {.rng = 42};
     const vkg_flag flags[] = {
         {"--device", VKG_FLAG_STR, &select,
@@ -346,6 +347,11 @@ int vkg_cli_bench_ops(int argc, char **argv)
          0},
         {"--tiles", VKG_FLAG_STR, &tiles,
          "matmul tile TM,TN (1..16),LX (1..1024 lanes); default: the device's", 0, 0, 0},
+        {"--matmul", VKG_FLAG_CHOICE, &kernel,
+         "matmul kernel: the device's choice, the register one, or the tiled one (GPUs)", kernels,
+         0, 0},
+        {"--block", VKG_FLAG_STR, &block,
+         "tiled matmul block BM,BN,BK,TM,TN (e.g. 128,128,16,8,8); default: the device's", 0, 0, 0},
     };
     int rc = vkg_flags_parse("bench ops", "[options]", flags, (int)(sizeof flags / sizeof flags[0]),
                              argc, argv, NULL, NULL);
@@ -372,18 +378,40 @@ int vkg_cli_bench_ops(int argc, char **argv)
         return 1;
     }
     vkg_device_tuning tu = vkg_device_tuning_get(b.dev);
+    int bl[5], nbl = block ? vkg_flags_int_list(block, 1, 256, bl, 5) : 0;
+    if (block && nbl != 5) {
+        fprintf(stderr,
+                "vkgpt bench ops: --block wants BM,BN,BK,TM,TN (whole numbers from 1 to "
+                "256), got '%s'\n",
+                block);
+        vkg_device_destroy(&b.dev);
+        return 2;
+    }
     if (b.tiles.tm) {
         tu.matmul_tm = b.tiles.tm;
         tu.matmul_tn = b.tiles.tn;
         tu.matmul_lx = b.tiles.lx;
+    }
+    if (kernel)
+        tu.matmul_tiled = kernel == 2;
+    if (nbl == 5) {
+        tu.mmt_bm = (uint32_t)bl[0], tu.mmt_bn = (uint32_t)bl[1], tu.mmt_bk = (uint32_t)bl[2];
+        tu.mmt_tm = (uint32_t)bl[3], tu.mmt_tn = (uint32_t)bl[4];
+    }
+    if (b.tiles.tm || kernel || nbl == 5) {
         st = vkg_device_tuning_set(b.dev, &tu);
         if (st != VKG_OK) {
             vkg_device_destroy(&b.dev);
             return (vkg_cli_report("bench ops", st), 2);
         }
     }
-    printf("# device: %s (%s)\n# matmul tiles: %u rows x %u columns per lane, %u lanes\n",
-           info->name, info->driver, tu.matmul_tm, tu.matmul_tn, tu.matmul_lx);
+    printf("# device: %s (%s)\n", info->name, info->driver);
+    if (tu.matmul_tiled && !b.tiles.tm)
+        printf("# matmul: tiled, %u x %u x %u blocks, %u x %u per invocation\n", tu.mmt_bm,
+               tu.mmt_bn, tu.mmt_bk, tu.mmt_tm, tu.mmt_tn);
+    else
+        printf("# matmul: register tiles, %u rows x %u columns per lane, %u lanes\n", tu.matmul_tm,
+               tu.matmul_tn, tu.matmul_lx);
     printf("%-14s %-18s %10s %10s %9s %12s %8s\n", "op", "shape", "ms", "GFLOP/s", "GB/s",
            "openblas_ms", "ratio");
     for (size_t i = 0; i < NSHAPES && st == VKG_OK; i++) {

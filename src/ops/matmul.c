@@ -1,6 +1,8 @@
-/* Matrix products in llm.c's layout (weights (OC, C), out = inp x W^T + b) built on one
- * register-tiled GEMM kernel (shaders/matmul.comp) whose tile sizes are specialization constants
- * taken from the device's tuning.
+/* Matrix products in llm.c's layout (weights (OC, C), out = inp x W^T + b) built on a GEMM
+ * kernel whose tile sizes are specialization constants taken from the device's tuning: on GPUs
+ * the block-tiled shaders/matmul_tiled.comp, which reads both operands in their stored layouts,
+ * so the forward pass is out (N, OC) = inp (N, C) x W^T directly (B k-contiguous), with the bias
+ * added in the store; on CPU devices (lavapipe) the register-tiled shaders/matmul.comp as below.
  *   forward:  out^T (OC, N) = W (OC, C) x inp^T (C, N), inp^T staged in a scratch tensor,
  *             stored transposed into out (N, OC), bias added
  *   backward: dinp (N, C) += dout (N, OC) x W (OC, C)
@@ -32,6 +34,7 @@ typedef struct push_gemm {
     uint32_t pad_;
 } push_gemm;
 VKG_PUSH_CHECK(push_gemm, matmul);
+VKG_PUSH_CHECK(push_gemm, matmul_tiled);
 
 typedef struct push_transpose {
     uint64_t out, in;
@@ -58,7 +61,7 @@ static size_t a_span(const vkg_gemm *g)
 
 static size_t b_span(const vkg_gemm *g)
 {
-    return span(g->K, g->ldb, g->N);
+    return g->b_kcontig ? span(g->N, g->ldb, g->K) : span(g->K, g->ldb, g->N);
 }
 
 static size_t out_span(const vkg_gemm *g)
@@ -113,8 +116,53 @@ static vkg_status gemm_wide(const char *op, const vkg_gemm *g, size_t limit, int
     return VKG_OK;
 }
 
-/* Record one dispatch of the kernel for a checked product (wide: the variant with 64-bit row
- * addresses). */
+/* Record one dispatch of the tiled kernel for a checked product. */
+static vkg_status tiled_dispatch(vkg_cmd *c, const vkg_gemm *g, const char *op,
+                                 const vkg_device_tuning *tu)
+{
+    push_gemm p = {.out = g->out.addr,
+                   .a = g->a.addr,
+                   .b = g->b.addr,
+                   .bias = g->bias ? g->bias->addr : g->out.addr,
+                   .M = g->M,
+                   .N = g->N,
+                   .K = g->K,
+                   .lda = g->lda,
+                   .ldb = g->ldb,
+                   .ldo = g->ldo,
+                   .has_bias = g->bias != NULL};
+    uint32_t spec[11] = {tu->mmt_bn / tu->mmt_tn,
+                         tu->mmt_bm / tu->mmt_tm,
+                         1,
+                         tu->mmt_bm,
+                         tu->mmt_bn,
+                         tu->mmt_bk,
+                         tu->mmt_tm,
+                         tu->mmt_tn,
+                         g->a_kcontig ? 1u : 0u,
+                         g->b_kcontig ? 1u : 0u,
+                         g->accumulate ? 1u : 0u};
+    return vkg_cmd_dispatch(c, VKG_KERNEL_matmul_tiled, spec, 11, &p, sizeof p,
+                            vkg__ceil_div(g->N, tu->mmt_bn), vkg__ceil_div(g->M, tu->mmt_bm), 1,
+                            op);
+}
+
+/* Whether g runs on the tiled kernel: the tuning says so, no register tile was asked for, and g
+ * is neither stored transposed nor in need of 64-bit row addresses (those run on the register
+ * kernel, which in turn cannot read B k-contiguous). */
+static vkg_status pick_kernel(const char *op, const vkg_gemm *g, const vkg_device_tuning *tu,
+                              int wide, int *tiled)
+{
+    *tiled = tu->matmul_tiled && g->tiles.tm == 0 && g->tiles.tn == 0 && g->tiles.lx == 0 &&
+             !g->out_t && !wide;
+    VKG_CHECK(*tiled || !g->b_kcontig, VKG_ERR_UNSUPPORTED,
+              "%s: the register matmul kernel reads B only n-contiguous (M=%u N=%u K=%u)", op, g->M,
+              g->N, g->K);
+    return VKG_OK;
+}
+
+/* Record one dispatch of the register kernel for a checked product (wide: the variant with
+ * 64-bit row addresses). */
 static vkg_status gemm_dispatch(vkg_cmd *c, const vkg_gemm *g, const char *op, int wide)
 {
     vkg_device_t *dev = vkg_cmd_device(c);
@@ -161,20 +209,22 @@ vkg_status vkg_op_gemm(vkg_cmd *c, const vkg_gemm *g)
     VKG_TRY(vkg__op_limit(op, &limit));
     VKG_TRY(gemm_wide(op, g, limit, &wide));
     vkg_device_tuning tu = vkg_device_tuning_get(vkg_cmd_device(c));
+    int tiled;
+    VKG_TRY(pick_kernel(op, g, &tu, wide, &tiled));
     uint32_t kc = ksplit_rows(&tu, g);
     if (kc == 0)
-        return gemm_dispatch(c, g, op, wide);
+        return tiled ? tiled_dispatch(c, g, op, &tu) : gemm_dispatch(c, g, op, wide);
     for (uint32_t k0 = 0; k0 < g->K; k0 += kc) {
         /* Chunk [k0, k0 + kc): A and B start k0 columns (rows of A^T) and k0 rows later. */
         size_t aoff = 4 * (g->a_kcontig ? (size_t)k0 : (size_t)k0 * g->lda);
-        size_t boff = 4 * (size_t)k0 * g->ldb;
+        size_t boff = 4 * (g->b_kcontig ? (size_t)k0 : (size_t)k0 * g->ldb);
         vkg_gemm h = *g;
         h.K = g->K - k0 < kc ? g->K - k0 : kc;
         h.a = vkg_tensor_view(g->a, aoff, g->a.bytes - aoff);
         h.b = vkg_tensor_view(g->b, boff, g->b.bytes - boff);
         if (k0 > 0)
             vkg_cmd_barrier(c); /* the chunks add to the same output, in order */
-        VKG_TRY(gemm_dispatch(c, &h, op, wide));
+        VKG_TRY(tiled ? tiled_dispatch(c, &h, op, &tu) : gemm_dispatch(c, &h, op, wide));
     }
     return VKG_OK;
 }
@@ -247,12 +297,33 @@ vkg_status vkg_op_matmul_fwd(vkg_cmd *c, vkg_tensor out, vkg_tensor inp, vkg_ten
         VKG_TRY(vkg__op_need(op, "inp", inp, (size_t)N * (size_t)C));
         VKG_TRY(vkg__op_need(op, "out", out, (size_t)N * (size_t)OC));
     }
-    /* Each block of rows: transposed into its own part of the scratch, then multiplied. */
+    /* The tiled kernel reads the whole weight in one dispatch: only while it fits the limit. */
+    int tiled =
+        vkg_device_tuning_get(vkg_cmd_device(c)).matmul_tiled && (size_t)OC * (size_t)C <= limit;
+    /* Each block of rows: multiplied in place by the tiled kernel; for the register kernel,
+     * transposed into its own part of the scratch first. */
     for (size_t n0 = 0; n0 < (size_t)N; n0 += nb) {
         size_t m = (size_t)N - n0 < nb ? (size_t)N - n0 : nb;
         vkg_tensor s = split ? rows_view(scratch, n0, m, (size_t)C) : scratch;
         vkg_tensor o = split ? rows_view(out, n0, m, (size_t)OC) : out;
         vkg_tensor in = split ? rows_view(inp, n0, m, (size_t)C) : inp;
+        if (tiled) {
+            vkg_gemm t = {.out = o,
+                          .a = in,
+                          .b = weight,
+                          .bias = bias,
+                          .M = (uint32_t)m,
+                          .N = (uint32_t)OC,
+                          .K = (uint32_t)C,
+                          .lda = (uint32_t)C,
+                          .ldb = (uint32_t)C,
+                          .ldo = (uint32_t)OC,
+                          .a_kcontig = 1,
+                          .b_kcontig = 1,
+                          .label = op};
+            VKG_TRY(vkg_op_gemm(c, &t));
+            continue;
+        }
         VKG_TRY(vkg_op_transpose(c, s, in, (int)m, C));
         vkg_gemm g = {.out = o,
                       .a = weight,

@@ -32,14 +32,16 @@ typedef struct vkg_matmul_tiles {
 } vkg_matmul_tiles;
 
 /* One GEMM: R(m,n) = sum_k A(m,k) B(k,n) with A(m,k) = a[m*lda+k] (a_kcontig) or a[k*lda+m],
- * B(k,n) = b[k*ldb+n]; stored at out[m*ldo+n] or, with out_t, out[n*ldo+m]; added to out with
- * accumulate, else plus bias (indexed by the stored column: bias[m] with out_t, bias[n] without;
- * NULL = none). */
+ * B(k,n) = b[n*ldb+k] (b_kcontig) or b[k*ldb+n]; stored at out[m*ldo+n] or, with out_t,
+ * out[n*ldo+m]; added to out with accumulate, else plus bias (indexed by the stored column:
+ * bias[m] with out_t, bias[n] without; NULL = none). Products stored transposed, with explicit
+ * register tiles or beyond the index limit run on the register kernel even where the tuning
+ * picks the tiled one; the register kernel cannot read B k-contiguous (VKG_ERR_UNSUPPORTED). */
 typedef struct vkg_gemm {
     vkg_tensor out, a, b;
     const vkg_tensor *bias;
     uint32_t M, N, K, lda, ldb, ldo;
-    int a_kcontig, out_t, accumulate;
+    int a_kcontig, b_kcontig, out_t, accumulate;
     vkg_matmul_tiles tiles;
     const char *label; /* static string for errors and profiles */
 } vkg_gemm;

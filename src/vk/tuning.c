@@ -10,15 +10,27 @@
  * 2.5-5 s -> 0.75-0.85 s; 256 KiB to 1 MiB did about as well); GPUs were not measured.
  * The reductions (layernorm, xent, encoder_bwd_wte, sumsq): CPU devices run a workgroup on one
  * core where every barrier switches through all its subgroups, so fewer lanes (fewer tree levels)
- * serve them; a CPU core runs one workgroup at a time, so sumsq's few long chunks do too. */
+ * serve them; a CPU core runs one workgroup at a time, so sumsq's few long chunks do too.
+ * The tiled matmul (GPUs; not measured on one yet): 128 x 128 blocks with 8 x 8 per invocation
+ * (256 invocations, 16.5 KiB of shared memory for BK = 16) on discrete GPUs, the shape the fast
+ * public SGEMMs use; 64 x 64 with 4 x 4 elsewhere (integrated GPUs, fewer cores to fill). On
+ * lavapipe every load is a gather and shared memory is ordinary memory behind barriers that
+ * switch through the workgroup's subgroups: the register kernel stays. */
 vkg_device_tuning vkg__device_tuning_defaults(VkPhysicalDeviceType type, uint32_t subgroup_size)
 {
     int cpu = type == VK_PHYSICAL_DEVICE_TYPE_CPU;
+    int discrete = type == VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU;
     vkg_device_tuning t = {
         .matmul_tm = 4,
         .matmul_tn = 4,
         .matmul_lx = 64,
         .matmul_ksplit_bytes = cpu ? 512u * 1024u : 0u,
+        .matmul_tiled = cpu ? 0u : 1u,
+        .mmt_bm = discrete ? 128u : 64u,
+        .mmt_bn = discrete ? 128u : 64u,
+        .mmt_bk = 16u,
+        .mmt_tm = discrete ? 8u : 4u,
+        .mmt_tn = discrete ? 8u : 4u,
         .attention = cpu ? VKG_ATTENTION_DIRECT : VKG_ATTENTION_SHARED,
         .layernorm_wg = cpu ? 32u : 256u,
         .xent_wg_max = cpu ? 64u : 256u,
@@ -52,6 +64,12 @@ vkg_status vkg_device_tuning_set(vkg_device_t *dev, const vkg_device_tuning *t)
         {"matmul_tm", t->matmul_tm, 1, 16, 0},
         {"matmul_tn", t->matmul_tn, 1, 16, 0},
         {"matmul_lx", t->matmul_lx, 1, inv, 0},
+        {"matmul_tiled", t->matmul_tiled, 0, 1, 0},
+        {"mmt_bm", t->mmt_bm, 1, 256, 0},
+        {"mmt_bn", t->mmt_bn, 1, 256, 0},
+        {"mmt_bk", t->mmt_bk, 1, 64, 0},
+        {"mmt_tm", t->mmt_tm, 1, 16, 0},
+        {"mmt_tn", t->mmt_tn, 1, 16, 0},
         {"attention", (uint32_t)t->attention, VKG_ATTENTION_SHARED, VKG_ATTENTION_DIRECT, 0},
         {"layernorm_wg", t->layernorm_wg, 1, inv, 1},
         {"xent_wg_max", t->xent_wg_max, 1, inv, 1},
@@ -67,6 +85,20 @@ vkg_status vkg_device_tuning_set(vkg_device_t *dev, const vkg_device_tuning *t)
         VKG_CHECK(!f->pow2 || (f->value & (f->value - 1)) == 0, VKG_ERR_INVALID_ARG,
                   "device tuning: %s = %u is not a power of two", f->name, f->value);
     }
+    VKG_CHECK(t->mmt_bm % t->mmt_tm == 0 && t->mmt_bn % t->mmt_tn == 0, VKG_ERR_INVALID_ARG,
+              "device tuning: the tiled matmul's block %ux%u is not a whole number of %ux%u "
+              "tiles",
+              t->mmt_bm, t->mmt_bn, t->mmt_tm, t->mmt_tn);
+    uint32_t threads = (t->mmt_bm / t->mmt_tm) * (t->mmt_bn / t->mmt_tn);
+    VKG_CHECK(threads <= inv, VKG_ERR_INVALID_ARG,
+              "device tuning: the tiled matmul's block %ux%u of %ux%u tiles needs %u invocations, "
+              "more than %s's %u",
+              t->mmt_bm, t->mmt_bn, t->mmt_tm, t->mmt_tn, threads, dev->info.name, inv);
+    size_t smem = (size_t)t->mmt_bk * (t->mmt_bm + 1 + t->mmt_bn + 1) * 4;
+    VKG_CHECK(smem <= dev->info.max_shared_memory, VKG_ERR_INVALID_ARG,
+              "device tuning: the tiled matmul's tiles need %zu bytes of shared memory, more than "
+              "%s's %u",
+              smem, dev->info.name, dev->info.max_shared_memory);
     dev->tuning = *t;
     return VKG_OK;
 }

@@ -106,6 +106,11 @@ typedef struct vkg_device_tuning {
     /* An accumulating, not transposed product whose B operand exceeds this many bytes is split
      * along K into chunks of about this size, added in order (0: never split). */
     uint32_t matmul_ksplit_bytes;
+    /* 1: products run matmul_tiled.comp (shared-memory block tiles, both operands read in their
+     * stored layouts, so the forward pass needs no transpose); 0: matmul.comp. */
+    uint32_t matmul_tiled;
+    uint32_t mmt_bm, mmt_bn, mmt_bk; /* matmul_tiled.comp block: rows x columns x k per step */
+    uint32_t mmt_tm, mmt_tn;         /* rows x columns per invocation (block / tile invocations) */
     vkg_attention_variant attention;
     uint32_t layernorm_wg;     /* invocations per row, layernorm_fwd and _bwd_dinp (power of 2) */
     uint32_t xent_wg_max;      /* most invocations per row of xent_fwd_bwd (power of 2) */
