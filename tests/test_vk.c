@@ -149,6 +149,8 @@ static void test_grouped_independent_dispatches(void **state)
     vkg_gpu_download(g, b, hb, sizeof hb);
     assert_true(ha[0] == 3.0f && ha[N - 1] == 3.0f && hb[0] == 2.0f && hb[N - 1] == 2.0f);
     assert_int_equal(vkg_cmd_dispatch_count(g->cmd), 3);
+    /* before the group, between it and the scale, and the trailing one to the host: 3 */
+    assert_int_equal(vkg_cmd_barrier_count(g->cmd), 3);
 }
 
 static void test_timestamps(void **state)

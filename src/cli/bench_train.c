@@ -252,6 +252,12 @@ static vkg_status run(const bench_opts *o, const vkg_gpt2_config *cfg)
     printf("steps: %d warm-up (untimed), %d timed: ms/step min %.2f median %.2f max %.2f\n",
            o->warmup, o->steps, ms[0], med, ms[o->steps - 1]);
     printf("ms/step: %.2f\ntokens/s: %.1f\n", med, (double)BT / (med / 1e3));
+    int d1, b1, d2, b2;
+    vkg_gpt2_list_counts(m, &d1, &b1);
+    vkg_adamw_list_counts(opt, &d2, &b2);
+    printf("dispatches/step: %d (forward-backward %d, norm and update %d)\nbarriers/step: %d "
+           "(forward-backward %d, norm and update %d)\n",
+           d1 + d2, d1, d2, b1 + b2, b1, b2);
     if (!o->no_profile && tab.n > 0)
         print_ops(&tab, med, o->per_dispatch);
     else if (!o->no_profile)

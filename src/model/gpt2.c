@@ -615,6 +615,13 @@ vkg_status vkg_gpt2_boundary_write(vkg_gpt2 *m, vkg_gpt2_boundary which, int slo
     return VKG_OK;
 }
 
+void vkg_gpt2_list_counts(const vkg_gpt2 *m, int *dispatches, int *barriers)
+{
+    const vkg_cmd *c = m->slots[0].lists[VKG_GPT2_LIST_FWDBWD];
+    *dispatches = vkg_cmd_dispatch_count(c);
+    *barriers = vkg_cmd_barrier_count(c);
+}
+
 int vkg_gpt2_timings(vkg_gpt2 *m, const vkg_cmd_timing **timings)
 {
     return vkg_cmd_timings(m->slots[0].lists[VKG_GPT2_LIST_FWDBWD], timings);

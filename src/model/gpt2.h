@@ -179,5 +179,7 @@ vkg_status vkg_gpt2_encoded_grad_read(vkg_gpt2 *m, float *dst);
 /* Per-dispatch GPU times of the last run of the forward-backward list (devices opened with
  * profiling). */
 int vkg_gpt2_timings(vkg_gpt2 *m, const vkg_cmd_timing **timings);
+/* Dispatches and pipeline barriers of one training forward-backward list (slot 0). */
+void vkg_gpt2_list_counts(const vkg_gpt2 *m, int *dispatches, int *barriers);
 
 #endif

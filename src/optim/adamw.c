@@ -267,6 +267,12 @@ size_t vkg_adamw_device_bytes(const vkg_adamw *o)
     return vkg_arena_size(o->moments) + vkg_arena_size(o->scratch);
 }
 
+void vkg_adamw_list_counts(const vkg_adamw *o, int *dispatches, int *barriers)
+{
+    *dispatches = vkg_cmd_dispatch_count(o->norm) + vkg_cmd_dispatch_count(o->update);
+    *barriers = vkg_cmd_barrier_count(o->norm) + vkg_cmd_barrier_count(o->update);
+}
+
 int vkg_adamw_timings(vkg_adamw *o, int which, const vkg_cmd_timing **timings)
 {
     return vkg_cmd_timings(which ? o->update : o->norm, timings);

@@ -91,5 +91,7 @@ size_t vkg_adamw_device_bytes(const vkg_adamw *o);
 /* Per-dispatch GPU times of the last norm and update (devices opened with profiling): the norm's
  * dispatches (which == 0) or the update's (which == 1). */
 int vkg_adamw_timings(vkg_adamw *o, int which, const vkg_cmd_timing **timings);
+/* Dispatches and pipeline barriers of the norm and update lists together. */
+void vkg_adamw_list_counts(const vkg_adamw *o, int *dispatches, int *barriers);
 
 #endif

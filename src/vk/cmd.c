@@ -14,6 +14,7 @@ struct vkg_cmd {
     VkQueryPool queries;
     int recording, in_group, pending; /* pending: dispatches since the last barrier */
     int ndispatch, ntimed;
+    int nbarrier; /* pipeline barriers recorded, the leading and trailing ones included */
     vkg_cmd_timing *timings; /* TIMING_CAP entries when profiling */
     int have_timings;
 };
@@ -68,6 +69,7 @@ vkg_status vkg_cmd_begin(vkg_cmd *c)
     c->recording = 1;
     c->in_group = 0;
     c->ndispatch = 0;
+    c->nbarrier = 0;
     c->ntimed = 0;
     c->have_timings = 0;
     /* Work from earlier submissions (uploads, previous steps) is complete before this list runs
@@ -89,6 +91,7 @@ void vkg_cmd_barrier(vkg_cmd *c)
         VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
     vkCmdPipelineBarrier(c->cb, stages, stages, 0, 1, &mb, 0, NULL, 0, NULL);
     c->pending = 0;
+    c->nbarrier++;
 }
 
 void vkg_cmd_group_begin(vkg_cmd *c)
@@ -171,6 +174,7 @@ vkg_status vkg_cmd_end(vkg_cmd *c)
         .dstAccessMask = VK_ACCESS_HOST_READ_BIT | VK_ACCESS_SHADER_READ_BIT |
                          VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT |
                          VK_ACCESS_TRANSFER_WRITE_BIT};
+    c->nbarrier++;
     vkCmdPipelineBarrier(c->cb,
                          VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
                          VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT |
@@ -230,6 +234,11 @@ int vkg_cmd_timings(vkg_cmd *c, const vkg_cmd_timing **out)
 int vkg_cmd_dispatch_count(const vkg_cmd *c)
 {
     return c->ndispatch;
+}
+
+int vkg_cmd_barrier_count(const vkg_cmd *c)
+{
+    return c->nbarrier;
 }
 
 vkg_device_t *vkg_cmd_device(const vkg_cmd *c)

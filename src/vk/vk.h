@@ -300,5 +300,7 @@ int vkg_cmd_timings(vkg_cmd *c, const vkg_cmd_timing **out);
 vkg_device_t *vkg_cmd_device(const vkg_cmd *c);
 /* Number of dispatches recorded. */
 int vkg_cmd_dispatch_count(const vkg_cmd *c);
+/* Pipeline barriers recorded since vkg_cmd_begin (the list's leading and trailing ones too). */
+int vkg_cmd_barrier_count(const vkg_cmd *c);
 
 #endif
