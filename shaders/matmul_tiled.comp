@@ -11,7 +11,8 @@
 // BK x BN tiles in shared memory (each loaded by all invocations together, neighbouring
 // invocations reading neighbouring addresses of the operand's contiguous dimension), then every
 // invocation accumulates its TM x TN sub-block from shared memory in registers: a value loaded
-// from global memory is used BN (A) or BM (B) times. An invocation's rows and columns are
+// from global memory is used BN (A) or BM (B) times. The next step's tiles are loaded into
+// registers before this step's products, so their latency hides behind the arithmetic. An invocation's rows and columns are
 // interleaved (row ty + i * BM / TM, column tx + j * BN / TN), so that its stores, like its
 // neighbours', fall on consecutive addresses. Out-of-range elements load as 0 and are never
 // stored, so any M, N, K works. Every R(m, n) adds its K products in the order k = 0, 1, ...:
@@ -44,9 +45,53 @@ layout(push_constant) uniform Push {
 shared float As[BK][BM + 1];
 shared float Bs[BK][BN + 1];
 
+const uint NX = BN / TN, NY = BM / TM, THREADS = NX * NY;
+const uint A_PER = (BM * BK + THREADS - 1) / THREADS; // A elements each invocation stages
+const uint B_PER = (BN * BK + THREADS - 1) / THREADS;
+float ra[A_PER], rb[B_PER]; // the next step's tiles, loaded while this step computes
+
+// Load the tiles of the step at k0 into registers: element e of A's tile is (mm, kk) along the
+// operand's contiguous dimension, so that neighbouring invocations read neighbouring addresses.
+void load_tiles(uint tid, uint m0, uint n0, uint k0)
+{
+    for (uint i = 0; i < A_PER; i++) {
+        uint e = tid + i * THREADS;
+        uint mm = A_KCONTIG == 1 ? e / BK : e % BM, kk = A_KCONTIG == 1 ? e % BK : e / BM;
+        uint m = m0 + mm, k = k0 + kk;
+        float v = 0.0;
+        if (e < BM * BK && m < p.M && k < p.K)
+            v = A_KCONTIG == 1 ? p.a.v[m * p.lda + k] : p.a.v[k * p.lda + m];
+        ra[i] = v;
+    }
+    for (uint i = 0; i < B_PER; i++) {
+        uint e = tid + i * THREADS;
+        uint nn = B_KCONTIG == 1 ? e / BK : e % BN, kk = B_KCONTIG == 1 ? e % BK : e / BN;
+        uint n = n0 + nn, k = k0 + kk;
+        float v = 0.0;
+        if (e < BN * BK && n < p.N && k < p.K)
+            v = B_KCONTIG == 1 ? p.b.v[n * p.ldb + k] : p.b.v[k * p.ldb + n];
+        rb[i] = v;
+    }
+}
+
+void store_tiles(uint tid)
+{
+    for (uint i = 0; i < A_PER; i++) {
+        uint e = tid + i * THREADS;
+        uint mm = A_KCONTIG == 1 ? e / BK : e % BM, kk = A_KCONTIG == 1 ? e % BK : e / BM;
+        if (e < BM * BK)
+            As[kk][mm] = ra[i];
+    }
+    for (uint i = 0; i < B_PER; i++) {
+        uint e = tid + i * THREADS;
+        uint nn = B_KCONTIG == 1 ? e / BK : e % BN, kk = B_KCONTIG == 1 ? e % BK : e / BN;
+        if (e < BN * BK)
+            Bs[kk][nn] = rb[i];
+    }
+}
+
 void main()
 {
-    const uint NX = BN / TN, NY = BM / TM, THREADS = NX * NY;
     const uint tx = gl_LocalInvocationID.x, ty = gl_LocalInvocationID.y;
     const uint tid = ty * NX + tx;
     const uint m0 = gl_WorkGroupID.y * BM, n0 = gl_WorkGroupID.x * BN;
@@ -54,39 +99,13 @@ void main()
     for (uint i = 0; i < TM; i++)
         for (uint j = 0; j < TN; j++)
             acc[i][j] = 0.0;
+    load_tiles(tid, m0, n0, 0);
+    store_tiles(tid);
+    barrier();
     for (uint k0 = 0; k0 < p.K; k0 += BK) {
-        // A's tile: BM x BK elements, THREADS at a time along the contiguous dimension.
-        for (uint e = tid; e < BM * BK; e += THREADS) {
-            uint mm, kk;
-            if (A_KCONTIG == 1) {
-                mm = e / BK;
-                kk = e % BK;
-            } else {
-                kk = e / BM;
-                mm = e % BM;
-            }
-            uint m = m0 + mm, k = k0 + kk;
-            float v = 0.0;
-            if (m < p.M && k < p.K)
-                v = A_KCONTIG == 1 ? p.a.v[m * p.lda + k] : p.a.v[k * p.lda + m];
-            As[kk][mm] = v;
-        }
-        for (uint e = tid; e < BN * BK; e += THREADS) {
-            uint nn, kk;
-            if (B_KCONTIG == 1) {
-                nn = e / BK;
-                kk = e % BK;
-            } else {
-                kk = e / BN;
-                nn = e % BN;
-            }
-            uint n = n0 + nn, k = k0 + kk;
-            float v = 0.0;
-            if (n < p.N && k < p.K)
-                v = B_KCONTIG == 1 ? p.b.v[n * p.ldb + k] : p.b.v[k * p.ldb + n];
-            Bs[kk][nn] = v;
-        }
-        barrier();
+        bool more = k0 + BK < p.K;
+        if (more) // the global loads of the next step are in flight during this one's FMAs
+            load_tiles(tid, m0, n0, k0 + BK);
         uint kend = min(BK, p.K - k0);
         for (uint kk = 0; kk < kend; kk++) {
             float av[TM], bv[TN];
@@ -99,6 +118,10 @@ void main()
                     acc[i][j] = fma(av[i], bv[j], acc[i][j]);
         }
         barrier();
+        if (more) {
+            store_tiles(tid);
+            barrier();
+        }
     }
     for (uint i = 0; i < TM; i++) {
         uint m = m0 + ty + i * NY;
