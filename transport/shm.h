@@ -53,9 +53,10 @@ struct vkg_shm {
     char *reasons;
     uint8_t *data;
     size_t chunk;
-    int slots, n, me; /* local ranks (= the communicator's ranks) and this one */
-    uint32_t step;    /* steps this rank has completed */
-    int64_t spin_ns;  /* how long a wait spins before it sleeps */
+    int slots, n, me;    /* local ranks (= the communicator's ranks) and this one */
+    uint32_t step;       /* steps this rank has completed */
+    int64_t spin_ns;     /* how long a wait spins before it sleeps (adapts, see shm_coll.c) */
+    int64_t spin_max_ns; /* its ceiling: 50 us with a core per rank, 1 us otherwise */
 };
 
 /* Bytes of a segment for n ranks and chunk, and where the regions start. */

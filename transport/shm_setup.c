@@ -101,9 +101,11 @@ static vkg_status setup_all_local(vkg_comm_t *c)
     s->fd = seg;
     seg = -1;
     vkg__shm_bind(s, base, bytes, c->size, c->rank);
-    /* spinning helps only when every rank has a core of its own */
+    /* spinning helps only when every rank has a core of its own (and then adapts, see
+     * shm_coll.c) */
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    s->spin_ns = cpus >= c->size ? 50000 : 0;
+    s->spin_max_ns = cpus >= c->size ? 50000 : 1000;
+    s->spin_ns = s->spin_max_ns;
     c->shm = s;
     snprintf(c->path, sizeof c->path, "shm (%d ranks on this host)", c->size);
 out:
