@@ -151,6 +151,8 @@ vkg_th_job *vkg_th_start(int n, const vkg_th_opts *o, vkg_th_body body, void *ar
     c->small_bytes = o->small_bytes;
     c->window = o->window;
     c->ring_min_ranks = o->ring_min_ranks;
+    c->shm = o->shm;
+    c->shm_chunk_bytes = o->shm_chunk_bytes;
     c->job_id = o->job_id ? o->job_id
                           : ((uint64_t)getpid() << 24) ^ ((uint64_t)++counter << 4) ^
                                 (uint64_t)time(NULL) << 40;

@@ -37,7 +37,9 @@ typedef struct vkg_th_opts {
     uint64_t job_id;                   /* 0: derived from the pid and a counter */
     double wall_s;                     /* kill every rank after this long (default 90) */
     char curve_pub[41], curve_sec[41]; /* optional job key pair */
-    int keep_comm; /* 1: the body destroys the comm itself (sets r->comm = NULL) */
+    int keep_comm;          /* 1: the body destroys the comm itself (sets r->comm = NULL) */
+    vkg_comm_shm shm;       /* shared-memory policy (default: automatic) */
+    size_t shm_chunk_bytes; /* 0: the transport's */
 } vkg_th_opts;
 
 typedef struct vkg_th_result {

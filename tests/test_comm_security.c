@@ -72,7 +72,7 @@ static void encode(const hdr *h, uint8_t out[64])
 static hdr legit_p2p(void)
 {
     return (hdr){.magic = 0x43474B56u,
-                 .version = 2,
+                 .version = 3,
                  .kind = 7,
                  .flags = 1,
                  .job = JOB,

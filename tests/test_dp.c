@@ -62,7 +62,9 @@ typedef struct job {
     int staging;            /* devices as if discrete: gradients reach the host by copies */
     vkg_lr_scale lr_scale;  /* with base_batch (tokens) */
     long long base_batch;
-    float peak_lr; /* rank 0's lr after --lr-scale (vkg_trainer_info) */
+    float peak_lr;    /* rank 0's lr after --lr-scale (vkg_trainer_info) */
+    vkg_comm_shm shm; /* shared-memory policy of the communicator (inproc: off by default) */
+    char path[96];    /* what rank 0's collectives ran on */
     /* results (rank 0's, plus every rank's parameters) */
     float loss[STEPS], eval[STEPS];
     long long first_step;
@@ -126,6 +128,7 @@ static void *run_rank(void *p)
     c.comm.world_size = j->world, c.comm.rank = a->rank;
     c.comm.transport = VKG_COMM_INPROC, c.comm.ctx = a->ctx, c.comm.job_id = a->job_id;
     c.comm.timeout_ms = 30000;
+    c.comm.shm = j->shm;
     int swapped[MAXR];
     memcpy(swapped, j->rank_batch, sizeof swapped);
     swapped[0] = j->rank_batch[1], swapped[1] = j->rank_batch[0];
@@ -160,8 +163,10 @@ static void *run_rank(void *p)
     if (st == VKG_OK) {
         vkg_trainer_info info;
         vkg_trainer_get_info(t, &info);
-        if (a->rank == 0)
+        if (a->rank == 0) {
             j->peak_lr = info.lr;
+            snprintf(j->path, sizeof j->path, "%s", info.comm_path);
+        }
         j->nparams = (size_t)info.num_params;
         j->nbuckets = vkg_strategy_bucket_count(t->par);
         j->params[a->rank] = malloc(j->nparams * sizeof(float));
@@ -276,6 +281,29 @@ static void test_unequal_ranks_are_token_weighted(void **state)
     assert_true(three6.nbuckets > 1 && three6.nbuckets < L + 3);
     expect_same_run("3 ranks (3,2,1) x 2 accumulation vs 1 rank B=6 x 2", &three6, &one6, STEPS);
     free_job(&one4), free_job(&three), free_job(&one6), free_job(&three6);
+}
+
+/* The gradient allreduce through shared memory (ranks as threads: the segment is required, since
+ * inproc does not use it by default) trains bitwise like the ZeroMQ path: same losses, same
+ * parameters, for 2 ranks and for 3 (where the order of additions shows), with buckets. */
+static void test_shm_equals_zmq(void **state)
+{
+    (void)state;
+    for (int world = 2; world <= 3; world++) {
+        job zmq = ranks(world, (const int[]){2, 1, 1}, (world == 2 ? 3 : 4) * T);
+        zmq.bucket_bytes = 1;
+        job shm = zmq;
+        shm.shm = VKG_COMM_SHM_REQUIRE;
+        run_job(&zmq), run_job(&shm);
+        expect_ok(&zmq), expect_ok(&shm);
+        printf("%d ranks: %s vs %s\n", world, shm.path, zmq.path);
+        assert_non_null(strstr(shm.path, "shm ("));
+        assert_non_null(strstr(zmq.path, "zmq inproc"));
+        assert_memory_equal(shm.loss, zmq.loss, sizeof shm.loss);
+        if (memcmp(shm.params[0], zmq.params[0], shm.nparams * sizeof(float)))
+            fail_msg("%d ranks: parameters trained over shm differ from the ZeroMQ path's", world);
+        free_job(&zmq), free_job(&shm);
+    }
 }
 
 /* --lr-scale multiplies lr by total batch / base batch (linear) or its square root (sqrt), on one
@@ -428,6 +456,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_two_ranks_match_one),
+        cmocka_unit_test(test_shm_equals_zmq),
         cmocka_unit_test(test_unequal_ranks_are_token_weighted),
         cmocka_unit_test(test_lr_scale),
         cmocka_unit_test(test_mismatching_rank_is_refused),

@@ -33,6 +33,11 @@ static vkg_status check_config(const vkg_comm_config *cfg)
     VKG_CHECK(cfg->transport == VKG_COMM_TCP || cfg->transport == VKG_COMM_IPC ||
                   cfg->transport == VKG_COMM_INPROC,
               VKG_ERR_INVALID_ARG, "transport %d is not tcp, ipc or inproc", (int)cfg->transport);
+    VKG_CHECK(cfg->shm == VKG_COMM_SHM_AUTO || cfg->shm == VKG_COMM_SHM_REQUIRE ||
+                  cfg->shm == VKG_COMM_SHM_OFF,
+              VKG_ERR_INVALID_ARG, "shm policy %d is not auto, require or off", (int)cfg->shm);
+    VKG_CHECK(cfg->shm_chunk_bytes <= (64u << 20), VKG_ERR_INVALID_ARG,
+              "shm_chunk_bytes %zu above 64 MiB", cfg->shm_chunk_bytes);
     VKG_CHECK(cfg->timeout_ms > 0, VKG_ERR_INVALID_ARG, "timeout_ms must be > 0, got %d",
               cfg->timeout_ms);
     VKG_CHECK(cfg->job_id != 0, VKG_ERR_INVALID_ARG, "job_id must be nonzero");
@@ -87,6 +92,8 @@ static vkg_status comm_alloc(const vkg_comm_config *cfg, vkg_comm_t **out)
                                       : DEFAULT_SMALL;
     c->window = cfg->window ? cfg->window : DEFAULT_WINDOW;
     c->ring_min_ranks = cfg->ring_min_ranks > 0 ? cfg->ring_min_ranks : 9;
+    c->shm_mode = cfg->shm;
+    c->shm_chunk = cfg->shm_chunk_bytes;
     c->credit_from = -1;
     c->progress_ns = vkg__now_ns();
     snprintf(c->password, sizeof c->password, "%016llx:%u", (unsigned long long)c->job_id,
@@ -99,10 +106,12 @@ static vkg_status comm_alloc(const vkg_comm_config *cfg, vkg_comm_t **out)
     }
     c->peers = calloc((size_t)c->size, sizeof *c->peers);
     c->credits = calloc((size_t)c->size, sizeof *c->credits);
+    c->local = calloc((size_t)c->size, sizeof *c->local);
     c->guard = calloc(1, sizeof *c->guard);
     if (c->guard)
         c->guard->efd = -1;
-    VKG_CHECK(c->peers && c->credits && c->guard, VKG_ERR_NOMEM, "out of memory");
+    VKG_CHECK(c->peers && c->credits && c->guard && c->local, VKG_ERR_NOMEM, "out of memory");
+    VKG_TRY(vkg__host_identity(c->peers[c->rank].host, sizeof c->peers[c->rank].host));
     atomic_init(&c->guard->inflight, 0);
     atomic_init(&c->guard->waiting, 0);
     c->guard->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -163,6 +172,8 @@ static void comm_free(vkg_comm_t *c)
             close(c->guard->efd);
         free(c->guard);
     }
+    vkg__shm_free(c);
+    free(c->local);
     free(c->curve_keys);
     free(c->peers);
     free(c->credits);
@@ -182,6 +193,7 @@ vkg_status vkg_comm_create(const vkg_comm_config *cfg, vkg_comm_t **out)
         goto fail;
     if (c->size == 1) {
         snprintf(c->peers[0].endpoint, sizeof c->peers[0].endpoint, "(single rank)");
+        snprintf(c->path, sizeof c->path, "single rank");
         *out = c;
         return VKG_OK;
     }
@@ -213,6 +225,9 @@ vkg_status vkg_comm_create(const vkg_comm_config *cfg, vkg_comm_t **out)
         goto fail;
     }
     close_rendezvous(c, rdv, master);
+    rdv = NULL;
+    vkg__find_local(c);
+    VKG_TRY_GOTO(st, vkg__shm_setup(c), fail);
     *out = c;
     return VKG_OK;
 fail:
@@ -284,6 +299,16 @@ int vkg_comm_size(const vkg_comm_t *c)
 int vkg_comm_local_rank(const vkg_comm_t *c)
 {
     return c->local_rank;
+}
+
+const char *vkg_comm_path(const vkg_comm_t *c)
+{
+    return c ? c->path : "";
+}
+
+int vkg_comm_uses_shm(const vkg_comm_t *c)
+{
+    return c && c->shm != NULL;
 }
 
 vkg_status vkg_comm_set_timeout(vkg_comm_t *c, int timeout_ms)

@@ -32,13 +32,13 @@
  * 16-byte secret @48 (zero in hello, reject and peer table, which precede it). */
 
 #define VKG_WIRE_MAGIC 0x43474B56u /* "VKGC" */
-#define VKG_WIRE_VERSION 2
+#define VKG_WIRE_VERSION 3
 #define VKG_WIRE_HDR_BYTES 64
 #define VKG_SECRET_BYTES 16
 
 enum vkg_wire_kind {
-    VKG_W_HELLO = 1,  /* rank -> rank 0: rank, world size, data endpoint, public key */
-    VKG_W_TABLE = 2,  /* rank 0 -> rank: every rank's endpoint and key */
+    VKG_W_HELLO = 1,  /* rank -> rank 0: rank, world size, data endpoint, public key, host */
+    VKG_W_TABLE = 2,  /* rank 0 -> rank: every rank's endpoint, key and host */
     VKG_W_REJECT = 3, /* rank 0 -> rank: why it cannot join */
     VKG_W_DATA = 4,   /* a collective's payload segment */
     VKG_W_CREDIT = 5, /* receiver -> sender: messages consumed so far in this collective */
@@ -93,8 +93,11 @@ typedef struct vkg_guard {
     int efd;              /* eventfd written by the free callback to wake the owner */
 } vkg_guard;
 
+#define VKG_HOST_BYTES 192 /* host identity text (host.c), NUL-terminated */
+
 typedef struct vkg_peer {
     char endpoint[VKG_COMM_ADDR_MAX];
+    char host[VKG_HOST_BYTES]; /* "" = unknown: local to no other rank */
     char pubkey[VKG_COMM_KEY_CHARS + 1];
     int lost;           /* its connection dropped: died, froze (heartbeat) or closed */
     int refused;        /* it refused our handshake */
@@ -153,6 +156,14 @@ struct vkg_comm {
     char fail_msg[1024];
     vkg_guard *guard;
     int guard_leaked;
+
+    /* Ranks on this host (host.c): local[0..nlocal) in rank order, this one at local_index. */
+    int *local;
+    int nlocal, local_index;
+    vkg_comm_shm shm_mode;
+    size_t shm_chunk;    /* bytes of a buffer one step of the shm pipeline moves (0 = default) */
+    struct vkg_shm *shm; /* the host's segment when every rank is local and shm is used */
+    char path[96];       /* "shm, 4 local ranks" or "zmq ipc": what the collectives use */
 };
 
 /* ---- context (ctx.c) ---- */
@@ -166,6 +177,24 @@ vkg_status vkg__ctx_register(vkg_comm_ctx_t *ctx, const void *owner, const char 
                              const uint8_t *keys, size_t nkeys, const char *password);
 void vkg__ctx_unregister(vkg_comm_ctx_t *ctx, const void *owner);
 void vkg__ctx_ref(vkg_comm_ctx_t *ctx, int delta);
+
+/* ---- host identity (host.c) and shared memory (shm.c, shm_coll.c) ---- */
+
+/* This process's host identity: host name, boot id, IPC and network namespace ("" when they
+ * cannot be read: then no rank counts as local). */
+vkg_status vkg__host_identity(char *out, size_t cap);
+/* Fill c->local / nlocal / local_index from the peers' host identities. */
+void vkg__find_local(vkg_comm_t *c);
+/* After the first barrier: set up the host's segment when the policy and the hosts allow it
+ * (collective over the communicator); sets c->shm and c->path. */
+vkg_status vkg__shm_setup(vkg_comm_t *c);
+void vkg__shm_free(vkg_comm_t *c);
+/* A failing rank's abort word and reason, for the local peers waiting in the segment. */
+void vkg__shm_abort(vkg_comm_t *c, const char *reason);
+vkg_status vkg__shm_allreduce(vkg_comm_t *c, const void *send, void *recv, size_t count,
+                              vkg_comm_dtype dt, vkg_comm_op op);
+vkg_status vkg__shm_broadcast(vkg_comm_t *c, void *buf, size_t bytes, int root);
+vkg_status vkg__shm_allgather(vkg_comm_t *c, const void *send, size_t bytes, void *recv);
 
 /* ---- small files (config.c) ---- */
 
@@ -231,6 +260,10 @@ typedef struct vkg_expect {
  * malformed/foreign message; those failures are recorded but the communicator is not yet failed:
  * the public entry points call vkg__comm_fail. */
 vkg_status vkg__comm_wait(vkg_comm_t *c, const vkg_expect *ex, vkg_inmsg *m, int *event);
+/* One look, without blocking, at what the ZeroMQ side knows (aborts, stall notices, lost or
+ * frozen peers) and at the deadline, for waits that happen elsewhere (the segment's counters):
+ * VKG_OK while the wait may go on. */
+vkg_status vkg__comm_poll(vkg_comm_t *c, const vkg_expect *ex);
 
 /* Decode and validate a received message given as its frames: the header frame (hsize bytes at
  * hdr; NULL when it is not header-sized), the payload frame's size (had_body: there was one)

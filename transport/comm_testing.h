@@ -4,6 +4,7 @@
 #ifndef VKG_TRANSPORT_COMM_TESTING_H
 #define VKG_TRANSPORT_COMM_TESTING_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "vkgpt/comm.h"
@@ -19,5 +20,37 @@ void vkg__comm_secret(const vkg_comm_t *c, uint8_t out[16]);
  *   2: rank 0's reply to a joining rank (header, then the peer table or a reject reason).
  * Returns the parser's status; never crashes on any input (that is what fuzzing checks). */
 vkg_status vkg__fuzz_wire(const uint8_t *data, size_t size);
+
+/* The shared-memory handover (shm.c), runnable on its own so that tests can play a process of
+ * another job knocking at a job's socket. Credentials: what a process claims and proves. */
+typedef struct vkg_shm_creds {
+    uint64_t job_id;
+    uint32_t generation;
+    uint8_t secret[16];
+} vkg_shm_creds;
+
+/* The abstract socket name (without the leading NUL) where the host's first rank of the job
+ * with these credentials hands out its segment. */
+void vkg__shm_socket_name(const vkg_shm_creds *cr, char *name, size_t cap);
+/* A sealed memfd segment for n local ranks (its header filled in), and its size. */
+vkg_status vkg__shm_create_fd(const vkg_shm_creds *cr, int n, size_t chunk, int *fd_out,
+                              size_t *bytes_out);
+/* Listen at the abstract name. */
+vkg_status vkg__shm_listen(const char *name, int *lfd_out);
+/* The host's side: admit ranks 1..nranks-1 of the job cr (each once, after the challenge) and
+ * pass them seg_fd; refuse everyone else (counted in *refusals when not NULL). Returns once all
+ * attached, or VKG_ERR_TIMEOUT at the deadline (vkg__now_ns clock) naming the missing ranks. */
+vkg_status vkg__shm_serve(int lfd, const vkg_shm_creds *cr, int nranks, int seg_fd,
+                          size_t seg_bytes, int64_t deadline, int *refusals);
+/* A rank's side: knock at `name` presenting cr as rank `rank`; on success *fd_out is the
+ * segment's descriptor. VKG_ERR_PEER with the host's reason when refused. */
+vkg_status vkg__shm_attach(const char *name, const vkg_shm_creds *cr, int rank, int64_t deadline,
+                           int *fd_out, size_t *bytes_out);
+/* Map a segment handed over, checking its seals, size and header against cr, n and chunk. */
+vkg_status vkg__shm_map(int fd, const vkg_shm_creds *cr, int n, size_t chunk, uint8_t **base_out,
+                        size_t *bytes_out);
+/* SipHash-2-4, 128-bit output (the handover's proof). */
+void vkg__siphash128(const uint8_t key[16], const void *msg, size_t n, uint8_t out[16]);
+int64_t vkg__now_ns(void);
 
 #endif

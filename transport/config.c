@@ -75,6 +75,40 @@ vkg_status vkg_comm_transport_parse(const char *name, vkg_comm_transport *out)
                     name ? name : "(null)");
 }
 
+const char *vkg_comm_shm_name(vkg_comm_shm s)
+{
+    switch (s) {
+    case VKG_COMM_SHM_AUTO:
+        return "auto";
+    case VKG_COMM_SHM_REQUIRE:
+        return "shm";
+    case VKG_COMM_SHM_OFF:
+        return "zmq";
+    }
+    return "?";
+}
+
+vkg_status vkg_comm_transport_select(const char *name, vkg_comm_transport *t, vkg_comm_shm *shm)
+{
+    if (name && !strcmp(name, "shm")) {
+        *shm = VKG_COMM_SHM_REQUIRE;
+        return VKG_OK;
+    }
+    if (name && !strcmp(name, "zmq")) {
+        *shm = VKG_COMM_SHM_OFF;
+        return VKG_OK;
+    }
+    vkg_comm_transport x = VKG_COMM_TCP;
+    if (!name || vkg_comm_transport_parse(name, &x) != VKG_OK)
+        return VKG_FAIL(VKG_ERR_INVALID_ARG,
+                        "unknown transport '%s' (valid: tcp, ipc, inproc, shm: require shared "
+                        "memory between the ranks of a host, zmq: never use it)",
+                        name ? name : "(null)");
+    *t = x;
+    *shm = VKG_COMM_SHM_AUTO;
+    return VKG_OK;
+}
+
 size_t vkg_comm_dtype_size(vkg_comm_dtype dt)
 {
     return dt == VKG_COMM_F32 ? 4 : 2;
@@ -275,7 +309,7 @@ static vkg_status env_options(vkg_comm_config *cfg, char *const *envp)
         cfg->generation = (uint32_t)g;
     }
     if ((v = env_get(envp, "VKG_COMM_TRANSPORT"))) {
-        vkg_status st = vkg_comm_transport_parse(v, &cfg->transport);
+        vkg_status st = vkg_comm_transport_select(v, &cfg->transport, &cfg->shm);
         if (st < 0)
             return vkg__error_wrap(st, "VKG_COMM_TRANSPORT");
         VKG_CHECK(cfg->transport != VKG_COMM_INPROC, VKG_ERR_INVALID_ARG,

@@ -1,5 +1,6 @@
 /* The rendezvous: rank 0 binds a ROUTER at the master endpoint; every other rank connects a
- * DEALER, sends HELLO {world size, rank, data endpoint, CURVE public key} and waits for the TABLE
+ * DEALER, sends HELLO {world size, rank, data endpoint, CURVE public key, host identity} and
+ * waits for the TABLE
  * (or a REJECT that says why). Rank 0 rejects hellos of another job or generation and fails the
  * whole rendezvous on a wrong world size, a rank out of range or two processes claiming one rank.
  * The table ends with the job's secret, 16 random bytes rank 0 draws: each rank then admits it on
@@ -17,8 +18,9 @@
 #include <string.h>
 #include <sys/random.h>
 
-#define HELLO_BYTES (8 + VKG_COMM_ADDR_MAX + VKG_COMM_KEY_CHARS + 1)
-#define ENTRY_BYTES (VKG_COMM_ADDR_MAX + VKG_COMM_KEY_CHARS + 1)
+#define HELLO_BYTES (8 + VKG_COMM_ADDR_MAX + VKG_COMM_KEY_CHARS + 1 + VKG_HOST_BYTES)
+#define ENTRY_BYTES (VKG_COMM_ADDR_MAX + VKG_COMM_KEY_CHARS + 1 + VKG_HOST_BYTES)
+#define HOST_AT (VKG_COMM_ADDR_MAX + VKG_COMM_KEY_CHARS + 1) /* in an entry; + 8 in a hello */
 
 static void put32(uint8_t *p, uint32_t v)
 {
@@ -114,6 +116,8 @@ static vkg_status master_hello(vkg_comm_t *c, void *rdv, joiner *js, int *joined
     peer->endpoint[VKG_COMM_ADDR_MAX - 1] = '\0';
     memcpy(peer->pubkey, p + 8 + VKG_COMM_ADDR_MAX, VKG_COMM_KEY_CHARS + 1);
     peer->pubkey[VKG_COMM_KEY_CHARS] = '\0';
+    memcpy(peer->host, p + 8 + HOST_AT, VKG_HOST_BYTES);
+    peer->host[VKG_HOST_BYTES - 1] = '\0';
     VKG_CHECK(rid_len <= sizeof js[rank].rid, VKG_ERR_PROTOCOL, "routing id too long");
     memcpy(js[rank].rid, rid, rid_len);
     js[rank].rid_len = rid_len;
@@ -162,6 +166,7 @@ static vkg_status master_send_table(vkg_comm_t *c, void *rdv, const joiner *js)
         memcpy(table + (size_t)q * ENTRY_BYTES, c->peers[q].endpoint, VKG_COMM_ADDR_MAX);
         memcpy(table + (size_t)q * ENTRY_BYTES + VKG_COMM_ADDR_MAX, c->peers[q].pubkey,
                VKG_COMM_KEY_CHARS + 1);
+        memcpy(table + (size_t)q * ENTRY_BYTES + HOST_AT, c->peers[q].host, VKG_HOST_BYTES);
     }
     memcpy(table + (size_t)c->size * ENTRY_BYTES, c->secret, VKG_SECRET_BYTES);
     vkg_wire_hdr h;
@@ -265,6 +270,8 @@ static vkg_status client_table(vkg_comm_t *c, zmq_msg_t *f, int nf, const char *
         p->endpoint[VKG_COMM_ADDR_MAX - 1] = '\0';
         memcpy(p->pubkey, t + (size_t)q * ENTRY_BYTES + VKG_COMM_ADDR_MAX, VKG_COMM_KEY_CHARS + 1);
         p->pubkey[VKG_COMM_KEY_CHARS] = '\0';
+        memcpy(p->host, t + (size_t)q * ENTRY_BYTES + HOST_AT, VKG_HOST_BYTES);
+        p->host[VKG_HOST_BYTES - 1] = '\0';
     }
     memcpy(c->secret, t + (size_t)c->size * ENTRY_BYTES, VKG_SECRET_BYTES);
     return vkg__admit_secret(c);
@@ -364,6 +371,7 @@ static vkg_status client_rendezvous(vkg_comm_t *c, void *rdv, void *mon, const c
     put32(hello + 4, (uint32_t)c->rank);
     memcpy(hello + 8, c->peers[c->rank].endpoint, VKG_COMM_ADDR_MAX);
     memcpy(hello + 8 + VKG_COMM_ADDR_MAX, c->curve_pub, VKG_COMM_KEY_CHARS + 1);
+    memcpy(hello + 8 + HOST_AT, c->peers[c->rank].host, VKG_HOST_BYTES);
     vkg_wire_hdr h;
     vkg__hdr_init(c, &h, VKG_W_HELLO);
     h.bytes = sizeof hello;

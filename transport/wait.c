@@ -352,6 +352,45 @@ vkg_status vkg__comm_wait(vkg_comm_t *c, const vkg_expect *ex, vkg_inmsg *m, int
     return st;
 }
 
+vkg_status vkg__comm_poll(vkg_comm_t *c, const vkg_expect *ex)
+{
+    int alive_waits = c->transport != VKG_COMM_INPROC && ex->waiting_on >= 0;
+    for (;;) {
+        vkg_inmsg in, out;
+        int got = 0, matched = 0;
+        VKG_TRY(vkg__recv_wait(c, &in, &got, 0));
+        if (!got)
+            break;
+        if (in.h.kind != VKG_W_STALL) {
+            c->progress_ns = vkg__now_ns();
+            c->peers[in.h.sender].last_rx_ns = c->progress_ns;
+            if (alive_waits && c->stall_told)
+                end_stall(c);
+        }
+        VKG_TRY(vkg__dispatch(c, ex, &in, &out, &matched));
+        if (matched)
+            zmq_msg_close(&out.body);
+    }
+    if (c->mon)
+        read_monitor(c, c->mon);
+    if (c->hbmon)
+        read_monitor(c, c->hbmon);
+    vkg_status st = check_peers(c, ex);
+    if (st < 0)
+        return vkg__explain_loss(c, st);
+    int64_t now = vkg__now_ns(), until = c->progress_ns + (int64_t)c->timeout_ms * 1000000;
+    if (alive_waits) {
+        if (now < until)
+            return VKG_OK;
+        begin_stall(c, ex, now);
+        st = chain_verdict(c, ex);
+        return st < 0 ? vkg__explain_loss(c, st) : VKG_OK;
+    }
+    if (now >= until || c->stall_seen)
+        begin_stall(c, ex, now);
+    return c->stall_end && now >= c->stall_end ? stalled(c, ex) : VKG_OK;
+}
+
 vkg_status vkg__drain(vkg_comm_t *c, const char *what, int waiting_on)
 {
     if (atomic_load(&c->guard->inflight) == 0)
@@ -394,6 +433,8 @@ vkg_status vkg__comm_fail(vkg_comm_t *c, vkg_status st, int tell_peers)
         return st;
     c->failed = st;
     snprintf(c->fail_msg, sizeof c->fail_msg, "%s", vkg_error_message());
+    if (tell_peers && !c->peer_aborted)
+        vkg__shm_abort(c, c->fail_msg);
     if (tell_peers && !c->peer_aborted && c->tx) {
         char reason[960];
         int n = snprintf(reason, sizeof reason, "%s", c->fail_msg);

@@ -7,7 +7,8 @@
 # Environment (defaults in brackets):
 #   VKGPT       the vkgpt binary [<repo>/build/vkgpt; built with cmake when missing]
 #   NS          rank counts ["2 3 4"]
-#   TRANSPORTS  vkgpt transports ["ipc tcp"]
+#   TRANSPORTS  vkgpt transports ["shm zmq"]: shm = shared memory between the ranks, zmq = the
+#               ZeroMQ ring over ipc
 #   MIN MAX     sizes [4K 256M]     ITERS WARMUP  [20 5]
 #   BIND        1: pin rank r to CPU r mod ncpu for both (mpirun --bind-to core) [0: neither]
 #   MPI_TUNED   1: also run Open MPI with glibc malloc tuned like vkgpt's process (no mmap, no
@@ -21,7 +22,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
 VKGPT=${VKGPT:-$root/build/vkgpt}
 NS=${NS:-"2 3 4"}
-TRANSPORTS=${TRANSPORTS:-"ipc tcp"}
+TRANSPORTS=${TRANSPORTS:-"shm zmq"}
 MIN=${MIN:-4K}
 MAX=${MAX:-256M}
 ITERS=${ITERS:-20}
@@ -68,6 +69,7 @@ echo "# allreduce, float sum: busbw in GB/s; ratio = vkgpt / Open MPI (same run)
 echo "# $(uname -srm), $ncpu CPUs, $(mpirun --version 2>/dev/null | head -1), $(date -u '+%F %T UTC')"
 echo "# vkgpt: $VKGPT; sizes $MIN..$MAX, iters $ITERS (fewer above 16 MiB), warmup $WARMUP, bind $BIND"
 echo "# each figure: best of $REPEAT run(s); MPI+malloc = Open MPI with glibc mmap and trim off"
+"$VKGPT" bench allreduce -n 1 --min 4 --max 4 --iters 1 --warmup 0 | grep "one core" || true
 for n in $NS; do
     mpibind=(--bind-to none)
     vkbind=()

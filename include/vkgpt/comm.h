@@ -23,7 +23,15 @@
  * failure a communicator only accepts vkg_comm_destroy.
  *
  * Transports: tcp (any hosts), ipc (Unix sockets, one host), inproc (ranks are threads of one
- * process sharing a vkg_comm_ctx_t).
+ * process sharing a vkg_comm_ctx_t). Shared memory: at the rendezvous every rank reports its host
+ * (host name, boot id, IPC and network namespace). When every rank of the communicator is on one
+ * host, the host's first rank creates an anonymous memfd segment and hands it to the others over
+ * an abstract Unix socket after a challenge proving they hold the job's secret; allreduce,
+ * broadcast and allgather then run in the segment (reduce-scatter + allgather in place, the same
+ * order of additions as the ZeroMQ path, so the bits are the same), everything else over ZeroMQ.
+ * Policy (cfg.shm): by default tcp and ipc use it where possible, inproc does not; REQUIRE fails
+ * create when it is impossible; OFF never uses it. A rank that dies, freezes or fails while
+ * others wait in the segment is reported by the same deadlines, heartbeats and aborts as above.
  *
  * Security. Rank 0 draws a 128-bit random secret per job and hands it to each rank in the peer
  * table at the rendezvous. Data connections authenticate with it (ZMTP PLAIN, checked by a ZAP
@@ -71,6 +79,12 @@ typedef enum vkg_comm_transport {
     VKG_COMM_IPC = 1,
     VKG_COMM_INPROC = 2,
 } vkg_comm_transport;
+
+typedef enum vkg_comm_shm {
+    VKG_COMM_SHM_AUTO = 0,    /* the segment when every rank shares this host (not inproc) */
+    VKG_COMM_SHM_REQUIRE = 1, /* the segment, or create fails saying why it cannot */
+    VKG_COMM_SHM_OFF = 2,     /* ZeroMQ only */
+} vkg_comm_shm;
 
 typedef enum vkg_comm_dtype {
     VKG_COMM_F32 = 0,
@@ -125,6 +139,11 @@ typedef struct vkg_comm_config {
      * owner and back (2 hops per segment); from ring_min_ranks on (and for 2 ranks) around the
      * ring (2(N-1) hops, one busy connection per rank). 0 = 9. */
     int ring_min_ranks;
+    /* Shared memory between the ranks of one host (see the file comment), and the bytes of a
+     * buffer one step of its pipeline moves (0 = 256 KiB; rounded up to 4 KiB; every rank must
+     * use the same value). */
+    vkg_comm_shm shm;
+    size_t shm_chunk_bytes;
     /* CURVE (tcp/ipc): when curve_secret is set every connection is encrypted and a ZAP handler
      * admits only authorized public keys. curve_master: rank 0's public key ("" = curve_public:
      * one key pair for the whole job). curve_authorized: Z85 public keys separated by spaces,
@@ -151,19 +170,24 @@ void vkg_comm_config_default(vkg_comm_config *cfg);
  * SLURM_LOCALID, SLURM_JOB_ID, SLURM_STEP_ID, SLURM_NNODES), Open MPI (OMPI_COMM_WORLD_RANK,
  * OMPI_COMM_WORLD_SIZE, OMPI_COMM_WORLD_LOCAL_RANK, OMPI_COMM_WORLD_LOCAL_SIZE), then vkgpt's own
  * VKG_RANK / VKG_WORLD_SIZE / VKG_LOCAL_RANK. Always honoured: VKG_JOB_ID (16 hex digits or any
- * string, hashed), VKG_COMM_TRANSPORT (tcp|ipc), VKG_COMM_TIMEOUT (seconds), VKG_COMM_IPC_DIR,
- * VKG_COMM_BIND_ADDR, VKG_COMM_LISTEN_ALL (0|1), VKG_COMM_GENERATION, VKG_COMM_CURVE_KEY (key file
- * from `vkgpt keygen`), VKG_COMM_CURVE_AUTHORIZED (file of public keys). Without MASTER_ADDR a job
- * confined to one host uses 127.0.0.1; without a job id variable the id is derived from the
- * launcher and master address (this separates jobs, it is not a secret). Under torchrun with
- * TORCHELASTIC_USE_AGENT_STORE=True, torchrun's own store listens on MASTER_PORT, so rank 0
- * binds MASTER_PORT + 1. No launcher variables: world_size 1.
- * Errors (VKG_ERR_INVALID_ARG) name the variable and its bad value. */
+ * string, hashed), VKG_COMM_TRANSPORT (as vkg_comm_transport_select), VKG_COMM_TIMEOUT (seconds),
+ * VKG_COMM_IPC_DIR, VKG_COMM_BIND_ADDR, VKG_COMM_LISTEN_ALL (0|1), VKG_COMM_GENERATION,
+ * VKG_COMM_CURVE_KEY (key file from `vkgpt keygen`), VKG_COMM_CURVE_AUTHORIZED (file of public
+ * keys). Without MASTER_ADDR a job confined to one host uses 127.0.0.1; without a job id variable
+ * the id is derived from the launcher and master address (this separates jobs, it is not a secret).
+ * Under torchrun with TORCHELASTIC_USE_AGENT_STORE=True, torchrun's own store listens on
+ * MASTER_PORT, so rank 0 binds MASTER_PORT + 1. No launcher variables: world_size 1. Errors
+ * (VKG_ERR_INVALID_ARG) name the variable and its bad value. */
 vkg_status vkg_comm_config_from_env(vkg_comm_config *cfg, char *const *envp);
 
 /* "tcp", "ipc" or "inproc" to the enum; VKG_ERR_INVALID_ARG listing the valid names otherwise. */
 vkg_status vkg_comm_transport_parse(const char *name, vkg_comm_transport *out);
 const char *vkg_comm_transport_name(vkg_comm_transport t);
+/* A --transport / VKG_COMM_TRANSPORT value: "tcp", "ipc" or "inproc" set *t (shared memory
+ * stays automatic), "shm" requires shared memory and "zmq" forbids it (both leave *t as it
+ * is). VKG_ERR_INVALID_ARG listing the valid names otherwise. */
+vkg_status vkg_comm_transport_select(const char *name, vkg_comm_transport *t, vkg_comm_shm *shm);
+const char *vkg_comm_shm_name(vkg_comm_shm s);
 const char *vkg_comm_launcher_name(vkg_comm_launcher l);
 /* Bytes per element of a dtype (4 or 2). */
 size_t vkg_comm_dtype_size(vkg_comm_dtype dt);
@@ -188,6 +212,11 @@ void vkg_comm_destroy(vkg_comm_t **pc);
 int vkg_comm_rank(const vkg_comm_t *c);
 int vkg_comm_size(const vkg_comm_t *c);
 int vkg_comm_local_rank(const vkg_comm_t *c);
+/* What the collectives of c run on, for start-up lines: "shm (2 ranks on this host)", or
+ * "zmq tcp" / "zmq ipc" / "zmq inproc" with the reason shared memory is not used. */
+const char *vkg_comm_path(const vkg_comm_t *c);
+/* 1 when allreduce, broadcast and allgather run in the shared-memory segment. */
+int vkg_comm_uses_shm(const vkg_comm_t *c);
 
 /* Change the deadline of later blocking calls (milliseconds, > 0). */
 vkg_status vkg_comm_set_timeout(vkg_comm_t *c, int timeout_ms);

@@ -134,6 +134,7 @@ typedef struct vkg_trainer_info {
     int rank, world_size;        /* data parallelism; 0 of 1 alone */
     int global_batch;            /* rows of a global micro-batch (sum over ranks) */
     char rank_batches[256];      /* "4,2,2" */
+    char comm_path[96];          /* what the collectives run on: "shm (2 ranks on this host)" */
     int pp, stage;               /* pipeline stages (1 without) and this rank's */
     int first_layer, last_layer; /* this rank's layers [first, last) */
     size_t activation_bytes;     /* device memory of this rank's activation slots */

@@ -77,7 +77,13 @@ extern const char *const vkg_cli_lr_scales[];
          0,                                                                                        \
          1,                                                                                        \
          65535},                                                                                   \
-        {"--transport", VKG_FLAG_STR, &(d).transport, "tcp or ipc (default: tcp)", 0, 0, 0},       \
+        {"--transport",                                                                            \
+         VKG_FLAG_STR,                                                                             \
+         &(d).transport,                                                                           \
+         "tcp or ipc (default tcp; shared memory between ranks of a host), shm or zmq",            \
+         0,                                                                                        \
+         0,                                                                                        \
+         0},                                                                                       \
         {"--comm-timeout",                                                                         \
          VKG_FLAG_INT,                                                                             \
          &(d).timeout_s,                                                                           \

@@ -33,12 +33,13 @@
 typedef struct bench_opts {
     int n;
     vkg_comm_transport transport;
+    vkg_comm_shm shm;
     size_t min_bytes, max_bytes;
     int iters, warmup;
     vkg_comm_dtype dtype;
     vkg_comm_op op;
     double timeout_s;
-    size_t segment, small;
+    size_t segment, small, shm_chunk;
     int window;
     int check;
     int bind;
@@ -128,12 +129,48 @@ static const char *dtype_name(vkg_comm_dtype dt)
     return dt == VKG_COMM_F32 ? "float" : dt == VKG_COMM_BF16 ? "bf16" : "half";
 }
 
+/* One core's memcpy and a += b bandwidth over buffers far larger than the caches (GB/s of
+ * buffer bytes: memcpy reads and writes each byte once, a += b reads two and writes one): the
+ * physical limit of copying into a segment and reducing out of it. */
+static void core_bandwidth(double *copy_gbs, double *add_gbs)
+{
+    size_t n = (size_t)16 << 20; /* floats: 64 MiB per buffer */
+    float *a = malloc(n * 4), *b = malloc(n * 4);
+    *copy_gbs = *add_gbs = 0;
+    if (!a || !b) {
+        free(a);
+        free(b);
+        return;
+    }
+    for (size_t i = 0; i < n; i++)
+        a[i] = (float)(i & 7), b[i] = 1.0f;
+    double best_c = 1e9, best_a = 1e9;
+    for (int r = 0; r < 5; r++) {
+        double t = now_s();
+        memcpy(a, b, n * 4);
+        best_c = fmin(best_c, now_s() - t);
+        t = now_s();
+        for (size_t i = 0; i < n; i++)
+            a[i] += b[i];
+        best_a = fmin(best_a, now_s() - t);
+    }
+    volatile float sink = a[n / 3];
+    (void)sink;
+    *copy_gbs = (double)(n * 4) / best_c / 1e9;
+    *add_gbs = (double)(n * 4) / best_a / 1e9;
+    free(a);
+    free(b);
+}
+
 static void print_header(const bench_opts *o)
 {
     printf("# vkgpt bench allreduce: %d ranks, transport %s, %s %s, iters %d (scaled down above "
            "16 MiB, min 3), warmup %d\n",
            o->n, vkg_comm_transport_name(o->transport), dtype_name(o->dtype),
            o->op == VKG_COMM_SUM ? "sum" : "avg", o->iters, o->warmup);
+    double cp, add;
+    core_bandwidth(&cp, &add);
+    printf("# one core: memcpy %.2f GB/s, a += b %.2f GB/s (64 MiB buffers)\n", cp, add);
     printf("# time = slowest rank's mean per call; algbw = size / time; busbw = algbw * 2(n-1)/n\n"
            "#\n");
     printf("# %10s %12s %8s %6s %10s %8s %8s %7s\n", "size", "count", "type", "redop", "time",
@@ -197,8 +234,10 @@ static int bench_rank(bench_rank_arg *a)
         st = VKG_ERR_NOMEM;
     } else {
         memset(recv, 0, o->max_bytes);
-        if (a->cfg.rank == 0)
+        if (a->cfg.rank == 0) {
             print_header(o);
+            printf("# collectives over %s\n", vkg_comm_path(c));
+        }
         for (size_t b = o->min_bytes; b <= o->max_bytes && st == VKG_OK; b *= 2, nsizes++)
             st = bench_size(c, o, b, send, recv, &sum_busbw, &wrong);
     }
@@ -314,11 +353,16 @@ static int parse_bench(int argc, char **argv, bench_opts *o)
 {
     *o = (bench_opts){.n = 2, .iters = 20, .warmup = 5, .timeout_s = 60, .check = 1};
     const char *transport = "ipc";
-    long long min_bytes = 4096, max_bytes = 256LL << 20, segment = 0, small = 0;
+    o->shm = VKG_COMM_SHM_AUTO;
+    o->transport = VKG_COMM_IPC;
+    long long min_bytes = 4096, max_bytes = 256LL << 20, segment = 0, small = 0, shm_chunk = 0;
     int dtype = 0, op = 0, no_check = 0;
     const vkg_flag flags[] = {
         {"-n", VKG_FLAG_INT, &o->n, "local ranks (default 2)", 0, 1, 64},
-        {"--transport", VKG_FLAG_STR, &transport, "tcp, ipc or inproc (default ipc)", 0, 0, 0},
+        {"--transport", VKG_FLAG_STR, &transport,
+         "tcp, ipc or inproc (default ipc; shared memory between the ranks when they allow it), "
+         "shm (required) or zmq (ipc without shared memory)",
+         0, 0, 0},
         {"--min", VKG_FLAG_LL, &min_bytes, "smallest size in bytes, K/M/G suffixes (default 4K)", 0,
          1, MAX_BENCH_BYTES},
         {"--max", VKG_FLAG_LL, &max_bytes, "largest size in bytes (default 256M)", 0, 1,
@@ -337,6 +381,10 @@ static int parse_bench(int argc, char **argv, bench_opts *o)
         {"--small", VKG_FLAG_LL, &small,
          "largest size sent straight to each chunk's owner (default: the transport's)", 0, 1,
          MAX_BENCH_BYTES},
+        {"--shm-chunk", VKG_FLAG_LL, &shm_chunk,
+         "bytes of a buffer one step of the shared-memory pipeline moves (default: the "
+         "transport's)",
+         0, 4096, 64 << 20},
         {"--bind", VKG_FLAG_BOOL, &o->bind, "pin process rank r to CPU r mod ncpu", 0, 0, 0},
         {"--ring-min", VKG_FLAG_INT, &o->ring_min,
          "ranks from which large allreduces use the ring (default: the transport's)", 0, 2, 64},
@@ -349,13 +397,15 @@ static int parse_bench(int argc, char **argv, bench_opts *o)
                              flags, (int)(sizeof flags / sizeof flags[0]), argc, argv, NULL, NULL);
     if (rc)
         return rc;
-    if (vkg_comm_transport_parse(transport, &o->transport) != VKG_OK) {
-        fprintf(stderr, "vkgpt bench allreduce: --transport must be tcp, ipc or inproc, got '%s'\n",
+    if (vkg_comm_transport_select(transport, &o->transport, &o->shm) != VKG_OK) {
+        fprintf(stderr,
+                "vkgpt bench allreduce: --transport must be tcp, ipc, inproc, shm or zmq, got "
+                "'%s'\n",
                 transport);
         return 2;
     }
     o->min_bytes = (size_t)min_bytes, o->max_bytes = (size_t)max_bytes;
-    o->segment = (size_t)segment, o->small = (size_t)small;
+    o->segment = (size_t)segment, o->small = (size_t)small, o->shm_chunk = (size_t)shm_chunk;
     o->dtype = dtypes[dtype];
     o->op = op ? VKG_COMM_AVG : VKG_COMM_SUM;
     o->check = !no_check;
@@ -383,6 +433,8 @@ int vkg_cli_bench_allreduce(int argc, char **argv)
     vkg_comm_config_default(&base);
     base.world_size = o.n;
     base.transport = o.transport;
+    base.shm = o.shm;
+    base.shm_chunk_bytes = o.shm_chunk;
     base.timeout_ms = (int)(o.timeout_s * 1000);
     base.segment_bytes = o.segment;
     base.small_bytes = o.small;

@@ -47,8 +47,13 @@ int vkg_cli_dp_resolve(vkg_cli_dp_flags *d, struct vkg_train_config *cfg)
         cc->master_port = d->master_port;
     if (d->timeout_s > 0)
         cc->timeout_ms = d->timeout_s * 1000;
-    if (d->transport && vkg_comm_transport_parse(d->transport, &cc->transport) != VKG_OK) {
-        fprintf(stderr, "vkgpt train: --transport must be tcp or ipc, got '%s'\n", d->transport);
+    if (d->transport &&
+        (vkg_comm_transport_select(d->transport, &cc->transport, &cc->shm) != VKG_OK ||
+         cc->transport == VKG_COMM_INPROC)) {
+        fprintf(stderr,
+                "vkgpt train: --transport must be tcp, ipc, shm (shared memory between the ranks "
+                "of a host, required) or zmq (never shared memory), got '%s'\n",
+                d->transport);
         return 2;
     }
     if (cc->world_size > 1 && cc->transport == VKG_COMM_TCP && !cc->listen_all &&
@@ -267,7 +272,9 @@ int vkg_cli_launch(int argc, char **argv)
         {"-n", VKG_FLAG_INT, &n, "number of local ranks", 0, 1, MAX_RANKS},
         {"--devices", VKG_FLAG_STR, &devices, "device per rank, cycling: 0,1,... (VKGPT_DEVICE)", 0,
          0, 0},
-        {"--transport", VKG_FLAG_STR, &transport, "tcp or ipc", 0, 0, 0},
+        {"--transport", VKG_FLAG_STR, &transport,
+         "tcp or ipc (shared memory between the ranks by default), shm (required) or zmq (never)",
+         0, 0, 0},
         {"--port", VKG_FLAG_INT, &port, "rendezvous port of rank 0 (default: a free one)", 0, 1,
          65535},
         {"--grace", VKG_FLAG_INT, &grace, "seconds between SIGTERM and SIGKILL on failure", 0, 0,
@@ -284,9 +291,13 @@ int vkg_cli_launch(int argc, char **argv)
                              (int)(sizeof flags / sizeof flags[0]), sep, argv, NULL, NULL);
     if (rc)
         return rc == 1 ? 0 : 2;
-    vkg_comm_transport tr;
-    if (vkg_comm_transport_parse(transport, &tr) != VKG_OK || tr == VKG_COMM_INPROC) {
-        fprintf(stderr, "vkgpt launch: --transport must be tcp or ipc, got '%s'\n", transport);
+    vkg_comm_transport tr = VKG_COMM_TCP;
+    vkg_comm_shm shm = VKG_COMM_SHM_AUTO;
+    if (vkg_comm_transport_select(transport, &tr, &shm) != VKG_OK || tr == VKG_COMM_INPROC) {
+        fprintf(stderr,
+                "vkgpt launch: --transport must be tcp, ipc, shm (shared memory between the "
+                "ranks, required) or zmq (never shared memory), got '%s'\n",
+                transport);
         return 2;
     }
     if (n < 1 || sep >= argc - 1) {

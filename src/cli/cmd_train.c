@@ -231,6 +231,8 @@ static int run(vkg_trainer_t *t, const train_opts *o)
                "micro-step over all ranks), lr %.3e\n",
                info.rank, info.world_size, info.rank_batches, info.global_batch, info.seq,
                (long long)info.global_batch * info.seq, (double)info.lr);
+    if (info.world_size > 1)
+        printf("transport: collectives over %s\n", info.comm_path);
     if (info.pp > 1)
         printf("pipeline: %d stages (%s), %d micro-batches per step; rank %d is stage %d with "
                "layers [%d, %d)\n",

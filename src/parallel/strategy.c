@@ -89,6 +89,12 @@ const char *vkg_strategy_batch_list(const vkg_strategy *s)
     return vkg_dp_batch_list(s->dp);
 }
 
+const char *vkg_strategy_comm_path(const vkg_strategy *s)
+{
+    vkg_comm_t *c = vkg_dp_comm(s->dp);
+    return c ? vkg_comm_path(c) : "single rank";
+}
+
 uint64_t vkg_strategy_batch_hash(const vkg_strategy *s)
 {
     return vkg_dp_batch_hash(s->dp);

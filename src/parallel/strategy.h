@@ -64,6 +64,9 @@ int vkg_strategy_world(const vkg_strategy *s);
 int vkg_strategy_rank_batch(const vkg_strategy *s);
 int vkg_strategy_global_batch(const vkg_strategy *s);
 const char *vkg_strategy_batch_list(const vkg_strategy *s);
+/* What the job's collectives run on (vkg_comm_path): "shm (2 ranks on this host)", "zmq tcp",
+ * "single rank". */
+const char *vkg_strategy_comm_path(const vkg_strategy *s);
 /* A hash of every rank's micro-batch size, in rank order (for the agreement check). */
 uint64_t vkg_strategy_batch_hash(const vkg_strategy *s);
 /* Gradient buckets of the overlapped reduction (0 without: one rank, or no overlap). */

@@ -397,6 +397,7 @@ void vkg_trainer_get_info(const vkg_trainer_t *t, vkg_trainer_info *info)
     info->rank = vkg_strategy_rank(t->par), info->world_size = vkg_strategy_world(t->par);
     info->global_batch = vkg_strategy_global_batch(t->par), info->lr = t->sched.lr;
     snprintf(info->rank_batches, sizeof info->rank_batches, "%s", vkg_strategy_batch_list(t->par));
+    snprintf(info->comm_path, sizeof info->comm_path, "%s", vkg_strategy_comm_path(t->par));
     info->pp = t->cfg.pp > 1 ? t->cfg.pp : 1;
     vkg_strategy_stage(t->par, &info->stage, &info->first_layer, &info->last_layer);
     info->activation_bytes = vkg_strategy_activation_bytes(t->par);

@@ -1,0 +1,552 @@
+/* Shared memory between the ranks of one host (transport/shm*.c): the path each policy picks;
+ * exact allreduce results (integer-valued inputs, no element wrong) for 1..8 local ranks, sizes
+ * 0, 1, 3, 4 KiB, unaligned, several pipeline steps and up to 64 MiB, f32, bf16 and f16, sum and
+ * average; every rank bitwise equal, and bitwise equal to the ZeroMQ path on inputs where the
+ * order of additions shows (rank order, and the ring's order from ring_min_ranks on); broadcast
+ * and allgather; the handover refusing a process of another job or without the secret; and a
+ * rank killed (SIGKILL) or frozen (SIGSTOP) in a large allreduce, or aborting, named on every
+ * other rank within twice the timeout. Ranks are forked processes over ipc (or threads where
+ * said). */
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "../transport/comm_testing.h"
+#include "test_comm_harness.h"
+#include "vkgpt/comm.h"
+
+/* ---- inputs ---- */
+
+static uint32_t mix(uint32_t x)
+{
+    x ^= x >> 16;
+    x *= 0x7feb352du;
+    x ^= x >> 15;
+    x *= 0x846ca68bu;
+    return x ^ (x >> 16);
+}
+
+/* Integer-valued input of rank r at element i: every sum and average is exact in fp32 (and in
+ * the 16-bit types: |sum| <= 8 * 16). */
+static float int_value(int r, size_t i)
+{
+    return (float)((int)(mix((uint32_t)i * 31u + (uint32_t)r) % 33u) - 16) / 2.0f;
+}
+
+/* Input whose sum depends on the order of additions (different magnitudes). */
+static float odd_value(int r, size_t i)
+{
+    uint32_t h = mix((uint32_t)i ^ ((uint32_t)r << 24) ^ 0x9e3779b9u);
+    float m = (float)(h & 0xffffff) / 16777216.0f - 0.5f;
+    return m * (float)(1u << ((h >> 24) % 12));
+}
+
+static uint16_t to16(float f, vkg_comm_dtype dt)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if (dt == VKG_COMM_BF16)
+        return (uint16_t)(u >> 16); /* inputs: truncation is fine, results come from the path */
+    /* f16 of a value that is exact in f16 (the integer inputs) or close to it */
+    int e = (int)((u >> 23) & 0xff) - 127 + 15;
+    uint16_t s = (uint16_t)((u >> 16) & 0x8000);
+    if ((u & 0x7fffffff) == 0 || e <= 0)
+        return s;
+    if (e >= 31)
+        return (uint16_t)(s | 0x7bff);
+    return (uint16_t)(s | (e << 10) | ((u >> 13) & 0x3ff));
+}
+
+static float from16(uint16_t h, vkg_comm_dtype dt)
+{
+    if (dt == VKG_COMM_BF16) {
+        uint32_t u = (uint32_t)h << 16;
+        float f;
+        memcpy(&f, &u, 4);
+        return f;
+    }
+    int e = (h >> 10) & 31, m = h & 1023;
+    float v = e ? (1.0f + (float)m / 1024.0f) * (float)(1 << e) / 32768.0f : (float)m / 16777216.0f;
+    return (h & 0x8000) ? -v : v;
+}
+
+static void fill(void *buf, size_t count, vkg_comm_dtype dt, int r, int odd)
+{
+    for (size_t i = 0; i < count; i++) {
+        float v = odd ? odd_value(r, i) : int_value(r, i);
+        if (dt == VKG_COMM_F32)
+            ((float *)buf)[i] = v;
+        else
+            ((uint16_t *)buf)[i] = to16(v, dt);
+    }
+}
+
+/* ---- the exact-results body ---- */
+
+typedef struct sweep {
+    const size_t *counts;
+    int ncounts;
+    int dtypes; /* bitmask of 1 << dtype */
+    int odd;    /* also the order-revealing inputs (digested, compared with the other path) */
+    int expect_shm;
+} sweep;
+
+/* Run every case; report "wrong=<n> digest=<hex>" and the path. */
+static int sweep_body(vkg_th_rank *r, void *arg)
+{
+    const sweep *s = arg;
+    int n = r->size, wrong = 0;
+    uint64_t digest = 0;
+    vkg_status st = VKG_OK;
+    if (vkg_comm_uses_shm(r->comm) != s->expect_shm) {
+        vkg_th_report(r, "path %s, expected %s", vkg_comm_path(r->comm),
+                      s->expect_shm ? "shm" : "zmq");
+        return 1;
+    }
+    for (int ci = 0; ci < s->ncounts && st == VKG_OK; ci++) {
+        size_t count = s->counts[ci];
+        for (int dt = 0; dt < 3 && st == VKG_OK; dt++) {
+            if (!(s->dtypes & (1 << dt)))
+                continue;
+            size_t es = vkg_comm_dtype_size((vkg_comm_dtype)dt);
+            uint8_t *buf = malloc(count * es + 8), *out = malloc(count * es + 8);
+            for (int op = 0; op < 2 && st == VKG_OK; op++) {
+                for (int odd = 0; odd <= s->odd && st == VKG_OK; odd++) {
+                    /* in place for sums, out of place (at an odd element offset) for averages */
+                    uint8_t *in = op ? buf + es : buf, *dst = op ? out + es : buf;
+                    fill(in, count, (vkg_comm_dtype)dt, r->rank, odd);
+                    st = vkg_comm_allreduce(r->comm, in, dst, count, (vkg_comm_dtype)dt,
+                                            (vkg_comm_op)op);
+                    if (st != VKG_OK)
+                        break;
+                    digest = digest * 1099511628211ull ^ vkg_th_digest(dst, count * es);
+                    if (odd)
+                        continue;
+                    for (size_t i = 0; i < count; i++) {
+                        float sum = 0;
+                        for (int q = 0; q < n; q++)
+                            sum += int_value(q, i);
+                        float want = op ? sum / (float)n : sum;
+                        float got = dt == VKG_COMM_F32
+                                        ? ((float *)dst)[i]
+                                        : from16(((uint16_t *)dst)[i], (vkg_comm_dtype)dt);
+                        /* averages of 16-bit values are rounded to 16 bits: compare within
+                         * half a unit of the 16-bit type */
+                        float tol = dt == VKG_COMM_F32 || !op
+                                        ? 0.0f
+                                        : (dt == VKG_COMM_BF16 ? 1.0f / 64 : 1.0f / 1024) * 8;
+                        float d = got - want;
+                        wrong += d > tol || d < -tol;
+                    }
+                }
+            }
+            free(buf);
+            free(out);
+        }
+    }
+    vkg_th_report(r, "wrong=%d digest=%016llx st=%s %s", wrong, (unsigned long long)digest,
+                  vkg_status_name(st), st ? vkg_error_message() : "");
+    return st != VKG_OK || wrong != 0;
+}
+
+/* Run the sweep on n ranks with policy shm; every rank must succeed with the same digest, which
+ * is copied to digest_out (the report up to " st="). */
+static void run_sweep(int n, vkg_comm_shm shm, const vkg_th_opts *base, const sweep *s,
+                      char *digest_out, size_t cap)
+{
+    vkg_th_opts o = *base;
+    o.shm = shm;
+    sweep sw = *s;
+    sw.expect_shm = shm != VKG_COMM_SHM_OFF && n > 1;
+    vkg_th_result res[VKG_TH_MAX_RANKS];
+    vkg_th_run(n, &o, sweep_body, &sw, res);
+    int ok = 1;
+    for (int q = 0; q < n; q++) {
+        ok &= res[q].create_status == VKG_OK && res[q].body_rc == 0;
+        ok &= strncmp(res[q].report, res[0].report, 40) == 0; /* wrong=0 digest=... */
+    }
+    if (!ok) {
+        fprintf(stderr, "%d ranks, %s:\n", n, vkg_comm_shm_name(shm));
+        vkg_th_dump(res, n);
+    }
+    assert_true(ok);
+    snprintf(digest_out, cap, "%.40s", res[0].report);
+}
+
+static void compare_paths(int n, const vkg_th_opts *o, const sweep *s)
+{
+    char a[64], b[64];
+    run_sweep(n, VKG_COMM_SHM_REQUIRE, o, s, a, sizeof a);
+    run_sweep(n, VKG_COMM_SHM_OFF, o, s, b, sizeof b);
+    fprintf(stderr, "  %d ranks: shm %s | zmq %s\n", n, a, b);
+    assert_string_equal(a, b);
+}
+
+/* N = 1..8 local ranks, the small and awkward sizes, every dtype and op; bitwise the ZeroMQ
+ * path's result, which for these sizes adds in rank order. */
+static void test_exact_and_like_zmq(void **state)
+{
+    (void)state;
+    static const size_t counts[] = {0, 1, 3, 1024, 1000, 70001};
+    const sweep s = {.counts = counts, .ncounts = 6, .dtypes = 7, .odd = 1};
+    vkg_th_opts o = {.transport = VKG_COMM_IPC, .processes = 1, .wall_s = 120};
+    for (int n = 1; n <= 8; n++)
+        compare_paths(n, &o, &s);
+}
+
+/* Many pipeline steps (4 KiB chunks, so slots are reused many times) with counts that end
+ * mid-chunk and mid-slice; and the ring's order of additions (ring_min_ranks 3, small_bytes
+ * 1 KiB), which both paths must follow. Threads as ranks over tcp. */
+static void test_pipeline_and_ring_order(void **state)
+{
+    (void)state;
+    static const size_t counts[] = {4093, 100003, 262147};
+    const sweep s = {.counts = counts, .ncounts = 3, .dtypes = 7, .odd = 1};
+    for (int n = 2; n <= 5; n++) {
+        vkg_th_opts o = {.transport = VKG_COMM_TCP,
+                         .shm_chunk_bytes = 4096,
+                         .ring_min_ranks = 3,
+                         .small_bytes = 1024,
+                         .segment_bytes = 16384,
+                         .wall_s = 120};
+        compare_paths(n, &o, &s);
+    }
+}
+
+/* 64 MiB of f32 and 32 MiB of bf16 on 2 and 4 ranks. */
+static void test_large(void **state)
+{
+    (void)state;
+    static const size_t counts[] = {16u << 20};
+    const sweep f = {.counts = counts, .ncounts = 1, .dtypes = 1 << VKG_COMM_F32, .odd = 0};
+    const sweep h = {.counts = counts, .ncounts = 1, .dtypes = 1 << VKG_COMM_BF16, .odd = 0};
+    vkg_th_opts o = {.transport = VKG_COMM_IPC, .processes = 1, .wall_s = 200};
+    char d[64];
+    run_sweep(2, VKG_COMM_SHM_AUTO, &o, &f, d, sizeof d);
+    run_sweep(4, VKG_COMM_SHM_AUTO, &o, &h, d, sizeof d);
+}
+
+/* ---- broadcast and allgather ---- */
+
+static int bcast_body(vkg_th_rank *r, void *arg)
+{
+    (void)arg;
+    const size_t sizes[] = {1, 4096, 300001};
+    int bad = 0;
+    vkg_status st = VKG_OK;
+    for (size_t k = 0; k < 3 && st == VKG_OK; k++) {
+        size_t b = sizes[k];
+        uint8_t *buf = malloc(b), *all = malloc(b * (size_t)r->size), *mine = malloc(b);
+        for (int root = 0; root < r->size && st == VKG_OK; root++) {
+            for (size_t i = 0; i < b; i++)
+                buf[i] = (uint8_t)(r->rank == root ? mix((uint32_t)(i + 7 * root)) : 0xee);
+            st = vkg_comm_broadcast(r->comm, buf, b, root);
+            for (size_t i = 0; i < b && st == VKG_OK; i++)
+                bad += buf[i] != (uint8_t)mix((uint32_t)(i + 7 * root));
+        }
+        for (size_t i = 0; i < b; i++)
+            mine[i] = (uint8_t)mix((uint32_t)i * 3 + (uint32_t)r->rank);
+        if (st == VKG_OK)
+            st = vkg_comm_allgather(r->comm, mine, b, all);
+        for (int q = 0; q < r->size && st == VKG_OK; q++)
+            for (size_t i = 0; i < b; i++)
+                bad += all[(size_t)q * b + i] != (uint8_t)mix((uint32_t)i * 3 + (uint32_t)q);
+        free(buf);
+        free(all);
+        free(mine);
+    }
+    vkg_th_report(r, "%s %d wrong %s", vkg_status_name(st), bad, vkg_comm_path(r->comm));
+    return st != VKG_OK || bad || !vkg_comm_uses_shm(r->comm);
+}
+
+static void test_broadcast_allgather(void **state)
+{
+    (void)state;
+    for (int n = 2; n <= 4; n++) {
+        vkg_th_opts o = {.transport = VKG_COMM_IPC,
+                         .processes = 1,
+                         .shm = VKG_COMM_SHM_REQUIRE,
+                         .shm_chunk_bytes = 65536,
+                         .wall_s = 60};
+        vkg_th_result res[4];
+        vkg_th_run(n, &o, bcast_body, NULL, res);
+        int ok = 1;
+        for (int q = 0; q < n; q++)
+            ok &= res[q].body_rc == 0;
+        if (!ok)
+            vkg_th_dump(res, n);
+        assert_true(ok);
+    }
+}
+
+/* ---- which path ---- */
+
+typedef struct path_arg {
+    const char *want;
+} path_arg;
+
+static int path_body(vkg_th_rank *r, void *arg)
+{
+    const path_arg *a = arg;
+    vkg_th_report(r, "%s", vkg_comm_path(r->comm));
+    return strncmp(vkg_comm_path(r->comm), a->want, strlen(a->want)) != 0;
+}
+
+static void expect_path(vkg_comm_transport t, vkg_comm_shm shm, const char *want)
+{
+    vkg_th_opts o = {.transport = t, .shm = shm, .wall_s = 30};
+    vkg_th_result res[2];
+    path_arg a = {want};
+    vkg_th_run(2, &o, path_body, &a, res);
+    if (res[0].body_rc || res[1].body_rc)
+        vkg_th_dump(res, 2);
+    assert_int_equal(res[0].body_rc, 0);
+    assert_int_equal(res[1].body_rc, 0);
+}
+
+static void test_policy_picks_the_path(void **state)
+{
+    (void)state;
+    expect_path(VKG_COMM_IPC, VKG_COMM_SHM_AUTO, "shm (2 ranks on this host)");
+    expect_path(VKG_COMM_TCP, VKG_COMM_SHM_AUTO, "shm (2 ranks on this host)");
+    expect_path(VKG_COMM_TCP, VKG_COMM_SHM_OFF, "zmq tcp (shared memory off)");
+    expect_path(VKG_COMM_INPROC, VKG_COMM_SHM_AUTO, "zmq inproc");
+    expect_path(VKG_COMM_INPROC, VKG_COMM_SHM_REQUIRE, "shm (2 ranks on this host)");
+    vkg_comm_transport t = VKG_COMM_IPC;
+    vkg_comm_shm s = VKG_COMM_SHM_AUTO;
+    assert_int_equal(vkg_comm_transport_select("shm", &t, &s), VKG_OK);
+    assert_true(t == VKG_COMM_IPC && s == VKG_COMM_SHM_REQUIRE);
+    assert_int_equal(vkg_comm_transport_select("zmq", &t, &s), VKG_OK);
+    assert_true(t == VKG_COMM_IPC && s == VKG_COMM_SHM_OFF);
+    assert_int_equal(vkg_comm_transport_select("tcp", &t, &s), VKG_OK);
+    assert_true(t == VKG_COMM_TCP && s == VKG_COMM_SHM_AUTO);
+    assert_int_equal(vkg_comm_transport_select("memory", &t, &s), VKG_ERR_INVALID_ARG);
+    assert_non_null(strstr(vkg_error_message(), "shm"));
+}
+
+/* ---- the handover refuses strangers ---- */
+
+static void test_siphash_vector(void **state)
+{
+    (void)state;
+    /* the SipHash-2-4 128-bit reference vectors: key 00..0f, messages 00..(n-1) */
+    uint8_t key[16], msg[16], out[16];
+    for (int i = 0; i < 16; i++)
+        key[i] = msg[i] = (uint8_t)i;
+    static const uint8_t empty[16] = {0xa3, 0x81, 0x7f, 0x04, 0xba, 0x25, 0xa8, 0xe6,
+                                      0x6d, 0xf6, 0x72, 0x14, 0xc7, 0x55, 0x02, 0x93};
+    static const uint8_t fifteen[16] = {0x54, 0x93, 0xe9, 0x99, 0x33, 0xb0, 0xa8, 0x11,
+                                        0x7e, 0x08, 0xec, 0x0f, 0x97, 0xcf, 0xc3, 0xd9};
+    vkg__siphash128(key, msg, 0, out);
+    assert_memory_equal(out, empty, 16);
+    vkg__siphash128(key, msg, 15, out);
+    assert_memory_equal(out, fifteen, 16);
+}
+
+/* A forked process knocks at the job's socket with the given credentials (claiming rank 1);
+ * returns 0 when it got the segment's descriptor, 1 when refused, 2 on a wrong outcome. Its
+ * error message goes to msg. */
+static int knock(const char *name, const vkg_shm_creds *cr, char *msg, size_t cap)
+{
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(fds[0]);
+        int fd = -1;
+        size_t bytes = 0;
+        vkg_status st = vkg__shm_attach(name, cr, 1, vkg__now_ns() + 3000000000LL, &fd, &bytes);
+        ssize_t w = write(fds[1], vkg_error_message(), strlen(vkg_error_message()) + 1);
+        (void)w;
+        _exit(st == VKG_OK && fd >= 0 ? 0 : st == VKG_ERR_PEER || st == VKG_ERR_TIMEOUT ? 1 : 2);
+    }
+    close(fds[1]);
+    ssize_t n = read(fds[0], msg, cap - 1);
+    msg[n > 0 ? n : 0] = '\0';
+    close(fds[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 3;
+}
+
+static void test_other_job_cannot_attach(void **state)
+{
+    (void)state;
+    vkg_shm_creds job = {.job_id = 0x1234abcd5678ef01ull, .generation = 0};
+    for (int i = 0; i < 16; i++)
+        job.secret[i] = (uint8_t)(i * 37 + 5);
+    char name[96], msg[512];
+    vkg__shm_socket_name(&job, name, sizeof name);
+    int seg = -1, lfd = -1;
+    size_t bytes = 0;
+    assert_int_equal(vkg__shm_create_fd(&job, 2, 4096, &seg, &bytes), VKG_OK);
+    assert_int_equal(vkg__shm_listen(name, &lfd), VKG_OK);
+    pid_t host = fork();
+    if (host == 0) { /* the host's first rank: serves until rank 1 attached */
+        int refusals = 0;
+        vkg_status st =
+            vkg__shm_serve(lfd, &job, 2, seg, bytes, vkg__now_ns() + 20000000000LL, &refusals);
+        _exit(st == VKG_OK ? (refusals > 63 ? 63 : refusals) : 100);
+    }
+    /* another job id, at this job's socket */
+    vkg_shm_creds other = job;
+    other.job_id ^= 1;
+    assert_int_equal(knock(name, &other, msg, sizeof msg), 1);
+    fprintf(stderr, "  another job: %s\n", msg);
+    assert_non_null(strstr(msg, "is not this job"));
+    /* this job's id but not its secret */
+    vkg_shm_creds guess = job;
+    guess.secret[3] ^= 0x40;
+    assert_int_equal(knock(name, &guess, msg, sizeof msg), 1);
+    fprintf(stderr, "  no secret: %s\n", msg);
+    assert_non_null(strstr(msg, "does not hold this job's secret"));
+    /* another job at its own socket: nobody listens there */
+    char other_name[96];
+    vkg__shm_socket_name(&other, other_name, sizeof other_name);
+    assert_string_not_equal(other_name, name);
+    /* the rank itself attaches, and sees the segment */
+    assert_int_equal(knock(name, &job, msg, sizeof msg), 0);
+    int status = 0;
+    waitpid(host, &status, 0);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 2); /* two refusals, then rank 1 attached */
+    close(lfd);
+    close(seg);
+}
+
+/* ---- faults ---- */
+
+#define FAULT_TIMEOUT_MS 1500
+#define FAULT_COUNT (4u << 20) /* 16 MiB: many pipeline steps per allreduce */
+
+static int loop_until_error(vkg_th_rank *r, void *arg)
+{
+    (void)arg;
+    float *x = malloc(FAULT_COUNT * sizeof *x);
+    for (size_t i = 0; i < FAULT_COUNT; i++)
+        x[i] = (float)(i % 7);
+    vkg_status st = vkg_comm_allreduce(r->comm, x, x, FAULT_COUNT, VKG_COMM_F32, VKG_COMM_AVG);
+    if (!vkg_comm_uses_shm(r->comm))
+        st = VKG_ERR_STATE;
+    vkg_th_ready(r);
+    for (long it = 0; st == VKG_OK && it < 1000000; it++)
+        st = vkg_comm_allreduce(r->comm, x, x, FAULT_COUNT, VKG_COMM_F32, VKG_COMM_AVG);
+    vkg_th_report(r, "%s: %s", vkg_status_name(st), vkg_error_message());
+    free(x);
+    return st == VKG_OK ? 0 : 1;
+}
+
+static void fault_case(int n, int victim, int sig)
+{
+    vkg_th_opts o = {.transport = VKG_COMM_IPC,
+                     .processes = 1,
+                     .timeout_ms = FAULT_TIMEOUT_MS,
+                     .shm = VKG_COMM_SHM_REQUIRE,
+                     .wall_s = 30};
+    vkg_th_job *j = vkg_th_start(n, &o, loop_until_error, NULL);
+    assert_int_equal(vkg_th_wait_ready(j, 20), 0);
+    usleep(100000);
+    double t0 = vkg_th_now();
+    kill(vkg_th_pid(j, victim), sig);
+    vkg_th_result res[VKG_TH_MAX_RANKS];
+    vkg_th_finish(j, res, 1u << victim);
+    char name[32];
+    snprintf(name, sizeof name, "rank %d", victim);
+    int ok = 1;
+    double worst = 0;
+    for (int q = 0; q < n; q++) {
+        if (q == victim)
+            continue;
+        double dt = res[q].t_done - t0;
+        worst = dt > worst ? dt : worst;
+        ok &= res[q].reported && res[q].body_rc == 1 && strstr(res[q].report, name) != NULL &&
+              dt <= 2.0 * FAULT_TIMEOUT_MS / 1000.0;
+    }
+    fprintf(stderr,
+            "  shm, %d ranks, %s rank %d: slowest survivor failed after %.2f s (bound %.1f)\n", n,
+            sig == SIGKILL ? "SIGKILL" : "SIGSTOP", victim, worst, 2.0 * FAULT_TIMEOUT_MS / 1000.0);
+    if (!ok || getenv("VKG_TEST_VERBOSE"))
+        vkg_th_dump(res, n);
+    assert_true(ok);
+}
+
+static void test_sigkill(void **state)
+{
+    (void)state;
+    fault_case(2, 1, SIGKILL);
+    fault_case(3, 0, SIGKILL);
+}
+
+static void test_sigstop(void **state)
+{
+    (void)state;
+    fault_case(2, 0, SIGSTOP);
+    fault_case(3, 2, SIGSTOP);
+}
+
+/* Rank 1 aborts while the others wait in a large allreduce: they learn it through the segment
+ * (the message names the shm collective), with its reason, long before the timeout. */
+static int abort_body(vkg_th_rank *r, void *arg)
+{
+    (void)arg;
+    size_t count = 1u << 20;
+    float *x = calloc(count, sizeof *x);
+    vkg_status st = VKG_OK;
+    double t = vkg_th_now();
+    if (r->rank == 1) {
+        usleep(300000);
+        vkg_comm_abort(r->comm, "the loss went NaN");
+        st = VKG_ERR_ABORTED;
+    } else {
+        st = vkg_comm_allreduce(r->comm, x, x, count, VKG_COMM_F32, VKG_COMM_SUM);
+    }
+    double dt = vkg_th_now() - t;
+    vkg_th_report(r, "%s after %.2f s: %s", vkg_status_name(st), dt, vkg_error_message());
+    free(x);
+    if (r->rank == 1)
+        return 0;
+    return !(st == VKG_ERR_PEER && strstr(vkg_error_message(), "(shm): rank 1 aborted") &&
+             strstr(vkg_error_message(), "the loss went NaN") && dt < 2.0);
+}
+
+static void test_abort_through_the_segment(void **state)
+{
+    (void)state;
+    vkg_th_opts o = {.transport = VKG_COMM_IPC,
+                     .processes = 1,
+                     .timeout_ms = 10000,
+                     .shm = VKG_COMM_SHM_REQUIRE,
+                     .wall_s = 30};
+    vkg_th_result res[3];
+    vkg_th_run(3, &o, abort_body, NULL, res);
+    int ok = res[0].body_rc == 0 && res[1].body_rc == 0 && res[2].body_rc == 0;
+    if (!ok)
+        vkg_th_dump(res, 3);
+    assert_true(ok);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_siphash_vector),
+        cmocka_unit_test(test_policy_picks_the_path),
+        cmocka_unit_test(test_other_job_cannot_attach),
+        cmocka_unit_test(test_exact_and_like_zmq),
+        cmocka_unit_test(test_pipeline_and_ring_order),
+        cmocka_unit_test(test_large),
+        cmocka_unit_test(test_broadcast_allgather),
+        cmocka_unit_test(test_abort_through_the_segment),
+        cmocka_unit_test(test_sigkill),
+        cmocka_unit_test(test_sigstop),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

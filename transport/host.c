@@ -1,0 +1,64 @@
+/* Host identity: which ranks of a job share a machine closely enough to share memory. A rank
+ * reports its host name, the kernel's boot id and the IPC and network namespaces it runs in; two
+ * ranks are local to each other only when all four agree (two containers, or two network
+ * namespaces of one machine, are different hosts: the memfd handover goes through an abstract Unix
+ * socket, which lives in a network namespace). Not here: what local ranks do with that (shm.c).
+ */
+#include "comm_internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+/* First line of a small file, without its newline; "" when unreadable. */
+static void read_line(const char *path, char *out, size_t cap)
+{
+    out[0] = '\0';
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return;
+    if (!fgets(out, (int)cap, f))
+        out[0] = '\0';
+    fclose(f);
+    out[strcspn(out, "\r\n")] = '\0';
+}
+
+static void read_link(const char *path, char *out, size_t cap)
+{
+    ssize_t n = readlink(path, out, cap - 1);
+    out[n > 0 ? (size_t)n : 0] = '\0';
+}
+
+vkg_status vkg__host_identity(char *out, size_t cap)
+{
+    char host[72] = "", boot[48], ipc[40], net[40];
+    if (gethostname(host, sizeof host - 1) != 0)
+        host[0] = '\0';
+    host[sizeof host - 1] = '\0';
+    read_line("/proc/sys/kernel/random/boot_id", boot, sizeof boot);
+    read_link("/proc/self/ns/ipc", ipc, sizeof ipc);
+    read_link("/proc/self/ns/net", net, sizeof net);
+    out[0] = '\0';
+    /* without a boot id or namespaces nothing proves two ranks share a kernel: stay unknown,
+     * local to nobody */
+    if (!boot[0] || !ipc[0] || !net[0])
+        return VKG_OK;
+    int n = snprintf(out, cap, "%s boot=%s %s %s", host[0] ? host : "?", boot, ipc, net);
+    VKG_CHECK(n > 0 && (size_t)n < cap, VKG_ERR_IO, "host identity too long (%d bytes)", n);
+    return VKG_OK;
+}
+
+void vkg__find_local(vkg_comm_t *c)
+{
+    const char *me = c->peers[c->rank].host;
+    c->nlocal = 0;
+    c->local_index = -1;
+    for (int q = 0; q < c->size; q++) {
+        if (q != c->rank && (!me[0] || strcmp(c->peers[q].host, me)))
+            continue;
+        if (q == c->rank)
+            c->local_index = c->nlocal;
+        c->local[c->nlocal++] = q;
+    }
+}

@@ -1,0 +1,407 @@
+/* The host's shared-memory segment: creating it, handing it to the local ranks, and deciding
+ * whether the collectives use it (vkg__shm_setup, called by create after the first barrier).
+ *
+ * The host's first rank creates an anonymous memfd (no name in any file system; sealed against
+ * shrinking, so no rank can make another's accesses fault), maps it and listens on an abstract
+ * Unix socket whose name derives from the job id, generation and a keyed hash of the job's
+ * secret. Each other local rank connects and both prove they hold the secret without sending
+ * it: the rank sends {job, generation, rank, nonce}, the host answers with its own nonce and
+ * SipHash(secret, "host" | ids | both nonces), the rank checks that and answers SipHash(secret,
+ * "rank" | ids | both nonces); only then does the host pass the memfd (SCM_RIGHTS). A process of
+ * another job, or without the secret, is refused with a reason and never sees the descriptor.
+ * The listener closes once every local rank has attached, so the segment is reachable only
+ * through the ranks' descriptors and mappings and vanishes with the last of them.
+ * Not here: deciding whether to use the segment (shm_setup.c), the collectives in it
+ * (shm_coll.c).
+ */
+#include "shm.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "comm_testing.h"
+
+#define MSG_HELLO 0x48534b56u /* "VKSH" */
+#define MSG_CHAL 0x43534b56u  /* "VKSC" */
+#define MSG_PROOF 0x50534b56u /* "VKSP" */
+#define MSG_FD 0x46534b56u    /* "VKSF" */
+#define REFUSED 1u
+#define STEP_MS 2000 /* one message of the handover waits at most this long */
+
+typedef struct shm_msg {
+    uint32_t magic, status, rank, generation;
+    uint64_t job_id, bytes;
+    uint8_t nonce[16], mac[16];
+    char why[256]; /* status REFUSED: the reason */
+} shm_msg;
+
+size_t vkg__shm_layout(int n, size_t chunk, size_t *data_off)
+{
+    size_t head = 128 + (size_t)n * (sizeof(vkg_shm_ctl) + VKG_SHM_REASON);
+    *data_off = (head + 4095) & ~(size_t)4095;
+    return *data_off + (size_t)n * VKG_SHM_SLOTS * chunk;
+}
+
+void vkg__shm_bind(struct vkg_shm *s, uint8_t *base, size_t bytes, int n, int me)
+{
+    s->base = base;
+    s->bytes = bytes;
+    s->hdr = (vkg_shm_hdr *)base;
+    s->ctl = (vkg_shm_ctl *)(base + 128);
+    s->reasons = (char *)(base + 128 + (size_t)n * sizeof(vkg_shm_ctl));
+    s->data = base + s->hdr->data_off;
+    s->chunk = s->hdr->chunk;
+    s->slots = (int)s->hdr->slots;
+    s->n = n;
+    s->me = me;
+}
+
+void vkg__shm_socket_name(const vkg_shm_creds *cr, char *name, size_t cap)
+{
+    uint8_t h[16];
+    vkg__siphash128(cr->secret, "vkgpt shm socket", 16, h);
+    snprintf(name, cap, "vkgpt-shm-%016llx-%u-%02x%02x%02x%02x%02x%02x%02x%02x",
+             (unsigned long long)cr->job_id, (unsigned)cr->generation, h[0], h[1], h[2], h[3], h[4],
+             h[5], h[6], h[7]);
+}
+
+static socklen_t abstract_addr(const char *name, struct sockaddr_un *sa)
+{
+    memset(sa, 0, sizeof *sa);
+    sa->sun_family = AF_UNIX;
+    size_t n = strlen(name);
+    if (n > sizeof sa->sun_path - 1)
+        n = sizeof sa->sun_path - 1;
+    memcpy(sa->sun_path + 1, name, n); /* sun_path[0] = 0: the abstract namespace */
+    return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n);
+}
+
+/* SipHash(secret, role | job | generation | rank | host nonce | rank nonce). */
+static void proof(const vkg_shm_creds *cr, const char *role, uint32_t rank, const uint8_t *nh,
+                  const uint8_t *nr, uint8_t out[16])
+{
+    uint8_t m[4 + 8 + 4 + 4 + 32];
+    memcpy(m, role, 4);
+    memcpy(m + 4, &cr->job_id, 8);
+    memcpy(m + 12, &cr->generation, 4);
+    memcpy(m + 16, &rank, 4);
+    memcpy(m + 20, nh, 16);
+    memcpy(m + 36, nr, 16);
+    vkg__siphash128(cr->secret, m, sizeof m, out);
+}
+
+static vkg_status nonce(uint8_t out[16])
+{
+    VKG_CHECK(getrandom(out, 16, 0) == 16, VKG_ERR_IO, "getrandom: %s", strerror(errno));
+    return VKG_OK;
+}
+
+/* Receive one message (and a descriptor, when fd_out is given) within ms. */
+static vkg_status recv_msg(int fd, shm_msg *m, int *fd_out, int ms, const char *from)
+{
+    struct pollfd p = {fd, POLLIN, 0};
+    int rc;
+    do
+        rc = poll(&p, 1, ms);
+    while (rc < 0 && errno == EINTR);
+    VKG_CHECK(rc > 0, VKG_ERR_TIMEOUT, "shared memory handover: %s sent nothing within %d ms", from,
+              ms);
+    union {
+        char buf[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } ctrl;
+    struct iovec io = {m, sizeof *m};
+    struct msghdr mh = {.msg_iov = &io, .msg_iovlen = 1};
+    if (fd_out) {
+        mh.msg_control = ctrl.buf;
+        mh.msg_controllen = sizeof ctrl.buf;
+        *fd_out = -1;
+    }
+    memset(m, 0, sizeof *m);
+    ssize_t n = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC);
+    VKG_CHECK(n >= 0, VKG_ERR_NETWORK, "shared memory handover: receiving from %s: %s", from,
+              strerror(errno));
+    for (struct cmsghdr *cm = fd_out ? CMSG_FIRSTHDR(&mh) : NULL; cm; cm = CMSG_NXTHDR(&mh, cm))
+        if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS)
+            memcpy(fd_out, CMSG_DATA(cm), sizeof(int));
+    VKG_CHECK(n == (ssize_t)sizeof *m, VKG_ERR_PROTOCOL,
+              "shared memory handover: %s sent %zd bytes, expected %zu (closed, or not a vkgpt "
+              "rank of this version)",
+              from, n, sizeof *m);
+    m->why[sizeof m->why - 1] = '\0';
+    return VKG_OK;
+}
+
+static vkg_status send_msg(int fd, const shm_msg *m, int pass_fd)
+{
+    union {
+        char buf[CMSG_SPACE(sizeof(int))];
+        struct cmsghdr align;
+    } ctrl;
+    struct iovec io = {(void *)m, sizeof *m};
+    struct msghdr mh = {.msg_iov = &io, .msg_iovlen = 1};
+    if (pass_fd >= 0) {
+        memset(&ctrl, 0, sizeof ctrl);
+        mh.msg_control = ctrl.buf;
+        mh.msg_controllen = sizeof ctrl.buf;
+        struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+        cm->cmsg_level = SOL_SOCKET;
+        cm->cmsg_type = SCM_RIGHTS;
+        cm->cmsg_len = CMSG_LEN(sizeof(int));
+        memcpy(CMSG_DATA(cm), &pass_fd, sizeof(int));
+    }
+    ssize_t n;
+    do
+        n = sendmsg(fd, &mh, MSG_NOSIGNAL);
+    while (n < 0 && errno == EINTR);
+    VKG_CHECK(n == (ssize_t)sizeof *m, VKG_ERR_NETWORK, "shared memory handover: send: %s",
+              strerror(errno));
+    return VKG_OK;
+}
+
+static void refuse(int fd, uint32_t magic, const char *why)
+{
+    shm_msg m = {.magic = magic, .status = REFUSED};
+    snprintf(m.why, sizeof m.why, "%s", why);
+    (void)send_msg(fd, &m, -1);
+}
+
+/* The host's side of one connection. *rank_out: the rank that attached (-1 if refused). */
+static vkg_status serve_one(int cfd, const vkg_shm_creds *cr, int nranks, const int *attached,
+                            int seg_fd, size_t seg_bytes, int *rank_out)
+{
+    *rank_out = -1;
+    shm_msg m, r;
+    char why[200];
+    VKG_TRY(recv_msg(cfd, &m, NULL, STEP_MS, "a connecting process"));
+    if (m.magic != MSG_HELLO) {
+        refuse(cfd, MSG_CHAL, "not a vkgpt shared memory request");
+        return VKG_FAIL(VKG_ERR_PROTOCOL, "shared memory handover: malformed request refused");
+    }
+    if (m.job_id != cr->job_id || m.generation != cr->generation) {
+        snprintf(why, sizeof why, "job %016llx generation %u is not this job",
+                 (unsigned long long)m.job_id, (unsigned)m.generation);
+        refuse(cfd, MSG_CHAL, why);
+        return VKG_FAIL(VKG_ERR_PEER, "shared memory handover refused: %s", why);
+    }
+    if (m.rank == 0 || m.rank >= (uint32_t)nranks || attached[m.rank]) {
+        snprintf(why, sizeof why, "rank %u is not a local rank still to attach", (unsigned)m.rank);
+        refuse(cfd, MSG_CHAL, why);
+        return VKG_FAIL(VKG_ERR_PEER, "shared memory handover refused: %s", why);
+    }
+    r = (shm_msg){.magic = MSG_CHAL, .rank = m.rank};
+    VKG_TRY(nonce(r.nonce));
+    proof(cr, "host", m.rank, r.nonce, m.nonce, r.mac);
+    VKG_TRY(send_msg(cfd, &r, -1));
+    shm_msg p;
+    VKG_TRY(recv_msg(cfd, &p, NULL, STEP_MS, "a connecting process"));
+    uint8_t want[16];
+    proof(cr, "rank", m.rank, r.nonce, m.nonce, want);
+    if (p.magic != MSG_PROOF || !vkg__same_secret(p.mac, want)) {
+        refuse(cfd, MSG_FD, "no proof of this job's secret");
+        return VKG_FAIL(VKG_ERR_PEER,
+                        "shared memory handover refused to a process claiming rank %u: it does "
+                        "not hold this job's secret",
+                        (unsigned)m.rank);
+    }
+    shm_msg f = {.magic = MSG_FD, .rank = m.rank, .bytes = seg_bytes};
+    VKG_TRY(send_msg(cfd, &f, seg_fd));
+    *rank_out = (int)m.rank;
+    return VKG_OK;
+}
+
+vkg_status vkg__shm_serve(int lfd, const vkg_shm_creds *cr, int nranks, int seg_fd,
+                          size_t seg_bytes, int64_t deadline, int *refusals)
+{
+    int *attached = calloc((size_t)nranks, sizeof *attached);
+    VKG_CHECK(attached != NULL, VKG_ERR_NOMEM, "out of memory");
+    int left = nranks - 1;
+    vkg_status st = VKG_OK;
+    while (left > 0) {
+        int64_t now = vkg__now_ns();
+        if (now >= deadline) {
+            char missing[128] = "";
+            size_t len = 0;
+            for (int q = 1; q < nranks && len + 12 < sizeof missing; q++)
+                if (!attached[q])
+                    len += (size_t)snprintf(missing + len, sizeof missing - len, " %d", q);
+            st = VKG_FAIL(VKG_ERR_TIMEOUT,
+                          "shared memory handover: ranks%s did not attach to the segment in time",
+                          missing);
+            break;
+        }
+        struct pollfd p = {lfd, POLLIN, 0};
+        if (poll(&p, 1, (int)((deadline - now) / 1000000) + 1) <= 0)
+            continue;
+        int cfd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+        if (cfd < 0)
+            continue;
+        int rank = -1;
+        if (serve_one(cfd, cr, nranks, attached, seg_fd, seg_bytes, &rank) == VKG_OK && rank > 0) {
+            attached[rank] = 1;
+            left--;
+        } else if (refusals) {
+            (*refusals)++;
+        }
+        close(cfd);
+    }
+    free(attached);
+    return st;
+}
+
+vkg_status vkg__shm_attach(const char *name, const vkg_shm_creds *cr, int rank, int64_t deadline,
+                           int *fd_out, size_t *bytes_out)
+{
+    *fd_out = -1;
+    struct sockaddr_un sa;
+    socklen_t len = abstract_addr(name, &sa);
+    int fd = -1;
+    for (;;) {
+        fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+        VKG_CHECK(fd >= 0, VKG_ERR_NETWORK, "socket(AF_UNIX): %s", strerror(errno));
+        if (connect(fd, (struct sockaddr *)&sa, len) == 0)
+            break;
+        int e = errno;
+        close(fd);
+        VKG_CHECK((e == ECONNREFUSED || e == ENOENT || e == EAGAIN) && vkg__now_ns() < deadline,
+                  VKG_ERR_TIMEOUT,
+                  "shared memory handover: cannot reach the host's first rank at @%s: %s", name,
+                  strerror(e));
+        usleep(2000);
+    }
+    shm_msg m = {.magic = MSG_HELLO,
+                 .rank = (uint32_t)rank,
+                 .generation = cr->generation,
+                 .job_id = cr->job_id};
+    vkg_status st = nonce(m.nonce);
+    shm_msg r, f;
+    if (st == VKG_OK)
+        st = send_msg(fd, &m, -1);
+    if (st == VKG_OK)
+        st = recv_msg(fd, &r, NULL, STEP_MS, "the host's first rank");
+    uint8_t want[16];
+    proof(cr, "host", (uint32_t)rank, r.nonce, m.nonce, want);
+    if (st == VKG_OK && r.status == REFUSED)
+        st = VKG_FAIL(VKG_ERR_PEER, "the host's first rank refused the segment: %s", r.why);
+    else if (st == VKG_OK && (r.magic != MSG_CHAL || !vkg__same_secret(r.mac, want)))
+        st = VKG_FAIL(VKG_ERR_PEER,
+                      "shared memory handover: the process at @%s does not hold this job's "
+                      "secret; not attaching",
+                      name);
+    if (st == VKG_OK) {
+        shm_msg p = {.magic = MSG_PROOF, .rank = (uint32_t)rank};
+        proof(cr, "rank", (uint32_t)rank, r.nonce, m.nonce, p.mac);
+        st = send_msg(fd, &p, -1);
+    }
+    int got = -1;
+    if (st == VKG_OK)
+        st = recv_msg(fd, &f, &got, STEP_MS, "the host's first rank");
+    if (st == VKG_OK && f.status == REFUSED)
+        st = VKG_FAIL(VKG_ERR_PEER, "the host's first rank refused the segment: %s", f.why);
+    else if (st == VKG_OK && (f.magic != MSG_FD || got < 0))
+        st = VKG_FAIL(VKG_ERR_PROTOCOL, "shared memory handover: no segment descriptor came");
+    close(fd);
+    if (st < 0) {
+        if (got >= 0)
+            close(got);
+        return st;
+    }
+    *fd_out = got;
+    *bytes_out = (size_t)f.bytes;
+    return VKG_OK;
+}
+
+vkg_status vkg__shm_listen(const char *name, int *lfd_out)
+{
+    struct sockaddr_un sa;
+    socklen_t len = abstract_addr(name, &sa);
+    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    VKG_CHECK(fd >= 0, VKG_ERR_NETWORK, "socket(AF_UNIX): %s", strerror(errno));
+    if (bind(fd, (struct sockaddr *)&sa, len) != 0 || listen(fd, 64) != 0) {
+        int e = errno;
+        close(fd);
+        return VKG_FAIL(VKG_ERR_NETWORK,
+                        "shared memory handover: cannot listen at @%s: %s (a second job with the "
+                        "same id and secret on this host?)",
+                        name, strerror(e));
+    }
+    *lfd_out = fd;
+    return VKG_OK;
+}
+
+vkg_status vkg__shm_create_fd(const vkg_shm_creds *cr, int n, size_t chunk, int *fd_out,
+                              size_t *bytes_out)
+{
+    size_t data_off, bytes = vkg__shm_layout(n, chunk, &data_off);
+    int fd = memfd_create("vkgpt-shm", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    VKG_CHECK(fd >= 0, VKG_ERR_UNSUPPORTED, "memfd_create: %s", strerror(errno));
+    vkg_status st = VKG_OK;
+    if (ftruncate(fd, (off_t)bytes) != 0)
+        st = VKG_FAIL(VKG_ERR_NOMEM, "sizing the segment to %zu bytes: %s", bytes, strerror(errno));
+    else if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0)
+        st = VKG_FAIL(VKG_ERR_UNSUPPORTED, "sealing the segment: %s", strerror(errno));
+    void *p = MAP_FAILED;
+    if (st == VKG_OK) {
+        p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (p == MAP_FAILED)
+            st = VKG_FAIL(VKG_ERR_NOMEM, "mapping the segment (%zu bytes): %s", bytes,
+                          strerror(errno));
+    }
+    if (st < 0) {
+        close(fd);
+        return st;
+    }
+    vkg_shm_hdr *h = p;
+    h->magic = VKG_SHM_MAGIC;
+    h->version = VKG_SHM_VERSION;
+    h->job_id = cr->job_id;
+    h->generation = cr->generation;
+    h->nlocal = (uint32_t)n;
+    h->chunk = chunk;
+    h->slots = VKG_SHM_SLOTS;
+    h->total_bytes = bytes;
+    h->data_off = data_off;
+    munmap(p, bytes);
+    *fd_out = fd;
+    *bytes_out = bytes;
+    return VKG_OK;
+}
+
+vkg_status vkg__shm_map(int fd, const vkg_shm_creds *cr, int n, size_t chunk, uint8_t **base_out,
+                        size_t *bytes_out)
+{
+    struct stat sb;
+    VKG_CHECK(fstat(fd, &sb) == 0, VKG_ERR_IO, "fstat of the segment: %s", strerror(errno));
+    int seals = fcntl(fd, F_GET_SEALS);
+    VKG_CHECK(seals >= 0 && (seals & F_SEAL_SHRINK), VKG_ERR_PROTOCOL,
+              "the segment handed over is not sealed against shrinking");
+    size_t data_off, bytes = vkg__shm_layout(n, chunk, &data_off);
+    VKG_CHECK((size_t)sb.st_size == bytes, VKG_ERR_PROTOCOL,
+              "the segment has %lld bytes, expected %zu (ranks disagree on the shm chunk size?)",
+              (long long)sb.st_size, bytes);
+    uint8_t *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    VKG_CHECK(p != MAP_FAILED, VKG_ERR_NOMEM, "mapping the segment (%zu bytes): %s", bytes,
+              strerror(errno));
+    const vkg_shm_hdr *h = (const vkg_shm_hdr *)p;
+    if (h->magic != VKG_SHM_MAGIC || h->version != VKG_SHM_VERSION || h->job_id != cr->job_id ||
+        h->generation != cr->generation || h->nlocal != (uint32_t)n || h->chunk != chunk ||
+        h->slots != VKG_SHM_SLOTS || h->data_off != data_off || h->total_bytes != bytes) {
+        munmap(p, bytes);
+        return VKG_FAIL(VKG_ERR_PROTOCOL,
+                        "the segment's header does not describe this job's segment (job, "
+                        "generation, ranks or chunk size differ)");
+    }
+    *base_out = p;
+    *bytes_out = bytes;
+    return VKG_OK;
+}

@@ -1,0 +1,67 @@
+/* The shared-memory segment of one job on one host: its layout and the state each rank keeps
+ * about it. Shared by shm.c (creating and handing over the segment) and shm_coll.c (the
+ * collectives run in it). Nothing here is visible outside transport/.
+ *
+ * Layout (offsets from the start of the memfd):
+ *   0                  vkg_shm_hdr: identity of the job, sizes, the abort word
+ *   128                vkg_shm_ctl[n]: each local rank's progress counters, 128 bytes apiece
+ *   128 + 128n         reasons[n][SHM_REASON]: the text of a rank's abort
+ *   data_off (4 KiB)   regions: rank q's slot s is chunk bytes at data_off + (q * slots + s) *
+ *                      chunk
+ */
+#ifndef VKG_TRANSPORT_SHM_H
+#define VKG_TRANSPORT_SHM_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "comm_internal.h"
+#include "comm_testing.h"
+
+#define VKG_SHM_MAGIC 0x4d48534bu /* "KSHM" */
+#define VKG_SHM_VERSION 1
+#define VKG_SHM_SLOTS 4
+#define VKG_SHM_REASON 512
+#define VKG_SHM_DEFAULT_CHUNK (256u << 10)
+#define VKG_SHM_MAX_RANKS 64
+
+typedef struct vkg_shm_hdr {
+    uint32_t magic, version;
+    uint64_t job_id;
+    uint32_t generation, nlocal;
+    uint64_t chunk, slots, total_bytes, data_off;
+    atomic_uint abort_word; /* 0, or 1 + the rank whose abort reason is in reasons[] */
+    atomic_uint sleepers;   /* ranks inside FUTEX_WAIT on some counter: publishers wake them */
+} vkg_shm_hdr;
+
+/* Counters of one rank, in pipeline steps since the segment was made (wrapping u32; the futex
+ * words). A step is one chunk of one collective; every rank numbers them alike. */
+typedef struct vkg_shm_ctl {
+    atomic_uint in;  /* steps whose input this rank has put in its region */
+    atomic_uint red; /* steps whose slice of the result this rank has written */
+    atomic_uint out; /* steps this rank has copied out: the others may reuse that slot */
+    uint32_t pad[29];
+} vkg_shm_ctl;
+
+struct vkg_shm {
+    int fd;
+    uint8_t *base;
+    size_t bytes;
+    vkg_shm_hdr *hdr;
+    vkg_shm_ctl *ctl;
+    char *reasons;
+    uint8_t *data;
+    size_t chunk;
+    int slots, n, me;    /* local ranks (= the communicator's ranks) and this one */
+    uint32_t step;       /* steps this rank has completed */
+    int64_t spin_ns;     /* how long a wait spins before it sleeps (adapts, see shm_coll.c) */
+    int64_t spin_max_ns; /* its ceiling: 50 us with a core per rank, 1 us otherwise */
+};
+
+/* Bytes of a segment for n ranks and chunk, and where the regions start. */
+size_t vkg__shm_layout(int n, size_t chunk, size_t *data_off);
+/* Point s's fields into the mapping at base. */
+void vkg__shm_bind(struct vkg_shm *s, uint8_t *base, size_t bytes, int n, int me);
+
+#endif
