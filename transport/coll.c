@@ -138,7 +138,9 @@ vkg_status vkg_comm_allreduce(vkg_comm_t *c, const void *send, void *recv, size_
         return VKG_OK;
     }
     vkg_status st;
-    if (c->shm)
+    if (c->hier)
+        st = vkg__hier_allreduce(c, send, recv, count, dtype, op);
+    else if (c->shm)
         st = vkg__shm_allreduce(c, send, recv, count, dtype, op);
     else if (count * es <= c->small_bytes)
         st = direct_allreduce(c, send, recv, count, dtype, op);
@@ -231,7 +233,7 @@ vkg_status vkg_comm_broadcast(vkg_comm_t *c, void *buf, size_t bytes, int root)
     c->seq++;
     if (c->size == 1 || bytes == 0)
         return VKG_OK;
-    vkg_status st = c->shm                    ? vkg__shm_broadcast(c, buf, bytes, root)
+    vkg_status st = c->shm && !c->hier        ? vkg__shm_broadcast(c, buf, bytes, root)
                     : bytes <= c->small_bytes ? direct_broadcast(c, buf, bytes, root)
                                               : vkg__chain_broadcast(c, buf, bytes, root);
     return finish(c, st);
@@ -278,7 +280,7 @@ vkg_status vkg_comm_allgather(vkg_comm_t *c, const void *send, size_t bytes, voi
             memcpy(recv, send, bytes);
         return VKG_OK;
     }
-    vkg_status st = c->shm ? vkg__shm_allgather(c, send, bytes, recv)
+    vkg_status st = c->shm && !c->hier ? vkg__shm_allgather(c, send, bytes, recv)
                     : bytes * (size_t)(c->size - 1) <= c->small_bytes
                         ? direct_allgather(c, send, bytes, recv)
                         : vkg__ring_allgather(c, send, bytes, recv);

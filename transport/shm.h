@@ -59,6 +59,28 @@ struct vkg_shm {
     int64_t spin_max_ns; /* its ceiling: 50 us with a core per rank, 1 us otherwise */
 };
 
+/* One collective in the segment (shm_coll.c; hier.c runs its phases with these helpers). */
+typedef struct vkg_shm_op {
+    vkg_comm_t *c;
+    struct vkg_shm *s;
+    uint32_t base; /* the segment step of this collective's first chunk */
+    char what[48];
+} vkg_shm_op;
+
+enum { VKG_SHM_IN, VKG_SHM_RED, VKG_SHM_OUT }; /* a rank's counters (vkg_shm_ctl) */
+
+/* Begin a collective `name` at the segment's next step (fails at once on a recorded abort). */
+vkg_status vkg__shm_start(vkg_shm_op *o, vkg_comm_t *c, const char *name);
+/* Wait until every other local rank's counter `which` reaches target (names the one that lags,
+ * sees aborts, dead and frozen peers and the deadline). */
+vkg_status vkg__shm_wait_all(vkg_shm_op *o, int which, uint32_t target);
+/* Wait until slot `step` may be rewritten: every rank copied out step - slots. */
+vkg_status vkg__shm_wait_slot(vkg_shm_op *o, uint32_t step);
+/* Publish this rank's counter `which` = v, waking sleepers. */
+void vkg__shm_publish(struct vkg_shm *s, int which, uint32_t v);
+/* Local rank q's slot for step. */
+uint8_t *vkg__shm_slot(const struct vkg_shm *s, int q, uint32_t step);
+
 /* Bytes of a segment for n ranks and chunk, and where the regions start. */
 size_t vkg__shm_layout(int n, size_t chunk, size_t *data_off);
 /* Point s's fields into the mapping at base. */

@@ -1,5 +1,6 @@
 /* Allreduce, broadcast and allgather in the host's shared-memory segment (see shm.h for its
- * layout), used when every rank of the communicator is on this host.
+ * layout), used when every rank of the communicator is on this host (and, through the helpers at
+ * the end, by the two-level allreduce of hier.c).
  *
  * Allreduce: reduce-scatter + allgather in place, streamed in steps of one chunk of the buffer.
  * In step g each rank copies its chunk into its region's slot g % slots and raises its `in`
@@ -43,14 +44,9 @@
 #define SPIN_MIN_NS 1000         /* the shortest spin: enough to notice that spinning pays again */
 #define DIRECT_BYTES (64u << 10) /* up to this size every rank reduces the whole buffer */
 
-enum { CTR_IN, CTR_RED, CTR_OUT };
+enum { CTR_IN = VKG_SHM_IN, CTR_RED = VKG_SHM_RED, CTR_OUT = VKG_SHM_OUT };
 
-typedef struct shm_op {
-    vkg_comm_t *c;
-    struct vkg_shm *s;
-    uint32_t base; /* the segment step of this collective's first chunk */
-    char what[48];
-} shm_op;
+typedef vkg_shm_op shm_op;
 
 static int reached(uint32_t v, uint32_t target)
 {
@@ -93,7 +89,7 @@ static vkg_status aborted(shm_op *o)
     vkg__escape(why, sizeof why, s->reasons + (size_t)x * VKG_SHM_REASON,
                 strnlen(s->reasons + (size_t)x * VKG_SHM_REASON, VKG_SHM_REASON));
     o->c->peer_aborted = 1;
-    return VKG_FAIL(VKG_ERR_PEER, "%s: rank %d aborted: %s", o->what, x, why);
+    return VKG_FAIL(VKG_ERR_PEER, "%s: rank %d aborted: %s", o->what, o->c->local[x], why);
 }
 
 static void relax(void)
@@ -387,6 +383,31 @@ vkg_status vkg__shm_allgather(vkg_comm_t *c, const void *send, size_t bytes, voi
     }
     s->step = o.base + (uint32_t)steps;
     return st;
+}
+
+vkg_status vkg__shm_start(vkg_shm_op *o, vkg_comm_t *c, const char *name)
+{
+    return start(o, c, name);
+}
+
+vkg_status vkg__shm_wait_all(vkg_shm_op *o, int which, uint32_t target)
+{
+    return wait_all(o, which, target);
+}
+
+vkg_status vkg__shm_wait_slot(vkg_shm_op *o, uint32_t step)
+{
+    return wait_slot(o, step);
+}
+
+void vkg__shm_publish(struct vkg_shm *s, int which, uint32_t v)
+{
+    publish(s, which, v);
+}
+
+uint8_t *vkg__shm_slot(const struct vkg_shm *s, int q, uint32_t step)
+{
+    return slot(s, q, step);
 }
 
 void vkg__shm_abort(vkg_comm_t *c, const char *reason)

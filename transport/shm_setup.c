@@ -1,9 +1,11 @@
 /* Whether the collectives of a communicator use shared memory, decided collectively by create
- * after its first barrier (vkg__shm_setup): never for a single rank or with the policy OFF; not
- * when some rank is on another host (REQUIRE then fails, naming why); otherwise the host's first
- * rank creates the segment and the others attach (shm.c). Two rounds of allgather over ZeroMQ
- * make the outcome collective: first whether the segment exists, then whether every rank
- * attached; with the automatic policy any failure falls back to ZeroMQ on every rank, with
+ * after its first barrier (vkg__shm_setup): never for a single rank or with the policy OFF. When
+ * every rank is on this host, the segment holds them all. When the ranks span hosts that each
+ * hold the same number (2 or more) of ranks, each host gets a segment of its own ranks and the
+ * allreduce runs in two levels (hier.c); otherwise (REQUIRE then fails, naming why) ZeroMQ only.
+ * The host's first rank creates the segment and the others attach (shm.c). Two rounds of allgather
+ * over ZeroMQ make the outcome collective: first whether the segment exists, then whether every
+ * rank attached; with the automatic policy any failure falls back to ZeroMQ on every rank, with
  * REQUIRE it fails create naming the rank and its reason.
  */
 #include "shm.h"
@@ -53,12 +55,18 @@ static vkg_status give_up(vkg_comm_t *c, int q, const char *why)
     return VKG_OK;
 }
 
-static vkg_status setup_all_local(vkg_comm_t *c)
+/* Create (the host's first rank) or attach to the segment of this host's nlocal ranks. With hier
+ * the communicator spans hosts: the socket name carries the host's first rank, so hosts that
+ * share an abstract socket namespace (the transport's tests fake hosts that way) stay apart. */
+static vkg_status setup_segment(vkg_comm_t *c, int hier)
 {
+    int n = c->nlocal, me = c->local_index;
     vkg_shm_creds cr = {.job_id = c->job_id, .generation = c->generation};
     memcpy(cr.secret, c->secret, sizeof cr.secret);
-    char name[96];
+    char name[112];
     vkg__shm_socket_name(&cr, name, sizeof name);
+    if (hier)
+        snprintf(name + strlen(name), sizeof name - strlen(name), "-h%d", c->local[0]);
     size_t chunk = c->shm_chunk ? c->shm_chunk : VKG_SHM_DEFAULT_CHUNK;
     chunk = (chunk + 4095) & ~(size_t)4095;
     int64_t deadline = vkg__now_ns() + (int64_t)c->timeout_ms * 1000000;
@@ -68,8 +76,8 @@ static vkg_status setup_all_local(vkg_comm_t *c)
     size_t bytes = 0;
     uint8_t *base = NULL;
     vkg_status st = VKG_OK;
-    if (c->rank == 0) {
-        st = vkg__shm_create_fd(&cr, c->size, chunk, &seg, &bytes);
+    if (me == 0) {
+        st = vkg__shm_create_fd(&cr, n, chunk, &seg, &bytes);
         if (st == VKG_OK)
             st = vkg__shm_listen(name, &lfd);
         if (st < 0)
@@ -80,10 +88,10 @@ static vkg_status setup_all_local(vkg_comm_t *c)
         st = give_up(c, bad, all[bad].why);
         goto out;
     }
-    st = c->rank == 0 ? vkg__shm_serve(lfd, &cr, c->size, seg, bytes, deadline, NULL)
-                      : vkg__shm_attach(name, &cr, c->rank, deadline, &seg, &bytes);
+    st = me == 0 ? vkg__shm_serve(lfd, &cr, n, seg, bytes, deadline, NULL)
+                 : vkg__shm_attach(name, &cr, me, deadline, &seg, &bytes);
     if (st == VKG_OK)
-        st = vkg__shm_map(seg, &cr, c->size, chunk, &base, &bytes);
+        st = vkg__shm_map(seg, &cr, n, chunk, &base, &bytes);
     if (st < 0)
         note_failure(&mine, st);
     if (lfd >= 0)
@@ -100,14 +108,20 @@ static vkg_status setup_all_local(vkg_comm_t *c)
     VKG_CHECK_GOTO(st, s != NULL, VKG_ERR_NOMEM, out, "out of memory");
     s->fd = seg;
     seg = -1;
-    vkg__shm_bind(s, base, bytes, c->size, c->rank);
+    vkg__shm_bind(s, base, bytes, n, me);
     /* spinning helps only when every rank has a core of its own (and then adapts, see
      * shm_coll.c) */
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    s->spin_max_ns = cpus >= c->size ? 50000 : 1000;
+    s->spin_max_ns = cpus >= n ? 50000 : 1000;
     s->spin_ns = s->spin_max_ns;
     c->shm = s;
-    snprintf(c->path, sizeof c->path, "shm (%d ranks on this host)", c->size);
+    c->hier = hier;
+    if (hier)
+        snprintf(c->path, sizeof c->path,
+                 "hier (%d hosts x %d ranks: shm in the host, zmq %s between)", c->nhosts, n,
+                 vkg_comm_transport_name(c->transport));
+    else
+        snprintf(c->path, sizeof c->path, "shm (%d ranks on this host)", c->size);
 out:
     if (lfd >= 0)
         close(lfd);
@@ -128,11 +142,20 @@ vkg_status vkg__shm_setup(vkg_comm_t *c)
         snprintf(c->path, sizeof c->path, "zmq %s (shared memory off)", tr);
         return VKG_OK;
     }
+    /* several hosts of the same number (2 or more) of ranks each: two levels */
+    int hier = c->nlocal != c->size && c->nlocal >= 2 && c->hosts_uniform &&
+               c->nlocal <= VKG_SHM_MAX_RANKS;
+    if (hier && c->shm_mode == VKG_COMM_SHM_AUTO && c->transport == VKG_COMM_INPROC) {
+        snprintf(c->path, sizeof c->path, "zmq inproc (ranks on several hosts)");
+        return VKG_OK;
+    }
+    if (hier)
+        return setup_segment(c, 1);
     if (c->nlocal != c->size || c->size > VKG_SHM_MAX_RANKS) {
         VKG_CHECK(c->shm_mode != VKG_COMM_SHM_REQUIRE, VKG_ERR_UNSUPPORTED,
                   "shared memory required (--transport shm) but %s: only ranks sharing one host "
                   "(host name, boot id, IPC and network namespace) can use it, and only when "
-                  "all of them do",
+                  "all of them do or every host holds the same number (2 or more) of ranks",
                   c->size > VKG_SHM_MAX_RANKS ? "there are more than 64 ranks"
                   : c->nlocal > 1             ? "some ranks run on other hosts"
                                               : "this rank shares its host with no other");
@@ -143,7 +166,7 @@ vkg_status vkg__shm_setup(vkg_comm_t *c)
         snprintf(c->path, sizeof c->path, "zmq inproc");
         return VKG_OK;
     }
-    return setup_all_local(c);
+    return setup_segment(c, 0);
 }
 
 void vkg__shm_free(vkg_comm_t *c)
@@ -155,4 +178,5 @@ void vkg__shm_free(vkg_comm_t *c)
     close(s->fd);
     free(s);
     c->shm = NULL;
+    c->hier = 0;
 }
