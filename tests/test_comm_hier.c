@@ -283,7 +283,8 @@ static void fault_case(int victim, int sig)
         ok &= res[q].reported && res[q].body_rc == 1 && strstr(res[q].report, name) != NULL &&
               dt <= 2.0 * FAULT_TIMEOUT_MS / 1000.0;
     }
-    fprintf(stderr, "  2 hosts x 2, %s rank %d: slowest survivor failed after %.2f s (bound %.1f)\n",
+    fprintf(stderr,
+            "  2 hosts x 2, %s rank %d: slowest survivor failed after %.2f s (bound %.1f)\n",
             sig == SIGKILL ? "SIGKILL" : "SIGSTOP", victim, worst, 2.0 * FAULT_TIMEOUT_MS / 1000.0);
     if (!ok || getenv("VKG_TEST_VERBOSE"))
         vkg_th_dump(res, 4);
@@ -305,7 +306,7 @@ static void test_sigstop(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_uneven_hosts),   cmocka_unit_test(test_two_hosts_exact),
+        cmocka_unit_test(test_uneven_hosts),     cmocka_unit_test(test_two_hosts_exact),
         cmocka_unit_test(test_one_host_is_flat), cmocka_unit_test(test_sigkill),
         cmocka_unit_test(test_sigstop),
     };

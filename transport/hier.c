@@ -155,8 +155,7 @@ vkg_status vkg__hier_allreduce(vkg_comm_t *c, const void *send, void *recv, size
     h.lo = slice_start(&h, s->me);
     h.hi = slice_start(&h, s->me + 1);
     h.part = malloc((h.hi - h.lo + 1) * sizeof *h.part);
-    VKG_CHECK(h.part != NULL, VKG_ERR_NOMEM, "allreduce: out of memory (%zu floats)",
-              h.hi - h.lo);
+    VKG_CHECK(h.part != NULL, VKG_ERR_NOMEM, "allreduce: out of memory (%zu floats)", h.hi - h.lo);
     size_t steps = steps_of(&h);
     vkg_status st = VKG_OK;
     for (size_t t = 0; t < steps + 1 && st == VKG_OK; t++) { /* 1: reduce-scatter in the host */
