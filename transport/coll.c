@@ -182,6 +182,8 @@ vkg_status vkg_comm_reduce_scatter(vkg_comm_t *c, float *buf, size_t count, cons
     /* The order of additions of vkg_comm_allreduce for this count: rank order (one step, or
      * straight to the owners), or the ring's. */
     int ring = count * 4 > c->small_bytes && (c->size == 2 || c->size >= c->ring_min_ranks);
+    if (c->shm && !c->hier)
+        return finish(c, vkg__shm_reduce_scatter(c, buf, count, bounds, ring));
     return finish(c, vkg__a2a_scatter(c, buf, count, bounds, 1, ring));
 }
 
@@ -192,6 +194,8 @@ vkg_status vkg_comm_allgatherv(vkg_comm_t *c, float *buf, size_t count, const si
     c->seq++;
     if (c->size == 1 || count == 0)
         return VKG_OK;
+    if (c->shm && !c->hier)
+        return finish(c, vkg__shm_allgatherv(c, "allgatherv", buf, count, 4, bounds));
     return finish(c, vkg__a2a_scatter(c, buf, count, bounds, 0, 0));
 }
 

@@ -203,6 +203,14 @@ vkg_status vkg__shm_allreduce(vkg_comm_t *c, const void *send, void *recv, size_
                               vkg_comm_dtype dt, vkg_comm_op op);
 vkg_status vkg__shm_broadcast(vkg_comm_t *c, void *buf, size_t bytes, int root);
 vkg_status vkg__shm_allgather(vkg_comm_t *c, const void *send, size_t bytes, void *recv);
+/* vkg_comm_reduce_scatter and vkg_comm_allgatherv in the segment (every rank local): the same
+ * chunks and the same order of additions as the ZeroMQ engine (rank order, or with ring the ring
+ * allreduce's order for this count). allgatherv works on count elements of es bytes; name is the
+ * collective named in errors. */
+vkg_status vkg__shm_reduce_scatter(vkg_comm_t *c, float *buf, size_t count, const size_t *bounds,
+                                   int ring);
+vkg_status vkg__shm_allgatherv(vkg_comm_t *c, const char *name, void *buf, size_t count, size_t es,
+                               const size_t *bounds);
 /* Allreduce over several hosts of nlocal ranks each (c->hier): reduce-scatter in the host's
  * segment, a ring between the hosts per local slice, allgather in the segment (hier.c). */
 vkg_status vkg__hier_allreduce(vkg_comm_t *c, const void *send, void *recv, size_t count,

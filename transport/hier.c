@@ -114,36 +114,6 @@ static void finish_slice(hier *h, int avg_n)
     }
 }
 
-/* Allgather of the slices in the segment, one chunk per step. */
-static vkg_status slices_allgather(hier *h)
-{
-    struct vkg_shm *s = h->o.s;
-    size_t steps = steps_of(h);
-    for (size_t j = 0; j < steps; j++) {
-        uint32_t step = h->o.base + (uint32_t)j;
-        size_t e0, e1;
-        step_range(h, j, &e0, &e1);
-        VKG_TRY(vkg__shm_wait_slot(&h->o, step));
-        size_t a = e0 > h->lo ? e0 : h->lo, b = e1 < h->hi ? e1 : h->hi;
-        if (a < b)
-            memcpy(vkg__shm_slot(s, s->me, step) + (a - e0) * h->es, h->recv + a * h->es,
-                   (b - a) * h->es);
-        vkg__shm_publish(s, VKG_SHM_RED, step + 1);
-        vkg__shm_publish(s, VKG_SHM_IN, step + 1);
-        VKG_TRY(vkg__shm_wait_all(&h->o, VKG_SHM_IN, step + 1));
-        for (int q = 0; q < s->n; q++) {
-            size_t qa = slice_start(h, q), qb = slice_start(h, q + 1);
-            qa = qa > e0 ? qa : e0;
-            qb = qb < e1 ? qb : e1;
-            if (q != s->me && qa < qb)
-                memcpy(h->recv + qa * h->es, vkg__shm_slot(s, q, step) + (qa - e0) * h->es,
-                       (qb - qa) * h->es);
-        }
-        vkg__shm_publish(s, VKG_SHM_OUT, step + 1);
-    }
-    return VKG_OK;
-}
-
 vkg_status vkg__hier_allreduce(vkg_comm_t *c, const void *send, void *recv, size_t count,
                                vkg_comm_dtype dt, vkg_comm_op op)
 {
@@ -170,9 +140,10 @@ vkg_status vkg__hier_allreduce(vkg_comm_t *c, const void *send, void *recv, size
                                        h.hi - h.lo, VKG_COMM_F32, VKG_COMM_SUM);
     if (st == VKG_OK) { /* 3: round, then allgather in the host */
         finish_slice(&h, op == VKG_COMM_AVG ? c->size : 0);
-        h.o.base = s->step;
-        st = slices_allgather(&h);
-        s->step = h.o.base + (uint32_t)steps;
+        size_t bounds[VKG_SHM_MAX_RANKS + 1];
+        for (int q = 0; q <= s->n; q++)
+            bounds[q] = slice_start(&h, q);
+        st = vkg__shm_allgatherv(c, "allreduce", recv, count, h.es, bounds);
     }
     free(h.part);
     return st;

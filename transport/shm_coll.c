@@ -219,8 +219,8 @@ static int ring_chunk(const ar *a, size_t e)
 }
 
 /* Reduce len elements at element e of the whole buffer (offset off within the step's slots)
- * from every rank's slot into this rank's. */
-static void reduce_run(ar *a, uint32_t step, size_t off, size_t e, size_t len)
+ * from every rank's slot into dst (this rank's slot, or the caller's buffer at element e). */
+static void reduce_run(ar *a, uint32_t step, size_t off, size_t e, size_t len, uint8_t *dst)
 {
     struct vkg_shm *s = a->o.s;
     int n = s->n;
@@ -234,7 +234,8 @@ static void reduce_run(ar *a, uint32_t step, size_t off, size_t e, size_t len)
         }
         for (int i = 0; i < n; i++)
             a->srcs[i] = slot(s, (first + i) % n, step) + off * a->es;
-        vkg__reduce_ordered(slot(s, s->me, step) + off * a->es, a->srcs, n, take, a->dt, a->avg);
+        vkg__reduce_ordered(dst, a->srcs, n, take, a->dt, a->avg);
+        dst += take * a->es;
         off += take;
         e += take;
         len -= take;
@@ -259,7 +260,8 @@ static vkg_status ar_reduce(ar *a, size_t j)
     if (a->o.s->me == a->o.s->n - 1)
         hi = n;
     if (hi > lo)
-        reduce_run(a, step, lo, j * a->per + lo, hi - lo);
+        reduce_run(a, step, lo, j * a->per + lo, hi - lo,
+                   slot(a->o.s, a->o.s->me, step) + lo * a->es);
     publish(a->o.s, CTR_RED, step + 1);
     return VKG_OK;
 }
@@ -322,6 +324,84 @@ vkg_status vkg__shm_allreduce(vkg_comm_t *c, const void *send, void *recv, size_
             st = ar_copy_out(&a, t - 2);
     }
     c->shm->step = a.o.base + (uint32_t)(steps ? steps : 1);
+    return st;
+}
+
+/* ---- ZeRO's reduce-scatter and allgatherv over chunks [bounds[q], bounds[q + 1]) ---- */
+
+/* Reduce this rank's chunk within step j straight into the buffer, then free the slot. */
+static vkg_status rs_reduce(ar *a, size_t j, size_t lo, size_t hi)
+{
+    uint32_t step = a->o.base + (uint32_t)j;
+    VKG_TRY(wait_all(&a->o, CTR_IN, step + 1));
+    size_t e0 = j * a->per, e1 = e0 + step_len(a, j);
+    size_t x = e0 > lo ? e0 : lo, y = e1 < hi ? e1 : hi;
+    if (x < y)
+        reduce_run(a, step, x - e0, x, y - x, a->recv + x * a->es);
+    publish(a->o.s, CTR_RED, step + 1);
+    publish(a->o.s, CTR_OUT, step + 1);
+    return VKG_OK;
+}
+
+vkg_status vkg__shm_reduce_scatter(vkg_comm_t *c, float *buf, size_t count, const size_t *bounds,
+                                   int ring)
+{
+    ar a = {.send = (uint8_t *)buf,
+            .recv = (uint8_t *)buf,
+            .count = count,
+            .es = 4,
+            .dt = VKG_COMM_F32,
+            .ring = ring && c->size > 2};
+    VKG_TRY(start(&a.o, c, "reduce-scatter"));
+    a.per = c->shm->chunk / 4;
+    const void *srcs[VKG_SHM_MAX_RANKS];
+    a.srcs = srcs;
+    size_t steps = (count + a.per - 1) / a.per, lo = bounds[c->shm->me],
+           hi = bounds[c->shm->me + 1];
+    vkg_status st = VKG_OK;
+    for (size_t t = 0; t < steps + 1 && st == VKG_OK; t++) {
+        if (t < steps)
+            st = ar_copy_in(&a, t);
+        if (st == VKG_OK && t >= 1)
+            st = rs_reduce(&a, t - 1, lo, hi);
+    }
+    c->shm->step = a.o.base + (uint32_t)steps;
+    return st;
+}
+
+vkg_status vkg__shm_allgatherv(vkg_comm_t *c, const char *name, void *buf, size_t count, size_t es,
+                               const size_t *bounds)
+{
+    shm_op o;
+    VKG_TRY(start(&o, c, name));
+    struct vkg_shm *s = c->shm;
+    uint8_t *b = buf;
+    size_t per = s->chunk / es, steps = (count + per - 1) / per;
+    vkg_status st = VKG_OK;
+    for (size_t j = 0; j < steps && st == VKG_OK; j++) {
+        uint32_t step = o.base + (uint32_t)j;
+        size_t e0 = j * per, e1 = count - e0 < per ? count : e0 + per;
+        st = wait_slot(&o, step);
+        if (st < 0)
+            break;
+        size_t x = e0 > bounds[s->me] ? e0 : bounds[s->me];
+        size_t y = e1 < bounds[s->me + 1] ? e1 : bounds[s->me + 1];
+        if (x < y)
+            memcpy(slot(s, s->me, step) + (x - e0) * es, b + x * es, (y - x) * es);
+        publish(s, CTR_IN, step + 1);
+        publish(s, CTR_RED, step + 1);
+        st = wait_all(&o, CTR_IN, step + 1);
+        if (st < 0)
+            break;
+        for (int q = 0; q < s->n; q++) {
+            x = e0 > bounds[q] ? e0 : bounds[q];
+            y = e1 < bounds[q + 1] ? e1 : bounds[q + 1];
+            if (q != s->me && x < y)
+                memcpy(b + x * es, slot(s, q, step) + (x - e0) * es, (y - x) * es);
+        }
+        publish(s, CTR_OUT, step + 1);
+    }
+    s->step = o.base + (uint32_t)steps;
     return st;
 }
 

@@ -180,3 +180,8 @@ void vkg__shm_free(vkg_comm_t *c)
     c->shm = NULL;
     c->hier = 0;
 }
+
+uint32_t vkg__comm_shm_steps(const vkg_comm_t *c)
+{
+    return c->shm ? c->shm->step : 0;
+}
