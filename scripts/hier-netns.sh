@@ -3,8 +3,9 @@
 # (optionally rate-limited with tc), as in scripts/dp-netns.sh. Runs the multi-host allreduce
 # benchmark (bench/allreduce/comm_bench.c, started with torchrun-style variables) twice: with the
 # transport's choice (two levels: shared memory in each host, a ZeroMQ ring per local slice
-# between the hosts) and with --zmq (the flat ZeroMQ ring over all four ranks). Each run checks
-# every result (#wrong) and fails on any wrong element.
+# between the hosts) and with --zmq (flat ZeroMQ over all four ranks: the all-to-all engine, which
+# the transport picks below ring_min_ranks) and, except with --check, with --zmq --ring-min 2 (the
+# flat ring). Each run checks every result (#wrong) and fails on any wrong element.
 #
 #   scripts/hier-netns.sh [--rate 1gbit] [--port 29611] [--check] [-- comm_bench options]
 #
@@ -76,6 +77,7 @@ run_job() { # port label [--zmq]
 rc=0
 run_job "$PORT" "two levels" || rc=1
 run_job $((PORT + 7)) "flat zmq" --zmq || rc=1
+[ "$CHECK" = 1 ] || run_job $((PORT + 14)) "flat ring" --zmq --ring-min 2 || rc=1
 sleep 0.2 # let the prefixing finish
 if [ "$rc" != 0 ]; then echo "hier-netns: FAILED"; exit 1; fi
 echo "hier-netns: ok"

@@ -5,10 +5,12 @@
  * size, count, time (slowest rank), algbw, busbw = algbw x 2(n-1)/n, #wrong (integer-valued f32
  * inputs, so every sum is exact: any wrong element is a bug, whatever the order of additions).
  *
- *   comm_bench [--min BYTES] [--max BYTES] [--iters N] [--warmup N] [--zmq]
+ *   comm_bench [--min BYTES] [--max BYTES] [--iters N] [--warmup N] [--zmq] [--ring-min N]
  *
  * --zmq turns shared memory off (the flat ZeroMQ path); otherwise the transport picks (two
- * levels when the hosts hold the same number, 2 or more, of ranks each). Exit status: 0 when
+ * levels when the hosts hold the same number, 2 or more, of ranks each). --ring-min sets
+ * ring_min_ranks (2: the flat path uses the ring from 3 ranks up, not the all-to-all engine). Exit
+ * status: 0 when
  * every result was right. Not here: launching the ranks (the script).
  */
 #include <stdint.h>
@@ -47,7 +49,7 @@ static size_t parse_size(const char *s)
 int main(int argc, char **argv)
 {
     size_t min = 4096, max = 64u << 20;
-    int iters = 20, warmup = 5, zmq_only = 0;
+    int iters = 20, warmup = 5, zmq_only = 0, ring_min = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--zmq"))
             zmq_only = 1;
@@ -59,10 +61,12 @@ int main(int argc, char **argv)
             iters = atoi(argv[++i]);
         else if (i + 1 < argc && !strcmp(argv[i], "--warmup"))
             warmup = atoi(argv[++i]);
+        else if (i + 1 < argc && !strcmp(argv[i], "--ring-min"))
+            ring_min = atoi(argv[++i]);
         else {
             fprintf(stderr,
                     "comm_bench: unknown option %s (--min B, --max B, --iters N, --warmup N, "
-                    "--zmq)\n",
+                    "--zmq, --ring-min N)\n",
                     argv[i]);
             return 2;
         }
@@ -75,6 +79,7 @@ int main(int argc, char **argv)
     }
     if (zmq_only)
         cfg.shm = VKG_COMM_SHM_OFF;
+    cfg.ring_min_ranks = ring_min;
     if (vkg_comm_create(&cfg, &c) != VKG_OK) {
         fprintf(stderr, "comm_bench: rank %d: %s\n", cfg.rank, vkg_error_message());
         return 1;
