@@ -63,7 +63,8 @@ struct vkg_shm {
 typedef struct vkg_shm_op {
     vkg_comm_t *c;
     struct vkg_shm *s;
-    uint32_t base; /* the segment step of this collective's first chunk */
+    const int *ranks; /* communicator rank of each of the segment's ranks */
+    uint32_t base;    /* the segment step of this collective's first chunk */
     char what[48];
 } vkg_shm_op;
 
@@ -80,6 +81,26 @@ vkg_status vkg__shm_wait_slot(vkg_shm_op *o, uint32_t step);
 void vkg__shm_publish(struct vkg_shm *s, int which, uint32_t v);
 /* Local rank q's slot for step. */
 uint8_t *vkg__shm_slot(const struct vkg_shm *s, int q, uint32_t step);
+
+/* Group collectives (group.c) in a group's own segment s, whose rank q is communicator rank
+ * ranks[q]; `what` names the call in errors. allreduce: f32 sums in place, each element of ring
+ * chunk k ([rb[k], rb[k + 1])) summed from rank k on around the ring, as the group's ZeroMQ ring
+ * adds it. */
+vkg_status vkg__shm_group_allreduce(vkg_comm_t *c, struct vkg_shm *s, const int *ranks,
+                                    const char *what, float *buf, size_t count, const size_t *rb);
+vkg_status vkg__shm_group_broadcast(vkg_comm_t *c, struct vkg_shm *s, const int *ranks,
+                                    const char *what, void *buf, size_t bytes, int root);
+vkg_status vkg__shm_group_allgather(vkg_comm_t *c, struct vkg_shm *s, const int *ranks,
+                                    const char *what, const void *send, size_t bytes, void *recv);
+/* Set up the segment of a group whose members (communicator ranks ranks[0..n), this one
+ * ranks[me]) all share this host, collectively among them, over the group's own messages
+ * (agree: an allgather of each member's one-byte verdict and 255-byte reason, in member order).
+ * *out = NULL (and VKG_OK) when the policy or the hosts rule it out or the setup failed on some
+ * member (every member then agrees on the fallback). */
+typedef vkg_status (*vkg_shm_agree_fn)(void *arg, const void *mine, size_t bytes, void *all);
+vkg_status vkg__shm_group_setup(vkg_comm_t *c, const int *ranks, int n, int me, uint32_t id,
+                                vkg_shm_agree_fn agree, void *arg, struct vkg_shm **out);
+void vkg__shm_group_free(struct vkg_shm **ps);
 
 /* Bytes of a segment for n ranks and chunk, and where the regions start. */
 size_t vkg__shm_layout(int n, size_t chunk, size_t *data_off);

@@ -89,7 +89,7 @@ static vkg_status aborted(shm_op *o)
     vkg__escape(why, sizeof why, s->reasons + (size_t)x * VKG_SHM_REASON,
                 strnlen(s->reasons + (size_t)x * VKG_SHM_REASON, VKG_SHM_REASON));
     o->c->peer_aborted = 1;
-    return VKG_FAIL(VKG_ERR_PEER, "%s: rank %d aborted: %s", o->what, o->c->local[x], why);
+    return VKG_FAIL(VKG_ERR_PEER, "%s: rank %d aborted: %s", o->what, o->ranks[x], why);
 }
 
 static void relax(void)
@@ -137,7 +137,7 @@ static vkg_status wait_one(shm_op *o, int q, int which, uint32_t target)
         }
         if (now - polled >= POLL_NS) {
             vkg_expect ex = {
-                .sender = -1, .all_peers = 1, .waiting_on = c->local[q], .what = o->what};
+                .sender = -1, .all_peers = 1, .waiting_on = o->ranks[q], .what = o->what};
             VKG_TRY(vkg__comm_poll(c, &ex));
             polled = vkg__now_ns();
         }
@@ -165,18 +165,28 @@ static vkg_status wait_slot(shm_op *o, uint32_t step)
     return wait_all(o, CTR_OUT, step - (uint32_t)o->s->slots + 1);
 }
 
-static vkg_status start(shm_op *o, vkg_comm_t *c, const char *name)
+/* Begin a collective in segment s whose local rank q is communicator rank ranks[q]. */
+static vkg_status start_on(shm_op *o, vkg_comm_t *c, struct vkg_shm *s, const int *ranks,
+                           const char *what)
 {
     o->c = c;
-    o->s = c->shm;
-    o->base = c->shm->step;
-    snprintf(o->what, sizeof o->what, "%s #%llu (shm)", name, (unsigned long long)c->seq);
+    o->s = s;
+    o->ranks = ranks;
+    o->base = s->step;
+    snprintf(o->what, sizeof o->what, "%s", what);
     int64_t now = vkg__now_ns();
     if (c->progress_ns < now) /* time outside collectives never counts */
         c->progress_ns = now;
     if (atomic_load(&o->s->hdr->abort_word))
         return aborted(o);
     return VKG_OK;
+}
+
+static vkg_status start(shm_op *o, vkg_comm_t *c, const char *name)
+{
+    char what[48];
+    snprintf(what, sizeof what, "%s #%llu (shm)", name, (unsigned long long)c->seq);
+    return start_on(o, c, c->shm, c->local, what);
 }
 
 /* ---- allreduce ---- */
@@ -188,6 +198,7 @@ typedef struct ar {
     size_t count, es, per; /* elements; bytes each; elements per step */
     vkg_comm_dtype dt;
     int avg, ring;
+    const size_t *rb; /* with ring: [n + 1] the ring's chunks (chunk k is summed from rank k) */
     const void **srcs;
 } ar;
 
@@ -211,9 +222,9 @@ static int ring_chunk(const ar *a, size_t e)
 {
     int n = a->o.s->n, k = (int)((double)e * n / (double)a->count);
     k = k < 0 ? 0 : k >= n ? n - 1 : k;
-    while (k > 0 && vkg__chunk_start(a->count, k, n) > e)
+    while (k > 0 && a->rb[k] > e)
         k--;
-    while (k < n - 1 && vkg__chunk_start(a->count, k + 1, n) <= e)
+    while (k < n - 1 && a->rb[k + 1] <= e)
         k++;
     return k;
 }
@@ -229,7 +240,7 @@ static void reduce_run(ar *a, uint32_t step, size_t off, size_t e, size_t len, u
         int first = 0;
         if (a->ring) { /* the ring starts chunk k at rank k: split at its chunk boundaries */
             first = ring_chunk(a, e);
-            size_t end = vkg__chunk_start(a->count, first + 1, n);
+            size_t end = a->rb[first + 1];
             take = end - e < len ? end - e : len;
         }
         for (int i = 0; i < n; i++)
@@ -299,17 +310,13 @@ static vkg_status ar_direct(ar *a)
     return VKG_OK;
 }
 
-vkg_status vkg__shm_allreduce(vkg_comm_t *c, const void *send, void *recv, size_t count,
-                              vkg_comm_dtype dt, vkg_comm_op op)
+/* The allreduce of a (started, its fields set) in its segment. */
+static vkg_status ar_run(ar *a_)
 {
-    ar a = {.send = send, .recv = recv, .count = count, .dt = dt, .avg = op == VKG_COMM_AVG};
-    VKG_TRY(start(&a.o, c, "allreduce"));
-    a.es = vkg_comm_dtype_size(dt);
-    a.per = c->shm->chunk / a.es;
-    a.ring = c->size > 2 && c->size >= c->ring_min_ranks && count * a.es > c->small_bytes;
+    ar a = *a_;
     const void *srcs[VKG_SHM_MAX_RANKS];
     a.srcs = srcs;
-    size_t steps = (count + a.per - 1) / a.per;
+    size_t count = a.count, steps = (count + a.per - 1) / a.per;
     vkg_status st = VKG_OK;
     if (steps == 1 && count * a.es <= DIRECT_BYTES && !a.ring) {
         st = ar_direct(&a);
@@ -323,8 +330,44 @@ vkg_status vkg__shm_allreduce(vkg_comm_t *c, const void *send, void *recv, size_
         if (st == VKG_OK && t >= 2)
             st = ar_copy_out(&a, t - 2);
     }
-    c->shm->step = a.o.base + (uint32_t)(steps ? steps : 1);
+    a.o.s->step = a.o.base + (uint32_t)(steps ? steps : 1);
     return st;
+}
+
+/* The ring's chunks of count elements over n ranks (vkg__chunk_start). */
+static void ring_bounds(size_t count, int n, size_t *rb)
+{
+    for (int k = 0; k <= n; k++)
+        rb[k] = vkg__chunk_start(count, k, n);
+}
+
+vkg_status vkg__shm_allreduce(vkg_comm_t *c, const void *send, void *recv, size_t count,
+                              vkg_comm_dtype dt, vkg_comm_op op)
+{
+    ar a = {.send = send, .recv = recv, .count = count, .dt = dt, .avg = op == VKG_COMM_AVG};
+    VKG_TRY(start(&a.o, c, "allreduce"));
+    a.es = vkg_comm_dtype_size(dt);
+    a.per = c->shm->chunk / a.es;
+    a.ring = c->size > 2 && c->size >= c->ring_min_ranks && count * a.es > c->small_bytes;
+    size_t rb[VKG_SHM_MAX_RANKS + 1];
+    ring_bounds(count, c->size, rb);
+    a.rb = rb;
+    return ar_run(&a);
+}
+
+vkg_status vkg__shm_group_allreduce(vkg_comm_t *c, struct vkg_shm *s, const int *ranks,
+                                    const char *what, float *buf, size_t count, const size_t *rb)
+{
+    ar a = {.send = (uint8_t *)buf,
+            .recv = (uint8_t *)buf,
+            .count = count,
+            .es = 4,
+            .dt = VKG_COMM_F32,
+            .ring = 1,
+            .rb = rb};
+    VKG_TRY(start_on(&a.o, c, s, ranks, what));
+    a.per = s->chunk / 4;
+    return ar_run(&a);
 }
 
 /* ---- ZeRO's reduce-scatter and allgatherv over chunks [bounds[q], bounds[q + 1]) ---- */
@@ -346,7 +389,10 @@ static vkg_status rs_reduce(ar *a, size_t j, size_t lo, size_t hi)
 vkg_status vkg__shm_reduce_scatter(vkg_comm_t *c, float *buf, size_t count, const size_t *bounds,
                                    int ring)
 {
-    ar a = {.send = (uint8_t *)buf,
+    size_t rb[VKG_SHM_MAX_RANKS + 1];
+    ring_bounds(count, c->size, rb);
+    ar a = {.rb = rb,
+            .send = (uint8_t *)buf,
             .recv = (uint8_t *)buf,
             .count = count,
             .es = 4,
@@ -407,11 +453,10 @@ vkg_status vkg__shm_allgatherv(vkg_comm_t *c, const char *name, void *buf, size_
 
 /* ---- broadcast and allgather: copy in, then out ---- */
 
-vkg_status vkg__shm_broadcast(vkg_comm_t *c, void *buf, size_t bytes, int root)
+static vkg_status bcast_run(shm_op *op, void *buf, size_t bytes, int root)
 {
-    shm_op o;
-    VKG_TRY(start(&o, c, "broadcast"));
-    struct vkg_shm *s = c->shm;
+    shm_op o = *op;
+    struct vkg_shm *s = o.s;
     size_t steps = (bytes + s->chunk - 1) / s->chunk;
     vkg_status st = VKG_OK;
     for (size_t j = 0; j < steps && st == VKG_OK; j++) {
@@ -437,11 +482,10 @@ vkg_status vkg__shm_broadcast(vkg_comm_t *c, void *buf, size_t bytes, int root)
     return st;
 }
 
-vkg_status vkg__shm_allgather(vkg_comm_t *c, const void *send, size_t bytes, void *recv)
+static vkg_status gather_run(shm_op *op, const void *send, size_t bytes, void *recv)
 {
-    shm_op o;
-    VKG_TRY(start(&o, c, "allgather"));
-    struct vkg_shm *s = c->shm;
+    shm_op o = *op;
+    struct vkg_shm *s = o.s;
     size_t steps = (bytes + s->chunk - 1) / s->chunk;
     uint8_t *out = recv;
     vkg_status st = VKG_OK;
@@ -488,6 +532,36 @@ void vkg__shm_publish(struct vkg_shm *s, int which, uint32_t v)
 uint8_t *vkg__shm_slot(const struct vkg_shm *s, int q, uint32_t step)
 {
     return slot(s, q, step);
+}
+
+vkg_status vkg__shm_broadcast(vkg_comm_t *c, void *buf, size_t bytes, int root)
+{
+    shm_op o;
+    VKG_TRY(start(&o, c, "broadcast"));
+    return bcast_run(&o, buf, bytes, root);
+}
+
+vkg_status vkg__shm_allgather(vkg_comm_t *c, const void *send, size_t bytes, void *recv)
+{
+    shm_op o;
+    VKG_TRY(start(&o, c, "allgather"));
+    return gather_run(&o, send, bytes, recv);
+}
+
+vkg_status vkg__shm_group_broadcast(vkg_comm_t *c, struct vkg_shm *s, const int *ranks,
+                                    const char *what, void *buf, size_t bytes, int root)
+{
+    shm_op o;
+    VKG_TRY(start_on(&o, c, s, ranks, what));
+    return bcast_run(&o, buf, bytes, root);
+}
+
+vkg_status vkg__shm_group_allgather(vkg_comm_t *c, struct vkg_shm *s, const int *ranks,
+                                    const char *what, const void *send, size_t bytes, void *recv)
+{
+    shm_op o;
+    VKG_TRY(start_on(&o, c, s, ranks, what));
+    return gather_run(&o, send, bytes, recv);
 }
 
 void vkg__shm_abort(vkg_comm_t *c, const char *reason)

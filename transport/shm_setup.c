@@ -23,15 +23,21 @@ typedef struct verdict {
     char why[255];
 } verdict;
 
-/* Every rank's verdict; *bad = the first rank that failed (-1: none). */
-static vkg_status agree(vkg_comm_t *c, const verdict *mine, verdict *all, int *bad)
+/* Every party's verdict through agree (nall of them); *bad = the first that failed (-1: none). */
+static vkg_status agree_all(vkg_shm_agree_fn agree, void *arg, int nall, const verdict *mine,
+                            verdict *all, int *bad)
 {
-    VKG_TRY(vkg_comm_allgather(c, mine, sizeof *mine, all));
+    VKG_TRY(agree(arg, mine, sizeof *mine, all));
     *bad = -1;
-    for (int q = 0; q < c->size && *bad < 0; q++)
+    for (int q = 0; q < nall && *bad < 0; q++)
         if (!all[q].ok)
             *bad = q;
     return VKG_OK;
+}
+
+static vkg_status comm_agree(void *arg, const void *mine, size_t bytes, void *all)
+{
+    return vkg_comm_allgather(arg, mine, bytes, all);
 }
 
 static void note_failure(verdict *v, vkg_status st)
@@ -55,27 +61,25 @@ static vkg_status give_up(vkg_comm_t *c, int q, const char *why)
     return VKG_OK;
 }
 
-/* Create (the host's first rank) or attach to the segment of this host's nlocal ranks. With hier
- * the communicator spans hosts: the socket name carries the host's first rank, so hosts that
- * share an abstract socket namespace (the transport's tests fake hosts that way) stay apart. */
-static vkg_status setup_segment(vkg_comm_t *c, int hier)
+/* Create (me == 0) or attach to a segment of n ranks handed over at the abstract socket `name`,
+ * the outcome agreed through agree among nall parties (two rounds). *out: the segment, or NULL
+ * with *bad = the first party that failed and its reason in why. */
+static vkg_status make_segment(vkg_comm_t *c, int n, int me, const char *name,
+                               vkg_shm_agree_fn agree, void *arg, int nall, struct vkg_shm **out,
+                               int *bad, char *why, size_t cap)
 {
-    int n = c->nlocal, me = c->local_index;
     vkg_shm_creds cr = {.job_id = c->job_id, .generation = c->generation};
     memcpy(cr.secret, c->secret, sizeof cr.secret);
-    char name[112];
-    vkg__shm_socket_name(&cr, name, sizeof name);
-    if (hier)
-        snprintf(name + strlen(name), sizeof name - strlen(name), "-h%d", c->local[0]);
     size_t chunk = c->shm_chunk ? c->shm_chunk : VKG_SHM_DEFAULT_CHUNK;
     chunk = (chunk + 4095) & ~(size_t)4095;
     int64_t deadline = vkg__now_ns() + (int64_t)c->timeout_ms * 1000000;
-    verdict mine = {.ok = 1}, *all = calloc((size_t)c->size, sizeof *all);
+    verdict mine = {.ok = 1}, *all = calloc((size_t)nall, sizeof *all);
     VKG_CHECK(all != NULL, VKG_ERR_NOMEM, "out of memory");
-    int seg = -1, lfd = -1, bad = -1;
+    int seg = -1, lfd = -1;
     size_t bytes = 0;
     uint8_t *base = NULL;
     vkg_status st = VKG_OK;
+    *out = NULL;
     if (me == 0) {
         st = vkg__shm_create_fd(&cr, n, chunk, &seg, &bytes);
         if (st == VKG_OK)
@@ -83,11 +87,9 @@ static vkg_status setup_segment(vkg_comm_t *c, int hier)
         if (st < 0)
             note_failure(&mine, st);
     }
-    VKG_TRY_GOTO(st, agree(c, &mine, all, &bad), out);
-    if (bad >= 0) {
-        st = give_up(c, bad, all[bad].why);
+    VKG_TRY_GOTO(st, agree_all(agree, arg, nall, &mine, all, bad), out);
+    if (*bad >= 0)
         goto out;
-    }
     st = me == 0 ? vkg__shm_serve(lfd, &cr, n, seg, bytes, deadline, NULL)
                  : vkg__shm_attach(name, &cr, me, deadline, &seg, &bytes);
     if (st == VKG_OK)
@@ -97,11 +99,10 @@ static vkg_status setup_segment(vkg_comm_t *c, int hier)
     if (lfd >= 0)
         close(lfd);
     lfd = -1;
-    VKG_TRY_GOTO(st, agree(c, &mine, all, &bad), out);
-    if (bad >= 0) {
+    VKG_TRY_GOTO(st, agree_all(agree, arg, nall, &mine, all, bad), out);
+    if (*bad >= 0) {
         if (base)
             munmap(base, bytes);
-        st = give_up(c, bad, all[bad].why);
         goto out;
     }
     struct vkg_shm *s = calloc(1, sizeof *s);
@@ -114,21 +115,44 @@ static vkg_status setup_segment(vkg_comm_t *c, int hier)
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     s->spin_max_ns = cpus >= n ? 50000 : 1000;
     s->spin_ns = s->spin_max_ns;
-    c->shm = s;
-    c->hier = hier;
-    if (hier)
-        snprintf(c->path, sizeof c->path,
-                 "hier (%d hosts x %d ranks: shm in the host, zmq %s between)", c->nhosts, n,
-                 vkg_comm_transport_name(c->transport));
-    else
-        snprintf(c->path, sizeof c->path, "shm (%d ranks on this host)", c->size);
+    *out = s;
 out:
+    if (*bad >= 0)
+        snprintf(why, cap, "%s", all[*bad].why);
     if (lfd >= 0)
         close(lfd);
     if (seg >= 0)
         close(seg);
     free(all);
     return st;
+}
+
+/* Create (the host's first rank) or attach to the segment of this host's nlocal ranks. With hier
+ * the communicator spans hosts: the socket name carries the host's first rank, so hosts that
+ * share an abstract socket namespace (the transport's tests fake hosts that way) stay apart. */
+static vkg_status setup_segment(vkg_comm_t *c, int hier)
+{
+    vkg_shm_creds cr = {.job_id = c->job_id, .generation = c->generation};
+    memcpy(cr.secret, c->secret, sizeof cr.secret);
+    char name[112], why[255];
+    vkg__shm_socket_name(&cr, name, sizeof name);
+    if (hier)
+        snprintf(name + strlen(name), sizeof name - strlen(name), "-h%d", c->local[0]);
+    int bad = -1;
+    struct vkg_shm *s = NULL;
+    VKG_TRY(make_segment(c, c->nlocal, c->local_index, name, comm_agree, c, c->size, &s, &bad, why,
+                         sizeof why));
+    if (!s)
+        return give_up(c, bad, why);
+    c->shm = s;
+    c->hier = hier;
+    if (hier)
+        snprintf(c->path, sizeof c->path,
+                 "hier (%d hosts x %d ranks: shm in the host, zmq %s between)", c->nhosts,
+                 c->nlocal, vkg_comm_transport_name(c->transport));
+    else
+        snprintf(c->path, sizeof c->path, "shm (%d ranks on this host)", c->size);
+    return VKG_OK;
 }
 
 vkg_status vkg__shm_setup(vkg_comm_t *c)
@@ -184,4 +208,35 @@ void vkg__shm_free(vkg_comm_t *c)
 uint32_t vkg__comm_shm_steps(const vkg_comm_t *c)
 {
     return c->shm ? c->shm->step : 0;
+}
+
+vkg_status vkg__shm_group_setup(vkg_comm_t *c, const int *ranks, int n, int me, uint32_t id,
+                                vkg_shm_agree_fn agree, void *arg, struct vkg_shm **out)
+{
+    *out = NULL;
+    if (n < 2 || n > VKG_SHM_MAX_RANKS || c->shm_mode == VKG_COMM_SHM_OFF ||
+        (c->shm_mode == VKG_COMM_SHM_AUTO && c->transport == VKG_COMM_INPROC))
+        return VKG_OK;
+    const char *mine = c->peers[c->rank].host;
+    for (int i = 0; i < n; i++) /* the same on every member: the peer table is common */
+        if (!mine[0] || strcmp(c->peers[ranks[i]].host, mine) != 0)
+            return VKG_OK;
+    vkg_shm_creds cr = {.job_id = c->job_id, .generation = c->generation};
+    memcpy(cr.secret, c->secret, sizeof cr.secret);
+    char name[112], why[255];
+    vkg__shm_socket_name(&cr, name, sizeof name);
+    snprintf(name + strlen(name), sizeof name - strlen(name), "-g%u-%d", (unsigned)id, ranks[0]);
+    int bad = -1;
+    return make_segment(c, n, me, name, agree, arg, n, out, &bad, why, sizeof why);
+}
+
+void vkg__shm_group_free(struct vkg_shm **ps)
+{
+    struct vkg_shm *s = *ps;
+    if (!s)
+        return;
+    munmap(s->base, s->bytes);
+    close(s->fd);
+    free(s);
+    *ps = NULL;
 }
