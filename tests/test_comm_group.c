@@ -5,7 +5,9 @@
  * < size, not divisible by the size, several thousand), broadcast from every root and allgather.
  * Inputs are integer-valued floats, so every sum is exact: each rank checks its results against
  * the reference, and the parent checks that the members of a group produced bitwise identical
- * bytes. Also: bad groups are refused with the member, id or rank named. */
+ * bytes. Also: bad groups are refused with the member, id or rank named; and groups whose members
+ * share a host (processes over ipc) run in a segment of their own, bitwise equal to the tagged
+ * messages' results on inputs whose sums show the order of additions. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,6 +18,7 @@
 
 #include <cmocka.h>
 
+#include "../transport/comm_testing.h"
 #include "test_comm_harness.h"
 #include "vkgpt/comm.h"
 
@@ -192,12 +195,94 @@ static void test_refusals(void **state)
     assert_true(ok);
 }
 
+/* ---- groups in shared memory ---- */
+
+static float odd(int rank, size_t i)
+{
+    uint32_t h = (uint32_t)i * 2654435761u ^ (uint32_t)rank * 40503u;
+    h ^= h >> 13;
+    h *= 0x5bd1e995u;
+    h ^= h >> 15;
+    return ((float)(h & 0xffff) / 65536.0f - 0.5f) * (float)(1u << (h >> 28));
+}
+
+/* 4 ranks; groups {3, 1, 2} (unsorted), {0, 2}, all four in reverse: allreduce of order-revealing
+ * sums, broadcast from member 1, allgather; digest of every result. arg: 1 if the groups must run
+ * in shared memory, 0 if they must not. */
+static int shm_body(vkg_th_rank *r, void *arg)
+{
+    int want_shm = *(const int *)arg, me = r->rank, bad_path = 0;
+    static const int a[] = {3, 1, 2}, b[] = {0, 2}, c[] = {3, 2, 1, 0};
+    const int *lists[] = {a, b, c};
+    const int sizes[] = {3, 2, 4};
+    static const size_t counts[] = {1, 5, 1000, 70001, 300007};
+    uint64_t dig = 0;
+    vkg_status st = VKG_OK;
+    for (int gi = 0; gi < 3 && st == VKG_OK; gi++) {
+        int member = 0;
+        for (int i = 0; i < sizes[gi]; i++)
+            member |= lists[gi][i] == me;
+        if (!member)
+            continue;
+        vkg_group_t *g = NULL;
+        st = vkg_group_create(r->comm, lists[gi], sizes[gi], 40 + (uint32_t)gi, &g);
+        for (int k = 0; k < 5 && st == VKG_OK; k++) {
+            size_t n = counts[k];
+            float *x = malloc(n * sizeof *x * 4 + 16);
+            for (size_t i = 0; i < n; i++)
+                x[i] = odd(me, i);
+            st = vkg_group_allreduce_sum(g, x, n);
+            dig = dig * 1099511628211ull ^ vkg_th_digest(x, n * 4);
+            if (st == VKG_OK)
+                st = vkg_group_broadcast(g, x, n * 4, 1);
+            dig = dig * 1099511628211ull ^ vkg_th_digest(x, n * 4);
+            if (st == VKG_OK)
+                st = vkg_group_allgather(g, x, n / 4 * 4, x + n);
+            dig = dig * 1099511628211ull ^ vkg_th_digest(x + n, n / 4 * 4 * (size_t)sizes[gi]);
+            free(x);
+        }
+        bad_path += g && vkg__group_uses_shm(g) != want_shm;
+        vkg_group_destroy(&g);
+    }
+    vkg_th_report(r, "digest=%016llx bad_path=%d st=%s %s", (unsigned long long)dig, bad_path,
+                  vkg_status_name(st), st ? vkg_error_message() : "");
+    return st != VKG_OK || bad_path != 0;
+}
+
+static void test_shm_like_messages(void **state)
+{
+    (void)state;
+    char digest[2][4][24];
+    for (int shm = 0; shm <= 1; shm++) {
+        vkg_th_opts o = {.transport = VKG_COMM_IPC,
+                         .processes = 1,
+                         .shm = shm ? VKG_COMM_SHM_AUTO : VKG_COMM_SHM_OFF,
+                         .shm_chunk_bytes = 16384,
+                         .wall_s = 120};
+        vkg_th_result res[4];
+        vkg_th_run(4, &o, shm_body, &shm, res);
+        int ok = 1;
+        for (int q = 0; q < 4; q++) {
+            ok &= res[q].create_status == VKG_OK && res[q].body_rc == 0;
+            snprintf(digest[shm][q], sizeof digest[shm][q], "%.23s", res[q].report);
+        }
+        if (!ok)
+            vkg_th_dump(res, 4);
+        assert_true(ok);
+    }
+    for (int q = 0; q < 4; q++) {
+        fprintf(stderr, "  rank %d: shm %s | messages %s\n", q, digest[1][q], digest[0][q]);
+        assert_string_equal(digest[1][q], digest[0][q]);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_inproc),
         cmocka_unit_test(test_ipc),
         cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_shm_like_messages),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -171,6 +171,8 @@ vkg_th_job *vkg_th_start(int n, const vkg_th_opts *o, vkg_th_body body, void *ar
     for (int r = 0; r < n; r++)
         j->fd[r] = -1;
     if (!o->processes) {
+        if (o->ranks_per_host) /* the host tag is an environment variable: one per process */
+            abort();
         if (vkg_comm_ctx_create(&j->ctx) != VKG_OK)
             abort();
         for (int r = 0; r < n; r++) {
@@ -195,6 +197,11 @@ vkg_th_job *vkg_th_start(int n, const vkg_th_opts *o, vkg_th_body body, void *ar
                 close(j->fd[q]);
             prctl(PR_SET_PDEATHSIG, SIGKILL);
             alarm((unsigned)j->o.wall_s + 5);
+            if (j->o.ranks_per_host) {
+                char tag[16];
+                snprintf(tag, sizeof tag, "h%d", r / j->o.ranks_per_host);
+                setenv("VKG_TEST_HOST_TAG", tag, 1);
+            }
             record rec;
             run_rank(j, r, p[1], NULL, &rec);
             unsigned char out[sizeof rec + 1];

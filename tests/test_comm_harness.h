@@ -40,6 +40,9 @@ typedef struct vkg_th_opts {
     int keep_comm;          /* 1: the body destroys the comm itself (sets r->comm = NULL) */
     vkg_comm_shm shm;       /* shared-memory policy (default: automatic) */
     size_t shm_chunk_bytes; /* 0: the transport's */
+    /* Test-only fake hosts (processes only): rank r runs as host r / ranks_per_host, through
+     * VKG_TEST_HOST_TAG (transport/host.c); 0: the real host identity. */
+    int ranks_per_host;
 } vkg_th_opts;
 
 typedef struct vkg_th_result {

@@ -222,6 +222,101 @@ static void test_pipeline_and_ring_order(void **state)
     }
 }
 
+/* ---- ZeRO's reduce-scatter and allgatherv ---- */
+
+/* Uneven chunks (one empty) of count elements for n ranks. */
+static void zero_bounds(size_t count, int n, size_t *b)
+{
+    b[0] = 0;
+    for (int q = 1; q < n; q++)
+        b[q] = q == 1 ? 0 : count / (size_t)n * (size_t)q + (size_t)q * 13 % 7;
+    b[n] = count;
+    for (int q = 1; q <= n; q++)
+        b[q] = b[q] < b[q - 1] ? b[q - 1] : b[q] > count ? count : b[q];
+}
+
+/* For each count: reduce-scatter (order-revealing, then integer inputs, checked exactly in this
+ * rank's chunk), then allgatherv of the result; digests of every buffer. With expect_shm, each
+ * call must advance the segment's steps (it ran in the segment), otherwise leave them alone. */
+static int zero_body(vkg_th_rank *r, void *arg)
+{
+    const sweep *s = arg;
+    int n = r->size, wrong = 0, path_bad = 0;
+    uint64_t digest = 0;
+    vkg_status st = VKG_OK;
+    for (int ci = 0; ci < s->ncounts && st == VKG_OK; ci++) {
+        size_t count = s->counts[ci], b[VKG_TH_MAX_RANKS + 1];
+        zero_bounds(count, n, b);
+        float *buf = malloc(count * 4 + 4);
+        for (int odd = 1; odd >= 0 && st == VKG_OK; odd--) {
+            fill(buf, count, VKG_COMM_F32, r->rank, odd);
+            uint32_t s0 = vkg__comm_shm_steps(r->comm);
+            st = vkg_comm_reduce_scatter(r->comm, buf, count, b);
+            uint32_t s1 = vkg__comm_shm_steps(r->comm);
+            if (st == VKG_OK)
+                st = vkg_comm_allgatherv(r->comm, buf, count, b);
+            uint32_t s2 = vkg__comm_shm_steps(r->comm);
+            path_bad += s->expect_shm ? (s1 == s0 || s2 == s1) : (s1 != s0 || s2 != s1);
+            if (st != VKG_OK)
+                break;
+            digest = digest * 1099511628211ull ^ vkg_th_digest(buf, count * 4);
+            for (size_t i = 0; !odd && i < count; i++) {
+                float want = 0;
+                for (int q = 0; q < n; q++)
+                    want += int_value(q, i);
+                wrong += buf[i] != want;
+            }
+        }
+        free(buf);
+    }
+    vkg_th_report(r, "wrong=%d digest=%016llx path_bad=%d st=%s %s", wrong,
+                  (unsigned long long)digest, path_bad, vkg_status_name(st),
+                  st ? vkg_error_message() : "");
+    return st != VKG_OK || wrong != 0 || path_bad != 0;
+}
+
+static void zero_run(int n, vkg_comm_shm shm, const vkg_th_opts *base, const size_t *counts,
+                     int ncounts, char *digest_out, size_t cap)
+{
+    vkg_th_opts o = *base;
+    o.shm = shm;
+    sweep sw = {.counts = counts, .ncounts = ncounts, .expect_shm = shm != VKG_COMM_SHM_OFF};
+    vkg_th_result res[VKG_TH_MAX_RANKS];
+    vkg_th_run(n, &o, zero_body, &sw, res);
+    int ok = 1;
+    for (int q = 0; q < n; q++)
+        ok &= res[q].create_status == VKG_OK && res[q].body_rc == 0 &&
+              strncmp(res[q].report, res[0].report, 31) == 0;
+    if (!ok)
+        vkg_th_dump(res, n);
+    assert_true(ok);
+    snprintf(digest_out, cap, "%.31s", res[0].report);
+}
+
+/* ZeRO-1's collectives in the segment: bitwise the ZeroMQ engine's results, in rank order (the
+ * default thresholds) and in the ring's order (ring_min_ranks 3, small_bytes 1 KiB), many
+ * pipeline steps (16 KiB chunks). */
+static void test_zero_collectives_like_zmq(void **state)
+{
+    (void)state;
+    static const size_t counts[] = {1, 5, 1000, 70001, 300007};
+    for (int ring = 0; ring <= 1; ring++)
+        for (int n = 2; n <= 4; n++) {
+            vkg_th_opts o = {.transport = VKG_COMM_IPC,
+                             .processes = 1,
+                             .shm_chunk_bytes = 16384,
+                             .ring_min_ranks = ring ? 3 : 0,
+                             .small_bytes = ring ? 1024 : 0,
+                             .wall_s = 120};
+            char a[64], b[64];
+            zero_run(n, VKG_COMM_SHM_REQUIRE, &o, counts, 5, a, sizeof a);
+            zero_run(n, VKG_COMM_SHM_OFF, &o, counts, 5, b, sizeof b);
+            fprintf(stderr, "  zero %s, %d ranks: shm %s | zmq %s\n", ring ? "ring" : "rank", n, a,
+                    b);
+            assert_string_equal(a, b);
+        }
+}
+
 /* 64 MiB of f32 and 32 MiB of bf16 on 2 and 4 ranks. */
 static void test_large(void **state)
 {
@@ -544,6 +639,7 @@ int main(void)
         cmocka_unit_test(test_pipeline_and_ring_order),
         cmocka_unit_test(test_large),
         cmocka_unit_test(test_broadcast_allgather),
+        cmocka_unit_test(test_zero_collectives_like_zmq),
         cmocka_unit_test(test_abort_through_the_segment),
         cmocka_unit_test(test_sigkill),
         cmocka_unit_test(test_sigstop),

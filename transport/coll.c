@@ -138,7 +138,9 @@ vkg_status vkg_comm_allreduce(vkg_comm_t *c, const void *send, void *recv, size_
         return VKG_OK;
     }
     vkg_status st;
-    if (c->shm)
+    if (c->hier)
+        st = vkg__hier_allreduce(c, send, recv, count, dtype, op);
+    else if (c->shm)
         st = vkg__shm_allreduce(c, send, recv, count, dtype, op);
     else if (count * es <= c->small_bytes)
         st = direct_allreduce(c, send, recv, count, dtype, op);
@@ -180,6 +182,8 @@ vkg_status vkg_comm_reduce_scatter(vkg_comm_t *c, float *buf, size_t count, cons
     /* The order of additions of vkg_comm_allreduce for this count: rank order (one step, or
      * straight to the owners), or the ring's. */
     int ring = count * 4 > c->small_bytes && (c->size == 2 || c->size >= c->ring_min_ranks);
+    if (c->shm && !c->hier)
+        return finish(c, vkg__shm_reduce_scatter(c, buf, count, bounds, ring));
     return finish(c, vkg__a2a_scatter(c, buf, count, bounds, 1, ring));
 }
 
@@ -190,6 +194,8 @@ vkg_status vkg_comm_allgatherv(vkg_comm_t *c, float *buf, size_t count, const si
     c->seq++;
     if (c->size == 1 || count == 0)
         return VKG_OK;
+    if (c->shm && !c->hier)
+        return finish(c, vkg__shm_allgatherv(c, "allgatherv", buf, count, 4, bounds));
     return finish(c, vkg__a2a_scatter(c, buf, count, bounds, 0, 0));
 }
 
@@ -231,7 +237,7 @@ vkg_status vkg_comm_broadcast(vkg_comm_t *c, void *buf, size_t bytes, int root)
     c->seq++;
     if (c->size == 1 || bytes == 0)
         return VKG_OK;
-    vkg_status st = c->shm                    ? vkg__shm_broadcast(c, buf, bytes, root)
+    vkg_status st = c->shm && !c->hier        ? vkg__shm_broadcast(c, buf, bytes, root)
                     : bytes <= c->small_bytes ? direct_broadcast(c, buf, bytes, root)
                                               : vkg__chain_broadcast(c, buf, bytes, root);
     return finish(c, st);
@@ -278,7 +284,7 @@ vkg_status vkg_comm_allgather(vkg_comm_t *c, const void *send, size_t bytes, voi
             memcpy(recv, send, bytes);
         return VKG_OK;
     }
-    vkg_status st = c->shm ? vkg__shm_allgather(c, send, bytes, recv)
+    vkg_status st = c->shm && !c->hier ? vkg__shm_allgather(c, send, bytes, recv)
                     : bytes * (size_t)(c->size - 1) <= c->small_bytes
                         ? direct_allgather(c, send, bytes, recv)
                         : vkg__ring_allgather(c, send, bytes, recv);

@@ -107,10 +107,12 @@ static vkg_status comm_alloc(const vkg_comm_config *cfg, vkg_comm_t **out)
     c->peers = calloc((size_t)c->size, sizeof *c->peers);
     c->credits = calloc((size_t)c->size, sizeof *c->credits);
     c->local = calloc((size_t)c->size, sizeof *c->local);
+    c->across = calloc((size_t)c->size, sizeof *c->across);
     c->guard = calloc(1, sizeof *c->guard);
     if (c->guard)
         c->guard->efd = -1;
-    VKG_CHECK(c->peers && c->credits && c->guard && c->local, VKG_ERR_NOMEM, "out of memory");
+    VKG_CHECK(c->peers && c->credits && c->guard && c->local && c->across, VKG_ERR_NOMEM,
+              "out of memory");
     VKG_TRY(vkg__host_identity(c->peers[c->rank].host, sizeof c->peers[c->rank].host));
     atomic_init(&c->guard->inflight, 0);
     atomic_init(&c->guard->waiting, 0);
@@ -174,6 +176,7 @@ static void comm_free(vkg_comm_t *c)
     }
     vkg__shm_free(c);
     free(c->local);
+    free(c->across);
     free(c->curve_keys);
     free(c->peers);
     free(c->credits);
@@ -227,6 +230,7 @@ vkg_status vkg_comm_create(const vkg_comm_config *cfg, vkg_comm_t **out)
     close_rendezvous(c, rdv, master);
     rdv = NULL;
     vkg__find_local(c);
+    vkg__find_hosts(c);
     VKG_TRY_GOTO(st, vkg__shm_setup(c), fail);
     *out = c;
     return VKG_OK;

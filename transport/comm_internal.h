@@ -160,6 +160,12 @@ struct vkg_comm {
     /* Ranks on this host (host.c): local[0..nlocal) in rank order, this one at local_index. */
     int *local;
     int nlocal, local_index;
+    /* Hosts (host.c): nhosts of them, ordered by their first rank; across[0..nhosts) holds, per
+     * host, the rank whose local index equals this rank's (-1 where that host has fewer ranks),
+     * this rank at across_index; hosts_uniform: every host holds nlocal ranks. */
+    int *across;
+    int nhosts, across_index, hosts_uniform;
+    int hier; /* allreduce in two levels: shm holds this host's ranks only (hier.c) */
     vkg_comm_shm shm_mode;
     size_t shm_chunk;    /* bytes of a buffer one step of the shm pipeline moves (0 = default) */
     struct vkg_shm *shm; /* the host's segment when every rank is local and shm is used */
@@ -185,6 +191,8 @@ void vkg__ctx_ref(vkg_comm_ctx_t *ctx, int delta);
 vkg_status vkg__host_identity(char *out, size_t cap);
 /* Fill c->local / nlocal / local_index from the peers' host identities. */
 void vkg__find_local(vkg_comm_t *c);
+/* Fill c->nhosts, across, across_index and hosts_uniform (after vkg__find_local). */
+void vkg__find_hosts(vkg_comm_t *c);
 /* After the first barrier: set up the host's segment when the policy and the hosts allow it
  * (collective over the communicator); sets c->shm and c->path. */
 vkg_status vkg__shm_setup(vkg_comm_t *c);
@@ -195,6 +203,18 @@ vkg_status vkg__shm_allreduce(vkg_comm_t *c, const void *send, void *recv, size_
                               vkg_comm_dtype dt, vkg_comm_op op);
 vkg_status vkg__shm_broadcast(vkg_comm_t *c, void *buf, size_t bytes, int root);
 vkg_status vkg__shm_allgather(vkg_comm_t *c, const void *send, size_t bytes, void *recv);
+/* vkg_comm_reduce_scatter and vkg_comm_allgatherv in the segment (every rank local): the same
+ * chunks and the same order of additions as the ZeroMQ engine (rank order, or with ring the ring
+ * allreduce's order for this count). allgatherv works on count elements of es bytes; name is the
+ * collective named in errors. */
+vkg_status vkg__shm_reduce_scatter(vkg_comm_t *c, float *buf, size_t count, const size_t *bounds,
+                                   int ring);
+vkg_status vkg__shm_allgatherv(vkg_comm_t *c, const char *name, void *buf, size_t count, size_t es,
+                               const size_t *bounds);
+/* Allreduce over several hosts of nlocal ranks each (c->hier): reduce-scatter in the host's
+ * segment, a ring between the hosts per local slice, allgather in the segment (hier.c). */
+vkg_status vkg__hier_allreduce(vkg_comm_t *c, const void *send, void *recv, size_t count,
+                               vkg_comm_dtype dt, vkg_comm_op op);
 
 /* ---- small files (config.c) ---- */
 
@@ -344,6 +364,11 @@ void vkg__reduce_ordered(void *dst, const void *const *srcs, int nsrc, size_t n,
 
 vkg_status vkg__ring_allreduce(vkg_comm_t *c, const void *send, void *recv, size_t count,
                                vkg_comm_dtype dt, vkg_comm_op op);
+/* The ring allreduce among n ranks members[0..n) (this one members[me]; NULL: the whole
+ * communicator in rank order); the same engine, messages and order of additions for that ring. */
+vkg_status vkg__ring_allreduce_among(vkg_comm_t *c, const int *members, int n, int me,
+                                     const void *send, void *recv, size_t count, vkg_comm_dtype dt,
+                                     vkg_comm_op op);
 /* Reduce-scatter and allgather with every peer directly (a2a.c): 2 hops instead of 2(N-1). */
 vkg_status vkg__a2a_allreduce(vkg_comm_t *c, const void *send, void *recv, size_t count,
                               vkg_comm_dtype dt, vkg_comm_op op);

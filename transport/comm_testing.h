@@ -12,6 +12,13 @@
 /* The job's 16-byte secret as rank 0 drew it (all zero for a single rank). */
 void vkg__comm_secret(const vkg_comm_t *c, uint8_t out[16]);
 
+/* Steps of the shared-memory pipeline this rank has completed (0 without a segment): a test
+ * reads it before and after a call to see that the call ran in the segment. */
+uint32_t vkg__comm_shm_steps(const vkg_comm_t *c);
+
+/* 1 when group g runs its collectives in a segment of its own (decided at its first one). */
+int vkg__group_uses_shm(const vkg_group_t *g);
+
 /* Fuzzing the parsers a rank runs on network input (fuzz/fuzz_wire.c): each builds a rank of a
  * world of 4 with no sockets and feeds it `data`. The first byte picks the parser:
  *   0: a data-connection message (header frame = the next 64 bytes, payload = the rest, or a

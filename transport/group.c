@@ -2,11 +2,20 @@
  * communicator's tagged point-to-point messages. A group call's tag is 1 << 31 | id << 20 |
  * (sequence number mod 2^20): user tags stay below 2^31, and a peer's messages of one call are
  * matched in order (point-to-point messages from one peer arrive in order; other tags wait in the
- * communicator's stash). Not here: the wire, deadlines and liveness (coll.c, wait.c). */
+ * communicator's stash). Not here: the wire, deadlines and liveness (coll.c, wait.c).
+ *
+ * When every member shares this host (and the communicator's policy allows shared memory, as for
+ * its own collectives), the group's first collective sets up a segment of the members' own
+ * (shm_setup.c, agreed over the group's messages) and the collectives run in it with the ZeroMQ
+ * ring's order of additions (chunk k of this file's chunking summed from member k on), so both
+ * paths give the same bits. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/error.h"
+#include "comm_testing.h"
+#include "shm.h"
 #include "vkgpt/comm.h"
 
 #define GROUP_TAG_BIT 0x80000000u
@@ -16,6 +25,8 @@ struct vkg_group {
     int *ranks; /* (n) communicator ranks in group-rank order */
     int n, me;  /* size, this rank's group rank */
     uint32_t id, seq;
+    int shm_decided;     /* the segment question was settled (at the first collective) */
+    struct vkg_shm *shm; /* the members' segment, or NULL: tagged messages */
 };
 
 vkg_status vkg_group_create(vkg_comm_t *c, const int *ranks, int n, uint32_t id, vkg_group_t **out)
@@ -54,9 +65,15 @@ void vkg_group_destroy(vkg_group_t **pg)
     vkg_group_t *g = pg ? *pg : NULL;
     if (!g)
         return;
+    vkg__shm_group_free(&g->shm);
     free(g->ranks);
     free(g);
     *pg = NULL;
+}
+
+int vkg__group_uses_shm(const vkg_group_t *g)
+{
+    return g->shm != NULL;
 }
 
 int vkg_group_rank(const vkg_group_t *g)
@@ -90,11 +107,55 @@ static void chunk(const vkg_group_t *g, size_t n, int k, size_t *off, size_t *le
     *len = base + ((size_t)k < extra ? 1 : 0);
 }
 
+static vkg_status p2p_allgather(vkg_group_t *g, const void *send, size_t bytes, void *recv);
+static vkg_status p2p_allgather_tag(vkg_group_t *g, uint32_t tag, const void *send, size_t bytes,
+                                    void *recv);
+
+static vkg_status agree(void *arg, const void *mine, size_t bytes, void *all)
+{
+    return p2p_allgather(arg, mine, bytes, all);
+}
+
+/* At the first collective: the members' segment when they share this host. *on: use it. */
+static vkg_status use_shm(vkg_group_t *g, int *on)
+{
+    if (!g->shm_decided) {
+        g->shm_decided = 1;
+        VKG_TRY(vkg__shm_group_setup(g->comm, g->ranks, g->n, g->me, g->id, agree, g, &g->shm));
+    }
+    *on = g->shm != NULL;
+    return VKG_OK;
+}
+
+/* A failure in the segment fails the communicator and tells the peers, as a failed message
+ * would. */
+static vkg_status shm_done(vkg_group_t *g, vkg_status st)
+{
+    return st < 0 ? vkg__comm_fail(g->comm, st, 1) : st;
+}
+
+static void shm_what(const vkg_group_t *g, const char *name, char *what, size_t cap)
+{
+    snprintf(what, cap, "group %u %s #%u (shm)", (unsigned)g->id, name, (unsigned)(g->seq - 1));
+}
+
 vkg_status vkg_group_allreduce_sum(vkg_group_t *g, float *buf, size_t n)
 {
     uint32_t tag = next_tag(g);
     if (g->n == 1 || n == 0)
         return VKG_OK;
+    int on;
+    VKG_TRY(use_shm(g, &on));
+    if (on) {
+        size_t rb[VKG_SHM_MAX_RANKS + 1], len;
+        for (int k = 0; k < g->n; k++)
+            chunk(g, n, k, &rb[k], &len);
+        rb[g->n] = n;
+        char what[64];
+        shm_what(g, "allreduce", what, sizeof what);
+        VKG_TRY(vkg__comm_usable(g->comm));
+        return shm_done(g, vkg__shm_group_allreduce(g->comm, g->shm, g->ranks, what, buf, n, rb));
+    }
     int next = g->ranks[(g->me + 1) % g->n], prev = g->ranks[(g->me + g->n - 1) % g->n];
     size_t most = n / (size_t)g->n + 1;
     float *tmp = malloc(most * sizeof *tmp);
@@ -129,6 +190,17 @@ vkg_status vkg_group_broadcast(vkg_group_t *g, void *buf, size_t bytes, int root
     uint32_t tag = next_tag(g);
     VKG_CHECK(root >= 0 && root < g->n, VKG_ERR_INVALID_ARG,
               "group %u: broadcast root %d outside [0, %d)", (unsigned)g->id, root, g->n);
+    if (g->n == 1 || bytes == 0)
+        return VKG_OK;
+    int on;
+    VKG_TRY(use_shm(g, &on));
+    if (on) {
+        char what[64];
+        shm_what(g, "broadcast", what, sizeof what);
+        VKG_TRY(vkg__comm_usable(g->comm));
+        return shm_done(
+            g, vkg__shm_group_broadcast(g->comm, g->shm, g->ranks, what, buf, bytes, root));
+    }
     if (g->me != root)
         return vkg_comm_recv(g->comm, g->ranks[root], tag, buf, bytes);
     for (int i = 0; i < g->n; i++)
@@ -140,6 +212,24 @@ vkg_status vkg_group_broadcast(vkg_group_t *g, void *buf, size_t bytes, int root
 vkg_status vkg_group_allgather(vkg_group_t *g, const void *send, size_t bytes, void *recv)
 {
     uint32_t tag = next_tag(g);
+    if (g->n > 1 && bytes > 0) {
+        int on;
+        VKG_TRY(use_shm(g, &on));
+        if (on) {
+            char what[64];
+            shm_what(g, "allgather", what, sizeof what);
+            VKG_TRY(vkg__comm_usable(g->comm));
+            return shm_done(
+                g, vkg__shm_group_allgather(g->comm, g->shm, g->ranks, what, send, bytes, recv));
+        }
+    }
+    return p2p_allgather_tag(g, tag, send, bytes, recv);
+}
+
+/* The allgather over tagged messages, under tag. */
+static vkg_status p2p_allgather_tag(vkg_group_t *g, uint32_t tag, const void *send, size_t bytes,
+                                    void *recv)
+{
     unsigned char *out = recv;
     if (out + (size_t)g->me * bytes != send)
         memmove(out + (size_t)g->me * bytes, send, bytes);
@@ -150,4 +240,9 @@ vkg_status vkg_group_allgather(vkg_group_t *g, const void *send, size_t bytes, v
         if (i != g->me)
             VKG_TRY(vkg_comm_recv(g->comm, g->ranks[i], tag, out + (size_t)i * bytes, bytes));
     return VKG_OK;
+}
+
+static vkg_status p2p_allgather(vkg_group_t *g, const void *send, size_t bytes, void *recv)
+{
+    return p2p_allgather_tag(g, next_tag(g), send, bytes, recv);
 }

@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -44,7 +45,11 @@ vkg_status vkg__host_identity(char *out, size_t cap)
      * local to nobody */
     if (!boot[0] || !ipc[0] || !net[0])
         return VKG_OK;
-    int n = snprintf(out, cap, "%s boot=%s %s %s", host[0] ? host : "?", boot, ipc, net);
+    /* Test-only: the transport's tests fake several hosts with processes of one machine by
+     * giving each "host" its own tag; nothing else sets this variable. */
+    const char *tag = getenv("VKG_TEST_HOST_TAG");
+    int n = snprintf(out, cap, "%s boot=%s %s %s%s%s", host[0] ? host : "?", boot, ipc, net,
+                     tag && tag[0] ? " test-host=" : "", tag && tag[0] ? tag : "");
     VKG_CHECK(n > 0 && (size_t)n < cap, VKG_ERR_IO, "host identity too long (%d bytes)", n);
     return VKG_OK;
 }
@@ -61,4 +66,42 @@ void vkg__find_local(vkg_comm_t *c)
             c->local_index = c->nlocal;
         c->local[c->nlocal++] = q;
     }
+}
+
+/* Rank q's host: the first rank with the same identity (a rank of unknown host is its own). */
+static int host_of(const vkg_comm_t *c, int q)
+{
+    if (!c->peers[q].host[0])
+        return q;
+    for (int p = 0; p < q; p++)
+        if (!strcmp(c->peers[p].host, c->peers[q].host))
+            return p;
+    return q;
+}
+
+void vkg__find_hosts(vkg_comm_t *c)
+{
+    int *count = calloc((size_t)c->size, sizeof *count); /* ranks per host, at its first rank */
+    c->nhosts = 0;
+    c->hosts_uniform = count != NULL;
+    c->across_index = -1;
+    if (!count)
+        return;
+    for (int q = 0; q < c->size; q++)
+        count[host_of(c, q)]++;
+    for (int h = 0; h < c->size; h++) {
+        if (!count[h])
+            continue;
+        if (count[h] != c->nlocal)
+            c->hosts_uniform = 0;
+        /* the rank of host h whose local index is this rank's */
+        int seen = 0, pick = -1;
+        for (int q = h; q < c->size && pick < 0; q++)
+            if (host_of(c, q) == h && seen++ == c->local_index)
+                pick = q;
+        if (pick == c->rank)
+            c->across_index = c->nhosts;
+        c->across[c->nhosts++] = pick;
+    }
+    free(count);
 }

@@ -269,9 +269,19 @@ size_t vkg__chunk_start(size_t count, int chunk, int n)
 vkg_status vkg__ring_allreduce(vkg_comm_t *c, const void *send, void *recv, size_t count,
                                vkg_comm_dtype dt, vkg_comm_op op)
 {
-    int n = c->size, me = c->rank;
+    return vkg__ring_allreduce_among(c, NULL, c->size, c->rank, send, recv, count, dt, op);
+}
+
+vkg_status vkg__ring_allreduce_among(vkg_comm_t *c, const int *members, int n, int me,
+                                     const void *send, void *recv, size_t count, vkg_comm_dtype dt,
+                                     vkg_comm_op op)
+{
     ring r;
     VKG_TRY(ring_alloc(&r, c, 2 * (n - 1), VKG_C_ALLREDUCE, "allreduce"));
+    if (members) { /* ring_alloc linked the whole communicator */
+        r.prev = members[(me + n - 1) % n];
+        r.next = members[(me + 1) % n];
+    }
     r.dt = dt;
     r.es = vkg_comm_dtype_size(dt);
     r.avg_n = op == VKG_COMM_AVG ? n : 0;

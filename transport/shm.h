@@ -59,6 +59,49 @@ struct vkg_shm {
     int64_t spin_max_ns; /* its ceiling: 50 us with a core per rank, 1 us otherwise */
 };
 
+/* One collective in the segment (shm_coll.c; hier.c runs its phases with these helpers). */
+typedef struct vkg_shm_op {
+    vkg_comm_t *c;
+    struct vkg_shm *s;
+    const int *ranks; /* communicator rank of each of the segment's ranks */
+    uint32_t base;    /* the segment step of this collective's first chunk */
+    char what[48];
+} vkg_shm_op;
+
+enum { VKG_SHM_IN, VKG_SHM_RED, VKG_SHM_OUT }; /* a rank's counters (vkg_shm_ctl) */
+
+/* Begin a collective `name` at the segment's next step (fails at once on a recorded abort). */
+vkg_status vkg__shm_start(vkg_shm_op *o, vkg_comm_t *c, const char *name);
+/* Wait until every other local rank's counter `which` reaches target (names the one that lags,
+ * sees aborts, dead and frozen peers and the deadline). */
+vkg_status vkg__shm_wait_all(vkg_shm_op *o, int which, uint32_t target);
+/* Wait until slot `step` may be rewritten: every rank copied out step - slots. */
+vkg_status vkg__shm_wait_slot(vkg_shm_op *o, uint32_t step);
+/* Publish this rank's counter `which` = v, waking sleepers. */
+void vkg__shm_publish(struct vkg_shm *s, int which, uint32_t v);
+/* Local rank q's slot for step. */
+uint8_t *vkg__shm_slot(const struct vkg_shm *s, int q, uint32_t step);
+
+/* Group collectives (group.c) in a group's own segment s, whose rank q is communicator rank
+ * ranks[q]; `what` names the call in errors. allreduce: f32 sums in place, each element of ring
+ * chunk k ([rb[k], rb[k + 1])) summed from rank k on around the ring, as the group's ZeroMQ ring
+ * adds it. */
+vkg_status vkg__shm_group_allreduce(vkg_comm_t *c, struct vkg_shm *s, const int *ranks,
+                                    const char *what, float *buf, size_t count, const size_t *rb);
+vkg_status vkg__shm_group_broadcast(vkg_comm_t *c, struct vkg_shm *s, const int *ranks,
+                                    const char *what, void *buf, size_t bytes, int root);
+vkg_status vkg__shm_group_allgather(vkg_comm_t *c, struct vkg_shm *s, const int *ranks,
+                                    const char *what, const void *send, size_t bytes, void *recv);
+/* Set up the segment of a group whose members (communicator ranks ranks[0..n), this one
+ * ranks[me]) all share this host, collectively among them, over the group's own messages
+ * (agree: an allgather of each member's one-byte verdict and 255-byte reason, in member order).
+ * *out = NULL (and VKG_OK) when the policy or the hosts rule it out or the setup failed on some
+ * member (every member then agrees on the fallback). */
+typedef vkg_status (*vkg_shm_agree_fn)(void *arg, const void *mine, size_t bytes, void *all);
+vkg_status vkg__shm_group_setup(vkg_comm_t *c, const int *ranks, int n, int me, uint32_t id,
+                                vkg_shm_agree_fn agree, void *arg, struct vkg_shm **out);
+void vkg__shm_group_free(struct vkg_shm **ps);
+
 /* Bytes of a segment for n ranks and chunk, and where the regions start. */
 size_t vkg__shm_layout(int n, size_t chunk, size_t *data_off);
 /* Point s's fields into the mapping at base. */

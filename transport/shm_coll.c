@@ -1,5 +1,6 @@
 /* Allreduce, broadcast and allgather in the host's shared-memory segment (see shm.h for its
- * layout), used when every rank of the communicator is on this host.
+ * layout), used when every rank of the communicator is on this host (and, through the helpers at
+ * the end, by the two-level allreduce of hier.c).
  *
  * Allreduce: reduce-scatter + allgather in place, streamed in steps of one chunk of the buffer.
  * In step g each rank copies its chunk into its region's slot g % slots and raises its `in`
@@ -43,14 +44,9 @@
 #define SPIN_MIN_NS 1000         /* the shortest spin: enough to notice that spinning pays again */
 #define DIRECT_BYTES (64u << 10) /* up to this size every rank reduces the whole buffer */
 
-enum { CTR_IN, CTR_RED, CTR_OUT };
+enum { CTR_IN = VKG_SHM_IN, CTR_RED = VKG_SHM_RED, CTR_OUT = VKG_SHM_OUT };
 
-typedef struct shm_op {
-    vkg_comm_t *c;
-    struct vkg_shm *s;
-    uint32_t base; /* the segment step of this collective's first chunk */
-    char what[48];
-} shm_op;
+typedef vkg_shm_op shm_op;
 
 static int reached(uint32_t v, uint32_t target)
 {
@@ -93,7 +89,7 @@ static vkg_status aborted(shm_op *o)
     vkg__escape(why, sizeof why, s->reasons + (size_t)x * VKG_SHM_REASON,
                 strnlen(s->reasons + (size_t)x * VKG_SHM_REASON, VKG_SHM_REASON));
     o->c->peer_aborted = 1;
-    return VKG_FAIL(VKG_ERR_PEER, "%s: rank %d aborted: %s", o->what, x, why);
+    return VKG_FAIL(VKG_ERR_PEER, "%s: rank %d aborted: %s", o->what, o->ranks[x], why);
 }
 
 static void relax(void)
@@ -141,7 +137,7 @@ static vkg_status wait_one(shm_op *o, int q, int which, uint32_t target)
         }
         if (now - polled >= POLL_NS) {
             vkg_expect ex = {
-                .sender = -1, .all_peers = 1, .waiting_on = c->local[q], .what = o->what};
+                .sender = -1, .all_peers = 1, .waiting_on = o->ranks[q], .what = o->what};
             VKG_TRY(vkg__comm_poll(c, &ex));
             polled = vkg__now_ns();
         }
@@ -169,18 +165,28 @@ static vkg_status wait_slot(shm_op *o, uint32_t step)
     return wait_all(o, CTR_OUT, step - (uint32_t)o->s->slots + 1);
 }
 
-static vkg_status start(shm_op *o, vkg_comm_t *c, const char *name)
+/* Begin a collective in segment s whose local rank q is communicator rank ranks[q]. */
+static vkg_status start_on(shm_op *o, vkg_comm_t *c, struct vkg_shm *s, const int *ranks,
+                           const char *what)
 {
     o->c = c;
-    o->s = c->shm;
-    o->base = c->shm->step;
-    snprintf(o->what, sizeof o->what, "%s #%llu (shm)", name, (unsigned long long)c->seq);
+    o->s = s;
+    o->ranks = ranks;
+    o->base = s->step;
+    snprintf(o->what, sizeof o->what, "%s", what);
     int64_t now = vkg__now_ns();
     if (c->progress_ns < now) /* time outside collectives never counts */
         c->progress_ns = now;
     if (atomic_load(&o->s->hdr->abort_word))
         return aborted(o);
     return VKG_OK;
+}
+
+static vkg_status start(shm_op *o, vkg_comm_t *c, const char *name)
+{
+    char what[48];
+    snprintf(what, sizeof what, "%s #%llu (shm)", name, (unsigned long long)c->seq);
+    return start_on(o, c, c->shm, c->local, what);
 }
 
 /* ---- allreduce ---- */
@@ -192,6 +198,7 @@ typedef struct ar {
     size_t count, es, per; /* elements; bytes each; elements per step */
     vkg_comm_dtype dt;
     int avg, ring;
+    const size_t *rb; /* with ring: [n + 1] the ring's chunks (chunk k is summed from rank k) */
     const void **srcs;
 } ar;
 
@@ -215,16 +222,16 @@ static int ring_chunk(const ar *a, size_t e)
 {
     int n = a->o.s->n, k = (int)((double)e * n / (double)a->count);
     k = k < 0 ? 0 : k >= n ? n - 1 : k;
-    while (k > 0 && vkg__chunk_start(a->count, k, n) > e)
+    while (k > 0 && a->rb[k] > e)
         k--;
-    while (k < n - 1 && vkg__chunk_start(a->count, k + 1, n) <= e)
+    while (k < n - 1 && a->rb[k + 1] <= e)
         k++;
     return k;
 }
 
 /* Reduce len elements at element e of the whole buffer (offset off within the step's slots)
- * from every rank's slot into this rank's. */
-static void reduce_run(ar *a, uint32_t step, size_t off, size_t e, size_t len)
+ * from every rank's slot into dst (this rank's slot, or the caller's buffer at element e). */
+static void reduce_run(ar *a, uint32_t step, size_t off, size_t e, size_t len, uint8_t *dst)
 {
     struct vkg_shm *s = a->o.s;
     int n = s->n;
@@ -233,12 +240,13 @@ static void reduce_run(ar *a, uint32_t step, size_t off, size_t e, size_t len)
         int first = 0;
         if (a->ring) { /* the ring starts chunk k at rank k: split at its chunk boundaries */
             first = ring_chunk(a, e);
-            size_t end = vkg__chunk_start(a->count, first + 1, n);
+            size_t end = a->rb[first + 1];
             take = end - e < len ? end - e : len;
         }
         for (int i = 0; i < n; i++)
             a->srcs[i] = slot(s, (first + i) % n, step) + off * a->es;
-        vkg__reduce_ordered(slot(s, s->me, step) + off * a->es, a->srcs, n, take, a->dt, a->avg);
+        vkg__reduce_ordered(dst, a->srcs, n, take, a->dt, a->avg);
+        dst += take * a->es;
         off += take;
         e += take;
         len -= take;
@@ -263,7 +271,8 @@ static vkg_status ar_reduce(ar *a, size_t j)
     if (a->o.s->me == a->o.s->n - 1)
         hi = n;
     if (hi > lo)
-        reduce_run(a, step, lo, j * a->per + lo, hi - lo);
+        reduce_run(a, step, lo, j * a->per + lo, hi - lo,
+                   slot(a->o.s, a->o.s->me, step) + lo * a->es);
     publish(a->o.s, CTR_RED, step + 1);
     return VKG_OK;
 }
@@ -301,17 +310,13 @@ static vkg_status ar_direct(ar *a)
     return VKG_OK;
 }
 
-vkg_status vkg__shm_allreduce(vkg_comm_t *c, const void *send, void *recv, size_t count,
-                              vkg_comm_dtype dt, vkg_comm_op op)
+/* The allreduce of a (started, its fields set) in its segment. */
+static vkg_status ar_run(ar *a_)
 {
-    ar a = {.send = send, .recv = recv, .count = count, .dt = dt, .avg = op == VKG_COMM_AVG};
-    VKG_TRY(start(&a.o, c, "allreduce"));
-    a.es = vkg_comm_dtype_size(dt);
-    a.per = c->shm->chunk / a.es;
-    a.ring = c->size > 2 && c->size >= c->ring_min_ranks && count * a.es > c->small_bytes;
+    ar a = *a_;
     const void *srcs[VKG_SHM_MAX_RANKS];
     a.srcs = srcs;
-    size_t steps = (count + a.per - 1) / a.per;
+    size_t count = a.count, steps = (count + a.per - 1) / a.per;
     vkg_status st = VKG_OK;
     if (steps == 1 && count * a.es <= DIRECT_BYTES && !a.ring) {
         st = ar_direct(&a);
@@ -325,17 +330,133 @@ vkg_status vkg__shm_allreduce(vkg_comm_t *c, const void *send, void *recv, size_
         if (st == VKG_OK && t >= 2)
             st = ar_copy_out(&a, t - 2);
     }
-    c->shm->step = a.o.base + (uint32_t)(steps ? steps : 1);
+    a.o.s->step = a.o.base + (uint32_t)(steps ? steps : 1);
+    return st;
+}
+
+/* The ring's chunks of count elements over n ranks (vkg__chunk_start). */
+static void ring_bounds(size_t count, int n, size_t *rb)
+{
+    for (int k = 0; k <= n; k++)
+        rb[k] = vkg__chunk_start(count, k, n);
+}
+
+vkg_status vkg__shm_allreduce(vkg_comm_t *c, const void *send, void *recv, size_t count,
+                              vkg_comm_dtype dt, vkg_comm_op op)
+{
+    ar a = {.send = send, .recv = recv, .count = count, .dt = dt, .avg = op == VKG_COMM_AVG};
+    VKG_TRY(start(&a.o, c, "allreduce"));
+    a.es = vkg_comm_dtype_size(dt);
+    a.per = c->shm->chunk / a.es;
+    a.ring = c->size > 2 && c->size >= c->ring_min_ranks && count * a.es > c->small_bytes;
+    size_t rb[VKG_SHM_MAX_RANKS + 1];
+    ring_bounds(count, c->size, rb);
+    a.rb = rb;
+    return ar_run(&a);
+}
+
+vkg_status vkg__shm_group_allreduce(vkg_comm_t *c, struct vkg_shm *s, const int *ranks,
+                                    const char *what, float *buf, size_t count, const size_t *rb)
+{
+    ar a = {.send = (uint8_t *)buf,
+            .recv = (uint8_t *)buf,
+            .count = count,
+            .es = 4,
+            .dt = VKG_COMM_F32,
+            .ring = 1,
+            .rb = rb};
+    VKG_TRY(start_on(&a.o, c, s, ranks, what));
+    a.per = s->chunk / 4;
+    return ar_run(&a);
+}
+
+/* ---- ZeRO's reduce-scatter and allgatherv over chunks [bounds[q], bounds[q + 1]) ---- */
+
+/* Reduce this rank's chunk within step j straight into the buffer, then free the slot. */
+static vkg_status rs_reduce(ar *a, size_t j, size_t lo, size_t hi)
+{
+    uint32_t step = a->o.base + (uint32_t)j;
+    VKG_TRY(wait_all(&a->o, CTR_IN, step + 1));
+    size_t e0 = j * a->per, e1 = e0 + step_len(a, j);
+    size_t x = e0 > lo ? e0 : lo, y = e1 < hi ? e1 : hi;
+    if (x < y)
+        reduce_run(a, step, x - e0, x, y - x, a->recv + x * a->es);
+    publish(a->o.s, CTR_RED, step + 1);
+    publish(a->o.s, CTR_OUT, step + 1);
+    return VKG_OK;
+}
+
+vkg_status vkg__shm_reduce_scatter(vkg_comm_t *c, float *buf, size_t count, const size_t *bounds,
+                                   int ring)
+{
+    size_t rb[VKG_SHM_MAX_RANKS + 1];
+    ring_bounds(count, c->size, rb);
+    ar a = {.rb = rb,
+            .send = (uint8_t *)buf,
+            .recv = (uint8_t *)buf,
+            .count = count,
+            .es = 4,
+            .dt = VKG_COMM_F32,
+            .ring = ring && c->size > 2};
+    VKG_TRY(start(&a.o, c, "reduce-scatter"));
+    a.per = c->shm->chunk / 4;
+    const void *srcs[VKG_SHM_MAX_RANKS];
+    a.srcs = srcs;
+    size_t steps = (count + a.per - 1) / a.per, lo = bounds[c->shm->me],
+           hi = bounds[c->shm->me + 1];
+    vkg_status st = VKG_OK;
+    for (size_t t = 0; t < steps + 1 && st == VKG_OK; t++) {
+        if (t < steps)
+            st = ar_copy_in(&a, t);
+        if (st == VKG_OK && t >= 1)
+            st = rs_reduce(&a, t - 1, lo, hi);
+    }
+    c->shm->step = a.o.base + (uint32_t)steps;
+    return st;
+}
+
+vkg_status vkg__shm_allgatherv(vkg_comm_t *c, const char *name, void *buf, size_t count, size_t es,
+                               const size_t *bounds)
+{
+    shm_op o;
+    VKG_TRY(start(&o, c, name));
+    struct vkg_shm *s = c->shm;
+    uint8_t *b = buf;
+    size_t per = s->chunk / es, steps = (count + per - 1) / per;
+    vkg_status st = VKG_OK;
+    for (size_t j = 0; j < steps && st == VKG_OK; j++) {
+        uint32_t step = o.base + (uint32_t)j;
+        size_t e0 = j * per, e1 = count - e0 < per ? count : e0 + per;
+        st = wait_slot(&o, step);
+        if (st < 0)
+            break;
+        size_t x = e0 > bounds[s->me] ? e0 : bounds[s->me];
+        size_t y = e1 < bounds[s->me + 1] ? e1 : bounds[s->me + 1];
+        if (x < y)
+            memcpy(slot(s, s->me, step) + (x - e0) * es, b + x * es, (y - x) * es);
+        publish(s, CTR_IN, step + 1);
+        publish(s, CTR_RED, step + 1);
+        st = wait_all(&o, CTR_IN, step + 1);
+        if (st < 0)
+            break;
+        for (int q = 0; q < s->n; q++) {
+            x = e0 > bounds[q] ? e0 : bounds[q];
+            y = e1 < bounds[q + 1] ? e1 : bounds[q + 1];
+            if (q != s->me && x < y)
+                memcpy(b + x * es, slot(s, q, step) + (x - e0) * es, (y - x) * es);
+        }
+        publish(s, CTR_OUT, step + 1);
+    }
+    s->step = o.base + (uint32_t)steps;
     return st;
 }
 
 /* ---- broadcast and allgather: copy in, then out ---- */
 
-vkg_status vkg__shm_broadcast(vkg_comm_t *c, void *buf, size_t bytes, int root)
+static vkg_status bcast_run(shm_op *op, void *buf, size_t bytes, int root)
 {
-    shm_op o;
-    VKG_TRY(start(&o, c, "broadcast"));
-    struct vkg_shm *s = c->shm;
+    shm_op o = *op;
+    struct vkg_shm *s = o.s;
     size_t steps = (bytes + s->chunk - 1) / s->chunk;
     vkg_status st = VKG_OK;
     for (size_t j = 0; j < steps && st == VKG_OK; j++) {
@@ -361,11 +482,10 @@ vkg_status vkg__shm_broadcast(vkg_comm_t *c, void *buf, size_t bytes, int root)
     return st;
 }
 
-vkg_status vkg__shm_allgather(vkg_comm_t *c, const void *send, size_t bytes, void *recv)
+static vkg_status gather_run(shm_op *op, const void *send, size_t bytes, void *recv)
 {
-    shm_op o;
-    VKG_TRY(start(&o, c, "allgather"));
-    struct vkg_shm *s = c->shm;
+    shm_op o = *op;
+    struct vkg_shm *s = o.s;
     size_t steps = (bytes + s->chunk - 1) / s->chunk;
     uint8_t *out = recv;
     vkg_status st = VKG_OK;
@@ -387,6 +507,61 @@ vkg_status vkg__shm_allgather(vkg_comm_t *c, const void *send, size_t bytes, voi
     }
     s->step = o.base + (uint32_t)steps;
     return st;
+}
+
+vkg_status vkg__shm_start(vkg_shm_op *o, vkg_comm_t *c, const char *name)
+{
+    return start(o, c, name);
+}
+
+vkg_status vkg__shm_wait_all(vkg_shm_op *o, int which, uint32_t target)
+{
+    return wait_all(o, which, target);
+}
+
+vkg_status vkg__shm_wait_slot(vkg_shm_op *o, uint32_t step)
+{
+    return wait_slot(o, step);
+}
+
+void vkg__shm_publish(struct vkg_shm *s, int which, uint32_t v)
+{
+    publish(s, which, v);
+}
+
+uint8_t *vkg__shm_slot(const struct vkg_shm *s, int q, uint32_t step)
+{
+    return slot(s, q, step);
+}
+
+vkg_status vkg__shm_broadcast(vkg_comm_t *c, void *buf, size_t bytes, int root)
+{
+    shm_op o;
+    VKG_TRY(start(&o, c, "broadcast"));
+    return bcast_run(&o, buf, bytes, root);
+}
+
+vkg_status vkg__shm_allgather(vkg_comm_t *c, const void *send, size_t bytes, void *recv)
+{
+    shm_op o;
+    VKG_TRY(start(&o, c, "allgather"));
+    return gather_run(&o, send, bytes, recv);
+}
+
+vkg_status vkg__shm_group_broadcast(vkg_comm_t *c, struct vkg_shm *s, const int *ranks,
+                                    const char *what, void *buf, size_t bytes, int root)
+{
+    shm_op o;
+    VKG_TRY(start_on(&o, c, s, ranks, what));
+    return bcast_run(&o, buf, bytes, root);
+}
+
+vkg_status vkg__shm_group_allgather(vkg_comm_t *c, struct vkg_shm *s, const int *ranks,
+                                    const char *what, const void *send, size_t bytes, void *recv)
+{
+    shm_op o;
+    VKG_TRY(start_on(&o, c, s, ranks, what));
+    return gather_run(&o, send, bytes, recv);
 }
 
 void vkg__shm_abort(vkg_comm_t *c, const char *reason)

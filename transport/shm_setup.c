@@ -1,9 +1,11 @@
 /* Whether the collectives of a communicator use shared memory, decided collectively by create
- * after its first barrier (vkg__shm_setup): never for a single rank or with the policy OFF; not
- * when some rank is on another host (REQUIRE then fails, naming why); otherwise the host's first
- * rank creates the segment and the others attach (shm.c). Two rounds of allgather over ZeroMQ
- * make the outcome collective: first whether the segment exists, then whether every rank
- * attached; with the automatic policy any failure falls back to ZeroMQ on every rank, with
+ * after its first barrier (vkg__shm_setup): never for a single rank or with the policy OFF. When
+ * every rank is on this host, the segment holds them all. When the ranks span hosts that each
+ * hold the same number (2 or more) of ranks, each host gets a segment of its own ranks and the
+ * allreduce runs in two levels (hier.c); otherwise (REQUIRE then fails, naming why) ZeroMQ only.
+ * The host's first rank creates the segment and the others attach (shm.c). Two rounds of allgather
+ * over ZeroMQ make the outcome collective: first whether the segment exists, then whether every
+ * rank attached; with the automatic policy any failure falls back to ZeroMQ on every rank, with
  * REQUIRE it fails create naming the rank and its reason.
  */
 #include "shm.h"
@@ -21,15 +23,21 @@ typedef struct verdict {
     char why[255];
 } verdict;
 
-/* Every rank's verdict; *bad = the first rank that failed (-1: none). */
-static vkg_status agree(vkg_comm_t *c, const verdict *mine, verdict *all, int *bad)
+/* Every party's verdict through agree (nall of them); *bad = the first that failed (-1: none). */
+static vkg_status agree_all(vkg_shm_agree_fn agree, void *arg, int nall, const verdict *mine,
+                            verdict *all, int *bad)
 {
-    VKG_TRY(vkg_comm_allgather(c, mine, sizeof *mine, all));
+    VKG_TRY(agree(arg, mine, sizeof *mine, all));
     *bad = -1;
-    for (int q = 0; q < c->size && *bad < 0; q++)
+    for (int q = 0; q < nall && *bad < 0; q++)
         if (!all[q].ok)
             *bad = q;
     return VKG_OK;
+}
+
+static vkg_status comm_agree(void *arg, const void *mine, size_t bytes, void *all)
+{
+    return vkg_comm_allgather(arg, mine, bytes, all);
 }
 
 static void note_failure(verdict *v, vkg_status st)
@@ -53,68 +61,98 @@ static vkg_status give_up(vkg_comm_t *c, int q, const char *why)
     return VKG_OK;
 }
 
-static vkg_status setup_all_local(vkg_comm_t *c)
+/* Create (me == 0) or attach to a segment of n ranks handed over at the abstract socket `name`,
+ * the outcome agreed through agree among nall parties (two rounds). *out: the segment, or NULL
+ * with *bad = the first party that failed and its reason in why. */
+static vkg_status make_segment(vkg_comm_t *c, int n, int me, const char *name,
+                               vkg_shm_agree_fn agree, void *arg, int nall, struct vkg_shm **out,
+                               int *bad, char *why, size_t cap)
 {
     vkg_shm_creds cr = {.job_id = c->job_id, .generation = c->generation};
     memcpy(cr.secret, c->secret, sizeof cr.secret);
-    char name[96];
-    vkg__shm_socket_name(&cr, name, sizeof name);
     size_t chunk = c->shm_chunk ? c->shm_chunk : VKG_SHM_DEFAULT_CHUNK;
     chunk = (chunk + 4095) & ~(size_t)4095;
     int64_t deadline = vkg__now_ns() + (int64_t)c->timeout_ms * 1000000;
-    verdict mine = {.ok = 1}, *all = calloc((size_t)c->size, sizeof *all);
+    verdict mine = {.ok = 1}, *all = calloc((size_t)nall, sizeof *all);
     VKG_CHECK(all != NULL, VKG_ERR_NOMEM, "out of memory");
-    int seg = -1, lfd = -1, bad = -1;
+    int seg = -1, lfd = -1;
     size_t bytes = 0;
     uint8_t *base = NULL;
     vkg_status st = VKG_OK;
-    if (c->rank == 0) {
-        st = vkg__shm_create_fd(&cr, c->size, chunk, &seg, &bytes);
+    *out = NULL;
+    if (me == 0) {
+        st = vkg__shm_create_fd(&cr, n, chunk, &seg, &bytes);
         if (st == VKG_OK)
             st = vkg__shm_listen(name, &lfd);
         if (st < 0)
             note_failure(&mine, st);
     }
-    VKG_TRY_GOTO(st, agree(c, &mine, all, &bad), out);
-    if (bad >= 0) {
-        st = give_up(c, bad, all[bad].why);
+    VKG_TRY_GOTO(st, agree_all(agree, arg, nall, &mine, all, bad), out);
+    if (*bad >= 0)
         goto out;
-    }
-    st = c->rank == 0 ? vkg__shm_serve(lfd, &cr, c->size, seg, bytes, deadline, NULL)
-                      : vkg__shm_attach(name, &cr, c->rank, deadline, &seg, &bytes);
+    st = me == 0 ? vkg__shm_serve(lfd, &cr, n, seg, bytes, deadline, NULL)
+                 : vkg__shm_attach(name, &cr, me, deadline, &seg, &bytes);
     if (st == VKG_OK)
-        st = vkg__shm_map(seg, &cr, c->size, chunk, &base, &bytes);
+        st = vkg__shm_map(seg, &cr, n, chunk, &base, &bytes);
     if (st < 0)
         note_failure(&mine, st);
     if (lfd >= 0)
         close(lfd);
     lfd = -1;
-    VKG_TRY_GOTO(st, agree(c, &mine, all, &bad), out);
-    if (bad >= 0) {
+    VKG_TRY_GOTO(st, agree_all(agree, arg, nall, &mine, all, bad), out);
+    if (*bad >= 0) {
         if (base)
             munmap(base, bytes);
-        st = give_up(c, bad, all[bad].why);
         goto out;
     }
     struct vkg_shm *s = calloc(1, sizeof *s);
     VKG_CHECK_GOTO(st, s != NULL, VKG_ERR_NOMEM, out, "out of memory");
     s->fd = seg;
     seg = -1;
-    vkg__shm_bind(s, base, bytes, c->size, c->rank);
+    vkg__shm_bind(s, base, bytes, n, me);
     /* spinning helps only when every rank has a core of its own (and then adapts, see
      * shm_coll.c) */
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-    s->spin_max_ns = cpus >= c->size ? 50000 : 1000;
+    s->spin_max_ns = cpus >= n ? 50000 : 1000;
     s->spin_ns = s->spin_max_ns;
-    c->shm = s;
-    snprintf(c->path, sizeof c->path, "shm (%d ranks on this host)", c->size);
+    *out = s;
 out:
+    if (*bad >= 0)
+        snprintf(why, cap, "%s", all[*bad].why);
     if (lfd >= 0)
         close(lfd);
     if (seg >= 0)
         close(seg);
     free(all);
     return st;
+}
+
+/* Create (the host's first rank) or attach to the segment of this host's nlocal ranks. With hier
+ * the communicator spans hosts: the socket name carries the host's first rank, so hosts that
+ * share an abstract socket namespace (the transport's tests fake hosts that way) stay apart. */
+static vkg_status setup_segment(vkg_comm_t *c, int hier)
+{
+    vkg_shm_creds cr = {.job_id = c->job_id, .generation = c->generation};
+    memcpy(cr.secret, c->secret, sizeof cr.secret);
+    char name[112], why[255];
+    vkg__shm_socket_name(&cr, name, sizeof name);
+    if (hier)
+        snprintf(name + strlen(name), sizeof name - strlen(name), "-h%d", c->local[0]);
+    int bad = -1;
+    struct vkg_shm *s = NULL;
+    VKG_TRY(make_segment(c, c->nlocal, c->local_index, name, comm_agree, c, c->size, &s, &bad, why,
+                         sizeof why));
+    if (!s)
+        return give_up(c, bad, why);
+    c->shm = s;
+    c->hier = hier;
+    if (hier)
+        snprintf(c->path, sizeof c->path,
+                 "hier (%d hosts x %d ranks: shm in the host, zmq %s between)", c->nhosts,
+                 c->nlocal, vkg_comm_transport_name(c->transport));
+    else
+        snprintf(c->path, sizeof c->path, "shm (%d ranks on this host)", c->size);
+    return VKG_OK;
 }
 
 vkg_status vkg__shm_setup(vkg_comm_t *c)
@@ -128,11 +166,20 @@ vkg_status vkg__shm_setup(vkg_comm_t *c)
         snprintf(c->path, sizeof c->path, "zmq %s (shared memory off)", tr);
         return VKG_OK;
     }
+    /* several hosts of the same number (2 or more) of ranks each: two levels */
+    int hier = c->nlocal != c->size && c->nlocal >= 2 && c->hosts_uniform &&
+               c->nlocal <= VKG_SHM_MAX_RANKS;
+    if (hier && c->shm_mode == VKG_COMM_SHM_AUTO && c->transport == VKG_COMM_INPROC) {
+        snprintf(c->path, sizeof c->path, "zmq inproc (ranks on several hosts)");
+        return VKG_OK;
+    }
+    if (hier)
+        return setup_segment(c, 1);
     if (c->nlocal != c->size || c->size > VKG_SHM_MAX_RANKS) {
         VKG_CHECK(c->shm_mode != VKG_COMM_SHM_REQUIRE, VKG_ERR_UNSUPPORTED,
                   "shared memory required (--transport shm) but %s: only ranks sharing one host "
                   "(host name, boot id, IPC and network namespace) can use it, and only when "
-                  "all of them do",
+                  "all of them do or every host holds the same number (2 or more) of ranks",
                   c->size > VKG_SHM_MAX_RANKS ? "there are more than 64 ranks"
                   : c->nlocal > 1             ? "some ranks run on other hosts"
                                               : "this rank shares its host with no other");
@@ -143,7 +190,7 @@ vkg_status vkg__shm_setup(vkg_comm_t *c)
         snprintf(c->path, sizeof c->path, "zmq inproc");
         return VKG_OK;
     }
-    return setup_all_local(c);
+    return setup_segment(c, 0);
 }
 
 void vkg__shm_free(vkg_comm_t *c)
@@ -155,4 +202,41 @@ void vkg__shm_free(vkg_comm_t *c)
     close(s->fd);
     free(s);
     c->shm = NULL;
+    c->hier = 0;
+}
+
+uint32_t vkg__comm_shm_steps(const vkg_comm_t *c)
+{
+    return c->shm ? c->shm->step : 0;
+}
+
+vkg_status vkg__shm_group_setup(vkg_comm_t *c, const int *ranks, int n, int me, uint32_t id,
+                                vkg_shm_agree_fn agree, void *arg, struct vkg_shm **out)
+{
+    *out = NULL;
+    if (n < 2 || n > VKG_SHM_MAX_RANKS || c->shm_mode == VKG_COMM_SHM_OFF ||
+        (c->shm_mode == VKG_COMM_SHM_AUTO && c->transport == VKG_COMM_INPROC))
+        return VKG_OK;
+    const char *mine = c->peers[c->rank].host;
+    for (int i = 0; i < n; i++) /* the same on every member: the peer table is common */
+        if (!mine[0] || strcmp(c->peers[ranks[i]].host, mine) != 0)
+            return VKG_OK;
+    vkg_shm_creds cr = {.job_id = c->job_id, .generation = c->generation};
+    memcpy(cr.secret, c->secret, sizeof cr.secret);
+    char name[112], why[255];
+    vkg__shm_socket_name(&cr, name, sizeof name);
+    snprintf(name + strlen(name), sizeof name - strlen(name), "-g%u-%d", (unsigned)id, ranks[0]);
+    int bad = -1;
+    return make_segment(c, n, me, name, agree, arg, n, out, &bad, why, sizeof why);
+}
+
+void vkg__shm_group_free(struct vkg_shm **ps)
+{
+    struct vkg_shm *s = *ps;
+    if (!s)
+        return;
+    munmap(s->base, s->bytes);
+    close(s->fd);
+    free(s);
+    *ps = NULL;
 }
