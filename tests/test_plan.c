@@ -37,28 +37,30 @@ typedef struct count {
 static count recount(size_t B, int recompute)
 {
     count k = {0};
-    size_t BT = B * T, BTC = BT * C, att = B * NH * (size_t)T * T;
+    size_t BT = B * T, BTC = BT * C, stat = B * NH * (size_t)T;
     size_t np = (size_t)VP * C + (size_t)1024 * C +
                 (size_t)L * (2 * C + 3 * C * C + 3 * C + C * C + C + 2 * C + 4 * C * C + 4 * C +
                              4 * C * C + C) +
                 2 * C;
     k.params = r256(np);
-    /* a slot: encoded; per layer ln1, mean, rstd, qkv, atty, att, attproj, residual2, ln2,
-     * mean, rstd, fch, fch_gelu, fcproj, residual3; lnf, mean, rstd, logits, losses; tokens */
-    size_t layer = r256(BTC) + 2 * r256(BT) + r256(3 * BTC) + r256(BTC) + r256(att) + r256(BTC) +
+    /* a slot: encoded; per layer ln1, mean, rstd, qkv, atty, attention's logsumexp (B, NH, T),
+     * attproj, residual2, ln2, mean, rstd, fch, fch_gelu, fcproj, residual3; lnf, mean, rstd,
+     * logits, losses; tokens */
+    size_t layer = r256(BTC) + 2 * r256(BT) + r256(3 * BTC) + r256(BTC) + r256(stat) + r256(BTC) +
                    r256(BTC) + r256(BTC) + 2 * r256(BT) + r256(4 * BTC) +
                    r256(recompute ? 0 : 4 * BTC) + r256(BTC) + r256(BTC);
     k.acts =
         r256(BTC) + L * layer + r256(BTC) + 2 * r256(BT) + r256(BT * VP) + r256(BT) + 2 * r256(BT);
     /* one layer's gradients of the activations, two residual-stream buffers, dencoded, dlnf;
-     * scratch: the transposed matmul input, the score gradients, dtop, the GELU buffer */
+     * scratch: the transposed matmul input, attention's row sums of dout * out (B, NH, T), dtop,
+     * the GELU buffer */
     k.shared = r256(BTC) * 8 + r256(3 * BTC) + 2 * r256(4 * BTC) + 2 * r256(BTC) + r256(4 * BTC) +
-               r256(att) + r256(BTC) + r256(recompute ? 4 * BTC : 0);
+               r256(stat) + r256(BTC) + r256(recompute ? 4 * BTC : 0);
     k.adamw = 2 * r256(np) + r256(1024) + 512;
     k.total = 2 * k.params + k.acts + k.shared + k.adamw;
     k.largest = k.params;
-    size_t cand[] = {r256(BT * VP), r256(att), r256(4 * BTC)};
-    for (int i = 0; i < 3; i++)
+    size_t cand[] = {r256(BT * VP), r256(4 * BTC)};
+    for (int i = 0; i < 2; i++)
         k.largest = cand[i] > k.largest ? cand[i] : k.largest;
     return k;
 }
