@@ -72,12 +72,13 @@ static size_t dkv_shared(uint32_t wg, uint32_t bq, size_t hs)
 /* VKG_ATTENTION_DIRECT on a device whose subgroups have 4 to 16 lanes (CPU devices such as
  * lavapipe, 8 lanes = one AVX2 register): the subgroup form, a workgroup of one subgroup of S
  * lanes owning S query rows (or keys), tiles of 2S keys (queries) so that each lane holds two
- * scores per row; about 64 + 16 accumulators per lane at hs = 64, the size of the matmul's
- * register tile. Otherwise (VKG_ATTENTION_SHARED, or subgroups too wide for register tiles of
- * S rows, or of a size the driver may not keep when it compiles) the rows form: 64 query rows
- * per workgroup over tiles of 32 keys (16 KiB of shared memory at hs = 64, Vulkan's guaranteed
- * minimum), and 32 keys per workgroup over tiles of 16 queries for the key gradients (24.4 KiB at
- * hs = 64); tiles are halved, then the key blocks, while the device allows less. */
+ * scores per row (at hs = 64: 64 output and 16 score accumulators per lane in the forward pass,
+ * the size of the matmul's register tile; tiles of 4S measured no faster). Otherwise
+ * (VKG_ATTENTION_SHARED, or subgroups too wide for register tiles of S rows, or of a size the
+ * driver may not keep when it compiles) the rows form: 64 query rows per workgroup over tiles of 32
+ * keys (16 KiB of shared memory at hs = 64, Vulkan's guaranteed minimum), and 32 keys per workgroup
+ * over tiles of 16 queries for the key gradients (24.4 KiB at hs = 64); tiles are halved, then the
+ * key blocks, while the device allows less. */
 static vkg_status pick_plan(const char *op, const vkg_device_t *dev, int hs, att_plan *out)
 {
     const vkg_device_info *info = vkg_device_get_info(dev);
