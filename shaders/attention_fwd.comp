@@ -1,186 +1,201 @@
 #version 460
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
-// attention_fwd: causal attention probabilities, one head at a time.
-//   att[b,h,t,t2] = softmax_t2(scale * q[b,t,h] . k[b,t2,h]) for t2 <= t, 0 for t2 > t
-// qkv (B,T,3C) = [q | k | v], head h using channels h*hs..(h+1)*hs of each part; att (B,NH,T,T).
-// The product with v is attention_fwd_pv.
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_ballot : require
+#extension GL_EXT_control_flow_attributes : require
+// attention_fwd: causal self-attention, flash form (nothing of size T x T is stored):
+//   out[b,t,h] = sum_{t2 <= t} softmax_t2(s[t,t2]) v[b,t2,h],   s[t,t2] = scale q[b,t,h] . k[b,t2,h]
+//   lse[b,h,t] = log sum_{t2 <= t} exp(s[t,t2])   (the backward pass recomputes the softmax from it)
+// qkv (B,T,3C) = [q | k | v], head h at channels h*HS..(h+1)*HS of each part; out (B,T,C);
+// lse (B,NH,T). Workgroup (x: block of query rows, y: head, z: batch). The keys pass in tiles
+// of BK, only those some row of the block can see (tiles wholly above the diagonal are skipped),
+// with the online softmax: per row a running maximum m and sum l of exp(s - m), and the output
+// rescaled by exp(m_old - m_new) whenever the maximum grows; at the end out = o / l and
+// lse = m + log(l). Every sum runs in a fixed order (no atomics): deterministic. Loops over keys
+// are not unrolled (an unrolled tile makes lavapipe's compiler take minutes); those over a row's
+// channels index register arrays and are.
 //
-// Workgroup (x: block of BQ query rows, y: head, z: batch); tiles of BK keys pass one after the
-// other. Each invocation owns RQ rows (ly + i*LY) x RK keys (lx + j*LX) of every tile, writes
-// their scaled scores to att and keeps a running (max, sum of exp) per row; the LX partial pairs
-// of a row are merged through shared memory in a fixed order, then each invocation rewrites the
-// entries it wrote itself (so no memory visibility between invocations is needed) as
-// probabilities, and writes the zeros above the diagonal. No atomics: deterministic.
-// HC > 0 (GPUs): the block's queries and each key tile go through shared memory, HC channels at a
-// time (the queries stay resident when hs <= HC). HC = 0 (CPU drivers such as lavapipe, where
-// barriers are dear): q and k are read straight from memory, with LY = 1 the q loads are uniform.
-layout(constant_id = 3) const uint RQ = 4;  // query rows per invocation
-layout(constant_id = 4) const uint RK = 4;  // keys per invocation and tile
-layout(constant_id = 5) const uint HC = 64; // channels per shared-memory chunk, 0 = none
+// FORM 0 (GPUs): one invocation per query row (the workgroup's WG rows), its q and its output row
+// in registers; each tile of keys and values is staged in shared memory, read by all
+// invocations at the same address (a broadcast). Nothing is exchanged between invocations; the
+// softmax runs key by key.
+// FORM 1 (CPU devices such as lavapipe, where every load is a gather and barriers are dear): the
+// workgroup is one subgroup of S lanes and owns S query rows, uniform across it; lane x holds
+// the scores of keys x + S*j of each tile (j < BK/S) and channels x + S*c of the output
+// (c < ceil(HS/S)). Rows of q, and the probabilities for the product with v, pass between lanes
+// by subgroup broadcasts: one load per channel serves S rows. No shared memory, no barrier.
+layout(constant_id = 3) const uint FORM = 0; // see above
+layout(constant_id = 4) const uint HS = 64;  // head size (= p.hs)
+layout(constant_id = 5) const uint BK = 32;  // keys per tile (FORM 1: a multiple of S)
 
 layout(push_constant) uniform Push {
-    Floats att; // (B,NH,T,T) out
-    Floats qkv; // (B,T,3C) in
+    Floats out_; // (B,T,C) out
+    Floats lse;  // (B,NH,T) out
+    Floats qkv;  // (B,T,3C) in
     uint T, C, NH, hs;
     float scale;
 } p;
 
-const uint LX = gl_WorkGroupSize.x;
-const uint LY = gl_WorkGroupSize.y;
-const uint WG = LX * LY;
-const uint BQ = LY * RQ;
-const uint BK = LX * RK;
-const uint HCS = HC > 0 ? HC : 1;
-const uint KSTRIDE = BK + 1; // ks[c * KSTRIDE + key]: padded so the transposing stores spread
-
-shared float qs[BQ * HCS];
-shared float ks[HCS * KSTRIDE];
-shared float red_m[BQ * LX];
-shared float red_l[BQ * LX];
+const uint WG = gl_WorkGroupSize.x;
+const uint KV_TILE = FORM == 0 ? BK * HS : 1;
+shared float ks[KV_TILE];
+shared float vs[KV_TILE];
 
 const float NEG_BIG = -1.0e30; // "no score yet": finite, so exp(NEG_BIG - m) is 0, never NaN
 
-float acc[RQ][RK];
-
-// acc = q[rows] . k[keys of the tile at k0], read straight from memory
-void dots_direct(uint qrow, uint krow, uint q0, uint k0)
+void fwd_rows()
 {
-    const uint lx = gl_LocalInvocationID.x, ly = gl_LocalInvocationID.y;
-    uint qo[RQ], ko[RK];
-    for (uint i = 0; i < RQ; i++) // clamped: in bounds, results not used
-        qo[i] = qrow + min(q0 + ly + i * LY, p.T - 1) * 3 * p.C;
-    for (uint j = 0; j < RK; j++)
-        ko[j] = krow + min(k0 + lx + j * LX, p.T - 1) * 3 * p.C;
-    for (uint c = 0; c < p.hs; c++) {
-        float qv[RQ], kv[RK];
-        for (uint i = 0; i < RQ; i++)
-            qv[i] = p.qkv.v[qo[i] + c];
-        for (uint j = 0; j < RK; j++)
-            kv[j] = p.qkv.v[ko[j] + c];
-        for (uint i = 0; i < RQ; i++)
-            for (uint j = 0; j < RK; j++)
-                acc[i][j] = fma(qv[i], kv[j], acc[i][j]);
+    const uint tid = gl_LocalInvocationID.x, T = p.T, C3 = 3 * p.C;
+    const uint h = gl_WorkGroupID.y, b = gl_WorkGroupID.z, q0 = gl_WorkGroupID.x * WG;
+    const uint t = q0 + tid;
+    const uint base = b * T * C3 + h * HS; // q of (b, 0, h)
+    float q[HS], o[HS];
+    const uint qrow = base + min(t, T - 1) * C3;
+    for (uint c = 0; c < HS; c++) {
+        q[c] = p.qkv.v[qrow + c];
+        o[c] = 0.0;
     }
-}
-
-// the block's queries, channels c0..c0+HC, into qs (HCS = HC here)
-void load_q(uint qrow, uint q0, uint c0)
-{
-    for (uint idx = gl_LocalInvocationIndex; idx < BQ * HCS; idx += WG) {
-        uint r = idx / HCS, c = idx % HCS;
-        uint t = q0 + r, ch = c0 + c;
-        qs[idx] = (t < p.T && ch < p.hs) ? p.qkv.v[qrow + t * 3 * p.C + ch] : 0.0;
-    }
-}
-
-// the same through shared memory, HC channels at a time; the queries are already there when
-// q_resident
-void dots_tiled(uint qrow, uint krow, uint q0, uint k0, bool q_resident)
-{
-    const uint lx = gl_LocalInvocationID.x, ly = gl_LocalInvocationID.y;
-    for (uint c0 = 0; c0 < p.hs; c0 += HCS) {
-        barrier(); // previous readers of ks (and qs) are done
-        if (!q_resident)
-            load_q(qrow, q0, c0);
-        for (uint idx = gl_LocalInvocationIndex; idx < BK * HCS; idx += WG) {
-            uint r = idx / HCS, c = idx % HCS;
-            uint t = k0 + r, ch = c0 + c;
-            ks[c * KSTRIDE + r] = (t < p.T && ch < p.hs) ? p.qkv.v[krow + t * 3 * p.C + ch] : 0.0;
+    float m = NEG_BIG, l = 0.0;
+    const uint kend = min(T, q0 + WG); // keys any row of the block can see
+    for (uint k0 = 0; k0 < kend; k0 += BK) {
+        barrier(); // the previous tile's readers are done
+        [[dont_unroll]] for (uint i = tid; i < BK * HS; i += WG) {
+            uint row = base + min(k0 + i / HS, T - 1) * C3 + i % HS;
+            ks[i] = p.qkv.v[row + p.C];
+            vs[i] = p.qkv.v[row + 2 * p.C];
         }
         barrier();
-        for (uint c = 0; c < HCS; c++) {
-            float qv[RQ], kv[RK];
-            for (uint i = 0; i < RQ; i++)
-                qv[i] = qs[(ly + i * LY) * HCS + c];
-            for (uint j = 0; j < RK; j++)
-                kv[j] = ks[c * KSTRIDE + lx + j * LX];
-            for (uint i = 0; i < RQ; i++)
-                for (uint j = 0; j < RK; j++)
-                    acc[i][j] = fma(qv[i], kv[j], acc[i][j]);
+        // key by key: the running maximum grows (and the sums are rescaled) only when a score
+        // exceeds it
+        [[dont_unroll]] for (uint j = 0; j < BK; j++) {
+            if (k0 + j > t)
+                break;
+            float a = 0.0;
+            for (uint c = 0; c < HS; c++)
+                a = fma(q[c], ks[j * HS + c], a);
+            a *= p.scale;
+            if (a > m) {
+                float alpha = exp(m - a);
+                l *= alpha;
+                for (uint c = 0; c < HS; c++)
+                    o[c] *= alpha;
+                m = a;
+            }
+            float pj = exp(a - m);
+            l += pj;
+            for (uint c = 0; c < HS; c++)
+                o[c] = fma(pj, vs[j * HS + c], o[c]);
         }
+    }
+    if (t >= T)
+        return;
+    const float inv = 1.0 / l; // l >= 1: the row's maximum contributes exp(0)
+    const uint orow = (b * T + t) * p.C + h * HS;
+    for (uint c = 0; c < HS; c++)
+        p.out_.v[orow + c] = o[c] * inv;
+    p.lse.v[(b * p.NH + h) * T + t] = m + log(l);
+}
+
+const uint S = WG;                      // FORM 1: lanes = rows per workgroup
+const uint RK = FORM == 1 ? BK / S : 1; // keys per lane and tile
+const uint DC = (HS + S - 1) / S;       // output channels per lane
+
+void fwd_subgroup()
+{
+    const uint lane = gl_SubgroupInvocationID, T = p.T, C3 = 3 * p.C;
+    const uint h = gl_WorkGroupID.y, b = gl_WorkGroupID.z, q0 = gl_WorkGroupID.x * S;
+    const uint base = b * T * C3 + h * HS;
+    const uint myq = base + min(q0 + lane, T - 1) * C3; // lane's row of q (row q0 + lane)
+    uint ch[DC];                                        // lane's output channels, clamped
+    for (uint c = 0; c < DC; c++)
+        ch[c] = min(lane + S * c, HS - 1);
+    float o[S][DC], m[S], l[S]; // l: the sum over this lane's keys only
+    for (uint i = 0; i < S; i++) {
+        m[i] = NEG_BIG;
+        l[i] = 0.0;
+        for (uint c = 0; c < DC; c++)
+            o[i][c] = 0.0;
+    }
+    const uint kend = min(T, q0 + S);
+    for (uint k0 = 0; k0 < kend; k0 += BK) {
+        float s[S][RK];
+        uint krow[RK];
+        for (uint j = 0; j < RK; j++)
+            krow[j] = base + p.C + min(k0 + lane + S * j, T - 1) * C3;
+        for (uint i = 0; i < S; i++)
+            for (uint j = 0; j < RK; j++)
+                s[i][j] = 0.0;
+        for (uint c = 0; c < p.hs; c++) {
+            float mine = p.qkv.v[myq + c], kv[RK];
+            for (uint j = 0; j < RK; j++)
+                kv[j] = p.qkv.v[krow[j] + c];
+            for (uint i = 0; i < S; i++) {
+                float qi = subgroupBroadcast(mine, i);
+                for (uint j = 0; j < RK; j++)
+                    s[i][j] = fma(qi, kv[j], s[i][j]);
+            }
+        }
+        // per row: the tile's maximum over all lanes, the rescaling, the probabilities
+        for (uint i = 0; i < S; i++) {
+            const uint t = q0 + i;
+            float mx = NEG_BIG;
+            for (uint j = 0; j < RK; j++) {
+                s[i][j] = k0 + lane + S * j <= t ? s[i][j] * p.scale : NEG_BIG;
+                mx = max(mx, s[i][j]);
+            }
+            float mt = m[i];
+            for (uint x = 0; x < S; x++)
+                mt = max(mt, subgroupBroadcast(mx, x));
+            float alpha = exp(m[i] - mt);
+            m[i] = mt;
+            float sum = l[i] * alpha;
+            for (uint c = 0; c < DC; c++)
+                o[i][c] *= alpha;
+            for (uint j = 0; j < RK; j++) {
+                float pj = k0 + lane + S * j <= t ? exp(s[i][j] - mt) : 0.0;
+                s[i][j] = pj;
+                sum += pj;
+            }
+            l[i] = sum;
+        }
+        // o += P v, key by key in a fixed order (k0 + x + S*j, j inner); the probabilities of key
+        // k0 + x + S*j are lane x's. The loop over x is not unrolled, the one over j is, so
+        // the register arrays keep constant indices.
+        [[dont_unroll]] for (uint x = 0; x < S; x++)
+            for (uint j = 0; j < RK; j++) {
+                const uint vrow = base + 2 * p.C + min(k0 + x + S * j, T - 1) * C3;
+                float vv[DC];
+                for (uint c = 0; c < DC; c++)
+                    vv[c] = p.qkv.v[vrow + ch[c]];
+                for (uint i = 0; i < S; i++) {
+                    float pi = subgroupBroadcast(s[i][j], x);
+                    for (uint c = 0; c < DC; c++)
+                        o[i][c] = fma(pi, vv[c], o[i][c]);
+                }
+            }
+    }
+    for (uint i = 0; i < S; i++) {
+        const uint t = q0 + i;
+        if (t >= T)
+            break;
+        float sum = 0.0; // the lanes' partial sums, in lane order
+        for (uint x = 0; x < S; x++)
+            sum += subgroupBroadcast(l[i], x);
+        const float inv = 1.0 / sum;
+        const uint orow = (b * T + t) * p.C + h * HS;
+        for (uint c = 0; c < DC; c++)
+            if (lane + S * c < HS)
+                p.out_.v[orow + lane + S * c] = o[i][c] * inv;
+        if (lane == 0)
+            p.lse.v[(b * p.NH + h) * T + t] = m[i] + log(sum);
     }
 }
 
 void main()
 {
-    const uint lx = gl_LocalInvocationID.x, ly = gl_LocalInvocationID.y;
-    const uint T = p.T, h = gl_WorkGroupID.y, b = gl_WorkGroupID.z;
-    const uint q0 = gl_WorkGroupID.x * BQ;
-    const uint qrow = b * T * 3 * p.C + h * p.hs; // q of (b, t=0, head h)
-    const uint krow = qrow + p.C;
-    const uint arow = (b * p.NH + h) * T; // att row of (b, h, t=0)
-    const uint kend = min(T, q0 + BQ);    // keys any row of the block can see
-    const bool q_resident = HC > 0 && p.hs <= HC;
-
-    float m[RQ], l[RQ];
-    for (uint i = 0; i < RQ; i++) {
-        m[i] = NEG_BIG;
-        l[i] = 0.0;
-    }
-    if (q_resident)
-        load_q(qrow, q0, 0);
-
-    for (uint k0 = 0; k0 < kend; k0 += BK) {
-        for (uint i = 0; i < RQ; i++)
-            for (uint j = 0; j < RK; j++)
-                acc[i][j] = 0.0;
-        if (HC == 0)
-            dots_direct(qrow, krow, q0, k0);
-        else
-            dots_tiled(qrow, krow, q0, k0, q_resident);
-        // scores of this tile: store them and fold them into the running (max, sum)
-        for (uint i = 0; i < RQ; i++) {
-            uint t = q0 + ly + i * LY;
-            if (t >= T)
-                continue;
-            float tmax = m[i];
-            for (uint j = 0; j < RK; j++) {
-                uint t2 = k0 + lx + j * LX;
-                acc[i][j] *= p.scale;
-                if (t2 <= t)
-                    tmax = max(tmax, acc[i][j]);
-            }
-            float sum = l[i] * exp(m[i] - tmax);
-            for (uint j = 0; j < RK; j++) {
-                uint t2 = k0 + lx + j * LX;
-                if (t2 <= t) {
-                    sum += exp(acc[i][j] - tmax);
-                    p.att.v[(arow + t) * T + t2] = acc[i][j];
-                }
-            }
-            m[i] = tmax;
-            l[i] = sum;
-        }
-    }
-
-    // merge the LX partial (max, sum) pairs of each row, in lane order
-    for (uint i = 0; i < RQ; i++) {
-        red_m[(ly + i * LY) * LX + lx] = m[i];
-        red_l[(ly + i * LY) * LX + lx] = l[i];
-    }
-    barrier();
-    float rinv[RQ];
-    for (uint i = 0; i < RQ; i++) {
-        uint r = ly + i * LY;
-        float mm = NEG_BIG;
-        for (uint x = 0; x < LX; x++)
-            mm = max(mm, red_m[r * LX + x]);
-        float ll = 0.0;
-        for (uint x = 0; x < LX; x++)
-            ll += red_l[r * LX + x] * exp(red_m[r * LX + x] - mm);
-        m[i] = mm;
-        rinv[i] = 1.0 / ll; // ll >= 1 for every row < T (its maximum contributes exp(0))
-    }
-
-    // probabilities over the visible keys, zeros above the diagonal
-    for (uint i = 0; i < RQ; i++) {
-        uint t = q0 + ly + i * LY;
-        if (t >= T)
-            continue;
-        for (uint t2 = lx; t2 < T; t2 += LX) {
-            uint o = (arow + t) * T + t2;
-            p.att.v[o] = t2 <= t ? exp(p.att.v[o] - m[i]) * rinv[i] : 0.0;
-        }
-    }
+    if (FORM == 0)
+        fwd_rows();
+    else
+        fwd_subgroup();
 }

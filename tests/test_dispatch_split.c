@@ -539,33 +539,34 @@ static vkg_status rec_att_fwd(vkg_cmd *c, const vkg_tensor *t, const op_case *k)
 
 static vkg_status rec_att_bwd(vkg_cmd *c, const vkg_tensor *t, const op_case *k)
 {
-    return vkg_op_attention_bwd(c, t[0], t[1], t[2], t[3], k->s[0], k->s[1], k->s[2], k->s[3],
-                                t[4]);
+    return vkg_op_attention_bwd(c, t[0], t[1], t[2], t[3], t[4], k->s[0], k->s[1], k->s[2], k->s[3],
+                                t[5]);
 }
 
 static void attention_cases(vkg_gpu *g, const char *form)
 {
-    /* (B, T, C, NH, limit): blocks of 2 whole batches of 3 heads (243 + 324 elements per batch,
-     * limit 700); blocks of 2 heads of one batch (a batch: 243 of att > 200 >= 162 of qkv). */
-    const int shapes[2][5] = {{3, 9, 12, 3, 700}, {2, 9, 6, 3, 200}};
-    for (int s = 0; s < 2; s++) {
+    /* (B, T, C, NH, limit): blocks of 2 batches (324 elements of qkv per batch, limit 700);
+     * blocks of one batch (162 of qkv per batch, limit 200); blocks of one batch of one head of
+     * hs = 5 over T = 20, past a tile of either form (300 of qkv per batch, limit 400). */
+    const int shapes[3][5] = {{3, 9, 12, 3, 700}, {2, 9, 6, 3, 200}, {3, 20, 5, 1, 400}};
+    for (int s = 0; s < 3; s++) {
         int B = shapes[s][0], T = shapes[s][1], C = shapes[s][2], NH = shapes[s][3];
         size_t nqkv = (size_t)B * T * 3 * C, nout = (size_t)B * T * C;
-        size_t natt = (size_t)B * NH * T * T;
+        size_t nstat = (size_t)B * NH * T;
         char *name = malloc(96);
         assert_non_null(name);
-        snprintf(name, 96, "attention_fwd %s %s", s ? "heads" : "batches", form);
+        snprintf(name, 96, "attention_fwd B=%d T=%d C=%d NH=%d %s", B, T, C, NH, form);
         op_case k = {.name = name,
                      .rec = rec_att_fwd,
                      .s = {B, T, C, NH},
                      .limit = (size_t)shapes[s][4],
                      .split = 1};
-        add(&k, OUT, nout, NULL);
-        add(&k, OUT, natt, NULL);
+        add(&k, OUT, nout, NULL);  /* out */
+        add(&k, OUT, nstat, NULL); /* lse */
         add(&k, IN, nqkv, rnd(nqkv, -2, 2));
         check_case(g, &k);
 
-        snprintf(name, 96, "attention_bwd %s %s", s ? "heads" : "batches", form);
+        snprintf(name, 96, "attention_bwd B=%d T=%d C=%d NH=%d %s", B, T, C, NH, form);
         k = (op_case){.name = name,
                       .rec = rec_att_bwd,
                       .s = {B, T, C, NH},
@@ -574,8 +575,9 @@ static void attention_cases(vkg_gpu *g, const char *form)
         add(&k, OUT, nqkv, rnd(nqkv, -1, 1)); /* dqkv, accumulated */
         add(&k, IN, nout, rnd(nout, -1, 1));  /* dout */
         add(&k, IN, nqkv, rnd(nqkv, -2, 2));  /* qkv */
-        add(&k, IN, natt, rnd(natt, 0, 1));   /* att (read on and below the diagonal) */
-        add(&k, SCRATCH, natt, NULL);         /* dpre */
+        add(&k, IN, nout, rnd(nout, -1, 1));  /* out */
+        add(&k, IN, nstat, rnd(nstat, 0, 2)); /* lse */
+        add(&k, SCRATCH, nstat, NULL);        /* delta */
         check_case(g, &k);
         free(name);
     }
@@ -587,10 +589,10 @@ static void test_attention(void **state)
     vkg_device_tuning saved = vkg_device_tuning_get(g->dev), t = saved;
     t.attention = VKG_ATTENTION_DIRECT;
     VKG_ASSERT_OK(vkg_device_tuning_set(g->dev, &t));
-    attention_cases(g, "(direct)");
+    attention_cases(g, "(subgroup form)");
     t.attention = VKG_ATTENTION_SHARED;
     VKG_ASSERT_OK(vkg_device_tuning_set(g->dev, &t));
-    attention_cases(g, "(shared)");
+    attention_cases(g, "(rows form)");
     VKG_ASSERT_OK(vkg_device_tuning_set(g->dev, &saved));
 }
 
@@ -620,10 +622,10 @@ static void test_row_beyond_the_limit(void **state)
     EXPECT_REFUSED(30, vkg_op_xent_fwd_bwd(c, big, NULL, big, ids, 4, 20, 32, 1.0f),
                    "xent_fwd_bwd: one row of logits (Vp=32) is more than the 30");
     EXPECT_REFUSED(100, vkg_op_attention_fwd(c, big, big, big, 2, 11, 6, 3),
-                   "attention_fwd: one head needs T*T = 121 elements of att and T*3C = 198 of qkv "
-                   "(T=11 C=6), more than the 100");
-    EXPECT_REFUSED(100, vkg_op_attention_bwd(c, big, big, big, big, 2, 11, 6, 3, big),
-                   "attention_bwd: one head needs");
+                   "attention_fwd: one batch needs T*3C = 198 elements of qkv (T=11 C=6), more "
+                   "than the 100");
+    EXPECT_REFUSED(100, vkg_op_attention_bwd(c, big, big, big, big, big, 2, 11, 6, 3, big),
+                   "attention_bwd: one batch needs T*3C = 198");
     EXPECT_REFUSED(100, vkg_op_matmul_fwd(c, big, big, big, NULL, 8, 20, 101, big),
                    "matmul_fwd: one row of C=20 or OC=101 elements is more than the 100");
     EXPECT_REFUSED(100, vkg_op_matmul_bwd_dinp(c, big, big, big, 8, 101, 20),

@@ -2,14 +2,14 @@
  * on a tiny model (2 layers, 2 heads, C = 32, T = 32, B = 4, byte vocabulary) for 3 steps, once
  * with the default limit and once with VKG_MAX_DISPATCH_ELEMS=3072: the model and state files of
  * the final checkpoints must be byte for byte the same, and so must every step's loss and gradient
- * norm in the two logs. 3072 is one head's qkv (T*3C), the longest row this model has; everything
+ * norm in the two logs. 3072 is one batch's qkv (T*3C), the longest row this model has; everything
  * larger splits or takes its wide kernels: the zeroing of the gradient activations, the logits
  * (4 x 32 x 384), wte and its gradient, the attention over batches, every (B*T, 4C) activation,
  * the optimizer's flat tensors. That the variable reaches the trainer's ops shows in two refusals:
- * a limit of 300 (below one head) stops training with an error naming attention_fwd, and a value
- * that is not a number stops it with an error naming the variable and the value.
- * Every run is under the Khronos validation layer (forced on through the loader, logging to a
- * file), which must be active and report nothing. */
+ * a limit of 300 (below one batch of qkv) stops training with an error naming attention_fwd, and a
+ * value that is not a number stops it with an error naming the variable and the value. Every run is
+ * under the Khronos validation layer (forced on through the loader, logging to a file), which must
+ * be active and report nothing. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -193,9 +193,9 @@ static void test_limits_that_stop_training(void **state)
 {
     (void)state;
     vkg_test_proc p;
-    int rc = train(&p, "one_head_too_many", "300");
-    if (rc == 0 || !strstr(p.buf[1], "attention_fwd: one head needs T*T = 1024 elements of att "
-                                     "and T*3C = 3072 of qkv (T=32 C=32), more than the 300"))
+    int rc = train(&p, "one_batch_too_many", "300");
+    if (rc == 0 || !strstr(p.buf[1], "attention_fwd: one batch needs T*3C = 3072 elements of qkv "
+                                     "(T=32 C=32), more than the 300"))
         fail_msg("limit 300: exit %d, stderr:\n%s", rc, p.buf[1]);
     expect_validation_clean();
     vkg_test_proc_free(&p);

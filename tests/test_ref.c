@@ -84,7 +84,7 @@ static double objective(void *p)
         vkg_ref_matmul_fwd_f64(c->out, c->x[0], c->x[1], c->x[2], c->N, c->C, c->OC);
         break;
     case ATT:
-        vkg_ref_attention_fwd_f64(c->out, c->aux, c->x[0], c->B, c->T, c->C, c->NH);
+        vkg_ref_attention_fwd_f64(c->out, c->aux, NULL, c->x[0], c->B, c->T, c->C, c->NH);
         break;
     case GELU:
         vkg_ref_gelu_fwd_f64(c->out, c->x[0], c->nout);
@@ -231,8 +231,8 @@ static void test_fd_attention(void **state)
         fd_case c = {.op = ATT, .B = B, .T = T, .C = C, .NH = NH, .nout = (size_t)B * T * C};
         char name[48];
         snprintf(name, sizeof name, "attention %dx%dx%d/%d", B, T, C, NH);
-        run_case(&c, name, (size_t[3]){(size_t)B * T * 3 * C, 0, 0}, -1.5, 1.5,
-                 (size_t)B * NH * T * T, (size_t)shapes[i][4]);
+        run_case(&c, name, (size_t[3]){(size_t)B * T * 3 * C, 0, 0}, -1.5, 1.5, (size_t)B * NH * T,
+                 (size_t)shapes[i][4]);
     }
 }
 
@@ -330,16 +330,20 @@ static void test_forward_values(void **state)
     vkg_ref_residual_fwd_f64(ro, ra, rb, 3);
     assert_memory_equal(ro, ((double[3]){1.5, 0.0, 7.0}), sizeof ro);
     /* T = 2, two heads of size 2; qkv row t = [q (4) | k (4) | v (4)], head h at 2h */
-    double qkv[24], ao[8], att[8];
+    double qkv[24], ao[8], att[8], lse[4];
     for (int i = 0; i < 24; i++)
         qkv[i] = 0.3 * ((i * 7) % 11) - 1.4;
-    vkg_ref_attention_fwd_f64(ao, att, qkv, 1, 2, 4, 2);
+    vkg_ref_attention_fwd_f64(ao, lse, att, qkv, 1, 2, 4, 2);
     for (int h = 0; h < 2; h++) {
         const double *q1 = qkv + 12 + 2 * h, *k0 = qkv + 4 + 2 * h, *k1 = qkv + 16 + 2 * h;
         const double *v0 = qkv + 8 + 2 * h, *v1 = qkv + 20 + 2 * h;
         double s0 = (q1[0] * k0[0] + q1[1] * k0[1]) / sqrt(2.0);
         double s1 = (q1[0] * k1[0] + q1[1] * k1[1]) / sqrt(2.0);
         double a0 = exp(s0) / (exp(s0) + exp(s1)); /* att (B,NH,T,T) */
+        const double *q0 = qkv + 2 * h;
+        /* lse (B,NH,T): row 0 sees key 0 only, row 1 both keys */
+        assert_true(fabs(lse[h * 2] - (q0[0] * k0[0] + q0[1] * k0[1]) / sqrt(2.0)) < 1e-15);
+        assert_true(fabs(lse[h * 2 + 1] - log(exp(s0) + exp(s1))) < 1e-14);
         assert_true(att[h * 4] == 1.0 && att[h * 4 + 1] == 0.0);
         assert_true(fabs(att[h * 4 + 2] - a0) < 1e-15 && fabs(att[h * 4 + 3] - (1 - a0)) < 1e-15);
         for (int i = 0; i < 2; i++) {
@@ -398,31 +402,46 @@ static void test_attention_probs(void **state)
     (void)state;
     vkg_test_rng r;
     vkg_test_rng_seed(&r, 8);
-    enum { B = 2, T = 6, C = 12, NH = 3 };
-    float qkv[B * T * 3 * C], out[B * T * C], att[B * NH * T * T];
+    enum { B = 2, T = 6, C = 12, NH = 3, HS = C / NH };
+    float qkv[B * T * 3 * C], out[B * T * C], att[B * NH * T * T], lse[B * NH * T];
     vkg_test_fill_uniform(&r, qkv, B * T * 3 * C, -2, 2);
     for (int i = 0; i < B * NH * T * T; i++)
         att[i] = NAN; /* poison: every entry must be written */
-    vkg_ref_attention_fwd(out, att, qkv, B, T, C, NH);
+    for (int i = 0; i < B * NH * T; i++)
+        lse[i] = NAN;
+    vkg_ref_attention_fwd(out, lse, att, qkv, B, T, C, NH);
     for (int row = 0; row < B * NH * T; row++) {
-        int t = row % T;
+        int t = row % T, h = row / T % NH, b = row / T / NH;
         double s = 0.0;
         for (int t2 = 0; t2 < T; t2++) {
             float a = att[row * T + t2];
-            if (t2 > t)
+            if (t2 > t) {
                 assert_true(a == 0.0f);
-            else
-                assert_true(a > 0.0f && a <= 1.0f);
+                continue;
+            }
+            assert_true(a > 0.0f && a <= 1.0f);
             s += a;
+            /* the probability is exp(score - lse): what the backward pass recomputes */
+            const float *q = qkv + ((size_t)b * T + t) * 3 * C + h * HS;
+            const float *k = qkv + ((size_t)b * T + t2) * 3 * C + C + h * HS;
+            double sc = 0.0;
+            for (int c = 0; c < HS; c++)
+                sc += (double)q[c] * k[c];
+            assert_true(fabs(exp(sc / sqrt((double)HS) - lse[row]) - a) < 1e-6);
         }
         assert_true(fabs(s - 1.0) < 1e-6);
     }
-    /* T = 1: attention to the only position, out = v exactly */
-    float q1[3 * C], o1[C], a1[NH];
+    /* T = 1: attention to the only position, out = v exactly, lse = the one score */
+    float q1[3 * C], o1[C], a1[NH], l1[NH];
     vkg_test_fill_uniform(&r, q1, 3 * C, -2, 2);
-    vkg_ref_attention_fwd(o1, a1, q1, 1, 1, C, NH);
-    for (int h = 0; h < NH; h++)
+    vkg_ref_attention_fwd(o1, l1, a1, q1, 1, 1, C, NH);
+    for (int h = 0; h < NH; h++) {
+        double sc = 0.0;
+        for (int c = 0; c < HS; c++)
+            sc += (double)q1[h * HS + c] * q1[C + h * HS + c];
         assert_true(a1[h] == 1.0f);
+        assert_true(fabs(l1[h] - sc / sqrt((double)HS)) < 1e-6);
+    }
     assert_memory_equal(o1, q1 + 2 * C, sizeof o1);
 }
 
@@ -452,9 +471,9 @@ static void test_f32_matches_f64(void **state)
     (void)state;
     enum { B = 2, T = 37, C = 48, NH = 4, N = B * T, OC = 700, V = 50, Vp = 64 };
     /* static: zero-initialized gradients, and too large for the stack */
-    static float qkv[N * 3 * C], out[N * C], att[B * NH * T * T], dq[N * 3 * C], w[OC * C];
+    static float qkv[N * 3 * C], out[N * C], lse[B * NH * T], dq[N * 3 * C], w[OC * C];
     static float mo[N * OC], dw[OC * C], di[N * C], lo[N * Vp], st[2 * N];
-    static double qkv_d[N * 3 * C], out_d[N * C], att_d[B * NH * T * T], dq_d[N * 3 * C];
+    static double qkv_d[N * 3 * C], out_d[N * C], lse_d[B * NH * T], dq_d[N * 3 * C];
     static double w_d[OC * C], mo_d[N * OC], dw_d[OC * C], di_d[N * C], lo_d[N * Vp], st_d[2 * N];
     vkg_test_rng r;
     vkg_test_rng_seed(&r, 9);
@@ -462,10 +481,10 @@ static void test_f32_matches_f64(void **state)
     vkg_test_fill_uniform(&r, w, OC * C, -1, 1);
     widen(qkv_d, qkv, N * 3 * C), widen(w_d, w, OC * C);
     /* attention: its output is the matmul input; the matmul output is the upstream gradient */
-    vkg_ref_attention_fwd(out, att, qkv, B, T, C, NH);
-    vkg_ref_attention_fwd_f64(out_d, att_d, qkv_d, B, T, C, NH);
+    vkg_ref_attention_fwd(out, lse, NULL, qkv, B, T, C, NH);
+    vkg_ref_attention_fwd_f64(out_d, lse_d, NULL, qkv_d, B, T, C, NH);
     assert_true(agree("attention out", out, out_d, N * C));
-    assert_true(agree("attention att", att, att_d, B * NH * T * T));
+    assert_true(agree("attention lse", lse, lse_d, B * NH * T));
     vkg_ref_matmul_fwd(mo, out, w, NULL, N, C, OC);
     vkg_ref_matmul_fwd_f64(mo_d, out_d, w_d, NULL, N, C, OC);
     assert_true(agree("matmul out", mo, mo_d, N * OC));
@@ -473,8 +492,8 @@ static void test_f32_matches_f64(void **state)
     vkg_ref_matmul_bwd_f64(di_d, dw_d, NULL, mo_d, out_d, w_d, N, C, OC);
     assert_true(agree("matmul dinp", di, di_d, N * C));
     assert_true(agree("matmul dweight", dw, dw_d, OC * C));
-    vkg_ref_attention_bwd(dq, di, qkv, att, B, T, C, NH);
-    vkg_ref_attention_bwd_f64(dq_d, di_d, qkv_d, att_d, B, T, C, NH);
+    vkg_ref_attention_bwd(dq, di, qkv, lse, B, T, C, NH);
+    vkg_ref_attention_bwd_f64(dq_d, di_d, qkv_d, lse_d, B, T, C, NH);
     assert_true(agree("attention dqkv", dq, dq_d, N * 3 * C));
     /* layernorm, gelu and xent (in place) on the matmul output read as (N, Vp) */
     vkg_ref_layernorm_fwd(lo, st, st + N, mo, w, w + Vp, N, Vp);

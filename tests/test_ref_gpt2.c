@@ -175,7 +175,7 @@ static double independent_loss(const vkg_ref_gpt2_config_t *cfg, const double *p
         t[k] = cur, cur += cnt[k];
     assert_int_equal(cur - p, vkg_ref_gpt2_num_params(cfg));
     double *res = dnew((size_t)BT * C), *ln = dnew((size_t)BT * C), *qkv = dnew((size_t)BT * 3 * C);
-    double *att = dnew((size_t)B * cfg->NH * T * T), *ya = dnew((size_t)BT * C);
+    double *lse = dnew((size_t)B * cfg->NH * T), *ya = dnew((size_t)BT * C);
     double *proj = dnew((size_t)BT * C), *h = dnew((size_t)BT * 4 * C);
     double *hg = dnew((size_t)BT * 4 * C), *mean = dnew(BT), *rstd = dnew(BT);
     double *logits = dnew((size_t)BT * cfg->Vp), *losses = dnew(BT);
@@ -183,7 +183,7 @@ static double independent_loss(const vkg_ref_gpt2_config_t *cfg, const double *p
     for (int l = 0; l < L; l++) {
         vkg_ref_layernorm_fwd_f64(ln, mean, rstd, res, t[2] + l * C, t[3] + l * C, BT, C);
         vkg_ref_matmul_fwd_f64(qkv, ln, t[4] + l * 3 * C * C, t[5] + l * 3 * C, BT, C, 3 * C);
-        vkg_ref_attention_fwd_f64(ya, att, qkv, B, T, C, cfg->NH);
+        vkg_ref_attention_fwd_f64(ya, lse, NULL, qkv, B, T, C, cfg->NH);
         vkg_ref_matmul_fwd_f64(proj, ya, t[6] + l * C * C, t[7] + l * C, BT, C, C);
         vkg_ref_residual_fwd_f64(res, res, proj, (size_t)BT * C);
         vkg_ref_layernorm_fwd_f64(ln, mean, rstd, res, t[8] + l * C, t[9] + l * C, BT, C);
@@ -198,7 +198,7 @@ static double independent_loss(const vkg_ref_gpt2_config_t *cfg, const double *p
     double sum = 0.0;
     for (int i = 0; i < BT; i++)
         sum += losses[i];
-    free(res), free(ln), free(qkv), free(att), free(ya), free(proj), free(h), free(hg);
+    free(res), free(ln), free(qkv), free(lse), free(ya), free(proj), free(h), free(hg);
     free(mean), free(rstd), free(logits), free(losses);
     return sum / BT;
 }

@@ -162,27 +162,31 @@ static vkg_status layernorm_case(bench *b, const op_shape *s, double *flops, dou
     return vkg_op_layernorm_bwd(b->cmd, dx, dw, db, y, x, w, mean, rstd, (int)N, (int)C);
 }
 
-/* Attention rows: B = 4, T = N / 4, NH = OC; for the backward, att from a forward pass first. */
+/* Attention rows: B = 4, T = N / 4, NH = OC; for the backward, out and lse from a forward pass
+ * first. Flops count the products a model needs (causal: half of each): q k^T and att v forward,
+ * twice that backward; the flash backward's recomputation of the scores is not counted. */
 static vkg_status attention_case(bench *b, const op_shape *s, double *flops, double *bytes)
 {
     int backward = s->variant;
     size_t N = (size_t)s->N, C = (size_t)s->C, n = N * C;
     int NH = s->OC, Bq = 4, T = (int)N / 4;
-    size_t att_elems = (size_t)Bq * NH * T * T;
-    vkg_tensor qkv, out, att, dqkv, dpre;
+    size_t stats = (size_t)Bq * NH * T;
+    vkg_tensor qkv, out, lse, dqkv, dout, delta;
     VKG_TRY(random_tensor(b, 3 * n, &qkv));
     VKG_TRY(random_tensor(b, n, &out));
-    VKG_TRY(random_tensor(b, att_elems, &att));
+    VKG_TRY(random_tensor(b, stats, &lse));
     *flops = 4.0 * (double)Bq * T * T * (double)C / 2.0; /* causal: half of QK^T and AV */
-    *bytes = 4.0 * (double)(4 * n + att_elems);
-    VKG_TRY(vkg_op_attention_fwd(b->cmd, out, att, qkv, Bq, T, (int)C, NH));
+    *bytes = 4.0 * (double)(4 * n + stats);
+    VKG_TRY(vkg_op_attention_fwd(b->cmd, out, lse, qkv, Bq, T, (int)C, NH));
     if (!backward)
         return VKG_OK;
     VKG_TRY(random_tensor(b, 3 * n, &dqkv));
-    VKG_TRY(random_tensor(b, att_elems, &dpre));
+    VKG_TRY(random_tensor(b, n, &dout));
+    VKG_TRY(random_tensor(b, stats, &delta));
     VKG_TRY(run_and_restart(b));
     *flops *= 2.0;
-    return vkg_op_attention_bwd(b->cmd, dqkv, out, qkv, att, Bq, T, (int)C, NH, dpre);
+    *bytes = 4.0 * (double)(9 * n + 2 * stats);
+    return vkg_op_attention_bwd(b->cmd, dqkv, dout, qkv, out, lse, Bq, T, (int)C, NH, delta);
 }
 
 /* Cross-entropy rows: N rows, V = C, Vp = OC, dlogits in place. */

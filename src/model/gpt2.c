@@ -26,7 +26,7 @@ static void act_sizes(const vkg_gpt2_config *cfg, int B, int T, int head, int re
     s[i++] = BT;                                                   /* ln1_rstd */
     s[i++] = BT * 3 * C;                                           /* qkv */
     s[i++] = BT * C;                                               /* atty */
-    s[i++] = (size_t)B * NH * (size_t)T * (size_t)T;               /* att */
+    s[i++] = (size_t)B * NH * (size_t)T;                           /* lse (attention) */
     s[i++] = BT * C;                                               /* attproj */
     s[i++] = BT * C;                                               /* residual2 */
     s[i++] = BT * C;                                               /* ln2 */
@@ -105,21 +105,21 @@ static void scratch_sizes(const vkg_gpt2_config *cfg, const vkg_gpt2_opts *o,
                           size_t scratch[NSCRATCH], size_t tokens[2])
 {
     size_t BT = (size_t)o->B * (size_t)o->T, C = (size_t)cfg->channels;
-    scratch[0] = BT * 4 * C; /* mm_scratch */
-    scratch[1] = (size_t)o->B * (size_t)cfg->num_heads * (size_t)o->T * (size_t)o->T; /* dpre */
-    scratch[2] = BT * C;                                                              /* dtop */
-    scratch[3] = o->recompute & VKG_GPT2_RECOMPUTE_GELU ? BT * 4 * C : 0;             /* gelu */
-    tokens[0] = tokens[1] = BT; /* inputs, targets */
+    scratch[0] = BT * 4 * C;                                              /* mm_scratch */
+    scratch[1] = (size_t)o->B * (size_t)cfg->num_heads * (size_t)o->T;    /* delta (attention) */
+    scratch[2] = BT * C;                                                  /* dtop */
+    scratch[3] = o->recompute & VKG_GPT2_RECOMPUTE_GELU ? BT * 4 * C : 0; /* gelu */
+    tokens[0] = tokens[1] = BT;                                           /* inputs, targets */
 }
 
 static const char *const act_names[VKG_GPT2_NUM_ACTS] = {
-    "encoded", "ln1",       "ln1_mean", "ln1_rstd", "qkv",      "atty",   "att",
+    "encoded", "ln1",       "ln1_mean", "ln1_rstd", "qkv",      "atty",   "lse",
     "attproj", "residual2", "ln2",      "ln2_mean", "ln2_rstd", "fch",    "fch_gelu",
     "fcproj",  "residual3", "lnf",      "lnf_mean", "lnf_rstd", "logits", "losses"};
 static const char *const gact_names[VKG_GPT2_NUM_GRAD_ACTS] = {
     "dencoded", "dln1",      "dqkv",    "datty",    "dattproj", "dresidual2", "dln2",
     "dfch",     "dfch_gelu", "dfcproj", "dstream0", "dstream1", "dlnf"};
-static const char *const scratch_names[NSCRATCH] = {"mm_scratch", "dpre", "dtop", "gelu"};
+static const char *const scratch_names[NSCRATCH] = {"mm_scratch", "delta", "dtop", "gelu"};
 
 /* The activation arena's tensors in the order vkg_gpt2_create allocates them: every slot's
  * activations (its own, then each layer's) and tokens, then the gradients of the activations and
@@ -279,7 +279,7 @@ vkg_status vkg_gpt2_create(vkg_device_t *dev, const vkg_gpt2_config *cfg, const 
     for (int i = 0; i < VKG_GPT2_NUM_GRAD_ACTS; i++)
         m->gacts.t[i] = acts[k++];
     m->mm_scratch = acts[k++];
-    m->dpre = acts[k++];
+    m->delta = acts[k++];
     m->dtop = acts[k++];
     m->gelu = acts[k++];
     free(bytes), free(names), free(acts);

@@ -38,7 +38,7 @@ enum {
 typedef union vkg_gpt2_acts {
     vkg_tensor t[VKG_GPT2_NUM_ACTS];
     struct {
-        vkg_tensor encoded, ln1, ln1_mean, ln1_rstd, qkv, atty, att, attproj, residual2, ln2,
+        vkg_tensor encoded, ln1, ln1_mean, ln1_rstd, qkv, atty, lse, attproj, residual2, ln2,
             ln2_mean, ln2_rstd, fch, fch_gelu, fcproj, residual3, lnf, lnf_mean, lnf_rstd, logits,
             losses;
     } s;
@@ -91,7 +91,7 @@ struct vkg_gpt2 {
     vkg_tensor gelu;       /* (B*T, 4C): one layer's GELU output (with VKG_GPT2_RECOMPUTE_GELU) */
     vkg_tensor dtop;       /* (B*T, C) gradient of the output (parts without the head) */
     vkg_tensor mm_scratch; /* (B*T, 4C): transposed matmul inputs */
-    vkg_tensor dpre;       /* (B, NH, T, T): attention score gradients */
+    vkg_tensor delta;      /* (B, NH, T): attention's row sums of dout * out */
     vkg_cmd *zero;         /* grads = 0 */
     /* The boundaries' host side, indexed IN s, OUT K + s, DOUT 2K, DIN 2K + 1 (K slots): where
      * the host reads and writes them. On unified memory the activation arena's mapping; elsewhere

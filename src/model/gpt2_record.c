@@ -84,7 +84,7 @@ static vkg_status record_forward(vkg_gpt2 *m, int s, vkg_cmd *c)
                                      lp(m, m->p, LN1W, l), lp(m, m->p, LN1B, l), BT, C));
         VKG_TRY(vkg_op_matmul_fwd(c, qkv, ln1, lp(m, m->p, QKVW, l), &b_qkv, BT, C, 3 * C,
                                   m->mm_scratch));
-        VKG_TRY(vkg_op_attention_fwd(c, atty, m->slots[s].layers[l].s.att, qkv, B, T, C, NH));
+        VKG_TRY(vkg_op_attention_fwd(c, atty, m->slots[s].layers[l].s.lse, qkv, B, T, C, NH));
         VKG_TRY(vkg_op_matmul_fwd(c, attproj, atty, lp(m, m->p, ATTPROJW, l), &b_att, BT, C, C,
                                   m->mm_scratch));
         VKG_TRY(vkg_op_residual_fwd(c, res2, residual, attproj, btc));
@@ -187,7 +187,8 @@ static vkg_status record_backward_cut(vkg_gpt2 *m, int s, vkg_cmd **pc, vkg__gpt
                                   m->slots[s].layers[l].s.atty, lp(m, m->p, ATTPROJW, l), BT, C,
                                   C));
         VKG_TRY(vkg_op_attention_bwd(c, dqkv, datty, m->slots[s].layers[l].s.qkv,
-                                     m->slots[s].layers[l].s.att, B, T, C, NH, m->dpre));
+                                     m->slots[s].layers[l].s.atty, m->slots[s].layers[l].s.lse, B,
+                                     T, C, NH, m->delta));
         VKG_TRY(vkg_op_matmul_bwd(c, dln1, lp(m, m->g, QKVW, l), &gb_qkv, dqkv,
                                   m->slots[s].layers[l].s.ln1, lp(m, m->p, QKVW, l), BT, C, 3 * C));
         VKG_TRY(vkg_op_layernorm_bwd(c, dresidual, lp(m, m->g, LN1W, l), lp(m, m->g, LN1B, l), dln1,

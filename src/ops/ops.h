@@ -66,19 +66,23 @@ vkg_status vkg_op_matmul_bwd_dinp(vkg_cmd *c, vkg_tensor dinp, vkg_tensor dout, 
 vkg_status vkg_op_matmul_bwd_dweight(vkg_cmd *c, vkg_tensor dweight, const vkg_tensor *dbias,
                                      vkg_tensor dout, vkg_tensor inp, int N, int C, int OC);
 
-/* Causal multi-head self-attention (src/ops/attention.c), as vkg_ref_attention_fwd/_bwd.
+/* Causal multi-head self-attention (src/ops/attention.c), as vkg_ref_attention_fwd/_bwd, in the
+ * flash form: no (T, T) matrix is stored, the backward pass recomputes the probabilities.
  * qkv (B,T,3C) = [q | k | v], head h uses channels h*hs..(h+1)*hs of each part, hs = C/NH,
- * scale 1/sqrt(hs). Forward: att (B,NH,T,T) = causal softmax of the scaled scores (entries
- * t2 > t written as 0) and out (B,T,C) = att v, both overwritten. Backward: dqkv (B,T,3C) +=
- * the gradient given dout (B,T,C) and the att of the forward pass.
- * dpre: scratch of at least B*NH*T*T floats (the score gradients), overwritten on and below the
- * diagonal; the caller allocates it and may reuse it once the backward pass has run.
- * Errors: VKG_ERR_INVALID_ARG for non-positive sizes, C not divisible by NH, one head beyond the
- * shader index limit (T*T or T*3C), grids over 65535 workgroups, or a tensor too small (named). */
-vkg_status vkg_op_attention_fwd(vkg_cmd *c, vkg_tensor out, vkg_tensor att, vkg_tensor qkv, int B,
+ * scale 1/sqrt(hs). Forward: out (B,T,C) = softmax(scale q k^T, causal) v and lse (B,NH,T) =
+ * the logsumexp of each row of scaled scores, both OVERWRITTEN. Backward: dqkv (B,T,3C) += the
+ * gradient given dout (B,T,C) and the out and lse of the forward pass on the same qkv (ACCUMULATES;
+ * the q, k and v parts each have one writer per element). delta: scratch of at least B*NH*T floats
+ * (the row sums of dout * out), overwritten; the caller allocates it and may reuse it once the
+ * backward pass has run. Deterministic: same device, inputs and form, bitwise the same results.
+ * Errors: VKG_ERR_INVALID_ARG for non-positive sizes, C not divisible by NH, one batch beyond the
+ * shader index limit (T*3C), grids over 65535 workgroups, or a tensor too small (named);
+ * VKG_ERR_UNSUPPORTED when a head of hs channels needs more shared memory than the device has. */
+vkg_status vkg_op_attention_fwd(vkg_cmd *c, vkg_tensor out, vkg_tensor lse, vkg_tensor qkv, int B,
                                 int T, int C, int NH);
 vkg_status vkg_op_attention_bwd(vkg_cmd *c, vkg_tensor dqkv, vkg_tensor dout, vkg_tensor qkv,
-                                vkg_tensor att, int B, int T, int C, int NH, vkg_tensor dpre);
+                                vkg_tensor out, vkg_tensor lse, int B, int T, int C, int NH,
+                                vkg_tensor delta);
 
 /* Encoder, layernorm, GELU and residual (src/ops/encoder.c, layernorm.c, pointwise.c), as
  * vkg_ref_encoder_fwd/_bwd, vkg_ref_layernorm_fwd/_bwd, vkg_ref_gelu_*, vkg_ref_residual_*.

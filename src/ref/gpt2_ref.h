@@ -64,7 +64,7 @@ int vkg_ref_gpt2_param_decays(int i);
         real *ln1_mean, *ln1_rstd; /* (L,B,T) */                                                   \
         real *qkv;                 /* (L,B,T,3C) */                                                \
         real *atty;                /* (L,B,T,C) */                                                 \
-        real *att;                 /* (L,B,NH,T,T) */                                              \
+        real *lse;                 /* (L,B,NH,T): attention's row logsumexp */                     \
         real *attproj;             /* (L,B,T,C) */                                                 \
         real *residual2;           /* (L,B,T,C) */                                                 \
         real *ln2;                 /* (L,B,T,C) */                                                 \

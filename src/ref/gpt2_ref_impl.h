@@ -39,7 +39,7 @@ struct REF_FN(vkg_ref_gpt2) {
 /* One layer's slice of the activations; `in` is the residual stream entering the layer. */
 struct layer_acts {
     const real *in;
-    real *ln1, *ln1_mean, *ln1_rstd, *qkv, *atty, *att, *attproj, *residual2;
+    real *ln1, *ln1_mean, *ln1_rstd, *qkv, *atty, *lse, *attproj, *residual2;
     real *ln2, *ln2_mean, *ln2_rstd, *fch, *fch_gelu, *fcproj, *residual3;
 };
 
@@ -54,7 +54,7 @@ static void get_layer_acts(const MODEL_T *m, int l, struct layer_acts *la)
     la->ln1_rstd = a->ln1_rstd + lbt;
     la->qkv = a->qkv + 3 * lbtc;
     la->atty = a->atty + lbtc;
-    la->att = a->att + (size_t)l * m->B * m->cfg.NH * m->T * m->T;
+    la->lse = a->lse + (size_t)l * m->B * m->cfg.NH * m->T;
     la->attproj = a->attproj + lbtc;
     la->residual2 = a->residual2 + lbtc;
     la->ln2 = a->ln2 + lbtc;
@@ -153,7 +153,7 @@ int REF_FN(vkg_ref_gpt2_create)(const vkg_ref_gpt2_config_t *cfg, int B, int T, 
         {&a->ln1_rstd, L * BT},
         {&a->qkv, L * BT * 3 * C},
         {&a->atty, L * BT * C},
-        {&a->att, L * B * NH * T * T},
+        {&a->lse, L * B * NH * T},
         {&a->attproj, L * BT * C},
         {&a->residual2, L * BT * C},
         {&a->ln2, L * BT * C},
@@ -220,7 +220,7 @@ double REF_FN(vkg_ref_gpt2_forward)(MODEL_T *m, const real *params, const int32_
         REF_FN(vkg_ref_layernorm_fwd)
         (la.ln1, la.ln1_mean, la.ln1_rstd, la.in, params + o[2], params + o[3], BT, C);
         REF_FN(vkg_ref_matmul_fwd)(la.qkv, la.ln1, params + o[4], params + o[5], BT, C, 3 * C);
-        REF_FN(vkg_ref_attention_fwd)(la.atty, la.att, la.qkv, B, T, C, NH);
+        REF_FN(vkg_ref_attention_fwd)(la.atty, la.lse, NULL, la.qkv, B, T, C, NH);
         REF_FN(vkg_ref_matmul_fwd)(la.attproj, la.atty, params + o[6], params + o[7], BT, C, C);
         REF_FN(vkg_ref_residual_fwd)(la.residual2, la.in, la.attproj, (size_t)BT * C);
         REF_FN(vkg_ref_layernorm_fwd)
@@ -298,7 +298,7 @@ void REF_FN(vkg_ref_gpt2_backward)(MODEL_T *m, const real *params, real *grads, 
         REF_FN(vkg_ref_matmul_bwd)
         (m->dtmp, grads + o[6], grads + o[7], m->dbranch, la.atty, params + o[6], BT, C, C);
         REF_FN(vkg_ref_fill)(m->dqkv, 0, 3 * btc);
-        REF_FN(vkg_ref_attention_bwd)(m->dqkv, m->dtmp, la.qkv, la.att, B, T, C, NH);
+        REF_FN(vkg_ref_attention_bwd)(m->dqkv, m->dtmp, la.qkv, la.lse, B, T, C, NH);
         REF_FN(vkg_ref_fill)(m->dtmp, 0, btc);
         REF_FN(vkg_ref_matmul_bwd)
         (m->dtmp, grads + o[4], grads + o[5], m->dqkv, la.ln1, params + o[4], BT, C, 3 * C);

@@ -34,13 +34,14 @@
     void vkg_ref_matmul_bwd##sfx(real *dinp, real *dweight, real *dbias, const real *dout,         \
                                  const real *inp, const real *weight, int N, int C, int OC);       \
     /* causal self-attention. qkv (B,T,3C) = [q | k | v], head h uses channels h*hs..(h+1)*hs;     \
-     * att (B,NH,T,T) softmax probabilities (entries t2 > t are written as 0); out (B,T,C).        \
-     * scale 1/sqrt(hs). */                                                                        \
-    void vkg_ref_attention_fwd##sfx(real *out, real *att, const real *qkv, int B, int T, int C,    \
-                                    int NH);                                                       \
-    /* dqkv (B,T,3C) += gradient through attention given att saved by the forward pass */          \
+     * scale 1/sqrt(hs); out (B,T,C); lse (B,NH,T) = log sum_{t2 <= t} exp(scale q[t] . k[t2]);    \
+     * att (B,NH,T,T) the softmax probabilities (entries t2 > t written as 0), or NULL. */         \
+    void vkg_ref_attention_fwd##sfx(real *out, real *lse, real *att, const real *qkv, int B,       \
+                                    int T, int C, int NH);                                         \
+    /* dqkv (B,T,3C) += gradient through attention given the lse of the forward pass: the          \
+     * probabilities are recomputed as exp(scale q[t] . k[t2] - lse[t]) */                         \
     void vkg_ref_attention_bwd##sfx(real *dqkv, const real *dout, const real *qkv,                 \
-                                    const real *att, int B, int T, int C, int NH);                 \
+                                    const real *lse, int B, int T, int C, int NH);                 \
     /* GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */                \
     void vkg_ref_gelu_fwd##sfx(real *out, const real *inp, size_t n);                              \
     void vkg_ref_gelu_bwd##sfx(real *dinp, const real *inp, const real *dout, size_t n);           \

@@ -233,8 +233,17 @@ void REF_FN(vkg_ref_matmul_bwd)(real *dinp, real *dweight, real *dbias, const re
 
 /* -------------------------------------------------------------- attention */
 
-void REF_FN(vkg_ref_attention_fwd)(real *out, real *att, const real *qkv, int B, int T, int C,
-                                   int NH)
+/* Scaled score of query row t against key row t2 of one head, in double. */
+static double score(const real *q, const real *k, int hs, double scale)
+{
+    return dot(q, k, hs) * scale;
+}
+
+/* Per (batch, row, head): the maximum of the scaled scores, then the sum of exp(s - max) and,
+ * per chunk of channels, the sum of exp(s - max) v, all in double; scores are recomputed for
+ * each pass rather than stored (the function allocates nothing). */
+void REF_FN(vkg_ref_attention_fwd)(real *out, real *lse, real *att, const real *qkv, int B, int T,
+                                   int C, int NH)
 {
     size_t C3 = 3 * (size_t)C;
     int hs = C / NH;
@@ -245,48 +254,51 @@ void REF_FN(vkg_ref_attention_fwd)(real *out, real *att, const real *qkv, int B,
         for (int t = 0; t < T; t++) {
             for (int h = 0; h < NH; h++) {
                 const real *q = qkv_b + t * C3 + (size_t)h * hs;
-                real *row = att + (((size_t)b * NH + h) * T + t) * T; /* (T) */
-                /* pre-softmax scores in the row, then their maximum */
-                double maxv = -INFINITY;
+                const real *k = qkv_b + C + (size_t)h * hs;     /* row t2 at t2*C3 */
+                const real *v = qkv_b + 2 * C + (size_t)h * hs; /* row t2 at t2*C3 */
+                size_t row = ((size_t)b * NH + h) * T + t;
+                double maxv = -INFINITY, sum = 0.0;
                 for (int t2 = 0; t2 <= t; t2++) {
-                    row[t2] = (real)(dot(q, qkv_b + t2 * C3 + C + (size_t)h * hs, hs) * scale);
-                    if ((double)row[t2] > maxv)
-                        maxv = row[t2];
+                    double s = score(q, k + t2 * C3, hs, scale);
+                    maxv = s > maxv ? s : maxv;
                 }
-                double sum = 0.0;
                 for (int t2 = 0; t2 <= t; t2++)
-                    sum += exp((double)row[t2] - maxv);
-                for (int t2 = 0; t2 <= t; t2++)
-                    row[t2] = (real)(exp((double)row[t2] - maxv) / sum);
-                for (int t2 = t + 1; t2 < T; t2++)
-                    row[t2] = 0;
-                /* out[t, head h] = sum_t2 att[t, t2] v[t2] */
+                    sum += exp(score(q, k + t2 * C3, hs, scale) - maxv);
+                lse[row] = (real)(maxv + log(sum));
+                if (att) {
+                    real *a = att + row * T; /* (T) */
+                    for (int t2 = 0; t2 < T; t2++)
+                        a[t2] = t2 <= t ? (real)(exp(score(q, k + t2 * C3, hs, scale) - maxv) / sum)
+                                        : 0;
+                }
+                /* out[t, head h] = sum_t2 softmax(s)[t2] v[t2] */
                 real *o = out + ((size_t)b * T + t) * C + (size_t)h * hs;
                 for (int c0 = 0; c0 < hs; c0 += CHUNK) {
                     int nc = min_int(CHUNK, hs - c0);
                     for (int j = 0; j < nc; j++)
                         acc[j] = 0.0;
                     for (int t2 = 0; t2 <= t; t2++) {
-                        double a = row[t2];
-                        const real *v = qkv_b + t2 * C3 + 2 * (size_t)C + (size_t)h * hs + c0;
+                        double a = exp(score(q, k + t2 * C3, hs, scale) - maxv);
                         for (int j = 0; j < nc; j++)
-                            acc[j] += a * (double)v[j];
+                            acc[j] += a * (double)v[t2 * C3 + c0 + j];
                     }
                     for (int j = 0; j < nc; j++)
-                        o[c0 + j] = (real)acc[j];
+                        o[c0 + j] = (real)(acc[j] / sum);
                 }
             }
         }
     }
 }
 
-/* With datt[t,t2] = dout[t] . v[t2] and s[t] = sum_t2 att[t,t2] datt[t,t2], the gradient of the
- * pre-softmax score is dpre[t,t2] = att[t,t2] (datt[t,t2] - s[t]); then
+/* With att[t,t2] = exp(scale q[t] . k[t2] - lse[t]) recomputed, datt[t,t2] = dout[t] . v[t2] and
+ * s[t] = sum_t2 att[t,t2] datt[t,t2], the gradient of the pre-softmax score is
+ * dpre[t,t2] = att[t,t2] (datt[t,t2] - s[t]); then
  *   dq[t] += scale sum_t2 dpre[t,t2] k[t2]     dk[t2] += scale sum_t dpre[t,t2] q[t]
  *   dv[t2] += sum_t att[t,t2] dout[t].
- * Each of the three is gathered as one double sum per output element (datt is recomputed rather
- * than stored); for T > TBLOCK the key and value sums are split into TBLOCK-query partial sums. */
-void REF_FN(vkg_ref_attention_bwd)(real *dqkv, const real *dout, const real *qkv, const real *att,
+ * Each of the three is gathered as one double sum per output element (att and datt are
+ * recomputed rather than stored); for T > TBLOCK the key and value sums are split into
+ * TBLOCK-query partial sums. */
+void REF_FN(vkg_ref_attention_bwd)(real *dqkv, const real *dout, const real *qkv, const real *lse,
                                    int B, int T, int C, int NH)
 {
     size_t C3 = 3 * (size_t)C;
@@ -296,17 +308,19 @@ void REF_FN(vkg_ref_attention_bwd)(real *dqkv, const real *dout, const real *qkv
     for (int b = 0; b < B; b++) {
         for (int h = 0; h < NH; h++) {
             size_t qo = (size_t)h * hs, ko = C + qo, vo = 2 * (size_t)C + qo;
-            const real *qkv_b = qkv + (size_t)b * T * C3;            /* (T, 3C) */
-            real *dqkv_b = dqkv + (size_t)b * T * C3;                /* (T, 3C) */
-            const real *do_b = dout + (size_t)b * T * C + qo;        /* row t at t*C */
-            const real *att_bh = att + ((size_t)b * NH + h) * T * T; /* (T, T) */
+            const real *qkv_b = qkv + (size_t)b * T * C3;        /* (T, 3C) */
+            real *dqkv_b = dqkv + (size_t)b * T * C3;            /* (T, 3C) */
+            const real *do_b = dout + (size_t)b * T * C + qo;    /* row t at t*C */
+            const real *lse_bh = lse + ((size_t)b * NH + h) * T; /* (T) */
+#define ATT(t, t2)                                                                                 \
+    exp(score(qkv_b + (size_t)(t)*C3 + qo, qkv_b + (size_t)(t2)*C3 + ko, hs, scale) -              \
+        (double)lse_bh[t])
             for (int t0 = 0; t0 < T; t0 += TBLOCK) {
                 int t1 = min_int(T, t0 + TBLOCK);
                 for (int t = t0; t < t1; t++) {
                     double acc = 0.0;
                     for (int t2 = 0; t2 <= t; t2++)
-                        acc += (double)att_bh[(size_t)t * T + t2] *
-                               dot(do_b + (size_t)t * C, qkv_b + t2 * C3 + vo, hs);
+                        acc += ATT(t, t2) * dot(do_b + (size_t)t * C, qkv_b + t2 * C3 + vo, hs);
                     s[t - t0] = acc;
                 }
                 for (int t = t0; t < t1; t++) {
@@ -317,8 +331,8 @@ void REF_FN(vkg_ref_attention_bwd)(real *dqkv, const real *dout, const real *qkv
                             acc1[j] = 0.0;
                         for (int t2 = 0; t2 <= t; t2++) {
                             const real *k = qkv_b + t2 * C3 + ko;
-                            double dpre = (double)att_bh[(size_t)t * T + t2] *
-                                          (dot(d, qkv_b + t2 * C3 + vo, hs) - s[t - t0]);
+                            double dpre =
+                                ATT(t, t2) * (dot(d, qkv_b + t2 * C3 + vo, hs) - s[t - t0]);
                             for (int j = 0; j < nc; j++)
                                 acc1[j] += dpre * (double)k[c0 + j];
                         }
@@ -336,7 +350,7 @@ void REF_FN(vkg_ref_attention_bwd)(real *dqkv, const real *dout, const real *qkv
                         for (int t = t2 > t0 ? t2 : t0; t < t1; t++) {
                             const real *d = do_b + (size_t)t * C;
                             const real *q = qkv_b + t * C3 + qo;
-                            double a = att_bh[(size_t)t * T + t2];
+                            double a = ATT(t, t2);
                             double dpre = a * (dot(d, v, hs) - s[t - t0]);
                             for (int j = 0; j < nc; j++) {
                                 acc1[j] += dpre * (double)q[c0 + j];
@@ -351,6 +365,7 @@ void REF_FN(vkg_ref_attention_bwd)(real *dqkv, const real *dout, const real *qkv
                     }
                 }
             }
+#undef ATT
         }
     }
 }

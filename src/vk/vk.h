@@ -90,11 +90,14 @@ void vkg__kernels_release(vkg_device_t *dev);
 
 /* ---- device tuning --------------------------------------------------------------------- */
 
-/* The two forms of the attention kernels (attention_fwd, attention_bwd, attention_fwd_pv). */
+/* The two forms of the flash attention kernels (attention_fwd, attention_bwd_dq, _dkv). */
 typedef enum vkg_attention_variant {
-    VKG_ATTENTION_SHARED, /* 128 invocations, query and key tiles staged in shared memory */
-    VKG_ATTENTION_DIRECT, /* one 8-lane subgroup per workgroup reading straight from memory:
-                             no barriers in the loops (devices where a barrier is costly) */
+    VKG_ATTENTION_SHARED, /* one invocation per query row (or key), 64 (32) per workgroup, the
+                             tiles of keys and values (queries) staged in shared memory */
+    VKG_ATTENTION_DIRECT, /* one subgroup of 4 to 16 lanes per workgroup (where the device's
+                             subgroups are that wide; else as SHARED), register tiles and subgroup
+                             broadcasts reading straight from memory: no shared memory and no
+                             barriers (devices where a barrier is costly) */
 } vkg_attention_variant;
 
 /* The kernel variants, tiles and workgroup sizes the ops use on one device. Ops read these and
