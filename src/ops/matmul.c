@@ -307,38 +307,21 @@ vkg_status vkg_op_matmul_fwd(vkg_cmd *c, vkg_tensor out, vkg_tensor inp, vkg_ten
         vkg_tensor s = split ? rows_view(scratch, n0, m, (size_t)C) : scratch;
         vkg_tensor o = split ? rows_view(out, n0, m, (size_t)OC) : out;
         vkg_tensor in = split ? rows_view(inp, n0, m, (size_t)C) : inp;
-        if (tiled) {
-            vkg_gemm t = {.out = o,
-                          .a = in,
-                          .b = weight,
-                          .bias = bias,
-                          .M = (uint32_t)m,
-                          .N = (uint32_t)OC,
-                          .K = (uint32_t)C,
-                          .lda = (uint32_t)C,
-                          .ldb = (uint32_t)C,
-                          .ldo = (uint32_t)OC,
-                          .a_kcontig = 1,
-                          .b_kcontig = 1,
-                          .label = op};
-            VKG_TRY(vkg_op_gemm(c, &t));
-            continue;
-        }
-        VKG_TRY(vkg_op_transpose(c, s, in, (int)m, C));
         vkg_gemm g = {.out = o,
-                      .a = weight,
-                      .b = s,
                       .bias = bias,
-                      .M = (uint32_t)OC,
-                      .N = (uint32_t)m,
                       .K = (uint32_t)C,
                       .lda = (uint32_t)C,
-                      .ldb = (uint32_t)m,
                       .ldo = (uint32_t)OC,
                       .a_kcontig = 1,
-                      .out_t = 1,
-                      .accumulate = 0,
                       .label = op};
+        if (tiled) { /* out (m, OC) = inp (m, C) x W^T: W read k-contiguous */
+            g.a = in, g.b = weight, g.M = (uint32_t)m, g.N = (uint32_t)OC, g.ldb = (uint32_t)C;
+            g.b_kcontig = 1;
+        } else { /* out^T (OC, m) = W (OC, C) x inp^T (C, m), stored transposed */
+            VKG_TRY(vkg_op_transpose(c, s, in, (int)m, C));
+            g.a = weight, g.b = s, g.M = (uint32_t)OC, g.N = (uint32_t)m, g.ldb = (uint32_t)m;
+            g.out_t = 1;
+        }
         VKG_TRY(vkg_op_gemm(c, &g));
     }
     return VKG_OK;
