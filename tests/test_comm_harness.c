@@ -388,3 +388,39 @@ void vkg_th_dump(const vkg_th_result *res, int n)
                 res[r].create_status, res[r].body_rc, res[r].reported, res[r].signaled,
                 res[r].t_done, res[r].report);
 }
+
+uint32_t vkg_th_mix(uint32_t x)
+{
+    x ^= x >> 16;
+    x *= 0x7feb352du;
+    x ^= x >> 15;
+    x *= 0x846ca68bu;
+    return x ^ (x >> 16);
+}
+
+float vkg_th_int_value(int r, size_t i)
+{
+    return (float)((int)(vkg_th_mix((uint32_t)i * 31u + (uint32_t)r) % 33u) - 16) / 2.0f;
+}
+
+float vkg_th_odd_value(int r, size_t i, unsigned spread)
+{
+    uint32_t h = vkg_th_mix((uint32_t)i ^ ((uint32_t)r << 24) ^ 0x9e3779b9u);
+    float m = (float)(h & 0xffffff) / 16777216.0f - 0.5f;
+    return m * (float)(1u << ((h >> 24) % spread));
+}
+
+uint16_t vkg_th_to16(float f, vkg_comm_dtype dt)
+{
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if (dt == VKG_COMM_BF16)
+        return (uint16_t)(u >> 16);
+    int e = (int)((u >> 23) & 0xff) - 127 + 15;
+    uint16_t s = (uint16_t)((u >> 16) & 0x8000);
+    if ((u & 0x7fffffff) == 0 || e <= 0)
+        return s;
+    if (e >= 31)
+        return (uint16_t)(s | 0x7bff);
+    return (uint16_t)(s | (e << 10) | ((u >> 13) & 0x3ff));
+}

@@ -79,4 +79,14 @@ uint64_t vkg_th_digest(const void *p, size_t n);
 /* Print every rank's result (for a failing test). */
 void vkg_th_dump(const vkg_th_result *res, int n);
 
+/* Collective inputs. A 32-bit integer hash. */
+uint32_t vkg_th_mix(uint32_t x);
+/* Integer-valued input of rank r at element i (halves in [-8, 8]): sums and averages over up to
+ * 8 ranks are exact in fp32, bf16 and f16. */
+float vkg_th_int_value(int r, size_t i);
+/* Input whose fp32 sum depends on the order of additions: magnitudes spread over 2^spread. */
+float vkg_th_odd_value(int r, size_t i, unsigned spread);
+/* f as bf16 (truncated) or f16 (exact for the integer inputs, saturated or flushed otherwise). */
+uint16_t vkg_th_to16(float f, vkg_comm_dtype dt);
+
 #endif

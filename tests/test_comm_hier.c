@@ -23,43 +23,6 @@
 #include "test_comm_harness.h"
 #include "vkgpt/comm.h"
 
-static uint32_t mix(uint32_t x)
-{
-    x ^= x >> 16;
-    x *= 0x7feb352du;
-    x ^= x >> 15;
-    x *= 0x846ca68bu;
-    return x ^ (x >> 16);
-}
-
-/* Integer-valued: every sum and average of 4 ranks is exact in fp32 and the 16-bit types. */
-static float int_value(int r, size_t i)
-{
-    return (float)((int)(mix((uint32_t)i * 31u + (uint32_t)r) % 33u) - 16) / 2.0f;
-}
-
-/* Values of different magnitudes: their fp32 sum depends on the order of additions. */
-static float odd_value(int r, size_t i)
-{
-    uint32_t h = mix((uint32_t)i ^ ((uint32_t)r << 24) ^ 0x9e3779b9u);
-    float m = (float)(h & 0xffffff) / 16777216.0f - 0.5f;
-    return m * (float)(1u << ((h >> 24) % 16));
-}
-
-/* Exact 16-bit encodings of the integer inputs (|v| <= 8, halves). */
-static uint16_t to16(float f, vkg_comm_dtype dt)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    if (dt == VKG_COMM_BF16)
-        return (uint16_t)(u >> 16);
-    int e = (int)((u >> 23) & 0xff) - 127 + 15;
-    uint16_t s = (uint16_t)((u >> 16) & 0x8000);
-    if ((u & 0x7fffffff) == 0)
-        return s;
-    return (uint16_t)(s | (e << 10) | ((u >> 13) & 0x3ff));
-}
-
 static float from16(uint16_t h, vkg_comm_dtype dt)
 {
     if (dt == VKG_COMM_BF16) {
@@ -101,14 +64,16 @@ static int sweep_body(vkg_th_rank *r, void *arg)
                 for (int odd = 0; odd <= 1 && st == VKG_OK; odd++) {
                     uint8_t *in = op ? buf + es : buf, *dst = op ? out + es : buf;
                     for (size_t i = 0; i < count; i++) {
-                        float v = odd ? odd_value(r->rank, i) : int_value(r->rank, i);
+                        float v =
+                            odd ? vkg_th_odd_value(r->rank, i, 16) : vkg_th_int_value(r->rank, i);
                         if (dt == VKG_COMM_F32)
                             ((float *)in)[i] = v;
                         else if (odd)
-                            ((uint16_t *)in)[i] = (uint16_t)(mix((uint32_t)i + 7u * r->rank) &
-                                                             0x3bff); /* finite, mixed scales */
+                            ((uint16_t *)in)[i] =
+                                (uint16_t)(vkg_th_mix((uint32_t)i + 7u * r->rank) &
+                                           0x3bff); /* finite, mixed scales */
                         else
-                            ((uint16_t *)in)[i] = to16(v, (vkg_comm_dtype)dt);
+                            ((uint16_t *)in)[i] = vkg_th_to16(v, (vkg_comm_dtype)dt);
                     }
                     st = vkg_comm_allreduce(r->comm, in, dst, count, (vkg_comm_dtype)dt,
                                             (vkg_comm_op)op);
@@ -124,10 +89,12 @@ static int sweep_body(vkg_th_rank *r, void *arg)
                         else
                             got = from16(((uint16_t *)dst)[i], (vkg_comm_dtype)dt);
                         if (odd) { /* the stated order, bit for bit */
-                            float p0 = odd_value(0, i) + odd_value(1, i);
-                            float p1 = odd_value(2, i) + odd_value(3, i);
-                            float flat = ((odd_value(0, i) + odd_value(1, i)) + odd_value(2, i)) +
-                                         odd_value(3, i);
+                            float p0 = vkg_th_odd_value(0, i, 16) + vkg_th_odd_value(1, i, 16);
+                            float p1 = vkg_th_odd_value(2, i, 16) + vkg_th_odd_value(3, i, 16);
+                            float flat =
+                                ((vkg_th_odd_value(0, i, 16) + vkg_th_odd_value(1, i, 16)) +
+                                 vkg_th_odd_value(2, i, 16)) +
+                                vkg_th_odd_value(3, i, 16);
                             want = x->hier ? p0 + p1 : flat;
                             if (op)
                                 want /= (float)n, flat /= (float)n;
@@ -138,7 +105,7 @@ static int sweep_body(vkg_th_rank *r, void *arg)
                         }
                         float sum = 0;
                         for (int q = 0; q < n; q++)
-                            sum += int_value(q, i);
+                            sum += vkg_th_int_value(q, i);
                         want = op ? sum / (float)n : sum;
                         float tol = dt == VKG_COMM_F32 || !op
                                         ? 0.0f

@@ -26,46 +26,6 @@
 
 /* ---- inputs ---- */
 
-static uint32_t mix(uint32_t x)
-{
-    x ^= x >> 16;
-    x *= 0x7feb352du;
-    x ^= x >> 15;
-    x *= 0x846ca68bu;
-    return x ^ (x >> 16);
-}
-
-/* Integer-valued input of rank r at element i: every sum and average is exact in fp32 (and in
- * the 16-bit types: |sum| <= 8 * 16). */
-static float int_value(int r, size_t i)
-{
-    return (float)((int)(mix((uint32_t)i * 31u + (uint32_t)r) % 33u) - 16) / 2.0f;
-}
-
-/* Input whose sum depends on the order of additions (different magnitudes). */
-static float odd_value(int r, size_t i)
-{
-    uint32_t h = mix((uint32_t)i ^ ((uint32_t)r << 24) ^ 0x9e3779b9u);
-    float m = (float)(h & 0xffffff) / 16777216.0f - 0.5f;
-    return m * (float)(1u << ((h >> 24) % 12));
-}
-
-static uint16_t to16(float f, vkg_comm_dtype dt)
-{
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    if (dt == VKG_COMM_BF16)
-        return (uint16_t)(u >> 16); /* inputs: truncation is fine, results come from the path */
-    /* f16 of a value that is exact in f16 (the integer inputs) or close to it */
-    int e = (int)((u >> 23) & 0xff) - 127 + 15;
-    uint16_t s = (uint16_t)((u >> 16) & 0x8000);
-    if ((u & 0x7fffffff) == 0 || e <= 0)
-        return s;
-    if (e >= 31)
-        return (uint16_t)(s | 0x7bff);
-    return (uint16_t)(s | (e << 10) | ((u >> 13) & 0x3ff));
-}
-
 static float from16(uint16_t h, vkg_comm_dtype dt)
 {
     if (dt == VKG_COMM_BF16) {
@@ -82,11 +42,11 @@ static float from16(uint16_t h, vkg_comm_dtype dt)
 static void fill(void *buf, size_t count, vkg_comm_dtype dt, int r, int odd)
 {
     for (size_t i = 0; i < count; i++) {
-        float v = odd ? odd_value(r, i) : int_value(r, i);
+        float v = odd ? vkg_th_odd_value(r, i, 12) : vkg_th_int_value(r, i);
         if (dt == VKG_COMM_F32)
             ((float *)buf)[i] = v;
         else
-            ((uint16_t *)buf)[i] = to16(v, dt);
+            ((uint16_t *)buf)[i] = vkg_th_to16(v, dt);
     }
 }
 
@@ -134,7 +94,7 @@ static int sweep_body(vkg_th_rank *r, void *arg)
                     for (size_t i = 0; i < count; i++) {
                         float sum = 0;
                         for (int q = 0; q < n; q++)
-                            sum += int_value(q, i);
+                            sum += vkg_th_int_value(q, i);
                         float want = op ? sum / (float)n : sum;
                         float got = dt == VKG_COMM_F32
                                         ? ((float *)dst)[i]
@@ -263,7 +223,7 @@ static int zero_body(vkg_th_rank *r, void *arg)
             for (size_t i = 0; !odd && i < count; i++) {
                 float want = 0;
                 for (int q = 0; q < n; q++)
-                    want += int_value(q, i);
+                    want += vkg_th_int_value(q, i);
                 wrong += buf[i] != want;
             }
         }
@@ -343,18 +303,18 @@ static int bcast_body(vkg_th_rank *r, void *arg)
         uint8_t *buf = malloc(b), *all = malloc(b * (size_t)r->size), *mine = malloc(b);
         for (int root = 0; root < r->size && st == VKG_OK; root++) {
             for (size_t i = 0; i < b; i++)
-                buf[i] = (uint8_t)(r->rank == root ? mix((uint32_t)(i + 7 * root)) : 0xee);
+                buf[i] = (uint8_t)(r->rank == root ? vkg_th_mix((uint32_t)(i + 7 * root)) : 0xee);
             st = vkg_comm_broadcast(r->comm, buf, b, root);
             for (size_t i = 0; i < b && st == VKG_OK; i++)
-                bad += buf[i] != (uint8_t)mix((uint32_t)(i + 7 * root));
+                bad += buf[i] != (uint8_t)vkg_th_mix((uint32_t)(i + 7 * root));
         }
         for (size_t i = 0; i < b; i++)
-            mine[i] = (uint8_t)mix((uint32_t)i * 3 + (uint32_t)r->rank);
+            mine[i] = (uint8_t)vkg_th_mix((uint32_t)i * 3 + (uint32_t)r->rank);
         if (st == VKG_OK)
             st = vkg_comm_allgather(r->comm, mine, b, all);
         for (int q = 0; q < r->size && st == VKG_OK; q++)
             for (size_t i = 0; i < b; i++)
-                bad += all[(size_t)q * b + i] != (uint8_t)mix((uint32_t)i * 3 + (uint32_t)q);
+                bad += all[(size_t)q * b + i] != (uint8_t)vkg_th_mix((uint32_t)i * 3 + (uint32_t)q);
         free(buf);
         free(all);
         free(mine);
