@@ -1,6 +1,7 @@
 /* The shared-memory segment of one job on one host: its layout and the state each rank keeps
- * about it. Shared by shm.c (creating and handing over the segment) and shm_coll.c (the
- * collectives run in it). Nothing here is visible outside transport/.
+ * about it. Shared by shm.c (creating and handing over the segment), shm_wait.c (waiting and
+ * signalling in it) and shm_coll.c and hier.c (the collectives run in it). Nothing here is visible
+ * outside transport/.
  *
  * Layout (offsets from the start of the memfd):
  *   0                  vkg_shm_hdr: identity of the job, sizes, the abort word
@@ -59,7 +60,7 @@ struct vkg_shm {
     int64_t spin_max_ns; /* its ceiling: 50 us with a core per rank, 1 us otherwise */
 };
 
-/* One collective in the segment (shm_coll.c; hier.c runs its phases with these helpers). */
+/* One collective in the segment (shm_coll.c, hier.c), with the waits of shm_wait.c. */
 typedef struct vkg_shm_op {
     vkg_comm_t *c;
     struct vkg_shm *s;
@@ -72,6 +73,11 @@ enum { VKG_SHM_IN, VKG_SHM_RED, VKG_SHM_OUT }; /* a rank's counters (vkg_shm_ctl
 
 /* Begin a collective `name` at the segment's next step (fails at once on a recorded abort). */
 vkg_status vkg__shm_start(vkg_shm_op *o, vkg_comm_t *c, const char *name);
+/* The same in segment s, whose local rank q is communicator rank ranks[q]; what names it. */
+vkg_status vkg__shm_start_on(vkg_shm_op *o, vkg_comm_t *c, struct vkg_shm *s, const int *ranks,
+                             const char *what);
+/* Wait until local rank q's counter `which` reaches target. */
+vkg_status vkg__shm_wait_one(vkg_shm_op *o, int q, int which, uint32_t target);
 /* Wait until every other local rank's counter `which` reaches target (names the one that lags,
  * sees aborts, dead and frozen peers and the deadline). */
 vkg_status vkg__shm_wait_all(vkg_shm_op *o, int which, uint32_t target);
@@ -80,7 +86,10 @@ vkg_status vkg__shm_wait_slot(vkg_shm_op *o, uint32_t step);
 /* Publish this rank's counter `which` = v, waking sleepers. */
 void vkg__shm_publish(struct vkg_shm *s, int which, uint32_t v);
 /* Local rank q's slot for step. */
-uint8_t *vkg__shm_slot(const struct vkg_shm *s, int q, uint32_t step);
+static inline uint8_t *vkg__shm_slot(const struct vkg_shm *s, int q, uint32_t step)
+{
+    return s->data + ((size_t)q * (size_t)s->slots + step % (uint32_t)s->slots) * s->chunk;
+}
 
 /* Group collectives (group.c) in a group's own segment s, whose rank q is communicator rank
  * ranks[q]; `what` names the call in errors. allreduce: f32 sums in place, each element of ring

@@ -19,175 +19,17 @@
  * reduces the whole buffer from every slot in rank order straight into its result (the same
  * arithmetic on every rank, so the same bits), as the ZeroMQ path's one-step exchange does.
  *
- * Waits: spin on the counter, then sleep on it with FUTEX_WAIT. The spin adapts: it doubles
- * (up to 50 us with a core per rank, 1 us otherwise) after a wait that ended while spinning and
- * halves (down to 1 us) after one that had to sleep. Measured on a loaded 2-core host: a fixed
- * 50 us spin made every 4 KiB allreduce take 57 us (the awaited rank shared the spinner's core
- * and ran only once the spin gave up), sleeping at once 10 us; idle, spinning gives 1.5 us; a
- * publisher calls FUTEX_WAKE only when someone sleeps. Every 10 ms of waiting the rank looks at the
- * ZeroMQ side (vkg__comm_poll: aborts, heartbeats of dead or frozen peers, the deadline and who
- * waits for whom), and every wait checks the segment's abort word, which a failing rank sets (with
- * its reason) before it wakes everyone. Not here: creating and handing over the segment (shm.c).
+ * Not here: waiting and signalling (shm_wait.c), creating and handing over the segment (shm.c).
  */
 #include "shm.h"
 
-#include <limits.h>
-#include <linux/futex.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
-#include <time.h>
-#include <unistd.h>
 
-#define POLL_NS 10000000         /* look at the ZeroMQ side this often while waiting */
-#define SPIN_MIN_NS 1000         /* the shortest spin: enough to notice that spinning pays again */
 #define DIRECT_BYTES (64u << 10) /* up to this size every rank reduces the whole buffer */
 
 enum { CTR_IN = VKG_SHM_IN, CTR_RED = VKG_SHM_RED, CTR_OUT = VKG_SHM_OUT };
 
 typedef vkg_shm_op shm_op;
-
-static int reached(uint32_t v, uint32_t target)
-{
-    return (int32_t)(v - target) >= 0;
-}
-
-static atomic_uint *counter(struct vkg_shm *s, int q, int which)
-{
-    vkg_shm_ctl *k = &s->ctl[q];
-    return which == CTR_IN ? &k->in : which == CTR_RED ? &k->red : &k->out;
-}
-
-static long futex(atomic_uint *w, int op, uint32_t val, const struct timespec *ts)
-{
-    return syscall(SYS_futex, (uint32_t *)w, op, val, ts, NULL, 0);
-}
-
-static void publish(struct vkg_shm *s, int which, uint32_t v)
-{
-    atomic_uint *w = counter(s, s->me, which);
-    atomic_store(w, v);
-    if (atomic_load(&s->hdr->sleepers))
-        futex(w, FUTEX_WAKE, INT_MAX, NULL);
-}
-
-static uint8_t *slot(const struct vkg_shm *s, int q, uint32_t step)
-{
-    return s->data + ((size_t)q * (size_t)s->slots + step % (uint32_t)s->slots) * s->chunk;
-}
-
-static vkg_status aborted(shm_op *o)
-{
-    struct vkg_shm *s = o->s;
-    unsigned w = atomic_load(&s->hdr->abort_word);
-    int x = (int)w - 1;
-    char why[VKG_SHM_REASON + 64];
-    if (x < 0 || x >= s->n)
-        return VKG_FAIL(VKG_ERR_PROTOCOL, "%s: the segment's abort word is corrupt (%u)", o->what,
-                        w);
-    vkg__escape(why, sizeof why, s->reasons + (size_t)x * VKG_SHM_REASON,
-                strnlen(s->reasons + (size_t)x * VKG_SHM_REASON, VKG_SHM_REASON));
-    o->c->peer_aborted = 1;
-    return VKG_FAIL(VKG_ERR_PEER, "%s: rank %d aborted: %s", o->what, o->ranks[x], why);
-}
-
-static void relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield");
-#endif
-}
-
-/* Wait until rank q's counter `which` reaches target. */
-static vkg_status wait_one(shm_op *o, int q, int which, uint32_t target)
-{
-    struct vkg_shm *s = o->s;
-    vkg_comm_t *c = o->c;
-    atomic_uint *w = counter(s, q, which);
-    int64_t t0 = vkg__now_ns();
-    for (unsigned i = 1;; i++) {
-        if (reached(atomic_load_explicit(w, memory_order_acquire), target)) {
-            s->spin_ns = s->spin_ns * 2 < s->spin_max_ns ? s->spin_ns * 2 : s->spin_max_ns;
-            return VKG_OK;
-        }
-        if (atomic_load_explicit(&s->hdr->abort_word, memory_order_relaxed))
-            return aborted(o);
-        if ((i & 15) == 0 && vkg__now_ns() - t0 >= s->spin_ns)
-            break;
-        relax();
-    }
-    s->spin_ns = s->spin_ns / 2 > SPIN_MIN_NS ? s->spin_ns / 2 : SPIN_MIN_NS;
-    uint32_t seen = atomic_load(w);
-    int64_t polled = 0;
-    for (;;) {
-        uint32_t v = atomic_load(w);
-        int64_t now = vkg__now_ns();
-        if (reached(v, target)) {
-            c->progress_ns = now;
-            return VKG_OK;
-        }
-        if (atomic_load(&s->hdr->abort_word))
-            return aborted(o);
-        if (v != seen) { /* the rank moves: that is progress */
-            seen = v;
-            c->progress_ns = now;
-        }
-        if (now - polled >= POLL_NS) {
-            vkg_expect ex = {
-                .sender = -1, .all_peers = 1, .waiting_on = o->ranks[q], .what = o->what};
-            VKG_TRY(vkg__comm_poll(c, &ex));
-            polled = vkg__now_ns();
-        }
-        atomic_fetch_add(&s->hdr->sleepers, 1);
-        v = atomic_load(w);
-        if (!reached(v, target) && !atomic_load(&s->hdr->abort_word)) {
-            struct timespec ts = {0, POLL_NS};
-            futex(w, FUTEX_WAIT, v, &ts);
-        }
-        atomic_fetch_sub(&s->hdr->sleepers, 1);
-    }
-}
-
-static vkg_status wait_all(shm_op *o, int which, uint32_t target)
-{
-    for (int q = 0; q < o->s->n; q++)
-        if (q != o->s->me && !reached(atomic_load(counter(o->s, q, which)), target))
-            VKG_TRY(wait_one(o, q, which, target));
-    return VKG_OK;
-}
-
-/* Wait until slot `step` may be overwritten: every rank copied out step - slots. */
-static vkg_status wait_slot(shm_op *o, uint32_t step)
-{
-    return wait_all(o, CTR_OUT, step - (uint32_t)o->s->slots + 1);
-}
-
-/* Begin a collective in segment s whose local rank q is communicator rank ranks[q]. */
-static vkg_status start_on(shm_op *o, vkg_comm_t *c, struct vkg_shm *s, const int *ranks,
-                           const char *what)
-{
-    o->c = c;
-    o->s = s;
-    o->ranks = ranks;
-    o->base = s->step;
-    snprintf(o->what, sizeof o->what, "%s", what);
-    int64_t now = vkg__now_ns();
-    if (c->progress_ns < now) /* time outside collectives never counts */
-        c->progress_ns = now;
-    if (atomic_load(&o->s->hdr->abort_word))
-        return aborted(o);
-    return VKG_OK;
-}
-
-static vkg_status start(shm_op *o, vkg_comm_t *c, const char *name)
-{
-    char what[48];
-    snprintf(what, sizeof what, "%s #%llu (shm)", name, (unsigned long long)c->seq);
-    return start_on(o, c, c->shm, c->local, what);
-}
 
 /* ---- allreduce ---- */
 
@@ -244,7 +86,7 @@ static void reduce_run(ar *a, uint32_t step, size_t off, size_t e, size_t len, u
             take = end - e < len ? end - e : len;
         }
         for (int i = 0; i < n; i++)
-            a->srcs[i] = slot(s, (first + i) % n, step) + off * a->es;
+            a->srcs[i] = vkg__shm_slot(s, (first + i) % n, step) + off * a->es;
         vkg__reduce_ordered(dst, a->srcs, n, take, a->dt, a->avg);
         dst += take * a->es;
         off += take;
@@ -256,24 +98,25 @@ static void reduce_run(ar *a, uint32_t step, size_t off, size_t e, size_t len, u
 static vkg_status ar_copy_in(ar *a, size_t j)
 {
     uint32_t step = a->o.base + (uint32_t)j;
-    VKG_TRY(wait_slot(&a->o, step));
-    memcpy(slot(a->o.s, a->o.s->me, step), a->send + j * a->per * a->es, step_len(a, j) * a->es);
-    publish(a->o.s, CTR_IN, step + 1);
+    VKG_TRY(vkg__shm_wait_slot(&a->o, step));
+    memcpy(vkg__shm_slot(a->o.s, a->o.s->me, step), a->send + j * a->per * a->es,
+           step_len(a, j) * a->es);
+    vkg__shm_publish(a->o.s, CTR_IN, step + 1);
     return VKG_OK;
 }
 
 static vkg_status ar_reduce(ar *a, size_t j)
 {
     uint32_t step = a->o.base + (uint32_t)j;
-    VKG_TRY(wait_all(&a->o, CTR_IN, step + 1));
+    VKG_TRY(vkg__shm_wait_all(&a->o, CTR_IN, step + 1));
     size_t n = step_len(a, j), lo = slice_start(a, n, a->o.s->me);
     size_t hi = slice_start(a, n, a->o.s->me + 1);
     if (a->o.s->me == a->o.s->n - 1)
         hi = n;
     if (hi > lo)
         reduce_run(a, step, lo, j * a->per + lo, hi - lo,
-                   slot(a->o.s, a->o.s->me, step) + lo * a->es);
-    publish(a->o.s, CTR_RED, step + 1);
+                   vkg__shm_slot(a->o.s, a->o.s->me, step) + lo * a->es);
+    vkg__shm_publish(a->o.s, CTR_RED, step + 1);
     return VKG_OK;
 }
 
@@ -281,15 +124,15 @@ static vkg_status ar_copy_out(ar *a, size_t j)
 {
     struct vkg_shm *s = a->o.s;
     uint32_t step = a->o.base + (uint32_t)j;
-    VKG_TRY(wait_all(&a->o, CTR_RED, step + 1));
+    VKG_TRY(vkg__shm_wait_all(&a->o, CTR_RED, step + 1));
     size_t n = step_len(a, j);
     uint8_t *dst = a->recv + j * a->per * a->es;
     for (int q = 0; q < s->n; q++) {
         size_t lo = slice_start(a, n, q), hi = q == s->n - 1 ? n : slice_start(a, n, q + 1);
         if (hi > lo)
-            memcpy(dst + lo * a->es, slot(s, q, step) + lo * a->es, (hi - lo) * a->es);
+            memcpy(dst + lo * a->es, vkg__shm_slot(s, q, step) + lo * a->es, (hi - lo) * a->es);
     }
-    publish(s, CTR_OUT, step + 1);
+    vkg__shm_publish(s, CTR_OUT, step + 1);
     return VKG_OK;
 }
 
@@ -298,15 +141,15 @@ static vkg_status ar_direct(ar *a)
 {
     struct vkg_shm *s = a->o.s;
     uint32_t step = a->o.base;
-    VKG_TRY(wait_slot(&a->o, step));
-    memcpy(slot(s, s->me, step), a->send, a->count * a->es);
-    publish(s, CTR_RED, step + 1);
-    publish(s, CTR_IN, step + 1);
-    VKG_TRY(wait_all(&a->o, CTR_IN, step + 1));
+    VKG_TRY(vkg__shm_wait_slot(&a->o, step));
+    memcpy(vkg__shm_slot(s, s->me, step), a->send, a->count * a->es);
+    vkg__shm_publish(s, CTR_RED, step + 1);
+    vkg__shm_publish(s, CTR_IN, step + 1);
+    VKG_TRY(vkg__shm_wait_all(&a->o, CTR_IN, step + 1));
     for (int q = 0; q < s->n; q++)
-        a->srcs[q] = slot(s, q, step);
+        a->srcs[q] = vkg__shm_slot(s, q, step);
     vkg__reduce_ordered(a->recv, a->srcs, s->n, a->count, a->dt, a->avg);
-    publish(s, CTR_OUT, step + 1);
+    vkg__shm_publish(s, CTR_OUT, step + 1);
     return VKG_OK;
 }
 
@@ -345,7 +188,7 @@ vkg_status vkg__shm_allreduce(vkg_comm_t *c, const void *send, void *recv, size_
                               vkg_comm_dtype dt, vkg_comm_op op)
 {
     ar a = {.send = send, .recv = recv, .count = count, .dt = dt, .avg = op == VKG_COMM_AVG};
-    VKG_TRY(start(&a.o, c, "allreduce"));
+    VKG_TRY(vkg__shm_start(&a.o, c, "allreduce"));
     a.es = vkg_comm_dtype_size(dt);
     a.per = c->shm->chunk / a.es;
     a.ring = c->size > 2 && c->size >= c->ring_min_ranks && count * a.es > c->small_bytes;
@@ -365,7 +208,7 @@ vkg_status vkg__shm_group_allreduce(vkg_comm_t *c, struct vkg_shm *s, const int 
             .dt = VKG_COMM_F32,
             .ring = 1,
             .rb = rb};
-    VKG_TRY(start_on(&a.o, c, s, ranks, what));
+    VKG_TRY(vkg__shm_start_on(&a.o, c, s, ranks, what));
     a.per = s->chunk / 4;
     return ar_run(&a);
 }
@@ -376,13 +219,13 @@ vkg_status vkg__shm_group_allreduce(vkg_comm_t *c, struct vkg_shm *s, const int 
 static vkg_status rs_reduce(ar *a, size_t j, size_t lo, size_t hi)
 {
     uint32_t step = a->o.base + (uint32_t)j;
-    VKG_TRY(wait_all(&a->o, CTR_IN, step + 1));
+    VKG_TRY(vkg__shm_wait_all(&a->o, CTR_IN, step + 1));
     size_t e0 = j * a->per, e1 = e0 + step_len(a, j);
     size_t x = e0 > lo ? e0 : lo, y = e1 < hi ? e1 : hi;
     if (x < y)
         reduce_run(a, step, x - e0, x, y - x, a->recv + x * a->es);
-    publish(a->o.s, CTR_RED, step + 1);
-    publish(a->o.s, CTR_OUT, step + 1);
+    vkg__shm_publish(a->o.s, CTR_RED, step + 1);
+    vkg__shm_publish(a->o.s, CTR_OUT, step + 1);
     return VKG_OK;
 }
 
@@ -398,7 +241,7 @@ vkg_status vkg__shm_reduce_scatter(vkg_comm_t *c, float *buf, size_t count, cons
             .es = 4,
             .dt = VKG_COMM_F32,
             .ring = ring && c->size > 2};
-    VKG_TRY(start(&a.o, c, "reduce-scatter"));
+    VKG_TRY(vkg__shm_start(&a.o, c, "reduce-scatter"));
     a.per = c->shm->chunk / 4;
     const void *srcs[VKG_SHM_MAX_RANKS];
     a.srcs = srcs;
@@ -419,7 +262,7 @@ vkg_status vkg__shm_allgatherv(vkg_comm_t *c, const char *name, void *buf, size_
                                const size_t *bounds)
 {
     shm_op o;
-    VKG_TRY(start(&o, c, name));
+    VKG_TRY(vkg__shm_start(&o, c, name));
     struct vkg_shm *s = c->shm;
     uint8_t *b = buf;
     size_t per = s->chunk / es, steps = (count + per - 1) / per;
@@ -427,25 +270,25 @@ vkg_status vkg__shm_allgatherv(vkg_comm_t *c, const char *name, void *buf, size_
     for (size_t j = 0; j < steps && st == VKG_OK; j++) {
         uint32_t step = o.base + (uint32_t)j;
         size_t e0 = j * per, e1 = count - e0 < per ? count : e0 + per;
-        st = wait_slot(&o, step);
+        st = vkg__shm_wait_slot(&o, step);
         if (st < 0)
             break;
         size_t x = e0 > bounds[s->me] ? e0 : bounds[s->me];
         size_t y = e1 < bounds[s->me + 1] ? e1 : bounds[s->me + 1];
         if (x < y)
-            memcpy(slot(s, s->me, step) + (x - e0) * es, b + x * es, (y - x) * es);
-        publish(s, CTR_IN, step + 1);
-        publish(s, CTR_RED, step + 1);
-        st = wait_all(&o, CTR_IN, step + 1);
+            memcpy(vkg__shm_slot(s, s->me, step) + (x - e0) * es, b + x * es, (y - x) * es);
+        vkg__shm_publish(s, CTR_IN, step + 1);
+        vkg__shm_publish(s, CTR_RED, step + 1);
+        st = vkg__shm_wait_all(&o, CTR_IN, step + 1);
         if (st < 0)
             break;
         for (int q = 0; q < s->n; q++) {
             x = e0 > bounds[q] ? e0 : bounds[q];
             y = e1 < bounds[q + 1] ? e1 : bounds[q + 1];
             if (q != s->me && x < y)
-                memcpy(b + x * es, slot(s, q, step) + (x - e0) * es, (y - x) * es);
+                memcpy(b + x * es, vkg__shm_slot(s, q, step) + (x - e0) * es, (y - x) * es);
         }
-        publish(s, CTR_OUT, step + 1);
+        vkg__shm_publish(s, CTR_OUT, step + 1);
     }
     s->step = o.base + (uint32_t)steps;
     return st;
@@ -463,20 +306,20 @@ static vkg_status bcast_run(shm_op *op, void *buf, size_t bytes, int root)
         uint32_t step = o.base + (uint32_t)j;
         size_t off = j * s->chunk, n = bytes - off < s->chunk ? bytes - off : s->chunk;
         if (s->me == root) {
-            st = wait_slot(&o, step);
+            st = vkg__shm_wait_slot(&o, step);
             if (st < 0)
                 break;
-            memcpy(slot(s, root, step), (uint8_t *)buf + off, n);
+            memcpy(vkg__shm_slot(s, root, step), (uint8_t *)buf + off, n);
         }
-        publish(s, CTR_IN, step + 1);
-        publish(s, CTR_RED, step + 1);
+        vkg__shm_publish(s, CTR_IN, step + 1);
+        vkg__shm_publish(s, CTR_RED, step + 1);
         if (s->me != root) {
-            st = wait_one(&o, root, CTR_IN, step + 1);
+            st = vkg__shm_wait_one(&o, root, CTR_IN, step + 1);
             if (st < 0)
                 break;
-            memcpy((uint8_t *)buf + off, slot(s, root, step), n);
+            memcpy((uint8_t *)buf + off, vkg__shm_slot(s, root, step), n);
         }
-        publish(s, CTR_OUT, step + 1);
+        vkg__shm_publish(s, CTR_OUT, step + 1);
     }
     s->step = o.base + (uint32_t)steps;
     return st;
@@ -492,59 +335,34 @@ static vkg_status gather_run(shm_op *op, const void *send, size_t bytes, void *r
     for (size_t j = 0; j < steps && st == VKG_OK; j++) {
         uint32_t step = o.base + (uint32_t)j;
         size_t off = j * s->chunk, n = bytes - off < s->chunk ? bytes - off : s->chunk;
-        st = wait_slot(&o, step);
+        st = vkg__shm_wait_slot(&o, step);
         if (st < 0)
             break;
-        memcpy(slot(s, s->me, step), (const uint8_t *)send + off, n);
-        publish(s, CTR_IN, step + 1);
-        publish(s, CTR_RED, step + 1);
-        st = wait_all(&o, CTR_IN, step + 1);
+        memcpy(vkg__shm_slot(s, s->me, step), (const uint8_t *)send + off, n);
+        vkg__shm_publish(s, CTR_IN, step + 1);
+        vkg__shm_publish(s, CTR_RED, step + 1);
+        st = vkg__shm_wait_all(&o, CTR_IN, step + 1);
         if (st < 0)
             break;
         for (int q = 0; q < s->n; q++)
-            memmove(out + (size_t)q * bytes + off, slot(s, q, step), n);
-        publish(s, CTR_OUT, step + 1);
+            memmove(out + (size_t)q * bytes + off, vkg__shm_slot(s, q, step), n);
+        vkg__shm_publish(s, CTR_OUT, step + 1);
     }
     s->step = o.base + (uint32_t)steps;
     return st;
 }
 
-vkg_status vkg__shm_start(vkg_shm_op *o, vkg_comm_t *c, const char *name)
-{
-    return start(o, c, name);
-}
-
-vkg_status vkg__shm_wait_all(vkg_shm_op *o, int which, uint32_t target)
-{
-    return wait_all(o, which, target);
-}
-
-vkg_status vkg__shm_wait_slot(vkg_shm_op *o, uint32_t step)
-{
-    return wait_slot(o, step);
-}
-
-void vkg__shm_publish(struct vkg_shm *s, int which, uint32_t v)
-{
-    publish(s, which, v);
-}
-
-uint8_t *vkg__shm_slot(const struct vkg_shm *s, int q, uint32_t step)
-{
-    return slot(s, q, step);
-}
-
 vkg_status vkg__shm_broadcast(vkg_comm_t *c, void *buf, size_t bytes, int root)
 {
     shm_op o;
-    VKG_TRY(start(&o, c, "broadcast"));
+    VKG_TRY(vkg__shm_start(&o, c, "broadcast"));
     return bcast_run(&o, buf, bytes, root);
 }
 
 vkg_status vkg__shm_allgather(vkg_comm_t *c, const void *send, size_t bytes, void *recv)
 {
     shm_op o;
-    VKG_TRY(start(&o, c, "allgather"));
+    VKG_TRY(vkg__shm_start(&o, c, "allgather"));
     return gather_run(&o, send, bytes, recv);
 }
 
@@ -552,7 +370,7 @@ vkg_status vkg__shm_group_broadcast(vkg_comm_t *c, struct vkg_shm *s, const int 
                                     const char *what, void *buf, size_t bytes, int root)
 {
     shm_op o;
-    VKG_TRY(start_on(&o, c, s, ranks, what));
+    VKG_TRY(vkg__shm_start_on(&o, c, s, ranks, what));
     return bcast_run(&o, buf, bytes, root);
 }
 
@@ -560,19 +378,6 @@ vkg_status vkg__shm_group_allgather(vkg_comm_t *c, struct vkg_shm *s, const int 
                                     const char *what, const void *send, size_t bytes, void *recv)
 {
     shm_op o;
-    VKG_TRY(start_on(&o, c, s, ranks, what));
+    VKG_TRY(vkg__shm_start_on(&o, c, s, ranks, what));
     return gather_run(&o, send, bytes, recv);
-}
-
-void vkg__shm_abort(vkg_comm_t *c, const char *reason)
-{
-    struct vkg_shm *s = c->shm;
-    if (!s)
-        return;
-    snprintf(s->reasons + (size_t)s->me * VKG_SHM_REASON, VKG_SHM_REASON, "%s", reason);
-    unsigned zero = 0;
-    atomic_compare_exchange_strong(&s->hdr->abort_word, &zero, (unsigned)s->me + 1);
-    for (int q = 0; q < s->n; q++)
-        for (int k = CTR_IN; k <= CTR_OUT; k++)
-            futex(counter(s, q, k), FUTEX_WAKE, INT_MAX, NULL);
 }
