@@ -25,8 +25,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#define POLL_NS 10000000         /* look at the ZeroMQ side this often while waiting */
-#define SPIN_MIN_NS 1000         /* the shortest spin: enough to notice that spinning pays again */
+#define POLL_NS 10000000 /* look at the ZeroMQ side this often while waiting */
+#define SPIN_MIN_NS 1000 /* the shortest spin: enough to notice that spinning pays again */
 
 enum { CTR_IN = VKG_SHM_IN, CTR_RED = VKG_SHM_RED, CTR_OUT = VKG_SHM_OUT };
 
@@ -167,7 +167,6 @@ static vkg_status start(shm_op *o, vkg_comm_t *c, const char *name)
     snprintf(what, sizeof what, "%s #%llu (shm)", name, (unsigned long long)c->seq);
     return start_on(o, c, c->shm, c->local, what);
 }
-
 
 vkg_status vkg__shm_start(vkg_shm_op *o, vkg_comm_t *c, const char *name)
 {
