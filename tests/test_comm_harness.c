@@ -171,7 +171,7 @@ vkg_th_job *vkg_th_start(int n, const vkg_th_opts *o, vkg_th_body body, void *ar
     for (int r = 0; r < n; r++)
         j->fd[r] = -1;
     if (!o->processes) {
-        if (o->ranks_per_host) /* the host tag is an environment variable: one per process */
+        if (o->ranks_per_host || o->hosts) /* the host tag is an environment variable */
             abort();
         if (vkg_comm_ctx_create(&j->ctx) != VKG_OK)
             abort();
@@ -197,11 +197,13 @@ vkg_th_job *vkg_th_start(int n, const vkg_th_opts *o, vkg_th_body body, void *ar
                 close(j->fd[q]);
             prctl(PR_SET_PDEATHSIG, SIGKILL);
             alarm((unsigned)j->o.wall_s + 5);
-            if (j->o.ranks_per_host) {
-                char tag[16];
+            char tag[16] = "";
+            if (j->o.hosts)
+                snprintf(tag, sizeof tag, "h%c", j->o.hosts[r]);
+            else if (j->o.ranks_per_host)
                 snprintf(tag, sizeof tag, "h%d", r / j->o.ranks_per_host);
+            if (tag[0])
                 setenv("VKG_TEST_HOST_TAG", tag, 1);
-            }
             record rec;
             run_rank(j, r, p[1], NULL, &rec);
             unsigned char out[sizeof rec + 1];

@@ -43,6 +43,9 @@ typedef struct vkg_th_opts {
     /* Test-only fake hosts (processes only): rank r runs as host r / ranks_per_host, through
      * VKG_TEST_HOST_TAG (transport/host.c); 0: the real host identity. */
     int ranks_per_host;
+    /* Or (when not NULL) one character per rank naming its fake host: "aaab" puts ranks 0-2 on
+     * one host and rank 3 on another, "abab" interleaves two hosts. */
+    const char *hosts;
 } vkg_th_opts;
 
 typedef struct vkg_th_result {

@@ -1,12 +1,17 @@
-/* The two-level allreduce across hosts (transport/hier.c): 2 "hosts" x 2 ranks, faked with the
- * test-only host tag (forked processes over ipc, each given "h0" or "h1" by the harness). Asserts:
- * the path each layout picks (2 x 2: hierarchical; 4 on one host: one segment; hosts of 2 and 1:
- * ZeroMQ only); exact results (integer-valued inputs, no element wrong) for sizes 1 .. 300007
- * (many pipeline steps), f32, bf16 and f16, sum and average, in place and not; for inputs whose
- * sum shows the order of additions (f32), every element bitwise equal to the stated order
- * (x0 + x1) + (x2 + x3) (the flat path adds ((x0 + x1) + x2) + x3, so the two differ in general:
- * the test prints how many elements do); every rank bitwise equal and two runs equal; and a rank
- * killed (SIGKILL) or frozen (SIGSTOP) named on every other rank within twice the timeout. */
+/* The two-level allreduce across hosts (transport/hier.c), with hosts faked by the test-only host
+ * tag (forked processes over ipc, each given its host's tag by the harness): 2 hosts x 2 ranks,
+ * and hosts of unequal sizes: 3 + 1, 2 + 1 and 3 + 1 interleaved (ranks 0, 2, 3 on one host,
+ * rank 1 on the other). Asserts: the path each layout picks (hierarchical for all of those, with
+ * REQUIRE too; 4 on one host: one segment; every rank alone on its host: ZeroMQ only, REQUIRE
+ * fails naming why); that the allreduce ran in the host's segment (its step counter moved);
+ * exact results (integer-valued inputs, no element wrong) for sizes 1 .. 300007 (many pipeline
+ * steps), f32, bf16 and f16, sum and average, in place and not; for inputs whose sum shows the
+ * order of additions (f32), every element bitwise equal to the stated order P_a + P_b, the hosts'
+ * partial sums each added in rank order (2 x 2: (x0 + x1) + (x2 + x3), where the flat path adds
+ * ((x0 + x1) + x2) + x3, so the two differ in general: the test prints how many elements do;
+ * interleaved 3 + 1: ((x0 + x2) + x3) + x1); every rank bitwise equal and two runs equal; and a
+ * rank killed (SIGKILL) or frozen (SIGSTOP) named on every other rank within twice the timeout.
+ * Broadcast and allgather across hosts: test_comm_hier_copy.c. */
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -20,6 +25,7 @@
 
 #include <cmocka.h>
 
+#include "../transport/comm_testing.h"
 #include "test_comm_harness.h"
 #include "vkgpt/comm.h"
 
@@ -40,15 +46,39 @@ static const size_t counts[] = {1, 3, 1000, 70001, 300007};
 #define NCOUNTS 5
 
 typedef struct expect {
-    const char *path; /* the start of vkg_comm_path */
-    int hier;         /* check the two-level order on the order-revealing inputs */
+    const char *path;  /* the start of vkg_comm_path */
+    const char *hosts; /* with two levels: each rank's host (two hosts, 'a' and 'b'); NULL: flat */
 } expect;
+
+/* Element i of the order-revealing inputs summed as the path adds them: with two levels, each
+ * host's ranks in rank order, then the two host sums (whose order cannot show); flat: rank order.
+ */
+static float stated_sum(const expect *x, int n, size_t i)
+{
+    float part[2] = {0, 0}, flat = 0;
+    int seen[2] = {0, 0};
+    for (int q = 0; q < n; q++) {
+        float v = vkg_th_odd_value(q, i, 16);
+        int h = x->hosts ? x->hosts[q] - 'a' : 0;
+        part[h] = seen[h]++ ? part[h] + v : v;
+        flat = q ? flat + v : v;
+    }
+    return x->hosts ? part[0] + part[1] : flat;
+}
+
+static float flat_sum(int n, size_t i)
+{
+    float s = vkg_th_odd_value(0, i, 16);
+    for (int q = 1; q < n; q++)
+        s += vkg_th_odd_value(q, i, 16);
+    return s;
+}
 
 /* Every case; reports "wrong=<n> digest=<hex>" then details. */
 static int sweep_body(vkg_th_rank *r, void *arg)
 {
     const expect *x = arg;
-    int n = r->size, wrong = 0, like_flat = 0, odd_total = 0;
+    int n = r->size, wrong = 0, like_flat = 0, odd_total = 0, off_segment = 0;
     uint64_t digest = 0;
     vkg_status st = VKG_OK;
     if (strncmp(vkg_comm_path(r->comm), x->path, strlen(x->path)) != 0) {
@@ -75,10 +105,12 @@ static int sweep_body(vkg_th_rank *r, void *arg)
                         else
                             ((uint16_t *)in)[i] = vkg_th_to16(v, (vkg_comm_dtype)dt);
                     }
+                    uint32_t steps = vkg__comm_shm_steps(r->comm);
                     st = vkg_comm_allreduce(r->comm, in, dst, count, (vkg_comm_dtype)dt,
                                             (vkg_comm_op)op);
                     if (st != VKG_OK)
                         break;
+                    off_segment += vkg__comm_shm_steps(r->comm) == steps;
                     digest = digest * 1099511628211ull ^ vkg_th_digest(dst, count * es);
                     if (odd && dt != VKG_COMM_F32)
                         continue; /* bitwise equality across ranks: the digest */
@@ -89,13 +121,8 @@ static int sweep_body(vkg_th_rank *r, void *arg)
                         else
                             got = from16(((uint16_t *)dst)[i], (vkg_comm_dtype)dt);
                         if (odd) { /* the stated order, bit for bit */
-                            float p0 = vkg_th_odd_value(0, i, 16) + vkg_th_odd_value(1, i, 16);
-                            float p1 = vkg_th_odd_value(2, i, 16) + vkg_th_odd_value(3, i, 16);
-                            float flat =
-                                ((vkg_th_odd_value(0, i, 16) + vkg_th_odd_value(1, i, 16)) +
-                                 vkg_th_odd_value(2, i, 16)) +
-                                vkg_th_odd_value(3, i, 16);
-                            want = x->hier ? p0 + p1 : flat;
+                            float flat = flat_sum(n, i);
+                            want = stated_sum(x, n, i);
                             if (op)
                                 want /= (float)n, flat /= (float)n;
                             like_flat += memcmp(&got, &flat, 4) == 0;
@@ -118,9 +145,12 @@ static int sweep_body(vkg_th_rank *r, void *arg)
             free(out);
         }
     }
-    vkg_th_report(r, "wrong=%d digest=%016llx st=%s %s; order-revealing f32: %d of %d like flat",
+    wrong += off_segment; /* every call must have run in the segment */
+    vkg_th_report(r,
+                  "wrong=%d digest=%016llx st=%s %s; %d calls outside the segment; "
+                  "order-revealing f32: %d of %d like flat",
                   wrong, (unsigned long long)digest, vkg_status_name(st),
-                  st ? vkg_error_message() : "", like_flat, odd_total);
+                  st ? vkg_error_message() : "", off_segment, like_flat, odd_total);
     return st != VKG_OK || wrong != 0;
 }
 
@@ -158,11 +188,29 @@ static void test_two_hosts_exact(void **state)
 {
     (void)state;
     vkg_th_opts o = hosts_opts(2);
-    const expect x = {.path = "hier (2 hosts x 2 ranks", .hier = 1};
+    const expect x = {.path = "hier (2 hosts x 2 ranks", .hosts = "aabb"};
     char a[64], b[64];
     run_sweep(4, &o, &x, a, sizeof a);
     run_sweep(4, &o, &x, b, sizeof b);
     assert_string_equal(a, b);
+}
+
+/* Hosts of unequal sizes (one lane between them), also interleaved: the two levels, exact, the
+ * stated order, the same bits twice. */
+static void test_unequal_hosts_exact(void **state)
+{
+    (void)state;
+    const char *layouts[] = {"aaab", "aab", "abaa"};
+    for (int k = 0; k < 3; k++) {
+        vkg_th_opts o = hosts_opts(0);
+        o.hosts = layouts[k];
+        const expect x = {.path = "hier (2 hosts of 1 to ", .hosts = layouts[k]};
+        int n = (int)strlen(layouts[k]);
+        char a[64], b[64];
+        run_sweep(n, &o, &x, a, sizeof a);
+        run_sweep(n, &o, &x, b, sizeof b);
+        assert_string_equal(a, b);
+    }
 }
 
 /* The same 4 ranks on one host use one segment and add in rank order (the flat order). */
@@ -170,7 +218,7 @@ static void test_one_host_is_flat(void **state)
 {
     (void)state;
     vkg_th_opts o = hosts_opts(0);
-    const expect x = {.path = "shm (4 ranks", .hier = 0};
+    const expect x = {.path = "shm (4 ranks", .hosts = NULL};
     char a[64];
     run_sweep(4, &o, &x, a, sizeof a);
 }
@@ -182,16 +230,29 @@ static int path_body(vkg_th_rank *r, void *arg)
     return 0;
 }
 
-/* Hosts of unequal size (2 and 1) keep ZeroMQ; REQUIRE then fails naming why. */
-static void test_uneven_hosts(void **state)
+/* Hosts of 2 and 1 ranks take two levels, with REQUIRE too; ranks each alone on their host keep
+ * ZeroMQ, and REQUIRE then fails naming why. */
+static void test_layout_paths(void **state)
 {
     (void)state;
     vkg_th_opts o = hosts_opts(2);
     vkg_th_result res[3];
+    const char *want[3] = {"1 hier (2 hosts of 1 to 2 ranks, 2 here: shm in the host, zmq ipc",
+                           "1 hier (2 hosts of 1 to 2 ranks, 2 here: shm in the host, zmq ipc",
+                           "1 hier (2 hosts of 1 to 2 ranks, 1 here: shm in the host, zmq ipc"};
+    for (int require = 0; require <= 1; require++) {
+        o.shm = require ? VKG_COMM_SHM_REQUIRE : VKG_COMM_SHM_AUTO;
+        vkg_th_run(3, &o, path_body, NULL, res);
+        for (int q = 0; q < 3; q++) {
+            if (strncmp(res[q].report, want[q], strlen(want[q])) != 0)
+                vkg_th_dump(res, 3);
+            assert_int_equal(res[q].create_status, VKG_OK);
+            assert_memory_equal(res[q].report, want[q], strlen(want[q]));
+        }
+    }
+    o = hosts_opts(1);
     vkg_th_run(3, &o, path_body, NULL, res);
     for (int q = 0; q < 3; q++) {
-        if (strncmp(res[q].report, "0 zmq ipc (ranks on several hosts)", 34) != 0)
-            vkg_th_dump(res, 3);
         assert_int_equal(res[q].create_status, VKG_OK);
         assert_string_equal(res[q].report, "0 zmq ipc (ranks on several hosts)");
     }
@@ -199,7 +260,9 @@ static void test_uneven_hosts(void **state)
     vkg_th_run(3, &o, path_body, NULL, res);
     for (int q = 0; q < 3; q++)
         assert_int_not_equal(res[q].create_status, VKG_OK);
-    assert_non_null(strstr(res[0].report, "every host holds the same number"));
+    if (!strstr(res[0].report, "every rank is alone on its host"))
+        vkg_th_dump(res, 3);
+    assert_non_null(strstr(res[0].report, "every rank is alone on its host"));
 }
 
 /* ---- faults ---- */
@@ -273,8 +336,11 @@ static void test_sigstop(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_uneven_hosts),     cmocka_unit_test(test_two_hosts_exact),
-        cmocka_unit_test(test_one_host_is_flat), cmocka_unit_test(test_sigkill),
+        cmocka_unit_test(test_layout_paths),
+        cmocka_unit_test(test_two_hosts_exact),
+        cmocka_unit_test(test_unequal_hosts_exact),
+        cmocka_unit_test(test_one_host_is_flat),
+        cmocka_unit_test(test_sigkill),
         cmocka_unit_test(test_sigstop),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -237,7 +237,8 @@ vkg_status vkg_comm_broadcast(vkg_comm_t *c, void *buf, size_t bytes, int root)
     c->seq++;
     if (c->size == 1 || bytes == 0)
         return VKG_OK;
-    vkg_status st = c->shm && !c->hier        ? vkg__shm_broadcast(c, buf, bytes, root)
+    vkg_status st = c->hier                   ? vkg__hier_broadcast(c, buf, bytes, root)
+                    : c->shm                  ? vkg__shm_broadcast(c, buf, bytes, root)
                     : bytes <= c->small_bytes ? direct_broadcast(c, buf, bytes, root)
                                               : vkg__chain_broadcast(c, buf, bytes, root);
     return finish(c, st);
@@ -284,7 +285,8 @@ vkg_status vkg_comm_allgather(vkg_comm_t *c, const void *send, size_t bytes, voi
             memcpy(recv, send, bytes);
         return VKG_OK;
     }
-    vkg_status st = c->shm && !c->hier ? vkg__shm_allgather(c, send, bytes, recv)
+    vkg_status st = c->hier  ? vkg__hier_allgather(c, send, bytes, recv)
+                    : c->shm ? vkg__shm_allgather(c, send, bytes, recv)
                     : bytes * (size_t)(c->size - 1) <= c->small_bytes
                         ? direct_allgather(c, send, bytes, recv)
                         : vkg__ring_allgather(c, send, bytes, recv);

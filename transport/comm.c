@@ -108,11 +108,14 @@ static vkg_status comm_alloc(const vkg_comm_config *cfg, vkg_comm_t **out)
     c->credits = calloc((size_t)c->size, sizeof *c->credits);
     c->local = calloc((size_t)c->size, sizeof *c->local);
     c->across = calloc((size_t)c->size, sizeof *c->across);
+    c->host_of = calloc((size_t)c->size, sizeof *c->host_of);
+    c->leaders = calloc((size_t)c->size, sizeof *c->leaders);
     c->guard = calloc(1, sizeof *c->guard);
     if (c->guard)
         c->guard->efd = -1;
-    VKG_CHECK(c->peers && c->credits && c->guard && c->local && c->across, VKG_ERR_NOMEM,
-              "out of memory");
+    VKG_CHECK(c->peers && c->credits && c->guard && c->local && c->across && c->host_of &&
+                  c->leaders,
+              VKG_ERR_NOMEM, "out of memory");
     VKG_TRY(vkg__host_identity(c->peers[c->rank].host, sizeof c->peers[c->rank].host));
     atomic_init(&c->guard->inflight, 0);
     atomic_init(&c->guard->waiting, 0);
@@ -177,6 +180,9 @@ static void comm_free(vkg_comm_t *c)
     vkg__shm_free(c);
     free(c->local);
     free(c->across);
+    free(c->host_of);
+    free(c->leaders);
+    free(c->group_segs);
     free(c->curve_keys);
     free(c->peers);
     free(c->credits);

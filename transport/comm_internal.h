@@ -162,10 +162,17 @@ struct vkg_comm {
     int nlocal, local_index;
     /* Hosts (host.c): nhosts of them, ordered by their first rank; across[0..nhosts) holds, per
      * host, the rank whose local index equals this rank's (-1 where that host has fewer ranks),
-     * this rank at across_index; hosts_uniform: every host holds nlocal ranks. */
-    int *across;
-    int nhosts, across_index, hosts_uniform;
-    int hier; /* allreduce in two levels: shm holds this host's ranks only (hier.c) */
+     * this rank at across_index; hosts_uniform: every host holds nlocal ranks; host_of[q]: rank
+     * q's host; leaders[h]: host h's first rank; lanes / most_local: the fewest / most ranks a
+     * host holds. */
+    int *across, *host_of, *leaders;
+    int nhosts, across_index, hosts_uniform, lanes, most_local;
+    int hier; /* collectives in two levels: shm holds this host's ranks only (hier.c) */
+    /* Segments of this rank's groups that run in shared memory (borrowed: each group owns its
+     * segment and removes it here before freeing it), so that a failing rank's abort word
+     * reaches them as well as shm (vkg__shm_abort). */
+    struct vkg_shm **group_segs;
+    int ngroup_segs, cap_group_segs;
     vkg_comm_shm shm_mode;
     size_t shm_chunk;    /* bytes of a buffer one step of the shm pipeline moves (0 = default) */
     struct vkg_shm *shm; /* the host's segment when every rank is local and shm is used */
@@ -191,14 +198,19 @@ void vkg__ctx_ref(vkg_comm_ctx_t *ctx, int delta);
 vkg_status vkg__host_identity(char *out, size_t cap);
 /* Fill c->local / nlocal / local_index from the peers' host identities. */
 void vkg__find_local(vkg_comm_t *c);
-/* Fill c->nhosts, across, across_index and hosts_uniform (after vkg__find_local). */
+/* Fill c->nhosts, across, across_index, hosts_uniform, host_of, leaders, lanes and most_local
+ * (after vkg__find_local). */
 void vkg__find_hosts(vkg_comm_t *c);
 /* After the first barrier: set up the host's segment when the policy and the hosts allow it
  * (collective over the communicator); sets c->shm and c->path. */
 vkg_status vkg__shm_setup(vkg_comm_t *c);
 void vkg__shm_free(vkg_comm_t *c);
-/* A failing rank's abort word and reason, for the local peers waiting in the segment. */
+/* A failing rank's abort word and reason, for the local peers waiting in the host's segment and
+ * in its groups' segments. */
 void vkg__shm_abort(vkg_comm_t *c, const char *reason);
+/* Keep segment s of one of c's groups in c->group_segs (s stays the group's), or drop it. */
+vkg_status vkg__shm_track(vkg_comm_t *c, struct vkg_shm *s);
+void vkg__shm_untrack(vkg_comm_t *c, const struct vkg_shm *s);
 vkg_status vkg__shm_allreduce(vkg_comm_t *c, const void *send, void *recv, size_t count,
                               vkg_comm_dtype dt, vkg_comm_op op);
 vkg_status vkg__shm_broadcast(vkg_comm_t *c, void *buf, size_t bytes, int root);
@@ -211,10 +223,14 @@ vkg_status vkg__shm_reduce_scatter(vkg_comm_t *c, float *buf, size_t count, cons
                                    int ring);
 vkg_status vkg__shm_allgatherv(vkg_comm_t *c, const char *name, void *buf, size_t count, size_t es,
                                const size_t *bounds);
-/* Allreduce over several hosts of nlocal ranks each (c->hier): reduce-scatter in the host's
- * segment, a ring between the hosts per local slice, allgather in the segment (hier.c). */
+/* Allreduce over several hosts (c->hier): reduce-scatter in the host's segment, a ring between
+ * the hosts per lane (c->lanes of them), allgather in the segment (hier.c). */
 vkg_status vkg__hier_allreduce(vkg_comm_t *c, const void *send, void *recv, size_t count,
                                vkg_comm_dtype dt, vkg_comm_op op);
+/* Broadcast and allgather over several hosts (c->hier): one copy per host over ZeroMQ, the rest
+ * in each host's segment (hier_copy.c). */
+vkg_status vkg__hier_broadcast(vkg_comm_t *c, void *buf, size_t bytes, int root);
+vkg_status vkg__hier_allgather(vkg_comm_t *c, const void *send, size_t bytes, void *recv);
 
 /* ---- small files (config.c) ---- */
 
@@ -381,7 +397,14 @@ vkg_status vkg__a2a_scatter(vkg_comm_t *c, float *buf, size_t count, const size_
 /* floor(count * chunk / n) without overflow: chunks differ in length by at most one element. */
 size_t vkg__chunk_start(size_t count, int chunk, int n);
 vkg_status vkg__ring_allgather(vkg_comm_t *c, const void *send, size_t bytes, void *recv);
+/* The ring allgather among members[0..n) (this one members[me]) of blocks of unequal sizes:
+ * member k's block is bytes [off[k], off[k + 1]) of buf, which every member ends up holding. */
+vkg_status vkg__ring_allgatherv_among(vkg_comm_t *c, const int *members, int n, int me,
+                                      uint8_t *buf, const size_t *off);
 vkg_status vkg__chain_broadcast(vkg_comm_t *c, void *buf, size_t bytes, int root);
+/* The chain broadcast along members[0..n) (this one members[me]) from members[0]. */
+vkg_status vkg__chain_broadcast_among(vkg_comm_t *c, const int *members, int n, int me, void *buf,
+                                      size_t bytes);
 vkg_status vkg__barrier_impl(vkg_comm_t *c);
 
 #endif

@@ -1,28 +1,30 @@
-/* Allreduce over several hosts in two levels, used when the communicator spans H hosts that each
- * hold L >= 2 ranks (c->hier; the host's segment holds its own L ranks):
+/* Allreduce over several hosts in two levels, used when the communicator spans H hosts, some of
+ * them holding 2 or more ranks (c->hier; the host's segment holds its own ranks). The hosts may
+ * hold different numbers of ranks: the inter-host level runs in c->lanes lanes, the fewest ranks
+ * any host holds (3 + 1 ranks: 1 lane; 4 + 4: 4).
  *
- *   1. reduce-scatter in the segment: the buffer is cut into L slices (vkg__chunk_start(count,
- *      i, L)); streamed in steps of one chunk, every local rank copies its input in and local rank
- *      i sums slice i over the host's ranks, in local rank order, in fp32 (16-bit values widened);
- *   2. between the hosts: local rank i of every host runs the ZeroMQ ring over its fp32 slice with
- *      local rank i of the other hosts (vkg__ring_allreduce_among, hosts in order of their first
- *      rank), so the L links of a host all carry data at once, each 1/L of the buffer;
+ *   1. reduce-scatter in the segment: the buffer is cut into lanes slices (vkg__chunk_start(count,
+ *      i, lanes)); streamed in steps of one chunk, every local rank copies its input in and local
+ *      rank i < lanes sums slice i over all of the host's ranks, in local rank order, in fp32
+ *      (16-bit values widened); local ranks from lanes on own no slice;
+ *   2. between the hosts: local rank i < lanes of every host runs the ZeroMQ ring over its fp32
+ *      slice with local rank i of the other hosts (vkg__ring_allreduce_among, hosts in order of
+ *      their first rank), so `lanes` links of a host carry data at once, each 1/lanes of it;
  *   3. rounding (16-bit: once; average: the fp32 sum divided by the world size once), then an
- *      allgather of the slices in the segment.
+ *      allgather of the slices in the segment (empty ones for ranks without a lane).
  *
  * Order of additions, the same on every rank and every run: element e of slice i, in ring chunk
  * k of that slice (vkg__chunk_start(slice length, k, H)), is ((P_k + P_k+1) + ...) + P_k-1, the
- * hosts' partial sums around the ring from host k, where P_h = ((x_h0 + x_h1) + ...) + x_h(L-1)
- * over host h's ranks in rank order. The flat path adds all ranks in one sequence, so the two
- * agree only where the order cannot show (integer values, or 2 ranks). Every element's final
- * value is computed by one rank of the slice ring and copied by the others, so every rank holds
- * the same bits.
+ * hosts' partial sums around the ring from host k, where P_h = ((x_h0 + x_h1) + ...) + x_h(L_h-1)
+ * over host h's L_h ranks in rank order (a host of one rank: P_h = its input). The flat path adds
+ * all ranks in one sequence, so the two agree only where the order cannot show (integer values,
+ * or 2 ranks). Every element's final value is computed by one rank of the slice ring and copied
+ * by the others, so every rank holds the same bits.
  *
  * Faults: the segment's waits look at the ZeroMQ side (dead, frozen, aborting peers, deadline);
  * the ring waits as every ZeroMQ collective does; a rank that fails sets its segment's abort word,
- * so its host's ranks learn it at once. Not here: broadcast and allgather (flat ZeroMQ), setup
- * (shm_setup.c).
- */
+ * so its host's ranks learn it at once. Not here: broadcast and allgather (hier_copy.c), setup
+ * (shm_setup.c). */
 #include "shm.h"
 
 #include <stdlib.h>
@@ -50,9 +52,11 @@ static void step_range(const hier *h, size_t j, size_t *e0, size_t *e1)
     *e1 = h->count - *e0 < h->per ? h->count : *e0 + h->per;
 }
 
+/* Local rank q's slice starts here: lanes slices, then empty ones at the end. */
 static size_t slice_start(const hier *h, int q)
 {
-    return vkg__chunk_start(h->count, q, h->o.s->n);
+    int lanes = h->o.c->lanes;
+    return q < lanes ? vkg__chunk_start(h->count, q, lanes) : h->count;
 }
 
 static vkg_status rs_copy_in(hier *h, size_t j)
@@ -135,7 +139,8 @@ vkg_status vkg__hier_allreduce(vkg_comm_t *c, const void *send, void *recv, size
             st = rs_reduce(&h, t - 1);
     }
     s->step = h.o.base + (uint32_t)steps;
-    if (st == VKG_OK && h.hi > h.lo) /* 2: between the hosts (every member's slice is as long) */
+    if (st == VKG_OK && h.hi > h.lo) /* 2: between the hosts (every lane member's slice is as
+                                        long) */
         st = vkg__ring_allreduce_among(c, c->across, c->nhosts, c->across_index, h.part, h.part,
                                        h.hi - h.lo, VKG_COMM_F32, VKG_COMM_SUM);
     if (st == VKG_OK) { /* 3: round, then allgather in the host */

@@ -85,6 +85,7 @@ void vkg__find_hosts(vkg_comm_t *c)
     c->nhosts = 0;
     c->hosts_uniform = count != NULL;
     c->across_index = -1;
+    c->lanes = c->most_local = c->nlocal;
     if (!count)
         return;
     for (int q = 0; q < c->size; q++)
@@ -94,13 +95,20 @@ void vkg__find_hosts(vkg_comm_t *c)
             continue;
         if (count[h] != c->nlocal)
             c->hosts_uniform = 0;
-        /* the rank of host h whose local index is this rank's */
+        c->lanes = count[h] < c->lanes ? count[h] : c->lanes;
+        c->most_local = count[h] > c->most_local ? count[h] : c->most_local;
+        /* the rank of host h whose local index is this rank's; host h's ranks */
         int seen = 0, pick = -1;
-        for (int q = h; q < c->size && pick < 0; q++)
-            if (host_of(c, q) == h && seen++ == c->local_index)
+        for (int q = h; q < c->size; q++) {
+            if (host_of(c, q) != h)
+                continue;
+            if (seen++ == c->local_index)
                 pick = q;
+            c->host_of[q] = c->nhosts;
+        }
         if (pick == c->rank)
             c->across_index = c->nhosts;
+        c->leaders[c->nhosts] = h;
         c->across[c->nhosts++] = pick;
     }
     free(count);

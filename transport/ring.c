@@ -260,6 +260,15 @@ static void ring_free(ring *r)
     free(r->recv);
 }
 
+/* Link r along members (NULL: ring_alloc linked the whole communicator). */
+static void link_members(ring *r, const int *members, int n, int me)
+{
+    if (members) {
+        r->prev = members[(me + n - 1) % n];
+        r->next = members[(me + 1) % n];
+    }
+}
+
 size_t vkg__chunk_start(size_t count, int chunk, int n)
 {
     size_t q = count / (size_t)n, rem = count % (size_t)n;
@@ -278,10 +287,7 @@ vkg_status vkg__ring_allreduce_among(vkg_comm_t *c, const int *members, int n, i
 {
     ring r;
     VKG_TRY(ring_alloc(&r, c, 2 * (n - 1), VKG_C_ALLREDUCE, "allreduce"));
-    if (members) { /* ring_alloc linked the whole communicator */
-        r.prev = members[(me + n - 1) % n];
-        r.next = members[(me + 1) % n];
-    }
+    link_members(&r, members, n, me);
     r.dt = dt;
     r.es = vkg_comm_dtype_size(dt);
     r.avg_n = op == VKG_COMM_AVG ? n : 0;
@@ -334,16 +340,29 @@ vkg_status vkg__ring_allgather(vkg_comm_t *c, const void *send, size_t bytes, vo
     uint8_t *out = recv;
     if (send != out + (size_t)me * bytes)
         memcpy(out + (size_t)me * bytes, send, bytes);
+    size_t *off = malloc(((size_t)n + 1) * sizeof *off);
+    VKG_CHECK(off != NULL, VKG_ERR_NOMEM, "allgather: out of memory");
+    for (int k = 0; k <= n; k++)
+        off[k] = (size_t)k * bytes;
+    vkg_status st = vkg__ring_allgatherv_among(c, NULL, n, me, out, off);
+    free(off);
+    return st;
+}
+
+vkg_status vkg__ring_allgatherv_among(vkg_comm_t *c, const int *members, int n, int me,
+                                      uint8_t *buf, const size_t *off)
+{
     ring r;
     VKG_TRY(ring_alloc(&r, c, n - 1, VKG_C_ALLGATHER, "allgather"));
+    link_members(&r, members, n, me);
     r.es = 1;
     r.seg = c->seg_bytes ? c->seg_bytes : 1;
     for (int t = 0; t < n - 1; t++) {
         int bs = ((me - t) % n + n) % n, br = ((me - t - 1) % n + n) % n;
-        set_step(&r, &r.send[t], bytes, 1, SRC_ZC);
-        r.send[t].src = out + (size_t)bs * bytes;
-        set_step(&r, &r.recv[t], bytes, 1, ACT_COPY);
-        r.recv[t].dst = out + (size_t)br * bytes;
+        set_step(&r, &r.send[t], off[bs + 1] - off[bs], 1, SRC_ZC);
+        r.send[t].src = buf + off[bs];
+        set_step(&r, &r.recv[t], off[br + 1] - off[br], 1, ACT_COPY);
+        r.recv[t].dst = buf + off[br];
     }
     vkg_status st = ring_run(&r);
     ring_free(&r);
@@ -352,14 +371,27 @@ vkg_status vkg__ring_allgather(vkg_comm_t *c, const void *send, size_t bytes, vo
 
 vkg_status vkg__chain_broadcast(vkg_comm_t *c, void *buf, size_t bytes, int root)
 {
-    int n = c->size, pos = (c->rank - root + n) % n;
+    int n = c->size;
+    int *order = malloc((size_t)n * sizeof *order);
+    VKG_CHECK(order != NULL, VKG_ERR_NOMEM, "broadcast: out of memory");
+    for (int k = 0; k < n; k++)
+        order[k] = (root + k) % n;
+    vkg_status st = vkg__chain_broadcast_among(c, order, n, (c->rank - root + n) % n, buf, bytes);
+    free(order);
+    return st;
+}
+
+vkg_status vkg__chain_broadcast_among(vkg_comm_t *c, const int *members, int n, int me, void *buf,
+                                      size_t bytes)
+{
     ring r;
     VKG_TRY(ring_alloc(&r, c, 1, VKG_C_BCAST, "broadcast"));
+    link_members(&r, members, n, me);
     r.es = 1;
     r.seg = c->seg_bytes ? c->seg_bytes : 1;
-    r.nsend = pos < n - 1 ? 1 : 0;
-    r.nrecv = pos > 0 ? 1 : 0;
-    r.dep = pos > 0 ? 0 : -1;
+    r.nsend = me < n - 1 ? 1 : 0;
+    r.nrecv = me > 0 ? 1 : 0;
+    r.dep = me > 0 ? 0 : -1;
     set_step(&r, &r.send[0], bytes, 1, SRC_ZC);
     r.send[0].src = buf;
     set_step(&r, &r.recv[0], bytes, 1, ACT_COPY);

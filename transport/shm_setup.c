@@ -1,13 +1,15 @@
 /* Whether the collectives of a communicator use shared memory, decided collectively by create
  * after its first barrier (vkg__shm_setup): never for a single rank or with the policy OFF. When
- * every rank is on this host, the segment holds them all. When the ranks span hosts that each
- * hold the same number (2 or more) of ranks, each host gets a segment of its own ranks and the
- * allreduce runs in two levels (hier.c); otherwise (REQUIRE then fails, naming why) ZeroMQ only.
- * The host's first rank creates the segment and the others attach (shm.c). Two rounds of allgather
- * over ZeroMQ make the outcome collective: first whether the segment exists, then whether every
- * rank attached; with the automatic policy any failure falls back to ZeroMQ on every rank, with
- * REQUIRE it fails create naming the rank and its reason.
- */
+ * every rank is on this host, the segment holds them all. When the ranks span hosts and at least
+ * one host holds 2 or more of them, each host gets a segment of its own ranks (a host of one rank
+ * too, so that every rank runs the same code) and the collectives run in two levels (hier.c,
+ * hier_copy.c); when every rank is alone on its host (REQUIRE then fails, naming why), ZeroMQ
+ * only. The host's first rank creates the segment and the others attach (shm.c). Two rounds of
+ * allgather over ZeroMQ make the outcome collective: first whether the segment exists, then
+ * whether every rank attached; with the automatic policy any failure falls back to ZeroMQ on
+ * every rank, with REQUIRE it fails create naming the rank and its reason. Groups' segments are
+ * made here too (vkg__shm_group_setup) and listed in their communicator (vkg__shm_track) so that
+ * a failing rank's abort reaches them. */
 #include "shm.h"
 
 #include <stdio.h>
@@ -146,10 +148,15 @@ static vkg_status setup_segment(vkg_comm_t *c, int hier)
         return give_up(c, bad, why);
     c->shm = s;
     c->hier = hier;
-    if (hier)
+    if (hier && c->hosts_uniform)
         snprintf(c->path, sizeof c->path,
                  "hier (%d hosts x %d ranks: shm in the host, zmq %s between)", c->nhosts,
                  c->nlocal, vkg_comm_transport_name(c->transport));
+    else if (hier)
+        snprintf(c->path, sizeof c->path,
+                 "hier (%d hosts of %d to %d ranks, %d here: shm in the host, zmq %s between)",
+                 c->nhosts, c->lanes, c->most_local, c->nlocal,
+                 vkg_comm_transport_name(c->transport));
     else
         snprintf(c->path, sizeof c->path, "shm (%d ranks on this host)", c->size);
     return VKG_OK;
@@ -166,9 +173,8 @@ vkg_status vkg__shm_setup(vkg_comm_t *c)
         snprintf(c->path, sizeof c->path, "zmq %s (shared memory off)", tr);
         return VKG_OK;
     }
-    /* several hosts of the same number (2 or more) of ranks each: two levels */
-    int hier = c->nlocal != c->size && c->nlocal >= 2 && c->hosts_uniform &&
-               c->nlocal <= VKG_SHM_MAX_RANKS;
+    /* several hosts, some of 2 or more ranks (the same answer on every rank): two levels */
+    int hier = c->nhosts >= 2 && c->nhosts < c->size && c->most_local <= VKG_SHM_MAX_RANKS;
     if (hier && c->shm_mode == VKG_COMM_SHM_AUTO && c->transport == VKG_COMM_INPROC) {
         snprintf(c->path, sizeof c->path, "zmq inproc (ranks on several hosts)");
         return VKG_OK;
@@ -178,11 +184,10 @@ vkg_status vkg__shm_setup(vkg_comm_t *c)
     if (c->nlocal != c->size || c->size > VKG_SHM_MAX_RANKS) {
         VKG_CHECK(c->shm_mode != VKG_COMM_SHM_REQUIRE, VKG_ERR_UNSUPPORTED,
                   "shared memory required (--transport shm) but %s: only ranks sharing one host "
-                  "(host name, boot id, IPC and network namespace) can use it, and only when "
-                  "all of them do or every host holds the same number (2 or more) of ranks",
-                  c->size > VKG_SHM_MAX_RANKS ? "there are more than 64 ranks"
-                  : c->nlocal > 1             ? "some ranks run on other hosts"
-                                              : "this rank shares its host with no other");
+                  "(host name, boot id, IPC and network namespace) can use it, at most 64 of "
+                  "them, and across hosts only when some host holds 2 or more ranks",
+                  c->most_local > VKG_SHM_MAX_RANKS ? "a host holds more than 64 ranks"
+                                                    : "every rank is alone on its host");
         snprintf(c->path, sizeof c->path, "zmq %s (ranks on several hosts)", tr);
         return VKG_OK;
     }
@@ -227,14 +232,41 @@ vkg_status vkg__shm_group_setup(vkg_comm_t *c, const int *ranks, int n, int me, 
     vkg__shm_socket_name(&cr, name, sizeof name);
     snprintf(name + strlen(name), sizeof name - strlen(name), "-g%u-%d", (unsigned)id, ranks[0]);
     int bad = -1;
-    return make_segment(c, n, me, name, agree, arg, n, out, &bad, why, sizeof why);
+    VKG_TRY(make_segment(c, n, me, name, agree, arg, n, out, &bad, why, sizeof why));
+    vkg_status st = *out ? vkg__shm_track(c, *out) : VKG_OK;
+    if (st < 0)
+        vkg__shm_group_free(c, out);
+    return st;
 }
 
-void vkg__shm_group_free(struct vkg_shm **ps)
+vkg_status vkg__shm_track(vkg_comm_t *c, struct vkg_shm *s)
+{
+    if (c->ngroup_segs == c->cap_group_segs) {
+        int cap = c->cap_group_segs ? 2 * c->cap_group_segs : 4;
+        struct vkg_shm **p = realloc(c->group_segs, (size_t)cap * sizeof *p);
+        VKG_CHECK(p != NULL, VKG_ERR_NOMEM, "out of memory listing a group's segment");
+        c->group_segs = p;
+        c->cap_group_segs = cap;
+    }
+    c->group_segs[c->ngroup_segs++] = s;
+    return VKG_OK;
+}
+
+void vkg__shm_untrack(vkg_comm_t *c, const struct vkg_shm *s)
+{
+    for (int i = 0; i < c->ngroup_segs; i++)
+        if (c->group_segs[i] == s) {
+            c->group_segs[i] = c->group_segs[--c->ngroup_segs];
+            return;
+        }
+}
+
+void vkg__shm_group_free(vkg_comm_t *c, struct vkg_shm **ps)
 {
     struct vkg_shm *s = *ps;
     if (!s)
         return;
+    vkg__shm_untrack(c, s);
     munmap(s->base, s->bytes);
     close(s->fd);
     free(s);

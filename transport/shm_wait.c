@@ -13,7 +13,7 @@
  * publisher calls FUTEX_WAKE only when someone sleeps. Every 10 ms of waiting the rank looks at the
  * ZeroMQ side (vkg__comm_poll: aborts, heartbeats of dead or frozen peers, the deadline and who
  * waits for whom), and every wait checks the segment's abort word, which a failing rank sets (with
- * its reason) before it wakes everyone.
+ * its reason, in the host's segment and in its groups' segments) before it wakes everyone.
  */
 #include "shm.h"
 
@@ -199,15 +199,21 @@ void vkg__shm_publish(struct vkg_shm *s, int which, uint32_t v)
     publish(s, which, v);
 }
 
-void vkg__shm_abort(vkg_comm_t *c, const char *reason)
+/* Set segment s's abort word (the first failing rank's stays) with reason, and wake its waiters. */
+static void abort_segment(struct vkg_shm *s, const char *reason)
 {
-    struct vkg_shm *s = c->shm;
-    if (!s)
-        return;
     snprintf(s->reasons + (size_t)s->me * VKG_SHM_REASON, VKG_SHM_REASON, "%s", reason);
     unsigned zero = 0;
     atomic_compare_exchange_strong(&s->hdr->abort_word, &zero, (unsigned)s->me + 1);
     for (int q = 0; q < s->n; q++)
         for (int k = CTR_IN; k <= CTR_OUT; k++)
             futex(counter(s, q, k), FUTEX_WAKE, INT_MAX, NULL);
+}
+
+void vkg__shm_abort(vkg_comm_t *c, const char *reason)
+{
+    if (c->shm)
+        abort_segment(c->shm, reason);
+    for (int i = 0; i < c->ngroup_segs; i++)
+        abort_segment(c->group_segs[i], reason);
 }
