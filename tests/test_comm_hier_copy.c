@@ -1,11 +1,12 @@
 /* Broadcast and allgather across hosts in two levels (transport/hier_copy.c), with hosts faked by
  * the test-only host tag (forked processes over ipc): 2 hosts x 2 ranks, 2 x 2 interleaved (ranks
  * 0 and 2 on one host, 1 and 3 on the other: the allgather's host blocks are not in rank order),
- * 3 + 1, 2 + 1 and three hosts of 2, 2 and 1 ranks, interleaved. For sizes from 1 byte to 300007 (many segment steps and ring segments), a
- * broadcast from every root and an allgather, in place and not: every byte equal to what the
- * root or each rank sent (what the flat path gives: no arithmetic is involved), 0 wrong on every
- * rank, every rank's results bitwise equal (one digest), and every call run through the host's
- * segment (its step counter moved), so the two-level path was taken. */
+ * 3 + 1, 2 + 1 and three hosts of 2, 2 and 1 ranks, interleaved. For sizes from 1 byte to 300007
+ * (many segment steps and ring segments), a broadcast from every root and an allgather, in place
+ * and not: every byte equal to what the root or each rank sent (what the flat path gives: no
+ * arithmetic is involved), 0 wrong on every rank, every rank's results bitwise equal (one digest),
+ * and every call run through the host's segment (its step counter moved), so the two-level path was
+ * taken. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

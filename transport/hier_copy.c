@@ -110,10 +110,9 @@ vkg_status vkg__hier_allgather(vkg_comm_t *c, const void *send, size_t bytes, vo
     char what[48];
     what_of(c, "allgather", what, sizeof what);
     /* 1: the host's block in the segment */
-    VKG_TRY_GOTO(st,
-                 vkg__shm_group_allgather(c, c->shm, c->local, what, send, bytes,
-                                          stage + off[mine]),
-                 out);
+    VKG_TRY_GOTO(
+        st, vkg__shm_group_allgather(c, c->shm, c->local, what, send, bytes, stage + off[mine]),
+        out);
     /* 2: the host blocks around the hosts' first ranks */
     if (c->local_index == 0)
         VKG_TRY_GOTO(st, vkg__ring_allgatherv_among(c, c->leaders, nh, mine, stage, off), out);
