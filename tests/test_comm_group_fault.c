@@ -73,33 +73,8 @@ static int loop_until_error(vkg_th_rank *r, void *arg)
 static void fault_case(int victim, int sig)
 {
     vkg_th_opts o = fault_opts(FAULT_TIMEOUT_MS);
-    vkg_th_job *j = vkg_th_start(NRANKS, &o, loop_until_error, NULL);
-    assert_int_equal(vkg_th_wait_ready(j, 20), 0);
-    usleep(100000);
-    double t0 = vkg_th_now();
-    kill(vkg_th_pid(j, victim), sig);
-    vkg_th_result res[NRANKS];
-    vkg_th_finish(j, res, 1u << victim);
-    char name[32];
-    snprintf(name, sizeof name, "rank %d", victim);
-    int ok = 1;
-    double worst = 0;
-    for (int q = 0; q < NRANKS; q++) {
-        if (q == victim)
-            continue;
-        double dt = res[q].t_done - t0;
-        worst = dt > worst ? dt : worst;
-        ok &= res[q].reported && res[q].body_rc == 1 && strstr(res[q].report, name) != NULL &&
-              dt <= 2.0 * FAULT_TIMEOUT_MS / 1000.0;
-    }
-    fprintf(stderr,
-            "  group segment, %d ranks, %s rank %d: slowest survivor failed after %.2f s "
-            "(bound %.1f)\n",
-            NRANKS, sig == SIGKILL ? "SIGKILL" : "SIGSTOP", victim, worst,
-            2.0 * FAULT_TIMEOUT_MS / 1000.0);
-    if (!ok || getenv("VKG_TEST_VERBOSE"))
-        vkg_th_dump(res, NRANKS);
-    assert_true(ok);
+    assert_true(vkg_th_fault(NRANKS, &o, loop_until_error, NULL, victim, sig,
+                             2.0 * FAULT_TIMEOUT_MS / 1000.0, "group segment, 3 ranks"));
 }
 
 static void test_sigkill(void **state)

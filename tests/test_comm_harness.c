@@ -391,6 +391,53 @@ void vkg_th_dump(const vkg_th_result *res, int n)
                 res[r].t_done, res[r].report);
 }
 
+int vkg_th_agree(const vkg_th_result *res, int n, size_t prefix)
+{
+    int ok = 1;
+    for (int q = 0; q < n; q++) {
+        ok &= res[q].create_status == VKG_OK && res[q].body_rc == 0;
+        ok &= strncmp(res[q].report, res[0].report, prefix) == 0;
+    }
+    if (!ok || getenv("VKG_TEST_VERBOSE"))
+        vkg_th_dump(res, n);
+    return ok;
+}
+
+int vkg_th_fault(int n, const vkg_th_opts *o, vkg_th_body body, void *arg, int victim, int sig,
+                 double bound_s, const char *label)
+{
+    vkg_th_job *j = vkg_th_start(n, o, body, arg);
+    int ready = vkg_th_wait_ready(j, 20) == 0;
+    if (ready)
+        usleep(100000);
+    else
+        fprintf(stderr, "  %s: the ranks did not get ready\n", label);
+    double t0 = vkg_th_now();
+    kill(vkg_th_pid(j, victim), sig);
+    vkg_th_result res[VKG_TH_MAX_RANKS];
+    vkg_th_finish(j, res, 1u << victim);
+    char name[32];
+    snprintf(name, sizeof name, "rank %d", victim);
+    int ok = ready;
+    double worst = 0;
+    for (int q = 0; q < n; q++) {
+        if (q == victim)
+            continue;
+        double dt = res[q].t_done - t0;
+        worst = dt > worst ? dt : worst;
+        ok &= res[q].reported && res[q].body_rc == 1 && strstr(res[q].report, name) != NULL &&
+              dt <= bound_s;
+    }
+    fprintf(stderr, "  %s, %s rank %d: slowest survivor failed after %.2f s (bound %.1f)\n", label,
+            sig == SIGKILL   ? "SIGKILL"
+            : sig == SIGSTOP ? "SIGSTOP"
+                             : "signal",
+            victim, worst, bound_s);
+    if (!ok || getenv("VKG_TEST_VERBOSE"))
+        vkg_th_dump(res, n);
+    return ok;
+}
+
 uint32_t vkg_th_mix(uint32_t x)
 {
     x ^= x >> 16;

@@ -81,6 +81,16 @@ double vkg_th_now(void);
 uint64_t vkg_th_digest(const void *p, size_t n);
 /* Print every rank's result (for a failing test). */
 void vkg_th_dump(const vkg_th_result *res, int n);
+/* 1 when every rank was created, its body returned 0 and its report starts with the same
+ * `prefix` characters as rank 0's (a digest); otherwise (or with VKG_TEST_VERBOSE) dumps them. */
+int vkg_th_agree(const vkg_th_result *res, int n, size_t prefix);
+/* A fault: start n ranks running body (which calls vkg_th_ready once its collectives run, then
+ * loops until one fails and returns 1 with the error in its report), send sig to rank victim
+ * once all are ready, and check that every other rank reported such a failure naming "rank
+ * <victim>" within bound_s seconds. Prints `label` with the slowest survivor's time; returns 1
+ * when all held (dumps the results otherwise). */
+int vkg_th_fault(int n, const vkg_th_opts *o, vkg_th_body body, void *arg, int victim, int sig,
+                 double bound_s, const char *label);
 
 /* Collective inputs. A 32-bit integer hash. */
 uint32_t vkg_th_mix(uint32_t x);

@@ -105,14 +105,7 @@ static void run_layout(const char *hosts, const char *path)
                      .wall_s = 120};
     vkg_th_result res[VKG_TH_MAX_RANKS];
     vkg_th_run(n, &o, copy_body, (void *)path, res);
-    int ok = 1;
-    for (int q = 0; q < n; q++) {
-        ok &= res[q].create_status == VKG_OK && res[q].body_rc == 0;
-        ok &= strncmp(res[q].report, res[0].report, 31) == 0; /* wrong=0 digest=<16 hex> */
-    }
-    if (!ok || getenv("VKG_TEST_VERBOSE"))
-        vkg_th_dump(res, n);
-    assert_true(ok);
+    assert_true(vkg_th_agree(res, n, 31)); /* wrong=0 digest=<16 hex> */
     fprintf(stderr, "  %s: %s\n", hosts, res[0].report);
 }
 

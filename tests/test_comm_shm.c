@@ -507,31 +507,10 @@ static void fault_case(int n, int victim, int sig)
                      .timeout_ms = FAULT_TIMEOUT_MS,
                      .shm = VKG_COMM_SHM_REQUIRE,
                      .wall_s = 30};
-    vkg_th_job *j = vkg_th_start(n, &o, loop_until_error, NULL);
-    assert_int_equal(vkg_th_wait_ready(j, 20), 0);
-    usleep(100000);
-    double t0 = vkg_th_now();
-    kill(vkg_th_pid(j, victim), sig);
-    vkg_th_result res[VKG_TH_MAX_RANKS];
-    vkg_th_finish(j, res, 1u << victim);
-    char name[32];
-    snprintf(name, sizeof name, "rank %d", victim);
-    int ok = 1;
-    double worst = 0;
-    for (int q = 0; q < n; q++) {
-        if (q == victim)
-            continue;
-        double dt = res[q].t_done - t0;
-        worst = dt > worst ? dt : worst;
-        ok &= res[q].reported && res[q].body_rc == 1 && strstr(res[q].report, name) != NULL &&
-              dt <= 2.0 * FAULT_TIMEOUT_MS / 1000.0;
-    }
-    fprintf(stderr,
-            "  shm, %d ranks, %s rank %d: slowest survivor failed after %.2f s (bound %.1f)\n", n,
-            sig == SIGKILL ? "SIGKILL" : "SIGSTOP", victim, worst, 2.0 * FAULT_TIMEOUT_MS / 1000.0);
-    if (!ok || getenv("VKG_TEST_VERBOSE"))
-        vkg_th_dump(res, n);
-    assert_true(ok);
+    char label[32];
+    snprintf(label, sizeof label, "shm, %d ranks", n);
+    assert_true(vkg_th_fault(n, &o, loop_until_error, NULL, victim, sig,
+                             2.0 * FAULT_TIMEOUT_MS / 1000.0, label));
 }
 
 static void test_sigkill(void **state)

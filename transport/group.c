@@ -8,7 +8,8 @@
  * its own collectives), the group's first collective sets up a segment of the members' own
  * (shm_setup.c, agreed over the group's messages) and the collectives run in it with the ZeroMQ
  * ring's order of additions (chunk k of this file's chunking summed from member k on), so both
- * paths give the same bits. */
+ * paths give the same bits. The segment is the group's; the communicator lists it while it exists
+ * so that a failing rank sets its abort word too (vkg__shm_abort). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

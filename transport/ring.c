@@ -1,5 +1,6 @@
 /* Pipelined ring and chain collectives for large payloads: ring allreduce (reduce-scatter then
- * allgather), ring allgather and chain broadcast, all run by one engine.
+ * allgather), ring allgather(v) and chain broadcast, all run by one engine, over the whole
+ * communicator or along a list of its ranks (the hosts' ranks of hier.c and hier_copy.c).
  *
  * The engine streams a list of "send steps" to the next rank and a list of "recv steps" from the
  * previous one. Each step is a contiguous run of elements cut into segments; segment k of send

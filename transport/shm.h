@@ -1,7 +1,7 @@
 /* The shared-memory segment of one job on one host: its layout and the state each rank keeps
  * about it. Shared by shm.c (creating and handing over the segment), shm_wait.c (waiting and
- * signalling in it) and shm_coll.c and hier.c (the collectives run in it). Nothing here is visible
- * outside transport/.
+ * signalling in it) and shm_coll.c, hier.c and hier_copy.c (the collectives run in it). Nothing
+ * here is visible outside transport/.
  *
  * Layout (offsets from the start of the memfd):
  *   0                  vkg_shm_hdr: identity of the job, sizes, the abort word
