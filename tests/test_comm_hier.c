@@ -174,7 +174,7 @@ static void run_sweep(int n, const vkg_th_opts *o, const expect *x, char *digest
     vkg_th_result res[VKG_TH_MAX_RANKS];
     vkg_th_run(n, o, sweep_body, (void *)x, res);
     assert_true(vkg_th_agree(res, n, 31)); /* wrong=0 digest=<16 hex> */
-    fprintf(stderr, "  %s: %s\n", x->path, res[0].report);
+    fprintf(stderr, "  %s (%s): %s\n", x->path, x->hosts ? x->hosts : "one host", res[0].report);
     snprintf(digest_out, cap, "%.31s", res[0].report);
 }
 

@@ -18,8 +18,9 @@
  * hosts' partial sums around the ring from host k, where P_h = ((x_h0 + x_h1) + ...) + x_h(L_h-1)
  * over host h's L_h ranks in rank order (a host of one rank: P_h = its input). The flat path adds
  * all ranks in one sequence, so the two agree only where the order cannot show (integer values,
- * or 2 ranks). Every element's final value is computed by one rank of the slice ring and copied
- * by the others, so every rank holds the same bits.
+ * 2 ranks) or is the same (3 + 1 with ranks 0-2 on the first host). Every element's final value is
+ * computed by one rank of the slice ring and copied by the others, so every rank holds the same
+ * bits.
  *
  * Faults: the segment's waits look at the ZeroMQ side (dead, frozen, aborting peers, deadline);
  * the ring waits as every ZeroMQ collective does; a rank that fails sets its segment's abort word,
@@ -139,8 +140,8 @@ vkg_status vkg__hier_allreduce(vkg_comm_t *c, const void *send, void *recv, size
             st = rs_reduce(&h, t - 1);
     }
     s->step = h.o.base + (uint32_t)steps;
-    if (st == VKG_OK && h.hi > h.lo) /* 2: between the hosts (every lane member's slice is as
-                                        long) */
+    /* 2: between the hosts (the members of a lane have slices of one length) */
+    if (st == VKG_OK && h.hi > h.lo)
         st = vkg__ring_allreduce_among(c, c->across, c->nhosts, c->across_index, h.part, h.part,
                                        h.hi - h.lo, VKG_COMM_F32, VKG_COMM_SUM);
     if (st == VKG_OK) { /* 3: round, then allgather in the host */
