@@ -208,9 +208,6 @@ void vkg__shm_free(vkg_comm_t *c);
 /* A failing rank's abort word and reason, for the local peers waiting in the host's segment and
  * in its groups' segments. */
 void vkg__shm_abort(vkg_comm_t *c, const char *reason);
-/* Keep segment s of one of c's groups in c->group_segs (s stays the group's), or drop it. */
-vkg_status vkg__shm_track(vkg_comm_t *c, struct vkg_shm *s);
-void vkg__shm_untrack(vkg_comm_t *c, const struct vkg_shm *s);
 vkg_status vkg__shm_allreduce(vkg_comm_t *c, const void *send, void *recv, size_t count,
                               vkg_comm_dtype dt, vkg_comm_op op);
 vkg_status vkg__shm_broadcast(vkg_comm_t *c, void *buf, size_t bytes, int root);

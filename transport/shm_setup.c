@@ -8,8 +8,8 @@
  * allgather over ZeroMQ make the outcome collective: first whether the segment exists, then
  * whether every rank attached; with the automatic policy any failure falls back to ZeroMQ on
  * every rank, with REQUIRE it fails create naming the rank and its reason. Groups' segments are
- * made here too (vkg__shm_group_setup) and listed in their communicator (vkg__shm_track) so that
- * a failing rank's abort reaches them. */
+ * made here too (vkg__shm_group_setup) and listed in their communicator (c->group_segs) so
+ * that a failing rank's abort reaches them. */
 #include "shm.h"
 
 #include <stdio.h>
@@ -215,6 +215,29 @@ uint32_t vkg__comm_shm_steps(const vkg_comm_t *c)
     return c->shm ? c->shm->step : 0;
 }
 
+/* List segment s of one of c's groups in c->group_segs (s stays the group's), or take it off. */
+static vkg_status track(vkg_comm_t *c, struct vkg_shm *s)
+{
+    if (c->ngroup_segs == c->cap_group_segs) {
+        int cap = c->cap_group_segs ? 2 * c->cap_group_segs : 4;
+        struct vkg_shm **p = realloc(c->group_segs, (size_t)cap * sizeof *p);
+        VKG_CHECK(p != NULL, VKG_ERR_NOMEM, "out of memory listing a group's segment");
+        c->group_segs = p;
+        c->cap_group_segs = cap;
+    }
+    c->group_segs[c->ngroup_segs++] = s;
+    return VKG_OK;
+}
+
+static void untrack(vkg_comm_t *c, const struct vkg_shm *s)
+{
+    for (int i = 0; i < c->ngroup_segs; i++)
+        if (c->group_segs[i] == s) {
+            c->group_segs[i] = c->group_segs[--c->ngroup_segs];
+            return;
+        }
+}
+
 vkg_status vkg__shm_group_setup(vkg_comm_t *c, const int *ranks, int n, int me, uint32_t id,
                                 vkg_shm_agree_fn agree, void *arg, struct vkg_shm **out)
 {
@@ -233,32 +256,10 @@ vkg_status vkg__shm_group_setup(vkg_comm_t *c, const int *ranks, int n, int me, 
     snprintf(name + strlen(name), sizeof name - strlen(name), "-g%u-%d", (unsigned)id, ranks[0]);
     int bad = -1;
     VKG_TRY(make_segment(c, n, me, name, agree, arg, n, out, &bad, why, sizeof why));
-    vkg_status st = *out ? vkg__shm_track(c, *out) : VKG_OK;
+    vkg_status st = *out ? track(c, *out) : VKG_OK;
     if (st < 0)
         vkg__shm_group_free(c, out);
     return st;
-}
-
-vkg_status vkg__shm_track(vkg_comm_t *c, struct vkg_shm *s)
-{
-    if (c->ngroup_segs == c->cap_group_segs) {
-        int cap = c->cap_group_segs ? 2 * c->cap_group_segs : 4;
-        struct vkg_shm **p = realloc(c->group_segs, (size_t)cap * sizeof *p);
-        VKG_CHECK(p != NULL, VKG_ERR_NOMEM, "out of memory listing a group's segment");
-        c->group_segs = p;
-        c->cap_group_segs = cap;
-    }
-    c->group_segs[c->ngroup_segs++] = s;
-    return VKG_OK;
-}
-
-void vkg__shm_untrack(vkg_comm_t *c, const struct vkg_shm *s)
-{
-    for (int i = 0; i < c->ngroup_segs; i++)
-        if (c->group_segs[i] == s) {
-            c->group_segs[i] = c->group_segs[--c->ngroup_segs];
-            return;
-        }
 }
 
 void vkg__shm_group_free(vkg_comm_t *c, struct vkg_shm **ps)
@@ -266,7 +267,7 @@ void vkg__shm_group_free(vkg_comm_t *c, struct vkg_shm **ps)
     struct vkg_shm *s = *ps;
     if (!s)
         return;
-    vkg__shm_untrack(c, s);
+    untrack(c, s);
     munmap(s->base, s->bytes);
     close(s->fd);
     free(s);
