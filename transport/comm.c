@@ -182,7 +182,6 @@ static void comm_free(vkg_comm_t *c)
     free(c->across);
     free(c->host_of);
     free(c->leaders);
-    free(c->group_segs);
     free(c->curve_keys);
     free(c->peers);
     free(c->credits);

@@ -169,7 +169,8 @@ struct vkg_comm {
     int nhosts, across_index, hosts_uniform, lanes, most_local;
     int hier; /* collectives in two levels: shm holds this host's ranks only (hier.c) */
     /* Segments of this rank's groups that run in shared memory (borrowed: each group owns its
-     * segment and removes it here before freeing it), so that a failing rank's abort word
+     * segment and takes it off this list before freeing it; a group may outlive the
+     * communicator, whose vkg__shm_free then unlinks them), so that a failing rank's abort word
      * reaches them as well as shm (vkg__shm_abort). */
     struct vkg_shm **group_segs;
     int ngroup_segs, cap_group_segs;
@@ -204,6 +205,7 @@ void vkg__find_hosts(vkg_comm_t *c);
 /* After the first barrier: set up the host's segment when the policy and the hosts allow it
  * (collective over the communicator); sets c->shm and c->path. */
 vkg_status vkg__shm_setup(vkg_comm_t *c);
+/* Release the host's segment and the list of the groups' segments (which stay the groups'). */
 void vkg__shm_free(vkg_comm_t *c);
 /* A failing rank's abort word and reason, for the local peers waiting in the host's segment and
  * in its groups' segments. */

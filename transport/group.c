@@ -66,7 +66,7 @@ void vkg_group_destroy(vkg_group_t **pg)
     vkg_group_t *g = pg ? *pg : NULL;
     if (!g)
         return;
-    vkg__shm_group_free(g->comm, &g->shm);
+    vkg__shm_group_free(&g->shm);
     free(g->ranks);
     free(g);
     *pg = NULL;

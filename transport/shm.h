@@ -54,10 +54,12 @@ struct vkg_shm {
     char *reasons;
     uint8_t *data;
     size_t chunk;
-    int slots, n, me;    /* local ranks (= the communicator's ranks) and this one */
-    uint32_t step;       /* steps this rank has completed */
-    int64_t spin_ns;     /* how long a wait spins before it sleeps (adapts, see shm_coll.c) */
-    int64_t spin_max_ns; /* its ceiling: 50 us with a core per rank, 1 us otherwise */
+    int slots, n, me;      /* local ranks (= the communicator's ranks) and this one */
+    uint32_t step;         /* steps this rank has completed */
+    int64_t spin_ns;       /* how long a wait spins before it sleeps (adapts, see shm_coll.c) */
+    int64_t spin_max_ns;   /* its ceiling: 50 us with a core per rank, 1 us otherwise */
+    vkg_comm_t *listed_in; /* a group's segment: the communicator whose group_segs lists it (NULL
+                              once that communicator is gone: groups may outlive it) */
 };
 
 /* One collective in the segment (shm_coll.c, hier.c), with the waits of shm_wait.c. */
@@ -110,8 +112,8 @@ vkg_status vkg__shm_group_allgather(vkg_comm_t *c, struct vkg_shm *s, const int 
 typedef vkg_status (*vkg_shm_agree_fn)(void *arg, const void *mine, size_t bytes, void *all);
 vkg_status vkg__shm_group_setup(vkg_comm_t *c, const int *ranks, int n, int me, uint32_t id,
                                 vkg_shm_agree_fn agree, void *arg, struct vkg_shm **out);
-/* Free a group's segment (NULL-safe) after taking it off c->group_segs. */
-void vkg__shm_group_free(vkg_comm_t *c, struct vkg_shm **ps);
+/* Free a group's segment (NULL-safe) after taking it off its communicator's group_segs. */
+void vkg__shm_group_free(struct vkg_shm **ps);
 
 /* Bytes of a segment for n ranks and chunk, and where the regions start. */
 size_t vkg__shm_layout(int n, size_t chunk, size_t *data_off);

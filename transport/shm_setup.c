@@ -200,6 +200,11 @@ vkg_status vkg__shm_setup(vkg_comm_t *c)
 
 void vkg__shm_free(vkg_comm_t *c)
 {
+    for (int i = 0; i < c->ngroup_segs; i++) /* the groups keep their segments */
+        c->group_segs[i]->listed_in = NULL;
+    free(c->group_segs);
+    c->group_segs = NULL;
+    c->ngroup_segs = c->cap_group_segs = 0;
     struct vkg_shm *s = c->shm;
     if (!s)
         return;
@@ -226,16 +231,19 @@ static vkg_status track(vkg_comm_t *c, struct vkg_shm *s)
         c->cap_group_segs = cap;
     }
     c->group_segs[c->ngroup_segs++] = s;
+    s->listed_in = c;
     return VKG_OK;
 }
 
-static void untrack(vkg_comm_t *c, const struct vkg_shm *s)
+static void untrack(struct vkg_shm *s)
 {
-    for (int i = 0; i < c->ngroup_segs; i++)
+    vkg_comm_t *c = s->listed_in;
+    for (int i = 0; c && i < c->ngroup_segs; i++)
         if (c->group_segs[i] == s) {
             c->group_segs[i] = c->group_segs[--c->ngroup_segs];
-            return;
+            break;
         }
+    s->listed_in = NULL;
 }
 
 vkg_status vkg__shm_group_setup(vkg_comm_t *c, const int *ranks, int n, int me, uint32_t id,
@@ -258,16 +266,16 @@ vkg_status vkg__shm_group_setup(vkg_comm_t *c, const int *ranks, int n, int me, 
     VKG_TRY(make_segment(c, n, me, name, agree, arg, n, out, &bad, why, sizeof why));
     vkg_status st = *out ? track(c, *out) : VKG_OK;
     if (st < 0)
-        vkg__shm_group_free(c, out);
+        vkg__shm_group_free(out);
     return st;
 }
 
-void vkg__shm_group_free(vkg_comm_t *c, struct vkg_shm **ps)
+void vkg__shm_group_free(struct vkg_shm **ps)
 {
     struct vkg_shm *s = *ps;
     if (!s)
         return;
-    untrack(c, s);
+    untrack(s);
     munmap(s->base, s->bytes);
     close(s->fd);
     free(s);
