@@ -6,10 +6,14 @@
  *    give the same per-step losses (1e-5 relative), eval losses (where the eval batches are the
  *    same: not for the smaller single-rank B) and final parameters (1e-4 relative L2); every
  *    rank of a job holds bitwise the same parameters; the same with the gradient allreduce
- *    overlapped per layer bucket (read through the device mapping, and through host copies as on
- *    a discrete GPU: bitwise the same), and not overlapped at all;
+ *    overlapped per layer bucket and not overlapped at all. The buckets take the zero-copy path
+ *    where the device imports host memory (the device copies them into the collectives' buffer:
+ *    asserted taken for every bucket of every step, so a silent fallback fails) and the copy
+ *    path when forced (read through the device mapping, and through host copies as on a
+ *    discrete GPU): all four bitwise the same;
  *  - 3 ranks with unequal micro-batches (2,1,1) equal 1 rank with B = 4, and (3,2,1) with 2
- *    accumulation steps equal 1 rank with B = 6 and 2 accumulation steps (token weighting);
+ *    accumulation steps equal 1 rank with B = 6 and 2 accumulation steps (token weighting), its
+ *    buckets zero-copy and by the copy path bitwise alike;
  *  - --lr-scale linear|sqrt scales lr by total/base batch (or its root) on 1 and 2 ranks alike;
  *  - a rank whose flags or data differ (another --seq, --rank-batch list, bucket size, or a data
  *    file of the same size with other tokens) is refused on every rank with VKG_ERR_MISMATCH
@@ -60,11 +64,15 @@ typedef struct job {
     int sample_at;  /* rank 0 samples after this step (0: never; fails without a tokenizer) */
     long long bucket_bytes; /* vkg_train_config.bucket_bytes */
     int staging;            /* devices as if discrete: gradients reach the host by copies */
+    int copy_path;          /* vkg_train_config.force_copy_path */
     vkg_lr_scale lr_scale;  /* with base_batch (tokens) */
     long long base_batch;
-    float peak_lr;    /* rank 0's lr after --lr-scale (vkg_trainer_info) */
-    vkg_comm_shm shm; /* shared-memory policy of the communicator (inproc: off by default) */
-    char path[96];    /* what rank 0's collectives ran on */
+    float peak_lr;         /* rank 0's lr after --lr-scale (vkg_trainer_info) */
+    vkg_comm_shm shm;      /* shared-memory policy of the communicator (inproc: off by default) */
+    char path[96];         /* what rank 0's collectives ran on */
+    char bucket_path[256]; /* how rank 0's buckets reached them */
+    int can_import;        /* rank 0's device has VK_EXT_external_memory_host */
+    uint64_t zc_buckets[MAXR]; /* buckets each rank reduced on the zero-copy path */
     /* results (rank 0's, plus every rank's parameters) */
     float loss[STEPS], eval[STEPS];
     long long first_step;
@@ -137,6 +145,7 @@ static void *run_rank(void *p)
         c.rank_batch_count = j->world;
     c.bucket_bytes = odd && j->odd_what == ODD_BUCKETS ? -1 : j->bucket_bytes;
     c.force_staging = j->staging;
+    c.force_copy_path = j->copy_path;
     c.lr_scale = j->lr_scale, c.base_batch = j->base_batch;
     vkg_trainer_t *t = NULL;
     vkg_status st = vkg_trainer_create(&c, &t);
@@ -166,7 +175,10 @@ static void *run_rank(void *p)
         if (a->rank == 0) {
             j->peak_lr = info.lr;
             snprintf(j->path, sizeof j->path, "%s", info.comm_path);
+            snprintf(j->bucket_path, sizeof j->bucket_path, "%s", info.bucket_path);
+            j->can_import = vkg_device_get_info(t->dev)->external_memory_host;
         }
+        j->zc_buckets[a->rank] = vkg_strategy_zero_copy_buckets(t->par);
         j->nparams = (size_t)info.num_params;
         j->nbuckets = vkg_strategy_bucket_count(t->par);
         j->params[a->rank] = malloc(j->nparams * sizeof(float));
@@ -224,6 +236,35 @@ static void expect_same_run(const char *what, const job *a, const job *b, int ns
     printf("%s: final parameters rel L2 %.3e, max abs %.3e\n", what, cmp.rel_l2, cmp.max_abs);
 }
 
+/* The path j's buckets took on every rank: zero-copy for each bucket of each step where the
+ * device imports host memory and the copy path is not forced, else none, and the start-up line
+ * saying so. */
+static void expect_bucket_path(const job *j)
+{
+    int zero_copy = j->can_import && !j->copy_path;
+    printf("buckets by %s\n", j->bucket_path);
+    for (int r = 0; r < j->world; r++)
+        if (j->zc_buckets[r] != (zero_copy ? (uint64_t)(j->steps * j->nbuckets) : 0))
+            fail_msg("rank %d reduced %llu buckets zero-copy, expected %d (%s)", r,
+                     (unsigned long long)j->zc_buckets[r], zero_copy ? j->steps * j->nbuckets : 0,
+                     j->bucket_path);
+    const char *want = zero_copy      ? "zero-copy: "
+                       : j->copy_path ? "copy: zero-copy turned off"
+                                      : "copy: ";
+    if (strncmp(j->bucket_path, want, strlen(want)))
+        fail_msg("bucket path '%s', expected '%s...'", j->bucket_path, want);
+}
+
+/* a and b trained bitwise alike: losses and every rank's parameters. */
+static void expect_bitwise(const char *what, const job *a, const job *b)
+{
+    assert_int_equal(a->nparams, b->nparams);
+    if (memcmp(a->loss, b->loss, sizeof a->loss))
+        fail_msg("%s: the losses differ", what);
+    if (memcmp(a->params[0], b->params[0], a->nparams * sizeof(float)))
+        fail_msg("%s: the parameters differ", what);
+}
+
 static job single(int batch, long long total)
 {
     return (job){.world = 1, .batch = batch, .total = total, .steps = STEPS, .odd_rank = -1};
@@ -243,23 +284,29 @@ static void test_two_ranks_match_one(void **state)
     enum { B = 4 };
     job one = single(B, B * T), accum = single(B / 2, B * T);
     job two = ranks(2, (const int[]){B / 2, B / 2}, B * T);
-    job buckets = two, flat = two, staged = two;
-    buckets.bucket_bytes = 1;                    /* a bucket per layer: 5 lists, overlapped */
-    flat.bucket_bytes = -1;                      /* one allreduce after the backward pass */
-    staged.bucket_bytes = 1, staged.staging = 1; /* the same through host copies */
-    run_job(&one), run_job(&accum), run_job(&two), run_job(&buckets), run_job(&flat);
-    run_job(&staged);
-    expect_ok(&one), expect_ok(&accum), expect_ok(&two), expect_ok(&buckets), expect_ok(&flat);
-    expect_ok(&staged);
-    assert_int_equal(buckets.nbuckets, L + 3);
-    assert_int_equal(staged.nbuckets, L + 3);
-    assert_int_equal(flat.nbuckets, 0);
+    job buckets = two, flat = two;
+    buckets.bucket_bytes = 1; /* a bucket per layer: 5 lists, overlapped (zero-copy) */
+    flat.bucket_bytes = -1;   /* one allreduce after the backward pass */
+    job mapped = buckets, staged = buckets, staged_copy = buckets;
+    mapped.copy_path = 1;                            /* the host packs from the device's mapping */
+    staged.staging = 1;                              /* zero-copy as on a discrete GPU */
+    staged_copy.staging = staged_copy.copy_path = 1; /* packs from host copies */
+    job *runs[] = {&one, &accum, &two, &buckets, &flat, &mapped, &staged, &staged_copy};
+    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++)
+        run_job(runs[i]), expect_ok(runs[i]);
+    for (size_t i = 3; i < sizeof runs / sizeof runs[0]; i++)
+        assert_int_equal(runs[i]->nbuckets, runs[i] == &flat ? 0 : L + 3);
+    assert_true(buckets.can_import == staged.can_import);
+    expect_bucket_path(&buckets), expect_bucket_path(&mapped);
+    expect_bucket_path(&staged), expect_bucket_path(&staged_copy);
     expect_same_run("2 ranks B/2, a bucket per layer vs 1 rank B", &buckets, &one, STEPS);
     expect_same_run("2 ranks B/2, no overlap vs 1 rank B", &flat, &one, STEPS);
-    expect_same_run("2 ranks B/2, buckets through host copies vs 1 rank B", &staged, &one, STEPS);
-    if (memcmp(staged.params[0], buckets.params[0], staged.nparams * sizeof(float)))
-        fail_msg("buckets through host copies and through the mapping end with other parameters");
-    free_job(&buckets), free_job(&flat), free_job(&staged);
+    expect_bitwise("buckets zero-copy vs by the copy path", &buckets, &mapped);
+    expect_bitwise("buckets zero-copy vs zero-copy on a discrete-like device", &buckets, &staged);
+    expect_bitwise("buckets zero-copy vs by the copy path through host copies", &buckets,
+                   &staged_copy);
+    free_job(&buckets), free_job(&flat), free_job(&mapped), free_job(&staged);
+    free_job(&staged_copy);
     assert_true(one.loss[0] > 0.0f && one.loss[STEPS - 1] < one.loss[0]);
     expect_same_run("1 rank B/2 x 2 accumulation vs 1 rank B", &accum, &one, STEPS);
     expect_same_run("2 ranks B/2 vs 1 rank B", &two, &one, STEPS);
@@ -280,12 +327,20 @@ static void test_unequal_ranks_are_token_weighted(void **state)
     printf("(3,2,1): %d gradient buckets\n", three6.nbuckets);
     assert_true(three6.nbuckets > 1 && three6.nbuckets < L + 3);
     expect_same_run("3 ranks (3,2,1) x 2 accumulation vs 1 rank B=6 x 2", &three6, &one6, STEPS);
-    free_job(&one4), free_job(&three), free_job(&one6), free_job(&three6);
+    job copied = three6;
+    memset(copied.params, 0, sizeof copied.params); /* three6's own */
+    copied.copy_path = 1;
+    run_job(&copied);
+    expect_ok(&copied);
+    expect_bucket_path(&three6), expect_bucket_path(&copied);
+    expect_bitwise("3 ranks (3,2,1): buckets zero-copy vs by the copy path", &three6, &copied);
+    free_job(&one4), free_job(&three), free_job(&one6), free_job(&three6), free_job(&copied);
 }
 
 /* The gradient allreduce through shared memory (ranks as threads: the segment is required, since
  * inproc does not use it by default) trains bitwise like the ZeroMQ path: same losses, same
- * parameters, for 2 ranks and for 3 (where the order of additions shows), with buckets. */
+ * parameters, for 2 ranks and for 3 (where the order of additions shows), with buckets (zero-copy
+ * into the collectives' buffer, which lies in the segment). */
 static void test_shm_equals_zmq(void **state)
 {
     (void)state;
@@ -299,6 +354,9 @@ static void test_shm_equals_zmq(void **state)
         printf("%d ranks: %s vs %s\n", world, shm.path, zmq.path);
         assert_non_null(strstr(shm.path, "shm ("));
         assert_non_null(strstr(zmq.path, "zmq inproc"));
+        expect_bucket_path(&shm), expect_bucket_path(&zmq);
+        if (shm.can_import && !strstr(shm.bucket_path, "shared-memory segment"))
+            fail_msg("%d ranks over shm: buckets by %s", world, shm.bucket_path);
         assert_memory_equal(shm.loss, zmq.loss, sizeof shm.loss);
         if (memcmp(shm.params[0], zmq.params[0], shm.nparams * sizeof(float)))
             fail_msg("%d ranks: parameters trained over shm differ from the ZeroMQ path's", world);

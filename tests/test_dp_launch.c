@@ -1,9 +1,10 @@
 /* `vkgpt launch` end to end through the built binary (VKGPT_BIN) on a tiny byte-level model and a
  * small text file, ranks on loopback (ipc and tcp):
  *  - `launch -n 2 --zero 1` trains, each rank naming the half of the parameters whose moments it
- *    holds and their bytes;
+ *    holds and their bytes (with `--zero-copy 0`: the buckets' copy path, named on start-up);
  *  - `launch -n 2` trains: exit 0, every line carries its rank prefix, both ranks report the
- *    data-parallel split and count 2 x B x T tokens per step, only rank 0 logs steps and writes
+ *    data-parallel split, their collectives and their gradient buckets' path (zero-copy or copy)
+ *    and count 2 x B x T tokens per step, only rank 0 logs steps and writes
  *    the checkpoint and log.jsonl, whose token count covers both ranks; the validation layer is on
  *    in every rank and reports nothing;
  *  - `vkgpt train` started twice with only torchrun's, Slurm's or Open MPI's variables (plus
@@ -141,6 +142,11 @@ static void test_launch_two_ranks_train(void **state)
     expect_output(&p, "[rank 1] data parallel: rank 1 of 2");
     /* ranks of one host share memory by default */
     expect_output(&p, "[rank 0] transport: collectives over shm (2 ranks on this host)");
+    /* which way the buckets go depends on the device: the line says so either way */
+    expect_output(&p, "[rank 1] transport: gradient buckets: ");
+    if (!strstr(p.buf[0], "[rank 0] transport: gradient buckets: zero-copy: ") &&
+        !strstr(p.buf[0], "[rank 0] transport: gradient buckets: copy: "))
+        fail_msg("no zero-copy or copy line for rank 0's gradient buckets:\n%s", p.buf[0]);
     expect_output(&p, "[rank 0] step 4/4");
     expect_output(&p, "128 tokens per step");
     expect_output(&p, "[rank 0] validation layer: 0 message(s)");
@@ -170,12 +176,12 @@ static void test_launch_two_ranks_train(void **state)
 
 /* `launch -n 2 --zero 1`: both ranks train and say which parameters' moments they hold and how
  * many bytes: consecutive halves of the parameters (give or take a partial sum of the norm), 2 x
- * 4 bytes per parameter. */
+ * 4 bytes per parameter. With --zero-copy 0 the buckets take the copy path, saying so. */
 static void test_launch_zero(void **state)
 {
     (void)state;
-    const char *args[] = {"launch", "-n",       "2",       "--zero", "1",
-                          "--",     TRAIN_ARGS, "--steps", "2",      NULL};
+    const char *args[] = {"launch",   "-n",      "2", "--zero",      "1", "--",
+                          TRAIN_ARGS, "--steps", "2", "--zero-copy", "0", NULL};
     vkg_test_proc p;
     start(&p, args);
     vkg_test_proc_wait(&p, 240);
@@ -184,6 +190,8 @@ static void test_launch_zero(void **state)
         fail_msg("launch failed (wait status %d)", p.wstatus);
     expect_output(&p, "[rank 0] step 2/2");
     expect_output(&p, "[rank 1] validation layer: 0 message(s)");
+    expect_output(&p, "[rank 1] transport: gradient buckets: copy: zero-copy turned off "
+                      "(--zero-copy 0)");
     size_t first[2], end[2], n[2], bytes[2];
     for (int r = 0; r < 2; r++) {
         char needle[128];

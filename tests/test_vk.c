@@ -1,5 +1,5 @@
-/* Tests for src/vk: device listing and selection, arenas, transfers, command lists with barriers,
- * replay, timestamps, and the validation-layer hook itself. */
+/* Tests for src/vk: device listing and selection, arenas, host memory imports, transfers, command
+ * lists with barriers, replay, timestamps, and the validation-layer hook itself. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -297,6 +297,58 @@ static void test_staging_path(void **state)
         fail_msg("validation: %s", first);
 }
 
+/* Host memory imported as a buffer (VK_EXT_external_memory_host): a copy from a device tensor
+ * to a place inside the import lands in the caller's memory, the rest of it untouched, and what
+ * the host writes there in place copies back to the device; a pointer or size off the driver's
+ * alignment is refused naming it. Skipped on devices without the extension. */
+static void test_host_import(void **state)
+{
+    vkg_gpu *g = *state;
+    const vkg_device_info *info = vkg_device_get_info(g->dev);
+    if (!info->external_memory_host) {
+        printf("%s has no VK_EXT_external_memory_host: skipped\n", info->name);
+        skip();
+    }
+    size_t align = (size_t)info->host_import_alignment, n = 1003, at = 64; /* floats */
+    size_t bytes = ((at + n) * 4 + align - 1) / align * align;
+    printf("import alignment %zu bytes\n", align);
+    float *mem = aligned_alloc(align, 2 * bytes), *want = malloc(n * 4), *back = malloc(n * 4);
+    assert_true(mem && want && back);
+    memset(mem, 0xff, 2 * bytes); /* NaN */
+    for (size_t i = 0; i < n; i++)
+        want[i] = (float)i * 0.25f - 100.0f;
+    vkg_tensor src = vkg_gpu_upload(g, want, n * 4), dst = vkg_gpu_poisoned(g, n);
+    vkg_arena *a = NULL, *bad = NULL;
+    vkg_tensor imp;
+    VKG_ASSERT_OK(vkg_arena_import_host(g->dev, mem, bytes, "test import", &a));
+    VKG_ASSERT_OK(vkg_arena_alloc(a, bytes, &imp));
+    assert_ptr_equal(vkg_tensor_host_ptr(imp), mem);
+    vkg_tensor place = vkg_tensor_view(imp, at * 4, n * 4);
+    VKG_ASSERT_OK(vkg_cmd_copy(g->cmd, place, src, n * 4));
+    VKG_ASSERT_OK(vkg_cmd_copy(g->cmd, dst, place, n * 4));
+    vkg_gpu_run(g);
+    assert_memory_equal(mem + at, want, n * 4);
+    for (size_t i = 0; i < bytes / 4; i++)
+        if ((i < at || i >= at + n) && !isnan(mem[i]))
+            fail_msg("imported float %zu outside the copy was written: %g", i, (double)mem[i]);
+    vkg_gpu_download(g, dst, back, n * 4);
+    assert_memory_equal(back, want, n * 4);
+    for (size_t i = 0; i < n; i++) /* the host writes in place, the device reads it */
+        mem[at + i] = -want[i];
+    VKG_ASSERT_OK(vkg_cmd_copy(g->cmd, dst, place, n * 4));
+    vkg_gpu_run(g);
+    vkg_gpu_download(g, dst, back, n * 4);
+    for (size_t i = 0; i < n; i++)
+        assert_true(back[i] == -want[i]);
+    vkg_expect_invalid(vkg_arena_import_host(g->dev, (char *)mem + 64, bytes, "off", &bad),
+                       "minImportedHostPointerAlignment");
+    vkg_expect_invalid(vkg_arena_import_host(g->dev, mem, bytes - 4, "short", &bad),
+                       "minImportedHostPointerAlignment");
+    assert_null(bad);
+    vkg_arena_destroy(&a);
+    free(mem), free(want), free(back);
+}
+
 /* An arena under a small largest allocation: tensors go to blocks that hold them whole, as
  * vkg_arena_plan computes without a device; data and shader work are the same in every block,
  * through the mapping and through staging; a tensor over the limit is refused by name; a bad
@@ -461,6 +513,7 @@ int main(void)
         cmocka_unit_test(test_tuning_defaults_by_capability),
         cmocka_unit_test_setup_teardown(test_tuning_set_checks_fields, vkg_gpu_setup,
                                         vkg_gpu_teardown),
+        cmocka_unit_test_setup_teardown(test_host_import, vkg_gpu_setup, vkg_gpu_teardown),
         cmocka_unit_test(test_staging_path),
         cmocka_unit_test(test_split_arenas),
         cmocka_unit_test(test_leak_is_reported_at_destroy),

@@ -7,8 +7,9 @@
  *    rank's final parameters are bitwise those of the unsharded data-parallel run on the same
  *    micro-batches, with a bucket per layer (reduce-scatter overlapped with the backward pass),
  *    with the default buckets, with one reduction after the backward pass, (2 ranks) with the
- *    buckets read through host copies as on a discrete GPU, with 2 accumulation steps (rows 1,1;
- *    only the last micro-batch communicates), and (3 ranks) with the allreduce forced onto the
+ *    buckets read through host copies as on a discrete GPU, (2 ranks) with the buckets by the copy
+ *    path instead of zero-copy (also bitwise the zero-copy run), with 2 accumulation steps (rows
+ * 1,1; only the last micro-batch communicates), and (3 ranks) with the allreduce forced onto the
  *    ring, which adds each chunk in another order (its parameters differ from the rank-order
  *    run's: the order matters, and is kept);
  *  - each rank's AdamW holds the moments of its shard only: its device bytes are exactly what
@@ -50,6 +51,7 @@ typedef struct job {
     long long bucket_bytes;
     int ring;       /* the allreduce on the ring from 3 ranks, for buckets of 2 KiB or more */
     int staging;    /* devices as if discrete: gradients reach the host by copies */
+    int copy_path;  /* buckets by the copy path, not zero-copy (force_copy_path) */
     int odd_nozero; /* rank 1 runs without --zero */
     int steps;
     const char *ckpt; /* checkpoint folder or NULL */
@@ -118,6 +120,7 @@ static void *run_rank(void *p)
         c.rank_batch = j->rank_batch, c.rank_batch_count = j->world;
     c.bucket_bytes = j->bucket_bytes;
     c.force_staging = j->staging;
+    c.force_copy_path = j->copy_path;
     c.zero = j->odd_nozero && a->rank == 1 ? 0 : j->zero;
     c.pp = j->pp;
     vkg_trainer_t *t = NULL;
@@ -250,15 +253,19 @@ static void test_two_ranks_bitwise(void **state)
 {
     (void)state;
     const int b[2] = {2, 2};
-    job staged = ranks(2, b, 0, 1);
+    job staged = ranks(2, b, 0, 1), copied = ranks(2, b, 0, 1);
     staged.staging = 1;
-    job runs[5] = {zero_equals_dp("2 ranks, a bucket per layer", ranks(2, b, 0, 1)),
+    copied.copy_path = staged.copy_path = 1;
+    job runs[6] = {zero_equals_dp("2 ranks, a bucket per layer", ranks(2, b, 0, 1)),
                    zero_equals_dp("2 ranks, default buckets", ranks(2, b, 0, 0)),
                    zero_equals_dp("2 ranks, no overlap", ranks(2, b, 0, -1)),
                    zero_equals_dp("2 ranks, a bucket per layer through host copies", staged),
                    zero_equals_dp("2 ranks of 1 row, 2 accumulation steps",
-                                  ranks(2, (const int[]){1, 1}, 0, 1))};
-    for (int i = 0; i < 5; i++)
+                                  ranks(2, (const int[]){1, 1}, 0, 1)),
+                   zero_equals_dp("2 ranks, a bucket per layer by the copy path", copied)};
+    expect_bitwise("2 ranks, a bucket per layer: zero-copy vs the copy path", &runs[0], &runs[5],
+                   STEPS);
+    for (int i = 0; i < 6; i++)
         free_job(&runs[i]);
 }
 

@@ -85,6 +85,11 @@ typedef struct vkg_train_config {
      * device computes the rest (only the last micro-step of a step communicates). Negative: one
      * allreduce of the whole gradient after the backward pass. */
     long long bucket_bytes;
+    /* 1: the buckets take the copy path (the host packs each from its view of the gradients and
+     * unpacks it after the reduction) even where the device could copy them straight into the
+     * collectives' buffer (VK_EXT_external_memory_host; the default wherever the driver allows).
+     * Both paths train bitwise alike; this is for comparisons (vkgpt train --zero-copy 0). */
+    int force_copy_path;
     /* Pipeline parallelism: pp stages (0 or 1: none) of contiguous layers, world = dp x pp, a
      * stage's data-parallel ranks next to each other (rank = stage x dp + replica). pp_layers:
      * pp layer counts (NULL: balanced by estimated compute); pp_schedule 0: 1F1B, 1: GPipe.
@@ -135,6 +140,8 @@ typedef struct vkg_trainer_info {
     int global_batch;            /* rows of a global micro-batch (sum over ranks) */
     char rank_batches[256];      /* "4,2,2" */
     char comm_path[96];          /* what the collectives run on: "shm (2 ranks on this host)" */
+    char bucket_path[256];       /* how gradient buckets reach the collectives ("" without):
+                                    "zero-copy: ..." or "copy: <why>" */
     int pp, stage;               /* pipeline stages (1 without) and this rank's */
     int first_layer, last_layer; /* this rank's layers [first, last) */
     size_t activation_bytes;     /* device memory of this rank's activation slots */

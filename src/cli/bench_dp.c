@@ -3,7 +3,9 @@
  * allreduce time, exposed communication (allreduce time after the device had finished the
  * backward pass) and the overlapped fraction, with and without gradient buckets; with --zero 1
  * also under ZeRO-1 (communication = reduce-scatters, the norm's partial sums and the parameters'
- * allgather, which runs after the update and so is all exposed) with each rank's AdamW bytes.
+ * allgather, which runs after the update and so is all exposed) with each rank's AdamW bytes;
+ * with --copy-path 1 the buckets also by the copy path (--zero-copy 0: the host packs and unpacks
+ * every bucket) beside the zero-copy path the device takes where it imports host memory.
  * Prints figures, asserts nothing. Random tokens in a temporary llm.c shard are the data. */
 #include <math.h>
 #include <pthread.h>
@@ -30,13 +32,14 @@ typedef struct bench_cfg {
 
 typedef struct rank_job {
     const bench_cfg *b;
-    int rank, world, overlap, zero, port;
+    int rank, world, overlap, zero, copy, port;
     size_t optimizer_bytes; /* this rank's AdamW on the device */
     uint64_t job_id;
     vkg_comm_ctx_t *ctx;
     vkg_status st;
     char err[512];
     double ms, comm_ms, exposed_ms; /* means over measured steps (rank 0) */
+    char bucket_path[256];          /* how rank 0's buckets reached the collectives */
 } rank_job;
 
 static void *bench_rank(void *p)
@@ -53,12 +56,14 @@ static void *bench_rank(void *p)
     c.comm.master_port = j->port, c.comm.job_id = j->job_id, c.comm.ctx = j->ctx;
     c.bucket_bytes = j->overlap ? (long long)((double)b->bucket_mb * 1048576.0) : -1;
     c.zero = j->zero;
+    c.force_copy_path = j->copy;
     vkg_trainer_t *t = NULL;
     vkg_status st = vkg_trainer_create(&c, &t);
     if (st == VKG_OK) {
         vkg_trainer_info info;
         vkg_trainer_get_info(t, &info);
         j->optimizer_bytes = info.optimizer_bytes;
+        snprintf(j->bucket_path, sizeof j->bucket_path, "%s", info.bucket_path);
     }
     int measured = 0;
     for (int s = 0; st == VKG_OK && s < b->steps + b->warmup; s++) {
@@ -79,7 +84,7 @@ static void *bench_rank(void *p)
 }
 
 /* One configuration: world ranks as threads; rank 0's means in *out. */
-static int run_world(const bench_cfg *b, int world, int overlap, int zero, rank_job *out)
+static int run_world(const bench_cfg *b, int world, int overlap, int zero, int copy, rank_job *out)
 {
     static uint64_t counter;
     rank_job jobs[MAX_BENCH_RANKS];
@@ -97,6 +102,7 @@ static int run_world(const bench_cfg *b, int world, int overlap, int zero, rank_
                              .world = world,
                              .overlap = overlap,
                              .zero = zero,
+                             .copy = copy,
                              .port = port,
                              .job_id = job_id,
                              .ctx = ctx};
@@ -155,7 +161,7 @@ int vkg_cli_bench_dp(int argc, char **argv)
                    .bucket_mb = 25.0f,
                    .transport = VKG_COMM_TCP};
     const char *ranks = "1,2,4", *transport = "tcp";
-    int flat = 1, zero = 0;
+    int flat = 1, zero = 0, copy_path = 0;
     b.device = getenv("VKGPT_DEVICE");
     const vkg_flag flags[] = {
         {"--ranks", VKG_FLAG_STR, &ranks, "world sizes to run, e.g. 1,2,4", 0, 0, 0},
@@ -172,6 +178,8 @@ int vkg_cli_bench_dp(int argc, char **argv)
         {"--transport", VKG_FLAG_STR, &transport, "tcp, ipc or inproc", 0, 0, 0},
         {"--flat", VKG_FLAG_INT, &flat, "1: also run without overlap (one allreduce)", 0, 0, 1},
         {"--zero", VKG_FLAG_INT, &zero, "1: also run every mode of 2+ ranks with ZeRO-1", 0, 0, 1},
+        {"--copy-path", VKG_FLAG_INT, &copy_path,
+         "1: also run the buckets by the copy path (host pack/unpack, --zero-copy 0)", 0, 0, 1},
         {"--device", VKG_FLAG_STR, &b.device, "device index or name (every rank)", 0, 0, 0},
     };
     int rc = vkg_flags_parse("bench dp", "[options]", flags, (int)(sizeof flags / sizeof flags[0]),
@@ -204,18 +212,24 @@ int vkg_cli_bench_dp(int argc, char **argv)
            "backward pass; overlap = 1 - exposed / allreduce; hidden = 1 - exposed / the flat "
            "run's allreduce (the share of the whole-gradient allreduce that buckets hide); "
            "zero-*: ZeRO-1 (allreduce = reduce-scatters + the norm's partial sums + the "
-           "parameters' allgather); adamw = rank 0's AdamW on the device\n");
+           "parameters' allgather); *-copy: buckets by the copy path (the host packs and "
+           "unpacks each; the others zero-copy where the device imports host memory); adamw = "
+           "rank 0's AdamW on the device\n");
     printf("%5s %12s %10s %10s %10s %10s %8s %8s %10s %10s\n", "ranks", "mode", "step_ms",
            "compute_ms", "allred_ms", "exposed_ms", "overlap", "hidden", "tok/s", "adamw_MiB");
+    int said_path = 0;
     for (int i = 0; i < nw && rc == 0; i++) {
         double flat_comm = 0.0;
         for (int z = 0; z <= (zero && worlds[i] > 1) && rc == 0; z++)
-            for (int overlap = flat ? 0 : 1; overlap <= 1 && rc == 0; overlap++) {
+            for (int v = flat ? 0 : 1; v <= 1 + copy_path && rc == 0; v++) {
                 rank_job r = {0};
-                if (worlds[i] == 1 && !overlap)
+                int overlap = v > 0, copy = v == 2;
+                if (worlds[i] == 1 && v != 1)
                     continue;
-                if ((rc = run_world(&b, worlds[i], overlap, z, &r)) != 0)
+                if ((rc = run_world(&b, worlds[i], overlap, z, copy, &r)) != 0)
                     break;
+                if (worlds[i] > 1 && overlap && !copy && !said_path++)
+                    printf("# buckets by %s\n", r.bucket_path);
                 double tok = (double)worlds[i] * b.batch * b.seq / (r.ms / 1e3);
                 char ov[16] = "-", hid[16] = "-";
                 if (worlds[i] > 1 && r.comm_ms > 0)
@@ -224,9 +238,10 @@ int vkg_cli_bench_dp(int argc, char **argv)
                     flat_comm = r.comm_ms;
                 else if (worlds[i] > 1 && flat_comm > 0)
                     snprintf(hid, sizeof hid, "%.0f%%", 100.0 * (1.0 - r.exposed_ms / flat_comm));
-                const char *mode = worlds[i] == 1 ? "single"
-                                   : z            ? (overlap ? "zero-buckets" : "zero-flat")
-                                                  : (overlap ? "buckets" : "flat");
+                static const char *const modes[2][3] = {
+                    {"flat", "buckets", "buckets-copy"},
+                    {"zero-flat", "zero-buckets", "zero-bk-copy"}};
+                const char *mode = worlds[i] == 1 ? "single" : modes[z][v];
                 printf("%5d %12s %10.1f %10.1f %10.1f %10.1f %8s %8s %10.0f %10.1f\n", worlds[i],
                        mode, r.ms, r.ms - r.exposed_ms, r.comm_ms, r.exposed_ms, ov, hid, tok,
                        (double)r.optimizer_bytes / 1048576.0);

@@ -46,11 +46,12 @@ typedef struct vkg_cli_dp_flags {
     long long base_batch;
     float bucket_mb;
     int no_overlap, listen_all;
+    int zero_copy; /* 0: gradient buckets by the copy path (force_copy_path) */
     int rank_batch_v[1024];
 } vkg_cli_dp_flags;
 #define VKG_CLI_DP_FLAGS_INIT                                                                      \
     {                                                                                              \
-        .world_size = -1, .rank = -1, .master_port = -1, .timeout_s = -1                           \
+        .world_size = -1, .rank = -1, .master_port = -1, .timeout_s = -1, .zero_copy = 1           \
     }
 extern const char *const vkg_cli_lr_scales[];
 #define VKG_CLI_DP_FLAGS(d)                                                                        \
@@ -126,6 +127,14 @@ extern const char *const vkg_cli_lr_scales[];
          0,                                                                                        \
          0,                                                                                        \
          0},                                                                                       \
+        {"--zero-copy",                                                                            \
+         VKG_FLAG_INT,                                                                             \
+         &(d).zero_copy,                                                                           \
+         "1 (default): buckets go from the device straight into the collectives' buffer where "    \
+         "the driver imports host memory; 0: always by host copies",                               \
+         0,                                                                                        \
+         0,                                                                                        \
+         1},                                                                                       \
     {                                                                                              \
         "--listen-all", VKG_FLAG_BOOL, &(d).listen_all,                                            \
             "allow a wildcard --master-addr (0.0.0.0): listen on every interface", 0, 0, 0         \

@@ -32,6 +32,12 @@ static void print_device(const vkg_device_info *d)
            d->timestamps ? "yes" : "no", d->shader_float64 ? "yes" : "no",
            d->shader_int64 ? "yes" : "no", d->shader_float16 ? "yes" : "no",
            d->storage_16bit ? "yes" : "no");
+    if (d->external_memory_host)
+        printf("    VK_EXT_external_memory_host: yes (host memory imported at %llu-byte alignment: "
+               "gradient buckets zero-copy)\n",
+               (unsigned long long)d->host_import_alignment);
+    else
+        printf("    VK_EXT_external_memory_host: no (gradient buckets by host copies)\n");
     if (d->suitable)
         printf("    usable by vkgpt\n");
     else

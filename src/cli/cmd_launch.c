@@ -96,6 +96,7 @@ int vkg_cli_dp_resolve(vkg_cli_dp_flags *d, struct vkg_train_config *cfg)
         cfg->bucket_bytes = (long long)((double)d->bucket_mb * 1048576.0);
     if (d->no_overlap)
         cfg->bucket_bytes = -1;
+    cfg->force_copy_path = !d->zero_copy;
     cfg->lr_scale = (vkg_lr_scale)d->lr_scale;
     cfg->base_batch = d->base_batch;
     return 0;

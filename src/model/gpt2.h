@@ -148,17 +148,31 @@ vkg_status vkg_gpt2_boundary_write(vkg_gpt2 *m, vkg_gpt2_boundary which, int slo
 int vkg_gpt2_unit_count(const vkg_gpt2 *m);
 /* Unit u's gradients as float ranges (offset, count) of the gradient tensor. Returns n. */
 int vkg_gpt2_unit_ranges(const vkg_gpt2 *m, int u, size_t ranges[VKG_GPT2_MAX_UNIT_RANGES][2]);
+/* Where the lists of a split leave their gradients for a caller that packs them itself: list k
+ * ends by copying ranges [first[k], first[k + 1]) ((offset, count) in floats of the gradient
+ * tensor) into dst, each range after the one before from list 0's first on, and split_commit
+ * copies every range back. dst is host memory the caller reads and writes in place between
+ * split_wait(k) and split_commit (vkg_arena_import_host); it must outlive the split. The ranges
+ * of list k must be gradients its units complete; they are not kept past vkg_gpt2_split. */
+typedef struct vkg_gpt2_pack {
+    vkg_tensor dst;
+    const int *first;          /* (n + 1), first[0] = 0 */
+    const size_t (*ranges)[2]; /* (first[n]) */
+} vkg_gpt2_pack;
 /* Record the training forward-backward of slot 0 a second time, cut into n command lists: list k
  * ends once units (last[k-1], last[k]] are complete (last strictly increasing, last[n-1] the
  * final unit). In this recording the encoder's contribution to wte (rows of the micro-batch's
  * tokens only) is left out, so that wte can be finished early: the caller adds it, summing the
- * rows of vkg_gpt2_encoded_grad_read per token in position order. Replaces an earlier split. */
-vkg_status vkg_gpt2_split(vkg_gpt2 *m, const int *last, int n);
+ * rows of vkg_gpt2_encoded_grad_read per token in position order. pack: NULL for the host's
+ * view (vkg_gpt2_grads_host), else where each list copies its ranges. Replaces an earlier split.
+ * Errors: VKG_ERR_INVALID_ARG (bad cuts, a pack's ranges outside the gradients or past dst),
+ * VKG_ERR_NOMEM, and recording errors. */
+vkg_status vkg_gpt2_split(vkg_gpt2 *m, const int *last, int n, const vkg_gpt2_pack *pack);
 int vkg_gpt2_split_count(const vkg_gpt2 *m);
 /* Upload a micro-batch and submit every list of the split without waiting; split_wait(k) returns
  * once list k has completed (its units' gradients are final and readable through
- * vkg_gpt2_grads_host), while the device goes on; split_finish waits for all and reads the mean
- * loss (may be NULL). */
+ * vkg_gpt2_grads_host, or its ranges in the pack's buffer), while the device goes on; split_finish
+ * waits for all and reads the mean loss (may be NULL). */
 vkg_status vkg_gpt2_split_submit(vkg_gpt2 *m, const int32_t *inputs, const int32_t *targets);
 vkg_status vkg_gpt2_split_wait(vkg_gpt2 *m, int k);
 vkg_status vkg_gpt2_split_finish(vkg_gpt2 *m, float *mean_loss);
@@ -167,8 +181,9 @@ vkg_status vkg_gpt2_split_finish(vkg_gpt2 *m, float *mean_loss);
 vkg_status vkg_gpt2_split_idle_wait(vkg_gpt2 *m);
 /* The host's view of the gradients (param_count floats) for the units of completed split lists:
  * the gradient arena's mapping on unified memory, else a host copy each list fills with its
- * units. After split_finish, writes to it become the device's gradients with split_commit (one
- * copy of every unit on devices without unified memory, nothing otherwise). */
+ * units; NULL for a split with a pack. After split_finish, writes to it (or to the pack's
+ * buffer) become the device's gradients with split_commit (one copy of every unit or range on
+ * devices without unified memory and with a pack, nothing otherwise). */
 float *vkg_gpt2_grads_host(vkg_gpt2 *m);
 vkg_status vkg_gpt2_split_commit(vkg_gpt2 *m);
 /* After split_finish: the gradient of the loss with respect to the encoder's output, (B, T, C)

@@ -7,7 +7,9 @@
  * The host reads and writes finished units without a transfer of its own (which would queue
  * behind the rest of the backward pass): on unified memory through the gradient arena's mapping;
  * on other devices each list ends by copying its units' ranges into a host-visible copy of the
- * gradients, and vkg_gpt2_split_commit copies every unit back in one submission.
+ * gradients, and vkg_gpt2_split_commit copies every unit back in one submission. A caller that
+ * packs the gradients itself (vkg_gpt2_pack) has each list copy its ranges straight into its
+ * packed places of a buffer the host reads in place, and commit copies them back, on any device.
  * Not here: which units make a bucket, and reductions (src/parallel). */
 #include <stdlib.h>
 #include <string.h>
@@ -20,9 +22,11 @@ struct vkg_gpt2_split {
     int *last;           /* (n) the last unit of each list */
     uint64_t *values;    /* (n) timeline values of the last submission */
     vkg_arena *host;     /* devices without unified memory: the gradients' host copy */
-    vkg_tensor host_all; /* (nparams) in host */
-    vkg_cmd *upload;     /* devices without unified memory: host copy -> gradients */
-    float *host_grads;   /* (nparams) where the host reads and writes finished units */
+    vkg_tensor host_dst; /* where lists copy their units: host's (nparams), or a pack's buffer */
+    size_t (*copies)[3]; /* (grad offset, host_dst offset, count) in floats; NULL: no copies */
+    int *first_copy;     /* (n + 1) list k's copies: [first_copy[k], first_copy[k + 1]) */
+    vkg_cmd *upload;     /* host_dst -> gradients, every list's copies (with copies) */
+    float *host_grads;   /* (nparams) the host's view of finished units (NULL with a pack) */
     int recording;       /* the list being recorded */
 };
 
@@ -71,30 +75,26 @@ void vkg__gpt2_split_free(vkg_gpt2 *m)
     for (int i = 0; b->lists && i < b->n; i++)
         vkg_cmd_destroy(&b->lists[i]);
     vkg_cmd_destroy(&b->upload);
-    free(b->lists), free(b->last), free(b->values);
+    free(b->lists), free(b->last), free(b->values), free(b->copies), free(b->first_copy);
     vkg_arena_destroy(&b->host);
     free(b);
     m->split = NULL;
 }
 
-/* Copy list k's units between the gradients and their host copy (to_host: at the end of its
- * list; otherwise into the upload list). No-op on unified memory. */
+/* Record list k's copies between the gradients and host_dst (to_host: at the end of its list;
+ * otherwise into the upload list). No-op without copies (unified memory, no pack). */
 static vkg_status record_copies(vkg_gpt2 *m, vkg_cmd *c, int k, int to_host)
 {
     struct vkg_gpt2_split *b = m->split;
-    if (!b->host)
+    if (!b->copies)
         return VKG_OK;
     vkg_cmd_group_begin(c); /* disjoint ranges */
     vkg_status st = VKG_OK;
-    for (int u = k ? b->last[k - 1] + 1 : 0; st == VKG_OK && u <= b->last[k]; u++) {
-        size_t r[VKG_GPT2_MAX_UNIT_RANGES][2];
-        int nr = vkg_gpt2_unit_ranges(m, u, r);
-        for (int i = 0; st == VKG_OK && i < nr; i++) {
-            size_t off = r[i][0] * sizeof(float), bytes = r[i][1] * sizeof(float);
-            vkg_tensor dev = vkg_tensor_view(m->grads, off, bytes);
-            vkg_tensor host = vkg_tensor_view(b->host_all, off, bytes);
-            st = to_host ? vkg_cmd_copy(c, host, dev, bytes) : vkg_cmd_copy(c, dev, host, bytes);
-        }
+    for (int i = b->first_copy[k]; st == VKG_OK && i < b->first_copy[k + 1]; i++) {
+        size_t bytes = b->copies[i][2] * sizeof(float);
+        vkg_tensor dev = vkg_tensor_view(m->grads, b->copies[i][0] * sizeof(float), bytes);
+        vkg_tensor host = vkg_tensor_view(b->host_dst, b->copies[i][1] * sizeof(float), bytes);
+        st = to_host ? vkg_cmd_copy(c, host, dev, bytes) : vkg_cmd_copy(c, dev, host, bytes);
     }
     vkg_cmd_group_end(c);
     return st;
@@ -115,20 +115,79 @@ static vkg_status cut(void *ctx, vkg_cmd **pc, int unit)
     return vkg_cmd_begin(*pc);
 }
 
-/* Where the host reads and writes finished units; on devices without unified memory also the
- * host copy and the list that copies it back. */
-static vkg_status setup_host_side(vkg_gpt2 *m)
+/* The copies of a split without a pack on a device without unified memory: each list's units,
+ * each range to the same offset of the host copy. */
+static vkg_status unit_copies(vkg_gpt2 *m)
+{
+    struct vkg_gpt2_split *b = m->split;
+    int units = vkg_gpt2_unit_count(m), nc = 0;
+    b->copies = malloc((size_t)units * VKG_GPT2_MAX_UNIT_RANGES * sizeof *b->copies);
+    VKG_CHECK(b->copies, VKG_ERR_NOMEM, "no memory for a split recording");
+    for (int k = 0; k < b->n; k++) {
+        b->first_copy[k] = nc;
+        for (int u = k ? b->last[k - 1] + 1 : 0; u <= b->last[k]; u++) {
+            size_t r[VKG_GPT2_MAX_UNIT_RANGES][2];
+            int nr = vkg_gpt2_unit_ranges(m, u, r);
+            for (int i = 0; i < nr; i++, nc++)
+                b->copies[nc][0] = b->copies[nc][1] = r[i][0], b->copies[nc][2] = r[i][1];
+        }
+    }
+    b->first_copy[b->n] = nc;
+    return VKG_OK;
+}
+
+/* The copies of a pack: list k's ranges, each to the next place of the packed buffer. */
+static vkg_status pack_copies(vkg_gpt2 *m, const vkg_gpt2_pack *p)
+{
+    struct vkg_gpt2_split *b = m->split;
+    int nc = p->first[b->n];
+    VKG_CHECK(p->first[0] == 0 && nc >= 0, VKG_ERR_INVALID_ARG,
+              "a gradient pack's ranges must start at 0 and end at >= 0, got %d and %d",
+              p->first[0], nc);
+    b->copies = malloc((size_t)(nc ? nc : 1) * sizeof *b->copies);
+    VKG_CHECK(b->copies, VKG_ERR_NOMEM, "no memory for a split recording");
+    size_t at = 0;
+    for (int k = 0; k <= b->n; k++) {
+        VKG_CHECK(k == 0 || p->first[k] >= p->first[k - 1], VKG_ERR_INVALID_ARG,
+                  "gradient pack list %d starts at range %d, before list %d's %d", k, p->first[k],
+                  k - 1, p->first[k - 1]);
+        b->first_copy[k] = p->first[k];
+    }
+    for (int i = 0; i < nc; i++) {
+        size_t off = p->ranges[i][0], count = p->ranges[i][1];
+        VKG_CHECK(off <= m->nparams && count <= m->nparams - off, VKG_ERR_INVALID_ARG,
+                  "gradient pack range %d (%zu floats at %zu) exceeds the %zu gradients", i, count,
+                  off, m->nparams);
+        b->copies[i][0] = off, b->copies[i][1] = at, b->copies[i][2] = count;
+        at += count;
+    }
+    VKG_CHECK(at * sizeof(float) <= p->dst.bytes, VKG_ERR_INVALID_ARG,
+              "a gradient pack of %zu floats does not fit its buffer of %zu bytes", at,
+              p->dst.bytes);
+    b->host_dst = p->dst;
+    return VKG_OK;
+}
+
+/* Where lists leave finished units for the host: a pack's buffer, the gradient arena's mapping,
+ * or a host copy; with copies, also the list that copies them back. */
+static vkg_status setup_host_side(vkg_gpt2 *m, const vkg_gpt2_pack *pack)
 {
     struct vkg_gpt2_split *b = m->split;
     size_t bytes = m->nparams * sizeof(float);
     void *map = vkg_tensor_host_ptr(m->grads);
-    if (map) {
+    b->first_copy = malloc((size_t)(b->n + 1) * sizeof *b->first_copy);
+    VKG_CHECK(b->first_copy, VKG_ERR_NOMEM, "no memory for a split recording");
+    if (pack) {
+        VKG_TRY(pack_copies(m, pack));
+    } else if (map) {
         b->host_grads = map;
         return VKG_OK;
+    } else {
+        VKG_TRY(vkg_arena_create_host(m->dev, bytes, "gradient host copy", &b->host));
+        VKG_TRY(vkg_arena_alloc(b->host, bytes, &b->host_dst));
+        b->host_grads = vkg_tensor_host_ptr(b->host_dst);
+        VKG_TRY(unit_copies(m));
     }
-    VKG_TRY(vkg_arena_create_host(m->dev, bytes, "gradient host copy", &b->host));
-    VKG_TRY(vkg_arena_alloc(b->host, bytes, &b->host_all));
-    b->host_grads = vkg_tensor_host_ptr(b->host_all);
     VKG_TRY(vkg_cmd_create(m->dev, &b->upload));
     VKG_TRY(vkg_cmd_begin(b->upload));
     for (int k = 0; k < b->n; k++)
@@ -152,7 +211,7 @@ static vkg_status check_cuts(const vkg_gpt2 *m, const int *last, int n)
     return VKG_OK;
 }
 
-vkg_status vkg_gpt2_split(vkg_gpt2 *m, const int *last, int n)
+vkg_status vkg_gpt2_split(vkg_gpt2 *m, const int *last, int n, const vkg_gpt2_pack *pack)
 {
     VKG_TRY(check_cuts(m, last, n));
     vkg__gpt2_split_free(m);
@@ -167,7 +226,7 @@ vkg_status vkg_gpt2_split(vkg_gpt2 *m, const int *last, int n)
     VKG_CHECK_GOTO(st, b->last && b->values && b->lists, VKG_ERR_NOMEM, fail,
                    "no memory for a split recording");
     memcpy(b->last, last, (size_t)n * sizeof *last);
-    VKG_TRY_GOTO(st, setup_host_side(m), fail);
+    VKG_TRY_GOTO(st, setup_host_side(m, pack), fail);
     for (int k = 0; k < n; k++)
         VKG_TRY_GOTO(st, vkg_cmd_create(m->dev, &b->lists[k]), fail);
     vkg_cmd *c = b->lists[0];

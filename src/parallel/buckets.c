@@ -1,5 +1,6 @@
 /* Gradient buckets: the grouping policy over a model part's gradient units and the packing of a
- * bucket's ranges between the host's view of the gradients and one contiguous buffer. A bucket's
+ * bucket's ranges between the host's view of the gradients and one contiguous buffer (or, with
+ * a packed tensor, the same packing done by the device's copies). A bucket's
  * ranges are packed in ascending order of offset (neighbours merged), so that any cut of the
  * gradient tensor into consecutive slices (ZeRO-1's shards) cuts each packed bucket into
  * consecutive slices too. */
@@ -47,7 +48,8 @@ void vkg_buckets_destroy(vkg_buckets **pb)
     *pb = NULL;
 }
 
-vkg_status vkg_buckets_create(vkg_gpt2 *m, size_t bucket_bytes, vkg_buckets **out)
+vkg_status vkg_buckets_create(vkg_gpt2 *m, size_t bucket_bytes, const vkg_tensor *packed,
+                              vkg_buckets **out)
 {
     int units = vkg_gpt2_unit_count(m);
     vkg_buckets *b = calloc(1, sizeof *b);
@@ -78,7 +80,10 @@ vkg_status vkg_buckets_create(vkg_gpt2 *m, size_t bucket_bytes, vkg_buckets **ou
             bytes = 0;
         }
     }
-    VKG_TRY_GOTO(st, vkg_gpt2_split(m, last, b->n), fail);
+    vkg_gpt2_pack pack = {.first = b->first_range, .ranges = (const size_t(*)[2])b->ranges};
+    if (packed)
+        pack.dst = *packed;
+    VKG_TRY_GOTO(st, vkg_gpt2_split(m, last, b->n, packed ? &pack : NULL), fail);
     free(last);
     *out = b;
     return VKG_OK;

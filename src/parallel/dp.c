@@ -70,13 +70,18 @@ vkg_status vkg_dp_create(const vkg_comm_config *comm, int pp, int batch, const i
     return VKG_OK;
 }
 
+void vkg_dp_abort(vkg_dp *d, const char *why)
+{
+    if (d->comm && why)
+        vkg_comm_abort(d->comm, why[0] ? why : "(no message was recorded)");
+}
+
 void vkg_dp_destroy(vkg_dp **pd, const char *failure)
 {
     vkg_dp *d = pd ? *pd : NULL;
     if (!d)
         return;
-    if (d->comm && failure)
-        vkg_comm_abort(d->comm, failure[0] ? failure : "(no message was recorded)");
+    vkg_dp_abort(d, failure);
     vkg_comm_destroy(&d->comm);
     free(d->scratch_in);
     free(d->scratch_tgt);

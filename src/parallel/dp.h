@@ -41,6 +41,10 @@ typedef struct vkg_dp_fingerprint {
  * Errors: VKG_ERR_INVALID_ARG naming the flag (a bad list, sizes <= 0), and vkg_comm_create's. */
 vkg_status vkg_dp_create(const vkg_comm_config *comm, int pp, int batch, const int *rank_batch,
                          int rank_batch_count, vkg_dp **out);
+/* This rank gives up (why: what failed, not NULL): the peers are told (vkg_comm_abort) so that
+ * they fail at once, naming this rank and the reason; afterwards only vkg_dp_destroy. Nothing
+ * alone or with why NULL. */
+void vkg_dp_abort(vkg_dp *d, const char *why);
 /* Leave the job. With a failure (this rank gave up: why, not NULL) the peers are told first
  * (vkg_comm_abort with that text) so they fail at once, naming this rank and the reason, instead
  * of waiting for the deadline or meeting this rank's final barrier in another collective. */

@@ -3,8 +3,19 @@
  * share, dp.h), per bucket while the device computes the rest of the last micro-batch's backward
  * pass, or in one allreduce after it; the loss is a token-weighted mean and the stop flag the OR
  * of every rank's. ZeRO-1 (zero.c) runs the same passes with a reduce-scatter in place of each
- * allreduce. */
+ * allreduce.
+ *
+ * The buckets' way to the collectives. The packed buckets live in one buffer from the
+ * communicator (vkg_comm_buffer_alloc: this rank's part of the shared-memory segment when the
+ * collectives run there, so that the peers read it in place). Zero-copy path: where the device
+ * imports host memory (VK_EXT_external_memory_host) that buffer is imported, every bucket's
+ * command list ends by copying its ranges straight to its packed place there, and the reduced
+ * buckets are copied back by the device (vkg_buckets_create with a packed tensor). Copy path
+ * (no extension, a failed import, or force_copy_path): the host packs each bucket from its view
+ * of the gradients into the buffer and unpacks it after the reduction (vkg_buckets_read/_write).
+ * Both paths reduce the same bits in the same order. */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "base/clock.h"
@@ -18,14 +29,51 @@ vkg_status vkg__dp_reduce_grads(vkg_strategy *s, int k, float *buf, size_t n)
     return vkg_dp_allreduce_grads(s->dp, buf, n);
 }
 
+/* Import the collectives' buffer for the zero-copy path into *packed; 0 (and why, in
+ * s->bucket_path) when the copy path must be taken. */
+static int import_grads(vkg_strategy *s, vkg_tensor *packed)
+{
+    const vkg_device_info *info = vkg_device_get_info(s->mc.dev);
+    const char *where = vkg_comm_uses_shm(vkg_dp_comm(s->dp))
+                            ? "this rank's part of the shared-memory segment"
+                            : "host memory of the collectives";
+    size_t cap = sizeof s->bucket_path;
+    if (s->cfg.force_copy_path) {
+        snprintf(s->bucket_path, cap, "copy: zero-copy turned off (--zero-copy 0)");
+        return 0;
+    }
+    if (!info->external_memory_host) {
+        snprintf(s->bucket_path, cap, "copy: %.160s lacks VK_EXT_external_memory_host", info->name);
+        return 0;
+    }
+    vkg_status st = vkg_arena_import_host(s->mc.dev, s->grads, s->grads_bytes, "gradient buckets",
+                                          &s->grads_import);
+    if (st == VKG_OK)
+        st = vkg_arena_alloc(s->grads_import, s->grads_bytes, packed);
+    if (st != VKG_OK) {
+        snprintf(s->bucket_path, cap, "copy: the import failed: %.200s", vkg_error_message());
+        vkg_arena_destroy(&s->grads_import);
+        return 0;
+    }
+    snprintf(s->bucket_path, cap,
+             "zero-copy: the device copies each bucket into %s (VK_EXT_external_memory_host)",
+             where);
+    return 1;
+}
+
 vkg_status vkg__dp_setup(vkg_strategy *s)
 {
     size_t n = vkg_gpt2_param_count(s->model);
-    s->grads = malloc(n * sizeof *s->grads);
-    VKG_CHECK(s->grads, VKG_ERR_NOMEM, "no memory for %zu gradients", n);
-    if (s->bucket_bytes)
-        VKG_TRY(vkg_buckets_create(s->model, (size_t)s->bucket_bytes, &s->buckets));
-    return VKG_OK;
+    size_t align = (size_t)vkg_device_get_info(s->mc.dev)->host_import_alignment;
+    align = align ? align : 1;
+    s->grads_bytes = (n * sizeof *s->grads + align - 1) / align * align;
+    VKG_TRY(vkg_comm_buffer_alloc(vkg_dp_comm(s->dp), s->grads_bytes, (void **)&s->grads));
+    if (!s->bucket_bytes)
+        return VKG_OK;
+    vkg_tensor packed;
+    int zero_copy = import_grads(s, &packed);
+    return vkg_buckets_create(s->model, (size_t)s->bucket_bytes, zero_copy ? &packed : NULL,
+                              &s->buckets);
 }
 
 /* Notes when the device has finished the whole backward pass (for the exposed-time figure). */
@@ -44,14 +92,16 @@ static void *watch_finish(void *p)
 }
 
 /* The last micro-batch with the allreduce overlapped: each bucket is read as soon as the device
- * has finished it and reduced while the device goes on with the backward pass; every bucket but
- * the first is handed back at once; the first (wte's classifier gradient) waits for the
+ * has finished it (on the zero-copy path the device has put it in place already) and reduced
+ * while the device goes on with the backward pass; every bucket but the first is handed back at
+ * once (zero-copy: by the device at commit); the first (wte's classifier gradient) waits for the
  * embedding rows of the whole job (tied_wte.c). The calling thread is the communication thread:
  * once the step is submitted it has nothing else to do but wait for buckets and reduce them. */
 static vkg_status backward_overlapped(vkg_strategy *s, float *loss, double *comm_ms,
                                       double *exposed_ms)
 {
     vkg_gpt2 *m = s->model;
+    int copy = s->grads_import == NULL;
     const size_t(*r0)[2];
     VKG_CHECK(vkg_buckets_ranges(s->buckets, 0, &r0) > 0 && r0[0][0] == 0, VKG_ERR_STATE,
               "the first gradient bucket does not start with wte");
@@ -66,15 +116,16 @@ static vkg_status backward_overlapped(vkg_strategy *s, float *loss, double *comm
         float *buf = s->grads + base;
         size_t n = vkg_buckets_floats(s->buckets, k);
         st = vkg_gpt2_split_wait(m, k);
-        if (st == VKG_OK)
+        if (st == VKG_OK && copy)
             vkg_buckets_read(s->buckets, k, buf);
         double t0 = vkg_now_ms();
         if (st == VKG_OK)
             st = vkg__dp_reduce_grads(s, k, buf, n);
         end = vkg_now_ms();
         comm += end - t0;
-        if (st == VKG_OK && k > 0)
+        if (st == VKG_OK && k > 0 && copy)
             vkg_buckets_write(s->buckets, k, buf);
+        s->zero_copy_buckets += st == VKG_OK && !copy;
         base += n;
     }
     if (st == VKG_OK)
@@ -85,7 +136,7 @@ static vkg_status backward_overlapped(vkg_strategy *s, float *loss, double *comm
         end = vkg_now_ms();
         comm += end - t0;
     }
-    if (st == VKG_OK)
+    if (st == VKG_OK && copy)
         vkg_buckets_write(s->buckets, 0, s->grads);
     if (st == VKG_OK)
         st = vkg_gpt2_split_commit(m);

@@ -48,13 +48,17 @@ void vkg_strategy_destroy(vkg_strategy **ps, const char *failure)
     vkg_strategy *s = ps ? *ps : NULL;
     if (!s)
         return;
-    vkg_dp_destroy(&s->dp, failure);
+    vkg_dp_abort(s->dp, failure); /* the peers learn at once */
     if (s->vt && s->vt->free_impl)
         s->vt->free_impl(s);
     vkg_buckets_destroy(&s->buckets);
     vkg_adamw_destroy(&s->opt);
-    vkg_gpt2_destroy(&s->model);
-    free(s->grads), free(s->inputs), free(s->targets);
+    vkg_gpt2_destroy(&s->model); /* its split copies into grads_import */
+    vkg_arena_destroy(&s->grads_import);
+    if (s->grads)
+        vkg_comm_buffer_free(vkg_dp_comm(s->dp), s->grads);
+    free(s->inputs), free(s->targets);
+    vkg_dp_destroy(&s->dp, NULL);
     free(s);
     *ps = NULL;
 }
@@ -108,6 +112,16 @@ int vkg_strategy_bucket_count(const vkg_strategy *s)
 uint64_t vkg_strategy_bucket_bytes(const vkg_strategy *s)
 {
     return s->bucket_bytes;
+}
+
+const char *vkg_strategy_bucket_path(const vkg_strategy *s)
+{
+    return s->bucket_path;
+}
+
+uint64_t vkg_strategy_zero_copy_buckets(const vkg_strategy *s)
+{
+    return s->zero_copy_buckets;
 }
 
 void vkg_strategy_data_config(const vkg_strategy *s, vkg_data_config *dc)

@@ -7,7 +7,9 @@
  *   single  one rank, one device, the whole model;
  *   dp      data parallel: every rank the whole model on its slice of each global micro-batch,
  *           gradients summed over ranks (token-weighted, dp.h), per bucket overlapped with the
- *           backward pass of the last micro-batch (buckets.c, tied_wte.c) or after it;
+ *           backward pass of the last micro-batch (buckets.c, tied_wte.c) or after it; the
+ *           device copies buckets straight into the collectives' buffer where it can import
+ *           host memory (dp_strategy.c);
  *   pp      pipeline (composed with data parallelism: ranks = dp x pp): each rank one stage, a
  *           contiguous range of layers, micro-batches flowing through the stages by GPipe or 1F1B
  *           (pp_strategy.c, pp_schedule.c);
@@ -42,8 +44,9 @@ typedef struct vkg_strategy_config {
     int pp;                 /* pipeline stages (0 or 1: none) */
     const int *pp_layers;   /* pp layer counts by stage, or NULL: balanced automatically */
     int pp_layers_count;
-    int pp_schedule; /* VKG_PP_1F1B (default) or VKG_PP_GPIPE */
-    int zero;        /* 1: ZeRO-1 (needs 2 or more ranks and no pipeline); 0: none */
+    int pp_schedule;     /* VKG_PP_1F1B (default) or VKG_PP_GPIPE */
+    int zero;            /* 1: ZeRO-1 (needs 2 or more ranks and no pipeline); 0: none */
+    int force_copy_path; /* 1: gradient buckets take the copy path even where zero-copy works */
 } vkg_strategy_config;
 
 enum { VKG_PP_1F1B = 0, VKG_PP_GPIPE = 1 };
@@ -73,6 +76,13 @@ uint64_t vkg_strategy_batch_hash(const vkg_strategy *s);
 int vkg_strategy_bucket_count(const vkg_strategy *s);
 /* Resolved gradient bucket bytes (0 when gradients are reduced after the backward pass). */
 uint64_t vkg_strategy_bucket_bytes(const vkg_strategy *s);
+/* How gradient buckets reach the collectives' buffer, for start-up lines ("" without buckets,
+ * and before vkg_strategy_load): "zero-copy: ..." where the device copies every bucket straight
+ * into it (VK_EXT_external_memory_host), else "copy: <why>" (the device's gradients read and
+ * written by the host, a pack and an unpack per bucket). */
+const char *vkg_strategy_bucket_path(const vkg_strategy *s);
+/* Buckets reduced so far on the zero-copy path (tests: it was really taken). */
+uint64_t vkg_strategy_zero_copy_buckets(const vkg_strategy *s);
 /* Set this rank's share of the data in a loader config (batch size, rank and world size). */
 void vkg_strategy_data_config(const vkg_strategy *s, vkg_data_config *dc);
 /* Broadcast bytes from rank 0 to every rank (nothing alone). */

@@ -46,7 +46,11 @@ struct vkg_strategy {
     vkg_adamw *opt;
     int32_t *inputs, *targets; /* (rank batch, T) */
     /* dp */
-    float *grads;               /* (param count) host buffer for the allreduce */
+    float *grads;               /* (param count) the collectives' buffer (vkg_comm_buffer_alloc) */
+    size_t grads_bytes;         /* its size: whole units of the device's import alignment */
+    vkg_arena *grads_import;    /* grads as a device buffer: zero-copy buckets (NULL: copy path) */
+    uint64_t zero_copy_buckets; /* buckets reduced with neither a pack nor an unpack on the host */
+    char bucket_path[256];      /* how buckets reach grads, and why ("" without buckets) */
     vkg_buckets *buckets;       /* NULL without overlap */
     double comm_ms, exposed_ms; /* gradient communication of the last step */
     vkg_strategy_config cfg;    /* as created (pointers not kept past create) */

@@ -206,7 +206,8 @@ static vkg_status join(vkg_trainer_t *t)
                               .pp_layers = c->pp_layers,
                               .pp_layers_count = c->pp_layers_count,
                               .pp_schedule = c->pp_schedule,
-                              .zero = c->zero};
+                              .zero = c->zero,
+                              .force_copy_path = c->force_copy_path};
     if (c->comm_from_env) {
         VKG_TRY(vkg_comm_config_from_env(&sc.comm, NULL));
         sc.comm.ctx = c->comm.ctx;
@@ -398,6 +399,7 @@ void vkg_trainer_get_info(const vkg_trainer_t *t, vkg_trainer_info *info)
     info->global_batch = vkg_strategy_global_batch(t->par), info->lr = t->sched.lr;
     snprintf(info->rank_batches, sizeof info->rank_batches, "%s", vkg_strategy_batch_list(t->par));
     snprintf(info->comm_path, sizeof info->comm_path, "%s", vkg_strategy_comm_path(t->par));
+    snprintf(info->bucket_path, sizeof info->bucket_path, "%s", vkg_strategy_bucket_path(t->par));
     info->pp = t->cfg.pp > 1 ? t->cfg.pp : 1;
     vkg_strategy_stage(t->par, &info->stage, &info->first_layer, &info->last_layer);
     info->activation_bytes = vkg_strategy_activation_bytes(t->par);

@@ -235,6 +235,26 @@ vkg_status vkg_arena_create_host(vkg_device_t *dev, size_t bytes, const char *ro
     return arena_create(dev, bytes, NULL, 0, role, 1, out);
 }
 
+vkg_status vkg__arena_adopt(vkg_device_t *dev, VkBuffer buffer, VkDeviceMemory memory, void *map,
+                            size_t bytes, const char *role, vkg_arena **out)
+{
+    vkg_arena *a = NULL;
+    vkg_status st = arena_create(dev, bytes, NULL, 0, role, 1, &a);
+    arena_block *b = st == VKG_OK ? malloc(sizeof *b) : NULL;
+    if (!b) {
+        vkDestroyBuffer(dev->device, buffer, NULL);
+        vkFreeMemory(dev->device, memory, NULL);
+        free(a);
+        return st != VKG_OK ? st : VKG_FAIL(VKG_ERR_NOMEM, "no memory for arena %s", role);
+    }
+    *b = (arena_block){.buffer = buffer, .memory = memory, .map = map};
+    a->blocks = b;
+    a->cur.max_block = bytes; /* the one block: nothing is ever opened after it */
+    a->cur.blocks = 1, a->cur.block_size = bytes, a->cur.allocated = bytes;
+    *out = a;
+    return VKG_OK;
+}
+
 void *vkg_tensor_host_ptr(vkg_tensor t)
 {
     if (!t.arena || t.block >= (uint32_t)t.arena->cur.blocks || !t.arena->blocks[t.block].map)

@@ -194,12 +194,20 @@ static vkg_status open_logical(vkg_device_t *dev)
     VKG_VK(vkEnumerateDeviceExtensionProperties(dev->phys, NULL, &next, NULL));
     VkExtensionProperties *exts = calloc(next ? next : 1, sizeof *exts);
     VKG_CHECK(exts, VKG_ERR_NOMEM, "no memory for device extensions");
-    int portability_subset = 0;
+    /* Optional extensions, enabled where present. */
+    const char *optional[2] = {"VK_KHR_portability_subset", "VK_EXT_external_memory_host"};
+    const char *ext_names[2];
+    uint32_t enabled = 0;
+    int host_import = 0;
     if (vkEnumerateDeviceExtensionProperties(dev->phys, NULL, &next, exts) == VK_SUCCESS)
-        for (uint32_t i = 0; i < next; i++)
-            portability_subset |= !strcmp(exts[i].extensionName, "VK_KHR_portability_subset");
+        for (uint32_t o = 0; o < 2; o++)
+            for (uint32_t i = 0; i < next; i++)
+                if (!strcmp(exts[i].extensionName, optional[o])) {
+                    ext_names[enabled++] = optional[o];
+                    host_import |= o == 1;
+                    break;
+                }
     free(exts);
-    const char *ext_names[1] = {"VK_KHR_portability_subset"};
 
     float priority = 1.0f;
     VkDeviceQueueCreateInfo qci = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
@@ -217,9 +225,15 @@ static vkg_status open_logical(vkg_device_t *dev)
                               .pNext = &feats,
                               .queueCreateInfoCount = 1,
                               .pQueueCreateInfos = &qci,
-                              .enabledExtensionCount = portability_subset ? 1u : 0u,
+                              .enabledExtensionCount = enabled,
                               .ppEnabledExtensionNames = ext_names};
     VKG_VK(vkCreateDevice(dev->phys, &dci, NULL, &dev->device));
+    if (host_import)
+        dev->get_host_pointer_props = (PFN_vkGetMemoryHostPointerPropertiesEXT)vkGetDeviceProcAddr(
+            dev->device, "vkGetMemoryHostPointerPropertiesEXT");
+    dev->info.external_memory_host = dev->get_host_pointer_props != NULL;
+    if (!dev->info.external_memory_host)
+        dev->info.host_import_alignment = 0;
     vkGetDeviceQueue(dev->device, dev->queue_family, 0, &dev->queue);
 
     VkCommandPoolCreateInfo pci = {.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO,

@@ -239,6 +239,9 @@ static int device_has_extension(VkPhysicalDevice phys, const char *name)
 void vkg__device_describe(VkPhysicalDevice phys, int index, vkg_device_info *info)
 {
     memset(info, 0, sizeof *info);
+    VkPhysicalDeviceExternalMemoryHostPropertiesEXT host_import = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_EXTERNAL_MEMORY_HOST_PROPERTIES_EXT};
+    info->external_memory_host = device_has_extension(phys, "VK_EXT_external_memory_host");
     VkPhysicalDeviceMaintenance4PropertiesKHR maint4 = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_4_PROPERTIES_KHR};
     VkPhysicalDeviceMaintenance3Properties maint3 = {
@@ -248,8 +251,10 @@ void vkg__device_describe(VkPhysicalDevice phys, int index, vkg_device_info *inf
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES, .pNext = &maint3};
     VkPhysicalDeviceSubgroupProperties subgroup = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES, .pNext = &driver};
+    host_import.pNext = &subgroup;
     VkPhysicalDeviceProperties2 props = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
-                                         .pNext = &subgroup};
+                                         .pNext = info->external_memory_host ? (void *)&host_import
+                                                                             : (void *)&subgroup};
     vkGetPhysicalDeviceProperties2(phys, &props);
     VkPhysicalDeviceProperties *p = &props.properties;
     VkPhysicalDeviceVulkan12Features f12 = {
@@ -277,6 +282,8 @@ void vkg__device_describe(VkPhysicalDevice phys, int index, vkg_device_info *inf
     info->driver_max_allocation = maint3.maxMemoryAllocationSize;
     info->driver_max_buffer = maint4.maxBufferSize;
     info->max_allocation_bytes = maint3.maxMemoryAllocationSize;
+    info->host_import_alignment =
+        info->external_memory_host ? host_import.minImportedHostPointerAlignment : 0;
     if (maint4.maxBufferSize && maint4.maxBufferSize < info->max_allocation_bytes)
         info->max_allocation_bytes = maint4.maxBufferSize;
     info->buffer_device_address = f12.bufferDeviceAddress;

@@ -169,6 +169,8 @@ struct vkg_device {
     void *staging_map[2];
     size_t staging_bytes[2];
     VkCommandBuffer transfer_cmd;
+    /* VK_EXT_external_memory_host's entry point (NULL without the extension: no imports) */
+    PFN_vkGetMemoryHostPointerPropertiesEXT get_host_pointer_props;
 };
 
 /* Fill `info` for a physical device (used by listing and by create). */
@@ -233,6 +235,21 @@ vkg_status vkg_arena_create_host(vkg_device_t *dev, size_t bytes, const char *ro
 /* The host mapping of a tensor's first byte: tensors of host arenas, and of every arena on
  * unified-memory devices; NULL otherwise. */
 void *vkg_tensor_host_ptr(vkg_tensor t);
+/* An arena over host memory the caller owns (VK_EXT_external_memory_host): `bytes` at `ptr`
+ * imported as one host arena (its tensors have no device address: copies only; the host reads
+ * and writes them in place, vkg_tensor_host_ptr(t) is ptr + the tensor's offset). ptr and bytes
+ * must be multiples of vkg_device_info.host_import_alignment; the memory must stay allocated
+ * until the arena is destroyed, and no command list that copies to or from it may run after.
+ * The memory type is the readback rule of memtype.h among those the driver allows for the
+ * pointer. Errors: VKG_ERR_UNSUPPORTED (the device lacks the extension, or the driver refuses
+ * the pointer or the buffer type), VKG_ERR_INVALID_ARG (ptr or bytes misaligned, naming the
+ * alignment), VKG_ERR_NOMEM / VKG_ERR_VULKAN from the import; each names `role`. */
+vkg_status vkg_arena_import_host(vkg_device_t *dev, void *ptr, size_t bytes, const char *role,
+                                 vkg_arena **out);
+/* arena.c: wrap a bound buffer of `bytes` (host-visible at map) as a one-block host arena
+ * that owns buffer and memory from then on (also on failure: they are released). */
+vkg_status vkg__arena_adopt(vkg_device_t *dev, VkBuffer buffer, VkDeviceMemory memory, void *map,
+                            size_t bytes, const char *role, vkg_arena **out);
 /* Release the arena (NULL-safe, nulls *pa). Its tensors become invalid. */
 void vkg_arena_destroy(vkg_arena **pa);
 /* Take the next `bytes` (rounded up to 256-byte alignment) as a tensor. VKG_ERR_NOMEM with the
