@@ -71,15 +71,17 @@ static void check_bwd(vkg_gpu *g, shape s, int with_bias, int split, uint64_t se
     vkg_tensor t_dout = vkg_gpu_upload(g, dout, nout * 4),
                t_dinp = vkg_gpu_upload(g, dinp, nin * 4);
     vkg_tensor t_dw = vkg_gpu_upload(g, dw, nw * 4), t_db = vkg_gpu_upload(g, db, (size_t)s.OC * 4);
+    /* the model's matmul scratch (B*T x 4C): room for split-K's partial products */
+    vkg_tensor t_scratch = vkg_gpu_poisoned(g, (size_t)s.N * (size_t)(s.C > s.OC ? s.C : s.OC));
     vkg_ref_matmul_bwd(dinp, dw, with_bias ? db : NULL, dout, inp, w, s.N, s.C, s.OC);
 
     if (split) {
         VKG_ASSERT_OK(vkg_op_matmul_bwd_dweight(g->cmd, t_dw, with_bias ? &t_db : NULL, t_dout,
-                                                t_inp, s.N, s.C, s.OC));
+                                                t_inp, s.N, s.C, s.OC, &t_scratch));
         VKG_ASSERT_OK(vkg_op_matmul_bwd_dinp(g->cmd, t_dinp, t_dout, t_w, s.N, s.C, s.OC));
     } else {
         VKG_ASSERT_OK(vkg_op_matmul_bwd(g->cmd, t_dinp, t_dw, with_bias ? &t_db : NULL, t_dout,
-                                        t_inp, t_w, s.N, s.C, s.OC));
+                                        t_inp, t_w, s.N, s.C, s.OC, &t_scratch));
     }
     vkg_gpu_run(g);
     char what[96];
@@ -185,12 +187,11 @@ static void test_tiled_kernel(void **state)
                                   {8, 8, 4, 1, 1}};
     for (size_t v = 0; v < sizeof blocks / sizeof blocks[0]; v++) {
         vkg_device_tuning t = saved;
-        t.matmul_tiled = 1;
-        t.mmt_bm = blocks[v][0], t.mmt_bn = blocks[v][1], t.mmt_bk = blocks[v][2];
-        t.mmt_tm = blocks[v][3], t.mmt_tn = blocks[v][4];
+        vkg_matmul_tiling blk = {blocks[v][0], blocks[v][1], blocks[v][2],
+                                 blocks[v][3], blocks[v][4], 0};
+        vkg__mmt_force(&t, &blk);
         VKG_ASSERT_OK(vkg_device_tuning_set(g->dev, &t));
-        printf("tiled %ux%ux%u, %ux%u per invocation\n", t.mmt_bm, t.mmt_bn, t.mmt_bk, t.mmt_tm,
-               t.mmt_tn);
+        printf("tiled %ux%ux%u, %ux%u per invocation\n", blk.bm, blk.bn, blk.bk, blk.tm, blk.tn);
         for (size_t i = 0; i < NSHAPES; i++) {
             check_fwd(g, shapes[i], (int)(i % 2), 400 + i);
             check_bwd(g, shapes[i], (int)((i + 1) % 2), (int)(i % 2), 500 + i);
@@ -297,7 +298,7 @@ static void test_matmul_rejects_bad_shapes(void **state)
     assert_non_null(strstr(vkg_error_message(), "matmul_fwd: tensor a holds 10 elements"));
     assert_int_equal(vkg_op_matmul_fwd(g->cmd, big, big, big, NULL, 0, 5, 6, big),
                      VKG_ERR_INVALID_ARG);
-    assert_int_equal(vkg_op_matmul_bwd(g->cmd, big, big, &small, big, big, big, 4, 5, 11),
+    assert_int_equal(vkg_op_matmul_bwd(g->cmd, big, big, &small, big, big, big, 4, 5, 11, NULL),
                      VKG_ERR_INVALID_ARG);
     assert_non_null(strstr(vkg_error_message(), "dbias"));
     vkg_gpu_run(g);
@@ -323,7 +324,7 @@ static void test_matmul_bwd_deterministic(void **state)
         VKG_ASSERT_OK(vkg_op_fill(g->cmd, di, N * C, 0.0f));
         VKG_ASSERT_OK(vkg_op_fill(g->cmd, dw, OC * C, 0.0f));
         VKG_ASSERT_OK(vkg_op_fill(g->cmd, db, OC, 0.0f));
-        VKG_ASSERT_OK(vkg_op_matmul_bwd(g->cmd, di, dw, &db, td, ti, tw, N, C, OC));
+        VKG_ASSERT_OK(vkg_op_matmul_bwd(g->cmd, di, dw, &db, td, ti, tw, N, C, OC, NULL));
         vkg_gpu_run(g);
         float *dst = run ? second : first;
         vkg_gpu_download(g, dw, dst, OC * C * 4);

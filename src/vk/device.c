@@ -199,7 +199,17 @@ static vkg_status open_logical(vkg_device_t *dev)
         for (uint32_t i = 0; i < next; i++)
             portability_subset |= !strcmp(exts[i].extensionName, "VK_KHR_portability_subset");
     free(exts);
-    const char *ext_names[1] = {"VK_KHR_portability_subset"};
+    const char *ext_names[2];
+    uint32_t n_ext = 0;
+    if (portability_subset)
+        ext_names[n_ext++] = "VK_KHR_portability_subset";
+    /* Subgroup size control where the device has it for compute (describe checked both): the
+     * tiled matmul's table may require a subgroup size. */
+    if (dev->info.subgroup_size_control)
+        ext_names[n_ext++] = VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME;
+    VkPhysicalDeviceSubgroupSizeControlFeaturesEXT sgcf = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES_EXT,
+        .subgroupSizeControl = VK_TRUE};
 
     float priority = 1.0f;
     VkDeviceQueueCreateInfo qci = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
@@ -208,6 +218,7 @@ static vkg_status open_logical(vkg_device_t *dev)
                                    .pQueuePriorities = &priority};
     VkPhysicalDeviceVulkan12Features f12 = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
+        .pNext = dev->info.subgroup_size_control ? &sgcf : NULL,
         .bufferDeviceAddress = VK_TRUE,
         .timelineSemaphore = VK_TRUE,
     };
@@ -217,7 +228,7 @@ static vkg_status open_logical(vkg_device_t *dev)
                               .pNext = &feats,
                               .queueCreateInfoCount = 1,
                               .pQueueCreateInfos = &qci,
-                              .enabledExtensionCount = portability_subset ? 1u : 0u,
+                              .enabledExtensionCount = n_ext,
                               .ppEnabledExtensionNames = ext_names};
     VKG_VK(vkCreateDevice(dev->phys, &dci, NULL, &dev->device));
     vkGetDeviceQueue(dev->device, dev->queue_family, 0, &dev->queue);
@@ -245,6 +256,12 @@ static vkg_status open_logical(vkg_device_t *dev)
     vkGetPhysicalDeviceProperties(dev->phys, &props);
     dev->timestamp_period = props.limits.timestampPeriod;
     dev->tuning = vkg__device_tuning_defaults(props.deviceType, dev->info.subgroup_size);
+    vkg__mmt_defaults(props.vendorID, props.deviceType, &dev->tuning);
+    if (dev->opts.tiles.bm) { /* --tiles: checked against this device's limits */
+        vkg_device_tuning forced = dev->tuning;
+        vkg__mmt_force(&forced, &dev->opts.tiles);
+        VKG_TRY(vkg_device_tuning_set(dev, &forced));
+    }
     return VKG_OK;
 }
 

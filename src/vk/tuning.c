@@ -11,26 +11,19 @@
  * The reductions (layernorm, xent, encoder_bwd_wte, sumsq): CPU devices run a workgroup on one
  * core where every barrier switches through all its subgroups, so fewer lanes (fewer tree levels)
  * serve them; a CPU core runs one workgroup at a time, so sumsq's few long chunks do too.
- * The tiled matmul (GPUs; not measured on one yet): 128 x 128 blocks with 8 x 8 per invocation
- * (256 invocations, 16.5 KiB of shared memory for BK = 16) on discrete GPUs, the shape the fast
- * public SGEMMs use; 64 x 64 with 4 x 4 elsewhere (integrated GPUs, fewer cores to fill). On
- * lavapipe every load is a gather and shared memory is ordinary memory behind barriers that
- * switch through the workgroup's subgroups: the register kernel stays. */
+ * The tiled matmul (GPUs; not measured on one yet): its tiles, by vendor and product size, come
+ * from the table in src/vk/mmt.c (the "other" vendor's row here; vkg_device_create applies the
+ * device's own vendor). On lavapipe every load is a gather and shared memory is ordinary memory
+ * behind barriers that switch through the workgroup's subgroups: the register kernel stays. */
 vkg_device_tuning vkg__device_tuning_defaults(VkPhysicalDeviceType type, uint32_t subgroup_size)
 {
     int cpu = type == VK_PHYSICAL_DEVICE_TYPE_CPU;
-    int discrete = type == VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU;
     vkg_device_tuning t = {
         .matmul_tm = 4,
         .matmul_tn = 4,
         .matmul_lx = 64,
         .matmul_ksplit_bytes = cpu ? 512u * 1024u : 0u,
         .matmul_tiled = cpu ? 0u : 1u,
-        .mmt_bm = discrete ? 128u : 64u,
-        .mmt_bn = discrete ? 128u : 64u,
-        .mmt_bk = 16u,
-        .mmt_tm = discrete ? 8u : 4u,
-        .mmt_tn = discrete ? 8u : 4u,
         .attention = cpu ? VKG_ATTENTION_DIRECT : VKG_ATTENTION_SHARED,
         .layernorm_wg = cpu ? 32u : 256u,
         .xent_wg_max = cpu ? 64u : 256u,
@@ -38,6 +31,7 @@ vkg_device_tuning vkg__device_tuning_defaults(VkPhysicalDeviceType type, uint32_
         .sumsq_wg = cpu ? 64u : 256u,
         .sumsq_max_groups = cpu ? 64u : 1024u,
     };
+    vkg__mmt_defaults(0, type, &t);
     if (cpu && subgroup_size > 0 && subgroup_size <= 16) {
         t.matmul_tm = subgroup_size;
         t.matmul_tn = 8;
@@ -57,6 +51,39 @@ typedef struct field_range {
     int pow2;
 } field_range;
 
+/* The tiled matmul's tiles of size class i fit the kernel and the device. */
+static vkg_status check_mmt(const vkg_device_t *dev, const vkg_matmul_tiling *m, int i)
+{
+    static const char *const sizes[VKG_MMT_SIZES] = {"small", "medium", "large"};
+    const field_range fields[] = {
+        {"bm", m->bm, 1, 256, 0}, {"bn", m->bn, 1, 256, 0}, {"bk", m->bk, 1, 64, 0},
+        {"tm", m->tm, 1, 16, 0},  {"tn", m->tn, 1, 16, 0},  {"subgroup", m->subgroup, 0, 128, 1},
+    };
+    for (size_t f = 0; f < sizeof fields / sizeof fields[0]; f++)
+        VKG_CHECK(fields[f].value >= fields[f].min && fields[f].value <= fields[f].max &&
+                      (!fields[f].pow2 || (fields[f].value & (fields[f].value - 1)) == 0),
+                  VKG_ERR_INVALID_ARG,
+                  "device tuning: the tiled matmul's %s tile has %s = %u, outside [%u, %u]%s",
+                  sizes[i], fields[f].name, fields[f].value, fields[f].min, fields[f].max,
+                  fields[f].pow2 ? " or not a power of two" : "");
+    VKG_CHECK(m->bm % m->tm == 0 && m->bn % m->tn == 0, VKG_ERR_INVALID_ARG,
+              "device tuning: the tiled matmul's block %ux%u is not a whole number of %ux%u "
+              "tiles",
+              m->bm, m->bn, m->tm, m->tn);
+    uint32_t inv = dev->info.max_workgroup_invocations;
+    uint32_t threads = (m->bm / m->tm) * (m->bn / m->tn);
+    VKG_CHECK(threads <= inv, VKG_ERR_INVALID_ARG,
+              "device tuning: the tiled matmul's block %ux%u of %ux%u tiles needs %u invocations, "
+              "more than %s's %u",
+              m->bm, m->bn, m->tm, m->tn, threads, dev->info.name, inv);
+    size_t smem = (size_t)m->bk * (m->bm + 1 + m->bn + 1) * 4;
+    VKG_CHECK(smem <= dev->info.max_shared_memory, VKG_ERR_INVALID_ARG,
+              "device tuning: the tiled matmul's tiles need %zu bytes of shared memory, more than "
+              "%s's %u",
+              smem, dev->info.name, dev->info.max_shared_memory);
+    return VKG_OK;
+}
+
 vkg_status vkg_device_tuning_set(vkg_device_t *dev, const vkg_device_tuning *t)
 {
     uint32_t inv = dev->info.max_workgroup_invocations;
@@ -65,11 +92,9 @@ vkg_status vkg_device_tuning_set(vkg_device_t *dev, const vkg_device_tuning *t)
         {"matmul_tn", t->matmul_tn, 1, 16, 0},
         {"matmul_lx", t->matmul_lx, 1, inv, 0},
         {"matmul_tiled", t->matmul_tiled, 0, 1, 0},
-        {"mmt_bm", t->mmt_bm, 1, 256, 0},
-        {"mmt_bn", t->mmt_bn, 1, 256, 0},
-        {"mmt_bk", t->mmt_bk, 1, 64, 0},
-        {"mmt_tm", t->mmt_tm, 1, 16, 0},
-        {"mmt_tn", t->mmt_tn, 1, 16, 0},
+        {"mmt_fill", t->mmt_fill, 1, UINT32_MAX, 0},
+        {"mmt_splitk", t->mmt_splitk, 0, 1, 0},
+        {"mmt_vec4", t->mmt_vec4, 0, 1, 0},
         {"attention", (uint32_t)t->attention, VKG_ATTENTION_SHARED, VKG_ATTENTION_DIRECT, 0},
         {"layernorm_wg", t->layernorm_wg, 1, inv, 1},
         {"xent_wg_max", t->xent_wg_max, 1, inv, 1},
@@ -85,20 +110,8 @@ vkg_status vkg_device_tuning_set(vkg_device_t *dev, const vkg_device_tuning *t)
         VKG_CHECK(!f->pow2 || (f->value & (f->value - 1)) == 0, VKG_ERR_INVALID_ARG,
                   "device tuning: %s = %u is not a power of two", f->name, f->value);
     }
-    VKG_CHECK(t->mmt_bm % t->mmt_tm == 0 && t->mmt_bn % t->mmt_tn == 0, VKG_ERR_INVALID_ARG,
-              "device tuning: the tiled matmul's block %ux%u is not a whole number of %ux%u "
-              "tiles",
-              t->mmt_bm, t->mmt_bn, t->mmt_tm, t->mmt_tn);
-    uint32_t threads = (t->mmt_bm / t->mmt_tm) * (t->mmt_bn / t->mmt_tn);
-    VKG_CHECK(threads <= inv, VKG_ERR_INVALID_ARG,
-              "device tuning: the tiled matmul's block %ux%u of %ux%u tiles needs %u invocations, "
-              "more than %s's %u",
-              t->mmt_bm, t->mmt_bn, t->mmt_tm, t->mmt_tn, threads, dev->info.name, inv);
-    size_t smem = (size_t)t->mmt_bk * (t->mmt_bm + 1 + t->mmt_bn + 1) * 4;
-    VKG_CHECK(smem <= dev->info.max_shared_memory, VKG_ERR_INVALID_ARG,
-              "device tuning: the tiled matmul's tiles need %zu bytes of shared memory, more than "
-              "%s's %u",
-              smem, dev->info.name, dev->info.max_shared_memory);
+    for (int i = 0; i < VKG_MMT_SIZES; i++)
+        VKG_TRY(check_mmt(dev, &t->mmt[i], i));
     dev->tuning = *t;
     return VKG_OK;
 }
