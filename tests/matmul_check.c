@@ -77,4 +77,3 @@ void vkg_mm_check_bwd(vkg_gpu *g, vkg_mm_shape s, int with_bias, int split, uint
     vkg_gpu_expect(g, what, t_db, db, (size_t)s.OC, VKG_TEST_REL_BOUND);
     free(inp), free(w), free(dout), free(dinp), free(dw), free(db);
 }
-

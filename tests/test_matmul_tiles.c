@@ -43,11 +43,11 @@ static void force(vkg_gpu *g, const vkg_device_tuning *saved, const vkg_matmul_t
 static const vkg_mm_shape table_shapes[] = {
     {32, 768, 768}, /* GPT-2 attention projection at B*T = 32 (qkv's 2304 outputs would triple
                        the time for nothing new): vec4 loads of both operands in every pass */
-    {7, 13, 37},     /* no tile's multiple, odd leading dimensions: the scalar path */
-    {1, 768, 50},    /* one row */
-    {7, 1, 5},       /* C = 1: K = 1 in the forward pass */
-    {9, 6, 1},       /* OC = 1: K = 1 in dinp */
-    {600, 36, 20},   /* dweight over K = N = 600 rows on a grid of a few workgroups: split-K */
+    {7, 13, 37},    /* no tile's multiple, odd leading dimensions: the scalar path */
+    {1, 768, 50},   /* one row */
+    {7, 1, 5},      /* C = 1: K = 1 in the forward pass */
+    {9, 6, 1},      /* OC = 1: K = 1 in dinp */
+    {600, 36, 20},  /* dweight over K = N = 600 rows on a grid of a few workgroups: split-K */
 };
 #define NTABLE (sizeof table_shapes / sizeof table_shapes[0])
 
@@ -66,8 +66,8 @@ static void ref_gemm(float *ref, const float *a, const float *b, int M, int N, i
 static int same_tiles(const vkg_matmul_tiling *a, const vkg_matmul_tiling *b, uint32_t sa,
                       uint32_t sb)
 {
-    return a->bm == b->bm && a->bn == b->bn && a->bk == b->bk && a->tm == b->tm &&
-           a->tn == b->tn && sa == sb;
+    return a->bm == b->bm && a->bn == b->bn && a->bk == b->bk && a->tm == b->tm && a->tn == b->tn &&
+           sa == sb;
 }
 
 static void test_table_entries(void **state)
@@ -243,8 +243,8 @@ static void test_splitk(void **state)
         assert_int_equal(prod.grid[2], 1);
         assert_int_equal(prod.spec[10], 1); /* accumulates into dweight itself */
         vkg_gpu_download(g, dw, again, sizeof again);
-        assert_true(vkg_test_compare("dweight, no split", again, ref, OC * C, VKG_TEST_REL_BOUND,
-                                     NULL));
+        assert_true(
+            vkg_test_compare("dweight, no split", again, ref, OC * C, VKG_TEST_REL_BOUND, NULL));
     }
     free(inp), free(dout);
     VKG_ASSERT_OK(vkg_device_tuning_set(g->dev, &saved));
@@ -275,8 +275,8 @@ static void test_required_subgroup(void **state)
         uint32_t want = i == 0 ? ok : (info->subgroup_size_max >= 128 ? 128 : 0);
         assert_int_equal(vkg__mmt_subgroup(g->dev, &t), want);
         run_gemm(g, 1, 0, 0, 0, 0, a, b, got, M, N, K);
-        assert_true(vkg_test_compare("gemm, required subgroup", got, ref, M * N,
-                                     VKG_TEST_REL_BOUND, NULL));
+        assert_true(
+            vkg_test_compare("gemm, required subgroup", got, ref, M * N, VKG_TEST_REL_BOUND, NULL));
     }
     VKG_ASSERT_OK(vkg_device_tuning_set(g->dev, &saved));
 }
@@ -318,8 +318,8 @@ static void test_tiling_parse(void **state)
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         assert_int_equal(vkg_matmul_tiling_parse(bad[i].value, &t), VKG_ERR_INVALID_ARG);
         if (!strstr(vkg_error_message(), bad[i].says))
-            fail_msg("--tiles '%s': got \"%s\", wanted \"%s\"", bad[i].value,
-                     vkg_error_message(), bad[i].says);
+            fail_msg("--tiles '%s': got \"%s\", wanted \"%s\"", bad[i].value, vkg_error_message(),
+                     bad[i].says);
     }
 }
 

@@ -366,10 +366,8 @@ int vkg_cli_bench_ops(int argc, char **argv)
     if (rc)
         return rc == VKG_FLAGS_HELP ? 0 : 2;
     vkg_matmul_tiling tiled = {0};
-    if (tiles && !strchr(tiles, ',') && vkg_matmul_tiling_parse(tiles, &tiled) != VKG_OK) {
-        fprintf(stderr, "vkgpt bench ops: %s\n", vkg_error_message());
+    if (vkg_cli_tiles("bench ops", tiles && !strchr(tiles, ',') ? tiles : NULL, &tiled))
         return 2;
-    }
     if (tiles && strchr(tiles, ',') && !parse_tiles(tiles, &b.tiles)) {
         fprintf(stderr,
                 "vkgpt bench ops: --tiles wants TM,TN,LX with TM and TN from 1 to 16 and LX from "

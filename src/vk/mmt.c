@@ -142,7 +142,6 @@ void vkg__mmt_force(vkg_device_tuning *t, const vkg_matmul_tiling *tiles)
     t->matmul_tiled = 1;
     for (int s = 0; s < VKG_MMT_SIZES; s++)
         t->mmt[s] = *tiles;
-    t->mmt_splitk = 0;
     t->mmt_row = "forced";
 }
 

@@ -148,7 +148,7 @@ vkg_device_tuning vkg__device_tuning_defaults(VkPhysicalDeviceType type, uint32_
  * per-vendor table (src/vk/mmt.c) for this PCI vendor and device type. */
 void vkg__mmt_defaults(uint32_t vendor_id, VkPhysicalDeviceType type, vkg_device_tuning *t);
 /* Force one tiling for products of every size (vkgpt --tiles): t's tiled kernel on, its three
- * sizes the given tiles, split-K off (the forced block is what runs). */
+ * sizes the given tiles (split-K stays as it was: a split product runs these tiles too). */
 void vkg__mmt_force(vkg_device_tuning *t, const vkg_matmul_tiling *tiles);
 /* The subgroup size a pipeline of tiles t may require on dev: t->subgroup where the device's
  * subgroup size control covers it for a workgroup of this many invocations, else 0. */
