@@ -51,21 +51,32 @@ typedef struct field_range {
     int pow2;
 } field_range;
 
+/* Each field within its range, and a power of two where marked; `what` prefixes the field's name
+ * in the error ("" or "the tiled matmul's small tile's "). */
+static vkg_status check_fields(const vkg_device_t *dev, const char *what, const field_range *f,
+                               size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        VKG_CHECK(f[i].value >= f[i].min && f[i].value <= f[i].max, VKG_ERR_INVALID_ARG,
+                  "device tuning: %s%s = %u is outside [%u, %u] on %s", what, f[i].name, f[i].value,
+                  f[i].min, f[i].max, dev->info.name);
+        VKG_CHECK(!f[i].pow2 || (f[i].value & (f[i].value - 1)) == 0, VKG_ERR_INVALID_ARG,
+                  "device tuning: %s%s = %u is not a power of two", what, f[i].name, f[i].value);
+    }
+    return VKG_OK;
+}
+
 /* The tiled matmul's tiles of size class i fit the kernel and the device. */
 static vkg_status check_mmt(const vkg_device_t *dev, const vkg_matmul_tiling *m, int i)
 {
-    static const char *const sizes[VKG_MMT_SIZES] = {"small", "medium", "large"};
+    static const char *const what[VKG_MMT_SIZES] = {"the tiled matmul's small tile's ",
+                                                    "the tiled matmul's medium tile's ",
+                                                    "the tiled matmul's large tile's "};
     const field_range fields[] = {
         {"bm", m->bm, 1, 256, 0}, {"bn", m->bn, 1, 256, 0}, {"bk", m->bk, 1, 64, 0},
         {"tm", m->tm, 1, 16, 0},  {"tn", m->tn, 1, 16, 0},  {"subgroup", m->subgroup, 0, 128, 1},
     };
-    for (size_t f = 0; f < sizeof fields / sizeof fields[0]; f++)
-        VKG_CHECK(fields[f].value >= fields[f].min && fields[f].value <= fields[f].max &&
-                      (!fields[f].pow2 || (fields[f].value & (fields[f].value - 1)) == 0),
-                  VKG_ERR_INVALID_ARG,
-                  "device tuning: the tiled matmul's %s tile has %s = %u, outside [%u, %u]%s",
-                  sizes[i], fields[f].name, fields[f].value, fields[f].min, fields[f].max,
-                  fields[f].pow2 ? " or not a power of two" : "");
+    VKG_TRY(check_fields(dev, what[i], fields, sizeof fields / sizeof fields[0]));
     VKG_CHECK(m->bm % m->tm == 0 && m->bn % m->tn == 0, VKG_ERR_INVALID_ARG,
               "device tuning: the tiled matmul's block %ux%u is not a whole number of %ux%u "
               "tiles",
@@ -102,14 +113,7 @@ vkg_status vkg_device_tuning_set(vkg_device_t *dev, const vkg_device_tuning *t)
         {"sumsq_wg", t->sumsq_wg, 1, inv, 1},
         {"sumsq_max_groups", t->sumsq_max_groups, 1, UINT32_MAX, 0},
     };
-    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
-        const field_range *f = &fields[i];
-        VKG_CHECK(f->value >= f->min && f->value <= f->max, VKG_ERR_INVALID_ARG,
-                  "device tuning: %s = %u is outside [%u, %u] on %s", f->name, f->value, f->min,
-                  f->max, dev->info.name);
-        VKG_CHECK(!f->pow2 || (f->value & (f->value - 1)) == 0, VKG_ERR_INVALID_ARG,
-                  "device tuning: %s = %u is not a power of two", f->name, f->value);
-    }
+    VKG_TRY(check_fields(dev, "", fields, sizeof fields / sizeof fields[0]));
     for (int i = 0; i < VKG_MMT_SIZES; i++)
         VKG_TRY(check_mmt(dev, &t->mmt[i], i));
     dev->tuning = *t;
