@@ -223,6 +223,7 @@ static vkg_status run(const bench_opts *o, const vkg_gpt2_config *cfg)
 
     printf("device: %s (%s)%s\n", info->name, info->driver,
            o->no_profile ? "" : ", timestamp queries on");
+    vkg_cli_print_matmul(dev, "");
     printf("model: L=%d NH=%d C=%d maxT=%d V=%d (Vp=%d), %zu parameters\n", cfg->num_layers,
            cfg->num_heads, cfg->channels, cfg->max_seq_len, cfg->vocab_size, cfg->padded_vocab_size,
            np);

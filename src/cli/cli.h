@@ -24,6 +24,9 @@ int vkg_cli_report(const char *cmd, vkg_status status);
  * "vkgpt <cmd>: <why>" (the message quotes the value and says what was expected). NULL: *out
  * zero (no tiles forced), 0. */
 int vkg_cli_tiles(const char *cmd, const char *value, vkg_matmul_tiling *out);
+/* Print one line: the matmul kernel an open device runs and its row of the tiled kernel's table
+ * (tiles per size, the subgroup sizes required, fill, subgroup size control), after indent. */
+void vkg_cli_print_matmul(const vkg_device_t *dev, const char *indent);
 
 /* Subcommands (one file each under src/cli/). */
 int vkg_cli_devices(int argc, char **argv);

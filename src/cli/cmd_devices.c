@@ -53,13 +53,12 @@ static void print_tiles(const char *label, const vkg_matmul_tiling *t, uint32_t 
         printf("/%u (%s)", t->subgroup, sg ? "required" : "not supported here, dropped");
 }
 
-/* The matmul kernel the open device runs, and its row of the tiled kernel's table. */
-static void print_matmul(const vkg_device_t *dev)
+void vkg_cli_print_matmul(const vkg_device_t *dev, const char *indent)
 {
     vkg_device_tuning tu = vkg_device_tuning_get(dev);
     const vkg_device_info *d = vkg_device_get_info(dev);
-    printf("    matmul: %s kernel; tiled table row %s:", tu.matmul_tiled ? "tiled" : "register",
-           tu.mmt_row);
+    printf("%smatmul: %s kernel; tiled table row %s:", indent,
+           tu.matmul_tiled ? "tiled" : "register", tu.mmt_row);
     static const char *const sizes[VKG_MMT_SIZES] = {" small", ", medium", ", large"};
     for (int i = 0; i < VKG_MMT_SIZES; i++)
         print_tiles(sizes[i], &tu.mmt[i], vkg__mmt_subgroup(dev, &tu.mmt[i]));
@@ -103,7 +102,7 @@ static void print_memory_choices(int index)
     if (d->readback_uncached)
         printf("    WARNING: no host-cached memory type: reading gradients and checkpoints back "
                "to the CPU goes through uncached memory and will be slow\n");
-    print_matmul(dev);
+    vkg_cli_print_matmul(dev, "    ");
     vkg_device_destroy(&dev);
 }
 
