@@ -257,6 +257,7 @@ static vkg_status open_logical(vkg_device_t *dev)
     dev->timestamp_period = props.limits.timestampPeriod;
     dev->tuning = vkg__device_tuning_defaults(props.deviceType, dev->info.subgroup_size);
     vkg__mmt_defaults(props.vendorID, props.deviceType, &dev->tuning);
+    vkg__mmt_fit(dev, &dev->tuning);
     if (dev->opts.tiles.bm) { /* --tiles: checked against this device's limits */
         vkg_device_tuning forced = dev->tuning;
         vkg__mmt_force(&forced, &dev->opts.tiles);

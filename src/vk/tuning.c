@@ -66,6 +66,33 @@ static vkg_status check_fields(const vkg_device_t *dev, const char *what, const 
     return VKG_OK;
 }
 
+static uint32_t mmt_threads(const vkg_matmul_tiling *m)
+{
+    return (m->bm / m->tm) * (m->bn / m->tn);
+}
+
+static size_t mmt_smem(const vkg_matmul_tiling *m)
+{
+    return (size_t)m->bk * (m->bm + 1 + m->bn + 1) * 4; /* matmul_tiled.comp's As and Bs */
+}
+
+static int mmt_fits(const vkg_device_t *dev, const vkg_matmul_tiling *m)
+{
+    return mmt_threads(m) <= dev->info.max_workgroup_invocations &&
+           mmt_smem(m) <= dev->info.max_shared_memory;
+}
+
+void vkg__mmt_fit(const vkg_device_t *dev, vkg_device_tuning *t)
+{
+    static const vkg_matmul_tiling least = {16, 16, 16, 2, 2, 0}; /* 64 invocations, 2 KiB */
+    for (int i = VKG_MMT_SIZES - 1; i >= 0; i--) {
+        int j = i;
+        while (j >= 0 && !mmt_fits(dev, &t->mmt[j]))
+            j--;
+        t->mmt[i] = j >= 0 ? t->mmt[j] : least;
+    }
+}
+
 /* The tiled matmul's tiles of size class i fit the kernel and the device. */
 static vkg_status check_mmt(const vkg_device_t *dev, const vkg_matmul_tiling *m, int i)
 {
@@ -81,13 +108,12 @@ static vkg_status check_mmt(const vkg_device_t *dev, const vkg_matmul_tiling *m,
               "device tuning: the tiled matmul's block %ux%u is not a whole number of %ux%u "
               "tiles",
               m->bm, m->bn, m->tm, m->tn);
-    uint32_t inv = dev->info.max_workgroup_invocations;
-    uint32_t threads = (m->bm / m->tm) * (m->bn / m->tn);
+    uint32_t inv = dev->info.max_workgroup_invocations, threads = mmt_threads(m);
     VKG_CHECK(threads <= inv, VKG_ERR_INVALID_ARG,
               "device tuning: the tiled matmul's block %ux%u of %ux%u tiles needs %u invocations, "
               "more than %s's %u",
               m->bm, m->bn, m->tm, m->tn, threads, dev->info.name, inv);
-    size_t smem = (size_t)m->bk * (m->bm + 1 + m->bn + 1) * 4;
+    size_t smem = mmt_smem(m);
     VKG_CHECK(smem <= dev->info.max_shared_memory, VKG_ERR_INVALID_ARG,
               "device tuning: the tiled matmul's tiles need %zu bytes of shared memory, more than "
               "%s's %u",

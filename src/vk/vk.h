@@ -147,6 +147,10 @@ vkg_device_tuning vkg__device_tuning_defaults(VkPhysicalDeviceType type, uint32_
 /* Fill t's tiled-matmul fields (mmt, mmt_fill, mmt_splitk, mmt_vec4, mmt_row) from the row of the
  * per-vendor table (src/vk/mmt.c) for this PCI vendor and device type. */
 void vkg__mmt_defaults(uint32_t vendor_id, VkPhysicalDeviceType type, vkg_device_tuning *t);
+/* Replace each of t's tiled-matmul tiles that dev cannot run (invocations, shared memory) by the
+ * next smaller size's that it can, or by 16x16x16:2x2 (which every Vulkan device can run): the
+ * table's rows assume the limits of their vendors' current parts. */
+void vkg__mmt_fit(const vkg_device_t *dev, vkg_device_tuning *t);
 /* Force one tiling for products of every size (vkgpt --tiles): t's tiled kernel on, its three
  * sizes the given tiles (split-K stays as it was: a split product runs these tiles too). */
 void vkg__mmt_force(vkg_device_tuning *t, const vkg_matmul_tiling *tiles);
