@@ -42,13 +42,20 @@ layout(buffer_reference, std430, buffer_reference_align = 4) readonly restrict b
     float v[];
 };
 
+// The output aliases neither operand (nor the bias): restrict lets the compiler keep loads of
+// A and B apart from the stores.
+layout(buffer_reference, std430, buffer_reference_align = 4) restrict buffer OutFloats
+{
+    float v[];
+};
+
 layout(buffer_reference, std430, buffer_reference_align = 16) readonly restrict buffer InVec4s
 {
     vec4 v[];
 };
 
 layout(push_constant) uniform Push {
-    Floats out_;
+    OutFloats out_;
     InFloats a;
     InFloats b;
     InFloats bias; // read only when has_bias != 0

@@ -4,7 +4,9 @@
  *    and on awkward ones (sizes that are not multiples of any tile, K = 1, one row, leading
  *    dimensions that rule out vec4). Entries whose tiles equal an earlier entry's build the same
  *    pipeline (the same specialization constants), so they run once: 24 entries, 8 distinct
- *    tilings, which keeps the test to seconds on 2 cores;
+ *    tilings. The shapes are few and small (the GPT-2 one at B*T = 32) so that the run is mostly
+ *    lavapipe compiling the pipelines, about 7 per tiling: about a minute on 2 busy cores the
+ *    first time, a few seconds once Mesa's shader cache holds them;
  *  - vec4 loads taken where the operands allow them and not elsewhere (the recorded dispatch's
  *    VEC4 constant), with the same bits as the scalar path;
  *  - split-K taken for a small weight gradient over many rows, the same bits on two runs, and
