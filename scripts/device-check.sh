@@ -8,7 +8,8 @@
 #       its copy, the PyTorch step of bench/train, and run.sh. Nothing in DIR needs an install.
 #   DIR/run.sh [OUT]
 #       there: print the device; run every shader test against the CPU reference with the
-#       validation layer on (each must pass and report no message); `vkgpt bench ops`;
+#       validation layer on (each must pass and report no message); `vkgpt bench ops`, and its
+#       matmul rows again with each entry of the tiled matmul's table (`--tiles ENTRY`);
 #       `vkgpt bench train` for GPT-2 124M at T = 1024 with B = 1, 4, 8, 16 (B = 16 needs 26 GiB,
 #       its logits 3.1 GiB in one allocation); and, where python3 can import torch with CUDA, PyTorch's
 #       fp32 step on the same GPU and shapes. The log, a markdown summary and the same as JSON
@@ -25,7 +26,7 @@ cmd=${1:-}
 cd "$(dirname "$0")/.."
 build=${2:-build}
 dir=${3:-.devcheck}
-tests="test_vk test_matmul test_checker test_attention test_encoder test_layernorm test_pointwise
+tests="test_vk test_matmul test_matmul_tiles test_checker test_attention test_encoder test_layernorm test_pointwise
        test_xent test_norm test_adamw test_elementwise test_gpt2 test_gpt2_parts test_memtype
        test_dispatch_split"
 [ -x "$build/vkgpt" ] || { echo "device-check: $build/vkgpt is not built (make build)" >&2; exit 1; }
@@ -94,6 +95,12 @@ done
 if [ "${DEVCHECK_BENCH_OPS:-1}" != 0 ]; then
     step "bench ops"
     "$here/vkgpt" bench ops >>"$log" 2>&1 || echo "bench ops failed" >>"$sum"
+    # the tiled matmul's table, unmeasured on GPUs: every entry on the matmul rows
+    for e in $("$here/vkgpt" devices --tiles | awk 'NR > 1 { print $1 }'); do
+        step "bench ops --op matmul --tiles $e"
+        "$here/vkgpt" bench ops --op matmul --tiles "$e" >>"$log" 2>&1 ||
+            echo "bench ops --tiles $e failed" >>"$sum"
+    done
 fi
 echo "" >>"$sum"
 echo "| GPT-2 124M, T=1024 | vkgpt ms/step | vkgpt tokens/s | PyTorch ms/step | PyTorch tokens/s |" >>"$sum"

@@ -1,22 +1,32 @@
 #version 460
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
+#extension GL_EXT_buffer_reference_uvec2 : require
 // Block-tiled matrix product for GPUs, with both operands read in their stored layouts:
 //   R(m, n) = sum_k A(m, k) * B(k, n)
 //   A(m, k) = a[m * lda + k] when A_KCONTIG = 1, else a[k * lda + m]
 //   B(k, n) = b[n * ldb + k] when B_KCONTIG = 1, else b[k * ldb + n]
 //   stored at out[m * ldo + n], added to what is there when ACCUMULATE = 1, else plus bias[n]
 //   when has_bias != 0.
+// Split-K: workgroup z sums only k in [z * kchunk, min(K, (z + 1) * kchunk)) and stores at
+// out + z * M * ldo (the host sets kchunk = K and one z for a whole product; for a split one,
+// ACCUMULATE = 0 and no bias: each chunk's partial product goes to its own slice of a scratch
+// buffer, and matmul_bwd_splitk.comp adds the slices in chunk order).
 // A workgroup computes a BM x BN block of R. Per step of BK along k it stages A's BM x BK and B's
 // BK x BN tiles in shared memory (each loaded by all invocations together, neighbouring
 // invocations reading neighbouring addresses of the operand's contiguous dimension), then every
 // invocation accumulates its TM x TN sub-block from shared memory in registers: a value loaded
 // from global memory is used BN (A) or BM (B) times. The next step's tiles are loaded into
-// registers before this step's products, so their latency hides behind the arithmetic. An invocation's rows and columns are
-// interleaved (row ty + i * BM / TM, column tx + j * BN / TN), so that its stores, like its
-// neighbours', fall on consecutive addresses. Out-of-range elements load as 0 and are never
-// stored, so any M, N, K works. Every R(m, n) adds its K products in the order k = 0, 1, ...:
-// results are deterministic. The workgroup is (BN / TN) x (BM / TM) invocations (ids 0, 1).
+// registers before this step's products, so their latency hides behind the arithmetic.
+// VEC4 = 1 loads both operands 4 floats at a time (16-byte loads): only when the host found that
+// each operand's contiguous extent (K, or M / N), leading dimension and address are multiples of
+// 4 floats (16 bytes) and BK, BM, BN are multiples of 4, so that a vec4 is wholly inside or
+// wholly outside the operand; the scalar path serves every other shape. Both paths stage the same
+// values, so they give the same bits. An invocation's rows and columns are interleaved (row
+// ty + i * BM / TM, column tx + j * BN / TN), so that its stores, like its neighbours', fall on
+// consecutive addresses (coalesced). Out-of-range elements load as 0 and are never stored, so any
+// M, N, K works. Every R(m, n) adds its products in the order k = 0, 1, ...: results are
+// deterministic. The workgroup is (BN / TN) x (BM / TM) invocations (ids 0, 1).
 layout(constant_id = 3) const uint BM = 64;
 layout(constant_id = 4) const uint BN = 64;
 layout(constant_id = 5) const uint BK = 16;
@@ -25,20 +35,34 @@ layout(constant_id = 7) const uint TN = 4;
 layout(constant_id = 8) const uint A_KCONTIG = 1;
 layout(constant_id = 9) const uint B_KCONTIG = 0;
 layout(constant_id = 10) const uint ACCUMULATE = 0;
+layout(constant_id = 11) const uint VEC4 = 0;
 
 layout(buffer_reference, std430, buffer_reference_align = 4) readonly restrict buffer InFloats
 {
     float v[];
 };
 
+// The output aliases neither operand (nor the bias): restrict lets the compiler keep loads of
+// A and B apart from the stores.
+layout(buffer_reference, std430, buffer_reference_align = 4) restrict buffer OutFloats
+{
+    float v[];
+};
+
+layout(buffer_reference, std430, buffer_reference_align = 16) readonly restrict buffer InVec4s
+{
+    vec4 v[];
+};
+
 layout(push_constant) uniform Push {
-    Floats out_;
+    OutFloats out_;
     InFloats a;
     InFloats b;
     InFloats bias; // read only when has_bias != 0
     uint M, N, K;
     uint lda, ldb, ldo;
     uint has_bias;
+    uint kchunk; // k per workgroup z (K when not split)
 } p;
 
 // +1 column: the k-major tiles are written with a stride that would otherwise hit one bank.
@@ -48,7 +72,13 @@ shared float Bs[BK][BN + 1];
 const uint NX = BN / TN, NY = BM / TM, THREADS = NX * NY;
 const uint A_PER = (BM * BK + THREADS - 1) / THREADS; // A elements each invocation stages
 const uint B_PER = (BN * BK + THREADS - 1) / THREADS;
-float ra[A_PER], rb[B_PER]; // the next step's tiles, loaded while this step computes
+// vec4s of each tile per invocation on the VEC4 path (1 on the scalar path, unused there)
+const uint A_PER4 = VEC4 == 1 ? (BM * BK / 4 + THREADS - 1) / THREADS : 1;
+const uint B_PER4 = VEC4 == 1 ? (BN * BK / 4 + THREADS - 1) / THREADS : 1;
+const uint A_PERS = VEC4 == 1 ? 1 : A_PER, B_PERS = VEC4 == 1 ? 1 : B_PER;
+float ra[A_PERS], rb[B_PERS]; // the next step's tiles, loaded while this step computes
+vec4 ra4[A_PER4], rb4[B_PER4];
+uint kend; // end of this workgroup's k range
 
 // Load the tiles of the step at k0 into registers: element e of A's tile is (mm, kk) along the
 // operand's contiguous dimension, so that neighbouring invocations read neighbouring addresses.
@@ -59,7 +89,7 @@ void load_tiles(uint tid, uint m0, uint n0, uint k0)
         uint mm = A_KCONTIG == 1 ? e / BK : e % BM, kk = A_KCONTIG == 1 ? e % BK : e / BM;
         uint m = m0 + mm, k = k0 + kk;
         float v = 0.0;
-        if (e < BM * BK && m < p.M && k < p.K)
+        if (e < BM * BK && m < p.M && k < kend)
             v = A_KCONTIG == 1 ? p.a.v[m * p.lda + k] : p.a.v[k * p.lda + m];
         ra[i] = v;
     }
@@ -68,9 +98,60 @@ void load_tiles(uint tid, uint m0, uint n0, uint k0)
         uint nn = B_KCONTIG == 1 ? e / BK : e % BN, kk = B_KCONTIG == 1 ? e % BK : e / BN;
         uint n = n0 + nn, k = k0 + kk;
         float v = 0.0;
-        if (e < BN * BK && n < p.N && k < p.K)
+        if (e < BN * BK && n < p.N && k < kend)
             v = B_KCONTIG == 1 ? p.b.v[n * p.ldb + k] : p.b.v[k * p.ldb + n];
         rb[i] = v;
+    }
+}
+
+// The VEC4 form of load_tiles: element e of A's tile is 4 consecutive floats of the contiguous
+// dimension (C = BK or BM of them per line of the tile).
+void load_tiles4(uint tid, uint m0, uint n0, uint k0)
+{
+    InVec4s a4 = InVec4s(uvec2(p.a)), b4 = InVec4s(uvec2(p.b));
+    for (uint i = 0; i < A_PER4; i++) {
+        uint e = tid + i * THREADS;
+        uint mm = A_KCONTIG == 1 ? e / (BK / 4) : (e % (BM / 4)) * 4;
+        uint kk = A_KCONTIG == 1 ? (e % (BK / 4)) * 4 : e / (BM / 4);
+        uint m = m0 + mm, k = k0 + kk;
+        vec4 v = vec4(0.0);
+        if (e < BM * BK / 4 && m < p.M && k < kend)
+            v = A_KCONTIG == 1 ? a4.v[(m * p.lda + k) / 4] : a4.v[(k * p.lda + m) / 4];
+        ra4[i] = v;
+    }
+    for (uint i = 0; i < B_PER4; i++) {
+        uint e = tid + i * THREADS;
+        uint nn = B_KCONTIG == 1 ? e / (BK / 4) : (e % (BN / 4)) * 4;
+        uint kk = B_KCONTIG == 1 ? (e % (BK / 4)) * 4 : e / (BN / 4);
+        uint n = n0 + nn, k = k0 + kk;
+        vec4 v = vec4(0.0);
+        if (e < BN * BK / 4 && n < p.N && k < kend)
+            v = B_KCONTIG == 1 ? b4.v[(n * p.ldb + k) / 4] : b4.v[(k * p.ldb + n) / 4];
+        rb4[i] = v;
+    }
+}
+
+void store_tiles4(uint tid)
+{
+    for (uint i = 0; i < A_PER4; i++) {
+        uint e = tid + i * THREADS;
+        if (e >= BM * BK / 4)
+            continue;
+        for (uint c = 0; c < 4; c++)
+            if (A_KCONTIG == 1)
+                As[(e % (BK / 4)) * 4 + c][e / (BK / 4)] = ra4[i][c];
+            else
+                As[e / (BM / 4)][(e % (BM / 4)) * 4 + c] = ra4[i][c];
+    }
+    for (uint i = 0; i < B_PER4; i++) {
+        uint e = tid + i * THREADS;
+        if (e >= BN * BK / 4)
+            continue;
+        for (uint c = 0; c < 4; c++)
+            if (B_KCONTIG == 1)
+                Bs[(e % (BK / 4)) * 4 + c][e / (BK / 4)] = rb4[i][c];
+            else
+                Bs[e / (BN / 4)][(e % (BN / 4)) * 4 + c] = rb4[i][c];
     }
 }
 
@@ -90,24 +171,43 @@ void store_tiles(uint tid)
     }
 }
 
+void load_step(uint tid, uint m0, uint n0, uint k0)
+{
+    if (VEC4 == 1)
+        load_tiles4(tid, m0, n0, k0);
+    else
+        load_tiles(tid, m0, n0, k0);
+}
+
+void store_step(uint tid)
+{
+    if (VEC4 == 1)
+        store_tiles4(tid);
+    else
+        store_tiles(tid);
+}
+
 void main()
 {
     const uint tx = gl_LocalInvocationID.x, ty = gl_LocalInvocationID.y;
     const uint tid = ty * NX + tx;
     const uint m0 = gl_WorkGroupID.y * BM, n0 = gl_WorkGroupID.x * BN;
+    const uint kbeg = gl_WorkGroupID.z * p.kchunk;
+    kend = min(p.K, kbeg + p.kchunk);
+    const uint obase = gl_WorkGroupID.z * p.M * p.ldo; // this chunk's slice (0 when not split)
     float acc[TM][TN];
     for (uint i = 0; i < TM; i++)
         for (uint j = 0; j < TN; j++)
             acc[i][j] = 0.0;
-    load_tiles(tid, m0, n0, 0);
-    store_tiles(tid);
+    load_step(tid, m0, n0, kbeg);
+    store_step(tid);
     barrier();
-    for (uint k0 = 0; k0 < p.K; k0 += BK) {
-        bool more = k0 + BK < p.K;
+    for (uint k0 = kbeg; k0 < kend; k0 += BK) {
+        bool more = k0 + BK < kend;
         if (more) // the global loads of the next step are in flight during this one's FMAs
-            load_tiles(tid, m0, n0, k0 + BK);
-        uint kend = min(BK, p.K - k0);
-        for (uint kk = 0; kk < kend; kk++) {
+            load_step(tid, m0, n0, k0 + BK);
+        uint kn = min(BK, kend - k0);
+        for (uint kk = 0; kk < kn; kk++) {
             float av[TM], bv[TN];
             for (uint i = 0; i < TM; i++)
                 av[i] = As[kk][ty + i * NY];
@@ -119,7 +219,7 @@ void main()
         }
         barrier();
         if (more) {
-            store_tiles(tid);
+            store_step(tid);
             barrier();
         }
     }
@@ -133,10 +233,10 @@ void main()
                 continue;
             float r = acc[i][j];
             if (ACCUMULATE == 1)
-                r += p.out_.v[m * p.ldo + n];
+                r += p.out_.v[obase + m * p.ldo + n];
             else if (p.has_bias != 0)
                 r += p.bias.v[n];
-            p.out_.v[m * p.ldo + n] = r;
+            p.out_.v[obase + m * p.ldo + n] = r;
         }
     }
 }

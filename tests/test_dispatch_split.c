@@ -424,8 +424,8 @@ static vkg_status rec_mm_bwd(vkg_cmd *c, const vkg_tensor *t, const op_case *k)
     if (k->s[3] == 1)
         return vkg_op_matmul_bwd_dinp(c, t[0], t[3], t[5], N, C, OC);
     if (k->s[3] == 2)
-        return vkg_op_matmul_bwd_dweight(c, t[1], dbias, t[3], t[4], N, C, OC);
-    return vkg_op_matmul_bwd(c, t[0], t[1], dbias, t[3], t[4], t[5], N, C, OC);
+        return vkg_op_matmul_bwd_dweight(c, t[1], dbias, t[3], t[4], N, C, OC, NULL);
+    return vkg_op_matmul_bwd(c, t[0], t[1], dbias, t[3], t[4], t[5], N, C, OC, NULL);
 }
 
 /* s: M, N, K, a_kcontig, out_t, tm, tn, lx */
@@ -631,7 +631,7 @@ static void test_row_beyond_the_limit(void **state)
     EXPECT_REFUSED(100, vkg_op_matmul_bwd_dinp(c, big, big, big, 8, 101, 20),
                    "matmul_bwd_dinp: one row of C=101 or OC=20");
     EXPECT_REFUSED(
-        100, vkg_op_matmul_bwd_dweight(c, big, NULL, big, big, 8, 101, 20),
+        100, vkg_op_matmul_bwd_dweight(c, big, NULL, big, big, 8, 101, 20, NULL),
         "matmul_bwd_dweight: a row of 101 elements (M=20 N=101 K=8) is more than the 100");
     EXPECT_REFUSED(100, vkg_op_transpose(c, big, big, 101, 20),
                    "transpose: a row of rows=101 or cols=20 elements is more than the 100");

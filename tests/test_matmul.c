@@ -15,90 +15,24 @@
 #include <string.h>
 
 #include "gpu_fixture.h"
+#include "matmul_check.h"
 #include "ops/ops.h"
 #include "ref/ref.h"
 #include "testutil.h"
 
-typedef struct shape {
-    int N, C, OC;
-} shape;
+typedef vkg_mm_shape shape;
 
 static const shape shapes[] = {
     {1, 1, 1}, {7, 13, 37}, {33, 67, 5}, {1, 768, 50}, {64, 768, 2304}, {130, 40, 9},
 };
 #define NSHAPES (sizeof shapes / sizeof shapes[0])
 
-static void check_fwd(vkg_gpu *g, shape s, int with_bias, uint64_t seed)
-{
-    vkg_test_rng r;
-    vkg_test_rng_seed(&r, seed);
-    size_t nin = (size_t)s.N * s.C, nw = (size_t)s.OC * s.C, nout = (size_t)s.N * s.OC;
-    float *inp = vkg_test_alloc(nin), *w = vkg_test_alloc(nw), *b = vkg_test_alloc(s.OC);
-    float *ref = vkg_test_alloc(nout);
-    vkg_test_fill_uniform(&r, inp, nin, -1.0f, 1.0f);
-    vkg_test_fill_uniform(&r, w, nw, -0.5f, 0.5f);
-    vkg_test_fill_uniform(&r, b, (size_t)s.OC, -1.0f, 1.0f);
-    vkg_ref_matmul_fwd(ref, inp, w, with_bias ? b : NULL, s.N, s.C, s.OC);
-
-    vkg_tensor t_inp = vkg_gpu_upload(g, inp, nin * 4), t_w = vkg_gpu_upload(g, w, nw * 4);
-    vkg_tensor t_b = vkg_gpu_upload(g, b, (size_t)s.OC * 4);
-    vkg_tensor t_out = vkg_gpu_poisoned(g, nout), t_scratch = vkg_gpu_poisoned(g, nin);
-    VKG_ASSERT_OK(vkg_op_matmul_fwd(g->cmd, t_out, t_inp, t_w, with_bias ? &t_b : NULL, s.N, s.C,
-                                    s.OC, t_scratch));
-    vkg_gpu_run(g);
-    char what[96];
-    snprintf(what, sizeof what, "matmul_fwd out N=%d C=%d OC=%d bias=%d", s.N, s.C, s.OC,
-             with_bias);
-    vkg_gpu_expect(g, what, t_out, ref, nout, VKG_TEST_REL_BOUND);
-    free(inp), free(w), free(b), free(ref);
-}
-
-/* split: the two halves (vkg_op_matmul_bwd_dweight, then _dinp) instead of the whole pass. */
-static void check_bwd(vkg_gpu *g, shape s, int with_bias, int split, uint64_t seed)
-{
-    vkg_test_rng r;
-    vkg_test_rng_seed(&r, seed);
-    size_t nin = (size_t)s.N * s.C, nw = (size_t)s.OC * s.C, nout = (size_t)s.N * s.OC;
-    float *inp = vkg_test_alloc(nin), *w = vkg_test_alloc(nw), *dout = vkg_test_alloc(nout);
-    float *dinp = vkg_test_alloc(nin), *dw = vkg_test_alloc(nw), *db = vkg_test_alloc(s.OC);
-    vkg_test_fill_uniform(&r, inp, nin, -1.0f, 1.0f);
-    vkg_test_fill_uniform(&r, w, nw, -0.5f, 0.5f);
-    vkg_test_fill_uniform(&r, dout, nout, -1.0f, 1.0f);
-    vkg_test_fill_uniform(&r, dinp, nin, -1.0f, 1.0f);
-    vkg_test_fill_uniform(&r, dw, nw, -1.0f, 1.0f);
-    vkg_test_fill_uniform(&r, db, (size_t)s.OC, -1.0f, 1.0f);
-    vkg_tensor t_inp = vkg_gpu_upload(g, inp, nin * 4), t_w = vkg_gpu_upload(g, w, nw * 4);
-    vkg_tensor t_dout = vkg_gpu_upload(g, dout, nout * 4),
-               t_dinp = vkg_gpu_upload(g, dinp, nin * 4);
-    vkg_tensor t_dw = vkg_gpu_upload(g, dw, nw * 4), t_db = vkg_gpu_upload(g, db, (size_t)s.OC * 4);
-    vkg_ref_matmul_bwd(dinp, dw, with_bias ? db : NULL, dout, inp, w, s.N, s.C, s.OC);
-
-    if (split) {
-        VKG_ASSERT_OK(vkg_op_matmul_bwd_dweight(g->cmd, t_dw, with_bias ? &t_db : NULL, t_dout,
-                                                t_inp, s.N, s.C, s.OC));
-        VKG_ASSERT_OK(vkg_op_matmul_bwd_dinp(g->cmd, t_dinp, t_dout, t_w, s.N, s.C, s.OC));
-    } else {
-        VKG_ASSERT_OK(vkg_op_matmul_bwd(g->cmd, t_dinp, t_dw, with_bias ? &t_db : NULL, t_dout,
-                                        t_inp, t_w, s.N, s.C, s.OC));
-    }
-    vkg_gpu_run(g);
-    char what[96];
-    snprintf(what, sizeof what, "matmul_bwd%s dinp N=%d C=%d OC=%d", split ? " (split)" : "", s.N,
-             s.C, s.OC);
-    vkg_gpu_expect(g, what, t_dinp, dinp, nin, VKG_TEST_REL_BOUND);
-    snprintf(what, sizeof what, "matmul_bwd dweight N=%d C=%d OC=%d", s.N, s.C, s.OC);
-    vkg_gpu_expect(g, what, t_dw, dw, nw, VKG_TEST_REL_BOUND);
-    snprintf(what, sizeof what, "matmul_bwd dbias N=%d C=%d OC=%d", s.N, s.C, s.OC);
-    vkg_gpu_expect(g, what, t_db, db, (size_t)s.OC, VKG_TEST_REL_BOUND);
-    free(inp), free(w), free(dout), free(dinp), free(dw), free(db);
-}
-
 static void test_matmul_fwd(void **state)
 {
     vkg_gpu *g = *state;
     for (size_t i = 0; i < NSHAPES; i++)
         for (int bias = 0; bias <= 1; bias++)
-            check_fwd(g, shapes[i], bias, 100 + i * 2 + (size_t)bias);
+            vkg_mm_check_fwd(g, shapes[i], bias, 100 + i * 2 + (size_t)bias);
 }
 
 static void test_matmul_bwd(void **state)
@@ -106,9 +40,9 @@ static void test_matmul_bwd(void **state)
     vkg_gpu *g = *state;
     for (size_t i = 0; i < NSHAPES; i++)
         for (int bias = 0; bias <= 1; bias++)
-            check_bwd(g, shapes[i], bias, 0, 200 + i * 2 + (size_t)bias);
+            vkg_mm_check_bwd(g, shapes[i], bias, 0, 200 + i * 2 + (size_t)bias);
     for (size_t i = 0; i < NSHAPES; i++)
-        check_bwd(g, shapes[i], (int)(i % 2), 1, 300 + i);
+        vkg_mm_check_bwd(g, shapes[i], (int)(i % 2), 1, 300 + i);
 }
 
 /* Every tile variant on awkward sizes: out = A B with A both layouts, stored both ways. */
@@ -185,15 +119,14 @@ static void test_tiled_kernel(void **state)
                                   {8, 8, 4, 1, 1}};
     for (size_t v = 0; v < sizeof blocks / sizeof blocks[0]; v++) {
         vkg_device_tuning t = saved;
-        t.matmul_tiled = 1;
-        t.mmt_bm = blocks[v][0], t.mmt_bn = blocks[v][1], t.mmt_bk = blocks[v][2];
-        t.mmt_tm = blocks[v][3], t.mmt_tn = blocks[v][4];
+        vkg_matmul_tiling blk = {blocks[v][0], blocks[v][1], blocks[v][2],
+                                 blocks[v][3], blocks[v][4], 0};
+        vkg__mmt_force(&t, &blk);
         VKG_ASSERT_OK(vkg_device_tuning_set(g->dev, &t));
-        printf("tiled %ux%ux%u, %ux%u per invocation\n", t.mmt_bm, t.mmt_bn, t.mmt_bk, t.mmt_tm,
-               t.mmt_tn);
+        printf("tiled %ux%ux%u, %ux%u per invocation\n", blk.bm, blk.bn, blk.bk, blk.tm, blk.tn);
         for (size_t i = 0; i < NSHAPES; i++) {
-            check_fwd(g, shapes[i], (int)(i % 2), 400 + i);
-            check_bwd(g, shapes[i], (int)((i + 1) % 2), (int)(i % 2), 500 + i);
+            vkg_mm_check_fwd(g, shapes[i], (int)(i % 2), 400 + i);
+            vkg_mm_check_bwd(g, shapes[i], (int)((i + 1) % 2), (int)(i % 2), 500 + i);
         }
         /* gemm: A and B in both layouts, accumulate into a known start. */
         const int M = 29, N = 45, K = 19;
@@ -297,7 +230,7 @@ static void test_matmul_rejects_bad_shapes(void **state)
     assert_non_null(strstr(vkg_error_message(), "matmul_fwd: tensor a holds 10 elements"));
     assert_int_equal(vkg_op_matmul_fwd(g->cmd, big, big, big, NULL, 0, 5, 6, big),
                      VKG_ERR_INVALID_ARG);
-    assert_int_equal(vkg_op_matmul_bwd(g->cmd, big, big, &small, big, big, big, 4, 5, 11),
+    assert_int_equal(vkg_op_matmul_bwd(g->cmd, big, big, &small, big, big, big, 4, 5, 11, NULL),
                      VKG_ERR_INVALID_ARG);
     assert_non_null(strstr(vkg_error_message(), "dbias"));
     vkg_gpu_run(g);
@@ -323,7 +256,7 @@ static void test_matmul_bwd_deterministic(void **state)
         VKG_ASSERT_OK(vkg_op_fill(g->cmd, di, N * C, 0.0f));
         VKG_ASSERT_OK(vkg_op_fill(g->cmd, dw, OC * C, 0.0f));
         VKG_ASSERT_OK(vkg_op_fill(g->cmd, db, OC, 0.0f));
-        VKG_ASSERT_OK(vkg_op_matmul_bwd(g->cmd, di, dw, &db, td, ti, tw, N, C, OC));
+        VKG_ASSERT_OK(vkg_op_matmul_bwd(g->cmd, di, dw, &db, td, ti, tw, N, C, OC, NULL));
         vkg_gpu_run(g);
         float *dst = run ? second : first;
         vkg_gpu_download(g, dw, dst, OC * C * 4);

@@ -210,11 +210,27 @@ static void test_tuning_defaults_by_capability(void **state)
     assert_true(gpu.layernorm_wg == 256 && gpu.xent_wg_max == 256 && gpu.encoder_wte_wg == 256);
     assert_true(gpu.sumsq_wg == 256 && gpu.sumsq_max_groups == 1024);
     assert_true(cpu.matmul_tiled == 0 && gpu.matmul_tiled == 1);
-    assert_true(gpu.mmt_bm == 128 && gpu.mmt_bn == 128 && gpu.mmt_bk == 16);
-    assert_true(gpu.mmt_tm == 8 && gpu.mmt_tn == 8);
+    /* the "other" vendor's rows of the tiled matmul's table (src/vk/mmt.c) */
+    const vkg_matmul_tiling *gl = &gpu.mmt[VKG_MMT_LARGE];
+    assert_true(gl->bm == 128 && gl->bn == 128 && gl->bk == 16 && gl->tm == 8 && gl->tn == 8);
+    assert_string_equal(gpu.mmt_row, "other");
     vkg_device_tuning igpu =
         vkg__device_tuning_defaults(VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU, 32);
-    assert_true(igpu.matmul_tiled == 1 && igpu.mmt_bm == 64 && igpu.mmt_tm == 4);
+    assert_true(igpu.matmul_tiled == 1 && igpu.mmt[VKG_MMT_LARGE].bm == 64 &&
+                igpu.mmt[VKG_MMT_LARGE].tm == 4);
+    assert_string_equal(igpu.mmt_row, "other-igpu");
+    /* by vendor: NVIDIA's large tile, AMD's subgroup of 32, Intel's 16 */
+    vkg_device_tuning v = gpu;
+    vkg__mmt_defaults(0x10DE, VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU, &v);
+    assert_true(!strcmp(v.mmt_row, "nvidia") && v.mmt[VKG_MMT_LARGE].bm == 128);
+    vkg__mmt_defaults(0x1002, VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU, &v);
+    assert_true(!strcmp(v.mmt_row, "amd") && v.mmt[VKG_MMT_MEDIUM].subgroup == 32);
+    vkg__mmt_defaults(0x1002, VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU, &v);
+    assert_string_equal(v.mmt_row, "amd-igpu");
+    vkg__mmt_defaults(0x8086, VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU, &v);
+    assert_true(!strcmp(v.mmt_row, "intel-igpu") && v.mmt[VKG_MMT_SMALL].subgroup == 16);
+    vkg__mmt_defaults(0x106B, VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU, &v);
+    assert_string_equal(v.mmt_row, "apple");
 }
 
 /* vkg_device_tuning_set refuses a field out of range by name and keeps the tuning it had. */
@@ -230,17 +246,35 @@ static void test_tuning_set_checks_fields(void **state)
     assert_int_equal(vkg_device_tuning_set(g->dev, &t), VKG_ERR_INVALID_ARG);
     assert_non_null(strstr(vkg_error_message(), "matmul_tn = 17 is outside [1, 16]"));
     t = before;
-    t.mmt_bm = 100, t.mmt_tm = 8;
+    t.mmt[VKG_MMT_LARGE] = (vkg_matmul_tiling){100, 128, 16, 8, 8, 0};
     assert_int_equal(vkg_device_tuning_set(g->dev, &t), VKG_ERR_INVALID_ARG);
     assert_non_null(strstr(vkg_error_message(), "block 100x"));
     t = before;
-    t.mmt_bm = 256, t.mmt_bn = 256, t.mmt_tm = 1, t.mmt_tn = 1; /* 65536 invocations */
+    t.mmt[VKG_MMT_SMALL] = (vkg_matmul_tiling){256, 256, 16, 1, 1, 0}; /* 65536 invocations */
     assert_int_equal(vkg_device_tuning_set(g->dev, &t), VKG_ERR_INVALID_ARG);
     assert_non_null(strstr(vkg_error_message(), "needs 65536 invocations"));
     t = before;
-    t.mmt_bm = 256, t.mmt_bn = 256, t.mmt_bk = 64, t.mmt_tm = 16, t.mmt_tn = 16;
+    t.mmt[VKG_MMT_MEDIUM] = (vkg_matmul_tiling){256, 256, 64, 16, 16, 0};
     assert_int_equal(vkg_device_tuning_set(g->dev, &t), VKG_ERR_INVALID_ARG);
     assert_non_null(strstr(vkg_error_message(), "bytes of shared memory"));
+    /* tiles the device cannot run fall back to the next smaller size's, or the least tile */
+    t = before;
+    t.mmt[VKG_MMT_SMALL] = (vkg_matmul_tiling){32, 32, 16, 4, 4, 0};
+    t.mmt[VKG_MMT_MEDIUM] = (vkg_matmul_tiling){256, 256, 64, 16, 16, 0};
+    t.mmt[VKG_MMT_LARGE] = (vkg_matmul_tiling){256, 256, 16, 1, 1, 0};
+    vkg__mmt_fit(g->dev, &t);
+    assert_true(t.mmt[VKG_MMT_MEDIUM].bm == 32 && t.mmt[VKG_MMT_LARGE].bm == 32);
+    t.mmt[VKG_MMT_SMALL] = t.mmt[VKG_MMT_MEDIUM] = t.mmt[VKG_MMT_LARGE] =
+        (vkg_matmul_tiling){256, 256, 64, 1, 1, 0};
+    vkg__mmt_fit(g->dev, &t);
+    assert_true(t.mmt[VKG_MMT_SMALL].bm == 16 && t.mmt[VKG_MMT_LARGE].tm == 2);
+    VKG_ASSERT_OK(vkg_device_tuning_set(g->dev, &t));
+    VKG_ASSERT_OK(vkg_device_tuning_set(g->dev, &before));
+    t = before;
+    t.mmt[VKG_MMT_MEDIUM].subgroup = 24;
+    assert_int_equal(vkg_device_tuning_set(g->dev, &t), VKG_ERR_INVALID_ARG);
+    assert_non_null(
+        strstr(vkg_error_message(), "medium tile's subgroup = 24 is not a power of two"));
     vkg_device_tuning now = vkg_device_tuning_get(g->dev);
     assert_memory_equal(&now, &before, sizeof now);
     t = before;

@@ -44,6 +44,11 @@ typedef struct vkg_device_info {
     uint64_t driver_max_buffer;     /* maxBufferSize, or 0 where the driver does not report it */
     int unified_memory;             /* 1: device memory is host-mappable, no staging needed */
     uint32_t subgroup_size;
+    /* VK_EXT_subgroup_size_control for compute shaders: 1 when a pipeline may require a subgroup
+     * size from subgroup_size_min to subgroup_size_max (powers of two), for workgroups of at most
+     * max_workgroup_subgroups subgroups of that size; 0 (and the sizes 0) otherwise. */
+    int subgroup_size_control;
+    uint32_t subgroup_size_min, subgroup_size_max, max_workgroup_subgroups;
     uint32_t max_shared_memory; /* bytes per workgroup */
     uint32_t max_workgroup_invocations;
     uint32_t max_push_constants; /* bytes */
@@ -72,6 +77,27 @@ typedef struct vkg_device_info {
  * Returns VKG_ERR_VULKAN with a message when no Vulkan loader/driver is usable. */
 vkg_status vkg_device_list(vkg_device_info **out, int *count);
 
+/* The tiles of the GPU matmul kernel (matmul_tiled.comp): a workgroup computes a bm x bn block
+ * of the product, bk along k per step, each invocation tm x tn of it, so the workgroup has
+ * (bm / tm) * (bn / tn) invocations; subgroup > 0 asks the driver for that subgroup size
+ * (honoured only where the device's subgroup size control allows it for compute). bm == 0: none
+ * given. */
+typedef struct vkg_matmul_tiling {
+    uint32_t bm, bn, bk, tm, tn, subgroup;
+} vkg_matmul_tiling;
+
+/* Parse a --tiles value into *out: either an entry of the per-vendor table by name
+ * ("nvidia-large"; vkg_matmul_tiling_entry lists them) or "BMxBNxBK:TMxTN" with an optional
+ * "/SG" subgroup size ("128x128x16:8x8", "64x64x16:4x4/32"). Checks the form and the ranges
+ * (bm, bn 1..256; bk 1..64; tm, tn 1..16 dividing bm and bn; at most 1024 invocations; sg a power
+ * of two up to 128); the device's own limits are checked when the tiling is applied. Errors:
+ * VKG_ERR_INVALID_ARG with a message that quotes the value and says what was expected. */
+vkg_status vkg_matmul_tiling_parse(const char *s, vkg_matmul_tiling *out);
+/* Entry i (0 <= i < vkg_matmul_tiling_count()) of the per-vendor table: its name, and its tiles
+ * in *out (may be NULL). NULL for i out of range. */
+const char *vkg_matmul_tiling_entry(int i, vkg_matmul_tiling *out);
+int vkg_matmul_tiling_count(void);
+
 typedef struct vkg_device_opts {
     /* Which device: NULL or "" picks the first suitable one (discrete GPUs first); a decimal
      * number picks that index of vkg_device_list; anything else is a case-insensitive substring
@@ -87,6 +113,10 @@ typedef struct vkg_device_opts {
                                 (tests of the split pools; the environment variable
                                 VKG_MAX_ALLOCATION, in bytes with an optional K, M or G suffix,
                                 does the same for every device a process opens) */
+    /* bm > 0: every product runs the tiled matmul kernel with these tiles, whatever the device's
+     * table entry and the product's shape (vkgpt --tiles); vkg_device_create fails with
+     * VKG_ERR_INVALID_ARG naming the limit when the device cannot run them. */
+    vkg_matmul_tiling tiles;
 } vkg_device_opts;
 
 vkg_device_opts vkg_device_opts_default(void);

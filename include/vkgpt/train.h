@@ -14,6 +14,7 @@
 #include <signal.h>
 
 #include "vkgpt/comm.h"
+#include "vkgpt/device.h"
 #include "vkgpt/optim.h"
 #include "vkgpt/timeline.h"
 #include "vkgpt/status.h"
@@ -29,6 +30,7 @@ typedef struct vkg_train_config {
     int force_staging;       /* treat a unified-memory device as a discrete one (tests) */
     uint64_t memory_limit;   /* > 0: act as if the device had at most this much memory (bytes) */
     uint64_t max_allocation; /* > 0: act as if no allocation could be larger (bytes; tests) */
+    vkg_matmul_tiling tiles; /* bm > 0: the tiled matmul with these tiles for every product */
     int recompute;           /* 1: recompute the GELU outputs in the backward pass (llm.c -r 1) */
     /* Model: resumed from ckpt_dir (resume), else loaded from init_path (an llm.c model file,
      * fp32 version 3 or bf16 version 5), else new from these fields with GPT-2 init from seed. */

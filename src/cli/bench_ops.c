@@ -108,8 +108,9 @@ static vkg_status bench_matmul_fwd(bench *b, const op_shape *s, double *flops, d
 static vkg_status bench_matmul_bwd(bench *b, const op_shape *s, double *flops, double *bytes)
 {
     size_t N = (size_t)s->N, C = (size_t)s->C, OC = (size_t)s->OC;
-    vkg_tensor inp, w, dinp, dw, dbias, dout;
+    vkg_tensor inp, w, dinp, dw, dbias, dout, scratch;
     VKG_TRY(random_tensor(b, N * C, &inp));
+    VKG_TRY(random_tensor(b, N * (C > OC ? C : OC), &scratch)); /* as the model's: split-K */
     VKG_TRY(random_tensor(b, OC * C, &w));
     VKG_TRY(random_tensor(b, N * C, &dinp));
     VKG_TRY(random_tensor(b, OC * C, &dw));
@@ -117,7 +118,7 @@ static vkg_status bench_matmul_bwd(bench *b, const op_shape *s, double *flops, d
     VKG_TRY(random_tensor(b, N * OC, &dout));
     *flops = 4.0 * (double)N * (double)C * (double)OC;
     *bytes = 4.0 * (double)(2 * N * C + 2 * OC * C + N * OC);
-    return vkg_op_matmul_bwd(b->cmd, dinp, dw, &dbias, dout, inp, w, s->N, s->C, s->OC);
+    return vkg_op_matmul_bwd(b->cmd, dinp, dw, &dbias, dout, inp, w, s->N, s->C, s->OC, &scratch);
 }
 
 /* Encoder rows: B = 4, T = N / 4, a table of OC rows; backward when dwte is wanted. */
@@ -350,7 +351,10 @@ int vkg_cli_bench_ops(int argc, char **argv)
         {"--op", VKG_FLAG_STR, &only, "only rows whose op starts with this (e.g. matmul_fwd)", 0, 0,
          0},
         {"--tiles", VKG_FLAG_STR, &tiles,
-         "matmul tile TM,TN (1..16),LX (1..1024 lanes); default: the device's", 0, 0, 0},
+         "tiled matmul tiles for every product, BMxBNxBK:TMxTN[/SG] or a table entry "
+         "(nvidia-large...; see vkgpt devices); or the register kernel's TM,TN (1..16),LX "
+         "(1..1024 lanes); default: the device's",
+         0, 0, 0},
         {"--matmul", VKG_FLAG_CHOICE, &kernel,
          "matmul kernel: the device's choice, the register one, or the tiled one (GPUs)", kernels,
          0, 0},
@@ -361,7 +365,10 @@ int vkg_cli_bench_ops(int argc, char **argv)
                              argc, argv, NULL, NULL);
     if (rc)
         return rc == VKG_FLAGS_HELP ? 0 : 2;
-    if (tiles && !parse_tiles(tiles, &b.tiles)) {
+    vkg_matmul_tiling tiled = {0};
+    if (vkg_cli_tiles("bench ops", tiles && !strchr(tiles, ',') ? tiles : NULL, &tiled))
+        return 2;
+    if (tiles && strchr(tiles, ',') && !parse_tiles(tiles, &b.tiles)) {
         fprintf(stderr,
                 "vkgpt bench ops: --tiles wants TM,TN,LX with TM and TN from 1 to 16 and LX from "
                 "1 to 1024, got '%s'\n",
@@ -399,10 +406,12 @@ int vkg_cli_bench_ops(int argc, char **argv)
     if (kernel)
         tu.matmul_tiled = kernel == 2;
     if (nbl == 5) {
-        tu.mmt_bm = (uint32_t)bl[0], tu.mmt_bn = (uint32_t)bl[1], tu.mmt_bk = (uint32_t)bl[2];
-        tu.mmt_tm = (uint32_t)bl[3], tu.mmt_tn = (uint32_t)bl[4];
+        tiled = (vkg_matmul_tiling){(uint32_t)bl[0], (uint32_t)bl[1], (uint32_t)bl[2],
+                                    (uint32_t)bl[3], (uint32_t)bl[4], 0};
     }
-    if (b.tiles.tm || kernel || nbl == 5) {
+    if (tiled.bm)
+        vkg__mmt_force(&tu, &tiled);
+    if (b.tiles.tm || kernel || tiled.bm) {
         st = vkg_device_tuning_set(b.dev, &tu);
         if (st != VKG_OK) {
             vkg_device_destroy(&b.dev);
@@ -411,8 +420,16 @@ int vkg_cli_bench_ops(int argc, char **argv)
     }
     printf("# device: %s (%s)\n", info->name, info->driver);
     if (tu.matmul_tiled && !b.tiles.tm)
-        printf("# matmul: tiled, %u x %u x %u blocks, %u x %u per invocation\n", tu.mmt_bm,
-               tu.mmt_bn, tu.mmt_bk, tu.mmt_tm, tu.mmt_tn);
+        for (int i = 0; i < VKG_MMT_SIZES; i++) {
+            const vkg_matmul_tiling *t = &tu.mmt[i];
+            printf("# matmul: tiled (%s row, %s), %u x %u x %u blocks, %u x %u per invocation, "
+                   "subgroup %u\n",
+                   tu.mmt_row,
+                   i == 0   ? "small"
+                   : i == 1 ? "medium"
+                            : "large",
+                   t->bm, t->bn, t->bk, t->tm, t->tn, vkg__mmt_subgroup(b.dev, t));
+        }
     else
         printf("# matmul: register tiles, %u rows x %u columns per lane, %u lanes\n", tu.matmul_tm,
                tu.matmul_tn, tu.matmul_lx);

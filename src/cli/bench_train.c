@@ -39,7 +39,8 @@ typedef struct bench_opts {
     int steps, warmup, no_profile, per_dispatch;
     float lr, grad_clip;
     uint64_t seed;
-    const char *device;
+    const char *device, *tiles;
+    vkg_matmul_tiling tiling; /* --tiles parsed */
 } bench_opts;
 
 /* One op label: its GPU time in each timed step, and its median. */
@@ -194,6 +195,7 @@ static vkg_status run(const bench_opts *o, const vkg_gpt2_config *cfg)
     vkg_device_opts dopts = vkg_device_opts_default();
     dopts.select = o->device;
     dopts.profiling = !o->no_profile;
+    dopts.tiles = o->tiling;
     VKG_TRY_GOTO(st, vkg_device_create(&dopts, &dev), done);
     const vkg_device_info *info = vkg_device_get_info(dev);
     vkg_gpt2_opts mo = vkg_gpt2_opts_default();
@@ -221,6 +223,7 @@ static vkg_status run(const bench_opts *o, const vkg_gpt2_config *cfg)
 
     printf("device: %s (%s)%s\n", info->name, info->driver,
            o->no_profile ? "" : ", timestamp queries on");
+    vkg_cli_print_matmul(dev, "");
     printf("model: L=%d NH=%d C=%d maxT=%d V=%d (Vp=%d), %zu parameters\n", cfg->num_layers,
            cfg->num_heads, cfg->channels, cfg->max_seq_len, cfg->vocab_size, cfg->padded_vocab_size,
            np);
@@ -302,6 +305,10 @@ int vkg_cli_bench_train(int argc, char **argv)
         {"--seed", VKG_FLAG_U64, &o.seed, "seed of the initialisation and tokens", 0, 0, 0},
         {"--device", VKG_FLAG_STR, &o.device, "device index or name (default: VKGPT_DEVICE)", 0, 0,
          0},
+        {"--tiles", VKG_FLAG_STR, &o.tiles,
+         "tiled matmul for every product with these tiles: BMxBNxBK:TMxTN[/SG] or a table entry "
+         "such as nvidia-large; default: the device's",
+         0, 0, 0},
         {"--no-profile", VKG_FLAG_BOOL, &o.no_profile, "no timestamp queries (no per-op table)", 0,
          0, 0},
         {"--per-dispatch", VKG_FLAG_BOOL, &o.per_dispatch, "also list every dispatch in order", 0,
@@ -312,6 +319,8 @@ int vkg_cli_bench_train(int argc, char **argv)
                              (int)(sizeof flags / sizeof flags[0]), argc, argv, NULL, NULL);
     if (rc)
         return rc == 1 ? 0 : 2;
+    if (vkg_cli_tiles("bench train", o.tiles, &o.tiling))
+        return 2;
     const preset *p = &presets[o.preset];
     int maxT_given = o.maxT;
     o.L = o.L ? o.L : p->L, o.NH = o.NH ? o.NH : p->NH, o.C = o.C ? o.C : p->C;

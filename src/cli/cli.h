@@ -6,6 +6,7 @@
 
 #include <stddef.h>
 
+#include "vkgpt/device.h"
 #include "vkgpt/status.h"
 
 typedef int (*vkg_cli_fn)(int argc, char **argv);
@@ -19,6 +20,13 @@ typedef struct vkg_cli_command {
 /* Print "vkgpt <cmd>: <status name>: <thread's error message>" to stderr, control characters of
  * the message written as \xNN, and return 1. */
 int vkg_cli_report(const char *cmd, vkg_status status);
+/* Parse a --tiles value (vkg_matmul_tiling_parse) into *out: 0, or 2 after printing
+ * "vkgpt <cmd>: <why>" (the message quotes the value and says what was expected). NULL: *out
+ * zero (no tiles forced), 0. */
+int vkg_cli_tiles(const char *cmd, const char *value, vkg_matmul_tiling *out);
+/* Print one line: the matmul kernel an open device runs and its row of the tiled kernel's table
+ * (tiles per size, the subgroup sizes required, fill, subgroup size control), after indent. */
+void vkg_cli_print_matmul(const vkg_device_t *dev, const char *indent);
 
 /* Subcommands (one file each under src/cli/). */
 int vkg_cli_devices(int argc, char **argv);

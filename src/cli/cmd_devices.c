@@ -1,11 +1,13 @@
 /* `vkgpt devices`: list every Vulkan device with vendor, type, memory and the features vkgpt
- * needs, and for each usable one the memory type vkgpt chooses per use (which means opening it);
- * `--device SPEC` (or VKGPT_DEVICE) checks that a device can be opened. */
+ * needs, and for each usable one the memory type vkgpt chooses per use and the matmul kernel and
+ * tiles it runs (which means opening it); `--device SPEC` (or VKGPT_DEVICE) checks that a device
+ * can be opened; `--tiles` lists the tiled matmul's per-vendor table (the --tiles entries). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli.h"
+#include "vk/vk.h"
 #include "vkgpt/device.h"
 
 static void print_device(const vkg_device_info *d)
@@ -50,6 +52,40 @@ static void print_choice(const char *use, const vkg_memory_choice *m)
            (double)m->heap_bytes / (1024.0 * 1024.0 * 1024.0));
 }
 
+static void print_tiles(const char *label, const vkg_matmul_tiling *t, uint32_t sg)
+{
+    printf("%s %ux%ux%u:%ux%u", label, t->bm, t->bn, t->bk, t->tm, t->tn);
+    if (t->subgroup)
+        printf("/%u (%s)", t->subgroup, sg ? "required" : "not supported here, dropped");
+}
+
+void vkg_cli_print_matmul(const vkg_device_t *dev, const char *indent)
+{
+    vkg_device_tuning tu = vkg_device_tuning_get(dev);
+    const vkg_device_info *d = vkg_device_get_info(dev);
+    printf("%smatmul: %s kernel; tiled table row %s:", indent,
+           tu.matmul_tiled ? "tiled" : "register", tu.mmt_row);
+    static const char *const sizes[VKG_MMT_SIZES] = {" small", ", medium", ", large"};
+    for (int i = 0; i < VKG_MMT_SIZES; i++)
+        print_tiles(sizes[i], &tu.mmt[i], vkg__mmt_subgroup(dev, &tu.mmt[i]));
+    printf("; fill %u workgroups; subgroup size control %s", tu.mmt_fill,
+           d->subgroup_size_control ? "" : "no");
+    if (d->subgroup_size_control)
+        printf("%u..%u", d->subgroup_size_min, d->subgroup_size_max);
+    printf("\n");
+}
+
+static void print_table(void)
+{
+    printf("tiled matmul table (--tiles ENTRY; none measured on a GPU yet, see src/vk/mmt.c):\n");
+    vkg_matmul_tiling t;
+    for (int i = 0; i < vkg_matmul_tiling_count(); i++) {
+        const char *name = vkg_matmul_tiling_entry(i, &t);
+        printf("  %-18s %3ux%3ux%2u:%ux%u  %4u invocations  subgroup %u\n", name, t.bm, t.bn, t.bk,
+               t.tm, t.tn, (t.bm / t.tm) * (t.bn / t.tn), t.subgroup);
+    }
+}
+
 /* Open device index and print the memory type of each use, or why it could not be opened. */
 static void print_memory_choices(int index)
 {
@@ -72,6 +108,7 @@ static void print_memory_choices(int index)
     if (d->readback_uncached)
         printf("    WARNING: no host-cached memory type: reading gradients and checkpoints back "
                "to the CPU goes through uncached memory and will be slow\n");
+    vkg_cli_print_matmul(dev, "    ");
     vkg_device_destroy(&dev);
 }
 
@@ -81,16 +118,22 @@ int vkg_cli_devices(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--device") && i + 1 < argc) {
             select = argv[++i];
+        } else if (!strcmp(argv[i], "--tiles")) {
+            print_table();
+            return 0;
         } else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             printf(
-                "usage: vkgpt devices [--device INDEX|NAME]\n"
+                "usage: vkgpt devices [--device INDEX|NAME] [--tiles]\n"
                 "  Lists Vulkan devices, and for each usable one the memory type vkgpt uses for\n"
-                "  its arenas (pools), for what the CPU reads back and for uploads. With --device\n"
-                "  (or VKGPT_DEVICE), opens that device and fails with exit code 2 when it does\n"
-                "  not exist.\n");
+                "  its arenas (pools), for what the CPU reads back and for uploads, and its "
+                "matmul\n"
+                "  kernel and tiles. With --device (or VKGPT_DEVICE), opens that device and fails\n"
+                "  with exit code 2 when it does not exist. --tiles lists the tiled matmul's\n"
+                "  per-vendor table, whose entries --tiles of train and bench take.\n");
             return 0;
         } else {
-            fprintf(stderr, "vkgpt devices: unknown option '%s' (valid: --device, --help)\n",
+            fprintf(stderr,
+                    "vkgpt devices: unknown option '%s' (valid: --device, --tiles, --help)\n",
                     argv[i]);
             return 2;
         }

@@ -316,9 +316,14 @@ int vkg_cli_train(int argc, char **argv)
                     .dp = VKG_CLI_DP_FLAGS_INIT};
     vkg_train_config *c = &o.cfg;
     int schedule = 0;
+    const char *tiles = NULL;
     const vkg_flag flags[] = {
         {"--device", VKG_FLAG_STR, &c->device, "device index or name (default: VKGPT_DEVICE)", 0, 0,
          0},
+        {"--tiles", VKG_FLAG_STR, &tiles,
+         "tiled matmul for every product with these tiles: BMxBNxBK:TMxTN[/SG] or a table entry "
+         "such as nvidia-large (vkgpt devices lists them); default: the device's",
+         0, 0, 0},
         {"--data", VKG_FLAG_STR, &c->data, "training data: llm.c shards (.bin) or text; a glob", 0,
          0, 0},
         {"--val-data", VKG_FLAG_STR, &c->val_data, "validation data, as --data", 0, 0, 0},
@@ -415,6 +420,8 @@ int vkg_cli_train(int argc, char **argv)
         fprintf(stderr, "vkgpt train: %s\n", why);
         return 2;
     }
+    if (vkg_cli_tiles("train", tiles, &c->tiles))
+        return 2;
     c->schedule = (vkg_schedule_kind)schedule;
     if (o.pp_layers) {
         int n = vkg_flags_int_list(o.pp_layers, 1, 1 << 20, o.pp_layers_v, 256);

@@ -42,6 +42,17 @@ int vkg_cli_report(const char *cmd, vkg_status status)
     return 1;
 }
 
+int vkg_cli_tiles(const char *cmd, const char *value, vkg_matmul_tiling *out)
+{
+    *out = (vkg_matmul_tiling){0};
+    if (!value)
+        return 0;
+    if (vkg_matmul_tiling_parse(value, out) == VKG_OK)
+        return 0;
+    fprintf(stderr, "vkgpt %s: %s\n", cmd, vkg_error_message());
+    return 2;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {

@@ -1,6 +1,7 @@
 /* Matrix products in llm.c's layout (weights (OC, C), out = inp x W^T + b) built on a GEMM
  * kernel whose tile sizes are specialization constants taken from the device's tuning: on GPUs
- * the block-tiled shaders/matmul_tiled.comp, which reads both operands in their stored layouts,
+ * the block-tiled shaders/matmul_tiled.comp (its tiles, vec4 loads and split-K planned in
+ * src/ops/matmul_tiled.c), which reads both operands in their stored layouts,
  * so the forward pass is out (N, OC) = inp (N, C) x W^T directly (B k-contiguous), with the bias
  * added in the store; on CPU devices (lavapipe) the register-tiled shaders/matmul.comp as below.
  *   forward:  out^T (OC, N) = W (OC, C) x inp^T (C, N), inp^T staged in a scratch tensor,
@@ -13,6 +14,10 @@
  * Where the tuning says so (CPU devices), an accumulating product whose B operand (K x N) is larger
  * than a core's cache is split along K into chunks added to the output in order by successive
  * dispatches (see ksplit_rows): every row block then reads a chunk of B while still cached.
+ * On the tiled kernel, dW's product gets the caller's scratch (the forward pass's, idle in the
+ * backward pass) for split-K: with too few workgroups to fill the GPU, chunks of K go to their
+ * own slices of the scratch and a second kernel adds them to dW in chunk order (deterministic,
+ * "+=" kept; src/ops/matmul_tiled.c).
  *
  * Index limit (src/ops/op_util.h). The forward pass and dinp, whose rows are the N = B*T rows of
  * inp / out / dout / dinp, are recorded over blocks of whole rows with advancing base addresses
@@ -23,18 +28,11 @@
  * order. vkg_op_gemm takes the wide variant whenever one of its tensors spans more than the
  * limit (the weight of a very large layer in the forward pass and dinp, for instance). A single
  * row longer than the limit is an error naming the op and the sizes. */
+#include "ops/matmul_internal.h"
 #include "ops/op_util.h"
 #include "ops/ops.h"
 
-typedef struct push_gemm {
-    uint64_t out, a, b, bias;
-    uint32_t M, N, K;
-    uint32_t lda, ldb, ldo;
-    uint32_t has_bias;
-    uint32_t pad_;
-} push_gemm;
 VKG_PUSH_CHECK(push_gemm, matmul);
-VKG_PUSH_CHECK(push_gemm, matmul_tiled);
 
 typedef struct push_transpose {
     uint64_t out, in;
@@ -116,37 +114,6 @@ static vkg_status gemm_wide(const char *op, const vkg_gemm *g, size_t limit, int
     return VKG_OK;
 }
 
-/* Record one dispatch of the tiled kernel for a checked product. */
-static vkg_status tiled_dispatch(vkg_cmd *c, const vkg_gemm *g, const char *op,
-                                 const vkg_device_tuning *tu)
-{
-    push_gemm p = {.out = g->out.addr,
-                   .a = g->a.addr,
-                   .b = g->b.addr,
-                   .bias = g->bias ? g->bias->addr : g->out.addr,
-                   .M = g->M,
-                   .N = g->N,
-                   .K = g->K,
-                   .lda = g->lda,
-                   .ldb = g->ldb,
-                   .ldo = g->ldo,
-                   .has_bias = g->bias != NULL};
-    uint32_t spec[11] = {tu->mmt_bn / tu->mmt_tn,
-                         tu->mmt_bm / tu->mmt_tm,
-                         1,
-                         tu->mmt_bm,
-                         tu->mmt_bn,
-                         tu->mmt_bk,
-                         tu->mmt_tm,
-                         tu->mmt_tn,
-                         g->a_kcontig ? 1u : 0u,
-                         g->b_kcontig ? 1u : 0u,
-                         g->accumulate ? 1u : 0u};
-    return vkg_cmd_dispatch(c, VKG_KERNEL_matmul_tiled, spec, 11, &p, sizeof p,
-                            vkg__ceil_div(g->N, tu->mmt_bn), vkg__ceil_div(g->M, tu->mmt_bm), 1,
-                            op);
-}
-
 /* Whether g runs on the tiled kernel: the tuning says so, no register tile was asked for, and g
  * is neither stored transposed nor in need of 64-bit row addresses (those run on the register
  * kernel, which in turn cannot read B k-contiguous). */
@@ -213,7 +180,8 @@ vkg_status vkg_op_gemm(vkg_cmd *c, const vkg_gemm *g)
     VKG_TRY(pick_kernel(op, g, &tu, wide, &tiled));
     uint32_t kc = ksplit_rows(&tu, g);
     if (kc == 0)
-        return tiled ? tiled_dispatch(c, g, op, &tu) : gemm_dispatch(c, g, op, wide);
+        return tiled ? vkg__matmul_tiled_dispatch(c, g, op, &tu, limit)
+                     : gemm_dispatch(c, g, op, wide);
     for (uint32_t k0 = 0; k0 < g->K; k0 += kc) {
         /* Chunk [k0, k0 + kc): A and B start k0 columns (rows of A^T) and k0 rows later. */
         size_t aoff = 4 * (g->a_kcontig ? (size_t)k0 : (size_t)k0 * g->lda);
@@ -224,7 +192,8 @@ vkg_status vkg_op_gemm(vkg_cmd *c, const vkg_gemm *g)
         h.b = vkg_tensor_view(g->b, boff, g->b.bytes - boff);
         if (k0 > 0)
             vkg_cmd_barrier(c); /* the chunks add to the same output, in order */
-        VKG_TRY(tiled ? tiled_dispatch(c, &h, op, &tu) : gemm_dispatch(c, &h, op, wide));
+        VKG_TRY(tiled ? vkg__matmul_tiled_dispatch(c, &h, op, &tu, limit)
+                      : gemm_dispatch(c, &h, op, wide));
     }
     return VKG_OK;
 }
@@ -363,7 +332,7 @@ static vkg_status record_dinp(vkg_cmd *c, vkg_tensor dinp, vkg_tensor dout, vkg_
  * N rows: above the limit their kernels take the wide variant rather than a split. */
 static vkg_status record_dweight(vkg_cmd *c, vkg_tensor dweight, const vkg_tensor *dbias,
                                  vkg_tensor dout, vkg_tensor inp, int N, int C, int OC,
-                                 size_t limit)
+                                 size_t limit, const vkg_tensor *scratch)
 {
     vkg_gemm gw = {.out = dweight,
                    .a = dout,
@@ -376,6 +345,7 @@ static vkg_status record_dweight(vkg_cmd *c, vkg_tensor dweight, const vkg_tenso
                    .ldo = (uint32_t)C,
                    .a_kcontig = 0,
                    .accumulate = 1,
+                   .splitk_scratch = scratch,
                    .label = "matmul_bwd_dweight"};
     if (dbias)
         VKG_TRY(vkg__op_need("matmul_bwd", "dbias", *dbias, (size_t)OC));
@@ -393,7 +363,7 @@ static vkg_status record_dweight(vkg_cmd *c, vkg_tensor dweight, const vkg_tenso
 
 vkg_status vkg_op_matmul_bwd(vkg_cmd *c, vkg_tensor dinp, vkg_tensor dweight,
                              const vkg_tensor *dbias, vkg_tensor dout, vkg_tensor inp,
-                             vkg_tensor weight, int N, int C, int OC)
+                             vkg_tensor weight, int N, int C, int OC, const vkg_tensor *scratch)
 {
     size_t limit;
     VKG_TRY(check_shape("matmul_bwd", N, C, OC, &limit));
@@ -401,7 +371,7 @@ vkg_status vkg_op_matmul_bwd(vkg_cmd *c, vkg_tensor dinp, vkg_tensor dweight,
     vkg_cmd_group_begin(c);
     vkg_status st = record_dinp(c, dinp, dout, weight, N, C, OC, limit);
     if (st == VKG_OK)
-        st = record_dweight(c, dweight, dbias, dout, inp, N, C, OC, limit);
+        st = record_dweight(c, dweight, dbias, dout, inp, N, C, OC, limit, scratch);
     vkg_cmd_group_end(c);
     return st;
 }
@@ -415,12 +385,13 @@ vkg_status vkg_op_matmul_bwd_dinp(vkg_cmd *c, vkg_tensor dinp, vkg_tensor dout, 
 }
 
 vkg_status vkg_op_matmul_bwd_dweight(vkg_cmd *c, vkg_tensor dweight, const vkg_tensor *dbias,
-                                     vkg_tensor dout, vkg_tensor inp, int N, int C, int OC)
+                                     vkg_tensor dout, vkg_tensor inp, int N, int C, int OC,
+                                     const vkg_tensor *scratch)
 {
     size_t limit;
     VKG_TRY(check_shape("matmul_bwd", N, C, OC, &limit));
     vkg_cmd_group_begin(c);
-    vkg_status st = record_dweight(c, dweight, dbias, dout, inp, N, C, OC, limit);
+    vkg_status st = record_dweight(c, dweight, dbias, dout, inp, N, C, OC, limit, scratch);
     vkg_cmd_group_end(c);
     return st;
 }

@@ -43,6 +43,11 @@ typedef struct vkg_gemm {
     uint32_t M, N, K, lda, ldb, ldo;
     int a_kcontig, b_kcontig, out_t, accumulate;
     vkg_matmul_tiles tiles;
+    /* Split-K scratch (NULL: none): where the tiled kernel runs an accumulating product whose
+     * grid is too small to fill the device, it may split K into chunks whose partial products
+     * it writes here (S * M * N floats, S chosen to fit) and then adds, in chunk order, to out:
+     * deterministic, but not the bits of the unsplit sum. Overwritten. */
+    const vkg_tensor *splitk_scratch;
     const char *label; /* static string for errors and profiles */
 } vkg_gemm;
 vkg_status vkg_op_gemm(vkg_cmd *c, const vkg_gemm *g);
@@ -55,16 +60,20 @@ vkg_status vkg_op_transpose(vkg_cmd *c, vkg_tensor out, vkg_tensor in, int rows,
 vkg_status vkg_op_matmul_fwd(vkg_cmd *c, vkg_tensor out, vkg_tensor inp, vkg_tensor weight,
                              const vkg_tensor *bias, int N, int C, int OC, vkg_tensor scratch);
 /* dinp (N,C) += dout (N,OC) x weight; dweight (OC,C) += dout^T x inp; dbias (OC) += column sums
- * of dout (dbias NULL = none). Deterministic. */
+ * of dout (dbias NULL = none). Deterministic. scratch (NULL = none; the forward pass's scratch
+ * fits): where the tiled kernel runs dweight and its grid is too small for the device, it splits
+ * K = N into chunks whose partial products go to the scratch (as many chunks as fit) before their
+ * ordered sum is added to dweight (vkg_gemm.splitk_scratch). */
 vkg_status vkg_op_matmul_bwd(vkg_cmd *c, vkg_tensor dinp, vkg_tensor dweight,
                              const vkg_tensor *dbias, vkg_tensor dout, vkg_tensor inp,
-                             vkg_tensor weight, int N, int C, int OC);
+                             vkg_tensor weight, int N, int C, int OC, const vkg_tensor *scratch);
 /* The two halves of vkg_op_matmul_bwd, with the same results, for a caller that needs dweight
  * final before dinp is computed (the classifier's wte gradient, reduced early). */
 vkg_status vkg_op_matmul_bwd_dinp(vkg_cmd *c, vkg_tensor dinp, vkg_tensor dout, vkg_tensor weight,
                                   int N, int C, int OC);
 vkg_status vkg_op_matmul_bwd_dweight(vkg_cmd *c, vkg_tensor dweight, const vkg_tensor *dbias,
-                                     vkg_tensor dout, vkg_tensor inp, int N, int C, int OC);
+                                     vkg_tensor dout, vkg_tensor inp, int N, int C, int OC,
+                                     const vkg_tensor *scratch);
 
 /* Causal multi-head self-attention (src/ops/attention.c), as vkg_ref_attention_fwd/_bwd, in the
  * flash form: no (T, T) matrix is stored, the backward pass recomputes the probabilities.

@@ -17,6 +17,7 @@ struct vkg_cmd {
     int nbarrier; /* pipeline barriers recorded, the leading and trailing ones included */
     vkg_cmd_timing *timings; /* TIMING_CAP entries when profiling */
     int have_timings;
+    vkg_cmd_logged log[VKG_CMD_LOG]; /* the last dispatches, dispatch i at i % VKG_CMD_LOG */
 };
 
 vkg_status vkg_cmd_create(vkg_device_t *dev, vkg_cmd **out)
@@ -110,6 +111,34 @@ vkg_status vkg_cmd_dispatch(vkg_cmd *c, vkg_kernel_id k, const uint32_t *spec, i
                             const void *push, size_t push_bytes, uint32_t gx, uint32_t gy,
                             uint32_t gz, const char *label)
 {
+    return vkg_cmd_dispatch_sg(c, k, spec, nspec, 0, push, push_bytes, gx, gy, gz, label);
+}
+
+static void log_dispatch(vkg_cmd *c, vkg_kernel_id k, const uint32_t *spec, int nspec,
+                         uint32_t subgroup, uint32_t gx, uint32_t gy, uint32_t gz)
+{
+    vkg_cmd_logged *l = &c->log[c->ndispatch % VKG_CMD_LOG];
+    memset(l, 0, sizeof *l);
+    l->kernel = k;
+    if (nspec > 0)
+        memcpy(l->spec, spec, (size_t)nspec * sizeof *spec);
+    l->nspec = nspec;
+    l->subgroup = subgroup;
+    l->grid[0] = gx, l->grid[1] = gy, l->grid[2] = gz;
+}
+
+int vkg_cmd_logged_dispatch(const vkg_cmd *c, int back, vkg_cmd_logged *out)
+{
+    if (back < 0 || back >= VKG_CMD_LOG || back >= c->ndispatch)
+        return -1;
+    *out = c->log[(c->ndispatch - 1 - back) % VKG_CMD_LOG];
+    return 0;
+}
+
+vkg_status vkg_cmd_dispatch_sg(vkg_cmd *c, vkg_kernel_id k, const uint32_t *spec, int nspec,
+                               uint32_t subgroup, const void *push, size_t push_bytes, uint32_t gx,
+                               uint32_t gy, uint32_t gz, const char *label)
+{
     VKG_CHECK(c->recording, VKG_ERR_STATE, "dispatch of %s outside vkg_cmd_begin/end",
               vkg__kernel_name(k));
     VKG_CHECK(push_bytes <= VKG_PUSH_MAX && push_bytes % 4 == 0, VKG_ERR_INVALID_ARG,
@@ -125,7 +154,7 @@ vkg_status vkg_cmd_dispatch(vkg_cmd *c, vkg_kernel_id k, const uint32_t *spec, i
               "kernel %s: grid %ux%ux%u exceeds 65535 workgroups per dimension",
               vkg__kernel_name(k), gx, gy, gz);
     VkPipeline pipeline;
-    VKG_TRY(vkg__kernel_pipeline(c->dev, k, spec, nspec, &pipeline));
+    VKG_TRY(vkg__kernel_pipeline(c->dev, k, spec, nspec, subgroup, &pipeline));
     if (c->pending && !c->in_group)
         vkg_cmd_barrier(c);
     int timed = c->queries && c->ntimed < TIMING_CAP;
@@ -144,6 +173,7 @@ vkg_status vkg_cmd_dispatch(vkg_cmd *c, vkg_kernel_id k, const uint32_t *spec, i
         c->timings[c->ntimed].kernel = k;
         c->ntimed++;
     }
+    log_dispatch(c, k, spec, nspec, subgroup, gx, gy, gz);
     c->pending++;
     c->ndispatch++;
     return VKG_OK;

@@ -196,7 +196,7 @@ static vkg_status open_logical(vkg_device_t *dev)
     VKG_CHECK(exts, VKG_ERR_NOMEM, "no memory for device extensions");
     /* Optional extensions, enabled where present. */
     const char *optional[2] = {"VK_KHR_portability_subset", "VK_EXT_external_memory_host"};
-    const char *ext_names[2];
+    const char *ext_names[3];
     uint32_t enabled = 0;
     int host_import = 0;
     if (vkEnumerateDeviceExtensionProperties(dev->phys, NULL, &next, exts) == VK_SUCCESS)
@@ -208,6 +208,13 @@ static vkg_status open_logical(vkg_device_t *dev)
                     break;
                 }
     free(exts);
+    /* Subgroup size control where the device has it for compute (describe checked both): the
+     * tiled matmul's table may require a subgroup size. */
+    if (dev->info.subgroup_size_control)
+        ext_names[enabled++] = VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME;
+    VkPhysicalDeviceSubgroupSizeControlFeaturesEXT sgcf = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES_EXT,
+        .subgroupSizeControl = VK_TRUE};
 
     float priority = 1.0f;
     VkDeviceQueueCreateInfo qci = {.sType = VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO,
@@ -216,6 +223,7 @@ static vkg_status open_logical(vkg_device_t *dev)
                                    .pQueuePriorities = &priority};
     VkPhysicalDeviceVulkan12Features f12 = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
+        .pNext = dev->info.subgroup_size_control ? &sgcf : NULL,
         .bufferDeviceAddress = VK_TRUE,
         .timelineSemaphore = VK_TRUE,
     };
@@ -259,6 +267,13 @@ static vkg_status open_logical(vkg_device_t *dev)
     vkGetPhysicalDeviceProperties(dev->phys, &props);
     dev->timestamp_period = props.limits.timestampPeriod;
     dev->tuning = vkg__device_tuning_defaults(props.deviceType, dev->info.subgroup_size);
+    vkg__mmt_defaults(props.vendorID, props.deviceType, &dev->tuning);
+    vkg__mmt_fit(dev, &dev->tuning);
+    if (dev->opts.tiles.bm) { /* --tiles: checked against this device's limits */
+        vkg_device_tuning forced = dev->tuning;
+        vkg__mmt_force(&forced, &dev->opts.tiles);
+        VKG_TRY(vkg_device_tuning_set(dev, &forced));
+    }
     return VKG_OK;
 }
 

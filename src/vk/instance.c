@@ -249,16 +249,24 @@ void vkg__device_describe(VkPhysicalDevice phys, int index, vkg_device_info *inf
         .pNext = device_has_extension(phys, "VK_KHR_maintenance4") ? &maint4 : NULL};
     VkPhysicalDeviceDriverProperties driver = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES, .pNext = &maint3};
+    int has_sgc = device_has_extension(phys, VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME);
+    VkPhysicalDeviceSubgroupSizeControlPropertiesEXT sgc = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_PROPERTIES_EXT,
+        .pNext = &driver};
     VkPhysicalDeviceSubgroupProperties subgroup = {
-        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES, .pNext = &driver};
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES,
+        .pNext = has_sgc ? (void *)&sgc : (void *)&driver};
     host_import.pNext = &subgroup;
     VkPhysicalDeviceProperties2 props = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2,
                                          .pNext = info->external_memory_host ? (void *)&host_import
                                                                              : (void *)&subgroup};
     vkGetPhysicalDeviceProperties2(phys, &props);
     VkPhysicalDeviceProperties *p = &props.properties;
+    VkPhysicalDeviceSubgroupSizeControlFeaturesEXT sgcf = {
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_FEATURES_EXT};
     VkPhysicalDeviceVulkan12Features f12 = {
-        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES};
+        .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_2_FEATURES,
+        .pNext = has_sgc ? &sgcf : NULL};
     VkPhysicalDeviceVulkan11Features f11 = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_1_1_FEATURES, .pNext = &f12};
     VkPhysicalDeviceFeatures2 feats = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
@@ -276,6 +284,13 @@ void vkg__device_describe(VkPhysicalDevice phys, int index, vkg_device_info *inf
     info->device_id = p->deviceID;
     info->api_version = p->apiVersion;
     info->subgroup_size = subgroup.subgroupSize;
+    if (has_sgc && sgcf.subgroupSizeControl &&
+        (sgc.requiredSubgroupSizeStages & VK_SHADER_STAGE_COMPUTE_BIT)) {
+        info->subgroup_size_control = 1;
+        info->subgroup_size_min = sgc.minSubgroupSize;
+        info->subgroup_size_max = sgc.maxSubgroupSize;
+        info->max_workgroup_subgroups = sgc.maxComputeWorkgroupSubgroups;
+    }
     info->max_shared_memory = p->limits.maxComputeSharedMemorySize;
     info->max_workgroup_invocations = p->limits.maxComputeWorkGroupInvocations;
     info->max_push_constants = p->limits.maxPushConstantsSize;

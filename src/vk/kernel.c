@@ -32,7 +32,7 @@ uint32_t vkg__kernel_push_bytes(vkg_kernel_id k)
 }
 
 static vkg_status build_pipeline(vkg_device_t *dev, vkg_kernel_id k, const uint32_t *spec,
-                                 int nspec, VkPipeline *out)
+                                 int nspec, uint32_t subgroup, VkPipeline *out)
 {
     const kernel_row *row = &kernel_table[k];
     VkShaderModuleCreateInfo smci = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
@@ -50,9 +50,13 @@ static vkg_status build_pipeline(vkg_device_t *dev, vkg_kernel_id k, const uint3
                                .pMapEntries = entries,
                                .dataSize = (size_t)nspec * sizeof(uint32_t),
                                .pData = spec};
+    VkPipelineShaderStageRequiredSubgroupSizeCreateInfoEXT rss = {
+        .sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_REQUIRED_SUBGROUP_SIZE_CREATE_INFO_EXT,
+        .requiredSubgroupSize = subgroup};
     VkComputePipelineCreateInfo cpci = {
         .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
         .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
+                  .pNext = subgroup ? &rss : NULL,
                   .stage = VK_SHADER_STAGE_COMPUTE_BIT,
                   .module = module,
                   .pName = "main",
@@ -67,7 +71,7 @@ static vkg_status build_pipeline(vkg_device_t *dev, vkg_kernel_id k, const uint3
 }
 
 vkg_status vkg__kernel_pipeline(vkg_device_t *dev, vkg_kernel_id k, const uint32_t *spec, int nspec,
-                                VkPipeline *out)
+                                uint32_t subgroup, VkPipeline *out)
 {
     VKG_CHECK((unsigned)k < VKG_KERNEL_COUNT, VKG_ERR_INVALID_ARG, "no kernel with id %d", (int)k);
     VKG_CHECK(nspec >= 0 && nspec <= VKG_MAX_SPEC, VKG_ERR_INVALID_ARG,
@@ -76,7 +80,8 @@ vkg_status vkg__kernel_pipeline(vkg_device_t *dev, vkg_kernel_id k, const uint32
     vkg_kernel_cache *cache = &dev->kernels[k];
     for (int i = 0; i < cache->count; i++) {
         vkg_kernel_variant *v = &cache->variants[i];
-        if (v->nspec == nspec && !memcmp(v->spec, spec, (size_t)nspec * sizeof *spec)) {
+        if (v->nspec == nspec && v->subgroup == subgroup &&
+            !memcmp(v->spec, spec, (size_t)nspec * sizeof *spec)) {
             *out = v->pipeline;
             return VKG_OK;
         }
@@ -93,7 +98,8 @@ vkg_status vkg__kernel_pipeline(vkg_device_t *dev, vkg_kernel_id k, const uint32
     if (nspec)
         memcpy(v->spec, spec, (size_t)nspec * sizeof *spec);
     v->nspec = nspec;
-    VKG_TRY(build_pipeline(dev, k, spec, nspec, &v->pipeline));
+    v->subgroup = subgroup;
+    VKG_TRY(build_pipeline(dev, k, spec, nspec, subgroup, &v->pipeline));
     cache->count++;
     *out = v->pipeline;
     return VKG_OK;

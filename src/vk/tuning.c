@@ -11,26 +11,19 @@
  * The reductions (layernorm, xent, encoder_bwd_wte, sumsq): CPU devices run a workgroup on one
  * core where every barrier switches through all its subgroups, so fewer lanes (fewer tree levels)
  * serve them; a CPU core runs one workgroup at a time, so sumsq's few long chunks do too.
- * The tiled matmul (GPUs; not measured on one yet): 128 x 128 blocks with 8 x 8 per invocation
- * (256 invocations, 16.5 KiB of shared memory for BK = 16) on discrete GPUs, the shape the fast
- * public SGEMMs use; 64 x 64 with 4 x 4 elsewhere (integrated GPUs, fewer cores to fill). On
- * lavapipe every load is a gather and shared memory is ordinary memory behind barriers that
- * switch through the workgroup's subgroups: the register kernel stays. */
+ * The tiled matmul (GPUs; not measured on one yet): its tiles, by vendor and product size, come
+ * from the table in src/vk/mmt.c (the "other" vendor's row here; vkg_device_create applies the
+ * device's own vendor). On lavapipe every load is a gather and shared memory is ordinary memory
+ * behind barriers that switch through the workgroup's subgroups: the register kernel stays. */
 vkg_device_tuning vkg__device_tuning_defaults(VkPhysicalDeviceType type, uint32_t subgroup_size)
 {
     int cpu = type == VK_PHYSICAL_DEVICE_TYPE_CPU;
-    int discrete = type == VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU;
     vkg_device_tuning t = {
         .matmul_tm = 4,
         .matmul_tn = 4,
         .matmul_lx = 64,
         .matmul_ksplit_bytes = cpu ? 512u * 1024u : 0u,
         .matmul_tiled = cpu ? 0u : 1u,
-        .mmt_bm = discrete ? 128u : 64u,
-        .mmt_bn = discrete ? 128u : 64u,
-        .mmt_bk = 16u,
-        .mmt_tm = discrete ? 8u : 4u,
-        .mmt_tn = discrete ? 8u : 4u,
         .attention = cpu ? VKG_ATTENTION_DIRECT : VKG_ATTENTION_SHARED,
         .layernorm_wg = cpu ? 32u : 256u,
         .xent_wg_max = cpu ? 64u : 256u,
@@ -38,6 +31,7 @@ vkg_device_tuning vkg__device_tuning_defaults(VkPhysicalDeviceType type, uint32_
         .sumsq_wg = cpu ? 64u : 256u,
         .sumsq_max_groups = cpu ? 64u : 1024u,
     };
+    vkg__mmt_defaults(0, type, &t);
     if (cpu && subgroup_size > 0 && subgroup_size <= 16) {
         t.matmul_tm = subgroup_size;
         t.matmul_tn = 8;
@@ -57,6 +51,76 @@ typedef struct field_range {
     int pow2;
 } field_range;
 
+/* Each field within its range, and a power of two where marked; `what` prefixes the field's name
+ * in the error ("" or "the tiled matmul's small tile's "). */
+static vkg_status check_fields(const vkg_device_t *dev, const char *what, const field_range *f,
+                               size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        VKG_CHECK(f[i].value >= f[i].min && f[i].value <= f[i].max, VKG_ERR_INVALID_ARG,
+                  "device tuning: %s%s = %u is outside [%u, %u] on %s", what, f[i].name, f[i].value,
+                  f[i].min, f[i].max, dev->info.name);
+        VKG_CHECK(!f[i].pow2 || (f[i].value & (f[i].value - 1)) == 0, VKG_ERR_INVALID_ARG,
+                  "device tuning: %s%s = %u is not a power of two", what, f[i].name, f[i].value);
+    }
+    return VKG_OK;
+}
+
+static uint32_t mmt_threads(const vkg_matmul_tiling *m)
+{
+    return (m->bm / m->tm) * (m->bn / m->tn);
+}
+
+static size_t mmt_smem(const vkg_matmul_tiling *m)
+{
+    return (size_t)m->bk * (m->bm + 1 + m->bn + 1) * 4; /* matmul_tiled.comp's As and Bs */
+}
+
+static int mmt_fits(const vkg_device_t *dev, const vkg_matmul_tiling *m)
+{
+    return mmt_threads(m) <= dev->info.max_workgroup_invocations &&
+           mmt_smem(m) <= dev->info.max_shared_memory;
+}
+
+void vkg__mmt_fit(const vkg_device_t *dev, vkg_device_tuning *t)
+{
+    static const vkg_matmul_tiling least = {16, 16, 16, 2, 2, 0}; /* 64 invocations, 2 KiB */
+    for (int i = VKG_MMT_SIZES - 1; i >= 0; i--) {
+        int j = i;
+        while (j >= 0 && !mmt_fits(dev, &t->mmt[j]))
+            j--;
+        t->mmt[i] = j >= 0 ? t->mmt[j] : least;
+    }
+}
+
+/* The tiled matmul's tiles of size class i fit the kernel and the device. */
+static vkg_status check_mmt(const vkg_device_t *dev, const vkg_matmul_tiling *m, int i)
+{
+    static const char *const what[VKG_MMT_SIZES] = {"the tiled matmul's small tile's ",
+                                                    "the tiled matmul's medium tile's ",
+                                                    "the tiled matmul's large tile's "};
+    const field_range fields[] = {
+        {"bm", m->bm, 1, 256, 0}, {"bn", m->bn, 1, 256, 0}, {"bk", m->bk, 1, 64, 0},
+        {"tm", m->tm, 1, 16, 0},  {"tn", m->tn, 1, 16, 0},  {"subgroup", m->subgroup, 0, 128, 1},
+    };
+    VKG_TRY(check_fields(dev, what[i], fields, sizeof fields / sizeof fields[0]));
+    VKG_CHECK(m->bm % m->tm == 0 && m->bn % m->tn == 0, VKG_ERR_INVALID_ARG,
+              "device tuning: the tiled matmul's block %ux%u is not a whole number of %ux%u "
+              "tiles",
+              m->bm, m->bn, m->tm, m->tn);
+    uint32_t inv = dev->info.max_workgroup_invocations, threads = mmt_threads(m);
+    VKG_CHECK(threads <= inv, VKG_ERR_INVALID_ARG,
+              "device tuning: the tiled matmul's block %ux%u of %ux%u tiles needs %u invocations, "
+              "more than %s's %u",
+              m->bm, m->bn, m->tm, m->tn, threads, dev->info.name, inv);
+    size_t smem = mmt_smem(m);
+    VKG_CHECK(smem <= dev->info.max_shared_memory, VKG_ERR_INVALID_ARG,
+              "device tuning: the tiled matmul's tiles need %zu bytes of shared memory, more than "
+              "%s's %u",
+              smem, dev->info.name, dev->info.max_shared_memory);
+    return VKG_OK;
+}
+
 vkg_status vkg_device_tuning_set(vkg_device_t *dev, const vkg_device_tuning *t)
 {
     uint32_t inv = dev->info.max_workgroup_invocations;
@@ -65,11 +129,9 @@ vkg_status vkg_device_tuning_set(vkg_device_t *dev, const vkg_device_tuning *t)
         {"matmul_tn", t->matmul_tn, 1, 16, 0},
         {"matmul_lx", t->matmul_lx, 1, inv, 0},
         {"matmul_tiled", t->matmul_tiled, 0, 1, 0},
-        {"mmt_bm", t->mmt_bm, 1, 256, 0},
-        {"mmt_bn", t->mmt_bn, 1, 256, 0},
-        {"mmt_bk", t->mmt_bk, 1, 64, 0},
-        {"mmt_tm", t->mmt_tm, 1, 16, 0},
-        {"mmt_tn", t->mmt_tn, 1, 16, 0},
+        {"mmt_fill", t->mmt_fill, 1, UINT32_MAX, 0},
+        {"mmt_splitk", t->mmt_splitk, 0, 1, 0},
+        {"mmt_vec4", t->mmt_vec4, 0, 1, 0},
         {"attention", (uint32_t)t->attention, VKG_ATTENTION_SHARED, VKG_ATTENTION_DIRECT, 0},
         {"layernorm_wg", t->layernorm_wg, 1, inv, 1},
         {"xent_wg_max", t->xent_wg_max, 1, inv, 1},
@@ -77,28 +139,9 @@ vkg_status vkg_device_tuning_set(vkg_device_t *dev, const vkg_device_tuning *t)
         {"sumsq_wg", t->sumsq_wg, 1, inv, 1},
         {"sumsq_max_groups", t->sumsq_max_groups, 1, UINT32_MAX, 0},
     };
-    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
-        const field_range *f = &fields[i];
-        VKG_CHECK(f->value >= f->min && f->value <= f->max, VKG_ERR_INVALID_ARG,
-                  "device tuning: %s = %u is outside [%u, %u] on %s", f->name, f->value, f->min,
-                  f->max, dev->info.name);
-        VKG_CHECK(!f->pow2 || (f->value & (f->value - 1)) == 0, VKG_ERR_INVALID_ARG,
-                  "device tuning: %s = %u is not a power of two", f->name, f->value);
-    }
-    VKG_CHECK(t->mmt_bm % t->mmt_tm == 0 && t->mmt_bn % t->mmt_tn == 0, VKG_ERR_INVALID_ARG,
-              "device tuning: the tiled matmul's block %ux%u is not a whole number of %ux%u "
-              "tiles",
-              t->mmt_bm, t->mmt_bn, t->mmt_tm, t->mmt_tn);
-    uint32_t threads = (t->mmt_bm / t->mmt_tm) * (t->mmt_bn / t->mmt_tn);
-    VKG_CHECK(threads <= inv, VKG_ERR_INVALID_ARG,
-              "device tuning: the tiled matmul's block %ux%u of %ux%u tiles needs %u invocations, "
-              "more than %s's %u",
-              t->mmt_bm, t->mmt_bn, t->mmt_tm, t->mmt_tn, threads, dev->info.name, inv);
-    size_t smem = (size_t)t->mmt_bk * (t->mmt_bm + 1 + t->mmt_bn + 1) * 4;
-    VKG_CHECK(smem <= dev->info.max_shared_memory, VKG_ERR_INVALID_ARG,
-              "device tuning: the tiled matmul's tiles need %zu bytes of shared memory, more than "
-              "%s's %u",
-              smem, dev->info.name, dev->info.max_shared_memory);
+    VKG_TRY(check_fields(dev, "", fields, sizeof fields / sizeof fields[0]));
+    for (int i = 0; i < VKG_MMT_SIZES; i++)
+        VKG_TRY(check_mmt(dev, &t->mmt[i], i));
     dev->tuning = *t;
     return VKG_OK;
 }

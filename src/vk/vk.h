@@ -57,7 +57,7 @@ typedef enum vkg_kernel_id {
 
 /* Specialization constants: ids 0, 1, 2 are the workgroup size (local_size_{x,y,z}_id);
  * ids 3.. are kernel-specific (tile sizes). */
-#define VKG_MAX_SPEC 12
+#define VKG_MAX_SPEC 16
 #define VKG_PUSH_MAX 128
 
 /* Compile-time check that the push-constant struct T of an op is the push-constant block of
@@ -71,6 +71,7 @@ typedef enum vkg_kernel_id {
 typedef struct vkg_kernel_variant {
     uint32_t spec[VKG_MAX_SPEC];
     int nspec;
+    uint32_t subgroup; /* required subgroup size, 0: the driver's choice */
     VkPipeline pipeline;
 } vkg_kernel_variant;
 
@@ -83,9 +84,10 @@ typedef struct vkg_kernel_cache {
 const char *vkg__kernel_name(vkg_kernel_id k);
 /* Bytes of the kernel's push-constant block, as the build measured it (0 for an unknown id). */
 uint32_t vkg__kernel_push_bytes(vkg_kernel_id k);
-/* The pipeline for kernel k with these specialization constants, created on first use. */
+/* The pipeline for kernel k with these specialization constants and required subgroup size
+ * (0: none; else one vkg__mmt_subgroup allowed), created on first use. */
 vkg_status vkg__kernel_pipeline(vkg_device_t *dev, vkg_kernel_id k, const uint32_t *spec, int nspec,
-                                VkPipeline *out);
+                                uint32_t subgroup, VkPipeline *out);
 void vkg__kernels_release(vkg_device_t *dev);
 
 /* ---- device tuning --------------------------------------------------------------------- */
@@ -100,6 +102,14 @@ typedef enum vkg_attention_variant {
                              barriers (devices where a barrier is costly) */
 } vkg_attention_variant;
 
+/* Sizes of product the tiled matmul has tiles for. */
+typedef enum vkg_mmt_size {
+    VKG_MMT_SMALL,
+    VKG_MMT_MEDIUM,
+    VKG_MMT_LARGE,
+    VKG_MMT_SIZES
+} vkg_mmt_size;
+
 /* The kernel variants, tiles and workgroup sizes the ops use on one device. Ops read these and
  * the capabilities in vkg_device_info; they never look at the device's type or name. Every field
  * is used as it stands (no "0 = default"). */
@@ -112,8 +122,14 @@ typedef struct vkg_device_tuning {
     /* 1: products run matmul_tiled.comp (shared-memory block tiles, both operands read in their
      * stored layouts, so the forward pass needs no transpose); 0: matmul.comp. */
     uint32_t matmul_tiled;
-    uint32_t mmt_bm, mmt_bn, mmt_bk; /* matmul_tiled.comp block: rows x columns x k per step */
-    uint32_t mmt_tm, mmt_tn;         /* rows x columns per invocation (block / tile invocations) */
+    /* matmul_tiled.comp tiles for small, medium and large products (the device's row of the
+     * per-vendor table, src/vk/mmt.c, unless --tiles forced one for all three): a product takes
+     * the largest whose grid has at least mmt_fill workgroups, else the small one. */
+    vkg_matmul_tiling mmt[VKG_MMT_SIZES];
+    uint32_t mmt_fill;   /* workgroups that keep the device busy (about 1 per compute unit) */
+    uint32_t mmt_splitk; /* 1: a weight gradient with a grid under mmt_fill is split along K */
+    uint32_t mmt_vec4;   /* 1: vec4 loads of operands whose shape and alignment allow them */
+    const char *mmt_row; /* name of the table row ("nvidia", "forced" after --tiles) */
     vkg_attention_variant attention;
     uint32_t layernorm_wg;     /* invocations per row, layernorm_fwd and _bwd_dinp (power of 2) */
     uint32_t xent_wg_max;      /* most invocations per row of xent_fwd_bwd (power of 2) */
@@ -128,6 +144,19 @@ typedef struct vkg_device_tuning {
  * workgroups, the subgroup-broadcast matmul tile and the barrier-free attention; every other
  * device the wide GPU forms. */
 vkg_device_tuning vkg__device_tuning_defaults(VkPhysicalDeviceType type, uint32_t subgroup_size);
+/* Fill t's tiled-matmul fields (mmt, mmt_fill, mmt_splitk, mmt_vec4, mmt_row) from the row of the
+ * per-vendor table (src/vk/mmt.c) for this PCI vendor and device type. */
+void vkg__mmt_defaults(uint32_t vendor_id, VkPhysicalDeviceType type, vkg_device_tuning *t);
+/* Replace each of t's tiled-matmul tiles that dev cannot run (invocations, shared memory) by the
+ * next smaller size's that it can, or by 16x16x16:2x2 (which every Vulkan device can run): the
+ * table's rows assume the limits of their vendors' current parts. */
+void vkg__mmt_fit(const vkg_device_t *dev, vkg_device_tuning *t);
+/* Force one tiling for products of every size (vkgpt --tiles): t's tiled kernel on, its three
+ * sizes the given tiles (split-K stays as it was: a split product runs these tiles too). */
+void vkg__mmt_force(vkg_device_tuning *t, const vkg_matmul_tiling *tiles);
+/* The subgroup size a pipeline of tiles t may require on dev: t->subgroup where the device's
+ * subgroup size control covers it for a workgroup of this many invocations, else 0. */
+uint32_t vkg__mmt_subgroup(const vkg_device_t *dev, const vkg_matmul_tiling *t);
 /* The tuning the device's ops use now (its defaults unless vkg_device_tuning_set changed it). */
 vkg_device_tuning vkg_device_tuning_get(const vkg_device_t *dev);
 /* Replace the device's tuning; ops recorded afterwards use it (lists recorded before keep what
@@ -297,6 +326,23 @@ vkg_status vkg_cmd_begin(vkg_cmd *c);
 vkg_status vkg_cmd_dispatch(vkg_cmd *c, vkg_kernel_id k, const uint32_t *spec, int nspec,
                             const void *push, size_t push_bytes, uint32_t gx, uint32_t gy,
                             uint32_t gz, const char *label);
+/* vkg_cmd_dispatch of a pipeline that requires this subgroup size (0: none; else a size
+ * vkg__mmt_subgroup allowed on the command list's device). */
+vkg_status vkg_cmd_dispatch_sg(vkg_cmd *c, vkg_kernel_id k, const uint32_t *spec, int nspec,
+                               uint32_t subgroup, const void *push, size_t push_bytes, uint32_t gx,
+                               uint32_t gy, uint32_t gz, const char *label);
+/* What one of the last VKG_CMD_LOG dispatches recorded was (back = 0: the last one), for tests
+ * that check which variant an op chose. */
+#define VKG_CMD_LOG 8
+typedef struct vkg_cmd_logged {
+    vkg_kernel_id kernel;
+    uint32_t spec[VKG_MAX_SPEC];
+    int nspec;
+    uint32_t subgroup;
+    uint32_t grid[3];
+} vkg_cmd_logged;
+/* 0 and *out filled, or -1 when fewer than back + 1 dispatches were recorded since begin. */
+int vkg_cmd_logged_dispatch(const vkg_cmd *c, int back, vkg_cmd_logged *out);
 /* Dispatches recorded between group_begin and group_end are independent of each other (no
  * barriers between them); a barrier separates the group from what came before. */
 void vkg_cmd_group_begin(vkg_cmd *c);

@@ -1,0 +1,24 @@
+/* What src/ops/matmul.c and src/ops/matmul_tiled.c share: the GEMM kernels' push constants and
+ * the tiled kernel's dispatch. Internal to the ops. */
+#ifndef VKG_MATMUL_INTERNAL_H
+#define VKG_MATMUL_INTERNAL_H
+
+#include "ops/ops.h"
+
+/* The push constants of shaders/matmul.comp and shaders/matmul_tiled.comp. */
+typedef struct push_gemm {
+    uint64_t out, a, b, bias;
+    uint32_t M, N, K;
+    uint32_t lda, ldb, ldo;
+    uint32_t has_bias;
+    uint32_t kchunk; /* matmul_tiled: k per workgroup z (K unless split); matmul: unused */
+} push_gemm;
+
+/* Record a checked product g on the tiled kernel under tuning tu: its tiles by the grid, vec4
+ * loads where the operands allow, and, for an accumulating product with g->splitk_scratch whose
+ * grid is under tu->mmt_fill, split-K (the partial products, a barrier, their ordered sum).
+ * limit: the shader index limit (the scratch slices stay below it). */
+vkg_status vkg__matmul_tiled_dispatch(vkg_cmd *c, const vkg_gemm *g, const char *op,
+                                      const vkg_device_tuning *tu, size_t limit);
+
+#endif

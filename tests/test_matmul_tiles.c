@@ -1,0 +1,360 @@
+/* The tiled matmul's GPU forms on this device (lavapipe in CI), forced through the tuning:
+ *  - every entry of the per-vendor table (src/vk/mmt.c) against the CPU reference: forward
+ *    (with and without bias), dinp, dweight with and without split-K, dbias, on a GPT-2 shape
+ *    and on awkward ones (sizes that are not multiples of any tile, K = 1, one row, leading
+ *    dimensions that rule out vec4). Entries whose tiles equal an earlier entry's build the same
+ *    pipeline (the same specialization constants), so they run once: 24 entries, 8 distinct
+ *    tilings. The shapes are few and small (the GPT-2 one at B*T = 32) so that the run is mostly
+ *    lavapipe compiling the pipelines, about 7 per tiling: about a minute on 2 busy cores the
+ *    first time, a few seconds once Mesa's shader cache holds them;
+ *  - vec4 loads taken where the operands allow them and not elsewhere (the recorded dispatch's
+ *    VEC4 constant), with the same bits as the scalar path;
+ *  - split-K taken for a small weight gradient over many rows, the same bits on two runs, and
+ *    not taken without room in the scratch;
+ *  - the required subgroup size passed where the device's subgroup size control allows it;
+ *  - --tiles values: the parser's errors and the device limits vkg_device_create checks. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu_fixture.h"
+#include "matmul_check.h"
+#include "ops/ops.h"
+#include "testutil.h"
+
+#define SPEC_VEC4 11 /* matmul_tiled.comp's VEC4 constant_id */
+
+/* Every entry's tiles for every product size, split-K wherever K allows (an unreachable fill),
+ * vec4 where the operands allow. */
+static void force(vkg_gpu *g, const vkg_device_tuning *saved, const vkg_matmul_tiling *t,
+                  int splitk, int vec4)
+{
+    vkg_device_tuning tu = *saved;
+    vkg__mmt_force(&tu, t);
+    tu.mmt_fill = 1u << 20;
+    tu.mmt_splitk = (uint32_t)splitk;
+    tu.mmt_vec4 = (uint32_t)vec4;
+    VKG_ASSERT_OK(vkg_device_tuning_set(g->dev, &tu));
+}
+
+static const vkg_mm_shape table_shapes[] = {
+    {32, 768, 768}, /* GPT-2 attention projection at B*T = 32 (qkv's 2304 outputs would triple
+                       the time for nothing new): vec4 loads of both operands in every pass */
+    {7, 13, 37},    /* no tile's multiple, odd leading dimensions: the scalar path */
+    {1, 768, 50},   /* one row */
+    {7, 1, 5},      /* C = 1: K = 1 in the forward pass */
+    {9, 6, 1},      /* OC = 1: K = 1 in dinp */
+    {600, 36, 20},  /* dweight over K = N = 600 rows on a grid of a few workgroups: split-K */
+};
+#define NTABLE (sizeof table_shapes / sizeof table_shapes[0])
+
+/* ref (M, N) = a (M, K) b (K, N), summed in double. */
+static void ref_gemm(float *ref, const float *a, const float *b, int M, int N, int K)
+{
+    for (int m = 0; m < M; m++)
+        for (int n = 0; n < N; n++) {
+            double acc = 0.0;
+            for (int k = 0; k < K; k++)
+                acc += (double)a[m * K + k] * b[k * N + n];
+            ref[m * N + n] = (float)acc;
+        }
+}
+
+static int same_tiles(const vkg_matmul_tiling *a, const vkg_matmul_tiling *b, uint32_t sa,
+                      uint32_t sb)
+{
+    return a->bm == b->bm && a->bn == b->bn && a->bk == b->bk && a->tm == b->tm && a->tn == b->tn &&
+           sa == sb;
+}
+
+static void test_table_entries(void **state)
+{
+    vkg_gpu *g = *state;
+    vkg_device_tuning saved = vkg_device_tuning_get(g->dev);
+    int n = vkg_matmul_tiling_count(), ran = 0;
+    assert_int_equal(n, 24);
+    for (int i = 0; i < n; i++) {
+        vkg_matmul_tiling t, u;
+        const char *name = vkg_matmul_tiling_entry(i, &t);
+        uint32_t sg = vkg__mmt_subgroup(g->dev, &t);
+        int dup = -1;
+        for (int j = 0; j < i && dup < 0; j++) {
+            vkg_matmul_tiling_entry(j, &u);
+            if (same_tiles(&t, &u, sg, vkg__mmt_subgroup(g->dev, &u)))
+                dup = j;
+        }
+        if (dup >= 0) {
+            printf("%-18s same pipeline as %s\n", name, vkg_matmul_tiling_entry(dup, NULL));
+            continue;
+        }
+        printf("%-18s %ux%ux%u:%ux%u subgroup %u (required here: %u)\n", name, t.bm, t.bn, t.bk,
+               t.tm, t.tn, t.subgroup, sg);
+        force(g, &saved, &t, 1, 1);
+        for (size_t k = 0; k < NTABLE; k++) {
+            vkg_mm_check_fwd(g, table_shapes[k], (int)((k + (size_t)i) % 2), 600 + k);
+            vkg_mm_check_bwd(g, table_shapes[k], 1, (int)(k % 2), 700 + k);
+        }
+        force(g, &saved, &t, 0, 1); /* dweight over many rows without split-K */
+        vkg_mm_check_bwd(g, table_shapes[NTABLE - 1], 1, 1, 800);
+        ran++;
+    }
+    assert_int_equal(ran, 8);
+    VKG_ASSERT_OK(vkg_device_tuning_set(g->dev, &saved));
+}
+
+/* out (M, N) = A B with A, B in the given layouts, from a's and b's first elements at element
+ * offsets ao, bo and with leading dimensions padded by pad; returns the VEC4 constant the
+ * dispatch was recorded with, the result in got. */
+static uint32_t run_gemm(vkg_gpu *g, int ak, int bk, uint32_t pad, size_t ao, size_t bo,
+                         const float *a, const float *b, float *got, int M, int N, int K)
+{
+    uint32_t lda = (ak ? (uint32_t)K : (uint32_t)M) + pad;
+    uint32_t ldb = (bk ? (uint32_t)K : (uint32_t)N) + pad;
+    size_t na = (size_t)lda * (ak ? M : K), nb = (size_t)ldb * (bk ? N : K);
+    float *sa = calloc(na + ao, 4), *sb = calloc(nb + bo, 4);
+    assert_true(sa && sb);
+    for (int m = 0; m < M; m++)
+        for (int k = 0; k < K; k++)
+            sa[ao + (ak ? (size_t)m * lda + k : (size_t)k * lda + m)] = a[m * K + k];
+    for (int k = 0; k < K; k++)
+        for (int n = 0; n < N; n++)
+            sb[bo + (bk ? (size_t)n * ldb + k : (size_t)k * ldb + n)] = b[k * N + n];
+    vkg_tensor ta = vkg_gpu_upload(g, sa, (na + ao) * 4), tb = vkg_gpu_upload(g, sb, (nb + bo) * 4);
+    vkg_tensor out = vkg_gpu_poisoned(g, (size_t)M * N);
+    vkg_gemm gm = {.out = out,
+                   .a = vkg_tensor_view(ta, ao * 4, na * 4),
+                   .b = vkg_tensor_view(tb, bo * 4, nb * 4),
+                   .M = (uint32_t)M,
+                   .N = (uint32_t)N,
+                   .K = (uint32_t)K,
+                   .lda = lda,
+                   .ldb = ldb,
+                   .ldo = (uint32_t)N,
+                   .a_kcontig = ak,
+                   .b_kcontig = bk,
+                   .label = "gemm"};
+    VKG_ASSERT_OK(vkg_op_gemm(g->cmd, &gm));
+    vkg_cmd_logged l;
+    assert_int_equal(vkg_cmd_logged_dispatch(g->cmd, 0, &l), 0);
+    assert_int_equal(l.kernel, VKG_KERNEL_matmul_tiled);
+    vkg_gpu_run(g);
+    vkg_gpu_download(g, out, got, (size_t)M * N * 4);
+    free(sa), free(sb);
+    return l.spec[SPEC_VEC4];
+}
+
+/* vec4 where every operand allows it, with the scalar path's bits; scalar where a leading
+ * dimension, an extent or an address is not a multiple of 4 floats. */
+static void test_vec4_and_scalar(void **state)
+{
+    vkg_gpu *g = *state;
+    vkg_device_tuning saved = vkg_device_tuning_get(g->dev);
+    const vkg_matmul_tiling t = {32, 32, 16, 4, 4, 0};
+    enum { M = 36, N = 44, K = 40 };
+    vkg_test_rng r;
+    vkg_test_rng_seed(&r, 31);
+    float a[M * K], b[K * N], ref[M * N], v4[M * N], sc[M * N], odd[M * N];
+    vkg_test_fill_uniform(&r, a, M * K, -1.0f, 1.0f);
+    vkg_test_fill_uniform(&r, b, K * N, -1.0f, 1.0f);
+    ref_gemm(ref, a, b, M, N, K);
+    for (int lay = 0; lay < 4; lay++) {
+        int ak = lay & 1, bk = lay >> 1;
+        char what[64];
+        force(g, &saved, &t, 0, 1);
+        assert_int_equal(run_gemm(g, ak, bk, 0, 0, 0, a, b, v4, M, N, K), 1);
+        snprintf(what, sizeof what, "vec4 gemm a_kcontig %d b_kcontig %d", ak, bk);
+        assert_true(vkg_test_compare(what, v4, ref, M * N, VKG_TEST_REL_BOUND, NULL));
+        /* odd leading dimensions, or an operand 4 bytes off 16-byte alignment: scalar */
+        assert_int_equal(run_gemm(g, ak, bk, 1, 0, 0, a, b, odd, M, N, K), 0);
+        assert_memory_equal(odd, v4, sizeof odd);
+        assert_int_equal(run_gemm(g, ak, bk, 0, 1, 0, a, b, odd, M, N, K), 0);
+        assert_int_equal(run_gemm(g, ak, bk, 0, 0, 3, a, b, odd, M, N, K), 0);
+        assert_memory_equal(odd, v4, sizeof odd);
+        force(g, &saved, &t, 0, 0); /* vec4 off in the tuning: scalar, the same bits */
+        assert_int_equal(run_gemm(g, ak, bk, 0, 0, 0, a, b, sc, M, N, K), 0);
+        assert_memory_equal(sc, v4, sizeof sc);
+    }
+    /* K = 37: no vec4 along k, whatever the layout */
+    force(g, &saved, &t, 0, 1);
+    assert_int_equal(run_gemm(g, 1, 1, 3, 0, 0, a, b, sc, M, N, 37), 0);
+    VKG_ASSERT_OK(vkg_device_tuning_set(g->dev, &saved));
+}
+
+/* dweight (OC, C) += dout^T inp over N rows with the given scratch; the dispatches recorded. */
+static void run_dweight(vkg_gpu *g, vkg_tensor dw, vkg_tensor dout, vkg_tensor inp,
+                        const vkg_tensor *scratch, int N, int C, int OC, vkg_cmd_logged *prod,
+                        vkg_cmd_logged *last)
+{
+    VKG_ASSERT_OK(vkg_op_matmul_bwd_dweight(g->cmd, dw, NULL, dout, inp, N, C, OC, scratch));
+    assert_int_equal(vkg_cmd_logged_dispatch(g->cmd, 0, last), 0);
+    *prod = *last;
+    if (last->kernel == VKG_KERNEL_matmul_bwd_splitk)
+        assert_int_equal(vkg_cmd_logged_dispatch(g->cmd, 1, prod), 0);
+    assert_int_equal(prod->kernel, VKG_KERNEL_matmul_tiled);
+    vkg_gpu_run(g);
+}
+
+/* Split-K: taken (partials over z, then the ordered sum), matching the reference, the same bits
+ * twice; one chunk where the scratch has room for one partial product or there is none. */
+static void test_splitk(void **state)
+{
+    vkg_gpu *g = *state;
+    vkg_device_tuning saved = vkg_device_tuning_get(g->dev);
+    const vkg_matmul_tiling t = {32, 32, 16, 4, 4, 0};
+    force(g, &saved, &t, 1, 1);
+    enum { N = 2000, C = 24, OC = 40 };
+    vkg_test_rng r;
+    vkg_test_rng_seed(&r, 41);
+    float *inp = vkg_test_alloc((size_t)N * C), *dout = vkg_test_alloc((size_t)N * OC);
+    float start[OC * C], ref[OC * C], first[OC * C], again[OC * C];
+    vkg_test_fill_uniform(&r, inp, (size_t)N * C, -1.0f, 1.0f);
+    vkg_test_fill_uniform(&r, dout, (size_t)N * OC, -1.0f, 1.0f);
+    vkg_test_fill_uniform(&r, start, OC * C, -1.0f, 1.0f);
+    for (int oc = 0; oc < OC; oc++) /* ref = start + dout^T inp */
+        for (int c = 0; c < C; c++) {
+            double acc = start[oc * C + c];
+            for (int n = 0; n < N; n++)
+                acc += (double)dout[(size_t)n * OC + oc] * inp[(size_t)n * C + c];
+            ref[oc * C + c] = (float)acc;
+        }
+    vkg_tensor ti = vkg_gpu_upload(g, inp, (size_t)N * C * 4);
+    vkg_tensor td = vkg_gpu_upload(g, dout, (size_t)N * OC * 4);
+    vkg_tensor scratch = vkg_gpu_poisoned(g, (size_t)N * OC), one = vkg_gpu_poisoned(g, OC * C);
+    vkg_cmd_logged prod, last;
+    for (int run = 0; run < 2; run++) {
+        vkg_tensor dw = vkg_gpu_upload(g, start, sizeof start);
+        run_dweight(g, dw, td, ti, &scratch, N, C, OC, &prod, &last);
+        /* a grid of 2 workgroups: min(8, 2000 / 256) = 7 chunks asked, of 286 rows rounded up
+         * to 512: 4 chunks */
+        assert_int_equal(last.kernel, VKG_KERNEL_matmul_bwd_splitk);
+        assert_int_equal(prod.grid[2], 4);
+        assert_int_equal(prod.spec[10], 0); /* partials overwrite their slices */
+        vkg_gpu_download(g, dw, run ? again : first, sizeof first);
+    }
+    assert_true(vkg_test_compare("split-K dweight", first, ref, OC * C, VKG_TEST_REL_BOUND, NULL));
+    assert_memory_equal(first, again, sizeof first);
+    const vkg_tensor *none[2] = {&one, NULL};
+    for (int i = 0; i < 2; i++) {
+        vkg_tensor dw = vkg_gpu_upload(g, start, sizeof start);
+        run_dweight(g, dw, td, ti, none[i], N, C, OC, &prod, &last);
+        assert_int_equal(prod.grid[2], 1);
+        assert_int_equal(prod.spec[10], 1); /* accumulates into dweight itself */
+        vkg_gpu_download(g, dw, again, sizeof again);
+        assert_true(
+            vkg_test_compare("dweight, no split", again, ref, OC * C, VKG_TEST_REL_BOUND, NULL));
+    }
+    free(inp), free(dout);
+    VKG_ASSERT_OK(vkg_device_tuning_set(g->dev, &saved));
+}
+
+/* A required subgroup size reaches the pipeline where the device's control covers it, and is
+ * dropped where it does not (the pipeline is then built without one, validation stays quiet). */
+static void test_required_subgroup(void **state)
+{
+    vkg_gpu *g = *state;
+    vkg_device_tuning saved = vkg_device_tuning_get(g->dev);
+    const vkg_device_info *info = vkg_device_get_info(g->dev);
+    printf("subgroup size control: %d (%u..%u, %u subgroups per workgroup)\n",
+           info->subgroup_size_control, info->subgroup_size_min, info->subgroup_size_max,
+           info->max_workgroup_subgroups);
+    uint32_t ok = info->subgroup_size_control ? info->subgroup_size_min : 0;
+    uint32_t tries[2] = {ok ? ok : 32, 128};
+    enum { M = 20, N = 24, K = 12 };
+    vkg_test_rng r;
+    vkg_test_rng_seed(&r, 51);
+    float a[M * K], b[K * N], ref[M * N], got[M * N];
+    vkg_test_fill_uniform(&r, a, M * K, -1.0f, 1.0f);
+    vkg_test_fill_uniform(&r, b, K * N, -1.0f, 1.0f);
+    ref_gemm(ref, a, b, M, N, K);
+    for (int i = 0; i < 2; i++) {
+        vkg_matmul_tiling t = {16, 16, 8, 2, 2, tries[i]};
+        force(g, &saved, &t, 0, 1);
+        uint32_t want = i == 0 ? ok : (info->subgroup_size_max >= 128 ? 128 : 0);
+        assert_int_equal(vkg__mmt_subgroup(g->dev, &t), want);
+        run_gemm(g, 1, 0, 0, 0, 0, a, b, got, M, N, K);
+        assert_true(
+            vkg_test_compare("gemm, required subgroup", got, ref, M * N, VKG_TEST_REL_BOUND, NULL));
+    }
+    VKG_ASSERT_OK(vkg_device_tuning_set(g->dev, &saved));
+}
+
+/* --tiles: the forms the parser takes, and each error naming the value. */
+static void test_tiling_parse(void **state)
+{
+    (void)state;
+    vkg_matmul_tiling t;
+    VKG_ASSERT_OK(vkg_matmul_tiling_parse("128x128x16:8x8", &t));
+    assert_true(t.bm == 128 && t.bn == 128 && t.bk == 16 && t.tm == 8 && t.tn == 8 &&
+                t.subgroup == 0);
+    VKG_ASSERT_OK(vkg_matmul_tiling_parse("48x40x12:3x5/32", &t));
+    assert_true(t.bm == 48 && t.bn == 40 && t.bk == 12 && t.tm == 3 && t.tn == 5 &&
+                t.subgroup == 32);
+    VKG_ASSERT_OK(vkg_matmul_tiling_parse("amd-medium", &t));
+    vkg_matmul_tiling e;
+    for (int i = 0; i < vkg_matmul_tiling_count(); i++)
+        if (!strcmp(vkg_matmul_tiling_entry(i, &e), "amd-medium"))
+            assert_memory_equal(&t, &e, sizeof t);
+    assert_null(vkg_matmul_tiling_entry(vkg_matmul_tiling_count(), NULL));
+    static const struct {
+        const char *value, *says;
+    } bad[] = {
+        {"", "empty"},
+        {"128x128x16", "expected BMxBNxBK:TMxTN"},
+        {"128x128x16:8x8/", "expected BMxBNxBK:TMxTN"},
+        {"128x128x16:8x8x", "'128x128x16:8x8x'"},
+        {"300x128x16:8x8", "'300x128x16:8x8': expected"},
+        {"128x128x0:8x8", "expected"},
+        {"128x128x16:17x8", "expected"},
+        {"-4x128x16:8x8", "no such table entry"},
+        {"100x128x16:8x8", "block 100x128 is not a whole number of 8x8 tiles"},
+        {"256x256x16:1x4", "16384 invocations"},
+        {"64x64x16:4x4/24", "subgroup size 24 is not a power of two"},
+        {"nvidia-huge", "'nvidia-huge': no such table entry"},
+        {"NVIDIA-large", "no such table entry"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        assert_int_equal(vkg_matmul_tiling_parse(bad[i].value, &t), VKG_ERR_INVALID_ARG);
+        if (!strstr(vkg_error_message(), bad[i].says))
+            fail_msg("--tiles '%s': got \"%s\", wanted \"%s\"", bad[i].value, vkg_error_message(),
+                     bad[i].says);
+    }
+}
+
+/* Tiles given when the device is opened: run everywhere, or refused by the device's limits. */
+static void test_tiles_at_device_create(void **state)
+{
+    (void)state;
+    vkg_device_opts o = vkg_device_opts_default();
+    o.validation = 1;
+    o.tiles = (vkg_matmul_tiling){256, 256, 64, 16, 16, 0}; /* 132 KiB of shared memory */
+    vkg_device_t *dev = NULL;
+    assert_int_equal(vkg_device_create(&o, &dev), VKG_ERR_INVALID_ARG);
+    assert_non_null(strstr(vkg_error_message(), "bytes of shared memory"));
+    assert_null(dev);
+    o.tiles = (vkg_matmul_tiling){64, 32, 16, 4, 2, 0};
+    VKG_ASSERT_OK(vkg_device_create(&o, &dev));
+    vkg_device_tuning tu = vkg_device_tuning_get(dev);
+    assert_true(tu.matmul_tiled == 1 && !strcmp(tu.mmt_row, "forced"));
+    for (int i = 0; i < VKG_MMT_SIZES; i++)
+        assert_memory_equal(&tu.mmt[i], &o.tiles, sizeof o.tiles);
+    char first[256];
+    assert_int_equal(vkg_device_destroy_report(&dev, first, sizeof first), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_tiling_parse),
+        cmocka_unit_test(test_tiles_at_device_create),
+        cmocka_unit_test_setup_teardown(test_table_entries, vkg_gpu_setup, vkg_gpu_teardown),
+        cmocka_unit_test_setup_teardown(test_vec4_and_scalar, vkg_gpu_setup, vkg_gpu_teardown),
+        cmocka_unit_test_setup_teardown(test_splitk, vkg_gpu_setup, vkg_gpu_teardown),
+        cmocka_unit_test_setup_teardown(test_required_subgroup, vkg_gpu_setup, vkg_gpu_teardown),
+    };
+    return cmocka_run_group_tests(tests, vkg_gpu_group_setup, vkg_gpu_group_teardown);
+}
