@@ -424,3 +424,47 @@ uint16_t vkg_th_to16(float f, vkg_comm_dtype dt)
         return (uint16_t)(s | 0x7bff);
     return (uint16_t)(s | (e << 10) | ((u >> 13) & 0x3ff));
 }
+
+float vkg_th_from16(uint16_t h, vkg_comm_dtype dt)
+{
+    if (dt == VKG_COMM_BF16) {
+        uint32_t u = (uint32_t)h << 16;
+        float f;
+        memcpy(&f, &u, 4);
+        return f;
+    }
+    int e = (h >> 10) & 31, m = h & 1023;
+    float v = e ? (1.0f + (float)m / 1024.0f) * (float)(1 << e) / 32768.0f : (float)m / 16777216.0f;
+    return (h & 0x8000) ? -v : v;
+}
+
+void vkg_th_fill(void *buf, size_t count, vkg_comm_dtype dt, int r, int odd)
+{
+    for (size_t i = 0; i < count; i++) {
+        float v = odd ? vkg_th_odd_value(r, i, 12) : vkg_th_int_value(r, i);
+        if (dt == VKG_COMM_F32)
+            ((float *)buf)[i] = v;
+        else
+            ((uint16_t *)buf)[i] = vkg_th_to16(v, dt);
+    }
+}
+
+int vkg_th_count_wrong(const void *dst, size_t count, vkg_comm_dtype dt, vkg_comm_op op, int n)
+{
+    int wrong = 0;
+    /* averages of 16-bit values are rounded to 16 bits: compare within half a unit of the type */
+    float tol = dt == VKG_COMM_F32 || op == VKG_COMM_SUM ? 0.0f
+                : dt == VKG_COMM_BF16                    ? 1.0f / 64 * 8
+                                                         : 1.0f / 1024 * 8;
+    for (size_t i = 0; i < count; i++) {
+        float sum = 0;
+        for (int q = 0; q < n; q++)
+            sum += vkg_th_int_value(q, i);
+        float want = op == VKG_COMM_AVG ? sum / (float)n : sum;
+        float got = dt == VKG_COMM_F32 ? ((const float *)dst)[i]
+                                       : vkg_th_from16(((const uint16_t *)dst)[i], dt);
+        float d = got - want;
+        wrong += d > tol || d < -tol;
+    }
+    return wrong;
+}

@@ -86,6 +86,13 @@ uint32_t vkg_th_mix(uint32_t x);
 float vkg_th_int_value(int r, size_t i);
 /* Input whose fp32 sum depends on the order of additions: magnitudes spread over 2^spread. */
 float vkg_th_odd_value(int r, size_t i, unsigned spread);
+/* count inputs of rank r in dtype dt: integer-valued, or with odd order-revealing (spread 12). */
+void vkg_th_fill(void *buf, size_t count, vkg_comm_dtype dt, int r, int odd);
+/* A bf16 or f16 value as float. */
+float vkg_th_from16(uint16_t h, vkg_comm_dtype dt);
+/* Elements of an allreduce result (op over n ranks of vkg_th_fill's integer-valued inputs) that
+ * are wrong: exact, except averages of 16-bit types within half a unit of the type. */
+int vkg_th_count_wrong(const void *dst, size_t count, vkg_comm_dtype dt, vkg_comm_op op, int n);
 /* f as bf16 (truncated) or f16 (exact for the integer inputs, saturated or flushed otherwise). */
 uint16_t vkg_th_to16(float f, vkg_comm_dtype dt);
 

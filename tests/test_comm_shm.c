@@ -24,32 +24,6 @@
 #include "test_comm_harness.h"
 #include "vkgpt/comm.h"
 
-/* ---- inputs ---- */
-
-static float from16(uint16_t h, vkg_comm_dtype dt)
-{
-    if (dt == VKG_COMM_BF16) {
-        uint32_t u = (uint32_t)h << 16;
-        float f;
-        memcpy(&f, &u, 4);
-        return f;
-    }
-    int e = (h >> 10) & 31, m = h & 1023;
-    float v = e ? (1.0f + (float)m / 1024.0f) * (float)(1 << e) / 32768.0f : (float)m / 16777216.0f;
-    return (h & 0x8000) ? -v : v;
-}
-
-static void fill(void *buf, size_t count, vkg_comm_dtype dt, int r, int odd)
-{
-    for (size_t i = 0; i < count; i++) {
-        float v = odd ? vkg_th_odd_value(r, i, 12) : vkg_th_int_value(r, i);
-        if (dt == VKG_COMM_F32)
-            ((float *)buf)[i] = v;
-        else
-            ((uint16_t *)buf)[i] = vkg_th_to16(v, dt);
-    }
-}
-
 /* ---- the exact-results body ---- */
 
 typedef struct sweep {
@@ -83,7 +57,7 @@ static int sweep_body(vkg_th_rank *r, void *arg)
                 for (int odd = 0; odd <= s->odd && st == VKG_OK; odd++) {
                     /* in place for sums, out of place (at an odd element offset) for averages */
                     uint8_t *in = op ? buf + es : buf, *dst = op ? out + es : buf;
-                    fill(in, count, (vkg_comm_dtype)dt, r->rank, odd);
+                    vkg_th_fill(in, count, (vkg_comm_dtype)dt, r->rank, odd);
                     st = vkg_comm_allreduce(r->comm, in, dst, count, (vkg_comm_dtype)dt,
                                             (vkg_comm_op)op);
                     if (st != VKG_OK)
@@ -91,22 +65,7 @@ static int sweep_body(vkg_th_rank *r, void *arg)
                     digest = digest * 1099511628211ull ^ vkg_th_digest(dst, count * es);
                     if (odd)
                         continue;
-                    for (size_t i = 0; i < count; i++) {
-                        float sum = 0;
-                        for (int q = 0; q < n; q++)
-                            sum += vkg_th_int_value(q, i);
-                        float want = op ? sum / (float)n : sum;
-                        float got = dt == VKG_COMM_F32
-                                        ? ((float *)dst)[i]
-                                        : from16(((uint16_t *)dst)[i], (vkg_comm_dtype)dt);
-                        /* averages of 16-bit values are rounded to 16 bits: compare within
-                         * half a unit of the 16-bit type */
-                        float tol = dt == VKG_COMM_F32 || !op
-                                        ? 0.0f
-                                        : (dt == VKG_COMM_BF16 ? 1.0f / 64 : 1.0f / 1024) * 8;
-                        float d = got - want;
-                        wrong += d > tol || d < -tol;
-                    }
+                    wrong += vkg_th_count_wrong(dst, count, (vkg_comm_dtype)dt, (vkg_comm_op)op, n);
                 }
             }
             free(buf);
@@ -209,7 +168,7 @@ static int zero_body(vkg_th_rank *r, void *arg)
         zero_bounds(count, n, b);
         float *buf = malloc(count * 4 + 4);
         for (int odd = 1; odd >= 0 && st == VKG_OK; odd--) {
-            fill(buf, count, VKG_COMM_F32, r->rank, odd);
+            vkg_th_fill(buf, count, VKG_COMM_F32, r->rank, odd);
             uint32_t s0 = vkg__comm_shm_steps(r->comm);
             st = vkg_comm_reduce_scatter(r->comm, buf, count, b);
             uint32_t s1 = vkg__comm_shm_steps(r->comm);
@@ -371,11 +330,11 @@ static void expect_path(vkg_comm_transport t, vkg_comm_shm shm, const char *want
 static void test_policy_picks_the_path(void **state)
 {
     (void)state;
-    expect_path(VKG_COMM_IPC, VKG_COMM_SHM_AUTO, "shm (2 ranks on this host)");
-    expect_path(VKG_COMM_TCP, VKG_COMM_SHM_AUTO, "shm (2 ranks on this host)");
+    expect_path(VKG_COMM_IPC, VKG_COMM_SHM_AUTO, "shm (2 ranks on this host, single-copy ");
+    expect_path(VKG_COMM_TCP, VKG_COMM_SHM_AUTO, "shm (2 ranks on this host, single-copy ");
     expect_path(VKG_COMM_TCP, VKG_COMM_SHM_OFF, "zmq tcp (shared memory off)");
     expect_path(VKG_COMM_INPROC, VKG_COMM_SHM_AUTO, "zmq inproc");
-    expect_path(VKG_COMM_INPROC, VKG_COMM_SHM_REQUIRE, "shm (2 ranks on this host)");
+    expect_path(VKG_COMM_INPROC, VKG_COMM_SHM_REQUIRE, "shm (2 ranks on this host, single-copy ");
     vkg_comm_transport t = VKG_COMM_IPC;
     vkg_comm_shm s = VKG_COMM_SHM_AUTO;
     assert_int_equal(vkg_comm_transport_select("shm", &t, &s), VKG_OK);
@@ -443,7 +402,7 @@ static void test_other_job_cannot_attach(void **state)
     vkg__shm_socket_name(&job, name, sizeof name);
     int seg = -1, lfd = -1;
     size_t bytes = 0;
-    assert_int_equal(vkg__shm_create_fd(&job, 2, 4096, &seg, &bytes), VKG_OK);
+    assert_int_equal(vkg__shm_create_fd(&job, 2, 4096, 0, &seg, &bytes), VKG_OK);
     assert_int_equal(vkg__shm_listen(name, &lfd), VKG_OK);
     pid_t host = fork();
     if (host == 0) { /* the host's first rank: serves until rank 1 attached */
@@ -483,14 +442,17 @@ static void test_other_job_cannot_attach(void **state)
 #define FAULT_TIMEOUT_MS 1500
 #define FAULT_COUNT (4u << 20) /* 16 MiB: many pipeline steps per allreduce */
 
+/* arg: the engine the allreduces must take (vkg__comm_shm_engines' index). */
 static int loop_until_error(vkg_th_rank *r, void *arg)
 {
-    (void)arg;
+    int engine = *(const int *)arg;
     float *x = malloc(FAULT_COUNT * sizeof *x);
     for (size_t i = 0; i < FAULT_COUNT; i++)
         x[i] = (float)(i % 7);
     vkg_status st = vkg_comm_allreduce(r->comm, x, x, FAULT_COUNT, VKG_COMM_F32, VKG_COMM_AVG);
-    if (!vkg_comm_uses_shm(r->comm))
+    uint64_t e[3];
+    vkg__comm_shm_engines(r->comm, e);
+    if (!vkg_comm_uses_shm(r->comm) || e[engine] != 1)
         st = VKG_ERR_STATE;
     vkg_th_ready(r);
     for (long it = 0; st == VKG_OK && it < 1000000; it++)
@@ -500,14 +462,19 @@ static int loop_until_error(vkg_th_rank *r, void *arg)
     return st == VKG_OK ? 0 : 1;
 }
 
-static void fault_case(int n, int victim, int sig)
+/* cma: the allreduces run single-copy (process_vm_readv); 0: through the segment's slots. */
+static void fault_case(int n, int victim, int sig, int cma)
 {
+    int engine = cma ? 1 : 0;
     vkg_th_opts o = {.transport = VKG_COMM_IPC,
                      .processes = 1,
                      .timeout_ms = FAULT_TIMEOUT_MS,
                      .shm = VKG_COMM_SHM_REQUIRE,
                      .wall_s = 30};
-    vkg_th_job *j = vkg_th_start(n, &o, loop_until_error, NULL);
+    if (!cma)
+        setenv("VKG_COMM_CMA", "0", 1);
+    vkg_th_job *j = vkg_th_start(n, &o, loop_until_error, &engine);
+    unsetenv("VKG_COMM_CMA");
     assert_int_equal(vkg_th_wait_ready(j, 20), 0);
     usleep(100000);
     double t0 = vkg_th_now();
@@ -527,8 +494,9 @@ static void fault_case(int n, int victim, int sig)
               dt <= 2.0 * FAULT_TIMEOUT_MS / 1000.0;
     }
     fprintf(stderr,
-            "  shm, %d ranks, %s rank %d: slowest survivor failed after %.2f s (bound %.1f)\n", n,
-            sig == SIGKILL ? "SIGKILL" : "SIGSTOP", victim, worst, 2.0 * FAULT_TIMEOUT_MS / 1000.0);
+            "  shm %s, %d ranks, %s rank %d: slowest survivor failed after %.2f s (bound %.1f)\n",
+            cma ? "single-copy" : "slots", n, sig == SIGKILL ? "SIGKILL" : "SIGSTOP", victim, worst,
+            2.0 * FAULT_TIMEOUT_MS / 1000.0);
     if (!ok || getenv("VKG_TEST_VERBOSE"))
         vkg_th_dump(res, n);
     assert_true(ok);
@@ -537,15 +505,16 @@ static void fault_case(int n, int victim, int sig)
 static void test_sigkill(void **state)
 {
     (void)state;
-    fault_case(2, 1, SIGKILL);
-    fault_case(3, 0, SIGKILL);
+    fault_case(2, 1, SIGKILL, 1);
+    fault_case(3, 0, SIGKILL, 1);
+    fault_case(2, 1, SIGKILL, 0);
 }
 
 static void test_sigstop(void **state)
 {
     (void)state;
-    fault_case(2, 0, SIGSTOP);
-    fault_case(3, 2, SIGSTOP);
+    fault_case(2, 0, SIGSTOP, 1);
+    fault_case(3, 2, SIGSTOP, 0);
 }
 
 /* Rank 1 aborts while the others wait in a large allreduce: they learn it through the segment

@@ -219,13 +219,17 @@ const char *vkg_comm_path(const vkg_comm_t *c);
 int vkg_comm_uses_shm(const vkg_comm_t *c);
 
 /* A buffer for collectives of `bytes` bytes (> 0), aligned to 4096 bytes, in *out. When c's
- * collectives run in the host's shared-memory segment it lies in this rank's part of it, where
- * the local peers read it in place (an allreduce on it copies nothing in); otherwise, and for
- * c == NULL, it is ordinary memory. Any buffer may be passed to the collectives; these only save
- * copies. Free with vkg_comm_buffer_free on the same c before vkg_comm_destroy.
+ * collectives run in the host's shared-memory segment it lies in this rank's pool in it (size:
+ * VKG_COMM_SHM_POOL of the host's first rank, default 512 MiB per rank), where the local peers
+ * read it in place: an allreduce whose send and recv buffers are in their pools on every rank
+ * copies nothing in. When the pool is full or there is no segment (and for c == NULL) it is
+ * ordinary memory. Any buffer may be passed to the collectives; these only save copies. Free
+ * with vkg_comm_buffer_free on the same c before vkg_comm_destroy (which unmaps the pools).
  * Errors: VKG_ERR_INVALID_ARG (bytes == 0), VKG_ERR_NOMEM. */
 vkg_status vkg_comm_buffer_alloc(vkg_comm_t *c, size_t bytes, void **out);
-void vkg_comm_buffer_free(vkg_comm_t *c, void *p);
+/* Release a buffer of vkg_comm_buffer_alloc (NULL: nothing). VKG_ERR_INVALID_ARG, and nothing
+ * freed, for a pointer into this rank's pool that is no live buffer (a double free). */
+vkg_status vkg_comm_buffer_free(vkg_comm_t *c, void *p);
 
 /* Change the deadline of later blocking calls (milliseconds, > 0). */
 vkg_status vkg_comm_set_timeout(vkg_comm_t *c, int timeout_ms);
