@@ -314,7 +314,9 @@ static void expect_start(const char *env, const char *value, int create_fails, c
 static void test_startup_line(void **state)
 {
     (void)state;
-    expect_start("VKG_COMM_CMA", "1", 0, "shm (2 ranks on this host, single-copy on)");
+    expect_start("VKG_COMM_CMA", "1", 0, "shm (2 ranks on this host, single-copy on from 256 KiB)");
+    expect_start("VKG_COMM_CMA_MIN", "1M", 0, "single-copy on from 1024 KiB)");
+    expect_start("VKG_COMM_CMA_MIN", "-4", 1, "VKG_COMM_CMA_MIN='-4' on rank 0 is not a size");
     expect_start("VKG_COMM_CMA", "0", 0, "single-copy off: VKG_COMM_CMA=0 on rank 0");
     expect_start("VKG_COMM_CMA", "yes", 1, "VKG_COMM_CMA='yes' on rank 0 is not 0 or 1");
     expect_start("VKG_COMM_SHM_POOL", "lots", 1, "VKG_COMM_SHM_POOL='lots' is not a size");

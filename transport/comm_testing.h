@@ -16,8 +16,9 @@ void vkg__comm_secret(const vkg_comm_t *c, uint8_t out[16]);
  * reads it before and after a call to see that the call ran in the segment. */
 uint32_t vkg__comm_shm_steps(const vkg_comm_t *c);
 
-/* The single-copy allreduce (process_vm_readv) runs from this many bytes on (shm_direct.c); the
- * in-pool one above 64 KiB, when every rank's buffers are in its pool. */
+/* The single-copy allreduce (process_vm_readv) runs from this many bytes on by default
+ * (VKG_COMM_CMA_MIN of the host's first rank overrides it; shm_direct.c); the in-pool one above
+ * 64 KiB, when every rank's buffers are in its pool. */
 #define VKG_SHM_CMA_MIN_BYTES (256u << 10)
 /* 1 when [p, p + bytes) lies in this rank's buffer pool of c's segment. */
 int vkg__comm_in_pool(const vkg_comm_t *c, const void *p, size_t bytes);

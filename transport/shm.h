@@ -81,6 +81,7 @@ struct vkg_shm {
     int64_t spin_max_ns; /* its ceiling: 50 us with a core per rank, 1 us otherwise */
     /* single-copy (shm_direct.c): process_vm_readv works to every local peer (agreed) */
     int cma;
+    uint64_t cma_min;               /* ... for allreduces of this many bytes and more */
     int32_t pid[VKG_SHM_MAX_RANKS]; /* each local rank's pid */
     uint64_t *canary;               /* the word the peers read at setup to prove it works */
     uint8_t *scratch;               /* n - 1 pieces that peers' slices are read into */

@@ -4,8 +4,8 @@
  *   - in-pool: the buffer lies in the peer's pool in the segment (vkg_comm_buffer_alloc,
  *     shm_pool.c): read it through this rank's own mapping, no copy at all;
  *   - single-copy (cross-memory attach): anywhere else in the peer's memory: read it with
- *     process_vm_readv, one copy by the kernel, in pieces of 64 KiB per peer into scratch that
- *     stays in the cache, then reduced from there.
+ *     process_vm_readv, one copy by the kernel, in pieces of up to 256 KiB per peer into
+ *     scratch that stays in the cache, then reduced from there.
  *
  * One segment step g per allreduce. Each rank writes its send and recv buffer (an offset in its
  * pool, or its address) into its vkg_shm_ctl and raises `in` = g + 1; once every `in` is there,
@@ -20,8 +20,8 @@
  * read the peer's half, read the own half, write the half, read the peer's result half, write
  * it: about 2.5x the buffer, against 5.5x through the slots.
  *
- * When it runs: above the single-copy threshold (CMA_MIN_BYTES, measured: see docs/DESIGN-NOTES)
- * when single-copy is on, for any buffer; above 64 KiB when the segment has pools, if every
+ * When it runs: from the single-copy threshold on (256 KiB, VKG_COMM_CMA_MIN) when single-copy
+ * is on, for any buffer; above 64 KiB when the segment has pools, if every
  * rank's buffers turn out to be in its pool. Each rank sees every rank's buffers only after the
  * `in` round, so the choice is made there, from what every rank published: the same on every
  * rank. When a peer's buffer is outside its pool and single-copy cannot be used, step g carried
@@ -50,10 +50,23 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-/* Single-copy from VKG_SHM_CMA_MIN_BYTES on (comm_testing.h). Measured with `vkgpt bench
- * allreduce` on 2 cores (docs/DESIGN-NOTES.md): below it the segment's pipeline is as fast. */
-#define CMA_MIN_BYTES VKG_SHM_CMA_MIN_BYTES
-#define PIECE_BYTES (64u << 10) /* read per peer into scratch before reducing */
+#include "base/parse.h"
+
+/* Single-copy from VKG_SHM_CMA_MIN_BYTES on (comm_testing.h), unless the host's first rank's
+ * VKG_COMM_CMA_MIN says otherwise (every rank must take the same path, so its value is
+ * agreed at setup). See docs/DESIGN-NOTES.md for what was measured. */
+/* Read per peer into scratch before reducing: 256 KiB (a process_vm_readv of 64 KiB costs
+ * about 1.5x per byte what one of 256 KiB does, measured on 2 cores), less from 5 peers on so
+ * that the scratch of all peers stays within 1 MiB (in the L2 or L3 cache). */
+#define PIECE_MAX (256u << 10)
+#define SCRATCH_MAX (1u << 20)
+#define PIECE_MIN (64u << 10)
+
+static size_t piece_bytes(int n)
+{
+    size_t p = SCRATCH_MAX / (size_t)(n > 1 ? n - 1 : 1) / 4096 * 4096;
+    return p > PIECE_MAX ? PIECE_MAX : p < PIECE_MIN ? PIECE_MIN : p;
+}
 
 enum { CTR_IN = VKG_SHM_IN, CTR_RED = VKG_SHM_RED, CTR_OUT = VKG_SHM_OUT };
 
@@ -63,6 +76,7 @@ typedef struct probe_info {
     int32_t pid;
     uint32_t pad;
     uint64_t addr, value; /* the canary word: where it is in this rank, what it holds */
+    uint64_t cma_min;     /* this rank's VKG_COMM_CMA_MIN (rank 0's is used) */
 } probe_info;
 
 typedef struct probe_verdict {
@@ -88,12 +102,29 @@ static int cma_read(const struct vkg_shm *s, int q, void *dst, uint64_t addr, si
     return 0;
 }
 
+/* This rank's VKG_COMM_CMA_MIN in *min (default VKG_SHM_CMA_MIN_BYTES); 0 when it is bad. */
+static int cma_min_setting(uint64_t *min)
+{
+    const char *env = getenv("VKG_COMM_CMA_MIN");
+    int neg = 0;
+    *min = VKG_SHM_CMA_MIN_BYTES;
+    return !env || (vkg_parse_whole(env, &neg, min) && !neg);
+}
+
 /* This rank's verdict on reading every peer, given their probe infos. */
 static void probe_peers(struct vkg_shm *s, const vkg_comm_t *c, const probe_info *all,
                         probe_verdict *v)
 {
     const char *env = getenv("VKG_COMM_CMA");
+    uint64_t min;
     v->ok = 1;
+    if (!cma_min_setting(&min)) {
+        v->ok = 0;
+        v->bad_env = 1;
+        snprintf(v->why, sizeof v->why, "VKG_COMM_CMA_MIN='%.40s' on rank %d is not a size",
+                 getenv("VKG_COMM_CMA_MIN"), c->rank);
+        return;
+    }
     if (env && strcmp(env, "0") != 0 && strcmp(env, "1") != 0) {
         v->ok = 0;
         v->bad_env = 1;
@@ -135,6 +166,7 @@ vkg_status vkg__shm_direct_setup(vkg_comm_t *c)
                    out, "getrandom: %s", strerror(errno));
     mine.addr = (uint64_t)(uintptr_t)s->canary;
     mine.value = *s->canary;
+    (void)cma_min_setting(&mine.cma_min); /* a bad value fails the verdict below */
     VKG_TRY_GOTO(st, vkg_comm_allgather(c, &mine, sizeof mine, all), out);
     for (int q = 0; q < n; q++)
         s->pid[q] = all[q].pid;
@@ -148,13 +180,15 @@ vkg_status vkg__shm_direct_setup(vkg_comm_t *c)
     for (int q = 0; q < n; q++)
         VKG_CHECK_GOTO(st, !vs[q].bad_env, VKG_ERR_INVALID_ARG, out, "%.126s", vs[q].why);
     if (bad < 0)
-        s->scratch = malloc((size_t)(n - 1) * PIECE_BYTES);
+        s->scratch = malloc((size_t)(n - 1) * piece_bytes(n));
     s->cma = bad < 0 && s->scratch != NULL;
+    s->cma_min = all[0].cma_min;
     size_t len = strlen(c->path);
     if (len && c->path[len - 1] == ')')
         len--;
     if (s->cma)
-        snprintf(c->path + len, sizeof c->path - len, ", single-copy on)");
+        snprintf(c->path + len, sizeof c->path - len, ", single-copy on from %llu KiB)",
+                 (unsigned long long)(s->cma_min >> 10));
     else
         snprintf(c->path + len, sizeof c->path - len, ", single-copy off: %.126s)",
                  bad >= 0 ? vs[bad].why : "out of memory");
@@ -228,7 +262,7 @@ static vkg_status reduce_slice(direct *d, size_t lo, size_t hi)
 {
     vkg_shm_ar *a = d->a;
     struct vkg_shm *s = d->s;
-    size_t es = a->es, piece = PIECE_BYTES / es;
+    size_t es = a->es, piece = piece_bytes(s->n) / es;
     const uint8_t *from[VKG_SHM_MAX_RANKS];
     for (size_t e = lo; e < hi; e += piece) {
         size_t len = hi - e < piece ? hi - e : piece;
@@ -238,7 +272,7 @@ static vkg_status reduce_slice(direct *d, size_t lo, size_t hi)
             } else if (d->send[q]) {
                 from[q] = d->send[q] + e * es;
             } else {
-                uint8_t *buf = s->scratch + (size_t)k++ * PIECE_BYTES;
+                uint8_t *buf = s->scratch + (size_t)k++ * piece_bytes(s->n);
                 int err = cma_read(s, q, buf, d->send_at[q] + e * es, len * es);
                 if (err)
                     return read_failed(d, q, err);
@@ -286,7 +320,7 @@ vkg_status vkg__shm_direct_allreduce(vkg_shm_ar *a, int *done)
 {
     struct vkg_shm *s = a->o.s;
     size_t bytes = a->count * a->es;
-    int cma = s->cma && bytes >= CMA_MIN_BYTES;
+    int cma = s->cma && bytes >= s->cma_min;
     *done = 0;
     if (!cma && !s->pool_bytes)
         return VKG_OK;
