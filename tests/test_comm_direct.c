@@ -50,9 +50,10 @@ static int expected_engine(const plan *p, vkg_th_rank *r, size_t bytes)
 }
 
 /* Run one allreduce and check which engine ran it: 0 when as expected. */
-static int one_call(vkg_th_rank *r, const plan *p, const void *in, void *dst, size_t count,
+static int one_call(vkg_th_rank *r, void *arg, const void *in, void *dst, size_t count,
                     vkg_comm_dtype dt, vkg_comm_op op, vkg_status *st)
 {
+    const plan *p = arg;
     uint64_t e0[3], e1[3];
     vkg__comm_shm_engines(r->comm, e0);
     *st = vkg_comm_allreduce(r->comm, in, dst, count, dt, op);
@@ -64,8 +65,9 @@ static int one_call(vkg_th_rank *r, const plan *p, const void *in, void *dst, si
     return 0;
 }
 
-static void *get_buffer(vkg_th_rank *r, const plan *p, size_t bytes)
+static void *get_buffer(vkg_th_rank *r, void *arg, size_t bytes)
 {
+    const plan *p = arg;
     void *b = NULL;
     if (p->bufs == BUF_POOL || (p->bufs == BUF_RANK0_POOL && r->rank == 0)) {
         if (vkg_comm_buffer_alloc(r->comm, bytes, &b) != VKG_OK)
@@ -77,8 +79,9 @@ static void *get_buffer(vkg_th_rank *r, const plan *p, size_t bytes)
     return malloc(bytes);
 }
 
-static void put_buffer(vkg_th_rank *r, const plan *p, void *b)
+static void put_buffer(vkg_th_rank *r, void *arg, void *b)
 {
+    const plan *p = arg;
     if (p->bufs == BUF_POOL || (p->bufs == BUF_RANK0_POOL && r->rank == 0))
         vkg_comm_buffer_free(r->comm, b);
     else
@@ -97,36 +100,15 @@ static int plan_body(vkg_th_rank *r, void *arg)
                       vkg_comm_path(r->comm));
         return 1;
     }
-    for (int ci = 0; ci < p->ncounts && st == VKG_OK; ci++) {
-        size_t count = p->counts[ci];
-        for (int dt = 0; dt < 3 && st == VKG_OK; dt++) {
-            if (!(p->dtypes & (1 << dt)))
-                continue;
-            size_t es = vkg_comm_dtype_size((vkg_comm_dtype)dt);
-            uint8_t *buf = get_buffer(r, p, count * es + 8),
-                    *out = get_buffer(r, p, count * es + 8);
-            if (!buf || !out) {
-                st = VKG_ERR_NOMEM;
-                break;
-            }
-            for (int op = 0; op < 2 && st == VKG_OK; op++)
-                for (int odd = 0; odd <= p->odd && st == VKG_OK; odd++) {
-                    /* in place for sums, out of place (at an odd element offset) for averages */
-                    uint8_t *in = op ? buf + es : buf, *dst = op ? out + es : buf;
-                    vkg_th_fill(in, count, (vkg_comm_dtype)dt, r->rank, odd);
-                    engine_bad +=
-                        one_call(r, p, in, dst, count, (vkg_comm_dtype)dt, (vkg_comm_op)op, &st);
-                    if (st != VKG_OK)
-                        break;
-                    digest = digest * 1099511628211ull ^ vkg_th_digest(dst, count * es);
-                    if (!odd)
-                        wrong += vkg_th_count_wrong(dst, count, (vkg_comm_dtype)dt, (vkg_comm_op)op,
-                                                    r->size);
-                }
-            put_buffer(r, p, buf);
-            put_buffer(r, p, out);
-        }
-    }
+    vkg_th_sweep sw = {.counts = p->counts,
+                       .ncounts = p->ncounts,
+                       .dtypes = p->dtypes,
+                       .odd = p->odd,
+                       .get = get_buffer,
+                       .put = put_buffer,
+                       .call = one_call,
+                       .arg = (void *)p};
+    st = vkg_th_sweep_run(r, &sw, &wrong, &engine_bad, &digest);
     vkg_th_report(r, "wrong=%d engine_bad=%d digest=%016llx st=%s %s", wrong, engine_bad,
                   (unsigned long long)digest, vkg_status_name(st), st ? vkg_error_message() : "");
     return st != VKG_OK || wrong != 0 || engine_bad != 0;

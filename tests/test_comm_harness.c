@@ -468,3 +468,46 @@ int vkg_th_count_wrong(const void *dst, size_t count, vkg_comm_dtype dt, vkg_com
     }
     return wrong;
 }
+
+vkg_status vkg_th_sweep_run(vkg_th_rank *r, const vkg_th_sweep *s, int *wrong, int *bad,
+                            uint64_t *digest)
+{
+    vkg_status st = VKG_OK;
+    *wrong = *bad = 0;
+    *digest = 0;
+    for (int ci = 0; ci < s->ncounts && st == VKG_OK; ci++) {
+        size_t count = s->counts[ci];
+        for (int d = 0; d < 3 && st == VKG_OK; d++) {
+            vkg_comm_dtype dt = (vkg_comm_dtype)d;
+            size_t es = vkg_comm_dtype_size(dt), bytes = count * es + 8;
+            if (!(s->dtypes & (1 << d)))
+                continue;
+            uint8_t *buf = s->get ? s->get(r, s->arg, bytes) : malloc(bytes);
+            uint8_t *out = s->get ? s->get(r, s->arg, bytes) : malloc(bytes);
+            if (!buf || !out)
+                st = VKG_ERR_NOMEM;
+            for (int op = 0; op < 2 && st == VKG_OK; op++)
+                for (int odd = 0; odd <= s->odd && st == VKG_OK; odd++) {
+                    uint8_t *in = op ? buf + es : buf, *dst = op ? out + es : buf;
+                    vkg_th_fill(in, count, dt, r->rank, odd);
+                    if (s->call)
+                        *bad += s->call(r, s->arg, in, dst, count, dt, (vkg_comm_op)op, &st);
+                    else
+                        st = vkg_comm_allreduce(r->comm, in, dst, count, dt, (vkg_comm_op)op);
+                    if (st != VKG_OK)
+                        break;
+                    *digest = *digest * 1099511628211ull ^ vkg_th_digest(dst, count * es);
+                    if (!odd)
+                        *wrong += vkg_th_count_wrong(dst, count, dt, (vkg_comm_op)op, r->size);
+                }
+            for (int k = 0; k < 2; k++) {
+                void *p = k ? out : buf;
+                if (p && s->put)
+                    s->put(r, s->arg, p);
+                else
+                    free(p);
+            }
+        }
+    }
+    return st;
+}

@@ -93,6 +93,24 @@ float vkg_th_from16(uint16_t h, vkg_comm_dtype dt);
 /* Elements of an allreduce result (op over n ranks of vkg_th_fill's integer-valued inputs) that
  * are wrong: exact, except averages of 16-bit types within half a unit of the type. */
 int vkg_th_count_wrong(const void *dst, size_t count, vkg_comm_dtype dt, vkg_comm_op op, int n);
+/* A sweep of allreduces: counts x the dtypes in the bitmask (1 << dtype) x (sum in place, average
+ * out of place at an odd element offset) x (vkg_th_fill's integer-valued inputs, checked exactly;
+ * with odd also its order-revealing inputs, digested only). get/put allocate and release a
+ * buffer (NULL: malloc/free); call runs one allreduce (NULL: vkg_comm_allreduce) and returns how
+ * many things about it were wrong besides its values (which engine ran it, say). */
+typedef struct vkg_th_sweep {
+    const size_t *counts;
+    int ncounts, dtypes, odd;
+    void *(*get)(vkg_th_rank *r, void *arg, size_t bytes);
+    void (*put)(vkg_th_rank *r, void *arg, void *p);
+    int (*call)(vkg_th_rank *r, void *arg, const void *in, void *dst, size_t count,
+                vkg_comm_dtype dt, vkg_comm_op op, vkg_status *st);
+    void *arg;
+} vkg_th_sweep;
+/* Run sweep s: *wrong elements, *bad (the sum of call's returns), *digest of every result; the
+ * first failing status. */
+vkg_status vkg_th_sweep_run(vkg_th_rank *r, const vkg_th_sweep *s, int *wrong, int *bad,
+                            uint64_t *digest);
 /* f as bf16 (truncated) or f16 (exact for the integer inputs, saturated or flushed otherwise). */
 uint16_t vkg_th_to16(float f, vkg_comm_dtype dt);
 

@@ -38,7 +38,7 @@ typedef struct sweep {
 static int sweep_body(vkg_th_rank *r, void *arg)
 {
     const sweep *s = arg;
-    int n = r->size, wrong = 0;
+    int wrong = 0;
     uint64_t digest = 0;
     vkg_status st = VKG_OK;
     if (vkg_comm_uses_shm(r->comm) != s->expect_shm) {
@@ -46,32 +46,10 @@ static int sweep_body(vkg_th_rank *r, void *arg)
                       s->expect_shm ? "shm" : "zmq");
         return 1;
     }
-    for (int ci = 0; ci < s->ncounts && st == VKG_OK; ci++) {
-        size_t count = s->counts[ci];
-        for (int dt = 0; dt < 3 && st == VKG_OK; dt++) {
-            if (!(s->dtypes & (1 << dt)))
-                continue;
-            size_t es = vkg_comm_dtype_size((vkg_comm_dtype)dt);
-            uint8_t *buf = malloc(count * es + 8), *out = malloc(count * es + 8);
-            for (int op = 0; op < 2 && st == VKG_OK; op++) {
-                for (int odd = 0; odd <= s->odd && st == VKG_OK; odd++) {
-                    /* in place for sums, out of place (at an odd element offset) for averages */
-                    uint8_t *in = op ? buf + es : buf, *dst = op ? out + es : buf;
-                    vkg_th_fill(in, count, (vkg_comm_dtype)dt, r->rank, odd);
-                    st = vkg_comm_allreduce(r->comm, in, dst, count, (vkg_comm_dtype)dt,
-                                            (vkg_comm_op)op);
-                    if (st != VKG_OK)
-                        break;
-                    digest = digest * 1099511628211ull ^ vkg_th_digest(dst, count * es);
-                    if (odd)
-                        continue;
-                    wrong += vkg_th_count_wrong(dst, count, (vkg_comm_dtype)dt, (vkg_comm_op)op, n);
-                }
-            }
-            free(buf);
-            free(out);
-        }
-    }
+    vkg_th_sweep sw = {
+        .counts = s->counts, .ncounts = s->ncounts, .dtypes = s->dtypes, .odd = s->odd};
+    int bad = 0;
+    st = vkg_th_sweep_run(r, &sw, &wrong, &bad, &digest);
     vkg_th_report(r, "wrong=%d digest=%016llx st=%s %s", wrong, (unsigned long long)digest,
                   vkg_status_name(st), st ? vkg_error_message() : "");
     return st != VKG_OK || wrong != 0;

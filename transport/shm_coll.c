@@ -19,6 +19,11 @@
  * reduces the whole buffer from every slot in rank order straight into its result (the same
  * arithmetic on every rank, so the same bits), as the ZeroMQ path's one-step exchange does.
  *
+ * Larger allreduces first offer themselves to shm_direct.c, which reads the peers' buffers in
+ * place (in their pools in the segment, or with process_vm_readv) when the buffers and the size
+ * allow; the pipeline below runs when it declines, with the same order of additions
+ * (vkg__shm_reduce_from serves both).
+ *
  * Not here: waiting and signalling (shm_wait.c), creating and handing over the segment (shm.c).
  */
 #include "shm.h"

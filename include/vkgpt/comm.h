@@ -29,6 +29,9 @@
  * an abstract Unix socket after a challenge proving they hold the job's secret; allreduce,
  * broadcast and allgather then run in the segment (reduce-scatter + allgather in place, the same
  * order of additions as the ZeroMQ path, so the bits are the same), everything else over ZeroMQ.
+ * Large allreduces read the peers' buffers in place: buffers from vkg_comm_buffer_alloc in the
+ * segment's pools through the mapping, others with process_vm_readv (single-copy) where the
+ * kernel allows it (VKG_COMM_CMA=0 turns that off; VKG_COMM_CMA_MIN sets its threshold).
  * Policy (cfg.shm): by default tcp and ipc use it where possible, inproc does not; REQUIRE fails
  * create when it is impossible; OFF never uses it. A rank that dies, freezes or fails while
  * others wait in the segment is reported by the same deadlines, heartbeats and aborts as above.
