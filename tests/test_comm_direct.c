@@ -24,7 +24,7 @@
 #include "test_comm_harness.h"
 #include "vkgpt/comm.h"
 
-enum { ENG_SEGMENT, ENG_CMA, ENG_POOL, ENG_ZMQ };
+enum { ENG_ZMQ = -1, ENG_SEGMENT, ENG_CMA, ENG_POOL }; /* vkg__comm_shm_engines indices */
 enum { BUF_MALLOC, BUF_POOL, BUF_RANK0_POOL }; /* where each rank's buffers are */
 
 typedef struct plan {
@@ -54,12 +54,12 @@ static int one_call(vkg_th_rank *r, void *arg, const void *in, void *dst, size_t
                     vkg_comm_dtype dt, vkg_comm_op op, vkg_status *st)
 {
     const plan *p = arg;
-    uint64_t e0[3], e1[3];
+    uint64_t e0[4], e1[4];
     vkg__comm_shm_engines(r->comm, e0);
     *st = vkg_comm_allreduce(r->comm, in, dst, count, dt, op);
     vkg__comm_shm_engines(r->comm, e1);
     int want = expected_engine(p, r, count * vkg_comm_dtype_size(dt));
-    for (int k = 0; k < 3; k++)
+    for (int k = 0; k < 4; k++)
         if (e1[k] - e0[k] != (uint64_t)(k == want))
             return 1;
     return 0;
@@ -229,7 +229,7 @@ static int pool_body(vkg_th_rank *r, void *arg)
     float *x = b[2];
     for (size_t i = 0; i < (64u << 10); i++)
         x[i] = (float)(i % 5 + (size_t)r->rank);
-    uint64_t e0[3], e1[3];
+    uint64_t e0[4], e1[4];
     vkg__comm_shm_engines(c, e0);
     vkg_status st = vkg_comm_allreduce(c, x, x, 64u << 10, VKG_COMM_F32, VKG_COMM_SUM);
     vkg__comm_shm_engines(c, e1);

@@ -32,6 +32,7 @@ typedef struct sweep {
     int dtypes; /* bitmask of 1 << dtype */
     int odd;    /* also the order-revealing inputs (digested, compared with the other path) */
     int expect_shm;
+    int pool; /* zero_body: buffers from vkg_comm_buffer_alloc (the calls run in the pools) */
 } sweep;
 
 /* Run every case; report "wrong=<n> digest=<hex>" and the path. */
@@ -144,16 +145,25 @@ static int zero_body(vkg_th_rank *r, void *arg)
     for (int ci = 0; ci < s->ncounts && st == VKG_OK; ci++) {
         size_t count = s->counts[ci], b[VKG_TH_MAX_RANKS + 1];
         zero_bounds(count, n, b);
-        float *buf = malloc(count * 4 + 4);
+        float *buf = NULL;
+        if (s->pool)
+            st = vkg_comm_buffer_alloc(r->comm, count * 4 + 4, (void **)&buf);
+        else
+            buf = malloc(count * 4 + 4);
+        /* in the pools every call above 64 KiB runs there, the others through the slots */
+        uint64_t in_pool = s->pool && s->expect_shm && count * 4 > (64u << 10), e0[4], e1[4];
         for (int odd = 1; odd >= 0 && st == VKG_OK; odd--) {
             vkg_th_fill(buf, count, VKG_COMM_F32, r->rank, odd);
             uint32_t s0 = vkg__comm_shm_steps(r->comm);
+            vkg__comm_shm_engines(r->comm, e0);
             st = vkg_comm_reduce_scatter(r->comm, buf, count, b);
             uint32_t s1 = vkg__comm_shm_steps(r->comm);
             if (st == VKG_OK)
                 st = vkg_comm_allgatherv(r->comm, buf, count, b);
             uint32_t s2 = vkg__comm_shm_steps(r->comm);
+            vkg__comm_shm_engines(r->comm, e1);
             path_bad += s->expect_shm ? (s1 == s0 || s2 == s1) : (s1 != s0 || s2 != s1);
+            path_bad += e1[3] - e0[3] != 2 * in_pool;
             if (st != VKG_OK)
                 break;
             digest = digest * 1099511628211ull ^ vkg_th_digest(buf, count * 4);
@@ -164,7 +174,10 @@ static int zero_body(vkg_th_rank *r, void *arg)
                 wrong += buf[i] != want;
             }
         }
-        free(buf);
+        if (s->pool)
+            vkg_comm_buffer_free(r->comm, buf);
+        else
+            free(buf);
     }
     vkg_th_report(r, "wrong=%d digest=%016llx path_bad=%d st=%s %s", wrong,
                   (unsigned long long)digest, path_bad, vkg_status_name(st),
@@ -172,12 +185,13 @@ static int zero_body(vkg_th_rank *r, void *arg)
     return st != VKG_OK || wrong != 0 || path_bad != 0;
 }
 
-static void zero_run(int n, vkg_comm_shm shm, const vkg_th_opts *base, const size_t *counts,
-                     int ncounts, char *digest_out, size_t cap)
+static void zero_run(int n, vkg_comm_shm shm, int pool, const vkg_th_opts *base,
+                     const size_t *counts, int ncounts, char *digest_out, size_t cap)
 {
     vkg_th_opts o = *base;
     o.shm = shm;
-    sweep sw = {.counts = counts, .ncounts = ncounts, .expect_shm = shm != VKG_COMM_SHM_OFF};
+    sweep sw = {
+        .counts = counts, .ncounts = ncounts, .expect_shm = shm != VKG_COMM_SHM_OFF, .pool = pool};
     vkg_th_result res[VKG_TH_MAX_RANKS];
     vkg_th_run(n, &o, zero_body, &sw, res);
     int ok = 1;
@@ -190,9 +204,9 @@ static void zero_run(int n, vkg_comm_shm shm, const vkg_th_opts *base, const siz
     snprintf(digest_out, cap, "%.31s", res[0].report);
 }
 
-/* ZeRO-1's collectives in the segment: bitwise the ZeroMQ engine's results, in rank order (the
- * default thresholds) and in the ring's order (ring_min_ranks 3, small_bytes 1 KiB), many
- * pipeline steps (16 KiB chunks). */
+/* ZeRO-1's collectives in the segment, through the slots and on buffers in the pools: bitwise the
+ * ZeroMQ engine's results, in rank order (the default thresholds) and in the ring's order
+ * (ring_min_ranks 3, small_bytes 1 KiB), many pipeline steps (16 KiB chunks). */
 static void test_zero_collectives_like_zmq(void **state)
 {
     (void)state;
@@ -205,12 +219,14 @@ static void test_zero_collectives_like_zmq(void **state)
                              .ring_min_ranks = ring ? 3 : 0,
                              .small_bytes = ring ? 1024 : 0,
                              .wall_s = 120};
-            char a[64], b[64];
-            zero_run(n, VKG_COMM_SHM_REQUIRE, &o, counts, 5, a, sizeof a);
-            zero_run(n, VKG_COMM_SHM_OFF, &o, counts, 5, b, sizeof b);
-            fprintf(stderr, "  zero %s, %d ranks: shm %s | zmq %s\n", ring ? "ring" : "rank", n, a,
-                    b);
+            char a[64], b[64], p[64];
+            zero_run(n, VKG_COMM_SHM_REQUIRE, 0, &o, counts, 5, a, sizeof a);
+            zero_run(n, VKG_COMM_SHM_REQUIRE, 1, &o, counts, 5, p, sizeof p);
+            zero_run(n, VKG_COMM_SHM_OFF, 0, &o, counts, 5, b, sizeof b);
+            fprintf(stderr, "  zero %s, %d ranks: shm %s | pool %s | zmq %s\n",
+                    ring ? "ring" : "rank", n, a, p, b);
             assert_string_equal(a, b);
+            assert_string_equal(p, b);
         }
 }
 
@@ -428,7 +444,7 @@ static int loop_until_error(vkg_th_rank *r, void *arg)
     for (size_t i = 0; i < FAULT_COUNT; i++)
         x[i] = (float)(i % 7);
     vkg_status st = vkg_comm_allreduce(r->comm, x, x, FAULT_COUNT, VKG_COMM_F32, VKG_COMM_AVG);
-    uint64_t e[3];
+    uint64_t e[4];
     vkg__comm_shm_engines(r->comm, e);
     if (!vkg_comm_uses_shm(r->comm) || e[engine] != 1)
         st = VKG_ERR_STATE;

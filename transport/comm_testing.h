@@ -25,8 +25,9 @@ int vkg__comm_in_pool(const vkg_comm_t *c, const void *p, size_t bytes);
 
 /* Allreduces this rank ran in its segment per engine: [0] the segment's slots (copy in, reduce,
  * copy out), [1] single-copy (some peer's buffer read with process_vm_readv), [2] in-pool (every
- * buffer read through the mapping). All 0 without a segment. */
-void vkg__comm_shm_engines(const vkg_comm_t *c, uint64_t out[3]);
+ * buffer read through the mapping); [3] reduce-scatters and allgathervs run in the pools. All 0
+ * without a segment. */
+void vkg__comm_shm_engines(const vkg_comm_t *c, uint64_t out[4]);
 /* 1 when the segment's single-copy path (process_vm_readv) is on. */
 int vkg__comm_shm_cma(const vkg_comm_t *c);
 

@@ -60,7 +60,13 @@ typedef struct vkg_shm_ctl {
 _Static_assert(sizeof(vkg_shm_ctl) == 128, "a rank's counters fill 128 bytes");
 
 /* Which engine ran an allreduce (counted per segment for the tests, comm_testing.h). */
-enum { VKG_SHM_ENG_SEGMENT, VKG_SHM_ENG_CMA, VKG_SHM_ENG_POOL, VKG_SHM_ENGINES };
+enum {
+    VKG_SHM_ENG_SEGMENT,   /* allreduces through the slots */
+    VKG_SHM_ENG_CMA,       /* allreduces reading some rank's buffers with process_vm_readv */
+    VKG_SHM_ENG_POOL,      /* allreduces reading every rank's buffers in its pool */
+    VKG_SHM_ENG_ZERO_POOL, /* reduce-scatters and allgathervs in the pools */
+    VKG_SHM_ENGINES
+};
 
 typedef struct vkg_shm_block {
     size_t off, bytes; /* an allocation in this rank's pool */
@@ -148,6 +154,11 @@ void vkg__shm_reduce_from(const vkg_shm_ar *a, const uint8_t *const *from, size_
  * memory with process_vm_readv). *done = 0 when it did not run: the segment path must, from
  * a->o.base (which may have moved past one handshake step every rank took). */
 vkg_status vkg__shm_direct_allreduce(vkg_shm_ar *a, int *done);
+/* ZeRO's reduce-scatter (reduce) or allgatherv over chunks [bounds[q], bounds[q + 1]) of
+ * a->recv (== a->send), in place, when every rank's buffer is in its pool: each rank reduces its
+ * chunk straight from the peers' pools (in a's order of additions), or copies the others' chunks
+ * from theirs. *done = 0 otherwise: the segment path must, from a->o.base. */
+vkg_status vkg__shm_direct_zero(vkg_shm_ar *a, const size_t *bounds, int reduce, int *done);
 /* After the segment is set up for the whole communicator: probe process_vm_readv to every
  * local peer, agree on the verdict (collective) and append it to c->path. Fails only when
  * VKG_COMM_CMA has a bad value on some rank, or the exchange fails. */

@@ -257,6 +257,11 @@ vkg_status vkg__shm_reduce_scatter(vkg_comm_t *c, float *buf, size_t count, cons
             .ring = ring && c->size > 2};
     VKG_TRY(vkg__shm_start(&a.o, c, "reduce-scatter"));
     a.per = c->shm->chunk / 4;
+    int done = 0;
+    if (count * 4 > DIRECT_BYTES) /* in the pools, when every rank's buffer is in its own */
+        VKG_TRY(vkg__shm_direct_zero(&a, bounds, 1, &done));
+    if (done)
+        return VKG_OK;
     size_t steps = (count + a.per - 1) / a.per, lo = bounds[c->shm->me],
            hi = bounds[c->shm->me + 1];
     vkg_status st = VKG_OK;
@@ -273,8 +278,14 @@ vkg_status vkg__shm_reduce_scatter(vkg_comm_t *c, float *buf, size_t count, cons
 vkg_status vkg__shm_allgatherv(vkg_comm_t *c, const char *name, void *buf, size_t count, size_t es,
                                const size_t *bounds)
 {
-    shm_op o;
-    VKG_TRY(vkg__shm_start(&o, c, name));
+    ar a = {.send = buf, .recv = buf, .count = count, .es = es};
+    VKG_TRY(vkg__shm_start(&a.o, c, name));
+    int done = 0;
+    if (count * es > DIRECT_BYTES) /* in the pools, when every rank's buffer is in its own */
+        VKG_TRY(vkg__shm_direct_zero(&a, bounds, 0, &done));
+    if (done)
+        return VKG_OK;
+    shm_op o = a.o;
     struct vkg_shm *s = c->shm;
     uint8_t *b = buf;
     size_t per = s->chunk / es, steps = (count + per - 1) / per;

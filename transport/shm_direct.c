@@ -36,6 +36,12 @@
  * it would let any process of the user read the trainer's memory, to gain a bandwidth the
  * segment path approaches anyway.
  *
+ * ZeRO's reduce-scatter and allgatherv (in place, chunks of the caller's choosing) take the same
+ * step above 64 KiB when every rank's buffer is in its pool: the owner of each chunk reduces it
+ * straight from the peers' pools, or each rank copies the others' chunks from theirs. Not with
+ * process_vm_readv (measured slower than the slots on the 2-core host), nor broadcast and
+ * allgather (their buffers are the caller's, seldom in the pools).
+ *
  * Faults: every wait is the segment's (deadlines, aborts, dead and frozen peers); a read that
  * fails (the peer died: ESRCH; unmapped its buffer: EFAULT) is an error naming the rank.
  * Not here: the segment path (shm_coll.c), the pool allocator (shm_pool.c).
@@ -316,47 +322,90 @@ static void pass(direct *d, int from_in)
     d->a->o.base = d->step + 1;
 }
 
-vkg_status vkg__shm_direct_allreduce(vkg_shm_ar *a, int *done)
+/* Publish this rank's buffers for step d->step and learn every rank's; cma: single-copy may
+ * serve. *go = 0 when the step passed (the segment path runs from the next step); *reads: ranks
+ * whose buffers are read with process_vm_readv (the same count on every rank). */
+static vkg_status exchange(direct *d, int cma, int *go, int *reads)
 {
-    struct vkg_shm *s = a->o.s;
+    vkg_shm_ar *a = d->a;
+    struct vkg_shm *s = d->s;
     size_t bytes = a->count * a->es;
-    int cma = s->cma && bytes >= s->cma_min;
-    *done = 0;
-    if (!cma && !s->pool_bytes)
-        return VKG_OK;
-    direct d = {.a = a, .s = s, .step = a->o.base};
     uint64_t off[2];
     int pooled = in_my_pool(s, a->send, bytes, &off[0]) && in_my_pool(s, a->recv, bytes, &off[1]);
     vkg_shm_ctl *k = &s->ctl[s->me]; /* written before `in` is raised: its release publishes it */
     k->buf[0] = pooled ? off[0] : (uint64_t)(uintptr_t)a->send;
     k->buf[1] = pooled ? off[1] : (uint64_t)(uintptr_t)a->recv;
     k->in_pool = pooled ? 3u : 0u;
+    *go = *reads = 0;
     if (!pooled && !cma) { /* this rank's buffers would need process_vm_readv: all pass */
-        pass(&d, 1);
+        pass(d, 1);
         return VKG_OK;
     }
-    vkg__shm_publish(s, CTR_IN, d.step + 1);
-    VKG_TRY(vkg__shm_wait_all(&a->o, CTR_IN, d.step + 1));
-    int reads = 0; /* ranks whose buffers are read with process_vm_readv (the same everywhere) */
+    vkg__shm_publish(s, CTR_IN, d->step + 1);
+    VKG_TRY(vkg__shm_wait_all(&a->o, CTR_IN, d->step + 1));
     for (int q = 0; q < s->n; q++) {
-        peer_buffer(&d, q, 0);
-        peer_buffer(&d, q, 1);
-        reads += !d.send[q] || !d.recv[q];
+        peer_buffer(d, q, 0);
+        peer_buffer(d, q, 1);
+        *reads += !d->send[q] || !d->recv[q];
     }
-    if (reads && !cma) { /* every rank sees the same buffers, so every rank passes */
-        pass(&d, 0);
+    if (*reads && !cma) { /* every rank sees the same buffers, so every rank passes */
+        pass(d, 0);
         return VKG_OK;
     }
+    *go = 1;
+    return VKG_OK;
+}
+
+/* This rank read everything of step g it needed: say so, and wait until nobody reads its
+ * buffers any more. */
+static vkg_status finish(direct *d, int engine)
+{
+    vkg__shm_publish(d->s, CTR_RED, d->step + 1);
+    vkg__shm_publish(d->s, CTR_OUT, d->step + 1);
+    VKG_TRY(vkg__shm_wait_all(&d->a->o, CTR_OUT, d->step + 1));
+    d->s->step = d->step + 1;
+    d->s->engine[engine]++;
+    return VKG_OK;
+}
+
+vkg_status vkg__shm_direct_allreduce(vkg_shm_ar *a, int *done)
+{
+    struct vkg_shm *s = a->o.s;
+    int cma = s->cma && a->count * a->es >= s->cma_min, go, reads;
+    *done = 0;
+    if (!cma && !s->pool_bytes)
+        return VKG_OK;
+    direct d = {.a = a, .s = s, .step = a->o.base};
+    VKG_TRY(exchange(&d, cma, &go, &reads));
+    if (!go)
+        return VKG_OK;
     size_t lo, hi;
     vkg__shm_slice(a, a->count, s->me, &lo, &hi);
     VKG_TRY(reduce_slice(&d, lo, hi));
     vkg__shm_publish(s, CTR_RED, d.step + 1);
     VKG_TRY(vkg__shm_wait_all(&a->o, CTR_RED, d.step + 1));
     VKG_TRY(gather_slices(&d));
-    vkg__shm_publish(s, CTR_OUT, d.step + 1);
-    VKG_TRY(vkg__shm_wait_all(&a->o, CTR_OUT, d.step + 1)); /* nobody reads our buffers now */
-    s->step = d.step + 1;
-    s->engine[reads ? VKG_SHM_ENG_CMA : VKG_SHM_ENG_POOL]++;
     *done = 1;
-    return VKG_OK;
+    return finish(&d, reads ? VKG_SHM_ENG_CMA : VKG_SHM_ENG_POOL);
+}
+
+vkg_status vkg__shm_direct_zero(vkg_shm_ar *a, const size_t *bounds, int reduce, int *done)
+{
+    struct vkg_shm *s = a->o.s;
+    int go, reads;
+    *done = 0;
+    if (!s->pool_bytes)
+        return VKG_OK;
+    direct d = {.a = a, .s = s, .step = a->o.base};
+    VKG_TRY(exchange(&d, 0, &go, &reads));
+    if (!go)
+        return VKG_OK;
+    if (reduce)
+        VKG_TRY(reduce_slice(&d, bounds[s->me], bounds[s->me + 1]));
+    for (int q = 0; q < s->n && !reduce; q++)
+        if (q != s->me && bounds[q + 1] > bounds[q])
+            memcpy(a->recv + bounds[q] * a->es, d.recv[q] + bounds[q] * a->es,
+                   (bounds[q + 1] - bounds[q]) * a->es);
+    *done = 1;
+    return finish(&d, VKG_SHM_ENG_ZERO_POOL);
 }

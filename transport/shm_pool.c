@@ -116,7 +116,7 @@ int vkg__comm_shm_cma(const vkg_comm_t *c)
     return c && c->shm && c->shm->cma;
 }
 
-void vkg__comm_shm_engines(const vkg_comm_t *c, uint64_t out[3])
+void vkg__comm_shm_engines(const vkg_comm_t *c, uint64_t out[4])
 {
     for (int k = 0; k < VKG_SHM_ENGINES; k++)
         out[k] = c && c->shm ? c->shm->engine[k] : 0;
