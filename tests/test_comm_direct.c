@@ -7,8 +7,9 @@
  * order-revealing inputs (rank order and the ring's order). Each call asserts, through the
  * per-engine counters of comm_testing.h, which engine ran it, so a fast path that silently never
  * runs fails the test. The pool: allocation, reuse, exhaustion falling back to ordinary memory,
- * misuse. Ranks are forked processes over ipc. (A rank killed during a single-copy allreduce:
- * tests/test_comm_shm.c's fault tests, which assert that engine.) */
+ * misuse, and the layout of 64 ranks' pools. Ranks are forked processes over ipc. (A rank killed
+ * during a single-copy allreduce: tests/test_comm_shm.c's fault tests, which assert that engine.)
+ */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -16,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -25,7 +27,7 @@
 #include "vkgpt/comm.h"
 
 enum { ENG_ZMQ = -1, ENG_SEGMENT, ENG_CMA, ENG_POOL }; /* vkg__comm_shm_engines indices */
-enum { BUF_MALLOC, BUF_POOL, BUF_RANK0_POOL }; /* where each rank's buffers are */
+enum { BUF_MALLOC, BUF_POOL, BUF_RANK0_POOL };         /* where each rank's buffers are */
 
 typedef struct plan {
     const size_t *counts;
@@ -263,6 +265,25 @@ static void test_pool(void **state)
     assert_int_equal(res[1].body_rc, 0);
 }
 
+/* The largest segment: 64 ranks with pools of 256 MiB each (16 GiB in all, the cap) and 256 KiB
+ * chunks is created, sealed and mapped (sparse: no memory is touched beyond the header). */
+static void test_layout_of_64_ranks(void **state)
+{
+    (void)state;
+    vkg_shm_creds cr = {.job_id = 0x5eedull, .generation = 3};
+    int fd = -1;
+    size_t bytes = 0, want = (size_t)64 * ((256u << 20) + 4 * (256u << 10));
+    assert_int_equal(vkg__shm_create_fd(&cr, 64, 256u << 10, 256u << 20, &fd, &bytes), VKG_OK);
+    assert_true(bytes > want && bytes < want + (1u << 20));
+    uint8_t *base = NULL;
+    size_t mapped = 0;
+    assert_int_equal(vkg__shm_map(fd, &cr, 64, 256u << 10, &base, &mapped), VKG_OK);
+    assert_int_equal(mapped, bytes);
+    munmap(base, mapped);
+    assert_int_equal(vkg__shm_map(fd, &cr, 63, 256u << 10, &base, &mapped), VKG_ERR_PROTOCOL);
+    close(fd);
+}
+
 /* ---- what the start-up line says, and bad settings ---- */
 
 static int path_body(vkg_th_rank *r, void *arg)
@@ -307,6 +328,7 @@ static void test_startup_line(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_layout_of_64_ranks),
         cmocka_unit_test(test_startup_line),
         cmocka_unit_test(test_pool),
         cmocka_unit_test(test_every_path_rank_order),
