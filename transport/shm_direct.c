@@ -18,15 +18,16 @@
  * element is computed once, by its slice's rank, and copied by the others: the same bits on
  * every rank, and the bits of the other paths. Memory traffic per rank at N = 2 (out of cache):
  * read the peer's half, read the own half, write the half, read the peer's result half, write
- * it: about 2.5x the buffer, against 5.5x through the slots.
+ * it: about 2.5x the buffer, against 5.5x through the slots (single-copy: the two reads of the
+ * peer are the kernel's copies, at about half memcpy's speed on the 2-core VM).
  *
  * When it runs: from the single-copy threshold on (256 KiB, VKG_COMM_CMA_MIN) when single-copy
- * is on, for any buffer; above 64 KiB when the segment has pools, if every
- * rank's buffers turn out to be in its pool. Each rank sees every rank's buffers only after the
- * `in` round, so the choice is made there, from what every rank published: the same on every
- * rank. When a peer's buffer is outside its pool and single-copy cannot be used, step g carried
- * nothing: every rank raises `red` and `out` for it and runs the segment path from g + 1. A rank
- * that knows this from its own buffers raises all three at once and goes on without waiting.
+ * is on, for any buffer; above 64 KiB when the segment has pools, if every rank's buffers turn
+ * out to be in its pool. Each rank sees every rank's buffers only after the `in` round, so the
+ * choice is made there, from what every rank published: the same on every rank. When a peer's
+ * buffer is outside its pool and single-copy cannot be used, step g carried nothing: every rank
+ * raises `red` and `out` for it and runs the segment path from g + 1. A rank that knows this
+ * from its own buffers raises all three at once and goes on without waiting.
  *
  * Single-copy needs the kernel to let ranks read each other (same user; Yama ptrace_scope 0; no
  * seccomp filter or PID namespace in the way). Setup probes it: every rank publishes its pid and
@@ -58,9 +59,6 @@
 
 #include "base/parse.h"
 
-/* Single-copy from VKG_SHM_CMA_MIN_BYTES on (comm_testing.h), unless the host's first rank's
- * VKG_COMM_CMA_MIN says otherwise (every rank must take the same path, so its value is
- * agreed at setup). See docs/DESIGN-NOTES.md for what was measured. */
 /* Read per peer into scratch before reducing: 256 KiB (a process_vm_readv of 64 KiB costs
  * about 1.5x per byte what one of 256 KiB does, measured on 2 cores), less from 5 peers on so
  * that the scratch of all peers stays within 1 MiB (in the L2 or L3 cache). */
@@ -108,7 +106,9 @@ static int cma_read(const struct vkg_shm *s, int q, void *dst, uint64_t addr, si
     return 0;
 }
 
-/* This rank's VKG_COMM_CMA_MIN in *min (default VKG_SHM_CMA_MIN_BYTES); 0 when it is bad. */
+/* This rank's VKG_COMM_CMA_MIN in *min (default VKG_SHM_CMA_MIN_BYTES, comm_testing.h); 0 when
+ * it is bad. Every rank must take the same path, so the host's first rank's value is used by
+ * all (agreed at setup). See docs/DESIGN-NOTES.md for what was measured. */
 static int cma_min_setting(uint64_t *min)
 {
     const char *env = getenv("VKG_COMM_CMA_MIN");
