@@ -69,6 +69,9 @@ void vkg_th_finish(vkg_th_job *j, vkg_th_result *res, unsigned skip);
 /* start + finish. */
 void vkg_th_run(int n, const vkg_th_opts *o, vkg_th_body body, void *arg, vkg_th_result *res);
 
+/* start + finish; 1 when every rank created its communicator and its body returned 0, otherwise
+ * 0 after printing every rank's result. */
+int vkg_th_run_ok(int n, const vkg_th_opts *o, vkg_th_body body, void *arg);
 /* In a body: tell the parent this rank is up (processes; no-op for threads). */
 void vkg_th_ready(vkg_th_rank *r);
 /* In a body: append formatted text to the report. */

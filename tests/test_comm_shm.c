@@ -285,14 +285,7 @@ static void test_broadcast_allgather(void **state)
                          .shm = VKG_COMM_SHM_REQUIRE,
                          .shm_chunk_bytes = 65536,
                          .wall_s = 60};
-        vkg_th_result res[4];
-        vkg_th_run(n, &o, bcast_body, NULL, res);
-        int ok = 1;
-        for (int q = 0; q < n; q++)
-            ok &= res[q].body_rc == 0;
-        if (!ok)
-            vkg_th_dump(res, n);
-        assert_true(ok);
+        assert_true(vkg_th_run_ok(n, &o, bcast_body, NULL));
     }
 }
 
@@ -312,13 +305,8 @@ static int path_body(vkg_th_rank *r, void *arg)
 static void expect_path(vkg_comm_transport t, vkg_comm_shm shm, const char *want)
 {
     vkg_th_opts o = {.transport = t, .shm = shm, .wall_s = 30};
-    vkg_th_result res[2];
     path_arg a = {want};
-    vkg_th_run(2, &o, path_body, &a, res);
-    if (res[0].body_rc || res[1].body_rc)
-        vkg_th_dump(res, 2);
-    assert_int_equal(res[0].body_rc, 0);
-    assert_int_equal(res[1].body_rc, 0);
+    assert_true(vkg_th_run_ok(2, &o, path_body, &a));
 }
 
 static void test_policy_picks_the_path(void **state)
