@@ -383,6 +383,18 @@ void vkg_th_run(int n, const vkg_th_opts *o, vkg_th_body body, void *arg, vkg_th
     vkg_th_finish(vkg_th_start(n, o, body, arg), res, 0);
 }
 
+int vkg_th_run_ok(int n, const vkg_th_opts *o, vkg_th_body body, void *arg)
+{
+    vkg_th_result res[VKG_TH_MAX_RANKS];
+    vkg_th_run(n, o, body, arg, res);
+    int ok = 1;
+    for (int r = 0; r < n; r++)
+        ok &= res[r].create_status == VKG_OK && res[r].body_rc == 0;
+    if (!ok)
+        vkg_th_dump(res, n);
+    return ok;
+}
+
 void vkg_th_dump(const vkg_th_result *res, int n)
 {
     for (int r = 0; r < n; r++)

@@ -72,6 +72,9 @@ void vkg_th_finish(vkg_th_job *j, vkg_th_result *res, unsigned skip);
 /* start + finish. */
 void vkg_th_run(int n, const vkg_th_opts *o, vkg_th_body body, void *arg, vkg_th_result *res);
 
+/* start + finish; 1 when every rank created its communicator and its body returned 0, otherwise
+ * 0 after printing every rank's result. */
+int vkg_th_run_ok(int n, const vkg_th_opts *o, vkg_th_body body, void *arg);
 /* In a body: tell the parent this rank is up (processes; no-op for threads). */
 void vkg_th_ready(vkg_th_rank *r);
 /* In a body: append formatted text to the report. */
@@ -99,6 +102,31 @@ uint32_t vkg_th_mix(uint32_t x);
 float vkg_th_int_value(int r, size_t i);
 /* Input whose fp32 sum depends on the order of additions: magnitudes spread over 2^spread. */
 float vkg_th_odd_value(int r, size_t i, unsigned spread);
+/* count inputs of rank r in dtype dt: integer-valued, or with odd order-revealing (spread 12). */
+void vkg_th_fill(void *buf, size_t count, vkg_comm_dtype dt, int r, int odd);
+/* A bf16 or f16 value as float. */
+float vkg_th_from16(uint16_t h, vkg_comm_dtype dt);
+/* Elements of an allreduce result (op over n ranks of vkg_th_fill's integer-valued inputs) that
+ * are wrong: exact, except averages of 16-bit types within half a unit of the type. */
+int vkg_th_count_wrong(const void *dst, size_t count, vkg_comm_dtype dt, vkg_comm_op op, int n);
+/* A sweep of allreduces: counts x the dtypes in the bitmask (1 << dtype) x (sum in place, average
+ * out of place at an odd element offset) x (vkg_th_fill's integer-valued inputs, checked exactly;
+ * with odd also its order-revealing inputs, digested only). get/put allocate and release a
+ * buffer (NULL: malloc/free); call runs one allreduce (NULL: vkg_comm_allreduce) and returns how
+ * many things about it were wrong besides its values (which engine ran it, say). */
+typedef struct vkg_th_sweep {
+    const size_t *counts;
+    int ncounts, dtypes, odd;
+    void *(*get)(vkg_th_rank *r, void *arg, size_t bytes);
+    void (*put)(vkg_th_rank *r, void *arg, void *p);
+    int (*call)(vkg_th_rank *r, void *arg, const void *in, void *dst, size_t count,
+                vkg_comm_dtype dt, vkg_comm_op op, vkg_status *st);
+    void *arg;
+} vkg_th_sweep;
+/* Run sweep s: *wrong elements, *bad (the sum of call's returns), *digest of every result; the
+ * first failing status. */
+vkg_status vkg_th_sweep_run(vkg_th_rank *r, const vkg_th_sweep *s, int *wrong, int *bad,
+                            uint64_t *digest);
 /* f as bf16 (truncated) or f16 (exact for the integer inputs, saturated or flushed otherwise). */
 uint16_t vkg_th_to16(float f, vkg_comm_dtype dt);
 

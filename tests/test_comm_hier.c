@@ -31,19 +31,6 @@
 #include "test_comm_harness.h"
 #include "vkgpt/comm.h"
 
-static float from16(uint16_t h, vkg_comm_dtype dt)
-{
-    if (dt == VKG_COMM_BF16) {
-        uint32_t u = (uint32_t)h << 16;
-        float f;
-        memcpy(&f, &u, 4);
-        return f;
-    }
-    int e = (h >> 10) & 31, m = h & 1023;
-    float v = e ? (1.0f + (float)m / 1024.0f) * (float)(1 << e) / 32768.0f : (float)m / 16777216.0f;
-    return (h & 0x8000) ? -v : v;
-}
-
 static const size_t counts[] = {1, 3, 1000, 70001, 300007};
 #define NCOUNTS 5
 
@@ -121,7 +108,7 @@ static int sweep_body(vkg_th_rank *r, void *arg)
                         if (dt == VKG_COMM_F32)
                             got = ((float *)dst)[i];
                         else
-                            got = from16(((uint16_t *)dst)[i], (vkg_comm_dtype)dt);
+                            got = vkg_th_from16(((uint16_t *)dst)[i], (vkg_comm_dtype)dt);
                         if (odd) { /* the stated order, bit for bit */
                             float flat = flat_sum(n, i);
                             want = stated_sum(x, n, i);

@@ -24,32 +24,6 @@
 #include "test_comm_harness.h"
 #include "vkgpt/comm.h"
 
-/* ---- inputs ---- */
-
-static float from16(uint16_t h, vkg_comm_dtype dt)
-{
-    if (dt == VKG_COMM_BF16) {
-        uint32_t u = (uint32_t)h << 16;
-        float f;
-        memcpy(&f, &u, 4);
-        return f;
-    }
-    int e = (h >> 10) & 31, m = h & 1023;
-    float v = e ? (1.0f + (float)m / 1024.0f) * (float)(1 << e) / 32768.0f : (float)m / 16777216.0f;
-    return (h & 0x8000) ? -v : v;
-}
-
-static void fill(void *buf, size_t count, vkg_comm_dtype dt, int r, int odd)
-{
-    for (size_t i = 0; i < count; i++) {
-        float v = odd ? vkg_th_odd_value(r, i, 12) : vkg_th_int_value(r, i);
-        if (dt == VKG_COMM_F32)
-            ((float *)buf)[i] = v;
-        else
-            ((uint16_t *)buf)[i] = vkg_th_to16(v, dt);
-    }
-}
-
 /* ---- the exact-results body ---- */
 
 typedef struct sweep {
@@ -58,13 +32,14 @@ typedef struct sweep {
     int dtypes; /* bitmask of 1 << dtype */
     int odd;    /* also the order-revealing inputs (digested, compared with the other path) */
     int expect_shm;
+    int pool; /* zero_body: buffers from vkg_comm_buffer_alloc (the calls run in the pools) */
 } sweep;
 
 /* Run every case; report "wrong=<n> digest=<hex>" and the path. */
 static int sweep_body(vkg_th_rank *r, void *arg)
 {
     const sweep *s = arg;
-    int n = r->size, wrong = 0;
+    int wrong = 0;
     uint64_t digest = 0;
     vkg_status st = VKG_OK;
     if (vkg_comm_uses_shm(r->comm) != s->expect_shm) {
@@ -72,47 +47,10 @@ static int sweep_body(vkg_th_rank *r, void *arg)
                       s->expect_shm ? "shm" : "zmq");
         return 1;
     }
-    for (int ci = 0; ci < s->ncounts && st == VKG_OK; ci++) {
-        size_t count = s->counts[ci];
-        for (int dt = 0; dt < 3 && st == VKG_OK; dt++) {
-            if (!(s->dtypes & (1 << dt)))
-                continue;
-            size_t es = vkg_comm_dtype_size((vkg_comm_dtype)dt);
-            uint8_t *buf = malloc(count * es + 8), *out = malloc(count * es + 8);
-            for (int op = 0; op < 2 && st == VKG_OK; op++) {
-                for (int odd = 0; odd <= s->odd && st == VKG_OK; odd++) {
-                    /* in place for sums, out of place (at an odd element offset) for averages */
-                    uint8_t *in = op ? buf + es : buf, *dst = op ? out + es : buf;
-                    fill(in, count, (vkg_comm_dtype)dt, r->rank, odd);
-                    st = vkg_comm_allreduce(r->comm, in, dst, count, (vkg_comm_dtype)dt,
-                                            (vkg_comm_op)op);
-                    if (st != VKG_OK)
-                        break;
-                    digest = digest * 1099511628211ull ^ vkg_th_digest(dst, count * es);
-                    if (odd)
-                        continue;
-                    for (size_t i = 0; i < count; i++) {
-                        float sum = 0;
-                        for (int q = 0; q < n; q++)
-                            sum += vkg_th_int_value(q, i);
-                        float want = op ? sum / (float)n : sum;
-                        float got = dt == VKG_COMM_F32
-                                        ? ((float *)dst)[i]
-                                        : from16(((uint16_t *)dst)[i], (vkg_comm_dtype)dt);
-                        /* averages of 16-bit values are rounded to 16 bits: compare within
-                         * half a unit of the 16-bit type */
-                        float tol = dt == VKG_COMM_F32 || !op
-                                        ? 0.0f
-                                        : (dt == VKG_COMM_BF16 ? 1.0f / 64 : 1.0f / 1024) * 8;
-                        float d = got - want;
-                        wrong += d > tol || d < -tol;
-                    }
-                }
-            }
-            free(buf);
-            free(out);
-        }
-    }
+    vkg_th_sweep sw = {
+        .counts = s->counts, .ncounts = s->ncounts, .dtypes = s->dtypes, .odd = s->odd};
+    int bad = 0;
+    st = vkg_th_sweep_run(r, &sw, &wrong, &bad, &digest);
     vkg_th_report(r, "wrong=%d digest=%016llx st=%s %s", wrong, (unsigned long long)digest,
                   vkg_status_name(st), st ? vkg_error_message() : "");
     return st != VKG_OK || wrong != 0;
@@ -207,16 +145,25 @@ static int zero_body(vkg_th_rank *r, void *arg)
     for (int ci = 0; ci < s->ncounts && st == VKG_OK; ci++) {
         size_t count = s->counts[ci], b[VKG_TH_MAX_RANKS + 1];
         zero_bounds(count, n, b);
-        float *buf = malloc(count * 4 + 4);
+        float *buf = NULL;
+        if (s->pool)
+            st = vkg_comm_buffer_alloc(r->comm, count * 4 + 4, (void **)&buf);
+        else
+            buf = malloc(count * 4 + 4);
+        /* in the pools every call above 64 KiB runs there, the others through the slots */
+        uint64_t in_pool = s->pool && s->expect_shm && count * 4 > (64u << 10), e0[4], e1[4];
         for (int odd = 1; odd >= 0 && st == VKG_OK; odd--) {
-            fill(buf, count, VKG_COMM_F32, r->rank, odd);
+            vkg_th_fill(buf, count, VKG_COMM_F32, r->rank, odd);
             uint32_t s0 = vkg__comm_shm_steps(r->comm);
+            vkg__comm_shm_engines(r->comm, e0);
             st = vkg_comm_reduce_scatter(r->comm, buf, count, b);
             uint32_t s1 = vkg__comm_shm_steps(r->comm);
             if (st == VKG_OK)
                 st = vkg_comm_allgatherv(r->comm, buf, count, b);
             uint32_t s2 = vkg__comm_shm_steps(r->comm);
+            vkg__comm_shm_engines(r->comm, e1);
             path_bad += s->expect_shm ? (s1 == s0 || s2 == s1) : (s1 != s0 || s2 != s1);
+            path_bad += e1[3] - e0[3] != 2 * in_pool;
             if (st != VKG_OK)
                 break;
             digest = digest * 1099511628211ull ^ vkg_th_digest(buf, count * 4);
@@ -227,7 +174,10 @@ static int zero_body(vkg_th_rank *r, void *arg)
                 wrong += buf[i] != want;
             }
         }
-        free(buf);
+        if (s->pool)
+            vkg_comm_buffer_free(r->comm, buf);
+        else
+            free(buf);
     }
     vkg_th_report(r, "wrong=%d digest=%016llx path_bad=%d st=%s %s", wrong,
                   (unsigned long long)digest, path_bad, vkg_status_name(st),
@@ -235,12 +185,13 @@ static int zero_body(vkg_th_rank *r, void *arg)
     return st != VKG_OK || wrong != 0 || path_bad != 0;
 }
 
-static void zero_run(int n, vkg_comm_shm shm, const vkg_th_opts *base, const size_t *counts,
-                     int ncounts, char *digest_out, size_t cap)
+static void zero_run(int n, vkg_comm_shm shm, int pool, const vkg_th_opts *base,
+                     const size_t *counts, int ncounts, char *digest_out, size_t cap)
 {
     vkg_th_opts o = *base;
     o.shm = shm;
-    sweep sw = {.counts = counts, .ncounts = ncounts, .expect_shm = shm != VKG_COMM_SHM_OFF};
+    sweep sw = {
+        .counts = counts, .ncounts = ncounts, .expect_shm = shm != VKG_COMM_SHM_OFF, .pool = pool};
     vkg_th_result res[VKG_TH_MAX_RANKS];
     vkg_th_run(n, &o, zero_body, &sw, res);
     int ok = 1;
@@ -253,9 +204,9 @@ static void zero_run(int n, vkg_comm_shm shm, const vkg_th_opts *base, const siz
     snprintf(digest_out, cap, "%.31s", res[0].report);
 }
 
-/* ZeRO-1's collectives in the segment: bitwise the ZeroMQ engine's results, in rank order (the
- * default thresholds) and in the ring's order (ring_min_ranks 3, small_bytes 1 KiB), many
- * pipeline steps (16 KiB chunks). */
+/* ZeRO-1's collectives in the segment, through the slots and on buffers in the pools: bitwise the
+ * ZeroMQ engine's results, in rank order (the default thresholds) and in the ring's order
+ * (ring_min_ranks 3, small_bytes 1 KiB), many pipeline steps (16 KiB chunks). */
 static void test_zero_collectives_like_zmq(void **state)
 {
     (void)state;
@@ -268,12 +219,14 @@ static void test_zero_collectives_like_zmq(void **state)
                              .ring_min_ranks = ring ? 3 : 0,
                              .small_bytes = ring ? 1024 : 0,
                              .wall_s = 120};
-            char a[64], b[64];
-            zero_run(n, VKG_COMM_SHM_REQUIRE, &o, counts, 5, a, sizeof a);
-            zero_run(n, VKG_COMM_SHM_OFF, &o, counts, 5, b, sizeof b);
-            fprintf(stderr, "  zero %s, %d ranks: shm %s | zmq %s\n", ring ? "ring" : "rank", n, a,
-                    b);
+            char a[64], b[64], p[64];
+            zero_run(n, VKG_COMM_SHM_REQUIRE, 0, &o, counts, 5, a, sizeof a);
+            zero_run(n, VKG_COMM_SHM_REQUIRE, 1, &o, counts, 5, p, sizeof p);
+            zero_run(n, VKG_COMM_SHM_OFF, 0, &o, counts, 5, b, sizeof b);
+            fprintf(stderr, "  zero %s, %d ranks: shm %s | pool %s | zmq %s\n",
+                    ring ? "ring" : "rank", n, a, p, b);
             assert_string_equal(a, b);
+            assert_string_equal(p, b);
         }
 }
 
@@ -332,14 +285,7 @@ static void test_broadcast_allgather(void **state)
                          .shm = VKG_COMM_SHM_REQUIRE,
                          .shm_chunk_bytes = 65536,
                          .wall_s = 60};
-        vkg_th_result res[4];
-        vkg_th_run(n, &o, bcast_body, NULL, res);
-        int ok = 1;
-        for (int q = 0; q < n; q++)
-            ok &= res[q].body_rc == 0;
-        if (!ok)
-            vkg_th_dump(res, n);
-        assert_true(ok);
+        assert_true(vkg_th_run_ok(n, &o, bcast_body, NULL));
     }
 }
 
@@ -359,23 +305,18 @@ static int path_body(vkg_th_rank *r, void *arg)
 static void expect_path(vkg_comm_transport t, vkg_comm_shm shm, const char *want)
 {
     vkg_th_opts o = {.transport = t, .shm = shm, .wall_s = 30};
-    vkg_th_result res[2];
     path_arg a = {want};
-    vkg_th_run(2, &o, path_body, &a, res);
-    if (res[0].body_rc || res[1].body_rc)
-        vkg_th_dump(res, 2);
-    assert_int_equal(res[0].body_rc, 0);
-    assert_int_equal(res[1].body_rc, 0);
+    assert_true(vkg_th_run_ok(2, &o, path_body, &a));
 }
 
 static void test_policy_picks_the_path(void **state)
 {
     (void)state;
-    expect_path(VKG_COMM_IPC, VKG_COMM_SHM_AUTO, "shm (2 ranks on this host)");
-    expect_path(VKG_COMM_TCP, VKG_COMM_SHM_AUTO, "shm (2 ranks on this host)");
+    expect_path(VKG_COMM_IPC, VKG_COMM_SHM_AUTO, "shm (2 ranks on this host, single-copy ");
+    expect_path(VKG_COMM_TCP, VKG_COMM_SHM_AUTO, "shm (2 ranks on this host, single-copy ");
     expect_path(VKG_COMM_TCP, VKG_COMM_SHM_OFF, "zmq tcp (shared memory off)");
     expect_path(VKG_COMM_INPROC, VKG_COMM_SHM_AUTO, "zmq inproc");
-    expect_path(VKG_COMM_INPROC, VKG_COMM_SHM_REQUIRE, "shm (2 ranks on this host)");
+    expect_path(VKG_COMM_INPROC, VKG_COMM_SHM_REQUIRE, "shm (2 ranks on this host, single-copy ");
     vkg_comm_transport t = VKG_COMM_IPC;
     vkg_comm_shm s = VKG_COMM_SHM_AUTO;
     assert_int_equal(vkg_comm_transport_select("shm", &t, &s), VKG_OK);
@@ -443,7 +384,7 @@ static void test_other_job_cannot_attach(void **state)
     vkg__shm_socket_name(&job, name, sizeof name);
     int seg = -1, lfd = -1;
     size_t bytes = 0;
-    assert_int_equal(vkg__shm_create_fd(&job, 2, 4096, &seg, &bytes), VKG_OK);
+    assert_int_equal(vkg__shm_create_fd(&job, 2, 4096, 0, &seg, &bytes), VKG_OK);
     assert_int_equal(vkg__shm_listen(name, &lfd), VKG_OK);
     pid_t host = fork();
     if (host == 0) { /* the host's first rank: serves until rank 1 attached */
@@ -483,14 +424,17 @@ static void test_other_job_cannot_attach(void **state)
 #define FAULT_TIMEOUT_MS 1500
 #define FAULT_COUNT (4u << 20) /* 16 MiB: many pipeline steps per allreduce */
 
+/* arg: the engine the allreduces must take (vkg__comm_shm_engines' index). */
 static int loop_until_error(vkg_th_rank *r, void *arg)
 {
-    (void)arg;
+    int engine = *(const int *)arg;
     float *x = malloc(FAULT_COUNT * sizeof *x);
     for (size_t i = 0; i < FAULT_COUNT; i++)
         x[i] = (float)(i % 7);
     vkg_status st = vkg_comm_allreduce(r->comm, x, x, FAULT_COUNT, VKG_COMM_F32, VKG_COMM_AVG);
-    if (!vkg_comm_uses_shm(r->comm))
+    uint64_t e[4];
+    vkg__comm_shm_engines(r->comm, e);
+    if (!vkg_comm_uses_shm(r->comm) || e[engine] != 1)
         st = VKG_ERR_STATE;
     vkg_th_ready(r);
     for (long it = 0; st == VKG_OK && it < 1000000; it++)
@@ -500,31 +444,38 @@ static int loop_until_error(vkg_th_rank *r, void *arg)
     return st == VKG_OK ? 0 : 1;
 }
 
-static void fault_case(int n, int victim, int sig)
+/* cma: the allreduces run single-copy (process_vm_readv); 0: through the segment's slots. */
+static void fault_case(int n, int victim, int sig, int cma)
 {
+    int engine = cma ? 1 : 0;
     vkg_th_opts o = {.transport = VKG_COMM_IPC,
                      .processes = 1,
                      .timeout_ms = FAULT_TIMEOUT_MS,
                      .shm = VKG_COMM_SHM_REQUIRE,
                      .wall_s = 30};
-    char label[32];
-    snprintf(label, sizeof label, "shm, %d ranks", n);
-    assert_true(vkg_th_fault(n, &o, loop_until_error, NULL, victim, sig,
-                             2.0 * FAULT_TIMEOUT_MS / 1000.0, label));
+    char label[48];
+    snprintf(label, sizeof label, "shm %s, %d ranks", cma ? "single-copy" : "slots", n);
+    if (!cma)
+        setenv("VKG_COMM_CMA", "0", 1);
+    int ok = vkg_th_fault(n, &o, loop_until_error, &engine, victim, sig,
+                          2.0 * FAULT_TIMEOUT_MS / 1000.0, label);
+    unsetenv("VKG_COMM_CMA");
+    assert_true(ok);
 }
 
 static void test_sigkill(void **state)
 {
     (void)state;
-    fault_case(2, 1, SIGKILL);
-    fault_case(3, 0, SIGKILL);
+    fault_case(2, 1, SIGKILL, 1);
+    fault_case(3, 0, SIGKILL, 1);
+    fault_case(2, 1, SIGKILL, 0);
 }
 
 static void test_sigstop(void **state)
 {
     (void)state;
-    fault_case(2, 0, SIGSTOP);
-    fault_case(3, 2, SIGSTOP);
+    fault_case(2, 0, SIGSTOP, 1);
+    fault_case(3, 2, SIGSTOP, 0);
 }
 
 /* Rank 1 aborts while the others wait in a large allreduce: they learn it through the segment

@@ -141,7 +141,8 @@ static void test_launch_two_ranks_train(void **state)
     expect_output(&p, "[rank 0] data parallel: rank 0 of 2, micro-batches 2,2 rows (4 x 32 = 128");
     expect_output(&p, "[rank 1] data parallel: rank 1 of 2");
     /* ranks of one host share memory by default */
-    expect_output(&p, "[rank 0] transport: collectives over shm (2 ranks on this host)");
+    expect_output(&p,
+                  "[rank 0] transport: collectives over shm (2 ranks on this host, single-copy ");
     /* which way the buckets go depends on the device: the line says so either way */
     expect_output(&p, "[rank 1] transport: gradient buckets: ");
     if (!strstr(p.buf[0], "[rank 0] transport: gradient buckets: zero-copy: ") &&

@@ -320,24 +320,6 @@ int vkg_comm_uses_shm(const vkg_comm_t *c)
     return c && c->shm != NULL;
 }
 
-vkg_status vkg_comm_buffer_alloc(vkg_comm_t *c, size_t bytes, void **out)
-{
-    (void)c;
-    VKG_CHECK(out != NULL && bytes > 0, VKG_ERR_INVALID_ARG,
-              "a collective buffer needs > 0 bytes, got %zu", bytes);
-    size_t rounded = (bytes + 4095) / 4096 * 4096;
-    void *p = aligned_alloc(4096, rounded);
-    VKG_CHECK(p, VKG_ERR_NOMEM, "no memory for a collective buffer of %zu bytes", bytes);
-    *out = p;
-    return VKG_OK;
-}
-
-void vkg_comm_buffer_free(vkg_comm_t *c, void *p)
-{
-    (void)c;
-    free(p);
-}
-
 vkg_status vkg_comm_set_timeout(vkg_comm_t *c, int timeout_ms)
 {
     VKG_CHECK(c != NULL && timeout_ms > 0, VKG_ERR_INVALID_ARG, "timeout must be > 0 ms, got %d",

@@ -177,7 +177,7 @@ struct vkg_comm {
     vkg_comm_shm shm_mode;
     size_t shm_chunk;    /* bytes of a buffer one step of the shm pipeline moves (0 = default) */
     struct vkg_shm *shm; /* the host's segment when every rank is local and shm is used */
-    char path[96];       /* "shm, 4 local ranks" or "zmq ipc": what the collectives use */
+    char path[256]; /* "shm (4 ranks on this host, single-copy on)": what the collectives use */
 };
 
 /* ---- context (ctx.c) ---- */

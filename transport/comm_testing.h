@@ -16,6 +16,19 @@ void vkg__comm_secret(const vkg_comm_t *c, uint8_t out[16]);
  * reads it before and after a call to see that the call ran in the segment. */
 uint32_t vkg__comm_shm_steps(const vkg_comm_t *c);
 
+/* The single-copy allreduce (process_vm_readv) runs from this many bytes on by default
+ * (VKG_COMM_CMA_MIN of the host's first rank overrides it; shm_direct.c); the in-pool one above
+ * 64 KiB, when every rank's buffers are in its pool. */
+#define VKG_SHM_CMA_MIN_BYTES (256u << 10)
+
+/* Allreduces this rank ran in its segment per engine: [0] the segment's slots (copy in, reduce,
+ * copy out), [1] single-copy (some peer's buffer read with process_vm_readv), [2] in-pool (every
+ * buffer read through the mapping); [3] reduce-scatters and allgathervs run in the pools. All 0
+ * without a segment. */
+void vkg__comm_shm_engines(const vkg_comm_t *c, uint64_t out[4]);
+/* 1 when the segment's single-copy path (process_vm_readv) is on. */
+int vkg__comm_shm_cma(const vkg_comm_t *c);
+
 /* 1 when group g runs its collectives in a segment of its own (decided at its first one). */
 int vkg__group_uses_shm(const vkg_group_t *g);
 
@@ -39,9 +52,10 @@ typedef struct vkg_shm_creds {
 /* The abstract socket name (without the leading NUL) where the host's first rank of the job
  * with these credentials hands out its segment. */
 void vkg__shm_socket_name(const vkg_shm_creds *cr, char *name, size_t cap);
-/* A sealed memfd segment for n local ranks (its header filled in), and its size. */
-vkg_status vkg__shm_create_fd(const vkg_shm_creds *cr, int n, size_t chunk, int *fd_out,
-                              size_t *bytes_out);
+/* A sealed memfd segment for n local ranks with pools of pool bytes each (a multiple of 4 KiB;
+ * may be 0), its header filled in, and its size. */
+vkg_status vkg__shm_create_fd(const vkg_shm_creds *cr, int n, size_t chunk, size_t pool,
+                              int *fd_out, size_t *bytes_out);
 /* Listen at the abstract name. */
 vkg_status vkg__shm_listen(const char *name, int *lfd_out);
 /* The host's side: admit ranks 1..nranks-1 of the job cr (each once, after the challenge) and

@@ -45,11 +45,12 @@ typedef struct shm_msg {
     char why[256]; /* status REFUSED: the reason */
 } shm_msg;
 
-size_t vkg__shm_layout(int n, size_t chunk, size_t *data_off)
+size_t vkg__shm_layout(int n, size_t chunk, size_t pool, size_t *data_off, size_t *pool_off)
 {
     size_t head = 128 + (size_t)n * (sizeof(vkg_shm_ctl) + VKG_SHM_REASON);
     *data_off = (head + 4095) & ~(size_t)4095;
-    return *data_off + (size_t)n * VKG_SHM_SLOTS * chunk;
+    *pool_off = *data_off + (size_t)n * VKG_SHM_SLOTS * chunk; /* chunk: a multiple of 4 KiB */
+    return *pool_off + (size_t)n * pool;
 }
 
 void vkg__shm_bind(struct vkg_shm *s, uint8_t *base, size_t bytes, int n, int me)
@@ -62,6 +63,8 @@ void vkg__shm_bind(struct vkg_shm *s, uint8_t *base, size_t bytes, int n, int me
     s->data = base + s->hdr->data_off;
     s->chunk = s->hdr->chunk;
     s->slots = (int)s->hdr->slots;
+    s->pool = base + s->hdr->pool_off;
+    s->pool_bytes = s->hdr->pool_bytes;
     s->n = n;
     s->me = me;
 }
@@ -339,10 +342,10 @@ vkg_status vkg__shm_listen(const char *name, int *lfd_out)
     return VKG_OK;
 }
 
-vkg_status vkg__shm_create_fd(const vkg_shm_creds *cr, int n, size_t chunk, int *fd_out,
-                              size_t *bytes_out)
+vkg_status vkg__shm_create_fd(const vkg_shm_creds *cr, int n, size_t chunk, size_t pool,
+                              int *fd_out, size_t *bytes_out)
 {
-    size_t data_off, bytes = vkg__shm_layout(n, chunk, &data_off);
+    size_t data_off, pool_off, bytes = vkg__shm_layout(n, chunk, pool, &data_off, &pool_off);
     int fd = memfd_create("vkgpt-shm", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     VKG_CHECK(fd >= 0, VKG_ERR_UNSUPPORTED, "memfd_create: %s", strerror(errno));
     vkg_status st = VKG_OK;
@@ -371,6 +374,8 @@ vkg_status vkg__shm_create_fd(const vkg_shm_creds *cr, int n, size_t chunk, int 
     h->slots = VKG_SHM_SLOTS;
     h->total_bytes = bytes;
     h->data_off = data_off;
+    h->pool_off = pool_off;
+    h->pool_bytes = pool;
     munmap(p, bytes);
     *fd_out = fd;
     *bytes_out = bytes;
@@ -385,21 +390,22 @@ vkg_status vkg__shm_map(int fd, const vkg_shm_creds *cr, int n, size_t chunk, ui
     int seals = fcntl(fd, F_GET_SEALS);
     VKG_CHECK(seals >= 0 && (seals & F_SEAL_SHRINK), VKG_ERR_PROTOCOL,
               "the segment handed over is not sealed against shrinking");
-    size_t data_off, bytes = vkg__shm_layout(n, chunk, &data_off);
-    VKG_CHECK((size_t)sb.st_size == bytes, VKG_ERR_PROTOCOL,
-              "the segment has %lld bytes, expected %zu (ranks disagree on the shm chunk size?)",
-              (long long)sb.st_size, bytes);
+    /* the pools' size is the creator's (from the header): map the whole, then check it */
+    size_t bytes = (size_t)sb.st_size, data_off, pool_off;
+    VKG_CHECK(bytes >= 4096, VKG_ERR_PROTOCOL, "the segment has only %zu bytes", bytes);
     uint8_t *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     VKG_CHECK(p != MAP_FAILED, VKG_ERR_NOMEM, "mapping the segment (%zu bytes): %s", bytes,
               strerror(errno));
     const vkg_shm_hdr *h = (const vkg_shm_hdr *)p;
+    size_t want = vkg__shm_layout(n, chunk, (size_t)h->pool_bytes, &data_off, &pool_off);
     if (h->magic != VKG_SHM_MAGIC || h->version != VKG_SHM_VERSION || h->job_id != cr->job_id ||
         h->generation != cr->generation || h->nlocal != (uint32_t)n || h->chunk != chunk ||
-        h->slots != VKG_SHM_SLOTS || h->data_off != data_off || h->total_bytes != bytes) {
+        h->slots != VKG_SHM_SLOTS || h->data_off != data_off || h->pool_off != pool_off ||
+        h->total_bytes != bytes || want != bytes || h->pool_bytes % 4096) {
         munmap(p, bytes);
         return VKG_FAIL(VKG_ERR_PROTOCOL,
                         "the segment's header does not describe this job's segment (job, "
-                        "generation, ranks or chunk size differ)");
+                        "generation, ranks, chunk size or layout differ)");
     }
     *base_out = p;
     *bytes_out = bytes;

@@ -19,6 +19,11 @@
  * reduces the whole buffer from every slot in rank order straight into its result (the same
  * arithmetic on every rank, so the same bits), as the ZeroMQ path's one-step exchange does.
  *
+ * Larger allreduces first offer themselves to shm_direct.c, which reads the peers' buffers in
+ * place (in their pools in the segment, or with process_vm_readv) when the buffers and the size
+ * allow; the pipeline below runs when it declines, with the same order of additions
+ * (vkg__shm_reduce_from serves both).
+ *
  * Not here: waiting and signalling (shm_wait.c), creating and handing over the segment (shm.c).
  */
 #include "shm.h"
@@ -33,16 +38,7 @@ typedef vkg_shm_op shm_op;
 
 /* ---- allreduce ---- */
 
-typedef struct ar {
-    shm_op o;
-    const uint8_t *send;
-    uint8_t *recv;
-    size_t count, es, per; /* elements; bytes each; elements per step */
-    vkg_comm_dtype dt;
-    int avg, ring;
-    const size_t *rb; /* with ring: [n + 1] the ring's chunks (chunk k is summed from rank k) */
-    const void **srcs;
-} ar;
+typedef vkg_shm_ar ar;
 
 /* Slice q of a step of n elements: ranks take whole 64-byte lines, the last one the rest. */
 static size_t slice_start(const ar *a, size_t n, int q)
@@ -51,6 +47,12 @@ static size_t slice_start(const ar *a, size_t n, int q)
     size_t each = ((n + nr - 1) / nr + line - 1) / line * line;
     size_t x = each * (size_t)q;
     return x < n ? x : n;
+}
+
+void vkg__shm_slice(const vkg_shm_ar *a, size_t n, int q, size_t *lo, size_t *hi)
+{
+    *lo = slice_start(a, n, q);
+    *hi = q == a->o.s->n - 1 ? n : slice_start(a, n, q + 1);
 }
 
 static size_t step_len(const ar *a, size_t j)
@@ -71,28 +73,34 @@ static int ring_chunk(const ar *a, size_t e)
     return k;
 }
 
+void vkg__shm_reduce_from(const vkg_shm_ar *a, const uint8_t *const *from, size_t e, size_t len,
+                          uint8_t *dst)
+{
+    int n = a->o.s->n;
+    const void *srcs[VKG_SHM_MAX_RANKS];
+    for (size_t done = 0; done < len;) {
+        size_t take = len - done;
+        int first = 0;
+        if (a->ring) { /* the ring starts chunk k at rank k: split at its chunk boundaries */
+            first = ring_chunk(a, e + done);
+            size_t end = a->rb[first + 1];
+            take = end - (e + done) < take ? end - (e + done) : take;
+        }
+        for (int i = 0; i < n; i++)
+            srcs[i] = from[(first + i) % n] + done * a->es;
+        vkg__reduce_ordered(dst + done * a->es, srcs, n, take, a->dt, a->avg);
+        done += take;
+    }
+}
+
 /* Reduce len elements at element e of the whole buffer (offset off within the step's slots)
  * from every rank's slot into dst (this rank's slot, or the caller's buffer at element e). */
 static void reduce_run(ar *a, uint32_t step, size_t off, size_t e, size_t len, uint8_t *dst)
 {
-    struct vkg_shm *s = a->o.s;
-    int n = s->n;
-    while (len > 0) {
-        size_t take = len;
-        int first = 0;
-        if (a->ring) { /* the ring starts chunk k at rank k: split at its chunk boundaries */
-            first = ring_chunk(a, e);
-            size_t end = a->rb[first + 1];
-            take = end - e < len ? end - e : len;
-        }
-        for (int i = 0; i < n; i++)
-            a->srcs[i] = vkg__shm_slot(s, (first + i) % n, step) + off * a->es;
-        vkg__reduce_ordered(dst, a->srcs, n, take, a->dt, a->avg);
-        dst += take * a->es;
-        off += take;
-        e += take;
-        len -= take;
-    }
+    const uint8_t *from[VKG_SHM_MAX_RANKS];
+    for (int q = 0; q < a->o.s->n; q++)
+        from[q] = vkg__shm_slot(a->o.s, q, step) + off * a->es;
+    vkg__shm_reduce_from(a, from, e, len, dst);
 }
 
 static vkg_status ar_copy_in(ar *a, size_t j)
@@ -146,9 +154,10 @@ static vkg_status ar_direct(ar *a)
     vkg__shm_publish(s, CTR_RED, step + 1);
     vkg__shm_publish(s, CTR_IN, step + 1);
     VKG_TRY(vkg__shm_wait_all(&a->o, CTR_IN, step + 1));
+    const void *srcs[VKG_SHM_MAX_RANKS];
     for (int q = 0; q < s->n; q++)
-        a->srcs[q] = vkg__shm_slot(s, q, step);
-    vkg__reduce_ordered(a->recv, a->srcs, s->n, a->count, a->dt, a->avg);
+        srcs[q] = vkg__shm_slot(s, q, step);
+    vkg__reduce_ordered(a->recv, srcs, s->n, a->count, a->dt, a->avg);
     vkg__shm_publish(s, CTR_OUT, step + 1);
     return VKG_OK;
 }
@@ -157,8 +166,6 @@ static vkg_status ar_direct(ar *a)
 static vkg_status ar_run(ar *a_)
 {
     ar a = *a_;
-    const void *srcs[VKG_SHM_MAX_RANKS];
-    a.srcs = srcs;
     size_t count = a.count, steps = (count + a.per - 1) / a.per;
     vkg_status st = VKG_OK;
     if (steps == 1 && count * a.es <= DIRECT_BYTES && !a.ring) {
@@ -195,6 +202,13 @@ vkg_status vkg__shm_allreduce(vkg_comm_t *c, const void *send, void *recv, size_
     size_t rb[VKG_SHM_MAX_RANKS + 1];
     ring_bounds(count, c->size, rb);
     a.rb = rb;
+    if (count * a.es > DIRECT_BYTES) { /* the direct paths, when the buffers and size allow */
+        int done = 0;
+        VKG_TRY(vkg__shm_direct_allreduce(&a, &done));
+        if (done)
+            return VKG_OK;
+    }
+    c->shm->engine[VKG_SHM_ENG_SEGMENT]++;
     return ar_run(&a);
 }
 
@@ -243,8 +257,11 @@ vkg_status vkg__shm_reduce_scatter(vkg_comm_t *c, float *buf, size_t count, cons
             .ring = ring && c->size > 2};
     VKG_TRY(vkg__shm_start(&a.o, c, "reduce-scatter"));
     a.per = c->shm->chunk / 4;
-    const void *srcs[VKG_SHM_MAX_RANKS];
-    a.srcs = srcs;
+    int done = 0;
+    if (count * 4 > DIRECT_BYTES) /* in the pools, when every rank's buffer is in its own */
+        VKG_TRY(vkg__shm_direct_zero(&a, bounds, 1, &done));
+    if (done)
+        return VKG_OK;
     size_t steps = (count + a.per - 1) / a.per, lo = bounds[c->shm->me],
            hi = bounds[c->shm->me + 1];
     vkg_status st = VKG_OK;
@@ -261,8 +278,14 @@ vkg_status vkg__shm_reduce_scatter(vkg_comm_t *c, float *buf, size_t count, cons
 vkg_status vkg__shm_allgatherv(vkg_comm_t *c, const char *name, void *buf, size_t count, size_t es,
                                const size_t *bounds)
 {
-    shm_op o;
-    VKG_TRY(vkg__shm_start(&o, c, name));
+    ar a = {.send = buf, .recv = buf, .count = count, .es = es};
+    VKG_TRY(vkg__shm_start(&a.o, c, name));
+    int done = 0;
+    if (count * es > DIRECT_BYTES) /* in the pools, when every rank's buffer is in its own */
+        VKG_TRY(vkg__shm_direct_zero(&a, bounds, 0, &done));
+    if (done)
+        return VKG_OK;
+    shm_op o = a.o;
     struct vkg_shm *s = c->shm;
     uint8_t *b = buf;
     size_t per = s->chunk / es, steps = (count + per - 1) / per;

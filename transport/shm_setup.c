@@ -65,8 +65,9 @@ static vkg_status give_up(vkg_comm_t *c, int q, const char *why)
 
 /* Create (me == 0) or attach to a segment of n ranks handed over at the abstract socket `name`,
  * the outcome agreed through agree among nall parties (two rounds). *out: the segment, or NULL
- * with *bad = the first party that failed and its reason in why. */
-static vkg_status make_segment(vkg_comm_t *c, int n, int me, const char *name,
+ * with *bad = the first party that failed and its reason in why. pools: the segment gets
+ * buffer pools (VKG_COMM_SHM_POOL, read by the creator). */
+static vkg_status make_segment(vkg_comm_t *c, int n, int me, const char *name, int pools,
                                vkg_shm_agree_fn agree, void *arg, int nall, struct vkg_shm **out,
                                int *bad, char *why, size_t cap)
 {
@@ -83,7 +84,11 @@ static vkg_status make_segment(vkg_comm_t *c, int n, int me, const char *name,
     vkg_status st = VKG_OK;
     *out = NULL;
     if (me == 0) {
-        st = vkg__shm_create_fd(&cr, n, chunk, &seg, &bytes);
+        size_t pool = 0; /* the creator's VKG_COMM_SHM_POOL: the others read it in the header */
+        if (pools)
+            st = vkg__shm_pool_request(n, &pool);
+        if (st == VKG_OK)
+            st = vkg__shm_create_fd(&cr, n, chunk, pool, &seg, &bytes);
         if (st == VKG_OK)
             st = vkg__shm_listen(name, &lfd);
         if (st < 0)
@@ -142,8 +147,9 @@ static vkg_status setup_segment(vkg_comm_t *c, int hier)
         snprintf(name + strlen(name), sizeof name - strlen(name), "-h%d", c->local[0]);
     int bad = -1;
     struct vkg_shm *s = NULL;
-    VKG_TRY(make_segment(c, c->nlocal, c->local_index, name, comm_agree, c, c->size, &s, &bad, why,
-                         sizeof why));
+    /* pools serve the single-host allreduce only */
+    VKG_TRY(make_segment(c, c->nlocal, c->local_index, name, !hier, comm_agree, c, c->size, &s,
+                         &bad, why, sizeof why));
     if (!s)
         return give_up(c, bad, why);
     c->shm = s;
@@ -159,7 +165,7 @@ static vkg_status setup_segment(vkg_comm_t *c, int hier)
                  vkg_comm_transport_name(c->transport));
     else
         snprintf(c->path, sizeof c->path, "shm (%d ranks on this host)", c->size);
-    return VKG_OK;
+    return hier ? VKG_OK : vkg__shm_direct_setup(c);
 }
 
 vkg_status vkg__shm_setup(vkg_comm_t *c)
@@ -210,6 +216,7 @@ void vkg__shm_free(vkg_comm_t *c)
         return;
     munmap(s->base, s->bytes);
     close(s->fd);
+    vkg__shm_direct_free(s);
     free(s);
     c->shm = NULL;
     c->hier = 0;
@@ -263,7 +270,7 @@ vkg_status vkg__shm_group_setup(vkg_comm_t *c, const int *ranks, int n, int me, 
     vkg__shm_socket_name(&cr, name, sizeof name);
     snprintf(name + strlen(name), sizeof name - strlen(name), "-g%u-%d", (unsigned)id, ranks[0]);
     int bad = -1;
-    VKG_TRY(make_segment(c, n, me, name, agree, arg, n, out, &bad, why, sizeof why));
+    VKG_TRY(make_segment(c, n, me, name, 0, agree, arg, n, out, &bad, why, sizeof why));
     vkg_status st = *out ? track(c, *out) : VKG_OK;
     if (st < 0)
         vkg__shm_group_free(out);
@@ -278,6 +285,7 @@ void vkg__shm_group_free(struct vkg_shm **ps)
     untrack(s);
     munmap(s->base, s->bytes);
     close(s->fd);
+    vkg__shm_direct_free(s);
     free(s);
     *ps = NULL;
 }

@@ -179,6 +179,14 @@ vkg_status vkg__shm_start_on(vkg_shm_op *o, vkg_comm_t *c, struct vkg_shm *s, co
     return start_on(o, c, s, ranks, what);
 }
 
+int vkg__shm_aborted(vkg_shm_op *o, vkg_status *st)
+{
+    if (!atomic_load(&o->s->hdr->abort_word))
+        return 0;
+    *st = aborted(o);
+    return 1;
+}
+
 vkg_status vkg__shm_wait_one(vkg_shm_op *o, int q, int which, uint32_t target)
 {
     return wait_one(o, q, which, target);

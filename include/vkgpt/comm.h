@@ -29,6 +29,9 @@
  * an abstract Unix socket after a challenge proving they hold the job's secret; allreduce,
  * broadcast and allgather then run in the segment (reduce-scatter + allgather in place, the same
  * order of additions as the ZeroMQ path, so the bits are the same), everything else over ZeroMQ.
+ * Large allreduces read the peers' buffers in place: buffers from vkg_comm_buffer_alloc in the
+ * segment's pools through the mapping, others with process_vm_readv (single-copy) where the
+ * kernel allows it (VKG_COMM_CMA=0 turns that off; VKG_COMM_CMA_MIN sets its threshold).
  * Policy (cfg.shm): by default tcp and ipc use it where possible, inproc does not; REQUIRE fails
  * create when it is impossible; OFF never uses it. A rank that dies, freezes or fails while
  * others wait in the segment is reported by the same deadlines, heartbeats and aborts as above.
@@ -219,13 +222,20 @@ const char *vkg_comm_path(const vkg_comm_t *c);
 int vkg_comm_uses_shm(const vkg_comm_t *c);
 
 /* A buffer for collectives of `bytes` bytes (> 0), aligned to 4096 bytes, in *out. When c's
- * collectives run in the host's shared-memory segment it lies in this rank's part of it, where
- * the local peers read it in place (an allreduce on it copies nothing in); otherwise, and for
- * c == NULL, it is ordinary memory. Any buffer may be passed to the collectives; these only save
- * copies. Free with vkg_comm_buffer_free on the same c before vkg_comm_destroy.
+ * collectives run in the host's shared-memory segment it lies in this rank's pool in it (size:
+ * VKG_COMM_SHM_POOL of the host's first rank, default 512 MiB per rank), where the local peers
+ * read it in place: an allreduce whose send and recv buffers are in their pools on every rank
+ * copies nothing in. When the pool is full or there is no segment (and for c == NULL) it is
+ * ordinary memory. Any buffer may be passed to the collectives; these only save copies. Free
+ * with vkg_comm_buffer_free on the same c before vkg_comm_destroy (which unmaps the pools).
  * Errors: VKG_ERR_INVALID_ARG (bytes == 0), VKG_ERR_NOMEM. */
 vkg_status vkg_comm_buffer_alloc(vkg_comm_t *c, size_t bytes, void **out);
-void vkg_comm_buffer_free(vkg_comm_t *c, void *p);
+/* Release a buffer of vkg_comm_buffer_alloc (NULL: nothing). VKG_ERR_INVALID_ARG, and nothing
+ * freed, for a pointer into this rank's pool that is no live buffer (a double free). */
+vkg_status vkg_comm_buffer_free(vkg_comm_t *c, void *p);
+/* 1 when [p, p + bytes) lies in this rank's pool of c's segment (the local peers read it in
+ * place), 0 otherwise: ordinary memory, a full pool, or no segment. */
+int vkg_comm_buffer_in_segment(const vkg_comm_t *c, const void *p, size_t bytes);
 
 /* Change the deadline of later blocking calls (milliseconds, > 0). */
 vkg_status vkg_comm_set_timeout(vkg_comm_t *c, int timeout_ms);

@@ -44,6 +44,7 @@ typedef struct bench_opts {
     int check;
     int bind;
     int ring_min;
+    int in_segment; /* buffers from vkg_comm_buffer_alloc (the segment's pool) */
 } bench_opts;
 
 typedef struct bench_rank_arg {
@@ -226,17 +227,20 @@ static int bench_rank(bench_rank_arg *a)
     vkg_status st = vkg_comm_create(&a->cfg, &c);
     if (st != VKG_OK)
         return a->rc = vkg_cli_report("bench allreduce", st);
-    void *send = malloc(o->max_bytes + 64), *recv = malloc(o->max_bytes + 64);
+    vkg_comm_t *pool = o->in_segment ? c : NULL; /* NULL: ordinary memory */
+    void *send = NULL, *recv = NULL;
+    st = vkg_comm_buffer_alloc(pool, o->max_bytes + 64, &send);
+    if (st == VKG_OK)
+        st = vkg_comm_buffer_alloc(pool, o->max_bytes + 64, &recv);
     double sum_busbw = 0;
     int64_t wrong = 0;
     int nsizes = 0;
-    if (!send || !recv) {
-        st = VKG_ERR_NOMEM;
-    } else {
+    if (st == VKG_OK) {
         memset(recv, 0, o->max_bytes);
         if (a->cfg.rank == 0) {
             print_header(o);
-            printf("# collectives over %s\n", vkg_comm_path(c));
+            printf("# collectives over %s; buffers %s\n", vkg_comm_path(c),
+                   o->in_segment ? "in the segment's pools" : "in ordinary memory");
         }
         for (size_t b = o->min_bytes; b <= o->max_bytes && st == VKG_OK; b *= 2, nsizes++)
             st = bench_size(c, o, b, send, recv, &sum_busbw, &wrong);
@@ -246,8 +250,8 @@ static int bench_rank(bench_rank_arg *a)
         printf("# Avg bus bandwidth    : %.3f GB/s\n#\n", nsizes ? sum_busbw / nsizes : 0.0);
         fflush(stdout);
     }
-    free(send);
-    free(recv);
+    vkg_comm_buffer_free(pool, send);
+    vkg_comm_buffer_free(pool, recv);
     if (st != VKG_OK) {
         a->rc = vkg_cli_report("bench allreduce", st);
         vkg_comm_abort(c, "benchmark failed");
@@ -389,6 +393,8 @@ static int parse_bench(int argc, char **argv, bench_opts *o)
         {"--ring-min", VKG_FLAG_INT, &o->ring_min,
          "ranks from which large allreduces use the ring (default: the transport's)", 0, 2, 64},
         {"--no-check", VKG_FLAG_BOOL, &no_check, "do not check the results", 0, 0, 0},
+        {"--in-segment", VKG_FLAG_BOOL, &o->in_segment,
+         "buffers from vkg_comm_buffer_alloc (the segment's pools, read in place)", 0, 0, 0},
     };
     int rc = vkg_flags_parse("bench allreduce",
                              "-n N [options]\n  Launches N local ranks (processes for tcp and ipc, "
@@ -454,6 +460,10 @@ int vkg_cli_bench_allreduce(int argc, char **argv)
         }
         snprintf(base.ipc_dir, sizeof base.ipc_dir, "%s", dir);
     }
+    char pool[32]; /* --in-segment: pools that hold both buffers, unless the user sized them */
+    snprintf(pool, sizeof pool, "%zu", 2 * (o.max_bytes + 64) + (64u << 10));
+    if (o.in_segment)
+        setenv("VKG_COMM_SHM_POOL", pool, 0);
     rc = o.transport == VKG_COMM_INPROC ? run_threads(&o, &base) : run_processes(&o, &base);
     if (dir[0])
         rmdir(dir);

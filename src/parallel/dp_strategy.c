@@ -34,8 +34,12 @@ vkg_status vkg__dp_reduce_grads(vkg_strategy *s, int k, float *buf, size_t n)
 static int import_grads(vkg_strategy *s, vkg_tensor *packed)
 {
     const vkg_device_info *info = vkg_device_get_info(s->mc.dev);
-    const char *where = vkg_comm_uses_shm(vkg_dp_comm(s->dp))
+    const vkg_comm_t *comm = vkg_dp_comm(s->dp);
+    const char *where = vkg_comm_buffer_in_segment(comm, s->grads, s->grads_bytes)
                             ? "this rank's part of the shared-memory segment"
+                        : vkg_comm_uses_shm(comm)
+                            ? "host memory of the collectives (the segment's pool is too small: "
+                              "VKG_COMM_SHM_POOL)"
                             : "host memory of the collectives";
     size_t cap = sizeof s->bucket_path;
     if (s->cfg.force_copy_path) {
