@@ -125,6 +125,8 @@ static void run_plan(int n, const vkg_th_opts *base, const plan *p, const char *
     o.processes = 1;
     o.transport = VKG_COMM_IPC;
     o.shm = p->cma < 0 ? VKG_COMM_SHM_OFF : VKG_COMM_SHM_REQUIRE;
+    if (!env && p->cma > 0) /* single-copy is off unless asked for */
+        env = "VKG_COMM_CMA", value = "1";
     if (env)
         setenv(env, value, 1);
     vkg_th_result res[VKG_TH_MAX_RANKS];
@@ -298,10 +300,12 @@ static void expect_start(const char *env, const char *value, int create_fails, c
                      .wall_s = 30,
                      .timeout_ms = 5000};
     vkg_th_result res[2];
-    setenv(env, value, 1);
+    if (value)
+        setenv(env, value, 1);
     vkg_th_run(2, &o, path_body, (void *)want, res);
-    unsetenv(env);
-    fprintf(stderr, "  %s=%s: %s\n", env, value, res[0].report);
+    if (value)
+        unsetenv(env);
+    fprintf(stderr, "  %s=%s: %s\n", env, value ? value : "(unset)", res[0].report);
     for (int q = 0; q < 2; q++) {
         if (create_fails)
             assert_int_not_equal(res[q].create_status, VKG_OK);
@@ -315,7 +319,10 @@ static void test_startup_line(void **state)
 {
     (void)state;
     expect_start("VKG_COMM_CMA", "1", 0, "shm (2 ranks on this host, single-copy on from 256 KiB)");
+    expect_start("VKG_COMM_CMA", NULL, 0, "single-copy off: not asked for (VKG_COMM_CMA=1)");
+    setenv("VKG_COMM_CMA", "1", 1);
     expect_start("VKG_COMM_CMA_MIN", "1M", 0, "single-copy on from 1024 KiB)");
+    unsetenv("VKG_COMM_CMA");
     expect_start("VKG_COMM_CMA_MIN", "-4", 1, "VKG_COMM_CMA_MIN='-4' on rank 0 is not a size");
     expect_start("VKG_COMM_CMA", "0", 0, "single-copy off: VKG_COMM_CMA=0 on rank 0");
     expect_start("VKG_COMM_CMA", "yes", 1, "VKG_COMM_CMA='yes' on rank 0 is not 0 or 1");

@@ -455,8 +455,7 @@ static void fault_case(int n, int victim, int sig, int cma)
                      .wall_s = 30};
     char label[48];
     snprintf(label, sizeof label, "shm %s, %d ranks", cma ? "single-copy" : "slots", n);
-    if (!cma)
-        setenv("VKG_COMM_CMA", "0", 1);
+    setenv("VKG_COMM_CMA", cma ? "1" : "0", 1);
     int ok = vkg_th_fault(n, &o, loop_until_error, &engine, victim, sig,
                           2.0 * FAULT_TIMEOUT_MS / 1000.0, label);
     unsetenv("VKG_COMM_CMA");

@@ -175,6 +175,33 @@ static void test_launch_two_ranks_train(void **state)
     vkg_test_proc_free(&p);
 }
 
+/* `launch -n 4` on one host: the collectives take shared memory by default and every rank's
+ * gradient buckets live in its part of the segment where the device can import them. */
+static void test_launch_four_ranks_pick_shm(void **state)
+{
+    (void)state;
+    const char *args[] = {"launch", "-n", "4", "--", TRAIN_ARGS, "--steps", "1", NULL};
+    vkg_test_proc p;
+    start(&p, args);
+    vkg_test_proc_wait(&p, 240);
+    printf("%s", p.buf[0]);
+    if (!WIFEXITED(p.wstatus) || WEXITSTATUS(p.wstatus) != 0)
+        fail_msg("launch -n 4 failed (wait status %d)", p.wstatus);
+    expect_output(&p, "[rank 0] transport: collectives over shm (4 ranks on this host");
+    for (int r = 0; r < 4; r++) {
+        char needle[96];
+        snprintf(needle, sizeof needle, "[rank %d] transport: gradient buckets: ", r);
+        expect_output(&p, needle);
+        snprintf(needle, sizeof needle, "[rank %d] validation layer: 0 message(s)", r);
+        expect_output(&p, needle);
+    }
+    if (strstr(p.buf[0], "gradient buckets: zero-copy: ") &&
+        !strstr(p.buf[0], "this rank's part of the shared-memory segment"))
+        fail_msg("zero-copy buckets outside the segment with 4 ranks over shm:\n%s", p.buf[0]);
+    expect_output(&p, "[rank 0] step 1/1");
+    vkg_test_proc_free(&p);
+}
+
 /* `launch -n 2 --zero 1`: both ranks train and say which parameters' moments they hold and how
  * many bytes: consecutive halves of the parameters (give or take a partial sum of the norm), 2 x
  * 4 bytes per parameter. With --zero-copy 0 the buckets take the copy path, saying so. */
@@ -443,6 +470,7 @@ int main(void)
     signal(SIGPIPE, SIG_IGN);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_launch_two_ranks_train),
+        cmocka_unit_test(test_launch_four_ranks_pick_shm),
         cmocka_unit_test(test_launch_zero),
         cmocka_unit_test(test_launcher_variables),
         cmocka_unit_test(test_kill_rank_ipc),

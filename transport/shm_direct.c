@@ -33,7 +33,9 @@
  * seccomp filter or PID namespace in the way). Setup probes it: every rank publishes its pid and
  * the address and value of a random canary word, every rank reads every peer's canary with
  * process_vm_readv, and the verdicts are agreed (any failure turns it off everywhere, the path
- * saying which rank failed and why). VKG_COMM_CMA=0 turns it off. PR_SET_PTRACER is not used:
+ * saying which rank failed and why). It is off unless VKG_COMM_CMA=1: on the 2-core VM it was
+ * slower than the slots at every size (docs/BENCHMARKS.md), process_vm_readv copying at about
+ * half memcpy's speed; a host where it pays turns it on. PR_SET_PTRACER is not used:
  * it would let any process of the user read the trainer's memory, to gain a bandwidth the
  * segment path approaches anyway.
  *
@@ -138,7 +140,12 @@ static void probe_peers(struct vkg_shm *s, const vkg_comm_t *c, const probe_info
                  c->rank);
         return;
     }
-    if (env && !strcmp(env, "0")) {
+    if (!env) {
+        v->ok = 0;
+        snprintf(v->why, sizeof v->why, "not asked for (VKG_COMM_CMA=1)");
+        return;
+    }
+    if (!strcmp(env, "0")) {
         v->ok = 0;
         snprintf(v->why, sizeof v->why, "VKG_COMM_CMA=0 on rank %d", c->rank);
         return;

@@ -7,11 +7,11 @@
 # Environment (defaults in brackets):
 #   VKGPT       the vkgpt binary [<repo>/build/vkgpt; built with cmake when missing]
 #   NS          rank counts ["2 3 4"]
-#   TRANSPORTS  vkgpt transports ["shm zmq"]: shm = shared memory between the ranks (single-copy
-#               process_vm_readv above its threshold where the kernel allows it), shm-nocma = the
-#               same with single-copy off (VKG_COMM_CMA=0: the segment's slots), shm-seg = buffers
-#               from vkg_comm_buffer_alloc in the segment's pools (--in-segment), zmq = the
-#               ZeroMQ ring over ipc
+#   TRANSPORTS  vkgpt transports ["shm zmq"]: shm = shared memory between the ranks through the
+#               segment's slots (the default), shm-cma = the same with single-copy on
+#               (VKG_COMM_CMA=1: process_vm_readv above its threshold where the kernel allows
+#               it), shm-seg = buffers from vkg_comm_buffer_alloc in the segment's pools
+#               (--in-segment), zmq = the ZeroMQ ring over ipc
 #   MIN MAX     sizes [4K 256M]     ITERS WARMUP  [20 5]
 #   BIND        1: pin rank r to CPU r mod ncpu for both (mpirun --bind-to core) [0: neither]
 #   MPI_TUNED   1: also run Open MPI with glibc malloc tuned like vkgpt's process (no mmap, no
@@ -94,7 +94,7 @@ for n in $NS; do
     fi
     for t in $TRANSPORTS; do
         case $t in
-        shm-nocma) run=(env VKG_COMM_CMA=0 "$VKGPT" bench allreduce --transport shm) ;;
+        shm-cma) run=(env VKG_COMM_CMA=1 "$VKGPT" bench allreduce --transport shm) ;;
         shm-seg) run=("$VKGPT" bench allreduce --transport shm --in-segment) ;;
         *) run=("$VKGPT" bench allreduce --transport "$t") ;;
         esac
