@@ -241,6 +241,16 @@ static int pool_body(vkg_th_rank *r, void *arg)
     for (size_t i = 0; i < (64u << 10) && st == VKG_OK; i++)
         bad += 100000 * (x[i] != (float)(2 * (i % 5) + 1));
     bad += 1000000 * (e1[ENG_POOL] != e0[ENG_POOL] + 1);
+    /* a freed buffer's pages leave the segment: every rank touched b[2], then frees it */
+    vkg_comm_barrier(c);
+    uint64_t held = vkg__comm_shm_resident(c);
+    vkg_comm_barrier(c);
+    bad += 10000000 * (vkg_comm_buffer_free(c, b[2]) != VKG_OK);
+    b[2] = NULL;
+    vkg_comm_barrier(c);
+    uint64_t after = vkg__comm_shm_resident(c);
+    if (after + (uint64_t)r->size * (256u << 10) > held)
+        bad += 10000000;
     void *big = NULL;
     bad += 10 * (vkg_comm_buffer_alloc(c, 2 * POOL_BYTES, &big) != VKG_OK ||
                  vkg_comm_buffer_in_segment(c, big, 1));
@@ -248,8 +258,9 @@ static int pool_body(vkg_th_rank *r, void *arg)
     for (int i = 0; i < 5; i++)
         if (i != 1)
             bad += 1000 * (vkg_comm_buffer_free(c, b[i]) != VKG_OK);
-    vkg_th_report(r, "bad=%d st=%s %s | %s", bad, vkg_status_name(st),
-                  st ? vkg_error_message() : "", vkg_comm_path(c));
+    vkg_th_report(r, "bad=%d st=%s %s | %s | resident %llu -> %llu bytes", bad, vkg_status_name(st),
+                  st ? vkg_error_message() : "", vkg_comm_path(c), (unsigned long long)held,
+                  (unsigned long long)after);
     return bad != 0 || st != VKG_OK;
 }
 

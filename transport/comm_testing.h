@@ -26,6 +26,8 @@ uint32_t vkg__comm_shm_steps(const vkg_comm_t *c);
  * buffer read through the mapping); [3] reduce-scatters and allgathervs run in the pools. All 0
  * without a segment. */
 void vkg__comm_shm_engines(const vkg_comm_t *c, uint64_t out[4]);
+/* Bytes of memory the segment holds now (its memfd's allocated blocks; 0 without one). */
+uint64_t vkg__comm_shm_resident(const vkg_comm_t *c);
 /* 1 when the segment's single-copy path (process_vm_readv) is on. */
 int vkg__comm_shm_cma(const vkg_comm_t *c);
 

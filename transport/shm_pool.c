@@ -9,7 +9,8 @@
  * pool. Only the communicator's own segment has pools (not hier.c's or the groups').
  *
  * Allocation: first fit in this rank's pool, 4096-byte aligned, the allocations kept in an
- * array sorted by offset. A request the pool cannot hold, and every request when the
+ * array sorted by offset. Freeing punches the block's pages out of the memfd (MADV_REMOVE), so a
+ * freed buffer stops costing memory. A request the pool cannot hold, and every request when the
  * communicator runs no segment, gets ordinary aligned memory instead (any buffer works in any
  * collective; the pool only saves copies). Not thread-safe, like the communicator.
  */
@@ -18,6 +19,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 
 #include "base/parse.h"
 
@@ -101,6 +104,8 @@ vkg_status vkg_comm_buffer_free(vkg_comm_t *c, void *p)
     size_t off = x - lo;
     for (size_t i = 0; i < s->nblocks; i++)
         if (s->blocks[i].off == off) {
+            /* give the pages back: the memfd keeps touched pages until they are punched out */
+            (void)madvise(p, s->blocks[i].bytes, MADV_REMOVE);
             memmove(s->blocks + i, s->blocks + i + 1, (s->nblocks - i - 1) * sizeof *s->blocks);
             s->nblocks--;
             return VKG_OK;
@@ -120,4 +125,12 @@ void vkg__comm_shm_engines(const vkg_comm_t *c, uint64_t out[4])
 {
     for (int k = 0; k < VKG_SHM_ENGINES; k++)
         out[k] = c && c->shm ? c->shm->engine[k] : 0;
+}
+
+uint64_t vkg__comm_shm_resident(const vkg_comm_t *c)
+{
+    struct stat st;
+    if (!c || !c->shm || fstat(c->shm->fd, &st) != 0)
+        return 0;
+    return (uint64_t)st.st_blocks * 512u;
 }
