@@ -5,7 +5,8 @@
  *             normalized in the same dispatch (layernorm_fwd.comp RESIDUAL = 1)
  *   backward: dinp (N,C) += ...            (layernorm_bwd_dinp.comp, one workgroup per row)
  *             dweight, dbias (C) += column sums over the N rows
- *                                          (layernorm_bwd_dparams.comp, fixed order, no atomics)
+ *                                          (layernorm_bwd_dparams.comp, fixed order, no atomics;
+ *                                          on GPUs in contiguous row chunks, grad_reduce_chunks)
  * eps = 1e-5 and the biased variance, as in llm.c.
  * Index limit (src/ops/op_util.h): the forward pass and dinp work row by row, so above the limit
  * they are recorded over blocks of whole rows, one dispatch each with the addresses of the
@@ -140,8 +141,10 @@ vkg_status vkg_op_layernorm_bwd(vkg_cmd *c, vkg_tensor dinp, vkg_tensor dweight,
                        .N = (uint32_t)N,
                        .C = (uint32_t)C};
     uint32_t spec_i[3] = {row_wg(c), 1, 1};
-    uint32_t spec_p[4] = {DPARAMS_CX, DPARAMS_RY, 1, 1};
     int wide = NC > limit;
+    uint32_t chunks = vkg_device_tuning_get(vkg_cmd_device(c)).grad_reduce_chunks;
+    uint32_t cx = chunks ? VKG_GRAD_REDUCE_CX : DPARAMS_CX;
+    uint32_t spec_p[5] = {cx, chunks ? chunks : DPARAMS_RY, 1, wide ? 1u : 0u, 1u};
     vkg_status st = VKG_OK;
     vkg_cmd_group_begin(c); /* the two passes (and the blocks of rows) write different tensors */
     for (size_t n0 = 0; n0 < (size_t)N && st == VKG_OK; n0 += nb) {
@@ -158,8 +161,11 @@ vkg_status vkg_op_layernorm_bwd(vkg_cmd *c, vkg_tensor dinp, vkg_tensor dweight,
                               vkg__op_groups_capped(m, 1), 1, 1, "layernorm_bwd_dinp");
     }
     if (st == VKG_OK)
-        st = vkg_cmd_dispatch(c, VKG_KERNEL_layernorm_bwd_dparams, spec_p, wide ? 4 : 3, &pp,
-                              sizeof pp, vkg__op_groups_capped((size_t)C, DPARAMS_CX), 1, 1,
+        st = vkg_cmd_dispatch(c, VKG_KERNEL_layernorm_bwd_dparams, spec_p,
+                              chunks ? 5
+                              : wide ? 4
+                                     : 3,
+                              &pp, sizeof pp, vkg__op_groups_capped((size_t)C, cx), 1, 1,
                               "layernorm_bwd_dparams");
     vkg_cmd_group_end(c);
     return st;

@@ -8,7 +8,8 @@
  *             stored transposed into out (N, OC), bias added
  *   backward: dinp (N, C) += dout (N, OC) x W (OC, C)
  *             dW (OC, C)  += dout^T (OC, N) x inp (N, C)
- *             dbias (OC)  += column sums of dout (matmul_bwd_bias.comp, fixed order)
+ *             dbias (OC)  += column sums of dout (matmul_bwd_bias.comp, fixed order: serial per
+ *                            column on CPU devices, in row chunks on GPUs, grad_reduce_chunks)
  * In every pass the second operand is read along its contiguous dimension by neighbouring lanes
  * and the first is read uniformly per workgroup; nothing uses atomics.
  * Where the tuning says so (CPU devices), an accumulating product whose B operand (K x N) is larger
@@ -387,9 +388,16 @@ static vkg_status record_dweight(vkg_cmd *c, vkg_tensor dweight, const vkg_tenso
     int wide = (size_t)N * (size_t)OC > limit;
     push_bias p = {
         .dbias = dbias->addr, .dout = dout.addr, .rows = (uint32_t)N, .cols = (uint32_t)OC};
-    uint32_t spec[4] = {64, 1, 1, 1};
-    return vkg_cmd_dispatch(c, VKG_KERNEL_matmul_bwd_bias, spec, wide ? 4 : 3, &p, sizeof p,
-                            vkg__ceil_div((size_t)OC, 64), 1, 1, "matmul_bwd_dbias");
+    uint32_t chunks = vkg_device_tuning_get(vkg_cmd_device(c)).grad_reduce_chunks;
+    if (chunks == 0) { /* one invocation per column */
+        uint32_t spec[4] = {64, 1, 1, 1};
+        return vkg_cmd_dispatch(c, VKG_KERNEL_matmul_bwd_bias, spec, wide ? 4 : 3, &p, sizeof p,
+                                vkg__ceil_div((size_t)OC, 64), 1, 1, "matmul_bwd_dbias");
+    }
+    uint32_t spec[5] = {VKG_GRAD_REDUCE_CX, chunks, 1, wide ? 1u : 0u, 1u};
+    return vkg_cmd_dispatch(c, VKG_KERNEL_matmul_bwd_bias, spec, 5, &p, sizeof p,
+                            vkg__ceil_div((size_t)OC, VKG_GRAD_REDUCE_CX), 1, 1,
+                            "matmul_bwd_dbias");
 }
 
 vkg_status vkg_op_matmul_bwd(vkg_cmd *c, vkg_tensor dinp, vkg_tensor dweight,
