@@ -48,9 +48,9 @@ static const variant VARIANTS[] = {
 
 static void force(vkg_gpu *g, const variant *v)
 {
-    vkg_device_tuning t = vkg__device_tuning_defaults(
-        v->gpu ? VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU : VK_PHYSICAL_DEVICE_TYPE_CPU,
-        vkg_device_get_info(g->dev)->subgroup_size);
+    vkg_device_tuning t = vkg__device_tuning_defaults(v->gpu ? VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU
+                                                             : VK_PHYSICAL_DEVICE_TYPE_CPU,
+                                                      vkg_device_get_info(g->dev)->subgroup_size);
     t.mmt_vec4 = (uint32_t)v->vec4;
     vkg__mmt_fit(g->dev, &t);
     if (v->large) {
@@ -65,8 +65,8 @@ static void expect_same_bits(const char *what, const float *got, const float *wa
 {
     for (size_t i = 0; i < n; i++)
         if (memcmp(&got[i], &want[i], sizeof got[i]) != 0)
-            fail_msg("%s: element %zu is %.9g, the unfused ops give %.9g", what, i,
-                     (double)got[i], (double)want[i]);
+            fail_msg("%s: element %zu is %.9g, the unfused ops give %.9g", what, i, (double)got[i],
+                     (double)want[i]);
 }
 
 static void expect_tensors_same(vkg_gpu *g, const char *what, vkg_tensor a, vkg_tensor b, size_t n)
@@ -95,12 +95,12 @@ static void matmul_gelu_case(vkg_gpu *g, vkg_test_rng *r, const variant *v, mm_s
     float *pre = vkg_test_alloc(nout), *act = vkg_test_alloc(nout);
     vkg_ref_matmul_fwd(pre, x, w, b, s.N, s.C, s.OC);
     vkg_ref_gelu_fwd(act, pre, nout);
-    vkg_tensor tx = vkg_gpu_upload(g, x, nin * 4), tw = vkg_gpu_upload(g, w, (size_t)s.OC * s.C * 4);
+    vkg_tensor tx = vkg_gpu_upload(g, x, nin * 4),
+               tw = vkg_gpu_upload(g, w, (size_t)s.OC * s.C * 4);
     vkg_tensor tb = vkg_gpu_upload(g, b, (size_t)s.OC * 4), scratch = vkg_gpu_poisoned(g, nin);
     vkg_tensor pre1 = vkg_gpu_poisoned(g, nout), act1 = vkg_gpu_poisoned(g, nout);
     vkg_tensor pre2 = vkg_gpu_poisoned(g, nout), act2 = vkg_gpu_poisoned(g, nout);
-    VKG_ASSERT_OK(
-        vkg_op_matmul_fwd_gelu(g->cmd, pre1, act1, tx, tw, &tb, s.N, s.C, s.OC, scratch));
+    VKG_ASSERT_OK(vkg_op_matmul_fwd_gelu(g->cmd, pre1, act1, tx, tw, &tb, s.N, s.C, s.OC, scratch));
     assert_int_equal(vkg_cmd_kernel_count(g->cmd, VKG_KERNEL_gelu_fwd), 0);
     vkg_cmd_logged l; /* the product ran with its GELU epilogue, on the variant's kernel */
     assert_int_equal(vkg_cmd_logged_dispatch(g->cmd, 0, &l), 0);
@@ -164,8 +164,8 @@ static void residual_layernorm_case(vkg_gpu *g, vkg_test_rng *r, const variant *
                                                 tw, tbias, s.N, s.C));
     assert_int_equal(vkg_cmd_kernel_count(g->cmd, VKG_KERNEL_residual_fwd), 0);
     VKG_ASSERT_OK(vkg_op_residual_fwd(g->cmd, t[1][0], ta, tb, NC));
-    VKG_ASSERT_OK(vkg_op_layernorm_fwd(g->cmd, t[1][1], t[1][2], t[1][3], t[1][0], tw, tbias, s.N,
-                                       s.C));
+    VKG_ASSERT_OK(
+        vkg_op_layernorm_fwd(g->cmd, t[1][1], t[1][2], t[1][3], t[1][0], tw, tbias, s.N, s.C));
     vkg_gpu_run(g);
     vkg_gpu_expect_ref(g, "residual_layernorm_fwd res", t[0][0], res, NC);
     vkg_gpu_expect_ref(g, "residual_layernorm_fwd out", t[0][1], out, NC);
@@ -200,7 +200,8 @@ static void grad_reduce_case(vkg_gpu *g, vkg_test_rng *r, ln_shape s)
     size_t NC = (size_t)N * C;
     float *dout = vkg_test_random(r, NC, -1.0f, 1.0f), *x = vkg_test_random(r, NC, -2.0f, 2.0f);
     float *w = vkg_test_random(r, (size_t)OC * C, -0.5f, 0.5f);
-    float *lw = vkg_test_random(r, (size_t)C, 0.5f, 1.5f), *lb = vkg_test_random(r, (size_t)C, 0, 1);
+    float *lw = vkg_test_random(r, (size_t)C, 0.5f, 1.5f),
+          *lb = vkg_test_random(r, (size_t)C, 0, 1);
     float *start = vkg_test_random(r, (size_t)C, -0.1f, 0.1f);
     float *dbias = vkg_test_alloc((size_t)C), *dlw = vkg_test_alloc((size_t)C);
     float *dlb = vkg_test_alloc((size_t)C), *dinp = vkg_test_alloc(NC);
@@ -217,13 +218,14 @@ static void grad_reduce_case(vkg_gpu *g, vkg_test_rng *r, ln_shape s)
     vkg_tensor tlw = vkg_gpu_upload(g, lw, (size_t)C * 4);
     vkg_tensor tmean = vkg_gpu_upload(g, mean, (size_t)N * 4);
     vkg_tensor trstd = vkg_gpu_upload(g, rstd, (size_t)N * 4);
-    vkg_tensor tdinp = vkg_gpu_upload(g, NULL, NC * 4), tdw = vkg_gpu_upload(g, NULL, (size_t)OC * C * 4);
+    vkg_tensor tdinp = vkg_gpu_upload(g, NULL, NC * 4),
+               tdw = vkg_gpu_upload(g, NULL, (size_t)OC * C * 4);
     vkg_tensor out[2][3]; /* run, (dbias, dlnw, dlnb) */
     for (int run = 0; run < 2; run++) {
         for (int k = 0; k < 3; k++)
             out[run][k] = vkg_gpu_upload(g, start, (size_t)C * 4);
-        VKG_ASSERT_OK(vkg_op_matmul_bwd(g->cmd, tdinp, tdw, &out[run][0], tdout, tx, tw, N, C, OC,
-                                        NULL));
+        VKG_ASSERT_OK(
+            vkg_op_matmul_bwd(g->cmd, tdinp, tdw, &out[run][0], tdout, tx, tw, N, C, OC, NULL));
         vkg_cmd_logged l;
         assert_int_equal(vkg_cmd_logged_dispatch(g->cmd, 0, &l), 0);
         assert_int_equal(l.kernel, VKG_KERNEL_matmul_bwd_bias);
