@@ -159,14 +159,14 @@ static void test_train_matches_reference_gpu_tuning(void **state)
  * bits of the fused forward pass's stored activations: same loss, same gradients. */
 static void recompute_gelu_same_bits(vkg_gpu *g)
 {
+    vkg_test_rng r;
+    int32_t inp[B * T], tgt[B * T];
+    vkg_test_rng_seed(&r, 8);
+    make_batch(&r, inp, tgt, B);
+    float loss[2];
     size_t n = vkg_gpt2_num_params(&cfg);
     float *params = vkg_test_alloc(n), *g0 = vkg_test_alloc(n), *g1 = vkg_test_alloc(n);
     vkg_ref_gpt2_init_params(&rcfg, params, 4321);
-    vkg_test_rng r;
-    vkg_test_rng_seed(&r, 8);
-    int32_t inp[B * T], tgt[B * T];
-    make_batch(&r, inp, tgt, B);
-    float loss[2];
     for (int rc = 0; rc < 2; rc++) {
         vkg_gpt2_opts o = opts(B, 1);
         o.recompute = rc ? VKG_GPT2_RECOMPUTE_GELU : 0;

@@ -10,6 +10,8 @@
  *             dW (OC, C)  += dout^T (OC, N) x inp (N, C)
  *             dbias (OC)  += column sums of dout (matmul_bwd_bias.comp, fixed order: serial per
  *                            column on CPU devices, in row chunks on GPUs, grad_reduce_chunks)
+ * vkg_op_matmul_fwd_gelu is the forward pass with both kernels' GELU epilogue (vkg_gemm.act): the
+ * bias-added product goes to out and gelu_tanh of it (shaders/gelu.glsl, gelu_fwd's bits) to act.
  * In every pass the second operand is read along its contiguous dimension by neighbouring lanes
  * and the first is read uniformly per workgroup; nothing uses atomics.
  * Where the tuning says so (CPU devices), an accumulating product whose B operand (K x N) is larger
