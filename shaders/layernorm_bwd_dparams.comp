@@ -7,10 +7,15 @@
 // Deterministic without atomics: a workgroup is CX channels (x) by RY row lanes (y); lane y sums
 // rows y, y + RY, ... in order, then invocation (x, 0) adds the RY lane sums in order 0..RY-1 and
 // is the only writer of its channel. Workgroups grid-stride over blocks of CX channels.
+// CHUNKED = 1 (GPUs; the device tuning's grad_reduce_chunks): lane y sums instead the contiguous
+// chunk of rows [y * ceil(N / RY), (y + 1) * ceil(N / RY)) in order (a fixed partition of the rows
+// into RY chunks), and the chunk sums are added in order as above: deterministic, but another
+// order of additions than CHUNKED = 0's.
 // WIDE = 1 (dout and inp hold more elements than one dispatch may index): each lane walks the
 // addresses of its rows (and of their mean and rstd) with 64-bit arithmetic (addr64.glsl) and
 // indexes by the channel only; the sums are the same, in the same order.
 layout(constant_id = 3) const uint WIDE = 0;
+layout(constant_id = 4) const uint CHUNKED = 0;
 layout(push_constant) uniform Push {
     Floats dweight; // (C), accumulated
     Floats dbias;   // (C), accumulated
@@ -27,14 +32,18 @@ void main()
 {
     const uint CX = gl_WorkGroupSize.x, RY = gl_WorkGroupSize.y;
     uint lx = gl_LocalInvocationID.x, ly = gl_LocalInvocationID.y;
+    // this lane's rows: n0, n0 + nstep, ... below n1
+    uint per = (p.N + RY - 1) / RY;
+    uint n0 = CHUNKED == 1 ? min(p.N, ly * per) : ly;
+    uint n1 = CHUNKED == 1 ? min(p.N, n0 + per) : p.N, nstep = CHUNKED == 1 ? 1 : RY;
     for (uint cb = gl_WorkGroupID.x * CX; cb < p.C; cb += gl_NumWorkGroups.x * CX) {
         uint c = cb + lx;
         vec2 acc = vec2(0.0); // (dweight, dbias)
         if (c < p.C && WIDE == 1) {
-            uvec2 d_row = a64_row(uvec2(p.dout), ly, p.C), x_row = a64_row(uvec2(p.inp), ly, p.C);
-            uvec2 m_at = a64_elem(uvec2(p.mean), ly), r_at = a64_elem(uvec2(p.rstd), ly);
-            const uvec2 row_step = a64_row(uvec2(0), RY, p.C), one_step = a64_step(RY);
-            for (uint n = ly; n < p.N; n += RY) {
+            uvec2 d_row = a64_row(uvec2(p.dout), n0, p.C), x_row = a64_row(uvec2(p.inp), n0, p.C);
+            uvec2 m_at = a64_elem(uvec2(p.mean), n0), r_at = a64_elem(uvec2(p.rstd), n0);
+            const uvec2 row_step = a64_row(uvec2(0), nstep, p.C), one_step = a64_step(nstep);
+            for (uint n = n0; n < n1; n += nstep) {
                 float d = Floats(d_row).v[c];
                 float norm = (Floats(x_row).v[c] - Floats(m_at).v[0]) * Floats(r_at).v[0];
                 acc += vec2(norm * d, d);
@@ -44,7 +53,7 @@ void main()
                 r_at = a64_add(r_at, one_step);
             }
         } else if (c < p.C) {
-            for (uint n = ly; n < p.N; n += RY) {
+            for (uint n = n0; n < n1; n += nstep) {
                 float d = p.dout.v[n * p.C + c];
                 float norm = (p.inp.v[n * p.C + c] - p.mean.v[n]) * p.rstd.v[n];
                 acc += vec2(norm * d, d);

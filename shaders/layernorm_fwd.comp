@@ -7,6 +7,11 @@
 // One workgroup per row (grid-stride over rows); each invocation strides over the channels and
 // the workgroup reduces its partial sums with a shared-memory tree (WG must be a power of two),
 // mean first, then the centred squares, as the reference does.
+// RESIDUAL = 1 (a residual add followed by this layernorm, in one dispatch): the row is first
+// formed as x = inp + addend, stored to res (the residual stream), and normalized: the same
+// rounded sums as residual_fwd.comp, so the same bits as the two kernels. Each invocation reads
+// back only the elements it stored.
+layout(constant_id = 3) const uint RESIDUAL = 0;
 layout(push_constant) uniform Push {
     Floats out_;   // (N, C)
     Floats mean;   // (N)
@@ -15,6 +20,8 @@ layout(push_constant) uniform Push {
     Floats weight; // (C)
     Floats bias;   // (C)
     uint N, C;
+    Floats res;    // (N, C), RESIDUAL = 1: inp + addend
+    Floats addend; // (N, C), RESIDUAL = 1
 } p;
 
 shared float s_red[gl_WorkGroupSize.x];
@@ -42,17 +49,25 @@ void main()
     for (uint row = gl_WorkGroupID.x; row < p.N; row += gl_NumWorkGroups.x) {
         uint base = row * p.C;
         float s = 0.0;
-        for (uint c = lid; c < p.C; c += WG)
-            s += p.inp.v[base + c];
+        Floats x = RESIDUAL == 1 ? p.res : p.inp; // the row normalized
+        for (uint c = lid; c < p.C; c += WG) {
+            if (RESIDUAL == 1) {
+                float v = p.inp.v[base + c] + p.addend.v[base + c];
+                p.res.v[base + c] = v;
+                s += v;
+            } else {
+                s += p.inp.v[base + c];
+            }
+        }
         float m = wg_sum(s) / float(p.C);
         float q = 0.0;
         for (uint c = lid; c < p.C; c += WG) {
-            float d = p.inp.v[base + c] - m;
+            float d = x.v[base + c] - m;
             q += d * d;
         }
         float rs = 1.0 / sqrt(wg_sum(q) / float(p.C) + 1e-5);
         for (uint c = lid; c < p.C; c += WG)
-            p.out_.v[base + c] = (p.inp.v[base + c] - m) * rs * p.weight.v[c] + p.bias.v[c];
+            p.out_.v[base + c] = (x.v[base + c] - m) * rs * p.weight.v[c] + p.bias.v[c];
         if (lid == 0) {
             p.mean.v[row] = m;
             p.rstd.v[row] = rs;

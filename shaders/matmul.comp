@@ -2,6 +2,7 @@
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 #include "addr64.glsl"
+#include "gelu.glsl"
 #extension GL_KHR_shader_subgroup_basic : require
 #extension GL_KHR_shader_subgroup_ballot : require
 // Register-tiled matrix product, the one kernel behind every matmul pass:
@@ -9,7 +10,10 @@
 //   A(m, k) = a[m * lda + k] when A_KCONTIG = 1, else a[k * lda + m];   B(k, n) = b[k * ldb + n]
 //   stored at out[m * ldo + n] (OUT_T = 0) or out[n * ldo + m] (OUT_T = 1),
 //   added to what is there when ACCUMULATE = 1, else plus bias[m] (OUT_T = 1) / bias[n] (OUT_T = 0)
-//   when has_bias != 0.
+//   when has_bias != 0. GELU = 1 (forward products only, ACCUMULATE = 0): also act[same index] =
+//   gelu_tanh(stored value) (gelu.glsl), the bias-added pre-activation staying in out: the MLP's
+//   fc product and its GELU in one dispatch, with the bits of the two kernels (the same rounded
+//   float goes through the same function).
 // Each invocation computes a TM x TN block: its TM rows are shared by the whole workgroup (the loads
 // of A are uniform across it and broadcast) and its TN columns are interleaved across the LX lanes
 // (neighbouring lanes load neighbouring elements of B). The k loop accumulates in a fixed order,
@@ -29,6 +33,7 @@ layout(constant_id = 8) const uint A_SHUFFLE = 0;
 // arithmetic (addr64.glsl) and indexed only within the row. The loads, the order of the sums and
 // the results are those of WIDE = 0.
 layout(constant_id = 9) const uint WIDE = 0;
+layout(constant_id = 10) const uint GELU = 0;
 
 layout(push_constant) uniform Push {
     Floats out_;
@@ -38,6 +43,8 @@ layout(push_constant) uniform Push {
     uint M, N, K;
     uint lda, ldb, ldo;
     uint has_bias;
+    uint kchunk_; // matmul_tiled.comp's; unused here
+    Floats act;   // written only when GELU = 1
 } p;
 
 void main()
@@ -115,6 +122,10 @@ void main()
                 else if (p.has_bias != 0)
                     v += p.bias.v[OUT_T == 1 ? r : c];
                 orow.v[o] = v;
+                if (GELU == 1)
+                    Floats(OUT_T == 1 ? a64_row(uvec2(p.act), c, p.ldo)
+                                      : a64_row(uvec2(p.act), r, p.ldo))
+                        .v[o] = gelu_tanh(v);
                 continue;
             }
             uint o = OUT_T == 1 ? c * p.ldo + r : r * p.ldo + c;
@@ -123,6 +134,8 @@ void main()
             else if (p.has_bias != 0)
                 v += p.bias.v[OUT_T == 1 ? r : c];
             p.out_.v[o] = v;
+            if (GELU == 1)
+                p.act.v[o] = gelu_tanh(v);
         }
     }
 }

@@ -1,13 +1,16 @@
 #version 460
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
+#include "gelu.glsl"
 #extension GL_EXT_buffer_reference_uvec2 : require
 // Block-tiled matrix product for GPUs, with both operands read in their stored layouts:
 //   R(m, n) = sum_k A(m, k) * B(k, n)
 //   A(m, k) = a[m * lda + k] when A_KCONTIG = 1, else a[k * lda + m]
 //   B(k, n) = b[n * ldb + k] when B_KCONTIG = 1, else b[k * ldb + n]
 //   stored at out[m * ldo + n], added to what is there when ACCUMULATE = 1, else plus bias[n]
-//   when has_bias != 0.
+//   when has_bias != 0. GELU = 1 (forward products, not split, ACCUMULATE = 0): also
+//   act[m * ldo + n] = gelu_tanh(stored value) (gelu.glsl): bias and GELU in the epilogue, the
+//   pre-activation kept in out for GELU's backward.
 // Split-K: workgroup z sums only k in [z * kchunk, min(K, (z + 1) * kchunk)) and stores at
 // out + z * M * ldo (the host sets kchunk = K and one z for a whole product; for a split one,
 // ACCUMULATE = 0 and no bias: each chunk's partial product goes to its own slice of a scratch
@@ -36,6 +39,7 @@ layout(constant_id = 8) const uint A_KCONTIG = 1;
 layout(constant_id = 9) const uint B_KCONTIG = 0;
 layout(constant_id = 10) const uint ACCUMULATE = 0;
 layout(constant_id = 11) const uint VEC4 = 0;
+layout(constant_id = 12) const uint GELU = 0;
 
 layout(buffer_reference, std430, buffer_reference_align = 4) readonly restrict buffer InFloats
 {
@@ -63,6 +67,7 @@ layout(push_constant) uniform Push {
     uint lda, ldb, ldo;
     uint has_bias;
     uint kchunk; // k per workgroup z (K when not split)
+    OutFloats act; // written only when GELU = 1
 } p;
 
 // +1 column: the k-major tiles are written with a stride that would otherwise hit one bank.
@@ -237,6 +242,8 @@ void main()
             else if (p.has_bias != 0)
                 r += p.bias.v[n];
             p.out_.v[obase + m * p.ldo + n] = r;
+            if (GELU == 1)
+                p.act.v[m * p.ldo + n] = gelu_tanh(r);
         }
     }
 }

@@ -92,6 +92,11 @@ static void train_matches_reference(vkg_gpu *g)
     vkg_gpt2 *model = NULL;
     VKG_ASSERT_OK(vkg_gpt2_create(g->dev, &cfg, &o, &model));
     VKG_ASSERT_OK(vkg_gpt2_set_params(model, params));
+    /* The step runs the fused kernels: GELU in the fc product's epilogue and every residual add
+     * inside the layernorm after it, so no gelu_fwd or residual_fwd dispatch of their own. */
+    assert_int_equal(vkg_gpt2_list_kernel_count(model, VKG_KERNEL_gelu_fwd), 0);
+    assert_int_equal(vkg_gpt2_list_kernel_count(model, VKG_KERNEL_residual_fwd), 0);
+    assert_int_equal(vkg_gpt2_list_kernel_count(model, VKG_KERNEL_layernorm_fwd), 2 * L + 1);
     vkg_adamw *opt = optimizer(model);
     vkg_ref_gpt2_adamw_t hp = {.lr = 1e-3,
                                .beta1 = adamw_cfg.beta1,
@@ -147,6 +152,46 @@ static void test_train_matches_reference_gpu_tuning(void **state)
     assert_int_equal(gpu.matmul_tiled, 1);
     VKG_ASSERT_OK(vkg_device_tuning_set(g->dev, &gpu));
     train_matches_reference(g);
+    VKG_ASSERT_OK(vkg_device_tuning_set(g->dev, &saved));
+}
+
+/* With GELU recomputed in the backward pass (gelu_fwd once per layer there), a step gives the
+ * bits of the fused forward pass's stored activations: same loss, same gradients. */
+static void recompute_gelu_same_bits(vkg_gpu *g)
+{
+    vkg_test_rng r;
+    int32_t inp[B * T], tgt[B * T];
+    vkg_test_rng_seed(&r, 8);
+    make_batch(&r, inp, tgt, B);
+    float loss[2];
+    size_t n = vkg_gpt2_num_params(&cfg);
+    float *params = vkg_test_alloc(n), *g0 = vkg_test_alloc(n), *g1 = vkg_test_alloc(n);
+    vkg_ref_gpt2_init_params(&rcfg, params, 4321);
+    for (int rc = 0; rc < 2; rc++) {
+        vkg_gpt2_opts o = opts(B, 1);
+        o.recompute = rc ? VKG_GPT2_RECOMPUTE_GELU : 0;
+        vkg_gpt2 *m = NULL;
+        VKG_ASSERT_OK(vkg_gpt2_create(g->dev, &cfg, &o, &m));
+        assert_int_equal(vkg_gpt2_list_kernel_count(m, VKG_KERNEL_gelu_fwd), rc ? L : 0);
+        VKG_ASSERT_OK(vkg_gpt2_set_params(m, params));
+        VKG_ASSERT_OK(vkg_gpt2_zero_grad(m));
+        VKG_ASSERT_OK(vkg_gpt2_forward_backward(m, inp, tgt, &loss[rc]));
+        VKG_ASSERT_OK(vkg_gpt2_get_grads(m, rc ? g1 : g0));
+        vkg_gpt2_destroy(&m);
+    }
+    assert_memory_equal(&loss[0], &loss[1], sizeof loss[0]);
+    assert_memory_equal(g0, g1, n * sizeof *g0);
+    free(params), free(g0), free(g1);
+}
+
+static void test_recompute_gelu_same_bits(void **state)
+{
+    vkg_gpu *g = *state;
+    vkg_device_tuning saved = vkg_device_tuning_get(g->dev);
+    recompute_gelu_same_bits(g);
+    vkg_device_tuning gpu = vkg__device_tuning_defaults(VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU, 32);
+    VKG_ASSERT_OK(vkg_device_tuning_set(g->dev, &gpu));
+    recompute_gelu_same_bits(g);
     VKG_ASSERT_OK(vkg_device_tuning_set(g->dev, &saved));
 }
 
@@ -238,6 +283,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_train_matches_reference_gpu_tuning, vkg_gpu_setup,
                                         vkg_gpu_teardown),
         cmocka_unit_test_setup_teardown(test_train_matches_reference, vkg_gpu_setup,
+                                        vkg_gpu_teardown),
+        cmocka_unit_test_setup_teardown(test_recompute_gelu_same_bits, vkg_gpu_setup,
                                         vkg_gpu_teardown),
         cmocka_unit_test_setup_teardown(test_accumulation_equals_one_batch, vkg_gpu_setup,
                                         vkg_gpu_teardown),

@@ -32,9 +32,12 @@ static const preset presets[] = {
      "the default fortunes model of scripts/train-default.sh, byte-level vocabulary"},
 };
 static const char *const preset_names[] = {"l4", "default", NULL};
+/* --tuning: the device's own, or a discrete GPU's forced on it (tiled matmul, chunked parameter
+ * gradients, wide reductions, the shared-memory attention), as test_gpt2 forces it. */
+static const char *const tuning_names[] = {"device", "gpu", NULL};
 
 typedef struct bench_opts {
-    int preset;
+    int preset, tuning;
     int L, NH, C, maxT, V, B, T; /* 0: the preset's */
     int steps, warmup, no_profile, per_dispatch;
     float lr, grad_clip;
@@ -198,6 +201,14 @@ static vkg_status run(const bench_opts *o, const vkg_gpt2_config *cfg)
     dopts.tiles = o->tiling;
     VKG_TRY_GOTO(st, vkg_device_create(&dopts, &dev), done);
     const vkg_device_info *info = vkg_device_get_info(dev);
+    if (o->tuning == 1) {
+        vkg_device_tuning t =
+            vkg__device_tuning_defaults(VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU, info->subgroup_size);
+        vkg__mmt_fit(dev, &t);
+        if (o->tiles)
+            vkg__mmt_force(&t, &o->tiling);
+        VKG_TRY_GOTO(st, vkg_device_tuning_set(dev, &t), done);
+    }
     vkg_gpt2_opts mo = vkg_gpt2_opts_default();
     mo.B = o->B, mo.T = o->T;
     VKG_TRY_GOTO(st, vkg_gpt2_create(dev, cfg, &mo, &m), done);
@@ -309,6 +320,9 @@ int vkg_cli_bench_train(int argc, char **argv)
          "tiled matmul for every product with these tiles: BMxBNxBK:TMxTN[/SG] or a table entry "
          "such as nvidia-large; default: the device's",
          0, 0, 0},
+        {"--tuning", VKG_FLAG_CHOICE, &o.tuning,
+         "device (the default): the device's own kernels; gpu: a discrete GPU's forced on it",
+         tuning_names, 0, 0},
         {"--no-profile", VKG_FLAG_BOOL, &o.no_profile, "no timestamp queries (no per-op table)", 0,
          0, 0},
         {"--per-dispatch", VKG_FLAG_BOOL, &o.per_dispatch, "also list every dispatch in order", 0,

@@ -622,6 +622,11 @@ void vkg_gpt2_list_counts(const vkg_gpt2 *m, int *dispatches, int *barriers)
     *barriers = vkg_cmd_barrier_count(c);
 }
 
+int vkg_gpt2_list_kernel_count(const vkg_gpt2 *m, vkg_kernel_id k)
+{
+    return vkg_cmd_kernel_count(m->slots[0].lists[VKG_GPT2_LIST_FWDBWD], k);
+}
+
 int vkg_gpt2_timings(vkg_gpt2 *m, const vkg_cmd_timing **timings)
 {
     return vkg_cmd_timings(m->slots[0].lists[VKG_GPT2_LIST_FWDBWD], timings);

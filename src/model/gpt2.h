@@ -196,5 +196,7 @@ vkg_status vkg_gpt2_encoded_grad_read(vkg_gpt2 *m, float *dst);
 int vkg_gpt2_timings(vkg_gpt2 *m, const vkg_cmd_timing **timings);
 /* Dispatches and pipeline barriers of one training forward-backward list (slot 0). */
 void vkg_gpt2_list_counts(const vkg_gpt2 *m, int *dispatches, int *barriers);
+/* Dispatches of kernel k in that list (tests: which kernels a step runs). */
+int vkg_gpt2_list_kernel_count(const vkg_gpt2 *m, vkg_kernel_id k);
 
 #endif

@@ -60,49 +60,64 @@ static vkg_status zero_top_grads(vkg_gpt2 *m, vkg_cmd *c)
     return VKG_OK;
 }
 
+/* The residual add res = a + b closing layer l, fused with the layernorm that follows it: the
+ * next layer's ln1, or with the head lnf; the last layer of a part without the head has none. */
+static vkg_status record_residual_out(vkg_gpt2 *m, int s, vkg_cmd *c, int l, vkg_tensor a,
+                                      vkg_tensor b)
+{
+    const vkg_gpt2_acts *a0 = &m->slots[s].acts;
+    const vkg_gpt2_acts *next = l + 1 < m->nl ? &m->slots[s].layers[l + 1] : NULL;
+    vkg_tensor res = m->slots[s].layers[l].s.residual3;
+    int BT = m->opts.B * m->opts.T, C = m->cfg.channels;
+    if (next)
+        return vkg_op_residual_layernorm_fwd(c, res, next->s.ln1, next->s.ln1_mean,
+                                             next->s.ln1_rstd, a, b, lp(m, m->p, LN1W, l + 1),
+                                             lp(m, m->p, LN1B, l + 1), BT, C);
+    if (m->head)
+        return vkg_op_residual_layernorm_fwd(c, res, a0->s.lnf, a0->s.lnf_mean, a0->s.lnf_rstd, a,
+                                             b, m->p[LNFW], m->p[LNFB], BT, C);
+    return vkg_op_residual_fwd(c, res, a, b, (size_t)BT * C);
+}
+
+/* The forward pass. Fused where one kernel does two ops with their bits: each residual add with
+ * the layernorm after it (layernorm_fwd.comp RESIDUAL), the fc product with its GELU (the matmul
+ * kernels' GELU epilogue). */
 static vkg_status record_forward(vkg_gpt2 *m, int s, vkg_cmd *c)
 {
     const vkg_gpt2_acts *a = &m->slots[s].acts;
     int B = m->opts.B, T = m->opts.T, C = m->cfg.channels, NH = m->cfg.num_heads;
     int L = m->nl, Vp = m->cfg.padded_vocab_size, BT = B * T;
-    size_t btc = (size_t)BT * C;
     if (m->embed) /* otherwise encoded is the input boundary, written by the caller */
         VKG_TRY(
             vkg_op_encoder_fwd(c, a->s.encoded, m->slots[s].inputs, m->p[WTE], m->p[WPE], B, T, C));
+    VKG_TRY(vkg_op_layernorm_fwd(c, m->slots[s].layers[0].s.ln1, m->slots[s].layers[0].s.ln1_mean,
+                                 m->slots[s].layers[0].s.ln1_rstd, a->s.encoded,
+                                 lp(m, m->p, LN1W, 0), lp(m, m->p, LN1B, 0), BT, C));
     for (int l = 0; l < L; l++) {
         vkg_tensor residual = l == 0 ? a->s.encoded : m->slots[s].layers[l - 1].s.residual3;
         vkg_tensor ln1 = m->slots[s].layers[l].s.ln1, qkv = m->slots[s].layers[l].s.qkv;
         vkg_tensor atty = m->slots[s].layers[l].s.atty, attproj = m->slots[s].layers[l].s.attproj;
         vkg_tensor res2 = m->slots[s].layers[l].s.residual2, ln2 = m->slots[s].layers[l].s.ln2;
         vkg_tensor fch = m->slots[s].layers[l].s.fch, fchg = gelu_out(m, m->slots[s].layers, l);
-        vkg_tensor fcproj = m->slots[s].layers[l].s.fcproj,
-                   res3 = m->slots[s].layers[l].s.residual3;
+        vkg_tensor fcproj = m->slots[s].layers[l].s.fcproj;
         vkg_tensor b_qkv = lp(m, m->p, QKVB, l), b_att = lp(m, m->p, ATTPROJB, l);
         vkg_tensor b_fc = lp(m, m->p, FCB, l), b_fcp = lp(m, m->p, FCPROJB, l);
-        VKG_TRY(vkg_op_layernorm_fwd(c, ln1, m->slots[s].layers[l].s.ln1_mean,
-                                     m->slots[s].layers[l].s.ln1_rstd, residual,
-                                     lp(m, m->p, LN1W, l), lp(m, m->p, LN1B, l), BT, C));
         VKG_TRY(vkg_op_matmul_fwd(c, qkv, ln1, lp(m, m->p, QKVW, l), &b_qkv, BT, C, 3 * C,
                                   m->mm_scratch));
         VKG_TRY(vkg_op_attention_fwd(c, atty, m->slots[s].layers[l].s.lse, qkv, B, T, C, NH));
         VKG_TRY(vkg_op_matmul_fwd(c, attproj, atty, lp(m, m->p, ATTPROJW, l), &b_att, BT, C, C,
                                   m->mm_scratch));
-        VKG_TRY(vkg_op_residual_fwd(c, res2, residual, attproj, btc));
-        VKG_TRY(vkg_op_layernorm_fwd(c, ln2, m->slots[s].layers[l].s.ln2_mean,
-                                     m->slots[s].layers[l].s.ln2_rstd, res2, lp(m, m->p, LN2W, l),
-                                     lp(m, m->p, LN2B, l), BT, C));
-        VKG_TRY(vkg_op_matmul_fwd(c, fch, ln2, lp(m, m->p, FCW, l), &b_fc, BT, C, 4 * C,
-                                  m->mm_scratch));
-        VKG_TRY(vkg_op_gelu_fwd(c, fchg, fch, 4 * btc));
+        VKG_TRY(vkg_op_residual_layernorm_fwd(c, res2, ln2, m->slots[s].layers[l].s.ln2_mean,
+                                              m->slots[s].layers[l].s.ln2_rstd, residual, attproj,
+                                              lp(m, m->p, LN2W, l), lp(m, m->p, LN2B, l), BT, C));
+        VKG_TRY(vkg_op_matmul_fwd_gelu(c, fch, fchg, ln2, lp(m, m->p, FCW, l), &b_fc, BT, C, 4 * C,
+                                       m->mm_scratch));
         VKG_TRY(vkg_op_matmul_fwd(c, fcproj, fchg, lp(m, m->p, FCPROJW, l), &b_fcp, BT, 4 * C, C,
                                   m->mm_scratch));
-        VKG_TRY(vkg_op_residual_fwd(c, res3, res2, fcproj, btc));
+        VKG_TRY(record_residual_out(m, s, c, l, res2, fcproj));
     }
     if (!m->head) /* the output boundary is the last layer's residual3 */
         return VKG_OK;
-    VKG_TRY(vkg_op_layernorm_fwd(c, a->s.lnf, a->s.lnf_mean, a->s.lnf_rstd,
-                                 m->slots[s].layers[L - 1].s.residual3, m->p[LNFW], m->p[LNFB], BT,
-                                 C));
     return vkg_op_matmul_fwd(c, a->s.logits, a->s.lnf, m->p[WTE], NULL, BT, C, Vp, m->mm_scratch);
 }
 

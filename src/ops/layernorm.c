@@ -1,9 +1,12 @@
 /* Layer normalization over the last dimension, forward and backward.
  *   forward:  out (N,C) = (inp - mean) * rstd * weight + bias, saving mean (N) and rstd (N)
- *             (layernorm_fwd.comp: one workgroup per row, tree reductions in shared memory)
+ *             (layernorm_fwd.comp: one workgroup per row, tree reductions in shared memory);
+ *             fused with the residual add before it, res = a + b is formed, stored and
+ *             normalized in the same dispatch (layernorm_fwd.comp RESIDUAL = 1)
  *   backward: dinp (N,C) += ...            (layernorm_bwd_dinp.comp, one workgroup per row)
  *             dweight, dbias (C) += column sums over the N rows
- *                                          (layernorm_bwd_dparams.comp, fixed order, no atomics)
+ *                                          (layernorm_bwd_dparams.comp, fixed order, no atomics;
+ *                                          on GPUs in contiguous row chunks, grad_reduce_chunks)
  * eps = 1e-5 and the biased variance, as in llm.c.
  * Index limit (src/ops/op_util.h): the forward pass and dinp work row by row, so above the limit
  * they are recorded over blocks of whole rows, one dispatch each with the addresses of the
@@ -17,6 +20,7 @@
 typedef struct push_fwd {
     uint64_t out, mean, rstd, inp, weight, bias;
     uint32_t N, C;
+    uint64_t res, addend; /* RESIDUAL = 1 only */
 } push_fwd;
 VKG_PUSH_CHECK(push_fwd, layernorm_fwd);
 
@@ -60,10 +64,12 @@ static vkg_status check_shape(const char *op, int N, int C, size_t *limit, size_
     return VKG_OK;
 }
 
-vkg_status vkg_op_layernorm_fwd(vkg_cmd *c, vkg_tensor out, vkg_tensor mean, vkg_tensor rstd,
-                                vkg_tensor inp, vkg_tensor weight, vkg_tensor bias, int N, int C)
+/* The forward pass; with res (not NULL) of inp + *addend, stored to *res. */
+static vkg_status layernorm_fwd(vkg_cmd *c, vkg_tensor out, vkg_tensor mean, vkg_tensor rstd,
+                                vkg_tensor inp, const vkg_tensor *addend, const vkg_tensor *res,
+                                vkg_tensor weight, vkg_tensor bias, int N, int C)
 {
-    const char *op = "layernorm_fwd";
+    const char *op = res ? "residual_layernorm_fwd" : "layernorm_fwd";
     size_t limit, nb;
     VKG_TRY(check_shape(op, N, C, &limit, &nb));
     size_t NC = (size_t)N * C;
@@ -73,7 +79,11 @@ vkg_status vkg_op_layernorm_fwd(vkg_cmd *c, vkg_tensor out, vkg_tensor mean, vkg
     VKG_TRY(vkg__op_need(op, "inp", inp, NC));
     VKG_TRY(vkg__op_need(op, "weight", weight, (size_t)C));
     VKG_TRY(vkg__op_need(op, "bias", bias, (size_t)C));
-    uint32_t spec[3] = {row_wg(c), 1, 1};
+    if (res) {
+        VKG_TRY(vkg__op_need(op, "res", *res, NC));
+        VKG_TRY(vkg__op_need(op, "addend", *addend, NC));
+    }
+    uint32_t spec[4] = {row_wg(c), 1, 1, res ? 1u : 0u};
     for (size_t n0 = 0; n0 < (size_t)N; n0 += nb) {
         size_t m = (size_t)N - n0 < nb ? (size_t)N - n0 : nb, at = 4 * n0 * (size_t)C;
         push_fwd p = {.out = out.addr + at,
@@ -83,11 +93,27 @@ vkg_status vkg_op_layernorm_fwd(vkg_cmd *c, vkg_tensor out, vkg_tensor mean, vkg
                       .weight = weight.addr,
                       .bias = bias.addr,
                       .N = (uint32_t)m,
-                      .C = (uint32_t)C};
-        VKG_TRY(vkg_cmd_dispatch(c, VKG_KERNEL_layernorm_fwd, spec, 3, &p, sizeof p,
+                      .C = (uint32_t)C,
+                      .res = res ? res->addr + at : out.addr,
+                      .addend = res ? addend->addr + at : inp.addr};
+        VKG_TRY(vkg_cmd_dispatch(c, VKG_KERNEL_layernorm_fwd, spec, res ? 4 : 3, &p, sizeof p,
                                  vkg__op_groups_capped(m, 1), 1, 1, op));
     }
     return VKG_OK;
+}
+
+vkg_status vkg_op_layernorm_fwd(vkg_cmd *c, vkg_tensor out, vkg_tensor mean, vkg_tensor rstd,
+                                vkg_tensor inp, vkg_tensor weight, vkg_tensor bias, int N, int C)
+{
+    return layernorm_fwd(c, out, mean, rstd, inp, NULL, NULL, weight, bias, N, C);
+}
+
+vkg_status vkg_op_residual_layernorm_fwd(vkg_cmd *c, vkg_tensor res, vkg_tensor out,
+                                         vkg_tensor mean, vkg_tensor rstd, vkg_tensor a,
+                                         vkg_tensor b, vkg_tensor weight, vkg_tensor bias, int N,
+                                         int C)
+{
+    return layernorm_fwd(c, out, mean, rstd, a, &b, &res, weight, bias, N, C);
 }
 
 vkg_status vkg_op_layernorm_bwd(vkg_cmd *c, vkg_tensor dinp, vkg_tensor dweight, vkg_tensor dbias,
@@ -115,8 +141,10 @@ vkg_status vkg_op_layernorm_bwd(vkg_cmd *c, vkg_tensor dinp, vkg_tensor dweight,
                        .N = (uint32_t)N,
                        .C = (uint32_t)C};
     uint32_t spec_i[3] = {row_wg(c), 1, 1};
-    uint32_t spec_p[4] = {DPARAMS_CX, DPARAMS_RY, 1, 1};
     int wide = NC > limit;
+    uint32_t chunks = vkg_device_tuning_get(vkg_cmd_device(c)).grad_reduce_chunks;
+    uint32_t cx = chunks ? VKG_GRAD_REDUCE_CX : DPARAMS_CX;
+    uint32_t spec_p[5] = {cx, chunks ? chunks : DPARAMS_RY, 1, wide ? 1u : 0u, 1u};
     vkg_status st = VKG_OK;
     vkg_cmd_group_begin(c); /* the two passes (and the blocks of rows) write different tensors */
     for (size_t n0 = 0; n0 < (size_t)N && st == VKG_OK; n0 += nb) {
@@ -133,8 +161,11 @@ vkg_status vkg_op_layernorm_bwd(vkg_cmd *c, vkg_tensor dinp, vkg_tensor dweight,
                               vkg__op_groups_capped(m, 1), 1, 1, "layernorm_bwd_dinp");
     }
     if (st == VKG_OK)
-        st = vkg_cmd_dispatch(c, VKG_KERNEL_layernorm_bwd_dparams, spec_p, wide ? 4 : 3, &pp,
-                              sizeof pp, vkg__op_groups_capped((size_t)C, DPARAMS_CX), 1, 1,
+        st = vkg_cmd_dispatch(c, VKG_KERNEL_layernorm_bwd_dparams, spec_p,
+                              chunks ? 5
+                              : wide ? 4
+                                     : 3,
+                              &pp, sizeof pp, vkg__op_groups_capped((size_t)C, cx), 1, 1,
                               "layernorm_bwd_dparams");
     vkg_cmd_group_end(c);
     return st;

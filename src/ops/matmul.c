@@ -8,7 +8,10 @@
  *             stored transposed into out (N, OC), bias added
  *   backward: dinp (N, C) += dout (N, OC) x W (OC, C)
  *             dW (OC, C)  += dout^T (OC, N) x inp (N, C)
- *             dbias (OC)  += column sums of dout (matmul_bwd_bias.comp, fixed order)
+ *             dbias (OC)  += column sums of dout (matmul_bwd_bias.comp, fixed order: serial per
+ *                            column on CPU devices, in row chunks on GPUs, grad_reduce_chunks)
+ * vkg_op_matmul_fwd_gelu is the forward pass with both kernels' GELU epilogue (vkg_gemm.act): the
+ * bias-added product goes to out and gelu_tanh of it (shaders/gelu.glsl, gelu_fwd's bits) to act.
  * In every pass the second operand is read along its contiguous dimension by neighbouring lanes
  * and the first is read uniformly per workgroup; nothing uses atomics.
  * Where the tuning says so (CPU devices), an accumulating product whose B operand (K x N) is larger
@@ -94,6 +97,11 @@ static vkg_status check_gemm(const char *op, const vkg_gemm *g)
     VKG_TRY(vkg__op_need(op, "b", g->b, b_span(g)));
     if (g->bias)
         VKG_TRY(vkg__op_need(op, "bias", *g->bias, g->out_t ? g->M : g->N));
+    if (g->act) {
+        VKG_CHECK(!g->accumulate, VKG_ERR_INVALID_ARG,
+                  "%s: the GELU epilogue is for products that overwrite their output", op);
+        VKG_TRY(vkg__op_need(op, "act", *g->act, out_span(g)));
+    }
     return VKG_OK;
 }
 
@@ -102,6 +110,7 @@ static vkg_status check_gemm(const char *op, const vkg_gemm *g)
 static vkg_status gemm_wide(const char *op, const vkg_gemm *g, size_t limit, int *wide)
 {
     *wide = a_span(g) > limit || b_span(g) > limit || out_span(g) > limit;
+    *wide = *wide || (g->act && out_span(g) > limit);
     if (!*wide)
         return VKG_OK;
     size_t row = g->M > g->N ? (size_t)g->M : (size_t)g->N;
@@ -148,12 +157,13 @@ static vkg_status gemm_dispatch(vkg_cmd *c, const vkg_gemm *g, const char *op, i
                    .lda = g->lda,
                    .ldb = g->ldb,
                    .ldo = g->ldo,
-                   .has_bias = g->bias != NULL};
+                   .has_bias = g->bias != NULL,
+                   .act = g->act ? g->act->addr : g->out.addr};
     /* One load of A per k shared by subgroup broadcasts when the workgroup is one subgroup
      * holding as many lanes as rows. */
     const vkg_device_info *info = vkg_device_get_info(dev);
     uint32_t shuffle = t.tm == t.lx && t.lx == info->subgroup_size;
-    uint32_t spec[10] = {t.lx,
+    uint32_t spec[11] = {t.lx,
                          1,
                          1,
                          t.tm,
@@ -162,9 +172,14 @@ static vkg_status gemm_dispatch(vkg_cmd *c, const vkg_gemm *g, const char *op, i
                          g->out_t ? 1u : 0u,
                          g->accumulate ? 1u : 0u,
                          shuffle,
-                         1u};
+                         wide ? 1u : 0u,
+                         g->act ? 1u : 0u};
     uint32_t gx = vkg__ceil_div(g->N, (size_t)t.lx * t.tn), gy = vkg__ceil_div(g->M, t.tm);
-    return vkg_cmd_dispatch(c, VKG_KERNEL_matmul, spec, wide ? 10 : 9, &p, sizeof p, gx, gy, 1, op);
+    return vkg_cmd_dispatch(c, VKG_KERNEL_matmul, spec,
+                            g->act ? 11
+                            : wide ? 10
+                                   : 9,
+                            &p, sizeof p, gx, gy, 1, op);
 }
 
 vkg_status vkg_op_gemm(vkg_cmd *c, const vkg_gemm *g)
@@ -253,10 +268,12 @@ vkg_status vkg_op_transpose(vkg_cmd *c, vkg_tensor out, vkg_tensor in, int rows,
                             "transpose");
 }
 
-vkg_status vkg_op_matmul_fwd(vkg_cmd *c, vkg_tensor out, vkg_tensor inp, vkg_tensor weight,
-                             const vkg_tensor *bias, int N, int C, int OC, vkg_tensor scratch)
+/* The forward pass, with the GELU epilogue into act when act is not NULL. */
+static vkg_status matmul_fwd(vkg_cmd *c, vkg_tensor out, const vkg_tensor *act, vkg_tensor inp,
+                             vkg_tensor weight, const vkg_tensor *bias, int N, int C, int OC,
+                             vkg_tensor scratch)
 {
-    const char *op = "matmul_fwd";
+    const char *op = act ? "matmul_fwd_gelu" : "matmul_fwd";
     size_t limit, nb;
     VKG_TRY(check_shape(op, N, C, OC, &limit));
     VKG_TRY(vkg__op_need(op, "scratch", scratch, (size_t)N * (size_t)C));
@@ -265,6 +282,8 @@ vkg_status vkg_op_matmul_fwd(vkg_cmd *c, vkg_tensor out, vkg_tensor inp, vkg_ten
     if (split) {
         VKG_TRY(vkg__op_need(op, "inp", inp, (size_t)N * (size_t)C));
         VKG_TRY(vkg__op_need(op, "out", out, (size_t)N * (size_t)OC));
+        if (act)
+            VKG_TRY(vkg__op_need(op, "act", *act, (size_t)N * (size_t)OC));
     }
     /* The tiled kernel reads the whole weight in one dispatch: only while it fits the limit. */
     int tiled =
@@ -276,8 +295,10 @@ vkg_status vkg_op_matmul_fwd(vkg_cmd *c, vkg_tensor out, vkg_tensor inp, vkg_ten
         vkg_tensor s = split ? rows_view(scratch, n0, m, (size_t)C) : scratch;
         vkg_tensor o = split ? rows_view(out, n0, m, (size_t)OC) : out;
         vkg_tensor in = split ? rows_view(inp, n0, m, (size_t)C) : inp;
+        vkg_tensor ac = act && split ? rows_view(*act, n0, m, (size_t)OC) : out;
         vkg_gemm g = {.out = o,
                       .bias = bias,
+                      .act = act ? (split ? &ac : act) : NULL,
                       .K = (uint32_t)C,
                       .lda = (uint32_t)C,
                       .ldo = (uint32_t)OC,
@@ -294,6 +315,19 @@ vkg_status vkg_op_matmul_fwd(vkg_cmd *c, vkg_tensor out, vkg_tensor inp, vkg_ten
         VKG_TRY(vkg_op_gemm(c, &g));
     }
     return VKG_OK;
+}
+
+vkg_status vkg_op_matmul_fwd(vkg_cmd *c, vkg_tensor out, vkg_tensor inp, vkg_tensor weight,
+                             const vkg_tensor *bias, int N, int C, int OC, vkg_tensor scratch)
+{
+    return matmul_fwd(c, out, NULL, inp, weight, bias, N, C, OC, scratch);
+}
+
+vkg_status vkg_op_matmul_fwd_gelu(vkg_cmd *c, vkg_tensor out, vkg_tensor act, vkg_tensor inp,
+                                  vkg_tensor weight, const vkg_tensor *bias, int N, int C, int OC,
+                                  vkg_tensor scratch)
+{
+    return matmul_fwd(c, out, &act, inp, weight, bias, N, C, OC, scratch);
 }
 
 /* dinp (N,C) += dout (N,OC) x weight (OC,C), over blocks of whole rows when N rows exceed the
@@ -356,9 +390,16 @@ static vkg_status record_dweight(vkg_cmd *c, vkg_tensor dweight, const vkg_tenso
     int wide = (size_t)N * (size_t)OC > limit;
     push_bias p = {
         .dbias = dbias->addr, .dout = dout.addr, .rows = (uint32_t)N, .cols = (uint32_t)OC};
-    uint32_t spec[4] = {64, 1, 1, 1};
-    return vkg_cmd_dispatch(c, VKG_KERNEL_matmul_bwd_bias, spec, wide ? 4 : 3, &p, sizeof p,
-                            vkg__ceil_div((size_t)OC, 64), 1, 1, "matmul_bwd_dbias");
+    uint32_t chunks = vkg_device_tuning_get(vkg_cmd_device(c)).grad_reduce_chunks;
+    if (chunks == 0) { /* one invocation per column */
+        uint32_t spec[4] = {64, 1, 1, 1};
+        return vkg_cmd_dispatch(c, VKG_KERNEL_matmul_bwd_bias, spec, wide ? 4 : 3, &p, sizeof p,
+                                vkg__ceil_div((size_t)OC, 64), 1, 1, "matmul_bwd_dbias");
+    }
+    uint32_t spec[5] = {VKG_GRAD_REDUCE_CX, chunks, 1, wide ? 1u : 0u, 1u};
+    return vkg_cmd_dispatch(c, VKG_KERNEL_matmul_bwd_bias, spec, 5, &p, sizeof p,
+                            vkg__ceil_div((size_t)OC, VKG_GRAD_REDUCE_CX), 1, 1,
+                            "matmul_bwd_dbias");
 }
 
 vkg_status vkg_op_matmul_bwd(vkg_cmd *c, vkg_tensor dinp, vkg_tensor dweight,

@@ -12,6 +12,7 @@ typedef struct push_gemm {
     uint32_t lda, ldb, ldo;
     uint32_t has_bias;
     uint32_t kchunk; /* matmul_tiled: k per workgroup z (K unless split); matmul: unused */
+    uint64_t act;    /* GELU epilogue's output (vkg_gemm.act; else out, unused) */
 } push_gemm;
 
 /* Record a checked product g on the tiled kernel under tuning tu: its tiles by the grid, vec4

@@ -108,8 +108,9 @@ vkg_status vkg__matmul_tiled_dispatch(vkg_cmd *c, const vkg_gemm *g, const char 
                    .ldb = g->ldb,
                    .ldo = split ? g->N : g->ldo,
                    .has_bias = g->bias != NULL && !split,
-                   .kchunk = pl.kchunk};
-    uint32_t spec[12] = {t->bn / t->tn,
+                   .kchunk = pl.kchunk,
+                   .act = g->act && !split ? g->act->addr : g->out.addr};
+    uint32_t spec[13] = {t->bn / t->tn,
                          t->bm / t->tm,
                          1,
                          t->bm,
@@ -120,8 +121,9 @@ vkg_status vkg__matmul_tiled_dispatch(vkg_cmd *c, const vkg_gemm *g, const char 
                          g->a_kcontig ? 1u : 0u,
                          g->b_kcontig ? 1u : 0u,
                          g->accumulate && !split ? 1u : 0u,
-                         pl.vec4};
-    VKG_TRY(vkg_cmd_dispatch_sg(c, VKG_KERNEL_matmul_tiled, spec, 12,
+                         pl.vec4,
+                         g->act && !split ? 1u : 0u};
+    VKG_TRY(vkg_cmd_dispatch_sg(c, VKG_KERNEL_matmul_tiled, spec, 13,
                                 vkg__mmt_subgroup(vkg_cmd_device(c), t), &p, sizeof p,
                                 vkg__ceil_div(g->N, t->bn), vkg__ceil_div(g->M, t->bm), pl.s, op));
     if (!split)

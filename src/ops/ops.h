@@ -48,6 +48,9 @@ typedef struct vkg_gemm {
      * it writes here (S * M * N floats, S chosen to fit) and then adds, in chunk order, to out:
      * deterministic, but not the bits of the unsplit sum. Overwritten. */
     const vkg_tensor *splitk_scratch;
+    /* GELU epilogue (NULL: none; not with accumulate): also store gelu(stored value) (the tanh
+     * approximation of vkg_op_gelu_fwd, same bits) at the same index of *act. */
+    const vkg_tensor *act;
     const char *label; /* static string for errors and profiles */
 } vkg_gemm;
 vkg_status vkg_op_gemm(vkg_cmd *c, const vkg_gemm *g);
@@ -59,6 +62,11 @@ vkg_status vkg_op_transpose(vkg_cmd *c, vkg_tensor out, vkg_tensor in, int rows,
  * scratch: at least N*C floats, overwritten (holds inp^T). */
 vkg_status vkg_op_matmul_fwd(vkg_cmd *c, vkg_tensor out, vkg_tensor inp, vkg_tensor weight,
                              const vkg_tensor *bias, int N, int C, int OC, vkg_tensor scratch);
+/* vkg_op_matmul_fwd into out (the pre-activation, kept for GELU's backward) and, in the same
+ * dispatch, act (N,OC) = gelu(out) (vkg_op_gelu_fwd's function and bits): the MLP's fc product. */
+vkg_status vkg_op_matmul_fwd_gelu(vkg_cmd *c, vkg_tensor out, vkg_tensor act, vkg_tensor inp,
+                                  vkg_tensor weight, const vkg_tensor *bias, int N, int C, int OC,
+                                  vkg_tensor scratch);
 /* dinp (N,C) += dout (N,OC) x weight; dweight (OC,C) += dout^T x inp; dbias (OC) += column sums
  * of dout (dbias NULL = none). Deterministic. scratch (NULL = none; the forward pass's scratch
  * fits): where the tiled kernel runs dweight and its grid is too small for the device, it splits
@@ -112,6 +120,13 @@ vkg_status vkg_op_encoder_bwd_wpe(vkg_cmd *c, vkg_tensor dwpe, vkg_tensor dout, 
  * overwritten. Backward: dinp (N,C), dweight (C), dbias (C) accumulated. */
 vkg_status vkg_op_layernorm_fwd(vkg_cmd *c, vkg_tensor out, vkg_tensor mean, vkg_tensor rstd,
                                 vkg_tensor inp, vkg_tensor weight, vkg_tensor bias, int N, int C);
+/* The residual add and the layernorm after it in one dispatch: res (N,C) = a + b (as
+ * vkg_op_residual_fwd), then vkg_op_layernorm_fwd of res, with the bits of the two ops. res
+ * aliases neither a nor b. */
+vkg_status vkg_op_residual_layernorm_fwd(vkg_cmd *c, vkg_tensor res, vkg_tensor out,
+                                         vkg_tensor mean, vkg_tensor rstd, vkg_tensor a,
+                                         vkg_tensor b, vkg_tensor weight, vkg_tensor bias, int N,
+                                         int C);
 vkg_status vkg_op_layernorm_bwd(vkg_cmd *c, vkg_tensor dinp, vkg_tensor dweight, vkg_tensor dbias,
                                 vkg_tensor dout, vkg_tensor inp, vkg_tensor weight, vkg_tensor mean,
                                 vkg_tensor rstd, int N, int C);

@@ -18,6 +18,7 @@ struct vkg_cmd {
     vkg_cmd_timing *timings; /* TIMING_CAP entries when profiling */
     int have_timings;
     vkg_cmd_logged log[VKG_CMD_LOG]; /* the last dispatches, dispatch i at i % VKG_CMD_LOG */
+    int nkernel[VKG_KERNEL_COUNT];   /* dispatches of each kernel since begin */
 };
 
 vkg_status vkg_cmd_create(vkg_device_t *dev, vkg_cmd **out)
@@ -71,6 +72,7 @@ vkg_status vkg_cmd_begin(vkg_cmd *c)
     c->in_group = 0;
     c->ndispatch = 0;
     c->nbarrier = 0;
+    memset(c->nkernel, 0, sizeof c->nkernel);
     c->ntimed = 0;
     c->have_timings = 0;
     /* Work from earlier submissions (uploads, previous steps) is complete before this list runs
@@ -127,6 +129,11 @@ static void log_dispatch(vkg_cmd *c, vkg_kernel_id k, const uint32_t *spec, int 
     l->grid[0] = gx, l->grid[1] = gy, l->grid[2] = gz;
 }
 
+int vkg_cmd_kernel_count(const vkg_cmd *c, vkg_kernel_id k)
+{
+    return k >= 0 && k < VKG_KERNEL_COUNT ? c->nkernel[k] : 0;
+}
+
 int vkg_cmd_logged_dispatch(const vkg_cmd *c, int back, vkg_cmd_logged *out)
 {
     if (back < 0 || back >= VKG_CMD_LOG || back >= c->ndispatch)
@@ -176,6 +183,7 @@ vkg_status vkg_cmd_dispatch_sg(vkg_cmd *c, vkg_kernel_id k, const uint32_t *spec
     log_dispatch(c, k, spec, nspec, subgroup, gx, gy, gz);
     c->pending++;
     c->ndispatch++;
+    c->nkernel[k]++;
     return VKG_OK;
 }
 

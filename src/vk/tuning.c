@@ -11,6 +11,9 @@
  * The reductions (layernorm, xent, encoder_bwd_wte, sumsq): CPU devices run a workgroup on one
  * core where every barrier switches through all its subgroups, so fewer lanes (fewer tree levels)
  * serve them; a CPU core runs one workgroup at a time, so sumsq's few long chunks do too.
+ * The bias and layernorm-parameter gradients: CPU devices keep the serial column sums (and their
+ * bits: the default lavapipe run is unchanged); GPUs cut the B*T rows into 16 chunks summed in
+ * parallel (a workgroup of 16 columns x 16 chunks), the chunk sums added in order.
  * The tiled matmul (GPUs; not measured on one yet): its tiles, by vendor and product size, come
  * from the table in src/vk/mmt.c (the "other" vendor's row here; vkg_device_create applies the
  * device's own vendor). On lavapipe every load is a gather and shared memory is ordinary memory
@@ -30,6 +33,7 @@ vkg_device_tuning vkg__device_tuning_defaults(VkPhysicalDeviceType type, uint32_
         .encoder_wte_wg = cpu ? 64u : 256u,
         .sumsq_wg = cpu ? 64u : 256u,
         .sumsq_max_groups = cpu ? 64u : 1024u,
+        .grad_reduce_chunks = cpu ? 0u : 16u,
     };
     vkg__mmt_defaults(0, type, &t);
     if (cpu && subgroup_size > 0 && subgroup_size <= 16) {
@@ -138,6 +142,7 @@ vkg_status vkg_device_tuning_set(vkg_device_t *dev, const vkg_device_tuning *t)
         {"encoder_wte_wg", t->encoder_wte_wg, 1, inv, 0},
         {"sumsq_wg", t->sumsq_wg, 1, inv, 1},
         {"sumsq_max_groups", t->sumsq_max_groups, 1, UINT32_MAX, 0},
+        {"grad_reduce_chunks", t->grad_reduce_chunks, 0, inv / VKG_GRAD_REDUCE_CX, 0},
     };
     VKG_TRY(check_fields(dev, "", fields, sizeof fields / sizeof fields[0]));
     for (int i = 0; i < VKG_MMT_SIZES; i++)

@@ -110,6 +110,10 @@ typedef enum vkg_mmt_size {
     VKG_MMT_SIZES
 } vkg_mmt_size;
 
+/* Columns per workgroup of the chunked bias and layernorm-parameter gradients
+ * (vkg_device_tuning.grad_reduce_chunks). */
+#define VKG_GRAD_REDUCE_CX 16u
+
 /* The kernel variants, tiles and workgroup sizes the ops use on one device. Ops read these and
  * the capabilities in vkg_device_info; they never look at the device's type or name. Every field
  * is used as it stands (no "0 = default"). */
@@ -136,6 +140,13 @@ typedef struct vkg_device_tuning {
     uint32_t encoder_wte_wg;   /* invocations per workgroup of encoder_bwd_wte */
     uint32_t sumsq_wg;         /* invocations per workgroup of sumsq_partial/_final (power of 2) */
     uint32_t sumsq_max_groups; /* most partial sums (workgroups) per sumsq segment */
+    /* The bias and layernorm-parameter gradients (column sums over the B*T rows): 0 keeps the
+     * serial forms (matmul_bwd_bias: one invocation per column over every row; layernorm
+     * dparams: 16 row lanes, strided); n > 0 cuts the rows into n contiguous chunks summed by
+     * n row lanes of a workgroup of 16 columns, the chunk sums then added in order (a fixed
+     * two-level order: deterministic, other bits than 0's). At most the device's invocations /
+     * 16. */
+    uint32_t grad_reduce_chunks;
 } vkg_device_tuning;
 
 /* The tuning a device of this type and subgroup size gets when it is created: the one place
@@ -343,6 +354,8 @@ typedef struct vkg_cmd_logged {
 } vkg_cmd_logged;
 /* 0 and *out filled, or -1 when fewer than back + 1 dispatches were recorded since begin. */
 int vkg_cmd_logged_dispatch(const vkg_cmd *c, int back, vkg_cmd_logged *out);
+/* Dispatches of kernel k recorded since begin (tests: which ops a list runs, fused or not). */
+int vkg_cmd_kernel_count(const vkg_cmd *c, vkg_kernel_id k);
 /* Dispatches recorded between group_begin and group_end are independent of each other (no
  * barriers between them); a barrier separates the group from what came before. */
 void vkg_cmd_group_begin(vkg_cmd *c);
