@@ -80,6 +80,12 @@ static vkg_status check_opts(const vkg_gpt2_config *cfg, const vkg_gpt2_opts *o)
               o->accum_steps);
     VKG_CHECK(o->recompute == VKG_GPT2_RECOMPUTE_NONE || o->recompute == VKG_GPT2_RECOMPUTE_GELU,
               VKG_ERR_INVALID_ARG, "recompute must be none (0) or gelu (1), got %d", o->recompute);
+    VKG_CHECK(o->precision == VKG_PRECISION_FP32 || o->precision == VKG_PRECISION_BF16,
+              VKG_ERR_INVALID_ARG, "precision must be fp32 (0) or bf16 (1), got %d", o->precision);
+    /* bf16 tensors are packed two values to a word: every tensor and layer slice must start on a
+     * word, which even channels give (every parameter count is a multiple of C). */
+    VKG_CHECK(o->precision == VKG_PRECISION_FP32 || cfg->channels % 2 == 0, VKG_ERR_INVALID_ARG,
+              "bf16 precision needs an even number of channels, got C = %d", cfg->channels);
     size_t BT = (size_t)o->B * (size_t)o->T;
     VKG_CHECK(BT <= 0x7FFFFFFFu, VKG_ERR_INVALID_ARG,
               "B*T = %zu tokens is too large for 32-bit shader indices", BT);
@@ -181,10 +187,12 @@ vkg_status vkg_gpt2_memory(const vkg_gpt2_config *cfg, const vkg_gpt2_opts *opts
     int per_slot = ACTS_PER_SLOT(o.part.last - o.part.first);
     memset(out, 0, sizeof *out);
     out->params = out->grads = (lo.total * 4 + 255) / 256 * 256;
+    size_t pbytes[2] = {lo.total * 4, o.precision == VKG_PRECISION_BF16 ? lo.total * 2 : 0};
+    out->param_copy = (pbytes[1] + 255) / 256 * 256;
     out->slot = sum_aligned(bytes, per_slot);
     out->activations = out->slot * (size_t)o.slots;
     out->shared = sum_aligned(bytes + per_slot * o.slots, n - per_slot * o.slots);
-    out->total = out->params + out->grads + out->activations + out->shared;
+    out->total = out->params + out->param_copy + out->grads + out->activations + out->shared;
     out->largest_tensor = lo.total * 4;
     out->largest_of = "params";
     for (int i = 0; i < n; i++)
@@ -200,7 +208,7 @@ vkg_status vkg_gpt2_memory(const vkg_gpt2_config *cfg, const vkg_gpt2_opts *opts
                       "largest allocation (%zu bytes)",
                       out->largest_of, out->largest_tensor, limit);
     if (st == VKG_OK)
-        st = vkg_arena_plan(&param_bytes, 1, o.max_allocation, "params", &a1, &b1);
+        st = vkg_arena_plan(pbytes, pbytes[1] ? 2 : 1, o.max_allocation, "params", &a1, &b1);
     if (st == VKG_OK)
         st = vkg_arena_plan(&param_bytes, 1, o.max_allocation, "grads", &a2, &b2);
     if (st == VKG_OK)
@@ -238,15 +246,22 @@ vkg_status vkg_gpt2_create(vkg_device_t *dev, const vkg_gpt2_config *cfg, const 
 
     m->slot_bytes = plan.slot;
 
-    size_t pbytes = m->nparams * 4;
-    VKG_TRY_GOTO(st, vkg_arena_create_list(dev, &pbytes, 1, "params", &m->arena_params), fail);
-    VKG_TRY_GOTO(st, vkg_arena_create_list(dev, &pbytes, 1, "grads", &m->arena_grads), fail);
-    VKG_TRY_GOTO(st, vkg_arena_alloc(m->arena_params, pbytes, &m->params), fail);
-    VKG_TRY_GOTO(st, vkg_arena_alloc(m->arena_grads, pbytes, &m->grads), fail);
+    int bf16 = o.precision == VKG_PRECISION_BF16;
+    size_t pbytes[2] = {m->nparams * 4, m->nparams * 2};
+    VKG_TRY_GOTO(st, vkg_arena_create_list(dev, pbytes, bf16 ? 2 : 1, "params", &m->arena_params),
+                 fail);
+    VKG_TRY_GOTO(st, vkg_arena_create_list(dev, pbytes, 1, "grads", &m->arena_grads), fail);
+    VKG_TRY_GOTO(st, vkg_arena_alloc(m->arena_params, pbytes[0], &m->params), fail);
+    VKG_TRY_GOTO(st, vkg_arena_alloc(m->arena_grads, pbytes[0], &m->grads), fail);
+    if (bf16) {
+        VKG_TRY_GOTO(st, vkg_arena_alloc(m->arena_params, pbytes[1], &m->params16), fail);
+        m->params16.dtype = VKG_BF16;
+    }
     for (int i = 0; i < VKG_GPT2_NUM_PARAM_TENSORS; i++) {
         size_t off = m->layout.part_offset[i] * 4, b = m->layout.count[i] * 4;
         m->p[i] = vkg_tensor_view(m->params, off, b);
         m->g[i] = vkg_tensor_view(m->grads, off, b);
+        m->w[i] = bf16 ? vkg_tensor_view(m->params16, off / 2, b / 2) : m->p[i];
     }
     int cap = max_act_tensors(m->nl, o.slots);
     bytes = malloc((size_t)cap * sizeof *bytes);

@@ -4,10 +4,11 @@
  * list. The optimizer's lists are src/optim's. */
 #include "model/gpt2_internal.h"
 
-/* Layer l's slice of a per-layer activation whose per-layer size is `per` floats. */
+/* Layer l's slice of a per-layer tensor whose per-layer size is `per` elements. */
 static vkg_tensor layer(vkg_tensor t, int l, size_t per)
 {
-    return vkg_tensor_view(t, (size_t)l * per * 4, per * 4);
+    size_t e = vkg_dtype_bytes(t.dtype);
+    return vkg_tensor_view(t, (size_t)l * per * e, per * e);
 }
 
 /* Parameter tensor i's slice for the part's layer l (tensors 2..13 are stacked over its layers). */
@@ -66,6 +67,8 @@ static vkg_status record_forward(vkg_gpt2 *m, int s, vkg_cmd *c)
     int B = m->opts.B, T = m->opts.T, C = m->cfg.channels, NH = m->cfg.num_heads;
     int L = m->nl, Vp = m->cfg.padded_vocab_size, BT = B * T;
     size_t btc = (size_t)BT * C;
+    if (m->opts.precision == VKG_PRECISION_BF16) /* the weights the products read this pass */
+        VKG_TRY(vkg_op_cast_bf16(c, m->params16, m->params, m->nparams));
     if (m->embed) /* otherwise encoded is the input boundary, written by the caller */
         VKG_TRY(
             vkg_op_encoder_fwd(c, a->s.encoded, m->slots[s].inputs, m->p[WTE], m->p[WPE], B, T, C));

@@ -22,6 +22,9 @@
 vkg_status vkg_op_fill(vkg_cmd *c, vkg_tensor x, size_t n, float value);
 /* x[i] *= factor, i < n */
 vkg_status vkg_op_scale(vkg_cmd *c, vkg_tensor x, size_t n, float factor);
+/* out (n, bf16) = in (n, fp32) rounded to nearest even, NaN kept (mixed precision: the bf16
+ * copy of the weights). out must be a VKG_BF16 tensor, in VKG_F32. */
+vkg_status vkg_op_cast_bf16(vkg_cmd *c, vkg_tensor out, vkg_tensor in, size_t n);
 
 /* ---- matmul (src/ops/matmul.c) ---- */
 
