@@ -29,6 +29,12 @@ layout(constant_id = 8) const uint A_SHUFFLE = 0;
 // arithmetic (addr64.glsl) and indexed only within the row. The loads, the order of the sums and
 // the results are those of WIDE = 0.
 layout(constant_id = 9) const uint WIDE = 0;
+// A_BF16 / B_BF16 = 1 (mixed precision: an operand is the weights' bf16 copy): a or b is read as
+// packed bf16 (common.glsl) and widened; the products and sums stay fp32. Not with WIDE = 1.
+layout(constant_id = 10) const uint A_BF16 = 0;
+layout(constant_id = 11) const uint B_BF16 = 0;
+#define A_AT(i) (A_BF16 == 1 ? bf16_load(Uints(uvec2(p.a)), i) : p.a.v[i])
+#define B_AT(i) (B_BF16 == 1 ? bf16_load(Uints(uvec2(p.b)), i) : p.b.v[i])
 
 layout(push_constant) uniform Push {
     Floats out_;
@@ -83,16 +89,16 @@ void main()
             a_k = a64_add(a_k, a_step);
             b_k = a64_add(b_k, b_step);
         } else if (A_SHUFFLE == 1) {
-            float mine = A_KCONTIG == 1 ? p.a.v[my_row * p.lda + k] : p.a.v[k * p.lda + my_row];
+            float mine = A_KCONTIG == 1 ? A_AT(my_row * p.lda + k) : A_AT(k * p.lda + my_row);
             for (uint i = 0; i < TM; i++)
                 av[i] = subgroupBroadcast(mine, i);
         } else {
             for (uint i = 0; i < TM; i++)
-                av[i] = A_KCONTIG == 1 ? p.a.v[arow[i] * p.lda + k] : p.a.v[k * p.lda + arow[i]];
+                av[i] = A_KCONTIG == 1 ? A_AT(arow[i] * p.lda + k) : A_AT(k * p.lda + arow[i]);
         }
         if (WIDE == 0)
             for (uint j = 0; j < TN; j++)
-                bv[j] = p.b.v[k * p.ldb + bcol[j]];
+                bv[j] = B_AT(k * p.ldb + bcol[j]);
         for (uint i = 0; i < TM; i++)
             for (uint j = 0; j < TN; j++)
                 acc[i][j] = fma(av[i], bv[j], acc[i][j]);

@@ -36,6 +36,12 @@ layout(constant_id = 8) const uint A_KCONTIG = 1;
 layout(constant_id = 9) const uint B_KCONTIG = 0;
 layout(constant_id = 10) const uint ACCUMULATE = 0;
 layout(constant_id = 11) const uint VEC4 = 0;
+// A_BF16 / B_BF16 = 1 (mixed precision: an operand is the weights' bf16 copy): a or b is read as
+// packed bf16 (common.glsl) and widened on the scalar path (VEC4 = 0); products and sums stay fp32.
+layout(constant_id = 12) const uint A_BF16 = 0;
+layout(constant_id = 13) const uint B_BF16 = 0;
+#define A_AT(i) (A_BF16 == 1 ? bf16_load(Uints(uvec2(p.a)), i) : p.a.v[i])
+#define B_AT(i) (B_BF16 == 1 ? bf16_load(Uints(uvec2(p.b)), i) : p.b.v[i])
 
 layout(buffer_reference, std430, buffer_reference_align = 4) readonly restrict buffer InFloats
 {
@@ -90,7 +96,7 @@ void load_tiles(uint tid, uint m0, uint n0, uint k0)
         uint m = m0 + mm, k = k0 + kk;
         float v = 0.0;
         if (e < BM * BK && m < p.M && k < kend)
-            v = A_KCONTIG == 1 ? p.a.v[m * p.lda + k] : p.a.v[k * p.lda + m];
+            v = A_KCONTIG == 1 ? A_AT(m * p.lda + k) : A_AT(k * p.lda + m);
         ra[i] = v;
     }
     for (uint i = 0; i < B_PER; i++) {
@@ -99,7 +105,7 @@ void load_tiles(uint tid, uint m0, uint n0, uint k0)
         uint n = n0 + nn, k = k0 + kk;
         float v = 0.0;
         if (e < BN * BK && n < p.N && k < kend)
-            v = B_KCONTIG == 1 ? p.b.v[n * p.ldb + k] : p.b.v[k * p.ldb + n];
+            v = B_KCONTIG == 1 ? B_AT(n * p.ldb + k) : B_AT(k * p.ldb + n);
         rb[i] = v;
     }
 }

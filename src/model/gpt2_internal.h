@@ -86,8 +86,9 @@ struct vkg_gpt2 {
     vkg_arena *arena_params, *arena_grads, *arena_acts;
     vkg_tensor params, grads; /* whole tensors */
     vkg_tensor p[VKG_GPT2_NUM_PARAM_TENSORS], g[VKG_GPT2_NUM_PARAM_TENSORS];
-    /* bf16 precision: params16 is the bf16 copy of params (cast at the start of every forward
-     * list, so it is always that of the current master weights) and w its tensors; fp32: w = p. */
+    /* The weights the matrix products read: with bf16 precision the tensors of params16, the bf16
+     * copy of params (cast at the start of every forward list, so it is always that of the
+     * current master weights); with fp32, p. */
     vkg_tensor params16;
     vkg_tensor w[VKG_GPT2_NUM_PARAM_TENSORS];
     vkg_gpt2_slot *slots; /* (opts.slots) */

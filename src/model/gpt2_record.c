@@ -85,19 +85,19 @@ static vkg_status record_forward(vkg_gpt2 *m, int s, vkg_cmd *c)
         VKG_TRY(vkg_op_layernorm_fwd(c, ln1, m->slots[s].layers[l].s.ln1_mean,
                                      m->slots[s].layers[l].s.ln1_rstd, residual,
                                      lp(m, m->p, LN1W, l), lp(m, m->p, LN1B, l), BT, C));
-        VKG_TRY(vkg_op_matmul_fwd(c, qkv, ln1, lp(m, m->p, QKVW, l), &b_qkv, BT, C, 3 * C,
+        VKG_TRY(vkg_op_matmul_fwd(c, qkv, ln1, lp(m, m->w, QKVW, l), &b_qkv, BT, C, 3 * C,
                                   m->mm_scratch));
         VKG_TRY(vkg_op_attention_fwd(c, atty, m->slots[s].layers[l].s.lse, qkv, B, T, C, NH));
-        VKG_TRY(vkg_op_matmul_fwd(c, attproj, atty, lp(m, m->p, ATTPROJW, l), &b_att, BT, C, C,
+        VKG_TRY(vkg_op_matmul_fwd(c, attproj, atty, lp(m, m->w, ATTPROJW, l), &b_att, BT, C, C,
                                   m->mm_scratch));
         VKG_TRY(vkg_op_residual_fwd(c, res2, residual, attproj, btc));
         VKG_TRY(vkg_op_layernorm_fwd(c, ln2, m->slots[s].layers[l].s.ln2_mean,
                                      m->slots[s].layers[l].s.ln2_rstd, res2, lp(m, m->p, LN2W, l),
                                      lp(m, m->p, LN2B, l), BT, C));
-        VKG_TRY(vkg_op_matmul_fwd(c, fch, ln2, lp(m, m->p, FCW, l), &b_fc, BT, C, 4 * C,
+        VKG_TRY(vkg_op_matmul_fwd(c, fch, ln2, lp(m, m->w, FCW, l), &b_fc, BT, C, 4 * C,
                                   m->mm_scratch));
         VKG_TRY(vkg_op_gelu_fwd(c, fchg, fch, 4 * btc));
-        VKG_TRY(vkg_op_matmul_fwd(c, fcproj, fchg, lp(m, m->p, FCPROJW, l), &b_fcp, BT, 4 * C, C,
+        VKG_TRY(vkg_op_matmul_fwd(c, fcproj, fchg, lp(m, m->w, FCPROJW, l), &b_fcp, BT, 4 * C, C,
                                   m->mm_scratch));
         VKG_TRY(vkg_op_residual_fwd(c, res3, res2, fcproj, btc));
     }
@@ -106,7 +106,7 @@ static vkg_status record_forward(vkg_gpt2 *m, int s, vkg_cmd *c)
     VKG_TRY(vkg_op_layernorm_fwd(c, a->s.lnf, a->s.lnf_mean, a->s.lnf_rstd,
                                  m->slots[s].layers[L - 1].s.residual3, m->p[LNFW], m->p[LNFB], BT,
                                  C));
-    return vkg_op_matmul_fwd(c, a->s.logits, a->s.lnf, m->p[WTE], NULL, BT, C, Vp, m->mm_scratch);
+    return vkg_op_matmul_fwd(c, a->s.logits, a->s.lnf, m->w[WTE], NULL, BT, C, Vp, m->mm_scratch);
 }
 
 /* The training forward: forward, then (last part) the loss with dlogits in place of the logits. */
@@ -150,10 +150,10 @@ static vkg_status record_backward_cut(vkg_gpt2 *m, int s, vkg_cmd **pc, vkg__gpt
             VKG_TRY(vkg_op_matmul_bwd_dweight(*pc, m->g[WTE], NULL, a->s.logits, a->s.lnf, BT, C,
                                               Vp, &m->mm_scratch));
             VKG_TRY(unit_done(cut, ctx, pc, &u));
-            VKG_TRY(vkg_op_matmul_bwd_dinp(*pc, d->s.dlnf, a->s.logits, m->p[WTE], BT, C, Vp));
+            VKG_TRY(vkg_op_matmul_bwd_dinp(*pc, d->s.dlnf, a->s.logits, m->w[WTE], BT, C, Vp));
         } else {
             VKG_TRY(vkg_op_matmul_bwd(*pc, d->s.dlnf, m->g[WTE], NULL, a->s.logits, a->s.lnf,
-                                      m->p[WTE], BT, C, Vp, &m->mm_scratch));
+                                      m->w[WTE], BT, C, Vp, &m->mm_scratch));
             u++;
         }
         VKG_TRY(vkg_op_layernorm_bwd(*pc, dstream(m, L - 1), m->g[LNFW], m->g[LNFB], d->s.dlnf,
@@ -177,10 +177,10 @@ static vkg_status record_backward_cut(vkg_gpt2 *m, int s, vkg_cmd **pc, vkg__gpt
         vkg_tensor gb_att = lp(m, m->g, ATTPROJB, l), gb_qkv = lp(m, m->g, QKVB, l);
         VKG_TRY(vkg_op_residual_bwd(c, dres2, dfcproj, dres3, btc));
         VKG_TRY(vkg_op_matmul_bwd(c, dfchg, lp(m, m->g, FCPROJW, l), &gb_fcp, dfcproj, fchg,
-                                  lp(m, m->p, FCPROJW, l), BT, 4 * C, C, &m->mm_scratch));
+                                  lp(m, m->w, FCPROJW, l), BT, 4 * C, C, &m->mm_scratch));
         VKG_TRY(vkg_op_gelu_bwd(c, dfch, m->slots[s].layers[l].s.fch, dfchg, 4 * btc));
         VKG_TRY(vkg_op_matmul_bwd(c, dln2, lp(m, m->g, FCW, l), &gb_fc, dfch,
-                                  m->slots[s].layers[l].s.ln2, lp(m, m->p, FCW, l), BT, C, 4 * C,
+                                  m->slots[s].layers[l].s.ln2, lp(m, m->w, FCW, l), BT, C, 4 * C,
                                   &m->mm_scratch));
         VKG_TRY(vkg_op_layernorm_bwd(c, dres2, lp(m, m->g, LN2W, l), lp(m, m->g, LN2B, l), dln2,
                                      m->slots[s].layers[l].s.residual2, lp(m, m->p, LN2W, l),
@@ -188,13 +188,13 @@ static vkg_status record_backward_cut(vkg_gpt2 *m, int s, vkg_cmd **pc, vkg__gpt
                                      m->slots[s].layers[l].s.ln2_rstd, BT, C));
         VKG_TRY(vkg_op_residual_bwd(c, dresidual, dattproj, dres2, btc));
         VKG_TRY(vkg_op_matmul_bwd(c, datty, lp(m, m->g, ATTPROJW, l), &gb_att, dattproj,
-                                  m->slots[s].layers[l].s.atty, lp(m, m->p, ATTPROJW, l), BT, C, C,
+                                  m->slots[s].layers[l].s.atty, lp(m, m->w, ATTPROJW, l), BT, C, C,
                                   &m->mm_scratch));
         VKG_TRY(vkg_op_attention_bwd(c, dqkv, datty, m->slots[s].layers[l].s.qkv,
                                      m->slots[s].layers[l].s.atty, m->slots[s].layers[l].s.lse, B,
                                      T, C, NH, m->delta));
         VKG_TRY(vkg_op_matmul_bwd(c, dln1, lp(m, m->g, QKVW, l), &gb_qkv, dqkv,
-                                  m->slots[s].layers[l].s.ln1, lp(m, m->p, QKVW, l), BT, C, 3 * C,
+                                  m->slots[s].layers[l].s.ln1, lp(m, m->w, QKVW, l), BT, C, 3 * C,
                                   &m->mm_scratch));
         VKG_TRY(vkg_op_layernorm_bwd(c, dresidual, lp(m, m->g, LN1W, l), lp(m, m->g, LN1B, l), dln1,
                                      residual, lp(m, m->p, LN1W, l),

@@ -90,8 +90,8 @@ static vkg_status check_gemm(const char *op, const vkg_gemm *g)
     VKG_CHECK(g->M > 0 && g->N > 0 && g->K > 0, VKG_ERR_INVALID_ARG,
               "%s: sizes must be positive (M=%u N=%u K=%u)", op, g->M, g->N, g->K);
     VKG_TRY(vkg__op_need(op, "out", g->out, out_span(g)));
-    VKG_TRY(vkg__op_need(op, "a", g->a, a_span(g)));
-    VKG_TRY(vkg__op_need(op, "b", g->b, b_span(g)));
+    VKG_TRY(vkg__op_need_any(op, "a", g->a, a_span(g)));
+    VKG_TRY(vkg__op_need_any(op, "b", g->b, b_span(g)));
     if (g->bias)
         VKG_TRY(vkg__op_need(op, "bias", *g->bias, g->out_t ? g->M : g->N));
     return VKG_OK;
@@ -104,6 +104,9 @@ static vkg_status gemm_wide(const char *op, const vkg_gemm *g, size_t limit, int
     *wide = a_span(g) > limit || b_span(g) > limit || out_span(g) > limit;
     if (!*wide)
         return VKG_OK;
+    VKG_CHECK(g->a.dtype == VKG_F32 && g->b.dtype == VKG_F32, VKG_ERR_UNSUPPORTED,
+              "%s: a bf16 operand of a product beyond the index limit (M=%u N=%u K=%u)", op, g->M,
+              g->N, g->K);
     size_t row = g->M > g->N ? (size_t)g->M : (size_t)g->N;
     if (g->a_kcontig && g->K > row)
         row = g->K;
@@ -153,7 +156,8 @@ static vkg_status gemm_dispatch(vkg_cmd *c, const vkg_gemm *g, const char *op, i
      * holding as many lanes as rows. */
     const vkg_device_info *info = vkg_device_get_info(dev);
     uint32_t shuffle = t.tm == t.lx && t.lx == info->subgroup_size;
-    uint32_t spec[10] = {t.lx,
+    uint32_t abf = g->a.dtype == VKG_BF16, bbf = g->b.dtype == VKG_BF16;
+    uint32_t spec[12] = {t.lx,
                          1,
                          1,
                          t.tm,
@@ -162,9 +166,13 @@ static vkg_status gemm_dispatch(vkg_cmd *c, const vkg_gemm *g, const char *op, i
                          g->out_t ? 1u : 0u,
                          g->accumulate ? 1u : 0u,
                          shuffle,
-                         1u};
+                         wide ? 1u : 0u,
+                         abf,
+                         bbf};
+    /* fp32 products name no bf16 constants (their pipelines are those of before bf16). */
+    int nspec = abf || bbf ? 12 : wide ? 10 : 9;
     uint32_t gx = vkg__ceil_div(g->N, (size_t)t.lx * t.tn), gy = vkg__ceil_div(g->M, t.tm);
-    return vkg_cmd_dispatch(c, VKG_KERNEL_matmul, spec, wide ? 10 : 9, &p, sizeof p, gx, gy, 1, op);
+    return vkg_cmd_dispatch(c, VKG_KERNEL_matmul, spec, nspec, &p, sizeof p, gx, gy, 1, op);
 }
 
 vkg_status vkg_op_gemm(vkg_cmd *c, const vkg_gemm *g)
@@ -184,8 +192,10 @@ vkg_status vkg_op_gemm(vkg_cmd *c, const vkg_gemm *g)
                      : gemm_dispatch(c, g, op, wide);
     for (uint32_t k0 = 0; k0 < g->K; k0 += kc) {
         /* Chunk [k0, k0 + kc): A and B start k0 columns (rows of A^T) and k0 rows later. */
-        size_t aoff = 4 * (g->a_kcontig ? (size_t)k0 : (size_t)k0 * g->lda);
-        size_t boff = 4 * (g->b_kcontig ? (size_t)k0 : (size_t)k0 * g->ldb);
+        size_t aoff =
+            vkg_dtype_bytes(g->a.dtype) * (g->a_kcontig ? (size_t)k0 : (size_t)k0 * g->lda);
+        size_t boff =
+            vkg_dtype_bytes(g->b.dtype) * (g->b_kcontig ? (size_t)k0 : (size_t)k0 * g->ldb);
         vkg_gemm h = *g;
         h.K = g->K - k0 < kc ? g->K - k0 : kc;
         h.a = vkg_tensor_view(g->a, aoff, g->a.bytes - aoff);

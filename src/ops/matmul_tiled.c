@@ -41,6 +41,8 @@ static uint32_t use_vec4(const vkg_device_tuning *tu, const vkg_matmul_tiling *t
 {
     if (!tu->mmt_vec4 || t->bk % 4 || t->bm % 4 || t->bn % 4)
         return 0;
+    if (g->a.dtype != VKG_F32 || g->b.dtype != VKG_F32) /* bf16 operands: the scalar path */
+        return 0;
     return vec4_ok(g->a_kcontig ? g->K : g->M, g->lda, g->a.addr) &&
            vec4_ok(g->b_kcontig ? g->K : g->N, g->ldb, g->b.addr);
 }
@@ -109,7 +111,8 @@ vkg_status vkg__matmul_tiled_dispatch(vkg_cmd *c, const vkg_gemm *g, const char 
                    .ldo = split ? g->N : g->ldo,
                    .has_bias = g->bias != NULL && !split,
                    .kchunk = pl.kchunk};
-    uint32_t spec[12] = {t->bn / t->tn,
+    uint32_t abf = g->a.dtype == VKG_BF16, bbf = g->b.dtype == VKG_BF16;
+    uint32_t spec[14] = {t->bn / t->tn,
                          t->bm / t->tm,
                          1,
                          t->bm,
@@ -120,8 +123,10 @@ vkg_status vkg__matmul_tiled_dispatch(vkg_cmd *c, const vkg_gemm *g, const char 
                          g->a_kcontig ? 1u : 0u,
                          g->b_kcontig ? 1u : 0u,
                          g->accumulate && !split ? 1u : 0u,
-                         pl.vec4};
-    VKG_TRY(vkg_cmd_dispatch_sg(c, VKG_KERNEL_matmul_tiled, spec, 12,
+                         pl.vec4,
+                         abf,
+                         bbf};
+    VKG_TRY(vkg_cmd_dispatch_sg(c, VKG_KERNEL_matmul_tiled, spec, abf || bbf ? 14 : 12,
                                 vkg__mmt_subgroup(vkg_cmd_device(c), t), &p, sizeof p,
                                 vkg__ceil_div(g->N, t->bn), vkg__ceil_div(g->M, t->bm), pl.s, op));
     if (!split)

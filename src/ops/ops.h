@@ -58,7 +58,10 @@ vkg_status vkg_op_gemm(vkg_cmd *c, const vkg_gemm *g);
 /* out (cols, rows) = in (rows, cols)^T */
 vkg_status vkg_op_transpose(vkg_cmd *c, vkg_tensor out, vkg_tensor in, int rows, int cols);
 
-/* out (N,OC) = inp (N,C) x weight (OC,C)^T + bias (OC) (bias NULL = none).
+/* Mixed precision: `weight` (and a vkg_gemm's a or b) may be a VKG_BF16 tensor (vkg_op_cast_bf16),
+ * read and widened to fp32 by the kernels; products and sums stay fp32, outputs are fp32. Not for
+ * products beyond the index limit (VKG_ERR_UNSUPPORTED).
+ * out (N,OC) = inp (N,C) x weight (OC,C)^T + bias (OC) (bias NULL = none).
  * scratch: at least N*C floats, overwritten (holds inp^T). */
 vkg_status vkg_op_matmul_fwd(vkg_cmd *c, vkg_tensor out, vkg_tensor inp, vkg_tensor weight,
                              const vkg_tensor *bias, int N, int C, int OC, vkg_tensor scratch);
