@@ -18,6 +18,8 @@ uint grid_stride_x()
 // 32-bit word, element 2j in the low half (the layout of 16-bit storage on little-endian
 // devices), read and written through plain 32-bit words so that no 16-bit storage feature is
 // needed. Arithmetic stays in fp32: load, widen, compute, round on store.
+// A float tensor's address is viewed as one through Uints(uvec2(t)).
+#extension GL_EXT_buffer_reference_uvec2 : require
 layout(buffer_reference, std430, buffer_reference_align = 4) buffer Uints { uint v[]; };
 
 // The bf16 bits of x rounded to nearest, ties to even; a NaN stays a (quiet) NaN.

@@ -7,6 +7,10 @@
 // One workgroup per row (grid-stride over rows); each invocation strides over the channels and
 // the workgroup reduces its partial sums with a shared-memory tree (WG must be a power of two),
 // mean first, then the centred squares, as the reference does.
+// OUT_BF16 = 1 (mixed precision): out is bf16 (common.glsl), rounded to nearest even, each
+// invocation storing pairs of channels as whole words (C must be even); sums stay fp32.
+layout(constant_id = 3) const uint OUT_BF16 = 0;
+
 layout(push_constant) uniform Push {
     Floats out_;   // (N, C)
     Floats mean;   // (N)
@@ -51,7 +55,11 @@ void main()
             q += d * d;
         }
         float rs = 1.0 / sqrt(wg_sum(q) / float(p.C) + 1e-5);
-        for (uint c = lid; c < p.C; c += WG)
+        for (uint c = 2 * lid; OUT_BF16 == 1 && c < p.C; c += 2 * WG)
+            Uints(uvec2(p.out_)).v[(base + c) / 2] =
+                bf16_pack2((p.inp.v[base + c] - m) * rs * p.weight.v[c] + p.bias.v[c],
+                           (p.inp.v[base + c + 1] - m) * rs * p.weight.v[c + 1] + p.bias.v[c + 1]);
+        for (uint c = lid; OUT_BF16 == 0 && c < p.C; c += WG)
             p.out_.v[base + c] = (p.inp.v[base + c] - m) * rs * p.weight.v[c] + p.bias.v[c];
         if (lid == 0) {
             p.mean.v[row] = m;

@@ -1,10 +1,12 @@
 /* bf16 weights in the matmul passes (mixed precision, src/ops/matmul.c): the weight is uploaded
  * fp32 and cast on the device (vkg_op_cast_bf16) into a bf16 tensor that the forward pass and dinp
- * read; dweight and dbias read no weight. Two references for every output:
+ * read; dweight and dbias read no weight. Every case runs with the input (inp: the forward's
+ * operand, dweight's) fp32 and bf16 (the stored activations of bf16 training), the reference
+ * then on the rounded input as well. Two references for every output:
  *  - the fp32 CPU reference on the weights rounded as the cast rounds them (vkg_ref_bf16_round):
  *    the kernels sum the same products in fp32, so the fp32 bound holds, ||gpu - ref|| / ||ref||
  *    <= 1e-5 (VKG_TEST_REL_BOUND); dweight and dbias too;
- *  - the fp32 reference on the unrounded weights, per element (out and dinp):
+ *  - the fp32 reference on the unrounded weights, per element (out with an fp32 input, dinp):
  *        |gpu - ref| <= 2^-8 * sum_k |x_k| |w_k| + 1e-5 * |ref| + 1e-6
  *    each rounded weight is within 2^-9 of its value relative (half a unit in the last place of
  *    bf16's 8-bit significand), so a sum of K products moves by at most 2^-9 sum |x_k| |w_k|; the
@@ -67,7 +69,7 @@ static size_t check_bound(const char *what, const float *got, const float *ref, 
     return bad;
 }
 
-static void check_fwd(vkg_gpu *g, shape s, int bias, uint64_t seed, const char *kernel)
+static void check_fwd(vkg_gpu *g, shape s, int bias, int in16, uint64_t seed, const char *kernel)
 {
     vkg_test_rng r;
     vkg_test_rng_seed(&r, seed);
@@ -79,27 +81,30 @@ static void check_fwd(vkg_gpu *g, shape s, int bias, uint64_t seed, const char *
     for (size_t i = 0; i < nw; i++)
         wr[i] = w[i];
     vkg_ref_bf16_round(wr, nw);
+    vkg_tensor t_inp = in16 ? bf16_weight(g, inp, nin) : vkg_gpu_upload(g, inp, nin * 4);
+    if (in16) /* the activation stored bf16 too: both operands rounded */
+        vkg_ref_bf16_round(inp, nin);
     vkg_ref_matmul_fwd(ref, inp, wr, bias ? b : NULL, s.N, s.C, s.OC);
     vkg_ref_matmul_fwd(ref32, inp, w, bias ? b : NULL, s.N, s.C, s.OC);
     vkg_ref_matmul_fwd(mag, ainp, aw, NULL, s.N, s.C, s.OC);
 
-    vkg_tensor t_w = bf16_weight(g, w, nw), t_inp = vkg_gpu_upload(g, inp, nin * 4);
-    vkg_tensor t_b = vkg_gpu_upload(g, b, (size_t)s.OC * 4);
+    vkg_tensor t_w = bf16_weight(g, w, nw), t_b = vkg_gpu_upload(g, b, (size_t)s.OC * 4);
     vkg_tensor t_out = vkg_gpu_poisoned(g, nout), t_scratch = vkg_gpu_poisoned(g, nin);
     VKG_ASSERT_OK(vkg_op_matmul_fwd(g->cmd, t_out, t_inp, t_w, bias ? &t_b : NULL, s.N, s.C, s.OC,
                                     t_scratch));
     vkg_gpu_run(g);
     char what[128];
-    snprintf(what, sizeof what, "%s matmul_fwd bf16 weight N=%d C=%d OC=%d bias=%d", kernel, s.N,
-             s.C, s.OC, bias);
+    snprintf(what, sizeof what, "%s matmul_fwd bf16 weight%s N=%d C=%d OC=%d bias=%d", kernel,
+             in16 ? " and input" : "", s.N, s.C, s.OC, bias);
     vkg_gpu_expect(g, what, t_out, ref, nout, VKG_TEST_REL_BOUND);
     vkg_gpu_download(g, t_out, got, nout * 4);
-    check_bound(what, got, ref32, mag, nout, 0);
+    if (!in16) /* (with a rounded input too the bound would need 2^-7) */
+        check_bound(what, got, ref32, mag, nout, 0);
     free(inp), free(w), free(b), free(wr), free(ref), free(ref32), free(mag), free(got);
     free(ainp), free(aw);
 }
 
-static void check_bwd(vkg_gpu *g, shape s, int bias, uint64_t seed, const char *kernel)
+static void check_bwd(vkg_gpu *g, shape s, int bias, int in16, uint64_t seed, const char *kernel)
 {
     vkg_test_rng r;
     vkg_test_rng_seed(&r, seed);
@@ -111,7 +116,10 @@ static void check_bwd(vkg_gpu *g, shape s, int bias, uint64_t seed, const char *
     float *dinp32 = vkg_test_alloc(nin), *mag = calloc(nin, 4), *got = vkg_test_alloc(nin);
     float *adout = absolute(dout, nout), *aw = absolute(w, nw), *scr = calloc(nw, 4);
     assert_true(mag && scr);
-    vkg_tensor t_w = bf16_weight(g, w, nw), t_inp = vkg_gpu_upload(g, inp, nin * 4);
+    vkg_tensor t_w = bf16_weight(g, w, nw);
+    vkg_tensor t_inp = in16 ? bf16_weight(g, inp, nin) : vkg_gpu_upload(g, inp, nin * 4);
+    if (in16) /* dweight reads the bf16 input */
+        vkg_ref_bf16_round(inp, nin);
     vkg_tensor t_dout = vkg_gpu_upload(g, dout, nout * 4),
                t_dinp = vkg_gpu_upload(g, dinp, nin * 4);
     vkg_tensor t_dw = vkg_gpu_upload(g, dw, nw * 4), t_db = vkg_gpu_upload(g, db, (size_t)s.OC * 4);
@@ -145,8 +153,10 @@ static void check_bwd(vkg_gpu *g, shape s, int bias, uint64_t seed, const char *
 static void check_all(vkg_gpu *g, const char *kernel, uint64_t seed)
 {
     for (size_t i = 0; i < NSHAPES; i++) {
-        check_fwd(g, shapes[i], (int)(i % 2), seed + i, kernel);
-        check_bwd(g, shapes[i], (int)((i + 1) % 2), seed + 100 + i, kernel);
+        check_fwd(g, shapes[i], (int)(i % 2), (int)(i % 2), seed + i, kernel);
+        check_fwd(g, shapes[i], (int)(i % 2), (int)((i + 1) % 2), seed + 50 + i, kernel);
+        check_bwd(g, shapes[i], (int)((i + 1) % 2), (int)(i % 2), seed + 100 + i, kernel);
+        check_bwd(g, shapes[i], (int)(i % 2), (int)((i + 1) % 2), seed + 150 + i, kernel);
     }
 }
 

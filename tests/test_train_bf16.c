@@ -14,12 +14,10 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
-#include <ftw.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "gpu_fixture.h"
 #include "testutil.h"
@@ -32,20 +30,12 @@ enum { L = 2, C = 32, NH = 4, MAXT = 16, V = 100, B = 4, T = 16, STEPS = 80, MOR
 
 static char tmp_root[PATH_CAP / 2], data_glob[PATH_CAP], ckpt_dir[PATH_CAP];
 
-static int remove_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb, (void)flag, (void)ftw;
-    return remove(p);
-}
-
 /* A shard of tokens mostly (prev * 7 + 3) % V, sometimes random: a loss well below ln V is
  * reachable in a few dozen steps. */
 static int group_setup(void **state)
 {
     (void)state;
-    const char *base = getenv("TMPDIR");
-    snprintf(tmp_root, sizeof tmp_root, "%s/vkg_test_bf16_XXXXXX", base && *base ? base : "/tmp");
-    if (!mkdtemp(tmp_root))
+    if (vkg_test_tmp_make(tmp_root, sizeof tmp_root, "vkg_test_bf16") != 0)
         return -1;
     char path[PATH_CAP];
     snprintf(path, sizeof path, "%s/train_000.bin", tmp_root);
@@ -71,7 +61,7 @@ static int group_setup(void **state)
 static int group_teardown(void **state)
 {
     (void)state;
-    return nftw(tmp_root, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    return vkg_test_tmp_remove(tmp_root);
 }
 
 static vkg_train_config config(int precision, int steps, const char *ckpt)

@@ -127,16 +127,29 @@ static const char *const gact_names[VKG_GPT2_NUM_GRAD_ACTS] = {
     "dfch",     "dfch_gelu", "dfcproj", "dstream0", "dstream1", "dlnf"};
 static const char *const scratch_names[NSCRATCH] = {"mm_scratch", "delta", "dtop", "gelu"};
 
+/* Mixed precision (bf16): the activations stored as bf16, llm.c's way of halving them where this
+ * build's kernels can: the layernorm outputs and the GELU output, which only the products (and
+ * the register kernel's transpose) read; the recomputed GELU buffer with them. The rest (the
+ * residual stream, qkv, the attention output, fch, the logits and every gradient) stays fp32. */
+static int act_bf16(const vkg_gpt2_opts *o, const char *name)
+{
+    static const char *const bf16_acts[] = {"ln1", "ln2", "fch_gelu", "lnf", "gelu"};
+    for (size_t i = 0; o->precision == VKG_PRECISION_BF16 && i < 5; i++)
+        if (strcmp(name, bf16_acts[i]) == 0)
+            return 1;
+    return 0;
+}
+
 /* The activation arena's tensors in the order vkg_gpt2_create allocates them: every slot's
  * activations (its own, then each layer's) and tokens, then the gradients of the activations and
- * scratch. */
+ * scratch; their bytes, names and (types, may be NULL) element types. */
 #define ACTS_PER_SLOT(nl) (VKG_GPT2_NUM_ACTS - 15 + 15 * (nl) + 2)
 static int max_act_tensors(int nl, int slots)
 {
     return slots * ACTS_PER_SLOT(nl) + VKG_GPT2_NUM_GRAD_ACTS + NSCRATCH;
 }
 static int act_arena_tensors(const vkg_gpt2_config *cfg, const vkg_gpt2_opts *o, size_t *bytes,
-                             const char **names)
+                             const char **names, vkg_dtype *types)
 {
     int nl = o->part.last - o->part.first, head = !!(o->part.flags & VKG_GPT2_PART_HEAD), n = 0;
     size_t asz[VKG_GPT2_NUM_ACTS], gsz[VKG_GPT2_NUM_GRAD_ACTS], scratch[NSCRATCH], tokens[2];
@@ -158,6 +171,12 @@ static int act_arena_tensors(const vkg_gpt2_config *cfg, const vkg_gpt2_opts *o,
         names[n] = gact_names[i], bytes[n++] = (gsz[i] ? gsz[i] : 1) * 4;
     for (int i = 0; i < NSCRATCH; i++)
         names[n] = scratch_names[i], bytes[n++] = (scratch[i] ? scratch[i] : 1) * 4;
+    for (int i = 0; i < n; i++) {
+        int half = act_bf16(o, names[i]);
+        bytes[i] = half ? (bytes[i] / 4 + 1) / 2 * 4 : bytes[i]; /* whole words */
+        if (types)
+            types[i] = half ? VKG_BF16 : VKG_F32;
+    }
     return n;
 }
 
@@ -183,7 +202,7 @@ vkg_status vkg_gpt2_memory(const vkg_gpt2_config *cfg, const vkg_gpt2_opts *opts
         free(bytes), free(names);
         return VKG_FAIL(VKG_ERR_NOMEM, "no memory for the memory plan");
     }
-    int n = act_arena_tensors(cfg, &o, bytes, names);
+    int n = act_arena_tensors(cfg, &o, bytes, names, NULL);
     int per_slot = ACTS_PER_SLOT(o.part.last - o.part.first);
     memset(out, 0, sizeof *out);
     out->params = out->grads = (lo.total * 4 + 255) / 256 * 256;
@@ -231,6 +250,7 @@ vkg_status vkg_gpt2_create(vkg_device_t *dev, const vkg_gpt2_config *cfg, const 
     size_t *bytes = NULL;
     const char **names = NULL;
     vkg_tensor *acts = NULL;
+    vkg_dtype *types = NULL;
     vkg_gpt2 *m = calloc(1, sizeof *m);
     VKG_CHECK(m, VKG_ERR_NOMEM, "no memory for the model");
     m->dev = dev;
@@ -268,10 +288,13 @@ vkg_status vkg_gpt2_create(vkg_device_t *dev, const vkg_gpt2_config *cfg, const 
     names = malloc((size_t)cap * sizeof *names);
     acts = malloc((size_t)cap * sizeof *acts);
     VKG_CHECK_GOTO(st, bytes && names && acts, VKG_ERR_NOMEM, fail, "no memory for the plan");
-    int n = act_arena_tensors(cfg, &o, bytes, names), k = 0;
+    types = malloc((size_t)cap * sizeof *types);
+    VKG_CHECK_GOTO(st, types, VKG_ERR_NOMEM, fail, "no memory for the plan");
+    int n = act_arena_tensors(cfg, &o, bytes, names, types), k = 0;
     VKG_TRY_GOTO(st, vkg_arena_create_list(dev, bytes, n, "activations", &m->arena_acts), fail);
     for (int i = 0; i < n; i++) {
         st = vkg_arena_alloc(m->arena_acts, bytes[i], &acts[i]);
+        acts[i].dtype = types[i];
         if (st != VKG_OK) {
             vkg__error_wrap(st, "activation tensor %s", names[i]);
             goto fail;
@@ -297,15 +320,15 @@ vkg_status vkg_gpt2_create(vkg_device_t *dev, const vkg_gpt2_config *cfg, const 
     m->delta = acts[k++];
     m->dtop = acts[k++];
     m->gelu = acts[k++];
-    free(bytes), free(names), free(acts);
-    bytes = NULL, names = NULL, acts = NULL;
+    free(bytes), free(names), free(acts), free(types);
+    bytes = NULL, names = NULL, acts = NULL, types = NULL;
 
     VKG_TRY_GOTO(st, setup_boundaries(m), fail);
     VKG_TRY_GOTO(st, vkg__gpt2_record(m), fail);
     *out = m;
     return VKG_OK;
 fail:
-    free(bytes), free(names), free(acts);
+    free(bytes), free(names), free(acts), free(types);
     vkg_gpt2_destroy(&m);
     return st;
 }

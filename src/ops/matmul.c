@@ -232,10 +232,11 @@ static vkg_status row_block(const char *op, int N, int C, int OC, size_t limit, 
     return VKG_OK;
 }
 
-/* Rows [r0, r0 + n) of a tensor with rows of w floats. */
+/* Rows [r0, r0 + n) of a tensor with rows of w elements. */
 static vkg_tensor rows_view(vkg_tensor t, size_t r0, size_t n, size_t w)
 {
-    return vkg_tensor_view(t, 4 * r0 * w, 4 * n * w);
+    size_t e = vkg_dtype_bytes(t.dtype);
+    return vkg_tensor_view(t, e * r0 * w, e * n * w);
 }
 
 vkg_status vkg_op_transpose(vkg_cmd *c, vkg_tensor out, vkg_tensor in, int rows, int cols)
@@ -245,11 +246,13 @@ vkg_status vkg_op_transpose(vkg_cmd *c, vkg_tensor out, vkg_tensor in, int rows,
               "%s: rows and cols must be positive (got %d, %d)", op, rows, cols);
     size_t n = (size_t)rows * (size_t)cols, limit;
     VKG_TRY(vkg__op_need(op, "out", out, n));
-    VKG_TRY(vkg__op_need(op, "in", in, n));
+    VKG_TRY(vkg__op_need_any(op, "in", in, n));
     VKG_TRY(vkg__op_limit(op, &limit));
     /* Above the limit, the wide variant forms the address of each row of in and of out with
      * 64-bit arithmetic and indexes within rows. */
     int wide = n > limit;
+    VKG_CHECK(!wide || in.dtype == VKG_F32, VKG_ERR_UNSUPPORTED,
+              "%s: a bf16 input beyond the index limit (rows=%d cols=%d)", op, rows, cols);
     if (wide)
         VKG_CHECK((size_t)rows <= limit && (size_t)cols <= limit, VKG_ERR_INVALID_ARG,
                   "%s: a row of rows=%d or cols=%d elements is more than the %zu one shader "
@@ -257,8 +260,9 @@ vkg_status vkg_op_transpose(vkg_cmd *c, vkg_tensor out, vkg_tensor in, int rows,
                   op, rows, cols, limit);
     push_transpose p = {
         .out = out.addr, .in = in.addr, .rows = (uint32_t)rows, .cols = (uint32_t)cols};
-    uint32_t spec[4] = {64, 4, 1, 1};
-    return vkg_cmd_dispatch(c, VKG_KERNEL_transpose, spec, wide ? 4 : 3, &p, sizeof p,
+    uint32_t spec[5] = {64, 4, 1, wide ? 1u : 0u, in.dtype == VKG_BF16};
+    int nspec = in.dtype == VKG_BF16 ? 5 : wide ? 4 : 3;
+    return vkg_cmd_dispatch(c, VKG_KERNEL_transpose, spec, nspec, &p, sizeof p,
                             vkg__ceil_div((size_t)rows, 64), vkg__ceil_div((size_t)cols, 4), 1,
                             "transpose");
 }
@@ -273,7 +277,7 @@ vkg_status vkg_op_matmul_fwd(vkg_cmd *c, vkg_tensor out, vkg_tensor inp, vkg_ten
     VKG_TRY(row_block(op, N, C, OC, limit, &nb));
     int split = nb < (size_t)N;
     if (split) {
-        VKG_TRY(vkg__op_need(op, "inp", inp, (size_t)N * (size_t)C));
+        VKG_TRY(vkg__op_need_any(op, "inp", inp, (size_t)N * (size_t)C));
         VKG_TRY(vkg__op_need(op, "out", out, (size_t)N * (size_t)OC));
     }
     /* The tiled kernel reads the whole weight in one dispatch: only while it fits the limit. */
