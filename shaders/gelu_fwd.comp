@@ -5,6 +5,10 @@
 // gelu_fwd: out[i] = gelu_tanh(inp[i]) (gelu.glsl). The matmul kernels can apply the same
 // function in their epilogue (the MLP's fc product); this kernel serves the recomputation of the
 // activation in the backward pass and every other use.
+// OUT_BF16 = 1 (mixed precision): out is bf16 (common.glsl), each invocation writing whole words
+// (two elements), rounded to nearest even; the GELU itself is computed in fp32 as above.
+layout(constant_id = 3) const uint OUT_BF16 = 0;
+
 layout(push_constant) uniform Push {
     Floats out_;
     Floats inp;
@@ -13,6 +17,14 @@ layout(push_constant) uniform Push {
 
 void main()
 {
+    if (OUT_BF16 == 1) {
+        for (uint w = gl_GlobalInvocationID.x; w < (p.n + 1) / 2; w += grid_stride_x()) {
+            uint i = 2 * w;
+            float hi = i + 1 < p.n ? gelu_tanh(p.inp.v[i + 1]) : 0.0;
+            Uints(uvec2(p.out_)).v[w] = bf16_pack2(gelu_tanh(p.inp.v[i]), hi);
+        }
+        return;
+    }
     for (uint i = gl_GlobalInvocationID.x; i < p.n; i += grid_stride_x())
         p.out_.v[i] = gelu_tanh(p.inp.v[i]);
 }

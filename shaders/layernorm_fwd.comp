@@ -12,6 +12,12 @@
 // rounded sums as residual_fwd.comp, so the same bits as the two kernels. Each invocation reads
 // back only the elements it stored.
 layout(constant_id = 3) const uint RESIDUAL = 0;
+// OUT_BF16 = 1 (mixed precision): out is bf16 (common.glsl), rounded to nearest even, each
+// invocation storing pairs of channels as whole words (C must be even); sums stay fp32. With
+// RESIDUAL = 1 a pair's x is formed again from inp + addend (the bits stored to res), since the
+// pair's elements were stored by other invocations.
+layout(constant_id = 4) const uint OUT_BF16 = 0;
+
 layout(push_constant) uniform Push {
     Floats out_;   // (N, C)
     Floats mean;   // (N)
@@ -42,6 +48,12 @@ float wg_sum(float v)
     return r;
 }
 
+// Element i of the row normalized, read from its inputs (inp + addend with RESIDUAL = 1).
+float x_at(uint i)
+{
+    return RESIDUAL == 1 ? p.inp.v[i] + p.addend.v[i] : p.inp.v[i];
+}
+
 void main()
 {
     const uint WG = gl_WorkGroupSize.x;
@@ -66,7 +78,11 @@ void main()
             q += d * d;
         }
         float rs = 1.0 / sqrt(wg_sum(q) / float(p.C) + 1e-5);
-        for (uint c = lid; c < p.C; c += WG)
+        for (uint c = 2 * lid; OUT_BF16 == 1 && c < p.C; c += 2 * WG)
+            Uints(uvec2(p.out_)).v[(base + c) / 2] =
+                bf16_pack2((x_at(base + c) - m) * rs * p.weight.v[c] + p.bias.v[c],
+                           (x_at(base + c + 1) - m) * rs * p.weight.v[c + 1] + p.bias.v[c + 1]);
+        for (uint c = lid; OUT_BF16 == 0 && c < p.C; c += WG)
             p.out_.v[base + c] = (x.v[base + c] - m) * rs * p.weight.v[c] + p.bias.v[c];
         if (lid == 0) {
             p.mean.v[row] = m;

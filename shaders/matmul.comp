@@ -34,6 +34,15 @@ layout(constant_id = 8) const uint A_SHUFFLE = 0;
 // the results are those of WIDE = 0.
 layout(constant_id = 9) const uint WIDE = 0;
 layout(constant_id = 10) const uint GELU = 0;
+// A_BF16 / B_BF16 = 1 (mixed precision: an operand is the weights' bf16 copy): a or b is read as
+// packed bf16 (common.glsl) and widened; the products and sums stay fp32. Not with WIDE = 1.
+// ACT_BF16 = 1 (with GELU = 1, not WIDE): act is bf16, each element stored into its half of the
+// word by bf16_store_half (the two elements of a word belong to different invocations).
+layout(constant_id = 11) const uint A_BF16 = 0;
+layout(constant_id = 12) const uint B_BF16 = 0;
+layout(constant_id = 13) const uint ACT_BF16 = 0;
+#define A_AT(i) (A_BF16 == 1 ? bf16_load(Uints(uvec2(p.a)), i) : p.a.v[i])
+#define B_AT(i) (B_BF16 == 1 ? bf16_load(Uints(uvec2(p.b)), i) : p.b.v[i])
 
 layout(push_constant) uniform Push {
     Floats out_;
@@ -90,16 +99,16 @@ void main()
             a_k = a64_add(a_k, a_step);
             b_k = a64_add(b_k, b_step);
         } else if (A_SHUFFLE == 1) {
-            float mine = A_KCONTIG == 1 ? p.a.v[my_row * p.lda + k] : p.a.v[k * p.lda + my_row];
+            float mine = A_KCONTIG == 1 ? A_AT(my_row * p.lda + k) : A_AT(k * p.lda + my_row);
             for (uint i = 0; i < TM; i++)
                 av[i] = subgroupBroadcast(mine, i);
         } else {
             for (uint i = 0; i < TM; i++)
-                av[i] = A_KCONTIG == 1 ? p.a.v[arow[i] * p.lda + k] : p.a.v[k * p.lda + arow[i]];
+                av[i] = A_KCONTIG == 1 ? A_AT(arow[i] * p.lda + k) : A_AT(k * p.lda + arow[i]);
         }
         if (WIDE == 0)
             for (uint j = 0; j < TN; j++)
-                bv[j] = p.b.v[k * p.ldb + bcol[j]];
+                bv[j] = B_AT(k * p.ldb + bcol[j]);
         for (uint i = 0; i < TM; i++)
             for (uint j = 0; j < TN; j++)
                 acc[i][j] = fma(av[i], bv[j], acc[i][j]);
@@ -134,7 +143,9 @@ void main()
             else if (p.has_bias != 0)
                 v += p.bias.v[OUT_T == 1 ? r : c];
             p.out_.v[o] = v;
-            if (GELU == 1)
+            if (GELU == 1 && ACT_BF16 == 1)
+                bf16_store_half(Uints(uvec2(p.act)), o, gelu_tanh(v));
+            else if (GELU == 1)
                 p.act.v[o] = gelu_tanh(v);
         }
     }

@@ -40,6 +40,15 @@ layout(constant_id = 9) const uint B_KCONTIG = 0;
 layout(constant_id = 10) const uint ACCUMULATE = 0;
 layout(constant_id = 11) const uint VEC4 = 0;
 layout(constant_id = 12) const uint GELU = 0;
+// A_BF16 / B_BF16 = 1 (mixed precision: an operand is the weights' bf16 copy): a or b is read as
+// packed bf16 (common.glsl) and widened on the scalar path (VEC4 = 0); products and sums stay fp32.
+// ACT_BF16 = 1 (with GELU = 1): act is bf16, each element stored into its half of the word by
+// bf16_store_half (the two elements of a word belong to different invocations).
+layout(constant_id = 13) const uint A_BF16 = 0;
+layout(constant_id = 14) const uint B_BF16 = 0;
+layout(constant_id = 15) const uint ACT_BF16 = 0;
+#define A_AT(i) (A_BF16 == 1 ? bf16_load(Uints(uvec2(p.a)), i) : p.a.v[i])
+#define B_AT(i) (B_BF16 == 1 ? bf16_load(Uints(uvec2(p.b)), i) : p.b.v[i])
 
 layout(buffer_reference, std430, buffer_reference_align = 4) readonly restrict buffer InFloats
 {
@@ -95,7 +104,7 @@ void load_tiles(uint tid, uint m0, uint n0, uint k0)
         uint m = m0 + mm, k = k0 + kk;
         float v = 0.0;
         if (e < BM * BK && m < p.M && k < kend)
-            v = A_KCONTIG == 1 ? p.a.v[m * p.lda + k] : p.a.v[k * p.lda + m];
+            v = A_KCONTIG == 1 ? A_AT(m * p.lda + k) : A_AT(k * p.lda + m);
         ra[i] = v;
     }
     for (uint i = 0; i < B_PER; i++) {
@@ -104,7 +113,7 @@ void load_tiles(uint tid, uint m0, uint n0, uint k0)
         uint n = n0 + nn, k = k0 + kk;
         float v = 0.0;
         if (e < BN * BK && n < p.N && k < kend)
-            v = B_KCONTIG == 1 ? p.b.v[n * p.ldb + k] : p.b.v[k * p.ldb + n];
+            v = B_KCONTIG == 1 ? B_AT(n * p.ldb + k) : B_AT(k * p.ldb + n);
         rb[i] = v;
     }
 }
@@ -242,7 +251,9 @@ void main()
             else if (p.has_bias != 0)
                 r += p.bias.v[n];
             p.out_.v[obase + m * p.ldo + n] = r;
-            if (GELU == 1)
+            if (GELU == 1 && ACT_BF16 == 1)
+                bf16_store_half(Uints(uvec2(p.act)), m * p.ldo + n, gelu_tanh(r));
+            else if (GELU == 1)
                 p.act.v[m * p.ldo + n] = gelu_tanh(r);
         }
     }

@@ -257,6 +257,9 @@ static const bad_row bad_rows[] = {
     {{"plan", "--memory", "-1"}, {"--memory", "'-1'"}},
     {{"plan", "--recompute", "all"}, {"--recompute: 'all' is not one of none, gelu"}},
     {{"train", "--data", TEXT, "--recompute", "all"}, {"--recompute: 'all' is not one of none"}},
+    {{"plan", "--precision", "fp16"}, {"--precision: 'fp16' is not one of fp32, bf16"}},
+    {{"train", "--data", TEXT, "--precision", "16"}, {"--precision: '16' is not one of fp32"}},
+    {{"bench", "train", "--precision", "half"}, {"--precision: 'half' is not one of fp32, bf16"}},
     {{"plan", "--zero", "3", "--dp", "2"}, {"--zero must be a whole number from 0 to 1"}},
     /* sample */
     {{"sample", "--ckpt", TEXT, "--seed", "1e30"}, {"--seed", "'1e30'"}},

@@ -15,6 +15,10 @@
  *     the rounding error of either order is about (rows / chunks + chunks) * 2^-24 relative to
  *     the sum of magnitudes, under 1e-4 relative even at 1000 rows of terms of both signs, and
  *     the reference's own float32 sums (in a third order) err alike.
+ * Each of the first two also with bf16 outputs (mixed precision: the GELU output and the
+ * layernorm's out stored bf16, the product reading the weight's bf16 copy): bitwise the unfused
+ * ops' bf16 values (the fused GELU stores each element into its half of a word, gelu_fwd whole
+ * words), and with vkg_op_matmul_fwd_gelu's ACT_BF16 constant set.
  * Shapes: GPT-2's (C = 768, OC = 4C), one row, rows and channels that are not multiples of any
  * workgroup or tile (7 x 37, 33 x 300), C not a multiple of 4. Outputs are poisoned first. */
 #include <setjmp.h>
@@ -79,16 +83,44 @@ static void expect_tensors_same(vkg_gpu *g, const char *what, vkg_tensor a, vkg_
     free(y);
 }
 
+/* A poisoned tensor of n values: fp32, or bf16 (two to a 32-bit word, as the kernels store). */
+static vkg_tensor poisoned_as(vkg_gpu *g, size_t n, int bf16)
+{
+    vkg_tensor t = vkg_gpu_poisoned(g, bf16 ? (n + 1) / 2 : n);
+    t.dtype = bf16 ? VKG_BF16 : VKG_F32;
+    return t;
+}
+
+/* The n values of a and b (fp32, or bf16 compared as their 16-bit values) hold the same bits. */
+static void expect_values_same(vkg_gpu *g, const char *what, vkg_tensor a, vkg_tensor b, size_t n)
+{
+    if (a.dtype == VKG_F32) {
+        expect_tensors_same(g, what, a, b, n);
+        return;
+    }
+    size_t words = (n + 1) / 2;
+    uint16_t *x = malloc(words * 4), *y = malloc(words * 4);
+    assert_true(x && y);
+    vkg_gpu_download(g, a, x, words * 4);
+    vkg_gpu_download(g, b, y, words * 4);
+    for (size_t i = 0; i < n; i++)
+        if (x[i] != y[i])
+            fail_msg("%s (bf16): element %zu is 0x%04x, the unfused ops give 0x%04x", what, i, x[i],
+                     y[i]);
+    free(x);
+    free(y);
+}
+
 typedef struct mm_shape {
     int N, C, OC;
 } mm_shape;
 
 static const mm_shape MM_SHAPES[] = {{1, 13, 7}, {7, 37, 50}, {33, 64, 96}, {32, 768, 3072}};
 
-static void matmul_gelu_case(vkg_gpu *g, vkg_test_rng *r, const variant *v, mm_shape s)
+static void matmul_gelu_case(vkg_gpu *g, vkg_test_rng *r, const variant *v, mm_shape s, int bf16)
 {
-    size_t nin = (size_t)s.N * s.C, nout = (size_t)s.N * s.OC;
-    print_message("  %s: N=%d C=%d OC=%d\n", v->name, s.N, s.C, s.OC);
+    size_t nin = (size_t)s.N * s.C, nout = (size_t)s.N * s.OC, nw = (size_t)s.OC * s.C;
+    print_message("  %s%s: N=%d C=%d OC=%d\n", v->name, bf16 ? " bf16" : "", s.N, s.C, s.OC);
     float *x = vkg_test_random(r, nin, -2.0f, 2.0f);
     float *w = vkg_test_random(r, (size_t)s.OC * s.C, -0.2f, 0.2f);
     float *b = vkg_test_random(r, (size_t)s.OC, -1.0f, 1.0f);
@@ -98,25 +130,44 @@ static void matmul_gelu_case(vkg_gpu *g, vkg_test_rng *r, const variant *v, mm_s
     vkg_tensor tx = vkg_gpu_upload(g, x, nin * 4),
                tw = vkg_gpu_upload(g, w, (size_t)s.OC * s.C * 4);
     vkg_tensor tb = vkg_gpu_upload(g, b, (size_t)s.OC * 4), scratch = vkg_gpu_poisoned(g, nin);
-    vkg_tensor pre1 = vkg_gpu_poisoned(g, nout), act1 = vkg_gpu_poisoned(g, nout);
-    vkg_tensor pre2 = vkg_gpu_poisoned(g, nout), act2 = vkg_gpu_poisoned(g, nout);
-    VKG_ASSERT_OK(vkg_op_matmul_fwd_gelu(g->cmd, pre1, act1, tx, tw, &tb, s.N, s.C, s.OC, scratch));
+    vkg_tensor pre1 = vkg_gpu_poisoned(g, nout), act1 = poisoned_as(g, nout, bf16);
+    vkg_tensor pre2 = vkg_gpu_poisoned(g, nout), act2 = poisoned_as(g, nout, bf16);
+    if (bf16) { /* the weight's bf16 copy, as the model's products read it */
+        vkg_tensor w16 = poisoned_as(g, nw, 1);
+        VKG_ASSERT_OK(vkg_op_cast_bf16(g->cmd, w16, tw, nw));
+        vkg_gpu_run(g);
+        tw = w16;
+    }
+    vkg_status st =
+        vkg_op_matmul_fwd_gelu(g->cmd, pre1, act1, tx, tw, &tb, s.N, s.C, s.OC, scratch);
+    if (bf16 && st == VKG_ERR_UNSUPPORTED && getenv("VKG_MAX_DISPATCH_ELEMS")) {
+        /* (a lowered limit: bf16 products beyond it are refused, as in vkg_op_matmul_fwd) */
+        print_message("    refused beyond the lowered index limit\n");
+        vkg_gpu_run(g);
+        free(x), free(w), free(b), free(pre), free(act);
+        return;
+    }
+    VKG_ASSERT_OK(st);
     assert_int_equal(vkg_cmd_kernel_count(g->cmd, VKG_KERNEL_gelu_fwd), 0);
     vkg_cmd_logged l; /* the product ran with its GELU epilogue, on the variant's kernel */
     assert_int_equal(vkg_cmd_logged_dispatch(g->cmd, 0, &l), 0);
     if (l.kernel == VKG_KERNEL_matmul_tiled)
-        assert_int_equal(l.spec[12], 1);
+        assert_true(l.spec[12] == 1 && l.nspec == (bf16 ? 16 : 13) && (!bf16 || l.spec[15] == 1));
     else
-        assert_true(l.kernel == VKG_KERNEL_matmul && l.nspec == 11 && l.spec[10] == 1);
+        assert_true(l.kernel == VKG_KERNEL_matmul && l.nspec == (bf16 ? 14 : 11) &&
+                    l.spec[10] == 1 && (!bf16 || l.spec[13] == 1));
     if (!getenv("VKG_MAX_DISPATCH_ELEMS")) /* (a lowered limit sends large products elsewhere) */
         assert_int_equal(l.kernel, v->gpu ? VKG_KERNEL_matmul_tiled : VKG_KERNEL_matmul);
     VKG_ASSERT_OK(vkg_op_matmul_fwd(g->cmd, pre2, tx, tw, &tb, s.N, s.C, s.OC, scratch));
     VKG_ASSERT_OK(vkg_op_gelu_fwd(g->cmd, act2, pre2, nout));
     vkg_gpu_run(g);
-    vkg_gpu_expect_ref(g, "matmul_fwd_gelu pre-activation", pre1, pre, nout);
-    vkg_gpu_expect_ref(g, "matmul_fwd_gelu activation", act1, act, nout);
+    if (!bf16) { /* (bf16 weights: test_matmul_bf16 and test_acts_bf16 bound them) */
+        vkg_gpu_expect_ref(g, "matmul_fwd_gelu pre-activation", pre1, pre, nout);
+        vkg_gpu_expect_ref(g, "matmul_fwd_gelu activation", act1, act, nout);
+    }
     expect_tensors_same(g, "matmul_fwd_gelu pre-activation", pre1, pre2, nout);
-    expect_tensors_same(g, "matmul_fwd_gelu activation", act1, act2, nout);
+    expect_values_same(g, "matmul_fwd_gelu activation", act1, act2, nout);
+    vkg_gpu_expect_guard(g, "matmul_fwd_gelu activation", act1);
     free(x), free(w), free(b), free(pre), free(act);
 }
 
@@ -129,7 +180,8 @@ static void test_matmul_fwd_gelu(void **state)
     for (size_t v = 0; v < NVARIANTS; v++) {
         force(g, &VARIANTS[v]);
         for (size_t s = 0; s < sizeof MM_SHAPES / sizeof MM_SHAPES[0]; s++)
-            matmul_gelu_case(g, &r, &VARIANTS[v], MM_SHAPES[s]);
+            for (int bf16 = 0; bf16 < 2; bf16++)
+                matmul_gelu_case(g, &r, &VARIANTS[v], MM_SHAPES[s], bf16);
     }
     VKG_ASSERT_OK(vkg_device_tuning_set(g->dev, &saved));
 }
@@ -141,10 +193,11 @@ typedef struct ln_shape {
 static const ln_shape LN_SHAPES[] = {{1, 13}, {7, 37}, {33, 300}, {64, 768}, {3, 1601}};
 #define NLN (sizeof LN_SHAPES / sizeof LN_SHAPES[0])
 
-static void residual_layernorm_case(vkg_gpu *g, vkg_test_rng *r, const variant *v, ln_shape s)
+static void residual_layernorm_case(vkg_gpu *g, vkg_test_rng *r, const variant *v, ln_shape s,
+                                    int bf16)
 {
     size_t NC = (size_t)s.N * s.C;
-    print_message("  %s: N=%d C=%d\n", v->name, s.N, s.C);
+    print_message("  %s%s: N=%d C=%d\n", v->name, bf16 ? " bf16" : "", s.N, s.C);
     float *a = vkg_test_random(r, NC, -2.0f, 2.0f), *b = vkg_test_random(r, NC, -1.0f, 1.0f);
     float *w = vkg_test_random(r, (size_t)s.C, 0.5f, 1.5f);
     float *bias = vkg_test_random(r, (size_t)s.C, -0.5f, 0.5f);
@@ -157,7 +210,7 @@ static void residual_layernorm_case(vkg_gpu *g, vkg_test_rng *r, const variant *
     vkg_tensor tbias = vkg_gpu_upload(g, bias, (size_t)s.C * 4);
     vkg_tensor t[2][4]; /* fused, unfused: res, out, mean, rstd */
     for (int i = 0; i < 2; i++) {
-        t[i][0] = vkg_gpu_poisoned(g, NC), t[i][1] = vkg_gpu_poisoned(g, NC);
+        t[i][0] = vkg_gpu_poisoned(g, NC), t[i][1] = poisoned_as(g, NC, bf16);
         t[i][2] = vkg_gpu_poisoned(g, (size_t)s.N), t[i][3] = vkg_gpu_poisoned(g, (size_t)s.N);
     }
     VKG_ASSERT_OK(vkg_op_residual_layernorm_fwd(g->cmd, t[0][0], t[0][1], t[0][2], t[0][3], ta, tb,
@@ -168,12 +221,14 @@ static void residual_layernorm_case(vkg_gpu *g, vkg_test_rng *r, const variant *
         vkg_op_layernorm_fwd(g->cmd, t[1][1], t[1][2], t[1][3], t[1][0], tw, tbias, s.N, s.C));
     vkg_gpu_run(g);
     vkg_gpu_expect_ref(g, "residual_layernorm_fwd res", t[0][0], res, NC);
-    vkg_gpu_expect_ref(g, "residual_layernorm_fwd out", t[0][1], out, NC);
+    if (!bf16) /* (bf16: test_acts_bf16 bounds layernorm_fwd's) */
+        vkg_gpu_expect_ref(g, "residual_layernorm_fwd out", t[0][1], out, NC);
     vkg_gpu_expect_ref(g, "residual_layernorm_fwd mean", t[0][2], mean, (size_t)s.N);
     vkg_gpu_expect_ref(g, "residual_layernorm_fwd rstd", t[0][3], rstd, (size_t)s.N);
     static const char *const names[4] = {"res", "out", "mean", "rstd"};
     for (int k = 0; k < 4; k++)
-        expect_tensors_same(g, names[k], t[0][k], t[1][k], k < 2 ? NC : (size_t)s.N);
+        expect_values_same(g, names[k], t[0][k], t[1][k], k < 2 ? NC : (size_t)s.N);
+    vkg_gpu_expect_guard(g, "residual_layernorm_fwd out", t[0][1]);
     free(a), free(b), free(w), free(bias), free(res), free(out), free(mean), free(rstd);
 }
 
@@ -186,7 +241,8 @@ static void test_residual_layernorm_fwd(void **state)
     for (size_t v = 0; v < 2; v++) { /* cpu and gpu: the layernorm's workgroup differs */
         force(g, &VARIANTS[v]);
         for (size_t s = 0; s < NLN; s++)
-            residual_layernorm_case(g, &r, &VARIANTS[v], LN_SHAPES[s]);
+            for (int bf16 = 0; bf16 < 1 + (LN_SHAPES[s].C % 2 == 0); bf16++) /* bf16: even C */
+                residual_layernorm_case(g, &r, &VARIANTS[v], LN_SHAPES[s], bf16);
     }
     VKG_ASSERT_OK(vkg_device_tuning_set(g->dev, &saved));
 }

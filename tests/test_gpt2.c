@@ -156,8 +156,11 @@ static void test_train_matches_reference_gpu_tuning(void **state)
 }
 
 /* With GELU recomputed in the backward pass (gelu_fwd once per layer there), a step gives the
- * bits of the fused forward pass's stored activations: same loss, same gradients. */
-static void recompute_gelu_same_bits(vkg_gpu *g)
+ * bits of the fused forward pass's stored activations: same loss, same gradients. In both
+ * precisions: with bf16 the fc product's epilogue stores the GELU output bf16, and the layernorms
+ * fused with the residual adds store theirs bf16, as the unfused kernels would (no residual_fwd,
+ * no gelu_fwd in the forward pass either). */
+static void recompute_gelu_same_bits(vkg_gpu *g, int precision)
 {
     vkg_test_rng r;
     int32_t inp[B * T], tgt[B * T];
@@ -170,9 +173,11 @@ static void recompute_gelu_same_bits(vkg_gpu *g)
     for (int rc = 0; rc < 2; rc++) {
         vkg_gpt2_opts o = opts(B, 1);
         o.recompute = rc ? VKG_GPT2_RECOMPUTE_GELU : 0;
+        o.precision = precision;
         vkg_gpt2 *m = NULL;
         VKG_ASSERT_OK(vkg_gpt2_create(g->dev, &cfg, &o, &m));
         assert_int_equal(vkg_gpt2_list_kernel_count(m, VKG_KERNEL_gelu_fwd), rc ? L : 0);
+        assert_int_equal(vkg_gpt2_list_kernel_count(m, VKG_KERNEL_residual_fwd), 0);
         VKG_ASSERT_OK(vkg_gpt2_set_params(m, params));
         VKG_ASSERT_OK(vkg_gpt2_zero_grad(m));
         VKG_ASSERT_OK(vkg_gpt2_forward_backward(m, inp, tgt, &loss[rc]));
@@ -188,10 +193,13 @@ static void test_recompute_gelu_same_bits(void **state)
 {
     vkg_gpu *g = *state;
     vkg_device_tuning saved = vkg_device_tuning_get(g->dev);
-    recompute_gelu_same_bits(g);
     vkg_device_tuning gpu = vkg__device_tuning_defaults(VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU, 32);
-    VKG_ASSERT_OK(vkg_device_tuning_set(g->dev, &gpu));
-    recompute_gelu_same_bits(g);
+    for (int p = VKG_PRECISION_FP32; p <= VKG_PRECISION_BF16; p++) {
+        VKG_ASSERT_OK(vkg_device_tuning_set(g->dev, &saved));
+        recompute_gelu_same_bits(g, p);
+        VKG_ASSERT_OK(vkg_device_tuning_set(g->dev, &gpu));
+        recompute_gelu_same_bits(g, p);
+    }
     VKG_ASSERT_OK(vkg_device_tuning_set(g->dev, &saved));
 }
 

@@ -31,6 +31,11 @@ typedef struct vkg_gpt2_config {
     int channels;          /* C, divisible by NH */
 } vkg_gpt2_config;
 
+/* Precision of training (vkg_train_config.precision, the model's options): fp32 throughout, or
+ * bf16 mixed precision as llm.c trains: fp32 master weights, AdamW moments and weight gradients,
+ * a bf16 copy of the weights read by the matrix products, fp32 accumulation everywhere. */
+enum { VKG_PRECISION_FP32 = 0, VKG_PRECISION_BF16 = 1 };
+
 /* Round a vocabulary size up to the padded size vkgpt uses (a multiple of 128). */
 int vkg_gpt2_pad_vocab(int vocab_size);
 

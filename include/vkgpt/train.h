@@ -32,6 +32,7 @@ typedef struct vkg_train_config {
     uint64_t max_allocation; /* > 0: act as if no allocation could be larger (bytes; tests) */
     vkg_matmul_tiling tiles; /* bm > 0: the tiled matmul with these tiles for every product */
     int recompute;           /* 1: recompute the GELU outputs in the backward pass (llm.c -r 1) */
+    int precision;           /* VKG_PRECISION_* (vkgpt/model.h); checkpoints stay fp32 */
     /* Model: resumed from ckpt_dir (resume), else loaded from init_path (an llm.c model file,
      * fp32 version 3 or bf16 version 5), else new from these fields with GPT-2 init from seed. */
     const char *init_path;
@@ -151,6 +152,7 @@ typedef struct vkg_trainer_info {
      * norm scratch), the shared gradients of the activations and scratch, host-visible copies;
      * allocations made and the largest one allowed. */
     size_t param_bytes, grad_bytes, optimizer_bytes, shared_bytes, host_bytes;
+    size_t param_copy_bytes; /* the bf16 copy of the weights (bf16 precision; else 0) */
     int allocations;
     uint64_t max_allocation;
     float lr;                          /* peak lr after --lr-scale */

@@ -40,6 +40,7 @@ typedef struct bench_opts {
     int preset, tuning;
     int L, NH, C, maxT, V, B, T; /* 0: the preset's */
     int steps, warmup, no_profile, per_dispatch;
+    int precision; /* VKG_PRECISION_* */
     float lr, grad_clip;
     uint64_t seed;
     const char *device, *tiles;
@@ -139,7 +140,10 @@ static void print_memory(vkg_gpt2 *m, vkg_adamw *opt)
      * activations arena (with their gradients and scratch) the rest; AdamW's m and v (and its
      * small scratch) are the optimizer's. */
     size_t pb = (vkg_gpt2_param_count(m) * 4 + 255) / 256 * 256;
-    size_t acts = vkg_gpt2_device_bytes(m) - 2 * pb;
+    size_t copy = vkg_gpt2_opts_of(m)->precision == VKG_PRECISION_BF16
+                      ? (vkg_gpt2_param_count(m) * 2 + 255) / 256 * 256
+                      : 0;
+    size_t acts = vkg_gpt2_device_bytes(m) - 2 * pb - copy;
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     double mib = 1048576.0;
@@ -147,6 +151,9 @@ static void print_memory(vkg_gpt2 *m, vkg_adamw *opt)
            "their gradients and scratch %.1f\n",
            (double)total / mib, (double)pb / mib, (double)pb / mib, 2.0 * (double)pb / mib,
            (double)acts / mib);
+    if (copy)
+        printf("precision: bf16, the weight copy %.1f MiB (in the params arena)\n",
+               (double)copy / mib);
     printf("peak host RSS: %.1f MiB (on unified-memory devices such as lavapipe device memory is "
            "host memory)\n",
            (double)ru.ru_maxrss / 1024.0);
@@ -210,7 +217,7 @@ static vkg_status run(const bench_opts *o, const vkg_gpt2_config *cfg)
         VKG_TRY_GOTO(st, vkg_device_tuning_set(dev, &t), done);
     }
     vkg_gpt2_opts mo = vkg_gpt2_opts_default();
-    mo.B = o->B, mo.T = o->T;
+    mo.B = o->B, mo.T = o->T, mo.precision = o->precision;
     VKG_TRY_GOTO(st, vkg_gpt2_create(dev, cfg, &mo, &m), done);
     vkg_adamw_config ac = vkg_adamw_config_default();
     ac.weight_decay = 0.1f;
@@ -323,6 +330,8 @@ int vkg_cli_bench_train(int argc, char **argv)
         {"--tuning", VKG_FLAG_CHOICE, &o.tuning,
          "device (the default): the device's own kernels; gpu: a discrete GPU's forced on it",
          tuning_names, 0, 0},
+        {"--precision", VKG_FLAG_CHOICE, &o.precision, VKG_CLI_PRECISION_HELP, vkg_cli_precisions,
+         0, 0},
         {"--no-profile", VKG_FLAG_BOOL, &o.no_profile, "no timestamp queries (no per-op table)", 0,
          0, 0},
         {"--per-dispatch", VKG_FLAG_BOOL, &o.per_dispatch, "also list every dispatch in order", 0,

@@ -62,6 +62,11 @@ typedef struct vkg_cli_dp_flags {
         .world_size = -1, .rank = -1, .master_port = -1, .timeout_s = -1, .zero_copy = 1           \
     }
 extern const char *const vkg_cli_lr_scales[];
+/* --precision's values, indexed by VKG_PRECISION_* (train, bench train, plan). */
+extern const char *const vkg_cli_precisions[];
+#define VKG_CLI_PRECISION_HELP                                                                     \
+    "fp32 (the default) or bf16: mixed precision as llm.c's, fp32 master weights, AdamW and "      \
+    "gradients, bf16 weight copy for the matrix products; checkpoints stay fp32"
 #define VKG_CLI_DP_FLAGS(d)                                                                        \
     {"--world-size",                                                                               \
      VKG_FLAG_INT,                                                                                 \

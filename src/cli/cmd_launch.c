@@ -26,6 +26,7 @@
 #define LINE_MAX_BYTES 8192
 
 const char *const vkg_cli_lr_scales[] = {"none", "linear", "sqrt", NULL};
+const char *const vkg_cli_precisions[] = {"fp32", "bf16", NULL};
 
 int vkg_cli_dp_resolve(vkg_cli_dp_flags *d, struct vkg_train_config *cfg)
 {

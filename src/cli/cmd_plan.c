@@ -45,6 +45,7 @@ int vkg_cli_plan(int argc, char **argv)
 {
     int preset = 1, layers = 0, heads = 0, channels = 0, ctx = 0, vocab = 0;
     int batch = 4, seq = 1024, pp = 1, schedule = 0, recompute = 0, driver = 0, dp = 1, zero = 0;
+    int precision = 0;
     long long total = 0, max_alloc = 0;
     double memory_gib = 0.0;
     const char *driver_names[NDRIVERS + 1];
@@ -69,6 +70,8 @@ int vkg_cli_plan(int argc, char **argv)
         {"--pp-schedule", VKG_FLAG_CHOICE, &schedule, "pipeline schedule", pp_schedules, 0, 0},
         {"--recompute", VKG_FLAG_CHOICE, &recompute,
          "activations recomputed in the backward pass (gelu: llm.c's -r 1)", recomputes, 0, 0},
+        {"--precision", VKG_FLAG_CHOICE, &precision, VKG_CLI_PRECISION_HELP, vkg_cli_precisions, 0,
+         0},
         {"--dp", VKG_FLAG_INT, &dp, "data-parallel ranks (per stage)", 0, 1, 1024},
         {"--zero", VKG_FLAG_INT, &zero,
          "1: ZeRO-1, AdamW's moments sharded over the --dp ranks (a row per rank)", 0, 0, 1},
@@ -126,7 +129,9 @@ int vkg_cli_plan(int argc, char **argv)
                         "moments over data-parallel ranks that each hold the whole model\n");
         return 2;
     }
-    vkg_plan_opts po = {.recompute = recompute, .max_allocation = drivers[driver].max_allocation};
+    vkg_plan_opts po = {.recompute = recompute,
+                        .precision = precision,
+                        .max_allocation = drivers[driver].max_allocation};
     if (max_alloc)
         po.max_allocation = (uint64_t)max_alloc;
     uint64_t has = (uint64_t)(memory_gib * 1073741824.0);
@@ -177,6 +182,10 @@ int vkg_cli_plan(int argc, char **argv)
     if (recompute)
         printf("recompute: %s (recomputed in the backward pass, one layer's kept)\n",
                recomputes[recompute]);
+    if (precision)
+        printf("precision: bf16 (fp32 master weights, gradients and AdamW; the bf16 weight copy "
+               "is in params: %.1f MiB of stage 0's)\n",
+               mib(st[0].model.param_copy));
     if (dp > 1 && !zero)
         printf("data parallel: %d ranks per stage, each holding its stage's whole AdamW (--zero 1 "
                "shards it)\n",
@@ -195,9 +204,10 @@ int vkg_cli_plan(int argc, char **argv)
         int fits = !has || sum <= has;
         all_fit &= fits;
         printf("%5d  [%2d,%2d) %5d %10.1f %10.1f %10.1f %12.1f %12.1f %10.1f %6d %10.1f%s\n", i,
-               m->first, m->last, m->slots, mib(m->model.params), mib(m->model.grads), mib(opt),
-               mib(m->model.activations), mib(m->model.shared), mib(sum), m->allocations,
-               mib(m->model.largest_tensor), has ? (fits ? "  yes" : "  NO") : "");
+               m->first, m->last, m->slots, mib(m->model.params + m->model.param_copy),
+               mib(m->model.grads), mib(opt), mib(m->model.activations), mib(m->model.shared),
+               mib(sum), m->allocations, mib(m->model.largest_tensor),
+               has ? (fits ? "  yes" : "  NO") : "");
     }
     printf("(MiB; activations = slots x %.1f MiB; act_grads = the gradients of the activations "
            "and scratch, one set; allocs = device allocations, AdamW's included; largest = the "

@@ -211,6 +211,10 @@ static int run(vkg_trainer_t *t, const train_opts *o)
            "the device\n",
            info.device, info.layers, info.heads, info.channels, info.max_seq_len, info.vocab_size,
            info.padded_vocab_size, info.num_params, (double)info.device_bytes / 1048576.0);
+    if (info.param_copy_bytes)
+        printf("precision: bf16 (fp32 master weights, AdamW and weight gradients; bf16 weight copy "
+               "%.1f MiB read by the matrix products)\n",
+               mib(info.param_copy_bytes));
     printf("memory: params %.1f + grads %.1f + AdamW %.1f + activations %.1f + their gradients and "
            "scratch %.1f MiB in %d allocations of at most %.0f MiB; host copies %.1f MiB%s\n",
            mib(info.param_bytes), mib(info.grad_bytes), mib(info.optimizer_bytes),
@@ -375,6 +379,8 @@ int vkg_cli_train(int argc, char **argv)
         {"--recompute", VKG_FLAG_CHOICE, &c->recompute,
          "recompute activations in the backward pass to save memory (gelu: llm.c's -r 1)",
          recomputes, 0, 0},
+        {"--precision", VKG_FLAG_CHOICE, &c->precision, VKG_CLI_PRECISION_HELP, vkg_cli_precisions,
+         0, 0},
         {"--pp", VKG_FLAG_INT, &c->pp, "pipeline stages (ranks = data-parallel x pp)", 0, 1, 64},
         {"--pp-layers", VKG_FLAG_STR, &o.pp_layers,
          "layers per stage, e.g. 3,3,2 (default: balanced by estimated compute)", 0, 0, 0},

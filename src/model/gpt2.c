@@ -80,6 +80,12 @@ static vkg_status check_opts(const vkg_gpt2_config *cfg, const vkg_gpt2_opts *o)
               o->accum_steps);
     VKG_CHECK(o->recompute == VKG_GPT2_RECOMPUTE_NONE || o->recompute == VKG_GPT2_RECOMPUTE_GELU,
               VKG_ERR_INVALID_ARG, "recompute must be none (0) or gelu (1), got %d", o->recompute);
+    VKG_CHECK(o->precision == VKG_PRECISION_FP32 || o->precision == VKG_PRECISION_BF16,
+              VKG_ERR_INVALID_ARG, "precision must be fp32 (0) or bf16 (1), got %d", o->precision);
+    /* bf16 tensors are packed two values to a word: every tensor and layer slice must start on a
+     * word, which even channels give (every parameter count is a multiple of C). */
+    VKG_CHECK(o->precision == VKG_PRECISION_FP32 || cfg->channels % 2 == 0, VKG_ERR_INVALID_ARG,
+              "bf16 precision needs an even number of channels, got C = %d", cfg->channels);
     size_t BT = (size_t)o->B * (size_t)o->T;
     VKG_CHECK(BT <= 0x7FFFFFFFu, VKG_ERR_INVALID_ARG,
               "B*T = %zu tokens is too large for 32-bit shader indices", BT);
@@ -121,16 +127,29 @@ static const char *const gact_names[VKG_GPT2_NUM_GRAD_ACTS] = {
     "dfch",     "dfch_gelu", "dfcproj", "dstream0", "dstream1", "dlnf"};
 static const char *const scratch_names[NSCRATCH] = {"mm_scratch", "delta", "dtop", "gelu"};
 
+/* Mixed precision (bf16): the activations stored as bf16, llm.c's way of halving them where this
+ * build's kernels can: the layernorm outputs and the GELU output, which only the products (and
+ * the register kernel's transpose) read; the recomputed GELU buffer with them. The rest (the
+ * residual stream, qkv, the attention output, fch, the logits and every gradient) stays fp32. */
+static int act_bf16(const vkg_gpt2_opts *o, const char *name)
+{
+    static const char *const bf16_acts[] = {"ln1", "ln2", "fch_gelu", "lnf", "gelu"};
+    for (size_t i = 0; o->precision == VKG_PRECISION_BF16 && i < 5; i++)
+        if (strcmp(name, bf16_acts[i]) == 0)
+            return 1;
+    return 0;
+}
+
 /* The activation arena's tensors in the order vkg_gpt2_create allocates them: every slot's
  * activations (its own, then each layer's) and tokens, then the gradients of the activations and
- * scratch. */
+ * scratch; their bytes, names and (types, may be NULL) element types. */
 #define ACTS_PER_SLOT(nl) (VKG_GPT2_NUM_ACTS - 15 + 15 * (nl) + 2)
 static int max_act_tensors(int nl, int slots)
 {
     return slots * ACTS_PER_SLOT(nl) + VKG_GPT2_NUM_GRAD_ACTS + NSCRATCH;
 }
 static int act_arena_tensors(const vkg_gpt2_config *cfg, const vkg_gpt2_opts *o, size_t *bytes,
-                             const char **names)
+                             const char **names, vkg_dtype *types)
 {
     int nl = o->part.last - o->part.first, head = !!(o->part.flags & VKG_GPT2_PART_HEAD), n = 0;
     size_t asz[VKG_GPT2_NUM_ACTS], gsz[VKG_GPT2_NUM_GRAD_ACTS], scratch[NSCRATCH], tokens[2];
@@ -152,6 +171,12 @@ static int act_arena_tensors(const vkg_gpt2_config *cfg, const vkg_gpt2_opts *o,
         names[n] = gact_names[i], bytes[n++] = (gsz[i] ? gsz[i] : 1) * 4;
     for (int i = 0; i < NSCRATCH; i++)
         names[n] = scratch_names[i], bytes[n++] = (scratch[i] ? scratch[i] : 1) * 4;
+    for (int i = 0; i < n; i++) {
+        int half = act_bf16(o, names[i]);
+        bytes[i] = half ? (bytes[i] / 4 + 1) / 2 * 4 : bytes[i]; /* whole words */
+        if (types)
+            types[i] = half ? VKG_BF16 : VKG_F32;
+    }
     return n;
 }
 
@@ -177,14 +202,16 @@ vkg_status vkg_gpt2_memory(const vkg_gpt2_config *cfg, const vkg_gpt2_opts *opts
         free(bytes), free(names);
         return VKG_FAIL(VKG_ERR_NOMEM, "no memory for the memory plan");
     }
-    int n = act_arena_tensors(cfg, &o, bytes, names);
+    int n = act_arena_tensors(cfg, &o, bytes, names, NULL);
     int per_slot = ACTS_PER_SLOT(o.part.last - o.part.first);
     memset(out, 0, sizeof *out);
     out->params = out->grads = (lo.total * 4 + 255) / 256 * 256;
+    size_t pbytes[2] = {lo.total * 4, o.precision == VKG_PRECISION_BF16 ? lo.total * 2 : 0};
+    out->param_copy = (pbytes[1] + 255) / 256 * 256;
     out->slot = sum_aligned(bytes, per_slot);
     out->activations = out->slot * (size_t)o.slots;
     out->shared = sum_aligned(bytes + per_slot * o.slots, n - per_slot * o.slots);
-    out->total = out->params + out->grads + out->activations + out->shared;
+    out->total = out->params + out->param_copy + out->grads + out->activations + out->shared;
     out->largest_tensor = lo.total * 4;
     out->largest_of = "params";
     for (int i = 0; i < n; i++)
@@ -200,7 +227,7 @@ vkg_status vkg_gpt2_memory(const vkg_gpt2_config *cfg, const vkg_gpt2_opts *opts
                       "largest allocation (%zu bytes)",
                       out->largest_of, out->largest_tensor, limit);
     if (st == VKG_OK)
-        st = vkg_arena_plan(&param_bytes, 1, o.max_allocation, "params", &a1, &b1);
+        st = vkg_arena_plan(pbytes, pbytes[1] ? 2 : 1, o.max_allocation, "params", &a1, &b1);
     if (st == VKG_OK)
         st = vkg_arena_plan(&param_bytes, 1, o.max_allocation, "grads", &a2, &b2);
     if (st == VKG_OK)
@@ -223,6 +250,7 @@ vkg_status vkg_gpt2_create(vkg_device_t *dev, const vkg_gpt2_config *cfg, const 
     size_t *bytes = NULL;
     const char **names = NULL;
     vkg_tensor *acts = NULL;
+    vkg_dtype *types = NULL;
     vkg_gpt2 *m = calloc(1, sizeof *m);
     VKG_CHECK(m, VKG_ERR_NOMEM, "no memory for the model");
     m->dev = dev;
@@ -238,25 +266,35 @@ vkg_status vkg_gpt2_create(vkg_device_t *dev, const vkg_gpt2_config *cfg, const 
 
     m->slot_bytes = plan.slot;
 
-    size_t pbytes = m->nparams * 4;
-    VKG_TRY_GOTO(st, vkg_arena_create_list(dev, &pbytes, 1, "params", &m->arena_params), fail);
-    VKG_TRY_GOTO(st, vkg_arena_create_list(dev, &pbytes, 1, "grads", &m->arena_grads), fail);
-    VKG_TRY_GOTO(st, vkg_arena_alloc(m->arena_params, pbytes, &m->params), fail);
-    VKG_TRY_GOTO(st, vkg_arena_alloc(m->arena_grads, pbytes, &m->grads), fail);
+    int bf16 = o.precision == VKG_PRECISION_BF16;
+    size_t pbytes[2] = {m->nparams * 4, m->nparams * 2};
+    VKG_TRY_GOTO(st, vkg_arena_create_list(dev, pbytes, bf16 ? 2 : 1, "params", &m->arena_params),
+                 fail);
+    VKG_TRY_GOTO(st, vkg_arena_create_list(dev, pbytes, 1, "grads", &m->arena_grads), fail);
+    VKG_TRY_GOTO(st, vkg_arena_alloc(m->arena_params, pbytes[0], &m->params), fail);
+    VKG_TRY_GOTO(st, vkg_arena_alloc(m->arena_grads, pbytes[0], &m->grads), fail);
+    if (bf16) {
+        VKG_TRY_GOTO(st, vkg_arena_alloc(m->arena_params, pbytes[1], &m->params16), fail);
+        m->params16.dtype = VKG_BF16;
+    }
     for (int i = 0; i < VKG_GPT2_NUM_PARAM_TENSORS; i++) {
         size_t off = m->layout.part_offset[i] * 4, b = m->layout.count[i] * 4;
         m->p[i] = vkg_tensor_view(m->params, off, b);
         m->g[i] = vkg_tensor_view(m->grads, off, b);
+        m->w[i] = bf16 ? vkg_tensor_view(m->params16, off / 2, b / 2) : m->p[i];
     }
     int cap = max_act_tensors(m->nl, o.slots);
     bytes = malloc((size_t)cap * sizeof *bytes);
     names = malloc((size_t)cap * sizeof *names);
     acts = malloc((size_t)cap * sizeof *acts);
     VKG_CHECK_GOTO(st, bytes && names && acts, VKG_ERR_NOMEM, fail, "no memory for the plan");
-    int n = act_arena_tensors(cfg, &o, bytes, names), k = 0;
+    types = malloc((size_t)cap * sizeof *types);
+    VKG_CHECK_GOTO(st, types, VKG_ERR_NOMEM, fail, "no memory for the plan");
+    int n = act_arena_tensors(cfg, &o, bytes, names, types), k = 0;
     VKG_TRY_GOTO(st, vkg_arena_create_list(dev, bytes, n, "activations", &m->arena_acts), fail);
     for (int i = 0; i < n; i++) {
         st = vkg_arena_alloc(m->arena_acts, bytes[i], &acts[i]);
+        acts[i].dtype = types[i];
         if (st != VKG_OK) {
             vkg__error_wrap(st, "activation tensor %s", names[i]);
             goto fail;
@@ -282,15 +320,15 @@ vkg_status vkg_gpt2_create(vkg_device_t *dev, const vkg_gpt2_config *cfg, const 
     m->delta = acts[k++];
     m->dtop = acts[k++];
     m->gelu = acts[k++];
-    free(bytes), free(names), free(acts);
-    bytes = NULL, names = NULL, acts = NULL;
+    free(bytes), free(names), free(acts), free(types);
+    bytes = NULL, names = NULL, acts = NULL, types = NULL;
 
     VKG_TRY_GOTO(st, setup_boundaries(m), fail);
     VKG_TRY_GOTO(st, vkg__gpt2_record(m), fail);
     *out = m;
     return VKG_OK;
 fail:
-    free(bytes), free(names), free(acts);
+    free(bytes), free(names), free(acts), free(types);
     vkg_gpt2_destroy(&m);
     return st;
 }

@@ -34,6 +34,7 @@ typedef struct vkg_gpt2_opts {
     vkg_gpt2_part part; /* layers and flags; last == 0: the whole model */
     int slots;          /* activation slots (micro-batches in flight), >= 1 */
     int recompute;      /* VKG_GPT2_RECOMPUTE_*: activations recomputed in the backward pass */
+    int precision;      /* VKG_PRECISION_*: bf16 needs an even number of channels */
     /* vkg_gpt2_memory only: the largest allocation to plan for (0: no limit). vkg_gpt2_create
      * uses its device's (vkg_device_info.max_allocation_bytes). */
     uint64_t max_allocation;
@@ -50,9 +51,10 @@ vkg_gpt2_opts vkg_gpt2_opts_default(void);
 /* Device bytes a model part needs, by role (each 256-byte aligned, as the arenas are made). */
 typedef struct vkg_gpt2_memory_plan {
     size_t params, grads;
+    size_t param_copy;        /* the bf16 copy of the weights (bf16 precision; else 0) */
     size_t slot, activations; /* one activation slot; all of them */
     size_t shared;            /* gradients of the activations and scratch (one set) */
-    size_t total;             /* params + grads + activations + shared */
+    size_t total;             /* params + param_copy + grads + activations + shared */
     /* With the allocation limit: the bytes each arena allocates (blocks may end unused where a
      * tensor did not fit), their allocations, and the largest single tensor. */
     size_t allocated;       /* all arenas; >= total */

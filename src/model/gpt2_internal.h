@@ -86,6 +86,11 @@ struct vkg_gpt2 {
     vkg_arena *arena_params, *arena_grads, *arena_acts;
     vkg_tensor params, grads; /* whole tensors */
     vkg_tensor p[VKG_GPT2_NUM_PARAM_TENSORS], g[VKG_GPT2_NUM_PARAM_TENSORS];
+    /* The weights the matrix products read: with bf16 precision the tensors of params16, the bf16
+     * copy of params (cast at the start of every forward list, so it is always that of the
+     * current master weights); with fp32, p. */
+    vkg_tensor params16;
+    vkg_tensor w[VKG_GPT2_NUM_PARAM_TENSORS];
     vkg_gpt2_slot *slots; /* (opts.slots) */
     vkg_gpt2_grad_acts gacts;
     vkg_tensor gelu;       /* (B*T, 4C): one layer's GELU output (with VKG_GPT2_RECOMPUTE_GELU) */

@@ -4,10 +4,11 @@
  * list. The optimizer's lists are src/optim's. */
 #include "model/gpt2_internal.h"
 
-/* Layer l's slice of a per-layer activation whose per-layer size is `per` floats. */
+/* Layer l's slice of a per-layer tensor whose per-layer size is `per` elements. */
 static vkg_tensor layer(vkg_tensor t, int l, size_t per)
 {
-    return vkg_tensor_view(t, (size_t)l * per * 4, per * 4);
+    size_t e = vkg_dtype_bytes(t.dtype);
+    return vkg_tensor_view(t, (size_t)l * per * e, per * e);
 }
 
 /* Parameter tensor i's slice for the part's layer l (tensors 2..13 are stacked over its layers). */
@@ -87,6 +88,8 @@ static vkg_status record_forward(vkg_gpt2 *m, int s, vkg_cmd *c)
     const vkg_gpt2_acts *a = &m->slots[s].acts;
     int B = m->opts.B, T = m->opts.T, C = m->cfg.channels, NH = m->cfg.num_heads;
     int L = m->nl, Vp = m->cfg.padded_vocab_size, BT = B * T;
+    if (m->opts.precision == VKG_PRECISION_BF16) /* the weights the products read this pass */
+        VKG_TRY(vkg_op_cast_bf16(c, m->params16, m->params, m->nparams));
     if (m->embed) /* otherwise encoded is the input boundary, written by the caller */
         VKG_TRY(
             vkg_op_encoder_fwd(c, a->s.encoded, m->slots[s].inputs, m->p[WTE], m->p[WPE], B, T, C));
@@ -102,23 +105,23 @@ static vkg_status record_forward(vkg_gpt2 *m, int s, vkg_cmd *c)
         vkg_tensor fcproj = m->slots[s].layers[l].s.fcproj;
         vkg_tensor b_qkv = lp(m, m->p, QKVB, l), b_att = lp(m, m->p, ATTPROJB, l);
         vkg_tensor b_fc = lp(m, m->p, FCB, l), b_fcp = lp(m, m->p, FCPROJB, l);
-        VKG_TRY(vkg_op_matmul_fwd(c, qkv, ln1, lp(m, m->p, QKVW, l), &b_qkv, BT, C, 3 * C,
+        VKG_TRY(vkg_op_matmul_fwd(c, qkv, ln1, lp(m, m->w, QKVW, l), &b_qkv, BT, C, 3 * C,
                                   m->mm_scratch));
         VKG_TRY(vkg_op_attention_fwd(c, atty, m->slots[s].layers[l].s.lse, qkv, B, T, C, NH));
-        VKG_TRY(vkg_op_matmul_fwd(c, attproj, atty, lp(m, m->p, ATTPROJW, l), &b_att, BT, C, C,
+        VKG_TRY(vkg_op_matmul_fwd(c, attproj, atty, lp(m, m->w, ATTPROJW, l), &b_att, BT, C, C,
                                   m->mm_scratch));
         VKG_TRY(vkg_op_residual_layernorm_fwd(c, res2, ln2, m->slots[s].layers[l].s.ln2_mean,
                                               m->slots[s].layers[l].s.ln2_rstd, residual, attproj,
                                               lp(m, m->p, LN2W, l), lp(m, m->p, LN2B, l), BT, C));
-        VKG_TRY(vkg_op_matmul_fwd_gelu(c, fch, fchg, ln2, lp(m, m->p, FCW, l), &b_fc, BT, C, 4 * C,
+        VKG_TRY(vkg_op_matmul_fwd_gelu(c, fch, fchg, ln2, lp(m, m->w, FCW, l), &b_fc, BT, C, 4 * C,
                                        m->mm_scratch));
-        VKG_TRY(vkg_op_matmul_fwd(c, fcproj, fchg, lp(m, m->p, FCPROJW, l), &b_fcp, BT, 4 * C, C,
+        VKG_TRY(vkg_op_matmul_fwd(c, fcproj, fchg, lp(m, m->w, FCPROJW, l), &b_fcp, BT, 4 * C, C,
                                   m->mm_scratch));
         VKG_TRY(record_residual_out(m, s, c, l, res2, fcproj));
     }
     if (!m->head) /* the output boundary is the last layer's residual3 */
         return VKG_OK;
-    return vkg_op_matmul_fwd(c, a->s.logits, a->s.lnf, m->p[WTE], NULL, BT, C, Vp, m->mm_scratch);
+    return vkg_op_matmul_fwd(c, a->s.logits, a->s.lnf, m->w[WTE], NULL, BT, C, Vp, m->mm_scratch);
 }
 
 /* The training forward: forward, then (last part) the loss with dlogits in place of the logits. */
@@ -162,10 +165,10 @@ static vkg_status record_backward_cut(vkg_gpt2 *m, int s, vkg_cmd **pc, vkg__gpt
             VKG_TRY(vkg_op_matmul_bwd_dweight(*pc, m->g[WTE], NULL, a->s.logits, a->s.lnf, BT, C,
                                               Vp, &m->mm_scratch));
             VKG_TRY(unit_done(cut, ctx, pc, &u));
-            VKG_TRY(vkg_op_matmul_bwd_dinp(*pc, d->s.dlnf, a->s.logits, m->p[WTE], BT, C, Vp));
+            VKG_TRY(vkg_op_matmul_bwd_dinp(*pc, d->s.dlnf, a->s.logits, m->w[WTE], BT, C, Vp));
         } else {
             VKG_TRY(vkg_op_matmul_bwd(*pc, d->s.dlnf, m->g[WTE], NULL, a->s.logits, a->s.lnf,
-                                      m->p[WTE], BT, C, Vp, &m->mm_scratch));
+                                      m->w[WTE], BT, C, Vp, &m->mm_scratch));
             u++;
         }
         VKG_TRY(vkg_op_layernorm_bwd(*pc, dstream(m, L - 1), m->g[LNFW], m->g[LNFB], d->s.dlnf,
@@ -189,10 +192,10 @@ static vkg_status record_backward_cut(vkg_gpt2 *m, int s, vkg_cmd **pc, vkg__gpt
         vkg_tensor gb_att = lp(m, m->g, ATTPROJB, l), gb_qkv = lp(m, m->g, QKVB, l);
         VKG_TRY(vkg_op_residual_bwd(c, dres2, dfcproj, dres3, btc));
         VKG_TRY(vkg_op_matmul_bwd(c, dfchg, lp(m, m->g, FCPROJW, l), &gb_fcp, dfcproj, fchg,
-                                  lp(m, m->p, FCPROJW, l), BT, 4 * C, C, &m->mm_scratch));
+                                  lp(m, m->w, FCPROJW, l), BT, 4 * C, C, &m->mm_scratch));
         VKG_TRY(vkg_op_gelu_bwd(c, dfch, m->slots[s].layers[l].s.fch, dfchg, 4 * btc));
         VKG_TRY(vkg_op_matmul_bwd(c, dln2, lp(m, m->g, FCW, l), &gb_fc, dfch,
-                                  m->slots[s].layers[l].s.ln2, lp(m, m->p, FCW, l), BT, C, 4 * C,
+                                  m->slots[s].layers[l].s.ln2, lp(m, m->w, FCW, l), BT, C, 4 * C,
                                   &m->mm_scratch));
         VKG_TRY(vkg_op_layernorm_bwd(c, dres2, lp(m, m->g, LN2W, l), lp(m, m->g, LN2B, l), dln2,
                                      m->slots[s].layers[l].s.residual2, lp(m, m->p, LN2W, l),
@@ -200,13 +203,13 @@ static vkg_status record_backward_cut(vkg_gpt2 *m, int s, vkg_cmd **pc, vkg__gpt
                                      m->slots[s].layers[l].s.ln2_rstd, BT, C));
         VKG_TRY(vkg_op_residual_bwd(c, dresidual, dattproj, dres2, btc));
         VKG_TRY(vkg_op_matmul_bwd(c, datty, lp(m, m->g, ATTPROJW, l), &gb_att, dattproj,
-                                  m->slots[s].layers[l].s.atty, lp(m, m->p, ATTPROJW, l), BT, C, C,
+                                  m->slots[s].layers[l].s.atty, lp(m, m->w, ATTPROJW, l), BT, C, C,
                                   &m->mm_scratch));
         VKG_TRY(vkg_op_attention_bwd(c, dqkv, datty, m->slots[s].layers[l].s.qkv,
                                      m->slots[s].layers[l].s.atty, m->slots[s].layers[l].s.lse, B,
                                      T, C, NH, m->delta));
         VKG_TRY(vkg_op_matmul_bwd(c, dln1, lp(m, m->g, QKVW, l), &gb_qkv, dqkv,
-                                  m->slots[s].layers[l].s.ln1, lp(m, m->p, QKVW, l), BT, C, 3 * C,
+                                  m->slots[s].layers[l].s.ln1, lp(m, m->w, QKVW, l), BT, C, 3 * C,
                                   &m->mm_scratch));
         VKG_TRY(vkg_op_layernorm_bwd(c, dresidual, lp(m, m->g, LN1W, l), lp(m, m->g, LN1B, l), dln1,
                                      residual, lp(m, m->p, LN1W, l),

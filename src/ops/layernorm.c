@@ -73,7 +73,10 @@ static vkg_status layernorm_fwd(vkg_cmd *c, vkg_tensor out, vkg_tensor mean, vkg
     size_t limit, nb;
     VKG_TRY(check_shape(op, N, C, &limit, &nb));
     size_t NC = (size_t)N * C;
-    VKG_TRY(vkg__op_need(op, "out", out, NC));
+    VKG_TRY(vkg__op_need_any(op, "out", out, NC));
+    uint32_t obf = out.dtype == VKG_BF16;
+    VKG_CHECK(!obf || C % 2 == 0, VKG_ERR_INVALID_ARG, "%s: a bf16 out needs even C, got %d", op,
+              C);
     VKG_TRY(vkg__op_need(op, "mean", mean, (size_t)N));
     VKG_TRY(vkg__op_need(op, "rstd", rstd, (size_t)N));
     VKG_TRY(vkg__op_need(op, "inp", inp, NC));
@@ -83,10 +86,12 @@ static vkg_status layernorm_fwd(vkg_cmd *c, vkg_tensor out, vkg_tensor mean, vkg
         VKG_TRY(vkg__op_need(op, "res", *res, NC));
         VKG_TRY(vkg__op_need(op, "addend", *addend, NC));
     }
-    uint32_t spec[4] = {row_wg(c), 1, 1, res ? 1u : 0u};
+    /* fp32 outputs name no OUT_BF16 constant (their pipelines are those of before bf16). */
+    uint32_t spec[5] = {row_wg(c), 1, 1, res ? 1u : 0u, obf};
+    int nspec = obf ? 5 : res ? 4 : 3;
     for (size_t n0 = 0; n0 < (size_t)N; n0 += nb) {
         size_t m = (size_t)N - n0 < nb ? (size_t)N - n0 : nb, at = 4 * n0 * (size_t)C;
-        push_fwd p = {.out = out.addr + at,
+        push_fwd p = {.out = out.addr + (obf ? at / 2 : at),
                       .mean = mean.addr + 4 * n0,
                       .rstd = rstd.addr + 4 * n0,
                       .inp = inp.addr + at,
@@ -96,7 +101,7 @@ static vkg_status layernorm_fwd(vkg_cmd *c, vkg_tensor out, vkg_tensor mean, vkg
                       .C = (uint32_t)C,
                       .res = res ? res->addr + at : out.addr,
                       .addend = res ? addend->addr + at : inp.addr};
-        VKG_TRY(vkg_cmd_dispatch(c, VKG_KERNEL_layernorm_fwd, spec, res ? 4 : 3, &p, sizeof p,
+        VKG_TRY(vkg_cmd_dispatch(c, VKG_KERNEL_layernorm_fwd, spec, nspec, &p, sizeof p,
                                  vkg__op_groups_capped(m, 1), 1, 1, op));
     }
     return VKG_OK;

@@ -93,14 +93,14 @@ static vkg_status check_gemm(const char *op, const vkg_gemm *g)
     VKG_CHECK(g->M > 0 && g->N > 0 && g->K > 0, VKG_ERR_INVALID_ARG,
               "%s: sizes must be positive (M=%u N=%u K=%u)", op, g->M, g->N, g->K);
     VKG_TRY(vkg__op_need(op, "out", g->out, out_span(g)));
-    VKG_TRY(vkg__op_need(op, "a", g->a, a_span(g)));
-    VKG_TRY(vkg__op_need(op, "b", g->b, b_span(g)));
+    VKG_TRY(vkg__op_need_any(op, "a", g->a, a_span(g)));
+    VKG_TRY(vkg__op_need_any(op, "b", g->b, b_span(g)));
     if (g->bias)
         VKG_TRY(vkg__op_need(op, "bias", *g->bias, g->out_t ? g->M : g->N));
     if (g->act) {
         VKG_CHECK(!g->accumulate, VKG_ERR_INVALID_ARG,
                   "%s: the GELU epilogue is for products that overwrite their output", op);
-        VKG_TRY(vkg__op_need(op, "act", *g->act, out_span(g)));
+        VKG_TRY(vkg__op_need_any(op, "act", *g->act, out_span(g)));
     }
     return VKG_OK;
 }
@@ -113,6 +113,12 @@ static vkg_status gemm_wide(const char *op, const vkg_gemm *g, size_t limit, int
     *wide = *wide || (g->act && out_span(g) > limit);
     if (!*wide)
         return VKG_OK;
+    VKG_CHECK(g->a.dtype == VKG_F32 && g->b.dtype == VKG_F32 &&
+                  (!g->act || g->act->dtype == VKG_F32),
+              VKG_ERR_UNSUPPORTED,
+              "%s: a bf16 operand or GELU output of a product beyond the index limit (M=%u N=%u "
+              "K=%u)",
+              op, g->M, g->N, g->K);
     size_t row = g->M > g->N ? (size_t)g->M : (size_t)g->N;
     if (g->a_kcontig && g->K > row)
         row = g->K;
@@ -163,7 +169,9 @@ static vkg_status gemm_dispatch(vkg_cmd *c, const vkg_gemm *g, const char *op, i
      * holding as many lanes as rows. */
     const vkg_device_info *info = vkg_device_get_info(dev);
     uint32_t shuffle = t.tm == t.lx && t.lx == info->subgroup_size;
-    uint32_t spec[11] = {t.lx,
+    uint32_t abf = g->a.dtype == VKG_BF16, bbf = g->b.dtype == VKG_BF16;
+    uint32_t actbf = g->act && g->act->dtype == VKG_BF16;
+    uint32_t spec[14] = {t.lx,
                          1,
                          1,
                          t.tm,
@@ -173,13 +181,14 @@ static vkg_status gemm_dispatch(vkg_cmd *c, const vkg_gemm *g, const char *op, i
                          g->accumulate ? 1u : 0u,
                          shuffle,
                          wide ? 1u : 0u,
-                         g->act ? 1u : 0u};
+                         g->act ? 1u : 0u,
+                         abf,
+                         bbf,
+                         actbf};
+    /* fp32 products name no bf16 constants (their pipelines are those of before bf16). */
+    int nspec = actbf ? 14 : abf || bbf ? 13 : g->act ? 11 : wide ? 10 : 9;
     uint32_t gx = vkg__ceil_div(g->N, (size_t)t.lx * t.tn), gy = vkg__ceil_div(g->M, t.tm);
-    return vkg_cmd_dispatch(c, VKG_KERNEL_matmul, spec,
-                            g->act ? 11
-                            : wide ? 10
-                                   : 9,
-                            &p, sizeof p, gx, gy, 1, op);
+    return vkg_cmd_dispatch(c, VKG_KERNEL_matmul, spec, nspec, &p, sizeof p, gx, gy, 1, op);
 }
 
 vkg_status vkg_op_gemm(vkg_cmd *c, const vkg_gemm *g)
@@ -199,8 +208,10 @@ vkg_status vkg_op_gemm(vkg_cmd *c, const vkg_gemm *g)
                      : gemm_dispatch(c, g, op, wide);
     for (uint32_t k0 = 0; k0 < g->K; k0 += kc) {
         /* Chunk [k0, k0 + kc): A and B start k0 columns (rows of A^T) and k0 rows later. */
-        size_t aoff = 4 * (g->a_kcontig ? (size_t)k0 : (size_t)k0 * g->lda);
-        size_t boff = 4 * (g->b_kcontig ? (size_t)k0 : (size_t)k0 * g->ldb);
+        size_t aoff =
+            vkg_dtype_bytes(g->a.dtype) * (g->a_kcontig ? (size_t)k0 : (size_t)k0 * g->lda);
+        size_t boff =
+            vkg_dtype_bytes(g->b.dtype) * (g->b_kcontig ? (size_t)k0 : (size_t)k0 * g->ldb);
         vkg_gemm h = *g;
         h.K = g->K - k0 < kc ? g->K - k0 : kc;
         h.a = vkg_tensor_view(g->a, aoff, g->a.bytes - aoff);
@@ -237,10 +248,11 @@ static vkg_status row_block(const char *op, int N, int C, int OC, size_t limit, 
     return VKG_OK;
 }
 
-/* Rows [r0, r0 + n) of a tensor with rows of w floats. */
+/* Rows [r0, r0 + n) of a tensor with rows of w elements. */
 static vkg_tensor rows_view(vkg_tensor t, size_t r0, size_t n, size_t w)
 {
-    return vkg_tensor_view(t, 4 * r0 * w, 4 * n * w);
+    size_t e = vkg_dtype_bytes(t.dtype);
+    return vkg_tensor_view(t, e * r0 * w, e * n * w);
 }
 
 vkg_status vkg_op_transpose(vkg_cmd *c, vkg_tensor out, vkg_tensor in, int rows, int cols)
@@ -250,11 +262,13 @@ vkg_status vkg_op_transpose(vkg_cmd *c, vkg_tensor out, vkg_tensor in, int rows,
               "%s: rows and cols must be positive (got %d, %d)", op, rows, cols);
     size_t n = (size_t)rows * (size_t)cols, limit;
     VKG_TRY(vkg__op_need(op, "out", out, n));
-    VKG_TRY(vkg__op_need(op, "in", in, n));
+    VKG_TRY(vkg__op_need_any(op, "in", in, n));
     VKG_TRY(vkg__op_limit(op, &limit));
     /* Above the limit, the wide variant forms the address of each row of in and of out with
      * 64-bit arithmetic and indexes within rows. */
     int wide = n > limit;
+    VKG_CHECK(!wide || in.dtype == VKG_F32, VKG_ERR_UNSUPPORTED,
+              "%s: a bf16 input beyond the index limit (rows=%d cols=%d)", op, rows, cols);
     if (wide)
         VKG_CHECK((size_t)rows <= limit && (size_t)cols <= limit, VKG_ERR_INVALID_ARG,
                   "%s: a row of rows=%d or cols=%d elements is more than the %zu one shader "
@@ -262,8 +276,9 @@ vkg_status vkg_op_transpose(vkg_cmd *c, vkg_tensor out, vkg_tensor in, int rows,
                   op, rows, cols, limit);
     push_transpose p = {
         .out = out.addr, .in = in.addr, .rows = (uint32_t)rows, .cols = (uint32_t)cols};
-    uint32_t spec[4] = {64, 4, 1, 1};
-    return vkg_cmd_dispatch(c, VKG_KERNEL_transpose, spec, wide ? 4 : 3, &p, sizeof p,
+    uint32_t spec[5] = {64, 4, 1, wide ? 1u : 0u, in.dtype == VKG_BF16};
+    int nspec = in.dtype == VKG_BF16 ? 5 : wide ? 4 : 3;
+    return vkg_cmd_dispatch(c, VKG_KERNEL_transpose, spec, nspec, &p, sizeof p,
                             vkg__ceil_div((size_t)rows, 64), vkg__ceil_div((size_t)cols, 4), 1,
                             "transpose");
 }
@@ -280,10 +295,10 @@ static vkg_status matmul_fwd(vkg_cmd *c, vkg_tensor out, const vkg_tensor *act, 
     VKG_TRY(row_block(op, N, C, OC, limit, &nb));
     int split = nb < (size_t)N;
     if (split) {
-        VKG_TRY(vkg__op_need(op, "inp", inp, (size_t)N * (size_t)C));
+        VKG_TRY(vkg__op_need_any(op, "inp", inp, (size_t)N * (size_t)C));
         VKG_TRY(vkg__op_need(op, "out", out, (size_t)N * (size_t)OC));
         if (act)
-            VKG_TRY(vkg__op_need(op, "act", *act, (size_t)N * (size_t)OC));
+            VKG_TRY(vkg__op_need_any(op, "act", *act, (size_t)N * (size_t)OC));
     }
     /* The tiled kernel reads the whole weight in one dispatch: only while it fits the limit. */
     int tiled =

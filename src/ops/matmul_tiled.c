@@ -41,6 +41,8 @@ static uint32_t use_vec4(const vkg_device_tuning *tu, const vkg_matmul_tiling *t
 {
     if (!tu->mmt_vec4 || t->bk % 4 || t->bm % 4 || t->bn % 4)
         return 0;
+    if (g->a.dtype != VKG_F32 || g->b.dtype != VKG_F32) /* bf16 operands: the scalar path */
+        return 0;
     return vec4_ok(g->a_kcontig ? g->K : g->M, g->lda, g->a.addr) &&
            vec4_ok(g->b_kcontig ? g->K : g->N, g->ldb, g->b.addr);
 }
@@ -110,7 +112,9 @@ vkg_status vkg__matmul_tiled_dispatch(vkg_cmd *c, const vkg_gemm *g, const char 
                    .has_bias = g->bias != NULL && !split,
                    .kchunk = pl.kchunk,
                    .act = g->act && !split ? g->act->addr : g->out.addr};
-    uint32_t spec[13] = {t->bn / t->tn,
+    uint32_t abf = g->a.dtype == VKG_BF16, bbf = g->b.dtype == VKG_BF16;
+    uint32_t actbf = g->act && !split && g->act->dtype == VKG_BF16;
+    uint32_t spec[16] = {t->bn / t->tn,
                          t->bm / t->tm,
                          1,
                          t->bm,
@@ -122,8 +126,13 @@ vkg_status vkg__matmul_tiled_dispatch(vkg_cmd *c, const vkg_gemm *g, const char 
                          g->b_kcontig ? 1u : 0u,
                          g->accumulate && !split ? 1u : 0u,
                          pl.vec4,
-                         g->act && !split ? 1u : 0u};
-    VKG_TRY(vkg_cmd_dispatch_sg(c, VKG_KERNEL_matmul_tiled, spec, 13,
+                         g->act && !split ? 1u : 0u,
+                         abf,
+                         bbf,
+                         actbf};
+    /* fp32 products name no bf16 constants (their pipelines are those of before bf16). */
+    int nspec = actbf ? 16 : abf || bbf ? 15 : 13;
+    VKG_TRY(vkg_cmd_dispatch_sg(c, VKG_KERNEL_matmul_tiled, spec, nspec,
                                 vkg__mmt_subgroup(vkg_cmd_device(c), t), &p, sizeof p,
                                 vkg__ceil_div(g->N, t->bn), vkg__ceil_div(g->M, t->bm), pl.s, op));
     if (!split)

@@ -9,15 +9,22 @@
 
 #define LIMIT_ENV "VKG_MAX_DISPATCH_ELEMS"
 
-vkg_status vkg__op_need(const char *op, const char *name, vkg_tensor t, size_t elems)
+vkg_status vkg__op_need_any(const char *op, const char *name, vkg_tensor t, size_t elems)
 {
+    size_t have = t.bytes / vkg_dtype_bytes(t.dtype);
     VKG_CHECK(t.addr != 0, VKG_ERR_INVALID_ARG, "%s: tensor %s is not allocated", op, name);
     VKG_CHECK(t.addr % 4 == 0, VKG_ERR_INVALID_ARG, "%s: tensor %s is not 4-byte aligned", op,
               name);
-    VKG_CHECK(t.bytes / 4 >= elems, VKG_ERR_INVALID_ARG,
-              "%s: tensor %s holds %zu elements, the shape needs %zu", op, name, t.bytes / 4,
-              elems);
+    VKG_CHECK(have >= elems, VKG_ERR_INVALID_ARG,
+              "%s: tensor %s holds %zu elements, the shape needs %zu", op, name, have, elems);
     return VKG_OK;
+}
+
+vkg_status vkg__op_need(const char *op, const char *name, vkg_tensor t, size_t elems)
+{
+    VKG_CHECK(t.dtype == VKG_F32, VKG_ERR_INVALID_ARG,
+              "%s: tensor %s is bf16, but the op reads and writes fp32 only", op, name);
+    return vkg__op_need_any(op, name, t, elems);
 }
 
 uint32_t vkg__op_groups_capped(size_t n, uint32_t per_group)

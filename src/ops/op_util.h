@@ -8,9 +8,11 @@
 
 #include "vk/vk.h"
 
-/* Check that tensor `t` (named `name`, argument of op `op`) holds at least `elems` 4-byte
- * elements and is 4-byte aligned. */
+/* Check that tensor `t` (named `name`, argument of op `op`) holds at least `elems` fp32
+ * elements and is 4-byte aligned; a bf16 tensor is refused (the op reads fp32 only). */
 vkg_status vkg__op_need(const char *op, const char *name, vkg_tensor t, size_t elems);
+/* As vkg__op_need for an argument that may be fp32 or bf16: `elems` of the tensor's type. */
+vkg_status vkg__op_need_any(const char *op, const char *name, vkg_tensor t, size_t elems);
 
 /* Workgroups needed to cover n items with `per_group` items each, at least 1 and capped at
  * 65535 (kernels that can be capped use grid-stride loops). */

@@ -22,6 +22,9 @@
 vkg_status vkg_op_fill(vkg_cmd *c, vkg_tensor x, size_t n, float value);
 /* x[i] *= factor, i < n */
 vkg_status vkg_op_scale(vkg_cmd *c, vkg_tensor x, size_t n, float factor);
+/* out (n, bf16) = in (n, fp32) rounded to nearest even, NaN kept (mixed precision: the bf16
+ * copy of the weights). out must be a VKG_BF16 tensor, in VKG_F32. */
+vkg_status vkg_op_cast_bf16(vkg_cmd *c, vkg_tensor out, vkg_tensor in, size_t n);
 
 /* ---- matmul (src/ops/matmul.c) ---- */
 
@@ -49,7 +52,8 @@ typedef struct vkg_gemm {
      * deterministic, but not the bits of the unsplit sum. Overwritten. */
     const vkg_tensor *splitk_scratch;
     /* GELU epilogue (NULL: none; not with accumulate): also store gelu(stored value) (the tanh
-     * approximation of vkg_op_gelu_fwd, same bits) at the same index of *act. */
+     * approximation of vkg_op_gelu_fwd, same bits) at the same index of *act; a VKG_BF16 act
+     * gets vkg_op_gelu_fwd's bf16 bits (not beyond the index limit). */
     const vkg_tensor *act;
     const char *label; /* static string for errors and profiles */
 } vkg_gemm;
@@ -58,12 +62,16 @@ vkg_status vkg_op_gemm(vkg_cmd *c, const vkg_gemm *g);
 /* out (cols, rows) = in (rows, cols)^T */
 vkg_status vkg_op_transpose(vkg_cmd *c, vkg_tensor out, vkg_tensor in, int rows, int cols);
 
-/* out (N,OC) = inp (N,C) x weight (OC,C)^T + bias (OC) (bias NULL = none).
+/* Mixed precision: `weight` (and a vkg_gemm's a or b) may be a VKG_BF16 tensor (vkg_op_cast_bf16),
+ * read and widened to fp32 by the kernels; products and sums stay fp32, outputs are fp32. Not for
+ * products beyond the index limit (VKG_ERR_UNSUPPORTED).
+ * out (N,OC) = inp (N,C) x weight (OC,C)^T + bias (OC) (bias NULL = none).
  * scratch: at least N*C floats, overwritten (holds inp^T). */
 vkg_status vkg_op_matmul_fwd(vkg_cmd *c, vkg_tensor out, vkg_tensor inp, vkg_tensor weight,
                              const vkg_tensor *bias, int N, int C, int OC, vkg_tensor scratch);
 /* vkg_op_matmul_fwd into out (the pre-activation, kept for GELU's backward) and, in the same
- * dispatch, act (N,OC) = gelu(out) (vkg_op_gelu_fwd's function and bits): the MLP's fc product. */
+ * dispatch, act (N,OC) = gelu(out) (vkg_op_gelu_fwd's function and bits, fp32 or bf16 as act's
+ * dtype): the MLP's fc product. */
 vkg_status vkg_op_matmul_fwd_gelu(vkg_cmd *c, vkg_tensor out, vkg_tensor act, vkg_tensor inp,
                                   vkg_tensor weight, const vkg_tensor *bias, int N, int C, int OC,
                                   vkg_tensor scratch);
@@ -121,8 +129,8 @@ vkg_status vkg_op_encoder_bwd_wpe(vkg_cmd *c, vkg_tensor dwpe, vkg_tensor dout, 
 vkg_status vkg_op_layernorm_fwd(vkg_cmd *c, vkg_tensor out, vkg_tensor mean, vkg_tensor rstd,
                                 vkg_tensor inp, vkg_tensor weight, vkg_tensor bias, int N, int C);
 /* The residual add and the layernorm after it in one dispatch: res (N,C) = a + b (as
- * vkg_op_residual_fwd), then vkg_op_layernorm_fwd of res, with the bits of the two ops. res
- * aliases neither a nor b. */
+ * vkg_op_residual_fwd), then vkg_op_layernorm_fwd of res, with the bits of the two ops (out fp32
+ * or bf16, as there). res aliases neither a nor b. */
 vkg_status vkg_op_residual_layernorm_fwd(vkg_cmd *c, vkg_tensor res, vkg_tensor out,
                                          vkg_tensor mean, vkg_tensor rstd, vkg_tensor a,
                                          vkg_tensor b, vkg_tensor weight, vkg_tensor bias, int N,

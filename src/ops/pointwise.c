@@ -26,39 +26,40 @@ VKG_PUSH_CHECK(push2, gelu_fwd);
 
 /* Record the op over n elements: one dispatch when n is within the limit, else one per chunk, with
  * every address in addr[0..nt) advanced by the chunk's offset and *count set to its length
- * (addr and count point into the push constants). */
+ * (addr and count point into the push constants). out_bf16: addr[0] is a bf16 output (the
+ * kernel's spec constant 3; chunks stay whole words). */
 static vkg_status dispatch(vkg_cmd *c, vkg_kernel_id k, const char *op, size_t limit,
                            const void *push, size_t bytes, uint64_t *const *addr, int nt,
-                           uint32_t *count, size_t n)
+                           uint32_t *count, size_t n, uint32_t out_bf16)
 {
     uint64_t base[3];
     for (int i = 0; i < nt; i++)
         base[i] = *addr[i];
-    size_t chunk = n <= limit ? n : vkg__op_flat_chunk(limit);
-    uint32_t spec[3] = {POINTWISE_WG, 1, 1};
+    size_t chunk = n <= limit ? n : vkg__op_flat_chunk(limit) & ~(size_t)out_bf16;
+    uint32_t spec[4] = {POINTWISE_WG, 1, 1, out_bf16};
     for (size_t off = 0; off < n; off += chunk) {
         size_t m = n - off < chunk ? n - off : chunk;
         for (int i = 0; i < nt; i++)
-            *addr[i] = base[i] + 4 * off;
+            *addr[i] = base[i] + (i == 0 && out_bf16 ? 2 : 4) * off;
         *count = (uint32_t)m;
-        VKG_TRY(vkg_cmd_dispatch(c, k, spec, 3, push, bytes, vkg__op_groups_capped(m, POINTWISE_WG),
-                                 1, 1, op));
+        VKG_TRY(vkg_cmd_dispatch(c, k, spec, out_bf16 ? 4 : 3, push, bytes,
+                                 vkg__op_groups_capped(m, POINTWISE_WG), 1, 1, op));
     }
     return VKG_OK;
 }
 
 static vkg_status dispatch2(vkg_cmd *c, vkg_kernel_id k, const char *op, size_t limit, push2 *p,
-                            size_t n)
+                            size_t n, uint32_t out_bf16)
 {
     uint64_t *const addr[2] = {&p->x, &p->y};
-    return dispatch(c, k, op, limit, p, sizeof *p, addr, 2, &p->n, n);
+    return dispatch(c, k, op, limit, p, sizeof *p, addr, 2, &p->n, n, out_bf16);
 }
 
 static vkg_status dispatch3(vkg_cmd *c, vkg_kernel_id k, const char *op, size_t limit, push3 *p,
                             size_t n)
 {
     uint64_t *const addr[3] = {&p->x, &p->y, &p->z};
-    return dispatch(c, k, op, limit, p, sizeof *p, addr, 3, &p->n, n);
+    return dispatch(c, k, op, limit, p, sizeof *p, addr, 3, &p->n, n, 0);
 }
 
 vkg_status vkg_op_gelu_fwd(vkg_cmd *c, vkg_tensor out, vkg_tensor inp, size_t n)
@@ -66,10 +67,10 @@ vkg_status vkg_op_gelu_fwd(vkg_cmd *c, vkg_tensor out, vkg_tensor inp, size_t n)
     const char *op = "gelu_fwd";
     size_t limit;
     VKG_TRY(vkg__op_limit(op, &limit));
-    VKG_TRY(vkg__op_need(op, "out", out, n));
+    VKG_TRY(vkg__op_need_any(op, "out", out, n));
     VKG_TRY(vkg__op_need(op, "inp", inp, n));
     push2 p = {.x = out.addr, .y = inp.addr};
-    return dispatch2(c, VKG_KERNEL_gelu_fwd, op, limit, &p, n);
+    return dispatch2(c, VKG_KERNEL_gelu_fwd, op, limit, &p, n, out.dtype == VKG_BF16);
 }
 
 vkg_status vkg_op_gelu_bwd(vkg_cmd *c, vkg_tensor dinp, vkg_tensor inp, vkg_tensor dout, size_t n)

@@ -171,6 +171,7 @@ vkg_status vkg_strategy_plan(const vkg_gpt2_config *cfg, int B, int T, int M, in
                                           (st == S - 1 ? VKG_GPT2_PART_HEAD : 0)};
         o.slots = S > 1 ? vkg_pp_slots(kind, S, st, M) : 1;
         o.recompute = po ? po->recompute : 0;
+        o.precision = po ? po->precision : 0;
         o.max_allocation = po ? po->max_allocation : 0;
         memset(m, 0, sizeof *m);
         m->first = o.part.first, m->last = o.part.last, m->slots = o.slots;
@@ -204,7 +205,9 @@ static vkg_status build(vkg_strategy *s)
     vkg_gpt2_part part = {.first = p->first, .last = p->last, .flags = flags};
     int slots = vkg_pp_slots(p->kind, p->S, p->stage, M);
     const vkg_device_info *info = vkg_device_get_info(s->mc.dev);
-    vkg_plan_opts po = {.recompute = s->mc.recompute, .max_allocation = info->max_allocation_bytes};
+    vkg_plan_opts po = {.recompute = s->mc.recompute,
+                        .precision = s->mc.precision,
+                        .max_allocation = info->max_allocation_bytes};
     VKG_TRY(vkg_strategy_check_fit(cfg, vkg_dp_rank_batch(s->dp), s->mc.T, M, p->S, p->req, p->kind,
                                    &po, p->stage, info->device_local_bytes));
     vkg_status st = vkg__strategy_whole_build(s, part, slots, 0, 0);

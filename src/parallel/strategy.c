@@ -303,6 +303,7 @@ vkg_status vkg__strategy_whole_build(vkg_strategy *s, vkg_gpt2_part part, int sl
     o.part = part;
     o.slots = slots;
     o.recompute = mc->recompute;
+    o.precision = mc->precision;
     VKG_TRY(vkg_gpt2_create(mc->dev, &mc->cfg, &o, &s->model));
     if (count)
         VKG_TRY(create_adamw_range(&mc->adamw, s->model, first, count, &s->opt));
@@ -322,7 +323,9 @@ vkg_status vkg_strategy_build(vkg_strategy *s, const vkg_strategy_model *mc)
     if (s->vt->build)
         return s->vt->build(s);
     const vkg_device_info *info = vkg_device_get_info(mc->dev);
-    vkg_plan_opts po = {.recompute = mc->recompute, .max_allocation = info->max_allocation_bytes};
+    vkg_plan_opts po = {.recompute = mc->recompute,
+                        .precision = mc->precision,
+                        .max_allocation = info->max_allocation_bytes};
     VKG_TRY(vkg_strategy_check_fit(&mc->cfg, vkg_dp_rank_batch(s->dp), mc->T, mc->accum_steps, 1,
                                    NULL, 0, &po, 0, info->device_local_bytes));
     return vkg__strategy_whole_build(s, vkg_gpt2_whole(&mc->cfg), 1, 0, 0);

@@ -103,6 +103,7 @@ typedef struct vkg_strategy_model {
     int T;                  /* sequence length */
     int accum_steps;        /* micro-batches per optimizer step */
     int recompute;          /* VKG_GPT2_RECOMPUTE_* */
+    int precision;          /* VKG_PRECISION_* */
     vkg_adamw_config adamw; /* the optimizer */
 } vkg_strategy_model;
 
@@ -126,9 +127,11 @@ typedef struct vkg_stage_memory {
     int allocations;         /* device allocations (the model's and AdamW's) */
 } vkg_stage_memory;
 
-/* How a plan is made: the recomputation and the largest allocation (0: no limit). */
+/* How a plan is made: the recomputation, the precision and the largest allocation (0: no
+ * limit). */
 typedef struct vkg_plan_opts {
     int recompute;
+    int precision;
     uint64_t max_allocation;
 } vkg_plan_opts;
 

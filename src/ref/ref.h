@@ -73,4 +73,11 @@ VKG_REF_DECLARE(double, _f64)
 
 #undef VKG_REF_DECLARE
 
+/* bf16 (src/ref/bf16.c), as shaders/common.glsl stores it: the 16 bits of x rounded to nearest,
+ * ties to even, a NaN kept a quiet NaN; the float of those bits; x rounded (both at once) for
+ * each of n values in place. */
+uint16_t vkg_ref_bf16_bits(float x);
+float vkg_ref_bf16_widen(uint16_t h);
+void vkg_ref_bf16_round(float *x, size_t n);
+
 #endif

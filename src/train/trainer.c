@@ -278,6 +278,7 @@ static vkg_status setup(vkg_trainer_t *t)
         .T = t->T,
         .accum_steps = t->accum_steps,
         .recompute = c->recompute,
+        .precision = c->precision,
         .adamw = {
             .beta1 = c->beta1, .beta2 = c->beta2, .eps = c->eps, .weight_decay = c->weight_decay}};
     VKG_TRY_GOTO(st, vkg_strategy_build(t->par, &sm), done);
@@ -407,6 +408,7 @@ void vkg_trainer_get_info(const vkg_trainer_t *t, vkg_trainer_info *info)
     vkg_stage_memory mem;
     vkg_strategy_memory(t->par, &mem);
     info->param_bytes = mem.model.params, info->grad_bytes = mem.model.grads;
+    info->param_copy_bytes = mem.model.param_copy;
     info->shared_bytes = mem.model.shared, info->host_bytes = mem.host;
     info->allocations = mem.model.allocations;
     info->max_allocation = vkg_device_get_info(t->dev)->max_allocation_bytes;

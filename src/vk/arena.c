@@ -297,6 +297,7 @@ vkg_status vkg_arena_alloc(vkg_arena *a, size_t bytes, vkg_tensor *out)
     out->bytes = bytes;
     out->arena = a;
     out->block = (uint32_t)b;
+    out->dtype = VKG_F32;
     return VKG_OK;
 }
 

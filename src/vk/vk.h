@@ -225,6 +225,10 @@ vkg_status vkg__device_wait(vkg_device_t *dev, uint64_t value, uint64_t timeout_
 
 typedef struct vkg_arena vkg_arena;
 
+/* Element types of tensors: fp32 (what an arena hands out) or bf16 (16-bit brain floats packed
+ * two to a 32-bit word, element 2j in the low half; shaders/common.glsl). */
+typedef enum vkg_dtype { VKG_F32 = 0, VKG_BF16 = 1 } vkg_dtype;
+
 /* A view of part of an arena: what shaders receive is `addr`. A tensor lies in one of the
  * arena's allocations (blocks), never across two. */
 typedef struct vkg_tensor {
@@ -232,8 +236,15 @@ typedef struct vkg_tensor {
     size_t offset; /* bytes from the start of its block */
     size_t bytes;
     vkg_arena *arena;
-    uint32_t block; /* which of the arena's allocations */
+    uint32_t block;  /* which of the arena's allocations */
+    vkg_dtype dtype; /* element type: VKG_F32 unless the owner marks it (views keep it) */
 } vkg_tensor;
+
+/* Bytes of one element of type d. */
+static inline size_t vkg_dtype_bytes(vkg_dtype d)
+{
+    return d == VKG_BF16 ? 2 : 4;
+}
 
 /* Placing tensors in an arena without a device: the rule vkg_arena_alloc follows, so that
  * plans equal allocations. `declared` is what the arena will hold (tensors rounded up to 256
