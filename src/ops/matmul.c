@@ -153,18 +153,7 @@ static vkg_status gemm_dispatch(vkg_cmd *c, const vkg_gemm *g, const char *op, i
         vkg_device_tuning tu = vkg_device_tuning_get(dev);
         t = (vkg_matmul_tiles){tu.matmul_tm, tu.matmul_tn, tu.matmul_lx};
     }
-    push_gemm p = {.out = g->out.addr,
-                   .a = g->a.addr,
-                   .b = g->b.addr,
-                   .bias = g->bias ? g->bias->addr : g->out.addr,
-                   .M = g->M,
-                   .N = g->N,
-                   .K = g->K,
-                   .lda = g->lda,
-                   .ldb = g->ldb,
-                   .ldo = g->ldo,
-                   .has_bias = g->bias != NULL,
-                   .act = g->act ? g->act->addr : g->out.addr};
+    push_gemm p = vkg__gemm_push(g, 0, 0);
     /* One load of A per k shared by subgroup broadcasts when the workgroup is one subgroup
      * holding as many lanes as rows. */
     const vkg_device_info *info = vkg_device_get_info(dev);

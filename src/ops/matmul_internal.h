@@ -15,6 +15,25 @@ typedef struct push_gemm {
     uint64_t act;    /* GELU epilogue's output (vkg_gemm.act; else out, unused) */
 } push_gemm;
 
+/* g's push constants; split: the tiled kernel writes partial products (no bias, no epilogue)
+ * into g->splitk_scratch, rows of N, kchunk k each. */
+static inline push_gemm vkg__gemm_push(const vkg_gemm *g, int split, uint32_t kchunk)
+{
+    return (push_gemm){.out = split ? g->splitk_scratch->addr : g->out.addr,
+                       .a = g->a.addr,
+                       .b = g->b.addr,
+                       .bias = g->bias ? g->bias->addr : g->out.addr,
+                       .M = g->M,
+                       .N = g->N,
+                       .K = g->K,
+                       .lda = g->lda,
+                       .ldb = g->ldb,
+                       .ldo = split ? g->N : g->ldo,
+                       .has_bias = g->bias != NULL && !split,
+                       .kchunk = kchunk,
+                       .act = g->act && !split ? g->act->addr : g->out.addr};
+}
+
 /* Record a checked product g on the tiled kernel under tuning tu: its tiles by the grid, vec4
  * loads where the operands allow, and, for an accumulating product with g->splitk_scratch whose
  * grid is under tu->mmt_fill, split-K (the partial products, a barrier, their ordered sum).

@@ -99,19 +99,7 @@ vkg_status vkg__matmul_tiled_dispatch(vkg_cmd *c, const vkg_gemm *g, const char 
     tiled_plan pl = plan_tiled(tu, g, limit);
     const vkg_matmul_tiling *t = pl.tile;
     int split = pl.s > 1;
-    push_gemm p = {.out = split ? g->splitk_scratch->addr : g->out.addr,
-                   .a = g->a.addr,
-                   .b = g->b.addr,
-                   .bias = g->bias ? g->bias->addr : g->out.addr,
-                   .M = g->M,
-                   .N = g->N,
-                   .K = g->K,
-                   .lda = g->lda,
-                   .ldb = g->ldb,
-                   .ldo = split ? g->N : g->ldo,
-                   .has_bias = g->bias != NULL && !split,
-                   .kchunk = pl.kchunk,
-                   .act = g->act && !split ? g->act->addr : g->out.addr};
+    push_gemm p = vkg__gemm_push(g, split, pl.kchunk);
     uint32_t abf = g->a.dtype == VKG_BF16, bbf = g->b.dtype == VKG_BF16;
     uint32_t actbf = g->act && !split && g->act->dtype == VKG_BF16;
     uint32_t spec[16] = {t->bn / t->tn,
