@@ -415,6 +415,25 @@ int vkg_th_agree(const vkg_th_result *res, int n, size_t prefix)
     return ok;
 }
 
+int vkg_th_allreduce_until_error(vkg_th_rank *r, size_t count,
+                                 int (*path_ok)(vkg_th_rank *r, void *arg), void *arg)
+{
+    float *x = malloc(count * sizeof *x);
+    if (!x)
+        return 1;
+    for (size_t i = 0; i < count; i++)
+        x[i] = (float)(i % 7);
+    vkg_status st = vkg_comm_allreduce(r->comm, x, x, count, VKG_COMM_F32, VKG_COMM_AVG);
+    if (st == VKG_OK && !path_ok(r, arg))
+        st = VKG_ERR_STATE;
+    vkg_th_ready(r);
+    for (long it = 0; st == VKG_OK && it < 1000000; it++)
+        st = vkg_comm_allreduce(r->comm, x, x, count, VKG_COMM_F32, VKG_COMM_AVG);
+    vkg_th_report(r, "%s: %s", vkg_status_name(st), vkg_error_message());
+    free(x);
+    return st == VKG_OK ? 0 : 1;
+}
+
 int vkg_th_fault(int n, const vkg_th_opts *o, vkg_th_body body, void *arg, int victim, int sig,
                  double bound_s, const char *label)
 {

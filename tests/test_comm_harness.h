@@ -92,6 +92,11 @@ int vkg_th_agree(const vkg_th_result *res, int n, size_t prefix);
  * once all are ready, and check that every other rank reported such a failure naming "rank
  * <victim>" within bound_s seconds. Prints `label` with the slowest survivor's time; returns 1
  * when all held (dumps the results otherwise). */
+/* A fault test's body: one f32 average allreduce of count floats, then path_ok(r, arg) (did it
+ * take the path under test? any failure of it counts as an error), vkg_th_ready, and
+ * allreduces until one fails; reports the status and error. Returns 0 only if none failed. */
+int vkg_th_allreduce_until_error(vkg_th_rank *r, size_t count,
+                                 int (*path_ok)(vkg_th_rank *r, void *arg), void *arg);
 int vkg_th_fault(int n, const vkg_th_opts *o, vkg_th_body body, void *arg, int victim, int sig,
                  double bound_s, const char *label);
 

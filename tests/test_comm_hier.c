@@ -252,21 +252,15 @@ static void test_layout_paths(void **state)
 #define FAULT_TIMEOUT_MS 1500
 #define FAULT_COUNT (4u << 20)
 
-static int loop_until_error(vkg_th_rank *r, void *arg)
+static int took_hier(vkg_th_rank *r, void *arg)
 {
     (void)arg;
-    float *x = malloc(FAULT_COUNT * sizeof *x);
-    for (size_t i = 0; i < FAULT_COUNT; i++)
-        x[i] = (float)(i % 7);
-    vkg_status st = vkg_comm_allreduce(r->comm, x, x, FAULT_COUNT, VKG_COMM_F32, VKG_COMM_AVG);
-    if (strncmp(vkg_comm_path(r->comm), "hier", 4) != 0)
-        st = VKG_ERR_STATE;
-    vkg_th_ready(r);
-    for (long it = 0; st == VKG_OK && it < 1000000; it++)
-        st = vkg_comm_allreduce(r->comm, x, x, FAULT_COUNT, VKG_COMM_F32, VKG_COMM_AVG);
-    vkg_th_report(r, "%s: %s", vkg_status_name(st), vkg_error_message());
-    free(x);
-    return st == VKG_OK ? 0 : 1;
+    return strncmp(vkg_comm_path(r->comm), "hier", 4) == 0;
+}
+
+static int loop_until_error(vkg_th_rank *r, void *arg)
+{
+    return vkg_th_allreduce_until_error(r, FAULT_COUNT, took_hier, arg);
 }
 
 /* hosts: one character per rank naming its host ("aabb": 2 x 2). */

@@ -424,24 +424,17 @@ static void test_other_job_cannot_attach(void **state)
 #define FAULT_TIMEOUT_MS 1500
 #define FAULT_COUNT (4u << 20) /* 16 MiB: many pipeline steps per allreduce */
 
-/* arg: the engine the allreduces must take (vkg__comm_shm_engines' index). */
-static int loop_until_error(vkg_th_rank *r, void *arg)
+/* The first allreduce ran in the segment on engine *arg (vkg__comm_shm_engines' index). */
+static int took_engine(vkg_th_rank *r, void *arg)
 {
-    int engine = *(const int *)arg;
-    float *x = malloc(FAULT_COUNT * sizeof *x);
-    for (size_t i = 0; i < FAULT_COUNT; i++)
-        x[i] = (float)(i % 7);
-    vkg_status st = vkg_comm_allreduce(r->comm, x, x, FAULT_COUNT, VKG_COMM_F32, VKG_COMM_AVG);
     uint64_t e[4];
     vkg__comm_shm_engines(r->comm, e);
-    if (!vkg_comm_uses_shm(r->comm) || e[engine] != 1)
-        st = VKG_ERR_STATE;
-    vkg_th_ready(r);
-    for (long it = 0; st == VKG_OK && it < 1000000; it++)
-        st = vkg_comm_allreduce(r->comm, x, x, FAULT_COUNT, VKG_COMM_F32, VKG_COMM_AVG);
-    vkg_th_report(r, "%s: %s", vkg_status_name(st), vkg_error_message());
-    free(x);
-    return st == VKG_OK ? 0 : 1;
+    return vkg_comm_uses_shm(r->comm) && e[*(const int *)arg] == 1;
+}
+
+static int loop_until_error(vkg_th_rank *r, void *arg)
+{
+    return vkg_th_allreduce_until_error(r, FAULT_COUNT, took_engine, arg);
 }
 
 /* cma: the allreduces run single-copy (process_vm_readv); 0: through the segment's slots. */
