@@ -30,6 +30,12 @@
 // consecutive addresses (coalesced). Out-of-range elements load as 0 and are never stored, so any
 // M, N, K works. Every R(m, n) adds its products in the order k = 0, 1, ...: results are
 // deterministic. The workgroup is (BN / TN) x (BM / TM) invocations (ids 0, 1).
+// DBUF = 1 (double buffering): two shared tiles per operand. Step s computes from one while the
+// next step's tiles, loaded into registers before the products, are stored into the other after
+// them: one barrier per step (the next step may read the stored tiles, and the step after may
+// overwrite the ones just read) instead of two (everyone has read this step's tiles before they
+// are overwritten, and the new ones are stored before they are read). Twice the shared memory;
+// the same values staged and the same order of additions, so the same bits as DBUF = 0.
 layout(constant_id = 3) const uint BM = 64;
 layout(constant_id = 4) const uint BN = 64;
 layout(constant_id = 5) const uint BK = 16;
@@ -47,6 +53,7 @@ layout(constant_id = 12) const uint GELU = 0;
 layout(constant_id = 13) const uint A_BF16 = 0;
 layout(constant_id = 14) const uint B_BF16 = 0;
 layout(constant_id = 15) const uint ACT_BF16 = 0;
+layout(constant_id = 16) const uint DBUF = 0;
 #define A_AT(i) (A_BF16 == 1 ? bf16_load(Uints(uvec2(p.a)), i) : p.a.v[i])
 #define B_AT(i) (B_BF16 == 1 ? bf16_load(Uints(uvec2(p.b)), i) : p.b.v[i])
 
@@ -80,8 +87,9 @@ layout(push_constant) uniform Push {
 } p;
 
 // +1 column: the k-major tiles are written with a stride that would otherwise hit one bank.
-shared float As[BK][BM + 1];
-shared float Bs[BK][BN + 1];
+// Rows [0, BK) hold one step's tiles, [BK, 2 BK) the other buffer's when DBUF = 1.
+shared float As[(DBUF + 1) * BK][BM + 1];
+shared float Bs[(DBUF + 1) * BK][BN + 1];
 
 const uint NX = BN / TN, NY = BM / TM, THREADS = NX * NY;
 const uint A_PER = (BM * BK + THREADS - 1) / THREADS; // A elements each invocation stages
@@ -145,7 +153,8 @@ void load_tiles4(uint tid, uint m0, uint n0, uint k0)
     }
 }
 
-void store_tiles4(uint tid)
+// Store the registers' tiles into rows [row0, row0 + BK) of As and Bs.
+void store_tiles4(uint tid, uint row0)
 {
     for (uint i = 0; i < A_PER4; i++) {
         uint e = tid + i * THREADS;
@@ -153,9 +162,9 @@ void store_tiles4(uint tid)
             continue;
         for (uint c = 0; c < 4; c++)
             if (A_KCONTIG == 1)
-                As[(e % (BK / 4)) * 4 + c][e / (BK / 4)] = ra4[i][c];
+                As[row0 + (e % (BK / 4)) * 4 + c][e / (BK / 4)] = ra4[i][c];
             else
-                As[e / (BM / 4)][(e % (BM / 4)) * 4 + c] = ra4[i][c];
+                As[row0 + e / (BM / 4)][(e % (BM / 4)) * 4 + c] = ra4[i][c];
     }
     for (uint i = 0; i < B_PER4; i++) {
         uint e = tid + i * THREADS;
@@ -163,25 +172,25 @@ void store_tiles4(uint tid)
             continue;
         for (uint c = 0; c < 4; c++)
             if (B_KCONTIG == 1)
-                Bs[(e % (BK / 4)) * 4 + c][e / (BK / 4)] = rb4[i][c];
+                Bs[row0 + (e % (BK / 4)) * 4 + c][e / (BK / 4)] = rb4[i][c];
             else
-                Bs[e / (BN / 4)][(e % (BN / 4)) * 4 + c] = rb4[i][c];
+                Bs[row0 + e / (BN / 4)][(e % (BN / 4)) * 4 + c] = rb4[i][c];
     }
 }
 
-void store_tiles(uint tid)
+void store_tiles(uint tid, uint row0)
 {
     for (uint i = 0; i < A_PER; i++) {
         uint e = tid + i * THREADS;
         uint mm = A_KCONTIG == 1 ? e / BK : e % BM, kk = A_KCONTIG == 1 ? e % BK : e / BM;
         if (e < BM * BK)
-            As[kk][mm] = ra[i];
+            As[row0 + kk][mm] = ra[i];
     }
     for (uint i = 0; i < B_PER; i++) {
         uint e = tid + i * THREADS;
         uint nn = B_KCONTIG == 1 ? e / BK : e % BN, kk = B_KCONTIG == 1 ? e % BK : e / BN;
         if (e < BN * BK)
-            Bs[kk][nn] = rb[i];
+            Bs[row0 + kk][nn] = rb[i];
     }
 }
 
@@ -193,12 +202,12 @@ void load_step(uint tid, uint m0, uint n0, uint k0)
         load_tiles(tid, m0, n0, k0);
 }
 
-void store_step(uint tid)
+void store_step(uint tid, uint row0)
 {
     if (VEC4 == 1)
-        store_tiles4(tid);
+        store_tiles4(tid, row0);
     else
-        store_tiles(tid);
+        store_tiles(tid, row0);
 }
 
 void main()
@@ -214,8 +223,9 @@ void main()
         for (uint j = 0; j < TN; j++)
             acc[i][j] = 0.0;
     load_step(tid, m0, n0, kbeg);
-    store_step(tid);
+    store_step(tid, 0);
     barrier();
+    uint cur = 0; // first row of this step's tiles in As and Bs: 0, or BK when DBUF = 1
     for (uint k0 = kbeg; k0 < kend; k0 += BK) {
         bool more = k0 + BK < kend;
         if (more) // the global loads of the next step are in flight during this one's FMAs
@@ -224,17 +234,25 @@ void main()
         for (uint kk = 0; kk < kn; kk++) {
             float av[TM], bv[TN];
             for (uint i = 0; i < TM; i++)
-                av[i] = As[kk][ty + i * NY];
+                av[i] = As[cur + kk][ty + i * NY];
             for (uint j = 0; j < TN; j++)
-                bv[j] = Bs[kk][tx + j * NX];
+                bv[j] = Bs[cur + kk][tx + j * NX];
             for (uint i = 0; i < TM; i++)
                 for (uint j = 0; j < TN; j++)
                     acc[i][j] = fma(av[i], bv[j], acc[i][j]);
         }
-        barrier();
-        if (more) {
-            store_step(tid);
+        if (DBUF == 1) { // the other buffer was last read in the step before, behind a barrier
+            if (more) {
+                store_step(tid, BK - cur);
+                barrier();
+            }
+            cur = BK - cur;
+        } else {
             barrier();
+            if (more) {
+                store_step(tid, 0);
+                barrier();
+            }
         }
     }
     for (uint i = 0; i < TM; i++) {

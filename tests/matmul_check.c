@@ -12,7 +12,25 @@
 #include "ref/ref.h"
 #include "testutil.h"
 
+/* Download t (n floats) into dst when dst is not NULL. */
+static void keep(vkg_gpu *g, vkg_tensor t, float *dst, size_t n)
+{
+    if (dst)
+        vkg_gpu_download(g, t, dst, n * 4);
+}
+
 void vkg_mm_check_fwd(vkg_gpu *g, vkg_mm_shape s, int with_bias, uint64_t seed)
+{
+    vkg_mm_check_fwd_out(g, s, with_bias, seed, &(vkg_mm_got){0});
+}
+
+void vkg_mm_check_bwd(vkg_gpu *g, vkg_mm_shape s, int with_bias, int split, uint64_t seed)
+{
+    vkg_mm_check_bwd_out(g, s, with_bias, split, seed, &(vkg_mm_got){0});
+}
+
+void vkg_mm_check_fwd_out(vkg_gpu *g, vkg_mm_shape s, int with_bias, uint64_t seed,
+                          const vkg_mm_got *got)
 {
     vkg_test_rng r;
     vkg_test_rng_seed(&r, seed);
@@ -34,10 +52,12 @@ void vkg_mm_check_fwd(vkg_gpu *g, vkg_mm_shape s, int with_bias, uint64_t seed)
     snprintf(what, sizeof what, "matmul_fwd out N=%d C=%d OC=%d bias=%d", s.N, s.C, s.OC,
              with_bias);
     vkg_gpu_expect(g, what, t_out, ref, nout, VKG_TEST_REL_BOUND);
+    keep(g, t_out, got->out, nout);
     free(inp), free(w), free(b), free(ref);
 }
 
-void vkg_mm_check_bwd(vkg_gpu *g, vkg_mm_shape s, int with_bias, int split, uint64_t seed)
+void vkg_mm_check_bwd_out(vkg_gpu *g, vkg_mm_shape s, int with_bias, int split, uint64_t seed,
+                          const vkg_mm_got *got)
 {
     vkg_test_rng r;
     vkg_test_rng_seed(&r, seed);
@@ -75,5 +95,8 @@ void vkg_mm_check_bwd(vkg_gpu *g, vkg_mm_shape s, int with_bias, int split, uint
     vkg_gpu_expect(g, what, t_dw, dw, nw, VKG_TEST_REL_BOUND);
     snprintf(what, sizeof what, "matmul_bwd dbias N=%d C=%d OC=%d", s.N, s.C, s.OC);
     vkg_gpu_expect(g, what, t_db, db, (size_t)s.OC, VKG_TEST_REL_BOUND);
+    keep(g, t_dinp, got->dinp, nin);
+    keep(g, t_dw, got->dw, nw);
+    keep(g, t_db, got->db, (size_t)s.OC);
     free(inp), free(w), free(dout), free(dinp), free(dw), free(db);
 }

@@ -21,4 +21,16 @@ void vkg_mm_check_fwd(vkg_gpu *g, vkg_mm_shape s, int with_bias, uint64_t seed);
  * whole pass. */
 void vkg_mm_check_bwd(vkg_gpu *g, vkg_mm_shape s, int with_bias, int split, uint64_t seed);
 
+/* Where the _out forms also put what they computed (NULL members: not wanted). */
+typedef struct vkg_mm_got {
+    float *out;            /* (N, OC): the forward output */
+    float *dinp, *dw, *db; /* (N, C), (OC, C), (OC): the gradients */
+} vkg_mm_got;
+/* vkg_mm_check_fwd, the output also downloaded into got->out. */
+void vkg_mm_check_fwd_out(vkg_gpu *g, vkg_mm_shape s, int with_bias, uint64_t seed,
+                          const vkg_mm_got *got);
+/* vkg_mm_check_bwd, the gradients also downloaded into got's. */
+void vkg_mm_check_bwd_out(vkg_gpu *g, vkg_mm_shape s, int with_bias, int split, uint64_t seed,
+                          const vkg_mm_got *got);
+
 #endif

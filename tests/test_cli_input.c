@@ -295,6 +295,8 @@ static const bad_row bad_rows[] = {
     {{"bench", "ops", "--iters", "1e30"}, {"--iters must be a whole number from 1 to"}},
     {{"bench", "ops", "--tiles", "8,8,8x"}, {"--tiles", "'8,8,8x'"}},
     {{"bench", "ops", "--tiles", "-1,8,8"}, {"--tiles", "'-1,8,8'"}},
+    {{"bench", "ops", "--tiles", "64x64x16:4x4+dbl"}, {"unknown suffix '+dbl'", "+db:", "+sb:"}},
+    {{"train", "--tiles", "nvidia-huge+db"}, {"'nvidia-huge+db': no such table entry", "+db"}},
     {{"bench", "dp", "--steps", "0"}, {"--steps must be a whole number from 1 to"}},
     {{"bench", "dp", "--ranks", "1,,2"}, {"--ranks wants", "'1,,2'"}},
     {{"bench", "dp", "--zero", "2"}, {"--zero must be a whole number from 0 to 1"}},

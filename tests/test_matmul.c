@@ -119,8 +119,8 @@ static void test_tiled_kernel(void **state)
                                   {8, 8, 4, 1, 1}};
     for (size_t v = 0; v < sizeof blocks / sizeof blocks[0]; v++) {
         vkg_device_tuning t = saved;
-        vkg_matmul_tiling blk = {blocks[v][0], blocks[v][1], blocks[v][2],
-                                 blocks[v][3], blocks[v][4], 0};
+        vkg_matmul_tiling blk = {
+            blocks[v][0], blocks[v][1], blocks[v][2], blocks[v][3], blocks[v][4], 0, 0};
         vkg__mmt_force(&t, &blk);
         VKG_ASSERT_OK(vkg_device_tuning_set(g->dev, &t));
         printf("tiled %ux%ux%u, %ux%u per invocation\n", blk.bm, blk.bn, blk.bk, blk.tm, blk.tn);

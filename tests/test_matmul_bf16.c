@@ -179,7 +179,7 @@ static void test_tiled(void **state)
 {
     vkg_gpu *g = *state;
     vkg_device_tuning saved = vkg_device_tuning_get(g->dev);
-    const vkg_matmul_tiling tiles[] = {{64, 64, 16, 4, 4, 0}, {48, 40, 12, 3, 5, 0}};
+    const vkg_matmul_tiling tiles[] = {{64, 64, 16, 4, 4, 0, 0}, {48, 40, 12, 3, 5, 0, 0}};
     for (size_t v = 0; v < sizeof tiles / sizeof tiles[0]; v++) {
         vkg_device_tuning t = saved;
         vkg__mmt_force(&t, &tiles[v]);

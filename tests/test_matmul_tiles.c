@@ -12,7 +12,10 @@
  *  - split-K taken for a small weight gradient over many rows, the same bits on two runs, and
  *    not taken without room in the scratch;
  *  - the required subgroup size passed where the device's subgroup size control allows it;
- *  - --tiles values: the parser's errors and the device limits vkg_device_create checks. */
+ *  - --tiles values: the device limits vkg_device_create checks (the parser: test_tiling_parse);
+ *  - every entry also double buffered (DBUF), with the single-buffered run's bits, where the
+ *    device's shared memory holds two buffers (else refused when forced, dropped by
+ *    vkg__mmt_fit, and run at a smaller BK); both bufferings on the vec4 and scalar paths. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -28,6 +31,7 @@
 #include "testutil.h"
 
 #define SPEC_VEC4 11 /* matmul_tiled.comp's VEC4 constant_id */
+#define SPEC_DBUF 16 /* and DBUF's (named only by double-buffered dispatches) */
 
 /* Every entry's tiles for every product size, split-K wherever K allows (an unreachable fill),
  * vec4 where the operands allow. */
@@ -65,11 +69,82 @@ static void ref_gemm(float *ref, const float *a, const float *b, int M, int N, i
         }
 }
 
+/* Same tiles and required subgroup, whatever the buffering (both bufferings of each run). */
 static int same_tiles(const vkg_matmul_tiling *a, const vkg_matmul_tiling *b, uint32_t sa,
                       uint32_t sb)
 {
     return a->bm == b->bm && a->bn == b->bn && a->bk == b->bk && a->tm == b->tm && a->tn == b->tn &&
            sa == sb;
+}
+
+/* Floats of run_entry's outputs: per shape the forward output and the three gradients, then
+ * the gradients of the dweight pass without split-K. */
+static size_t shape_floats(vkg_mm_shape s)
+{
+    return (size_t)s.N * s.OC + (size_t)s.N * s.C + (size_t)s.OC * s.C + (size_t)s.OC;
+}
+
+static size_t entry_floats(void)
+{
+    vkg_mm_shape last = table_shapes[NTABLE - 1];
+    size_t n = shape_floats(last) - (size_t)last.N * last.OC; /* no forward output */
+    for (size_t k = 0; k < NTABLE; k++)
+        n += shape_floats(table_shapes[k]);
+    return n;
+}
+
+/* The backward pass on shape k's inputs, checked, its gradients stored from o; returns the end. */
+static float *bwd_into(vkg_gpu *g, size_t k, int split, uint64_t seed, float *o)
+{
+    vkg_mm_shape s = table_shapes[k];
+    vkg_mm_got got = {NULL, o, o + (size_t)s.N * s.C, o + (size_t)s.N * s.C + (size_t)s.OC * s.C};
+    vkg_mm_check_bwd_out(g, s, 1, split, seed, &got);
+    return got.db + s.OC;
+}
+
+/* Every pass on every shape with tiles t (split-K wherever K allows, then a dweight without),
+ * each checked against the reference, the outputs stored in outs (entry_floats()). */
+static void run_entry(vkg_gpu *g, const vkg_device_tuning *saved, const vkg_matmul_tiling *t, int i,
+                      float *outs)
+{
+    float *o = outs;
+    force(g, saved, t, 1, 1);
+    for (size_t k = 0; k < NTABLE; k++) {
+        vkg_mm_check_fwd_out(g, table_shapes[k], (int)((k + (size_t)i) % 2), 600 + k,
+                             &(vkg_mm_got){.out = o});
+        o += (size_t)table_shapes[k].N * table_shapes[k].OC;
+        o = bwd_into(g, k, (int)(k % 2), 700 + k, o);
+    }
+    force(g, saved, t, 0, 1); /* dweight over many rows without split-K */
+    o = bwd_into(g, NTABLE - 1, 1, 800, o);
+    assert_int_equal(o - outs, entry_floats());
+}
+
+/* The double-buffered form of t that this device can run: t's own, or, where its shared memory
+ * is too small for two buffers of t's tiles, t's blocks with BK halved until they fit (the same
+ * bits: every output adds its products in the order of k whatever BK is), after checking that
+ * t itself is refused when forced and loses its second buffer in vkg__mmt_fit. */
+static vkg_matmul_tiling double_form(vkg_gpu *g, const vkg_device_tuning *saved,
+                                     vkg_matmul_tiling t)
+{
+    uint32_t room = vkg_device_get_info(g->dev)->max_shared_memory;
+    t.dbuf = 1;
+    if (vkg__mmt_smem(&t) <= room)
+        return t;
+    vkg_device_tuning tu = *saved;
+    vkg__mmt_force(&tu, &t);
+    assert_int_equal(vkg_device_tuning_set(g->dev, &tu), VKG_ERR_INVALID_ARG);
+    assert_non_null(strstr(vkg_error_message(), "double buffered"));
+    assert_non_null(strstr(vkg_error_message(), "+sb"));
+    vkg__mmt_fit(g->dev, &tu);
+    for (int s = 0; s < VKG_MMT_SIZES; s++)
+        assert_true(tu.mmt[s].dbuf == 0 && tu.mmt[s].bm == t.bm && tu.mmt[s].bk == t.bk);
+    assert_int_equal(tu.mmt_dbuf_dropped, (1u << VKG_MMT_SIZES) - 1);
+    while (vkg__mmt_smem(&t) > room && t.bk > 1)
+        t.bk /= 2;
+    printf("  double buffered needs %zu bytes of shared memory here: refused, run with BK = %u\n",
+           vkg__mmt_smem(&(vkg_matmul_tiling){t.bm, t.bn, t.bk * 2, t.tm, t.tn, 0, 1}), t.bk);
+    return t;
 }
 
 static void test_table_entries(void **state)
@@ -78,6 +153,8 @@ static void test_table_entries(void **state)
     vkg_device_tuning saved = vkg_device_tuning_get(g->dev);
     int n = vkg_matmul_tiling_count(), ran = 0;
     assert_int_equal(n, 24);
+    size_t nf = entry_floats();
+    float *one = vkg_test_alloc(nf), *two = vkg_test_alloc(nf);
     for (int i = 0; i < n; i++) {
         vkg_matmul_tiling t, u;
         const char *name = vkg_matmul_tiling_entry(i, &t);
@@ -89,29 +166,31 @@ static void test_table_entries(void **state)
                 dup = j;
         }
         if (dup >= 0) {
-            printf("%-18s same pipeline as %s\n", name, vkg_matmul_tiling_entry(dup, NULL));
+            printf("%-18s same pipelines as %s\n", name, vkg_matmul_tiling_entry(dup, NULL));
             continue;
         }
-        printf("%-18s %ux%ux%u:%ux%u subgroup %u (required here: %u)\n", name, t.bm, t.bn, t.bk,
-               t.tm, t.tn, t.subgroup, sg);
-        force(g, &saved, &t, 1, 1);
-        for (size_t k = 0; k < NTABLE; k++) {
-            vkg_mm_check_fwd(g, table_shapes[k], (int)((k + (size_t)i) % 2), 600 + k);
-            vkg_mm_check_bwd(g, table_shapes[k], 1, (int)(k % 2), 700 + k);
-        }
-        force(g, &saved, &t, 0, 1); /* dweight over many rows without split-K */
-        vkg_mm_check_bwd(g, table_shapes[NTABLE - 1], 1, 1, 800);
+        printf("%-18s %ux%ux%u:%ux%u subgroup %u (required here: %u), table: %s buffered\n", name,
+               t.bm, t.bn, t.bk, t.tm, t.tn, t.subgroup, sg, t.dbuf ? "double" : "single");
+        vkg_matmul_tiling single = t, dbl = double_form(g, &saved, t);
+        single.dbuf = 0;
+        run_entry(g, &saved, &single, i, one);
+        run_entry(g, &saved, &dbl, i, two);
+        for (size_t k = 0; k < nf; k++)
+            if (memcmp(&one[k], &two[k], 4))
+                fail_msg("%s: double buffered %a, single %a at output float %zu", name, two[k],
+                         one[k], k);
         ran++;
     }
     assert_int_equal(ran, 8);
+    free(one), free(two);
     VKG_ASSERT_OK(vkg_device_tuning_set(g->dev, &saved));
 }
 
 /* out (M, N) = A B with A, B in the given layouts, from a's and b's first elements at element
- * offsets ao, bo and with leading dimensions padded by pad; returns the VEC4 constant the
- * dispatch was recorded with, the result in got. */
-static uint32_t run_gemm(vkg_gpu *g, int ak, int bk, uint32_t pad, size_t ao, size_t bo,
-                         const float *a, const float *b, float *got, int M, int N, int K)
+ * offsets ao, bo and with leading dimensions padded by pad; returns the dispatch as recorded,
+ * the result in got. */
+static vkg_cmd_logged run_gemm(vkg_gpu *g, int ak, int bk, uint32_t pad, size_t ao, size_t bo,
+                               const float *a, const float *b, float *got, int M, int N, int K)
 {
     uint32_t lda = (ak ? (uint32_t)K : (uint32_t)M) + pad;
     uint32_t ldb = (bk ? (uint32_t)K : (uint32_t)N) + pad;
@@ -145,16 +224,28 @@ static uint32_t run_gemm(vkg_gpu *g, int ak, int bk, uint32_t pad, size_t ao, si
     vkg_gpu_run(g);
     vkg_gpu_download(g, out, got, (size_t)M * N * 4);
     free(sa), free(sb);
+    return l;
+}
+
+/* The VEC4 and DBUF constants a recorded dispatch of matmul_tiled.comp names (0 where unnamed). */
+static uint32_t vec4_of(vkg_cmd_logged l)
+{
     return l.spec[SPEC_VEC4];
 }
 
+static uint32_t dbuf_of(vkg_cmd_logged l)
+{
+    return l.nspec > SPEC_DBUF ? l.spec[SPEC_DBUF] : 0;
+}
+
 /* vec4 where every operand allows it, with the scalar path's bits; scalar where a leading
- * dimension, an extent or an address is not a multiple of 4 floats. */
+ * dimension, an extent or an address is not a multiple of 4 floats; both paths double buffered
+ * (three steps of BK along K, so each buffer is refilled) with the same bits again. */
 static void test_vec4_and_scalar(void **state)
 {
     vkg_gpu *g = *state;
     vkg_device_tuning saved = vkg_device_tuning_get(g->dev);
-    const vkg_matmul_tiling t = {32, 32, 16, 4, 4, 0};
+    const vkg_matmul_tiling t = {32, 32, 16, 4, 4, 0, 0}, td = {32, 32, 16, 4, 4, 0, 1};
     enum { M = 36, N = 44, K = 40 };
     vkg_test_rng r;
     vkg_test_rng_seed(&r, 31);
@@ -166,22 +257,30 @@ static void test_vec4_and_scalar(void **state)
         int ak = lay & 1, bk = lay >> 1;
         char what[64];
         force(g, &saved, &t, 0, 1);
-        assert_int_equal(run_gemm(g, ak, bk, 0, 0, 0, a, b, v4, M, N, K), 1);
+        assert_int_equal(vec4_of(run_gemm(g, ak, bk, 0, 0, 0, a, b, v4, M, N, K)), 1);
         snprintf(what, sizeof what, "vec4 gemm a_kcontig %d b_kcontig %d", ak, bk);
         assert_true(vkg_test_compare(what, v4, ref, M * N, VKG_TEST_REL_BOUND, NULL));
         /* odd leading dimensions, or an operand 4 bytes off 16-byte alignment: scalar */
-        assert_int_equal(run_gemm(g, ak, bk, 1, 0, 0, a, b, odd, M, N, K), 0);
+        assert_int_equal(vec4_of(run_gemm(g, ak, bk, 1, 0, 0, a, b, odd, M, N, K)), 0);
         assert_memory_equal(odd, v4, sizeof odd);
-        assert_int_equal(run_gemm(g, ak, bk, 0, 1, 0, a, b, odd, M, N, K), 0);
-        assert_int_equal(run_gemm(g, ak, bk, 0, 0, 3, a, b, odd, M, N, K), 0);
+        assert_int_equal(vec4_of(run_gemm(g, ak, bk, 0, 1, 0, a, b, odd, M, N, K)), 0);
+        assert_int_equal(vec4_of(run_gemm(g, ak, bk, 0, 0, 3, a, b, odd, M, N, K)), 0);
         assert_memory_equal(odd, v4, sizeof odd);
         force(g, &saved, &t, 0, 0); /* vec4 off in the tuning: scalar, the same bits */
-        assert_int_equal(run_gemm(g, ak, bk, 0, 0, 0, a, b, sc, M, N, K), 0);
+        vkg_cmd_logged l = run_gemm(g, ak, bk, 0, 0, 0, a, b, sc, M, N, K);
+        assert_true(vec4_of(l) == 0 && dbuf_of(l) == 0 && l.nspec == 13);
+        assert_memory_equal(sc, v4, sizeof sc);
+        force(g, &saved, &td, 0, 1); /* double buffered: vec4, then scalar */
+        l = run_gemm(g, ak, bk, 0, 0, 0, a, b, sc, M, N, K);
+        assert_true(vec4_of(l) == 1 && dbuf_of(l) == 1);
+        assert_memory_equal(sc, v4, sizeof sc);
+        l = run_gemm(g, ak, bk, 1, 0, 0, a, b, sc, M, N, K);
+        assert_true(vec4_of(l) == 0 && dbuf_of(l) == 1);
         assert_memory_equal(sc, v4, sizeof sc);
     }
     /* K = 37: no vec4 along k, whatever the layout */
     force(g, &saved, &t, 0, 1);
-    assert_int_equal(run_gemm(g, 1, 1, 3, 0, 0, a, b, sc, M, N, 37), 0);
+    assert_int_equal(vec4_of(run_gemm(g, 1, 1, 3, 0, 0, a, b, sc, M, N, 37)), 0);
     VKG_ASSERT_OK(vkg_device_tuning_set(g->dev, &saved));
 }
 
@@ -205,7 +304,7 @@ static void test_splitk(void **state)
 {
     vkg_gpu *g = *state;
     vkg_device_tuning saved = vkg_device_tuning_get(g->dev);
-    const vkg_matmul_tiling t = {32, 32, 16, 4, 4, 0};
+    const vkg_matmul_tiling t = {32, 32, 16, 4, 4, 0, 0};
     force(g, &saved, &t, 1, 1);
     enum { N = 2000, C = 24, OC = 40 };
     vkg_test_rng r;
@@ -272,7 +371,7 @@ static void test_required_subgroup(void **state)
     vkg_test_fill_uniform(&r, b, K * N, -1.0f, 1.0f);
     ref_gemm(ref, a, b, M, N, K);
     for (int i = 0; i < 2; i++) {
-        vkg_matmul_tiling t = {16, 16, 8, 2, 2, tries[i]};
+        vkg_matmul_tiling t = {16, 16, 8, 2, 2, tries[i], 0};
         force(g, &saved, &t, 0, 1);
         uint32_t want = i == 0 ? ok : (info->subgroup_size_max >= 128 ? 128 : 0);
         assert_int_equal(vkg__mmt_subgroup(g->dev, &t), want);
@@ -283,78 +382,74 @@ static void test_required_subgroup(void **state)
     VKG_ASSERT_OK(vkg_device_tuning_set(g->dev, &saved));
 }
 
-/* --tiles: the forms the parser takes, and each error naming the value. */
-static void test_tiling_parse(void **state)
-{
-    (void)state;
-    vkg_matmul_tiling t;
-    VKG_ASSERT_OK(vkg_matmul_tiling_parse("128x128x16:8x8", &t));
-    assert_true(t.bm == 128 && t.bn == 128 && t.bk == 16 && t.tm == 8 && t.tn == 8 &&
-                t.subgroup == 0);
-    VKG_ASSERT_OK(vkg_matmul_tiling_parse("48x40x12:3x5/32", &t));
-    assert_true(t.bm == 48 && t.bn == 40 && t.bk == 12 && t.tm == 3 && t.tn == 5 &&
-                t.subgroup == 32);
-    VKG_ASSERT_OK(vkg_matmul_tiling_parse("amd-medium", &t));
-    vkg_matmul_tiling e;
-    for (int i = 0; i < vkg_matmul_tiling_count(); i++)
-        if (!strcmp(vkg_matmul_tiling_entry(i, &e), "amd-medium"))
-            assert_memory_equal(&t, &e, sizeof t);
-    assert_null(vkg_matmul_tiling_entry(vkg_matmul_tiling_count(), NULL));
-    static const struct {
-        const char *value, *says;
-    } bad[] = {
-        {"", "empty"},
-        {"128x128x16", "expected BMxBNxBK:TMxTN"},
-        {"128x128x16:8x8/", "expected BMxBNxBK:TMxTN"},
-        {"128x128x16:8x8x", "'128x128x16:8x8x'"},
-        {"300x128x16:8x8", "'300x128x16:8x8': expected"},
-        {"128x128x0:8x8", "expected"},
-        {"128x128x16:17x8", "expected"},
-        {"-4x128x16:8x8", "no such table entry"},
-        {"100x128x16:8x8", "block 100x128 is not a whole number of 8x8 tiles"},
-        {"256x256x16:1x4", "16384 invocations"},
-        {"64x64x16:4x4/24", "subgroup size 24 is not a power of two"},
-        {"nvidia-huge", "'nvidia-huge': no such table entry"},
-        {"NVIDIA-large", "no such table entry"},
-    };
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        assert_int_equal(vkg_matmul_tiling_parse(bad[i].value, &t), VKG_ERR_INVALID_ARG);
-        if (!strstr(vkg_error_message(), bad[i].says))
-            fail_msg("--tiles '%s': got \"%s\", wanted \"%s\"", bad[i].value, vkg_error_message(),
-                     bad[i].says);
-    }
-}
-
 /* Tiles given when the device is opened: run everywhere, or refused by the device's limits. */
 static void test_tiles_at_device_create(void **state)
 {
     (void)state;
     vkg_device_opts o = vkg_device_opts_default();
     o.validation = 1;
-    o.tiles = (vkg_matmul_tiling){256, 256, 64, 16, 16, 0}; /* 132 KiB of shared memory */
+    o.tiles = (vkg_matmul_tiling){256, 256, 64, 16, 16, 0, 0}; /* 132 KiB of shared memory */
     vkg_device_t *dev = NULL;
     assert_int_equal(vkg_device_create(&o, &dev), VKG_ERR_INVALID_ARG);
     assert_non_null(strstr(vkg_error_message(), "bytes of shared memory"));
     assert_null(dev);
-    o.tiles = (vkg_matmul_tiling){64, 32, 16, 4, 2, 0};
+    o.tiles = (vkg_matmul_tiling){64, 32, 16, 4, 2, 0, 0};
     VKG_ASSERT_OK(vkg_device_create(&o, &dev));
     vkg_device_tuning tu = vkg_device_tuning_get(dev);
     assert_true(tu.matmul_tiled == 1 && !strcmp(tu.mmt_row, "forced"));
     for (int i = 0; i < VKG_MMT_SIZES; i++)
         assert_memory_equal(&tu.mmt[i], &o.tiles, sizeof o.tiles);
+    uint32_t room = vkg_device_get_info(dev)->max_shared_memory;
     char first[256];
     assert_int_equal(vkg_device_destroy_report(&dev, first, sizeof first), 0);
+    /* 256 x 256 blocks with the BK at which one buffer fits this device's shared memory and two
+     * do not (4112 bytes per k double buffered): refused double buffered, taken single */
+    vkg_matmul_tiling two = {256, 256, room / 4112 + 1, 16, 16, 0, 1};
+    assert_true(two.bk <= 64 && vkg__mmt_smem(&two) > room && vkg__mmt_smem(&two) / 2 <= room);
+    o.tiles = two;
+    assert_int_equal(vkg_device_create(&o, &dev), VKG_ERR_INVALID_ARG);
+    assert_non_null(strstr(vkg_error_message(), "tiles, double buffered, need"));
+    assert_non_null(strstr(vkg_error_message(), "(single buffered, +sb, they need half as much)"));
+    assert_null(dev);
+    o.tiles.dbuf = 0;
+    VKG_ASSERT_OK(vkg_device_create(&o, &dev));
+    assert_int_equal(vkg_device_tuning_get(dev).mmt[VKG_MMT_LARGE].dbuf, 0);
+    assert_int_equal(vkg_device_destroy_report(&dev, first, sizeof first), 0);
+}
+
+/* The table's double-buffered tiles lose their second buffer where the device's shared memory
+ * holds only one, say so in mmt_dbuf_dropped, and keep it where both fit. */
+static void test_dbuf_fit(void **state)
+{
+    vkg_gpu *g = *state;
+    vkg_device_tuning saved = vkg_device_tuning_get(g->dev), t = saved;
+    uint32_t room = vkg_device_get_info(g->dev)->max_shared_memory;
+    vkg_matmul_tiling big = {256, 256, room / 4112 + 1, 16, 16, 0, 1};  /* as above */
+    t.mmt[VKG_MMT_SMALL] = (vkg_matmul_tiling){32, 32, 16, 4, 4, 0, 1}; /* 8448 bytes: fits */
+    t.mmt[VKG_MMT_MEDIUM] = (vkg_matmul_tiling){64, 64, 16, 4, 4, 0, 0};
+    t.mmt[VKG_MMT_LARGE] = big;
+    t.mmt_dbuf_dropped = 0;
+    vkg__mmt_fit(g->dev, &t);
+    assert_int_equal(t.mmt_dbuf_dropped, 1u << VKG_MMT_LARGE);
+    assert_int_equal(t.mmt[VKG_MMT_SMALL].dbuf, 1);
+    big.dbuf = 0;
+    assert_memory_equal(&t.mmt[VKG_MMT_LARGE], &big, sizeof big);
+    VKG_ASSERT_OK(vkg_device_tuning_set(g->dev, &t));
+    /* a fresh table row starts with nothing dropped */
+    vkg__mmt_defaults(0x10DE, VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU, &t);
+    assert_true(t.mmt_dbuf_dropped == 0 && t.mmt[VKG_MMT_LARGE].dbuf == 1);
+    VKG_ASSERT_OK(vkg_device_tuning_set(g->dev, &saved));
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_tiling_parse),
         cmocka_unit_test(test_tiles_at_device_create),
         cmocka_unit_test_setup_teardown(test_table_entries, vkg_gpu_setup, vkg_gpu_teardown),
         cmocka_unit_test_setup_teardown(test_vec4_and_scalar, vkg_gpu_setup, vkg_gpu_teardown),
         cmocka_unit_test_setup_teardown(test_splitk, vkg_gpu_setup, vkg_gpu_teardown),
         cmocka_unit_test_setup_teardown(test_required_subgroup, vkg_gpu_setup, vkg_gpu_teardown),
+        cmocka_unit_test_setup_teardown(test_dbuf_fit, vkg_gpu_setup, vkg_gpu_teardown),
     };
     return cmocka_run_group_tests(tests, vkg_gpu_group_setup, vkg_gpu_group_teardown);
 }

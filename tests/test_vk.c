@@ -246,26 +246,26 @@ static void test_tuning_set_checks_fields(void **state)
     assert_int_equal(vkg_device_tuning_set(g->dev, &t), VKG_ERR_INVALID_ARG);
     assert_non_null(strstr(vkg_error_message(), "matmul_tn = 17 is outside [1, 16]"));
     t = before;
-    t.mmt[VKG_MMT_LARGE] = (vkg_matmul_tiling){100, 128, 16, 8, 8, 0};
+    t.mmt[VKG_MMT_LARGE] = (vkg_matmul_tiling){100, 128, 16, 8, 8, 0, 0};
     assert_int_equal(vkg_device_tuning_set(g->dev, &t), VKG_ERR_INVALID_ARG);
     assert_non_null(strstr(vkg_error_message(), "block 100x"));
     t = before;
-    t.mmt[VKG_MMT_SMALL] = (vkg_matmul_tiling){256, 256, 16, 1, 1, 0}; /* 65536 invocations */
+    t.mmt[VKG_MMT_SMALL] = (vkg_matmul_tiling){256, 256, 16, 1, 1, 0, 0}; /* 65536 invocations */
     assert_int_equal(vkg_device_tuning_set(g->dev, &t), VKG_ERR_INVALID_ARG);
     assert_non_null(strstr(vkg_error_message(), "needs 65536 invocations"));
     t = before;
-    t.mmt[VKG_MMT_MEDIUM] = (vkg_matmul_tiling){256, 256, 64, 16, 16, 0};
+    t.mmt[VKG_MMT_MEDIUM] = (vkg_matmul_tiling){256, 256, 64, 16, 16, 0, 0};
     assert_int_equal(vkg_device_tuning_set(g->dev, &t), VKG_ERR_INVALID_ARG);
     assert_non_null(strstr(vkg_error_message(), "bytes of shared memory"));
     /* tiles the device cannot run fall back to the next smaller size's, or the least tile */
     t = before;
-    t.mmt[VKG_MMT_SMALL] = (vkg_matmul_tiling){32, 32, 16, 4, 4, 0};
-    t.mmt[VKG_MMT_MEDIUM] = (vkg_matmul_tiling){256, 256, 64, 16, 16, 0};
-    t.mmt[VKG_MMT_LARGE] = (vkg_matmul_tiling){256, 256, 16, 1, 1, 0};
+    t.mmt[VKG_MMT_SMALL] = (vkg_matmul_tiling){32, 32, 16, 4, 4, 0, 0};
+    t.mmt[VKG_MMT_MEDIUM] = (vkg_matmul_tiling){256, 256, 64, 16, 16, 0, 0};
+    t.mmt[VKG_MMT_LARGE] = (vkg_matmul_tiling){256, 256, 16, 1, 1, 0, 0};
     vkg__mmt_fit(g->dev, &t);
     assert_true(t.mmt[VKG_MMT_MEDIUM].bm == 32 && t.mmt[VKG_MMT_LARGE].bm == 32);
     t.mmt[VKG_MMT_SMALL] = t.mmt[VKG_MMT_MEDIUM] = t.mmt[VKG_MMT_LARGE] =
-        (vkg_matmul_tiling){256, 256, 64, 1, 1, 0};
+        (vkg_matmul_tiling){256, 256, 64, 1, 1, 0, 0};
     vkg__mmt_fit(g->dev, &t);
     assert_true(t.mmt[VKG_MMT_SMALL].bm == 16 && t.mmt[VKG_MMT_LARGE].tm == 2);
     VKG_ASSERT_OK(vkg_device_tuning_set(g->dev, &t));

@@ -80,18 +80,21 @@ vkg_status vkg_device_list(vkg_device_info **out, int *count);
 /* The tiles of the GPU matmul kernel (matmul_tiled.comp): a workgroup computes a bm x bn block
  * of the product, bk along k per step, each invocation tm x tn of it, so the workgroup has
  * (bm / tm) * (bn / tn) invocations; subgroup > 0 asks the driver for that subgroup size
- * (honoured only where the device's subgroup size control allows it for compute). bm == 0: none
- * given. */
+ * (honoured only where the device's subgroup size control allows it for compute). dbuf = 1:
+ * two shared-memory tiles per operand, one barrier per step instead of two, twice the shared
+ * memory, the same bits. bm == 0: none given. */
 typedef struct vkg_matmul_tiling {
-    uint32_t bm, bn, bk, tm, tn, subgroup;
+    uint32_t bm, bn, bk, tm, tn, subgroup, dbuf;
 } vkg_matmul_tiling;
 
 /* Parse a --tiles value into *out: either an entry of the per-vendor table by name
  * ("nvidia-large"; vkg_matmul_tiling_entry lists them) or "BMxBNxBK:TMxTN" with an optional
- * "/SG" subgroup size ("128x128x16:8x8", "64x64x16:4x4/32"). Checks the form and the ranges
- * (bm, bn 1..256; bk 1..64; tm, tn 1..16 dividing bm and bn; at most 1024 invocations; sg a power
- * of two up to 128); the device's own limits are checked when the tiling is applied. Errors:
- * VKG_ERR_INVALID_ARG with a message that quotes the value and says what was expected. */
+ * "/SG" subgroup size ("128x128x16:8x8", "64x64x16:4x4/32"), either followed by "+db" (double
+ * buffered) or "+sb" (single buffered); without one an entry keeps the table's choice and the
+ * explicit form is single buffered. Checks the form and the ranges (bm, bn 1..256; bk 1..64;
+ * tm, tn 1..16 dividing bm and bn; at most 1024 invocations; sg a power of two up to 128); the
+ * device's own limits (invocations, shared memory) are checked when the tiling is applied.
+ * Errors: VKG_ERR_INVALID_ARG with a message that quotes the value and says what was expected. */
 vkg_status vkg_matmul_tiling_parse(const char *s, vkg_matmul_tiling *out);
 /* Entry i (0 <= i < vkg_matmul_tiling_count()) of the per-vendor table: its name, and its tiles
  * in *out (may be NULL). NULL for i out of range. */

@@ -351,8 +351,9 @@ int vkg_cli_bench_ops(int argc, char **argv)
         {"--op", VKG_FLAG_STR, &only, "only rows whose op starts with this (e.g. matmul_fwd)", 0, 0,
          0},
         {"--tiles", VKG_FLAG_STR, &tiles,
-         "tiled matmul tiles for every product, BMxBNxBK:TMxTN[/SG] or a table entry "
-         "(nvidia-large...; see vkgpt devices); or the register kernel's TM,TN (1..16),LX "
+         "tiled matmul tiles for every product, BMxBNxBK:TMxTN[/SG][+db|+sb] or a table entry "
+         "(nvidia-large...; see vkgpt devices; +db double-buffered, +sb single-buffered shared "
+         "tiles); or the register kernel's TM,TN (1..16),LX "
          "(1..1024 lanes); default: the device's",
          0, 0, 0},
         {"--matmul", VKG_FLAG_CHOICE, &kernel,
@@ -406,8 +407,13 @@ int vkg_cli_bench_ops(int argc, char **argv)
     if (kernel)
         tu.matmul_tiled = kernel == 2;
     if (nbl == 5) {
-        tiled = (vkg_matmul_tiling){(uint32_t)bl[0], (uint32_t)bl[1], (uint32_t)bl[2],
-                                    (uint32_t)bl[3], (uint32_t)bl[4], 0};
+        tiled = (vkg_matmul_tiling){(uint32_t)bl[0],
+                                    (uint32_t)bl[1],
+                                    (uint32_t)bl[2],
+                                    (uint32_t)bl[3],
+                                    (uint32_t)bl[4],
+                                    0,
+                                    0};
     }
     if (tiled.bm)
         vkg__mmt_force(&tu, &tiled);
@@ -423,12 +429,13 @@ int vkg_cli_bench_ops(int argc, char **argv)
         for (int i = 0; i < VKG_MMT_SIZES; i++) {
             const vkg_matmul_tiling *t = &tu.mmt[i];
             printf("# matmul: tiled (%s row, %s), %u x %u x %u blocks, %u x %u per invocation, "
-                   "subgroup %u\n",
+                   "subgroup %u, %s buffered\n",
                    tu.mmt_row,
                    i == 0   ? "small"
                    : i == 1 ? "medium"
                             : "large",
-                   t->bm, t->bn, t->bk, t->tm, t->tn, vkg__mmt_subgroup(b.dev, t));
+                   t->bm, t->bn, t->bk, t->tm, t->tn, vkg__mmt_subgroup(b.dev, t),
+                   t->dbuf ? "double" : "single");
         }
     else
         printf("# matmul: register tiles, %u rows x %u columns per lane, %u lanes\n", tu.matmul_tm,

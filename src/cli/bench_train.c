@@ -324,8 +324,9 @@ int vkg_cli_bench_train(int argc, char **argv)
         {"--device", VKG_FLAG_STR, &o.device, "device index or name (default: VKGPT_DEVICE)", 0, 0,
          0},
         {"--tiles", VKG_FLAG_STR, &o.tiles,
-         "tiled matmul for every product with these tiles: BMxBNxBK:TMxTN[/SG] or a table entry "
-         "such as nvidia-large; default: the device's",
+         "tiled matmul for every product with these tiles: BMxBNxBK:TMxTN[/SG][+db|+sb] or a "
+         "table entry such as nvidia-large (+db double-buffered, +sb single-buffered shared "
+         "tiles); default: the device's",
          0, 0, 0},
         {"--tuning", VKG_FLAG_CHOICE, &o.tuning,
          "device (the default): the device's own kernels; gpu: a discrete GPU's forced on it",

@@ -52,11 +52,19 @@ static void print_choice(const char *use, const vkg_memory_choice *m)
            (double)m->heap_bytes / (1024.0 * 1024.0 * 1024.0));
 }
 
-static void print_tiles(const char *label, const vkg_matmul_tiling *t, uint32_t sg)
+static void print_tiles(const char *label, const vkg_matmul_tiling *t, uint32_t sg, int dropped)
 {
     printf("%s %ux%ux%u:%ux%u", label, t->bm, t->bn, t->bk, t->tm, t->tn);
     if (t->subgroup)
         printf("/%u (%s)", t->subgroup, sg ? "required" : "not supported here, dropped");
+    if (t->dbuf)
+        printf("+db");
+    if (dropped) {
+        vkg_matmul_tiling two = *t;
+        two.dbuf = 1;
+        printf(" (single buffered: double buffering needs %zu bytes of shared memory)",
+               vkg__mmt_smem(&two));
+    }
 }
 
 void vkg_cli_print_matmul(const vkg_device_t *dev, const char *indent)
@@ -67,7 +75,9 @@ void vkg_cli_print_matmul(const vkg_device_t *dev, const char *indent)
            tu.matmul_tiled ? "tiled" : "register", tu.mmt_row);
     static const char *const sizes[VKG_MMT_SIZES] = {" small", ", medium", ", large"};
     for (int i = 0; i < VKG_MMT_SIZES; i++)
-        print_tiles(sizes[i], &tu.mmt[i], vkg__mmt_subgroup(dev, &tu.mmt[i]));
+        print_tiles(sizes[i], &tu.mmt[i], vkg__mmt_subgroup(dev, &tu.mmt[i]),
+                    (tu.mmt_dbuf_dropped >> i) & 1);
+    printf("; shared memory %u bytes", d->max_shared_memory);
     printf("; fill %u workgroups; subgroup size control %s", tu.mmt_fill,
            d->subgroup_size_control ? "" : "no");
     if (d->subgroup_size_control)
@@ -77,12 +87,15 @@ void vkg_cli_print_matmul(const vkg_device_t *dev, const char *indent)
 
 static void print_table(void)
 {
-    printf("tiled matmul table (--tiles ENTRY; none measured on a GPU yet, see src/vk/mmt.c):\n");
+    printf("tiled matmul table (--tiles ENTRY[+db|+sb]: +db double-buffered shared tiles, +sb "
+           "single; none measured on a GPU yet, see src/vk/mmt.c):\n");
     vkg_matmul_tiling t;
     for (int i = 0; i < vkg_matmul_tiling_count(); i++) {
         const char *name = vkg_matmul_tiling_entry(i, &t);
-        printf("  %-18s %3ux%3ux%2u:%ux%u  %4u invocations  subgroup %u\n", name, t.bm, t.bn, t.bk,
-               t.tm, t.tn, (t.bm / t.tm) * (t.bn / t.tn), t.subgroup);
+        printf("  %-18s %3ux%3ux%2u:%ux%u  %4u invocations  subgroup %3u  %s  %5zu bytes of "
+               "shared memory\n",
+               name, t.bm, t.bn, t.bk, t.tm, t.tn, (t.bm / t.tm) * (t.bn / t.tn), t.subgroup,
+               t.dbuf ? "double buffered" : "single buffered", vkg__mmt_smem(&t));
     }
 }
 
@@ -129,7 +142,8 @@ int vkg_cli_devices(int argc, char **argv)
                 "matmul\n"
                 "  kernel and tiles. With --device (or VKGPT_DEVICE), opens that device and fails\n"
                 "  with exit code 2 when it does not exist. --tiles lists the tiled matmul's\n"
-                "  per-vendor table, whose entries --tiles of train and bench take.\n");
+                "  per-vendor table, whose entries --tiles of train and bench take (ENTRY+db or\n"
+                "  ENTRY+sb forces double- or single-buffered shared tiles).\n");
             return 0;
         } else {
             fprintf(stderr,

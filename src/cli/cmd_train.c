@@ -325,8 +325,9 @@ int vkg_cli_train(int argc, char **argv)
         {"--device", VKG_FLAG_STR, &c->device, "device index or name (default: VKGPT_DEVICE)", 0, 0,
          0},
         {"--tiles", VKG_FLAG_STR, &tiles,
-         "tiled matmul for every product with these tiles: BMxBNxBK:TMxTN[/SG] or a table entry "
-         "such as nvidia-large (vkgpt devices lists them); default: the device's",
+         "tiled matmul for every product with these tiles: BMxBNxBK:TMxTN[/SG][+db|+sb] or a "
+         "table entry such as nvidia-large (vkgpt devices lists them; +db double-buffered, +sb "
+         "single-buffered shared tiles); default: the device's",
          0, 0, 0},
         {"--data", VKG_FLAG_STR, &c->data, "training data: llm.c shards (.bin) or text; a glob", 0,
          0, 0},

@@ -28,7 +28,16 @@
  *  - Apple (MoltenVK): ggml-vulkan takes its medium tile on Apple; SIMD groups are 32 and
  *    MoltenVK exposes no size control: 64 x 64 at most. fill 16 (M-series: 8 to 40 GPU cores).
  *  - other (ARM Mali, Qualcomm Adreno, Imagination, lavapipe when forced to the GPU kernel...):
- *    discrete as the common SGEMM blocking, integrated one step smaller, nothing required. */
+ *    discrete as the common SGEMM blocking, integrated one step smaller, nothing required.
+ * Double buffering (two shared tiles per operand, one barrier per step instead of two, the
+ * standard form of the CUDA SGEMM series' and CUTLASS's multistage kernels): on for NVIDIA's and
+ * discrete AMD's medium and large tiles, whose doubled tiles (128 x 128 x 16: 33 KB, 128 x 64 x
+ * 16: 24 KB) fit the 48 KiB (NVIDIA) and 64 KiB (AMD) those devices give a workgroup; the small
+ * tiles keep one buffer (their products are short, and a second buffer halves how many
+ * workgroups share a compute unit's memory). Off elsewhere: Intel, Apple and the integrated and
+ * unknown GPUs have either little shared memory to spare or shared memory in cache, where the
+ * barrier saved costs little. Where a device has less shared memory than an entry's doubled
+ * tiles, vkg__mmt_fit drops the second buffer (vkg_device_tuning.mmt_dbuf_dropped). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,10 +54,14 @@ typedef struct mmt_row {
     vkg_matmul_tiling tile[VKG_MMT_SIZES]; /* small, medium, large */
 } mmt_row;
 
-/* bm, bn, bk, tm, tn, subgroup */
+/* bm, bn, bk, tm, tn, subgroup; D: the same, double buffered */
 #define T(bm, bn, bk, tm, tn, sg)                                                                  \
     {                                                                                              \
-        bm, bn, bk, tm, tn, sg                                                                     \
+        bm, bn, bk, tm, tn, sg, 0                                                                  \
+    }
+#define D(bm, bn, bk, tm, tn, sg)                                                                  \
+    {                                                                                              \
+        bm, bn, bk, tm, tn, sg, 1                                                                  \
     }
 #define NAMES(row)                                                                                 \
     {                                                                                              \
@@ -60,13 +73,13 @@ static const mmt_row rows[] = {
      0x10DE,
      -1,
      128,
-     {T(32, 32, 16, 4, 4, 0), T(64, 64, 16, 4, 4, 0), T(128, 128, 16, 8, 8, 0)}},
+     {T(32, 32, 16, 4, 4, 0), D(64, 64, 16, 4, 4, 0), D(128, 128, 16, 8, 8, 0)}},
     {"amd",
      NAMES("amd"),
      0x1002,
      1,
      96,
-     {T(32, 32, 16, 4, 4, 32), T(64, 64, 16, 4, 4, 32), T(128, 64, 16, 8, 4, 32)}},
+     {T(32, 32, 16, 4, 4, 32), D(64, 64, 16, 4, 4, 32), D(128, 64, 16, 8, 4, 32)}},
     {"amd-igpu",
      NAMES("amd-igpu"),
      0x1002,
@@ -105,6 +118,7 @@ static const mmt_row rows[] = {
      {T(16, 16, 16, 2, 2, 0), T(32, 32, 16, 2, 2, 0), T(64, 64, 16, 4, 4, 0)}},
 };
 #undef T
+#undef D
 #undef NAMES
 #define NROWS (int)(sizeof rows / sizeof rows[0])
 
@@ -135,6 +149,7 @@ void vkg__mmt_defaults(uint32_t vendor_id, VkPhysicalDeviceType type, vkg_device
     t->mmt_splitk = 1;
     t->mmt_vec4 = 1;
     t->mmt_row = r->name;
+    t->mmt_dbuf_dropped = 0;
 }
 
 void vkg__mmt_force(vkg_device_tuning *t, const vkg_matmul_tiling *tiles)
@@ -143,6 +158,7 @@ void vkg__mmt_force(vkg_device_tuning *t, const vkg_matmul_tiling *tiles)
     for (int s = 0; s < VKG_MMT_SIZES; s++)
         t->mmt[s] = *tiles;
     t->mmt_row = "forced";
+    t->mmt_dbuf_dropped = 0;
 }
 
 uint32_t vkg__mmt_subgroup(const vkg_device_t *dev, const vkg_matmul_tiling *t)
@@ -185,17 +201,19 @@ static int parse_part(const char **p, char sep, uint32_t lo, uint32_t hi, uint32
     return 1;
 }
 
-static vkg_status parse_explicit(const char *s, vkg_matmul_tiling *t)
+/* s is the whole --tiles value (quoted in errors), body the part before any +db or +sb. */
+static vkg_status parse_explicit(const char *s, const char *body, vkg_matmul_tiling *t)
 {
-    const char *p = s;
-    const char *sg = strchr(s, '/');
+    const char *p = body;
+    const char *sg = strchr(body, '/');
     int ok = parse_part(&p, 'x', 1, 256, &t->bm) && parse_part(&p, 'x', 1, 256, &t->bn) &&
              parse_part(&p, ':', 1, 64, &t->bk) && parse_part(&p, 'x', 1, 16, &t->tm) &&
              parse_part(&p, sg ? '/' : 0, 1, 16, &t->tn) &&
              (!sg || parse_part(&p, 0, 1, 128, &t->subgroup));
     VKG_CHECK(ok, VKG_ERR_INVALID_ARG,
-              "--tiles '%s': expected BMxBNxBK:TMxTN[/SG] (BM, BN 1..256, BK 1..64, TM, TN "
-              "1..16, SG 1..128; e.g. 128x128x16:8x8) or a table entry such as nvidia-large",
+              "--tiles '%s': expected BMxBNxBK:TMxTN[/SG][+db|+sb] (BM, BN 1..256, BK 1..64, TM, "
+              "TN 1..16, SG 1..128; +db double buffered, +sb single, the default; e.g. "
+              "128x128x16:8x8+db) or a table entry such as nvidia-large[+db|+sb]",
               s);
     VKG_CHECK(t->bm % t->tm == 0 && t->bn % t->tn == 0, VKG_ERR_INVALID_ARG,
               "--tiles '%s': the block %ux%u is not a whole number of %ux%u tiles", s, t->bm, t->bn,
@@ -209,23 +227,50 @@ static vkg_status parse_explicit(const char *s, vkg_matmul_tiling *t)
     return VKG_OK;
 }
 
+/* The buffering suffix of s: *dbuf = 1 for "+db", 0 for "+sb", -1 for none; the rest (at most
+ * cap - 1 characters) into body. */
+static vkg_status split_suffix(const char *s, char *body, size_t cap, int *dbuf)
+{
+    const char *plus = strrchr(s, '+');
+    size_t n = plus ? (size_t)(plus - s) : strlen(s);
+    *dbuf = -1;
+    if (plus) {
+        VKG_CHECK(!strcmp(plus, "+db") || !strcmp(plus, "+sb"), VKG_ERR_INVALID_ARG,
+                  "--tiles '%s': unknown suffix '%s' (+db: double-buffered shared tiles, +sb: "
+                  "single)",
+                  s, plus);
+        *dbuf = plus[1] == 'd';
+    }
+    VKG_CHECK(n > 0 && n < cap, VKG_ERR_INVALID_ARG,
+              "--tiles '%s': expected BMxBNxBK:TMxTN[/SG] or a table entry before '%s'", s,
+              plus ? plus : "");
+    memcpy(body, s, n);
+    body[n] = '\0';
+    return VKG_OK;
+}
+
 vkg_status vkg_matmul_tiling_parse(const char *s, vkg_matmul_tiling *out)
 {
     VKG_CHECK(s && *s, VKG_ERR_INVALID_ARG, "--tiles: empty value");
     vkg_matmul_tiling t = {0};
-    if (*s >= '0' && *s <= '9') {
-        VKG_TRY(parse_explicit(s, &t));
-        *out = t;
-        return VKG_OK;
+    char body[64];
+    int dbuf;
+    VKG_TRY(split_suffix(s, body, sizeof body, &dbuf));
+    int found = 0;
+    if (*body >= '0' && *body <= '9') {
+        VKG_TRY(parse_explicit(s, body, &t));
+        found = 1;
     }
-    for (int i = 0; i < vkg_matmul_tiling_count(); i++)
-        if (!strcmp(s, vkg_matmul_tiling_entry(i, &t))) {
-            *out = t;
-            return VKG_OK;
-        }
-    return VKG_FAIL(VKG_ERR_INVALID_ARG,
-                    "--tiles '%s': no such table entry (entries are <row>-small, -medium or "
-                    "-large for the rows nvidia, amd, amd-igpu, intel, intel-igpu, apple, other, "
-                    "other-igpu; or give BMxBNxBK:TMxTN[/SG])",
-                    s);
+    for (int i = 0; i < vkg_matmul_tiling_count() && !found; i++)
+        found = !strcmp(body, vkg_matmul_tiling_entry(i, &t));
+    VKG_CHECK(found, VKG_ERR_INVALID_ARG,
+              "--tiles '%s': no such table entry (entries are <row>-small, -medium or -large for "
+              "the rows nvidia, amd, amd-igpu, intel, intel-igpu, apple, other, other-igpu, "
+              "optionally +db or +sb for double or single buffering; or give "
+              "BMxBNxBK:TMxTN[/SG][+db|+sb])",
+              s);
+    if (dbuf >= 0)
+        t.dbuf = (uint32_t)dbuf;
+    *out = t;
+    return VKG_OK;
 }

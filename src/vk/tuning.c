@@ -75,20 +75,29 @@ static uint32_t mmt_threads(const vkg_matmul_tiling *m)
     return (m->bm / m->tm) * (m->bn / m->tn);
 }
 
-static size_t mmt_smem(const vkg_matmul_tiling *m)
+size_t vkg__mmt_smem(const vkg_matmul_tiling *m)
 {
-    return (size_t)m->bk * (m->bm + 1 + m->bn + 1) * 4; /* matmul_tiled.comp's As and Bs */
+    /* matmul_tiled.comp's As and Bs, twice over when double buffered */
+    return (size_t)m->bk * (m->bm + 1 + m->bn + 1) * 4 * (m->dbuf ? 2 : 1);
 }
 
 static int mmt_fits(const vkg_device_t *dev, const vkg_matmul_tiling *m)
 {
     return mmt_threads(m) <= dev->info.max_workgroup_invocations &&
-           mmt_smem(m) <= dev->info.max_shared_memory;
+           vkg__mmt_smem(m) <= dev->info.max_shared_memory;
 }
 
 void vkg__mmt_fit(const vkg_device_t *dev, vkg_device_tuning *t)
 {
-    static const vkg_matmul_tiling least = {16, 16, 16, 2, 2, 0}; /* 64 invocations, 2 KiB */
+    static const vkg_matmul_tiling least = {16, 16, 16, 2, 2, 0, 0}; /* 64 invocations, 2 KiB */
+    for (int i = 0; i < VKG_MMT_SIZES; i++) { /* single buffered where only that fits */
+        vkg_matmul_tiling one = t->mmt[i];
+        one.dbuf = 0;
+        if (t->mmt[i].dbuf && !mmt_fits(dev, &t->mmt[i]) && mmt_fits(dev, &one)) {
+            t->mmt[i] = one;
+            t->mmt_dbuf_dropped |= 1u << i;
+        }
+    }
     for (int i = VKG_MMT_SIZES - 1; i >= 0; i--) {
         int j = i;
         while (j >= 0 && !mmt_fits(dev, &t->mmt[j]))
@@ -104,8 +113,9 @@ static vkg_status check_mmt(const vkg_device_t *dev, const vkg_matmul_tiling *m,
                                                     "the tiled matmul's medium tile's ",
                                                     "the tiled matmul's large tile's "};
     const field_range fields[] = {
-        {"bm", m->bm, 1, 256, 0}, {"bn", m->bn, 1, 256, 0}, {"bk", m->bk, 1, 64, 0},
-        {"tm", m->tm, 1, 16, 0},  {"tn", m->tn, 1, 16, 0},  {"subgroup", m->subgroup, 0, 128, 1},
+        {"bm", m->bm, 1, 256, 0},   {"bn", m->bn, 1, 256, 0}, {"bk", m->bk, 1, 64, 0},
+        {"tm", m->tm, 1, 16, 0},    {"tn", m->tn, 1, 16, 0},  {"subgroup", m->subgroup, 0, 128, 1},
+        {"dbuf", m->dbuf, 0, 1, 0},
     };
     VKG_TRY(check_fields(dev, what[i], fields, sizeof fields / sizeof fields[0]));
     VKG_CHECK(m->bm % m->tm == 0 && m->bn % m->tn == 0, VKG_ERR_INVALID_ARG,
@@ -117,11 +127,13 @@ static vkg_status check_mmt(const vkg_device_t *dev, const vkg_matmul_tiling *m,
               "device tuning: the tiled matmul's block %ux%u of %ux%u tiles needs %u invocations, "
               "more than %s's %u",
               m->bm, m->bn, m->tm, m->tn, threads, dev->info.name, inv);
-    size_t smem = mmt_smem(m);
+    size_t smem = vkg__mmt_smem(m);
     VKG_CHECK(smem <= dev->info.max_shared_memory, VKG_ERR_INVALID_ARG,
-              "device tuning: the tiled matmul's tiles need %zu bytes of shared memory, more than "
-              "%s's %u",
-              smem, dev->info.name, dev->info.max_shared_memory);
+              "device tuning: the tiled matmul's %ux%ux%u tiles%s need %zu bytes of shared "
+              "memory, more than %s's %u%s",
+              m->bm, m->bn, m->bk, m->dbuf ? ", double buffered," : "", smem, dev->info.name,
+              dev->info.max_shared_memory,
+              m->dbuf ? " (single buffered, +sb, they need half as much)" : "");
     return VKG_OK;
 }
 

@@ -57,7 +57,7 @@ typedef enum vkg_kernel_id {
 
 /* Specialization constants: ids 0, 1, 2 are the workgroup size (local_size_{x,y,z}_id);
  * ids 3.. are kernel-specific (tile sizes). */
-#define VKG_MAX_SPEC 16
+#define VKG_MAX_SPEC 20
 #define VKG_PUSH_MAX 128
 
 /* Compile-time check that the push-constant struct T of an op is the push-constant block of
@@ -134,6 +134,9 @@ typedef struct vkg_device_tuning {
     uint32_t mmt_splitk; /* 1: a weight gradient with a grid under mmt_fill is split along K */
     uint32_t mmt_vec4;   /* 1: vec4 loads of operands whose shape and alignment allow them */
     const char *mmt_row; /* name of the table row ("nvidia", "forced" after --tiles) */
+    /* Bit s set: the table's size-s tile asked for double buffering, dropped by vkg__mmt_fit
+     * because the device's shared memory holds only one buffer (the CLI says so). */
+    uint32_t mmt_dbuf_dropped;
     vkg_attention_variant attention;
     uint32_t layernorm_wg;     /* invocations per row, layernorm_fwd and _bwd_dinp (power of 2) */
     uint32_t xent_wg_max;      /* most invocations per row of xent_fwd_bwd (power of 2) */
@@ -160,8 +163,11 @@ vkg_device_tuning vkg__device_tuning_defaults(VkPhysicalDeviceType type, uint32_
 void vkg__mmt_defaults(uint32_t vendor_id, VkPhysicalDeviceType type, vkg_device_tuning *t);
 /* Replace each of t's tiled-matmul tiles that dev cannot run (invocations, shared memory) by the
  * next smaller size's that it can, or by 16x16x16:2x2 (which every Vulkan device can run): the
- * table's rows assume the limits of their vendors' current parts. */
+ * table's rows assume the limits of their vendors' current parts. A double-buffered tile whose
+ * single-buffered form fits first loses its second buffer (marked in t->mmt_dbuf_dropped). */
 void vkg__mmt_fit(const vkg_device_t *dev, vkg_device_tuning *t);
+/* Bytes of shared memory matmul_tiled.comp declares for tiles m (both buffers when m->dbuf). */
+size_t vkg__mmt_smem(const vkg_matmul_tiling *m);
 /* Force one tiling for products of every size (vkgpt --tiles): t's tiled kernel on, its three
  * sizes the given tiles (split-K stays as it was: a split product runs these tiles too). */
 void vkg__mmt_force(vkg_device_tuning *t, const vkg_matmul_tiling *tiles);
