@@ -9,7 +9,8 @@
 #   DIR/run.sh [OUT]
 #       there: print the device; run every shader test against the CPU reference with the
 #       validation layer on (each must pass and report no message); `vkgpt bench ops`, and its
-#       matmul rows again with each entry of the tiled matmul's table (`--tiles ENTRY`);
+#       matmul rows again with each entry of the tiled matmul's table (`--tiles ENTRY`, and
+#       `ENTRY+sb` for the double-buffered ones);
 #       `vkgpt bench train` for GPT-2 124M at T = 1024 with B = 1, 4, 8, 16 (B = 16 needs 26 GiB,
 #       its logits 3.1 GiB in one allocation); and, where python3 can import torch with CUDA, PyTorch's
 #       fp32 step on the same GPU and shapes. The log, a markdown summary and the same as JSON
@@ -95,8 +96,10 @@ done
 if [ "${DEVCHECK_BENCH_OPS:-1}" != 0 ]; then
     step "bench ops"
     "$here/vkgpt" bench ops >>"$log" 2>&1 || echo "bench ops failed" >>"$sum"
-    # the tiled matmul's table, unmeasured on GPUs: every entry on the matmul rows
-    for e in $("$here/vkgpt" devices --tiles | awk 'NR > 1 { print $1 }'); do
+    # the tiled matmul's table, unmeasured on GPUs: every entry on the matmul rows, and each
+    # double-buffered entry again single buffered (ENTRY+sb) to compare
+    for e in $("$here/vkgpt" devices --tiles |
+        awk 'NR > 1 { print $1; if (/double buffered/) print $1 "+sb" }'); do
         step "bench ops --op matmul --tiles $e"
         "$here/vkgpt" bench ops --op matmul --tiles "$e" >>"$log" 2>&1 ||
             echo "bench ops --tiles $e failed" >>"$sum"
