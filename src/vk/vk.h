@@ -159,7 +159,7 @@ typedef struct vkg_device_tuning {
  * device the wide GPU forms. */
 vkg_device_tuning vkg__device_tuning_defaults(VkPhysicalDeviceType type, uint32_t subgroup_size);
 /* Fill t's tiled-matmul fields (mmt, mmt_fill, mmt_splitk, mmt_vec4, mmt_row) from the row of the
- * per-vendor table (src/vk/mmt.c) for this PCI vendor and device type. */
+ * per-vendor table (src/vk/mmt.c) for this PCI vendor and device type; mmt_dbuf_dropped to 0. */
 void vkg__mmt_defaults(uint32_t vendor_id, VkPhysicalDeviceType type, vkg_device_tuning *t);
 /* Replace each of t's tiled-matmul tiles that dev cannot run (invocations, shared memory) by the
  * next smaller size's that it can, or by 16x16x16:2x2 (which every Vulkan device can run): the
