@@ -47,6 +47,10 @@ layout(constant_id = 12) const uint GELU = 0;
 layout(constant_id = 13) const uint A_BF16 = 0;
 layout(constant_id = 14) const uint B_BF16 = 0;
 layout(constant_id = 15) const uint ACT_BF16 = 0;
+// OUT_BF16 = 1 (mixed precision, not with ACCUMULATE): out is bf16, the bias-added sum rounded
+// once and stored into its half of the word by bf16_store_bits; GELU then reads the rounded
+// value, as gelu_fwd.comp does when it reads the bf16 pre-activation back.
+layout(constant_id = 16) const uint OUT_BF16 = 0;
 #define A_AT(i) (A_BF16 == 1 ? bf16_load(Uints(uvec2(p.a)), i) : p.a.v[i])
 #define B_AT(i) (B_BF16 == 1 ? bf16_load(Uints(uvec2(p.b)), i) : p.b.v[i])
 
@@ -250,7 +254,13 @@ void main()
                 r += p.out_.v[obase + m * p.ldo + n];
             else if (p.has_bias != 0)
                 r += p.bias.v[n];
-            p.out_.v[obase + m * p.ldo + n] = r;
+            if (OUT_BF16 == 1) {
+                uint h = bf16_round(r);
+                bf16_store_bits(Uints(uvec2(p.out_)), obase + m * p.ldo + n, h);
+                r = bf16_widen(h);
+            } else {
+                p.out_.v[obase + m * p.ldo + n] = r;
+            }
             if (GELU == 1 && ACT_BF16 == 1)
                 bf16_store_half(Uints(uvec2(p.act)), m * p.ldo + n, gelu_tanh(r));
             else if (GELU == 1)
