@@ -161,8 +161,9 @@ static vkg_status gemm_dispatch(vkg_cmd *c, const vkg_gemm *g, const char *op, i
     const vkg_device_info *info = vkg_device_get_info(dev);
     uint32_t shuffle = t.tm == t.lx && t.lx == info->subgroup_size;
     uint32_t abf = g->a.dtype == VKG_BF16, bbf = g->b.dtype == VKG_BF16;
-    uint32_t actbf = g->act && g->act->dtype == VKG_BF16, outbf = g->out.dtype == VKG_BF16;
-    uint32_t spec[15] = {t.lx,
+    /* STORE_BF16: bit 0 act, bit 1 out */
+    uint32_t store = (g->act && g->act->dtype == VKG_BF16) | (g->out.dtype == VKG_BF16) << 1;
+    uint32_t spec[14] = {t.lx,
                          1,
                          1,
                          t.tm,
@@ -175,10 +176,9 @@ static vkg_status gemm_dispatch(vkg_cmd *c, const vkg_gemm *g, const char *op, i
                          g->act ? 1u : 0u,
                          abf,
                          bbf,
-                         actbf,
-                         outbf};
+                         store};
     /* fp32 products name no bf16 constants (their pipelines are those of before bf16). */
-    int nspec = outbf ? 15 : actbf ? 14 : abf || bbf ? 13 : g->act ? 11 : wide ? 10 : 9;
+    int nspec = store ? 14 : abf || bbf ? 13 : g->act ? 11 : wide ? 10 : 9;
     uint32_t gx = vkg__ceil_div(g->N, (size_t)t.lx * t.tn), gy = vkg__ceil_div(g->M, t.tm);
     return vkg_cmd_dispatch(c, VKG_KERNEL_matmul, spec, nspec, &p, sizeof p, gx, gy, 1, op);
 }
