@@ -1,7 +1,8 @@
 /* The kernels that store or load bf16 activations (mixed precision): gelu_fwd and layernorm_fwd
  * with a bf16 output, transpose with a bf16 input (the register matmul's staging of a bf16 input),
  * gelu_fwd and gelu_bwd with a bf16 input, residual_fwd and the fused residual + layernorm with
- * a bf16 b (these: bitwise the fp32 kernels on the widened values, see their tests). The matmul
+ * a bf16 b (these: bitwise the fp32 kernels on the widened values, see their tests; also under a
+ * lowered shader index limit, in chunks and blocks of rows). The matmul
  * kernels' bf16 out is tests/test_matmul_bf16.c's, attention's tests/test_attention_bf16.c's.
  * Bounds, per element:
  *  - gelu_fwd, layernorm_fwd: the bf16 output against the fp32 CPU reference,
@@ -25,6 +26,7 @@
 #include <string.h>
 
 #include "gpu_fixture.h"
+#include "ops/op_util.h"
 #include "ops/ops.h"
 #include "ref/ref.h"
 #include "testutil.h"
@@ -199,6 +201,9 @@ static void test_gelu_bf16_in(void **state)
     vkg_test_rng_seed(&r, 14);
     for (size_t s = 0; s < sizeof flat_sizes / sizeof flat_sizes[0]; s++)
         check_gelu_in(g, &r, flat_sizes[s]);
+    vkg__op_set_max_elems(1000); /* chunks of 1000 elements: bf16 offsets of whole words */
+    check_gelu_in(g, &r, 10001);
+    vkg__op_set_max_elems(0);
 }
 
 /* The residual add and the fused residual + layernorm with b bf16 (a projection's output stored
@@ -250,6 +255,9 @@ static void test_residual_bf16_b(void **state)
     vkg_test_rng_seed(&r, 15);
     for (size_t s = 0; s < sizeof row_shapes / sizeof row_shapes[0]; s++)
         check_residual_b(g, &r, row_shapes[s][0], row_shapes[s][1]);
+    vkg__op_set_max_elems(2000); /* blocks of 7 rows of 256 (layernorm), chunks of 1024 */
+    check_residual_b(g, &r, 37, 256);
+    vkg__op_set_max_elems(0);
     vkg_tensor b16 = vkg_gpu_bf16_poisoned(g, 9), t = vkg_gpu_poisoned(g, 9);
     vkg_expect_invalid(vkg_op_residual_layernorm_fwd(g->cmd, t, t, t, t, t, b16, t, t, 3, 3),
                        "even C");

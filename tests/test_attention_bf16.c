@@ -33,8 +33,7 @@ typedef struct att_shape {
 } att_shape;
 
 /* GPT-2's heads of 64 at a test length, awkward lengths and head sizes, and a single token. */
-static const att_shape shapes[] = {
-    {1, 1, 2, 1}, {2, 37, 18, 3}, {1, 130, 64, 2}, {2, 64, 768, 12}};
+static const att_shape shapes[] = {{1, 1, 2, 1}, {2, 37, 18, 3}, {1, 130, 64, 2}, {2, 64, 768, 12}};
 #define NSHAPES (sizeof shapes / sizeof shapes[0])
 
 static void with_form(vkg_gpu *g, vkg_attention_variant v)
@@ -78,10 +77,10 @@ static void check_shape(vkg_gpu *g, att_shape s, uint64_t seed, const char *form
     float *got = vkg_gpu_download_bf16(g, out16, no);
     /* the fp32 backward gets the widened bf16 out, so both read the same values */
     vkg_tensor outw = vkg_gpu_upload(g, got, no * 4);
-    VKG_ASSERT_OK(vkg_op_attention_bwd(g->cmd, dq16, td, q16, out16, lse16, s.B, s.T, s.C, s.NH,
-                                       delta));
-    VKG_ASSERT_OK(vkg_op_attention_bwd(g->cmd, dq32, td, q32, outw, lse16, s.B, s.T, s.C, s.NH,
-                                       delta2));
+    VKG_ASSERT_OK(
+        vkg_op_attention_bwd(g->cmd, dq16, td, q16, out16, lse16, s.B, s.T, s.C, s.NH, delta));
+    VKG_ASSERT_OK(
+        vkg_op_attention_bwd(g->cmd, dq32, td, q32, outw, lse16, s.B, s.T, s.C, s.NH, delta2));
     vkg_gpu_run(g);
 
     char what[128];

@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "gpu_fixture.h"
+#include "ops/op_util.h"
 #include "ops/ops.h"
 #include "ref/ref.h"
 #include "testutil.h"
@@ -245,6 +246,21 @@ static void test_tiled(void **state)
     VKG_ASSERT_OK(vkg_device_tuning_set(g->dev, &saved));
 }
 
+/* The forward pass into bf16 outputs recorded in blocks of rows under a lowered shader index
+ * limit (src/ops/op_util.h): blocks of an even number of rows, so every block's out starts on a
+ * whole word even with an odd OC; the same checks as unsplit. */
+static void test_fwd_out16_split(void **state)
+{
+    vkg_gpu *g = *state;
+    const shape split_shapes[] = {{130, 40, 9}, {33, 66, 5}};
+    vkg__op_set_max_elems(1000);
+    for (size_t i = 0; i < sizeof split_shapes / sizeof split_shapes[0]; i++) {
+        check_fwd_out16(g, split_shapes[i], 1, 0, 4000 + i, "split");
+        check_fwd_out16(g, split_shapes[i], 0, 1, 4100 + i, "split");
+    }
+    vkg__op_set_max_elems(0);
+}
+
 /* The per-element bound rejects a result off by 4 x 2^-9 of the magnitude; an fp32 op refuses a
  * bf16 tensor, an accumulating product a bf16 out. */
 static void test_checker_bites(void **state)
@@ -270,6 +286,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_default_kernel, vkg_gpu_setup, vkg_gpu_teardown),
         cmocka_unit_test_setup_teardown(test_register_plain, vkg_gpu_setup, vkg_gpu_teardown),
         cmocka_unit_test_setup_teardown(test_tiled, vkg_gpu_setup, vkg_gpu_teardown),
+        cmocka_unit_test_setup_teardown(test_fwd_out16_split, vkg_gpu_setup, vkg_gpu_teardown),
         cmocka_unit_test_setup_teardown(test_checker_bites, vkg_gpu_setup, vkg_gpu_teardown),
     };
     return cmocka_run_group_tests(tests, vkg_gpu_group_setup, vkg_gpu_group_teardown);

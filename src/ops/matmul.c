@@ -285,6 +285,9 @@ static vkg_status matmul_fwd(vkg_cmd *c, vkg_tensor out, const vkg_tensor *act, 
     VKG_TRY(check_shape(op, N, C, OC, &limit));
     VKG_TRY(vkg__op_need(op, "scratch", scratch, (size_t)N * (size_t)C));
     VKG_TRY(row_block(op, N, C, OC, limit, &nb));
+    /* bf16 outputs: blocks of an even number of rows start on whole words whatever OC is */
+    if ((out.dtype == VKG_BF16 || (act && act->dtype == VKG_BF16)) && nb > 1)
+        nb &= ~(size_t)1;
     int split = nb < (size_t)N;
     if (split) {
         VKG_TRY(vkg__op_need_any(op, "inp", inp, (size_t)N * (size_t)C));
