@@ -22,6 +22,10 @@
 layout(constant_id = 3) const uint FORM = 0;
 layout(constant_id = 4) const uint HS = 64; // head size (= p.hs)
 layout(constant_id = 5) const uint BQ = 16; // queries per tile (FORM 1: a multiple of S)
+// QKV_BF16 = 1 (mixed precision): qkv is bf16 (common.glsl), widened on load; the sums and
+// dqkv stay fp32.
+layout(constant_id = 6) const uint QKV_BF16 = 0;
+#define QKV(i) (QKV_BF16 == 1 ? bf16_load(Uints(uvec2(p.qkv)), i) : p.qkv.v[i])
 
 layout(push_constant) uniform Push {
     Floats dqkv;  // (B,T,3C) accumulated (k and v parts)
@@ -54,8 +58,8 @@ void dkv_rows()
     const uint dbase = b * T * p.C + h * HS, sbase = (b * p.NH + h) * T;
     [[dont_unroll]] for (uint i = tid; i < WG * HS; i += WG) {
         uint row = base + min(k0 + i / HS, T - 1) * C3 + i % HS;
-        kown[i / HS * HSP + i % HS] = p.qkv.v[row + p.C];
-        vown[i / HS * HSP + i % HS] = p.qkv.v[row + 2 * p.C];
+        kown[i / HS * HSP + i % HS] = QKV(row + p.C);
+        vown[i / HS * HSP + i % HS] = QKV(row + 2 * p.C);
     }
     float dk[HS], dv[HS];
     for (uint c = 0; c < HS; c++) {
@@ -67,7 +71,7 @@ void dkv_rows()
         barrier(); // the previous tile's readers are done (the first time: kown, vown written)
         [[dont_unroll]] for (uint i = tid; i < BQ * HS; i += WG) {
             uint t = min(t0 + i / HS, T - 1), c = i % HS;
-            qs[i] = p.qkv.v[base + t * C3 + c];
+            qs[i] = QKV(base + t * C3 + c);
             ds[i] = p.dout.v[dbase + t * p.C + c];
         }
         for (uint i = tid; i < BQ; i += WG) {
@@ -140,9 +144,9 @@ void dkv_subgroup()
                 dp[j][i] = 0.0;
             }
         for (uint c = 0; c < p.hs; c++) {
-            float km = p.qkv.v[myk + c], vm = p.qkv.v[myk + p.C + c], qv[RQ], dv_[RQ];
+            float km = QKV(myk + c), vm = QKV(myk + p.C + c), qv[RQ], dv_[RQ];
             for (uint i = 0; i < RQ; i++) {
-                qv[i] = p.qkv.v[qrow[i] + c];
+                qv[i] = QKV(qrow[i] + c);
                 dv_[i] = p.dout.v[drow[i] + c];
             }
             for (uint j = 0; j < S; j++) {
@@ -170,7 +174,7 @@ void dkv_subgroup()
                 float dov[DC], qv[DC];
                 for (uint c = 0; c < DC; c++) {
                     dov[c] = p.dout.v[dbase + t * p.C + ch[c]];
-                    qv[c] = p.qkv.v[base + t * C3 + ch[c]];
+                    qv[c] = QKV(base + t * C3 + ch[c]);
                 }
                 for (uint j = 0; j < S; j++) {
                     float pj = subgroupBroadcast(s[j][i], x), dsj = subgroupBroadcast(dp[j][i], x);

@@ -22,6 +22,10 @@
 layout(constant_id = 3) const uint FORM = 0;
 layout(constant_id = 4) const uint HS = 64; // head size (= p.hs)
 layout(constant_id = 5) const uint BK = 32; // keys per tile (FORM 1: a multiple of S)
+// QKV_BF16 = 1 (mixed precision): qkv is bf16 (common.glsl), widened on load; the sums and
+// dqkv stay fp32.
+layout(constant_id = 6) const uint QKV_BF16 = 0;
+#define QKV(i) (QKV_BF16 == 1 ? bf16_load(Uints(uvec2(p.qkv)), i) : p.qkv.v[i])
 
 layout(push_constant) uniform Push {
     Floats dqkv;  // (B,T,3C) accumulated (q part)
@@ -49,7 +53,7 @@ void dq_rows()
     const float lse = p.lse.v[stat], delta = p.delta.v[stat];
     float q[HS], d[HS], dq[HS];
     for (uint c = 0; c < HS; c++) {
-        q[c] = p.qkv.v[base + tc * C3 + c];
+        q[c] = QKV(base + tc * C3 + c);
         d[c] = p.dout.v[drow + c];
         dq[c] = 0.0;
     }
@@ -58,8 +62,8 @@ void dq_rows()
         barrier();
         [[dont_unroll]] for (uint i = tid; i < BK * HS; i += WG) {
             uint row = base + min(k0 + i / HS, T - 1) * C3 + i % HS;
-            ks[i] = p.qkv.v[row + p.C];
-            vs[i] = p.qkv.v[row + 2 * p.C];
+            ks[i] = QKV(row + p.C);
+            vs[i] = QKV(row + 2 * p.C);
         }
         barrier();
         [[dont_unroll]] for (uint j = 0; j < BK; j++) {
@@ -119,10 +123,10 @@ void dq_subgroup()
                 dp[i][j] = 0.0;
             }
         for (uint c = 0; c < p.hs; c++) {
-            float qm = p.qkv.v[myq + c], dm = p.dout.v[myd + c], kv[RK], vv[RK];
+            float qm = QKV(myq + c), dm = p.dout.v[myd + c], kv[RK], vv[RK];
             for (uint j = 0; j < RK; j++) {
-                kv[j] = p.qkv.v[krow[j] + c];
-                vv[j] = p.qkv.v[krow[j] + p.C + c];
+                kv[j] = QKV(krow[j] + c);
+                vv[j] = QKV(krow[j] + p.C + c);
             }
             for (uint i = 0; i < S; i++) {
                 float qi = subgroupBroadcast(qm, i), di = subgroupBroadcast(dm, i);
@@ -144,7 +148,7 @@ void dq_subgroup()
                 const uint krow2 = base + p.C + min(k0 + x + S * j, T - 1) * C3;
                 float kv[DC];
                 for (uint c = 0; c < DC; c++)
-                    kv[c] = p.qkv.v[krow2 + ch[c]];
+                    kv[c] = QKV(krow2 + ch[c]);
                 for (uint i = 0; i < S; i++) {
                     float ds = subgroupBroadcast(s[i][j], x);
                     for (uint c = 0; c < DC; c++)

@@ -28,6 +28,11 @@
 layout(constant_id = 3) const uint FORM = 0; // see above
 layout(constant_id = 4) const uint HS = 64;  // head size (= p.hs)
 layout(constant_id = 5) const uint BK = 32;  // keys per tile (FORM 1: a multiple of S)
+// ACT_BF16 = 1 (mixed precision): qkv and out are bf16 (common.glsl), HS even; qkv is widened
+// on load, every sum stays fp32 and out is rounded once when stored (FORM 0: pairs of channels
+// as whole words; FORM 1: each lane its own channels, by bf16_store_half).
+layout(constant_id = 6) const uint ACT_BF16 = 0;
+#define QKV(i) (ACT_BF16 == 1 ? bf16_load(Uints(uvec2(p.qkv)), i) : p.qkv.v[i])
 
 layout(push_constant) uniform Push {
     Floats out_; // (B,T,C) out
@@ -53,7 +58,7 @@ void fwd_rows()
     float q[HS], o[HS];
     const uint qrow = base + min(t, T - 1) * C3;
     for (uint c = 0; c < HS; c++) {
-        q[c] = p.qkv.v[qrow + c];
+        q[c] = QKV(qrow + c);
         o[c] = 0.0;
     }
     float m = NEG_BIG, l = 0.0;
@@ -62,8 +67,8 @@ void fwd_rows()
         barrier(); // the previous tile's readers are done
         [[dont_unroll]] for (uint i = tid; i < BK * HS; i += WG) {
             uint row = base + min(k0 + i / HS, T - 1) * C3 + i % HS;
-            ks[i] = p.qkv.v[row + p.C];
-            vs[i] = p.qkv.v[row + 2 * p.C];
+            ks[i] = QKV(row + p.C);
+            vs[i] = QKV(row + 2 * p.C);
         }
         barrier();
         // key by key: the running maximum grows (and the sums are rescaled) only when a score
@@ -92,7 +97,9 @@ void fwd_rows()
         return;
     const float inv = 1.0 / l; // l >= 1: the row's maximum contributes exp(0)
     const uint orow = (b * T + t) * p.C + h * HS;
-    for (uint c = 0; c < HS; c++)
+    for (uint c = 0; ACT_BF16 == 1 && c < HS; c += 2)
+        Uints(uvec2(p.out_)).v[(orow + c) / 2] = bf16_pack2(o[c] * inv, o[c + 1] * inv);
+    for (uint c = 0; ACT_BF16 == 0 && c < HS; c++)
         p.out_.v[orow + c] = o[c] * inv;
     p.lse.v[(b * p.NH + h) * T + t] = m + log(l);
 }
@@ -127,9 +134,9 @@ void fwd_subgroup()
             for (uint j = 0; j < RK; j++)
                 s[i][j] = 0.0;
         for (uint c = 0; c < p.hs; c++) {
-            float mine = p.qkv.v[myq + c], kv[RK];
+            float mine = QKV(myq + c), kv[RK];
             for (uint j = 0; j < RK; j++)
-                kv[j] = p.qkv.v[krow[j] + c];
+                kv[j] = QKV(krow[j] + c);
             for (uint i = 0; i < S; i++) {
                 float qi = subgroupBroadcast(mine, i);
                 for (uint j = 0; j < RK; j++)
@@ -167,7 +174,7 @@ void fwd_subgroup()
                 const uint vrow = base + 2 * p.C + min(k0 + x + S * j, T - 1) * C3;
                 float vv[DC];
                 for (uint c = 0; c < DC; c++)
-                    vv[c] = p.qkv.v[vrow + ch[c]];
+                    vv[c] = QKV(vrow + ch[c]);
                 for (uint i = 0; i < S; i++) {
                     float pi = subgroupBroadcast(s[i][j], x);
                     for (uint c = 0; c < DC; c++)
@@ -185,7 +192,9 @@ void fwd_subgroup()
         const float inv = 1.0 / sum;
         const uint orow = (b * T + t) * p.C + h * HS;
         for (uint c = 0; c < DC; c++)
-            if (lane + S * c < HS)
+            if (lane + S * c < HS && ACT_BF16 == 1)
+                bf16_store_half(Uints(uvec2(p.out_)), orow + lane + S * c, o[i][c] * inv);
+            else if (lane + S * c < HS)
                 p.out_.v[orow + lane + S * c] = o[i][c] * inv;
         if (lane == 0)
             p.lse.v[(b * p.NH + h) * T + t] = m[i] + log(sum);

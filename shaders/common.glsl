@@ -50,12 +50,19 @@ uint bf16_pack2(float lo, float hi)
     return bf16_round(lo) | (bf16_round(hi) << 16);
 }
 
-// Element i of the bf16 tensor t set to x rounded, the other half of its word left as it is: for
-// stores whose two elements of a word are made by different invocations (the matmul kernels' GELU
-// epilogue). Each atomic changes only its own half, so the word ends the same in any order.
-void bf16_store_half(Uints t, uint i, float x)
+// Element i of the bf16 tensor t set to the bf16 bits h, the other half of its word left as it
+// is: for stores whose two elements of a word are made by different invocations (the matmul
+// kernels' epilogues). Each atomic changes only its own half, so the word ends the same in any
+// order.
+void bf16_store_bits(Uints t, uint i, uint h)
 {
     uint sh = (i & 1u) * 16u;
     atomicAnd(t.v[i >> 1], ~(0xFFFFu << sh));
-    atomicOr(t.v[i >> 1], bf16_round(x) << sh);
+    atomicOr(t.v[i >> 1], h << sh);
+}
+
+// Element i of the bf16 tensor t set to x rounded (bf16_store_bits).
+void bf16_store_half(Uints t, uint i, float x)
+{
+    bf16_store_bits(t, i, bf16_round(x));
 }

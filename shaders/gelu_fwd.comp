@@ -8,6 +8,9 @@
 // OUT_BF16 = 1 (mixed precision): out is bf16 (common.glsl), each invocation writing whole words
 // (two elements), rounded to nearest even; the GELU itself is computed in fp32 as above.
 layout(constant_id = 3) const uint OUT_BF16 = 0;
+// IN_BF16 = 1: inp is bf16 (the pre-activation stored bf16), widened before the GELU.
+layout(constant_id = 4) const uint IN_BF16 = 0;
+#define IN_AT(i) (IN_BF16 == 1 ? bf16_load(Uints(uvec2(p.inp)), i) : p.inp.v[i])
 
 layout(push_constant) uniform Push {
     Floats out_;
@@ -20,11 +23,11 @@ void main()
     if (OUT_BF16 == 1) {
         for (uint w = gl_GlobalInvocationID.x; w < (p.n + 1) / 2; w += grid_stride_x()) {
             uint i = 2 * w;
-            float hi = i + 1 < p.n ? gelu_tanh(p.inp.v[i + 1]) : 0.0;
-            Uints(uvec2(p.out_)).v[w] = bf16_pack2(gelu_tanh(p.inp.v[i]), hi);
+            float hi = i + 1 < p.n ? gelu_tanh(IN_AT(i + 1)) : 0.0;
+            Uints(uvec2(p.out_)).v[w] = bf16_pack2(gelu_tanh(IN_AT(i)), hi);
         }
         return;
     }
     for (uint i = gl_GlobalInvocationID.x; i < p.n; i += grid_stride_x())
-        p.out_.v[i] = gelu_tanh(p.inp.v[i]);
+        p.out_.v[i] = gelu_tanh(IN_AT(i));
 }

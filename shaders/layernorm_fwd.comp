@@ -17,6 +17,10 @@ layout(constant_id = 3) const uint RESIDUAL = 0;
 // RESIDUAL = 1 a pair's x is formed again from inp + addend (the bits stored to res), since the
 // pair's elements were stored by other invocations.
 layout(constant_id = 4) const uint OUT_BF16 = 0;
+// ADDEND_BF16 = 1 (with RESIDUAL = 1): addend is bf16 (a projection's output stored bf16),
+// widened before the add; res and the sums stay fp32.
+layout(constant_id = 5) const uint ADDEND_BF16 = 0;
+#define ADDEND(i) (ADDEND_BF16 == 1 ? bf16_load(Uints(uvec2(p.addend)), i) : p.addend.v[i])
 
 layout(push_constant) uniform Push {
     Floats out_;   // (N, C)
@@ -51,7 +55,7 @@ float wg_sum(float v)
 // Element i of the row normalized, read from its inputs (inp + addend with RESIDUAL = 1).
 float x_at(uint i)
 {
-    return RESIDUAL == 1 ? p.inp.v[i] + p.addend.v[i] : p.inp.v[i];
+    return RESIDUAL == 1 ? p.inp.v[i] + ADDEND(i) : p.inp.v[i];
 }
 
 void main()
@@ -64,7 +68,7 @@ void main()
         Floats x = RESIDUAL == 1 ? p.res : p.inp; // the row normalized
         for (uint c = lid; c < p.C; c += WG) {
             if (RESIDUAL == 1) {
-                float v = p.inp.v[base + c] + p.addend.v[base + c];
+                float v = p.inp.v[base + c] + ADDEND(base + c);
                 p.res.v[base + c] = v;
                 s += v;
             } else {

@@ -36,11 +36,15 @@ layout(constant_id = 9) const uint WIDE = 0;
 layout(constant_id = 10) const uint GELU = 0;
 // A_BF16 / B_BF16 = 1 (mixed precision: an operand is the weights' bf16 copy): a or b is read as
 // packed bf16 (common.glsl) and widened; the products and sums stay fp32. Not with WIDE = 1.
-// ACT_BF16 = 1 (with GELU = 1, not WIDE): act is bf16, each element stored into its half of the
-// word by bf16_store_half (the two elements of a word belong to different invocations).
 layout(constant_id = 11) const uint A_BF16 = 0;
 layout(constant_id = 12) const uint B_BF16 = 0;
-layout(constant_id = 13) const uint ACT_BF16 = 0;
+// STORE_BF16 (mixed precision, not WIDE), bits: 1 (with GELU = 1): act is bf16; 2 (not with
+// ACCUMULATE): out is bf16, the bias-added sum rounded once, and GELU reads the rounded value, as
+// gelu_fwd.comp does when it reads the bf16 pre-activation back. Each element is stored into its
+// half of the word by bf16_store_bits (the two elements of a word belong to different
+// invocations).
+layout(constant_id = 13) const uint STORE_BF16 = 0;
+const uint ACT_BF16 = STORE_BF16 & 1u, OUT_BF16 = STORE_BF16 >> 1;
 #define A_AT(i) (A_BF16 == 1 ? bf16_load(Uints(uvec2(p.a)), i) : p.a.v[i])
 #define B_AT(i) (B_BF16 == 1 ? bf16_load(Uints(uvec2(p.b)), i) : p.b.v[i])
 
@@ -142,7 +146,13 @@ void main()
                 v += p.out_.v[o];
             else if (p.has_bias != 0)
                 v += p.bias.v[OUT_T == 1 ? r : c];
-            p.out_.v[o] = v;
+            if (OUT_BF16 == 1) {
+                uint h = bf16_round(v);
+                bf16_store_bits(Uints(uvec2(p.out_)), o, h);
+                v = bf16_widen(h);
+            } else {
+                p.out_.v[o] = v;
+            }
             if (GELU == 1 && ACT_BF16 == 1)
                 bf16_store_half(Uints(uvec2(p.act)), o, gelu_tanh(v));
             else if (GELU == 1)

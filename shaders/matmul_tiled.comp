@@ -48,11 +48,14 @@ layout(constant_id = 11) const uint VEC4 = 0;
 layout(constant_id = 12) const uint GELU = 0;
 // A_BF16 / B_BF16 = 1 (mixed precision: an operand is the weights' bf16 copy): a or b is read as
 // packed bf16 (common.glsl) and widened on the scalar path (VEC4 = 0); products and sums stay fp32.
-// ACT_BF16 = 1 (with GELU = 1): act is bf16, each element stored into its half of the word by
-// bf16_store_half (the two elements of a word belong to different invocations).
 layout(constant_id = 13) const uint A_BF16 = 0;
 layout(constant_id = 14) const uint B_BF16 = 0;
-layout(constant_id = 15) const uint ACT_BF16 = 0;
+// STORE_BF16 (mixed precision), bits: 1 (with GELU = 1): act is bf16; 2 (not with ACCUMULATE):
+// out is bf16, the bias-added sum rounded once, and GELU reads the rounded value, as gelu_fwd.comp
+// does when it reads the bf16 pre-activation back. Each element is stored into its half of the
+// word by bf16_store_bits (the two elements of a word belong to different invocations).
+layout(constant_id = 15) const uint STORE_BF16 = 0;
+const uint ACT_BF16 = STORE_BF16 & 1u, OUT_BF16 = STORE_BF16 >> 1;
 layout(constant_id = 16) const uint DBUF = 0;
 #define A_AT(i) (A_BF16 == 1 ? bf16_load(Uints(uvec2(p.a)), i) : p.a.v[i])
 #define B_AT(i) (B_BF16 == 1 ? bf16_load(Uints(uvec2(p.b)), i) : p.b.v[i])
@@ -268,7 +271,13 @@ void main()
                 r += p.out_.v[obase + m * p.ldo + n];
             else if (p.has_bias != 0)
                 r += p.bias.v[n];
-            p.out_.v[obase + m * p.ldo + n] = r;
+            if (OUT_BF16 == 1) {
+                uint h = bf16_round(r);
+                bf16_store_bits(Uints(uvec2(p.out_)), obase + m * p.ldo + n, h);
+                r = bf16_widen(h);
+            } else {
+                p.out_.v[obase + m * p.ldo + n] = r;
+            }
             if (GELU == 1 && ACT_BF16 == 1)
                 bf16_store_half(Uints(uvec2(p.act)), m * p.ldo + n, gelu_tanh(r));
             else if (GELU == 1)

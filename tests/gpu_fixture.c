@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "gpu_fixture.h"
+#include "ops/ops.h"
 #include "testutil.h"
 
 #define FIXTURE_ARENA_BYTES ((size_t)256 << 20)
@@ -133,6 +134,34 @@ vkg_tensor vkg_gpu_poisoned(vkg_gpu *g, size_t n)
 void vkg_gpu_download(vkg_gpu *g, vkg_tensor t, void *dst, size_t bytes)
 {
     VKG_ASSERT_OK(vkg_tensor_read(g->dev, t, 0, dst, bytes));
+}
+
+vkg_tensor vkg_gpu_bf16_poisoned(vkg_gpu *g, size_t n)
+{
+    vkg_tensor t = vkg_gpu_poisoned(g, (n + 1) / 2);
+    t.dtype = VKG_BF16;
+    return t;
+}
+
+vkg_tensor vkg_gpu_bf16_of(vkg_gpu *g, const float *x, size_t n)
+{
+    vkg_tensor t32 = vkg_gpu_upload(g, x, n * 4), t16 = vkg_gpu_bf16_poisoned(g, n);
+    VKG_ASSERT_OK(vkg_op_cast_bf16(g->cmd, t16, t32, n));
+    return t16;
+}
+
+float *vkg_gpu_download_bf16(vkg_gpu *g, vkg_tensor t, size_t n)
+{
+    uint16_t *h = malloc((n + 1) / 2 * 4);
+    float *x = vkg_test_alloc(n);
+    assert_non_null(h);
+    vkg_gpu_download(g, t, h, (n + 1) / 2 * 4);
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u = (uint32_t)h[i] << 16;
+        memcpy(&x[i], &u, 4);
+    }
+    free(h);
+    return x;
 }
 
 void vkg_gpu_run(vkg_gpu *g)

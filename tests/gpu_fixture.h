@@ -37,6 +37,13 @@ int vkg_gpu_guard_intact(vkg_gpu *g, vkg_tensor t, int *first_bad);
 void vkg_gpu_expect_guard(vkg_gpu *g, const char *what, vkg_tensor t);
 /* Allocate a tensor of n floats filled with NaN, so unwritten outputs are caught. */
 vkg_tensor vkg_gpu_poisoned(vkg_gpu *g, size_t n);
+/* bf16 tensors (mixed precision), n values packed two to a word, followed by the guard:
+ * vkg_gpu_bf16_of records (into g->cmd, done at the next vkg_gpu_run) the cast of x on the
+ * device; vkg_gpu_bf16_poisoned is all NaN; vkg_gpu_download_bf16 returns the n values of t
+ * widened to floats (malloc'd, the caller frees). */
+vkg_tensor vkg_gpu_bf16_of(vkg_gpu *g, const float *x, size_t n);
+vkg_tensor vkg_gpu_bf16_poisoned(vkg_gpu *g, size_t n);
+float *vkg_gpu_download_bf16(vkg_gpu *g, vkg_tensor t, size_t n);
 /* Read n floats (or bytes/4 int32) of t into host memory. */
 void vkg_gpu_download(vkg_gpu *g, vkg_tensor t, void *dst, size_t bytes);
 /* Download n floats of t and compare them with ref under a relative-L2 bound (vkg_test_compare):

@@ -23,8 +23,10 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "gpu_fixture.h"
+#include "ops/op_util.h"
 #include "ops/ops.h"
 #include "ref/ref.h"
 #include "testutil.h"
@@ -43,15 +45,6 @@ static float *absolute(const float *x, size_t n)
     for (size_t i = 0; i < n; i++)
         a[i] = fabsf(x[i]);
     return a;
-}
-
-/* The weight w (n floats) as a bf16 tensor cast on the device. */
-static vkg_tensor bf16_weight(vkg_gpu *g, const float *w, size_t n)
-{
-    vkg_tensor t32 = vkg_gpu_upload(g, w, n * 4), t16 = vkg_gpu_poisoned(g, (n + 1) / 2);
-    t16.dtype = VKG_BF16;
-    VKG_ASSERT_OK(vkg_op_cast_bf16(g->cmd, t16, t32, n));
-    return t16;
 }
 
 /* Count the elements of got outside ref +- (2^-8 mag + 1e-5 |ref| + 1e-6); fail naming the first
@@ -81,14 +74,14 @@ static void check_fwd(vkg_gpu *g, shape s, int bias, int in16, uint64_t seed, co
     for (size_t i = 0; i < nw; i++)
         wr[i] = w[i];
     vkg_ref_bf16_round(wr, nw);
-    vkg_tensor t_inp = in16 ? bf16_weight(g, inp, nin) : vkg_gpu_upload(g, inp, nin * 4);
+    vkg_tensor t_inp = in16 ? vkg_gpu_bf16_of(g, inp, nin) : vkg_gpu_upload(g, inp, nin * 4);
     if (in16) /* the activation stored bf16 too: both operands rounded */
         vkg_ref_bf16_round(inp, nin);
     vkg_ref_matmul_fwd(ref, inp, wr, bias ? b : NULL, s.N, s.C, s.OC);
     vkg_ref_matmul_fwd(ref32, inp, w, bias ? b : NULL, s.N, s.C, s.OC);
     vkg_ref_matmul_fwd(mag, ainp, aw, NULL, s.N, s.C, s.OC);
 
-    vkg_tensor t_w = bf16_weight(g, w, nw), t_b = vkg_gpu_upload(g, b, (size_t)s.OC * 4);
+    vkg_tensor t_w = vkg_gpu_bf16_of(g, w, nw), t_b = vkg_gpu_upload(g, b, (size_t)s.OC * 4);
     vkg_tensor t_out = vkg_gpu_poisoned(g, nout), t_scratch = vkg_gpu_poisoned(g, nin);
     VKG_ASSERT_OK(vkg_op_matmul_fwd(g->cmd, t_out, t_inp, t_w, bias ? &t_b : NULL, s.N, s.C, s.OC,
                                     t_scratch));
@@ -104,6 +97,69 @@ static void check_fwd(vkg_gpu *g, shape s, int bias, int in16, uint64_t seed, co
     free(ainp), free(aw);
 }
 
+/* The forward pass into a bf16 out (the stored activation), alone and with the GELU epilogue into
+ * a bf16 act: out is the fp32 out rounded to bf16, bitwise (the same sums, one rounding on
+ * store), and within 2^-8 |ref| + 1e-5 mag + 1e-6 of the fp32 reference (half a bf16 unit for the
+ * rounding, doubled, plus the fp32 sums' error as above); act is bitwise what gelu_fwd makes of
+ * the bf16 out (the recomputation in the backward pass gives the forward's bits). */
+static void check_fwd_out16(vkg_gpu *g, shape s, int bias, int in16, uint64_t seed,
+                            const char *kernel)
+{
+    vkg_test_rng r;
+    vkg_test_rng_seed(&r, seed);
+    size_t nin = (size_t)s.N * s.C, nw = (size_t)s.OC * s.C, nout = (size_t)s.N * s.OC;
+    float *inp = vkg_test_random(&r, nin, -1.0f, 1.0f), *w = vkg_test_random(&r, nw, -0.5f, 0.5f);
+    float *b = vkg_test_random(&r, (size_t)s.OC, -1.0f, 1.0f), *ref = vkg_test_alloc(nout);
+    float *mag = vkg_test_alloc(nout), *o32 = vkg_test_alloc(nout);
+    vkg_tensor t_inp = in16 ? vkg_gpu_bf16_of(g, inp, nin) : vkg_gpu_upload(g, inp, nin * 4);
+    vkg_tensor t_w = vkg_gpu_bf16_of(g, w, nw), t_b = vkg_gpu_upload(g, b, (size_t)s.OC * 4);
+    if (in16)
+        vkg_ref_bf16_round(inp, nin);
+    vkg_ref_bf16_round(w, nw);
+    vkg_ref_matmul_fwd(ref, inp, w, bias ? b : NULL, s.N, s.C, s.OC);
+    for (size_t i = 0; i < nin; i++)
+        inp[i] = fabsf(inp[i]);
+    for (size_t i = 0; i < nw; i++)
+        w[i] = fabsf(w[i]);
+    vkg_ref_matmul_fwd(mag, inp, w, NULL, s.N, s.C, s.OC);
+    vkg_tensor out32 = vkg_gpu_poisoned(g, nout), out16 = vkg_gpu_bf16_poisoned(g, nout);
+    vkg_tensor pre16 = vkg_gpu_bf16_poisoned(g, nout), act16 = vkg_gpu_bf16_poisoned(g, nout);
+    vkg_tensor re16 = vkg_gpu_bf16_poisoned(g, nout), scr = vkg_gpu_poisoned(g, nin);
+    const vkg_tensor *tb = bias ? &t_b : NULL;
+    VKG_ASSERT_OK(vkg_op_matmul_fwd(g->cmd, out32, t_inp, t_w, tb, s.N, s.C, s.OC, scr));
+    VKG_ASSERT_OK(vkg_op_matmul_fwd(g->cmd, out16, t_inp, t_w, tb, s.N, s.C, s.OC, scr));
+    VKG_ASSERT_OK(
+        vkg_op_matmul_fwd_gelu(g->cmd, pre16, act16, t_inp, t_w, tb, s.N, s.C, s.OC, scr));
+    vkg_gpu_run(g);
+    VKG_ASSERT_OK(vkg_op_gelu_fwd(g->cmd, re16, pre16, nout));
+    vkg_gpu_run(g);
+    char what[128];
+    snprintf(what, sizeof what, "%s matmul_fwd bf16 out%s N=%d C=%d OC=%d bias=%d", kernel,
+             in16 ? " and input" : "", s.N, s.C, s.OC, bias);
+    vkg_gpu_download(g, out32, o32, nout * 4);
+    float *got = vkg_gpu_download_bf16(g, out16, nout),
+          *pre = vkg_gpu_download_bf16(g, pre16, nout);
+    float *act = vkg_gpu_download_bf16(g, act16, nout), *re = vkg_gpu_download_bf16(g, re16, nout);
+    for (size_t i = 0; i < nout; i++) {
+        float want = vkg_ref_bf16_widen(vkg_ref_bf16_bits(o32[i]));
+        double tol = ldexp(fabs((double)ref[i]), -8) + 1e-5 * (double)mag[i] + 1e-6;
+        if (memcmp(&got[i], &want, 4) != 0 || memcmp(&pre[i], &want, 4) != 0)
+            fail_msg("%s: element %zu is %.9g (with GELU %.9g), the fp32 out rounded %.9g", what, i,
+                     (double)got[i], (double)pre[i], (double)want);
+        if (!(fabs((double)got[i] - (double)ref[i]) <= tol))
+            fail_msg("%s: element %zu is %.9g, the reference %.9g (bound %.3g)", what, i,
+                     (double)got[i], (double)ref[i], tol);
+        if (memcmp(&act[i], &re[i], 4) != 0)
+            fail_msg("%s: GELU element %zu is %.9g, gelu_fwd of the bf16 out %.9g", what, i,
+                     (double)act[i], (double)re[i]);
+    }
+    vkg_gpu_expect_guard(g, what, out16);
+    vkg_gpu_expect_guard(g, what, pre16);
+    vkg_gpu_expect_guard(g, what, act16);
+    free(inp), free(w), free(b), free(ref), free(mag), free(o32), free(got), free(pre), free(act);
+    free(re);
+}
+
 static void check_bwd(vkg_gpu *g, shape s, int bias, int in16, uint64_t seed, const char *kernel)
 {
     vkg_test_rng r;
@@ -116,8 +172,8 @@ static void check_bwd(vkg_gpu *g, shape s, int bias, int in16, uint64_t seed, co
     float *dinp32 = vkg_test_alloc(nin), *mag = calloc(nin, 4), *got = vkg_test_alloc(nin);
     float *adout = absolute(dout, nout), *aw = absolute(w, nw), *scr = calloc(nw, 4);
     assert_true(mag && scr);
-    vkg_tensor t_w = bf16_weight(g, w, nw);
-    vkg_tensor t_inp = in16 ? bf16_weight(g, inp, nin) : vkg_gpu_upload(g, inp, nin * 4);
+    vkg_tensor t_w = vkg_gpu_bf16_of(g, w, nw);
+    vkg_tensor t_inp = in16 ? vkg_gpu_bf16_of(g, inp, nin) : vkg_gpu_upload(g, inp, nin * 4);
     if (in16) /* dweight reads the bf16 input */
         vkg_ref_bf16_round(inp, nin);
     vkg_tensor t_dout = vkg_gpu_upload(g, dout, nout * 4),
@@ -157,6 +213,7 @@ static void check_all(vkg_gpu *g, const char *kernel, uint64_t seed)
         check_fwd(g, shapes[i], (int)(i % 2), (int)((i + 1) % 2), seed + 50 + i, kernel);
         check_bwd(g, shapes[i], (int)((i + 1) % 2), (int)(i % 2), seed + 100 + i, kernel);
         check_bwd(g, shapes[i], (int)(i % 2), (int)((i + 1) % 2), seed + 150 + i, kernel);
+        check_fwd_out16(g, shapes[i], (int)((i + 1) % 2), (int)(i % 2), seed + 200 + i, kernel);
     }
 }
 
@@ -189,8 +246,23 @@ static void test_tiled(void **state)
     VKG_ASSERT_OK(vkg_device_tuning_set(g->dev, &saved));
 }
 
+/* The forward pass into bf16 outputs recorded in blocks of rows under a lowered shader index
+ * limit (src/ops/op_util.h): blocks of an even number of rows, so every block's out starts on a
+ * whole word even with an odd OC; the same checks as unsplit. */
+static void test_fwd_out16_split(void **state)
+{
+    vkg_gpu *g = *state;
+    const shape split_shapes[] = {{130, 40, 9}, {33, 66, 5}};
+    vkg__op_set_max_elems(1000);
+    for (size_t i = 0; i < sizeof split_shapes / sizeof split_shapes[0]; i++) {
+        check_fwd_out16(g, split_shapes[i], 1, 0, 4000 + i, "split");
+        check_fwd_out16(g, split_shapes[i], 0, 1, 4100 + i, "split");
+    }
+    vkg__op_set_max_elems(0);
+}
+
 /* The per-element bound rejects a result off by 4 x 2^-9 of the magnitude; an fp32 op refuses a
- * bf16 tensor. */
+ * bf16 tensor, an accumulating product a bf16 out. */
 static void test_checker_bites(void **state)
 {
     vkg_gpu *g = *state;
@@ -201,6 +273,11 @@ static void test_checker_bites(void **state)
     vkg_tensor t = vkg_gpu_poisoned(g, 8);
     t.dtype = VKG_BF16;
     vkg_expect_invalid(vkg_op_matmul_fwd(g->cmd, t, t, t, NULL, 2, 2, 2, t), "bf16");
+    vkg_gemm acc = {.label = "accumulate into bf16"};
+    acc.out = acc.a = acc.b = t;
+    acc.M = acc.N = acc.K = acc.lda = acc.ldb = acc.ldo = 2;
+    acc.a_kcontig = acc.accumulate = 1;
+    vkg_expect_invalid(vkg_op_gemm(g->cmd, &acc), "a bf16 out is for products that overwrite");
 }
 
 int main(void)
@@ -209,6 +286,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_default_kernel, vkg_gpu_setup, vkg_gpu_teardown),
         cmocka_unit_test_setup_teardown(test_register_plain, vkg_gpu_setup, vkg_gpu_teardown),
         cmocka_unit_test_setup_teardown(test_tiled, vkg_gpu_setup, vkg_gpu_teardown),
+        cmocka_unit_test_setup_teardown(test_fwd_out16_split, vkg_gpu_setup, vkg_gpu_teardown),
         cmocka_unit_test_setup_teardown(test_checker_bites, vkg_gpu_setup, vkg_gpu_teardown),
     };
     return cmocka_run_group_tests(tests, vkg_gpu_group_setup, vkg_gpu_group_teardown);

@@ -127,14 +127,19 @@ static const char *const gact_names[VKG_GPT2_NUM_GRAD_ACTS] = {
     "dfch",     "dfch_gelu", "dfcproj", "dstream0", "dstream1", "dlnf"};
 static const char *const scratch_names[NSCRATCH] = {"mm_scratch", "delta", "dtop", "gelu"};
 
-/* Mixed precision (bf16): the activations stored as bf16, llm.c's way of halving them where this
- * build's kernels can: the layernorm outputs and the GELU output, which only the products (and
- * the register kernel's transpose) read; the recomputed GELU buffer with them. The rest (the
- * residual stream, qkv, the attention output, fch, the logits and every gradient) stays fp32. */
+/* Mixed precision (bf16): the activations stored as bf16, llm.c's way of halving them: the
+ * layernorm outputs, qkv, the attention output, the two projections' outputs, the fc product and
+ * its GELU (the recomputed GELU buffer with them). Every kernel that writes one rounds its fp32
+ * result once; every kernel that reads one widens it and computes in fp32. What stays fp32: the
+ * residual stream (encoded, residual2, residual3: a sum carried through every layer, and the
+ * boundary a pipeline part hands to the next), the layernorm statistics, lse, the logits (dlogits
+ * in place) and every gradient. */
 static int act_bf16(const vkg_gpt2_opts *o, const char *name)
 {
-    static const char *const bf16_acts[] = {"ln1", "ln2", "fch_gelu", "lnf", "gelu"};
-    for (size_t i = 0; o->precision == VKG_PRECISION_BF16 && i < 5; i++)
+    static const char *const bf16_acts[] = {"ln1", "qkv",      "atty",   "attproj", "ln2",
+                                            "fch", "fch_gelu", "fcproj", "lnf",     "gelu"};
+    size_t n = sizeof bf16_acts / sizeof bf16_acts[0];
+    for (size_t i = 0; o->precision == VKG_PRECISION_BF16 && i < n; i++)
         if (strcmp(name, bf16_acts[i]) == 0)
             return 1;
     return 0;

@@ -1,5 +1,7 @@
 /* Causal multi-head self-attention, forward and backward, fp32, in the flash form: the (T, T)
  * attention matrix is never stored. Matches vkg_ref_attention_fwd and vkg_ref_attention_bwd.
+ * Mixed precision: qkv and out may be bf16 (the forward's both or neither; an even head size),
+ * widened on load and rounded once on store; lse, delta, every sum and dqkv stay fp32.
  *
  * Forward, one dispatch (attention_fwd): per (batch, head, block of query rows), the key tiles
  * the block can see with the online softmax; writes out and the rows' logsumexp lse, which is all
@@ -132,6 +134,14 @@ static vkg_status plan_blocks(const char *op, int B, int T, int C, size_t *per_b
     return VKG_OK;
 }
 
+/* bf16 tensors (mixed precision) need an even head size: a head's channels are whole words. */
+static vkg_status check_bf16_heads(const char *op, uint32_t bf16, int hs)
+{
+    VKG_CHECK(!bf16 || hs % 2 == 0, VKG_ERR_INVALID_ARG,
+              "%s: bf16 qkv or out needs an even head size, got C/NH = %d", op, hs);
+    return VKG_OK;
+}
+
 static vkg_status check_grid(const char *op, uint32_t gx, uint32_t gy, uint32_t gz)
 {
     VKG_CHECK(gx <= GRID_MAX && gy <= GRID_MAX && gz <= GRID_MAX, VKG_ERR_INVALID_ARG,
@@ -140,10 +150,10 @@ static vkg_status check_grid(const char *op, uint32_t gx, uint32_t gy, uint32_t 
     return VKG_OK;
 }
 
-/* Byte offsets of batch b0 in a (B,T,ld) tensor and in a (B,NH,T) one. */
-static uint64_t rows_at(size_t b0, int T, size_t ld)
+/* Byte offsets of batch b0 in a (B,T,ld) tensor t and in a (B,NH,T) one. */
+static uint64_t rows_at(vkg_tensor t, size_t b0, int T, size_t ld)
 {
-    return 4 * (b0 * (size_t)T * ld);
+    return vkg_dtype_bytes(t.dtype) * (b0 * (size_t)T * ld);
 }
 
 static uint64_t stats_at(size_t b0, int T, int NH)
@@ -167,21 +177,26 @@ vkg_status vkg_op_attention_fwd(vkg_cmd *c, vkg_tensor out, vkg_tensor lse, vkg_
     const char *op = "attention_fwd";
     VKG_TRY(check_shape(op, B, T, C, NH));
     size_t BT = (size_t)B * T, per_batch, b0, nb;
-    VKG_TRY(vkg__op_need(op, "out", out, BT * C));
+    VKG_TRY(vkg__op_need_any(op, "out", out, BT * C));
     VKG_TRY(vkg__op_need(op, "lse", lse, (size_t)B * NH * T));
-    VKG_TRY(vkg__op_need(op, "qkv", qkv, BT * 3 * C));
+    VKG_TRY(vkg__op_need_any(op, "qkv", qkv, BT * 3 * C));
     VKG_TRY(plan_blocks(op, B, T, C, &per_batch));
     int hs = C / NH;
+    uint32_t bf = qkv.dtype == VKG_BF16;
+    VKG_CHECK(out.dtype == qkv.dtype, VKG_ERR_INVALID_ARG,
+              "%s: qkv and out must both be fp32 or both bf16", op);
+    VKG_TRY(check_bf16_heads(op, bf, hs));
     att_plan pl;
     VKG_TRY(pick_plan(op, vkg_cmd_device(c), hs, &pl));
     uint32_t gx = vkg__ceil_div((size_t)T, pl.fwd_wg);
-    uint32_t spec[6] = {pl.fwd_wg, 1, 1, pl.form, (uint32_t)hs, pl.fwd_bk};
+    /* fp32 names no ACT_BF16 constant (its pipeline is the one of before bf16) */
+    uint32_t spec[7] = {pl.fwd_wg, 1, 1, pl.form, (uint32_t)hs, pl.fwd_bk, bf};
     vkg_status status = VKG_OK;
     vkg_cmd_group_begin(c); /* the blocks are independent */
     for (size_t i = 0; status == VKG_OK && block_at(B, per_batch, i, &b0, &nb); i++) {
-        push_fwd p = {.out = out.addr + rows_at(b0, T, (size_t)C),
+        push_fwd p = {.out = out.addr + rows_at(out, b0, T, (size_t)C),
                       .lse = lse.addr + stats_at(b0, T, NH),
-                      .qkv = qkv.addr + rows_at(b0, T, 3 * (size_t)C),
+                      .qkv = qkv.addr + rows_at(qkv, b0, T, 3 * (size_t)C),
                       .T = (uint32_t)T,
                       .C = (uint32_t)C,
                       .NH = (uint32_t)NH,
@@ -189,8 +204,8 @@ vkg_status vkg_op_attention_fwd(vkg_cmd *c, vkg_tensor out, vkg_tensor lse, vkg_
                       .scale = (float)(1.0 / sqrt(hs))};
         status = check_grid(op, gx, (uint32_t)NH, (uint32_t)nb);
         if (status == VKG_OK)
-            status = vkg_cmd_dispatch(c, VKG_KERNEL_attention_fwd, spec, 6, &p, sizeof p, gx,
-                                      (uint32_t)NH, (uint32_t)nb, "attention_fwd");
+            status = vkg_cmd_dispatch(c, VKG_KERNEL_attention_fwd, spec, bf ? 7 : 6, &p, sizeof p,
+                                      gx, (uint32_t)NH, (uint32_t)nb, "attention_fwd");
     }
     vkg_cmd_group_end(c);
     return status;
@@ -205,19 +220,22 @@ vkg_status vkg_op_attention_bwd(vkg_cmd *c, vkg_tensor dqkv, vkg_tensor dout, vk
     size_t BT = (size_t)B * T, stats = (size_t)B * NH * T, per_batch, b0, nb;
     VKG_TRY(vkg__op_need(op, "dqkv", dqkv, BT * 3 * C));
     VKG_TRY(vkg__op_need(op, "dout", dout, BT * C));
-    VKG_TRY(vkg__op_need(op, "qkv", qkv, BT * 3 * C));
-    VKG_TRY(vkg__op_need(op, "out", out, BT * C));
+    VKG_TRY(vkg__op_need_any(op, "qkv", qkv, BT * 3 * C));
+    VKG_TRY(vkg__op_need_any(op, "out", out, BT * C));
     VKG_TRY(vkg__op_need(op, "lse", lse, stats));
     VKG_TRY(vkg__op_need(op, "delta", delta, stats));
     VKG_TRY(plan_blocks(op, B, T, C, &per_batch));
     int hs = C / NH;
+    uint32_t qbf = qkv.dtype == VKG_BF16, obf = out.dtype == VKG_BF16;
+    VKG_TRY(check_bf16_heads(op, qbf || obf, hs));
     att_plan pl;
     VKG_TRY(pick_plan(op, vkg_cmd_device(c), hs, &pl));
     uint32_t gd = vkg__ceil_div((size_t)T * NH, pl.delta_wg);
     uint32_t gq = vkg__ceil_div((size_t)T, pl.dq_wg), gk = vkg__ceil_div((size_t)T, pl.dkv_wg);
-    uint32_t spec_d[3] = {pl.delta_wg, 1, 1};
-    uint32_t spec_q[6] = {pl.dq_wg, 1, 1, pl.form, (uint32_t)hs, pl.dq_bk};
-    uint32_t spec_k[6] = {pl.dkv_wg, 1, 1, pl.form, (uint32_t)hs, pl.dkv_bq};
+    /* fp32 tensors name no bf16 constants (their pipelines are those of before bf16) */
+    uint32_t spec_d[4] = {pl.delta_wg, 1, 1, obf};
+    uint32_t spec_q[7] = {pl.dq_wg, 1, 1, pl.form, (uint32_t)hs, pl.dq_bk, qbf};
+    uint32_t spec_k[7] = {pl.dkv_wg, 1, 1, pl.form, (uint32_t)hs, pl.dkv_bq, qbf};
     float scale = (float)(1.0 / sqrt(hs));
 
     /* delta of every block (independent), then dq and dk, dv of every block: they write
@@ -226,24 +244,24 @@ vkg_status vkg_op_attention_bwd(vkg_cmd *c, vkg_tensor dqkv, vkg_tensor dout, vk
     vkg_cmd_group_begin(c);
     for (size_t i = 0; status == VKG_OK && block_at(B, per_batch, i, &b0, &nb); i++) {
         push_delta p = {.delta = delta.addr + stats_at(b0, T, NH),
-                        .dout = dout.addr + rows_at(b0, T, (size_t)C),
-                        .out = out.addr + rows_at(b0, T, (size_t)C),
+                        .dout = dout.addr + rows_at(dout, b0, T, (size_t)C),
+                        .out = out.addr + rows_at(out, b0, T, (size_t)C),
                         .T = (uint32_t)T,
                         .C = (uint32_t)C,
                         .NH = (uint32_t)NH,
                         .hs = (uint32_t)hs};
         status = check_grid(op, gd, (uint32_t)nb, 1);
         if (status == VKG_OK)
-            status = vkg_cmd_dispatch(c, VKG_KERNEL_attention_bwd_delta, spec_d, 3, &p, sizeof p,
-                                      gd, (uint32_t)nb, 1, "attention_bwd_delta");
+            status = vkg_cmd_dispatch(c, VKG_KERNEL_attention_bwd_delta, spec_d, obf ? 4 : 3, &p,
+                                      sizeof p, gd, (uint32_t)nb, 1, "attention_bwd_delta");
     }
     vkg_cmd_group_end(c);
     VKG_TRY(status);
     vkg_cmd_group_begin(c);
     for (size_t i = 0; status == VKG_OK && block_at(B, per_batch, i, &b0, &nb); i++) {
-        push_bwd p = {.dqkv = dqkv.addr + rows_at(b0, T, 3 * (size_t)C),
-                      .dout = dout.addr + rows_at(b0, T, (size_t)C),
-                      .qkv = qkv.addr + rows_at(b0, T, 3 * (size_t)C),
+        push_bwd p = {.dqkv = dqkv.addr + rows_at(dqkv, b0, T, 3 * (size_t)C),
+                      .dout = dout.addr + rows_at(dout, b0, T, (size_t)C),
+                      .qkv = qkv.addr + rows_at(qkv, b0, T, 3 * (size_t)C),
                       .lse = lse.addr + stats_at(b0, T, NH),
                       .delta = delta.addr + stats_at(b0, T, NH),
                       .T = (uint32_t)T,
@@ -253,11 +271,12 @@ vkg_status vkg_op_attention_bwd(vkg_cmd *c, vkg_tensor dqkv, vkg_tensor dout, vk
                       .scale = scale};
         status = check_grid(op, gq > gk ? gq : gk, (uint32_t)NH, (uint32_t)nb);
         if (status == VKG_OK)
-            status = vkg_cmd_dispatch(c, VKG_KERNEL_attention_bwd_dq, spec_q, 6, &p, sizeof p, gq,
-                                      (uint32_t)NH, (uint32_t)nb, "attention_bwd_dq");
+            status = vkg_cmd_dispatch(c, VKG_KERNEL_attention_bwd_dq, spec_q, qbf ? 7 : 6, &p,
+                                      sizeof p, gq, (uint32_t)NH, (uint32_t)nb, "attention_bwd_dq");
         if (status == VKG_OK)
-            status = vkg_cmd_dispatch(c, VKG_KERNEL_attention_bwd_dkv, spec_k, 6, &p, sizeof p, gk,
-                                      (uint32_t)NH, (uint32_t)nb, "attention_bwd_dkv");
+            status =
+                vkg_cmd_dispatch(c, VKG_KERNEL_attention_bwd_dkv, spec_k, qbf ? 7 : 6, &p, sizeof p,
+                                 gk, (uint32_t)NH, (uint32_t)nb, "attention_bwd_dkv");
     }
     vkg_cmd_group_end(c);
     return status;

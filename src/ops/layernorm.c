@@ -84,11 +84,13 @@ static vkg_status layernorm_fwd(vkg_cmd *c, vkg_tensor out, vkg_tensor mean, vkg
     VKG_TRY(vkg__op_need(op, "bias", bias, (size_t)C));
     if (res) {
         VKG_TRY(vkg__op_need(op, "res", *res, NC));
-        VKG_TRY(vkg__op_need(op, "addend", *addend, NC));
+        VKG_TRY(vkg__op_need_any(op, "addend", *addend, NC));
     }
-    /* fp32 outputs name no OUT_BF16 constant (their pipelines are those of before bf16). */
-    uint32_t spec[5] = {row_wg(c), 1, 1, res ? 1u : 0u, obf};
-    int nspec = obf ? 5 : res ? 4 : 3;
+    uint32_t abf = res && addend->dtype == VKG_BF16;
+    VKG_CHECK(!abf || C % 2 == 0, VKG_ERR_INVALID_ARG, "%s: a bf16 b needs even C, got %d", op, C);
+    /* fp32 tensors name no bf16 constants (their pipelines are those of before bf16). */
+    uint32_t spec[6] = {row_wg(c), 1, 1, res ? 1u : 0u, obf, abf};
+    int nspec = abf ? 6 : obf ? 5 : res ? 4 : 3;
     for (size_t n0 = 0; n0 < (size_t)N; n0 += nb) {
         size_t m = (size_t)N - n0 < nb ? (size_t)N - n0 : nb, at = 4 * n0 * (size_t)C;
         push_fwd p = {.out = out.addr + (obf ? at / 2 : at),
@@ -100,7 +102,7 @@ static vkg_status layernorm_fwd(vkg_cmd *c, vkg_tensor out, vkg_tensor mean, vkg
                       .N = (uint32_t)m,
                       .C = (uint32_t)C,
                       .res = res ? res->addr + at : out.addr,
-                      .addend = res ? addend->addr + at : inp.addr};
+                      .addend = res ? addend->addr + (abf ? at / 2 : at) : inp.addr};
         VKG_TRY(vkg_cmd_dispatch(c, VKG_KERNEL_layernorm_fwd, spec, nspec, &p, sizeof p,
                                  vkg__op_groups_capped(m, 1), 1, 1, op));
     }

@@ -92,7 +92,9 @@ static vkg_status check_gemm(const char *op, const vkg_gemm *g)
 {
     VKG_CHECK(g->M > 0 && g->N > 0 && g->K > 0, VKG_ERR_INVALID_ARG,
               "%s: sizes must be positive (M=%u N=%u K=%u)", op, g->M, g->N, g->K);
-    VKG_TRY(vkg__op_need(op, "out", g->out, out_span(g)));
+    VKG_TRY(vkg__op_need_any(op, "out", g->out, out_span(g)));
+    VKG_CHECK(g->out.dtype == VKG_F32 || !g->accumulate, VKG_ERR_INVALID_ARG,
+              "%s: a bf16 out is for products that overwrite their output", op);
     VKG_TRY(vkg__op_need_any(op, "a", g->a, a_span(g)));
     VKG_TRY(vkg__op_need_any(op, "b", g->b, b_span(g)));
     if (g->bias)
@@ -113,10 +115,10 @@ static vkg_status gemm_wide(const char *op, const vkg_gemm *g, size_t limit, int
     *wide = *wide || (g->act && out_span(g) > limit);
     if (!*wide)
         return VKG_OK;
-    VKG_CHECK(g->a.dtype == VKG_F32 && g->b.dtype == VKG_F32 &&
+    VKG_CHECK(g->a.dtype == VKG_F32 && g->b.dtype == VKG_F32 && g->out.dtype == VKG_F32 &&
                   (!g->act || g->act->dtype == VKG_F32),
               VKG_ERR_UNSUPPORTED,
-              "%s: a bf16 operand or GELU output of a product beyond the index limit (M=%u N=%u "
+              "%s: a bf16 operand or output of a product beyond the index limit (M=%u N=%u "
               "K=%u)",
               op, g->M, g->N, g->K);
     size_t row = g->M > g->N ? (size_t)g->M : (size_t)g->N;
@@ -159,7 +161,8 @@ static vkg_status gemm_dispatch(vkg_cmd *c, const vkg_gemm *g, const char *op, i
     const vkg_device_info *info = vkg_device_get_info(dev);
     uint32_t shuffle = t.tm == t.lx && t.lx == info->subgroup_size;
     uint32_t abf = g->a.dtype == VKG_BF16, bbf = g->b.dtype == VKG_BF16;
-    uint32_t actbf = g->act && g->act->dtype == VKG_BF16;
+    /* STORE_BF16: bit 0 act, bit 1 out */
+    uint32_t store = (g->act && g->act->dtype == VKG_BF16) | (g->out.dtype == VKG_BF16) << 1;
     uint32_t spec[14] = {t.lx,
                          1,
                          1,
@@ -173,9 +176,9 @@ static vkg_status gemm_dispatch(vkg_cmd *c, const vkg_gemm *g, const char *op, i
                          g->act ? 1u : 0u,
                          abf,
                          bbf,
-                         actbf};
+                         store};
     /* fp32 products name no bf16 constants (their pipelines are those of before bf16). */
-    int nspec = actbf ? 14 : abf || bbf ? 13 : g->act ? 11 : wide ? 10 : 9;
+    int nspec = store ? 14 : abf || bbf ? 13 : g->act ? 11 : wide ? 10 : 9;
     uint32_t gx = vkg__ceil_div(g->N, (size_t)t.lx * t.tn), gy = vkg__ceil_div(g->M, t.tm);
     return vkg_cmd_dispatch(c, VKG_KERNEL_matmul, spec, nspec, &p, sizeof p, gx, gy, 1, op);
 }
@@ -282,10 +285,13 @@ static vkg_status matmul_fwd(vkg_cmd *c, vkg_tensor out, const vkg_tensor *act, 
     VKG_TRY(check_shape(op, N, C, OC, &limit));
     VKG_TRY(vkg__op_need(op, "scratch", scratch, (size_t)N * (size_t)C));
     VKG_TRY(row_block(op, N, C, OC, limit, &nb));
+    /* bf16 outputs: blocks of an even number of rows start on whole words whatever OC is */
+    if ((out.dtype == VKG_BF16 || (act && act->dtype == VKG_BF16)) && nb > 1)
+        nb &= ~(size_t)1;
     int split = nb < (size_t)N;
     if (split) {
         VKG_TRY(vkg__op_need_any(op, "inp", inp, (size_t)N * (size_t)C));
-        VKG_TRY(vkg__op_need(op, "out", out, (size_t)N * (size_t)OC));
+        VKG_TRY(vkg__op_need_any(op, "out", out, (size_t)N * (size_t)OC));
         if (act)
             VKG_TRY(vkg__op_need_any(op, "act", *act, (size_t)N * (size_t)OC));
     }

@@ -101,7 +101,9 @@ vkg_status vkg__matmul_tiled_dispatch(vkg_cmd *c, const vkg_gemm *g, const char 
     int split = pl.s > 1;
     push_gemm p = vkg__gemm_push(g, split, pl.kchunk);
     uint32_t abf = g->a.dtype == VKG_BF16, bbf = g->b.dtype == VKG_BF16;
-    uint32_t actbf = g->act && !split && g->act->dtype == VKG_BF16;
+    /* STORE_BF16: bit 0 act, bit 1 out (a bf16 out is never split: split products accumulate) */
+    uint32_t store = (g->act && !split && g->act->dtype == VKG_BF16);
+    store |= (g->out.dtype == VKG_BF16) << 1;
     uint32_t spec[17] = {t->bn / t->tn,
                          t->bm / t->tm,
                          1,
@@ -117,11 +119,11 @@ vkg_status vkg__matmul_tiled_dispatch(vkg_cmd *c, const vkg_gemm *g, const char 
                          g->act && !split ? 1u : 0u,
                          abf,
                          bbf,
-                         actbf,
+                         store,
                          t->dbuf};
     /* Single-buffered fp32 products name no bf16 constants (their pipelines are those of before
      * bf16 and double buffering). */
-    int nspec = t->dbuf ? 17 : actbf ? 16 : abf || bbf ? 15 : 13;
+    int nspec = t->dbuf ? 17 : store ? 16 : abf || bbf ? 15 : 13;
     VKG_TRY(vkg_cmd_dispatch_sg(c, VKG_KERNEL_matmul_tiled, spec, nspec,
                                 vkg__mmt_subgroup(vkg_cmd_device(c), t), &p, sizeof p,
                                 vkg__ceil_div(g->N, t->bn), vkg__ceil_div(g->M, t->bm), pl.s, op));

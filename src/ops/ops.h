@@ -53,7 +53,8 @@ typedef struct vkg_gemm {
     const vkg_tensor *splitk_scratch;
     /* GELU epilogue (NULL: none; not with accumulate): also store gelu(stored value) (the tanh
      * approximation of vkg_op_gelu_fwd, same bits) at the same index of *act; a VKG_BF16 act
-     * gets vkg_op_gelu_fwd's bf16 bits (not beyond the index limit). */
+     * gets vkg_op_gelu_fwd's bf16 bits (not beyond the index limit). With a VKG_BF16 out the
+     * GELU reads the rounded stored value. */
     const vkg_tensor *act;
     const char *label; /* static string for errors and profiles */
 } vkg_gemm;
@@ -62,9 +63,11 @@ vkg_status vkg_op_gemm(vkg_cmd *c, const vkg_gemm *g);
 /* out (cols, rows) = in (rows, cols)^T */
 vkg_status vkg_op_transpose(vkg_cmd *c, vkg_tensor out, vkg_tensor in, int rows, int cols);
 
-/* Mixed precision: `weight` (and a vkg_gemm's a or b) may be a VKG_BF16 tensor (vkg_op_cast_bf16),
- * read and widened to fp32 by the kernels; products and sums stay fp32, outputs are fp32. Not for
- * products beyond the index limit (VKG_ERR_UNSUPPORTED).
+/* Mixed precision: `weight` and `inp` (and a vkg_gemm's a or b) may be VKG_BF16 tensors
+ * (vkg_op_cast_bf16), read and widened to fp32 by the kernels; products and sums stay fp32. The
+ * forward passes' out (and a vkg_gemm's out when it does not accumulate) may be VKG_BF16: the
+ * bias-added fp32 sum rounded once to nearest even. Gradients are fp32. Not for products beyond
+ * the index limit (VKG_ERR_UNSUPPORTED).
  * out (N,OC) = inp (N,C) x weight (OC,C)^T + bias (OC) (bias NULL = none).
  * scratch: at least N*C floats, overwritten (holds inp^T). */
 vkg_status vkg_op_matmul_fwd(vkg_cmd *c, vkg_tensor out, vkg_tensor inp, vkg_tensor weight,
@@ -100,6 +103,8 @@ vkg_status vkg_op_matmul_bwd_dweight(vkg_cmd *c, vkg_tensor dweight, const vkg_t
  * the q, k and v parts each have one writer per element). delta: scratch of at least B*NH*T floats
  * (the row sums of dout * out), overwritten; the caller allocates it and may reuse it once the
  * backward pass has run. Deterministic: same device, inputs and form, bitwise the same results.
+ * Mixed precision: qkv and out may be VKG_BF16 (the forward's both or neither; hs even), read
+ * widened, out rounded once when stored; lse, delta and dqkv stay fp32.
  * Errors: VKG_ERR_INVALID_ARG for non-positive sizes, C not divisible by NH, one batch beyond the
  * shader index limit (T*3C), grids over 65535 workgroups, or a tensor too small (named);
  * VKG_ERR_UNSUPPORTED when a head of hs channels needs more shared memory than the device has. */
@@ -130,7 +135,7 @@ vkg_status vkg_op_layernorm_fwd(vkg_cmd *c, vkg_tensor out, vkg_tensor mean, vkg
                                 vkg_tensor inp, vkg_tensor weight, vkg_tensor bias, int N, int C);
 /* The residual add and the layernorm after it in one dispatch: res (N,C) = a + b (as
  * vkg_op_residual_fwd), then vkg_op_layernorm_fwd of res, with the bits of the two ops (out fp32
- * or bf16, as there). res aliases neither a nor b. */
+ * or bf16, as there; b fp32 or bf16, widened, with C even). res aliases neither a nor b. */
 vkg_status vkg_op_residual_layernorm_fwd(vkg_cmd *c, vkg_tensor res, vkg_tensor out,
                                          vkg_tensor mean, vkg_tensor rstd, vkg_tensor a,
                                          vkg_tensor b, vkg_tensor weight, vkg_tensor bias, int N,

@@ -1,8 +1,9 @@
 /* Pointwise ops of the transformer block: GELU (tanh approximation) and the residual add,
- * forward and backward. One invocation per element, grid-stride over n. Forward passes
- * overwrite, backward passes accumulate. Above the shader index limit the tensors are cut into
- * chunks, one dispatch each with every base address advanced alike (no element depends on
- * another, so the results are the same). */
+ * forward and backward. Mixed precision: gelu_fwd's out and inp, gelu_bwd's inp and
+ * residual_fwd's b may be bf16 (stored activations), read widened, computed in fp32. One invocation
+ * per element, grid-stride over n. Forward passes overwrite, backward passes accumulate. Above the
+ * shader index limit the tensors are cut into chunks, one dispatch each with every base address
+ * advanced alike (no element depends on another, so the results are the same). */
 #include "ops/op_util.h"
 #include "ops/ops.h"
 
@@ -26,40 +27,51 @@ VKG_PUSH_CHECK(push2, gelu_fwd);
 
 /* Record the op over n elements: one dispatch when n is within the limit, else one per chunk, with
  * every address in addr[0..nt) advanced by the chunk's offset and *count set to its length
- * (addr and count point into the push constants). out_bf16: addr[0] is a bf16 output (the
- * kernel's spec constant 3; chunks stay whole words). */
+ * (addr and count point into the push constants). bf16: bit i set when addr[i] is a bf16 tensor,
+ * given to the kernel as its spec constant 3 + i (chunks then stay whole words); an op with no
+ * bf16 tensor names no such constant (its pipeline is the one of before bf16). */
 static vkg_status dispatch(vkg_cmd *c, vkg_kernel_id k, const char *op, size_t limit,
                            const void *push, size_t bytes, uint64_t *const *addr, int nt,
-                           uint32_t *count, size_t n, uint32_t out_bf16)
+                           uint32_t *count, size_t n, uint32_t bf16)
 {
     uint64_t base[3];
-    for (int i = 0; i < nt; i++)
+    uint32_t spec[6] = {POINTWISE_WG, 1, 1, 0, 0, 0};
+    int nspec = 3;
+    for (int i = 0; i < nt; i++) {
         base[i] = *addr[i];
-    size_t chunk = n <= limit ? n : vkg__op_flat_chunk(limit) & ~(size_t)out_bf16;
-    uint32_t spec[4] = {POINTWISE_WG, 1, 1, out_bf16};
+        spec[3 + i] = bf16 >> i & 1u;
+        nspec = bf16 >> i ? 4 + i : nspec;
+    }
+    size_t chunk = n <= limit ? n : vkg__op_flat_chunk(limit) & (bf16 ? ~(size_t)1 : ~(size_t)0);
     for (size_t off = 0; off < n; off += chunk) {
         size_t m = n - off < chunk ? n - off : chunk;
         for (int i = 0; i < nt; i++)
-            *addr[i] = base[i] + (i == 0 && out_bf16 ? 2 : 4) * off;
+            *addr[i] = base[i] + (bf16 >> i & 1u ? 2 : 4) * off;
         *count = (uint32_t)m;
-        VKG_TRY(vkg_cmd_dispatch(c, k, spec, out_bf16 ? 4 : 3, push, bytes,
+        VKG_TRY(vkg_cmd_dispatch(c, k, spec, nspec, push, bytes,
                                  vkg__op_groups_capped(m, POINTWISE_WG), 1, 1, op));
     }
     return VKG_OK;
 }
 
 static vkg_status dispatch2(vkg_cmd *c, vkg_kernel_id k, const char *op, size_t limit, push2 *p,
-                            size_t n, uint32_t out_bf16)
+                            size_t n, uint32_t bf16)
 {
     uint64_t *const addr[2] = {&p->x, &p->y};
-    return dispatch(c, k, op, limit, p, sizeof *p, addr, 2, &p->n, n, out_bf16);
+    return dispatch(c, k, op, limit, p, sizeof *p, addr, 2, &p->n, n, bf16);
 }
 
 static vkg_status dispatch3(vkg_cmd *c, vkg_kernel_id k, const char *op, size_t limit, push3 *p,
-                            size_t n)
+                            size_t n, uint32_t bf16)
 {
     uint64_t *const addr[3] = {&p->x, &p->y, &p->z};
-    return dispatch(c, k, op, limit, p, sizeof *p, addr, 3, &p->n, n, 0);
+    return dispatch(c, k, op, limit, p, sizeof *p, addr, 3, &p->n, n, bf16);
+}
+
+/* Bit i of the pointwise bf16 mask when tensor t is bf16. */
+static uint32_t bf16_bit(vkg_tensor t, int i)
+{
+    return t.dtype == VKG_BF16 ? 1u << i : 0u;
 }
 
 vkg_status vkg_op_gelu_fwd(vkg_cmd *c, vkg_tensor out, vkg_tensor inp, size_t n)
@@ -68,9 +80,9 @@ vkg_status vkg_op_gelu_fwd(vkg_cmd *c, vkg_tensor out, vkg_tensor inp, size_t n)
     size_t limit;
     VKG_TRY(vkg__op_limit(op, &limit));
     VKG_TRY(vkg__op_need_any(op, "out", out, n));
-    VKG_TRY(vkg__op_need(op, "inp", inp, n));
+    VKG_TRY(vkg__op_need_any(op, "inp", inp, n));
     push2 p = {.x = out.addr, .y = inp.addr};
-    return dispatch2(c, VKG_KERNEL_gelu_fwd, op, limit, &p, n, out.dtype == VKG_BF16);
+    return dispatch2(c, VKG_KERNEL_gelu_fwd, op, limit, &p, n, bf16_bit(out, 0) | bf16_bit(inp, 1));
 }
 
 vkg_status vkg_op_gelu_bwd(vkg_cmd *c, vkg_tensor dinp, vkg_tensor inp, vkg_tensor dout, size_t n)
@@ -79,10 +91,10 @@ vkg_status vkg_op_gelu_bwd(vkg_cmd *c, vkg_tensor dinp, vkg_tensor inp, vkg_tens
     size_t limit;
     VKG_TRY(vkg__op_limit(op, &limit));
     VKG_TRY(vkg__op_need(op, "dinp", dinp, n));
-    VKG_TRY(vkg__op_need(op, "inp", inp, n));
+    VKG_TRY(vkg__op_need_any(op, "inp", inp, n));
     VKG_TRY(vkg__op_need(op, "dout", dout, n));
     push3 p = {.x = dinp.addr, .y = inp.addr, .z = dout.addr};
-    return dispatch3(c, VKG_KERNEL_gelu_bwd, op, limit, &p, n);
+    return dispatch3(c, VKG_KERNEL_gelu_bwd, op, limit, &p, n, bf16_bit(inp, 1));
 }
 
 vkg_status vkg_op_residual_fwd(vkg_cmd *c, vkg_tensor out, vkg_tensor a, vkg_tensor b, size_t n)
@@ -92,9 +104,9 @@ vkg_status vkg_op_residual_fwd(vkg_cmd *c, vkg_tensor out, vkg_tensor a, vkg_ten
     VKG_TRY(vkg__op_limit(op, &limit));
     VKG_TRY(vkg__op_need(op, "out", out, n));
     VKG_TRY(vkg__op_need(op, "a", a, n));
-    VKG_TRY(vkg__op_need(op, "b", b, n));
+    VKG_TRY(vkg__op_need_any(op, "b", b, n));
     push3 p = {.x = out.addr, .y = a.addr, .z = b.addr};
-    return dispatch3(c, VKG_KERNEL_residual_fwd, op, limit, &p, n);
+    return dispatch3(c, VKG_KERNEL_residual_fwd, op, limit, &p, n, bf16_bit(b, 2));
 }
 
 vkg_status vkg_op_residual_bwd(vkg_cmd *c, vkg_tensor da, vkg_tensor db, vkg_tensor dout, size_t n)
@@ -106,5 +118,5 @@ vkg_status vkg_op_residual_bwd(vkg_cmd *c, vkg_tensor da, vkg_tensor db, vkg_ten
     VKG_TRY(vkg__op_need(op, "db", db, n));
     VKG_TRY(vkg__op_need(op, "dout", dout, n));
     push3 p = {.x = da.addr, .y = db.addr, .z = dout.addr};
-    return dispatch3(c, VKG_KERNEL_residual_bwd, op, limit, &p, n);
+    return dispatch3(c, VKG_KERNEL_residual_bwd, op, limit, &p, n, 0);
 }
