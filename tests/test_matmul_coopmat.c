@@ -46,7 +46,7 @@ static float to_f16(float x)
     if (!isfinite(x) || x == 0.0f)
         return x;
     int e;
-    frexpf(fabsf(x), &e);        /* |x| = f 2^e, f in [0.5, 1) */
+    frexpf(fabsf(x), &e);                /* |x| = f 2^e, f in [0.5, 1) */
     int q = e - 11 < -24 ? -24 : e - 11; /* the unit of the last place: 11 bits, or 2^-24 */
     float r = ldexpf(nearbyintf(ldexpf(x, -q)), q);
     return fabsf(r) > 65504.0f ? copysignf(INFINITY, x) : r;
@@ -87,8 +87,8 @@ static size_t check(const char *what, const float *got, const double *ref, const
     for (size_t i = 0; i < n; i++) {
         double b = tol * mag[i] + 1e-6;
         if (!(fabs((double)got[i] - ref[i]) <= b) && bad++ == 0 && !expect_bad)
-            fail_msg("%s: element %zu is %.9g, reference %.9g, bound %.3g", what, i,
-                     (double)got[i], ref[i], b);
+            fail_msg("%s: element %zu is %.9g, reference %.9g, bound %.3g", what, i, (double)got[i],
+                     ref[i], b);
     }
     return bad;
 }
@@ -198,7 +198,7 @@ static void route_all(vkg_gpu *g, int all)
     VKG_ASSERT_OK(vkg_device_tuning_set(g->dev, &tu));
 }
 
-static const uint32_t shapes[][3] = {{1, 1, 1},     {1, 37, 5},   {7, 13, 1},   {65, 33, 47},
+static const uint32_t shapes[][3] = {{1, 1, 1},      {1, 37, 5},   {7, 13, 1},     {65, 33, 47},
                                      {130, 70, 200}, {5, 9, 1000}, {64, 2304, 768}};
 #define NSHAPES (sizeof shapes / sizeof shapes[0])
 
@@ -226,8 +226,8 @@ static void test_layouts(void **state)
         for (int akc = 0; akc < 2; akc++)
             for (int bkc = 0; bkc < 2; bkc++)
                 for (int v = 0; v < 5; v++) {
-                    gcase c = {dims[d][0], dims[d][1], dims[d][2], akc, bkc, v == 1, v == 2,
-                               v == 3, v == 4, v == 3, v == 3 && akc};
+                    gcase c = {dims[d][0], dims[d][1], dims[d][2], akc,    bkc,          v == 1,
+                               v == 2,     v == 3,     v == 4,     v == 3, v == 3 && akc};
                     run_case(g, c, seed++, 0);
                 }
     route_all(g, 0);
@@ -289,8 +289,7 @@ static void test_routing(void **state)
     vkg_gpu_run(g);
     vkg_tensor dinp = vkg_gpu_upload(g, inp, (size_t)N * C * 4);
     vkg_tensor dw = vkg_gpu_upload(g, w, (size_t)OC * C * 4);
-    VKG_ASSERT_OK(
-        vkg_op_matmul_bwd(g->cmd, dinp, dw, NULL, out, ti, tw, N, C, OC, &scratch));
+    VKG_ASSERT_OK(vkg_op_matmul_bwd(g->cmd, dinp, dw, NULL, out, ti, tw, N, C, OC, &scratch));
     assert_int_equal(vkg_cmd_kernel_count(g->cmd, KERNEL), 0);
     vkg_gpu_run(g);
     free(inp), free(w), free(b), free(got), free(ref);

@@ -168,9 +168,9 @@ static void list_configs(const vkg_device_info *info, char *buf, size_t cap)
     buf[0] = '\0';
     for (int i = 0; i < info->coopmat_count && used + 1 < cap; i++) {
         const vkg_coopmat_config *c = &info->coopmat[i];
-        int w = snprintf(buf + used, cap - used, "%s%ux%ux%u %s*%s+%s->%s %s (%s)", i ? ", " : "",
-                         c->m, c->n, c->k, c->a, c->b, c->c, c->result, c->scope,
-                         c->khr ? "KHR" : "NV");
+        int w =
+            snprintf(buf + used, cap - used, "%s%ux%ux%u %s*%s+%s->%s %s (%s)", i ? ", " : "", c->m,
+                     c->n, c->k, c->a, c->b, c->c, c->result, c->scope, c->khr ? "KHR" : "NV");
         if (w < 0)
             break;
         used += (size_t)w;
@@ -195,11 +195,12 @@ vkg_status vkg__coopmat_prepare(vkg_device_t *dev, vkg_coopmat_enable *e, const 
     if (e->config < 0) {
         char listed[1024];
         list_configs(info, listed, sizeof listed);
-        return VKG_FAIL(VKG_ERR_UNSUPPORTED,
-                        "--coopmat on: %s has no cooperative-matrix configuration with f16 A and B, "
-                        "f32 C and result, subgroup scope, M and N 8 or 16, K 8, 16 or 32 (it "
-                        "lists: %s)",
-                        info->name, listed);
+        return VKG_FAIL(
+            VKG_ERR_UNSUPPORTED,
+            "--coopmat on: %s has no cooperative-matrix configuration with f16 A and B, "
+            "f32 C and result, subgroup scope, M and N 8 or 16, K 8, 16 or 32 (it "
+            "lists: %s)",
+            info->name, listed);
     }
     VKG_CHECK(info->shader_float16, VKG_ERR_UNSUPPORTED,
               "--coopmat on: %s lacks shaderFloat16, which the cooperative-matrix kernel needs",

@@ -11,7 +11,8 @@
 /* The values of the Vulkan registry (vk.xml, VK_KHR_cooperative_matrix, extension 507). */
 #define VK_KHR_cooperative_matrix 1
 #define VK_KHR_COOPERATIVE_MATRIX_EXTENSION_NAME "VK_KHR_cooperative_matrix"
-#define VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR ((VkStructureType)1000506000)
+#define VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR                          \
+    ((VkStructureType)1000506000)
 #define VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_KHR ((VkStructureType)1000506001)
 typedef enum VkComponentTypeKHR {
     VK_COMPONENT_TYPE_FLOAT16_KHR = 0,
@@ -87,8 +88,7 @@ vkg_status vkg__coopmat_prepare(vkg_device_t *dev, vkg_coopmat_enable *e, const 
                                 uint32_t *n, VkPhysicalDeviceVulkan12Features *f12);
 
 /* Set t's cooperative-matrix fields for dev's mode and the configuration e chose. */
-void vkg__coopmat_tune(const vkg_device_t *dev, const vkg_coopmat_enable *e,
-                       vkg_device_tuning *t);
+void vkg__coopmat_tune(const vkg_device_t *dev, const vkg_coopmat_enable *e, vkg_device_tuning *t);
 
 /* The cooperative-matrix kernel's SPIR-V rewritten from SPV_NV_cooperative_matrix to
  * SPV_KHR_cooperative_matrix (src/vk/spv_coopmat.c): *out (malloc'd, *out_words words) on

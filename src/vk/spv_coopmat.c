@@ -51,9 +51,9 @@ enum {
  * produce a cooperative matrix (the operands of a multiply-add are looked up among these). */
 static int typed_result(uint32_t op)
 {
-    static const uint32_t ops[] = {1,   43,  44,  46,  55,  57,  59,  61,  80,  81,  82,  83,
-                                   115, 127, 129, 131, 133, 136, 169, 245, OP_LOAD_NV,
-                                   OP_MULADD_NV};
+    static const uint32_t ops[] = {1,   43,  44,  46,  55,         57,          59,  61,
+                                   80,  81,  82,  83,  115,        127,         129, 131,
+                                   133, 136, 169, 245, OP_LOAD_NV, OP_MULADD_NV};
     for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
         if (ops[i] == op)
             return 1;
@@ -69,7 +69,6 @@ typedef struct module {
     uint8_t *is_type;  /* id -> 1 for an NV cooperative matrix type */
     uint8_t *bools;    /* id -> 1 OpConstantFalse, 2 OpConstantTrue */
 } module;
-
 
 /* Walk the instructions once: check the word counts, record types, bools and uses. */
 static vkg_status scan(module *m, uint32_t *uint_type)
@@ -129,7 +128,8 @@ static vkg_status infer_uses(module *m)
         VKG_CHECK(u == 1 || u == 2 || u == 4, VKG_ERR_INVALID_ARG,
                   "SPIR-V coopmat rewrite: cooperative matrix type %%%u is %s (it must be used as "
                   "exactly one of A, B and accumulator)",
-                  id, u ? "used as more than one of A, B and accumulator" : "used by no multiply-add");
+                  id,
+                  u ? "used as more than one of A, B and accumulator" : "used by no multiply-add");
     }
     return VKG_OK;
 }
@@ -155,9 +155,9 @@ static vkg_status emit(const module *m, size_t i, uint32_t uint_type, const uint
     uint32_t wc = in[0] >> 16, op = in[0] & 0xFFFF, lay = 0;
     if (op == OP_CAPABILITY && wc == 2 && in[1] == CAP_NV) {
         out[(*o)++] = in[0], out[(*o)++] = CAP_KHR;
-    } else if (op == OP_EXTENSION && wc >= 2 && !strncmp((const char *)(in + 1),
-                                                         "SPV_NV_cooperative_matrix",
-                                                         (size_t)(wc - 1) * 4)) {
+    } else if (op == OP_EXTENSION && wc >= 2 &&
+               !strncmp((const char *)(in + 1), "SPV_NV_cooperative_matrix",
+                        (size_t)(wc - 1) * 4)) {
         static const char name[] = "SPV_KHR_cooperative_matrix";
         uint32_t words = (uint32_t)(sizeof name + 3) / 4; /* with its NUL, padded */
         out[(*o)++] = (words + 1) << 16 | OP_EXTENSION;
