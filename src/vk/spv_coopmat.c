@@ -19,7 +19,8 @@
  *   OpCooperativeMatrixLengthNV 5362 -> OpCooperativeMatrixLengthKHR 4460 (same operands)
  * The three uint constants 0, 1, 2 are added right after the module's 32-bit unsigned integer
  * type (which the NV types' scope constants need), with new ids. It does not validate the module
- * beyond what the rewrite reads; element-wise and conversion instructions on cooperative
+ * beyond what the rewrite reads (a module without cooperative matrices comes back unchanged);
+ * element-wise and conversion instructions on cooperative
  * matrices are the same in both extensions and are copied. */
 #include <stdlib.h>
 #include <string.h>
@@ -220,6 +221,19 @@ vkg_status vkg__spv_coopmat_nv_to_khr(const uint32_t *in, size_t words, uint32_t
     VKG_CHECK_GOTO(st, m.type_of && m.use && m.is_type && m.bools, VKG_ERR_NOMEM, done,
                    "SPIR-V coopmat rewrite: no memory for a module of bound %u", m.bound);
     VKG_TRY_GOTO(st, scan(&m, &uint_type), done);
+    int any = 0; /* a module without cooperative matrices is returned as it is */
+    for (size_t i = 5; i < words && !any; i += in[i] >> 16)
+        any = (in[i] & 0xFFFF) == OP_CAPABILITY && (in[i] >> 16) == 2 && in[i + 1] == CAP_NV;
+    for (uint32_t id = 0; id < m.bound && !any; id++)
+        any = m.is_type[id];
+    if (!any) {
+        res = malloc(words * sizeof *res);
+        VKG_CHECK_GOTO(st, res, VKG_ERR_NOMEM, done, "SPIR-V coopmat rewrite: no memory");
+        memcpy(res, in, words * sizeof *res);
+        *out = res, *out_words = words;
+        res = NULL;
+        goto done;
+    }
     VKG_TRY_GOTO(st, infer_uses(&m), done);
     VKG_CHECK_GOTO(st, uint_type, VKG_ERR_INVALID_ARG, done,
                    "SPIR-V coopmat rewrite: the module has no 32-bit unsigned integer type");
