@@ -19,10 +19,27 @@
 #include "vk/coopmat.h"
 
 enum {
-    CAP = 17, EXT = 10, TYPE_INT = 21, TYPE_FLOAT = 22, CONST = 43, CTRUE = 41, CFALSE = 42,
-    TYPE_VOID = 19, TYPE_FN = 33, FUNCTION = 54, LABEL = 248, UNDEF = 1, LOAD = 61,
-    NV_TYPE = 5358, NV_LOAD = 5359, NV_STORE = 5360, NV_MULADD = 5361,
-    KHR_TYPE = 4456, KHR_LOAD = 4457, KHR_STORE = 4458, KHR_MULADD = 4459,
+    CAP = 17,
+    EXT = 10,
+    TYPE_INT = 21,
+    TYPE_FLOAT = 22,
+    CONST = 43,
+    CTRUE = 41,
+    CFALSE = 42,
+    TYPE_VOID = 19,
+    TYPE_FN = 33,
+    FUNCTION = 54,
+    LABEL = 248,
+    UNDEF = 1,
+    LOAD = 61,
+    NV_TYPE = 5358,
+    NV_LOAD = 5359,
+    NV_STORE = 5360,
+    NV_MULADD = 5361,
+    KHR_TYPE = 4456,
+    KHR_LOAD = 4457,
+    KHR_STORE = 4458,
+    KHR_MULADD = 4459,
 };
 
 typedef struct parsed {

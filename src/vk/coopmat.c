@@ -146,14 +146,15 @@ static int usable(const vkg_coopmat_config *c)
            (c->k == 8 || c->k == 16 || c->k == 32);
 }
 
-int vkg__coopmat_pick(const vkg_device_info *info)
+int vkg__coopmat_pick(const vkg_device_info *info, int prefer_khr)
 {
     int best = -1, best_rank = 0;
     for (int i = 0; i < info->coopmat_count; i++) {
         const vkg_coopmat_config *c = &info->coopmat[i];
         if (!usable(c))
             continue;
-        int rank = (c->khr ? 4 : 0) + (c->m == 16 && c->n == 8 && c->k == 16 ? 0 : 2) +
+        int rank = (c->khr != prefer_khr ? 4 : 0) +
+                   (c->m == 16 && c->n == 8 && c->k == 16 ? 0 : 2) +
                    (c->m == 16 && c->n == 16 ? 0 : 1);
         if (best < 0 || rank < best_rank)
             best = i, best_rank = rank;
@@ -191,7 +192,10 @@ vkg_status vkg__coopmat_prepare(vkg_device_t *dev, vkg_coopmat_enable *e, const 
               "--coopmat on: %s has neither VK_KHR_cooperative_matrix nor "
               "VK_NV_cooperative_matrix (use --coopmat off)",
               info->name);
-    e->config = vkg__coopmat_pick(info);
+    /* VKG_COOPMAT_KHR=1: the KHR configuration (and the SPIR-V rewrite) even where the device
+     * also has NV's, to check the rewrite on such a device (scripts/device-check.sh). */
+    const char *env = getenv("VKG_COOPMAT_KHR");
+    e->config = vkg__coopmat_pick(info, env && !strcmp(env, "1"));
     if (e->config < 0) {
         char listed[1024];
         list_configs(info, listed, sizeof listed);

@@ -66,9 +66,9 @@ typedef VkResult(VKAPI_PTR *PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesKH
 void vkg__coopmat_describe(VkInstance instance, VkPhysicalDevice phys, vkg_device_info *info);
 
 /* The index in info->coopmat of the configuration the matmul kernel runs on: f16 A and B, f32 C
- * and result, subgroup scope, m and n 8 or 16, k 8, 16 or 32; NV's before KHR's (no rewrite),
- * 16 x 8 x 16 first. -1 when there is none. */
-int vkg__coopmat_pick(const vkg_device_info *info);
+ * and result, subgroup scope, m and n 8 or 16, k 8, 16 or 32; NV's before KHR's (no rewrite)
+ * unless prefer_khr, 16 x 8 x 16 first. -1 when there is none. */
+int vkg__coopmat_pick(const vkg_device_info *info, int prefer_khr);
 
 /* What vkCreateDevice is given for the cooperative-matrix kernel: kept alive by the caller until
  * then. */
@@ -78,7 +78,8 @@ typedef struct vkg_coopmat_enable {
     int config; /* index in info->coopmat, -1: none */
 } vkg_coopmat_enable;
 
-/* For dev->opts.coopmat == VKG_COOPMAT_ON: pick the configuration, append its extension to
+/* For dev->opts.coopmat == VKG_COOPMAT_ON: pick the configuration (KHR's first when the
+ * environment variable VKG_COOPMAT_KHR is 1), append its extension to
  * ext_names (room for one more at *n), chain its feature struct into f12 and turn on f12's
  * shaderFloat16 and vulkanMemoryModel; sets dev->coopmat_rewrite when the device has only the KHR
  * extension. Other modes: nothing (e->config = -1). Errors: VKG_ERR_UNSUPPORTED naming the device
