@@ -117,25 +117,27 @@ shared HALF As[BM * ASTR];
 shared HALF Bs[BK * BSTR];
 shared float Cs[BM * CSTR];
 
+// A(r, k) (is_a) or B(k, r) as stored, 0 outside the product (r >= M or N, k >= kend).
+float operand(bool is_a, uint r, uint k, uint kend)
+{
+    if (k >= kend || r >= (is_a ? p.M : p.N))
+        return 0.0;
+    uint ld = is_a ? p.lda : p.ldb, kc = is_a ? A_KCONTIG : B_KCONTIG;
+    uint i = kc == 1 ? r * ld + k : k * ld + r;
+    return is_a ? A_AT(i) : B_AT(i);
+}
+
 // Stage the tiles of the step at k0 (k < kend), neighbouring invocations reading neighbouring
 // addresses of each operand's contiguous dimension.
 void stage(uint tid, uint nthreads, uint m0, uint n0, uint k0, uint kend)
 {
     for (uint e = tid; e < BM * BK; e += nthreads) {
         uint mm = A_KCONTIG == 1 ? e / BK : e % BM, kk = A_KCONTIG == 1 ? e % BK : e / BM;
-        uint m = m0 + mm, k = k0 + kk;
-        float v = 0.0;
-        if (m < p.M && k < kend)
-            v = A_KCONTIG == 1 ? A_AT(m * p.lda + k) : A_AT(k * p.lda + m);
-        As[mm * ASTR + kk] = to_half(v);
+        As[mm * ASTR + kk] = to_half(operand(true, m0 + mm, k0 + kk, kend));
     }
     for (uint e = tid; e < BN * BK; e += nthreads) {
         uint nn = B_KCONTIG == 1 ? e / BK : e % BN, kk = B_KCONTIG == 1 ? e % BK : e / BN;
-        uint n = n0 + nn, k = k0 + kk;
-        float v = 0.0;
-        if (n < p.N && k < kend)
-            v = B_KCONTIG == 1 ? B_AT(n * p.ldb + k) : B_AT(k * p.ldb + n);
-        Bs[kk * BSTR + nn] = to_half(v);
+        Bs[kk * BSTR + nn] = to_half(operand(false, n0 + nn, k0 + kk, kend));
     }
 }
 
