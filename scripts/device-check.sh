@@ -11,8 +11,9 @@
 #       configuration, the cooperative-matrix matmul's tests on it (coopmat_device, built from
 #       tests/test_matmul_coopmat.c: that kernel has run nowhere else; a failure fails the check;
 #       again with VKG_COOPMAT_KHR=1, the SPIR-V rewritten to KHR, where the device has both),
-#       and `vkgpt bench train --precision bf16` with --coopmat off and on (B = 8); then every shader test against the CPU reference with the
-#       validation layer on (each must pass and report no message); `vkgpt bench ops`, and its
+#       and `vkgpt bench train --precision bf16` with --coopmat off and on (B = 8); then every
+#       shader test against the CPU reference with the validation layer on (each must pass and
+#       report no message); `vkgpt bench ops`, and its
 #       matmul rows again with each entry of the tiled matmul's table (`--tiles ENTRY`);
 #       `vkgpt bench train` for GPT-2 124M at T = 1024 with B = 1, 4, 8, 16 (B = 16 needs 26 GiB,
 #       its logits 3.1 GiB in one allocation); and, where python3 can import torch with CUDA, PyTorch's
@@ -93,7 +94,8 @@ echo "" >>"$sum"
 echo "| test | result | seconds |" >>"$sum"
 echo "|---|---|---|" >>"$sum"
 failed=0
-# Cooperative matrices first: the kernel's only run on real fragments (see tests/test_matmul_coopmat.c).
+# Cooperative matrices first: the kernel's only run on real fragments
+# (see tests/test_matmul_coopmat.c).
 if "$here/vkgpt" devices 2>&1 | grep -q 'f16\*f16+f32->f32 subgroup'; then
     step "coopmat_device"
     start=$(date +%s)
@@ -124,7 +126,7 @@ if "$here/vkgpt" devices 2>&1 | grep -q 'f16\*f16+f32->f32 subgroup'; then
         done
     fi
 else
-    step "coopmat_device: not run, the device lists no f16 x f16 + f32 cooperative-matrix configuration"
+    step "coopmat_device: not run, no f16 x f16 + f32 cooperative-matrix configuration listed"
     echo "| coopmat_device | not run: no cooperative matrices | 0 |" >>"$sum"
 fi
 for t in "$here"/test_*; do

@@ -17,10 +17,10 @@
 //
 // A workgroup computes a BM x BN block of R as SGM x SGN warp tiles, each FM x FN fragments of
 // CM_M x CM_N (the device's cooperative-matrix shape M x N x K, specialization constants). Per
-// step of BK = KSTEPS CM_K along k, all invocations stage A's BM x BK tile (row-major, m by k) and B's
-// BK x BN tile (row-major, k by n) in shared memory as f16, reading each operand along its
-// contiguous dimension; out-of-range elements stage as 0. Each subgroup then loads its fragments
-// from the tiles and multiplies-adds them into f32 accumulator fragments. At the end the
+// step of BK = KSTEPS CM_K along k, all invocations stage A's BM x BK tile (row-major, m by k)
+// and B's BK x BN tile (row-major, k by n) in shared memory as f16, reading each operand along
+// its contiguous dimension; out-of-range elements stage as 0. Each subgroup then loads its
+// fragments from the tiles and multiplies-adds them into f32 accumulator fragments. At the end the
 // accumulators are stored to a BM x BN f32 tile in shared memory, and every invocation applies
 // the epilogue to elements of it, skipping those outside M x N. The workgroup is any number of
 // invocations (specialization constant 0) whose subgroups number at least NWARP / R: a subgroup
