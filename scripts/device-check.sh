@@ -7,8 +7,13 @@
 #       libzmq and what it needs), the Khronos validation layer with a manifest that points at
 #       its copy, the PyTorch step of bench/train, and run.sh. Nothing in DIR needs an install.
 #   DIR/run.sh [OUT]
-#       there: print the device; run every shader test against the CPU reference with the
-#       validation layer on (each must pass and report no message); `vkgpt bench ops`, and its
+#       there: print the device; first, where the device lists an f16 x f16 + f32 cooperative-matrix
+#       configuration, the cooperative-matrix matmul's tests on it (coopmat_device, built from
+#       tests/test_matmul_coopmat.c: that kernel has run nowhere else; a failure fails the check;
+#       again with VKG_COOPMAT_KHR=1, the SPIR-V rewritten to KHR, where the device has both),
+#       and `vkgpt bench train --precision bf16` with --coopmat off and on (B = 8); then every
+#       shader test against the CPU reference with the validation layer on (each must pass and
+#       report no message); `vkgpt bench ops`, and its
 #       matmul rows again with each entry of the tiled matmul's table (`--tiles ENTRY`, and
 #       `ENTRY+sb` for the double-buffered ones);
 #       `vkgpt bench train` for GPT-2 124M at T = 1024 with B = 1, 4, 8, 16 (B = 16 needs 26 GiB,
@@ -29,7 +34,7 @@ build=${2:-build}
 dir=${3:-.devcheck}
 tests="test_vk test_matmul test_matmul_tiles test_checker test_attention test_encoder test_layernorm test_pointwise
        test_xent test_norm test_adamw test_elementwise test_gpt2 test_gpt2_parts test_memtype
-       test_dispatch_split"
+       test_dispatch_split test_matmul_coopmat"
 [ -x "$build/vkgpt" ] || { echo "device-check: $build/vkgpt is not built (make build)" >&2; exit 1; }
 rm -rf "$dir"
 mkdir -p "$dir/lib" "$dir/layers"
@@ -38,8 +43,13 @@ for t in $tests; do
     [ -x "$build/tests/$t" ] || { echo "device-check: $build/tests/$t is not built" >&2; exit 1; }
     cp "$build/tests/$t" "$dir/"
 done
+# The real cooperative-matrix tests: not named test_* (run.sh runs those on every device), run
+# first, only where the device has cooperative matrices.
+[ -x "$build/tests/test_coopmat_device" ] ||
+    { echo "device-check: $build/tests/test_coopmat_device is not built" >&2; exit 1; }
+cp "$build/tests/test_coopmat_device" "$dir/coopmat_device"
 # Every library the binaries load, but glibc's own (the target has a glibc; mixing is unsafe).
-for b in "$dir"/vkgpt "$dir"/test_*; do
+for b in "$dir"/vkgpt "$dir"/test_* "$dir"/coopmat_device; do
     ldd "$b" | awk '/=> \// { print $3 }'
 done | sort -u | while read -r lib; do
     case "$(basename "$lib")" in
@@ -85,6 +95,41 @@ echo "" >>"$sum"
 echo "| test | result | seconds |" >>"$sum"
 echo "|---|---|---|" >>"$sum"
 failed=0
+# Cooperative matrices first: the kernel's only run on real fragments
+# (see tests/test_matmul_coopmat.c).
+if "$here/vkgpt" devices 2>&1 | grep -q 'f16\*f16+f32->f32 subgroup'; then
+    step "coopmat_device"
+    start=$(date +%s)
+    if "$here/coopmat_device" >>"$log" 2>&1; then r=pass; else
+        r="FAIL ($?)"; failed=$((failed + 1))
+        echo "device-check: THE COOPERATIVE-MATRIX KERNEL FAILED ON THIS DEVICE (see $log)" >&2
+    fi
+    echo "| coopmat_device | $r | $(( $(date +%s) - start )) |" >>"$sum"
+    jtests="{\"test\": \"coopmat_device\", \"result\": \"$r\", \"seconds\": $(( $(date +%s) - start ))}"
+    # The same on the KHR extension (the SPIR-V rewritten) where the device has both.
+    if "$here/vkgpt" devices 2>&1 | grep -q 'f16\*f16+f32->f32 subgroup (KHR)' &&
+        "$here/vkgpt" devices 2>&1 | grep -q 'f16\*f16+f32->f32 subgroup (NV)'; then
+        step "coopmat_device (VKG_COOPMAT_KHR=1)"
+        start=$(date +%s)
+        if VKG_COOPMAT_KHR=1 "$here/coopmat_device" >>"$log" 2>&1; then r=pass; else
+            r="FAIL ($?)"; failed=$((failed + 1))
+            echo "device-check: THE COOPERATIVE-MATRIX KERNEL FAILED ON KHR (see $log)" >&2
+        fi
+        echo "| coopmat_device KHR | $r | $(( $(date +%s) - start )) |" >>"$sum"
+        jtests="$jtests, {\"test\": \"coopmat_device_khr\", \"result\": \"$r\", \"seconds\": $(( $(date +%s) - start ))}"
+    fi
+    if [ -n "${DEVCHECK_BATCHES-1}" ]; then
+        for cm in off on; do
+            step "bench train bf16 --coopmat $cm B=8"
+            "$here/vkgpt" bench train --layers 12 --heads 12 --channels 768 --vocab 50257 \
+                --ctx 1024 --seq 1024 --batch 8 --steps 5 --warmup-steps 2 --precision bf16 \
+                --coopmat "$cm" >>"$log" 2>&1 || echo "bench train --coopmat $cm failed" >>"$sum"
+        done
+    fi
+else
+    step "coopmat_device: not run, no f16 x f16 + f32 cooperative-matrix configuration listed"
+    echo "| coopmat_device | not run: no cooperative matrices | 0 |" >>"$sum"
+fi
 for t in "$here"/test_*; do
     name=$(basename "$t")
     step "$name"

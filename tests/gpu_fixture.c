@@ -17,6 +17,11 @@
 
 int vkg_gpu_group_setup(void **state)
 {
+    return vkg_gpu_group_setup_coopmat(state, VKG_COOPMAT_OFF);
+}
+
+int vkg_gpu_group_setup_coopmat(void **state, vkg_coopmat_mode coopmat)
+{
     vkg_gpu *g = calloc(1, sizeof *g);
     if (!g)
         return -1;
@@ -24,6 +29,7 @@ int vkg_gpu_group_setup(void **state)
     opts.select = getenv("VKGPT_DEVICE");
     opts.validation = 1;
     opts.profiling = 1;
+    opts.coopmat = coopmat;
     vkg_status st = vkg_device_create(&opts, &g->dev);
     if (st != VKG_OK) {
         fprintf(stderr, "cannot open a Vulkan device with validation: %s: %s\n",

@@ -20,6 +20,8 @@ typedef struct vkg_gpu {
 /* cmocka group setup/teardown: *state becomes a vkg_gpu with the device open. */
 int vkg_gpu_group_setup(void **state);
 int vkg_gpu_group_teardown(void **state);
+/* vkg_gpu_group_setup with the device opened in this cooperative-matrix mode. */
+int vkg_gpu_group_setup_coopmat(void **state, vkg_coopmat_mode coopmat);
 /* cmocka per-test setup/teardown: a fresh 256 MiB arena and command list; teardown fails the test
  * if the validation layer reported any warning or error during it. */
 int vkg_gpu_setup(void **state);

@@ -304,6 +304,11 @@ static const bad_row bad_rows[] = {
     {{"bench", "pp", "--schedule", "zb"}, {"--schedule must be 1f1b, gpipe or both", "'zb'"}},
     {{"bench", "train", "--seed", "1e30"}, {"--seed", "'1e30'"}},
     {{"bench", "train", "--lr", "1e39"}, {"--lr must be a number from 0 to 10"}},
+    {{"bench", "train", "--coopmat", "maybe"},
+     {"--coopmat: 'maybe' is not one of off, on, emulate"}},
+    {{"train", "--coopmat", "on"},
+     {"--coopmat on runs the products of the bf16", "--precision bf16"}},
+    {{"bench", "train", "--coopmat", "emulate"}, {"--coopmat emulate", "--precision bf16"}},
 };
 
 /* row's argument with the placeholders replaced */

@@ -27,6 +27,20 @@ typedef struct vkg_memory_choice {
     uint64_t heap_bytes; /* that heap's size */
 } vkg_memory_choice;
 
+/* One cooperative-matrix configuration a device offers (VK_KHR_cooperative_matrix or
+ * VK_NV_cooperative_matrix): Result (m x n) = A (m x k) x B (k x n) + C, with the component types
+ * of A, B, C and the result ("f16", "f32", "bf16", "s8", ...; "?" for one vkgpt does not name)
+ * and the scope of the matrices ("subgroup", "workgroup", ...). */
+typedef struct vkg_coopmat_config {
+    uint32_t m, n, k;
+    char a[8], b[8], c[8], result[8];
+    char scope[16];
+    int khr;        /* 1: listed by VK_KHR_cooperative_matrix, 0: by VK_NV_cooperative_matrix */
+    int saturating; /* saturating accumulation (integer types) */
+} vkg_coopmat_config;
+
+#define VKG_COOPMAT_MAX 32
+
 typedef struct vkg_device_info {
     int index;       /* position in vkg_device_list's order */
     char name[256];  /* "llvmpipe (LLVM 15.0.6, 256 bits)" */
@@ -71,6 +85,13 @@ typedef struct vkg_device_info {
      * size need (minImportedHostPointerAlignment; 0 without the extension). */
     int external_memory_host;
     uint64_t host_import_alignment;
+    /* Cooperative matrices (tensor cores): whether the device has VK_KHR_cooperative_matrix and
+     * VK_NV_cooperative_matrix, the configurations they list (the first VKG_COOPMAT_MAX), and
+     * the Vulkan memory model (the cooperative-matrix kernel's SPIR-V uses it). */
+    int coopmat_khr, coopmat_nv;
+    int coopmat_count;
+    vkg_coopmat_config coopmat[VKG_COOPMAT_MAX];
+    int vulkan_memory_model;
 } vkg_device_info;
 
 /* List every Vulkan device. *out is a malloc'd array of *count entries (free() it).
@@ -101,6 +122,17 @@ vkg_status vkg_matmul_tiling_parse(const char *s, vkg_matmul_tiling *out);
 const char *vkg_matmul_tiling_entry(int i, vkg_matmul_tiling *out);
 int vkg_matmul_tiling_count(void);
 
+/* Whether forward products with a bf16 operand run on cooperative matrices (vkgpt --coopmat).
+ * ON: the device's f16 x f16 + f32 configuration through shaders/matmul_coopmat.comp;
+ * vkg_device_create fails with VKG_ERR_UNSUPPORTED, naming what is missing, on a device without
+ * one. EMULATE: the same kernel with its fragment operations done as plain arithmetic (any
+ * device; for checking the kernel where there are no cooperative matrices, not for speed). */
+typedef enum vkg_coopmat_mode {
+    VKG_COOPMAT_OFF = 0,
+    VKG_COOPMAT_ON = 1,
+    VKG_COOPMAT_EMULATE = 2,
+} vkg_coopmat_mode;
+
 typedef struct vkg_device_opts {
     /* Which device: NULL or "" picks the first suitable one (discrete GPUs first); a decimal
      * number picks that index of vkg_device_list; anything else is a case-insensitive substring
@@ -120,6 +152,7 @@ typedef struct vkg_device_opts {
      * table entry and the product's shape (vkgpt --tiles); vkg_device_create fails with
      * VKG_ERR_INVALID_ARG naming the limit when the device cannot run them. */
     vkg_matmul_tiling tiles;
+    vkg_coopmat_mode coopmat; /* VKG_COOPMAT_OFF unless asked for */
 } vkg_device_opts;
 
 vkg_device_opts vkg_device_opts_default(void);

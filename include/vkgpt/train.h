@@ -31,8 +31,9 @@ typedef struct vkg_train_config {
     uint64_t memory_limit;   /* > 0: act as if the device had at most this much memory (bytes) */
     uint64_t max_allocation; /* > 0: act as if no allocation could be larger (bytes; tests) */
     vkg_matmul_tiling tiles; /* bm > 0: the tiled matmul with these tiles for every product */
-    int recompute;           /* 1: recompute the GELU outputs in the backward pass (llm.c -r 1) */
-    int precision;           /* VKG_PRECISION_* (vkgpt/model.h); checkpoints stay fp32 */
+    int coopmat;   /* vkg_coopmat_mode (vkgpt/device.h): cooperative matrices, off by default */
+    int recompute; /* 1: recompute the GELU outputs in the backward pass (llm.c -r 1) */
+    int precision; /* VKG_PRECISION_* (vkgpt/model.h); checkpoints stay fp32 */
     /* Model: resumed from ckpt_dir (resume), else loaded from init_path (an llm.c model file,
      * fp32 version 3 or bf16 version 5), else new from these fields with GPT-2 init from seed. */
     const char *init_path;

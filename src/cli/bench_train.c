@@ -41,6 +41,7 @@ typedef struct bench_opts {
     int L, NH, C, maxT, V, B, T; /* 0: the preset's */
     int steps, warmup, no_profile, per_dispatch;
     int precision; /* VKG_PRECISION_* */
+    int coopmat;   /* vkg_coopmat_mode */
     float lr, grad_clip;
     uint64_t seed;
     const char *device, *tiles;
@@ -206,6 +207,7 @@ static vkg_status run(const bench_opts *o, const vkg_gpt2_config *cfg)
     dopts.select = o->device;
     dopts.profiling = !o->no_profile;
     dopts.tiles = o->tiling;
+    dopts.coopmat = (vkg_coopmat_mode)o->coopmat;
     VKG_TRY_GOTO(st, vkg_device_create(&dopts, &dev), done);
     const vkg_device_info *info = vkg_device_get_info(dev);
     if (o->tuning == 1) {
@@ -214,6 +216,9 @@ static vkg_status run(const bench_opts *o, const vkg_gpt2_config *cfg)
         vkg__mmt_fit(dev, &t);
         if (o->tiles)
             vkg__mmt_force(&t, &o->tiling);
+        vkg_device_tuning cur = vkg_device_tuning_get(dev); /* --coopmat as the device opened */
+        t.coopmat = cur.coopmat, t.coopmat_m = cur.coopmat_m, t.coopmat_n = cur.coopmat_n;
+        t.coopmat_k = cur.coopmat_k;
         VKG_TRY_GOTO(st, vkg_device_tuning_set(dev, &t), done);
     }
     vkg_gpt2_opts mo = vkg_gpt2_opts_default();
@@ -333,6 +338,7 @@ int vkg_cli_bench_train(int argc, char **argv)
          tuning_names, 0, 0},
         {"--precision", VKG_FLAG_CHOICE, &o.precision, VKG_CLI_PRECISION_HELP, vkg_cli_precisions,
          0, 0},
+        {"--coopmat", VKG_FLAG_CHOICE, &o.coopmat, VKG_CLI_COOPMAT_HELP, vkg_cli_coopmats, 0, 0},
         {"--no-profile", VKG_FLAG_BOOL, &o.no_profile, "no timestamp queries (no per-op table)", 0,
          0, 0},
         {"--per-dispatch", VKG_FLAG_BOOL, &o.per_dispatch, "also list every dispatch in order", 0,
@@ -343,7 +349,8 @@ int vkg_cli_bench_train(int argc, char **argv)
                              (int)(sizeof flags / sizeof flags[0]), argc, argv, NULL, NULL);
     if (rc)
         return rc == 1 ? 0 : 2;
-    if (vkg_cli_tiles("bench train", o.tiles, &o.tiling))
+    if (vkg_cli_tiles("bench train", o.tiles, &o.tiling) ||
+        vkg_cli_coopmat_check("bench train", o.coopmat, o.precision))
         return 2;
     const preset *p = &presets[o.preset];
     int maxT_given = o.maxT;

@@ -62,6 +62,13 @@ typedef struct vkg_cli_dp_flags {
         .world_size = -1, .rank = -1, .master_port = -1, .timeout_s = -1, .zero_copy = 1           \
     }
 extern const char *const vkg_cli_lr_scales[];
+/* --coopmat's values, indexed by vkg_coopmat_mode (train, bench train). */
+extern const char *const vkg_cli_coopmats[];
+#define VKG_CLI_COOPMAT_HELP                                                                       \
+    "off (the default), on: the bf16 forward products on the device's cooperative matrices "       \
+    "(tensor cores; not yet run on a GPU), emulate: the same kernel without them (a check)"
+/* 0, or 2 after printing why --coopmat (vkg_coopmat_mode) cannot go with --precision. */
+int vkg_cli_coopmat_check(const char *cmd, int coopmat, int precision);
 /* --precision's values, indexed by VKG_PRECISION_* (train, bench train, plan). */
 extern const char *const vkg_cli_precisions[];
 #define VKG_CLI_PRECISION_HELP                                                                     \

@@ -9,6 +9,39 @@
 #include "cli/cli.h"
 #include "vk/vk.h"
 #include "vkgpt/device.h"
+#include "vkgpt/model.h"
+
+const char *const vkg_cli_coopmats[] = {"off", "on", "emulate", NULL};
+
+int vkg_cli_coopmat_check(const char *cmd, int coopmat, int precision)
+{
+    if (coopmat == VKG_COOPMAT_OFF || precision == VKG_PRECISION_BF16)
+        return 0;
+    fprintf(stderr,
+            "vkgpt %s: --coopmat %s runs the products of the bf16 weights copy, which only "
+            "--precision bf16 has (fp32 products stay on the fp32 kernels)\n",
+            cmd, vkg_cli_coopmats[coopmat]);
+    return 2;
+}
+
+/* The cooperative-matrix configurations the device lists (vkgpt --coopmat on takes one with f16
+ * inputs and f32 accumulation). */
+static void print_coopmat(const vkg_device_info *d)
+{
+    if (!d->coopmat_khr && !d->coopmat_nv) {
+        printf("    cooperative matrices: none (neither VK_KHR_cooperative_matrix nor "
+               "VK_NV_cooperative_matrix; --coopmat on is refused)\n");
+        return;
+    }
+    printf("    cooperative matrices:%s%s, %d configuration(s) (MxNxK A*B+C->result, scope):\n",
+           d->coopmat_khr ? " VK_KHR_cooperative_matrix" : "",
+           d->coopmat_nv ? " VK_NV_cooperative_matrix" : "", d->coopmat_count);
+    for (int i = 0; i < d->coopmat_count; i++) {
+        const vkg_coopmat_config *c = &d->coopmat[i];
+        printf("      %ux%ux%u %s*%s+%s->%s %s%s (%s)\n", c->m, c->n, c->k, c->a, c->b, c->c,
+               c->result, c->scope, c->saturating ? " saturating" : "", c->khr ? "KHR" : "NV");
+    }
+}
 
 static void print_device(const vkg_device_info *d)
 {
@@ -40,6 +73,7 @@ static void print_device(const vkg_device_info *d)
                (unsigned long long)d->host_import_alignment);
     else
         printf("    VK_EXT_external_memory_host: no (gradient buckets by host copies)\n");
+    print_coopmat(d);
     if (d->suitable)
         printf("    usable by vkgpt\n");
     else
@@ -83,6 +117,10 @@ void vkg_cli_print_matmul(const vkg_device_t *dev, const char *indent)
     if (d->subgroup_size_control)
         printf("%u..%u", d->subgroup_size_min, d->subgroup_size_max);
     printf("\n");
+    if (tu.coopmat)
+        printf("%sbf16 forward products: cooperative-matrix kernel%s, fragments %ux%ux%u%s\n",
+               indent, tu.coopmat == 2 ? " emulated" : "", tu.coopmat_m, tu.coopmat_n, tu.coopmat_k,
+               dev->coopmat_rewrite ? " (SPIR-V rewritten to KHR)" : "");
 }
 
 static void print_table(void)

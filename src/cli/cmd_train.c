@@ -382,6 +382,7 @@ int vkg_cli_train(int argc, char **argv)
          recomputes, 0, 0},
         {"--precision", VKG_FLAG_CHOICE, &c->precision, VKG_CLI_PRECISION_HELP, vkg_cli_precisions,
          0, 0},
+        {"--coopmat", VKG_FLAG_CHOICE, &c->coopmat, VKG_CLI_COOPMAT_HELP, vkg_cli_coopmats, 0, 0},
         {"--pp", VKG_FLAG_INT, &c->pp, "pipeline stages (ranks = data-parallel x pp)", 0, 1, 64},
         {"--pp-layers", VKG_FLAG_STR, &o.pp_layers,
          "layers per stage, e.g. 3,3,2 (default: balanced by estimated compute)", 0, 0, 0},
@@ -427,7 +428,8 @@ int vkg_cli_train(int argc, char **argv)
         fprintf(stderr, "vkgpt train: %s\n", why);
         return 2;
     }
-    if (vkg_cli_tiles("train", tiles, &c->tiles))
+    if (vkg_cli_tiles("train", tiles, &c->tiles) ||
+        vkg_cli_coopmat_check("train", c->coopmat, c->precision))
         return 2;
     c->schedule = (vkg_schedule_kind)schedule;
     if (o.pp_layers) {

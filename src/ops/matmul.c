@@ -192,6 +192,8 @@ vkg_status vkg_op_gemm(vkg_cmd *c, const vkg_gemm *g)
     VKG_TRY(vkg__op_limit(op, &limit));
     VKG_TRY(gemm_wide(op, g, limit, &wide));
     vkg_device_tuning tu = vkg_device_tuning_get(vkg_cmd_device(c));
+    if (vkg__coopmat_takes(&tu, g, wide))
+        return vkg__matmul_coopmat_dispatch(c, g, op, &tu);
     int tiled;
     VKG_TRY(pick_kernel(op, g, &tu, wide, &tiled));
     uint32_t kc = ksplit_rows(&tu, g);
@@ -296,8 +298,9 @@ static vkg_status matmul_fwd(vkg_cmd *c, vkg_tensor out, const vkg_tensor *act, 
             VKG_TRY(vkg__op_need_any(op, "act", *act, (size_t)N * (size_t)OC));
     }
     /* The tiled kernel reads the whole weight in one dispatch: only while it fits the limit. */
-    int tiled =
-        vkg_device_tuning_get(vkg_cmd_device(c)).matmul_tiled && (size_t)OC * (size_t)C <= limit;
+    vkg_device_tuning tu = vkg_device_tuning_get(vkg_cmd_device(c));
+    int tiled = (tu.matmul_tiled || vkg__coopmat_takes_fwd(&tu, inp.dtype, weight.dtype)) &&
+                (size_t)OC * (size_t)C <= limit;
     /* Each block of rows: multiplied in place by the tiled kernel; for the register kernel,
      * transposed into its own part of the scratch first. */
     for (size_t n0 = 0; n0 < (size_t)N; n0 += nb) {

@@ -41,4 +41,16 @@ static inline push_gemm vkg__gemm_push(const vkg_gemm *g, int split, uint32_t kc
 vkg_status vkg__matmul_tiled_dispatch(vkg_cmd *c, const vkg_gemm *g, const char *op,
                                       const vkg_device_tuning *tu, size_t limit);
 
+/* Whether the cooperative-matrix kernel takes product g under tuning tu (src/ops/matmul_coopmat.c:
+ * the device opened with it, g neither stored transposed nor wide nor given register tiles, and
+ * a forward product with a bf16 operand unless tu->coopmat_all); and, for the forward pass
+ * before its products are built, whether it takes them for these operand types. */
+int vkg__coopmat_takes(const vkg_device_tuning *tu, const vkg_gemm *g, int wide);
+int vkg__coopmat_takes_fwd(const vkg_device_tuning *tu, vkg_dtype inp, vkg_dtype weight);
+/* Record a checked product g on the cooperative-matrix kernel (or its emulation, tu->coopmat ==
+ * 2) in one dispatch. Errors: VKG_ERR_UNSUPPORTED when the device's workgroup or shared memory is
+ * too small for its tiles. */
+vkg_status vkg__matmul_coopmat_dispatch(vkg_cmd *c, const vkg_gemm *g, const char *op,
+                                        const vkg_device_tuning *tu);
+
 #endif

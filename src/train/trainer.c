@@ -261,6 +261,7 @@ static vkg_status setup(vkg_trainer_t *t)
     dopts.memory_limit = c->memory_limit;
     dopts.max_allocation = c->max_allocation;
     dopts.tiles = c->tiles;
+    dopts.coopmat = (vkg_coopmat_mode)c->coopmat;
     dopts.profiling = c->profile;
     VKG_TRY(join(t));
     if (t->ckpt_dir[0] && vkg_strategy_rank(t->par) == 0) /* before anything is written there */

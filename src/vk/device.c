@@ -11,6 +11,7 @@
 
 #include "base/parse.h"
 #include "vk/instance.h"
+#include "vk/coopmat.h"
 #include "vk/vk.h"
 
 vkg_device_opts vkg_device_opts_default(void)
@@ -196,7 +197,7 @@ static vkg_status open_logical(vkg_device_t *dev)
     VKG_CHECK(exts, VKG_ERR_NOMEM, "no memory for device extensions");
     /* Optional extensions, enabled where present. */
     const char *optional[2] = {"VK_KHR_portability_subset", "VK_EXT_external_memory_host"};
-    const char *ext_names[3];
+    const char *ext_names[4];
     uint32_t enabled = 0;
     int host_import = 0;
     if (vkEnumerateDeviceExtensionProperties(dev->phys, NULL, &next, exts) == VK_SUCCESS)
@@ -227,6 +228,8 @@ static vkg_status open_logical(vkg_device_t *dev)
         .bufferDeviceAddress = VK_TRUE,
         .timelineSemaphore = VK_TRUE,
     };
+    vkg_coopmat_enable coopmat; /* only with opts.coopmat on: its extension and features */
+    VKG_TRY(vkg__coopmat_prepare(dev, &coopmat, ext_names, &enabled, &f12));
     VkPhysicalDeviceFeatures2 feats = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
                                        .pNext = &f12};
     VkDeviceCreateInfo dci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
@@ -269,6 +272,7 @@ static vkg_status open_logical(vkg_device_t *dev)
     dev->tuning = vkg__device_tuning_defaults(props.deviceType, dev->info.subgroup_size);
     vkg__mmt_defaults(props.vendorID, props.deviceType, &dev->tuning);
     vkg__mmt_fit(dev, &dev->tuning);
+    vkg__coopmat_tune(dev, &coopmat, &dev->tuning);
     if (dev->opts.tiles.bm) { /* --tiles: checked against this device's limits */
         vkg_device_tuning forced = dev->tuning;
         vkg__mmt_force(&forced, &dev->opts.tiles);
@@ -313,8 +317,10 @@ vkg_status vkg_device_create(const vkg_device_opts *opts, vkg_device_t **out)
     VKG_TRY_GOTO(st, vkg__physical_devices(dev->instance, &phys, &n), fail);
     infos = calloc(n ? n : 1, sizeof *infos);
     VKG_CHECK_GOTO(st, infos, VKG_ERR_NOMEM, fail, "no memory for device descriptions");
-    for (uint32_t i = 0; i < n; i++)
+    for (uint32_t i = 0; i < n; i++) {
         vkg__device_describe(phys[i], (int)i, &infos[i]);
+        vkg__coopmat_describe(dev->instance, phys[i], &infos[i]);
+    }
     VKG_TRY_GOTO(st, choose(infos, n, opts ? opts->select : NULL, &chosen), fail);
     dev->phys = phys[chosen];
     dev->info = infos[chosen];

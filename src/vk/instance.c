@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "vk/coopmat.h"
 #include "vk/vk.h"
 
 const char *vkg__vk_result_str(VkResult r)
@@ -222,7 +223,7 @@ static void append_missing(vkg_device_info *info, const char *what)
     snprintf(info->missing + len, sizeof info->missing - len, "%s%s", len ? ", " : "", what);
 }
 
-static int device_has_extension(VkPhysicalDevice phys, const char *name)
+int vkg__device_has_extension(VkPhysicalDevice phys, const char *name)
 {
     uint32_t n = 0;
     if (vkEnumerateDeviceExtensionProperties(phys, NULL, &n, NULL) != VK_SUCCESS || n == 0)
@@ -241,15 +242,15 @@ void vkg__device_describe(VkPhysicalDevice phys, int index, vkg_device_info *inf
     memset(info, 0, sizeof *info);
     VkPhysicalDeviceExternalMemoryHostPropertiesEXT host_import = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_EXTERNAL_MEMORY_HOST_PROPERTIES_EXT};
-    info->external_memory_host = device_has_extension(phys, "VK_EXT_external_memory_host");
+    info->external_memory_host = vkg__device_has_extension(phys, "VK_EXT_external_memory_host");
     VkPhysicalDeviceMaintenance4PropertiesKHR maint4 = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_4_PROPERTIES_KHR};
     VkPhysicalDeviceMaintenance3Properties maint3 = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES,
-        .pNext = device_has_extension(phys, "VK_KHR_maintenance4") ? &maint4 : NULL};
+        .pNext = vkg__device_has_extension(phys, "VK_KHR_maintenance4") ? &maint4 : NULL};
     VkPhysicalDeviceDriverProperties driver = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES, .pNext = &maint3};
-    int has_sgc = device_has_extension(phys, VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME);
+    int has_sgc = vkg__device_has_extension(phys, VK_EXT_SUBGROUP_SIZE_CONTROL_EXTENSION_NAME);
     VkPhysicalDeviceSubgroupSizeControlPropertiesEXT sgc = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_SIZE_CONTROL_PROPERTIES_EXT,
         .pNext = &driver};
@@ -390,8 +391,10 @@ vkg_status vkg__device_list(int validation, vkg_device_info **out, int *count, i
         infos = calloc(n ? n : 1, sizeof *infos);
         if (!infos)
             st = VKG_FAIL(VKG_ERR_NOMEM, "no memory for %u device descriptions", n);
-        for (uint32_t i = 0; infos && i < n; i++)
+        for (uint32_t i = 0; infos && i < n; i++) {
             vkg__device_describe(phys[i], (int)i, &infos[i]);
+            vkg__coopmat_describe(instance, phys[i], &infos[i]);
+        }
     }
     free(phys);
     vkg__instance_destroy(instance, messenger);

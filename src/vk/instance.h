@@ -11,6 +11,8 @@
 vkg_status vkg__instance_create(int validation, vkg_device_t *dev, VkInstance *out,
                                 VkDebugUtilsMessengerEXT *messenger);
 void vkg__instance_destroy(VkInstance instance, VkDebugUtilsMessengerEXT messenger);
+/* 1 when phys offers the device extension `name`. */
+int vkg__device_has_extension(VkPhysicalDevice phys, const char *name);
 /* All physical devices; *out is malloc'd. */
 vkg_status vkg__physical_devices(VkInstance instance, VkPhysicalDevice **out, uint32_t *count);
 /* vkg_device_list, with the validation layer on when validation is set: *messages (may be NULL)

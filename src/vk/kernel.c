@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "vk/coopmat.h"
 #include "vk/vk.h"
 
 typedef struct kernel_row {
@@ -38,8 +39,18 @@ static vkg_status build_pipeline(vkg_device_t *dev, vkg_kernel_id k, const uint3
     VkShaderModuleCreateInfo smci = {.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO,
                                      .codeSize = *row->words * sizeof(uint32_t),
                                      .pCode = row->spv};
+    uint32_t *khr = NULL; /* the cooperative-matrix kernel for a device with only the KHR form */
+    if (k == VKG_KERNEL_matmul_coopmat && dev->coopmat_rewrite) {
+        size_t words = 0;
+        VKG_TRY(vkg__spv_coopmat_nv_to_khr(row->spv, *row->words, &khr, &words));
+        smci.codeSize = words * sizeof(uint32_t), smci.pCode = khr;
+    }
     VkShaderModule module;
-    VKG_VK(vkCreateShaderModule(dev->device, &smci, NULL, &module));
+    VkResult mr = vkCreateShaderModule(dev->device, &smci, NULL, &module);
+    free(khr);
+    VKG_CHECK(mr == VK_SUCCESS, vkg__vk_status(mr),
+              "cannot create the shader module of kernel %s: %s", row->name,
+              vkg__vk_result_str(mr));
     VkSpecializationMapEntry entries[VKG_MAX_SPEC];
     for (int i = 0; i < nspec; i++) {
         entries[i].constantID = (uint32_t)i;

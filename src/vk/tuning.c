@@ -34,6 +34,9 @@ vkg_device_tuning vkg__device_tuning_defaults(VkPhysicalDeviceType type, uint32_
         .sumsq_wg = cpu ? 64u : 256u,
         .sumsq_max_groups = cpu ? 64u : 1024u,
         .grad_reduce_chunks = cpu ? 0u : 16u,
+        .coopmat_m = 16, /* coopmat off; the emulation's fragment shape */
+        .coopmat_n = 8,
+        .coopmat_k = 16,
     };
     vkg__mmt_defaults(0, type, &t);
     if (cpu && subgroup_size > 0 && subgroup_size <= 16) {
@@ -155,8 +158,17 @@ vkg_status vkg_device_tuning_set(vkg_device_t *dev, const vkg_device_tuning *t)
         {"sumsq_wg", t->sumsq_wg, 1, inv, 1},
         {"sumsq_max_groups", t->sumsq_max_groups, 1, UINT32_MAX, 0},
         {"grad_reduce_chunks", t->grad_reduce_chunks, 0, inv / VKG_GRAD_REDUCE_CX, 0},
+        {"coopmat", t->coopmat, 0, 2, 0},
+        {"coopmat_all", t->coopmat_all, 0, 1, 0},
+        {"coopmat_m", t->coopmat_m, 8, 16, 1},
+        {"coopmat_n", t->coopmat_n, 8, 16, 1},
+        {"coopmat_k", t->coopmat_k, 8, 32, 1},
     };
     VKG_TRY(check_fields(dev, "", fields, sizeof fields / sizeof fields[0]));
+    VKG_CHECK(t->coopmat != 1 || dev->opts.coopmat == VKG_COOPMAT_ON, VKG_ERR_INVALID_ARG,
+              "device tuning: coopmat = 1 (cooperative matrices) on %s, which was not opened "
+              "with them (vkg_device_opts.coopmat)",
+              dev->info.name);
     for (int i = 0; i < VKG_MMT_SIZES; i++)
         VKG_TRY(check_mmt(dev, &t->mmt[i], i));
     dev->tuning = *t;

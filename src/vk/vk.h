@@ -150,6 +150,13 @@ typedef struct vkg_device_tuning {
      * two-level order: deterministic, other bits than 0's). At most the device's invocations /
      * 16. */
     uint32_t grad_reduce_chunks;
+    /* Cooperative matrices (src/ops/matmul_coopmat.c): 0 off; 1 the forward products with a
+     * bf16 operand run shaders/matmul_coopmat.comp on fragments of coopmat_m x coopmat_n x
+     * coopmat_k (a configuration of the device); 2 the same products run its emulation,
+     * matmul_coopmat_emu.comp. coopmat_all = 1 (tests): every product that the tiled kernel
+     * could run goes there instead, fp32 and accumulating ones too. */
+    uint32_t coopmat, coopmat_all;
+    uint32_t coopmat_m, coopmat_n, coopmat_k;
 } vkg_device_tuning;
 
 /* The tuning a device of this type and subgroup size gets when it is created: the one place
@@ -217,6 +224,10 @@ struct vkg_device {
     VkCommandBuffer transfer_cmd;
     /* VK_EXT_external_memory_host's entry point (NULL without the extension: no imports) */
     PFN_vkGetMemoryHostPointerPropertiesEXT get_host_pointer_props;
+    /* 1: the cooperative-matrix kernel's SPIR-V (SPV_NV_cooperative_matrix) is rewritten to
+     * SPV_KHR_cooperative_matrix when its pipelines are built (the device has only the KHR
+     * extension; src/vk/spv_coopmat.c) */
+    int coopmat_rewrite;
 };
 
 /* Fill `info` for a physical device (used by listing and by create). */

@@ -1,0 +1,238 @@
+// Matrix product on cooperative matrices (tensor cores): the same product, operands and epilogue
+// as matmul_tiled.comp,
+//   R(m, n) = sum_k A(m, k) * B(k, n)
+//   A(m, k) = a[m * lda + k] when A_KCONTIG = 1, else a[k * lda + m]
+//   B(k, n) = b[n * ldb + k] when B_KCONTIG = 1, else b[k * ldb + n]
+//   stored at out[m * ldo + n], added to what is there when ACCUMULATE = 1, else plus bias[n]
+//   when has_bias != 0; GELU = 1: also act[m * ldo + n] = gelu_tanh(stored value);
+//   workgroup z sums k in [z * kchunk, min(K, (z + 1) * kchunk)) into out + z * M * ldo,
+// with A and B rounded to f16 and the products summed in f32.
+//
+// Included by matmul_coopmat.comp (COOPMAT_EMULATE 0: GL_NV_cooperative_matrix, rewritten to
+// SPV_KHR_cooperative_matrix at pipeline creation on devices that only have that,
+// src/vk/spv_coopmat.c) and by matmul_coopmat_emu.comp (COOPMAT_EMULATE 1: the fragment
+// operations replaced by plain arithmetic on the same shared tiles, so that every other part of
+// the kernel (staging, the rounding to f16, indexing, edges, the epilogue) runs and is tested on
+// devices without cooperative matrices, lavapipe included).
+//
+// A workgroup computes a BM x BN block of R as SGM x SGN warp tiles, each FM x FN fragments of
+// CM_M x CM_N (the device's cooperative-matrix shape M x N x K, specialization constants). Per
+// step of BK = KSTEPS CM_K along k, all invocations stage A's BM x BK tile (row-major, m by k)
+// and B's BK x BN tile (row-major, k by n) in shared memory as f16, reading each operand along
+// its contiguous dimension; out-of-range elements stage as 0. Each subgroup then loads its
+// fragments from the tiles and multiplies-adds them into f32 accumulator fragments. At the end the
+// accumulators are stored to a BM x BN f32 tile in shared memory, and every invocation applies
+// the epilogue to elements of it, skipping those outside M x N. The workgroup is any number of
+// invocations (specialization constant 0) whose subgroups number at least NWARP / R: a subgroup
+// takes warp tiles gl_SubgroupID, gl_SubgroupID + gl_NumSubgroups, ... (at most R of them).
+//
+// Range of f16 (largest 65504, smallest normal 6.1e-5, subnormals to 6e-8): an operand beyond
+// 65504 becomes infinite, one under about 6e-8 becomes 0 (and under 6.1e-5 loses precision; some
+// hardware flushes those to 0). bf16 operands lose nothing in between (f16 has the more mantissa
+// bits). The ops send only forward products here (src/ops/matmul_coopmat.c): their operands are
+// layernorm outputs, attention outputs, GELU outputs and the weights, all of order 1e-3 to 1e2
+// in GPT-2, where f16 is exact for bf16 values. Gradients (dinp and dweight read dout, of order
+// 1e-6 and below without a loss scale) would underflow: they stay on the other kernels.
+// Accumulation is f32, so sums of many products do not overflow where fp32 would not.
+
+layout(constant_id = 3) const uint CM_M = 16;
+layout(constant_id = 4) const uint CM_N = 8;
+layout(constant_id = 5) const uint CM_K = 16;
+layout(constant_id = 6) const uint A_KCONTIG = 1;
+layout(constant_id = 7) const uint B_KCONTIG = 0;
+layout(constant_id = 8) const uint ACCUMULATE = 0;
+layout(constant_id = 9) const uint GELU = 0;
+// A_BF16 / B_BF16 = 1: a or b is packed bf16 (common.glsl); ACT_BF16 = 1: act is bf16.
+layout(constant_id = 10) const uint A_BF16 = 0;
+layout(constant_id = 11) const uint B_BF16 = 0;
+layout(constant_id = 12) const uint ACT_BF16 = 0;
+// k-fragments per staged step (1 or 2: the host takes 2 where the tiles fit shared memory).
+layout(constant_id = 13) const uint KSTEPS = 2;
+
+#define FM 2 // fragments per warp tile along m
+#define FN 2 // and along n
+#define SGM 2 // warp tiles per block along m
+#define SGN 2 // and along n
+#define NWARP (SGM * SGN)
+#define R 2 // most warp tiles one subgroup takes
+const uint BM = SGM * FM * CM_M, BN = SGN * FN * CM_N, BK = KSTEPS * CM_K;
+// Row strides of the shared tiles in elements: fragment loads and stores need 16-byte aligned
+// rows (CM_N and CM_K are multiples of 8), the padding spreads rows over banks.
+const uint ASTR = BK + 8, BSTR = BN + 8, CSTR = BN + 4;
+
+#define A_AT(i) (A_BF16 == 1 ? bf16_load(Uints(uvec2(p.a)), i) : p.a.v[i])
+#define B_AT(i) (B_BF16 == 1 ? bf16_load(Uints(uvec2(p.b)), i) : p.b.v[i])
+
+layout(buffer_reference, std430, buffer_reference_align = 4) readonly restrict buffer InFloats
+{
+    float v[];
+};
+
+layout(buffer_reference, std430, buffer_reference_align = 4) restrict buffer OutFloats
+{
+    float v[];
+};
+
+layout(push_constant) uniform Push {
+    OutFloats out_;
+    InFloats a;
+    InFloats b;
+    InFloats bias; // read only when has_bias != 0
+    uint M, N, K;
+    uint lda, ldb, ldo;
+    uint has_bias;
+    uint kchunk; // k per workgroup z (K when not split)
+    OutFloats act; // written only when GELU = 1
+} p;
+
+// x rounded to the nearest f16 value (ties to even), as a float: the unit in the last place is
+// 2^(e - 11) for |x| in [2^(e-1), 2^e) (11 significant bits), at least 2^-24 (subnormals);
+// beyond 65504 infinite. Done here, exactly (ldexp and roundEven), so that the conversion to f16
+// that follows is exact and the result does not depend on the device's rounding mode.
+float f16_round(float x)
+{
+    int e;
+    frexp(x, e);
+    int q = max(e - 11, -24);
+    float r = ldexp(roundEven(ldexp(x, -q)), q);
+    return abs(r) > 65504.0 ? r * uintBitsToFloat(0x7F800000u) : r;
+}
+
+#if COOPMAT_EMULATE
+// The f16 tiles hold f16 values widened to f32: the same numbers, no 16-bit arithmetic needed.
+#define HALF float
+HALF to_half(float x)
+{
+    return f16_round(x);
+}
+#else
+#define HALF float16_t
+HALF to_half(float x)
+{
+    return float16_t(f16_round(x));
+}
+#endif
+
+shared HALF As[BM * ASTR];
+shared HALF Bs[BK * BSTR];
+shared float Cs[BM * CSTR];
+
+// A(r, k) (is_a) or B(k, r) as stored, 0 outside the product (r >= M or N, k >= kend).
+float operand(bool is_a, uint r, uint k, uint kend)
+{
+    if (k >= kend || r >= (is_a ? p.M : p.N))
+        return 0.0;
+    uint ld = is_a ? p.lda : p.ldb, kc = is_a ? A_KCONTIG : B_KCONTIG;
+    uint i = kc == 1 ? r * ld + k : k * ld + r;
+    return is_a ? A_AT(i) : B_AT(i);
+}
+
+// Stage the tiles of the step at k0 (k < kend), neighbouring invocations reading neighbouring
+// addresses of each operand's contiguous dimension.
+void stage(uint tid, uint nthreads, uint m0, uint n0, uint k0, uint kend)
+{
+    for (uint e = tid; e < BM * BK; e += nthreads) {
+        uint mm = A_KCONTIG == 1 ? e / BK : e % BM, kk = A_KCONTIG == 1 ? e % BK : e / BM;
+        As[mm * ASTR + kk] = to_half(operand(true, m0 + mm, k0 + kk, kend));
+    }
+    for (uint e = tid; e < BN * BK; e += nthreads) {
+        uint nn = B_KCONTIG == 1 ? e / BK : e % BN, kk = B_KCONTIG == 1 ? e % BK : e / BN;
+        Bs[kk * BSTR + nn] = to_half(operand(false, n0 + nn, k0 + kk, kend));
+    }
+}
+
+#if COOPMAT_EMULATE
+#define EPT 64 // most block elements per invocation (BM * BN / invocations)
+#else
+#define ACC fcoopmatNV<32, gl_ScopeSubgroup, CM_M, CM_N>
+#define FRAG_A fcoopmatNV<16, gl_ScopeSubgroup, CM_M, CM_K>
+#define FRAG_B fcoopmatNV<16, gl_ScopeSubgroup, CM_K, CM_N>
+#endif
+
+void main()
+{
+    const uint tid = gl_LocalInvocationID.x, nthreads = gl_WorkGroupSize.x;
+    const uint m0 = gl_WorkGroupID.y * BM, n0 = gl_WorkGroupID.x * BN;
+    const uint kbeg = gl_WorkGroupID.z * p.kchunk, kend = min(p.K, kbeg + p.kchunk);
+    const uint obase = gl_WorkGroupID.z * p.M * p.ldo; // this chunk's slice (0 when not split)
+#if COOPMAT_EMULATE
+    float acc[EPT];
+    for (uint e = 0; e < EPT; e++)
+        acc[e] = 0.0;
+#else
+    ACC acc[R][FM][FN];
+    for (uint r = 0; r < R; r++)
+        for (uint i = 0; i < FM; i++)
+            for (uint j = 0; j < FN; j++)
+                acc[r][i][j] = ACC(0.0);
+#endif
+    for (uint k0 = kbeg; k0 < kend; k0 += BK) {
+        stage(tid, nthreads, m0, n0, k0, kend);
+        barrier();
+#if COOPMAT_EMULATE
+        for (uint e = 0; e < EPT; e++) {
+            uint idx = tid + e * nthreads, mm = idx / BN, nn = idx % BN;
+            if (idx >= BM * BN)
+                break;
+            float s = acc[e];
+            for (uint kk = 0; kk < BK; kk++)
+                s = fma(As[mm * ASTR + kk], Bs[kk * BSTR + nn], s);
+            acc[e] = s;
+        }
+#else
+        for (uint r = 0; r < R; r++) {
+            uint w = gl_SubgroupID + r * gl_NumSubgroups;
+            if (w >= NWARP)
+                break;
+            uint wm = (w / SGN) * FM * CM_M, wn = (w % SGN) * FN * CM_N;
+            for (uint kf = 0; kf < BK; kf += CM_K) {
+                FRAG_A fa[FM];
+                FRAG_B fb[FN];
+                for (uint i = 0; i < FM; i++)
+                    coopMatLoadNV(fa[i], As, (wm + i * CM_M) * ASTR + kf, ASTR, false);
+                for (uint j = 0; j < FN; j++)
+                    coopMatLoadNV(fb[j], Bs, kf * BSTR + wn + j * CM_N, BSTR, false);
+                for (uint i = 0; i < FM; i++)
+                    for (uint j = 0; j < FN; j++)
+                        acc[r][i][j] = coopMatMulAddNV(fa[i], fb[j], acc[r][i][j]);
+            }
+        }
+#endif
+        barrier();
+    }
+#if COOPMAT_EMULATE
+    for (uint e = 0; e < EPT; e++) {
+        uint idx = tid + e * nthreads;
+        if (idx >= BM * BN)
+            break;
+        Cs[(idx / BN) * CSTR + idx % BN] = acc[e];
+    }
+#else
+    for (uint r = 0; r < R; r++) {
+        uint w = gl_SubgroupID + r * gl_NumSubgroups;
+        if (w >= NWARP)
+            break;
+        uint wm = (w / SGN) * FM * CM_M, wn = (w % SGN) * FN * CM_N;
+        for (uint i = 0; i < FM; i++)
+            for (uint j = 0; j < FN; j++)
+                coopMatStoreNV(acc[r][i][j], Cs, (wm + i * CM_M) * CSTR + wn + j * CM_N, CSTR,
+                               false);
+    }
+#endif
+    barrier();
+    for (uint idx = tid; idx < BM * BN; idx += nthreads) {
+        uint m = m0 + idx / BN, n = n0 + idx % BN;
+        if (m >= p.M || n >= p.N)
+            continue;
+        float r = Cs[(idx / BN) * CSTR + idx % BN];
+        if (ACCUMULATE == 1)
+            r += p.out_.v[obase + m * p.ldo + n];
+        else if (p.has_bias != 0)
+            r += p.bias.v[n];
+        p.out_.v[obase + m * p.ldo + n] = r;
+        if (GELU == 1 && ACT_BF16 == 1)
+            bf16_store_half(Uints(uvec2(p.act)), m * p.ldo + n, gelu_tanh(r));
+        else if (GELU == 1)
+            p.act.v[m * p.ldo + n] = gelu_tanh(r);
+    }
+}

@@ -1,0 +1,80 @@
+/* Which products run on cooperative matrices, and their dispatch (shaders/matmul_coopmat.glsl:
+ * matmul_coopmat.comp on the device's fragments, matmul_coopmat_emu.comp as plain arithmetic).
+ * Off unless the device was opened with vkg_device_opts.coopmat (vkgpt --coopmat on|emulate).
+ * The operands are rounded to f16 (range 6e-8 .. 65504; see the shader), so only forward
+ * products with a bf16 operand are sent (mixed precision: the bf16 weights copy times
+ * activations; bf16 values in f16's normal range convert exactly); gradient products, whose
+ * operands underflow f16 without a loss scale, and fp32 products stay on the other kernels. The
+ * tuning's coopmat_all (tests) sends every product the tiled kernel could run. The shape checks
+ * and the index limit are src/ops/matmul.c's, done before. */
+#include "ops/matmul_internal.h"
+#include "ops/op_util.h"
+
+VKG_PUSH_CHECK(push_gemm, matmul_coopmat);
+VKG_PUSH_CHECK(push_gemm, matmul_coopmat_emu);
+
+#define WARPS 4 /* subgroups per workgroup: SGM x SGN of the shader */
+#define EMU_THREADS 128u
+
+/* Shared memory of the kernel's tiles (matmul_coopmat.glsl: As, Bs of f16, or f32 in the
+ * emulation, padded by 8 elements a row; Cs of f32, padded by 4). */
+static size_t tile_bytes(uint32_t bm, uint32_t bn, uint32_t bk, int emu)
+{
+    size_t h = emu ? 4 : 2;
+    return (size_t)bm * (bk + 8) * h + (size_t)bk * (bn + 8) * h + (size_t)bm * (bn + 4) * 4;
+}
+
+int vkg__coopmat_takes_fwd(const vkg_device_tuning *tu, vkg_dtype inp, vkg_dtype weight)
+{
+    return tu->coopmat && (tu->coopmat_all || inp == VKG_BF16 || weight == VKG_BF16);
+}
+
+int vkg__coopmat_takes(const vkg_device_tuning *tu, const vkg_gemm *g, int wide)
+{
+    if (!tu->coopmat || g->out_t || wide || g->tiles.tm || g->tiles.tn || g->tiles.lx)
+        return 0;
+    if (tu->coopmat_all)
+        return 1;
+    return !g->accumulate && (g->a.dtype == VKG_BF16 || g->b.dtype == VKG_BF16);
+}
+
+vkg_status vkg__matmul_coopmat_dispatch(vkg_cmd *c, const vkg_gemm *g, const char *op,
+                                        const vkg_device_tuning *tu)
+{
+    const vkg_device_info *info = vkg_device_get_info(vkg_cmd_device(c));
+    int emu = tu->coopmat == 2;
+    /* The real kernel: WARPS subgroups of the device's size (a subgroup may take two warp
+     * tiles when the driver makes them wider). */
+    uint32_t threads = emu ? EMU_THREADS : WARPS * info->subgroup_size;
+    VKG_CHECK(threads <= info->max_workgroup_invocations, VKG_ERR_UNSUPPORTED,
+              "%s: the cooperative-matrix kernel needs %u invocations per workgroup, more than "
+              "%s's %u",
+              op, threads, info->name, info->max_workgroup_invocations);
+    uint32_t bm = 4 * tu->coopmat_m, bn = 4 * tu->coopmat_n, ksteps = 2;
+    size_t smem = tile_bytes(bm, bn, ksteps * tu->coopmat_k, emu);
+    if (smem > info->max_shared_memory) /* one k-fragment per step: half the A and B tiles */
+        ksteps = 1, smem = tile_bytes(bm, bn, tu->coopmat_k, emu);
+    VKG_CHECK(smem <= info->max_shared_memory, VKG_ERR_UNSUPPORTED,
+              "%s: the cooperative-matrix kernel's tiles need %zu bytes of shared memory, more "
+              "than %s's %u",
+              op, smem, info->name, info->max_shared_memory);
+    push_gemm p = vkg__gemm_push(g, 0, g->K);
+    uint32_t actbf = g->act && g->act->dtype == VKG_BF16;
+    uint32_t spec[14] = {threads,
+                         1,
+                         1,
+                         tu->coopmat_m,
+                         tu->coopmat_n,
+                         tu->coopmat_k,
+                         g->a_kcontig ? 1u : 0u,
+                         g->b_kcontig ? 1u : 0u,
+                         g->accumulate ? 1u : 0u,
+                         g->act ? 1u : 0u,
+                         g->a.dtype == VKG_BF16,
+                         g->b.dtype == VKG_BF16,
+                         actbf,
+                         ksteps};
+    return vkg_cmd_dispatch(c, emu ? VKG_KERNEL_matmul_coopmat_emu : VKG_KERNEL_matmul_coopmat,
+                            spec, 14, &p, sizeof p, vkg__ceil_div(g->N, bn),
+                            vkg__ceil_div(g->M, bm), 1, op);
+}
