@@ -42,10 +42,13 @@ layout(constant_id = 6) const uint A_KCONTIG = 1;
 layout(constant_id = 7) const uint B_KCONTIG = 0;
 layout(constant_id = 8) const uint ACCUMULATE = 0;
 layout(constant_id = 9) const uint GELU = 0;
-// A_BF16 / B_BF16 = 1: a or b is packed bf16 (common.glsl); ACT_BF16 = 1: act is bf16.
+// A_BF16 / B_BF16 = 1: a or b is packed bf16 (common.glsl). STORE_BF16, bits (as in
+// matmul_tiled.comp): 1 (with GELU = 1): act is bf16; 2 (not with ACCUMULATE): out is bf16, the
+// bias-added sum rounded once, and GELU reads the rounded value.
 layout(constant_id = 10) const uint A_BF16 = 0;
 layout(constant_id = 11) const uint B_BF16 = 0;
-layout(constant_id = 12) const uint ACT_BF16 = 0;
+layout(constant_id = 12) const uint STORE_BF16 = 0;
+const uint ACT_BF16 = STORE_BF16 & 1u, OUT_BF16 = STORE_BF16 >> 1;
 // k-fragments per staged step (1 or 2: the host takes 2 where the tiles fit shared memory).
 layout(constant_id = 13) const uint KSTEPS = 2;
 
@@ -229,7 +232,13 @@ void main()
             r += p.out_.v[obase + m * p.ldo + n];
         else if (p.has_bias != 0)
             r += p.bias.v[n];
-        p.out_.v[obase + m * p.ldo + n] = r;
+        if (OUT_BF16 == 1) {
+            uint h = bf16_round(r);
+            bf16_store_bits(Uints(uvec2(p.out_)), obase + m * p.ldo + n, h);
+            r = bf16_widen(h);
+        } else {
+            p.out_.v[obase + m * p.ldo + n] = r;
+        }
         if (GELU == 1 && ACT_BF16 == 1)
             bf16_store_half(Uints(uvec2(p.act)), m * p.ldo + n, gelu_tanh(r));
         else if (GELU == 1)

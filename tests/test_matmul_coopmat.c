@@ -61,7 +61,7 @@ static float bf16_of(float x)
 
 typedef struct gcase {
     uint32_t M, N, K;
-    int akc, bkc, abf, bbf, bias, acc, gelu, actbf;
+    int akc, bkc, abf, bbf, bias, acc, gelu, actbf, outbf;
 } gcase;
 
 /* Operand value i of an operand stored as n floats, bf16 when bf. */
@@ -76,6 +76,19 @@ static vkg_tensor operand(vkg_gpu *g, float *x, size_t n, int bf)
     for (size_t i = 0; i < n; i++)
         x[i] = bf16_of(x[i]);
     return t16;
+}
+
+/* The n bf16 values of t, widened. */
+static void download_bf16(vkg_gpu *g, vkg_tensor t, float *x, size_t n)
+{
+    uint16_t *h = malloc(n * 2 + 2);
+    assert_non_null(h);
+    vkg_gpu_download(g, t, h, (n + 1) / 2 * 4);
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u = (uint32_t)h[i] << 16;
+        memcpy(&x[i], &u, 4);
+    }
+    free(h);
 }
 
 /* Count elements of got outside ref +- (tol mag + 1e-6); fail naming the first unless
@@ -125,6 +138,8 @@ static void run_case(vkg_gpu *g, gcase c, uint64_t seed, int expect_bad)
     vkg_tensor ta = operand(g, a, na, c.abf), tb = operand(g, b, nb, c.bbf);
     vkg_tensor tbias = vkg_gpu_upload(g, bias, c.N * 4);
     vkg_tensor tout = c.acc ? vkg_gpu_upload(g, out0, no * 4) : vkg_gpu_poisoned(g, no);
+    if (c.outbf) /* the mixed-precision activations (qkv, fch, ...): bf16, whole words */
+        tout = vkg_gpu_poisoned(g, (no + 1) / 2), tout.dtype = VKG_BF16;
     vkg_tensor tact = vkg_gpu_poisoned(g, no);
     if (c.actbf)
         tact.dtype = VKG_BF16;
@@ -147,33 +162,32 @@ static void run_case(vkg_gpu *g, gcase c, uint64_t seed, int expect_bad)
     assert_int_equal(vkg_cmd_kernel_count(g->cmd, KERNEL), 1);
     vkg_gpu_run(g);
     float *got = vkg_test_alloc(no);
-    vkg_gpu_download(g, tout, got, no * 4);
+    if (c.outbf)
+        download_bf16(g, tout, got, no);
+    else
+        vkg_gpu_download(g, tout, got, no * 4);
     vkg_gpu_expect_guard(g, "out", tout);
     double *ref = malloc(no * sizeof *ref), *mag = malloc(no * sizeof *mag);
     assert_non_null(ref);
     assert_non_null(mag);
     char what[160];
-    snprintf(what, sizeof what, "M=%u N=%u K=%u akc=%d bkc=%d abf=%d bbf=%d bias=%d acc=%d", c.M,
-             c.N, c.K, c.akc, c.bkc, c.abf, c.bbf, c.bias, c.acc);
+    snprintf(what, sizeof what,
+             "M=%u N=%u K=%u akc=%d bkc=%d abf=%d bbf=%d bias=%d acc=%d outbf=%d", c.M, c.N, c.K,
+             c.akc, c.bkc, c.abf, c.bbf, c.bias, c.acc, c.outbf);
     reference(&c, a, b, bias, out0, 0, ref, mag);
-    size_t bad = check(what, got, ref, mag, no, expect_bad ? 1e-5 : ldexp(1.0, -9), expect_bad);
+    /* a bf16 out adds its own rounding, half a step of 8 bits (2^-9 relative), to the f16 bound */
+    double bound = expect_bad ? 1e-5 : ldexp(1.0, -9) * (c.outbf ? 2 : 1);
+    size_t bad = check(what, got, ref, mag, no, bound, expect_bad);
     if (expect_bad)
         assert_true(bad > 0); /* unrounded operands miss the f32 bound: the check bites */
     if (!COOPMAT_REAL && !expect_bad) {
         reference(&c, a, b, bias, out0, 1, ref, mag);
-        check(what, got, ref, mag, no, 1e-5, 0);
+        check(what, got, ref, mag, no, c.outbf ? ldexp(1.0, -8) : 1e-5, 0);
     }
     if (c.gelu) {
         float *act = vkg_test_alloc(no), *want = vkg_test_alloc(no);
         if (c.actbf) {
-            uint16_t *h = malloc(no * 2 + 2);
-            assert_non_null(h);
-            vkg_gpu_download(g, tact, h, (no + 1) / 2 * 4);
-            for (size_t i = 0; i < no; i++) {
-                uint32_t u = (uint32_t)h[i] << 16;
-                memcpy(&act[i], &u, 4);
-            }
-            free(h);
+            download_bf16(g, tact, act, no);
         } else {
             vkg_gpu_download(g, tact, act, no * 4);
         }
@@ -209,13 +223,14 @@ static void test_shapes(void **state)
     route_all(g, 1);
     for (size_t s = 0; s < NSHAPES; s++)
         for (int bias = 0; bias < 2; bias++) {
-            gcase c = {shapes[s][0], shapes[s][1], shapes[s][2], 1, 1, 0, 0, bias, 0, 0, 0};
+            gcase c = {shapes[s][0], shapes[s][1], shapes[s][2], 1, 1, 0, 0, bias, 0, 0, 0, 0};
             run_case(g, c, 100 + s * 2 + (uint64_t)bias, 0);
         }
     route_all(g, 0);
 }
 
-/* Both layouts of each operand, bf16 operands, accumulate, GELU (fp32 and bf16 act). */
+/* Both layouts of each operand, bf16 operands, accumulate, GELU (fp32 and bf16 act), bf16 out
+ * (alone, as qkv; with bias and GELU into a bf16 act, as fch). */
 static void test_layouts(void **state)
 {
     vkg_gpu *g = *state;
@@ -225,9 +240,19 @@ static void test_layouts(void **state)
     for (size_t d = 0; d < 2; d++)
         for (int akc = 0; akc < 2; akc++)
             for (int bkc = 0; bkc < 2; bkc++)
-                for (int v = 0; v < 5; v++) {
-                    gcase c = {dims[d][0], dims[d][1], dims[d][2], akc,    bkc,          v == 1,
-                               v == 2,     v == 3,     v == 4,     v == 3, v == 3 && akc};
+                for (int v = 0; v < 7; v++) {
+                    gcase c = {dims[d][0],
+                               dims[d][1],
+                               dims[d][2],
+                               akc,
+                               bkc,
+                               v == 1,
+                               v == 2,
+                               v == 3 || v == 6,
+                               v == 4,
+                               v == 3 || v == 6,
+                               (v == 3 && akc) || v == 6,
+                               v >= 5};
                     run_case(g, c, seed++, 0);
                 }
     route_all(g, 0);
@@ -240,7 +265,7 @@ static void test_fragment_shapes(void **state)
     vkg_device_tuning keep = vkg_device_tuning_get(g->dev);
     if (COOPMAT_REAL) { /* the device's own shape only */
         route_all(g, 1);
-        gcase c = {70, 45, 100, 1, 0, 0, 1, 1, 0, 1, 0};
+        gcase c = {70, 45, 100, 1, 0, 0, 1, 1, 0, 1, 0, 0};
         run_case(g, c, 400, 0);
         route_all(g, 0);
         return;
@@ -251,9 +276,9 @@ static void test_fragment_shapes(void **state)
         tu.coopmat_all = 1;
         tu.coopmat_m = frag[f][0], tu.coopmat_n = frag[f][1], tu.coopmat_k = frag[f][2];
         VKG_ASSERT_OK(vkg_device_tuning_set(g->dev, &tu));
-        gcase c = {70, 45, 100, 1, 0, 0, 1, 1, 0, 1, 0};
+        gcase c = {70, 45, 100, 1, 0, 0, 1, 1, 0, 1, 0, 0};
         run_case(g, c, 400 + f, 0);
-        gcase d = {9, 130, 33, 0, 1, 1, 0, 0, 1, 0, 0};
+        gcase d = {9, 130, 33, 0, 1, 1, 0, 0, 1, 0, 0, 0};
         run_case(g, d, 410 + f, 0);
     }
     VKG_ASSERT_OK(vkg_device_tuning_set(g->dev, &keep));
@@ -300,7 +325,7 @@ static void test_checker_bites(void **state)
 {
     vkg_gpu *g = *state;
     route_all(g, 1);
-    gcase c = {33, 19, 40, 1, 1, 0, 0, 0, 0, 0, 0};
+    gcase c = {33, 19, 40, 1, 1, 0, 0, 0, 0, 0, 0, 0};
     run_case(g, c, 600, 1);
     route_all(g, 0);
 }

@@ -59,7 +59,8 @@ vkg_status vkg__matmul_coopmat_dispatch(vkg_cmd *c, const vkg_gemm *g, const cha
               "than %s's %u",
               op, smem, info->name, info->max_shared_memory);
     push_gemm p = vkg__gemm_push(g, 0, g->K);
-    uint32_t actbf = g->act && g->act->dtype == VKG_BF16;
+    /* STORE_BF16: bit 0 act, bit 1 out */
+    uint32_t store = (g->act && g->act->dtype == VKG_BF16) | (g->out.dtype == VKG_BF16) << 1;
     uint32_t spec[14] = {threads,
                          1,
                          1,
@@ -72,7 +73,7 @@ vkg_status vkg__matmul_coopmat_dispatch(vkg_cmd *c, const vkg_gemm *g, const cha
                          g->act ? 1u : 0u,
                          g->a.dtype == VKG_BF16,
                          g->b.dtype == VKG_BF16,
-                         actbf,
+                         store,
                          ksteps};
     return vkg_cmd_dispatch(c, emu ? VKG_KERNEL_matmul_coopmat_emu : VKG_KERNEL_matmul_coopmat,
                             spec, 14, &p, sizeof p, vkg__ceil_div(g->N, bn),
