@@ -4,20 +4,20 @@
  * evaluation and clipping:
  *  - 2 ranks (2,2) and 3 ranks (2,1,1) with bf16 exchange against one device with B = 4 on the
  *    same micro-batches: per-step losses within LOSS_TOL relative, gradient norms within
- *    NORM_TOL relative and final parameters within PARAM_TOL relative L2, with a bucket per layer (zero-copy where the device imports host
- *    memory), with one reduction after the backward pass, and by the copy path (bitwise the
- *    zero-copy run). Why a tolerance: each rank's gradient is rounded to bf16 (8 significant
- *    bits: by at most 2^-9 of each value) and the ranks' fp32 sum is rounded once more, so the
- *    reduced gradient differs from one device's by up to about 2^-8 of each contribution, where
- *    fp32 data parallelism agrees to 1e-5 (test_dp). AdamW divides each step by the gradient's
+ *    NORM_TOL relative and final parameters within PARAM_TOL relative L2, with a bucket per layer
+ * (zero-copy where the device imports host memory), with one reduction after the backward pass, and
+ * by the copy path (bitwise the zero-copy run). Why a tolerance: each rank's gradient is rounded to
+ * bf16 (8 significant bits: by at most 2^-9 of each value) and the ranks' fp32 sum is rounded once
+ * more, so the reduced gradient differs from one device's by up to about 2^-8 of each contribution,
+ * where fp32 data parallelism agrees to 1e-5 (test_dp). AdamW divides each step by the gradient's
  *    root mean square, so most parameters move by about 2^-8 of the step (lr 3e-3) more or less;
  *    but a gradient element near zero (the ranks' parts cancelling) may change sign under the
  *    rounding, and AdamW then steps it the other way: up to 2 lr = 6e-3 apart after a step.
  *    Measured here: losses within 5e-5 relative, norms within 2.5e-3 (the norm of the rounded
  *    gradient), parameters within 1.5e-3 relative L2 (max abs 6e-3, the sign flips); the bounds
  *    below leave a margin of 3 to 10 over that and catch a wrong sum (the ranks' mean in place
- *    of their sum moves the norms by 40% and the losses by 9e-4). The bf16 runs are also asserted NOT bitwise the fp32
- *    data-parallel run's, so the option really narrows;
+ *    of their sum moves the norms by 40% and the losses by 9e-4). The bf16 runs are also asserted
+ * NOT bitwise the fp32 data-parallel run's, so the option really narrows;
  *  - two identical bf16 runs are bitwise the same (losses, norms, every rank's parameters);
  *  - ZeRO-1 with bf16 is bitwise data parallelism with bf16 (its sum is the same bf16 allreduce,
  *    so the order of additions is the same), with buckets and without;
@@ -180,8 +180,7 @@ static void expect_close(const char *what, const job *a, const job *b)
     for (int s = 0; s < STEPS; s++) {
         double rel = fabs((double)a->loss[s] - b->loss[s]) / fabs((double)b->loss[s]);
         printf("%s step %d: loss %.7f vs %.7f (rel %.2e), norm %.5f vs %.5f\n", what, s + 1,
-               (double)a->loss[s], (double)b->loss[s], rel, (double)a->norm[s],
-               (double)b->norm[s]);
+               (double)a->loss[s], (double)b->loss[s], rel, (double)a->norm[s], (double)b->norm[s]);
         if (!(rel <= LOSS_TOL))
             fail_msg("%s: step %d loss %.8f vs %.8f (rel %.3e > %.1e)", what, s + 1,
                      (double)a->loss[s], (double)b->loss[s], rel, LOSS_TOL);

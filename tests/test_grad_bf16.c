@@ -140,8 +140,8 @@ static void test_named_cases(void **state)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         uint16_t got = narrow1(from_bits(cases[i].x));
         if (got != cases[i].want)
-            fail_msg("%s: %08x rounded to %04x, expected %04x", cases[i].what,
-                     (unsigned)cases[i].x, (unsigned)got, (unsigned)cases[i].want);
+            fail_msg("%s: %08x rounded to %04x, expected %04x", cases[i].what, (unsigned)cases[i].x,
+                     (unsigned)got, (unsigned)cases[i].want);
     }
 }
 
