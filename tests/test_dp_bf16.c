@@ -18,7 +18,8 @@
  *    below leave a margin of 3 to 10 over that and catch a wrong sum (the ranks' mean in place
  *    of their sum moves the norms by 40% and the losses by 9e-4). The bf16 runs are also asserted
  * NOT bitwise the fp32 data-parallel run's, so the option really narrows;
- *  - two identical bf16 runs are bitwise the same (losses, norms, every rank's parameters);
+ *  - two identical bf16 runs are bitwise the same (losses, norms, every rank's parameters), and
+ *    so is the run through the shared-memory segment (bf16 buffers read in place there);
  *  - ZeRO-1 with bf16 is bitwise data parallelism with bf16 (its sum is the same bf16 allreduce,
  *    so the order of additions is the same), with buckets and without;
  *  - a pipeline (dp = 2 x pp = 2) with bf16 against one device within the same tolerance, and
@@ -60,10 +61,11 @@ typedef struct job {
     int copy_path;
     vkg_comm_dtype dtype;
     int odd_dtype; /* rank 1 exchanges fp32 */
+    vkg_comm_shm shm;
     int precision;
     /* results: rank 0's, and every rank's parameters */
     float loss[STEPS], norm[STEPS];
-    char exchange[256];
+    char exchange[256], path[96]; /* rank 0's gradient exchange and collectives */
     uint64_t zc_buckets;
     int can_import;
     size_t nparams;
@@ -106,7 +108,7 @@ static vkg_train_config config_of(const job *j, const vkg_test_rank *a, char *da
     c.precision = j->precision;
     c.comm.world_size = j->world, c.comm.rank = a->rank;
     c.comm.transport = VKG_COMM_INPROC, c.comm.ctx = a->ctx, c.comm.job_id = a->job_id;
-    c.comm.timeout_ms = 30000;
+    c.comm.timeout_ms = 30000, c.comm.shm = j->shm;
     if (j->world > 1 && !j->pp)
         c.rank_batch = j->rank_batch, c.rank_batch_count = j->world;
     c.bucket_bytes = j->bucket_bytes, c.force_copy_path = j->copy_path;
@@ -134,6 +136,7 @@ static void *run_rank(void *p)
         vkg_trainer_get_info(t, &info);
         if (a->rank == 0) {
             snprintf(j->exchange, sizeof j->exchange, "%s", info.grad_exchange);
+            snprintf(j->path, sizeof j->path, "%s", info.comm_path);
             j->zc_buckets = vkg_strategy_zero_copy_buckets(t->par);
             j->can_import = vkg_device_get_info(t->dev)->external_memory_host;
         }
@@ -259,10 +262,15 @@ static void test_deterministic(void **state)
 {
     (void)state;
     const int b[2] = {2, 2};
-    job a = ranks(2, b, 1), again = ranks(2, b, 1);
-    run_ok(&a), run_ok(&again);
+    job a = ranks(2, b, 1), again = ranks(2, b, 1), shm = ranks(2, b, 1);
+    shm.shm = VKG_COMM_SHM_REQUIRE;
+    run_ok(&a), run_ok(&again), run_ok(&shm);
+    printf("%s vs %s\n", shm.path, a.path);
+    assert_non_null(strstr(shm.path, "shm ("));
+    assert_non_null(strstr(a.path, "zmq inproc"));
     expect_bitwise("2 ranks bf16, twice", &a, &again);
-    free_job(&a), free_job(&again);
+    expect_bitwise("2 ranks bf16, over shm vs ZeroMQ", &shm, &a);
+    free_job(&a), free_job(&again), free_job(&shm);
 }
 
 static void test_zero_equals_dp(void **state)
