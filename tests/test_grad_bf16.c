@@ -3,7 +3,9 @@
  * values around x (the even one on a tie; past the largest bf16, infinity once x reaches the
  * midpoint between it and 2^128, as IEEE rounding does):
  *  - every bf16 value (all 65536 upper halves: normals, subnormals, zeros, infinities, NaNs) with
- *    the lower halves 0, 1, 0x7fff, 0x8000 (the tie), 0x8001, 0xffff and a random one;
+ *    the lower halves 0, 1, 0x7fff, 0x8000 (the tie), 0x8001, 0xffff and a random one, rounded
+ *    one at a time and as one array; the model files' rounding (vkg_f32_to_bf16) gives the same
+ *    bits on all of them;
  *  - named cases: ties to even downward and upward, the carry into the exponent, the largest
  *    finite fp32 (rounds to infinity), the smallest subnormal (kept, not flushed), negative
  *    zero, infinities, quiet and signalling NaNs of both signs (NaN stays NaN, sign kept, quiet);
@@ -20,6 +22,7 @@
 #include <cmocka.h>
 
 #include "parallel/grad_bf16.h"
+#include "vkgpt/io.h"
 
 static float from_bits(uint32_t u)
 {
@@ -108,6 +111,24 @@ static void test_every_bf16_value(void **state)
     int bad = sweep(narrow1);
     if (bad)
         fail_msg("%d values rounded unlike the reference", bad);
+    bad = sweep(vkg_f32_to_bf16);
+    if (bad)
+        fail_msg("vkg_f32_to_bf16: %d values rounded unlike the reference", bad);
+    /* the whole sweep as one array (the loop the exchange runs, vectorised) */
+    static float xs[0x10000 * 4];
+    static uint16_t got[0x10000 * 4];
+    uint64_t rng = 0x13198A2E03707344ull;
+    for (size_t i = 0; i < sizeof xs / sizeof xs[0]; i++) {
+        rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+        xs[i] =
+            from_bits((uint32_t)(i / 4) << 16 | (i % 4 == 0 ? 0x8000u : (uint32_t)rng & 0xffffu));
+    }
+    vkg_grad_bf16_narrow(xs, got, sizeof xs / sizeof xs[0]);
+    for (size_t i = 0; i < sizeof xs / sizeof xs[0]; i++)
+        if (got[i] != vkg_f32_to_bf16(xs[i]) || got[i] != narrow1(xs[i]))
+            fail_msg("element %zu (%08x): %04x as an array, %04x alone, %04x by vkg_f32_to_bf16", i,
+                     (unsigned)((uint32_t)(i / 4) << 16), (unsigned)got[i],
+                     (unsigned)narrow1(xs[i]), (unsigned)vkg_f32_to_bf16(xs[i]));
 }
 
 static void test_named_cases(void **state)

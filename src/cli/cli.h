@@ -69,7 +69,7 @@ extern const char *const vkg_cli_grad_dtypes[];
 vkg_comm_dtype vkg_cli_grad_dtype(int i);
 #define VKG_CLI_GRAD_DTYPE_HELP                                                                    \
     "what the data-parallel ranks exchange gradients in: fp32 (the default) or bf16 (rounded to "  \
-    "nearest even, summed in fp32, widened back before clipping and AdamW: half the bytes)"
+    "nearest even, summed in fp32, widened back before clipping and AdamW: up to half the bytes)"
 /* --precision's values, indexed by VKG_PRECISION_* (train, bench train, plan). */
 extern const char *const vkg_cli_precisions[];
 #define VKG_CLI_PRECISION_HELP                                                                     \

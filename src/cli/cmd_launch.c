@@ -296,8 +296,7 @@ int vkg_cli_launch(int argc, char **argv)
          "1: ZeRO-1, passed to every rank's train (AdamW's moments sharded over the ranks)", 0, 0,
          1},
         {"--grad-dtype", VKG_FLAG_CHOICE, &grad_dtype,
-         "fp32 or bf16, passed to every rank's train: " VKG_CLI_GRAD_DTYPE_HELP,
-         vkg_cli_grad_dtypes, 0, 0},
+         "passed to every rank's train: " VKG_CLI_GRAD_DTYPE_HELP, vkg_cli_grad_dtypes, 0, 0},
     };
     int rc = vkg_flags_parse("launch", "-n N [options] -- train [train options]", flags,
                              (int)(sizeof flags / sizeof flags[0]), sep, argv, NULL, NULL);

@@ -16,7 +16,7 @@
 
 #include "vkgpt/comm.h"
 
-/* dst[i] = src[i] rounded to bf16 (vkg_f32_to_bf16: nearest, ties to even; subnormals round
+/* dst[i] = src[i] rounded to bf16 (bitwise vkg_f32_to_bf16: nearest, ties to even; subnormals round
  * by their bits, never flushed to zero; values past the largest bf16 become infinities of their
  * sign; infinities stay; a NaN stays a quiet NaN of its sign), for n elements; and the exact
  * widening back (vkg_bf16_to_f32). */
