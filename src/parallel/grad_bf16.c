@@ -7,7 +7,6 @@
 #include <string.h>
 
 #include "base/error.h"
-#include "vkgpt/io.h"
 
 /* vkg_f32_to_bf16's rounding written without a branch or a call, so that the compiler
  * vectorises the loop over a whole gradient (tens of millions of elements each step). */
@@ -41,11 +40,17 @@ vkg_status vkg_grad_bf16_group_sum(vkg_group_t *g, float *grads, size_t n, uint1
     int members = vkg_group_size(g);
     vkg_grad_bf16_narrow(grads, half, n);
     VKG_TRY(vkg_group_allgather(g, half, n * sizeof *half, all));
-    for (size_t i = 0; i < n; i++) {
-        float sum = vkg_bf16_to_f32(all[i]);
-        for (int k = 1; k < members; k++)
-            sum += vkg_bf16_to_f32(all[(size_t)k * n + i]);
-        grads[i] = vkg_bf16_to_f32(vkg_f32_to_bf16(sum));
+    vkg_grad_bf16_widen(all, grads, n); /* member 0's, then each next member's added */
+    for (int k = 1; k < members; k++) {
+        const uint16_t *h = all + (size_t)k * n;
+        for (size_t i = 0; i < n; i++) {
+            uint32_t u = (uint32_t)h[i] << 16;
+            float x;
+            memcpy(&x, &u, sizeof x);
+            grads[i] += x;
+        }
     }
+    vkg_grad_bf16_narrow(grads, half, n); /* the sum rounded once */
+    vkg_grad_bf16_widen(half, grads, n);
     return VKG_OK;
 }
