@@ -6,6 +6,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <cmocka.h>
 
@@ -41,6 +42,30 @@ vkg_status vkg_test_rank_finish(vkg_trainer_t **t, vkg_status st, char *err, siz
         st = VKG_ERR_VULKAN;
     }
     return st;
+}
+
+void vkg_test_ranks_ok(int world, const vkg_status *st, const char *err, size_t stride,
+                       float *const *params, size_t n)
+{
+    for (int r = 0; r < world; r++)
+        if (st[r] != VKG_OK)
+            fail_msg("rank %d of %d failed: %s: %s", r, world, vkg_status_name(st[r]),
+                     err + (size_t)r * stride);
+    for (int r = 1; r < world && params; r++)
+        if (memcmp(params[r], params[0], n * sizeof(float)))
+            fail_msg("rank %d's parameters differ from rank 0's", r);
+}
+
+void vkg_test_ranks_refused(int world, const vkg_status *st, const char *err, size_t stride,
+                            vkg_status want, const char *needle)
+{
+    for (int r = 0; r < world; r++) {
+        const char *msg = err + (size_t)r * stride;
+        printf("rank %d: %s: %s\n", r, vkg_status_name(st[r]), msg);
+        if (st[r] != want || !strstr(msg, needle))
+            fail_msg("rank %d: expected %s naming '%s', got %s: %s", r, vkg_status_name(want),
+                     needle, vkg_status_name(st[r]), msg);
+    }
 }
 
 void vkg_test_write_shard(const char *path, size_t n, uint64_t seed, int vocab, int markov)

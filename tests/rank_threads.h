@@ -25,6 +25,15 @@ void vkg_test_run_ranks(int world, void *job, void *(*fn)(void *));
  * over the trainer's life (the count and first message in err), else VKG_OK. */
 vkg_status vkg_test_rank_finish(vkg_trainer_t **t, vkg_status st, char *err, size_t cap);
 
+/* The outcome of a job's world ranks: st[r] and the message at err + r * stride (the job's
+ * per-rank arrays). ranks_ok fails the test unless every rank succeeded and, when params is not
+ * NULL, every rank holds rank 0's n parameters (params[r]); ranks_refused unless every rank
+ * failed with want and a message containing needle (each rank's outcome is printed). */
+void vkg_test_ranks_ok(int world, const vkg_status *st, const char *err, size_t stride,
+                       float *const *params, size_t n);
+void vkg_test_ranks_refused(int world, const vkg_status *st, const char *err, size_t stride,
+                            vkg_status want, const char *needle);
+
 /* An llm.c token shard of n tokens below vocab at path: uniform random, or (markov) a chain where
  * token t is followed by (7t + 3) mod vocab three times in four, so a model can learn it. */
 void vkg_test_write_shard(const char *path, size_t n, uint64_t seed, int vocab, int markov);

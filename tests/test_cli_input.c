@@ -245,6 +245,14 @@ static const bad_row bad_rows[] = {
     {{"train", "--data", TEXT, "--zero", "2"}, {"--zero must be a whole number from 0 to 1"}},
     {{"train", "--data", TEXT, "--zero", "1", "--pp", "2", "--world-size", "2", "--rank", "0"},
      {"--zero 1 does not combine with --pp"}},
+    /* train: gradient exchange */
+    {{"train", "--data", TEXT, "--grad-dtype", "fp16"},
+     {"--grad-dtype: 'fp16' is not one of fp32, bf16"}},
+    {{"train", "--data", TEXT, "--grad-dtype", "bf16"},
+     {"--grad-dtype bf16 needs 2 or more data-parallel ranks"}},
+    {{"train", "--data", TEXT, "--grad-dtype", "bf16", "--pp", "2", "--world-size", "2", "--rank",
+      "0"},
+     {"--grad-dtype bf16 needs 2 or more data-parallel ranks, got 1 (ranks / --pp)"}},
     /* plan */
     {{"plan", "--pp", "2", "--pp-layers", "5"}, {"--pp-layers wants 2 layer counts", "'5'"}},
     {{"plan", "--preset", "none"}, {"--preset none needs --layers"}},
@@ -283,6 +291,8 @@ static const bad_row bad_rows[] = {
     {{"launch", "-n", "2", "--grace", "-1", "--", "train"}, {"--grace", "from 0 to 3600"}},
     {{"launch", "-n", "3", "--pp", "2", "--", "train"}, {"--pp 2 does not divide -n 3"}},
     {{"launch", "-n", "1", "--zero", "1", "--", "train"}, {"--zero 1 needs -n 2 or more"}},
+    {{"launch", "-n", "2", "--grad-dtype", "f32", "--", "train"},
+     {"--grad-dtype: 'f32' is not one of fp32, bf16"}},
     {{"launch", "-n", "4", "--pp", "2", "--zero", "1", "--", "train"},
      {"--zero 1 does not combine with --pp"}},
     /* bench */
@@ -300,6 +310,7 @@ static const bad_row bad_rows[] = {
     {{"bench", "dp", "--steps", "0"}, {"--steps must be a whole number from 1 to"}},
     {{"bench", "dp", "--ranks", "1,,2"}, {"--ranks wants", "'1,,2'"}},
     {{"bench", "dp", "--zero", "2"}, {"--zero must be a whole number from 0 to 1"}},
+    {{"bench", "dp", "--grad-dtype", "half"}, {"--grad-dtype: 'half' is not one of fp32, bf16"}},
     {{"bench", "pp", "--stages", "1"}, {"--stages wants counts from 2 to 8", "'1'"}},
     {{"bench", "pp", "--schedule", "zb"}, {"--schedule must be 1f1b, gpipe or both", "'zb'"}},
     {{"bench", "train", "--seed", "1e30"}, {"--seed", "'1e30'"}},

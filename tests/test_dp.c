@@ -196,13 +196,7 @@ static void run_job(job *j)
 
 static void expect_ok(const job *j)
 {
-    for (int r = 0; r < j->world; r++)
-        if (j->st[r] != VKG_OK)
-            fail_msg("rank %d of %d failed: %s: %s", r, j->world, vkg_status_name(j->st[r]),
-                     j->err[r]);
-    for (int r = 1; r < j->world; r++)
-        if (memcmp(j->params[r], j->params[0], j->nparams * sizeof(float)))
-            fail_msg("rank %d's parameters differ from rank 0's", r);
+    vkg_test_ranks_ok(j->world, j->st, j->err[0], sizeof j->err[0], j->params, j->nparams);
 }
 
 static void free_job(job *j)

@@ -7,6 +7,8 @@
  *    and count 2 x B x T tokens per step, only rank 0 logs steps and writes
  *    the checkpoint and log.jsonl, whose token count covers both ranks; the validation layer is on
  *    in every rank and reports nothing;
+ *  - `launch -n 2 --grad-dtype bf16` trains, both ranks saying they exchange gradients in bf16
+ *    (and ranks without the flag say fp32);
  *  - `vkgpt train` started twice with only torchrun's, Slurm's or Open MPI's variables (plus
  *    MASTER_ADDR/MASTER_PORT) trains as 2 ranks over tcp;
  *  - killing rank 1 with SIGKILL mid-training makes launch name the killed rank, stop rank 0 and
@@ -188,6 +190,7 @@ static void test_launch_four_ranks_pick_shm(void **state)
     if (!WIFEXITED(p.wstatus) || WEXITSTATUS(p.wstatus) != 0)
         fail_msg("launch -n 4 failed (wait status %d)", p.wstatus);
     expect_output(&p, "[rank 0] transport: collectives over shm (4 ranks on this host");
+    expect_output(&p, "[rank 0] transport: gradients exchanged in fp32\n");
     for (int r = 0; r < 4; r++) {
         char needle[96];
         snprintf(needle, sizeof needle, "[rank %d] transport: gradient buckets: ", r);
@@ -237,6 +240,30 @@ static void test_launch_zero(void **state)
     }
     assert_true(first[0] == 0 && end[0] == first[1] && end[1] == n[0] && n[1] == n[0]);
     assert_true(end[0] > n[0] / 2 - n[0] / 8 && end[0] < n[0] / 2 + n[0] / 8);
+    vkg_test_proc_free(&p);
+}
+
+/* `launch -n 2 --grad-dtype bf16` passes the flag to both ranks: they train, each saying that it
+ * exchanges gradients in bf16, with the validation layer quiet. */
+static void test_launch_grad_bf16(void **state)
+{
+    (void)state;
+    const char *args[] = {"launch",  "-n", "2", "--grad-dtype", "bf16", "--", TRAIN_ARGS,
+                          "--steps", "2",  NULL};
+    vkg_test_proc p;
+    start(&p, args);
+    vkg_test_proc_wait(&p, 240);
+    printf("%s", p.buf[0]);
+    if (!WIFEXITED(p.wstatus) || WEXITSTATUS(p.wstatus) != 0)
+        fail_msg("launch --grad-dtype bf16 failed (wait status %d)", p.wstatus);
+    for (int r = 0; r < 2; r++) {
+        char needle[96];
+        snprintf(needle, sizeof needle, "[rank %d] transport: gradients exchanged in bf16 (", r);
+        expect_output(&p, needle);
+        snprintf(needle, sizeof needle, "[rank %d] validation layer: 0 message(s)", r);
+        expect_output(&p, needle);
+    }
+    expect_output(&p, "[rank 0] step 2/2");
     vkg_test_proc_free(&p);
 }
 
@@ -472,6 +499,7 @@ int main(void)
         cmocka_unit_test(test_launch_two_ranks_train),
         cmocka_unit_test(test_launch_four_ranks_pick_shm),
         cmocka_unit_test(test_launch_zero),
+        cmocka_unit_test(test_launch_grad_bf16),
         cmocka_unit_test(test_launcher_variables),
         cmocka_unit_test(test_kill_rank_ipc),
         cmocka_unit_test(test_kill_rank_tcp),

@@ -161,13 +161,7 @@ static void run_job(job *j)
 
 static void expect_ok(const job *j)
 {
-    for (int r = 0; r < j->world; r++)
-        if (j->st[r] != VKG_OK)
-            fail_msg("rank %d of %d failed: %s: %s", r, j->world, vkg_status_name(j->st[r]),
-                     j->err[r]);
-    for (int r = 1; r < j->world; r++)
-        if (memcmp(j->params[r], j->params[0], j->nparams * sizeof(float)))
-            fail_msg("rank %d's parameters differ from rank 0's", r);
+    vkg_test_ranks_ok(j->world, j->st, j->err[0], sizeof j->err[0], j->params, j->nparams);
 }
 
 static void free_job(job *j)
@@ -408,12 +402,7 @@ static void test_resume(void **state)
 static void expect_refused(job j, vkg_status want, const char *needle)
 {
     run_job(&j);
-    for (int r = 0; r < j.world; r++) {
-        printf("rank %d: %s: %s\n", r, vkg_status_name(j.st[r]), j.err[r]);
-        if (j.st[r] != want || !strstr(j.err[r], needle))
-            fail_msg("rank %d: expected %s naming '%s', got %s: %s", r, vkg_status_name(want),
-                     needle, vkg_status_name(j.st[r]), j.err[r]);
-    }
+    vkg_test_ranks_refused(j.world, j.st, j.err[0], sizeof j.err[0], want, needle);
     free_job(&j);
 }
 

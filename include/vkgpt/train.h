@@ -109,6 +109,17 @@ typedef struct vkg_train_config {
      * checkpoints hold the whole model and moments, so a run resumes with or without ZeRO and on
      * any number of ranks. */
     int zero;
+    /* What the data-parallel ranks exchange their gradients in (--grad-dtype): VKG_COMM_F32 (the
+     * default) or VKG_COMM_BF16: each rank rounds its gradient to bf16 (nearest, ties to even),
+     * the ranks sum them in fp32 and round the sum once, and it is widened back to fp32 before
+     * the global norm, clipping and AdamW; half the bytes of fp32 per gradient element, at the
+     * cost of bf16's 8 significant bits. Every path that exchanges gradients takes it: one
+     * allreduce after the backward pass, the overlapped buckets (copy and zero-copy alike),
+     * ZeRO-1 (an allreduce in bf16 in place of its fp32 reduce-scatter) and a pipeline stage's
+     * data-parallel group. Losses, norms and flags stay fp32, as do the tied wte's embedding rows
+     * and its sum over a pipeline's first and last stage. Independent of precision. Needs 2 or
+     * more data-parallel ranks. */
+    vkg_comm_dtype grad_dtype;
     /* Optional: write every step's timeline of this rank (pipelines) to this file as Chrome
      * trace-event JSON (Perfetto, chrome://tracing); with several ranks each writes
      * FILE.rank<N>. */
@@ -156,8 +167,9 @@ typedef struct vkg_trainer_info {
     size_t param_copy_bytes; /* the bf16 copy of the weights (bf16 precision; else 0) */
     int allocations;
     uint64_t max_allocation;
-    float lr;                          /* peak lr after --lr-scale */
-    int zero;                          /* 1: ZeRO-1, the moments sharded over the ranks */
+    float lr;                /* peak lr after --lr-scale */
+    int zero;                /* 1: ZeRO-1, the moments sharded over the ranks */
+    char grad_exchange[256]; /* how gradients are exchanged: "" alone, "fp32", "bf16 (...)" */
     size_t moment_first, moment_count; /* the parameters whose moments this rank holds */
 } vkg_trainer_info;
 

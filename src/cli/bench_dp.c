@@ -5,7 +5,9 @@
  * also under ZeRO-1 (communication = reduce-scatters, the norm's partial sums and the parameters'
  * allgather, which runs after the update and so is all exposed) with each rank's AdamW bytes;
  * with --copy-path 1 the buckets also by the copy path (--zero-copy 0: the host packs and unpacks
- * every bucket) beside the zero-copy path the device takes where it imports host memory.
+ * every bucket) beside the zero-copy path the device takes where it imports host memory; with
+ * --grad-dtype bf16 the gradients of 2+ ranks exchanged in bf16 (grad_MiB: the gradient each rank
+ * hands the reduction per step, halved).
  * Prints figures, asserts nothing. Random tokens in a temporary llm.c shard are the data. */
 #include <math.h>
 #include <pthread.h>
@@ -26,6 +28,7 @@ typedef struct bench_cfg {
     int layers, heads, channels, vocab, seq, batch, steps, warmup;
     float bucket_mb;
     vkg_comm_transport transport;
+    vkg_comm_dtype grad_dtype; /* of 2+ ranks */
     const char *device;
     char data[600];
 } bench_cfg;
@@ -34,6 +37,7 @@ typedef struct rank_job {
     const bench_cfg *b;
     int rank, world, overlap, zero, copy, port;
     size_t optimizer_bytes; /* this rank's AdamW on the device */
+    size_t grad_bytes;      /* the gradient it hands the reduction per step (0 alone) */
     uint64_t job_id;
     vkg_comm_ctx_t *ctx;
     vkg_status st;
@@ -57,12 +61,14 @@ static void *bench_rank(void *p)
     c.bucket_bytes = j->overlap ? (long long)((double)b->bucket_mb * 1048576.0) : -1;
     c.zero = j->zero;
     c.force_copy_path = j->copy;
+    c.grad_dtype = j->world > 1 ? b->grad_dtype : VKG_COMM_F32;
     vkg_trainer_t *t = NULL;
     vkg_status st = vkg_trainer_create(&c, &t);
     if (st == VKG_OK) {
         vkg_trainer_info info;
         vkg_trainer_get_info(t, &info);
         j->optimizer_bytes = info.optimizer_bytes;
+        j->grad_bytes = j->world > 1 ? info.num_params * vkg_comm_dtype_size(c.grad_dtype) : 0;
         snprintf(j->bucket_path, sizeof j->bucket_path, "%s", info.bucket_path);
     }
     int measured = 0;
@@ -161,7 +167,7 @@ int vkg_cli_bench_dp(int argc, char **argv)
                    .bucket_mb = 25.0f,
                    .transport = VKG_COMM_TCP};
     const char *ranks = "1,2,4", *transport = "tcp";
-    int flat = 1, zero = 0, copy_path = 0;
+    int flat = 1, zero = 0, copy_path = 0, grad_dtype = 0;
     b.device = getenv("VKGPT_DEVICE");
     const vkg_flag flags[] = {
         {"--ranks", VKG_FLAG_STR, &ranks, "world sizes to run, e.g. 1,2,4", 0, 0, 0},
@@ -180,12 +186,15 @@ int vkg_cli_bench_dp(int argc, char **argv)
         {"--zero", VKG_FLAG_INT, &zero, "1: also run every mode of 2+ ranks with ZeRO-1", 0, 0, 1},
         {"--copy-path", VKG_FLAG_INT, &copy_path,
          "1: also run the buckets by the copy path (host pack/unpack, --zero-copy 0)", 0, 0, 1},
+        {"--grad-dtype", VKG_FLAG_CHOICE, &grad_dtype, VKG_CLI_GRAD_DTYPE_HELP, vkg_cli_grad_dtypes,
+         0, 0},
         {"--device", VKG_FLAG_STR, &b.device, "device index or name (every rank)", 0, 0, 0},
     };
     int rc = vkg_flags_parse("bench dp", "[options]", flags, (int)(sizeof flags / sizeof flags[0]),
                              argc, argv, NULL, NULL);
     if (rc)
         return rc == 1 ? 0 : 2;
+    b.grad_dtype = vkg_cli_grad_dtype(grad_dtype);
     if (vkg_comm_transport_parse(transport, &b.transport) != VKG_OK) {
         fprintf(stderr, "vkgpt bench dp: --transport must be tcp, ipc or inproc, got '%s'\n",
                 transport);
@@ -205,18 +214,21 @@ int vkg_cli_bench_dp(int argc, char **argv)
     if ((rc = write_data(&b, max_world)) != 0)
         return rc;
     printf("# GPT-2 L=%d NH=%d C=%d V=%d, B=%d x T=%d per rank, %d measured steps after %d, "
-           "%s, buckets of %.2f MiB\n",
+           "%s, buckets of %.2f MiB, gradients exchanged in %s\n",
            b.layers, b.heads, b.channels, b.vocab, b.batch, b.seq, b.steps, b.warmup,
-           vkg_comm_transport_name(b.transport), (double)b.bucket_mb);
+           vkg_comm_transport_name(b.transport), (double)b.bucket_mb,
+           vkg_cli_grad_dtypes[grad_dtype]);
     printf("# compute = step - exposed; exposed = allreduce time after the device finished the "
            "backward pass; overlap = 1 - exposed / allreduce; hidden = 1 - exposed / the flat "
            "run's allreduce (the share of the whole-gradient allreduce that buckets hide); "
            "zero-*: ZeRO-1 (allreduce = reduce-scatters + the norm's partial sums + the "
            "parameters' allgather); *-copy: buckets by the copy path (the host packs and "
            "unpacks each; the others zero-copy where the device imports host memory); adamw = "
-           "rank 0's AdamW on the device\n");
-    printf("%5s %12s %10s %10s %10s %10s %8s %8s %10s %10s\n", "ranks", "mode", "step_ms",
-           "compute_ms", "allred_ms", "exposed_ms", "overlap", "hidden", "tok/s", "adamw_MiB");
+           "rank 0's AdamW on the device; grad_MiB = the gradient each rank hands the "
+           "reduction per step (parameters x 4 bytes, x 2 in bf16)\n");
+    printf("%5s %12s %10s %10s %10s %10s %8s %8s %10s %10s %9s\n", "ranks", "mode", "step_ms",
+           "compute_ms", "allred_ms", "exposed_ms", "overlap", "hidden", "tok/s", "adamw_MiB",
+           "grad_MiB");
     int said_path = 0;
     for (int i = 0; i < nw && rc == 0; i++) {
         double flat_comm = 0.0;
@@ -242,9 +254,10 @@ int vkg_cli_bench_dp(int argc, char **argv)
                     {"flat", "buckets", "buckets-copy"},
                     {"zero-flat", "zero-buckets", "zero-bk-copy"}};
                 const char *mode = worlds[i] == 1 ? "single" : modes[z][v];
-                printf("%5d %12s %10.1f %10.1f %10.1f %10.1f %8s %8s %10.0f %10.1f\n", worlds[i],
-                       mode, r.ms, r.ms - r.exposed_ms, r.comm_ms, r.exposed_ms, ov, hid, tok,
-                       (double)r.optimizer_bytes / 1048576.0);
+                printf("%5d %12s %10.1f %10.1f %10.1f %10.1f %8s %8s %10.0f %10.1f %9.1f\n",
+                       worlds[i], mode, r.ms, r.ms - r.exposed_ms, r.comm_ms, r.exposed_ms, ov, hid,
+                       tok, (double)r.optimizer_bytes / 1048576.0,
+                       (double)r.grad_bytes / 1048576.0);
                 fflush(stdout);
             }
     }

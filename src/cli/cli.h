@@ -6,6 +6,7 @@
 
 #include <stddef.h>
 
+#include "vkgpt/comm.h"
 #include "vkgpt/device.h"
 #include "vkgpt/status.h"
 
@@ -54,7 +55,8 @@ typedef struct vkg_cli_dp_flags {
     long long base_batch;
     float bucket_mb;
     int no_overlap, listen_all;
-    int zero_copy; /* 0: gradient buckets by the copy path (force_copy_path) */
+    int zero_copy;  /* 0: gradient buckets by the copy path (force_copy_path) */
+    int grad_dtype; /* index into vkg_cli_grad_dtypes: 0 fp32, 1 bf16 */
     int rank_batch_v[1024];
 } vkg_cli_dp_flags;
 #define VKG_CLI_DP_FLAGS_INIT                                                                      \
@@ -69,6 +71,12 @@ extern const char *const vkg_cli_coopmats[];
     "(tensor cores; not yet run on a GPU), emulate: the same kernel without them (a check)"
 /* 0, or 2 after printing why --coopmat (vkg_coopmat_mode) cannot go with --precision. */
 int vkg_cli_coopmat_check(const char *cmd, int coopmat, int precision);
+/* --grad-dtype's values (train, bench dp), and the dtype of index i. */
+extern const char *const vkg_cli_grad_dtypes[];
+vkg_comm_dtype vkg_cli_grad_dtype(int i);
+#define VKG_CLI_GRAD_DTYPE_HELP                                                                    \
+    "what the data-parallel ranks exchange gradients in: fp32 (the default) or bf16 (rounded to "  \
+    "nearest even, summed in fp32, widened back before clipping and AdamW: up to half the bytes)"
 /* --precision's values, indexed by VKG_PRECISION_* (train, bench train, plan). */
 extern const char *const vkg_cli_precisions[];
 #define VKG_CLI_PRECISION_HELP                                                                     \
@@ -155,6 +163,13 @@ extern const char *const vkg_cli_precisions[];
          0,                                                                                        \
          0,                                                                                        \
          1},                                                                                       \
+        {"--grad-dtype",                                                                           \
+         VKG_FLAG_CHOICE,                                                                          \
+         &(d).grad_dtype,                                                                          \
+         VKG_CLI_GRAD_DTYPE_HELP,                                                                  \
+         vkg_cli_grad_dtypes,                                                                      \
+         0,                                                                                        \
+         0},                                                                                       \
     {                                                                                              \
         "--listen-all", VKG_FLAG_BOOL, &(d).listen_all,                                            \
             "allow a wildcard --master-addr (0.0.0.0): listen on every interface", 0, 0, 0         \

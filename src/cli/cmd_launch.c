@@ -27,6 +27,12 @@
 
 const char *const vkg_cli_lr_scales[] = {"none", "linear", "sqrt", NULL};
 const char *const vkg_cli_precisions[] = {"fp32", "bf16", NULL};
+const char *const vkg_cli_grad_dtypes[] = {"fp32", "bf16", NULL};
+
+vkg_comm_dtype vkg_cli_grad_dtype(int i)
+{
+    return i == 1 ? VKG_COMM_BF16 : VKG_COMM_F32;
+}
 
 int vkg_cli_dp_resolve(vkg_cli_dp_flags *d, struct vkg_train_config *cfg)
 {
@@ -98,6 +104,7 @@ int vkg_cli_dp_resolve(vkg_cli_dp_flags *d, struct vkg_train_config *cfg)
     if (d->no_overlap)
         cfg->bucket_bytes = -1;
     cfg->force_copy_path = !d->zero_copy;
+    cfg->grad_dtype = vkg_cli_grad_dtype(d->grad_dtype);
     cfg->lr_scale = (vkg_lr_scale)d->lr_scale;
     cfg->base_batch = d->base_batch;
     return 0;
@@ -262,7 +269,7 @@ static void signal_all(child *cs, int n, int sig)
 
 int vkg_cli_launch(int argc, char **argv)
 {
-    int n = 0, port = 0, grace = 10, pp = 0, zero = 0;
+    int n = 0, port = 0, grace = 10, pp = 0, zero = 0, grad_dtype = -1;
     const char *devices = NULL, *transport = "tcp";
     int sep = argc;
     for (int i = 1; i < argc; i++)
@@ -288,6 +295,8 @@ int vkg_cli_launch(int argc, char **argv)
         {"--zero", VKG_FLAG_INT, &zero,
          "1: ZeRO-1, passed to every rank's train (AdamW's moments sharded over the ranks)", 0, 0,
          1},
+        {"--grad-dtype", VKG_FLAG_CHOICE, &grad_dtype,
+         "passed to every rank's train: " VKG_CLI_GRAD_DTYPE_HELP, vkg_cli_grad_dtypes, 0, 0},
     };
     int rc = vkg_flags_parse("launch", "-n N [options] -- train [train options]", flags,
                              (int)(sizeof flags / sizeof flags[0]), sep, argv, NULL, NULL);
@@ -327,10 +336,11 @@ int vkg_cli_launch(int argc, char **argv)
         return vkg_cli_report("launch", VKG_ERR_NETWORK);
     char job[32];
     snprintf(job, sizeof job, "%08x%08x", (unsigned)getpid(), (unsigned)time(NULL));
-    /* argv for the ranks: "vkgpt", everything after "--", then --pp S and --zero 1 when given. */
+    /* argv for the ranks: "vkgpt", everything after "--", then --pp S, --zero 1 and --grad-dtype
+     * when given. */
     char pp_arg[16];
     snprintf(pp_arg, sizeof pp_arg, "%d", pp);
-    char **args = calloc((size_t)(argc - sep + 5), sizeof *args);
+    char **args = calloc((size_t)(argc - sep + 7), sizeof *args);
     child *cs = calloc((size_t)n, sizeof *cs);
     if (!args || !cs) {
         free(args), free(cs);
@@ -344,7 +354,9 @@ int vkg_cli_launch(int argc, char **argv)
     if (pp)
         args[na] = "--pp", args[na + 1] = pp_arg, na += 2;
     if (zero)
-        args[na] = "--zero", args[na + 1] = "1";
+        args[na] = "--zero", args[na + 1] = "1", na += 2;
+    if (grad_dtype >= 0)
+        args[na] = "--grad-dtype", args[na + 1] = (char *)vkg_cli_grad_dtypes[grad_dtype];
     struct sigaction sa = {0};
     sa.sa_handler = on_launch_signal;
     sigaction(SIGINT, &sa, NULL);

@@ -239,6 +239,8 @@ static int run(vkg_trainer_t *t, const train_opts *o)
         printf("transport: collectives over %s\n", info.comm_path);
     if (info.bucket_path[0])
         printf("transport: gradient buckets: %s\n", info.bucket_path);
+    if (info.grad_exchange[0])
+        printf("transport: gradients exchanged in %s\n", info.grad_exchange);
     if (info.pp > 1)
         printf("pipeline: %d stages (%s), %d micro-batches per step; rank %d is stage %d with "
                "layers [%d, %d)\n",

@@ -13,17 +13,70 @@
  * buckets are copied back by the device (vkg_buckets_create with a packed tensor). Copy path
  * (no extension, a failed import, or force_copy_path): the host packs each bucket from its view
  * of the gradients into the buffer and unpacks it after the reduction (vkg_buckets_read/_write).
- * Both paths reduce the same bits in the same order. */
+ * Both paths reduce the same bits in the same order.
+ *
+ * bf16 exchange (grad_dtype, grad_bf16.h). A second collectives' buffer holds the gradient in
+ * bf16 at the same element offsets; each reduction rounds its floats of the fp32 buffer into it,
+ * allreduces them as VKG_COMM_BF16 (the transport sums in fp32 and rounds once) and widens the sum
+ * back, on the copy path and the zero-copy path alike (the device still copies fp32 buckets
+ * straight into the fp32 buffer and back: only the rounding and widening are the host's), so
+ * both paths still train bitwise alike. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #include "base/clock.h"
+#include "parallel/grad_bf16.h"
 #include "parallel/strategy_internal.h"
 #include "parallel/tied_wte.h"
 
+vkg_status vkg__grad_dtype_check(const vkg_strategy_config *c)
+{
+    int pp = c->pp > 1 ? c->pp : 1, ranks = c->comm.world_size / pp;
+    VKG_CHECK(vkg_grad_dtype_name(c->grad_dtype), VKG_ERR_INVALID_ARG,
+              "--grad-dtype: dtype %d is neither fp32 nor bf16", (int)c->grad_dtype);
+    VKG_CHECK(c->grad_dtype == VKG_COMM_F32 || ranks >= 2, VKG_ERR_INVALID_ARG,
+              "--grad-dtype bf16 needs 2 or more data-parallel ranks, got %d%s: a lone rank "
+              "exchanges no gradients (drop the flag, or add ranks)",
+              ranks, pp > 1 ? " (ranks / --pp)" : "");
+    return VKG_OK;
+}
+
+const char *vkg_strategy_grad_exchange(const vkg_strategy *s)
+{
+    if (vkg_dp_group_size(s->dp) < 2)
+        return "";
+    if (s->cfg.grad_dtype != VKG_COMM_BF16)
+        return "fp32";
+    if (s->pp)
+        return "bf16 (rounded to nearest even, gathered over the stage's data-parallel group and "
+               "summed in fp32 in rank order, rounded once; widened to fp32 for clipping and "
+               "AdamW; the first and last stages' wte sum stays fp32)";
+    if (s->zero)
+        return "bf16 (rounded to nearest even, allreduced in bf16, summed in fp32 and rounded "
+               "once, in place of ZeRO-1's fp32 reduce-scatter; widened to fp32 for clipping and "
+               "AdamW)";
+    return "bf16 (rounded to nearest even, allreduced in bf16, summed in fp32 and rounded once; "
+           "widened to fp32 for clipping and AdamW; the tied wte's embedding rows stay fp32)";
+}
+
+/* bf16: buf (n floats at its place in s->grads) rounded into the same place of s->grads16,
+ * summed over the ranks there, and widened back. ZeRO-1 takes the allreduce too: the transport
+ * has no bf16 reduce-scatter, and a bf16 allreduce moves as many bytes as an fp32 reduce-scatter
+ * (the shard is what the rank uses; the rest of the sum is unused). */
+static vkg_status reduce_bf16(vkg_strategy *s, float *buf, size_t n)
+{
+    uint16_t *half = s->grads16 + (buf - s->grads);
+    vkg_grad_bf16_narrow(buf, half, n);
+    VKG_TRY(vkg_comm_allreduce(vkg_dp_comm(s->dp), half, half, n, VKG_COMM_BF16, VKG_COMM_SUM));
+    vkg_grad_bf16_widen(half, buf, n);
+    return VKG_OK;
+}
+
 vkg_status vkg__dp_reduce_grads(vkg_strategy *s, int k, float *buf, size_t n)
 {
+    if (s->grads16)
+        return reduce_bf16(s, buf, n);
     if (s->zero)
         return vkg__zero_reduce_grads(s, k, buf, n);
     return vkg_dp_allreduce_grads(s->dp, buf, n);
@@ -72,6 +125,10 @@ vkg_status vkg__dp_setup(vkg_strategy *s)
     align = align ? align : 1;
     s->grads_bytes = (n * sizeof *s->grads + align - 1) / align * align;
     VKG_TRY(vkg_comm_buffer_alloc(vkg_dp_comm(s->dp), s->grads_bytes, (void **)&s->grads));
+    if (s->cfg.grad_dtype == VKG_COMM_BF16) {
+        s->grads16_bytes = (n * sizeof *s->grads16 + 3) / 4 * 4;
+        VKG_TRY(vkg_comm_buffer_alloc(vkg_dp_comm(s->dp), s->grads16_bytes, (void **)&s->grads16));
+    }
     if (!s->bucket_bytes)
         return VKG_OK;
     vkg_tensor packed;

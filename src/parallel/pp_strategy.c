@@ -7,6 +7,10 @@
  * gradients are summed over its data-parallel group, wte's two copies' gradients over the first
  * and last stage (Megatron's scheme: both copies get the same update), the squared norm over the
  * stages (wte counted once), then AdamW. The loss is the last stage's, shared with every rank.
+ * With bf16 exchange (grad_dtype) the data-parallel group's sum is vkg_grad_bf16_group_sum's
+ * (the members' bf16 gradients gathered, summed in fp32 in group order, rounded once): the same
+ * bytes as a bf16 ring for groups of 2, fewer than the fp32 ring for up to 3 members, as many
+ * for 4, more beyond; wte's sum over the first and last stage stays fp32.
  * Not here: the schedules (pp_schedule.c), groups (transport/group.c). */
 #include <math.h>
 #include <stdio.h>
@@ -15,6 +19,7 @@
 
 #include "base/clock.h"
 #include "base/error.h"
+#include "parallel/grad_bf16.h"
 #include "parallel/pp_schedule.h"
 #include "parallel/strategy_internal.h"
 
@@ -37,6 +42,7 @@ struct vkg_pp {
     float *bnd;        /* (B*T*C) a boundary on its way */
     int32_t *in, *tgt; /* (M, B*T) the step's tokens */
     float *grads;      /* (param count) host copy for group sums */
+    uint16_t *half;    /* bf16 exchange: (param count) this rank's, then (dp, param count) all */
     vkg_pp_action *plan;
     vkg_span *spans; /* (cap) the last step's timeline */
     int nspans, cap;
@@ -93,6 +99,7 @@ static void free_impl(vkg_strategy *s)
         return;
     vkg_group_destroy(&p->dpg), vkg_group_destroy(&p->pipe), vkg_group_destroy(&p->tie);
     free(p->req), free(p->bnd), free(p->in), free(p->tgt), free(p->grads), free(p->plan);
+    free(p->half);
     free(p->spans);
     free(p);
     s->pp = NULL;
@@ -228,6 +235,11 @@ static vkg_status build(vkg_strategy *s)
     p->spans = malloc((size_t)p->cap * sizeof *p->spans);
     VKG_CHECK(p->bnd && p->in && p->tgt && p->grads && p->plan && p->spans, VKG_ERR_NOMEM,
               "no memory for the pipeline's buffers");
+    if (p->dpg && s->cfg.grad_dtype == VKG_COMM_BF16) {
+        size_t n = vkg_gpt2_param_count(s->model);
+        p->half = malloc(n * (size_t)(p->dp + 1) * sizeof *p->half);
+        VKG_CHECK(p->half, VKG_ERR_NOMEM, "no memory for %d bf16 gradients", p->dp + 1);
+    }
     vkg_pp_schedule(p->kind, p->S, p->stage, M, p->plan);
     return VKG_OK;
 }
@@ -310,7 +322,9 @@ static vkg_status reduce_grads(vkg_strategy *s, double *comm_ms)
     size_t n = vkg_gpt2_param_count(s->model);
     VKG_TRY(vkg_gpt2_get_grads(s->model, p->grads));
     double t0 = vkg_now_ms();
-    if (p->dpg)
+    if (p->half)
+        VKG_TRY(vkg_grad_bf16_group_sum(p->dpg, p->grads, n, p->half, p->half + n));
+    else if (p->dpg)
         VKG_TRY(vkg_group_allreduce_sum(p->dpg, p->grads, n));
     if (p->tie) /* wte is at the start of both the first and the last part */
         VKG_TRY(vkg_group_allreduce_sum(p->tie, p->grads, vkg_gpt2_layout_of(s->model)->count[0]));

@@ -16,6 +16,7 @@ vkg_status vkg_strategy_create(const vkg_strategy_config *c, vkg_strategy **out)
 {
     if (c->zero)
         VKG_TRY(vkg__zero_check(c));
+    VKG_TRY(vkg__grad_dtype_check(c));
     vkg_strategy *s = calloc(1, sizeof *s);
     VKG_CHECK(s, VKG_ERR_NOMEM, "no memory for the parallel strategy");
     int pp = c->pp > 1 ? c->pp : 1;
@@ -57,6 +58,8 @@ void vkg_strategy_destroy(vkg_strategy **ps, const char *failure)
     vkg_arena_destroy(&s->grads_import);
     if (s->grads)
         vkg_comm_buffer_free(vkg_dp_comm(s->dp), s->grads);
+    if (s->grads16)
+        vkg_comm_buffer_free(vkg_dp_comm(s->dp), s->grads16);
     free(s->inputs), free(s->targets);
     vkg_dp_destroy(&s->dp, NULL);
     free(s);

@@ -47,6 +47,10 @@ typedef struct vkg_strategy_config {
     int pp_schedule;     /* VKG_PP_1F1B (default) or VKG_PP_GPIPE */
     int zero;            /* 1: ZeRO-1 (needs 2 or more ranks and no pipeline); 0: none */
     int force_copy_path; /* 1: gradient buckets take the copy path even where zero-copy works */
+    /* What the ranks exchange their gradients in: VKG_COMM_F32 (0, the default) or
+     * VKG_COMM_BF16 (grad_bf16.h: rounded to bf16, summed in fp32, widened back before the norm,
+     * clipping and AdamW); needs a data-parallel group of 2 or more ranks. */
+    vkg_comm_dtype grad_dtype;
 } vkg_strategy_config;
 
 enum { VKG_PP_1F1B = 0, VKG_PP_GPIPE = 1 };
@@ -81,6 +85,9 @@ uint64_t vkg_strategy_bucket_bytes(const vkg_strategy *s);
  * into it (VK_EXT_external_memory_host), else "copy: <why>" (the device's gradients read and
  * written by the host, a pack and an unpack per bucket). */
 const char *vkg_strategy_bucket_path(const vkg_strategy *s);
+/* How this rank exchanges gradients, for start-up lines: "" without a data-parallel group
+ * (nothing is exchanged), else "fp32" or "bf16 (...)" with where it is rounded and summed. */
+const char *vkg_strategy_grad_exchange(const vkg_strategy *s);
 /* Buckets reduced so far on the zero-copy path (tests: it was really taken). */
 uint64_t vkg_strategy_zero_copy_buckets(const vkg_strategy *s);
 /* Set this rank's share of the data in a loader config (batch size, rank and world size). */

@@ -51,6 +51,9 @@ struct vkg_strategy {
     vkg_arena *grads_import;    /* grads as a device buffer: zero-copy buckets (NULL: copy path) */
     uint64_t zero_copy_buckets; /* buckets reduced with neither a pack nor an unpack on the host */
     char bucket_path[256];      /* how buckets reach grads, and why ("" without buckets) */
+    uint16_t *grads16;          /* (param count) bf16 exchange buffer (vkg_comm_buffer_alloc;
+                                   NULL unless grad_dtype is bf16) */
+    size_t grads16_bytes;
     vkg_buckets *buckets;       /* NULL without overlap */
     double comm_ms, exposed_ms; /* gradient communication of the last step */
     vkg_strategy_config cfg;    /* as created (pointers not kept past create) */
@@ -85,6 +88,8 @@ vkg_status vkg__dp_reduce_grads(vkg_strategy *s, int k, float *buf, size_t n);
 vkg_status vkg__zero_reduce_grads(vkg_strategy *s, int k, float *buf, size_t n);
 /* Pipeline setup at create: stage layout and checks (pp_strategy.c). */
 vkg_status vkg__pp_create(vkg_strategy *s, const vkg_strategy_config *c);
+/* Whether grad_dtype is fp32, or bf16 with 2 or more data-parallel ranks (dp_strategy.c). */
+vkg_status vkg__grad_dtype_check(const vkg_strategy_config *c);
 /* ZeRO-1: whether the job can run it (one stage, 2 or more ranks), before joining (zero.c). */
 vkg_status vkg__zero_check(const vkg_strategy_config *c);
 

@@ -207,7 +207,8 @@ static vkg_status join(vkg_trainer_t *t)
                               .pp_layers_count = c->pp_layers_count,
                               .pp_schedule = c->pp_schedule,
                               .zero = c->zero,
-                              .force_copy_path = c->force_copy_path};
+                              .force_copy_path = c->force_copy_path,
+                              .grad_dtype = c->grad_dtype};
     if (c->comm_from_env) {
         VKG_TRY(vkg_comm_config_from_env(&sc.comm, NULL));
         sc.comm.ctx = c->comm.ctx;
@@ -403,6 +404,8 @@ void vkg_trainer_get_info(const vkg_trainer_t *t, vkg_trainer_info *info)
     snprintf(info->rank_batches, sizeof info->rank_batches, "%s", vkg_strategy_batch_list(t->par));
     snprintf(info->comm_path, sizeof info->comm_path, "%s", vkg_strategy_comm_path(t->par));
     snprintf(info->bucket_path, sizeof info->bucket_path, "%s", vkg_strategy_bucket_path(t->par));
+    snprintf(info->grad_exchange, sizeof info->grad_exchange, "%s",
+             vkg_strategy_grad_exchange(t->par));
     info->pp = t->cfg.pp > 1 ? t->cfg.pp : 1;
     vkg_strategy_stage(t->par, &info->stage, &info->first_layer, &info->last_layer);
     info->activation_bytes = vkg_strategy_activation_bytes(t->par);
