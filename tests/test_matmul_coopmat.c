@@ -67,28 +67,12 @@ typedef struct gcase {
 /* Operand value i of an operand stored as n floats, bf16 when bf. */
 static vkg_tensor operand(vkg_gpu *g, float *x, size_t n, int bf)
 {
-    vkg_tensor t32 = vkg_gpu_upload(g, x, n * 4);
     if (!bf)
-        return t32;
-    vkg_tensor t16 = vkg_gpu_poisoned(g, (n + 1) / 2);
-    t16.dtype = VKG_BF16;
-    VKG_ASSERT_OK(vkg_op_cast_bf16(g->cmd, t16, t32, n));
+        return vkg_gpu_upload(g, x, n * 4);
+    vkg_tensor t16 = vkg_gpu_bf16_of(g, x, n);
     for (size_t i = 0; i < n; i++)
         x[i] = bf16_of(x[i]);
     return t16;
-}
-
-/* The n bf16 values of t, widened. */
-static void download_bf16(vkg_gpu *g, vkg_tensor t, float *x, size_t n)
-{
-    uint16_t *h = malloc(n * 2 + 2);
-    assert_non_null(h);
-    vkg_gpu_download(g, t, h, (n + 1) / 2 * 4);
-    for (size_t i = 0; i < n; i++) {
-        uint32_t u = (uint32_t)h[i] << 16;
-        memcpy(&x[i], &u, 4);
-    }
-    free(h);
 }
 
 /* Count elements of got outside ref +- (tol mag + 1e-6); fail naming the first unless
@@ -138,8 +122,8 @@ static void run_case(vkg_gpu *g, gcase c, uint64_t seed, int expect_bad)
     vkg_tensor ta = operand(g, a, na, c.abf), tb = operand(g, b, nb, c.bbf);
     vkg_tensor tbias = vkg_gpu_upload(g, bias, c.N * 4);
     vkg_tensor tout = c.acc ? vkg_gpu_upload(g, out0, no * 4) : vkg_gpu_poisoned(g, no);
-    if (c.outbf) /* the mixed-precision activations (qkv, fch, ...): bf16, whole words */
-        tout = vkg_gpu_poisoned(g, (no + 1) / 2), tout.dtype = VKG_BF16;
+    if (c.outbf) /* the mixed-precision activations (qkv, fch, ...) */
+        tout = vkg_gpu_bf16_poisoned(g, no);
     vkg_tensor tact = vkg_gpu_poisoned(g, no);
     if (c.actbf)
         tact.dtype = VKG_BF16;
@@ -161,10 +145,8 @@ static void run_case(vkg_gpu *g, gcase c, uint64_t seed, int expect_bad)
     VKG_ASSERT_OK(vkg_op_gemm(g->cmd, &gm));
     assert_int_equal(vkg_cmd_kernel_count(g->cmd, KERNEL), 1);
     vkg_gpu_run(g);
-    float *got = vkg_test_alloc(no);
-    if (c.outbf)
-        download_bf16(g, tout, got, no);
-    else
+    float *got = c.outbf ? vkg_gpu_download_bf16(g, tout, no) : vkg_test_alloc(no);
+    if (!c.outbf)
         vkg_gpu_download(g, tout, got, no * 4);
     vkg_gpu_expect_guard(g, "out", tout);
     double *ref = malloc(no * sizeof *ref), *mag = malloc(no * sizeof *mag);
@@ -185,12 +167,10 @@ static void run_case(vkg_gpu *g, gcase c, uint64_t seed, int expect_bad)
         check(what, got, ref, mag, no, c.outbf ? ldexp(1.0, -8) : 1e-5, 0);
     }
     if (c.gelu) {
-        float *act = vkg_test_alloc(no), *want = vkg_test_alloc(no);
-        if (c.actbf) {
-            download_bf16(g, tact, act, no);
-        } else {
+        float *act = c.actbf ? vkg_gpu_download_bf16(g, tact, no) : vkg_test_alloc(no);
+        float *want = vkg_test_alloc(no);
+        if (!c.actbf)
             vkg_gpu_download(g, tact, act, no * 4);
-        }
         vkg_ref_gelu_fwd(want, got, no);
         for (size_t i = 0; i < no; i++) {
             double tol = (c.actbf ? ldexp(1.0, -8) : 1e-5) * fabs(want[i]) + 1e-6;

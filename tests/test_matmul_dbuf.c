@@ -44,13 +44,7 @@ static const mode modes[] = {
 /* v (n floats) on the device, as bf16 (cast there) when bf16. */
 static vkg_tensor operand(vkg_gpu *g, const float *v, size_t n, int bf16)
 {
-    vkg_tensor t32 = vkg_gpu_upload(g, v, n * 4);
-    if (!bf16)
-        return t32;
-    vkg_tensor t16 = vkg_gpu_poisoned(g, (n + 1) / 2);
-    t16.dtype = VKG_BF16;
-    VKG_ASSERT_OK(vkg_op_cast_bf16(g->cmd, t16, t32, n));
-    return t16;
+    return bf16 ? vkg_gpu_bf16_of(g, v, n) : vkg_gpu_upload(g, v, n * 4);
 }
 
 /* R = A B (+ out's start when accumulating, + bias) in mode m with tiles t, on the same random
