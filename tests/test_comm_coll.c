@@ -4,7 +4,8 @@
  * (bitwise the allreduce's result on whichever path it takes), broadcast from every root,
  * allgather, barrier and tagged point-to-point. Every rank checks its results against a reference
  * computed from every rank's (deterministic) inputs, and the parent checks that all ranks produced
- * bitwise identical bytes. */
+ * bitwise identical bytes. The ring's bytes on the wire per dtype are checked against its formula.
+ */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -16,6 +17,7 @@
 
 #include <cmocka.h>
 
+#include "../transport/comm_testing.h"
 #include "test_comm_harness.h"
 #include "vkgpt/comm.h"
 
@@ -396,6 +398,63 @@ static void test_default_sizes(void **state)
     }
 }
 
+/* Payload bytes a ring allreduce sends. With a count N divides, chunks of c = count / N elements:
+ * fp32 sends 2 (N - 1) chunks of 4-byte values; bf16/f16 sends its own input (2 bytes) on the
+ * first reduce-scatter hop, fp32 partial sums on the N - 2 later ones and 16-bit results on the
+ * N - 1 allgather hops. At N = 2 a 16-bit allreduce sends exactly half of fp32's bytes. */
+#define WIRE_COUNT 6000
+
+static uint64_t ring_bytes(vkg_comm_dtype dt, int n)
+{
+    uint64_t c = WIRE_COUNT / (uint64_t)n, hops = (uint64_t)n - 1;
+    if (dt == VKG_COMM_F32)
+        return c * 4 * 2 * hops;
+    return c * (2 + 4 * (hops - 1) + 2 * hops);
+}
+
+static int wire_bytes(vkg_th_rank *r, void *arg)
+{
+    (void)arg;
+    static const vkg_comm_dtype dts[] = {VKG_COMM_F32, VKG_COMM_BF16, VKG_COMM_F16};
+    static const char *const names[] = {"f32", "bf16", "f16"};
+    float *buf = malloc(WIRE_COUNT * sizeof *buf);
+    if (!buf)
+        return note_fail(r, "out of memory");
+    int bad = 0;
+    for (size_t d = 0; d < sizeof dts / sizeof dts[0]; d++) {
+        vkg_th_fill(buf, WIRE_COUNT, dts[d], r->rank, 0);
+        uint64_t before = vkg__comm_tx_bytes(r->comm);
+        vkg_status st = vkg_comm_allreduce(r->comm, buf, buf, WIRE_COUNT, dts[d], VKG_COMM_SUM);
+        uint64_t sent = vkg__comm_tx_bytes(r->comm) - before;
+        int wrong = vkg_th_count_wrong(buf, WIRE_COUNT, dts[d], VKG_COMM_SUM, r->size);
+        if (st != VKG_OK)
+            bad += note_fail(r, "%s allreduce: %s", names[d], vkg_error_message());
+        else if (wrong)
+            bad += note_fail(r, "%s allreduce: %d wrong elements", names[d], wrong);
+        if (sent != ring_bytes(dts[d], r->size))
+            bad += note_fail(r, "%s allreduce sent %llu bytes, expected %llu", names[d],
+                             (unsigned long long)sent,
+                             (unsigned long long)ring_bytes(dts[d], r->size));
+    }
+    free(buf);
+    return bad;
+}
+
+static void test_ring_wire_bytes(void **state)
+{
+    (void)state;
+    assert_int_equal(ring_bytes(VKG_COMM_BF16, 2) * 2, ring_bytes(VKG_COMM_F32, 2));
+    for (int n = 2; n <= 3; n++) {
+        vkg_th_opts o = {.transport = VKG_COMM_INPROC,
+                         .segment_bytes = SEG_BYTES,
+                         .small_bytes = SMALL_BYTES,
+                         .ring_min_ranks = 2,
+                         .shm = VKG_COMM_SHM_OFF,
+                         .wall_s = 60};
+        assert_true(vkg_th_run_ok(n, &o, wire_bytes, NULL));
+    }
+}
+
 /* The checker bites: a rank that feeds different inputs makes the digests differ. */
 static int skewed(vkg_th_rank *r, void *arg)
 {
@@ -428,6 +487,7 @@ int main(void)
         cmocka_unit_test(test_ipc),
         cmocka_unit_test(test_tcp),
         cmocka_unit_test(test_default_sizes),
+        cmocka_unit_test(test_ring_wire_bytes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

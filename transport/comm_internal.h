@@ -137,7 +137,8 @@ struct vkg_comm {
     uint8_t *curve_keys; /* the authorized public keys, 32 bytes each */
     size_t ncurve_keys;
 
-    uint64_t seq; /* collectives started so far */
+    uint64_t seq;      /* collectives started so far */
+    uint64_t tx_bytes; /* payload bytes handed to the data socket (headers not counted) */
     vkg_inmsg *stash;
     size_t nstash, cap_stash;
 
@@ -368,9 +369,13 @@ void vkg__add_f32(float *dst, const float *a, const float *b, size_t n, int avg_
 void vkg__acc_16(float *acc, const uint16_t *x, size_t n, vkg_comm_dtype dt);
 /* dst[i] = widen(x[i]). */
 void vkg__widen_16(float *dst, const uint16_t *x, size_t n, vkg_comm_dtype dt);
-/* dst[i] = narrow((a[i] + widen(b[i])) [/avg_n]). */
-void vkg__final_16(uint16_t *dst, const float *a, const uint16_t *b, size_t n, vkg_comm_dtype dt,
-                   int avg_n);
+/* dst[i] = widen(a[i]) + widen(b[i]), a being 16-bit values of dt at any byte offset (a
+ * received payload). */
+void vkg__sum_16(float *dst, const void *a, const uint16_t *b, size_t n, vkg_comm_dtype dt);
+/* dst[i] = narrow((a[i] + widen(b[i])) [/avg_n]), a at any byte offset holding fp32 (a_es 4) or
+ * 16-bit values of dt (a_es 2). */
+void vkg__final_16(uint16_t *dst, const void *a, size_t a_es, const uint16_t *b, size_t n,
+                   vkg_comm_dtype dt, int avg_n);
 /* dst[i] = reduction over q of srcs[q][i] in q order (identical on every rank), /n for avg. */
 void vkg__reduce_ordered(void *dst, const void *const *srcs, int nsrc, size_t n, vkg_comm_dtype dt,
                          int avg);

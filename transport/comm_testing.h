@@ -31,6 +31,10 @@ uint64_t vkg__comm_shm_resident(const vkg_comm_t *c);
 /* 1 when the segment's single-copy path (process_vm_readv) is on. */
 int vkg__comm_shm_cma(const vkg_comm_t *c);
 
+/* Payload bytes this rank has sent over ZeroMQ (message headers and credits not counted): a test
+ * reads it before and after a call to see how many bytes the call put on the wire. */
+uint64_t vkg__comm_tx_bytes(const vkg_comm_t *c);
+
 /* 1 when group g runs its collectives in a segment of its own (decided at its first one). */
 int vkg__group_uses_shm(const vkg_group_t *g);
 

@@ -4,6 +4,7 @@
  * Not here: the wait loop, connection monitoring and failure handling (wait.c).
  */
 #include "comm_internal.h"
+#include "comm_testing.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -69,7 +70,14 @@ int vkg__raw_send(vkg_comm_t *c, int peer, const vkg_wire_hdr *h, zmq_msg_t *bod
         err = zmq_errno();
     if (body && err)
         zmq_msg_close(body);
+    else if (body)
+        c->tx_bytes += h->bytes;
     return err;
+}
+
+uint64_t vkg__comm_tx_bytes(const vkg_comm_t *c)
+{
+    return c->tx_bytes;
 }
 
 static vkg_status send_error(vkg_comm_t *c, int peer, const vkg_wire_hdr *h, int err)

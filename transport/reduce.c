@@ -132,23 +132,6 @@ void vkg__widen_16(float *dst, const uint16_t *x, size_t n, vkg_comm_dtype dt)
         dst[i] = widen(x[i], dt);
 }
 
-void vkg__final_16(uint16_t *dst, const float *a, const uint16_t *b, size_t n, vkg_comm_dtype dt,
-                   int avg_n)
-{
-    float tmp[BLOCK];
-    const unsigned char *pa = (const unsigned char *)a;
-    for (size_t i0 = 0; i0 < n; i0 += BLOCK) {
-        size_t m = n - i0 < BLOCK ? n - i0 : BLOCK;
-        memcpy(tmp, pa + i0 * 4, m * 4);
-        for (size_t i = 0; i < m; i++) {
-            float s = tmp[i] + widen(b[i0 + i], dt);
-            if (avg_n > 0)
-                s /= (float)avg_n;
-            dst[i0 + i] = narrow(s, dt);
-        }
-    }
-}
-
 /* Load m elements of src (any alignment) as floats. */
 static void load_block(float *out, const void *src, size_t i0, size_t m, vkg_comm_dtype dt)
 {
@@ -160,6 +143,29 @@ static void load_block(float *out, const void *src, size_t i0, size_t m, vkg_com
     memcpy(h, (const unsigned char *)src + i0 * 2, m * 2);
     for (size_t i = 0; i < m; i++)
         out[i] = widen(h[i], dt);
+}
+
+void vkg__sum_16(float *dst, const void *a, const uint16_t *b, size_t n, vkg_comm_dtype dt)
+{
+    for (size_t i0 = 0; i0 < n; i0 += BLOCK)
+        load_block(dst + i0, a, i0, n - i0 < BLOCK ? n - i0 : BLOCK, dt);
+    vkg__acc_16(dst, b, n, dt);
+}
+
+void vkg__final_16(uint16_t *dst, const void *a, size_t a_es, const uint16_t *b, size_t n,
+                   vkg_comm_dtype dt, int avg_n)
+{
+    float tmp[BLOCK];
+    for (size_t i0 = 0; i0 < n; i0 += BLOCK) {
+        size_t m = n - i0 < BLOCK ? n - i0 : BLOCK;
+        load_block(tmp, a, i0, m, a_es == 4 ? VKG_COMM_F32 : dt);
+        for (size_t i = 0; i < m; i++) {
+            float s = tmp[i] + widen(b[i0 + i], dt);
+            if (avg_n > 0)
+                s /= (float)avg_n;
+            dst[i0 + i] = narrow(s, dt);
+        }
+    }
 }
 
 /* The fp32 case with every source aligned: no staging copies, one pass per source and block. */

@@ -14,8 +14,10 @@
  * returning. Writes never touch a region that is still queued: a chunk sent in reduce-scatter is
  * only overwritten in allgather after its final sum came back around the ring, which requires
  * that the earlier send was read in full. Every chunk's final value is computed by one rank and
- * copied by the others, so all ranks hold identical bits. For bf16/fp16 the reduce-scatter carries
- * fp32 partial sums (rounded once, at the owner); the allgather carries 16-bit values.
+ * copied by the others, so all ranks hold identical bits. For bf16/fp16 the first reduce-scatter
+ * hop carries the rank's own 16-bit input (widening is exact, so the receiver widens it), later
+ * hops carry fp32 partial sums (rounded once, at the owner); the allgather carries 16-bit values.
+ * Each recv step knows its element size on the wire, so a message of another size is refused.
  */
 #include "comm_internal.h"
 
@@ -23,7 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum send_mode { SRC_ZC, SRC_WIDEN16, SRC_HELD };
+enum send_mode { SRC_ZC, SRC_HELD };
 enum recv_mode { ACT_REDUCE, ACT_FINAL, ACT_COPY, ACT_REDUCE16, ACT_FINAL16 };
 
 typedef struct ring_step {
@@ -75,17 +77,11 @@ static vkg_status ring_send(ring *r, int i, size_t k, uint32_t index)
     h.seq = c->seq;
     h.segment = index;
     h.tag = (uint32_t)r->coll | ((uint32_t)r->dt << 8) | ((uint32_t)i << 16);
-    if (s->mode == SRC_ZC) {
-        size_t bytes = n * s->wire_es;
-        int zc = vkg__use_zc(c, bytes);
-        return vkg__send(c, r->next, &h, s->src + e0 * r->es, bytes, zc);
-    }
     if (s->mode == SRC_HELD)
         return vkg__send_msg(c, r->next, &h, &r->held[(size_t)i * r->maxseg + k]);
-    zmq_msg_t m; /* SRC_WIDEN16: this rank's 16-bit input as fp32 partial sums */
-    VKG_CHECK(zmq_msg_init_size(&m, n * 4) == 0, VKG_ERR_NOMEM, "out of memory (%zu bytes)", n * 4);
-    vkg__widen_16(zmq_msg_data(&m), (const uint16_t *)(s->src + e0 * r->es), n, r->dt);
-    return vkg__send_msg(c, r->next, &h, &m);
+    size_t bytes = n * s->wire_es;
+    int zc = vkg__use_zc(c, bytes);
+    return vkg__send(c, r->next, &h, s->src + e0 * r->es, bytes, zc);
 }
 
 /* Validate message `index` (segment k of recv step j) and apply it. Consumes m->body. */
@@ -128,24 +124,32 @@ static vkg_status ring_recv(ring *r, int j, size_t k, uint32_t index, vkg_inmsg 
         memcpy(s->dst + e0 * r->es, data, n * s->wire_es);
         break;
     case ACT_FINAL16:
-        vkg__final_16((uint16_t *)(s->dst + e0 * 2), data, (const uint16_t *)(s->own + e0 * 2), n,
-                      r->dt, r->avg_n);
+        vkg__final_16((uint16_t *)(s->dst + e0 * 2), data, s->wire_es,
+                      (const uint16_t *)(s->own + e0 * 2), n, r->dt, r->avg_n);
         break;
     case ACT_REDUCE16: {
         zmq_msg_t *slot = &r->held[(size_t)(j + 1) * r->maxseg + k];
-        if (((uintptr_t)data & 3u) != 0) { /* small payloads may be unaligned: realign */
-            if (zmq_msg_init_size(slot, n * 4) < 0) {
-                zmq_msg_init(slot);
-                zmq_msg_close(&m->body);
-                return VKG_FAIL(VKG_ERR_NOMEM, "out of memory (%zu bytes)", n * 4);
-            }
-            memcpy(zmq_msg_data(slot), data, n * 4);
-            zmq_msg_close(&m->body);
-        } else {
+        const uint16_t *own = (const uint16_t *)(s->own + e0 * 2);
+        int wide_in = s->wire_es == 4;
+        if (wide_in && ((uintptr_t)data & 3u) == 0) { /* fp32 partial sums: add in place */
             zmq_msg_move(slot, &m->body);
             zmq_msg_close(&m->body);
+            vkg__acc_16(zmq_msg_data(slot), own, n, r->dt);
+            return VKG_OK;
         }
-        vkg__acc_16(zmq_msg_data(slot), (const uint16_t *)(s->own + e0 * 2), n, r->dt);
+        /* 16-bit input (first hop), or a small payload that is unaligned: into a new fp32 slot */
+        if (zmq_msg_init_size(slot, n * 4) < 0) {
+            zmq_msg_init(slot);
+            zmq_msg_close(&m->body);
+            return VKG_FAIL(VKG_ERR_NOMEM, "out of memory (%zu bytes)", n * 4);
+        }
+        if (wide_in) {
+            memcpy(zmq_msg_data(slot), data, n * 4);
+            vkg__acc_16(zmq_msg_data(slot), own, n, r->dt);
+        } else {
+            vkg__sum_16(zmq_msg_data(slot), data, own, n, r->dt);
+        }
+        zmq_msg_close(&m->body);
         return VKG_OK;
     }
     }
@@ -300,11 +304,12 @@ vkg_status vkg__ring_allreduce_among(vkg_comm_t *c, const int *members, int n, i
         int cs = ((me - i) % n + n) % n, cr = ((me - i - 1) % n + n) % n;
         size_t off_s = vkg__chunk_start(count, cs, n), off_r = vkg__chunk_start(count, cr, n);
         ring_step *s = &r.send[i], *q = &r.recv[i];
-        set_step(&r, s, vkg__chunk_start(count, cs + 1, n) - off_s, 4,
-                 wide ? (i == 0 ? SRC_WIDEN16 : SRC_HELD) : SRC_ZC);
+        size_t wire_es = i == 0 ? r.es : 4; /* 16-bit input leaves as is, partial sums as fp32 */
+        set_step(&r, s, vkg__chunk_start(count, cs + 1, n) - off_s, wire_es,
+                 wide && i > 0 ? SRC_HELD : SRC_ZC);
         s->src = (i == 0 ? in : out) + off_s * r.es;
         int last = i == n - 2;
-        set_step(&r, q, vkg__chunk_start(count, cr + 1, n) - off_r, 4,
+        set_step(&r, q, vkg__chunk_start(count, cr + 1, n) - off_r, wire_es,
                  wide ? (last ? ACT_FINAL16 : ACT_REDUCE16) : (last ? ACT_FINAL : ACT_REDUCE));
         q->dst = out + off_r * r.es;
         q->own = in + off_r * r.es;
