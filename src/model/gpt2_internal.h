@@ -31,7 +31,7 @@ enum {
 #define VKG_GPT2_NUM_GRAD_ACTS 13
 #define VKG_GPT2_NUM_LAYER_GRADS 9 /* dln1 .. dfcproj: one layer's, zeroed before each layer */
 
-/* Forward activations, llm.c's names; shapes in gpt2.c's act_sizes. Those of a layer (ln1 ..
+/* Forward activations, llm.c's names; shapes in gpt2_memory.c's act_sizes. Those of a layer (ln1 ..
  * residual3, VKG_GPT2_ACT_LAYERED) are one tensor per layer, in the slot's `layers`; the others
  * in its `acts`. */
 #define VKG_GPT2_ACT_LAYERED(i) ((i) >= 1 && (i) <= 15)
@@ -107,6 +107,19 @@ struct vkg_gpt2 {
     struct vkg_gpt2_split *split; /* NULL until vkg_gpt2_split */
 };
 
+/* The options with the whole model for an unset part (opts NULL: the defaults) into *o, checked
+ * against cfg (gpt2_memory.c): VKG_ERR_INVALID_ARG names the option that is out of range. */
+vkg_status vkg__gpt2_resolve_opts(const vkg_gpt2_config *cfg, const vkg_gpt2_opts *opts,
+                                  vkg_gpt2_opts *o);
+/* The most tensors the activation arena of nl layers and `slots` slots holds: the capacity of
+ * the arrays vkg__gpt2_act_arena_tensors fills. */
+int vkg__gpt2_max_act_tensors(int nl, int slots);
+/* The activation arena's tensors of the resolved options o, in the order vkg_gpt2_create binds
+ * them (each slot's activations, its layers' and its tokens; then the gradient activations and
+ * the scratch tensors): their bytes, names and (types, may be NULL) element types. Returns how
+ * many. */
+int vkg__gpt2_act_arena_tensors(const vkg_gpt2_config *cfg, const vkg_gpt2_opts *o, size_t *bytes,
+                                const char **names, vkg_dtype *types);
 /* Record every command list of m (gpt2_record.c). */
 vkg_status vkg__gpt2_record(vkg_gpt2 *m);
 

@@ -1,0 +1,245 @@
+/* The plan of a GPT-2 part before any device memory exists: its options defaulted and checked,
+ * the element counts, names and element types of every tensor of the activation arena in the
+ * order vkg_gpt2_create allocates them, and vkg_gpt2_memory's accounting of the bytes and
+ * allocations the part needs. Allocating, binding the tensors to the model and recording are not
+ * here (gpt2.c, gpt2_record.c). */
+#include "model/gpt2_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+vkg_gpt2_opts vkg_gpt2_opts_default(void)
+{
+    vkg_gpt2_opts o = {.B = 4, .T = 64, .accum_steps = 1, .loss_scale = 1.0f, .slots = 1};
+    return o;
+}
+
+/* Element counts of the activation tensors, in the order of the vkg_gpt2_acts fields; those of
+ * a layer (VKG_GPT2_ACT_LAYERED) for one layer. */
+static void act_sizes(const vkg_gpt2_config *cfg, int B, int T, int head, int recompute,
+                      size_t s[VKG_GPT2_NUM_ACTS])
+{
+    size_t C = (size_t)cfg->channels, NH = (size_t)cfg->num_heads;
+    size_t BT = (size_t)B * (size_t)T, Vp = head ? (size_t)cfg->padded_vocab_size : 0;
+    size_t H = head ? 1 : 0;
+    size_t i = 0;
+    s[i++] = BT * C;                                               /* encoded */
+    s[i++] = BT * C;                                               /* ln1 */
+    s[i++] = BT;                                                   /* ln1_mean */
+    s[i++] = BT;                                                   /* ln1_rstd */
+    s[i++] = BT * 3 * C;                                           /* qkv */
+    s[i++] = BT * C;                                               /* atty */
+    s[i++] = (size_t)B * NH * (size_t)T;                           /* lse (attention) */
+    s[i++] = BT * C;                                               /* attproj */
+    s[i++] = BT * C;                                               /* residual2 */
+    s[i++] = BT * C;                                               /* ln2 */
+    s[i++] = BT;                                                   /* ln2_mean */
+    s[i++] = BT;                                                   /* ln2_rstd */
+    s[i++] = BT * 4 * C;                                           /* fch */
+    s[i++] = recompute & VKG_GPT2_RECOMPUTE_GELU ? 0 : BT * 4 * C; /* fch_gelu */
+    s[i++] = BT * C;                                               /* fcproj */
+    s[i++] = BT * C;                                               /* residual3 */
+    s[i++] = H * BT * C;                                           /* lnf */
+    s[i++] = H * BT;                                               /* lnf_mean */
+    s[i++] = H * BT;                                               /* lnf_rstd */
+    s[i++] = BT * Vp; /* logits (dlogits in place after the loss) */
+    s[i++] = H * BT;  /* losses */
+}
+
+/* Gradient activations: one layer's (the shapes of the forward activations they belong to),
+ * the residual stream's two buffers, dencoded and dlnf. */
+static void grad_act_sizes(const vkg_gpt2_config *cfg, int B, int T, int head,
+                           size_t s[VKG_GPT2_NUM_GRAD_ACTS])
+{
+    size_t C = (size_t)cfg->channels, H = head ? 1 : 0;
+    size_t BT = (size_t)B * (size_t)T;
+    size_t i = 0;
+    s[i++] = BT * C;     /* dencoded */
+    s[i++] = BT * C;     /* dln1 */
+    s[i++] = BT * 3 * C; /* dqkv */
+    s[i++] = BT * C;     /* datty */
+    s[i++] = BT * C;     /* dattproj */
+    s[i++] = BT * C;     /* dresidual2 */
+    s[i++] = BT * C;     /* dln2 */
+    s[i++] = BT * 4 * C; /* dfch */
+    s[i++] = BT * 4 * C; /* dfch_gelu */
+    s[i++] = BT * C;     /* dfcproj */
+    s[i++] = BT * C;     /* dstream0 */
+    s[i++] = BT * C;     /* dstream1 */
+    s[i++] = H * BT * C; /* dlnf */
+}
+
+static vkg_status check_opts(const vkg_gpt2_config *cfg, const vkg_gpt2_opts *o)
+{
+    VKG_TRY(vkg_gpt2_config_validate(cfg));
+    VKG_TRY(vkg_gpt2_part_validate(cfg, &o->part));
+    VKG_CHECK(o->slots >= 1 && o->slots <= 64, VKG_ERR_INVALID_ARG,
+              "activation slots must be in [1, 64], got %d", o->slots);
+    VKG_CHECK(o->B > 0, VKG_ERR_INVALID_ARG, "batch size B must be > 0, got %d", o->B);
+    VKG_CHECK(o->T > 0 && o->T <= cfg->max_seq_len, VKG_ERR_INVALID_ARG,
+              "sequence length T must be in [1, %d] (the model's max_seq_len), got %d",
+              cfg->max_seq_len, o->T);
+    VKG_CHECK(o->accum_steps > 0, VKG_ERR_INVALID_ARG, "accumulation steps must be > 0, got %d",
+              o->accum_steps);
+    VKG_CHECK(o->recompute == VKG_GPT2_RECOMPUTE_NONE || o->recompute == VKG_GPT2_RECOMPUTE_GELU,
+              VKG_ERR_INVALID_ARG, "recompute must be none (0) or gelu (1), got %d", o->recompute);
+    VKG_CHECK(o->precision == VKG_PRECISION_FP32 || o->precision == VKG_PRECISION_BF16,
+              VKG_ERR_INVALID_ARG, "precision must be fp32 (0) or bf16 (1), got %d", o->precision);
+    /* bf16 tensors are packed two values to a word: every tensor and layer slice must start on a
+     * word, which even channels give (every parameter count is a multiple of C). */
+    VKG_CHECK(o->precision == VKG_PRECISION_FP32 || cfg->channels % 2 == 0, VKG_ERR_INVALID_ARG,
+              "bf16 precision needs an even number of channels, got C = %d", cfg->channels);
+    size_t BT = (size_t)o->B * (size_t)o->T;
+    VKG_CHECK(BT <= 0x7FFFFFFFu, VKG_ERR_INVALID_ARG,
+              "B*T = %zu tokens is too large for 32-bit shader indices", BT);
+    return VKG_OK;
+}
+
+/* The options with the whole model for an unset part, checked. */
+vkg_status vkg__gpt2_resolve_opts(const vkg_gpt2_config *cfg, const vkg_gpt2_opts *opts,
+                                  vkg_gpt2_opts *o)
+{
+    *o = opts ? *opts : vkg_gpt2_opts_default();
+    if (o->part.last == 0 && o->part.first == 0 && o->part.flags == 0)
+        o->part = vkg_gpt2_whole(cfg);
+    return check_opts(cfg, o);
+}
+
+enum { NSCRATCH = 4 };
+
+/* Element counts of the shared scratch tensors and of one slot's tokens. */
+static void scratch_sizes(const vkg_gpt2_config *cfg, const vkg_gpt2_opts *o,
+                          size_t scratch[NSCRATCH], size_t tokens[2])
+{
+    size_t BT = (size_t)o->B * (size_t)o->T, C = (size_t)cfg->channels;
+    scratch[0] = BT * 4 * C;                                              /* mm_scratch */
+    scratch[1] = (size_t)o->B * (size_t)cfg->num_heads * (size_t)o->T;    /* delta (attention) */
+    scratch[2] = BT * C;                                                  /* dtop */
+    scratch[3] = o->recompute & VKG_GPT2_RECOMPUTE_GELU ? BT * 4 * C : 0; /* gelu */
+    tokens[0] = tokens[1] = BT;                                           /* inputs, targets */
+}
+
+static const char *const act_names[VKG_GPT2_NUM_ACTS] = {
+    "encoded", "ln1",       "ln1_mean", "ln1_rstd", "qkv",      "atty",   "lse",
+    "attproj", "residual2", "ln2",      "ln2_mean", "ln2_rstd", "fch",    "fch_gelu",
+    "fcproj",  "residual3", "lnf",      "lnf_mean", "lnf_rstd", "logits", "losses"};
+static const char *const gact_names[VKG_GPT2_NUM_GRAD_ACTS] = {
+    "dencoded", "dln1",      "dqkv",    "datty",    "dattproj", "dresidual2", "dln2",
+    "dfch",     "dfch_gelu", "dfcproj", "dstream0", "dstream1", "dlnf"};
+static const char *const scratch_names[NSCRATCH] = {"mm_scratch", "delta", "dtop", "gelu"};
+
+/* Mixed precision (bf16): the activations stored as bf16, llm.c's way of halving them: the
+ * layernorm outputs, qkv, the attention output, the two projections' outputs, the fc product and
+ * its GELU (the recomputed GELU buffer with them). Every kernel that writes one rounds its fp32
+ * result once; every kernel that reads one widens it and computes in fp32. What stays fp32: the
+ * residual stream (encoded, residual2, residual3: a sum carried through every layer, and the
+ * boundary a pipeline part hands to the next), the layernorm statistics, lse, the logits (dlogits
+ * in place) and every gradient. */
+static int act_bf16(const vkg_gpt2_opts *o, const char *name)
+{
+    static const char *const bf16_acts[] = {"ln1", "qkv",      "atty",   "attproj", "ln2",
+                                            "fch", "fch_gelu", "fcproj", "lnf",     "gelu"};
+    size_t n = sizeof bf16_acts / sizeof bf16_acts[0];
+    for (size_t i = 0; o->precision == VKG_PRECISION_BF16 && i < n; i++)
+        if (strcmp(name, bf16_acts[i]) == 0)
+            return 1;
+    return 0;
+}
+
+/* The activation arena's tensors in the order vkg_gpt2_create allocates them: every slot's
+ * activations (its own, then each layer's) and tokens, then the gradients of the activations and
+ * scratch; their bytes, names and (types, may be NULL) element types. */
+#define ACTS_PER_SLOT(nl) (VKG_GPT2_NUM_ACTS - 15 + 15 * (nl) + 2)
+int vkg__gpt2_max_act_tensors(int nl, int slots)
+{
+    return slots * ACTS_PER_SLOT(nl) + VKG_GPT2_NUM_GRAD_ACTS + NSCRATCH;
+}
+int vkg__gpt2_act_arena_tensors(const vkg_gpt2_config *cfg, const vkg_gpt2_opts *o, size_t *bytes,
+                                const char **names, vkg_dtype *types)
+{
+    int nl = o->part.last - o->part.first, head = !!(o->part.flags & VKG_GPT2_PART_HEAD), n = 0;
+    size_t asz[VKG_GPT2_NUM_ACTS], gsz[VKG_GPT2_NUM_GRAD_ACTS], scratch[NSCRATCH], tokens[2];
+    act_sizes(cfg, o->B, o->T, head, o->recompute, asz);
+    grad_act_sizes(cfg, o->B, o->T, head, gsz);
+    scratch_sizes(cfg, o, scratch, tokens);
+    for (int s = 0; s < o->slots; s++) {
+        for (int i = 0; i < VKG_GPT2_NUM_ACTS; i++)
+            if (!VKG_GPT2_ACT_LAYERED(i))
+                names[n] = act_names[i], bytes[n++] = (asz[i] ? asz[i] : 1) * 4;
+        for (int l = 0; l < nl; l++)
+            for (int i = 0; i < VKG_GPT2_NUM_ACTS; i++)
+                if (VKG_GPT2_ACT_LAYERED(i))
+                    names[n] = act_names[i], bytes[n++] = (asz[i] ? asz[i] : 1) * 4;
+        for (int i = 0; i < 2; i++)
+            names[n] = i ? "targets" : "inputs", bytes[n++] = (tokens[i] ? tokens[i] : 1) * 4;
+    }
+    for (int i = 0; i < VKG_GPT2_NUM_GRAD_ACTS; i++)
+        names[n] = gact_names[i], bytes[n++] = (gsz[i] ? gsz[i] : 1) * 4;
+    for (int i = 0; i < NSCRATCH; i++)
+        names[n] = scratch_names[i], bytes[n++] = (scratch[i] ? scratch[i] : 1) * 4;
+    for (int i = 0; i < n; i++) {
+        int half = act_bf16(o, names[i]);
+        bytes[i] = half ? (bytes[i] / 4 + 1) / 2 * 4 : bytes[i]; /* whole words */
+        if (types)
+            types[i] = half ? VKG_BF16 : VKG_F32;
+    }
+    return n;
+}
+
+static size_t sum_aligned(const size_t *bytes, int n)
+{
+    size_t total = 0;
+    for (int i = 0; i < n; i++)
+        total += (bytes[i] + 255) / 256 * 256;
+    return total;
+}
+
+vkg_status vkg_gpt2_memory(const vkg_gpt2_config *cfg, const vkg_gpt2_opts *opts,
+                           vkg_gpt2_memory_plan *out)
+{
+    vkg_gpt2_opts o;
+    VKG_TRY(vkg__gpt2_resolve_opts(cfg, opts, &o));
+    vkg_gpt2_layout lo;
+    vkg_gpt2_part_layout(cfg, &o.part, &lo);
+    int cap = vkg__gpt2_max_act_tensors(o.part.last - o.part.first, o.slots);
+    size_t *bytes = malloc((size_t)cap * sizeof *bytes);
+    const char **names = malloc((size_t)cap * sizeof *names);
+    if (!bytes || !names) {
+        free(bytes), free(names);
+        return VKG_FAIL(VKG_ERR_NOMEM, "no memory for the memory plan");
+    }
+    int n = vkg__gpt2_act_arena_tensors(cfg, &o, bytes, names, NULL);
+    int per_slot = ACTS_PER_SLOT(o.part.last - o.part.first);
+    memset(out, 0, sizeof *out);
+    out->params = out->grads = (lo.total * 4 + 255) / 256 * 256;
+    size_t pbytes[2] = {lo.total * 4, o.precision == VKG_PRECISION_BF16 ? lo.total * 2 : 0};
+    out->param_copy = (pbytes[1] + 255) / 256 * 256;
+    out->slot = sum_aligned(bytes, per_slot);
+    out->activations = out->slot * (size_t)o.slots;
+    out->shared = sum_aligned(bytes + per_slot * o.slots, n - per_slot * o.slots);
+    out->total = out->params + out->param_copy + out->grads + out->activations + out->shared;
+    out->largest_tensor = lo.total * 4;
+    out->largest_of = "params";
+    for (int i = 0; i < n; i++)
+        if (bytes[i] > out->largest_tensor)
+            out->largest_tensor = bytes[i], out->largest_of = names[i];
+    size_t param_bytes = lo.total * 4, a1 = 0, a2 = 0, a3 = 0;
+    int b1 = 0, b2 = 0, b3 = 0;
+    size_t limit = vkg_arena_cursor_start(0, o.max_allocation).max_block;
+    vkg_status st = VKG_OK;
+    if ((out->largest_tensor + 255) / 256 * 256 > limit)
+        st = VKG_FAIL(VKG_ERR_NOMEM,
+                      "tensor %s needs %zu bytes in one allocation, more than the device's "
+                      "largest allocation (%zu bytes)",
+                      out->largest_of, out->largest_tensor, limit);
+    if (st == VKG_OK)
+        st = vkg_arena_plan(pbytes, pbytes[1] ? 2 : 1, o.max_allocation, "params", &a1, &b1);
+    if (st == VKG_OK)
+        st = vkg_arena_plan(&param_bytes, 1, o.max_allocation, "grads", &a2, &b2);
+    if (st == VKG_OK)
+        st = vkg_arena_plan(bytes, n, o.max_allocation, "activations", &a3, &b3);
+    free(bytes), free(names);
+    out->allocated = a1 + a2 + a3;
+    out->allocations = b1 + b2 + b3;
+    return st;
+}
