@@ -9,6 +9,9 @@
 // WIDE = 1 (wte holds more elements than one dispatch may index): the address of the token's row
 // of wte is formed with 64-bit arithmetic (addr64.glsl) and indexed by the channel only.
 layout(constant_id = 3) const uint WIDE = 0;
+// OUT_BF16 = 1 (mixed precision): out is bf16 (the residual stream stored bf16), each invocation
+// writing whole words (two channels, C even), the fp32 sum rounded to nearest even.
+layout(constant_id = 4) const uint OUT_BF16 = 0;
 layout(push_constant) uniform Push {
     Floats out_; // (B, T, C)
     Ints inp;    // (B, T)
@@ -16,6 +19,18 @@ layout(push_constant) uniform Push {
     Floats wpe;  // (>= T, C)
     uint BT, T, C, V;
 } p;
+
+// Channel c of the position's embedding: its token's row of wte (NaN for an invalid token) plus
+// wpe's row t.
+float embed(bool valid, Floats wte_row, int tok, uint t, uint c)
+{
+    float e = uintBitsToFloat(0x7fc00000u);
+    if (valid && WIDE == 1)
+        e = wte_row.v[c];
+    else if (valid)
+        e = p.wte.v[uint(tok) * p.C + c];
+    return e + p.wpe.v[t * p.C + c];
+}
 
 void main()
 {
@@ -26,13 +41,11 @@ void main()
         Floats wte_row = p.wte;
         if (WIDE == 1 && valid)
             wte_row = Floats(a64_row(uvec2(p.wte), uint(tok), p.C));
-        for (uint c = gl_GlobalInvocationID.x; c < p.C; c += grid_stride_x()) {
-            float e = uintBitsToFloat(0x7fc00000u);
-            if (valid && WIDE == 1)
-                e = wte_row.v[c];
-            else if (valid)
-                e = p.wte.v[uint(tok) * p.C + c];
-            p.out_.v[bt * p.C + c] = e + p.wpe.v[t * p.C + c];
-        }
+        const uint stride = grid_stride_x();
+        for (uint c = 2 * gl_GlobalInvocationID.x; OUT_BF16 == 1 && c < p.C; c += 2 * stride)
+            Uints(uvec2(p.out_)).v[(bt * p.C + c) / 2] =
+                bf16_pack2(embed(valid, wte_row, tok, t, c), embed(valid, wte_row, tok, t, c + 1));
+        for (uint c = gl_GlobalInvocationID.x; OUT_BF16 == 0 && c < p.C; c += stride)
+            p.out_.v[bt * p.C + c] = embed(valid, wte_row, tok, t, c);
     }
 }

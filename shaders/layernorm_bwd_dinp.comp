@@ -6,6 +6,9 @@
 // One workgroup per row (grid-stride over rows); both row sums are reduced together in one
 // shared-memory tree (WG must be a power of two). The parameter gradients are
 // layernorm_bwd_dparams.
+// INP_BF16 = 1 (mixed precision): inp is bf16 (the residual stream stored bf16), read widened.
+layout(constant_id = 3) const uint INP_BF16 = 0;
+#define INP(i) (INP_BF16 == 1 ? bf16_load(Uints(uvec2(p.inp)), i) : p.inp.v[i])
 layout(push_constant) uniform Push {
     Floats dinp;   // (N, C), accumulated
     Floats dout;   // (N, C)
@@ -44,11 +47,11 @@ void main()
         vec2 acc = vec2(0.0); // (sum dnorm, sum dnorm * norm)
         for (uint c = lid; c < p.C; c += WG) {
             float dnorm = p.weight.v[c] * p.dout.v[base + c];
-            acc += vec2(dnorm, dnorm * ((p.inp.v[base + c] - m) * rs));
+            acc += vec2(dnorm, dnorm * ((INP(base + c) - m) * rs));
         }
         vec2 mu = wg_sum(acc) / float(p.C);
         for (uint c = lid; c < p.C; c += WG) {
-            float norm = (p.inp.v[base + c] - m) * rs;
+            float norm = (INP(base + c) - m) * rs;
             float dnorm = p.weight.v[c] * p.dout.v[base + c];
             p.dinp.v[base + c] += (dnorm - mu.x - norm * mu.y) * rs;
         }

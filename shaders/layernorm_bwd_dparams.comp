@@ -16,6 +16,9 @@
 // indexes by the channel only; the sums are the same, in the same order.
 layout(constant_id = 3) const uint WIDE = 0;
 layout(constant_id = 4) const uint CHUNKED = 0;
+// INP_BF16 = 1 (mixed precision): inp is bf16 (the residual stream stored bf16, C even), read
+// widened; the wide variant steps its rows by C / 2 words.
+layout(constant_id = 5) const uint INP_BF16 = 0;
 layout(push_constant) uniform Push {
     Floats dweight; // (C), accumulated
     Floats dbias;   // (C), accumulated
@@ -40,22 +43,27 @@ void main()
         uint c = cb + lx;
         vec2 acc = vec2(0.0); // (dweight, dbias)
         if (c < p.C && WIDE == 1) {
-            uvec2 d_row = a64_row(uvec2(p.dout), n0, p.C), x_row = a64_row(uvec2(p.inp), n0, p.C);
+            uint xw = INP_BF16 == 1 ? p.C / 2 : p.C; // words per row of inp
+            uvec2 d_row = a64_row(uvec2(p.dout), n0, p.C), x_row = a64_row(uvec2(p.inp), n0, xw);
             uvec2 m_at = a64_elem(uvec2(p.mean), n0), r_at = a64_elem(uvec2(p.rstd), n0);
             const uvec2 row_step = a64_row(uvec2(0), nstep, p.C), one_step = a64_step(nstep);
+            const uvec2 x_step = a64_row(uvec2(0), nstep, xw);
             for (uint n = n0; n < n1; n += nstep) {
                 float d = Floats(d_row).v[c];
-                float norm = (Floats(x_row).v[c] - Floats(m_at).v[0]) * Floats(r_at).v[0];
+                float x = INP_BF16 == 1 ? bf16_load(Uints(x_row), c) : Floats(x_row).v[c];
+                float norm = (x - Floats(m_at).v[0]) * Floats(r_at).v[0];
                 acc += vec2(norm * d, d);
                 d_row = a64_add(d_row, row_step);
-                x_row = a64_add(x_row, row_step);
+                x_row = a64_add(x_row, x_step);
                 m_at = a64_add(m_at, one_step);
                 r_at = a64_add(r_at, one_step);
             }
         } else if (c < p.C) {
             for (uint n = n0; n < n1; n += nstep) {
                 float d = p.dout.v[n * p.C + c];
-                float norm = (p.inp.v[n * p.C + c] - p.mean.v[n]) * p.rstd.v[n];
+                float x = INP_BF16 == 1 ? bf16_load(Uints(uvec2(p.inp)), n * p.C + c)
+                                        : p.inp.v[n * p.C + c];
+                float norm = (x - p.mean.v[n]) * p.rstd.v[n];
                 acc += vec2(norm * d, d);
             }
         }

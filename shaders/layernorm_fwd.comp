@@ -21,6 +21,13 @@ layout(constant_id = 4) const uint OUT_BF16 = 0;
 // widened before the add; res and the sums stay fp32.
 layout(constant_id = 5) const uint ADDEND_BF16 = 0;
 #define ADDEND(i) (ADDEND_BF16 == 1 ? bf16_load(Uints(uvec2(p.addend)), i) : p.addend.v[i])
+// STREAM_BF16 = 1 (mixed precision): the residual stream is bf16: inp is read widened, and with
+// RESIDUAL = 1 the sum inp + addend is rounded to bf16 once, stored to res as whole words (pairs
+// of channels, C even) and normalized as rounded, so that the backward pass, which reads res,
+// sees the row that was normalized. Every invocation forms its elements from the inputs (it
+// reads nothing back from res); the sums stay fp32, in the order of STREAM_BF16 = 0.
+layout(constant_id = 6) const uint STREAM_BF16 = 0;
+#define INP(i) (STREAM_BF16 == 1 ? bf16_load(Uints(uvec2(p.inp)), i) : p.inp.v[i])
 
 layout(push_constant) uniform Push {
     Floats out_;   // (N, C)
@@ -52,10 +59,23 @@ float wg_sum(float v)
     return r;
 }
 
-// Element i of the row normalized, read from its inputs (inp + addend with RESIDUAL = 1).
+// Element i of the row normalized, formed from its inputs (inp + addend with RESIDUAL = 1,
+// rounded to bf16 with STREAM_BF16 = 1).
 float x_at(uint i)
 {
-    return RESIDUAL == 1 ? p.inp.v[i] + ADDEND(i) : p.inp.v[i];
+    if (RESIDUAL == 0)
+        return INP(i);
+    float v = INP(i) + ADDEND(i);
+    return STREAM_BF16 == 1 ? bf16_widen(bf16_round(v)) : v;
+}
+
+// Element i of the row normalized, once the first pass has stored res: read back (fp32, the
+// element this invocation stored) or formed again (bf16 stream).
+float x_again(uint i)
+{
+    if (STREAM_BF16 == 1)
+        return x_at(i);
+    return RESIDUAL == 1 ? p.res.v[i] : p.inp.v[i];
 }
 
 void main()
@@ -65,20 +85,18 @@ void main()
     for (uint row = gl_WorkGroupID.x; row < p.N; row += gl_NumWorkGroups.x) {
         uint base = row * p.C;
         float s = 0.0;
-        Floats x = RESIDUAL == 1 ? p.res : p.inp; // the row normalized
         for (uint c = lid; c < p.C; c += WG) {
-            if (RESIDUAL == 1) {
-                float v = p.inp.v[base + c] + ADDEND(base + c);
+            float v = x_at(base + c);
+            if (RESIDUAL == 1 && STREAM_BF16 == 0)
                 p.res.v[base + c] = v;
-                s += v;
-            } else {
-                s += p.inp.v[base + c];
-            }
+            s += v;
         }
+        for (uint c = 2 * lid; RESIDUAL == 1 && STREAM_BF16 == 1 && c < p.C; c += 2 * WG)
+            Uints(uvec2(p.res)).v[(base + c) / 2] = bf16_pack2(x_at(base + c), x_at(base + c + 1));
         float m = wg_sum(s) / float(p.C);
         float q = 0.0;
         for (uint c = lid; c < p.C; c += WG) {
-            float d = x.v[base + c] - m;
+            float d = x_again(base + c) - m;
             q += d * d;
         }
         float rs = 1.0 / sqrt(wg_sum(q) / float(p.C) + 1e-5);
@@ -87,7 +105,7 @@ void main()
                 bf16_pack2((x_at(base + c) - m) * rs * p.weight.v[c] + p.bias.v[c],
                            (x_at(base + c + 1) - m) * rs * p.weight.v[c + 1] + p.bias.v[c + 1]);
         for (uint c = lid; OUT_BF16 == 0 && c < p.C; c += WG)
-            p.out_.v[base + c] = (x.v[base + c] - m) * rs * p.weight.v[c] + p.bias.v[c];
+            p.out_.v[base + c] = (x_again(base + c) - m) * rs * p.weight.v[c] + p.bias.v[c];
         if (lid == 0) {
             p.mean.v[row] = m;
             p.rstd.v[row] = rs;

@@ -213,3 +213,11 @@ void vkg_expect_invalid(vkg_status got, const char *needle)
 {
     vkg_expect_error(got, VKG_ERR_INVALID_ARG, needle);
 }
+
+vkg_tensor vkg_gpu_bf16_widened(vkg_gpu *g, vkg_tensor t, size_t n)
+{
+    float *x = vkg_gpu_download_bf16(g, t, n);
+    vkg_tensor w = vkg_gpu_upload(g, x, n * 4);
+    free(x);
+    return w;
+}

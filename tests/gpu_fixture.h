@@ -46,6 +46,8 @@ vkg_tensor vkg_gpu_poisoned(vkg_gpu *g, size_t n);
 vkg_tensor vkg_gpu_bf16_of(vkg_gpu *g, const float *x, size_t n);
 vkg_tensor vkg_gpu_bf16_poisoned(vkg_gpu *g, size_t n);
 float *vkg_gpu_download_bf16(vkg_gpu *g, vkg_tensor t, size_t n);
+/* An fp32 tensor of the n values of the bf16 tensor t as widened (downloaded and uploaded). */
+vkg_tensor vkg_gpu_bf16_widened(vkg_gpu *g, vkg_tensor t, size_t n);
 /* Read n floats (or bytes/4 int32) of t into host memory. */
 void vkg_gpu_download(vkg_gpu *g, vkg_tensor t, void *dst, size_t bytes);
 /* Download n floats of t and compare them with ref under a relative-L2 bound (vkg_test_compare):

@@ -137,15 +137,6 @@ static void test_transpose_bf16_in(void **state)
     }
 }
 
-/* An fp32 tensor of the n values of the bf16 tensor t as widened (downloaded and uploaded). */
-static vkg_tensor widened(vkg_gpu *g, vkg_tensor t, size_t n)
-{
-    float *x = vkg_gpu_download_bf16(g, t, n);
-    vkg_tensor w = vkg_gpu_upload(g, x, n * 4);
-    free(x);
-    return w;
-}
-
 /* Fail naming what unless the n floats of a and b are bitwise equal. */
 static void expect_same_bits(vkg_gpu *g, const char *what, vkg_tensor a, vkg_tensor b, size_t n)
 {
@@ -170,7 +161,7 @@ static void check_gelu_in(vkg_gpu *g, vkg_test_rng *r, size_t n)
     float *d0 = vkg_test_random(r, n, -1.0f, 1.0f);
     vkg_tensor x16 = vkg_gpu_bf16_of(g, x, n);
     vkg_gpu_run(g);
-    vkg_tensor x32 = widened(g, x16, n), td = vkg_gpu_upload(g, dout, n * 4);
+    vkg_tensor x32 = vkg_gpu_bf16_widened(g, x16, n), td = vkg_gpu_upload(g, dout, n * 4);
     vkg_tensor o16 = vkg_gpu_poisoned(g, n), o32 = vkg_gpu_poisoned(g, n);
     vkg_tensor h16 = vkg_gpu_bf16_poisoned(g, n), h32 = vkg_gpu_bf16_poisoned(g, n);
     vkg_tensor di16 = vkg_gpu_upload(g, d0, n * 4), di32 = vkg_gpu_upload(g, d0, n * 4);
@@ -218,7 +209,7 @@ static void check_residual_b(vkg_gpu *g, vkg_test_rng *r, int N, int C)
     vkg_tensor ta = vkg_gpu_upload(g, a, nc * 4), b16 = vkg_gpu_bf16_of(g, b, nc);
     vkg_tensor tw = vkg_gpu_upload(g, w, C * 4), tb = vkg_gpu_upload(g, bias, C * 4);
     vkg_gpu_run(g);
-    vkg_tensor b32 = widened(g, b16, nc), res16 = vkg_gpu_poisoned(g, nc);
+    vkg_tensor b32 = vkg_gpu_bf16_widened(g, b16, nc), res16 = vkg_gpu_poisoned(g, nc);
     vkg_tensor res32 = vkg_gpu_poisoned(g, nc), sum16 = vkg_gpu_poisoned(g, nc);
     vkg_tensor o16 = vkg_gpu_poisoned(g, nc), o32 = vkg_gpu_poisoned(g, nc);
     vkg_tensor st16 = vkg_gpu_poisoned(g, 2 * (size_t)N), st32 = vkg_gpu_poisoned(g, 2 * N);

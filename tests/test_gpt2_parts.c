@@ -8,9 +8,10 @@
  * part adds to it next (so the additions happen in the whole model's order). The loss of every
  * micro-batch, every parameter gradient and the evaluation logits must equal the whole model's
  * (accumulating the same two micro-batches) bitwise: the parts run the same dispatches on the
- * same values. Also: parts that break the layer rules, boundaries a part does not have and
- * tokens sent to the wrong part are refused with errors naming them; and every part's memory plan
- * (vkg_gpt2_memory, no device) is exactly what it allocated. */
+ * same values. The same in bf16 precision, where the boundary activation is bf16 (half the bytes).
+ * Also: parts that break the layer rules, boundaries a part does not have and tokens sent to the
+ * wrong part are refused with errors naming them; and every part's memory plan (vkg_gpt2_memory, no
+ * device) is exactly what it allocated. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -33,10 +34,11 @@ static const vkg_gpt2_config cfg = {.max_seq_len = MAXT,
                                     .num_heads = NH,
                                     .channels = C};
 
-static vkg_gpt2 *create(vkg_device_t *dev, int first, int last, int flags, const float *whole)
+static vkg_gpt2 *create(vkg_device_t *dev, int first, int last, int flags, const float *whole,
+                        int precision)
 {
     vkg_gpt2_opts o = vkg_gpt2_opts_default();
-    o.B = B, o.T = T, o.accum_steps = MICRO, o.slots = MICRO;
+    o.B = B, o.T = T, o.accum_steps = MICRO, o.slots = MICRO, o.precision = precision;
     o.part = (vkg_gpt2_part){.first = first, .last = last, .flags = flags};
     vkg_gpt2 *m = NULL;
     VKG_ASSERT_OK(vkg_gpt2_create(dev, &cfg, &o, &m));
@@ -84,8 +86,9 @@ static void random_tokens(vkg_test_rng *r, int32_t *x, size_t n)
         x[i] = (int32_t)(vkg_test_rng_u64(r) % V);
 }
 
-static void check_split(vkg_gpu *g, int k)
+static void check_split(vkg_gpu *g, int k, int precision)
 {
+    const char *prec = precision == VKG_PRECISION_BF16 ? "bf16" : "fp32";
     size_t n = vkg_gpt2_num_params(&cfg);
     float *whole = vkg_test_alloc(n), *gw = vkg_test_alloc(n), *gparts = vkg_test_alloc(n);
     vkg_gpt2_init_params(&cfg, whole, 11);
@@ -98,7 +101,7 @@ static void check_split(vkg_gpu *g, int k)
     }
 
     /* The whole model, accumulating the two micro-batches. */
-    vkg_gpt2 *w = create(g->dev, 0, L, VKG_GPT2_PART_EMBED | VKG_GPT2_PART_HEAD, whole);
+    vkg_gpt2 *w = create(g->dev, 0, L, VKG_GPT2_PART_EMBED | VKG_GPT2_PART_HEAD, whole, precision);
     float lw[MICRO];
     VKG_ASSERT_OK(vkg_gpt2_zero_grad(w));
     for (int mb = 0; mb < MICRO; mb++)
@@ -106,8 +109,14 @@ static void check_split(vkg_gpu *g, int k)
     VKG_ASSERT_OK(vkg_gpt2_get_grads(w, gw));
 
     /* The two parts: both forwards, then both backwards. */
-    vkg_gpt2 *a = create(g->dev, 0, k, VKG_GPT2_PART_EMBED, whole);
-    vkg_gpt2 *b = create(g->dev, k, L, VKG_GPT2_PART_HEAD, whole);
+    vkg_gpt2 *a = create(g->dev, 0, k, VKG_GPT2_PART_EMBED, whole, precision);
+    vkg_gpt2 *b = create(g->dev, k, L, VKG_GPT2_PART_HEAD, whole, precision);
+    /* the activation boundary goes as the model stores it, its gradient in fp32 */
+    size_t act = precision == VKG_PRECISION_BF16 ? 2 : 4;
+    assert_int_equal(vkg_gpt2_boundary_bytes(a, VKG_GPT2_OUT), (size_t)B * T * C * act);
+    assert_int_equal(vkg_gpt2_boundary_bytes(b, VKG_GPT2_IN), (size_t)B * T * C * act);
+    assert_int_equal(vkg_gpt2_boundary_bytes(b, VKG_GPT2_DIN), (size_t)B * T * C * 4);
+    assert_int_equal(vkg_gpt2_boundary_bytes(a, VKG_GPT2_DOUT), (size_t)B * T * C * 4);
     float lb[MICRO];
     VKG_ASSERT_OK(vkg_gpt2_zero_grad(a));
     VKG_ASSERT_OK(vkg_gpt2_zero_grad(b));
@@ -126,8 +135,8 @@ static void check_split(vkg_gpu *g, int k)
     }
     for (int s = 0; s < MICRO; s++)
         if (memcmp(&lb[s], &lw[s], sizeof lw[s]))
-            fail_msg("split at %d: micro-batch %d loss %.9g differs from the whole model's %.9g", k,
-                     s, (double)lb[s], (double)lw[s]);
+            fail_msg("%s split at %d: micro-batch %d loss %.9g differs from the whole model's %.9g",
+                     prec, k, s, (double)lb[s], (double)lw[s]);
     float *ga = vkg_test_alloc(vkg_gpt2_param_count(a)),
           *gb = vkg_test_alloc(vkg_gpt2_param_count(b));
     VKG_ASSERT_OK(vkg_gpt2_get_grads(a, ga));
@@ -137,11 +146,12 @@ static void check_split(vkg_gpu *g, int k)
     vkg_gpt2_part_insert(vkg_gpt2_layout_of(a), ga, gparts); /* a's wte holds the whole sum */
     for (size_t i = 0; i < n; i++)
         if (memcmp(&gparts[i], &gw[i], sizeof gw[i]))
-            fail_msg("split at %d: gradient %zu is %.9g from the parts but %.9g from the whole "
-                     "model",
-                     k, i, (double)gparts[i], (double)gw[i]);
-    printf("split at %d: losses %.7f %.7f and %zu gradients bitwise equal to the whole model's\n",
-           k, (double)lb[0], (double)lb[1], n);
+            fail_msg("%s split at %d: gradient %zu is %.9g from the parts but %.9g from the "
+                     "whole model",
+                     prec, k, i, (double)gparts[i], (double)gw[i]);
+    printf("%s split at %d: losses %.7f %.7f and %zu gradients bitwise equal to the whole "
+           "model's\n",
+           prec, k, (double)lb[0], (double)lb[1], n);
 
     /* Evaluation and logits through the parts (slot 0's forward list). */
     float ew = 0.0f, ep = 0.0f, rw[VP], rp[VP];
@@ -165,7 +175,15 @@ static void check_split(vkg_gpu *g, int k)
 static void test_two_parts_equal_whole(void **state)
 {
     for (int k = 1; k < L; k++)
-        check_split(*state, k);
+        check_split(*state, k, VKG_PRECISION_FP32);
+}
+
+/* Mixed precision: the boundary is the bf16 residual stream, passed as stored (half the bytes);
+ * the parts still run the whole model's dispatches on the same values, so bitwise again. */
+static void test_two_parts_equal_whole_bf16(void **state)
+{
+    for (int k = 1; k < L; k++)
+        check_split(*state, k, VKG_PRECISION_BF16);
 }
 
 static void expect_refused(vkg_status st, const char *needle)
@@ -221,6 +239,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_two_parts_equal_whole, vkg_gpu_setup,
+                                        vkg_gpu_teardown),
+        cmocka_unit_test_setup_teardown(test_two_parts_equal_whole_bf16, vkg_gpu_setup,
                                         vkg_gpu_teardown),
         cmocka_unit_test_setup_teardown(test_bad_parts_refused, vkg_gpu_setup, vkg_gpu_teardown),
     };

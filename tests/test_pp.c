@@ -15,6 +15,8 @@
  *  - a pp = 2 checkpoint resumed on pp = 2 continues bitwise as the uninterrupted run; resumed on
  *    one device and on pp = 4, within the tolerance above.
  *  - with boundaries through host-visible copies (as on a discrete GPU): bitwise the same run;
+ *  - in bf16 precision (the boundary is the bf16 residual stream): one step as above, all but wte
+ *    bitwise, and through host copies bitwise the mapped run;
  *  - sampling after 3 steps through pp = 2 and pp = 4 writes one device's text;
  *  - refusals naming the fix: more stages than layers, ranks not a multiple of --pp, fewer
  *    micro-batches than stages under 1F1B, a --pp-layers list that does not sum to L, and a stage
@@ -58,6 +60,7 @@ typedef struct job {
     int staging;           /* devices as if discrete: boundaries through host-visible copies */
     uint64_t memory_limit; /* act as if the devices had this much memory */
     int sample;            /* byte tokenizer; every rank samples after training */
+    int precision;         /* VKG_PRECISION_FP32 or _BF16 */
     char text[64];         /* rank 0's sample */
     /* results: rank 0's */
     float loss[STEPS], eval[STEPS];
@@ -120,6 +123,7 @@ static void *run_rank(void *p)
     c.comm.timeout_ms = 30000;
     c.pp = j->pp, c.pp_schedule = j->schedule;
     c.force_staging = j->staging;
+    c.precision = j->precision;
     if (j->sample)
         c.tokenizer = "byte", c.vocab_size = 0;
     c.memory_limit = j->memory_limit;
@@ -328,6 +332,26 @@ static void test_host_copies(void **state)
     free(mapped.params), free(copied.params);
 }
 
+/* Mixed precision: the stages hand each other the bf16 residual stream as stored (half the
+ * bytes of fp32's). One step with clipping off is, as in fp32, one device's bit for bit past wte
+ * (the same dispatches on the same values); through host copies the run is the mapped one's. */
+static void test_bf16(void **state)
+{
+    (void)state;
+    job one = make(1, 1, 4, 0, 0.0f, 1), p = make(2, 1, 4, 0, 0.0f, 1);
+    one.precision = p.precision = VKG_PRECISION_BF16;
+    job mapped = make(2, 1, 4, 0, 1.0f, STEPS), copied = mapped;
+    mapped.precision = copied.precision = VKG_PRECISION_BF16;
+    copied.staging = 1;
+    run_job(&one), run_job(&p), run_job(&mapped), run_job(&copied);
+    expect_ok(&one), expect_ok(&p), expect_ok(&mapped), expect_ok(&copied);
+    expect_one_step("bf16 pp=2 M=4 1F1B, 1 step, clipping off", &p, &one);
+    assert_memory_equal(mapped.loss, copied.loss, sizeof mapped.loss);
+    assert_memory_equal(mapped.params, copied.params, mapped.nparams * sizeof(float));
+    printf("bf16 pp=2 through host copies: losses and parameters bitwise the mapped run's\n");
+    free(one.params), free(p.params), free(mapped.params), free(copied.params);
+}
+
 /* Sampling (temperature 1, one seed) through a pipeline (the last stage's logits shared with every
  * stage) after 3 steps writes the text one device writes (the parameters differ in wte's last bits
  * only). */
@@ -424,9 +448,13 @@ static void test_schedules(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_schedules),         cmocka_unit_test(test_refusals),
-        cmocka_unit_test(test_equals_one_device), cmocka_unit_test(test_resume_resplits),
-        cmocka_unit_test(test_host_copies),       cmocka_unit_test(test_sampling),
+        cmocka_unit_test(test_schedules),
+        cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_equals_one_device),
+        cmocka_unit_test(test_resume_resplits),
+        cmocka_unit_test(test_host_copies),
+        cmocka_unit_test(test_sampling),
+        cmocka_unit_test(test_bf16),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

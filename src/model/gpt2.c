@@ -389,7 +389,7 @@ static vkg_status setup_boundaries(vkg_gpt2 *m)
             m->bnd_host[i] = vkg_tensor_host_ptr(t);
             continue;
         }
-        VKG_TRY(vkg_arena_alloc(m->arena_bnd, bytes, &m->bnd_copy[i]));
+        VKG_TRY(vkg_arena_alloc(m->arena_bnd, vkg_gpt2_boundary_bytes(m, which), &m->bnd_copy[i]));
         m->bnd_host[i] = vkg_tensor_host_ptr(m->bnd_copy[i]);
     }
     return VKG_OK;
@@ -407,19 +407,26 @@ vkg_status vkg__gpt2_record_boundary(vkg_gpt2 *m, vkg_cmd *c, vkg_gpt2_boundary 
                    : vkg_cmd_copy(c, t, m->bnd_copy[i], t.bytes);
 }
 
-vkg_status vkg_gpt2_boundary_read(vkg_gpt2 *m, vkg_gpt2_boundary which, int slot, float *dst)
+size_t vkg_gpt2_boundary_bytes(const vkg_gpt2 *m, vkg_gpt2_boundary which)
+{
+    int act = which == VKG_GPT2_IN || which == VKG_GPT2_OUT;
+    size_t elem = act && m->opts.precision == VKG_PRECISION_BF16 ? 2 : 4;
+    return (size_t)m->opts.B * (size_t)m->opts.T * (size_t)m->cfg.channels * elem;
+}
+
+vkg_status vkg_gpt2_boundary_read(vkg_gpt2 *m, vkg_gpt2_boundary which, int slot, void *dst)
 {
     vkg_tensor t = {0};
     VKG_TRY(vkg__gpt2_boundary_tensor(m, which, slot, &t));
-    memcpy(dst, m->bnd_host[bnd_index(m, which, slot)], t.bytes);
+    memcpy(dst, m->bnd_host[bnd_index(m, which, slot)], vkg_gpt2_boundary_bytes(m, which));
     return VKG_OK;
 }
 
-vkg_status vkg_gpt2_boundary_write(vkg_gpt2 *m, vkg_gpt2_boundary which, int slot, const float *src)
+vkg_status vkg_gpt2_boundary_write(vkg_gpt2 *m, vkg_gpt2_boundary which, int slot, const void *src)
 {
     vkg_tensor t = {0};
     VKG_TRY(vkg__gpt2_boundary_tensor(m, which, slot, &t));
-    memcpy(m->bnd_host[bnd_index(m, which, slot)], src, t.bytes);
+    memcpy(m->bnd_host[bnd_index(m, which, slot)], src, vkg_gpt2_boundary_bytes(m, which));
     return VKG_OK;
 }
 

@@ -135,13 +135,17 @@ typedef enum vkg_gpt2_boundary {
     VKG_GPT2_DOUT, /* gradient of the output (B,T,C): parts without HEAD; written */
     VKG_GPT2_DIN   /* gradient of the input (B,T,C): parts without EMBED; read */
 } vkg_gpt2_boundary;
-/* Copy a boundary tensor (B*T*C floats) from or to the host (slot: for IN and OUT), with no
- * device work: on unified memory through the arena's mapping; elsewhere through a host-visible
- * copy that the slot's lists fill (OUT, DIN: at their end) or read (IN, DOUT: at their start).
+/* Bytes of a boundary tensor: B*T*C values, fp32 (4 bytes) for the gradients DOUT and DIN and
+ * for the activations IN and OUT in fp32 precision, bf16 (2 bytes, as the model stores them)
+ * for IN and OUT in bf16 precision. The same on every part of one model. */
+size_t vkg_gpt2_boundary_bytes(const vkg_gpt2 *m, vkg_gpt2_boundary which);
+/* Copy a boundary tensor (vkg_gpt2_boundary_bytes) from or to the host (slot: for IN and OUT),
+ * with no device work: on unified memory through the arena's mapping; elsewhere through a
+ * host-visible copy that the slot's lists fill (OUT, DIN: at their end) or read (IN, DOUT: at
+ * their start). The bytes are the tensor's as stored: a bf16 boundary goes as bf16, unchanged.
  * Errors: VKG_ERR_INVALID_ARG when the part has no such boundary or the slot is out of range. */
-vkg_status vkg_gpt2_boundary_read(vkg_gpt2 *m, vkg_gpt2_boundary which, int slot, float *dst);
-vkg_status vkg_gpt2_boundary_write(vkg_gpt2 *m, vkg_gpt2_boundary which, int slot,
-                                   const float *src);
+vkg_status vkg_gpt2_boundary_read(vkg_gpt2 *m, vkg_gpt2_boundary which, int slot, void *dst);
+vkg_status vkg_gpt2_boundary_write(vkg_gpt2 *m, vkg_gpt2_boundary which, int slot, const void *src);
 
 /* ---- gradient units and split recordings (for reductions overlapped with the backward) ----
  * The gradients are completed in units, in this order: (last part) wte's classifier part, then

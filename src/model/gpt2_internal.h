@@ -101,7 +101,7 @@ struct vkg_gpt2 {
     /* The boundaries' host side, indexed IN s, OUT K + s, DOUT 2K, DIN 2K + 1 (K slots): where
      * the host reads and writes them. On unified memory the activation arena's mapping; elsewhere
      * a host-visible copy that the slot's lists fill or read with copies recorded in them. */
-    float **bnd_host;     /* (2K + 2) NULL where the part has no such boundary */
+    void **bnd_host;      /* (2K + 2) NULL where the part has no such boundary */
     vkg_tensor *bnd_copy; /* (2K + 2) the host-visible copies (devices without unified memory) */
     vkg_arena *arena_bnd; /* their arena, or NULL */
     struct vkg_gpt2_split *split; /* NULL until vkg_gpt2_split */

@@ -129,16 +129,16 @@ static const char *const gact_names[VKG_GPT2_NUM_GRAD_ACTS] = {
 static const char *const scratch_names[NSCRATCH] = {"mm_scratch", "delta", "dtop", "gelu"};
 
 /* Mixed precision (bf16): the activations stored as bf16, llm.c's way of halving them: the
- * layernorm outputs, qkv, the attention output, the two projections' outputs, the fc product and
- * its GELU (the recomputed GELU buffer with them). Every kernel that writes one rounds its fp32
- * result once; every kernel that reads one widens it and computes in fp32. What stays fp32: the
- * residual stream (encoded, residual2, residual3: a sum carried through every layer, and the
- * boundary a pipeline part hands to the next), the layernorm statistics, lse, the logits (dlogits
- * in place) and every gradient. */
+ * residual stream (encoded, residual2, residual3, so also the boundary a pipeline part hands to
+ * the next), the layernorm outputs, qkv, the attention output, the two projections' outputs, the
+ * fc product and its GELU (the recomputed GELU buffer with them). Every kernel that writes one
+ * rounds its fp32 result once; every kernel that reads one widens it and computes in fp32. What
+ * stays fp32: the layernorm statistics, lse, the logits (dlogits in place) and every gradient. */
 static int act_bf16(const vkg_gpt2_opts *o, const char *name)
 {
-    static const char *const bf16_acts[] = {"ln1", "qkv",      "atty",   "attproj", "ln2",
-                                            "fch", "fch_gelu", "fcproj", "lnf",     "gelu"};
+    static const char *const bf16_acts[] = {"encoded",   "ln1", "qkv", "atty",     "attproj",
+                                            "residual2", "ln2", "fch", "fch_gelu", "fcproj",
+                                            "residual3", "lnf", "gelu"};
     size_t n = sizeof bf16_acts / sizeof bf16_acts[0];
     for (size_t i = 0; o->precision == VKG_PRECISION_BF16 && i < n; i++)
         if (strcmp(name, bf16_acts[i]) == 0)

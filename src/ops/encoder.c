@@ -1,5 +1,6 @@
 /* Token + position embedding (encoder), forward and backward.
- *   forward:  out (B,T,C) = wte[inp] + wpe[t]              (encoder_fwd.comp)
+ *   forward:  out (B,T,C) = wte[inp] + wpe[t]              (encoder_fwd.comp; out fp32, or bf16
+ *                                                          for mixed precision's residual stream)
  *   backward: dwte (V,C) += per distinct token, the sum of its positions' dout rows
  *                                                          (encoder_bwd_wte.comp)
  *             dwpe (T,C) += the sum over b of dout[b, t]   (encoder_bwd_wpe.comp)
@@ -63,20 +64,24 @@ static vkg_status table_rows(const char *op, const char *name, vkg_tensor t, int
 
 /* One dispatch of the forward pass over positions [at, at + m) of the batch, whose wpe rows start
  * at row t0 and whose position in the sequence is (bt mod T) + t0. */
-static vkg_status fwd_block(vkg_cmd *c, const push_fwd *whole, int wide, size_t at, size_t m,
-                            size_t t0, uint32_t T)
+static vkg_status fwd_block(vkg_cmd *c, const push_fwd *whole, int wide, int bf16, size_t at,
+                            size_t m, size_t t0, uint32_t T)
 {
     size_t C = whole->C;
     push_fwd p = *whole;
-    p.out += 4 * at * C;
+    p.out += (bf16 ? 2 : 4) * at * C;
     p.inp += 4 * at;
     p.wpe += 4 * t0 * C;
     p.BT = (uint32_t)m;
     p.T = T;
-    uint32_t spec[4] = {ENC_WG, 1, 1, 1};
-    return vkg_cmd_dispatch(c, VKG_KERNEL_encoder_fwd, spec, wide ? 4 : 3, &p, sizeof p,
-                            vkg__op_groups_capped(C, ENC_WG), vkg__op_groups_capped(m, 1), 1,
-                            "encoder_fwd");
+    /* fp32 outputs name no bf16 constant (their pipelines are those of before bf16) */
+    uint32_t spec[5] = {ENC_WG, 1, 1, wide ? 1u : 0u, 1};
+    return vkg_cmd_dispatch(c, VKG_KERNEL_encoder_fwd, spec,
+                            bf16   ? 5
+                            : wide ? 4
+                                   : 3,
+                            &p, sizeof p, vkg__op_groups_capped(bf16 ? (C + 1) / 2 : C, ENC_WG),
+                            vkg__op_groups_capped(m, 1), 1, "encoder_fwd");
 }
 
 vkg_status vkg_op_encoder_fwd(vkg_cmd *c, vkg_tensor out, vkg_tensor inp, vkg_tensor wte,
@@ -86,7 +91,10 @@ vkg_status vkg_op_encoder_fwd(vkg_cmd *c, vkg_tensor out, vkg_tensor inp, vkg_te
     size_t limit;
     VKG_TRY(check_shape(op, B, T, C, &limit));
     size_t BT = (size_t)B * T, uT = (size_t)T;
-    VKG_TRY(vkg__op_need(op, "out", out, BT * C));
+    VKG_TRY(vkg__op_need_any(op, "out", out, BT * C));
+    int bf16 = out.dtype == VKG_BF16;
+    VKG_CHECK(!bf16 || C % 2 == 0, VKG_ERR_INVALID_ARG, "%s: a bf16 out needs even C, got %d", op,
+              C);
     VKG_TRY(vkg__op_need(op, "inp", inp, BT));
     VKG_TRY(vkg__op_need(op, "wpe", wpe, uT * C));
     push_fwd p = {.out = out.addr,
@@ -102,7 +110,7 @@ vkg_status vkg_op_encoder_fwd(vkg_cmd *c, vkg_tensor out, vkg_tensor inp, vkg_te
     size_t nb = BT * C <= limit ? BT : limit / (size_t)C / uT * uT;
     if (nb > 0) {
         for (size_t at = 0; at < BT; at += nb)
-            VKG_TRY(fwd_block(c, &p, wide, at, BT - at < nb ? BT - at : nb, 0, (uint32_t)T));
+            VKG_TRY(fwd_block(c, &p, wide, bf16, at, BT - at < nb ? BT - at : nb, 0, (uint32_t)T));
         return VKG_OK;
     }
     /* Not even one sequence fits: parts of each, wpe advanced to the part's first position and T
@@ -111,7 +119,7 @@ vkg_status vkg_op_encoder_fwd(vkg_cmd *c, vkg_tensor out, vkg_tensor inp, vkg_te
     for (size_t b = 0; b < (size_t)B; b++)
         for (size_t t0 = 0; t0 < uT; t0 += part) {
             size_t m = uT - t0 < part ? uT - t0 : part;
-            VKG_TRY(fwd_block(c, &p, wide, b * uT + t0, m, t0, (uint32_t)m));
+            VKG_TRY(fwd_block(c, &p, wide, bf16, b * uT + t0, m, t0, (uint32_t)m));
         }
     return VKG_OK;
 }

@@ -8,6 +8,9 @@
  *                                          (layernorm_bwd_dparams.comp, fixed order, no atomics;
  *                                          on GPUs in contiguous row chunks, grad_reduce_chunks)
  * eps = 1e-5 and the biased variance, as in llm.c.
+ * Mixed precision: out may be bf16 (rounded once), the fused form's b may be bf16, and the
+ * residual stream may be bf16: inp (the fused form's a and res, which then share the type; res
+ * = a + b rounded once and normalized as rounded) and the backward pass's inp, read widened.
  * Index limit (src/ops/op_util.h): the forward pass and dinp work row by row, so above the limit
  * they are recorded over blocks of whole rows, one dispatch each with the addresses of the
  * row-wise tensors (inp, out, dout, dinp, mean, rstd) advanced. dweight and dbias sum over all N
@@ -79,29 +82,34 @@ static vkg_status layernorm_fwd(vkg_cmd *c, vkg_tensor out, vkg_tensor mean, vkg
               C);
     VKG_TRY(vkg__op_need(op, "mean", mean, (size_t)N));
     VKG_TRY(vkg__op_need(op, "rstd", rstd, (size_t)N));
-    VKG_TRY(vkg__op_need(op, "inp", inp, NC));
+    VKG_TRY(vkg__op_need_any(op, res ? "a" : "inp", inp, NC));
     VKG_TRY(vkg__op_need(op, "weight", weight, (size_t)C));
     VKG_TRY(vkg__op_need(op, "bias", bias, (size_t)C));
+    uint32_t sbf = inp.dtype == VKG_BF16; /* the residual stream: inp (and res) */
     if (res) {
-        VKG_TRY(vkg__op_need(op, "res", *res, NC));
+        VKG_TRY(vkg__op_need_any(op, "res", *res, NC));
         VKG_TRY(vkg__op_need_any(op, "addend", *addend, NC));
+        VKG_CHECK(res->dtype == inp.dtype, VKG_ERR_INVALID_ARG,
+                  "%s: res and a must both be fp32 or both bf16 (the residual stream's type)", op);
     }
+    VKG_CHECK(!sbf || C % 2 == 0, VKG_ERR_INVALID_ARG, "%s: a bf16 %s needs even C, got %d", op,
+              res ? "residual stream" : "inp", C);
     uint32_t abf = res && addend->dtype == VKG_BF16;
     VKG_CHECK(!abf || C % 2 == 0, VKG_ERR_INVALID_ARG, "%s: a bf16 b needs even C, got %d", op, C);
     /* fp32 tensors name no bf16 constants (their pipelines are those of before bf16). */
-    uint32_t spec[6] = {row_wg(c), 1, 1, res ? 1u : 0u, obf, abf};
-    int nspec = abf ? 6 : obf ? 5 : res ? 4 : 3;
+    uint32_t spec[7] = {row_wg(c), 1, 1, res ? 1u : 0u, obf, abf, sbf};
+    int nspec = sbf ? 7 : abf ? 6 : obf ? 5 : res ? 4 : 3;
     for (size_t n0 = 0; n0 < (size_t)N; n0 += nb) {
         size_t m = (size_t)N - n0 < nb ? (size_t)N - n0 : nb, at = 4 * n0 * (size_t)C;
         push_fwd p = {.out = out.addr + (obf ? at / 2 : at),
                       .mean = mean.addr + 4 * n0,
                       .rstd = rstd.addr + 4 * n0,
-                      .inp = inp.addr + at,
+                      .inp = inp.addr + (sbf ? at / 2 : at),
                       .weight = weight.addr,
                       .bias = bias.addr,
                       .N = (uint32_t)m,
                       .C = (uint32_t)C,
-                      .res = res ? res->addr + at : out.addr,
+                      .res = res ? res->addr + (sbf ? at / 2 : at) : out.addr,
                       .addend = res ? addend->addr + (abf ? at / 2 : at) : inp.addr};
         VKG_TRY(vkg_cmd_dispatch(c, VKG_KERNEL_layernorm_fwd, spec, nspec, &p, sizeof p,
                                  vkg__op_groups_capped(m, 1), 1, 1, op));
@@ -135,10 +143,13 @@ vkg_status vkg_op_layernorm_bwd(vkg_cmd *c, vkg_tensor dinp, vkg_tensor dweight,
     VKG_TRY(vkg__op_need(op, "dweight", dweight, (size_t)C));
     VKG_TRY(vkg__op_need(op, "dbias", dbias, (size_t)C));
     VKG_TRY(vkg__op_need(op, "dout", dout, NC));
-    VKG_TRY(vkg__op_need(op, "inp", inp, NC));
+    VKG_TRY(vkg__op_need_any(op, "inp", inp, NC));
     VKG_TRY(vkg__op_need(op, "weight", weight, (size_t)C));
     VKG_TRY(vkg__op_need(op, "mean", mean, (size_t)N));
     VKG_TRY(vkg__op_need(op, "rstd", rstd, (size_t)N));
+    uint32_t ibf = inp.dtype == VKG_BF16;
+    VKG_CHECK(!ibf || C % 2 == 0, VKG_ERR_INVALID_ARG, "%s: a bf16 inp needs even C, got %d", op,
+              C);
     push_dparams pp = {.dweight = dweight.addr,
                        .dbias = dbias.addr,
                        .dout = dout.addr,
@@ -147,31 +158,33 @@ vkg_status vkg_op_layernorm_bwd(vkg_cmd *c, vkg_tensor dinp, vkg_tensor dweight,
                        .rstd = rstd.addr,
                        .N = (uint32_t)N,
                        .C = (uint32_t)C};
-    uint32_t spec_i[3] = {row_wg(c), 1, 1};
+    /* fp32 inputs name no bf16 constant (their pipelines are those of before bf16) */
+    uint32_t spec_i[4] = {row_wg(c), 1, 1, 1};
     int wide = NC > limit;
     uint32_t chunks = vkg_device_tuning_get(vkg_cmd_device(c)).grad_reduce_chunks;
     uint32_t cx = chunks ? VKG_GRAD_REDUCE_CX : DPARAMS_CX;
-    uint32_t spec_p[5] = {cx, chunks ? chunks : DPARAMS_RY, 1, wide ? 1u : 0u, 1u};
+    uint32_t spec_p[6] = {cx, chunks ? chunks : DPARAMS_RY, 1, wide ? 1u : 0u, chunks ? 1u : 0u, 1};
     vkg_status st = VKG_OK;
     vkg_cmd_group_begin(c); /* the two passes (and the blocks of rows) write different tensors */
     for (size_t n0 = 0; n0 < (size_t)N && st == VKG_OK; n0 += nb) {
         size_t m = (size_t)N - n0 < nb ? (size_t)N - n0 : nb, at = 4 * n0 * (size_t)C;
         push_dinp pi = {.dinp = dinp.addr + at,
                         .dout = dout.addr + at,
-                        .inp = inp.addr + at,
+                        .inp = inp.addr + (ibf ? at / 2 : at),
                         .weight = weight.addr,
                         .mean = mean.addr + 4 * n0,
                         .rstd = rstd.addr + 4 * n0,
                         .N = (uint32_t)m,
                         .C = (uint32_t)C};
-        st = vkg_cmd_dispatch(c, VKG_KERNEL_layernorm_bwd_dinp, spec_i, 3, &pi, sizeof pi,
+        st = vkg_cmd_dispatch(c, VKG_KERNEL_layernorm_bwd_dinp, spec_i, ibf ? 4 : 3, &pi, sizeof pi,
                               vkg__op_groups_capped(m, 1), 1, 1, "layernorm_bwd_dinp");
     }
     if (st == VKG_OK)
         st = vkg_cmd_dispatch(c, VKG_KERNEL_layernorm_bwd_dparams, spec_p,
-                              chunks ? 5
-                              : wide ? 4
-                                     : 3,
+                              ibf      ? 6
+                              : chunks ? 5
+                              : wide   ? 4
+                                       : 3,
                               &pp, sizeof pp, vkg__op_groups_capped((size_t)C, cx), 1, 1,
                               "layernorm_bwd_dparams");
     vkg_cmd_group_end(c);

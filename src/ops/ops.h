@@ -121,7 +121,8 @@ vkg_status vkg_op_attention_bwd(vkg_cmd *c, vkg_tensor dqkv, vkg_tensor dout, vk
  * Encoder: out (B,T,C) = wte[inp[b,t]] + wpe[t]; inp (B,T) int32. V (the rows of wte / dwte) is
  * taken from the tensor's size; a token id outside [0, V) gives a NaN row in the forward pass and
  * no gradient in the backward pass. Backward: dwte (V,C) += per distinct token the sum of its
- * positions' dout rows; dwpe (T,C) += the sum of dout over the batch. */
+ * positions' dout rows; dwpe (T,C) += the sum of dout over the batch. out may be bf16 (the
+ * residual stream of mixed precision: the fp32 sum rounded once; C even). */
 vkg_status vkg_op_encoder_fwd(vkg_cmd *c, vkg_tensor out, vkg_tensor inp, vkg_tensor wte,
                               vkg_tensor wpe, int B, int T, int C);
 vkg_status vkg_op_encoder_bwd(vkg_cmd *c, vkg_tensor dwte, vkg_tensor dwpe, vkg_tensor dout,
@@ -130,12 +131,16 @@ vkg_status vkg_op_encoder_bwd(vkg_cmd *c, vkg_tensor dwte, vkg_tensor dwpe, vkg_
 vkg_status vkg_op_encoder_bwd_wpe(vkg_cmd *c, vkg_tensor dwpe, vkg_tensor dout, int B, int T,
                                   int C);
 /* Layernorm over rows of C (eps 1e-5, biased variance): out (N,C), mean (N), rstd (N)
- * overwritten. Backward: dinp (N,C), dweight (C), dbias (C) accumulated. */
+ * overwritten. Backward: dinp (N,C), dweight (C), dbias (C) accumulated. Mixed precision: out
+ * may be bf16 (rounded once) and inp bf16 (the residual stream, read widened), in both passes;
+ * a bf16 tensor needs C even. */
 vkg_status vkg_op_layernorm_fwd(vkg_cmd *c, vkg_tensor out, vkg_tensor mean, vkg_tensor rstd,
                                 vkg_tensor inp, vkg_tensor weight, vkg_tensor bias, int N, int C);
 /* The residual add and the layernorm after it in one dispatch: res (N,C) = a + b (as
  * vkg_op_residual_fwd), then vkg_op_layernorm_fwd of res, with the bits of the two ops (out fp32
- * or bf16, as there; b fp32 or bf16, widened, with C even). res aliases neither a nor b. */
+ * or bf16, as there; b fp32 or bf16, widened; res and a both fp32 or both bf16, the residual
+ * stream's type, res then rounded once and normalized as rounded; C even for any bf16 tensor).
+ * res aliases neither a nor b. */
 vkg_status vkg_op_residual_layernorm_fwd(vkg_cmd *c, vkg_tensor res, vkg_tensor out,
                                          vkg_tensor mean, vkg_tensor rstd, vkg_tensor a,
                                          vkg_tensor b, vkg_tensor weight, vkg_tensor bias, int N,

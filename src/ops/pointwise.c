@@ -1,6 +1,7 @@
 /* Pointwise ops of the transformer block: GELU (tanh approximation) and the residual add,
- * forward and backward. Mixed precision: gelu_fwd's out and inp, gelu_bwd's inp and
- * residual_fwd's b may be bf16 (stored activations), read widened, computed in fp32. One invocation
+ * forward and backward. Mixed precision: gelu_fwd's out and inp, gelu_bwd's inp and every tensor
+ * of residual_fwd may be bf16 (stored activations, the residual stream among them), read
+ * widened, computed in fp32, rounded once when stored. One invocation
  * per element, grid-stride over n. Forward passes overwrite, backward passes accumulate. Above the
  * shader index limit the tensors are cut into chunks, one dispatch each with every base address
  * advanced alike (no element depends on another, so the results are the same). */
@@ -102,11 +103,12 @@ vkg_status vkg_op_residual_fwd(vkg_cmd *c, vkg_tensor out, vkg_tensor a, vkg_ten
     const char *op = "residual_fwd";
     size_t limit;
     VKG_TRY(vkg__op_limit(op, &limit));
-    VKG_TRY(vkg__op_need(op, "out", out, n));
-    VKG_TRY(vkg__op_need(op, "a", a, n));
+    VKG_TRY(vkg__op_need_any(op, "out", out, n));
+    VKG_TRY(vkg__op_need_any(op, "a", a, n));
     VKG_TRY(vkg__op_need_any(op, "b", b, n));
     push3 p = {.x = out.addr, .y = a.addr, .z = b.addr};
-    return dispatch3(c, VKG_KERNEL_residual_fwd, op, limit, &p, n, bf16_bit(b, 2));
+    return dispatch3(c, VKG_KERNEL_residual_fwd, op, limit, &p, n,
+                     bf16_bit(out, 0) | bf16_bit(a, 1) | bf16_bit(b, 2));
 }
 
 vkg_status vkg_op_residual_bwd(vkg_cmd *c, vkg_tensor da, vkg_tensor db, vkg_tensor dout, size_t n)

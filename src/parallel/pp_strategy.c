@@ -39,7 +39,7 @@ struct vkg_pp {
     vkg_group_t *pipe; /* this replica's stages, in order */
     vkg_group_t *tie;  /* {first stage, last stage} of this replica's pipeline */
     int prev, next;    /* communicator ranks of the neighbouring stages, -1 at the ends */
-    float *bnd;        /* (B*T*C) a boundary on its way */
+    float *bnd;        /* (B*T*C) a boundary on its way (bf16 activations use half) */
     int32_t *in, *tgt; /* (M, B*T) the step's tokens */
     float *grads;      /* (param count) host copy for group sums */
     uint16_t *half;    /* bf16 exchange: (param count) this rank's, then (dp, param count) all */
@@ -257,17 +257,15 @@ static vkg_status send_bnd(vkg_strategy *s, vkg_gpt2_boundary out, int slot, int
 {
     struct vkg_pp *p = s->pp;
     VKG_TRY(vkg_gpt2_boundary_read(s->model, out, slot, p->bnd));
-    size_t bytes = (size_t)vkg_dp_rank_batch(s->dp) * (size_t)s->mc.T * (size_t)s->mc.cfg.channels *
-                   sizeof *p->bnd;
-    return vkg_comm_send(vkg_dp_comm(s->dp), peer, tag, p->bnd, bytes);
+    return vkg_comm_send(vkg_dp_comm(s->dp), peer, tag, p->bnd,
+                         vkg_gpt2_boundary_bytes(s->model, out));
 }
 
 static vkg_status recv_bnd(vkg_strategy *s, vkg_gpt2_boundary in, int slot, int peer, uint32_t tag)
 {
     struct vkg_pp *p = s->pp;
-    size_t bytes = (size_t)vkg_dp_rank_batch(s->dp) * (size_t)s->mc.T * (size_t)s->mc.cfg.channels *
-                   sizeof *p->bnd;
-    VKG_TRY(vkg_comm_recv(vkg_dp_comm(s->dp), peer, tag, p->bnd, bytes));
+    VKG_TRY(vkg_comm_recv(vkg_dp_comm(s->dp), peer, tag, p->bnd,
+                          vkg_gpt2_boundary_bytes(s->model, in)));
     return vkg_gpt2_boundary_write(s->model, in, slot, p->bnd);
 }
 
