@@ -150,6 +150,16 @@ void stage(uint tid, uint nthreads, uint m0, uint n0, uint k0, uint kend)
 #define ACC fcoopmatNV<32, gl_ScopeSubgroup, CM_M, CM_N>
 #define FRAG_A fcoopmatNV<16, gl_ScopeSubgroup, CM_M, CM_K>
 #define FRAG_B fcoopmatNV<16, gl_ScopeSubgroup, CM_K, CM_N>
+
+// This subgroup's warp tile r (r < R): false when it has no r-th tile, else true with the tile's
+// first row wm and column wn in the block.
+bool warp_tile(uint r, out uint wm, out uint wn)
+{
+    uint w = gl_SubgroupID + r * gl_NumSubgroups;
+    wm = (w / SGN) * FM * CM_M;
+    wn = (w % SGN) * FN * CM_N;
+    return w < NWARP;
+}
 #endif
 
 void main()
@@ -184,10 +194,9 @@ void main()
         }
 #else
         for (uint r = 0; r < R; r++) {
-            uint w = gl_SubgroupID + r * gl_NumSubgroups;
-            if (w >= NWARP)
+            uint wm, wn;
+            if (!warp_tile(r, wm, wn))
                 break;
-            uint wm = (w / SGN) * FM * CM_M, wn = (w % SGN) * FN * CM_N;
             for (uint kf = 0; kf < BK; kf += CM_K) {
                 FRAG_A fa[FM];
                 FRAG_B fb[FN];
@@ -212,10 +221,9 @@ void main()
     }
 #else
     for (uint r = 0; r < R; r++) {
-        uint w = gl_SubgroupID + r * gl_NumSubgroups;
-        if (w >= NWARP)
+        uint wm, wn;
+        if (!warp_tile(r, wm, wn))
             break;
-        uint wm = (w / SGN) * FM * CM_M, wn = (w % SGN) * FN * CM_N;
         for (uint i = 0; i < FM; i++)
             for (uint j = 0; j < FN; j++)
                 coopMatStoreNV(acc[r][i][j], Cs, (wm + i * CM_M) * CSTR + wn + j * CM_N, CSTR,
