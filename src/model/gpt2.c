@@ -366,17 +366,18 @@ static vkg_status setup_boundaries(vkg_gpt2 *m)
     m->bnd_host = calloc((size_t)n, sizeof *m->bnd_host);
     m->bnd_copy = calloc((size_t)n, sizeof *m->bnd_copy);
     VKG_CHECK(m->bnd_host && m->bnd_copy, VKG_ERR_NOMEM, "no memory for the boundaries");
-    size_t bytes = (size_t)m->opts.B * (size_t)m->opts.T * (size_t)m->cfg.channels * 4;
+    size_t bytes = 0; /* of the host copies */
     int map = m->dev->info.unified_memory;
     for (int i = 0; i < n; i++) {
         int s;
         vkg_gpt2_boundary which = bnd_kind(m, i, &s);
-        int first = which == VKG_GPT2_IN || which == VKG_GPT2_DIN;
-        count += first ? !m->embed : !m->head;
+        int first = which == VKG_GPT2_IN || which == VKG_GPT2_DIN,
+            has = first ? !m->embed : !m->head;
+        count += has;
+        bytes += has ? (vkg_gpt2_boundary_bytes(m, which) + 255) / 256 * 256 : 0;
     }
     if (!map && count)
-        VKG_TRY(vkg_arena_create_host(m->dev, (size_t)count * ((bytes + 255) / 256 * 256),
-                                      "boundaries", &m->arena_bnd));
+        VKG_TRY(vkg_arena_create_host(m->dev, bytes, "boundaries", &m->arena_bnd));
     for (int i = 0; i < n; i++) {
         int s;
         vkg_gpt2_boundary which = bnd_kind(m, i, &s);
