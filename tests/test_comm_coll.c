@@ -5,6 +5,8 @@
  * allgather, barrier and tagged point-to-point. Every rank checks its results against a reference
  * computed from every rank's (deterministic) inputs, and the parent checks that all ranks produced
  * bitwise identical bytes. The ring's bytes on the wire per dtype are checked against its formula.
+ * The bf16 reduce-scatter: bitwise an independent reference and the bf16 allreduce's chunk on
+ * every path and chunk shape, half of fp32's bytes on the wire, other dtypes refused.
  */
 #include <math.h>
 #include <setjmp.h>
@@ -301,9 +303,28 @@ static int bcast_gather_p2p(vkg_th_rank *r, uint64_t *dig)
     return bad;
 }
 
+/* The bf16 reduce-scatter over the same chunk shapes: bitwise the reference in the allreduce's
+ * order (the ring's where the bf16 allreduce of this count takes it) and the allreduce's chunk. */
+static int scatter16_cases(vkg_th_rank *r, int ring_min, const size_t *counts, size_t ncounts,
+                           int *kase, uint64_t *dig)
+{
+    int n = r->size, bad = 0;
+    for (size_t k = 0; k < ncounts; k++)
+        for (int pattern = 0; pattern < 4; pattern++) {
+            size_t count = counts[k], b[VKG_TH_MAX_RANKS + 1];
+            chunk_bounds(pattern, count, n, b);
+            int ring = count * 2 > SMALL_BYTES && (n == 2 || n >= (ring_min ? ring_min : 9));
+            uint16_t *buf = malloc(count * 2 + 2);
+            bad += buf ? vkg_th_sc_case(r, ++*kase, count, b, ring, buf, dig)
+                       : note_fail(r, "out of memory");
+            free(buf);
+        }
+    return bad;
+}
+
 static int suite(vkg_th_rank *r, void *arg)
 {
-    (void)arg;
+    int ring_min = *(const int *)arg;
     int n = r->size, bad = 0, kase = 0;
     size_t seg = SEG_BYTES / 4;
     size_t counts[] = {0, 1, (size_t)n - 1, (size_t)n + 1, 7, 63, 100, 1000, 3 * seg + 5, 20011};
@@ -314,6 +335,7 @@ static int suite(vkg_th_rank *r, void *arg)
     for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++)
         for (int pattern = 0; pattern < 4; pattern++)
             bad += scatter_case(r, ++kase, counts[k], pattern, &dig);
+    bad += scatter16_cases(r, ring_min, counts, sizeof counts / sizeof counts[0], &kase, &dig);
     bad += bcast_gather_p2p(r, &dig);
     vkg_th_report(r, "digest=%016llx", (unsigned long long)dig);
     return bad;
@@ -333,7 +355,7 @@ static void run_suite(vkg_comm_transport t, int processes)
                          .ring_min_ranks = ring_min,
                          .wall_s = 60};
         vkg_th_result res[VKG_TH_MAX_RANKS];
-        vkg_th_run(n, &o, suite, NULL, res);
+        vkg_th_run(n, &o, suite, &ring_min, res);
         int ok = 1;
         for (int q = 0; q < n; q++)
             ok &= res[q].create_status == VKG_OK && res[q].body_rc == 0 && !res[q].signaled;
@@ -455,6 +477,80 @@ static void test_ring_wire_bytes(void **state)
     }
 }
 
+/* Payload bytes of a reduce-scatter: each rank sends every other rank that rank's chunk, in
+ * 16-bit values for bf16 (half of fp32's, on every count and chunk shape). A dtype other than
+ * f32 and bf16 is refused, naming it, and leaves the communicator usable. */
+static int scatter_bytes(vkg_th_rank *r, void *arg)
+{
+    (void)arg;
+    int n = r->size, me = r->rank, bad = 0;
+    size_t b[VKG_TH_MAX_RANKS + 1];
+    chunk_bounds(2, WIRE_COUNT, n, b); /* uneven chunks */
+    uint64_t want = 4 * (uint64_t)(WIRE_COUNT - (b[me + 1] - b[me])), sent[2];
+    float *buf = calloc(WIRE_COUNT, sizeof *buf);
+    if (!buf)
+        return note_fail(r, "out of memory");
+    for (int d = 0; d < 2; d++) {
+        vkg_comm_dtype dt = d ? VKG_COMM_BF16 : VKG_COMM_F32;
+        uint64_t before = vkg__comm_tx_bytes(r->comm);
+        if (vkg_comm_reduce_scatter_dtype(r->comm, buf, WIRE_COUNT, b, dt) != VKG_OK)
+            bad += note_fail(r, "reduce-scatter dtype %d: %s", (int)dt, vkg_error_message());
+        sent[d] = vkg__comm_tx_bytes(r->comm) - before;
+    }
+    if (sent[0] != want || sent[1] * 2 != want)
+        bad += note_fail(r,
+                         "reduce-scatter sent %llu bytes in f32 and %llu in bf16, expected %llu "
+                         "and %llu",
+                         (unsigned long long)sent[0], (unsigned long long)sent[1],
+                         (unsigned long long)want, (unsigned long long)want / 2);
+    static const vkg_comm_dtype refused[] = {VKG_COMM_F16, (vkg_comm_dtype)7};
+    for (int k = 0; k < 2; k++) {
+        char name[32];
+        snprintf(name, sizeof name, "dtype %d", (int)refused[k]);
+        vkg_status st = vkg_comm_reduce_scatter_dtype(r->comm, buf, WIRE_COUNT, b, refused[k]);
+        if (st != VKG_ERR_INVALID_ARG || !strstr(vkg_error_message(), name))
+            bad += note_fail(r, "reduce-scatter %s: %s (%s), expected it refused naming it", name,
+                             vkg_status_name(st), vkg_error_message());
+    }
+    if (vkg_comm_barrier(r->comm) != VKG_OK) /* still usable */
+        bad += note_fail(r, "barrier after the refused dtypes: %s", vkg_error_message());
+    free(buf);
+    return bad;
+}
+
+static void test_scatter_wire_bytes(void **state)
+{
+    (void)state;
+    for (int n = 2; n <= 3; n++) {
+        vkg_th_opts o = {.transport = VKG_COMM_INPROC,
+                         .segment_bytes = SEG_BYTES,
+                         .small_bytes = SMALL_BYTES,
+                         .shm = VKG_COMM_SHM_OFF,
+                         .wall_s = 60};
+        assert_true(vkg_th_run_ok(n, &o, scatter_bytes, NULL));
+    }
+}
+
+/* The bf16 reduce-scatter's reference bites: on its inputs, rounding toward zero instead of to
+ * nearest, and rank order instead of the ring's, each change some of the sums the checks expect
+ * (so a transport that truncated or added in another order would fail them). */
+static void test_scatter16_reference_bites(void **state)
+{
+    (void)state;
+    size_t count = 1000, truncated = 0, reordered = 0;
+    for (int n = 3; n <= 4; n++)
+        for (size_t i = 0; i < count; i++) {
+            int first = vkg_th_sc_first(count, n, i, 1);
+            uint16_t good = vkg_th_sc_reference(1, n, i, first, 0);
+            truncated += good != vkg_th_sc_reference(1, n, i, first, 1);
+            reordered += good != vkg_th_sc_reference(1, n, i, 0, 0);
+        }
+    fprintf(stderr, "  of %zu sums: %zu differ when truncated, %zu in rank order\n", 2 * count,
+            truncated, reordered);
+    assert_true(truncated > count / 4);
+    assert_true(reordered > count / 50);
+}
+
 /* The checker bites: a rank that feeds different inputs makes the digests differ. */
 static int skewed(vkg_th_rank *r, void *arg)
 {
@@ -488,6 +584,8 @@ int main(void)
         cmocka_unit_test(test_tcp),
         cmocka_unit_test(test_default_sizes),
         cmocka_unit_test(test_ring_wire_bytes),
+        cmocka_unit_test(test_scatter16_reference_bites),
+        cmocka_unit_test(test_scatter_wire_bytes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -135,4 +135,25 @@ vkg_status vkg_th_sweep_run(vkg_th_rank *r, const vkg_th_sweep *s, int *wrong, i
 /* f as bf16 (truncated) or f16 (exact for the integer inputs, saturated or flushed otherwise). */
 uint16_t vkg_th_to16(float f, vkg_comm_dtype dt);
 
+/* ---- the bf16 reduce-scatter's checks (test_comm_scatter16.c) ---- */
+
+/* Input of rank r at element i of case kase: a bf16 of either sign, half of them +-2^23 or
+ * +-(2^23 + 2^16), the others about 2^-1 or 2^10, so that its fp32 sum over ranks depends on the
+ * order of additions and its rounding to bf16 on the rounding mode. */
+uint16_t vkg_th_sc_input(int kase, int r, size_t i);
+/* The rank the allreduce of count elements over n ranks starts element i's sum at: with ring, the
+ * ring chunk holding i (vkg__chunk_start's chunks); otherwise 0 (rank order). */
+int vkg_th_sc_first(size_t count, int n, size_t i, int ring);
+/* Element i of the bf16 sum over n ranks of case kase: the inputs widened and added in fp32 from
+ * rank first on around the ranks, rounded once to nearest even (truncate: toward zero, for
+ * proving that the checks notice a wrong rounding). */
+uint16_t vkg_th_sc_reference(int kase, int n, size_t i, int first, int truncate);
+/* One bf16 reduce-scatter on rank r of count elements over chunks bounds ([size + 1]), in buf
+ * (count elements, the caller's: ordinary memory or a pool buffer), after a bf16 allreduce of the
+ * same inputs: this rank's chunk must equal the reference (in the order ring says) and the
+ * allreduce's result bit for bit, the rest of buf its input. Returns the failures (reported);
+ * folds the allreduce's result into *dig. */
+int vkg_th_sc_case(vkg_th_rank *r, int kase, size_t count, const size_t *bounds, int ring,
+                   uint16_t *buf, uint64_t *dig);
+
 #endif

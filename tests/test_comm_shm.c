@@ -3,10 +3,11 @@
  * 0, 1, 3, 4 KiB, unaligned, several pipeline steps and up to 64 MiB, f32, bf16 and f16, sum and
  * average; every rank bitwise equal, and bitwise equal to the ZeroMQ path on inputs where the
  * order of additions shows (rank order, and the ring's order from ring_min_ranks on); broadcast
- * and allgather; the handover refusing a process of another job or without the secret; and a
- * rank killed (SIGKILL) or frozen (SIGSTOP) in a large allreduce, or aborting, named on every
- * other rank within twice the timeout. Ranks are forked processes over ipc (or threads where
- * said). */
+ * and allgather; ZeRO's bf16 reduce-scatter through the slots and the pools, bitwise the bf16
+ * allreduce's chunk and an independent reference; the handover refusing a process of another job or
+ * without the secret; and a rank killed (SIGKILL) or frozen (SIGSTOP) in a large allreduce, or
+ * aborting, named on every other rank within twice the timeout. Ranks are forked processes over ipc
+ * (or threads where said). */
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -228,6 +229,68 @@ static void test_zero_collectives_like_zmq(void **state)
             assert_string_equal(a, b);
             assert_string_equal(p, b);
         }
+}
+
+/* The bf16 reduce-scatter in the segment (arg: pool, ring_min, small_bytes): for each count, over
+ * uneven chunks (one empty), bitwise the reference and the bf16 allreduce's chunk
+ * (vkg_th_sc_case); in the pools above 64 KiB when the buffer is in one. */
+static int zero16_body(vkg_th_rank *r, void *arg)
+{
+    const int *a = arg;
+    static const size_t counts[] = {1, 5, 1000, 70001, 300007};
+    int n = r->size, bad = 0, ring_min = a[1] ? a[1] : 9;
+    uint64_t dig = 0;
+    if (!vkg_comm_uses_shm(r->comm)) {
+        vkg_th_report(r, "FAIL path %s, expected shm", vkg_comm_path(r->comm));
+        return 1;
+    }
+    for (int ci = 0; ci < 5; ci++) {
+        size_t count = counts[ci], b[VKG_TH_MAX_RANKS + 1];
+        zero_bounds(count, n, b);
+        uint16_t *buf = NULL;
+        if (a[0] ? vkg_comm_buffer_alloc(r->comm, count * 2 + 2, (void **)&buf) != VKG_OK
+                 : !(buf = malloc(count * 2 + 2)))
+            return 1;
+        size_t small = a[2] ? (size_t)a[2] : n == 2 ? 2u << 20 : 512u << 10;
+        int ring = count * 2 > small && (n == 2 || n >= ring_min);
+        uint64_t e0[4], e1[4];
+        vkg__comm_shm_engines(r->comm, e0);
+        bad += vkg_th_sc_case(r, 7 + ci, count, b, ring, buf, &dig);
+        vkg__comm_shm_engines(r->comm, e1);
+        if (e1[3] - e0[3] != (uint64_t)(a[0] && count * 2 > (64u << 10))) {
+            vkg_th_report(r, "FAIL count %zu: %llu calls in the pools", count,
+                          (unsigned long long)(e1[3] - e0[3]));
+            bad++;
+        }
+        if (a[0])
+            vkg_comm_buffer_free(r->comm, buf);
+        else
+            free(buf);
+    }
+    vkg_th_report(r, "digest=%016llx", (unsigned long long)dig);
+    return bad;
+}
+
+/* ZeRO's bf16 reduce-scatter in the segment, through the slots and in the pools, on 2 to 4
+ * ranks, in rank order and in the ring's (ring_min_ranks 3, small_bytes 1 KiB). */
+static void test_zero_bf16_like_allreduce(void **state)
+{
+    (void)state;
+    for (int ring = 0; ring <= 1; ring++)
+        for (int n = 2; n <= 4; n++)
+            for (int pool = 0; pool <= 1; pool++) {
+                int arg[3] = {pool, ring ? 3 : 0, ring ? 1024 : 0};
+                vkg_th_opts o = {.transport = VKG_COMM_IPC,
+                                 .processes = 1,
+                                 .shm = VKG_COMM_SHM_REQUIRE,
+                                 .shm_chunk_bytes = 16384,
+                                 .ring_min_ranks = arg[1],
+                                 .small_bytes = (size_t)arg[2],
+                                 .wall_s = 120};
+                vkg_th_result res[VKG_TH_MAX_RANKS];
+                vkg_th_run(n, &o, zero16_body, arg, res);
+                assert_true(vkg_th_agree(res, n, 23));
+            }
 }
 
 /* 64 MiB of f32 and 32 MiB of bf16 on 2 and 4 ranks. */
@@ -522,6 +585,7 @@ int main(void)
         cmocka_unit_test(test_large),
         cmocka_unit_test(test_broadcast_allgather),
         cmocka_unit_test(test_zero_collectives_like_zmq),
+        cmocka_unit_test(test_zero_bf16_like_allreduce),
         cmocka_unit_test(test_abort_through_the_segment),
         cmocka_unit_test(test_sigkill),
         cmocka_unit_test(test_sigstop),

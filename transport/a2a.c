@@ -17,7 +17,9 @@
  *
  * The same engine runs either phase alone over chunks the caller chooses (vkg_comm_reduce_scatter,
  * vkg_comm_allgatherv): a phase left out starts out complete. A reduce-scatter adds in the order
- * the allreduce of the same count would (see vkg__a2a_scatter), so that it leaves the same bits.
+ * the allreduce of the same count and dtype would (see vkg__a2a_scatter), so that it leaves the
+ * same bits; in bf16 its segments carry the 16-bit inputs, widened and summed in fp32 by the owner
+ * and rounded once, as the allreduce's are.
  */
 #include "comm_internal.h"
 
@@ -339,16 +341,16 @@ vkg_status vkg__a2a_allreduce(vkg_comm_t *c, const void *send, void *recv, size_
     return a2a_run(&a, NULL, 1, 1, "allreduce");
 }
 
-vkg_status vkg__a2a_scatter(vkg_comm_t *c, float *buf, size_t count, const size_t *bounds,
-                            int reduce, int ring)
+vkg_status vkg__a2a_scatter(vkg_comm_t *c, void *buf, size_t count, const size_t *bounds,
+                            vkg_comm_dtype dt, int reduce, int ring)
 {
     a2a a;
     memset(&a, 0, sizeof a);
     a.c = c;
     a.coll = reduce ? VKG_C_RSCATTER : VKG_C_ALLGATHERV;
-    a.dt = VKG_COMM_F32;
+    a.dt = dt;
     a.op = VKG_COMM_SUM;
-    a.es = 4;
+    a.es = vkg_comm_dtype_size(dt);
     a.count = count;
     a.ring = reduce && ring;
     a.in = (const uint8_t *)buf;

@@ -151,17 +151,17 @@ vkg_status vkg_comm_allreduce(vkg_comm_t *c, const void *send, void *recv, size_
     return finish(c, st);
 }
 
-/* Chunks [bounds[q], bounds[q + 1]) of count floats: the same list on every rank (a peer that
- * disagrees is caught by the sizes of its segments). */
-static vkg_status check_chunks(const vkg_comm_t *c, const char *what, const float *buf,
-                               size_t count, const size_t *bounds)
+/* Chunks [bounds[q], bounds[q + 1]) of count elements of es bytes: the same list on every rank
+ * (a peer that disagrees is caught by the sizes of its segments). */
+static vkg_status check_chunks(const vkg_comm_t *c, const char *what, const void *buf, size_t count,
+                               size_t es, const size_t *bounds)
 {
     VKG_CHECK(bounds, VKG_ERR_INVALID_ARG, "%s: no chunk bounds", what);
     VKG_CHECK(count == 0 || buf, VKG_ERR_INVALID_ARG, "%s: NULL buffer", what);
     VKG_CHECK(count <= ((size_t)1 << 40), VKG_ERR_INVALID_ARG, "%s: count %zu too large", what,
               count);
-    VKG_CHECK(((uintptr_t)buf % 4) == 0, VKG_ERR_INVALID_ARG,
-              "%s: the buffer must be aligned to 4 bytes", what);
+    VKG_CHECK(((uintptr_t)buf % es) == 0, VKG_ERR_INVALID_ARG,
+              "%s: the buffer must be aligned to the element size (%zu bytes)", what, es);
     VKG_CHECK(bounds[0] == 0 && bounds[c->size] == count, VKG_ERR_INVALID_ARG,
               "%s: the chunks span [%zu, %zu), not the %zu elements", what, bounds[0],
               bounds[c->size], count);
@@ -174,29 +174,40 @@ static vkg_status check_chunks(const vkg_comm_t *c, const char *what, const floa
 
 vkg_status vkg_comm_reduce_scatter(vkg_comm_t *c, float *buf, size_t count, const size_t *bounds)
 {
+    return vkg_comm_reduce_scatter_dtype(c, buf, count, bounds, VKG_COMM_F32);
+}
+
+vkg_status vkg_comm_reduce_scatter_dtype(vkg_comm_t *c, void *buf, size_t count,
+                                         const size_t *bounds, vkg_comm_dtype dtype)
+{
     VKG_TRY(vkg__comm_usable(c));
-    VKG_TRY(check_chunks(c, "reduce-scatter", buf, count, bounds));
+    VKG_CHECK(dtype == VKG_COMM_F32 || dtype == VKG_COMM_BF16, VKG_ERR_INVALID_ARG,
+              "reduce-scatter: dtype %d is not f32 or bf16 (f16 and others have no "
+              "reduce-scatter)",
+              (int)dtype);
+    size_t es = vkg_comm_dtype_size(dtype);
+    VKG_TRY(check_chunks(c, "reduce-scatter", buf, count, es, bounds));
     c->seq++;
     if (c->size == 1 || count == 0)
         return VKG_OK;
-    /* The order of additions of vkg_comm_allreduce for this count: rank order (one step, or
-     * straight to the owners), or the ring's. */
-    int ring = count * 4 > c->small_bytes && (c->size == 2 || c->size >= c->ring_min_ranks);
+    /* The order of additions of vkg_comm_allreduce for this count and dtype: rank order (one
+     * step, or straight to the owners), or the ring's. */
+    int ring = count * es > c->small_bytes && (c->size == 2 || c->size >= c->ring_min_ranks);
     if (c->shm && !c->hier)
-        return finish(c, vkg__shm_reduce_scatter(c, buf, count, bounds, ring));
-    return finish(c, vkg__a2a_scatter(c, buf, count, bounds, 1, ring));
+        return finish(c, vkg__shm_reduce_scatter(c, buf, count, bounds, dtype, ring));
+    return finish(c, vkg__a2a_scatter(c, buf, count, bounds, dtype, 1, ring));
 }
 
 vkg_status vkg_comm_allgatherv(vkg_comm_t *c, float *buf, size_t count, const size_t *bounds)
 {
     VKG_TRY(vkg__comm_usable(c));
-    VKG_TRY(check_chunks(c, "allgatherv", buf, count, bounds));
+    VKG_TRY(check_chunks(c, "allgatherv", buf, count, 4, bounds));
     c->seq++;
     if (c->size == 1 || count == 0)
         return VKG_OK;
     if (c->shm && !c->hier)
         return finish(c, vkg__shm_allgatherv(c, "allgatherv", buf, count, 4, bounds));
-    return finish(c, vkg__a2a_scatter(c, buf, count, bounds, 0, 0));
+    return finish(c, vkg__a2a_scatter(c, buf, count, bounds, VKG_COMM_F32, 0, 0));
 }
 
 static vkg_status direct_broadcast(vkg_comm_t *c, void *buf, size_t bytes, int root)

@@ -215,12 +215,12 @@ vkg_status vkg__shm_allreduce(vkg_comm_t *c, const void *send, void *recv, size_
                               vkg_comm_dtype dt, vkg_comm_op op);
 vkg_status vkg__shm_broadcast(vkg_comm_t *c, void *buf, size_t bytes, int root);
 vkg_status vkg__shm_allgather(vkg_comm_t *c, const void *send, size_t bytes, void *recv);
-/* vkg_comm_reduce_scatter and vkg_comm_allgatherv in the segment (every rank local): the same
- * chunks and the same order of additions as the ZeroMQ engine (rank order, or with ring the ring
- * allreduce's order for this count). allgatherv works on count elements of es bytes; name is the
- * collective named in errors. */
-vkg_status vkg__shm_reduce_scatter(vkg_comm_t *c, float *buf, size_t count, const size_t *bounds,
-                                   int ring);
+/* vkg_comm_reduce_scatter(_dtype) and vkg_comm_allgatherv in the segment (every rank local): the
+ * same chunks and the same order of additions as the ZeroMQ engine (rank order, or with ring the
+ * ring allreduce's order for this count; bf16 widened, summed in fp32, rounded once).
+ * allgatherv works on count elements of es bytes; name is the collective named in errors. */
+vkg_status vkg__shm_reduce_scatter(vkg_comm_t *c, void *buf, size_t count, const size_t *bounds,
+                                   vkg_comm_dtype dt, int ring);
 vkg_status vkg__shm_allgatherv(vkg_comm_t *c, const char *name, void *buf, size_t count, size_t es,
                                const size_t *bounds);
 /* Allreduce over several hosts (c->hier): reduce-scatter in the host's segment, a ring between
@@ -392,12 +392,13 @@ vkg_status vkg__ring_allreduce_among(vkg_comm_t *c, const int *members, int n, i
 /* Reduce-scatter and allgather with every peer directly (a2a.c): 2 hops instead of 2(N-1). */
 vkg_status vkg__a2a_allreduce(vkg_comm_t *c, const void *send, void *recv, size_t count,
                               vkg_comm_dtype dt, vkg_comm_op op);
-/* One phase of the all-to-all engine over chunks [bounds[q], bounds[q + 1]) of buf (count floats,
- * in place): reduce (a SUM reduce-scatter: each rank's own chunk becomes the sum, in rank order,
- * or with ring in the order vkg__ring_allreduce adds each element for this count; the rest of buf
+/* One phase of the all-to-all engine over chunks [bounds[q], bounds[q + 1]) of buf (count
+ * elements of dt, in place): reduce (a SUM reduce-scatter: each rank's own chunk becomes the sum,
+ * in rank order, or with ring in the order vkg__ring_allreduce adds each element for this count;
+ * 16-bit values travel as they are, are widened, summed in fp32 and rounded once; the rest of buf
  * is left alone), or not (an allgather: each rank's chunk goes to every other rank). */
-vkg_status vkg__a2a_scatter(vkg_comm_t *c, float *buf, size_t count, const size_t *bounds,
-                            int reduce, int ring);
+vkg_status vkg__a2a_scatter(vkg_comm_t *c, void *buf, size_t count, const size_t *bounds,
+                            vkg_comm_dtype dt, int reduce, int ring);
 /* floor(count * chunk / n) without overflow: chunks differ in length by at most one element. */
 size_t vkg__chunk_start(size_t count, int chunk, int n);
 vkg_status vkg__ring_allgather(vkg_comm_t *c, const void *send, size_t bytes, void *recv);

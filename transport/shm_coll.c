@@ -243,8 +243,8 @@ static vkg_status rs_reduce(ar *a, size_t j, size_t lo, size_t hi)
     return VKG_OK;
 }
 
-vkg_status vkg__shm_reduce_scatter(vkg_comm_t *c, float *buf, size_t count, const size_t *bounds,
-                                   int ring)
+vkg_status vkg__shm_reduce_scatter(vkg_comm_t *c, void *buf, size_t count, const size_t *bounds,
+                                   vkg_comm_dtype dt, int ring)
 {
     size_t rb[VKG_SHM_MAX_RANKS + 1];
     ring_bounds(count, c->size, rb);
@@ -252,13 +252,13 @@ vkg_status vkg__shm_reduce_scatter(vkg_comm_t *c, float *buf, size_t count, cons
             .send = (uint8_t *)buf,
             .recv = (uint8_t *)buf,
             .count = count,
-            .es = 4,
-            .dt = VKG_COMM_F32,
+            .es = vkg_comm_dtype_size(dt),
+            .dt = dt,
             .ring = ring && c->size > 2};
     VKG_TRY(vkg__shm_start(&a.o, c, "reduce-scatter"));
-    a.per = c->shm->chunk / 4;
+    a.per = c->shm->chunk / a.es;
     int done = 0;
-    if (count * 4 > DIRECT_BYTES) /* in the pools, when every rank's buffer is in its own */
+    if (count * a.es > DIRECT_BYTES) /* in the pools, when every rank's buffer is in its own */
         VKG_TRY(vkg__shm_direct_zero(&a, bounds, 1, &done));
     if (done)
         return VKG_OK;

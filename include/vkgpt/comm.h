@@ -256,9 +256,25 @@ vkg_status vkg_comm_allreduce(vkg_comm_t *c, const void *send, void *recv, size_
  * leave there (its order of additions is kept: rank order for the one-step and owner paths, and
  * from ring_min_ranks ranks on the ring's, which starts each of its chunks at another rank); the
  * rest of buf is left as it was. Each rank sends the others their chunks straight (N - 1
- * connections busy), about (N - 1)/N of the buffer. Errors: VKG_ERR_INVALID_ARG naming bad
- * bounds; VKG_ERR_PROTOCOL when a peer's chunks differ. */
+ * connections busy), about (N - 1)/N of the buffer; in the shared-memory segment when every rank
+ * is on this host. Across hosts (the two-level path of a job whose hosts hold several ranks) it
+ * runs the flat ZeroMQ engine, in the order of a one-host allreduce: not the two-level
+ * allreduce's bits. Errors: VKG_ERR_INVALID_ARG naming bad bounds; VKG_ERR_PROTOCOL when a
+ * peer's chunks differ. Same as vkg_comm_reduce_scatter_dtype(c, buf, count, bounds,
+ * VKG_COMM_F32). */
 vkg_status vkg_comm_reduce_scatter(vkg_comm_t *c, float *buf, size_t count, const size_t *bounds);
+/* vkg_comm_reduce_scatter for count elements of dtype VKG_COMM_F32 or VKG_COMM_BF16 (buf aligned
+ * to the element size). For bf16 each rank's chunk holds bitwise what vkg_comm_allreduce(c, buf,
+ * buf, count, VKG_COMM_BF16, VKG_COMM_SUM) would leave there: the inputs widened, summed in fp32
+ * in the allreduce's order for this count (the order thresholds compare count x 2 bytes with
+ * small_bytes, as the bf16 allreduce does) and rounded once to nearest even. Every path sends the
+ * 16-bit inputs as they are, so a bf16 reduce-scatter moves half the bytes of an fp32 one (the
+ * ZeroMQ engine and the segment alike; no path falls back to fp32). Across hosts it is the flat
+ * ZeroMQ engine, as for fp32. Errors: vkg_comm_reduce_scatter's; VKG_ERR_INVALID_ARG for any other
+ * dtype (f16 included), naming it, with the communicator left usable; over ZeroMQ,
+ * VKG_ERR_PROTOCOL when a peer calls it with another dtype. */
+vkg_status vkg_comm_reduce_scatter_dtype(vkg_comm_t *c, void *buf, size_t count,
+                                         const size_t *bounds, vkg_comm_dtype dtype);
 /* In-place allgather of unequal chunks: rank q's chunk buf[bounds[q], bounds[q + 1]) is copied
  * into every other rank's buf (bounds as for vkg_comm_reduce_scatter). After a reduce-scatter
  * with the same bounds, every rank holds vkg_comm_allreduce's result bit for bit. */

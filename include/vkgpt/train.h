@@ -115,7 +115,7 @@ typedef struct vkg_train_config {
      * the global norm, clipping and AdamW; half the bytes of fp32 per gradient element, at the
      * cost of bf16's 8 significant bits. Every path that exchanges gradients takes it: one
      * allreduce after the backward pass, the overlapped buckets (copy and zero-copy alike),
-     * ZeRO-1 (an allreduce in bf16 in place of its fp32 reduce-scatter) and a pipeline stage's
+     * ZeRO-1 (a reduce-scatter in bf16, half the bytes of its fp32 one) and a pipeline stage's
      * data-parallel group. Losses, norms and flags stay fp32, as do the tied wte's embedding rows
      * and its sum over a pipeline's first and last stage. Independent of precision. Needs 2 or
      * more data-parallel ranks. */

@@ -53,17 +53,15 @@ const char *vkg_strategy_grad_exchange(const vkg_strategy *s)
                "summed in fp32 in rank order, rounded once; widened to fp32 for clipping and "
                "AdamW; the first and last stages' wte sum stays fp32)";
     if (s->zero)
-        return "bf16 (rounded to nearest even, allreduced in bf16, summed in fp32 and rounded "
-               "once, in place of ZeRO-1's fp32 reduce-scatter; widened to fp32 for clipping and "
-               "AdamW)";
+        return "bf16 (rounded to nearest even, reduce-scattered in bf16, summed in fp32 and "
+               "rounded once; this rank's shard widened to fp32 for clipping and AdamW)";
     return "bf16 (rounded to nearest even, allreduced in bf16, summed in fp32 and rounded once; "
            "widened to fp32 for clipping and AdamW; the tied wte's embedding rows stay fp32)";
 }
 
 /* bf16: buf (n floats at its place in s->grads) rounded into the same place of s->grads16,
- * summed over the ranks there, and widened back. ZeRO-1 takes the allreduce too: the transport
- * has no bf16 reduce-scatter, and a bf16 allreduce moves as many bytes as an fp32 reduce-scatter
- * (the shard is what the rank uses; the rest of the sum is unused). */
+ * summed over the ranks there, and widened back. (ZeRO-1 reduce-scatters in bf16 instead:
+ * vkg__zero_reduce_grads.) */
 static vkg_status reduce_bf16(vkg_strategy *s, float *buf, size_t n)
 {
     uint16_t *half = s->grads16 + (buf - s->grads);
@@ -75,10 +73,10 @@ static vkg_status reduce_bf16(vkg_strategy *s, float *buf, size_t n)
 
 vkg_status vkg__dp_reduce_grads(vkg_strategy *s, int k, float *buf, size_t n)
 {
-    if (s->grads16)
-        return reduce_bf16(s, buf, n);
     if (s->zero)
         return vkg__zero_reduce_grads(s, k, buf, n);
+    if (s->grads16)
+        return reduce_bf16(s, buf, n);
     return vkg_dp_allreduce_grads(s->dp, buf, n);
 }
 

@@ -83,7 +83,8 @@ vkg_status vkg__dp_reduce(vkg_strategy *s, double *loss, int *stop, vkg_strategy
 vkg_status vkg__dp_mean(vkg_strategy *s, double *value);
 /* Sum gradients over the ranks: buf (n floats) is gradient bucket k packed (k < 0: the whole
  * gradient); an allreduce, or under ZeRO-1 a reduce-scatter that leaves only this rank's shard
- * summed (zero.c). */
+ * summed (zero.c), in fp32 or, with bf16 exchange, in bf16 (rounded through s->grads16 at the
+ * same offset and widened back: the whole of buf for the allreduce, the shard for ZeRO-1). */
 vkg_status vkg__dp_reduce_grads(vkg_strategy *s, int k, float *buf, size_t n);
 vkg_status vkg__zero_reduce_grads(vkg_strategy *s, int k, float *buf, size_t n);
 /* Pipeline setup at create: stage layout and checks (pp_strategy.c). */

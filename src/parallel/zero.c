@@ -4,7 +4,10 @@
  * gradient buckets are summed while the device computes the rest of the backward pass, or the
  * whole gradient after it), but each sum is a reduce-scatter that leaves only this rank's shard
  * summed, bitwise what dp's allreduce gives there (vkg_comm_reduce_scatter keeps the allreduce's
- * order of additions). Each rank's AdamW holds the moments of its shard alone and updates only
+ * order of additions). With bf16 gradients (grad_bf16.h) the gradient is rounded to bf16 and
+ * reduce-scattered in bf16 (vkg_comm_reduce_scatter_dtype: summed in fp32, rounded once, the bits
+ * of dp's bf16 allreduce), half the bytes of the fp32 reduce-scatter, and the shard is widened
+ * back. Each rank's AdamW holds the moments of its shard alone and updates only
  * its shard; the parameters are then allgathered, so every rank again holds the whole model.
  *
  * The global norm. One device adds the gradient's squares in partial sums over fixed chunks of
@@ -21,6 +24,7 @@
 #include <string.h>
 
 #include "base/clock.h"
+#include "parallel/grad_bf16.h"
 #include "parallel/strategy_internal.h"
 
 /* Point-to-point tag of a shard's moments on their way to rank 0: | 0 for m, | 1 for v. */
@@ -148,7 +152,16 @@ vkg_status vkg__zero_reduce_grads(vkg_strategy *s, int k, float *buf, size_t n)
 {
     struct vkg_zero *z = s->zero;
     const size_t *b = k < 0 ? z->bounds : z->bucket_bounds + (size_t)k * (size_t)(z->N + 1);
-    return vkg_comm_reduce_scatter(vkg_dp_comm(s->dp), buf, n, b);
+    if (!s->grads16)
+        return vkg_comm_reduce_scatter(vkg_dp_comm(s->dp), buf, n, b);
+    /* bf16: every element rounded (the peers' chunks leave from here), reduce-scattered in
+     * bf16, and only this rank's chunk widened back: the rest of buf stays unreduced, as the
+     * fp32 reduce-scatter leaves it. */
+    uint16_t *half = s->grads16 + (buf - s->grads);
+    vkg_grad_bf16_narrow(buf, half, n);
+    VKG_TRY(vkg_comm_reduce_scatter_dtype(vkg_dp_comm(s->dp), half, n, b, VKG_COMM_BF16));
+    vkg_grad_bf16_widen(half + b[z->r], buf + b[z->r], b[z->r + 1] - b[z->r]);
+    return VKG_OK;
 }
 
 /* This shard's partial sums of the norm, every shard's gathered in order, added as one device
