@@ -32,9 +32,13 @@ cmd=${1:-}
 cd "$(dirname "$0")/.."
 build=${2:-build}
 dir=${3:-.devcheck}
-tests="test_vk test_matmul test_matmul_tiles test_checker test_attention test_encoder test_layernorm test_pointwise
-       test_xent test_norm test_adamw test_elementwise test_gpt2 test_gpt2_parts test_memtype
-       test_dispatch_split test_matmul_coopmat"
+# Every shader test (ctest label gpu; its _split forms are the same binaries under a lowered
+# index limit) and the model tests that run on a device.
+[ -f "$build/CTestTestfile.cmake" ] || { echo "device-check: $build is not a build folder" >&2; exit 1; }
+tests="test_gpt2 test_gpt2_parts test_memtype"
+for t in $(cd "$build" && ctest -N -L '^gpu$' | sed -n 's/.*Test *#[0-9]*: *\(test_[a-z0-9_]*\)$/\1/p'); do
+    [ -x "$build/tests/$t" ] && tests="$tests $t"
+done
 [ -x "$build/vkgpt" ] || { echo "device-check: $build/vkgpt is not built (make build)" >&2; exit 1; }
 rm -rf "$dir"
 mkdir -p "$dir/lib" "$dir/layers"
