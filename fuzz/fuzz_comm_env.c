@@ -1,4 +1,4 @@
-/* Fuzz target: the launcher-variable parser (transport/config.c, vkg_comm_config_from_env). The
+/* Fuzz target: the launcher-variable parser (transport/config_env.c, vkg_comm_config_from_env). The
  * input is the environment, one NAME=value entry per line. VKG_COMM_CURVE_KEY names a key file,
  * which this target does not read: entries of it are dropped, so no input touches the file
  * system. An accepted environment gives a rank inside the world, a port, a positive timeout and

@@ -7,26 +7,19 @@
  * its data socket and answers READY, and once every rank is ready rank 0 sends GO, after which
  * the ranks connect to each other (so no connection can reach a data socket that does not yet
  * know the secret). Every wait is bounded by the communicator's timeout.
- * Not here: the sockets' options and security (sockets.c).
+ * Here: rank 0's side, the entry both roles go through (vkg__rendezvous: the socket, its security
+ * and its connection) and the fuzzing entry of the messages a rank parses.
+ * Not here: the other ranks' side (rendezvous_client.c), the sockets' options and security
+ * (sockets.c).
  */
-#include "comm_internal.h"
 #include "comm_testing.h"
+#include "rendezvous.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
-
-#define HELLO_BYTES (8 + VKG_COMM_ADDR_MAX + VKG_COMM_KEY_CHARS + 1 + VKG_HOST_BYTES)
-#define ENTRY_BYTES (VKG_COMM_ADDR_MAX + VKG_COMM_KEY_CHARS + 1 + VKG_HOST_BYTES)
-#define HOST_AT (VKG_COMM_ADDR_MAX + VKG_COMM_KEY_CHARS + 1) /* in an entry; + 8 in a hello */
-
-static void put32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
 
 static uint32_t get32(const uint8_t *p)
 {
@@ -45,8 +38,7 @@ static void send_reject(vkg_comm_t *c, void *rdv, const void *rid, size_t rid_le
     zmq_send(rdv, why, strlen(why), ZMQ_DONTWAIT);
 }
 
-/* Receive up to n frames of one message; returns the frame count (frames beyond n dropped). */
-static int recv_frames(void *s, zmq_msg_t *f, int n)
+int vkg__rendezvous_recv(void *s, zmq_msg_t *f, int n)
 {
     int got = 0, more = 1;
     while (more) {
@@ -85,7 +77,7 @@ static vkg_status master_hello(vkg_comm_t *c, void *rdv, joiner *js, int *joined
     }
     vkg__wire_decode(zmq_msg_data(&f[1]), &h);
     if (h.magic != VKG_WIRE_MAGIC || h.version != VKG_WIRE_VERSION || h.kind != VKG_W_HELLO ||
-        zmq_msg_size(&f[2]) != HELLO_BYTES) {
+        zmq_msg_size(&f[2]) != VKG_RDV_HELLO_BYTES) {
         send_reject(c, rdv, rid, rid_len, "malformed hello (not a vkgpt rank of this version)");
         return VKG_OK;
     }
@@ -116,7 +108,7 @@ static vkg_status master_hello(vkg_comm_t *c, void *rdv, joiner *js, int *joined
     peer->endpoint[VKG_COMM_ADDR_MAX - 1] = '\0';
     memcpy(peer->pubkey, p + 8 + VKG_COMM_ADDR_MAX, VKG_COMM_KEY_CHARS + 1);
     peer->pubkey[VKG_COMM_KEY_CHARS] = '\0';
-    memcpy(peer->host, p + 8 + HOST_AT, VKG_HOST_BYTES);
+    memcpy(peer->host, p + 8 + VKG_RDV_HOST_AT, VKG_HOST_BYTES);
     peer->host[VKG_HOST_BYTES - 1] = '\0';
     VKG_CHECK(rid_len <= sizeof js[rank].rid, VKG_ERR_PROTOCOL, "routing id too long");
     memcpy(js[rank].rid, rid, rid_len);
@@ -148,7 +140,7 @@ static vkg_status master_wait(vkg_comm_t *c, void *rdv, joiner *js, int64_t dead
         zmq_msg_t f[3];
         for (int i = 0; i < 3; i++)
             zmq_msg_init(&f[i]);
-        int nf = recv_frames(rdv, f, 3);
+        int nf = vkg__rendezvous_recv(rdv, f, 3);
         vkg_status st = nf >= 1 ? master_hello(c, rdv, js, &joined, f, nf) : VKG_OK;
         for (int i = 0; i < 3; i++)
             zmq_msg_close(&f[i]);
@@ -159,16 +151,17 @@ static vkg_status master_wait(vkg_comm_t *c, void *rdv, joiner *js, int64_t dead
 
 static vkg_status master_send_table(vkg_comm_t *c, void *rdv, const joiner *js)
 {
-    size_t bytes = (size_t)c->size * ENTRY_BYTES + VKG_SECRET_BYTES;
+    size_t bytes = (size_t)c->size * VKG_RDV_ENTRY_BYTES + VKG_SECRET_BYTES;
     uint8_t *table = calloc(1, bytes);
     VKG_CHECK(table != NULL, VKG_ERR_NOMEM, "out of memory");
     for (int q = 0; q < c->size; q++) {
-        memcpy(table + (size_t)q * ENTRY_BYTES, c->peers[q].endpoint, VKG_COMM_ADDR_MAX);
-        memcpy(table + (size_t)q * ENTRY_BYTES + VKG_COMM_ADDR_MAX, c->peers[q].pubkey,
+        memcpy(table + (size_t)q * VKG_RDV_ENTRY_BYTES, c->peers[q].endpoint, VKG_COMM_ADDR_MAX);
+        memcpy(table + (size_t)q * VKG_RDV_ENTRY_BYTES + VKG_COMM_ADDR_MAX, c->peers[q].pubkey,
                VKG_COMM_KEY_CHARS + 1);
-        memcpy(table + (size_t)q * ENTRY_BYTES + HOST_AT, c->peers[q].host, VKG_HOST_BYTES);
+        memcpy(table + (size_t)q * VKG_RDV_ENTRY_BYTES + VKG_RDV_HOST_AT, c->peers[q].host,
+               VKG_HOST_BYTES);
     }
-    memcpy(table + (size_t)c->size * ENTRY_BYTES, c->secret, VKG_SECRET_BYTES);
+    memcpy(table + (size_t)c->size * VKG_RDV_ENTRY_BYTES, c->secret, VKG_SECRET_BYTES);
     vkg_wire_hdr h;
     uint8_t hb[VKG_WIRE_HDR_BYTES];
     vkg__hdr_init(c, &h, VKG_W_TABLE);
@@ -208,7 +201,7 @@ static vkg_status master_go(vkg_comm_t *c, void *rdv, joiner *js, int64_t deadli
         zmq_msg_t f[3];
         for (int i = 0; i < 3; i++)
             zmq_msg_init(&f[i]);
-        int nf = recv_frames(rdv, f, 3);
+        int nf = vkg__rendezvous_recv(rdv, f, 3);
         vkg_wire_hdr h = {0};
         if (nf >= 2 && zmq_msg_size(&f[1]) == VKG_WIRE_HDR_BYTES)
             vkg__wire_decode(zmq_msg_data(&f[1]), &h);
@@ -252,164 +245,6 @@ static void master_reject_all(vkg_comm_t *c, void *rdv, const joiner *js)
             send_reject(c, rdv, js[q].rid, js[q].rid_len, why);
 }
 
-static vkg_status client_reply(vkg_comm_t *c, zmq_msg_t *f, int nf, const char *master,
-                               vkg_wire_hdr *h);
-
-static vkg_status client_table(vkg_comm_t *c, zmq_msg_t *f, int nf, const char *master)
-{
-    vkg_wire_hdr h;
-    VKG_TRY(client_reply(c, f, nf, master, &h));
-    VKG_CHECK(h.kind == VKG_W_TABLE && nf == 2 &&
-                  zmq_msg_size(&f[1]) == (size_t)c->size * ENTRY_BYTES + VKG_SECRET_BYTES,
-              VKG_ERR_PROTOCOL, "the rendezvous at %s sent a %s of %zu bytes, expected a table",
-              master, vkg__wire_kind_name(h.kind), nf == 2 ? zmq_msg_size(&f[1]) : 0);
-    const uint8_t *t = zmq_msg_data(&f[1]);
-    for (int q = 0; q < c->size; q++) {
-        vkg_peer *p = &c->peers[q];
-        memcpy(p->endpoint, t + (size_t)q * ENTRY_BYTES, VKG_COMM_ADDR_MAX);
-        p->endpoint[VKG_COMM_ADDR_MAX - 1] = '\0';
-        memcpy(p->pubkey, t + (size_t)q * ENTRY_BYTES + VKG_COMM_ADDR_MAX, VKG_COMM_KEY_CHARS + 1);
-        p->pubkey[VKG_COMM_KEY_CHARS] = '\0';
-        memcpy(p->host, t + (size_t)q * ENTRY_BYTES + HOST_AT, VKG_HOST_BYTES);
-        p->host[VKG_HOST_BYTES - 1] = '\0';
-    }
-    memcpy(c->secret, t + (size_t)c->size * ENTRY_BYTES, VKG_SECRET_BYTES);
-    return vkg__admit_secret(c);
-}
-
-/* What the rendezvous connection's monitor reports, as an error for a refused handshake. */
-static vkg_status client_monitor(vkg_comm_t *c, void *mon, const char *master)
-{
-    zmq_msg_t f[2];
-    zmq_msg_init(&f[0]);
-    zmq_msg_init(&f[1]);
-    int nf = recv_frames(mon, f, 2);
-    uint16_t ev = 0;
-    if (nf >= 1 && zmq_msg_size(&f[0]) >= 2)
-        memcpy(&ev, zmq_msg_data(&f[0]), 2);
-    zmq_msg_close(&f[0]);
-    zmq_msg_close(&f[1]);
-    if (ev == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH && c->curve)
-        return VKG_FAIL(VKG_ERR_PEER,
-                        "rank 0's rendezvous at %s refused this rank's CURVE public key %s: it is "
-                        "not among the keys rank 0 authorizes (a different key file, or a "
-                        "missing entry in the authorized keys)",
-                        master, c->curve_pub);
-    if (ev == ZMQ_EVENT_HANDSHAKE_FAILED_AUTH)
-        return VKG_FAIL(VKG_ERR_PEER,
-                        "rank 0's rendezvous at %s refused this rank's credentials: it runs job "
-                        "%016llx generation %u with other values (a different VKG_JOB_ID, launcher "
-                        "job id or restart count)",
-                        master, (unsigned long long)c->job_id, (unsigned)c->generation);
-    if ((ev == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL || ev == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL ||
-         ev == ZMQ_EVENT_DISCONNECTED) &&
-        c->curve)
-        return VKG_FAIL(
-            VKG_ERR_PEER,
-            "rank 0's rendezvous at %s dropped the CURVE handshake: this rank's copy of "
-            "rank 0's public key (%s) does not match rank 0's secret key, or rank 0 "
-            "does not use CURVE",
-            master, c->peers[0].pubkey);
-    if (ev == ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL || ev == ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL)
-        return VKG_FAIL(VKG_ERR_PEER,
-                        "the rendezvous at %s failed the handshake: rank 0 uses another security "
-                        "mechanism (CURVE on one side only?) or is not a vkgpt rank",
-                        master);
-    return VKG_OK;
-}
-
-/* Wait for rank 0's next message (frames f[0..1]), failing on the deadline or a refused
- * handshake. `what` names what is awaited. */
-static vkg_status client_next(vkg_comm_t *c, void *rdv, void *mon, const char *master,
-                              int64_t deadline, const char *what, zmq_msg_t *f, int *nf)
-{
-    for (;;) {
-        int64_t now = vkg__now_ns();
-        VKG_CHECK(now < deadline, VKG_ERR_TIMEOUT,
-                  "rendezvous: no %s from rank 0 at %s within %.1f s (is rank 0 running, with the "
-                  "same master address, port and world size?)",
-                  what, master, c->timeout_ms / 1000.0);
-        zmq_pollitem_t it[2] = {{rdv, 0, ZMQ_POLLIN, 0}, {mon, 0, ZMQ_POLLIN, 0}};
-        int rc = zmq_poll(it, mon ? 2 : 1, (long)((deadline - now) / 1000000) + 1);
-        if (rc <= 0)
-            continue;
-        if (mon && (it[1].revents & ZMQ_POLLIN))
-            VKG_TRY(client_monitor(c, mon, master));
-        if (it[0].revents & ZMQ_POLLIN) {
-            *nf = recv_frames(rdv, f, 2);
-            return VKG_OK;
-        }
-    }
-}
-
-/* The header of rank 0's reply; a REJECT becomes the error it carries. */
-static vkg_status client_reply(vkg_comm_t *c, zmq_msg_t *f, int nf, const char *master,
-                               vkg_wire_hdr *h)
-{
-    VKG_CHECK(nf >= 1 && nf <= 2 && zmq_msg_size(&f[0]) == VKG_WIRE_HDR_BYTES, VKG_ERR_PROTOCOL,
-              "malformed reply from the rendezvous at %s", master);
-    vkg__wire_decode(zmq_msg_data(&f[0]), h);
-    VKG_CHECK(h->magic == VKG_WIRE_MAGIC && h->version == VKG_WIRE_VERSION &&
-                  h->job_id == c->job_id && h->generation == c->generation && h->sender == 0,
-              VKG_ERR_PROTOCOL,
-              "the rendezvous at %s answered with a header of another job, generation or version",
-              master);
-    if (h->kind == VKG_W_REJECT) {
-        char why[800];
-        vkg__escape(why, sizeof why, nf == 2 ? zmq_msg_data(&f[1]) : "",
-                    nf == 2 ? zmq_msg_size(&f[1]) : 0);
-        return VKG_FAIL(VKG_ERR_PEER, "rank 0 (%s) rejected rank %d: %s", master, c->rank, why);
-    }
-    return VKG_OK;
-}
-
-static vkg_status client_rendezvous(vkg_comm_t *c, void *rdv, void *mon, const char *master,
-                                    int64_t deadline)
-{
-    uint8_t hello[HELLO_BYTES] = {0}, hb[VKG_WIRE_HDR_BYTES];
-    put32(hello, (uint32_t)c->size);
-    put32(hello + 4, (uint32_t)c->rank);
-    memcpy(hello + 8, c->peers[c->rank].endpoint, VKG_COMM_ADDR_MAX);
-    memcpy(hello + 8 + VKG_COMM_ADDR_MAX, c->curve_pub, VKG_COMM_KEY_CHARS + 1);
-    memcpy(hello + 8 + HOST_AT, c->peers[c->rank].host, VKG_HOST_BYTES);
-    vkg_wire_hdr h;
-    vkg__hdr_init(c, &h, VKG_W_HELLO);
-    h.bytes = sizeof hello;
-    vkg__wire_encode(&h, hb);
-    VKG_CHECK(zmq_send(rdv, hb, sizeof hb, ZMQ_SNDMORE | ZMQ_DONTWAIT) >= 0 &&
-                  zmq_send(rdv, hello, sizeof hello, ZMQ_DONTWAIT) >= 0,
-              VKG_ERR_NETWORK, "sending hello to %s: %s", master, zmq_strerror(zmq_errno()));
-    zmq_msg_t f[2];
-    int nf = 0;
-    zmq_msg_init(&f[0]);
-    zmq_msg_init(&f[1]);
-    vkg_status st = client_next(c, rdv, mon, master, deadline, "peer table", f, &nf);
-    if (st == VKG_OK)
-        st = client_table(c, f, nf, master);
-    zmq_msg_close(&f[0]);
-    zmq_msg_close(&f[1]);
-    VKG_TRY(st);
-    /* this rank's data socket now admits the secret: say so, and wait until every rank's does */
-    vkg__hdr_init(c, &h, VKG_W_READY);
-    vkg__wire_encode(&h, hb);
-    VKG_CHECK(zmq_send(rdv, hb, sizeof hb, ZMQ_DONTWAIT) >= 0, VKG_ERR_NETWORK,
-              "sending ready to %s: %s", master, zmq_strerror(zmq_errno()));
-    zmq_msg_init(&f[0]);
-    zmq_msg_init(&f[1]);
-    st = client_next(c, rdv, mon, master, deadline, "go-ahead", f, &nf);
-    if (st == VKG_OK)
-        st = client_reply(c, f, nf, master, &h);
-    if (st == VKG_OK)
-        st = h.kind == VKG_W_GO && nf == 1 && vkg__same_secret(h.secret, c->secret)
-                 ? VKG_OK
-                 : VKG_FAIL(VKG_ERR_PROTOCOL,
-                            "the rendezvous at %s sent a %s where the go-ahead was expected",
-                            master, vkg__wire_kind_name(h.kind));
-    zmq_msg_close(&f[0]);
-    zmq_msg_close(&f[1]);
-    return st;
-}
-
 vkg_status vkg__new_secret(vkg_comm_t *c)
 {
     size_t got = 0;
@@ -437,7 +272,7 @@ vkg_status vkg__rendezvous(vkg_comm_t *c, const char *master, void **prdv)
     if (master_rank) {
         joiner *js = calloc((size_t)c->size, sizeof *js);
         VKG_CHECK(js != NULL, VKG_ERR_NOMEM, "out of memory");
-        int64_t maxmsg = HELLO_BYTES + VKG_WIRE_HDR_BYTES;
+        int64_t maxmsg = VKG_RDV_HELLO_BYTES + VKG_WIRE_HDR_BYTES;
         zmq_setsockopt(rdv, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
         st = vkg__secure_server(c, rdv, c->domain);
         if (st == VKG_OK && zmq_bind(rdv, master) != 0)
@@ -457,7 +292,7 @@ vkg_status vkg__rendezvous(vkg_comm_t *c, const char *master, void **prdv)
     }
     char server_key[VKG_COMM_KEY_CHARS + 1];
     snprintf(server_key, sizeof server_key, "%s", c->peers[0].pubkey);
-    int64_t maxmsg = (int64_t)c->size * ENTRY_BYTES + VKG_SECRET_BYTES + 1024;
+    int64_t maxmsg = (int64_t)c->size * VKG_RDV_ENTRY_BYTES + VKG_SECRET_BYTES + 1024;
     zmq_setsockopt(rdv, ZMQ_MAXMSGSIZE, &maxmsg, sizeof maxmsg);
     VKG_TRY(vkg__secure_client(c, rdv, server_key, c->password));
     if (c->transport != VKG_COMM_INPROC)
@@ -466,7 +301,7 @@ vkg_status vkg__rendezvous(vkg_comm_t *c, const char *master, void **prdv)
         st = VKG_FAIL(VKG_ERR_NETWORK, "connecting to the rendezvous %s: %s", master,
                       zmq_strerror(zmq_errno()));
     else
-        st = client_rendezvous(c, rdv, mon, master, deadline);
+        st = vkg__rendezvous_client(c, rdv, mon, master, deadline);
     vkg__close_monitor(rdv, &mon);
     return st;
 }
@@ -530,7 +365,7 @@ vkg_status vkg__fuzz_wire(const uint8_t *data, size_t size)
         zmq_msg_t f[2];
         frame_of(&f[0], p, hl);
         frame_of(&f[1], p + hl, n - hl);
-        st = client_table(c, f, extra ? 1 : 2, "fuzz");
+        st = vkg__rendezvous_table(c, f, extra ? 1 : 2, "fuzz");
         zmq_msg_close(&f[0]);
         zmq_msg_close(&f[1]);
     }

@@ -1,13 +1,13 @@
 /* Checkpoint directories: writing model.bin, state.bin and DONE crash-safely, finding the newest
  * complete checkpoint, loading and cross-validating one, pruning old ones; plus the training
- * hyperparameters' defaults and resume check (rules in checkpoint.h). The state file format lives
- * in statefile.c, the model file in src/io. Nothing here prints. */
-#include "train/checkpoint.h"
+ * hyperparameters' defaults and resume check (rules in checkpoint.h). Choosing the checkpoint to
+ * resume from lives in ckptresume.c, the state file format in statefile.c, the model file in
+ * src/io. Nothing here prints. */
+#include "train/checkpoint_internal.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,9 +16,6 @@
 
 #include "base/error.h"
 #include "vkgpt/io.h"
-
-#define PATH_CAP 4096
-#define NAME_CAP 32 /* "step_" and up to 26 digits */
 
 /* ---- hyperparameters ------------------------------------------------------------------------ */
 
@@ -62,22 +59,23 @@ vkg_status vkg_checkpoint_check_resume(const vkg_train_hparams *saved, const vkg
 
 /* ---- paths and directories ------------------------------------------------------------------ */
 
-/* out = a + "/" + b; VKG_ERR_INVALID_ARG when it does not fit PATH_CAP. */
-static vkg_status join(char *out, const char *a, const char *b)
+/* out = a + "/" + b; VKG_ERR_INVALID_ARG when it does not fit VKG_CHECKPOINT_PATH_CAP. */
+vkg_status vkg__checkpoint_join(char *out, const char *a, const char *b)
 {
-    int len = snprintf(out, PATH_CAP, "%s/%s", a, b);
-    VKG_CHECK(len > 0 && len < PATH_CAP, VKG_ERR_INVALID_ARG, "path '%s/%s' is too long", a, b);
+    int len = snprintf(out, VKG_CHECKPOINT_PATH_CAP, "%s/%s", a, b);
+    VKG_CHECK(len > 0 && len < VKG_CHECKPOINT_PATH_CAP, VKG_ERR_INVALID_ARG,
+              "path '%s/%s' is too long", a, b);
     return VKG_OK;
 }
 
-static int is_file(const char *path)
+int vkg__checkpoint_is_file(const char *path)
 {
     struct stat sb;
     return stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
 }
 
 /* fsync a directory so entries created or removed in it survive a crash. */
-static vkg_status sync_dir(const char *dir)
+vkg_status vkg__checkpoint_sync_dir(const char *dir)
 {
     int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     VKG_CHECK(fd >= 0, VKG_ERR_IO, "%s: cannot open directory to sync it: %s", dir,
@@ -91,9 +89,10 @@ static vkg_status sync_dir(const char *dir)
 /* mkdir -p dir; *created says whether its last component was new. */
 static vkg_status make_dirs(const char *dir, int *created)
 {
-    char p[PATH_CAP];
+    char p[VKG_CHECKPOINT_PATH_CAP];
     int len = snprintf(p, sizeof p, "%s", dir);
-    VKG_CHECK(len > 0 && len < PATH_CAP, VKG_ERR_INVALID_ARG, "path '%s' is too long", dir);
+    VKG_CHECK(len > 0 && len < VKG_CHECKPOINT_PATH_CAP, VKG_ERR_INVALID_ARG,
+              "path '%s' is too long", dir);
     for (char *c = p + 1;; c++) {
         if (*c != '/' && *c != '\0')
             continue;
@@ -120,31 +119,32 @@ vkg_status vkg_checkpoint_write(const char *dir, const vkg_gpt2_config *cfg, con
                                 const float *m, const float *v, const vkg_checkpoint_state *st,
                                 char *path_out, size_t cap)
 {
-    char sd[PATH_CAP], file[PATH_CAP], name[NAME_CAP], done_text[64];
+    char sd[VKG_CHECKPOINT_PATH_CAP], file[VKG_CHECKPOINT_PATH_CAP], name[VKG_CHECKPOINT_NAME_CAP],
+        done_text[64];
     int created = 0;
     VKG_CHECK(dir && cfg && params && m && v && st, VKG_ERR_INVALID_ARG,
               "checkpoint: NULL argument");
     snprintf(name, sizeof name, "step_%08llu", (unsigned long long)st->step);
-    VKG_TRY(join(sd, dir, name));
+    VKG_TRY(vkg__checkpoint_join(sd, dir, name));
     VKG_CHECK(!path_out || strlen(sd) < cap, VKG_ERR_INVALID_ARG,
               "%s: path longer than the %zu-byte buffer", sd, cap);
     VKG_TRY(make_dirs(dir, &created));
-    VKG_TRY(join(file, sd, "DONE"));
+    VKG_TRY(vkg__checkpoint_join(file, sd, "DONE"));
     /* A complete checkpoint is never written over, damaged or not: it may be all a user has. */
-    VKG_CHECK(!is_file(file), VKG_ERR_STATE,
+    VKG_CHECK(!vkg__checkpoint_is_file(file), VKG_ERR_STATE,
               "%s already holds a checkpoint marked complete (DONE): a checkpoint is never "
               "written over another; move it away to write this step there",
               sd);
     VKG_TRY(make_dirs(sd, &created));
-    VKG_TRY(sync_dir(dir));
-    VKG_TRY(join(file, sd, "model.bin"));
+    VKG_TRY(vkg__checkpoint_sync_dir(dir));
+    VKG_TRY(vkg__checkpoint_join(file, sd, "model.bin"));
     VKG_TRY(vkg_modelfile_write(file, cfg, params));
-    VKG_TRY(join(file, sd, "state.bin"));
+    VKG_TRY(vkg__checkpoint_join(file, sd, "state.bin"));
     vkg_checkpoint_state with_crc = *st;
     with_crc.params_crc = vkg_statefile_crc32_floats(params, vkg_gpt2_num_params(cfg));
     with_crc.params_crc_set = 1;
     VKG_TRY(vkg_statefile_write(file, cfg, &with_crc, m, v));
-    VKG_TRY(join(file, sd, "DONE"));
+    VKG_TRY(vkg__checkpoint_join(file, sd, "DONE"));
     snprintf(done_text, sizeof done_text, "vkgpt checkpoint, step %llu\n",
              (unsigned long long)st->step);
     VKG_TRY(vkg_io_write_atomic(file, write_text, done_text));
@@ -155,15 +155,11 @@ vkg_status vkg_checkpoint_write(const char *dir, const vkg_gpt2_config *cfg, con
 
 /* ---- listing -------------------------------------------------------------------------------- */
 
-typedef struct entry {
-    uint64_t step;
-    char name[NAME_CAP];
-} entry;
-
 /* The step of a directory entry named step_<digits>, or -1 for any other name. */
 static int parse_step_name(const char *name, uint64_t *step)
 {
-    if (strncmp(name, "step_", 5) != 0 || name[5] == '\0' || strlen(name) >= NAME_CAP)
+    if (strncmp(name, "step_", 5) != 0 || name[5] == '\0' ||
+        strlen(name) >= VKG_CHECKPOINT_NAME_CAP)
         return -1;
     uint64_t s = 0;
     for (const char *p = name + 5; *p; p++) {
@@ -176,7 +172,7 @@ static int parse_step_name(const char *name, uint64_t *step)
 }
 
 /* Every step_<n> entry under dir, newest first (the same step under two names: either order). */
-static vkg_status list_steps(const char *dir, entry **out, size_t *count)
+vkg_status vkg__checkpoint_list_steps(const char *dir, vkg_checkpoint_entry **out, size_t *count)
 {
     *out = NULL;
     *count = 0;
@@ -185,16 +181,16 @@ static vkg_status list_steps(const char *dir, entry **out, size_t *count)
         return VKG_FAIL(VKG_ERR_NOT_FOUND, "%s: no such checkpoint directory", dir);
     VKG_CHECK(d, VKG_ERR_IO, "%s: cannot read the directory: %s", dir, strerror(errno));
     size_t n = 0, cap = 0;
-    entry *e = NULL;
+    vkg_checkpoint_entry *e = NULL;
     uint64_t step;
     vkg_status st = VKG_OK;
     for (struct dirent *de; (de = readdir(d));) {
         size_t len = strlen(de->d_name);
-        if (parse_step_name(de->d_name, &step) < 0 || len >= NAME_CAP)
+        if (parse_step_name(de->d_name, &step) < 0 || len >= VKG_CHECKPOINT_NAME_CAP)
             continue;
         if (n == cap) {
             cap = cap ? 2 * cap : 16;
-            entry *ne = realloc(e, cap * sizeof *ne);
+            vkg_checkpoint_entry *ne = realloc(e, cap * sizeof *ne);
             VKG_CHECK_GOTO(st, ne, VKG_ERR_NOMEM, done, "%s: out of memory", dir);
             e = ne;
         }
@@ -204,7 +200,7 @@ static vkg_status list_steps(const char *dir, entry **out, size_t *count)
     }
     for (size_t i = 1; i < n; i++) /* insertion sort, newest first */
         for (size_t j = i; j > 0 && e[j - 1].step < e[j].step; j--) {
-            entry t = e[j];
+            vkg_checkpoint_entry t = e[j];
             e[j] = e[j - 1];
             e[j - 1] = t;
         }
@@ -235,14 +231,16 @@ static vkg_status check_same_config(const char *state_path, const vkg_gpt2_confi
 /* Headers-only check that sd is a complete checkpoint of its directory's step. */
 static vkg_status check_complete(const char *sd, uint64_t step)
 {
-    char done[PATH_CAP], model[PATH_CAP], state[PATH_CAP];
+    char done[VKG_CHECKPOINT_PATH_CAP], model[VKG_CHECKPOINT_PATH_CAP],
+        state[VKG_CHECKPOINT_PATH_CAP];
     vkg_gpt2_config mc, sc;
     vkg_checkpoint_state st;
     size_t n;
-    VKG_TRY(join(done, sd, "DONE"));
-    VKG_TRY(join(model, sd, "model.bin"));
-    VKG_TRY(join(state, sd, "state.bin"));
-    VKG_CHECK(is_file(done), VKG_ERR_FORMAT, "%s: incomplete checkpoint (no DONE marker)", sd);
+    VKG_TRY(vkg__checkpoint_join(done, sd, "DONE"));
+    VKG_TRY(vkg__checkpoint_join(model, sd, "model.bin"));
+    VKG_TRY(vkg__checkpoint_join(state, sd, "state.bin"));
+    VKG_CHECK(vkg__checkpoint_is_file(done), VKG_ERR_FORMAT,
+              "%s: incomplete checkpoint (no DONE marker)", sd);
     VKG_TRY(vkg_modelfile_read_header(model, &mc, NULL));
     VKG_TRY(vkg_statefile_read(state, &sc, &st, &n, NULL, NULL));
     VKG_TRY(check_same_config(state, &sc, model, &mc));
@@ -253,14 +251,15 @@ static vkg_status check_complete(const char *sd, uint64_t step)
 
 vkg_status vkg_checkpoint_find_latest(const char *dir, char *path_out, size_t cap, uint64_t *step)
 {
-    entry *e = NULL;
+    vkg_checkpoint_entry *e = NULL;
     size_t n = 0, i;
-    char sd[PATH_CAP], why[600] = "";
+    char sd[VKG_CHECKPOINT_PATH_CAP], why[600] = "";
     vkg_status st = VKG_OK;
     VKG_CHECK(dir && path_out, VKG_ERR_INVALID_ARG, "checkpoint: NULL argument");
-    VKG_TRY(list_steps(dir, &e, &n));
+    VKG_TRY(vkg__checkpoint_list_steps(dir, &e, &n));
     for (i = 0; i < n; i++) {
-        if (join(sd, dir, e[i].name) == VKG_OK && check_complete(sd, e[i].step) == VKG_OK)
+        if (vkg__checkpoint_join(sd, dir, e[i].name) == VKG_OK &&
+            check_complete(sd, e[i].step) == VKG_OK)
             break;
         if (!why[0])
             snprintf(why, sizeof why, "; the newest was skipped: %s", vkg_error_message());
@@ -282,16 +281,17 @@ done:
 
 vkg_status vkg_checkpoint_load(const char *ckpt_dir, vkg_checkpoint *out)
 {
-    char done[PATH_CAP], model[PATH_CAP], state[PATH_CAP];
+    char done[VKG_CHECKPOINT_PATH_CAP], model[VKG_CHECKPOINT_PATH_CAP],
+        state[VKG_CHECKPOINT_PATH_CAP];
     vkg_gpt2_config sc;
     vkg_status st;
     memset(out, 0, sizeof *out);
     VKG_CHECK(ckpt_dir, VKG_ERR_INVALID_ARG, "checkpoint: NULL path");
-    VKG_TRY(join(done, ckpt_dir, "DONE"));
-    VKG_TRY(join(model, ckpt_dir, "model.bin"));
-    VKG_TRY(join(state, ckpt_dir, "state.bin"));
-    VKG_CHECK(is_file(done), VKG_ERR_FORMAT, "%s: incomplete checkpoint (no DONE marker)",
-              ckpt_dir);
+    VKG_TRY(vkg__checkpoint_join(done, ckpt_dir, "DONE"));
+    VKG_TRY(vkg__checkpoint_join(model, ckpt_dir, "model.bin"));
+    VKG_TRY(vkg__checkpoint_join(state, ckpt_dir, "state.bin"));
+    VKG_CHECK(vkg__checkpoint_is_file(done), VKG_ERR_FORMAT,
+              "%s: incomplete checkpoint (no DONE marker)", ckpt_dir);
     VKG_TRY_GOTO(st, vkg_modelfile_read(model, &out->cfg, &out->params), fail);
     VKG_TRY_GOTO(
         st, vkg_statefile_read(state, &sc, &out->state, &out->num_params, &out->m, &out->v), fail);
@@ -326,126 +326,14 @@ void vkg_checkpoint_deinit(vkg_checkpoint *c)
     memset(c, 0, sizeof *c);
 }
 
-/* ---- resuming ------------------------------------------------------------------------------- */
-
-/* Rename the checkpoint directory sd (named name, under dir) to the first free name of
- * <name>.damaged, <name>.damaged.2, ...; its new name goes to moved (cap bytes). */
-static vkg_status set_aside(const char *dir, const char *sd, const char *name, char *moved,
-                            size_t cap)
-{
-    char to[PATH_CAP], aside[NAME_CAP + 16];
-    struct stat sb;
-    for (int k = 1; k < 1000; k++) {
-        if (k == 1)
-            snprintf(aside, sizeof aside, "%s.damaged", name);
-        else
-            snprintf(aside, sizeof aside, "%s.damaged.%d", name, k);
-        VKG_TRY(join(to, dir, aside));
-        if (lstat(to, &sb) == 0)
-            continue;
-        VKG_CHECK(errno == ENOENT, VKG_ERR_IO, "%s: cannot look it up: %s", to, strerror(errno));
-        VKG_CHECK(rename(sd, to) == 0, VKG_ERR_IO, "cannot rename %s to %s: %s", sd, to,
-                  strerror(errno));
-        snprintf(moved, cap, "%s", aside);
-        return sync_dir(dir);
-    }
-    return VKG_FAIL(VKG_ERR_IO, "%s: no free name to set it aside (%s.damaged.1..999 are taken)",
-                    sd, name);
-}
-
-/* Append "; " (unless out is empty) and the formatted text to out (cap bytes), truncating. */
-static void note(char *out, size_t cap, const char *fmt, ...) VKG_PRINTF_(3, 4);
-static void note(char *out, size_t cap, const char *fmt, ...)
-{
-    size_t len = strlen(out);
-    if (len + 3 >= cap)
-        return;
-    if (len) {
-        memcpy(out + len, "; ", 3);
-        len += 2;
-    }
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(out + len, cap - len, fmt, ap);
-    va_end(ap);
-}
-
-vkg_status vkg_checkpoint_resume(const char *dir, int fallback, vkg_checkpoint *out, char *path_out,
-                                 size_t cap, char *notes, size_t notes_cap)
-{
-    enum { WHY = 700 };
-    entry *e = NULL;
-    size_t n = 0, i, marked = 0, newest_bad = 0;
-    char sd[PATH_CAP], done[PATH_CAP], moved[NAME_CAP + 16];
-    char(*why)[WHY] = NULL; /* why each complete checkpoint newer than the chosen one failed */
-    vkg_status st = VKG_OK, bad = VKG_OK;
-    VKG_CHECK(dir && out && path_out && notes && notes_cap, VKG_ERR_INVALID_ARG,
-              "checkpoint: NULL argument");
-    memset(out, 0, sizeof *out);
-    notes[0] = '\0';
-    VKG_TRY(list_steps(dir, &e, &n));
-    why = calloc(n ? n : 1, sizeof *why);
-    VKG_CHECK_GOTO(st, why, VKG_ERR_NOMEM, done, "%s: out of memory", dir);
-    for (i = 0; i < n; i++) {
-        VKG_TRY_GOTO(st, join(sd, dir, e[i].name), done);
-        VKG_TRY_GOTO(st, join(done, sd, "DONE"), done);
-        if (!is_file(done))
-            continue; /* an interrupted write: never resumed from */
-        marked++;
-        vkg_status ls = vkg_checkpoint_load(sd, out);
-        if (ls == VKG_OK)
-            break;
-        if (!fallback) {
-            st = vkg__error_wrap(ls,
-                                 "%s is marked complete (DONE) but does not load; nothing "
-                                 "was changed",
-                                 sd);
-            goto done;
-        }
-        snprintf(why[i], WHY, "%s", vkg_error_message()[0] ? vkg_error_message() : "failed");
-        if (bad == VKG_OK)
-            bad = ls, newest_bad = i;
-    }
-    if (i == n && marked) {
-        st = VKG_FAIL(bad,
-                      "%s: none of its %zu checkpoints marked complete loads (nothing was "
-                      "changed); the newest, %s: %s",
-                      dir, marked, e[newest_bad].name, why[newest_bad]);
-        goto done;
-    }
-    VKG_CHECK_GOTO(st, i < n, VKG_ERR_NOT_FOUND, done,
-                   "%s: no checkpoint marked complete among %zu step directories", dir, n);
-    VKG_CHECK_GOTO(st, strlen(sd) < cap, VKG_ERR_INVALID_ARG, done,
-                   "%s: path longer than the %zu-byte buffer", sd, cap);
-    snprintf(path_out, cap, "%s", sd);
-    for (size_t k = 0; k < i;
-         k++) { /* the newer directories passed over, and what became of them */
-        if (!why[k][0]) {
-            note(notes, notes_cap, "%s (no DONE marker: an interrupted write)", e[k].name);
-            continue;
-        }
-        VKG_TRY_GOTO(st, join(sd, dir, e[k].name), done);
-        VKG_TRY_GOTO(st, set_aside(dir, sd, e[k].name, moved, sizeof moved), done);
-        note(notes, notes_cap, "%s (does not load: %s; set aside untouched as %s)", e[k].name,
-             why[k], moved);
-    }
-    vkg_error_clear();
-done:
-    if (st != VKG_OK)
-        vkg_checkpoint_deinit(out);
-    free(why);
-    free(e);
-    return st;
-}
-
 /* ---- pruning -------------------------------------------------------------------------------- */
 
 /* Remove a checkpoint directory: DONE first (so it never looks complete half-removed), then its
  * other files, then itself. */
 static vkg_status remove_ckpt_dir(const char *sd)
 {
-    char file[PATH_CAP];
-    VKG_TRY(join(file, sd, "DONE"));
+    char file[VKG_CHECKPOINT_PATH_CAP];
+    VKG_TRY(vkg__checkpoint_join(file, sd, "DONE"));
     VKG_CHECK(unlink(file) == 0 || errno == ENOENT, VKG_ERR_IO, "%s: cannot remove: %s", file,
               strerror(errno));
     DIR *d = opendir(sd);
@@ -454,7 +342,7 @@ static vkg_status remove_ckpt_dir(const char *sd)
     for (struct dirent *de; st == VKG_OK && (de = readdir(d));) {
         if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
             continue;
-        st = join(file, sd, de->d_name);
+        st = vkg__checkpoint_join(file, sd, de->d_name);
         if (st == VKG_OK && unlink(file) != 0)
             st = VKG_FAIL(VKG_ERR_IO, "%s: cannot remove: %s", file, strerror(errno));
     }
@@ -467,24 +355,24 @@ static vkg_status remove_ckpt_dir(const char *sd)
 
 vkg_status vkg_checkpoint_prune(const char *dir, int keep, uint64_t protect_step, int *removed)
 {
-    entry *e = NULL;
+    vkg_checkpoint_entry *e = NULL;
     size_t n = 0;
     int kept = 0, gone = 0;
-    char sd[PATH_CAP], done[PATH_CAP];
+    char sd[VKG_CHECKPOINT_PATH_CAP], done[VKG_CHECKPOINT_PATH_CAP];
     vkg_status st = VKG_OK;
     if (removed)
         *removed = 0;
     if (keep <= 0)
         return VKG_OK;
-    VKG_TRY(list_steps(dir, &e, &n));
+    VKG_TRY(vkg__checkpoint_list_steps(dir, &e, &n));
     for (size_t i = 0; i < n && st == VKG_OK; i++) {
         if (e[i].step > protect_step)
             continue;
-        VKG_TRY_GOTO(st, join(sd, dir, e[i].name), done);
-        VKG_TRY_GOTO(st, join(done, sd, "DONE"), done);
+        VKG_TRY_GOTO(st, vkg__checkpoint_join(sd, dir, e[i].name), done);
+        VKG_TRY_GOTO(st, vkg__checkpoint_join(done, sd, "DONE"), done);
         if (e[i].step == protect_step) /* the one just written: always kept, one of the keep */
             continue;
-        if (is_file(done) && kept < keep - 1) {
+        if (vkg__checkpoint_is_file(done) && kept < keep - 1) {
             kept++;
             continue;
         }
@@ -492,7 +380,7 @@ vkg_status vkg_checkpoint_prune(const char *dir, int keep, uint64_t protect_step
         gone++;
     }
     if (gone)
-        st = sync_dir(dir);
+        st = vkg__checkpoint_sync_dir(dir);
 done:
     if (removed)
         *removed = gone;

@@ -33,7 +33,7 @@
  * file. The file is exactly 1024 + 8n + 4 bytes.
  *
  * The state file is implemented in statefile.c (vkg_statefile_*), the directories in checkpoint.c
- * (vkg_checkpoint_*). Host memory only; nothing here knows of devices or prints.
+ * and ckptresume.c (vkg_checkpoint_*). Host memory only; nothing here knows of devices or prints.
  * Internal to vkgpt until the trainer's public API exists.
  */
 #ifndef VKG_TRAIN_CHECKPOINT_H
@@ -122,7 +122,7 @@ vkg_status vkg__statefile_read_stream(FILE *f, const char *path, uint64_t size,
 /* CRC-32 of n floats as little-endian bytes (the body of an fp32 model file). */
 uint32_t vkg_statefile_crc32_floats(const float *x, size_t n);
 
-/* ---- checkpoint directories (checkpoint.c) ---- */
+/* ---- checkpoint directories (checkpoint.c; vkg_checkpoint_resume: ckptresume.c) ---- */
 
 /* Write the checkpoint for st->step under dir (created, with missing parents, when absent):
  * dir/step_<%08 step>/ with model.bin (params), state.bin (st, m, v) and DONE, in that order.

@@ -1,4 +1,4 @@
-/* Internal to the trainer (trainer.c, agree.c, generate.c). */
+/* Internal to the trainer (trainer.c, inputs.c, agree.c, generate.c). */
 #ifndef VKG_TRAINER_INTERNAL_H
 #define VKG_TRAINER_INTERNAL_H
 
@@ -35,6 +35,16 @@ struct vkg_trainer {
     int failed;          /* a call failed: the peers are told on destroy */
     char fail_msg[1024]; /* the first failure's message, which they are told */
 };
+
+/* The trainer's inputs (inputs.c). open_tokenizer: the one cfg names (gpt2, byte or a file); for
+ * shards the tokenizer.bin beside them, or none (t->tok stays NULL); for text the byte one.
+ * load_model: t->mcfg and the parameters (*params, malloc'ed; ck holds the rest of a resumed
+ * checkpoint), new, from
+ * --init or resumed; the rules are at its definition. open_data: the training and validation
+ * loaders cfg names, split among the ranks by the strategy. */
+vkg_status vkg__train_open_tokenizer(vkg_trainer_t *t);
+vkg_status vkg__train_load_model(vkg_trainer_t *t, float **params, vkg_checkpoint *ck);
+vkg_status vkg__train_open_data(vkg_trainer_t *t);
 
 /* What the ranks of a job must share and agree on before training (agree.c): rank 0's model
  * config and resume state go to every rank (which then hold an empty ck with m/v allocated when
