@@ -13,6 +13,9 @@
  * rank killed (SIGKILL) or frozen (SIGSTOP) named on every other rank within twice the timeout,
  * on 2 x 2 and on 3 + 1 (the lone rank of a host killed; a rank of the big host that has no lane
  * between the hosts frozen).
+ * The reduce-scatter across hosts (f32 and bf16, uneven chunks, one empty) leaves each rank's
+ * chunk bitwise as the two-level allreduce does, in the segment, and an allgatherv after it gives
+ * the whole allreduce result (2 x 2 and 3 + 1 interleaved).
  * Broadcast and allgather across hosts: test_comm_hier_copy.c. */
 #include <setjmp.h>
 #include <signal.h>
@@ -247,6 +250,82 @@ static void test_layout_paths(void **state)
     assert_non_null(strstr(res[0].report, "every rank is alone on its host"));
 }
 
+/* ---- reduce-scatter across hosts (ZeRO-1's gradient sum) ---- */
+
+/* Uneven chunks, the second one empty: chunk q grows with q. */
+static void uneven_bounds(size_t count, int n, size_t *b)
+{
+    size_t den = (size_t)n * (size_t)(n + 1) / 2 - 2; /* weights 1, 0, 3, 4, ..., n (n >= 2) */
+    b[0] = 0;
+    for (int q = 0, w = 0; q < n; q++) {
+        w += q == 1 ? 0 : q + 1;
+        b[q + 1] = q + 1 == n ? count : count * (size_t)w / den;
+    }
+}
+
+/* For f32 and bf16 and each count, on order-revealing inputs: this rank's chunk after
+ * vkg_comm_reduce_scatter_dtype is bitwise the allreduce's there, in the segment (its step
+ * counter moved); then (f32) the allgatherv gives the whole allreduce result bitwise. Reports
+ * "wrong=<n>". */
+static int scatter_body(vkg_th_rank *r, void *arg)
+{
+    (void)arg;
+    int n = r->size, wrong = 0;
+    size_t b[VKG_TH_MAX_RANKS + 1];
+    vkg_status st = VKG_OK;
+    for (int ci = 0; ci < NCOUNTS - 1 && st == VKG_OK; ci++) {
+        size_t count = counts[ci];
+        uneven_bounds(count, n, b);
+        for (int dt = 0; dt < 2 && st == VKG_OK; dt++) { /* VKG_COMM_F32, VKG_COMM_BF16 */
+            size_t es = vkg_comm_dtype_size((vkg_comm_dtype)dt);
+            uint8_t *all = malloc(count * es), *rs = malloc(count * es);
+            for (size_t i = 0; i < count; i++) {
+                if (dt == VKG_COMM_F32)
+                    ((float *)all)[i] = vkg_th_odd_value(r->rank, i, 16);
+                else
+                    ((uint16_t *)all)[i] = vkg_th_sc_input(ci, r->rank, i);
+            }
+            memcpy(rs, all, count * es);
+            st = vkg_comm_allreduce(r->comm, all, all, count, (vkg_comm_dtype)dt, VKG_COMM_SUM);
+            uint32_t steps = vkg__comm_shm_steps(r->comm);
+            if (st == VKG_OK)
+                st = vkg_comm_reduce_scatter_dtype(r->comm, rs, count, b, (vkg_comm_dtype)dt);
+            wrong += st == VKG_OK && count > 1 && vkg__comm_shm_steps(r->comm) == steps;
+            size_t lo = b[r->rank] * es, len = (b[r->rank + 1] - b[r->rank]) * es;
+            wrong += st == VKG_OK && memcmp(rs + lo, all + lo, len) != 0;
+            if (st == VKG_OK && dt == VKG_COMM_F32) {
+                st = vkg_comm_allgatherv(r->comm, (float *)rs, count, b);
+                wrong += st == VKG_OK && memcmp(rs, all, count * es) != 0;
+            }
+            free(all), free(rs);
+        }
+    }
+    vkg_th_report(r, "wrong=%d st=%s %s", wrong, vkg_status_name(st),
+                  st ? vkg_error_message() : "");
+    return st != VKG_OK || wrong != 0;
+}
+
+/* The reduce-scatter across hosts has the two-level allreduce's bits (2 x 2 and 3 + 1
+ * interleaved, where they differ from the one-host order), so ZeRO-1 across hosts sums its
+ * gradients as data parallelism does. */
+static void test_reduce_scatter_two_levels(void **state)
+{
+    (void)state;
+    const char *layouts[] = {"aabb", "abaa"};
+    for (int k = 0; k < 2; k++) {
+        vkg_th_opts o = hosts_opts(0);
+        o.hosts = layouts[k];
+        int n = (int)strlen(layouts[k]);
+        vkg_th_result res[VKG_TH_MAX_RANKS];
+        vkg_th_run(n, &o, scatter_body, NULL, res);
+        if (!vkg_th_agree(res, n, 8))
+            vkg_th_dump(res, n);
+        assert_true(vkg_th_agree(res, n, 8));
+        assert_memory_equal(res[0].report, "wrong=0 ", 8);
+        fprintf(stderr, "  reduce-scatter across hosts %s: %s\n", layouts[k], res[0].report);
+    }
+}
+
 /* ---- faults ---- */
 
 #define FAULT_TIMEOUT_MS 1500
@@ -299,6 +378,7 @@ int main(void)
         cmocka_unit_test(test_two_hosts_exact),
         cmocka_unit_test(test_unequal_hosts_exact),
         cmocka_unit_test(test_one_host_is_flat),
+        cmocka_unit_test(test_reduce_scatter_two_levels),
         cmocka_unit_test(test_sigkill),
         cmocka_unit_test(test_sigstop),
     };

@@ -190,6 +190,11 @@ vkg_status vkg_comm_reduce_scatter_dtype(vkg_comm_t *c, void *buf, size_t count,
     c->seq++;
     if (c->size == 1 || count == 0)
         return VKG_OK;
+    /* Across hosts: the two-level allreduce itself, in place, so that every chunk has its bits
+     * (the order of additions of two levels cannot be had by sending chunks straight to their
+     * owners); the bytes between hosts: vkg_comm_reduce_scatter's contract. */
+    if (c->hier)
+        return finish(c, vkg__hier_allreduce(c, buf, buf, count, dtype, VKG_COMM_SUM));
     /* The order of additions of vkg_comm_allreduce for this count and dtype: rank order (one
      * step, or straight to the owners), or the ring's. */
     int ring = count * es > c->small_bytes && (c->size == 2 || c->size >= c->ring_min_ranks);

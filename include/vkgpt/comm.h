@@ -258,10 +258,12 @@ vkg_status vkg_comm_allreduce(vkg_comm_t *c, const void *send, void *recv, size_
  * rest of buf is left as it was. Each rank sends the others their chunks straight (N - 1
  * connections busy), about (N - 1)/N of the buffer; in the shared-memory segment when every rank
  * is on this host. Across hosts (the two-level path of a job whose hosts hold several ranks) it
- * runs the flat ZeroMQ engine, in the order of a one-host allreduce: not the two-level
- * allreduce's bits. Errors: VKG_ERR_INVALID_ARG naming bad bounds; VKG_ERR_PROTOCOL when a
- * peer's chunks differ. Same as vkg_comm_reduce_scatter_dtype(c, buf, count, bounds,
- * VKG_COMM_F32). */
+ * is the two-level allreduce in place, so that its chunks have that allreduce's bits (the rest
+ * of buf ends summed too); each host sends 2(H-1)/H of the buffer to the other H - 1 hosts,
+ * where chunks sent straight would cost a host of L of the N ranks L(N-L)/N: more only where a
+ * host holds a single rank (3/2 as much at 2 + 1 ranks). Errors:
+ * VKG_ERR_INVALID_ARG naming bad bounds; VKG_ERR_PROTOCOL when a peer's chunks differ. Same as
+ * vkg_comm_reduce_scatter_dtype(c, buf, count, bounds, VKG_COMM_F32). */
 vkg_status vkg_comm_reduce_scatter(vkg_comm_t *c, float *buf, size_t count, const size_t *bounds);
 /* vkg_comm_reduce_scatter for count elements of dtype VKG_COMM_F32 or VKG_COMM_BF16 (buf aligned
  * to the element size). For bf16 each rank's chunk holds bitwise what vkg_comm_allreduce(c, buf,
@@ -269,9 +271,9 @@ vkg_status vkg_comm_reduce_scatter(vkg_comm_t *c, float *buf, size_t count, cons
  * in the allreduce's order for this count (the order thresholds compare count x 2 bytes with
  * small_bytes, as the bf16 allreduce does) and rounded once to nearest even. Every path sends the
  * 16-bit inputs as they are, so a bf16 reduce-scatter moves half the bytes of an fp32 one (the
- * ZeroMQ engine and the segment alike; no path falls back to fp32). Across hosts it is the flat
- * ZeroMQ engine, as for fp32. Errors: vkg_comm_reduce_scatter's; VKG_ERR_INVALID_ARG for any other
- * dtype (f16 included), naming it, with the communicator left usable; over ZeroMQ,
+ * ZeroMQ engine and the segment alike; no path falls back to fp32). Across hosts it is the
+ * two-level bf16 allreduce, as for fp32. Errors: vkg_comm_reduce_scatter's; VKG_ERR_INVALID_ARG for
+ * any other dtype (f16 included), naming it, with the communicator left usable; over ZeroMQ,
  * VKG_ERR_PROTOCOL when a peer calls it with another dtype. */
 vkg_status vkg_comm_reduce_scatter_dtype(vkg_comm_t *c, void *buf, size_t count,
                                          const size_t *bounds, vkg_comm_dtype dtype);
