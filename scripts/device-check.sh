@@ -10,19 +10,23 @@
 #       there: print the device; first, where the device lists an f16 x f16 + f32 cooperative-matrix
 #       configuration, the cooperative-matrix matmul's tests on it (coopmat_device, built from
 #       tests/test_matmul_coopmat.c: that kernel has run nowhere else; a failure fails the check;
-#       again with VKG_COOPMAT_KHR=1, the SPIR-V rewritten to KHR, where the device has both),
-#       and `vkgpt bench train --precision bf16` with --coopmat off and on (B = 8); then every
+#       again with VKG_COOPMAT_KHR=1, the SPIR-V rewritten to KHR, where the device has both);
+#       then every
 #       shader test against the CPU reference with the validation layer on (each must pass and
 #       report no message); `vkgpt bench ops`, and its
 #       matmul rows again with each entry of the tiled matmul's table (`--tiles ENTRY`, and
 #       `ENTRY+sb` for the double-buffered ones);
 #       `vkgpt bench train` for GPT-2 124M at T = 1024 with B = 1, 4, 8, 16 (B = 16 needs 26 GiB,
 #       its logits 3.1 GiB in one allocation); and, where python3 can import torch with CUDA, PyTorch's
-#       fp32 step on the same GPU and shapes. The log, a markdown summary and the same as JSON
-#       (summary.json) go to OUT (default DIR/out, or $OUT when set). DEVCHECK_BATCHES (default "1 4 8 16") lists the batches, and
-#       DEVCHECK_BENCH_OPS=0 skips bench ops (for a quick check of the folder on lavapipe). It
-#       exits 1 when a test failed. ctest's device_check_bundle packs and runs it on lavapipe
-#       with no batches, so the folder cannot rot.
+#       fp32 eager step on the same GPU and shapes (bench/train/pytorch_gpt2.py, with PyTorch's
+#       fused attention where it has it), with the ratio; then bf16 at B = 8
+#       (DEVCHECK_BF16_BATCHES): vkgpt --precision bf16 with --coopmat off and, where the
+#       cooperative-matrix test passed, on, against PyTorch's bf16 autocast. The log, a markdown
+#       summary and the same as JSON (summary.json) go to OUT (default DIR/out, or $OUT when
+#       set). DEVCHECK_BATCHES (default "1 4 8 16") and DEVCHECK_BF16_BATCHES (default "8") list
+#       the batches, and DEVCHECK_BENCH_OPS=0 skips bench ops (for a quick check of the folder on
+#       lavapipe). It exits 1 when a test failed. ctest's device_check_bundle packs and runs it
+#       on lavapipe with no batches, so the folder cannot rot.
 # Build first (make build). pack also writes DIR.tar.gz (the validation layer and
 # OpenBLAS are most of it; 22 MB here), the thing to carry; on the machine:
 #   tar -xzf .devcheck.tar.gz -C /tmp && /tmp/.devcheck/run.sh "$OUT"
@@ -99,12 +103,13 @@ echo "" >>"$sum"
 echo "| test | result | seconds |" >>"$sum"
 echo "|---|---|---|" >>"$sum"
 failed=0
+coopmat=0
 # Cooperative matrices first: the kernel's only run on real fragments
 # (see tests/test_matmul_coopmat.c).
 if "$here/vkgpt" devices 2>&1 | grep -q 'f16\*f16+f32->f32 subgroup'; then
     step "coopmat_device"
     start=$(date +%s)
-    if "$here/coopmat_device" >>"$log" 2>&1; then r=pass; else
+    if "$here/coopmat_device" >>"$log" 2>&1; then r=pass; coopmat=1; else
         r="FAIL ($?)"; failed=$((failed + 1))
         echo "device-check: THE COOPERATIVE-MATRIX KERNEL FAILED ON THIS DEVICE (see $log)" >&2
     fi
@@ -121,14 +126,6 @@ if "$here/vkgpt" devices 2>&1 | grep -q 'f16\*f16+f32->f32 subgroup'; then
         fi
         echo "| coopmat_device KHR | $r | $(( $(date +%s) - start )) |" >>"$sum"
         jtests="$jtests, {\"test\": \"coopmat_device_khr\", \"result\": \"$r\", \"seconds\": $(( $(date +%s) - start ))}"
-    fi
-    if [ -n "${DEVCHECK_BATCHES-1}" ]; then
-        for cm in off on; do
-            step "bench train bf16 --coopmat $cm B=8"
-            "$here/vkgpt" bench train --layers 12 --heads 12 --channels 768 --vocab 50257 \
-                --ctx 1024 --seq 1024 --batch 8 --steps 5 --warmup-steps 2 --precision bf16 \
-                --coopmat "$cm" >>"$log" 2>&1 || echo "bench train --coopmat $cm failed" >>"$sum"
-        done
     fi
 else
     step "coopmat_device: not run, no f16 x f16 + f32 cooperative-matrix configuration listed"
@@ -155,33 +152,63 @@ if [ "${DEVCHECK_BENCH_OPS:-1}" != 0 ]; then
     done
 fi
 echo "" >>"$sum"
-echo "| GPT-2 124M, T=1024 | vkgpt ms/step | vkgpt tokens/s | PyTorch ms/step | PyTorch tokens/s |" >>"$sum"
-echo "|---|---|---|---|---|" >>"$sum"
 torch_ok=0
 python3 -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)" 2>/dev/null && torch_ok=1
-for B in ${DEVCHECK_BATCHES-1 4 8 16}; do
-    step "bench train B=$B"
+# GPT-2 124M at T = 1024 at batch $1: vkgpt's step (bench train, extra flags in $2: sets vms,
+# vtok) and PyTorch's (eager, with its own fused attention where it has it; extra flags in $2:
+# sets pms, ptok, "-" without PyTorch); ratio: vkgpt's tokens/s over PyTorch's.
+vk_step() {
+    step "bench train B=$1 $2"
     v=$("$here/vkgpt" bench train --layers 12 --heads 12 --channels 768 --vocab 50257 \
-        --ctx 1024 --seq 1024 --batch "$B" --steps 5 --warmup-steps 2 --no-profile 2>&1)
+        --ctx 1024 --seq 1024 --batch "$1" --steps 5 --warmup-steps 2 --no-profile $2 2>&1)
     echo "$v" >>"$log"
     vms=$(echo "$v" | awk '/^ms\/step:/ { print $2 }')
     vtok=$(echo "$v" | awk '/^tokens\/s:/ { print $2 }')
+}
+pt_step() {
     pms=-; ptok=-
-    if [ "$torch_ok" = 1 ]; then
-        step "pytorch B=$B"
-        p=$(python3 "$here/pytorch_gpt2.py" --preset l4 --layers 12 --heads 12 --channels 768 \
-            --vocab 50257 --ctx 1024 --seq 1024 --batch "$B" --steps 5 --warmup-steps 2 \
-            --device cuda 2>&1)
-        echo "$p" >>"$log"
-        pms=$(echo "$p" | awk '/^ms\/step:/ { print $2 }')
-        ptok=$(echo "$p" | awk '/^tokens\/s:/ { print $2 }')
+    [ "$torch_ok" = 1 ] || return 0
+    step "pytorch B=$1 $2"
+    p=$(python3 "$here/pytorch_gpt2.py" --preset l4 --layers 12 --heads 12 --channels 768 \
+        --vocab 50257 --ctx 1024 --seq 1024 --batch "$1" --steps 5 --warmup-steps 2 \
+        --device cuda $2 2>&1)
+    echo "$p" >>"$log"
+    pms=$(echo "$p" | awk '/^ms\/step:/ { print $2 }')
+    ptok=$(echo "$p" | awk '/^tokens\/s:/ { print $2 }')
+    pms=${pms:-failed}; ptok=${ptok:-failed}
+}
+ratio() {
+    if [ -z "$vtok" ] || [ "$ptok" = - ] || [ "$ptok" = failed ]; then echo -; else
+        awk -v a="$vtok" -v b="$ptok" 'BEGIN { printf "%.3f", a / b }'
     fi
-    echo "| B=$B | ${vms:-failed} | ${vtok:-failed} | ${pms:--} | ${ptok:--} |" >>"$sum"
-    jtrain="$jtrain${jtrain:+, }{\"batch\": $B, \"vkgpt_ms_per_step\": \"${vms:-failed}\", \"vkgpt_tokens_per_s\": \"${vtok:-failed}\", \"pytorch_ms_per_step\": \"${pms:--}\", \"pytorch_tokens_per_s\": \"${ptok:--}\"}"
+}
+echo "" >>"$sum"
+echo "| GPT-2 124M, T=1024, fp32 | vkgpt ms/step | vkgpt tokens/s | PyTorch eager ms/step | PyTorch tokens/s | vkgpt / PyTorch |" >>"$sum"
+echo "|---|---|---|---|---|---|" >>"$sum"
+for B in ${DEVCHECK_BATCHES-1 4 8 16}; do
+    vk_step "$B" ""
+    pt_step "$B" "--precision fp32"
+    echo "| B=$B | ${vms:-failed} | ${vtok:-failed} | $pms | $ptok | $(ratio) |" >>"$sum"
+    jtrain="$jtrain${jtrain:+, }{\"batch\": $B, \"vkgpt_ms_per_step\": \"${vms:-failed}\", \"vkgpt_tokens_per_s\": \"${vtok:-failed}\", \"pytorch_ms_per_step\": \"$pms\", \"pytorch_tokens_per_s\": \"$ptok\"}"
+done
+# bf16: vkgpt's plain bf16 kernels, and its cooperative matrices where their test passed above,
+# against PyTorch's bf16 autocast.
+echo "" >>"$sum"
+echo "| GPT-2 124M, T=1024, bf16 | vkgpt --coopmat | vkgpt ms/step | vkgpt tokens/s | PyTorch autocast ms/step | PyTorch tokens/s | vkgpt / PyTorch |" >>"$sum"
+echo "|---|---|---|---|---|---|---|" >>"$sum"
+jbf16=""
+for B in ${DEVCHECK_BF16_BATCHES-8}; do
+    pt_step "$B" "--precision bf16"
+    for cm in off on; do
+        [ "$cm" = on ] && [ "$coopmat" = 0 ] && continue
+        vk_step "$B" "--precision bf16 --coopmat $cm"
+        echo "| B=$B | $cm | ${vms:-failed} | ${vtok:-failed} | $pms | $ptok | $(ratio) |" >>"$sum"
+        jbf16="$jbf16${jbf16:+, }{\"batch\": $B, \"coopmat\": \"$cm\", \"vkgpt_ms_per_step\": \"${vms:-failed}\", \"vkgpt_tokens_per_s\": \"${vtok:-failed}\", \"pytorch_autocast_ms_per_step\": \"$pms\", \"pytorch_autocast_tokens_per_s\": \"$ptok\"}"
+    done
 done
 dev=$("$here/vkgpt" devices 2>&1 | head -1 | sed 's/"/\\"/g')
-printf '{"device": "%s", "tests": [%s], "train_gpt2_124m_t1024": [%s]}\n' "$dev" "$jtests" \
-    "$jtrain" >"$json"
+printf '{"device": "%s", "tests": [%s], "train_gpt2_124m_t1024": [%s], "train_gpt2_124m_t1024_bf16": [%s]}\n' \
+    "$dev" "$jtests" "$jtrain" "$jbf16" >"$json"
 cat "$sum"
 [ "$failed" = 0 ] || { echo "device-check: $failed test(s) failed (see $log)" >&2; exit 1; }
 RUN

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""GPT-2 training-step benchmark in PyTorch (fp32, CPU by default), the reference point of
-`vkgpt bench train`.
+"""GPT-2 training-step benchmark in PyTorch (eager; fp32, or bf16 autocast with --precision bf16;
+CPU by default), the reference point of `vkgpt bench train`.
 
 The model follows llm.c's GPT-2 layout, as vkgpt does: token + position embedding, pre-layernorm
 blocks (causal self-attention with a fused qkv projection of 3C outputs and an output projection;
@@ -12,6 +12,13 @@ gradients, forward, cross-entropy, backward, global-norm clipping, AdamW.
 It prints the config, the loss, ms/step (median over the timed steps, wall clock) and tokens/s,
 on lines `ms/step: X` and `tokens/s: Y` that bench/train/compare.sh reads. Tokens and weights are
 random; nothing is checked. Written for PyTorch 1.13 (Debian 12's python3-torch) and newer.
+
+Attention: --attention sdpa (the default where PyTorch has it, 2.0 on) calls
+F.scaled_dot_product_attention with is_causal=True, PyTorch's own fused (flash or
+memory-efficient) kernels, the eager baseline a user would write today; math writes the
+(B, NH, T, T) matrices out as 1.13 must. fp32 matrix products stay fp32 (TF32 off, PyTorch's
+default). --precision bf16 runs the forward pass and the loss under torch.autocast(bfloat16):
+fp32 weights, gradients and AdamW, bf16 products and activations, as `vkgpt --precision bf16`.
 """
 import argparse
 import math
@@ -53,9 +60,9 @@ class MaskPadding(torch.autograd.Function):
 class Block(nn.Module):
     """One pre-layernorm transformer block; weights stored (out, in) like llm.c's."""
 
-    def __init__(self, C, NH):
+    def __init__(self, C, NH, sdpa):
         super().__init__()
-        self.NH = NH
+        self.NH, self.sdpa = NH, sdpa
         self.ln1 = nn.LayerNorm(C)
         self.qkv = nn.Linear(C, 3 * C)
         self.attproj = nn.Linear(C, C)
@@ -70,9 +77,13 @@ class Block(nn.Module):
         q = q.view(B, T, self.NH, hs).transpose(1, 2)  # (B, NH, T, hs)
         k = k.view(B, T, self.NH, hs).transpose(1, 2)
         v = v.view(B, T, self.NH, hs).transpose(1, 2)
-        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))  # (B, NH, T, T)
-        att = att.masked_fill(mask[:T, :T], float("-inf")).softmax(dim=-1)
-        y = (att @ v).transpose(1, 2).reshape(B, T, C)
+        if self.sdpa:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)  # (B, NH, T, hs)
+        else:
+            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hs))  # (B, NH, T, T)
+            att = att.masked_fill(mask[:T, :T], float("-inf")).softmax(dim=-1)
+            y = att @ v
+        y = y.transpose(1, 2).reshape(B, T, C)
         return self.attproj(y)
 
     def forward(self, x, mask):
@@ -81,12 +92,12 @@ class Block(nn.Module):
 
 
 class GPT2(nn.Module):
-    def __init__(self, L, NH, C, maxT, V):
+    def __init__(self, L, NH, C, maxT, V, sdpa):
         super().__init__()
         self.V, self.Vp = V, pad_vocab(V)
         self.wte = nn.Parameter(torch.empty(self.Vp, C))  # (Vp, C), tied classifier
         self.wpe = nn.Parameter(torch.empty(maxT, C))  # (maxT, C)
-        self.blocks = nn.ModuleList(Block(C, NH) for _ in range(L))
+        self.blocks = nn.ModuleList(Block(C, NH, sdpa) for _ in range(L))
         self.lnf = nn.LayerNorm(C)
         # True above the diagonal: the future a position must not see.
         self.register_buffer("mask", torch.ones(maxT, maxT, dtype=torch.bool).triu(1))
@@ -132,6 +143,10 @@ def main():
     ap.add_argument("--grad-clip", type=float, default=1.0, help="0: off")
     ap.add_argument("--seed", type=int, default=1337)
     ap.add_argument("--device", default="cpu", help="cpu or cuda")
+    ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
+                    help="bf16: forward and loss under torch.autocast(bfloat16)")
+    ap.add_argument("--attention", choices=["auto", "sdpa", "math"], default="auto",
+                    help="auto: sdpa where PyTorch has it, else math")
     a = ap.parse_args()
     cfg = dict(PRESETS[a.preset])
     for k in cfg:
@@ -142,17 +157,30 @@ def main():
     if a.steps < 1 or cfg["seq"] > cfg["ctx"] or cfg["channels"] % cfg["heads"]:
         sys.exit("pytorch_gpt2: need --steps >= 1, --seq <= --ctx, --channels % --heads == 0")
 
+    has_sdpa = hasattr(F, "scaled_dot_product_attention")
+    if a.attention == "sdpa" and not has_sdpa:
+        sys.exit("pytorch_gpt2: --attention sdpa needs PyTorch 2.0 or newer, not "
+                 + torch.__version__)
+    sdpa = a.attention == "sdpa" or (a.attention == "auto" and has_sdpa)
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
     dev = torch.device(a.device)
-    model = GPT2(cfg["layers"], cfg["heads"], cfg["channels"], cfg["ctx"], cfg["vocab"]).to(dev)
+    model = GPT2(cfg["layers"], cfg["heads"], cfg["channels"], cfg["ctx"], cfg["vocab"],
+                 sdpa).to(dev)
+    if a.precision == "bf16":
+        autocast = torch.autocast(device_type=dev.type, dtype=torch.bfloat16)
+    else:
+        autocast = torch.autocast(device_type=dev.type, enabled=False)
     opt = make_optimizer(model, a.lr, 0.1)
     B, T = cfg["batch"], cfg["seq"]
     tok = torch.randint(0, cfg["vocab"], (B * T + 1,), device=dev)
     x, y = tok[:-1].view(B, T), tok[1:].view(B, T)
     nparams = sum(p.numel() for p in model.parameters())
     print(f"# pytorch_gpt2: preset {a.preset}")
-    print(f"torch {torch.__version__} on {dev}, {torch.get_num_threads()} threads, fp32")
+    tf32 = dev.type == "cuda" and torch.backends.cuda.matmul.allow_tf32
+    print(f"torch {torch.__version__} on {dev}, {torch.get_num_threads()} threads, "
+          f"{'bf16 autocast' if a.precision == 'bf16' else 'fp32'}"
+          f"{' (TF32 on)' if tf32 else ''}, attention {'sdpa' if sdpa else 'math'}")
     print(f"model: L={cfg['layers']} NH={cfg['heads']} C={cfg['channels']} maxT={cfg['ctx']} "
           f"V={cfg['vocab']} (Vp={model.Vp}), {nparams} parameters")
     print(f"batch: B={B} x T={T} = {B * T} tokens per step; AdamW lr {a.lr:g}, weight decay 0.1, "
@@ -163,7 +191,8 @@ def main():
     for s in range(a.warmup_steps + a.steps):
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        loss = model(x, y)
+        with autocast:
+            loss = model(x, y)
         loss.backward()
         if a.grad_clip > 0:
             torch.nn.utils.clip_grad_norm_(model.parameters(), a.grad_clip)
