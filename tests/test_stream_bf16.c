@@ -67,7 +67,7 @@ static void check_encoder(vkg_gpu *g, vkg_test_rng *r, int B, int T, int C, int 
         tok[i] = (int32_t)(vkg_test_rng_u64(r) % (uint64_t)V);
     float *want = vkg_test_alloc(n);
     vkg_ref_encoder_fwd(want, tok, wte, wpe, B, T, C); /* the reference reads any token's row */
-    tok[bt - 1] = V; /* out of range: a NaN row */
+    tok[bt - 1] = V;                                   /* out of range: a NaN row */
     for (int c = 0; c < C; c++)
         want[(bt - 1) * C + (size_t)c] = NAN;
     vkg_tensor tw = vkg_gpu_upload(g, wte, (size_t)V * C * 4),
