@@ -21,7 +21,10 @@
 #       fp32 eager step on the same GPU and shapes (bench/train/pytorch_gpt2.py, with PyTorch's
 #       fused attention where it has it), with the ratio; then bf16 at B = 8
 #       (DEVCHECK_BF16_BATCHES): vkgpt --precision bf16 with --coopmat off and, where the
-#       cooperative-matrix test passed, on, against PyTorch's bf16 autocast. The log, a markdown
+#       cooperative-matrix test passed, on, against PyTorch's bf16 autocast. Where the device
+#       is one whose datasheet peaks run.sh knows (H100, H200, A100), the products' GFLOP/s are
+#       also given as % of the fp32 peak and the training steps as model FLOPs utilization (fp32
+#       against the fp32 peak, bf16 against the bf16 tensor-core peak). The log, a markdown
 #       summary and the same as JSON (summary.json) go to OUT (default DIR/out, or $OUT when
 #       set). DEVCHECK_BATCHES (default "1 4 8 16") and DEVCHECK_BF16_BATCHES (default "8") list
 #       the batches, and DEVCHECK_BENCH_OPS=0 skips bench ops (for a quick check of the folder on
@@ -99,6 +102,22 @@ step() { echo "== $*" | tee -a "$log"; }
 step "devices"
 "$here/vkgpt" devices >>"$log" 2>&1
 "$here/vkgpt" devices 2>&1 | head -3 | sed 's/^ */    /; 1s/^    /device: /' >>"$sum"
+# The physical limits where the device is known: dense fp32 (CUDA cores) and bf16 tensor-core
+# TFLOP/s from NVIDIA's datasheets (boost clock, no sparsity); "" elsewhere.
+devname=$("$here/vkgpt" devices 2>&1 | head -1)
+case "$devname" in
+*"H100 PCIe"*) peak32=51; peak16=756 ;;
+*"H100 NVL"* | *"H200 NVL"*) peak32=60; peak16=835 ;;
+*H100* | *H200*) peak32=67; peak16=989 ;; # SXM
+*A100*) peak32=19.5; peak16=312 ;;
+*) peak32=""; peak16="" ;;
+esac
+echo "" >>"$sum"
+if [ -n "$peak32" ]; then
+    echo "peaks (datasheet, dense): fp32 $peak32 TFLOP/s, bf16 tensor cores $peak16 TFLOP/s" >>"$sum"
+else
+    echo "peaks: not known for this device (no % of peak below)" >>"$sum"
+fi
 echo "" >>"$sum"
 echo "| test | result | seconds |" >>"$sum"
 echo "|---|---|---|" >>"$sum"
@@ -141,7 +160,16 @@ for t in "$here"/test_*; do
 done
 if [ "${DEVCHECK_BENCH_OPS:-1}" != 0 ]; then
     step "bench ops"
-    "$here/vkgpt" bench ops >>"$log" 2>&1 || echo "bench ops failed" >>"$sum"
+    ops=$("$here/vkgpt" bench ops 2>&1) || echo "bench ops failed" >>"$sum"
+    echo "$ops" >>"$log"
+    # the products' GFLOP/s against the fp32 peak
+    echo "" >>"$sum"
+    echo "| matmul (fp32, the device's tiles) | shape | GFLOP/s | % of fp32 peak |" >>"$sum"
+    echo "|---|---|---|---|" >>"$sum"
+    echo "$ops" | awk -v peak="$peak32" '/^matmul_(fwd|bwd) / {
+        shape = $2; for (i = 3; i < NF - 4; i++) shape = shape " " $i
+        g = $(NF - 3); pct = peak != "" ? sprintf("%.1f", g / (peak * 10)) : "-"
+        printf "| %s | %s | %s | %s |\n", $1, shape, g, pct }' >>"$sum"
     # the tiled matmul's table, unmeasured on GPUs: every entry on the matmul rows, and each
     # double-buffered entry again single buffered (ENTRY+sb) to compare
     for e in $("$here/vkgpt" devices --tiles |
@@ -177,32 +205,40 @@ pt_step() {
     ptok=$(echo "$p" | awk '/^tokens\/s:/ { print $2 }')
     pms=${pms:-failed}; ptok=${ptok:-failed}
 }
+# Model FLOPs utilization against peak $1 (TFLOP/s) at vkgpt's tokens/s: 6 N + 12 L C T FLOPs
+# per token (PaLM's count; N = 124475904 parameters as vkgpt lays them out, L = 12, C = 768,
+# T = 1024); "-" without a known peak.
+mfu() {
+    if [ -z "$1" ] || [ -z "$vtok" ]; then echo -; else
+        awk -v t="$vtok" -v p="$1" 'BEGIN { printf "%.1f%%", 100 * t * (6 * 124475904 + 12 * 12 * 768 * 1024) / (p * 1e12) }'
+    fi
+}
 ratio() {
     if [ -z "$vtok" ] || [ "$ptok" = - ] || [ "$ptok" = failed ]; then echo -; else
         awk -v a="$vtok" -v b="$ptok" 'BEGIN { printf "%.3f", a / b }'
     fi
 }
 echo "" >>"$sum"
-echo "| GPT-2 124M, T=1024, fp32 | vkgpt ms/step | vkgpt tokens/s | PyTorch eager ms/step | PyTorch tokens/s | vkgpt / PyTorch |" >>"$sum"
-echo "|---|---|---|---|---|---|" >>"$sum"
+echo "| GPT-2 124M, T=1024, fp32 | vkgpt ms/step | vkgpt tokens/s | PyTorch eager ms/step | PyTorch tokens/s | vkgpt / PyTorch | vkgpt MFU (fp32 peak) |" >>"$sum"
+echo "|---|---|---|---|---|---|---|" >>"$sum"
 for B in ${DEVCHECK_BATCHES-1 4 8 16}; do
     vk_step "$B" ""
     pt_step "$B" "--precision fp32"
-    echo "| B=$B | ${vms:-failed} | ${vtok:-failed} | $pms | $ptok | $(ratio) |" >>"$sum"
+    echo "| B=$B | ${vms:-failed} | ${vtok:-failed} | $pms | $ptok | $(ratio) | $(mfu "$peak32") |" >>"$sum"
     jtrain="$jtrain${jtrain:+, }{\"batch\": $B, \"vkgpt_ms_per_step\": \"${vms:-failed}\", \"vkgpt_tokens_per_s\": \"${vtok:-failed}\", \"pytorch_ms_per_step\": \"$pms\", \"pytorch_tokens_per_s\": \"$ptok\"}"
 done
 # bf16: vkgpt's plain bf16 kernels, and its cooperative matrices where their test passed above,
 # against PyTorch's bf16 autocast.
 echo "" >>"$sum"
-echo "| GPT-2 124M, T=1024, bf16 | vkgpt --coopmat | vkgpt ms/step | vkgpt tokens/s | PyTorch autocast ms/step | PyTorch tokens/s | vkgpt / PyTorch |" >>"$sum"
-echo "|---|---|---|---|---|---|---|" >>"$sum"
+echo "| GPT-2 124M, T=1024, bf16 | vkgpt --coopmat | vkgpt ms/step | vkgpt tokens/s | PyTorch autocast ms/step | PyTorch tokens/s | vkgpt / PyTorch | vkgpt MFU (bf16 tensor peak) |" >>"$sum"
+echo "|---|---|---|---|---|---|---|---|" >>"$sum"
 jbf16=""
 for B in ${DEVCHECK_BF16_BATCHES-8}; do
     pt_step "$B" "--precision bf16"
     for cm in off on; do
         [ "$cm" = on ] && [ "$coopmat" = 0 ] && continue
         vk_step "$B" "--precision bf16 --coopmat $cm"
-        echo "| B=$B | $cm | ${vms:-failed} | ${vtok:-failed} | $pms | $ptok | $(ratio) |" >>"$sum"
+        echo "| B=$B | $cm | ${vms:-failed} | ${vtok:-failed} | $pms | $ptok | $(ratio) | $(mfu "$peak16") |" >>"$sum"
         jbf16="$jbf16${jbf16:+, }{\"batch\": $B, \"coopmat\": \"$cm\", \"vkgpt_ms_per_step\": \"${vms:-failed}\", \"vkgpt_tokens_per_s\": \"${vtok:-failed}\", \"pytorch_autocast_ms_per_step\": \"$pms\", \"pytorch_autocast_tokens_per_s\": \"$ptok\"}"
     done
 done
