@@ -107,19 +107,6 @@ void vkg_ck_expect_msg(const char *a, const char *b)
     }
 }
 
-unsigned char *vkg_ck_slurp(const char *path, size_t *n)
-{
-    FILE *fp = fopen(path, "rb");
-    assert_non_null(fp);
-    fseek(fp, 0, SEEK_END);
-    *n = (size_t)ftell(fp);
-    fseek(fp, 0, SEEK_SET);
-    unsigned char *b = malloc(*n);
-    assert_int_equal(fread(b, 1, *n, fp), *n);
-    fclose(fp);
-    return b;
-}
-
 void vkg_ck_spit(const char *path, const unsigned char *b, size_t n)
 {
     FILE *fp = fopen(path, "wb");

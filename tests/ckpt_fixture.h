@@ -33,8 +33,7 @@ vkg_checkpoint_state vkg_ck_state(uint64_t step);
 void vkg_ck_write(vkg_ck_fixture *f, uint64_t step);
 /* Fails the test unless the error message holds a and b (b may be NULL). */
 void vkg_ck_expect_msg(const char *a, const char *b);
-/* A whole file (free with free()), and a file written whole. */
-unsigned char *vkg_ck_slurp(const char *path, size_t *n);
+/* A file written whole (read one whole with vkg_test_must_read). */
 void vkg_ck_spit(const char *path, const unsigned char *b, size_t n);
 int vkg_ck_exists(vkg_ck_fixture *f, const char *rel);
 

@@ -77,7 +77,7 @@ static void test_roundtrip(void **state)
 
     /* the documented layout: size, magic, version, parameter count, CRC-32 trailer */
     size_t n;
-    unsigned char *b = vkg_ck_slurp(vkg_ck_path(f, "ck/step_00001234/state.bin"), &n);
+    unsigned char *b = vkg_test_must_read(vkg_ck_path(f, "ck/step_00001234/state.bin"), &n);
     assert_int_equal(n, 1024 + 8 * f->n + 4);
     int32_t hdr[4];
     memcpy(hdr, b, sizeof hdr);
@@ -163,14 +163,14 @@ static void test_refuses_bad_files(void **state)
     expect_refused(f, "step_00000001", "state.bin", "truncated");
 
     vkg_ck_write(f, 2); /* one flipped bit in m */
-    b = vkg_ck_slurp(vkg_ck_path(f, "ck/step_00000002/state.bin"), &n);
+    b = vkg_test_must_read(vkg_ck_path(f, "ck/step_00000002/state.bin"), &n);
     b[1024 + 4 * 17 + 1] ^= 0x10;
     vkg_ck_spit(f->path, b, n);
     free(b);
     expect_refused(f, "step_00000002", "state.bin", "checksum");
 
     vkg_ck_write(f, 3); /* foreign magic */
-    b = vkg_ck_slurp(vkg_ck_path(f, "ck/step_00000003/state.bin"), &n);
+    b = vkg_test_must_read(vkg_ck_path(f, "ck/step_00000003/state.bin"), &n);
     int32_t magic = VKG_MODEL_MAGIC;
     memcpy(b, &magic, 4);
     vkg_ck_spit(f->path, b, n);
@@ -178,7 +178,7 @@ static void test_refuses_bad_files(void **state)
     expect_refused(f, "step_00000003", "state.bin", "bad magic");
 
     vkg_ck_write(f, 4); /* wrong version */
-    b = vkg_ck_slurp(vkg_ck_path(f, "ck/step_00000004/state.bin"), &n);
+    b = vkg_test_must_read(vkg_ck_path(f, "ck/step_00000004/state.bin"), &n);
     b[4] = 9;
     vkg_ck_spit(f->path, b, n);
     free(b);
@@ -219,7 +219,7 @@ static void test_refuses_bad_files(void **state)
     assert_true(step == 2); /* 3..7 broken in their headers, sizes or DONE */
 
     vkg_ck_write(f, 8); /* one flipped bit in a parameter of model.bin: state.bin has its CRC */
-    b = vkg_ck_slurp(vkg_ck_path(f, "ck/step_00000008/model.bin"), &n);
+    b = vkg_test_must_read(vkg_ck_path(f, "ck/step_00000008/model.bin"), &n);
     b[1024 + 4 * 33 + 2] ^= 0x04;
     vkg_ck_spit(f->path, b, n);
     free(b);
@@ -262,14 +262,16 @@ static void test_failed_write_keeps_previous(void **state)
     /* a step whose directory is marked complete is never written over, even when damaged (its
      * state.bin gone): refused before anything is written, its model.bin and DONE kept */
     size_t before_n, after_n;
-    unsigned char *before = vkg_ck_slurp(vkg_ck_path(f, "ck/step_00000010/model.bin"), &before_n);
+    unsigned char *before =
+        vkg_test_must_read(vkg_ck_path(f, "ck/step_00000010/model.bin"), &before_n);
     assert_int_equal(unlink(vkg_ck_path(f, "ck/step_00000010/state.bin")), 0);
     s = vkg_ck_state(10);
     assert_int_equal(
         vkg_checkpoint_write(vkg_ck_path(f, "ck"), &f->cfg, p2, f->m, f->v, &s, NULL, 0),
         VKG_ERR_STATE);
     vkg_ck_expect_msg("step_00000010", "marked complete");
-    unsigned char *after = vkg_ck_slurp(vkg_ck_path(f, "ck/step_00000010/model.bin"), &after_n);
+    unsigned char *after =
+        vkg_test_must_read(vkg_ck_path(f, "ck/step_00000010/model.bin"), &after_n);
     assert_true(before_n == after_n && memcmp(before, after, before_n) == 0);
     assert_int_equal(access(vkg_ck_path(f, "ck/step_00000010/DONE"), F_OK), 0);
     assert_int_equal(access(vkg_ck_path(f, "ck/step_00000010/state.bin"), F_OK), -1);

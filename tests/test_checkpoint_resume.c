@@ -36,7 +36,7 @@ static void take(vkg_ck_fixture *f, const char *rel_dir, snapshot *sn)
     char rel[256];
     for (int i = 0; i < 3; i++) {
         snprintf(rel, sizeof rel, "%s/%s", rel_dir, ckpt_files[i]);
-        sn->b[i] = vkg_ck_slurp(vkg_ck_path(f, rel), &sn->n[i]);
+        sn->b[i] = vkg_test_must_read(vkg_ck_path(f, rel), &sn->n[i]);
     }
 }
 
@@ -47,7 +47,7 @@ static void expect_unchanged(vkg_ck_fixture *f, const char *rel_dir, snapshot *s
     for (int i = 0; i < 3; i++) {
         size_t n;
         snprintf(rel, sizeof rel, "%s/%s", rel_dir, ckpt_files[i]);
-        unsigned char *now = vkg_ck_slurp(vkg_ck_path(f, rel), &n);
+        unsigned char *now = vkg_test_must_read(vkg_ck_path(f, rel), &n);
         if (n != sn->n[i] || memcmp(now, sn->b[i], n) != 0)
             fail_msg("%s changed (%zu bytes, was %zu)", f->path, n, sn->n[i]);
         free(now);
@@ -79,7 +79,7 @@ static void expect_resume_refused(vkg_ck_fixture *f, const char *file, const cha
 static void poke_header(const char *path, int slot, int32_t value)
 {
     size_t n;
-    unsigned char *b = vkg_ck_slurp(path, &n);
+    unsigned char *b = vkg_test_must_read(path, &n);
     memcpy(b + 4 * slot, &value, 4);
     vkg_ck_spit(path, b, n);
     free(b);
@@ -202,7 +202,7 @@ static void test_lock(void **state)
     assert_int_equal(vkg_checkpoint_lock(f->dir, &fd), VKG_OK);
     assert_true(fd >= 0);
     size_t n;
-    unsigned char *text = vkg_ck_slurp(vkg_ck_path(f, VKG_CHECKPOINT_LOCK_NAME), &n);
+    unsigned char *text = vkg_test_must_read(vkg_ck_path(f, VKG_CHECKPOINT_LOCK_NAME), &n);
     snprintf(want, sizeof want, "pid %ld host %s\n", (long)getpid(), host);
     assert_true(n == strlen(want) && memcmp(text, want, n) == 0);
     free(text);
@@ -240,13 +240,13 @@ static void test_lock(void **state)
     assert_int_equal(kill(child, SIGKILL), 0);
     assert_int_equal(waitpid(child, NULL, 0), child);
     close(ready[0]), close(ready[1]);
-    text = vkg_ck_slurp(vkg_ck_path(f, VKG_CHECKPOINT_LOCK_NAME),
-                        &n); /* the dead holder's text is still there */
+    text = vkg_test_must_read(vkg_ck_path(f, VKG_CHECKPOINT_LOCK_NAME),
+                              &n); /* the dead holder's text is still there */
     snprintf(want, sizeof want, "pid %ld host", (long)child);
     assert_true(n > strlen(want) && memcmp(text, want, strlen(want)) == 0);
     free(text);
     assert_int_equal(vkg_checkpoint_lock(f->dir, &fd), VKG_OK);
-    text = vkg_ck_slurp(vkg_ck_path(f, VKG_CHECKPOINT_LOCK_NAME), &n);
+    text = vkg_test_must_read(vkg_ck_path(f, VKG_CHECKPOINT_LOCK_NAME), &n);
     snprintf(want, sizeof want, "pid %ld host %s\n", (long)getpid(), host);
     assert_true(n == strlen(want) && memcmp(text, want, n) == 0);
     free(text);

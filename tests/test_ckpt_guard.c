@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "testproc.h"
+#include "testutil.h"
 
 #ifndef VKGPT_BIN
 #error "VKGPT_BIN (the path of the vkgpt binary) must be defined by the build"
@@ -45,28 +46,6 @@ static int run(vkg_test_proc *p, double timeout_s, const char *const *args)
 
 /* ---- files ----------------------------------------------------------------------------------- */
 
-static char *slurp(const char *path, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        fail_msg("cannot open %s", path);
-    char *buf = NULL;
-    size_t len = 0;
-    char chunk[4096];
-    for (size_t got; (got = fread(chunk, 1, sizeof chunk, f)) > 0; len += got) {
-        char *nb = realloc(buf, len + got + 1);
-        assert_non_null(nb);
-        buf = nb;
-        memcpy(buf + len, chunk, got);
-    }
-    fclose(f);
-    if (!buf)
-        buf = calloc(1, 1);
-    buf[len] = '\0';
-    *n = len;
-    return buf;
-}
-
 static int file_exists(const char *path)
 {
     struct stat sb;
@@ -76,7 +55,7 @@ static int file_exists(const char *path)
 static void expect_same_bytes(const char *path, const char *bytes, size_t n)
 {
     size_t m;
-    char *now = slurp(path, &m);
+    char *now = vkg_test_must_read(path, &m);
     if (m != n || memcmp(now, bytes, n) != 0)
         fail_msg("%s changed: %zu bytes, were %zu", path, m, n);
     free(now);
@@ -94,7 +73,7 @@ static long log_steps(void)
     char path[CAP + 16];
     size_t len;
     snprintf(path, sizeof path, "%s/log.jsonl", ckpt_dir);
-    char *log = slurp(path, &len);
+    char *log = vkg_test_must_read(path, &len);
     long line = 0;
     for (const char *p = log; *p; p = strchr(p, '\n') + 1) {
         assert_non_null(strchr(p, '\n'));
@@ -152,7 +131,7 @@ static void test_one_trainer_per_folder(void **state)
     /* Frozen, so that its log stands still while the second trainer tries. */
     assert_int_equal(kill(a.pid, SIGSTOP), 0);
     size_t n;
-    char *before = slurp(log, &n);
+    char *before = vkg_test_must_read(log, &n);
     snprintf(holder, sizeof holder, "pid %ld on host %s", (long)a.pid, host);
     const char *const second[] = {TRAIN_FLAGS, "--steps", "10", NULL};
     const char *const resumed[] = {TRAIN_FLAGS, "--steps", "10", "--resume", NULL};
@@ -183,7 +162,7 @@ static void test_one_trainer_per_folder(void **state)
     }
     assert_int_equal(kill(a.pid, SIGKILL), 0);
     vkg_test_proc_wait(&a, 30);
-    char *text = slurp(lock, &n);
+    char *text = vkg_test_must_read(lock, &n);
     snprintf(holder, sizeof holder, "pid %ld host %s", (long)a.pid, host);
     expect_contains("the lock file", text, holder);
     free(text);
@@ -222,7 +201,7 @@ static void test_damaged_checkpoint(void **state)
     size_t nm, ns;
     char path[CAP + 128];
     snprintf(path, sizeof path, "%s/model.bin", dir);
-    char *model = slurp(path, &nm), *state_bytes = slurp(file, &ns);
+    char *model = vkg_test_must_read(path, &nm), *state_bytes = vkg_test_must_read(file, &ns);
     char final[32];
     snprintf(final, sizeof final, "%ld", steps + 1);
     const char *const resume[] = {TRAIN_FLAGS, "--steps", final, "--resume", NULL};

@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "testproc.h"
+#include "testutil.h"
 
 #ifndef VKGPT_BIN
 #error "VKGPT_BIN (the path of the vkgpt binary) must be defined by the build"
@@ -43,24 +44,6 @@ static char vocab_dir[CAP], fifo_vocab_dir[CAP], folder_path[CAP], vlog_path[CAP
 static const vkg_test_proc_opts child_opts = {.address_space = CHILD_ADDRESS_SPACE};
 
 /* ---- files ----------------------------------------------------------------------------------- */
-
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    char *buf = calloc(1, 1);
-    size_t n = 0, got;
-    char chunk[4096];
-    while ((got = fread(chunk, 1, sizeof chunk, f)) > 0) {
-        buf = realloc(buf, n + got + 1);
-        memcpy(buf + n, chunk, got);
-        n += got;
-        buf[n] = '\0';
-    }
-    fclose(f);
-    return buf;
-}
 
 /* Sentences from a small vocabulary, `bytes` long. */
 static void write_sentences(const char *path, size_t bytes)
@@ -81,7 +64,7 @@ static void write_sentences(const char *path, size_t bytes)
 /* Nothing the validation layer logged is an error, a warning or a performance message. */
 static void expect_validation_clean(void)
 {
-    char *log = slurp(vlog_path);
+    char *log = vkg_test_read_file(vlog_path, NULL);
     if (log && (strstr(log, "ERROR") || strstr(log, "WARNING") || strstr(log, "PERF")))
         fail_msg("the validation layer reported:\n%s", log);
     free(log);

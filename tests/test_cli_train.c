@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "testproc.h"
+#include "testutil.h"
 
 #ifndef VKGPT_BIN
 #error "VKGPT_BIN (the path of the vkgpt binary) must be defined by the build"
@@ -67,24 +68,10 @@ static int file_exists(const char *path)
     return stat(path, &sb) == 0;
 }
 
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    char *buf = calloc(1, 1);
-    size_t n = 0;
-    char chunk[4096];
-    for (size_t got; (got = fread(chunk, 1, sizeof chunk, f)) > 0;)
-        append(&buf, &n, chunk, got);
-    fclose(f);
-    return buf;
-}
-
 /* The last command ran with the layer active (when it opened a device) and nothing reported. */
 static void expect_validation_clean(int opened_device)
 {
-    char *log = slurp(vlog_path);
+    char *log = vkg_test_read_file(vlog_path, NULL);
     if (opened_device && (!log || !strstr(log, "Validation Layer Active")))
         fail_msg("the validation layer was not active (its log %s: %s)", vlog_path,
                  log ? log : "missing");
@@ -165,7 +152,7 @@ static void expect_log_steps(long n)
 {
     char path[CAP + 16];
     snprintf(path, sizeof path, "%s/log.jsonl", ckpt_dir);
-    char *log = slurp(path);
+    char *log = vkg_test_read_file(path, NULL);
     assert_non_null(log);
     long line = 0;
     for (const char *p = log; *p; p = strchr(p, '\n') + 1) {

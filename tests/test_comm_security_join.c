@@ -37,6 +37,14 @@ static void pair_config(vkg_comm_config *c0, int timeout_ms)
     assert_int_equal(vkg_comm_pick_port("127.0.0.1", &c0->master_port), VKG_OK);
 }
 
+/* Rank 1's configuration: rank 0's as it is now, with rank = 1. */
+static vkg_comm_config rank1_of(const vkg_comm_config *c0)
+{
+    vkg_comm_config c1 = *c0;
+    c1.rank = 1;
+    return c1;
+}
+
 static void *join_thread(void *p)
 {
     join_arg *a = p;
@@ -63,8 +71,7 @@ static void test_rendezvous_refuses_other_job(void **state)
     (void)state;
     vkg_comm_config c0;
     pair_config(&c0, 1500);
-    vkg_comm_config c1 = c0;
-    c1.rank = 1;
+    vkg_comm_config c1 = rank1_of(&c0);
     c1.job_id = JOB + 1;
     join_arg a[2];
     join_pair(&c0, &c1, a);
@@ -79,8 +86,7 @@ static void test_rendezvous_rejects_wrong_world(void **state)
     (void)state;
     vkg_comm_config c0;
     pair_config(&c0, 3000);
-    vkg_comm_config c1 = c0;
-    c1.rank = 1;
+    vkg_comm_config c1 = rank1_of(&c0);
     c1.world_size = 3;
     join_arg a[2];
     join_pair(&c0, &c1, a);
@@ -104,8 +110,7 @@ static void test_wildcard_master_needs_listen_all(void **state)
     assert_non_null(strstr(vkg_error_message(), "every interface"));
     assert_non_null(strstr(vkg_error_message(), "VKG_COMM_LISTEN_ALL=1"));
     c0.listen_all = 1;
-    vkg_comm_config c1 = c0;
-    c1.rank = 1;
+    vkg_comm_config c1 = rank1_of(&c0);
     join_arg a[2];
     join_pair(&c0, &c1, a);
     if (a[0].st || a[1].st)
@@ -122,8 +127,7 @@ static void test_curve_rank_with_wrong_key_cannot_join(void **state)
     vkg_comm_config c0;
     pair_config(&c0, 1500);
     assert_int_equal(vkg_comm_curve_keypair(c0.curve_public, c0.curve_secret), VKG_OK);
-    vkg_comm_config c1 = c0;
-    c1.rank = 1;
+    vkg_comm_config c1 = rank1_of(&c0);
     snprintf(c1.curve_master, sizeof c1.curve_master, "%s", c0.curve_public);
     assert_int_equal(vkg_comm_curve_keypair(c1.curve_public, c1.curve_secret), VKG_OK);
     join_arg a[2];
@@ -143,8 +147,7 @@ static void test_curve_wrong_master_key_named(void **state)
     vkg_comm_config c0;
     pair_config(&c0, 1500);
     assert_int_equal(vkg_comm_curve_keypair(c0.curve_public, c0.curve_secret), VKG_OK);
-    vkg_comm_config c1 = c0;
-    c1.rank = 1;
+    vkg_comm_config c1 = rank1_of(&c0);
     char other_sec[41];
     assert_int_equal(vkg_comm_curve_keypair(c1.curve_master, other_sec), VKG_OK);
     join_arg a[2];

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "testproc.h"
+#include "testutil.h"
 
 #ifndef VKGPT_BIN
 #error "VKGPT_BIN (the path of the vkgpt binary) must be defined by the build"
@@ -30,33 +31,10 @@
 #define CAP 512
 static char tmp_root[CAP - 100], text_path[CAP], vlog_path[CAP];
 
-static char *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    size_t n = 0, cap = 4096;
-    char *buf = malloc(cap + 1);
-    assert_non_null(buf);
-    for (size_t got; (got = fread(buf + n, 1, cap - n, f)) > 0;) {
-        n += got;
-        if (n == cap) {
-            cap *= 2;
-            buf = realloc(buf, cap + 1);
-            assert_non_null(buf);
-        }
-    }
-    fclose(f);
-    buf[n] = '\0';
-    if (len)
-        *len = n;
-    return buf;
-}
-
 /* The last run had the validation layer active and it reported nothing; the log is removed. */
 static void expect_validation_clean(void)
 {
-    char *log = slurp(vlog_path, NULL);
+    char *log = vkg_test_read_file(vlog_path, NULL);
     if (!log || !strstr(log, "Validation Layer Active"))
         fail_msg("the validation layer was not active (its log %s: %s)", vlog_path,
                  log ? log : "missing");
@@ -135,7 +113,7 @@ static char *log_without_timing(const char *dir)
 {
     char path[CAP + 64];
     snprintf(path, sizeof path, "%s/%s/log.jsonl", tmp_root, dir);
-    char *log = slurp(path, NULL);
+    char *log = vkg_test_read_file(path, NULL);
     if (!log)
         fail_msg("no log %s", path);
     for (char *cut; (cut = strstr(log, ",\"tokens_per_s\""));) {
@@ -152,7 +130,7 @@ static void expect_same_file(const char *a_dir, const char *b_dir, const char *n
     snprintf(a, sizeof a, "%s/%s/step_00000003/%s", tmp_root, a_dir, name);
     snprintf(b, sizeof b, "%s/%s/step_00000003/%s", tmp_root, b_dir, name);
     size_t na, nb;
-    char *x = slurp(a, &na), *y = slurp(b, &nb);
+    char *x = vkg_test_read_file(a, &na), *y = vkg_test_read_file(b, &nb);
     if (!x || !y)
         fail_msg("missing %s or %s", a, b);
     if (na != nb || memcmp(x, y, na) != 0) {

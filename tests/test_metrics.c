@@ -17,6 +17,7 @@
 
 #include "train/metrics.h"
 #include "vkgpt/status.h"
+#include "testutil.h"
 
 typedef struct fixture {
     char dir[64], log[128], svg[128];
@@ -42,20 +43,6 @@ static int teardown(void **state)
     rmdir(f->dir);
     free(f);
     return 0;
-}
-
-static char *slurp(const char *path)
-{
-    FILE *fp = fopen(path, "rb");
-    assert_non_null(fp);
-    fseek(fp, 0, SEEK_END);
-    long n = ftell(fp);
-    fseek(fp, 0, SEEK_SET);
-    char *s = malloc((size_t)n + 1);
-    assert_int_equal(fread(s, 1, (size_t)n, fp), (size_t)n);
-    s[n] = '\0';
-    fclose(fp);
-    return s;
 }
 
 static size_t count_str(const char *s, const char *what)
@@ -96,7 +83,7 @@ static void test_json_roundtrip(void **state)
     vkg_metrics_destroy(&m);
     assert_null(m);
 
-    char *text = slurp(f->log);
+    char *text = vkg_test_must_read(f->log, NULL);
     char *line2 = strchr(text, '\n') + 1;
     long long step;
     float loss, lr, gn, tps, ms, ev;
@@ -142,7 +129,7 @@ static void test_nonfinite_and_rank(void **state)
     assert_true(t[0].step == 1 && t[0].value == 2.5f);
     assert_true(t[1].step == 2 && isnan(t[1].value));
     vkg_metrics_destroy(&m);
-    char *text = slurp(f->log);
+    char *text = vkg_test_must_read(f->log, NULL);
     char *line2 = strchr(text, '\n') + 1;
     assert_true(!strncmp(text, "{\"step\":1,\"rank\":1,\"world\":4,\"loss\":2.5,", 39));
     assert_non_null(strstr(line2, "\"loss\":null"));
@@ -189,7 +176,7 @@ static void test_svg(void **state)
     }
     assert_int_equal(vkg_metrics_write_svg(m), VKG_OK);
     vkg_metrics_destroy(&m);
-    char *svg = slurp(f->svg);
+    char *svg = vkg_test_must_read(f->svg, NULL);
     size_t len = strlen(svg);
     assert_true(!strncmp(svg, "<svg", 4));
     assert_true(len > 7 && !strcmp(svg + len - 7, "</svg>\n"));
@@ -236,7 +223,7 @@ static void test_resume(void **state)
         assert_true(t[i].step == (long long)i + 1 && t[i].value == 10.0f - (float)(i + 1) * 0.5f);
     assert_int_equal(ne, 1);
     assert_true(e[0].step == 5 && e[0].value == 25.0f);
-    char *text = slurp(f->log);
+    char *text = vkg_test_must_read(f->log, NULL);
     assert_int_equal(count_str(text, "\n"), 6);
     assert_non_null(strstr(text, "{\"step\":6,"));
     assert_null(strstr(text, "{\"step\":7,"));
@@ -246,7 +233,7 @@ static void test_resume(void **state)
         assert_int_equal(vkg_metrics_log(m, &r), VKG_OK);
     }
     vkg_metrics_destroy(&m);
-    text = slurp(f->log); /* continuous: steps 1..8 once each, in order */
+    text = vkg_test_must_read(f->log, NULL); /* continuous: steps 1..8 once each, in order */
     assert_int_equal(count_str(text, "\n"), 8);
     const char *p = text;
     for (int s = 1; s <= 8; s++) {
@@ -265,7 +252,7 @@ static void test_resume(void **state)
     vkg_metrics_train(m, &nt);
     assert_int_equal(nt, 0);
     vkg_metrics_destroy(&m);
-    text = slurp(f->log);
+    text = vkg_test_must_read(f->log, NULL);
     assert_string_equal(text, "");
     free(text);
     unlink(f->log);

@@ -19,6 +19,7 @@
 #include "data/json.h"
 #include "data/tokenizer_internal.h"
 #include "data/unicode.h"
+#include "testutil.h"
 #include "vkgpt/tokenizer.h"
 
 #if !defined(VKG_GPT2_DIR) || !defined(VKG_TEST_DATA)
@@ -38,19 +39,11 @@ static void assert_msg_has(const char *a, const char *b)
 
 static char *slurp(const char *path, size_t *n)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
+    char *buf = vkg_test_read_file(path, n);
+    if (!buf)
         fail_msg("missing test data %s: the GPT-2 vocabulary is in data/gpt2 and the encode "
                  "cases in tests/data of the source tree",
                  path);
-    fseek(f, 0, SEEK_END);
-    long size = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)size + 1);
-    assert_int_equal(fread(buf, 1, (size_t)size, f), (size_t)size);
-    buf[size] = '\0';
-    fclose(f);
-    *n = (size_t)size;
     return buf;
 }
 

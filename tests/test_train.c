@@ -30,7 +30,7 @@
 static void check_log(const char *log, const vkg_test_step_record *want)
 {
     size_t n;
-    char *text = (char *)vkg_test_read_file(log, &n);
+    char *text = vkg_test_must_read(log, &n);
     int lines = 0;
     for (char *line = text, *nl; *line; line = nl + 1) {
         nl = strchr(line, '\n');

@@ -49,7 +49,7 @@ static void overwrite(const char *path, long offset, const void *bytes, size_t n
 static void flip_bits(const char *path, long offset, int mask)
 {
     size_t n;
-    unsigned char *buf = vkg_test_read_file(path, &n);
+    unsigned char *buf = vkg_test_must_read(path, &n);
     assert_true((size_t)offset < n);
     unsigned char byte = (unsigned char)(buf[offset] ^ mask);
     free(buf);
@@ -138,7 +138,7 @@ static void test_corrupt_inputs_are_refused(void **state)
     /* A shard with a bad magic. */
     c = vkg_test_train_config(&p, "c", NULL);
     size_t len;
-    unsigned char *shard = vkg_test_read_file(vkg_test_path_in(good, "c_train_001.bin"), &len);
+    unsigned char *shard = vkg_test_must_read(vkg_test_path_in(good, "c_train_001.bin"), &len);
     shard[0] ^= 0x01;
     FILE *f = fopen(vkg_test_path_in(bad, "c_badmagic.bin"), "wb");
     assert_non_null(f);
@@ -206,7 +206,7 @@ static void take_bytes(const char *dir, ckpt_bytes *cb)
 {
     char f[PATH_CAP];
     for (int i = 0; i < 3; i++)
-        cb->b[i] = vkg_test_read_file(vkg_test_join(f, dir, ckpt_files[i]), &cb->n[i]);
+        cb->b[i] = vkg_test_must_read(vkg_test_join(f, dir, ckpt_files[i]), &cb->n[i]);
 }
 
 /* dir holds exactly the bytes of cb (freed). */
@@ -215,7 +215,7 @@ static void expect_bytes(const char *dir, ckpt_bytes *cb)
     char f[PATH_CAP];
     for (int i = 0; i < 3; i++) {
         size_t n;
-        unsigned char *now = vkg_test_read_file(vkg_test_join(f, dir, ckpt_files[i]), &n);
+        unsigned char *now = vkg_test_must_read(vkg_test_join(f, dir, ckpt_files[i]), &n);
         if (n != cb->n[i] || memcmp(now, cb->b[i], n) != 0)
             fail_msg("%s changed: %zu bytes, were %zu", f, n, cb->n[i]);
         free(now);
@@ -247,7 +247,7 @@ static void test_crash_mid_checkpoint_resumes_older(void **state)
     vkg_test_trainer_destroy_clean(&t);
     size_t n_log;
     unsigned char *log_before =
-        vkg_test_read_file(vkg_test_path_in(log, "k_ckpt/log.jsonl"), &n_log);
+        vkg_test_must_read(vkg_test_path_in(log, "k_ckpt/log.jsonl"), &n_log);
     char model_copy[PATH_CAP], state_copy[PATH_CAP];
     vkg_test_copy_file(vkg_test_path_in(a, "k_ckpt/step_00000004/model.bin"),
                        vkg_test_path_in(model_copy, "k_model4.bin"));
@@ -286,7 +286,7 @@ static void test_crash_mid_checkpoint_resumes_older(void **state)
         expect_bytes(dir4, &cb);
     }
     size_t n;
-    unsigned char *log_now = vkg_test_read_file(log, &n);
+    unsigned char *log_now = vkg_test_must_read(log, &n);
     assert_true(n == n_log && memcmp(log_now, log_before, n) == 0);
     free(log_now);
 
@@ -377,11 +377,11 @@ static void test_one_trainer_per_folder(void **state)
     vkg_step_info si;
     VKG_ASSERT_OK(vkg_trainer_step(t, &si));
     size_t n0, n1;
-    unsigned char *before = vkg_test_read_file(vkg_test_path_in(log, "l_ckpt/log.jsonl"), &n0);
+    unsigned char *before = vkg_test_must_read(vkg_test_path_in(log, "l_ckpt/log.jsonl"), &n0);
     snprintf(want, sizeof want, "pid %ld on host %s", (long)getpid(), host);
     vkg_test_expect_refused(vkg_trainer_create(&c, &u), VKG_ERR_STATE, want, p.ckpt);
     assert_null(u);
-    unsigned char *after = vkg_test_read_file(log, &n1);
+    unsigned char *after = vkg_test_must_read(log, &n1);
     assert_true(n0 == n1 && memcmp(before, after, n0) == 0);
     free(after);
     VKG_ASSERT_OK(vkg_trainer_step(t, &si));

@@ -326,29 +326,13 @@ static void test_moments_per_rank(void **state)
     free_job(&dp);
 }
 
-static char *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        fail_msg("cannot open %s", path);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)n + 1);
-    assert_non_null(buf);
-    assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
-    fclose(f);
-    *len = (size_t)n;
-    return buf;
-}
-
 static void expect_same_file(const char *dir_a, const char *dir_b, const char *name)
 {
     char a[700], b[700];
     snprintf(a, sizeof a, "%s/%s/step_00000003/%s", tmp_root, dir_a, name);
     snprintf(b, sizeof b, "%s/%s/step_00000003/%s", tmp_root, dir_b, name);
     size_t na, nb;
-    char *x = slurp(a, &na), *y = slurp(b, &nb);
+    char *x = vkg_test_must_read(a, &na), *y = vkg_test_must_read(b, &nb);
     if (na != nb || memcmp(x, y, na))
         fail_msg("%s and %s differ (%zu and %zu bytes)", a, b, na, nb);
     printf("%s: %zu bytes, the same in %s and %s\n", name, na, dir_a, dir_b);

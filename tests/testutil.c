@@ -102,6 +102,43 @@ float *vkg_test_alloc(size_t n)
     return p;
 }
 
+void *vkg_test_read_file(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    size_t len = 0, cap = 4096;
+    char *buf = malloc(cap + 1);
+    for (size_t got; buf && (got = fread(buf + len, 1, cap - len, f)) > 0;) {
+        len += got;
+        if (len == cap) {
+            char *more = realloc(buf, 2 * cap + 1);
+            if (!more)
+                free(buf);
+            buf = more, cap *= 2;
+        }
+    }
+    fclose(f);
+    if (!buf) {
+        fprintf(stderr, "test: out of memory reading %s\n", path);
+        abort();
+    }
+    buf[len] = '\0';
+    if (n)
+        *n = len;
+    return buf;
+}
+
+void *vkg_test_must_read(const char *path, size_t *n)
+{
+    void *buf = vkg_test_read_file(path, n);
+    if (!buf) {
+        fprintf(stderr, "test: cannot open %s\n", path);
+        abort();
+    }
+    return buf;
+}
+
 float *vkg_test_random(vkg_test_rng *r, size_t n, float lo, float hi)
 {
     float *x = vkg_test_alloc(n);

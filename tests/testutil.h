@@ -43,6 +43,13 @@ int vkg_test_compare(const char *what, const float *got, const float *ref, size_
 /* Allocate n floats (or fail the test via abort with a message); free with free(). */
 float *vkg_test_alloc(size_t n);
 
+/* The whole file at path (read in chunks: pipes and files still growing too), NUL-terminated,
+ * malloc'd (the caller frees); its length in *n when n is not NULL. NULL when it cannot be
+ * opened. vkg_test_must_read: the same, but a file that cannot be opened fails the test (abort
+ * with a message naming the path). Out of memory aborts too. */
+void *vkg_test_read_file(const char *path, size_t *n);
+void *vkg_test_must_read(const char *path, size_t *n);
+
 /* Make a new folder "$TMPDIR/<prefix>_XXXXXX" (/tmp without TMPDIR) with mkdtemp and write its
  * path to root (cap bytes). Returns 0, or -1 when the path does not fit or mkdtemp fails. */
 int vkg_test_tmp_make(char *root, size_t cap, const char *prefix);

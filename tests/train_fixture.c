@@ -67,27 +67,10 @@ static void write_shard(const char *path, size_t n, uint64_t seed)
     free(tok);
 }
 
-unsigned char *vkg_test_read_file(const char *path, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        fail_msg("cannot open %s", path);
-    fseek(f, 0, SEEK_END);
-    long size = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    unsigned char *buf = malloc((size_t)size + 1);
-    assert_non_null(buf);
-    assert_int_equal(fread(buf, 1, (size_t)size, f), (size_t)size);
-    buf[size] = 0;
-    fclose(f);
-    *n = (size_t)size;
-    return buf;
-}
-
 void vkg_test_expect_same_file(const char *a, const char *b)
 {
     size_t na, nb;
-    unsigned char *x = vkg_test_read_file(a, &na), *y = vkg_test_read_file(b, &nb);
+    unsigned char *x = vkg_test_must_read(a, &na), *y = vkg_test_must_read(b, &nb);
     if (na != nb || memcmp(x, y, na) != 0)
         fail_msg("%s and %s differ (%zu and %zu bytes)", a, b, na, nb);
     free(x);
@@ -97,7 +80,7 @@ void vkg_test_expect_same_file(const char *a, const char *b)
 void vkg_test_copy_file(const char *from, const char *to)
 {
     size_t n;
-    unsigned char *buf = vkg_test_read_file(from, &n);
+    unsigned char *buf = vkg_test_must_read(from, &n);
     FILE *f = fopen(to, "wb");
     assert_non_null(f);
     assert_int_equal(fwrite(buf, 1, n, f), n);

@@ -24,9 +24,6 @@ int vkg_test_train_teardown(void **state);
 const char *vkg_test_path_in(char *buf, const char *fmt, ...);
 /* out (PATH_CAP bytes) = dir/name; returns out. */
 const char *vkg_test_join(char *out, const char *dir, const char *name);
-/* The whole of a file, NUL-terminated, its size in *n (free with free()); fails the test when it
- * cannot be read. */
-unsigned char *vkg_test_read_file(const char *path, size_t *n);
 /* Fails the test unless a and b hold the same bytes. */
 void vkg_test_expect_same_file(const char *a, const char *b);
 void vkg_test_copy_file(const char *from, const char *to);
