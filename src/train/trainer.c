@@ -11,6 +11,7 @@
 #include "base/clock.h"
 #include "base/error.h"
 #include "train/trainer_internal.h"
+#include "vkgpt/io.h"
 
 vkg_train_config vkg_train_config_default(void)
 {
@@ -174,9 +175,9 @@ vkg_status vkg_trainer_create(const vkg_train_config *cfg, vkg_trainer_t **out)
     t->lock_fd = -1;
     if (cfg->ckpt_dir) {
         snprintf(t->ckpt_dir, sizeof t->ckpt_dir, "%s", cfg->ckpt_dir);
-        if (mkdir(cfg->ckpt_dir, 0755) != 0 && errno != EEXIST) {
-            vkg_status st = VKG_FAIL(VKG_ERR_IO, "cannot create checkpoint folder %s: %s",
-                                     cfg->ckpt_dir, strerror(errno));
+        vkg_status st = vkg_io_make_dirs(cfg->ckpt_dir);
+        if (st != VKG_OK) {
+            vkg__error_wrap(st, "--ckpt-dir");
             vkg_trainer_destroy(&t);
             return st;
         }
