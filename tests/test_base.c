@@ -45,6 +45,24 @@ static void test_check_records_message(void **state)
     assert_non_null(strstr(vkg_error_message(), "loading model.bin: test_base.c:"));
 }
 
+/* The text a user reads: every code location gone, at the start, after a wrap's prefix and in a
+ * peer's message passed on; names that only look alike (no line, a path, mid-sentence) kept. */
+static void test_error_text_drops_locations(void **state)
+{
+    (void)state;
+    vkg_error_clear();
+    assert_string_equal(vkg_error_text(), "");
+    assert_int_equal(propagates(-4), VKG_ERR_INVALID_ARG);
+    assert_string_equal(vkg_error_text(), "x must be >= 0, got -4");
+    vkg__error_wrap(VKG_ERR_INVALID_ARG, "loading %s", "model.bin");
+    assert_string_equal(vkg_error_text(), "loading model.bin: x must be >= 0, got -4");
+    assert_non_null(strstr(vkg_error_message(), "test_base.c:")); /* the full message keeps it */
+    VKG_FAIL(VKG_ERR_PEER, "rank 1 failed: trainer.c:178: cannot create runs/x: No such file");
+    assert_string_equal(vkg_error_text(), "rank 1 failed: cannot create runs/x: No such file");
+    VKG_FAIL(VKG_ERR_IO, "data/a.c: not a shard; x.c:12 is text; at b.c:7: here");
+    assert_string_equal(vkg_error_text(), "data/a.c: not a shard; x.c:12 is text; at b.c:7: here");
+}
+
 static void test_escape(void **state)
 {
     (void)state;
@@ -75,6 +93,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_status_names),
         cmocka_unit_test(test_check_records_message),
+        cmocka_unit_test(test_error_text_drops_locations),
         cmocka_unit_test(test_escape),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
