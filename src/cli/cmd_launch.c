@@ -1,10 +1,11 @@
 /* `vkgpt launch -n N -- train ...`: start N local ranks of this very binary with torchrun-style
  * variables (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT) and VKGPT_DEVICE, stream
  * their stdout/stderr line by line with a "[rank k] " prefix, and when a rank fails stop the
- * others (SIGTERM, then SIGKILL after a grace period) and exit non-zero. Every child is reaped, and
- * every rank gets SIGTERM from the kernel when the launcher dies, however it dies.
- * Also here: the data-parallel flags of `vkgpt train` (vkg_cli_dp_resolve).
- * Not here: multi-host launching (use torchrun-style variables, srun or mpirun; see README). */
+ * others (SIGTERM, then SIGKILL after a grace period) and exit non-zero. SIGINT or SIGTERM asks
+ * every rank to stop (each saves a checkpoint) and exits 128 + the signal's number. Every child is
+ * reaped, and every rank gets SIGTERM from the kernel when the launcher dies, however it dies. Also
+ * here: the data-parallel flags of `vkgpt train` (vkg_cli_dp_resolve). Not here: multi-host
+ * launching (use torchrun-style variables, srun or mpirun; see README). */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -278,7 +279,7 @@ int vkg_cli_launch(int argc, char **argv)
             break;
         }
     const vkg_flag flags[] = {
-        {"-n", VKG_FLAG_INT, &n, "number of local ranks", 0, 1, MAX_RANKS},
+        {"-n", VKG_FLAG_INT, &n, "number of local ranks (required; no default)", 0, 1, MAX_RANKS},
         {"--devices", VKG_FLAG_STR, &devices, "device per rank, cycling: 0,1,... (VKGPT_DEVICE)", 0,
          0, 0},
         {"--transport", VKG_FLAG_STR, &transport,
@@ -290,7 +291,7 @@ int vkg_cli_launch(int argc, char **argv)
          3600},
         {"--pp", VKG_FLAG_INT, &pp,
          "pipeline stages, passed to every rank's train (N / pp "
-         "data-parallel replicas)",
+         "data-parallel replicas; default: 1)",
          0, 1, 64},
         {"--zero", VKG_FLAG_INT, &zero,
          "1: ZeRO-1, passed to every rank's train (AdamW's moments sharded over the ranks)", 0, 0,
@@ -424,8 +425,8 @@ int vkg_cli_launch(int argc, char **argv)
             describe(cs[k].status, why, sizeof why);
             fprintf(stderr, "vkgpt launch: rank %d %s\n", k, why);
         }
-    if (failed < 0 && forwarded)
-        exit_code = 130;
+    if (failed < 0 && forwarded) /* stopped, after the ranks saved: 128 + the signal's number */
+        exit_code = 128 + (int)launch_signal;
     if (failed < 0)
         for (int k = 0; k < n; k++)
             if (failed_status(cs[k].status) && !exit_code)

@@ -123,7 +123,10 @@ static int parse(int argc, char **argv, prepare_opts *o)
                            "encoder.json and vocab.bpe)");
     if (!strcmp(o->tokenizer, "byte") && o->vocab_dir)
         return usage_error("--vocab-dir only applies to --tokenizer gpt2");
-    return -1;
+    for (int i = 0; i < o->ninputs; i++)
+        if (vkg_cli_need_path(CMD, "input", o->inputs[i], 0))
+            return 2;
+    return vkg_cli_need_path(CMD, "--vocab-dir", o->vocab_dir, 0) ? 2 : -1;
 }
 
 /* Append one document: end-of-text, then its encoding. Empty documents are skipped. */

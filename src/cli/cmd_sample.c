@@ -73,7 +73,7 @@ static vkg_status resolve(const char *ckpt, char *model, char *tok)
                             ckpt);
     } else {
         struct stat sb;
-        VKG_CHECK(stat(ckpt, &sb) != 0, VKG_ERR_INVALID_ARG,
+        VKG_CHECK(stat(ckpt, &sb) != 0, VKG_ERR_IO,
                   "%s is neither a regular file nor a folder (a FIFO or device cannot be read as "
                   "a model)",
                   ckpt);
@@ -130,10 +130,8 @@ int vkg_cli_sample(int argc, char **argv)
     }
     char model[PATH_CAP], tok[PATH_CAP];
     vkg_status st = resolve(ckpt, model, tok);
-    if (st != VKG_OK) {
-        vkg_cli_report("sample", st);
-        return 2;
-    }
+    if (st != VKG_OK)
+        return vkg_cli_report("sample", st);
     vkg_gpt2_config mcfg;
     int version;
     if ((st = vkg_modelfile_read_header(model, &mcfg, &version)) != VKG_OK)

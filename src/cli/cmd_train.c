@@ -1,7 +1,8 @@
 /* `vkgpt train`: parse flags into a vkg_train_config (refusing combinations that cannot all be
  * honoured), run the trainer with a live progress line on a terminal (plain lines otherwise),
  * samples and checkpoints at intervals, and on SIGINT or SIGTERM finish the current step, write a
- * checkpoint and exit cleanly; a signal while the data loads stops at once, writing nothing. */
+ * checkpoint and exit 128 + the signal's number; a signal while the data loads stops at once,
+ * writing nothing. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -111,42 +112,13 @@ static int find_conflict(const train_opts *o, const vkg_flag *flags, int n,
     return 0;
 }
 
-static void format_eta(double seconds, char *buf, size_t cap)
-{
-    long s = (long)(seconds + 0.5);
-    if (s >= 3600)
-        snprintf(buf, cap, "%ldh%02ldm", s / 3600, (s / 60) % 60);
-    else if (s >= 60)
-        snprintf(buf, cap, "%ldm%02lds", s / 60, s % 60);
-    else
-        snprintf(buf, cap, "%lds", s);
-}
-
-static void print_step(const vkg_step_info *s, long long steps, double avg_ms, int tty)
-{
-    char eta[32];
-    format_eta(avg_ms * (double)(steps - s->step) / 1e3, eta, sizeof eta);
-    if (tty) {
-        printf("\r\033[Kstep %lld/%lld | loss %.4f | lr %.2e | norm %.3f | %.0f tok/s | ETA %s",
-               s->step, steps, (double)s->loss, (double)s->lr, (double)s->grad_norm,
-               s->tokens_per_s, eta);
-        if (s->has_eval)
-            printf(" | eval %.4f\n", (double)s->eval_loss);
-    } else {
-        printf("step %lld/%lld loss %.4f lr %.3e norm %.4f %.0f tok/s %.1f ms", s->step, steps,
-               (double)s->loss, (double)s->lr, (double)s->grad_norm, s->tokens_per_s, s->ms);
-        if (s->has_eval)
-            printf(" eval %.4f", (double)s->eval_loss);
-        if (s->comm_ms > 0.0) /* data parallel: allreduce time and the part not overlapped */
-            printf(" allreduce %.1f ms (exposed %.1f)", s->comm_ms, s->exposed_comm_ms);
-        printf("\n");
-    }
-    fflush(stdout);
-}
-
-static int show_sample(vkg_trainer_t *t, const train_opts *o, uint64_t seed, int tty)
+static int show_sample(vkg_trainer_t *t, const train_opts *o, uint64_t seed, int tty, int final)
 {
     char *text = NULL;
+    if (final && o->cfg.comm.rank == 0) { /* a long sample on a slow device takes minutes */
+        printf("sampling %d tokens (--sample-len)...\n", o->sample_len);
+        fflush(stdout);
+    }
     vkg_status st =
         vkg_trainer_sample(t, o->prompt, o->sample_len, o->temperature, o->top_k, seed, &text);
     if (st != VKG_OK)
@@ -268,7 +240,7 @@ static int run(vkg_trainer_t *t, const train_opts *o)
     o = &so;
     if (info.log_path[0])
         printf("log: %s\n", info.log_path);
-    double total_ms = 0.0;
+    double start = vkg_cli_now_s();
     long long done = 0;
     int rc = 0, stop = 0;
     /* The step the newest checkpoint holds (a resumed run's is on disk already), so a stop right
@@ -279,14 +251,13 @@ static int run(vkg_trainer_t *t, const train_opts *o)
         vkg_status st = vkg_trainer_step(t, &s);
         if (st != VKG_OK)
             return vkg_cli_report("train", st);
-        total_ms += s.ms;
         done++;
         step = s.step;
         stop = s.stop;
         if (!o->quiet)
-            print_step(&s, info.steps, total_ms / (double)done, tty);
+            vkg_cli_print_step(&s, info.steps, vkg_cli_now_s() - start, done, tty);
         if (o->sample_every > 0 && s.step % o->sample_every == 0)
-            rc = show_sample(t, o, o->cfg.seed + (uint64_t)s.step, tty);
+            rc = show_sample(t, o, o->cfg.seed + (uint64_t)s.step, tty, 0);
         if (rc == 0 && o->cfg.ckpt_dir && o->ckpt_every > 0 && s.step % o->ckpt_every == 0 &&
             !vkg_trainer_done(t)) {
             rc = checkpoint(t, tty);
@@ -301,6 +272,14 @@ static int run(vkg_trainer_t *t, const train_opts *o)
         printf("stopping on signal %d after the current step\n", (int)stop_requested);
     else if (stop)
         printf("stopping after the current step: another rank was signalled\n");
+    char took[32];
+    vkg_cli_duration(vkg_cli_now_s() - start, took, sizeof took);
+    if (!o->quiet)
+        printf("%lld step(s) in %s\n", done, took);
+    if (o->cfg.ckpt_dir && step != saved && !o->quiet) {
+        printf("writing the checkpoint of step %lld...\n", step);
+        fflush(stdout);
+    }
     if (o->cfg.ckpt_dir && step != saved && (rc = checkpoint(t, 0)) != 0)
         return rc;
     vkg_status st = vkg_trainer_write_plot(t);
@@ -309,7 +288,11 @@ static int run(vkg_trainer_t *t, const train_opts *o)
     if (info.svg_path[0])
         printf("loss curve: %s\n", info.svg_path);
     if (o->sample_len > 0 && !stop)
-        rc = show_sample(t, o, o->cfg.seed, 0);
+        rc = show_sample(t, o, o->cfg.seed, 0, 1);
+    /* Stopped by a signal, on this rank (its number) or another (SIGTERM, as a launcher's): not
+     * finished, whatever was saved. */
+    if (rc == 0 && stop)
+        rc = 128 + (stop_requested ? (int)stop_requested : SIGTERM);
     return rc;
 }
 
@@ -334,8 +317,10 @@ int vkg_cli_train(int argc, char **argv)
         {"--data", VKG_FLAG_STR, &c->data, "training data: llm.c shards (.bin) or text; a glob", 0,
          0, 0},
         {"--val-data", VKG_FLAG_STR, &c->val_data, "validation data, as --data", 0, 0, 0},
-        {"--tokenizer", VKG_FLAG_STR, &c->tokenizer, "byte, gpt2 or an llm.c tokenizer file", 0, 0,
-         0},
+        {"--tokenizer", VKG_FLAG_STR, &c->tokenizer,
+         "byte, gpt2 or an llm.c tokenizer file (default: the tokenizer.bin "
+         "beside llm.c shards, else byte)",
+         0, 0, 0},
         {"--vocab-dir", VKG_FLAG_STR, &c->vocab_dir, "folder of vocab.bpe + encoder.json (gpt2)", 0,
          0, 0},
         {"--shuffle", VKG_FLAG_INT, &c->shuffle, "1: seeded batch order per epoch", 0, 0, 1},
@@ -351,7 +336,10 @@ int vkg_cli_train(int argc, char **argv)
         {"--batch", VKG_FLAG_INT, &c->batch, "micro-batch size B", 0, 1, 1 << 20},
         {"--seq", VKG_FLAG_INT, &c->seq, "sequence length T", 0, 1, 1 << 20},
         {"--total-batch", VKG_FLAG_LL, &c->total_batch,
-         "tokens per optimizer step (multiple of B*T)", 0, 1, 2147483647},
+         "tokens per optimizer step, a multiple of B*T (default: B*T on every data-parallel rank, "
+         "no "
+         "accumulation)",
+         0, 1, 2147483647},
         {"--steps", VKG_FLAG_INT, &c->steps, "optimizer steps", 0, 0, 1e9},
         {"--lr", VKG_FLAG_FLOAT, &c->lr, "peak learning rate", 0, 0, 10},
         {"--warmup", VKG_FLAG_INT, &c->warmup, "warmup steps", 0, 0, 1e9},
@@ -385,7 +373,8 @@ int vkg_cli_train(int argc, char **argv)
         {"--precision", VKG_FLAG_CHOICE, &c->precision, VKG_CLI_PRECISION_HELP, vkg_cli_precisions,
          0, 0},
         {"--coopmat", VKG_FLAG_CHOICE, &c->coopmat, VKG_CLI_COOPMAT_HELP, vkg_cli_coopmats, 0, 0},
-        {"--pp", VKG_FLAG_INT, &c->pp, "pipeline stages (ranks = data-parallel x pp)", 0, 1, 64},
+        {"--pp", VKG_FLAG_INT, &c->pp, "pipeline stages (ranks = data-parallel x pp; default: 1)",
+         0, 1, 64},
         {"--pp-layers", VKG_FLAG_STR, &o.pp_layers,
          "layers per stage, e.g. 3,3,2 (default: balanced by estimated compute)", 0, 0, 0},
         {"--pp-schedule", VKG_FLAG_CHOICE, &c->pp_schedule, "pipeline schedule", pp_schedules, 0,
@@ -397,8 +386,8 @@ int vkg_cli_train(int argc, char **argv)
          0, 0},
         {"--ckpt-dir", VKG_FLAG_STR, &c->ckpt_dir, "checkpoint folder (also holds log.jsonl)", 0, 0,
          0},
-        {"--ckpt-every", VKG_FLAG_INT, &o.ckpt_every, "checkpoint every N steps (and at the end)",
-         0, 0, 1e9},
+        {"--ckpt-every", VKG_FLAG_INT, &o.ckpt_every,
+         "checkpoint every N steps (0: only at the end)", 0, 0, 1e9},
         {"--keep", VKG_FLAG_INT, &c->keep_checkpoints, "checkpoints to keep (0: all)", 0, 0, 1e6},
         {"--resume", VKG_FLAG_BOOL, &c->resume, "continue from the newest complete checkpoint", 0,
          0, 0},
@@ -468,6 +457,19 @@ int vkg_cli_train(int argc, char **argv)
         fprintf(stderr, "vkgpt train: --data is required (llm.c shards or text files)\n");
         return 2;
     }
+    int named_tokenizer =
+        c->tokenizer && strcmp(c->tokenizer, "byte") && strcmp(c->tokenizer, "gpt2");
+    if (vkg_cli_need_path("train", "--data", c->data, 1) ||
+        vkg_cli_need_path("train", "--val-data", c->val_data, 1) ||
+        vkg_cli_need_path("train", "--init", c->init_path, 0) ||
+        vkg_cli_need_path("train", "--tokenizer", named_tokenizer ? c->tokenizer : NULL, 0) ||
+        vkg_cli_need_path("train", "--vocab-dir", c->vocab_dir, 0))
+        return 2;
+    if (!o.quiet) {
+        printf(
+            "setting up the device, the model and the data (tokenizing text takes a while)...\n");
+        fflush(stdout);
+    }
     struct sigaction sa = {0};
     sa.sa_handler = on_signal;
     sigaction(SIGINT, &sa, NULL);
@@ -475,14 +477,14 @@ int vkg_cli_train(int argc, char **argv)
     vkg_trainer_t *t = NULL;
     vkg_status st = vkg_trainer_create(c, &t);
     if (st != VKG_OK) {
-        vkg_cli_report("train", st);
+        rc = vkg_cli_report("train", st);
         if (st == VKG_ERR_ABORTED && stop_requested) {
             fprintf(stderr,
                     "vkgpt train: stopped on signal %d before training: nothing was saved\n",
                     (int)stop_requested);
             return 128 + (int)stop_requested;
         }
-        return st == VKG_ERR_INVALID_ARG || st == VKG_ERR_NOT_FOUND ? 2 : 1;
+        return rc;
     }
     rc = resumed_as_given(t, &o);
     if (rc == 0)
