@@ -35,6 +35,10 @@ int vkg_cli_verbose(void);
  * or "...: no such file or folder '<path>'". A path that exists but cannot be used is left to
  * the library. */
 int vkg_cli_need_path(const char *cmd, const char *what, const char *path, int pattern);
+/* vkg_cli_need_path for every path of a train config: --data and --val-data (patterns), --init,
+ * a --tokenizer file, --vocab-dir. 0, or 2 after printing the first that does not exist. */
+struct vkg_train_config;
+int vkg_cli_train_paths(const struct vkg_train_config *c);
 /* Parse a --tiles value (vkg_matmul_tiling_parse) into *out: 0, or 2 after printing
  * "vkgpt <cmd>: <why>" (the message quotes the value and says what was expected). NULL: *out
  * zero (no tiles forced), 0. */
@@ -52,6 +56,14 @@ void vkg_cli_duration(double seconds, char *buf, size_t cap);
 struct vkg_step_info;
 void vkg_cli_print_step(const struct vkg_step_info *s, long long steps, double elapsed_s,
                         long long done, int tty);
+
+/* The lines `train --help` and `launch --help` end their synopsis with: signals and exit codes. */
+#define VKG_CLI_EXIT_HELP                                                                          \
+    "\n  Ctrl-C or SIGTERM: finish the current step, save a checkpoint (with --ckpt-dir) and "     \
+    "exit "                                                                                        \
+    "128 + the\n  signal's number (130, 143). Exit status otherwise: 0 done, 1 a failure while "   \
+    "running, 2 a usage\n  error (a bad flag, a file or device named that does not exist). "       \
+    "VKGPT_VERBOSE=1: errors name code\n  locations."
 
 /* Subcommands (one file each under src/cli/). */
 int vkg_cli_devices(int argc, char **argv);

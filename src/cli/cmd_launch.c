@@ -299,8 +299,8 @@ int vkg_cli_launch(int argc, char **argv)
         {"--grad-dtype", VKG_FLAG_CHOICE, &grad_dtype,
          "passed to every rank's train: " VKG_CLI_GRAD_DTYPE_HELP, vkg_cli_grad_dtypes, 0, 0},
     };
-    int rc = vkg_flags_parse("launch", "-n N [options] -- train [train options]", flags,
-                             (int)(sizeof flags / sizeof flags[0]), sep, argv, NULL, NULL);
+    int rc = vkg_flags_parse("launch", "-n N [options] -- train [train options]" VKG_CLI_EXIT_HELP,
+                             flags, (int)(sizeof flags / sizeof flags[0]), sep, argv, NULL, NULL);
     if (rc)
         return rc == 1 ? 0 : 2;
     vkg_comm_transport tr = VKG_COMM_TCP;

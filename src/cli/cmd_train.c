@@ -406,8 +406,8 @@ int vkg_cli_train(int argc, char **argv)
         c->device = getenv("VKGPT_DEVICE");
     vkg_flags_result fr;
     int nflags = (int)(sizeof flags / sizeof flags[0]);
-    int rc =
-        vkg_flags_parse("train", "--data FILES [options]", flags, nflags, argc, argv, NULL, &fr);
+    int rc = vkg_flags_parse("train", "--data FILES [options]" VKG_CLI_EXIT_HELP, flags, nflags,
+                             argc, argv, NULL, &fr);
     if (rc)
         return rc == VKG_FLAGS_HELP ? 0 : 2;
     static const char *const arch_flags[5] = {"--layers", "--heads", "--channels", "--ctx",
@@ -457,17 +457,10 @@ int vkg_cli_train(int argc, char **argv)
         fprintf(stderr, "vkgpt train: --data is required (llm.c shards or text files)\n");
         return 2;
     }
-    int named_tokenizer =
-        c->tokenizer && strcmp(c->tokenizer, "byte") && strcmp(c->tokenizer, "gpt2");
-    if (vkg_cli_need_path("train", "--data", c->data, 1) ||
-        vkg_cli_need_path("train", "--val-data", c->val_data, 1) ||
-        vkg_cli_need_path("train", "--init", c->init_path, 0) ||
-        vkg_cli_need_path("train", "--tokenizer", named_tokenizer ? c->tokenizer : NULL, 0) ||
-        vkg_cli_need_path("train", "--vocab-dir", c->vocab_dir, 0))
+    if (vkg_cli_train_paths(c))
         return 2;
     if (!o.quiet) {
-        printf(
-            "setting up the device, the model and the data (tokenizing text takes a while)...\n");
+        printf("setting up the device, the model and the data (text is tokenized first)...\n");
         fflush(stdout);
     }
     struct sigaction sa = {0};

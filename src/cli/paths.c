@@ -10,6 +10,7 @@
 
 #include "base/escape.h"
 #include "cli/cli.h"
+#include "vkgpt/train.h"
 
 int vkg_cli_need_path(const char *cmd, const char *what, const char *path, int pattern)
 {
@@ -32,4 +33,17 @@ int vkg_cli_need_path(const char *cmd, const char *what, const char *path, int p
         return 0; /* there (or unreadable: the library names why) */
     fprintf(stderr, "vkgpt %s: %s: no such file or folder '%s'\n", cmd, what, shown);
     return 2;
+}
+
+int vkg_cli_train_paths(const struct vkg_train_config *c)
+{
+    int named_tokenizer =
+        c->tokenizer && strcmp(c->tokenizer, "byte") && strcmp(c->tokenizer, "gpt2");
+    if (vkg_cli_need_path("train", "--data", c->data, 1) ||
+        vkg_cli_need_path("train", "--val-data", c->val_data, 1) ||
+        vkg_cli_need_path("train", "--init", c->init_path, 0) ||
+        vkg_cli_need_path("train", "--tokenizer", named_tokenizer ? c->tokenizer : NULL, 0) ||
+        vkg_cli_need_path("train", "--vocab-dir", c->vocab_dir, 0))
+        return 2;
+    return 0;
 }
