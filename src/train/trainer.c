@@ -95,6 +95,17 @@ static vkg_status plan_steps(vkg_trainer_t *t)
     return VKG_OK;
 }
 
+/* The data is looked for first: a mistyped path is reported as such, not as whatever fails
+ * without it (a vocabulary size a tokenizer beside the data would have given). */
+static vkg_status check_data_paths(const vkg_train_config *c)
+{
+    vkg_status st = c->data ? vkg_data_check_path(c->data) : VKG_OK;
+    if (st != VKG_OK)
+        return vkg__error_wrap(st, "--data");
+    st = c->val_data ? vkg_data_check_path(c->val_data) : VKG_OK;
+    return st == VKG_OK ? VKG_OK : vkg__error_wrap(st, "--val-data");
+}
+
 static vkg_status setup(vkg_trainer_t *t)
 {
     const vkg_train_config *c = &t->cfg;
@@ -110,6 +121,7 @@ static vkg_status setup(vkg_trainer_t *t)
     dopts.tiles = c->tiles;
     dopts.coopmat = (vkg_coopmat_mode)c->coopmat;
     dopts.profiling = c->profile;
+    VKG_TRY(check_data_paths(c));
     VKG_TRY(join(t));
     if (t->ckpt_dir[0] && vkg_strategy_rank(t->par) == 0) /* before anything is written there */
         VKG_TRY(vkg_checkpoint_lock(t->ckpt_dir, &t->lock_fd));
