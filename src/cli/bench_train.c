@@ -253,6 +253,7 @@ static vkg_status run(const bench_opts *o, const vkg_gpt2_config *cfg)
     printf("batch: B=%d x T=%d = %zu tokens per step; AdamW lr %g, weight decay 0.1, clip %g\n",
            o->B, o->T, BT, (double)o->lr, (double)o->grad_clip);
     print_memory(m, opt);
+    printf("running %d warm-up and %d timed steps...\n", o->warmup, o->steps);
     fflush(stdout);
 
     float loss0 = 0.0f, loss = 0.0f;
