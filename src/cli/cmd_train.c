@@ -318,8 +318,8 @@ int vkg_cli_train(int argc, char **argv)
          0, 0},
         {"--val-data", VKG_FLAG_STR, &c->val_data, "validation data, as --data", 0, 0, 0},
         {"--tokenizer", VKG_FLAG_STR, &c->tokenizer,
-         "byte, gpt2 or an llm.c tokenizer file (default: the tokenizer.bin "
-         "beside llm.c shards, else byte)",
+         "byte, gpt2 or an llm.c tokenizer file (default: the tokenizer.bin beside llm.c shards, "
+         "else byte)",
          0, 0, 0},
         {"--vocab-dir", VKG_FLAG_STR, &c->vocab_dir, "folder of vocab.bpe + encoder.json (gpt2)", 0,
          0, 0},
@@ -336,9 +336,8 @@ int vkg_cli_train(int argc, char **argv)
         {"--batch", VKG_FLAG_INT, &c->batch, "micro-batch size B", 0, 1, 1 << 20},
         {"--seq", VKG_FLAG_INT, &c->seq, "sequence length T", 0, 1, 1 << 20},
         {"--total-batch", VKG_FLAG_LL, &c->total_batch,
-         "tokens per optimizer step, a multiple of B*T (default: B*T on every data-parallel rank, "
-         "no "
-         "accumulation)",
+         "tokens per optimizer step, a multiple of B*T (default: B*T on every data-parallel "
+         "rank, no accumulation)",
          0, 1, 2147483647},
         {"--steps", VKG_FLAG_INT, &c->steps, "optimizer steps", 0, 0, 1e9},
         {"--lr", VKG_FLAG_FLOAT, &c->lr, "peak learning rate", 0, 0, 10},
