@@ -30,6 +30,7 @@ struct vkg_trainer {
     int resumed;
     char resume_skipped[2048]; /* newer checkpoints --resume passed over, and why ("" none) */
     char ckpt_dir[1024];
+    char *run_config;    /* cfg.run_config copied, or NULL; written as run.json once */
     int lock_fd;         /* ckpt_dir's lock (rank 0), -1 when none */
     vkg_trace *trace;    /* --trace: this rank's timeline, or NULL */
     int failed;          /* a call failed: the peers are told on destroy */
