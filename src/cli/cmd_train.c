@@ -416,7 +416,8 @@ static int train_main(int argc, char **argv, vkg_cli_resume *res)
     vkg_cli_train_arch_given(flags, nflags, &fr, o.arch_given);
     char why[256];
     if (find_conflict(&o, flags, nflags, &fr, why, sizeof why)) {
-        fprintf(stderr, "vkgpt train: %s\n", why);
+        fprintf(stderr, "vkgpt train: %s%s\n", why,
+                res->found ? " (run.json's flags count as given)" : "");
         return 2;
     }
     if (vkg_cli_tiles("train", o.tiles, &c->tiles) ||
@@ -491,8 +492,7 @@ static int train_main(int argc, char **argv, vkg_cli_resume *res)
 
 int vkg_cli_train(int argc, char **argv)
 {
-    vkg_cli_resume res;
-    memset(&res, 0, sizeof res);
+    vkg_cli_resume res = {0};
     int rc = train_main(argc, argv, &res);
     vkg_cli_runconf_free(&res.saved);
     free(res.json);
