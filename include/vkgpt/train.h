@@ -70,6 +70,11 @@ typedef struct vkg_train_config {
     int resume;
     int resume_fallback;
     const char *log_path;
+    /* The run's settings (the CLI's flags as JSON), written by rank 0 as ckpt_dir/run.json,
+     * atomically and before the first checkpoint this trainer marks complete, so that every
+     * complete checkpoint has the settings that produced it beside it. NULL: none written.
+     * Copied by vkg_trainer_create. */
+    const char *run_config;
     /* Data parallelism (DESIGN.md section 6). comm places this rank in the job (vkgpt/comm.h);
      * world_size 1 (the default) trains alone. comm_from_env: take it from launcher variables
      * instead (vkg_comm_config_from_env: torchrun, Slurm, Open MPI; comm.ctx is kept). Rank 0's

@@ -11,6 +11,7 @@
 
 #include "cli/cli.h"
 #include "cli/flags.h"
+#include "cli/train_resume.h"
 #include "vkgpt/train.h"
 
 static volatile sig_atomic_t stop_requested;
@@ -26,9 +27,9 @@ static const char *const recomputes[] = {"none", "gelu", NULL};    /* as vkg_tra
 
 typedef struct train_opts {
     vkg_train_config cfg;
-    int sample_every, sample_len, top_k, ckpt_every, quiet;
+    int sample_every, sample_len, top_k, ckpt_every, quiet, schedule;
     float temperature;
-    const char *prompt;
+    const char *prompt, *tiles;
     vkg_cli_dp_flags dp;
     const char *pp_layers;
     int pp_layers_v[256];
@@ -140,35 +141,6 @@ static int checkpoint(vkg_trainer_t *t, int tty)
     return 0;
 }
 
-/* A resumed model has the checkpoint's architecture: an architecture flag given with --resume
- * must agree with it (it is not silently ignored). 0, or 2 after naming the disagreement. */
-static int resumed_as_given(vkg_trainer_t *t, const train_opts *o)
-{
-    vkg_trainer_info info;
-    vkg_trainer_get_info(t, &info);
-    if (!info.resumed)
-        return 0;
-    const vkg_train_config *c = &o->cfg;
-    const struct {
-        const char *flag;
-        int given, ckpt;
-    } arch[5] = {{"--layers", c->layers, info.layers},
-                 {"--heads", c->heads, info.heads},
-                 {"--channels", c->channels, info.channels},
-                 {"--ctx", c->max_seq_len, info.max_seq_len},
-                 {"--vocab", c->vocab_size, info.vocab_size}};
-    for (int i = 0; i < 5; i++)
-        if (o->arch_given[i] && arch[i].given != arch[i].ckpt) {
-            fprintf(stderr,
-                    "vkgpt train: %s %d disagrees with the checkpoint resumed at step %lld, whose "
-                    "model has %s %d: drop the flag to continue that run, or give a new "
-                    "--ckpt-dir to train a new model\n",
-                    arch[i].flag, arch[i].given, info.start_step, arch[i].flag, arch[i].ckpt);
-            return 2;
-        }
-    return 0;
-}
-
 static double mib(uint64_t b)
 {
     return (double)b / 1048576.0;
@@ -240,6 +212,8 @@ static int run(vkg_trainer_t *t, const train_opts *o)
     o = &so;
     if (info.log_path[0])
         printf("log: %s\n", info.log_path);
+    if (info.rank == 0)
+        vkg_cli_train_ckpt_line(&o->cfg, o->ckpt_every);
     double start = vkg_cli_now_s();
     long long done = 0;
     int rc = 0, stop = 0;
@@ -296,20 +270,27 @@ static int run(vkg_trainer_t *t, const train_opts *o)
     return rc;
 }
 
-int vkg_cli_train(int argc, char **argv)
+/* Every option at its default (a reset callback: --resume applies run.json over these). */
+static void opts_default(void *p)
 {
-    train_opts o = {.cfg = vkg_train_config_default(),
-                    .sample_len = 200,
-                    .temperature = 0.8f,
-                    .top_k = 40,
-                    .dp = VKG_CLI_DP_FLAGS_INIT};
+    train_opts *o = p;
+    *o = (train_opts){.cfg = vkg_train_config_default(),
+                      .sample_len = 200,
+                      .temperature = 0.8f,
+                      .top_k = 40,
+                      .dp = VKG_CLI_DP_FLAGS_INIT};
+    o->cfg.device = getenv("VKGPT_DEVICE");
+}
+
+static int train_main(int argc, char **argv, vkg_cli_resume *res)
+{
+    train_opts o;
+    opts_default(&o);
     vkg_train_config *c = &o.cfg;
-    int schedule = 0;
-    const char *tiles = NULL;
     const vkg_flag flags[] = {
         {"--device", VKG_FLAG_STR, &c->device, "device index or name (default: VKGPT_DEVICE)", 0, 0,
          0},
-        {"--tiles", VKG_FLAG_STR, &tiles,
+        {"--tiles", VKG_FLAG_STR, &o.tiles,
          "tiled matmul for every product with these tiles: BMxBNxBK:TMxTN[/SG][+db|+sb] or a "
          "table entry such as nvidia-large (vkgpt devices lists them; +db double-buffered, +sb "
          "single-buffered shared tiles); default: the device's",
@@ -342,7 +323,7 @@ int vkg_cli_train(int argc, char **argv)
         {"--steps", VKG_FLAG_INT, &c->steps, "optimizer steps", 0, 0, 1e9},
         {"--lr", VKG_FLAG_FLOAT, &c->lr, "peak learning rate", 0, 0, 10},
         {"--warmup", VKG_FLAG_INT, &c->warmup, "warmup steps", 0, 0, 1e9},
-        {"--schedule", VKG_FLAG_CHOICE, &schedule, "learning-rate schedule", schedules, 0, 0},
+        {"--schedule", VKG_FLAG_CHOICE, &o.schedule, "learning-rate schedule", schedules, 0, 0},
         {"--lr-min-frac", VKG_FLAG_FLOAT, &c->lr_min_frac, "final lr as a fraction of --lr", 0, 0,
          1},
         {"--weight-decay", VKG_FLAG_FLOAT, &c->weight_decay, "AdamW decay (2-D weights only)", 0, 0,
@@ -383,13 +364,15 @@ int vkg_cli_train(int argc, char **argv)
         {"--trace", VKG_FLAG_STR, &c->trace_path,
          "write each step's timeline (pipelines) as Chrome trace JSON (FILE.rank<N> per rank)", 0,
          0, 0},
-        {"--ckpt-dir", VKG_FLAG_STR, &c->ckpt_dir, "checkpoint folder (also holds log.jsonl)", 0, 0,
-         0},
-        {"--ckpt-every", VKG_FLAG_INT, &o.ckpt_every,
-         "checkpoint every N steps (0: only at the end)", 0, 0, 1e9},
-        {"--keep", VKG_FLAG_INT, &c->keep_checkpoints, "checkpoints to keep (0: all)", 0, 0, 1e6},
-        {"--resume", VKG_FLAG_BOOL, &c->resume, "continue from the newest complete checkpoint", 0,
-         0, 0},
+        {"--ckpt-dir", VKG_FLAG_STR, &c->ckpt_dir,
+         "checkpoint folder (also holds log.jsonl, run.json)", 0, 0, 0},
+        {"--ckpt-every", VKG_FLAG_INT, &o.ckpt_every, "checkpoint every N steps (0: only at the end)",
+         0, 0, 1e9},
+        {"--keep", VKG_FLAG_INT, &c->keep_checkpoints,
+         "newest checkpoints kept; older ones are deleted (default 3; 0: keep all)", 0, 0, 1e6},
+        {"--resume", VKG_FLAG_BOOL, &c->resume,
+         "continue the newest complete checkpoint, flags from CKPT_DIR/run.json (given: override)",
+         0, 0, 0},
         {"--resume-fallback", VKG_FLAG_BOOL, &c->resume_fallback,
          "with --resume: a damaged newest checkpoint is set aside (renamed step_N.damaged), "
          "resume from the newest that loads",
@@ -401,27 +384,34 @@ int vkg_cli_train(int argc, char **argv)
         {"--quiet", VKG_FLAG_BOOL, &o.quiet, "no per-step lines", 0, 0, 0},
         VKG_CLI_DP_FLAGS(o.dp),
     };
-    if (!c->device)
-        c->device = getenv("VKGPT_DEVICE");
     vkg_flags_result fr;
     int nflags = (int)(sizeof flags / sizeof flags[0]);
     int rc = vkg_flags_parse("train", "--data FILES [options]" VKG_CLI_EXIT_HELP, flags, nflags,
                              argc, argv, NULL, &fr);
     if (rc)
         return rc == VKG_FLAGS_HELP ? 0 : 2;
-    static const char *const arch_flags[5] = {"--layers", "--heads", "--channels", "--ctx",
-                                              "--vocab"};
-    for (int i = 0; i < 5; i++)
-        o.arch_given[i] = vkg_flags_seen(flags, nflags, &fr, arch_flags[i]);
+    if (c->resume && c->ckpt_dir &&
+        (rc = vkg_cli_train_resume_settings(c->ckpt_dir, flags, nflags, argc, argv, opts_default,
+                                            &o, &fr, res)) != 0)
+        return rc;
+    unsigned char skip[VKG_FLAGS_MAX];
+    vkg_cli_train_runconf_skip(flags, nflags, c->init_path != NULL, c->resume ? res : NULL, &fr,
+                               skip);
+    if (c->ckpt_dir && !(c->run_config = res->json = vkg_cli_runconf_json(flags, nflags, skip))) {
+        fprintf(stderr, "vkgpt train: out of memory\n");
+        return 1;
+    }
+    vkg_cli_train_arch_given(flags, nflags, &fr, o.arch_given);
     char why[256];
     if (find_conflict(&o, flags, nflags, &fr, why, sizeof why)) {
-        fprintf(stderr, "vkgpt train: %s\n", why);
+        fprintf(stderr, "vkgpt train: %s%s\n", why,
+                res->found ? " (run.json's flags count as given)" : "");
         return 2;
     }
-    if (vkg_cli_tiles("train", tiles, &c->tiles) ||
+    if (vkg_cli_tiles("train", o.tiles, &c->tiles) ||
         vkg_cli_coopmat_check("train", c->coopmat, c->precision))
         return 2;
-    c->schedule = (vkg_schedule_kind)schedule;
+    c->schedule = (vkg_schedule_kind)o.schedule;
     if (o.pp_layers) {
         int n = vkg_flags_int_list(o.pp_layers, 1, 1 << 20, o.pp_layers_v, 256);
         if (n < 0) {
@@ -442,6 +432,7 @@ int vkg_cli_train(int argc, char **argv)
     }
     if ((rc = vkg_cli_dp_resolve(&o.dp, c)) != 0)
         return rc;
+    vkg_cli_train_resume_report(res, c->resume, c->comm.rank);
     if (c->zero && c->comm.world_size < 2) {
         fprintf(stderr,
                 "vkgpt train: --zero 1 needs 2 or more data-parallel ranks: with one there is "
@@ -478,7 +469,7 @@ int vkg_cli_train(int argc, char **argv)
         }
         return rc;
     }
-    rc = resumed_as_given(t, &o);
+    rc = vkg_cli_train_check_resumed(t, c, o.arch_given);
     if (rc == 0)
         rc = run(t, &o);
     char first[1024];
@@ -490,5 +481,14 @@ int vkg_cli_train(int argc, char **argv)
             rc = rc ? rc : 1;
         }
     }
+    return rc;
+}
+
+int vkg_cli_train(int argc, char **argv)
+{
+    vkg_cli_resume res = {0};
+    int rc = train_main(argc, argv, &res);
+    vkg_cli_runconf_free(&res.saved);
+    free(res.json);
     return rc;
 }

@@ -28,6 +28,8 @@ vkg_status vkg__train_share_start(vkg_trainer_t *t, float **params, vkg_checkpoi
             h.state = ck->state;
     }
     VKG_TRY(vkg_strategy_broadcast(t->par, &h, sizeof h));
+    if (rank != 0 && !h.resumed && t->cfg.resume) /* --resume found nothing: start afresh */
+        return vkg__train_new_model(t, params);
     if (rank == 0 || !h.resumed) /* a new model: every rank's own config, checked in agree */
         return VKG_OK;
     /* Resuming: rank 0's checkpoint decides the model; parameters and moments follow later. */

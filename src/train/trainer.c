@@ -185,6 +185,10 @@ vkg_status vkg_trainer_create(const vkg_train_config *cfg, vkg_trainer_t **out)
     VKG_CHECK(t, VKG_ERR_NOMEM, "no memory for the trainer");
     t->cfg = *cfg;
     t->lock_fd = -1;
+    if (cfg->ckpt_dir && cfg->run_config && !(t->run_config = strdup(cfg->run_config))) {
+        vkg_trainer_destroy(&t);
+        return VKG_FAIL(VKG_ERR_NOMEM, "no memory for the run's settings");
+    }
     if (cfg->ckpt_dir) {
         snprintf(t->ckpt_dir, sizeof t->ckpt_dir, "%s", cfg->ckpt_dir);
         vkg_status st = vkg_io_make_dirs(cfg->ckpt_dir);
@@ -198,7 +202,7 @@ vkg_status vkg_trainer_create(const vkg_train_config *cfg, vkg_trainer_t **out)
     vkg_status st = setup(t);
     t->cfg.init_path = t->cfg.data = t->cfg.val_data = NULL;
     t->cfg.tokenizer = t->cfg.vocab_dir = t->cfg.device = t->cfg.log_path = NULL;
-    t->cfg.ckpt_dir = NULL, t->cfg.trace_path = NULL;
+    t->cfg.ckpt_dir = NULL, t->cfg.trace_path = NULL, t->cfg.run_config = NULL;
     if (st != VKG_OK) {
         char msg[sizeof t->fail_msg]; /* destroying may record messages of its own */
         failed(t, st);
@@ -229,6 +233,7 @@ int vkg_trainer_destroy_report(vkg_trainer_t **pt, char *first, size_t cap)
     vkg_data_destroy(&t->train);
     vkg_strategy_destroy(&t->par, t->failed ? t->fail_msg : NULL);
     vkg_tokenizer_destroy(&t->tok);
+    free(t->run_config);
     int n = vkg_device_destroy_report(&t->dev, first, cap);
     vkg_checkpoint_unlock(&t->lock_fd); /* last: the log is closed */
     free(t);
@@ -375,6 +380,26 @@ int vkg_trainer_spans(const vkg_trainer_t *t, const vkg_span **spans)
     return vkg_strategy_spans(t->par, spans);
 }
 
+static vkg_status write_text(FILE *f, void *ctx)
+{
+    const char *text = ctx;
+    return vkg_io_write_bytes(f, text, strlen(text));
+}
+
+/* ckpt_dir/run.json from the run's settings, once per trainer (rank 0), before its first
+ * checkpoint is marked complete. */
+static vkg_status write_run_config(vkg_trainer_t *t)
+{
+    if (!t->run_config)
+        return VKG_OK;
+    char path[1100];
+    snprintf(path, sizeof path, "%s/run.json", t->ckpt_dir);
+    VKG_TRY(vkg_io_write_atomic(path, write_text, t->run_config));
+    free(t->run_config);
+    t->run_config = NULL;
+    return VKG_OK;
+}
+
 /* vkg_trainer_checkpoint: every rank hands its part of the model and optimizer state to rank 0
  * (a pipeline's stages each hold some layers), which writes, prunes and plots. */
 static vkg_status write_checkpoint(vkg_trainer_t *t, char *path_out, size_t cap)
@@ -395,6 +420,7 @@ static vkg_status write_checkpoint(vkg_trainer_t *t, char *path_out, size_t cap)
     if (t->train)
         vkg_data_position(t->train, &cs.data_pos);
     char path[1100];
+    VKG_TRY_GOTO(st, write_run_config(t), done);
     VKG_TRY_GOTO(st, vkg_checkpoint_write(t->ckpt_dir, &t->mcfg, p, m, v, &cs, path, sizeof path),
                  done);
     if (path_out)
