@@ -285,6 +285,11 @@ static int run(vkg_trainer_t *t, const train_opts *o)
         stop = s.stop;
         if (!o->quiet)
             print_step(&s, info.steps, total_ms / (double)done, tty);
+        if (s.skipped && o->cfg.comm.rank == 0)
+            printf("%sstep %lld skipped: loss %g, gradient norm %g; parameters and moments "
+                   "unchanged (%lld in a row, the run stops at --max-skipped %d; %lld so far)\n",
+                   tty ? "\r\033[K" : "", s.step, (double)s.loss, (double)s.grad_norm,
+                   s.skipped_run, o->cfg.max_skipped, s.skipped_total);
         if (o->sample_every > 0 && s.step % o->sample_every == 0)
             rc = show_sample(t, o, o->cfg.seed + (uint64_t)s.step, tty);
         if (rc == 0 && o->cfg.ckpt_dir && o->ckpt_every > 0 && s.step % o->ckpt_every == 0 &&
@@ -365,6 +370,10 @@ int vkg_cli_train(int argc, char **argv)
         {"--eps", VKG_FLAG_FLOAT, &c->eps, "AdamW epsilon", 0, 0, 1},
         {"--grad-clip", VKG_FLAG_FLOAT, &c->grad_clip, "global gradient-norm clip (0: off)", 0, 0,
          1e9},
+        {"--max-skipped", VKG_FLAG_INT, &c->max_skipped,
+         "stop the run after N steps in a row skipped because their loss or gradient norm was not "
+         "finite (a skipped step leaves parameters and AdamW moments untouched; default 3)",
+         0, 1, 1e9},
         {"--eval-every", VKG_FLAG_INT, &c->eval_every, "evaluate every N steps (0: never)", 0, 0,
          1e9},
         {"--eval-batches", VKG_FLAG_INT, &c->eval_batches, "validation batches per evaluation", 0,
