@@ -21,6 +21,10 @@ typedef struct vkg_cli_command {
 /* Print "vkgpt <cmd>: <status name>: <thread's error message>" to stderr, control characters of
  * the message written as \xNN, and return 1. */
 int vkg_cli_report(const char *cmd, vkg_status status);
+/* Print a sampled text and a newline to stdout: on a terminal with control bytes escaped as
+ * \xNN (vkg__escape_text: a model's text may hold escape sequences), raw when raw is set or
+ * stdout is not a terminal (a pipe or a file gets the model's bytes). */
+void vkg_cli_print_sample(const char *text, int raw);
 /* Parse a --tiles value (vkg_matmul_tiling_parse) into *out: 0, or 2 after printing
  * "vkgpt <cmd>: <why>" (the message quotes the value and says what was expected). NULL: *out
  * zero (no tiles forced), 0. */

@@ -25,7 +25,7 @@ static const char *const recomputes[] = {"none", "gelu", NULL};    /* as vkg_tra
 
 typedef struct train_opts {
     vkg_train_config cfg;
-    int sample_every, sample_len, top_k, ckpt_every, quiet;
+    int sample_every, sample_len, top_k, ckpt_every, quiet, raw;
     float temperature;
     const char *prompt;
     vkg_cli_dp_flags dp;
@@ -151,8 +151,11 @@ static int show_sample(vkg_trainer_t *t, const train_opts *o, uint64_t seed, int
         vkg_trainer_sample(t, o->prompt, o->sample_len, o->temperature, o->top_k, seed, &text);
     if (st != VKG_OK)
         return vkg_cli_report("train", st);
-    if (o->cfg.comm.rank == 0)
-        printf("%s--- sample ---\n%s\n--------------\n", tty ? "\r\033[K" : "", text);
+    if (o->cfg.comm.rank == 0) {
+        printf("%s--- sample ---\n", tty ? "\r\033[K" : "");
+        vkg_cli_print_sample(text, o->raw);
+        printf("--------------\n");
+    }
     free(text);
     return 0;
 }
@@ -384,6 +387,10 @@ int vkg_cli_train(int argc, char **argv)
          0, 1e6},
         {"--prompt", VKG_FLAG_STR, &o.prompt, "sample prompt (default: start of a document)", 0, 0,
          0},
+        {"--raw", VKG_FLAG_BOOL, &o.raw,
+         "print samples' bytes as they are on a terminal too (by default control bytes are shown "
+         "as \\xNN there; a pipe or file always gets them raw)",
+         0, 0, 0},
         {"--temperature", VKG_FLAG_FLOAT, &o.temperature, "sampling temperature (0: greedy)", 0, 0,
          100},
         {"--top-k", VKG_FLAG_INT, &o.top_k, "sample among the k likeliest tokens (0: all)", 0, 0,
