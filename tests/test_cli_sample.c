@@ -64,39 +64,13 @@ static int group_setup(void **state)
     snprintf(vlog_path, sizeof vlog_path, "%s/validation.log", tmp_root);
     if (write_model())
         return -1;
-    char settings[CAP];
-    snprintf(settings, sizeof settings, "%s/vk_layer_settings.txt", tmp_root);
-    FILE *f = fopen(settings, "w");
-    if (!f)
-        return -1;
-    fprintf(f,
-            "khronos_validation.debug_action = VK_DBG_LAYER_ACTION_LOG_MSG\n"
-            "khronos_validation.log_filename = %s\n"
-            "khronos_validation.report_flags = info,warn,error,perf\n",
-            vlog_path);
-    fclose(f);
-    setenv("VK_INSTANCE_LAYERS", "VK_LAYER_KHRONOS_validation", 1);
-    setenv("VK_LAYER_SETTINGS_PATH", tmp_root, 1);
-    return 0;
+    return vkg_test_validation_force(tmp_root, vlog_path, 1);
 }
 
 static int group_teardown(void **state)
 {
     (void)state;
     return vkg_test_tmp_remove(tmp_root);
-}
-
-/* The last command ran with the layer active and nothing reported. */
-static void expect_validation_clean(void)
-{
-    char *log = vkg_test_read_file(vlog_path, NULL);
-    if (!log || !strstr(log, "Validation Layer Active"))
-        fail_msg("the validation layer was not active (its log %s: %s)", vlog_path,
-                 log ? log : "missing");
-    if (strstr(log, "ERROR") || strstr(log, "WARNING") || strstr(log, "PERF"))
-        fail_msg("the validation layer reported:\n%s", log);
-    free(log);
-    unlink(vlog_path);
 }
 
 static size_t count_byte(const char *s, size_t n, unsigned char b)
@@ -168,7 +142,7 @@ static void test_pipe_gets_raw_bytes(void **state)
            count_byte(p.buf[0], p.len[0], 0x07), count_byte(p.buf[0], p.len[0], 0x9b));
     assert_true(esc > 0 && count_byte(p.buf[0], p.len[0], 0x9b) > 0);
     assert_null(strstr(p.buf[0], "\\x1b"));
-    expect_validation_clean();
+    vkg_test_validation_clean(vlog_path, 1);
     vkg_test_proc_free(&p);
 }
 
@@ -187,13 +161,13 @@ static void test_terminal_gets_escapes(void **state)
             fail_msg("byte 0x%02x reached the terminal:\n%s", never[i], out);
     assert_non_null(strstr(out, "\\x1b"));
     assert_non_null(strstr(out, "\\x9b"));
-    expect_validation_clean();
+    vkg_test_validation_clean(vlog_path, 1);
     free(out);
     n = run_on_terminal("--raw", &out);
     printf("on a terminal with --raw: %zu bytes, %zu ESC\n", n, count_byte(out, n, 0x1b));
     assert_true(count_byte(out, n, 0x1b) > 0);
     assert_null(strstr(out, "\\x1b"));
-    expect_validation_clean();
+    vkg_test_validation_clean(vlog_path, 1);
     free(out);
 }
 
