@@ -1,5 +1,5 @@
 /* Tests for src/base: status names, messages, the error macros and the escaping of untrusted
- * bytes. */
+ * bytes, for messages and as text for a terminal (controls escaped, UTF-8 text kept). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -88,6 +88,52 @@ static void test_escape(void **state)
     assert_string_equal(vkg__escape(out, sizeof out, "", 0), "");
 }
 
+static void expect_text(const char *raw, size_t n, const char *want)
+{
+    char out[256];
+    assert_true(4 * n + 1 <= sizeof out);
+    memset(out, 'Z', sizeof out);
+    size_t len = vkg__escape_text(out, raw, n);
+    assert_string_equal(out, want);
+    assert_int_equal(len, strlen(want));
+}
+
+static void test_escape_text(void **state)
+{
+    (void)state;
+    /* Text, tabs, newlines and UTF-8 pass: "café ñ €𝄞" */
+    const char *text = "caf\xc3\xa9\t\xc3\xb1\n\xe2\x82\xac\xf0\x9d\x84\x9e back\\slash";
+    expect_text(text, strlen(text), text);
+    /* C0 controls (ESC, BEL, CR, backspace), DEL and NUL are escaped. */
+    const char ctl[] = "a\x1b]0;title\x07\x1b[2Jb\rc\x08\x7f\x00"
+                       "d";
+    expect_text(ctl, sizeof ctl - 1, "a\\x1b]0;title\\x07\\x1b[2Jb\\x0dc\\x08\\x7f\\x00d");
+    /* C1 controls, raw (0x9b: CSI) and as UTF-8 (U+009B), escaped byte by byte. */
+    expect_text("\x9b"
+                "2J",
+                3, "\\x9b2J");
+    expect_text("\xc2\x9b"
+                "2J",
+                4, "\\xc2\\x9b2J");
+    expect_text("\xc2\xa0", 2, "\xc2\xa0"); /* U+00A0 is text */
+    /* Malformed UTF-8: overlong, surrogate, beyond U+10FFFF, truncated, stray continuation. */
+    expect_text("\xc0\x9b", 2, "\\xc0\\x9b");
+    expect_text("\xe0\x80\x9b", 3, "\\xe0\\x80\\x9b");
+    expect_text("\xed\xa0\x80", 3, "\\xed\\xa0\\x80");
+    expect_text("\xf4\x90\x80\x80", 4, "\\xf4\\x90\\x80\\x80");
+    expect_text("\xe2\x82", 2, "\\xe2\\x82");
+    expect_text("\x80x", 2, "\\x80x");
+    expect_text("", 0, "");
+    /* Every byte alone: the output never holds a control byte. */
+    for (int b = 0; b < 256; b++) {
+        char in = (char)b, out[8];
+        vkg__escape_text(out, &in, 1);
+        for (const char *p = out; *p; p++)
+            assert_true(*p == '\n' || *p == '\t' ||
+                        ((unsigned char)*p >= 0x20 && (unsigned char)*p < 0x7f));
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -95,6 +141,7 @@ int main(void)
         cmocka_unit_test(test_check_records_message),
         cmocka_unit_test(test_error_text_drops_locations),
         cmocka_unit_test(test_escape),
+        cmocka_unit_test(test_escape_text),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

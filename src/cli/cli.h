@@ -39,6 +39,10 @@ int vkg_cli_need_path(const char *cmd, const char *what, const char *path, int p
  * a --tokenizer file, --vocab-dir. 0, or 2 after printing the first that does not exist. */
 struct vkg_train_config;
 int vkg_cli_train_paths(const struct vkg_train_config *c);
+/* Print a sampled text and a newline to stdout: on a terminal with control bytes escaped as
+ * \xNN (vkg__escape_text: a model's text may hold escape sequences), raw when raw is set or
+ * stdout is not a terminal (a pipe or a file gets the model's bytes). */
+void vkg_cli_print_sample(const char *text, int raw);
 /* Parse a --tiles value (vkg_matmul_tiling_parse) into *out: 0, or 2 after printing
  * "vkgpt <cmd>: <why>" (the message quotes the value and says what was expected). NULL: *out
  * zero (no tiles forced), 0. */

@@ -27,7 +27,7 @@ static const char *const recomputes[] = {"none", "gelu", NULL};    /* as vkg_tra
 
 typedef struct train_opts {
     vkg_train_config cfg;
-    int sample_every, sample_len, top_k, ckpt_every, quiet, schedule;
+    int sample_every, sample_len, top_k, ckpt_every, quiet, schedule, raw;
     float temperature;
     const char *prompt, *tiles;
     vkg_cli_dp_flags dp;
@@ -124,8 +124,11 @@ static int show_sample(vkg_trainer_t *t, const train_opts *o, uint64_t seed, int
         vkg_trainer_sample(t, o->prompt, o->sample_len, o->temperature, o->top_k, seed, &text);
     if (st != VKG_OK)
         return vkg_cli_report("train", st);
-    if (o->cfg.comm.rank == 0)
-        printf("%s--- sample ---\n%s\n--------------\n", tty ? "\r\033[K" : "", text);
+    if (o->cfg.comm.rank == 0) {
+        printf("%s--- sample ---\n", tty ? "\r\033[K" : "");
+        vkg_cli_print_sample(text, o->raw);
+        printf("--------------\n");
+    }
     free(text);
     return 0;
 }
@@ -230,6 +233,11 @@ static int run(vkg_trainer_t *t, const train_opts *o)
         stop = s.stop;
         if (!o->quiet)
             vkg_cli_print_step(&s, info.steps, vkg_cli_now_s() - start, done, tty);
+        if (s.skipped && o->cfg.comm.rank == 0)
+            printf("%sstep %lld skipped: loss %g, gradient norm %g; parameters and moments "
+                   "unchanged (%lld in a row, the run stops at --max-skipped %d; %lld so far)\n",
+                   tty ? "\r\033[K" : "", s.step, (double)s.loss, (double)s.grad_norm,
+                   s.skipped_run, o->cfg.max_skipped, s.skipped_total);
         if (o->sample_every > 0 && s.step % o->sample_every == 0)
             rc = show_sample(t, o, o->cfg.seed + (uint64_t)s.step, tty, 0);
         if (rc == 0 && o->cfg.ckpt_dir && o->ckpt_every > 0 && s.step % o->ckpt_every == 0 &&
@@ -333,6 +341,10 @@ static int train_main(int argc, char **argv, vkg_cli_resume *res)
         {"--eps", VKG_FLAG_FLOAT, &c->eps, "AdamW epsilon", 0, 0, 1},
         {"--grad-clip", VKG_FLAG_FLOAT, &c->grad_clip, "global gradient-norm clip (0: off)", 0, 0,
          1e9},
+        {"--max-skipped", VKG_FLAG_INT, &c->max_skipped,
+         "stop the run after N steps in a row skipped because their loss or gradient norm was not "
+         "finite (a skipped step leaves parameters and AdamW moments untouched; default 3)",
+         0, 1, 1e9},
         {"--eval-every", VKG_FLAG_INT, &c->eval_every, "evaluate every N steps (0: never)", 0, 0,
          1e9},
         {"--eval-batches", VKG_FLAG_INT, &c->eval_batches, "validation batches per evaluation", 0,
@@ -343,6 +355,10 @@ static int train_main(int argc, char **argv, vkg_cli_resume *res)
          0, 1e6},
         {"--prompt", VKG_FLAG_STR, &o.prompt, "sample prompt (default: start of a document)", 0, 0,
          0},
+        {"--raw", VKG_FLAG_BOOL, &o.raw,
+         "print samples' bytes as they are on a terminal too (by default control bytes are shown "
+         "as \\xNN there; a pipe or file always gets them raw)",
+         0, 0, 0},
         {"--temperature", VKG_FLAG_FLOAT, &o.temperature, "sampling temperature (0: greedy)", 0, 0,
          100},
         {"--top-k", VKG_FLAG_INT, &o.top_k, "sample among the k likeliest tokens (0: all)", 0, 0,

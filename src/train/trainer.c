@@ -22,6 +22,7 @@ vkg_train_config vkg_train_config_default(void)
     c.steps = 1000;
     c.lr = 6e-4f, c.lr_min_frac = 0.1f, c.warmup = 0, c.schedule = VKG_SCHEDULE_COSINE;
     c.weight_decay = 0.1f, c.beta1 = 0.9f, c.beta2 = 0.95f, c.eps = 1e-8f, c.grad_clip = 1.0f;
+    c.max_skipped = 3;
     c.eval_every = 0, c.eval_batches = 8;
     c.keep_checkpoints = 3;
     vkg_comm_config_default(&c.comm);
@@ -76,6 +77,9 @@ static vkg_status plan_steps(vkg_trainer_t *t)
     VKG_CHECK(total % micro == 0, VKG_ERR_INVALID_ARG,
               "--total-batch %lld is not a multiple of batch x seq = %lld tokens%s", total, micro,
               world > 1 ? " (summed over the ranks)" : "");
+    VKG_CHECK(c->max_skipped >= 1, VKG_ERR_INVALID_ARG,
+              "--max-skipped must be >= 1 (consecutive skipped steps that stop the run), got %d",
+              c->max_skipped);
     t->B = vkg_strategy_rank_batch(t->par), t->T = c->seq, t->accum_steps = (int)(total / micro);
     t->sched = vkg_schedule_default();
     t->sched.kind = c->schedule;
@@ -321,6 +325,10 @@ static vkg_status step(vkg_trainer_t *t, vkg_step_info *info)
     info->step = t->step, info->loss = out.loss, info->lr = lr, info->grad_norm = norm;
     info->ms = ms, info->tokens = t->tokens, info->stop = out.stop;
     info->comm_ms = out.comm_ms, info->exposed_comm_ms = out.exposed_comm_ms;
+    t->skipped += out.skipped;
+    t->skipped_run = out.skipped ? t->skipped_run + 1 : 0;
+    info->skipped = out.skipped;
+    info->skipped_total = t->skipped, info->skipped_run = t->skipped_run;
     if (t->trace) {
         const vkg_span *spans;
         int n = vkg_strategy_spans(t->par, &spans);
@@ -342,12 +350,16 @@ static vkg_status step(vkg_trainer_t *t, vkg_step_info *info)
                                .tokens_per_s = (float)info->tokens_per_s,
                                .ms = (float)ms,
                                .has_eval = info->has_eval,
-                               .eval_loss = info->eval_loss};
+                               .eval_loss = info->eval_loss,
+                               .skipped = out.skipped};
         VKG_TRY(vkg_metrics_log(t->metrics, &row));
     }
-    VKG_CHECK(isfinite(info->loss), VKG_ERR_ABORTED,
-              "the loss became %g at step %lld: lower --lr or check the data", (double)info->loss,
-              t->step);
+    VKG_CHECK(t->skipped_run < t->cfg.max_skipped, VKG_ERR_ABORTED,
+              "step %lld: the loss (%g) or the gradient norm (%g) was not finite in %lld steps in "
+              "a row (--max-skipped %d), none of them applied: the parameters are those of step "
+              "%lld; lower --lr, check the data, or resume from an earlier checkpoint",
+              t->step, (double)info->loss, (double)norm, t->skipped_run, t->cfg.max_skipped,
+              t->step - t->skipped_run);
     return VKG_OK;
 }
 

@@ -27,6 +27,7 @@ struct vkg_trainer {
     long long step; /* optimizer steps completed */
     long long start_step;
     uint64_t tokens;
+    long long skipped, skipped_run; /* steps not applied: in all, and in a row up to now */
     int resumed;
     char resume_skipped[2048]; /* newer checkpoints --resume passed over, and why ("" none) */
     char ckpt_dir[1024];
