@@ -8,7 +8,7 @@
 set -eu
 
 PKGS="build-essential cmake pkg-config libvulkan-dev libvulkan1 glslang-tools spirv-tools
-      libzmq3-dev libutf8proc-dev libcmocka-dev vulkan-validationlayers fortune-mod fortunes"
+      libzmq3-dev libsodium-dev libutf8proc-dev libcmocka-dev vulkan-validationlayers fortune-mod fortunes"
 # --test: also OpenBLAS (bench ops), clang-format, and clang with libFuzzer's runtime (make fuzz)
 [ "${1:-}" = "--test" ] && PKGS="$PKGS libopenblas-dev clang-format clang libclang-rt-14-dev"
 
