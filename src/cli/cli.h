@@ -149,7 +149,8 @@ extern const char *const vkg_cli_precisions[];
         {"--transport",                                                                            \
          VKG_FLAG_STR,                                                                             \
          &(d).transport,                                                                           \
-         "tcp or ipc (default tcp; shared memory between ranks of a host), shm or zmq",            \
+         "tcp or ipc (default tcp; shared memory between ranks of a host), shm (required: "        \
+         "fails naming the cause where the ranks or a group cannot use it) or zmq",                \
          0,                                                                                        \
          0,                                                                                        \
          0},                                                                                       \

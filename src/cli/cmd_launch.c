@@ -283,7 +283,8 @@ int vkg_cli_launch(int argc, char **argv)
         {"--devices", VKG_FLAG_STR, &devices, "device per rank, cycling: 0,1,... (VKGPT_DEVICE)", 0,
          0, 0},
         {"--transport", VKG_FLAG_STR, &transport,
-         "tcp or ipc (shared memory between the ranks by default), shm (required) or zmq (never)",
+         "tcp or ipc (shared memory between the ranks by default), shm (required: fails naming "
+         "the cause where the ranks or a group of them cannot use it) or zmq (never)",
          0, 0, 0},
         {"--port", VKG_FLAG_INT, &port, "rendezvous port of rank 0 (default: a free one)", 0, 1,
          65535},
