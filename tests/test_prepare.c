@@ -127,8 +127,9 @@ static void test_val_from_every_file(void **state)
     assert_non_null(strstr(out, "split: 1218 train, 135 val tokens (9.98% val)\n"));
     free(out);
 
-    /* --val-frac 0: everything trains, no validation shard (a rerun into a fresh folder). */
-    snprintf(out_dir, sizeof out_dir, "%s/all", root);
+    /* --val-frac 0: everything trains, no validation shard (a rerun into a fresh folder whose
+     * parents are created too). */
+    snprintf(out_dir, sizeof out_dir, "%s/new/deeper/all", root);
     const char *none[] = {"prepare", "--out",  out_dir,  "--val-frac",
                           "0",       files[0], files[1], files[2]};
     assert_int_equal(run_prepare(8, none, &out), 0);

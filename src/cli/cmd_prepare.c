@@ -288,8 +288,8 @@ static int run(const prepare_opts *o)
         fprintf(stderr, "vkgpt " CMD ": the input files hold no text\n");
         goto done;
     }
-    if (mkdir(o->out_dir, 0777) != 0 && errno != EEXIST) {
-        fprintf(stderr, "vkgpt " CMD ": cannot create %s: %s\n", o->out_dir, strerror(errno));
+    if (vkg_io_make_dirs(o->out_dir) != VKG_OK) { /* its missing parents too */
+        fprintf(stderr, "vkgpt " CMD ": --out: %s\n", vkg_error_text());
         goto done;
     }
     printf("read %d file(s), %zu document(s), %llu bytes -> %zu tokens; validation: the last "
