@@ -4,8 +4,9 @@
  * backward as its two accumulating products, dinp and dweight; the bias sum is not counted).
  * The rows are the op table's (src/ops/op_table.def): its VKG_BENCH rows, each recorded by the
  * function RECORD_<op> names below, and its flat ops, recorded on random tensors. Every tensor of a
- * row gets an arena of its own. Inputs are random; results are not checked here (the tests do
- * that). */
+ * row gets an arena of its own. Under each row, the driver's statistics of the pipelines it used
+ * (bench_stats.c), where the driver gives them; after the table, the fused forms beside their
+ * pairs (bench_fused.c). Inputs are random; results are not checked here (the tests do that). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
