@@ -153,6 +153,10 @@ typedef struct vkg_device_opts {
      * VKG_ERR_INVALID_ARG naming the limit when the device cannot run them. */
     vkg_matmul_tiling tiles;
     vkg_coopmat_mode coopmat; /* VKG_COOPMAT_OFF unless asked for */
+    /* 1: capture the driver's statistics of every pipeline (registers, spills, shared memory:
+     * VK_KHR_pipeline_executable_properties, enabled where the device has it; vkgpt bench ops).
+     * A device without the extension opens all the same, without statistics. */
+    int pipeline_stats;
 } vkg_device_opts;
 
 vkg_device_opts vkg_device_opts_default(void);

@@ -4,8 +4,9 @@
  * backward as its two accumulating products, dinp and dweight; the bias sum is not counted).
  * The rows are the op table's (src/ops/op_table.def): its VKG_BENCH rows, each recorded by the
  * function RECORD_<op> names below, and its flat ops, recorded on random tensors. Every tensor of a
- * row gets an arena of its own. Inputs are random; results are not checked here (the tests do
- * that). */
+ * row gets an arena of its own. Under each row, the driver's statistics of the pipelines it used
+ * (bench_stats.c), where the driver gives them; after the table, the fused forms beside their
+ * pairs (bench_fused.c). Inputs are random; results are not checked here (the tests do that). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,20 +14,13 @@
 #include <unistd.h>
 
 #include "cli/bench_blas.h"
+#include "cli/bench_ops.h"
 #include "cli/cli.h"
 #include "cli/flags.h"
 #include "ops/ops.h"
+#include "vk/pipestats.h"
 
-#define BENCH_TENSORS 12 /* the most tensors one row allocates */
-
-typedef struct bench {
-    vkg_device_t *dev;
-    vkg_cmd *cmd;
-    uint64_t rng;
-    vkg_matmul_tiles tiles;
-    vkg_arena *arenas[BENCH_TENSORS]; /* one per tensor of the current row */
-    int narenas;
-} bench;
+typedef vkg_bench bench;
 
 typedef struct op_shape op_shape;
 /* Records a row's op into b->cmd on random inputs; *flops estimates the arithmetic of one run,
@@ -52,36 +46,48 @@ static float next_uniform(bench *b)
     return (float)((b->rng >> 40) & 0xFFFFFF) / 16777216.0f - 0.5f;
 }
 
-/* A tensor of n floats in an arena of its own, uniform in [-0.05, 0.05) (or of n int32 token ids
- * below `tokens`). */
-static vkg_status random_tensor_ex(bench *b, size_t n, int tokens, vkg_tensor *out)
+/* A tensor of n elements of type dt in an arena of its own, uniform in [-0.05, 0.05) (bf16: the
+ * upper halves of those floats), or of n int32 token ids below `tokens`. */
+static vkg_status random_tensor_ex(bench *b, size_t n, int tokens, vkg_dtype dt, vkg_tensor *out)
 {
-    VKG_CHECK(b->narenas < BENCH_TENSORS, VKG_ERR_INVALID_ARG,
-              "bench ops: a row may allocate at most %d tensors", BENCH_TENSORS);
+    VKG_CHECK(b->narenas < VKG_BENCH_TENSORS, VKG_ERR_INVALID_ARG,
+              "bench ops: a row may allocate at most %d tensors", VKG_BENCH_TENSORS);
     size_t bytes = ((n ? n : 1) * sizeof(float) + 255) / 256 * 256;
     vkg_arena **arena = &b->arenas[b->narenas];
     VKG_TRY(vkg_arena_create(b->dev, bytes, "bench", arena));
     b->narenas++;
     VKG_TRY(vkg_arena_alloc(*arena, bytes, out));
+    out->dtype = dt;
     float *host = malloc((n ? n : 1) * sizeof *host);
     VKG_CHECK(host, VKG_ERR_NOMEM, "no memory for %zu floats", n);
+    uint16_t *half = (uint16_t *)host; /* bf16: packed in place, element i at half[i] */
     for (size_t i = 0; i < n; i++) {
         float u = next_uniform(b);
         if (tokens) {
             int32_t t = (int32_t)((u + 0.5f) * (float)tokens) % tokens;
             memcpy(&host[i], &t, sizeof t);
+        } else if (dt == VKG_BF16) {
+            float x = u * 0.1f;
+            uint32_t bits;
+            memcpy(&bits, &x, sizeof bits);
+            half[i] = (uint16_t)(bits >> 16);
         } else {
             host[i] = u * 0.1f;
         }
     }
-    vkg_status st = vkg_tensor_write(b->dev, *out, 0, host, n * sizeof *host);
+    vkg_status st = vkg_tensor_write(b->dev, *out, 0, host, n * vkg_dtype_bytes(dt));
     free(host);
     return st;
 }
 
+vkg_status vkg_bench_tensor(vkg_bench *b, size_t n, vkg_dtype dt, vkg_tensor *out)
+{
+    return random_tensor_ex(b, n, 0, dt, out);
+}
+
 static vkg_status random_tensor(bench *b, size_t n, vkg_tensor *out)
 {
-    return random_tensor_ex(b, n, 0, out);
+    return random_tensor_ex(b, n, 0, VKG_F32, out);
 }
 
 /* Submit what is recorded and start recording again (the inputs a backward pass needs). */
@@ -128,7 +134,7 @@ static vkg_status encoder_case(bench *b, const op_shape *s, double *flops, doubl
     int backward = s->variant;
     size_t N = (size_t)s->N, C = (size_t)s->C, n = N * C;
     vkg_tensor inp, wte, wpe, out;
-    VKG_TRY(random_tensor_ex(b, N, 50257, &inp)); /* token ids */
+    VKG_TRY(random_tensor_ex(b, N, 50257, VKG_F32, &inp)); /* token ids */
     VKG_TRY(random_tensor(b, (size_t)s->OC * C, &wte));
     VKG_TRY(random_tensor(b, 64 * C, &wpe));
     VKG_TRY(random_tensor(b, n, &out));
@@ -197,7 +203,7 @@ static vkg_status bench_xent_fwd_bwd(bench *b, const op_shape *s, double *flops,
     size_t N = (size_t)s->N, Vp = (size_t)s->OC;
     vkg_tensor logits, targets, losses;
     VKG_TRY(random_tensor(b, N * Vp, &logits));
-    VKG_TRY(random_tensor_ex(b, N, s->C, &targets));
+    VKG_TRY(random_tensor_ex(b, N, s->C, VKG_F32, &targets));
     VKG_TRY(random_tensor(b, N, &losses));
     *flops = 4.0 * (double)(N * Vp);
     *bytes = 4.0 * (double)(2 * N * Vp);
@@ -295,8 +301,7 @@ static int cmp_double(const void *x, const void *y)
     return (a > c) - (a < c);
 }
 
-/* Median over iters of the summed dispatch times of one run, in ms. */
-static vkg_status time_runs(bench *b, int iters, double *ms)
+vkg_status vkg_bench_time(vkg_bench *b, int iters, double *ms)
 {
     double *t = calloc((size_t)iters, sizeof *t);
     VKG_CHECK(t, VKG_ERR_NOMEM, "no memory");
@@ -341,6 +346,7 @@ static int parse_tiles(const char *s, vkg_matmul_tiles *t)
 int vkg_cli_bench_ops(int argc, char **argv)
 {
     const char *select = getenv("VKGPT_DEVICE"), *only = NULL, *tiles = NULL, *block = NULL;
+    const char *shape = NULL;
     int iters = 5, kernel = 0;
     static const char *const kernels[] = {"device", "register", "tiled", NULL};
     bench b = {.rng = 42};
@@ -349,8 +355,12 @@ int vkg_cli_bench_ops(int argc, char **argv)
          "device index or name substring (default: VKGPT_DEVICE or the first)", 0, 0, 0},
         {"--iters", VKG_FLAG_INT, &iters, "timed runs per row, median reported (default 5)", 0, 1,
          100000},
-        {"--op", VKG_FLAG_STR, &only, "only rows whose op starts with this (e.g. matmul_fwd)", 0, 0,
-         0},
+        {"--op", VKG_FLAG_STR, &only,
+         "only rows whose op starts with this (e.g. matmul_fwd); a fused form's rows run when "
+         "any of its three ops does",
+         0, 0, 0},
+        {"--shape", VKG_FLAG_STR, &shape,
+         "only rows whose shape contains this (e.g. 'B4 T64', 'B8 T1024', 'gpt2 fc')", 0, 0, 0},
         {"--tiles", VKG_FLAG_STR, &tiles,
          "tiled matmul tiles for every product, BMxBNxBK:TMxTN[/SG][+db|+sb] or a table entry "
          "(nvidia-large...; see vkgpt devices; +db double-buffered, +sb single-buffered shared "
@@ -380,6 +390,7 @@ int vkg_cli_bench_ops(int argc, char **argv)
     vkg_device_opts opts = vkg_device_opts_default();
     opts.select = select;
     opts.profiling = 1;
+    opts.pipeline_stats = 1;
     vkg_status st = vkg_device_create(&opts, &b.dev);
     if (st != VKG_OK)
         return vkg_cli_report("bench ops", st);
@@ -440,6 +451,11 @@ int vkg_cli_bench_ops(int argc, char **argv)
     else
         printf("# matmul: register tiles, %u rows x %u columns per lane, %u lanes\n", tu.matmul_tm,
                tu.matmul_tn, tu.matmul_lx);
+    if (vkg_pipestats_enabled(b.dev))
+        printf("# pipeline statistics: after each row, every statistic the driver gives for each "
+               "pipeline the row used (kernel [specialization constants], executable)\n");
+    else
+        printf("# pipeline statistics: none: %s\n", vkg_pipestats_absence(b.dev));
     printf("# each row: the median of %d timed runs, printed as it finishes\n", iters);
     printf("%-14s %-18s %10s %10s %9s %12s %8s\n", "op", "shape", "ms", "GFLOP/s", "GB/s",
            "openblas_ms", "ratio");
@@ -447,18 +463,19 @@ int vkg_cli_bench_ops(int argc, char **argv)
     int live = isatty(STDERR_FILENO);
     for (size_t i = 0; i < NSHAPES && st == VKG_OK; i++) {
         const op_shape *s = &shapes[i];
-        if (only && strncmp(s->op, only, strlen(only)))
+        if ((only && strncmp(s->op, only, strlen(only))) || (shape && !strstr(s->tag, shape)))
             continue;
         double flops = 0, bytes = 0, ms = 0;
         if (live) { /* on a terminal: what is being timed, erased when its row is printed */
             fprintf(stderr, "timing %s %s (%d runs)...", s->op, s->tag, iters);
             fflush(stderr);
         }
+        vkg_pipestats_mark(b.dev);
         st = vkg_cmd_create(b.dev, &b.cmd);
         if (st == VKG_OK)
             st = record(&b, s, &flops, &bytes);
         if (st == VKG_OK)
-            st = time_runs(&b, iters, &ms);
+            st = vkg_bench_time(&b, iters, &ms);
         if (live)
             fprintf(stderr, "\r\033[K");
         if (st == VKG_OK) {
@@ -469,12 +486,14 @@ int vkg_cli_bench_ops(int argc, char **argv)
                 printf(" %12.3f %8.3f\n", blas, blas / ms);
             else
                 printf(" %12s %8s\n", "-", "-");
+            st = vkg_bench_print_stats(&b);
             fflush(stdout);
         }
-        vkg_cmd_destroy(&b.cmd);
-        while (b.narenas > 0)
-            vkg_arena_destroy(&b.arenas[--b.narenas]);
+        vkg_bench_row_end(&b);
     }
+    if (st == VKG_OK)
+        st = vkg_bench_fused(&b, only, shape, iters);
+    vkg_bench_row_end(&b);
     vkg_device_destroy(&b.dev);
     return st == VKG_OK ? 0 : vkg_cli_report("bench ops", st);
 }

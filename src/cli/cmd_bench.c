@@ -12,7 +12,9 @@ typedef struct bench_entry {
 } bench_entry;
 
 static const bench_entry benches[] = {
-    {"ops", vkg_cli_bench_ops, "time every op's shader per shape (timestamp queries)"},
+    {"ops", vkg_cli_bench_ops,
+     "time every op's shader per shape (timestamp queries), each fused form beside its pair (fp32, "
+     "bf16), and the driver's pipeline statistics"},
     {"train", vkg_cli_bench_train, "tokens/s, ms/step, per-op times and memory of a GPT-2 step"},
     {"allreduce", vkg_cli_bench_allreduce, "allreduce over N local ranks (nccl-tests table)"},
     {"dp", vkg_cli_bench_dp, "data-parallel step: compute vs exposed allreduce, N = 1, 2, 4"},

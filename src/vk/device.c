@@ -12,6 +12,7 @@
 #include "base/parse.h"
 #include "vk/instance.h"
 #include "vk/coopmat.h"
+#include "vk/pipestats.h"
 #include "vk/vk.h"
 
 vkg_device_opts vkg_device_opts_default(void)
@@ -197,7 +198,7 @@ static vkg_status open_logical(vkg_device_t *dev)
     VKG_CHECK(exts, VKG_ERR_NOMEM, "no memory for device extensions");
     /* Optional extensions, enabled where present. */
     const char *optional[2] = {"VK_KHR_portability_subset", "VK_EXT_external_memory_host"};
-    const char *ext_names[4];
+    const char *ext_names[6];
     uint32_t enabled = 0;
     int host_import = 0;
     if (vkEnumerateDeviceExtensionProperties(dev->phys, NULL, &next, exts) == VK_SUCCESS)
@@ -230,6 +231,8 @@ static vkg_status open_logical(vkg_device_t *dev)
     };
     vkg_coopmat_enable coopmat; /* only with opts.coopmat on: its extension and features */
     VKG_TRY(vkg__coopmat_prepare(dev, &coopmat, ext_names, &enabled, &f12));
+    vkg_pipestats_enable pipestats; /* only with opts.pipeline_stats, where the device has it */
+    vkg__pipestats_prepare(dev, &pipestats, ext_names, &enabled, &f12);
     VkPhysicalDeviceFeatures2 feats = {.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2,
                                        .pNext = &f12};
     VkDeviceCreateInfo dci = {.sType = VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO,
@@ -239,6 +242,7 @@ static vkg_status open_logical(vkg_device_t *dev)
                               .enabledExtensionCount = enabled,
                               .ppEnabledExtensionNames = ext_names};
     VKG_VK(vkCreateDevice(dev->phys, &dci, NULL, &dev->device));
+    vkg__pipestats_load(dev);
     if (host_import)
         dev->get_host_pointer_props = (PFN_vkGetMemoryHostPointerPropertiesEXT)vkGetDeviceProcAddr(
             dev->device, "vkGetMemoryHostPointerPropertiesEXT");

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "vk/coopmat.h"
+#include "vk/pipestats.h"
 #include "vk/vk.h"
 
 typedef struct kernel_row {
@@ -66,6 +67,7 @@ static vkg_status build_pipeline(vkg_device_t *dev, vkg_kernel_id k, const uint3
         .requiredSubgroupSize = subgroup};
     VkComputePipelineCreateInfo cpci = {
         .sType = VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO,
+        .flags = vkg_pipestats_enabled(dev) ? VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR : 0,
         .stage = {.sType = VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO,
                   .pNext = subgroup ? &rss : NULL,
                   .stage = VK_SHADER_STAGE_COMPUTE_BIT,
@@ -93,6 +95,7 @@ vkg_status vkg__kernel_pipeline(vkg_device_t *dev, vkg_kernel_id k, const uint32
         vkg_kernel_variant *v = &cache->variants[i];
         if (v->nspec == nspec && v->subgroup == subgroup &&
             !memcmp(v->spec, spec, (size_t)nspec * sizeof *spec)) {
+            v->used = dev->pipestats_epoch;
             *out = v->pipeline;
             return VKG_OK;
         }
@@ -111,6 +114,7 @@ vkg_status vkg__kernel_pipeline(vkg_device_t *dev, vkg_kernel_id k, const uint32
     v->nspec = nspec;
     v->subgroup = subgroup;
     VKG_TRY(build_pipeline(dev, k, spec, nspec, subgroup, &v->pipeline));
+    v->used = dev->pipestats_epoch;
     cache->count++;
     *out = v->pipeline;
     return VKG_OK;

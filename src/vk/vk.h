@@ -73,6 +73,7 @@ typedef struct vkg_kernel_variant {
     int nspec;
     uint32_t subgroup; /* required subgroup size, 0: the driver's choice */
     VkPipeline pipeline;
+    uint64_t used; /* the device's pipestats_epoch when an op last recorded it (vk/pipestats.h) */
 } vkg_kernel_variant;
 
 typedef struct vkg_kernel_cache {
@@ -228,6 +229,12 @@ struct vkg_device {
      * SPV_KHR_cooperative_matrix when its pipelines are built (the device has only the KHR
      * extension; src/vk/spv_coopmat.c) */
     int coopmat_rewrite;
+    /* Pipeline statistics (src/vk/pipestats.c): the extension's entry points where enabled
+     * (NULL otherwise), why there are none (NULL: there are), and the window of use counter. */
+    PFN_vkGetPipelineExecutablePropertiesKHR get_exec_props;
+    PFN_vkGetPipelineExecutableStatisticsKHR get_exec_stats;
+    const char *pipestats_absent;
+    uint64_t pipestats_epoch;
 };
 
 /* Fill `info` for a physical device (used by listing and by create). */
