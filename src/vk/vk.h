@@ -228,6 +228,8 @@ struct vkg_device {
      * SPV_KHR_cooperative_matrix when its pipelines are built (the device has only the KHR
      * extension; src/vk/spv_coopmat.c) */
     int coopmat_rewrite;
+    /* --coopmat auto on a device where the kernel cannot run: what it lacks (else "") */
+    char coopmat_note[320];
 };
 
 /* Fill `info` for a physical device (used by listing and by create). */
