@@ -1,34 +1,42 @@
 # Thin entry points over CMake. The README's two commands:
-#   make train   install what is missing, build, train the default model on the default device
-#   make test    install what is missing, build, run the whole test suite (ctest)
+#   make train   install what building and training need, build without the test suite, train
+#                the default model on the default device
+#   make test    install that and the test tools, build, run the whole test suite (ctest)
 # Other targets: deps, build, sanitize (ASan+UBSan build running the unit, net and gpu tests),
 # fuzz (the libFuzzer targets of fuzz/, built with clang in build-fuzz), fuzz-run (each target for
 # FUZZ_SECONDS, default 60; FUZZ_TARGETS=name... for some), format / format-check (clang-format,
 # .clang-format), clean.
-# Variables: BUILD (build directory), WERROR=ON (warnings are errors, as in CI), JOBS.
+# Variables: BUILD (build directory), WERROR=ON (warnings are errors, as in CI), JOBS, TESTS
+# (ON: build the test suite; make train sets OFF).
 
 BUILD ?= build
 WERROR ?= OFF
+TESTS ?= ON
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS ?=
 
-.PHONY: all deps build test train sanitize fuzz fuzz-run format format-check clean
+.PHONY: all deps deps-train build test train sanitize fuzz fuzz-run format format-check clean
 
 all: build
 
 deps:
 	sh scripts/install-deps.sh --test
 
+deps-train:
+	sh scripts/install-deps.sh
+
 build:
-	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DVKG_WERROR=$(WERROR) $(CMAKE_FLAGS)
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release -DVKG_WERROR=$(WERROR) \
+		-DVKG_BUILD_TESTS=$(TESTS) $(CMAKE_FLAGS)
 	cmake --build $(BUILD) -j $(JOBS)
 
 test: deps build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
-train: deps build
+train: TESTS = OFF
+train: deps-train build
 	sh scripts/train-default.sh $(BUILD)
 
 sanitize: deps

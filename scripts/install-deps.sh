@@ -1,16 +1,37 @@
 #!/bin/sh
-# Install the Debian packages vkgpt needs to build, train and test, on Debian 12 (bookworm).
-# Non-interactive and idempotent: only missing packages are installed. Mesa's Vulkan drivers
-# (lavapipe, the CPU device) come from bookworm-backports (Mesa 25, 4-6x faster compute than the
-# stock Mesa 22.3); the suite is enabled by adding it to the Suites of the system's existing Debian
-# source entry. Where that is impossible, the stock Mesa is used and a warning says so.
-# Usage: scripts/install-deps.sh [--test]   (--test also installs what the test suite needs)
+# Install the Debian packages vkgpt needs to build and train, and with --test also what its test
+# suite and tools need, on Debian 12 (bookworm). Non-interactive and idempotent: only missing
+# packages are installed. Mesa's Vulkan drivers (lavapipe, the CPU device) come from
+# bookworm-backports (Mesa 25, 4-6x faster compute than the stock Mesa 22.3); the suite is enabled
+# by adding it to the Suites of the system's existing Debian source entry. Where that is
+# impossible, the stock Mesa is used and a warning says so.
+# Usage: scripts/install-deps.sh [--test] [--list]
+#   --test   also the test suite's and tools' packages (cmocka, the validation layer, OpenBLAS for
+#            bench ops, clang-format, clang with libFuzzer's runtime)
+#   --list   print the packages (and Mesa's Vulkan drivers) on one line and install nothing
+#            (VKGPT_DEPS_LIST=1 in the environment does the same, through quickstart.sh)
 set -eu
 
+# Building (CMake, the shader compiler and validator) and training (fortunes: make train's data)
 PKGS="build-essential cmake pkg-config libvulkan-dev libvulkan1 glslang-tools spirv-tools
-      libzmq3-dev libutf8proc-dev libcmocka-dev vulkan-validationlayers fortune-mod fortunes"
-# --test: also OpenBLAS (bench ops), clang-format, and clang with libFuzzer's runtime (make fuzz)
-[ "${1:-}" = "--test" ] && PKGS="$PKGS libopenblas-dev clang-format clang libclang-rt-14-dev"
+      libzmq3-dev libsodium-dev libutf8proc-dev fortune-mod fortunes"
+TEST_PKGS="libcmocka-dev vulkan-validationlayers libopenblas-dev clang-format clang
+      libclang-rt-14-dev"
+list="${VKGPT_DEPS_LIST:-}"
+for a in "$@"; do
+    case "$a" in
+    --test) PKGS="$PKGS $TEST_PKGS" ;;
+    --list) list=1 ;;
+    *)
+        echo "install-deps: unknown option '$a' (valid: --test, --list)" >&2
+        exit 2
+        ;;
+    esac
+done
+if [ -n "$list" ]; then
+    echo "install-deps: packages:" $PKGS mesa-vulkan-drivers
+    exit 0
+fi
 
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then

@@ -10,6 +10,9 @@
 // sum of squares is given and its root exceeds clip, else 1. 1 - b^t is computed as
 // -expm1(t ln b) from ln b (computed in double on the host) so it keeps full precision when t ln b
 // is small (b2 = 0.999 at t = 1).
+// A sum of squares that is not finite (a NaN or infinite gradient, or one whose square overflows)
+// skips the step: parameters and moments are left exactly as they were. The test looks at the
+// exponent bits, so no compiler's assumptions about NaN can remove it.
 layout(buffer_reference, std430, buffer_reference_align = 16) buffer StepParams {
     float lr;
     uint t;
@@ -41,6 +44,8 @@ float one_minus_exp(float x)
 
 void main()
 {
+    if (p.has_sumsq != 0 && (floatBitsToUint(p.sumsq.v[0]) & 0x7f800000u) == 0x7f800000u)
+        return;
     float lr = p.step.lr;
     float t = float(p.step.t);
     float clip = p.step.grad_clip;

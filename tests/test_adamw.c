@@ -12,6 +12,9 @@
  * two halves of the parameters (cut at a partial sum of the norm), each with moments for its
  * half only and its own partial sums of the norm, added together, take bitwise the steps of one
  * optimizer over everything, with clipping active.
+ * A gradient holding a NaN, an infinity or a value whose square overflows makes the sum of squares
+ * non-finite: the update then leaves parameters and both moments bitwise as they were, clipping
+ * on or off, and the next finite step updates again.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -219,6 +222,62 @@ static void test_sharded_optimizer(void **state)
     free(p0), free(grad), free(parts), free(x), free(y), free(m), free(v);
 }
 
+/* One optimizer step after a finite one: a gradient element set to bad (clipping at clip) must
+ * leave parameters and moments bitwise unchanged. */
+static void skip_case(vkg_gpu *g, float bad, float clip)
+{
+    size_t n = 5003;
+    vkg_test_rng rng;
+    vkg_test_rng_seed(&rng, 5);
+    float *p0 = vkg_test_alloc(n), *grad = vkg_test_alloc(n);
+    float *pa = vkg_test_alloc(n), *ma = vkg_test_alloc(n), *va = vkg_test_alloc(n);
+    float *pb = vkg_test_alloc(n), *mb = vkg_test_alloc(n), *vb = vkg_test_alloc(n);
+    vkg_test_fill_uniform(&rng, p0, n, -1.0f, 1.0f);
+    vkg_tensor tp = vkg_gpu_upload(g, p0, n * 4), tg = vkg_gpu_upload(g, NULL, n * 4);
+    vkg_adamw_config cfg = vkg_adamw_config_default();
+    cfg.weight_decay = 0.1f;
+    vkg_adamw_segment seg = {0, n, 1};
+    vkg_adamw *o = NULL;
+    VKG_ASSERT_OK(vkg_adamw_create(g->dev, &cfg, tp, tg, n, &seg, 1, &o));
+    float sumsq, skipped = 0.0f;
+    for (uint32_t t = 1; t <= 3; t++) {
+        vkg_test_fill_uniform(&rng, grad, n, -1.0f, 1.0f);
+        if (t == 2)
+            grad[n / 2] = bad;
+        VKG_ASSERT_OK(vkg_tensor_write(g->dev, tg, 0, grad, n * 4));
+        VKG_ASSERT_OK(vkg_adamw_grad_sumsq(o, &sumsq));
+        assert_true(t == 2 ? !isfinite(sumsq) : isfinite(sumsq));
+        if (t == 2)
+            skipped = sumsq;
+        vkg_gpu_download(g, tp, pb, n * 4);
+        VKG_ASSERT_OK(vkg_adamw_get_moments(o, mb, vb));
+        VKG_ASSERT_OK(vkg_adamw_update(o, 1e-2f, t, clip, sumsq));
+        vkg_gpu_download(g, tp, pa, n * 4);
+        VKG_ASSERT_OK(vkg_adamw_get_moments(o, ma, va));
+        if (t == 2) {
+            assert_memory_equal(pa, pb, n * 4);
+            assert_memory_equal(ma, mb, n * 4);
+            assert_memory_equal(va, vb, n * 4);
+        } else {
+            assert_memory_not_equal(pa, pb, n * 4);
+        }
+    }
+    printf("    gradient %g, clip %g: the step with sum of squares %g left everything as it was\n",
+           (double)bad, (double)clip, (double)skipped);
+    vkg_adamw_destroy(&o);
+    free(p0), free(grad), free(pa), free(ma), free(va), free(pb), free(mb), free(vb);
+}
+
+static void test_nonfinite_norm_skips(void **state)
+{
+    vkg_gpu *g = *state;
+    const float bad[3] = {NAN, INFINITY, 1e30f}; /* 1e30 squared overflows the sum */
+    for (int i = 0; i < 3; i++) {
+        skip_case(g, bad[i], 1.0f);
+        skip_case(g, bad[i], 0.0f);
+    }
+}
+
 static void test_bad_arguments(void **state)
 {
     vkg_gpu *g = *state;
@@ -255,6 +314,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_no_clipping, vkg_gpu_setup, vkg_gpu_teardown),
         cmocka_unit_test_setup_teardown(test_clipping, vkg_gpu_setup, vkg_gpu_teardown),
         cmocka_unit_test_setup_teardown(test_sharded_optimizer, vkg_gpu_setup, vkg_gpu_teardown),
+        cmocka_unit_test_setup_teardown(test_nonfinite_norm_skips, vkg_gpu_setup, vkg_gpu_teardown),
         cmocka_unit_test_setup_teardown(test_bad_arguments, vkg_gpu_setup, vkg_gpu_teardown),
     };
     return cmocka_run_group_tests(tests, vkg_gpu_group_setup, vkg_gpu_group_teardown);

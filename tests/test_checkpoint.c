@@ -4,9 +4,12 @@
  * ones; truncated, corrupted, foreign, wrong-version and mismatched files refused with a message
  * naming the file; failures while writing leaving the previous checkpoint loadable; a checkpoint
  * marked complete never written over; pruning; the resume check of must-match hyperparameters;
- * a state file whose parameter count wraps refused. Each test works in its own temporary folder
+ * a state file whose parameter count wraps refused; moments that are not finite (or a negative v)
+ * refused on load despite a valid checksum, and a checkpoint holding a non-finite value never
+ * written. Each test works in its own temporary folder
  * (ckpt_fixture.h). Resuming past a damaged checkpoint and the folder's lock:
  * test_checkpoint_resume.c. */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -227,6 +230,65 @@ static void test_refuses_bad_files(void **state)
     vkg_ck_expect_msg("state.bin", "corrupted");
 }
 
+/* Moments that are not finite, or a negative v, refused on load although the checksum holds
+ * (the state file is rewritten whole with a valid CRC), naming the file, tensor and element. */
+static void test_refuses_bad_moments(void **state)
+{
+    vkg_ck_fixture *f = *state;
+    size_t wpe = (size_t)f->cfg.padded_vocab_size * (size_t)f->cfg.channels; /* wpe's start */
+    const struct {
+        int moment; /* 0: m, 1: v */
+        size_t at;
+        float value;
+        const char *what, *where;
+    } cases[4] = {{0, 3, NAN, "first moment m", "tensor wte, element 3, is nan"},
+                  {1, wpe + 5, INFINITY, "second moment v", "tensor wpe, element 5, is inf"},
+                  {1, f->n - 1, -1e-9f, "second moment v", "tensor lnfb, element 7, is -1e-09"},
+                  {0, 10, -INFINITY, "first moment m", "element 10, is -inf"}};
+    for (int k = 0; k < 4; k++) {
+        uint64_t step = (uint64_t)k + 1;
+        char ckpt[32], rel[64];
+        snprintf(ckpt, sizeof ckpt, "step_%08llu", (unsigned long long)step);
+        snprintf(rel, sizeof rel, "ck/%s/state.bin", ckpt);
+        vkg_ck_write(f, step);
+        float *x = cases[k].moment ? f->v : f->m, keep = x[cases[k].at];
+        x[cases[k].at] = cases[k].value;
+        vkg_checkpoint_state s = vkg_ck_state(step);
+        s.params_crc = vkg_statefile_crc32_floats(f->params, f->n), s.params_crc_set = 1;
+        assert_int_equal(vkg_statefile_write(vkg_ck_path(f, rel), &f->cfg, &s, f->m, f->v), VKG_OK);
+        x[cases[k].at] = keep;
+        expect_refused(f, ckpt, "state.bin", cases[k].what);
+        vkg_ck_expect_msg(cases[k].where, "must be finite and v >= 0");
+    }
+}
+
+/* A checkpoint holding a value that is not finite (or a negative v) is refused before anything
+ * is written: no folder, no DONE, the previous checkpoint still the newest. */
+static void test_never_saves_nonfinite(void **state)
+{
+    vkg_ck_fixture *f = *state;
+    vkg_ck_write(f, 1);
+    float *arrays[3] = {f->params, f->m, f->v};
+    const float bad[3] = {NAN, INFINITY, -1.0f};
+    const char *names[3] = {"parameter of tensor", "first moment m", "second moment v"};
+    for (int k = 0; k < 3; k++) {
+        float keep = arrays[k][20];
+        arrays[k][20] = bad[k];
+        vkg_checkpoint_state s = vkg_ck_state(2);
+        assert_int_equal(
+            vkg_checkpoint_write(vkg_ck_path(f, "ck"), &f->cfg, f->params, f->m, f->v, &s, NULL, 0),
+            VKG_ERR_INVALID_ARG);
+        vkg_ck_expect_msg(names[k], "never marked complete");
+        arrays[k][20] = keep;
+        assert_false(vkg_ck_exists(f, "ck/step_00000002"));
+    }
+    uint64_t step;
+    char latest[512];
+    assert_int_equal(vkg_checkpoint_find_latest(vkg_ck_path(f, "ck"), latest, sizeof latest, &step),
+                     VKG_OK);
+    assert_true(step == 1);
+}
+
 static void test_failed_write_keeps_previous(void **state)
 {
     vkg_ck_fixture *f = *state;
@@ -380,6 +442,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_roundtrip, vkg_ck_setup, vkg_ck_teardown),
         cmocka_unit_test_setup_teardown(test_newest_complete, vkg_ck_setup, vkg_ck_teardown),
         cmocka_unit_test_setup_teardown(test_refuses_bad_files, vkg_ck_setup, vkg_ck_teardown),
+        cmocka_unit_test_setup_teardown(test_refuses_bad_moments, vkg_ck_setup, vkg_ck_teardown),
+        cmocka_unit_test_setup_teardown(test_never_saves_nonfinite, vkg_ck_setup, vkg_ck_teardown),
         cmocka_unit_test_setup_teardown(test_failed_write_keeps_previous, vkg_ck_setup,
                                         vkg_ck_teardown),
         cmocka_unit_test_setup_teardown(test_prune, vkg_ck_setup, vkg_ck_teardown),

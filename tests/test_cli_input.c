@@ -258,7 +258,6 @@ static const bad_row bad_rows[] = {
     {{"sample", "--ckpt", TEXT, "--temperature", "-0.5"}, {"--temperature", "from 0 to 100"}},
     {{"sample", "--ckpt", TEXT, "--tokenizer", "byte", "--vocab-dir", VOCAB},
      {"--vocab-dir conflicts with --tokenizer byte"}},
-    {{"sample", "--ckpt", FIFO}, {FIFO, "neither a regular file nor a folder"}},
     /* prepare */
     {{"prepare", "--shard-tokens", "0", TEXT},
      {"--shard-tokens must be a whole number from 1 to 2147483647", "got '0'"}},

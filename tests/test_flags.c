@@ -10,7 +10,9 @@
 #include <cmocka.h>
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/flags.h"
 
@@ -187,12 +189,59 @@ static void test_int_list(void **state)
             fail_msg("'%s' was taken as a list", bad[i]);
 }
 
+/* --help's defaults: the value each flag holds, in the form it is given; none for a BOOL flag, a
+ * NULL string or a help text that states its own; and those of before parsing, even when flags
+ * given before --help have changed the values. */
+static void test_defaults(void **state)
+{
+    (void)state;
+    values v = {
+        .i = -3, .ll = 77, .u = 18446744073709551615ull, .f = 6e-4f, .d = 0.25, .choice = 1};
+    vkg_flag fl[NFLAGS];
+    make_flags(&v, fl);
+    char buf[64];
+    static const char *const want[NFLAGS] = {
+        "-3", "-3", "77", "18446744073709551615", "0.0006", "0.25", "", "green", ""};
+    for (int i = 0; i < NFLAGS; i++)
+        assert_string_equal(vkg_flags_default(&fl[i], buf, sizeof buf), want[i]);
+    v.s = "x.bin";
+    assert_string_equal(vkg_flags_default(&fl[6], buf, sizeof buf), "x.bin");
+    fl[0].help = "a count (default: all)";
+    assert_string_equal(vkg_flags_default(&fl[0], buf, sizeof buf), "");
+    v.choice = 5; /* not one of the choices */
+    assert_string_equal(vkg_flags_default(&fl[7], buf, sizeof buf), "");
+
+    v.choice = 1;
+    char path[] = "/tmp/vkg_test_flags_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    FILE *f = fdopen(fd, "w+");
+    assert_non_null(f);
+    FILE *saved = stdout;
+    stdout = f;
+    char *argv[] = {"cmd", "--ll", "5", "--colour", "red", "--help"};
+    int rc = vkg_flags_parse("cmd", "[options]", fl, NFLAGS, 6, argv, NULL, NULL);
+    stdout = saved;
+    assert_int_equal(rc, VKG_FLAGS_HELP);
+    char text[4096] = {0};
+    rewind(f);
+    size_t n = fread(text, 1, sizeof text - 1, f);
+    fclose(f);
+    unlink(path);
+    text[n] = '\0';
+    assert_non_null(strstr(text, "--ll "));
+    assert_non_null(strstr(text, "(default: 77)"));    /* not 5 */
+    assert_non_null(strstr(text, "(default: green)")); /* not red */
+    assert_null(strstr(text, "(default: 5)"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_table),
         cmocka_unit_test(test_positional_and_seen),
         cmocka_unit_test(test_int_list),
+        cmocka_unit_test(test_defaults),
     };
     return cmocka_run_group_tests_name("flags", tests, NULL, NULL);
 }

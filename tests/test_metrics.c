@@ -1,7 +1,8 @@
 /* Tests of src/train/metrics: JSON lines that parse back to the exact float bits, non-finite
- * values written as null and flagged, rank/world fields, the SVG loss curve (well-formed, one
- * point per history entry, eval circles, escaped title), and resuming: history reloaded up to the
- * resume step, later and torn lines cut off, malformed logs refused by file and line. */
+ * values written as null and flagged, skipped steps marked, rank/world fields, the SVG loss curve
+ * (well-formed, one point per history entry, eval circles, escaped title), and resuming: history
+ * reloaded up to the resume step, later and torn lines cut off, malformed logs refused by file and
+ * line. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -66,7 +67,7 @@ static vkg_metrics_t *open_log(fixture *f, int resume, long long first_step)
 
 static vkg_metrics_row row_at(long long step, float loss)
 {
-    vkg_metrics_row r = {step, loss, 1e-4f, 0.5f, (uint64_t)step * 1024, 1000.0f, 12.5f, 0, 0};
+    vkg_metrics_row r = {step, loss, 1e-4f, 0.5f, (uint64_t)step * 1024, 1000.0f, 12.5f, 0, 0, 0};
     return r;
 }
 
@@ -75,9 +76,10 @@ static void test_json_roundtrip(void **state)
     fixture *f = *state;
     vkg_metrics_t *m = open_log(f, 0, 0);
     assert_string_equal(vkg_metrics_svg_path(m), f->svg); /* derived: run.jsonl -> run.svg */
-    vkg_metrics_row r1 = {1, 3.14159274f, 1e-5f, 0.1f, 123456789012ull, 12345.678f, 1061.25f, 0, 0};
-    vkg_metrics_row r2 = {2,      2.71828183f,  6e-4f, 1.0e-7f,    123456789999ull,
-                          1.5e6f, 0.333333343f, 1,     2.99999976f};
+    vkg_metrics_row r1 = {1,          3.14159274f, 1e-5f, 0.1f, 123456789012ull,
+                          12345.678f, 1061.25f,    0,     0,    0};
+    vkg_metrics_row r2 = {2,      2.71828183f,  6e-4f, 1.0e-7f,     123456789999ull,
+                          1.5e6f, 0.333333343f, 1,     2.99999976f, 0};
     assert_int_equal(vkg_metrics_log(m, &r1), VKG_OK);
     assert_int_equal(vkg_metrics_log(m, &r2), VKG_OK);
     vkg_metrics_destroy(&m);
@@ -120,6 +122,7 @@ static void test_nonfinite_and_rank(void **state)
     assert_int_equal(vkg_metrics_create(&c, &m), VKG_OK);
     vkg_metrics_row good = row_at(1, 2.5f), bad = row_at(2, NAN);
     bad.grad_norm = INFINITY;
+    bad.skipped = 1;
     assert_int_equal(vkg_metrics_log(m, &good), VKG_OK);
     assert_int_equal(vkg_metrics_log(m, &bad), VKG_OK);
     assert_int_equal(vkg_metrics_nonfinite(m), 1);
@@ -134,7 +137,8 @@ static void test_nonfinite_and_rank(void **state)
     assert_true(!strncmp(text, "{\"step\":1,\"rank\":1,\"world\":4,\"loss\":2.5,", 39));
     assert_non_null(strstr(line2, "\"loss\":null"));
     assert_non_null(strstr(line2, "\"grad_norm\":null"));
-    assert_non_null(strstr(line2, ",\"nonfinite\":true}\n"));
+    assert_non_null(strstr(line2, ",\"nonfinite\":true,\"skipped\":true}\n"));
+    assert_null(strstr(text, "\"skipped\":true}\n{")); /* only on the skipped step */
     assert_null(strstr(text, "nan"));
     assert_null(strstr(text, "inf"));
     free(text);

@@ -189,6 +189,15 @@ static void test_bad_config_is_refused(void **state)
     c = vkg_test_train_config(&p, "b", NULL);
     c.data = vkg_test_path_in(p.data, "b_nothing_*.bin");
     vkg_test_expect_refused(vkg_trainer_create(&c, &t), VKG_ERR_NOT_FOUND, "b_nothing_", NULL);
+    c.vocab_size = 0; /* no vocabulary but the one a tokenizer beside the data would give */
+    vkg_test_expect_refused(vkg_trainer_create(&c, &t), VKG_ERR_NOT_FOUND,
+                            "--data: ", "no file matches '");
+    c = vkg_test_train_config(&p, "b", NULL);
+    char val[PATH_CAP];
+    c.val_data = vkg_test_path_in(val, "b_val_typo.bin");
+    c.eval_every = 1;
+    vkg_test_expect_refused(vkg_trainer_create(&c, &t), VKG_ERR_NOT_FOUND,
+                            "--val-data: ", "b_val_typo.bin'");
     assert_null(t);
 }
 

@@ -186,3 +186,37 @@ void vkg_test_proc_free(vkg_test_proc *p)
     memset(p, 0, sizeof *p);
     p->fd[0] = p->fd[1] = -1;
 }
+
+int vkg_test_validation_force(const char *dir, const char *log_path, int sync)
+{
+    char settings[1024];
+    snprintf(settings, sizeof settings, "%s/vk_layer_settings.txt", dir);
+    FILE *f = fopen(settings, "w");
+    if (!f)
+        return -1;
+    fprintf(f,
+            "khronos_validation.debug_action = VK_DBG_LAYER_ACTION_LOG_MSG\n"
+            "khronos_validation.log_filename = %s\n"
+            "khronos_validation.report_flags = info,warn,error,perf\n",
+            log_path);
+    if (sync)
+        fprintf(f, "khronos_validation.enables = "
+                   "VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT\n");
+    if (fclose(f) != 0)
+        return -1;
+    setenv("VK_INSTANCE_LAYERS", "VK_LAYER_KHRONOS_validation", 1);
+    setenv("VK_LAYER_SETTINGS_PATH", dir, 1);
+    return 0;
+}
+
+void vkg_test_validation_clean(const char *log_path, int opened_device)
+{
+    char *log = vkg_test_read_file(log_path, NULL);
+    if (opened_device && (!log || !strstr(log, "Validation Layer Active")))
+        fail_msg("the validation layer was not active (its log %s: %s)", log_path,
+                 log ? log : "missing");
+    if (log && (strstr(log, "ERROR") || strstr(log, "WARNING") || strstr(log, "PERF")))
+        fail_msg("the validation layer reported:\n%s", log);
+    free(log);
+    unlink(log_path);
+}

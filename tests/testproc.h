@@ -54,4 +54,14 @@ void vkg_test_proc_kill(vkg_test_proc *p);
 /* Kill the child if it still runs (vkg_test_proc_kill), free the buffers and zero *p. */
 void vkg_test_proc_free(vkg_test_proc *p);
 
+/* Force the Khronos validation layer on for every child started from now on (the loader's
+ * VK_INSTANCE_LAYERS), logging every info, warning, error and performance message to log_path,
+ * with synchronization validation when sync is set; its settings file is written in dir.
+ * Returns 0, or -1 when the settings file cannot be written. */
+int vkg_test_validation_force(const char *dir, const char *log_path, int sync);
+
+/* Fail the test unless the last child ran with the layer active (when it opened a device) and
+ * the layer reported nothing; then remove the log for the next child. */
+void vkg_test_validation_clean(const char *log_path, int opened_device);
+
 #endif

@@ -81,6 +81,14 @@ typedef struct vkg_wire_hdr {
 void vkg__wire_encode(const vkg_wire_hdr *h, uint8_t out[VKG_WIRE_HDR_BYTES]);
 /* 1 when the two secrets are equal (time independent of where they differ). */
 int vkg__same_secret(const uint8_t *a, const uint8_t *b);
+/* crypto.c, over libsodium. n random bytes into buf (VKG_ERR_IO when libsodium cannot start). */
+vkg_status vkg__crypto_random(void *buf, size_t n);
+/* out = keyed BLAKE2b of msg[0, n) under the job's secret (VKG_MAC_BYTES bytes). */
+#define VKG_MAC_BYTES 32
+void vkg__crypto_mac(const uint8_t key[VKG_SECRET_BYTES], const void *msg, size_t n,
+                     uint8_t out[VKG_MAC_BYTES]);
+/* 1 when the two MACs are equal (time independent of where they differ). */
+int vkg__crypto_same_mac(const uint8_t *a, const uint8_t *b);
 void vkg__wire_decode(const uint8_t in[VKG_WIRE_HDR_BYTES], vkg_wire_hdr *h);
 const char *vkg__wire_kind_name(int kind);
 const char *vkg__coll_name(int coll);
@@ -178,6 +186,10 @@ struct vkg_comm {
     vkg_comm_shm shm_mode;
     size_t shm_chunk;    /* bytes of a buffer one step of the shm pipeline moves (0 = default) */
     struct vkg_shm *shm; /* the host's segment when every rank is local and shm is used */
+    /* tests only (vkg__comm_shm_fix_tag): name the segments this rank creates by shm_tag
+     * instead of fresh random bytes */
+    int shm_tag_fixed;
+    uint8_t shm_tag[16];
     char path[256]; /* "shm (4 ranks on this host, single-copy on)": what the collectives use */
 };
 

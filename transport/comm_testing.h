@@ -55,9 +55,14 @@ typedef struct vkg_shm_creds {
     uint8_t secret[16];
 } vkg_shm_creds;
 
-/* The abstract socket name (without the leading NUL) where the host's first rank of the job
- * with these credentials hands out its segment. */
-void vkg__shm_socket_name(const vkg_shm_creds *cr, char *name, size_t cap);
+/* The abstract socket name (without the leading NUL) where a segment's creator hands it out:
+ * "vkgpt-shm-" and the hex of the tag it drew (random per segment, sent to the segment's ranks
+ * over the job's messages). */
+#define VKG_SHM_TAG_BYTES 16
+void vkg__shm_socket_name(const uint8_t tag[VKG_SHM_TAG_BYTES], char *name, size_t cap);
+/* Name the segments rank c creates from now on by tag instead of fresh random bytes, so that a
+ * test can bind the name first (a squatter that guessed it). */
+void vkg__comm_shm_fix_tag(vkg_comm_t *c, const uint8_t tag[VKG_SHM_TAG_BYTES]);
 /* A sealed memfd segment for n local ranks with pools of pool bytes each (a multiple of 4 KiB;
  * may be 0), its header filled in, and its size. */
 vkg_status vkg__shm_create_fd(const vkg_shm_creds *cr, int n, size_t chunk, size_t pool,
@@ -76,8 +81,6 @@ vkg_status vkg__shm_attach(const char *name, const vkg_shm_creds *cr, int rank, 
 /* Map a segment handed over, checking its seals, size and header against cr, n and chunk. */
 vkg_status vkg__shm_map(int fd, const vkg_shm_creds *cr, int n, size_t chunk, uint8_t **base_out,
                         size_t *bytes_out);
-/* SipHash-2-4, 128-bit output (the handover's proof). */
-void vkg__siphash128(const uint8_t key[16], const void *msg, size_t n, uint8_t out[16]);
 int64_t vkg__now_ns(void);
 
 #endif

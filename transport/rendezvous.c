@@ -19,7 +19,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 
 static uint32_t get32(const uint8_t *p)
 {
@@ -247,14 +246,7 @@ static void master_reject_all(vkg_comm_t *c, void *rdv, const joiner *js)
 
 vkg_status vkg__new_secret(vkg_comm_t *c)
 {
-    size_t got = 0;
-    while (got < VKG_SECRET_BYTES) {
-        ssize_t n = getrandom(c->secret + got, VKG_SECRET_BYTES - got, 0);
-        if (n < 0 && errno == EINTR)
-            continue;
-        VKG_CHECK(n > 0, VKG_ERR_IO, "drawing the job's secret (getrandom): %s", strerror(errno));
-        got += (size_t)n;
-    }
+    VKG_TRY(vkg__crypto_random(c->secret, VKG_SECRET_BYTES));
     return vkg__admit_secret(c);
 }
 

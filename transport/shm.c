@@ -3,12 +3,15 @@
  *
  * The host's first rank creates an anonymous memfd (no name in any file system; sealed against
  * shrinking, so no rank can make another's accesses fault), maps it and listens on an abstract
- * Unix socket whose name derives from the job id, generation and a keyed hash of the job's
- * secret. Each other local rank connects and both prove they hold the secret without sending
- * it: the rank sends {job, generation, rank, nonce}, the host answers with its own nonce and
- * SipHash(secret, "host" | ids | both nonces), the rank checks that and answers SipHash(secret,
- * "rank" | ids | both nonces); only then does the host pass the memfd (SCM_RIGHTS). A process of
- * another job, or without the secret, is refused with a reason and never sees the descriptor.
+ * Unix socket named by 16 random bytes it drew for this segment and sent to the segment's ranks
+ * over the job's own messages (shm_setup.c): nobody outside the job can predict the name, so
+ * nobody can bind it first. Both ends check that the other runs as the same user
+ * (SO_PEERCRED). Each other local rank connects and both prove they hold the job's secret
+ * without sending it: the rank sends {version, job, generation, rank, nonce}, the host answers
+ * with its own nonce and BLAKE2b keyed with the secret over ("host" | ids | both nonces), the
+ * rank checks that and answers the same over "rank"; only then does the host pass the memfd
+ * (SCM_RIGHTS). A process of another job, user or handover version, or without the secret, is
+ * refused with a reason and never sees the descriptor.
  * The listener closes once every local rank has attached, so the segment is reachable only
  * through the ranks' descriptors and mappings and vanishes with the last of them.
  * Not here: deciding whether to use the segment (shm_setup.c), the collectives in it
@@ -23,7 +26,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -35,13 +37,15 @@
 #define MSG_CHAL 0x43534b56u  /* "VKSC" */
 #define MSG_PROOF 0x50534b56u /* "VKSP" */
 #define MSG_FD 0x46534b56u    /* "VKSF" */
+/* 2: keyed BLAKE2b proofs and a version word (1: SipHash, the word at offset 4 was the status) */
+#define HANDOVER_VERSION 2u
 #define REFUSED 1u
 #define STEP_MS 2000 /* one message of the handover waits at most this long */
 
 typedef struct shm_msg {
-    uint32_t magic, status, rank, generation;
+    uint32_t magic, version, status, rank, generation, pad;
     uint64_t job_id, bytes;
-    uint8_t nonce[16], mac[16];
+    uint8_t nonce[16], mac[VKG_MAC_BYTES];
     char why[256]; /* status REFUSED: the reason */
 } shm_msg;
 
@@ -69,13 +73,11 @@ void vkg__shm_bind(struct vkg_shm *s, uint8_t *base, size_t bytes, int n, int me
     s->me = me;
 }
 
-void vkg__shm_socket_name(const vkg_shm_creds *cr, char *name, size_t cap)
+void vkg__shm_socket_name(const uint8_t tag[VKG_SHM_TAG_BYTES], char *name, size_t cap)
 {
-    uint8_t h[16];
-    vkg__siphash128(cr->secret, "vkgpt shm socket", 16, h);
-    snprintf(name, cap, "vkgpt-shm-%016llx-%u-%02x%02x%02x%02x%02x%02x%02x%02x",
-             (unsigned long long)cr->job_id, (unsigned)cr->generation, h[0], h[1], h[2], h[3], h[4],
-             h[5], h[6], h[7]);
+    size_t len = (size_t)snprintf(name, cap, "vkgpt-shm-");
+    for (int i = 0; i < VKG_SHM_TAG_BYTES && len + 3 <= cap; i++)
+        len += (size_t)snprintf(name + len, cap - len, "%02x", tag[i]);
 }
 
 static socklen_t abstract_addr(const char *name, struct sockaddr_un *sa)
@@ -89,9 +91,9 @@ static socklen_t abstract_addr(const char *name, struct sockaddr_un *sa)
     return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n);
 }
 
-/* SipHash(secret, role | job | generation | rank | host nonce | rank nonce). */
+/* BLAKE2b keyed with the secret over role | job | generation | rank | host nonce | rank nonce. */
 static void proof(const vkg_shm_creds *cr, const char *role, uint32_t rank, const uint8_t *nh,
-                  const uint8_t *nr, uint8_t out[16])
+                  const uint8_t *nr, uint8_t out[VKG_MAC_BYTES])
 {
     uint8_t m[4 + 8 + 4 + 4 + 32];
     memcpy(m, role, 4);
@@ -100,12 +102,24 @@ static void proof(const vkg_shm_creds *cr, const char *role, uint32_t rank, cons
     memcpy(m + 16, &rank, 4);
     memcpy(m + 20, nh, 16);
     memcpy(m + 36, nr, 16);
-    vkg__siphash128(cr->secret, m, sizeof m, out);
+    vkg__crypto_mac(cr->secret, m, sizeof m, out);
 }
 
 static vkg_status nonce(uint8_t out[16])
 {
-    VKG_CHECK(getrandom(out, 16, 0) == 16, VKG_ERR_IO, "getrandom: %s", strerror(errno));
+    return vkg__crypto_random(out, 16);
+}
+
+/* VKG_OK when the process at the other end of fd runs as this process's user. */
+static vkg_status same_user(int fd, const char *who)
+{
+    struct ucred uc;
+    socklen_t len = sizeof uc;
+    VKG_CHECK(getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &uc, &len) == 0, VKG_ERR_NETWORK,
+              "shared memory handover: reading the credentials of %s: %s", who, strerror(errno));
+    VKG_CHECK(uc.uid == geteuid(), VKG_ERR_PEER,
+              "shared memory handover: %s (pid %d) runs as uid %u, this job as uid %u", who,
+              (int)uc.pid, (unsigned)uc.uid, (unsigned)geteuid());
     return VKG_OK;
 }
 
@@ -137,6 +151,12 @@ static vkg_status recv_msg(int fd, shm_msg *m, int *fd_out, int ms, const char *
     for (struct cmsghdr *cm = fd_out ? CMSG_FIRSTHDR(&mh) : NULL; cm; cm = CMSG_NXTHDR(&mh, cm))
         if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS)
             memcpy(fd_out, CMSG_DATA(cm), sizeof(int));
+    /* version 1 put the status (0 or 1) where the version is now */
+    uint32_t v = n >= 8 ? (m->version > 1 ? m->version : 1) : 0;
+    VKG_CHECK(n < 8 || v == HANDOVER_VERSION, VKG_ERR_PROTOCOL,
+              "shared memory handover: %s speaks handover version %u, this build speaks version "
+              "%u (mixed vkgpt versions in one job)",
+              from, (unsigned)v, HANDOVER_VERSION);
     VKG_CHECK(n == (ssize_t)sizeof *m, VKG_ERR_PROTOCOL,
               "shared memory handover: %s sent %zd bytes, expected %zu (closed, or not a vkgpt "
               "rank of this version)",
@@ -174,7 +194,7 @@ static vkg_status send_msg(int fd, const shm_msg *m, int pass_fd)
 
 static void refuse(int fd, uint32_t magic, const char *why)
 {
-    shm_msg m = {.magic = magic, .status = REFUSED};
+    shm_msg m = {.magic = magic, .version = HANDOVER_VERSION, .status = REFUSED};
     snprintf(m.why, sizeof m.why, "%s", why);
     (void)send_msg(fd, &m, -1);
 }
@@ -186,7 +206,16 @@ static vkg_status serve_one(int cfd, const vkg_shm_creds *cr, int nranks, const 
     *rank_out = -1;
     shm_msg m, r;
     char why[200];
-    VKG_TRY(recv_msg(cfd, &m, NULL, STEP_MS, "a connecting process"));
+    vkg_status st = same_user(cfd, "a connecting process");
+    if (st < 0) {
+        refuse(cfd, MSG_CHAL, "not this job's user");
+        return st;
+    }
+    st = recv_msg(cfd, &m, NULL, STEP_MS, "a connecting process");
+    if (st < 0) {
+        refuse(cfd, MSG_CHAL, vkg_error_message());
+        return st;
+    }
     if (m.magic != MSG_HELLO) {
         refuse(cfd, MSG_CHAL, "not a vkgpt shared memory request");
         return VKG_FAIL(VKG_ERR_PROTOCOL, "shared memory handover: malformed request refused");
@@ -202,22 +231,22 @@ static vkg_status serve_one(int cfd, const vkg_shm_creds *cr, int nranks, const 
         refuse(cfd, MSG_CHAL, why);
         return VKG_FAIL(VKG_ERR_PEER, "shared memory handover refused: %s", why);
     }
-    r = (shm_msg){.magic = MSG_CHAL, .rank = m.rank};
+    r = (shm_msg){.magic = MSG_CHAL, .version = HANDOVER_VERSION, .rank = m.rank};
     VKG_TRY(nonce(r.nonce));
     proof(cr, "host", m.rank, r.nonce, m.nonce, r.mac);
     VKG_TRY(send_msg(cfd, &r, -1));
     shm_msg p;
     VKG_TRY(recv_msg(cfd, &p, NULL, STEP_MS, "a connecting process"));
-    uint8_t want[16];
+    uint8_t want[VKG_MAC_BYTES];
     proof(cr, "rank", m.rank, r.nonce, m.nonce, want);
-    if (p.magic != MSG_PROOF || !vkg__same_secret(p.mac, want)) {
+    if (p.magic != MSG_PROOF || !vkg__crypto_same_mac(p.mac, want)) {
         refuse(cfd, MSG_FD, "no proof of this job's secret");
         return VKG_FAIL(VKG_ERR_PEER,
                         "shared memory handover refused to a process claiming rank %u: it does "
                         "not hold this job's secret",
                         (unsigned)m.rank);
     }
-    shm_msg f = {.magic = MSG_FD, .rank = m.rank, .bytes = seg_bytes};
+    shm_msg f = {.magic = MSG_FD, .version = HANDOVER_VERSION, .rank = m.rank, .bytes = seg_bytes};
     VKG_TRY(send_msg(cfd, &f, seg_fd));
     *rank_out = (int)m.rank;
     return VKG_OK;
@@ -283,26 +312,29 @@ vkg_status vkg__shm_attach(const char *name, const vkg_shm_creds *cr, int rank, 
         usleep(2000);
     }
     shm_msg m = {.magic = MSG_HELLO,
+                 .version = HANDOVER_VERSION,
                  .rank = (uint32_t)rank,
                  .generation = cr->generation,
                  .job_id = cr->job_id};
-    vkg_status st = nonce(m.nonce);
-    shm_msg r, f;
+    vkg_status st = same_user(fd, "the process listening at the segment's socket");
+    if (st == VKG_OK)
+        st = nonce(m.nonce);
+    shm_msg r = {0}, f;
     if (st == VKG_OK)
         st = send_msg(fd, &m, -1);
     if (st == VKG_OK)
         st = recv_msg(fd, &r, NULL, STEP_MS, "the host's first rank");
-    uint8_t want[16];
+    uint8_t want[VKG_MAC_BYTES];
     proof(cr, "host", (uint32_t)rank, r.nonce, m.nonce, want);
     if (st == VKG_OK && r.status == REFUSED)
         st = VKG_FAIL(VKG_ERR_PEER, "the host's first rank refused the segment: %s", r.why);
-    else if (st == VKG_OK && (r.magic != MSG_CHAL || !vkg__same_secret(r.mac, want)))
+    else if (st == VKG_OK && (r.magic != MSG_CHAL || !vkg__crypto_same_mac(r.mac, want)))
         st = VKG_FAIL(VKG_ERR_PEER,
                       "shared memory handover: the process at @%s does not hold this job's "
                       "secret; not attaching",
                       name);
     if (st == VKG_OK) {
-        shm_msg p = {.magic = MSG_PROOF, .rank = (uint32_t)rank};
+        shm_msg p = {.magic = MSG_PROOF, .version = HANDOVER_VERSION, .rank = (uint32_t)rank};
         proof(cr, "rank", (uint32_t)rank, r.nonce, m.nonce, p.mac);
         st = send_msg(fd, &p, -1);
     }
@@ -334,8 +366,8 @@ vkg_status vkg__shm_listen(const char *name, int *lfd_out)
         int e = errno;
         close(fd);
         return VKG_FAIL(VKG_ERR_NETWORK,
-                        "shared memory handover: cannot listen at @%s: %s (a second job with the "
-                        "same id and secret on this host?)",
+                        "shared memory handover: cannot listen at @%s: %s (another process holds "
+                        "the name)",
                         name, strerror(e));
     }
     *lfd_out = fd;

@@ -184,10 +184,11 @@ vkg_status vkg__shm_group_allgather(vkg_comm_t *c, struct vkg_shm *s, const int 
                                     const char *what, const void *send, size_t bytes, void *recv);
 /* Set up the segment of a group whose members (communicator ranks ranks[0..n), this one
  * ranks[me]) all share this host, collectively among them, over the group's own messages
- * (agree: an allgather of each member's one-byte verdict and 255-byte reason, in member order).
+ * (agree: an allgather of each member's verdict, reason and socket tag, in member order).
  * *out = NULL (and VKG_OK) when the policy or the hosts rule it out or the setup failed on some
- * member (every member then agrees on the fallback). A segment made is listed in c->group_segs
- * so that a failing rank's abort reaches it. */
+ * member (every member then agrees on the fallback); with the policy REQUIRE that failure is
+ * VKG_ERR_UNSUPPORTED on every member, naming the member and its reason. A segment made is listed
+ * in c->group_segs so that a failing rank's abort reaches it. */
 typedef vkg_status (*vkg_shm_agree_fn)(void *arg, const void *mine, size_t bytes, void *all);
 vkg_status vkg__shm_group_setup(vkg_comm_t *c, const int *ranks, int n, int me, uint32_t id,
                                 vkg_shm_agree_fn agree, void *arg, struct vkg_shm **out);

@@ -55,7 +55,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -175,8 +174,7 @@ vkg_status vkg__shm_direct_setup(vkg_comm_t *c)
     probe_verdict v = {0}, *vs = calloc((size_t)n, sizeof *vs);
     vkg_status st = VKG_OK;
     VKG_CHECK_GOTO(st, s->canary && all && vs, VKG_ERR_NOMEM, out, "out of memory");
-    VKG_CHECK_GOTO(st, getrandom(s->canary, sizeof *s->canary, 0) == sizeof *s->canary, VKG_ERR_IO,
-                   out, "getrandom: %s", strerror(errno));
+    VKG_TRY_GOTO(st, vkg__crypto_random(s->canary, sizeof *s->canary), out);
     mine.addr = (uint64_t)(uintptr_t)s->canary;
     mine.value = *s->canary;
     (void)cma_min_setting(&mine.cma_min); /* a bad value fails the verdict below */

@@ -23,6 +23,7 @@
 typedef struct verdict {
     uint8_t ok;
     char why[255];
+    uint8_t tag[VKG_SHM_TAG_BYTES]; /* the creator's: names the socket it listens at */
 } verdict;
 
 /* Every party's verdict through agree (nall of them); *bad = the first that failed (-1: none). */
@@ -49,6 +50,12 @@ static void note_failure(verdict *v, vkg_status st)
     snprintf(v->why, sizeof v->why, "%s", vkg_error_message());
 }
 
+void vkg__comm_shm_fix_tag(vkg_comm_t *c, const uint8_t tag[VKG_SHM_TAG_BYTES])
+{
+    c->shm_tag_fixed = 1;
+    memcpy(c->shm_tag, tag, VKG_SHM_TAG_BYTES);
+}
+
 /* Shared memory could not be set up because rank q failed: fall back, or fail under REQUIRE. */
 static vkg_status give_up(vkg_comm_t *c, int q, const char *why)
 {
@@ -63,14 +70,16 @@ static vkg_status give_up(vkg_comm_t *c, int q, const char *why)
     return VKG_OK;
 }
 
-/* Create (me == 0) or attach to a segment of n ranks handed over at the abstract socket `name`,
- * the outcome agreed through agree among nall parties (two rounds). *out: the segment, or NULL
- * with *bad = the first party that failed and its reason in why. pools: the segment gets
- * buffer pools (VKG_COMM_SHM_POOL, read by the creator). */
-static vkg_status make_segment(vkg_comm_t *c, int n, int me, const char *name, int pools,
+/* Create (me == 0) or attach to a segment of n ranks, the outcome agreed through agree among
+ * nall parties (two rounds), of which party `creator` creates it. The creator names the socket
+ * it hands the segment over at by random bytes that reach the others in the first round. *out:
+ * the segment, or NULL with *bad = the first party that failed and its reason in why. pools:
+ * the segment gets buffer pools (VKG_COMM_SHM_POOL, read by the creator). */
+static vkg_status make_segment(vkg_comm_t *c, int n, int me, int creator, int pools,
                                vkg_shm_agree_fn agree, void *arg, int nall, struct vkg_shm **out,
                                int *bad, char *why, size_t cap)
 {
+    char name[64];
     vkg_shm_creds cr = {.job_id = c->job_id, .generation = c->generation};
     memcpy(cr.secret, c->secret, sizeof cr.secret);
     size_t chunk = c->shm_chunk ? c->shm_chunk : VKG_SHM_DEFAULT_CHUNK;
@@ -89,6 +98,11 @@ static vkg_status make_segment(vkg_comm_t *c, int n, int me, const char *name, i
             st = vkg__shm_pool_request(n, &pool);
         if (st == VKG_OK)
             st = vkg__shm_create_fd(&cr, n, chunk, pool, &seg, &bytes);
+        if (st == VKG_OK && c->shm_tag_fixed)
+            memcpy(mine.tag, c->shm_tag, sizeof mine.tag);
+        else if (st == VKG_OK)
+            st = vkg__crypto_random(mine.tag, sizeof mine.tag);
+        vkg__shm_socket_name(mine.tag, name, sizeof name);
         if (st == VKG_OK)
             st = vkg__shm_listen(name, &lfd);
         if (st < 0)
@@ -97,6 +111,7 @@ static vkg_status make_segment(vkg_comm_t *c, int n, int me, const char *name, i
     VKG_TRY_GOTO(st, agree_all(agree, arg, nall, &mine, all, bad), out);
     if (*bad >= 0)
         goto out;
+    vkg__shm_socket_name(all[creator].tag, name, sizeof name);
     st = me == 0 ? vkg__shm_serve(lfd, &cr, n, seg, bytes, deadline, NULL)
                  : vkg__shm_attach(name, &cr, me, deadline, &seg, &bytes);
     if (st == VKG_OK)
@@ -135,21 +150,15 @@ out:
 }
 
 /* Create (the host's first rank) or attach to the segment of this host's nlocal ranks. With hier
- * the communicator spans hosts: the socket name carries the host's first rank, so hosts that
- * share an abstract socket namespace (the transport's tests fake hosts that way) stay apart. */
+ * the communicator spans hosts and each host's first rank names its own segment's socket. */
 static vkg_status setup_segment(vkg_comm_t *c, int hier)
 {
-    vkg_shm_creds cr = {.job_id = c->job_id, .generation = c->generation};
-    memcpy(cr.secret, c->secret, sizeof cr.secret);
-    char name[112], why[255];
-    vkg__shm_socket_name(&cr, name, sizeof name);
-    if (hier)
-        snprintf(name + strlen(name), sizeof name - strlen(name), "-h%d", c->local[0]);
+    char why[255];
     int bad = -1;
     struct vkg_shm *s = NULL;
     /* pools serve the single-host allreduce only */
-    VKG_TRY(make_segment(c, c->nlocal, c->local_index, name, !hier, comm_agree, c, c->size, &s,
-                         &bad, why, sizeof why));
+    VKG_TRY(make_segment(c, c->nlocal, c->local_index, c->local[0], !hier, comm_agree, c, c->size,
+                         &s, &bad, why, sizeof why));
     if (!s)
         return give_up(c, bad, why);
     c->shm = s;
@@ -264,13 +273,13 @@ vkg_status vkg__shm_group_setup(vkg_comm_t *c, const int *ranks, int n, int me, 
     for (int i = 0; i < n; i++) /* the same on every member: the peer table is common */
         if (!mine[0] || strcmp(c->peers[ranks[i]].host, mine) != 0)
             return VKG_OK;
-    vkg_shm_creds cr = {.job_id = c->job_id, .generation = c->generation};
-    memcpy(cr.secret, c->secret, sizeof cr.secret);
-    char name[112], why[255];
-    vkg__shm_socket_name(&cr, name, sizeof name);
-    snprintf(name + strlen(name), sizeof name - strlen(name), "-g%u-%d", (unsigned)id, ranks[0]);
+    char why[255];
     int bad = -1;
-    VKG_TRY(make_segment(c, n, me, name, 0, agree, arg, n, out, &bad, why, sizeof why));
+    VKG_TRY(make_segment(c, n, me, 0, 0, agree, arg, n, out, &bad, why, sizeof why));
+    VKG_CHECK(*out || c->shm_mode != VKG_COMM_SHM_REQUIRE, VKG_ERR_UNSUPPORTED,
+              "shared memory required (--transport shm) but group %u could not set up its "
+              "segment on rank %d: %s",
+              (unsigned)id, ranks[bad], why);
     vkg_status st = *out ? track(c, *out) : VKG_OK;
     if (st < 0)
         vkg__shm_group_free(out);

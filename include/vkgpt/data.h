@@ -82,6 +82,11 @@ typedef struct vkg_data vkg_data_t;
  * cancellation. */
 vkg_data_config vkg_data_config_default(void);
 
+/* VKG_OK when pattern (a file name or a glob, as vkg_data_config.path) names at least one
+ * existing file; VKG_ERR_NOT_FOUND "no file matches 'PATTERN'" otherwise, VKG_ERR_IO when the
+ * pattern cannot be expanded. Opens and reads nothing: a cheap check before slower work. */
+vkg_status vkg_data_check_path(const char *pattern);
+
 /* Open every matching file, check headers and tokens, tokenize text, and position the loader at
  * epoch 0, batch 0. Errors: VKG_ERR_INVALID_ARG (bad B, T, rank, world size, vocab, or text
  * without a tokenizer), VKG_ERR_NOT_FOUND (no file matches), VKG_ERR_IO / VKG_ERR_FORMAT naming

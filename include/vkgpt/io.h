@@ -46,6 +46,12 @@ typedef vkg_status (*vkg_io_write_fn)(FILE *f, void *ctx);
  * and the failing step. ctx is passed through and not kept. */
 vkg_status vkg_io_write_atomic(const char *path, vkg_io_write_fn write_fn, void *ctx);
 
+/* Create the folder path and every missing folder above it (mode 0755 & ~umask), as `mkdir -p`;
+ * folders that exist already are fine. Errors: VKG_ERR_INVALID_ARG for an empty path or one
+ * longer than 4095 bytes, VKG_ERR_IO naming the folder that could not be created and why (a file
+ * of that name in the way, no permission). */
+vkg_status vkg_io_make_dirs(const char *path);
+
 /* Write n bytes / n little-endian int32 / n little-endian float32 / n little-endian uint16 to f.
  * VKG_ERR_IO (with strerror) on a short write. For use inside vkg_io_write_fn callbacks. */
 vkg_status vkg_io_write_bytes(FILE *f, const void *data, size_t n);

@@ -47,6 +47,11 @@ const char *vkg_status_str(vkg_status s);
  * thread. */
 const char *vkg_error_message(void);
 
+/* The calling thread's message as a user reads it: vkg_error_message() without the code
+ * locations ("file.c:12: ") it holds, its own and those of messages wrapped or passed on from
+ * peers; "" when none was recorded. The pointer stays valid until the next call on this thread. */
+const char *vkg_error_text(void);
+
 /* Forget the calling thread's recorded message. */
 void vkg_error_clear(void);
 

@@ -55,6 +55,10 @@ typedef struct vkg_train_config {
     int warmup;
     vkg_schedule_kind schedule;
     float weight_decay, beta1, beta2, eps, grad_clip; /* grad_clip 0: off */
+    /* A step whose loss or global gradient norm is not finite is skipped: parameters and AdamW
+     * moments stay as they were (the step still counts, its data is consumed). max_skipped
+     * consecutive skipped steps (>= 1) stop the run: vkg_trainer_step fails. */
+    int max_skipped;
     /* Evaluation every eval_every steps (0: never) over eval_batches validation batches. */
     int eval_every, eval_batches;
     /* Checkpoints and log. ckpt_dir NULL: no checkpoints. log_path NULL: ckpt_dir/log.jsonl
@@ -70,6 +74,11 @@ typedef struct vkg_train_config {
     int resume;
     int resume_fallback;
     const char *log_path;
+    /* The run's settings (the CLI's flags as JSON), written by rank 0 as ckpt_dir/run.json,
+     * atomically and before the first checkpoint this trainer marks complete, so that every
+     * complete checkpoint has the settings that produced it beside it. NULL: none written.
+     * Copied by vkg_trainer_create. */
+    const char *run_config;
     /* Data parallelism (DESIGN.md section 6). comm places this rank in the job (vkgpt/comm.h);
      * world_size 1 (the default) trains alone. comm_from_env: take it from launcher variables
      * instead (vkg_comm_config_from_env: torchrun, Slurm, Open MPI; comm.ctx is kept). Rank 0's
@@ -181,6 +190,10 @@ typedef struct vkg_step_info {
     int has_eval;
     float eval_loss;
     int stop; /* cfg.stop was set on some rank: stop after this step (every rank) */
+    /* 1: this step's loss or gradient norm was not finite and it was not applied; the steps
+     * skipped so far in this process, and how many in a row end with this one. */
+    int skipped;
+    long long skipped_total, skipped_run;
     /* Data parallelism: milliseconds spent in gradient allreduces (ZeRO-1: reduce-scatters, the
      * norm's partial sums and the parameters' allgather), and the part of them not hidden behind
      * the backward pass (after the device had finished it). */

@@ -9,6 +9,7 @@
 #define VKG_ERROR_MAX 1024
 
 static _Thread_local char last_message[VKG_ERROR_MAX];
+static _Thread_local char last_text[VKG_ERROR_MAX];
 
 const char *vkg_status_name(vkg_status s)
 {
@@ -37,6 +38,42 @@ const char *vkg_status_str(vkg_status s)
 const char *vkg_error_message(void)
 {
     return last_message;
+}
+
+static int is_name_char(char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+}
+
+/* The length of a code location "name.c:123: " (or .h) at s, 0 when s does not start with one. */
+static size_t location_at(const char *s)
+{
+    size_t i = 0;
+    while (is_name_char(s[i]))
+        i++;
+    if (i == 0 || s[i] != '.' || (s[i + 1] != 'c' && s[i + 1] != 'h') || s[i + 2] != ':')
+        return 0;
+    size_t digits = i + 3;
+    for (i = digits; s[i] >= '0' && s[i] <= '9'; i++)
+        ;
+    return i > digits && s[i] == ':' && s[i + 1] == ' ' ? i + 2 : 0;
+}
+
+const char *vkg_error_text(void)
+{
+    /* A location starts the message or one of its ": "-separated parts (a wrap's prefix, a
+     * peer's message passed on). */
+    size_t o = 0;
+    for (const char *p = last_message; *p && o + 1 < sizeof last_text;) {
+        int starts = p == last_message || (p - last_message >= 2 && p[-1] == ' ' && p[-2] == ':');
+        size_t skip = starts ? location_at(p) : 0;
+        if (skip)
+            p += skip;
+        else
+            last_text[o++] = *p++;
+    }
+    last_text[o] = '\0';
+    return last_text;
 }
 
 void vkg_error_clear(void)

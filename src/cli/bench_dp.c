@@ -83,7 +83,8 @@ static void *bench_rank(void *p)
     if (measured)
         j->ms /= measured, j->comm_ms /= measured, j->exposed_ms /= measured;
     if (st != VKG_OK)
-        snprintf(j->err, sizeof j->err, "%s", vkg_error_message());
+        snprintf(j->err, sizeof j->err, "%s",
+                 vkg_cli_verbose() ? vkg_error_message() : vkg_error_text());
     j->st = st;
     vkg_trainer_destroy(&t);
     return NULL;
@@ -119,9 +120,9 @@ static int run_world(const bench_cfg *b, int world, int overlap, int zero, int c
     vkg_comm_ctx_destroy(&ctx);
     for (int r = 0; r < world; r++)
         if (jobs[r].st != VKG_OK) {
-            fprintf(stderr, "vkgpt bench dp: rank %d of %d: %s (%s): %s\n", r, world,
-                    vkg_status_str(jobs[r].st), vkg_status_name(jobs[r].st), jobs[r].err);
-            return 1;
+            fprintf(stderr, "vkgpt bench dp: rank %d of %d: %s\n", r, world,
+                    jobs[r].err[0] ? jobs[r].err : vkg_status_str(jobs[r].st));
+            return vkg_cli_exit_code(jobs[r].st);
         }
     *out = jobs[0];
     return 0;

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/bench_blas.h"
 #include "cli/cli.h"
@@ -381,8 +382,7 @@ int vkg_cli_bench_ops(int argc, char **argv)
     opts.profiling = 1;
     vkg_status st = vkg_device_create(&opts, &b.dev);
     if (st != VKG_OK)
-        return st == VKG_ERR_NOT_FOUND ? (vkg_cli_report("bench ops", st), 2)
-                                       : vkg_cli_report("bench ops", st);
+        return vkg_cli_report("bench ops", st);
     const vkg_device_info *info = vkg_device_get_info(b.dev);
     if (!info->timestamps) {
         fprintf(stderr, "vkgpt bench ops: %s has no compute timestamps\n", info->name);
@@ -440,18 +440,27 @@ int vkg_cli_bench_ops(int argc, char **argv)
     else
         printf("# matmul: register tiles, %u rows x %u columns per lane, %u lanes\n", tu.matmul_tm,
                tu.matmul_tn, tu.matmul_lx);
+    printf("# each row: the median of %d timed runs, printed as it finishes\n", iters);
     printf("%-14s %-18s %10s %10s %9s %12s %8s\n", "op", "shape", "ms", "GFLOP/s", "GB/s",
            "openblas_ms", "ratio");
+    fflush(stdout); /* the header at once, also into a pipe: the first row can take a while */
+    int live = isatty(STDERR_FILENO);
     for (size_t i = 0; i < NSHAPES && st == VKG_OK; i++) {
         const op_shape *s = &shapes[i];
         if (only && strncmp(s->op, only, strlen(only)))
             continue;
         double flops = 0, bytes = 0, ms = 0;
+        if (live) { /* on a terminal: what is being timed, erased when its row is printed */
+            fprintf(stderr, "timing %s %s (%d runs)...", s->op, s->tag, iters);
+            fflush(stderr);
+        }
         st = vkg_cmd_create(b.dev, &b.cmd);
         if (st == VKG_OK)
             st = record(&b, s, &flops, &bytes);
         if (st == VKG_OK)
             st = time_runs(&b, iters, &ms);
+        if (live)
+            fprintf(stderr, "\r\033[K");
         if (st == VKG_OK) {
             printf("%-14s %-18s %10.3f %10.2f %9.2f", s->op, s->tag, ms, flops / ms / 1e6,
                    bytes / ms / 1e6);

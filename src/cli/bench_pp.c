@@ -95,7 +95,8 @@ static void *bench_rank(void *p)
         j->step_ms /= measured;
     j->measured = measured < 64 ? measured : 64;
     if (st != VKG_OK)
-        snprintf(j->err, sizeof j->err, "%s", vkg_error_message());
+        snprintf(j->err, sizeof j->err, "%s",
+                 vkg_cli_verbose() ? vkg_error_message() : vkg_error_text());
     j->st = st;
     vkg_trainer_destroy(&t);
     return NULL;
@@ -198,7 +199,7 @@ static int run_config(const pp_cfg *b, int S, int M, int schedule)
         if (r[s].st != VKG_OK) {
             fprintf(stderr, "vkgpt bench pp: S=%d M=%d %s, stage %d: %s\n", S, M,
                     sched_names[schedule], s, r[s].err);
-            rc = 1;
+            rc = vkg_cli_exit_code(r[s].st);
         }
     /* Each measured step's frame: from the first forward on any stage to the last backward on
      * any stage (the frame the theory counts); each stage's busy time is its forwards and

@@ -253,6 +253,7 @@ static vkg_status run(const bench_opts *o, const vkg_gpt2_config *cfg)
     printf("batch: B=%d x T=%d = %zu tokens per step; AdamW lr %g, weight decay 0.1, clip %g\n",
            o->B, o->T, BT, (double)o->lr, (double)o->grad_clip);
     print_memory(m, opt);
+    printf("running %d warm-up and %d timed steps...\n", o->warmup, o->steps);
     fflush(stdout);
 
     float loss0 = 0.0f, loss = 0.0f;
@@ -310,15 +311,16 @@ int vkg_cli_bench_train(int argc, char **argv)
          "T=128 B=8; default: the README's model, L=4 C=128 NH=4 V=257 T=64 B=8. Flags below "
          "override it",
          preset_names, 0, 0},
-        {"--layers", VKG_FLAG_INT, &o.L, "layers L", 0, 1, 1000},
-        {"--heads", VKG_FLAG_INT, &o.NH, "attention heads NH", 0, 1, 1000},
-        {"--channels", VKG_FLAG_INT, &o.C, "channels C", 0, 1, 65536},
+        {"--layers", VKG_FLAG_INT, &o.L, "layers L (default: the preset's)", 0, 1, 1000},
+        {"--heads", VKG_FLAG_INT, &o.NH, "attention heads NH (default: the preset's)", 0, 1, 1000},
+        {"--channels", VKG_FLAG_INT, &o.C, "channels C (default: the preset's)", 0, 1, 65536},
         {"--ctx", VKG_FLAG_INT, &o.maxT, "context length maxT (default: the preset's, or --seq)", 0,
          1, 65536},
-        {"--vocab", VKG_FLAG_INT, &o.V, "vocabulary V (padded to a multiple of 128)", 0, 1,
-         1 << 24},
-        {"--batch", VKG_FLAG_INT, &o.B, "micro-batch size B", 0, 1, 1 << 20},
-        {"--seq", VKG_FLAG_INT, &o.T, "sequence length T", 0, 1, 1 << 20},
+        {"--vocab", VKG_FLAG_INT, &o.V,
+         "vocabulary V, padded to a multiple of 128 (default: the preset's)", 0, 1, 1 << 24},
+        {"--batch", VKG_FLAG_INT, &o.B, "micro-batch size B (default: the preset's)", 0, 1,
+         1 << 20},
+        {"--seq", VKG_FLAG_INT, &o.T, "sequence length T (default: the preset's)", 0, 1, 1 << 20},
         {"--steps", VKG_FLAG_INT, &o.steps, "timed steps (median reported; default 10)", 0, 1,
          4096},
         {"--warmup-steps", VKG_FLAG_INT, &o.warmup, "untimed steps first (default 3)", 0, 0, 1e6},
@@ -369,9 +371,5 @@ int vkg_cli_bench_train(int argc, char **argv)
                ? ", overridden by flags"
                : "");
     vkg_status st = run(&o, &cfg);
-    if (st != VKG_OK) {
-        vkg_cli_report("bench train", st);
-        return st == VKG_ERR_INVALID_ARG || st == VKG_ERR_NOT_FOUND ? 2 : 1;
-    }
-    return 0;
+    return st == VKG_OK ? 0 : vkg_cli_report("bench train", st);
 }

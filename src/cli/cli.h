@@ -18,9 +18,31 @@ typedef struct vkg_cli_command {
     const char *summary; /* one line for `vkgpt help` */
 } vkg_cli_command;
 
-/* Print "vkgpt <cmd>: <status name>: <thread's error message>" to stderr, control characters of
- * the message written as \xNN, and return 1. */
+/* Print "vkgpt <cmd>: <thread's error text>" to stderr (vkg_error_text: the sentence, without
+ * code locations; the status description when there is none), control characters written as
+ * \xNN, and return vkg_cli_exit_code(status). Verbose (vkg_cli_verbose): "vkgpt <cmd>: <status
+ * description> (<status name>): <vkg_error_message, with its code locations>". */
 int vkg_cli_report(const char *cmd, vkg_status status);
+/* The exit code of a failure with this status: 2 (a usage error) for VKG_ERR_INVALID_ARG (a value
+ * or combination refused) and VKG_ERR_NOT_FOUND (a file, device or checkpoint named that does
+ * not exist), 1 (a failure while running) for every other status. */
+int vkg_cli_exit_code(vkg_status status);
+/* 1 when errors are to name their code locations: VKGPT_VERBOSE set and not "" or "0" (vkgpt
+ * --verbose sets it, so launched ranks inherit it). */
+int vkg_cli_verbose(void);
+/* 0 when path (what the flag `what` names) exists, or when path is NULL; otherwise 2 after
+ * printing "vkgpt <cmd>: <what>: no file matches '<path>'" (pattern: path is a glob, as --data)
+ * or "...: no such file or folder '<path>'". A path that exists but cannot be used is left to
+ * the library. */
+int vkg_cli_need_path(const char *cmd, const char *what, const char *path, int pattern);
+/* vkg_cli_need_path for every path of a train config: --data and --val-data (patterns), --init,
+ * a --tokenizer file, --vocab-dir. 0, or 2 after printing the first that does not exist. */
+struct vkg_train_config;
+int vkg_cli_train_paths(const struct vkg_train_config *c);
+/* Print a sampled text and a newline to stdout: on a terminal with control bytes escaped as
+ * \xNN (vkg__escape_text: a model's text may hold escape sequences), raw when raw is set or
+ * stdout is not a terminal (a pipe or a file gets the model's bytes). */
+void vkg_cli_print_sample(const char *text, int raw);
 /* Parse a --tiles value (vkg_matmul_tiling_parse) into *out: 0, or 2 after printing
  * "vkgpt <cmd>: <why>" (the message quotes the value and says what was expected). NULL: *out
  * zero (no tiles forced), 0. */
@@ -28,6 +50,24 @@ int vkg_cli_tiles(const char *cmd, const char *value, vkg_matmul_tiling *out);
 /* Print one line: the matmul kernel an open device runs and its row of the tiled kernel's table
  * (tiles per size, the subgroup sizes required, fill, subgroup size control), after indent. */
 void vkg_cli_print_matmul(const vkg_device_t *dev, const char *indent);
+
+/* Progress (progress.c): the monotonic clock in seconds; a duration as "42s", "3m07s" or
+ * "2h05m"; one step's line of `vkgpt train` (live and rewritten in place when tty, plain
+ * otherwise) with the time elapsed since the run's first step and the ETA of the last one, from
+ * the wall time of the `done` steps this run has taken. */
+double vkg_cli_now_s(void);
+void vkg_cli_duration(double seconds, char *buf, size_t cap);
+struct vkg_step_info;
+void vkg_cli_print_step(const struct vkg_step_info *s, long long steps, double elapsed_s,
+                        long long done, int tty);
+
+/* The lines `train --help` and `launch --help` end their synopsis with: signals and exit codes. */
+#define VKG_CLI_EXIT_HELP                                                                          \
+    "\n  Ctrl-C or SIGTERM: finish the current step, save a checkpoint (with --ckpt-dir) and "     \
+    "exit "                                                                                        \
+    "128 + the\n  signal's number (130, 143). Exit status otherwise: 0 done, 1 a failure while "   \
+    "running, 2 a usage\n  error (a bad flag, a file or device named that does not exist). "       \
+    "VKGPT_VERBOSE=1: errors name code\n  locations."
 
 /* Subcommands (one file each under src/cli/). */
 int vkg_cli_devices(int argc, char **argv);
@@ -109,14 +149,15 @@ extern const char *const vkg_cli_precisions[];
         {"--transport",                                                                            \
          VKG_FLAG_STR,                                                                             \
          &(d).transport,                                                                           \
-         "tcp or ipc (default tcp; shared memory between ranks of a host), shm or zmq",            \
+         "tcp or ipc (default tcp; shared memory between ranks of a host), shm (required: "        \
+         "fails naming the cause where the ranks or a group cannot use it) or zmq",                \
          0,                                                                                        \
          0,                                                                                        \
          0},                                                                                       \
         {"--comm-timeout",                                                                         \
          VKG_FLAG_INT,                                                                             \
          &(d).timeout_s,                                                                           \
-         "seconds a collective may wait",                                                          \
+         "seconds a collective may wait (default: VKG_COMM_TIMEOUT, else 60)",                     \
          0,                                                                                        \
          1,                                                                                        \
          86400},                                                                                   \
@@ -137,7 +178,7 @@ extern const char *const vkg_cli_precisions[];
         {"--base-batch",                                                                           \
          VKG_FLAG_LL,                                                                              \
          &(d).base_batch,                                                                          \
-         "total batch --lr was tuned for (--lr-scale)",                                            \
+         "total batch --lr was tuned for (needed by --lr-scale linear or sqrt; no default)",       \
          0,                                                                                        \
          1,                                                                                        \
          2147483647},                                                                              \

@@ -208,10 +208,8 @@ int vkg_cli_devices(int argc, char **argv)
         opts.select = select;
         vkg_device_t *dev = NULL;
         st = vkg_device_create(&opts, &dev);
-        if (st != VKG_OK) {
-            vkg_cli_report("devices", st);
-            return st == VKG_ERR_NOT_FOUND ? 2 : 1;
-        }
+        if (st != VKG_OK)
+            return vkg_cli_report("devices", st);
         printf("selected [%d] %s\n", vkg_device_get_info(dev)->index,
                vkg_device_get_info(dev)->name);
         vkg_device_destroy(&dev);

@@ -1,10 +1,11 @@
 /* `vkgpt launch -n N -- train ...`: start N local ranks of this very binary with torchrun-style
  * variables (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT) and VKGPT_DEVICE, stream
  * their stdout/stderr line by line with a "[rank k] " prefix, and when a rank fails stop the
- * others (SIGTERM, then SIGKILL after a grace period) and exit non-zero. Every child is reaped, and
- * every rank gets SIGTERM from the kernel when the launcher dies, however it dies.
- * Also here: the data-parallel flags of `vkgpt train` (vkg_cli_dp_resolve).
- * Not here: multi-host launching (use torchrun-style variables, srun or mpirun; see README). */
+ * others (SIGTERM, then SIGKILL after a grace period) and exit non-zero. SIGINT or SIGTERM asks
+ * every rank to stop (each saves a checkpoint) and exits 128 + the signal's number. Every child is
+ * reaped, and every rank gets SIGTERM from the kernel when the launcher dies, however it dies. Also
+ * here: the data-parallel flags of `vkgpt train` (vkg_cli_dp_resolve). Not here: multi-host
+ * launching (use torchrun-style variables, srun or mpirun; see README). */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -278,11 +279,12 @@ int vkg_cli_launch(int argc, char **argv)
             break;
         }
     const vkg_flag flags[] = {
-        {"-n", VKG_FLAG_INT, &n, "number of local ranks", 0, 1, MAX_RANKS},
+        {"-n", VKG_FLAG_INT, &n, "number of local ranks (required; no default)", 0, 1, MAX_RANKS},
         {"--devices", VKG_FLAG_STR, &devices, "device per rank, cycling: 0,1,... (VKGPT_DEVICE)", 0,
          0, 0},
         {"--transport", VKG_FLAG_STR, &transport,
-         "tcp or ipc (shared memory between the ranks by default), shm (required) or zmq (never)",
+         "tcp or ipc (shared memory between the ranks by default), shm (required: fails naming "
+         "the cause where the ranks or a group of them cannot use it) or zmq (never)",
          0, 0, 0},
         {"--port", VKG_FLAG_INT, &port, "rendezvous port of rank 0 (default: a free one)", 0, 1,
          65535},
@@ -290,7 +292,7 @@ int vkg_cli_launch(int argc, char **argv)
          3600},
         {"--pp", VKG_FLAG_INT, &pp,
          "pipeline stages, passed to every rank's train (N / pp "
-         "data-parallel replicas)",
+         "data-parallel replicas; default: 1)",
          0, 1, 64},
         {"--zero", VKG_FLAG_INT, &zero,
          "1: ZeRO-1, passed to every rank's train (AdamW's moments sharded over the ranks)", 0, 0,
@@ -298,8 +300,8 @@ int vkg_cli_launch(int argc, char **argv)
         {"--grad-dtype", VKG_FLAG_CHOICE, &grad_dtype,
          "passed to every rank's train: " VKG_CLI_GRAD_DTYPE_HELP, vkg_cli_grad_dtypes, 0, 0},
     };
-    int rc = vkg_flags_parse("launch", "-n N [options] -- train [train options]", flags,
-                             (int)(sizeof flags / sizeof flags[0]), sep, argv, NULL, NULL);
+    int rc = vkg_flags_parse("launch", "-n N [options] -- train [train options]" VKG_CLI_EXIT_HELP,
+                             flags, (int)(sizeof flags / sizeof flags[0]), sep, argv, NULL, NULL);
     if (rc)
         return rc == 1 ? 0 : 2;
     vkg_comm_transport tr = VKG_COMM_TCP;
@@ -424,8 +426,8 @@ int vkg_cli_launch(int argc, char **argv)
             describe(cs[k].status, why, sizeof why);
             fprintf(stderr, "vkgpt launch: rank %d %s\n", k, why);
         }
-    if (failed < 0 && forwarded)
-        exit_code = 130;
+    if (failed < 0 && forwarded) /* stopped, after the ranks saved: 128 + the signal's number */
+        exit_code = 128 + (int)launch_signal;
     if (failed < 0)
         for (int k = 0; k < n; k++)
             if (failed_status(cs[k].status) && !exit_code)

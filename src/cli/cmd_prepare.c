@@ -1,8 +1,9 @@
 /* `vkgpt prepare`: text files -> llm.c token shards (train and validation) plus the llm.c
  * tokenizer file that decodes them. Every document is preceded by the end-of-text token, as
  * llm.c's data scripts do; a document is a whole input file, or with --split-on the text between
- * separator lines. The validation part is the tail of the token stream, cut at the document
- * boundary nearest to the requested fraction (or inside a document when no boundary is close).
+ * separator lines. The validation part is the requested fraction of every input file's tokens,
+ * taken from that file's end (so every file, not only the last ones, is represented in it, and
+ * the fraction holds in tokens whatever the tokenizer); what went where is printed per file.
  * Holds the whole encoded corpus in memory; does not download anything. */
 #include <errno.h>
 #include <math.h>
@@ -34,10 +35,12 @@ typedef struct prepare_opts {
 
 typedef struct corpus {
     vkg_tokens tokens;
-    uint64_t *doc_starts; /* token index of each document's end-of-text */
-    size_t ndocs, doc_cap;
+    size_t ndocs;
     uint64_t bytes;
+    uint64_t *file_end; /* (ninputs) token index where each input file's tokens end */
 } corpus;
+
+#define SPLIT_LINES 20 /* files listed one per line in the split's summary; the rest summed */
 
 /* Entropy in nats of the token frequencies of ids[0..n): the cross-entropy a model reaches by
  * predicting every token with its frequency, the baseline a trained model must beat. */
@@ -96,7 +99,9 @@ static int parse(int argc, char **argv, prepare_opts *o)
         {"--vocab-dir", VKG_FLAG_STR, &o->vocab_dir,
          "folder with encoder.json and vocab.bpe (needed for gpt2)", 0, 0, 0},
         {"--val-frac", VKG_FLAG_DOUBLE, &o->val_frac,
-         "fraction of tokens for validation, 0 <= F < 1 (default: 0.1)", 0, 0, 1},
+         "fraction of tokens for validation, 0 <= F < 1, taken from the end of every input "
+         "file (default: 0.1)",
+         0, 0, 1},
         {"--split-on", VKG_FLAG_STR, &o->split_on,
          "a line equal to this separates documents (e.g. %); default: one per file", 0, 0, 0},
         {"--shard-tokens", VKG_FLAG_U64, &o->shard_tokens,
@@ -123,7 +128,10 @@ static int parse(int argc, char **argv, prepare_opts *o)
                            "encoder.json and vocab.bpe)");
     if (!strcmp(o->tokenizer, "byte") && o->vocab_dir)
         return usage_error("--vocab-dir only applies to --tokenizer gpt2");
-    return -1;
+    for (int i = 0; i < o->ninputs; i++)
+        if (vkg_cli_need_path(CMD, "input", o->inputs[i], 0))
+            return 2;
+    return vkg_cli_need_path(CMD, "--vocab-dir", o->vocab_dir, 0) ? 2 : -1;
 }
 
 /* Append one document: end-of-text, then its encoding. Empty documents are skipped. */
@@ -131,15 +139,7 @@ static vkg_status add_doc(corpus *c, const vkg_tokenizer_t *tok, const char *tex
 {
     if (n == 0)
         return VKG_OK;
-    if (c->ndocs == c->doc_cap) {
-        size_t cap = c->doc_cap ? 2 * c->doc_cap : 1024;
-        uint64_t *d = realloc(c->doc_starts, cap * sizeof *d);
-        if (!d)
-            return VKG_ERR_NOMEM;
-        c->doc_starts = d;
-        c->doc_cap = cap;
-    }
-    c->doc_starts[c->ndocs++] = c->tokens.n;
+    c->ndocs++;
     vkg_status st = vkg_tokens_push(&c->tokens, vkg_tokenizer_eot(tok));
     if (st == VKG_OK)
         st = vkg_tokenizer_encode(tok, text, n, &c->tokens);
@@ -169,28 +169,48 @@ static vkg_status add_split(corpus *c, const vkg_tokenizer_t *tok, const char *t
     return add_doc(c, tok, text + doc, n - doc);
 }
 
-/* Token index where validation starts: the document boundary nearest to the target, unless none
- * lies within half the validation size of it. */
-static uint64_t split_point(const corpus *c, double val_frac)
+/* Validation tokens of a file of n tokens: round(val_frac * n), the whole file never. */
+static uint64_t file_val_tokens(uint64_t n, double val_frac)
 {
-    uint64_t n = c->tokens.n;
-    uint64_t target = (uint64_t)((1.0 - val_frac) * (double)n + 0.5);
-    if (val_frac <= 0.0 || target >= n)
-        return n;
-    uint64_t best = target, best_dist = (n - target) / 2 + 1;
-    for (size_t i = 1; i < c->ndocs; i++) {
-        uint64_t b = c->doc_starts[i];
-        uint64_t dist = b > target ? b - target : target - b;
-        if (b > 0 && b < n && dist < best_dist) {
-            best = b;
-            best_dist = dist;
-        }
-    }
-    return best;
+    uint64_t k = (uint64_t)(val_frac * (double)n + 0.5);
+    return k < n ? k : (n ? n - 1 : 0);
 }
 
-/* Write tokens [lo, hi) as DIR/<kind>_NNNNNN.bin shards; sets *nshards. */
-static vkg_status write_shards(const prepare_opts *o, const corpus *c, const char *kind,
+/* Split c's tokens in place: each file's first tokens stay (moved together at the front, in file
+ * order: the train split, *ntrain tokens), its last file_val_tokens go to *val (malloc'ed, in
+ * file order, *nval tokens). Prints what went where, per file. VKG_ERR_NOMEM. */
+static vkg_status split_files(corpus *c, const prepare_opts *o, int32_t **val, uint64_t *ntrain,
+                              uint64_t *nval)
+{
+    uint64_t total = 0, at = 0, w = 0, v = 0;
+    for (int i = 0; i < o->ninputs; i++) {
+        total += file_val_tokens(c->file_end[i] - at, o->val_frac);
+        at = c->file_end[i];
+    }
+    *val = malloc((total ? total : 1) * sizeof **val);
+    if (!*val)
+        return VKG_ERR_NOMEM;
+    at = 0;
+    for (int i = 0; i < o->ninputs; i++) {
+        uint64_t n = c->file_end[i] - at, k = file_val_tokens(n, o->val_frac);
+        int32_t *ids = c->tokens.ids;
+        memcpy(*val + v, ids + at + n - k, k * sizeof *ids);
+        memmove(ids + w, ids + at, (n - k) * sizeof *ids);
+        if (i < SPLIT_LINES || i == o->ninputs - 1)
+            printf("  %s: %llu tokens -> train %llu, val %llu (its last %.1f%%)\n", o->inputs[i],
+                   (unsigned long long)n, (unsigned long long)(n - k), (unsigned long long)k,
+                   n ? 100.0 * (double)k / (double)n : 0.0);
+        else if (i == SPLIT_LINES)
+            printf("  ... %d more file(s), each split the same way\n",
+                   o->ninputs - SPLIT_LINES - 1);
+        w += n - k, v += k, at = c->file_end[i];
+    }
+    *ntrain = w, *nval = v;
+    return VKG_OK;
+}
+
+/* Write ids[lo, hi) as DIR/<kind>_NNNNNN.bin shards; sets *nshards. */
+static vkg_status write_shards(const prepare_opts *o, const int32_t *ids, const char *kind,
                                uint64_t lo, uint64_t hi, int *nshards)
 {
     size_t cap = (size_t)(hi - lo < o->shard_tokens ? hi - lo : o->shard_tokens);
@@ -203,7 +223,7 @@ static vkg_status write_shards(const prepare_opts *o, const corpus *c, const cha
     for (uint64_t at = lo; at < hi && st == VKG_OK; at += o->shard_tokens) {
         size_t m = (size_t)(hi - at < o->shard_tokens ? hi - at : o->shard_tokens);
         for (size_t i = 0; i < m; i++)
-            buf[i] = (uint16_t)c->tokens.ids[at + i];
+            buf[i] = (uint16_t)ids[at + i];
         snprintf(path, sizeof path, "%s/%s_%06d.bin", o->out_dir, kind, *nshards);
         st = vkg_shard_write(path, buf, m);
         if (st == VKG_OK) {
@@ -234,7 +254,9 @@ static int check_stale(const prepare_opts *o, const char *kind, int nshards)
 static int run(const prepare_opts *o)
 {
     vkg_tokenizer_t *tok = NULL;
-    corpus c = {{0}, NULL, 0, 0, 0};
+    corpus c = {{0}, 0, 0, NULL};
+    int32_t *val = NULL;
+    uint64_t cut = 0, nv = 0;
     int rc = 1, ntrain = 0, nval = 0;
     vkg_status st = !strcmp(o->tokenizer, "gpt2") ? vkg_tokenizer_create_gpt2(o->vocab_dir, &tok)
                                                   : vkg_tokenizer_create_byte(&tok);
@@ -242,6 +264,11 @@ static int run(const prepare_opts *o)
         return vkg_cli_report(CMD, st);
     printf("tokenizer: %s (V=%d, end-of-text %d)\n", o->tokenizer, vkg_tokenizer_vocab_size(tok),
            vkg_tokenizer_eot(tok));
+    c.file_end = calloc((size_t)o->ninputs, sizeof *c.file_end);
+    if (!c.file_end) {
+        fprintf(stderr, "vkgpt " CMD ": no memory for %d input files\n", o->ninputs);
+        goto done;
+    }
     for (int i = 0; i < o->ninputs; i++) {
         char *text = NULL;
         size_t n = 0;
@@ -250,6 +277,7 @@ static int run(const prepare_opts *o)
             goto done;
         }
         st = o->split_on ? add_split(&c, tok, text, n, o->split_on) : add_doc(&c, tok, text, n);
+        c.file_end[i] = c.tokens.n;
         free(text);
         if (st != VKG_OK) {
             vkg_cli_report(CMD, st);
@@ -264,22 +292,27 @@ static int run(const prepare_opts *o)
         fprintf(stderr, "vkgpt " CMD ": cannot create %s: %s\n", o->out_dir, strerror(errno));
         goto done;
     }
-    uint64_t cut = split_point(&c, o->val_frac);
-    printf("read %d file(s), %zu document(s), %llu bytes -> %zu tokens: %llu train, %llu val\n",
-           o->ninputs, c.ndocs, (unsigned long long)c.bytes, c.tokens.n, (unsigned long long)cut,
-           (unsigned long long)(c.tokens.n - cut));
+    printf("read %d file(s), %zu document(s), %llu bytes -> %zu tokens; validation: the last "
+           "%g%% of each file's tokens\n",
+           o->ninputs, c.ndocs, (unsigned long long)c.bytes, c.tokens.n, 100.0 * o->val_frac);
+    if (split_files(&c, o, &val, &cut, &nv) != VKG_OK) {
+        fprintf(stderr, "vkgpt " CMD ": no memory for the validation split\n");
+        goto done;
+    }
+    printf("split: %llu train, %llu val tokens (%.2f%% val)\n", (unsigned long long)cut,
+           (unsigned long long)nv, 100.0 * (double)nv / (double)c.tokens.n);
     printf("unigram entropy of the train split: %.4f nats/token (%.4f bits): the loss of a model "
            "that knows only token frequencies\n",
            unigram_entropy(c.tokens.ids, cut, vkg_tokenizer_vocab_size(tok)),
            unigram_entropy(c.tokens.ids, cut, vkg_tokenizer_vocab_size(tok)) / log(2.0));
     uint64_t train_shards = (cut + o->shard_tokens - 1) / o->shard_tokens;
-    uint64_t val_shards = (c.tokens.n - cut + o->shard_tokens - 1) / o->shard_tokens;
+    uint64_t val_shards = (nv + o->shard_tokens - 1) / o->shard_tokens;
     if (check_stale(o, "train", (int)train_shards) || check_stale(o, "val", (int)val_shards))
         goto done;
     char path[4096];
     snprintf(path, sizeof path, "%s/tokenizer.bin", o->out_dir);
-    if ((st = write_shards(o, &c, "train", 0, cut, &ntrain)) != VKG_OK ||
-        (st = write_shards(o, &c, "val", cut, c.tokens.n, &nval)) != VKG_OK ||
+    if ((st = write_shards(o, c.tokens.ids, "train", 0, cut, &ntrain)) != VKG_OK ||
+        (st = write_shards(o, val, "val", 0, nv, &nval)) != VKG_OK ||
         (st = vkg_tokenizer_save(tok, path)) != VKG_OK) {
         vkg_cli_report(CMD, st);
         goto done;
@@ -288,7 +321,8 @@ static int run(const prepare_opts *o)
     rc = 0;
 done:
     vkg_tokens_deinit(&c.tokens);
-    free(c.doc_starts);
+    free(c.file_end);
+    free(val);
     vkg_tokenizer_destroy(&tok);
     return rc;
 }

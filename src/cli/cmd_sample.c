@@ -1,13 +1,16 @@
 /* `vkgpt sample`: load a model (a checkpoint folder, one checkpoint, or an llm.c model file) and
- * print generated text, with the same generation code training uses for its samples. */
+ * print generated text, with the same generation code training uses for its samples; and how
+ * every sample reaches stdout (control bytes escaped on a terminal, raw elsewhere). */
 #include <dirent.h>
 #include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "base/error.h"
+#include "base/escape.h"
 #include "cli/cli.h"
 #include "cli/flags.h"
 #include "train/checkpoint.h"
@@ -73,7 +76,7 @@ static vkg_status resolve(const char *ckpt, char *model, char *tok)
                             ckpt);
     } else {
         struct stat sb;
-        VKG_CHECK(stat(ckpt, &sb) != 0, VKG_ERR_INVALID_ARG,
+        VKG_CHECK(stat(ckpt, &sb) != 0, VKG_ERR_IO,
                   "%s is neither a regular file nor a folder (a FIFO or device cannot be read as "
                   "a model)",
                   ckpt);
@@ -91,11 +94,26 @@ static vkg_status resolve(const char *ckpt, char *model, char *tok)
     return VKG_OK;
 }
 
+void vkg_cli_print_sample(const char *text, int raw)
+{
+    size_t n = strlen(text);
+    int escape = !raw && isatty(STDOUT_FILENO);
+    char *shown = escape ? malloc(4 * n + 1) : NULL;
+    if (escape && !shown) { /* never raw on a terminal */
+        printf("(sample not shown: no memory to escape its control bytes)\n");
+        return;
+    }
+    if (shown)
+        vkg__escape_text(shown, text, n);
+    printf("%s\n", shown ? shown : text);
+    free(shown);
+}
+
 int vkg_cli_sample(int argc, char **argv)
 {
     const char *ckpt = NULL, *prompt = "", *tokenizer = NULL, *vocab_dir = NULL;
     const char *device = getenv("VKGPT_DEVICE");
-    int len = 200, top_k = 40;
+    int len = 200, top_k = 40, raw = 0;
     float temperature = 0.8f;
     uint64_t seed = 42;
     const vkg_flag flags[] = {
@@ -112,6 +130,10 @@ int vkg_cli_sample(int argc, char **argv)
         {"--vocab-dir", VKG_FLAG_STR, &vocab_dir,
          "vocab.bpe + encoder.json folder: GPT-2 prompts (implies --tokenizer gpt2)", 0, 0, 0},
         {"--device", VKG_FLAG_STR, &device, "device index or name", 0, 0, 0},
+        {"--raw", VKG_FLAG_BOOL, &raw,
+         "write the text's bytes as they are on a terminal too (by default control bytes are "
+         "shown as \\xNN there; a pipe or file always gets them raw)",
+         0, 0, 0},
     };
     int rc = vkg_flags_parse("sample", "--ckpt DIR|FILE [options]", flags,
                              (int)(sizeof flags / sizeof flags[0]), argc, argv, NULL, NULL);
@@ -130,10 +152,8 @@ int vkg_cli_sample(int argc, char **argv)
     }
     char model[PATH_CAP], tok[PATH_CAP];
     vkg_status st = resolve(ckpt, model, tok);
-    if (st != VKG_OK) {
-        vkg_cli_report("sample", st);
-        return 2;
-    }
+    if (st != VKG_OK)
+        return vkg_cli_report("sample", st);
     vkg_gpt2_config mcfg;
     int version;
     if ((st = vkg_modelfile_read_header(model, &mcfg, &version)) != VKG_OK)
@@ -156,7 +176,7 @@ int vkg_cli_sample(int argc, char **argv)
     char *text = NULL;
     st = vkg_trainer_sample(t, prompt, len, temperature, top_k, seed, &text);
     if (st == VKG_OK)
-        printf("%s\n", text);
+        vkg_cli_print_sample(text, raw);
     free(text);
     vkg_trainer_destroy(&t);
     if (st == VKG_ERR_UNSUPPORTED && prompt[0] && !vocab_dir) {

@@ -1,7 +1,8 @@
 /* `vkgpt train`: parse flags into a vkg_train_config (refusing combinations that cannot all be
  * honoured), run the trainer with a live progress line on a terminal (plain lines otherwise),
  * samples and checkpoints at intervals, and on SIGINT or SIGTERM finish the current step, write a
- * checkpoint and exit cleanly; a signal while the data loads stops at once, writing nothing. */
+ * checkpoint and exit 128 + the signal's number; a signal while the data loads stops at once,
+ * writing nothing. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +11,7 @@
 
 #include "cli/cli.h"
 #include "cli/flags.h"
+#include "cli/train_resume.h"
 #include "vkgpt/train.h"
 
 static volatile sig_atomic_t stop_requested;
@@ -25,9 +27,9 @@ static const char *const recomputes[] = {"none", "gelu", NULL};    /* as vkg_tra
 
 typedef struct train_opts {
     vkg_train_config cfg;
-    int sample_every, sample_len, top_k, ckpt_every, quiet;
+    int sample_every, sample_len, top_k, ckpt_every, quiet, schedule, raw;
     float temperature;
-    const char *prompt;
+    const char *prompt, *tiles;
     vkg_cli_dp_flags dp;
     const char *pp_layers;
     int pp_layers_v[256];
@@ -111,48 +113,22 @@ static int find_conflict(const train_opts *o, const vkg_flag *flags, int n,
     return 0;
 }
 
-static void format_eta(double seconds, char *buf, size_t cap)
-{
-    long s = (long)(seconds + 0.5);
-    if (s >= 3600)
-        snprintf(buf, cap, "%ldh%02ldm", s / 3600, (s / 60) % 60);
-    else if (s >= 60)
-        snprintf(buf, cap, "%ldm%02lds", s / 60, s % 60);
-    else
-        snprintf(buf, cap, "%lds", s);
-}
-
-static void print_step(const vkg_step_info *s, long long steps, double avg_ms, int tty)
-{
-    char eta[32];
-    format_eta(avg_ms * (double)(steps - s->step) / 1e3, eta, sizeof eta);
-    if (tty) {
-        printf("\r\033[Kstep %lld/%lld | loss %.4f | lr %.2e | norm %.3f | %.0f tok/s | ETA %s",
-               s->step, steps, (double)s->loss, (double)s->lr, (double)s->grad_norm,
-               s->tokens_per_s, eta);
-        if (s->has_eval)
-            printf(" | eval %.4f\n", (double)s->eval_loss);
-    } else {
-        printf("step %lld/%lld loss %.4f lr %.3e norm %.4f %.0f tok/s %.1f ms", s->step, steps,
-               (double)s->loss, (double)s->lr, (double)s->grad_norm, s->tokens_per_s, s->ms);
-        if (s->has_eval)
-            printf(" eval %.4f", (double)s->eval_loss);
-        if (s->comm_ms > 0.0) /* data parallel: allreduce time and the part not overlapped */
-            printf(" allreduce %.1f ms (exposed %.1f)", s->comm_ms, s->exposed_comm_ms);
-        printf("\n");
-    }
-    fflush(stdout);
-}
-
-static int show_sample(vkg_trainer_t *t, const train_opts *o, uint64_t seed, int tty)
+static int show_sample(vkg_trainer_t *t, const train_opts *o, uint64_t seed, int tty, int final)
 {
     char *text = NULL;
+    if (final && o->cfg.comm.rank == 0) { /* a long sample on a slow device takes minutes */
+        printf("sampling %d tokens (--sample-len)...\n", o->sample_len);
+        fflush(stdout);
+    }
     vkg_status st =
         vkg_trainer_sample(t, o->prompt, o->sample_len, o->temperature, o->top_k, seed, &text);
     if (st != VKG_OK)
         return vkg_cli_report("train", st);
-    if (o->cfg.comm.rank == 0)
-        printf("%s--- sample ---\n%s\n--------------\n", tty ? "\r\033[K" : "", text);
+    if (o->cfg.comm.rank == 0) {
+        printf("%s--- sample ---\n", tty ? "\r\033[K" : "");
+        vkg_cli_print_sample(text, o->raw);
+        printf("--------------\n");
+    }
     free(text);
     return 0;
 }
@@ -165,35 +141,6 @@ static int checkpoint(vkg_trainer_t *t, int tty)
         return vkg_cli_report("train", st);
     if (path[0]) /* ranks other than 0 write nothing */
         printf("%scheckpoint %s\n", tty ? "\r\033[K" : "", path);
-    return 0;
-}
-
-/* A resumed model has the checkpoint's architecture: an architecture flag given with --resume
- * must agree with it (it is not silently ignored). 0, or 2 after naming the disagreement. */
-static int resumed_as_given(vkg_trainer_t *t, const train_opts *o)
-{
-    vkg_trainer_info info;
-    vkg_trainer_get_info(t, &info);
-    if (!info.resumed)
-        return 0;
-    const vkg_train_config *c = &o->cfg;
-    const struct {
-        const char *flag;
-        int given, ckpt;
-    } arch[5] = {{"--layers", c->layers, info.layers},
-                 {"--heads", c->heads, info.heads},
-                 {"--channels", c->channels, info.channels},
-                 {"--ctx", c->max_seq_len, info.max_seq_len},
-                 {"--vocab", c->vocab_size, info.vocab_size}};
-    for (int i = 0; i < 5; i++)
-        if (o->arch_given[i] && arch[i].given != arch[i].ckpt) {
-            fprintf(stderr,
-                    "vkgpt train: %s %d disagrees with the checkpoint resumed at step %lld, whose "
-                    "model has %s %d: drop the flag to continue that run, or give a new "
-                    "--ckpt-dir to train a new model\n",
-                    arch[i].flag, arch[i].given, info.start_step, arch[i].flag, arch[i].ckpt);
-            return 2;
-        }
     return 0;
 }
 
@@ -268,7 +215,9 @@ static int run(vkg_trainer_t *t, const train_opts *o)
     o = &so;
     if (info.log_path[0])
         printf("log: %s\n", info.log_path);
-    double total_ms = 0.0;
+    if (info.rank == 0)
+        vkg_cli_train_ckpt_line(&o->cfg, o->ckpt_every);
+    double start = vkg_cli_now_s();
     long long done = 0;
     int rc = 0, stop = 0;
     /* The step the newest checkpoint holds (a resumed run's is on disk already), so a stop right
@@ -279,14 +228,18 @@ static int run(vkg_trainer_t *t, const train_opts *o)
         vkg_status st = vkg_trainer_step(t, &s);
         if (st != VKG_OK)
             return vkg_cli_report("train", st);
-        total_ms += s.ms;
         done++;
         step = s.step;
         stop = s.stop;
         if (!o->quiet)
-            print_step(&s, info.steps, total_ms / (double)done, tty);
+            vkg_cli_print_step(&s, info.steps, vkg_cli_now_s() - start, done, tty);
+        if (s.skipped && o->cfg.comm.rank == 0)
+            printf("%sstep %lld skipped: loss %g, gradient norm %g; parameters and moments "
+                   "unchanged (%lld in a row, the run stops at --max-skipped %d; %lld so far)\n",
+                   tty ? "\r\033[K" : "", s.step, (double)s.loss, (double)s.grad_norm,
+                   s.skipped_run, o->cfg.max_skipped, s.skipped_total);
         if (o->sample_every > 0 && s.step % o->sample_every == 0)
-            rc = show_sample(t, o, o->cfg.seed + (uint64_t)s.step, tty);
+            rc = show_sample(t, o, o->cfg.seed + (uint64_t)s.step, tty, 0);
         if (rc == 0 && o->cfg.ckpt_dir && o->ckpt_every > 0 && s.step % o->ckpt_every == 0 &&
             !vkg_trainer_done(t)) {
             rc = checkpoint(t, tty);
@@ -301,6 +254,14 @@ static int run(vkg_trainer_t *t, const train_opts *o)
         printf("stopping on signal %d after the current step\n", (int)stop_requested);
     else if (stop)
         printf("stopping after the current step: another rank was signalled\n");
+    char took[32];
+    vkg_cli_duration(vkg_cli_now_s() - start, took, sizeof took);
+    if (!o->quiet)
+        printf("%lld step(s) in %s\n", done, took);
+    if (o->cfg.ckpt_dir && step != saved && !o->quiet) {
+        printf("writing the checkpoint of step %lld...\n", step);
+        fflush(stdout);
+    }
     if (o->cfg.ckpt_dir && step != saved && (rc = checkpoint(t, 0)) != 0)
         return rc;
     vkg_status st = vkg_trainer_write_plot(t);
@@ -309,24 +270,35 @@ static int run(vkg_trainer_t *t, const train_opts *o)
     if (info.svg_path[0])
         printf("loss curve: %s\n", info.svg_path);
     if (o->sample_len > 0 && !stop)
-        rc = show_sample(t, o, o->cfg.seed, 0);
+        rc = show_sample(t, o, o->cfg.seed, 0, 1);
+    /* Stopped by a signal, on this rank (its number) or another (SIGTERM, as a launcher's): not
+     * finished, whatever was saved. */
+    if (rc == 0 && stop)
+        rc = 128 + (stop_requested ? (int)stop_requested : SIGTERM);
     return rc;
 }
 
-int vkg_cli_train(int argc, char **argv)
+/* Every option at its default (a reset callback: --resume applies run.json over these). */
+static void opts_default(void *p)
 {
-    train_opts o = {.cfg = vkg_train_config_default(),
-                    .sample_len = 200,
-                    .temperature = 0.8f,
-                    .top_k = 40,
-                    .dp = VKG_CLI_DP_FLAGS_INIT};
+    train_opts *o = p;
+    *o = (train_opts){.cfg = vkg_train_config_default(),
+                      .sample_len = 200,
+                      .temperature = 0.8f,
+                      .top_k = 40,
+                      .dp = VKG_CLI_DP_FLAGS_INIT};
+    o->cfg.device = getenv("VKGPT_DEVICE");
+}
+
+static int train_main(int argc, char **argv, vkg_cli_resume *res)
+{
+    train_opts o;
+    opts_default(&o);
     vkg_train_config *c = &o.cfg;
-    int schedule = 0;
-    const char *tiles = NULL;
     const vkg_flag flags[] = {
         {"--device", VKG_FLAG_STR, &c->device, "device index or name (default: VKGPT_DEVICE)", 0, 0,
          0},
-        {"--tiles", VKG_FLAG_STR, &tiles,
+        {"--tiles", VKG_FLAG_STR, &o.tiles,
          "tiled matmul for every product with these tiles: BMxBNxBK:TMxTN[/SG][+db|+sb] or a "
          "table entry such as nvidia-large (vkgpt devices lists them; +db double-buffered, +sb "
          "single-buffered shared tiles); default: the device's",
@@ -334,8 +306,10 @@ int vkg_cli_train(int argc, char **argv)
         {"--data", VKG_FLAG_STR, &c->data, "training data: llm.c shards (.bin) or text; a glob", 0,
          0, 0},
         {"--val-data", VKG_FLAG_STR, &c->val_data, "validation data, as --data", 0, 0, 0},
-        {"--tokenizer", VKG_FLAG_STR, &c->tokenizer, "byte, gpt2 or an llm.c tokenizer file", 0, 0,
-         0},
+        {"--tokenizer", VKG_FLAG_STR, &c->tokenizer,
+         "byte, gpt2 or an llm.c tokenizer file (default: the tokenizer.bin beside llm.c shards, "
+         "else byte)",
+         0, 0, 0},
         {"--vocab-dir", VKG_FLAG_STR, &c->vocab_dir, "folder of vocab.bpe + encoder.json (gpt2)", 0,
          0, 0},
         {"--shuffle", VKG_FLAG_INT, &c->shuffle, "1: seeded batch order per epoch", 0, 0, 1},
@@ -351,11 +325,13 @@ int vkg_cli_train(int argc, char **argv)
         {"--batch", VKG_FLAG_INT, &c->batch, "micro-batch size B", 0, 1, 1 << 20},
         {"--seq", VKG_FLAG_INT, &c->seq, "sequence length T", 0, 1, 1 << 20},
         {"--total-batch", VKG_FLAG_LL, &c->total_batch,
-         "tokens per optimizer step (multiple of B*T)", 0, 1, 2147483647},
+         "tokens per optimizer step, a multiple of B*T (default: B*T on every data-parallel "
+         "rank, no accumulation)",
+         0, 1, 2147483647},
         {"--steps", VKG_FLAG_INT, &c->steps, "optimizer steps", 0, 0, 1e9},
         {"--lr", VKG_FLAG_FLOAT, &c->lr, "peak learning rate", 0, 0, 10},
         {"--warmup", VKG_FLAG_INT, &c->warmup, "warmup steps", 0, 0, 1e9},
-        {"--schedule", VKG_FLAG_CHOICE, &schedule, "learning-rate schedule", schedules, 0, 0},
+        {"--schedule", VKG_FLAG_CHOICE, &o.schedule, "learning-rate schedule", schedules, 0, 0},
         {"--lr-min-frac", VKG_FLAG_FLOAT, &c->lr_min_frac, "final lr as a fraction of --lr", 0, 0,
          1},
         {"--weight-decay", VKG_FLAG_FLOAT, &c->weight_decay, "AdamW decay (2-D weights only)", 0, 0,
@@ -365,6 +341,10 @@ int vkg_cli_train(int argc, char **argv)
         {"--eps", VKG_FLAG_FLOAT, &c->eps, "AdamW epsilon", 0, 0, 1},
         {"--grad-clip", VKG_FLAG_FLOAT, &c->grad_clip, "global gradient-norm clip (0: off)", 0, 0,
          1e9},
+        {"--max-skipped", VKG_FLAG_INT, &c->max_skipped,
+         "stop the run after N steps in a row skipped because their loss or gradient norm was not "
+         "finite (a skipped step leaves parameters and AdamW moments untouched; default 3)",
+         0, 1, 1e9},
         {"--eval-every", VKG_FLAG_INT, &c->eval_every, "evaluate every N steps (0: never)", 0, 0,
          1e9},
         {"--eval-batches", VKG_FLAG_INT, &c->eval_batches, "validation batches per evaluation", 0,
@@ -375,6 +355,10 @@ int vkg_cli_train(int argc, char **argv)
          0, 1e6},
         {"--prompt", VKG_FLAG_STR, &o.prompt, "sample prompt (default: start of a document)", 0, 0,
          0},
+        {"--raw", VKG_FLAG_BOOL, &o.raw,
+         "print samples' bytes as they are on a terminal too (by default control bytes are shown "
+         "as \\xNN there; a pipe or file always gets them raw)",
+         0, 0, 0},
         {"--temperature", VKG_FLAG_FLOAT, &o.temperature, "sampling temperature (0: greedy)", 0, 0,
          100},
         {"--top-k", VKG_FLAG_INT, &o.top_k, "sample among the k likeliest tokens (0: all)", 0, 0,
@@ -385,7 +369,8 @@ int vkg_cli_train(int argc, char **argv)
         {"--precision", VKG_FLAG_CHOICE, &c->precision, VKG_CLI_PRECISION_HELP, vkg_cli_precisions,
          0, 0},
         {"--coopmat", VKG_FLAG_CHOICE, &c->coopmat, VKG_CLI_COOPMAT_HELP, vkg_cli_coopmats, 0, 0},
-        {"--pp", VKG_FLAG_INT, &c->pp, "pipeline stages (ranks = data-parallel x pp)", 0, 1, 64},
+        {"--pp", VKG_FLAG_INT, &c->pp, "pipeline stages (ranks = data-parallel x pp; default: 1)",
+         0, 1, 64},
         {"--pp-layers", VKG_FLAG_STR, &o.pp_layers,
          "layers per stage, e.g. 3,3,2 (default: balanced by estimated compute)", 0, 0, 0},
         {"--pp-schedule", VKG_FLAG_CHOICE, &c->pp_schedule, "pipeline schedule", pp_schedules, 0,
@@ -395,13 +380,15 @@ int vkg_cli_train(int argc, char **argv)
         {"--trace", VKG_FLAG_STR, &c->trace_path,
          "write each step's timeline (pipelines) as Chrome trace JSON (FILE.rank<N> per rank)", 0,
          0, 0},
-        {"--ckpt-dir", VKG_FLAG_STR, &c->ckpt_dir, "checkpoint folder (also holds log.jsonl)", 0, 0,
-         0},
-        {"--ckpt-every", VKG_FLAG_INT, &o.ckpt_every, "checkpoint every N steps (and at the end)",
+        {"--ckpt-dir", VKG_FLAG_STR, &c->ckpt_dir,
+         "checkpoint folder (also holds log.jsonl, run.json)", 0, 0, 0},
+        {"--ckpt-every", VKG_FLAG_INT, &o.ckpt_every, "checkpoint every N steps (0: only at the end)",
          0, 0, 1e9},
-        {"--keep", VKG_FLAG_INT, &c->keep_checkpoints, "checkpoints to keep (0: all)", 0, 0, 1e6},
-        {"--resume", VKG_FLAG_BOOL, &c->resume, "continue from the newest complete checkpoint", 0,
-         0, 0},
+        {"--keep", VKG_FLAG_INT, &c->keep_checkpoints,
+         "newest checkpoints kept; older ones are deleted (default 3; 0: keep all)", 0, 0, 1e6},
+        {"--resume", VKG_FLAG_BOOL, &c->resume,
+         "continue the newest complete checkpoint, flags from CKPT_DIR/run.json (given: override)",
+         0, 0, 0},
         {"--resume-fallback", VKG_FLAG_BOOL, &c->resume_fallback,
          "with --resume: a damaged newest checkpoint is set aside (renamed step_N.damaged), "
          "resume from the newest that loads",
@@ -413,27 +400,34 @@ int vkg_cli_train(int argc, char **argv)
         {"--quiet", VKG_FLAG_BOOL, &o.quiet, "no per-step lines", 0, 0, 0},
         VKG_CLI_DP_FLAGS(o.dp),
     };
-    if (!c->device)
-        c->device = getenv("VKGPT_DEVICE");
     vkg_flags_result fr;
     int nflags = (int)(sizeof flags / sizeof flags[0]);
-    int rc =
-        vkg_flags_parse("train", "--data FILES [options]", flags, nflags, argc, argv, NULL, &fr);
+    int rc = vkg_flags_parse("train", "--data FILES [options]" VKG_CLI_EXIT_HELP, flags, nflags,
+                             argc, argv, NULL, &fr);
     if (rc)
         return rc == VKG_FLAGS_HELP ? 0 : 2;
-    static const char *const arch_flags[5] = {"--layers", "--heads", "--channels", "--ctx",
-                                              "--vocab"};
-    for (int i = 0; i < 5; i++)
-        o.arch_given[i] = vkg_flags_seen(flags, nflags, &fr, arch_flags[i]);
+    if (c->resume && c->ckpt_dir &&
+        (rc = vkg_cli_train_resume_settings(c->ckpt_dir, flags, nflags, argc, argv, opts_default,
+                                            &o, &fr, res)) != 0)
+        return rc;
+    unsigned char skip[VKG_FLAGS_MAX];
+    vkg_cli_train_runconf_skip(flags, nflags, c->init_path != NULL, c->resume ? res : NULL, &fr,
+                               skip);
+    if (c->ckpt_dir && !(c->run_config = res->json = vkg_cli_runconf_json(flags, nflags, skip))) {
+        fprintf(stderr, "vkgpt train: out of memory\n");
+        return 1;
+    }
+    vkg_cli_train_arch_given(flags, nflags, &fr, o.arch_given);
     char why[256];
     if (find_conflict(&o, flags, nflags, &fr, why, sizeof why)) {
-        fprintf(stderr, "vkgpt train: %s\n", why);
+        fprintf(stderr, "vkgpt train: %s%s\n", why,
+                res->found ? " (run.json's flags count as given)" : "");
         return 2;
     }
-    if (vkg_cli_tiles("train", tiles, &c->tiles) ||
+    if (vkg_cli_tiles("train", o.tiles, &c->tiles) ||
         vkg_cli_coopmat_check("train", c->coopmat, c->precision))
         return 2;
-    c->schedule = (vkg_schedule_kind)schedule;
+    c->schedule = (vkg_schedule_kind)o.schedule;
     if (o.pp_layers) {
         int n = vkg_flags_int_list(o.pp_layers, 1, 1 << 20, o.pp_layers_v, 256);
         if (n < 0) {
@@ -454,6 +448,7 @@ int vkg_cli_train(int argc, char **argv)
     }
     if ((rc = vkg_cli_dp_resolve(&o.dp, c)) != 0)
         return rc;
+    vkg_cli_train_resume_report(res, c->resume, c->comm.rank);
     if (c->zero && c->comm.world_size < 2) {
         fprintf(stderr,
                 "vkgpt train: --zero 1 needs 2 or more data-parallel ranks: with one there is "
@@ -468,6 +463,12 @@ int vkg_cli_train(int argc, char **argv)
         fprintf(stderr, "vkgpt train: --data is required (llm.c shards or text files)\n");
         return 2;
     }
+    if (vkg_cli_train_paths(c))
+        return 2;
+    if (!o.quiet) {
+        printf("setting up the device, the model and the data (text is tokenized first)...\n");
+        fflush(stdout);
+    }
     struct sigaction sa = {0};
     sa.sa_handler = on_signal;
     sigaction(SIGINT, &sa, NULL);
@@ -475,16 +476,16 @@ int vkg_cli_train(int argc, char **argv)
     vkg_trainer_t *t = NULL;
     vkg_status st = vkg_trainer_create(c, &t);
     if (st != VKG_OK) {
-        vkg_cli_report("train", st);
+        rc = vkg_cli_report("train", st);
         if (st == VKG_ERR_ABORTED && stop_requested) {
             fprintf(stderr,
                     "vkgpt train: stopped on signal %d before training: nothing was saved\n",
                     (int)stop_requested);
             return 128 + (int)stop_requested;
         }
-        return st == VKG_ERR_INVALID_ARG || st == VKG_ERR_NOT_FOUND ? 2 : 1;
+        return rc;
     }
-    rc = resumed_as_given(t, &o);
+    rc = vkg_cli_train_check_resumed(t, c, o.arch_given);
     if (rc == 0)
         rc = run(t, &o);
     char first[1024];
@@ -496,5 +497,14 @@ int vkg_cli_train(int argc, char **argv)
             rc = rc ? rc : 1;
         }
     }
+    return rc;
+}
+
+int vkg_cli_train(int argc, char **argv)
+{
+    vkg_cli_resume res = {0};
+    int rc = train_main(argc, argv, &res);
+    vkg_cli_runconf_free(&res.saved);
+    free(res.json);
     return rc;
 }

@@ -13,8 +13,50 @@
 #include <stdlib.h>
 #include <string.h>
 
-void vkg_flags_usage(FILE *f, const char *cmd, const char *synopsis, const vkg_flag *flags,
-                     int nflags)
+const char *vkg_flags_default(const vkg_flag *fl, char *buf, size_t cap)
+{
+    buf[0] = '\0';
+    if (fl->help && strstr(fl->help, "default"))
+        return buf; /* the help text says it */
+    switch (fl->type) {
+    case VKG_FLAG_INT:
+        snprintf(buf, cap, "%d", *(const int *)fl->dst);
+        break;
+    case VKG_FLAG_LL:
+        snprintf(buf, cap, "%lld", *(const long long *)fl->dst);
+        break;
+    case VKG_FLAG_U64:
+        snprintf(buf, cap, "%llu", (unsigned long long)*(const uint64_t *)fl->dst);
+        break;
+    case VKG_FLAG_FLOAT:
+        snprintf(buf, cap, "%g", (double)*(const float *)fl->dst);
+        break;
+    case VKG_FLAG_DOUBLE:
+        snprintf(buf, cap, "%g", *(const double *)fl->dst);
+        break;
+    case VKG_FLAG_STR:
+        if (*(const char *const *)fl->dst)
+            snprintf(buf, cap, "%s", *(const char *const *)fl->dst);
+        break;
+    case VKG_FLAG_CHOICE: {
+        int k = *(const int *)fl->dst, n = 0;
+        while (fl->choices[n])
+            n++;
+        if (k >= 0 && k < n)
+            snprintf(buf, cap, "%s", fl->choices[k]);
+        break;
+    }
+    case VKG_FLAG_BOOL:
+        break;
+    }
+    return buf;
+}
+
+#define DEFAULT_CAP 64 /* bytes of one flag's shown default */
+
+/* The usage with the defaults given in defs (DEFAULT_CAP bytes per flag). */
+static void print_usage(FILE *f, const char *cmd, const char *synopsis, const vkg_flag *flags,
+                        int nflags, const char (*defs)[DEFAULT_CAP])
 {
     fprintf(f, "usage: vkgpt %s %s\n\noptions:\n", cmd, synopsis);
     int width = 16; /* the help texts line up after the longest flag name */
@@ -29,8 +71,20 @@ void vkg_flags_usage(FILE *f, const char *cmd, const char *synopsis, const vkg_f
                 fprintf(f, "%s%s", j ? "|" : "", fl->choices[j]);
             fprintf(f, ")");
         }
+        if (defs[i][0])
+            fprintf(f, " (default: %s)", defs[i]);
         fprintf(f, "\n");
     }
+}
+
+void vkg_flags_usage(FILE *f, const char *cmd, const char *synopsis, const vkg_flag *flags,
+                     int nflags)
+{
+    char defs[VKG_FLAGS_MAX][DEFAULT_CAP];
+    nflags = nflags < VKG_FLAGS_MAX ? nflags : VKG_FLAGS_MAX;
+    for (int i = 0; i < nflags; i++)
+        vkg_flags_default(&flags[i], defs[i], DEFAULT_CAP);
+    print_usage(f, cmd, synopsis, flags, nflags, (const char(*)[DEFAULT_CAP])defs);
 }
 
 #if defined(__GNUC__)
@@ -245,9 +299,13 @@ int vkg_flags_parse(const char *cmd, const char *synopsis, const vkg_flag *flags
     vkg_flags_result local;
     if (!r)
         r = &local;
+    /* The defaults as they are before parsing: a flag given before --help would change them. */
+    char defs[VKG_FLAGS_MAX][DEFAULT_CAP];
+    for (int i = 0; i < nflags && i < VKG_FLAGS_MAX; i++)
+        vkg_flags_default(&flags[i], defs[i], DEFAULT_CAP);
     int rc = vkg_flags_parse_args(flags, nflags, argc, argv, pos, r);
     if (rc == VKG_FLAGS_HELP)
-        vkg_flags_usage(stdout, cmd, synopsis, flags, nflags);
+        print_usage(stdout, cmd, synopsis, flags, nflags, (const char(*)[DEFAULT_CAP])defs);
     else if (rc == VKG_FLAGS_USAGE)
         fprintf(stderr, "vkgpt %s: %s (vkgpt %s --help lists the options)\n", cmd, r->error, cmd);
     return rc;

@@ -65,12 +65,20 @@ int vkg_flags_seen(const vkg_flag *flags, int nflags, const vkg_flags_result *r,
  * than cap values. */
 int vkg_flags_int_list(const char *s, int lo, int hi, int *out, int cap);
 
-/* The usage text: "usage: vkgpt CMD SYNOPSIS" and one line per flag. */
+/* The default --help shows for fl, written into buf (cap bytes): the value fl->dst holds now, as
+ * argparse shows "(default: ...)"; "" for a BOOL flag, a NULL string, a choice index out of range
+ * and a help text that states its default itself (it contains "default": the way to show a
+ * default that is resolved later, such as "default: B x T"). Returns buf. */
+const char *vkg_flags_default(const vkg_flag *fl, char *buf, size_t cap);
+
+/* The usage text: "usage: vkgpt CMD SYNOPSIS" and one line per flag, each ending in
+ * "(default: VALUE)" where vkg_flags_default gives one (the values dst holds now). */
 void vkg_flags_usage(FILE *f, const char *cmd, const char *synopsis, const vkg_flag *flags,
                      int nflags);
 
 /* vkg_flags_parse_args for subcommand cmd, printing: returns 0 on success, 1 when --help was given
- * (the usage printed to stdout), 2 on a usage error ("vkgpt CMD: ERROR" printed to stderr).
+ * (the usage printed to stdout, with the defaults dst held before any flag was parsed), 2 on a
+ * usage error ("vkgpt CMD: ERROR" printed to stderr).
  * pos as above; r may be NULL when the caller needs neither seen nor npos. */
 int vkg_flags_parse(const char *cmd, const char *synopsis, const vkg_flag *flags, int nflags,
                     int argc, char **argv, char **pos, vkg_flags_result *r);

@@ -3,6 +3,7 @@
 #include "cli/cli.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const vkg_cli_command commands[] = {
@@ -20,17 +21,39 @@ static const vkg_cli_command commands[] = {
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: vkgpt <command> [options]   (vkgpt <command> --help for its options)\n\n"
+    fprintf(f, "usage: vkgpt [--verbose] <command> [options]   (vkgpt <command> --help for its "
+               "options)\n\n"
                "commands:\n");
     for (size_t i = 0; i < NCOMMANDS; i++)
         fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
+    fprintf(f, "\n--verbose (or VKGPT_VERBOSE=1): errors also name their kind and the places in "
+               "the code they passed through\n"
+               "exit status: 0 done; 1 a failure while running; 2 a usage error (an unknown or bad "
+               "flag, flags that conflict, a file or device named that does not exist); 128 + N "
+               "stopped by signal N (train and launch save a checkpoint first)\n");
+}
+
+int vkg_cli_verbose(void)
+{
+    const char *v = getenv("VKGPT_VERBOSE");
+    return v && v[0] && strcmp(v, "0") != 0;
+}
+
+int vkg_cli_exit_code(vkg_status status)
+{
+    return status == VKG_ERR_INVALID_ARG || status == VKG_ERR_NOT_FOUND ? 2 : 1;
 }
 
 int vkg_cli_report(const char *cmd, vkg_status status)
 {
-    const char *msg = vkg_error_message();
-    fprintf(stderr, "vkgpt %s: %s (%s)%s", cmd, vkg_status_str(status), vkg_status_name(status),
-            msg[0] ? ": " : "");
+    int verbose = vkg_cli_verbose();
+    const char *msg = verbose ? vkg_error_message() : vkg_error_text();
+    if (verbose || !msg[0])
+        fprintf(stderr, "vkgpt %s: %s", cmd, vkg_status_str(status));
+    else
+        fprintf(stderr, "vkgpt %s: ", cmd);
+    if (verbose)
+        fprintf(stderr, " (%s)%s", vkg_status_name(status), msg[0] ? ": " : "");
     /* Messages quote file names and contents: no control character reaches the terminal. */
     for (const unsigned char *p = (const unsigned char *)msg; *p; p++) {
         if (*p < 0x20 || *p == 0x7f)
@@ -39,7 +62,7 @@ int vkg_cli_report(const char *cmd, vkg_status status)
             fputc(*p, stderr);
     }
     fputc('\n', stderr);
-    return 1;
+    return vkg_cli_exit_code(status);
 }
 
 int vkg_cli_tiles(const char *cmd, const char *value, vkg_matmul_tiling *out)
@@ -49,12 +72,17 @@ int vkg_cli_tiles(const char *cmd, const char *value, vkg_matmul_tiling *out)
         return 0;
     if (vkg_matmul_tiling_parse(value, out) == VKG_OK)
         return 0;
-    fprintf(stderr, "vkgpt %s: %s\n", cmd, vkg_error_message());
+    fprintf(stderr, "vkgpt %s: %s\n", cmd,
+            vkg_cli_verbose() ? vkg_error_message() : vkg_error_text());
     return 2;
 }
 
 int main(int argc, char **argv)
 {
+    if (argc >= 2 && !strcmp(argv[1], "--verbose")) { /* inherited by launched ranks */
+        setenv("VKGPT_VERBOSE", "1", 1);
+        argc--, argv++;
+    }
     if (argc < 2) {
         usage(stderr);
         return 2;

@@ -208,6 +208,18 @@ done:
     return st;
 }
 
+vkg_status vkg_data_check_path(const char *pattern)
+{
+    glob_t g;
+    VKG_CHECK(pattern && pattern[0], VKG_ERR_INVALID_ARG, "no data path given");
+    int rc = glob(pattern, 0, NULL, &g);
+    if (rc == 0)
+        globfree(&g);
+    VKG_CHECK(rc != GLOB_NOMATCH, VKG_ERR_NOT_FOUND, "no file matches '%s'", pattern);
+    VKG_CHECK(rc == 0, VKG_ERR_IO, "cannot expand '%s' (glob error %d)", pattern, rc);
+    return VKG_OK;
+}
+
 /* Glob the pattern and build the sources, in name order. */
 static vkg_status open_sources(vkg_data_t *d, const vkg_data_config *cfg)
 {

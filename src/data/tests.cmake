@@ -6,7 +6,14 @@ if(VKG_BUILD_TESTS)
     vkg_add_test(test_data LABEL unit LIBS vkg_data
                  SOURCES ${PROJECT_SOURCE_DIR}/tests/test_data.c
                          ${PROJECT_SOURCE_DIR}/src/cli/cmd_prepare.c
-                         ${PROJECT_SOURCE_DIR}/src/cli/flags.c)
+                         ${PROJECT_SOURCE_DIR}/src/cli/flags.c
+                         ${PROJECT_SOURCE_DIR}/src/cli/paths.c)
+    # `vkgpt prepare`'s validation split, per input file (the subcommand linked in).
+    vkg_add_test(test_prepare LABEL unit LIBS vkg_data
+                 SOURCES ${PROJECT_SOURCE_DIR}/tests/test_prepare.c
+                         ${PROJECT_SOURCE_DIR}/src/cli/cmd_prepare.c
+                         ${PROJECT_SOURCE_DIR}/src/cli/flags.c
+                         ${PROJECT_SOURCE_DIR}/src/cli/paths.c)
     vkg_add_test(test_tokenizer LABEL unit
                  SOURCES ${PROJECT_SOURCE_DIR}/tests/test_tokenizer.c LIBS vkg_data)
     target_compile_definitions(test_tokenizer PRIVATE

@@ -21,6 +21,37 @@
 
 #define SWAP_CHUNK 4096
 
+/* ---- folders -------------------------------------------------------------------------------- */
+
+/* mkdir one folder; an existing folder (not a file) is fine. */
+static vkg_status make_dir(const char *dir)
+{
+    struct stat sb;
+    if (mkdir(dir, 0755) == 0)
+        return VKG_OK;
+    int err = errno;
+    if (err == EEXIST && stat(dir, &sb) == 0 && S_ISDIR(sb.st_mode))
+        return VKG_OK;
+    return VKG_FAIL(VKG_ERR_IO, "cannot create folder %s: %s", dir,
+                    err == EEXIST ? "a file of that name is in the way" : strerror(err));
+}
+
+vkg_status vkg_io_make_dirs(const char *path)
+{
+    char dir[4096];
+    size_t n = strlen(path);
+    VKG_CHECK(n > 0 && n < sizeof dir, VKG_ERR_INVALID_ARG,
+              "a folder name must have 1 to %zu bytes, got %zu", sizeof dir - 1, n);
+    memcpy(dir, path, n + 1);
+    for (size_t i = 1; i < n; i++) /* each parent, left to right */
+        if (dir[i] == '/' && dir[i - 1] != '/') {
+            dir[i] = '\0';
+            VKG_TRY(make_dir(dir));
+            dir[i] = '/';
+        }
+    return make_dir(dir);
+}
+
 /* ---- atomic replacement --------------------------------------------------------------------- */
 
 /* Create a fresh temporary file next to path ("<dir>/.<base>.tmp-<pid>-<n>"), opened O_EXCL. */

@@ -70,7 +70,9 @@ vkg_status vkg_adamw_sum_partials(vkg_adamw *o, const float *partials, float *su
 vkg_status vkg_adamw_grad_sumsq(vkg_adamw *o, float *sumsq);
 /* One AdamW step with learning rate lr and 1-based step t. The gradients are scaled by
  * grad_clip / sqrt(sumsq) when grad_clip > 0 and that norm exceeds it; sumsq is the global sum of
- * squares (this optimizer's own from grad_sumsq, or one summed over ranks or stages). */
+ * squares (this optimizer's own from grad_sumsq, or one summed over ranks or stages). A sumsq
+ * that is not finite (NaN or infinite) skips the step on the device: parameters and moments stay
+ * bitwise as they were (callers that know it may also not call this at all). */
 vkg_status vkg_adamw_update(vkg_adamw *o, float lr, uint32_t t, float grad_clip, float sumsq);
 
 /* The parameters the moments cover: [*first, *first + *count). */

@@ -354,12 +354,15 @@ static vkg_status step(vkg_strategy *s, vkg_data_t *data, const vkg_strategy_ste
     t0 = vkg_now_ms();
     VKG_TRY(vkg_adamw_grad_sumsq(s->opt, &sumsq));
     VKG_TRY(vkg_group_allreduce_sum(p->pipe, &sumsq, 1));
-    VKG_TRY(vkg_adamw_update(s->opt, in->lr, in->t, in->grad_clip, sumsq));
-    span(p, VKG_SPAN_OPTIMIZER, -1, t0);
-    /* The last stage's token-weighted loss, and any rank's stop request, to every rank. */
+    /* The last stage's token-weighted loss, and any rank's stop request, to every rank, before
+     * the update: a loss that is not finite skips it on every stage alike. */
     float x[2] = {p->next < 0 ? (float)(loss * (double)vkg_dp_loss_scale(s->dp)) : 0.0f,
                   in->stop ? 1.0f : 0.0f};
     VKG_TRY(vkg_dp_allreduce_sum(s->dp, x, 2));
+    out->skipped = !isfinite(x[0]) || !isfinite(sumsq);
+    if (!out->skipped)
+        VKG_TRY(vkg_adamw_update(s->opt, in->lr, in->t, in->grad_clip, sumsq));
+    span(p, VKG_SPAN_OPTIMIZER, -1, t0);
     out->loss = x[0];
     out->grad_norm = sqrtf(sumsq);
     out->stop = x[1] > 0.0f;

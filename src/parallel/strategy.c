@@ -366,8 +366,11 @@ vkg_status vkg_strategy_step(vkg_strategy *s, vkg_data_t *data, const vkg_strate
         VKG_TRY(s->vt->norm(s, &sumsq, out));
     else
         VKG_TRY(vkg_adamw_grad_sumsq(s->opt, &sumsq));
-    VKG_TRY(vkg_adamw_update(s->opt, in->lr, in->t, in->grad_clip, sumsq));
-    if (s->vt->finish)
+    /* The loss and the sum of squares are the job's, the same on every rank: all skip alike. */
+    out->skipped = !isfinite(loss) || !isfinite(sumsq);
+    if (!out->skipped)
+        VKG_TRY(vkg_adamw_update(s->opt, in->lr, in->t, in->grad_clip, sumsq));
+    if (s->vt->finish && !out->skipped)
         VKG_TRY(s->vt->finish(s, out));
     out->loss = (float)loss;
     out->grad_norm = sqrtf(sumsq);

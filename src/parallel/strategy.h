@@ -210,11 +210,14 @@ typedef struct vkg_strategy_step_out {
     float loss;                      /* the step's mean loss over every token of the job */
     float grad_norm;                 /* global gradient norm before clipping */
     int stop;                        /* some rank was asked to stop */
+    int skipped;                     /* 1: the loss or the norm was not finite: not applied */
     double comm_ms, exposed_comm_ms; /* gradient communication, and the part not overlapped */
 } vkg_strategy_step_out;
 
 /* One optimizer step: accum_steps micro-batches from data, their gradients reduced as the
- * strategy needs, clipped by the global norm and applied by AdamW. */
+ * strategy needs, clipped by the global norm and applied by AdamW. When the job's loss or global
+ * gradient norm is not finite, every rank skips the update alike (out->skipped): parameters and
+ * moments stay bitwise as they were. */
 vkg_status vkg_strategy_step(vkg_strategy *s, vkg_data_t *data, const vkg_strategy_step_in *in,
                              vkg_strategy_step_out *out);
 /* The mean loss over the first n global micro-batches of data (a token-weighted mean over the

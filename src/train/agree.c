@@ -28,6 +28,8 @@ vkg_status vkg__train_share_start(vkg_trainer_t *t, float **params, vkg_checkpoi
             h.state = ck->state;
     }
     VKG_TRY(vkg_strategy_broadcast(t->par, &h, sizeof h));
+    if (rank != 0 && !h.resumed && t->cfg.resume) /* --resume found nothing: start afresh */
+        return vkg__train_new_model(t, params);
     if (rank == 0 || !h.resumed) /* a new model: every rank's own config, checked in agree */
         return VKG_OK;
     /* Resuming: rank 0's checkpoint decides the model; parameters and moments follow later. */
@@ -74,6 +76,7 @@ static const char *const fp_names[] = {
     "ZeRO stage (--zero)",
     "ZeRO-1 shards (hash: the devices' partition of the gradient norm)",
     "gradient exchange dtype (--grad-dtype)",
+    "consecutive skipped steps that stop the run (--max-skipped)",
 };
 
 static uint64_t fbits(float a, float b)
@@ -88,7 +91,7 @@ vkg_status vkg__train_agree(vkg_trainer_t *t, const vkg_checkpoint *ck)
     if (vkg_strategy_world(t->par) == 1)
         return VKG_OK;
     const vkg_train_config *c = &t->cfg;
-    uint64_t v[28];
+    uint64_t v[29];
     memset(v, 0, sizeof v);
     v[0] = (uint64_t)t->mcfg.max_seq_len, v[1] = (uint64_t)t->mcfg.vocab_size;
     v[2] = (uint64_t)t->mcfg.padded_vocab_size, v[3] = (uint64_t)t->mcfg.num_layers;
@@ -106,8 +109,8 @@ vkg_status vkg__train_agree(vkg_trainer_t *t, const vkg_checkpoint *ck)
     v[22] = vkg_strategy_bucket_bytes(t->par);
     v[23] = (uint64_t)(c->pp > 1 ? c->pp : 1), v[24] = (uint64_t)c->pp_schedule;
     v[25] = (uint64_t)vkg_strategy_zero(t->par), v[26] = vkg_strategy_zero_hash(t->par);
-    v[27] = (uint64_t)c->grad_dtype;
-    return vkg_strategy_check_match(t->par, v, fp_names, 28);
+    v[27] = (uint64_t)c->grad_dtype, v[28] = (uint64_t)c->max_skipped;
+    return vkg_strategy_check_match(t->par, v, fp_names, 29);
 }
 
 vkg_status vkg__train_resume_data(vkg_trainer_t *t, const vkg_checkpoint_state *s)

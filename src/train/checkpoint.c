@@ -126,6 +126,13 @@ vkg_status vkg_checkpoint_write(const char *dir, const vkg_gpt2_config *cfg, con
               "checkpoint: NULL argument");
     snprintf(name, sizeof name, "step_%08llu", (unsigned long long)st->step);
     VKG_TRY(vkg__checkpoint_join(sd, dir, name));
+    const char *why = "not written: a checkpoint is never marked complete holding a value that "
+                      "is not finite";
+    VKG_TRY(vkg_statefile_check_values(VKG_ERR_INVALID_ARG, sd, "parameter", cfg, params, 0, why));
+    VKG_TRY(vkg_statefile_check_values(VKG_ERR_INVALID_ARG, sd, "AdamW first moment m", cfg, m, 0,
+                                       why));
+    VKG_TRY(vkg_statefile_check_values(VKG_ERR_INVALID_ARG, sd, "AdamW second moment v", cfg, v, 1,
+                                       why));
     VKG_CHECK(!path_out || strlen(sd) < cap, VKG_ERR_INVALID_ARG,
               "%s: path longer than the %zu-byte buffer", sd, cap);
     VKG_TRY(make_dirs(dir, &created));
@@ -310,6 +317,11 @@ vkg_status vkg_checkpoint_load(const char *ckpt_dir, vkg_checkpoint *out)
                        "another checkpoint",
                        model, state, (unsigned long)crc, (unsigned long)out->state.params_crc);
     }
+    VKG_TRY_GOTO(st,
+                 vkg_statefile_check_values(VKG_ERR_FORMAT, model, "parameter", &out->cfg,
+                                            out->params, 0,
+                                            "the model holds a value that is not finite"),
+                 fail);
     return VKG_OK;
 fail:
     vkg_checkpoint_deinit(out);

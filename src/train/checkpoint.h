@@ -105,11 +105,12 @@ vkg_status vkg_statefile_write(const char *path, const vkg_gpt2_config *cfg,
 
 /* Read a state file. With m and v NULL only the header is read and checked (magic, version, a
  * valid model configuration, the parameter count agreeing with it, the exact file size); with
- * both non-NULL the moments are read into new malloc'ed arrays (*m, *v; the caller frees them)
- * and the CRC-32 is verified. Fills *cfg, *st, *num_params. Errors: VKG_ERR_IO (cannot open or
- * read), VKG_ERR_FORMAT naming the file and the problem (too short, bad magic, wrong version,
- * bad configuration, size not matching the header: truncated or oversized, checksum mismatch),
- * VKG_ERR_NOMEM. On error nothing is allocated. */
+ * both non-NULL the moments are read into new malloc'ed arrays (*m, *v; the caller frees them),
+ * the CRC-32 is verified and so are the moments themselves: every m and v finite, every v >= 0
+ * (a NaN with a valid checksum is still refused, naming the tensor and element). Fills *cfg, *st,
+ * *num_params. Errors: VKG_ERR_IO (cannot open or read), VKG_ERR_FORMAT naming the file and the
+ * problem (too short, bad magic, wrong version, bad configuration, size not matching the header:
+ * truncated or oversized, checksum mismatch), VKG_ERR_NOMEM. On error nothing is allocated. */
 vkg_status vkg_statefile_read(const char *path, vkg_gpt2_config *cfg, vkg_checkpoint_state *st,
                               size_t *num_params, float **m, float **v);
 
@@ -122,13 +123,23 @@ vkg_status vkg__statefile_read_stream(FILE *f, const char *path, uint64_t size,
 /* CRC-32 of n floats as little-endian bytes (the body of an fp32 model file). */
 uint32_t vkg_statefile_crc32_floats(const float *x, size_t n);
 
+/* Check x (vkg_gpt2_num_params(cfg) floats in table order: parameters or a moment) for a value
+ * that is not finite, or negative when nonneg. VKG_OK, or `code` with "<where>: <what> of tensor
+ * <name>, element <i>, is <value>" and why (the caller's wording, `why`). */
+vkg_status vkg_statefile_check_values(vkg_status code, const char *where, const char *what,
+                                      const vkg_gpt2_config *cfg, const float *x, int nonneg,
+                                      const char *why);
+
 /* ---- checkpoint directories (checkpoint.c; vkg_checkpoint_resume: ckptresume.c) ---- */
 
 /* Write the checkpoint for st->step under dir (created, with missing parents, when absent):
  * dir/step_<%08 step>/ with model.bin (params), state.bin (st, m, v) and DONE, in that order.
  * params, m and v hold vkg_gpt2_num_params(cfg) floats each. When path_out is not NULL the
  * checkpoint directory's path is copied there (cap bytes). A failure leaves every other
- * checkpoint complete and this one without DONE. Errors: VKG_ERR_STATE when that directory
+ * checkpoint complete and this one without DONE. A checkpoint is never marked complete holding
+ * a value that is not finite: a NaN or infinity in params, m or v, or a negative v, is refused
+ * before anything is written (VKG_ERR_INVALID_ARG naming the tensor and element). Errors:
+ * VKG_ERR_STATE when that directory
  * already holds DONE (nothing is written), VKG_ERR_INVALID_ARG (bad cfg, NULL arrays, path too
  * long), VKG_ERR_IO naming the path, VKG_ERR_NOMEM. */
 vkg_status vkg_checkpoint_write(const char *dir, const vkg_gpt2_config *cfg, const float *params,

@@ -75,9 +75,11 @@ static vkg_status check_finite(const char *path, const float *params, const vkg_
     return VKG_OK;
 }
 
-/* Model config, parameters and (when resuming) moments and state. Resuming from a folder without
- * a checkpoint marked complete (DONE) starts afresh; one marked complete that does not load is
- * refused rather than passed over (unless --resume-fallback) or silently restarted from scratch
+/* Model config, parameters and (when resuming) moments and state. Resuming, only rank 0 reads the
+ * checkpoint: the other ranks build no model of their own (their flags may not describe it, as
+ * when it came from --init) and take rank 0's in vkg__train_share_start. Resuming from a folder
+ * without a checkpoint marked complete (DONE) starts afresh; one marked complete that does not load
+ * is refused rather than passed over (unless --resume-fallback) or silently restarted from scratch
  * (which would also wipe the log). A new run refuses a folder holding another run's checkpoints. */
 vkg_status vkg__train_load_model(vkg_trainer_t *t, float **params, vkg_checkpoint *ck)
 {
@@ -113,12 +115,20 @@ vkg_status vkg__train_load_model(vkg_trainer_t *t, float **params, vkg_checkpoin
                   "to continue that run, or another --ckpt-dir; a new run never writes over them",
                   t->ckpt_dir, marked);
     }
+    if (c->resume && vkg_strategy_rank(t->par) != 0)
+        return VKG_OK; /* rank 0's checkpoint or fresh start decides (vkg__train_share_start) */
     if (c->init_path) {
         int version = 0;
         VKG_TRY(vkg_modelfile_read_header(c->init_path, &t->mcfg, &version));
         VKG_TRY(vkg_modelfile_read(c->init_path, &t->mcfg, params));
         return check_finite(c->init_path, *params, &t->mcfg);
     }
+    return vkg__train_new_model(t, params);
+}
+
+vkg_status vkg__train_new_model(vkg_trainer_t *t, float **params)
+{
+    const vkg_train_config *c = &t->cfg;
     int V = c->vocab_size ? c->vocab_size : (t->tok ? vkg_tokenizer_vocab_size(t->tok) : 0);
     VKG_CHECK(V > 0, VKG_ERR_INVALID_ARG, "no vocabulary size: give --vocab or a tokenizer");
     t->mcfg = (vkg_gpt2_config){.max_seq_len = c->max_seq_len,

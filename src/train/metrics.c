@@ -285,7 +285,8 @@ vkg_status vkg_metrics_log(vkg_metrics_t *m, const vkg_metrics_row *row)
     at = put_float(line, at, "ms", row->ms, &bad);
     if (row->has_eval)
         at = put_float(line, at, "eval_loss", row->eval_loss, &bad);
-    snprintf(line + at, sizeof line - at, "%s}\n", bad ? ",\"nonfinite\":true" : "");
+    snprintf(line + at, sizeof line - at, "%s%s}\n", bad ? ",\"nonfinite\":true" : "",
+             row->skipped ? ",\"skipped\":true" : "");
     VKG_CHECK(fputs(line, m->log) >= 0 && fflush(m->log) == 0, VKG_ERR_IO,
               "%s: cannot append to the log: %s", m->log_path, strerror(errno));
     history_push(&m->train, row->step, isfinite(row->loss) ? row->loss : NAN);

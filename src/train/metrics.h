@@ -40,6 +40,7 @@ typedef struct vkg_metrics_row {
     float ms;           /* wall time of the step in milliseconds */
     int has_eval;       /* 1: eval_loss is written and kept in the eval history */
     float eval_loss;
+    int skipped; /* 1: the step was not applied (its loss or gradient norm not finite) */
 } vkg_metrics_row;
 
 /* One point of a history: the step and its loss (NaN for a logged non-finite loss). */

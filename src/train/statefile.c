@@ -2,6 +2,7 @@
  * trailer (layout in checkpoint.h). Writes go through vkg_io_write_atomic; reads refuse short,
  * oversized, foreign, wrong-version and corrupted files by name. Checkpoint directories are
  * checkpoint.c's business; nothing here prints. */
+#include <math.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -323,6 +324,16 @@ vkg_status vkg__statefile_read_stream(FILE *f, const char *path, uint64_t size,
                        "%s: checksum mismatch (stored CRC-32 %08lx, computed %08lx): the file is "
                        "corrupted",
                        path, (unsigned long)rd32(tail), (unsigned long)crc);
+        const char *why = "AdamW's moments must be finite and v >= 0 (a diverged run or a "
+                          "damaged file)";
+        VKG_TRY_GOTO(s,
+                     vkg_statefile_check_values(VKG_ERR_FORMAT, path, "AdamW first moment m",
+                                                &hf.cfg, mm, 0, why),
+                     fail);
+        VKG_TRY_GOTO(s,
+                     vkg_statefile_check_values(VKG_ERR_FORMAT, path, "AdamW second moment v",
+                                                &hf.cfg, vv, 1, why),
+                     fail);
         free(tab);
         *m = mm;
         *v = vv;
@@ -336,6 +347,22 @@ fail:
     free(mm);
     free(tab);
     return s;
+}
+
+vkg_status vkg_statefile_check_values(vkg_status code, const char *where, const char *what,
+                                      const vkg_gpt2_config *cfg, const float *x, int nonneg,
+                                      const char *why)
+{
+    size_t sizes[VKG_GPT2_NUM_PARAM_TENSORS], at = 0;
+    vkg_gpt2_param_sizes(cfg, sizes);
+    for (int i = 0; i < VKG_GPT2_NUM_PARAM_TENSORS; at += sizes[i], i++)
+        for (size_t k = 0; k < sizes[i]; k++) {
+            float y = x[at + k];
+            VKG_CHECK(isfinite(y) && (!nonneg || y >= 0.0f), code,
+                      "%s: %s of tensor %s, element %zu, is %g: %s", where, what,
+                      vkg_gpt2_param_name(i), k, (double)y, why);
+        }
+    return VKG_OK;
 }
 
 vkg_status vkg_statefile_read(const char *path, vkg_gpt2_config *cfg, vkg_checkpoint_state *st,

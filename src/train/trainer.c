@@ -11,6 +11,7 @@
 #include "base/clock.h"
 #include "base/error.h"
 #include "train/trainer_internal.h"
+#include "vkgpt/io.h"
 
 vkg_train_config vkg_train_config_default(void)
 {
@@ -21,6 +22,7 @@ vkg_train_config vkg_train_config_default(void)
     c.steps = 1000;
     c.lr = 6e-4f, c.lr_min_frac = 0.1f, c.warmup = 0, c.schedule = VKG_SCHEDULE_COSINE;
     c.weight_decay = 0.1f, c.beta1 = 0.9f, c.beta2 = 0.95f, c.eps = 1e-8f, c.grad_clip = 1.0f;
+    c.max_skipped = 3;
     c.eval_every = 0, c.eval_batches = 8;
     c.keep_checkpoints = 3;
     vkg_comm_config_default(&c.comm);
@@ -75,6 +77,9 @@ static vkg_status plan_steps(vkg_trainer_t *t)
     VKG_CHECK(total % micro == 0, VKG_ERR_INVALID_ARG,
               "--total-batch %lld is not a multiple of batch x seq = %lld tokens%s", total, micro,
               world > 1 ? " (summed over the ranks)" : "");
+    VKG_CHECK(c->max_skipped >= 1, VKG_ERR_INVALID_ARG,
+              "--max-skipped must be >= 1 (consecutive skipped steps that stop the run), got %d",
+              c->max_skipped);
     t->B = vkg_strategy_rank_batch(t->par), t->T = c->seq, t->accum_steps = (int)(total / micro);
     t->sched = vkg_schedule_default();
     t->sched.kind = c->schedule;
@@ -94,6 +99,17 @@ static vkg_status plan_steps(vkg_trainer_t *t)
     return VKG_OK;
 }
 
+/* The data is looked for first: a mistyped path is reported as such, not as whatever fails
+ * without it (a vocabulary size a tokenizer beside the data would have given). */
+static vkg_status check_data_paths(const vkg_train_config *c)
+{
+    vkg_status st = c->data ? vkg_data_check_path(c->data) : VKG_OK;
+    if (st != VKG_OK)
+        return vkg__error_wrap(st, "--data");
+    st = c->val_data ? vkg_data_check_path(c->val_data) : VKG_OK;
+    return st == VKG_OK ? VKG_OK : vkg__error_wrap(st, "--val-data");
+}
+
 static vkg_status setup(vkg_trainer_t *t)
 {
     const vkg_train_config *c = &t->cfg;
@@ -109,6 +125,7 @@ static vkg_status setup(vkg_trainer_t *t)
     dopts.tiles = c->tiles;
     dopts.coopmat = (vkg_coopmat_mode)c->coopmat;
     dopts.profiling = c->profile;
+    VKG_TRY(check_data_paths(c));
     VKG_TRY(join(t));
     if (t->ckpt_dir[0] && vkg_strategy_rank(t->par) == 0) /* before anything is written there */
         VKG_TRY(vkg_checkpoint_lock(t->ckpt_dir, &t->lock_fd));
@@ -172,11 +189,15 @@ vkg_status vkg_trainer_create(const vkg_train_config *cfg, vkg_trainer_t **out)
     VKG_CHECK(t, VKG_ERR_NOMEM, "no memory for the trainer");
     t->cfg = *cfg;
     t->lock_fd = -1;
+    if (cfg->ckpt_dir && cfg->run_config && !(t->run_config = strdup(cfg->run_config))) {
+        vkg_trainer_destroy(&t);
+        return VKG_FAIL(VKG_ERR_NOMEM, "no memory for the run's settings");
+    }
     if (cfg->ckpt_dir) {
         snprintf(t->ckpt_dir, sizeof t->ckpt_dir, "%s", cfg->ckpt_dir);
-        if (mkdir(cfg->ckpt_dir, 0755) != 0 && errno != EEXIST) {
-            vkg_status st = VKG_FAIL(VKG_ERR_IO, "cannot create checkpoint folder %s: %s",
-                                     cfg->ckpt_dir, strerror(errno));
+        vkg_status st = vkg_io_make_dirs(cfg->ckpt_dir);
+        if (st != VKG_OK) {
+            vkg__error_wrap(st, "--ckpt-dir");
             vkg_trainer_destroy(&t);
             return st;
         }
@@ -185,7 +206,7 @@ vkg_status vkg_trainer_create(const vkg_train_config *cfg, vkg_trainer_t **out)
     vkg_status st = setup(t);
     t->cfg.init_path = t->cfg.data = t->cfg.val_data = NULL;
     t->cfg.tokenizer = t->cfg.vocab_dir = t->cfg.device = t->cfg.log_path = NULL;
-    t->cfg.ckpt_dir = NULL, t->cfg.trace_path = NULL;
+    t->cfg.ckpt_dir = NULL, t->cfg.trace_path = NULL, t->cfg.run_config = NULL;
     if (st != VKG_OK) {
         char msg[sizeof t->fail_msg]; /* destroying may record messages of its own */
         failed(t, st);
@@ -216,6 +237,7 @@ int vkg_trainer_destroy_report(vkg_trainer_t **pt, char *first, size_t cap)
     vkg_data_destroy(&t->train);
     vkg_strategy_destroy(&t->par, t->failed ? t->fail_msg : NULL);
     vkg_tokenizer_destroy(&t->tok);
+    free(t->run_config);
     int n = vkg_device_destroy_report(&t->dev, first, cap);
     vkg_checkpoint_unlock(&t->lock_fd); /* last: the log is closed */
     free(t);
@@ -303,6 +325,10 @@ static vkg_status step(vkg_trainer_t *t, vkg_step_info *info)
     info->step = t->step, info->loss = out.loss, info->lr = lr, info->grad_norm = norm;
     info->ms = ms, info->tokens = t->tokens, info->stop = out.stop;
     info->comm_ms = out.comm_ms, info->exposed_comm_ms = out.exposed_comm_ms;
+    t->skipped += out.skipped;
+    t->skipped_run = out.skipped ? t->skipped_run + 1 : 0;
+    info->skipped = out.skipped;
+    info->skipped_total = t->skipped, info->skipped_run = t->skipped_run;
     if (t->trace) {
         const vkg_span *spans;
         int n = vkg_strategy_spans(t->par, &spans);
@@ -324,12 +350,16 @@ static vkg_status step(vkg_trainer_t *t, vkg_step_info *info)
                                .tokens_per_s = (float)info->tokens_per_s,
                                .ms = (float)ms,
                                .has_eval = info->has_eval,
-                               .eval_loss = info->eval_loss};
+                               .eval_loss = info->eval_loss,
+                               .skipped = out.skipped};
         VKG_TRY(vkg_metrics_log(t->metrics, &row));
     }
-    VKG_CHECK(isfinite(info->loss), VKG_ERR_ABORTED,
-              "the loss became %g at step %lld: lower --lr or check the data", (double)info->loss,
-              t->step);
+    VKG_CHECK(t->skipped_run < t->cfg.max_skipped, VKG_ERR_ABORTED,
+              "step %lld: the loss (%g) or the gradient norm (%g) was not finite in %lld steps in "
+              "a row (--max-skipped %d), none of them applied: the parameters are those of step "
+              "%lld; lower --lr, check the data, or resume from an earlier checkpoint",
+              t->step, (double)info->loss, (double)norm, t->skipped_run, t->cfg.max_skipped,
+              t->step - t->skipped_run);
     return VKG_OK;
 }
 
@@ -362,6 +392,26 @@ int vkg_trainer_spans(const vkg_trainer_t *t, const vkg_span **spans)
     return vkg_strategy_spans(t->par, spans);
 }
 
+static vkg_status write_text(FILE *f, void *ctx)
+{
+    const char *text = ctx;
+    return vkg_io_write_bytes(f, text, strlen(text));
+}
+
+/* ckpt_dir/run.json from the run's settings, once per trainer (rank 0), before its first
+ * checkpoint is marked complete. */
+static vkg_status write_run_config(vkg_trainer_t *t)
+{
+    if (!t->run_config)
+        return VKG_OK;
+    char path[1100];
+    snprintf(path, sizeof path, "%s/run.json", t->ckpt_dir);
+    VKG_TRY(vkg_io_write_atomic(path, write_text, t->run_config));
+    free(t->run_config);
+    t->run_config = NULL;
+    return VKG_OK;
+}
+
 /* vkg_trainer_checkpoint: every rank hands its part of the model and optimizer state to rank 0
  * (a pipeline's stages each hold some layers), which writes, prunes and plots. */
 static vkg_status write_checkpoint(vkg_trainer_t *t, char *path_out, size_t cap)
@@ -382,6 +432,7 @@ static vkg_status write_checkpoint(vkg_trainer_t *t, char *path_out, size_t cap)
     if (t->train)
         vkg_data_position(t->train, &cs.data_pos);
     char path[1100];
+    VKG_TRY_GOTO(st, write_run_config(t), done);
     VKG_TRY_GOTO(st, vkg_checkpoint_write(t->ckpt_dir, &t->mcfg, p, m, v, &cs, path, sizeof path),
                  done);
     if (path_out)

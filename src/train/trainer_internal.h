@@ -27,9 +27,11 @@ struct vkg_trainer {
     long long step; /* optimizer steps completed */
     long long start_step;
     uint64_t tokens;
+    long long skipped, skipped_run; /* steps not applied: in all, and in a row up to now */
     int resumed;
     char resume_skipped[2048]; /* newer checkpoints --resume passed over, and why ("" none) */
     char ckpt_dir[1024];
+    char *run_config;    /* cfg.run_config copied, or NULL; written as run.json once */
     int lock_fd;         /* ckpt_dir's lock (rank 0), -1 when none */
     vkg_trace *trace;    /* --trace: this rank's timeline, or NULL */
     int failed;          /* a call failed: the peers are told on destroy */
@@ -45,11 +47,16 @@ struct vkg_trainer {
 vkg_status vkg__train_open_tokenizer(vkg_trainer_t *t);
 vkg_status vkg__train_load_model(vkg_trainer_t *t, float **params, vkg_checkpoint *ck);
 vkg_status vkg__train_open_data(vkg_trainer_t *t);
+/* A new model from the flags (layers, heads, channels, context, vocabulary from --vocab or the
+ * tokenizer) initialised from the seed: t->mcfg and *params (malloc'ed). VKG_ERR_INVALID_ARG when
+ * no vocabulary size is known or the shape is invalid. */
+vkg_status vkg__train_new_model(vkg_trainer_t *t, float **params);
 
 /* What the ranks of a job must share and agree on before training (agree.c): rank 0's model
  * config and resume state go to every rank (which then hold an empty ck with m/v allocated when
- * resuming); every rank's model, data and flags must match rank 0's; a resumed data position is
- * carried over to another world size when the total batch holds. No-ops with one rank. */
+ * resuming; when rank 0 found nothing to resume, the others make their new model then); every
+ * rank's model, data and flags must match rank 0's; a resumed data position is carried over to
+ * another world size when the total batch holds. No-ops with one rank. */
 vkg_status vkg__train_share_start(vkg_trainer_t *t, float **params, vkg_checkpoint *ck);
 vkg_status vkg__train_agree(vkg_trainer_t *t, const vkg_checkpoint *ck);
 vkg_status vkg__train_resume_data(vkg_trainer_t *t, const vkg_checkpoint_state *s);
