@@ -338,7 +338,7 @@ static void test_keep_documented(void **state)
     const char *help[] = {"train", "--help", NULL};
     assert_int_equal(run(&p, help), 0);
     const char *line = strstr(p.buf[0], "--keep");
-    if (!line || !strstr(line, "default 3") || strchr(line, '\n') < strstr(line, "default 3"))
+    if (!line || !strstr(line, "(default: 3)") || strchr(line, '\n') < strstr(line, "(default: 3)"))
         fail_msg("--help does not give --keep's default of 3:\n%s", p.buf[0]);
     vkg_test_proc_free(&p);
     const char *train[] = {"train", SETTINGS, "--steps", "1", "--ckpt-dir", ckpt, NULL};
