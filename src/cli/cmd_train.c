@@ -158,6 +158,8 @@ static int run(vkg_trainer_t *t, const train_opts *o)
            "the device\n",
            info.device, info.layers, info.heads, info.channels, info.max_seq_len, info.vocab_size,
            info.padded_vocab_size, info.num_params, (double)info.device_bytes / 1048576.0);
+    if (info.coopmat[0])
+        printf("coopmat: %s\n", info.coopmat);
     if (info.param_copy_bytes)
         printf("precision: bf16 (fp32 master weights, AdamW and weight gradients; bf16 weight copy "
                "%.1f MiB read by the matrix products)\n",

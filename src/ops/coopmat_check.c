@@ -57,8 +57,7 @@ static vkg_status run_product(vkg_device_t *dev, float *got)
     VKG_TRY_GOTO(st, vkg_tensor_write(dev, b, 0, h + na, nb * 2), fail);
     VKG_TRY_GOTO(st, vkg_cmd_create(dev, &cmd), fail);
     VKG_TRY_GOTO(st, vkg_cmd_begin(cmd), fail);
-    VKG_TRY_GOTO(st,
-                 vkg_op_matmul_fwd(cmd, out, a, b, NULL, CHECK_M, CHECK_K, CHECK_N, scratch),
+    VKG_TRY_GOTO(st, vkg_op_matmul_fwd(cmd, out, a, b, NULL, CHECK_M, CHECK_K, CHECK_N, scratch),
                  fail);
     VKG_TRY_GOTO(st, vkg_cmd_end(cmd), fail);
     VKG_TRY_GOTO(st, vkg_cmd_run(cmd, 0), fail);
