@@ -60,6 +60,11 @@ void vkg_cli_duration(double seconds, char *buf, size_t cap);
 struct vkg_step_info;
 void vkg_cli_print_step(const struct vkg_step_info *s, long long steps, double elapsed_s,
                         long long done, int tty);
+/* The lines that open a train run on this rank: device, cooperative matrices, precision, memory,
+ * batch, data parallelism, transport, pipeline (schedule: its name) and sharded optimizer, each
+ * where it applies. */
+struct vkg_trainer_info;
+void vkg_cli_print_run(const struct vkg_trainer_info *info, int recompute, const char *schedule);
 
 /* The lines `train --help` and `launch --help` end their synopsis with: signals and exit codes. */
 #define VKG_CLI_EXIT_HELP                                                                          \
