@@ -12,7 +12,8 @@
 // (both in ascending t). qkv (B,T,3C), dout (B,T,C), lse and delta (B,NH,T) in; dqkv (B,T,3C):
 // its k and v parts accumulated. Workgroup (x: block of keys, y: head, z: batch); the query tiles
 // start at the block's first key (queries before it see none of its keys). Every sum runs in a
-// fixed order and no two workgroups write the same element: deterministic, no atomics.
+// fixed order and no two workgroups write the same element: deterministic, no atomics. FORM 0's
+// loops over a row's channels index register arrays and are unrolled ([[unroll]]).
 //
 // FORM 0 (GPUs): one invocation per key (the workgroup's WG keys), its dk and dv rows in
 // registers and its k and v rows in shared memory; each tile of BQ queries (q, dout, lse, delta)
@@ -62,7 +63,7 @@ void dkv_rows()
         vown[i / HS * HSP + i % HS] = QKV(row + 2 * p.C);
     }
     float dk[HS], dv[HS];
-    for (uint c = 0; c < HS; c++) {
+    [[unroll]] for (uint c = 0; c < HS; c++) {
         dk[c] = 0.0;
         dv[c] = 0.0;
     }
@@ -87,13 +88,13 @@ void dkv_rows()
             if (t < key)
                 continue;
             float s = 0.0, dp = 0.0;
-            for (uint c = 0; c < HS; c++) {
+            [[unroll]] for (uint c = 0; c < HS; c++) {
                 s = fma(kown[mine + c], qs[i * HS + c], s);
                 dp = fma(vown[mine + c], ds[i * HS + c], dp);
             }
             float pr = exp(s * p.scale - lses[i]);
             float dsc = pr * (dp - deltas[i]);
-            for (uint c = 0; c < HS; c++) {
+            [[unroll]] for (uint c = 0; c < HS; c++) {
                 dv[c] = fma(pr, ds[i * HS + c], dv[c]);
                 dk[c] = fma(dsc, qs[i * HS + c], dk[c]);
             }
@@ -102,7 +103,7 @@ void dkv_rows()
     if (key >= T)
         return;
     const uint orow = base + key * C3;
-    for (uint c = 0; c < HS; c++) {
+    [[unroll]] for (uint c = 0; c < HS; c++) {
         p.dqkv.v[orow + p.C + c] += p.scale * dk[c];
         p.dqkv.v[orow + 2 * p.C + c] += dv[c];
     }

@@ -15,7 +15,8 @@
 // element: deterministic. The key and value gradients are attention_bwd_dkv's.
 //
 // FORM 0 (GPUs): one invocation per query row, its q, dout and dq rows in registers, each tile of
-// keys and values staged in shared memory (read as broadcasts). FORM 1 (CPU devices): one
+// keys and values staged in shared memory (read as broadcasts); its loops over a row's channels
+// index those registers and are unrolled ([[unroll]]). FORM 1 (CPU devices): one
 // subgroup of S lanes owning S rows (uniform); lane x holds keys x + S*j of each tile for the
 // scores and channels x + S*c of dq; rows and dS pass between lanes by subgroup broadcasts, as in
 // attention_fwd.
@@ -52,7 +53,7 @@ void dq_rows()
     const uint stat = (b * p.NH + h) * T + tc;
     const float lse = p.lse.v[stat], delta = p.delta.v[stat];
     float q[HS], d[HS], dq[HS];
-    for (uint c = 0; c < HS; c++) {
+    [[unroll]] for (uint c = 0; c < HS; c++) {
         q[c] = QKV(base + tc * C3 + c);
         d[c] = p.dout.v[drow + c];
         dq[c] = 0.0;
@@ -70,19 +71,19 @@ void dq_rows()
             if (k0 + j > t)
                 break;
             float s = 0.0, dp = 0.0;
-            for (uint c = 0; c < HS; c++) {
+            [[unroll]] for (uint c = 0; c < HS; c++) {
                 s = fma(q[c], ks[j * HS + c], s);
                 dp = fma(d[c], vs[j * HS + c], dp);
             }
             float ds = exp(s * p.scale - lse) * (dp - delta);
-            for (uint c = 0; c < HS; c++)
+            [[unroll]] for (uint c = 0; c < HS; c++)
                 dq[c] = fma(ds, ks[j * HS + c], dq[c]);
         }
     }
     if (t >= T)
         return;
     const uint orow = base + t * C3;
-    for (uint c = 0; c < HS; c++)
+    [[unroll]] for (uint c = 0; c < HS; c++)
         p.dqkv.v[orow + c] += p.scale * dq[c];
 }
 

@@ -14,7 +14,8 @@
 // rescaled by exp(m_old - m_new) whenever the maximum grows; at the end out = o / l and
 // lse = m + log(l). Every sum runs in a fixed order (no atomics): deterministic. Loops over keys
 // are not unrolled (an unrolled tile makes lavapipe's compiler take minutes); those over a row's
-// channels index register arrays and are.
+// channels index register arrays and are, explicitly ([[unroll]]: left to the compiler, an
+// array indexed by a loop counter it did not unroll goes to slow memory).
 //
 // FORM 0 (GPUs): one invocation per query row (the workgroup's WG rows), its q and its output row
 // in registers; each tile of keys and values is staged in shared memory, read by all
@@ -57,7 +58,7 @@ void fwd_rows()
     const uint base = b * T * C3 + h * HS; // q of (b, 0, h)
     float q[HS], o[HS];
     const uint qrow = base + min(t, T - 1) * C3;
-    for (uint c = 0; c < HS; c++) {
+    [[unroll]] for (uint c = 0; c < HS; c++) {
         q[c] = QKV(qrow + c);
         o[c] = 0.0;
     }
@@ -77,19 +78,19 @@ void fwd_rows()
             if (k0 + j > t)
                 break;
             float a = 0.0;
-            for (uint c = 0; c < HS; c++)
+            [[unroll]] for (uint c = 0; c < HS; c++)
                 a = fma(q[c], ks[j * HS + c], a);
             a *= p.scale;
             if (a > m) {
                 float alpha = exp(m - a);
                 l *= alpha;
-                for (uint c = 0; c < HS; c++)
+                [[unroll]] for (uint c = 0; c < HS; c++)
                     o[c] *= alpha;
                 m = a;
             }
             float pj = exp(a - m);
             l += pj;
-            for (uint c = 0; c < HS; c++)
+            [[unroll]] for (uint c = 0; c < HS; c++)
                 o[c] = fma(pj, vs[j * HS + c], o[c]);
         }
     }

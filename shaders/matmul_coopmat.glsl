@@ -231,25 +231,54 @@ void main()
     }
 #endif
     barrier();
-    for (uint idx = tid; idx < BM * BN; idx += nthreads) {
-        uint m = m0 + idx / BN, n = n0 + idx % BN;
+    // Each invocation finishes two adjacent columns of a row at a time, so that a bf16 output's
+    // 32-bit word (elements 2w, 2w + 1) is written whole by one invocation with no atomics; a
+    // word shared with another row (an odd leading dimension) or the last column of an odd N
+    // goes through bf16_store_bits as before. BN is even (SGN FN CM_N, CM_N 8 or 16).
+    for (uint idx = tid; idx < BM * BN / 2; idx += nthreads) {
+        uint m = m0 + idx / (BN / 2), c = (idx % (BN / 2)) * 2, n = n0 + c;
         if (m >= p.M || n >= p.N)
             continue;
-        float r = Cs[(idx / BN) * CSTR + idx % BN];
-        if (ACCUMULATE == 1)
-            r += p.out_.v[obase + m * p.ldo + n];
-        else if (p.has_bias != 0)
-            r += p.bias.v[n];
-        if (OUT_BF16 == 1) {
-            uint h = bf16_round(r);
-            bf16_store_bits(Uints(uvec2(p.out_)), obase + m * p.ldo + n, h);
-            r = bf16_widen(h);
-        } else {
-            p.out_.v[obase + m * p.ldo + n] = r;
+        bool two = n + 1 < p.N;
+        uint o = obase + m * p.ldo + n;
+        float r0 = Cs[(idx / (BN / 2)) * CSTR + c], r1 = Cs[(idx / (BN / 2)) * CSTR + c + 1];
+        if (ACCUMULATE == 1) {
+            r0 += p.out_.v[o];
+            r1 += two ? p.out_.v[o + 1] : 0.0;
+        } else if (p.has_bias != 0) {
+            r0 += p.bias.v[n];
+            r1 += two ? p.bias.v[n + 1] : 0.0;
         }
-        if (GELU == 1 && ACT_BF16 == 1)
-            bf16_store_half(Uints(uvec2(p.act)), m * p.ldo + n, gelu_tanh(r));
-        else if (GELU == 1)
-            p.act.v[m * p.ldo + n] = gelu_tanh(r);
+        Uints ow = Uints(uvec2(p.out_)), aw = Uints(uvec2(p.act));
+        if (OUT_BF16 == 1) {
+            uint h0 = bf16_round(r0), h1 = bf16_round(r1);
+            if (two && (o & 1u) == 0) {
+                ow.v[o >> 1] = h0 | (h1 << 16);
+            } else {
+                bf16_store_bits(ow, o, h0);
+                if (two)
+                    bf16_store_bits(ow, o + 1, h1);
+            }
+            r0 = bf16_widen(h0), r1 = bf16_widen(h1);
+        } else {
+            p.out_.v[o] = r0;
+            if (two)
+                p.out_.v[o + 1] = r1;
+        }
+        if (GELU == 0)
+            continue;
+        uint a = m * p.ldo + n;
+        float g0 = gelu_tanh(r0), g1 = two ? gelu_tanh(r1) : 0.0;
+        if (ACT_BF16 == 1 && two && (a & 1u) == 0) {
+            aw.v[a >> 1] = bf16_pack2(g0, g1);
+        } else if (ACT_BF16 == 1) {
+            bf16_store_half(aw, a, g0);
+            if (two)
+                bf16_store_half(aw, a + 1, g1);
+        } else {
+            p.act.v[a] = g0;
+            if (two)
+                p.act.v[a + 1] = g1;
+        }
     }
 }

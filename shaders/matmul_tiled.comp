@@ -3,6 +3,7 @@
 #include "common.glsl"
 #include "gelu.glsl"
 #extension GL_EXT_buffer_reference_uvec2 : require
+#extension GL_EXT_control_flow_attributes : require
 // Block-tiled matrix product for GPUs, with both operands read in their stored layouts:
 //   R(m, n) = sum_k A(m, k) * B(k, n)
 //   A(m, k) = a[m * lda + k] when A_KCONTIG = 1, else a[k * lda + m]
@@ -21,13 +22,21 @@
 // invocation accumulates its TM x TN sub-block from shared memory in registers: a value loaded
 // from global memory is used BN (A) or BM (B) times. The next step's tiles are loaded into
 // registers before this step's products, so their latency hides behind the arithmetic.
-// VEC4 = 1 loads both operands 4 floats at a time (16-byte loads): only when the host found that
-// each operand's contiguous extent (K, or M / N), leading dimension and address are multiples of
-// 4 floats (16 bytes) and BK, BM, BN are multiples of 4, so that a vec4 is wholly inside or
-// wholly outside the operand; the scalar path serves every other shape. Both paths stage the same
-// values, so they give the same bits. An invocation's rows and columns are interleaved (row
+// VEC4 = 1 loads both operands 4 elements at a time (16-byte loads of floats, 8-byte loads of
+// bf16 operands, widened): only when the host found that each operand's contiguous extent (K, or
+// M / N), leading dimension and address are multiples of 4 elements (16 bytes for floats, 8 for
+// bf16) and BK, BM, BN are multiples of 4, so that 4 elements are wholly inside or wholly outside
+// the operand; the scalar path serves every other shape. Both paths stage the same values, so
+// they give the same bits. An invocation's rows and columns are interleaved (row
 // ty + i * BM / TM, column tx + j * BN / TN), so that its stores, like its neighbours', fall on
-// consecutive addresses (coalesced). Out-of-range elements load as 0 and are never stored, so any
+// consecutive addresses (coalesced); where a bf16 output is stored (PAIR), its columns go in
+// adjacent pairs instead (2 tx + j % 2 + (j / 2) 2 BN / TN), so that it owns both halves of
+// each 32-bit word it stores and writes the word whole, with no atomics (the atomic per-half
+// store, bf16_store_bits, remains only for a word the invocation shares: an odd leading
+// dimension, or the last column of an odd N). Every loop that indexes an invocation's register
+// arrays is unrolled ([[unroll]]): an accumulator array indexed by a loop counter the compiler
+// did not unroll would be placed in slow memory. The loop along k is not (it indexes shared
+// memory only). Out-of-range elements load as 0 and are never stored, so any
 // M, N, K works. Every R(m, n) adds its products in the order k = 0, 1, ...: results are
 // deterministic. The workgroup is (BN / TN) x (BM / TM) invocations (ids 0, 1).
 // DBUF = 1 (double buffering): two shared tiles per operand. Step s computes from one while the
@@ -57,6 +66,9 @@ layout(constant_id = 14) const uint B_BF16 = 0;
 layout(constant_id = 15) const uint STORE_BF16 = 0;
 const uint ACT_BF16 = STORE_BF16 & 1u, OUT_BF16 = STORE_BF16 >> 1;
 layout(constant_id = 16) const uint DBUF = 0;
+// columns in adjacent pairs: 1 when STORE_BF16 != 0 and TN is even (integer operations only, as
+// specialization-constant expressions need)
+const uint PAIR = (STORE_BF16 | (STORE_BF16 >> 1)) & 1u & ~TN;
 #define A_AT(i) (A_BF16 == 1 ? bf16_load(Uints(uvec2(p.a)), i) : p.a.v[i])
 #define B_AT(i) (B_BF16 == 1 ? bf16_load(Uints(uvec2(p.b)), i) : p.b.v[i])
 
@@ -75,6 +87,11 @@ layout(buffer_reference, std430, buffer_reference_align = 4) restrict buffer Out
 layout(buffer_reference, std430, buffer_reference_align = 16) readonly restrict buffer InVec4s
 {
     vec4 v[];
+};
+
+layout(buffer_reference, std430, buffer_reference_align = 8) readonly restrict buffer InUvec2s
+{
+    uvec2 v[];
 };
 
 layout(push_constant) uniform Push {
@@ -105,11 +122,29 @@ float ra[A_PERS], rb[B_PERS]; // the next step's tiles, loaded while this step c
 vec4 ra4[A_PER4], rb4[B_PER4];
 uint kend; // end of this workgroup's k range
 
+// Four bf16 values (two packed words, the even element in each word's low half), widened.
+vec4 bf16_widen4(uvec2 w)
+{
+    return vec4(uintBitsToFloat(w.x << 16), uintBitsToFloat(w.x & 0xFFFF0000u),
+                uintBitsToFloat(w.y << 16), uintBitsToFloat(w.y & 0xFFFF0000u));
+}
+
+// Elements [4 q, 4 q + 4) of operand a or b on the VEC4 path.
+vec4 a_at4(uint q)
+{
+    return A_BF16 == 1 ? bf16_widen4(InUvec2s(uvec2(p.a)).v[q]) : InVec4s(uvec2(p.a)).v[q];
+}
+
+vec4 b_at4(uint q)
+{
+    return B_BF16 == 1 ? bf16_widen4(InUvec2s(uvec2(p.b)).v[q]) : InVec4s(uvec2(p.b)).v[q];
+}
+
 // Load the tiles of the step at k0 into registers: element e of A's tile is (mm, kk) along the
 // operand's contiguous dimension, so that neighbouring invocations read neighbouring addresses.
 void load_tiles(uint tid, uint m0, uint n0, uint k0)
 {
-    for (uint i = 0; i < A_PER; i++) {
+    [[unroll]] for (uint i = 0; i < A_PER; i++) {
         uint e = tid + i * THREADS;
         uint mm = A_KCONTIG == 1 ? e / BK : e % BM, kk = A_KCONTIG == 1 ? e % BK : e / BM;
         uint m = m0 + mm, k = k0 + kk;
@@ -118,7 +153,7 @@ void load_tiles(uint tid, uint m0, uint n0, uint k0)
             v = A_KCONTIG == 1 ? A_AT(m * p.lda + k) : A_AT(k * p.lda + m);
         ra[i] = v;
     }
-    for (uint i = 0; i < B_PER; i++) {
+    [[unroll]] for (uint i = 0; i < B_PER; i++) {
         uint e = tid + i * THREADS;
         uint nn = B_KCONTIG == 1 ? e / BK : e % BN, kk = B_KCONTIG == 1 ? e % BK : e / BN;
         uint n = n0 + nn, k = k0 + kk;
@@ -133,25 +168,24 @@ void load_tiles(uint tid, uint m0, uint n0, uint k0)
 // dimension (C = BK or BM of them per line of the tile).
 void load_tiles4(uint tid, uint m0, uint n0, uint k0)
 {
-    InVec4s a4 = InVec4s(uvec2(p.a)), b4 = InVec4s(uvec2(p.b));
-    for (uint i = 0; i < A_PER4; i++) {
+    [[unroll]] for (uint i = 0; i < A_PER4; i++) {
         uint e = tid + i * THREADS;
         uint mm = A_KCONTIG == 1 ? e / (BK / 4) : (e % (BM / 4)) * 4;
         uint kk = A_KCONTIG == 1 ? (e % (BK / 4)) * 4 : e / (BM / 4);
         uint m = m0 + mm, k = k0 + kk;
         vec4 v = vec4(0.0);
         if (e < BM * BK / 4 && m < p.M && k < kend)
-            v = A_KCONTIG == 1 ? a4.v[(m * p.lda + k) / 4] : a4.v[(k * p.lda + m) / 4];
+            v = A_KCONTIG == 1 ? a_at4((m * p.lda + k) / 4) : a_at4((k * p.lda + m) / 4);
         ra4[i] = v;
     }
-    for (uint i = 0; i < B_PER4; i++) {
+    [[unroll]] for (uint i = 0; i < B_PER4; i++) {
         uint e = tid + i * THREADS;
         uint nn = B_KCONTIG == 1 ? e / (BK / 4) : (e % (BN / 4)) * 4;
         uint kk = B_KCONTIG == 1 ? (e % (BK / 4)) * 4 : e / (BN / 4);
         uint n = n0 + nn, k = k0 + kk;
         vec4 v = vec4(0.0);
         if (e < BN * BK / 4 && n < p.N && k < kend)
-            v = B_KCONTIG == 1 ? b4.v[(n * p.ldb + k) / 4] : b4.v[(k * p.ldb + n) / 4];
+            v = B_KCONTIG == 1 ? b_at4((n * p.ldb + k) / 4) : b_at4((k * p.ldb + n) / 4);
         rb4[i] = v;
     }
 }
@@ -159,21 +193,21 @@ void load_tiles4(uint tid, uint m0, uint n0, uint k0)
 // Store the registers' tiles into rows [row0, row0 + BK) of As and Bs.
 void store_tiles4(uint tid, uint row0)
 {
-    for (uint i = 0; i < A_PER4; i++) {
+    [[unroll]] for (uint i = 0; i < A_PER4; i++) {
         uint e = tid + i * THREADS;
         if (e >= BM * BK / 4)
             continue;
-        for (uint c = 0; c < 4; c++)
+        [[unroll]] for (uint c = 0; c < 4; c++)
             if (A_KCONTIG == 1)
                 As[row0 + (e % (BK / 4)) * 4 + c][e / (BK / 4)] = ra4[i][c];
             else
                 As[row0 + e / (BM / 4)][(e % (BM / 4)) * 4 + c] = ra4[i][c];
     }
-    for (uint i = 0; i < B_PER4; i++) {
+    [[unroll]] for (uint i = 0; i < B_PER4; i++) {
         uint e = tid + i * THREADS;
         if (e >= BN * BK / 4)
             continue;
-        for (uint c = 0; c < 4; c++)
+        [[unroll]] for (uint c = 0; c < 4; c++)
             if (B_KCONTIG == 1)
                 Bs[row0 + (e % (BK / 4)) * 4 + c][e / (BK / 4)] = rb4[i][c];
             else
@@ -183,13 +217,13 @@ void store_tiles4(uint tid, uint row0)
 
 void store_tiles(uint tid, uint row0)
 {
-    for (uint i = 0; i < A_PER; i++) {
+    [[unroll]] for (uint i = 0; i < A_PER; i++) {
         uint e = tid + i * THREADS;
         uint mm = A_KCONTIG == 1 ? e / BK : e % BM, kk = A_KCONTIG == 1 ? e % BK : e / BM;
         if (e < BM * BK)
             As[row0 + kk][mm] = ra[i];
     }
-    for (uint i = 0; i < B_PER; i++) {
+    [[unroll]] for (uint i = 0; i < B_PER; i++) {
         uint e = tid + i * THREADS;
         uint nn = B_KCONTIG == 1 ? e / BK : e % BN, kk = B_KCONTIG == 1 ? e % BK : e / BN;
         if (e < BN * BK)
@@ -213,6 +247,73 @@ void store_step(uint tid, uint row0)
         store_tiles(tid, row0);
 }
 
+// Column j of an invocation's TN columns within the block (see PAIR above).
+uint col(uint tx, uint j)
+{
+    return PAIR == 1 ? 2 * tx + (j & 1u) + (j >> 1) * 2 * NX : tx + j * NX;
+}
+
+// One k of the step: every accumulator of the invocation gains the product of its row's A and
+// its column's B, from the shared tiles' row r.
+void step_products(inout float acc[TM][TN], uint r, uint tx, uint ty)
+{
+    float av[TM], bv[TN];
+    [[unroll]] for (uint i = 0; i < TM; i++)
+        av[i] = As[r][ty + i * NY];
+    [[unroll]] for (uint j = 0; j < TN; j++)
+        bv[j] = Bs[r][col(tx, j)];
+    [[unroll]] for (uint i = 0; i < TM; i++)
+        [[unroll]] for (uint j = 0; j < TN; j++)
+            acc[i][j] = fma(av[i], bv[j], acc[i][j]);
+}
+
+// The value stored at (m, n) for the sum r: plus what out holds there (ACCUMULATE) or the bias.
+float finish(float r, uint o, uint n)
+{
+    if (ACCUMULATE == 1)
+        return r + p.out_.v[o];
+    return p.has_bias != 0 ? r + p.bias.v[n] : r;
+}
+
+// Store the invocation's values of (m, n) and, when two, (m, n + 1): r0 and r1 are finished sums
+// (bias added). out gets them (rounded to bf16 when OUT_BF16) at out index o, o + 1; with GELU, act
+// gets gelu_tanh of what out holds, at act index o - obase. bf16 pairs whose first element is
+// even fill a word of their own and are stored whole; any other bf16 element by its half.
+void store_pair(uint o, uint obase, bool two, float r0, float r1)
+{
+    Uints ow = Uints(uvec2(p.out_)), aw = Uints(uvec2(p.act));
+    if (OUT_BF16 == 1) {
+        uint h0 = bf16_round(r0), h1 = bf16_round(r1);
+        if (two && (o & 1u) == 0) {
+            ow.v[o >> 1] = h0 | (h1 << 16);
+        } else {
+            bf16_store_bits(ow, o, h0);
+            if (two)
+                bf16_store_bits(ow, o + 1, h1);
+        }
+        r0 = bf16_widen(h0), r1 = bf16_widen(h1);
+    } else {
+        p.out_.v[o] = r0;
+        if (two)
+            p.out_.v[o + 1] = r1;
+    }
+    if (GELU == 0)
+        return;
+    uint a = o - obase;
+    float g0 = gelu_tanh(r0), g1 = two ? gelu_tanh(r1) : 0.0;
+    if (ACT_BF16 == 1 && two && (a & 1u) == 0) {
+        aw.v[a >> 1] = bf16_pack2(g0, g1);
+    } else if (ACT_BF16 == 1) {
+        bf16_store_half(aw, a, g0);
+        if (two)
+            bf16_store_half(aw, a + 1, g1);
+    } else {
+        p.act.v[a] = g0;
+        if (two)
+            p.act.v[a + 1] = g1;
+    }
+}
+
 void main()
 {
     const uint tx = gl_LocalInvocationID.x, ty = gl_LocalInvocationID.y;
@@ -222,8 +323,8 @@ void main()
     kend = min(p.K, kbeg + p.kchunk);
     const uint obase = gl_WorkGroupID.z * p.M * p.ldo; // this chunk's slice (0 when not split)
     float acc[TM][TN];
-    for (uint i = 0; i < TM; i++)
-        for (uint j = 0; j < TN; j++)
+    [[unroll]] for (uint i = 0; i < TM; i++)
+        [[unroll]] for (uint j = 0; j < TN; j++)
             acc[i][j] = 0.0;
     load_step(tid, m0, n0, kbeg);
     store_step(tid, 0);
@@ -234,16 +335,8 @@ void main()
         if (more) // the global loads of the next step are in flight during this one's FMAs
             load_step(tid, m0, n0, k0 + BK);
         uint kn = min(BK, kend - k0);
-        for (uint kk = 0; kk < kn; kk++) {
-            float av[TM], bv[TN];
-            for (uint i = 0; i < TM; i++)
-                av[i] = As[cur + kk][ty + i * NY];
-            for (uint j = 0; j < TN; j++)
-                bv[j] = Bs[cur + kk][tx + j * NX];
-            for (uint i = 0; i < TM; i++)
-                for (uint j = 0; j < TN; j++)
-                    acc[i][j] = fma(av[i], bv[j], acc[i][j]);
-        }
+        for (uint kk = 0; kk < kn; kk++)
+            step_products(acc, cur + kk, tx, ty);
         if (DBUF == 1) { // the other buffer was last read in the step before, behind a barrier
             if (more) {
                 store_step(tid, BK - cur);
@@ -258,30 +351,19 @@ void main()
             }
         }
     }
-    for (uint i = 0; i < TM; i++) {
+    [[unroll]] for (uint i = 0; i < TM; i++) {
         uint m = m0 + ty + i * NY;
         if (m >= p.M)
             continue;
-        for (uint j = 0; j < TN; j++) {
-            uint n = n0 + tx + j * NX;
+        [[unroll]] for (uint j = 0; j < TN; j += PAIR + 1) {
+            uint n = n0 + col(tx, j);
             if (n >= p.N)
                 continue;
-            float r = acc[i][j];
-            if (ACCUMULATE == 1)
-                r += p.out_.v[obase + m * p.ldo + n];
-            else if (p.has_bias != 0)
-                r += p.bias.v[n];
-            if (OUT_BF16 == 1) {
-                uint h = bf16_round(r);
-                bf16_store_bits(Uints(uvec2(p.out_)), obase + m * p.ldo + n, h);
-                r = bf16_widen(h);
-            } else {
-                p.out_.v[obase + m * p.ldo + n] = r;
-            }
-            if (GELU == 1 && ACT_BF16 == 1)
-                bf16_store_half(Uints(uvec2(p.act)), m * p.ldo + n, gelu_tanh(r));
-            else if (GELU == 1)
-                p.act.v[m * p.ldo + n] = gelu_tanh(r);
+            bool two = PAIR == 1 && n + 1 < p.N;
+            uint o = obase + m * p.ldo + n;
+            float r0 = finish(acc[i][j], o, n);
+            float r1 = two ? finish(acc[i][j + PAIR], o + 1, n + 1) : 0.0;
+            store_pair(o, obase, two, r0, r1);
         }
     }
 }

@@ -19,7 +19,8 @@
  *    ties to even): |gpu - ref| <= 1e-5 mag + 1e-6, the f32 sums' own rounding;
  *  - act (GELU epilogue) = gelu of the stored out within 1e-5 (bf16 act: 2^-8) relative.
  * The routing (default tuning): forward products with a bf16 weight run the kernel, fp32 ones
- * and the gradients do not. One case shows the tight bound failing on unrounded operands. */
+ * and the gradients do not. One case shows the tight bound failing on unrounded operands. The
+ * self-check (vkg_op_coopmat_selfcheck) passes and bites; --coopmat auto is on or says why not. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -310,6 +311,54 @@ static void test_checker_bites(void **state)
     route_all(g, 0);
 }
 
+/* The self-check at start: the device's kernel passes it and stays on; an expected value moved
+ * by a quarter makes it fail, name the element, and turn the kernel off. */
+static void test_selfcheck(void **state)
+{
+    vkg_gpu *g = *state;
+    vkg_device_tuning saved = vkg_device_tuning_get(g->dev);
+    assert_true(saved.coopmat != 0);
+    char why[256] = "x";
+    VKG_ASSERT_OK(vkg_op_coopmat_selfcheck(g->dev, 0.0f, why, sizeof why));
+    assert_string_equal(why, "");
+    assert_int_equal(vkg_device_tuning_get(g->dev).coopmat, saved.coopmat);
+    VKG_ASSERT_OK(vkg_op_coopmat_selfcheck(g->dev, 0.25f, why, sizeof why));
+    assert_non_null(strstr(why, "self-check gave"));
+    assert_non_null(strstr(why, "row 0, column 0"));
+    assert_int_equal(vkg_device_tuning_get(g->dev).coopmat, 0);
+    VKG_ASSERT_OK(vkg_op_coopmat_selfcheck(g->dev, 0.25f, why, sizeof why)); /* off: nothing */
+    assert_string_equal(why, "");
+    VKG_ASSERT_OK(vkg_device_tuning_set(g->dev, &saved));
+}
+
+/* --coopmat auto: on, with no note, where the device lists a usable configuration and has the
+ * features; else off, the note naming what is missing. Never an error. */
+static void test_auto(void **state)
+{
+    (void)state;
+    vkg_device_opts o = vkg_device_opts_default();
+    o.select = getenv("VKGPT_DEVICE");
+    o.validation = 1;
+    o.coopmat = VKG_COOPMAT_AUTO;
+    vkg_device_t *d = NULL;
+    VKG_ASSERT_OK(vkg_device_create(&o, &d));
+    const vkg_device_info *info = vkg_device_get_info(d);
+    vkg_device_tuning tu = vkg_device_tuning_get(d);
+    const char *note = vkg_device_coopmat_note(d);
+    printf("  --coopmat auto on %s: %s%s\n", info->name, tu.coopmat ? "on" : "off: ", note);
+    if (tu.coopmat) {
+        assert_int_equal(tu.coopmat, 1);
+        assert_string_equal(note, "");
+        assert_true(info->shader_float16 && info->vulkan_memory_model_device_scope);
+    } else {
+        assert_non_null(strstr(note, info->name));
+        if (!info->coopmat_khr && !info->coopmat_nv)
+            assert_non_null(strstr(note, "neither VK_KHR_cooperative_matrix"));
+    }
+    char first[512];
+    assert_int_equal(vkg_device_destroy_report(&d, first, sizeof first), 0);
+}
+
 #if !COOPMAT_REAL
 /* Asking for the real kernel on a device without cooperative matrices is a clear error, and so
  * is a tuning that turns it on for a device opened without it. */
@@ -347,6 +396,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_fragment_shapes, vkg_gpu_setup, vkg_gpu_teardown),
         cmocka_unit_test_setup_teardown(test_routing, vkg_gpu_setup, vkg_gpu_teardown),
         cmocka_unit_test_setup_teardown(test_checker_bites, vkg_gpu_setup, vkg_gpu_teardown),
+        cmocka_unit_test_setup_teardown(test_selfcheck, vkg_gpu_setup, vkg_gpu_teardown),
+        cmocka_unit_test(test_auto),
 #if !COOPMAT_REAL
         cmocka_unit_test_setup_teardown(test_errors, vkg_gpu_setup, vkg_gpu_teardown),
 #endif

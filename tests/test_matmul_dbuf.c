@@ -5,7 +5,8 @@
  * no power of two), on a shape that is no multiple of either block and takes many k-steps (so
  * each buffer is refilled several times, the last step partial). Each product's recorded
  * dispatch names DBUF = 1 or leaves it out (single), so both forms really ran; the single one is
- * checked against the CPU reference too (the table's entries are in test_matmul_tiles). */
+ * checked against the CPU reference too (the table's entries are in test_matmul_tiles). The vec4
+ * path (4 floats, or 4 bf16 widened, per load) gives the scalar path's bits in every mode. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -33,9 +34,9 @@ typedef struct mode {
 static const mode modes[] = {
     {"bias, vec4", 0, 0, 1, 0, 0, 0, 0, 1, 1},
     {"bias + GELU, fp32 act, vec4", 0, 0, 1, 1, 0, 0, 0, 1, 1},
-    {"GELU, bf16 act, bf16 B", 0, 1, 0, 1, 1, 0, 0, 1, 0},
-    {"bias + GELU, bf16 act, bf16 A and B", 1, 1, 1, 1, 1, 0, 0, 1, 0},
-    {"bf16 A, B n-contiguous", 1, 0, 0, 0, 0, 0, 0, 0, 0},
+    {"GELU, bf16 act, bf16 B, vec4", 0, 1, 0, 1, 1, 0, 0, 1, 1},
+    {"bias + GELU, bf16 act, bf16 A and B, vec4", 1, 1, 1, 1, 1, 0, 0, 1, 1},
+    {"bf16 A, B n-contiguous, vec4", 1, 0, 0, 0, 0, 0, 0, 0, 1},
     {"accumulate, B n-contiguous, vec4", 0, 0, 0, 0, 0, 1, 0, 0, 1},
     {"accumulate, split-K, vec4", 0, 0, 0, 0, 0, 1, 1, 1, 1},
 };
@@ -51,13 +52,13 @@ static vkg_tensor operand(vkg_gpu *g, const float *v, size_t n, int bf16)
  * inputs every call: the output into out (M * N floats), the activation into act (M * N floats,
  * or (M * N + 1) / 2 words when bf16) when m->gelu; returns the product's recorded dispatch. */
 static vkg_cmd_logged run(vkg_gpu *g, const mode *m, const vkg_matmul_tiling *t, float *out,
-                          float *act)
+                          float *act, uint32_t vec4)
 {
     vkg_device_tuning tu = vkg_device_tuning_get(g->dev);
     vkg__mmt_force(&tu, t);
     tu.mmt_fill = 1u << 20; /* every product "too small": split-K wherever it is allowed */
     tu.mmt_splitk = 1;
-    tu.mmt_vec4 = 1;
+    tu.mmt_vec4 = vec4;
     VKG_ASSERT_OK(vkg_device_tuning_set(g->dev, &tu));
     vkg_test_rng r;
     vkg_test_rng_seed(&r, 77);
@@ -92,7 +93,7 @@ static vkg_cmd_logged run(vkg_gpu *g, const mode *m, const vkg_matmul_tiling *t,
     assert_int_equal(vkg_cmd_logged_dispatch(g->cmd, m->splitk ? 1 : 0, &l), 0);
     assert_int_equal(l.kernel, VKG_KERNEL_matmul_tiled);
     assert_int_equal(l.grid[2] > 1, m->splitk); /* split-K taken exactly where asked */
-    assert_int_equal(l.spec[SPEC_VEC4], m->vec4);
+    assert_int_equal(l.spec[SPEC_VEC4], vec4 ? m->vec4 : 0);
     vkg_gpu_run(g);
     vkg_gpu_download(g, to, out, M * N * 4);
     if (m->gelu)
@@ -131,10 +132,16 @@ static void test_dbuf_modes(void **state)
         for (size_t i = 0; i < NMODES; i++) {
             const mode *m = &modes[i];
             vkg_matmul_tiling t = tiles[v];
-            vkg_cmd_logged l = run(g, m, &t, one, act1);
+            vkg_cmd_logged l = run(g, m, &t, one, act1, 1);
             assert_true(l.nspec <= SPEC_DBUF); /* single buffered names no DBUF */
+            if (m->vec4) {                     /* the scalar path: the same bits */
+                run(g, m, &t, two, act2, 0);
+                assert_memory_equal(one, two, M * N * 4);
+                if (m->gelu)
+                    assert_memory_equal(act1, act2, m->act_bf16 ? (M * N + 1) / 2 * 4 : M * N * 4);
+            }
             t.dbuf = 1;
-            l = run(g, m, &t, two, act2);
+            l = run(g, m, &t, two, act2, 1);
             assert_true(l.nspec == SPEC_DBUF + 1 && l.spec[SPEC_DBUF] == 1);
             char what[128];
             snprintf(what, sizeof what, "%ux%ux%u, %s", t.bm, t.bn, t.bk, m->name);

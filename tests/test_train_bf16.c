@@ -118,6 +118,14 @@ static void run(int precision, const char *ckpt, run_record *rec)
     vkg_trainer_get_info(t, &info);
     assert_true(precision ? info.param_copy_bytes >= info.num_params * 2
                           : info.param_copy_bytes == 0);
+    /* --coopmat auto (the default): bf16 runs say whether the products are on cooperative
+     * matrices and why; fp32 runs have none to put there */
+    if (precision) {
+        printf("coopmat: %s\n", info.coopmat);
+        assert_true(!strncmp(info.coopmat, "on, ", 4) || !strncmp(info.coopmat, "off (", 5));
+    } else {
+        assert_string_equal(info.coopmat, "");
+    }
     steps(t, 1, STEPS, rec);
     rec->nparams = info.num_params;
     rec->params = malloc(rec->nparams * sizeof *rec->params);

@@ -233,6 +233,33 @@ static void test_tuning_defaults_by_capability(void **state)
     assert_string_equal(v.mmt_row, "apple");
 }
 
+/* VKG_TUNING_AS: the device tuned as a discrete GPU of the vendor named (its table row, the
+ * tiled matmul, 48 KiB of shared memory at most); a name it does not know is refused, naming
+ * the valid ones. */
+static void test_tuning_as(void **state)
+{
+    (void)state;
+    vkg_device_opts o = vkg_device_opts_default();
+    o.select = getenv("VKGPT_DEVICE");
+    vkg_device_t *d = NULL;
+    setenv("VKG_TUNING_AS", "nvidia", 1);
+    VKG_ASSERT_OK(vkg_device_create(&o, &d));
+    vkg_device_tuning t = vkg_device_tuning_get(d);
+    assert_string_equal(t.mmt_row, "nvidia");
+    assert_true(t.matmul_tiled == 1 && t.attention == VKG_ATTENTION_SHARED);
+    assert_true(vkg_device_get_info(d)->max_shared_memory <= 48u * 1024u);
+    vkg_device_destroy(&d);
+    setenv("VKG_TUNING_AS", "amd", 1);
+    VKG_ASSERT_OK(vkg_device_create(&o, &d));
+    assert_string_equal(vkg_device_tuning_get(d).mmt_row, "amd");
+    vkg_device_destroy(&d);
+    setenv("VKG_TUNING_AS", "nvidai", 1);
+    assert_int_equal(vkg_device_create(&o, &d), VKG_ERR_INVALID_ARG);
+    assert_non_null(strstr(vkg_error_message(), "VKG_TUNING_AS='nvidai' is not nvidia, amd"));
+    assert_null(d);
+    unsetenv("VKG_TUNING_AS");
+}
+
 /* vkg_device_tuning_set refuses a field out of range by name and keeps the tuning it had. */
 static void test_tuning_set_checks_fields(void **state)
 {
@@ -545,6 +572,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_timestamps, vkg_gpu_setup, vkg_gpu_teardown),
         cmocka_unit_test_setup_teardown(test_bad_op_arguments, vkg_gpu_setup, vkg_gpu_teardown),
         cmocka_unit_test(test_tuning_defaults_by_capability),
+        cmocka_unit_test(test_tuning_as),
         cmocka_unit_test_setup_teardown(test_tuning_set_checks_fields, vkg_gpu_setup,
                                         vkg_gpu_teardown),
         cmocka_unit_test_setup_teardown(test_host_import, vkg_gpu_setup, vkg_gpu_teardown),

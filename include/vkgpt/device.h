@@ -92,6 +92,7 @@ typedef struct vkg_device_info {
     int coopmat_count;
     vkg_coopmat_config coopmat[VKG_COOPMAT_MAX];
     int vulkan_memory_model;
+    int vulkan_memory_model_device_scope; /* vulkanMemoryModelDeviceScope */
 } vkg_device_info;
 
 /* List every Vulkan device. *out is a malloc'd array of *count entries (free() it).
@@ -126,11 +127,16 @@ int vkg_matmul_tiling_count(void);
  * ON: the device's f16 x f16 + f32 configuration through shaders/matmul_coopmat.comp;
  * vkg_device_create fails with VKG_ERR_UNSUPPORTED, naming what is missing, on a device without
  * one. EMULATE: the same kernel with its fragment operations done as plain arithmetic (any
- * device; for checking the kernel where there are no cooperative matrices, not for speed). */
+ * device; for checking the kernel where there are no cooperative matrices, not for speed). AUTO
+ * (vkgpt train's and bench train's default): as ON where the device has everything the kernel
+ * needs, else OFF with the reason kept (vkg_device_coopmat_note); the caller then runs
+ * vkg_op_coopmat_selfcheck before relying on it, which turns it off when the device's results are
+ * wrong. */
 typedef enum vkg_coopmat_mode {
     VKG_COOPMAT_OFF = 0,
     VKG_COOPMAT_ON = 1,
     VKG_COOPMAT_EMULATE = 2,
+    VKG_COOPMAT_AUTO = 3,
 } vkg_coopmat_mode;
 
 typedef struct vkg_device_opts {
@@ -152,7 +158,7 @@ typedef struct vkg_device_opts {
      * table entry and the product's shape (vkgpt --tiles); vkg_device_create fails with
      * VKG_ERR_INVALID_ARG naming the limit when the device cannot run them. */
     vkg_matmul_tiling tiles;
-    vkg_coopmat_mode coopmat; /* VKG_COOPMAT_OFF unless asked for */
+    vkg_coopmat_mode coopmat; /* VKG_COOPMAT_OFF unless asked for (vkgpt's default is AUTO) */
     /* 1: capture the driver's statistics of every pipeline (registers, spills, shared memory:
      * VK_KHR_pipeline_executable_properties, enabled where the device has it; vkgpt bench ops).
      * A device without the extension opens all the same, without statistics. */
@@ -160,6 +166,11 @@ typedef struct vkg_device_opts {
 } vkg_device_opts;
 
 vkg_device_opts vkg_device_opts_default(void);
+
+/* Under VKG_COOPMAT_AUTO, why the cooperative-matrix kernel is off on dev (what the device lacks,
+ * or the self-check's finding): "" when it is on, or when another mode was asked for. The string
+ * lives as long as dev. */
+const char *vkg_device_coopmat_note(const vkg_device_t *dev);
 
 /* Open a device. Errors: VKG_ERR_NOT_FOUND (no device matches `select`; the message lists the
  * devices), VKG_ERR_UNSUPPORTED (a required feature is missing; the message names it),

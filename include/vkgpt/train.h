@@ -31,7 +31,7 @@ typedef struct vkg_train_config {
     uint64_t memory_limit;   /* > 0: act as if the device had at most this much memory (bytes) */
     uint64_t max_allocation; /* > 0: act as if no allocation could be larger (bytes; tests) */
     vkg_matmul_tiling tiles; /* bm > 0: the tiled matmul with these tiles for every product */
-    int coopmat;   /* vkg_coopmat_mode (vkgpt/device.h): cooperative matrices, off by default */
+    int coopmat;   /* vkg_coopmat_mode (vkgpt/device.h): cooperative matrices, auto by default */
     int recompute; /* 1: recompute the GELU outputs in the backward pass (llm.c -r 1) */
     int precision; /* VKG_PRECISION_* (vkgpt/model.h); checkpoints stay fp32 */
     /* Model: resumed from ckpt_dir (resume), else loaded from init_path (an llm.c model file,
@@ -148,6 +148,7 @@ typedef struct vkg_trainer vkg_trainer_t;
 
 typedef struct vkg_trainer_info {
     char device[256];
+    char coopmat[400]; /* bf16: whether products run on cooperative matrices, and why ("" fp32) */
     int layers, heads, channels, max_seq_len, vocab_size, padded_vocab_size;
     size_t num_params;
     size_t device_bytes; /* device memory held by the model */

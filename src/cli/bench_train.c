@@ -16,6 +16,7 @@
 #include "cli/cli.h"
 #include "cli/flags.h"
 #include "model/gpt2.h"
+#include "ops/ops.h"
 #include "parallel/strategy.h"
 
 typedef struct preset {
@@ -207,8 +208,25 @@ static vkg_status run(const bench_opts *o, const vkg_gpt2_config *cfg)
     dopts.select = o->device;
     dopts.profiling = !o->no_profile;
     dopts.tiles = o->tiling;
-    dopts.coopmat = (vkg_coopmat_mode)o->coopmat;
+    dopts.coopmat = o->coopmat == VKG_COOPMAT_AUTO && o->precision != VKG_PRECISION_BF16
+                        ? VKG_COOPMAT_OFF
+                        : (vkg_coopmat_mode)o->coopmat;
     VKG_TRY_GOTO(st, vkg_device_create(&dopts, &dev), done);
+    char why[320] = "";
+    if (dopts.coopmat == VKG_COOPMAT_AUTO && vkg_device_tuning_get(dev).coopmat)
+        VKG_TRY_GOTO(st, vkg_op_coopmat_selfcheck(dev, 0.0f, why, sizeof why), done);
+    else if (dopts.coopmat == VKG_COOPMAT_AUTO)
+        snprintf(why, sizeof why, "%s", vkg_device_coopmat_note(dev));
+    if (o->precision == VKG_PRECISION_BF16) {
+        vkg_device_tuning ct = vkg_device_tuning_get(dev);
+        if (ct.coopmat)
+            printf("coopmat: %s %ux%ux%u f16 fragments, f32 sums (%s)\n",
+                   ct.coopmat == 2 ? "emulated" : "on,", ct.coopmat_m, ct.coopmat_n, ct.coopmat_k,
+                   dopts.coopmat == VKG_COOPMAT_AUTO ? "auto: the self-check passed" : "asked for");
+        else
+            printf("coopmat: off (%s)\n",
+                   dopts.coopmat == VKG_COOPMAT_AUTO ? why : "--coopmat off");
+    }
     const vkg_device_info *info = vkg_device_get_info(dev);
     if (o->tuning == 1) {
         vkg_device_tuning t =
@@ -304,7 +322,12 @@ done:
 
 int vkg_cli_bench_train(int argc, char **argv)
 {
-    bench_opts o = {.steps = 10, .warmup = 3, .lr = 3e-4f, .grad_clip = 1.0f, .seed = 1337};
+    bench_opts o = {.steps = 10,
+                    .warmup = 3,
+                    .lr = 3e-4f,
+                    .grad_clip = 1.0f,
+                    .seed = 1337,
+                    .coopmat = VKG_COOPMAT_AUTO};
     const vkg_flag flags[] = {
         {"--preset", VKG_FLAG_CHOICE, &o.preset,
          "l4 (the default): L=4 C=256 NH=4 V=50257 "

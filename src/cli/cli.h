@@ -60,6 +60,11 @@ void vkg_cli_duration(double seconds, char *buf, size_t cap);
 struct vkg_step_info;
 void vkg_cli_print_step(const struct vkg_step_info *s, long long steps, double elapsed_s,
                         long long done, int tty);
+/* The lines that open a train run on this rank: device, cooperative matrices, precision, memory,
+ * batch, data parallelism, transport, pipeline (schedule: its name) and sharded optimizer, each
+ * where it applies. */
+struct vkg_trainer_info;
+void vkg_cli_print_run(const struct vkg_trainer_info *info, int recompute, const char *schedule);
 
 /* The lines `train --help` and `launch --help` end their synopsis with: signals and exit codes. */
 #define VKG_CLI_EXIT_HELP                                                                          \
@@ -107,8 +112,10 @@ extern const char *const vkg_cli_lr_scales[];
 /* --coopmat's values, indexed by vkg_coopmat_mode (train, bench train). */
 extern const char *const vkg_cli_coopmats[];
 #define VKG_CLI_COOPMAT_HELP                                                                       \
-    "off (the default), on: the bf16 forward products on the device's cooperative matrices "       \
-    "(tensor cores; not yet run on a GPU), emulate: the same kernel without them (a check)"
+    "auto: under --precision bf16, the bf16 forward products on the device's cooperative "         \
+    "matrices (tensor cores) where it has them and a self-check at start passes, else off (the "   \
+    "run says which); on: the same, an error where the device lacks them; off; emulate: the "      \
+    "same kernel without them (a check)"
 /* 0, or 2 after printing why --coopmat (vkg_coopmat_mode) cannot go with --precision. */
 int vkg_cli_coopmat_check(const char *cmd, int coopmat, int precision);
 /* --grad-dtype's values (train, bench dp), and the dtype of index i. */

@@ -11,11 +11,12 @@
 #include "vkgpt/device.h"
 #include "vkgpt/model.h"
 
-const char *const vkg_cli_coopmats[] = {"off", "on", "emulate", NULL};
+const char *const vkg_cli_coopmats[] = {"off", "on", "emulate", "auto", NULL};
 
 int vkg_cli_coopmat_check(const char *cmd, int coopmat, int precision)
 {
-    if (coopmat == VKG_COOPMAT_OFF || precision == VKG_PRECISION_BF16)
+    if (coopmat == VKG_COOPMAT_OFF || coopmat == VKG_COOPMAT_AUTO ||
+        precision == VKG_PRECISION_BF16)
         return 0;
     fprintf(stderr,
             "vkgpt %s: --coopmat %s runs the products of the bf16 weights copy, which only "

@@ -144,63 +144,12 @@ static int checkpoint(vkg_trainer_t *t, int tty)
     return 0;
 }
 
-static double mib(uint64_t b)
-{
-    return (double)b / 1048576.0;
-}
-
 static int run(vkg_trainer_t *t, const train_opts *o)
 {
     int tty = isatty(STDOUT_FILENO) && !o->quiet;
     vkg_trainer_info info;
     vkg_trainer_get_info(t, &info);
-    printf("device: %s\nmodel: L=%d NH=%d C=%d maxT=%d V=%d (Vp=%d), %zu parameters, %.1f MiB on "
-           "the device\n",
-           info.device, info.layers, info.heads, info.channels, info.max_seq_len, info.vocab_size,
-           info.padded_vocab_size, info.num_params, (double)info.device_bytes / 1048576.0);
-    if (info.param_copy_bytes)
-        printf("precision: bf16 (fp32 master weights, AdamW and weight gradients; bf16 weight copy "
-               "%.1f MiB read by the matrix products)\n",
-               mib(info.param_copy_bytes));
-    printf("memory: params %.1f + grads %.1f + AdamW %.1f + activations %.1f + their gradients and "
-           "scratch %.1f MiB in %d allocations of at most %.0f MiB; host copies %.1f MiB%s\n",
-           mib(info.param_bytes), mib(info.grad_bytes), mib(info.optimizer_bytes),
-           mib(info.activation_bytes), mib(info.shared_bytes), info.allocations,
-           mib(info.max_allocation), mib(info.host_bytes),
-           o->cfg.recompute ? "; GELU recomputed" : "");
-    int dp = info.world_size / info.pp; /* data-parallel ranks */
-    if (dp > 1)
-        printf("batch: %d x %d tokens x %d accumulation, summed over %d ranks (rows %s) = %lld "
-               "tokens per step\n",
-               info.global_batch, info.seq, info.accum_steps, dp, info.rank_batches,
-               info.total_batch);
-    else
-        printf("batch: %d x %d tokens x %d accumulation = %lld tokens per step\n", info.batch,
-               info.seq, info.accum_steps, info.total_batch);
-    if (dp > 1)
-        printf("data parallel: rank %d of %d, micro-batches %s rows (%d x %d = %lld tokens per "
-               "micro-step over all ranks), lr %.3e\n",
-               info.rank, info.world_size, info.rank_batches, info.global_batch, info.seq,
-               (long long)info.global_batch * info.seq, (double)info.lr);
-    if (info.world_size > 1)
-        printf("transport: collectives over %s\n", info.comm_path);
-    if (info.bucket_path[0])
-        printf("transport: gradient buckets: %s\n", info.bucket_path);
-    if (info.grad_exchange[0])
-        printf("transport: gradients exchanged in %s\n", info.grad_exchange);
-    if (info.pp > 1)
-        printf("pipeline: %d stages (%s), %d micro-batches per step; rank %d is stage %d with "
-               "layers [%d, %d)\n",
-               info.pp, pp_schedules[o->cfg.pp_schedule], info.accum_steps, info.rank, info.stage,
-               info.first_layer, info.last_layer);
-    if (info.zero)
-        printf("optimizer: AdamW, moments sharded over %d ranks (ZeRO-1): this rank holds those of "
-               "parameters [%zu, %zu) of %zu, %zu bytes of moments (%.1f MiB; unsharded %.1f "
-               "MiB)\n",
-               dp, info.moment_first, info.moment_first + info.moment_count, info.num_params,
-               2 * info.moment_count * sizeof(float),
-               (double)(2 * info.moment_count * sizeof(float)) / 1048576.0,
-               (double)(2 * info.num_params * sizeof(float)) / 1048576.0);
+    vkg_cli_print_run(&info, o->cfg.recompute, pp_schedules[o->cfg.pp_schedule]);
     if (info.resumed)
         printf("resumed at step %lld\n", info.start_step);
     if (info.resume_skipped[0])

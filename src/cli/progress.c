@@ -52,3 +52,62 @@ void vkg_cli_print_step(const vkg_step_info *s, long long steps, double elapsed_
     }
     fflush(stdout);
 }
+
+static double mib_of(size_t bytes)
+{
+    return (double)bytes / 1048576.0;
+}
+
+void vkg_cli_print_run(const vkg_trainer_info *info, int recompute, const char *schedule)
+{
+    printf("device: %s\nmodel: L=%d NH=%d C=%d maxT=%d V=%d (Vp=%d), %zu parameters, %.1f MiB on "
+           "the device\n",
+           info->device, info->layers, info->heads, info->channels, info->max_seq_len,
+           info->vocab_size, info->padded_vocab_size, info->num_params,
+           (double)info->device_bytes / 1048576.0);
+    if (info->coopmat[0])
+        printf("coopmat: %s\n", info->coopmat);
+    if (info->param_copy_bytes)
+        printf("precision: bf16 (fp32 master weights, AdamW and weight gradients; bf16 weight copy "
+               "%.1f MiB read by the matrix products)\n",
+               mib_of(info->param_copy_bytes));
+    printf("memory: params %.1f + grads %.1f + AdamW %.1f + activations %.1f + their gradients and "
+           "scratch %.1f MiB in %d allocations of at most %.0f MiB; host copies %.1f MiB%s\n",
+           mib_of(info->param_bytes), mib_of(info->grad_bytes), mib_of(info->optimizer_bytes),
+           mib_of(info->activation_bytes), mib_of(info->shared_bytes), info->allocations,
+           mib_of(info->max_allocation), mib_of(info->host_bytes),
+           recompute ? "; GELU recomputed" : "");
+    int dp = info->world_size / info->pp; /* data-parallel ranks */
+    if (dp > 1)
+        printf("batch: %d x %d tokens x %d accumulation, summed over %d ranks (rows %s) = %lld "
+               "tokens per step\n",
+               info->global_batch, info->seq, info->accum_steps, dp, info->rank_batches,
+               info->total_batch);
+    else
+        printf("batch: %d x %d tokens x %d accumulation = %lld tokens per step\n", info->batch,
+               info->seq, info->accum_steps, info->total_batch);
+    if (dp > 1)
+        printf("data parallel: rank %d of %d, micro-batches %s rows (%d x %d = %lld tokens per "
+               "micro-step over all ranks), lr %.3e\n",
+               info->rank, info->world_size, info->rank_batches, info->global_batch, info->seq,
+               (long long)info->global_batch * info->seq, (double)info->lr);
+    if (info->world_size > 1)
+        printf("transport: collectives over %s\n", info->comm_path);
+    if (info->bucket_path[0])
+        printf("transport: gradient buckets: %s\n", info->bucket_path);
+    if (info->grad_exchange[0])
+        printf("transport: gradients exchanged in %s\n", info->grad_exchange);
+    if (info->pp > 1)
+        printf("pipeline: %d stages (%s), %d micro-batches per step; rank %d is stage %d with "
+               "layers [%d, %d)\n",
+               info->pp, schedule, info->accum_steps, info->rank, info->stage, info->first_layer,
+               info->last_layer);
+    if (info->zero)
+        printf("optimizer: AdamW, moments sharded over %d ranks (ZeRO-1): this rank holds those of "
+               "parameters [%zu, %zu) of %zu, %zu bytes of moments (%.1f MiB; unsharded %.1f "
+               "MiB)\n",
+               dp, info->moment_first, info->moment_first + info->moment_count, info->num_params,
+               2 * info->moment_count * sizeof(float),
+               (double)(2 * info->moment_count * sizeof(float)) / 1048576.0,
+               (double)(2 * info->num_params * sizeof(float)) / 1048576.0);
+}

@@ -291,12 +291,12 @@ static vkg_status matmul_fwd(vkg_cmd *c, vkg_tensor out, const vkg_tensor *act, 
     if ((out.dtype == VKG_BF16 || (act && act->dtype == VKG_BF16)) && nb > 1)
         nb &= ~(size_t)1;
     int split = nb < (size_t)N;
-    if (split) {
-        VKG_TRY(vkg__op_need_any(op, "inp", inp, (size_t)N * (size_t)C));
-        VKG_TRY(vkg__op_need_any(op, "out", out, (size_t)N * (size_t)OC));
-        if (act)
-            VKG_TRY(vkg__op_need_any(op, "act", *act, (size_t)N * (size_t)OC));
-    }
+    /* The tensors by the names the caller knows, whichever kernel (and operand order) runs. */
+    VKG_TRY(vkg__op_need_any(op, "weight", weight, (size_t)OC * (size_t)C));
+    VKG_TRY(vkg__op_need_any(op, "inp", inp, (size_t)N * (size_t)C));
+    VKG_TRY(vkg__op_need_any(op, "out", out, (size_t)N * (size_t)OC));
+    if (act)
+        VKG_TRY(vkg__op_need_any(op, "act", *act, (size_t)N * (size_t)OC));
     /* The tiled kernel reads the whole weight in one dispatch: only while it fits the limit. */
     vkg_device_tuning tu = vkg_device_tuning_get(vkg_cmd_device(c));
     int tiled = (tu.matmul_tiled || vkg__coopmat_takes_fwd(&tu, inp.dtype, weight.dtype)) &&

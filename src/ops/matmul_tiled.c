@@ -29,22 +29,21 @@ static uint32_t grid_of(const vkg_matmul_tiling *t, uint32_t M, uint32_t N)
     return vkg__ceil_div(M, t->bm) * vkg__ceil_div(N, t->bn);
 }
 
-/* 1 when an operand of `extent` floats along its contiguous dimension, rows `ld` floats apart,
- * at address addr, can be read as whole vec4s. */
-static int vec4_ok(uint32_t extent, uint32_t ld, uint64_t addr)
+/* 1 when an operand of `extent` elements of `esize` bytes along its contiguous dimension, rows
+ * `ld` elements apart, at address addr, can be read 4 elements at a time. */
+static int vec4_ok(uint32_t extent, uint32_t ld, uint64_t addr, uint32_t esize)
 {
-    return extent % 4 == 0 && ld % 4 == 0 && addr % 16 == 0;
+    return extent % 4 == 0 && ld % 4 == 0 && addr % (4 * esize) == 0;
 }
 
-/* Whether both of g's operands (and tile t) allow vec4 loads. */
+/* Whether both of g's operands (and tile t) allow vec4 loads (4 floats, or 4 bf16 widened). */
 static uint32_t use_vec4(const vkg_device_tuning *tu, const vkg_matmul_tiling *t, const vkg_gemm *g)
 {
     if (!tu->mmt_vec4 || t->bk % 4 || t->bm % 4 || t->bn % 4)
         return 0;
-    if (g->a.dtype != VKG_F32 || g->b.dtype != VKG_F32) /* bf16 operands: the scalar path */
-        return 0;
-    return vec4_ok(g->a_kcontig ? g->K : g->M, g->lda, g->a.addr) &&
-           vec4_ok(g->b_kcontig ? g->K : g->N, g->ldb, g->b.addr);
+    uint32_t ea = g->a.dtype == VKG_BF16 ? 2 : 4, eb = g->b.dtype == VKG_BF16 ? 2 : 4;
+    return vec4_ok(g->a_kcontig ? g->K : g->M, g->lda, g->a.addr, ea) &&
+           vec4_ok(g->b_kcontig ? g->K : g->N, g->ldb, g->b.addr, eb);
 }
 
 /* Split-K chunks of K for g on tile t: only accumulating products given a scratch

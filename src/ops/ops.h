@@ -26,6 +26,15 @@ vkg_status vkg_op_scale(vkg_cmd *c, vkg_tensor x, size_t n, float factor);
  * copy of the weights). out must be a VKG_BF16 tensor, in VKG_F32. */
 vkg_status vkg_op_cast_bf16(vkg_cmd *c, vkg_tensor out, vkg_tensor in, size_t n);
 
+/* Where dev's tuning has the cooperative-matrix kernel on (vkgpt --coopmat auto|on|emulate),
+ * run one forward product with bf16 operands on it (70 x 41 x 64, values k / 4 whose sums fp32
+ * holds exactly in any order) and compare every output bit for bit with the exact sums. On a
+ * difference, turn the kernel off in dev's tuning and write what differed into why (cap bytes);
+ * else why = "". Does nothing where the kernel is off. corrupt (tests; 0 otherwise) is added to
+ * the first expected value, to show that the comparison bites. Errors: what running the product
+ * met (memory, the device). */
+vkg_status vkg_op_coopmat_selfcheck(vkg_device_t *dev, float corrupt, char *why, size_t cap);
+
 /* ---- matmul (src/ops/matmul.c) ---- */
 
 /* Register tile of the GEMM kernel: tm rows x tn columns per invocation, lx lanes per

@@ -10,6 +10,7 @@
 
 #include "base/clock.h"
 #include "base/error.h"
+#include "ops/ops.h"
 #include "train/trainer_internal.h"
 #include "vkgpt/io.h"
 
@@ -18,6 +19,7 @@ vkg_train_config vkg_train_config_default(void)
     vkg_train_config c = {0};
     c.layers = 4, c.heads = 4, c.channels = 128, c.max_seq_len = 64;
     c.seed = 1337;
+    c.coopmat = VKG_COOPMAT_AUTO;
     c.batch = 8, c.seq = 64;
     c.steps = 1000;
     c.lr = 6e-4f, c.lr_min_frac = 0.1f, c.warmup = 0, c.schedule = VKG_SCHEDULE_COSINE;
@@ -110,6 +112,27 @@ static vkg_status check_data_paths(const vkg_train_config *c)
     return st == VKG_OK ? VKG_OK : vkg__error_wrap(st, "--val-data");
 }
 
+/* Under bf16, whether the products run on cooperative matrices, said in t->coopmat: asked for
+ * (on, emulate), found and self-checked (auto; a device whose results are wrong gets it off), or
+ * off and why. */
+static vkg_status check_coopmat(vkg_trainer_t *t, vkg_coopmat_mode mode)
+{
+    vkg_device_tuning tu = vkg_device_tuning_get(t->dev);
+    char why[320];
+    if (mode == VKG_COOPMAT_AUTO && tu.coopmat)
+        VKG_TRY(vkg_op_coopmat_selfcheck(t->dev, 0.0f, why, sizeof why));
+    else
+        snprintf(why, sizeof why, "%s",
+                 mode == VKG_COOPMAT_AUTO ? vkg_device_coopmat_note(t->dev) : "--coopmat off");
+    if (vkg_device_tuning_get(t->dev).coopmat)
+        snprintf(t->coopmat, sizeof t->coopmat, "%s %ux%ux%u f16 fragments, f32 sums (%s)",
+                 tu.coopmat == 2 ? "emulated" : "on,", tu.coopmat_m, tu.coopmat_n, tu.coopmat_k,
+                 mode == VKG_COOPMAT_AUTO ? "auto: the self-check passed" : "asked for");
+    else
+        snprintf(t->coopmat, sizeof t->coopmat, "off (%s)", why);
+    return VKG_OK;
+}
+
 static vkg_status setup(vkg_trainer_t *t)
 {
     const vkg_train_config *c = &t->cfg;
@@ -123,13 +146,18 @@ static vkg_status setup(vkg_trainer_t *t)
     dopts.memory_limit = c->memory_limit;
     dopts.max_allocation = c->max_allocation;
     dopts.tiles = c->tiles;
-    dopts.coopmat = (vkg_coopmat_mode)c->coopmat;
+    /* auto: only bf16 runs have products for the kernel; fp32 runs open the device without it */
+    dopts.coopmat = c->coopmat == VKG_COOPMAT_AUTO && c->precision != VKG_PRECISION_BF16
+                        ? VKG_COOPMAT_OFF
+                        : (vkg_coopmat_mode)c->coopmat;
     dopts.profiling = c->profile;
     VKG_TRY(check_data_paths(c));
     VKG_TRY(join(t));
     if (t->ckpt_dir[0] && vkg_strategy_rank(t->par) == 0) /* before anything is written there */
         VKG_TRY(vkg_checkpoint_lock(t->ckpt_dir, &t->lock_fd));
     VKG_TRY(vkg_device_create(&dopts, &t->dev));
+    if (c->precision == VKG_PRECISION_BF16)
+        VKG_TRY(check_coopmat(t, dopts.coopmat));
     VKG_TRY(vkg__train_open_tokenizer(t));
     VKG_TRY_GOTO(st, vkg__train_load_model(t, &params, &ck), done);
     VKG_TRY_GOTO(st, vkg__train_share_start(t, &params, &ck), done);
@@ -249,6 +277,7 @@ void vkg_trainer_get_info(const vkg_trainer_t *t, vkg_trainer_info *info)
 {
     memset(info, 0, sizeof *info);
     snprintf(info->device, sizeof info->device, "%s", vkg_device_get_info(t->dev)->name);
+    snprintf(info->coopmat, sizeof info->coopmat, "%s", t->coopmat);
     info->layers = t->mcfg.num_layers, info->heads = t->mcfg.num_heads;
     info->channels = t->mcfg.channels, info->max_seq_len = t->mcfg.max_seq_len;
     info->vocab_size = t->mcfg.vocab_size, info->padded_vocab_size = t->mcfg.padded_vocab_size;

@@ -30,6 +30,7 @@ struct vkg_trainer {
     long long skipped, skipped_run; /* steps not applied: in all, and in a row up to now */
     int resumed;
     char resume_skipped[2048]; /* newer checkpoints --resume passed over, and why ("" none) */
+    char coopmat[400];         /* bf16: cooperative matrices on or off, and why ("" fp32) */
     char ckpt_dir[1024];
     char *run_config;    /* cfg.run_config copied, or NULL; written as run.json once */
     int lock_fd;         /* ckpt_dir's lock (rank 0), -1 when none */

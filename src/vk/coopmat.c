@@ -134,6 +134,7 @@ void vkg__coopmat_describe(VkInstance instance, VkPhysicalDevice phys, vkg_devic
     if (props.apiVersion >= VK_API_VERSION_1_2) {
         vkGetPhysicalDeviceFeatures2(phys, &feats);
         info->vulkan_memory_model = f12.vulkanMemoryModel;
+        info->vulkan_memory_model_device_scope = f12.vulkanMemoryModelDeviceScope;
     }
 }
 
@@ -180,13 +181,36 @@ static void list_configs(const vkg_device_info *info, char *buf, size_t cap)
         snprintf(buf, cap, "none");
 }
 
+static vkg_status prepare_on(vkg_device_t *dev, vkg_coopmat_enable *e, const char **ext_names,
+                             uint32_t *n, VkPhysicalDeviceVulkan12Features *f12);
+
 vkg_status vkg__coopmat_prepare(vkg_device_t *dev, vkg_coopmat_enable *e, const char **ext_names,
                                 uint32_t *n, VkPhysicalDeviceVulkan12Features *f12)
 {
     memset(e, 0, sizeof *e);
     e->config = -1;
-    if (dev->opts.coopmat != VKG_COOPMAT_ON)
+    dev->coopmat_note[0] = '\0';
+    if (dev->opts.coopmat == VKG_COOPMAT_AUTO) { /* on where it can be, else off, saying why */
+        if (prepare_on(dev, e, ext_names, n, f12) == VKG_OK)
+            return VKG_OK;
+        const char *why = vkg_error_message(), *on = strstr(why, "--coopmat on: ");
+        snprintf(dev->coopmat_note, sizeof dev->coopmat_note, "%s", on ? on + 14 : why);
+        char *hint = strstr(dev->coopmat_note, " (use --coopmat off)"); /* off already */
+        if (hint)
+            *hint = '\0';
+        memset(e, 0, sizeof *e);
+        e->config = -1;
+        dev->coopmat_rewrite = 0;
         return VKG_OK;
+    }
+    return dev->opts.coopmat == VKG_COOPMAT_ON ? prepare_on(dev, e, ext_names, n, f12) : VKG_OK;
+}
+
+/* vkg__coopmat_prepare for --coopmat on: the configuration, extension and features, or an error
+ * naming what the device lacks; nothing is appended or chained before every check has passed. */
+static vkg_status prepare_on(vkg_device_t *dev, vkg_coopmat_enable *e, const char **ext_names,
+                             uint32_t *n, VkPhysicalDeviceVulkan12Features *f12)
+{
     const vkg_device_info *info = &dev->info;
     VKG_CHECK(info->coopmat_khr || info->coopmat_nv, VKG_ERR_UNSUPPORTED,
               "--coopmat on: %s has neither VK_KHR_cooperative_matrix nor "
@@ -213,6 +237,12 @@ vkg_status vkg__coopmat_prepare(vkg_device_t *dev, vkg_coopmat_enable *e, const 
               "--coopmat on: %s lacks the Vulkan memory model, which the cooperative-matrix "
               "kernel's SPIR-V uses",
               info->name);
+    /* The epilogue's per-half bf16 stores (common.glsl's bf16_store_bits) are atomics whose scope
+     * is Device under the memory model: that scope needs vulkanMemoryModelDeviceScope. */
+    VKG_CHECK(info->vulkan_memory_model_device_scope, VKG_ERR_UNSUPPORTED,
+              "--coopmat on: %s lacks vulkanMemoryModelDeviceScope, which the cooperative-matrix "
+              "kernel's atomics (Device scope) need",
+              info->name);
     if (info->coopmat[e->config].khr) {
         e->khr.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_KHR;
         e->khr.cooperativeMatrix = VK_TRUE;
@@ -229,6 +259,7 @@ vkg_status vkg__coopmat_prepare(vkg_device_t *dev, vkg_coopmat_enable *e, const 
     }
     f12->shaderFloat16 = VK_TRUE;
     f12->vulkanMemoryModel = VK_TRUE;
+    f12->vulkanMemoryModelDeviceScope = VK_TRUE;
     return VKG_OK;
 }
 
@@ -238,7 +269,8 @@ void vkg__coopmat_tune(const vkg_device_t *dev, const vkg_coopmat_enable *e, vkg
     t->coopmat_m = 16, t->coopmat_n = 8, t->coopmat_k = 16; /* the emulation's default shape */
     if (dev->opts.coopmat == VKG_COOPMAT_EMULATE)
         t->coopmat = 2;
-    if (dev->opts.coopmat == VKG_COOPMAT_ON && e->config >= 0) {
+    if ((dev->opts.coopmat == VKG_COOPMAT_ON || dev->opts.coopmat == VKG_COOPMAT_AUTO) &&
+        e->config >= 0) {
         const vkg_coopmat_config *c = &dev->info.coopmat[e->config];
         t->coopmat = 1;
         t->coopmat_m = c->m, t->coopmat_n = c->n, t->coopmat_k = c->k;

@@ -21,6 +21,11 @@ vkg_device_opts vkg_device_opts_default(void)
     return o;
 }
 
+const char *vkg_device_coopmat_note(const vkg_device_t *dev)
+{
+    return dev->coopmat_note;
+}
+
 static int contains_nocase(const char *hay, const char *needle)
 {
     size_t n = strlen(needle);
@@ -175,6 +180,33 @@ static vkg_status choose_memory(vkg_device_t *dev)
     return VKG_OK;
 }
 
+/* VKG_TUNING_AS=nvidia|amd|intel|discrete (tests): the device tuned as a discrete GPU of that
+ * vendor (discrete: one without a row of its own in src/vk/mmt.c), with a discrete GPU's shared
+ * memory (48 KiB, the least of NVIDIA's, AMD's and Intel's) where the device has more, so that
+ * the GPU kernels' forms and limits run on lavapipe before a GPU meets them. Unset: the device's
+ * own type and vendor. */
+static vkg_status tuning_as(vkg_device_t *dev, VkPhysicalDeviceType *type, uint32_t *vendor)
+{
+    static const struct {
+        const char *name;
+        uint32_t vendor;
+    } as[] = {{"nvidia", 0x10DE}, {"amd", 0x1002}, {"intel", 0x8086}, {"discrete", 0}};
+    const char *env = getenv("VKG_TUNING_AS");
+    if (!env || !*env)
+        return VKG_OK;
+    for (size_t i = 0; i < sizeof as / sizeof as[0]; i++)
+        if (!strcmp(env, as[i].name)) {
+            *type = VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU, *vendor = as[i].vendor;
+            if (dev->info.max_shared_memory > 48u * 1024u)
+                dev->info.max_shared_memory = 48u * 1024u;
+            return VKG_OK;
+        }
+    return VKG_FAIL(VKG_ERR_INVALID_ARG,
+                    "VKG_TUNING_AS='%s' is not nvidia, amd, intel or discrete (unset it for the "
+                    "device's own tuning)",
+                    env);
+}
+
 static vkg_status open_logical(vkg_device_t *dev)
 {
     uint32_t nq = 0;
@@ -273,8 +305,11 @@ static vkg_status open_logical(vkg_device_t *dev)
     VkPhysicalDeviceProperties props;
     vkGetPhysicalDeviceProperties(dev->phys, &props);
     dev->timestamp_period = props.limits.timestampPeriod;
-    dev->tuning = vkg__device_tuning_defaults(props.deviceType, dev->info.subgroup_size);
-    vkg__mmt_defaults(props.vendorID, props.deviceType, &dev->tuning);
+    VkPhysicalDeviceType type = props.deviceType;
+    uint32_t vendor = props.vendorID;
+    VKG_TRY(tuning_as(dev, &type, &vendor));
+    dev->tuning = vkg__device_tuning_defaults(type, dev->info.subgroup_size);
+    vkg__mmt_defaults(vendor, type, &dev->tuning);
     vkg__mmt_fit(dev, &dev->tuning);
     vkg__coopmat_tune(dev, &coopmat, &dev->tuning);
     if (dev->opts.tiles.bm) { /* --tiles: checked against this device's limits */

@@ -235,6 +235,8 @@ struct vkg_device {
     PFN_vkGetPipelineExecutableStatisticsKHR get_exec_stats;
     const char *pipestats_absent;
     uint64_t pipestats_epoch;
+    /* --coopmat auto on a device where the kernel cannot run: what it lacks (else "") */
+    char coopmat_note[320];
 };
 
 /* Fill `info` for a physical device (used by listing and by create). */
