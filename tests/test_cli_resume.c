@@ -257,6 +257,49 @@ static void test_resume_override_printed(void **state)
     free(saved);
 }
 
+/* Relative --data and --val-data given in one folder resume from another: run.json keeps them
+ * from the folder the run started in; given again from there, they are no override. */
+static void test_relative_paths_resume_anywhere(void **state)
+{
+    (void)state;
+    vkg_test_proc p;
+    char ckpt[600], path[700], here[4096];
+    path_in(ckpt, sizeof ckpt, "relative");
+    assert_non_null(getcwd(here, sizeof here));
+    assert_int_equal(chdir(tmp_root), 0);
+    const char *part[] = {
+        "train",    "--data", "tiny.txt", "--val-data", "val.txt",    "--eval-every", "2",
+        "--layers", "1",      "--heads",  "2",          "--channels", "32",           "--ctx",
+        "32",       SHAPE,    "--steps",  "2",          "--ckpt-dir", ckpt,           NULL};
+    int rc = run(&p, part);
+    vkg_test_proc_free(&p);
+    const char *again[] = {"train", "--ckpt-dir", ckpt,       "--resume",     "--steps",
+                           "3",     "--data",     "tiny.txt", "--validation", NULL};
+    int rc_again = -1;
+    if (rc == 0)
+        rc_again = run(&p, again); /* the same relative path, from the same folder */
+    int repeated = rc_again == 0 && !strstr(p.buf[0], "resume: --data");
+    if (rc == 0)
+        vkg_test_proc_free(&p);
+    assert_int_equal(chdir("/"), 0);
+    const char *resume[] = {"train",   "--ckpt-dir", ckpt,           "--resume",
+                            "--steps", "4",          "--validation", NULL};
+    int rc_elsewhere = rc == 0 ? run(&p, resume) : -1;
+    assert_int_equal(chdir(here), 0);
+    assert_int_equal(rc, 0);
+    assert_int_equal(rc_again, 0);
+    assert_true(repeated);
+    assert_int_equal(rc_elsewhere, 0);
+    expect_output(&p, "resumed at step 3");
+    vkg_test_proc_free(&p);
+    snprintf(path, sizeof path, "%s/run.json", ckpt);
+    char *saved = vkg_test_must_read(path, NULL), want[700];
+    snprintf(want, sizeof want, "\"data\": \"%s\"", text_path);
+    if (!strstr(saved, want))
+        fail_msg("run.json does not hold --data from the folder the run started in:\n%s", saved);
+    free(saved);
+}
+
 /* Replace the first occurrence of from by to in the file at path. */
 static void edit_file(const char *path, const char *from, const char *to)
 {
@@ -353,6 +396,7 @@ int main(void)
         cmocka_unit_test(test_two_ranks_resume_without_vocab),
         cmocka_unit_test(test_resume_keeps_settings),
         cmocka_unit_test(test_resume_override_printed),
+        cmocka_unit_test(test_relative_paths_resume_anywhere),
         cmocka_unit_test(test_damaged_run_json_refused),
         cmocka_unit_test(test_keep_documented),
     };

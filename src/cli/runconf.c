@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/error.h"
 #include "data/json.h"
@@ -134,6 +135,20 @@ static void put_json_string(text *t, const char *s)
     put(t, "\"", 1);
 }
 
+/* dir "/" rel as one JSON string. */
+static void put_json_string_pair(text *t, const char *dir, const char *rel)
+{
+    size_t n = strlen(dir) + strlen(rel) + 2;
+    char *joined = malloc(n);
+    if (!joined) {
+        t->failed = 1;
+        return;
+    }
+    snprintf(joined, n, "%s/%s", dir, rel);
+    put_json_string(t, joined);
+    free(joined);
+}
+
 char *vkg_cli_runconf_json(const vkg_flag *flags, int nflags, const unsigned char *skip)
 {
     text t = {0};
@@ -146,12 +161,17 @@ char *vkg_cli_runconf_json(const vkg_flag *flags, int nflags, const unsigned cha
     put_str(&t, ",\n  \"flags\": {");
     int first = 1;
     for (int i = 0; i < nflags; i++) {
-        if ((skip && skip[i]) || !vkg_cli_flag_text(&flags[i], value, 65536))
+        if ((skip && skip[i] == VKG_RUNCONF_SKIP) || !vkg_cli_flag_text(&flags[i], value, 65536))
             continue;
         put_str(&t, first ? "\n    " : ",\n    ");
         put_json_string(&t, flags[i].name + 2);
         put_str(&t, ": ");
-        put_json_string(&t, value);
+        char cwd[4096];
+        if (skip && skip[i] == VKG_RUNCONF_PATH && value[0] != '/' && getcwd(cwd, sizeof cwd)) {
+            put_json_string_pair(&t, cwd, value); /* "<cwd>/<value>" */
+        } else {
+            put_json_string(&t, value);
+        }
         first = 0;
     }
     put_str(&t, "\n  }\n}\n");
@@ -257,7 +277,7 @@ static int read_flags(vkg__json *j, const char *path, const vkg_flag *flags, int
             goto fail_json;
         int k = -1;
         for (int i = 0; i < nflags && k < 0; i++)
-            if (!strcmp(flags[i].name + 2, key) && !(skip && skip[i]))
+            if (!strcmp(flags[i].name + 2, key) && !(skip && skip[i] == VKG_RUNCONF_SKIP))
                 k = i;
         if (k < 0) {
             snprintf(err, cap, "%s: field \"flags.%s\": not a setting a run keeps", path, key);

@@ -29,8 +29,11 @@ typedef struct vkg_cli_runconf {
 int vkg_cli_flag_text(const vkg_flag *f, char *buf, size_t cap);
 
 /* The JSON text of run.json for flags (nflags of them): every flag with a value to keep
- * (vkg_cli_flag_text), except those with skip[i] set. Malloc'ed (the caller frees); NULL when
- * out of memory. */
+ * (vkg_cli_flag_text), except those with skip[i] == VKG_RUNCONF_SKIP; a relative path of a flag
+ * with skip[i] == VKG_RUNCONF_PATH is saved from the current folder (absolute), so that a run
+ * resumes from any folder. Malloc'ed (the caller frees); NULL when out of memory. */
+#define VKG_RUNCONF_SKIP 1
+#define VKG_RUNCONF_PATH 2
 char *vkg_cli_runconf_json(const vkg_flag *flags, int nflags, const unsigned char *skip);
 
 /* Read the run.json at path and apply each saved value to its flag's destination, through the

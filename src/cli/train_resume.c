@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static const char *const not_kept[] = {
     "--device", "--tiles",           "--validation", "--quiet", "--init",        "--ckpt-dir",
@@ -13,6 +14,10 @@ static const char *const not_kept[] = {
     NULL};
 static const char *const arch_flags[] = {"--layers", "--heads", "--channels",
                                          "--ctx",    "--vocab", NULL};
+
+/* Flags whose relative paths run.json keeps from the folder the run started in. */
+static const char *const path_flags[] = {"--data", "--val-data", "--vocab-dir",
+                                         "--log",  "--trace",    NULL};
 
 static int listed(const char *const *list, const char *name)
 {
@@ -31,8 +36,10 @@ void vkg_cli_train_runconf_skip(const vkg_flag *flags, int nflags, int from_init
         /* Resumed: the shape is the checkpoint's; kept when run.json had it or it was given
          * again (and then checked against the checkpoint), not from the defaults. */
         int unknown = res && res->path[0] && !res->saved.value[i] && !(r && r->seen[i]);
-        skip[i] =
-            (unsigned char)(listed(not_kept, flags[i].name) || (arch && (from_init || unknown)));
+        skip[i] = listed(not_kept, flags[i].name) || (arch && (from_init || unknown))
+                      ? VKG_RUNCONF_SKIP
+                  : listed(path_flags, flags[i].name) ? VKG_RUNCONF_PATH
+                                                      : 0;
     }
 }
 
@@ -74,7 +81,7 @@ int vkg_cli_train_resume_settings(const char *dir, const vkg_flag *flags, int nf
         goto done;
     }
     for (int i = 0; i < nflags && res->found; i++) {
-        if (skip[i] || !r->seen[i])
+        if (skip[i] == VKG_RUNCONF_SKIP || !r->seen[i])
             continue;
         int has = vkg_cli_flag_text(&flags[i], now, 65536);
         const char *saved = res->saved.value[i];
@@ -86,7 +93,12 @@ int vkg_cli_train_resume_settings(const char *dir, const vkg_flag *flags, int nf
                     now, saved ? saved : "the default for its data", res->path);
             goto done;
         }
-        if (has && (!saved || strcmp(now, saved)))
+        char abs_now[8192], cwd[4096];
+        if (skip[i] == VKG_RUNCONF_PATH && now[0] != '/' && getcwd(cwd, sizeof cwd))
+            snprintf(abs_now, sizeof abs_now, "%s/%s", cwd, now); /* as run.json keeps paths */
+        else
+            snprintf(abs_now, sizeof abs_now, "%s", now);
+        if (has && (!saved || strcmp(abs_now, saved)))
             note(res, flags[i].name, now, saved);
     }
     rc = 0;
