@@ -106,7 +106,7 @@ rc=$?
 sum=$work/out-stub/summary.md json=$work/out-stub/summary.json
 check "stand-ins: exit 1, two tests failed (got $rc)" [ "$rc" = 1 ]
 check "stand-ins: within the deadline" [ $(($(date +%s) - s)) -lt 50 ]
-check "fp32 figures kept" has "$sum" '| B=8 | fp32 | - | 123.45 | 66360.1 |'
+check "fp32 figures kept" has "$sum" "| B=8 | fp32 | - | 123.45 | 66360.1 |"
 check "fp32 figures in summary.json" has "$json" '"vkgpt_ms_per_step": "123.45"'
 check "the bf16 step cut at its 2 s limit" has "$sum" '| B=8 | bf16 | off | cut at 2 s |'
 check "the fp32 profile kept" has "$sum" 'matmul_fwd  37  10.00'

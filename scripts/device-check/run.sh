@@ -132,6 +132,16 @@ case "$gpu" in
 *"(0x106b)"*) vendor=apple ;;
 *) vendor=other ;;
 esac
+# Datasheet peaks (dense, boost clock) where the device is known: fp32 on CUDA cores and bf16 on
+# tensor cores, TFLOP/s; "" elsewhere.
+case "$devname" in
+*"H100 PCIe"*) peak32=51 peak16=756 ;;
+*"H100 NVL"* | *"H200 NVL"*) peak32=60 peak16=835 ;;
+*H100* | *H200*) peak32=67 peak16=989 ;;
+*A100*) peak32=19.5 peak16=312 ;;
+*) peak32="" peak16="" ;;
+esac
+[ -n "$peak32" ] && md "peaks (datasheet, dense): fp32 $peak32 TFLOP/s, bf16 tensor cores $peak16 TFLOP/s"
 coopmat=0
 grep -q 'f16\*f16+f32->f32 subgroup' "$out/devices.txt" && coopmat=1
 write_json
@@ -168,14 +178,24 @@ pt_train() { # FILE BATCH PRECISION
     ptok=$(field tokens/s: "$out/$1")
     ptok=${ptok:--}
 }
+# Model FLOPs utilization at vkgpt's tokens/s against peak $1: 6 N + 12 L C T FLOPs a token
+# (PaLM's count; N = 124475904 parameters as vkgpt lays them out, L = 12, C = 768, T = 1024).
+mfu() {
+    case "$1:$vtok" in
+    :* | *:) echo - ;;
+    *) awk -v t="$vtok" -v p="$1" 'BEGIN { printf "%.1f%%", 100 * t * (6 * 124475904 + 12 * 12 * 768 * 1024) / (p * 1e12) }' ;;
+    esac
+}
 ratio() { case "$vtok:$ptok" in :* | *:- | *:) echo - ;; *) awk -v a="$vtok" -v b="$ptok" 'BEGIN { printf "%.3f", a / b }' ;; esac; }
 md ""
 [ -n "$torch_why" ] && md "PyTorch: not run: $torch_why"
 md ""
-md "| GPT-2 124M, T=1024 | precision | vkgpt --coopmat | vkgpt ms/step | vkgpt tokens/s | PyTorch ms/step | PyTorch tokens/s | vkgpt / PyTorch |"
-md "|---|---|---|---|---|---|---|---|"
+md "| GPT-2 124M, T=1024 | precision | vkgpt --coopmat | vkgpt ms/step | vkgpt tokens/s | PyTorch ms/step | PyTorch tokens/s | vkgpt / PyTorch | vkgpt MFU |"
+md "|---|---|---|---|---|---|---|---|---|"
 train_row() { # BATCH PRECISION COOPMAT
-    md "| B=$1 | $2 | $3 | $vms | ${vtok:--} | $pms | $ptok | $(ratio) |"
+    pk=$peak32
+    [ "$2" = bf16 ] && pk=$peak16
+    md "| B=$1 | $2 | $3 | $vms | ${vtok:--} | $pms | $ptok | $(ratio) | $(mfu "$pk") |"
     j_train="$j_train${j_train:+, }{\"batch\": $1, \"precision\": \"$2\", \"coopmat\": \"$3\", \"vkgpt_ms_per_step\": \"$vms\", \"vkgpt_tokens_per_s\": \"${vtok:--}\", \"pytorch_ms_per_step\": \"$pms\", \"pytorch_tokens_per_s\": \"$ptok\"}"
     write_json
 }
@@ -256,6 +276,14 @@ if [ "${DEVCHECK_BENCH_OPS:-1}" != 0 ]; then
     md '```'
     cat "$out/ops.txt" >>"$sum"
     md '```'
+    if [ -n "$peak32" ]; then # the products' GFLOP/s against the fp32 peak
+        md "| matmul | shape | GFLOP/s | % of fp32 peak |"
+        md "|---|---|---|---|"
+        awk -v peak="$peak32" '/^matmul_(fwd|bwd)[a-z_]* / {
+            shape = $2; for (i = 3; i < NF - 4; i++) shape = shape " " $i
+            printf "| %s | %s | %s | %.1f |\n", $1, shape, $(NF - 3), $(NF - 3) / (peak * 10) }' \
+            "$out/ops.txt" >>"$sum"
+    fi
 fi
 
 # 5. The tiled matmul's table: the rows of the device's vendor, each double-buffered one also
