@@ -11,14 +11,15 @@
 # Exit: 0 all passed, 1 a test failed, 3 no usable device. Environment: DEVCHECK_BATCHES (fp32
 # batches, default "8"), DEVCHECK_BF16_BATCHES (default "8"), DEVCHECK_BENCH_OPS=0 and
 # DEVCHECK_SWEEP=0 skip those steps, DEVCHECK_TEST_LIMIT (seconds a shader test may take, default
-# 90), DEVCHECK_TRAIN_LIMIT (a training step's, default 120), DEVCHECK_CPU_OK=1 accepts a CPU device (lavapipe), VK_DRIVER_FILES as the loader reads it.
+# 90), DEVCHECK_TRAIN_LIMIT (a training step's, default 120), DEVCHECK_CPU_OK=1 accepts a CPU
+# device (lavapipe), VK_DRIVER_FILES as the loader reads it. See docs/DEVICE-CHECK.md.
 here=$(cd "$(dirname "$0")" && pwd)
 deadline=540
 while [ $# -gt 0 ]; do
     case "$1" in
     --deadline) deadline=${2:?--deadline needs seconds}; shift 2 ;;
     --deadline=*) deadline=${1#--deadline=}; shift ;;
-    -h | --help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h | --help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
     *) break ;;
     esac
 done
