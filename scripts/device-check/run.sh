@@ -225,9 +225,11 @@ if [ -n "$B" ]; then
         md ""
         case "$vms" in [0-9]*) vms="$vms ms/step" ;; esac
         md "per-op profile, B=$B $p: $vms"
-        md '```'
-        sed -n '/^per-op GPU time/,/^median wall step/p' "$out/$f" >>"$sum"
-        md '```'
+        if grep -q '^per-op GPU time' "$out/$f"; then
+            md '```'
+            sed -n '/^per-op GPU time/,/^median wall step/p' "$out/$f" >>"$sum"
+            md '```'
+        fi
     done
 fi
 
@@ -274,9 +276,11 @@ if [ "${DEVCHECK_BENCH_OPS:-1}" != 0 ]; then
     run_step "bench ops" 150 "$out/ops.txt" "$here/vkgpt" bench ops
     md ""
     md "bench ops: $(cut_or "exit $rc")"
-    md '```'
-    cat "$out/ops.txt" >>"$sum"
-    md '```'
+    if [ -s "$out/ops.txt" ]; then
+        md '```'
+        cat "$out/ops.txt" >>"$sum"
+        md '```'
+    fi
     if [ -n "$peak32" ]; then # the products' GFLOP/s against the fp32 peak
         md "| matmul | shape | GFLOP/s | % of fp32 peak |"
         md "|---|---|---|---|"
