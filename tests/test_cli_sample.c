@@ -142,6 +142,7 @@ static void test_pipe_gets_raw_bytes(void **state)
            count_byte(p.buf[0], p.len[0], 0x07), count_byte(p.buf[0], p.len[0], 0x9b));
     assert_true(esc > 0 && count_byte(p.buf[0], p.len[0], 0x9b) > 0);
     assert_null(strstr(p.buf[0], "\\x1b"));
+    assert_null(strstr(p.buf[0], "sampling 400 tokens...")); /* progress only on a terminal */
     vkg_test_validation_clean(vlog_path, 1);
     vkg_test_proc_free(&p);
 }
@@ -161,6 +162,7 @@ static void test_terminal_gets_escapes(void **state)
             fail_msg("byte 0x%02x reached the terminal:\n%s", never[i], out);
     assert_non_null(strstr(out, "\\x1b"));
     assert_non_null(strstr(out, "\\x9b"));
+    assert_non_null(strstr(out, "sampling 400 tokens...")); /* said before the wait */
     vkg_test_validation_clean(vlog_path, 1);
     free(out);
     n = run_on_terminal("--raw", &out);

@@ -171,8 +171,13 @@ int vkg_cli_sample(int argc, char **argv)
     c.seq = need < (size_t)mcfg.max_seq_len ? (int)need : mcfg.max_seq_len;
     c.steps = 0;
     vkg_trainer_t *t = NULL;
+    int tell = isatty(STDERR_FILENO); /* what takes a while is said on a terminal, not in pipes */
+    if (tell)
+        fprintf(stderr, "loading %s onto the device...\n", model);
     if ((st = vkg_trainer_create(&c, &t)) != VKG_OK)
         return vkg_cli_report("sample", st);
+    if (tell)
+        fprintf(stderr, "sampling %d tokens...\n", len);
     char *text = NULL;
     st = vkg_trainer_sample(t, prompt, len, temperature, top_k, seed, &text);
     if (st == VKG_OK)
