@@ -168,7 +168,7 @@ static int run(vkg_trainer_t *t, const train_opts *o)
            mib(info.activation_bytes), mib(info.shared_bytes), info.allocations,
            mib(info.max_allocation), mib(info.host_bytes),
            o->cfg.recompute ? "; GELU recomputed" : "");
-    int dp = info.world_size / info.pp; /* data-parallel ranks */
+    int dp = info.dp; /* data-parallel ranks */
     if (dp > 1)
         printf("batch: %d x %d tokens x %d accumulation, summed over %d ranks (rows %s) = %lld "
                "tokens per step\n",
@@ -382,8 +382,8 @@ static int train_main(int argc, char **argv, vkg_cli_resume *res)
          0, 0},
         {"--ckpt-dir", VKG_FLAG_STR, &c->ckpt_dir,
          "checkpoint folder (also holds log.jsonl, run.json)", 0, 0, 0},
-        {"--ckpt-every", VKG_FLAG_INT, &o.ckpt_every, "checkpoint every N steps (0: only at the end)",
-         0, 0, 1e9},
+        {"--ckpt-every", VKG_FLAG_INT, &o.ckpt_every,
+         "checkpoint every N steps (0: only at the end)", 0, 0, 1e9},
         {"--keep", VKG_FLAG_INT, &c->keep_checkpoints,
          "newest checkpoints kept; older ones are deleted (default 3; 0: keep all)", 0, 0, 1e6},
         {"--resume", VKG_FLAG_BOOL, &c->resume,

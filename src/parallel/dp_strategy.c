@@ -30,9 +30,9 @@
 #include "parallel/strategy_internal.h"
 #include "parallel/tied_wte.h"
 
-vkg_status vkg__grad_dtype_check(const vkg_strategy_config *c)
+vkg_status vkg__grad_dtype_check(const vkg_strategy_config *c, const vkg_job_layout *lay)
 {
-    int pp = c->pp > 1 ? c->pp : 1, ranks = c->comm.world_size / pp;
+    int pp = lay->pp, ranks = lay->dp;
     VKG_CHECK(vkg_grad_dtype_name(c->grad_dtype), VKG_ERR_INVALID_ARG,
               "--grad-dtype: dtype %d is neither fp32 nor bf16", (int)c->grad_dtype);
     VKG_CHECK(c->grad_dtype == VKG_COMM_F32 || ranks >= 2, VKG_ERR_INVALID_ARG,
@@ -44,7 +44,7 @@ vkg_status vkg__grad_dtype_check(const vkg_strategy_config *c)
 
 const char *vkg_strategy_grad_exchange(const vkg_strategy *s)
 {
-    if (vkg_dp_group_size(s->dp) < 2)
+    if (vkg_job_dp(s->job) < 2)
         return "";
     if (s->cfg.grad_dtype != VKG_COMM_BF16)
         return "fp32";
@@ -66,7 +66,7 @@ static vkg_status reduce_bf16(vkg_strategy *s, float *buf, size_t n)
 {
     uint16_t *half = s->grads16 + (buf - s->grads);
     vkg_grad_bf16_narrow(buf, half, n);
-    VKG_TRY(vkg_comm_allreduce(vkg_dp_comm(s->dp), half, half, n, VKG_COMM_BF16, VKG_COMM_SUM));
+    VKG_TRY(vkg_comm_allreduce(vkg_job_comm(s->job), half, half, n, VKG_COMM_BF16, VKG_COMM_SUM));
     vkg_grad_bf16_widen(half, buf, n);
     return VKG_OK;
 }
@@ -77,7 +77,7 @@ vkg_status vkg__dp_reduce_grads(vkg_strategy *s, int k, float *buf, size_t n)
         return vkg__zero_reduce_grads(s, k, buf, n);
     if (s->grads16)
         return reduce_bf16(s, buf, n);
-    return vkg_dp_allreduce_grads(s->dp, buf, n);
+    return vkg_job_allreduce_sum(s->job, buf, n);
 }
 
 /* Import the collectives' buffer for the zero-copy path into *packed; 0 (and why, in
@@ -85,7 +85,7 @@ vkg_status vkg__dp_reduce_grads(vkg_strategy *s, int k, float *buf, size_t n)
 static int import_grads(vkg_strategy *s, vkg_tensor *packed)
 {
     const vkg_device_info *info = vkg_device_get_info(s->mc.dev);
-    const vkg_comm_t *comm = vkg_dp_comm(s->dp);
+    const vkg_comm_t *comm = vkg_job_comm(s->job);
     const char *where = vkg_comm_buffer_in_segment(comm, s->grads, s->grads_bytes)
                             ? "this rank's part of the shared-memory segment"
                         : vkg_comm_uses_shm(comm)
@@ -122,10 +122,11 @@ vkg_status vkg__dp_setup(vkg_strategy *s)
     size_t align = (size_t)vkg_device_get_info(s->mc.dev)->host_import_alignment;
     align = align ? align : 1;
     s->grads_bytes = (n * sizeof *s->grads + align - 1) / align * align;
-    VKG_TRY(vkg_comm_buffer_alloc(vkg_dp_comm(s->dp), s->grads_bytes, (void **)&s->grads));
+    VKG_TRY(vkg_comm_buffer_alloc(vkg_job_comm(s->job), s->grads_bytes, (void **)&s->grads));
     if (s->cfg.grad_dtype == VKG_COMM_BF16) {
         s->grads16_bytes = (n * sizeof *s->grads16 + 3) / 4 * 4;
-        VKG_TRY(vkg_comm_buffer_alloc(vkg_dp_comm(s->dp), s->grads16_bytes, (void **)&s->grads16));
+        VKG_TRY(
+            vkg_comm_buffer_alloc(vkg_job_comm(s->job), s->grads16_bytes, (void **)&s->grads16));
     }
     if (!s->bucket_bytes)
         return VKG_OK;
@@ -191,7 +192,7 @@ static vkg_status backward_overlapped(vkg_strategy *s, float *loss, double *comm
         st = vkg_gpt2_split_finish(m, loss);
     if (st == VKG_OK) {
         double t0 = vkg_now_ms();
-        st = vkg_tied_wte_add_rows(s->dp, m, s->inputs, s->grads);
+        st = vkg_tied_wte_add_rows(s->job, m, s->inputs, s->grads);
         end = vkg_now_ms();
         comm += end - t0;
     }
@@ -231,8 +232,8 @@ vkg_status vkg__dp_reduce(vkg_strategy *s, double *loss, int *stop, vkg_strategy
     out->comm_ms = s->comm_ms;
     out->exposed_comm_ms = s->exposed_ms;
     /* The loss as a token-weighted mean, and the stop request of any rank. */
-    float x[2] = {(float)(*loss * (double)vkg_dp_loss_scale(s->dp)), *stop ? 1.0f : 0.0f};
-    VKG_TRY(vkg_dp_allreduce_sum(s->dp, x, 2));
+    float x[2] = {(float)(*loss * (double)vkg_job_loss_scale(s->job)), *stop ? 1.0f : 0.0f};
+    VKG_TRY(vkg_job_allreduce_sum(s->job, x, 2));
     *loss = x[0];
     *stop = x[1] > 0.0f;
     return VKG_OK;
@@ -240,8 +241,8 @@ vkg_status vkg__dp_reduce(vkg_strategy *s, double *loss, int *stop, vkg_strategy
 
 vkg_status vkg__dp_mean(vkg_strategy *s, double *value)
 {
-    float x = (float)(*value * (double)vkg_dp_loss_scale(s->dp));
-    VKG_TRY(vkg_dp_allreduce_sum(s->dp, &x, 1));
+    float x = (float)(*value * (double)vkg_job_loss_scale(s->job));
+    VKG_TRY(vkg_job_allreduce_sum(s->job, &x, 1));
     *value = x;
     return VKG_OK;
 }

@@ -27,17 +27,15 @@
 #define TAG_GRAD 0x20000000u /* | micro-batch: its gradient to the previous stage */
 #define TAG_EVAL 0x30000000u /* | batch: evaluation and sampling activations */
 #define TAG_PART 0x40000000u /* | what: checkpoint gathering */
-#define GROUP_DP 1
-#define GROUP_PIPE 2
-#define GROUP_TIE 3
 
 struct vkg_pp {
-    int S, stage, dp, replica, kind;
-    int *req;          /* --pp-layers (S counts) or NULL */
-    int first, last;   /* this stage's layers */
-    vkg_group_t *dpg;  /* this stage's data-parallel group (dp > 1) */
-    vkg_group_t *pipe; /* this replica's stages, in order */
-    vkg_group_t *tie;  /* {first stage, last stage} of this replica's pipeline */
+    int S, stage, replica, kind; /* the job's layout's */
+    int *req;                    /* --pp-layers (S counts) or NULL */
+    int first, last;             /* this stage's layers */
+    vkg_group_t *dpg;            /* the job's groups: this stage's data-parallel group (dp > 1), */
+    vkg_group_t *pipe;           /* this replica's stages, in order, */
+    vkg_group_t *tie;            /* {first stage, last stage} of this replica's pipeline */
+    const vkg_job_layout *lay;
     int prev, next;    /* communicator ranks of the neighbouring stages, -1 at the ends */
     float *bnd;        /* (B*T*C) a boundary on its way (bf16 activations use half) */
     int32_t *in, *tgt; /* (M, B*T) the step's tokens */
@@ -51,7 +49,7 @@ struct vkg_pp {
 
 static int rank_of(const struct vkg_pp *p, int stage)
 {
-    return stage * p->dp + p->replica;
+    return vkg_job_rank_of(p->lay, stage, p->replica);
 }
 
 vkg_status vkg__pp_create(vkg_strategy *s, const vkg_strategy_config *c)
@@ -59,11 +57,11 @@ vkg_status vkg__pp_create(vkg_strategy *s, const vkg_strategy_config *c)
     struct vkg_pp *p = calloc(1, sizeof *p);
     VKG_CHECK(p, VKG_ERR_NOMEM, "no memory for the pipeline");
     s->pp = p;
-    p->S = c->pp;
+    p->lay = vkg_job_layout_get(s->job);
+    p->S = p->lay->pp;
     VKG_CHECK(p->S <= 64, VKG_ERR_INVALID_ARG, "--pp %d: at most 64 pipeline stages", p->S);
-    p->dp = vkg_dp_group_size(s->dp);
-    p->stage = vkg_dp_rank(s->dp) / p->dp;
-    p->replica = vkg_dp_group_rank(s->dp);
+    p->stage = p->lay->stage;
+    p->replica = p->lay->replica;
     p->kind = c->pp_schedule;
     VKG_CHECK(p->kind == VKG_PP_1F1B || p->kind == VKG_PP_GPIPE, VKG_ERR_INVALID_ARG,
               "pipeline schedule %d is neither 1f1b nor gpipe", p->kind);
@@ -75,18 +73,9 @@ vkg_status vkg__pp_create(vkg_strategy *s, const vkg_strategy_config *c)
         VKG_CHECK(p->req, VKG_ERR_NOMEM, "no memory for the pipeline split");
         memcpy(p->req, c->pp_layers, (size_t)p->S * sizeof *p->req);
     }
-    vkg_comm_t *comm = vkg_dp_comm(s->dp);
-    int ranks[VKG_DP_MAX_RANKS];
-    for (int i = 0; i < p->dp; i++)
-        ranks[i] = p->stage * p->dp + i;
-    if (p->dp > 1)
-        VKG_TRY(vkg_group_create(comm, ranks, p->dp, GROUP_DP, &p->dpg));
-    for (int i = 0; i < p->S; i++)
-        ranks[i] = rank_of(p, i);
-    VKG_TRY(vkg_group_create(comm, ranks, p->S, GROUP_PIPE, &p->pipe));
-    int pair[2] = {rank_of(p, 0), rank_of(p, p->S - 1)};
-    if (p->stage == 0 || p->stage == p->S - 1)
-        VKG_TRY(vkg_group_create(comm, pair, 2, GROUP_TIE, &p->tie));
+    p->dpg = vkg_job_dp_group(s->job);
+    p->pipe = vkg_job_pipe_group(s->job);
+    p->tie = vkg_job_tie_group(s->job);
     p->prev = p->stage > 0 ? rank_of(p, p->stage - 1) : -1;
     p->next = p->stage < p->S - 1 ? rank_of(p, p->stage + 1) : -1;
     return VKG_OK;
@@ -97,7 +86,6 @@ static void free_impl(vkg_strategy *s)
     struct vkg_pp *p = s->pp;
     if (!p)
         return;
-    vkg_group_destroy(&p->dpg), vkg_group_destroy(&p->pipe), vkg_group_destroy(&p->tie);
     free(p->req), free(p->bnd), free(p->in), free(p->tgt), free(p->grads), free(p->plan);
     free(p->half);
     free(p->spans);
@@ -215,8 +203,8 @@ static vkg_status build(vkg_strategy *s)
     vkg_plan_opts po = {.recompute = s->mc.recompute,
                         .precision = s->mc.precision,
                         .max_allocation = info->max_allocation_bytes};
-    VKG_TRY(vkg_strategy_check_fit(cfg, vkg_dp_rank_batch(s->dp), s->mc.T, M, p->S, p->req, p->kind,
-                                   &po, p->stage, info->device_local_bytes));
+    VKG_TRY(vkg_strategy_check_fit(cfg, vkg_job_rank_batch(s->job), s->mc.T, M, p->S, p->req,
+                                   p->kind, &po, p->stage, info->device_local_bytes));
     vkg_status st = vkg__strategy_whole_build(s, part, slots, 0, 0);
     if (st != VKG_OK) /* name the stage whose share does not fit */
         return vkg__error_wrap(st,
@@ -225,7 +213,7 @@ static vkg_status build(vkg_strategy *s)
                                p->stage, p->S, p->first, p->last, slots);
     if (p->stage == p->S - 1 && p->S > 1) /* the wte copy counts once, on stage 0 */
         VKG_TRY(vkg_adamw_norm_from(s->opt, vkg_gpt2_layout_of(s->model)->count[0]));
-    size_t bt = (size_t)vkg_dp_rank_batch(s->dp) * (size_t)s->mc.T;
+    size_t bt = (size_t)vkg_job_rank_batch(s->job) * (size_t)s->mc.T;
     p->bnd = malloc(bt * (size_t)cfg->channels * sizeof *p->bnd);
     p->in = malloc((size_t)M * bt * sizeof *p->in);
     p->tgt = malloc((size_t)M * bt * sizeof *p->tgt);
@@ -237,8 +225,9 @@ static vkg_status build(vkg_strategy *s)
               "no memory for the pipeline's buffers");
     if (p->dpg && s->cfg.grad_dtype == VKG_COMM_BF16) {
         size_t n = vkg_gpt2_param_count(s->model);
-        p->half = malloc(n * (size_t)(p->dp + 1) * sizeof *p->half);
-        VKG_CHECK(p->half, VKG_ERR_NOMEM, "no memory for %d bf16 gradients", p->dp + 1);
+        int dp = p->lay->dp;
+        p->half = malloc(n * (size_t)(dp + 1) * sizeof *p->half);
+        VKG_CHECK(p->half, VKG_ERR_NOMEM, "no memory for %d bf16 gradients", dp + 1);
     }
     vkg_pp_schedule(p->kind, p->S, p->stage, M, p->plan);
     return VKG_OK;
@@ -257,14 +246,14 @@ static vkg_status send_bnd(vkg_strategy *s, vkg_gpt2_boundary out, int slot, int
 {
     struct vkg_pp *p = s->pp;
     VKG_TRY(vkg_gpt2_boundary_read(s->model, out, slot, p->bnd));
-    return vkg_comm_send(vkg_dp_comm(s->dp), peer, tag, p->bnd,
+    return vkg_comm_send(vkg_job_comm(s->job), peer, tag, p->bnd,
                          vkg_gpt2_boundary_bytes(s->model, out));
 }
 
 static vkg_status recv_bnd(vkg_strategy *s, vkg_gpt2_boundary in, int slot, int peer, uint32_t tag)
 {
     struct vkg_pp *p = s->pp;
-    VKG_TRY(vkg_comm_recv(vkg_dp_comm(s->dp), peer, tag, p->bnd,
+    VKG_TRY(vkg_comm_recv(vkg_job_comm(s->job), peer, tag, p->bnd,
                           vkg_gpt2_boundary_bytes(s->model, in)));
     return vkg_gpt2_boundary_write(s->model, in, slot, p->bnd);
 }
@@ -274,7 +263,7 @@ static vkg_status recv_bnd(vkg_strategy *s, vkg_gpt2_boundary in, int slot, int 
 static vkg_status run_action(vkg_strategy *s, const vkg_pp_action *a, double *loss)
 {
     struct vkg_pp *p = s->pp;
-    size_t bt = (size_t)vkg_dp_rank_batch(s->dp) * (size_t)s->mc.T;
+    size_t bt = (size_t)vkg_job_rank_batch(s->job) * (size_t)s->mc.T;
     double t0 = vkg_now_ms();
     if (!a->backward) {
         if (p->prev >= 0) {
@@ -335,11 +324,11 @@ static vkg_status step(vkg_strategy *s, vkg_data_t *data, const vkg_strategy_ste
 {
     struct vkg_pp *p = s->pp;
     int M = s->mc.accum_steps;
-    size_t bt = (size_t)vkg_dp_rank_batch(s->dp) * (size_t)s->mc.T;
+    size_t bt = (size_t)vkg_job_rank_batch(s->job) * (size_t)s->mc.T;
     memset(out, 0, sizeof *out);
     for (int i = 0; i < M; i++) /* every stage reads its replica's micro-batches */
-        VKG_TRY(vkg_dp_data_next(s->dp, data, s->mc.T, p->in + (size_t)i * bt,
-                                 p->tgt + (size_t)i * bt));
+        VKG_TRY(vkg_job_data_next(s->job, data, s->mc.T, p->in + (size_t)i * bt,
+                                  p->tgt + (size_t)i * bt));
     VKG_TRY(vkg_gpt2_zero_grad(s->model));
     double loss = 0.0;
     p->nspans = 0;
@@ -356,9 +345,9 @@ static vkg_status step(vkg_strategy *s, vkg_data_t *data, const vkg_strategy_ste
     VKG_TRY(vkg_group_allreduce_sum(p->pipe, &sumsq, 1));
     /* The last stage's token-weighted loss, and any rank's stop request, to every rank, before
      * the update: a loss that is not finite skips it on every stage alike. */
-    float x[2] = {p->next < 0 ? (float)(loss * (double)vkg_dp_loss_scale(s->dp)) : 0.0f,
+    float x[2] = {p->next < 0 ? (float)(loss * (double)vkg_job_loss_scale(s->job)) : 0.0f,
                   in->stop ? 1.0f : 0.0f};
-    VKG_TRY(vkg_dp_allreduce_sum(s->dp, x, 2));
+    VKG_TRY(vkg_job_allreduce_sum(s->job, x, 2));
     out->skipped = !isfinite(x[0]) || !isfinite(sumsq);
     if (!out->skipped)
         VKG_TRY(vkg_adamw_update(s->opt, in->lr, in->t, in->grad_clip, sumsq));
@@ -392,13 +381,13 @@ static vkg_status eval(vkg_strategy *s, vkg_data_t *data, int n, float *loss)
     for (int i = 0; i < n; i++) {
         float l = 0.0f;
         uint64_t nb = vkg_data_num_batches(data);
-        VKG_TRY(vkg_dp_data_read(s->dp, data, nb ? (uint64_t)i % nb : 0, s->mc.T, p->in, p->tgt));
+        VKG_TRY(vkg_job_data_read(s->job, data, nb ? (uint64_t)i % nb : 0, s->mc.T, p->in, p->tgt));
         VKG_TRY(forward(s, p->in, p->tgt, &l));
         sum += l;
     }
     sum /= n;
-    float x = p->next < 0 ? (float)(sum * (double)vkg_dp_loss_scale(s->dp)) : 0.0f;
-    VKG_TRY(vkg_dp_allreduce_sum(s->dp, &x, 1));
+    float x = p->next < 0 ? (float)(sum * (double)vkg_job_loss_scale(s->job)) : 0.0f;
+    VKG_TRY(vkg_job_allreduce_sum(s->job, &x, 1));
     *loss = x;
     return VKG_OK;
 }
@@ -417,9 +406,9 @@ static vkg_status logits(vkg_strategy *s, const int32_t *inputs, int b, int t, f
 static vkg_status gather(vkg_strategy *s, float *params, float *m, float *v)
 {
     struct vkg_pp *p = s->pp;
-    vkg_comm_t *comm = vkg_dp_comm(s->dp);
+    vkg_comm_t *comm = vkg_job_comm(s->job);
     const vkg_gpt2_layout *lo = vkg_gpt2_layout_of(s->model);
-    int rank = vkg_dp_rank(s->dp);
+    int rank = vkg_job_rank(s->job);
     if (p->replica != 0)
         return VKG_OK;
     size_t n = lo->total;

@@ -15,25 +15,27 @@
 
 vkg_status vkg_strategy_create(const vkg_strategy_config *c, vkg_strategy **out)
 {
+    vkg_job_layout lay; /* checked before joining the job */
+    VKG_TRY(vkg_job_layout_of(c->comm.world_size, c->comm.rank, c->pp, &lay));
     if (c->zero)
-        VKG_TRY(vkg__zero_check(c));
-    VKG_TRY(vkg__grad_dtype_check(c));
+        VKG_TRY(vkg__zero_check(c, &lay));
+    VKG_TRY(vkg__grad_dtype_check(c, &lay));
     vkg_strategy *s = calloc(1, sizeof *s);
     VKG_CHECK(s, VKG_ERR_NOMEM, "no memory for the parallel strategy");
-    int pp = c->pp > 1 ? c->pp : 1;
+    int pp = lay.pp;
     s->cfg = *c;
     s->cfg.rank_batch = NULL, s->cfg.pp_layers = NULL; /* not kept */
     vkg_status st =
-        vkg_dp_create(&c->comm, pp, c->batch, c->rank_batch, c->rank_batch_count, &s->dp);
+        vkg_job_create(&c->comm, c->pp, c->batch, c->rank_batch, c->rank_batch_count, &s->job);
     if (st != VKG_OK) {
         free(s);
         return st;
     }
-    s->vt = c->zero                   ? &vkg__strategy_zero
-            : pp > 1                  ? &vkg__strategy_pp
-            : vkg_dp_world(s->dp) > 1 ? &vkg__strategy_dp
-                                      : &vkg__strategy_single;
-    if (pp == 1 && vkg_dp_world(s->dp) > 1 && c->bucket_bytes >= 0)
+    s->vt = c->zero                     ? &vkg__strategy_zero
+            : pp > 1                    ? &vkg__strategy_pp
+            : vkg_job_world(s->job) > 1 ? &vkg__strategy_dp
+                                        : &vkg__strategy_single;
+    if (pp == 1 && vkg_job_world(s->job) > 1 && c->bucket_bytes >= 0)
         s->bucket_bytes = c->bucket_bytes ? (uint64_t)c->bucket_bytes : BUCKET_DEFAULT;
     if (pp > 1)
         st = vkg__pp_create(s, c);
@@ -50,7 +52,7 @@ void vkg_strategy_destroy(vkg_strategy **ps, const char *failure)
     vkg_strategy *s = ps ? *ps : NULL;
     if (!s)
         return;
-    vkg_dp_abort(s->dp, failure); /* the peers learn at once */
+    vkg_job_abort(s->job, failure); /* the peers learn at once */
     if (s->vt && s->vt->free_impl)
         s->vt->free_impl(s);
     vkg_buckets_destroy(&s->buckets);
@@ -58,11 +60,11 @@ void vkg_strategy_destroy(vkg_strategy **ps, const char *failure)
     vkg_gpt2_destroy(&s->model); /* its split copies into grads_import */
     vkg_arena_destroy(&s->grads_import);
     if (s->grads)
-        vkg_comm_buffer_free(vkg_dp_comm(s->dp), s->grads);
+        vkg_comm_buffer_free(vkg_job_comm(s->job), s->grads);
     if (s->grads16)
-        vkg_comm_buffer_free(vkg_dp_comm(s->dp), s->grads16);
+        vkg_comm_buffer_free(vkg_job_comm(s->job), s->grads16);
     free(s->inputs), free(s->targets);
-    vkg_dp_destroy(&s->dp, NULL);
+    vkg_job_destroy(&s->job, NULL);
     free(s);
     *ps = NULL;
 }
@@ -74,38 +76,44 @@ const char *vkg_strategy_name(const vkg_strategy *s)
 
 int vkg_strategy_rank(const vkg_strategy *s)
 {
-    return vkg_dp_rank(s->dp);
+    return vkg_job_rank(s->job);
 }
 
 int vkg_strategy_world(const vkg_strategy *s)
 {
-    return vkg_dp_world(s->dp);
+    return vkg_job_world(s->job);
+}
+
+void vkg_strategy_layout(const vkg_strategy *s, int *pp, int *dp)
+{
+    *pp = vkg_job_pp(s->job);
+    *dp = vkg_job_dp(s->job);
 }
 
 int vkg_strategy_rank_batch(const vkg_strategy *s)
 {
-    return vkg_dp_rank_batch(s->dp);
+    return vkg_job_rank_batch(s->job);
 }
 
 int vkg_strategy_global_batch(const vkg_strategy *s)
 {
-    return vkg_dp_global_batch(s->dp);
+    return vkg_job_global_batch(s->job);
 }
 
 const char *vkg_strategy_batch_list(const vkg_strategy *s)
 {
-    return vkg_dp_batch_list(s->dp);
+    return vkg_job_batch_list(s->job);
 }
 
 const char *vkg_strategy_comm_path(const vkg_strategy *s)
 {
-    vkg_comm_t *c = vkg_dp_comm(s->dp);
+    vkg_comm_t *c = vkg_job_comm(s->job);
     return c ? vkg_comm_path(c) : "single rank";
 }
 
 uint64_t vkg_strategy_batch_hash(const vkg_strategy *s)
 {
-    return vkg_dp_batch_hash(s->dp);
+    return vkg_job_batch_hash(s->job);
 }
 
 int vkg_strategy_bucket_count(const vkg_strategy *s)
@@ -130,40 +138,40 @@ uint64_t vkg_strategy_zero_copy_buckets(const vkg_strategy *s)
 
 void vkg_strategy_data_config(const vkg_strategy *s, vkg_data_config *dc)
 {
-    vkg_dp_data_config(s->dp, dc);
+    vkg_job_data_config(s->job, dc);
 }
 
 vkg_status vkg_strategy_broadcast(vkg_strategy *s, void *buf, size_t bytes)
 {
-    return vkg_dp_broadcast(s->dp, buf, bytes);
+    return vkg_job_broadcast(s->job, buf, bytes);
 }
 
 vkg_status vkg_strategy_check_match(vkg_strategy *s, const uint64_t *values,
                                     const char *const *names, int count)
 {
-    vkg_dp_fingerprint fp;
+    vkg_job_fingerprint fp;
     VKG_CHECK(count > 0 && count <= (int)(sizeof fp.v / sizeof fp.v[0]), VKG_ERR_INVALID_ARG,
               "fingerprint of %d fields", count);
     memset(&fp, 0, sizeof fp);
     memcpy(fp.v, values, (size_t)count * sizeof *values);
-    return vkg_dp_check_match(s->dp, &fp, names, count);
+    return vkg_job_check_match(s->job, &fp, names, count);
 }
 
 vkg_status vkg_strategy_rank0_outcome(vkg_strategy *s, vkg_status st, const char *what)
 {
-    if (vkg_dp_world(s->dp) == 1)
+    if (vkg_job_world(s->job) == 1)
         return st;
     struct {
         int32_t status;
         char msg[1020];
     } o;
     memset(&o, 0, sizeof o);
-    int rank = vkg_dp_rank(s->dp);
+    int rank = vkg_job_rank(s->job);
     if (rank == 0 && st != VKG_OK) {
         o.status = (int32_t)st;
         snprintf(o.msg, sizeof o.msg, "%s", vkg_error_message());
     }
-    vkg_status bst = vkg_dp_broadcast(s->dp, &o, sizeof o);
+    vkg_status bst = vkg_job_broadcast(s->job, &o, sizeof o);
     if (rank == 0) {
         if (st != VKG_OK) /* the failure is what matters; destroy tells the others if need be */
             vkg__error_restore(o.msg);
@@ -228,8 +236,8 @@ vkg_status vkg__strategy_whole_build(vkg_strategy *s, vkg_gpt2_part part, int sl
 {
     const vkg_strategy_model *mc = &s->mc;
     vkg_gpt2_opts o = vkg_gpt2_opts_default();
-    o.B = vkg_dp_rank_batch(s->dp), o.T = mc->T, o.accum_steps = mc->accum_steps;
-    o.loss_scale = vkg_dp_loss_scale(s->dp);
+    o.B = vkg_job_rank_batch(s->job), o.T = mc->T, o.accum_steps = mc->accum_steps;
+    o.loss_scale = vkg_job_loss_scale(s->job);
     o.part = part;
     o.slots = slots;
     o.recompute = mc->recompute;
@@ -256,7 +264,7 @@ vkg_status vkg_strategy_build(vkg_strategy *s, const vkg_strategy_model *mc)
     vkg_plan_opts po = {.recompute = mc->recompute,
                         .precision = mc->precision,
                         .max_allocation = info->max_allocation_bytes};
-    VKG_TRY(vkg_strategy_check_fit(&mc->cfg, vkg_dp_rank_batch(s->dp), mc->T, mc->accum_steps, 1,
+    VKG_TRY(vkg_strategy_check_fit(&mc->cfg, vkg_job_rank_batch(s->job), mc->T, mc->accum_steps, 1,
                                    NULL, 0, &po, 0, info->device_local_bytes));
     return vkg__strategy_whole_build(s, vkg_gpt2_whole(&mc->cfg), 1, 0, 0);
 }
@@ -264,7 +272,7 @@ vkg_status vkg_strategy_build(vkg_strategy *s, const vkg_strategy_model *mc)
 void vkg_strategy_stage(const vkg_strategy *s, int *stage, int *first, int *last)
 {
     const vkg_gpt2_part *p = s->model ? &vkg_gpt2_opts_of(s->model)->part : NULL;
-    *stage = vkg_dp_rank(s->dp) / vkg_dp_group_size(s->dp);
+    *stage = vkg_job_stage(s->job);
     *first = p ? p->first : 0;
     *last = p ? p->last : 0;
 }
@@ -272,10 +280,10 @@ void vkg_strategy_stage(const vkg_strategy *s, int *stage, int *first, int *last
 vkg_status vkg__strategy_share(vkg_strategy *s, float *params, float *m, float *v)
 {
     size_t n = vkg_gpt2_num_params(&s->mc.cfg);
-    VKG_TRY(vkg_dp_broadcast(s->dp, params, n * sizeof *params));
+    VKG_TRY(vkg_job_broadcast(s->job, params, n * sizeof *params));
     if (m) {
-        VKG_TRY(vkg_dp_broadcast(s->dp, m, n * sizeof *m));
-        VKG_TRY(vkg_dp_broadcast(s->dp, v, n * sizeof *v));
+        VKG_TRY(vkg_job_broadcast(s->job, m, n * sizeof *m));
+        VKG_TRY(vkg_job_broadcast(s->job, v, n * sizeof *v));
     }
     return VKG_OK;
 }
@@ -351,7 +359,7 @@ vkg_status vkg_strategy_step(vkg_strategy *s, vkg_data_t *data, const vkg_strate
     VKG_TRY(vkg_gpt2_zero_grad(s->model));
     for (int a = 0; a < accum; a++) {
         float l;
-        VKG_TRY(vkg_dp_data_next(s->dp, data, s->mc.T, s->inputs, s->targets));
+        VKG_TRY(vkg_job_data_next(s->job, data, s->mc.T, s->inputs, s->targets));
         if (a == accum - 1) /* only the last one may talk */
             VKG_TRY(s->vt->last_micro(s, &l));
         else
@@ -387,8 +395,8 @@ vkg_status vkg_strategy_eval(vkg_strategy *s, vkg_data_t *data, int n, float *lo
     for (int i = 0; i < n; i++) {
         float l;
         uint64_t nb = vkg_data_num_batches(data);
-        VKG_TRY(vkg_dp_data_read(s->dp, data, nb ? (uint64_t)i % nb : 0, s->mc.T, s->inputs,
-                                 s->targets));
+        VKG_TRY(vkg_job_data_read(s->job, data, nb ? (uint64_t)i % nb : 0, s->mc.T, s->inputs,
+                                  s->targets));
         VKG_TRY(vkg_gpt2_forward(s->model, s->inputs, s->targets, &l));
         sum += l;
     }

@@ -66,6 +66,8 @@ const char *vkg_strategy_name(const vkg_strategy *s);
 /* ---- the job ---- */
 int vkg_strategy_rank(const vkg_strategy *s);
 int vkg_strategy_world(const vkg_strategy *s);
+/* The job's pipeline stages (1 without) and data-parallel ranks per stage (world / pp). */
+void vkg_strategy_layout(const vkg_strategy *s, int *pp, int *dp);
 /* This rank's micro-batch rows, the global micro-batch (rows of every rank that trains on
  * distinct data), and the comma list of rank batches for logs. */
 int vkg_strategy_rank_batch(const vkg_strategy *s);

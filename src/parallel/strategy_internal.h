@@ -5,7 +5,7 @@
 #define VKG_PARALLEL_STRATEGY_INTERNAL_H
 
 #include "parallel/buckets.h"
-#include "parallel/dp.h"
+#include "parallel/job.h"
 #include "parallel/strategy.h"
 
 typedef struct vkg_strategy_vt {
@@ -39,7 +39,7 @@ typedef struct vkg_strategy_vt {
 
 struct vkg_strategy {
     const vkg_strategy_vt *vt;
-    vkg_dp *dp;            /* the job's data-parallel group (world 1 alone) */
+    vkg_job *job;          /* the job: layout, groups, batches (world 1 alone) */
     uint64_t bucket_bytes; /* 0: no overlap */
     vkg_strategy_model mc;
     vkg_gpt2 *model; /* this rank's part */
@@ -90,8 +90,8 @@ vkg_status vkg__zero_reduce_grads(vkg_strategy *s, int k, float *buf, size_t n);
 /* Pipeline setup at create: stage layout and checks (pp_strategy.c). */
 vkg_status vkg__pp_create(vkg_strategy *s, const vkg_strategy_config *c);
 /* Whether grad_dtype is fp32, or bf16 with 2 or more data-parallel ranks (dp_strategy.c). */
-vkg_status vkg__grad_dtype_check(const vkg_strategy_config *c);
+vkg_status vkg__grad_dtype_check(const vkg_strategy_config *c, const vkg_job_layout *lay);
 /* ZeRO-1: whether the job can run it (one stage, 2 or more ranks), before joining (zero.c). */
-vkg_status vkg__zero_check(const vkg_strategy_config *c);
+vkg_status vkg__zero_check(const vkg_strategy_config *c, const vkg_job_layout *lay);
 
 #endif

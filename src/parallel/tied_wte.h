@@ -11,11 +11,11 @@
 #include <stdint.h>
 
 #include "model/gpt2.h"
-#include "parallel/dp.h"
+#include "parallel/job.h"
 
 /* After vkg_gpt2_split_finish(m): add every rank's embedding-row gradients of its last
  * micro-batch (inputs: the rank's (rank batch, T) tokens) to wte (Vp x C floats, host: the
  * reduced classifier gradient), rows in token order, ranks in rank order. Every rank calls it. */
-vkg_status vkg_tied_wte_add_rows(vkg_dp *dp, vkg_gpt2 *m, const int32_t *inputs, float *wte);
+vkg_status vkg_tied_wte_add_rows(vkg_job *job, vkg_gpt2 *m, const int32_t *inputs, float *wte);
 
 #endif

@@ -41,9 +41,9 @@ struct vkg_zero {
     uint64_t hash;
 };
 
-vkg_status vkg__zero_check(const vkg_strategy_config *c)
+vkg_status vkg__zero_check(const vkg_strategy_config *c, const vkg_job_layout *lay)
 {
-    int pp = c->pp > 1 ? c->pp : 1, ranks = c->comm.world_size / pp;
+    int pp = lay->pp, ranks = lay->dp;
     VKG_CHECK(c->zero == 1, VKG_ERR_INVALID_ARG,
               "--zero %d: only ZeRO stage 1 (AdamW's moments sharded) is implemented; give "
               "--zero 1 or 0",
@@ -93,7 +93,7 @@ static vkg_status build(vkg_strategy *s)
     struct vkg_zero *z = calloc(1, sizeof *z);
     VKG_CHECK(z, VKG_ERR_NOMEM, "no memory for ZeRO-1's shards");
     s->zero = z;
-    z->N = vkg_dp_world(s->dp), z->r = vkg_dp_rank(s->dp);
+    z->N = vkg_job_world(s->job), z->r = vkg_job_rank(s->job);
     z->sh = calloc((size_t)z->N, sizeof *z->sh);
     z->bounds = malloc((size_t)(z->N + 1) * sizeof *z->bounds);
     VKG_CHECK(z->sh && z->bounds, VKG_ERR_NOMEM, "no memory for %d shards", z->N);
@@ -153,13 +153,13 @@ vkg_status vkg__zero_reduce_grads(vkg_strategy *s, int k, float *buf, size_t n)
     struct vkg_zero *z = s->zero;
     const size_t *b = k < 0 ? z->bounds : z->bucket_bounds + (size_t)k * (size_t)(z->N + 1);
     if (!s->grads16)
-        return vkg_comm_reduce_scatter(vkg_dp_comm(s->dp), buf, n, b);
+        return vkg_comm_reduce_scatter(vkg_job_comm(s->job), buf, n, b);
     /* bf16: every element rounded (the peers' chunks leave from here), reduce-scattered in
      * bf16, and only this rank's chunk widened back: the rest of buf stays unreduced, as the
      * fp32 reduce-scatter leaves it. */
     uint16_t *half = s->grads16 + (buf - s->grads);
     vkg_grad_bf16_narrow(buf, half, n);
-    VKG_TRY(vkg_comm_reduce_scatter_dtype(vkg_dp_comm(s->dp), half, n, b, VKG_COMM_BF16));
+    VKG_TRY(vkg_comm_reduce_scatter_dtype(vkg_job_comm(s->job), half, n, b, VKG_COMM_BF16));
     vkg_grad_bf16_widen(half + b[z->r], buf + b[z->r], b[z->r + 1] - b[z->r]);
     return VKG_OK;
 }
@@ -171,7 +171,7 @@ static vkg_status norm(vkg_strategy *s, float *sumsq, vkg_strategy_step_out *out
     struct vkg_zero *z = s->zero;
     VKG_TRY(vkg_adamw_grad_partials(s->opt, z->parts));
     double t0 = vkg_now_ms();
-    VKG_TRY(vkg_dp_allgather(s->dp, z->parts, z->most * sizeof *z->parts, z->gathered));
+    VKG_TRY(vkg_job_allgather(s->job, z->parts, z->most * sizeof *z->parts, z->gathered));
     double ms = vkg_now_ms() - t0;
     out->comm_ms += ms, out->exposed_comm_ms += ms;
     for (int q = 0; q < z->N; q++)
@@ -190,7 +190,7 @@ static vkg_status finish(vkg_strategy *s, vkg_strategy_step_out *out)
     VKG_TRY(vkg_tensor_read(s->mc.dev, vkg_gpt2_params_tensor(s->model), me->first * 4,
                             s->grads + me->first, me->count * 4));
     double t0 = vkg_now_ms();
-    VKG_TRY(vkg_comm_allgatherv(vkg_dp_comm(s->dp), s->grads, n, z->bounds));
+    VKG_TRY(vkg_comm_allgatherv(vkg_job_comm(s->job), s->grads, n, z->bounds));
     double ms = vkg_now_ms() - t0;
     out->comm_ms += ms, out->exposed_comm_ms += ms;
     return vkg_gpt2_set_params(s->model, s->grads);
@@ -204,10 +204,10 @@ static vkg_status gather(vkg_strategy *s, float *params, float *m, float *v)
     if (params)
         VKG_TRY(vkg_gpt2_get_params(s->model, params));
     int32_t want = z->r == 0 && m && v;
-    VKG_TRY(vkg_dp_broadcast(s->dp, &want, sizeof want));
+    VKG_TRY(vkg_job_broadcast(s->job, &want, sizeof want));
     if (!want)
         return VKG_OK;
-    vkg_comm_t *comm = vkg_dp_comm(s->dp);
+    vkg_comm_t *comm = vkg_job_comm(s->job);
     const vkg_zero_shard *me = &z->sh[z->r];
     if (z->r == 0) {
         VKG_TRY(vkg_adamw_get_moments(s->opt, m + me->first, v + me->first));
