@@ -20,7 +20,7 @@
  * 1), its replica's pipeline (the S stages in order) and the tie {first stage, last stage} of
  * that pipeline (first and last stage only), over the job's communicator.
  *
- * Not here: what is summed and how (the strategies: strategy.c, dp_strategy.c, zero.c,
+ * Not here: what is summed and how (the strategies: strategy.c, whole.c, reducer.c, zero.c,
  * pp_strategy.c), the model. Nothing here prints.
  */
 #ifndef VKG_PARALLEL_JOB_H

@@ -9,7 +9,7 @@
  *           gradients summed over ranks (token-weighted, dp.h), per bucket overlapped with the
  *           backward pass of the last micro-batch (buckets.c, tied_wte.c) or after it; the
  *           device copies buckets straight into the collectives' buffer where it can import
- *           host memory (dp_strategy.c);
+ *           host memory (reducer.c, whole.c);
  *   pp      pipeline (composed with data parallelism: ranks = dp x pp): each rank one stage, a
  *           contiguous range of layers, micro-batches flowing through the stages by GPipe or 1F1B
  *           (pp_strategy.c, pp_schedule.c);

@@ -3,7 +3,7 @@
  * micro-batch's tokens, which the split recording leaves out so that wte's bucket can be reduced
  * early. Every rank sums its encoder-output gradient per distinct token, the ranks exchange these
  * rows, and every rank adds all of them in rank order, so that all ranks stay bitwise equal.
- * Not here: the buckets (buckets.c), the rest of the reduction (dp_strategy.c).
+ * Not here: the buckets (buckets.c), the rest of the reduction (reducer.c).
  */
 #ifndef VKG_PARALLEL_TIED_WTE_H
 #define VKG_PARALLEL_TIED_WTE_H
