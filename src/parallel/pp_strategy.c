@@ -21,6 +21,7 @@
 #include "base/error.h"
 #include "parallel/grad_bf16.h"
 #include "parallel/pp_schedule.h"
+#include "parallel/tied_wte.h"
 #include "parallel/whole.h"
 
 #define TAG_ACT 0x10000000u  /* | micro-batch: an activation to the next stage */
@@ -119,8 +120,7 @@ static vkg_status build(vkg_strategy *s)
                                "pipeline stage %d of %d (layers [%d, %d), %d activation "
                                "slots)",
                                p->stage, p->S, p->first, p->last, slots);
-    if (p->stage == p->S - 1 && p->S > 1) /* the wte copy counts once, on stage 0 */
-        VKG_TRY(vkg_adamw_norm_from(s->opt, vkg_gpt2_layout_of(s->model)->count[0]));
+    VKG_TRY(vkg_tied_wte_count_once(s->job, s->model, s->opt));
     size_t bt = (size_t)vkg_job_rank_batch(s->job) * (size_t)s->mc.T;
     p->bnd = malloc(bt * (size_t)cfg->channels * sizeof *p->bnd);
     p->in = malloc((size_t)M * bt * sizeof *p->in);
@@ -221,8 +221,7 @@ static vkg_status reduce_grads(vkg_strategy *s, double *comm_ms)
         VKG_TRY(vkg_grad_bf16_group_sum(p->dpg, p->grads, n, p->half, p->half + n));
     else if (p->dpg)
         VKG_TRY(vkg_group_allreduce_sum(p->dpg, p->grads, n));
-    if (p->tie) /* wte is at the start of both the first and the last part */
-        VKG_TRY(vkg_group_allreduce_sum(p->tie, p->grads, vkg_gpt2_layout_of(s->model)->count[0]));
+    VKG_TRY(vkg_tied_wte_pipe_sum(s->job, s->model, p->grads));
     *comm_ms = vkg_now_ms() - t0;
     return vkg_gpt2_set_grads(s->model, p->grads);
 }

@@ -94,8 +94,8 @@ static int import_grads(vkg_grad_reducer *r, vkg_tensor *packed)
         snprintf(r->bucket_path, cap, "copy: %.160s lacks VK_EXT_external_memory_host", info->name);
         return 0;
     }
-    vkg_status st = vkg_arena_import_host(dev, r->grads, r->grads_bytes, "gradient buckets",
-                                          &r->grads_import);
+    vkg_status st =
+        vkg_arena_import_host(dev, r->grads, r->grads_bytes, "gradient buckets", &r->grads_import);
     if (st == VKG_OK)
         st = vkg_arena_alloc(r->grads_import, r->grads_bytes, packed);
     if (st != VKG_OK) {

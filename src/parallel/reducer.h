@@ -36,11 +36,11 @@
 typedef struct vkg_grad_reducer vkg_grad_reducer;
 
 typedef struct vkg_grad_reducer_config {
-    uint64_t bucket_bytes;    /* buckets overlapped with the backward pass; 0: one reduction */
-    vkg_comm_dtype dtype;     /* VKG_COMM_F32 or VKG_COMM_BF16 */
-    int force_copy_path;      /* 1: the copy path even where zero-copy works */
-    const size_t *shards;     /* (dp + 1) parameter bounds of every rank's shard: a
-                                 reduce-scatter (ZeRO-1); NULL: an allreduce */
+    uint64_t bucket_bytes; /* buckets overlapped with the backward pass; 0: one reduction */
+    vkg_comm_dtype dtype;  /* VKG_COMM_F32 or VKG_COMM_BF16 */
+    int force_copy_path;   /* 1: the copy path even where zero-copy works */
+    const size_t *shards;  /* (dp + 1) parameter bounds of every rank's shard: a
+                              reduce-scatter (ZeRO-1); NULL: an allreduce */
 } vkg_grad_reducer_config;
 
 /* A reducer of model m's gradient over job's data-parallel group (the whole job: no pipeline),

@@ -1,5 +1,6 @@
-/* The encoder's rows of the tied wte gradient, exchanged and added in a fixed order (see
- * tied_wte.h). */
+/* The tied wte (see tied_wte.h): the encoder's rows of its gradient exchanged and added in a
+ * fixed order under data parallelism, and the two copies' sum and the norm's count under pipelines.
+ */
 #include "parallel/tied_wte.h"
 
 #include <stdlib.h>
@@ -54,4 +55,20 @@ vkg_status vkg_tied_wte_add_rows(vkg_job *job, vkg_gpt2 *m, const int32_t *input
 done:
     free(slot), free(send), free(all), free(denc), free(pos);
     return st;
+}
+
+vkg_status vkg_tied_wte_pipe_sum(vkg_job *job, vkg_gpt2 *m, float *grads)
+{
+    vkg_group_t *tie = vkg_job_tie_group(job);
+    if (!tie) /* wte is at the start of both the first and the last part */
+        return VKG_OK;
+    return vkg_group_allreduce_sum(tie, grads, vkg_gpt2_layout_of(m)->count[0]);
+}
+
+vkg_status vkg_tied_wte_count_once(vkg_job *job, vkg_gpt2 *m, vkg_adamw *opt)
+{
+    int pp = vkg_job_pp(job);
+    if (pp == 1 || vkg_job_stage(job) != pp - 1)
+        return VKG_OK;
+    return vkg_adamw_norm_from(opt, vkg_gpt2_layout_of(m)->count[0]);
 }
