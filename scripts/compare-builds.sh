@@ -5,6 +5,9 @@
 #   default   the README's fortunes model (scripts/train-default.sh's flags), first STEPS steps
 #   l4        L=4 C=256 T=128 with GPT-2 BPE and 4 accumulation micro-steps per step
 #   dp        `vkgpt launch -n 2` (ipc) on the default model, overlapped buckets of 1 MiB
+#   zero      the same with --zero 1 (AdamW's moments sharded over the 2 ranks)
+#   pp        `vkgpt launch -n 4` (ipc): 2 pipeline stages (1F1B) x 2 data-parallel ranks, 4
+#             micro-batches per step
 # and compares, per run, every step's loss and gradient norm in log.jsonl and the final
 # checkpoint's model.bin and state.bin byte for byte. Prints one line per run and exits 1 when
 # any differs. Needs what `make build` needs, and the fortunes package for the data.
@@ -81,6 +84,12 @@ for b in a b; do
     # shellcheck disable=SC2086
     run dp $b launch -n 2 --transport ipc -- train --data "$work/bytes/train_*.bin" \
         $default_model --steps 10 --bucket-mb 1
+    # shellcheck disable=SC2086
+    run zero $b launch -n 2 --transport ipc -- train --data "$work/bytes/train_*.bin" \
+        $default_model --steps 10 --bucket-mb 1 --zero 1
+    # shellcheck disable=SC2086
+    run pp $b launch -n 4 --transport ipc -- train --data "$work/bytes/train_*.bin" \
+        $default_model --steps 10 --pp 2 --total-batch 4096
 done
 
 # ---- comparison ----
@@ -93,7 +102,7 @@ last_ckpt() { # the newest step_* folder holding DONE
     done
 }
 status=0
-for name in default l4 dp; do
+for name in default l4 dp zero pp; do
     ra=$work/runs/$name.a rb=$work/runs/$name.b
     fields "$ra/log.jsonl" >"$ra.fields"
     fields "$rb/log.jsonl" >"$rb.fields"

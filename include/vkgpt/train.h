@@ -168,6 +168,7 @@ typedef struct vkg_trainer_info {
     char bucket_path[256];       /* how gradient buckets reach the collectives ("" without):
                                     "zero-copy: ..." or "copy: <why>" */
     int pp, stage;               /* pipeline stages (1 without) and this rank's */
+    int dp;                      /* data-parallel ranks of a stage (world_size / pp) */
     int first_layer, last_layer; /* this rank's layers [first, last) */
     size_t activation_bytes;     /* device memory of this rank's activation slots */
     /* This rank's memory plan (what it allocated): parameters, gradients, AdamW (moments and
@@ -201,6 +202,10 @@ typedef struct vkg_step_info {
     double comm_ms, exposed_comm_ms;
 } vkg_step_info;
 
+/* The data-parallel ranks of a stage in the job cfg describes (cfg->comm.world_size over
+ * cfg->pp stages), as the trainer will lay the job out; 0 when --pp does not divide the ranks
+ * (vkg_trainer_create then names it). */
+int vkg_train_dp_ranks(const vkg_train_config *cfg);
 /* Set everything up: errors name the flag, file or device at fault (bad sizes, a total batch
  * that does not divide, corrupt files, tokens outside the vocabulary, ...). */
 vkg_status vkg_trainer_create(const vkg_train_config *cfg, vkg_trainer_t **out);

@@ -89,8 +89,8 @@ int vkg_cli_dp_resolve(vkg_cli_dp_flags *d, struct vkg_train_config *cfg)
                     1 << 20, d->rank_batch);
             return 2;
         }
-        int dp = cfg->pp > 1 ? cc->world_size / cfg->pp : cc->world_size;
-        if (n != dp) {
+        int dp = vkg_train_dp_ranks(cfg);
+        if (dp && n != dp) {
             fprintf(stderr,
                     "vkgpt train: --rank-batch lists %d sizes but there are %d data-parallel "
                     "ranks%s\n",

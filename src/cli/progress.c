@@ -77,7 +77,7 @@ void vkg_cli_print_run(const vkg_trainer_info *info, int recompute, const char *
            mib_of(info->activation_bytes), mib_of(info->shared_bytes), info->allocations,
            mib_of(info->max_allocation), mib_of(info->host_bytes),
            recompute ? "; GELU recomputed" : "");
-    int dp = info->world_size / info->pp; /* data-parallel ranks */
+    int dp = info->dp; /* data-parallel ranks */
     if (dp > 1)
         printf("batch: %d x %d tokens x %d accumulation, summed over %d ranks (rows %s) = %lld "
                "tokens per step\n",

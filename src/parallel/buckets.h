@@ -2,7 +2,7 @@
  * backward pass completes them, into buckets of at least bucket_bytes (the last may be smaller),
  * each one command list of the part's split recording, so that a bucket can be reduced as soon as
  * the device has finished it while the device computes the rest of the backward pass.
- * Not here: the reduction (dp_strategy.c), the embedding rows of the tied wte (tied_wte.c), the
+ * Not here: the reduction (reducer.c), the embedding rows of the tied wte (tied_wte.c), the
  * command lists themselves (model/gpt2_split.c).
  */
 #ifndef VKG_PARALLEL_BUCKETS_H

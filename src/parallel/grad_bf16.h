@@ -5,7 +5,7 @@
  * bits of an fp32: the same exponent range, 8 significant bits, so each rounding moves a value by
  * at most 2^-9 of itself.
  *
- * Not here: where the exchange happens (dp_strategy.c, zero.c, pp_strategy.c), the collectives
+ * Not here: where the exchange happens (reducer.c, pp_strategy.c), the collectives
  * (transport/). Nothing here allocates, prints or talks to a device.
  */
 #ifndef VKG_PARALLEL_GRAD_BF16_H

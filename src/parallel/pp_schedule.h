@@ -11,6 +11,7 @@
 #ifndef VKG_PARALLEL_PP_SCHEDULE_H
 #define VKG_PARALLEL_PP_SCHEDULE_H
 
+#include "model/gpt2.h"
 #include "vkgpt/model.h"
 
 typedef struct vkg_pp_action {
@@ -26,11 +27,14 @@ int vkg_pp_schedule(int kind, int S, int stage, int M, vkg_pp_action *out);
 /* The stage's slot count alone. */
 int vkg_pp_slots(int kind, int S, int stage, int M);
 
-/* Layers per stage (layers[S]) for a model of cfg at sequence length T: req (S counts, checked
- * to be >= 1 each and to sum to L) when given, else the split of the L layers into S runs that
- * minimises the costliest stage, the last stage also paying for the classifier (about 2 C Vp
+/* (plan.c) Layers per stage (layers[S]) for a model of cfg at sequence length T: req (S counts,
+ * checked to be >= 1 each and to sum to L) when given, else the split of the L layers into S runs
+ * that minimises the costliest stage, the last stage also paying for the classifier (about 2 C Vp
  * FLOPs per token against 24 C^2 + 4 T C for a block). Errors: VKG_ERR_INVALID_ARG naming the
  * fix (more stages than layers, a bad --pp-layers list). */
 vkg_status vkg_pp_split(const vkg_gpt2_config *cfg, int T, int S, const int *req, int *layers);
+/* Stage `stage`'s model part under a split of S stages (layers[S], vkg_pp_split's): its layers
+ * [first, last), the embeddings on stage 0, the head on the last. */
+vkg_gpt2_part vkg_pp_part(const int *layers, int S, int stage);
 
 #endif

@@ -21,23 +21,22 @@
 #include "base/error.h"
 #include "parallel/grad_bf16.h"
 #include "parallel/pp_schedule.h"
-#include "parallel/strategy_internal.h"
+#include "parallel/tied_wte.h"
+#include "parallel/whole.h"
 
 #define TAG_ACT 0x10000000u  /* | micro-batch: an activation to the next stage */
 #define TAG_GRAD 0x20000000u /* | micro-batch: its gradient to the previous stage */
 #define TAG_EVAL 0x30000000u /* | batch: evaluation and sampling activations */
 #define TAG_PART 0x40000000u /* | what: checkpoint gathering */
-#define GROUP_DP 1
-#define GROUP_PIPE 2
-#define GROUP_TIE 3
 
 struct vkg_pp {
-    int S, stage, dp, replica, kind;
-    int *req;          /* --pp-layers (S counts) or NULL */
-    int first, last;   /* this stage's layers */
-    vkg_group_t *dpg;  /* this stage's data-parallel group (dp > 1) */
-    vkg_group_t *pipe; /* this replica's stages, in order */
-    vkg_group_t *tie;  /* {first stage, last stage} of this replica's pipeline */
+    int S, stage, replica, kind; /* the job's layout's */
+    int *req;                    /* --pp-layers (S counts) or NULL */
+    int first, last;             /* this stage's layers */
+    vkg_group_t *dpg;            /* the job's groups: this stage's data-parallel group (dp > 1), */
+    vkg_group_t *pipe;           /* this replica's stages, in order, */
+    vkg_group_t *tie;            /* {first stage, last stage} of this replica's pipeline */
+    const vkg_job_layout *lay;
     int prev, next;    /* communicator ranks of the neighbouring stages, -1 at the ends */
     float *bnd;        /* (B*T*C) a boundary on its way (bf16 activations use half) */
     int32_t *in, *tgt; /* (M, B*T) the step's tokens */
@@ -51,19 +50,19 @@ struct vkg_pp {
 
 static int rank_of(const struct vkg_pp *p, int stage)
 {
-    return stage * p->dp + p->replica;
+    return vkg_job_rank_of(p->lay, stage, p->replica);
 }
 
 vkg_status vkg__pp_create(vkg_strategy *s, const vkg_strategy_config *c)
 {
     struct vkg_pp *p = calloc(1, sizeof *p);
     VKG_CHECK(p, VKG_ERR_NOMEM, "no memory for the pipeline");
-    s->pp = p;
-    p->S = c->pp;
+    s->impl = p;
+    p->lay = vkg_job_layout_get(s->job);
+    p->S = p->lay->pp;
     VKG_CHECK(p->S <= 64, VKG_ERR_INVALID_ARG, "--pp %d: at most 64 pipeline stages", p->S);
-    p->dp = vkg_dp_group_size(s->dp);
-    p->stage = vkg_dp_rank(s->dp) / p->dp;
-    p->replica = vkg_dp_group_rank(s->dp);
+    p->stage = p->lay->stage;
+    p->replica = p->lay->replica;
     p->kind = c->pp_schedule;
     VKG_CHECK(p->kind == VKG_PP_1F1B || p->kind == VKG_PP_GPIPE, VKG_ERR_INVALID_ARG,
               "pipeline schedule %d is neither 1f1b nor gpipe", p->kind);
@@ -75,18 +74,9 @@ vkg_status vkg__pp_create(vkg_strategy *s, const vkg_strategy_config *c)
         VKG_CHECK(p->req, VKG_ERR_NOMEM, "no memory for the pipeline split");
         memcpy(p->req, c->pp_layers, (size_t)p->S * sizeof *p->req);
     }
-    vkg_comm_t *comm = vkg_dp_comm(s->dp);
-    int ranks[VKG_DP_MAX_RANKS];
-    for (int i = 0; i < p->dp; i++)
-        ranks[i] = p->stage * p->dp + i;
-    if (p->dp > 1)
-        VKG_TRY(vkg_group_create(comm, ranks, p->dp, GROUP_DP, &p->dpg));
-    for (int i = 0; i < p->S; i++)
-        ranks[i] = rank_of(p, i);
-    VKG_TRY(vkg_group_create(comm, ranks, p->S, GROUP_PIPE, &p->pipe));
-    int pair[2] = {rank_of(p, 0), rank_of(p, p->S - 1)};
-    if (p->stage == 0 || p->stage == p->S - 1)
-        VKG_TRY(vkg_group_create(comm, pair, 2, GROUP_TIE, &p->tie));
+    p->dpg = vkg_job_dp_group(s->job);
+    p->pipe = vkg_job_pipe_group(s->job);
+    p->tie = vkg_job_tie_group(s->job);
     p->prev = p->stage > 0 ? rank_of(p, p->stage - 1) : -1;
     p->next = p->stage < p->S - 1 ? rank_of(p, p->stage + 1) : -1;
     return VKG_OK;
@@ -94,107 +84,19 @@ vkg_status vkg__pp_create(vkg_strategy *s, const vkg_strategy_config *c)
 
 static void free_impl(vkg_strategy *s)
 {
-    struct vkg_pp *p = s->pp;
+    struct vkg_pp *p = s->impl;
     if (!p)
         return;
-    vkg_group_destroy(&p->dpg), vkg_group_destroy(&p->pipe), vkg_group_destroy(&p->tie);
     free(p->req), free(p->bnd), free(p->in), free(p->tgt), free(p->grads), free(p->plan);
     free(p->half);
     free(p->spans);
     free(p);
-    s->pp = NULL;
-}
-
-/* Per-token forward cost of a block and of the head (the classifier over Vp), in FLOPs. */
-static void costs(const vkg_gpt2_config *cfg, int T, double *block, double *head)
-{
-    double C = cfg->channels;
-    *block = 24.0 * C * C + 4.0 * (double)T * C;
-    *head = 2.0 * C * (double)cfg->padded_vocab_size;
-}
-
-vkg_status vkg_pp_split(const vkg_gpt2_config *cfg, int T, int S, const int *req, int *layers)
-{
-    int L = cfg->num_layers;
-    VKG_CHECK(S >= 1 && S <= L, VKG_ERR_INVALID_ARG,
-              "--pp %d is more stages than the model's %d layers: give --pp %d or fewer", S, L, L);
-    if (req) {
-        int sum = 0;
-        for (int i = 0; i < S; i++) {
-            VKG_CHECK(req[i] >= 1, VKG_ERR_INVALID_ARG,
-                      "--pp-layers gives stage %d %d layers: every stage needs at least one", i,
-                      req[i]);
-            sum += req[i];
-        }
-        VKG_CHECK(sum == L, VKG_ERR_INVALID_ARG,
-                  "--pp-layers sums to %d layers but the model has %d: the counts must add up "
-                  "to the layer count",
-                  sum, L);
-        for (int i = 0; i < S; i++)
-            layers[i] = req[i];
-        return VKG_OK;
-    }
-    /* The split of L layers into S non-empty runs that minimises the costliest stage (the last
-     * also runs the head): best[s][l] over the first l layers in s stages. */
-    double block, head, best[65][257];
-    int from[65][257];
-    VKG_CHECK(S <= 64 && L <= 256, VKG_ERR_INVALID_ARG,
-              "automatic pipeline split supports up to 64 stages and 256 layers: give "
-              "--pp-layers");
-    costs(cfg, T, &block, &head);
-    for (int l = 0; l <= L; l++)
-        best[0][l] = l == 0 ? 0.0 : INFINITY;
-    for (int st = 1; st <= S; st++)
-        for (int l = 0; l <= L; l++) {
-            best[st][l] = INFINITY;
-            for (int k = st - 1; k < l; k++) {
-                double c = (double)(l - k) * block + (st == S && l == L ? head : 0.0);
-                double m = best[st - 1][k] > c ? best[st - 1][k] : c;
-                if (m < best[st][l] - 1e-9 * block) /* ties: the earlier cut, more layers later */
-                    best[st][l] = m, from[st][l] = k;
-            }
-        }
-    for (int st = S, l = L; st >= 1; st--) {
-        layers[st - 1] = l - from[st][l];
-        l = from[st][l];
-    }
-    return VKG_OK;
-}
-
-vkg_status vkg_strategy_plan(const vkg_gpt2_config *cfg, int B, int T, int M, int S,
-                             const int *pp_layers, int kind, const vkg_plan_opts *po,
-                             vkg_stage_memory *stages)
-{
-    int layers[64];
-    VKG_CHECK(S >= 1 && S <= 64, VKG_ERR_INVALID_ARG, "%d pipeline stages: 1 to 64", S);
-    VKG_TRY(vkg_pp_split(cfg, T, S, pp_layers, layers));
-    for (int st = 0, first = 0; st < S; first += layers[st], st++) {
-        vkg_stage_memory *m = &stages[st];
-        vkg_gpt2_opts o = vkg_gpt2_opts_default();
-        o.B = B, o.T = T, o.accum_steps = M;
-        o.part = (vkg_gpt2_part){.first = first,
-                                 .last = first + layers[st],
-                                 .flags = (st == 0 ? VKG_GPT2_PART_EMBED : 0) |
-                                          (st == S - 1 ? VKG_GPT2_PART_HEAD : 0)};
-        o.slots = S > 1 ? vkg_pp_slots(kind, S, st, M) : 1;
-        o.recompute = po ? po->recompute : 0;
-        o.precision = po ? po->precision : 0;
-        o.max_allocation = po ? po->max_allocation : 0;
-        memset(m, 0, sizeof *m);
-        m->first = o.part.first, m->last = o.part.last, m->slots = o.slots;
-        VKG_TRY(vkg_gpt2_memory(cfg, &o, &m->model));
-        m->optimizer = vkg_adamw_memory(m->model.params / 4);
-        m->total = m->model.allocated + m->optimizer;
-        /* AdamW: both moments in one allocation where it can hold them, and its scratch */
-        uint64_t lim = vkg_arena_cursor_start(0, o.max_allocation).max_block;
-        m->allocations = m->model.allocations + (2 * m->model.params <= lim ? 1 : 2) + 1;
-    }
-    return VKG_OK;
+    s->impl = NULL;
 }
 
 static vkg_status build(vkg_strategy *s)
 {
-    struct vkg_pp *p = s->pp;
+    struct vkg_pp *p = s->impl;
     const vkg_gpt2_config *cfg = &s->mc.cfg;
     int layers[64], M = s->mc.accum_steps;
     VKG_TRY(vkg_pp_split(cfg, s->mc.T, p->S, p->req, layers));
@@ -203,29 +105,23 @@ static vkg_status build(vkg_strategy *s)
               "(--total-batch / (data-parallel ranks x batch x seq)) for --pp %d; raise "
               "--total-batch or use --pp-schedule gpipe",
               M, p->S);
-    p->first = 0;
-    for (int i = 0; i < p->stage; i++)
-        p->first += layers[i];
-    p->last = p->first + layers[p->stage];
-    int flags =
-        (p->stage == 0 ? VKG_GPT2_PART_EMBED : 0) | (p->stage == p->S - 1 ? VKG_GPT2_PART_HEAD : 0);
-    vkg_gpt2_part part = {.first = p->first, .last = p->last, .flags = flags};
+    vkg_gpt2_part part = vkg_pp_part(layers, p->S, p->stage);
+    p->first = part.first, p->last = part.last;
     int slots = vkg_pp_slots(p->kind, p->S, p->stage, M);
     const vkg_device_info *info = vkg_device_get_info(s->mc.dev);
     vkg_plan_opts po = {.recompute = s->mc.recompute,
                         .precision = s->mc.precision,
                         .max_allocation = info->max_allocation_bytes};
-    VKG_TRY(vkg_strategy_check_fit(cfg, vkg_dp_rank_batch(s->dp), s->mc.T, M, p->S, p->req, p->kind,
-                                   &po, p->stage, info->device_local_bytes));
-    vkg_status st = vkg__strategy_whole_build(s, part, slots, 0, 0);
+    VKG_TRY(vkg_strategy_check_fit(cfg, vkg_job_rank_batch(s->job), s->mc.T, M, p->S, p->req,
+                                   p->kind, &po, p->stage, info->device_local_bytes));
+    vkg_status st = vkg__whole_build_part(s, part, slots, 0, 0);
     if (st != VKG_OK) /* name the stage whose share does not fit */
         return vkg__error_wrap(st,
                                "pipeline stage %d of %d (layers [%d, %d), %d activation "
                                "slots)",
                                p->stage, p->S, p->first, p->last, slots);
-    if (p->stage == p->S - 1 && p->S > 1) /* the wte copy counts once, on stage 0 */
-        VKG_TRY(vkg_adamw_norm_from(s->opt, vkg_gpt2_layout_of(s->model)->count[0]));
-    size_t bt = (size_t)vkg_dp_rank_batch(s->dp) * (size_t)s->mc.T;
+    VKG_TRY(vkg_tied_wte_count_once(s->job, s->model, s->opt));
+    size_t bt = (size_t)vkg_job_rank_batch(s->job) * (size_t)s->mc.T;
     p->bnd = malloc(bt * (size_t)cfg->channels * sizeof *p->bnd);
     p->in = malloc((size_t)M * bt * sizeof *p->in);
     p->tgt = malloc((size_t)M * bt * sizeof *p->tgt);
@@ -237,8 +133,9 @@ static vkg_status build(vkg_strategy *s)
               "no memory for the pipeline's buffers");
     if (p->dpg && s->cfg.grad_dtype == VKG_COMM_BF16) {
         size_t n = vkg_gpt2_param_count(s->model);
-        p->half = malloc(n * (size_t)(p->dp + 1) * sizeof *p->half);
-        VKG_CHECK(p->half, VKG_ERR_NOMEM, "no memory for %d bf16 gradients", p->dp + 1);
+        int dp = p->lay->dp;
+        p->half = malloc(n * (size_t)(dp + 1) * sizeof *p->half);
+        VKG_CHECK(p->half, VKG_ERR_NOMEM, "no memory for %d bf16 gradients", dp + 1);
     }
     vkg_pp_schedule(p->kind, p->S, p->stage, M, p->plan);
     return VKG_OK;
@@ -255,16 +152,16 @@ static void span(struct vkg_pp *p, vkg_span_kind kind, int micro, double t0)
 /* Boundary `out` of slot to communicator rank peer, or from peer into boundary `in`. */
 static vkg_status send_bnd(vkg_strategy *s, vkg_gpt2_boundary out, int slot, int peer, uint32_t tag)
 {
-    struct vkg_pp *p = s->pp;
+    struct vkg_pp *p = s->impl;
     VKG_TRY(vkg_gpt2_boundary_read(s->model, out, slot, p->bnd));
-    return vkg_comm_send(vkg_dp_comm(s->dp), peer, tag, p->bnd,
+    return vkg_comm_send(vkg_job_comm(s->job), peer, tag, p->bnd,
                          vkg_gpt2_boundary_bytes(s->model, out));
 }
 
 static vkg_status recv_bnd(vkg_strategy *s, vkg_gpt2_boundary in, int slot, int peer, uint32_t tag)
 {
-    struct vkg_pp *p = s->pp;
-    VKG_TRY(vkg_comm_recv(vkg_dp_comm(s->dp), peer, tag, p->bnd,
+    struct vkg_pp *p = s->impl;
+    VKG_TRY(vkg_comm_recv(vkg_job_comm(s->job), peer, tag, p->bnd,
                           vkg_gpt2_boundary_bytes(s->model, in)));
     return vkg_gpt2_boundary_write(s->model, in, slot, p->bnd);
 }
@@ -273,8 +170,8 @@ static vkg_status recv_bnd(vkg_strategy *s, vkg_gpt2_boundary in, int slot, int 
  * micro-batch losses. */
 static vkg_status run_action(vkg_strategy *s, const vkg_pp_action *a, double *loss)
 {
-    struct vkg_pp *p = s->pp;
-    size_t bt = (size_t)vkg_dp_rank_batch(s->dp) * (size_t)s->mc.T;
+    struct vkg_pp *p = s->impl;
+    size_t bt = (size_t)vkg_job_rank_batch(s->job) * (size_t)s->mc.T;
     double t0 = vkg_now_ms();
     if (!a->backward) {
         if (p->prev >= 0) {
@@ -314,7 +211,7 @@ static vkg_status run_action(vkg_strategy *s, const vkg_pp_action *a, double *lo
  * the first and last stage. */
 static vkg_status reduce_grads(vkg_strategy *s, double *comm_ms)
 {
-    struct vkg_pp *p = s->pp;
+    struct vkg_pp *p = s->impl;
     if (!p->dpg && !p->tie)
         return VKG_OK;
     size_t n = vkg_gpt2_param_count(s->model);
@@ -324,8 +221,7 @@ static vkg_status reduce_grads(vkg_strategy *s, double *comm_ms)
         VKG_TRY(vkg_grad_bf16_group_sum(p->dpg, p->grads, n, p->half, p->half + n));
     else if (p->dpg)
         VKG_TRY(vkg_group_allreduce_sum(p->dpg, p->grads, n));
-    if (p->tie) /* wte is at the start of both the first and the last part */
-        VKG_TRY(vkg_group_allreduce_sum(p->tie, p->grads, vkg_gpt2_layout_of(s->model)->count[0]));
+    VKG_TRY(vkg_tied_wte_pipe_sum(s->job, s->model, p->grads));
     *comm_ms = vkg_now_ms() - t0;
     return vkg_gpt2_set_grads(s->model, p->grads);
 }
@@ -333,13 +229,13 @@ static vkg_status reduce_grads(vkg_strategy *s, double *comm_ms)
 static vkg_status step(vkg_strategy *s, vkg_data_t *data, const vkg_strategy_step_in *in,
                        vkg_strategy_step_out *out)
 {
-    struct vkg_pp *p = s->pp;
+    struct vkg_pp *p = s->impl;
     int M = s->mc.accum_steps;
-    size_t bt = (size_t)vkg_dp_rank_batch(s->dp) * (size_t)s->mc.T;
+    size_t bt = (size_t)vkg_job_rank_batch(s->job) * (size_t)s->mc.T;
     memset(out, 0, sizeof *out);
     for (int i = 0; i < M; i++) /* every stage reads its replica's micro-batches */
-        VKG_TRY(vkg_dp_data_next(s->dp, data, s->mc.T, p->in + (size_t)i * bt,
-                                 p->tgt + (size_t)i * bt));
+        VKG_TRY(vkg_job_data_next(s->job, data, s->mc.T, p->in + (size_t)i * bt,
+                                  p->tgt + (size_t)i * bt));
     VKG_TRY(vkg_gpt2_zero_grad(s->model));
     double loss = 0.0;
     p->nspans = 0;
@@ -356,9 +252,9 @@ static vkg_status step(vkg_strategy *s, vkg_data_t *data, const vkg_strategy_ste
     VKG_TRY(vkg_group_allreduce_sum(p->pipe, &sumsq, 1));
     /* The last stage's token-weighted loss, and any rank's stop request, to every rank, before
      * the update: a loss that is not finite skips it on every stage alike. */
-    float x[2] = {p->next < 0 ? (float)(loss * (double)vkg_dp_loss_scale(s->dp)) : 0.0f,
+    float x[2] = {p->next < 0 ? (float)(loss * (double)vkg_job_loss_scale(s->job)) : 0.0f,
                   in->stop ? 1.0f : 0.0f};
-    VKG_TRY(vkg_dp_allreduce_sum(s->dp, x, 2));
+    VKG_TRY(vkg_job_allreduce_sum(s->job, x, 2));
     out->skipped = !isfinite(x[0]) || !isfinite(sumsq);
     if (!out->skipped)
         VKG_TRY(vkg_adamw_update(s->opt, in->lr, in->t, in->grad_clip, sumsq));
@@ -374,7 +270,7 @@ static vkg_status step(vkg_strategy *s, vkg_data_t *data, const vkg_strategy_ste
 static vkg_status forward(vkg_strategy *s, const int32_t *inputs, const int32_t *targets,
                           float *loss)
 {
-    struct vkg_pp *p = s->pp;
+    struct vkg_pp *p = s->impl;
     uint32_t tag = TAG_EVAL | (p->eval_seq++ & 0xFFFFFFu);
     if (p->prev >= 0)
         VKG_TRY(recv_bnd(s, VKG_GPT2_IN, 0, p->prev, tag));
@@ -387,25 +283,25 @@ static vkg_status forward(vkg_strategy *s, const int32_t *inputs, const int32_t 
 
 static vkg_status eval(vkg_strategy *s, vkg_data_t *data, int n, float *loss)
 {
-    struct vkg_pp *p = s->pp;
+    struct vkg_pp *p = s->impl;
     double sum = 0.0;
     for (int i = 0; i < n; i++) {
         float l = 0.0f;
         uint64_t nb = vkg_data_num_batches(data);
-        VKG_TRY(vkg_dp_data_read(s->dp, data, nb ? (uint64_t)i % nb : 0, s->mc.T, p->in, p->tgt));
+        VKG_TRY(vkg_job_data_read(s->job, data, nb ? (uint64_t)i % nb : 0, s->mc.T, p->in, p->tgt));
         VKG_TRY(forward(s, p->in, p->tgt, &l));
         sum += l;
     }
     sum /= n;
-    float x = p->next < 0 ? (float)(sum * (double)vkg_dp_loss_scale(s->dp)) : 0.0f;
-    VKG_TRY(vkg_dp_allreduce_sum(s->dp, &x, 1));
+    float x = p->next < 0 ? (float)(sum * (double)vkg_job_loss_scale(s->job)) : 0.0f;
+    VKG_TRY(vkg_job_allreduce_sum(s->job, &x, 1));
     *loss = x;
     return VKG_OK;
 }
 
 static vkg_status logits(vkg_strategy *s, const int32_t *inputs, int b, int t, float *row)
 {
-    struct vkg_pp *p = s->pp;
+    struct vkg_pp *p = s->impl;
     VKG_TRY(forward(s, inputs, NULL, NULL));
     if (p->next < 0)
         VKG_TRY(vkg_gpt2_logits_row(s->model, b, t, row));
@@ -416,10 +312,10 @@ static vkg_status logits(vkg_strategy *s, const int32_t *inputs, int b, int t, f
 /* Rank 0 collects every stage's part (replica 0's) into the whole model's arrays. */
 static vkg_status gather(vkg_strategy *s, float *params, float *m, float *v)
 {
-    struct vkg_pp *p = s->pp;
-    vkg_comm_t *comm = vkg_dp_comm(s->dp);
+    struct vkg_pp *p = s->impl;
+    vkg_comm_t *comm = vkg_job_comm(s->job);
     const vkg_gpt2_layout *lo = vkg_gpt2_layout_of(s->model);
-    int rank = vkg_dp_rank(s->dp);
+    int rank = vkg_job_rank(s->job);
     if (p->replica != 0)
         return VKG_OK;
     size_t n = lo->total;
@@ -438,12 +334,7 @@ static vkg_status gather(vkg_strategy *s, float *params, float *m, float *v)
         vkg_gpt2_layout sl;
         int layers[64];
         VKG_TRY_GOTO(st, vkg_pp_split(&s->mc.cfg, s->mc.T, p->S, p->req, layers), done);
-        vkg_gpt2_part part = {.first = 0, .last = 0, .flags = 0};
-        for (int i = 0; i < stage; i++)
-            part.first += layers[i];
-        part.last = part.first + layers[stage];
-        part.flags =
-            (stage == 0 ? VKG_GPT2_PART_EMBED : 0) | (stage == p->S - 1 ? VKG_GPT2_PART_HEAD : 0);
+        vkg_gpt2_part part = vkg_pp_part(layers, p->S, stage);
         vkg_gpt2_part_layout(&s->mc.cfg, &part, &sl);
         float *tmp = stage ? malloc(sl.total * sizeof *tmp) : NULL;
         VKG_CHECK_GOTO(st, !stage || tmp, VKG_ERR_NOMEM, done, "no memory for stage %d", stage);
@@ -461,23 +352,16 @@ done:
     return st;
 }
 
-static vkg_status unused_setup(vkg_strategy *s)
-{
-    (void)s;
-    return VKG_OK;
-}
-
 static int spans(const vkg_strategy *s, const vkg_span **out)
 {
-    *out = s->pp->spans;
-    return s->pp->nspans;
+    const struct vkg_pp *p = s->impl;
+    *out = p->spans;
+    return p->nspans;
 }
 
 const vkg_strategy_vt vkg__strategy_pp = {
     .spans = spans,
     .name = "pp",
-    .setup = unused_setup,
-    .share = vkg__strategy_share,
     .build = build,
     .step = step,
     .eval = eval,

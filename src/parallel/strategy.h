@@ -9,7 +9,7 @@
  *           gradients summed over ranks (token-weighted, dp.h), per bucket overlapped with the
  *           backward pass of the last micro-batch (buckets.c, tied_wte.c) or after it; the
  *           device copies buckets straight into the collectives' buffer where it can import
- *           host memory (dp_strategy.c);
+ *           host memory (reducer.c, whole.c);
  *   pp      pipeline (composed with data parallelism: ranks = dp x pp): each rank one stage, a
  *           contiguous range of layers, micro-batches flowing through the stages by GPipe or 1F1B
  *           (pp_strategy.c, pp_schedule.c);
@@ -66,6 +66,8 @@ const char *vkg_strategy_name(const vkg_strategy *s);
 /* ---- the job ---- */
 int vkg_strategy_rank(const vkg_strategy *s);
 int vkg_strategy_world(const vkg_strategy *s);
+/* The job's pipeline stages (1 without) and data-parallel ranks per stage (world / pp). */
+void vkg_strategy_layout(const vkg_strategy *s, int *pp, int *dp);
 /* This rank's micro-batch rows, the global micro-batch (rows of every rank that trains on
  * distinct data), and the comma list of rank batches for logs. */
 int vkg_strategy_rank_batch(const vkg_strategy *s);

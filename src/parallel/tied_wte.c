@@ -1,18 +1,19 @@
-/* The encoder's rows of the tied wte gradient, exchanged and added in a fixed order (see
- * tied_wte.h). */
+/* The tied wte (see tied_wte.h): the encoder's rows of its gradient exchanged and added in a
+ * fixed order under data parallelism, and the two copies' sum and the norm's count under pipelines.
+ */
 #include "parallel/tied_wte.h"
 
 #include <stdlib.h>
 
-vkg_status vkg_tied_wte_add_rows(vkg_dp *dp, vkg_gpt2 *m, const int32_t *inputs, float *wte)
+vkg_status vkg_tied_wte_add_rows(vkg_job *job, vkg_gpt2 *m, const int32_t *inputs, float *wte)
 {
     const vkg_gpt2_config *cfg = vkg_gpt2_config_of(m);
     int T = vkg_gpt2_opts_of(m)->T;
     size_t C = (size_t)cfg->channels, V = (size_t)cfg->vocab_size;
-    size_t n = (size_t)vkg_dp_rank_batch(dp) * (size_t)T;
-    size_t rmax = (size_t)vkg_dp_max_rank_batch(dp) * (size_t)T;
+    size_t n = (size_t)vkg_job_rank_batch(job) * (size_t)T;
+    size_t rmax = (size_t)vkg_job_max_rank_batch(job) * (size_t)T;
     size_t rec = (1 + rmax) * sizeof(int32_t) + rmax * C * sizeof(float);
-    int W = vkg_dp_world(dp);
+    int W = vkg_job_world(job);
     int32_t *slot = malloc(V * sizeof *slot);
     unsigned char *send = calloc(1, rec), *all = malloc((size_t)W * rec);
     float *denc = malloc(n * C * sizeof *denc);
@@ -38,7 +39,7 @@ vkg_status vkg_tied_wte_add_rows(vkg_dp *dp, vkg_gpt2 *m, const int32_t *inputs,
         for (size_t c = 0; c < C; c++)
             row[c] += d[c];
     }
-    VKG_TRY_GOTO(st, vkg_dp_allgather(dp, send, rec, all), done);
+    VKG_TRY_GOTO(st, vkg_job_allgather(job, send, rec, all), done);
     for (size_t id = 0; id < V; id++) { /* every token any rank saw, ranks in order */
         float *row = wte + id * C;
         for (int r = 0; r < W; r++) {
@@ -54,4 +55,20 @@ vkg_status vkg_tied_wte_add_rows(vkg_dp *dp, vkg_gpt2 *m, const int32_t *inputs,
 done:
     free(slot), free(send), free(all), free(denc), free(pos);
     return st;
+}
+
+vkg_status vkg_tied_wte_pipe_sum(vkg_job *job, vkg_gpt2 *m, float *grads)
+{
+    vkg_group_t *tie = vkg_job_tie_group(job);
+    if (!tie) /* wte is at the start of both the first and the last part */
+        return VKG_OK;
+    return vkg_group_allreduce_sum(tie, grads, vkg_gpt2_layout_of(m)->count[0]);
+}
+
+vkg_status vkg_tied_wte_count_once(vkg_job *job, vkg_gpt2 *m, vkg_adamw *opt)
+{
+    int pp = vkg_job_pp(job);
+    if (pp == 1 || vkg_job_stage(job) != pp - 1)
+        return VKG_OK;
+    return vkg_adamw_norm_from(opt, vkg_gpt2_layout_of(m)->count[0]);
 }

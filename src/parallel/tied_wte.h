@@ -1,9 +1,16 @@
-/* The tied token embedding under data parallelism with overlapped buckets: wte's gradient is
+/* The tied token embedding, the one home of its two schemes.
+ *
+ * Under data parallelism with overlapped buckets: wte's gradient is
  * the classifier's part (finished first, in the first bucket) plus the encoder's rows of the
  * micro-batch's tokens, which the split recording leaves out so that wte's bucket can be reduced
  * early. Every rank sums its encoder-output gradient per distinct token, the ranks exchange these
  * rows, and every rank adds all of them in rank order, so that all ranks stay bitwise equal.
- * Not here: the buckets (buckets.c), the rest of the reduction (dp_strategy.c).
+ *
+ * Under pipelines (Megatron's scheme): the first stage holds wte for the embedding, the last a
+ * copy for the classifier; after each stage's group sum the two copies' gradients are summed over
+ * the job's tie group, so both copies get the same update, and the global norm counts wte once
+ * (on the first stage).
+ * Not here: the buckets (buckets.c), the rest of the reduction (reducer.c, pp_strategy.c).
  */
 #ifndef VKG_PARALLEL_TIED_WTE_H
 #define VKG_PARALLEL_TIED_WTE_H
@@ -11,11 +18,19 @@
 #include <stdint.h>
 
 #include "model/gpt2.h"
-#include "parallel/dp.h"
+#include "optim/adamw.h"
+#include "parallel/job.h"
 
 /* After vkg_gpt2_split_finish(m): add every rank's embedding-row gradients of its last
  * micro-batch (inputs: the rank's (rank batch, T) tokens) to wte (Vp x C floats, host: the
  * reduced classifier gradient), rows in token order, ranks in rank order. Every rank calls it. */
-vkg_status vkg_tied_wte_add_rows(vkg_dp *dp, vkg_gpt2 *m, const int32_t *inputs, float *wte);
+vkg_status vkg_tied_wte_add_rows(vkg_job *job, vkg_gpt2 *m, const int32_t *inputs, float *wte);
+
+/* Pipelines: the two copies' gradients (wte at the start of grads, the host copy of this stage's
+ * gradient) summed over the job's tie group (nothing on the stages between, which have none). */
+vkg_status vkg_tied_wte_pipe_sum(vkg_job *job, vkg_gpt2 *m, float *grads);
+/* Pipelines: on the last stage of several, the optimizer's norm leaves out the wte copy (counted
+ * once, on stage 0). */
+vkg_status vkg_tied_wte_count_once(vkg_job *job, vkg_gpt2 *m, vkg_adamw *opt);
 
 #endif

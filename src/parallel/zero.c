@@ -1,14 +1,15 @@
 /* ZeRO-1 (DESIGN.md section 6): data parallelism with AdamW's moments sharded over the ranks.
  *
- * Every rank holds the whole model and runs dp's passes (dp_strategy.c: the last micro-batch's
- * gradient buckets are summed while the device computes the rest of the backward pass, or the
- * whole gradient after it), but each sum is a reduce-scatter that leaves only this rank's shard
- * summed, bitwise what dp's allreduce gives there (vkg_comm_reduce_scatter keeps the allreduce's
- * order of additions). With bf16 gradients (grad_bf16.h) the gradient is rounded to bf16 and
- * reduce-scattered in bf16 (vkg_comm_reduce_scatter_dtype: summed in fp32, rounded once, the bits
- * of dp's bf16 allreduce), half the bytes of the fp32 reduce-scatter, and the shard is widened
- * back. Each rank's AdamW holds the moments of its shard alone and updates only
- * its shard; the parameters are then allgathered, so every rank again holds the whole model.
+ * Every rank holds the whole model and runs the whole-model step's passes (whole.c: the last
+ * micro-batch's gradient buckets are summed while the device computes the rest of the backward
+ * pass, or the whole gradient after it), but its gradient reducer (reducer.c) is created over the
+ * shards: each sum is a reduce-scatter that leaves only this rank's shard summed, bitwise what
+ * dp's allreduce gives there (vkg_comm_reduce_scatter keeps the allreduce's order of additions).
+ * With bf16 gradients (grad_bf16.h) the gradient is rounded to bf16 and reduce-scattered in bf16
+ * (vkg_comm_reduce_scatter_dtype: summed in fp32, rounded once, the bits of dp's bf16
+ * allreduce), half the bytes of the fp32 reduce-scatter, and the shard is widened back. Each rank's
+ * AdamW holds the moments of its shard alone and updates only its shard; the parameters are then
+ * allgathered, so every rank again holds the whole model.
  *
  * The global norm. One device adds the gradient's squares in partial sums over fixed chunks of
  * the flat gradient, then adds the partial sums in a fixed order (src/ops/norm.c). The shards are
@@ -16,16 +17,16 @@
  * computed by its owner from the same bits dp's rank would have; the ranks gather all partial
  * sums and each adds them as one device does: the norm, and so the clipping, is dp's bit for bit.
  *
- * Not here: the passes (dp_strategy.c), the collectives (transport/), the optimizer's sharded
- * norm (src/optim/adamw.c), checkpoints (the trainer writes the whole model and moments that
- * vkg_strategy_gather brings to rank 0). Nothing here prints.
+ * Not here: the passes (whole.c), the reduction (reducer.c), the collectives (transport/), the
+ * optimizer's sharded norm (src/optim/adamw.c), checkpoints (the trainer writes the whole model and
+ * moments that vkg_strategy_gather brings to rank 0). Nothing here prints.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/clock.h"
-#include "parallel/grad_bf16.h"
-#include "parallel/strategy_internal.h"
+#include "base/error.h"
+#include "parallel/whole.h"
 
 /* Point-to-point tag of a shard's moments on their way to rank 0: | 0 for m, | 1 for v. */
 #define TAG_MOMENTS 0x50000000u
@@ -34,16 +35,15 @@ struct vkg_zero {
     int N, r;
     vkg_zero_shard *sh;      /* (N) */
     size_t *bounds;          /* (N + 1) the shards' parameter bounds */
-    size_t *bucket_bounds;   /* (buckets, N + 1) the shards in each bucket's packed order */
     size_t nparts, most;     /* partial sums of the norm; the most of one shard */
     float *parts, *gathered; /* (most) this shard's, (N x most) every shard's */
     float *all;              /* (nparts) in order */
     uint64_t hash;
 };
 
-vkg_status vkg__zero_check(const vkg_strategy_config *c)
+vkg_status vkg__zero_check(const vkg_strategy_config *c, const vkg_job_layout *lay)
 {
-    int pp = c->pp > 1 ? c->pp : 1, ranks = c->comm.world_size / pp;
+    int pp = lay->pp, ranks = lay->dp;
     VKG_CHECK(c->zero == 1, VKG_ERR_INVALID_ARG,
               "--zero %d: only ZeRO stage 1 (AdamW's moments sharded) is implemented; give "
               "--zero 1 or 0",
@@ -85,15 +85,16 @@ vkg_status vkg_strategy_zero_plan(const vkg_gpt2_config *cfg, int N, vkg_device_
 
 uint64_t vkg_strategy_zero_hash(const vkg_strategy *s)
 {
-    return s->zero ? s->zero->hash : 0;
+    const struct vkg_zero *z = s->vt == &vkg__strategy_zero ? s->impl : NULL;
+    return z ? z->hash : 0;
 }
 
 static vkg_status build(vkg_strategy *s)
 {
     struct vkg_zero *z = calloc(1, sizeof *z);
     VKG_CHECK(z, VKG_ERR_NOMEM, "no memory for ZeRO-1's shards");
-    s->zero = z;
-    z->N = vkg_dp_world(s->dp), z->r = vkg_dp_rank(s->dp);
+    s->impl = z;
+    z->N = vkg_job_dp(s->job), z->r = vkg_job_replica(s->job);
     z->sh = calloc((size_t)z->N, sizeof *z->sh);
     z->bounds = malloc((size_t)(z->N + 1) * sizeof *z->bounds);
     VKG_CHECK(z->sh && z->bounds, VKG_ERR_NOMEM, "no memory for %d shards", z->N);
@@ -109,7 +110,8 @@ static vkg_status build(vkg_strategy *s)
         z->most = z->sh[q].part_count > z->most ? z->sh[q].part_count : z->most;
     }
     const vkg_zero_shard *me = &z->sh[z->r];
-    VKG_TRY(vkg__strategy_whole_build(s, vkg_gpt2_whole(&s->mc.cfg), 1, me->first, me->count));
+    VKG_TRY(vkg__whole_build_part(s, vkg_gpt2_whole(&s->mc.cfg), 1, me->first, me->count));
+    s->rc.shards = z->bounds; /* the reducer (vkg_strategy_load) reduce-scatters over them */
     VKG_TRY(vkg_adamw_norm_shard(s->opt, me->part_first, me->part_count));
     VKG_CHECK(vkg_adamw_norm_parts(s->opt) == z->nparts, VKG_ERR_STATE,
               "ZeRO-1: the optimizer's norm has %zu partial sums, the shards %zu",
@@ -122,56 +124,14 @@ static vkg_status build(vkg_strategy *s)
     return VKG_OK;
 }
 
-/* dp's buffers, and where the shards fall in each bucket: the ranges of a bucket are packed in
- * ascending order, so shard q's part of it is one run of the packed buffer. */
-static vkg_status setup(vkg_strategy *s)
-{
-    struct vkg_zero *z = s->zero;
-    VKG_TRY(vkg__dp_setup(s));
-    if (!s->buckets)
-        return VKG_OK;
-    int nb = vkg_buckets_count(s->buckets), N = z->N;
-    z->bucket_bounds = malloc((size_t)nb * (size_t)(N + 1) * sizeof *z->bucket_bounds);
-    VKG_CHECK(z->bucket_bounds, VKG_ERR_NOMEM, "no memory for %d buckets' shards", nb);
-    for (int k = 0; k < nb; k++) {
-        const size_t(*r)[2];
-        int nr = vkg_buckets_ranges(s->buckets, k, &r);
-        size_t *bb = z->bucket_bounds + (size_t)k * (size_t)(N + 1);
-        for (int q = 0; q <= N; q++) {
-            bb[q] = 0; /* the bucket's floats before the shard's first parameter */
-            for (int i = 0; i < nr; i++)
-                bb[q] += z->bounds[q] <= r[i][0]             ? 0
-                         : z->bounds[q] >= r[i][0] + r[i][1] ? r[i][1]
-                                                             : z->bounds[q] - r[i][0];
-        }
-    }
-    return VKG_OK;
-}
-
-vkg_status vkg__zero_reduce_grads(vkg_strategy *s, int k, float *buf, size_t n)
-{
-    struct vkg_zero *z = s->zero;
-    const size_t *b = k < 0 ? z->bounds : z->bucket_bounds + (size_t)k * (size_t)(z->N + 1);
-    if (!s->grads16)
-        return vkg_comm_reduce_scatter(vkg_dp_comm(s->dp), buf, n, b);
-    /* bf16: every element rounded (the peers' chunks leave from here), reduce-scattered in
-     * bf16, and only this rank's chunk widened back: the rest of buf stays unreduced, as the
-     * fp32 reduce-scatter leaves it. */
-    uint16_t *half = s->grads16 + (buf - s->grads);
-    vkg_grad_bf16_narrow(buf, half, n);
-    VKG_TRY(vkg_comm_reduce_scatter_dtype(vkg_dp_comm(s->dp), half, n, b, VKG_COMM_BF16));
-    vkg_grad_bf16_widen(half + b[z->r], buf + b[z->r], b[z->r + 1] - b[z->r]);
-    return VKG_OK;
-}
-
 /* This shard's partial sums of the norm, every shard's gathered in order, added as one device
  * adds them. */
 static vkg_status norm(vkg_strategy *s, float *sumsq, vkg_strategy_step_out *out)
 {
-    struct vkg_zero *z = s->zero;
+    struct vkg_zero *z = s->impl;
     VKG_TRY(vkg_adamw_grad_partials(s->opt, z->parts));
     double t0 = vkg_now_ms();
-    VKG_TRY(vkg_dp_allgather(s->dp, z->parts, z->most * sizeof *z->parts, z->gathered));
+    VKG_TRY(vkg_job_allgather(s->job, z->parts, z->most * sizeof *z->parts, z->gathered));
     double ms = vkg_now_ms() - t0;
     out->comm_ms += ms, out->exposed_comm_ms += ms;
     for (int q = 0; q < z->N; q++)
@@ -184,30 +144,45 @@ static vkg_status norm(vkg_strategy *s, float *sumsq, vkg_strategy_step_out *out
  * gradients, free until the next step). Never overlapped: counted as exposed. */
 static vkg_status finish(vkg_strategy *s, vkg_strategy_step_out *out)
 {
-    struct vkg_zero *z = s->zero;
+    struct vkg_zero *z = s->impl;
     const vkg_zero_shard *me = &z->sh[z->r];
     size_t n = vkg_gpt2_param_count(s->model);
+    float *host = vkg_grad_reducer_host(s->reducer);
     VKG_TRY(vkg_tensor_read(s->mc.dev, vkg_gpt2_params_tensor(s->model), me->first * 4,
-                            s->grads + me->first, me->count * 4));
+                            host + me->first, me->count * 4));
     double t0 = vkg_now_ms();
-    VKG_TRY(vkg_comm_allgatherv(vkg_dp_comm(s->dp), s->grads, n, z->bounds));
+    VKG_TRY(vkg_comm_allgatherv(vkg_job_comm(s->job), host, n, z->bounds));
     double ms = vkg_now_ms() - t0;
     out->comm_ms += ms, out->exposed_comm_ms += ms;
-    return vkg_gpt2_set_params(s->model, s->grads);
+    return vkg_gpt2_set_params(s->model, host);
+}
+
+/* The whole-model step with the sharded norm in place of the optimizer's, and the parameters'
+ * allgather after an update. */
+static vkg_status step(vkg_strategy *s, vkg_data_t *data, const vkg_strategy_step_in *in,
+                       vkg_strategy_step_out *out)
+{
+    double loss;
+    int stop;
+    float sumsq = 0.0f;
+    VKG_TRY(vkg__whole_accumulate(s, data, in, &loss, &stop, out));
+    VKG_TRY(norm(s, &sumsq, out));
+    VKG_TRY(vkg__whole_apply(s, in, loss, sumsq, stop, out));
+    return out->skipped ? VKG_OK : finish(s, out);
 }
 
 /* The parameters from this rank's whole model; the moments, when rank 0 asks for them, from
  * every shard to rank 0. */
 static vkg_status gather(vkg_strategy *s, float *params, float *m, float *v)
 {
-    struct vkg_zero *z = s->zero;
+    struct vkg_zero *z = s->impl;
     if (params)
         VKG_TRY(vkg_gpt2_get_params(s->model, params));
     int32_t want = z->r == 0 && m && v;
-    VKG_TRY(vkg_dp_broadcast(s->dp, &want, sizeof want));
+    VKG_TRY(vkg_job_broadcast(s->job, &want, sizeof want));
     if (!want)
         return VKG_OK;
-    vkg_comm_t *comm = vkg_dp_comm(s->dp);
+    vkg_comm_t *comm = vkg_job_comm(s->job);
     const vkg_zero_shard *me = &z->sh[z->r];
     if (z->r == 0) {
         VKG_TRY(vkg_adamw_get_moments(s->opt, m + me->first, v + me->first));
@@ -231,25 +206,19 @@ done:
 
 static void free_impl(vkg_strategy *s)
 {
-    struct vkg_zero *z = s->zero;
+    struct vkg_zero *z = s->impl;
     if (!z)
         return;
-    free(z->sh), free(z->bounds), free(z->bucket_bounds);
+    free(z->sh), free(z->bounds);
     free(z->parts), free(z->gathered), free(z->all);
     free(z);
-    s->zero = NULL;
+    s->impl = NULL;
 }
 
 const vkg_strategy_vt vkg__strategy_zero = {
     .name = "zero1",
-    .setup = setup,
-    .share = vkg__strategy_share,
-    .last_micro = vkg__dp_last_micro,
-    .reduce = vkg__dp_reduce,
-    .mean = vkg__dp_mean,
-    .norm = norm,
-    .finish = finish,
     .build = build,
+    .step = step,
     .gather = gather,
     .free_impl = free_impl,
 };

@@ -11,6 +11,7 @@
 #include "base/clock.h"
 #include "base/error.h"
 #include "ops/ops.h"
+#include "parallel/job.h"
 #include "train/trainer_internal.h"
 #include "vkgpt/io.h"
 
@@ -211,6 +212,16 @@ done:
     return st;
 }
 
+int vkg_train_dp_ranks(const vkg_train_config *cfg)
+{
+    vkg_job_layout lay;
+    if (vkg_job_layout_of(cfg->comm.world_size, cfg->comm.rank, cfg->pp, &lay) != VKG_OK) {
+        vkg_error_clear();
+        return 0;
+    }
+    return lay.dp;
+}
+
 vkg_status vkg_trainer_create(const vkg_train_config *cfg, vkg_trainer_t **out)
 {
     vkg_trainer_t *t = calloc(1, sizeof *t);
@@ -302,7 +313,7 @@ void vkg_trainer_get_info(const vkg_trainer_t *t, vkg_trainer_info *info)
     snprintf(info->bucket_path, sizeof info->bucket_path, "%s", vkg_strategy_bucket_path(t->par));
     snprintf(info->grad_exchange, sizeof info->grad_exchange, "%s",
              vkg_strategy_grad_exchange(t->par));
-    info->pp = t->cfg.pp > 1 ? t->cfg.pp : 1;
+    vkg_strategy_layout(t->par, &info->pp, &info->dp);
     vkg_strategy_stage(t->par, &info->stage, &info->first_layer, &info->last_layer);
     info->activation_bytes = vkg_strategy_activation_bytes(t->par);
     vkg_stage_memory mem;

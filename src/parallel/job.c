@@ -1,6 +1,7 @@
-/* Data parallelism: the rank's communicator, its share of every global micro-batch, agreement
- * checks and the gradient allreduce (see dp.h). Does not print, does not know the model. */
-#include "parallel/dp.h"
+/* The job: the rank's communicator, its layout and groups, its share of every global
+ * micro-batch, agreement checks and the job-wide collectives (see job.h). Does not print, does
+ * not know the model. */
+#include "parallel/job.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,39 +9,78 @@
 
 #include "base/error.h"
 
-struct vkg_dp {
-    vkg_comm_t *comm; /* NULL alone */
-    int rank, world;  /* in the job */
-    int pp;           /* pipeline stages: the job is pp data-parallel groups of dpw ranks */
-    int dpr, dpw;     /* this rank's place in its data-parallel group, and the group's size */
-    int batch[VKG_DP_MAX_RANKS];
+#define GROUP_DP 1
+#define GROUP_PIPE 2
+#define GROUP_TIE 3
+
+struct vkg_job {
+    vkg_comm_t *comm;              /* NULL alone */
+    vkg_job_layout lay;            /* rank, world, pp, dp, stage, replica */
+    int rank, world;               /* lay's, kept short */
+    int dpr, dpw;                  /* lay.replica, lay.dp */
+    vkg_group_t *dpg, *pipe, *tie; /* the pipeline's groups (NULL without) */
+    int batch[VKG_JOB_MAX_RANKS];
     int global_batch, row_offset, equal;
     int32_t *scratch_in, *scratch_tgt; /* (G, T) for unequal batches */
     size_t scratch_tokens;
     char list[256];
 };
 
-vkg_status vkg_dp_create(const vkg_comm_config *comm, int pp, int batch, const int *rank_batch,
-                         int rank_batch_count, vkg_dp **out)
+vkg_status vkg_job_layout_of(int world, int rank, int pp, vkg_job_layout *out)
 {
-    int world = comm ? comm->world_size : 1, rank = comm ? comm->rank : 0;
-    VKG_CHECK(world >= 1 && world <= VKG_DP_MAX_RANKS && rank >= 0 && rank < world,
+    pp = pp > 1 ? pp : 1;
+    VKG_CHECK(world >= 1 && world <= VKG_JOB_MAX_RANKS && rank >= 0 && rank < world,
               VKG_ERR_INVALID_ARG,
               "data parallel: rank %d of world size %d is out of range "
               "(world size 1..%d)",
-              rank, world, VKG_DP_MAX_RANKS);
-    VKG_CHECK(pp >= 1 && world % pp == 0, VKG_ERR_INVALID_ARG,
+              rank, world, VKG_JOB_MAX_RANKS);
+    VKG_CHECK(world % pp == 0, VKG_ERR_INVALID_ARG,
               "--pp %d does not divide the %d ranks: give a number of ranks that is a multiple "
               "of --pp (data-parallel groups = ranks / pp)",
               pp, world);
-    int dpw = world / pp;
+    int dp = world / pp; /* ranks stage by stage: stage * dp + replica */
+    *out = (vkg_job_layout){
+        .world = world, .rank = rank, .pp = pp, .dp = dp, .stage = rank / dp, .replica = rank % dp};
+    return VKG_OK;
+}
+
+int vkg_job_rank_of(const vkg_job_layout *l, int stage, int replica)
+{
+    return stage * l->dp + replica;
+}
+
+/* The pipeline's groups of this rank (pp > 1): its stage's data-parallel group, its replica's
+ * pipeline and, on the first and last stage, their tie. */
+static vkg_status create_groups(vkg_job *d)
+{
+    const vkg_job_layout *l = &d->lay;
+    int ranks[VKG_JOB_MAX_RANKS];
+    for (int i = 0; i < l->dp; i++)
+        ranks[i] = vkg_job_rank_of(l, l->stage, i);
+    if (l->dp > 1)
+        VKG_TRY(vkg_group_create(d->comm, ranks, l->dp, GROUP_DP, &d->dpg));
+    for (int i = 0; i < l->pp; i++)
+        ranks[i] = vkg_job_rank_of(l, i, l->replica);
+    VKG_TRY(vkg_group_create(d->comm, ranks, l->pp, GROUP_PIPE, &d->pipe));
+    int pair[2] = {vkg_job_rank_of(l, 0, l->replica), vkg_job_rank_of(l, l->pp - 1, l->replica)};
+    if (l->stage == 0 || l->stage == l->pp - 1)
+        VKG_TRY(vkg_group_create(d->comm, pair, 2, GROUP_TIE, &d->tie));
+    return VKG_OK;
+}
+
+vkg_status vkg_job_create(const vkg_comm_config *comm, int pp, int batch, const int *rank_batch,
+                          int rank_batch_count, vkg_job **out)
+{
+    vkg_job_layout lay;
+    VKG_TRY(vkg_job_layout_of(comm ? comm->world_size : 1, comm ? comm->rank : 0, pp, &lay));
+    int dpw = lay.dp;
     VKG_CHECK(!rank_batch || rank_batch_count == dpw, VKG_ERR_INVALID_ARG,
               "--rank-batch lists %d micro-batch sizes for %d data-parallel ranks%s",
-              rank_batch_count, dpw, pp > 1 ? " (ranks / --pp)" : "");
-    vkg_dp *d = calloc(1, sizeof *d);
-    VKG_CHECK(d, VKG_ERR_NOMEM, "no memory for the data-parallel state");
-    d->rank = rank, d->world = world, d->equal = 1;
-    d->pp = pp, d->dpw = dpw, d->dpr = rank % dpw; /* ranks stage by stage: s * dpw + r */
+              rank_batch_count, dpw, lay.pp > 1 ? " (ranks / --pp)" : "");
+    vkg_job *d = calloc(1, sizeof *d);
+    VKG_CHECK(d, VKG_ERR_NOMEM, "no memory for the job");
+    d->lay = lay, d->equal = 1;
+    d->rank = lay.rank, d->world = lay.world, d->dpw = lay.dp, d->dpr = lay.replica;
     size_t len = 0;
     for (int k = 0; k < dpw; k++) {
         d->batch[k] = rank_batch ? rank_batch[k] : batch;
@@ -59,29 +99,32 @@ vkg_status vkg_dp_create(const vkg_comm_config *comm, int pp, int batch, const i
             len += (size_t)snprintf(d->list + len, sizeof d->list - len, "%s%d", k ? "," : "",
                                     d->batch[k]);
     }
-    if (world > 1) {
-        vkg_status st = vkg_comm_create(comm, &d->comm);
-        if (st != VKG_OK) {
-            free(d);
-            return st;
-        }
+    vkg_status st = VKG_OK;
+    if (d->world > 1)
+        st = vkg_comm_create(comm, &d->comm);
+    if (st == VKG_OK && lay.pp > 1)
+        st = create_groups(d);
+    if (st != VKG_OK) {
+        vkg_job_destroy(&d, NULL);
+        return st;
     }
     *out = d;
     return VKG_OK;
 }
 
-void vkg_dp_abort(vkg_dp *d, const char *why)
+void vkg_job_abort(vkg_job *d, const char *why)
 {
     if (d->comm && why)
         vkg_comm_abort(d->comm, why[0] ? why : "(no message was recorded)");
 }
 
-void vkg_dp_destroy(vkg_dp **pd, const char *failure)
+void vkg_job_destroy(vkg_job **pd, const char *failure)
 {
-    vkg_dp *d = pd ? *pd : NULL;
+    vkg_job *d = pd ? *pd : NULL;
     if (!d)
         return;
-    vkg_dp_abort(d, failure);
+    vkg_job_abort(d, failure);
+    vkg_group_destroy(&d->dpg), vkg_group_destroy(&d->pipe), vkg_group_destroy(&d->tie);
     vkg_comm_destroy(&d->comm);
     free(d->scratch_in);
     free(d->scratch_tgt);
@@ -89,40 +132,60 @@ void vkg_dp_destroy(vkg_dp **pd, const char *failure)
     *pd = NULL;
 }
 
-int vkg_dp_rank(const vkg_dp *d)
+int vkg_job_rank(const vkg_job *d)
 {
     return d->rank;
 }
-int vkg_dp_world(const vkg_dp *d)
+int vkg_job_world(const vkg_job *d)
 {
     return d->world;
 }
-int vkg_dp_rank_batch(const vkg_dp *d)
+int vkg_job_rank_batch(const vkg_job *d)
 {
     return d->batch[d->dpr];
 }
-int vkg_dp_group_rank(const vkg_dp *d)
+int vkg_job_replica(const vkg_job *d)
 {
     return d->dpr;
 }
-int vkg_dp_group_size(const vkg_dp *d)
+int vkg_job_dp(const vkg_job *d)
 {
     return d->dpw;
 }
-int vkg_dp_pp(const vkg_dp *d)
+int vkg_job_pp(const vkg_job *d)
 {
-    return d->pp;
+    return d->lay.pp;
 }
-vkg_comm_t *vkg_dp_comm(vkg_dp *d)
+int vkg_job_stage(const vkg_job *d)
+{
+    return d->lay.stage;
+}
+const vkg_job_layout *vkg_job_layout_get(const vkg_job *d)
+{
+    return &d->lay;
+}
+vkg_group_t *vkg_job_dp_group(vkg_job *d)
+{
+    return d->dpg;
+}
+vkg_group_t *vkg_job_pipe_group(vkg_job *d)
+{
+    return d->pipe;
+}
+vkg_group_t *vkg_job_tie_group(vkg_job *d)
+{
+    return d->tie;
+}
+vkg_comm_t *vkg_job_comm(vkg_job *d)
 {
     return d->comm;
 }
-int vkg_dp_global_batch(const vkg_dp *d)
+int vkg_job_global_batch(const vkg_job *d)
 {
     return d->global_batch;
 }
 
-int vkg_dp_max_rank_batch(const vkg_dp *d)
+int vkg_job_max_rank_batch(const vkg_job *d)
 {
     int mx = 0;
     for (int k = 0; k < d->dpw; k++)
@@ -130,7 +193,7 @@ int vkg_dp_max_rank_batch(const vkg_dp *d)
     return mx;
 }
 
-vkg_status vkg_dp_allgather(vkg_dp *d, const void *send, size_t bytes, void *recv)
+vkg_status vkg_job_allgather(vkg_job *d, const void *send, size_t bytes, void *recv)
 {
     if (!d->comm) {
         memcpy(recv, send, bytes);
@@ -138,12 +201,12 @@ vkg_status vkg_dp_allgather(vkg_dp *d, const void *send, size_t bytes, void *rec
     }
     return vkg_comm_allgather(d->comm, send, bytes, recv);
 }
-const char *vkg_dp_batch_list(const vkg_dp *d)
+const char *vkg_job_batch_list(const vkg_job *d)
 {
     return d->list;
 }
 
-uint64_t vkg_dp_batch_hash(const vkg_dp *d)
+uint64_t vkg_job_batch_hash(const vkg_job *d)
 {
     uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a over the sizes */
     for (int k = 0; k < d->dpw; k++)
@@ -151,12 +214,12 @@ uint64_t vkg_dp_batch_hash(const vkg_dp *d)
     return h;
 }
 
-float vkg_dp_loss_scale(const vkg_dp *d)
+float vkg_job_loss_scale(const vkg_job *d)
 {
     return d->dpw == 1 ? 1.0f : (float)d->batch[d->dpr] / (float)d->global_batch;
 }
 
-void vkg_dp_data_config(const vkg_dp *d, vkg_data_config *dc)
+void vkg_job_data_config(const vkg_job *d, vkg_data_config *dc)
 {
     if (d->equal) {
         dc->batch_size = d->batch[d->dpr];
@@ -168,7 +231,7 @@ void vkg_dp_data_config(const vkg_dp *d, vkg_data_config *dc)
 }
 
 /* Unequal batches: the whole global micro-batch in scratch, then this rank's rows. */
-static vkg_status read_rows(vkg_dp *d, vkg_data_t *data, int64_t g, int T, int32_t *inputs,
+static vkg_status read_rows(vkg_job *d, vkg_data_t *data, int64_t g, int T, int32_t *inputs,
                             int32_t *targets)
 {
     size_t need = (size_t)d->global_batch * (size_t)T;
@@ -191,29 +254,29 @@ static vkg_status read_rows(vkg_dp *d, vkg_data_t *data, int64_t g, int T, int32
     return VKG_OK;
 }
 
-vkg_status vkg_dp_data_next(vkg_dp *d, vkg_data_t *data, int T, int32_t *inputs, int32_t *targets)
+vkg_status vkg_job_data_next(vkg_job *d, vkg_data_t *data, int T, int32_t *inputs, int32_t *targets)
 {
     if (d->equal)
         return vkg_data_next(data, inputs, targets);
     return read_rows(d, data, -1, T, inputs, targets);
 }
 
-vkg_status vkg_dp_data_read(vkg_dp *d, vkg_data_t *data, uint64_t g, int T, int32_t *inputs,
-                            int32_t *targets)
+vkg_status vkg_job_data_read(vkg_job *d, vkg_data_t *data, uint64_t g, int T, int32_t *inputs,
+                             int32_t *targets)
 {
     if (d->equal)
         return vkg_data_read_batch(data, g, inputs, targets);
     return read_rows(d, data, (int64_t)g, T, inputs, targets);
 }
 
-vkg_status vkg_dp_check_match(vkg_dp *d, const vkg_dp_fingerprint *fp, const char *const *names,
-                              int count)
+vkg_status vkg_job_check_match(vkg_job *d, const vkg_job_fingerprint *fp, const char *const *names,
+                               int count)
 {
     if (!d->comm)
         return VKG_OK;
     VKG_CHECK(count > 0 && count <= (int)(sizeof fp->v / sizeof fp->v[0]), VKG_ERR_INVALID_ARG,
               "fingerprint of %d fields", count);
-    vkg_dp_fingerprint *all = malloc((size_t)d->world * sizeof *all);
+    vkg_job_fingerprint *all = malloc((size_t)d->world * sizeof *all);
     VKG_CHECK(all, VKG_ERR_NOMEM, "no memory for %d fingerprints", d->world);
     vkg_status st = vkg_comm_allgather(d->comm, fp, sizeof *fp, all);
     for (int k = 1; st == VKG_OK && k < d->world; k++)
@@ -231,17 +294,12 @@ vkg_status vkg_dp_check_match(vkg_dp *d, const vkg_dp_fingerprint *fp, const cha
     return st;
 }
 
-vkg_status vkg_dp_broadcast(vkg_dp *d, void *buf, size_t bytes)
+vkg_status vkg_job_broadcast(vkg_job *d, void *buf, size_t bytes)
 {
     return d->comm ? vkg_comm_broadcast(d->comm, buf, bytes, 0) : VKG_OK;
 }
 
-vkg_status vkg_dp_allreduce_sum(vkg_dp *d, float *buf, size_t n)
+vkg_status vkg_job_allreduce_sum(vkg_job *d, float *buf, size_t n)
 {
     return d->comm ? vkg_comm_allreduce(d->comm, buf, buf, n, VKG_COMM_F32, VKG_COMM_SUM) : VKG_OK;
-}
-
-vkg_status vkg_dp_allreduce_grads(vkg_dp *d, float *grads, size_t n)
-{
-    return vkg_dp_allreduce_sum(d, grads, n);
 }

@@ -1,0 +1,75 @@
+/* The gradient reducer (DESIGN.md section 6): everything about summing a whole-model rank's
+ * gradient over the job's data-parallel group, chosen once at creation: per bucket overlapped
+ * with the last micro-batch's backward pass (buckets.c, tied_wte.c) or in one reduction after it;
+ * the buckets copied by the device straight into the collectives' buffer where it imports host
+ * memory (zero-copy) or packed by the host (copy path); an allreduce, or a reduce-scatter over
+ * shards (ZeRO-1) that leaves only this rank's shard summed; fp32 or bf16 (grad_bf16.h).
+ *
+ * The buckets' way to the collectives. The packed buckets live in one buffer from the
+ * communicator (vkg_comm_buffer_alloc: this rank's part of the shared-memory segment when the
+ * collectives run there, so that the peers read it in place). Zero-copy path: where the device
+ * imports host memory (VK_EXT_external_memory_host) that buffer is imported, every bucket's
+ * command list ends by copying its ranges straight to its packed place there, and the reduced
+ * buckets are copied back by the device (vkg_buckets_create with a packed tensor). Copy path
+ * (no extension, a failed import, or force_copy_path): the host packs each bucket from its view
+ * of the gradients into the buffer and unpacks it after the reduction (vkg_buckets_read/_write).
+ * Both paths reduce the same bits in the same order.
+ *
+ * bf16 exchange. A second collectives' buffer holds the gradient in bf16 at the same element
+ * offsets; each reduction rounds its floats of the fp32 buffer into it, allreduces them as
+ * VKG_COMM_BF16 (the transport sums in fp32 and rounds once) and widens the sum back, on the copy
+ * path and the zero-copy path alike, so both paths still train bitwise alike. Sharded, every
+ * element is rounded, reduce-scattered in bf16 and only this rank's shard widened back.
+ *
+ * Not here: the loss, the norm and the update (strategy.c, zero.c); pipelines (pp_strategy.c).
+ * Nothing here prints.
+ */
+#ifndef VKG_PARALLEL_REDUCER_H
+#define VKG_PARALLEL_REDUCER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model/gpt2.h"
+#include "parallel/job.h"
+
+typedef struct vkg_grad_reducer vkg_grad_reducer;
+
+typedef struct vkg_grad_reducer_config {
+    uint64_t bucket_bytes; /* buckets overlapped with the backward pass; 0: one reduction */
+    vkg_comm_dtype dtype;  /* VKG_COMM_F32 or VKG_COMM_BF16 */
+    int force_copy_path;   /* 1: the copy path even where zero-copy works */
+    const size_t *shards;  /* (dp + 1) parameter bounds of every rank's shard: a
+                              reduce-scatter (ZeRO-1); NULL: an allreduce */
+} vkg_grad_reducer_config;
+
+/* A reducer of model m's gradient over job's data-parallel group (the whole job: no pipeline),
+ * as c says (c->shards copied). m and job must outlive it; m must be destroyed before it (its
+ * split copies into the reducer's imported buffer). Errors: VKG_ERR_NOMEM, and the
+ * communicator's buffer's and vkg_buckets_create's. */
+vkg_status vkg_grad_reducer_create(vkg_job *job, vkg_gpt2 *m, const vkg_grad_reducer_config *c,
+                                   vkg_grad_reducer **out);
+/* NULL-safe; nulls *pr. */
+void vkg_grad_reducer_destroy(vkg_grad_reducer **pr);
+
+/* The last micro-batch of a step (inputs, targets: (rank batch, T)): forward and backward, with
+ * the buckets reduced while the device runs the rest of the backward pass (nothing else without
+ * buckets). */
+vkg_status vkg_grad_reducer_last_micro(vkg_grad_reducer *r, const int32_t *inputs,
+                                       const int32_t *targets, float *loss);
+/* After every micro-batch: the gradient summed over the group (the whole of it after the
+ * backward pass, without buckets); the step's gradient communication and the part of it not
+ * overlapped, in ms. */
+vkg_status vkg_grad_reducer_reduce(vkg_grad_reducer *r, double *comm_ms, double *exposed_ms);
+
+/* Buckets (0 without), how they reach the collectives' buffer ("" without; see
+ * vkg_strategy_bucket_path), and how many were reduced on the zero-copy path so far. */
+int vkg_grad_reducer_bucket_count(const vkg_grad_reducer *r);
+const char *vkg_grad_reducer_bucket_path(const vkg_grad_reducer *r);
+uint64_t vkg_grad_reducer_zero_copy_buckets(const vkg_grad_reducer *r);
+/* The collectives' fp32 buffer (the whole gradient's floats, host), free between steps. */
+float *vkg_grad_reducer_host(vkg_grad_reducer *r);
+/* How a reducer of c exchanges gradients, for start-up lines: "fp32" or "bf16 (...)". */
+const char *vkg_grad_reducer_describe(const vkg_grad_reducer_config *c);
+
+#endif
