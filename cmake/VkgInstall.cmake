@@ -28,6 +28,12 @@ function(vkg_up_to_prefix dir out)
 endfunction()
 
 vkg_up_to_prefix(${CMAKE_INSTALL_LIBDIR}/pkgconfig VKG_PC_UP)
+# volk opens the Vulkan loader at run time: the dynamic loader's library where it is one of its own.
+set(VKG_PC_DL "")
+foreach(l ${CMAKE_DL_LIBS})
+    string(APPEND VKG_PC_DL " -l${l}")
+endforeach()
+string(STRIP "${VKG_PC_DL}" VKG_PC_DL)
 configure_file(${PROJECT_SOURCE_DIR}/cmake/vkgpt.pc.in ${PROJECT_BINARY_DIR}/vkgpt.pc @ONLY)
 vkg_up_to_prefix(${CMAKE_INSTALL_LIBDIR}/cmake/vkgpt VKG_CONFIG_UP)
 configure_file(${PROJECT_SOURCE_DIR}/cmake/vkgptConfig.cmake.in

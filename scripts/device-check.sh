@@ -78,6 +78,11 @@ for p in $debs; do
 done
 find "$unpacked" -name 'lib*.so.[0-9]' ! -name 'libvulkan.so.*' -exec cp -L {} "$dir/lib-fallback/" \;
 rm -rf "$unpacked"
+# The Vulkan loader: opened at run time (volk), so ldd does not list it; run.sh's LD_LIBRARY_PATH
+# lets it be found there.
+loader=$(ldconfig -p | awk '/libvulkan\.so\.1 .*x86-64/ { print $NF; exit }')
+[ -n "$loader" ] || { echo "device-check: no Vulkan loader (libvulkan.so.1) here" >&2; exit 1; }
+cp -L "$loader" "$dir/lib/"
 # The validation layer: its library, and a manifest whose path is relative to the manifest.
 layer=$(ls /usr/lib/x86_64-linux-gnu/libVkLayer_khronos_validation.so 2>/dev/null || true)
 manifest=/usr/share/vulkan/explicit_layer.d/VkLayer_khronos_validation.json

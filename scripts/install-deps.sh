@@ -13,8 +13,8 @@
 set -eu
 
 # Building (CMake, the shader compiler and validator) and training (fortunes: make train's data)
-PKGS="build-essential cmake pkg-config libvulkan-dev libvulkan1 glslang-tools spirv-tools
-      libzmq3-dev libsodium-dev libutf8proc-dev fortune-mod fortunes"
+PKGS="build-essential cmake pkg-config libvulkan-dev libvulkan-volk-dev libvulkan1 glslang-tools
+      spirv-tools libzmq3-dev libsodium-dev libutf8proc-dev fortune-mod fortunes"
 TEST_PKGS="libcmocka-dev vulkan-validationlayers libopenblas-dev clang-format clang
       libclang-rt-14-dev"
 list="${VKGPT_DEPS_LIST:-}"

@@ -28,6 +28,8 @@ static void usage(FILE *f)
         fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].summary);
     fprintf(f, "\n--verbose (or VKGPT_VERBOSE=1): errors also name their kind and the places in "
                "the code they passed through\n"
+               "VKG_VULKAN_LOADER=PATH: the Vulkan loader library to open at run time instead of "
+               "the system's (libvulkan.so.1, vulkan-1.dll, libvulkan.1.dylib or MoltenVK)\n"
                "exit status: 0 done; 1 a failure while running; 2 a usage error (an unknown or bad "
                "flag, flags that conflict, a file or device named that does not exist); 128 + N "
                "stopped by signal N (train and launch save a checkpoint first)\n");

@@ -88,6 +88,7 @@ static VKAPI_ATTR VkBool32 VKAPI_CALL on_validation_message(
 vkg_status vkg__instance_create(int validation, vkg_device_t *dev, VkInstance *out,
                                 VkDebugUtilsMessengerEXT *messenger)
 {
+    VKG_TRY(vkg__vk_load());
     uint32_t next = 0;
     VKG_VK(vkEnumerateInstanceExtensionProperties(NULL, &next, NULL));
     VkExtensionProperties *exts = calloc(next ? next : 1, sizeof *exts);
@@ -150,6 +151,7 @@ vkg_status vkg__instance_create(int validation, vkg_device_t *dev, VkInstance *o
               "cannot create a Vulkan instance (%s): is a Vulkan driver installed? (Debian: "
               "apt-get install mesa-vulkan-drivers libvulkan1)",
               vkg__vk_result_str(r));
+    vkg__vk_load_instance(*out);
     *messenger = VK_NULL_HANDLE;
     if (validation && dev) {
         PFN_vkCreateDebugUtilsMessengerEXT create =

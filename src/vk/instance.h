@@ -2,7 +2,7 @@
 #ifndef VKG_VK_INSTANCE_H
 #define VKG_VK_INSTANCE_H
 
-#include <vulkan/vulkan.h>
+#include "vk/vkapi.h"
 
 #include "vkgpt/device.h"
 

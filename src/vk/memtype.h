@@ -12,7 +12,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include <vulkan/vulkan.h>
+#include "vk/vkapi.h"
 
 typedef enum vkg_mem_use {
     VKG_MEM_POOL,     /* device arenas: the GPU reads and writes them on every step */

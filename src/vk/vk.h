@@ -12,7 +12,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <vulkan/vulkan.h>
+#include "vk/vkapi.h"
 
 #include "base/error.h"
 #include "vk/memtype.h"
