@@ -127,7 +127,7 @@ static vkg_status query_pipeline(vkg_device_t *dev, const vkg_kernel_variant *v,
     VkPipelineExecutableStatisticKHR stats[VKG_PIPESTAT_MAX];
     for (uint32_t e = 0; e < nexec; e++) {
         vkg_pipestat_exec *x = &p->exec[e];
-        snprintf(x->name, sizeof x->name, "%s", props[e].name);
+        snprintf(x->name, sizeof x->name, "%.*s", (int)sizeof x->name - 1, props[e].name);
         x->subgroup = props[e].subgroupSize;
         for (int i = 0; i < VKG_PIPESTAT_MAX; i++)
             stats[i] = (VkPipelineExecutableStatisticKHR){
@@ -141,7 +141,8 @@ static vkg_status query_pipeline(vkg_device_t *dev, const vkg_kernel_variant *v,
                   "cannot read the statistics of kernel %s's pipeline: %s", vkg__kernel_name(k),
                   vkg__vk_result_str(r));
         for (uint32_t i = 0; i < nstats; i++) {
-            snprintf(x->stats[i].name, sizeof x->stats[i].name, "%s", stats[i].name);
+            snprintf(x->stats[i].name, sizeof x->stats[i].name, "%.*s",
+                     (int)sizeof x->stats[i].name - 1, stats[i].name);
             format_value(&stats[i], x->stats[i].value, sizeof x->stats[i].value);
         }
         x->nstats = (int)nstats;
