@@ -106,10 +106,14 @@ layout(push_constant) uniform Push {
     OutFloats act; // written only when GELU = 1
 } p;
 
-// +1 column: the k-major tiles are written with a stride that would otherwise hit one bank.
-// Rows [0, BK) hold one step's tiles, [BK, 2 BK) the other buffer's when DBUF = 1.
-shared float As[(DBUF + 1) * BK][BM + 1];
-shared float Bs[(DBUF + 1) * BK][BN + 1];
+// One shared array: A's tiles (AS), then B's (BS). +1 column: the k-major tiles are written with
+// a stride that would otherwise hit one bank. Rows [0, BK) hold one step's tiles, [BK, 2 BK) the
+// other buffer's when DBUF = 1. After the k loop it stages the accumulators (STAGED below).
+const uint A_LD = BM + 1, B_LD = BN + 1;
+const uint A_SIZE = (DBUF + 1) * BK * A_LD, S_SIZE = A_SIZE + (DBUF + 1) * BK * B_LD;
+shared float S[S_SIZE];
+#define AS(r, c) S[(r) * A_LD + (c)]
+#define BS(r, c) S[A_SIZE + (r) * B_LD + (c)]
 
 const uint NX = BN / TN, NY = BM / TM, THREADS = NX * NY;
 const uint A_PER = (BM * BK + THREADS - 1) / THREADS; // A elements each invocation stages
@@ -190,7 +194,7 @@ void load_tiles4(uint tid, uint m0, uint n0, uint k0)
     }
 }
 
-// Store the registers' tiles into rows [row0, row0 + BK) of As and Bs.
+// Store the registers' tiles into rows [row0, row0 + BK) of AS and BS.
 void store_tiles4(uint tid, uint row0)
 {
     [[unroll]] for (uint i = 0; i < A_PER4; i++) {
@@ -199,9 +203,9 @@ void store_tiles4(uint tid, uint row0)
             continue;
         [[unroll]] for (uint c = 0; c < 4; c++)
             if (A_KCONTIG == 1)
-                As[row0 + (e % (BK / 4)) * 4 + c][e / (BK / 4)] = ra4[i][c];
+                AS(row0 + (e % (BK / 4)) * 4 + c, e / (BK / 4)) = ra4[i][c];
             else
-                As[row0 + e / (BM / 4)][(e % (BM / 4)) * 4 + c] = ra4[i][c];
+                AS(row0 + e / (BM / 4), (e % (BM / 4)) * 4 + c) = ra4[i][c];
     }
     [[unroll]] for (uint i = 0; i < B_PER4; i++) {
         uint e = tid + i * THREADS;
@@ -209,9 +213,9 @@ void store_tiles4(uint tid, uint row0)
             continue;
         [[unroll]] for (uint c = 0; c < 4; c++)
             if (B_KCONTIG == 1)
-                Bs[row0 + (e % (BK / 4)) * 4 + c][e / (BK / 4)] = rb4[i][c];
+                BS(row0 + (e % (BK / 4)) * 4 + c, e / (BK / 4)) = rb4[i][c];
             else
-                Bs[row0 + e / (BN / 4)][(e % (BN / 4)) * 4 + c] = rb4[i][c];
+                BS(row0 + e / (BN / 4), (e % (BN / 4)) * 4 + c) = rb4[i][c];
     }
 }
 
@@ -221,13 +225,13 @@ void store_tiles(uint tid, uint row0)
         uint e = tid + i * THREADS;
         uint mm = A_KCONTIG == 1 ? e / BK : e % BM, kk = A_KCONTIG == 1 ? e % BK : e / BM;
         if (e < BM * BK)
-            As[row0 + kk][mm] = ra[i];
+            AS(row0 + kk, mm) = ra[i];
     }
     [[unroll]] for (uint i = 0; i < B_PER; i++) {
         uint e = tid + i * THREADS;
         uint nn = B_KCONTIG == 1 ? e / BK : e % BN, kk = B_KCONTIG == 1 ? e % BK : e / BN;
         if (e < BN * BK)
-            Bs[row0 + kk][nn] = rb[i];
+            BS(row0 + kk, nn) = rb[i];
     }
 }
 
@@ -259,9 +263,9 @@ void step_products(inout float acc[TM][TN], uint r, uint tx, uint ty)
 {
     float av[TM], bv[TN];
     [[unroll]] for (uint i = 0; i < TM; i++)
-        av[i] = As[r][ty + i * NY];
+        av[i] = AS(r, ty + i * NY);
     [[unroll]] for (uint j = 0; j < TN; j++)
-        bv[j] = Bs[r][col(tx, j)];
+        bv[j] = BS(r, col(tx, j));
     [[unroll]] for (uint i = 0; i < TM; i++)
         [[unroll]] for (uint j = 0; j < TN; j++)
             acc[i][j] = fma(av[i], bv[j], acc[i][j]);
@@ -314,6 +318,50 @@ void store_pair(uint o, uint obase, bool two, float r0, float r1)
     }
 }
 
+// The staged epilogue (STAGED = 1, where GELU or a bf16 store makes the epilogue long): after the
+// k loop the accumulators go to shared memory in P passes of BM / P rows each (one pass when the
+// whole BM x BN block fits in S), and the workgroup then finishes and stores the staged rows
+// element by element (pairs of columns where a bf16 output is stored), neighbouring invocations
+// on neighbouring addresses. The loops over register arrays are then only the tiny staging
+// copies, which compilers unroll; an epilogue whose long body a compiler declined to unroll
+// would index the accumulators by a loop counter and place all of them in slow memory (measured
+// on NVIDIA's compiler for the 128x128 tile: the fused GELU product 13x slower than the plain
+// one). The same finish and store_pair as the direct epilogue: the same bits. P = 0 (the block
+// does not fit in 4 passes): the direct epilogue.
+const uint EW = STORE_BF16 != 0 ? 2 : 1; // columns an invocation stores at a time
+// (nested selections only: glslang turns && and || of specialization constants into branches)
+const uint P = BM * BN <= S_SIZE ? 1
+             : TM % 2 != 0 ? 0 : BM * BN / 2 <= S_SIZE ? 2
+             : TM % 4 != 0 ? 0 : BM * BN / 4 <= S_SIZE ? 4 : 0;
+const uint STAGED = P == 0 ? 0 : BN % EW != 0 ? 0 : (GELU | STORE_BF16) != 0 ? 1 : 0;
+const uint RP = P == 0 ? BM : BM / P, IP = P == 0 ? TM : TM / P; // rows, and i, per pass
+
+// Finish and store the staged rows [h RP, (h + 1) RP) of the block, from S.
+void store_staged(uint tid, uint m0, uint n0, uint obase, uint h)
+{
+    for (uint e = tid * EW; e < RP * BN; e += THREADS * EW) {
+        uint m = m0 + h * RP + e / BN, n = n0 + e % BN;
+        if (m >= p.M || n >= p.N)
+            continue;
+        bool two = EW == 2 && n + 1 < p.N;
+        uint o = obase + m * p.ldo + n;
+        float r0 = finish(S[e], o, n);
+        float r1 = two ? finish(S[e + 1], o + 1, n + 1) : 0.0;
+        store_pair(o, obase, two, r0, r1);
+    }
+}
+
+// Pass h of the staged epilogue: a barrier (S's tiles may still be read), the accumulators of
+// rows i in [h IP, (h + 1) IP) into S, a barrier, their stores. h is a literal at every use, so
+// that every index into acc is a constant once the loops are unrolled.
+#define STAGE_PASS(h) \
+    barrier(); \
+    [[unroll]] for (uint i = 0; i < IP; i++) \
+        [[unroll]] for (uint j = 0; j < TN; j++) \
+            S[(ty + i * NY) * BN + col(tx, j)] = acc[min((h) * IP + i, TM - 1)][j]; \
+    barrier(); \
+    store_staged(tid, m0, n0, obase, h)
+
 void main()
 {
     const uint tx = gl_LocalInvocationID.x, ty = gl_LocalInvocationID.y;
@@ -329,7 +377,7 @@ void main()
     load_step(tid, m0, n0, kbeg);
     store_step(tid, 0);
     barrier();
-    uint cur = 0; // first row of this step's tiles in As and Bs: 0, or BK when DBUF = 1
+    uint cur = 0; // first row of this step's tiles in AS and BS: 0, or BK when DBUF = 1
     for (uint k0 = kbeg; k0 < kend; k0 += BK) {
         bool more = k0 + BK < kend;
         if (more) // the global loads of the next step are in flight during this one's FMAs
@@ -350,6 +398,17 @@ void main()
                 barrier();
             }
         }
+    }
+    if (STAGED == 1) {
+        STAGE_PASS(0);
+        if (P > 1) {
+            STAGE_PASS(1);
+        }
+        if (P > 2) {
+            STAGE_PASS(2);
+            STAGE_PASS(3);
+        }
+        return;
     }
     [[unroll]] for (uint i = 0; i < TM; i++) {
         uint m = m0 + ty + i * NY;

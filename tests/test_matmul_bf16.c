@@ -232,18 +232,37 @@ static void test_register_plain(void **state)
     VKG_ASSERT_OK(vkg_device_tuning_set(g->dev, &saved));
 }
 
-static void test_tiled(void **state)
+/* Every product of check_all on the tiled kernel forced to tiles[first], tiles[first + 1]. The
+ * bf16 outputs are staged in shared memory (matmul_tiled.comp's staged epilogue) in two passes
+ * (64x64x16:4x4), four (128x128x16:8x8, single buffered, so that it fits 32 KiB) and one
+ * (64x64x16:4x4+db); 48x40x12:3x5 (odd TM) stores them directly. Two tilings a test, so that
+ * the fixture's arena holds their tensors under every tuning. */
+static void tiled_pair(vkg_gpu *g, size_t first)
 {
-    vkg_gpu *g = *state;
+    static const vkg_matmul_tiling tiles[] = {{64, 64, 16, 4, 4, 0, 0},
+                                              {48, 40, 12, 3, 5, 0, 0},
+                                              {128, 128, 16, 8, 8, 0, 0},
+                                              {64, 64, 16, 4, 4, 0, 1}};
+    static const char *const names[] = {"tiled 64x64x16", "tiled 48x40x12", "tiled 128x128x16",
+                                        "tiled 64x64x16+db"};
     vkg_device_tuning saved = vkg_device_tuning_get(g->dev);
-    const vkg_matmul_tiling tiles[] = {{64, 64, 16, 4, 4, 0, 0}, {48, 40, 12, 3, 5, 0, 0}};
-    for (size_t v = 0; v < sizeof tiles / sizeof tiles[0]; v++) {
+    for (size_t v = first; v < first + 2; v++) {
         vkg_device_tuning t = saved;
         vkg__mmt_force(&t, &tiles[v]);
         VKG_ASSERT_OK(vkg_device_tuning_set(g->dev, &t));
-        check_all(g, v ? "tiled 48x40x12" : "tiled 64x64x16", 3000 + 200 * v);
+        check_all(g, names[v], 3000 + 200 * v);
     }
     VKG_ASSERT_OK(vkg_device_tuning_set(g->dev, &saved));
+}
+
+static void test_tiled(void **state)
+{
+    tiled_pair(*state, 0);
+}
+
+static void test_tiled_staged(void **state)
+{
+    tiled_pair(*state, 2);
 }
 
 /* The forward pass into bf16 outputs recorded in blocks of rows under a lowered shader index
@@ -286,6 +305,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_default_kernel, vkg_gpu_setup, vkg_gpu_teardown),
         cmocka_unit_test_setup_teardown(test_register_plain, vkg_gpu_setup, vkg_gpu_teardown),
         cmocka_unit_test_setup_teardown(test_tiled, vkg_gpu_setup, vkg_gpu_teardown),
+        cmocka_unit_test_setup_teardown(test_tiled_staged, vkg_gpu_setup, vkg_gpu_teardown),
         cmocka_unit_test_setup_teardown(test_fwd_out16_split, vkg_gpu_setup, vkg_gpu_teardown),
         cmocka_unit_test_setup_teardown(test_checker_bites, vkg_gpu_setup, vkg_gpu_teardown),
     };

@@ -347,7 +347,7 @@ int vkg_cli_bench_ops(int argc, char **argv)
 {
     const char *select = getenv("VKGPT_DEVICE"), *only = NULL, *tiles = NULL, *block = NULL;
     const char *shape = NULL;
-    int iters = 5, kernel = 0;
+    int iters = 5, kernel = 0, coopmat = VKG_COOPMAT_OFF;
     static const char *const kernels[] = {"device", "register", "tiled", NULL};
     bench b = {.rng = 42};
     const vkg_flag flags[] = {
@@ -372,6 +372,10 @@ int vkg_cli_bench_ops(int argc, char **argv)
          0, 0},
         {"--block", VKG_FLAG_STR, &block,
          "tiled matmul block BM,BN,BK,TM,TN (e.g. 128,128,16,8,8); default: the device's", 0, 0, 0},
+        {"--coopmat", VKG_FLAG_CHOICE, &coopmat,
+         "the cooperative-matrix kernel for the bf16 rows' forward products, as train's "
+         "--coopmat (default off: the rows of the tiled kernel)",
+         vkg_cli_coopmats, 0, 0},
     };
     int rc = vkg_flags_parse("bench ops", "[options]", flags, (int)(sizeof flags / sizeof flags[0]),
                              argc, argv, NULL, NULL);
@@ -391,6 +395,7 @@ int vkg_cli_bench_ops(int argc, char **argv)
     opts.select = select;
     opts.profiling = 1;
     opts.pipeline_stats = 1;
+    opts.coopmat = (vkg_coopmat_mode)coopmat;
     vkg_status st = vkg_device_create(&opts, &b.dev);
     if (st != VKG_OK)
         return vkg_cli_report("bench ops", st);
