@@ -333,6 +333,40 @@ static void test_selfcheck(void **state)
 
 /* --coopmat auto: on, with no note, where the device lists a usable configuration and has the
  * features; else off, the note naming what is missing. Never an error. */
+/* --coopmat auto's race: the kernel stays on exactly when it timed faster than the other one,
+ * and when it lost, why gives both times; with the kernel off the race does nothing. Either
+ * outcome may happen on a device; the decision must match the times. */
+static void test_race(void **state)
+{
+    vkg_gpu *g = *state;
+    vkg_device_tuning saved = vkg_device_tuning_get(g->dev);
+    assert_true(saved.coopmat != 0);
+    char why[320];
+    double ms[2];
+    VKG_ASSERT_OK(vkg_op_coopmat_race(g->dev, 16, why, sizeof why, ms));
+    printf("  race: cooperative-matrix kernel %.3f ms, other %.3f ms\n", ms[0], ms[1]);
+    assert_true(ms[0] > 0.0 && ms[1] > 0.0);
+    vkg_device_tuning after = vkg_device_tuning_get(g->dev);
+    if (ms[0] < ms[1]) {
+        assert_int_equal(after.coopmat, saved.coopmat);
+        assert_string_equal(why, "");
+    } else {
+        assert_int_equal(after.coopmat, 0);
+        assert_non_null(strstr(why, "cooperative-matrix kernel took"));
+        assert_non_null(strstr(why, "16x3072x768"));
+    }
+    VKG_ASSERT_OK(vkg_op_coopmat_race(g->dev, 16, why, sizeof why, ms)); /* off, or on again */
+    VKG_ASSERT_OK(vkg_device_tuning_set(g->dev, &saved));
+    vkg_device_tuning off = saved;
+    off.coopmat = 0;
+    VKG_ASSERT_OK(vkg_device_tuning_set(g->dev, &off));
+    VKG_ASSERT_OK(vkg_op_coopmat_race(g->dev, 16, why, sizeof why, ms));
+    assert_true(ms[0] == 0.0 && ms[1] == 0.0);
+    assert_string_equal(why, "");
+    assert_int_equal(vkg_device_tuning_get(g->dev).coopmat, 0);
+    VKG_ASSERT_OK(vkg_device_tuning_set(g->dev, &saved));
+}
+
 static int auto_messages;
 static char auto_first[1024];
 
@@ -413,6 +447,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_checker_bites, vkg_gpu_setup, vkg_gpu_teardown),
         cmocka_unit_test_setup_teardown(test_selfcheck, vkg_gpu_setup, vkg_gpu_teardown),
         cmocka_unit_test_teardown(test_auto, auto_teardown),
+        cmocka_unit_test_setup_teardown(test_race, vkg_gpu_setup, vkg_gpu_teardown),
 #if !COOPMAT_REAL
         cmocka_unit_test_setup_teardown(test_errors, vkg_gpu_setup, vkg_gpu_teardown),
 #endif

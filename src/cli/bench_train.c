@@ -213,16 +213,26 @@ static vkg_status run(const bench_opts *o, const vkg_gpt2_config *cfg)
                         : (vkg_coopmat_mode)o->coopmat;
     VKG_TRY_GOTO(st, vkg_device_create(&dopts, &dev), done);
     char why[320] = "";
-    if (dopts.coopmat == VKG_COOPMAT_AUTO && vkg_device_tuning_get(dev).coopmat)
+    double race[2] = {0, 0};
+    if (dopts.coopmat == VKG_COOPMAT_AUTO && vkg_device_tuning_get(dev).coopmat) {
         VKG_TRY_GOTO(st, vkg_op_coopmat_selfcheck(dev, 0.0f, why, sizeof why), done);
-    else if (dopts.coopmat == VKG_COOPMAT_AUTO)
+        size_t rows = BT < 64 ? 64 : BT < 4096 ? BT : 4096; /* the fc product's, capped */
+        if (vkg_device_tuning_get(dev).coopmat)
+            VKG_TRY_GOTO(st, vkg_op_coopmat_race(dev, (uint32_t)rows, why, sizeof why, race), done);
+    } else if (dopts.coopmat == VKG_COOPMAT_AUTO)
         snprintf(why, sizeof why, "%s", vkg_device_coopmat_note(dev));
     if (o->precision == VKG_PRECISION_BF16) {
         vkg_device_tuning ct = vkg_device_tuning_get(dev);
         if (ct.coopmat)
             printf("coopmat: %s %ux%ux%u f16 fragments, f32 sums (%s)\n",
                    ct.coopmat == 2 ? "emulated" : "on,", ct.coopmat_m, ct.coopmat_n, ct.coopmat_k,
-                   dopts.coopmat == VKG_COOPMAT_AUTO ? "auto: the self-check passed" : "asked for");
+                   dopts.coopmat == VKG_COOPMAT_AUTO
+                       ? "auto: the self-check passed, and it was the faster"
+                       : "asked for");
+        if (race[0] > 0)
+            printf("coopmat race (--coopmat auto): the cooperative-matrix kernel %.3f ms, the "
+                   "other %.3f ms for the fc product\n",
+                   race[0], race[1]);
         else
             printf("coopmat: off (%s)\n",
                    dopts.coopmat == VKG_COOPMAT_AUTO ? why : "--coopmat off");

@@ -114,21 +114,30 @@ static vkg_status check_data_paths(const vkg_train_config *c)
 }
 
 /* Under bf16, whether the products run on cooperative matrices, said in t->coopmat: asked for
- * (on, emulate), found and self-checked (auto; a device whose results are wrong gets it off), or
- * off and why. */
+ * (on, emulate), found, self-checked and faster than the other kernel (auto; a device whose
+ * results are wrong, or whose tensor-core kernel is the slower, gets it off), or off and why. */
 static vkg_status check_coopmat(vkg_trainer_t *t, vkg_coopmat_mode mode)
 {
     vkg_device_tuning tu = vkg_device_tuning_get(t->dev);
     char why[320];
-    if (mode == VKG_COOPMAT_AUTO && tu.coopmat)
+    double ms[2];
+    if (mode == VKG_COOPMAT_AUTO && tu.coopmat) {
         VKG_TRY(vkg_op_coopmat_selfcheck(t->dev, 0.0f, why, sizeof why));
-    else
+        long long rows = (long long)t->cfg.batch * t->cfg.seq; /* the fc product's, capped */
+        if (vkg_device_tuning_get(t->dev).coopmat)
+            VKG_TRY(vkg_op_coopmat_race(t->dev,
+                                        (uint32_t)(rows < 64     ? 64
+                                                   : rows < 4096 ? rows
+                                                                 : 4096),
+                                        why, sizeof why, ms));
+    } else
         snprintf(why, sizeof why, "%s",
                  mode == VKG_COOPMAT_AUTO ? vkg_device_coopmat_note(t->dev) : "--coopmat off");
     if (vkg_device_tuning_get(t->dev).coopmat)
         snprintf(t->coopmat, sizeof t->coopmat, "%s %ux%ux%u f16 fragments, f32 sums (%s)",
                  tu.coopmat == 2 ? "emulated" : "on,", tu.coopmat_m, tu.coopmat_n, tu.coopmat_k,
-                 mode == VKG_COOPMAT_AUTO ? "auto: the self-check passed" : "asked for");
+                 mode == VKG_COOPMAT_AUTO ? "auto: the self-check passed, and it was the faster"
+                                          : "asked for");
     else
         snprintf(t->coopmat, sizeof t->coopmat, "off (%s)", why);
     return VKG_OK;
