@@ -214,13 +214,14 @@ for B in ${DEVCHECK_BF16_BATCHES-8}; do
         train_row "$B" bf16 "$cm"
     done
 done
-# The per-op profiles (timestamp queries) of the same steps, fp32 and bf16 with each --coopmat.
+# The per-op profiles (timestamp queries) of the same steps, fp32 and bf16 with each --coopmat;
+# their files also list every dispatch in order (the time of each layer's each product).
 B=$(echo ${DEVCHECK_BATCHES-8} ${DEVCHECK_BF16_BATCHES-8} | awk '{ print $1 }')
 if [ -n "$B" ]; then
     for p in fp32 $(for cm in $cms; do echo "bf16:$cm"; done); do
         case "$p" in
-        fp32) vk_train "profile-fp32.txt" "$trlim" "$B" ;;
-        *) vk_train "profile-bf16-coopmat-${p#bf16:}.txt" "$trlim" "$B" --precision bf16 --coopmat "${p#bf16:}" ;;
+        fp32) vk_train "profile-fp32.txt" "$trlim" "$B" --per-dispatch ;;
+        *) vk_train "profile-bf16-coopmat-${p#bf16:}.txt" "$trlim" "$B" --precision bf16 --coopmat "${p#bf16:}" --per-dispatch ;;
         esac
         md ""
         case "$vms" in [0-9]*) vms="$vms ms/step" ;; esac
