@@ -101,18 +101,30 @@ float f16_round(float x)
     return abs(r) > 65504.0 ? r * uintBitsToFloat(0x7F800000u) : r;
 }
 
+// x rounded to f16 as f16_round does, where narrow says that x came from a bf16 operand: a bf16
+// value (8 significant bits) that is 0 or in f16's normal range [2^-14, 65504] is an f16 value
+// already, so it is returned as it is, and only the rare others (f16's subnormals, beyond its
+// range, NaN) take f16_round's arithmetic, which otherwise dominated the staging of the tiles.
+float f16_exact(float x, bool narrow)
+{
+    float a = abs(x);
+    if (narrow && (a == 0.0 || (a >= 6.103515625e-05 && a <= 65504.0)))
+        return x;
+    return f16_round(x);
+}
+
 #if COOPMAT_EMULATE
 // The f16 tiles hold f16 values widened to f32: the same numbers, no 16-bit arithmetic needed.
 #define HALF float
-HALF to_half(float x)
+HALF to_half(float x, bool narrow)
 {
-    return f16_round(x);
+    return f16_exact(x, narrow);
 }
 #else
 #define HALF float16_t
-HALF to_half(float x)
+HALF to_half(float x, bool narrow)
 {
-    return float16_t(f16_round(x));
+    return float16_t(f16_exact(x, narrow)); // exact: x is an f16 value
 }
 #endif
 
@@ -136,11 +148,11 @@ void stage(uint tid, uint nthreads, uint m0, uint n0, uint k0, uint kend)
 {
     for (uint e = tid; e < BM * BK; e += nthreads) {
         uint mm = A_KCONTIG == 1 ? e / BK : e % BM, kk = A_KCONTIG == 1 ? e % BK : e / BM;
-        As[mm * ASTR + kk] = to_half(operand(true, m0 + mm, k0 + kk, kend));
+        As[mm * ASTR + kk] = to_half(operand(true, m0 + mm, k0 + kk, kend), A_BF16 == 1);
     }
     for (uint e = tid; e < BN * BK; e += nthreads) {
         uint nn = B_KCONTIG == 1 ? e / BK : e % BN, kk = B_KCONTIG == 1 ? e % BK : e / BN;
-        Bs[kk * BSTR + nn] = to_half(operand(false, n0 + nn, k0 + kk, kend));
+        Bs[kk * BSTR + nn] = to_half(operand(false, n0 + nn, k0 + kk, kend), B_BF16 == 1);
     }
 }
 

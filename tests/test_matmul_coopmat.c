@@ -430,6 +430,49 @@ static void test_errors(void **state)
     tu.coopmat = 2, tu.coopmat_m = 12;
     vkg_expect_invalid(vkg_device_tuning_set(g->dev, &tu), "coopmat_m");
 }
+
+/* bf16 operands at f16's edges take the exact rounding: a bf16 value with more bits than f16's
+ * subnormals hold (1.0078125 2^-20 becomes 2^-20), a subnormal that is exact (3 2^-17), zero,
+ * and one beyond 65504 (69632, infinite); the values in f16's normal range go through as they
+ * are. Against the f16-rounded reference with the f32 bound; the first product misses it by
+ * 4.5e-4 if the tiny value is not rounded. (The emulation only: hardware may flush f16
+ * subnormals.) */
+static void test_f16_edges(void **state)
+{
+    vkg_gpu *g = *state;
+    route_all(g, 1);
+    gcase c = {2, 2, 4, 1, 1, 1, 1, 0, 0, 0, 0, 0};
+    float a[8] = {1.0078125f * 0x1p-20f, 3.0f * 0x1p-17f, 0.0f, 1.0f, 70000.0f, 1.0f, 1.0f, 1.0f};
+    float b[8] = {60000.0f, 60000.0f, 5.0f, 0.5f, 1.0f, 1.0f, 1.0f, 1.0f};
+    vkg_tensor ta = operand(g, a, 8, 1), tb = operand(g, b, 8, 1), tout = vkg_gpu_poisoned(g, 4);
+    vkg_gemm gm = {.out = tout,
+                   .a = ta,
+                   .b = tb,
+                   .M = 2,
+                   .N = 2,
+                   .K = 4,
+                   .lda = 4,
+                   .ldb = 4,
+                   .ldo = 2,
+                   .a_kcontig = 1,
+                   .b_kcontig = 1,
+                   .label = "coopmat f16 edges"};
+    VKG_ASSERT_OK(vkg_op_gemm(g->cmd, &gm));
+    assert_int_equal(vkg_cmd_kernel_count(g->cmd, KERNEL), 1);
+    vkg_gpu_run(g);
+    float got[4];
+    vkg_gpu_download(g, tout, got, sizeof got);
+    double ref[4], mag[4];
+    reference(&c, a, b, NULL, NULL, 1, ref, mag);
+    for (int i = 0; i < 4; i++) {
+        printf("  edges %d: %.9g, reference %.9g\n", i, (double)got[i], ref[i]);
+        if (isinf(ref[i]))
+            assert_true(isinf(got[i]) && (got[i] > 0) == (ref[i] > 0));
+        else
+            assert_true(fabs((double)got[i] - ref[i]) <= 1e-5 * mag[i] + 1e-9);
+    }
+    route_all(g, 0);
+}
 #endif
 
 static int group_setup(void **state)
@@ -450,6 +493,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_race, vkg_gpu_setup, vkg_gpu_teardown),
 #if !COOPMAT_REAL
         cmocka_unit_test_setup_teardown(test_errors, vkg_gpu_setup, vkg_gpu_teardown),
+        cmocka_unit_test_setup_teardown(test_f16_edges, vkg_gpu_setup, vkg_gpu_teardown),
 #endif
     };
     return cmocka_run_group_tests(tests, group_setup, vkg_gpu_group_teardown);
