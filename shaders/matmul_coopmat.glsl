@@ -52,8 +52,11 @@ const uint ACT_BF16 = STORE_BF16 & 1u, OUT_BF16 = STORE_BF16 >> 1;
 // k-fragments per staged step (1 or 2: the host takes 2 where the tiles fit shared memory).
 layout(constant_id = 13) const uint KSTEPS = 2;
 
-#define FM 2 // fragments per warp tile along m
-#define FN 2 // and along n
+// Fragments per warp tile along m and along n (the host takes the largest of 4 x 4, 2 x 4, 4 x 2,
+// 2 x 2 whose tiles fit shared memory: more fragments a warp tile, fewer staged elements per
+// tensor-core product).
+layout(constant_id = 14) const uint FM = 2;
+layout(constant_id = 15) const uint FN = 2;
 #define SGM 2 // warp tiles per block along m
 #define SGN 2 // and along n
 #define NWARP (SGM * SGN)
@@ -157,7 +160,7 @@ void stage(uint tid, uint nthreads, uint m0, uint n0, uint k0, uint kend)
 }
 
 #if COOPMAT_EMULATE
-#define EPT 64 // most block elements per invocation (BM * BN / invocations)
+#define EPT 64 // most block elements per invocation (BM * BN / invocations; the host keeps to it)
 #else
 #define ACC fcoopmatNV<32, gl_ScopeSubgroup, CM_M, CM_N>
 #define FRAG_A fcoopmatNV<16, gl_ScopeSubgroup, CM_M, CM_K>

@@ -50,18 +50,31 @@ vkg_status vkg__matmul_coopmat_dispatch(vkg_cmd *c, const vkg_gemm *g, const cha
               "%s: the cooperative-matrix kernel needs %u invocations per workgroup, more than "
               "%s's %u",
               op, threads, info->name, info->max_workgroup_invocations);
-    uint32_t bm = 4 * tu->coopmat_m, bn = 4 * tu->coopmat_n, ksteps = 2;
-    size_t smem = tile_bytes(bm, bn, ksteps * tu->coopmat_k, emu);
-    if (smem > info->max_shared_memory) /* one k-fragment per step: half the A and B tiles */
-        ksteps = 1, smem = tile_bytes(bm, bn, tu->coopmat_k, emu);
-    VKG_CHECK(smem <= info->max_shared_memory, VKG_ERR_UNSUPPORTED,
-              "%s: the cooperative-matrix kernel's tiles need %zu bytes of shared memory, more "
-              "than %s's %u",
+    /* The largest warp tile (FM x FN fragments; 2 x 2 warp tiles a block) whose tiles fit shared
+     * memory, two k-fragments a step where they fit, else one; the emulation also keeps to its
+     * 64 block elements an invocation. */
+    static const uint32_t warp[][2] = {{4, 4}, {2, 4}, {4, 2}, {2, 2}};
+    uint32_t fm = 0, fn = 0, ksteps = 0;
+    size_t smem = 0;
+    for (size_t w = 0; w < sizeof warp / sizeof warp[0] && !ksteps; w++) {
+        uint32_t bm = 2 * warp[w][0] * tu->coopmat_m, bn = 2 * warp[w][1] * tu->coopmat_n;
+        if (emu && (size_t)bm * bn > 64 * (size_t)EMU_THREADS)
+            continue;
+        for (uint32_t ks = 2; ks >= 1 && !ksteps; ks--) {
+            smem = tile_bytes(bm, bn, ks * tu->coopmat_k, emu);
+            if (smem <= info->max_shared_memory)
+                fm = warp[w][0], fn = warp[w][1], ksteps = ks;
+        }
+    }
+    VKG_CHECK(ksteps, VKG_ERR_UNSUPPORTED,
+              "%s: the cooperative-matrix kernel's smallest tiles need %zu bytes of shared "
+              "memory, more than %s's %u",
               op, smem, info->name, info->max_shared_memory);
+    uint32_t bm = 2 * fm * tu->coopmat_m, bn = 2 * fn * tu->coopmat_n;
     push_gemm p = vkg__gemm_push(g, 0, g->K);
     /* STORE_BF16: bit 0 act, bit 1 out */
     uint32_t store = (g->act && g->act->dtype == VKG_BF16) | (g->out.dtype == VKG_BF16) << 1;
-    uint32_t spec[14] = {threads,
+    uint32_t spec[16] = {threads,
                          1,
                          1,
                          tu->coopmat_m,
@@ -74,8 +87,10 @@ vkg_status vkg__matmul_coopmat_dispatch(vkg_cmd *c, const vkg_gemm *g, const cha
                          g->a.dtype == VKG_BF16,
                          g->b.dtype == VKG_BF16,
                          store,
-                         ksteps};
+                         ksteps,
+                         fm,
+                         fn};
     return vkg_cmd_dispatch(c, emu ? VKG_KERNEL_matmul_coopmat_emu : VKG_KERNEL_matmul_coopmat,
-                            spec, 14, &p, sizeof p, vkg__ceil_div(g->N, bn),
+                            spec, 16, &p, sizeof p, vkg__ceil_div(g->N, bn),
                             vkg__ceil_div(g->M, bm), 1, op);
 }
