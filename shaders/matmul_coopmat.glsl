@@ -60,7 +60,10 @@ layout(constant_id = 15) const uint FN = 2;
 #define SGM 2 // warp tiles per block along m
 #define SGN 2 // and along n
 #define NWARP (SGM * SGN)
-#define R 2 // most warp tiles one subgroup takes
+// Most warp tiles one subgroup takes: 1 where the device's subgroups can only be of the size the
+// host made the workgroup for (4 subgroups), 2 where a driver may make them twice as wide (the
+// fragment registers of the second tile are held for nothing where it never does).
+layout(constant_id = 16) const uint R = 2;
 const uint BM = SGM * FM * CM_M, BN = SGN * FN * CM_N, BK = KSTEPS * CM_K;
 // Row strides of the shared tiles in elements: fragment loads and stores need 16-byte aligned
 // rows (CM_N and CM_K are multiples of 8), the padding spreads rows over banks.

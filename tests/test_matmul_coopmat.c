@@ -147,7 +147,7 @@ static void run_case(vkg_gpu *g, gcase c, uint64_t seed, int expect_bad)
     assert_int_equal(vkg_cmd_kernel_count(g->cmd, KERNEL), 1);
     vkg_cmd_logged l; /* the warp tile the host chose: FM x FN fragments, KSTEPS */
     assert_int_equal(vkg_cmd_logged_dispatch(g->cmd, 0, &l), 0);
-    assert_int_equal(l.nspec, 16);
+    assert_int_equal(l.nspec, 17);
     print_message("    fragments %ux%ux%u, warp tile %ux%u fragments, %u k-fragment(s) a step\n",
                   l.spec[3], l.spec[4], l.spec[5], l.spec[14], l.spec[15], l.spec[13]);
     vkg_gpu_run(g);

@@ -71,10 +71,13 @@ vkg_status vkg__matmul_coopmat_dispatch(vkg_cmd *c, const vkg_gemm *g, const cha
               "memory, more than %s's %u",
               op, smem, info->name, info->max_shared_memory);
     uint32_t bm = 2 * fm * tu->coopmat_m, bn = 2 * fn * tu->coopmat_n;
+    /* one warp tile a subgroup where subgroups are always of the reported size */
+    int fixed = info->subgroup_size_control && info->subgroup_size_min == info->subgroup_size &&
+                info->subgroup_size_max == info->subgroup_size;
     push_gemm p = vkg__gemm_push(g, 0, g->K);
     /* STORE_BF16: bit 0 act, bit 1 out */
     uint32_t store = (g->act && g->act->dtype == VKG_BF16) | (g->out.dtype == VKG_BF16) << 1;
-    uint32_t spec[16] = {threads,
+    uint32_t spec[17] = {threads,
                          1,
                          1,
                          tu->coopmat_m,
@@ -89,8 +92,9 @@ vkg_status vkg__matmul_coopmat_dispatch(vkg_cmd *c, const vkg_gemm *g, const cha
                          store,
                          ksteps,
                          fm,
-                         fn};
+                         fn,
+                         fixed ? 1u : 2u};
     return vkg_cmd_dispatch(c, emu ? VKG_KERNEL_matmul_coopmat_emu : VKG_KERNEL_matmul_coopmat,
-                            spec, 16, &p, sizeof p, vkg__ceil_div(g->N, bn),
+                            spec, 17, &p, sizeof p, vkg__ceil_div(g->N, bn),
                             vkg__ceil_div(g->M, bm), 1, op);
 }
