@@ -148,18 +148,55 @@ float operand(bool is_a, uint r, uint k, uint kend)
     return is_a ? A_AT(i) : B_AT(i);
 }
 
-// Stage the tiles of the step at k0 (k < kend), neighbouring invocations reading neighbouring
-// addresses of each operand's contiguous dimension.
-void stage(uint tid, uint nthreads, uint m0, uint n0, uint k0, uint kend)
+// PAIRS, bits: 1 (A), 2 (B): the operand is bf16, k-contiguous, with an even K and leading
+// dimension (the host checks), so that elements k, k + 1 of a row (k even) share one 32-bit word
+// and are staged from one load.
+layout(constant_id = 17) const uint PAIRS = 0;
+
+// Stage A's tile of the step at k0 (k < kend), neighbouring invocations reading neighbouring
+// addresses of the operand's contiguous dimension.
+void stage_a(uint tid, uint nthreads, uint m0, uint k0, uint kend)
 {
+    if ((PAIRS & 1u) != 0) { // (m, k), (m, k + 1), k even: one word
+        Uints w = Uints(uvec2(p.a));
+        for (uint e = tid; e < BM * BK / 2; e += nthreads) {
+            uint mm = e / (BK / 2), kk = 2 * (e % (BK / 2)), m = m0 + mm, k = k0 + kk;
+            uint v = m < p.M && k < kend ? w.v[(m * p.lda + k) >> 1] : 0u;
+            As[mm * ASTR + kk] = to_half(uintBitsToFloat(v << 16), true);
+            As[mm * ASTR + kk + 1] = to_half(uintBitsToFloat(v & 0xFFFF0000u), true);
+        }
+        return;
+    }
     for (uint e = tid; e < BM * BK; e += nthreads) {
         uint mm = A_KCONTIG == 1 ? e / BK : e % BM, kk = A_KCONTIG == 1 ? e % BK : e / BM;
         As[mm * ASTR + kk] = to_half(operand(true, m0 + mm, k0 + kk, kend), A_BF16 == 1);
+    }
+}
+
+// Stage B's tile of the step at k0, as stage_a.
+void stage_b(uint tid, uint nthreads, uint n0, uint k0, uint kend)
+{
+    if ((PAIRS & 2u) != 0) { // (k, n), (k + 1, n), k even: one word
+        Uints w = Uints(uvec2(p.b));
+        for (uint e = tid; e < BN * BK / 2; e += nthreads) {
+            uint nn = e / (BK / 2), kk = 2 * (e % (BK / 2)), n = n0 + nn, k = k0 + kk;
+            uint v = n < p.N && k < kend ? w.v[(n * p.ldb + k) >> 1] : 0u;
+            Bs[kk * BSTR + nn] = to_half(uintBitsToFloat(v << 16), true);
+            Bs[(kk + 1) * BSTR + nn] = to_half(uintBitsToFloat(v & 0xFFFF0000u), true);
+        }
+        return;
     }
     for (uint e = tid; e < BN * BK; e += nthreads) {
         uint nn = B_KCONTIG == 1 ? e / BK : e % BN, kk = B_KCONTIG == 1 ? e % BK : e / BN;
         Bs[kk * BSTR + nn] = to_half(operand(false, n0 + nn, k0 + kk, kend), B_BF16 == 1);
     }
+}
+
+// Stage the tiles of the step at k0.
+void stage(uint tid, uint nthreads, uint m0, uint n0, uint k0, uint kend)
+{
+    stage_a(tid, nthreads, m0, k0, kend);
+    stage_b(tid, nthreads, n0, k0, kend);
 }
 
 #if COOPMAT_EMULATE

@@ -147,9 +147,13 @@ static void run_case(vkg_gpu *g, gcase c, uint64_t seed, int expect_bad)
     assert_int_equal(vkg_cmd_kernel_count(g->cmd, KERNEL), 1);
     vkg_cmd_logged l; /* the warp tile the host chose: FM x FN fragments, KSTEPS */
     assert_int_equal(vkg_cmd_logged_dispatch(g->cmd, 0, &l), 0);
-    assert_int_equal(l.nspec, 17);
-    print_message("    fragments %ux%ux%u, warp tile %ux%u fragments, %u k-fragment(s) a step\n",
-                  l.spec[3], l.spec[4], l.spec[5], l.spec[14], l.spec[15], l.spec[13]);
+    assert_int_equal(l.nspec, 18);
+    print_message("    fragments %ux%ux%u, warp tile %ux%u fragments, %u k-fragment(s) a step, "
+                  "pairs %u\n",
+                  l.spec[3], l.spec[4], l.spec[5], l.spec[14], l.spec[15], l.spec[13], l.spec[17]);
+    /* pair loads exactly where both elements of a word are the operand's (k, k + 1) */
+    uint32_t pairs = (c.abf && c.akc && c.K % 2 == 0) | (c.bbf && c.bkc && c.K % 2 == 0) << 1;
+    assert_int_equal(l.spec[17], pairs);
     vkg_gpu_run(g);
     float *got = c.outbf ? vkg_gpu_download_bf16(g, tout, no) : vkg_test_alloc(no);
     if (!c.outbf)

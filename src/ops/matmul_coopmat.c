@@ -75,9 +75,14 @@ vkg_status vkg__matmul_coopmat_dispatch(vkg_cmd *c, const vkg_gemm *g, const cha
     int fixed = info->subgroup_size_control && info->subgroup_size_min == info->subgroup_size &&
                 info->subgroup_size_max == info->subgroup_size;
     push_gemm p = vkg__gemm_push(g, 0, g->K);
+    /* PAIRS: a bf16, k-contiguous operand with even K and leading dimension is staged two
+     * elements (one 32-bit word) a load */
+    uint32_t pairs = (g->a.dtype == VKG_BF16 && g->a_kcontig && g->K % 2 == 0 && g->lda % 2 == 0) |
+                     (g->b.dtype == VKG_BF16 && g->b_kcontig && g->K % 2 == 0 && g->ldb % 2 == 0)
+                         << 1;
     /* STORE_BF16: bit 0 act, bit 1 out */
     uint32_t store = (g->act && g->act->dtype == VKG_BF16) | (g->out.dtype == VKG_BF16) << 1;
-    uint32_t spec[17] = {threads,
+    uint32_t spec[18] = {threads,
                          1,
                          1,
                          tu->coopmat_m,
@@ -93,8 +98,9 @@ vkg_status vkg__matmul_coopmat_dispatch(vkg_cmd *c, const vkg_gemm *g, const cha
                          ksteps,
                          fm,
                          fn,
-                         fixed ? 1u : 2u};
+                         fixed ? 1u : 2u,
+                         pairs};
     return vkg_cmd_dispatch(c, emu ? VKG_KERNEL_matmul_coopmat_emu : VKG_KERNEL_matmul_coopmat,
-                            spec, 17, &p, sizeof p, vkg__ceil_div(g->N, bn),
+                            spec, 18, &p, sizeof p, vkg__ceil_div(g->N, bn),
                             vkg__ceil_div(g->M, bm), 1, op);
 }
