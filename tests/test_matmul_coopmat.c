@@ -342,7 +342,7 @@ static void test_selfcheck(void **state)
 
 /* --coopmat auto: on, with no note, where the device lists a usable configuration and has the
  * features; else off, the note naming what is missing. Never an error. */
-/* --coopmat auto's race: the kernel stays on exactly when it timed faster than the other one,
+/* --coopmat auto's race: the kernel stays on exactly when it timed 10 % faster than the other one,
  * and when it lost, why gives both times; with the kernel off the race does nothing. Either
  * outcome may happen on a device; the decision must match the times. */
 static void test_race(void **state)
@@ -356,7 +356,7 @@ static void test_race(void **state)
     printf("  race: cooperative-matrix kernel %.3f ms, other %.3f ms\n", ms[0], ms[1]);
     assert_true(ms[0] > 0.0 && ms[1] > 0.0);
     vkg_device_tuning after = vkg_device_tuning_get(g->dev);
-    if (ms[0] < ms[1]) {
+    if (ms[0] < 0.9 * ms[1]) { /* at least 10 % faster */
         assert_int_equal(after.coopmat, saved.coopmat);
         assert_string_equal(why, "");
     } else {

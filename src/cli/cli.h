@@ -113,10 +113,10 @@ extern const char *const vkg_cli_lr_scales[];
 extern const char *const vkg_cli_coopmats[];
 #define VKG_CLI_COOPMAT_HELP                                                                       \
     "auto: under --precision bf16, the bf16 forward products on the device's cooperative "         \
-    "matrices (tensor cores) where it has them, a self-check at start passes and they are the "    \
-    "faster on a product timed at start, else off (the run says which); on: always, an error "     \
-    "where the device lacks them; off; emulate: the "                                              \
-    "same kernel without them (a check)"
+    "matrices (tensor cores) where it has them, a self-check at start passes and they are 10 % "   \
+    "faster on a product timed at start (rank 0's choice for every rank), else off (the run says " \
+    "which); on: always, an error where the device lacks them; off; emulate: the same kernel "     \
+    "without them (a check)"
 /* 0, or 2 after printing why --coopmat (vkg_coopmat_mode) cannot go with --precision. */
 int vkg_cli_coopmat_check(const char *cmd, int coopmat, int precision);
 /* --grad-dtype's values (train, bench dp), and the dtype of index i. */

@@ -38,7 +38,8 @@ vkg_status vkg_op_coopmat_selfcheck(vkg_device_t *dev, float corrupt, char *why,
 /* Where dev's tuning has the cooperative-matrix kernel on, time one bf16 forward product of
  * M x 768 by 3072 x 768 into bf16 (GPT-2's fc product) on it and on the kernel the device runs
  * with it off (the median of 3 wall-clock runs each, after one untimed): ms[0] the former's,
- * ms[1] the latter's. The kernel stays on only when it was faster; else it is turned off in dev's
+ * ms[1] the latter's. The kernel stays on only when it was at least 10 % faster (ms[0] < 0.9
+ * ms[1]); else it is turned off in dev's
  * tuning and why (cap bytes) says both times. why = "" and ms = {0, 0} where it is off. Errors:
  * memory, the device (the tuning is then left as it was). */
 vkg_status vkg_op_coopmat_race(vkg_device_t *dev, uint32_t M, char *why, size_t cap, double ms[2]);

@@ -113,26 +113,56 @@ static vkg_status check_data_paths(const vkg_train_config *c)
     return st == VKG_OK ? VKG_OK : vkg__error_wrap(st, "--val-data");
 }
 
+/* --coopmat auto with several ranks: every rank takes rank 0's choice, so that all of them run
+ * the same products (the race's timings may differ from rank to rank). A rank that cannot follow
+ * rank 0 onto the kernel (its device lacks it, or its results failed the self-check: usable = 0)
+ * fails, naming why; one that only lost its own race follows. tu: the tuning as the device
+ * opened (the kernel's configuration). why gets the reason when rank 0's choice turned it off. */
+static vkg_status agree_coopmat(vkg_trainer_t *t, vkg_device_tuning tu, int usable, char *why,
+                                size_t cap)
+{
+    int32_t on = vkg_device_tuning_get(t->dev).coopmat != 0;
+    VKG_TRY(vkg_strategy_broadcast(t->par, &on, sizeof on));
+    int have = vkg_device_tuning_get(t->dev).coopmat != 0;
+    if (on == have)
+        return VKG_OK;
+    VKG_CHECK(!on || usable, VKG_ERR_UNSUPPORTED,
+              "--coopmat auto: rank 0 runs the bf16 products on cooperative matrices, which this "
+              "rank's device cannot (%s); pass --coopmat off",
+              why[0] ? why : vkg_device_coopmat_note(t->dev));
+    vkg_device_tuning now = vkg_device_tuning_get(t->dev);
+    now.coopmat = on ? tu.coopmat : 0;
+    if (!on)
+        snprintf(why, cap, "rank 0 left them off, so that every rank runs the same products");
+    return vkg_device_tuning_set(t->dev, &now);
+}
+
 /* Under bf16, whether the products run on cooperative matrices, said in t->coopmat: asked for
  * (on, emulate), found, self-checked and faster than the other kernel (auto; a device whose
  * results are wrong, or whose tensor-core kernel is the slower, gets it off), or off and why. */
 static vkg_status check_coopmat(vkg_trainer_t *t, vkg_coopmat_mode mode)
 {
     vkg_device_tuning tu = vkg_device_tuning_get(t->dev);
-    char why[320];
+    char why[320] = "";
     double ms[2];
     if (mode == VKG_COOPMAT_AUTO && tu.coopmat) {
         VKG_TRY(vkg_op_coopmat_selfcheck(t->dev, 0.0f, why, sizeof why));
+        int usable = vkg_device_tuning_get(t->dev).coopmat != 0;
         long long rows = (long long)t->cfg.batch * t->cfg.seq; /* the fc product's, capped */
-        if (vkg_device_tuning_get(t->dev).coopmat)
+        if (usable)
             VKG_TRY(vkg_op_coopmat_race(t->dev,
                                         (uint32_t)(rows < 64     ? 64
                                                    : rows < 4096 ? rows
                                                                  : 4096),
                                         why, sizeof why, ms));
-    } else
-        snprintf(why, sizeof why, "%s",
-                 mode == VKG_COOPMAT_AUTO ? vkg_device_coopmat_note(t->dev) : "--coopmat off");
+        VKG_TRY(agree_coopmat(t, tu, usable, why, sizeof why));
+    } else if (mode == VKG_COOPMAT_AUTO) {
+        VKG_TRY(agree_coopmat(t, tu, 0, why, sizeof why));
+        if (!why[0])
+            snprintf(why, sizeof why, "%s", vkg_device_coopmat_note(t->dev));
+    } else {
+        snprintf(why, sizeof why, "--coopmat off");
+    }
     if (vkg_device_tuning_get(t->dev).coopmat)
         snprintf(t->coopmat, sizeof t->coopmat, "%s %ux%ux%u f16 fragments, f32 sums (%s)",
                  tu.coopmat == 2 ? "emulated" : "on,", tu.coopmat_m, tu.coopmat_n, tu.coopmat_k,
