@@ -11,7 +11,7 @@ include(CMakePackageConfigHelpers)
 
 # The layers' objects, lowest last (what the vkgpt INTERFACE target links).
 set(vkg_install_layers vkg_train vkg_parallel vkg_model vkg_optim vkg_ops vkg_vk vkg_shaders
-    vkg_data vkg_io vkg_model_table vkg_transport vkg_base)
+    vkg_data vkg_io vkg_model_table vkg_transport vkg_base vkg_os)
 set(vkg_install_objects)
 foreach(l ${vkg_install_layers})
     list(APPEND vkg_install_objects $<TARGET_OBJECTS:${l}>)

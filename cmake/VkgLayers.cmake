@@ -6,7 +6,8 @@
 # in its view. Tests, the command-line tool, examples and fuzz targets see the whole tree.
 #
 # The views, lowest first (each includes the ones it names):
-#   base       base/                         status.h
+#   os         os/ (the platform layer: the operating system's headers, nothing of the project)
+#   base       os, base/                     status.h
 #   ref        ref/                          (libc only)
 #   transport  base                          comm.h
 #   vk         base, vk/                     device.h
@@ -44,7 +45,8 @@ function(vkg_layer_view name)
     set(VKG_LAYER_${name}_HEADERS ${headers} PARENT_SCOPE)
 endfunction()
 
-vkg_layer_view(base DIRS base HEADERS status.h)
+vkg_layer_view(os DIRS os)
+vkg_layer_view(base DIRS base HEADERS status.h BELOW os)
 vkg_layer_view(ref DIRS ref)
 vkg_layer_view(transport HEADERS comm.h BELOW base)
 vkg_layer_view(vk DIRS vk HEADERS device.h BELOW base)

@@ -7,7 +7,8 @@
 # impossible, the stock Mesa is used and a warning says so.
 # Usage: scripts/install-deps.sh [--test] [--list]
 #   --test   also the test suite's and tools' packages (cmocka, the validation layer, OpenBLAS for
-#            bench ops, clang-format, clang with libFuzzer's runtime)
+#            bench ops, clang-format, clang with libFuzzer's runtime, mingw-w64's C compiler for
+#            the platform layer's Windows sources)
 #   --list   print the packages (and Mesa's Vulkan drivers) on one line and install nothing
 #            (VKGPT_DEPS_LIST=1 in the environment does the same, through quickstart.sh)
 set -eu
@@ -16,7 +17,7 @@ set -eu
 PKGS="build-essential cmake pkg-config libvulkan-dev libvulkan-volk-dev libvulkan1 glslang-tools
       spirv-tools libzmq3-dev libsodium-dev libutf8proc-dev fortune-mod fortunes"
 TEST_PKGS="libcmocka-dev vulkan-validationlayers libopenblas-dev clang-format clang
-      libclang-rt-14-dev"
+      libclang-rt-14-dev gcc-mingw-w64-x86-64-posix"
 list="${VKGPT_DEPS_LIST:-}"
 for a in "$@"; do
     case "$a" in

@@ -1,6 +1,6 @@
 /* OpenBLAS reference timings for `vkgpt bench ops`. Compiled with VKG_HAVE_OPENBLAS when the
  * build found OpenBLAS; otherwise reports it unavailable. */
-#include "base/clock.h"
+#include "os/clock.h"
 #include "cli/bench_blas.h"
 
 #include <stdlib.h>
@@ -38,7 +38,7 @@ static double timed(int bwd, int M, int N, int K, int iters)
     double ms = -1.0;
     if (a && b && c && t && (!bwd || d)) {
         for (int it = -1; it < iters; it++) {
-            double t0 = vkg_now_ms();
+            double t0 = vkg_os_now_ms();
             if (!bwd) {
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, N, K, 1.0f, a, K, b, K,
                             0.0f, c, N);
@@ -49,7 +49,7 @@ static double timed(int bwd, int M, int N, int K, int iters)
                             1.0f, d, N);
             }
             if (it >= 0)
-                t[it] = vkg_now_ms() - t0;
+                t[it] = vkg_os_now_ms() - t0;
         }
         qsort(t, (size_t)iters, sizeof *t, cmp_double);
         ms = t[iters / 2];

@@ -12,7 +12,7 @@
 #include <string.h>
 #include <sys/resource.h>
 
-#include "base/clock.h"
+#include "os/clock.h"
 #include "cli/cli.h"
 #include "cli/flags.h"
 #include "model/gpt2.h"
@@ -125,13 +125,13 @@ static void add_timings(op_table *t, const vkg_cmd_timing *tim, int n, int step,
 static vkg_status step(vkg_gpt2 *m, vkg_adamw *opt, const bench_opts *o, const int32_t *x,
                        const int32_t *y, uint32_t t, float *loss, double *ms)
 {
-    double t0 = vkg_now_ms();
+    double t0 = vkg_os_now_ms();
     float sumsq;
     VKG_TRY(vkg_gpt2_zero_grad(m));
     VKG_TRY(vkg_gpt2_forward_backward(m, x, y, loss));
     VKG_TRY(vkg_adamw_grad_sumsq(opt, &sumsq));
     VKG_TRY(vkg_adamw_update(opt, o->lr, t, o->grad_clip, sumsq));
-    *ms = vkg_now_ms() - t0;
+    *ms = vkg_os_now_ms() - t0;
     return VKG_OK;
 }
 

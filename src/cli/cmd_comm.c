@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "os/clock.h"
 #include "cli/cli.h"
 #include "cli/flags.h"
 #include "vkgpt/comm.h"
@@ -55,9 +56,7 @@ typedef struct bench_rank_arg {
 
 static double now_s(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+    return vkg_os_now_ms() / 1e3;
 }
 
 /* Integer-valued inputs whose sum over ranks is n * w(i) exactly (the per-rank offsets cancel),

@@ -3,13 +3,13 @@
  * an error of whichever part of the library first trips over it. Whether a file that exists can
  * be read, and holds what it should, is the library's business (a failure while running). */
 #include <errno.h>
-#include <glob.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "base/escape.h"
 #include "cli/cli.h"
+#include "os/glob.h"
 #include "vkgpt/train.h"
 
 int vkg_cli_need_path(const char *cmd, const char *what, const char *path, int pattern)
@@ -19,11 +19,10 @@ int vkg_cli_need_path(const char *cmd, const char *what, const char *path, int p
         return 0;
     vkg__escape(shown, sizeof shown, path, strlen(path));
     if (pattern) {
-        glob_t g;
-        int rc = glob(path, 0, NULL, &g);
-        if (rc == 0)
-            globfree(&g);
-        if (rc != GLOB_NOMATCH)
+        vkg_os_paths g;
+        int rc = vkg_os_glob(path, &g);
+        vkg_os_paths_free(&g);
+        if (rc != VKG_OS_GLOB_NOMATCH)
             return 0; /* matches, or a glob error the data loader reports */
         fprintf(stderr, "vkgpt %s: %s: no file matches '%s'\n", cmd, what, shown);
         return 2;

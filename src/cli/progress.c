@@ -4,14 +4,13 @@
 #include <stdio.h>
 #include <time.h>
 
+#include "os/clock.h"
 #include "cli/cli.h"
 #include "vkgpt/train.h"
 
 double vkg_cli_now_s(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+    return vkg_os_now_ms() / 1e3;
 }
 
 void vkg_cli_duration(double seconds, char *buf, size_t cap)

@@ -6,7 +6,6 @@
 #include "vkgpt/data.h"
 
 #include <errno.h>
-#include <glob.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +14,7 @@
 #include "base/error.h"
 #include "data/tokenizer_internal.h"
 #include "io/io_internal.h"
+#include "os/glob.h"
 #include "vkgpt/io.h"
 
 #define SCAN_CHUNK 65536
@@ -210,31 +210,32 @@ done:
 
 vkg_status vkg_data_check_path(const char *pattern)
 {
-    glob_t g;
+    vkg_os_paths g;
     VKG_CHECK(pattern && pattern[0], VKG_ERR_INVALID_ARG, "no data path given");
-    int rc = glob(pattern, 0, NULL, &g);
-    if (rc == 0)
-        globfree(&g);
-    VKG_CHECK(rc != GLOB_NOMATCH, VKG_ERR_NOT_FOUND, "no file matches '%s'", pattern);
-    VKG_CHECK(rc == 0, VKG_ERR_IO, "cannot expand '%s' (glob error %d)", pattern, rc);
+    int rc = vkg_os_glob(pattern, &g);
+    vkg_os_paths_free(&g);
+    VKG_CHECK(rc != VKG_OS_GLOB_NOMATCH, VKG_ERR_NOT_FOUND, "no file matches '%s'", pattern);
+    VKG_CHECK(rc != VKG_OS_GLOB_NOMEM, VKG_ERR_NOMEM, "no memory to expand '%s'", pattern);
+    VKG_CHECK(rc == VKG_OS_GLOB_OK, VKG_ERR_IO, "cannot expand '%s'", pattern);
     return VKG_OK;
 }
 
 /* Glob the pattern and build the sources, in name order. */
 static vkg_status open_sources(vkg_data_t *d, const vkg_data_config *cfg)
 {
-    glob_t g;
+    vkg_os_paths g;
     size_t cap = 0;
-    int rc = glob(cfg->path, 0, NULL, &g);
-    if (rc == GLOB_NOMATCH && !strpbrk(cfg->path, "*?["))
+    int rc = vkg_os_glob(cfg->path, &g);
+    if (rc == VKG_OS_GLOB_NOMATCH && !vkg_os_glob_has_wildcard(cfg->path))
         return VKG_FAIL(VKG_ERR_NOT_FOUND, "%s: no such file", cfg->path);
-    if (rc == GLOB_NOMATCH)
+    if (rc == VKG_OS_GLOB_NOMATCH)
         return VKG_FAIL(VKG_ERR_NOT_FOUND, "no file matches '%s'", cfg->path);
-    VKG_CHECK(rc == 0, VKG_ERR_IO, "cannot expand '%s' (glob error %d)", cfg->path, rc);
+    VKG_CHECK(rc != VKG_OS_GLOB_NOMEM, VKG_ERR_NOMEM, "no memory to expand '%s'", cfg->path);
+    VKG_CHECK(rc == VKG_OS_GLOB_OK, VKG_ERR_IO, "cannot expand '%s'", cfg->path);
     vkg_status st = VKG_OK;
     int in_text = 0;
-    for (size_t i = 0; i < g.gl_pathc && st == VKG_OK; i++) {
-        const char *name = g.gl_pathv[i];
+    for (size_t i = 0; i < g.n && st == VKG_OK; i++) {
+        const char *name = g.v[i];
         int shard = is_shard_name(name);
         st = check_cancel(d, name);
         if (st == VKG_OK && (shard || !in_text))
@@ -244,8 +245,8 @@ static vkg_status open_sources(vkg_data_t *d, const vkg_data_config *cfg)
             st = shard ? open_shard(d, &d->src[d->nsrc - 1])
                        : add_text(d, &d->src[d->nsrc - 1], name, cfg->tokenizer);
     }
-    d->nfiles = g.gl_pathc;
-    globfree(&g);
+    d->nfiles = g.n;
+    vkg_os_paths_free(&g);
     return st;
 }
 

@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "base/clock.h"
+#include "os/clock.h"
 #include "ops/ops.h"
 
 enum { RACE_K = 768, RACE_N = 3072, RACE_RUNS = 3 };
@@ -32,9 +32,9 @@ static vkg_status time_product(vkg_cmd *cmd, const vkg_tensor t[4], uint32_t M, 
     VKG_TRY(vkg_cmd_end(cmd));
     VKG_TRY(vkg_cmd_run(cmd, 0));
     for (int i = 0; i < RACE_RUNS; i++) {
-        double t0 = vkg_now_ms();
+        double t0 = vkg_os_now_ms();
         VKG_TRY(vkg_cmd_run(cmd, 0));
-        runs[i] = vkg_now_ms() - t0;
+        runs[i] = vkg_os_now_ms() - t0;
     }
     qsort(runs, RACE_RUNS, sizeof runs[0], cmp_double);
     *ms = runs[RACE_RUNS / 2];

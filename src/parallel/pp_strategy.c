@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/clock.h"
+#include "os/clock.h"
 #include "base/error.h"
 #include "parallel/grad_bf16.h"
 #include "parallel/pp_schedule.h"
@@ -146,7 +146,7 @@ static void span(struct vkg_pp *p, vkg_span_kind kind, int micro, double t0)
 {
     if (p->nspans < p->cap)
         p->spans[p->nspans++] =
-            (vkg_span){.kind = kind, .micro = micro, .t0 = t0, .t1 = vkg_now_ms()};
+            (vkg_span){.kind = kind, .micro = micro, .t0 = t0, .t1 = vkg_os_now_ms()};
 }
 
 /* Boundary `out` of slot to communicator rank peer, or from peer into boundary `in`. */
@@ -172,12 +172,12 @@ static vkg_status run_action(vkg_strategy *s, const vkg_pp_action *a, double *lo
 {
     struct vkg_pp *p = s->impl;
     size_t bt = (size_t)vkg_job_rank_batch(s->job) * (size_t)s->mc.T;
-    double t0 = vkg_now_ms();
+    double t0 = vkg_os_now_ms();
     if (!a->backward) {
         if (p->prev >= 0) {
             VKG_TRY(recv_bnd(s, VKG_GPT2_IN, a->slot, p->prev, TAG_ACT | (uint32_t)a->micro));
             span(p, VKG_SPAN_RECV, a->micro, t0);
-            t0 = vkg_now_ms();
+            t0 = vkg_os_now_ms();
         }
         float l = 0.0f;
         VKG_TRY(vkg_gpt2_forward_train(s->model, a->slot,
@@ -186,7 +186,7 @@ static vkg_status run_action(vkg_strategy *s, const vkg_pp_action *a, double *lo
         span(p, VKG_SPAN_FORWARD, a->micro, t0);
         *loss += l;
         if (p->next >= 0) {
-            t0 = vkg_now_ms();
+            t0 = vkg_os_now_ms();
             VKG_TRY(send_bnd(s, VKG_GPT2_OUT, a->slot, p->next, TAG_ACT | (uint32_t)a->micro));
             span(p, VKG_SPAN_SEND, a->micro, t0);
         }
@@ -195,12 +195,12 @@ static vkg_status run_action(vkg_strategy *s, const vkg_pp_action *a, double *lo
     if (p->next >= 0) {
         VKG_TRY(recv_bnd(s, VKG_GPT2_DOUT, a->slot, p->next, TAG_GRAD | (uint32_t)a->micro));
         span(p, VKG_SPAN_RECV, a->micro, t0);
-        t0 = vkg_now_ms();
+        t0 = vkg_os_now_ms();
     }
     VKG_TRY(vkg_gpt2_backward(s->model, a->slot));
     span(p, VKG_SPAN_BACKWARD, a->micro, t0);
     if (p->prev >= 0) {
-        t0 = vkg_now_ms();
+        t0 = vkg_os_now_ms();
         VKG_TRY(send_bnd(s, VKG_GPT2_DIN, a->slot, p->prev, TAG_GRAD | (uint32_t)a->micro));
         span(p, VKG_SPAN_SEND, a->micro, t0);
     }
@@ -216,13 +216,13 @@ static vkg_status reduce_grads(vkg_strategy *s, double *comm_ms)
         return VKG_OK;
     size_t n = vkg_gpt2_param_count(s->model);
     VKG_TRY(vkg_gpt2_get_grads(s->model, p->grads));
-    double t0 = vkg_now_ms();
+    double t0 = vkg_os_now_ms();
     if (p->half)
         VKG_TRY(vkg_grad_bf16_group_sum(p->dpg, p->grads, n, p->half, p->half + n));
     else if (p->dpg)
         VKG_TRY(vkg_group_allreduce_sum(p->dpg, p->grads, n));
     VKG_TRY(vkg_tied_wte_pipe_sum(s->job, s->model, p->grads));
-    *comm_ms = vkg_now_ms() - t0;
+    *comm_ms = vkg_os_now_ms() - t0;
     return vkg_gpt2_set_grads(s->model, p->grads);
 }
 
@@ -242,12 +242,12 @@ static vkg_status step(vkg_strategy *s, vkg_data_t *data, const vkg_strategy_ste
     for (int i = 0; i < 2 * M; i++)
         VKG_TRY(run_action(s, &p->plan[i], &loss));
     loss /= M;
-    double t0 = vkg_now_ms();
+    double t0 = vkg_os_now_ms();
     VKG_TRY(reduce_grads(s, &out->comm_ms));
     span(p, VKG_SPAN_ALLREDUCE, -1, t0);
     out->exposed_comm_ms = out->comm_ms;
     float sumsq = 0.0f;
-    t0 = vkg_now_ms();
+    t0 = vkg_os_now_ms();
     VKG_TRY(vkg_adamw_grad_sumsq(s->opt, &sumsq));
     VKG_TRY(vkg_group_allreduce_sum(p->pipe, &sumsq, 1));
     /* The last stage's token-weighted loss, and any rank's stop request, to every rank, before

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/clock.h"
+#include "os/clock.h"
 #include "base/error.h"
 #include "parallel/buckets.h"
 #include "parallel/grad_bf16.h"
@@ -222,7 +222,7 @@ static void *watch_finish(void *p)
 {
     finish_watch *w = p;
     w->st = vkg_gpt2_split_idle_wait(w->model);
-    w->done_ms = vkg_now_ms();
+    w->done_ms = vkg_os_now_ms();
     return NULL;
 }
 
@@ -253,10 +253,10 @@ static vkg_status backward_overlapped(vkg_grad_reducer *r, const int32_t *inputs
         st = vkg_gpt2_split_wait(m, k);
         if (st == VKG_OK && copy)
             vkg_buckets_read(r->buckets, k, buf);
-        double t0 = vkg_now_ms();
+        double t0 = vkg_os_now_ms();
         if (st == VKG_OK)
             st = reduce_grads(r, k, buf, n);
-        end = vkg_now_ms();
+        end = vkg_os_now_ms();
         comm += end - t0;
         if (st == VKG_OK && k > 0 && copy)
             vkg_buckets_write(r->buckets, k, buf);
@@ -266,9 +266,9 @@ static vkg_status backward_overlapped(vkg_grad_reducer *r, const int32_t *inputs
     if (st == VKG_OK)
         st = vkg_gpt2_split_finish(m, loss);
     if (st == VKG_OK) {
-        double t0 = vkg_now_ms();
+        double t0 = vkg_os_now_ms();
         st = vkg_tied_wte_add_rows(r->job, m, inputs, r->grads);
-        end = vkg_now_ms();
+        end = vkg_os_now_ms();
         comm += end - t0;
     }
     if (st == VKG_OK && copy)
@@ -300,9 +300,9 @@ vkg_status vkg_grad_reducer_reduce(vkg_grad_reducer *r, double *comm_ms, double 
     if (!r->buckets) {
         size_t n = vkg_gpt2_param_count(r->model);
         VKG_TRY(vkg_gpt2_get_grads(r->model, r->grads));
-        double t0 = vkg_now_ms();
+        double t0 = vkg_os_now_ms();
         VKG_TRY(reduce_grads(r, -1, r->grads, n));
-        r->comm_ms = r->exposed_ms = vkg_now_ms() - t0;
+        r->comm_ms = r->exposed_ms = vkg_os_now_ms() - t0;
         VKG_TRY(vkg_gpt2_set_grads(r->model, r->grads));
     }
     *comm_ms = r->comm_ms;

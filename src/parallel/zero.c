@@ -24,7 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/clock.h"
+#include "os/clock.h"
 #include "base/error.h"
 #include "parallel/whole.h"
 
@@ -130,9 +130,9 @@ static vkg_status norm(vkg_strategy *s, float *sumsq, vkg_strategy_step_out *out
 {
     struct vkg_zero *z = s->impl;
     VKG_TRY(vkg_adamw_grad_partials(s->opt, z->parts));
-    double t0 = vkg_now_ms();
+    double t0 = vkg_os_now_ms();
     VKG_TRY(vkg_job_allgather(s->job, z->parts, z->most * sizeof *z->parts, z->gathered));
-    double ms = vkg_now_ms() - t0;
+    double ms = vkg_os_now_ms() - t0;
     out->comm_ms += ms, out->exposed_comm_ms += ms;
     for (int q = 0; q < z->N; q++)
         memcpy(z->all + z->sh[q].part_first, z->gathered + (size_t)q * z->most,
@@ -150,9 +150,9 @@ static vkg_status finish(vkg_strategy *s, vkg_strategy_step_out *out)
     float *host = vkg_grad_reducer_host(s->reducer);
     VKG_TRY(vkg_tensor_read(s->mc.dev, vkg_gpt2_params_tensor(s->model), me->first * 4,
                             host + me->first, me->count * 4));
-    double t0 = vkg_now_ms();
+    double t0 = vkg_os_now_ms();
     VKG_TRY(vkg_comm_allgatherv(vkg_job_comm(s->job), host, n, z->bounds));
-    double ms = vkg_now_ms() - t0;
+    double ms = vkg_os_now_ms() - t0;
     out->comm_ms += ms, out->exposed_comm_ms += ms;
     return vkg_gpt2_set_params(s->model, host);
 }

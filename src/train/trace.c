@@ -1,5 +1,5 @@
 /* Chrome trace-event JSON of a rank's timeline (see trace.h). */
-#include "base/clock.h"
+#include "os/clock.h"
 #include "train/trace.h"
 
 #include <errno.h>
@@ -38,7 +38,7 @@ vkg_status vkg_trace_open(const char *path, int rank, int world, vkg_trace **out
     else
         snprintf(t->path, sizeof t->path, "%s", path);
     t->rank = rank;
-    t->origin_ms = vkg_now_ms();
+    t->origin_ms = vkg_os_now_ms();
     t->f = fopen(t->path, "w");
     if (!t->f || fprintf(t->f, "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n") < 0) {
         vkg_status st = io_error(t, "write");

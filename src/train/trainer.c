@@ -8,7 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "base/clock.h"
+#include "os/clock.h"
 #include "base/error.h"
 #include "ops/ops.h"
 #include "parallel/job.h"
@@ -388,7 +388,7 @@ static vkg_status step(vkg_trainer_t *t, vkg_step_info *info)
 {
     VKG_CHECK(t->train, VKG_ERR_STATE, "no training data (--data)");
     VKG_CHECK(!vkg_trainer_done(t), VKG_ERR_STATE, "all %d steps have run", t->cfg.steps);
-    double t0 = vkg_now_ms();
+    double t0 = vkg_os_now_ms();
     float lr = vkg_schedule_lr(&t->sched, t->step);
     vkg_strategy_step_in in = {.lr = lr,
                                .t = (uint32_t)(t->step + 1),
@@ -399,7 +399,7 @@ static vkg_status step(vkg_trainer_t *t, vkg_step_info *info)
     float norm = out.grad_norm;
     t->step++;
     t->tokens += t->hp.total_batch;
-    double ms = vkg_now_ms() - t0;
+    double ms = vkg_os_now_ms() - t0;
     memset(info, 0, sizeof *info);
     info->step = t->step, info->loss = out.loss, info->lr = lr, info->grad_norm = norm;
     info->ms = ms, info->tokens = t->tokens, info->stop = out.stop;

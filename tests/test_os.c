@@ -1,0 +1,126 @@
+/* The platform layer (src/os) as every caller sees it, whatever the system:
+ *  - vkg_os_glob: a pattern's matches sorted by name, a literal path that exists is its one
+ *    match, no match and a missing folder are VKG_OS_GLOB_NOMATCH with nothing to free, a
+ *    pattern with a wildcard only in its last component expands there;
+ *  - vkg_os_glob_has_wildcard;
+ *  - vkg_os_now_ms never goes back, and vkg_os_sleep_ms(30) lasts at least 30 ms by it. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "os/clock.h"
+#include "os/glob.h"
+
+static char dir[64];
+
+static void touch(const char *name)
+{
+    char path[128];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fclose(f);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    snprintf(dir, sizeof dir, "/tmp/vkg_test_os_XXXXXX");
+    if (!mkdtemp(dir))
+        return -1;
+    /* created out of name order, so that the sorting shows */
+    const char *names[] = {"b_000001.bin", "a_000002.bin", "a_000001.bin", "notes.txt"};
+    for (size_t i = 0; i < 4; i++)
+        touch(names[i]);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    const char *names[] = {"b_000001.bin", "a_000002.bin", "a_000001.bin", "notes.txt"};
+    char path[128];
+    for (size_t i = 0; i < 4; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        remove(path);
+    }
+    return rmdir(dir);
+}
+
+static void expect_matches(const char *pattern_tail, const char *const *want, size_t n)
+{
+    char pattern[128], path[128];
+    snprintf(pattern, sizeof pattern, "%s/%s", dir, pattern_tail);
+    vkg_os_paths g;
+    assert_int_equal(vkg_os_glob(pattern, &g), VKG_OS_GLOB_OK);
+    assert_int_equal(g.n, n);
+    for (size_t i = 0; i < n; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, want[i]);
+        assert_string_equal(g.v[i], path);
+    }
+    vkg_os_paths_free(&g);
+    assert_null(g.v);
+    assert_int_equal(g.n, 0);
+}
+
+static void test_glob(void **state)
+{
+    (void)state;
+    const char *const bins[] = {"a_000001.bin", "a_000002.bin", "b_000001.bin"};
+    expect_matches("*.bin", bins, 3);
+    expect_matches("a_*.bin", bins, 2);
+    expect_matches("?_000001.bin", (const char *const[]){"a_000001.bin", "b_000001.bin"}, 2);
+    expect_matches("notes.txt", (const char *const[]){"notes.txt"}, 1);
+
+    char pattern[128];
+    vkg_os_paths g = {(char **)1, 7}; /* zeroed on every outcome */
+    snprintf(pattern, sizeof pattern, "%s/*.json", dir);
+    assert_int_equal(vkg_os_glob(pattern, &g), VKG_OS_GLOB_NOMATCH);
+    assert_null(g.v);
+    assert_int_equal(g.n, 0);
+    snprintf(pattern, sizeof pattern, "%s/missing.bin", dir);
+    assert_int_equal(vkg_os_glob(pattern, &g), VKG_OS_GLOB_NOMATCH);
+    snprintf(pattern, sizeof pattern, "%s/no_such_folder/*.bin", dir);
+    assert_int_equal(vkg_os_glob(pattern, &g), VKG_OS_GLOB_NOMATCH);
+    vkg_os_paths_free(&g);
+    vkg_os_paths_free(NULL);
+}
+
+static void test_wildcard(void **state)
+{
+    (void)state;
+    assert_true(vkg_os_glob_has_wildcard("data/train_*.bin"));
+    assert_true(vkg_os_glob_has_wildcard("a?.bin"));
+    assert_false(vkg_os_glob_has_wildcard("data/train_000000.bin"));
+}
+
+static void test_clock(void **state)
+{
+    (void)state;
+    double t0 = vkg_os_now_ms(), prev = t0;
+    for (int i = 0; i < 1000; i++) {
+        double t = vkg_os_now_ms();
+        assert_true(t >= prev);
+        prev = t;
+    }
+    vkg_os_sleep_ms(30);
+    double slept = vkg_os_now_ms() - prev;
+    assert_true(slept >= 29.9);
+    assert_true(slept < 30000.0); /* a clock in milliseconds, not in microseconds */
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_glob),
+        cmocka_unit_test(test_wildcard),
+        cmocka_unit_test(test_clock),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
