@@ -198,9 +198,9 @@ static void test_lock(void **state)
     vkg_ck_fixture *f = *state;
     char host[64] = "", want[160];
     gethostname(host, sizeof host - 1);
-    int fd = -1, fd2 = -1;
+    struct vkg_os_lockfile *fd = NULL, *fd2 = NULL;
     assert_int_equal(vkg_checkpoint_lock(f->dir, &fd), VKG_OK);
-    assert_true(fd >= 0);
+    assert_non_null(fd);
     size_t n;
     unsigned char *text = vkg_test_must_read(vkg_ck_path(f, VKG_CHECKPOINT_LOCK_NAME), &n);
     snprintf(want, sizeof want, "pid %ld host %s\n", (long)getpid(), host);
@@ -208,13 +208,13 @@ static void test_lock(void **state)
     free(text);
     /* a second claim (another open file description, as another process has) is refused */
     assert_int_equal(vkg_checkpoint_lock(f->dir, &fd2), VKG_ERR_STATE);
-    assert_int_equal(fd2, -1);
+    assert_null(fd2);
     printf("refused: %s\n", vkg_error_message());
     snprintf(want, sizeof want, "pid %ld on host %s", (long)getpid(), host);
     vkg_ck_expect_msg(want, f->dir);
     vkg_ck_expect_msg("in use by another trainer", VKG_CHECKPOINT_LOCK_NAME);
     vkg_checkpoint_unlock(&fd);
-    assert_int_equal(fd, -1);
+    assert_null(fd);
     assert_int_equal(vkg_checkpoint_lock(f->dir, &fd2), VKG_OK);
     vkg_checkpoint_unlock(&fd2);
 
@@ -224,7 +224,7 @@ static void test_lock(void **state)
     pid_t child = fork();
     assert_true(child >= 0);
     if (child == 0) {
-        int cfd;
+        struct vkg_os_lockfile *cfd;
         char ok = vkg_checkpoint_lock(f->dir, &cfd) == VKG_OK ? 'y' : 'n';
         if (write(ready[1], &ok, 1) != 1)
             _exit(1);

@@ -3,18 +3,23 @@
  *    match, no match and a missing folder are VKG_OS_GLOB_NOMATCH with nothing to free, a
  *    pattern with a wildcard only in its last component expands there;
  *  - vkg_os_glob_has_wildcard;
- *  - vkg_os_now_ms never goes back, and vkg_os_sleep_ms(30) lasts at least 30 ms by it. */
+ *  - vkg_os_now_ms never goes back, and vkg_os_sleep_ms(30) lasts at least 30 ms by it;
+ *  - files: mkdir (new, existing, a file in the way, a missing parent), replace over a file,
+ *    flush to disk, the advisory lock (a second taker gets EBUSY and the holder's text; free
+ *    again once released), pid and host name. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "os/clock.h"
+#include "os/file.h"
 #include "os/glob.h"
 
 static char dir[64];
@@ -115,12 +120,80 @@ static void test_clock(void **state)
     assert_true(slept < 30000.0); /* a clock in milliseconds, not in microseconds */
 }
 
+static void path_of(char *out, size_t cap, const char *name)
+{
+    snprintf(out, cap, "%s/%s", dir, name);
+}
+
+static void test_files(void **state)
+{
+    (void)state;
+    char sub[128], nested[160], a[160], b[160];
+    path_of(sub, sizeof sub, "sub");
+    assert_int_equal(vkg_os_mkdir(sub), 0);
+    assert_int_equal(vkg_os_mkdir(sub), 0); /* an existing folder is fine */
+    path_of(a, sizeof a, "notes.txt");
+    assert_int_equal(vkg_os_mkdir(a), EEXIST); /* a file in the way */
+    snprintf(nested, sizeof nested, "%s/missing/deeper", sub);
+    assert_int_equal(vkg_os_mkdir(nested), ENOENT);
+
+    snprintf(a, sizeof a, "%s/new.tmp", sub);
+    snprintf(b, sizeof b, "%s/old.txt", sub);
+    FILE *f = fopen(b, "w");
+    assert_non_null(f);
+    fputs("old", f);
+    fclose(f);
+    f = fopen(a, "w");
+    assert_non_null(f);
+    fputs("new contents", f);
+    assert_int_equal(vkg_os_flush_to_disk(f), 0);
+    fclose(f);
+    assert_int_equal(vkg_os_replace(a, b), 0);
+    char got[32] = "";
+    f = fopen(b, "r");
+    assert_non_null(f);
+    assert_non_null(fgets(got, sizeof got, f));
+    fclose(f);
+    assert_string_equal(got, "new contents");
+    assert_null(fopen(a, "r"));
+    assert_int_equal(vkg_os_sync_dir(sub), 0);
+    assert_int_equal(remove(b), 0);
+    assert_int_equal(remove(sub), 0);
+
+    assert_true(vkg_os_pid() > 0);
+    char host[64];
+    vkg_os_hostname(host, sizeof host);
+    assert_true(host[0] != '\0');
+}
+
+static void test_lockfile(void **state)
+{
+    (void)state;
+    char path[128], text[64];
+    path_of(path, sizeof path, "held.lock");
+    vkg_os_lockfile *l = NULL, *l2 = (vkg_os_lockfile *)1;
+    assert_int_equal(vkg_os_lockfile_take(path, &l, text, sizeof text), 0);
+    assert_non_null(l);
+    assert_int_equal(vkg_os_lockfile_write(l, "pid 1 host here\n"), 0);
+    assert_int_equal(vkg_os_lockfile_take(path, &l2, text, sizeof text), EBUSY);
+    assert_null(l2);
+    assert_string_equal(text, "pid 1 host here\n");
+    vkg_os_lockfile_release(&l);
+    assert_null(l);
+    vkg_os_lockfile_release(&l); /* NULL-safe */
+    assert_int_equal(vkg_os_lockfile_take(path, &l2, NULL, 0), 0);
+    vkg_os_lockfile_release(&l2);
+    assert_int_equal(remove(path), 0);
+    path_of(path, sizeof path, "no_such_folder/x.lock");
+    assert_int_equal(vkg_os_lockfile_take(path, &l, text, sizeof text), ENOENT);
+    assert_null(l);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_glob),
-        cmocka_unit_test(test_wildcard),
-        cmocka_unit_test(test_clock),
+        cmocka_unit_test(test_glob),  cmocka_unit_test(test_wildcard), cmocka_unit_test(test_clock),
+        cmocka_unit_test(test_files), cmocka_unit_test(test_lockfile),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -12,6 +12,8 @@
 #include <unistd.h>
 
 #include "base/error.h"
+#include "os/clock.h"
+#include "os/file.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
 #define HOST_BIG_ENDIAN 1
@@ -26,14 +28,10 @@
 /* mkdir one folder; an existing folder (not a file) is fine. */
 static vkg_status make_dir(const char *dir)
 {
-    struct stat sb;
-    if (mkdir(dir, 0755) == 0)
-        return VKG_OK;
-    int err = errno;
-    if (err == EEXIST && stat(dir, &sb) == 0 && S_ISDIR(sb.st_mode))
-        return VKG_OK;
-    return VKG_FAIL(VKG_ERR_IO, "cannot create folder %s: %s", dir,
-                    err == EEXIST ? "a file of that name is in the way" : strerror(err));
+    int err = vkg_os_mkdir(dir);
+    VKG_CHECK(err == 0, VKG_ERR_IO, "cannot create folder %s: %s", dir,
+              err == EEXIST ? "a file of that name is in the way" : strerror(err));
+    return VKG_OK;
 }
 
 vkg_status vkg_io_make_dirs(const char *path)
@@ -54,8 +52,9 @@ vkg_status vkg_io_make_dirs(const char *path)
 
 /* ---- atomic replacement --------------------------------------------------------------------- */
 
-/* Create a fresh temporary file next to path ("<dir>/.<base>.tmp-<pid>-<n>"), opened O_EXCL. */
-static vkg_status create_temp(const char *path, char **tmp_out, int *fd_out)
+/* Create a fresh temporary file next to path ("<dir>/.<base>.tmp-<pid>-<n>"), opened for writing
+ * only if it did not exist (C11's "x" mode). */
+static vkg_status create_temp(const char *path, char **tmp_out, FILE **f_out)
 {
     const char *slash = strrchr(path, '/');
     const char *base = slash ? slash + 1 : path;
@@ -64,31 +63,30 @@ static vkg_status create_temp(const char *path, char **tmp_out, int *fd_out)
     size_t cap = strlen(path) + 64;
     char *tmp = malloc(cap);
     VKG_CHECK(tmp, VKG_ERR_NOMEM, "out of memory writing '%s'", path);
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    uintptr_t salt = (uintptr_t)&ts ^ (uintptr_t)ts.tv_nsec;
-    int fd = -1, err = 0;
+    uintptr_t salt = (uintptr_t)&cap ^ (uintptr_t)(vkg_os_now_ms() * 1e3);
+    FILE *f = NULL;
+    int err = 0;
     for (unsigned attempt = 0; attempt < 100; attempt++) {
-        snprintf(tmp, cap, "%.*s.%s.tmp-%ld-%lx", (int)dirlen, path, base, (long)getpid(),
+        snprintf(tmp, cap, "%.*s.%s.tmp-%ld-%lx", (int)dirlen, path, base, vkg_os_pid(),
                  (unsigned long)(salt + attempt * 7919u));
-        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+        errno = 0;
+        f = fopen(tmp, "wbx");
         err = errno;
-        if (fd >= 0 || err != EEXIST)
+        if (f || err != EEXIST)
             break;
     }
-    if (fd < 0) {
+    if (!f) {
         vkg_status st = VKG_FAIL(VKG_ERR_IO, "%s: cannot create temporary file '%s': %s", path, tmp,
-                                 strerror(err));
+                                 strerror(err ? err : EIO));
         free(tmp);
         return st;
     }
     *tmp_out = tmp;
-    *fd_out = fd;
+    *f_out = f;
     return VKG_OK;
 }
 
-/* fsync the directory holding path, so the rename itself survives a crash. File systems that
- * cannot fsync a directory (EINVAL) are accepted. */
+/* Sync the directory holding path, so the rename itself survives a crash. */
 static vkg_status sync_dir(const char *path)
 {
     const char *slash = strrchr(path, '/');
@@ -99,49 +97,40 @@ static vkg_status sync_dir(const char *path)
         snprintf(dir, sizeof dir, "/");
     else
         snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    VKG_CHECK(fd >= 0, VKG_ERR_IO, "%s: cannot open directory '%s' to sync it: %s", path, dir,
-              strerror(errno));
-    int rc = fsync(fd), err = errno;
-    close(fd);
-    VKG_CHECK(rc == 0 || err == EINVAL, VKG_ERR_IO, "%s: fsync of directory '%s' failed: %s", path,
-              dir, strerror(err));
+    int err = vkg_os_sync_dir(dir);
+    VKG_CHECK(err == 0, VKG_ERR_IO, "%s: sync of directory '%s' failed: %s", path, dir,
+              strerror(err));
     return VKG_OK;
 }
 
 vkg_status vkg_io_write_atomic(const char *path, vkg_io_write_fn write_fn, void *ctx)
 {
     char *tmp = NULL;
-    int fd = -1;
     FILE *f = NULL;
     vkg_status st = VKG_OK;
     VKG_CHECK(path && write_fn, VKG_ERR_INVALID_ARG, "vkg_io_write_atomic: NULL path or callback");
-    VKG_TRY(create_temp(path, &tmp, &fd));
-    f = fdopen(fd, "wb");
-    VKG_CHECK_GOTO(st, f, VKG_ERR_IO, fail, "%s: fdopen failed: %s", path, strerror(errno));
-    fd = -1; /* owned by f from here on */
+    VKG_TRY(create_temp(path, &tmp, &f));
     st = write_fn(f, ctx);
     if (st < 0) {
         vkg__error_wrap(st, "writing '%s'", path);
         goto fail;
     }
-    VKG_CHECK_GOTO(st, !ferror(f) && fflush(f) == 0, VKG_ERR_IO, fail, "%s: write failed: %s", path,
-                   strerror(errno));
-    VKG_CHECK_GOTO(st, fsync(fileno(f)) == 0, VKG_ERR_IO, fail, "%s: fsync failed: %s", path,
-                   strerror(errno));
+    VKG_CHECK_GOTO(st, !ferror(f), VKG_ERR_IO, fail, "%s: write failed: %s", path, strerror(errno));
+    int err = vkg_os_flush_to_disk(f);
+    VKG_CHECK_GOTO(st, err == 0, VKG_ERR_IO, fail, "%s: write or fsync failed: %s", path,
+                   strerror(err));
     int rc = fclose(f);
     f = NULL;
     VKG_CHECK_GOTO(st, rc == 0, VKG_ERR_IO, fail, "%s: close failed: %s", path, strerror(errno));
-    VKG_CHECK_GOTO(st, rename(tmp, path) == 0, VKG_ERR_IO, fail,
-                   "%s: cannot rename '%s' over it: %s", path, tmp, strerror(errno));
+    err = vkg_os_replace(tmp, path);
+    VKG_CHECK_GOTO(st, err == 0, VKG_ERR_IO, fail, "%s: cannot rename '%s' over it: %s", path, tmp,
+                   strerror(err));
     free(tmp);
     return sync_dir(path);
 fail:
     if (f)
         fclose(f);
-    if (fd >= 0)
-        close(fd);
-    unlink(tmp);
+    remove(tmp);
     free(tmp);
     return st;
 }

@@ -44,6 +44,7 @@
 #include <stdio.h>
 
 #include "optim/schedule.h"
+#include "os/file.h"
 #include "vkgpt/data.h"
 #include "vkgpt/model.h"
 #include "vkgpt/status.h"
@@ -198,16 +199,16 @@ vkg_status vkg_checkpoint_prune(const char *dir, int keep, uint64_t protect_step
 
 #define VKG_CHECKPOINT_LOCK_NAME "vkgpt.lock"
 
-/* Claim the checkpoint folder dir (which must exist) for this process: an exclusive flock() on
- * dir/vkgpt.lock (created when absent), held until vkg_checkpoint_unlock or the process ends (the
- * kernel releases it then, so a file left by a dead process never blocks). The holder writes
- * "pid <pid> host <host name>" into the file, for the message a second claimant gets. *fd gets the
- * lock's descriptor (close-on-exec). Errors: VKG_ERR_STATE when another process holds it, naming
- * the folder and the holder's pid and host; VKG_ERR_IO naming the file. */
-vkg_status vkg_checkpoint_lock(const char *dir, int *fd);
+/* Claim the checkpoint folder dir (which must exist) for this process: an exclusive advisory lock
+ * (os/file.h) on dir/vkgpt.lock (created when absent), held until vkg_checkpoint_unlock or the
+ * process ends (the system releases it then, so a file left by a dead process never blocks). The
+ * holder writes "pid <pid> host <host name>" into the file, for the message a second claimant
+ * gets. *lock gets the lock (its descriptor close-on-exec). Errors: VKG_ERR_STATE when another
+ * holder has it, naming the folder and the holder's pid and host; VKG_ERR_IO naming the file. */
+vkg_status vkg_checkpoint_lock(const char *dir, vkg_os_lockfile **lock);
 
 /* Release a lock taken by vkg_checkpoint_lock (its file is emptied and left in place) and set
- * *fd to -1. No-op when *fd < 0. */
-void vkg_checkpoint_unlock(int *fd);
+ * *lock to NULL. No-op when *lock is NULL. */
+void vkg_checkpoint_unlock(vkg_os_lockfile **lock);
 
 #endif

@@ -194,7 +194,7 @@ static vkg_status setup(vkg_trainer_t *t)
     VKG_TRY(check_data_paths(c));
     VKG_TRY(join(t));
     if (t->ckpt_dir[0] && vkg_strategy_rank(t->par) == 0) /* before anything is written there */
-        VKG_TRY(vkg_checkpoint_lock(t->ckpt_dir, &t->lock_fd));
+        VKG_TRY(vkg_checkpoint_lock(t->ckpt_dir, &t->lock));
     VKG_TRY(vkg_device_create(&dopts, &t->dev));
     if (c->precision == VKG_PRECISION_BF16)
         VKG_TRY(check_coopmat(t, dopts.coopmat));
@@ -266,7 +266,6 @@ vkg_status vkg_trainer_create(const vkg_train_config *cfg, vkg_trainer_t **out)
     vkg_trainer_t *t = calloc(1, sizeof *t);
     VKG_CHECK(t, VKG_ERR_NOMEM, "no memory for the trainer");
     t->cfg = *cfg;
-    t->lock_fd = -1;
     if (cfg->ckpt_dir && cfg->run_config && !(t->run_config = strdup(cfg->run_config))) {
         vkg_trainer_destroy(&t);
         return VKG_FAIL(VKG_ERR_NOMEM, "no memory for the run's settings");
@@ -317,7 +316,7 @@ int vkg_trainer_destroy_report(vkg_trainer_t **pt, char *first, size_t cap)
     vkg_tokenizer_destroy(&t->tok);
     free(t->run_config);
     int n = vkg_device_destroy_report(&t->dev, first, cap);
-    vkg_checkpoint_unlock(&t->lock_fd); /* last: the log is closed */
+    vkg_checkpoint_unlock(&t->lock); /* last: the log is closed */
     free(t);
     *pt = NULL;
     return n;

@@ -32,11 +32,11 @@ struct vkg_trainer {
     char resume_skipped[2048]; /* newer checkpoints --resume passed over, and why ("" none) */
     char coopmat[400];         /* bf16: cooperative matrices on or off, and why ("" fp32) */
     char ckpt_dir[1024];
-    char *run_config;    /* cfg.run_config copied, or NULL; written as run.json once */
-    int lock_fd;         /* ckpt_dir's lock (rank 0), -1 when none */
-    vkg_trace *trace;    /* --trace: this rank's timeline, or NULL */
-    int failed;          /* a call failed: the peers are told on destroy */
-    char fail_msg[1024]; /* the first failure's message, which they are told */
+    char *run_config;             /* cfg.run_config copied, or NULL; written as run.json once */
+    struct vkg_os_lockfile *lock; /* ckpt_dir's lock (rank 0), NULL when none */
+    vkg_trace *trace;             /* --trace: this rank's timeline, or NULL */
+    int failed;                   /* a call failed: the peers are told on destroy */
+    char fail_msg[1024];          /* the first failure's message, which they are told */
 };
 
 /* The trainer's inputs (inputs.c). open_tokenizer: the one cfg names (gpt2, byte or a file); for

@@ -1,0 +1,154 @@
+/* Files and folders, Windows (see os/file.h). */
+#include "os/file.h"
+
+#include <direct.h>
+#include <errno.h>
+#include <io.h>
+#include <process.h>
+#include <stdlib.h>
+#include <string.h>
+#include <windows.h>
+
+/* The nearest errno value to a Windows error code. */
+static int errno_of(DWORD e)
+{
+    switch (e) {
+    case ERROR_FILE_NOT_FOUND:
+    case ERROR_PATH_NOT_FOUND:
+        return ENOENT;
+    case ERROR_ACCESS_DENIED:
+        return EACCES;
+    case ERROR_ALREADY_EXISTS:
+    case ERROR_FILE_EXISTS:
+        return EEXIST;
+    case ERROR_SHARING_VIOLATION:
+    case ERROR_LOCK_VIOLATION:
+        return EBUSY;
+    case ERROR_DISK_FULL:
+    case ERROR_HANDLE_DISK_FULL:
+        return ENOSPC;
+    case ERROR_NOT_ENOUGH_MEMORY:
+    case ERROR_OUTOFMEMORY:
+        return ENOMEM;
+    default:
+        return EIO;
+    }
+}
+
+int vkg_os_mkdir(const char *dir)
+{
+    if (CreateDirectoryA(dir, NULL))
+        return 0;
+    DWORD e = GetLastError();
+    DWORD a = GetFileAttributesA(dir);
+    if (e == ERROR_ALREADY_EXISTS && a != INVALID_FILE_ATTRIBUTES && (a & FILE_ATTRIBUTE_DIRECTORY))
+        return 0;
+    return errno_of(e);
+}
+
+int vkg_os_flush_to_disk(FILE *f)
+{
+    if (fflush(f) != 0)
+        return errno;
+    HANDLE h = (HANDLE)_get_osfhandle(_fileno(f));
+    if (h == INVALID_HANDLE_VALUE)
+        return EBADF;
+    return FlushFileBuffers(h) ? 0 : errno_of(GetLastError());
+}
+
+int vkg_os_replace(const char *from, const char *to)
+{
+    return MoveFileExA(from, to, MOVEFILE_REPLACE_EXISTING | MOVEFILE_WRITE_THROUGH)
+               ? 0
+               : errno_of(GetLastError());
+}
+
+int vkg_os_sync_dir(const char *dir)
+{
+    (void)dir;
+    return 0;
+}
+
+long vkg_os_pid(void)
+{
+    return (long)GetCurrentProcessId();
+}
+
+void vkg_os_hostname(char *buf, size_t cap)
+{
+    if (cap == 0)
+        return;
+    DWORD n = (DWORD)cap;
+    if (!GetComputerNameA(buf, &n) || !buf[0])
+        snprintf(buf, cap, "unknown");
+    buf[cap - 1] = '\0';
+}
+
+struct vkg_os_lockfile {
+    HANDLE h;
+};
+
+/* Read the file's first cap - 1 bytes into text through a second, shared handle. */
+static void read_text(const char *path, char *text, size_t cap)
+{
+    HANDLE r = CreateFileA(path, GENERIC_READ, FILE_SHARE_READ | FILE_SHARE_WRITE, NULL,
+                           OPEN_EXISTING, FILE_ATTRIBUTE_NORMAL, NULL);
+    DWORD n = 0;
+    if (r != INVALID_HANDLE_VALUE) {
+        if (!ReadFile(r, text, (DWORD)(cap - 1), &n, NULL))
+            n = 0;
+        CloseHandle(r);
+    }
+    text[n] = '\0';
+}
+
+int vkg_os_lockfile_take(const char *path, vkg_os_lockfile **out, char *text, size_t cap)
+{
+    *out = NULL;
+    if (text && cap)
+        text[0] = '\0';
+    HANDLE h = CreateFileA(path, GENERIC_READ | GENERIC_WRITE, FILE_SHARE_READ | FILE_SHARE_WRITE,
+                           NULL, OPEN_ALWAYS, FILE_ATTRIBUTE_NORMAL, NULL);
+    if (h == INVALID_HANDLE_VALUE)
+        return errno_of(GetLastError());
+    OVERLAPPED at = {0};
+    /* a byte range far past any text, so that reading and writing the text stay possible */
+    at.Offset = 0xFFFFFFF0u;
+    if (!LockFileEx(h, LOCKFILE_EXCLUSIVE_LOCK | LOCKFILE_FAIL_IMMEDIATELY, 0, 1, 0, &at)) {
+        DWORD e = GetLastError();
+        CloseHandle(h);
+        if (e == ERROR_LOCK_VIOLATION && text && cap)
+            read_text(path, text, cap);
+        return e == ERROR_LOCK_VIOLATION ? EBUSY : errno_of(e);
+    }
+    vkg_os_lockfile *l = malloc(sizeof *l);
+    if (!l) {
+        CloseHandle(h);
+        return ENOMEM;
+    }
+    l->h = h;
+    *out = l;
+    return 0;
+}
+
+int vkg_os_lockfile_write(vkg_os_lockfile *l, const char *text)
+{
+    LARGE_INTEGER zero = {0};
+    DWORD len = (DWORD)strlen(text), n = 0;
+    if (!SetFilePointerEx(l->h, zero, NULL, FILE_BEGIN) || !SetEndOfFile(l->h) ||
+        !WriteFile(l->h, text, len, &n, NULL))
+        return errno_of(GetLastError());
+    return n == len ? 0 : EIO;
+}
+
+void vkg_os_lockfile_release(vkg_os_lockfile **l)
+{
+    if (!l || !*l)
+        return;
+    LARGE_INTEGER zero = {0};
+    if (SetFilePointerEx((*l)->h, zero, NULL, FILE_BEGIN))
+        SetEndOfFile((*l)->h);
+    CloseHandle((*l)->h); /* the lock goes with the handle */
+    free(*l);
+    *l = NULL;
+}
