@@ -6,7 +6,8 @@
  *  - vkg_os_now_ms never goes back, and vkg_os_sleep_ms(30) lasts at least 30 ms by it;
  *  - files: mkdir (new, existing, a file in the way, a missing parent), replace over a file,
  *    flush to disk, the advisory lock (a second taker gets EBUSY and the holder's text; free
- *    again once released), pid and host name. */
+ *    again once released), pid and host name; reading (regular files only, read and pread),
+ *    folder listings sorted by name, rmdir. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -189,11 +190,66 @@ static void test_lockfile(void **state)
     assert_null(l);
 }
 
+static void test_reading(void **state)
+{
+    (void)state;
+    char path[128], sub[128], buf[16];
+    path_of(path, sizeof path, "data.bin");
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    fputs("0123456789", f);
+    fclose(f);
+    int fd = -1;
+    unsigned long long size = 0;
+    const char *kind = "x";
+    assert_int_equal(vkg_os_open_read(path, &fd, &size, &kind), 0);
+    assert_true(fd >= 0);
+    assert_null(kind);
+    assert_int_equal(size, 10);
+    assert_int_equal(vkg_os_pread(fd, buf, 4, 6), 4); /* at an offset, position untouched */
+    assert_memory_equal(buf, "6789", 4);
+    assert_int_equal(vkg_os_read(fd, buf, 3), 3);
+    assert_memory_equal(buf, "012", 3);
+    assert_int_equal(vkg_os_pread(fd, buf, 4, 10), 0); /* at the end */
+    vkg_os_close(fd);
+    assert_true(vkg_os_is_file(path));
+    assert_false(vkg_os_is_dir(path));
+
+    assert_true(vkg_os_is_dir(dir));
+    assert_false(vkg_os_is_file(dir));
+    assert_int_equal(vkg_os_open_read(dir, &fd, &size, &kind), EINVAL);
+    assert_string_equal(kind, "a directory");
+    assert_int_equal(fd, -1);
+    path_of(sub, sizeof sub, "absent.bin");
+    assert_int_equal(vkg_os_open_read(sub, &fd, &size, &kind), ENOENT);
+    assert_null(kind);
+    assert_false(vkg_os_is_file(sub) || vkg_os_is_dir(sub));
+
+    vkg_os_paths names;
+    assert_int_equal(vkg_os_list_dir(dir, &names), 0);
+    const char *const want[] = {"a_000001.bin", "a_000002.bin", "b_000001.bin", "data.bin",
+                                "notes.txt"};
+    assert_int_equal(names.n, 5);
+    for (size_t i = 0; i < 5; i++)
+        assert_string_equal(names.v[i], want[i]);
+    vkg_os_paths_free(&names);
+    assert_int_equal(remove(path), 0);
+    path_of(sub, sizeof sub, "empty");
+    assert_int_equal(vkg_os_mkdir(sub), 0);
+    assert_int_equal(vkg_os_list_dir(sub, &names), 0);
+    assert_int_equal(names.n, 0);
+    vkg_os_paths_free(&names);
+    assert_int_equal(vkg_os_rmdir(sub), 0);
+    assert_int_equal(vkg_os_list_dir(sub, &names), ENOENT);
+    assert_int_equal(vkg_os_rmdir(sub), ENOENT);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_glob),  cmocka_unit_test(test_wildcard), cmocka_unit_test(test_clock),
-        cmocka_unit_test(test_files), cmocka_unit_test(test_lockfile),
+        cmocka_unit_test(test_glob),     cmocka_unit_test(test_wildcard),
+        cmocka_unit_test(test_clock),    cmocka_unit_test(test_files),
+        cmocka_unit_test(test_lockfile), cmocka_unit_test(test_reading),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

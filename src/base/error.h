@@ -11,7 +11,12 @@
 
 #include "vkgpt/status.h"
 
-#if defined(__GNUC__)
+/* printf-style checking of the message formats. mingw-w64: C99's printf (%zu, %lld), which its
+ * stdio implements when built with __USE_MINGW_ANSI_STDIO=1 (the Windows build defines it), is
+ * gnu_printf there; its plain printf attribute means Microsoft's. */
+#if defined(__MINGW32__)
+#define VKG_PRINTF_(fmt_idx, arg_idx) __attribute__((format(gnu_printf, fmt_idx, arg_idx)))
+#elif defined(__GNUC__)
 #define VKG_PRINTF_(fmt_idx, arg_idx) __attribute__((format(printf, fmt_idx, arg_idx)))
 #else
 #define VKG_PRINTF_(fmt_idx, arg_idx)

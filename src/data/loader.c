@@ -9,11 +9,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "base/error.h"
 #include "data/tokenizer_internal.h"
 #include "io/io_internal.h"
+#include "os/file.h"
 #include "os/glob.h"
 #include "vkgpt/io.h"
 
@@ -62,9 +62,7 @@ static vkg_status pread_exact(int fd, const char *name, void *buf, size_t n, uin
 {
     char *p = buf;
     while (n > 0) {
-        ssize_t got = pread(fd, p, n, (off_t)off);
-        if (got < 0 && errno == EINTR)
-            continue;
+        long long got = vkg_os_pread(fd, p, n, off);
         VKG_CHECK(got >= 0, VKG_ERR_IO, "%s: read failed: %s", name, strerror(errno));
         VKG_CHECK(got > 0, VKG_ERR_FORMAT, "%s: file ended early at byte %llu (shrunk on disk?)",
                   name, (unsigned long long)off);
@@ -318,7 +316,7 @@ void vkg_data_destroy(vkg_data_t **pd)
     vkg_data_t *d = *pd;
     for (size_t i = 0; i < d->nsrc; i++) {
         if (d->src[i].fd >= 0)
-            close(d->src[i].fd);
+            vkg_os_close(d->src[i].fd);
         free(d->src[i].mem);
         free(d->src[i].name);
     }

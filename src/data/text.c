@@ -4,10 +4,10 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "base/error.h"
 #include "io/io_internal.h"
+#include "os/file.h"
 #include "vkgpt/data.h"
 
 #define READ_CHUNK (1u << 20)
@@ -46,9 +46,7 @@ vkg_status vkg_text_read(const char *path, const vkg_cancel *cancel, char **text
         VKG_CHECK_GOTO(st, !cancel || !cancel->fn || !cancel->fn(cancel->ctx), VKG_ERR_ABORTED,
                        done, "interrupted while loading %s", path);
         size_t want = size - len < READ_CHUNK ? (size_t)(size - len) : READ_CHUNK;
-        ssize_t got = read(fd, buf + len, want);
-        if (got < 0 && errno == EINTR)
-            continue;
+        long long got = vkg_os_read(fd, buf + len, want);
         VKG_CHECK_GOTO(st, got >= 0, VKG_ERR_IO, done, "%s: read failed: %s", path,
                        strerror(errno));
         if (got == 0) /* the file shrank since it was opened: take what it holds */
@@ -58,7 +56,7 @@ vkg_status vkg_text_read(const char *path, const vkg_cancel *cancel, char **text
     }
     buf[len] = '\0';
 done:
-    close(fd);
+    vkg_os_close(fd);
     if (st != VKG_OK) {
         free(buf);
         return st;

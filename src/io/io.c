@@ -4,12 +4,8 @@
 #include "io/io_internal.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "base/error.h"
 #include "os/clock.h"
@@ -232,55 +228,17 @@ vkg_status vkg_io_read_u16(FILE *f, const char *path, uint16_t *x, size_t n)
 
 /* ---- shared header handling ----------------------------------------------------------------- */
 
-/* What a file that is not regular is, for messages. */
-static const char *file_kind(mode_t mode)
-{
-    if (S_ISDIR(mode))
-        return "a directory";
-    if (S_ISFIFO(mode))
-        return "a FIFO (named pipe)";
-    if (S_ISCHR(mode))
-        return "a character device";
-    if (S_ISBLK(mode))
-        return "a block device";
-    if (S_ISSOCK(mode))
-        return "a socket";
-    return "not a regular file";
-}
-
-static vkg_status check_regular(const char *path, const struct stat *sb)
-{
-    VKG_CHECK(S_ISREG(sb->st_mode), VKG_ERR_IO,
-              "%s: is %s, not a regular file: only regular files are read (a pipe or device "
-              "may never end)",
-              path, file_kind(sb->st_mode));
-    return VKG_OK;
-}
-
 vkg_status vkg__io_open_fd(const char *path, int *fd, uint64_t *size)
 {
-    struct stat sb;
-    *fd = -1;
-    /* stat first, so a device is never opened; fstat again, for a file swapped in between.
-     * O_NONBLOCK: opening a FIFO must not wait for a writer. */
-    VKG_CHECK(stat(path, &sb) == 0, VKG_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    VKG_TRY(check_regular(path, &sb));
-    int d = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-    VKG_CHECK(d >= 0, VKG_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    vkg_status st = VKG_OK;
-    if (fstat(d, &sb) != 0)
-        st = VKG_FAIL(VKG_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
-    else
-        st = check_regular(path, &sb);
-    int flags = st == VKG_OK ? fcntl(d, F_GETFL) : -1;
-    if (st == VKG_OK && (flags < 0 || fcntl(d, F_SETFL, flags & ~O_NONBLOCK) != 0))
-        st = VKG_FAIL(VKG_ERR_IO, "%s: fcntl failed: %s", path, strerror(errno));
-    if (st != VKG_OK) {
-        close(d);
-        return st;
-    }
-    *fd = d;
-    *size = (uint64_t)sb.st_size;
+    unsigned long long n = 0;
+    const char *kind = NULL;
+    int err = vkg_os_open_read(path, fd, &n, &kind);
+    VKG_CHECK(!kind, VKG_ERR_IO,
+              "%s: is %s, not a regular file: only regular files are read (a pipe or device "
+              "may never end)",
+              path, kind);
+    VKG_CHECK(err == 0, VKG_ERR_IO, "%s: cannot open: %s", path, strerror(err));
+    *size = (uint64_t)n;
     return VKG_OK;
 }
 
@@ -289,10 +247,10 @@ vkg_status vkg__io_open(const char *path, FILE **f, uint64_t *size)
     int fd = -1;
     *f = NULL;
     VKG_TRY(vkg__io_open_fd(path, &fd, size));
-    FILE *fp = fdopen(fd, "rb");
+    FILE *fp = vkg_os_fdopen_read(fd);
     if (!fp) {
         int err = errno;
-        close(fd);
+        vkg_os_close(fd);
         return VKG_FAIL(VKG_ERR_IO, "%s: fdopen failed: %s", path, strerror(err));
     }
     *f = fp;

@@ -24,6 +24,37 @@ int vkg_os_replace(const char *from, const char *to);
  * write-through covers it). */
 int vkg_os_sync_dir(const char *dir);
 
+/* Open path for reading, only when it is a regular file (a pipe or a device may never end, and
+ * is never opened: it is looked at first): 0 with *fd (close-on-exec) and *size; EINVAL with
+ * *not_regular naming what it is ("a directory", "a FIFO (named pipe)", ...); else an errno
+ * value (*not_regular NULL). */
+int vkg_os_open_read(const char *path, int *fd, unsigned long long *size, const char **not_regular);
+
+/* Read up to n bytes from fd at its position (vkg_os_read) or at byte off (vkg_os_pread, which
+ * leaves the position alone), retrying when interrupted: the count (0 at the end), or -1 with
+ * errno set. */
+long long vkg_os_read(int fd, void *buf, size_t n);
+long long vkg_os_pread(int fd, void *buf, size_t n, unsigned long long off);
+
+/* A stdio stream reading fd (which it then owns), or NULL with errno set. */
+FILE *vkg_os_fdopen_read(int fd);
+
+/* Close a descriptor of vkg_os_open_read. */
+void vkg_os_close(int fd);
+
+/* 1 when path is a regular file (vkg_os_is_file) or a folder (vkg_os_is_dir), 0 otherwise
+ * (absent included). */
+int vkg_os_is_file(const char *path);
+int vkg_os_is_dir(const char *path);
+
+/* The names in folder dir (not "." or ".."), sorted by name, into *out (vkg_os_paths of
+ * os/glob.h; free with vkg_os_paths_free). 0, or an errno value (ENOENT: no such folder). */
+struct vkg_os_paths;
+int vkg_os_list_dir(const char *dir, struct vkg_os_paths *out);
+
+/* Remove the empty folder dir. 0 or an errno value. */
+int vkg_os_rmdir(const char *dir);
+
 /* This process's id. */
 long vkg_os_pid(void);
 

@@ -5,16 +5,14 @@
  * src/io. Nothing here prints. */
 #include "train/checkpoint_internal.h"
 
-#include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "base/error.h"
+#include "os/file.h"
+#include "os/glob.h"
 #include "vkgpt/io.h"
 
 /* ---- hyperparameters ------------------------------------------------------------------------ */
@@ -70,19 +68,14 @@ vkg_status vkg__checkpoint_join(char *out, const char *a, const char *b)
 
 int vkg__checkpoint_is_file(const char *path)
 {
-    struct stat sb;
-    return stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
+    return vkg_os_is_file(path);
 }
 
-/* fsync a directory so entries created or removed in it survive a crash. */
+/* Sync a directory so entries created or removed in it survive a crash. */
 vkg_status vkg__checkpoint_sync_dir(const char *dir)
 {
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    VKG_CHECK(fd >= 0, VKG_ERR_IO, "%s: cannot open directory to sync it: %s", dir,
-              strerror(errno));
-    int rc = fsync(fd), err = errno;
-    close(fd);
-    VKG_CHECK(rc == 0 || err == EINVAL, VKG_ERR_IO, "%s: fsync failed: %s", dir, strerror(err));
+    int err = vkg_os_sync_dir(dir);
+    VKG_CHECK(err == 0, VKG_ERR_IO, "%s: cannot sync the directory: %s", dir, strerror(err));
     return VKG_OK;
 }
 
@@ -98,12 +91,11 @@ static vkg_status make_dirs(const char *dir, int *created)
             continue;
         char saved = *c;
         *c = '\0';
-        int rc = mkdir(p, 0777), err = errno;
-        struct stat sb;
-        VKG_CHECK(rc == 0 || (err == EEXIST && stat(p, &sb) == 0 && S_ISDIR(sb.st_mode)),
-                  VKG_ERR_IO, "%s: cannot create directory: %s", p,
+        int existed = vkg_os_is_dir(p);
+        int err = vkg_os_mkdir(p);
+        VKG_CHECK(err == 0, VKG_ERR_IO, "%s: cannot create directory: %s", p,
                   err == EEXIST ? "a file of that name is in the way" : strerror(err));
-        *created = rc == 0;
+        *created = !existed;
         if (saved == '\0')
             return VKG_OK;
         *c = saved;
@@ -183,17 +175,19 @@ vkg_status vkg__checkpoint_list_steps(const char *dir, vkg_checkpoint_entry **ou
 {
     *out = NULL;
     *count = 0;
-    DIR *d = opendir(dir);
-    if (!d && errno == ENOENT)
+    vkg_os_paths names;
+    int err = vkg_os_list_dir(dir, &names);
+    if (err == ENOENT)
         return VKG_FAIL(VKG_ERR_NOT_FOUND, "%s: no such checkpoint directory", dir);
-    VKG_CHECK(d, VKG_ERR_IO, "%s: cannot read the directory: %s", dir, strerror(errno));
+    VKG_CHECK(err == 0, VKG_ERR_IO, "%s: cannot read the directory: %s", dir, strerror(err));
     size_t n = 0, cap = 0;
     vkg_checkpoint_entry *e = NULL;
     uint64_t step;
     vkg_status st = VKG_OK;
-    for (struct dirent *de; (de = readdir(d));) {
-        size_t len = strlen(de->d_name);
-        if (parse_step_name(de->d_name, &step) < 0 || len >= VKG_CHECKPOINT_NAME_CAP)
+    for (size_t i = 0; i < names.n; i++) {
+        const char *name = names.v[i];
+        size_t len = strlen(name);
+        if (parse_step_name(name, &step) < 0 || len >= VKG_CHECKPOINT_NAME_CAP)
             continue;
         if (n == cap) {
             cap = cap ? 2 * cap : 16;
@@ -202,7 +196,7 @@ vkg_status vkg__checkpoint_list_steps(const char *dir, vkg_checkpoint_entry **ou
             e = ne;
         }
         e[n].step = step;
-        memcpy(e[n].name, de->d_name, len + 1);
+        memcpy(e[n].name, name, len + 1);
         n++;
     }
     for (size_t i = 1; i < n; i++) /* insertion sort, newest first */
@@ -216,7 +210,7 @@ vkg_status vkg__checkpoint_list_steps(const char *dir, vkg_checkpoint_entry **ou
     e = NULL;
 done:
     free(e);
-    closedir(d);
+    vkg_os_paths_free(&names);
     return st;
 }
 
@@ -346,22 +340,21 @@ static vkg_status remove_ckpt_dir(const char *sd)
 {
     char file[VKG_CHECKPOINT_PATH_CAP];
     VKG_TRY(vkg__checkpoint_join(file, sd, "DONE"));
-    VKG_CHECK(unlink(file) == 0 || errno == ENOENT, VKG_ERR_IO, "%s: cannot remove: %s", file,
+    VKG_CHECK(remove(file) == 0 || errno == ENOENT, VKG_ERR_IO, "%s: cannot remove: %s", file,
               strerror(errno));
-    DIR *d = opendir(sd);
-    VKG_CHECK(d, VKG_ERR_IO, "%s: cannot read the directory: %s", sd, strerror(errno));
+    vkg_os_paths names;
+    int err = vkg_os_list_dir(sd, &names);
+    VKG_CHECK(err == 0, VKG_ERR_IO, "%s: cannot read the directory: %s", sd, strerror(err));
     vkg_status st = VKG_OK;
-    for (struct dirent *de; st == VKG_OK && (de = readdir(d));) {
-        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-            continue;
-        st = vkg__checkpoint_join(file, sd, de->d_name);
-        if (st == VKG_OK && unlink(file) != 0)
+    for (size_t i = 0; st == VKG_OK && i < names.n; i++) {
+        st = vkg__checkpoint_join(file, sd, names.v[i]);
+        if (st == VKG_OK && remove(file) != 0)
             st = VKG_FAIL(VKG_ERR_IO, "%s: cannot remove: %s", file, strerror(errno));
     }
-    closedir(d);
+    vkg_os_paths_free(&names);
     VKG_TRY(st);
-    VKG_CHECK(rmdir(sd) == 0, VKG_ERR_IO, "%s: cannot remove the directory: %s", sd,
-              strerror(errno));
+    err = vkg_os_rmdir(sd);
+    VKG_CHECK(err == 0, VKG_ERR_IO, "%s: cannot remove the directory: %s", sd, strerror(err));
     return VKG_OK;
 }
 

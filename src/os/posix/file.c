@@ -7,6 +7,8 @@
 #endif
 #include "os/file.h"
 
+#include <dirent.h>
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -14,6 +16,8 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "os/glob.h"
 
 int vkg_os_mkdir(const char *dir)
 {
@@ -50,6 +54,142 @@ int vkg_os_sync_dir(const char *dir)
     int rc = fsync(fd), err = errno;
     close(fd);
     return rc == 0 || err == EINVAL ? 0 : err;
+}
+
+/* What a file that is not regular is, for messages. */
+static const char *file_kind(mode_t mode)
+{
+    if (S_ISDIR(mode))
+        return "a directory";
+    if (S_ISFIFO(mode))
+        return "a FIFO (named pipe)";
+    if (S_ISCHR(mode))
+        return "a character device";
+    if (S_ISBLK(mode))
+        return "a block device";
+    if (S_ISSOCK(mode))
+        return "a socket";
+    return "not a regular file";
+}
+
+int vkg_os_open_read(const char *path, int *fd, unsigned long long *size, const char **not_regular)
+{
+    struct stat sb;
+    *fd = -1;
+    *not_regular = NULL;
+    /* stat first, so a device is never opened; fstat again, for a file swapped in between.
+     * O_NONBLOCK: opening a FIFO must not wait for a writer. */
+    if (stat(path, &sb) != 0)
+        return errno;
+    if (!S_ISREG(sb.st_mode))
+        return *not_regular = file_kind(sb.st_mode), EINVAL;
+    int d = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    if (d < 0)
+        return errno;
+    int err = 0;
+    if (fstat(d, &sb) != 0)
+        err = errno;
+    else if (!S_ISREG(sb.st_mode))
+        *not_regular = file_kind(sb.st_mode), err = EINVAL;
+    int flags = err ? -1 : fcntl(d, F_GETFL);
+    if (!err && (flags < 0 || fcntl(d, F_SETFL, flags & ~O_NONBLOCK) != 0))
+        err = errno;
+    if (err) {
+        close(d);
+        return err;
+    }
+    *fd = d;
+    *size = (unsigned long long)sb.st_size;
+    return 0;
+}
+
+long long vkg_os_read(int fd, void *buf, size_t n)
+{
+    for (;;) {
+        ssize_t got = read(fd, buf, n);
+        if (got >= 0 || errno != EINTR)
+            return (long long)got;
+    }
+}
+
+long long vkg_os_pread(int fd, void *buf, size_t n, unsigned long long off)
+{
+    for (;;) {
+        ssize_t got = pread(fd, buf, n, (off_t)off);
+        if (got >= 0 || errno != EINTR)
+            return (long long)got;
+    }
+}
+
+FILE *vkg_os_fdopen_read(int fd)
+{
+    return fdopen(fd, "rb");
+}
+
+void vkg_os_close(int fd)
+{
+    if (fd >= 0)
+        close(fd);
+}
+
+int vkg_os_is_file(const char *path)
+{
+    struct stat sb;
+    return stat(path, &sb) == 0 && S_ISREG(sb.st_mode);
+}
+
+int vkg_os_is_dir(const char *path)
+{
+    struct stat sb;
+    return stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
+}
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+int vkg_os_list_dir(const char *dir, struct vkg_os_paths *out)
+{
+    *out = (vkg_os_paths){0};
+    DIR *d = opendir(dir);
+    if (!d)
+        return errno;
+    size_t cap = 0;
+    int err = 0;
+    for (struct dirent *de; (errno = 0, de = readdir(d));) {
+        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+            continue;
+        if (out->n == cap) {
+            size_t c = cap ? 2 * cap : 16;
+            char **v = realloc(out->v, c * sizeof *v);
+            if (!v) {
+                err = ENOMEM;
+                break;
+            }
+            out->v = v, cap = c;
+        }
+        if (!(out->v[out->n] = strdup(de->d_name))) {
+            err = ENOMEM;
+            break;
+        }
+        out->n++;
+    }
+    if (!err && errno)
+        err = errno;
+    closedir(d);
+    if (err) {
+        vkg_os_paths_free(out);
+        return err;
+    }
+    if (out->n)
+        qsort(out->v, out->n, sizeof *out->v, by_name);
+    return 0;
+}
+
+int vkg_os_rmdir(const char *dir)
+{
+    return rmdir(dir) == 0 ? 0 : errno;
 }
 
 long vkg_os_pid(void)

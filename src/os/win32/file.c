@@ -3,11 +3,15 @@
 
 #include <direct.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <io.h>
 #include <process.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <windows.h>
+
+#include "os/glob.h"
 
 /* The nearest errno value to a Windows error code. */
 static int errno_of(DWORD e)
@@ -67,6 +71,96 @@ int vkg_os_sync_dir(const char *dir)
 {
     (void)dir;
     return 0;
+}
+
+int vkg_os_open_read(const char *path, int *fd, unsigned long long *size, const char **not_regular)
+{
+    struct _stat64 sb;
+    *fd = -1;
+    *not_regular = NULL;
+    if (_stat64(path, &sb) != 0)
+        return errno;
+    if (!(sb.st_mode & _S_IFREG))
+        return *not_regular = (sb.st_mode & _S_IFDIR) ? "a directory" : "not a regular file",
+               EINVAL;
+    int d = _open(path, _O_RDONLY | _O_BINARY | _O_NOINHERIT);
+    if (d < 0)
+        return errno;
+    *fd = d;
+    *size = (unsigned long long)sb.st_size;
+    return 0;
+}
+
+long long vkg_os_read(int fd, void *buf, size_t n)
+{
+    return _read(fd, buf, n > 0x7FFFFFFF ? 0x7FFFFFFFu : (unsigned)n);
+}
+
+long long vkg_os_pread(int fd, void *buf, size_t n, unsigned long long off)
+{
+    HANDLE h = (HANDLE)_get_osfhandle(fd);
+    if (h == INVALID_HANDLE_VALUE) {
+        errno = EBADF;
+        return -1;
+    }
+    OVERLAPPED at = {0};
+    at.Offset = (DWORD)off, at.OffsetHigh = (DWORD)(off >> 32);
+    DWORD got = 0;
+    if (!ReadFile(h, buf, n > 0x7FFFFFFF ? 0x7FFFFFFFu : (DWORD)n, &got, &at)) {
+        if (GetLastError() == ERROR_HANDLE_EOF)
+            return 0;
+        errno = errno_of(GetLastError());
+        return -1;
+    }
+    return (long long)got;
+}
+
+FILE *vkg_os_fdopen_read(int fd)
+{
+    return _fdopen(fd, "rb");
+}
+
+void vkg_os_close(int fd)
+{
+    if (fd >= 0)
+        _close(fd);
+}
+
+int vkg_os_is_file(const char *path)
+{
+    DWORD a = GetFileAttributesA(path);
+    return a != INVALID_FILE_ATTRIBUTES && !(a & FILE_ATTRIBUTE_DIRECTORY);
+}
+
+int vkg_os_is_dir(const char *path)
+{
+    DWORD a = GetFileAttributesA(path);
+    return a != INVALID_FILE_ATTRIBUTES && (a & FILE_ATTRIBUTE_DIRECTORY);
+}
+
+int vkg_os_list_dir(const char *dir, struct vkg_os_paths *out)
+{
+    *out = (vkg_os_paths){0};
+    size_t len = strlen(dir);
+    char *pattern = malloc(len + 3);
+    if (!pattern)
+        return ENOMEM;
+    memcpy(pattern, dir, len);
+    memcpy(pattern + len, "/*", 3);
+    int rc = vkg_os_glob(pattern, out);
+    free(pattern);
+    if (rc == VKG_OS_GLOB_NOMATCH) /* an empty folder, or none */
+        return GetFileAttributesA(dir) == INVALID_FILE_ATTRIBUTES ? ENOENT : 0;
+    if (rc != VKG_OS_GLOB_OK)
+        return rc == VKG_OS_GLOB_NOMEM ? ENOMEM : EIO;
+    for (size_t i = 0; i < out->n; i++) /* names only */
+        memmove(out->v[i], out->v[i] + len + 1, strlen(out->v[i] + len + 1) + 1);
+    return 0;
+}
+
+int vkg_os_rmdir(const char *dir)
+{
+    return RemoveDirectoryA(dir) ? 0 : errno_of(GetLastError());
 }
 
 long vkg_os_pid(void)
