@@ -55,6 +55,17 @@ int vkg_os_list_dir(const char *dir, struct vkg_os_paths *out);
 /* Remove the empty folder dir. 0 or an errno value. */
 int vkg_os_rmdir(const char *dir);
 
+/* Read one line of f (up to and with its '\n', if any) into *line (grown as needed, *cap bytes;
+ * NUL-terminated), as POSIX getline: its length, or -1 at the end or on an error (errno set). */
+long long vkg_os_getline(char **line, size_t *cap, FILE *f);
+
+/* Cut or extend the file at path to size bytes. */
+int vkg_os_truncate(const char *path, unsigned long long size);
+
+/* Whether something (a file, a folder, a symbolic link, followed or not) is at path: 1 yes, 0 no
+ * (ENOENT), -1 when it cannot be told (errno set). */
+int vkg_os_exists(const char *path);
+
 /* This process's id. */
 long vkg_os_pid(void);
 

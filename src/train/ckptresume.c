@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "base/error.h"
 #include "train/checkpoint_internal.h"
@@ -19,16 +18,16 @@ static vkg_status set_aside(const char *dir, const char *sd, const char *name, c
                             size_t cap)
 {
     char to[VKG_CHECKPOINT_PATH_CAP], aside[VKG_CHECKPOINT_NAME_CAP + 16];
-    struct stat sb;
     for (int k = 1; k < 1000; k++) {
         if (k == 1)
             snprintf(aside, sizeof aside, "%s.damaged", name);
         else
             snprintf(aside, sizeof aside, "%s.damaged.%d", name, k);
         VKG_TRY(vkg__checkpoint_join(to, dir, aside));
-        if (lstat(to, &sb) == 0)
+        int there = vkg_os_exists(to);
+        if (there == 1)
             continue;
-        VKG_CHECK(errno == ENOENT, VKG_ERR_IO, "%s: cannot look it up: %s", to, strerror(errno));
+        VKG_CHECK(there == 0, VKG_ERR_IO, "%s: cannot look it up: %s", to, strerror(errno));
         VKG_CHECK(rename(sd, to) == 0, VKG_ERR_IO, "cannot rename %s to %s: %s", sd, to,
                   strerror(errno));
         snprintf(moved, cap, "%s", aside);

@@ -9,9 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "base/error.h"
+#include "os/file.h"
 #include "vkgpt/io.h"
 
 #define LINE_CAP 512
@@ -155,10 +155,11 @@ static vkg_status resume_log(vkg_metrics_t *m, long long first_step)
               strerror(errno));
     char *line = NULL;
     size_t cap = 0, lineno = 0;
-    off_t keep = 0;
-    ssize_t len;
+    long long keep = 0;
+    long long len;
     vkg_status st = VKG_OK;
-    while ((len = getline(&line, &cap, f)) > 0 && line[len - 1] == '\n') {
+    int err = 0;
+    while ((len = vkg_os_getline(&line, &cap, f)) > 0 && line[len - 1] == '\n') {
         line[len - 1] = '\0';
         lineno++;
         parsed_line pl;
@@ -173,14 +174,14 @@ static vkg_status resume_log(vkg_metrics_t *m, long long first_step)
             history_push(&m->train, pl.step, pl.loss);
         if (pl.has_eval)
             history_push(&m->eval, pl.step, pl.eval_loss);
-        keep += (off_t)len;
+        keep += len;
     }
     VKG_CHECK_GOTO(st, !ferror(f) && fseeko(f, 0, SEEK_END) == 0, VKG_ERR_IO, done,
                    "%s: read error: %s", m->log_path, strerror(errno));
-    if (keep < ftello(f))
-        VKG_CHECK_GOTO(st, truncate(m->log_path, keep) == 0, VKG_ERR_IO, done,
-                       "%s: cannot cut the log at byte %lld to resume: %s", m->log_path,
-                       (long long)keep, strerror(errno));
+    if (keep < (long long)ftello(f))
+        VKG_CHECK_GOTO(st, (err = vkg_os_truncate(m->log_path, (unsigned long long)keep)) == 0,
+                       VKG_ERR_IO, done, "%s: cannot cut the log at byte %lld to resume: %s",
+                       m->log_path, (long long)keep, strerror(err));
 done:
     free(line);
     fclose(f);

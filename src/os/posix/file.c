@@ -192,6 +192,24 @@ int vkg_os_rmdir(const char *dir)
     return rmdir(dir) == 0 ? 0 : errno;
 }
 
+long long vkg_os_getline(char **line, size_t *cap, FILE *f)
+{
+    return (long long)getline(line, cap, f);
+}
+
+int vkg_os_truncate(const char *path, unsigned long long size)
+{
+    return truncate(path, (off_t)size) == 0 ? 0 : errno;
+}
+
+int vkg_os_exists(const char *path)
+{
+    struct stat sb;
+    if (lstat(path, &sb) == 0)
+        return 1;
+    return errno == ENOENT ? 0 : -1;
+}
+
 long vkg_os_pid(void)
 {
     return (long)getpid();

@@ -163,6 +163,50 @@ int vkg_os_rmdir(const char *dir)
     return RemoveDirectoryA(dir) ? 0 : errno_of(GetLastError());
 }
 
+long long vkg_os_getline(char **line, size_t *cap, FILE *f)
+{
+    size_t n = 0;
+    for (int c; (c = getc(f)) != EOF;) {
+        if (n + 2 > *cap) {
+            size_t grown = *cap ? 2 * *cap : 128;
+            char *p = realloc(*line, grown);
+            if (!p) {
+                errno = ENOMEM;
+                return -1;
+            }
+            *line = p, *cap = grown;
+        }
+        (*line)[n++] = (char)c;
+        if (c == '\n')
+            break;
+    }
+    if (n == 0)
+        return -1;
+    (*line)[n] = '\0';
+    return (long long)n;
+}
+
+int vkg_os_truncate(const char *path, unsigned long long size)
+{
+    int fd = _open(path, _O_WRONLY | _O_BINARY);
+    if (fd < 0)
+        return errno;
+    int err = _chsize_s(fd, (long long)size);
+    _close(fd);
+    return err;
+}
+
+int vkg_os_exists(const char *path)
+{
+    if (GetFileAttributesA(path) != INVALID_FILE_ATTRIBUTES)
+        return 1;
+    DWORD e = GetLastError();
+    if (e == ERROR_FILE_NOT_FOUND || e == ERROR_PATH_NOT_FOUND)
+        return 0;
+    errno = errno_of(e);
+    return -1;
+}
+
 long vkg_os_pid(void)
 {
     return (long)GetCurrentProcessId();
