@@ -2,15 +2,14 @@
  * the starting model (new from the seed, read from --init, or resumed from --ckpt-dir, and checked
  * to hold only finite numbers) and the training and validation loaders. Not here: what the ranks
  * share and check of these (agree.c), the device, the strategy, the log (trainer.c). */
-#include <dirent.h>
-#include <libgen.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "base/error.h"
+#include "os/file.h"
+#include "os/glob.h"
 #include "train/trainer_internal.h"
 #include "vkgpt/io.h"
 
@@ -35,11 +34,13 @@ vkg_status vkg__train_open_tokenizer(vkg_trainer_t *t)
     if (!c->data || !is_shard_path(c->data))
         return vkg_tokenizer_create_byte(&t->tok);
     /* Shards: the tokenizer file `vkgpt prepare` writes beside them, when there is one. */
-    char buf[1024], path[1100];
-    snprintf(buf, sizeof buf, "%s", c->data);
-    snprintf(path, sizeof path, "%s/tokenizer.bin", dirname(buf));
-    struct stat sb;
-    if (stat(path, &sb) == 0)
+    char path[1100];
+    const char *slash = strrchr(c->data, '/');
+    int dirlen = slash ? (int)(slash - c->data) : 0;
+    if (slash == c->data)
+        dirlen = 1; /* a shard in / */
+    snprintf(path, sizeof path, "%.*s/tokenizer.bin", slash ? dirlen : 1, slash ? c->data : ".");
+    if (vkg_os_exists(path) == 1)
         return vkg_tokenizer_load(path, &t->tok);
     return VKG_OK;
 }
@@ -48,17 +49,16 @@ vkg_status vkg__train_open_tokenizer(vkg_trainer_t *t)
 static void find_marked_complete(const char *dir, char *name, size_t cap)
 {
     name[0] = '\0';
-    DIR *d = opendir(dir);
-    if (!d)
+    vkg_os_paths names;
+    if (vkg_os_list_dir(dir, &names) != 0)
         return;
-    for (struct dirent *de; !name[0] && (de = readdir(d));) {
+    for (size_t i = 0; !name[0] && i < names.n; i++) {
         char done[1400];
-        struct stat sb;
-        snprintf(done, sizeof done, "%s/%s/DONE", dir, de->d_name);
-        if (!strncmp(de->d_name, "step_", 5) && stat(done, &sb) == 0)
-            snprintf(name, cap, "%s", de->d_name);
+        snprintf(done, sizeof done, "%s/%s/DONE", dir, names.v[i]);
+        if (!strncmp(names.v[i], "step_", 5) && vkg_os_exists(done) == 1)
+            snprintf(name, cap, "%s", names.v[i]);
     }
-    closedir(d);
+    vkg_os_paths_free(&names);
 }
 
 /* A loaded model must hold only finite parameters: a NaN or infinity would poison every step. */
