@@ -292,6 +292,20 @@ if [ "${DEVCHECK_BENCH_OPS:-1}" != 0 ]; then
     fi
 fi
 
+# 4b. Where the device lists cooperative matrices: the bf16 forward products of the training step
+# on the cooperative-matrix kernel beside the tiled kernel's fp32 ones (bench ops' fused section).
+if [ "${DEVCHECK_BENCH_OPS:-1}" != 0 ] && [ "$coopmat" = 1 ]; then
+    run_step "bench ops --coopmat on" 60 "$out/ops-coopmat.txt" "$here/vkgpt" bench ops \
+        --coopmat on --op matmul_fwd --shape 'B8 T1024'
+    md ""
+    md "bench ops --coopmat on --op matmul_fwd --shape 'B8 T1024': $(cut_or "exit $rc")"
+    if [ -s "$out/ops-coopmat.txt" ]; then
+        md '```'
+        grep -v '^#' "$out/ops-coopmat.txt" >>"$sum"
+        md '```'
+    fi
+fi
+
 # 5. The tiled matmul's table: the rows of the device's vendor, each double-buffered one also
 # single buffered (+sb).
 if [ "${DEVCHECK_SWEEP:-1}" != 0 ]; then
