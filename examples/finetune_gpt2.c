@@ -1,7 +1,7 @@
 /* finetune_gpt2: fine-tune a GPT-2 model (an llm.c model file) on your own text, from C through
  * vkgpt's public API: the GPT-2 tokenizer (vkgpt/tokenizer.h), llm.c token shards written
- * crash-safely (vkgpt/io.h) and the trainer (vkgpt/train.h). Plain C11 and CMake: the same on
- * every platform vkgpt builds on.
+ * crash-safely (vkg_shard_write, vkgpt/io.h) and the trainer (vkgpt/train.h). Plain C11 and CMake:
+ * the same on every platform vkgpt builds on.
  *
  *   finetune_gpt2 [-v VOCAB_DIR] [-m MODEL] [-o OUT] [-s STEPS] [-B N] [-T N] [-l LR]
  *                 [-p PROMPT] [TEXT_FILE]
@@ -178,25 +178,6 @@ static int write_story(const char *path)
     return fclose(f) == 0;
 }
 
-/* llm.c's token shard: a header of 256 int32 (magic 20240520, version 1, the token count), then
- * the tokens as uint16. Written through vkg_io_write_atomic, which calls this with the file. */
-typedef struct shard {
-    const int32_t *ids;
-    size_t n;
-} shard;
-
-static vkg_status write_shard(FILE *f, void *ctx)
-{
-    const shard *s = ctx;
-    int32_t header[256] = {20240520, 1, (int32_t)s->n};
-    vkg_status st = vkg_io_write_i32(f, header, 256);
-    for (size_t i = 0; i < s->n && st == VKG_OK; i++) {
-        uint16_t t = (uint16_t)s->ids[i];
-        st = vkg_io_write_u16(f, &t, 1);
-    }
-    return st;
-}
-
 /* Step 1: the shards and the tokenizer file under OUT/data; *ntrain and *nval tokens. */
 static int prepare(const opts *o, const char *text_path, size_t *ntrain, size_t *nval)
 {
@@ -217,13 +198,21 @@ static int prepare(const opts *o, const char *text_path, size_t *ntrain, size_t 
     snprintf(path, sizeof path, "%s/data", o->out);
     if (ok && (st = vkg_io_make_dirs(path)) != VKG_OK)
         ok = !report("creating the data folder", st);
+    /* llm.c's shards hold uint16 tokens (GPT-2's 50257 fit); vkg_shard_write writes one
+     * crash-safely, header included */
+    uint16_t *u16 = ok ? malloc((ids.n ? ids.n : 1) * sizeof *u16) : NULL;
+    if (ok && !u16)
+        ok = !report("converting the tokens", VKG_ERR_NOMEM);
+    for (size_t i = 0; ok && i < ids.n; i++)
+        u16[i] = (uint16_t)ids.ids[i];
     const char *names[2] = {"train", "val"};
-    shard parts[2] = {{ids.ids, nt}, {ids.ids + nt, nv}};
+    size_t first[2] = {0, nt}, count[2] = {nt, nv};
     for (int i = 0; i < 2 && ok; i++) {
         snprintf(path, sizeof path, "%s/data/%s_000000.bin", o->out, names[i]);
-        if ((st = vkg_io_write_atomic(path, write_shard, &parts[i])) != VKG_OK)
+        if ((st = vkg_shard_write(path, u16 + first[i], count[i])) != VKG_OK)
             ok = !report("writing a token shard", st);
     }
+    free(u16);
     snprintf(path, sizeof path, "%s/data/tokenizer.bin", o->out);
     if (ok && (st = vkg_tokenizer_save(tok, path)) != VKG_OK)
         ok = !report("writing the tokenizer file", st);

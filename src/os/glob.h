@@ -22,6 +22,9 @@ int vkg_os_glob(const char *pattern, vkg_os_paths *out);
 /* Free what vkg_os_glob gave and zero *p (NULL-safe). */
 void vkg_os_paths_free(vkg_os_paths *p);
 
+/* Sort p's paths by name (byte order): the implementations' common step. */
+void vkg_os__paths_sort(vkg_os_paths *p);
+
 /* 1 when s holds a wildcard that vkg_os_glob expands. */
 int vkg_os_glob_has_wildcard(const char *s);
 

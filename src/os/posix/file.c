@@ -144,11 +144,6 @@ int vkg_os_is_dir(const char *path)
     return stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
 }
 
-static int by_name(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
 int vkg_os_list_dir(const char *dir, struct vkg_os_paths *out)
 {
     *out = (vkg_os_paths){0};
@@ -182,8 +177,7 @@ int vkg_os_list_dir(const char *dir, struct vkg_os_paths *out)
         vkg_os_paths_free(out);
         return err;
     }
-    if (out->n)
-        qsort(out->v, out->n, sizeof *out->v, by_name);
+    vkg_os__paths_sort(out);
     return 0;
 }
 

@@ -31,16 +31,6 @@ int vkg_os_glob(const char *pattern, vkg_os_paths *out)
     return status;
 }
 
-void vkg_os_paths_free(vkg_os_paths *p)
-{
-    if (!p)
-        return;
-    for (size_t i = 0; p->v && i < p->n; i++)
-        free(p->v[i]);
-    free(p->v);
-    *p = (vkg_os_paths){0};
-}
-
 int vkg_os_glob_has_wildcard(const char *s)
 {
     return strpbrk(s, "*?[") != NULL;

@@ -6,11 +6,6 @@
 #include <string.h>
 #include <windows.h>
 
-static int by_name(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
 /* Append dir + name to out (grown as needed); 0 when memory ran out. */
 static int add(vkg_os_paths *out, size_t *cap, const char *pattern, size_t dirlen, const char *name)
 {
@@ -71,18 +66,8 @@ int vkg_os_glob(const char *pattern, vkg_os_paths *out)
         vkg_os_paths_free(out);
         return status != VKG_OS_GLOB_OK ? status : VKG_OS_GLOB_NOMATCH;
     }
-    qsort(out->v, out->n, sizeof *out->v, by_name);
+    vkg_os__paths_sort(out);
     return VKG_OS_GLOB_OK;
-}
-
-void vkg_os_paths_free(vkg_os_paths *p)
-{
-    if (!p)
-        return;
-    for (size_t i = 0; p->v && i < p->n; i++)
-        free(p->v[i]);
-    free(p->v);
-    *p = (vkg_os_paths){0};
 }
 
 int vkg_os_glob_has_wildcard(const char *s)
