@@ -3,15 +3,16 @@
  * data-parallel group sits on neighbouring ranks. Each rank holds one model part (its stage's
  * layers; stage 0 the embeddings, the last stage the head and a copy of wte) and runs the step's
  * micro-batches by its schedule (pp_schedule.c): activations go to the next stage and their
- * gradients back by tagged point-to-point messages. After the last backward: the stage's
- * gradients are summed over its data-parallel group, wte's two copies' gradients over the first
+ * gradients back by tagged point-to-point messages. After the last backward the strategy's
+ * gradient reducer (reducer.h, created over the stage's data-parallel group) sums the stage's
+ * gradients over that group, then wte's two copies' gradients over the first
  * and last stage (Megatron's scheme: both copies get the same update), the squared norm over the
  * stages (wte counted once), then AdamW. The loss is the last stage's, shared with every rank.
- * With bf16 exchange (grad_dtype) the data-parallel group's sum is vkg_grad_bf16_group_sum's
+ * With bf16 exchange (grad_dtype) the reducer's group sum is vkg_grad_bf16_group_sum's
  * (the members' bf16 gradients gathered, summed in fp32 in group order, rounded once): the same
  * bytes as a bf16 ring for groups of 2, fewer than the fp32 ring for up to 3 members, as many
  * for 4, more beyond; wte's sum over the first and last stage stays fp32.
- * Not here: the schedules (pp_schedule.c), groups (transport/group.c). */
+ * Not here: the schedules (pp_schedule.c), the reduction (reducer.c), groups (transport/). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,7 +20,6 @@
 
 #include "os/clock.h"
 #include "base/error.h"
-#include "parallel/grad_bf16.h"
 #include "parallel/pp_schedule.h"
 #include "parallel/tied_wte.h"
 #include "parallel/whole.h"
@@ -40,8 +40,7 @@ struct vkg_pp {
     int prev, next;    /* communicator ranks of the neighbouring stages, -1 at the ends */
     float *bnd;        /* (B*T*C) a boundary on its way (bf16 activations use half) */
     int32_t *in, *tgt; /* (M, B*T) the step's tokens */
-    float *grads;      /* (param count) host copy for group sums */
-    uint16_t *half;    /* bf16 exchange: (param count) this rank's, then (dp, param count) all */
+    float *grads;      /* (param count) host copy for checkpoint gathering */
     vkg_pp_action *plan;
     vkg_span *spans; /* (cap) the last step's timeline */
     int nspans, cap;
@@ -88,7 +87,6 @@ static void free_impl(vkg_strategy *s)
     if (!p)
         return;
     free(p->req), free(p->bnd), free(p->in), free(p->tgt), free(p->grads), free(p->plan);
-    free(p->half);
     free(p->spans);
     free(p);
     s->impl = NULL;
@@ -131,12 +129,8 @@ static vkg_status build(vkg_strategy *s)
     p->spans = malloc((size_t)p->cap * sizeof *p->spans);
     VKG_CHECK(p->bnd && p->in && p->tgt && p->grads && p->plan && p->spans, VKG_ERR_NOMEM,
               "no memory for the pipeline's buffers");
-    if (p->dpg && s->cfg.grad_dtype == VKG_COMM_BF16) {
-        size_t n = vkg_gpt2_param_count(s->model);
-        int dp = p->lay->dp;
-        p->half = malloc(n * (size_t)(dp + 1) * sizeof *p->half);
-        VKG_CHECK(p->half, VKG_ERR_NOMEM, "no memory for %d bf16 gradients", dp + 1);
-    }
+    s->rc.group = p->dpg; /* the stage's data-parallel group, then the tie group */
+    VKG_TRY(vkg_grad_reducer_create(s->job, s->model, &s->rc, &s->reducer));
     vkg_pp_schedule(p->kind, p->S, p->stage, M, p->plan);
     return VKG_OK;
 }
@@ -207,25 +201,6 @@ static vkg_status run_action(vkg_strategy *s, const vkg_pp_action *a, double *lo
     return VKG_OK;
 }
 
-/* The step's reductions: the stage's gradients over its data-parallel group, then wte's over
- * the first and last stage. */
-static vkg_status reduce_grads(vkg_strategy *s, double *comm_ms)
-{
-    struct vkg_pp *p = s->impl;
-    if (!p->dpg && !p->tie)
-        return VKG_OK;
-    size_t n = vkg_gpt2_param_count(s->model);
-    VKG_TRY(vkg_gpt2_get_grads(s->model, p->grads));
-    double t0 = vkg_os_now_ms();
-    if (p->half)
-        VKG_TRY(vkg_grad_bf16_group_sum(p->dpg, p->grads, n, p->half, p->half + n));
-    else if (p->dpg)
-        VKG_TRY(vkg_group_allreduce_sum(p->dpg, p->grads, n));
-    VKG_TRY(vkg_tied_wte_pipe_sum(s->job, s->model, p->grads));
-    *comm_ms = vkg_os_now_ms() - t0;
-    return vkg_gpt2_set_grads(s->model, p->grads);
-}
-
 static vkg_status step(vkg_strategy *s, vkg_data_t *data, const vkg_strategy_step_in *in,
                        vkg_strategy_step_out *out)
 {
@@ -243,9 +218,8 @@ static vkg_status step(vkg_strategy *s, vkg_data_t *data, const vkg_strategy_ste
         VKG_TRY(run_action(s, &p->plan[i], &loss));
     loss /= M;
     double t0 = vkg_os_now_ms();
-    VKG_TRY(reduce_grads(s, &out->comm_ms));
+    VKG_TRY(vkg_grad_reducer_reduce(s->reducer, &out->comm_ms, &out->exposed_comm_ms));
     span(p, VKG_SPAN_ALLREDUCE, -1, t0);
-    out->exposed_comm_ms = out->comm_ms;
     float sumsq = 0.0f;
     t0 = vkg_os_now_ms();
     VKG_TRY(vkg_adamw_grad_sumsq(s->opt, &sumsq));

@@ -23,6 +23,7 @@ struct vkg_grad_reducer {
     uint64_t zero_copy_buckets; /* buckets reduced with neither a pack nor an unpack on the host */
     char bucket_path[256];      /* how buckets reach grads, and why ("" without buckets) */
     uint16_t *grads16;          /* (param count) bf16 exchange buffer (NULL unless bf16) */
+    uint16_t *group16;          /* pipeline bf16: (param count) this rank's, (dp, ...) all */
     vkg_buckets *buckets;       /* NULL without overlap */
     int N, me;                  /* sharded: the shards and this rank's */
     size_t *bounds;             /* sharded: (N + 1) the shards' parameter bounds */
@@ -34,6 +35,10 @@ const char *vkg_grad_reducer_describe(const vkg_grad_reducer_config *c)
 {
     if (c->dtype != VKG_COMM_BF16)
         return "fp32";
+    if (c->pipeline)
+        return "bf16 (rounded to nearest even, gathered over the stage's data-parallel group and "
+               "summed in fp32 in rank order, rounded once; widened to fp32 for clipping and "
+               "AdamW; the first and last stages' wte sum stays fp32)";
     if (c->shards)
         return "bf16 (rounded to nearest even, reduce-scattered in bf16, summed in fp32 and "
                "rounded once; this rank's shard widened to fp32 for clipping and AdamW)";
@@ -61,6 +66,12 @@ static vkg_status reduce_scatter(vkg_grad_reducer *r, int k, float *buf, size_t 
  * packed (k < 0: the whole gradient); in bf16 rounded through r->grads16 at the same offset. */
 static vkg_status reduce_grads(vkg_grad_reducer *r, int k, float *buf, size_t n)
 {
+    if (r->cfg.pipeline && !r->cfg.group)
+        return VKG_OK;
+    if (r->cfg.pipeline && r->group16)
+        return vkg_grad_bf16_group_sum(r->cfg.group, buf, n, r->group16, r->group16 + n);
+    if (r->cfg.pipeline)
+        return vkg_group_allreduce_sum(r->cfg.group, buf, n);
     if (r->bounds)
         return reduce_scatter(r, k, buf, n);
     if (!r->grads16)
@@ -140,6 +151,16 @@ static vkg_status setup(vkg_grad_reducer *r)
     align = align ? align : 1;
     r->grads_bytes = (n * sizeof *r->grads + align - 1) / align * align;
     VKG_TRY(vkg_comm_buffer_alloc(comm, r->grads_bytes, (void **)&r->grads));
+    if (r->cfg.pipeline) {
+        VKG_CHECK(!r->cfg.bucket_bytes && !r->cfg.shards, VKG_ERR_INVALID_ARG,
+                  "a pipeline stage's gradient reducer takes neither buckets nor shards");
+        if (r->cfg.group && r->cfg.dtype == VKG_COMM_BF16) {
+            size_t dp = (size_t)vkg_group_size(r->cfg.group);
+            r->group16 = malloc(n * (dp + 1) * sizeof *r->group16);
+            VKG_CHECK(r->group16, VKG_ERR_NOMEM, "no memory for %zu bf16 gradients", dp + 1);
+        }
+        return VKG_OK;
+    }
     if (r->cfg.dtype == VKG_COMM_BF16) {
         size_t bytes = (n * sizeof *r->grads16 + 3) / 4 * 4;
         VKG_TRY(vkg_comm_buffer_alloc(comm, bytes, (void **)&r->grads16));
@@ -186,7 +207,7 @@ void vkg_grad_reducer_destroy(vkg_grad_reducer **pr)
         vkg_comm_buffer_free(vkg_job_comm(r->job), r->grads);
     if (r->grads16)
         vkg_comm_buffer_free(vkg_job_comm(r->job), r->grads16);
-    free(r->bounds), free(r->bucket_bounds);
+    free(r->bounds), free(r->bucket_bounds), free(r->group16);
     free(r);
     *pr = NULL;
 }
@@ -297,11 +318,16 @@ vkg_status vkg_grad_reducer_last_micro(vkg_grad_reducer *r, const int32_t *input
 
 vkg_status vkg_grad_reducer_reduce(vkg_grad_reducer *r, double *comm_ms, double *exposed_ms)
 {
-    if (!r->buckets) {
+    int pipe_idle = r->cfg.pipeline && !r->cfg.group && !vkg_job_tie_group(r->job);
+    if (!r->buckets && pipe_idle)
+        r->comm_ms = r->exposed_ms = 0.0; /* a middle stage alone in its group: nothing to sum */
+    else if (!r->buckets) {
         size_t n = vkg_gpt2_param_count(r->model);
         VKG_TRY(vkg_gpt2_get_grads(r->model, r->grads));
         double t0 = vkg_os_now_ms();
         VKG_TRY(reduce_grads(r, -1, r->grads, n));
+        if (r->cfg.pipeline)
+            VKG_TRY(vkg_tied_wte_pipe_sum(r->job, r->model, r->grads));
         r->comm_ms = r->exposed_ms = vkg_os_now_ms() - t0;
         VKG_TRY(vkg_gpt2_set_grads(r->model, r->grads));
     }

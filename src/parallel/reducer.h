@@ -1,5 +1,7 @@
-/* The gradient reducer (DESIGN.md section 6): everything about summing a whole-model rank's
- * gradient over the job's data-parallel group, chosen once at creation: per bucket overlapped
+/* The gradient reducer (DESIGN.md section 6): everything about summing a rank's gradient over
+ * its data-parallel group, chosen once at creation: the job's whole group for whole-model ranks,
+ * or a pipeline stage's group (then wte's two copies are summed over the tie group after it,
+ * tied_wte.h); per bucket overlapped
  * with the last micro-batch's backward pass (buckets.c, tied_wte.c) or in one reduction after it;
  * the buckets copied by the device straight into the collectives' buffer where it imports host
  * memory (zero-copy) or packed by the host (copy path); an allreduce, or a reduce-scatter over
@@ -21,7 +23,11 @@
  * path and the zero-copy path alike, so both paths still train bitwise alike. Sharded, every
  * element is rounded, reduce-scattered in bf16 and only this rank's shard widened back.
  *
- * Not here: the loss, the norm and the update (strategy.c, zero.c); pipelines (pp_strategy.c).
+ * A pipeline stage's group reduces its gradient in one reduction after the backward pass, fp32
+ * through the group's allreduce or bf16 gathered and summed in group-rank order
+ * (vkg_grad_bf16_group_sum); buckets and shards are whole-model ranks' alone so far.
+ *
+ * Not here: the loss, the norm and the update (strategy.c, zero.c); the schedule (pp_strategy.c).
  * Nothing here prints.
  */
 #ifndef VKG_PARALLEL_REDUCER_H
@@ -41,12 +47,15 @@ typedef struct vkg_grad_reducer_config {
     int force_copy_path;   /* 1: the copy path even where zero-copy works */
     const size_t *shards;  /* (dp + 1) parameter bounds of every rank's shard: a
                               reduce-scatter (ZeRO-1); NULL: an allreduce */
+    int pipeline;          /* 1: a pipeline stage's gradient, over group then the tie group */
+    vkg_group_t *group;    /* pipeline: the stage's data-parallel group (NULL when dp is 1) */
 } vkg_grad_reducer_config;
 
-/* A reducer of model m's gradient over job's data-parallel group (the whole job: no pipeline),
- * as c says (c->shards copied). m and job must outlive it; m must be destroyed before it (its
- * split copies into the reducer's imported buffer). Errors: VKG_ERR_NOMEM, and the
- * communicator's buffer's and vkg_buckets_create's. */
+/* A reducer of model m's gradient over job's data-parallel group (the whole job), or with
+ * c->pipeline over the stage's c->group and the tie group, as c says (c->shards copied). m, job
+ * and c->group must outlive it; m must be destroyed before it (its split copies into the
+ * reducer's imported buffer). Errors: VKG_ERR_NOMEM, VKG_ERR_INVALID_ARG for buckets or shards
+ * under a pipeline, and the communicator's buffer's and vkg_buckets_create's. */
 vkg_status vkg_grad_reducer_create(vkg_job *job, vkg_gpt2 *m, const vkg_grad_reducer_config *c,
                                    vkg_grad_reducer **out);
 /* NULL-safe; nulls *pr. */

@@ -52,6 +52,7 @@ vkg_status vkg_strategy_create(const vkg_strategy_config *c, vkg_strategy **out)
         s->rc.bucket_bytes = c->bucket_bytes ? (uint64_t)c->bucket_bytes : BUCKET_DEFAULT;
     s->rc.dtype = c->grad_dtype;
     s->rc.force_copy_path = c->force_copy_path;
+    s->rc.pipeline = pp > 1; /* created over the stage's group by the pipeline's build */
     if (pp > 1)
         st = vkg__pp_create(s, c);
     if (st != VKG_OK) {
@@ -150,13 +151,7 @@ const char *vkg_strategy_grad_exchange(const vkg_strategy *s)
 {
     if (vkg_job_dp(s->job) < 2)
         return "";
-    if (s->reduces)
-        return vkg_grad_reducer_describe(&s->rc);
-    if (s->cfg.grad_dtype != VKG_COMM_BF16)
-        return "fp32";
-    return "bf16 (rounded to nearest even, gathered over the stage's data-parallel group and "
-           "summed in fp32 in rank order, rounded once; widened to fp32 for clipping and AdamW; "
-           "the first and last stages' wte sum stays fp32)";
+    return vkg_grad_reducer_describe(&s->rc);
 }
 
 void vkg_strategy_data_config(const vkg_strategy *s, vkg_data_config *dc)

@@ -1,9 +1,9 @@
 /* Internal to src/parallel: the strategy object and the table of what differs between
  * strategies. A strategy is the job, this rank's model part, its optimizer and, where a
- * data-parallel group sums whole-model gradients, a gradient reducer; its table may replace any
- * of the calls build, step, eval, logits, gather and spans with its own and free what it added:
- * a NULL entry is the whole-model default (whole.c), which serves one device and plain data
- * parallelism alike. */
+ * data-parallel group sums whole-model gradients or a pipeline stage's, a gradient reducer; its
+ * table may replace any of the calls build, step, eval, logits, gather and spans with its own and
+ * free what it added: a NULL entry is the whole-model default (whole.c), which serves one device
+ * and plain data parallelism alike. */
 #ifndef VKG_PARALLEL_STRATEGY_INTERNAL_H
 #define VKG_PARALLEL_STRATEGY_INTERNAL_H
 
@@ -33,7 +33,8 @@ struct vkg_strategy {
     vkg_adamw *opt;
     int32_t *inputs, *targets; /* (rank batch, T) */
     /* The reducer of a data-parallel group of whole models: wanted (reduces) with rc, created by
-     * vkg_strategy_load over the built model (NULL before, and without a group). */
+     * vkg_strategy_load over the built model (NULL before, and without a group); a pipeline
+     * stage's (rc.pipeline) is created by the pipeline's build. */
     int reduces;
     vkg_grad_reducer_config rc;
     vkg_grad_reducer *reducer;
