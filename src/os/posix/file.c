@@ -81,16 +81,20 @@ int vkg_os_open_read(const char *path, int *fd, unsigned long long *size, const 
      * O_NONBLOCK: opening a FIFO must not wait for a writer. */
     if (stat(path, &sb) != 0)
         return errno;
-    if (!S_ISREG(sb.st_mode))
-        return *not_regular = file_kind(sb.st_mode), EINVAL;
+    if (!S_ISREG(sb.st_mode)) {
+        *not_regular = file_kind(sb.st_mode);
+        return EINVAL;
+    }
     int d = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
     if (d < 0)
         return errno;
     int err = 0;
     if (fstat(d, &sb) != 0)
         err = errno;
-    else if (!S_ISREG(sb.st_mode))
-        *not_regular = file_kind(sb.st_mode), err = EINVAL;
+    else if (!S_ISREG(sb.st_mode)) {
+        *not_regular = file_kind(sb.st_mode);
+        err = EINVAL;
+    }
     int flags = err ? -1 : fcntl(d, F_GETFL);
     if (!err && (flags < 0 || fcntl(d, F_SETFL, flags & ~O_NONBLOCK) != 0))
         err = errno;

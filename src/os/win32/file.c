@@ -80,9 +80,10 @@ int vkg_os_open_read(const char *path, int *fd, unsigned long long *size, const 
     *not_regular = NULL;
     if (_stat64(path, &sb) != 0)
         return errno;
-    if (!(sb.st_mode & _S_IFREG))
-        return *not_regular = (sb.st_mode & _S_IFDIR) ? "a directory" : "not a regular file",
-               EINVAL;
+    if (!(sb.st_mode & _S_IFREG)) {
+        *not_regular = (sb.st_mode & _S_IFDIR) ? "a directory" : "not a regular file";
+        return EINVAL;
+    }
     int d = _open(path, _O_RDONLY | _O_BINARY | _O_NOINHERIT);
     if (d < 0)
         return errno;

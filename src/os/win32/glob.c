@@ -41,8 +41,10 @@ int vkg_os_glob(const char *pattern, vkg_os_paths *out)
         if (GetFileAttributesA(pattern) == INVALID_FILE_ATTRIBUTES)
             return VKG_OS_GLOB_NOMATCH;
         size_t cap = 0;
-        if (!add(out, &cap, pattern, strlen(pattern), ""))
-            return vkg_os_paths_free(out), VKG_OS_GLOB_NOMEM;
+        if (!add(out, &cap, pattern, strlen(pattern), "")) {
+            vkg_os_paths_free(out);
+            return VKG_OS_GLOB_NOMEM;
+        }
         return VKG_OS_GLOB_OK;
     }
     WIN32_FIND_DATAA fd;
