@@ -2,7 +2,8 @@
  * threads of this process, each with its own trainer and Vulkan device (validation layer on and
  * checked), joined by the inproc transport. A model of L = 4 layers trains 5 steps of M
  * micro-batches (weight decay on) with S = 2 and S = 4 stages, M = 4 and 8, both schedules, and
- * dp = 2 x pp = 2, against one device accumulating the same M micro-batches:
+ * dp = 2 x pp = 2, against one device accumulating the same M micro-batches, and ZB-H1 against
+ * 1F1B:
  *  - one step with clipping off: every tensor but wte bitwise equal to one device's, wte within
  *    1e-6 relative. Only wte differs because its gradient has two parts (the classifier's on the
  *    last stage, the encoder's rows on the first) that the pipeline sums once at the end of the
@@ -61,7 +62,11 @@ typedef struct job {
     uint64_t memory_limit; /* act as if the devices had this much memory */
     int sample;            /* byte tokenizer; every rank samples after training */
     int precision;         /* VKG_PRECISION_FP32 or _BF16 */
+    int recompute;         /* 1: the GELU outputs recomputed in the backward pass */
     char text[64];         /* rank 0's sample */
+    /* per rank, from the last step's timeline: backward spans before its first weight span
+     * (-1: no weight span), and its weight spans */
+    int b_before_w[MAXR], weights[MAXR];
     /* results: rank 0's */
     float loss[STEPS], eval[STEPS];
     float *params;
@@ -124,6 +129,7 @@ static void *run_rank(void *p)
     c.pp = j->pp, c.pp_schedule = j->schedule;
     c.force_staging = j->staging;
     c.precision = j->precision;
+    c.recompute = j->recompute;
     if (j->sample)
         c.tokenizer = "byte", c.vocab_size = 0;
     c.memory_limit = j->memory_limit;
@@ -140,6 +146,16 @@ static void *run_rank(void *p)
         n++;
         if (st == VKG_OK && s.step == j->checkpoint_at)
             st = vkg_trainer_checkpoint(t, NULL, 0);
+    }
+    if (st == VKG_OK) {
+        const vkg_span *sp;
+        int ns = vkg_trainer_spans(t, &sp), nb = 0;
+        j->b_before_w[a->rank] = -1, j->weights[a->rank] = 0;
+        for (int i = 0; i < ns; i++) {
+            if (sp[i].kind == VKG_SPAN_WEIGHT && j->weights[a->rank]++ == 0)
+                j->b_before_w[a->rank] = nb;
+            nb += sp[i].kind == VKG_SPAN_BACKWARD;
+        }
     }
     if (st == VKG_OK && j->sample) { /* every rank takes part in a pipeline's forward passes */
         char *text = NULL;
@@ -402,59 +418,144 @@ static void test_refusals(void **state)
 }
 
 /* Every schedule for S = 1..6 stages and M = 1..12 micro-batches: each micro-batch's forward
- * once and its backward once, after it; never more micro-batches alive than slots, no two alive
- * in one slot; 1F1B's slots min(S - stage, M) (and its warm-up of S - 1 - stage forwards),
- * GPipe's M. */
+ * once and its backward once, after it (ZB-H1: its weight pass once, after its input pass);
+ * backwards and weight passes in ascending order (the order of gradient accumulation); never
+ * more micro-batches alive (forward to the end of the backward) than slots, no two alive in one
+ * slot; 1F1B's slots min(S - stage, M) (and its warm-up of S - 1 - stage forwards), GPipe's M,
+ * ZB-H1's min(S, M) with 1F1B's forwards and input passes, each weight pass deferred past the
+ * next `stage` input passes (those there are). */
 static void test_schedules(void **state)
 {
     (void)state;
-    vkg_pp_action plan[24];
-    for (int kind = 0; kind <= 1; kind++)
+    vkg_pp_action plan[36], ref[24];
+    for (int kind = 0; kind <= 2; kind++)
         for (int S = 1; S <= 6; S++)
             for (int M = 1; M <= 12; M++)
                 for (int stage = 0; stage < S; stage++) {
                     int K = vkg_pp_schedule(kind, S, stage, M, plan);
-                    int want = kind == VKG_PP_GPIPE ? M : (S - stage < M ? S - stage : M);
+                    int n = vkg_pp_actions(kind, M);
+                    int want = kind == VKG_PP_GPIPE  ? M
+                               : kind == VKG_PP_ZBH1 ? (S < M ? S : M)
+                                                     : (S - stage < M ? S - stage : M);
+                    assert_int_equal(n, (kind == VKG_PP_ZBH1 ? 3 : 2) * M);
                     assert_int_equal(K, want);
                     assert_int_equal(K, vkg_pp_slots(kind, S, stage, M));
-                    int fwd[12] = {0}, bwd[12] = {0}, owner[12], alive = 0, last_b = -1;
+                    int fwd[12] = {0}, bwd[12] = {0}, wgt[12] = {0}, owner[12], alive = 0;
+                    int last_b = -1, last_w = -1, nb = 0, b_at[12];
                     for (int k = 0; k < K; k++)
                         owner[k] = -1;
-                    for (int i = 0; i < 2 * M; i++) {
+                    for (int i = 0; i < n; i++) {
                         const vkg_pp_action *a = &plan[i];
                         assert_true(a->micro >= 0 && a->micro < M && a->slot >= 0 && a->slot < K);
-                        if (!a->backward) {
+                        int ends =
+                            a->op == VKG_PP_OP_W || (a->op == VKG_PP_OP_B && kind != VKG_PP_ZBH1);
+                        if (a->op == VKG_PP_OP_F) {
                             assert_int_equal(fwd[a->micro]++, 0);
                             assert_int_equal(owner[a->slot], -1);
                             owner[a->slot] = a->micro;
                             assert_true(++alive <= K);
-                        } else {
+                        } else if (a->op == VKG_PP_OP_B) {
                             assert_int_equal(fwd[a->micro], 1); /* its forward came first */
                             assert_int_equal(bwd[a->micro]++, 0);
                             assert_true(a->micro > last_b); /* ascending: accumulation order */
                             last_b = a->micro;
                             assert_int_equal(owner[a->slot], a->micro);
+                            b_at[a->micro] = nb++;
+                        } else {
+                            assert_int_equal(kind, VKG_PP_ZBH1);
+                            assert_int_equal(bwd[a->micro], 1); /* its input pass came first */
+                            assert_int_equal(wgt[a->micro]++, 0);
+                            assert_true(a->micro > last_w);
+                            last_w = a->micro;
+                            assert_int_equal(owner[a->slot], a->micro);
+                            /* deferred: the input passes since its own, `stage` of them when
+                             * there are that many */
+                            int later = nb - 1 - b_at[a->micro];
+                            int should = stage < M - 1 - a->micro ? stage : M - 1 - a->micro;
+                            if (later != should)
+                                fail_msg("zb-h1 S=%d stage %d M=%d: W%d after %d later input "
+                                         "passes, not %d",
+                                         S, stage, M, a->micro, later, should);
+                        }
+                        if (ends) {
                             owner[a->slot] = -1;
                             alive--;
                         }
                         if (kind == VKG_PP_1F1B && i < S - 1 - stage && i < M)
-                            assert_false(a->backward); /* the warm-up */
+                            assert_int_equal(a->op, VKG_PP_OP_F); /* the warm-up */
                     }
                     for (int i = 0; i < M; i++)
-                        assert_true(fwd[i] == 1 && bwd[i] == 1);
+                        assert_true(fwd[i] == 1 && bwd[i] == 1 && wgt[i] == (kind == VKG_PP_ZBH1));
+                    if (kind != VKG_PP_ZBH1 || S > M)
+                        continue;
+                    /* ZB-H1's F and B in 1F1B's order */
+                    vkg_pp_schedule(VKG_PP_1F1B, S, stage, M, ref);
+                    for (int i = 0, r = 0; i < n; i++)
+                        if (plan[i].op != VKG_PP_OP_W) {
+                            assert_int_equal(plan[i].op, ref[r].op);
+                            assert_int_equal(plan[i].micro, ref[r].micro);
+                            r++;
+                        }
                 }
+}
+
+/* ZB-H1 trains bitwise as 1F1B (the same additions in the same order: each weight gradient's
+ * micro-batches ascending), 5 steps with clipping on: pp = 2 and 4, dp = 2 x pp = 2, bf16, with
+ * the GELU recomputed (in the input pass and again in the weight pass) and with the boundaries
+ * through host-visible copies. Every stage's
+ * timeline shows the weight passes deferred: stage s runs s + 1 input passes before its first
+ * weight pass, and M weight passes in all. */
+static void test_zb_h1(void **state)
+{
+    (void)state;
+    const struct {
+        int pp, dp, micro, precision, recompute, staging;
+        const char *name;
+    } cases[] = {
+        {2, 1, 4, VKG_PRECISION_FP32, 0, 0, "pp=2 M=4"},
+        {4, 1, 8, VKG_PRECISION_FP32, 0, 0, "pp=4 M=8"},
+        {2, 2, 4, VKG_PRECISION_FP32, 0, 0, "dp=2 x pp=2 M=4"},
+        {2, 1, 4, VKG_PRECISION_BF16, 0, 0, "bf16 pp=2 M=4"},
+        {2, 1, 4, VKG_PRECISION_FP32, 1, 0, "pp=2 M=4, GELU recomputed"},
+        {2, 1, 4, VKG_PRECISION_FP32, 0, 1, "pp=2 M=4 through host copies"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        job f = make(cases[k].pp, cases[k].dp, cases[k].micro, VKG_PP_1F1B, 1.0f, STEPS);
+        f.precision = cases[k].precision, f.recompute = cases[k].recompute;
+        f.staging = cases[k].staging;
+        job z = f;
+        z.schedule = VKG_PP_ZBH1;
+        run_job(&f), run_job(&z);
+        expect_ok(&f), expect_ok(&z);
+        if (memcmp(f.loss, z.loss, sizeof f.loss))
+            fail_msg("zb-h1 %s: losses differ from 1F1B's", cases[k].name);
+        for (size_t i = 0; i < f.nparams; i++)
+            if (memcmp(&f.params[i], &z.params[i], sizeof(float)))
+                fail_msg("zb-h1 %s: parameter %zu is %.9g, 1F1B %.9g", cases[k].name, i,
+                         (double)z.params[i], (double)f.params[i]);
+        for (int r = 0; r < z.world; r++) {
+            int stage = r / cases[k].dp;
+            assert_int_equal(f.weights[r], 0);
+            if (z.weights[r] != cases[k].micro || z.b_before_w[r] != stage + 1)
+                fail_msg("zb-h1 %s: rank %d (stage %d) ran %d weight passes, the first after %d "
+                         "input passes (want %d after %d)",
+                         cases[k].name, r, stage, z.weights[r], z.b_before_w[r], cases[k].micro,
+                         stage + 1);
+        }
+        printf("zb-h1 %s, %d steps: losses and all %zu parameters bitwise 1F1B's; weight passes "
+               "deferred on every stage\n",
+               cases[k].name, STEPS, z.nparams);
+        free(f.params), free(z.params);
+    }
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_schedules),
-        cmocka_unit_test(test_refusals),
-        cmocka_unit_test(test_equals_one_device),
-        cmocka_unit_test(test_resume_resplits),
-        cmocka_unit_test(test_host_copies),
-        cmocka_unit_test(test_sampling),
-        cmocka_unit_test(test_bf16),
+        cmocka_unit_test(test_schedules),       cmocka_unit_test(test_zb_h1),
+        cmocka_unit_test(test_refusals),        cmocka_unit_test(test_equals_one_device),
+        cmocka_unit_test(test_resume_resplits), cmocka_unit_test(test_host_copies),
+        cmocka_unit_test(test_sampling),        cmocka_unit_test(test_bf16),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

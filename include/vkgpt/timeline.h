@@ -15,7 +15,8 @@ typedef enum vkg_span_kind {
     VKG_SPAN_SEND,
     VKG_SPAN_RECV,
     VKG_SPAN_ALLREDUCE,
-    VKG_SPAN_OPTIMIZER
+    VKG_SPAN_OPTIMIZER,
+    VKG_SPAN_WEIGHT /* the backward's weight pass, run apart from its input pass (ZB-H1) */
 } vkg_span_kind;
 typedef struct vkg_span {
     vkg_span_kind kind;
@@ -23,7 +24,8 @@ typedef struct vkg_span {
     double t0, t1;
 } vkg_span;
 
-/* "forward", "backward", "send", "recv", "allreduce", "optimizer" ("?" out of range). */
+/* "forward", "backward", "send", "recv", "allreduce", "optimizer", "weight" ("?" out of
+ * range). */
 const char *vkg_span_kind_name(vkg_span_kind kind);
 
 #ifdef __cplusplus

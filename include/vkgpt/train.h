@@ -105,7 +105,8 @@ typedef struct vkg_train_config {
     int force_copy_path;
     /* Pipeline parallelism: pp stages (0 or 1: none) of contiguous layers, world = dp x pp, a
      * stage's data-parallel ranks next to each other (rank = stage x dp + replica). pp_layers:
-     * pp layer counts (NULL: balanced by estimated compute); pp_schedule 0: 1F1B, 1: GPipe.
+     * pp layer counts (NULL: balanced by estimated compute); pp_schedule 0: 1F1B, 1: GPipe,
+     * 2: ZB-H1 (the backward's weight passes deferred into 1F1B's bubbles).
      * The accumulation steps are the pipeline's micro-batches. */
     int pp;
     const int *pp_layers;

@@ -3,9 +3,11 @@
  * joined by the inproc transport) train a fixed model; averaged over the measured steps it prints
  * per stage the forward and backward compute time (busy) and the rest of the schedule's frame, from
  * the first forward on any stage to the last backward on any stage (idle: waiting for other
- * stages, and moving activations), the measured bubble idle / frame beside the theory
- * (S - 1) / (M + S - 1), the stage's activation memory and the mean step time. With --svg and
- * --trace it draws the last step of each run (one row per stage, F and B blocks) and writes its
+ * stages, and moving activations), the measured bubble idle / frame beside the theory with
+ * passes of equal time ((S - 1) / (M + S - 1) for 1F1B and GPipe, (S - 1) / (3M + S - 1) for
+ * ZB-H1, whose F, B and W are a third of a step each), the stage's activation memory and the mean
+ * step time. With --svg and --trace it draws the last step of each run (one row per stage, F, B
+ * and W blocks) and writes its
  * timeline as Chrome trace-event JSON. Prints figures, asserts nothing. For one core per rank, run
  * it with LP_NUM_THREADS=1 (lavapipe's threads per device). */
 #include <pthread.h>
@@ -45,7 +47,14 @@ typedef struct pp_rank {
     int nspans;
 } pp_rank;
 
-static const char *const sched_names[] = {"1f1b", "gpipe"};
+static const char *const sched_names[] = {"1f1b", "gpipe", "zb-h1"}; /* VKG_PP_* order */
+enum { NSCHED = 3 };
+
+/* Compute spans: forwards, backwards and (ZB-H1) weight passes. */
+static int compute_span(vkg_span_kind k)
+{
+    return k == VKG_SPAN_FORWARD || k == VKG_SPAN_BACKWARD || k == VKG_SPAN_WEIGHT;
+}
 
 static void *bench_rank(void *p)
 {
@@ -73,7 +82,7 @@ static void *bench_rank(void *p)
             int n = vkg_trainer_spans(t, &sp), k = measured < 64 ? measured : 63;
             j->first_t[k] = 1e300, j->last_t[k] = -1e300, j->busy_t[k] = 0.0;
             for (int i = 0; i < n; i++)
-                if (sp[i].kind == VKG_SPAN_FORWARD || sp[i].kind == VKG_SPAN_BACKWARD) {
+                if (compute_span(sp[i].kind)) {
                     j->first_t[k] = sp[i].t0 < j->first_t[k] ? sp[i].t0 : j->first_t[k];
                     j->last_t[k] = sp[i].t1 > j->last_t[k] ? sp[i].t1 : j->last_t[k];
                     j->busy_t[k] += sp[i].t1 - sp[i].t0;
@@ -102,14 +111,15 @@ static void *bench_rank(void *p)
     return NULL;
 }
 
-/* The last step's schedule as an SVG: a row per stage, forward blocks in blue and backward in
- * orange (labelled with the micro-batch), time left to right from the first span. */
+/* The last step's schedule as an SVG: a row per stage, forward blocks in blue, backward in orange
+ * and weight passes in green (labelled with the micro-batch), time left to right from the first
+ * span. */
 static int write_svg(const char *path, const pp_rank *r, int S)
 {
     double t0 = 1e300, t1 = -1e300;
     for (int s = 0; s < S; s++)
         for (int i = 0; i < r[s].nspans; i++)
-            if (r[s].spans[i].kind == VKG_SPAN_FORWARD || r[s].spans[i].kind == VKG_SPAN_BACKWARD) {
+            if (compute_span(r[s].spans[i].kind)) {
                 t0 = r[s].spans[i].t0 < t0 ? r[s].spans[i].t0 : t0;
                 t1 = r[s].spans[i].t1 > t1 ? r[s].spans[i].t1 : t1;
             }
@@ -129,17 +139,24 @@ static int write_svg(const char *path, const pp_rank *r, int S)
         fprintf(f, "<text x=\"4\" y=\"%.1f\">stage %d</text>\n", y + 16, s);
         for (int i = 0; i < r[s].nspans; i++) {
             const vkg_span *sp = &r[s].spans[i];
-            if (sp->kind != VKG_SPAN_FORWARD && sp->kind != VKG_SPAN_BACKWARD)
+            if (!compute_span(sp->kind))
                 continue;
+            int fw = sp->kind == VKG_SPAN_FORWARD, wt = sp->kind == VKG_SPAN_WEIGHT;
             double x = x0 + (sp->t0 - t0) * scale, w = (sp->t1 - sp->t0) * scale;
             fprintf(f,
                     "<rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%.1f\" fill=\"%s\" "
                     "stroke=\"white\" stroke-width=\"0.5\"/>\n",
                     x, y, w > 0.5 ? w : 0.5, row - 6,
-                    sp->kind == VKG_SPAN_FORWARD ? "#4a7fd4" : "#e08a3c");
+                    fw   ? "#4a7fd4"
+                    : wt ? "#3c9a5f"
+                         : "#e08a3c");
             if (w > 14)
                 fprintf(f, "<text x=\"%.2f\" y=\"%.1f\" fill=\"white\">%c%d</text>\n", x + 2,
-                        y + 15, sp->kind == VKG_SPAN_FORWARD ? 'F' : 'B', sp->micro);
+                        y + 15,
+                        fw   ? 'F'
+                        : wt ? 'W'
+                             : 'B',
+                        sp->micro);
         }
     }
     fprintf(f, "</svg>\n");
@@ -205,7 +222,7 @@ static int run_config(const pp_cfg *b, int S, int M, int schedule)
      * any stage (the frame the theory counts); each stage's busy time is its forwards and
      * backwards in it, the rest of the frame its idle time; bubbles are averaged over the
      * measured steps. */
-    double theory = (double)(S - 1) / (double)(M + S - 1);
+    double theory = (double)(S - 1) / (double)((schedule == 2 ? 3 : 1) * M + S - 1);
     for (int s = 0; s < S && rc == 0; s++) {
         double busy = 0.0, idle = 0.0, bubble = 0.0;
         for (int k = 0; k < r[0].measured; k++) {
@@ -243,6 +260,29 @@ static int write_data(pp_cfg *b, int max_tokens)
     return vkg_cli_bench_shard("bench pp", n, b->vocab, b->data, sizeof b->data);
 }
 
+/* "all" or a comma list of schedule names into want[NSCHED]; -1 on anything else. */
+static int parse_schedules(const char *list, int *want)
+{
+    if (!strcmp(list, "all")) {
+        for (int i = 0; i < NSCHED; i++)
+            want[i] = 1;
+        return 0;
+    }
+    for (const char *p = list; *p;) {
+        size_t n = strcspn(p, ",");
+        int found = 0;
+        for (int i = 0; i < NSCHED; i++)
+            if (n == strlen(sched_names[i]) && !strncmp(p, sched_names[i], n))
+                want[i] = found = 1;
+        if (!found)
+            return -1;
+        p += n;
+        if (*p == ',' && *++p == '\0')
+            return -1;
+    }
+    return 0;
+}
+
 int vkg_cli_bench_pp(int argc, char **argv)
 {
     pp_cfg b = {.layers = 8,
@@ -253,12 +293,13 @@ int vkg_cli_bench_pp(int argc, char **argv)
                 .batch = 4,
                 .steps = 3,
                 .warmup = 1};
-    const char *stages = "2,4", *micro = NULL, *schedule = "both";
+    const char *stages = "2,4", *micro = NULL, *schedule = "all";
     b.device = getenv("VKGPT_DEVICE");
     const vkg_flag flags[] = {
         {"--stages", VKG_FLAG_STR, &stages, "stage counts S to run, e.g. 2,4", 0, 0, 0},
         {"--micro", VKG_FLAG_STR, &micro, "micro-batch counts M (default: S, 2S, 4S)", 0, 0, 0},
-        {"--schedule", VKG_FLAG_STR, &schedule, "1f1b, gpipe or both", 0, 0, 0},
+        {"--schedule", VKG_FLAG_STR, &schedule, "1f1b, gpipe, zb-h1, a comma list of them, or all",
+         0, 0, 0},
         {"--layers", VKG_FLAG_INT, &b.layers, "layers", 0, 1, 256},
         {"--heads", VKG_FLAG_INT, &b.heads, "attention heads", 0, 1, 1000},
         {"--channels", VKG_FLAG_INT, &b.channels, "channels", 0, 1, 65536},
@@ -277,9 +318,11 @@ int vkg_cli_bench_pp(int argc, char **argv)
                              argc, argv, NULL, NULL);
     if (rc)
         return rc == 1 ? 0 : 2;
-    int lo = !strcmp(schedule, "gpipe") ? 1 : 0, hi = !strcmp(schedule, "1f1b") ? 0 : 1;
-    if (strcmp(schedule, "both") && strcmp(schedule, "1f1b") && strcmp(schedule, "gpipe")) {
-        fprintf(stderr, "vkgpt bench pp: --schedule must be 1f1b, gpipe or both, got '%s'\n",
+    int want[NSCHED] = {0};
+    if (parse_schedules(schedule, want) != 0) {
+        fprintf(stderr,
+                "vkgpt bench pp: --schedule must be 1f1b, gpipe, zb-h1, a comma list of them or "
+                "all, got '%s'\n",
                 schedule);
         return 2;
     }
@@ -307,17 +350,17 @@ int vkg_cli_bench_pp(int argc, char **argv)
            "ranks are threads with a device each (LP_NUM_THREADS=%s)\n",
            b.layers, b.heads, b.channels, b.vocab, b.batch, b.seq, b.steps, b.warmup,
            lp ? lp : "unset");
-    printf("# busy = forward + backward compute of the stage; idle = the rest of the schedule's "
-           "wall time; bubble = idle / (busy + idle); theory = (S-1)/(M+S-1); act = activation "
-           "slots' memory\n");
+    printf("# busy = forward + backward (+ weight pass) compute of the stage; idle = the rest of "
+           "the schedule's wall time; bubble = idle / (busy + idle); theory = (S-1)/(M+S-1), "
+           "zb-h1 (S-1)/(3M+S-1); act = activation slots' memory\n");
     printf("%3s %3s %6s %5s %8s %9s %9s %9s %9s %9s %9s\n", "S", "M", "sched", "stage", "layers",
            "busy_ms", "idle_ms", "bubble", "theory", "act_MiB", "step_ms");
     for (int i = 0; i < ns && rc == 0; i++)
         for (int k = 0; k < (micro ? nm : 3) && rc == 0; k++) {
             int M = micro ? ms[k] : ss[i] << k;
-            for (int sch = lo; sch <= hi && rc == 0; sch++) {
-                if (sch == 0 && M < ss[i])
-                    continue; /* 1F1B needs M >= S */
+            for (int sch = 0; sch < NSCHED && rc == 0; sch++) {
+                if (!want[sch] || (sch != 1 && M < ss[i]))
+                    continue; /* 1F1B and ZB-H1 need M >= S */
                 rc = run_config(&b, ss[i], M, sch);
             }
         }

@@ -17,7 +17,7 @@
 #include "vkgpt/device.h"
 
 static const char *const presets[] = {"none", "gpt2", "gpt2-medium", NULL};
-static const char *const pp_schedules[] = {"1f1b", "gpipe", NULL};
+static const char *const pp_schedules[] = {"1f1b", "gpipe", "zb-h1", NULL};
 static const char *const recomputes[] = {"none", "gelu", NULL};
 
 /* Drivers' largest single allocation (maxMemoryAllocationSize; maxBufferSize is not smaller on
@@ -186,6 +186,13 @@ int vkg_cli_plan(int argc, char **argv)
         printf("precision: bf16 (fp32 master weights, gradients and AdamW; the bf16 weight copy "
                "is in params: %.1f MiB of stage 0's)\n",
                mib(st[0].model.param_copy));
+    if (pp > 1 && schedule == VKG_PP_ZBH1)
+        printf("zb-h1: up to min(stages, micro-batches) = %d micro-batches alive on every stage "
+               "(1F1B's first stage's count); each slot also keeps its layers' product output "
+               "gradients for the deferred weight pass (%.1f MiB of stage 0's slot)\n",
+               pp < M ? pp : M,
+               mib((size_t)36 * (size_t)batch * (size_t)seq * (size_t)cfg.channels *
+                   (size_t)(st[0].last - st[0].first)));
     if (dp > 1 && !zero)
         printf("data parallel: %d ranks per stage, each holding its stage's whole AdamW (--zero 1 "
                "shards it)\n",

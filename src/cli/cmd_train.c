@@ -22,8 +22,8 @@ static void on_signal(int sig)
 }
 
 static const char *const schedules[] = {"cosine", "linear", "constant", NULL};
-static const char *const pp_schedules[] = {"1f1b", "gpipe", NULL}; /* as vkg_train_config */
-static const char *const recomputes[] = {"none", "gelu", NULL};    /* as vkg_train_config */
+static const char *const pp_schedules[] = {"1f1b", "gpipe", "zb-h1", NULL}; /* as train.h */
+static const char *const recomputes[] = {"none", "gelu", NULL}; /* as vkg_train_config */
 
 typedef struct train_opts {
     vkg_train_config cfg;

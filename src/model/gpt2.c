@@ -53,7 +53,7 @@ vkg_status vkg_gpt2_create(vkg_device_t *dev, const vkg_gpt2_config *cfg, const 
         m->g[i] = vkg_tensor_view(m->grads, off, b);
         m->w[i] = bf16 ? vkg_tensor_view(m->params16, off / 2, b / 2) : m->p[i];
     }
-    int cap = vkg__gpt2_max_act_tensors(m->nl, o.slots);
+    int cap = vkg__gpt2_max_act_tensors(m->nl, o.slots, o.split_w);
     bytes = malloc((size_t)cap * sizeof *bytes);
     names = malloc((size_t)cap * sizeof *names);
     acts = malloc((size_t)cap * sizeof *acts);
@@ -83,6 +83,12 @@ vkg_status vkg_gpt2_create(vkg_device_t *dev, const vkg_gpt2_config *cfg, const 
                     sl->layers[l].t[i] = acts[k++];
         m->slots[s].inputs = acts[k++];
         m->slots[s].targets = acts[k++];
+        if (!o.split_w || !m->nl)
+            continue;
+        sl->kept = malloc((size_t)m->nl * VKG_GPT2_NUM_KEPT * sizeof *sl->kept);
+        VKG_CHECK_GOTO(st, sl->kept, VKG_ERR_NOMEM, fail, "no memory for the layers");
+        for (int i = 0; i < m->nl * VKG_GPT2_NUM_KEPT; i++)
+            sl->kept[i] = acts[k++];
     }
     for (int i = 0; i < VKG_GPT2_NUM_GRAD_ACTS; i++)
         m->gacts.t[i] = acts[k++];
@@ -119,7 +125,7 @@ void vkg_gpt2_destroy(vkg_gpt2 **pm)
     vkg_arena_destroy(&m->arena_grads);
     vkg_arena_destroy(&m->arena_params);
     for (int s = 0; m->slots && s < m->opts.slots; s++)
-        free(m->slots[s].layers);
+        free(m->slots[s].layers), free(m->slots[s].kept);
     free(m->slots);
     free(m);
     *pm = NULL;
@@ -290,6 +296,25 @@ vkg_status vkg_gpt2_backward(vkg_gpt2 *m, int slot)
     VKG_TRY(check_slot(m, slot));
     m->slots[slot].logits_valid = 0;
     return run(m, slot, VKG_GPT2_LIST_BWD);
+}
+
+static vkg_status backward_pass(vkg_gpt2 *m, int slot, int list)
+{
+    VKG_TRY(check_slot(m, slot));
+    VKG_CHECK(m->opts.split_w, VKG_ERR_STATE,
+              "the backward's input and weight passes need a part created with split_w");
+    m->slots[slot].logits_valid = 0;
+    return run(m, slot, list);
+}
+
+vkg_status vkg_gpt2_backward_input(vkg_gpt2 *m, int slot)
+{
+    return backward_pass(m, slot, VKG_GPT2_LIST_BWD_IN);
+}
+
+vkg_status vkg_gpt2_backward_weight(vkg_gpt2 *m, int slot)
+{
+    return backward_pass(m, slot, VKG_GPT2_LIST_BWD_W);
 }
 
 vkg_status vkg_gpt2_logits_row(vkg_gpt2 *m, int b, int t, float *row)

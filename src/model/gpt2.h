@@ -35,6 +35,10 @@ typedef struct vkg_gpt2_opts {
     int slots;          /* activation slots (micro-batches in flight), >= 1 */
     int recompute;      /* VKG_GPT2_RECOMPUTE_*: activations recomputed in the backward pass */
     int precision;      /* VKG_PRECISION_*: bf16 needs an even number of channels */
+    /* The backward pass also as two passes (vkg_gpt2_backward_input, vkg_gpt2_backward_weight):
+     * each slot keeps its layers' product output gradients (9 B*T*C floats a layer) between them.
+     */
+    int split_w;
     /* vkg_gpt2_memory only: the largest allocation to plan for (0: no limit). vkg_gpt2_create
      * uses its device's (vkg_device_info.max_allocation_bytes). */
     uint64_t max_allocation;
@@ -128,6 +132,16 @@ vkg_status vkg_gpt2_forward_train(vkg_gpt2 *m, int slot, const int32_t *inputs,
  * is not the last reads the gradient of its output from the DOUT boundary (written by the caller
  * since); one that is not the first leaves the gradient of its input in DIN. */
 vkg_status vkg_gpt2_backward(vkg_gpt2 *m, int slot);
+/* The same backward as two passes (parts created with opts.split_w), for schedules that run the
+ * weight gradients later (ZB-H1): the input pass computes every gradient but the matrix
+ * products' weight and bias gradients (the layernorms' and the encoder's included) and leaves DIN
+ * as vkg_gpt2_backward does, keeping the products' output gradients in the slot; the weight pass
+ * adds the products' weight and bias gradients from what the input pass kept and the slot's
+ * activations. Both ACCUMULATE. Input then weight adds, tensor by tensor, what vkg_gpt2_backward
+ * adds, bit for bit. The slot's activations stay in use until its weight pass has run.
+ * Errors: VKG_ERR_STATE without split_w. */
+vkg_status vkg_gpt2_backward_input(vkg_gpt2 *m, int slot);
+vkg_status vkg_gpt2_backward_weight(vkg_gpt2 *m, int slot);
 
 typedef enum vkg_gpt2_boundary {
     VKG_GPT2_IN,   /* input activation (B,T,C) of slot s: parts without EMBED; written */

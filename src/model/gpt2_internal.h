@@ -62,14 +62,21 @@ enum {
     VKG_GPT2_LIST_FWDT,   /* training forward: forward, loss and dlogits (last part) */
     VKG_GPT2_LIST_BWD,    /* backward (accumulating) */
     VKG_GPT2_LIST_FWDBWD, /* FWDT then BWD in one list */
+    VKG_GPT2_LIST_BWD_IN, /* BWD's input pass (opts.split_w; NULL otherwise) */
+    VKG_GPT2_LIST_BWD_W,  /* BWD's weight pass (opts.split_w; NULL otherwise) */
     VKG_GPT2_NUM_LISTS
 };
+
+#define VKG_GPT2_NUM_KEPT 4
 
 /* One activation slot: the forward activations of one micro-batch in flight and its tokens. */
 typedef struct vkg_gpt2_slot {
     vkg_gpt2_acts acts;         /* encoded, lnf .. losses */
     vkg_gpt2_acts *layers;      /* (nl) layer l's ln1 .. residual3 */
     vkg_tensor inputs, targets; /* (B, T) int32 */
+    /* (nl x VKG_GPT2_NUM_KEPT, opts.split_w; NULL otherwise) layer l's product output gradients,
+     * from the input pass to the weight pass: dfcproj, dfch, dattproj, dqkv */
+    vkg_tensor *kept;
     vkg_cmd *lists[VKG_GPT2_NUM_LISTS];
     int logits_valid;
 } vkg_gpt2_slot;
@@ -113,7 +120,7 @@ vkg_status vkg__gpt2_resolve_opts(const vkg_gpt2_config *cfg, const vkg_gpt2_opt
                                   vkg_gpt2_opts *o);
 /* The most tensors the activation arena of nl layers and `slots` slots holds: the capacity of
  * the arrays vkg__gpt2_act_arena_tensors fills. */
-int vkg__gpt2_max_act_tensors(int nl, int slots);
+int vkg__gpt2_max_act_tensors(int nl, int slots, int split_w);
 /* The activation arena's tensors of the resolved options o, in the order vkg_gpt2_create binds
  * them (each slot's activations, its layers' and its tokens; then the gradient activations and
  * the scratch tensors): their bytes, names and (types, may be NULL) element types. Returns how

@@ -83,6 +83,8 @@ static vkg_status check_opts(const vkg_gpt2_config *cfg, const vkg_gpt2_opts *o)
               o->accum_steps);
     VKG_CHECK(o->recompute == VKG_GPT2_RECOMPUTE_NONE || o->recompute == VKG_GPT2_RECOMPUTE_GELU,
               VKG_ERR_INVALID_ARG, "recompute must be none (0) or gelu (1), got %d", o->recompute);
+    VKG_CHECK(o->split_w == 0 || o->split_w == 1, VKG_ERR_INVALID_ARG,
+              "split_w must be 0 or 1, got %d", o->split_w);
     VKG_CHECK(o->precision == VKG_PRECISION_FP32 || o->precision == VKG_PRECISION_BF16,
               VKG_ERR_INVALID_ARG, "precision must be fp32 (0) or bf16 (1), got %d", o->precision);
     /* bf16 tensors are packed two values to a word: every tensor and layer slice must start on a
@@ -126,6 +128,8 @@ static const char *const act_names[VKG_GPT2_NUM_ACTS] = {
 static const char *const gact_names[VKG_GPT2_NUM_GRAD_ACTS] = {
     "dencoded", "dln1",      "dqkv",    "datty",    "dattproj", "dresidual2", "dln2",
     "dfch",     "dfch_gelu", "dfcproj", "dstream0", "dstream1", "dlnf"};
+static const char *const kept_names[VKG_GPT2_NUM_KEPT] = {"kept_dfcproj", "kept_dfch",
+                                                          "kept_dattproj", "kept_dqkv"};
 static const char *const scratch_names[NSCRATCH] = {"mm_scratch", "delta", "dtop", "gelu"};
 
 /* Mixed precision (bf16): the activations stored as bf16, llm.c's way of halving them: the
@@ -149,10 +153,11 @@ static int act_bf16(const vkg_gpt2_opts *o, const char *name)
 /* The activation arena's tensors in the order vkg_gpt2_create allocates them: every slot's
  * activations (its own, then each layer's) and tokens, then the gradients of the activations and
  * scratch; their bytes, names and (types, may be NULL) element types. */
-#define ACTS_PER_SLOT(nl) (VKG_GPT2_NUM_ACTS - 15 + 15 * (nl) + 2)
-int vkg__gpt2_max_act_tensors(int nl, int slots)
+#define ACTS_PER_SLOT(nl, split_w)                                                                 \
+    (VKG_GPT2_NUM_ACTS - 15 + 15 * (nl) + 2 + ((split_w) ? VKG_GPT2_NUM_KEPT * (nl) : 0))
+int vkg__gpt2_max_act_tensors(int nl, int slots, int split_w)
 {
-    return slots * ACTS_PER_SLOT(nl) + VKG_GPT2_NUM_GRAD_ACTS + NSCRATCH;
+    return slots * ACTS_PER_SLOT(nl, split_w) + VKG_GPT2_NUM_GRAD_ACTS + NSCRATCH;
 }
 int vkg__gpt2_act_arena_tensors(const vkg_gpt2_config *cfg, const vkg_gpt2_opts *o, size_t *bytes,
                                 const char **names, vkg_dtype *types)
@@ -161,6 +166,7 @@ int vkg__gpt2_act_arena_tensors(const vkg_gpt2_config *cfg, const vkg_gpt2_opts 
     size_t asz[VKG_GPT2_NUM_ACTS], gsz[VKG_GPT2_NUM_GRAD_ACTS], scratch[NSCRATCH], tokens[2];
     act_sizes(cfg, o->B, o->T, head, o->recompute, asz);
     grad_act_sizes(cfg, o->B, o->T, head, gsz);
+    size_t kept[VKG_GPT2_NUM_KEPT] = {gsz[9], gsz[7], gsz[4], gsz[2]}; /* as kept_names */
     scratch_sizes(cfg, o, scratch, tokens);
     for (int s = 0; s < o->slots; s++) {
         for (int i = 0; i < VKG_GPT2_NUM_ACTS; i++)
@@ -172,6 +178,9 @@ int vkg__gpt2_act_arena_tensors(const vkg_gpt2_config *cfg, const vkg_gpt2_opts 
                     names[n] = act_names[i], bytes[n++] = (asz[i] ? asz[i] : 1) * 4;
         for (int i = 0; i < 2; i++)
             names[n] = i ? "targets" : "inputs", bytes[n++] = (tokens[i] ? tokens[i] : 1) * 4;
+        for (int l = 0; o->split_w && l < nl; l++) /* the kept output gradients (fp32) */
+            for (int i = 0; i < VKG_GPT2_NUM_KEPT; i++)
+                names[n] = kept_names[i], bytes[n++] = kept[i] * 4;
     }
     for (int i = 0; i < VKG_GPT2_NUM_GRAD_ACTS; i++)
         names[n] = gact_names[i], bytes[n++] = (gsz[i] ? gsz[i] : 1) * 4;
@@ -201,7 +210,7 @@ vkg_status vkg_gpt2_memory(const vkg_gpt2_config *cfg, const vkg_gpt2_opts *opts
     VKG_TRY(vkg__gpt2_resolve_opts(cfg, opts, &o));
     vkg_gpt2_layout lo;
     vkg_gpt2_part_layout(cfg, &o.part, &lo);
-    int cap = vkg__gpt2_max_act_tensors(o.part.last - o.part.first, o.slots);
+    int cap = vkg__gpt2_max_act_tensors(o.part.last - o.part.first, o.slots, o.split_w);
     size_t *bytes = malloc((size_t)cap * sizeof *bytes);
     const char **names = malloc((size_t)cap * sizeof *names);
     if (!bytes || !names) {
@@ -209,7 +218,7 @@ vkg_status vkg_gpt2_memory(const vkg_gpt2_config *cfg, const vkg_gpt2_opts *opts
         return VKG_FAIL(VKG_ERR_NOMEM, "no memory for the memory plan");
     }
     int n = vkg__gpt2_act_arena_tensors(cfg, &o, bytes, names, NULL);
-    int per_slot = ACTS_PER_SLOT(o.part.last - o.part.first);
+    int per_slot = ACTS_PER_SLOT(o.part.last - o.part.first, o.split_w);
     memset(out, 0, sizeof *out);
     out->params = out->grads = (lo.total * 4 + 255) / 256 * 256;
     size_t pbytes[2] = {lo.total * 4, o.precision == VKG_PRECISION_BF16 ? lo.total * 2 : 0};

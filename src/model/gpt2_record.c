@@ -32,14 +32,24 @@ static vkg_tensor dstream(const vkg_gpt2 *m, int l)
     return l % 2 ? m->gacts.s.dstream1 : m->gacts.s.dstream0;
 }
 
+/* The gradient activations that the input pass keeps per slot and layer, in the order of a slot's
+ * `kept`: dfcproj, dfch, dattproj, dqkv. */
+static const int kept_gact[VKG_GPT2_NUM_KEPT] = {9, 7, 4, 2};
+
 /* Zero what layer l's backward adds into: its gradients of the activations (shared by the
- * layers) and the residual stream's gradient at its input. One group: the fills are
- * independent; the barrier before it orders them after the layer above. */
-static vkg_status zero_layer_grads(vkg_gpt2 *m, vkg_cmd *c, int l)
+ * layers; the products' output gradients in `kept`, when given, instead) and the residual stream's
+ * gradient at its input. One group: the fills are independent; the barrier before it orders them
+ * after the layer above. */
+static vkg_status zero_layer_grads(vkg_gpt2 *m, vkg_cmd *c, int l, const vkg_tensor *kept)
 {
     vkg_cmd_group_begin(c);
-    for (int i = 1; i <= VKG_GPT2_NUM_LAYER_GRADS; i++)
-        VKG_TRY(vkg_op_fill(c, m->gacts.t[i], m->gacts.t[i].bytes / 4, 0.0f));
+    for (int i = 1; i <= VKG_GPT2_NUM_LAYER_GRADS; i++) {
+        vkg_tensor t = m->gacts.t[i];
+        for (int k = 0; kept && k < VKG_GPT2_NUM_KEPT; k++)
+            if (kept_gact[k] == i)
+                t = kept[k];
+        VKG_TRY(vkg_op_fill(c, t, t.bytes / 4, 0.0f));
+    }
     if (l > 0)
         VKG_TRY(vkg_op_fill(c, dstream(m, l - 1), dstream(m, l - 1).bytes / 4, 0.0f));
     vkg_cmd_group_end(c);
@@ -150,8 +160,10 @@ static vkg_status unit_done(vkg__gpt2_cut_fn cut, void *ctx, vkg_cmd **pc, int *
  * continue in another (*pc). With cut, the classifier's weight gradient comes before its input
  * gradient, so that wte's unit closes as early as possible, and the encoder's contribution to
  * wte is not recorded: the caller sums the rows of dencoded per token itself. */
-static vkg_status record_backward_cut(vkg_gpt2 *m, int s, vkg_cmd **pc, vkg__gpt2_cut_fn cut,
-                                      void *ctx)
+enum { PASS_ALL, PASS_INPUT }; /* the whole backward, or its input pass (split_w) */
+
+static vkg_status record_backward_cut(vkg_gpt2 *m, int s, int pass, vkg_cmd **pc,
+                                      vkg__gpt2_cut_fn cut, void *ctx)
 {
     const vkg_gpt2_slot *sl = &m->slots[s];
     const vkg_gpt2_acts *a = &sl->acts;
@@ -161,7 +173,10 @@ static vkg_status record_backward_cut(vkg_gpt2 *m, int s, vkg_cmd **pc, vkg__gpt
     size_t btc = (size_t)BT * C;
     VKG_TRY(zero_top_grads(m, *pc));
     if (m->head) { /* logits now hold dlogits (written by the loss) */
-        if (cut) {
+        if (pass == PASS_INPUT) {
+            VKG_TRY(vkg_op_matmul_bwd_dinp(*pc, d->s.dlnf, a->s.logits, m->w[WTE], BT, C, Vp));
+            u++;
+        } else if (cut) {
             VKG_TRY(vkg_op_matmul_bwd_dweight(*pc, m->g[WTE], NULL, a->s.logits, a->s.lnf, BT, C,
                                               Vp, &m->mm_scratch));
             VKG_TRY(unit_done(cut, ctx, pc, &u));
@@ -185,32 +200,48 @@ static vkg_status record_backward_cut(vkg_gpt2 *m, int s, vkg_cmd **pc, vkg__gpt
         vkg_tensor dfch = d->s.dfch, dln2 = d->s.dln2, dattproj = d->s.dattproj;
         vkg_tensor datty = d->s.datty, dqkv = d->s.dqkv, dln1 = d->s.dln1;
         vkg_tensor fchg = gelu_out(m, m->slots[s].layers, l);
-        VKG_TRY(zero_layer_grads(m, c, l));
-        if (m->opts.recompute & VKG_GPT2_RECOMPUTE_GELU)
+        const vkg_tensor *kept = pass == PASS_INPUT ? &sl->kept[l * VKG_GPT2_NUM_KEPT] : NULL;
+        if (kept) /* the products' output gradients, kept for the weight pass */
+            dfcproj = kept[0], dfch = kept[1], dattproj = kept[2], dqkv = kept[3];
+        VKG_TRY(zero_layer_grads(m, c, l, kept));
+        if (!kept && m->opts.recompute & VKG_GPT2_RECOMPUTE_GELU)
             VKG_TRY(vkg_op_gelu_fwd(c, fchg, m->slots[s].layers[l].s.fch, 4 * btc));
         vkg_tensor gb_fcp = lp(m, m->g, FCPROJB, l), gb_fc = lp(m, m->g, FCB, l);
         vkg_tensor gb_att = lp(m, m->g, ATTPROJB, l), gb_qkv = lp(m, m->g, QKVB, l);
         VKG_TRY(vkg_op_residual_bwd(c, dres2, dfcproj, dres3, btc));
-        VKG_TRY(vkg_op_matmul_bwd(c, dfchg, lp(m, m->g, FCPROJW, l), &gb_fcp, dfcproj, fchg,
-                                  lp(m, m->w, FCPROJW, l), BT, 4 * C, C, &m->mm_scratch));
+        if (kept)
+            VKG_TRY(
+                vkg_op_matmul_bwd_dinp(c, dfchg, dfcproj, lp(m, m->w, FCPROJW, l), BT, 4 * C, C));
+        else
+            VKG_TRY(vkg_op_matmul_bwd(c, dfchg, lp(m, m->g, FCPROJW, l), &gb_fcp, dfcproj, fchg,
+                                      lp(m, m->w, FCPROJW, l), BT, 4 * C, C, &m->mm_scratch));
         VKG_TRY(vkg_op_gelu_bwd(c, dfch, m->slots[s].layers[l].s.fch, dfchg, 4 * btc));
-        VKG_TRY(vkg_op_matmul_bwd(c, dln2, lp(m, m->g, FCW, l), &gb_fc, dfch,
-                                  m->slots[s].layers[l].s.ln2, lp(m, m->w, FCW, l), BT, C, 4 * C,
-                                  &m->mm_scratch));
+        if (kept)
+            VKG_TRY(vkg_op_matmul_bwd_dinp(c, dln2, dfch, lp(m, m->w, FCW, l), BT, C, 4 * C));
+        else
+            VKG_TRY(vkg_op_matmul_bwd(c, dln2, lp(m, m->g, FCW, l), &gb_fc, dfch,
+                                      m->slots[s].layers[l].s.ln2, lp(m, m->w, FCW, l), BT, C,
+                                      4 * C, &m->mm_scratch));
         VKG_TRY(vkg_op_layernorm_bwd(c, dres2, lp(m, m->g, LN2W, l), lp(m, m->g, LN2B, l), dln2,
                                      m->slots[s].layers[l].s.residual2, lp(m, m->p, LN2W, l),
                                      m->slots[s].layers[l].s.ln2_mean,
                                      m->slots[s].layers[l].s.ln2_rstd, BT, C));
         VKG_TRY(vkg_op_residual_bwd(c, dresidual, dattproj, dres2, btc));
-        VKG_TRY(vkg_op_matmul_bwd(c, datty, lp(m, m->g, ATTPROJW, l), &gb_att, dattproj,
-                                  m->slots[s].layers[l].s.atty, lp(m, m->w, ATTPROJW, l), BT, C, C,
-                                  &m->mm_scratch));
+        if (kept)
+            VKG_TRY(vkg_op_matmul_bwd_dinp(c, datty, dattproj, lp(m, m->w, ATTPROJW, l), BT, C, C));
+        else
+            VKG_TRY(vkg_op_matmul_bwd(c, datty, lp(m, m->g, ATTPROJW, l), &gb_att, dattproj,
+                                      m->slots[s].layers[l].s.atty, lp(m, m->w, ATTPROJW, l), BT, C,
+                                      C, &m->mm_scratch));
         VKG_TRY(vkg_op_attention_bwd(c, dqkv, datty, m->slots[s].layers[l].s.qkv,
                                      m->slots[s].layers[l].s.atty, m->slots[s].layers[l].s.lse, B,
                                      T, C, NH, m->delta));
-        VKG_TRY(vkg_op_matmul_bwd(c, dln1, lp(m, m->g, QKVW, l), &gb_qkv, dqkv,
-                                  m->slots[s].layers[l].s.ln1, lp(m, m->w, QKVW, l), BT, C, 3 * C,
-                                  &m->mm_scratch));
+        if (kept)
+            VKG_TRY(vkg_op_matmul_bwd_dinp(c, dln1, dqkv, lp(m, m->w, QKVW, l), BT, C, 3 * C));
+        else
+            VKG_TRY(vkg_op_matmul_bwd(c, dln1, lp(m, m->g, QKVW, l), &gb_qkv, dqkv,
+                                      m->slots[s].layers[l].s.ln1, lp(m, m->w, QKVW, l), BT, C,
+                                      3 * C, &m->mm_scratch));
         VKG_TRY(vkg_op_layernorm_bwd(c, dresidual, lp(m, m->g, LN1W, l), lp(m, m->g, LN1B, l), dln1,
                                      residual, lp(m, m->p, LN1W, l),
                                      m->slots[s].layers[l].s.ln1_mean,
@@ -225,11 +256,42 @@ static vkg_status record_backward_cut(vkg_gpt2 *m, int s, vkg_cmd **pc, vkg__gpt
     return vkg_op_encoder_bwd(*pc, m->g[WTE], m->g[WPE], d->s.dencoded, sl->inputs, B, T, C);
 }
 
+/* The weight pass of slot s (split_w): the products' weight and bias gradients from the output
+ * gradients its input pass kept, with the arguments vkg_op_matmul_bwd gives them in the whole
+ * backward, so that each adds the same values. */
+static vkg_status record_backward_weight(vkg_gpt2 *m, int s, vkg_cmd *c)
+{
+    const vkg_gpt2_slot *sl = &m->slots[s];
+    const vkg_gpt2_acts *a = &sl->acts;
+    int C = m->cfg.channels, Vp = m->cfg.padded_vocab_size, BT = m->opts.B * m->opts.T;
+    if (m->head)
+        VKG_TRY(vkg_op_matmul_bwd_dweight(c, m->g[WTE], NULL, a->s.logits, a->s.lnf, BT, C, Vp,
+                                          &m->mm_scratch));
+    for (int l = m->nl - 1; l >= 0; l--) {
+        const vkg_gpt2_acts *la = &sl->layers[l];
+        const vkg_tensor *kept = &sl->kept[l * VKG_GPT2_NUM_KEPT];
+        vkg_tensor fchg = gelu_out(m, sl->layers, l);
+        vkg_tensor gb_fcp = lp(m, m->g, FCPROJB, l), gb_fc = lp(m, m->g, FCB, l);
+        vkg_tensor gb_att = lp(m, m->g, ATTPROJB, l), gb_qkv = lp(m, m->g, QKVB, l);
+        if (m->opts.recompute & VKG_GPT2_RECOMPUTE_GELU)
+            VKG_TRY(vkg_op_gelu_fwd(c, fchg, la->s.fch, (size_t)BT * 4 * (size_t)C));
+        VKG_TRY(vkg_op_matmul_bwd_dweight(c, lp(m, m->g, FCPROJW, l), &gb_fcp, kept[0], fchg, BT,
+                                          4 * C, C, &m->mm_scratch));
+        VKG_TRY(vkg_op_matmul_bwd_dweight(c, lp(m, m->g, FCW, l), &gb_fc, kept[1], la->s.ln2, BT, C,
+                                          4 * C, &m->mm_scratch));
+        VKG_TRY(vkg_op_matmul_bwd_dweight(c, lp(m, m->g, ATTPROJW, l), &gb_att, kept[2], la->s.atty,
+                                          BT, C, C, &m->mm_scratch));
+        VKG_TRY(vkg_op_matmul_bwd_dweight(c, lp(m, m->g, QKVW, l), &gb_qkv, kept[3], la->s.ln1, BT,
+                                          C, 3 * C, &m->mm_scratch));
+    }
+    return VKG_OK;
+}
+
 vkg_status vkg__gpt2_record_fwdbwd_cut(vkg_gpt2 *m, int s, vkg_cmd **pc, vkg__gpt2_cut_fn cut,
                                        void *ctx)
 {
     VKG_TRY(record_forward_train(m, s, *pc));
-    return record_backward_cut(m, s, pc, cut, ctx);
+    return record_backward_cut(m, s, PASS_ALL, pc, cut, ctx);
 }
 
 static vkg_status record_list(vkg_gpt2 *m, int s, int which)
@@ -244,7 +306,8 @@ static vkg_status record_list(vkg_gpt2 *m, int s, int which)
         which == VKG_GPT2_LIST_FWD || which == VKG_GPT2_LIST_EVAL || which == VKG_GPT2_LIST_FWDT;
     if (fwd && !m->embed)
         VKG_TRY(vkg__gpt2_record_boundary(m, c, VKG_GPT2_IN, s));
-    if (which == VKG_GPT2_LIST_BWD && !m->head)
+    int bwd = which == VKG_GPT2_LIST_BWD || which == VKG_GPT2_LIST_BWD_IN;
+    if (bwd && !m->head)
         VKG_TRY(vkg__gpt2_record_boundary(m, c, VKG_GPT2_DOUT, s));
     switch (which) {
     case VKG_GPT2_LIST_FWD:
@@ -260,7 +323,13 @@ static vkg_status record_list(vkg_gpt2 *m, int s, int which)
         VKG_TRY(record_forward_train(m, s, c));
         break;
     case VKG_GPT2_LIST_BWD:
-        VKG_TRY(record_backward_cut(m, s, &c, NULL, NULL));
+        VKG_TRY(record_backward_cut(m, s, PASS_ALL, &c, NULL, NULL));
+        break;
+    case VKG_GPT2_LIST_BWD_IN:
+        VKG_TRY(record_backward_cut(m, s, PASS_INPUT, &c, NULL, NULL));
+        break;
+    case VKG_GPT2_LIST_BWD_W:
+        VKG_TRY(record_backward_weight(m, s, c));
         break;
     case VKG_GPT2_LIST_FWDBWD:
         VKG_TRY(vkg__gpt2_record_fwdbwd_cut(m, s, &c, NULL, NULL));
@@ -270,7 +339,7 @@ static vkg_status record_list(vkg_gpt2 *m, int s, int which)
     }
     if (fwd && !m->head)
         VKG_TRY(vkg__gpt2_record_boundary(m, c, VKG_GPT2_OUT, s));
-    if (which == VKG_GPT2_LIST_BWD && !m->embed)
+    if (bwd && !m->embed)
         VKG_TRY(vkg__gpt2_record_boundary(m, c, VKG_GPT2_DIN, s));
     return vkg_cmd_end(c);
 }
@@ -279,6 +348,8 @@ vkg_status vkg__gpt2_record(vkg_gpt2 *m)
 {
     for (int s = 0; s < m->opts.slots; s++)
         for (int i = 0; i < VKG_GPT2_NUM_LISTS; i++) {
+            if (!m->opts.split_w && (i == VKG_GPT2_LIST_BWD_IN || i == VKG_GPT2_LIST_BWD_W))
+                continue;
             VKG_TRY(vkg_cmd_create(m->dev, &m->slots[s].lists[i]));
             VKG_TRY(record_list(m, s, i));
         }

@@ -90,6 +90,7 @@ vkg_status vkg_strategy_plan(const vkg_gpt2_config *cfg, int B, int T, int M, in
         o.B = B, o.T = T, o.accum_steps = M;
         o.part = vkg_pp_part(layers, S, st);
         o.slots = S > 1 ? vkg_pp_slots(kind, S, st, M) : 1;
+        o.split_w = S > 1 && kind == VKG_PP_ZBH1;
         o.recompute = po ? po->recompute : 0;
         o.precision = po ? po->precision : 0;
         o.max_allocation = po ? po->max_allocation : 0;

@@ -63,8 +63,8 @@ vkg_status vkg__pp_create(vkg_strategy *s, const vkg_strategy_config *c)
     p->stage = p->lay->stage;
     p->replica = p->lay->replica;
     p->kind = c->pp_schedule;
-    VKG_CHECK(p->kind == VKG_PP_1F1B || p->kind == VKG_PP_GPIPE, VKG_ERR_INVALID_ARG,
-              "pipeline schedule %d is neither 1f1b nor gpipe", p->kind);
+    VKG_CHECK(p->kind == VKG_PP_1F1B || p->kind == VKG_PP_GPIPE || p->kind == VKG_PP_ZBH1,
+              VKG_ERR_INVALID_ARG, "pipeline schedule %d is not 1f1b, gpipe or zb-h1", p->kind);
     if (c->pp_layers) {
         VKG_CHECK(c->pp_layers_count == p->S, VKG_ERR_INVALID_ARG,
                   "--pp-layers lists %d stages for --pp %d: give one layer count per stage",
@@ -99,10 +99,10 @@ static vkg_status build(vkg_strategy *s)
     int layers[64], M = s->mc.accum_steps;
     VKG_TRY(vkg_pp_split(cfg, s->mc.T, p->S, p->req, layers));
     VKG_CHECK(p->kind == VKG_PP_GPIPE || M >= p->S, VKG_ERR_INVALID_ARG,
-              "1F1B needs at least as many micro-batches as stages: the step has %d "
+              "%s needs at least as many micro-batches as stages: the step has %d "
               "(--total-batch / (data-parallel ranks x batch x seq)) for --pp %d; raise "
               "--total-batch or use --pp-schedule gpipe",
-              M, p->S);
+              p->kind == VKG_PP_ZBH1 ? "ZB-H1" : "1F1B", M, p->S);
     vkg_gpt2_part part = vkg_pp_part(layers, p->S, p->stage);
     p->first = part.first, p->last = part.last;
     int slots = vkg_pp_slots(p->kind, p->S, p->stage, M);
@@ -112,7 +112,7 @@ static vkg_status build(vkg_strategy *s)
                         .max_allocation = info->max_allocation_bytes};
     VKG_TRY(vkg_strategy_check_fit(cfg, vkg_job_rank_batch(s->job), s->mc.T, M, p->S, p->req,
                                    p->kind, &po, p->stage, info->device_local_bytes));
-    vkg_status st = vkg__whole_build_part(s, part, slots, 0, 0);
+    vkg_status st = vkg__whole_build_part(s, part, slots, p->kind == VKG_PP_ZBH1, 0, 0);
     if (st != VKG_OK) /* name the stage whose share does not fit */
         return vkg__error_wrap(st,
                                "pipeline stage %d of %d (layers [%d, %d), %d activation "
@@ -124,8 +124,8 @@ static vkg_status build(vkg_strategy *s)
     p->in = malloc((size_t)M * bt * sizeof *p->in);
     p->tgt = malloc((size_t)M * bt * sizeof *p->tgt);
     p->grads = malloc(vkg_gpt2_param_count(s->model) * sizeof *p->grads);
-    p->plan = malloc(2 * (size_t)M * sizeof *p->plan);
-    p->cap = 6 * M + 8; /* at most recv, compute, send per action, and the step's tail */
+    p->plan = malloc((size_t)vkg_pp_actions(p->kind, M) * sizeof *p->plan);
+    p->cap = 3 * vkg_pp_actions(p->kind, M) + 8; /* recv, compute, send per action; the tail */
     p->spans = malloc((size_t)p->cap * sizeof *p->spans);
     VKG_CHECK(p->bnd && p->in && p->tgt && p->grads && p->plan && p->spans, VKG_ERR_NOMEM,
               "no memory for the pipeline's buffers");
@@ -167,7 +167,12 @@ static vkg_status run_action(vkg_strategy *s, const vkg_pp_action *a, double *lo
     struct vkg_pp *p = s->impl;
     size_t bt = (size_t)vkg_job_rank_batch(s->job) * (size_t)s->mc.T;
     double t0 = vkg_os_now_ms();
-    if (!a->backward) {
+    if (a->op == VKG_PP_OP_W) { /* ZB-H1's weight pass: no communication */
+        VKG_TRY(vkg_gpt2_backward_weight(s->model, a->slot));
+        span(p, VKG_SPAN_WEIGHT, a->micro, t0);
+        return VKG_OK;
+    }
+    if (a->op == VKG_PP_OP_F) {
         if (p->prev >= 0) {
             VKG_TRY(recv_bnd(s, VKG_GPT2_IN, a->slot, p->prev, TAG_ACT | (uint32_t)a->micro));
             span(p, VKG_SPAN_RECV, a->micro, t0);
@@ -191,7 +196,10 @@ static vkg_status run_action(vkg_strategy *s, const vkg_pp_action *a, double *lo
         span(p, VKG_SPAN_RECV, a->micro, t0);
         t0 = vkg_os_now_ms();
     }
-    VKG_TRY(vkg_gpt2_backward(s->model, a->slot));
+    if (p->kind == VKG_PP_ZBH1)
+        VKG_TRY(vkg_gpt2_backward_input(s->model, a->slot));
+    else
+        VKG_TRY(vkg_gpt2_backward(s->model, a->slot));
     span(p, VKG_SPAN_BACKWARD, a->micro, t0);
     if (p->prev >= 0) {
         t0 = vkg_os_now_ms();
@@ -214,7 +222,7 @@ static vkg_status step(vkg_strategy *s, vkg_data_t *data, const vkg_strategy_ste
     VKG_TRY(vkg_gpt2_zero_grad(s->model));
     double loss = 0.0;
     p->nspans = 0;
-    for (int i = 0; i < 2 * M; i++)
+    for (int i = 0; i < vkg_pp_actions(p->kind, M); i++)
         VKG_TRY(run_action(s, &p->plan[i], &loss));
     loss /= M;
     double t0 = vkg_os_now_ms();

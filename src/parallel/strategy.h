@@ -44,7 +44,7 @@ typedef struct vkg_strategy_config {
     int pp;                 /* pipeline stages (0 or 1: none) */
     const int *pp_layers;   /* pp layer counts by stage, or NULL: balanced automatically */
     int pp_layers_count;
-    int pp_schedule;     /* VKG_PP_1F1B (default) or VKG_PP_GPIPE */
+    int pp_schedule;     /* VKG_PP_1F1B (default), VKG_PP_GPIPE or VKG_PP_ZBH1 */
     int zero;            /* 1: ZeRO-1 (needs 2 or more ranks and no pipeline); 0: none */
     int force_copy_path; /* 1: gradient buckets take the copy path even where zero-copy works */
     /* What the ranks exchange their gradients in: VKG_COMM_F32 (0, the default) or
@@ -53,7 +53,7 @@ typedef struct vkg_strategy_config {
     vkg_comm_dtype grad_dtype;
 } vkg_strategy_config;
 
-enum { VKG_PP_1F1B = 0, VKG_PP_GPIPE = 1 };
+enum { VKG_PP_1F1B = 0, VKG_PP_GPIPE = 1, VKG_PP_ZBH1 = 2 };
 
 /* Join the job and pick the strategy. Errors: VKG_ERR_INVALID_ARG naming the flag (a bad batch
  * list, --zero with one rank or with --pp), and vkg_comm_create's. */

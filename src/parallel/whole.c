@@ -44,8 +44,8 @@ static vkg_status create_adamw_range(const vkg_adamw_config *cfg, vkg_gpt2 *m, s
                             vkg_gpt2_grads_tensor(m), vkg_gpt2_param_count(m), segs, n, out);
 }
 
-vkg_status vkg__whole_build_part(vkg_strategy *s, vkg_gpt2_part part, int slots, size_t first,
-                                 size_t count)
+vkg_status vkg__whole_build_part(vkg_strategy *s, vkg_gpt2_part part, int slots, int split_w,
+                                 size_t first, size_t count)
 {
     const vkg_strategy_model *mc = &s->mc;
     vkg_gpt2_opts o = vkg_gpt2_opts_default();
@@ -53,6 +53,7 @@ vkg_status vkg__whole_build_part(vkg_strategy *s, vkg_gpt2_part part, int slots,
     o.loss_scale = vkg_job_loss_scale(s->job);
     o.part = part;
     o.slots = slots;
+    o.split_w = split_w;
     o.recompute = mc->recompute;
     o.precision = mc->precision;
     VKG_TRY(vkg_gpt2_create(mc->dev, &mc->cfg, &o, &s->model));
@@ -76,7 +77,7 @@ vkg_status vkg__whole_build(vkg_strategy *s)
                         .max_allocation = info->max_allocation_bytes};
     VKG_TRY(vkg_strategy_check_fit(&mc->cfg, vkg_job_rank_batch(s->job), mc->T, mc->accum_steps, 1,
                                    NULL, 0, &po, 0, info->device_local_bytes));
-    return vkg__whole_build_part(s, vkg_gpt2_whole(&mc->cfg), 1, 0, 0);
+    return vkg__whole_build_part(s, vkg_gpt2_whole(&mc->cfg), 1, 0, 0, 0);
 }
 
 vkg_status vkg__whole_share(vkg_strategy *s, float *params, float *m, float *v)

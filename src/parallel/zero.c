@@ -110,7 +110,7 @@ static vkg_status build(vkg_strategy *s)
         z->most = z->sh[q].part_count > z->most ? z->sh[q].part_count : z->most;
     }
     const vkg_zero_shard *me = &z->sh[z->r];
-    VKG_TRY(vkg__whole_build_part(s, vkg_gpt2_whole(&s->mc.cfg), 1, me->first, me->count));
+    VKG_TRY(vkg__whole_build_part(s, vkg_gpt2_whole(&s->mc.cfg), 1, 0, me->first, me->count));
     s->rc.shards = z->bounds; /* the reducer (vkg_strategy_load) reduce-scatters over them */
     VKG_TRY(vkg_adamw_norm_shard(s->opt, me->part_first, me->part_count));
     VKG_CHECK(vkg_adamw_norm_parts(s->opt) == z->nparts, VKG_ERR_STATE,

@@ -16,8 +16,8 @@ struct vkg_trace {
     double origin_ms; /* the monotonic clock at open: time 0 of the trace */
 };
 
-static const char *const kind_names[] = {"forward", "backward",  "send",
-                                         "recv",    "allreduce", "optimizer"};
+static const char *const kind_names[] = {"forward",   "backward",  "send",  "recv",
+                                         "allreduce", "optimizer", "weight"};
 
 const char *vkg_span_kind_name(vkg_span_kind kind)
 {
