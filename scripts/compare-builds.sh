@@ -8,6 +8,8 @@
 #   zero      the same with --zero 1 (AdamW's moments sharded over the 2 ranks)
 #   pp        `vkgpt launch -n 4` (ipc): 2 pipeline stages (1F1B) x 2 data-parallel ranks, 4
 #             micro-batches per step
+#   zb-h1     the pp run with --pp-schedule zb-h1 on build B (when it has the schedule), compared
+#             with build A's pp run: the zero-bubble schedule trains bitwise as 1F1B
 # and compares, per run, every step's loss and gradient norm in log.jsonl and the final
 # checkpoint's model.bin and state.bin byte for byte. Prints one line per run and exits 1 when
 # any differs. Needs what `make build` needs, and the fortunes package for the data.
@@ -66,10 +68,10 @@ done
     --val-frac 0.05 --split-on % $files >>"$work/prepare.log"
 
 # ---- runs ----
-run() { # run NAME BUILD VKGPT-ARGS...: logs and checkpoints in $work/runs/NAME.BUILD
-    name=$1 b=$2
+run() { # run NAME BUILD[.TAG] VKGPT-ARGS...: logs and checkpoints in $work/runs/NAME.BUILD[.TAG]
+    name=$1 b=${2%%.*} tag=$2
     shift 2
-    out=$work/runs/$name.$b
+    out=$work/runs/$name.$tag
     mkdir -p "$work/runs"
     "$work/$b/build/vkgpt" "$@" --ckpt-dir "$out" >"$out.log" 2>&1 ||
         { echo "compare-builds: $name on build $b failed; see $out.log" >&2; tail -n 5 "$out.log" >&2; exit 1; }
@@ -91,6 +93,14 @@ for b in a b; do
     run pp $b launch -n 4 --transport ipc -- train --data "$work/bytes/train_*.bin" \
         $default_model --steps 10 --pp 2 --total-batch 4096
 done
+names="default l4 dp zero pp"
+if "$work/b/build/vkgpt" train --help 2>&1 | grep -q zb-h1; then
+    # shellcheck disable=SC2086
+    run pp b.zb launch -n 4 --transport ipc -- train --data "$work/bytes/train_*.bin" \
+        $default_model --steps 10 --pp 2 --total-batch 4096 --pp-schedule zb-h1
+    ln -s "$work/runs/pp.a" "$work/runs/zb-h1.a" && ln -s "$work/runs/pp.b.zb" "$work/runs/zb-h1.b"
+    names="$names zb-h1"
+fi
 
 # ---- comparison ----
 fields() { # the loss and gradient norm of every step of a log.jsonl
@@ -102,7 +112,7 @@ last_ckpt() { # the newest step_* folder holding DONE
     done
 }
 status=0
-for name in default l4 dp zero pp; do
+for name in $names; do
     ra=$work/runs/$name.a rb=$work/runs/$name.b
     fields "$ra/log.jsonl" >"$ra.fields"
     fields "$rb/log.jsonl" >"$rb.fields"

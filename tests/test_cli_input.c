@@ -227,7 +227,7 @@ static const bad_row bad_rows[] = {
      {"--zero 1 needs 2 or more data-parallel ranks"}},
     {{"train", "--data", TEXT, "--zero", "2"}, {"--zero must be a whole number from 0 to 1"}},
     {{"train", "--data", TEXT, "--zero", "1", "--pp", "2", "--world-size", "2", "--rank", "0"},
-     {"--zero 1 does not combine with --pp"}},
+     {"--zero 1 needs 2 or more data-parallel ranks per pipeline stage"}},
     /* train: gradient exchange */
     {{"train", "--data", TEXT, "--grad-dtype", "fp16"},
      {"--grad-dtype: 'fp16' is not one of fp32, bf16"}},
@@ -241,7 +241,7 @@ static const bad_row bad_rows[] = {
     {{"plan", "--preset", "none"}, {"--preset none needs --layers"}},
     {{"plan", "--total-batch", "1000"}, {"--total-batch 1000 is not a multiple of"}},
     {{"plan", "--zero", "1"}, {"--zero 1 needs --dp 2 or more"}},
-    {{"plan", "--zero", "1", "--dp", "2", "--pp", "2"}, {"--zero 1 does not combine with --pp"}},
+    {{"plan", "--zero", "1", "--pp", "2"}, {"--zero 1 needs --dp 2 or more"}},
     {{"plan", "--dp", "0"}, {"--dp must be a whole number from 1 to 1024"}},
     {{"plan", "--driver", "foo"}, {"--driver: 'foo' is not one of none, nvidia, radv"}},
     {{"plan", "--max-alloc", "100"}, {"--max-alloc must be a whole number from 4096"}},
@@ -275,8 +275,8 @@ static const bad_row bad_rows[] = {
     {{"launch", "-n", "1", "--zero", "1", "--", "train"}, {"--zero 1 needs -n 2 or more"}},
     {{"launch", "-n", "2", "--grad-dtype", "f32", "--", "train"},
      {"--grad-dtype: 'f32' is not one of fp32, bf16"}},
-    {{"launch", "-n", "4", "--pp", "2", "--zero", "1", "--", "train"},
-     {"--zero 1 does not combine with --pp"}},
+    {{"launch", "-n", "2", "--pp", "2", "--zero", "1", "--", "train"},
+     {"--zero 1 with --pp 2 needs -n 4 or more", "it has 1"}},
     /* bench */
     {{"bench", "allreduce", "-n", "1e30"}, {"-n must be a whole number from 1 to 64"}},
     {{"bench", "allreduce", "--timeout", "1e30"}, {"--timeout must be a number from 0.001 to"}},

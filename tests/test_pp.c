@@ -63,10 +63,13 @@ typedef struct job {
     int sample;            /* byte tokenizer; every rank samples after training */
     int precision;         /* VKG_PRECISION_FP32 or _BF16 */
     int recompute;         /* 1: the GELU outputs recomputed in the backward pass */
+    int zero;              /* 1: each stage's AdamW moments sharded over its replicas */
     char text[64];         /* rank 0's sample */
     /* per rank, from the last step's timeline: backward spans before its first weight span
      * (-1: no weight span), and its weight spans */
     int b_before_w[MAXR], weights[MAXR];
+    int zeroed[MAXR];                              /* the trainer's info: ZeRO-1 on */
+    size_t moment_first[MAXR], moment_count[MAXR]; /* the moments the rank holds */
     /* results: rank 0's */
     float loss[STEPS], eval[STEPS];
     float *params;
@@ -130,6 +133,7 @@ static void *run_rank(void *p)
     c.force_staging = j->staging;
     c.precision = j->precision;
     c.recompute = j->recompute;
+    c.zero = j->zero;
     if (j->sample)
         c.tokenizer = "byte", c.vocab_size = 0;
     c.memory_limit = j->memory_limit;
@@ -156,6 +160,12 @@ static void *run_rank(void *p)
                 j->b_before_w[a->rank] = nb;
             nb += sp[i].kind == VKG_SPAN_BACKWARD;
         }
+    }
+    if (st == VKG_OK) {
+        vkg_trainer_info info;
+        vkg_trainer_get_info(t, &info);
+        j->zeroed[a->rank] = info.zero;
+        j->moment_first[a->rank] = info.moment_first, j->moment_count[a->rank] = info.moment_count;
     }
     if (st == VKG_OK && j->sample) { /* every rank takes part in a pipeline's forward passes */
         char *text = NULL;
@@ -286,6 +296,79 @@ static void test_equals_one_device(void **state)
         expect_close(what, &p5, &one5, 0, STEPS);
         free(one1.params), free(p1.params), free(one5.params), free(p5.params);
     }
+}
+
+/* Copy checkpoint folder `from` to `to` (replacing it) without its step-5 checkpoint. */
+static void copy_ckpt(const char *from, const char *to)
+{
+    char cmd[4096], src[600], dst[600];
+    path_in(src, sizeof src, from), path_in(dst, sizeof dst, to);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' && cp -r '%s' '%s' && rm -rf '%s'/step_00000005", dst,
+             src, dst, dst);
+    assert_int_equal(system(cmd), 0);
+}
+
+static void expect_bitwise(const char *what, const job *a, const job *b)
+{
+    if (memcmp(a->loss, b->loss, sizeof a->loss))
+        fail_msg("%s: losses differ", what);
+    assert_int_equal(a->nparams, b->nparams);
+    for (size_t i = 0; i < a->nparams; i++)
+        if (memcmp(&a->params[i], &b->params[i], sizeof(float)))
+            fail_msg("%s: parameter %zu is %.9g, not %.9g", what, i, (double)a->params[i],
+                     (double)b->params[i]);
+    printf("%s: losses and all %zu parameters bitwise equal\n", what, a->nparams);
+}
+
+/* ZeRO-1 under a pipeline (dp = 2 x pp = 2, M = 4, 5 steps, clipping on): bitwise PP x DP's run,
+ * with 1F1B and with ZB-H1; a ZeRO checkpoint at step 3 resumed with ZeRO and without it on
+ * pp = 2 x dp = 2 continues bitwise as the uninterrupted run, and on one device within the
+ * tolerance. */
+static void test_zero(void **state)
+{
+    (void)state;
+    job ref = make(2, 2, 4, VKG_PP_1F1B, 1.0f, STEPS), z = ref, zb = ref;
+    z.zero = zb.zero = 1;
+    zb.schedule = VKG_PP_ZBH1;
+    run_job(&ref), run_job(&z), run_job(&zb);
+    expect_ok(&ref), expect_ok(&z), expect_ok(&zb);
+    for (int r = 0; r < 4; r += 2) { /* each stage's replicas hold halves of its moments */
+        assert_true(z.zeroed[r] && z.zeroed[r + 1] && !ref.zeroed[r]);
+        assert_int_equal(z.moment_first[r], 0);
+        assert_int_equal(z.moment_first[r + 1], z.moment_count[r]);
+        assert_int_equal(z.moment_count[r] + z.moment_count[r + 1], ref.moment_count[r]);
+        assert_true(z.moment_count[r] > 0 && z.moment_count[r + 1] > 0);
+    }
+    expect_bitwise("ZeRO-1 under dp=2 x pp=2 1F1B against PP x DP", &z, &ref);
+    expect_bitwise("ZeRO-1 under dp=2 x pp=2 ZB-H1 against PP x DP", &zb, &ref);
+    job first = z;
+    first.params = NULL, first.steps = 3, first.ckpt = "ckz", first.checkpoint_at = 3;
+    run_job(&first);
+    expect_ok(&first);
+    free(first.params);
+    const struct {
+        int pp, dp, zero;
+        const char *dir, *name;
+    } to[] = {{2, 2, 1, "ckz", "ZeRO checkpoint resumed with ZeRO on dp=2 x pp=2"},
+              {2, 2, 0, "ckz0", "ZeRO checkpoint resumed without ZeRO on dp=2 x pp=2"},
+              {1, 1, 0, "ckz1", "ZeRO checkpoint resumed on one device"}};
+    for (size_t k = 0; k < sizeof to / sizeof to[0]; k++) {
+        if (k > 0)
+            copy_ckpt("ckz", to[k].dir);
+        job rest = make(to[k].pp, to[k].dp, 4, VKG_PP_1F1B, 1.0f, STEPS);
+        rest.batch = B / to[k].dp, rest.zero = to[k].zero;
+        rest.ckpt = to[k].dir, rest.resume = 1;
+        run_job(&rest);
+        expect_ok(&rest);
+        memcpy(rest.loss, ref.loss, 3 * sizeof *rest.loss); /* steps 1-3 ran before */
+        memcpy(rest.eval, ref.eval, 3 * sizeof *rest.eval);
+        if (to[k].pp == 2)
+            expect_bitwise(to[k].name, &rest, &ref);
+        else
+            expect_close(to[k].name, &rest, &ref, 3, STEPS);
+        free(rest.params);
+    }
+    free(ref.params), free(z.params), free(zb.params);
 }
 
 /* A pp = 2 checkpoint at step 3 resumed on pp = 2 (bitwise the uninterrupted run), on one device
@@ -552,10 +635,15 @@ static void test_zb_h1(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_schedules),       cmocka_unit_test(test_zb_h1),
-        cmocka_unit_test(test_refusals),        cmocka_unit_test(test_equals_one_device),
-        cmocka_unit_test(test_resume_resplits), cmocka_unit_test(test_host_copies),
-        cmocka_unit_test(test_sampling),        cmocka_unit_test(test_bf16),
+        cmocka_unit_test(test_schedules),
+        cmocka_unit_test(test_zb_h1),
+        cmocka_unit_test(test_zero),
+        cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_equals_one_device),
+        cmocka_unit_test(test_resume_resplits),
+        cmocka_unit_test(test_host_copies),
+        cmocka_unit_test(test_sampling),
+        cmocka_unit_test(test_bf16),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

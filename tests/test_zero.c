@@ -398,7 +398,8 @@ static void test_refused(void **state)
     expect_refused(alone, VKG_ERR_INVALID_ARG, "--zero 1 needs 2 or more data-parallel ranks");
     job piped = ranks(2, (const int[]){2, 2}, 1, 0);
     piped.pp = 2;
-    expect_refused(piped, VKG_ERR_INVALID_ARG, "--zero 1 does not combine with --pp 2");
+    expect_refused(piped, VKG_ERR_INVALID_ARG,
+                   "--zero 1 needs 2 or more data-parallel ranks per pipeline stage");
     job odd = ranks(2, (const int[]){2, 2}, 1, 1);
     odd.odd_nozero = 1;
     expect_refused(odd, VKG_ERR_MISMATCH, "ZeRO stage (--zero)");

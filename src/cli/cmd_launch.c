@@ -324,9 +324,11 @@ int vkg_cli_launch(int argc, char **argv)
                 pp, n);
         return 2;
     }
-    if (zero && pp > 1) {
-        fprintf(stderr, "vkgpt launch: --zero 1 does not combine with --pp: ZeRO-1 shards AdamW's "
-                        "moments over data-parallel ranks that each hold the whole model\n");
+    if (zero && pp > 1 && n / pp < 2) {
+        fprintf(stderr,
+                "vkgpt launch: --zero 1 with --pp %d needs -n %d or more: each stage shards "
+                "AdamW's moments over its data-parallel ranks (-n / --pp), and it has %d\n",
+                pp, 2 * pp, n / pp);
         return 2;
     }
     if (zero && n < 2) {

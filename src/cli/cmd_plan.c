@@ -124,11 +124,6 @@ int vkg_cli_plan(int argc, char **argv)
                         "shard AdamW's moments over)\n");
         return 2;
     }
-    if (zero && pp > 1) {
-        fprintf(stderr, "vkgpt plan: --zero 1 does not combine with --pp: ZeRO-1 shards AdamW's "
-                        "moments over data-parallel ranks that each hold the whole model\n");
-        return 2;
-    }
     vkg_plan_opts po = {.recompute = recompute,
                         .precision = precision,
                         .max_allocation = drivers[driver].max_allocation};
@@ -164,6 +159,8 @@ int vkg_cli_plan(int argc, char **argv)
             s = vkg_strategy_check_fit(&cfg, batch, seq, M, pp, layers_req, schedule, &po, 0, has);
         return vkg_cli_report("plan", s);
     }
+    int zpp = zero && pp > 1; /* each stage's moments sharded over its dp ranks */
+    zero = zero && !zpp;      /* the whole model's moments sharded over the dp ranks */
     vkg_zero_shard *sh = zero ? calloc((size_t)dp, sizeof *sh) : NULL;
     if (zero && !sh)
         return vkg_cli_report("plan", VKG_ERR_NOMEM);
@@ -193,10 +190,14 @@ int vkg_cli_plan(int argc, char **argv)
                pp < M ? pp : M,
                mib((size_t)36 * (size_t)batch * (size_t)seq * (size_t)cfg.channels *
                    (size_t)(st[0].last - st[0].first)));
-    if (dp > 1 && !zero)
+    if (dp > 1 && !zero && !zpp)
         printf("data parallel: %d ranks per stage, each holding its stage's whole AdamW (--zero 1 "
                "shards it)\n",
                dp);
+    if (zpp)
+        printf("data parallel: %d ranks per stage, ZeRO-1: each holds the moments of 1/%d of its "
+               "stage's parameters (the adamw column: the largest shard's)\n",
+               dp, dp);
     if (zero)
         printf("data parallel: %d ranks, ZeRO-1: AdamW's moments sharded at the gradient norm's "
                "partial sums on %s; unsharded AdamW %.1f MiB per rank\n",
@@ -207,7 +208,13 @@ int vkg_cli_plan(int argc, char **argv)
     int all_fit = 1;
     for (int i = 0; i < (zero ? dp : pp); i++) {
         const vkg_stage_memory *m = &st[zero ? 0 : i];
-        size_t opt = zero ? sh[i].optimizer : m->optimizer, sum = m->total - m->optimizer + opt;
+        size_t opt = zero ? sh[i].optimizer : m->optimizer, sum;
+        if (zpp) {
+            size_t n = m->model.params / 4;
+            opt = vkg_adamw_memory_of((n + (size_t)dp - 1) / (size_t)dp,
+                                      vkg_adamw_norm_partition(tu, n, NULL));
+        }
+        sum = m->total - m->optimizer + opt;
         int fits = !has || sum <= has;
         all_fit &= fits;
         printf("%5d  [%2d,%2d) %5d %10.1f %10.1f %10.1f %12.1f %12.1f %10.1f %6d %10.1f%s\n", i,
@@ -232,7 +239,7 @@ int vkg_cli_plan(int argc, char **argv)
                                                i, has);
             best = i == 0 || b < best ? b : best;
         }
-        const char *note = zero ? " (counting the unsharded AdamW)" : "";
+        const char *note = zero || zpp ? " (counting the unsharded AdamW)" : "";
         if (best)
             printf("the largest --batch that fits %.1f GiB is %d%s%s\n", (double)has / 1073741824.0,
                    best, note, all_fit ? "" : ": this --batch does not fit");

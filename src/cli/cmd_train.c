@@ -89,12 +89,6 @@ static int find_conflict(const train_opts *o, const vkg_flag *flags, int n,
                  "gradient, no buckets)");
         return 1;
     }
-    if (c->zero && c->pp > 1) {
-        snprintf(why, cap,
-                 "--zero 1 does not combine with --pp: ZeRO-1 shards AdamW's moments over "
-                 "data-parallel ranks that each hold the whole model (drop one of them)");
-        return 1;
-    }
     if (c->pp > 1 && (o->dp.no_overlap || vkg_flags_seen(flags, n, r, "--bucket-mb"))) {
         snprintf(why, cap,
                  "%s has no effect with --pp: pipeline stages reduce their gradients after the "

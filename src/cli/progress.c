@@ -101,7 +101,12 @@ void vkg_cli_print_run(const vkg_trainer_info *info, int recompute, const char *
                "layers [%d, %d)\n",
                info->pp, schedule, info->accum_steps, info->rank, info->stage, info->first_layer,
                info->last_layer);
-    if (info->zero)
+    if (info->zero && info->pp > 1)
+        printf("optimizer: AdamW, each stage's moments sharded over its %d data-parallel ranks "
+               "(ZeRO-1): this rank holds those of its stage's parameters [%zu, %zu), %.1f MiB\n",
+               dp, info->moment_first, info->moment_first + info->moment_count,
+               (double)(2 * info->moment_count * sizeof(float)) / 1048576.0);
+    else if (info->zero)
         printf("optimizer: AdamW, moments sharded over %d ranks (ZeRO-1): this rank holds those of "
                "parameters [%zu, %zu) of %zu, %zu bytes of moments (%.1f MiB; unsharded %.1f "
                "MiB)\n",

@@ -8,6 +8,13 @@
  * gradients over that group, then wte's two copies' gradients over the first
  * and last stage (Megatron's scheme: both copies get the same update), the squared norm over the
  * stages (wte counted once), then AdamW. The loss is the last stage's, shared with every rank.
+ * With --zero 1 each rank's AdamW holds the moments of its shard of the stage's parameters alone
+ * (the stage's parameters cut in dp equal ranges) and updates only that shard: the gradient is
+ * summed and its norm taken as without ZeRO, so every bit is PP x DP's; after the update each
+ * shard is broadcast over the stage's group from its owner, and a checkpoint's moments are
+ * assembled the same way. The moments' memory is divided by dp; the gradient's reduction is still
+ * an allreduce (a reduce-scatter would need the stage's norm sharded at its partial sums, as
+ * zero.c shards the whole model's), so ZeRO adds the parameters' broadcasts to PP x DP's bytes.
  * With bf16 exchange (grad_dtype) the reducer's group sum is vkg_grad_bf16_group_sum's
  * (the members' bf16 gradients gathered, summed in fp32 in group order, rounded once): the same
  * bytes as a bf16 ring for groups of 2, fewer than the fp32 ring for up to 3 members, as many
@@ -31,6 +38,9 @@
 
 struct vkg_pp {
     int S, stage, replica, kind; /* the job's layout's */
+    int zero;                    /* --zero 1: the moments sharded over the stage's group */
+    size_t *bounds;              /* (dp + 1) with zero: the shards of the stage's parameters */
+    uint64_t hash;               /* with zero: of the layout (FNV-1a; vkg_strategy_zero_hash) */
     int *req;                    /* --pp-layers (S counts) or NULL */
     int first, last;             /* this stage's layers */
     vkg_group_t *dpg;            /* the job's groups: this stage's data-parallel group (dp > 1), */
@@ -63,6 +73,7 @@ vkg_status vkg__pp_create(vkg_strategy *s, const vkg_strategy_config *c)
     p->stage = p->lay->stage;
     p->replica = p->lay->replica;
     p->kind = c->pp_schedule;
+    p->zero = c->zero;
     VKG_CHECK(p->kind == VKG_PP_1F1B || p->kind == VKG_PP_GPIPE || p->kind == VKG_PP_ZBH1,
               VKG_ERR_INVALID_ARG, "pipeline schedule %d is not 1f1b, gpipe or zb-h1", p->kind);
     if (c->pp_layers) {
@@ -87,9 +98,66 @@ static void free_impl(vkg_strategy *s)
     if (!p)
         return;
     free(p->req), free(p->bnd), free(p->in), free(p->tgt), free(p->grads), free(p->plan);
+    free(p->bounds);
     free(p->spans);
     free(p);
     s->impl = NULL;
+}
+
+/* --zero 1: the stage's parameters cut into the data-parallel group's dp equal shards; this
+ * rank's. */
+static vkg_status shard(vkg_strategy *s, const vkg_gpt2_part *part, size_t *first, size_t *count)
+{
+    struct vkg_pp *p = s->impl;
+    vkg_gpt2_layout lo;
+    vkg_gpt2_part_layout(&s->mc.cfg, part, &lo);
+    int dp = vkg_job_dp(s->job);
+    p->bounds = malloc((size_t)(dp + 1) * sizeof *p->bounds);
+    VKG_CHECK(p->bounds, VKG_ERR_NOMEM, "no memory for %d shards", dp);
+    for (int q = 0; q <= dp; q++)
+        p->bounds[q] = lo.total * (size_t)q / (size_t)dp;
+    /* the same on every rank of the job (stages hold different parameter counts): the shards
+     * follow from the split and dp, which the job agrees on */
+    p->hash = 0xcbf29ce484222325ull;
+    uint64_t key[3] = {1, (uint64_t)p->S, (uint64_t)dp};
+    for (int i = 0; i < 3; i++)
+        p->hash = (p->hash ^ key[i]) * 0x100000001b3ull;
+    *first = p->bounds[p->replica];
+    *count = p->bounds[p->replica + 1] - *first;
+    VKG_CHECK(*count > 0, VKG_ERR_INVALID_ARG,
+              "--zero 1: stage %d's %zu parameters leave rank %d's shard of %d empty", p->stage,
+              lo.total, p->replica, dp);
+    return VKG_OK;
+}
+
+/* --zero 1: each shard of x (the stage's parameter count floats, host; this rank's shard in
+ * place) from its owner to every member of the stage's group. */
+static vkg_status share_shards(struct vkg_pp *p, float *x)
+{
+    for (int q = 0; q < vkg_group_size(p->dpg); q++)
+        VKG_TRY(vkg_group_broadcast(p->dpg, x + p->bounds[q],
+                                    (p->bounds[q + 1] - p->bounds[q]) * sizeof *x, q));
+    return VKG_OK;
+}
+
+/* --zero 1, after an update of this rank's shard: the stage's whole parameters on every member. */
+static vkg_status share_params(vkg_strategy *s, vkg_strategy_step_out *out)
+{
+    struct vkg_pp *p = s->impl;
+    size_t first = p->bounds[p->replica], count = p->bounds[p->replica + 1] - first;
+    VKG_TRY(vkg_tensor_read(s->mc.dev, vkg_gpt2_params_tensor(s->model), first * sizeof(float),
+                            p->grads + first, count * sizeof(float)));
+    double t0 = vkg_os_now_ms();
+    VKG_TRY(share_shards(p, p->grads));
+    double ms = vkg_os_now_ms() - t0;
+    out->comm_ms += ms, out->exposed_comm_ms += ms;
+    return vkg_gpt2_set_params(s->model, p->grads);
+}
+
+uint64_t vkg__pp_zero_hash(const vkg_strategy *s)
+{
+    const struct vkg_pp *p = s->vt == &vkg__strategy_pp ? s->impl : NULL;
+    return p && p->zero ? p->hash : 0;
 }
 
 static vkg_status build(vkg_strategy *s)
@@ -112,7 +180,10 @@ static vkg_status build(vkg_strategy *s)
                         .max_allocation = info->max_allocation_bytes};
     VKG_TRY(vkg_strategy_check_fit(cfg, vkg_job_rank_batch(s->job), s->mc.T, M, p->S, p->req,
                                    p->kind, &po, p->stage, info->device_local_bytes));
-    vkg_status st = vkg__whole_build_part(s, part, slots, p->kind == VKG_PP_ZBH1, 0, 0);
+    size_t first = 0, count = 0;
+    if (p->zero)
+        VKG_TRY(shard(s, &part, &first, &count));
+    vkg_status st = vkg__whole_build_part(s, part, slots, p->kind == VKG_PP_ZBH1, first, count);
     if (st != VKG_OK) /* name the stage whose share does not fit */
         return vkg__error_wrap(st,
                                "pipeline stage %d of %d (layers [%d, %d), %d activation "
@@ -240,6 +311,8 @@ static vkg_status step(vkg_strategy *s, vkg_data_t *data, const vkg_strategy_ste
     out->skipped = !isfinite(x[0]) || !isfinite(sumsq);
     if (!out->skipped)
         VKG_TRY(vkg_adamw_update(s->opt, in->lr, in->t, in->grad_clip, sumsq));
+    if (!out->skipped && p->zero)
+        VKG_TRY(share_params(s, out));
     span(p, VKG_SPAN_OPTIMIZER, -1, t0);
     out->loss = x[0];
     out->grad_norm = sqrtf(sumsq);
@@ -298,14 +371,20 @@ static vkg_status gather(vkg_strategy *s, float *params, float *m, float *v)
     vkg_comm_t *comm = vkg_job_comm(s->job);
     const vkg_gpt2_layout *lo = vkg_gpt2_layout_of(s->model);
     int rank = vkg_job_rank(s->job);
-    if (p->replica != 0)
+    if (p->replica != 0 && !p->zero)
         return VKG_OK;
-    size_t n = lo->total;
+    size_t n = lo->total, first = p->zero ? p->bounds[p->replica] : 0;
     float *bufs[3] = {p->grads, malloc(n * sizeof(float)), malloc(n * sizeof(float))};
     vkg_status st = VKG_OK;
     VKG_CHECK_GOTO(st, bufs[1] && bufs[2], VKG_ERR_NOMEM, done, "no memory for %zu moments", n);
     VKG_TRY_GOTO(st, vkg_gpt2_get_params(s->model, bufs[0]), done);
-    VKG_TRY_GOTO(st, vkg_adamw_get_moments(s->opt, bufs[1], bufs[2]), done);
+    VKG_TRY_GOTO(st, vkg_adamw_get_moments(s->opt, bufs[1] + first, bufs[2] + first), done);
+    if (p->zero) { /* the stage's moments from their shards' owners; then replica 0 goes on */
+        VKG_TRY_GOTO(st, share_shards(p, bufs[1]), done);
+        VKG_TRY_GOTO(st, share_shards(p, bufs[2]), done);
+        if (p->replica != 0)
+            goto done;
+    }
     if (rank != 0) { /* stage leaders send params, m, v to rank 0 */
         for (int k = 0; st == VKG_OK && k < 3; k++)
             st = vkg_comm_send(comm, 0, TAG_PART | (uint32_t)k, bufs[k], n * sizeof(float));

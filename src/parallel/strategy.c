@@ -43,8 +43,8 @@ vkg_status vkg_strategy_create(const vkg_strategy_config *c, vkg_strategy **out)
         free(s);
         return st;
     }
-    s->vt = c->zero      ? &vkg__strategy_zero
-            : pp > 1     ? &vkg__strategy_pp
+    s->vt = pp > 1       ? &vkg__strategy_pp /* with --zero: each stage's moments sharded */
+            : c->zero    ? &vkg__strategy_zero
             : lay.dp > 1 ? &vkg__strategy_dp
                          : &vkg__strategy_single;
     s->reduces = pp == 1 && lay.dp > 1; /* a data-parallel group of whole models */
@@ -288,7 +288,7 @@ void vkg_strategy_moment_range(const vkg_strategy *s, size_t *first, size_t *cou
 
 int vkg_strategy_zero(const vkg_strategy *s)
 {
-    return s->vt == &vkg__strategy_zero;
+    return s->vt == &vkg__strategy_zero || vkg__pp_zero_hash(s) != 0;
 }
 
 vkg_status vkg_strategy_step(vkg_strategy *s, vkg_data_t *data, const vkg_strategy_step_in *in,

@@ -11,8 +11,9 @@
  *           device copies buckets straight into the collectives' buffer where it can import
  *           host memory (reducer.c, whole.c);
  *   pp      pipeline (composed with data parallelism: ranks = dp x pp): each rank one stage, a
- *           contiguous range of layers, micro-batches flowing through the stages by GPipe or 1F1B
- *           (pp_strategy.c, pp_schedule.c);
+ *           contiguous range of layers, micro-batches flowing through the stages by GPipe, 1F1B
+ *           or ZB-H1 (pp_strategy.c, pp_schedule.c); with zero, each stage's AdamW moments
+ *           sharded over its data-parallel group;
  *   zero1   ZeRO-1 (data parallel, no pipeline): dp's passes, but AdamW's moments are sharded over
  *           the ranks: the gradients are reduce-scattered (per bucket, as dp allreduces them),
  *           each rank updates its own slice of the parameters with its own moments, and the
@@ -45,7 +46,7 @@ typedef struct vkg_strategy_config {
     const int *pp_layers;   /* pp layer counts by stage, or NULL: balanced automatically */
     int pp_layers_count;
     int pp_schedule;     /* VKG_PP_1F1B (default), VKG_PP_GPIPE or VKG_PP_ZBH1 */
-    int zero;            /* 1: ZeRO-1 (needs 2 or more ranks and no pipeline); 0: none */
+    int zero;            /* 1: ZeRO-1 (needs 2 or more data-parallel ranks); 0: none */
     int force_copy_path; /* 1: gradient buckets take the copy path even where zero-copy works */
     /* What the ranks exchange their gradients in: VKG_COMM_F32 (0, the default) or
      * VKG_COMM_BF16 (grad_bf16.h: rounded to bf16, summed in fp32, widened back before the norm,
@@ -56,7 +57,7 @@ typedef struct vkg_strategy_config {
 enum { VKG_PP_1F1B = 0, VKG_PP_GPIPE = 1, VKG_PP_ZBH1 = 2 };
 
 /* Join the job and pick the strategy. Errors: VKG_ERR_INVALID_ARG naming the flag (a bad batch
- * list, --zero with one rank or with --pp), and vkg_comm_create's. */
+ * list, --zero with one data-parallel rank), and vkg_comm_create's. */
 vkg_status vkg_strategy_create(const vkg_strategy_config *c, vkg_strategy **out);
 /* Leave the job. With a failure (this rank gave up: why, not NULL) the peers are told first so
  * that they fail at once naming this rank and the reason. NULL-safe; nulls *ps. */

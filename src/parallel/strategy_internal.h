@@ -49,7 +49,10 @@ extern const vkg_strategy_vt vkg__strategy_zero;
 
 /* Pipeline setup at create: stage layout and checks (pp_strategy.c). */
 vkg_status vkg__pp_create(vkg_strategy *s, const vkg_strategy_config *c);
-/* ZeRO-1: whether the job can run it (one stage, 2 or more ranks), before joining (zero.c). */
+/* A pipeline whose stages shard AdamW's moments over their data-parallel groups (--zero 1): the
+ * shards' hash (0 for any other strategy). */
+uint64_t vkg__pp_zero_hash(const vkg_strategy *s);
+/* ZeRO-1: whether the job can run it (2 or more data-parallel ranks), before joining (zero.c). */
 vkg_status vkg__zero_check(const vkg_strategy_config *c, const vkg_job_layout *lay);
 
 #endif

@@ -48,14 +48,10 @@ vkg_status vkg__zero_check(const vkg_strategy_config *c, const vkg_job_layout *l
               "--zero %d: only ZeRO stage 1 (AdamW's moments sharded) is implemented; give "
               "--zero 1 or 0",
               c->zero);
-    VKG_CHECK(pp == 1, VKG_ERR_INVALID_ARG,
-              "--zero 1 does not combine with --pp %d: ZeRO-1 shards the optimizer over "
-              "data-parallel ranks that each hold the whole model; drop --zero or --pp",
-              pp);
     VKG_CHECK(ranks >= 2, VKG_ERR_INVALID_ARG,
-              "--zero 1 needs 2 or more data-parallel ranks, got %d: with one rank there is "
+              "--zero 1 needs 2 or more data-parallel ranks%s, got %d: with one rank there is "
               "nothing to shard the optimizer over (--world-size, or vkgpt launch -n N)",
-              ranks);
+              pp > 1 ? " per pipeline stage (ranks / --pp)" : "", ranks);
     return VKG_OK;
 }
 
@@ -86,7 +82,7 @@ vkg_status vkg_strategy_zero_plan(const vkg_gpt2_config *cfg, int N, vkg_device_
 uint64_t vkg_strategy_zero_hash(const vkg_strategy *s)
 {
     const struct vkg_zero *z = s->vt == &vkg__strategy_zero ? s->impl : NULL;
-    return z ? z->hash : 0;
+    return z ? z->hash : vkg__pp_zero_hash(s);
 }
 
 static vkg_status build(vkg_strategy *s)
