@@ -291,6 +291,11 @@ int vkg_strategy_zero(const vkg_strategy *s)
     return s->vt == &vkg__strategy_zero || vkg__pp_zero_hash(s) != 0;
 }
 
+uint64_t vkg_strategy_zero_hash(const vkg_strategy *s)
+{
+    return s->vt == &vkg__strategy_zero ? vkg__zero_hash(s) : vkg__pp_zero_hash(s);
+}
+
 vkg_status vkg_strategy_step(vkg_strategy *s, vkg_data_t *data, const vkg_strategy_step_in *in,
                              vkg_strategy_step_out *out)
 {

@@ -52,6 +52,8 @@ vkg_status vkg__pp_create(vkg_strategy *s, const vkg_strategy_config *c);
 /* A pipeline whose stages shard AdamW's moments over their data-parallel groups (--zero 1): the
  * shards' hash (0 for any other strategy). */
 uint64_t vkg__pp_zero_hash(const vkg_strategy *s);
+/* ZeRO-1 over whole-model ranks: the shards' hash (zero.c). */
+uint64_t vkg__zero_hash(const vkg_strategy *s);
 /* ZeRO-1: whether the job can run it (2 or more data-parallel ranks), before joining (zero.c). */
 vkg_status vkg__zero_check(const vkg_strategy_config *c, const vkg_job_layout *lay);
 
