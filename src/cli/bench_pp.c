@@ -3,13 +3,13 @@
  * joined by the inproc transport) train a fixed model; averaged over the measured steps it prints
  * per stage the forward and backward compute time (busy) and the rest of the schedule's frame, from
  * the first forward on any stage to the last backward on any stage (idle: waiting for other
- * stages, and moving activations), the measured bubble idle / frame beside the theory with
- * passes of equal time ((S - 1) / (M + S - 1) for 1F1B and GPipe, (S - 1) / (3M + S - 1) for
- * ZB-H1, whose F, B and W are a third of a step each), the stage's activation memory and the mean
- * step time. With --svg and --trace it draws the last step of each run (one row per stage, F, B
- * and W blocks) and writes its
- * timeline as Chrome trace-event JSON. Prints figures, asserts nothing. For one core per rank, run
- * it with LP_NUM_THREADS=1 (lavapipe's threads per device). */
+ * stages, and moving activations), the measured bubble idle / frame beside the theory
+ * ((S - 1) / (M + S - 1) for 1F1B and GPipe; for ZB-H1 (S - 1)(F + B - W) over M(F + B + W) plus
+ * that, with the run's mean pass times, printed above its rows), the stage's activation memory
+ * and the mean step time. With --svg and --trace it draws the last step of each run (one row per
+ * stage, F, B and W blocks) and writes its timeline as Chrome trace-event JSON. Prints figures,
+ * asserts nothing. For one core per rank, run it with LP_NUM_THREADS=1 (lavapipe's threads per
+ * device). */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,6 +40,8 @@ typedef struct pp_rank {
     double step_ms; /* mean over the measured steps */
     /* per measured step: this rank's first forward start, last backward end, compute time */
     double first_t[64], last_t[64], busy_t[64];
+    double pass_ms[3]; /* forwards, backwards (input passes), weight passes: summed, measured */
+    int passes[3];
     int measured;
     size_t act_bytes;
     int first, last;
@@ -86,6 +88,10 @@ static void *bench_rank(void *p)
                     j->first_t[k] = sp[i].t0 < j->first_t[k] ? sp[i].t0 : j->first_t[k];
                     j->last_t[k] = sp[i].t1 > j->last_t[k] ? sp[i].t1 : j->last_t[k];
                     j->busy_t[k] += sp[i].t1 - sp[i].t0;
+                    int w = sp[i].kind == VKG_SPAN_FORWARD    ? 0
+                            : sp[i].kind == VKG_SPAN_BACKWARD ? 1
+                                                              : 2;
+                    j->pass_ms[w] += sp[i].t1 - sp[i].t0, j->passes[w]++;
                 }
             measured++;
         }
@@ -222,7 +228,26 @@ static int run_config(const pp_cfg *b, int S, int M, int schedule)
      * any stage (the frame the theory counts); each stage's busy time is its forwards and
      * backwards in it, the rest of the frame its idle time; bubbles are averaged over the
      * measured steps. */
-    double theory = (double)(S - 1) / (double)((schedule == 2 ? 3 : 1) * M + S - 1);
+    /* The theory with passes of the measured mean times (all stages): (S - 1)(F + B) of a
+     * frame of M(F + B) + (S - 1)(F + B) for 1F1B and GPipe, whatever F and B are; for ZB-H1
+     * the idle time (S - 1)(F + B - W) (none when W >= F + B) of M(F + B + W) plus it. */
+    double ms[3] = {0.0, 0.0, 0.0};
+    for (int w = 0; w < 3; w++) {
+        int cnt = 0;
+        for (int s = 0; s < S; s++)
+            ms[w] += r[s].pass_ms[w], cnt += r[s].passes[w];
+        ms[w] = cnt ? ms[w] / cnt : 0.0;
+    }
+    double theory = (double)(S - 1) / (double)(M + S - 1);
+    if (schedule == 2) {
+        double gap = ms[0] + ms[1] > ms[2] ? (S - 1) * (ms[0] + ms[1] - ms[2]) : 0.0;
+        double frame = M * (ms[0] + ms[1] + ms[2]) + gap;
+        theory = frame > 0.0 ? gap / frame : 0.0;
+    }
+    printf("# S=%d M=%d %s: mean pass F %.1f ms, B %.1f ms%s", S, M, sched_names[schedule], ms[0],
+           ms[1], schedule == 2 ? "" : " (whole backward)\n");
+    if (schedule == 2)
+        printf(", W %.1f ms\n", ms[2]);
     for (int s = 0; s < S && rc == 0; s++) {
         double busy = 0.0, idle = 0.0, bubble = 0.0;
         for (int k = 0; k < r[0].measured; k++) {
@@ -352,7 +377,8 @@ int vkg_cli_bench_pp(int argc, char **argv)
            lp ? lp : "unset");
     printf("# busy = forward + backward (+ weight pass) compute of the stage; idle = the rest of "
            "the schedule's wall time; bubble = idle / (busy + idle); theory = (S-1)/(M+S-1), "
-           "zb-h1 (S-1)/(3M+S-1); act = activation slots' memory\n");
+           "zb-h1 (S-1)(F+B-W) / (M(F+B+W) + (S-1)(F+B-W)) with the measured mean passes; act = "
+           "activation slots' memory\n");
     printf("%3s %3s %6s %5s %8s %9s %9s %9s %9s %9s %9s\n", "S", "M", "sched", "stage", "layers",
            "busy_ms", "idle_ms", "bubble", "theory", "act_MiB", "step_ms");
     for (int i = 0; i < ns && rc == 0; i++)
