@@ -58,13 +58,17 @@ typedef struct job {
     int steps; /* to run now */
     const char *ckpt;
     int resume, checkpoint_at;
-    int staging;           /* devices as if discrete: boundaries through host-visible copies */
-    uint64_t memory_limit; /* act as if the devices had this much memory */
-    int sample;            /* byte tokenizer; every rank samples after training */
-    int precision;         /* VKG_PRECISION_FP32 or _BF16 */
-    int recompute;         /* 1: the GELU outputs recomputed in the backward pass */
-    int zero;              /* 1: each stage's AdamW moments sharded over its replicas */
-    char text[64];         /* rank 0's sample */
+    int staging;            /* devices as if discrete: boundaries through host-visible copies */
+    uint64_t memory_limit;  /* act as if the devices had this much memory */
+    int sample;             /* byte tokenizer; every rank samples after training */
+    int precision;          /* VKG_PRECISION_FP32 or _BF16 */
+    int recompute;          /* 1: the GELU outputs recomputed in the backward pass */
+    int zero;               /* 1: each stage's AdamW moments sharded over its replicas */
+    long long bucket_bytes; /* 0: the default buckets; < 0: one reduction after the backward */
+    int copy_path;          /* 1: buckets through the host's packing */
+    int bf16_grads;         /* 1: gradients exchanged in bf16 */
+    char bucket_path[MAXR][256]; /* per rank: how its buckets reach the collectives ("": none) */
+    char text[64];               /* rank 0's sample */
     /* per rank, from the last step's timeline: backward spans before its first weight span
      * (-1: no weight span), and its weight spans */
     int b_before_w[MAXR], weights[MAXR];
@@ -134,6 +138,9 @@ static void *run_rank(void *p)
     c.precision = j->precision;
     c.recompute = j->recompute;
     c.zero = j->zero;
+    c.bucket_bytes = j->bucket_bytes, c.force_copy_path = j->copy_path;
+    if (j->bf16_grads)
+        c.grad_dtype = VKG_COMM_BF16;
     if (j->sample)
         c.tokenizer = "byte", c.vocab_size = 0;
     c.memory_limit = j->memory_limit;
@@ -165,6 +172,7 @@ static void *run_rank(void *p)
         vkg_trainer_info info;
         vkg_trainer_get_info(t, &info);
         j->zeroed[a->rank] = info.zero;
+        snprintf(j->bucket_path[a->rank], sizeof j->bucket_path[a->rank], "%s", info.bucket_path);
         j->moment_first[a->rank] = info.moment_first, j->moment_count[a->rank] = info.moment_count;
     }
     if (st == VKG_OK && j->sample) { /* every rank takes part in a pipeline's forward passes */
@@ -318,6 +326,51 @@ static void expect_bitwise(const char *what, const job *a, const job *b)
             fail_msg("%s: parameter %zu is %.9g, not %.9g", what, i, (double)a->params[i],
                      (double)b->params[i]);
     printf("%s: losses and all %zu parameters bitwise equal\n", what, a->nparams);
+}
+
+/* PP x DP with the stage's gradient reduced per bucket while its last backward runs
+ * (dp = 2 x pp = 2, M = 4, 5 steps, clipping on, buckets of 8 KiB: several per stage) is bitwise
+ * the run with one reduction after the backward, on the zero-copy path (where the device
+ * imports host memory), on the copy path, through host-visible boundary copies and with bf16
+ * gradients; every rank reports its buckets' path. */
+static void test_buckets(void **state)
+{
+    (void)state;
+    const struct {
+        int copy_path, staging, bf16;
+        const char *name;
+    } cases[] = {
+        {0, 0, 0, "buckets"},
+        {1, 0, 0, "buckets on the copy path"},
+        {0, 1, 0, "buckets, boundaries through host copies"},
+        {0, 0, 1, "buckets, bf16 gradients"},
+    };
+    job flat = make(2, 2, 4, VKG_PP_1F1B, 1.0f, STEPS), flat16 = flat;
+    flat.bucket_bytes = flat16.bucket_bytes = -1;
+    flat16.bf16_grads = 1;
+    run_job(&flat), run_job(&flat16);
+    expect_ok(&flat), expect_ok(&flat16);
+    for (int r = 0; r < flat.world; r++)
+        assert_string_equal(flat.bucket_path[r], "");
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        job b = make(2, 2, 4, VKG_PP_1F1B, 1.0f, STEPS);
+        b.bucket_bytes = 8192, b.copy_path = cases[k].copy_path;
+        b.staging = cases[k].staging, b.bf16_grads = cases[k].bf16;
+        run_job(&b);
+        expect_ok(&b);
+        for (int r = 0; r < b.world; r++) {
+            if (!b.bucket_path[r][0])
+                fail_msg("%s: rank %d reports no buckets", cases[k].name, r);
+            if (cases[k].copy_path && strncmp(b.bucket_path[r], "copy", 4) != 0)
+                fail_msg("%s: rank %d's buckets took \"%s\"", cases[k].name, r, b.bucket_path[r]);
+        }
+        char what[512];
+        snprintf(what, sizeof what, "dp=2 x pp=2 1F1B, %s (%s), against one reduction",
+                 cases[k].name, b.bucket_path[0]);
+        expect_bitwise(what, &b, cases[k].bf16 ? &flat16 : &flat);
+        free(b.params);
+    }
+    free(flat.params), free(flat16.params);
 }
 
 /* ZeRO-1 under a pipeline (dp = 2 x pp = 2, M = 4, 5 steps, clipping on): bitwise PP x DP's run,
@@ -638,6 +691,7 @@ int main(void)
         cmocka_unit_test(test_schedules),
         cmocka_unit_test(test_zb_h1),
         cmocka_unit_test(test_zero),
+        cmocka_unit_test(test_buckets),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_equals_one_device),
         cmocka_unit_test(test_resume_resplits),

@@ -89,10 +89,11 @@ static int find_conflict(const train_opts *o, const vkg_flag *flags, int n,
                  "gradient, no buckets)");
         return 1;
     }
-    if (c->pp > 1 && (o->dp.no_overlap || vkg_flags_seen(flags, n, r, "--bucket-mb"))) {
+    if (c->pp > 1 && c->pp_schedule == 2 &&
+        (o->dp.no_overlap || vkg_flags_seen(flags, n, r, "--bucket-mb"))) {
         snprintf(why, cap,
-                 "%s has no effect with --pp: pipeline stages reduce their gradients after the "
-                 "backward pass, without buckets",
+                 "%s has no effect with --pp-schedule zb-h1: its stages reduce their gradients "
+                 "after the last weight pass, without buckets",
                  o->dp.no_overlap ? "--no-overlap" : "--bucket-mb");
         return 1;
     }

@@ -188,6 +188,12 @@ typedef struct vkg_gpt2_pack {
  * Errors: VKG_ERR_INVALID_ARG (bad cuts, a pack's ranges outside the gradients or past dst),
  * VKG_ERR_NOMEM, and recording errors. */
 vkg_status vkg_gpt2_split(vkg_gpt2 *m, const int *last, int n, const vkg_gpt2_pack *pack);
+/* The same for the backward of slot `slot` alone, on any part (a pipeline stage's last
+ * micro-batch): list 0 begins by reading DOUT and the last list ends by leaving DIN, as
+ * vkg_gpt2_backward's list does; the encoder's wte rows are recorded where the part has no head.
+ * split_submit then uploads nothing (inputs and targets NULL) and split_finish reads no loss. */
+vkg_status vkg_gpt2_split_backward(vkg_gpt2 *m, int slot, const int *last, int n,
+                                   const vkg_gpt2_pack *pack);
 int vkg_gpt2_split_count(const vkg_gpt2 *m);
 /* Upload a micro-batch and submit every list of the split without waiting; split_wait(k) returns
  * once list k has completed (its units' gradients are final and readable through

@@ -138,6 +138,10 @@ typedef vkg_status (*vkg__gpt2_cut_fn)(void *ctx, vkg_cmd **pc, int unit);
  */
 vkg_status vkg__gpt2_record_fwdbwd_cut(vkg_gpt2 *m, int s, vkg_cmd **pc, vkg__gpt2_cut_fn cut,
                                        void *ctx);
+/* Record the backward of slot s alone into *pc, cut as above (a part's split backward: the
+ * encoder's wte rows are recorded where the part has no head). */
+vkg_status vkg__gpt2_record_backward_cut(vkg_gpt2 *m, int s, vkg_cmd **pc, vkg__gpt2_cut_fn cut,
+                                         void *ctx);
 /* Boundary `which` of slot s as a device tensor (VKG_ERR_INVALID_ARG when the part has none),
  * and the copy between it and its host-visible copy recorded into c (nothing on unified
  * memory or for a boundary the part lacks): to the host for OUT and DIN, from it for IN and

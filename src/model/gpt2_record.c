@@ -158,8 +158,8 @@ static vkg_status unit_done(vkg__gpt2_cut_fn cut, void *ctx, vkg_cmd **pc, int *
 /* The backward pass of slot s. cut (may be NULL) is called after each gradient unit is complete
  * (see vkg_gpt2_unit_ranges; the last unit ends with the list) and may end the current list and
  * continue in another (*pc). With cut, the classifier's weight gradient comes before its input
- * gradient, so that wte's unit closes as early as possible, and the encoder's contribution to
- * wte is not recorded: the caller sums the rows of dencoded per token itself. */
+ * gradient, so that wte's unit closes as early as possible, and (whole model) the encoder's
+ * contribution to wte is not recorded: the caller sums the rows of dencoded per token itself. */
 enum { PASS_ALL, PASS_INPUT }; /* the whole backward, or its input pass (split_w) */
 
 static vkg_status record_backward_cut(vkg_gpt2 *m, int s, int pass, vkg_cmd **pc,
@@ -251,7 +251,7 @@ static vkg_status record_backward_cut(vkg_gpt2 *m, int s, int pass, vkg_cmd **pc
     }
     if (!m->embed) /* dencoded holds the gradient of the input boundary */
         return VKG_OK;
-    if (cut)
+    if (cut && m->head) /* the whole model's split: the caller adds wte's rows */
         return vkg_op_encoder_bwd_wpe(*pc, m->g[WPE], d->s.dencoded, B, T, C);
     return vkg_op_encoder_bwd(*pc, m->g[WTE], m->g[WPE], d->s.dencoded, sl->inputs, B, T, C);
 }
@@ -285,6 +285,12 @@ static vkg_status record_backward_weight(vkg_gpt2 *m, int s, vkg_cmd *c)
                                           C, 3 * C, &m->mm_scratch));
     }
     return VKG_OK;
+}
+
+vkg_status vkg__gpt2_record_backward_cut(vkg_gpt2 *m, int s, vkg_cmd **pc, vkg__gpt2_cut_fn cut,
+                                         void *ctx)
+{
+    return record_backward_cut(m, s, PASS_ALL, pc, cut, ctx);
 }
 
 vkg_status vkg__gpt2_record_fwdbwd_cut(vkg_gpt2 *m, int s, vkg_cmd **pc, vkg__gpt2_cut_fn cut,

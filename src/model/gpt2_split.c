@@ -28,6 +28,7 @@ struct vkg_gpt2_split {
     vkg_cmd *upload;     /* host_dst -> gradients, every list's copies (with copies) */
     float *host_grads;   /* (nparams) the host's view of finished units (NULL with a pack) */
     int recording;       /* the list being recorded */
+    int slot;            /* backward only (vkg_gpt2_split_backward): its slot; -1 otherwise */
 };
 
 int vkg_gpt2_unit_count(const vkg_gpt2 *m)
@@ -211,14 +212,20 @@ static vkg_status check_cuts(const vkg_gpt2 *m, const int *last, int n)
     return VKG_OK;
 }
 
-vkg_status vkg_gpt2_split(vkg_gpt2 *m, const int *last, int n, const vkg_gpt2_pack *pack)
+/* The split of slot `slot`'s backward (slot >= 0: DOUT copied in at the start, DIN out at the
+ * end, as the slot's BWD list does) or of slot 0's forward-backward (slot < 0). */
+static vkg_status split_record(vkg_gpt2 *m, int slot, const int *last, int n,
+                               const vkg_gpt2_pack *pack)
 {
     VKG_TRY(check_cuts(m, last, n));
+    VKG_CHECK(slot < m->opts.slots, VKG_ERR_INVALID_ARG, "activation slot %d outside [0, %d)", slot,
+              m->opts.slots);
     vkg__gpt2_split_free(m);
     struct vkg_gpt2_split *b = calloc(1, sizeof *b);
     VKG_CHECK(b, VKG_ERR_NOMEM, "no memory for a split recording");
     m->split = b;
     b->n = n;
+    b->slot = slot;
     b->last = malloc((size_t)n * sizeof *b->last);
     b->values = calloc((size_t)n, sizeof *b->values);
     b->lists = calloc((size_t)n, sizeof *b->lists);
@@ -232,15 +239,39 @@ vkg_status vkg_gpt2_split(vkg_gpt2 *m, const int *last, int n, const vkg_gpt2_pa
     vkg_cmd *c = b->lists[0];
     b->recording = 0;
     VKG_TRY_GOTO(st, vkg_cmd_begin(c), fail);
-    VKG_TRY_GOTO(st, vkg__gpt2_record_fwdbwd_cut(m, 0, &c, cut, m), fail);
+    if (slot < 0) {
+        VKG_TRY_GOTO(st, vkg__gpt2_record_fwdbwd_cut(m, 0, &c, cut, m), fail);
+    } else {
+        if (!m->head)
+            VKG_TRY_GOTO(st, vkg__gpt2_record_boundary(m, c, VKG_GPT2_DOUT, slot), fail);
+        VKG_TRY_GOTO(st, vkg__gpt2_record_backward_cut(m, slot, &c, cut, m), fail);
+    }
     VKG_CHECK_GOTO(st, b->recording == n - 1, VKG_ERR_STATE, fail,
                    "split backward recorded %d of %d lists", b->recording + 1, n);
     VKG_TRY_GOTO(st, record_copies(m, c, n - 1, 1), fail);
+    if (slot >= 0 && !m->embed)
+        VKG_TRY_GOTO(st, vkg__gpt2_record_boundary(m, c, VKG_GPT2_DIN, slot), fail);
     VKG_TRY_GOTO(st, vkg_cmd_end(c), fail);
     return VKG_OK;
 fail:
     vkg__gpt2_split_free(m);
     return st;
+}
+
+vkg_status vkg_gpt2_split(vkg_gpt2 *m, const int *last, int n, const vkg_gpt2_pack *pack)
+{
+    VKG_CHECK(m->embed && m->head, VKG_ERR_STATE,
+              "vkg_gpt2_split records the whole model's forward-backward; a part's backward is "
+              "vkg_gpt2_split_backward's");
+    return split_record(m, -1, last, n, pack);
+}
+
+vkg_status vkg_gpt2_split_backward(vkg_gpt2 *m, int slot, const int *last, int n,
+                                   const vkg_gpt2_pack *pack)
+{
+    VKG_CHECK(slot >= 0, VKG_ERR_INVALID_ARG, "activation slot %d outside [0, %d)", slot,
+              m->opts.slots);
+    return split_record(m, slot, last, n, pack);
 }
 
 int vkg_gpt2_split_count(const vkg_gpt2 *m)
@@ -252,8 +283,13 @@ vkg_status vkg_gpt2_split_submit(vkg_gpt2 *m, const int32_t *inputs, const int32
 {
     struct vkg_gpt2_split *b = m->split;
     VKG_CHECK(b, VKG_ERR_STATE, "no split recording (vkg_gpt2_split)");
-    VKG_CHECK(targets || !m->head, VKG_ERR_INVALID_ARG, "the last part's forward needs targets");
-    VKG_TRY(vkg__gpt2_upload(m, 0, inputs, targets));
+    if (b->slot >= 0) { /* a backward: the slot's forward ran before */
+        m->slots[b->slot].logits_valid = 0;
+    } else {
+        VKG_CHECK(targets || !m->head, VKG_ERR_INVALID_ARG,
+                  "the last part's forward needs targets");
+        VKG_TRY(vkg__gpt2_upload(m, 0, inputs, targets));
+    }
     for (int k = 0; k < b->n; k++)
         VKG_TRY(vkg_cmd_submit(b->lists[k], &b->values[k]));
     return VKG_OK;
@@ -276,6 +312,8 @@ vkg_status vkg_gpt2_split_idle_wait(vkg_gpt2 *m)
 vkg_status vkg_gpt2_split_finish(vkg_gpt2 *m, float *mean_loss)
 {
     VKG_TRY(vkg_gpt2_split_wait(m, m->split ? m->split->n - 1 : 0));
+    if (m->split->slot >= 0) /* a backward alone computes no loss */
+        return VKG_OK;
     return vkg__gpt2_mean_loss(m, 0, mean_loss);
 }
 

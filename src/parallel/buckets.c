@@ -48,7 +48,7 @@ void vkg_buckets_destroy(vkg_buckets **pb)
     *pb = NULL;
 }
 
-vkg_status vkg_buckets_create(vkg_gpt2 *m, size_t bucket_bytes, const vkg_tensor *packed,
+vkg_status vkg_buckets_create(vkg_gpt2 *m, int slot, size_t bucket_bytes, const vkg_tensor *packed,
                               vkg_buckets **out)
 {
     int units = vkg_gpt2_unit_count(m);
@@ -83,7 +83,10 @@ vkg_status vkg_buckets_create(vkg_gpt2 *m, size_t bucket_bytes, const vkg_tensor
     vkg_gpt2_pack pack = {.first = b->first_range, .ranges = (const size_t(*)[2])b->ranges};
     if (packed)
         pack.dst = *packed;
-    VKG_TRY_GOTO(st, vkg_gpt2_split(m, last, b->n, packed ? &pack : NULL), fail);
+    if (slot < 0)
+        VKG_TRY_GOTO(st, vkg_gpt2_split(m, last, b->n, packed ? &pack : NULL), fail);
+    else
+        VKG_TRY_GOTO(st, vkg_gpt2_split_backward(m, slot, last, b->n, packed ? &pack : NULL), fail);
     free(last);
     *out = b;
     return VKG_OK;

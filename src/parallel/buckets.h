@@ -15,13 +15,14 @@
 typedef struct vkg_buckets vkg_buckets;
 
 /* Group m's gradient units into buckets and record m's split accordingly (replacing any earlier
- * split). packed: NULL, and the host reads and writes buckets with vkg_buckets_read/_write; or a
- * host tensor of the whole gradient's size (vkg_arena_import_host) into which the device copies
- * every bucket straight at its packed place (buckets one after another, each packed as
- * vkg_buckets_read packs it) and from which split_commit copies them back: read and write are
- * then not used. m (and packed's arena) must outlive the buckets. Errors: VKG_ERR_NOMEM, and
- * vkg_gpt2_split's. */
-vkg_status vkg_buckets_create(vkg_gpt2 *m, size_t bucket_bytes, const vkg_tensor *packed,
+ * split): of the whole model's forward-backward (slot < 0, vkg_gpt2_split) or of a part's
+ * backward of that slot (vkg_gpt2_split_backward). packed: NULL, and the host reads and writes
+ * buckets with vkg_buckets_read/_write; or a host tensor of the whole gradient's size
+ * (vkg_arena_import_host) into which the device copies every bucket straight at its packed place
+ * (buckets one after another, each packed as vkg_buckets_read packs it) and from which split_commit
+ * copies them back: read and write are then not used. m (and packed's arena) must outlive the
+ * buckets. Errors: VKG_ERR_NOMEM, and vkg_gpt2_split's. */
+vkg_status vkg_buckets_create(vkg_gpt2 *m, int slot, size_t bucket_bytes, const vkg_tensor *packed,
                               vkg_buckets **out);
 void vkg_buckets_destroy(vkg_buckets **pb);
 

@@ -3,9 +3,11 @@
  * data-parallel group sits on neighbouring ranks. Each rank holds one model part (its stage's
  * layers; stage 0 the embeddings, the last stage the head and a copy of wte) and runs the step's
  * micro-batches by its schedule (pp_schedule.c): activations go to the next stage and their
- * gradients back by tagged point-to-point messages. After the last backward the strategy's
- * gradient reducer (reducer.h, created over the stage's data-parallel group) sums the stage's
- * gradients over that group, then wte's two copies' gradients over the first
+ * gradients back by tagged point-to-point messages. The strategy's gradient reducer (reducer.h,
+ * created over the stage's data-parallel group) sums the stage's gradients over that group, per
+ * bucket while the device runs the stage's last backward (1F1B and GPipe with 2 or more replicas;
+ * the input's gradient leaves for the previous stage as soon as the device has it) or after it,
+ * then wte's two copies' gradients over the first
  * and last stage (Megatron's scheme: both copies get the same update), the squared norm over the
  * stages (wte counted once), then AdamW. The loss is the last stage's, shared with every rank.
  * With --zero 1 each rank's AdamW holds the moments of its shard of the stage's parameters alone
@@ -200,10 +202,12 @@ static vkg_status build(vkg_strategy *s)
     p->spans = malloc((size_t)p->cap * sizeof *p->spans);
     VKG_CHECK(p->bnd && p->in && p->tgt && p->grads && p->plan && p->spans, VKG_ERR_NOMEM,
               "no memory for the pipeline's buffers");
-    s->rc.group = p->dpg; /* the stage's data-parallel group, then the tie group */
-    VKG_TRY(vkg_grad_reducer_create(s->job, s->model, &s->rc, &s->reducer));
     vkg_pp_schedule(p->kind, p->S, p->stage, M, p->plan);
-    return VKG_OK;
+    s->rc.group = p->dpg; /* the stage's data-parallel group, then the tie group */
+    for (int i = 0; i < vkg_pp_actions(p->kind, M); i++) /* the last backward's slot */
+        if (p->plan[i].op == VKG_PP_OP_B && p->plan[i].micro == M - 1)
+            s->rc.backward_slot = p->plan[i].slot;
+    return vkg_grad_reducer_create(s->job, s->model, &s->rc, &s->reducer);
 }
 
 /* Record a span of the step's timeline that started at t0 and ends now. */
@@ -229,6 +233,27 @@ static vkg_status recv_bnd(vkg_strategy *s, vkg_gpt2_boundary in, int slot, int 
     VKG_TRY(vkg_comm_recv(vkg_job_comm(s->job), peer, tag, p->bnd,
                           vkg_gpt2_boundary_bytes(s->model, in)));
     return vkg_gpt2_boundary_write(s->model, in, slot, p->bnd);
+}
+
+/* The end of an overlapped last backward (vkg_grad_reducer_last_backward's callback): its span,
+ * then the input's gradient to the previous stage. */
+typedef struct last_backward {
+    vkg_strategy *s;
+    const vkg_pp_action *a;
+    double t0;
+} last_backward;
+
+static vkg_status last_backward_done(void *ctx)
+{
+    last_backward *lb = ctx;
+    struct vkg_pp *p = lb->s->impl;
+    span(p, VKG_SPAN_BACKWARD, lb->a->micro, lb->t0);
+    if (p->prev < 0)
+        return VKG_OK;
+    double t0 = vkg_os_now_ms();
+    VKG_TRY(send_bnd(lb->s, VKG_GPT2_DIN, lb->a->slot, p->prev, TAG_GRAD | (uint32_t)lb->a->micro));
+    span(p, VKG_SPAN_SEND, lb->a->micro, t0);
+    return VKG_OK;
 }
 
 /* One action of the schedule (its spans recorded); *loss accumulates the last stage's
@@ -266,6 +291,11 @@ static vkg_status run_action(vkg_strategy *s, const vkg_pp_action *a, double *lo
         VKG_TRY(recv_bnd(s, VKG_GPT2_DOUT, a->slot, p->next, TAG_GRAD | (uint32_t)a->micro));
         span(p, VKG_SPAN_RECV, a->micro, t0);
         t0 = vkg_os_now_ms();
+    }
+    if (a->micro == s->mc.accum_steps - 1 && vkg_grad_reducer_bucket_count(s->reducer) > 0) {
+        /* the step's last backward: its buckets reduced while the device runs the rest */
+        last_backward lb = {.s = s, .a = a, .t0 = t0};
+        return vkg_grad_reducer_last_backward(s->reducer, last_backward_done, &lb);
     }
     if (p->kind == VKG_PP_ZBH1)
         VKG_TRY(vkg_gpt2_backward_input(s->model, a->slot));

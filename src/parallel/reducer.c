@@ -152,16 +152,16 @@ static vkg_status setup(vkg_grad_reducer *r)
     r->grads_bytes = (n * sizeof *r->grads + align - 1) / align * align;
     VKG_TRY(vkg_comm_buffer_alloc(comm, r->grads_bytes, (void **)&r->grads));
     if (r->cfg.pipeline) {
-        VKG_CHECK(!r->cfg.bucket_bytes && !r->cfg.shards, VKG_ERR_INVALID_ARG,
-                  "a pipeline stage's gradient reducer takes neither buckets nor shards");
+        VKG_CHECK(!r->cfg.shards, VKG_ERR_INVALID_ARG,
+                  "a pipeline stage's gradient reducer takes no shards");
         if (r->cfg.group && r->cfg.dtype == VKG_COMM_BF16) {
             size_t dp = (size_t)vkg_group_size(r->cfg.group);
             r->group16 = malloc(n * (dp + 1) * sizeof *r->group16);
             VKG_CHECK(r->group16, VKG_ERR_NOMEM, "no memory for %zu bf16 gradients", dp + 1);
         }
-        return VKG_OK;
-    }
-    if (r->cfg.dtype == VKG_COMM_BF16) {
+        if (!r->cfg.group) /* nothing to overlap: a stage alone in its group */
+            r->cfg.bucket_bytes = 0;
+    } else if (r->cfg.dtype == VKG_COMM_BF16) {
         size_t bytes = (n * sizeof *r->grads16 + 3) / 4 * 4;
         VKG_TRY(vkg_comm_buffer_alloc(comm, bytes, (void **)&r->grads16));
     }
@@ -176,7 +176,8 @@ static vkg_status setup(vkg_grad_reducer *r)
         return VKG_OK;
     vkg_tensor packed;
     int zero_copy = import_grads(r, &packed);
-    VKG_TRY(vkg_buckets_create(r->model, (size_t)r->cfg.bucket_bytes, zero_copy ? &packed : NULL,
+    VKG_TRY(vkg_buckets_create(r->model, r->cfg.pipeline ? r->cfg.backward_slot : -1,
+                               (size_t)r->cfg.bucket_bytes, zero_copy ? &packed : NULL,
                                &r->buckets));
     return r->bounds ? shard_buckets(r) : VKG_OK;
 }
@@ -314,6 +315,65 @@ vkg_status vkg_grad_reducer_last_micro(vkg_grad_reducer *r, const int32_t *input
     if (!r->buckets)
         return vkg_gpt2_forward_backward(r->model, inputs, targets, loss);
     return backward_overlapped(r, inputs, targets, loss);
+}
+
+vkg_status vkg_grad_reducer_last_backward(vkg_grad_reducer *r, vkg_status (*done)(void *ctx),
+                                          void *ctx)
+{
+    VKG_CHECK(r->cfg.pipeline && r->buckets, VKG_ERR_STATE,
+              "a stage's overlapped last backward needs a pipeline reducer with buckets");
+    vkg_gpt2 *m = r->model;
+    int copy = r->grads_import == NULL, nb = vkg_buckets_count(r->buckets), wte_k = -1;
+    r->comm_ms = r->exposed_ms = 0.0;
+    VKG_TRY(vkg_gpt2_split_submit(m, NULL, NULL));
+    finish_watch w = {.model = m};
+    pthread_t th;
+    int watching = pthread_create(&th, NULL, watch_finish, &w) == 0;
+    vkg_status st = VKG_OK;
+    double comm = 0.0, end = 0.0;
+    size_t base = 0, wte = 0;
+    for (int k = 0; st == VKG_OK && k < nb; k++) {
+        float *buf = r->grads + base;
+        size_t n = vkg_buckets_floats(r->buckets, k);
+        const size_t(*rg)[2];
+        if (vkg_buckets_ranges(r->buckets, k, &rg) > 0 && rg[0][0] == 0)
+            wte_k = k, wte = base; /* wte starts the part and its bucket (tied_wte.h) */
+        st = vkg_gpt2_split_wait(m, k);
+        if (st == VKG_OK && k == nb - 1 && done) /* DIN first: the previous stage waits for it */
+            st = done(ctx);
+        if (st == VKG_OK && copy)
+            vkg_buckets_read(r->buckets, k, buf);
+        double t0 = vkg_os_now_ms();
+        if (st == VKG_OK)
+            st = reduce_grads(r, k, buf, n);
+        end = vkg_os_now_ms();
+        comm += end - t0;
+        if (st == VKG_OK && k != wte_k && copy)
+            vkg_buckets_write(r->buckets, k, buf);
+        r->zero_copy_buckets += st == VKG_OK && !copy;
+        base += n;
+    }
+    if (st == VKG_OK && wte_k >= 0) { /* then wte's two copies over the tie group */
+        double t0 = vkg_os_now_ms();
+        st = vkg_tied_wte_pipe_sum(r->job, m, r->grads + wte);
+        end = vkg_os_now_ms();
+        comm += end - t0;
+        if (st == VKG_OK && copy)
+            vkg_buckets_write(r->buckets, wte_k, r->grads + wte);
+    }
+    if (st == VKG_OK)
+        st = vkg_gpt2_split_finish(m, NULL);
+    if (st == VKG_OK)
+        st = vkg_gpt2_split_commit(m);
+    if (watching)
+        pthread_join(th, NULL);
+    VKG_TRY(st);
+    VKG_TRY(w.st);
+    r->comm_ms = comm;
+    r->exposed_ms = watching && end > w.done_ms ? end - w.done_ms : 0.0;
+    if (r->exposed_ms > comm)
+        r->exposed_ms = comm;
+    return VKG_OK;
 }
 
 vkg_status vkg_grad_reducer_reduce(vkg_grad_reducer *r, double *comm_ms, double *exposed_ms)

@@ -23,9 +23,13 @@
  * path and the zero-copy path alike, so both paths still train bitwise alike. Sharded, every
  * element is rounded, reduce-scattered in bf16 and only this rank's shard widened back.
  *
- * A pipeline stage's group reduces its gradient in one reduction after the backward pass, fp32
- * through the group's allreduce or bf16 gathered and summed in group-rank order
- * (vkg_grad_bf16_group_sum); buckets and shards are whole-model ranks' alone so far.
+ * A pipeline stage's group reduces its gradient fp32 through the group's allreduce or bf16
+ * gathered and summed in group-rank order (vkg_grad_bf16_group_sum): in one reduction after the
+ * backward pass, or per bucket while the device runs the stage's last backward (a split of that
+ * slot's backward, vkg_grad_reducer_last_backward), wte's sum over the tie group after its
+ * bucket. With 2 replicas the buckets' sums are bitwise the whole gradient's (a ring of two adds
+ * the same two numbers); with more, bf16's rank-order sum still is, fp32's ring is not (its
+ * chunks fall elsewhere in a bucket than in the whole). Shards are whole-model ranks' alone.
  *
  * Not here: the loss, the norm and the update (strategy.c, zero.c); the schedule (pp_strategy.c).
  * Nothing here prints.
@@ -49,13 +53,15 @@ typedef struct vkg_grad_reducer_config {
                               reduce-scatter (ZeRO-1); NULL: an allreduce */
     int pipeline;          /* 1: a pipeline stage's gradient, over group then the tie group */
     vkg_group_t *group;    /* pipeline: the stage's data-parallel group (NULL when dp is 1) */
+    int backward_slot;     /* pipeline with buckets: the slot of the stage's last backward */
 } vkg_grad_reducer_config;
 
 /* A reducer of model m's gradient over job's data-parallel group (the whole job), or with
  * c->pipeline over the stage's c->group and the tie group, as c says (c->shards copied). m, job
  * and c->group must outlive it; m must be destroyed before it (its split copies into the
- * reducer's imported buffer). Errors: VKG_ERR_NOMEM, VKG_ERR_INVALID_ARG for buckets or shards
- * under a pipeline, and the communicator's buffer's and vkg_buckets_create's. */
+ * reducer's imported buffer). Buckets under a pipeline need a data-parallel group (none are made
+ * without one). Errors: VKG_ERR_NOMEM, VKG_ERR_INVALID_ARG for shards under a pipeline, and the
+ * communicator's buffer's and vkg_buckets_create's. */
 vkg_status vkg_grad_reducer_create(vkg_job *job, vkg_gpt2 *m, const vkg_grad_reducer_config *c,
                                    vkg_grad_reducer **out);
 /* NULL-safe; nulls *pr. */
@@ -66,6 +72,11 @@ void vkg_grad_reducer_destroy(vkg_grad_reducer **pr);
  * buckets). */
 vkg_status vkg_grad_reducer_last_micro(vkg_grad_reducer *r, const int32_t *inputs,
                                        const int32_t *targets, float *loss);
+/* A pipeline stage's last backward (of cfg.backward_slot, whose DOUT is written) with the buckets
+ * reduced while the device runs the rest of it; done(ctx) runs once the device has finished it
+ * (DIN is readable), before the last bucket's reduction, and its error ends the call. */
+vkg_status vkg_grad_reducer_last_backward(vkg_grad_reducer *r, vkg_status (*done)(void *ctx),
+                                          void *ctx);
 /* After every micro-batch: the gradient summed over the group (the whole of it after the
  * backward pass, without buckets); the step's gradient communication and the part of it not
  * overlapped, in ms. */

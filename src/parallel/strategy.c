@@ -48,7 +48,10 @@ vkg_status vkg_strategy_create(const vkg_strategy_config *c, vkg_strategy **out)
             : lay.dp > 1 ? &vkg__strategy_dp
                          : &vkg__strategy_single;
     s->reduces = pp == 1 && lay.dp > 1; /* a data-parallel group of whole models */
-    if (s->reduces && c->bucket_bytes >= 0)
+    /* Buckets overlapped with the (last) backward: whole models, and pipeline stages of 2 or more
+     * replicas under 1F1B or GPipe (under ZB-H1 the weight passes end the step: one reduction) */
+    int overlap = s->reduces || (pp > 1 && lay.dp > 1 && c->pp_schedule != VKG_PP_ZBH1);
+    if (overlap && c->bucket_bytes >= 0)
         s->rc.bucket_bytes = c->bucket_bytes ? (uint64_t)c->bucket_bytes : BUCKET_DEFAULT;
     s->rc.dtype = c->grad_dtype;
     s->rc.force_copy_path = c->force_copy_path;
