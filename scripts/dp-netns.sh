@@ -1,27 +1,41 @@
 #!/usr/bin/env bash
 # Two "hosts" on one machine: Linux network namespaces joined by a veth pair (optionally
-# rate-limited with tc), each running one rank of `vkgpt train` started by torchrun-style
+# rate-limited with tc), each running ranks of `vkgpt train` started by torchrun-style
 # variables, exactly as two real hosts would. Skips with a message (exit 0) where namespaces
 # cannot be created (no root / CAP_SYS_ADMIN).
 #
-#   scripts/dp-netns.sh [--rate 1gbit] [--port 29511] -- [vkgpt train options]
+#   scripts/dp-netns.sh [--rate 1gbit] [--port 29511] [--ranks N] -- [vkgpt train options]
 #   e.g. scripts/dp-netns.sh --rate 1gbit -- --data 'data/tiny/train_*.bin' --steps 20
+#        scripts/dp-netns.sh --rate 1gbit --ranks 4 -- --pp 2 ...   (pipeline x data parallel)
 #
-# Rank 0 runs in namespace A at 10.77.0.1 (the master), rank 1 in namespace B at 10.77.0.2.
-# Output lines are prefixed with [host A] / [host B]. Everything is removed on exit.
+# Even ranks run in namespace A at 10.77.0.1 (rank 0 is the master), odd ranks in namespace B at
+# 10.77.0.2 (N ranks, default 2). With --pp 2 and 4 ranks (rank = stage x 2 + replica) each
+# stage's two replicas are on different hosts, so the gradient sums cross the link and the
+# activations between stages stay on a host. Output lines are prefixed with [host A rank R] /
+# [host B rank R]. Everything is removed on exit.
 set -euo pipefail
 VKGPT=${VKGPT:-build/vkgpt}
 RATE=""
 PORT=29511
+RANKS=2
 while [ $# -gt 0 ]; do
     case "$1" in
     --rate) RATE=$2; shift 2 ;;
     --port) PORT=$2; shift 2 ;;
+    --ranks) RANKS=$2; shift 2 ;;
     --) shift; break ;;
-    *) echo "dp-netns: unknown option $1 (options before --: --rate R, --port P)" >&2; exit 2 ;;
+    *) echo "dp-netns: unknown option $1 (options before --: --rate R, --port P, --ranks N)" >&2
+       exit 2 ;;
     esac
 done
 [ -x "$VKGPT" ] || { echo "dp-netns: $VKGPT is not built (set VKGPT=path)" >&2; exit 2; }
+case "$RANKS" in
+'' | *[!0-9]*) echo "dp-netns: --ranks wants an even number from 2, got '$RANKS'" >&2; exit 2 ;;
+esac
+if [ "$RANKS" -lt 2 ] || [ $((RANKS % 2)) -ne 0 ]; then
+    echo "dp-netns: --ranks wants an even number from 2, got $RANKS" >&2
+    exit 2
+fi
 A=vkgA$$ B=vkgB$$ VA=vka$$ VB=vkb$$
 if ! ip netns add "$A" 2>/dev/null; then
     echo "dp-netns: skipped: cannot create network namespaces here (needs root or CAP_SYS_ADMIN)"
@@ -47,14 +61,19 @@ if [ -n "$RATE" ]; then
     echo "dp-netns: veth link limited to $RATE each way"
 fi
 JOB=$(printf '%016x' $(( ($$ << 20) ^ $(date +%s) )))
-run() { # rank namespace label
-    ip netns exec "$2" env RANK="$1" WORLD_SIZE=2 LOCAL_RANK=0 MASTER_ADDR=10.77.0.1 \
-        MASTER_PORT="$PORT" VKG_JOB_ID="$JOB" "$VKGPT" train "${@:4}" 2>&1 | sed -u "s/^/[$3] /"
+run() { # rank namespace label local-rank
+    ip netns exec "$2" env RANK="$1" WORLD_SIZE="$RANKS" LOCAL_RANK="$4" MASTER_ADDR=10.77.0.1 \
+        MASTER_PORT="$PORT" VKG_JOB_ID="$JOB" "$VKGPT" train "${@:5}" 2>&1 | sed -u "s/^/[$3] /"
     return "${PIPESTATUS[0]}"
 }
-run 0 "$A" "host A" "$@" & PA=$!
-run 1 "$B" "host B" "$@" & PB=$!
+pids=""
+for r in $(seq 0 $((RANKS - 1))); do
+    if [ $((r % 2)) -eq 0 ]; then ns=$A host="host A"; else ns=$B host="host B"; fi
+    run "$r" "$ns" "$host rank $r" $((r / 2)) "$@" &
+    pids="$pids $!"
+done
 rc=0
-wait "$PA" || rc=$?
-wait "$PB" || rc=$?
+for p in $pids; do
+    wait "$p" || rc=$?
+done
 exit "$rc"
