@@ -240,7 +240,7 @@ static vkg_status recv_bnd(vkg_strategy *s, vkg_gpt2_boundary in, int slot, int 
 typedef struct last_backward {
     vkg_strategy *s;
     const vkg_pp_action *a;
-    double t0;
+    double t0, sent; /* the backward's start; when DIN had left */
 } last_backward;
 
 static vkg_status last_backward_done(void *ctx)
@@ -248,11 +248,12 @@ static vkg_status last_backward_done(void *ctx)
     last_backward *lb = ctx;
     struct vkg_pp *p = lb->s->impl;
     span(p, VKG_SPAN_BACKWARD, lb->a->micro, lb->t0);
+    lb->sent = vkg_os_now_ms();
     if (p->prev < 0)
         return VKG_OK;
-    double t0 = vkg_os_now_ms();
     VKG_TRY(send_bnd(lb->s, VKG_GPT2_DIN, lb->a->slot, p->prev, TAG_GRAD | (uint32_t)lb->a->micro));
-    span(p, VKG_SPAN_SEND, lb->a->micro, t0);
+    span(p, VKG_SPAN_SEND, lb->a->micro, lb->sent);
+    lb->sent = vkg_os_now_ms();
     return VKG_OK;
 }
 
@@ -295,7 +296,9 @@ static vkg_status run_action(vkg_strategy *s, const vkg_pp_action *a, double *lo
     if (a->micro == s->mc.accum_steps - 1 && vkg_grad_reducer_bucket_count(s->reducer) > 0) {
         /* the step's last backward: its buckets reduced while the device runs the rest */
         last_backward lb = {.s = s, .a = a, .t0 = t0};
-        return vkg_grad_reducer_last_backward(s->reducer, last_backward_done, &lb);
+        VKG_TRY(vkg_grad_reducer_last_backward(s->reducer, last_backward_done, &lb));
+        span(p, VKG_SPAN_ALLREDUCE, -1, lb.sent); /* the reduction left after the device's end */
+        return VKG_OK;
     }
     if (p->kind == VKG_PP_ZBH1)
         VKG_TRY(vkg_gpt2_backward_input(s->model, a->slot));
