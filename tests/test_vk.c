@@ -370,6 +370,10 @@ static void test_host_import(void **state)
         printf("%s has no VK_EXT_external_memory_host: skipped\n", info->name);
         skip();
     }
+    if (vkg_test_under_wine()) { /* winevulkan lists the extension but no importable type */
+        printf("under Wine, host allocations are not importable: skipped\n");
+        skip();
+    }
     size_t align = (size_t)info->host_import_alignment, n = 1003, at = 64; /* floats */
     size_t bytes = ((at + n) * 4 + align - 1) / align * align;
     printf("import alignment %zu bytes\n", align);
@@ -519,6 +523,11 @@ static void test_split_arenas(void **state)
 static void test_leak_is_reported_at_destroy(void **state)
 {
     (void)state;
+    if (vkg_test_under_wine()) { /* it drops a message naming a handle it no longer maps */
+        printf("under Wine, the layer's messages while the device is destroyed are dropped by "
+               "winevulkan (\"handle conversion failed\"): skipped\n");
+        skip();
+    }
     vkg_device_opts opts = vkg_device_opts_default();
     opts.select = getenv("VKGPT_DEVICE");
     opts.validation = 1;

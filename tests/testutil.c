@@ -12,6 +12,10 @@
 #include "os/file.h"
 #include "os/glob.h"
 
+#ifdef _WIN32
+#include <windows.h>
+#endif
+
 void vkg_test_rng_seed(vkg_test_rng *r, uint64_t seed)
 {
     r->state = seed * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull;
@@ -183,6 +187,16 @@ int vkg_test_setenv(const char *name, const char *value)
     return _putenv_s(name, value ? value : "") == 0 ? 0 : -1;
 #else
     return (value ? setenv(name, value, 1) : unsetenv(name)) == 0 ? 0 : -1;
+#endif
+}
+
+int vkg_test_under_wine(void)
+{
+#ifdef _WIN32
+    HMODULE ntdll = GetModuleHandleA("ntdll.dll");
+    return ntdll && GetProcAddress(ntdll, "wine_get_version") ? 1 : 0;
+#else
+    return 0;
 #endif
 }
 

@@ -64,6 +64,10 @@ int vkg_test_setenv(const char *name, const char *value);
 void *vkg_test_aligned_alloc(size_t align, size_t bytes);
 void vkg_test_aligned_free(void *p);
 
+/* 1 when the program runs under Wine (its ntdll exports wine_get_version), else 0: for the few
+ * checks that Wine's Vulkan layer cannot pass, skipped there with the reason. */
+int vkg_test_under_wine(void);
+
 /* Remove root and everything under it (without following links). Returns 0, or -1 on an error. */
 int vkg_test_tmp_remove(const char *root);
 
