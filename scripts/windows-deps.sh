@@ -45,12 +45,12 @@ die() {
     exit 1
 }
 
-complete() {
+prefix_complete() {
     [ -f "$stamp" ] || return 1
     for f in $products; do [ -e "$prefix/$f" ] || return 1; done
 }
 
-if complete; then
+if prefix_complete; then
     echo "windows-deps: $prefix is complete ($(cat "$stamp")); nothing to do"
     exit 0
 fi

@@ -27,7 +27,9 @@ export WINEDEBUG="${WINEDEBUG:--all}"
 # No Mono or Gecko installer dialogs when the prefix is created.
 export WINEDLLOVERRIDES="${WINEDLLOVERRIDES:-mscoree,mshtml=}"
 if [ -n "$deps" ] && [ -d "$deps/bin" ]; then
-    export WINEPATH="${WINEPATH:+$WINEPATH;}Z:$(echo "$deps/bin" | sed 's|/|\\|g')"
+    bin_dir=$(echo "$deps/bin" | sed 's|/|\\|g')
+    WINEPATH="${WINEPATH:+$WINEPATH;}Z:$bin_dir"
+    export WINEPATH
 fi
 if [ -z "${DISPLAY:-}" ]; then
     echo "wine-run: warning: no DISPLAY; Vulkan under Wine needs an X server (make windows-test starts Xvfb)" >&2
