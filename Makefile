@@ -5,7 +5,9 @@
 # Other targets: deps, build, sanitize (ASan+UBSan build running the unit, net and gpu tests),
 # fuzz (the libFuzzer targets of fuzz/, built with clang in build-fuzz), fuzz-run (each target for
 # FUZZ_SECONDS, default 60; FUZZ_TARGETS=name... for some), format / format-check (clang-format,
-# .clang-format), clean.
+# .clang-format), windows (the Windows build, cross-compiled with mingw-w64 into build-win: the
+# dependencies from Debian's source packages, then the libraries and tests; cmake/mingw-w64.cmake),
+# windows-test (its tests under Wine, on Xvfb; scripts/windows-test.sh), clean.
 # Variables: BUILD (build directory), WERROR=ON (warnings are errors, as in CI), JOBS, TESTS
 # (ON: build the test suite; make train sets OFF).
 
@@ -16,8 +18,11 @@ JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS ?=
+WIN_BUILD ?= build-win
+WIN_PREFIX ?= $(WIN_BUILD)/deps
 
-.PHONY: all deps deps-train build test train sanitize fuzz fuzz-run format format-check clean
+.PHONY: all deps deps-train build test train sanitize fuzz fuzz-run windows windows-test format \
+	format-check clean
 
 all: build
 
@@ -55,6 +60,17 @@ fuzz:
 
 fuzz-run: fuzz
 	sh fuzz/run.sh $(BUILD)-fuzz $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
+# Windows (x86_64, mingw-w64), warnings as errors; its tests run under Wine (windows-test).
+windows:
+	VKG_WIN_PREFIX=$(abspath $(WIN_PREFIX)) JOBS=$(JOBS) sh scripts/windows-deps.sh
+	cmake -S . -B $(WIN_BUILD) -DCMAKE_TOOLCHAIN_FILE=$(CURDIR)/cmake/mingw-w64.cmake \
+		-DVKG_WIN_PREFIX=$(abspath $(WIN_PREFIX)) -DCMAKE_BUILD_TYPE=Release -DVKG_WERROR=ON \
+		-DVKG_BUILD_TESTS=ON $(CMAKE_FLAGS)
+	cmake --build $(WIN_BUILD) -j $(JOBS)
+
+windows-test:
+	sh scripts/windows-test.sh $(WIN_BUILD) -j $(JOBS)
 
 # clang-format with the project's .clang-format over every tracked C file.
 format:

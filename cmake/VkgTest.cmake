@@ -1,13 +1,66 @@
 # Test helpers shared by every area's CMakeLists.txt.
 add_library(vkg_testutil STATIC ${PROJECT_SOURCE_DIR}/tests/testutil.c)
-target_link_libraries(vkg_testutil PUBLIC m)
+target_link_libraries(vkg_testutil PUBLIC vkg_os m)
 target_include_directories(vkg_testutil PUBLIC ${PROJECT_SOURCE_DIR}/tests)
 vkg_whole_tree(vkg_testutil)
 
+# The tests a Windows build (cmake/mingw-w64.cmake) leaves out, "name|reason": what they need is
+# not built for Windows yet. vkg_add_test skips them there; the tests/CMakeLists.txt blocks that
+# register one with add_test, or add to its target, check VKG_LEFT_OUT_TESTS themselves.
+set(VKG_LEFT_OUT_TESTS "")
+if(WIN32)
+    set(vkg_why_cli "runs the vkgpt executable (src/cli is not built for Windows yet) through tests/testproc.c (fork, pipes)")
+    set(vkg_why_inproc "ranks as threads on the ZeroMQ inproc transport (transport/ is not built for Windows yet)")
+    set(vkg_why_trainer "links parallel strategies that call the transport (transport/ is not built for Windows yet)")
+    set(vkg_why_host "a compile check of the host's build with the host's compilers (the Windows build compiles the win32 sources itself)")
+    set(VKG_WIN32_LEFT_OUT
+        "test_cli_train|${vkg_why_cli}, forkpty"
+        "test_ckpt_guard|${vkg_why_cli}"
+        "test_cli_resume|${vkg_why_cli}"
+        "test_cli_sample|${vkg_why_cli}, forkpty"
+        "test_cli_input|${vkg_why_cli}, signals"
+        "test_cli_errors|${vkg_why_cli}, signals"
+        "test_vk_loader|${vkg_why_cli}"
+        "test_dispatch_train|${vkg_why_cli}"
+        "test_bench_ops|${vkg_why_cli}"
+        "test_dp_launch|${vkg_why_cli}: `vkgpt launch`"
+        "test_dp_hardening|${vkg_why_cli}: `vkgpt launch`, and ZeroMQ"
+        "device_check_bundle|the GPU machine's bundle (scripts/device-check.sh: shell, ELF libraries, the vkgpt executable)"
+        "device_check_stub|scripts/device-check.sh's run.sh and the vkgpt executable"
+        "test_dp|${vkg_why_inproc}"
+        "test_pp|${vkg_why_inproc}"
+        "test_zero|${vkg_why_inproc}"
+        "test_train_skip|${vkg_why_inproc}"
+        "test_dp_bf16|${vkg_why_inproc}"
+        "test_gpt2|${vkg_why_trainer}: the gradient reducer"
+        "test_train|${vkg_why_trainer}"
+        "test_train_refused|${vkg_why_trainer}, and mkdir's POSIX form, gethostname"
+        "test_train_bf16|${vkg_why_trainer}"
+        "test_job|${vkg_why_trainer}: the job's collectives"
+        "test_grad_bf16|${vkg_why_trainer}: the bf16 gradient exchange"
+        "test_checkpoint_resume|forks a second process to hold the checkpoint folder's lock (fork, waitpid)"
+        "test_dispatch_limit|runs itself again with other environments through /proc/self/exe and popen"
+        "test_flags|redirects stdout by assigning to it, which Windows' C library does not allow"
+        "os_posix_strict|${vkg_why_host}"
+        "src_posix_strict|${vkg_why_host}"
+        "os_win32_compiles|${vkg_why_host}"
+        "no_vulkan_link|reads the needed libraries of ELF files (readelf)"
+        "install_prefix|the install rules are not built for Windows yet (they install the vkgpt executable)")
+    foreach(entry ${VKG_WIN32_LEFT_OUT})
+        string(REGEX REPLACE "\\|.*" "" n "${entry}")
+        string(REGEX REPLACE "^[^|]*\\|" "" why "${entry}")
+        list(APPEND VKG_LEFT_OUT_TESTS ${n})
+        message(STATUS "Windows build: test ${n} left out: ${why}")
+    endforeach()
+endif()
+
 # vkg_add_test(name LABEL label SOURCES ... [LIBS ...] [TIMEOUT seconds])
 # Builds a cmocka test program and registers it with ctest under the given label
-# (unit, gpu, net or e2e).
+# (unit, gpu, net or e2e). Nothing for a test this build leaves out (VKG_LEFT_OUT_TESTS).
 function(vkg_add_test name)
+    if(name IN_LIST VKG_LEFT_OUT_TESTS)
+        return()
+    endif()
     cmake_parse_arguments(T "" "LABEL;TIMEOUT" "SOURCES;LIBS" ${ARGN})
     add_executable(${name} ${T_SOURCES})
     target_link_libraries(${name} PRIVATE ${T_LIBS} vkg_testutil PkgConfig::CMOCKA)

@@ -2,9 +2,14 @@
 # for. Each case compiles one probe file (tests/layers/) with -fsyntax-only against one view and
 # checks the outcome: an upward include must fail, naming the missing header, and the same probe
 # must compile against a view that is allowed to see it (so the failure is the view's doing).
-# Run with -DCC=compiler -DVIEWS=build/layers -DSRC=source dir -DGEN=generated include dir.
+# Run with -DCC=compiler -DVIEWS=build/layers -DSRC=source dir -DGEN=generated include dir
+# [-DSYSINC=folder of Vulkan's and volk's headers, where the compiler does not look by itself].
+set(sysinc "")
+if(SYSINC)
+    set(sysinc -I${SYSINC})
+endif()
 function(probe file view expect_ok needle)
-    execute_process(COMMAND ${CC} -std=c11 -fsyntax-only -I${VIEWS}/${view} -I${GEN}
+    execute_process(COMMAND ${CC} -std=c11 -fsyntax-only -I${VIEWS}/${view} -I${GEN} ${sysinc}
                             ${SRC}/tests/layers/${file}
                     RESULT_VARIABLE rc ERROR_VARIABLE err OUTPUT_VARIABLE out)
     if(expect_ok AND NOT rc EQUAL 0)

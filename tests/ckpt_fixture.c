@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "os/file.h"
 #include "ckpt_fixture.h"
 #include "testutil.h"
 
@@ -26,7 +27,7 @@ int vkg_ck_setup(void **state)
 {
     vkg_ck_fixture *f = calloc(1, sizeof *f);
     snprintf(f->dir, sizeof f->dir, "/tmp/vkg_test_ckpt_XXXXXX");
-    if (!f || !mkdtemp(f->dir))
+    if (!f || vkg_os_mkdtemp(f->dir) != 0)
         return -1;
     f->cfg = vkg_ck_config(16);
     f->n = vkg_gpt2_num_params(&f->cfg);

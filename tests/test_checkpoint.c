@@ -23,6 +23,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "os/file.h"
 #include "ckpt_fixture.h"
 #include "testutil.h"
 #include "train/checkpoint.h"
@@ -116,10 +117,10 @@ static void test_newest_complete(void **state)
     vkg_ck_write(f, 40);
     assert_int_equal(unlink(vkg_ck_path(f, "ck/step_00000040/DONE")), 0); /* incomplete */
     assert_int_equal(truncate(vkg_ck_path(f, "ck/step_00000030/state.bin"), 2000),
-                     0);                        /* unreadable */
-    mkdir(vkg_ck_path(f, "ck/step_abc"), 0777); /* not checkpoints */
-    mkdir(vkg_ck_path(f, "ck/step_99999999x"), 0777);
-    mkdir(vkg_ck_path(f, "ck/other"), 0777);
+                     0);                         /* unreadable */
+    vkg_os_mkdir(vkg_ck_path(f, "ck/step_abc")); /* not checkpoints */
+    vkg_os_mkdir(vkg_ck_path(f, "ck/step_99999999x"));
+    vkg_os_mkdir(vkg_ck_path(f, "ck/other"));
     assert_int_equal(vkg_checkpoint_find_latest(vkg_ck_path(f, "ck"), latest, sizeof latest, &step),
                      VKG_OK);
     assert_true(step == 20);
@@ -295,9 +296,9 @@ static void test_failed_write_keeps_previous(void **state)
     vkg_ck_write(f, 5);
     vkg_ck_write(f, 10);
     /* a directory where state.bin must go makes the rename fail after model.bin is written */
-    mkdir(vkg_ck_path(f, "ck/step_00000020"), 0777);
-    mkdir(vkg_ck_path(f, "ck/step_00000020/state.bin"), 0777);
-    mkdir(vkg_ck_path(f, "ck/step_00000020/state.bin/x"), 0777);
+    vkg_os_mkdir(vkg_ck_path(f, "ck/step_00000020"));
+    vkg_os_mkdir(vkg_ck_path(f, "ck/step_00000020/state.bin"));
+    vkg_os_mkdir(vkg_ck_path(f, "ck/step_00000020/state.bin/x"));
     float *p2 = vkg_test_alloc(f->n);
     memset(p2, 0, f->n * sizeof *p2);
     vkg_checkpoint_state s = vkg_ck_state(20);
@@ -343,8 +344,8 @@ static void test_failed_write_keeps_previous(void **state)
     vkg_ck_write(f, 40);
     assert_int_equal(unlink(vkg_ck_path(f, "ck/step_00000040/DONE")), 0);
     assert_int_equal(unlink(vkg_ck_path(f, "ck/step_00000040/state.bin")), 0);
-    mkdir(f->path, 0777);
-    mkdir(vkg_ck_path(f, "ck/step_00000040/state.bin/x"), 0777);
+    vkg_os_mkdir(f->path);
+    vkg_os_mkdir(vkg_ck_path(f, "ck/step_00000040/state.bin/x"));
     s = vkg_ck_state(40);
     assert_int_equal(
         vkg_checkpoint_write(vkg_ck_path(f, "ck"), &f->cfg, p2, f->m, f->v, &s, NULL, 0),
@@ -366,7 +367,7 @@ static void test_prune(void **state)
         vkg_ck_write(f, s);
     unlink(vkg_ck_path(f, "ck/step_00000005/DONE")); /* incomplete: removed, not one of the kept */
     vkg_ck_write(f, 9);
-    mkdir(vkg_ck_path(f, "ck/step_00000000"), 0777); /* an old failed attempt with a temp file */
+    vkg_os_mkdir(vkg_ck_path(f, "ck/step_00000000")); /* an old failed attempt with a temp file */
     vkg_ck_spit(vkg_ck_path(f, "ck/step_00000000/.state.bin.tmp-1-2"), (const unsigned char *)"x",
                 1);
     vkg_ck_write(f, 7);

@@ -18,6 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "os/file.h"
 #include "gpu_fixture.h"
 #include "model/gpt2.h"
 #include "ref/gpt2_ref.h"
@@ -41,7 +42,7 @@ static void write_reference_files(void)
     const char *base = getenv("TMPDIR");
     char dir[400];
     snprintf(dir, sizeof dir, "%s/vkg_test_debugstate_XXXXXX", base && *base ? base : "/tmp");
-    assert_non_null(mkdtemp(dir));
+    assert_int_equal(vkg_os_mkdtemp(dir), 0);
     assert_true(snprintf(model_path, sizeof model_path, "%s/model.bin", dir) < 512);
     assert_true(snprintf(state_path, sizeof state_path, "%s/debug_state.bin", dir) < 512);
 

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "os/file.h"
 #include "train/metrics.h"
 #include "vkgpt/status.h"
 #include "testutil.h"
@@ -28,7 +29,7 @@ static int setup(void **state)
 {
     fixture *f = calloc(1, sizeof *f);
     snprintf(f->dir, sizeof f->dir, "/tmp/vkg_test_metrics_XXXXXX");
-    if (!f || !mkdtemp(f->dir))
+    if (!f || vkg_os_mkdtemp(f->dir) != 0)
         return -1;
     snprintf(f->log, sizeof f->log, "%s/run.jsonl", f->dir);
     snprintf(f->svg, sizeof f->svg, "%s/run.svg", f->dir);

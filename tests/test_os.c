@@ -38,7 +38,7 @@ static int setup(void **state)
 {
     (void)state;
     snprintf(dir, sizeof dir, "/tmp/vkg_test_os_XXXXXX");
-    if (!mkdtemp(dir))
+    if (vkg_os_mkdtemp(dir) != 0)
         return -1;
     /* created out of name order, so that the sorting shows */
     const char *names[] = {"b_000001.bin", "a_000002.bin", "a_000001.bin", "notes.txt"};
@@ -159,7 +159,7 @@ static void test_files(void **state)
     assert_null(fopen(a, "r"));
     assert_int_equal(vkg_os_sync_dir(sub), 0);
     assert_int_equal(remove(b), 0);
-    assert_int_equal(remove(sub), 0);
+    assert_int_equal(vkg_os_rmdir(sub), 0);
 
     assert_true(vkg_os_pid() > 0);
     char host[64];

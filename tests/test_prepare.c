@@ -66,6 +66,13 @@ static int run_prepare(int argc, const char **argv, char **out)
     dup2(saved, STDOUT_FILENO);
     close(saved);
     *out = vkg_test_must_read(path, NULL);
+#ifdef _WIN32 /* stdout is in text mode there: its line ends are "\r\n" */
+    char *w = *out;
+    for (const char *r = *out; *r; r++)
+        if (*r != '\r')
+            *w++ = *r;
+    *w = '\0';
+#endif
     printf("%s", *out);
     return rc;
 }

@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "os/file.h"
 #include "data/json.h"
 #include "data/tokenizer_internal.h"
 #include "data/unicode.h"
@@ -221,7 +222,7 @@ static void test_bpe_merge_order(void **state)
 {
     (void)state;
     char dir[] = "/tmp/vkg_test_bpe_XXXXXX";
-    assert_non_null(mkdtemp(dir));
+    assert_int_equal(vkg_os_mkdtemp(dir), 0);
     write_tiny_vocab(dir, -1, NULL);
     vkg_tokenizer_t *t = NULL;
     assert_int_equal(vkg_tokenizer_create_gpt2(dir, &t), VKG_OK);
@@ -237,7 +238,7 @@ static void test_bpe_merge_order(void **state)
     vkg_tokenizer_destroy(&t);
 
     /* malformed vocabularies are refused with the file named */
-    assert_non_null(mkdtemp(strcpy(dir, "/tmp/vkg_test_bpe_XXXXXX")));
+    assert_int_equal(vkg_os_mkdtemp(strcpy(dir, "/tmp/vkg_test_bpe_XXXXXX")), 0);
     write_tiny_vocab(dir, 'q', NULL); /* a gap in the ids */
     assert_int_equal(vkg_tokenizer_create_gpt2(dir, &t), VKG_ERR_FORMAT);
     assert_null(t);
@@ -285,7 +286,7 @@ static void test_untrusted_bytes_escaped(void **state)
     (void)state;
     char dir[] = "/tmp/vkg_test_bpe_XXXXXX";
     vkg_tokenizer_t *t = NULL;
-    assert_non_null(mkdtemp(dir));
+    assert_int_equal(vkg_os_mkdtemp(dir), 0);
     write_tiny_vocab(dir, -1, "a\x1b[2Jb\n"); /* a merge line without its space */
     assert_int_equal(vkg_tokenizer_create_gpt2(dir, &t), VKG_ERR_FORMAT);
     assert_msg_has("two tokens", "a\\x1b[2Jb");
@@ -321,7 +322,7 @@ static void test_encode_cancelled(void **state)
 {
     (void)state;
     char dir[] = "/tmp/vkg_test_bpe_XXXXXX";
-    assert_non_null(mkdtemp(dir));
+    assert_int_equal(vkg_os_mkdtemp(dir), 0);
     write_tiny_vocab(dir, -1, NULL);
     vkg_tokenizer_t *tk[2] = {NULL, NULL};
     assert_int_equal(vkg_tokenizer_create_byte(&tk[0]), VKG_OK);

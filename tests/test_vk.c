@@ -242,22 +242,22 @@ static void test_tuning_as(void **state)
     vkg_device_opts o = vkg_device_opts_default();
     o.select = getenv("VKGPT_DEVICE");
     vkg_device_t *d = NULL;
-    setenv("VKG_TUNING_AS", "nvidia", 1);
+    vkg_test_setenv("VKG_TUNING_AS", "nvidia");
     VKG_ASSERT_OK(vkg_device_create(&o, &d));
     vkg_device_tuning t = vkg_device_tuning_get(d);
     assert_string_equal(t.mmt_row, "nvidia");
     assert_true(t.matmul_tiled == 1 && t.attention == VKG_ATTENTION_SHARED);
     assert_true(vkg_device_get_info(d)->max_shared_memory <= 48u * 1024u);
     vkg_device_destroy(&d);
-    setenv("VKG_TUNING_AS", "amd", 1);
+    vkg_test_setenv("VKG_TUNING_AS", "amd");
     VKG_ASSERT_OK(vkg_device_create(&o, &d));
     assert_string_equal(vkg_device_tuning_get(d).mmt_row, "amd");
     vkg_device_destroy(&d);
-    setenv("VKG_TUNING_AS", "nvidai", 1);
+    vkg_test_setenv("VKG_TUNING_AS", "nvidai");
     assert_int_equal(vkg_device_create(&o, &d), VKG_ERR_INVALID_ARG);
     assert_non_null(strstr(vkg_error_message(), "VKG_TUNING_AS='nvidai' is not nvidia, amd"));
     assert_null(d);
-    unsetenv("VKG_TUNING_AS");
+    vkg_test_setenv("VKG_TUNING_AS", NULL);
 }
 
 /* vkg_device_tuning_set refuses a field out of range by name and keeps the tuning it had. */
@@ -370,10 +370,15 @@ static void test_host_import(void **state)
         printf("%s has no VK_EXT_external_memory_host: skipped\n", info->name);
         skip();
     }
+    if (vkg_test_under_wine()) { /* winevulkan lists the extension but no importable type */
+        printf("under Wine, host allocations are not importable: skipped\n");
+        skip();
+    }
     size_t align = (size_t)info->host_import_alignment, n = 1003, at = 64; /* floats */
     size_t bytes = ((at + n) * 4 + align - 1) / align * align;
     printf("import alignment %zu bytes\n", align);
-    float *mem = aligned_alloc(align, 2 * bytes), *want = malloc(n * 4), *back = malloc(n * 4);
+    float *mem = vkg_test_aligned_alloc(align, 2 * bytes), *want = malloc(n * 4),
+          *back = malloc(n * 4);
     assert_true(mem && want && back);
     memset(mem, 0xff, 2 * bytes); /* NaN */
     for (size_t i = 0; i < n; i++)
@@ -407,7 +412,7 @@ static void test_host_import(void **state)
                        "minImportedHostPointerAlignment");
     assert_null(bad);
     vkg_arena_destroy(&a);
-    free(mem), free(want), free(back);
+    vkg_test_aligned_free(mem), free(want), free(back);
 }
 
 /* An arena under a small largest allocation: tensors go to blocks that hold them whole, as
@@ -499,18 +504,18 @@ static void test_split_arenas(void **state)
     split_arena_case(0);
     split_arena_case(1);
     /* The environment variable does what the option does, and a bad value is named. */
-    setenv("VKG_MAX_ALLOCATION", "48K", 1);
+    vkg_test_setenv("VKG_MAX_ALLOCATION", "48K");
     vkg_device_opts opts = vkg_device_opts_default();
     opts.select = getenv("VKGPT_DEVICE");
     vkg_device_t *dev = NULL;
     VKG_ASSERT_OK(vkg_device_create(&opts, &dev));
     assert_int_equal(vkg_device_get_info(dev)->max_allocation_bytes, 48 << 10);
     vkg_device_destroy(&dev);
-    setenv("VKG_MAX_ALLOCATION", "lots", 1);
+    vkg_test_setenv("VKG_MAX_ALLOCATION", "lots");
     assert_int_equal(vkg_device_create(&opts, &dev), VKG_ERR_INVALID_ARG);
     assert_non_null(strstr(vkg_error_message(), "VKG_MAX_ALLOCATION='lots'"));
     assert_null(dev);
-    unsetenv("VKG_MAX_ALLOCATION");
+    vkg_test_setenv("VKG_MAX_ALLOCATION", NULL);
 }
 
 /* Messages the layer gives while the device is destroyed (an object left behind) are counted:
@@ -518,6 +523,11 @@ static void test_split_arenas(void **state)
 static void test_leak_is_reported_at_destroy(void **state)
 {
     (void)state;
+    if (vkg_test_under_wine()) { /* it drops a message naming a handle it no longer maps */
+        printf("under Wine, the layer's messages while the device is destroyed are dropped by "
+               "winevulkan (\"handle conversion failed\"): skipped\n");
+        skip();
+    }
     vkg_device_opts opts = vkg_device_opts_default();
     opts.select = getenv("VKGPT_DEVICE");
     opts.validation = 1;

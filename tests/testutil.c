@@ -1,10 +1,20 @@
 /* Shared test helpers: RNG, fills, the reference comparison and temporary folders. */
 #include "testutil.h"
 
+#ifndef _WIN32
 #include <ftw.h>
+#endif
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+
+#include "os/file.h"
+#include "os/glob.h"
+
+#ifdef _WIN32
+#include <windows.h>
+#endif
 
 void vkg_test_rng_seed(vkg_test_rng *r, uint64_t seed)
 {
@@ -146,15 +156,94 @@ float *vkg_test_random(vkg_test_rng *r, size_t n, float lo, float hi)
     return x;
 }
 
-int vkg_test_tmp_make(char *root, size_t cap, const char *prefix)
+/* The folder for temporary files: TMPDIR, on Windows also TEMP or TMP, else /tmp. */
+static const char *tmp_base(void)
 {
-    const char *base = getenv("TMPDIR");
-    int n = snprintf(root, cap, "%s/%s_XXXXXX", base && *base ? base : "/tmp", prefix);
-    if (n < 0 || (size_t)n >= cap)
-        return -1;
-    return mkdtemp(root) ? 0 : -1;
+    const char *names[] = {"TMPDIR", "TEMP", "TMP"};
+#ifdef _WIN32
+    size_t n_names = 3;
+#else
+    size_t n_names = 1;
+#endif
+    for (size_t i = 0; i < n_names; i++) {
+        const char *v = getenv(names[i]);
+        if (v && *v)
+            return v;
+    }
+    return "/tmp";
 }
 
+int vkg_test_tmp_make(char *root, size_t cap, const char *prefix)
+{
+    int n = snprintf(root, cap, "%s/%s_XXXXXX", tmp_base(), prefix);
+    if (n < 0 || (size_t)n >= cap)
+        return -1;
+    return vkg_os_mkdtemp(root) == 0 ? 0 : -1;
+}
+
+int vkg_test_setenv(const char *name, const char *value)
+{
+#ifdef _WIN32
+    return _putenv_s(name, value ? value : "") == 0 ? 0 : -1;
+#else
+    return (value ? setenv(name, value, 1) : unsetenv(name)) == 0 ? 0 : -1;
+#endif
+}
+
+int vkg_test_under_wine(void)
+{
+#ifdef _WIN32
+    HMODULE ntdll = GetModuleHandleA("ntdll.dll");
+    return ntdll && GetProcAddress(ntdll, "wine_get_version") ? 1 : 0;
+#else
+    return 0;
+#endif
+}
+
+void *vkg_test_aligned_alloc(size_t align, size_t bytes)
+{
+#ifdef _WIN32
+    return _aligned_malloc(bytes, align);
+#else
+    return aligned_alloc(align, bytes);
+#endif
+}
+
+void vkg_test_aligned_free(void *p)
+{
+#ifdef _WIN32
+    _aligned_free(p);
+#else
+    free(p);
+#endif
+}
+
+#ifdef _WIN32
+/* Windows: no nftw; the folder's names through the platform layer, depth first (a folder is
+ * never followed through a link there: CreateSymbolicLink needs privileges tests lack). */
+int vkg_test_tmp_remove(const char *root)
+{
+    if (!vkg_os_is_dir(root))
+        return remove(root);
+    vkg_os_paths names = {0};
+    if (vkg_os_list_dir(root, &names) != 0)
+        return -1;
+    int rc = 0;
+    for (size_t i = 0; i < names.n && rc == 0; i++) {
+        size_t len = strlen(root) + strlen(names.v[i]) + 2;
+        char *path = malloc(len);
+        if (!path) {
+            rc = -1;
+            break;
+        }
+        snprintf(path, len, "%s/%s", root, names.v[i]);
+        rc = vkg_test_tmp_remove(path);
+        free(path);
+    }
+    vkg_os_paths_free(&names);
+    return rc == 0 && vkg_os_rmdir(root) == 0 ? 0 : -1;
+}
+#else
 static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
 {
     (void)sb, (void)flag, (void)ftw;
@@ -165,3 +254,4 @@ int vkg_test_tmp_remove(const char *root)
 {
     return nftw(root, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
+#endif

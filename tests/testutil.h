@@ -50,9 +50,23 @@ float *vkg_test_alloc(size_t n);
 void *vkg_test_read_file(const char *path, size_t *n);
 void *vkg_test_must_read(const char *path, size_t *n);
 
-/* Make a new folder "$TMPDIR/<prefix>_XXXXXX" (/tmp without TMPDIR) with mkdtemp and write its
- * path to root (cap bytes). Returns 0, or -1 when the path does not fit or mkdtemp fails. */
+/* Make a new folder "$TMPDIR/<prefix>_XXXXXX" (on Windows also $TEMP or $TMP; /tmp without them)
+ * with vkg_os_mkdtemp and write its path to root (cap bytes). Returns 0, or -1 when the path does
+ * not fit or the folder cannot be made. */
 int vkg_test_tmp_make(char *root, size_t cap, const char *prefix);
+
+/* Set the environment variable name to value, or remove it when value is NULL (setenv and
+ * unsetenv; _putenv_s on Windows). 0, or -1 on an error. */
+int vkg_test_setenv(const char *name, const char *value);
+
+/* bytes of memory aligned to align (a power of two; bytes a multiple of it), or NULL; free it with
+ * vkg_test_aligned_free (Windows' C library frees aligned blocks with its own call). */
+void *vkg_test_aligned_alloc(size_t align, size_t bytes);
+void vkg_test_aligned_free(void *p);
+
+/* 1 when the program runs under Wine (its ntdll exports wine_get_version), else 0: for the few
+ * checks that Wine's Vulkan layer cannot pass, skipped there with the reason. */
+int vkg_test_under_wine(void);
 
 /* Remove root and everything under it (without following links). Returns 0, or -1 on an error. */
 int vkg_test_tmp_remove(const char *root);

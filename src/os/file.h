@@ -55,6 +55,11 @@ int vkg_os_list_dir(const char *dir, struct vkg_os_paths *out);
 /* Remove the empty folder dir. 0 or an errno value. */
 int vkg_os_rmdir(const char *dir);
 
+/* Create a new folder named tmpl with its trailing "XXXXXX" replaced so that nothing of that name
+ * existed (mkdtemp; mode 0700 on POSIX), writing the name into tmpl. 0, EINVAL when tmpl does not
+ * end in "XXXXXX", or an errno value. */
+int vkg_os_mkdtemp(char *tmpl);
+
 /* Read one line of f (up to and with its '\n', if any) into *line (grown as needed, *cap bytes;
  * NUL-terminated), as POSIX getline: its length, or -1 at the end or on an error (errno set). */
 long long vkg_os_getline(char **line, size_t *cap, FILE *f);

@@ -230,7 +230,7 @@ vkg_status vkg_metrics_create(const vkg_metrics_config *cfg, vkg_metrics_t **out
                    "metrics: out of memory");
     if (cfg->resume)
         VKG_TRY_GOTO(st, resume_log(m, cfg->first_step), fail);
-    m->log = fopen(m->log_path, cfg->resume ? "a" : "w");
+    m->log = fopen(m->log_path, cfg->resume ? "ab" : "wb"); /* "\n" line ends everywhere */
     VKG_CHECK_GOTO(st, m->log, VKG_ERR_IO, fail, "%s: cannot open the log for writing: %s",
                    m->log_path, strerror(errno));
     *out = m;

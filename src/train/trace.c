@@ -39,7 +39,7 @@ vkg_status vkg_trace_open(const char *path, int rank, int world, vkg_trace **out
         snprintf(t->path, sizeof t->path, "%s", path);
     t->rank = rank;
     t->origin_ms = vkg_os_now_ms();
-    t->f = fopen(t->path, "w");
+    t->f = fopen(t->path, "wb");
     if (!t->f || fprintf(t->f, "{\"displayTimeUnit\": \"ms\", \"traceEvents\": [\n") < 0) {
         vkg_status st = io_error(t, "write");
         if (t->f)

@@ -70,6 +70,44 @@ static int has_layer(const char *name)
     return found;
 }
 
+/* 0 when the first physical device answers VK_EXT_tooling_info's query (the validation layer
+ * answers it) without a validation tool, that is when no validation layer is in the call chain;
+ * 1 otherwise (no device to ask fails later, where a device is chosen). */
+static int validation_tool_active(VkInstance instance)
+{
+    PFN_vkGetPhysicalDeviceToolPropertiesEXT tools =
+        (PFN_vkGetPhysicalDeviceToolPropertiesEXT)vkGetInstanceProcAddr(
+            instance, "vkGetPhysicalDeviceToolPropertiesEXT");
+    uint32_t n_dev = 1, n = 8;
+    VkPhysicalDevice pd;
+    VkResult r = vkEnumeratePhysicalDevices(instance, &n_dev, &pd);
+    if ((r != VK_SUCCESS && r != VK_INCOMPLETE) || n_dev == 0)
+        return 1;
+    if (!tools)
+        return 0;
+    VkPhysicalDeviceToolPropertiesEXT props[8];
+    for (uint32_t i = 0; i < n; i++)
+        props[i] = (VkPhysicalDeviceToolPropertiesEXT){
+            .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_TOOL_PROPERTIES_EXT};
+    r = tools(pd, &n, props);
+    if (r != VK_SUCCESS && r != VK_INCOMPLETE)
+        return 0;
+    for (uint32_t i = 0; i < n; i++)
+        if (props[i].purposes & VK_TOOL_PURPOSE_VALIDATION_BIT_EXT)
+            return 1;
+    return 0;
+}
+
+static vkg_status no_validation_layer(const char *layer)
+{
+    return VKG_FAIL(VKG_ERR_UNSUPPORTED,
+                    "validation requested but %s is neither listed by the Vulkan loader nor "
+                    "active (Debian: apt-get install vulkan-validationlayers; under Wine, whose "
+                    "vulkan-1.dll lists no layer, VK_INSTANCE_LAYERS=%s in the environment makes "
+                    "the host's loader add it)",
+                    layer, layer);
+}
+
 static VKAPI_ATTR VkBool32 VKAPI_CALL on_validation_message(
     VkDebugUtilsMessageSeverityFlagBitsEXT severity, VkDebugUtilsMessageTypeFlagsEXT types,
     const VkDebugUtilsMessengerCallbackDataEXT *data, void *user)
@@ -102,12 +140,14 @@ vkg_status vkg__instance_create(int validation, vkg_device_t *dev, VkInstance *o
     uint32_t n_ext = 0;
     if (portability)
         ext_names[n_ext++] = "VK_KHR_portability_enumeration";
+    /* The layer is named in the create info when the loader lists it. Wine's vulkan-1.dll lists
+     * none and refuses any named one, but the host's loader behind it adds the layers of its
+     * environment (VK_INSTANCE_LAYERS, which Wine keeps from Windows programs): an instance is
+     * then made without naming it, and the layer checked to be active. */
     const char *layer = "VK_LAYER_KHRONOS_validation";
+    int name_layer = 0;
     if (validation) {
-        VKG_CHECK(has_layer(layer), VKG_ERR_UNSUPPORTED,
-                  "validation requested but %s is not installed (Debian: apt-get install "
-                  "vulkan-validationlayers)",
-                  layer);
+        name_layer = has_layer(layer);
         ext_names[n_ext++] = VK_EXT_DEBUG_UTILS_EXTENSION_NAME;
     }
 
@@ -141,12 +181,14 @@ vkg_status vkg__instance_create(int validation, vkg_device_t *dev, VkInstance *o
         .pNext = validation && dev ? (const void *)&features : NULL,
         .flags = portability ? VK_INSTANCE_CREATE_ENUMERATE_PORTABILITY_BIT_KHR : 0,
         .pApplicationInfo = &app,
-        .enabledLayerCount = validation ? 1u : 0u,
+        .enabledLayerCount = name_layer ? 1u : 0u,
         .ppEnabledLayerNames = &layer,
         .enabledExtensionCount = n_ext,
         .ppEnabledExtensionNames = ext_names,
     };
     VkResult r = vkCreateInstance(&ci, NULL, out);
+    if (validation && !name_layer && r == VK_ERROR_EXTENSION_NOT_PRESENT)
+        return no_validation_layer(layer);
     VKG_CHECK(r == VK_SUCCESS, vkg__vk_status(r),
               "cannot create a Vulkan instance (%s): is a Vulkan driver installed? (Debian: "
               "apt-get install mesa-vulkan-drivers libvulkan1)",
@@ -164,6 +206,12 @@ vkg_status vkg__instance_create(int validation, vkg_device_t *dev, VkInstance *o
             return VKG_FAIL(VKG_ERR_VULKAN, "cannot install the validation message handler: %s",
                             vkg__vk_result_str(mr));
         }
+    }
+    if (validation && !name_layer && !validation_tool_active(*out)) {
+        vkg__instance_destroy(*out, *messenger);
+        *out = VK_NULL_HANDLE;
+        *messenger = VK_NULL_HANDLE;
+        return no_validation_layer(layer);
     }
     return VKG_OK;
 }

@@ -190,6 +190,11 @@ int vkg_os_rmdir(const char *dir)
     return rmdir(dir) == 0 ? 0 : errno;
 }
 
+int vkg_os_mkdtemp(char *tmpl)
+{
+    return mkdtemp(tmpl) ? 0 : errno;
+}
+
 long long vkg_os_getline(char **line, size_t *cap, FILE *f)
 {
     return (long long)getline(line, cap, f);

@@ -104,16 +104,22 @@ long long vkg_os_pread(int fd, void *buf, size_t n, unsigned long long off)
         errno = EBADF;
         return -1;
     }
+    /* ReadFile at an OVERLAPPED offset on a handle opened for synchronous reads leaves the file
+     * pointer after what it read: the position is put back, as pread leaves it. */
+    long long pos = _lseeki64(fd, 0, SEEK_CUR);
+    if (pos < 0)
+        return -1;
     OVERLAPPED at = {0};
     at.Offset = (DWORD)off, at.OffsetHigh = (DWORD)(off >> 32);
     DWORD got = 0;
-    if (!ReadFile(h, buf, n > 0x7FFFFFFF ? 0x7FFFFFFFu : (DWORD)n, &got, &at)) {
-        if (GetLastError() == ERROR_HANDLE_EOF)
-            return 0;
-        errno = errno_of(GetLastError());
+    long long rc = 0;
+    if (ReadFile(h, buf, n > 0x7FFFFFFF ? 0x7FFFFFFFu : (DWORD)n, &got, &at))
+        rc = (long long)got;
+    else if (GetLastError() != ERROR_HANDLE_EOF)
+        rc = -1, errno = errno_of(GetLastError());
+    if (_lseeki64(fd, pos, SEEK_SET) < 0)
         return -1;
-    }
-    return (long long)got;
+    return rc;
 }
 
 FILE *vkg_os_fdopen_read(int fd)
@@ -162,6 +168,27 @@ int vkg_os_list_dir(const char *dir, struct vkg_os_paths *out)
 int vkg_os_rmdir(const char *dir)
 {
     return RemoveDirectoryA(dir) ? 0 : errno_of(GetLastError());
+}
+
+int vkg_os_mkdtemp(char *tmpl)
+{
+    static const char digits[] = "abcdefghijklmnopqrstuvwxyz0123456789";
+    size_t n = strlen(tmpl);
+    if (n < 6 || strcmp(tmpl + n - 6, "XXXXXX") != 0)
+        return EINVAL;
+    /* Names from the process id, the clock and a counter; a name already taken is tried again. */
+    unsigned long long seed = ((unsigned long long)GetCurrentProcessId() << 32) ^ GetTickCount64();
+    for (unsigned attempt = 0; attempt < 1000; attempt++) {
+        unsigned long long v = (seed + attempt) * 0x9E3779B97F4A7C15ull;
+        for (int i = 0; i < 6; i++, v /= 36)
+            tmpl[n - 6 + i] = digits[v % 36];
+        if (CreateDirectoryA(tmpl, NULL))
+            return 0;
+        DWORD e = GetLastError();
+        if (e != ERROR_ALREADY_EXISTS && e != ERROR_FILE_EXISTS)
+            return errno_of(e);
+    }
+    return EEXIST;
 }
 
 long long vkg_os_getline(char **line, size_t *cap, FILE *f)
