@@ -248,6 +248,23 @@ static void *watch_finish(void *p)
     return NULL;
 }
 
+/* The end of an overlapped backward: the watcher joined (th NULL: none started), the first
+ * error, and the step's figures: comm ms of reductions, the part of it after the device was done
+ * (ended at `end`). */
+static vkg_status overlap_end(vkg_grad_reducer *r, vkg_status st, pthread_t *th,
+                              const finish_watch *w, double comm, double end)
+{
+    if (th)
+        pthread_join(*th, NULL);
+    VKG_TRY(st);
+    VKG_TRY(w->st);
+    r->comm_ms = comm;
+    r->exposed_ms = th && end > w->done_ms ? end - w->done_ms : 0.0;
+    if (r->exposed_ms > comm)
+        r->exposed_ms = comm;
+    return VKG_OK;
+}
+
 /* The last micro-batch with the reduction overlapped: each bucket is read as soon as the device
  * has finished it (on the zero-copy path the device has put it in place already) and reduced
  * while the device goes on with the backward pass; every bucket but the first is handed back at
@@ -297,15 +314,7 @@ static vkg_status backward_overlapped(vkg_grad_reducer *r, const int32_t *inputs
         vkg_buckets_write(r->buckets, 0, r->grads);
     if (st == VKG_OK)
         st = vkg_gpt2_split_commit(m);
-    if (watching)
-        pthread_join(th, NULL);
-    VKG_TRY(st);
-    VKG_TRY(w.st);
-    r->comm_ms = comm;
-    r->exposed_ms = watching && end > w.done_ms ? end - w.done_ms : 0.0;
-    if (r->exposed_ms > comm)
-        r->exposed_ms = comm;
-    return VKG_OK;
+    return overlap_end(r, st, watching ? &th : NULL, &w, comm, end);
 }
 
 vkg_status vkg_grad_reducer_last_micro(vkg_grad_reducer *r, const int32_t *inputs,
@@ -365,15 +374,7 @@ vkg_status vkg_grad_reducer_last_backward(vkg_grad_reducer *r, vkg_status (*done
         st = vkg_gpt2_split_finish(m, NULL);
     if (st == VKG_OK)
         st = vkg_gpt2_split_commit(m);
-    if (watching)
-        pthread_join(th, NULL);
-    VKG_TRY(st);
-    VKG_TRY(w.st);
-    r->comm_ms = comm;
-    r->exposed_ms = watching && end > w.done_ms ? end - w.done_ms : 0.0;
-    if (r->exposed_ms > comm)
-        r->exposed_ms = comm;
-    return VKG_OK;
+    return overlap_end(r, st, watching ? &th : NULL, &w, comm, end);
 }
 
 vkg_status vkg_grad_reducer_reduce(vkg_grad_reducer *r, double *comm_ms, double *exposed_ms)
