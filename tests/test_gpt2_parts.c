@@ -10,8 +10,9 @@
  * (accumulating the same two micro-batches) bitwise: the parts run the same dispatches on the
  * same values. The same in bf16 precision, where the boundary activation is bf16 (half the bytes).
  * Also: parts that break the layer rules, boundaries a part does not have and tokens sent to the
- * wrong part are refused with errors naming them; and every part's memory plan (vkg_gpt2_memory, no
- * device) is exactly what it allocated. */
+ * wrong part are refused with errors naming them; every part's memory plan (vkg_gpt2_memory, no
+ * device) is exactly what it allocated; and a part's backward run as input and weight passes or
+ * as a split recording of one slot adds bitwise what its whole backward adds. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -34,11 +35,12 @@ static const vkg_gpt2_config cfg = {.max_seq_len = MAXT,
                                     .num_heads = NH,
                                     .channels = C};
 
-static vkg_gpt2 *create(vkg_device_t *dev, int first, int last, int flags, const float *whole,
-                        int precision)
+static vkg_gpt2 *create_w(vkg_device_t *dev, int first, int last, int flags, const float *whole,
+                          int precision, int split_w)
 {
     vkg_gpt2_opts o = vkg_gpt2_opts_default();
     o.B = B, o.T = T, o.accum_steps = MICRO, o.slots = MICRO, o.precision = precision;
+    o.split_w = split_w;
     o.part = (vkg_gpt2_part){.first = first, .last = last, .flags = flags};
     vkg_gpt2 *m = NULL;
     VKG_ASSERT_OK(vkg_gpt2_create(dev, &cfg, &o, &m));
@@ -53,6 +55,12 @@ static vkg_gpt2 *create(vkg_device_t *dev, int first, int last, int flags, const
     VKG_ASSERT_OK(vkg_gpt2_set_params(m, p));
     free(p);
     return m;
+}
+
+static vkg_gpt2 *create(vkg_device_t *dev, int first, int last, int flags, const float *whole,
+                        int precision)
+{
+    return create_w(dev, first, last, flags, whole, precision, 0);
 }
 
 /* Copy the wte gradient of part `from` into part `to` (both hold wte at part offset 0). */
@@ -186,6 +194,104 @@ static void test_two_parts_equal_whole_bf16(void **state)
         check_split(*state, k, VKG_PRECISION_BF16);
 }
 
+/* The ways a part's backward may run, each adding the same values in the same order: */
+enum {
+    WHOLE_PASS, /* vkg_gpt2_backward, slot by slot */
+    TWO_PASSES, /* every slot's input pass, then every slot's weight pass (ZB-H1's deferral) */
+    SPLIT_LAST, /* the last slot's backward as a split recording of 2 lists (pipeline buckets) */
+    NUM_WAYS
+};
+
+/* Two parts (split at 1) created with split_w; both slots forward, then backward in `way`; the
+ * gradients of both parts and the gradients passed between them into ga, gb, din. */
+static void run_backward_way(vkg_gpu *g, int way, const float *whole, const int32_t *inp,
+                             const int32_t *tgt, float *ga, float *gb, float *din)
+{
+    vkg_gpt2 *a = create_w(g->dev, 0, 1, VKG_GPT2_PART_EMBED, whole, VKG_PRECISION_FP32, 1);
+    vkg_gpt2 *b = create_w(g->dev, 1, L, VKG_GPT2_PART_HEAD, whole, VKG_PRECISION_FP32, 1);
+    VKG_ASSERT_OK(vkg_gpt2_zero_grad(a));
+    VKG_ASSERT_OK(vkg_gpt2_zero_grad(b));
+    for (int s = 0; s < MICRO; s++) {
+        VKG_ASSERT_OK(vkg_gpt2_forward_train(a, s, inp + s * B * T, NULL, NULL));
+        pass(a, VKG_GPT2_OUT, b, VKG_GPT2_IN, s);
+        VKG_ASSERT_OK(vkg_gpt2_forward_train(b, s, NULL, tgt + s * B * T, NULL));
+    }
+    for (int s = 0; s < MICRO; s++) {
+        vkg_gpt2 *parts[2] = {b, a};
+        for (int i = 0; i < 2; i++) {
+            vkg_gpt2 *m = parts[i];
+            if (way == TWO_PASSES) {
+                VKG_ASSERT_OK(vkg_gpt2_backward_input(m, s));
+            } else if (way == SPLIT_LAST && s == MICRO - 1) {
+                int last[2] = {0, vkg_gpt2_unit_count(m) - 1};
+                VKG_ASSERT_OK(vkg_gpt2_split_backward(m, s, last, 2, NULL));
+                VKG_ASSERT_OK(vkg_gpt2_split_submit(m, NULL, NULL));
+                VKG_ASSERT_OK(vkg_gpt2_split_wait(m, 0));
+                VKG_ASSERT_OK(vkg_gpt2_split_finish(m, NULL));
+                VKG_ASSERT_OK(vkg_gpt2_split_commit(m));
+            } else {
+                VKG_ASSERT_OK(vkg_gpt2_backward(m, s));
+            }
+            if (m == b) {
+                VKG_ASSERT_OK(vkg_gpt2_boundary_read(b, VKG_GPT2_DIN, s, din + s * B * T * C));
+                VKG_ASSERT_OK(vkg_gpt2_boundary_write(a, VKG_GPT2_DOUT, s, din + s * B * T * C));
+            }
+        }
+    }
+    for (int s = 0; way == TWO_PASSES && s < MICRO; s++) {
+        VKG_ASSERT_OK(vkg_gpt2_backward_weight(b, s));
+        VKG_ASSERT_OK(vkg_gpt2_backward_weight(a, s));
+    }
+    VKG_ASSERT_OK(vkg_gpt2_get_grads(a, ga));
+    VKG_ASSERT_OK(vkg_gpt2_get_grads(b, gb));
+    vkg_gpt2_destroy(&a), vkg_gpt2_destroy(&b);
+}
+
+/* A part's backward as input and weight passes (split_w) with every weight pass deferred past
+ * the other slot's input pass, and as a split recording of the last slot's backward alone, adds
+ * bitwise what vkg_gpt2_backward adds, and passes the same input gradient back; without split_w
+ * the two passes are refused. */
+static void test_backward_ways(void **state)
+{
+    vkg_gpu *g = *state;
+    size_t n = vkg_gpt2_num_params(&cfg);
+    float *whole = vkg_test_alloc(n);
+    vkg_gpt2_init_params(&cfg, whole, 12);
+    vkg_test_rng r;
+    vkg_test_rng_seed(&r, 33);
+    int32_t inp[MICRO * B * T], tgt[MICRO * B * T];
+    random_tokens(&r, inp, MICRO * B * T);
+    random_tokens(&r, tgt, MICRO * B * T);
+    float *ga[NUM_WAYS], *gb[NUM_WAYS], *din[NUM_WAYS];
+    size_t na = 0, nb = 0;
+    for (int w = 0; w < NUM_WAYS; w++) {
+        if (w == 0) { /* the parts' sizes */
+            vkg_gpt2 *a = create(g->dev, 0, 1, VKG_GPT2_PART_EMBED, whole, VKG_PRECISION_FP32);
+            vkg_gpt2 *b = create(g->dev, 1, L, VKG_GPT2_PART_HEAD, whole, VKG_PRECISION_FP32);
+            na = vkg_gpt2_param_count(a), nb = vkg_gpt2_param_count(b);
+            assert_int_equal(vkg_gpt2_backward_input(a, 0), VKG_ERR_STATE);
+            assert_int_equal(vkg_gpt2_backward_weight(b, 0), VKG_ERR_STATE);
+            vkg_gpt2_destroy(&a), vkg_gpt2_destroy(&b);
+        }
+        ga[w] = vkg_test_alloc(na), gb[w] = vkg_test_alloc(nb);
+        din[w] = vkg_test_alloc((size_t)MICRO * B * T * C);
+        run_backward_way(g, w, whole, inp, tgt, ga[w], gb[w], din[w]);
+    }
+    static const char *const names[NUM_WAYS] = {"whole pass", "input then weight passes",
+                                                "split last backward"};
+    for (int w = 1; w < NUM_WAYS; w++) {
+        if (memcmp(ga[w], ga[0], na * sizeof *ga[0]) || memcmp(gb[w], gb[0], nb * sizeof *gb[0]))
+            fail_msg("%s: the parts' gradients differ from the whole backward's", names[w]);
+        if (memcmp(din[w], din[0], (size_t)MICRO * B * T * C * sizeof *din[0]))
+            fail_msg("%s: the input gradient passed back differs", names[w]);
+        printf("%s: %zu + %zu gradients and the input gradient bitwise the whole backward's\n",
+               names[w], na, nb);
+    }
+    for (int w = 0; w < NUM_WAYS; w++)
+        free(ga[w]), free(gb[w]), free(din[w]);
+    free(whole);
+}
+
 static void expect_refused(vkg_status st, const char *needle)
 {
     assert_int_equal(st, VKG_ERR_INVALID_ARG);
@@ -243,6 +349,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_two_parts_equal_whole_bf16, vkg_gpu_setup,
                                         vkg_gpu_teardown),
         cmocka_unit_test_setup_teardown(test_bad_parts_refused, vkg_gpu_setup, vkg_gpu_teardown),
+        cmocka_unit_test_setup_teardown(test_backward_ways, vkg_gpu_setup, vkg_gpu_teardown),
     };
     return cmocka_run_group_tests(tests, vkg_gpu_group_setup, vkg_gpu_group_teardown);
 }
