@@ -155,6 +155,19 @@ static vkg_status unit_done(vkg__gpt2_cut_fn cut, void *ctx, vkg_cmd **pc, int *
     return st;
 }
 
+/* Layer l's product backward for weight tensor w: the input gradient, and unless the input pass
+ * keeps the output gradient for the weight pass (kept), the weight and bias gradients in the same
+ * call, as vkg_op_matmul_bwd gives them. */
+static vkg_status product_bwd(vkg_gpt2 *m, vkg_cmd *c, const vkg_tensor *kept, vkg_tensor dinp,
+                              int w, const vkg_tensor *dbias, vkg_tensor dout, vkg_tensor inp,
+                              int l, int N, int Cin, int OC)
+{
+    if (kept)
+        return vkg_op_matmul_bwd_dinp(c, dinp, dout, lp(m, m->w, w, l), N, Cin, OC);
+    return vkg_op_matmul_bwd(c, dinp, lp(m, m->g, w, l), dbias, dout, inp, lp(m, m->w, w, l), N,
+                             Cin, OC, &m->mm_scratch);
+}
+
 /* The backward pass of slot s. cut (may be NULL) is called after each gradient unit is complete
  * (see vkg_gpt2_unit_ranges; the last unit ends with the list) and may end the current list and
  * continue in another (*pc). With cut, the classifier's weight gradient comes before its input
@@ -209,39 +222,22 @@ static vkg_status record_backward_cut(vkg_gpt2 *m, int s, int pass, vkg_cmd **pc
         vkg_tensor gb_fcp = lp(m, m->g, FCPROJB, l), gb_fc = lp(m, m->g, FCB, l);
         vkg_tensor gb_att = lp(m, m->g, ATTPROJB, l), gb_qkv = lp(m, m->g, QKVB, l);
         VKG_TRY(vkg_op_residual_bwd(c, dres2, dfcproj, dres3, btc));
-        if (kept)
-            VKG_TRY(
-                vkg_op_matmul_bwd_dinp(c, dfchg, dfcproj, lp(m, m->w, FCPROJW, l), BT, 4 * C, C));
-        else
-            VKG_TRY(vkg_op_matmul_bwd(c, dfchg, lp(m, m->g, FCPROJW, l), &gb_fcp, dfcproj, fchg,
-                                      lp(m, m->w, FCPROJW, l), BT, 4 * C, C, &m->mm_scratch));
+        VKG_TRY(product_bwd(m, c, kept, dfchg, FCPROJW, &gb_fcp, dfcproj, fchg, l, BT, 4 * C, C));
         VKG_TRY(vkg_op_gelu_bwd(c, dfch, m->slots[s].layers[l].s.fch, dfchg, 4 * btc));
-        if (kept)
-            VKG_TRY(vkg_op_matmul_bwd_dinp(c, dln2, dfch, lp(m, m->w, FCW, l), BT, C, 4 * C));
-        else
-            VKG_TRY(vkg_op_matmul_bwd(c, dln2, lp(m, m->g, FCW, l), &gb_fc, dfch,
-                                      m->slots[s].layers[l].s.ln2, lp(m, m->w, FCW, l), BT, C,
-                                      4 * C, &m->mm_scratch));
+        VKG_TRY(product_bwd(m, c, kept, dln2, FCW, &gb_fc, dfch, m->slots[s].layers[l].s.ln2, l, BT,
+                            C, 4 * C));
         VKG_TRY(vkg_op_layernorm_bwd(c, dres2, lp(m, m->g, LN2W, l), lp(m, m->g, LN2B, l), dln2,
                                      m->slots[s].layers[l].s.residual2, lp(m, m->p, LN2W, l),
                                      m->slots[s].layers[l].s.ln2_mean,
                                      m->slots[s].layers[l].s.ln2_rstd, BT, C));
         VKG_TRY(vkg_op_residual_bwd(c, dresidual, dattproj, dres2, btc));
-        if (kept)
-            VKG_TRY(vkg_op_matmul_bwd_dinp(c, datty, dattproj, lp(m, m->w, ATTPROJW, l), BT, C, C));
-        else
-            VKG_TRY(vkg_op_matmul_bwd(c, datty, lp(m, m->g, ATTPROJW, l), &gb_att, dattproj,
-                                      m->slots[s].layers[l].s.atty, lp(m, m->w, ATTPROJW, l), BT, C,
-                                      C, &m->mm_scratch));
+        VKG_TRY(product_bwd(m, c, kept, datty, ATTPROJW, &gb_att, dattproj,
+                            m->slots[s].layers[l].s.atty, l, BT, C, C));
         VKG_TRY(vkg_op_attention_bwd(c, dqkv, datty, m->slots[s].layers[l].s.qkv,
                                      m->slots[s].layers[l].s.atty, m->slots[s].layers[l].s.lse, B,
                                      T, C, NH, m->delta));
-        if (kept)
-            VKG_TRY(vkg_op_matmul_bwd_dinp(c, dln1, dqkv, lp(m, m->w, QKVW, l), BT, C, 3 * C));
-        else
-            VKG_TRY(vkg_op_matmul_bwd(c, dln1, lp(m, m->g, QKVW, l), &gb_qkv, dqkv,
-                                      m->slots[s].layers[l].s.ln1, lp(m, m->w, QKVW, l), BT, C,
-                                      3 * C, &m->mm_scratch));
+        VKG_TRY(product_bwd(m, c, kept, dln1, QKVW, &gb_qkv, dqkv, m->slots[s].layers[l].s.ln1, l,
+                            BT, C, 3 * C));
         VKG_TRY(vkg_op_layernorm_bwd(c, dresidual, lp(m, m->g, LN1W, l), lp(m, m->g, LN1B, l), dln1,
                                      residual, lp(m, m->p, LN1W, l),
                                      m->slots[s].layers[l].s.ln1_mean,
