@@ -6,7 +6,8 @@
 // elements [g * chunk, min((g + 1) * chunk, n)) of x; its invocations stride through them by the
 // workgroup size (neighbouring lanes read neighbouring elements), each with a compensated (Kahan)
 // running sum, then a shared-memory tree adds the W sums in a fixed order and partials[g] gets
-// the result. The C side picks chunk from n alone, so the same n always gives the same partials.
+// the result. The C side picks chunk from n alone, never from the device or its workgroup size,
+// so the same n always gives the same partials on every device.
 // WIDE = 1 (n beyond what one dispatch may index): each invocation walks the addresses of its
 // elements with 64-bit arithmetic (addr64.glsl) instead of indexing x; the same elements are
 // added in the same order, so the partials are the same.
@@ -15,7 +16,7 @@ layout(push_constant) uniform Push {
     Floats x;        // (n)
     Floats partials; // (number of workgroups)
     uint n;
-    uint chunk; // elements per workgroup, a multiple of the workgroup size
+    uint chunk; // elements per workgroup (a multiple of 64)
 } p;
 
 shared float red[gl_WorkGroupSize.x];

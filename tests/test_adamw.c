@@ -66,7 +66,7 @@ static void run_case(vkg_gpu *g, adamw_case k, uint64_t seed)
     vkg_tensor tv = vkg_gpu_upload(g, v, n * sizeof(float));
     vkg_tensor tstep = vkg_gpu_upload(g, NULL, sizeof(vkg_step_params));
     vkg_tensor tsum = vkg_gpu_poisoned(g, 1);
-    vkg_tensor scratch = vkg_gpu_poisoned(g, vkg_op_sumsq_scratch_elems(g->dev, &n, 1));
+    vkg_tensor scratch = vkg_gpu_poisoned(g, vkg_op_sumsq_scratch_elems(&n, 1));
 
     /* Record once. */
     VKG_ASSERT_OK(vkg_cmd_begin(g->cmd));
@@ -160,10 +160,9 @@ static void test_sharded_optimizer(void **state)
 {
     vkg_gpu *g = *state;
     size_t n = 100003, dec = 40000;
-    vkg_device_tuning tu = vkg_device_tuning_get(g->dev);
-    size_t P = vkg_adamw_norm_partition(tu, n, NULL);
+    size_t P = vkg_adamw_norm_partition(n, NULL);
     size_t *b = malloc((P + 1) * sizeof *b);
-    vkg_adamw_norm_partition(tu, n, b);
+    vkg_adamw_norm_partition(n, b);
     size_t half = P / 2, a = b[half];
     free(b);
     vkg_test_rng rng;

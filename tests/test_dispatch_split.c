@@ -137,8 +137,7 @@ static void test_sumsq(void **state)
     op_case k = {.name = "sumsq", .rec = rec_sumsq, .limit = 10000};
     vkg_dc_add(&k, IN, ns[0], vkg_dc_rnd(ns[0], -1, 1));
     vkg_dc_add(&k, IN, ns[1], vkg_dc_rnd(ns[1], -1, 1));
-    vkg_dc_add(&k, OUT, vkg_op_sumsq_scratch_elems(g->dev, ns, 2),
-               NULL); /* the partials, all written */
+    vkg_dc_add(&k, OUT, vkg_op_sumsq_scratch_elems(ns, 2), NULL); /* the partials, all written */
     vkg_dc_add(&k, OUT, 1, NULL);
     vkg_dc_expect_wide(&k, VKG_KERNEL_sumsq_partial, 3);
     vkg_dc_check(g, &k);

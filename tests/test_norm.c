@@ -58,7 +58,7 @@ static void run_case(vkg_gpu *g, sumsq_case k, uint64_t seed)
         ref += vkg_ref_sumsq(x + 3, k.n[i]);
         free(x);
     }
-    size_t ns = vkg_op_sumsq_scratch_elems(g->dev, k.n, k.count);
+    size_t ns = vkg_op_sumsq_scratch_elems(k.n, k.count);
     vkg_tensor scratch = vkg_gpu_poisoned(g, ns);
     vkg_tensor out =
         k.accumulate ? vkg_gpu_upload(g, &(float){START}, sizeof(float)) : vkg_gpu_poisoned(g, 1);
@@ -118,24 +118,29 @@ static void test_several_tensors_and_accumulate(void **state)
 /* The two stages recorded alone, as a sharded optimizer runs them: the partition has as many
  * partials as vkg_op_sumsq's scratch, in contiguous ascending chunks covering the tensor;
  * partials computed in three slices (as three ranks would, one of them empty) into their places
- * and then added by the final stage give vkg_op_sumsq's result bit for bit. */
+ * and then added by the final stage give vkg_op_sumsq's result bit for bit, under the device's
+ * own workgroup size and under others (the partition is not the tuning's: ranks on devices of
+ * other tunings shard a norm at the same partials). */
 static void test_stages_alone(void **state)
 {
     vkg_gpu *g = *state;
-    vkg_device_tuning tu = vkg_device_tuning_get(g->dev);
     const size_t sizes[] = {5, 1000003, 77777};
-    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
-        size_t n = sizes[k];
+    vkg_device_tuning own = vkg_device_tuning_get(g->dev), tu = own;
+    const uint32_t wgs[] = {own.sumsq_wg, 32, 128};
+    for (size_t k = 0; k < 3 * sizeof sizes / sizeof sizes[0]; k++) {
+        size_t n = sizes[k / 3];
+        tu.sumsq_wg = wgs[k % 3];
+        VKG_ASSERT_OK(vkg_device_tuning_set(g->dev, &tu));
         vkg_test_rng rng;
         vkg_test_rng_seed(&rng, 40 + k);
         float *x = vkg_test_alloc(n);
         vkg_test_fill_uniform(&rng, x, n, -2.0f, 2.0f);
         vkg_tensor xt = vkg_gpu_upload(g, x, n * sizeof(float));
         free(x);
-        size_t P = vkg_op_sumsq_partition(&tu, n, NULL);
+        size_t P = vkg_op_sumsq_partition(n, NULL);
         size_t *b = malloc((P + 1) * sizeof *b);
-        assert_int_equal(vkg_op_sumsq_partition(&tu, n, b), P);
-        assert_int_equal(P, vkg_op_sumsq_scratch_elems(g->dev, &n, 1));
+        assert_int_equal(vkg_op_sumsq_partition(n, b), P);
+        assert_int_equal(P, vkg_op_sumsq_scratch_elems(&n, 1));
         assert_true(b[0] == 0 && b[P] == n);
         for (size_t p = 0; p < P; p++)
             assert_true(b[p] < b[p + 1]);
@@ -156,12 +161,13 @@ static void test_stages_alone(void **state)
         VKG_ASSERT_OK(vkg_op_sumsq_final(g->cmd, out2, parts, P, 0));
         vkg_gpu_run(g);
         float sliced = read_one(g, out2);
-        printf("    n=%zu: %zu partials, whole %.9g, in slices %.9g\n", n, P, (double)whole,
-               (double)sliced);
+        printf("    n=%zu, workgroups of %u: %zu partials, whole %.9g, in slices %.9g\n", n,
+               tu.sumsq_wg, P, (double)whole, (double)sliced);
         if (memcmp(&whole, &sliced, sizeof whole))
-            fail_msg("n=%zu: the stages alone give %.9g, vkg_op_sumsq %.9g", n, (double)sliced,
-                     (double)whole);
+            fail_msg("n=%zu, workgroups of %u: the stages alone give %.9g, vkg_op_sumsq %.9g", n,
+                     tu.sumsq_wg, (double)sliced, (double)whole);
     }
+    VKG_ASSERT_OK(vkg_device_tuning_set(g->dev, &own));
 }
 
 static void test_bad_arguments(void **state)
@@ -172,7 +178,7 @@ static void test_bad_arguments(void **state)
     size_t ns[2] = {100, 11};
     size_t ok_ns[2] = {100, 10};
     vkg_tensor out = vkg_gpu_poisoned(g, 1), none = vkg_gpu_poisoned(g, 0);
-    vkg_tensor scratch = vkg_gpu_poisoned(g, vkg_op_sumsq_scratch_elems(g->dev, ok_ns, 2));
+    vkg_tensor scratch = vkg_gpu_poisoned(g, vkg_op_sumsq_scratch_elems(ok_ns, 2));
     vkg_expect_invalid(vkg_op_sumsq(c, out, xs, ns, 0, scratch, 0),
                        "sumsq: needs at least one tensor");
     vkg_expect_invalid(vkg_op_sumsq(c, out, xs, ns, 2, scratch, 0),

@@ -199,7 +199,7 @@ static void test_tuning_defaults_by_capability(void **state)
     assert_int_equal(cpu.matmul_ksplit_bytes, 512 * 1024);
     assert_int_equal(cpu.attention, VKG_ATTENTION_DIRECT);
     assert_true(cpu.layernorm_wg == 32 && cpu.xent_wg_max == 64 && cpu.encoder_wte_wg == 64);
-    assert_true(cpu.sumsq_wg == 64 && cpu.sumsq_max_groups == 64);
+    assert_int_equal(cpu.sumsq_wg, 64);
     vkg_device_tuning wide = vkg__device_tuning_defaults(VK_PHYSICAL_DEVICE_TYPE_CPU, 32);
     assert_true(wide.matmul_tm == 4 && wide.matmul_tn == 4 && wide.matmul_lx == 64);
     assert_int_equal(wide.layernorm_wg, 32);
@@ -208,7 +208,7 @@ static void test_tuning_defaults_by_capability(void **state)
     assert_int_equal(gpu.matmul_ksplit_bytes, 0);
     assert_int_equal(gpu.attention, VKG_ATTENTION_SHARED);
     assert_true(gpu.layernorm_wg == 256 && gpu.xent_wg_max == 256 && gpu.encoder_wte_wg == 256);
-    assert_true(gpu.sumsq_wg == 256 && gpu.sumsq_max_groups == 1024);
+    assert_int_equal(gpu.sumsq_wg, 256);
     assert_true(cpu.matmul_tiled == 0 && gpu.matmul_tiled == 1);
     /* the "other" vendor's rows of the tiled matmul's table (src/vk/mmt.c) */
     const vkg_matmul_tiling *gl = &gpu.mmt[VKG_MMT_LARGE];

@@ -62,7 +62,6 @@ typedef struct job {
     size_t nparams;
     float *params[MAXR];
     size_t opt_bytes[MAXR], mfirst[MAXR], mcount[MAXR];
-    vkg_device_tuning tuning;
     vkg_gpt2_config mcfg;
     vkg_status st[MAXR];
     char err[MAXR][512];
@@ -146,7 +145,7 @@ static void *run_rank(void *p)
         j->opt_bytes[a->rank] = info.optimizer_bytes;
         j->mfirst[a->rank] = info.moment_first, j->mcount[a->rank] = info.moment_count;
         if (a->rank == 0)
-            j->tuning = vkg_device_tuning_get(t->dev), j->mcfg = t->mcfg;
+            j->mcfg = t->mcfg;
         j->params[a->rank] = malloc(j->nparams * sizeof(float));
         st = j->params[a->rank] ? vkg_trainer_get_params(t, j->params[a->rank]) : VKG_ERR_NOMEM;
     }
@@ -294,11 +293,11 @@ static void test_moments_per_rank(void **state)
         run_job(&z);
         expect_ok(&z);
         vkg_zero_shard plan[MAXR];
-        assert_int_equal(vkg_strategy_zero_plan(&z.mcfg, N, z.tuning, plan), VKG_OK);
+        assert_int_equal(vkg_strategy_zero_plan(&z.mcfg, N, plan), VKG_OK);
         size_t n = z.nparams, chunk = 0, next = 0;
-        size_t P = vkg_adamw_norm_partition(z.tuning, n, NULL);
+        size_t P = vkg_adamw_norm_partition(n, NULL);
         size_t *pb = malloc((P + 1) * sizeof *pb);
-        vkg_adamw_norm_partition(z.tuning, n, pb);
+        vkg_adamw_norm_partition(n, pb);
         for (size_t p = 0; p < P; p++)
             chunk = pb[p + 1] - pb[p] > chunk ? pb[p + 1] - pb[p] : chunk;
         free(pb);

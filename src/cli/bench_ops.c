@@ -216,7 +216,7 @@ static vkg_status update_case(bench *b, const op_shape *s, double *flops, double
 {
     int adamw = s->variant;
     size_t n = (size_t)s->N * (size_t)s->C;
-    size_t scratch_elems = vkg_op_sumsq_scratch_elems(b->dev, &n, 1);
+    size_t scratch_elems = vkg_op_sumsq_scratch_elems(&n, 1);
     vkg_tensor x, scratch, step, grad, m, v;
     VKG_TRY(random_tensor(b, n, &x));
     VKG_TRY(random_tensor(b, scratch_elems, &scratch));

@@ -130,8 +130,6 @@ int vkg_cli_plan(int argc, char **argv)
     if (max_alloc)
         po.max_allocation = (uint64_t)max_alloc;
     uint64_t has = (uint64_t)(memory_gib * 1073741824.0);
-    char tuned[300] = "a GPU (--device for another)";
-    vkg_device_tuning tu = vkg__device_tuning_defaults(VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU, 32);
     if (device) {
         vkg_device_opts dopts = vkg_device_opts_default();
         dopts.select = device;
@@ -143,8 +141,6 @@ int vkg_cli_plan(int argc, char **argv)
         has = di->device_local_bytes;
         if (!max_alloc && !driver)
             po.max_allocation = di->max_allocation_bytes;
-        tu = vkg_device_tuning_get(dev);
-        snprintf(tuned, sizeof tuned, "%s", di->name);
         printf("device: %s, %.1f MiB device-local, largest allocation %.1f MiB\n", di->name,
                mib(has), mib(di->max_allocation_bytes));
         vkg_device_destroy(&dev);
@@ -164,7 +160,7 @@ int vkg_cli_plan(int argc, char **argv)
     vkg_zero_shard *sh = zero ? calloc((size_t)dp, sizeof *sh) : NULL;
     if (zero && !sh)
         return vkg_cli_report("plan", VKG_ERR_NOMEM);
-    if (zero && (s = vkg_strategy_zero_plan(&cfg, dp, tu, sh)) != VKG_OK) {
+    if (zero && (s = vkg_strategy_zero_plan(&cfg, dp, sh)) != VKG_OK) {
         free(sh);
         return vkg_cli_report("plan", s);
     }
@@ -200,8 +196,8 @@ int vkg_cli_plan(int argc, char **argv)
                dp, dp);
     if (zero)
         printf("data parallel: %d ranks, ZeRO-1: AdamW's moments sharded at the gradient norm's "
-               "partial sums on %s; unsharded AdamW %.1f MiB per rank\n",
-               dp, tuned, mib(st[0].optimizer));
+               "partial sums; unsharded AdamW %.1f MiB per rank\n",
+               dp, mib(st[0].optimizer));
     printf("%5s %8s %5s %10s %10s %10s %12s %12s %10s %6s %10s%s\n", zero ? "rank" : "stage",
            "layers", "slots", "params", "grads", "adamw", "activations", "act_grads", "total",
            "allocs", "largest", has ? "  fits" : "");
@@ -212,7 +208,7 @@ int vkg_cli_plan(int argc, char **argv)
         if (zpp) {
             size_t n = m->model.params / 4;
             opt = vkg_adamw_memory_of((n + (size_t)dp - 1) / (size_t)dp,
-                                      vkg_adamw_norm_partition(tu, n, NULL));
+                                      vkg_adamw_norm_partition(n, NULL));
         }
         sum = m->total - m->optimizer + opt;
         int fits = !has || sum <= has;

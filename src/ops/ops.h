@@ -199,12 +199,13 @@ vkg_status vkg_op_xent_fwd_bwd(vkg_cmd *c, vkg_tensor losses, const vkg_tensor *
  * dispatches, then one final dispatch): do not record it inside a group. */
 vkg_status vkg_op_sumsq(vkg_cmd *c, vkg_tensor out, const vkg_tensor *xs, const size_t *ns,
                         int count, vkg_tensor scratch, int accumulate);
-/* Floats of scratch vkg_op_sumsq needs for tensors of these sizes on this device (at least 1). */
-size_t vkg_op_sumsq_scratch_elems(const vkg_device_t *dev, const size_t *ns, int count);
-/* The partial sums vkg_op_sumsq adds for one tensor of n elements on a device of tuning tu: their
- * number P, and (bounds not NULL) their element ranges: partial p covers [bounds[p],
- * bounds[p + 1]) (P + 1 entries). No device needed. */
-size_t vkg_op_sumsq_partition(const vkg_device_tuning *tu, size_t n, size_t *bounds);
+/* Floats of scratch vkg_op_sumsq needs for tensors of these sizes (at least 1). */
+size_t vkg_op_sumsq_scratch_elems(const size_t *ns, int count);
+/* The partial sums vkg_op_sumsq adds for one tensor of n elements: their number P, and (bounds
+ * not NULL) their element ranges: partial p covers [bounds[p], bounds[p + 1]) (P + 1 entries).
+ * A function of n alone, the same on every device and tuning (a sharded norm cuts its shards
+ * there). */
+size_t vkg_op_sumsq_partition(size_t n, size_t *bounds);
 /* Stage 1 of vkg_op_sumsq for one tensor x of n elements, partials [first, first + count) only:
  * partials[0, count) receive bitwise the values vkg_op_sumsq computes for them. Records one
  * group; a barrier must follow before they are read. */

@@ -88,13 +88,13 @@ vkg_status vkg_adamw_norm_from(vkg_adamw *o, size_t from)
     VKG_CHECK(!o->sharded, VKG_ERR_STATE, "AdamW: set the norm's start before sharding it");
     o->from = from;
     size_t count = o->n - from;
-    o->nparts = vkg_adamw_norm_partition(vkg_device_tuning_get(o->dev), count, NULL);
+    o->nparts = vkg_adamw_norm_partition(count, NULL);
     return record_norm(o);
 }
 
-size_t vkg_adamw_norm_partition(vkg_device_tuning tu, size_t n, size_t *bounds)
+size_t vkg_adamw_norm_partition(size_t n, size_t *bounds)
 {
-    return vkg_op_sumsq_partition(&tu, n, bounds);
+    return vkg_op_sumsq_partition(n, bounds);
 }
 
 vkg_status vkg_adamw_norm_shard(vkg_adamw *o, size_t first, size_t count)
@@ -183,9 +183,9 @@ vkg_status vkg_adamw_create(vkg_device_t *dev, const vkg_adamw_config *cfg, vkg_
     }
     o->mfirst = o->mfirst < end ? o->mfirst : end;
     o->mcount = end - o->mfirst;
-    o->nparts = vkg_adamw_norm_partition(vkg_device_tuning_get(dev), n, NULL);
+    o->nparts = vkg_adamw_norm_partition(n, NULL);
     size_t moments[2] = {o->mcount * 4, o->mcount * 4}; /* one allocation each if need be */
-    size_t nscratch = vkg_op_sumsq_scratch_elems(dev, &n, 1);
+    size_t nscratch = vkg_op_sumsq_scratch_elems(&n, 1);
     VKG_TRY_GOTO(st, vkg_arena_create_list(dev, moments, 2, "adamw", &o->moments), fail);
     VKG_TRY_GOTO(st, vkg_arena_alloc(o->moments, o->mcount * 4, &o->m), fail);
     VKG_TRY_GOTO(st, vkg_arena_alloc(o->moments, o->mcount * 4, &o->v), fail);

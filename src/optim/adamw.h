@@ -52,10 +52,10 @@ void vkg_adamw_destroy(vkg_adamw **po);
  * such as a pipeline's second wte, must be counted once in the global norm). Default 0. Before
  * any vkg_adamw_norm_shard (VKG_ERR_STATE after). */
 vkg_status vkg_adamw_norm_from(vkg_adamw *o, size_t from);
-/* The partial sums of the norm of n gradients on a device of tuning tu (vkg_op_sumsq's): their
- * number P, and their gradient ranges in bounds (P + 1 entries, relative to the norm's start)
- * when not NULL. No device needed: a plan gives the tuning it assumes. */
-size_t vkg_adamw_norm_partition(vkg_device_tuning tu, size_t n, size_t *bounds);
+/* The partial sums of the norm of n gradients (vkg_op_sumsq's): their number P, and their
+ * gradient ranges in bounds (P + 1 entries, relative to the norm's start) when not NULL. The same
+ * on every device and tuning, so ranks on different devices shard a norm alike. */
+size_t vkg_adamw_norm_partition(size_t n, size_t *bounds);
 /* Shard the norm: this optimizer computes only partial sums [first, first + count) of its norm's
  * partition (VKG_ERR_INVALID_ARG outside it). grad_sumsq is then replaced by grad_partials (this
  * shard's count partials, computed on the device from the gradients) and, once the caller has

@@ -191,11 +191,11 @@ typedef struct vkg_zero_shard {
     size_t optimizer;              /* device bytes of the rank's AdamW */
 } vkg_zero_shard;
 
-/* The shards of ranks 0..N-1 (shards[N]) for a model of cfg on devices of tuning tu (the norm's
- * partition depends on it), without a device: what vkg_strategy_build allocates under ZeRO-1.
+/* The shards of ranks 0..N-1 (shards[N]) for a model of cfg, cut at the gradient norm's partial
+ * sums (the same on every device), without a device: what vkg_strategy_build allocates under
+ * ZeRO-1.
  * Errors: VKG_ERR_INVALID_ARG naming --zero when the norm has fewer partial sums than ranks. */
-vkg_status vkg_strategy_zero_plan(const vkg_gpt2_config *cfg, int N, vkg_device_tuning tu,
-                                  vkg_zero_shard *shards);
+vkg_status vkg_strategy_zero_plan(const vkg_gpt2_config *cfg, int N, vkg_zero_shard *shards);
 /* 1 under ZeRO-1, else 0. */
 int vkg_strategy_zero(const vkg_strategy *s);
 /* A hash of the shard layout (0 without ZeRO): every rank must have the same (same devices'

@@ -55,19 +55,18 @@ vkg_status vkg__zero_check(const vkg_strategy_config *c, const vkg_job_layout *l
     return VKG_OK;
 }
 
-vkg_status vkg_strategy_zero_plan(const vkg_gpt2_config *cfg, int N, vkg_device_tuning tu,
-                                  vkg_zero_shard *shards)
+vkg_status vkg_strategy_zero_plan(const vkg_gpt2_config *cfg, int N, vkg_zero_shard *shards)
 {
     size_t n = vkg_gpt2_num_params(cfg);
-    size_t P = vkg_adamw_norm_partition(tu, n, NULL);
+    size_t P = vkg_adamw_norm_partition(n, NULL);
     VKG_CHECK(N >= 1 && P >= (size_t)N, VKG_ERR_INVALID_ARG,
               "--zero 1: the gradient norm of this model's %zu parameters is added in %zu partial "
-              "sums on this device, fewer than the %d ranks to shard it over; use fewer ranks "
+              "sums, fewer than the %d ranks to shard it over; use fewer ranks "
               "or a larger model",
               n, P, N);
     size_t *b = malloc((P + 1) * sizeof *b);
     VKG_CHECK(b, VKG_ERR_NOMEM, "no memory for %zu partial sums", P);
-    vkg_adamw_norm_partition(tu, n, b);
+    vkg_adamw_norm_partition(n, b);
     for (int r = 0; r < N; r++) {
         size_t p0 = P * (size_t)r / (size_t)N, p1 = P * (size_t)(r + 1) / (size_t)N;
         vkg_zero_shard *sh = &shards[r];
@@ -94,7 +93,7 @@ static vkg_status build(vkg_strategy *s)
     z->sh = calloc((size_t)z->N, sizeof *z->sh);
     z->bounds = malloc((size_t)(z->N + 1) * sizeof *z->bounds);
     VKG_CHECK(z->sh && z->bounds, VKG_ERR_NOMEM, "no memory for %d shards", z->N);
-    VKG_TRY(vkg_strategy_zero_plan(&s->mc.cfg, z->N, vkg_device_tuning_get(s->mc.dev), z->sh));
+    VKG_TRY(vkg_strategy_zero_plan(&s->mc.cfg, z->N, z->sh));
     size_t n = vkg_gpt2_num_params(&s->mc.cfg);
     z->hash = 0xcbf29ce484222325ull; /* FNV-1a over the bounds */
     for (int q = 0; q <= z->N; q++) {

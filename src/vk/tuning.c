@@ -10,7 +10,7 @@
  * 2.5-5 s -> 0.75-0.85 s; 256 KiB to 1 MiB did about as well); GPUs were not measured.
  * The reductions (layernorm, xent, encoder_bwd_wte, sumsq): CPU devices run a workgroup on one
  * core where every barrier switches through all its subgroups, so fewer lanes (fewer tree levels)
- * serve them; a CPU core runs one workgroup at a time, so sumsq's few long chunks do too.
+ * serve them (sumsq's chunks are not the tuning's: src/ops/norm.c).
  * The bias and layernorm-parameter gradients: CPU devices keep the serial column sums (and their
  * bits: the default lavapipe run is unchanged); GPUs cut the B*T rows into 16 chunks summed in
  * parallel (a workgroup of 16 columns x 16 chunks), the chunk sums added in order.
@@ -32,7 +32,6 @@ vkg_device_tuning vkg__device_tuning_defaults(VkPhysicalDeviceType type, uint32_
         .xent_wg_max = cpu ? 64u : 256u,
         .encoder_wte_wg = cpu ? 64u : 256u,
         .sumsq_wg = cpu ? 64u : 256u,
-        .sumsq_max_groups = cpu ? 64u : 1024u,
         .grad_reduce_chunks = cpu ? 0u : 16u,
         .coopmat_m = 16, /* coopmat off; the emulation's fragment shape */
         .coopmat_n = 8,
@@ -156,7 +155,6 @@ vkg_status vkg_device_tuning_set(vkg_device_t *dev, const vkg_device_tuning *t)
         {"xent_wg_max", t->xent_wg_max, 1, inv, 1},
         {"encoder_wte_wg", t->encoder_wte_wg, 1, inv, 0},
         {"sumsq_wg", t->sumsq_wg, 1, inv, 1},
-        {"sumsq_max_groups", t->sumsq_max_groups, 1, UINT32_MAX, 0},
         {"grad_reduce_chunks", t->grad_reduce_chunks, 0, inv / VKG_GRAD_REDUCE_CX, 0},
         {"coopmat", t->coopmat, 0, 2, 0},
         {"coopmat_all", t->coopmat_all, 0, 1, 0},

@@ -139,11 +139,10 @@ typedef struct vkg_device_tuning {
      * because the device's shared memory holds only one buffer (the CLI says so). */
     uint32_t mmt_dbuf_dropped;
     vkg_attention_variant attention;
-    uint32_t layernorm_wg;     /* invocations per row, layernorm_fwd and _bwd_dinp (power of 2) */
-    uint32_t xent_wg_max;      /* most invocations per row of xent_fwd_bwd (power of 2) */
-    uint32_t encoder_wte_wg;   /* invocations per workgroup of encoder_bwd_wte */
-    uint32_t sumsq_wg;         /* invocations per workgroup of sumsq_partial/_final (power of 2) */
-    uint32_t sumsq_max_groups; /* most partial sums (workgroups) per sumsq segment */
+    uint32_t layernorm_wg;   /* invocations per row, layernorm_fwd and _bwd_dinp (power of 2) */
+    uint32_t xent_wg_max;    /* most invocations per row of xent_fwd_bwd (power of 2) */
+    uint32_t encoder_wte_wg; /* invocations per workgroup of encoder_bwd_wte */
+    uint32_t sumsq_wg;       /* invocations per workgroup of sumsq_partial/_final (power of 2) */
     /* The bias and layernorm-parameter gradients (column sums over the B*T rows): 0 keeps the
      * serial forms (matmul_bwd_bias: one invocation per column over every row; layernorm
      * dparams: 16 row lanes, strided); n > 0 cuts the rows into n contiguous chunks summed by
@@ -185,10 +184,10 @@ uint32_t vkg__mmt_subgroup(const vkg_device_t *dev, const vkg_matmul_tiling *t);
 /* The tuning the device's ops use now (its defaults unless vkg_device_tuning_set changed it). */
 vkg_device_tuning vkg_device_tuning_get(const vkg_device_t *dev);
 /* Replace the device's tuning; ops recorded afterwards use it (lists recorded before keep what
- * they recorded; scratch sized by vkg_op_sumsq_scratch_elems before must be sized again).
+ * they recorded).
  * Errors: VKG_ERR_INVALID_ARG naming the first field out of range (tiles from 1 to 16,
  * workgroups from 1 to the device's invocation limit, powers of two where marked, a known
- * attention variant, sumsq_max_groups >= 1); the tuning is then left unchanged. */
+ * attention variant); the tuning is then left unchanged. */
 vkg_status vkg_device_tuning_set(vkg_device_t *dev, const vkg_device_tuning *t);
 
 /* ---- device ---------------------------------------------------------------------------- */
