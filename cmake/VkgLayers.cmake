@@ -11,7 +11,7 @@
 #   ref        ref/                          (libc only)
 #   transport  base                          comm.h
 #   vk         base, vk/                     device.h
-#   ops        vk, ops/
+#   ops        vk, ops/                      tuning.h
 #   io         base, io/                     io.h, model.h (the model file's configuration)
 #   data       io, data/                     data.h, tokenizer.h
 #   model      ops, io, model/               model.h
@@ -50,7 +50,7 @@ vkg_layer_view(base DIRS base HEADERS status.h BELOW os)
 vkg_layer_view(ref DIRS ref)
 vkg_layer_view(transport HEADERS comm.h BELOW base)
 vkg_layer_view(vk DIRS vk HEADERS device.h BELOW base)
-vkg_layer_view(ops DIRS ops BELOW vk)
+vkg_layer_view(ops DIRS ops HEADERS tuning.h BELOW vk)
 vkg_layer_view(io DIRS io HEADERS io.h model.h BELOW base)
 vkg_layer_view(data DIRS data HEADERS data.h tokenizer.h BELOW io)
 vkg_layer_view(model DIRS model HEADERS model.h BELOW ops io)

@@ -382,17 +382,17 @@ static void test_good_values(void **state)
     expect_contains("stdout", p.buf[0], " 9333.9      6     1572.0  yes");
     expect_contains("stdout", p.buf[0], "the largest --batch that fits 16.0 GiB is 15");
     vkg_test_proc_free(&p);
-    /* ZeRO-1 over 2 ranks on a GPU: each rank's AdamW is half of the unsharded 949.7 MiB, cut at
-     * the norm's 1024 partial sums of 121600 parameters (512 each: 2 x 4 x 62259200 bytes of
-     * moments and 4.5 KiB of norm scratch on rank 0) */
+    /* ZeRO-1 over 2 ranks: each rank's AdamW is half of the unsharded 949.7 MiB, cut at the
+     * norm's 64 partial sums of 1944960 parameters, on every device (32 each: 2 x 4 x 62238720
+     * bytes of moments on rank 0, 2 x 4 x 62237184 on rank 1, and the norm's scratch) */
     const char *const zplan[] = {"plan", "--preset", "gpt2", "--dp", "2", "--zero", "1", NULL};
     vkg_test_proc_start(&p, zplan, &child_opts);
     assert_int_equal(vkg_test_proc_wait(&p, 60), 0);
     expect_contains("stdout", p.buf[0], "unsharded AdamW 949.7 MiB per rank");
-    expect_contains("stdout", p.buf[0], "    0  [ 0,12)     1      474.8      474.8      475.0");
-    expect_contains("stdout", p.buf[0], "    1  [ 0,12)     1      474.8      474.8      474.7");
-    expect_contains("stdout", p.buf[0], "rank 0: the moments of parameters [0, 62259200)");
-    expect_contains("stdout", p.buf[0], "rank 1: the moments of parameters [62259200, 124475904)");
+    expect_contains("stdout", p.buf[0], "    0  [ 0,12)     1      474.8      474.8      474.8");
+    expect_contains("stdout", p.buf[0], "    1  [ 0,12)     1      474.8      474.8      474.8");
+    expect_contains("stdout", p.buf[0], "rank 0: the moments of parameters [0, 62238720)");
+    expect_contains("stdout", p.buf[0], "rank 1: the moments of parameters [62238720, 124475904)");
     vkg_test_proc_free(&p);
 }
 

@@ -17,6 +17,7 @@
 
 #include "gpu_fixture.h"
 #include "model/gpt2.h"
+#include "ops/tuning.h"
 #include "optim/adamw.h"
 #include "parallel/strategy.h"
 #include "ref/gpt2_ref.h"

@@ -1,5 +1,5 @@
 /* The tiled matmul's GPU forms on this device (lavapipe in CI), forced through the tuning:
- *  - every entry of the per-vendor table (src/vk/mmt.c) against the CPU reference: forward
+ *  - every entry of the per-vendor table (src/ops/mmt.c) against the CPU reference: forward
  *    (with and without bias), dinp, dweight with and without split-K, dbias, on a GPT-2 shape
  *    and on awkward ones (sizes that are not multiples of any tile, K = 1, one row, leading
  *    dimensions that rule out vec4). Entries whose tiles equal an earlier entry's build the same
@@ -130,7 +130,7 @@ static vkg_matmul_tiling double_form(vkg_gpu *g, const vkg_device_tuning *saved,
 {
     uint32_t room = vkg_device_get_info(g->dev)->max_shared_memory;
     t.dbuf = 1;
-    if (vkg__mmt_smem(&t) <= room)
+    if (vkg_matmul_tiling_smem(&t) <= room)
         return t;
     vkg_device_tuning tu = *saved;
     vkg__mmt_force(&tu, &t);
@@ -141,10 +141,11 @@ static vkg_matmul_tiling double_form(vkg_gpu *g, const vkg_device_tuning *saved,
     for (int s = 0; s < VKG_MMT_SIZES; s++)
         assert_true(tu.mmt[s].dbuf == 0 && tu.mmt[s].bm == t.bm && tu.mmt[s].bk == t.bk);
     assert_int_equal(tu.mmt_dbuf_dropped, (1u << VKG_MMT_SIZES) - 1);
-    while (vkg__mmt_smem(&t) > room && t.bk > 1)
+    while (vkg_matmul_tiling_smem(&t) > room && t.bk > 1)
         t.bk /= 2;
     printf("  double buffered needs %zu bytes of shared memory here: refused, run with BK = %u\n",
-           vkg__mmt_smem(&(vkg_matmul_tiling){t.bm, t.bn, t.bk * 2, t.tm, t.tn, 0, 1}), t.bk);
+           vkg_matmul_tiling_smem(&(vkg_matmul_tiling){t.bm, t.bn, t.bk * 2, t.tm, t.tn, 0, 1}),
+           t.bk);
     return t;
 }
 
@@ -397,38 +398,41 @@ static void test_required_subgroup(void **state)
     VKG_ASSERT_OK(vkg_device_tuning_set(g->dev, &saved));
 }
 
-/* Tiles given when the device is opened: run everywhere, or refused by the device's limits. */
-static void test_tiles_at_device_create(void **state)
+/* Tiles forced on an open device (--tiles): taken for products of every size, or refused by the
+ * device's limits with the tuning left as it was. */
+static void test_force_tiles(void **state)
 {
     (void)state;
     vkg_device_opts o = vkg_device_opts_default();
     o.validation = 1;
-    o.tiles = (vkg_matmul_tiling){256, 256, 64, 16, 16, 0, 0}; /* 132 KiB of shared memory */
     vkg_device_t *dev = NULL;
-    assert_int_equal(vkg_device_create(&o, &dev), VKG_ERR_INVALID_ARG);
-    assert_non_null(strstr(vkg_error_message(), "bytes of shared memory"));
-    assert_null(dev);
-    o.tiles = (vkg_matmul_tiling){64, 32, 16, 4, 2, 0, 0};
     VKG_ASSERT_OK(vkg_device_create(&o, &dev));
-    vkg_device_tuning tu = vkg_device_tuning_get(dev);
-    assert_true(tu.matmul_tiled == 1 && !strcmp(tu.mmt_row, "forced"));
+    vkg_device_tuning before = vkg_device_tuning_get(dev);
+    vkg_matmul_tiling big = {256, 256, 64, 16, 16, 0, 0}; /* 132 KiB of shared memory */
+    assert_int_equal(vkg_device_force_tiles(dev, &big), VKG_ERR_INVALID_ARG);
+    assert_non_null(strstr(vkg_error_message(), "bytes of shared memory"));
+    vkg_device_tuning after = vkg_device_tuning_get(dev);
+    assert_memory_equal(&after, &before, sizeof before);
+    vkg_matmul_tiling t = {64, 32, 16, 4, 2, 0, 0};
+    VKG_ASSERT_OK(vkg_device_force_tiles(dev, &t));
+    vkg_matmul_choice mc;
+    vkg_device_matmul_choice(dev, &mc);
+    assert_true(mc.tiled == 1 && !strcmp(mc.row, "forced"));
     for (int i = 0; i < VKG_MMT_SIZES; i++)
-        assert_memory_equal(&tu.mmt[i], &o.tiles, sizeof o.tiles);
+        assert_memory_equal(&mc.tiles[i], &t, sizeof t);
     uint32_t room = vkg_device_get_info(dev)->max_shared_memory;
-    char first[256];
-    assert_int_equal(vkg_device_destroy_report(&dev, first, sizeof first), 0);
     /* 256 x 256 blocks with the BK at which one buffer fits this device's shared memory and two
      * do not (4112 bytes per k double buffered): refused double buffered, taken single */
     vkg_matmul_tiling two = {256, 256, room / 4112 + 1, 16, 16, 0, 1};
-    assert_true(two.bk <= 64 && vkg__mmt_smem(&two) > room && vkg__mmt_smem(&two) / 2 <= room);
-    o.tiles = two;
-    assert_int_equal(vkg_device_create(&o, &dev), VKG_ERR_INVALID_ARG);
+    assert_true(two.bk <= 64 && vkg_matmul_tiling_smem(&two) > room &&
+                vkg_matmul_tiling_smem(&two) / 2 <= room);
+    assert_int_equal(vkg_device_force_tiles(dev, &two), VKG_ERR_INVALID_ARG);
     assert_non_null(strstr(vkg_error_message(), "tiles, double buffered, need"));
     assert_non_null(strstr(vkg_error_message(), "(single buffered, +sb, they need half as much)"));
-    assert_null(dev);
-    o.tiles.dbuf = 0;
-    VKG_ASSERT_OK(vkg_device_create(&o, &dev));
+    two.dbuf = 0;
+    VKG_ASSERT_OK(vkg_device_force_tiles(dev, &two));
     assert_int_equal(vkg_device_tuning_get(dev).mmt[VKG_MMT_LARGE].dbuf, 0);
+    char first[256];
     assert_int_equal(vkg_device_destroy_report(&dev, first, sizeof first), 0);
 }
 
@@ -459,7 +463,7 @@ static void test_dbuf_fit(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_tiles_at_device_create),
+        cmocka_unit_test(test_force_tiles),
         cmocka_unit_test_setup_teardown(test_table_entries, vkg_gpu_setup, vkg_gpu_teardown),
         cmocka_unit_test_setup_teardown(test_vec4_and_scalar, vkg_gpu_setup, vkg_gpu_teardown),
         cmocka_unit_test_setup_teardown(test_splitk, vkg_gpu_setup, vkg_gpu_teardown),

@@ -58,7 +58,7 @@ static count recount(size_t B, int recompute)
      * the GELU buffer */
     k.shared = r256(BTC) * 8 + r256(3 * BTC) + 2 * r256(4 * BTC) + 2 * r256(BTC) + r256(4 * BTC) +
                r256(stat) + r256(BTC) + r256(recompute ? 4 * BTC : 0);
-    k.adamw = 2 * r256(np) + r256(1024) + 512;
+    k.adamw = 2 * r256(np) + r256(64) + 512; /* the norm: 64 partial sums, on every device */
     k.total = 2 * k.params + k.acts + k.shared + k.adamw;
     k.largest = k.params;
     size_t cand[] = {r256(BT * VP), r256(4 * BTC)};

@@ -8,7 +8,7 @@
 #include <cmocka.h>
 #include <string.h>
 
-#include "vkgpt/device.h"
+#include "vkgpt/tuning.h"
 #include "vkgpt/status.h"
 
 /* --tiles: the forms the parser takes, and each error naming the value. */

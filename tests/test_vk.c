@@ -210,7 +210,7 @@ static void test_tuning_defaults_by_capability(void **state)
     assert_true(gpu.layernorm_wg == 256 && gpu.xent_wg_max == 256 && gpu.encoder_wte_wg == 256);
     assert_int_equal(gpu.sumsq_wg, 256);
     assert_true(cpu.matmul_tiled == 0 && gpu.matmul_tiled == 1);
-    /* the "other" vendor's rows of the tiled matmul's table (src/vk/mmt.c) */
+    /* the "other" vendor's rows of the tiled matmul's table (src/ops/mmt.c) */
     const vkg_matmul_tiling *gl = &gpu.mmt[VKG_MMT_LARGE];
     assert_true(gl->bm == 128 && gl->bn == 128 && gl->bk == 16 && gl->tm == 8 && gl->tn == 8);
     assert_string_equal(gpu.mmt_row, "other");

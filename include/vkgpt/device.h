@@ -99,30 +99,6 @@ typedef struct vkg_device_info {
  * Returns VKG_ERR_VULKAN with a message when no Vulkan loader/driver is usable. */
 vkg_status vkg_device_list(vkg_device_info **out, int *count);
 
-/* The tiles of the GPU matmul kernel (matmul_tiled.comp): a workgroup computes a bm x bn block
- * of the product, bk along k per step, each invocation tm x tn of it, so the workgroup has
- * (bm / tm) * (bn / tn) invocations; subgroup > 0 asks the driver for that subgroup size
- * (honoured only where the device's subgroup size control allows it for compute). dbuf = 1:
- * two shared-memory tiles per operand, one barrier per step instead of two, twice the shared
- * memory, the same bits. bm == 0: none given. */
-typedef struct vkg_matmul_tiling {
-    uint32_t bm, bn, bk, tm, tn, subgroup, dbuf;
-} vkg_matmul_tiling;
-
-/* Parse a --tiles value into *out: either an entry of the per-vendor table by name
- * ("nvidia-large"; vkg_matmul_tiling_entry lists them) or "BMxBNxBK:TMxTN" with an optional
- * "/SG" subgroup size ("128x128x16:8x8", "64x64x16:4x4/32"), either followed by "+db" (double
- * buffered) or "+sb" (single buffered); without one an entry keeps the table's choice and the
- * explicit form is single buffered. Checks the form and the ranges (bm, bn 1..256; bk 1..64;
- * tm, tn 1..16 dividing bm and bn; at most 1024 invocations; sg a power of two up to 128); the
- * device's own limits (invocations, shared memory) are checked when the tiling is applied.
- * Errors: VKG_ERR_INVALID_ARG with a message that quotes the value and says what was expected. */
-vkg_status vkg_matmul_tiling_parse(const char *s, vkg_matmul_tiling *out);
-/* Entry i (0 <= i < vkg_matmul_tiling_count()) of the per-vendor table: its name, and its tiles
- * in *out (may be NULL). NULL for i out of range. */
-const char *vkg_matmul_tiling_entry(int i, vkg_matmul_tiling *out);
-int vkg_matmul_tiling_count(void);
-
 /* Whether forward products with a bf16 operand run on cooperative matrices (vkgpt --coopmat).
  * ON: the device's f16 x f16 + f32 configuration through shaders/matmul_coopmat.comp;
  * vkg_device_create fails with VKG_ERR_UNSUPPORTED, naming what is missing, on a device without
@@ -144,20 +120,16 @@ typedef struct vkg_device_opts {
      * number picks that index of vkg_device_list; anything else is a case-insensitive substring
      * of the device name. The CLI passes --device or the VKGPT_DEVICE environment variable. */
     const char *select;
-    int validation;          /* enable VK_LAYER_KHRONOS_validation and count its messages */
-    int profiling;           /* allow timestamp queries (vkgpt bench) */
-    int force_staging;       /* transfer through a staging buffer even on unified memory (tests the
-                                path discrete GPUs take) */
-    uint64_t memory_limit;   /* > 0: act as if the device had at most this many bytes of
-                                device-local memory (plans and fit checks; tests) */
-    uint64_t max_allocation; /* > 0: act as if the driver allowed no larger allocation or buffer
-                                (tests of the split pools; the environment variable
-                                VKG_MAX_ALLOCATION, in bytes with an optional K, M or G suffix,
-                                does the same for every device a process opens) */
-    /* bm > 0: every product runs the tiled matmul kernel with these tiles, whatever the device's
-     * table entry and the product's shape (vkgpt --tiles); vkg_device_create fails with
-     * VKG_ERR_INVALID_ARG naming the limit when the device cannot run them. */
-    vkg_matmul_tiling tiles;
+    int validation;           /* enable VK_LAYER_KHRONOS_validation and count its messages */
+    int profiling;            /* allow timestamp queries (vkgpt bench) */
+    int force_staging;        /* transfer through a staging buffer even on unified memory (tests the
+                                 path discrete GPUs take) */
+    uint64_t memory_limit;    /* > 0: act as if the device had at most this many bytes of
+                                 device-local memory (plans and fit checks; tests) */
+    uint64_t max_allocation;  /* > 0: act as if the driver allowed no larger allocation or buffer
+                                 (tests of the split pools; the environment variable
+                                 VKG_MAX_ALLOCATION, in bytes with an optional K, M or G suffix,
+                                 does the same for every device a process opens) */
     vkg_coopmat_mode coopmat; /* VKG_COOPMAT_OFF unless asked for (vkgpt's default is AUTO) */
     /* 1: capture the driver's statistics of every pipeline (registers, spills, shared memory:
      * VK_KHR_pipeline_executable_properties, enabled where the device has it; vkgpt bench ops).

@@ -17,6 +17,7 @@
 #include "vkgpt/device.h"
 #include "vkgpt/optim.h"
 #include "vkgpt/timeline.h"
+#include "vkgpt/tuning.h"
 #include "vkgpt/status.h"
 
 #ifdef __cplusplus

@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "cli/bench_ops.h"
-#include "vk/pipestats.h"
+#include "cli/internal.h"
 
 /* A fused form and its pair: ops[0] (the product, or the residual add), ops[1] (the pass after
  * it), ops[2] (the fused form); N rows (B*T), C channels, OC outputs of the product. */

@@ -17,8 +17,6 @@
 #include "cli/bench_ops.h"
 #include "cli/cli.h"
 #include "cli/flags.h"
-#include "ops/ops.h"
-#include "vk/pipestats.h"
 
 typedef vkg_bench bench;
 
@@ -270,6 +268,7 @@ static const op_shape shapes[] = {
     {#name, tag, N, C, 0, record_flat, 0, vkg_op_##name, NULL, flops},
 #define VKG_FLAT3(name, t0, t1, t2, flops, tag, N, C)                                              \
     {#name, tag, N, C, 0, record_flat, 0, NULL, vkg_op_##name, flops},
+#include "cli/internal.h"
 #include "ops/op_table.def"
 };
 

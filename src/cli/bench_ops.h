@@ -4,7 +4,7 @@
 #ifndef VKG_CLI_BENCH_OPS_H
 #define VKG_CLI_BENCH_OPS_H
 
-#include "ops/ops.h"
+#include "cli/internal.h"
 
 #define VKG_BENCH_TENSORS 12 /* the most tensors one row allocates */
 

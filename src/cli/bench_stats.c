@@ -5,7 +5,7 @@
 #include <stdlib.h>
 
 #include "cli/bench_ops.h"
-#include "vk/pipestats.h"
+#include "cli/internal.h"
 
 /* One pipeline's line for one executable: "#   kernel [spec...] sg N, executable (subgroup S):
  * name value; name value; ...". */

@@ -12,12 +12,10 @@
 #include <string.h>
 #include <sys/resource.h>
 
-#include "os/clock.h"
 #include "cli/cli.h"
 #include "cli/flags.h"
-#include "model/gpt2.h"
-#include "ops/ops.h"
-#include "parallel/strategy.h"
+#include "cli/internal.h"
+#include "os/clock.h"
 
 typedef struct preset {
     const char *name;
@@ -207,11 +205,12 @@ static vkg_status run(const bench_opts *o, const vkg_gpt2_config *cfg)
     vkg_device_opts dopts = vkg_device_opts_default();
     dopts.select = o->device;
     dopts.profiling = !o->no_profile;
-    dopts.tiles = o->tiling;
     dopts.coopmat = o->coopmat == VKG_COOPMAT_AUTO && o->precision != VKG_PRECISION_BF16
                         ? VKG_COOPMAT_OFF
                         : (vkg_coopmat_mode)o->coopmat;
     VKG_TRY_GOTO(st, vkg_device_create(&dopts, &dev), done);
+    if (o->tiling.bm) /* --tiles: checked against this device's limits */
+        VKG_TRY_GOTO(st, vkg_device_force_tiles(dev, &o->tiling), done);
     char why[320] = "";
     double race[2] = {0, 0};
     if (dopts.coopmat == VKG_COOPMAT_AUTO && vkg_device_tuning_get(dev).coopmat) {

@@ -9,6 +9,7 @@
 #include "vkgpt/comm.h"
 #include "vkgpt/device.h"
 #include "vkgpt/status.h"
+#include "vkgpt/tuning.h"
 
 typedef int (*vkg_cli_fn)(int argc, char **argv);
 

@@ -7,9 +7,9 @@
 #include <string.h>
 
 #include "cli/cli.h"
-#include "vk/vk.h"
 #include "vkgpt/device.h"
 #include "vkgpt/model.h"
+#include "vkgpt/tuning.h"
 
 const char *const vkg_cli_coopmats[] = {"off", "on", "emulate", "auto", NULL};
 
@@ -98,43 +98,43 @@ static void print_tiles(const char *label, const vkg_matmul_tiling *t, uint32_t 
         vkg_matmul_tiling two = *t;
         two.dbuf = 1;
         printf(" (single buffered: double buffering needs %zu bytes of shared memory)",
-               vkg__mmt_smem(&two));
+               vkg_matmul_tiling_smem(&two));
     }
 }
 
 void vkg_cli_print_matmul(const vkg_device_t *dev, const char *indent)
 {
-    vkg_device_tuning tu = vkg_device_tuning_get(dev);
+    vkg_matmul_choice mc;
+    vkg_device_matmul_choice(dev, &mc);
     const vkg_device_info *d = vkg_device_get_info(dev);
-    printf("%smatmul: %s kernel; tiled table row %s:", indent,
-           tu.matmul_tiled ? "tiled" : "register", tu.mmt_row);
-    static const char *const sizes[VKG_MMT_SIZES] = {" small", ", medium", ", large"};
-    for (int i = 0; i < VKG_MMT_SIZES; i++)
-        print_tiles(sizes[i], &tu.mmt[i], vkg__mmt_subgroup(dev, &tu.mmt[i]),
-                    (tu.mmt_dbuf_dropped >> i) & 1);
+    printf("%smatmul: %s kernel; tiled table row %s:", indent, mc.tiled ? "tiled" : "register",
+           mc.row);
+    static const char *const sizes[3] = {" small", ", medium", ", large"};
+    for (int i = 0; i < 3; i++)
+        print_tiles(sizes[i], &mc.tiles[i], mc.subgroup[i], mc.dbuf_dropped[i]);
     printf("; shared memory %u bytes", d->max_shared_memory);
-    printf("; fill %u workgroups; subgroup size control %s", tu.mmt_fill,
+    printf("; fill %u workgroups; subgroup size control %s", mc.fill,
            d->subgroup_size_control ? "" : "no");
     if (d->subgroup_size_control)
         printf("%u..%u", d->subgroup_size_min, d->subgroup_size_max);
     printf("\n");
-    if (tu.coopmat)
+    if (mc.coopmat)
         printf("%sbf16 forward products: cooperative-matrix kernel%s, fragments %ux%ux%u%s\n",
-               indent, tu.coopmat == 2 ? " emulated" : "", tu.coopmat_m, tu.coopmat_n, tu.coopmat_k,
-               dev->coopmat_rewrite ? " (SPIR-V rewritten to KHR)" : "");
+               indent, mc.coopmat == 2 ? " emulated" : "", mc.coopmat_m, mc.coopmat_n, mc.coopmat_k,
+               mc.coopmat_rewritten ? " (SPIR-V rewritten to KHR)" : "");
 }
 
 static void print_table(void)
 {
     printf("tiled matmul table (--tiles ENTRY[+db|+sb]: +db double-buffered shared tiles, +sb "
-           "single; none measured on a GPU yet, see src/vk/mmt.c):\n");
+           "single; none measured on a GPU yet, see src/ops/mmt.c):\n");
     vkg_matmul_tiling t;
     for (int i = 0; i < vkg_matmul_tiling_count(); i++) {
         const char *name = vkg_matmul_tiling_entry(i, &t);
         printf("  %-18s %3ux%3ux%2u:%ux%u  %4u invocations  subgroup %3u  %s  %5zu bytes of "
                "shared memory\n",
                name, t.bm, t.bn, t.bk, t.tm, t.tn, (t.bm / t.tm) * (t.bn / t.tn), t.subgroup,
-               t.dbuf ? "double buffered" : "single buffered", vkg__mmt_smem(&t));
+               t.dbuf ? "double buffered" : "single buffered", vkg_matmul_tiling_smem(&t));
     }
 }
 

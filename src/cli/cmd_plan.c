@@ -13,7 +13,7 @@
 
 #include "cli/cli.h"
 #include "cli/flags.h"
-#include "parallel/strategy.h"
+#include "cli/internal.h"
 #include "vkgpt/device.h"
 
 static const char *const presets[] = {"none", "gpt2", "gpt2-medium", NULL};

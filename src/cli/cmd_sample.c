@@ -13,7 +13,7 @@
 #include "base/escape.h"
 #include "cli/cli.h"
 #include "cli/flags.h"
-#include "train/checkpoint.h"
+#include "cli/internal.h"
 #include "vkgpt/io.h"
 #include "vkgpt/train.h"
 

@@ -1,5 +1,5 @@
 /* The tiled matmul's plan for one product (shaders/matmul_tiled.comp, GPUs): which of the
- * device's small, medium and large tiles (src/vk/mmt.c) it takes, whether its operands can be
+ * device's small, medium and large tiles (src/ops/mmt.c) it takes, whether its operands can be
  * read as vec4s, and whether a weight gradient splits K into chunks summed in order by
  * shaders/matmul_bwd_splitk.comp. It records the dispatches; the checks of sizes, tensors and the
  * index limit are src/ops/matmul.c's, done before. */

@@ -16,6 +16,7 @@
 
 #include <stddef.h>
 
+#include "ops/tuning.h"
 #include "vk/vk.h"
 
 /* x[i] = value, i < n */

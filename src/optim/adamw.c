@@ -252,8 +252,7 @@ vkg_status vkg_adamw_set_moments(vkg_adamw *o, const float *m, const float *v)
 
 size_t vkg_adamw_memory(size_t n)
 {
-    /* at most 1024 partial sums per 2^30 segment */
-    return vkg_adamw_memory_of(n, (n >> 30) * 1024 + 1024);
+    return vkg_adamw_memory_of(n, vkg_adamw_norm_partition(n, NULL));
 }
 
 size_t vkg_adamw_memory_of(size_t moments, size_t partials)

@@ -82,8 +82,8 @@ void vkg_adamw_moment_range(const vkg_adamw *o, size_t *first, size_t *count);
 vkg_status vkg_adamw_get_moments(vkg_adamw *o, float *m, float *v);
 vkg_status vkg_adamw_set_moments(vkg_adamw *o, const float *m, const float *v);
 
-/* Device bytes an optimizer of n parameters needs (its moments and an upper bound of its norm's
- * scratch), without a device. */
+/* Device bytes an optimizer of n parameters needs (its moments and its norm's scratch), without
+ * a device. */
 size_t vkg_adamw_memory(size_t n);
 /* Device bytes an optimizer holding `moments` floats of each moment, whose norm has `partials`
  * partial sums, allocates: exactly vkg_adamw_device_bytes. */

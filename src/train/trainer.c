@@ -184,7 +184,6 @@ static vkg_status setup(vkg_trainer_t *t)
     dopts.force_staging = c->force_staging;
     dopts.memory_limit = c->memory_limit;
     dopts.max_allocation = c->max_allocation;
-    dopts.tiles = c->tiles;
     /* auto: only bf16 runs have products for the kernel; fp32 runs open the device without it */
     dopts.coopmat = c->coopmat == VKG_COOPMAT_AUTO && c->precision != VKG_PRECISION_BF16
                         ? VKG_COOPMAT_OFF
@@ -195,6 +194,8 @@ static vkg_status setup(vkg_trainer_t *t)
     if (t->ckpt_dir[0] && vkg_strategy_rank(t->par) == 0) /* before anything is written there */
         VKG_TRY(vkg_checkpoint_lock(t->ckpt_dir, &t->lock));
     VKG_TRY(vkg_device_create(&dopts, &t->dev));
+    if (c->tiles.bm) /* --tiles: checked against this device's limits */
+        VKG_TRY(vkg_device_force_tiles(t->dev, &c->tiles));
     if (c->precision == VKG_PRECISION_BF16)
         VKG_TRY(check_coopmat(t, dopts.coopmat));
     VKG_TRY(vkg__train_open_tokenizer(t));

@@ -262,17 +262,3 @@ static vkg_status prepare_on(vkg_device_t *dev, vkg_coopmat_enable *e, const cha
     f12->vulkanMemoryModelDeviceScope = VK_TRUE;
     return VKG_OK;
 }
-
-void vkg__coopmat_tune(const vkg_device_t *dev, const vkg_coopmat_enable *e, vkg_device_tuning *t)
-{
-    t->coopmat = 0, t->coopmat_all = 0;
-    t->coopmat_m = 16, t->coopmat_n = 8, t->coopmat_k = 16; /* the emulation's default shape */
-    if (dev->opts.coopmat == VKG_COOPMAT_EMULATE)
-        t->coopmat = 2;
-    if ((dev->opts.coopmat == VKG_COOPMAT_ON || dev->opts.coopmat == VKG_COOPMAT_AUTO) &&
-        e->config >= 0) {
-        const vkg_coopmat_config *c = &dev->info.coopmat[e->config];
-        t->coopmat = 1;
-        t->coopmat_m = c->m, t->coopmat_n = c->n, t->coopmat_k = c->k;
-    }
-}

@@ -88,9 +88,6 @@ typedef struct vkg_coopmat_enable {
 vkg_status vkg__coopmat_prepare(vkg_device_t *dev, vkg_coopmat_enable *e, const char **ext_names,
                                 uint32_t *n, VkPhysicalDeviceVulkan12Features *f12);
 
-/* Set t's cooperative-matrix fields for dev's mode and the configuration e chose. */
-void vkg__coopmat_tune(const vkg_device_t *dev, const vkg_coopmat_enable *e, vkg_device_tuning *t);
-
 /* The cooperative-matrix kernel's SPIR-V rewritten from SPV_NV_cooperative_matrix to
  * SPV_KHR_cooperative_matrix (src/vk/spv_coopmat.c): *out (malloc'd, *out_words words) on
  * success. Errors: VKG_ERR_INVALID_ARG naming what the module has that cannot be rewritten (a

@@ -1,8 +1,8 @@
 /* Opening a device: selection by index or name, the required-feature check, the logical device
  * with one compute queue, the command pool, the timeline semaphore and the shared pipeline layout.
  * Also the memory type of each use (chosen by memtype.c) and submit/wait on the timeline. Memory
- * lives in arena.c, pipelines in kernel.c, the tuning derived from the device's capabilities in
- * tuning.c. */
+ * lives in arena.c, pipelines in kernel.c; the ops choose their kernels from what it publishes
+ * (src/ops/tuning.c). */
 #include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
@@ -180,11 +180,11 @@ static vkg_status choose_memory(vkg_device_t *dev)
     return VKG_OK;
 }
 
-/* VKG_TUNING_AS=nvidia|amd|intel|discrete (tests): the device tuned as a discrete GPU of that
- * vendor (discrete: one without a row of its own in src/vk/mmt.c), with a discrete GPU's shared
- * memory (48 KiB, the least of NVIDIA's, AMD's and Intel's) where the device has more, so that
- * the GPU kernels' forms and limits run on lavapipe before a GPU meets them. Unset: the device's
- * own type and vendor. */
+/* VKG_TUNING_AS=nvidia|amd|intel|discrete (tests): the device presented to the ops' tuning as a
+ * discrete GPU of that vendor (discrete: one without a row of its own in src/ops/mmt.c), with a
+ * discrete GPU's shared memory (48 KiB, the least of NVIDIA's, AMD's and Intel's) where the device
+ * has more, so that the GPU kernels' forms and limits run on lavapipe before a GPU meets them.
+ * Unset: the device's own type and vendor. */
 static vkg_status tuning_as(vkg_device_t *dev, VkPhysicalDeviceType *type, uint32_t *vendor)
 {
     static const struct {
@@ -305,19 +305,10 @@ static vkg_status open_logical(vkg_device_t *dev)
     VkPhysicalDeviceProperties props;
     vkGetPhysicalDeviceProperties(dev->phys, &props);
     dev->timestamp_period = props.limits.timestampPeriod;
-    VkPhysicalDeviceType type = props.deviceType;
-    uint32_t vendor = props.vendorID;
-    VKG_TRY(tuning_as(dev, &type, &vendor));
-    dev->tuning = vkg__device_tuning_defaults(type, dev->info.subgroup_size);
-    vkg__mmt_defaults(vendor, type, &dev->tuning);
-    vkg__mmt_fit(dev, &dev->tuning);
-    vkg__coopmat_tune(dev, &coopmat, &dev->tuning);
-    if (dev->opts.tiles.bm) { /* --tiles: checked against this device's limits */
-        vkg_device_tuning forced = dev->tuning;
-        vkg__mmt_force(&forced, &dev->opts.tiles);
-        VKG_TRY(vkg_device_tuning_set(dev, &forced));
-    }
-    return VKG_OK;
+    dev->tune_type = props.deviceType;
+    dev->tune_vendor = props.vendorID;
+    dev->coopmat_config = coopmat.config;
+    return tuning_as(dev, &dev->tune_type, &dev->tune_vendor);
 }
 
 /* The allocation limit the opts or VKG_MAX_ALLOCATION impose, where smaller than the driver's. */
@@ -347,6 +338,8 @@ vkg_status vkg_device_create(const vkg_device_opts *opts, vkg_device_t **out)
     VKG_CHECK(dev, VKG_ERR_NOMEM, "no memory for a device");
     dev->opts = opts ? *opts : defaults;
     dev->opts.select = NULL; /* not kept beyond this call */
+    atomic_init(&dev->tuning, NULL);
+    dev->coopmat_config = -1;
     VkPhysicalDevice *phys = NULL;
     vkg_device_info *infos = NULL;
     uint32_t n = 0, chosen = 0;
@@ -411,6 +404,7 @@ int vkg_device_destroy_report(vkg_device_t **pdev, char *first, size_t cap)
     if (n && first && cap)
         snprintf(first, cap, "%s", dev->validation_first);
     vkg__instance_destroy(dev->instance, dev->messenger);
+    free(atomic_load(&dev->tuning)); /* the ops' (src/ops/tuning.c): plain memory */
     free(dev);
     *pdev = NULL;
     return n;

@@ -43,7 +43,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "vk/vk.h"
+#include "ops/tuning.h"
 
 typedef struct mmt_row {
     const char *name;

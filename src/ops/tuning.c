@@ -1,7 +1,11 @@
-/* Device tuning: the kernel variants, tiles and workgroup sizes the ops use on a device, derived
- * once from its capabilities when it is created, read by the ops and replaceable by benchmarks.
- * It does not measure anything: the choices below come from docs/BENCHMARKS.md. */
-#include "vk/vk.h"
+/* Device tuning (ops/tuning.h): the kernel variants, tiles and workgroup sizes the ops use on a
+ * device, chosen once from the capabilities its runtime publishes when the first op asks, read by
+ * the ops and replaceable by benchmarks. It does not measure anything: the choices below come
+ * from docs/BENCHMARKS.md. */
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#include "ops/tuning.h"
 
 /* Matmul on CPU devices: one subgroup per workgroup, as many rows as lanes so A is loaded once
  * per k and broadcast, 8 columns per lane (measured best of 8x1..8x16). GPUs: 64 lanes, 4 x 4.
@@ -15,8 +19,8 @@
  * bits: the default lavapipe run is unchanged); GPUs cut the B*T rows into 16 chunks summed in
  * parallel (a workgroup of 16 columns x 16 chunks), the chunk sums added in order.
  * The tiled matmul (GPUs; not measured on one yet): its tiles, by vendor and product size, come
- * from the table in src/vk/mmt.c (the "other" vendor's row here; vkg_device_create applies the
- * device's own vendor). On lavapipe every load is a gather and shared memory is ordinary memory
+ * from the table in src/ops/mmt.c (the "other" vendor's row here; the device's first op applies
+ * its own vendor's). On lavapipe every load is a gather and shared memory is ordinary memory
  * behind barriers that switch through the workgroup's subgroups: the register kernel stays. */
 vkg_device_tuning vkg__device_tuning_defaults(VkPhysicalDeviceType type, uint32_t subgroup_size)
 {
@@ -46,10 +50,59 @@ vkg_device_tuning vkg__device_tuning_defaults(VkPhysicalDeviceType type, uint32_
     return t;
 }
 
+/* The cooperative-matrix fields for dev's mode and the configuration it was opened with. */
+static void coopmat_tune(const vkg_device_t *dev, vkg_device_tuning *t)
+{
+    t->coopmat = 0, t->coopmat_all = 0;
+    t->coopmat_m = 16, t->coopmat_n = 8, t->coopmat_k = 16; /* the emulation's default shape */
+    if (dev->opts.coopmat == VKG_COOPMAT_EMULATE)
+        t->coopmat = 2;
+    if ((dev->opts.coopmat == VKG_COOPMAT_ON || dev->opts.coopmat == VKG_COOPMAT_AUTO) &&
+        dev->coopmat_config >= 0) {
+        const vkg_coopmat_config *c = &dev->info.coopmat[dev->coopmat_config];
+        t->coopmat = 1;
+        t->coopmat_m = c->m, t->coopmat_n = c->n, t->coopmat_k = c->k;
+    }
+}
+
+/* The tuning dev starts from: its type's defaults, its vendor's row of the tiled matmul's table
+ * fitted to its limits, and the cooperative-matrix kernel where it was opened with it. */
+static vkg_device_tuning initial(const vkg_device_t *dev)
+{
+    vkg_device_tuning t = vkg__device_tuning_defaults(dev->tune_type, dev->info.subgroup_size);
+    vkg__mmt_defaults(dev->tune_vendor, dev->tune_type, &t);
+    vkg__mmt_fit(dev, &t);
+    coopmat_tune(dev, &t);
+    return t;
+}
+
+/* dev's tuning, made on first use (NULL only without memory for it). Devices are used from one
+ * thread at a time, but a device's first two uses may still race from two threads: the loser's
+ * copy, equal to the winner's, is dropped. */
+static vkg_device_tuning *tuning_of(const vkg_device_t *dev)
+{
+    vkg_device_t *d = (vkg_device_t *)dev; /* the slot is the ops' to fill, whatever the caller */
+    vkg_device_tuning *t = atomic_load(&d->tuning);
+    if (t)
+        return t;
+    vkg_device_tuning *fresh = malloc(sizeof *fresh);
+    if (!fresh)
+        return NULL;
+    *fresh = initial(dev);
+    if (atomic_compare_exchange_strong(&d->tuning, &t, fresh))
+        return fresh;
+    free(fresh);
+    return t;
+}
+
 vkg_device_tuning vkg_device_tuning_get(const vkg_device_t *dev)
 {
-    return dev->tuning;
+    const vkg_device_tuning *t = tuning_of(dev);
+    return t ? *t : initial(dev);
 }
+
+_Static_assert(VKG_MMT_SIZES == sizeof((vkg_matmul_choice){0}.tiles) / sizeof(vkg_matmul_tiling),
+               "vkg_matmul_choice holds one tiling per size of product");
 
 typedef struct field_range {
     const char *name;
@@ -77,7 +130,7 @@ static uint32_t mmt_threads(const vkg_matmul_tiling *m)
     return (m->bm / m->tm) * (m->bn / m->tn);
 }
 
-size_t vkg__mmt_smem(const vkg_matmul_tiling *m)
+size_t vkg_matmul_tiling_smem(const vkg_matmul_tiling *m)
 {
     /* matmul_tiled.comp's As and Bs, twice over when double buffered */
     return (size_t)m->bk * (m->bm + 1 + m->bn + 1) * 4 * (m->dbuf ? 2 : 1);
@@ -86,7 +139,7 @@ size_t vkg__mmt_smem(const vkg_matmul_tiling *m)
 static int mmt_fits(const vkg_device_t *dev, const vkg_matmul_tiling *m)
 {
     return mmt_threads(m) <= dev->info.max_workgroup_invocations &&
-           vkg__mmt_smem(m) <= dev->info.max_shared_memory;
+           vkg_matmul_tiling_smem(m) <= dev->info.max_shared_memory;
 }
 
 void vkg__mmt_fit(const vkg_device_t *dev, vkg_device_tuning *t)
@@ -129,7 +182,7 @@ static vkg_status check_mmt(const vkg_device_t *dev, const vkg_matmul_tiling *m,
               "device tuning: the tiled matmul's block %ux%u of %ux%u tiles needs %u invocations, "
               "more than %s's %u",
               m->bm, m->bn, m->tm, m->tn, threads, dev->info.name, inv);
-    size_t smem = vkg__mmt_smem(m);
+    size_t smem = vkg_matmul_tiling_smem(m);
     VKG_CHECK(smem <= dev->info.max_shared_memory, VKG_ERR_INVALID_ARG,
               "device tuning: the tiled matmul's %ux%ux%u tiles%s need %zu bytes of shared "
               "memory, more than %s's %u%s",
@@ -169,6 +222,33 @@ vkg_status vkg_device_tuning_set(vkg_device_t *dev, const vkg_device_tuning *t)
               dev->info.name);
     for (int i = 0; i < VKG_MMT_SIZES; i++)
         VKG_TRY(check_mmt(dev, &t->mmt[i], i));
-    dev->tuning = *t;
+    vkg_device_tuning *now = tuning_of(dev);
+    VKG_CHECK(now, VKG_ERR_NOMEM, "device tuning: no memory for %s's tuning", dev->info.name);
+    *now = *t;
     return VKG_OK;
+}
+
+vkg_status vkg_device_force_tiles(vkg_device_t *dev, const vkg_matmul_tiling *tiles)
+{
+    vkg_device_tuning forced = vkg_device_tuning_get(dev);
+    vkg__mmt_force(&forced, tiles);
+    return vkg_device_tuning_set(dev, &forced);
+}
+
+void vkg_device_matmul_choice(const vkg_device_t *dev, vkg_matmul_choice *out)
+{
+    vkg_device_tuning tu = vkg_device_tuning_get(dev);
+    *out = (vkg_matmul_choice){.tiled = tu.matmul_tiled != 0,
+                               .row = tu.mmt_row,
+                               .fill = tu.mmt_fill,
+                               .coopmat = (int)tu.coopmat,
+                               .coopmat_m = tu.coopmat_m,
+                               .coopmat_n = tu.coopmat_n,
+                               .coopmat_k = tu.coopmat_k,
+                               .coopmat_rewritten = tu.coopmat == 1 && dev->coopmat_rewrite};
+    for (int i = 0; i < VKG_MMT_SIZES; i++) {
+        out->tiles[i] = tu.mmt[i];
+        out->subgroup[i] = vkg__mmt_subgroup(dev, &tu.mmt[i]);
+        out->dbuf_dropped[i] = (tu.mmt_dbuf_dropped >> i) & 1;
+    }
 }
