@@ -1,5 +1,6 @@
-/* Communicator configuration without sockets: launcher environments (torchrun, Slurm, Open MPI,
- * none), their error messages, job ids, options, transport names, and CURVE key files. */
+/* Communicator configuration without sockets: launcher environments (vkgpt's, torchrun, Kubeflow,
+ * Open MPI, MPICH's PMI, Slurm with its host lists, Kubernetes indexed Jobs, Flux, none) and their
+ * order, their error messages, job ids, options, transport names, and CURVE key files. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -8,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -106,6 +108,136 @@ static void test_slurm(void **state)
     assert_int_equal(vkg_comm_config_from_env(&cfg, env3), VKG_OK);
     assert_string_equal(cfg.master_addr, "node01");
     assert_int_equal(cfg.master_port, 7000);
+}
+
+/* Rank 0's host from the Slurm node list when the job spans nodes and MASTER_ADDR is not set: the
+ * step's list before the job's, the first host as written; a malformed list is refused by name. */
+static void test_slurm_node_list(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *list, *first;
+    } cases[] = {
+        {"gpu[07-09,12],cpu1", "gpu07"},
+        {"node1,node2", "node1"},
+        {"rack[1-2]-n[01-04]", "rack1-n01"},
+        {"a[003]", "a003"},
+        {"solo", "solo"},
+    };
+    vkg_comm_config cfg;
+    char list[128];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        snprintf(list, sizeof list, "SLURM_JOB_NODELIST=%s", cases[i].list);
+        char *env[] = {"SLURM_PROCID=3", "SLURM_NTASKS=4", "SLURM_NNODES=2", list, NULL};
+        assert_int_equal(vkg_comm_config_from_env(&cfg, env), VKG_OK);
+        assert_string_equal(cfg.master_addr, cases[i].first);
+    }
+    char *step[] = {"SLURM_PROCID=0",
+                    "SLURM_NTASKS=4",
+                    "SLURM_NNODES=2",
+                    "SLURM_JOB_NODELIST=big[1-8]",
+                    "SLURM_STEP_NODELIST=big[5-6]",
+                    NULL};
+    assert_int_equal(vkg_comm_config_from_env(&cfg, step), VKG_OK);
+    assert_string_equal(cfg.master_addr, "big5");
+    char *given[] = {"SLURM_PROCID=0",   "SLURM_NTASKS=4",
+                     "SLURM_NNODES=2",   "SLURM_JOB_NODELIST=big[1-8]",
+                     "MASTER_ADDR=head", NULL};
+    assert_int_equal(vkg_comm_config_from_env(&cfg, given), VKG_OK);
+    assert_string_equal(cfg.master_addr, "head");
+    static const char *const bad[] = {"gpu[x-1]", "gpu[1-2", "]x", "", "[", "gpu]1["};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(list, sizeof list, "SLURM_JOB_NODELIST=%s", bad[i]);
+        char *env[] = {"SLURM_PROCID=0", "SLURM_NTASKS=4", "SLURM_NNODES=2", list, NULL};
+        assert_int_equal(vkg_comm_config_from_env(&cfg, env), VKG_ERR_INVALID_ARG);
+        assert_non_null(strstr(vkg_error_message(), "SLURM_JOB_NODELIST"));
+    }
+}
+
+/* Kubeflow's PyTorchJob without torchrun (PET_*), MPICH's PMI, a Kubernetes indexed Job and
+ * Flux: rank, world, local rank and rank 0's address from their variables, and the refusals that
+ * name what is wrong. */
+static void test_other_launchers(void **state)
+{
+    (void)state;
+    vkg_comm_config cfg;
+    char *pet[] = {"PET_NODE_RANK=2",       "PET_NNODES=3",
+                   "PET_NPROC_PER_NODE=1",  "PET_MASTER_ADDR=job-master-0",
+                   "PET_MASTER_PORT=23456", NULL};
+    assert_int_equal(vkg_comm_config_from_env(&cfg, pet), VKG_OK);
+    assert_int_equal(cfg.launcher, VKG_COMM_LAUNCH_KUBEFLOW);
+    assert_true(cfg.rank == 2 && cfg.world_size == 3 && cfg.local_rank == 0);
+    assert_string_equal(cfg.master_addr, "job-master-0");
+    assert_int_equal(cfg.master_port, 23456);
+    char *pet_range[] = {"PET_NODE_RANK=0", "PET_NNODES=1:4", NULL};
+    assert_int_equal(vkg_comm_config_from_env(&cfg, pet_range), VKG_ERR_INVALID_ARG);
+    assert_non_null(strstr(vkg_error_message(), "PET_NNODES='1:4' is an elastic range"));
+    char *pet_many[] = {"PET_NODE_RANK=0", "PET_NNODES=2", "PET_NPROC_PER_NODE=4",
+                        "PET_MASTER_ADDR=m", NULL};
+    assert_int_equal(vkg_comm_config_from_env(&cfg, pet_many), VKG_ERR_INVALID_ARG);
+    assert_non_null(strstr(vkg_error_message(), "PET_NPROC_PER_NODE='4'"));
+
+    char *pmi[] = {"PMI_RANK=3", "PMI_SIZE=4", "MPI_LOCALRANKID=3", "MPI_LOCALNRANKS=4", NULL};
+    assert_int_equal(vkg_comm_config_from_env(&cfg, pmi), VKG_OK);
+    assert_int_equal(cfg.launcher, VKG_COMM_LAUNCH_PMI);
+    assert_true(cfg.rank == 3 && cfg.world_size == 4 && cfg.local_rank == 3);
+    assert_string_equal(cfg.master_addr, "127.0.0.1"); /* every rank on this host */
+    char *pmi_hosts[] = {"PMI_RANK=0", "PMI_SIZE=4", "MPI_LOCALNRANKS=2", NULL};
+    assert_int_equal(vkg_comm_config_from_env(&cfg, pmi_hosts), VKG_ERR_INVALID_ARG);
+    assert_non_null(strstr(vkg_error_message(), "MASTER_ADDR is not set and the pmi job"));
+
+    char *job[] = {"JOB_COMPLETION_INDEX=5", "VKG_WORLD_SIZE=8", "JOBSET_NAME=train",
+                   "MASTER_ADDR=train-workers-0-0.train", NULL};
+    assert_int_equal(vkg_comm_config_from_env(&cfg, job), VKG_OK);
+    assert_int_equal(cfg.launcher, VKG_COMM_LAUNCH_JOBSET);
+    assert_true(cfg.rank == 5 && cfg.world_size == 8);
+    assert_string_equal(cfg.master_addr, "train-workers-0-0.train");
+    char *job_nosize[] = {"JOB_COMPLETION_INDEX=5", NULL};
+    assert_int_equal(vkg_comm_config_from_env(&cfg, job_nosize), VKG_ERR_INVALID_ARG);
+    assert_non_null(strstr(vkg_error_message(), "VKG_WORLD_SIZE"));
+    char *job_noaddr[] = {"JOB_COMPLETION_INDEX=1", "VKG_WORLD_SIZE=2", NULL};
+    assert_int_equal(vkg_comm_config_from_env(&cfg, job_noaddr), VKG_ERR_INVALID_ARG);
+    assert_non_null(strstr(vkg_error_message(), "MASTER_ADDR is not set and the jobset job"));
+
+    char *flux[] = {"FLUX_TASK_RANK=1",  "FLUX_JOB_SIZE=2",  "FLUX_TASK_LOCAL_ID=1",
+                    "FLUX_JOB_NNODES=1", "FLUX_JOB_ID=f2x9", NULL};
+    assert_int_equal(vkg_comm_config_from_env(&cfg, flux), VKG_OK);
+    assert_int_equal(cfg.launcher, VKG_COMM_LAUNCH_FLUX);
+    assert_true(cfg.rank == 1 && cfg.world_size == 2 && cfg.local_rank == 1);
+    vkg_comm_config other;
+    char *flux2[] = {"FLUX_TASK_RANK=0", "FLUX_JOB_SIZE=2", "FLUX_JOB_NNODES=1", "FLUX_JOB_ID=f2x9",
+                     NULL};
+    assert_int_equal(vkg_comm_config_from_env(&other, flux2), VKG_OK);
+    assert_true(other.job_id == cfg.job_id); /* both ranks derive the job's id alike */
+}
+
+/* The order of discovery: vkgpt's own variables before torchrun's, torchrun's and the MPI
+ * launchers' before the Slurm allocation's they run inside, Open MPI's before PMI's. */
+static void test_launcher_order(void **state)
+{
+    (void)state;
+    vkg_comm_config cfg;
+    char *own[] = {"VKG_RANK=1", "VKG_WORLD_SIZE=2", "RANK=0", "WORLD_SIZE=4", NULL};
+    assert_int_equal(vkg_comm_config_from_env(&cfg, own), VKG_OK);
+    assert_true(cfg.launcher == VKG_COMM_LAUNCH_VKGPT && cfg.rank == 1 && cfg.world_size == 2);
+    char *torch[] = {"RANK=3",         "WORLD_SIZE=4",   "LOCAL_WORLD_SIZE=4",
+                     "SLURM_PROCID=0", "SLURM_NTASKS=1", NULL};
+    assert_int_equal(vkg_comm_config_from_env(&cfg, torch), VKG_OK);
+    assert_true(cfg.launcher == VKG_COMM_LAUNCH_TORCHRUN && cfg.rank == 3);
+    char *mpi[] = {"OMPI_COMM_WORLD_RANK=2",
+                   "OMPI_COMM_WORLD_SIZE=3",
+                   "OMPI_COMM_WORLD_LOCAL_SIZE=3",
+                   "PMI_RANK=0",
+                   "PMI_SIZE=1",
+                   "SLURM_PROCID=0",
+                   "SLURM_NTASKS=1",
+                   NULL};
+    assert_int_equal(vkg_comm_config_from_env(&cfg, mpi), VKG_OK);
+    assert_true(cfg.launcher == VKG_COMM_LAUNCH_OPENMPI && cfg.rank == 2);
+    char *pmi[] = {"PMI_RANK=1",     "PMI_SIZE=2",     "MPI_LOCALNRANKS=2",
+                   "SLURM_PROCID=0", "SLURM_NTASKS=1", NULL};
+    assert_int_equal(vkg_comm_config_from_env(&cfg, pmi), VKG_OK);
+    assert_true(cfg.launcher == VKG_COMM_LAUNCH_PMI && cfg.rank == 1);
 }
 
 static void test_openmpi(void **state)
@@ -306,6 +438,31 @@ static void test_single_rank_collectives(void **state)
     vkg_comm_destroy(&c); /* NULL-safe */
 }
 
+/* Rank 0's host name that never resolves (.invalid, RFC 6761) is asked again until the job's
+ * deadline, not refused at once (a pod's DNS record appears late), and then refused naming it. */
+static void test_master_name_waits_then_fails(void **state)
+{
+    (void)state;
+    vkg_comm_config cfg;
+    vkg_comm_config_default(&cfg);
+    cfg.transport = VKG_COMM_TCP;
+    cfg.world_size = 2, cfg.rank = 1;
+    snprintf(cfg.master_addr, sizeof cfg.master_addr, "rank0.vkgpt-test.invalid");
+    cfg.master_port = 29999;
+    cfg.timeout_ms = 1500;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    vkg_comm_t *c = NULL;
+    assert_int_equal(vkg_comm_create(&cfg, &c), VKG_ERR_NETWORK);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double s = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+    printf("    refused after %.2f s: %s\n", s, vkg_error_message());
+    assert_true(s >= 1.4 && s < 30.0);
+    assert_non_null(strstr(vkg_error_message(), "'rank0.vkgpt-test.invalid'"));
+    assert_non_null(strstr(vkg_error_message(), "at the job's deadline"));
+    assert_null(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -313,12 +470,16 @@ int main(void)
         cmocka_unit_test(test_torchrun),
         cmocka_unit_test(test_slurm),
         cmocka_unit_test(test_openmpi),
+        cmocka_unit_test(test_slurm_node_list),
+        cmocka_unit_test(test_other_launchers),
+        cmocka_unit_test(test_launcher_order),
         cmocka_unit_test(test_env_errors_name_the_variable),
         cmocka_unit_test(test_env_options),
         cmocka_unit_test(test_transport_names),
         cmocka_unit_test(test_keyfile_roundtrip),
         cmocka_unit_test(test_keyfile_not_a_file),
         cmocka_unit_test(test_single_rank_collectives),
+        cmocka_unit_test(test_master_name_waits_then_fails),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

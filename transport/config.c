@@ -58,6 +58,14 @@ const char *vkg_comm_launcher_name(vkg_comm_launcher l)
         return "openmpi";
     case VKG_COMM_LAUNCH_VKGPT:
         return "vkgpt";
+    case VKG_COMM_LAUNCH_KUBEFLOW:
+        return "kubeflow";
+    case VKG_COMM_LAUNCH_PMI:
+        return "pmi";
+    case VKG_COMM_LAUNCH_JOBSET:
+        return "jobset";
+    case VKG_COMM_LAUNCH_FLUX:
+        return "flux";
     }
     return "?";
 }

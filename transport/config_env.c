@@ -1,5 +1,5 @@
 /* Communicator configuration from the launcher's environment (vkg_comm_config_from_env): rank,
- * world size and local rank as torchrun, Slurm, Open MPI or `vkgpt launch` set them, rank 0's
+ * world size and local rank as the launchers set them (the order below, `launchers`), rank 0's
  * address and port, the job id and generation every rank derives alike, and the VKG_COMM_*
  * options. Reads the environment block it is given (or the process's); every malformed value is
  * an error naming the variable. Not here: the defaults, enum names and key files it relies on
@@ -74,13 +74,57 @@ typedef struct launcher_vars {
     const char *rank, *size, *local;
 } launcher_vars;
 
+/* The order of discovery (README, "Launchers"): the first launcher whose variables are set gives
+ * rank and world. vkgpt's own first; then torchrun's (which Kubeflow's PyTorchJob and `vkgpt
+ * launch` set too); Kubeflow's elastic PET_* without torchrun; the MPI launchers before Slurm,
+ * since mpirun and mpiexec inside a Slurm allocation see the allocation's SLURM_* as well, but
+ * their own variables name the process; Slurm's srun; a Kubernetes indexed Job or JobSet (its
+ * completion index; the world size is the manifest's VKG_WORLD_SIZE); Flux. */
 static const launcher_vars launchers[] = {
+    {VKG_COMM_LAUNCH_VKGPT, "VKG_RANK", "VKG_WORLD_SIZE", "VKG_LOCAL_RANK"},
     {VKG_COMM_LAUNCH_TORCHRUN, "RANK", "WORLD_SIZE", "LOCAL_RANK"},
-    {VKG_COMM_LAUNCH_SLURM, "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"},
+    {VKG_COMM_LAUNCH_KUBEFLOW, "PET_NODE_RANK", "PET_NNODES", NULL},
     {VKG_COMM_LAUNCH_OPENMPI, "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
      "OMPI_COMM_WORLD_LOCAL_RANK"},
-    {VKG_COMM_LAUNCH_VKGPT, "VKG_RANK", "VKG_WORLD_SIZE", "VKG_LOCAL_RANK"},
+    {VKG_COMM_LAUNCH_PMI, "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID"},
+    {VKG_COMM_LAUNCH_SLURM, "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"},
+    {VKG_COMM_LAUNCH_JOBSET, "JOB_COMPLETION_INDEX", "VKG_WORLD_SIZE", NULL},
+    {VKG_COMM_LAUNCH_FLUX, "FLUX_TASK_RANK", "FLUX_JOB_SIZE", "FLUX_TASK_LOCAL_ID"},
 };
+
+/* The first host of a Slurm host list ("gpu[07-09,12],cpu1" -> "gpu07"; "rack[1-2]-n[01-04]" ->
+ * "rack1-n01"): each bracket's first number or range start, as written (zero padding kept).
+ * 0, or -1 when list is malformed or the name does not fit cap bytes. */
+static int slurm_first_host(const char *list, char *out, size_t cap)
+{
+    size_t n = 0;
+    for (const char *p = list; *p && *p != ','; p++) {
+        if (*p == ']')
+            return -1;
+        if (*p == '[') {
+            p++;
+            size_t digits = strspn(p, "0123456789");
+            if (!digits)
+                return -1;
+            if (n + digits >= cap)
+                return -1;
+            memcpy(out + n, p, digits), n += digits;
+            p += digits;
+            const char *close = strchr(p, ']');
+            if (!close || (*p != ']' && *p != '-' && *p != ','))
+                return -1;
+            p = close; /* the loop steps past it */
+            continue;
+        }
+        if (n + 1 >= cap)
+            return -1;
+        out[n++] = *p;
+    }
+    if (!n)
+        return -1;
+    out[n] = '\0';
+    return 0;
+}
 
 /* Is the whole job on this host, as far as the launcher tells? */
 static int single_host(char *const *envp, vkg_comm_launcher l, int world)
@@ -100,6 +144,16 @@ static int single_host(char *const *envp, vkg_comm_launcher l, int world)
         v = env_get(envp, "LOCAL_WORLD_SIZE");
         return v && atoi(v) == world;
     }
+    if (l == VKG_COMM_LAUNCH_PMI) {
+        v = env_get(envp, "MPI_LOCALNRANKS");
+        return v && atoi(v) == world;
+    }
+    if (l == VKG_COMM_LAUNCH_FLUX) {
+        v = env_get(envp, "FLUX_JOB_NNODES");
+        return v && !strcmp(v, "1");
+    }
+    if (l == VKG_COMM_LAUNCH_KUBEFLOW || l == VKG_COMM_LAUNCH_JOBSET)
+        return 0; /* a pod each */
     return 1;
 }
 
@@ -110,14 +164,29 @@ static vkg_status env_launcher(vkg_comm_config *cfg, char *const *envp)
         int has_r = env_get(envp, L->rank) != NULL, has_s = env_get(envp, L->size) != NULL;
         if (!has_r && !has_s)
             continue;
+        /* an indexed Job's manifest gives VKG_WORLD_SIZE beside its completion index */
+        if (L->id == VKG_COMM_LAUNCH_VKGPT && !has_r && env_get(envp, "JOB_COMPLETION_INDEX"))
+            continue;
         VKG_CHECK(has_r && has_s, VKG_ERR_INVALID_ARG, "%s is set but %s is not (%s launcher)",
                   has_r ? L->rank : L->size, has_r ? L->size : L->rank,
                   vkg_comm_launcher_name(L->id));
         long r, n, lr = 0;
+        const char *nn = env_get(envp, L->size);
+        VKG_CHECK(L->id != VKG_COMM_LAUNCH_KUBEFLOW || !strchr(nn, ':'), VKG_ERR_INVALID_ARG,
+                  "PET_NNODES='%s' is an elastic range: vkgpt needs a fixed number of nodes (set "
+                  "the PyTorchJob's minReplicas and maxReplicas equal)",
+                  nn);
         VKG_TRY(env_int(envp, L->size, 1, 1 << 20, &n));
         VKG_TRY(env_int(envp, L->rank, 0, n - 1, &r));
-        if (env_get(envp, L->local))
+        if (L->local && env_get(envp, L->local))
             VKG_TRY(env_int(envp, L->local, 0, n - 1, &lr));
+        const char *per = env_get(envp, "PET_NPROC_PER_NODE");
+        VKG_CHECK(L->id != VKG_COMM_LAUNCH_KUBEFLOW || !per || !strcmp(per, "1"),
+                  VKG_ERR_INVALID_ARG,
+                  "PET_NPROC_PER_NODE='%s' without torchrun: vkgpt runs one rank per process, so "
+                  "a pod without torchrun holds one (set nprocPerNode to 1, or start the pod's "
+                  "ranks with torchrun)",
+                  per);
         cfg->launcher = L->id;
         cfg->rank = (int)r;
         cfg->world_size = (int)n;
@@ -127,22 +196,49 @@ static vkg_status env_launcher(vkg_comm_config *cfg, char *const *envp)
     return VKG_OK; /* no launcher: a single rank */
 }
 
+/* Rank 0's host from the Slurm step's (else the job's) node list: its first host. */
+static vkg_status slurm_master(vkg_comm_config *cfg, char *const *envp, int *found)
+{
+    static const char *const lists[] = {"SLURM_STEP_NODELIST", "SLURM_JOB_NODELIST",
+                                        "SLURM_NODELIST"};
+    *found = 0;
+    for (size_t i = 0; i < sizeof lists / sizeof lists[0]; i++) {
+        const char *v = env_get(envp, lists[i]);
+        if (!v)
+            continue;
+        VKG_CHECK(slurm_first_host(v, cfg->master_addr, sizeof cfg->master_addr) == 0,
+                  VKG_ERR_INVALID_ARG, "%s='%.200s' is not a Slurm host list", lists[i], v);
+        *found = 1;
+        return VKG_OK;
+    }
+    return VKG_OK;
+}
+
 static vkg_status env_master(vkg_comm_config *cfg, char *const *envp)
 {
-    const char *addr = env_get(envp, "MASTER_ADDR");
+    const char *addr = env_get(envp, "MASTER_ADDR"), *addr_var = "MASTER_ADDR";
+    if (!addr && cfg->launcher == VKG_COMM_LAUNCH_KUBEFLOW)
+        addr = env_get(envp, "PET_MASTER_ADDR"), addr_var = "PET_MASTER_ADDR";
+    int from_list = 0;
+    if (!addr && cfg->launcher == VKG_COMM_LAUNCH_SLURM && cfg->world_size > 1 &&
+        !single_host(envp, cfg->launcher, cfg->world_size))
+        VKG_TRY(slurm_master(cfg, envp, &from_list));
     if (addr) {
-        VKG_CHECK(*addr, VKG_ERR_INVALID_ARG, "MASTER_ADDR is empty");
-        VKG_TRY(copy_str(cfg->master_addr, sizeof cfg->master_addr, "MASTER_ADDR", addr));
-    } else {
+        VKG_CHECK(*addr, VKG_ERR_INVALID_ARG, "%s is empty", addr_var);
+        VKG_TRY(copy_str(cfg->master_addr, sizeof cfg->master_addr, addr_var, addr));
+    } else if (!from_list) {
         VKG_CHECK(cfg->world_size == 1 || single_host(envp, cfg->launcher, cfg->world_size),
                   VKG_ERR_INVALID_ARG,
                   "MASTER_ADDR is not set and the %s job spans several hosts: set MASTER_ADDR to "
                   "rank 0's host",
                   vkg_comm_launcher_name(cfg->launcher));
     }
-    if (env_get(envp, "MASTER_PORT")) {
+    const char *port_var = "MASTER_PORT";
+    if (!env_get(envp, port_var) && cfg->launcher == VKG_COMM_LAUNCH_KUBEFLOW)
+        port_var = "PET_MASTER_PORT";
+    if (env_get(envp, port_var)) {
         long port;
-        VKG_TRY(env_int(envp, "MASTER_PORT", 1, 65535, &port));
+        VKG_TRY(env_int(envp, port_var, 1, 65535, &port));
         cfg->master_port = (int)port;
         /* torchrun's agent on rank 0's host keeps its own store listening on MASTER_PORT when it
          * tells its workers to use it: take the next port */
@@ -182,6 +278,12 @@ static void env_job(vkg_comm_config *cfg, char *const *envp)
         a = env_get(envp, "OMPI_MCA_ess_base_jobid");
         if (!a)
             a = env_get(envp, "PMIX_NAMESPACE");
+        break;
+    case VKG_COMM_LAUNCH_FLUX:
+        a = env_get(envp, "FLUX_JOB_ID");
+        break;
+    case VKG_COMM_LAUNCH_JOBSET:
+        a = env_get(envp, "JOBSET_NAME");
         break;
     default:
         break;

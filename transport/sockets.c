@@ -4,6 +4,7 @@
  * Not here: the rendezvous (rendezvous.c), create and destroy (comm.c).
  */
 #include "comm_internal.h"
+#include "os/clock.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -30,14 +31,31 @@ vkg_status vkg__setint(void *s, int opt, int v, const char *name)
 
 /* ---- addresses ---- */
 
-static vkg_status resolve_numeric(const char *host, char *out, size_t cap)
+/* The numeric address of rank 0's host. A name that does not resolve yet is asked again every
+ * 250 ms for up to timeout_ms (the job's deadline): a Kubernetes pod's DNS record, or a cloud
+ * host's, can appear seconds after the other pods start. Said once on stderr while waiting. */
+static vkg_status resolve_numeric(const char *host, char *out, size_t cap, int timeout_ms)
 {
     struct addrinfo hints = {0}, *res = NULL;
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
-    int rc = getaddrinfo(host, NULL, &hints, &res);
-    VKG_CHECK(rc == 0, VKG_ERR_NETWORK, "cannot resolve master address '%s': %s", host,
-              gai_strerror(rc));
+    double t0 = vkg_os_now_ms();
+    int rc, said = 0;
+    while ((rc = getaddrinfo(host, NULL, &hints, &res)) == EAI_AGAIN || rc == EAI_NONAME ||
+           rc == EAI_FAIL) {
+        double waited = vkg_os_now_ms() - t0;
+        if (waited >= timeout_ms)
+            break;
+        if (!said++)
+            fprintf(stderr,
+                    "vkgpt: rank 0's host '%s' does not resolve yet (%s); asking again for up to "
+                    "%g s\n",
+                    host, gai_strerror(rc), timeout_ms / 1000.0);
+        vkg_os_sleep_ms(250);
+    }
+    VKG_CHECK(rc == 0, VKG_ERR_NETWORK, "cannot resolve master address '%s': %s%s", host,
+              gai_strerror(rc),
+              vkg_os_now_ms() - t0 >= timeout_ms ? " (still, at the job's deadline)" : "");
     rc = getnameinfo(res->ai_addr, res->ai_addrlen, out, (socklen_t)cap, NULL, 0, NI_NUMERICHOST);
     freeaddrinfo(res);
     VKG_CHECK(rc == 0, VKG_ERR_NETWORK, "cannot format the address of '%s': %s", host,
@@ -326,7 +344,7 @@ vkg_status vkg__plan_endpoints(vkg_comm_t *c, const vkg_comm_config *cfg, char *
         return VKG_OK;
     }
     char ip[VKG_COMM_ADDR_MAX], port[16];
-    VKG_TRY(resolve_numeric(cfg->master_addr, ip, sizeof ip));
+    VKG_TRY(resolve_numeric(cfg->master_addr, ip, sizeof ip, cfg->timeout_ms));
     VKG_CHECK(
         cfg->listen_all || (strcmp(ip, "0.0.0.0") && strcmp(ip, "::")), VKG_ERR_INVALID_ARG,
         "master address '%s' is a wildcard: rank 0 would listen on every interface of its "

@@ -105,7 +105,11 @@ typedef enum vkg_comm_launcher {
     VKG_COMM_LAUNCH_TORCHRUN,
     VKG_COMM_LAUNCH_SLURM,
     VKG_COMM_LAUNCH_OPENMPI,
-    VKG_COMM_LAUNCH_VKGPT, /* VKG_RANK / VKG_WORLD_SIZE */
+    VKG_COMM_LAUNCH_VKGPT,    /* VKG_RANK / VKG_WORLD_SIZE */
+    VKG_COMM_LAUNCH_KUBEFLOW, /* PET_NODE_RANK / PET_NNODES (a PyTorchJob without torchrun) */
+    VKG_COMM_LAUNCH_PMI,      /* PMI_RANK / PMI_SIZE (MPICH's and Intel MPI's mpiexec) */
+    VKG_COMM_LAUNCH_JOBSET,   /* JOB_COMPLETION_INDEX / VKG_WORLD_SIZE (Kubernetes indexed Jobs) */
+    VKG_COMM_LAUNCH_FLUX,     /* FLUX_TASK_RANK / FLUX_JOB_SIZE */
 } vkg_comm_launcher;
 
 #define VKG_COMM_KEY_CHARS 40 /* a CURVE key in Z85 text */

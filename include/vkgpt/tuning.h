@@ -49,10 +49,10 @@ vkg_status vkg_device_force_tiles(vkg_device_t *dev, const vkg_matmul_tiling *ti
 
 /* How dev's products run now (vkgpt devices, bench and train print it). */
 typedef struct vkg_matmul_choice {
-    int tiled;        /* 1: the tiled kernel (matmul_tiled.comp); 0: the register kernel */
-    const char *row;  /* the per-vendor table's row ("nvidia", "forced" after --tiles) */
-    uint32_t fill;    /* workgroups that keep the device busy: a product takes the largest tile
-                         whose grid has at least this many */
+    int tiled;       /* 1: the tiled kernel (matmul_tiled.comp); 0: the register kernel */
+    const char *row; /* the per-vendor table's row ("nvidia", "forced" after --tiles) */
+    uint32_t fill;   /* workgroups that keep the device busy: a product takes the largest tile
+                        whose grid has at least this many */
     vkg_matmul_tiling tiles[3]; /* small, medium and large products' */
     uint32_t subgroup[3];       /* the subgroup size each requires on dev (0: the driver's) */
     int dbuf_dropped[3];        /* 1: the table asked for double buffering, which dev's shared
@@ -60,7 +60,7 @@ typedef struct vkg_matmul_choice {
     int coopmat;                /* bf16 forward products: 0 the tiled kernel, 1 cooperative
                                    matrices, 2 their emulation */
     uint32_t coopmat_m, coopmat_n, coopmat_k; /* the fragments, where coopmat != 0 */
-    int coopmat_rewritten;      /* 1: the kernel's SPIR-V is rewritten to the KHR extension */
+    int coopmat_rewritten; /* 1: the kernel's SPIR-V is rewritten to the KHR extension */
 } vkg_matmul_choice;
 void vkg_device_matmul_choice(const vkg_device_t *dev, vkg_matmul_choice *out);
 
