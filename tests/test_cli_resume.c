@@ -6,7 +6,9 @@
  *    run's step for step) and prints the override;
  *  - a damaged run.json is refused, naming the file and the field; a --tokenizer other than the
  *    run's is refused;
- *  - --keep's default is in --help and the kept count is printed at start.
+ *  - --keep's default is in --help and the kept count is printed at start;
+ *  - --resume on an empty or absent folder starts fresh, with the losses and model of the same
+ *    run without --resume ("always pass --resume" restarts a preempted job and starts a new one).
  * Every run has the Khronos validation layer on (--validation: a message fails the run). */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -231,6 +233,51 @@ static void test_resume_keeps_settings(void **state)
     free(ref_log), free(log);
 }
 
+/* --resume where there is nothing to resume (an empty folder, or none) trains from the start: the
+ * same losses and final model as without --resume. */
+static void test_resume_nothing_starts_fresh(void **state)
+{
+    (void)state;
+    vkg_test_proc p;
+    char ref[600], empty[600], absent[600], path[700];
+    path_in(ref, sizeof ref, "fresh_ref");
+    path_in(empty, sizeof empty, "fresh_empty");
+    path_in(absent, sizeof absent, "fresh_absent");
+    assert_int_equal(mkdir(empty, 0755), 0);
+    const char *plain[] = {"train", SETTINGS, "--steps", "3", "--ckpt-dir", ref, NULL};
+    assert_int_equal(run(&p, plain), 0);
+    vkg_test_proc_free(&p);
+    const char *dirs[] = {empty, absent};
+    snprintf(path, sizeof path, "%s/log.jsonl", ref);
+    char *ref_log = vkg_test_must_read(path, NULL);
+    for (int d = 0; d < 2; d++) {
+        const char *again[] = {"train",      SETTINGS, "--steps",  "3",
+                               "--ckpt-dir", dirs[d],  "--resume", NULL};
+        assert_int_equal(run(&p, again), 0);
+        assert_null(strstr(p.buf[0], "resumed at step"));
+        vkg_test_proc_free(&p);
+        snprintf(path, sizeof path, "%s/log.jsonl", dirs[d]);
+        char *log = vkg_test_must_read(path, NULL);
+        for (int step = 1; step <= 3; step++) {
+            char want[64], got[64];
+            log_field(ref_log, step, "loss", want, sizeof want);
+            log_field(log, step, "loss", got, sizeof got);
+            if (!want[0] || strcmp(want, got))
+                fail_msg("step %d: loss '%s' with --resume on %s, '%s' without", step, got, dirs[d],
+                         want);
+        }
+        free(log);
+        char a[700], b[700];
+        snprintf(a, sizeof a, "%s/step_00000003/model.bin", ref);
+        snprintf(b, sizeof b, "%s/step_00000003/model.bin", dirs[d]);
+        size_t na = 0, nb = 0;
+        char *x = vkg_test_must_read(a, &na), *y = vkg_test_must_read(b, &nb);
+        assert_true(na == nb && na > 0 && memcmp(x, y, na) == 0);
+        free(x), free(y);
+    }
+    free(ref_log);
+}
+
 /* A flag given again overrides the run's value, says so, and is kept for the next resume. */
 static void test_resume_override_printed(void **state)
 {
@@ -399,6 +446,7 @@ int main(void)
         cmocka_unit_test(test_relative_paths_resume_anywhere),
         cmocka_unit_test(test_damaged_run_json_refused),
         cmocka_unit_test(test_keep_documented),
+        cmocka_unit_test(test_resume_nothing_starts_fresh),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

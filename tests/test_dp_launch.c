@@ -16,7 +16,10 @@
  *    checkpoint stays complete and a relaunch with --resume continues from it to the end;
  *    the same with the two ranks as the two stages of a pipeline (--pp 2);
  *  - killing launch itself with SIGKILL stops its ranks within a bound (no rank trains on
- *    unwatched), each exiting cleanly with rank 0's checkpoint of the last logged step.
+ *    unwatched), each exiting cleanly with rank 0's checkpoint of the last logged step;
+ *  - SIGUSR1 (a preemption notice) to rank 1 alone: both ranks stop after the same step, launch
+ *    exits 75, the checkpoint of the last logged step is complete, and the run resumed from it
+ *    ends with bitwise the losses, model and state of the same run uninterrupted.
  * Every child is reaped (launch reaps its ranks; this test reaps launch). */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -408,6 +411,112 @@ static void kill_rank_and_resume(const char *transport, int pp)
     vkg_test_proc_free(&p);
 }
 
+/* The bytes of path into a malloc'd buffer (*n bytes), or NULL. */
+static char *slurp(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *b = size >= 0 ? malloc((size_t)size + 1) : NULL;
+    if (b && fread(b, 1, (size_t)size, f) != (size_t)size)
+        free(b), b = NULL;
+    fclose(f);
+    if (b)
+        b[size] = '\0', *n = (size_t)size;
+    return b;
+}
+
+/* Files a and b hold the same bytes (a file's name in the failure). */
+static void expect_same_file(const char *a, const char *b)
+{
+    size_t na = 0, nb = 0;
+    char *x = slurp(a, &na), *y = slurp(b, &nb);
+    if (!x || !y || na != nb || memcmp(x, y, na))
+        fail_msg("%s and %s differ (%zu and %zu bytes)", a, b, na, nb);
+    free(x), free(y);
+}
+
+/* Each step's "loss":... field of log.jsonl at dir, one line each, into out (cap bytes). */
+static void losses_of(const char *dir, char *out, size_t cap)
+{
+    char path[800];
+    snprintf(path, sizeof path, "%s/log.jsonl", dir);
+    size_t n = 0, used = 0;
+    char *log = slurp(path, &n);
+    assert_non_null(log);
+    out[0] = '\0';
+    for (char *at = log; (at = strstr(at, "\"loss\":")) && used + 40 < cap; at++) {
+        size_t len = strcspn(at, ",}");
+        used += (size_t)snprintf(out + used, cap - used, "%.*s\n", (int)len, at);
+    }
+    free(log);
+}
+
+/* A preemption notice to one rank (SIGUSR1, as Slurm's --signal sends): every rank agrees on the
+ * next step boundary, rank 0 saves it, all exit 75; the same command with --resume then ends as
+ * the run would have uninterrupted, bit for bit (losses, model.bin, state.bin). */
+static void test_preempt_one_rank_resumes_bitwise(void **state)
+{
+    (void)state;
+    char cut[700], whole[700], a[900], b[900];
+    snprintf(cut, sizeof cut, "%s/preempted", tmp_root);
+    snprintf(whole, sizeof whole, "%s/uninterrupted", tmp_root);
+#define PREEMPT_ARGS(dir)                                                                          \
+    "launch", "-n", "2", "--transport", "ipc", "--", TRAIN_ARGS, "--steps", "60", "--ckpt-dir",    \
+        dir, "--ckpt-every", "1000", "--keep", "0"
+    const char *run[] = {PREEMPT_ARGS(cut), NULL};
+    vkg_test_proc p;
+    start(&p, run);
+    double end = vkg_test_now() + 180;
+    while (vkg_test_now() < end && !p.done &&
+           !(strstr(p.buf[0], "[rank 0] step 3/") && strstr(p.buf[0], "rank 1 is pid ")))
+        vkg_test_proc_pump(&p, 0.05, NULL);
+    char *r1 = strstr(p.buf[0], "rank 1 is pid ");
+    if (!r1 || !strstr(p.buf[0], "[rank 0] step 3/") || p.done) {
+        kill(p.pid, SIGKILL);
+        vkg_test_proc_wait(&p, 30);
+        fail_msg("the ranks did not start training; output:\n%s", p.buf[0]);
+    }
+    assert_int_equal(kill((pid_t)atoi(r1 + strlen("rank 1 is pid ")), SIGUSR1), 0);
+    int rc = vkg_test_proc_wait(&p, 120);
+    printf("%s", p.buf[0]);
+    assert_int_equal(rc, 75);
+    expect_output(&p, "[rank 1] stopping on signal 10 after the current step");
+    expect_output(&p, "[rank 0] stopping after the current step: another rank was signalled");
+    snprintf(a, sizeof a, "%s/log.jsonl", cut);
+    long steps = count_lines(a);
+    assert_true(steps >= 3 && steps < 60);
+    assert_int_equal(newest_complete(cut), steps); /* saved at the step both stopped after */
+    vkg_test_proc_free(&p);
+
+    const char *again[] = {PREEMPT_ARGS(cut), "--resume", NULL};
+    start(&p, again);
+    assert_int_equal(vkg_test_proc_wait(&p, 240), 0);
+    char resumed[64];
+    snprintf(resumed, sizeof resumed, "[rank 0] resumed at step %ld", steps);
+    expect_output(&p, resumed);
+    vkg_test_proc_free(&p);
+    const char *straight[] = {PREEMPT_ARGS(whole), NULL};
+    start(&p, straight);
+    assert_int_equal(vkg_test_proc_wait(&p, 240), 0);
+    vkg_test_proc_free(&p);
+#undef PREEMPT_ARGS
+    static char la[8192], lb[8192];
+    losses_of(cut, la, sizeof la), losses_of(whole, lb, sizeof lb);
+    printf("preempted after step %ld, resumed to 60: %s the uninterrupted run's losses\n", steps,
+           strcmp(la, lb) ? "NOT" : "bitwise");
+    assert_string_equal(la, lb);
+    for (int f = 0; f < 2; f++) {
+        const char *name = f ? "state.bin" : "model.bin";
+        snprintf(a, sizeof a, "%s/step_00000060/%s", cut, name);
+        snprintf(b, sizeof b, "%s/step_00000060/%s", whole, name);
+        expect_same_file(a, b);
+    }
+}
+
 /* Reap the child `pid` (this process is the ranks' subreaper) when it has ended; 1 once reaped. */
 static int reaped(pid_t pid, int *status)
 {
@@ -462,10 +571,10 @@ static void test_killed_launcher_takes_its_ranks(void **state)
                  gone[0] ? "" : " 0", gone[1] ? "" : " 1", bound);
     printf("both ranks ended %.2f s after the launcher was killed (wait status %d, %d)\n", took,
            status[0], status[1]);
-    /* they stopped as on SIGTERM: cleanly (exit 128 + 15: saved, not finished), rank 0 with a
-     * checkpoint of the last logged step */
+    /* they stopped as on SIGTERM: cleanly (exit 75, a preemption: saved, not finished), rank 0
+     * with a checkpoint of the last logged step */
     for (int k = 0; k < 2; k++)
-        assert_true(WIFEXITED(status[k]) && WEXITSTATUS(status[k]) == 128 + SIGTERM);
+        assert_true(WIFEXITED(status[k]) && WEXITSTATUS(status[k]) == 75);
     snprintf(path, sizeof path, "%s/log.jsonl", ckpt);
     long steps = count_lines(path);
     assert_true(steps >= 3);
@@ -506,6 +615,7 @@ int main(void)
         cmocka_unit_test(test_kill_rank_tcp),
         cmocka_unit_test(test_kill_stage_ipc),
         cmocka_unit_test(test_killed_launcher_takes_its_ranks),
+        cmocka_unit_test(test_preempt_one_rank_resumes_bitwise),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -4,6 +4,7 @@
 #ifndef VKG_CLI_H
 #define VKG_CLI_H
 
+#include <signal.h>
 #include <stddef.h>
 
 #include "vkgpt/comm.h"
@@ -67,13 +68,24 @@ void vkg_cli_print_step(const struct vkg_step_info *s, long long steps, double e
 struct vkg_trainer_info;
 void vkg_cli_print_run(const struct vkg_trainer_info *info, int recompute, const char *schedule);
 
+/* The exit status of a run stopped by a notice (SIGTERM or SIGUSR1, Kubernetes' and Slurm's, on
+ * any rank): every rank stopped after the same step and the checkpoint was written; the same
+ * command with --resume goes on (sysexits.h's EX_TEMPFAIL: a temporary failure, to retry). */
+#define VKG_CLI_EXIT_PREEMPTED 75
+
+/* The exit status for a run stopped by signal sig on this rank (0: by another rank's notice). */
+static inline int vkg_cli_stop_status(int sig)
+{
+    return sig == SIGINT ? 128 + SIGINT : VKG_CLI_EXIT_PREEMPTED;
+}
+
 /* The lines `train --help` and `launch --help` end their synopsis with: signals and exit codes. */
 #define VKG_CLI_EXIT_HELP                                                                          \
-    "\n  Ctrl-C or SIGTERM: finish the current step, save a checkpoint (with --ckpt-dir) and "     \
-    "exit "                                                                                        \
-    "128 + the\n  signal's number (130, 143). Exit status otherwise: 0 done, 1 a failure while "   \
-    "running, 2 a usage\n  error (a bad flag, a file or device named that does not exist). "       \
-    "VKGPT_VERBOSE=1: errors name code\n  locations."
+    "\n  SIGTERM or SIGUSR1 (a preemption notice) to any rank: every rank finishes the same "      \
+    "step, the\n  checkpoint is saved (with --ckpt-dir) and the exit status is 75: run the same "  \
+    "command with\n  --resume to go on. Ctrl-C: the same, exit 130. Exit status otherwise: 0 "     \
+    "done, 1 a failure\n  while running, 2 a usage error (a bad flag, a file or device named "     \
+    "that does not exist).\n  VKGPT_VERBOSE=1: errors name code locations."
 
 /* Subcommands (one file each under src/cli/). */
 int vkg_cli_devices(int argc, char **argv);

@@ -1,11 +1,12 @@
 /* `vkgpt launch -n N -- train ...`: start N local ranks of this very binary with torchrun-style
  * variables (RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT) and VKGPT_DEVICE, stream
  * their stdout/stderr line by line with a "[rank k] " prefix, and when a rank fails stop the
- * others (SIGTERM, then SIGKILL after a grace period) and exit non-zero. SIGINT or SIGTERM asks
- * every rank to stop (each saves a checkpoint) and exits 128 + the signal's number. Every child is
- * reaped, and every rank gets SIGTERM from the kernel when the launcher dies, however it dies. Also
- * here: the data-parallel flags of `vkgpt train` (vkg_cli_dp_resolve). Not here: multi-host
- * launching (use torchrun-style variables, srun or mpirun; see README). */
+ * others (SIGTERM, then SIGKILL after a grace period) and exit non-zero. SIGINT, SIGTERM or
+ * SIGUSR1 asks every rank to stop (each saves a checkpoint) and exits as `vkgpt train` does (75, a
+ * preemption, to resume; 130 for SIGINT); so does a rank's own notice, agreed by all ranks. Every
+ * child is reaped, and every rank gets SIGTERM from the kernel when the launcher dies, however it
+ * dies. Also here: the data-parallel flags of `vkgpt train` (vkg_cli_dp_resolve). Not here:
+ * multi-host launching (use torchrun-style variables, srun or mpirun; see README). */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -198,9 +199,12 @@ static void describe(int status, char *buf, size_t cap)
         snprintf(buf, cap, "ended with wait status %d", status);
 }
 
+/* Failed: killed, or an exit status other than 0 and a preemption's (the ranks agreed on it and
+ * saved: every rank exits so; none is to be stopped for it). */
 static int failed_status(int status)
 {
-    return !WIFEXITED(status) || WEXITSTATUS(status) != 0;
+    return !WIFEXITED(status) ||
+           (WEXITSTATUS(status) != 0 && WEXITSTATUS(status) != VKG_CLI_EXIT_PREEMPTED);
 }
 
 /* Fork and exec rank k: self train-args with the rank's variables; its output into two pipes.
@@ -365,6 +369,7 @@ int vkg_cli_launch(int argc, char **argv)
     sa.sa_handler = on_launch_signal;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGUSR1, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
     for (int k = 0; k < n; k++)
         cs[k].fd[0] = cs[k].fd[1] = -1;
@@ -428,12 +433,16 @@ int vkg_cli_launch(int argc, char **argv)
             describe(cs[k].status, why, sizeof why);
             fprintf(stderr, "vkgpt launch: rank %d %s\n", k, why);
         }
-    if (failed < 0 && forwarded) /* stopped, after the ranks saved: 128 + the signal's number */
-        exit_code = 128 + (int)launch_signal;
+    if (failed < 0 && forwarded) /* stopped, after the ranks saved: as `vkgpt train` exits */
+        exit_code = vkg_cli_stop_status((int)launch_signal);
     if (failed < 0)
-        for (int k = 0; k < n; k++)
+        for (int k = 0; k < n; k++) {
             if (failed_status(cs[k].status) && !exit_code)
                 exit_code = 1;
+            if (!exit_code && WIFEXITED(cs[k].status) &&
+                WEXITSTATUS(cs[k].status) == VKG_CLI_EXIT_PREEMPTED)
+                exit_code = VKG_CLI_EXIT_PREEMPTED; /* a rank's notice: all stopped and saved */
+        }
     free(args);
     free(cs);
     return exit_code;

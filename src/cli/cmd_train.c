@@ -1,7 +1,8 @@
 /* `vkgpt train`: parse flags into a vkg_train_config (refusing combinations that cannot all be
  * honoured), run the trainer with a live progress line on a terminal (plain lines otherwise),
- * samples and checkpoints at intervals, and on SIGINT or SIGTERM finish the current step, write a
- * checkpoint and exit 128 + the signal's number; a signal while the data loads stops at once,
+ * samples and checkpoints at intervals, and on SIGTERM or SIGUSR1 (a preemption notice, to any
+ * rank) or SIGINT finish the current step on every rank, write a checkpoint and exit 75 (130 for
+ * SIGINT: vkg_cli_stop_status); a signal while the data loads stops at once,
  * writing nothing. */
 #include <signal.h>
 #include <stdio.h>
@@ -215,10 +216,9 @@ static int run(vkg_trainer_t *t, const train_opts *o)
         printf("loss curve: %s\n", info.svg_path);
     if (o->sample_len > 0 && !stop)
         rc = show_sample(t, o, o->cfg.seed, 0, 1);
-    /* Stopped by a signal, on this rank (its number) or another (SIGTERM, as a launcher's): not
-     * finished, whatever was saved. */
+    /* Stopped by a signal, on this rank or another: not finished, whatever was saved. */
     if (rc == 0 && stop)
-        rc = 128 + (stop_requested ? (int)stop_requested : SIGTERM);
+        rc = vkg_cli_stop_status((int)stop_requested);
     return rc;
 }
 
@@ -417,6 +417,7 @@ static int train_main(int argc, char **argv, vkg_cli_resume *res)
     sa.sa_handler = on_signal;
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGUSR1, &sa, NULL);
     vkg_trainer_t *t = NULL;
     vkg_status st = vkg_trainer_create(c, &t);
     if (st != VKG_OK) {
@@ -425,7 +426,7 @@ static int train_main(int argc, char **argv, vkg_cli_resume *res)
             fprintf(stderr,
                     "vkgpt train: stopped on signal %d before training: nothing was saved\n",
                     (int)stop_requested);
-            return 128 + (int)stop_requested;
+            return vkg_cli_stop_status((int)stop_requested);
         }
         return rc;
     }
