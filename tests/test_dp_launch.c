@@ -19,7 +19,12 @@
  *    unwatched), each exiting cleanly with rank 0's checkpoint of the last logged step;
  *  - SIGUSR1 (a preemption notice) to rank 1 alone: both ranks stop after the same step, launch
  *    exits 75, the checkpoint of the last logged step is complete, and the run resumed from it
- *    ends with bitwise the losses, model and state of the same run uninterrupted.
+ *    ends with bitwise the losses, model and state of the same run uninterrupted;
+ *  - --max-restarts 1: rank 1 SIGKILLed mid-run, the job goes on from the newest complete
+ *    checkpoint with 1 rank and ends bitwise as a `--resume` by hand on 1 rank from that
+ *    checkpoint (the time from the kill to the first step after it is printed); a second loss
+ *    ends the job naming both; --min-ranks 2 refuses to go on with 1; without train's
+ *    --total-batch, --max-restarts is refused.
  * Every child is reaped (launch reaps its ranks; this test reaps launch). */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -455,13 +460,29 @@ static void losses_of(const char *dir, char *out, size_t cap)
     free(log);
 }
 
+/* The runs in folders x and y logged the same losses and wrote the same model.bin and state.bin
+ * at step `step`, byte for byte. */
+static void expect_same_run(const char *x, const char *y, int step)
+{
+    static char la[8192], lb[8192];
+    losses_of(x, la, sizeof la), losses_of(y, lb, sizeof lb);
+    assert_string_equal(la, lb);
+    char a[900], b[900];
+    for (int f = 0; f < 2; f++) {
+        const char *name = f ? "state.bin" : "model.bin";
+        snprintf(a, sizeof a, "%s/step_%08d/%s", x, step, name);
+        snprintf(b, sizeof b, "%s/step_%08d/%s", y, step, name);
+        expect_same_file(a, b);
+    }
+}
+
 /* A preemption notice to one rank (SIGUSR1, as Slurm's --signal sends): every rank agrees on the
  * next step boundary, rank 0 saves it, all exit 75; the same command with --resume then ends as
  * the run would have uninterrupted, bit for bit (losses, model.bin, state.bin). */
 static void test_preempt_one_rank_resumes_bitwise(void **state)
 {
     (void)state;
-    char cut[700], whole[700], a[900], b[900];
+    char cut[700], whole[700], a[900];
     snprintf(cut, sizeof cut, "%s/preempted", tmp_root);
     snprintf(whole, sizeof whole, "%s/uninterrupted", tmp_root);
 #define PREEMPT_ARGS(dir)                                                                          \
@@ -504,17 +525,139 @@ static void test_preempt_one_rank_resumes_bitwise(void **state)
     assert_int_equal(vkg_test_proc_wait(&p, 240), 0);
     vkg_test_proc_free(&p);
 #undef PREEMPT_ARGS
-    static char la[8192], lb[8192];
-    losses_of(cut, la, sizeof la), losses_of(whole, lb, sizeof lb);
-    printf("preempted after step %ld, resumed to 60: %s the uninterrupted run's losses\n", steps,
-           strcmp(la, lb) ? "NOT" : "bitwise");
-    assert_string_equal(la, lb);
-    for (int f = 0; f < 2; f++) {
-        const char *name = f ? "state.bin" : "model.bin";
-        snprintf(a, sizeof a, "%s/step_00000060/%s", cut, name);
-        snprintf(b, sizeof b, "%s/step_00000060/%s", whole, name);
-        expect_same_file(a, b);
+    expect_same_run(cut, whole, 60);
+    printf("preempted after step %ld, resumed to 60: bitwise the uninterrupted run\n", steps);
+}
+
+/* Pump p until needle is in its output (after offset from), p ends, or limit s pass; a pointer to
+ * it, or NULL. */
+static const char *wait_for(vkg_test_proc *p, const char *needle, size_t from, double limit)
+{
+    double end = vkg_test_now() + limit;
+    while (vkg_test_now() < end && !p->done && !strstr(p->buf[0] + from, needle))
+        vkg_test_proc_pump(p, 0.05, NULL);
+    return strstr(p->buf[0] + from, needle);
+}
+
+/* Start launch with args, wait for a complete checkpoint of step 3 or later, SIGKILL rank `who`
+ * (by the pid launch printed after offset from); returns the kill's time. */
+static double kill_after_checkpoint(vkg_test_proc *p, const char *ckpt, int who, size_t from)
+{
+    char line[32];
+    snprintf(line, sizeof line, "rank %d is pid ", who);
+    double end = vkg_test_now() + 180;
+    const char *pid_line = NULL;
+    while (vkg_test_now() < end && !p->done &&
+           (newest_complete(ckpt) < 3 || !(pid_line = strstr(p->buf[0] + from, line))))
+        vkg_test_proc_pump(p, 0.05, NULL);
+    if (!pid_line || newest_complete(ckpt) < 3) {
+        kill(p->pid, SIGKILL);
+        vkg_test_proc_wait(p, 30);
+        fail_msg("no checkpoint or no pid of rank %d; output:\n%s", who, p->buf[0]);
     }
+    vkg_test_proc_pump(p, 0.3, NULL); /* mid-training */
+    assert_int_equal(kill((pid_t)atoi(pid_line + strlen(line)), SIGKILL), 0);
+    return vkg_test_now();
+}
+
+#define ELASTIC_ARGS(dir)                                                                          \
+    TRAIN_ARGS, "--steps", "60", "--total-batch", "128", "--ckpt-dir", dir, "--ckpt-every", "3",   \
+        "--keep", "0"
+
+/* An elastic job loses rank 1 and goes on with rank 0 alone from the newest complete checkpoint,
+ * bitwise as that checkpoint resumed by hand on 1 rank. */
+static void test_elastic_restart(void **state)
+{
+    (void)state;
+    char el[700], hand[700], cmd[8192];
+    snprintf(el, sizeof el, "%s/elastic", tmp_root);
+    snprintf(hand, sizeof hand, "%s/elastic_by_hand", tmp_root);
+    const char *args[] = {"launch",         "-n", "2",  "--transport",    "ipc",
+                          "--max-restarts", "1",  "--", ELASTIC_ARGS(el), NULL};
+    vkg_test_proc p;
+    start(&p, args);
+    double killed = kill_after_checkpoint(&p, el, 1, 0);
+    const char *r = wait_for(&p, "[rank 0] resumed at step ", 0, 120);
+    if (!r)
+        fail_msg("the job did not resume; output:\n%s", p.buf[0]);
+    long S = atol(r + strlen("[rank 0] resumed at step "));
+    char first[48];
+    snprintf(first, sizeof first, "[rank 0] step %ld/", S + 1);
+    const char *went_on = wait_for(&p, first, 0, 120);
+    double lost_s = vkg_test_now() - killed;
+    int rc = vkg_test_proc_wait(&p, 240);
+    printf("%s", p.buf[0]);
+    assert_non_null(went_on);
+    printf("elastic restart: %.2f s from the kill of rank 1 to step %ld, the first after it\n",
+           lost_s, S + 1);
+    assert_int_equal(rc, 0);
+    expect_output(&p, "vkgpt launch: lost rank 1 of 2 was killed by signal 9");
+    expect_output(&p, "restart 1 of 1 with 1 rank, from the newest complete checkpoint");
+    vkg_test_proc_free(&p);
+    assert_true(S >= 3 && S < 60);
+    /* by hand: that checkpoint, its run's settings and log, resumed on 1 rank */
+    snprintf(cmd, sizeof cmd,
+             "mkdir -p '%s' && cp -r '%s/step_%08ld' '%s/run.json' '%s/' && head -n %ld "
+             "'%s/log.jsonl' > '%s/log.jsonl'",
+             hand, el, S, el, hand, S, el, hand);
+    assert_int_equal(system(cmd), 0);
+    const char *by_hand[] = {"launch",           "-n",       "1", "--transport", "ipc", "--",
+                             ELASTIC_ARGS(hand), "--resume", NULL};
+    start(&p, by_hand);
+    assert_int_equal(vkg_test_proc_wait(&p, 240), 0);
+    vkg_test_proc_free(&p);
+    expect_same_run(el, hand, 60);
+    printf("the elastic job's steps %ld-60 are bitwise those of the checkpoint resumed by hand\n",
+           S + 1);
+}
+
+/* A second loss beyond --max-restarts ends the job naming both; --min-ranks refuses to shrink
+ * below it; --max-restarts without train's --total-batch is refused before anything starts. */
+static void test_elastic_limits(void **state)
+{
+    (void)state;
+    char dir[700];
+    snprintf(dir, sizeof dir, "%s/elastic_twice", tmp_root);
+    const char *args[] = {"launch",         "-n", "2",  "--transport",     "ipc",
+                          "--max-restarts", "1",  "--", ELASTIC_ARGS(dir), "--steps",
+                          "100000",         NULL};
+    vkg_test_proc p;
+    start(&p, args);
+    kill_after_checkpoint(&p, dir, 1, 0);
+    const char *re = wait_for(&p, "restart 1 of 1 with 1 rank", 0, 120);
+    if (!re)
+        fail_msg("no restart; output:\n%s", p.buf[0]);
+    size_t from = (size_t)(re - p.buf[0]);
+    wait_for(&p, "[rank 0] resumed at step", from, 120);
+    kill_after_checkpoint(&p, dir, 0, from);
+    int rc = vkg_test_proc_wait(&p, 120);
+    printf("%s", p.buf[0]);
+    assert_true(rc != 0);
+    expect_output(&p, "giving up after 1 restart (--max-restarts 1): rank 1 of 2 was killed by "
+                      "signal 9");
+    expect_output(&p, ", then rank 0 of 1 was killed by signal 9");
+    vkg_test_proc_free(&p);
+
+    snprintf(dir, sizeof dir, "%s/elastic_min", tmp_root);
+    const char *floor[] = {"launch",          "-n",      "2",           "--transport", "ipc",
+                           "--max-restarts",  "1",       "--min-ranks", "2",           "--",
+                           ELASTIC_ARGS(dir), "--steps", "100000",      NULL};
+    start(&p, floor);
+    kill_after_checkpoint(&p, dir, 1, 0);
+    rc = vkg_test_proc_wait(&p, 120);
+    printf("%s", p.buf[0]);
+    assert_true(rc != 0);
+    expect_output(&p, "not restarting: 1 ranks would remain, fewer than --min-ranks 2; lost rank "
+                      "1 of 2 was killed by signal 9");
+    assert_null(strstr(p.buf[0], "restart 1 of 1"));
+    vkg_test_proc_free(&p);
+
+    const char *no_total[] = {"launch",     "-n", "2", "--max-restarts", "1", "--", TRAIN_ARGS,
+                              "--ckpt-dir", dir,  NULL};
+    start(&p, no_total);
+    assert_int_equal(vkg_test_proc_wait(&p, 60), 2);
+    expect_output(&p, "train needs --ckpt-dir (where the checkpoints are) and --total-batch");
+    vkg_test_proc_free(&p);
 }
 
 /* Reap the child `pid` (this process is the ranks' subreaper) when it has ended; 1 once reaped. */
@@ -616,6 +759,8 @@ int main(void)
         cmocka_unit_test(test_kill_stage_ipc),
         cmocka_unit_test(test_killed_launcher_takes_its_ranks),
         cmocka_unit_test(test_preempt_one_rank_resumes_bitwise),
+        cmocka_unit_test(test_elastic_restart),
+        cmocka_unit_test(test_elastic_limits),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

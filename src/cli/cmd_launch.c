@@ -211,7 +211,7 @@ static int failed_status(int status)
  * A rank dies with the launcher: if the launcher ends, even by SIGKILL, the kernel sends the rank
  * SIGTERM (which `vkgpt train` takes as a request to stop after the current step, with a
  * checkpoint), so no rank goes on training unwatched. */
-static int spawn(child *c, int k, int n, int port, const char *devices, const char *transport,
+static int spawn(child *c, int k, int n, int port, const char *device, const char *transport,
                  const char *job, char **args)
 {
     int po[2], pe[2];
@@ -242,19 +242,8 @@ static int spawn(child *c, int k, int n, int port, const char *devices, const ch
         setenv("MASTER_ADDR", "127.0.0.1", 1);
         setenv("VKG_JOB_ID", job, 1);
         setenv("VKG_COMM_TRANSPORT", transport, 1);
-        if (devices) { /* the k-th entry of the list, cycling */
-            char list[1024], *save = NULL, *tok;
-            int count = 0;
-            snprintf(list, sizeof list, "%s", devices);
-            for (tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
-                count++;
-            snprintf(list, sizeof list, "%s", devices);
-            tok = strtok_r(list, ",", &save);
-            for (int i = 0; i < k % (count ? count : 1) && tok; i++)
-                tok = strtok_r(NULL, ",", &save);
-            if (tok)
-                setenv("VKGPT_DEVICE", tok, 1);
-        }
+        if (device)
+            setenv("VKGPT_DEVICE", device, 1);
         signal(SIGINT, SIG_DFL), signal(SIGTERM, SIG_DFL);
         execv("/proc/self/exe", args);
         fprintf(stderr, "vkgpt launch: cannot run /proc/self/exe: %s\n", strerror(errno));
@@ -272,112 +261,22 @@ static void signal_all(child *cs, int n, int sig)
             kill(cs[k].pid, sig);
 }
 
-int vkg_cli_launch(int argc, char **argv)
+/* One run of n ranks until all have ended: spawn them (rank k on device rank_dev[k], NULL: the
+ * default), stream their output, stop the others when one fails, forward a signal. Returns the
+ * exit status `launch` would end with; *failed_out: the rank that failed first (-1: none, or the
+ * run was stopped by a signal), with what happened to it in lost. */
+static int run_ranks(child *cs, int n, int port, int grace, const char *const *rank_dev,
+                     const char *transport, const char *job, char **args, int *failed_out,
+                     char *lost, size_t lost_cap)
 {
-    int n = 0, port = 0, grace = 10, pp = 0, zero = 0, grad_dtype = -1;
-    const char *devices = NULL, *transport = "tcp";
-    int sep = argc;
-    for (int i = 1; i < argc; i++)
-        if (!strcmp(argv[i], "--")) {
-            sep = i;
-            break;
-        }
-    const vkg_flag flags[] = {
-        {"-n", VKG_FLAG_INT, &n, "number of local ranks (required; no default)", 0, 1, MAX_RANKS},
-        {"--devices", VKG_FLAG_STR, &devices, "device per rank, cycling: 0,1,... (VKGPT_DEVICE)", 0,
-         0, 0},
-        {"--transport", VKG_FLAG_STR, &transport,
-         "tcp or ipc (shared memory between the ranks by default), shm (required: fails naming "
-         "the cause where the ranks or a group of them cannot use it) or zmq (never)",
-         0, 0, 0},
-        {"--port", VKG_FLAG_INT, &port, "rendezvous port of rank 0 (default: a free one)", 0, 1,
-         65535},
-        {"--grace", VKG_FLAG_INT, &grace, "seconds between SIGTERM and SIGKILL on failure", 0, 0,
-         3600},
-        {"--pp", VKG_FLAG_INT, &pp,
-         "pipeline stages, passed to every rank's train (N / pp "
-         "data-parallel replicas; default: 1)",
-         0, 1, 64},
-        {"--zero", VKG_FLAG_INT, &zero,
-         "1: ZeRO-1, passed to every rank's train (AdamW's moments sharded over the ranks)", 0, 0,
-         1},
-        {"--grad-dtype", VKG_FLAG_CHOICE, &grad_dtype,
-         "passed to every rank's train: " VKG_CLI_GRAD_DTYPE_HELP, vkg_cli_grad_dtypes, 0, 0},
-    };
-    int rc = vkg_flags_parse("launch", "-n N [options] -- train [train options]" VKG_CLI_EXIT_HELP,
-                             flags, (int)(sizeof flags / sizeof flags[0]), sep, argv, NULL, NULL);
-    if (rc)
-        return rc == 1 ? 0 : 2;
-    vkg_comm_transport tr = VKG_COMM_TCP;
-    vkg_comm_shm shm = VKG_COMM_SHM_AUTO;
-    if (vkg_comm_transport_select(transport, &tr, &shm) != VKG_OK || tr == VKG_COMM_INPROC) {
-        fprintf(stderr,
-                "vkgpt launch: --transport must be tcp, ipc, shm (shared memory between the "
-                "ranks, required) or zmq (never shared memory), got '%s'\n",
-                transport);
-        return 2;
-    }
-    if (n < 1 || sep >= argc - 1) {
-        fprintf(stderr, "vkgpt launch: usage: vkgpt launch -n N [options] -- train [options]\n");
-        return 2;
-    }
-    if (pp && n % pp) {
-        fprintf(stderr,
-                "vkgpt launch: --pp %d does not divide -n %d: give a number of ranks that is a "
-                "multiple of --pp\n",
-                pp, n);
-        return 2;
-    }
-    if (zero && pp > 1 && n / pp < 2) {
-        fprintf(stderr,
-                "vkgpt launch: --zero 1 with --pp %d needs -n %d or more: each stage shards "
-                "AdamW's moments over its data-parallel ranks (-n / --pp), and it has %d\n",
-                pp, 2 * pp, n / pp);
-        return 2;
-    }
-    if (zero && n < 2) {
-        fprintf(stderr, "vkgpt launch: --zero 1 needs -n 2 or more: with one rank there is "
-                        "nothing to shard the optimizer over\n");
-        return 2;
-    }
-    if (!port && vkg_comm_pick_port("127.0.0.1", &port) != VKG_OK)
-        return vkg_cli_report("launch", VKG_ERR_NETWORK);
-    char job[32];
-    snprintf(job, sizeof job, "%08x%08x", (unsigned)getpid(), (unsigned)time(NULL));
-    /* argv for the ranks: "vkgpt", everything after "--", then --pp S, --zero 1 and --grad-dtype
-     * when given. */
-    char pp_arg[16];
-    snprintf(pp_arg, sizeof pp_arg, "%d", pp);
-    char **args = calloc((size_t)(argc - sep + 7), sizeof *args);
-    child *cs = calloc((size_t)n, sizeof *cs);
-    if (!args || !cs) {
-        free(args), free(cs);
-        fprintf(stderr, "vkgpt launch: out of memory\n");
-        return 1;
-    }
-    args[0] = "vkgpt";
-    for (int i = sep + 1; i < argc; i++)
-        args[i - sep] = argv[i];
-    int na = argc - sep;
-    if (pp)
-        args[na] = "--pp", args[na + 1] = pp_arg, na += 2;
-    if (zero)
-        args[na] = "--zero", args[na + 1] = "1", na += 2;
-    if (grad_dtype >= 0)
-        args[na] = "--grad-dtype", args[na + 1] = (char *)vkg_cli_grad_dtypes[grad_dtype];
-    struct sigaction sa = {0};
-    sa.sa_handler = on_launch_signal;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGUSR1, &sa, NULL);
-    signal(SIGPIPE, SIG_IGN);
+    memset(cs, 0, (size_t)n * sizeof *cs);
     for (int k = 0; k < n; k++)
         cs[k].fd[0] = cs[k].fd[1] = -1;
     fprintf(stderr, "vkgpt launch: %d ranks, %s rendezvous at 127.0.0.1:%d\n", n, transport, port);
     int failed = -1, running = 0, exit_code = 0;
     double kill_at = 0.0;
     for (int k = 0; k < n; k++) {
-        if (spawn(&cs[k], k, n, port, devices, transport, job, args) != 0) {
+        if (spawn(&cs[k], k, n, port, rank_dev[k], transport, job, args) != 0) {
             failed = k, exit_code = 1, kill_at = now_s() + grace;
             signal_all(cs, k, SIGTERM);
             break;
@@ -433,6 +332,9 @@ int vkg_cli_launch(int argc, char **argv)
             describe(cs[k].status, why, sizeof why);
             fprintf(stderr, "vkgpt launch: rank %d %s\n", k, why);
         }
+    *failed_out = forwarded ? -1 : failed; /* a stop asked for is not a loss to restart from */
+    if (failed >= 0)
+        describe(cs[failed].status, lost, lost_cap);
     if (failed < 0 && forwarded) /* stopped, after the ranks saved: as `vkgpt train` exits */
         exit_code = vkg_cli_stop_status((int)launch_signal);
     if (failed < 0)
@@ -443,6 +345,201 @@ int vkg_cli_launch(int argc, char **argv)
                 WEXITSTATUS(cs[k].status) == VKG_CLI_EXIT_PREEMPTED)
                 exit_code = VKG_CLI_EXIT_PREEMPTED; /* a rank's notice: all stopped and saved */
         }
+    return exit_code;
+}
+
+/* Whether args (NULL-terminated) hold flag, alone or as "flag=value". */
+static int has_flag(char *const *args, const char *flag)
+{
+    size_t len = strlen(flag);
+    for (; *args; args++)
+        if (!strncmp(*args, flag, len) && ((*args)[len] == '\0' || (*args)[len] == '='))
+            return 1;
+    return 0;
+}
+
+int vkg_cli_launch(int argc, char **argv)
+{
+    int n = 0, port = 0, grace = 10, pp = 0, zero = 0, grad_dtype = -1, max_restarts = 0,
+        min_ranks = 1;
+    const char *devices = NULL, *transport = "tcp";
+    int sep = argc;
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--")) {
+            sep = i;
+            break;
+        }
+    const vkg_flag flags[] = {
+        {"-n", VKG_FLAG_INT, &n, "number of local ranks (required; no default)", 0, 1, MAX_RANKS},
+        {"--devices", VKG_FLAG_STR, &devices, "device per rank, cycling: 0,1,... (VKGPT_DEVICE)", 0,
+         0, 0},
+        {"--transport", VKG_FLAG_STR, &transport,
+         "tcp or ipc (shared memory between the ranks by default), shm (required: fails naming "
+         "the cause where the ranks or a group of them cannot use it) or zmq (never)",
+         0, 0, 0},
+        {"--port", VKG_FLAG_INT, &port, "rendezvous port of rank 0 (default: a free one)", 0, 1,
+         65535},
+        {"--grace", VKG_FLAG_INT, &grace, "seconds between SIGTERM and SIGKILL on failure", 0, 0,
+         3600},
+        {"--pp", VKG_FLAG_INT, &pp,
+         "pipeline stages, passed to every rank's train (N / pp "
+         "data-parallel replicas; default: 1)",
+         0, 1, 64},
+        {"--zero", VKG_FLAG_INT, &zero,
+         "1: ZeRO-1, passed to every rank's train (AdamW's moments sharded over the ranks)", 0, 0,
+         1},
+        {"--grad-dtype", VKG_FLAG_CHOICE, &grad_dtype,
+         "passed to every rank's train: " VKG_CLI_GRAD_DTYPE_HELP, vkg_cli_grad_dtypes, 0, 0},
+        {"--max-restarts", VKG_FLAG_INT, &max_restarts,
+         "when a rank fails, stop the others and start again from the newest complete "
+         "checkpoint (train --resume) without the lost rank's replica, up to this many times "
+         "(default 0: the job ends); needs train's --ckpt-dir and --total-batch",
+         0, 0, 1000},
+        {"--min-ranks", VKG_FLAG_INT, &min_ranks,
+         "fewest ranks a restart may go on with (default 1)", 0, 1, MAX_RANKS},
+    };
+    int rc = vkg_flags_parse("launch", "-n N [options] -- train [train options]" VKG_CLI_EXIT_HELP,
+                             flags, (int)(sizeof flags / sizeof flags[0]), sep, argv, NULL, NULL);
+    if (rc)
+        return rc == 1 ? 0 : 2;
+    vkg_comm_transport tr = VKG_COMM_TCP;
+    vkg_comm_shm shm = VKG_COMM_SHM_AUTO;
+    if (vkg_comm_transport_select(transport, &tr, &shm) != VKG_OK || tr == VKG_COMM_INPROC) {
+        fprintf(stderr,
+                "vkgpt launch: --transport must be tcp, ipc, shm (shared memory between the "
+                "ranks, required) or zmq (never shared memory), got '%s'\n",
+                transport);
+        return 2;
+    }
+    if (n < 1 || sep >= argc - 1) {
+        fprintf(stderr, "vkgpt launch: usage: vkgpt launch -n N [options] -- train [options]\n");
+        return 2;
+    }
+    if (pp && n % pp) {
+        fprintf(stderr,
+                "vkgpt launch: --pp %d does not divide -n %d: give a number of ranks that is a "
+                "multiple of --pp\n",
+                pp, n);
+        return 2;
+    }
+    if (zero && pp > 1 && n / pp < 2) {
+        fprintf(stderr,
+                "vkgpt launch: --zero 1 with --pp %d needs -n %d or more: each stage shards "
+                "AdamW's moments over its data-parallel ranks (-n / --pp), and it has %d\n",
+                pp, 2 * pp, n / pp);
+        return 2;
+    }
+    if (zero && n < 2) {
+        fprintf(stderr, "vkgpt launch: --zero 1 needs -n 2 or more: with one rank there is "
+                        "nothing to shard the optimizer over\n");
+        return 2;
+    }
+    if (max_restarts > 0 &&
+        (!has_flag(argv + sep + 1, "--ckpt-dir") || !has_flag(argv + sep + 1, "--total-batch"))) {
+        fprintf(stderr,
+                "vkgpt launch: --max-restarts goes on from the newest checkpoint with fewer ranks: "
+                "train needs --ckpt-dir (where the checkpoints are) and --total-batch (a batch "
+                "that does not depend on the number of ranks)\n");
+        return 2;
+    }
+    int port_given = port != 0, has_resume = has_flag(argv + sep + 1, "--resume");
+    if (!port && vkg_comm_pick_port("127.0.0.1", &port) != VKG_OK)
+        return vkg_cli_report("launch", VKG_ERR_NETWORK);
+    char job[32];
+    snprintf(job, sizeof job, "%08x%08x", (unsigned)getpid(), (unsigned)time(NULL));
+    /* argv for the ranks: "vkgpt", everything after "--", then --pp S, --zero 1 and --grad-dtype
+     * when given. */
+    char pp_arg[16];
+    snprintf(pp_arg, sizeof pp_arg, "%d", pp);
+    char **args = calloc((size_t)(argc - sep + 8), sizeof *args);
+    child *cs = calloc((size_t)n, sizeof *cs);
+    if (!args || !cs) {
+        free(args), free(cs);
+        fprintf(stderr, "vkgpt launch: out of memory\n");
+        return 1;
+    }
+    args[0] = "vkgpt";
+    for (int i = sep + 1; i < argc; i++)
+        args[i - sep] = argv[i];
+    int na = argc - sep;
+    if (pp)
+        args[na] = "--pp", args[na + 1] = pp_arg, na += 2;
+    if (zero)
+        args[na] = "--zero", args[na + 1] = "1", na += 2;
+    if (grad_dtype >= 0)
+        args[na] = "--grad-dtype", args[na + 1] = (char *)vkg_cli_grad_dtypes[grad_dtype], na += 2;
+    /* each rank's device: the --devices list's entries, cycling */
+    char devlist[1024] = "", *rank_dev[MAX_RANKS] = {0};
+    if (devices) {
+        snprintf(devlist, sizeof devlist, "%s", devices);
+        char *save = NULL, *tok[MAX_RANKS];
+        int count = 0;
+        for (char *t = strtok_r(devlist, ",", &save); t && count < MAX_RANKS;
+             t = strtok_r(NULL, ",", &save))
+            tok[count++] = t;
+        for (int k = 0; k < n && count; k++)
+            rank_dev[k] = tok[k % count];
+    }
+    struct sigaction sa = {0};
+    sa.sa_handler = on_launch_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGUSR1, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    char losses[1024] = "", attempt_job[64];
+    int exit_code = 0;
+    for (int restarts = 0;; restarts++) {
+        snprintf(attempt_job, sizeof attempt_job, "%s%s%d", job, restarts ? "-restart" : "",
+                 restarts);
+        int failed = -1;
+        char lost[128] = "";
+        exit_code = run_ranks(cs, n, port, grace, (const char *const *)rank_dev, transport,
+                              restarts ? attempt_job : job, args, &failed, lost, sizeof lost);
+        if (failed < 0 || exit_code == 0)
+            break;
+        size_t used = strlen(losses);
+        snprintf(losses + used, sizeof losses - used, "%srank %d of %d %s", used ? ", then " : "",
+                 failed, n, lost);
+        if (restarts >= max_restarts) {
+            if (max_restarts > 0)
+                fprintf(stderr,
+                        "vkgpt launch: giving up after %d restart%s (--max-restarts %d): %s\n",
+                        restarts, restarts == 1 ? "" : "s", max_restarts, losses);
+            break;
+        }
+        /* the lost rank's data-parallel replica goes (its whole pipeline, under --pp) */
+        int S = pp > 1 ? pp : 1, dp = n / S, gone = failed % dp, m = 0;
+        char why[200] = "";
+        if (dp - 1 < 1)
+            snprintf(why, sizeof why, "no rank would remain");
+        else if (S * (dp - 1) < min_ranks)
+            snprintf(why, sizeof why, "%d ranks would remain, fewer than --min-ranks %d",
+                     S * (dp - 1), min_ranks);
+        else if (zero && dp - 1 < 2)
+            snprintf(why, sizeof why,
+                     "--zero 1 needs 2 or more data-parallel ranks%s and %d would remain",
+                     S > 1 ? " per stage" : "", dp - 1);
+        if (why[0]) {
+            fprintf(stderr, "vkgpt launch: not restarting: %s; lost %s\n", why, losses);
+            break;
+        }
+        for (int k = 0; k < n; k++)
+            if (k % dp != gone)
+                rank_dev[m++] = rank_dev[k];
+        n = m;
+        if (!port_given && vkg_comm_pick_port("127.0.0.1", &port) != VKG_OK) {
+            exit_code = vkg_cli_report("launch", VKG_ERR_NETWORK);
+            break;
+        }
+        if (!has_resume)
+            args[na++] = "--resume", has_resume = 1;
+        if (launch_signal) /* asked to stop meanwhile */
+            break;
+        fprintf(stderr,
+                "vkgpt launch: lost %s; restart %d of %d with %d rank%s, from the newest "
+                "complete checkpoint (--resume)\n",
+                losses, restarts + 1, max_restarts, n, n == 1 ? "" : "s");
+    }
     free(args);
     free(cs);
     return exit_code;
