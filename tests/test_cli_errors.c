@@ -6,8 +6,8 @@
  *  - errors show the sentence only, without the status name or code locations; VKGPT_VERBOSE=1
  *    or `vkgpt --verbose` adds both;
  *  - --ckpt-dir creates its missing parent folders;
- *  - SIGINT or SIGTERM stops `train` and `launch` with a complete checkpoint and exit 128 + the
- *    signal's number;
+ *  - SIGINT or SIGTERM stops `train` and `launch` with a complete checkpoint and exit 130 (SIGINT)
+ *    or 75 (SIGTERM: a preemption, to resume);
  *  - `train --help` shows every default, the ones the code uses, even after other flags;
  *  - the progress lines carry the time elapsed and an ETA, and a line announces the final
  *    checkpoint and the final sample before they are made; `bench ops` prints its header before
@@ -213,6 +213,7 @@ static void test_error_text_and_verbose(void **state)
     expect_contains("vkgpt --help", p.buf[0], "VKGPT_VERBOSE");
     expect_contains("vkgpt --help", p.buf[0], "2 a usage error");
     expect_contains("vkgpt --help", p.buf[0], "128 + N");
+    expect_contains("vkgpt --help", p.buf[0], "75 preempted");
     vkg_test_proc_free(&p);
     expect_validation_clean();
 }
@@ -279,7 +280,7 @@ static void test_bench_ops_header_first(void **state)
 /* ---- signals --------------------------------------------------------------------------------- */
 
 /* A long run under `launch` (launch != 0) or alone, signalled once a second step is shown: exit
- * 128 + sig, "stopping", and a complete checkpoint. */
+ * 130 for SIGINT, 75 (preempted) otherwise, "stopping", and a complete checkpoint. */
 static void stop_with(int sig, int launch, const char *name)
 {
     char dir[CAP + 32];
@@ -297,9 +298,10 @@ static void stop_with(int sig, int launch, const char *name)
     }
     assert_int_equal(kill(p.pid, sig), 0);
     int rc = vkg_test_proc_wait(&p, 60);
-    if (rc != 128 + sig)
-        fail_msg("%s: exit code %d after signal %d, expected %d; stderr:\n%s", name, rc, sig,
-                 128 + sig, p.buf[1]);
+    int want = sig == SIGINT ? 128 + SIGINT : 75;
+    if (rc != want)
+        fail_msg("%s: exit code %d after signal %d, expected %d; stderr:\n%s", name, rc, sig, want,
+                 p.buf[1]);
     expect_contains("stdout", p.buf[0], "stopping");
     const char *ck = strstr(p.buf[0], "checkpoint /"); /* the path, written once saved */
     assert_non_null(ck);
@@ -318,6 +320,8 @@ static void test_interrupted_exit_codes(void **state)
     stop_with(SIGINT, 0, "int");
     stop_with(SIGTERM, 1, "launch_term");
     stop_with(SIGINT, 1, "launch_int");
+    stop_with(SIGUSR1, 0, "usr1");
+    stop_with(SIGUSR1, 1, "launch_usr1");
 }
 
 /* ---- --help ---------------------------------------------------------------------------------- */

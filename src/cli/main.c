@@ -31,8 +31,10 @@ static void usage(FILE *f)
                "VKG_VULKAN_LOADER=PATH: the Vulkan loader library to open at run time instead of "
                "the system's (libvulkan.so.1, vulkan-1.dll, libvulkan.1.dylib or MoltenVK)\n"
                "exit status: 0 done; 1 a failure while running; 2 a usage error (an unknown or bad "
-               "flag, flags that conflict, a file or device named that does not exist); 128 + N "
-               "stopped by signal N (train and launch save a checkpoint first)\n");
+               "flag, flags that conflict, a file or device named that does not exist); 75 "
+               "preempted (SIGTERM or SIGUSR1: train and launch save a checkpoint first; run the "
+               "same command with --resume); 128 + N stopped by signal N (130: Ctrl-C, also "
+               "after a checkpoint)\n");
 }
 
 int vkg_cli_verbose(void)
