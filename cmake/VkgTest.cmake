@@ -71,3 +71,19 @@ function(vkg_add_test name)
     endif()
     set_tests_properties(${name} PROPERTIES LABELS "${T_LABEL}" TIMEOUT ${T_TIMEOUT})
 endfunction()
+
+# A test that runs the vkgpt executable (VKGPT_BIN, built first) through tests/testproc.c, label
+# e2e; PTY: it also drives a terminal (forkpty, libutil). Skipped where VKG_LEFT_OUT_TESTS names it.
+function(vkg_add_cli_test name)
+    cmake_parse_arguments(C "PTY" "TIMEOUT" "SOURCES;LIBS" ${ARGN})
+    if(name IN_LIST VKG_LEFT_OUT_TESTS)
+        return()
+    endif()
+    vkg_add_test(${name} LABEL e2e SOURCES ${C_SOURCES}
+                 ${PROJECT_SOURCE_DIR}/tests/testproc.c LIBS ${C_LIBS} TIMEOUT ${C_TIMEOUT})
+    target_compile_definitions(${name} PRIVATE VKGPT_BIN="$<TARGET_FILE:vkgpt_cli>")
+    if(C_PTY)
+        target_link_libraries(${name} PRIVATE util)
+    endif()
+    add_dependencies(${name} vkgpt_cli)
+endfunction()
