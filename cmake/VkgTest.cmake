@@ -9,7 +9,7 @@ vkg_whole_tree(vkg_testutil)
 # register one with add_test, or add to its target, check VKG_LEFT_OUT_TESTS themselves.
 set(VKG_LEFT_OUT_TESTS "")
 if(WIN32)
-    set(vkg_why_cli "runs the vkgpt executable (src/cli is not built for Windows yet) through tests/testproc.c (fork, pipes)")
+    set(vkg_why_cli "runs the vkgpt executable through tests/testproc.c (fork, pipes; a Windows spawn is still to come)")
     set(vkg_why_procs "runs ranks as forked processes (tests/test_comm_harness.c forks them; its Windows build has threads only)")
     set(vkg_why_shm "the shared-memory collectives (memfd, futex, Unix sockets, process_vm_readv) are Linux-only: Windows runs ZeroMQ (transport/shm_none.c)")
     set(vkg_why_host "a compile check of the host's build with the host's compilers (the Windows build compiles the win32 sources itself)")
@@ -23,8 +23,8 @@ if(WIN32)
         "test_vk_loader|${vkg_why_cli}"
         "test_dispatch_train|${vkg_why_cli}"
         "test_bench_ops|${vkg_why_cli}"
-        "test_dp_launch|${vkg_why_cli}: `vkgpt launch`"
-        "test_dp_hardening|${vkg_why_cli}: `vkgpt launch`, and ZeroMQ"
+        "test_dp_launch|${vkg_why_cli}: `vkgpt launch`, which forks its ranks (on Windows it says so and exits 2)"
+        "test_dp_hardening|${vkg_why_cli}: `vkgpt launch`, which forks its ranks"
         "device_check_bundle|the GPU machine's bundle (scripts/device-check.sh: shell, ELF libraries, the vkgpt executable)"
         "device_check_stub|scripts/device-check.sh's run.sh and the vkgpt executable"
         "test_comm_env|its key-file cases read a FIFO and /dev/zero and make folders with mkdtemp (POSIX)"
