@@ -69,7 +69,8 @@ windows:
 		-DVKG_BUILD_TESTS=ON $(CMAKE_FLAGS)
 	cmake --build $(WIN_BUILD) -j $(JOBS)
 
-windows-test:
+# The Linux build too: windows_train_matches_linux compares vkgpt.exe with build/vkgpt.
+windows-test: build
 	sh scripts/windows-test.sh $(WIN_BUILD) -j $(JOBS)
 
 # clang-format with the project's .clang-format over every tracked C file.

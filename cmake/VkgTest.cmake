@@ -9,9 +9,9 @@ vkg_whole_tree(vkg_testutil)
 # register one with add_test, or add to its target, check VKG_LEFT_OUT_TESTS themselves.
 set(VKG_LEFT_OUT_TESTS "")
 if(WIN32)
-    set(vkg_why_cli "runs the vkgpt executable (src/cli is not built for Windows yet) through tests/testproc.c (fork, pipes)")
-    set(vkg_why_inproc "ranks as threads on the ZeroMQ inproc transport (transport/ is not built for Windows yet)")
-    set(vkg_why_trainer "links parallel strategies that call the transport (transport/ is not built for Windows yet)")
+    set(vkg_why_cli "runs the vkgpt executable through tests/testproc.c (fork, pipes; a Windows spawn is still to come)")
+    set(vkg_why_procs "runs ranks as forked processes (tests/test_comm_harness.c forks them; its Windows build has threads only)")
+    set(vkg_why_shm "the shared-memory collectives (memfd, futex, Unix sockets, process_vm_readv) are Linux-only: Windows runs ZeroMQ (transport/shm_none.c)")
     set(vkg_why_host "a compile check of the host's build with the host's compilers (the Windows build compiles the win32 sources itself)")
     set(VKG_WIN32_LEFT_OUT
         "test_cli_train|${vkg_why_cli}, forkpty"
@@ -23,21 +23,19 @@ if(WIN32)
         "test_vk_loader|${vkg_why_cli}"
         "test_dispatch_train|${vkg_why_cli}"
         "test_bench_ops|${vkg_why_cli}"
-        "test_dp_launch|${vkg_why_cli}: `vkgpt launch`"
-        "test_dp_hardening|${vkg_why_cli}: `vkgpt launch`, and ZeroMQ"
+        "test_dp_launch|${vkg_why_cli}: `vkgpt launch`, which forks its ranks (on Windows it says so and exits 2)"
+        "test_dp_hardening|${vkg_why_cli}: `vkgpt launch`, which forks its ranks"
         "device_check_bundle|the GPU machine's bundle (scripts/device-check.sh: shell, ELF libraries, the vkgpt executable)"
         "device_check_stub|scripts/device-check.sh's run.sh and the vkgpt executable"
-        "test_dp|${vkg_why_inproc}"
-        "test_pp|${vkg_why_inproc}"
-        "test_zero|${vkg_why_inproc}"
-        "test_train_skip|${vkg_why_inproc}"
-        "test_dp_bf16|${vkg_why_inproc}"
-        "test_gpt2|${vkg_why_trainer}: the gradient reducer"
-        "test_train|${vkg_why_trainer}"
-        "test_train_refused|${vkg_why_trainer}, and mkdir's POSIX form, gethostname"
-        "test_train_bf16|${vkg_why_trainer}"
-        "test_job|${vkg_why_trainer}: the job's collectives"
-        "test_grad_bf16|${vkg_why_trainer}: the bf16 gradient exchange"
+        "test_comm_env|its key-file cases read a FIFO and /dev/zero and make folders with mkdtemp (POSIX)"
+        "test_comm_shm|${vkg_why_shm}"
+        "test_comm_shm_guard|${vkg_why_shm}"
+        "test_comm_direct|${vkg_why_shm}"
+        "test_comm_hier|${vkg_why_shm}, across fake hosts of ${vkg_why_procs}"
+        "test_comm_hier_copy|${vkg_why_shm}, across fake hosts of ${vkg_why_procs}"
+        "test_comm_hier_netns|network namespaces (scripts/hier-netns.sh, Linux)"
+        "test_comm_fault|kills and stops ranks that ${vkg_why_procs}, with signals"
+        "test_comm_group_fault|kills ranks that ${vkg_why_procs}; groups in shared memory"
         "test_checkpoint_resume|forks a second process to hold the checkpoint folder's lock (fork, waitpid)"
         "test_dispatch_limit|runs itself again with other environments through /proc/self/exe and popen"
         "test_flags|redirects stdout by assigning to it, which Windows' C library does not allow"

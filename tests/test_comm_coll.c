@@ -103,7 +103,7 @@ static const variant variants[] = {
     {VKG_COMM_BF16, VKG_COMM_AVG, 1}, {VKG_COMM_F16, VKG_COMM_SUM, 0},
 };
 
-static int note_fail(vkg_th_rank *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int note_fail(vkg_th_rank *r, const char *fmt, ...) VKG_PRINTF_(2, 3);
 
 static int note_fail(vkg_th_rank *r, const char *fmt, ...)
 {
@@ -380,6 +380,10 @@ static void test_inproc(void **state)
 static void test_ipc(void **state)
 {
     (void)state;
+#if defined(_WIN32) /* the harness would run tcp (Windows' libzmq has no ipc://): test_tcp does */
+    fprintf(stderr, "  skipped: no ipc:// on Windows; test_tcp runs the same suite over tcp\n");
+    skip();
+#endif
     run_suite(VKG_COMM_IPC, 1);
 }
 

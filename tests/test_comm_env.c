@@ -393,9 +393,9 @@ static void test_keyfile_not_a_file(void **state)
     const struct {
         const char *path, *needle;
         vkg_status st;
-    } cases[] = {{"/dev/zero", "not a regular file (a character device)", VKG_ERR_IO},
-                 {fifo, "not a regular file (a FIFO)", VKG_ERR_IO},
-                 {dir, "not a regular file (a directory)", VKG_ERR_IO},
+    } cases[] = {{"/dev/zero", "not a regular file: a character device", VKG_ERR_IO},
+                 {fifo, "not a regular file: a FIFO", VKG_ERR_IO},
+                 {dir, "not a regular file: a directory", VKG_ERR_IO},
                  {big, "more than such a file holds", VKG_ERR_FORMAT}};
     char pub[41], sec[41];
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

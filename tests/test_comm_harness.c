@@ -1,21 +1,34 @@
 /* Launch N ranks as threads or forked processes for the transport tests; collect their reports;
- * kill and reap whatever overruns. Children never return into cmocka: they _exit. */
+ * kill and reap whatever overruns. Children never return into cmocka: they _exit. Windows has
+ * threads only: ranks asked for as processes run as threads there, over tcp where ipc was asked
+ * for (Windows' libzmq has no ipc://), each said on stderr; fake hosts are skipped. */
 #include "test_comm_harness.h"
 
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <cmocka.h>
+
+#include "os/clock.h"
+#include "os/file.h"
+
+#if !defined(_WIN32)
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
-#include <pthread.h>
 #include <signal.h>
-#include <stdarg.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
+#define VKG_TH_PROCESSES 1
+#endif
 
 typedef struct record {
     int create_status;
@@ -52,9 +65,7 @@ struct vkg_th_job {
 
 double vkg_th_now(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+    return vkg_os_now_ms() * 1e-3;
 }
 
 uint64_t vkg_th_digest(const void *p, size_t n)
@@ -80,12 +91,12 @@ void vkg_th_report(vkg_th_rank *r, const char *fmt, ...)
         r->report_len = sizeof r->report - 1;
 }
 
+static void tell_ready(int fd);
+
 void vkg_th_ready(vkg_th_rank *r)
 {
-    if (r->fd >= 0) {
-        ssize_t w = write(r->fd, "R", 1);
-        (void)w;
-    }
+    if (r->fd >= 0)
+        tell_ready(r->fd);
 }
 
 static void run_rank(vkg_th_job *j, int rank, int fd, vkg_comm_ctx_t *ctx, record *out)
@@ -129,62 +140,43 @@ static void *thread_main(void *p)
     return NULL;
 }
 
-vkg_th_job *vkg_th_start(int n, const vkg_th_opts *o, vkg_th_body body, void *arg)
+/* ---- ranks as forked processes (POSIX) ---- */
+#if defined(VKG_TH_PROCESSES)
+
+static void adapt(vkg_th_opts *o)
 {
-    static unsigned counter;
-    vkg_th_job *j = calloc(1, sizeof *j);
-    if (!j || n < 1 || n > VKG_TH_MAX_RANKS)
+    (void)o;
+}
+
+static void tell_ready(int fd)
+{
+    ssize_t w = write(fd, "R", 1);
+    (void)w;
+}
+
+/* Join th, unless it is still running at until (vkg_th_now's clock): nonzero then. */
+static int join_by(pthread_t th, double until)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    double left = until - vkg_th_now();
+    ts.tv_sec += left > 0 ? (time_t)left : 0;
+    return pthread_timedjoin_np(th, NULL, &ts);
+}
+
+static void make_ipc_dir(vkg_th_job *j)
+{
+    snprintf(j->ipc_dir, sizeof j->ipc_dir, "/tmp/vkgt-XXXXXX");
+    if (!mkdtemp(j->ipc_dir))
         abort();
-    j->n = n;
-    j->o = *o;
-    j->body = body;
-    j->arg = arg;
-    if (j->o.wall_s <= 0)
-        j->o.wall_s = 90;
-    j->deadline = vkg_th_now() + j->o.wall_s;
-    vkg_comm_config *c = &j->base;
-    vkg_comm_config_default(c);
-    c->world_size = n;
-    c->transport = o->transport;
-    c->timeout_ms = o->timeout_ms > 0 ? o->timeout_ms : 30000;
-    c->segment_bytes = o->segment_bytes;
-    c->small_bytes = o->small_bytes;
-    c->window = o->window;
-    c->ring_min_ranks = o->ring_min_ranks;
-    c->shm = o->shm;
-    c->shm_chunk_bytes = o->shm_chunk_bytes;
-    c->job_id = o->job_id ? o->job_id
-                          : ((uint64_t)getpid() << 24) ^ ((uint64_t)++counter << 4) ^
-                                (uint64_t)time(NULL) << 40;
-    if (o->curve_sec[0]) {
-        snprintf(c->curve_public, sizeof c->curve_public, "%s", o->curve_pub);
-        snprintf(c->curve_secret, sizeof c->curve_secret, "%s", o->curve_sec);
-    }
-    if (o->transport == VKG_COMM_TCP && vkg_comm_pick_port("127.0.0.1", &c->master_port) != VKG_OK)
-        abort();
-    if (o->transport == VKG_COMM_IPC) {
-        snprintf(j->ipc_dir, sizeof j->ipc_dir, "/tmp/vkgt-XXXXXX");
-        if (!mkdtemp(j->ipc_dir))
-            abort();
-        snprintf(c->ipc_dir, sizeof c->ipc_dir, "%s", j->ipc_dir);
-    }
-    for (int r = 0; r < n; r++)
-        j->fd[r] = -1;
-    if (!o->processes) {
-        if (o->ranks_per_host || o->hosts) /* the host tag is an environment variable */
-            abort();
-        if (vkg_comm_ctx_create(&j->ctx) != VKG_OK)
-            abort();
-        for (int r = 0; r < n; r++) {
-            j->targ[r] = (thread_arg){j, r};
-            if (pthread_create(&j->th[r], NULL, thread_main, &j->targ[r]))
-                abort();
-        }
-        return j;
-    }
+    snprintf(j->base.ipc_dir, sizeof j->base.ipc_dir, "%s", j->ipc_dir);
+}
+
+static void start_processes(vkg_th_job *j)
+{
     fflush(stdout);
     fflush(stderr);
-    for (int r = 0; r < n; r++) {
+    for (int r = 0; r < j->n; r++) {
         int p[2];
         if (pipe(p))
             abort();
@@ -223,7 +215,6 @@ vkg_th_job *vkg_th_start(int n, const vkg_th_opts *o, vkg_th_body body, void *ar
         j->pid[r] = pid;
         j->fd[r] = p[0];
     }
-    return j;
 }
 
 pid_t vkg_th_pid(vkg_th_job *j, int rank)
@@ -333,16 +324,188 @@ static void reap(vkg_th_job *j, int r, vkg_th_result *res, double grace_until)
     res->signaled = w > 0 && WIFSIGNALED(status);
 }
 
+static void finish_processes(vkg_th_job *j, vkg_th_result *res, unsigned skip)
+{
+    int state[VKG_TH_MAX_RANKS] = {0};
+    for (int r = 0; r < j->n; r++)
+        state[r] = (skip >> r) & 1u;
+    poll_pipes(j, state, j->deadline, 0);
+    for (int r = 0; r < j->n; r++) /* frozen or dead on purpose: now they go */
+        if ((skip >> r) & 1u)
+            kill(j->pid[r], SIGKILL);
+    double grace = vkg_th_now() + 3;
+    for (int r = 0; r < j->n; r++) {
+        res[r].body_rc = -1;
+        if (j->have[r] == sizeof(record) + 1 && j->buf[r][0] == 'D') {
+            record rec;
+            memcpy(&rec, j->buf[r] + 1, sizeof rec);
+            res[r].create_status = rec.create_status;
+            res[r].body_rc = rec.body_rc;
+            res[r].t_done = rec.t_done;
+            res[r].reported = 1;
+            memcpy(res[r].report, rec.report, sizeof res[r].report);
+        }
+        reap(j, r, &res[r], grace);
+        close(j->fd[r]);
+    }
+}
+
+int vkg_th_fault(int n, const vkg_th_opts *o, vkg_th_body body, void *arg, int victim, int sig,
+                 double bound_s, const char *label)
+{
+    vkg_th_job *j = vkg_th_start(n, o, body, arg);
+    int ready = vkg_th_wait_ready(j, 20) == 0;
+    if (ready)
+        usleep(100000);
+    else
+        fprintf(stderr, "  %s: the ranks did not get ready\n", label);
+    double t0 = vkg_th_now();
+    kill(vkg_th_pid(j, victim), sig);
+    vkg_th_result res[VKG_TH_MAX_RANKS];
+    vkg_th_finish(j, res, 1u << victim);
+    char name[32];
+    snprintf(name, sizeof name, "rank %d", victim);
+    int ok = ready;
+    double worst = 0;
+    for (int q = 0; q < n; q++) {
+        if (q == victim)
+            continue;
+        double dt = res[q].t_done - t0;
+        worst = dt > worst ? dt : worst;
+        ok &= res[q].reported && res[q].body_rc == 1 && strstr(res[q].report, name) != NULL &&
+              dt <= bound_s;
+    }
+    fprintf(stderr, "  %s, %s rank %d: slowest survivor failed after %.2f s (bound %.1f)\n", label,
+            sig == SIGKILL   ? "SIGKILL"
+            : sig == SIGSTOP ? "SIGSTOP"
+                             : "signal",
+            victim, worst, bound_s);
+    if (!ok || getenv("VKG_TEST_VERBOSE"))
+        vkg_th_dump(res, n);
+    return ok;
+}
+#else /* Windows: threads only */
+
+/* Ranks as threads, and tcp on the loopback interface for ipc, each said once per test
+ * program; fake hosts (an environment variable per process) are skipped. */
+static void adapt(vkg_th_opts *o)
+{
+    static int told_processes, told_ipc;
+    if (o->ranks_per_host || o->hosts) {
+        fprintf(stderr, "  skipped here: fake hosts (one environment per forked process)\n");
+        skip();
+    }
+    if (o->processes && !told_processes++)
+        fprintf(stderr, "  note: ranks run as threads here (the harness forks processes on POSIX "
+                        "only)\n");
+    if (o->transport == VKG_COMM_IPC && !told_ipc++)
+        fprintf(stderr, "  note: tcp on 127.0.0.1 stands in for ipc (Windows' libzmq has no "
+                        "ipc://)\n");
+    o->processes = 0;
+    if (o->transport == VKG_COMM_IPC)
+        o->transport = VKG_COMM_TCP;
+}
+
+static void tell_ready(int fd)
+{
+    (void)fd;
+}
+
+/* winpthreads has no timed join: ctest's timeout bounds a thread that never ends. */
+static int join_by(pthread_t th, double until)
+{
+    (void)until;
+    return pthread_join(th, NULL);
+}
+
+static void make_ipc_dir(vkg_th_job *j)
+{
+    (void)j;
+}
+
+static void start_processes(vkg_th_job *j)
+{
+    (void)j;
+}
+
+static void finish_processes(vkg_th_job *j, vkg_th_result *res, unsigned skip)
+{
+    (void)j, (void)res, (void)skip;
+}
+
+static void remove_dir(const char *dir)
+{
+    (void)dir;
+}
+
+int vkg_th_wait_ready(vkg_th_job *j, double max_s)
+{
+    (void)j, (void)max_s;
+    return 0;
+}
+#endif
+vkg_th_job *vkg_th_start(int n, const vkg_th_opts *opts, vkg_th_body body, void *arg)
+{
+    static unsigned counter;
+    vkg_th_opts adapted = *opts;
+    adapt(&adapted);
+    const vkg_th_opts *o = &adapted;
+    vkg_th_job *j = calloc(1, sizeof *j);
+    if (!j || n < 1 || n > VKG_TH_MAX_RANKS)
+        abort();
+    j->n = n;
+    j->o = *o;
+    j->body = body;
+    j->arg = arg;
+    if (j->o.wall_s <= 0)
+        j->o.wall_s = 90;
+    j->deadline = vkg_th_now() + j->o.wall_s;
+    vkg_comm_config *c = &j->base;
+    vkg_comm_config_default(c);
+    c->world_size = n;
+    c->transport = o->transport;
+    c->timeout_ms = o->timeout_ms > 0 ? o->timeout_ms : 30000;
+    c->segment_bytes = o->segment_bytes;
+    c->small_bytes = o->small_bytes;
+    c->window = o->window;
+    c->ring_min_ranks = o->ring_min_ranks;
+    c->shm = o->shm;
+    c->shm_chunk_bytes = o->shm_chunk_bytes;
+    c->job_id = o->job_id ? o->job_id
+                          : ((uint64_t)vkg_os_pid() << 24) ^ ((uint64_t)++counter << 4) ^
+                                (uint64_t)time(NULL) << 40;
+    if (o->curve_sec[0]) {
+        snprintf(c->curve_public, sizeof c->curve_public, "%.40s", o->curve_pub);
+        snprintf(c->curve_secret, sizeof c->curve_secret, "%.40s", o->curve_sec);
+    }
+    if (o->transport == VKG_COMM_TCP && vkg_comm_pick_port("127.0.0.1", &c->master_port) != VKG_OK)
+        abort();
+    if (o->transport == VKG_COMM_IPC)
+        make_ipc_dir(j);
+    for (int r = 0; r < n; r++)
+        j->fd[r] = -1;
+    if (!o->processes) {
+        if (o->ranks_per_host || o->hosts) /* the host tag is an environment variable */
+            abort();
+        if (vkg_comm_ctx_create(&j->ctx) != VKG_OK)
+            abort();
+        for (int r = 0; r < n; r++) {
+            j->targ[r] = (thread_arg){j, r};
+            if (pthread_create(&j->th[r], NULL, thread_main, &j->targ[r]))
+                abort();
+        }
+        return j;
+    }
+    start_processes(j);
+    return j;
+}
+
 void vkg_th_finish(vkg_th_job *j, vkg_th_result *res, unsigned skip)
 {
     memset(res, 0, sizeof *res * (size_t)j->n);
     if (!j->o.processes) {
         for (int r = 0; r < j->n; r++) {
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            double left = j->deadline + 5 - vkg_th_now();
-            ts.tv_sec += left > 0 ? (time_t)left : 0;
-            if (pthread_timedjoin_np(j->th[r], NULL, &ts)) {
+            if (join_by(j->th[r], j->deadline + 5)) {
                 fprintf(stderr, "rank %d thread did not finish within the wall limit\n", r);
                 abort();
             }
@@ -350,28 +513,7 @@ void vkg_th_finish(vkg_th_job *j, vkg_th_result *res, unsigned skip)
         }
         vkg_comm_ctx_destroy(&j->ctx);
     } else {
-        int state[VKG_TH_MAX_RANKS] = {0};
-        for (int r = 0; r < j->n; r++)
-            state[r] = (skip >> r) & 1u;
-        poll_pipes(j, state, j->deadline, 0);
-        for (int r = 0; r < j->n; r++) /* frozen or dead on purpose: now they go */
-            if ((skip >> r) & 1u)
-                kill(j->pid[r], SIGKILL);
-        double grace = vkg_th_now() + 3;
-        for (int r = 0; r < j->n; r++) {
-            res[r].body_rc = -1;
-            if (j->have[r] == sizeof(record) + 1 && j->buf[r][0] == 'D') {
-                record rec;
-                memcpy(&rec, j->buf[r] + 1, sizeof rec);
-                res[r].create_status = rec.create_status;
-                res[r].body_rc = rec.body_rc;
-                res[r].t_done = rec.t_done;
-                res[r].reported = 1;
-                memcpy(res[r].report, rec.report, sizeof res[r].report);
-            }
-            reap(j, r, &res[r], grace);
-            close(j->fd[r]);
-        }
+        finish_processes(j, res, skip);
     }
     if (j->ipc_dir[0])
         remove_dir(j->ipc_dir);
@@ -432,41 +574,6 @@ int vkg_th_allreduce_until_error(vkg_th_rank *r, size_t count,
     vkg_th_report(r, "%s: %s", vkg_status_name(st), vkg_error_message());
     free(x);
     return st == VKG_OK ? 0 : 1;
-}
-
-int vkg_th_fault(int n, const vkg_th_opts *o, vkg_th_body body, void *arg, int victim, int sig,
-                 double bound_s, const char *label)
-{
-    vkg_th_job *j = vkg_th_start(n, o, body, arg);
-    int ready = vkg_th_wait_ready(j, 20) == 0;
-    if (ready)
-        usleep(100000);
-    else
-        fprintf(stderr, "  %s: the ranks did not get ready\n", label);
-    double t0 = vkg_th_now();
-    kill(vkg_th_pid(j, victim), sig);
-    vkg_th_result res[VKG_TH_MAX_RANKS];
-    vkg_th_finish(j, res, 1u << victim);
-    char name[32];
-    snprintf(name, sizeof name, "rank %d", victim);
-    int ok = ready;
-    double worst = 0;
-    for (int q = 0; q < n; q++) {
-        if (q == victim)
-            continue;
-        double dt = res[q].t_done - t0;
-        worst = dt > worst ? dt : worst;
-        ok &= res[q].reported && res[q].body_rc == 1 && strstr(res[q].report, name) != NULL &&
-              dt <= bound_s;
-    }
-    fprintf(stderr, "  %s, %s rank %d: slowest survivor failed after %.2f s (bound %.1f)\n", label,
-            sig == SIGKILL   ? "SIGKILL"
-            : sig == SIGSTOP ? "SIGSTOP"
-                             : "signal",
-            victim, worst, bound_s);
-    if (!ok || getenv("VKG_TEST_VERBOSE"))
-        vkg_th_dump(res, n);
-    return ok;
 }
 
 uint32_t vkg_th_mix(uint32_t x)

@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "base/error.h"
 #include "vkgpt/comm.h"
 
 #define VKG_TH_MAX_RANKS 8
@@ -78,7 +79,7 @@ int vkg_th_run_ok(int n, const vkg_th_opts *o, vkg_th_body body, void *arg);
 /* In a body: tell the parent this rank is up (processes; no-op for threads). */
 void vkg_th_ready(vkg_th_rank *r);
 /* In a body: append formatted text to the report. */
-void vkg_th_report(vkg_th_rank *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void vkg_th_report(vkg_th_rank *r, const char *fmt, ...) VKG_PRINTF_(2, 3);
 
 double vkg_th_now(void);
 uint64_t vkg_th_digest(const void *p, size_t n);

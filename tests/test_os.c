@@ -7,7 +7,10 @@
  *  - files: mkdir (new, existing, a file in the way, a missing parent), replace over a file,
  *    flush to disk, the advisory lock (a second taker gets EBUSY and the holder's text; free
  *    again once released), pid and host name; reading (regular files only, read and pread),
- *    folder listings sorted by name, rmdir. */
+ *    folder listings sorted by name, rmdir; a new file written once (EEXIST the second time);
+ *  - the host: aligned memory, the kernel's identity ("" or "boot=...");
+ *  - sockets: names resolved to numeric addresses, the route to the loopback address, a free
+ *    port; the wake-up: drained after signals (merged), signalled again after a drain. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -22,6 +25,8 @@
 #include "os/clock.h"
 #include "os/file.h"
 #include "os/glob.h"
+#include "os/host.h"
+#include "os/net.h"
 
 static char dir[64];
 
@@ -167,6 +172,63 @@ static void test_files(void **state)
     assert_true(host[0] != '\0');
 }
 
+static void test_write_new(void **state)
+{
+    (void)state;
+    char path[128], got[32] = "";
+    path_of(path, sizeof path, "new.key");
+    assert_int_equal(vkg_os_write_new(path, 1, "secret\n", 7), 0);
+    assert_int_equal(vkg_os_write_new(path, 1, "other\n", 6), EEXIST);
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    assert_non_null(fgets(got, sizeof got, f));
+    fclose(f);
+    assert_string_equal(got, "secret\n");
+    assert_int_equal(remove(path), 0);
+}
+
+static void test_host(void **state)
+{
+    (void)state;
+    void *p = vkg_os_aligned_alloc(4096, 10000);
+    assert_non_null(p);
+    assert_int_equal((uintptr_t)p % 4096, 0);
+    memset(p, 1, 10000);
+    vkg_os_aligned_free(p);
+    vkg_os_aligned_free(NULL);
+    char id[160];
+    vkg_os_kernel_identity(id, sizeof id);
+    assert_true(id[0] == '\0' || strncmp(id, "boot=", 5) == 0);
+}
+
+static void test_sockets(void **state)
+{
+    (void)state;
+    char ip[64], why[160];
+    assert_int_equal(vkg_os_resolve_numeric("127.0.0.1", ip, sizeof ip, why, sizeof why), 0);
+    assert_string_equal(ip, "127.0.0.1");
+    assert_int_equal(vkg_os_route_source("127.0.0.1", 9, ip, sizeof ip, why, sizeof why), 0);
+    assert_string_equal(ip, "127.0.0.1");
+    assert_int_not_equal(
+        vkg_os_resolve_numeric("no-such-host.invalid", ip, sizeof ip, why, sizeof why), 0);
+    assert_true(why[0] != '\0');
+    int port = 0;
+    assert_int_equal(vkg_os_free_port("127.0.0.1", &port, why, sizeof why), 0);
+    assert_true(port > 0 && port < 65536);
+
+    vkg_os_wake *w = NULL;
+    assert_int_equal(vkg_os_wake_create(&w, why, sizeof why), 0);
+    vkg_os_wake_drain(w); /* nothing pending: returns at once */
+    vkg_os_wake_signal(w);
+    vkg_os_wake_signal(w);
+    vkg_os_wake_drain(w);
+    vkg_os_wake_signal(w);
+    vkg_os_wake_drain(w);
+    vkg_os_wake_destroy(&w);
+    assert_null(w);
+    vkg_os_wake_destroy(&w);
+}
+
 static void test_lockfile(void **state)
 {
     (void)state;
@@ -247,9 +309,11 @@ static void test_reading(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_glob),     cmocka_unit_test(test_wildcard),
-        cmocka_unit_test(test_clock),    cmocka_unit_test(test_files),
-        cmocka_unit_test(test_lockfile), cmocka_unit_test(test_reading),
+        cmocka_unit_test(test_glob),      cmocka_unit_test(test_wildcard),
+        cmocka_unit_test(test_clock),     cmocka_unit_test(test_files),
+        cmocka_unit_test(test_lockfile),  cmocka_unit_test(test_reading),
+        cmocka_unit_test(test_write_new), cmocka_unit_test(test_host),
+        cmocka_unit_test(test_sockets),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

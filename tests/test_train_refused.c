@@ -23,10 +23,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "gpu_fixture.h"
+#include "os/file.h"
 #include "ref/gpt2_ref.h"
 #include "testutil.h"
 #include "train_fixture.h"
@@ -99,7 +98,7 @@ static void test_corrupt_inputs_are_refused(void **state)
     assert_memory_equal(params, back, n * sizeof *params);
     vkg_test_trainer_destroy_clean(&t);
     VKG_ASSERT_OK(vkg_modelfile_write(vkg_test_path_in(bad, "c_truncated.bin"), &mcfg, params));
-    assert_int_equal(truncate(bad, (off_t)(VKG_FILE_HEADER_BYTES + 4 * n - 100)), 0);
+    assert_int_equal(vkg_os_truncate(bad, VKG_FILE_HEADER_BYTES + 4 * n - 100), 0);
     c.init_path = bad;
     vkg_test_expect_refused(vkg_trainer_create(&c, &t), VKG_ERR_FORMAT, bad, "truncated");
     assert_null(t);
@@ -281,9 +280,10 @@ static void test_crash_mid_checkpoint_resumes_older(void **state)
         vkg_test_copy_file(state_copy, vkg_test_join(a, dir4, "state.bin"));
         if (damage == 0) /* truncated model.bin */
             assert_int_equal(
-                truncate(vkg_test_join(a, dir4, "model.bin"), VKG_FILE_HEADER_BYTES + 4000), 0);
+                vkg_os_truncate(vkg_test_join(a, dir4, "model.bin"), VKG_FILE_HEADER_BYTES + 4000),
+                0);
         if (damage == 1) /* truncated state.bin (a crash cannot leave this beside DONE) */
-            assert_int_equal(truncate(vkg_test_join(a, dir4, "state.bin"), 3000), 0);
+            assert_int_equal(vkg_os_truncate(vkg_test_join(a, dir4, "state.bin"), 3000), 0);
         if (damage == 2) /* model.bin's header with another number of heads (same size) */
             poke_slot(vkg_test_join(a, dir4, "model.bin"), 5, 2);
         take_bytes(dir4, &cb);
@@ -302,7 +302,7 @@ static void test_crash_mid_checkpoint_resumes_older(void **state)
     /* A crash mid-write of step 5 (no DONE) beside it. --resume-fallback resumes from step 2:
      * step 4 is set aside untouched, the run repeats the original steps exactly and writes a new
      * step 4 beside it. */
-    assert_int_equal(mkdir(vkg_test_path_in(a, "k_ckpt/step_00000005"), 0755), 0);
+    assert_int_equal(vkg_os_mkdir(vkg_test_path_in(a, "k_ckpt/step_00000005")), 0);
     vkg_test_copy_file(vkg_test_path_in(a, "k_ckpt/step_00000002/model.bin"),
                        vkg_test_path_in(b, "k_ckpt/step_00000005/model.bin"));
     vkg_test_copy_file(vkg_test_path_in(a, "k_ckpt/step_00000002/state.bin"),
@@ -346,7 +346,8 @@ static void test_crash_mid_checkpoint_resumes_older(void **state)
     /* Only a complete-but-unreadable checkpoint left: refused, not restarted from scratch,
      * with or without the fallback. */
     c = checkpoint_after_one_step(&p, "k", "k_only");
-    assert_int_equal(truncate(vkg_test_path_in(a, "k_only/step_00000001/model.bin"), 2000), 0);
+    assert_int_equal(vkg_os_truncate(vkg_test_path_in(a, "k_only/step_00000001/model.bin"), 2000),
+                     0);
     c.resume = 1;
     vkg_test_expect_refused(vkg_trainer_create(&c, &t), VKG_ERR_FORMAT, "step_00000001",
                             "model.bin");
@@ -357,7 +358,7 @@ static void test_crash_mid_checkpoint_resumes_older(void **state)
     assert_true(vkg_test_exists(vkg_test_path_in(a, "k_only/step_00000001/DONE")));
     c.resume_fallback = 0;
     /* A folder with only an incomplete (no DONE) checkpoint starts afresh. */
-    assert_int_equal(unlink(vkg_test_path_in(a, "k_only/step_00000001/DONE")), 0);
+    assert_int_equal(remove(vkg_test_path_in(a, "k_only/step_00000001/DONE")), 0);
     VKG_ASSERT_OK(vkg_trainer_create(&c, &t));
     vkg_trainer_get_info(t, &info);
     assert_int_equal(info.resumed, 0);
@@ -378,7 +379,7 @@ static void test_one_trainer_per_folder(void **state)
     vkg_test_train_data("l");
     vkg_test_run_paths p;
     char log[PATH_CAP], want[128], host[64] = "";
-    gethostname(host, sizeof host - 1);
+    vkg_os_hostname(host, sizeof host);
     vkg_trainer_t *t = NULL, *u = NULL;
     vkg_train_config c = vkg_test_train_config(&p, "l", "l_ckpt");
     c.steps = 2;
@@ -387,7 +388,7 @@ static void test_one_trainer_per_folder(void **state)
     VKG_ASSERT_OK(vkg_trainer_step(t, &si));
     size_t n0, n1;
     unsigned char *before = vkg_test_must_read(vkg_test_path_in(log, "l_ckpt/log.jsonl"), &n0);
-    snprintf(want, sizeof want, "pid %ld on host %s", (long)getpid(), host);
+    snprintf(want, sizeof want, "pid %ld on host %s", vkg_os_pid(), host);
     vkg_test_expect_refused(vkg_trainer_create(&c, &u), VKG_ERR_STATE, want, p.ckpt);
     assert_null(u);
     unsigned char *after = vkg_test_must_read(log, &n1);

@@ -255,3 +255,46 @@ int vkg_test_tmp_remove(const char *root)
     return nftw(root, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 #endif
+
+/* from's bytes into the new file to. */
+static int copy_file(const char *from, const char *to)
+{
+    FILE *in = fopen(from, "rb"), *out = in ? fopen(to, "wb") : NULL;
+    char buf[1 << 16];
+    size_t n;
+    int rc = in && out ? 0 : -1;
+    while (rc == 0 && (n = fread(buf, 1, sizeof buf, in)) > 0)
+        rc = fwrite(buf, 1, n, out) == n ? 0 : -1;
+    if (in && ferror(in))
+        rc = -1;
+    if (out && fclose(out) != 0)
+        rc = -1;
+    if (in)
+        fclose(in);
+    return rc;
+}
+
+int vkg_test_tree_copy(const char *from, const char *to)
+{
+    if (!vkg_os_is_dir(from))
+        return copy_file(from, to);
+    vkg_os_paths names = {0};
+    if (vkg_os_mkdir(to) != 0 || vkg_os_list_dir(from, &names) != 0)
+        return -1;
+    int rc = 0;
+    for (size_t i = 0; i < names.n && rc == 0; i++) {
+        size_t lf = strlen(from) + strlen(names.v[i]) + 2, lt = strlen(to) + strlen(names.v[i]) + 2;
+        char *a = malloc(lf), *b = malloc(lt);
+        if (a && b) {
+            snprintf(a, lf, "%s/%s", from, names.v[i]);
+            snprintf(b, lt, "%s/%s", to, names.v[i]);
+            rc = vkg_test_tree_copy(a, b);
+        } else {
+            rc = -1;
+        }
+        free(a);
+        free(b);
+    }
+    vkg_os_paths_free(&names);
+    return rc;
+}

@@ -71,4 +71,8 @@ int vkg_test_under_wine(void);
 /* Remove root and everything under it (without following links). Returns 0, or -1 on an error. */
 int vkg_test_tmp_remove(const char *root);
 
+/* Copy the file or folder tree from to the path to (which must not exist; files and folders
+ * only). Returns 0, or -1 on an error. */
+int vkg_test_tree_copy(const char *from, const char *to);
+
 #endif

@@ -7,12 +7,9 @@
 #include "comm_internal.h"
 #include "comm_testing.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
-#include <unistd.h>
 
 /* Defaults measured with `vkgpt bench allreduce` on 2 cores (docs/BENCHMARKS.md): 1 MiB segments
  * halve the per-message wakeups of 512 KiB ones; the one-step exchange beats the ring up to
@@ -33,6 +30,10 @@ static vkg_status check_config(const vkg_comm_config *cfg)
     VKG_CHECK(cfg->transport == VKG_COMM_TCP || cfg->transport == VKG_COMM_IPC ||
                   cfg->transport == VKG_COMM_INPROC,
               VKG_ERR_INVALID_ARG, "transport %d is not tcp, ipc or inproc", (int)cfg->transport);
+    VKG_CHECK(cfg->transport != VKG_COMM_IPC || cfg->world_size == 1 || zmq_has("ipc"),
+              VKG_ERR_UNSUPPORTED,
+              "transport ipc: this libzmq has no ipc:// (Windows' has none); use tcp (127.0.0.1 "
+              "between the ranks of one host)");
     VKG_CHECK(cfg->shm == VKG_COMM_SHM_AUTO || cfg->shm == VKG_COMM_SHM_REQUIRE ||
                   cfg->shm == VKG_COMM_SHM_OFF,
               VKG_ERR_INVALID_ARG, "shm policy %d is not auto, require or off", (int)cfg->shm);
@@ -111,16 +112,15 @@ static vkg_status comm_alloc(const vkg_comm_config *cfg, vkg_comm_t **out)
     c->host_of = calloc((size_t)c->size, sizeof *c->host_of);
     c->leaders = calloc((size_t)c->size, sizeof *c->leaders);
     c->guard = calloc(1, sizeof *c->guard);
-    if (c->guard)
-        c->guard->efd = -1;
     VKG_CHECK(c->peers && c->credits && c->guard && c->local && c->across && c->host_of &&
                   c->leaders,
               VKG_ERR_NOMEM, "out of memory");
     VKG_TRY(vkg__host_identity(c->peers[c->rank].host, sizeof c->peers[c->rank].host));
     atomic_init(&c->guard->inflight, 0);
     atomic_init(&c->guard->waiting, 0);
-    c->guard->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    VKG_CHECK(c->guard->efd >= 0, VKG_ERR_NETWORK, "eventfd: %s", strerror(errno));
+    char why[160];
+    VKG_CHECK(vkg_os_wake_create(&c->guard->wake, why, sizeof why) == 0, VKG_ERR_NETWORK,
+              "the wake-up of zero-copy sends: %s", why);
     if (c->curve)
         snprintf(c->peers[0].pubkey, sizeof c->peers[0].pubkey, "%s",
                  cfg->curve_master[0] ? cfg->curve_master : cfg->curve_public);
@@ -132,7 +132,7 @@ static vkg_status comm_alloc(const vkg_comm_config *cfg, vkg_comm_t **out)
 static void unlink_ipc(const vkg_comm_t *c, const char *endpoint)
 {
     if (c->transport == VKG_COMM_IPC && !strncmp(endpoint, "ipc://", 6))
-        unlink(endpoint + 6);
+        remove(endpoint + 6);
 }
 
 static void close_rendezvous(vkg_comm_t *c, void *rdv, const char *master)
@@ -173,8 +173,7 @@ static void comm_free(vkg_comm_t *c)
             vkg_comm_ctx_destroy(&c->ctx);
     }
     if (c->guard && !c->guard_leaked) {
-        if (c->guard->efd >= 0)
-            close(c->guard->efd);
+        vkg_os_wake_destroy(&c->guard->wake);
         free(c->guard);
     }
     vkg__shm_free(c);

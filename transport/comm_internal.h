@@ -24,6 +24,7 @@
 
 #include "base/error.h"
 #include "base/escape.h"
+#include "os/net.h"
 #include "vkgpt/comm.h"
 
 /* ---- wire header: 64 bytes, little-endian, first frame of every message ----
@@ -98,7 +99,7 @@ const char *vkg__coll_name(int coll);
 typedef struct vkg_guard {
     atomic_long inflight; /* zero-copy payloads zmq still holds */
     atomic_int waiting;   /* the owner sleeps until inflight reaches 0 */
-    int efd;              /* eventfd written by the free callback to wake the owner */
+    vkg_os_wake *wake;    /* signalled by the free callback to wake the owner */
 } vkg_guard;
 
 #define VKG_HOST_BYTES 192 /* host identity text (host.c), NUL-terminated */

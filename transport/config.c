@@ -4,20 +4,19 @@
  */
 #include "comm_internal.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <limits.h>
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
-#include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <unistd.h>
+
+#include "os/file.h"
+#include "os/net.h"
+
+/* The longest key file path (the public key's file adds ".pub"). */
+#define KEYFILE_PATH_MAX 4096
 
 void vkg_comm_config_default(vkg_comm_config *cfg)
 {
@@ -145,16 +144,10 @@ static int valid_key(const char *k)
     return k && strlen(k) == VKG_COMM_KEY_CHARS && zmq_z85_decode(bin, k) != NULL;
 }
 
-static vkg_status write_file(const char *path, mode_t mode, const char *text)
+static vkg_status write_file(const char *path, int owner_only, const char *text)
 {
-    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, mode);
-    VKG_CHECK(fd >= 0, VKG_ERR_IO, "cannot create %s: %s", path, strerror(errno));
-    size_t n = strlen(text);
-    ssize_t w = write(fd, text, n);
-    int ok = w == (ssize_t)n && fsync(fd) == 0;
-    int e = errno;
-    close(fd);
-    VKG_CHECK(ok, VKG_ERR_IO, "writing %s: %s", path, strerror(e));
+    int e = vkg_os_write_new(path, owner_only, text, strlen(text));
+    VKG_CHECK(e == 0, VKG_ERR_IO, "cannot write %s: %s", path, strerror(e));
     return VKG_OK;
 }
 
@@ -163,41 +156,36 @@ vkg_status vkg_comm_keyfile_write(const char *path, const char *pub, const char 
     VKG_CHECK(path && *path, VKG_ERR_INVALID_ARG, "key file path is empty");
     VKG_CHECK(valid_key(pub) && valid_key(sec), VKG_ERR_INVALID_ARG,
               "keys must be 40-character Z85 CURVE keys");
-    char pubpath[PATH_MAX], text[512];
+    char pubpath[KEYFILE_PATH_MAX], text[512];
     VKG_CHECK(snprintf(pubpath, sizeof pubpath, "%s.pub", path) < (int)sizeof pubpath,
               VKG_ERR_INVALID_ARG, "key file path too long: %s", path);
     snprintf(text, sizeof text,
              "# vkgpt CURVE key pair (vkgpt keygen). Keep this file secret.\n"
              "public = %s\nsecret = %s\n",
              pub, sec);
-    VKG_TRY(write_file(path, 0600, text));
+    VKG_TRY(write_file(path, 1, text));
     snprintf(text, sizeof text, "# vkgpt CURVE public key (vkgpt keygen)\npublic = %s\n", pub);
-    return write_file(pubpath, 0644, text);
+    return write_file(pubpath, 0, text);
 }
 
 vkg_status vkg__open_small_file(const char *path, const char *what, long max_bytes, FILE **out)
 {
     *out = NULL;
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    VKG_CHECK(fd >= 0, VKG_ERR_IO, "cannot open %s %s: %s", what, path, strerror(errno));
-    struct stat sb;
+    int fd = -1;
+    unsigned long long size = 0;
+    const char *not_regular = NULL;
+    int e = vkg_os_open_read(path, &fd, &size, &not_regular);
+    VKG_CHECK(e == 0 || !not_regular, VKG_ERR_IO, "%s %s is not a regular file: %s", what, path,
+              not_regular);
+    VKG_CHECK(e == 0, VKG_ERR_IO, "cannot open %s %s: %s", what, path, strerror(e));
     vkg_status st = VKG_OK;
-    if (fstat(fd, &sb) != 0)
-        st = VKG_FAIL(VKG_ERR_IO, "cannot stat %s %s: %s", what, path, strerror(errno));
-    else if (!S_ISREG(sb.st_mode))
-        st = VKG_FAIL(VKG_ERR_IO, "%s %s is not a regular file (a %s)", what, path,
-                      S_ISDIR(sb.st_mode)    ? "directory"
-                      : S_ISFIFO(sb.st_mode) ? "FIFO"
-                      : S_ISCHR(sb.st_mode)  ? "character device"
-                      : S_ISSOCK(sb.st_mode) ? "socket"
-                                             : "special file");
-    else if (sb.st_size > max_bytes)
-        st = VKG_FAIL(VKG_ERR_FORMAT, "%s %s is %lld bytes, more than such a file holds (%ld)",
-                      what, path, (long long)sb.st_size, max_bytes);
-    if (st == VKG_OK && !(*out = fdopen(fd, "r")))
+    if (size > (unsigned long long)max_bytes)
+        st = VKG_FAIL(VKG_ERR_FORMAT, "%s %s is %llu bytes, more than such a file holds (%ld)",
+                      what, path, size, max_bytes);
+    if (st == VKG_OK && !(*out = vkg_os_fdopen_read(fd)))
         st = VKG_FAIL(VKG_ERR_IO, "cannot read %s %s: %s", what, path, strerror(errno));
     if (st < 0)
-        close(fd);
+        vkg_os_close(fd);
     return st;
 }
 
@@ -253,25 +241,8 @@ void vkg_comm_tune_malloc(void)
 
 vkg_status vkg_comm_pick_port(const char *addr, int *port)
 {
-    struct addrinfo hints = {0}, *res = NULL;
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_NUMERICSERV;
-    int rc = getaddrinfo(addr, "0", &hints, &res);
-    VKG_CHECK(rc == 0, VKG_ERR_NETWORK, "cannot resolve %s: %s", addr, gai_strerror(rc));
-    int fd = socket(res->ai_family, SOCK_STREAM, 0);
-    vkg_status st = VKG_OK;
-    struct sockaddr_storage ss;
-    socklen_t len = sizeof ss;
-    if (fd < 0 || bind(fd, res->ai_addr, res->ai_addrlen) < 0 ||
-        getsockname(fd, (struct sockaddr *)&ss, &len) < 0)
-        st = VKG_FAIL(VKG_ERR_NETWORK, "cannot bind a probe socket on %s: %s", addr,
-                      strerror(errno));
-    else
-        *port = ntohs(ss.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
-                                               : ((struct sockaddr_in *)&ss)->sin_port);
-    if (fd >= 0)
-        close(fd);
-    freeaddrinfo(res);
-    return st;
+    char why[160];
+    VKG_CHECK(vkg_os_free_port(addr, port, why, sizeof why) == 0, VKG_ERR_NETWORK,
+              "cannot bind a probe socket on %s: %s", addr, why);
+    return VKG_OK;
 }

@@ -6,50 +6,28 @@
  */
 #include "comm_internal.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
-/* First line of a small file, without its newline; "" when unreadable. */
-static void read_line(const char *path, char *out, size_t cap)
-{
-    out[0] = '\0';
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return;
-    if (!fgets(out, (int)cap, f))
-        out[0] = '\0';
-    fclose(f);
-    out[strcspn(out, "\r\n")] = '\0';
-}
-
-static void read_link(const char *path, char *out, size_t cap)
-{
-    ssize_t n = readlink(path, out, cap - 1);
-    out[n > 0 ? (size_t)n : 0] = '\0';
-}
+#include "os/file.h"
+#include "os/host.h"
 
 vkg_status vkg__host_identity(char *out, size_t cap)
 {
-    char host[72] = "", boot[48], ipc[40], net[40];
-    if (gethostname(host, sizeof host - 1) != 0)
-        host[0] = '\0';
-    host[sizeof host - 1] = '\0';
-    read_line("/proc/sys/kernel/random/boot_id", boot, sizeof boot);
-    read_link("/proc/self/ns/ipc", ipc, sizeof ipc);
-    read_link("/proc/self/ns/net", net, sizeof net);
+    char host[72], kernel[160];
+    vkg_os_hostname(host, sizeof host);
+    vkg_os_kernel_identity(kernel, sizeof kernel);
     out[0] = '\0';
     /* without a boot id or namespaces nothing proves two ranks share a kernel: stay unknown,
      * local to nobody */
-    if (!boot[0] || !ipc[0] || !net[0])
+    if (!kernel[0])
         return VKG_OK;
     /* Test-only: the transport's tests fake several hosts with processes of one machine by
      * giving each "host" its own tag; nothing else sets this variable. */
     const char *tag = getenv("VKG_TEST_HOST_TAG");
-    int n = snprintf(out, cap, "%s boot=%s %s %s%s%s", host[0] ? host : "?", boot, ipc, net,
-                     tag && tag[0] ? " test-host=" : "", tag && tag[0] ? tag : "");
+    int n = snprintf(out, cap, "%s %s%s%s", host, kernel, tag && tag[0] ? " test-host=" : "",
+                     tag && tag[0] ? tag : "");
     VKG_CHECK(n > 0 && (size_t)n < cap, VKG_ERR_IO, "host identity too long (%d bytes)", n);
     return VKG_OK;
 }

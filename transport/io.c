@@ -10,14 +10,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-#include <unistd.h>
+
+#include "os/clock.h"
 
 int64_t vkg__now_ns(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+    return (int64_t)vkg_os_now_ns();
 }
 
 void vkg__zc_free(void *data, void *hint)
@@ -25,11 +23,8 @@ void vkg__zc_free(void *data, void *hint)
     (void)data;
     vkg_guard *g = hint;
     long left = atomic_fetch_sub(&g->inflight, 1) - 1;
-    if (left == 0 && atomic_load(&g->waiting)) {
-        uint64_t one = 1;
-        ssize_t w = write(g->efd, &one, sizeof one);
-        (void)w;
-    }
+    if (left == 0 && atomic_load(&g->waiting))
+        vkg_os_wake_signal(g->wake);
 }
 
 void vkg__hdr_init(const vkg_comm_t *c, vkg_wire_hdr *h, int kind)

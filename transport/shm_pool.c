@@ -23,6 +23,7 @@
 #include <sys/stat.h>
 
 #include "base/parse.h"
+#include "os/host.h"
 
 #define POOL_DEFAULT ((size_t)512 << 20)
 #define POOL_ALL_MAX ((size_t)16 << 30) /* all local ranks' pools together */
@@ -86,7 +87,7 @@ vkg_status vkg_comm_buffer_alloc(vkg_comm_t *c, size_t bytes, void **out)
     size_t rounded = (bytes + ALIGN - 1) / ALIGN * ALIGN;
     *out = c && c->shm ? pool_alloc(c->shm, rounded) : NULL;
     if (!*out)
-        *out = aligned_alloc(ALIGN, rounded);
+        *out = vkg_os_aligned_alloc(ALIGN, rounded);
     VKG_CHECK(*out, VKG_ERR_NOMEM, "no memory for a collective buffer of %zu bytes", bytes);
     return VKG_OK;
 }
@@ -98,7 +99,7 @@ vkg_status vkg_comm_buffer_free(vkg_comm_t *c, void *p)
     struct vkg_shm *s = c ? c->shm : NULL;
     uintptr_t lo = s ? (uintptr_t)(s->pool + (size_t)s->me * s->pool_bytes) : 0, x = (uintptr_t)p;
     if (!s || !s->pool_bytes || x < lo || x - lo >= s->pool_bytes) {
-        free(p);
+        vkg_os_aligned_free(p);
         return VKG_OK;
     }
     size_t off = x - lo;

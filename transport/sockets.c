@@ -6,14 +6,9 @@
 #include "comm_internal.h"
 #include "os/clock.h"
 
-#include <arpa/inet.h>
-#include <errno.h>
-#include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #define SOCK_BUF (4 << 20)
 
@@ -36,58 +31,32 @@ vkg_status vkg__setint(void *s, int opt, int v, const char *name)
  * host's, can appear seconds after the other pods start. Said once on stderr while waiting. */
 static vkg_status resolve_numeric(const char *host, char *out, size_t cap, int timeout_ms)
 {
-    struct addrinfo hints = {0}, *res = NULL;
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
+    char why[160];
     double t0 = vkg_os_now_ms();
-    int rc, said = 0;
-    while ((rc = getaddrinfo(host, NULL, &hints, &res)) == EAI_AGAIN || rc == EAI_NONAME ||
-           rc == EAI_FAIL) {
-        double waited = vkg_os_now_ms() - t0;
-        if (waited >= timeout_ms)
-            break;
+    int said = 0;
+    while (vkg_os_resolve_numeric(host, out, cap, why, sizeof why) != 0) {
+        if (vkg_os_now_ms() - t0 >= timeout_ms)
+            return VKG_FAIL(VKG_ERR_NETWORK,
+                            "cannot resolve master address '%s': %s (still, at the job's "
+                            "deadline)",
+                            host, why);
         if (!said++)
             fprintf(stderr,
                     "vkgpt: rank 0's host '%s' does not resolve yet (%s); asking again for up to "
                     "%g s\n",
-                    host, gai_strerror(rc), timeout_ms / 1000.0);
+                    host, why, timeout_ms / 1000.0);
         vkg_os_sleep_ms(250);
     }
-    VKG_CHECK(rc == 0, VKG_ERR_NETWORK, "cannot resolve master address '%s': %s%s", host,
-              gai_strerror(rc),
-              vkg_os_now_ms() - t0 >= timeout_ms ? " (still, at the job's deadline)" : "");
-    rc = getnameinfo(res->ai_addr, res->ai_addrlen, out, (socklen_t)cap, NULL, 0, NI_NUMERICHOST);
-    freeaddrinfo(res);
-    VKG_CHECK(rc == 0, VKG_ERR_NETWORK, "cannot format the address of '%s': %s", host,
-              gai_strerror(rc));
     return VKG_OK;
 }
 
-/* The local address the kernel would use to reach ip:port (a UDP connect sends nothing). */
+/* The local address the system would use to reach ip:port. */
 static vkg_status route_source(const char *ip, int port, char *out, size_t cap)
 {
-    struct addrinfo hints = {0}, *res = NULL;
-    char ps[16];
-    snprintf(ps, sizeof ps, "%d", port);
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_DGRAM;
-    hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV;
-    int rc = getaddrinfo(ip, ps, &hints, &res);
-    VKG_CHECK(rc == 0, VKG_ERR_NETWORK, "cannot parse %s: %s", ip, gai_strerror(rc));
-    int fd = socket(res->ai_family, SOCK_DGRAM, 0);
-    struct sockaddr_storage ss;
-    socklen_t len = sizeof ss;
-    vkg_status st = VKG_OK;
-    if (fd < 0 || connect(fd, res->ai_addr, res->ai_addrlen) < 0 ||
-        getsockname(fd, (struct sockaddr *)&ss, &len) < 0 ||
-        getnameinfo((struct sockaddr *)&ss, len, out, (socklen_t)cap, NULL, 0, NI_NUMERICHOST))
-        st = VKG_FAIL(VKG_ERR_NETWORK,
-                      "no route from this host to the master %s (%s); set the bind address", ip,
-                      strerror(errno));
-    if (fd >= 0)
-        close(fd);
-    freeaddrinfo(res);
-    return st;
+    char why[160];
+    VKG_CHECK(vkg_os_route_source(ip, port, out, cap, why, sizeof why) == 0, VKG_ERR_NETWORK,
+              "no route from this host to the master %s (%s); set the bind address", ip, why);
+    return VKG_OK;
 }
 
 static void tcp_endpoint(char *out, size_t cap, const char *ip, const char *port)

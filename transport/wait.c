@@ -26,7 +26,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 /* ---- connection monitoring ---- */
 
@@ -326,7 +325,7 @@ vkg_status vkg__comm_wait(vkg_comm_t *c, const vkg_expect *ex, vkg_inmsg *m, int
         }
         if (ex->drain) {
             iefd = n;
-            items[n++] = (zmq_pollitem_t){NULL, c->guard->efd, ZMQ_POLLIN, 0};
+            items[n++] = (zmq_pollitem_t){NULL, vkg_os_wake_handle(c->guard->wake), ZMQ_POLLIN, 0};
             if (c->tx && watch) /* see wait_inflight: lets tx release payloads of dropped pipes */
                 items[n++] = (zmq_pollitem_t){c->tx, 0, ZMQ_POLLIN, 0};
         }
@@ -341,9 +340,7 @@ vkg_status vkg__comm_wait(vkg_comm_t *c, const vkg_expect *ex, vkg_inmsg *m, int
         if (rc > 0 && ihb >= 0 && (items[ihb].revents & ZMQ_POLLIN))
             read_monitor(c, c->hbmon);
         if (rc > 0 && iefd >= 0 && (items[iefd].revents & ZMQ_POLLIN)) {
-            uint64_t v;
-            ssize_t r = read(c->guard->efd, &v, sizeof v);
-            (void)r;
+            vkg_os_wake_drain(c->guard->wake);
             c->progress_ns = vkg__now_ns();
         }
     }
@@ -415,13 +412,11 @@ static int wait_inflight(vkg_comm_t *c, int ms)
             break;
         /* polling tx makes it process zmq's commands: a pipe to a vanished peer is torn down
          * (and its queued payloads released) only when the owning thread does that */
-        zmq_pollitem_t it[2] = {{NULL, c->guard->efd, ZMQ_POLLIN, 0}, {c->tx, 0, ZMQ_POLLIN, 0}};
+        zmq_pollitem_t it[2] = {{NULL, vkg_os_wake_handle(c->guard->wake), ZMQ_POLLIN, 0},
+                                {c->tx, 0, ZMQ_POLLIN, 0}};
         if (zmq_poll(it, c->tx ? 2 : 1, (long)((end - now) / 1000000) + 1) > 0 &&
-            (it[0].revents & ZMQ_POLLIN)) {
-            uint64_t v;
-            ssize_t r = read(c->guard->efd, &v, sizeof v);
-            (void)r;
-        }
+            (it[0].revents & ZMQ_POLLIN))
+            vkg_os_wake_drain(c->guard->wake);
     }
     atomic_store(&c->guard->waiting, 0);
     return atomic_load(&c->guard->inflight) == 0;

@@ -338,6 +338,11 @@ void vkg_comm_abort(vkg_comm_t *c, const char *reason);
 /* 1 when this libzmq supports CURVE (built with libsodium), 0 otherwise. */
 int vkg_comm_has_curve(void);
 
+/* 1 when this build has the shared-memory collectives (Linux), 0 otherwise: then every
+ * communicator runs over ZeroMQ, and the policy REQUIRE falls back to it, saying so in
+ * vkg_comm_path. */
+int vkg_comm_has_shm(void);
+
 /* A fresh CURVE key pair in Z85 text (40 characters each, NUL-terminated). */
 vkg_status vkg_comm_curve_keypair(char pub[VKG_COMM_KEY_CHARS + 1],
                                   char sec[VKG_COMM_KEY_CHARS + 1]);

@@ -80,7 +80,8 @@ typedef struct vkg_device_info {
     int readback_uncached;          /* 1: no usable host-cached type, so CPU reads of gradients and
                                        checkpoints go through uncached memory and are slow */
     /* VK_EXT_external_memory_host: host memory the caller allocated can be imported as a
-     * device buffer (enabled at creation where present; gradient buckets then travel straight
+     * device buffer (enabled at creation where present and the driver says host allocations
+     * import as transfer buffers; gradient buckets then travel straight
      * between the device and the collectives' buffer), and the alignment an imported pointer and
      * size need (minImportedHostPointerAlignment; 0 without the extension). */
     int external_memory_host;

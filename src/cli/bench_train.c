@@ -10,12 +10,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 
 #include "cli/cli.h"
 #include "cli/flags.h"
 #include "cli/internal.h"
 #include "os/clock.h"
+#include "os/proc.h"
 
 typedef struct preset {
     const char *name;
@@ -144,8 +144,6 @@ static void print_memory(vkg_gpt2 *m, vkg_adamw *opt)
                       ? (vkg_gpt2_param_count(m) * 2 + 255) / 256 * 256
                       : 0;
     size_t acts = vkg_gpt2_device_bytes(m) - 2 * pb - copy;
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
     double mib = 1048576.0;
     printf("device memory: %.1f MiB = params %.1f + grads %.1f + adamw m,v %.1f + activations, "
            "their gradients and scratch %.1f\n",
@@ -156,7 +154,7 @@ static void print_memory(vkg_gpt2 *m, vkg_adamw *opt)
                (double)copy / mib);
     printf("peak host RSS: %.1f MiB (on unified-memory devices such as lavapipe device memory is "
            "host memory)\n",
-           (double)ru.ru_maxrss / 1024.0);
+           (double)vkg_os_peak_rss() / mib);
 }
 
 /* The per-label table (medians over the timed steps: robust to a step slowed by other load),

@@ -2,24 +2,29 @@
  * `vkgpt keygen` (a CURVE key pair for a job).
  *
  * The benchmark launches N local ranks: forked processes for tcp and ipc, threads sharing one
- * context for inproc. Inputs are integer-valued, so every result is checked exactly; each size
- * reports the slowest rank's mean time. Children are killed and reaped if any rank fails.
+ * context for inproc (and for tcp on Windows, which has no fork; ipc does not exist there).
+ * Inputs are integer-valued, so every result is checked exactly; each size reports the slowest
+ * rank's mean time. Children are killed and reaped if any rank fails.
  */
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
-#include <sched.h>
-#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#if !defined(_WIN32)
+#include <sched.h>
+#include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
+#endif
 
 #include "os/clock.h"
+#include "os/file.h"
+#include "os/proc.h"
 #include "cli/cli.h"
 #include "cli/flags.h"
 #include "vkgpt/comm.h"
@@ -296,6 +301,13 @@ static int run_threads(const bench_opts *o, const vkg_comm_config *base)
     return rc ? 1 : 0;
 }
 
+#if defined(_WIN32)
+static int run_processes(const bench_opts *o, const vkg_comm_config *base)
+{
+    printf("# ranks as threads (forked processes are POSIX's)\n");
+    return run_threads(o, base);
+}
+#else
 static int run_processes(const bench_opts *o, const vkg_comm_config *base)
 {
     pid_t *pid = calloc((size_t)o->n, sizeof *pid);
@@ -344,6 +356,7 @@ static int run_processes(const bench_opts *o, const vkg_comm_config *base)
     free(pid);
     return rc;
 }
+#endif
 
 #define MAX_BENCH_BYTES 17179869184.0 /* 16 GiB: two buffers of --max bytes per rank */
 
@@ -355,16 +368,21 @@ static const char *const op_names[] = {"sum", "avg", NULL};
 static int parse_bench(int argc, char **argv, bench_opts *o)
 {
     *o = (bench_opts){.n = 2, .iters = 20, .warmup = 5, .timeout_s = 60, .check = 1};
+#if defined(_WIN32) /* Windows' libzmq has no ipc:// */
+    const char *transport = "tcp";
+    o->transport = VKG_COMM_TCP;
+#else
     const char *transport = "ipc";
-    o->shm = VKG_COMM_SHM_AUTO;
     o->transport = VKG_COMM_IPC;
+#endif
+    o->shm = VKG_COMM_SHM_AUTO;
     long long min_bytes = 4096, max_bytes = 256LL << 20, segment = 0, small = 0, shm_chunk = 0;
     int dtype = 0, op = 0, no_check = 0;
     const vkg_flag flags[] = {
         {"-n", VKG_FLAG_INT, &o->n, "local ranks (default 2)", 0, 1, 64},
         {"--transport", VKG_FLAG_STR, &transport,
-         "tcp, ipc or inproc (default ipc; shared memory between the ranks when they allow it), "
-         "shm (required) or zmq (ipc without shared memory)",
+         "tcp, ipc or inproc (default ipc, tcp on Windows; shared memory between the ranks when "
+         "they allow it), shm (required) or zmq (no shared memory)",
          0, 0, 0},
         {"--min", VKG_FLAG_LL, &min_bytes, "smallest size in bytes, K/M/G suffixes (default 4K)", 0,
          1, MAX_BENCH_BYTES},
@@ -445,7 +463,7 @@ int vkg_cli_bench_allreduce(int argc, char **argv)
     base.small_bytes = o.small;
     base.window = o.window;
     base.ring_min_ranks = o.ring_min;
-    base.job_id = ((uint64_t)getpid() << 32) ^ (uint64_t)time(NULL) ^ 0x5eed;
+    base.job_id = ((uint64_t)vkg_os_pid() << 32) ^ (uint64_t)time(NULL) ^ 0x5eed;
     char dir[64] = "";
     if (o.transport == VKG_COMM_TCP) {
         vkg_status st = vkg_comm_pick_port("127.0.0.1", &base.master_port);
@@ -453,8 +471,9 @@ int vkg_cli_bench_allreduce(int argc, char **argv)
             return vkg_cli_report("bench allreduce", st);
     } else if (o.transport == VKG_COMM_IPC) {
         snprintf(dir, sizeof dir, "/tmp/vkgpt-bench-XXXXXX");
-        if (!mkdtemp(dir)) {
-            fprintf(stderr, "vkgpt bench allreduce: mkdtemp: %s\n", strerror(errno));
+        int e = vkg_os_mkdtemp(dir);
+        if (e) {
+            fprintf(stderr, "vkgpt bench allreduce: cannot make %s: %s\n", dir, strerror(e));
             return 1;
         }
         snprintf(base.ipc_dir, sizeof base.ipc_dir, "%s", dir);
@@ -462,10 +481,10 @@ int vkg_cli_bench_allreduce(int argc, char **argv)
     char pool[32]; /* --in-segment: pools that hold both buffers, unless the user sized them */
     snprintf(pool, sizeof pool, "%zu", 2 * (o.max_bytes + 64) + (64u << 10));
     if (o.in_segment)
-        setenv("VKG_COMM_SHM_POOL", pool, 0);
+        vkg_os_setenv("VKG_COMM_SHM_POOL", pool, 0);
     rc = o.transport == VKG_COMM_INPROC ? run_threads(&o, &base) : run_processes(&o, &base);
     if (dir[0])
-        rmdir(dir);
+        vkg_os_rmdir(dir);
     return rc;
 }
 

@@ -8,16 +8,18 @@
  * dies. Also here: the data-parallel flags of `vkgpt train` (vkg_cli_dp_resolve). Not here:
  * multi-host launching (use torchrun-style variables, srun or mpirun; see README). */
 #include <errno.h>
-#include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#if !defined(_WIN32)
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
+#endif
 
 #include "cli/cli.h"
 #include "cli/flags.h"
@@ -112,6 +114,17 @@ int vkg_cli_dp_resolve(vkg_cli_dp_flags *d, struct vkg_train_config *cfg)
     return 0;
 }
 
+#if defined(_WIN32)
+int vkg_cli_launch(int argc, char **argv)
+{
+    (void)argc, (void)argv;
+    fprintf(stderr, "vkgpt launch: not built for Windows yet (the launcher forks and execs its "
+                    "ranks; spawning them with CreateProcess and a job object is still to come). "
+                    "Start each rank yourself: vkgpt train --world-size N --rank R --master-addr "
+                    "127.0.0.1 --master-port P ... (tcp; ipc does not exist on Windows)\n");
+    return 2;
+}
+#else
 typedef struct child {
     pid_t pid;
     int fd[2]; /* stdout, stderr pipes (-1 when closed) */
@@ -544,3 +557,4 @@ int vkg_cli_launch(int argc, char **argv)
     free(cs);
     return exit_code;
 }
+#endif

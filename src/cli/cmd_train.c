@@ -13,6 +13,7 @@
 #include "cli/cli.h"
 #include "cli/flags.h"
 #include "cli/train_resume.h"
+#include "os/proc.h"
 #include "vkgpt/train.h"
 
 static volatile sig_atomic_t stop_requested;
@@ -413,11 +414,7 @@ static int train_main(int argc, char **argv, vkg_cli_resume *res)
         printf("setting up the device, the model and the data (text is tokenized first)...\n");
         fflush(stdout);
     }
-    struct sigaction sa = {0};
-    sa.sa_handler = on_signal;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGUSR1, &sa, NULL);
+    vkg_os_on_stop(on_signal);
     vkg_trainer_t *t = NULL;
     vkg_status st = vkg_trainer_create(c, &t);
     if (st != VKG_OK) {

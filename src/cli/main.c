@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "os/proc.h"
+
 static const vkg_cli_command commands[] = {
     {"train", vkg_cli_train, "train a GPT-2 model (new, from an llm.c file, or resumed)"},
     {"sample", vkg_cli_sample, "generate text from a checkpoint or an llm.c model file"},
@@ -84,7 +86,7 @@ int vkg_cli_tiles(const char *cmd, const char *value, vkg_matmul_tiling *out)
 int main(int argc, char **argv)
 {
     if (argc >= 2 && !strcmp(argv[1], "--verbose")) { /* inherited by launched ranks */
-        setenv("VKGPT_VERBOSE", "1", 1);
+        vkg_os_setenv("VKGPT_VERBOSE", "1", 1);
         argc--, argv++;
     }
     if (argc < 2) {

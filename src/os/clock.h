@@ -7,6 +7,9 @@
  * differences are durations; the origin means nothing. */
 double vkg_os_now_ms(void);
 
+/* The same clock in whole nanoseconds (its resolution may be coarser). */
+long long vkg_os_now_ns(void);
+
 /* Sleep for at least ms milliseconds (an interrupted sleep is resumed). */
 void vkg_os_sleep_ms(unsigned ms);
 

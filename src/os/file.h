@@ -64,6 +64,11 @@ int vkg_os_mkdtemp(char *tmpl);
  * NUL-terminated), as POSIX getline: its length, or -1 at the end or on an error (errno set). */
 long long vkg_os_getline(char **line, size_t *cap, FILE *f);
 
+/* Create the file path, which must not exist yet (EEXIST otherwise), write the n bytes of data into
+ * it and make them reach the disk. owner_only: readable by this user alone (mode 0600 on POSIX,
+ * else 0644; on Windows the file takes its folder's permissions, as every new file there). */
+int vkg_os_write_new(const char *path, int owner_only, const void *data, size_t n);
+
 /* Cut or extend the file at path to size bytes. */
 int vkg_os_truncate(const char *path, unsigned long long size);
 

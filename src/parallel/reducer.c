@@ -102,7 +102,9 @@ static int import_grads(vkg_grad_reducer *r, vkg_tensor *packed)
         return 0;
     }
     if (!info->external_memory_host) {
-        snprintf(r->bucket_path, cap, "copy: %.160s lacks VK_EXT_external_memory_host", info->name);
+        snprintf(r->bucket_path, cap,
+                 "copy: %.160s does not import host memory (VK_EXT_external_memory_host)",
+                 info->name);
         return 0;
     }
     vkg_status st =

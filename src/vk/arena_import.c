@@ -13,18 +13,22 @@ static const VkExternalMemoryHandleTypeFlagBits host_handle =
 static const VkBufferUsageFlags import_usage =
     VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
 
-/* Whether the driver imports host allocations for buffers of import_usage. */
-static vkg_status check_importable(vkg_device_t *dev, const char *role)
+int vkg__host_importable(VkPhysicalDevice phys)
 {
     VkPhysicalDeviceExternalBufferInfo bi = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_EXTERNAL_BUFFER_INFO,
         .usage = import_usage,
         .handleType = host_handle};
     VkExternalBufferProperties bp = {.sType = VK_STRUCTURE_TYPE_EXTERNAL_BUFFER_PROPERTIES};
-    vkGetPhysicalDeviceExternalBufferProperties(dev->phys, &bi, &bp);
-    VKG_CHECK(bp.externalMemoryProperties.externalMemoryFeatures &
-                  VK_EXTERNAL_MEMORY_FEATURE_IMPORTABLE_BIT,
-              VKG_ERR_UNSUPPORTED,
+    vkGetPhysicalDeviceExternalBufferProperties(phys, &bi, &bp);
+    return (bp.externalMemoryProperties.externalMemoryFeatures &
+            VK_EXTERNAL_MEMORY_FEATURE_IMPORTABLE_BIT) != 0;
+}
+
+/* Whether the driver imports host allocations for buffers of import_usage. */
+static vkg_status check_importable(vkg_device_t *dev, const char *role)
+{
+    VKG_CHECK(vkg__host_importable(dev->phys), VKG_ERR_UNSUPPORTED,
               "importing %s: %s does not import host allocations as transfer buffers", role,
               dev->info.name);
     return VKG_OK;

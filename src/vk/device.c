@@ -278,7 +278,8 @@ static vkg_status open_logical(vkg_device_t *dev)
     if (host_import)
         dev->get_host_pointer_props = (PFN_vkGetMemoryHostPointerPropertiesEXT)vkGetDeviceProcAddr(
             dev->device, "vkGetMemoryHostPointerPropertiesEXT");
-    dev->info.external_memory_host = dev->get_host_pointer_props != NULL;
+    dev->info.external_memory_host =
+        dev->get_host_pointer_props != NULL && vkg__host_importable(dev->phys);
     if (!dev->info.external_memory_host)
         dev->info.host_import_alignment = 0;
     vkGetDeviceQueue(dev->device, dev->queue_family, 0, &dev->queue);

@@ -292,7 +292,8 @@ void vkg__device_describe(VkPhysicalDevice phys, int index, vkg_device_info *inf
     memset(info, 0, sizeof *info);
     VkPhysicalDeviceExternalMemoryHostPropertiesEXT host_import = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_EXTERNAL_MEMORY_HOST_PROPERTIES_EXT};
-    info->external_memory_host = vkg__device_has_extension(phys, "VK_EXT_external_memory_host");
+    info->external_memory_host = vkg__device_has_extension(phys, "VK_EXT_external_memory_host") &&
+                                 vkg__host_importable(phys);
     VkPhysicalDeviceMaintenance4PropertiesKHR maint4 = {
         .sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_4_PROPERTIES_KHR};
     VkPhysicalDeviceMaintenance3Properties maint3 = {

@@ -231,6 +231,10 @@ void *vkg_tensor_host_ptr(vkg_tensor t);
  * alignment), VKG_ERR_NOMEM / VKG_ERR_VULKAN from the import; each names `role`. */
 vkg_status vkg_arena_import_host(vkg_device_t *dev, void *ptr, size_t bytes, const char *role,
                                  vkg_arena **out);
+/* 1 when phys's driver says host allocations import as transfer buffers (what
+ * vkg_arena_import_host makes). A driver may list VK_EXT_external_memory_host and still refuse
+ * them (Wine 8.0's winevulkan does): device creation counts the extension only with this. */
+int vkg__host_importable(VkPhysicalDevice phys);
 /* arena.c: wrap a bound buffer of `bytes` (host-visible at map) as a one-block host arena
  * that owns buffer and memory from then on (also on failure: they are released). */
 vkg_status vkg__arena_adopt(vkg_device_t *dev, VkBuffer buffer, VkDeviceMemory memory, void *map,

@@ -12,6 +12,13 @@ double vkg_os_now_ms(void)
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
+long long vkg_os_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
 void vkg_os_sleep_ms(unsigned ms)
 {
     struct timespec left = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};

@@ -200,6 +200,29 @@ long long vkg_os_getline(char **line, size_t *cap, FILE *f)
     return (long long)getline(line, cap, f);
 }
 
+int vkg_os_write_new(const char *path, int owner_only, const void *data, size_t n)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, owner_only ? 0600 : 0644);
+    if (fd < 0)
+        return errno;
+    const char *p = data;
+    int err = 0;
+    while (n > 0 && !err) {
+        ssize_t w = write(fd, p, n);
+        if (w > 0) {
+            p += w;
+            n -= (size_t)w;
+        } else if (w < 0 && errno != EINTR) {
+            err = errno;
+        }
+    }
+    if (!err && fsync(fd) != 0)
+        err = errno;
+    if (close(fd) != 0 && !err)
+        err = errno;
+    return err;
+}
+
 int vkg_os_truncate(const char *path, unsigned long long size)
 {
     return truncate(path, (off_t)size) == 0 ? 0 : errno;

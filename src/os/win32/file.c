@@ -214,6 +214,31 @@ long long vkg_os_getline(char **line, size_t *cap, FILE *f)
     return (long long)n;
 }
 
+int vkg_os_write_new(const char *path, int owner_only, const void *data, size_t n)
+{
+    (void)owner_only; /* the folder's permissions (os/file.h) */
+    int fd = _open(path, _O_WRONLY | _O_CREAT | _O_EXCL | _O_BINARY | _O_NOINHERIT,
+                   _S_IREAD | _S_IWRITE);
+    if (fd < 0)
+        return errno;
+    const char *p = data;
+    int err = 0;
+    while (n > 0 && !err) {
+        int w = _write(fd, p, n > 0x40000000 ? 0x40000000u : (unsigned)n);
+        if (w > 0) {
+            p += w;
+            n -= (size_t)w;
+        } else {
+            err = w < 0 ? errno : EIO;
+        }
+    }
+    if (!err && _commit(fd) != 0)
+        err = errno;
+    if (_close(fd) != 0 && !err)
+        err = errno;
+    return err;
+}
+
 int vkg_os_truncate(const char *path, unsigned long long size)
 {
     int fd = _open(path, _O_WRONLY | _O_BINARY);

@@ -1,0 +1,20 @@
+/* The machine and memory, in the platform layer (src/os; see clock.h): what tells two processes
+ * apart as sharing one kernel, and memory at a chosen alignment. */
+#ifndef VKG_OS_HOST_H
+#define VKG_OS_HOST_H
+
+#include <stddef.h>
+
+/* What names the running kernel and this process's view of it, into out (cap bytes,
+ * NUL-terminated): on Linux "boot=<boot id> ipc:[<n>] net:[<n>]" (the boot id and the IPC and
+ * network namespaces: two processes that agree share memory and abstract Unix sockets); "" where
+ * the system gives no such proof (Windows, macOS) or it cannot be read: then no two processes are
+ * known to share a kernel. */
+void vkg_os_kernel_identity(char *out, size_t cap);
+
+/* bytes of memory at a multiple of align (a power of two, at least sizeof(void *)), or NULL;
+ * free it with vkg_os_aligned_free (Windows' aligned blocks cannot go to free()). */
+void *vkg_os_aligned_alloc(size_t align, size_t bytes);
+void vkg_os_aligned_free(void *p);
+
+#endif

@@ -1,0 +1,34 @@
+/* This process, in the platform layer (src/os; see clock.h): stop requests (the user or another
+ * process asking it to stop: SIGINT and SIGTERM on POSIX, through sigaction; the console's events
+ * on Windows, through SetConsoleCtrlHandler, which has no signals between processes) and its
+ * peak memory. */
+#ifndef VKG_OS_PROC_H
+#define VKG_OS_PROC_H
+
+/* The numbers a stop request is reported by, as POSIX numbers SIGINT and SIGTERM everywhere
+ * (exit codes 128 + n mean the same on every system). */
+enum { VKG_OS_STOP_INTERRUPT = 2, VKG_OS_STOP_TERMINATE = 15 };
+
+/* From now on call fn(VKG_OS_STOP_INTERRUPT) on SIGINT (Windows: Ctrl+C) and
+ * fn(VKG_OS_STOP_TERMINATE) on SIGTERM (Windows: Ctrl+Break, the console closing, logoff,
+ * shutdown), and on POSIX fn(SIGUSR1) on SIGUSR1 (Slurm's preemption notice; its number is the
+ * system's: 10 on Linux, 30 on macOS), replacing the process's earlier handling. fn runs in a signal handler (POSIX,
+ * without SA_RESTART: a blocking call returns EINTR) or on a thread the system starts
+ * (Windows): it may only store to a volatile sig_atomic_t or a lock-free atomic. On Windows the
+ * system ends the process soon after fn returns for the closing, logoff and shutdown events. */
+void vkg_os_on_stop(void (*fn)(int stop));
+
+/* The most memory this process has held resident so far, in bytes (getrusage's ru_maxrss,
+ * kibibytes on Linux, bytes on macOS; GetProcessMemoryInfo's peak working set on Windows); 0
+ * when unknown. */
+unsigned long long vkg_os_peak_rss(void);
+
+/* Set the environment variable name to value for this process and those it starts; with
+ * overwrite 0 an existing value stays. 0, or an errno value. */
+int vkg_os_setenv(const char *name, const char *value, int overwrite);
+
+/* A write to a pipe or socket whose reader is gone fails (EPIPE) instead of ending the process
+ * (SIGPIPE ignored on POSIX; Windows has no such signal). */
+void vkg_os_ignore_broken_pipe(void);
+
+#endif
