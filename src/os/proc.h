@@ -12,10 +12,11 @@ enum { VKG_OS_STOP_INTERRUPT = 2, VKG_OS_STOP_TERMINATE = 15 };
 /* From now on call fn(VKG_OS_STOP_INTERRUPT) on SIGINT (Windows: Ctrl+C) and
  * fn(VKG_OS_STOP_TERMINATE) on SIGTERM (Windows: Ctrl+Break, the console closing, logoff,
  * shutdown), and on POSIX fn(SIGUSR1) on SIGUSR1 (Slurm's preemption notice; its number is the
- * system's: 10 on Linux, 30 on macOS), replacing the process's earlier handling. fn runs in a signal handler (POSIX,
- * without SA_RESTART: a blocking call returns EINTR) or on a thread the system starts
- * (Windows): it may only store to a volatile sig_atomic_t or a lock-free atomic. On Windows the
- * system ends the process soon after fn returns for the closing, logoff and shutdown events. */
+ * system's: 10 on Linux, 30 on macOS), replacing the process's earlier handling. fn runs in a
+ * signal handler (POSIX, without SA_RESTART: a blocking call returns EINTR) or on a thread the
+ * system starts (Windows): it may only store to a volatile sig_atomic_t or a lock-free atomic. On
+ * Windows the system ends the process soon after fn returns for the closing, logoff and shutdown
+ * events. */
 void vkg_os_on_stop(void (*fn)(int stop));
 
 /* The most memory this process has held resident so far, in bytes (getrusage's ru_maxrss,
