@@ -4,7 +4,10 @@
 # SPIR-V), must log bitwise the same losses and gradient norms (log.jsonl prints floats with 9
 # significant digits, which tell every float32 apart). Then checkpoints cross over: the checkpoint
 # of step 10 written on Windows resumed to step 20 on Linux, and the one written on Linux resumed
-# on Windows, must continue bitwise as the straight Linux run. Prints each comparison and the
+# on Windows, must continue bitwise as the straight Linux run. Last, a 2-rank `vkgpt.exe launch`
+# (its ranks started with CreateProcess in a job object, collectives over ZeroMQ tcp) must log
+# bitwise the losses of the Linux launcher's 2 ranks over the same transport (--transport zmq:
+# no shared memory, whose sums are ordered otherwise). Prints each comparison and the
 # first differing step; exits 1 on any difference, and 1 without a Linux vkgpt to compare with
 # (`make build` first: the comparison is the test, so it is never skipped).
 # Runs under scripts/windows-test.sh (Xvfb, a wineserver), as the Windows build's test
@@ -110,4 +113,29 @@ same "checkpoint of step 10 written on Windows, resumed on Linux" linux20 w2l 11
 at_step10 linux20 l2w
 run_windows l2w 20 --resume
 same "checkpoint of step 10 written on Linux, resumed on Windows" linux20 l2w 11 20
+
+# Two ranks through each system's launcher; rank 0 writes the log.
+# shellcheck disable=SC2086
+"$linux" launch -n 2 --transport zmq -- train $flags --steps 10 --ckpt-dir linux_launch \
+    >linux_launch.out 2>&1 || {
+    echo "windows-train-check: the Linux launch failed:" >&2
+    cat linux_launch.out >&2
+    exit 1
+}
+t0=$(date +%s.%N)
+# shellcheck disable=SC2086
+sh "$root/scripts/wine-run.sh" --deps "$deps" "$win" launch -n 2 -- train $flags --steps 10 \
+    --ckpt-dir win_launch >win_launch.out 2>&1 || {
+    echo "windows-train-check: the Windows launch failed:" >&2
+    cat win_launch.out >&2
+    exit 1
+}
+echo "  (vkgpt.exe launch -n 2, 10 steps: $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }') s under Wine)"
+grep -q "^\[rank 1\] data parallel: rank 1 of 2" win_launch.out || {
+    echo "windows-train-check: rank 1 of the Windows launch did not say it trained:" >&2
+    cat win_launch.out >&2
+    exit 1
+}
+same "2 ranks launched, Linux vs Windows (Wine)" linux_launch win_launch 1 10
+echo "mean step time of 2 ranks (steps 2-10): Linux $(mean_ms linux_launch) ms, Windows under Wine $(mean_ms win_launch) ms"
 exit $fail

@@ -5,15 +5,13 @@
 #include "comm_internal.h"
 
 #include <errno.h>
-#if defined(__GLIBC__)
-#include <malloc.h>
-#endif
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "os/file.h"
 #include "os/net.h"
+#include "os/proc.h"
 
 /* The longest key file path (the public key's file adds ".pub"). */
 #define KEYFILE_PATH_MAX 4096
@@ -230,11 +228,7 @@ vkg_status vkg_comm_keyfile_read(const char *path, char pub[VKG_COMM_KEY_CHARS +
 
 void vkg_comm_tune_malloc(void)
 {
-#if defined(__GLIBC__)
-    mallopt(M_MMAP_THRESHOLD,
-            32 << 20); /* the largest glibc accepts; also stops the dynamic rule */
-    mallopt(M_TRIM_THRESHOLD, 1 << 30);
-#endif
+    vkg_os_tune_malloc();
 }
 
 /* ---- ports ---- */

@@ -15,10 +15,11 @@
 
 #include <assert.h>
 #include <errno.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "os/thread.h"
 
 typedef struct keyreg {
     const void *owner;
@@ -33,9 +34,9 @@ struct vkg_comm_ctx {
     void *zap;      /* REP at inproc://zeromq.zap.01, used only by the thread */
     void *ctl_send; /* PAIR: destroy -> thread */
     void *ctl_recv;
-    pthread_t thread;
+    vkg_os_thread *thread;
     int started;
-    pthread_mutex_t mu;
+    vkg_os_mutex *mu;
     keyreg *regs;
     size_t nregs;
     atomic_int users;
@@ -61,10 +62,10 @@ vkg_status vkg__ctx_register(vkg_comm_ctx_t *ctx, const void *owner, const char 
     VKG_CHECK(copy != NULL, VKG_ERR_NOMEM, "out of memory registering CURVE keys");
     if (nkeys)
         memcpy(copy, keys, nkeys * 32);
-    pthread_mutex_lock(&ctx->mu);
+    vkg_os_mutex_lock(ctx->mu);
     keyreg *r = realloc(ctx->regs, (ctx->nregs + 1) * sizeof *r);
     if (!r) {
-        pthread_mutex_unlock(&ctx->mu);
+        vkg_os_mutex_unlock(ctx->mu);
         free(copy);
         return VKG_FAIL(VKG_ERR_NOMEM, "out of memory registering CURVE keys");
     }
@@ -75,13 +76,13 @@ vkg_status vkg__ctx_register(vkg_comm_ctx_t *ctx, const void *owner, const char 
     k->keys = copy;
     k->nkeys = nkeys;
     snprintf(k->password, sizeof k->password, "%s", password ? password : "");
-    pthread_mutex_unlock(&ctx->mu);
+    vkg_os_mutex_unlock(ctx->mu);
     return VKG_OK;
 }
 
 void vkg__ctx_unregister(vkg_comm_ctx_t *ctx, const void *owner)
 {
-    pthread_mutex_lock(&ctx->mu);
+    vkg_os_mutex_lock(ctx->mu);
     for (size_t i = 0; i < ctx->nregs;) {
         if (ctx->regs[i].owner == owner) {
             free(ctx->regs[i].keys);
@@ -90,7 +91,7 @@ void vkg__ctx_unregister(vkg_comm_ctx_t *ctx, const void *owner)
             i++;
         }
     }
-    pthread_mutex_unlock(&ctx->mu);
+    vkg_os_mutex_unlock(ctx->mu);
 }
 
 /* Equal without an early exit, so the time taken does not tell how much of a guess matched. */
@@ -106,14 +107,14 @@ static int same_bytes(const void *a, const void *b, size_t n)
 static int key_admitted(vkg_comm_ctx_t *ctx, const char *domain, const uint8_t *key)
 {
     int ok = 0;
-    pthread_mutex_lock(&ctx->mu);
+    vkg_os_mutex_lock(ctx->mu);
     for (size_t i = 0; i < ctx->nregs && !ok; i++) {
         if (strcmp(ctx->regs[i].domain, domain))
             continue;
         for (size_t j = 0; j < ctx->regs[i].nkeys && !ok; j++)
             ok = same_bytes(ctx->regs[i].keys + 32 * j, key, 32);
     }
-    pthread_mutex_unlock(&ctx->mu);
+    vkg_os_mutex_unlock(ctx->mu);
     return ok;
 }
 
@@ -121,7 +122,7 @@ static int key_admitted(vkg_comm_ctx_t *ctx, const char *domain, const uint8_t *
 static int password_admitted(vkg_comm_ctx_t *ctx, const char *domain, const char *pw, size_t n)
 {
     int found = 0, ok = 0;
-    pthread_mutex_lock(&ctx->mu);
+    vkg_os_mutex_lock(ctx->mu);
     for (size_t i = 0; i < ctx->nregs; i++) {
         const keyreg *r = &ctx->regs[i];
         if (strcmp(r->domain, domain) || !r->password[0])
@@ -129,7 +130,7 @@ static int password_admitted(vkg_comm_ctx_t *ctx, const char *domain, const char
         found = 1;
         ok |= strlen(r->password) == n && same_bytes(r->password, pw, n);
     }
-    pthread_mutex_unlock(&ctx->mu);
+    vkg_os_mutex_unlock(ctx->mu);
     return found ? ok : -1;
 }
 
@@ -229,7 +230,8 @@ vkg_status vkg_comm_ctx_create(vkg_comm_ctx_t **out)
     vkg_status st = VKG_OK;
     char ctl[64];
     int zero = 0;
-    pthread_mutex_init(&ctx->mu, NULL);
+    VKG_CHECK_GOTO(st, vkg_os_mutex_create(&ctx->mu) == 0, VKG_ERR_NOMEM, fail,
+                   "out of memory creating a comm context");
     ctx->zctx = zmq_ctx_new();
     VKG_CHECK_GOTO(st, ctx->zctx != NULL, VKG_ERR_NETWORK, fail, "zmq_ctx_new: %s",
                    zmq_strerror(zmq_errno()));
@@ -247,7 +249,7 @@ vkg_status vkg_comm_ctx_create(vkg_comm_ctx_t **out)
     snprintf(ctl, sizeof ctl, "inproc://vkg-zapctl-%p", (void *)ctx);
     VKG_CHECK_GOTO(st, zmq_bind(ctx->ctl_recv, ctl) == 0 && zmq_connect(ctx->ctl_send, ctl) == 0,
                    VKG_ERR_NETWORK, fail, "ZAP control pair: %s", zmq_strerror(zmq_errno()));
-    VKG_CHECK_GOTO(st, pthread_create(&ctx->thread, NULL, zap_thread, ctx) == 0, VKG_ERR_NOMEM,
+    VKG_CHECK_GOTO(st, vkg_os_thread_start(&ctx->thread, zap_thread, ctx) == 0, VKG_ERR_NOMEM,
                    fail, "cannot start the ZAP handler thread");
     ctx->started = 1;
     *out = ctx;
@@ -266,7 +268,7 @@ void vkg_comm_ctx_destroy(vkg_comm_ctx_t **pctx)
     assert(atomic_load(&ctx->users) == 0 && "destroy every vkg_comm_t before its context");
     if (ctx->started) {
         zmq_send(ctx->ctl_send, "", 0, 0);
-        pthread_join(ctx->thread, NULL);
+        vkg_os_thread_join(ctx->thread, NULL);
     }
     if (ctx->zap)
         zmq_close(ctx->zap);
@@ -279,6 +281,6 @@ void vkg_comm_ctx_destroy(vkg_comm_ctx_t **pctx)
     for (size_t i = 0; i < ctx->nregs; i++)
         free(ctx->regs[i].keys);
     free(ctx->regs);
-    pthread_mutex_destroy(&ctx->mu);
+    vkg_os_mutex_destroy(ctx->mu);
     free(ctx);
 }

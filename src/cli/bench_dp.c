@@ -10,12 +10,12 @@
  * hands the reduction per step, halved).
  * Prints figures, asserts nothing. Random tokens in a temporary llm.c shard are the data. */
 #include <math.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
+#include "os/file.h"
+#include "os/thread.h"
 #include "cli/cli.h"
 #include "cli/flags.h"
 #include "vkgpt/comm.h"
@@ -95,14 +95,14 @@ static int run_world(const bench_cfg *b, int world, int overlap, int zero, int c
 {
     static uint64_t counter;
     rank_job jobs[MAX_BENCH_RANKS];
-    pthread_t th[MAX_BENCH_RANKS];
+    vkg_os_thread *th[MAX_BENCH_RANKS];
     vkg_comm_ctx_t *ctx = NULL;
     int port = 0;
     if (b->transport == VKG_COMM_INPROC && vkg_comm_ctx_create(&ctx) != VKG_OK)
         return vkg_cli_report("bench dp", VKG_ERR_NETWORK);
     if (b->transport == VKG_COMM_TCP && vkg_comm_pick_port("127.0.0.1", &port) != VKG_OK)
         return vkg_cli_report("bench dp", VKG_ERR_NETWORK);
-    uint64_t job_id = ((uint64_t)getpid() << 20) + ++counter;
+    uint64_t job_id = ((uint64_t)vkg_os_pid() << 20) + ++counter;
     for (int r = 0; r < world; r++) {
         jobs[r] = (rank_job){.b = b,
                              .rank = r,
@@ -113,10 +113,13 @@ static int run_world(const bench_cfg *b, int world, int overlap, int zero, int c
                              .port = port,
                              .job_id = job_id,
                              .ctx = ctx};
-        pthread_create(&th[r], NULL, bench_rank, &jobs[r]);
+        if (vkg_os_thread_start(&th[r], bench_rank, &jobs[r]) != 0) {
+            fprintf(stderr, "vkgpt bench: cannot start the thread of rank %d\n", r);
+            abort();
+        }
     }
     for (int r = 0; r < world; r++)
-        pthread_join(th[r], NULL);
+        vkg_os_thread_join(th[r], NULL);
     vkg_comm_ctx_destroy(&ctx);
     for (int r = 0; r < world; r++)
         if (jobs[r].st != VKG_OK) {
@@ -133,7 +136,7 @@ static int run_world(const bench_cfg *b, int world, int overlap, int zero, int c
 int vkg_cli_bench_shard(const char *what, size_t n, int vocab, char *path, size_t cap)
 {
     const char *base = getenv("TMPDIR");
-    snprintf(path, cap, "%s/vkgpt_bench_%d.bin", base && *base ? base : "/tmp", (int)getpid());
+    snprintf(path, cap, "%s/vkgpt_bench_%d.bin", base && *base ? base : "/tmp", (int)vkg_os_pid());
     uint16_t *tok = malloc(n * sizeof *tok);
     if (!tok)
         return vkg_cli_report(what, VKG_ERR_NOMEM);
@@ -262,6 +265,6 @@ int vkg_cli_bench_dp(int argc, char **argv)
                 fflush(stdout);
             }
     }
-    unlink(b.data);
+    remove(b.data);
     return rc;
 }

@@ -11,8 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
+#include "os/proc.h"
 #include "cli/bench_blas.h"
 #include "cli/bench_ops.h"
 #include "cli/cli.h"
@@ -464,7 +464,7 @@ int vkg_cli_bench_ops(int argc, char **argv)
     printf("%-14s %-18s %10s %10s %9s %12s %8s\n", "op", "shape", "ms", "GFLOP/s", "GB/s",
            "openblas_ms", "ratio");
     fflush(stdout); /* the header at once, also into a pipe: the first row can take a while */
-    int live = isatty(STDERR_FILENO);
+    int live = vkg_os_isatty(2);
     for (size_t i = 0; i < NSHAPES && st == VKG_OK; i++) {
         const op_shape *s = &shapes[i];
         if ((only && strncmp(s->op, only, strlen(only))) || (shape && !strstr(s->tag, shape)))

@@ -10,12 +10,12 @@
  * stage, F, B and W blocks) and writes its timeline as Chrome trace-event JSON. Prints figures,
  * asserts nothing. For one core per rank, run it with LP_NUM_THREADS=1 (lavapipe's threads per
  * device). */
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
+#include "os/file.h"
+#include "os/thread.h"
 #include "cli/cli.h"
 #include "cli/flags.h"
 #include "vkgpt/comm.h"
@@ -202,20 +202,23 @@ static int run_config(const pp_cfg *b, int S, int M, int schedule)
 {
     static uint64_t counter;
     pp_rank *r = calloc((size_t)S, sizeof *r);
-    pthread_t th[MAX_STAGES];
+    vkg_os_thread *th[MAX_STAGES];
     vkg_comm_ctx_t *ctx = NULL;
     if (!r || vkg_comm_ctx_create(&ctx) != VKG_OK) {
         free(r);
         return vkg_cli_report("bench pp", VKG_ERR_NOMEM);
     }
-    uint64_t job_id = ((uint64_t)getpid() << 20) + ++counter;
+    uint64_t job_id = ((uint64_t)vkg_os_pid() << 20) + ++counter;
     for (int s = 0; s < S; s++) {
         r[s] = (pp_rank){
             .b = b, .rank = s, .S = S, .M = M, .schedule = schedule, .job_id = job_id, .ctx = ctx};
-        pthread_create(&th[s], NULL, bench_rank, &r[s]);
+        if (vkg_os_thread_start(&th[s], bench_rank, &r[s]) != 0) {
+            fprintf(stderr, "vkgpt bench: cannot start the thread of rank %d\n", s);
+            abort();
+        }
     }
     for (int s = 0; s < S; s++)
-        pthread_join(th[s], NULL);
+        vkg_os_thread_join(th[s], NULL);
     vkg_comm_ctx_destroy(&ctx);
     int rc = 0;
     for (int s = 0; s < S && rc == 0; s++)
@@ -390,6 +393,6 @@ int vkg_cli_bench_pp(int argc, char **argv)
                 rc = run_config(&b, ss[i], M, sch);
             }
         }
-    unlink(b.data);
+    remove(b.data);
     return rc;
 }

@@ -1,20 +1,20 @@
 /* `vkgpt bench allreduce` (an nccl-tests style bandwidth table for the transport) and
  * `vkgpt keygen` (a CURVE key pair for a job).
  *
- * The benchmark launches N local ranks: forked processes for tcp and ipc, threads sharing one
- * context for inproc (and for tcp on Windows, which has no fork; ipc does not exist there).
+ * The benchmark launches N local ranks: forked processes for tcp and ipc on Linux, threads
+ * sharing one context for inproc and on other systems (Windows has no fork and no ipc://; the
+ * processes are pinned with Linux's sched_setaffinity).
  * Inputs are integer-valued, so every result is checked exactly; each size reports the slowest
  * rank's mean time. Children are killed and reaped if any rank fails.
  */
 #include <errno.h>
 #include <math.h>
-#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#if !defined(_WIN32)
+#if defined(__linux__)
 #include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -25,6 +25,7 @@
 #include "os/clock.h"
 #include "os/file.h"
 #include "os/proc.h"
+#include "os/thread.h"
 #include "cli/cli.h"
 #include "cli/flags.h"
 #include "vkgpt/comm.h"
@@ -279,20 +280,20 @@ static int run_threads(const bench_opts *o, const vkg_comm_config *base)
     if (st != VKG_OK)
         return vkg_cli_report("bench allreduce", st);
     bench_rank_arg *args = calloc((size_t)o->n, sizeof *args);
-    pthread_t *th = calloc((size_t)o->n, sizeof *th);
+    vkg_os_thread **th = calloc((size_t)o->n, sizeof *th);
     int rc = 0;
     for (int r = 0; r < o->n && args && th; r++) {
         args[r].o = o;
         args[r].cfg = *base;
         args[r].cfg.rank = r;
         args[r].cfg.ctx = ctx;
-        if (pthread_create(&th[r], NULL, bench_thread, &args[r])) {
+        if (vkg_os_thread_start(&th[r], bench_thread, &args[r]) != 0) {
             fprintf(stderr, "vkgpt bench allreduce: cannot start thread %d\n", r);
             abort();
         }
     }
     for (int r = 0; r < o->n && args && th; r++) {
-        pthread_join(th[r], NULL);
+        vkg_os_thread_join(th[r], NULL);
         rc |= args[r].rc;
     }
     free(args);
@@ -301,10 +302,10 @@ static int run_threads(const bench_opts *o, const vkg_comm_config *base)
     return rc ? 1 : 0;
 }
 
-#if defined(_WIN32)
+#if !defined(__linux__)
 static int run_processes(const bench_opts *o, const vkg_comm_config *base)
 {
-    printf("# ranks as threads (forked processes are POSIX's)\n");
+    printf("# ranks as threads (forked processes are Linux's here)\n");
     return run_threads(o, base);
 }
 #else

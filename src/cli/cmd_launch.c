@@ -4,23 +4,21 @@
  * others (SIGTERM, then SIGKILL after a grace period) and exit non-zero. SIGINT, SIGTERM or
  * SIGUSR1 asks every rank to stop (each saves a checkpoint) and exits as `vkgpt train` does (75, a
  * preemption, to resume; 130 for SIGINT); so does a rank's own notice, agreed by all ranks. Every
- * child is reaped, and every rank gets SIGTERM from the kernel when the launcher dies, however it
- * dies. Also here: the data-parallel flags of `vkgpt train` (vkg_cli_dp_resolve). Not here:
- * multi-host launching (use torchrun-style variables, srun or mpirun; see README). */
-#include <errno.h>
+ * child is reaped, and no rank outlives the launcher, however it dies (Linux: SIGTERM from the
+ * kernel; Windows: the job object ends it). On Windows a stop request is the rank's stop event and
+ * SIGKILL is TerminateProcess (os/spawn.h: the platform layer starts and stops ranks). Also here:
+ * the data-parallel flags of `vkgpt train` (vkg_cli_dp_resolve). Not here: multi-host launching
+ * (use torchrun-style variables, srun or mpirun; see README). */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#if !defined(_WIN32)
-#include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
-#include <unistd.h>
-#endif
 
+#include "os/clock.h"
+#include "os/file.h"
+#include "os/proc.h"
+#include "os/spawn.h"
 #include "cli/cli.h"
 #include "cli/flags.h"
 #include "vkgpt/comm.h"
@@ -114,23 +112,13 @@ int vkg_cli_dp_resolve(vkg_cli_dp_flags *d, struct vkg_train_config *cfg)
     return 0;
 }
 
-#if defined(_WIN32)
-int vkg_cli_launch(int argc, char **argv)
-{
-    (void)argc, (void)argv;
-    fprintf(stderr, "vkgpt launch: not built for Windows yet (the launcher forks and execs its "
-                    "ranks; spawning them with CreateProcess and a job object is still to come). "
-                    "Start each rank yourself: vkgpt train --world-size N --rank R --master-addr "
-                    "127.0.0.1 --master-port P ... (tcp; ipc does not exist on Windows)\n");
-    return 2;
-}
-#else
 typedef struct child {
-    pid_t pid;
-    int fd[2]; /* stdout, stderr pipes (-1 when closed) */
+    vkg_os_child *proc;
+    int open[2]; /* standard output and error still open */
     char buf[2][LINE_MAX_BYTES];
     size_t len[2];
-    int done, status;
+    int done;
+    vkg_os_exit how;
 } child;
 
 static volatile sig_atomic_t launch_signal;
@@ -142,9 +130,7 @@ static void on_launch_signal(int sig)
 
 static double now_s(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+    return vkg_os_now_ms() / 1000.0;
 }
 
 /* Write complete lines of child k's stream s with the rank prefix (all of it when flush). */
@@ -155,7 +141,8 @@ static void emit(child *c, int k, int s, int flush)
     size_t start = 0;
     for (size_t i = 0; i < c->len[s]; i++)
         if (b[i] == '\n') {
-            fprintf(out, "[rank %d] %.*s\n", k, (int)(i - start), b + start);
+            size_t end = i > start && b[i - 1] == '\r' ? i - 1 : i; /* Windows' line ends */
+            fprintf(out, "[rank %d] %.*s\n", k, (int)(end - start), b + start);
             start = i + 1;
         }
     if ((flush || start == 0) && c->len[s] - start > 0 &&
@@ -168,134 +155,111 @@ static void emit(child *c, int k, int s, int flush)
     fflush(out);
 }
 
-static void pump(child *cs, int n, int timeout_ms)
+/* vkg_os_children_pump's callback: ctx is the child array. */
+static void on_output(void *ctx, int k, int s, const char *data, size_t len)
 {
-    struct pollfd pfd[2 * MAX_RANKS];
-    int who[2 * MAX_RANKS], np = 0;
-    for (int k = 0; k < n; k++)
-        for (int s = 0; s < 2; s++)
-            if (cs[k].fd[s] >= 0) {
-                pfd[np] = (struct pollfd){.fd = cs[k].fd[s], .events = POLLIN};
-                who[np++] = k * 2 + s;
-            }
-    if (np == 0) {
-        usleep((useconds_t)timeout_ms * 1000);
+    child *c = &((child *)ctx)[k];
+    if (!data) {
+        emit(c, k, s, 1);
+        c->open[s] = 0;
         return;
     }
-    if (poll(pfd, (nfds_t)np, timeout_ms) <= 0)
-        return;
-    for (int i = 0; i < np; i++) {
-        if (!(pfd[i].revents & (POLLIN | POLLHUP | POLLERR)))
-            continue;
-        child *c = &cs[who[i] / 2];
-        int s = who[i] % 2;
-        ssize_t r = read(c->fd[s], c->buf[s] + c->len[s], sizeof c->buf[s] - c->len[s]);
-        if (r > 0) {
-            c->len[s] += (size_t)r;
-            emit(c, who[i] / 2, s, 0);
-        } else if (r == 0 || (errno != EINTR && errno != EAGAIN)) {
-            emit(c, who[i] / 2, s, 1);
-            close(c->fd[s]);
-            c->fd[s] = -1;
-        }
+    while (len > 0) {
+        size_t room = sizeof c->buf[s] - c->len[s], take = len < room ? len : room;
+        memcpy(c->buf[s] + c->len[s], data, take);
+        c->len[s] += take, data += take, len -= take;
+        emit(c, k, s, 0);
     }
 }
 
-static void describe(int status, char *buf, size_t cap)
+static int pump(child *cs, int n, int timeout_ms)
 {
-    if (WIFEXITED(status))
-        snprintf(buf, cap, "exited with status %d", WEXITSTATUS(status));
-    else if (WIFSIGNALED(status))
-        snprintf(buf, cap, "was killed by signal %d (%s)", WTERMSIG(status),
-                 strsignal(WTERMSIG(status)));
-    else
-        snprintf(buf, cap, "ended with wait status %d", status);
+    vkg_os_child *procs[MAX_RANKS];
+    for (int k = 0; k < n; k++)
+        procs[k] = cs[k].open[0] || cs[k].open[1] ? cs[k].proc : NULL;
+    return vkg_os_children_pump(procs, n, timeout_ms, on_output, cs);
 }
 
 /* Failed: killed, or an exit status other than 0 and a preemption's (the ranks agreed on it and
  * saved: every rank exits so; none is to be stopped for it). */
-static int failed_status(int status)
+static int failed_status(vkg_os_exit how)
 {
-    return !WIFEXITED(status) ||
-           (WEXITSTATUS(status) != 0 && WEXITSTATUS(status) != VKG_CLI_EXIT_PREEMPTED);
+    return how.signal || (how.code != 0 && how.code != VKG_CLI_EXIT_PREEMPTED);
 }
 
-/* Fork and exec rank k: self train-args with the rank's variables; its output into two pipes.
- * A rank dies with the launcher: if the launcher ends, even by SIGKILL, the kernel sends the rank
- * SIGTERM (which `vkgpt train` takes as a request to stop after the current step, with a
- * checkpoint), so no rank goes on training unwatched. */
+/* Start rank k: this program with train's arguments and the rank's variables; its output into
+ * two pipes. A rank dies with the launcher: if the launcher ends, even by SIGKILL, the rank is
+ * asked to stop (Linux: SIGTERM from the kernel, which `vkgpt train` takes as a request to stop
+ * after the current step, with a checkpoint) or ended (Windows: the job object), so no rank goes
+ * on training unwatched (os/spawn.h). */
 static int spawn(child *c, int k, int n, int port, const char *device, const char *transport,
                  const char *job, char **args)
 {
-    int po[2], pe[2];
-    if (pipe(po) != 0 || pipe(pe) != 0) {
-        fprintf(stderr, "vkgpt launch: pipe: %s\n", strerror(errno));
+    char rank[48], local_rank[48], world[48], local_world[48], mport[48], job_v[96], tr[64],
+        dev[256];
+    snprintf(rank, sizeof rank, "RANK=%d", k);
+    snprintf(local_rank, sizeof local_rank, "LOCAL_RANK=%d", k);
+    snprintf(world, sizeof world, "WORLD_SIZE=%d", n);
+    snprintf(local_world, sizeof local_world, "LOCAL_WORLD_SIZE=%d", n);
+    snprintf(mport, sizeof mport, "MASTER_PORT=%d", port);
+    snprintf(job_v, sizeof job_v, "VKG_JOB_ID=%s", job);
+    snprintf(tr, sizeof tr, "VKG_COMM_TRANSPORT=%s", transport);
+    snprintf(dev, sizeof dev, "VKGPT_DEVICE=%s", device ? device : "");
+    const char *env[] = {rank,
+                         local_rank,
+                         world,
+                         local_world,
+                         mport,
+                         job_v,
+                         tr,
+                         "MASTER_ADDR=127.0.0.1",
+                         device ? dev : NULL,
+                         NULL};
+    char err[256];
+    if (vkg_os_spawn_self(args, env, &c->proc, err, sizeof err) != 0) {
+        fprintf(stderr, "vkgpt launch: cannot start rank %d: %s\n", k, err);
         return 1;
     }
-    /* The read ends are the launcher's alone: a later rank holding one open would keep this
-     * rank's output pipe alive, and the rank would block on it once the launcher is gone. */
-    fcntl(po[0], F_SETFD, FD_CLOEXEC), fcntl(pe[0], F_SETFD, FD_CLOEXEC);
-    pid_t launcher = getpid();
-    pid_t pid = fork();
-    if (pid < 0) {
-        fprintf(stderr, "vkgpt launch: fork: %s\n", strerror(errno));
-        return 1;
-    }
-    if (pid == 0) {
-        char v[64];
-        /* The launcher may have died before the signal was asked for: then nobody would send it. */
-        if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0 || getppid() != launcher)
-            _exit(128 + SIGTERM);
-        dup2(po[1], STDOUT_FILENO), dup2(pe[1], STDERR_FILENO);
-        close(po[0]), close(po[1]), close(pe[0]), close(pe[1]);
-        snprintf(v, sizeof v, "%d", k), setenv("RANK", v, 1), setenv("LOCAL_RANK", v, 1);
-        snprintf(v, sizeof v, "%d", n), setenv("WORLD_SIZE", v, 1);
-        setenv("LOCAL_WORLD_SIZE", v, 1);
-        snprintf(v, sizeof v, "%d", port), setenv("MASTER_PORT", v, 1);
-        setenv("MASTER_ADDR", "127.0.0.1", 1);
-        setenv("VKG_JOB_ID", job, 1);
-        setenv("VKG_COMM_TRANSPORT", transport, 1);
-        if (device)
-            setenv("VKGPT_DEVICE", device, 1);
-        signal(SIGINT, SIG_DFL), signal(SIGTERM, SIG_DFL);
-        execv("/proc/self/exe", args);
-        fprintf(stderr, "vkgpt launch: cannot run /proc/self/exe: %s\n", strerror(errno));
-        _exit(127);
-    }
-    close(po[1]), close(pe[1]);
-    c->pid = pid, c->fd[0] = po[0], c->fd[1] = pe[0];
+    c->open[0] = c->open[1] = 1;
     return 0;
 }
 
-static void signal_all(child *cs, int n, int sig)
+static void signal_all(child *cs, int n, int now)
 {
     for (int k = 0; k < n; k++)
-        if (cs[k].pid > 0 && !cs[k].done)
-            kill(cs[k].pid, sig);
+        if (cs[k].proc && !cs[k].done)
+            vkg_os_child_stop(cs[k].proc, now);
+}
+
+static void free_all(child *cs, int n)
+{
+    for (int k = 0; k < n; k++) {
+        vkg_os_child_free(cs[k].proc);
+        cs[k].proc = NULL;
+    }
 }
 
 /* One run of n ranks until all have ended: spawn them (rank k on device rank_dev[k], NULL: the
- * default), stream their output, stop the others when one fails, forward a signal. Returns the
- * exit status `launch` would end with; *failed_out: the rank that failed first (-1: none, or the
- * run was stopped by a signal), with what happened to it in lost. */
+ * default), stream their output, stop the others when one fails, forward a stop request.
+ * Returns the exit status `launch` would end with; *failed_out: the rank that failed first (-1:
+ * none, or the run was stopped by a request), with what happened to it in lost. */
 static int run_ranks(child *cs, int n, int port, int grace, const char *const *rank_dev,
                      const char *transport, const char *job, char **args, int *failed_out,
                      char *lost, size_t lost_cap)
 {
     memset(cs, 0, (size_t)n * sizeof *cs);
-    for (int k = 0; k < n; k++)
-        cs[k].fd[0] = cs[k].fd[1] = -1;
     fprintf(stderr, "vkgpt launch: %d ranks, %s rendezvous at 127.0.0.1:%d\n", n, transport, port);
     int failed = -1, running = 0, exit_code = 0;
     double kill_at = 0.0;
     for (int k = 0; k < n; k++) {
         if (spawn(&cs[k], k, n, port, rank_dev[k], transport, job, args) != 0) {
             failed = k, exit_code = 1, kill_at = now_s() + grace;
-            signal_all(cs, k, SIGTERM);
+            cs[k].done = 1, cs[k].how.code = 1;
+            signal_all(cs, k, 0);
             break;
         }
         running++;
-        fprintf(stderr, "vkgpt launch: rank %d is pid %d\n", k, (int)cs[k].pid);
+        fprintf(stderr, "vkgpt launch: rank %d is pid %ld\n", k, vkg_os_child_id(cs[k].proc));
     }
     int forwarded = 0;
     while (running > 0) {
@@ -303,61 +267,56 @@ static int run_ranks(child *cs, int n, int port, int grace, const char *const *r
         if (launch_signal && !forwarded) {
             fprintf(stderr, "vkgpt launch: signal %d: asking every rank to stop\n",
                     (int)launch_signal);
-            signal_all(cs, n, SIGTERM);
+            signal_all(cs, n, 0);
             forwarded = 1;
             kill_at = now_s() + grace;
         }
         for (int k = 0; k < n; k++) {
-            int status;
-            if (cs[k].pid <= 0 || cs[k].done || waitpid(cs[k].pid, &status, WNOHANG) != cs[k].pid)
+            vkg_os_exit how;
+            if (!cs[k].proc || cs[k].done || !vkg_os_child_ended(cs[k].proc, &how))
                 continue;
-            cs[k].done = 1, cs[k].status = status;
+            cs[k].done = 1, cs[k].how = how;
             running--;
-            if (failed_status(status) && failed < 0 && !forwarded) {
+            if (failed_status(how) && failed < 0 && !forwarded) {
                 char why[128];
-                describe(status, why, sizeof why);
+                vkg_os_exit_describe(how, why, sizeof why);
                 fprintf(stderr,
                         "vkgpt launch: rank %d %s; stopping the other ranks (SIGTERM, "
                         "SIGKILL after %d s)\n",
                         k, why, grace);
                 failed = k;
-                exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-                signal_all(cs, n, SIGTERM);
+                exit_code = how.code;
+                signal_all(cs, n, 0);
                 kill_at = now_s() + grace;
             }
         }
         if (kill_at > 0.0 && now_s() > kill_at) {
             fprintf(stderr, "vkgpt launch: ranks still running after %d s: SIGKILL\n", grace);
-            signal_all(cs, n, SIGKILL);
+            signal_all(cs, n, 1);
             kill_at = 0.0;
         }
     }
-    for (int open_fds = 1; open_fds;) { /* the last of their output */
-        open_fds = 0;
-        for (int k = 0; k < n; k++)
-            open_fds |= cs[k].fd[0] >= 0 || cs[k].fd[1] >= 0;
-        if (open_fds)
-            pump(cs, n, 100);
+    while (pump(cs, n, 100) > 0) { /* the last of their output */
     }
     for (int k = 0; k < n && failed >= 0; k++)
-        if (cs[k].pid > 0 && k != failed) {
+        if (cs[k].proc && k != failed) {
             char why[128];
-            describe(cs[k].status, why, sizeof why);
+            vkg_os_exit_describe(cs[k].how, why, sizeof why);
             fprintf(stderr, "vkgpt launch: rank %d %s\n", k, why);
         }
     *failed_out = forwarded ? -1 : failed; /* a stop asked for is not a loss to restart from */
     if (failed >= 0)
-        describe(cs[failed].status, lost, lost_cap);
+        vkg_os_exit_describe(cs[failed].how, lost, lost_cap);
     if (failed < 0 && forwarded) /* stopped, after the ranks saved: as `vkgpt train` exits */
         exit_code = vkg_cli_stop_status((int)launch_signal);
     if (failed < 0)
         for (int k = 0; k < n; k++) {
-            if (failed_status(cs[k].status) && !exit_code)
+            if (failed_status(cs[k].how) && !exit_code)
                 exit_code = 1;
-            if (!exit_code && WIFEXITED(cs[k].status) &&
-                WEXITSTATUS(cs[k].status) == VKG_CLI_EXIT_PREEMPTED)
+            if (!exit_code && cs[k].how.code == VKG_CLI_EXIT_PREEMPTED && !cs[k].how.signal)
                 exit_code = VKG_CLI_EXIT_PREEMPTED; /* a rank's notice: all stopped and saved */
         }
+    free_all(cs, n);
     return exit_code;
 }
 
@@ -459,7 +418,8 @@ int vkg_cli_launch(int argc, char **argv)
     if (!port && vkg_comm_pick_port("127.0.0.1", &port) != VKG_OK)
         return vkg_cli_report("launch", VKG_ERR_NETWORK);
     char job[32];
-    snprintf(job, sizeof job, "%08x%08x", (unsigned)getpid(), (unsigned)time(NULL));
+    snprintf(job, sizeof job, "%08lx%08x", (unsigned long)vkg_os_pid() & 0xffffffffu,
+             (unsigned)time(NULL));
     /* argv for the ranks: "vkgpt", everything after "--", then --pp S, --zero 1 and --grad-dtype
      * when given. */
     char pp_arg[16];
@@ -485,20 +445,21 @@ int vkg_cli_launch(int argc, char **argv)
     char devlist[1024] = "", *rank_dev[MAX_RANKS] = {0};
     if (devices) {
         snprintf(devlist, sizeof devlist, "%s", devices);
-        char *save = NULL, *tok[MAX_RANKS];
+        char *tok[MAX_RANKS];
         int count = 0;
-        for (char *t = strtok_r(devlist, ",", &save); t && count < MAX_RANKS;
-             t = strtok_r(NULL, ",", &save))
-            tok[count++] = t;
+        for (char *t = devlist; t && count < MAX_RANKS;) {
+            char *comma = strchr(t, ',');
+            if (comma)
+                *comma = '\0';
+            if (*t)
+                tok[count++] = t;
+            t = comma ? comma + 1 : NULL;
+        }
         for (int k = 0; k < n && count; k++)
             rank_dev[k] = tok[k % count];
     }
-    struct sigaction sa = {0};
-    sa.sa_handler = on_launch_signal;
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGUSR1, &sa, NULL);
-    signal(SIGPIPE, SIG_IGN);
+    vkg_os_on_stop(on_launch_signal);
+    vkg_os_ignore_broken_pipe();
     char losses[1024] = "", attempt_job[64];
     int exit_code = 0;
     for (int restarts = 0;; restarts++) {
@@ -557,4 +518,3 @@ int vkg_cli_launch(int argc, char **argv)
     free(cs);
     return exit_code;
 }
-#endif

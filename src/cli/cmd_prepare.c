@@ -12,8 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
+#include "os/file.h"
 #include "cli/cli.h"
 #include "cli/flags.h"
 #include "vkgpt/data.h"
@@ -239,9 +239,8 @@ static vkg_status write_shards(const prepare_opts *o, const int32_t *ids, const 
 static int check_stale(const prepare_opts *o, const char *kind, int nshards)
 {
     char path[4096];
-    struct stat sb;
     snprintf(path, sizeof path, "%s/%s_%06d.bin", o->out_dir, kind, nshards);
-    if (stat(path, &sb) == 0) {
+    if (vkg_os_exists(path) == 1) {
         fprintf(stderr,
                 "vkgpt " CMD ": %s is left from an earlier run and would be read together with "
                 "the new shards; remove it or choose another --out\n",

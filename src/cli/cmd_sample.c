@@ -1,14 +1,13 @@
 /* `vkgpt sample`: load a model (a checkpoint folder, one checkpoint, or an llm.c model file) and
  * print generated text, with the same generation code training uses for its samples; and how
  * every sample reaches stdout (control bytes escaped on a terminal, raw elsewhere). */
-#include <dirent.h>
-#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
+#include "os/file.h"
+#include "os/glob.h"
+#include "os/proc.h"
 #include "base/error.h"
 #include "base/escape.h"
 #include "cli/cli.h"
@@ -19,11 +18,26 @@
 
 static int exists(const char *path, int want_dir)
 {
-    struct stat sb;
-    return stat(path, &sb) == 0 && (want_dir ? S_ISDIR(sb.st_mode) : S_ISREG(sb.st_mode));
+    return want_dir ? vkg_os_is_dir(path) : vkg_os_is_file(path);
 }
 
 #define PATH_CAP 1400
+
+/* The folder of the file path names (POSIX dirname, in place, for a file's path: "." for a bare
+ * name, "/" for one in the root; '\\' separates too on Windows). */
+static char *parent_dir(char *path)
+{
+    char *cut = strrchr(path, '/');
+#if defined(_WIN32)
+    char *back = strrchr(path, '\\');
+    if (back && (!cut || back > cut))
+        cut = back;
+#endif
+    if (!cut)
+        return strcpy(path, ".");
+    cut[cut == path] = '\0';
+    return path;
+}
 
 /* dst = a + b, or an error naming the path when it does not fit. */
 static vkg_status join(char *dst, const char *a, const char *b)
@@ -39,21 +53,22 @@ static vkg_status join(char *dst, const char *a, const char *b)
  * they do not pass the completeness checks (sampling reads the newest one that does). */
 static void warn_passed_over(const char *dir, unsigned long long chosen)
 {
-    DIR *d = opendir(dir);
-    for (struct dirent *e; d && (e = readdir(d));) {
+    vkg_os_paths names = {0};
+    if (vkg_os_list_dir(dir, &names) != 0)
+        return;
+    for (size_t i = 0; i < names.n; i++) {
         unsigned long long step;
         char rest[2], done[PATH_CAP];
-        if (sscanf(e->d_name, "step_%llu%1s", &step, rest) != 1 || step <= chosen ||
-            (size_t)snprintf(done, sizeof done, "%s/%s/DONE", dir, e->d_name) >= sizeof done ||
+        if (sscanf(names.v[i], "step_%llu%1s", &step, rest) != 1 || step <= chosen ||
+            (size_t)snprintf(done, sizeof done, "%s/%s/DONE", dir, names.v[i]) >= sizeof done ||
             !exists(done, 0))
             continue;
         fprintf(stderr,
                 "vkgpt sample: warning: %s/%s is marked complete but does not load (damaged or "
                 "foreign; `vkgpt train --resume` names the problem); sampling from step %llu\n",
-                dir, e->d_name, chosen);
+                dir, names.v[i], chosen);
     }
-    if (d)
-        closedir(d);
+    vkg_os_paths_free(&names);
 }
 
 /* model: the model file to load; tok: a tokenizer file found beside it, or "" */
@@ -75,8 +90,7 @@ static vkg_status resolve(const char *ckpt, char *model, char *tok)
             return VKG_FAIL(VKG_ERR_NOT_FOUND, "%s holds no complete checkpoint and no model.bin",
                             ckpt);
     } else {
-        struct stat sb;
-        VKG_CHECK(stat(ckpt, &sb) != 0, VKG_ERR_IO,
+        VKG_CHECK(vkg_os_exists(ckpt) != 1, VKG_ERR_IO,
                   "%s is neither a regular file nor a folder (a FIFO or device cannot be read as "
                   "a model)",
                   ckpt);
@@ -84,7 +98,7 @@ static vkg_status resolve(const char *ckpt, char *model, char *tok)
     }
     /* tokenizer.bin beside the model, or in the checkpoint folder above it */
     VKG_TRY(join(buf, model, ""));
-    VKG_TRY(join(dir, dirname(buf), ""));
+    VKG_TRY(join(dir, parent_dir(buf), ""));
     VKG_TRY(join(buf, dir, "/tokenizer.bin"));
     if (exists(buf, 0))
         return join(tok, buf, "");
@@ -97,7 +111,7 @@ static vkg_status resolve(const char *ckpt, char *model, char *tok)
 void vkg_cli_print_sample(const char *text, int raw)
 {
     size_t n = strlen(text);
-    int escape = !raw && isatty(STDOUT_FILENO);
+    int escape = !raw && vkg_os_isatty(1);
     char *shown = escape ? malloc(4 * n + 1) : NULL;
     if (escape && !shown) { /* never raw on a terminal */
         printf("(sample not shown: no memory to escape its control bytes)\n");
@@ -171,7 +185,7 @@ int vkg_cli_sample(int argc, char **argv)
     c.seq = need < (size_t)mcfg.max_seq_len ? (int)need : mcfg.max_seq_len;
     c.steps = 0;
     vkg_trainer_t *t = NULL;
-    int tell = isatty(STDERR_FILENO); /* what takes a while is said on a terminal, not in pipes */
+    int tell = vkg_os_isatty(2); /* what takes a while is said on a terminal, not in pipes */
     if (tell)
         fprintf(stderr, "loading %s onto the device...\n", model);
     if ((st = vkg_trainer_create(&c, &t)) != VKG_OK)

@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "cli/cli.h"
 #include "cli/flags.h"
@@ -143,7 +142,7 @@ static int checkpoint(vkg_trainer_t *t, int tty)
 
 static int run(vkg_trainer_t *t, const train_opts *o)
 {
-    int tty = isatty(STDOUT_FILENO) && !o->quiet;
+    int tty = vkg_os_isatty(1) && !o->quiet;
     vkg_trainer_info info;
     vkg_trainer_get_info(t, &info);
     vkg_cli_print_run(&info, o->cfg.recompute, pp_schedules[o->cfg.pp_schedule]);

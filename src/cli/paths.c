@@ -5,11 +5,11 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/stat.h>
 
+#include "os/file.h"
+#include "os/glob.h"
 #include "base/escape.h"
 #include "cli/cli.h"
-#include "os/glob.h"
 #include "vkgpt/train.h"
 
 int vkg_cli_need_path(const char *cmd, const char *what, const char *path, int pattern)
@@ -27,8 +27,7 @@ int vkg_cli_need_path(const char *cmd, const char *what, const char *path, int p
         fprintf(stderr, "vkgpt %s: %s: no file matches '%s'\n", cmd, what, shown);
         return 2;
     }
-    struct stat sb;
-    if (stat(path, &sb) == 0 || (errno != ENOENT && errno != ENOTDIR))
+    if (vkg_os_exists(path) != 0)
         return 0; /* there (or unreadable: the library names why) */
     fprintf(stderr, "vkgpt %s: %s: no such file or folder '%s'\n", cmd, what, shown);
     return 2;

@@ -10,8 +10,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
+#include "os/file.h"
 #include "base/error.h"
 #include "data/json.h"
 
@@ -167,7 +167,8 @@ char *vkg_cli_runconf_json(const vkg_flag *flags, int nflags, const unsigned cha
         put_json_string(&t, flags[i].name + 2);
         put_str(&t, ": ");
         char cwd[4096];
-        if (skip && skip[i] == VKG_RUNCONF_PATH && value[0] != '/' && getcwd(cwd, sizeof cwd)) {
+        if (skip && skip[i] == VKG_RUNCONF_PATH && value[0] != '/' &&
+            vkg_os_getcwd(cwd, sizeof cwd) == 0) {
             put_json_string_pair(&t, cwd, value); /* "<cwd>/<value>" */
         } else {
             put_json_string(&t, value);

@@ -6,7 +6,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
+
+#include "os/file.h"
 
 static const char *const not_kept[] = {
     "--device", "--tiles",           "--validation", "--quiet", "--init",        "--ckpt-dir",
@@ -94,7 +95,7 @@ int vkg_cli_train_resume_settings(const char *dir, const vkg_flag *flags, int nf
             goto done;
         }
         char abs_now[8192], cwd[4096];
-        if (skip[i] == VKG_RUNCONF_PATH && now[0] != '/' && getcwd(cwd, sizeof cwd))
+        if (skip[i] == VKG_RUNCONF_PATH && now[0] != '/' && vkg_os_getcwd(cwd, sizeof cwd) == 0)
             snprintf(abs_now, sizeof abs_now, "%s/%s", cwd, now); /* as run.json keeps paths */
         else
             snprintf(abs_now, sizeof abs_now, "%s", now);

@@ -1,11 +1,11 @@
 /* Size checks, grid arithmetic and the shader index limit shared by the ops. */
 #include <errno.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ops/op_util.h"
+#include "os/thread.h"
 
 #define LIMIT_ENV "VKG_MAX_DISPATCH_ELEMS"
 
@@ -36,8 +36,8 @@ uint32_t vkg__op_groups_capped(size_t n, uint32_t per_group)
 }
 
 /* The environment's limit, parsed once per process: env_limit > 0, or 0 with the offending value
- * in env_bad. Written only inside pthread_once, read after it. */
-static pthread_once_t env_once = PTHREAD_ONCE_INIT;
+ * in env_bad. Written only inside the once, read after it. */
+static vkg_os_once env_once = VKG_OS_ONCE_INIT;
 static size_t env_limit;
 static char env_bad[64];
 /* The tests' override (0: none). */
@@ -75,7 +75,7 @@ vkg_status vkg__op_limit(const char *op, size_t *limit)
         *limit = o;
         return VKG_OK;
     }
-    pthread_once(&env_once, read_env);
+    vkg_os_once_run(&env_once, read_env);
     VKG_CHECK(env_limit > 0, VKG_ERR_INVALID_ARG,
               "%s: %s=\"%s\" is not a positive integer up to %zu (the most elements one shader "
               "dispatch may index; unset it for the default)",

@@ -79,6 +79,9 @@ int vkg_os_exists(const char *path);
 /* This process's id. */
 long vkg_os_pid(void);
 
+/* The current folder into buf (cap bytes): 0, or an errno value (ERANGE: it does not fit). */
+int vkg_os_getcwd(char *buf, size_t cap);
+
 /* This machine's name into buf (cap bytes, NUL-terminated); "unknown" when it has none. */
 void vkg_os_hostname(char *buf, size_t cap);
 

@@ -17,4 +17,9 @@ void vkg_os_kernel_identity(char *out, size_t cap);
 void *vkg_os_aligned_alloc(size_t align, size_t bytes);
 void vkg_os_aligned_free(void *p);
 
+/* The function symbol of the shared library at path (opened once and kept open for the life of
+ * the process: dlopen with RTLD_NOW | RTLD_LOCAL; LoadLibrary on Windows), or NULL when the
+ * library cannot be opened or lacks it. */
+void (*vkg_os_library_function(const char *path, const char *symbol))(void);
+
 #endif

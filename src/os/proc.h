@@ -16,7 +16,9 @@ enum { VKG_OS_STOP_INTERRUPT = 2, VKG_OS_STOP_TERMINATE = 15 };
  * signal handler (POSIX, without SA_RESTART: a blocking call returns EINTR) or on a thread the
  * system starts (Windows): it may only store to a volatile sig_atomic_t or a lock-free atomic. On
  * Windows the system ends the process soon after fn returns for the closing, logoff and shutdown
- * events. */
+ * events. A child of vkg_os_spawn_self (os/spawn.h) also gets fn(VKG_OS_STOP_TERMINATE) when its
+ * parent asks it to stop (Windows: an event it waits on in a thread) or, where the kernel does not
+ * send SIGTERM for it (POSIX but Linux), when its parent is gone. */
 void vkg_os_on_stop(void (*fn)(int stop));
 
 /* The most memory this process has held resident so far, in bytes (getrusage's ru_maxrss,
@@ -27,6 +29,15 @@ unsigned long long vkg_os_peak_rss(void);
 /* Set the environment variable name to value for this process and those it starts; with
  * overwrite 0 an existing value stays. 0, or an errno value. */
 int vkg_os_setenv(const char *name, const char *value, int overwrite);
+
+/* 1 when this process's standard output (stream 1) or standard error (stream 2) is a terminal
+ * (isatty; _isatty on Windows), else 0. */
+int vkg_os_isatty(int stream);
+
+/* Have the C library keep large freed blocks for reuse instead of returning them to the system
+ * at once (glibc: mallopt's mmap threshold at its largest, 32 MiB, and a 1 GiB trim threshold, so
+ * that the transport's large buffers are not mapped and unmapped every step); nothing elsewhere. */
+void vkg_os_tune_malloc(void);
 
 /* A write to a pipe or socket whose reader is gone fails (EPIPE) instead of ending the process
  * (SIGPIPE ignored on POSIX; Windows has no such signal). */

@@ -2,12 +2,12 @@
  * last micro-batch and the allreduce or reduce-scatter in fp32 or bf16. */
 #include "parallel/reducer.h"
 
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "os/clock.h"
+#include "os/thread.h"
 #include "base/error.h"
 #include "parallel/buckets.h"
 #include "parallel/grad_bf16.h"
@@ -253,11 +253,11 @@ static void *watch_finish(void *p)
 /* The end of an overlapped backward: the watcher joined (th NULL: none started), the first
  * error, and the step's figures: comm ms of reductions, the part of it after the device was done
  * (ended at `end`). */
-static vkg_status overlap_end(vkg_grad_reducer *r, vkg_status st, pthread_t *th,
+static vkg_status overlap_end(vkg_grad_reducer *r, vkg_status st, vkg_os_thread *th,
                               const finish_watch *w, double comm, double end)
 {
     if (th)
-        pthread_join(*th, NULL);
+        vkg_os_thread_join(th, NULL);
     VKG_TRY(st);
     VKG_TRY(w->st);
     r->comm_ms = comm;
@@ -283,8 +283,8 @@ static vkg_status backward_overlapped(vkg_grad_reducer *r, const int32_t *inputs
               "the first gradient bucket does not start with wte");
     VKG_TRY(vkg_gpt2_split_submit(m, inputs, targets));
     finish_watch w = {.model = m};
-    pthread_t th;
-    int watching = pthread_create(&th, NULL, watch_finish, &w) == 0;
+    vkg_os_thread *th = NULL;
+    int watching = vkg_os_thread_start(&th, watch_finish, &w) == 0;
     vkg_status st = VKG_OK;
     double comm = 0.0, end = 0.0;
     size_t base = 0;
@@ -316,7 +316,7 @@ static vkg_status backward_overlapped(vkg_grad_reducer *r, const int32_t *inputs
         vkg_buckets_write(r->buckets, 0, r->grads);
     if (st == VKG_OK)
         st = vkg_gpt2_split_commit(m);
-    return overlap_end(r, st, watching ? &th : NULL, &w, comm, end);
+    return overlap_end(r, st, watching ? th : NULL, &w, comm, end);
 }
 
 vkg_status vkg_grad_reducer_last_micro(vkg_grad_reducer *r, const int32_t *inputs,
@@ -338,8 +338,8 @@ vkg_status vkg_grad_reducer_last_backward(vkg_grad_reducer *r, vkg_status (*done
     r->comm_ms = r->exposed_ms = 0.0;
     VKG_TRY(vkg_gpt2_split_submit(m, NULL, NULL));
     finish_watch w = {.model = m};
-    pthread_t th;
-    int watching = pthread_create(&th, NULL, watch_finish, &w) == 0;
+    vkg_os_thread *th = NULL;
+    int watching = vkg_os_thread_start(&th, watch_finish, &w) == 0;
     vkg_status st = VKG_OK;
     double comm = 0.0, end = 0.0;
     size_t base = 0, wte = 0;
@@ -376,7 +376,7 @@ vkg_status vkg_grad_reducer_last_backward(vkg_grad_reducer *r, vkg_status (*done
         st = vkg_gpt2_split_finish(m, NULL);
     if (st == VKG_OK)
         st = vkg_gpt2_split_commit(m);
-    return overlap_end(r, st, watching ? &th : NULL, &w, comm, end);
+    return overlap_end(r, st, watching ? th : NULL, &w, comm, end);
 }
 
 vkg_status vkg_grad_reducer_reduce(vkg_grad_reducer *r, double *comm_ms, double *exposed_ms)

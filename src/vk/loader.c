@@ -1,50 +1,38 @@
 /* The Vulkan loader opened at run time (vkapi.h): volk's search of the usual library names, or
  * the one named by VKG_VULKAN_LOADER, once per process; then the entry points of the first
  * instance. A machine without a loader gets an error saying what to install, not a failed start. */
-#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "os/clock.h"
+#include "os/host.h"
+#include "os/thread.h"
 #include "vk/vkapi.h"
 
 #if defined(_WIN32)
-#include <windows.h>
 #define VKG_LOADER_NAME "vulkan-1.dll"
 #define VKG_LOADER_HINT "install your GPU's driver or the Vulkan SDK (vulkan.lunarg.com)"
 #elif defined(__APPLE__)
-#include <dlfcn.h>
 #define VKG_LOADER_NAME "libvulkan.1.dylib or libMoltenVK.dylib"
 #define VKG_LOADER_HINT "install MoltenVK (Homebrew: brew install molten-vk) or the Vulkan SDK"
 #else
-#include <dlfcn.h>
 #define VKG_LOADER_NAME "libvulkan.so.1"
 #define VKG_LOADER_HINT "install libvulkan1 (Debian/Ubuntu) or the Vulkan SDK"
 #endif
 
-static pthread_once_t load_once = PTHREAD_ONCE_INIT;
-/* Written inside pthread_once only, read after it. */
+static vkg_os_once load_once = VKG_OS_ONCE_INIT;
+/* Written inside the once only, read after it. */
 static VkResult load_result = VK_ERROR_INITIALIZATION_FAILED;
-static const char *load_override; /* VKG_VULKAN_LOADER when set and not empty */
-static pthread_mutex_t instance_lock = PTHREAD_MUTEX_INITIALIZER;
-static int instance_loaded; /* guarded by instance_lock */
+static const char *load_override;                    /* VKG_VULKAN_LOADER when set and not empty */
+static atomic_flag instance_lock = ATOMIC_FLAG_INIT; /* held for one volkLoadInstance, once */
+static int instance_loaded;                          /* guarded by instance_lock */
 
 /* vkGetInstanceProcAddr of the library at path, or NULL when it cannot be opened or lacks it.
  * The library stays open for the life of the process, as volk's own does. */
 static PFN_vkGetInstanceProcAddr open_loader(const char *path)
 {
-#if defined(_WIN32)
-    HMODULE lib = LoadLibraryA(path);
-    return lib ? (PFN_vkGetInstanceProcAddr)(void (*)(void))GetProcAddress(lib,
-                                                                           "vkGetInstanceProcAddr")
-               : NULL;
-#else
-    void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!lib)
-        return NULL;
-    PFN_vkGetInstanceProcAddr gipa;
-    *(void **)&gipa = dlsym(lib, "vkGetInstanceProcAddr");
-    return gipa;
-#endif
+    return (PFN_vkGetInstanceProcAddr)vkg_os_library_function(path, "vkGetInstanceProcAddr");
 }
 
 static void load(void)
@@ -64,7 +52,7 @@ static void load(void)
 
 vkg_status vkg__vk_load(void)
 {
-    pthread_once(&load_once, load);
+    vkg_os_once_run(&load_once, load);
     if (load_result == VK_SUCCESS)
         return VKG_OK;
     if (load_override)
@@ -78,10 +66,11 @@ vkg_status vkg__vk_load(void)
 
 void vkg__vk_load_instance(VkInstance instance)
 {
-    pthread_mutex_lock(&instance_lock);
+    while (atomic_flag_test_and_set_explicit(&instance_lock, memory_order_acquire))
+        vkg_os_sleep_ms(1);
     if (!instance_loaded) {
         volkLoadInstance(instance);
         instance_loaded = 1;
     }
-    pthread_mutex_unlock(&instance_lock);
+    atomic_flag_clear_explicit(&instance_lock, memory_order_release);
 }

@@ -241,6 +241,11 @@ long vkg_os_pid(void)
     return (long)getpid();
 }
 
+int vkg_os_getcwd(char *buf, size_t cap)
+{
+    return getcwd(buf, cap) ? 0 : errno;
+}
+
 void vkg_os_hostname(char *buf, size_t cap)
 {
     if (cap == 0)

@@ -7,6 +7,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <dlfcn.h>
+
 /* First line of a small file, without its newline; "" when unreadable. */
 static void read_line(const char *path, char *out, size_t cap)
 {
@@ -46,4 +48,14 @@ void *vkg_os_aligned_alloc(size_t align, size_t bytes)
 void vkg_os_aligned_free(void *p)
 {
     free(p);
+}
+
+void (*vkg_os_library_function(const char *path, const char *symbol))(void)
+{
+    void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!lib)
+        return NULL;
+    void (*fn)(void);
+    *(void **)&fn = dlsym(lib, symbol); /* POSIX's way from an object pointer to a function's */
+    return fn;
 }

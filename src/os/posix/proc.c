@@ -7,12 +7,55 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <unistd.h>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+#if !defined(__linux__)
+#include <pthread.h>
+#include <stdint.h>
+#endif
 
 _Static_assert(SIGINT == VKG_OS_STOP_INTERRUPT && SIGTERM == VKG_OS_STOP_TERMINATE,
                "the stop numbers are POSIX's signal numbers");
 
+#if !defined(__linux__)
+/* A child of vkg_os_spawn_self holds the read end of a pipe (its number in VKG_OS_LIFELINE_FD)
+ * whose write end only its parent holds: its end means the parent is gone. Linux sends SIGTERM
+ * instead (PR_SET_PDEATHSIG). */
+static void (*volatile lifeline_fn)(int stop);
+
+static void *watch_lifeline(void *arg)
+{
+    int fd = (int)(intptr_t)arg;
+    char b;
+    while (read(fd, &b, 1) != 0 && errno == EINTR) {
+    }
+    void (*fn)(int) = lifeline_fn;
+    if (fn)
+        fn(VKG_OS_STOP_TERMINATE);
+    return NULL;
+}
+
+static void watch_parent(void (*fn)(int stop))
+{
+    static int watching;
+    const char *v = getenv("VKG_OS_LIFELINE_FD");
+    lifeline_fn = fn;
+    if (!v || !*v || watching)
+        return;
+    watching = 1;
+    pthread_t th;
+    if (pthread_create(&th, NULL, watch_lifeline, (void *)(intptr_t)atoi(v)) == 0)
+        pthread_detach(th);
+}
+#endif
+
 void vkg_os_on_stop(void (*fn)(int stop))
 {
+#if !defined(__linux__)
+    watch_parent(fn);
+#endif
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sigemptyset(&sa.sa_mask);
@@ -20,6 +63,20 @@ void vkg_os_on_stop(void (*fn)(int stop))
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGUSR1, &sa, NULL);
+}
+
+int vkg_os_isatty(int stream)
+{
+    return isatty(stream == 2 ? STDERR_FILENO : STDOUT_FILENO) == 1;
+}
+
+void vkg_os_tune_malloc(void)
+{
+#if defined(__GLIBC__)
+    mallopt(M_MMAP_THRESHOLD,
+            32 << 20); /* the largest glibc accepts; also stops the dynamic rule */
+    mallopt(M_TRIM_THRESHOLD, 1 << 30);
+#endif
 }
 
 void vkg_os_ignore_broken_pipe(void)

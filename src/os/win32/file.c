@@ -265,6 +265,14 @@ long vkg_os_pid(void)
     return (long)GetCurrentProcessId();
 }
 
+int vkg_os_getcwd(char *buf, size_t cap)
+{
+    DWORD n = GetCurrentDirectoryA((DWORD)cap, buf);
+    if (n == 0)
+        return errno_of(GetLastError());
+    return n >= cap ? ERANGE : 0;
+}
+
 void vkg_os_hostname(char *buf, size_t cap)
 {
     if (cap == 0)

@@ -2,6 +2,7 @@
 #include "os/host.h"
 
 #include <malloc.h>
+#include <windows.h>
 
 void vkg_os_kernel_identity(char *out, size_t cap)
 {
@@ -17,4 +18,10 @@ void *vkg_os_aligned_alloc(size_t align, size_t bytes)
 void vkg_os_aligned_free(void *p)
 {
     _aligned_free(p);
+}
+
+void (*vkg_os_library_function(const char *path, const char *symbol))(void)
+{
+    HMODULE lib = LoadLibraryA(path);
+    return lib ? (void (*)(void))GetProcAddress(lib, symbol) : NULL;
 }

@@ -2,6 +2,8 @@
 #include "os/proc.h"
 
 #include <errno.h>
+#include <io.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <windows.h>
 
@@ -19,10 +21,41 @@ static BOOL WINAPI on_console_event(DWORD event)
     return TRUE;
 }
 
+/* A child started by vkg_os_spawn_self is asked to stop through a named event (in
+ * VKG_OS_STOP_EVENT; Windows has no signals between processes): one thread waits on it. */
+static DWORD WINAPI watch_stop_event(void *event)
+{
+    if (WaitForSingleObject((HANDLE)event, INFINITE) == WAIT_OBJECT_0) {
+        void (*fn)(int) = stop_fn;
+        if (fn)
+            fn(VKG_OS_STOP_TERMINATE);
+    }
+    return 0;
+}
+
 void vkg_os_on_stop(void (*fn)(int stop))
 {
+    static LONG watching;
     stop_fn = fn;
     SetConsoleCtrlHandler(on_console_event, TRUE);
+    const char *name = getenv("VKG_OS_STOP_EVENT");
+    if (name && *name && InterlockedExchange(&watching, 1) == 0) {
+        HANDLE ev = OpenEventA(SYNCHRONIZE, FALSE, name);
+        HANDLE th = ev ? CreateThread(NULL, 0, watch_stop_event, ev, 0, NULL) : NULL;
+        if (th)
+            CloseHandle(th);
+        else if (ev)
+            CloseHandle(ev);
+    }
+}
+
+int vkg_os_isatty(int stream)
+{
+    return _isatty(_fileno(stream == 2 ? stderr : stdout)) != 0;
+}
+
+void vkg_os_tune_malloc(void)
+{
 }
 
 void vkg_os_ignore_broken_pipe(void)
