@@ -138,4 +138,22 @@ grep -q "^\[rank 1\] data parallel: rank 1 of 2" win_launch.out || {
 }
 same "2 ranks launched, Linux vs Windows (Wine)" linux_launch win_launch 1 10
 echo "mean step time of 2 ranks (steps 2-10): Linux $(mean_ms linux_launch) ms, Windows under Wine $(mean_ms win_launch) ms"
+
+# A rank that fails (no device 7) makes the launcher ask the other to stop (its stop event, as
+# SIGTERM on POSIX): rank 0 stops by itself within the grace period, with the preemption code
+# (75) or, when rank 1's abort reached it first, 1; the launcher exits with rank 1's code.
+rc=0
+# shellcheck disable=SC2086
+sh "$root/scripts/wine-run.sh" --deps "$deps" "$win" launch -n 2 --devices 0,7 --grace 20 -- \
+    train $flags --steps 1000000 --ckpt-dir win_fail >win_fail.crlf 2>&1 || rc=$?
+tr -d '\r' <win_fail.crlf >win_fail.out # the launcher's own lines end in CR LF on Windows
+if [ "$rc" -eq 2 ] &&
+    grep -q "^vkgpt launch: rank 1 exited with status 2; stopping the other ranks" win_fail.out &&
+    grep -Eq "^vkgpt launch: rank 0 exited with status (75|1)\$" win_fail.out; then
+    echo "a failed rank under vkgpt.exe launch: the other stopped ($(sed -n 's/^vkgpt launch: rank 0 \(exited.*\)/\1/p' win_fail.out)); launch exit 2"
+else
+    echo "a failed rank under vkgpt.exe launch: DIFFERENT (exit $rc):"
+    cat win_fail.out
+    fail=1
+fi
 exit $fail

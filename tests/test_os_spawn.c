@@ -176,7 +176,7 @@ static void test_stop_request(void **state)
     vkg_os_child *c = start(args, NULL);
     output o;
     memset(&o, 0, sizeof o);
-    wait_for(c, &o, "ready\n");
+    wait_for(c, &o, "ready");
     vkg_os_exit how;
     assert_int_equal(vkg_os_child_ended(c, &how), 0); /* still running */
     vkg_os_child_stop(c, 0);
@@ -194,7 +194,7 @@ static void test_stop_now(void **state)
     vkg_os_child *c = start(args, NULL);
     output o;
     memset(&o, 0, sizeof o);
-    wait_for(c, &o, "ready\n");
+    wait_for(c, &o, "ready");
     vkg_os_child_stop(c, 1);
     vkg_os_exit how = wait_end(c, &o);
     char why[128];
@@ -233,7 +233,7 @@ static void test_dies_with_parent(void **state)
     vkg_os_child *c = start(args, NULL);
     output o;
     memset(&o, 0, sizeof o);
-    wait_for(c, &o, "ready\n");
+    wait_for(c, &o, "ready");
     double until = vkg_os_now_ms() + 30000.0;
     while (file_size(beat) < 3 && vkg_os_now_ms() < until)
         vkg_os_sleep_ms(20);
