@@ -11,10 +11,9 @@ set(c11 assert complex ctype errno fenv float inttypes iso646 limits locale math
         threads time uchar wchar wctype)
 set(libraries volk.h zmq.h sodium.h utf8proc.h cblas.h)
 # Not yet in the platform layer: the Linux shared-memory collectives (memfd, fd passing over Unix
-# sockets, futex, process_vm_readv, mmap; every other system builds transport/shm_none.c instead)
-# and `vkgpt bench allreduce`'s forked ranks (Linux; threads elsewhere).
+# sockets, futex, process_vm_readv, mmap; every other system builds transport/shm_none.c instead).
 set(known transport/shm.c transport/shm_direct.c transport/shm_wait.c transport/shm_pool.c
-          transport/shm_setup.c src/cli/cmd_comm.c)
+          transport/shm_setup.c)
 
 function(system_includes root dirs out)
     set(bad "")

@@ -1,9 +1,8 @@
 /* `vkgpt bench allreduce` (an nccl-tests style bandwidth table for the transport) and
  * `vkgpt keygen` (a CURVE key pair for a job).
  *
- * The benchmark launches N local ranks: forked processes for tcp and ipc on Linux, threads
- * sharing one context for inproc and on other systems (Windows has no fork and no ipc://; the
- * processes are pinned with Linux's sched_setaffinity).
+ * The benchmark launches N local ranks: processes (this program again, os/spawn.h) for tcp and
+ * ipc, threads sharing one context for inproc (Windows has no ipc://).
  * Inputs are integer-valued, so every result is checked exactly; each size reports the slowest
  * rank's mean time. Children are killed and reaped if any rank fails.
  */
@@ -14,17 +13,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-#if defined(__linux__)
-#include <sched.h>
-#include <signal.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
-#include <unistd.h>
-#endif
 
 #include "os/clock.h"
 #include "os/file.h"
 #include "os/proc.h"
+#include "os/spawn.h"
 #include "os/thread.h"
 #include "cli/cli.h"
 #include "cli/flags.h"
@@ -302,62 +295,95 @@ static int run_threads(const bench_opts *o, const vkg_comm_config *base)
     return rc ? 1 : 0;
 }
 
-#if !defined(__linux__)
-static int run_processes(const bench_opts *o, const vkg_comm_config *base)
+/* Process ranks: this program again (os/spawn.h), each told its rank and the job's rendezvous
+ * in these variables (set by run_processes only); their output passed through as it comes. */
+#define RANK_ENV "VKG_BENCH_ALLREDUCE_RANK"
+#define JOB_ENV "VKG_BENCH_ALLREDUCE_JOB"
+#define PORT_ENV "VKG_BENCH_ALLREDUCE_PORT"
+#define IPC_ENV "VKG_BENCH_ALLREDUCE_IPC"
+
+static void pass_through(void *ctx, int k, int s, const char *data, size_t len)
 {
-    printf("# ranks as threads (forked processes are Linux's here)\n");
-    return run_threads(o, base);
+    (void)ctx, (void)k;
+    if (data) {
+        fwrite(data, 1, len, s ? stderr : stdout);
+        fflush(s ? stderr : stdout);
+    }
 }
-#else
-static int run_processes(const bench_opts *o, const vkg_comm_config *base)
+
+static int run_processes(const bench_opts *o, const vkg_comm_config *base, int argc, char **argv)
 {
-    pid_t *pid = calloc((size_t)o->n, sizeof *pid);
-    if (!pid)
+    vkg_os_child **cs = calloc((size_t)o->n, sizeof *cs);
+    char **args = calloc((size_t)argc + 3, sizeof *args);
+    if (!cs || !args) {
+        free(cs), free(args);
         return 1;
+    }
+    args[0] = "vkgpt", args[1] = "bench";
+    for (int i = 0; i < argc; i++)
+        args[i + 2] = argv[i];
+    char rank[48], job[64], port[48], ipc[sizeof base->ipc_dir + 32];
+    snprintf(job, sizeof job, JOB_ENV "=%llu", (unsigned long long)base->job_id);
+    snprintf(port, sizeof port, PORT_ENV "=%d", base->master_port);
+    snprintf(ipc, sizeof ipc, IPC_ENV "=%s", base->ipc_dir);
+    const char *env[] = {rank, job, port, ipc, NULL};
     fflush(stdout);
-    for (int r = 0; r < o->n; r++) {
-        pid[r] = fork();
-        if (pid[r] < 0) {
-            fprintf(stderr, "vkgpt bench allreduce: fork: %s\n", strerror(errno));
-            for (int q = 0; q < r; q++)
-                kill(pid[q], SIGKILL);
-            break;
-        }
-        if (pid[r] == 0) {
-            prctl(PR_SET_PDEATHSIG, SIGKILL);
-            if (o->bind) { /* like mpirun --bind-to core: rank r on CPU r mod ncpu */
-                cpu_set_t set;
-                CPU_ZERO(&set);
-                CPU_SET(r % (int)sysconf(_SC_NPROCESSORS_ONLN), &set);
-                sched_setaffinity(0, sizeof set, &set);
-            }
-            bench_rank_arg a = {o, *base, 0};
-            a.cfg.rank = r;
-            _exit(bench_rank(&a));
-        }
-    }
-    int rc = 0, left = o->n;
-    while (left > 0) {
-        int status = 0;
-        pid_t w = waitpid(-1, &status, 0);
-        if (w < 0) {
-            if (errno == EINTR)
-                continue;
-            break;
-        }
-        left--;
-        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-            if (!rc) /* one rank failed: the others will fail too; make sure they do */
-                for (int q = 0; q < o->n; q++)
-                    if (pid[q] != w)
-                        kill(pid[q], SIGTERM);
+    int rc = 0, started = 0, left = 0;
+    for (int r = 0; r < o->n; r++, started++) {
+        char err[256];
+        snprintf(rank, sizeof rank, RANK_ENV "=%d", r);
+        if (vkg_os_spawn_self(args, env, &cs[r], err, sizeof err) != 0) {
+            fprintf(stderr, "vkgpt bench allreduce: cannot start rank %d: %s\n", r, err);
             rc = 1;
+            break;
         }
     }
-    free(pid);
+    for (int r = 0; r < started; r++)
+        if (rc) /* one could not start: the others would wait for it */
+            vkg_os_child_stop(cs[r], 1);
+    int *done = calloc((size_t)o->n, sizeof *done);
+    left = started;
+    while (done && left > 0) {
+        vkg_os_children_pump(cs, started, 100, pass_through, NULL);
+        for (int r = 0; r < started; r++) {
+            vkg_os_exit how;
+            if (done[r] || !vkg_os_child_ended(cs[r], &how))
+                continue;
+            done[r] = 1, left--;
+            if (how.signal || how.code != 0) {
+                if (!rc) /* one rank failed: the others will fail too; make sure they do */
+                    for (int q = 0; q < started; q++)
+                        if (!done[q])
+                            vkg_os_child_stop(cs[q], 0);
+                rc = 1;
+            }
+        }
+    }
+    while (vkg_os_children_pump(cs, started, 100, pass_through, NULL) > 0) {
+    }
+    for (int r = 0; r < started; r++)
+        vkg_os_child_free(cs[r]);
+    free(done), free(cs), free(args);
     return rc;
 }
-#endif
+
+/* A process rank (RANK_ENV set): run it with the parent's rendezvous. */
+static int run_as_rank(const bench_opts *o, vkg_comm_config *cfg, const char *rank)
+{
+    cfg->rank = atoi(rank);
+    const char *job = getenv(JOB_ENV), *port = getenv(PORT_ENV), *ipc = getenv(IPC_ENV);
+    cfg->job_id = job ? strtoull(job, NULL, 10) : 0;
+    cfg->master_port = port ? atoi(port) : 0;
+    snprintf(cfg->ipc_dir, sizeof cfg->ipc_dir, "%s", ipc ? ipc : "");
+    if (o->bind) { /* like mpirun --bind-to core: rank r on CPU r mod ncpu */
+        int e = vkg_os_bind_cpu(cfg->rank);
+        if (e)
+            fprintf(stderr, "vkgpt bench allreduce: rank %d not pinned to a CPU: %s\n", cfg->rank,
+                    strerror(e));
+    }
+    bench_rank_arg a = {o, *cfg, 0};
+    return bench_rank(&a);
+}
 
 #define MAX_BENCH_BYTES 17179869184.0 /* 16 GiB: two buffers of --max bytes per rank */
 
@@ -464,6 +490,9 @@ int vkg_cli_bench_allreduce(int argc, char **argv)
     base.small_bytes = o.small;
     base.window = o.window;
     base.ring_min_ranks = o.ring_min;
+    const char *as_rank = getenv(RANK_ENV);
+    if (as_rank && o.transport != VKG_COMM_INPROC)
+        return run_as_rank(&o, &base, as_rank);
     base.job_id = ((uint64_t)vkg_os_pid() << 32) ^ (uint64_t)time(NULL) ^ 0x5eed;
     char dir[64] = "";
     if (o.transport == VKG_COMM_TCP) {
@@ -483,7 +512,8 @@ int vkg_cli_bench_allreduce(int argc, char **argv)
     snprintf(pool, sizeof pool, "%zu", 2 * (o.max_bytes + 64) + (64u << 10));
     if (o.in_segment)
         vkg_os_setenv("VKG_COMM_SHM_POOL", pool, 0);
-    rc = o.transport == VKG_COMM_INPROC ? run_threads(&o, &base) : run_processes(&o, &base);
+    rc = o.transport == VKG_COMM_INPROC ? run_threads(&o, &base)
+                                        : run_processes(&o, &base, argc, argv);
     if (dir[0])
         vkg_os_rmdir(dir);
     return rc;

@@ -39,6 +39,11 @@ int vkg_os_isatty(int stream);
  * that the transport's large buffers are not mapped and unmapped every step); nothing elsewhere. */
 void vkg_os_tune_malloc(void);
 
+/* Run this process on CPU cpu modulo the CPUs online only (Linux: sched_setaffinity; Windows:
+ * SetProcessAffinityMask, within the first 64). 0, or an errno value (ENOTSUP where the system
+ * has no such call, as macOS). */
+int vkg_os_bind_cpu(int cpu);
+
 /* A write to a pipe or socket whose reader is gone fails (EPIPE) instead of ending the process
  * (SIGPIPE ignored on POSIX; Windows has no such signal). */
 void vkg_os_ignore_broken_pipe(void);

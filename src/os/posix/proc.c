@@ -1,4 +1,7 @@
 /* This process, POSIX (see os/proc.h). */
+#if defined(__linux__) && !defined(_GNU_SOURCE)
+#define _GNU_SOURCE /* sched_setaffinity and its CPU sets */
+#endif
 #define _POSIX_C_SOURCE 200809L
 #include "os/proc.h"
 
@@ -8,6 +11,9 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <unistd.h>
+#if defined(__linux__)
+#include <sched.h>
+#endif
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
@@ -68,6 +74,20 @@ void vkg_os_on_stop(void (*fn)(int stop))
 int vkg_os_isatty(int stream)
 {
     return isatty(stream == 2 ? STDERR_FILENO : STDOUT_FILENO) == 1;
+}
+
+int vkg_os_bind_cpu(int cpu)
+{
+#if defined(__linux__)
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET((int)(cpu % (ncpu > 0 ? ncpu : 1)), &set);
+    return sched_setaffinity(0, sizeof set, &set) == 0 ? 0 : errno;
+#else
+    (void)cpu;
+    return ENOTSUP;
+#endif
 }
 
 void vkg_os_tune_malloc(void)

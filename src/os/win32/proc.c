@@ -54,6 +54,15 @@ int vkg_os_isatty(int stream)
     return _isatty(_fileno(stream == 2 ? stderr : stdout)) != 0;
 }
 
+int vkg_os_bind_cpu(int cpu)
+{
+    SYSTEM_INFO si;
+    GetSystemInfo(&si);
+    DWORD n = si.dwNumberOfProcessors > 64 ? 64 : si.dwNumberOfProcessors;
+    DWORD_PTR mask = (DWORD_PTR)1 << (unsigned)(cpu % (int)(n ? n : 1));
+    return SetProcessAffinityMask(GetCurrentProcess(), mask) ? 0 : EINVAL;
+}
+
 void vkg_os_tune_malloc(void)
 {
 }
