@@ -262,8 +262,7 @@ static void test_split_within_memory(void **state)
         parse_split(a.split[s], split);
         printf("capped step %d: split %s\n", s + 1, a.split[s]);
         if (split[0] > 5)
-            fail_msg("step %d gave rank 0 %d rows, beyond the 5 its memory fits", s + 1,
-                     split[0]);
+            fail_msg("step %d gave rank 0 %d rows, beyond the 5 its memory fits", s + 1, split[0]);
     }
     assert_string_equal(a.split[a.steps - 1], "5,3");
     free_job(&a);

@@ -113,8 +113,7 @@ static vkg_status rebalance(vkg_trainer_t *t, vkg_step_info *info)
         cap[k] = (int)all[2 * k + 1];
         cur[k] = vkg_strategy_batch_of(t->par, k);
     }
-    VKG_TRY_GOTO(st, vkg_job_balance(vkg_strategy_global_batch(t->par), dp, speed, cap, out),
-                 done);
+    VKG_TRY_GOTO(st, vkg_job_balance(vkg_strategy_global_batch(t->par), dp, speed, cap, out), done);
     list_speeds(info->rank_speeds, sizeof info->rank_speeds, speed, dp);
     if (memcmp(out, cur, (size_t)dp * sizeof *out) &&
         makespan(out, speed, dp) <= GAIN * makespan(cur, speed, dp)) {
@@ -130,8 +129,7 @@ done:
 vkg_status vkg__train_balance_step(vkg_trainer_t *t, double ms, double waited_ms,
                                    vkg_step_info *info)
 {
-    snprintf(info->rank_batches, sizeof info->rank_batches, "%s",
-             vkg_strategy_batch_list(t->par));
+    snprintf(info->rank_batches, sizeof info->rank_batches, "%s", vkg_strategy_batch_list(t->par));
     if (!t->bal.on)
         return VKG_OK;
     /* The first step of a window of several (a new split's first) warms up: not counted. */
