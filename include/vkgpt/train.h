@@ -176,6 +176,7 @@ typedef struct vkg_trainer_info {
     int rank, world_size;        /* data parallelism; 0 of 1 alone */
     int global_batch;            /* rows of a global micro-batch (sum over ranks) */
     char rank_batches[256];      /* "4,2,2" */
+    int rebalance_every;         /* --rank-batch auto: its --rebalance-every (0: a fixed split) */
     char comm_path[96];          /* what the collectives run on: "shm (2 ranks on this host)" */
     char bucket_path[256];       /* how gradient buckets reach the collectives ("" without):
                                     "zero-copy: ..." or "copy: <why>" */

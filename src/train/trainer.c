@@ -349,6 +349,7 @@ void vkg_trainer_get_info(const vkg_trainer_t *t, vkg_trainer_info *info)
     info->rank = vkg_strategy_rank(t->par), info->world_size = vkg_strategy_world(t->par);
     info->global_batch = vkg_strategy_global_batch(t->par), info->lr = t->sched.lr;
     snprintf(info->rank_batches, sizeof info->rank_batches, "%s", vkg_strategy_batch_list(t->par));
+    info->rebalance_every = t->bal.on ? t->cfg.rebalance_every : 0;
     snprintf(info->comm_path, sizeof info->comm_path, "%s", vkg_strategy_comm_path(t->par));
     snprintf(info->bucket_path, sizeof info->bucket_path, "%s", vkg_strategy_bucket_path(t->par));
     snprintf(info->grad_exchange, sizeof info->grad_exchange, "%s",
