@@ -2,7 +2,8 @@
  *  - a file, pattern or device named on the command line that does not exist is a usage error
  *    (exit 2) naming the flag and the path, for train, sample and prepare alike (a mistyped --data
  *    says "no file matches", not that the vocabulary is unknown); a file that exists but cannot
- *    be used is a failure while running (exit 1), for train and sample alike;
+ *    be used is a failure while running (exit 1), for train and sample alike; --rank-batch
+ *    auto's flags are refused naming them (--rebalance-every 0 or without auto, auto with --pp);
  *  - errors show the sentence only, without the status name or code locations; VKGPT_VERBOSE=1
  *    or `vkgpt --verbose` adds both;
  *  - --ckpt-dir creates its missing parent folders;
@@ -158,6 +159,16 @@ static void test_named_paths(void **state)
         {{"sample", "--ckpt", fifo_path, NULL}, 1, "neither a regular file nor a folder"},
         {{"nosuchcommand", NULL}, 2, "unknown command 'nosuchcommand'"},
         {{"train", "--data", text_path, "--lr", "fast", NULL}, 2, "--lr"},
+        {{"train", "--data", text_path, "--rank-batch", "auto", "--rebalance-every", "0", TINY,
+          NULL},
+         2,
+         "--rebalance-every must be a whole number from 1"},
+        {{"train", "--data", text_path, "--rebalance-every", "5", TINY, NULL},
+         2,
+         "--rebalance-every needs --rank-batch auto"},
+        {{"train", "--data", text_path, "--rank-batch", "auto", "--pp", "2", TINY, NULL},
+         2,
+         "--rank-batch auto is not supported with --pp"},
     };
     for (size_t k = 0; k < sizeof rows / sizeof rows[0]; k++) {
         vkg_test_proc p;

@@ -24,7 +24,10 @@
  *    checkpoint with 1 rank and ends bitwise as a `--resume` by hand on 1 rank from that
  *    checkpoint (the time from the kill to the first step after it is printed); a second loss
  *    ends the job naming both; --min-ranks 2 refuses to go on with 1; without train's
- *    --total-batch, --max-restarts is refused.
+ *    --total-batch, --max-restarts is refused;
+ *  - --rank-batch auto with rank 1 slowed (VKG_TEST_ROW_DELAY_MS): the split moves to rank 0
+ *    after the calibration and the run is byte for byte a chain of fixed --rank-batch runs with
+ *    the splits its log records, resumed where they change.
  * Every child is reaped (launch reaps its ranks; this test reaps launch). */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -529,6 +532,97 @@ static void test_preempt_one_rank_resumes_bitwise(void **state)
     printf("preempted after step %ld, resumed to 60: bitwise the uninterrupted run\n", steps);
 }
 
+/* The "rank_batch" of each step of dir/log.jsonl into split[step - 1] (at most n steps); the
+ * number of lines. */
+static int splits_of(const char *dir, char split[][16], int n)
+{
+    char path[800];
+    snprintf(path, sizeof path, "%s/log.jsonl", dir);
+    size_t len = 0;
+    char *log = slurp(path, &len);
+    assert_non_null(log);
+    int lines = 0;
+    for (char *at = log; (at = strstr(at, "\"rank_batch\":\"")) && lines < n; at++, lines++) {
+        at += strlen("\"rank_batch\":\"");
+        snprintf(split[lines], 16, "%.*s", (int)strcspn(at, "\""), at);
+    }
+    free(log);
+    return lines;
+}
+
+/* Remove dir/step_<n> for every n > step (a chain of fixed runs resumes at step). */
+static void drop_after(const char *dir, int step)
+{
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    for (struct dirent *de; (de = readdir(d));) {
+        long n;
+        if (sscanf(de->d_name, "step_%ld", &n) != 1 || n <= step)
+            continue;
+        char sub[1400], file[1500];
+        snprintf(sub, sizeof sub, "%s/%s", dir, de->d_name);
+        static const char *const names[] = {"model.bin", "state.bin", "DONE"};
+        for (int i = 0; i < 3; i++) {
+            snprintf(file, sizeof file, "%s/%s", sub, names[i]);
+            unlink(file);
+        }
+        assert_int_equal(rmdir(sub), 0);
+    }
+    closedir(d);
+}
+
+/* --rank-batch auto through `vkgpt launch`, rank 1 slowed by the test-only delay: the split moves
+ * rows to rank 0 after the calibration, and the run's losses and final model equal, byte for
+ * byte, a chain of fixed --rank-batch runs with the splits its log records, each resumed from the
+ * previous one's checkpoint at the step where the split changed. */
+static void test_rank_batch_auto_bitwise(void **state)
+{
+    (void)state;
+    enum { STEPS = 9 };
+    char dir[700], fixed[700];
+    snprintf(dir, sizeof dir, "%s/auto", tmp_root);
+    snprintf(fixed, sizeof fixed, "%s/auto_fixed", tmp_root);
+#define AUTO_ARGS(d)                                                                               \
+    "launch", "-n", "2", "--transport", "ipc", "--", "train", "--data", data_path, "--layers",     \
+        "2", "--heads", "2", "--channels", "32", "--ctx", "32", "--seq", "32", "--lr", "3e-3",     \
+        "--sample-len", "0", "--comm-timeout", "10", "--validation", "--steps", "9",               \
+        "--total-batch", "256", "--ckpt-dir", d, "--ckpt-every", "1", "--keep", "0"
+    const char *run[] = {AUTO_ARGS(dir), "--batch",           "2", "--rank-batch",
+                         "auto",         "--rebalance-every", "3", NULL};
+    const char *const slow[] = {"VKG_TEST_ROW_DELAY_MS=0,40", NULL};
+    vkg_test_proc p;
+    start_env(&p, run, slow);
+    int rc = vkg_test_proc_wait(&p, 240);
+    printf("%s", p.buf[0]);
+    assert_int_equal(rc, 0);
+    expect_output(&p, "[rank 0] step 3: --rank-batch auto moves from 2,2 to 3,1");
+    vkg_test_proc_free(&p);
+    char split[STEPS][16];
+    assert_int_equal(splits_of(dir, split, STEPS), STEPS);
+    assert_string_equal(split[0], "2,2");
+    assert_string_equal(split[3], "3,1");
+    int segments = 0;
+    for (int s0 = 0; s0 < STEPS; segments++) {
+        int s1 = s0 + 1;
+        while (s1 < STEPS && !strcmp(split[s1], split[s0]))
+            s1++;
+        if (s0 > 0)
+            drop_after(fixed, s0);
+        const char *chain[] = {AUTO_ARGS(fixed), "--rank-batch", split[s0],
+                               s0 > 0 ? "--resume" : NULL, NULL};
+        start(&p, chain);
+        rc = vkg_test_proc_wait(&p, 240);
+        if (rc != 0)
+            fail_msg("the fixed run with --rank-batch %s from step %d: exit %d\n%s", split[s0], s0,
+                     rc, p.buf[0]);
+        vkg_test_proc_free(&p);
+        s0 = s1;
+    }
+#undef AUTO_ARGS
+    printf("--rank-batch auto: %d splits, bitwise the fixed chain\n", segments);
+    expect_same_run(dir, fixed, STEPS);
+}
+
 /* Pump p until needle is in its output (after offset from), p ends, or limit s pass; a pointer to
  * it, or NULL. */
 static const char *wait_for(vkg_test_proc *p, const char *needle, size_t from, double limit)
@@ -759,6 +853,7 @@ int main(void)
         cmocka_unit_test(test_kill_stage_ipc),
         cmocka_unit_test(test_killed_launcher_takes_its_ranks),
         cmocka_unit_test(test_preempt_one_rank_resumes_bitwise),
+        cmocka_unit_test(test_rank_batch_auto_bitwise),
         cmocka_unit_test(test_elastic_restart),
         cmocka_unit_test(test_elastic_limits),
     };

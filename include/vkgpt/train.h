@@ -92,6 +92,16 @@ typedef struct vkg_train_config {
     int comm_from_env;
     const int *rank_batch;
     int rank_batch_count;
+    /* --rank-batch auto (rank_batch NULL; needs no pipeline and no ZeRO): every rank starts with
+     * `batch` rows, the global micro-batch (batch x ranks) and the accumulation steps stay fixed,
+     * and each rank's rows are chosen from its measured busy time (steps minus the time it
+     * waited for the others) after a calibration of the first min(3, rebalance_every) steps and
+     * then every rebalance_every steps (> 0), each rank within its memory plan (the largest
+     * micro-batch vkgpt plan fits on its device). A new split carries the parameters, AdamW's
+     * moments and the data position over in memory, exactly as a checkpoint resumed with that
+     * split would: the update stays the token-weighted mean over the same global batch. */
+    int rank_batch_auto;
+    int rebalance_every;
     vkg_lr_scale lr_scale;
     long long base_batch;
     /* Gradient buckets of the overlapped allreduce: about bucket_bytes each (0: 25 MiB), in
@@ -166,6 +176,7 @@ typedef struct vkg_trainer_info {
     int rank, world_size;        /* data parallelism; 0 of 1 alone */
     int global_batch;            /* rows of a global micro-batch (sum over ranks) */
     char rank_batches[256];      /* "4,2,2" */
+    int rebalance_every;         /* --rank-batch auto: its --rebalance-every (0: a fixed split) */
     char comm_path[96];          /* what the collectives run on: "shm (2 ranks on this host)" */
     char bucket_path[256];       /* how gradient buckets reach the collectives ("" without):
                                     "zero-copy: ..." or "copy: <why>" */
@@ -202,6 +213,14 @@ typedef struct vkg_step_info {
      * norm's partial sums and the parameters' allgather), and the part of them not hidden behind
      * the backward pass (after the device had finished it). */
     double comm_ms, exposed_comm_ms;
+    /* The rows of each data-parallel rank in this step ("4,2,2"). --rank-batch auto: 1 when the
+     * split was chosen again after this step, the one the next step runs (rebalanced: it
+     * changed) and the rows per second each rank was measured at (rank order; "" when the split
+     * was not chosen after this step). */
+    char rank_batches[256];
+    int rebalanced;
+    char next_rank_batches[256];
+    char rank_speeds[256];
 } vkg_step_info;
 
 /* The data-parallel ranks of a stage in the job cfg describes (cfg->comm.world_size over

@@ -7,7 +7,11 @@
  * with --copy-path 1 the buckets also by the copy path (--zero-copy 0: the host packs and unpacks
  * every bucket) beside the zero-copy path the device takes where it imports host memory; with
  * --grad-dtype bf16 the gradients of 2+ ranks exchanged in bf16 (grad_MiB: the gradient each rank
- * hands the reduction per step, halved).
+ * hands the reduction per step, halved); with --auto 1 also with --rank-batch auto (the split
+ * chosen from each rank's measured speed, --rebalance-every steps apart after a calibration of
+ * the first min(3, N): give --warmup at least that). Every mode's lines "# rank k busy ... idle
+ * ..." give each rank's busy time (step minus the time it waited for the others) and idle time
+ * (that wait) per step, and its rows.
  * Prints figures, asserts nothing. Random tokens in a temporary llm.c shard are the data. */
 #include <math.h>
 #include <stdio.h>
@@ -25,7 +29,7 @@
 #define MAX_BENCH_RANKS 16
 
 typedef struct bench_cfg {
-    int layers, heads, channels, vocab, seq, batch, steps, warmup;
+    int layers, heads, channels, vocab, seq, batch, steps, warmup, rebalance_every;
     float bucket_mb;
     vkg_comm_transport transport;
     vkg_comm_dtype grad_dtype; /* of 2+ ranks */
@@ -35,7 +39,7 @@ typedef struct bench_cfg {
 
 typedef struct rank_job {
     const bench_cfg *b;
-    int rank, world, overlap, zero, copy, port;
+    int rank, world, overlap, zero, copy, port, balanced;
     size_t optimizer_bytes; /* this rank's AdamW on the device */
     size_t grad_bytes;      /* the gradient it hands the reduction per step (0 alone) */
     uint64_t job_id;
@@ -43,6 +47,9 @@ typedef struct rank_job {
     vkg_status st;
     char err[512];
     double ms, comm_ms, exposed_ms; /* means over measured steps (rank 0) */
+    int rows;                       /* micro-batch rows in the last step */
+    char split[256];                /* the rank batches of the last step */
+    char speeds[256];               /* rows/s per rank at the last re-balancing ("" none) */
     char bucket_path[256];          /* how rank 0's buckets reached the collectives */
 } rank_job;
 
@@ -62,6 +69,7 @@ static void *bench_rank(void *p)
     c.zero = j->zero;
     c.force_copy_path = j->copy;
     c.grad_dtype = j->world > 1 ? b->grad_dtype : VKG_COMM_F32;
+    c.rank_batch_auto = j->balanced, c.rebalance_every = b->rebalance_every;
     vkg_trainer_t *t = NULL;
     vkg_status st = vkg_trainer_create(&c, &t);
     if (st == VKG_OK) {
@@ -75,9 +83,12 @@ static void *bench_rank(void *p)
     for (int s = 0; st == VKG_OK && s < b->steps + b->warmup; s++) {
         vkg_step_info info;
         st = vkg_trainer_step(t, &info);
+        if (st == VKG_OK && info.rank_speeds[0])
+            snprintf(j->speeds, sizeof j->speeds, "%s", info.rank_speeds);
         if (st == VKG_OK && s >= b->warmup) {
             j->ms += info.ms, j->comm_ms += info.comm_ms, j->exposed_ms += info.exposed_comm_ms;
             measured++;
+            snprintf(j->split, sizeof j->split, "%s", info.rank_batches);
         }
     }
     if (measured)
@@ -85,13 +96,19 @@ static void *bench_rank(void *p)
     if (st != VKG_OK)
         snprintf(j->err, sizeof j->err, "%s",
                  vkg_cli_verbose() ? vkg_error_message() : vkg_error_text());
+    if (st == VKG_OK) {
+        vkg_trainer_info info;
+        vkg_trainer_get_info(t, &info);
+        j->rows = info.batch;
+    }
     j->st = st;
     vkg_trainer_destroy(&t);
     return NULL;
 }
 
-/* One configuration: world ranks as threads; rank 0's means in *out. */
-static int run_world(const bench_cfg *b, int world, int overlap, int zero, int copy, rank_job *out)
+/* One configuration: world ranks as threads; every rank's means in out[world]. */
+static int run_world(const bench_cfg *b, int world, int overlap, int zero, int copy, int balanced,
+                     rank_job *out)
 {
     static uint64_t counter;
     rank_job jobs[MAX_BENCH_RANKS];
@@ -111,6 +128,7 @@ static int run_world(const bench_cfg *b, int world, int overlap, int zero, int c
                              .zero = zero,
                              .copy = copy,
                              .port = port,
+                             .balanced = balanced,
                              .job_id = job_id,
                              .ctx = ctx};
         if (vkg_os_thread_start(&th[r], bench_rank, &jobs[r]) != 0) {
@@ -127,7 +145,7 @@ static int run_world(const bench_cfg *b, int world, int overlap, int zero, int c
                     jobs[r].err[0] ? jobs[r].err : vkg_status_str(jobs[r].st));
             return vkg_cli_exit_code(jobs[r].st);
         }
-    *out = jobs[0];
+    memcpy(out, jobs, (size_t)world * sizeof *out);
     return 0;
 }
 
@@ -168,10 +186,11 @@ int vkg_cli_bench_dp(int argc, char **argv)
                    .batch = 4,
                    .steps = 3,
                    .warmup = 1,
+                   .rebalance_every = 20,
                    .bucket_mb = 25.0f,
                    .transport = VKG_COMM_TCP};
     const char *ranks = "1,2,4", *transport = "tcp";
-    int flat = 1, zero = 0, copy_path = 0, grad_dtype = 0;
+    int flat = 1, zero = 0, copy_path = 0, grad_dtype = 0, balance = 0;
     b.device = getenv("VKGPT_DEVICE");
     const vkg_flag flags[] = {
         {"--ranks", VKG_FLAG_STR, &ranks, "world sizes to run, e.g. 1,2,4", 0, 0, 0},
@@ -192,6 +211,12 @@ int vkg_cli_bench_dp(int argc, char **argv)
          "1: also run the buckets by the copy path (host pack/unpack, --zero-copy 0)", 0, 0, 1},
         {"--grad-dtype", VKG_FLAG_CHOICE, &grad_dtype, VKG_CLI_GRAD_DTYPE_HELP, vkg_cli_grad_dtypes,
          0, 0},
+        {"--auto", VKG_FLAG_INT, &balance,
+         "1: also run 2+ ranks with --rank-batch auto (buckets; VKG_TEST_ROW_DELAY_MS=d0,d1 "
+         "slows rank k by d_k ms per row, a test-only stand-in for a slower device)",
+         0, 0, 1},
+        {"--rebalance-every", VKG_FLAG_INT, &b.rebalance_every,
+         "--auto: steps between re-balancings", 0, 1, 1e6},
         {"--device", VKG_FLAG_STR, &b.device, "device index or name (every rank)", 0, 0, 0},
     };
     int rc = vkg_flags_parse("bench dp", "[options]", flags, (int)(sizeof flags / sizeof flags[0]),
@@ -237,13 +262,15 @@ int vkg_cli_bench_dp(int argc, char **argv)
     for (int i = 0; i < nw && rc == 0; i++) {
         double flat_comm = 0.0;
         for (int z = 0; z <= (zero && worlds[i] > 1) && rc == 0; z++)
-            for (int v = flat ? 0 : 1; v <= 1 + copy_path && rc == 0; v++) {
-                rank_job r = {0};
-                int overlap = v > 0, copy = v == 2;
-                if (worlds[i] == 1 && v != 1)
+            for (int v = flat ? 0 : 1; v <= 2 + copy_path && rc == 0; v++) {
+                rank_job all[MAX_BENCH_RANKS];
+                /* v: 0 flat, 1 buckets, 2 auto (with --auto), 3 buckets-copy */
+                int overlap = v > 0, copy = v == 3, balanced = v == 2;
+                if ((worlds[i] == 1 && v != 1) || (balanced && (!balance || z)))
                     continue;
-                if ((rc = run_world(&b, worlds[i], overlap, z, copy, &r)) != 0)
+                if ((rc = run_world(&b, worlds[i], overlap, z, copy, balanced, all)) != 0)
                     break;
+                const rank_job r = all[0];
                 if (worlds[i] > 1 && overlap && !copy && !said_path++)
                     printf("# buckets by %s\n", r.bucket_path);
                 double tok = (double)worlds[i] * b.batch * b.seq / (r.ms / 1e3);
@@ -254,14 +281,22 @@ int vkg_cli_bench_dp(int argc, char **argv)
                     flat_comm = r.comm_ms;
                 else if (worlds[i] > 1 && flat_comm > 0)
                     snprintf(hid, sizeof hid, "%.0f%%", 100.0 * (1.0 - r.exposed_ms / flat_comm));
-                static const char *const modes[2][3] = {
-                    {"flat", "buckets", "buckets-copy"},
-                    {"zero-flat", "zero-buckets", "zero-bk-copy"}};
+                static const char *const modes[2][4] = {
+                    {"flat", "buckets", "auto", "buckets-copy"},
+                    {"zero-flat", "zero-buckets", "-", "zero-bk-copy"}};
                 const char *mode = worlds[i] == 1 ? "single" : modes[z][v];
                 printf("%5d %12s %10.1f %10.1f %10.1f %10.1f %8s %8s %10.0f %10.1f %9.1f\n",
                        worlds[i], mode, r.ms, r.ms - r.exposed_ms, r.comm_ms, r.exposed_ms, ov, hid,
                        tok, (double)r.optimizer_bytes / 1048576.0,
                        (double)r.grad_bytes / 1048576.0);
+                for (int k = 0; k < worlds[i] && worlds[i] > 1; k++)
+                    printf("# %s rank %d: busy %.1f ms, idle %.1f ms per step; %d rows (split "
+                           "%s)\n",
+                           mode, k, all[k].ms - all[k].exposed_ms, all[k].exposed_ms, all[k].rows,
+                           all[0].split);
+                if (balanced)
+                    printf("# auto: rows/s per rank at the last re-balancing: %s\n",
+                           all[0].speeds[0] ? all[0].speeds : "(none yet)");
                 fflush(stdout);
             }
     }

@@ -113,13 +113,15 @@ typedef struct vkg_cli_dp_flags {
     long long base_batch;
     float bucket_mb;
     int no_overlap, listen_all;
-    int zero_copy;  /* 0: gradient buckets by the copy path (force_copy_path) */
-    int grad_dtype; /* index into vkg_cli_grad_dtypes: 0 fp32, 1 bf16 */
+    int zero_copy;       /* 0: gradient buckets by the copy path (force_copy_path) */
+    int grad_dtype;      /* index into vkg_cli_grad_dtypes: 0 fp32, 1 bf16 */
+    int rebalance_every; /* -1: not given */
     int rank_batch_v[1024];
 } vkg_cli_dp_flags;
 #define VKG_CLI_DP_FLAGS_INIT                                                                      \
     {                                                                                              \
-        .world_size = -1, .rank = -1, .master_port = -1, .timeout_s = -1, .zero_copy = 1           \
+        .world_size = -1, .rank = -1, .master_port = -1, .timeout_s = -1, .zero_copy = 1,          \
+        .rebalance_every = -1                                                                      \
     }
 extern const char *const vkg_cli_lr_scales[];
 /* --coopmat's values, indexed by vkg_coopmat_mode (train, bench train). */
@@ -185,10 +187,20 @@ extern const char *const vkg_cli_precisions[];
         {"--rank-batch",                                                                           \
          VKG_FLAG_STR,                                                                             \
          &(d).rank_batch,                                                                          \
-         "micro-batch per rank, e.g. 4,2,2",                                                       \
+         "micro-batch per rank, e.g. 4,2,2; auto: each rank's rows from its measured speed, "      \
+         "starting from --batch on every rank, the global micro-batch and accumulation steps "     \
+         "fixed, each rank within its memory plan (not with --pp or --zero)",                      \
          0,                                                                                        \
          0,                                                                                        \
          0},                                                                                       \
+        {"--rebalance-every",                                                                      \
+         VKG_FLAG_INT,                                                                             \
+         &(d).rebalance_every,                                                                     \
+         "--rank-batch auto: choose the split again every N steps (after a calibration of the "    \
+         "first min(3, N); default 20)",                                                           \
+         0,                                                                                        \
+         1,                                                                                        \
+         1000000000},                                                                              \
         {"--lr-scale",                                                                             \
          VKG_FLAG_CHOICE,                                                                          \
          &(d).lr_scale,                                                                            \

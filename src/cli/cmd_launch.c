@@ -80,7 +80,21 @@ int vkg_cli_dp_resolve(vkg_cli_dp_flags *d, struct vkg_train_config *cfg)
                 cc->world_size - 1, cc->world_size);
         return 2;
     }
-    if (d->rank_batch) {
+    if (d->rebalance_every > 0 && !(d->rank_batch && !strcmp(d->rank_batch, "auto"))) {
+        fprintf(stderr, "vkgpt train: --rebalance-every needs --rank-batch auto\n");
+        return 2;
+    }
+    if (d->rank_batch && !strcmp(d->rank_batch, "auto")) {
+        if (cfg->pp > 1 || cfg->zero) {
+            fprintf(stderr,
+                    "vkgpt train: --rank-batch auto is not supported with %s yet: give a fixed "
+                    "--rank-batch list\n",
+                    cfg->pp > 1 ? "--pp" : "--zero 1");
+            return 2;
+        }
+        cfg->rank_batch_auto = 1;
+        cfg->rebalance_every = d->rebalance_every > 0 ? d->rebalance_every : 20;
+    } else if (d->rank_batch) {
         int n = vkg_flags_int_list(d->rank_batch, 1, 1 << 20, d->rank_batch_v,
                                    (int)(sizeof d->rank_batch_v / sizeof d->rank_batch_v[0]));
         if (n < 0) {

@@ -78,7 +78,8 @@ static int find_conflict(const train_opts *o, const vkg_flag *flags, int n,
         snprintf(why, cap, "%s needs %s", needs, what);
         return 1;
     }
-    if (o->dp.rank_batch && vkg_flags_seen(flags, n, r, "--batch")) {
+    if (o->dp.rank_batch && strcmp(o->dp.rank_batch, "auto") &&
+        vkg_flags_seen(flags, n, r, "--batch")) {
         snprintf(why, cap,
                  "--batch conflicts with --rank-batch, which sets every rank's "
                  "micro-batch");
@@ -183,6 +184,11 @@ static int run(vkg_trainer_t *t, const train_opts *o)
                    "unchanged (%lld in a row, the run stops at --max-skipped %d; %lld so far)\n",
                    tty ? "\r\033[K" : "", s.step, (double)s.loss, (double)s.grad_norm,
                    s.skipped_run, o->cfg.max_skipped, s.skipped_total);
+        if (s.rank_speeds[0] && o->cfg.comm.rank == 0 && !o->quiet)
+            printf("%sstep %lld: --rank-batch auto %s %s%s%s (rows/s per rank: %s)\n",
+                   tty ? "\r\033[K" : "", s.step, s.rebalanced ? "moves from" : "keeps",
+                   s.rank_batches, s.rebalanced ? " to " : "",
+                   s.rebalanced ? s.next_rank_batches : "", s.rank_speeds);
         if (o->sample_every > 0 && s.step % o->sample_every == 0)
             rc = show_sample(t, o, o->cfg.seed + (uint64_t)s.step, tty, 0);
         if (rc == 0 && o->cfg.ckpt_dir && o->ckpt_every > 0 && s.step % o->ckpt_every == 0 &&

@@ -90,6 +90,11 @@ void vkg_cli_print_run(const vkg_trainer_info *info, int recompute, const char *
                "micro-step over all ranks), lr %.3e\n",
                info->rank, info->world_size, info->rank_batches, info->global_batch, info->seq,
                (long long)info->global_batch * info->seq, (double)info->lr);
+    if (dp > 1 && info->rebalance_every)
+        printf("data parallel: --rank-batch auto: the split is chosen from each rank's measured "
+               "speed after step %lld, then every %d steps, within each rank's memory plan\n",
+               info->start_step + (info->rebalance_every < 3 ? info->rebalance_every : 3),
+               info->rebalance_every);
     if (info->world_size > 1)
         printf("transport: collectives over %s\n", info->comm_path);
     if (info->bucket_path[0])

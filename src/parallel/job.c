@@ -21,6 +21,7 @@ struct vkg_job {
     vkg_group_t *dpg, *pipe, *tie; /* the pipeline's groups (NULL without) */
     int batch[VKG_JOB_MAX_RANKS];
     int global_batch, row_offset, equal;
+    int balanced; /* --rank-batch auto: the split may change, every rank reads whole batches */
     int32_t *scratch_in, *scratch_tgt; /* (G, T) for unequal batches */
     size_t scratch_tokens;
     char list[256];
@@ -68,6 +69,23 @@ static vkg_status create_groups(vkg_job *d)
     return VKG_OK;
 }
 
+/* The rows before this rank, the global batch, whether all are equal and the list, from batch[]. */
+static void set_split(vkg_job *d)
+{
+    size_t len = 0;
+    d->row_offset = d->global_batch = 0, d->equal = !d->balanced;
+    d->list[0] = '\0';
+    for (int k = 0; k < d->dpw; k++) {
+        if (k < d->dpr)
+            d->row_offset += d->batch[k];
+        d->global_batch += d->batch[k];
+        d->equal &= d->batch[k] == d->batch[0];
+        if (len + 16 < sizeof d->list)
+            len += (size_t)snprintf(d->list + len, sizeof d->list - len, "%s%d", k ? "," : "",
+                                    d->batch[k]);
+    }
+}
+
 vkg_status vkg_job_create(const vkg_comm_config *comm, int pp, int batch, const int *rank_batch,
                           int rank_batch_count, vkg_job **out)
 {
@@ -81,7 +99,6 @@ vkg_status vkg_job_create(const vkg_comm_config *comm, int pp, int batch, const 
     VKG_CHECK(d, VKG_ERR_NOMEM, "no memory for the job");
     d->lay = lay, d->equal = 1;
     d->rank = lay.rank, d->world = lay.world, d->dpw = lay.dp, d->dpr = lay.replica;
-    size_t len = 0;
     for (int k = 0; k < dpw; k++) {
         d->batch[k] = rank_batch ? rank_batch[k] : batch;
         if (d->batch[k] <= 0) {
@@ -91,14 +108,8 @@ vkg_status vkg_job_create(const vkg_comm_config *comm, int pp, int batch, const 
                             "(--batch / --rank-batch)",
                             k, rank_batch ? rank_batch[k] : batch);
         }
-        if (k < d->dpr)
-            d->row_offset += d->batch[k];
-        d->global_batch += d->batch[k];
-        d->equal &= d->batch[k] == d->batch[0];
-        if (len + 16 < sizeof d->list)
-            len += (size_t)snprintf(d->list + len, sizeof d->list - len, "%s%d", k ? "," : "",
-                                    d->batch[k]);
     }
+    set_split(d);
     vkg_status st = VKG_OK;
     if (d->world > 1)
         st = vkg_comm_create(comm, &d->comm);
@@ -109,6 +120,72 @@ vkg_status vkg_job_create(const vkg_comm_config *comm, int pp, int batch, const 
         return st;
     }
     *out = d;
+    return VKG_OK;
+}
+
+void vkg_job_balance_on(vkg_job *d)
+{
+    d->balanced = 1;
+    set_split(d);
+}
+
+vkg_status vkg_job_set_batches(vkg_job *d, const int *batches)
+{
+    long long sum = 0;
+    for (int k = 0; k < d->dpw; k++) {
+        VKG_CHECK(batches[k] > 0, VKG_ERR_INVALID_ARG,
+                  "--rank-batch auto: rank %d's micro-batch must be > 0, got %d", k, batches[k]);
+        sum += batches[k];
+    }
+    VKG_CHECK(d->balanced && sum == d->global_batch, VKG_ERR_STATE,
+              "--rank-batch auto: a new split must keep the global micro-batch of %d rows "
+              "(got %lld)%s",
+              d->global_batch, sum, d->balanced ? "" : " and the job must be balanced");
+    memcpy(d->batch, batches, (size_t)d->dpw * sizeof *batches);
+    set_split(d);
+    return VKG_OK;
+}
+
+int vkg_job_balanced(const vkg_job *d)
+{
+    return d->balanced;
+}
+
+/* The time of rank k with b rows at `speed` rows per unit of time. */
+static double rank_time(int b, double speed)
+{
+    return (double)b / speed;
+}
+
+vkg_status vkg_job_balance(int G, int n, const double *speed, const int *cap, int *out)
+{
+    VKG_CHECK(n >= 1 && n <= VKG_JOB_MAX_RANKS && G >= n, VKG_ERR_INVALID_ARG,
+              "--rank-batch auto: %d rows cannot give each of %d ranks one", G, n);
+    long long room = 0;
+    for (int k = 0; k < n; k++) {
+        VKG_CHECK(speed[k] > 0.0 && speed[k] < 1e300, VKG_ERR_INVALID_ARG,
+                  "--rank-batch auto: rank %d's measured speed %g is not a positive number", k,
+                  speed[k]);
+        VKG_CHECK(cap[k] >= 1, VKG_ERR_NOMEM,
+                  "--rank-batch auto: rank %d's device fits no micro-batch (vkgpt plan)", k);
+        room += cap[k];
+        out[k] = 1;
+    }
+    VKG_CHECK(room >= G, VKG_ERR_NOMEM,
+              "--rank-batch auto: the ranks' devices fit %lld rows in all, fewer than the "
+              "global micro-batch of %d (vkgpt plan gives each device's largest --batch)",
+              room, G);
+    /* Each further row to the rank that would finish it soonest; ties to the lower rank. */
+    for (int r = n; r < G; r++) {
+        int best = -1;
+        double best_t = 0.0;
+        for (int k = 0; k < n; k++) {
+            double tk = rank_time(out[k] + 1, speed[k]);
+            if (out[k] < cap[k] && (best < 0 || tk < best_t))
+                best = k, best_t = tk;
+        }
+        out[best]++;
+    }
     return VKG_OK;
 }
 
@@ -183,6 +260,11 @@ vkg_comm_t *vkg_job_comm(vkg_job *d)
 int vkg_job_global_batch(const vkg_job *d)
 {
     return d->global_batch;
+}
+
+int vkg_job_batch_of(const vkg_job *d, int k)
+{
+    return d->batch[k];
 }
 
 int vkg_job_max_rank_batch(const vkg_job *d)

@@ -97,12 +97,31 @@ vkg_group_t *vkg_job_tie_group(vkg_job *d);
 int vkg_job_rank_batch(const vkg_job *d);
 int vkg_job_global_batch(const vkg_job *d);
 float vkg_job_loss_scale(const vkg_job *d);
+/* Rank k's micro-batch rows (k in [0, dp)). */
+int vkg_job_batch_of(const vkg_job *d, int k);
 /* The largest micro-batch of any rank (rows). */
 int vkg_job_max_rank_batch(const vkg_job *d);
 /* The comma list of rank batches ("4,2,2") for logs (shortened beyond about 40 ranks). */
 const char *vkg_job_batch_list(const vkg_job *d);
 /* A hash of every rank's micro-batch size, in rank order (for the agreement check). */
 uint64_t vkg_job_batch_hash(const vkg_job *d);
+
+/* Re-balancing (--rank-batch auto). vkg_job_balance_on, once, before the data loader is
+ * configured: every rank then reads whole global micro-batches and keeps its rows (as unequal
+ * batches do), so a later split reads the same rows from the same loader. vkg_job_set_batches:
+ * the new split, dp sizes in rank order, each > 0, their sum the global micro-batch (which never
+ * changes); VKG_ERR_INVALID_ARG / VKG_ERR_STATE otherwise (or when not balanced). */
+void vkg_job_balance_on(vkg_job *d);
+int vkg_job_balanced(const vkg_job *d);
+vkg_status vkg_job_set_batches(vkg_job *d, const int *batches);
+/* The split of G rows over n ranks that finishes soonest when rank k handles speed[k] rows per
+ * unit of time: out[k] >= 1, out[k] <= cap[k] (the largest micro-batch its memory plan fits),
+ * sum G. Each row past the first of every rank goes, one at a time, to the rank that would then
+ * finish soonest, ties to the lower rank: a pure function of its arguments, so every rank that
+ * computes it from the same gathered figures gets the same split. Errors: VKG_ERR_INVALID_ARG
+ * (G < n, a speed not positive), VKG_ERR_NOMEM naming the rank or the rows when the caps cannot
+ * hold G. */
+vkg_status vkg_job_balance(int G, int n, const double *speed, const int *cap, int *out);
 
 /* Configure a data loader config for this rank: equal batches use rank/world slices, unequal
  * ones the whole global micro-batch (see the file comment). */

@@ -32,6 +32,11 @@ vkg_status vkg_strategy_create(const vkg_strategy_config *c, vkg_strategy **out)
     if (c->zero)
         VKG_TRY(vkg__zero_check(c, &lay));
     VKG_TRY(grad_dtype_check(c, &lay));
+    VKG_CHECK(!c->balanced || (lay.pp == 1 && !c->zero && !c->rank_batch), VKG_ERR_INVALID_ARG,
+              "--rank-batch auto is not supported with %s yet: give a fixed --rank-batch list",
+              lay.pp > 1 ? "--pp (pipeline stages)"
+              : c->zero  ? "--zero 1"
+                         : "a --rank-batch list");
     vkg_strategy *s = calloc(1, sizeof *s);
     VKG_CHECK(s, VKG_ERR_NOMEM, "no memory for the parallel strategy");
     int pp = lay.pp;
@@ -43,6 +48,8 @@ vkg_status vkg_strategy_create(const vkg_strategy_config *c, vkg_strategy **out)
         free(s);
         return st;
     }
+    if (c->balanced)
+        vkg_job_balance_on(s->job);
     s->vt = pp > 1       ? &vkg__strategy_pp /* with --zero: each stage's moments sharded */
             : c->zero    ? &vkg__strategy_zero
             : lay.dp > 1 ? &vkg__strategy_dp
@@ -66,6 +73,16 @@ vkg_status vkg_strategy_create(const vkg_strategy_config *c, vkg_strategy **out)
     return VKG_OK;
 }
 
+/* The model, optimizer, reducer and batch buffers, as destroy releases them. */
+static void release_model(vkg_strategy *s)
+{
+    vkg_adamw_destroy(&s->opt);
+    vkg_gpt2_destroy(&s->model); /* its split copies into the reducer's imported buffer */
+    vkg_grad_reducer_destroy(&s->reducer);
+    free(s->inputs), free(s->targets);
+    s->inputs = s->targets = NULL;
+}
+
 void vkg_strategy_destroy(vkg_strategy **ps, const char *failure)
 {
     vkg_strategy *s = ps ? *ps : NULL;
@@ -74,10 +91,7 @@ void vkg_strategy_destroy(vkg_strategy **ps, const char *failure)
     vkg_job_abort(s->job, failure); /* the peers learn at once */
     if (s->vt && s->vt->free_impl)
         s->vt->free_impl(s);
-    vkg_adamw_destroy(&s->opt);
-    vkg_gpt2_destroy(&s->model); /* its split copies into the reducer's imported buffer */
-    vkg_grad_reducer_destroy(&s->reducer);
-    free(s->inputs), free(s->targets);
+    release_model(s);
     vkg_job_destroy(&s->job, NULL);
     free(s);
     *ps = NULL;
@@ -258,6 +272,46 @@ vkg_status vkg_strategy_load(vkg_strategy *s, float *params, float *m, float *v)
     }
 done:
     free(part), free(pm), free(pv);
+    return st;
+}
+
+int vkg_strategy_batch_of(const vkg_strategy *s, int k)
+{
+    return vkg_job_batch_of(s->job, k);
+}
+
+vkg_status vkg_strategy_allgather(vkg_strategy *s, const void *send, size_t bytes, void *recv)
+{
+    return vkg_job_allgather(s->job, send, bytes, recv);
+}
+
+int vkg_strategy_fit_batch(const vkg_strategy *s, int limit)
+{
+    const vkg_device_info *info = vkg_device_get_info(s->mc.dev);
+    vkg_plan_opts po = {.recompute = s->mc.recompute,
+                        .precision = s->mc.precision,
+                        .max_allocation = info->max_allocation_bytes};
+    return vkg_strategy_largest_batch(&s->mc.cfg, limit, s->mc.T, s->mc.accum_steps, 1, NULL, 0,
+                                      &po, 0, info->device_local_bytes);
+}
+
+vkg_status vkg_strategy_rebatch(vkg_strategy *s, const int *batches)
+{
+    VKG_CHECK(s->model && vkg_job_balanced(s->job) && !s->vt->build && !s->vt->free_impl,
+              VKG_ERR_STATE, "--rank-batch auto: the strategy (%s) cannot change its split",
+              s->vt->name);
+    size_t n = vkg_gpt2_num_params(&s->mc.cfg);
+    float *p = malloc(n * sizeof *p), *m = malloc(n * sizeof *m), *v = malloc(n * sizeof *v);
+    vkg_status st = VKG_OK;
+    VKG_CHECK_GOTO(st, p && m && v, VKG_ERR_NOMEM, done,
+                   "no memory for the %zu parameters and moments a new split carries over", n);
+    VKG_TRY_GOTO(st, vkg_strategy_gather(s, p, m, v), done);
+    VKG_TRY_GOTO(st, vkg_job_set_batches(s->job, batches), done);
+    release_model(s);
+    VKG_TRY_GOTO(st, vkg__whole_build(s), done);
+    VKG_TRY_GOTO(st, vkg_strategy_load(s, p, m, v), done);
+done:
+    free(p), free(m), free(v);
     return st;
 }
 

@@ -52,6 +52,9 @@ typedef struct vkg_strategy_config {
      * VKG_COMM_BF16 (grad_bf16.h: rounded to bf16, summed in fp32, widened back before the norm,
      * clipping and AdamW); needs a data-parallel group of 2 or more ranks. */
     vkg_comm_dtype grad_dtype;
+    /* 1: --rank-batch auto (every rank `batch` rows to start, vkg_strategy_rebatch later); needs
+     * no pipeline and no ZeRO. */
+    int balanced;
 } vkg_strategy_config;
 
 enum { VKG_PP_1F1B = 0, VKG_PP_GPIPE = 1, VKG_PP_ZBH1 = 2 };
@@ -105,6 +108,23 @@ vkg_status vkg_strategy_check_match(vkg_strategy *s, const uint64_t *values,
  * learns the outcome. Rank 0 gets st back; the others VKG_ERR_PEER "rank 0 failed: <what>: <its
  * message>" when st failed. */
 vkg_status vkg_strategy_rank0_outcome(vkg_strategy *s, vkg_status st, const char *what);
+
+/* ---- --rank-batch auto (a data-parallel group of whole models, no ZeRO) ---- */
+/* Rank k's micro-batch rows (k < the data-parallel ranks). */
+int vkg_strategy_batch_of(const vkg_strategy *s, int k);
+/* Every rank's `bytes` of send, in rank order, into recv (world x bytes). */
+vkg_status vkg_strategy_allgather(vkg_strategy *s, const void *send, size_t bytes, void *recv);
+/* The largest micro-batch in [1, limit] whose memory plan fits this rank's device (the check of
+ * vkg_strategy_build and vkg_strategy_check_fit: the device's memory, or its limit); 0: none. */
+int vkg_strategy_fit_batch(const vkg_strategy *s, int limit);
+/* Every rank at once: the job's new split (dp sizes summing to the global micro-batch). The
+ * model and optimizer are rebuilt for the new micro-batch and handed the parameters and moments
+ * they held (gathered, then rank 0's loaded as vkg_strategy_load does), so the next steps are
+ * bitwise those of a checkpoint resumed with that split; the data loader is untouched (balanced
+ * jobs read whole global micro-batches). Errors: VKG_ERR_STATE (not balanced, not built),
+ * vkg_job_set_batches' and vkg_strategy_build's (the fit check). After a failure of the
+ * rebuild the strategy has no model: only vkg_strategy_destroy. */
+vkg_status vkg_strategy_rebatch(vkg_strategy *s, const int *batches);
 
 /* ---- the model ---- */
 typedef struct vkg_strategy_model {

@@ -14,7 +14,7 @@
 #include "os/file.h"
 #include "vkgpt/io.h"
 
-#define LINE_CAP 512
+#define LINE_CAP 1536
 #define SVG_W 800.0
 #define SVG_H 500.0
 #define PLOT_L 80.0 /* plot area inside the margins */
@@ -286,6 +286,13 @@ vkg_status vkg_metrics_log(vkg_metrics_t *m, const vkg_metrics_row *row)
     at = put_float(line, at, "ms", row->ms, &bad);
     if (row->has_eval)
         at = put_float(line, at, "eval_loss", row->eval_loss, &bad);
+    if (row->rank_batch) /* digits and commas only: nothing to escape */
+        at += (size_t)snprintf(line + at, sizeof line - at, ",\"rank_batch\":\"%.200s\"",
+                               row->rank_batch);
+    if (row->rebalance)
+        at += (size_t)snprintf(line + at, sizeof line - at,
+                               ",\"rebalance\":\"%.200s\",\"rank_rows_per_s\":\"%.200s\"",
+                               row->rebalance, row->rank_speeds ? row->rank_speeds : "");
     snprintf(line + at, sizeof line - at, "%s%s}\n", bad ? ",\"nonfinite\":true" : "",
              row->skipped ? ",\"skipped\":true" : "");
     VKG_CHECK(fputs(line, m->log) >= 0 && fflush(m->log) == 0, VKG_ERR_IO,

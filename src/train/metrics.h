@@ -41,6 +41,10 @@ typedef struct vkg_metrics_row {
     int has_eval;       /* 1: eval_loss is written and kept in the eval history */
     float eval_loss;
     int skipped; /* 1: the step was not applied (its loss or gradient norm not finite) */
+    /* --rank-batch auto (NULL: not written): the rows of each rank in this step ("5,3");
+     * rebalance, when the split was chosen again after this step: the next step's split, and
+     * the rows per second each rank was measured at. */
+    const char *rank_batch, *rebalance, *rank_speeds;
 } vkg_metrics_row;
 
 /* One point of a history: the step and its loss (NaN for a logged non-finite loss). */

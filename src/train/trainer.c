@@ -57,7 +57,8 @@ static vkg_status join(vkg_trainer_t *t)
                               .pp_schedule = c->pp_schedule,
                               .zero = c->zero,
                               .force_copy_path = c->force_copy_path,
-                              .grad_dtype = c->grad_dtype};
+                              .grad_dtype = c->grad_dtype,
+                              .balanced = c->rank_batch_auto};
     if (c->comm_from_env) {
         VKG_TRY(vkg_comm_config_from_env(&sc.comm, NULL));
         sc.comm.ctx = c->comm.ctx;
@@ -226,6 +227,7 @@ static vkg_status setup(vkg_trainer_t *t)
         t->rng.state = ck.state.rng[0];
     }
     t->start_step = t->step;
+    VKG_TRY_GOTO(st, vkg__train_balance_setup(t), done);
     if ((c->log_path || t->ckpt_dir[0]) && vkg_strategy_rank(t->par) == 0) {
         char log[1100];
         snprintf(log, sizeof log, "%s/log.jsonl", t->ckpt_dir);
@@ -347,6 +349,7 @@ void vkg_trainer_get_info(const vkg_trainer_t *t, vkg_trainer_info *info)
     info->rank = vkg_strategy_rank(t->par), info->world_size = vkg_strategy_world(t->par);
     info->global_batch = vkg_strategy_global_batch(t->par), info->lr = t->sched.lr;
     snprintf(info->rank_batches, sizeof info->rank_batches, "%s", vkg_strategy_batch_list(t->par));
+    info->rebalance_every = t->bal.on ? t->cfg.rebalance_every : 0;
     snprintf(info->comm_path, sizeof info->comm_path, "%s", vkg_strategy_comm_path(t->par));
     snprintf(info->bucket_path, sizeof info->bucket_path, "%s", vkg_strategy_bucket_path(t->par));
     snprintf(info->grad_exchange, sizeof info->grad_exchange, "%s",
@@ -394,6 +397,7 @@ static vkg_status step(vkg_trainer_t *t, vkg_step_info *info)
                                .grad_clip = t->cfg.grad_clip,
                                .stop = t->cfg.stop && *t->cfg.stop};
     vkg_strategy_step_out out;
+    vkg__train_balance_delay(t);
     VKG_TRY(vkg_strategy_step(t->par, t->train, &in, &out));
     float norm = out.grad_norm;
     t->step++;
@@ -419,6 +423,8 @@ static vkg_status step(vkg_trainer_t *t, vkg_step_info *info)
         VKG_TRY(eval(t, &info->eval_loss));
         info->has_eval = 1;
     }
+    /* after the evaluation, which runs with the split of the step it follows */
+    VKG_TRY(vkg__train_balance_step(t, ms, out.exposed_comm_ms, info));
     if (t->metrics) {
         vkg_metrics_row row = {.step = t->step,
                                .loss = info->loss,
@@ -429,7 +435,10 @@ static vkg_status step(vkg_trainer_t *t, vkg_step_info *info)
                                .ms = (float)ms,
                                .has_eval = info->has_eval,
                                .eval_loss = info->eval_loss,
-                               .skipped = out.skipped};
+                               .skipped = out.skipped,
+                               .rank_batch = t->bal.on ? info->rank_batches : NULL,
+                               .rebalance = info->rank_speeds[0] ? info->next_rank_batches : NULL,
+                               .rank_speeds = info->rank_speeds};
         VKG_TRY(vkg_metrics_log(t->metrics, &row));
     }
     VKG_CHECK(t->skipped_run < t->cfg.max_skipped, VKG_ERR_ABORTED,

@@ -35,8 +35,17 @@ struct vkg_trainer {
     char *run_config;             /* cfg.run_config copied, or NULL; written as run.json once */
     struct vkg_os_lockfile *lock; /* ckpt_dir's lock (rank 0), NULL when none */
     vkg_trace *trace;             /* --trace: this rank's timeline, or NULL */
-    int failed;                   /* a call failed: the peers are told on destroy */
-    char fail_msg[1024];          /* the first failure's message, which they are told */
+    struct {                      /* --rank-batch auto (rebalance.c) */
+        int on;                   /* auto with 2 or more data-parallel ranks */
+        double row_delay_ms;      /* VKG_TEST_ROW_DELAY_MS: this rank's test-only delay per row */
+        int cap;                  /* the largest micro-batch this rank's memory plan fits */
+        int calib, window, seen;  /* calibration steps, this window's steps, steps seen in it */
+        long long next;           /* the step after which the split is chosen again */
+        double busy_ms;           /* this window's busy time (counted steps minus waiting) */
+        long long rows;           /* rows trained in the counted steps */
+    } bal;
+    int failed;          /* a call failed: the peers are told on destroy */
+    char fail_msg[1024]; /* the first failure's message, which they are told */
 };
 
 /* The trainer's inputs (inputs.c). open_tokenizer: the one cfg names (gpt2, byte or a file); for
@@ -61,6 +70,16 @@ vkg_status vkg__train_new_model(vkg_trainer_t *t, float **params);
 vkg_status vkg__train_share_start(vkg_trainer_t *t, float **params, vkg_checkpoint *ck);
 vkg_status vkg__train_agree(vkg_trainer_t *t, const vkg_checkpoint *ck);
 vkg_status vkg__train_resume_data(vkg_trainer_t *t, const vkg_checkpoint_state *s);
+
+/* --rank-batch auto (rebalance.c). setup: after the starting point is loaded (t->step set),
+ * reads the test-only delay and this rank's memory cap; errors name --rebalance-every and
+ * VKG_TEST_ROW_DELAY_MS. delay: the test-only sleep before a step. step: after every step
+ * (ms: its time, waited_ms: the part spent waiting for the other ranks), fills info's split
+ * fields and, when due, chooses the split again on every rank (vkg_strategy_rebatch). */
+vkg_status vkg__train_balance_setup(vkg_trainer_t *t);
+void vkg__train_balance_delay(const vkg_trainer_t *t);
+vkg_status vkg__train_balance_step(vkg_trainer_t *t, double ms, double waited_ms,
+                                   vkg_step_info *info);
 
 /* Generation through the strategy's (B, T) forward pass: the prompt's tokens then len sampled
  * ones. */
