@@ -249,8 +249,8 @@ vkg_status vkg_comm_ctx_create(vkg_comm_ctx_t **out)
     snprintf(ctl, sizeof ctl, "inproc://vkg-zapctl-%p", (void *)ctx);
     VKG_CHECK_GOTO(st, zmq_bind(ctx->ctl_recv, ctl) == 0 && zmq_connect(ctx->ctl_send, ctl) == 0,
                    VKG_ERR_NETWORK, fail, "ZAP control pair: %s", zmq_strerror(zmq_errno()));
-    VKG_CHECK_GOTO(st, vkg_os_thread_start(&ctx->thread, zap_thread, ctx) == 0, VKG_ERR_NOMEM,
-                   fail, "cannot start the ZAP handler thread");
+    VKG_CHECK_GOTO(st, vkg_os_thread_start(&ctx->thread, zap_thread, ctx) == 0, VKG_ERR_NOMEM, fail,
+                   "cannot start the ZAP handler thread");
     ctx->started = 1;
     *out = ctx;
     return VKG_OK;
