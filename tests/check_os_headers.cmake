@@ -1,8 +1,6 @@
 # ctest os_headers: outside the platform layer (src/os) no source of src/ or transport/ includes a
 # system header that is not C11's; the libraries the project is built on (Vulkan and volk, ZeroMQ,
-# libsodium, utf8proc, a CBLAS) are allowed by name. What still does, and why, is listed in
-# `known` below; a file there that no longer needs it fails the check too, so the list only
-# shrinks. The same check run on tests/layers/os_bad must find that folder's one bad include, so
+# libsodium, utf8proc, a CBLAS) are allowed by name. The same check run on tests/layers/os_bad must find that folder's one bad include, so
 # a check that finds nothing is not a check that cannot find anything.
 # Run with -DSRC=source dir.
 cmake_minimum_required(VERSION 3.20)
@@ -10,11 +8,6 @@ set(c11 assert complex ctype errno fenv float inttypes iso646 limits locale math
         stdalign stdarg stdatomic stdbool stddef stdint stdio stdlib stdnoreturn string tgmath
         threads time uchar wchar wctype)
 set(libraries volk.h zmq.h sodium.h utf8proc.h cblas.h)
-# Not yet in the platform layer: the Linux shared-memory collectives (memfd, fd passing over Unix
-# sockets, futex, process_vm_readv, mmap; every other system builds transport/shm_none.c instead).
-set(known transport/shm.c transport/shm_direct.c transport/shm_wait.c transport/shm_pool.c
-          transport/shm_setup.c)
-
 function(system_includes root dirs out)
     set(bad "")
     foreach(d ${dirs})
@@ -38,31 +31,13 @@ function(system_includes root dirs out)
 endfunction()
 
 system_includes(${SRC} "src;transport" found)
-set(unexpected "")
-set(seen "")
-foreach(b ${found})
-    string(REGEX REPLACE ":.*" "" f "${b}")
-    if(f IN_LIST known)
-        list(APPEND seen ${f})
-    else()
-        list(APPEND unexpected "${b}")
-    endif()
-endforeach()
-if(unexpected)
-    string(REPLACE ";" "\n  " unexpected "${unexpected}")
+if(found)
+    string(REPLACE ";" "\n  " found "${found}")
     message(FATAL_ERROR "system headers outside the platform layer (src/os; give it a function "
-                        "there):\n  ${unexpected}")
+                        "there):\n  ${found}")
 endif()
-foreach(f ${known})
-    if(NOT f IN_LIST seen)
-        message(FATAL_ERROR "${f} no longer includes a system header: take it off the known list "
-                            "of tests/check_os_headers.cmake")
-    endif()
-endforeach()
 system_includes(${SRC}/tests/layers "os_bad" probe)
 if(NOT probe STREQUAL "os_bad/bad.c: <unistd.h>")
     message(FATAL_ERROR "the header check missed the probe's bad include; it found: '${probe}'")
 endif()
-list(LENGTH known nknown)
-message(STATUS "outside src/os only C11's headers and the named libraries', but in ${nknown} "
-               "known files")
+message(STATUS "outside src/os only C11's headers and the named libraries'")

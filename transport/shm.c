@@ -20,18 +20,13 @@
 #include "shm.h"
 
 #include <errno.h>
-#include <fcntl.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
-#include <unistd.h>
 
 #include "comm_testing.h"
+#include "os/clock.h"
+#include "os/shm.h"
 
 #define MSG_HELLO 0x48534b56u /* "VKSH" */
 #define MSG_CHAL 0x43534b56u  /* "VKSC" */
@@ -80,17 +75,6 @@ void vkg__shm_socket_name(const uint8_t tag[VKG_SHM_TAG_BYTES], char *name, size
         len += (size_t)snprintf(name + len, cap - len, "%02x", tag[i]);
 }
 
-static socklen_t abstract_addr(const char *name, struct sockaddr_un *sa)
-{
-    memset(sa, 0, sizeof *sa);
-    sa->sun_family = AF_UNIX;
-    size_t n = strlen(name);
-    if (n > sizeof sa->sun_path - 1)
-        n = sizeof sa->sun_path - 1;
-    memcpy(sa->sun_path + 1, name, n); /* sun_path[0] = 0: the abstract namespace */
-    return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n);
-}
-
 /* BLAKE2b keyed with the secret over role | job | generation | rank | host nonce | rank nonce. */
 static void proof(const vkg_shm_creds *cr, const char *role, uint32_t rank, const uint8_t *nh,
                   const uint8_t *nr, uint8_t out[VKG_MAC_BYTES])
@@ -113,52 +97,35 @@ static vkg_status nonce(uint8_t out[16])
 /* VKG_OK when the process at the other end of fd runs as this process's user. */
 static vkg_status same_user(int fd, const char *who)
 {
-    struct ucred uc;
-    socklen_t len = sizeof uc;
-    VKG_CHECK(getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &uc, &len) == 0, VKG_ERR_NETWORK,
-              "shared memory handover: reading the credentials of %s: %s", who, strerror(errno));
-    VKG_CHECK(uc.uid == geteuid(), VKG_ERR_PEER,
-              "shared memory handover: %s (pid %d) runs as uid %u, this job as uid %u", who,
-              (int)uc.pid, (unsigned)uc.uid, (unsigned)geteuid());
+    unsigned uid = 0;
+    long pid = 0;
+    int e = vkg_os_local_peer(fd, &uid, &pid);
+    VKG_CHECK(e == 0, VKG_ERR_NETWORK, "shared memory handover: reading the credentials of %s: %s",
+              who, strerror(e));
+    VKG_CHECK(uid == vkg_os_euid(), VKG_ERR_PEER,
+              "shared memory handover: %s (pid %ld) runs as uid %u, this job as uid %u", who, pid,
+              uid, vkg_os_euid());
     return VKG_OK;
 }
 
 /* Receive one message (and a descriptor, when fd_out is given) within ms. */
 static vkg_status recv_msg(int fd, shm_msg *m, int *fd_out, int ms, const char *from)
 {
-    struct pollfd p = {fd, POLLIN, 0};
-    int rc;
-    do
-        rc = poll(&p, 1, ms);
-    while (rc < 0 && errno == EINTR);
-    VKG_CHECK(rc > 0, VKG_ERR_TIMEOUT, "shared memory handover: %s sent nothing within %d ms", from,
-              ms);
-    union {
-        char buf[CMSG_SPACE(sizeof(int))];
-        struct cmsghdr align;
-    } ctrl;
-    struct iovec io = {m, sizeof *m};
-    struct msghdr mh = {.msg_iov = &io, .msg_iovlen = 1};
-    if (fd_out) {
-        mh.msg_control = ctrl.buf;
-        mh.msg_controllen = sizeof ctrl.buf;
-        *fd_out = -1;
-    }
     memset(m, 0, sizeof *m);
-    ssize_t n = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC);
-    VKG_CHECK(n >= 0, VKG_ERR_NETWORK, "shared memory handover: receiving from %s: %s", from,
-              strerror(errno));
-    for (struct cmsghdr *cm = fd_out ? CMSG_FIRSTHDR(&mh) : NULL; cm; cm = CMSG_NXTHDR(&mh, cm))
-        if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS)
-            memcpy(fd_out, CMSG_DATA(cm), sizeof(int));
+    long n = 0;
+    int e = vkg_os_local_recv(fd, m, sizeof *m, fd_out, ms, &n);
+    VKG_CHECK(e != ETIMEDOUT, VKG_ERR_TIMEOUT,
+              "shared memory handover: %s sent nothing within %d ms", from, ms);
+    VKG_CHECK(e == 0, VKG_ERR_NETWORK, "shared memory handover: receiving from %s: %s", from,
+              strerror(e));
     /* version 1 put the status (0 or 1) where the version is now */
     uint32_t v = n >= 8 ? (m->version > 1 ? m->version : 1) : 0;
     VKG_CHECK(n < 8 || v == HANDOVER_VERSION, VKG_ERR_PROTOCOL,
               "shared memory handover: %s speaks handover version %u, this build speaks version "
               "%u (mixed vkgpt versions in one job)",
               from, (unsigned)v, HANDOVER_VERSION);
-    VKG_CHECK(n == (ssize_t)sizeof *m, VKG_ERR_PROTOCOL,
-              "shared memory handover: %s sent %zd bytes, expected %zu (closed, or not a vkgpt "
+    VKG_CHECK(n == (long)sizeof *m, VKG_ERR_PROTOCOL,
+              "shared memory handover: %s sent %ld bytes, expected %zu (closed, or not a vkgpt "
               "rank of this version)",
               from, n, sizeof *m);
     m->why[sizeof m->why - 1] = '\0';
@@ -167,28 +134,10 @@ static vkg_status recv_msg(int fd, shm_msg *m, int *fd_out, int ms, const char *
 
 static vkg_status send_msg(int fd, const shm_msg *m, int pass_fd)
 {
-    union {
-        char buf[CMSG_SPACE(sizeof(int))];
-        struct cmsghdr align;
-    } ctrl;
-    struct iovec io = {(void *)m, sizeof *m};
-    struct msghdr mh = {.msg_iov = &io, .msg_iovlen = 1};
-    if (pass_fd >= 0) {
-        memset(&ctrl, 0, sizeof ctrl);
-        mh.msg_control = ctrl.buf;
-        mh.msg_controllen = sizeof ctrl.buf;
-        struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
-        cm->cmsg_level = SOL_SOCKET;
-        cm->cmsg_type = SCM_RIGHTS;
-        cm->cmsg_len = CMSG_LEN(sizeof(int));
-        memcpy(CMSG_DATA(cm), &pass_fd, sizeof(int));
-    }
-    ssize_t n;
-    do
-        n = sendmsg(fd, &mh, MSG_NOSIGNAL);
-    while (n < 0 && errno == EINTR);
-    VKG_CHECK(n == (ssize_t)sizeof *m, VKG_ERR_NETWORK, "shared memory handover: send: %s",
-              strerror(errno));
+    long n = 0;
+    int e = vkg_os_local_send(fd, m, sizeof *m, pass_fd, &n);
+    VKG_CHECK(e == 0 && n == (long)sizeof *m, VKG_ERR_NETWORK, "shared memory handover: send: %s",
+              strerror(e ? e : EIO));
     return VKG_OK;
 }
 
@@ -272,11 +221,8 @@ vkg_status vkg__shm_serve(int lfd, const vkg_shm_creds *cr, int nranks, int seg_
                           missing);
             break;
         }
-        struct pollfd p = {lfd, POLLIN, 0};
-        if (poll(&p, 1, (int)((deadline - now) / 1000000) + 1) <= 0)
-            continue;
-        int cfd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
-        if (cfd < 0)
+        int cfd = -1;
+        if (vkg_os_local_accept(lfd, (int)((deadline - now) / 1000000) + 1, &cfd) != 0)
             continue;
         int rank = -1;
         if (serve_one(cfd, cr, nranks, attached, seg_fd, seg_bytes, &rank) == VKG_OK && rank > 0) {
@@ -285,7 +231,7 @@ vkg_status vkg__shm_serve(int lfd, const vkg_shm_creds *cr, int nranks, int seg_
         } else if (refusals) {
             (*refusals)++;
         }
-        close(cfd);
+        vkg_os_shm_close(cfd);
     }
     free(attached);
     return st;
@@ -295,21 +241,16 @@ vkg_status vkg__shm_attach(const char *name, const vkg_shm_creds *cr, int rank, 
                            int *fd_out, size_t *bytes_out)
 {
     *fd_out = -1;
-    struct sockaddr_un sa;
-    socklen_t len = abstract_addr(name, &sa);
     int fd = -1;
     for (;;) {
-        fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-        VKG_CHECK(fd >= 0, VKG_ERR_NETWORK, "socket(AF_UNIX): %s", strerror(errno));
-        if (connect(fd, (struct sockaddr *)&sa, len) == 0)
+        int e = vkg_os_local_connect(name, &fd);
+        if (e == 0)
             break;
-        int e = errno;
-        close(fd);
         VKG_CHECK((e == ECONNREFUSED || e == ENOENT || e == EAGAIN) && vkg__now_ns() < deadline,
                   VKG_ERR_TIMEOUT,
                   "shared memory handover: cannot reach the host's first rank at @%s: %s", name,
                   strerror(e));
-        usleep(2000);
+        vkg_os_sleep_ms(2);
     }
     shm_msg m = {.magic = MSG_HELLO,
                  .version = HANDOVER_VERSION,
@@ -345,10 +286,10 @@ vkg_status vkg__shm_attach(const char *name, const vkg_shm_creds *cr, int rank, 
         st = VKG_FAIL(VKG_ERR_PEER, "the host's first rank refused the segment: %s", f.why);
     else if (st == VKG_OK && (f.magic != MSG_FD || got < 0))
         st = VKG_FAIL(VKG_ERR_PROTOCOL, "shared memory handover: no segment descriptor came");
-    close(fd);
+    vkg_os_shm_close(fd);
     if (st < 0) {
         if (got >= 0)
-            close(got);
+            vkg_os_shm_close(got);
         return st;
     }
     *fd_out = got;
@@ -358,13 +299,8 @@ vkg_status vkg__shm_attach(const char *name, const vkg_shm_creds *cr, int rank, 
 
 vkg_status vkg__shm_listen(const char *name, int *lfd_out)
 {
-    struct sockaddr_un sa;
-    socklen_t len = abstract_addr(name, &sa);
-    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-    VKG_CHECK(fd >= 0, VKG_ERR_NETWORK, "socket(AF_UNIX): %s", strerror(errno));
-    if (bind(fd, (struct sockaddr *)&sa, len) != 0 || listen(fd, 64) != 0) {
-        int e = errno;
-        close(fd);
+    int fd = -1, e = vkg_os_local_listen(name, &fd);
+    if (e != 0) {
         return VKG_FAIL(VKG_ERR_NETWORK,
                         "shared memory handover: cannot listen at @%s: %s (another process holds "
                         "the name)",
@@ -378,22 +314,18 @@ vkg_status vkg__shm_create_fd(const vkg_shm_creds *cr, int n, size_t chunk, size
                               int *fd_out, size_t *bytes_out)
 {
     size_t data_off, pool_off, bytes = vkg__shm_layout(n, chunk, pool, &data_off, &pool_off);
-    int fd = memfd_create("vkgpt-shm", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-    VKG_CHECK(fd >= 0, VKG_ERR_UNSUPPORTED, "memfd_create: %s", strerror(errno));
+    int fd = -1, e = vkg_os_shm_new(&fd);
+    VKG_CHECK(e == 0, VKG_ERR_UNSUPPORTED, "memfd_create: %s", strerror(e));
     vkg_status st = VKG_OK;
-    if (ftruncate(fd, (off_t)bytes) != 0)
-        st = VKG_FAIL(VKG_ERR_NOMEM, "sizing the segment to %zu bytes: %s", bytes, strerror(errno));
-    else if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0)
-        st = VKG_FAIL(VKG_ERR_UNSUPPORTED, "sealing the segment: %s", strerror(errno));
-    void *p = MAP_FAILED;
-    if (st == VKG_OK) {
-        p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-        if (p == MAP_FAILED)
-            st = VKG_FAIL(VKG_ERR_NOMEM, "mapping the segment (%zu bytes): %s", bytes,
-                          strerror(errno));
-    }
+    void *p = NULL;
+    if ((e = vkg_os_shm_resize(fd, bytes)) != 0)
+        st = VKG_FAIL(VKG_ERR_NOMEM, "sizing the segment to %zu bytes: %s", bytes, strerror(e));
+    else if ((e = vkg_os_shm_seal(fd)) != 0)
+        st = VKG_FAIL(VKG_ERR_UNSUPPORTED, "sealing the segment: %s", strerror(e));
+    else if ((e = vkg_os_shm_map(fd, bytes, &p)) != 0)
+        st = VKG_FAIL(VKG_ERR_NOMEM, "mapping the segment (%zu bytes): %s", bytes, strerror(e));
     if (st < 0) {
-        close(fd);
+        vkg_os_shm_close(fd);
         return st;
     }
     vkg_shm_hdr *h = p;
@@ -408,7 +340,7 @@ vkg_status vkg__shm_create_fd(const vkg_shm_creds *cr, int n, size_t chunk, size
     h->data_off = data_off;
     h->pool_off = pool_off;
     h->pool_bytes = pool;
-    munmap(p, bytes);
+    vkg_os_shm_unmap(p, bytes);
     *fd_out = fd;
     *bytes_out = bytes;
     return VKG_OK;
@@ -417,24 +349,24 @@ vkg_status vkg__shm_create_fd(const vkg_shm_creds *cr, int n, size_t chunk, size
 vkg_status vkg__shm_map(int fd, const vkg_shm_creds *cr, int n, size_t chunk, uint8_t **base_out,
                         size_t *bytes_out)
 {
-    struct stat sb;
-    VKG_CHECK(fstat(fd, &sb) == 0, VKG_ERR_IO, "fstat of the segment: %s", strerror(errno));
-    int seals = fcntl(fd, F_GET_SEALS);
-    VKG_CHECK(seals >= 0 && (seals & F_SEAL_SHRINK), VKG_ERR_PROTOCOL,
+    size_t bytes = 0, data_off, pool_off;
+    int e = vkg_os_shm_size(fd, &bytes);
+    VKG_CHECK(e == 0, VKG_ERR_IO, "fstat of the segment: %s", strerror(e));
+    VKG_CHECK(vkg_os_shm_sealed(fd), VKG_ERR_PROTOCOL,
               "the segment handed over is not sealed against shrinking");
     /* the pools' size is the creator's (from the header): map the whole, then check it */
-    size_t bytes = (size_t)sb.st_size, data_off, pool_off;
     VKG_CHECK(bytes >= 4096, VKG_ERR_PROTOCOL, "the segment has only %zu bytes", bytes);
-    uint8_t *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    VKG_CHECK(p != MAP_FAILED, VKG_ERR_NOMEM, "mapping the segment (%zu bytes): %s", bytes,
-              strerror(errno));
+    void *m = NULL;
+    e = vkg_os_shm_map(fd, bytes, &m);
+    VKG_CHECK(e == 0, VKG_ERR_NOMEM, "mapping the segment (%zu bytes): %s", bytes, strerror(e));
+    uint8_t *p = m;
     const vkg_shm_hdr *h = (const vkg_shm_hdr *)p;
     size_t want = vkg__shm_layout(n, chunk, (size_t)h->pool_bytes, &data_off, &pool_off);
     if (h->magic != VKG_SHM_MAGIC || h->version != VKG_SHM_VERSION || h->job_id != cr->job_id ||
         h->generation != cr->generation || h->nlocal != (uint32_t)n || h->chunk != chunk ||
         h->slots != VKG_SHM_SLOTS || h->data_off != data_off || h->pool_off != pool_off ||
         h->total_bytes != bytes || want != bytes || h->pool_bytes % 4096) {
-        munmap(p, bytes);
+        vkg_os_shm_unmap(p, bytes);
         return VKG_FAIL(VKG_ERR_PROTOCOL,
                         "the segment's header does not describe this job's segment (job, "
                         "generation, ranks, chunk size or layout differ)");

@@ -55,10 +55,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/uio.h>
-#include <unistd.h>
 
 #include "base/parse.h"
+#include "os/file.h"
+#include "os/shm.h"
 
 /* Read per peer into scratch before reducing: 256 KiB (a process_vm_readv of 64 KiB costs
  * about 1.5x per byte what one of 256 KiB does, measured on 2 cores), less from 5 peers on so
@@ -92,19 +92,7 @@ typedef struct probe_verdict {
 /* Read bytes at addr in local rank q's memory into dst; VKG_OK or the errno of the failure. */
 static int cma_read(const struct vkg_shm *s, int q, void *dst, uint64_t addr, size_t bytes)
 {
-    uint8_t *d = dst;
-    while (bytes > 0) {
-        struct iovec l = {d, bytes}, r = {(void *)(uintptr_t)addr, bytes};
-        ssize_t got = process_vm_readv(s->pid[q], &l, 1, &r, 1, 0);
-        if (got < 0 && errno == EINTR)
-            continue;
-        if (got <= 0)
-            return got == 0 ? EFAULT : errno;
-        d += got;
-        addr += (uint64_t)got;
-        bytes -= (size_t)got;
-    }
-    return 0;
+    return vkg_os_process_read((long)s->pid[q], dst, addr, bytes);
 }
 
 /* This rank's VKG_COMM_CMA_MIN in *min (default VKG_SHM_CMA_MIN_BYTES, comm_testing.h); 0 when
@@ -170,7 +158,7 @@ vkg_status vkg__shm_direct_setup(vkg_comm_t *c)
     struct vkg_shm *s = c->shm;
     int n = s->n;
     s->canary = malloc(sizeof *s->canary);
-    probe_info mine = {.pid = (int32_t)getpid()}, *all = calloc((size_t)n, sizeof *all);
+    probe_info mine = {.pid = (int32_t)vkg_os_pid()}, *all = calloc((size_t)n, sizeof *all);
     probe_verdict v = {0}, *vs = calloc((size_t)n, sizeof *vs);
     vkg_status st = VKG_OK;
     VKG_CHECK_GOTO(st, s->canary && all && vs, VKG_ERR_NOMEM, out, "out of memory");

@@ -19,11 +19,10 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 
 #include "base/parse.h"
 #include "os/host.h"
+#include "os/shm.h"
 
 #define POOL_DEFAULT ((size_t)512 << 20)
 #define POOL_ALL_MAX ((size_t)16 << 30) /* all local ranks' pools together */
@@ -106,7 +105,7 @@ vkg_status vkg_comm_buffer_free(vkg_comm_t *c, void *p)
     for (size_t i = 0; i < s->nblocks; i++)
         if (s->blocks[i].off == off) {
             /* give the pages back: the memfd keeps touched pages until they are punched out */
-            (void)madvise(p, s->blocks[i].bytes, MADV_REMOVE);
+            vkg_os_shm_discard(p, s->blocks[i].bytes);
             memmove(s->blocks + i, s->blocks + i + 1, (s->nblocks - i - 1) * sizeof *s->blocks);
             s->nblocks--;
             return VKG_OK;
@@ -130,8 +129,5 @@ void vkg__comm_shm_engines(const vkg_comm_t *c, uint64_t out[4])
 
 uint64_t vkg__comm_shm_resident(const vkg_comm_t *c)
 {
-    struct stat st;
-    if (!c || !c->shm || fstat(c->shm->fd, &st) != 0)
-        return 0;
-    return (uint64_t)st.st_blocks * 512u;
+    return c && c->shm ? (uint64_t)vkg_os_shm_resident(c->shm->fd) : 0;
 }

@@ -15,8 +15,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
+
+#include "os/proc.h"
+#include "os/shm.h"
 
 /* ---- setup: the collective decision ---- */
 
@@ -124,12 +125,12 @@ static vkg_status make_segment(vkg_comm_t *c, int n, int me, int creator, int po
     if (st < 0)
         note_failure(&mine, st);
     if (lfd >= 0)
-        close(lfd);
+        vkg_os_shm_close(lfd);
     lfd = -1;
     VKG_TRY_GOTO(st, agree_all(agree, arg, nall, &mine, all, bad), out);
     if (*bad >= 0) {
         if (base)
-            munmap(base, bytes);
+            vkg_os_shm_unmap(base, bytes);
         goto out;
     }
     struct vkg_shm *s = calloc(1, sizeof *s);
@@ -139,7 +140,7 @@ static vkg_status make_segment(vkg_comm_t *c, int n, int me, int creator, int po
     vkg__shm_bind(s, base, bytes, n, me);
     /* spinning helps only when every rank has a core of its own (and then adapts, see
      * shm_coll.c) */
-    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    long cpus = vkg_os_cpu_count();
     s->spin_max_ns = cpus >= n ? 50000 : 1000;
     s->spin_ns = s->spin_max_ns;
     *out = s;
@@ -147,9 +148,9 @@ out:
     if (*bad >= 0)
         snprintf(why, cap, "%s", all[*bad].why);
     if (lfd >= 0)
-        close(lfd);
+        vkg_os_shm_close(lfd);
     if (seg >= 0)
-        close(seg);
+        vkg_os_shm_close(seg);
     free(all);
     return st;
 }
@@ -228,8 +229,8 @@ void vkg__shm_free(vkg_comm_t *c)
     struct vkg_shm *s = c->shm;
     if (!s)
         return;
-    munmap(s->base, s->bytes);
-    close(s->fd);
+    vkg_os_shm_unmap(s->base, s->bytes);
+    vkg_os_shm_close(s->fd);
     vkg__shm_direct_free(s);
     free(s);
     c->shm = NULL;
@@ -297,8 +298,8 @@ void vkg__shm_group_free(struct vkg_shm **ps)
     if (!s)
         return;
     untrack(s);
-    munmap(s->base, s->bytes);
-    close(s->fd);
+    vkg_os_shm_unmap(s->base, s->bytes);
+    vkg_os_shm_close(s->fd);
     vkg__shm_direct_free(s);
     free(s);
     *ps = NULL;

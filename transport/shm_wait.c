@@ -18,12 +18,11 @@
 #include "shm.h"
 
 #include <limits.h>
-#include <linux/futex.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <time.h>
-#include <unistd.h>
+
+#include "os/shm.h"
 
 #define POLL_NS 10000000 /* look at the ZeroMQ side this often while waiting */
 #define SPIN_MIN_NS 1000 /* the shortest spin: enough to notice that spinning pays again */
@@ -43,17 +42,12 @@ static atomic_uint *counter(struct vkg_shm *s, int q, int which)
     return which == CTR_IN ? &k->in : which == CTR_RED ? &k->red : &k->out;
 }
 
-static long futex(atomic_uint *w, int op, uint32_t val, const struct timespec *ts)
-{
-    return syscall(SYS_futex, (uint32_t *)w, op, val, ts, NULL, 0);
-}
-
 static void publish(struct vkg_shm *s, int which, uint32_t v)
 {
     atomic_uint *w = counter(s, s->me, which);
     atomic_store(w, v);
     if (atomic_load(&s->hdr->sleepers))
-        futex(w, FUTEX_WAKE, INT_MAX, NULL);
+        vkg_os_wake_all(w);
 }
 
 static vkg_status aborted(shm_op *o)
@@ -123,8 +117,7 @@ static vkg_status wait_one(shm_op *o, int q, int which, uint32_t target)
         atomic_fetch_add(&s->hdr->sleepers, 1);
         v = atomic_load(w);
         if (!reached(v, target) && !atomic_load(&s->hdr->abort_word)) {
-            struct timespec ts = {0, POLL_NS};
-            futex(w, FUTEX_WAIT, v, &ts);
+            vkg_os_wait_on(w, v, POLL_NS);
         }
         atomic_fetch_sub(&s->hdr->sleepers, 1);
     }
@@ -215,7 +208,7 @@ static void abort_segment(struct vkg_shm *s, const char *reason)
     atomic_compare_exchange_strong(&s->hdr->abort_word, &zero, (unsigned)s->me + 1);
     for (int q = 0; q < s->n; q++)
         for (int k = CTR_IN; k <= CTR_OUT; k++)
-            futex(counter(s, q, k), FUTEX_WAKE, INT_MAX, NULL);
+            vkg_os_wake_all(counter(s, q, k));
 }
 
 void vkg__shm_abort(vkg_comm_t *c, const char *reason)

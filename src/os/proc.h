@@ -39,6 +39,9 @@ int vkg_os_isatty(int stream);
  * that the transport's large buffers are not mapped and unmapped every step); nothing elsewhere. */
 void vkg_os_tune_malloc(void);
 
+/* The CPUs online (sysconf; GetSystemInfo on Windows), at least 1. */
+int vkg_os_cpu_count(void);
+
 /* Run this process on CPU cpu modulo the CPUs online only (Linux: sched_setaffinity; Windows:
  * SetProcessAffinityMask, within the first 64). 0, or an errno value (ENOTSUP where the system
  * has no such call, as macOS). */

@@ -76,13 +76,18 @@ int vkg_os_isatty(int stream)
     return isatty(stream == 2 ? STDERR_FILENO : STDOUT_FILENO) == 1;
 }
 
+int vkg_os_cpu_count(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
 int vkg_os_bind_cpu(int cpu)
 {
 #if defined(__linux__)
-    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
     cpu_set_t set;
     CPU_ZERO(&set);
-    CPU_SET((int)(cpu % (ncpu > 0 ? ncpu : 1)), &set);
+    CPU_SET(cpu % vkg_os_cpu_count(), &set);
     return sched_setaffinity(0, sizeof set, &set) == 0 ? 0 : errno;
 #else
     (void)cpu;

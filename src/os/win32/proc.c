@@ -54,6 +54,13 @@ int vkg_os_isatty(int stream)
     return _isatty(_fileno(stream == 2 ? stderr : stdout)) != 0;
 }
 
+int vkg_os_cpu_count(void)
+{
+    SYSTEM_INFO si;
+    GetSystemInfo(&si);
+    return si.dwNumberOfProcessors > 0 ? (int)si.dwNumberOfProcessors : 1;
+}
+
 int vkg_os_bind_cpu(int cpu)
 {
     SYSTEM_INFO si;
