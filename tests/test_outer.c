@@ -31,6 +31,7 @@
 
 #include <cmocka.h>
 
+#include "outer_ref.h"
 #include "parallel/outer.h"
 #include "test_comm_harness.h"
 #include "vkgpt/io.h"
@@ -78,76 +79,6 @@ static void replica(const float *g, int r, int k, float *p)
     }
 }
 
-/* ---- the reference ----------------------------------------------------------------------------
- */
-
-enum { BREAK_NONE, BREAK_HEAVY_BALL, BREAK_TRUNCATE };
-
-/* The int8 codes and scales of x (n) as this test reads outer.h: per 256 elements the absmax
- * over 127, codes the nearest integer (ties to even) of x / scale in [-127, 127]. */
-static void ref_int8(const float *x, size_t n, float *deq, int brk)
-{
-    for (size_t a = 0; a < n; a += VKG_OUTER_INT8_CHUNK) {
-        size_t b = a + VKG_OUTER_INT8_CHUNK < n ? a + VKG_OUTER_INT8_CHUNK : n;
-        float amax = 0.0f;
-        for (size_t i = a; i < b; i++)
-            if (fabsf(x[i]) > amax)
-                amax = fabsf(x[i]);
-        float s = amax / 127.0f;
-        for (size_t i = a; i < b; i++) {
-            float q =
-                s > 0.0f ? (brk == BREAK_TRUNCATE ? truncf(x[i] / s) : rintf(x[i] / s)) : 0.0f;
-            q = q > 127.0f ? 127.0f : q < -127.0f ? -127.0f : q;
-            deq[i] = q * s;
-        }
-    }
-}
-
-/* One outer step of N replicas P[r] on g and m: *dbar (may be NULL) gets mean(delta). */
-static void ref_step(int N, float *const *P, float *g, float *m, vkg_outer_dtype dt, float lr,
-                     float mu, int brk, float *dbar)
-{
-    size_t n = N_PARAMS;
-    float *mean = malloc(n * sizeof *mean), *d = calloc(n, sizeof *d), *x = malloc(n * sizeof *x),
-          *y = malloc(n * sizeof *y);
-    assert_true(mean && d && x && y);
-    if (dt == VKG_OUTER_F32) {
-        for (size_t i = 0; i < n; i++) {
-            float s = P[0][i];
-            for (int r = 1; r < N; r++)
-                s = s + P[r][i];
-            mean[i] = s / (float)N;
-            d[i] = g[i] - mean[i];
-        }
-    } else {
-        for (int r = 0; r < N; r++) {
-            for (size_t i = 0; i < n; i++)
-                x[i] = g[i] - P[r][i];
-            if (dt == VKG_OUTER_INT8)
-                ref_int8(x, n, y, brk);
-            else
-                for (size_t i = 0; i < n; i++)
-                    y[i] = vkg_bf16_to_f32(vkg_f32_to_bf16(x[i]));
-            for (size_t i = 0; i < n; i++)
-                d[i] = r == 0 ? y[i] : d[i] + y[i];
-        }
-        for (size_t i = 0; i < n; i++) {
-            d[i] = d[i] / (float)N;
-            mean[i] = g[i] - d[i];
-        }
-    }
-    for (size_t i = 0; i < n; i++) {
-        float mm = mu * m[i] + d[i];
-        /* g - lr (d + mu m') = mean + (1 - lr) d - lr mu m'; heavy ball: no mu m' look-ahead */
-        float u = (1.0f - lr) * d[i] - (brk == BREAK_HEAVY_BALL ? lr * m[i] * mu : lr * mu * mm);
-        m[i] = mm;
-        g[i] = u == 0.0f ? mean[i] : mean[i] + u;
-        if (dbar)
-            dbar[i] = d[i];
-    }
-    free(mean), free(d), free(x), free(y);
-}
-
 /* The reference's rounds of case c on N replicas: g and m after them (and the params). */
 static void ref_run(int N, const outer_case *c, int brk, float *g, float *m)
 {
@@ -159,7 +90,7 @@ static void ref_run(int N, const outer_case *c, int brk, float *g, float *m)
     for (int k = 0; k < c->rounds; k++) {
         for (int r = 0; r < N; r++)
             replica(g, r, k, P[r]);
-        ref_step(N, P, g, m, c->dt, c->lr, c->mu, brk, NULL);
+        vkg_test_outer_ref(N, N_PARAMS, P, g, m, c->dt, c->lr, c->mu, brk);
     }
     for (int r = 0; r < N; r++)
         free(P[r]);
@@ -217,7 +148,7 @@ static void run_case(int N, outer_case *c, int processes)
         c->p[r] = calloc(N_PARAMS, sizeof(float));
         assert_true(c->g[r] && c->m[r] && c->p[r]);
     }
-    ref_run(N, c, BREAK_NONE, g, m);
+    ref_run(N, c, VKG_TEST_OUTER_EXACT, g, m);
     char want[64];
     snprintf(
         want, sizeof want, "digest=%016llx",
@@ -312,7 +243,7 @@ static void test_reference_is_nesterov(void **state)
                 G[i] -= c.lr * (d + c.mu * M[i]);
                 S[i] = fmax(S[i], fabs(M[i]));
             }
-            ref_step(N, P, g, m, c.dt, c.lr, c.mu, BREAK_NONE, NULL);
+            vkg_test_outer_ref(N, N_PARAMS, P, g, m, c.dt, c.lr, c.mu, VKG_TEST_OUTER_EXACT);
             for (size_t i = 0; i < N_PARAMS; i++) {
                 double ulp = ldexp(1.0, ilogb(fmax(S[i], 1e-30)) - 23);
                 double e = fabs(g[i] - G[i]) / ulp;
@@ -447,12 +378,12 @@ static void test_checker_bites(void **state)
           *m2 = malloc(N_PARAMS * 4);
     assert_true(g && m && g2 && m2);
     outer_case nesterov = {.dt = VKG_OUTER_F32, .lr = 0.7f, .mu = 0.9f, .rounds = ROUNDS};
-    ref_run(2, &nesterov, BREAK_NONE, g, m);
-    ref_run(2, &nesterov, BREAK_HEAVY_BALL, g2, m2);
+    ref_run(2, &nesterov, VKG_TEST_OUTER_EXACT, g, m);
+    ref_run(2, &nesterov, VKG_TEST_OUTER_HEAVY_BALL, g2, m2);
     assert_true(memcmp(g, g2, N_PARAMS * 4) != 0);
     outer_case int8 = {.dt = VKG_OUTER_INT8, .lr = 0.7f, .mu = 0.9f, .rounds = ROUNDS};
-    ref_run(2, &int8, BREAK_NONE, g, m);
-    ref_run(2, &int8, BREAK_TRUNCATE, g2, m2);
+    ref_run(2, &int8, VKG_TEST_OUTER_EXACT, g, m);
+    ref_run(2, &int8, VKG_TEST_OUTER_TRUNCATE, g2, m2);
     assert_true(memcmp(g, g2, N_PARAMS * 4) != 0);
     free(g), free(m), free(g2), free(m2);
 }

@@ -131,6 +131,20 @@ typedef struct vkg_train_config {
      * and its sum over a pipeline's first and last stage. Independent of precision. Needs 2 or
      * more data-parallel ranks. */
     vkg_comm_dtype grad_dtype;
+    /* How the data-parallel ranks synchronise (--sync): 0 (step: gradients summed every step) or
+     * 1 (DiLoCo, Douillard et al. 2023): each rank takes inner_steps (H >= 1) AdamW steps alone
+     * on its slice of the data, its gradient the mean over its own tokens and its AdamW moments
+     * its own; after every step t with t % H == 0 the pseudo-gradients (global parameters minus
+     * each rank's) are averaged over the ranks, exchanged in outer_dtype (0 fp32, 1 bf16, 2 int8
+     * with a scale per 256 elements), an outer SGD step with Nesterov momentum (outer_lr > 0,
+     * outer_momentum in [0, 1); PyTorch's semantics) updates the global parameters, and every
+     * rank takes them. Needs 2 or more data-parallel ranks; refused with a pipeline (pp > 1),
+     * ZeRO and a grad_dtype other than fp32. Checkpoints add the outer state (outer.bin), and
+     * such a checkpoint resumes only under DiLoCo with the same number of ranks. */
+    int sync;
+    int inner_steps;
+    float outer_lr, outer_momentum;
+    int outer_dtype;
     /* Optional: write every step's timeline of this rank (pipelines) to this file as Chrome
      * trace-event JSON (Perfetto, chrome://tracing); with several ranks each writes
      * FILE.rank<N>. */
@@ -184,6 +198,7 @@ typedef struct vkg_trainer_info {
     int zero;                /* 1: ZeRO-1, the moments sharded over the ranks */
     char grad_exchange[256]; /* how gradients are exchanged: "" alone, "fp32", "bf16 (...)" */
     size_t moment_first, moment_count; /* the parameters whose moments this rank holds */
+    char sync[200];                    /* DiLoCo's settings ("" for step-wise synchronisation) */
 } vkg_trainer_info;
 
 typedef struct vkg_step_info {
@@ -202,6 +217,13 @@ typedef struct vkg_step_info {
      * norm's partial sums and the parameters' allgather), and the part of them not hidden behind
      * the backward pass (after the device had finished it). */
     double comm_ms, exposed_comm_ms;
+    /* DiLoCo: 1 when this step ended with an outer step; the bytes of this rank's
+     * pseudo-gradient in its exchange (fp32 4, bf16 2, int8 1 per parameter plus 4 per 256; bf16
+     * and int8 are allgathered: each rank receives world - 1 times that), and its milliseconds
+     * (exchange and update; part of comm_ms). */
+    int outer;
+    uint64_t outer_bytes;
+    double outer_ms;
 } vkg_step_info;
 
 /* The data-parallel ranks of a stage in the job cfg describes (cfg->comm.world_size over

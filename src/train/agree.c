@@ -77,6 +77,9 @@ static const char *const fp_names[] = {
     "ZeRO-1 shards (hash: the devices' partition of the gradient norm)",
     "gradient exchange dtype (--grad-dtype)",
     "consecutive skipped steps that stop the run (--max-skipped)",
+    "synchronisation (--sync) and --inner-steps",
+    "--outer-lr and --outer-momentum (bits)",
+    "pseudo-gradient dtype (--outer-dtype)",
 };
 
 static uint64_t fbits(float a, float b)
@@ -91,7 +94,7 @@ vkg_status vkg__train_agree(vkg_trainer_t *t, const vkg_checkpoint *ck)
     if (vkg_strategy_world(t->par) == 1)
         return VKG_OK;
     const vkg_train_config *c = &t->cfg;
-    uint64_t v[29];
+    uint64_t v[32];
     memset(v, 0, sizeof v);
     v[0] = (uint64_t)t->mcfg.max_seq_len, v[1] = (uint64_t)t->mcfg.vocab_size;
     v[2] = (uint64_t)t->mcfg.padded_vocab_size, v[3] = (uint64_t)t->mcfg.num_layers;
@@ -110,7 +113,11 @@ vkg_status vkg__train_agree(vkg_trainer_t *t, const vkg_checkpoint *ck)
     v[23] = (uint64_t)(c->pp > 1 ? c->pp : 1), v[24] = (uint64_t)c->pp_schedule;
     v[25] = (uint64_t)vkg_strategy_zero(t->par), v[26] = vkg_strategy_zero_hash(t->par);
     v[27] = (uint64_t)c->grad_dtype, v[28] = (uint64_t)c->max_skipped;
-    return vkg_strategy_check_match(t->par, v, fp_names, 29);
+    int diloco = c->sync != 0; /* the outer flags matter only then */
+    v[29] = (uint64_t)c->sync << 32 | (uint64_t)(diloco ? c->inner_steps : 0);
+    v[30] = diloco ? fbits(c->outer_lr, c->outer_momentum) : 0;
+    v[31] = diloco ? (uint64_t)c->outer_dtype : 0;
+    return vkg_strategy_check_match(t->par, v, fp_names, 32);
 }
 
 vkg_status vkg__train_resume_data(vkg_trainer_t *t, const vkg_checkpoint_state *s)

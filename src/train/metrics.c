@@ -286,6 +286,9 @@ vkg_status vkg_metrics_log(vkg_metrics_t *m, const vkg_metrics_row *row)
     at = put_float(line, at, "ms", row->ms, &bad);
     if (row->has_eval)
         at = put_float(line, at, "eval_loss", row->eval_loss, &bad);
+    if (row->outer_bytes)
+        at += (size_t)snprintf(line + at, sizeof line - at, ",\"outer_bytes\":%" PRIu64,
+                               row->outer_bytes);
     snprintf(line + at, sizeof line - at, "%s%s}\n", bad ? ",\"nonfinite\":true" : "",
              row->skipped ? ",\"skipped\":true" : "");
     VKG_CHECK(fputs(line, m->log) >= 0 && fflush(m->log) == 0, VKG_ERR_IO,

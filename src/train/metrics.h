@@ -41,6 +41,9 @@ typedef struct vkg_metrics_row {
     int has_eval;       /* 1: eval_loss is written and kept in the eval history */
     float eval_loss;
     int skipped; /* 1: the step was not applied (its loss or gradient norm not finite) */
+    /* DiLoCo: > 0 when the step ended with an outer step: the bytes of this rank's
+     * pseudo-gradient in the exchange ("outer_bytes") */
+    uint64_t outer_bytes;
 } vkg_metrics_row;
 
 /* One point of a history: the step and its loss (NaN for a logged non-finite loss). */
