@@ -12,6 +12,7 @@
  *    the same ranks continues bitwise like the uninterrupted run (losses, every rank's
  *    parameters), in fp32 and in int8 (the outer momentum, the global parameters and replica 1's
  *    parameters and moments come back from outer.bin);
+ *  - a checkpoint of plain data parallelism resumes under DiLoCo;
  *  - refused by name: one rank, --zero 1, --pp, --inner-steps 0, --grad-dtype bf16, and resuming
  *    a DiLoCo checkpoint without --sync diloco or on another number of ranks. */
 #include <math.h>
@@ -247,6 +248,25 @@ static void test_resume_mid_round(void **state)
     check_resume(VKG_OUTER_INT8);
 }
 
+/* A checkpoint of plain data parallelism (no outer.bin) resumes under DiLoCo: its parameters
+ * become the global ones, and the rounds count from step 0 (outer steps at 2 and 4). */
+static void test_plain_checkpoint_resumes(void **state)
+{
+    (void)state;
+    job dp = new_job(2, 2, 0), rest = new_job(2, 2, 0);
+    dp.sync = 0, dp.steps = 1, dp.ckpt = "ckpt_plain", dp.ckpt_at = 1;
+    rest.ckpt = "ckpt_plain", rest.resume = 1;
+    run_job(&dp);
+    expect_ok(&dp);
+    assert_true(same_params(&dp, 0, 1));
+    run_job(&rest);
+    expect_ok(&rest);
+    for (int k = 1; k < STEPS; k++)
+        assert_int_equal(rest.outer[k], (k + 1) % 2 == 0);
+    assert_false(same_params(&rest, 0, 1)); /* step 5: inside a round */
+    free_job(&dp), free_job(&rest);
+}
+
 static void expect_refused(job *j, vkg_status want, const char *needle)
 {
     run_job(j);
@@ -303,6 +323,7 @@ int main(void)
         cmocka_unit_test(test_refused),
         cmocka_unit_test(test_outer_step_is_the_reference),
         cmocka_unit_test(test_resume_mid_round),
+        cmocka_unit_test(test_plain_checkpoint_resumes),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
