@@ -8,6 +8,8 @@
  * magnitudes 1e-4 to 1):
  *  - fp32, bf16 and int8: the global parameters and the momentum bitwise the reference's on
  *    every rank, and every rank's parameters set to them;
+ *  - across hosts (ranks 0 and 1 on one faked host, rank 2 on another, ipc processes), the
+ *    same, the fp32 sum taking the two-level allreduce;
  *  - the reference itself against the textbook form (PyTorch's SGD with nesterov=True, in
  *    double, from the same point each round): within 8 fp32 ulps of the largest magnitude in
  *    the step (the global parameters, the replicas', the momentum);
@@ -124,8 +126,8 @@ static int rank_body(vkg_th_rank *r, void *arg)
     int same = !memcmp(p, vkg_outer_global(o), N_PARAMS * sizeof *p);
     uint64_t dig = vkg_th_digest(vkg_outer_global(o), N_PARAMS * 4) * 31 ^
                    vkg_th_digest(vkg_outer_momentum(o), N_PARAMS * 4);
-    vkg_th_report(r, "digest=%016llx params=%s bytes=%llu", (unsigned long long)dig,
-                  same ? "global" : "OTHER", (unsigned long long)bytes);
+    vkg_th_report(r, "digest=%016llx params=%s bytes=%llu path=%s", (unsigned long long)dig,
+                  same ? "global" : "OTHER", (unsigned long long)bytes, vkg_comm_path(r->comm));
     if (r->fd < 0 && r->rank < MAXR) { /* threads: the arrays themselves */
         memcpy(c->g[r->rank], vkg_outer_global(o), N_PARAMS * 4);
         memcpy(c->m[r->rank], vkg_outer_momentum(o), N_PARAMS * 4);
@@ -138,7 +140,7 @@ static int rank_body(vkg_th_rank *r, void *arg)
 
 /* Run c on N ranks (threads over inproc, or processes over ipc) and compare with the reference
  * bit for bit: every rank's digest, and for threads every rank's arrays. */
-static void run_case(int N, outer_case *c, int processes)
+static void run_case_on(int N, outer_case *c, int processes, const char *hosts)
 {
     float *g = malloc(N_PARAMS * sizeof *g), *m = malloc(N_PARAMS * sizeof *m);
     assert_true(g && m);
@@ -155,6 +157,7 @@ static void run_case(int N, outer_case *c, int processes)
         (unsigned long long)(vkg_th_digest(g, N_PARAMS * 4) * 31 ^ vkg_th_digest(m, N_PARAMS * 4)));
     vkg_th_opts o = {.transport = processes ? VKG_COMM_IPC : VKG_COMM_INPROC,
                      .processes = processes,
+                     .hosts = hosts,
                      .wall_s = 120};
     vkg_th_result res[VKG_TH_MAX_RANKS];
     vkg_th_run(N, &o, rank_body, c, res);
@@ -168,9 +171,14 @@ static void run_case(int N, outer_case *c, int processes)
                 processes ? "ipc processes" : "inproc threads", want);
         vkg_th_dump(res, N);
     }
+    if (hosts && !strstr(res[0].report, "path=hier (2 hosts")) {
+        vkg_th_dump(res, N);
+        fail_msg("across hosts %s: not the two-level path", hosts);
+    }
     assert_true(ok);
-    printf("%s on %d ranks (%s): bitwise the reference's, %s\n", vkg_outer_dtype_name(c->dt), N,
-           processes ? "ipc processes" : "inproc threads", strstr(res[0].report, "bytes="));
+    printf("%s on %d ranks (%s%s%s): bitwise the reference's, %s\n", vkg_outer_dtype_name(c->dt), N,
+           processes ? "ipc processes" : "inproc threads", hosts ? ", hosts " : "",
+           hosts ? hosts : "", strstr(res[0].report, "bytes="));
     for (int r = 0; r < N && !processes; r++) {
         assert_memory_equal(c->g[r], g, N_PARAMS * 4);
         assert_memory_equal(c->m[r], m, N_PARAMS * 4);
@@ -179,6 +187,24 @@ static void run_case(int N, outer_case *c, int processes)
     for (int r = 0; r < MAXR; r++)
         free(c->g[r]), free(c->m[r]), free(c->p[r]);
     free(g), free(m);
+}
+
+static void run_case(int N, outer_case *c, int processes)
+{
+    run_case_on(N, c, processes, NULL);
+}
+
+/* Across hosts (faked by the harness's host tags): ranks 0 and 1 on one host, rank 2 on
+ * another, so the fp32 allreduce is the two-level one (the host's sum, then the hosts'), which
+ * adds (x0 + x1) + x2, the reference's rank order; bf16 and int8 go through the allgather across
+ * hosts. */
+static void test_across_hosts(void **state)
+{
+    (void)state;
+    for (int dt = VKG_OUTER_F32; dt <= VKG_OUTER_INT8; dt++) {
+        outer_case c = {.dt = (vkg_outer_dtype)dt, .lr = 0.7f, .mu = 0.9f, .rounds = ROUNDS};
+        run_case_on(3, &c, 1, "aab");
+    }
 }
 
 static void test_fp32(void **state)
@@ -414,6 +440,7 @@ int main(void)
         cmocka_unit_test(test_fp32),
         cmocka_unit_test(test_bf16),
         cmocka_unit_test(test_int8),
+        cmocka_unit_test(test_across_hosts),
         cmocka_unit_test(test_bounds),
         cmocka_unit_test(test_average_exact),
     };
