@@ -1,13 +1,15 @@
 /* DiLoCo (--sync diloco) in the trainer: ranks are threads of this process, each with its own
  * trainer and Vulkan device (validation layer on and checked), joined by the inproc transport;
  * a tiny model on a shuffled llm.c shard:
- *  - the outer step in training is the reference's (tests/outer_ref.c) bit for bit, in fp32 and
- *    int8, on 2 and 3 ranks: the replicas' parameters after one inner step (a run with H = 2,
+ *  - the outer step in training is the reference's (tests/outer_ref.c) bit for bit, in fp32, bf16
+ *    and int8, on 2 and 3 ranks: the replicas' parameters after one inner step (a run with H = 2,
  *    stopped mid-round) and the starting point, through the reference, give the parameters of a
  *    run with H = 1 after its first step, on every rank;
+ *  - with H = 1, outer lr 1 and momentum 0, every rank's parameters after the first step are the
+ *    replicas' fp32 mean (sum in rank order / N) after their inner step, bit for bit;
  *  - inside a round the replicas differ, at its end they hold bitwise the same parameters, and
- *    the steps that end a round say so with the bytes of the exchange (4 n in fp32, n + 4 n/256
- *    in int8);
+ *    the steps that end a round say so with the bytes of the exchange (4 n in fp32, 2 n in bf16,
+ *    n + 4 n/256 in int8);
  *  - a checkpoint in the middle of a round (step 3 of H = 2, after an outer step at 2) resumed on
  *    the same ranks continues bitwise like the uninterrupted run (losses, every rank's
  *    parameters), in fp32 and in int8 (the outer momentum, the global parameters and replica 1's
@@ -190,7 +192,9 @@ static void check_first_outer_step(int N, int dtype)
                  "first %zu: %.9g vs %.9g",
                  vkg_outer_dtype_name((vkg_outer_dtype)dtype), N, bad, n, first,
                  (double)outer.params[0][first], (double)g[first]);
-    uint64_t want = dtype == 0 ? 4 * (uint64_t)n : (uint64_t)n + 4 * ((n + 255) / 256);
+    uint64_t want = dtype == VKG_OUTER_F32    ? 4 * (uint64_t)n
+                    : dtype == VKG_OUTER_BF16 ? 2 * (uint64_t)n
+                                              : (uint64_t)n + 4 * ((n + 255) / 256);
     assert_int_equal(outer.outer_bytes[0], want);
     printf("%s, %d ranks: the first outer step bitwise the reference's; %llu bytes per rank\n",
            vkg_outer_dtype_name((vkg_outer_dtype)dtype), N,
@@ -204,7 +208,37 @@ static void test_outer_step_is_the_reference(void **state)
     (void)state;
     for (int N = 2; N <= 3; N++) {
         check_first_outer_step(N, VKG_OUTER_F32);
+        check_first_outer_step(N, VKG_OUTER_BF16);
         check_first_outer_step(N, VKG_OUTER_INT8);
+    }
+}
+
+/* H = 1, outer lr 1, momentum 0: after the first step every rank holds the replicas' fp32 mean
+ * (their sum in rank order / N) of their parameters after the inner step, bit for bit. */
+static void test_mean_when_lr_one(void **state)
+{
+    (void)state;
+    for (int N = 2; N <= 3; N++) {
+        job inner = new_job(N, 2, VKG_OUTER_F32), outer = new_job(N, 1, VKG_OUTER_F32);
+        inner.steps = outer.steps = 1;
+        outer.outer_lr = 1.0f, outer.outer_mu = 0.0f;
+        run_job(&inner), run_job(&outer);
+        expect_ok(&inner), expect_ok(&outer);
+        size_t bad = 0;
+        for (size_t i = 0; i < inner.nparams; i++) {
+            float s = inner.params[0][i];
+            for (int r = 1; r < N; r++)
+                s = s + inner.params[r][i];
+            float mean = s / (float)N;
+            for (int r = 0; r < N; r++)
+                bad += memcmp(&mean, &outer.params[r][i], sizeof mean) != 0;
+        }
+        if (bad)
+            fail_msg("%d ranks: %zu parameters differ from the replicas' mean", N, bad);
+        printf("%d ranks, H = 1, outer lr 1, momentum 0: every rank holds the replicas' mean bit "
+               "for bit\n",
+               N);
+        free_job(&inner), free_job(&outer);
     }
 }
 
@@ -322,6 +356,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_refused),
         cmocka_unit_test(test_outer_step_is_the_reference),
+        cmocka_unit_test(test_mean_when_lr_one),
         cmocka_unit_test(test_resume_mid_round),
         cmocka_unit_test(test_plain_checkpoint_resumes),
     };
