@@ -189,18 +189,17 @@ static vkg_status resume_outer(vkg_trainer_t *t, const vkg_checkpoint *ck)
     VKG_TRY(vkg_strategy_broadcast(t->par, &has, sizeof has));
     vkg_status st = VKG_OK;
     if (vkg_strategy_rank(t->par) == 0 && has) {
-        int n = (int)vkg_gpt2_num_params(&t->mcfg);
+        size_t n = vkg_gpt2_num_params(&t->mcfg);
         if (!want)
             st = VKG_FAIL(VKG_ERR_MISMATCH,
                           "--resume: the checkpoint holds DiLoCo's outer state (outer.bin, %zu "
                           "replicas): resume it with --sync diloco on as many ranks",
-                          (ck->outer_count / (size_t)n - 2) / 3 + 1);
+                          (ck->outer_count / n - 2) / 3 + 1);
         else if (ck->outer_count != want)
-            st =
-                VKG_FAIL(VKG_ERR_MISMATCH,
-                         "--resume: the checkpoint's outer state (outer.bin) holds %zu replicas, "
-                         "this job has %zu: DiLoCo resumes on the same number of ranks",
-                         (ck->outer_count / (size_t)n - 2) / 3 + 1, (want / (size_t)n - 2) / 3 + 1);
+            st = VKG_FAIL(VKG_ERR_MISMATCH,
+                          "--resume: the checkpoint's outer state (outer.bin) holds %zu replicas, "
+                          "this job has %zu: DiLoCo resumes on the same number of ranks",
+                          (ck->outer_count / n - 2) / 3 + 1, (want / n - 2) / 3 + 1);
     }
     VKG_TRY(vkg_strategy_rank0_outcome(t->par, st, "resuming DiLoCo's outer state"));
     return has ? vkg_strategy_outer_state_load(t->par, ck->outer) : VKG_OK;
