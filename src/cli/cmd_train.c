@@ -191,12 +191,16 @@ static int run(vkg_trainer_t *t, const train_opts *o)
         stop = s.stop;
         if (!o->quiet)
             vkg_cli_print_step(&s, info.steps, vkg_cli_now_s() - start, done, tty);
-        if (s.outer && o->cfg.comm.rank == 0 && !o->quiet)
+        if (s.outer && o->cfg.comm.rank == 0 && !o->quiet) {
+            char how[64] = "allreduced";
+            if (o->cfg.outer_dtype) /* bf16, int8: each rank receives every other rank's */
+                snprintf(how, sizeof how, "allgathered: each rank receives %d of them",
+                         info.world_size - 1);
             printf("%souter step after step %lld: pseudo-gradient exchanged in %s, %.3f MiB per "
-                   "rank%s, %.1f ms\n",
+                   "rank, %s, %.1f ms\n",
                    tty ? "\r\033[K" : "", s.step, outer_dtypes[o->cfg.outer_dtype],
-                   (double)s.outer_bytes / 1048576.0,
-                   o->cfg.outer_dtype ? " (allgathered)" : " (allreduced)", s.outer_ms);
+                   (double)s.outer_bytes / 1048576.0, how, s.outer_ms);
+        }
         if (s.skipped && o->cfg.comm.rank == 0)
             printf("%sstep %lld skipped: loss %g, gradient norm %g; parameters and moments "
                    "unchanged (%lld in a row, the run stops at --max-skipped %d; %lld so far)\n",
