@@ -188,8 +188,9 @@ typedef struct vkg_trainer_info {
     int first_layer, last_layer; /* this rank's layers [first, last) */
     size_t activation_bytes;     /* device memory of this rank's activation slots */
     /* This rank's memory plan (what it allocated): parameters, gradients, AdamW (moments and
-     * norm scratch), the shared gradients of the activations and scratch, host-visible copies;
-     * allocations made and the largest one allowed. */
+     * norm scratch), the shared gradients of the activations and scratch, host-visible copies
+     * (with DiLoCo's outer state on the host: 12 bytes per parameter, plus every rank's payload
+     * for bf16 and int8); allocations made and the largest one allowed. */
     size_t param_bytes, grad_bytes, optimizer_bytes, shared_bytes, host_bytes;
     size_t param_copy_bytes; /* the bf16 copy of the weights (bf16 precision; else 0) */
     int allocations;

@@ -128,6 +128,17 @@ static vkg_status step(vkg_strategy *s, vkg_data_t *data, const vkg_strategy_ste
     return VKG_OK;
 }
 
+size_t vkg__diloco_host_bytes(const vkg_strategy *s)
+{
+    const vkg_diloco *d = s->vt == &vkg__strategy_diloco ? s->impl : NULL;
+    if (!d)
+        return 0;
+    vkg_outer_dtype dt = (vkg_outer_dtype)s->cfg.outer_dtype;
+    size_t N = (size_t)vkg_job_dp(s->job);
+    size_t gathered = dt == VKG_OUTER_F32 ? 0 : N * (size_t)vkg_outer_payload_bytes(d->n, dt);
+    return 3 * d->n * sizeof(float) + gathered; /* g, momentum, the replica's parameters */
+}
+
 size_t vkg__diloco_state_count(const vkg_strategy *s)
 {
     const vkg_diloco *d = s->vt == &vkg__strategy_diloco ? s->impl : NULL;

@@ -17,9 +17,7 @@ struct vkg_outer {
     float lr, mu;
     vkg_outer_dtype dt;
     float *g, *m;     /* (n) the global parameters, the outer momentum */
-    float *mean;      /* (n) the replicas' mean (fp32: their sum first) */
-    float *delta;     /* (n) mean(delta), summed in fp32 */
-    unsigned char *x; /* bf16, int8: this rank's payload; then (N x payload) every rank's */
+    unsigned char *x; /* bf16, int8: (N x payload) every rank's, this rank's at its place */
     size_t x_ranks;   /* ranks x is sized for */
 };
 
@@ -44,8 +42,7 @@ vkg_status vkg_outer_create(size_t n, float lr, float momentum, vkg_outer_dtype 
     o->n = n, o->lr = lr, o->mu = momentum, o->dt = dt;
     size_t k = n ? n : 1;
     o->g = calloc(k, sizeof *o->g), o->m = calloc(k, sizeof *o->m);
-    o->mean = malloc(k * sizeof *o->mean), o->delta = malloc(k * sizeof *o->delta);
-    if (!o->g || !o->m || !o->mean || !o->delta) {
+    if (!o->g || !o->m) {
         vkg_outer_destroy(&o);
         return VKG_FAIL(VKG_ERR_NOMEM, "no memory for the outer optimizer of %zu parameters", n);
     }
@@ -58,7 +55,7 @@ void vkg_outer_destroy(vkg_outer **po)
     vkg_outer *o = po ? *po : NULL;
     if (!o)
         return;
-    free(o->g), free(o->m), free(o->mean), free(o->delta), free(o->x);
+    free(o->g), free(o->m), free(o->x);
     free(o);
     *po = NULL;
 }
@@ -118,30 +115,35 @@ void vkg_outer_int8_quantize(const float *x, size_t n, int8_t *q, float *scale)
     }
 }
 
-/* This rank's pseudo-gradient (o->delta, delta_r) packed into block (bf16 values, or int8 scales
- * then codes). */
-static void pack(const vkg_outer *o, unsigned char *block)
+/* This rank's pseudo-gradient g - params packed into block (bf16 values, or int8 scales then
+ * codes), a chunk at a time. */
+static void pack(const vkg_outer *o, const float *params, unsigned char *block)
 {
-    if (o->dt == VKG_OUTER_BF16) {
-        vkg_grad_bf16_narrow(o->delta, (uint16_t *)(void *)block, o->n);
-        return;
+    size_t n = o->n, chunks = vkg_outer_int8_chunks(n);
+    float d[VKG_OUTER_INT8_CHUNK];
+    for (size_t c = 0, a = 0; a < n; c++, a += VKG_OUTER_INT8_CHUNK) {
+        size_t len = n - a < VKG_OUTER_INT8_CHUNK ? n - a : VKG_OUTER_INT8_CHUNK;
+        for (size_t k = 0; k < len; k++)
+            d[k] = o->g[a + k] - params[a + k];
+        if (o->dt == VKG_OUTER_BF16)
+            vkg_grad_bf16_narrow(d, (uint16_t *)(void *)block + a, len);
+        else
+            vkg_outer_int8_quantize(d, len, (int8_t *)(block + 4 * chunks) + a,
+                                    (float *)(void *)block + c);
     }
-    size_t chunks = vkg_outer_int8_chunks(o->n);
-    vkg_outer_int8_quantize(o->delta, o->n, (int8_t *)(block + 4 * chunks), (float *)(void *)block);
 }
 
-/* o->delta[i] (+)= rank's dequantized pseudo-gradient from its block (first: =). */
-static void unpack_add(vkg_outer *o, const unsigned char *block, int first)
+/* sum[i] (+)= a rank's dequantized pseudo-gradient from its block (first: =). */
+static void unpack_add(const vkg_outer *o, const unsigned char *block, int first, float *sum)
 {
     size_t n = o->n;
-    float *d = o->delta;
     if (o->dt == VKG_OUTER_BF16) {
         const uint16_t *h = (const uint16_t *)(const void *)block;
         for (size_t i = 0; i < n; i++) {
             uint32_t u = (uint32_t)h[i] << 16;
             float y;
             memcpy(&y, &u, sizeof y);
-            d[i] = first ? y : d[i] + y;
+            sum[i] = first ? y : sum[i] + y;
         }
         return;
     }
@@ -149,25 +151,17 @@ static void unpack_add(vkg_outer *o, const unsigned char *block, int first)
     const int8_t *q = (const int8_t *)(block + 4 * vkg_outer_int8_chunks(n));
     for (size_t i = 0; i < n; i++) {
         float y = (float)q[i] * scale[i / VKG_OUTER_INT8_CHUNK];
-        d[i] = first ? y : d[i] + y;
+        sum[i] = first ? y : sum[i] + y;
     }
 }
 
-/* mean(delta) into o->delta and the replicas' mean into o->mean over N ranks of c. */
-static vkg_status exchange(vkg_outer *o, vkg_comm_t *c, int N, const float *params)
+/* The exchange over N ranks of c, in params' place: fp32, the replicas' parameters summed; bf16
+ * and int8, their pseudo-gradients widened or dequantized and summed in rank order. */
+static vkg_status exchange(vkg_outer *o, vkg_comm_t *c, int N, float *params)
 {
     size_t n = o->n;
-    float fN = (float)N;
-    if (o->dt == VKG_OUTER_F32) {
-        memcpy(o->mean, params, n * sizeof *params);
-        if (c)
-            VKG_TRY(vkg_comm_allreduce(c, o->mean, o->mean, n, VKG_COMM_F32, VKG_COMM_SUM));
-        for (size_t i = 0; i < n; i++) {
-            o->mean[i] = o->mean[i] / fN;
-            o->delta[i] = o->g[i] - o->mean[i];
-        }
-        return VKG_OK;
-    }
+    if (o->dt == VKG_OUTER_F32)
+        return c ? vkg_comm_allreduce(c, params, params, n, VKG_COMM_F32, VKG_COMM_SUM) : VKG_OK;
     size_t bb = block_bytes(n, o->dt);
     if (!o->x || o->x_ranks != (size_t)N) {
         free(o->x);
@@ -177,19 +171,13 @@ static vkg_status exchange(vkg_outer *o, vkg_comm_t *c, int N, const float *para
                   N, bb);
     }
     int rank = c ? vkg_comm_rank(c) : 0;
-    for (size_t i = 0; i < n; i++)
-        o->delta[i] = o->g[i] - params[i];
     unsigned char *mine = o->x + (size_t)rank * bb;
     memset(mine, 0, bb);
-    pack(o, mine);
+    pack(o, params, mine);
     if (c)
         VKG_TRY(vkg_comm_allgather(c, mine, bb, o->x));
     for (int r = 0; r < N; r++)
-        unpack_add(o, o->x + (size_t)r * bb, r == 0);
-    for (size_t i = 0; i < n; i++) {
-        o->delta[i] = o->delta[i] / fN;
-        o->mean[i] = o->g[i] - o->delta[i];
-    }
+        unpack_add(o, o->x + (size_t)r * bb, r == 0, params);
     return VKG_OK;
 }
 
@@ -197,13 +185,17 @@ vkg_status vkg_outer_step(vkg_outer *o, vkg_comm_t *c, float *params, uint64_t *
 {
     int N = c ? vkg_comm_size(c) : 1;
     VKG_TRY(exchange(o, c, N, params));
-    float a = 1.0f - o->lr, b = o->lr * o->mu;
+    float fN = (float)N, a = 1.0f - o->lr, b = o->lr * o->mu;
+    int f32 = o->dt == VKG_OUTER_F32;
     for (size_t i = 0; i < o->n; i++) {
-        float d = o->delta[i];
+        /* fp32: params holds the replicas' sum; else the pseudo-gradients' */
+        float mean = f32 ? params[i] / fN : 0.0f;
+        float d = f32 ? o->g[i] - mean : params[i] / fN;
+        mean = f32 ? mean : o->g[i] - d;
         float m = o->mu * o->m[i] + d;
         float u = a * d - b * m;
         o->m[i] = m;
-        o->g[i] = u == 0.0f ? o->mean[i] : o->mean[i] + u;
+        o->g[i] = u == 0.0f ? mean : mean + u;
         params[i] = o->g[i];
     }
     if (payload)

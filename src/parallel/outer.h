@@ -27,6 +27,9 @@
  * momentum 0 the fp32 exchange makes g' exactly the replicas' fp32 mean (sum in the allreduce's
  * order, divided by N).
  *
+ * Host memory: g and m (8 bytes per parameter) and, for bf16 and int8, the allgather's N
+ * payloads; the caller's parameters serve as the exchange's buffer.
+ *
  * Not here: when a round ends and where the parameters come from (diloco.c), the collectives
  * (transport/), checkpoints (the trainer). Host memory only; nothing here prints.
  */
@@ -70,9 +73,9 @@ size_t vkg_outer_count(const vkg_outer *o);
 uint64_t vkg_outer_payload_bytes(size_t n, vkg_outer_dtype dt);
 
 /* One outer step over the ranks of c (every rank calls it; c NULL: one rank alone): params (this
- * replica's n parameters after its inner steps) in; g and m updated, the same bits on every rank;
- * params = the new g. *payload (may be NULL) gets vkg_outer_payload_bytes. Errors: the
- * collectives'; VKG_ERR_NOMEM. */
+ * replica's n parameters after its inner steps) in, used as the exchange's buffer; g and m
+ * updated, the same bits on every rank; params = the new g. *payload (may be NULL) gets
+ * vkg_outer_payload_bytes. Errors: the collectives'; VKG_ERR_NOMEM. */
 vkg_status vkg_outer_step(vkg_outer *o, vkg_comm_t *c, float *params, uint64_t *payload);
 
 /* int8: the chunks of n elements, and x (n floats) as codes q (n) and per-chunk scales (chunks):

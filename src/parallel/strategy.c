@@ -228,7 +228,7 @@ void vkg_strategy_memory(const vkg_strategy *s, vkg_stage_memory *out)
     out->first = o.part.first, out->last = o.part.last, out->slots = o.slots;
     out->optimizer = s->opt ? vkg_adamw_device_bytes(s->opt) : 0;
     out->total = vkg_strategy_device_bytes(s);
-    out->host = vkg_gpt2_host_bytes(s->model);
+    out->host = vkg_gpt2_host_bytes(s->model) + vkg__diloco_host_bytes(s);
 }
 
 vkg_status vkg_strategy_build(vkg_strategy *s, const vkg_strategy_model *mc)

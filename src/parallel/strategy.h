@@ -147,8 +147,8 @@ typedef struct vkg_stage_memory {
     int first, last, slots;
     vkg_gpt2_memory_plan model;
     size_t optimizer, total; /* total: model.allocated + optimizer */
-    size_t host;             /* host-visible copies (vkg_strategy_memory only) */
-    int allocations;         /* device allocations (the model's and AdamW's) */
+    size_t host;     /* host-visible copies, and DiLoCo's outer state (vkg_strategy_memory only) */
+    int allocations; /* device allocations (the model's and AdamW's) */
 } vkg_stage_memory;
 
 /* How a plan is made: the recomputation, the precision and the largest allocation (0: no
