@@ -10,6 +10,8 @@
 #             micro-batches per step
 #   zb-h1     the pp run with --pp-schedule zb-h1 on build B (when it has the schedule), compared
 #             with build A's pp run: the zero-bubble schedule trains bitwise as 1F1B
+#   diloco    (when both builds have --sync) the dp run with --sync diloco, 3 inner steps and the
+#             pseudo-gradient in int8, ending inside a round; its outer.bin compared too
 # and compares, per run, every step's loss and gradient norm in log.jsonl and the final
 # checkpoint's model.bin and state.bin byte for byte. Prints one line per run and exits 1 when
 # any differs. Needs what `make build` needs, and the fortunes package for the data.
@@ -102,6 +104,16 @@ if "$work/b/build/vkgpt" train --help 2>&1 | grep -q zb-h1; then
     names="$names zb-h1"
 fi
 
+if "$work/a/build/vkgpt" train --help 2>&1 | grep -q -- --sync &&
+    "$work/b/build/vkgpt" train --help 2>&1 | grep -q -- --sync; then
+    for b in a b; do
+        # shellcheck disable=SC2086
+        run diloco $b launch -n 2 --transport ipc -- train --data "$work/bytes/train_*.bin" \
+            $default_model --steps 10 --sync diloco --inner-steps 3 --outer-dtype int8
+    done
+    names="$names diloco"
+fi
+
 # ---- comparison ----
 fields() { # the loss and gradient norm of every step of a log.jsonl
     sed -n 's/.*"step":\([0-9]*\),"loss":\([^,]*\),.*"grad_norm":\([^,]*\),.*/\1 \2 \3/p' "$1"
@@ -125,7 +137,8 @@ for name in $names; do
         echo "$name: FAIL (losses or norms differ from the first line shown)"
         diff "$ra.fields" "$rb.fields" | head -n 4
         status=1
-    elif ! cmp -s "$ca/model.bin" "$cb/model.bin" || ! cmp -s "$ca/state.bin" "$cb/state.bin"; then
+    elif ! cmp -s "$ca/model.bin" "$cb/model.bin" || ! cmp -s "$ca/state.bin" "$cb/state.bin" ||
+        { [ -f "$ca/outer.bin" ] && ! cmp -s "$ca/outer.bin" "$cb/outer.bin"; }; then
         echo "$name: FAIL (same losses, but the checkpoints $ca and $cb differ)"
         status=1
     else

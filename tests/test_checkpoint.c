@@ -437,10 +437,75 @@ static void test_refuses_wrapping_count(void **state)
     assert_null(m);
 }
 
+/* DiLoCo's outer.bin: written before DONE, loaded with the checkpoint, its layout as documented,
+ * and refused when damaged (a flipped byte, a truncation, another parameter count, a count that
+ * is no outer state, a value not finite) naming the file. */
+static void test_outer_state(void **state)
+{
+    vkg_ck_fixture *f = *state;
+    size_t count = f->n * 5; /* 2 replicas: g, momentum, replica 1's parameters, m, v */
+    float *x = malloc(count * sizeof *x);
+    assert_non_null(x);
+    for (size_t i = 0; i < count; i++)
+        x[i] = (float)i * 0.25f - 3.0f;
+    vkg_checkpoint_state cs = vkg_ck_state(7);
+    char path[512];
+    assert_int_equal(vkg_checkpoint_write_outer(vkg_ck_path(f, "ck"), &f->cfg, f->params, f->m,
+                                                f->v, x, count, &cs, path, sizeof path),
+                     VKG_OK);
+    vkg_checkpoint c;
+    assert_int_equal(vkg_checkpoint_load(path, &c), VKG_OK);
+    assert_int_equal(c.outer_count, count);
+    assert_memory_equal(c.outer, x, count * sizeof *x);
+    vkg_checkpoint_deinit(&c);
+    assert_null(c.outer);
+    size_t n;
+    unsigned char *b = vkg_test_must_read(vkg_ck_path(f, "ck/step_00000007/outer.bin"), &n);
+    assert_int_equal(n, 1024 + 4 * count);
+    uint32_t h[7];
+    memcpy(h, b, sizeof h);
+    assert_true(h[0] == VKG_OUTER_MAGIC && h[1] == VKG_OUTER_VERSION && h[2] == f->n && h[3] == 0);
+    assert_true(h[4] == count && h[5] == 0 && h[6] == crc32_ref(b + 1024, n - 1024));
+    assert_memory_equal(b + 1024, x, count * sizeof *x);
+    const char *outer = vkg_ck_path(f, "ck/step_00000007/outer.bin");
+    char op[512];
+    snprintf(op, sizeof op, "%s", outer);
+    b[1024 + 13] ^= 0x10; /* a flipped bit in the body */
+    vkg_ck_spit(op, b, n);
+    assert_int_equal(vkg_checkpoint_load(path, &c), VKG_ERR_FORMAT);
+    vkg_ck_expect_msg("outer.bin", "checksum mismatch");
+    b[1024 + 13] ^= 0x10;
+    vkg_ck_spit(op, b, n - 4); /* truncated */
+    assert_int_equal(vkg_checkpoint_load(path, &c), VKG_ERR_FORMAT);
+    vkg_ck_expect_msg("outer.bin", NULL);
+    b[8] ^= 1; /* another parameter count */
+    vkg_ck_spit(op, b, n);
+    assert_int_equal(vkg_checkpoint_load(path, &c), VKG_ERR_FORMAT);
+    vkg_ck_expect_msg("outer.bin", "parameters");
+    b[8] ^= 1;
+    vkg_ck_spit(op, b, n);
+    assert_int_equal(vkg_checkpoint_load(path, &c), VKG_OK); /* restored: loads again */
+    vkg_checkpoint_deinit(&c);
+    free(b);
+    /* not written: a count that is no outer state, a value not finite */
+    cs = vkg_ck_state(8);
+    assert_int_equal(vkg_checkpoint_write_outer(vkg_ck_path(f, "ck"), &f->cfg, f->params, f->m,
+                                                f->v, x, count - 1, &cs, NULL, 0),
+                     VKG_ERR_INVALID_ARG);
+    x[f->n + 2] = NAN;
+    assert_int_equal(vkg_checkpoint_write_outer(vkg_ck_path(f, "ck"), &f->cfg, f->params, f->m,
+                                                f->v, x, count, &cs, NULL, 0),
+                     VKG_ERR_INVALID_ARG);
+    vkg_ck_expect_msg("outer state", "not finite");
+    assert_false(vkg_ck_exists(f, "ck/step_00000008/DONE"));
+    free(x);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_roundtrip, vkg_ck_setup, vkg_ck_teardown),
+        cmocka_unit_test_setup_teardown(test_outer_state, vkg_ck_setup, vkg_ck_teardown),
         cmocka_unit_test_setup_teardown(test_newest_complete, vkg_ck_setup, vkg_ck_teardown),
         cmocka_unit_test_setup_teardown(test_refuses_bad_files, vkg_ck_setup, vkg_ck_teardown),
         cmocka_unit_test_setup_teardown(test_refuses_bad_moments, vkg_ck_setup, vkg_ck_teardown),

@@ -9,6 +9,8 @@
  *    in every rank and reports nothing;
  *  - `launch -n 2 --grad-dtype bf16` trains, both ranks saying they exchange gradients in bf16
  *    (and ranks without the flag say fp32);
+ *  - `launch -n 2 -- train --sync diloco` trains, printing the outer steps' exchange, logging
+ *    outer_bytes on those steps and writing outer.bin into the checkpoint;
  *  - `vkgpt train` started twice with only torchrun's, Slurm's or Open MPI's variables (plus
  *    MASTER_ADDR/MASTER_PORT) trains as 2 ranks over tcp;
  *  - killing rank 1 with SIGKILL mid-training makes launch name the killed rank, stop rank 0 and
@@ -275,6 +277,58 @@ static void test_launch_grad_bf16(void **state)
         expect_output(&p, needle);
     }
     expect_output(&p, "[rank 0] step 2/2");
+    vkg_test_proc_free(&p);
+}
+
+/* `launch -n 2 -- train --sync diloco --inner-steps 2 --outer-dtype int8`: both ranks name the
+ * outer step's settings, rank 0 prints a line for each outer step (after steps 2 and 4) with its
+ * dtype and bytes, log.jsonl records outer_bytes on those two steps alone, and the checkpoint
+ * holds outer.bin. */
+static void test_launch_diloco(void **state)
+{
+    (void)state;
+    char dir[700], path[1400];
+    snprintf(dir, sizeof dir, "%s/diloco", tmp_root);
+    const char *args[] = {"launch",   "-n",
+                          "2",        "--",
+                          TRAIN_ARGS, "--steps",
+                          "4",        "--sync",
+                          "diloco",   "--inner-steps",
+                          "2",        "--outer-dtype",
+                          "int8",     "--ckpt-dir",
+                          dir,        NULL};
+    vkg_test_proc p;
+    start(&p, args);
+    vkg_test_proc_wait(&p, 240);
+    printf("%s", p.buf[0]);
+    if (!WIFEXITED(p.wstatus) || WEXITSTATUS(p.wstatus) != 0)
+        fail_msg("launch with --sync diloco failed (wait status %d)", p.wstatus);
+    for (int r = 0; r < 2; r++) {
+        char needle[160];
+        snprintf(needle, sizeof needle,
+                 "[rank %d] sync: diloco: 2 inner steps, then the pseudo-gradient exchanged in "
+                 "int8",
+                 r);
+        expect_output(&p, needle);
+        snprintf(needle, sizeof needle, "[rank %d] validation layer: 0 message(s)", r);
+        expect_output(&p, needle);
+    }
+    expect_output(&p, "[rank 0] outer step after step 2: pseudo-gradient exchanged in int8");
+    expect_output(&p, "[rank 0] outer step after step 4: pseudo-gradient exchanged in int8");
+    expect_output(&p, "allgathered: each rank receives 1 of them");
+    assert_null(strstr(p.buf[0], "outer step after step 3"));
+    assert_null(strstr(p.buf[0], "[rank 1] outer step"));
+    snprintf(path, sizeof path, "%s/log.jsonl", dir);
+    char *log = vkg_test_must_read(path, NULL);
+    int outer_rows = 0;
+    for (const char *at = log; (at = strstr(at, "\"outer_bytes\":")); at++)
+        outer_rows++;
+    assert_int_equal(outer_rows, 2);
+    assert_non_null(strstr(log, "{\"step\":2,"));
+    assert_true(strstr(strstr(log, "{\"step\":2,"), "outer_bytes") < strstr(log, "{\"step\":3,"));
+    free(log);
+    snprintf(path, sizeof path, "%s/step_00000004/outer.bin", dir);
+    assert_true(file_exists(path));
     vkg_test_proc_free(&p);
 }
 
@@ -847,6 +901,7 @@ int main(void)
         cmocka_unit_test(test_launch_four_ranks_pick_shm),
         cmocka_unit_test(test_launch_zero),
         cmocka_unit_test(test_launch_grad_bf16),
+        cmocka_unit_test(test_launch_diloco),
         cmocka_unit_test(test_launcher_variables),
         cmocka_unit_test(test_kill_rank_ipc),
         cmocka_unit_test(test_kill_rank_tcp),

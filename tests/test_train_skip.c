@@ -3,7 +3,8 @@
  * layer on and checked), joined by the inproc transport. The model is a tiny GPT-2 whose final
  * layernorm weight is 1e20, all its values finite: its gradients overflow fp32 (the classifier's
  * alone are about 1e20 per element), so every step's global gradient norm is NaN or infinite.
- * For one device, data parallel (2 ranks), ZeRO-1 (2 ranks) and a pipeline (2 stages):
+ * For one device, data parallel (2 ranks), ZeRO-1 (2 ranks), a pipeline (2 stages) and DiLoCo
+ * (2 ranks, an outer step after every step, so after each skipped one):
  *  - steps 1 and 2 are skipped on every rank and counted (skipped, skipped_total, skipped_run);
  *  - the parameters after them are bitwise those of the model file, and the checkpoint written
  *    then holds them and all-zero AdamW moments (the moments were not touched either);
@@ -32,7 +33,7 @@ enum { L = 2, NH = 2, C = 32, V = 96, MAXT = 16, T = 16, MAXR = 2, MAX_SKIPPED =
 static char tmp_root[512];
 
 typedef struct job {
-    int world, zero, pp;
+    int world, zero, pp, diloco;
     const char *ckpt;
     /* results */
     int skipped[MAXR][2];
@@ -115,6 +116,7 @@ static void *run_rank(void *p)
     c.comm.transport = VKG_COMM_INPROC, c.comm.ctx = a->ctx, c.comm.job_id = a->job_id;
     c.comm.timeout_ms = 30000;
     c.zero = j->zero, c.pp = j->pp;
+    c.sync = j->diloco, c.inner_steps = 1;
     vkg_trainer_t *t = NULL;
     vkg_status st = vkg_trainer_create(&c, &t);
     for (int n = 0; st == VKG_OK && n < 2; n++) {
@@ -213,13 +215,19 @@ static void test_pipeline(void **state)
     run_case("pipeline, 2 stages", &j);
 }
 
+static void test_diloco(void **state)
+{
+    (void)state;
+    job j = {.world = 2, .diloco = 1, .ckpt = "diloco"};
+    run_case("DiLoCo, 2 ranks, H = 1", &j);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_single),
-        cmocka_unit_test(test_data_parallel),
-        cmocka_unit_test(test_zero1),
-        cmocka_unit_test(test_pipeline),
+        cmocka_unit_test(test_single), cmocka_unit_test(test_data_parallel),
+        cmocka_unit_test(test_zero1),  cmocka_unit_test(test_pipeline),
+        cmocka_unit_test(test_diloco),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

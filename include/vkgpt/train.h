@@ -141,6 +141,20 @@ typedef struct vkg_train_config {
      * and its sum over a pipeline's first and last stage. Independent of precision. Needs 2 or
      * more data-parallel ranks. */
     vkg_comm_dtype grad_dtype;
+    /* How the data-parallel ranks synchronise (--sync): 0 (step: gradients summed every step) or
+     * 1 (DiLoCo, Douillard et al. 2023): each rank takes inner_steps (H >= 1) AdamW steps alone
+     * on its slice of the data, its gradient the mean over its own tokens and its AdamW moments
+     * its own; after every step t with t % H == 0 the pseudo-gradients (global parameters minus
+     * each rank's) are averaged over the ranks, exchanged in outer_dtype (0 fp32, 1 bf16, 2 int8
+     * with a scale per 256 elements), an outer SGD step with Nesterov momentum (outer_lr > 0,
+     * outer_momentum in [0, 1); PyTorch's semantics) updates the global parameters, and every
+     * rank takes them. Needs 2 or more data-parallel ranks; refused with a pipeline (pp > 1),
+     * ZeRO and a grad_dtype other than fp32. Checkpoints add the outer state (outer.bin), and
+     * such a checkpoint resumes only under DiLoCo with the same number of ranks. */
+    int sync;
+    int inner_steps;
+    float outer_lr, outer_momentum;
+    int outer_dtype;
     /* Optional: write every step's timeline of this rank (pipelines) to this file as Chrome
      * trace-event JSON (Perfetto, chrome://tracing); with several ranks each writes
      * FILE.rank<N>. */
@@ -185,8 +199,9 @@ typedef struct vkg_trainer_info {
     int first_layer, last_layer; /* this rank's layers [first, last) */
     size_t activation_bytes;     /* device memory of this rank's activation slots */
     /* This rank's memory plan (what it allocated): parameters, gradients, AdamW (moments and
-     * norm scratch), the shared gradients of the activations and scratch, host-visible copies;
-     * allocations made and the largest one allowed. */
+     * norm scratch), the shared gradients of the activations and scratch, host-visible copies
+     * (with DiLoCo's outer state on the host: 12 bytes per parameter, plus every rank's payload
+     * for bf16 and int8); allocations made and the largest one allowed. */
     size_t param_bytes, grad_bytes, optimizer_bytes, shared_bytes, host_bytes;
     size_t param_copy_bytes; /* the bf16 copy of the weights (bf16 precision; else 0) */
     int allocations;
@@ -195,6 +210,7 @@ typedef struct vkg_trainer_info {
     int zero;                /* 1: ZeRO-1, the moments sharded over the ranks */
     char grad_exchange[256]; /* how gradients are exchanged: "" alone, "fp32", "bf16 (...)" */
     size_t moment_first, moment_count; /* the parameters whose moments this rank holds */
+    char sync[200];                    /* DiLoCo's settings ("" for step-wise synchronisation) */
 } vkg_trainer_info;
 
 typedef struct vkg_step_info {
@@ -221,6 +237,13 @@ typedef struct vkg_step_info {
     int rebalanced;
     char next_rank_batches[256];
     char rank_speeds[256];
+    /* DiLoCo: 1 when this step ended with an outer step; the bytes of this rank's
+     * pseudo-gradient in its exchange (fp32 4, bf16 2, int8 1 per parameter plus 4 per 256; bf16
+     * and int8 are allgathered: each rank receives world - 1 times that), and its milliseconds
+     * (exchange and update; part of comm_ms). */
+    int outer;
+    uint64_t outer_bytes;
+    double outer_ms;
 } vkg_step_info;
 
 /* The data-parallel ranks of a stage in the job cfg describes (cfg->comm.world_size over

@@ -25,6 +25,8 @@ static void on_signal(int sig)
 static const char *const schedules[] = {"cosine", "linear", "constant", NULL};
 static const char *const pp_schedules[] = {"1f1b", "gpipe", "zb-h1", NULL}; /* as train.h */
 static const char *const recomputes[] = {"none", "gelu", NULL}; /* as vkg_train_config */
+static const char *const syncs[] = {"step", "diloco", NULL};    /* vkg_train_config.sync */
+static const char *const outer_dtypes[] = {"fp32", "bf16", "int8", NULL}; /* .outer_dtype */
 
 typedef struct train_opts {
     vkg_train_config cfg;
@@ -78,6 +80,16 @@ static int find_conflict(const train_opts *o, const vkg_flag *flags, int n,
         snprintf(why, cap, "%s needs %s", needs, what);
         return 1;
     }
+    static const char *const outer[] = {"--inner-steps", "--outer-lr", "--outer-momentum",
+                                        "--outer-dtype"};
+    for (size_t i = 0; i < sizeof outer / sizeof outer[0] && c->sync == 0; i++)
+        if (vkg_flags_seen(flags, n, r, outer[i])) {
+            snprintf(why, cap,
+                     "%s needs --sync diloco: with --sync step the gradients are summed every "
+                     "step and there is no outer step",
+                     outer[i]);
+            return 1;
+        }
     if (o->dp.rank_batch && strcmp(o->dp.rank_batch, "auto") &&
         vkg_flags_seen(flags, n, r, "--batch")) {
         snprintf(why, cap,
@@ -179,6 +191,16 @@ static int run(vkg_trainer_t *t, const train_opts *o)
         stop = s.stop;
         if (!o->quiet)
             vkg_cli_print_step(&s, info.steps, vkg_cli_now_s() - start, done, tty);
+        if (s.outer && o->cfg.comm.rank == 0 && !o->quiet) {
+            char how[64] = "allreduced";
+            if (o->cfg.outer_dtype) /* bf16, int8: each rank receives every other rank's */
+                snprintf(how, sizeof how, "allgathered: each rank receives %d of them",
+                         info.world_size - 1);
+            printf("%souter step after step %lld: pseudo-gradient exchanged in %s, %.3f MiB per "
+                   "rank, %s, %.1f ms\n",
+                   tty ? "\r\033[K" : "", s.step, outer_dtypes[o->cfg.outer_dtype],
+                   (double)s.outer_bytes / 1048576.0, how, s.outer_ms);
+        }
         if (s.skipped && o->cfg.comm.rank == 0)
             printf("%sstep %lld skipped: loss %g, gradient norm %g; parameters and moments "
                    "unchanged (%lld in a row, the run stops at --max-skipped %d; %lld so far)\n",
@@ -327,6 +349,21 @@ static int train_main(int argc, char **argv, vkg_cli_resume *res)
          0},
         {"--zero", VKG_FLAG_INT, &c->zero,
          "1: ZeRO-1, AdamW's moments sharded over the data-parallel ranks (stage 1 only)", 0, 0, 1},
+        {"--sync", VKG_FLAG_CHOICE, &c->sync,
+         "how data-parallel ranks synchronise: step (gradients summed every step) or diloco "
+         "(--inner-steps AdamW steps alone, then an outer Nesterov step on the averaged "
+         "pseudo-gradient; not with --pp or --zero)",
+         syncs, 0, 0},
+        {"--inner-steps", VKG_FLAG_INT, &c->inner_steps,
+         "diloco: optimizer steps between outer steps (H; default 100)", 0, 0, 1e9},
+        {"--outer-lr", VKG_FLAG_FLOAT, &c->outer_lr, "diloco: outer learning rate (default 0.7)", 0,
+         0, 100},
+        {"--outer-momentum", VKG_FLAG_FLOAT, &c->outer_momentum,
+         "diloco: outer Nesterov momentum in [0, 1) (default 0.9)", 0, 0, 1},
+        {"--outer-dtype", VKG_FLAG_CHOICE, &c->outer_dtype,
+         "diloco: the pseudo-gradient's exchange (bf16 and int8 allgathered and summed in fp32; "
+         "int8 with an absmax scale per 256 elements)",
+         outer_dtypes, 0, 0},
         {"--trace", VKG_FLAG_STR, &c->trace_path,
          "write each step's timeline (pipelines) as Chrome trace JSON (FILE.rank<N> per rank)", 0,
          0, 0},

@@ -101,6 +101,8 @@ void vkg_cli_print_run(const vkg_trainer_info *info, int recompute, const char *
         printf("transport: gradient buckets: %s\n", info->bucket_path);
     if (info->grad_exchange[0])
         printf("transport: gradients exchanged in %s\n", info->grad_exchange);
+    if (info->sync[0])
+        printf("sync: diloco: %s\n", info->sync);
     if (info->pp > 1)
         printf("pipeline: %d stages (%s), %d micro-batches per step; rank %d is stage %d with "
                "layers [%d, %d)\n",

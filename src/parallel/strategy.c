@@ -9,6 +9,7 @@
 
 #include "base/error.h"
 #include "parallel/grad_bf16.h"
+#include "parallel/outer.h"
 #include "parallel/whole.h"
 
 #define BUCKET_DEFAULT ((size_t)25 << 20)
@@ -32,11 +33,14 @@ vkg_status vkg_strategy_create(const vkg_strategy_config *c, vkg_strategy **out)
     if (c->zero)
         VKG_TRY(vkg__zero_check(c, &lay));
     VKG_TRY(grad_dtype_check(c, &lay));
-    VKG_CHECK(!c->balanced || (lay.pp == 1 && !c->zero && !c->rank_batch), VKG_ERR_INVALID_ARG,
+    VKG_CHECK(!c->balanced || (lay.pp == 1 && !c->zero && !c->rank_batch && c->sync == 0),
+              VKG_ERR_INVALID_ARG,
               "--rank-batch auto is not supported with %s yet: give a fixed --rank-batch list",
               lay.pp > 1 ? "--pp (pipeline stages)"
               : c->zero  ? "--zero 1"
+              : c->sync  ? "--sync diloco (each replica steps alone)"
                          : "a --rank-batch list");
+    VKG_TRY(vkg__diloco_check(c, &lay));
     vkg_strategy *s = calloc(1, sizeof *s);
     VKG_CHECK(s, VKG_ERR_NOMEM, "no memory for the parallel strategy");
     int pp = lay.pp;
@@ -50,11 +54,21 @@ vkg_status vkg_strategy_create(const vkg_strategy_config *c, vkg_strategy **out)
     }
     if (c->balanced)
         vkg_job_balance_on(s->job);
+    int diloco = c->sync == VKG_SYNC_DILOCO;
     s->vt = pp > 1       ? &vkg__strategy_pp /* with --zero: each stage's moments sharded */
             : c->zero    ? &vkg__strategy_zero
+            : diloco     ? &vkg__strategy_diloco
             : lay.dp > 1 ? &vkg__strategy_dp
                          : &vkg__strategy_single;
-    s->reduces = pp == 1 && lay.dp > 1; /* a data-parallel group of whole models */
+    /* a data-parallel group of whole models whose gradients are summed (not DiLoCo's replicas) */
+    s->reduces = pp == 1 && lay.dp > 1 && !diloco;
+    s->own_grads = diloco;
+    if (diloco)
+        snprintf(s->describe, sizeof s->describe,
+                 "%d inner steps, then the pseudo-gradient exchanged in %s and an outer Nesterov "
+                 "step (lr %g, momentum %g)",
+                 c->inner_steps, vkg_outer_dtype_name((vkg_outer_dtype)c->outer_dtype),
+                 (double)c->outer_lr, (double)c->outer_momentum);
     /* Buckets overlapped with the (last) backward: whole models, and pipeline stages of 2 or more
      * replicas under 1F1B or GPipe (under ZB-H1 the weight passes end the step: one reduction) */
     int overlap = s->reduces || (pp > 1 && lay.dp > 1 && c->pp_schedule != VKG_PP_ZBH1);
@@ -166,7 +180,7 @@ uint64_t vkg_strategy_zero_copy_buckets(const vkg_strategy *s)
 
 const char *vkg_strategy_grad_exchange(const vkg_strategy *s)
 {
-    if (vkg_job_dp(s->job) < 2)
+    if (vkg_job_dp(s->job) < 2 || s->own_grads)
         return "";
     return vkg_grad_reducer_describe(&s->rc);
 }
@@ -230,7 +244,7 @@ void vkg_strategy_memory(const vkg_strategy *s, vkg_stage_memory *out)
     out->first = o.part.first, out->last = o.part.last, out->slots = o.slots;
     out->optimizer = s->opt ? vkg_adamw_device_bytes(s->opt) : 0;
     out->total = vkg_strategy_device_bytes(s);
-    out->host = vkg_gpt2_host_bytes(s->model);
+    out->host = vkg_gpt2_host_bytes(s->model) + vkg__diloco_host_bytes(s);
 }
 
 vkg_status vkg_strategy_build(vkg_strategy *s, const vkg_strategy_model *mc)
@@ -263,6 +277,8 @@ vkg_status vkg_strategy_load(vkg_strategy *s, float *params, float *m, float *v)
     VKG_CHECK_GOTO(st, !m || (pm && pv), VKG_ERR_NOMEM, done, "no memory for %zu moments", n);
     vkg_gpt2_part_extract(lo, params, part);
     VKG_TRY_GOTO(st, vkg_gpt2_set_params(s->model, part), done);
+    if (s->vt == &vkg__strategy_diloco) /* the whole model: part is params */
+        VKG_TRY_GOTO(st, vkg__diloco_start(s, params), done);
     if (m) { /* the moments this rank's optimizer holds (a shard of them under ZeRO-1) */
         size_t first, count;
         vkg_adamw_moment_range(s->opt, &first, &count);
@@ -377,6 +393,30 @@ vkg_status vkg_strategy_gather(vkg_strategy *s, float *params, float *m, float *
 {
     VKG_CHECK(s->model, VKG_ERR_STATE, "no model (vkg_strategy_build)");
     return s->vt->gather ? s->vt->gather(s, params, m, v) : vkg__whole_gather(s, params, m, v);
+}
+
+size_t vkg_strategy_outer_state_count(const vkg_strategy *s)
+{
+    return vkg__diloco_state_count(s);
+}
+
+vkg_status vkg_strategy_outer_state_gather(vkg_strategy *s, float *buf)
+{
+    VKG_CHECK(s->vt == &vkg__strategy_diloco && s->model, VKG_ERR_STATE,
+              "no outer state: the strategy is %s, not a built diloco", s->vt->name);
+    return vkg__diloco_state_gather(s, buf);
+}
+
+vkg_status vkg_strategy_outer_state_load(vkg_strategy *s, const float *buf)
+{
+    VKG_CHECK(s->vt == &vkg__strategy_diloco && s->model, VKG_ERR_STATE,
+              "no outer state: the strategy is %s, not a built diloco", s->vt->name);
+    return vkg__diloco_state_load(s, buf);
+}
+
+const char *vkg_strategy_outer_describe(const vkg_strategy *s)
+{
+    return s->describe;
 }
 
 /* One device, and a data-parallel group of whole models: every call the whole-model default. */

@@ -17,7 +17,11 @@
  *   zero1   ZeRO-1 (data parallel, no pipeline): dp's passes, but AdamW's moments are sharded over
  *           the ranks: the gradients are reduce-scattered (per bucket, as dp allreduces them),
  *           each rank updates its own slice of the parameters with its own moments, and the
- *           parameters are allgathered; bitwise dp's results (zero.c).
+ *           parameters are allgathered; bitwise dp's results (zero.c);
+ *   diloco  DiLoCo (data parallel, no pipeline, --sync diloco): every rank the whole model and
+ *           its own AdamW, H inner steps alone, then the pseudo-gradient averaged over the ranks
+ *           (fp32, bf16 or int8) and an outer Nesterov step on the global parameters, which every
+ *           rank takes (diloco.c, outer.c).
  * Every rank calls every function here in the same order (they may communicate).
  * Not here: data loading and files (src/data, src/io), schedules (src/optim), checkpoints and
  * logs (src/train). Nothing here prints.
@@ -55,9 +59,19 @@ typedef struct vkg_strategy_config {
     /* 1: --rank-batch auto (every rank `batch` rows to start, vkg_strategy_rebatch later); needs
      * no pipeline and no ZeRO. */
     int balanced;
+    /* How the replicas synchronise: VKG_SYNC_STEP (0, the default: gradients summed every step)
+     * or VKG_SYNC_DILOCO (outer.h: inner_steps >= 1 optimizer steps alone, then the outer step
+     * with outer_lr, outer_momentum (Nesterov) and the pseudo-gradient exchanged in outer_dtype,
+     * a vkg_outer_dtype); needs 2 or more data-parallel ranks, no pipeline, no ZeRO and fp32
+     * grad_dtype. The outer fields are read only with VKG_SYNC_DILOCO. */
+    int sync;
+    int inner_steps;
+    float outer_lr, outer_momentum;
+    int outer_dtype;
 } vkg_strategy_config;
 
 enum { VKG_PP_1F1B = 0, VKG_PP_GPIPE = 1, VKG_PP_ZBH1 = 2 };
+enum { VKG_SYNC_STEP = 0, VKG_SYNC_DILOCO = 1 };
 
 /* Join the job and pick the strategy. Errors: VKG_ERR_INVALID_ARG naming the flag (a bad batch
  * list, --zero with one data-parallel rank), and vkg_comm_create's. */
@@ -153,8 +167,8 @@ typedef struct vkg_stage_memory {
     int first, last, slots;
     vkg_gpt2_memory_plan model;
     size_t optimizer, total; /* total: model.allocated + optimizer */
-    size_t host;             /* host-visible copies (vkg_strategy_memory only) */
-    int allocations;         /* device allocations (the model's and AdamW's) */
+    size_t host;     /* host-visible copies, and DiLoCo's outer state (vkg_strategy_memory only) */
+    int allocations; /* device allocations (the model's and AdamW's) */
 } vkg_stage_memory;
 
 /* How a plan is made: the recomputation, the precision and the largest allocation (0: no
@@ -235,6 +249,11 @@ typedef struct vkg_strategy_step_out {
     int stop;                        /* some rank was asked to stop */
     int skipped;                     /* 1: the loss or the norm was not finite: not applied */
     double comm_ms, exposed_comm_ms; /* gradient communication, and the part not overlapped */
+    /* DiLoCo: 1 when an outer step ended this step, the bytes of this rank's pseudo-gradient in
+     * its exchange (vkg_outer_payload_bytes) and the exchange's and update's milliseconds. */
+    int outer;
+    uint64_t outer_bytes;
+    double outer_ms;
 } vkg_strategy_step_out;
 
 /* One optimizer step: accum_steps micro-batches from data, their gradients reduced as the
@@ -254,5 +273,20 @@ vkg_status vkg_strategy_logits(vkg_strategy *s, const int32_t *inputs, int b, in
  * the moments, gathered from every shard, reach rank 0 alone); elsewhere the buffers are left
  * alone. */
 vkg_status vkg_strategy_gather(vkg_strategy *s, float *params, float *m, float *v);
+
+/* ---- DiLoCo ----
+ * The state a checkpoint needs beyond rank 0's parameters and moments to resume bitwise on the
+ * same number of replicas N: the global parameters g (n floats), the outer momentum (n), then for
+ * each replica q = 1 .. N-1 its parameters, AdamW m and v (n each): n (2 + 3 (N - 1)) floats, 0
+ * for every other strategy. */
+size_t vkg_strategy_outer_state_count(const vkg_strategy *s);
+/* That state on rank 0 (buf: count floats; ignored elsewhere); every rank calls it. */
+vkg_status vkg_strategy_outer_state_gather(vkg_strategy *s, float *buf);
+/* Resume from it (buf: rank 0's, count floats; ignored elsewhere), after vkg_strategy_load with
+ * rank 0's parameters and moments: every rank takes g and the momentum, and each replica q >= 1
+ * its own parameters and moments. Every rank calls it. VKG_ERR_STATE for other strategies. */
+vkg_status vkg_strategy_outer_state_load(vkg_strategy *s, const float *buf);
+/* DiLoCo's settings for start-up lines ("" for other strategies): "H inner steps, outer lr ...". */
+const char *vkg_strategy_outer_describe(const vkg_strategy *s);
 
 #endif

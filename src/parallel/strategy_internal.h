@@ -39,13 +39,18 @@ struct vkg_strategy {
     vkg_grad_reducer_config rc;
     vkg_grad_reducer *reducer;
     vkg_strategy_config cfg; /* as created (pointers not kept past create) */
-    void *impl;              /* the strategy's own state (pp_strategy.c, zero.c) */
+    void *impl;              /* the strategy's own state (pp_strategy.c, zero.c, diloco.c) */
+    /* 1: each rank's gradient is the mean over its own tokens (DiLoCo's replicas, which never sum
+     * them), not its token-weighted share of the group's. */
+    int own_grads;
+    char describe[160]; /* vkg_strategy_outer_describe */
 };
 
 extern const vkg_strategy_vt vkg__strategy_single;
 extern const vkg_strategy_vt vkg__strategy_dp;
 extern const vkg_strategy_vt vkg__strategy_pp;
 extern const vkg_strategy_vt vkg__strategy_zero;
+extern const vkg_strategy_vt vkg__strategy_diloco;
 
 /* Pipeline setup at create: stage layout and checks (pp_strategy.c). */
 vkg_status vkg__pp_create(vkg_strategy *s, const vkg_strategy_config *c);
@@ -56,5 +61,16 @@ uint64_t vkg__pp_zero_hash(const vkg_strategy *s);
 uint64_t vkg__zero_hash(const vkg_strategy *s);
 /* ZeRO-1: whether the job can run it (2 or more data-parallel ranks), before joining (zero.c). */
 vkg_status vkg__zero_check(const vkg_strategy_config *c, const vkg_job_layout *lay);
+/* DiLoCo (diloco.c): whether the job can run it, before joining (also checks that --sync is
+ * valid); its start from the loaded parameters (the global parameters, zero momentum); the
+ * checkpoint state of strategy.h (count 0 for other strategies). */
+vkg_status vkg__diloco_check(const vkg_strategy_config *c, const vkg_job_layout *lay);
+vkg_status vkg__diloco_start(vkg_strategy *s, const float *params);
+/* Host bytes of DiLoCo's outer step (0 for other strategies): the global parameters, the
+ * momentum, the replica's parameters and, for bf16 and int8, every rank's payload. */
+size_t vkg__diloco_host_bytes(const vkg_strategy *s);
+size_t vkg__diloco_state_count(const vkg_strategy *s);
+vkg_status vkg__diloco_state_gather(vkg_strategy *s, float *buf);
+vkg_status vkg__diloco_state_load(vkg_strategy *s, const float *buf);
 
 #endif

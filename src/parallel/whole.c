@@ -50,7 +50,7 @@ vkg_status vkg__whole_build_part(vkg_strategy *s, vkg_gpt2_part part, int slots,
     const vkg_strategy_model *mc = &s->mc;
     vkg_gpt2_opts o = vkg_gpt2_opts_default();
     o.B = vkg_job_rank_batch(s->job), o.T = mc->T, o.accum_steps = mc->accum_steps;
-    o.loss_scale = vkg_job_loss_scale(s->job);
+    o.loss_scale = s->own_grads ? 1.0f : vkg_job_loss_scale(s->job);
     o.part = part;
     o.slots = slots;
     o.split_w = split_w;

@@ -78,6 +78,9 @@ static const char *const fp_names[] = {
     "gradient exchange dtype (--grad-dtype)",
     "consecutive skipped steps that stop the run (--max-skipped)",
     "--rank-batch auto (its --rebalance-every; 0: a fixed split)",
+    "synchronisation (--sync) and --inner-steps",
+    "--outer-lr and --outer-momentum (bits)",
+    "pseudo-gradient dtype (--outer-dtype)",
 };
 
 static uint64_t fbits(float a, float b)
@@ -92,7 +95,7 @@ vkg_status vkg__train_agree(vkg_trainer_t *t, const vkg_checkpoint *ck)
     if (vkg_strategy_world(t->par) == 1)
         return VKG_OK;
     const vkg_train_config *c = &t->cfg;
-    uint64_t v[30];
+    uint64_t v[33];
     memset(v, 0, sizeof v);
     v[0] = (uint64_t)t->mcfg.max_seq_len, v[1] = (uint64_t)t->mcfg.vocab_size;
     v[2] = (uint64_t)t->mcfg.padded_vocab_size, v[3] = (uint64_t)t->mcfg.num_layers;
@@ -112,7 +115,11 @@ vkg_status vkg__train_agree(vkg_trainer_t *t, const vkg_checkpoint *ck)
     v[25] = (uint64_t)vkg_strategy_zero(t->par), v[26] = vkg_strategy_zero_hash(t->par);
     v[27] = (uint64_t)c->grad_dtype, v[28] = (uint64_t)c->max_skipped;
     v[29] = c->rank_batch_auto ? (uint64_t)c->rebalance_every : 0;
-    return vkg_strategy_check_match(t->par, v, fp_names, 30);
+    int diloco = c->sync != 0; /* the outer flags matter only then */
+    v[30] = (uint64_t)c->sync << 32 | (uint64_t)(diloco ? c->inner_steps : 0);
+    v[31] = diloco ? fbits(c->outer_lr, c->outer_momentum) : 0;
+    v[32] = diloco ? (uint64_t)c->outer_dtype : 0;
+    return vkg_strategy_check_match(t->par, v, fp_names, 33);
 }
 
 vkg_status vkg__train_resume_data(vkg_trainer_t *t, const vkg_checkpoint_state *s)

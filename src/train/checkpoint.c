@@ -111,6 +111,14 @@ vkg_status vkg_checkpoint_write(const char *dir, const vkg_gpt2_config *cfg, con
                                 const float *m, const float *v, const vkg_checkpoint_state *st,
                                 char *path_out, size_t cap)
 {
+    return vkg_checkpoint_write_outer(dir, cfg, params, m, v, NULL, 0, st, path_out, cap);
+}
+
+vkg_status vkg_checkpoint_write_outer(const char *dir, const vkg_gpt2_config *cfg,
+                                      const float *params, const float *m, const float *v,
+                                      const float *outer, size_t outer_count,
+                                      const vkg_checkpoint_state *st, char *path_out, size_t cap)
+{
     char sd[VKG_CHECKPOINT_PATH_CAP], file[VKG_CHECKPOINT_PATH_CAP], name[VKG_CHECKPOINT_NAME_CAP],
         done_text[64];
     int created = 0;
@@ -143,6 +151,10 @@ vkg_status vkg_checkpoint_write(const char *dir, const vkg_gpt2_config *cfg, con
     with_crc.params_crc = vkg_statefile_crc32_floats(params, vkg_gpt2_num_params(cfg));
     with_crc.params_crc_set = 1;
     VKG_TRY(vkg_statefile_write(file, cfg, &with_crc, m, v));
+    if (outer) {
+        VKG_TRY(vkg__checkpoint_join(file, sd, "outer.bin"));
+        VKG_TRY(vkg_outerfile_write(file, vkg_gpt2_num_params(cfg), outer, outer_count));
+    }
     VKG_TRY(vkg__checkpoint_join(file, sd, "DONE"));
     snprintf(done_text, sizeof done_text, "vkgpt checkpoint, step %llu\n",
              (unsigned long long)st->step);
@@ -316,6 +328,10 @@ vkg_status vkg_checkpoint_load(const char *ckpt_dir, vkg_checkpoint *out)
                                             out->params, 0,
                                             "the model holds a value that is not finite"),
                  fail);
+    VKG_TRY_GOTO(st, vkg__checkpoint_join(done, ckpt_dir, "outer.bin"), fail);
+    if (vkg__checkpoint_is_file(done))
+        VKG_TRY_GOTO(st, vkg_outerfile_read(done, out->num_params, &out->outer, &out->outer_count),
+                     fail);
     return VKG_OK;
 fail:
     vkg_checkpoint_deinit(out);
@@ -329,6 +345,7 @@ void vkg_checkpoint_deinit(vkg_checkpoint *c)
     free(c->params);
     free(c->m);
     free(c->v);
+    free(c->outer);
     memset(c, 0, sizeof *c);
 }
 

@@ -4,6 +4,7 @@
  * and each crash-safely (temporary file, fsync, rename, directory fsync via vkg_io_write_atomic):
  *   model.bin  the llm.c model file (fp32, version 3) of the parameters
  *   state.bin  the state file below (AdamW m and v, step, RNG, data position, hyperparameters)
+ *   outer.bin  only under DiLoCo (--sync diloco): the outer state below
  *   DONE       a marker; a directory without it is incomplete and never resumed from
  * A directory marked complete is never written into again: writing a step whose directory holds
  * DONE is refused, damaged or not. A directory without DONE (an interrupted write) is written
@@ -32,6 +33,14 @@
  * IEEE/zlib polynomial, as zlib's crc32() or Python's zlib.crc32) of every preceding byte of the
  * file. The file is exactly 1024 + 8n + 4 bytes.
  *
+ * Outer state file (DiLoCo; little-endian; 1024-byte header of 256 32-bit slots):
+ *   0 magic 20261128   1 version 1   2-3 number of parameters n (u64)   4-5 count of floats (u64)
+ *   6 CRC-32 of the floats' bytes    all other slots 0
+ * then count float32: the global parameters (n), the outer momentum (n), and for each replica
+ * q = 1 .. N-1 its parameters, AdamW m and v (n each), so count = n (2 + 3 (N - 1)); replica 0's
+ * parameters and moments are model.bin's and state.bin's. The file is exactly 1024 + 4 count
+ * bytes.
+ *
  * The state file is implemented in statefile.c (vkg_statefile_*), the directories in checkpoint.c
  * and ckptresume.c (vkg_checkpoint_*). Host memory only; nothing here knows of devices or prints.
  * Internal to vkgpt until the trainer's public API exists.
@@ -52,6 +61,8 @@
 #define VKG_STATE_MAGIC 20250611
 #define VKG_STATE_VERSION 1
 #define VKG_CHECKPOINT_NUM_RNG 4
+#define VKG_OUTER_MAGIC 20261128
+#define VKG_OUTER_VERSION 1
 
 /* Training hyperparameters recorded in the state file. */
 typedef struct vkg_train_hparams {
@@ -85,6 +96,8 @@ typedef struct vkg_checkpoint {
     float *params; /* (num_params) table order, from model.bin */
     float *m, *v;  /* (num_params) AdamW moments, from state.bin */
     vkg_checkpoint_state state;
+    float *outer; /* (outer_count) DiLoCo's outer state from outer.bin; NULL without one */
+    size_t outer_count;
 } vkg_checkpoint;
 
 /* Hyperparameter defaults: B 4, T 64, total batch 256, 1 rank, no shuffle, seed 1337,
@@ -131,6 +144,18 @@ vkg_status vkg_statefile_check_values(vkg_status code, const char *where, const 
                                       const vkg_gpt2_config *cfg, const float *x, int nonneg,
                                       const char *why);
 
+/* ---- the outer state file (outerfile.c) ---- */
+
+/* Write count floats x, the outer state of a model of n parameters, at path crash-safely.
+ * VKG_ERR_INVALID_ARG when count is not n (2 + 3k) or a value is not finite (naming it),
+ * VKG_ERR_IO naming the file. */
+vkg_status vkg_outerfile_write(const char *path, size_t n, const float *x, size_t count);
+/* Read an outer state file of a model of n parameters into a new malloc'ed array (*x, *count;
+ * the caller frees it). Errors: VKG_ERR_IO, VKG_ERR_FORMAT naming the file and the problem (bad
+ * magic or version, another parameter count, a size not matching the header, checksum mismatch,
+ * a value not finite), VKG_ERR_NOMEM. On error nothing is allocated. */
+vkg_status vkg_outerfile_read(const char *path, size_t n, float **x, size_t *count);
+
 /* ---- checkpoint directories (checkpoint.c; vkg_checkpoint_resume: ckptresume.c) ---- */
 
 /* Write the checkpoint for st->step under dir (created, with missing parents, when absent):
@@ -146,6 +171,12 @@ vkg_status vkg_statefile_check_values(vkg_status code, const char *where, const 
 vkg_status vkg_checkpoint_write(const char *dir, const vkg_gpt2_config *cfg, const float *params,
                                 const float *m, const float *v, const vkg_checkpoint_state *st,
                                 char *path_out, size_t cap);
+/* vkg_checkpoint_write with DiLoCo's outer state (outer_count floats; outer NULL: none) written
+ * as outer.bin after state.bin and before DONE. */
+vkg_status vkg_checkpoint_write_outer(const char *dir, const vkg_gpt2_config *cfg,
+                                      const float *params, const float *m, const float *v,
+                                      const float *outer, size_t outer_count,
+                                      const vkg_checkpoint_state *st, char *path_out, size_t cap);
 
 /* Find the newest complete checkpoint under dir: among the subdirectories named step_<digits>,
  * the highest step whose DONE exists and whose model.bin and state.bin headers are readable,
@@ -178,7 +209,8 @@ vkg_status vkg_checkpoint_resume(const char *dir, int fallback, vkg_checkpoint *
  * (free with vkg_checkpoint_deinit). It must hold DONE; model.bin and state.bin are fully read and
  * validated (sizes, versions, the state file's checksum, and the parameters against the checksum
  * the state file records for them), must describe the same configuration, and the state's step
- * must be n when the directory is named step_<n>. Errors:
+ * must be n when the directory is named step_<n>. An outer.bin beside them is read too
+ * (vkg_outerfile_read) into out->outer. Errors:
  * VKG_ERR_FORMAT naming the file and what was wrong (no DONE, truncated, corrupted, foreign,
  * wrong version, model/state configuration mismatch), VKG_ERR_IO, VKG_ERR_NOMEM. On error *out is
  * left empty. */

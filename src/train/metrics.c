@@ -293,6 +293,9 @@ vkg_status vkg_metrics_log(vkg_metrics_t *m, const vkg_metrics_row *row)
         at += (size_t)snprintf(line + at, sizeof line - at,
                                ",\"rebalance\":\"%.200s\",\"rank_rows_per_s\":\"%.200s\"",
                                row->rebalance, row->rank_speeds ? row->rank_speeds : "");
+    if (row->outer_bytes)
+        at += (size_t)snprintf(line + at, sizeof line - at, ",\"outer_bytes\":%" PRIu64,
+                               row->outer_bytes);
     snprintf(line + at, sizeof line - at, "%s%s}\n", bad ? ",\"nonfinite\":true" : "",
              row->skipped ? ",\"skipped\":true" : "");
     VKG_CHECK(fputs(line, m->log) >= 0 && fflush(m->log) == 0, VKG_ERR_IO,

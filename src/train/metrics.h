@@ -45,6 +45,9 @@ typedef struct vkg_metrics_row {
      * rebalance, when the split was chosen again after this step: the next step's split, and
      * the rows per second each rank was measured at. */
     const char *rank_batch, *rebalance, *rank_speeds;
+    /* DiLoCo: > 0 when the step ended with an outer step: the bytes of this rank's
+     * pseudo-gradient in the exchange ("outer_bytes") */
+    uint64_t outer_bytes;
 } vkg_metrics_row;
 
 /* One point of a history: the step and its loss (NaN for a logged non-finite loss). */

@@ -25,6 +25,7 @@ vkg_train_config vkg_train_config_default(void)
     c.lr = 6e-4f, c.lr_min_frac = 0.1f, c.warmup = 0, c.schedule = VKG_SCHEDULE_COSINE;
     c.weight_decay = 0.1f, c.beta1 = 0.9f, c.beta2 = 0.95f, c.eps = 1e-8f, c.grad_clip = 1.0f;
     c.max_skipped = 3;
+    c.inner_steps = 100, c.outer_lr = 0.7f, c.outer_momentum = 0.9f; /* DiLoCo's paper's */
     c.eval_every = 0, c.eval_batches = 8;
     c.keep_checkpoints = 3;
     vkg_comm_config_default(&c.comm);
@@ -58,7 +59,12 @@ static vkg_status join(vkg_trainer_t *t)
                               .zero = c->zero,
                               .force_copy_path = c->force_copy_path,
                               .grad_dtype = c->grad_dtype,
-                              .balanced = c->rank_batch_auto};
+                              .balanced = c->rank_batch_auto,
+                              .sync = c->sync,
+                              .inner_steps = c->inner_steps,
+                              .outer_lr = c->outer_lr,
+                              .outer_momentum = c->outer_momentum,
+                              .outer_dtype = c->outer_dtype};
     if (c->comm_from_env) {
         VKG_TRY(vkg_comm_config_from_env(&sc.comm, NULL));
         sc.comm.ctx = c->comm.ctx;
@@ -173,6 +179,33 @@ static vkg_status check_coopmat(vkg_trainer_t *t, vkg_coopmat_mode mode)
     return VKG_OK;
 }
 
+/* DiLoCo's outer state from a resumed checkpoint's outer.bin (rank 0's, every rank told the
+ * outcome): under DiLoCo it must hold this job's replicas (a checkpoint without one starts the
+ * outer optimizer from the loaded parameters); without DiLoCo a checkpoint holding one is
+ * refused, since the other replicas' state would be lost. */
+static vkg_status resume_outer(vkg_trainer_t *t, const vkg_checkpoint *ck)
+{
+    size_t want = vkg_strategy_outer_state_count(t->par);
+    int32_t has = t->resumed && ck->outer != NULL; /* rank 0 knows */
+    VKG_TRY(vkg_strategy_broadcast(t->par, &has, sizeof has));
+    vkg_status st = VKG_OK;
+    if (vkg_strategy_rank(t->par) == 0 && has) {
+        size_t n = vkg_gpt2_num_params(&t->mcfg);
+        if (!want)
+            st = VKG_FAIL(VKG_ERR_MISMATCH,
+                          "--resume: the checkpoint holds DiLoCo's outer state (outer.bin, %zu "
+                          "replicas): resume it with --sync diloco on as many ranks",
+                          (ck->outer_count / n - 2) / 3 + 1);
+        else if (ck->outer_count != want)
+            st = VKG_FAIL(VKG_ERR_MISMATCH,
+                          "--resume: the checkpoint's outer state (outer.bin) holds %zu replicas, "
+                          "this job has %zu: DiLoCo resumes on the same number of ranks",
+                          (ck->outer_count / n - 2) / 3 + 1, (want / n - 2) / 3 + 1);
+    }
+    VKG_TRY(vkg_strategy_rank0_outcome(t->par, st, "resuming DiLoCo's outer state"));
+    return has ? vkg_strategy_outer_state_load(t->par, ck->outer) : VKG_OK;
+}
+
 static vkg_status setup(vkg_trainer_t *t)
 {
     const vkg_train_config *c = &t->cfg;
@@ -220,6 +253,7 @@ static vkg_status setup(vkg_trainer_t *t)
     VKG_TRY_GOTO(
         st, vkg_strategy_load(t->par, params, t->resumed ? ck.m : NULL, t->resumed ? ck.v : NULL),
         done);
+    VKG_TRY_GOTO(st, resume_outer(t, &ck), done);
     if (t->resumed) {
         VKG_TRY_GOTO(st, vkg__train_resume_data(t, &ck.state), done);
         t->step = (long long)ck.state.step;
@@ -367,6 +401,7 @@ void vkg_trainer_get_info(const vkg_trainer_t *t, vkg_trainer_info *info)
     info->zero = vkg_strategy_zero(t->par);
     info->optimizer_bytes = vkg_strategy_optimizer_bytes(t->par);
     vkg_strategy_moment_range(t->par, &info->moment_first, &info->moment_count);
+    snprintf(info->sync, sizeof info->sync, "%s", vkg_strategy_outer_describe(t->par));
 }
 
 int vkg_trainer_done(const vkg_trainer_t *t)
@@ -407,6 +442,7 @@ static vkg_status step(vkg_trainer_t *t, vkg_step_info *info)
     info->step = t->step, info->loss = out.loss, info->lr = lr, info->grad_norm = norm;
     info->ms = ms, info->tokens = t->tokens, info->stop = out.stop;
     info->comm_ms = out.comm_ms, info->exposed_comm_ms = out.exposed_comm_ms;
+    info->outer = out.outer, info->outer_bytes = out.outer_bytes, info->outer_ms = out.outer_ms;
     t->skipped += out.skipped;
     t->skipped_run = out.skipped ? t->skipped_run + 1 : 0;
     info->skipped = out.skipped;
@@ -438,7 +474,8 @@ static vkg_status step(vkg_trainer_t *t, vkg_step_info *info)
                                .skipped = out.skipped,
                                .rank_batch = t->bal.on ? info->rank_batches : NULL,
                                .rebalance = info->rank_speeds[0] ? info->next_rank_batches : NULL,
-                               .rank_speeds = info->rank_speeds};
+                               .rank_speeds = info->rank_speeds,
+                               .outer_bytes = out.outer ? out.outer_bytes : 0};
         VKG_TRY(vkg_metrics_log(t->metrics, &row));
     }
     VKG_CHECK(t->skipped_run < t->cfg.max_skipped, VKG_ERR_ABORTED,
@@ -507,10 +544,14 @@ static vkg_status write_checkpoint(vkg_trainer_t *t, char *path_out, size_t cap)
     size_t n = rank0 ? vkg_gpt2_num_params(&t->mcfg) : 0;
     float *p = rank0 ? malloc(n * sizeof *p) : NULL, *m = rank0 ? malloc(n * sizeof *m) : NULL;
     float *v = rank0 ? malloc(n * sizeof *v) : NULL;
+    size_t nouter = vkg_strategy_outer_state_count(t->par); /* DiLoCo's, else 0 */
+    float *outer = rank0 && nouter ? malloc(nouter * sizeof *outer) : NULL;
     vkg_status st = vkg_strategy_gather(t->par, p, m, v);
+    if (st == VKG_OK && nouter && (!rank0 || outer))
+        st = vkg_strategy_outer_state_gather(t->par, outer);
     if (!rank0)
         return st;
-    if (st == VKG_OK && !(p && m && v))
+    if (st == VKG_OK && !(p && m && v && (outer || !nouter)))
         st = VKG_FAIL(VKG_ERR_NOMEM, "no memory for a checkpoint");
     if (st != VKG_OK)
         goto done;
@@ -520,7 +561,9 @@ static vkg_status write_checkpoint(vkg_trainer_t *t, char *path_out, size_t cap)
         vkg_data_position(t->train, &cs.data_pos);
     char path[1100];
     VKG_TRY_GOTO(st, write_run_config(t), done);
-    VKG_TRY_GOTO(st, vkg_checkpoint_write(t->ckpt_dir, &t->mcfg, p, m, v, &cs, path, sizeof path),
+    VKG_TRY_GOTO(st,
+                 vkg_checkpoint_write_outer(t->ckpt_dir, &t->mcfg, p, m, v, outer, nouter, &cs,
+                                            path, sizeof path),
                  done);
     if (path_out)
         snprintf(path_out, cap, "%s", path);
@@ -536,6 +579,7 @@ done:
     free(p);
     free(m);
     free(v);
+    free(outer);
     return st;
 }
 

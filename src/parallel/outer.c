@@ -1,0 +1,204 @@
+/* DiLoCo's outer optimizer (see outer.h): the exchange of the pseudo-gradient in fp32, bf16 or
+ * int8 over the transport's collectives and the Nesterov step, on host memory. The parameters
+ * reach the host once per round (H inner steps), so the step's n multiply-adds and the exchange's
+ * packing cost little against the round's compute; the exchange runs on host buffers anyway.
+ * Nothing here prints. */
+#include "parallel/outer.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "parallel/grad_bf16.h"
+
+struct vkg_outer {
+    size_t n;
+    float lr, mu;
+    vkg_outer_dtype dt;
+    float *g, *m;     /* (n) the global parameters, the outer momentum */
+    unsigned char *x; /* bf16, int8: (N x payload) every rank's, this rank's at its place */
+    size_t x_ranks;   /* ranks x is sized for */
+};
+
+const char *vkg_outer_dtype_name(vkg_outer_dtype dt)
+{
+    return dt == VKG_OUTER_F32    ? "fp32"
+           : dt == VKG_OUTER_BF16 ? "bf16"
+           : dt == VKG_OUTER_INT8 ? "int8"
+                                  : NULL;
+}
+
+vkg_status vkg_outer_create(size_t n, float lr, float momentum, vkg_outer_dtype dt, vkg_outer **out)
+{
+    VKG_CHECK(isfinite(lr) && lr > 0.0f, VKG_ERR_INVALID_ARG,
+              "--outer-lr must be finite and > 0, got %g", (double)lr);
+    VKG_CHECK(momentum >= 0.0f && momentum < 1.0f, VKG_ERR_INVALID_ARG,
+              "--outer-momentum must be in [0, 1), got %g", (double)momentum);
+    VKG_CHECK(vkg_outer_dtype_name(dt), VKG_ERR_INVALID_ARG,
+              "--outer-dtype: dtype %d is none of fp32, bf16, int8", (int)dt);
+    vkg_outer *o = calloc(1, sizeof *o);
+    VKG_CHECK(o, VKG_ERR_NOMEM, "no memory for the outer optimizer");
+    o->n = n, o->lr = lr, o->mu = momentum, o->dt = dt;
+    size_t k = n ? n : 1;
+    o->g = calloc(k, sizeof *o->g), o->m = calloc(k, sizeof *o->m);
+    if (!o->g || !o->m) {
+        vkg_outer_destroy(&o);
+        return VKG_FAIL(VKG_ERR_NOMEM, "no memory for the outer optimizer of %zu parameters", n);
+    }
+    *out = o;
+    return VKG_OK;
+}
+
+void vkg_outer_destroy(vkg_outer **po)
+{
+    vkg_outer *o = po ? *po : NULL;
+    if (!o)
+        return;
+    free(o->g), free(o->m), free(o->x);
+    free(o);
+    *po = NULL;
+}
+
+float *vkg_outer_global(vkg_outer *o)
+{
+    return o->g;
+}
+
+float *vkg_outer_momentum(vkg_outer *o)
+{
+    return o->m;
+}
+
+size_t vkg_outer_count(const vkg_outer *o)
+{
+    return o->n;
+}
+
+size_t vkg_outer_int8_chunks(size_t n)
+{
+    return (n + VKG_OUTER_INT8_CHUNK - 1) / VKG_OUTER_INT8_CHUNK;
+}
+
+uint64_t vkg_outer_payload_bytes(size_t n, vkg_outer_dtype dt)
+{
+    switch (dt) {
+    case VKG_OUTER_BF16:
+        return 2 * (uint64_t)n;
+    case VKG_OUTER_INT8:
+        return (uint64_t)n + 4 * (uint64_t)vkg_outer_int8_chunks(n);
+    default:
+        return 4 * (uint64_t)n;
+    }
+}
+
+/* One rank's block in the allgather: bytes rounded up to 4, so that every block's scales (int8)
+ * and values (bf16) stay aligned. */
+static size_t block_bytes(size_t n, vkg_outer_dtype dt)
+{
+    return ((size_t)vkg_outer_payload_bytes(n, dt) + 3) & ~(size_t)3;
+}
+
+void vkg_outer_int8_quantize(const float *x, size_t n, int8_t *q, float *scale)
+{
+    for (size_t c = 0, a = 0; a < n; c++, a += VKG_OUTER_INT8_CHUNK) {
+        size_t b = n - a < VKG_OUTER_INT8_CHUNK ? n : a + VKG_OUTER_INT8_CHUNK;
+        float amax = 0.0f;
+        for (size_t i = a; i < b; i++)
+            amax = fabsf(x[i]) > amax ? fabsf(x[i]) : amax;
+        float s = amax / 127.0f;
+        scale[c] = s;
+        for (size_t i = a; i < b; i++) {
+            float r = s > 0.0f ? nearbyintf(x[i] / s) : 0.0f;
+            q[i] = (int8_t)(r > 127.0f ? 127 : r < -127.0f ? -127 : (int)r);
+        }
+    }
+}
+
+/* This rank's pseudo-gradient g - params packed into block (bf16 values, or int8 scales then
+ * codes), a chunk at a time. */
+static void pack(const vkg_outer *o, const float *params, unsigned char *block)
+{
+    size_t n = o->n, chunks = vkg_outer_int8_chunks(n);
+    float d[VKG_OUTER_INT8_CHUNK];
+    for (size_t c = 0, a = 0; a < n; c++, a += VKG_OUTER_INT8_CHUNK) {
+        size_t len = n - a < VKG_OUTER_INT8_CHUNK ? n - a : VKG_OUTER_INT8_CHUNK;
+        for (size_t k = 0; k < len; k++)
+            d[k] = o->g[a + k] - params[a + k];
+        if (o->dt == VKG_OUTER_BF16)
+            vkg_grad_bf16_narrow(d, (uint16_t *)(void *)block + a, len);
+        else
+            vkg_outer_int8_quantize(d, len, (int8_t *)(block + 4 * chunks) + a,
+                                    (float *)(void *)block + c);
+    }
+}
+
+/* sum[i] (+)= a rank's dequantized pseudo-gradient from its block (first: =). */
+static void unpack_add(const vkg_outer *o, const unsigned char *block, int first, float *sum)
+{
+    size_t n = o->n;
+    if (o->dt == VKG_OUTER_BF16) {
+        const uint16_t *h = (const uint16_t *)(const void *)block;
+        for (size_t i = 0; i < n; i++) {
+            uint32_t u = (uint32_t)h[i] << 16;
+            float y;
+            memcpy(&y, &u, sizeof y);
+            sum[i] = first ? y : sum[i] + y;
+        }
+        return;
+    }
+    const float *scale = (const float *)(const void *)block;
+    const int8_t *q = (const int8_t *)(block + 4 * vkg_outer_int8_chunks(n));
+    for (size_t i = 0; i < n; i++) {
+        float y = (float)q[i] * scale[i / VKG_OUTER_INT8_CHUNK];
+        sum[i] = first ? y : sum[i] + y;
+    }
+}
+
+/* The exchange over N ranks of c, in params' place: fp32, the replicas' parameters summed; bf16
+ * and int8, their pseudo-gradients widened or dequantized and summed in rank order. */
+static vkg_status exchange(vkg_outer *o, vkg_comm_t *c, int N, float *params)
+{
+    size_t n = o->n;
+    if (o->dt == VKG_OUTER_F32)
+        return c ? vkg_comm_allreduce(c, params, params, n, VKG_COMM_F32, VKG_COMM_SUM) : VKG_OK;
+    size_t bb = block_bytes(n, o->dt);
+    if (!o->x || o->x_ranks != (size_t)N) {
+        free(o->x);
+        o->x = malloc((size_t)N * bb);
+        o->x_ranks = o->x ? (size_t)N : 0;
+        VKG_CHECK(o->x, VKG_ERR_NOMEM, "no memory for %d ranks' pseudo-gradients (%zu bytes each)",
+                  N, bb);
+    }
+    int rank = c ? vkg_comm_rank(c) : 0;
+    unsigned char *mine = o->x + (size_t)rank * bb;
+    memset(mine, 0, bb);
+    pack(o, params, mine);
+    if (c)
+        VKG_TRY(vkg_comm_allgather(c, mine, bb, o->x));
+    for (int r = 0; r < N; r++)
+        unpack_add(o, o->x + (size_t)r * bb, r == 0, params);
+    return VKG_OK;
+}
+
+vkg_status vkg_outer_step(vkg_outer *o, vkg_comm_t *c, float *params, uint64_t *payload)
+{
+    int N = c ? vkg_comm_size(c) : 1;
+    VKG_TRY(exchange(o, c, N, params));
+    float fN = (float)N, a = 1.0f - o->lr, b = o->lr * o->mu;
+    int f32 = o->dt == VKG_OUTER_F32;
+    for (size_t i = 0; i < o->n; i++) {
+        /* fp32: params holds the replicas' sum; else the pseudo-gradients' */
+        float mean = f32 ? params[i] / fN : 0.0f;
+        float d = f32 ? o->g[i] - mean : params[i] / fN;
+        mean = f32 ? mean : o->g[i] - d;
+        float m = o->mu * o->m[i] + d;
+        float u = a * d - b * m;
+        o->m[i] = m;
+        o->g[i] = u == 0.0f ? mean : mean + u;
+        params[i] = o->g[i];
+    }
+    if (payload)
+        *payload = vkg_outer_payload_bytes(o->n, o->dt);
+    return VKG_OK;
+}

@@ -1,0 +1,364 @@
+/* DiLoCo (--sync diloco) in the trainer: ranks are threads of this process, each with its own
+ * trainer and Vulkan device (validation layer on and checked), joined by the inproc transport;
+ * a tiny model on a shuffled llm.c shard:
+ *  - the outer step in training is the reference's (tests/outer_ref.c) bit for bit, in fp32, bf16
+ *    and int8, on 2 and 3 ranks: the replicas' parameters after one inner step (a run with H = 2,
+ *    stopped mid-round) and the starting point, through the reference, give the parameters of a
+ *    run with H = 1 after its first step, on every rank;
+ *  - with H = 1, outer lr 1 and momentum 0, every rank's parameters after the first step are the
+ *    replicas' fp32 mean (sum in rank order / N) after their inner step, bit for bit;
+ *  - inside a round the replicas differ, at its end they hold bitwise the same parameters, and
+ *    the steps that end a round say so with the bytes of the exchange (4 n in fp32, 2 n in bf16,
+ *    n + 4 n/256 in int8);
+ *  - a checkpoint in the middle of a round (step 3 of H = 2, after an outer step at 2) resumed on
+ *    the same ranks continues bitwise like the uninterrupted run (losses, every rank's
+ *    parameters), in fp32 and in int8 (the outer momentum, the global parameters and replica 1's
+ *    parameters and moments come back from outer.bin);
+ *  - a checkpoint of plain data parallelism resumes under DiLoCo;
+ *  - refused by name: one rank, --zero 1, --pp, --inner-steps 0, --grad-dtype bf16, and resuming
+ *    a DiLoCo checkpoint without --sync diloco or on another number of ranks. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "outer_ref.h"
+#include "rank_threads.h"
+#include "testutil.h"
+#include "vkgpt/comm.h"
+#include "vkgpt/train.h"
+
+enum { L = 2, NH = 2, C = 32, V = 96, MAXT = 16, T = 16, B = 2, STEPS = 5, MAXR = 3 };
+
+static char tmp_root[512];
+
+typedef struct job {
+    int world, steps, H, dtype, batch;
+    float outer_lr, outer_mu;
+    int zero, pp, grad_bf16;
+    int sync; /* 1 diloco (the default of these tests: set by new_job) */
+    const char *ckpt;
+    int ckpt_at, resume;
+    /* results */
+    float loss[STEPS];
+    int outer[STEPS];
+    uint64_t outer_bytes[STEPS];
+    float *init;         /* rank 0's parameters before the first step */
+    float *params[MAXR]; /* each rank's at the end */
+    size_t nparams;
+    vkg_status st[MAXR];
+    char err[MAXR][512];
+} job;
+
+static job new_job(int world, int H, int dtype)
+{
+    return (job){.world = world,
+                 .steps = STEPS,
+                 .H = H,
+                 .dtype = dtype,
+                 .batch = B,
+                 .outer_lr = 0.7f,
+                 .outer_mu = 0.9f,
+                 .sync = 1};
+}
+
+static int group_setup(void **state)
+{
+    (void)state;
+    if (vkg_test_tmp_make(tmp_root, sizeof tmp_root, "vkg_test_diloco") != 0)
+        return -1;
+    char path[600];
+    snprintf(path, sizeof path, "%s/train.bin", tmp_root);
+    vkg_test_write_shard(path, 40 * 6 * T + 1, 31, V, 1);
+    return 0;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    return vkg_test_tmp_remove(tmp_root);
+}
+
+static void *run_rank(void *p)
+{
+    vkg_test_rank *a = p;
+    job *j = a->job;
+    char data[600], ckpt[600];
+    snprintf(data, sizeof data, "%s/train.bin", tmp_root);
+    vkg_train_config c = vkg_train_config_default();
+    c.validation = 1;
+    c.device = getenv("VKGPT_DEVICE");
+    c.layers = L, c.heads = NH, c.channels = C, c.max_seq_len = MAXT, c.vocab_size = V;
+    c.seed = 5, c.data = data, c.shuffle = 1;
+    c.batch = j->batch, c.seq = T;
+    c.steps = STEPS, c.lr = 3e-3f, c.warmup = 1, c.weight_decay = 0.1f, c.grad_clip = 1.0f;
+    c.sync = j->sync, c.inner_steps = j->H, c.outer_dtype = j->dtype;
+    c.outer_lr = j->outer_lr, c.outer_momentum = j->outer_mu;
+    c.zero = j->zero, c.pp = j->pp;
+    c.grad_dtype = j->grad_bf16 ? VKG_COMM_BF16 : VKG_COMM_F32;
+    if (j->ckpt) {
+        snprintf(ckpt, sizeof ckpt, "%s/%s", tmp_root, j->ckpt);
+        c.ckpt_dir = ckpt, c.keep_checkpoints = 0, c.resume = j->resume;
+    }
+    c.comm.world_size = j->world, c.comm.rank = a->rank;
+    c.comm.transport = VKG_COMM_INPROC, c.comm.ctx = a->ctx, c.comm.job_id = a->job_id;
+    c.comm.timeout_ms = 30000;
+    vkg_trainer_t *t = NULL;
+    vkg_status st = vkg_trainer_create(&c, &t);
+    vkg_trainer_info info;
+    if (st == VKG_OK) {
+        vkg_trainer_get_info(t, &info);
+        j->nparams = info.num_params;
+        j->params[a->rank] = malloc(j->nparams * sizeof(float));
+        if (a->rank == 0 && !j->resume && !(j->init = malloc(j->nparams * sizeof(float))))
+            st = VKG_ERR_NOMEM;
+        if (!j->params[a->rank])
+            st = VKG_ERR_NOMEM;
+    }
+    if (st == VKG_OK && a->rank == 0 && j->init)
+        st = vkg_trainer_get_params(t, j->init);
+    for (int n = 0; st == VKG_OK && n < j->steps && !vkg_trainer_done(t); n++) {
+        vkg_step_info s;
+        st = vkg_trainer_step(t, &s);
+        if (st == VKG_OK && a->rank == 0) {
+            int k = (int)s.step - 1;
+            j->loss[k] = s.loss, j->outer[k] = s.outer, j->outer_bytes[k] = s.outer_bytes;
+        }
+        if (st == VKG_OK && j->ckpt && s.step == j->ckpt_at)
+            st = vkg_trainer_checkpoint(t, NULL, 0);
+    }
+    if (st == VKG_OK)
+        st = vkg_trainer_get_params(t, j->params[a->rank]);
+    j->st[a->rank] = vkg_test_rank_finish(&t, st, j->err[a->rank], sizeof j->err[a->rank]);
+    return NULL;
+}
+
+static void run_job(job *j)
+{
+    vkg_test_run_ranks(j->world, j, run_rank);
+}
+
+static void expect_ok(const job *j)
+{
+    /* every rank's own parameters: equal to rank 0's only at the end of a round */
+    vkg_test_ranks_ok(j->world, j->st, j->err[0], sizeof j->err[0], NULL, 0);
+}
+
+static void free_job(job *j)
+{
+    free(j->init);
+    for (int r = 0; r < MAXR; r++)
+        free(j->params[r]);
+    memset(j, 0, sizeof *j);
+}
+
+static int same_params(const job *j, int a, int b)
+{
+    return !memcmp(j->params[a], j->params[b], j->nparams * sizeof(float));
+}
+
+/* The first outer step of training against the reference, for N ranks and dtype. */
+static void check_first_outer_step(int N, int dtype)
+{
+    job inner = new_job(N, 2, dtype), outer = new_job(N, 1, dtype);
+    inner.steps = outer.steps = 1;
+    run_job(&inner), run_job(&outer);
+    expect_ok(&inner), expect_ok(&outer);
+    assert_int_equal(inner.outer[0], 0);
+    assert_int_equal(outer.outer[0], 1);
+    for (int r = 1; r < N; r++) {
+        assert_false(same_params(&inner, 0, r)); /* inside a round: each its own */
+        assert_true(same_params(&outer, 0, r));  /* after the outer step: all g */
+    }
+    size_t n = inner.nparams;
+    assert_memory_equal(inner.init, outer.init, n * sizeof(float));
+    float *g = malloc(n * sizeof *g), *m = calloc(n, sizeof *m);
+    assert_true(g && m);
+    memcpy(g, inner.init, n * sizeof *g);
+    vkg_test_outer_ref(N, n, inner.params, g, m, (vkg_outer_dtype)dtype, 0.7f, 0.9f,
+                       VKG_TEST_OUTER_EXACT);
+    size_t bad = 0, first = 0;
+    for (size_t i = 0; i < n; i++)
+        if (memcmp(&g[i], &outer.params[0][i], 4) && !bad++)
+            first = i;
+    if (bad)
+        fail_msg("%s, %d ranks: %zu of %zu parameters differ from the reference's outer step, "
+                 "first %zu: %.9g vs %.9g",
+                 vkg_outer_dtype_name((vkg_outer_dtype)dtype), N, bad, n, first,
+                 (double)outer.params[0][first], (double)g[first]);
+    uint64_t want = dtype == VKG_OUTER_F32    ? 4 * (uint64_t)n
+                    : dtype == VKG_OUTER_BF16 ? 2 * (uint64_t)n
+                                              : (uint64_t)n + 4 * ((n + 255) / 256);
+    assert_int_equal(outer.outer_bytes[0], want);
+    printf("%s, %d ranks: the first outer step bitwise the reference's; %llu bytes per rank\n",
+           vkg_outer_dtype_name((vkg_outer_dtype)dtype), N,
+           (unsigned long long)outer.outer_bytes[0]);
+    free(g), free(m);
+    free_job(&inner), free_job(&outer);
+}
+
+static void test_outer_step_is_the_reference(void **state)
+{
+    (void)state;
+    for (int N = 2; N <= 3; N++) {
+        check_first_outer_step(N, VKG_OUTER_F32);
+        check_first_outer_step(N, VKG_OUTER_BF16);
+        check_first_outer_step(N, VKG_OUTER_INT8);
+    }
+}
+
+/* H = 1, outer lr 1, momentum 0: after the first step every rank holds the replicas' fp32 mean
+ * (their sum in rank order / N) of their parameters after the inner step, bit for bit. */
+static void test_mean_when_lr_one(void **state)
+{
+    (void)state;
+    for (int N = 2; N <= 3; N++) {
+        job inner = new_job(N, 2, VKG_OUTER_F32), outer = new_job(N, 1, VKG_OUTER_F32);
+        inner.steps = outer.steps = 1;
+        outer.outer_lr = 1.0f, outer.outer_mu = 0.0f;
+        run_job(&inner), run_job(&outer);
+        expect_ok(&inner), expect_ok(&outer);
+        size_t bad = 0;
+        for (size_t i = 0; i < inner.nparams; i++) {
+            float s = inner.params[0][i];
+            for (int r = 1; r < N; r++)
+                s = s + inner.params[r][i];
+            float mean = s / (float)N;
+            for (int r = 0; r < N; r++)
+                bad += memcmp(&mean, &outer.params[r][i], sizeof mean) != 0;
+        }
+        if (bad)
+            fail_msg("%d ranks: %zu parameters differ from the replicas' mean", N, bad);
+        printf("%d ranks, H = 1, outer lr 1, momentum 0: every rank holds the replicas' mean bit "
+               "for bit\n",
+               N);
+        free_job(&inner), free_job(&outer);
+    }
+}
+
+/* Rounds of H = 2 over 5 steps: outer steps at 2 and 4, the replicas apart at 5 (mid-round),
+ * together at 4; a checkpoint at 3 resumed continues bitwise. */
+static void check_resume(int dtype)
+{
+    char dir[64];
+    snprintf(dir, sizeof dir, "ckpt_%d", dtype);
+    job whole = new_job(2, 2, dtype), four = new_job(2, 2, dtype);
+    four.steps = 4;
+    job first = new_job(2, 2, dtype), rest = new_job(2, 2, dtype);
+    first.steps = 3, first.ckpt = dir, first.ckpt_at = 3;
+    rest.ckpt = dir, rest.resume = 1;
+    run_job(&whole), run_job(&four), run_job(&first), run_job(&rest);
+    expect_ok(&whole), expect_ok(&four), expect_ok(&first), expect_ok(&rest);
+    for (int k = 0; k < STEPS; k++)
+        assert_int_equal(whole.outer[k], (k + 1) % 2 == 0);
+    assert_true(same_params(&four, 0, 1));   /* the end of a round */
+    assert_false(same_params(&whole, 0, 1)); /* step 5: inside one */
+    assert_false(same_params(&first, 0, 1)); /* step 3: inside one */
+    for (int k = 3; k < STEPS; k++)
+        if (memcmp(&rest.loss[k], &whole.loss[k], sizeof(float)))
+            fail_msg("%s: step %d loss %.9g resumed vs %.9g", vkg_outer_dtype_name(dtype), k + 1,
+                     (double)rest.loss[k], (double)whole.loss[k]);
+    for (int r = 0; r < 2; r++)
+        if (memcmp(rest.params[r], whole.params[r], whole.nparams * sizeof(float)))
+            fail_msg("%s: rank %d's parameters after resuming at step 3 differ from the "
+                     "uninterrupted run's",
+                     vkg_outer_dtype_name(dtype), r);
+    printf("%s: resumed mid-round at step 3, bitwise the uninterrupted run (losses %.6f ... "
+           "%.6f)\n",
+           vkg_outer_dtype_name(dtype), (double)whole.loss[0], (double)whole.loss[STEPS - 1]);
+    free_job(&whole), free_job(&four), free_job(&first), free_job(&rest);
+}
+
+static void test_resume_mid_round(void **state)
+{
+    (void)state;
+    check_resume(VKG_OUTER_F32);
+    check_resume(VKG_OUTER_INT8);
+}
+
+/* A checkpoint of plain data parallelism (no outer.bin) resumes under DiLoCo: its parameters
+ * become the global ones, and the rounds count from step 0 (outer steps at 2 and 4). */
+static void test_plain_checkpoint_resumes(void **state)
+{
+    (void)state;
+    job dp = new_job(2, 2, 0), rest = new_job(2, 2, 0);
+    dp.sync = 0, dp.steps = 1, dp.ckpt = "ckpt_plain", dp.ckpt_at = 1;
+    rest.ckpt = "ckpt_plain", rest.resume = 1;
+    run_job(&dp);
+    expect_ok(&dp);
+    assert_true(same_params(&dp, 0, 1));
+    run_job(&rest);
+    expect_ok(&rest);
+    for (int k = 1; k < STEPS; k++)
+        assert_int_equal(rest.outer[k], (k + 1) % 2 == 0);
+    assert_false(same_params(&rest, 0, 1)); /* step 5: inside a round */
+    free_job(&dp), free_job(&rest);
+}
+
+static void expect_refused(job *j, vkg_status want, const char *needle)
+{
+    run_job(j);
+    vkg_test_ranks_refused(j->world, j->st, j->err[0], sizeof j->err[0], want, needle);
+    free_job(j);
+}
+
+/* Rank 0 refuses what the checkpoint holds (VKG_ERR_MISMATCH naming needle), and every other
+ * rank fails with its message. */
+static void expect_refused_by_rank0(job *j, const char *needle)
+{
+    run_job(j);
+    for (int r = 0; r < j->world; r++) {
+        printf("rank %d: %s: %s\n", r, vkg_status_name(j->st[r]), j->err[r]);
+        if (j->st[r] == VKG_OK || (r == 0 && j->st[r] != VKG_ERR_MISMATCH) ||
+            !strstr(j->err[r], needle))
+            fail_msg("rank %d: expected a refusal naming '%s', got %s: %s", r, needle,
+                     vkg_status_name(j->st[r]), j->err[r]);
+    }
+    free_job(j);
+}
+
+static void test_refused(void **state)
+{
+    (void)state;
+    job j = new_job(1, 2, 0);
+    expect_refused(&j, VKG_ERR_INVALID_ARG, "--sync diloco needs 2 or more data-parallel ranks");
+    j = new_job(2, 2, 0), j.zero = 1;
+    expect_refused(&j, VKG_ERR_INVALID_ARG, "--zero 1");
+    j = new_job(2, 2, 0), j.pp = 2;
+    expect_refused(&j, VKG_ERR_INVALID_ARG, "--pp 2");
+    j = new_job(2, 0, 0);
+    expect_refused(&j, VKG_ERR_INVALID_ARG, "--inner-steps");
+    j = new_job(2, 2, 0), j.grad_bf16 = 1;
+    expect_refused(&j, VKG_ERR_INVALID_ARG, "--grad-dtype");
+    j = new_job(2, 2, 0), j.outer_mu = 1.0f;
+    expect_refused(&j, VKG_ERR_INVALID_ARG, "--outer-momentum");
+    /* a DiLoCo checkpoint (2 replicas of 3 rows) resumed without DiLoCo, or on 3 ranks of 2 rows
+     * (the same total batch) */
+    job save = new_job(2, 2, 0);
+    save.steps = 1, save.batch = 3, save.ckpt = "ckpt_refuse", save.ckpt_at = 1;
+    run_job(&save);
+    expect_ok(&save);
+    free_job(&save);
+    j = new_job(2, 2, 0), j.batch = 3, j.sync = 0, j.ckpt = "ckpt_refuse", j.resume = 1;
+    expect_refused_by_rank0(&j, "--sync diloco");
+    j = new_job(3, 2, 0), j.ckpt = "ckpt_refuse", j.resume = 1;
+    expect_refused_by_rank0(&j, "the same number of ranks");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_refused),
+        cmocka_unit_test(test_outer_step_is_the_reference),
+        cmocka_unit_test(test_mean_when_lr_one),
+        cmocka_unit_test(test_resume_mid_round),
+        cmocka_unit_test(test_plain_checkpoint_resumes),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
