@@ -20,6 +20,7 @@
 
 #include <cmocka.h>
 
+#include "os/proc.h"
 #include "parallel/strategy.h"
 #include "rank_threads.h"
 #include "testutil.h"
@@ -181,10 +182,10 @@ static void expect_log(const char *dir, const job *j)
 static void test_auto_equals_fixed_splits(void **state)
 {
     (void)state;
-    setenv("VKG_TEST_ROW_DELAY_MS", "0,20", 1);
+    vkg_os_setenv("VKG_TEST_ROW_DELAY_MS", "0,20", 1);
     job a = auto_job("auto");
     run_job(&a);
-    unsetenv("VKG_TEST_ROW_DELAY_MS");
+    vkg_os_setenv("VKG_TEST_ROW_DELAY_MS", "", 1); /* empty: no delay */
     vkg_test_ranks_ok(WORLD, a.st, a.err[0], sizeof a.err[0], a.params, a.nparams);
     int first[2], last[2];
     parse_split(a.split[0], first);
@@ -251,11 +252,11 @@ static uint64_t plan_bytes(int b)
 static void test_split_within_memory(void **state)
 {
     (void)state;
-    setenv("VKG_TEST_ROW_DELAY_MS", "0,20", 1);
+    vkg_os_setenv("VKG_TEST_ROW_DELAY_MS", "0,20", 1);
     job a = {.automatic = 1, .rebalance_every = 1, .steps = 6};
     a.memory_limit[0] = (plan_bytes(5) + plan_bytes(6)) / 2; /* 5 rows fit rank 0, 6 do not */
     run_job(&a);
-    unsetenv("VKG_TEST_ROW_DELAY_MS");
+    vkg_os_setenv("VKG_TEST_ROW_DELAY_MS", "", 1); /* empty: no delay */
     vkg_test_ranks_ok(WORLD, a.st, a.err[0], sizeof a.err[0], a.params, a.nparams);
     for (int s = 0; s < a.steps; s++) {
         int split[2];
