@@ -67,4 +67,8 @@ mkdir -p "$WINEPREFIX"
 wineserver -p || { echo "windows-test: cannot start a wineserver for $WINEPREFIX" >&2; exit 1; }
 wine cmd /c exit >/dev/null 2>&1 || true
 cd "$build"
-ctest --output-on-failure "$@"
+# A test process that runs past its timeout is run once more (only then, never after a failure):
+# under Wine on 2 loaded cores a test program has twice hung at its exit after every case of it
+# had passed (test_vk, while the Vulkan driver was torn down; not seen on Linux, nor when rerun).
+# ctest prints such a repeat; a second timeout fails the run.
+ctest --output-on-failure --repeat after-timeout:2 "$@"
