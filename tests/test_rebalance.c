@@ -7,8 +7,8 @@
  *    step's split and every re-balancing;
  *  - with rank 0's device limited (memory_limit) to the memory plan of 5 rows, no split ever
  *    gives it more: the run settles on 5,3;
- *  - refused, naming the flag: --rebalance-every 0, and auto with --zero (the CLI refuses
- *    auto with --pp before a trainer exists: test_cli_errors). */
+ *  - refused, naming the flag: --rebalance-every 0, auto with --zero 1 or --sync diloco (the CLI
+ * refuses auto with --pp before a trainer exists: test_cli_errors). */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -35,7 +35,7 @@ typedef struct job {
     int automatic;         /* --rank-batch auto (else rank_batch) */
     int rank_batch[WORLD]; /* a fixed split */
     int rebalance_every;
-    int pp, zero;
+    int pp, zero, diloco;
     uint64_t memory_limit[WORLD];
     const char *ckpt; /* checkpoint folder (NULL: none) */
     int resume;
@@ -93,6 +93,8 @@ static void *run_rank(void *p)
     c.comm.transport = VKG_COMM_INPROC, c.comm.ctx = a->ctx, c.comm.job_id = a->job_id;
     c.comm.timeout_ms = 30000;
     c.pp = j->pp, c.zero = j->zero;
+    if (j->diloco)
+        c.sync = VKG_SYNC_DILOCO, c.inner_steps = 2, c.outer_lr = 0.7f, c.outer_momentum = 0.9f;
     c.memory_limit = a->rank < WORLD ? j->memory_limit[a->rank] : 0;
     if (j->automatic)
         c.rank_batch_auto = 1, c.rebalance_every = j->rebalance_every;
@@ -289,6 +291,8 @@ static void test_refused(void **state)
     expect_refused(&every0, "--rebalance-every must be > 0");
     job zero = {.automatic = 1, .rebalance_every = 2, .zero = 1, .steps = 1};
     expect_refused(&zero, "--rank-batch auto is not supported with --zero 1");
+    job diloco = {.automatic = 1, .rebalance_every = 2, .diloco = 1, .steps = 1};
+    expect_refused(&diloco, "--rank-batch auto is not supported with --sync diloco");
 }
 
 int main(void)
