@@ -161,7 +161,7 @@ static void expect_log(const char *dir, const job *j)
     for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n"), lines++) {
         long long step = 0;
         assert_int_equal(sscanf(line, "{\"step\":%lld", &step), 1);
-        char want[64];
+        char want[300]; /* a split is at most 255 characters */
         snprintf(want, sizeof want, "\"rank_batch\":\"%s\"", j->split[step - 1]);
         if (!strstr(line, want))
             fail_msg("log line of step %lld lacks %s: %s", step, want, line);
