@@ -7,7 +7,7 @@
  *    NORM_TOL relative and final parameters within PARAM_TOL relative L2, with a bucket per layer
  * (zero-copy where the device imports host memory), with one reduction after the backward pass, and
  * by the copy path (bitwise the zero-copy run). Why a tolerance: each rank's gradient is rounded to
- * bf16 (8 significant bits: by at most 2^-9 of each value) and the ranks' fp32 sum is rounded once
+ * bf16 (8 significant bits: by at most 2^-8 of each value) and the ranks' fp32 sum is rounded once
  * more, so the reduced gradient differs from one device's by up to about 2^-8 of each contribution,
  * where fp32 data parallelism agrees to 1e-5 (test_dp). AdamW divides each step by the gradient's
  *    root mean square, so most parameters move by about 2^-8 of the step (lr 3e-3) more or less;

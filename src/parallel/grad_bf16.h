@@ -3,7 +3,7 @@
  * the transport sums those in fp32 and rounds the sum once (VKG_COMM_BF16), and the sum is widened
  * back to fp32 before the global norm, clipping and AdamW, which stay fp32. bf16 is the upper 16
  * bits of an fp32: the same exponent range, 8 significant bits, so each rounding moves a value by
- * at most 2^-9 of itself.
+ * at most 2^-8 of itself (half a unit in the last of 8 places).
  *
  * Not here: where the exchange happens (reducer.c, pp_strategy.c), the collectives
  * (transport/). Nothing here allocates, prints or talks to a device.
