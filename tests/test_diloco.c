@@ -14,9 +14,17 @@
  *    the same ranks continues bitwise like the uninterrupted run (losses, every rank's
  *    parameters), in fp32 and in int8 (the outer momentum, the global parameters and replica 1's
  *    parameters and moments come back from outer.bin);
+ *  - streaming (--fragments 2, --outer-delay 1): each fragment's outer step is the reference's
+ *    over its own parameters (the layers l with l % 2 == p, half of wte's and wpe's rows, lnf
+ *    with the last layer), started at its staggered step from the replicas' parameters then and
+ *    landing one step later as mix x the replica's own + (1 - mix) x the new global ones (mix 0,
+ *    0.25 and 0.5; fp32 on 2 and 3 ranks, int8 on 2), while the other fragment is untouched; a
+ *    checkpoint with an exchange in flight resumes bitwise;
  *  - a checkpoint of plain data parallelism resumes under DiLoCo;
- *  - refused by name: one rank, --zero 1, --pp, --inner-steps 0, --grad-dtype bf16, and resuming
- *    a DiLoCo checkpoint without --sync diloco or on another number of ranks. */
+ *  - refused by name: one rank, --zero 1, --pp, --inner-steps 0, --grad-dtype bf16, more
+ *    fragments than layers or inner steps, a delay longer than a round, --outer-mix 1, and
+ *    resuming a DiLoCo checkpoint without --sync diloco, on another number of ranks or with a
+ *    delay when it had none. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -42,7 +50,9 @@ typedef struct job {
     int world, steps, H, dtype, batch;
     float outer_lr, outer_mu;
     int zero, pp, grad_bf16;
-    int sync; /* 1 diloco (the default of these tests: set by new_job) */
+    int sync;             /* 1 diloco (the default of these tests: set by new_job) */
+    int fragments, delay; /* streaming (0, -1: none) */
+    float mix;
     const char *ckpt;
     int ckpt_at, resume;
     /* results */
@@ -65,7 +75,10 @@ static job new_job(int world, int H, int dtype)
                  .batch = B,
                  .outer_lr = 0.7f,
                  .outer_mu = 0.9f,
-                 .sync = 1};
+                 .sync = 1,
+                 .fragments = 1,
+                 .delay = -1,
+                 .mix = 0.5f};
 }
 
 static int group_setup(void **state)
@@ -100,6 +113,7 @@ static void *run_rank(void *p)
     c.steps = STEPS, c.lr = 3e-3f, c.warmup = 1, c.weight_decay = 0.1f, c.grad_clip = 1.0f;
     c.sync = j->sync, c.inner_steps = j->H, c.outer_dtype = j->dtype;
     c.outer_lr = j->outer_lr, c.outer_momentum = j->outer_mu;
+    c.fragments = j->fragments, c.outer_delay = j->delay, c.outer_mix = j->mix;
     c.zero = j->zero, c.pp = j->pp;
     c.grad_dtype = j->grad_bf16 ? VKG_COMM_BF16 : VKG_COMM_F32;
     if (j->ckpt) {
@@ -338,6 +352,14 @@ static void test_refused(void **state)
     expect_refused(&j, VKG_ERR_INVALID_ARG, "--grad-dtype");
     j = new_job(2, 2, 0), j.outer_mu = 1.0f;
     expect_refused(&j, VKG_ERR_INVALID_ARG, "--outer-momentum");
+    j = new_job(2, 4, 0), j.fragments = 3; /* L = 2 layers */
+    expect_refused(&j, VKG_ERR_INVALID_ARG, "--fragments 3");
+    j = new_job(2, 1, 0), j.fragments = 2;
+    expect_refused(&j, VKG_ERR_INVALID_ARG, "--inner-steps");
+    j = new_job(2, 2, 0), j.delay = 3;
+    expect_refused(&j, VKG_ERR_INVALID_ARG, "--outer-delay 3");
+    j = new_job(2, 2, 0), j.delay = 1, j.mix = 1.0f;
+    expect_refused(&j, VKG_ERR_INVALID_ARG, "--outer-mix");
     /* a DiLoCo checkpoint (2 replicas of 3 rows) resumed without DiLoCo, or on 3 ranks of 2 rows
      * (the same total batch) */
     job save = new_job(2, 2, 0);
@@ -349,6 +371,132 @@ static void test_refused(void **state)
     expect_refused_by_rank0(&j, "--sync diloco");
     j = new_job(3, 2, 0), j.ckpt = "ckpt_refuse", j.resume = 1;
     expect_refused_by_rank0(&j, "the same number of ranks");
+    j = new_job(2, 2, 0), j.batch = 3, j.delay = 1, j.ckpt = "ckpt_refuse", j.resume = 1;
+    expect_refused_by_rank0(&j, "--outer-delay");
+}
+
+/* Whether element i of the whole parameter vector is in fragment p of 2, written apart from
+ * diloco.c: the layers l with l % 2 == p of every stacked tensor, wte's and wpe's rows
+ * [p R / 2, (p + 1) R / 2), lnfw and lnfb with the last layer (L - 1) % 2. */
+static int in_fragment(size_t i, int p)
+{
+    enum { VP = 128 }; /* V = 96 padded */
+    size_t at = 0;
+    size_t stacked[12] = {C, C, 3 * C * C, 3 * C, C * C, C, C, C, 4 * C * C, 4 * C, 4 * C * C, C};
+    if (i < (size_t)VP * C)
+        return (int)(i / C) * 2 / VP == p;
+    at = (size_t)VP * C;
+    if (i < at + (size_t)MAXT * C)
+        return (int)((i - at) / C) * 2 / MAXT == p;
+    at += (size_t)MAXT * C;
+    for (int k = 0; k < 12; k++) {
+        if (i < at + stacked[k] * L)
+            return (int)((i - at) / stacked[k]) % 2 == p;
+        at += stacked[k] * L;
+    }
+    return (L - 1) % 2 == p;
+}
+
+/* Fragment p's elements of x (n) packed in order into out; their count. */
+static size_t pack_fragment(const float *x, size_t n, int p, float *out)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        if (in_fragment(i, p))
+            out[k++] = x[i];
+    return k;
+}
+
+/* Streaming, H = 2, 2 fragments, delay 1: fragment 0's round ends at step 1 (offset H / 2),
+ * fragment 1's at step 2. After step 2, fragment 0's outer step has landed (started from the
+ * replicas' parameters after step 1) and fragment 1's exchange is in flight. The replicas'
+ * parameters after steps 1 and 2 without any outer step come from a run whose round is longer. */
+static void check_streaming(int N, int dtype, float mix)
+{
+    job alone1 = new_job(N, 100, dtype), alone2 = new_job(N, 100, dtype);
+    alone1.steps = 1, alone2.steps = 2;
+    job s = new_job(N, 2, dtype);
+    s.steps = 2, s.fragments = 2, s.delay = 1, s.mix = mix;
+    run_job(&alone1), run_job(&alone2), run_job(&s);
+    expect_ok(&alone1), expect_ok(&alone2), expect_ok(&s);
+    assert_int_equal(s.outer[0], 0); /* fragment 0 started, nothing landed */
+    assert_int_equal(s.outer[1], 1); /* fragment 0 landed */
+    size_t n = s.nparams;
+    assert_memory_equal(s.init, alone1.init, n * sizeof(float));
+    float *P[MAXR], *g = malloc(n * sizeof *g), *m = calloc(n, sizeof *m);
+    assert_true(g && m);
+    size_t n0 = pack_fragment(s.init, n, 0, g);
+    assert_true(n0 > 0 && n0 < n);
+    for (int r = 0; r < N; r++) {
+        P[r] = malloc(n0 * sizeof *P[r]);
+        assert_non_null(P[r]);
+        assert_int_equal(pack_fragment(alone1.params[r], n, 0, P[r]), n0);
+    }
+    vkg_test_outer_ref(N, n0, P, g, m, (vkg_outer_dtype)dtype, 0.7f, 0.9f, VKG_TEST_OUTER_EXACT);
+    size_t bad = 0, first = 0;
+    for (int r = 0; r < N; r++)
+        for (size_t i = 0, k = 0; i < n; i++) {
+            float own = alone2.params[r][i], want = own;
+            if (in_fragment(i, 0)) {
+                want = mix == 0.0f ? g[k] : mix * own + (1.0f - mix) * g[k];
+                k++;
+            }
+            if (memcmp(&want, &s.params[r][i], sizeof want) && !bad++)
+                first = i;
+        }
+    if (bad)
+        fail_msg("%s, %d ranks, mix %g: %zu parameters differ from the reference (first %zu: "
+                 "%.9g)",
+                 vkg_outer_dtype_name((vkg_outer_dtype)dtype), N, (double)mix, bad, first,
+                 (double)s.params[0][first]);
+    printf("%s, %d ranks, mix %g: fragment 0 (%zu of %zu parameters) landed bitwise as the "
+           "reference's, one step late; fragment 1 untouched\n",
+           vkg_outer_dtype_name((vkg_outer_dtype)dtype), N, (double)mix, n0, n);
+    for (int r = 0; r < N; r++)
+        free(P[r]);
+    free(g), free(m);
+    free_job(&alone1), free_job(&alone2), free_job(&s);
+}
+
+static void test_streaming_is_the_reference(void **state)
+{
+    (void)state;
+    check_streaming(2, VKG_OUTER_F32, 0.0f);
+    check_streaming(2, VKG_OUTER_F32, 0.5f);
+    check_streaming(3, VKG_OUTER_F32, 0.25f);
+    check_streaming(2, VKG_OUTER_INT8, 0.5f);
+}
+
+/* Streaming with a checkpoint at step 3, when fragment 0's exchange (started at 3) is in flight:
+ * resumed, steps 4 and 5 are bitwise the uninterrupted run's. */
+static void test_streaming_resume_in_flight(void **state)
+{
+    (void)state;
+    for (int dtype = VKG_OUTER_F32; dtype <= VKG_OUTER_INT8; dtype += 2) {
+        char dir[64];
+        snprintf(dir, sizeof dir, "ckpt_stream_%d", dtype);
+        job whole = new_job(2, 2, dtype), first = new_job(2, 2, dtype), rest = new_job(2, 2, dtype);
+        whole.fragments = first.fragments = rest.fragments = 2;
+        first.steps = 3, first.ckpt = dir, first.ckpt_at = 3;
+        rest.ckpt = dir, rest.resume = 1;
+        run_job(&whole), run_job(&first), run_job(&rest);
+        expect_ok(&whole), expect_ok(&first), expect_ok(&rest);
+        for (int k = 1; k < STEPS; k++) /* a fragment lands every step from 2 on */
+            assert_int_equal(whole.outer[k], 1);
+        for (int k = 3; k < STEPS; k++)
+            if (memcmp(&rest.loss[k], &whole.loss[k], sizeof(float)))
+                fail_msg("%s: step %d loss %.9g resumed vs %.9g",
+                         vkg_outer_dtype_name((vkg_outer_dtype)dtype), k + 1, (double)rest.loss[k],
+                         (double)whole.loss[k]);
+        for (int r = 0; r < 2; r++)
+            if (memcmp(rest.params[r], whole.params[r], whole.nparams * sizeof(float)))
+                fail_msg("%s: rank %d's parameters after resuming in flight differ",
+                         vkg_outer_dtype_name((vkg_outer_dtype)dtype), r);
+        printf("%s streaming: resumed with an exchange in flight at step 3, bitwise the "
+               "uninterrupted run\n",
+               vkg_outer_dtype_name((vkg_outer_dtype)dtype));
+        free_job(&whole), free_job(&first), free_job(&rest);
+    }
 }
 
 int main(void)
@@ -359,6 +507,8 @@ int main(void)
         cmocka_unit_test(test_mean_when_lr_one),
         cmocka_unit_test(test_resume_mid_round),
         cmocka_unit_test(test_plain_checkpoint_resumes),
+        cmocka_unit_test(test_streaming_is_the_reference),
+        cmocka_unit_test(test_streaming_resume_in_flight),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -68,8 +68,10 @@ static vkg_metrics_t *open_log(fixture *f, int resume, long long first_step)
 
 static vkg_metrics_row row_at(long long step, float loss)
 {
-    vkg_metrics_row r = {step, loss, 1e-4f, 0.5f, (uint64_t)step * 1024, 1000.0f, 12.5f, 0, 0, 0,
-                         NULL, NULL, NULL,  0};
+    vkg_metrics_row r = {step,    loss,  1e-4f, 0.5f, (uint64_t)step * 1024,
+                         1000.0f, 12.5f, 0,     0,    0,
+                         NULL,    NULL,  NULL,  0,    0,
+                         0,       0.0f,  0.0f};
     return r;
 }
 
@@ -80,10 +82,26 @@ static void test_json_roundtrip(void **state)
     assert_string_equal(vkg_metrics_svg_path(m), f->svg); /* derived: run.jsonl -> run.svg */
     vkg_metrics_row r1 = {1,          3.14159274f, 1e-5f, 0.1f, 123456789012ull,
                           12345.678f, 1061.25f,    0,     0,    0,
-                          NULL,       NULL,        NULL,  0};
-    vkg_metrics_row r2 = {2,      2.71828183f,  6e-4f, 1.0e-7f,      123456789999ull,
-                          1.5e6f, 0.333333343f, 1,     2.99999976f,  0,
-                          NULL,   NULL,         NULL,  5000000000ull};
+                          NULL,       NULL,        NULL,  0,    0,
+                          0,          0.0f,        0.0f};
+    vkg_metrics_row r2 = {2,
+                          2.71828183f,
+                          6e-4f,
+                          1.0e-7f,
+                          123456789999ull,
+                          1.5e6f,
+                          0.333333343f,
+                          1,
+                          2.99999976f,
+                          0,
+                          NULL,
+                          NULL,
+                          NULL,
+                          5000000000ull,
+                          1,
+                          5000000012ull,
+                          0.25f,
+                          0.25f / 3.0f};
     assert_int_equal(vkg_metrics_log(m, &r1), VKG_OK);
     assert_int_equal(vkg_metrics_log(m, &r2), VKG_OK);
     vkg_metrics_destroy(&m);
@@ -102,9 +120,20 @@ static void test_json_roundtrip(void **state)
     assert_true(step == 1 && loss == r1.loss && lr == r1.lr && gn == r1.grad_norm);
     assert_true(tokens == r1.tokens && tps == r1.tokens_per_s && ms == r1.ms);
     assert_true(strstr(text, "eval_loss") > line2); /* only on the row that has it */
-    /* an outer step's bytes (DiLoCo), only on its row, after the evaluation */
-    assert_true(strstr(text, ",\"outer_bytes\":5000000000}\n") > line2);
+    /* an outer step's bytes (DiLoCo), only on its row, after the evaluation, then the step's
+     * communication (a job of 2 or more ranks): bytes, time, exposed time and the compute
+     * utilisation 1 - exposed / ms */
+    const char *comm = strstr(text, ",\"outer_bytes\":5000000000,\"comm_bytes\":5000000012,");
+    assert_true(comm > line2);
     assert_int_equal(count_str(text, "outer_bytes"), 1);
+    assert_int_equal(count_str(text, "compute_util"), 1);
+    float cms, ems, util;
+    assert_int_equal(sscanf(strstr(comm, "\"comm_ms\""),
+                            "\"comm_ms\":%g,\"exposed_comm_ms\":%g,\"compute_util\":%g}\n", &cms,
+                            &ems, &util),
+                     3);
+    assert_true(cms == r2.comm_ms && ems == r2.exposed_comm_ms);
+    assert_float_equal(util, 1.0f - r2.exposed_comm_ms / r2.ms, 1e-6);
     n = sscanf(line2,
                "{\"step\":%lld,\"loss\":%g,\"lr\":%g,\"grad_norm\":%g,\"tokens\":%llu,"
                "\"tokens_per_s\":%g,\"ms\":%g,\"eval_loss\":%g}\n",

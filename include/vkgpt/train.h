@@ -155,6 +155,17 @@ typedef struct vkg_train_config {
     int inner_steps;
     float outer_lr, outer_momentum;
     int outer_dtype;
+    /* Streaming DiLoCo (Douillard et al. 2025), with sync 1: the parameters cut into `fragments`
+     * fragments (default 1; at most the layers: each holds the layers l with l % F == p, a
+     * 1/F share of wte's and wpe's rows, and the last layer's fragment lnf), whose rounds end at
+     * staggered steps (fragment p after the steps t with t % H == ((p + 1) H / F) % H; F <= H);
+     * each fragment's exchange runs beside the next outer_delay inner steps (-1, the default: 1
+     * with 2 or more fragments, else 0; 0: blocking, at the round's end; at most H), and its
+     * outer step then lands as outer_mix x the replica's own parameters + (1 - outer_mix) x the
+     * new global ones (outer_mix in [0, 1), default 0.5; without a delay the global ones
+     * replace the replica's). */
+    int fragments, outer_delay;
+    float outer_mix;
     /* Optional: write every step's timeline of this rank (pipelines) to this file as Chrome
      * trace-event JSON (Perfetto, chrome://tracing); with several ranks each writes
      * FILE.rank<N>. */
@@ -210,7 +221,7 @@ typedef struct vkg_trainer_info {
     int zero;                /* 1: ZeRO-1, the moments sharded over the ranks */
     char grad_exchange[256]; /* how gradients are exchanged: "" alone, "fp32", "bf16 (...)" */
     size_t moment_first, moment_count; /* the parameters whose moments this rank holds */
-    char sync[200];                    /* DiLoCo's settings ("" for step-wise synchronisation) */
+    char sync[320];                    /* DiLoCo's settings ("" for step-wise synchronisation) */
 } vkg_trainer_info;
 
 typedef struct vkg_step_info {
@@ -244,6 +255,12 @@ typedef struct vkg_step_info {
     int outer;
     uint64_t outer_bytes;
     double outer_ms;
+    /* The payload this rank handed the step's collectives (0 alone): with --sync step its
+     * gradient (parameters x 4 bytes, x 2 with bf16); with DiLoCo the pseudo-gradient bytes
+     * exchanged in this step (streaming: the pieces that ran beside it) and 12 bytes of loss,
+     * stop and norm. A ring sends 2 (N - 1) / N of an allreduce's payload; an allgather
+     * receives N - 1 times it. */
+    uint64_t comm_bytes;
 } vkg_step_info;
 
 /* The data-parallel ranks of a stage in the job cfg describes (cfg->comm.world_size over

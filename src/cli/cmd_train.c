@@ -80,8 +80,9 @@ static int find_conflict(const train_opts *o, const vkg_flag *flags, int n,
         snprintf(why, cap, "%s needs %s", needs, what);
         return 1;
     }
-    static const char *const outer[] = {"--inner-steps", "--outer-lr", "--outer-momentum",
-                                        "--outer-dtype"};
+    static const char *const outer[] = {"--inner-steps", "--outer-lr",  "--outer-momentum",
+                                        "--outer-dtype", "--fragments", "--outer-delay",
+                                        "--outer-mix"};
     for (size_t i = 0; i < sizeof outer / sizeof outer[0] && c->sync == 0; i++)
         if (vkg_flags_seen(flags, n, r, outer[i])) {
             snprintf(why, cap,
@@ -191,7 +192,8 @@ static int run(vkg_trainer_t *t, const train_opts *o)
         stop = s.stop;
         if (!o->quiet)
             vkg_cli_print_step(&s, info.steps, vkg_cli_now_s() - start, done, tty);
-        if (s.outer && o->cfg.comm.rank == 0 && !o->quiet) {
+        int streaming = o->cfg.fragments > 1 || o->cfg.outer_delay > 0; /* logged per step */
+        if (s.outer && !streaming && o->cfg.comm.rank == 0 && !o->quiet) {
             char how[64] = "allreduced";
             if (o->cfg.outer_dtype) /* bf16, int8: each rank receives every other rank's */
                 snprintf(how, sizeof how, "allgathered: each rank receives %d of them",
@@ -364,6 +366,18 @@ static int train_main(int argc, char **argv, vkg_cli_resume *res)
          "diloco: the pseudo-gradient's exchange (bf16 and int8 allgathered and summed in fp32; "
          "int8 with an absmax scale per 256 elements)",
          outer_dtypes, 0, 0},
+        {"--fragments", VKG_FLAG_INT, &c->fragments,
+         "diloco, streaming: the model in F fragments (layers l with l % F == p) whose rounds "
+         "end at staggered steps (default 1; at most --layers and --inner-steps)",
+         0, 1, 1e6},
+        {"--outer-delay", VKG_FLAG_INT, &c->outer_delay,
+         "diloco: inner steps each exchange runs beside before its outer step lands (default 1 "
+         "with --fragments 2 or more, else 0: blocking; at most --inner-steps)",
+         0, 0, 1e9},
+        {"--outer-mix", VKG_FLAG_FLOAT, &c->outer_mix,
+         "diloco with a delay: weight of the replica's own parameters when an outer step lands, "
+         "the rest the new global ones (default 0.5)",
+         0, 0, 0.999999},
         {"--trace", VKG_FLAG_STR, &c->trace_path,
          "write each step's timeline (pipelines) as Chrome trace JSON (FILE.rank<N> per rank)", 0,
          0, 0},

@@ -1,5 +1,5 @@
 /* DiLoCo (--sync diloco; DESIGN.md section 6, "Slow links"): data parallelism whose replicas
- * synchronise every H optimizer steps instead of every step.
+ * synchronise every H optimizer steps instead of every step, and its streaming form.
  *
  * Each rank holds the whole model and its own AdamW, and trains on its slice of every global
  * micro-batch as dp does, but nothing sums its gradients: its gradient is the mean over its own
@@ -11,34 +11,93 @@
  * the Nesterov update of the global parameters, and every replica set to them. The round's
  * position is the step count itself, so a run resumed at any step continues the round it was in.
  *
+ * Streaming (Douillard et al. 2025; --fragments F, --outer-delay D, --outer-mix a): the
+ * parameters are F fragments (vkg_diloco_fragment_ranges: strided layers, a share of the
+ * embeddings' rows), each with its own outer optimizer over its parameters packed in order;
+ * fragment p's round ends after the steps t with t % H == ((p + 1) H / F) % H, so the exchanges
+ * are spread over the round. With D >= 1 the fragment's parameters at its round's end are
+ * copied to its exchange buffer and the exchange is cut into D pieces (at multiples of the int8
+ * chunk, so the pieces exchange what the whole would); piece k runs on a worker thread beside the
+ * device's work of step t + k + 1, and the step waits for it (the exposed part) only before its
+ * own three floats. After step t + D the fragment's outer step lands: g' from the exchanged
+ * sums, and the replica's fragment becomes a x its own + (1 - a) x g'. One thread uses the
+ * communicator at a time: the worker is joined before anything else on this rank touches it
+ * (vkg__diloco_quiesce: evaluation, checkpoints, agreement). F = 1 with D = 0 is plain DiLoCo,
+ * bit for bit.
+ *
  * Checkpoints: rank 0's model and moments go to model.bin and state.bin as for dp; the rest of
  * the state (the global parameters, the outer momentum, and each other replica's parameters and
- * moments, which differ from rank 0's inside a round) is vkg_strategy_outer_state, written
- * beside them (outer.bin), so a run resumes bitwise on the same number of replicas.
+ * moments, which differ from rank 0's inside a round; with a delay, every replica's exchange
+ * buffers in flight, the pieces up to the checkpoint's step done) is vkg_strategy_outer_state,
+ * written beside them (outer.bin), so a run resumes bitwise on the same number of replicas: the
+ * fragments in flight follow from the step count.
  *
- * Not done: pipelines (refused by name), ZeRO (refused), streaming fragments that overlap the
- * exchange with the next inner steps. Not here: the exchange and the update (outer.c), the passes
- * (whole.c). Nothing here prints.
+ * Not done: pipelines (refused by name), ZeRO (refused). Not here: the exchange and the update
+ * (outer.c), the passes (whole.c). Nothing here prints.
  */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/error.h"
 #include "os/clock.h"
+#include "os/thread.h"
 #include "parallel/outer.h"
 #include "parallel/whole.h"
 
-/* Point-to-point tags of a replica's state on its way to or from rank 0: | 0, 1, 2 for the
- * parameters, m and v. */
+/* Point-to-point tags of a replica's state on its way to or from rank 0: | 0, 1, 2, 3 for the
+ * parameters, m, v and the exchanges in flight. */
 #define TAG_OUTER_STATE 0x51000000u
 
-typedef struct vkg_diloco {
-    vkg_outer *outer;
-    float *host; /* (n) the replica's parameters on the host */
-    float *hm, *hv;
+/* A fragment: its ranges of the whole parameter vector, its own outer optimizer over them packed
+ * in range order, and the buffer of its exchange (the replica's parameters at the round's end,
+ * then the sums). */
+typedef struct frag {
+    size_t *ranges; /* (first, count) pairs */
+    int nranges;
     size_t n;
+    int offset; /* its exchange starts after every step t with t % H == offset */
+    vkg_outer *outer;
+    float *buf;
+    uint32_t t0; /* the step its exchange started (in flight while t0 && t < t0 + delay) */
+} frag;
+
+/* One piece of an exchange for the worker: fragment f's [first, first + count). */
+typedef struct piece {
+    int f;
+    size_t first, count;
+} piece;
+
+typedef struct vkg_diloco {
+    frag *frags;
+    int F, delay, H;
+    float mix;
+    vkg_outer_dtype dt;
+    float *host;         /* (n) the replica's parameters on the host */
+    float *hm, *hv, *hf; /* a replica's moments and exchanges in flight, for checkpoints */
+    size_t n;
+    /* The exchange pieces of the step that runs now, on the worker thread. */
+    vkg_os_thread *worker;
+    piece *pieces;
+    int npieces;
+    vkg_comm_t *comm;
+    vkg_status worker_st;
+    char worker_msg[1024];
+    double worker_ms; /* the pieces' time on the worker */
+    uint64_t worker_bytes;
 } vkg_diloco;
+
+/* The delay a config asks for: --outer-delay, or its default (1 with 2 or more fragments). */
+static int delay_of(const vkg_strategy_config *c)
+{
+    return c->outer_delay >= 0 ? c->outer_delay : c->fragments > 1 ? 1 : 0;
+}
+
+static int fragments_of(const vkg_strategy_config *c)
+{
+    return c->fragments > 0 ? c->fragments : 1;
+}
 
 vkg_status vkg__diloco_check(const vkg_strategy_config *c, const vkg_job_layout *lay)
 {
@@ -64,10 +123,62 @@ vkg_status vkg__diloco_check(const vkg_strategy_config *c, const vkg_job_layout 
               "--sync diloco needs 2 or more data-parallel ranks, got %d: one replica has nothing "
               "to average with (--world-size, or vkgpt launch -n N)",
               lay->dp);
+    int F = fragments_of(c), delay = delay_of(c);
+    VKG_CHECK(F <= c->inner_steps, VKG_ERR_INVALID_ARG,
+              "--fragments %d needs --inner-steps of at least %d (each fragment's exchange starts "
+              "at its own step of the H), got %d",
+              F, F, c->inner_steps);
+    VKG_CHECK(delay <= c->inner_steps, VKG_ERR_INVALID_ARG,
+              "--outer-delay %d is longer than a round (--inner-steps %d): a fragment's exchange "
+              "must end before its next one starts",
+              delay, c->inner_steps);
+    VKG_CHECK(c->outer_mix >= 0.0f && c->outer_mix < 1.0f, VKG_ERR_INVALID_ARG,
+              "--outer-mix must be in [0, 1) (the weight of the replica's own parameters when a "
+              "delayed outer step lands), got %g",
+              (double)c->outer_mix);
     vkg_outer *o = NULL; /* the outer flags, checked before the job is joined */
     VKG_TRY(
         vkg_outer_create(0, c->outer_lr, c->outer_momentum, (vkg_outer_dtype)c->outer_dtype, &o));
     vkg_outer_destroy(&o);
+    return VKG_OK;
+}
+
+vkg_status vkg_diloco_fragment_ranges(const vkg_gpt2_config *cfg, int F, int p, size_t *ranges,
+                                      int *nranges)
+{
+    int L = cfg->num_layers;
+    VKG_CHECK(F >= 1 && F <= L && p >= 0 && p < F, VKG_ERR_INVALID_ARG,
+              "--fragments %d: 1 to the model's %d layers (each fragment holds whole layers)", F,
+              L);
+    size_t sizes[VKG_GPT2_NUM_PARAM_TENSORS], at = 0;
+    vkg_gpt2_param_sizes(cfg, sizes);
+    int k = 0;
+    for (int i = 0; i < VKG_GPT2_NUM_PARAM_TENSORS; i++) {
+        size_t first = 0, count = 0;
+        if (i == 0 || i == 1) { /* wte's and wpe's rows, cut in F */
+            size_t rows = i == 0 ? (size_t)cfg->padded_vocab_size : (size_t)cfg->max_seq_len;
+            size_t C = (size_t)cfg->channels;
+            first = rows * (size_t)p / (size_t)F * C;
+            count = rows * (size_t)(p + 1) / (size_t)F * C - first;
+        } else if (i >= 14) { /* lnfw, lnfb: with the last layer */
+            if (p == (L - 1) % F)
+                count = sizes[i];
+        }
+        if (i >= 2 && i < 14) { /* the layers l with l % F == p */
+            size_t per = sizes[i] / (size_t)L;
+            for (int l = p; l < L; l += F) {
+                if (ranges)
+                    ranges[2 * k] = at + (size_t)l * per, ranges[2 * k + 1] = per;
+                k++;
+            }
+        } else if (count) {
+            if (ranges)
+                ranges[2 * k] = at + first, ranges[2 * k + 1] = count;
+            k++;
+        }
+        at += sizes[i];
+    }
+    *nranges = k;
     return VKG_OK;
 }
 
@@ -80,41 +191,216 @@ static vkg_status build(vkg_strategy *s)
     d->n = vkg_gpt2_num_params(&s->mc.cfg);
     d->host = malloc(d->n * sizeof *d->host);
     VKG_CHECK(d->host, VKG_ERR_NOMEM, "no memory for %zu parameters", d->n);
-    return vkg_outer_create(d->n, s->cfg.outer_lr, s->cfg.outer_momentum,
-                            (vkg_outer_dtype)s->cfg.outer_dtype, &d->outer);
+    d->F = fragments_of(&s->cfg), d->delay = delay_of(&s->cfg), d->H = s->cfg.inner_steps;
+    d->mix = d->delay ? s->cfg.outer_mix : 0.0f;
+    d->dt = (vkg_outer_dtype)s->cfg.outer_dtype;
+    d->frags = calloc((size_t)d->F, sizeof *d->frags);
+    d->pieces = calloc((size_t)d->F, sizeof *d->pieces);
+    VKG_CHECK(d->frags && d->pieces, VKG_ERR_NOMEM, "no memory for %d fragments", d->F);
+    for (int p = 0; p < d->F; p++) {
+        frag *f = &d->frags[p];
+        if (d->F == 1) { /* the whole vector, in order */
+            f->nranges = 1;
+            f->ranges = malloc(2 * sizeof *f->ranges);
+            VKG_CHECK(f->ranges, VKG_ERR_NOMEM, "no memory for a fragment");
+            f->ranges[0] = 0, f->ranges[1] = d->n;
+        } else {
+            VKG_TRY(vkg_diloco_fragment_ranges(&s->mc.cfg, d->F, p, NULL, &f->nranges));
+            f->ranges = malloc(2 * (size_t)f->nranges * sizeof *f->ranges);
+            VKG_CHECK(f->ranges, VKG_ERR_NOMEM, "no memory for a fragment");
+            VKG_TRY(vkg_diloco_fragment_ranges(&s->mc.cfg, d->F, p, f->ranges, &f->nranges));
+        }
+        for (int k = 0; k < f->nranges; k++)
+            f->n += f->ranges[2 * k + 1];
+        f->offset = (int)((long long)(p + 1) * d->H / d->F % d->H);
+        f->buf = malloc((f->n ? f->n : 1) * sizeof *f->buf);
+        VKG_CHECK(f->buf, VKG_ERR_NOMEM, "no memory for a fragment of %zu parameters", f->n);
+        VKG_TRY(vkg_outer_create(f->n, s->cfg.outer_lr, s->cfg.outer_momentum,
+                                 (vkg_outer_dtype)s->cfg.outer_dtype, &f->outer));
+    }
+    return VKG_OK;
+}
+
+/* The fragment's ranges of whole (n floats) to or from its packed vector x. */
+static void frag_gather(const frag *f, const float *whole, float *x)
+{
+    for (int k = 0; k < f->nranges; k++, x += f->ranges[2 * k - 1])
+        memcpy(x, whole + f->ranges[2 * k], f->ranges[2 * k + 1] * sizeof *x);
+}
+
+static void frag_scatter(const frag *f, const float *x, float *whole)
+{
+    for (int k = 0; k < f->nranges; k++, x += f->ranges[2 * k - 1])
+        memcpy(whole + f->ranges[2 * k], x, f->ranges[2 * k + 1] * sizeof *x);
 }
 
 vkg_status vkg__diloco_start(vkg_strategy *s, const float *params)
 {
     vkg_diloco *d = s->impl;
-    memcpy(vkg_outer_global(d->outer), params, d->n * sizeof *params);
-    memset(vkg_outer_momentum(d->outer), 0, d->n * sizeof(float));
+    for (int p = 0; p < d->F; p++) {
+        frag *f = &d->frags[p];
+        frag_gather(f, params, vkg_outer_global(f->outer));
+        memset(vkg_outer_momentum(f->outer), 0, f->n * sizeof(float));
+        f->t0 = 0;
+    }
     return VKG_OK;
 }
 
-/* The outer step: this replica's parameters to the host, the exchange and update, the global
- * parameters back to the device. Never overlapped: counted as exposed. */
-static vkg_status outer_step(vkg_strategy *s, vkg_strategy_step_out *out)
+/* Piece k of the delay's pieces of fragment f's exchange: cut at multiples of the int8 chunk, so
+ * that the pieces exchange what the whole would (outer.h). */
+static void piece_of(const vkg_diloco *d, const frag *f, int k, size_t *first, size_t *count)
+{
+    size_t chunks = vkg_outer_int8_chunks(f->n);
+    size_t a = chunks * (size_t)k / (size_t)d->delay * VKG_OUTER_INT8_CHUNK;
+    size_t b = chunks * (size_t)(k + 1) / (size_t)d->delay * VKG_OUTER_INT8_CHUNK;
+    a = a < f->n ? a : f->n, b = b < f->n ? b : f->n;
+    *first = a, *count = b - a;
+}
+
+static void *worker_main(void *arg)
+{
+    vkg_diloco *d = arg;
+    double t0 = vkg_os_now_ms();
+    for (int i = 0; i < d->npieces && d->worker_st == VKG_OK; i++) {
+        const piece *pc = &d->pieces[i];
+        frag *f = &d->frags[pc->f];
+        d->worker_st = vkg_outer_exchange(f->outer, d->comm, f->buf, pc->first, pc->count);
+        if (d->worker_st != VKG_OK)
+            snprintf(d->worker_msg, sizeof d->worker_msg, "%s", vkg_error_message());
+        else
+            d->worker_bytes += vkg_outer_payload_bytes(pc->count, d->dt);
+    }
+    d->worker_ms = vkg_os_now_ms() - t0;
+    return NULL;
+}
+
+/* Wait for the worker's pieces (if any): their time and bytes into out (may be NULL), the wait
+ * as exposed communication. The worker's failure is this call's, with its message. */
+static vkg_status join_worker(vkg_diloco *d, vkg_strategy_step_out *out)
+{
+    if (!d->worker)
+        return VKG_OK;
+    double t0 = vkg_os_now_ms();
+    vkg_os_thread_join(d->worker, NULL);
+    d->worker = NULL;
+    if (out) {
+        double waited = vkg_os_now_ms() - t0;
+        out->comm_ms += d->worker_ms, out->exposed_comm_ms += waited;
+        out->outer_bytes += d->worker_bytes, out->outer_ms += d->worker_ms;
+    }
+    d->npieces = 0;
+    if (d->worker_st != VKG_OK) {
+        vkg_status st = d->worker_st;
+        d->worker_st = VKG_OK;
+        vkg__error_restore(d->worker_msg);
+        return st;
+    }
+    return VKG_OK;
+}
+
+vkg_status vkg__diloco_quiesce(vkg_strategy *s)
+{
+    vkg_diloco *d = s->vt == &vkg__strategy_diloco ? s->impl : NULL;
+    return d ? join_worker(d, NULL) : VKG_OK;
+}
+
+static int in_flight(const vkg_diloco *d, const frag *f, uint32_t t)
+{
+    return f->t0 && t < f->t0 + (uint32_t)d->delay;
+}
+
+/* After optimizer step t: the fragments whose delayed exchange has ended take their outer step
+ * and are merged into this replica (mix of its own, 1 - mix of the global parameters), those
+ * whose round ends start theirs (with no delay: exchanged, stepped and taken at once), and the
+ * pieces of the exchanges in flight for the next step go to the worker. */
+static vkg_status end_of_step(vkg_strategy *s, uint32_t t, vkg_strategy_step_out *out)
 {
     vkg_diloco *d = s->impl;
-    VKG_TRY(vkg_gpt2_get_params(s->model, d->host));
-    double t0 = vkg_os_now_ms();
-    VKG_TRY(vkg_outer_step(d->outer, vkg_job_comm(s->job), d->host, &out->outer_bytes));
-    double ms = vkg_os_now_ms() - t0;
-    out->comm_ms += ms, out->exposed_comm_ms += ms;
-    out->outer = 1;
-    out->outer_ms = ms;
-    return vkg_gpt2_set_params(s->model, d->host);
+    vkg_comm_t *comm = vkg_job_comm(s->job);
+    int N = vkg_job_dp(s->job), lands = 0, starts = 0;
+    for (int p = 0; p < d->F; p++) {
+        frag *f = &d->frags[p];
+        lands |= f->t0 && t == f->t0 + (uint32_t)d->delay;
+        starts |= (int)(t % (uint32_t)d->H) == f->offset;
+    }
+    if (lands || starts)
+        VKG_TRY(vkg_gpt2_get_params(s->model, d->host));
+    for (int p = 0; p < d->F && lands; p++) {
+        frag *f = &d->frags[p];
+        if (!(f->t0 && t == f->t0 + (uint32_t)d->delay))
+            continue;
+        vkg_outer_update(f->outer, N, f->buf); /* buf: the new global parameters */
+        const float *g = f->buf;
+        float a = d->mix, b = 1.0f - d->mix;
+        for (int k = 0, at = 0; k < f->nranges; k++) {
+            float *h = d->host + f->ranges[2 * k];
+            for (size_t i = 0; i < f->ranges[2 * k + 1]; i++, at++)
+                h[i] = a == 0.0f ? g[at] : a * h[i] + b * g[at];
+        }
+        f->t0 = 0;
+        out->outer = 1;
+    }
+    for (int p = 0; p < d->F && starts; p++) {
+        frag *f = &d->frags[p];
+        if ((int)(t % (uint32_t)d->H) != f->offset)
+            continue;
+        frag_gather(f, d->host, f->buf);
+        if (d->delay) {
+            f->t0 = t;
+            continue;
+        }
+        double t0 = vkg_os_now_ms();
+        VKG_TRY(vkg_outer_exchange(f->outer, comm, f->buf, 0, f->n));
+        vkg_outer_update(f->outer, N, f->buf);
+        double ms = vkg_os_now_ms() - t0;
+        out->comm_ms += ms, out->exposed_comm_ms += ms, out->outer_ms += ms;
+        out->outer_bytes += vkg_outer_payload_bytes(f->n, (vkg_outer_dtype)s->cfg.outer_dtype);
+        frag_scatter(f, f->buf, d->host);
+        out->outer = 1;
+    }
+    if (lands || starts)
+        VKG_TRY(vkg_gpt2_set_params(s->model, d->host));
+    /* the next step's pieces: piece t - t0 of every exchange in flight */
+    d->npieces = 0;
+    for (int p = 0; p < d->F; p++) {
+        frag *f = &d->frags[p];
+        if (!in_flight(d, f, t))
+            continue;
+        piece *pc = &d->pieces[d->npieces++];
+        pc->f = p;
+        piece_of(d, f, (int)(t - f->t0), &pc->first, &pc->count);
+    }
+    if (!d->npieces)
+        return VKG_OK;
+    d->comm = comm, d->worker_st = VKG_OK, d->worker_ms = 0.0, d->worker_bytes = 0;
+    int e = vkg_os_thread_start(&d->worker, worker_main, d);
+    if (e) { /* no thread: the pieces now, exposed */
+        d->worker = NULL;
+        double t0 = vkg_os_now_ms();
+        worker_main(d);
+        double ms = vkg_os_now_ms() - t0;
+        out->comm_ms += ms, out->exposed_comm_ms += ms, out->outer_ms += ms;
+        out->outer_bytes += d->worker_bytes;
+        d->npieces = 0;
+        if (d->worker_st != VKG_OK) {
+            vkg__error_restore(d->worker_msg);
+            return d->worker_st;
+        }
+    }
+    return VKG_OK;
 }
 
 static vkg_status step(vkg_strategy *s, vkg_data_t *data, const vkg_strategy_step_in *in,
                        vkg_strategy_step_out *out)
 {
+    vkg_diloco *d = s->impl;
     double loss;
     int stop;
     float sumsq = 0.0f;
-    VKG_TRY(vkg__whole_accumulate(s, data, in, &loss, &stop, out)); /* no reducer: alone */
+    /* alone: the worker exchanges the pieces of the last step's end meanwhile */
+    VKG_TRY(vkg__whole_accumulate(s, data, in, &loss, &stop, out));
     VKG_TRY(vkg_adamw_grad_sumsq(s->opt, &sumsq));
+    VKG_TRY(join_worker(d, out));
     /* The group's token-weighted loss, any rank's stop, and any rank's non-finite norm. */
     float x[3] = {(float)(loss * (double)vkg_job_loss_scale(s->job)), stop ? 1.0f : 0.0f, sumsq};
     double t0 = vkg_os_now_ms();
@@ -123,9 +409,7 @@ static vkg_status step(vkg_strategy *s, vkg_data_t *data, const vkg_strategy_ste
     out->comm_ms += ms, out->exposed_comm_ms += ms;
     VKG_TRY(vkg__whole_apply(s, in, x[0], isfinite(x[2]) ? sumsq : x[2], x[1] > 0.0f, out));
     out->grad_norm = sqrtf(sumsq); /* this replica's own */
-    if (in->t % (uint32_t)s->cfg.inner_steps == 0)
-        VKG_TRY(outer_step(s, out));
-    return VKG_OK;
+    return end_of_step(s, in->t, out);
 }
 
 size_t vkg__diloco_host_bytes(const vkg_strategy *s)
@@ -134,15 +418,26 @@ size_t vkg__diloco_host_bytes(const vkg_strategy *s)
     if (!d)
         return 0;
     vkg_outer_dtype dt = (vkg_outer_dtype)s->cfg.outer_dtype;
-    size_t N = (size_t)vkg_job_dp(s->job);
-    size_t gathered = dt == VKG_OUTER_F32 ? 0 : N * (size_t)vkg_outer_payload_bytes(d->n, dt);
-    return 3 * d->n * sizeof(float) + gathered; /* g, momentum, the replica's parameters */
+    size_t N = (size_t)vkg_job_dp(s->job), largest = 0;
+    for (int p = 0; p < d->F; p++)
+        largest = d->frags[p].n > largest ? d->frags[p].n : largest;
+    size_t gathered = dt == VKG_OUTER_F32 ? 0 : N * (size_t)vkg_outer_payload_bytes(largest, dt);
+    /* g, momentum, the exchanges' buffers, the replica's parameters */
+    return 4 * d->n * sizeof(float) + gathered;
+}
+
+/* Floats per parameter of the outer state: g and m, then each other replica's parameters, m and
+ * v; with a delay, every replica's exchange buffers too (rank 0's after m, the others' after
+ * their v). */
+static size_t state_per_param(const vkg_diloco *d, int N)
+{
+    return d->delay ? 3 + 4 * (size_t)(N - 1) : 2 + 3 * (size_t)(N - 1);
 }
 
 size_t vkg__diloco_state_count(const vkg_strategy *s)
 {
     const vkg_diloco *d = s->vt == &vkg__strategy_diloco ? s->impl : NULL;
-    return d ? d->n * (2 + 3 * (size_t)(vkg_job_dp(s->job) - 1)) : 0;
+    return d ? d->n * state_per_param(d, vkg_job_dp(s->job)) : 0;
 }
 
 /* Room for one replica's moments on the host. */
@@ -152,63 +447,135 @@ static vkg_status need_moments(vkg_diloco *d)
         d->hm = malloc(d->n * sizeof *d->hm);
     if (!d->hv)
         d->hv = malloc(d->n * sizeof *d->hv);
-    VKG_CHECK(d->hm && d->hv, VKG_ERR_NOMEM, "no memory for %zu moments", d->n);
+    if (!d->hf)
+        d->hf = malloc(d->n * sizeof *d->hf);
+    VKG_CHECK(d->hm && d->hv && d->hf, VKG_ERR_NOMEM, "no memory for %zu moments", d->n);
     return VKG_OK;
 }
 
-vkg_status vkg__diloco_state_gather(vkg_strategy *s, float *buf)
+/* The exchanges in flight of this replica as a whole vector (zeros elsewhere), or back. */
+static void flight_out(const vkg_diloco *d, uint32_t t, float *whole)
+{
+    memset(whole, 0, d->n * sizeof *whole);
+    for (int p = 0; p < d->F; p++)
+        if (in_flight(d, &d->frags[p], t))
+            frag_scatter(&d->frags[p], d->frags[p].buf, whole);
+}
+
+static void flight_in(vkg_diloco *d, uint32_t t, const float *whole)
+{
+    for (int p = 0; p < d->F; p++)
+        if (in_flight(d, &d->frags[p], t))
+            frag_gather(&d->frags[p], whole, d->frags[p].buf);
+}
+
+/* Where the global parameters and the momentum (whole vectors) come from and go to. */
+static void outer_out(const vkg_diloco *d, float *g, float *m)
+{
+    for (int p = 0; p < d->F; p++) {
+        frag_scatter(&d->frags[p], vkg_outer_global(d->frags[p].outer), g);
+        frag_scatter(&d->frags[p], vkg_outer_momentum(d->frags[p].outer), m);
+    }
+}
+
+static void outer_in(vkg_diloco *d, const float *g, const float *m)
+{
+    for (int p = 0; p < d->F; p++) {
+        frag_gather(&d->frags[p], g, vkg_outer_global(d->frags[p].outer));
+        frag_gather(&d->frags[p], m, vkg_outer_momentum(d->frags[p].outer));
+    }
+}
+
+/* The fragments' exchanges that started at or before step t and end after it (every rank the
+ * same: the schedule is the step count's). */
+static void restore_schedule(vkg_diloco *d, uint32_t t)
+{
+    for (int p = 0; p < d->F; p++) {
+        frag *f = &d->frags[p];
+        f->t0 = 0;
+        if (!d->delay || t < 1)
+            continue;
+        /* the last start at or before t: t0 % H == offset, t0 >= 1 */
+        long long back = (((long long)t - f->offset) % d->H + d->H) % d->H;
+        long long t0 = (long long)t - back;
+        if (t0 >= 1 && t < t0 + d->delay)
+            f->t0 = (uint32_t)t0;
+    }
+}
+
+vkg_status vkg__diloco_state_gather(vkg_strategy *s, float *buf, uint32_t t)
 {
     vkg_diloco *d = s->impl;
+    VKG_TRY(join_worker(d, NULL)); /* the step's piece, done: the state holds it */
     vkg_comm_t *comm = vkg_job_comm(s->job);
     int r = vkg_job_replica(s->job), N = vkg_job_dp(s->job);
-    size_t n = d->n;
+    size_t n = d->n, per = state_per_param(d, N);
     VKG_TRY(need_moments(d));
     if (r != 0) {
         VKG_TRY(vkg_gpt2_get_params(s->model, d->host));
         VKG_TRY(vkg_adamw_get_moments(s->opt, d->hm, d->hv));
         VKG_TRY(vkg_comm_send(comm, 0, TAG_OUTER_STATE, d->host, n * 4));
         VKG_TRY(vkg_comm_send(comm, 0, TAG_OUTER_STATE | 1u, d->hm, n * 4));
-        return vkg_comm_send(comm, 0, TAG_OUTER_STATE | 2u, d->hv, n * 4);
+        VKG_TRY(vkg_comm_send(comm, 0, TAG_OUTER_STATE | 2u, d->hv, n * 4));
+        if (d->delay) {
+            flight_out(d, t, d->hf);
+            VKG_TRY(vkg_comm_send(comm, 0, TAG_OUTER_STATE | 3u, d->hf, n * 4));
+        }
+        return VKG_OK;
     }
-    memcpy(buf, vkg_outer_global(d->outer), n * sizeof *buf);
-    memcpy(buf + n, vkg_outer_momentum(d->outer), n * sizeof *buf);
+    outer_out(d, buf, buf + n);
+    if (d->delay)
+        flight_out(d, t, buf + 2 * n);
+    size_t own = d->delay ? 3 : 2;
     for (int q = 1; q < N; q++) {
-        float *at = buf + n * (2 + 3 * (size_t)(q - 1));
+        float *at = buf + n * (own + (per - own) / (size_t)(N - 1) * (size_t)(q - 1));
         VKG_TRY(vkg_comm_recv(comm, q, TAG_OUTER_STATE, at, n * 4));
         VKG_TRY(vkg_comm_recv(comm, q, TAG_OUTER_STATE | 1u, at + n, n * 4));
         VKG_TRY(vkg_comm_recv(comm, q, TAG_OUTER_STATE | 2u, at + 2 * n, n * 4));
+        if (d->delay)
+            VKG_TRY(vkg_comm_recv(comm, q, TAG_OUTER_STATE | 3u, at + 3 * n, n * 4));
     }
     return VKG_OK;
 }
 
-vkg_status vkg__diloco_state_load(vkg_strategy *s, const float *buf)
+vkg_status vkg__diloco_state_load(vkg_strategy *s, const float *buf, uint32_t t)
 {
     vkg_diloco *d = s->impl;
+    VKG_TRY(join_worker(d, NULL));
     vkg_comm_t *comm = vkg_job_comm(s->job);
     int r = vkg_job_replica(s->job), N = vkg_job_dp(s->job);
-    size_t n = d->n;
-    float *g = vkg_outer_global(d->outer), *m = vkg_outer_momentum(d->outer);
-    if (r == 0) {
-        memcpy(g, buf, n * sizeof *g);
-        memcpy(m, buf + n, n * sizeof *m);
-    }
+    size_t n = d->n, per = state_per_param(d, N), own = d->delay ? 3 : 2;
+    VKG_TRY(need_moments(d));
+    float *g = d->host, *m = d->hm; /* rank 0's g and m, broadcast */
+    if (r == 0)
+        memcpy(g, buf, n * sizeof *g), memcpy(m, buf + n, n * sizeof *m);
     VKG_TRY(vkg_job_broadcast(s->job, g, n * sizeof *g));
     VKG_TRY(vkg_job_broadcast(s->job, m, n * sizeof *m));
+    outer_in(d, g, m);
+    restore_schedule(d, t);
     if (r == 0) {
+        if (d->delay)
+            flight_in(d, t, buf + 2 * n);
         for (int q = 1; q < N; q++) {
-            const float *at = buf + n * (2 + 3 * (size_t)(q - 1));
+            const float *at = buf + n * (own + (per - own) / (size_t)(N - 1) * (size_t)(q - 1));
             VKG_TRY(vkg_comm_send(comm, q, TAG_OUTER_STATE, at, n * 4));
             VKG_TRY(vkg_comm_send(comm, q, TAG_OUTER_STATE | 1u, at + n, n * 4));
             VKG_TRY(vkg_comm_send(comm, q, TAG_OUTER_STATE | 2u, at + 2 * n, n * 4));
+            if (d->delay)
+                VKG_TRY(vkg_comm_send(comm, q, TAG_OUTER_STATE | 3u, at + 3 * n, n * 4));
         }
         return VKG_OK;
     }
-    VKG_TRY(need_moments(d));
     VKG_TRY(vkg_comm_recv(comm, 0, TAG_OUTER_STATE, d->host, n * 4));
     VKG_TRY(vkg_comm_recv(comm, 0, TAG_OUTER_STATE | 1u, d->hm, n * 4));
     VKG_TRY(vkg_comm_recv(comm, 0, TAG_OUTER_STATE | 2u, d->hv, n * 4));
     VKG_TRY(vkg_gpt2_set_params(s->model, d->host));
-    return vkg_adamw_set_moments(s->opt, d->hm, d->hv);
+    VKG_TRY(vkg_adamw_set_moments(s->opt, d->hm, d->hv));
+    if (d->delay) {
+        VKG_TRY(vkg_comm_recv(comm, 0, TAG_OUTER_STATE | 3u, d->hf, n * 4));
+        flight_in(d, t, d->hf);
+    }
+    return VKG_OK;
 }
 
 static void free_impl(vkg_strategy *s)
@@ -216,8 +583,13 @@ static void free_impl(vkg_strategy *s)
     vkg_diloco *d = s->impl;
     if (!d)
         return;
-    vkg_outer_destroy(&d->outer);
-    free(d->host), free(d->hm), free(d->hv);
+    (void)join_worker(d, NULL); /* the pieces end (or fail) with the peers' */
+    for (int p = 0; d->frags && p < d->F; p++) {
+        vkg_outer_destroy(&d->frags[p].outer);
+        free(d->frags[p].ranges), free(d->frags[p].buf);
+    }
+    free(d->frags), free(d->pieces);
+    free(d->host), free(d->hm), free(d->hv), free(d->hf);
     free(d);
     s->impl = NULL;
 }

@@ -18,7 +18,7 @@ struct vkg_outer {
     vkg_outer_dtype dt;
     float *g, *m;     /* (n) the global parameters, the outer momentum */
     unsigned char *x; /* bf16, int8: (N x payload) every rank's, this rank's at its place */
-    size_t x_ranks;   /* ranks x is sized for */
+    size_t x_bytes;   /* bytes x holds */
 };
 
 const char *vkg_outer_dtype_name(vkg_outer_dtype dt)
@@ -115,16 +115,19 @@ void vkg_outer_int8_quantize(const float *x, size_t n, int8_t *q, float *scale)
     }
 }
 
-/* This rank's pseudo-gradient g - params packed into block (bf16 values, or int8 scales then
- * codes), a chunk at a time. */
-static void pack(const vkg_outer *o, const float *params, unsigned char *block)
+/* This rank's pseudo-gradient g - params over the n elements from params' first (g's at the same
+ * place) packed into block (bf16 values, or int8 scales then codes), a chunk at a time. */
+static void pack(const vkg_outer *o, const float *params, size_t first, size_t n,
+                 unsigned char *block)
 {
-    size_t n = o->n, chunks = vkg_outer_int8_chunks(n);
+    size_t chunks = vkg_outer_int8_chunks(n);
+    const float *g = o->g + first;
+    params += first;
     float d[VKG_OUTER_INT8_CHUNK];
     for (size_t c = 0, a = 0; a < n; c++, a += VKG_OUTER_INT8_CHUNK) {
         size_t len = n - a < VKG_OUTER_INT8_CHUNK ? n - a : VKG_OUTER_INT8_CHUNK;
         for (size_t k = 0; k < len; k++)
-            d[k] = o->g[a + k] - params[a + k];
+            d[k] = g[a + k] - params[a + k];
         if (o->dt == VKG_OUTER_BF16)
             vkg_grad_bf16_narrow(d, (uint16_t *)(void *)block + a, len);
         else
@@ -133,10 +136,10 @@ static void pack(const vkg_outer *o, const float *params, unsigned char *block)
     }
 }
 
-/* sum[i] (+)= a rank's dequantized pseudo-gradient from its block (first: =). */
-static void unpack_add(const vkg_outer *o, const unsigned char *block, int first, float *sum)
+/* sum[i] (+)= a rank's dequantized pseudo-gradient of n elements from its block (first: =). */
+static void unpack_add(const vkg_outer *o, const unsigned char *block, size_t n, int first,
+                       float *sum)
 {
-    size_t n = o->n;
     if (o->dt == VKG_OUTER_BF16) {
         const uint16_t *h = (const uint16_t *)(const void *)block;
         for (size_t i = 0; i < n; i++) {
@@ -155,36 +158,47 @@ static void unpack_add(const vkg_outer *o, const unsigned char *block, int first
     }
 }
 
-/* The exchange over N ranks of c, in params' place: fp32, the replicas' parameters summed; bf16
- * and int8, their pseudo-gradients widened or dequantized and summed in rank order. */
-static vkg_status exchange(vkg_outer *o, vkg_comm_t *c, int N, float *params)
+vkg_status vkg_outer_exchange(vkg_outer *o, vkg_comm_t *c, float *params, size_t first,
+                              size_t count)
 {
-    size_t n = o->n;
+    VKG_CHECK(first <= o->n && count <= o->n - first, VKG_ERR_INVALID_ARG,
+              "outer exchange of [%zu, +%zu) outside its %zu parameters", first, count, o->n);
+    if (!count)
+        return VKG_OK;
+    float *at = params + first;
     if (o->dt == VKG_OUTER_F32)
-        return c ? vkg_comm_allreduce(c, params, params, n, VKG_COMM_F32, VKG_COMM_SUM) : VKG_OK;
-    size_t bb = block_bytes(n, o->dt);
-    if (!o->x || o->x_ranks != (size_t)N) {
+        return c ? vkg_comm_allreduce(c, at, at, count, VKG_COMM_F32, VKG_COMM_SUM) : VKG_OK;
+    int N = c ? vkg_comm_size(c) : 1;
+    size_t bb = block_bytes(count, o->dt);
+    if (o->x_bytes < (size_t)N * bb) {
         free(o->x);
         o->x = malloc((size_t)N * bb);
-        o->x_ranks = o->x ? (size_t)N : 0;
+        o->x_bytes = o->x ? (size_t)N * bb : 0;
         VKG_CHECK(o->x, VKG_ERR_NOMEM, "no memory for %d ranks' pseudo-gradients (%zu bytes each)",
                   N, bb);
     }
     int rank = c ? vkg_comm_rank(c) : 0;
     unsigned char *mine = o->x + (size_t)rank * bb;
     memset(mine, 0, bb);
-    pack(o, params, mine);
+    pack(o, params, first, count, mine);
     if (c)
         VKG_TRY(vkg_comm_allgather(c, mine, bb, o->x));
     for (int r = 0; r < N; r++)
-        unpack_add(o, o->x + (size_t)r * bb, r == 0, params);
+        unpack_add(o, o->x + (size_t)r * bb, count, r == 0, at);
     return VKG_OK;
 }
 
 vkg_status vkg_outer_step(vkg_outer *o, vkg_comm_t *c, float *params, uint64_t *payload)
 {
-    int N = c ? vkg_comm_size(c) : 1;
-    VKG_TRY(exchange(o, c, N, params));
+    VKG_TRY(vkg_outer_exchange(o, c, params, 0, o->n));
+    vkg_outer_update(o, c ? vkg_comm_size(c) : 1, params);
+    if (payload)
+        *payload = vkg_outer_payload_bytes(o->n, o->dt);
+    return VKG_OK;
+}
+
+void vkg_outer_update(vkg_outer *o, int N, float *params)
+{
     float fN = (float)N, a = 1.0f - o->lr, b = o->lr * o->mu;
     int f32 = o->dt == VKG_OUTER_F32;
     for (size_t i = 0; i < o->n; i++) {
@@ -198,7 +212,4 @@ vkg_status vkg_outer_step(vkg_outer *o, vkg_comm_t *c, float *params, uint64_t *
         o->g[i] = u == 0.0f ? mean : mean + u;
         params[i] = o->g[i];
     }
-    if (payload)
-        *payload = vkg_outer_payload_bytes(o->n, o->dt);
-    return VKG_OK;
 }

@@ -78,6 +78,17 @@ uint64_t vkg_outer_payload_bytes(size_t n, vkg_outer_dtype dt);
  * vkg_outer_payload_bytes. Errors: the collectives'; VKG_ERR_NOMEM. */
 vkg_status vkg_outer_step(vkg_outer *o, vkg_comm_t *c, float *params, uint64_t *payload);
 
+/* The same step in parts, so that the exchange can be cut into pieces (streaming, diloco.c):
+ * vkg_outer_exchange over [first, first + count) of params, for ranges that cover every
+ * parameter once (the exchange of each range is that of the whole restricted to it when every
+ * range but the last starts and ends at a multiple of VKG_OUTER_INT8_CHUNK: the same chunks,
+ * scales and sums; fp32's ring may add in another order with 3 or more ranks), then
+ * vkg_outer_update over the N ranks of the exchange. Errors of the exchange: VKG_ERR_INVALID_ARG
+ * for a range outside the n parameters, the collectives', VKG_ERR_NOMEM. */
+vkg_status vkg_outer_exchange(vkg_outer *o, vkg_comm_t *c, float *params, size_t first,
+                              size_t count);
+void vkg_outer_update(vkg_outer *o, int N, float *params);
+
 /* int8: the chunks of n elements, and x (n floats) as codes q (n) and per-chunk scales (chunks):
  * scale = absmax / 127 (0 for a chunk of zeros, whose codes are 0), q = nearest(x / scale). */
 size_t vkg_outer_int8_chunks(size_t n);

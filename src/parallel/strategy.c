@@ -63,12 +63,23 @@ vkg_status vkg_strategy_create(const vkg_strategy_config *c, vkg_strategy **out)
     /* a data-parallel group of whole models whose gradients are summed (not DiLoCo's replicas) */
     s->reduces = pp == 1 && lay.dp > 1 && !diloco;
     s->own_grads = diloco;
-    if (diloco)
+    int F = c->fragments > 1 ? c->fragments : 1;
+    int delay = c->outer_delay >= 0 ? c->outer_delay : F > 1;
+    if (diloco && !delay && F == 1)
         snprintf(s->describe, sizeof s->describe,
                  "%d inner steps, then the pseudo-gradient exchanged in %s and an outer Nesterov "
                  "step (lr %g, momentum %g)",
                  c->inner_steps, vkg_outer_dtype_name((vkg_outer_dtype)c->outer_dtype),
                  (double)c->outer_lr, (double)c->outer_momentum);
+    else if (diloco)
+        snprintf(s->describe, sizeof s->describe,
+                 "streaming: %d fragments, each's round of %d inner steps ending %s; its "
+                 "pseudo-gradient exchanged in %s beside the next %d steps, then an outer Nesterov "
+                 "step (lr %g, momentum %g) landing as %g x the replica's + %g x the global",
+                 F, c->inner_steps, F > 1 ? "at staggered steps" : "together",
+                 vkg_outer_dtype_name((vkg_outer_dtype)c->outer_dtype), delay, (double)c->outer_lr,
+                 (double)c->outer_momentum, delay ? (double)c->outer_mix : 0.0,
+                 delay ? 1.0 - (double)c->outer_mix : 1.0);
     /* Buckets overlapped with the (last) backward: whole models, and pipeline stages of 2 or more
      * replicas under 1F1B or GPipe (under ZB-H1 the weight passes end the step: one reduction) */
     int overlap = s->reduces || (pp > 1 && lay.dp > 1 && c->pp_schedule != VKG_PP_ZBH1);
@@ -192,6 +203,7 @@ void vkg_strategy_data_config(const vkg_strategy *s, vkg_data_config *dc)
 
 vkg_status vkg_strategy_broadcast(vkg_strategy *s, void *buf, size_t bytes)
 {
+    VKG_TRY(vkg__diloco_quiesce(s));
     return vkg_job_broadcast(s->job, buf, bytes);
 }
 
@@ -199,6 +211,7 @@ vkg_status vkg_strategy_check_match(vkg_strategy *s, const uint64_t *values,
                                     const char *const *names, int count)
 {
     vkg_job_fingerprint fp;
+    VKG_TRY(vkg__diloco_quiesce(s));
     VKG_CHECK(count > 0 && count <= (int)(sizeof fp.v / sizeof fp.v[0]), VKG_ERR_INVALID_ARG,
               "fingerprint of %d fields", count);
     memset(&fp, 0, sizeof fp);
@@ -208,6 +221,7 @@ vkg_status vkg_strategy_check_match(vkg_strategy *s, const uint64_t *values,
 
 vkg_status vkg_strategy_rank0_outcome(vkg_strategy *s, vkg_status st, const char *what)
 {
+    VKG_TRY(vkg__diloco_quiesce(s));
     if (vkg_job_world(s->job) == 1)
         return st;
     struct {
@@ -298,6 +312,7 @@ int vkg_strategy_batch_of(const vkg_strategy *s, int k)
 
 vkg_status vkg_strategy_allgather(vkg_strategy *s, const void *send, size_t bytes, void *recv)
 {
+    VKG_TRY(vkg__diloco_quiesce(s));
     return vkg_job_allgather(s->job, send, bytes, recv);
 }
 
@@ -373,12 +388,21 @@ vkg_status vkg_strategy_step(vkg_strategy *s, vkg_data_t *data, const vkg_strate
                              vkg_strategy_step_out *out)
 {
     VKG_CHECK(s->model, VKG_ERR_STATE, "no model (vkg_strategy_build)");
-    return s->vt->step ? s->vt->step(s, data, in, out) : vkg__whole_step(s, data, in, out);
+    VKG_TRY(s->vt->step ? s->vt->step(s, data, in, out) : vkg__whole_step(s, data, in, out));
+    int pp, dp;
+    vkg_strategy_layout(s, &pp, &dp);
+    if (s->vt == &vkg__strategy_diloco)
+        out->comm_bytes = out->outer_bytes + 3 * sizeof(float);
+    else if (dp > 1) /* the stage's (or whole model's) gradient, every step */
+        out->comm_bytes = (uint64_t)vkg_gpt2_param_count(s->model) *
+                          (s->cfg.grad_dtype == VKG_COMM_BF16 ? 2u : 4u);
+    return VKG_OK;
 }
 
 vkg_status vkg_strategy_eval(vkg_strategy *s, vkg_data_t *data, int n, float *loss)
 {
     VKG_CHECK(s->model, VKG_ERR_STATE, "no model (vkg_strategy_build)");
+    VKG_TRY(vkg__diloco_quiesce(s));
     return s->vt->eval ? s->vt->eval(s, data, n, loss) : vkg__whole_eval(s, data, n, loss);
 }
 
@@ -392,6 +416,7 @@ vkg_status vkg_strategy_logits(vkg_strategy *s, const int32_t *inputs, int b, in
 vkg_status vkg_strategy_gather(vkg_strategy *s, float *params, float *m, float *v)
 {
     VKG_CHECK(s->model, VKG_ERR_STATE, "no model (vkg_strategy_build)");
+    VKG_TRY(vkg__diloco_quiesce(s));
     return s->vt->gather ? s->vt->gather(s, params, m, v) : vkg__whole_gather(s, params, m, v);
 }
 
@@ -400,18 +425,18 @@ size_t vkg_strategy_outer_state_count(const vkg_strategy *s)
     return vkg__diloco_state_count(s);
 }
 
-vkg_status vkg_strategy_outer_state_gather(vkg_strategy *s, float *buf)
+vkg_status vkg_strategy_outer_state_gather(vkg_strategy *s, uint64_t step, float *buf)
 {
     VKG_CHECK(s->vt == &vkg__strategy_diloco && s->model, VKG_ERR_STATE,
               "no outer state: the strategy is %s, not a built diloco", s->vt->name);
-    return vkg__diloco_state_gather(s, buf);
+    return vkg__diloco_state_gather(s, buf, (uint32_t)step);
 }
 
-vkg_status vkg_strategy_outer_state_load(vkg_strategy *s, const float *buf)
+vkg_status vkg_strategy_outer_state_load(vkg_strategy *s, uint64_t step, const float *buf)
 {
     VKG_CHECK(s->vt == &vkg__strategy_diloco && s->model, VKG_ERR_STATE,
               "no outer state: the strategy is %s, not a built diloco", s->vt->name);
-    return vkg__diloco_state_load(s, buf);
+    return vkg__diloco_state_load(s, buf, (uint32_t)step);
 }
 
 const char *vkg_strategy_outer_describe(const vkg_strategy *s)

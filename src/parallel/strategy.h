@@ -68,6 +68,15 @@ typedef struct vkg_strategy_config {
     int inner_steps;
     float outer_lr, outer_momentum;
     int outer_dtype;
+    /* Streaming (VKG_SYNC_DILOCO): the parameters in `fragments` fragments (0 or 1: one, the
+     * whole model; at most the layers, vkg_diloco_fragment_ranges), fragment p's round ending
+     * after the steps t with t % H == ((p + 1) H / F) % H (F <= H); its exchange runs beside the
+     * next outer_delay steps (-1: 1 with 2 or more fragments, else 0; 0: at once, blocking;
+     * <= H), cut into that many pieces, and its outer step then lands as outer_mix x the
+     * replica's own parameters + (1 - outer_mix) x the new global ones (outer_mix in [0, 1);
+     * without a delay the replica takes the global ones). */
+    int fragments, outer_delay;
+    float outer_mix;
 } vkg_strategy_config;
 
 enum { VKG_PP_1F1B = 0, VKG_PP_GPIPE = 1, VKG_PP_ZBH1 = 2 };
@@ -254,6 +263,11 @@ typedef struct vkg_strategy_step_out {
     int outer;
     uint64_t outer_bytes;
     double outer_ms;
+    /* The payload this rank handed the step's collectives: its gradient's elements x their bytes
+     * (sync step: every step; a pipeline stage's part), or the pseudo-gradient pieces exchanged
+     * in this step (outer_bytes) and the 12 bytes of DiLoCo's loss, stop and norm; 0 alone. The
+     * algorithms' factor (a ring sends 2 (N - 1) / N of it) is not counted. */
+    uint64_t comm_bytes;
 } vkg_strategy_step_out;
 
 /* One optimizer step: accum_steps micro-batches from data, their gradients reduced as the
@@ -280,12 +294,22 @@ vkg_status vkg_strategy_gather(vkg_strategy *s, float *params, float *m, float *
  * each replica q = 1 .. N-1 its parameters, AdamW m and v (n each): n (2 + 3 (N - 1)) floats, 0
  * for every other strategy. */
 size_t vkg_strategy_outer_state_count(const vkg_strategy *s);
-/* That state on rank 0 (buf: count floats; ignored elsewhere); every rank calls it. */
-vkg_status vkg_strategy_outer_state_gather(vkg_strategy *s, float *buf);
-/* Resume from it (buf: rank 0's, count floats; ignored elsewhere), after vkg_strategy_load with
- * rank 0's parameters and moments: every rank takes g and the momentum, and each replica q >= 1
- * its own parameters and moments. Every rank calls it. VKG_ERR_STATE for other strategies. */
-vkg_status vkg_strategy_outer_state_load(vkg_strategy *s, const float *buf);
+/* That state after optimizer step `step` on rank 0 (buf: count floats; ignored elsewhere); every
+ * rank calls it. */
+vkg_status vkg_strategy_outer_state_gather(vkg_strategy *s, uint64_t step, float *buf);
+/* Resume from it (buf: rank 0's, count floats; ignored elsewhere) after optimizer step `step`,
+ * after vkg_strategy_load with rank 0's parameters and moments: every rank takes g and the
+ * momentum, and each replica q >= 1 its own parameters and moments (and, streaming, every
+ * replica its exchanges in flight). Every rank calls it. VKG_ERR_STATE for other strategies. */
+vkg_status vkg_strategy_outer_state_load(vkg_strategy *s, uint64_t step, const float *buf);
+/* Streaming DiLoCo's fragment p of F over a model of cfg: the (first, count) pairs of the whole
+ * parameter vector (table order) it holds, in order, into ranges (NULL: only counted) and their
+ * number into *nranges (at most 12 ceil(L / F) + 4): the layers l with l % F == p of every stacked
+ * tensor, the rows [p R / F, (p + 1) R / F) of wte (R = Vp) and of wpe (R = maxT), and lnfw and
+ * lnfb with the last layer's fragment. Errors: VKG_ERR_INVALID_ARG naming --fragments outside
+ * 1 .. L. */
+vkg_status vkg_diloco_fragment_ranges(const vkg_gpt2_config *cfg, int F, int p, size_t *ranges,
+                                      int *nranges);
 /* DiLoCo's settings for start-up lines ("" for other strategies): "H inner steps, outer lr ...". */
 const char *vkg_strategy_outer_describe(const vkg_strategy *s);
 

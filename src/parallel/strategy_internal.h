@@ -43,7 +43,7 @@ struct vkg_strategy {
     /* 1: each rank's gradient is the mean over its own tokens (DiLoCo's replicas, which never sum
      * them), not its token-weighted share of the group's. */
     int own_grads;
-    char describe[160]; /* vkg_strategy_outer_describe */
+    char describe[320]; /* vkg_strategy_outer_describe */
 };
 
 extern const vkg_strategy_vt vkg__strategy_single;
@@ -70,7 +70,10 @@ vkg_status vkg__diloco_start(vkg_strategy *s, const float *params);
  * momentum, the replica's parameters and, for bf16 and int8, every rank's payload. */
 size_t vkg__diloco_host_bytes(const vkg_strategy *s);
 size_t vkg__diloco_state_count(const vkg_strategy *s);
-vkg_status vkg__diloco_state_gather(vkg_strategy *s, float *buf);
-vkg_status vkg__diloco_state_load(vkg_strategy *s, const float *buf);
+vkg_status vkg__diloco_state_gather(vkg_strategy *s, float *buf, uint32_t t);
+vkg_status vkg__diloco_state_load(vkg_strategy *s, const float *buf, uint32_t t);
+/* DiLoCo: wait for the exchange pieces running beside the step (streaming), before anything
+ * else uses the communicator; their failure is the call's (VKG_OK for other strategies). */
+vkg_status vkg__diloco_quiesce(vkg_strategy *s);
 
 #endif

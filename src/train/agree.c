@@ -81,6 +81,8 @@ static const char *const fp_names[] = {
     "synchronisation (--sync) and --inner-steps",
     "--outer-lr and --outer-momentum (bits)",
     "pseudo-gradient dtype (--outer-dtype)",
+    "streaming: --fragments and --outer-delay",
+    "streaming: --outer-mix (bits)",
 };
 
 static uint64_t fbits(float a, float b)
@@ -95,7 +97,7 @@ vkg_status vkg__train_agree(vkg_trainer_t *t, const vkg_checkpoint *ck)
     if (vkg_strategy_world(t->par) == 1)
         return VKG_OK;
     const vkg_train_config *c = &t->cfg;
-    uint64_t v[33];
+    uint64_t v[35];
     memset(v, 0, sizeof v);
     v[0] = (uint64_t)t->mcfg.max_seq_len, v[1] = (uint64_t)t->mcfg.vocab_size;
     v[2] = (uint64_t)t->mcfg.padded_vocab_size, v[3] = (uint64_t)t->mcfg.num_layers;
@@ -119,7 +121,9 @@ vkg_status vkg__train_agree(vkg_trainer_t *t, const vkg_checkpoint *ck)
     v[30] = (uint64_t)c->sync << 32 | (uint64_t)(diloco ? c->inner_steps : 0);
     v[31] = diloco ? fbits(c->outer_lr, c->outer_momentum) : 0;
     v[32] = diloco ? (uint64_t)c->outer_dtype : 0;
-    return vkg_strategy_check_match(t->par, v, fp_names, 33);
+    v[33] = diloco ? (uint64_t)(uint32_t)c->fragments << 32 | (uint32_t)c->outer_delay : 0;
+    v[34] = diloco ? fbits(c->outer_mix, 0.0f) : 0;
+    return vkg_strategy_check_match(t->par, v, fp_names, 35);
 }
 
 vkg_status vkg__train_resume_data(vkg_trainer_t *t, const vkg_checkpoint_state *s)

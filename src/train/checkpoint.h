@@ -38,8 +38,10 @@
  *   6 CRC-32 of the floats' bytes    all other slots 0
  * then count float32: the global parameters (n), the outer momentum (n), and for each replica
  * q = 1 .. N-1 its parameters, AdamW m and v (n each), so count = n (2 + 3 (N - 1)); replica 0's
- * parameters and moments are model.bin's and state.bin's. The file is exactly 1024 + 4 count
- * bytes.
+ * parameters and moments are model.bin's and state.bin's. Streaming with a delay (--outer-delay
+ * 1 or more) adds every replica's exchanges in flight (n each, zero outside the fragments in
+ * flight): replica 0's after the momentum, each other's after its v, so count = n (3 + 4 (N - 1)).
+ * The file is exactly 1024 + 4 count bytes.
  *
  * The state file is implemented in statefile.c (vkg_statefile_*), the directories in checkpoint.c
  * and ckptresume.c (vkg_checkpoint_*). Host memory only; nothing here knows of devices or prints.
@@ -147,8 +149,8 @@ vkg_status vkg_statefile_check_values(vkg_status code, const char *where, const 
 /* ---- the outer state file (outerfile.c) ---- */
 
 /* Write count floats x, the outer state of a model of n parameters, at path crash-safely.
- * VKG_ERR_INVALID_ARG when count is not n (2 + 3k) or a value is not finite (naming it),
- * VKG_ERR_IO naming the file. */
+ * VKG_ERR_INVALID_ARG when count is not n (2 + 3k) or n (3 + 4k) or a value is not finite (naming
+ * it), VKG_ERR_IO naming the file. */
 vkg_status vkg_outerfile_write(const char *path, size_t n, const float *x, size_t count);
 /* Read an outer state file of a model of n parameters into a new malloc'ed array (*x, *count;
  * the caller frees it). Errors: VKG_ERR_IO, VKG_ERR_FORMAT naming the file and the problem (bad

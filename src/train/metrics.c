@@ -296,6 +296,14 @@ vkg_status vkg_metrics_log(vkg_metrics_t *m, const vkg_metrics_row *row)
     if (row->outer_bytes)
         at += (size_t)snprintf(line + at, sizeof line - at, ",\"outer_bytes\":%" PRIu64,
                                row->outer_bytes);
+    if (row->comm) {
+        at += (size_t)snprintf(line + at, sizeof line - at, ",\"comm_bytes\":%" PRIu64,
+                               row->comm_bytes);
+        at = put_float(line, at, "comm_ms", row->comm_ms, &bad);
+        at = put_float(line, at, "exposed_comm_ms", row->exposed_comm_ms, &bad);
+        float util = row->ms > 0.0f ? 1.0f - row->exposed_comm_ms / row->ms : 1.0f;
+        at = put_float(line, at, "compute_util", util < 0.0f ? 0.0f : util, &bad);
+    }
     snprintf(line + at, sizeof line - at, "%s%s}\n", bad ? ",\"nonfinite\":true" : "",
              row->skipped ? ",\"skipped\":true" : "");
     VKG_CHECK(fputs(line, m->log) >= 0 && fflush(m->log) == 0, VKG_ERR_IO,

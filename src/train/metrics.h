@@ -45,9 +45,16 @@ typedef struct vkg_metrics_row {
      * rebalance, when the split was chosen again after this step: the next step's split, and
      * the rows per second each rank was measured at. */
     const char *rank_batch, *rebalance, *rank_speeds;
-    /* DiLoCo: > 0 when the step ended with an outer step: the bytes of this rank's
-     * pseudo-gradient in the exchange ("outer_bytes") */
+    /* DiLoCo: > 0 when pseudo-gradient bytes were exchanged in the step: this rank's payload
+     * ("outer_bytes") */
     uint64_t outer_bytes;
+    /* comm: 1 in a job of 2 or more ranks: "comm_bytes" (the payload this rank handed the
+     * step's collectives, vkg_step_info), "comm_ms", "exposed_comm_ms" (the part the step
+     * waited for) and "compute_util" (1 - exposed / ms: the share of the step not waiting on
+     * communication). */
+    int comm;
+    uint64_t comm_bytes;
+    float comm_ms, exposed_comm_ms;
 } vkg_metrics_row;
 
 /* One point of a history: the step and its loss (NaN for a logged non-finite loss). */

@@ -47,10 +47,12 @@ static vkg_status write_outer(FILE *f, void *ctx)
     return vkg_io_write_bytes(f, c->x, c->count * sizeof *c->x);
 }
 
-/* Whether count floats are the outer state of n parameters: n (2 + 3k), k >= 0. */
+/* Whether count floats are the outer state of n parameters: n (2 + 3k) or, streaming with a
+ * delay, n (3 + 4k), k >= 0. */
 static int valid_count(size_t n, size_t count)
 {
-    return n > 0 && count % n == 0 && count / n >= 2 && (count / n - 2) % 3 == 0;
+    size_t per = n > 0 && count % n == 0 ? count / n : 0;
+    return (per >= 2 && (per - 2) % 3 == 0) || (per >= 3 && (per - 3) % 4 == 0);
 }
 
 vkg_status vkg_outerfile_write(const char *path, size_t n, const float *x, size_t count)

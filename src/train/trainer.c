@@ -26,6 +26,7 @@ vkg_train_config vkg_train_config_default(void)
     c.weight_decay = 0.1f, c.beta1 = 0.9f, c.beta2 = 0.95f, c.eps = 1e-8f, c.grad_clip = 1.0f;
     c.max_skipped = 3;
     c.inner_steps = 100, c.outer_lr = 0.7f, c.outer_momentum = 0.9f; /* DiLoCo's paper's */
+    c.fragments = 1, c.outer_delay = -1, c.outer_mix = 0.5f;
     c.eval_every = 0, c.eval_batches = 8;
     c.keep_checkpoints = 3;
     vkg_comm_config_default(&c.comm);
@@ -64,7 +65,10 @@ static vkg_status join(vkg_trainer_t *t)
                               .inner_steps = c->inner_steps,
                               .outer_lr = c->outer_lr,
                               .outer_momentum = c->outer_momentum,
-                              .outer_dtype = c->outer_dtype};
+                              .outer_dtype = c->outer_dtype,
+                              .fragments = c->fragments,
+                              .outer_delay = c->outer_delay,
+                              .outer_mix = c->outer_mix};
     if (c->comm_from_env) {
         VKG_TRY(vkg_comm_config_from_env(&sc.comm, NULL));
         sc.comm.ctx = c->comm.ctx;
@@ -194,16 +198,18 @@ static vkg_status resume_outer(vkg_trainer_t *t, const vkg_checkpoint *ck)
         if (!want)
             st = VKG_FAIL(VKG_ERR_MISMATCH,
                           "--resume: the checkpoint holds DiLoCo's outer state (outer.bin, %zu "
-                          "replicas): resume it with --sync diloco on as many ranks",
-                          (ck->outer_count / n - 2) / 3 + 1);
+                          "floats per parameter): resume it with --sync diloco on as many ranks",
+                          ck->outer_count / n);
         else if (ck->outer_count != want)
             st = VKG_FAIL(VKG_ERR_MISMATCH,
-                          "--resume: the checkpoint's outer state (outer.bin) holds %zu replicas, "
-                          "this job has %zu: DiLoCo resumes on the same number of ranks",
-                          (ck->outer_count / n - 2) / 3 + 1, (want / n - 2) / 3 + 1);
+                          "--resume: the checkpoint's outer state (outer.bin) holds %zu floats per "
+                          "parameter, this job needs %zu: DiLoCo resumes on the same number of "
+                          "ranks, with a delayed exchange (--outer-delay 1 or more) or without "
+                          "one alike",
+                          ck->outer_count / n, want / n);
     }
     VKG_TRY(vkg_strategy_rank0_outcome(t->par, st, "resuming DiLoCo's outer state"));
-    return has ? vkg_strategy_outer_state_load(t->par, ck->outer) : VKG_OK;
+    return has ? vkg_strategy_outer_state_load(t->par, ck->state.step, ck->outer) : VKG_OK;
 }
 
 static vkg_status setup(vkg_trainer_t *t)
@@ -443,6 +449,7 @@ static vkg_status step(vkg_trainer_t *t, vkg_step_info *info)
     info->ms = ms, info->tokens = t->tokens, info->stop = out.stop;
     info->comm_ms = out.comm_ms, info->exposed_comm_ms = out.exposed_comm_ms;
     info->outer = out.outer, info->outer_bytes = out.outer_bytes, info->outer_ms = out.outer_ms;
+    info->comm_bytes = out.comm_bytes;
     t->skipped += out.skipped;
     t->skipped_run = out.skipped ? t->skipped_run + 1 : 0;
     info->skipped = out.skipped;
@@ -475,7 +482,11 @@ static vkg_status step(vkg_trainer_t *t, vkg_step_info *info)
                                .rank_batch = t->bal.on ? info->rank_batches : NULL,
                                .rebalance = info->rank_speeds[0] ? info->next_rank_batches : NULL,
                                .rank_speeds = info->rank_speeds,
-                               .outer_bytes = out.outer ? out.outer_bytes : 0};
+                               .outer_bytes = out.outer_bytes,
+                               .comm = vkg_strategy_world(t->par) > 1,
+                               .comm_bytes = out.comm_bytes,
+                               .comm_ms = (float)out.comm_ms,
+                               .exposed_comm_ms = (float)out.exposed_comm_ms};
         VKG_TRY(vkg_metrics_log(t->metrics, &row));
     }
     VKG_CHECK(t->skipped_run < t->cfg.max_skipped, VKG_ERR_ABORTED,
@@ -548,7 +559,7 @@ static vkg_status write_checkpoint(vkg_trainer_t *t, char *path_out, size_t cap)
     float *outer = rank0 && nouter ? malloc(nouter * sizeof *outer) : NULL;
     vkg_status st = vkg_strategy_gather(t->par, p, m, v);
     if (st == VKG_OK && nouter && (!rank0 || outer))
-        st = vkg_strategy_outer_state_gather(t->par, outer);
+        st = vkg_strategy_outer_state_gather(t->par, (uint64_t)t->step, outer);
     if (!rank0)
         return st;
     if (st == VKG_OK && !(p && m && v && (outer || !nouter)))
