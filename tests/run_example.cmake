@@ -5,6 +5,8 @@
 #   CHECK    "loss": the output's "final loss X" must be below its "first loss Y";
 #            "finetune": the output must show a fine-tuning run that resumed nothing, a sample,
 #            and WORKDIR/out/finetune must hold a complete checkpoint
+#            "bench-dp-diloco": `vkgpt bench dp` printed a row of each of its buckets, diloco and
+#            stream modes (2 ranks), each with its bytes per step and utilisation
 #   VULKAN_RUNS  how many processes must have run with the layer active (at least)
 # The layer is forced on for every child through the loader (VK_INSTANCE_LAYERS) with a settings
 # file that prints its messages to stdout; any error, warning or performance message fails.
@@ -73,6 +75,12 @@ elseif(CHECK STREQUAL "finetune")
     if(NOT done OR NOT shards)
         message(FATAL_ERROR "no shard or no complete fine-tuning checkpoint under ${WORKDIR}/out")
     endif()
+elseif(CHECK STREQUAL "bench-dp-diloco")
+    foreach(mode buckets diloco stream)
+        if(NOT out MATCHES "\n +2 +${mode} +[0-9.]+ [^\n]* [0-9.]+ +[0-9.]+%\n")
+            message(FATAL_ERROR "no row of mode ${mode} ending in its MiB/step and util")
+        endif()
+    endforeach()
 else()
     message(FATAL_ERROR "unknown CHECK '${CHECK}'")
 endif()

@@ -11,7 +11,12 @@
  * chosen from each rank's measured speed, --rebalance-every steps apart after a calibration of
  * the first min(3, N): give --warmup at least that). Every mode's lines "# rank k busy ... idle
  * ..." give each rank's busy time (step minus the time it waited for the others) and idle time
- * (that wait) per step, and its rows.
+ * (that wait) per step, and its rows. With --inner-steps H also DiLoCo (--sync diloco: H inner
+ * steps, then the pseudo-gradient exchanged in --outer-dtype) and, with --fragments F, its
+ * streaming form (F fragments, each exchange beside the next inner step). Every mode reports the
+ * bytes each rank hands the collectives per step (MiB/step, the mean over the measured steps:
+ * the gradient every step with --sync step, the pseudo-gradient once per H steps with DiLoCo)
+ * and the compute utilisation (1 - exposed / step).
  * Prints figures, asserts nothing. Random tokens in a temporary llm.c shard are the data. */
 #include <math.h>
 #include <stdio.h>
@@ -30,6 +35,7 @@
 
 typedef struct bench_cfg {
     int layers, heads, channels, vocab, seq, batch, steps, warmup, rebalance_every;
+    int inner_steps, outer_dtype, fragments; /* DiLoCo's modes (inner_steps 0: none) */
     float bucket_mb;
     vkg_comm_transport transport;
     vkg_comm_dtype grad_dtype; /* of 2+ ranks */
@@ -40,6 +46,7 @@ typedef struct bench_cfg {
 typedef struct rank_job {
     const bench_cfg *b;
     int rank, world, overlap, zero, copy, port, balanced;
+    int sync;               /* 0 step, 1 diloco, 2 streaming diloco */
     size_t optimizer_bytes; /* this rank's AdamW on the device */
     size_t grad_bytes;      /* the gradient it hands the reduction per step (0 alone) */
     uint64_t job_id;
@@ -47,6 +54,7 @@ typedef struct rank_job {
     vkg_status st;
     char err[512];
     double ms, comm_ms, exposed_ms; /* means over measured steps (rank 0) */
+    double comm_bytes;              /* mean bytes handed the collectives per step */
     int rows;                       /* micro-batch rows in the last step */
     char split[256];                /* the rank batches of the last step */
     char speeds[256];               /* rows/s per rank at the last re-balancing ("" none) */
@@ -70,6 +78,10 @@ static void *bench_rank(void *p)
     c.force_copy_path = j->copy;
     c.grad_dtype = j->world > 1 ? b->grad_dtype : VKG_COMM_F32;
     c.rank_batch_auto = j->balanced, c.rebalance_every = b->rebalance_every;
+    if (j->sync) {
+        c.sync = 1, c.inner_steps = b->inner_steps, c.outer_dtype = b->outer_dtype;
+        c.fragments = j->sync == 2 ? b->fragments : 1;
+    }
     vkg_trainer_t *t = NULL;
     vkg_status st = vkg_trainer_create(&c, &t);
     if (st == VKG_OK) {
@@ -87,12 +99,14 @@ static void *bench_rank(void *p)
             snprintf(j->speeds, sizeof j->speeds, "%s", info.rank_speeds);
         if (st == VKG_OK && s >= b->warmup) {
             j->ms += info.ms, j->comm_ms += info.comm_ms, j->exposed_ms += info.exposed_comm_ms;
+            j->comm_bytes += (double)info.comm_bytes;
             measured++;
             snprintf(j->split, sizeof j->split, "%s", info.rank_batches);
         }
     }
     if (measured)
-        j->ms /= measured, j->comm_ms /= measured, j->exposed_ms /= measured;
+        j->ms /= measured, j->comm_ms /= measured, j->exposed_ms /= measured,
+            j->comm_bytes /= measured;
     if (st != VKG_OK)
         snprintf(j->err, sizeof j->err, "%s",
                  vkg_cli_verbose() ? vkg_error_message() : vkg_error_text());
@@ -108,7 +122,7 @@ static void *bench_rank(void *p)
 
 /* One configuration: world ranks as threads; every rank's means in out[world]. */
 static int run_world(const bench_cfg *b, int world, int overlap, int zero, int copy, int balanced,
-                     rank_job *out)
+                     int sync, rank_job *out)
 {
     static uint64_t counter;
     rank_job jobs[MAX_BENCH_RANKS];
@@ -129,6 +143,7 @@ static int run_world(const bench_cfg *b, int world, int overlap, int zero, int c
                              .copy = copy,
                              .port = port,
                              .balanced = balanced,
+                             .sync = sync,
                              .job_id = job_id,
                              .ctx = ctx};
         if (vkg_os_thread_start(&th[r], bench_rank, &jobs[r]) != 0) {
@@ -192,6 +207,7 @@ int vkg_cli_bench_dp(int argc, char **argv)
     const char *ranks = "1,2,4", *transport = "tcp";
     int flat = 1, zero = 0, copy_path = 0, grad_dtype = 0, balance = 0;
     b.device = getenv("VKGPT_DEVICE");
+    static const char *const outer_dtypes[] = {"fp32", "bf16", "int8", NULL};
     const vkg_flag flags[] = {
         {"--ranks", VKG_FLAG_STR, &ranks, "world sizes to run, e.g. 1,2,4", 0, 0, 0},
         {"--layers", VKG_FLAG_INT, &b.layers, "layers", 0, 1, 1000},
@@ -217,6 +233,12 @@ int vkg_cli_bench_dp(int argc, char **argv)
          0, 0, 1},
         {"--rebalance-every", VKG_FLAG_INT, &b.rebalance_every,
          "--auto: steps between re-balancings", 0, 1, 1e6},
+        {"--inner-steps", VKG_FLAG_INT, &b.inner_steps,
+         "also run DiLoCo (--sync diloco) of 2+ ranks with H inner steps (0: not)", 0, 0, 1e9},
+        {"--outer-dtype", VKG_FLAG_CHOICE, &b.outer_dtype, "DiLoCo's pseudo-gradient exchange",
+         outer_dtypes, 0, 0},
+        {"--fragments", VKG_FLAG_INT, &b.fragments,
+         "with --inner-steps: also streaming DiLoCo of F fragments (0: not)", 0, 0, 1e6},
         {"--device", VKG_FLAG_STR, &b.device, "device index or name (every rank)", 0, 0, 0},
     };
     int rc = vkg_flags_parse("bench dp", "[options]", flags, (int)(sizeof flags / sizeof flags[0]),
@@ -242,11 +264,20 @@ int vkg_cli_bench_dp(int argc, char **argv)
         max_world = worlds[i] > max_world ? worlds[i] : max_world;
     if ((rc = write_data(&b, max_world)) != 0)
         return rc;
+    if (b.fragments && !b.inner_steps) {
+        fprintf(stderr, "vkgpt bench dp: --fragments needs --inner-steps (DiLoCo's round)\n");
+        return 2;
+    }
     printf("# GPT-2 L=%d NH=%d C=%d V=%d, B=%d x T=%d per rank, %d measured steps after %d, "
            "%s, buckets of %.2f MiB, gradients exchanged in %s\n",
            b.layers, b.heads, b.channels, b.vocab, b.batch, b.seq, b.steps, b.warmup,
            vkg_comm_transport_name(b.transport), (double)b.bucket_mb,
            vkg_cli_grad_dtypes[grad_dtype]);
+    if (b.inner_steps)
+        printf("# diloco: --sync diloco, %d inner steps, pseudo-gradient in %s%s", b.inner_steps,
+               outer_dtypes[b.outer_dtype], b.fragments ? "; " : "\n");
+    if (b.inner_steps && b.fragments)
+        printf("stream: %d fragments, each exchange beside the next inner step\n", b.fragments);
     printf("# compute = step - exposed; exposed = allreduce time after the device finished the "
            "backward pass; overlap = 1 - exposed / allreduce; hidden = 1 - exposed / the flat "
            "run's allreduce (the share of the whole-gradient allreduce that buckets hide); "
@@ -254,21 +285,26 @@ int vkg_cli_bench_dp(int argc, char **argv)
            "parameters' allgather); *-copy: buckets by the copy path (the host packs and "
            "unpacks each; the others zero-copy where the device imports host memory); adamw = "
            "rank 0's AdamW on the device; grad_MiB = the gradient each rank hands the "
-           "reduction per step (parameters x 4 bytes, x 2 in bf16)\n");
-    printf("%5s %12s %10s %10s %10s %10s %8s %8s %10s %10s %9s\n", "ranks", "mode", "step_ms",
-           "compute_ms", "allred_ms", "exposed_ms", "overlap", "hidden", "tok/s", "adamw_MiB",
-           "grad_MiB");
+           "reduction per step (parameters x 4 bytes, x 2 in bf16); MiB/step = the mean bytes "
+           "each rank hands the collectives per measured step; util = compute / step\n");
+    printf("%5s %12s %10s %10s %10s %10s %8s %8s %10s %10s %9s %9s %6s\n", "ranks", "mode",
+           "step_ms", "compute_ms", "allred_ms", "exposed_ms", "overlap", "hidden", "tok/s",
+           "adamw_MiB", "grad_MiB", "MiB/step", "util");
     int said_path = 0;
     for (int i = 0; i < nw && rc == 0; i++) {
         double flat_comm = 0.0;
         for (int z = 0; z <= (zero && worlds[i] > 1) && rc == 0; z++)
-            for (int v = flat ? 0 : 1; v <= 2 + copy_path && rc == 0; v++) {
+            for (int v = flat ? 0 : 1; v <= 5 && rc == 0; v++) {
                 rank_job all[MAX_BENCH_RANKS];
-                /* v: 0 flat, 1 buckets, 2 auto (with --auto), 3 buckets-copy */
+                /* v: 0 flat, 1 buckets, 2 auto (with --auto), 3 buckets-copy, 4 diloco, 5
+                 * streaming diloco */
                 int overlap = v > 0, copy = v == 3, balanced = v == 2;
-                if ((worlds[i] == 1 && v != 1) || (balanced && (!balance || z)))
+                int sync = v >= 4 ? v - 3 : 0;
+                if ((worlds[i] == 1 && v != 1) || (balanced && (!balance || z)) ||
+                    (copy && !copy_path) || (sync && (z || !b.inner_steps)) ||
+                    (sync == 2 && !b.fragments))
                     continue;
-                if ((rc = run_world(&b, worlds[i], overlap, z, copy, balanced, all)) != 0)
+                if ((rc = run_world(&b, worlds[i], overlap, z, copy, balanced, sync, all)) != 0)
                     break;
                 const rank_job r = all[0];
                 if (worlds[i] > 1 && overlap && !copy && !said_path++)
@@ -281,14 +317,16 @@ int vkg_cli_bench_dp(int argc, char **argv)
                     flat_comm = r.comm_ms;
                 else if (worlds[i] > 1 && flat_comm > 0)
                     snprintf(hid, sizeof hid, "%.0f%%", 100.0 * (1.0 - r.exposed_ms / flat_comm));
-                static const char *const modes[2][4] = {
-                    {"flat", "buckets", "auto", "buckets-copy"},
-                    {"zero-flat", "zero-buckets", "-", "zero-bk-copy"}};
+                static const char *const modes[2][6] = {
+                    {"flat", "buckets", "auto", "buckets-copy", "diloco", "stream"},
+                    {"zero-flat", "zero-buckets", "-", "zero-bk-copy", "-", "-"}};
                 const char *mode = worlds[i] == 1 ? "single" : modes[z][v];
-                printf("%5d %12s %10.1f %10.1f %10.1f %10.1f %8s %8s %10.0f %10.1f %9.1f\n",
+                printf("%5d %12s %10.1f %10.1f %10.1f %10.1f %8s %8s %10.0f %10.1f %9.1f %9.3f "
+                       "%5.1f%%\n",
                        worlds[i], mode, r.ms, r.ms - r.exposed_ms, r.comm_ms, r.exposed_ms, ov, hid,
                        tok, (double)r.optimizer_bytes / 1048576.0,
-                       (double)r.grad_bytes / 1048576.0);
+                       sync ? 0.0 : (double)r.grad_bytes / 1048576.0, r.comm_bytes / 1048576.0,
+                       r.ms > 0 ? 100.0 * (1.0 - r.exposed_ms / r.ms) : 100.0);
                 for (int k = 0; k < worlds[i] && worlds[i] > 1; k++)
                     printf("# %s rank %d: busy %.1f ms, idle %.1f ms per step; %d rows (split "
                            "%s)\n",
