@@ -8,7 +8,7 @@
  *    or `vkgpt --verbose` adds both;
  *  - --ckpt-dir creates its missing parent folders;
  *  - SIGINT or SIGTERM stops `train` and `launch` with a complete checkpoint and exit 130 (SIGINT)
- *    or 75 (SIGTERM: a preemption, to resume);
+ *    or 75 (SIGTERM: a preemption, to resume); SIGTERM during the final sample cuts it short;
  *  - `train --help` shows every default, the ones the code uses, even after other flags;
  *  - the progress lines carry the time elapsed and an ETA, and a line announces the final
  *    checkpoint and the final sample before they are made; `bench ops` prints its header before
@@ -324,6 +324,30 @@ static void stop_with(int sig, int launch, const char *name)
     expect_validation_clean();
 }
 
+/* SIGTERM during the final sample (a million tokens: hours) ends it at once with the text so
+ * far: exit 75, "sample cut short", the sample printed. */
+static void test_interrupted_sample(void **state)
+{
+    (void)state;
+    const char *const train[] = {"train", "--data",       text_path, TINY, "--steps",
+                                 "1",     "--sample-len", "1000000", NULL};
+    vkg_test_proc p;
+    vkg_test_proc_start(&p, train, NULL);
+    if (!vkg_test_proc_pump(&p, 120, "sampling 1000000 tokens")) {
+        vkg_test_proc_kill(&p);
+        fail_msg("no final sample; stdout:\n%s\nstderr:\n%s", p.buf[0], p.buf[1]);
+    }
+    assert_int_equal(kill(p.pid, SIGTERM), 0);
+    int rc = vkg_test_proc_wait(&p, 60);
+    if (rc != 75)
+        fail_msg("exit code %d after SIGTERM during the sample, expected 75; stderr:\n%s", rc,
+                 p.buf[1]);
+    expect_contains("stdout", p.buf[0], "--- sample ---");
+    expect_contains("stdout", p.buf[0], "sample cut short by signal 15");
+    vkg_test_proc_free(&p);
+    expect_validation_clean();
+}
+
 static void test_interrupted_exit_codes(void **state)
 {
     (void)state;
@@ -431,6 +455,7 @@ int main(void)
         cmocka_unit_test(test_error_text_and_verbose),
         cmocka_unit_test(test_run_folders_and_progress),
         cmocka_unit_test(test_bench_ops_header_first),
+        cmocka_unit_test(test_interrupted_sample),
         cmocka_unit_test(test_interrupted_exit_codes),
         cmocka_unit_test(test_help_defaults),
     };

@@ -286,7 +286,8 @@ vkg_status vkg_trainer_step(vkg_trainer_t *t, vkg_step_info *info);
 /* Mean loss over eval_batches validation batches (from the first, each time). */
 vkg_status vkg_trainer_eval(vkg_trainer_t *t, float *loss);
 /* Generate len tokens after prompt (empty: start from end-of-text) and return the text
- * (prompt included, malloc'd, caller frees). temperature 0: greedy; top_k 0: all tokens. */
+ * (prompt included, malloc'd, caller frees). temperature 0: greedy; top_k 0: all tokens.
+ * Without a pipeline, cfg.stop set during it ends it early with the text so far. */
 vkg_status vkg_trainer_sample(vkg_trainer_t *t, const char *prompt, int len, float temperature,
                               int top_k, uint64_t seed, char **text);
 /* Write a checkpoint of the current step (and the SVG loss curve); path_out may be NULL. With

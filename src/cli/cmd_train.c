@@ -244,8 +244,12 @@ static int run(vkg_trainer_t *t, const train_opts *o)
         return vkg_cli_report("train", st);
     if (info.svg_path[0])
         printf("loss curve: %s\n", info.svg_path);
-    if (o->sample_len > 0 && !stop)
+    if (o->sample_len > 0 && !stop) {
         rc = show_sample(t, o, o->cfg.seed, 0, 1);
+        stop = stop_requested != 0; /* a signal cut the sample short: not finished */
+        if (stop && o->cfg.comm.rank == 0)
+            printf("sample cut short by signal %d\n", (int)stop_requested);
+    }
     /* Stopped by a signal, on this rank or another: not finished, whatever was saved. */
     if (rc == 0 && stop)
         rc = vkg_cli_stop_status((int)stop_requested);

@@ -9,7 +9,7 @@
 
 vkg_status vkg__generate(vkg_strategy *par, const vkg_gpt2_config *cfg, int B, int T,
                          const vkg_tokenizer_t *tok, const char *prompt, int len, float temperature,
-                         int top_k, vkg_rng *rng, char **text)
+                         int top_k, vkg_rng *rng, const volatile sig_atomic_t *stop, char **text)
 {
     VKG_CHECK(tok, VKG_ERR_STATE, "no tokenizer: give --tokenizer to decode samples");
     VKG_CHECK(len >= 0, VKG_ERR_INVALID_ARG, "sample length must be >= 0, got %d", len);
@@ -30,7 +30,7 @@ vkg_status vkg__generate(vkg_strategy *par, const vkg_gpt2_config *cfg, int B, i
     inputs = malloc((size_t)B * (size_t)T * sizeof *inputs);
     row = malloc((size_t)cfg->padded_vocab_size * sizeof *row);
     VKG_CHECK_GOTO(st, inputs && row, VKG_ERR_NOMEM, done, "no memory for sampling");
-    for (int i = 0; i < len; i++) {
+    for (int i = 0; i < len && !(stop && *stop); i++) {
         size_t ctx = toks.n < (size_t)T ? toks.n : (size_t)T;
         const int32_t *last = toks.ids + (toks.n - ctx);
         for (size_t j = 0; j < (size_t)B * (size_t)T; j++)

@@ -508,8 +508,13 @@ vkg_status vkg_trainer_sample(vkg_trainer_t *t, const char *prompt, int len, flo
 {
     vkg_rng r;
     vkg_rng_seed(&r, seed);
+    int pp, dp;
+    vkg_strategy_layout(t->par, &pp, &dp);
+    /* A pipeline's ranks run every forward together: a rank that stopped alone would leave the
+     * others waiting, so only ranks that sample alone stop early. */
+    const volatile sig_atomic_t *stop = pp == 1 ? t->cfg.stop : NULL;
     return failed(t, vkg__generate(t->par, &t->mcfg, t->B, t->T, t->tok, prompt, len, temperature,
-                                   top_k, &r, text));
+                                   top_k, &r, stop, text));
 }
 
 vkg_status vkg_trainer_write_plot(vkg_trainer_t *t)

@@ -82,9 +82,9 @@ vkg_status vkg__train_balance_step(vkg_trainer_t *t, double ms, double waited_ms
                                    vkg_step_info *info);
 
 /* Generation through the strategy's (B, T) forward pass: the prompt's tokens then len sampled
- * ones. */
+ * ones, or fewer when *stop (may be NULL) is set before a token: the text so far. */
 vkg_status vkg__generate(vkg_strategy *par, const vkg_gpt2_config *cfg, int B, int T,
                          const vkg_tokenizer_t *tok, const char *prompt, int len, float temperature,
-                         int top_k, vkg_rng *rng, char **text);
+                         int top_k, vkg_rng *rng, const volatile sig_atomic_t *stop, char **text);
 
 #endif
