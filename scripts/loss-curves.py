@@ -4,6 +4,7 @@ training loss (a moving mean over --window steps, the raw points faint) and its 
 dots, in one colour per run, with a legend.
 
     scripts/loss-curves.py OUT.svg LABEL=run1.jsonl LABEL=run2.jsonl ... [--window 10]
+(the path is what follows the last "=")
 """
 import json
 import sys
@@ -30,7 +31,7 @@ def main(argv):
             i += 1
     if len(args) < 2 or any("=" not in a for a in args[1:]):
         sys.exit(__doc__)
-    out, runs = args[0], [a.split("=", 1) for a in args[1:]]
+    out, runs = args[0], [a.rsplit("=", 1) for a in args[1:]]
     data = [(label, load(path)) for label, path in runs]
     pts = [(r["tokens"], r["loss"]) for _, rows in data for r in rows]
     pts += [(r["tokens"], r["eval_loss"]) for _, rows in data for r in rows if "eval_loss" in r]
