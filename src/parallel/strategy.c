@@ -113,6 +113,8 @@ void vkg_strategy_destroy(vkg_strategy **ps, const char *failure)
     vkg_strategy *s = ps ? *ps : NULL;
     if (!s)
         return;
+    /* DiLoCo's exchange pieces end first: the communicator serves one thread at a time */
+    (void)vkg__diloco_quiesce(s);
     vkg_job_abort(s->job, failure); /* the peers learn at once */
     if (s->vt && s->vt->free_impl)
         s->vt->free_impl(s);
