@@ -19,7 +19,8 @@
  *    with the last layer), started at its staggered step from the replicas' parameters then and
  *    landing one step later as mix x the replica's own + (1 - mix) x the new global ones (mix 0,
  *    0.25 and 0.5; fp32 on 2 and 3 ranks, int8 on 2), while the other fragment is untouched; a
- *    checkpoint with an exchange in flight resumes bitwise;
+ *    checkpoint with an exchange in flight resumes bitwise; a rank that fails while one runs
+ *    makes the others fail at once with its reason;
  *  - a checkpoint of plain data parallelism resumes under DiLoCo;
  *  - refused by name: one rank, --zero 1, --pp, --inner-steps 0, --grad-dtype bf16, more
  *    fragments than layers or inner steps, a delay longer than a round, --outer-mix 1, and
@@ -53,6 +54,7 @@ typedef struct job {
     int sync;             /* 1 diloco (the default of these tests: set by new_job) */
     int fragments, delay; /* streaming (0, -1: none) */
     float mix;
+    int quit_after; /* > 0: the last rank fails after this step (an API error), then leaves */
     const char *ckpt;
     int ckpt_at, resume;
     /* results */
@@ -146,6 +148,12 @@ static void *run_rank(void *p)
         }
         if (st == VKG_OK && j->ckpt && s.step == j->ckpt_at)
             st = vkg_trainer_checkpoint(t, NULL, 0);
+        if (st == VKG_OK && a->rank == j->world - 1 && s.step == j->quit_after) {
+            char *text = NULL; /* no tokenizer: refused, and the trainer has failed */
+            st = vkg_trainer_sample(t, NULL, -1, 1.0f, 0, 1, &text);
+            free(text);
+            break;
+        }
     }
     if (st == VKG_OK)
         st = vkg_trainer_get_params(t, j->params[a->rank]);
@@ -467,6 +475,29 @@ static void test_streaming_is_the_reference(void **state)
     check_streaming(2, VKG_OUTER_INT8, 0.5f);
 }
 
+/* Streaming: the last rank fails after step 1 while fragment 0's exchange runs beside step 2:
+ * its piece ends with the others' and the failure reaches them at once, naming the rank and its
+ * reason, on 2 and 3 ranks. */
+static void test_streaming_peer_fails_in_flight(void **state)
+{
+    (void)state;
+    for (int N = 2; N <= 3; N++) {
+        job j = new_job(N, 2, VKG_OUTER_INT8);
+        j.fragments = 2, j.quit_after = 1;
+        run_job(&j);
+        printf("%d ranks, rank %d: %s: %s\n", N, N - 1, vkg_status_name(j.st[N - 1]), j.err[N - 1]);
+        assert_int_not_equal(j.st[N - 1], VKG_OK);
+        assert_non_null(strstr(j.err[N - 1], "no tokenizer")); /* the shard has none */
+        for (int r = 0; r < N - 1; r++) {
+            printf("%d ranks, rank %d: %s: %s\n", N, r, vkg_status_name(j.st[r]), j.err[r]);
+            if (j.st[r] != VKG_ERR_PEER || !strstr(j.err[r], "no tokenizer"))
+                fail_msg("rank %d: expected VKG_ERR_PEER with rank %d's reason, got %s: %s", r,
+                         N - 1, vkg_status_name(j.st[r]), j.err[r]);
+        }
+        free_job(&j);
+    }
+}
+
 /* Streaming with a checkpoint at step 3, when fragment 0's exchange (started at 3) is in flight:
  * resumed, steps 4 and 5 are bitwise the uninterrupted run's. */
 static void test_streaming_resume_in_flight(void **state)
@@ -509,6 +540,7 @@ int main(void)
         cmocka_unit_test(test_plain_checkpoint_resumes),
         cmocka_unit_test(test_streaming_is_the_reference),
         cmocka_unit_test(test_streaming_resume_in_flight),
+        cmocka_unit_test(test_streaming_peer_fails_in_flight),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
