@@ -1,6 +1,7 @@
 /* --rank-batch auto on two ranks of different speed (threads of this process, each with its own
  * trainer and Vulkan device, validation layer on and checked, joined by the inproc transport;
- * rank 1 made slower by the test-only VKG_TEST_ROW_DELAY_MS="0,20": 20 ms per row):
+ * rank 1 made slower by the test-only VKG_TEST_ROW_DELAY_MS="0,100": 100 ms per row, more than
+ * a row's compute even on a loaded machine, where 20 ms was lost in the noise):
  *  - the split moves rows to the faster rank 0 (from 4,4), and the run's losses and final
  *    parameters equal, bit for bit, those of fixed --rank-batch runs with the same splits,
  *    chained through checkpoints at the steps where the split changed; the log records every
@@ -184,7 +185,7 @@ static void expect_log(const char *dir, const job *j)
 static void test_auto_equals_fixed_splits(void **state)
 {
     (void)state;
-    vkg_os_setenv("VKG_TEST_ROW_DELAY_MS", "0,20", 1);
+    vkg_os_setenv("VKG_TEST_ROW_DELAY_MS", "0,100", 1);
     job a = auto_job("auto");
     run_job(&a);
     vkg_os_setenv("VKG_TEST_ROW_DELAY_MS", "", 1); /* empty: no delay */
@@ -254,7 +255,7 @@ static uint64_t plan_bytes(int b)
 static void test_split_within_memory(void **state)
 {
     (void)state;
-    vkg_os_setenv("VKG_TEST_ROW_DELAY_MS", "0,20", 1);
+    vkg_os_setenv("VKG_TEST_ROW_DELAY_MS", "0,100", 1);
     job a = {.automatic = 1, .rebalance_every = 1, .steps = 6};
     a.memory_limit[0] = (plan_bytes(5) + plan_bytes(6)) / 2; /* 5 rows fit rank 0, 6 do not */
     run_job(&a);
