@@ -99,6 +99,25 @@ static int fragments_of(const vkg_strategy_config *c)
     return c->fragments > 0 ? c->fragments : 1;
 }
 
+void vkg__diloco_describe(const vkg_strategy_config *c, char *buf, size_t cap)
+{
+    int F = fragments_of(c), delay = delay_of(c);
+    const char *dt = vkg_outer_dtype_name((vkg_outer_dtype)c->outer_dtype);
+    if (!delay && F == 1)
+        snprintf(buf, cap,
+                 "%d inner steps, then the pseudo-gradient exchanged in %s and an outer Nesterov "
+                 "step (lr %g, momentum %g)",
+                 c->inner_steps, dt, (double)c->outer_lr, (double)c->outer_momentum);
+    else
+        snprintf(buf, cap,
+                 "streaming: %d fragments, each's round of %d inner steps ending %s; its "
+                 "pseudo-gradient exchanged in %s beside the next %d steps, then an outer Nesterov "
+                 "step (lr %g, momentum %g) landing as %g x the replica's + %g x the global",
+                 F, c->inner_steps, F > 1 ? "at staggered steps" : "together", dt, delay,
+                 (double)c->outer_lr, (double)c->outer_momentum, delay ? (double)c->outer_mix : 0.0,
+                 delay ? 1.0 - (double)c->outer_mix : 1.0);
+}
+
 vkg_status vkg__diloco_check(const vkg_strategy_config *c, const vkg_job_layout *lay)
 {
     VKG_CHECK(c->sync == VKG_SYNC_STEP || c->sync == VKG_SYNC_DILOCO, VKG_ERR_INVALID_ARG,

@@ -63,23 +63,8 @@ vkg_status vkg_strategy_create(const vkg_strategy_config *c, vkg_strategy **out)
     /* a data-parallel group of whole models whose gradients are summed (not DiLoCo's replicas) */
     s->reduces = pp == 1 && lay.dp > 1 && !diloco;
     s->own_grads = diloco;
-    int F = c->fragments > 1 ? c->fragments : 1;
-    int delay = c->outer_delay >= 0 ? c->outer_delay : F > 1;
-    if (diloco && !delay && F == 1)
-        snprintf(s->describe, sizeof s->describe,
-                 "%d inner steps, then the pseudo-gradient exchanged in %s and an outer Nesterov "
-                 "step (lr %g, momentum %g)",
-                 c->inner_steps, vkg_outer_dtype_name((vkg_outer_dtype)c->outer_dtype),
-                 (double)c->outer_lr, (double)c->outer_momentum);
-    else if (diloco)
-        snprintf(s->describe, sizeof s->describe,
-                 "streaming: %d fragments, each's round of %d inner steps ending %s; its "
-                 "pseudo-gradient exchanged in %s beside the next %d steps, then an outer Nesterov "
-                 "step (lr %g, momentum %g) landing as %g x the replica's + %g x the global",
-                 F, c->inner_steps, F > 1 ? "at staggered steps" : "together",
-                 vkg_outer_dtype_name((vkg_outer_dtype)c->outer_dtype), delay, (double)c->outer_lr,
-                 (double)c->outer_momentum, delay ? (double)c->outer_mix : 0.0,
-                 delay ? 1.0 - (double)c->outer_mix : 1.0);
+    if (diloco)
+        vkg__diloco_describe(c, s->describe, sizeof s->describe);
     /* Buckets overlapped with the (last) backward: whole models, and pipeline stages of 2 or more
      * replicas under 1F1B or GPipe (under ZB-H1 the weight passes end the step: one reduction) */
     int overlap = s->reduces || (pp > 1 && lay.dp > 1 && c->pp_schedule != VKG_PP_ZBH1);

@@ -66,6 +66,8 @@ vkg_status vkg__zero_check(const vkg_strategy_config *c, const vkg_job_layout *l
  * checkpoint state of strategy.h (count 0 for other strategies). */
 vkg_status vkg__diloco_check(const vkg_strategy_config *c, const vkg_job_layout *lay);
 vkg_status vkg__diloco_start(vkg_strategy *s, const float *params);
+/* DiLoCo's settings for start-up lines (vkg_strategy_outer_describe), defaults resolved. */
+void vkg__diloco_describe(const vkg_strategy_config *c, char *buf, size_t cap);
 /* Host bytes of DiLoCo's outer step (0 for other strategies): the global parameters, the
  * momentum, the replica's parameters and, for bf16 and int8, every rank's payload. */
 size_t vkg__diloco_host_bytes(const vkg_strategy *s);
