@@ -253,8 +253,9 @@ static const bad_row bad_rows[] = {
     {{"train", "--data", TEXT, "--sync", "diloco", "--zero", "1", "--world-size", "2", "--rank",
       "0"},
      {"--sync diloco does not combine with --zero 1"}},
-    {{"train", "--data", TEXT, "--sync", "diloco", "--pp", "2", "--world-size", "2", "--rank", "0"},
-     {"--sync diloco does not combine with --pp 2"}},
+    {{"train", "--data", TEXT, "--sync", "diloco", "--pp", "2", "--outer-delay", "1",
+      "--world-size", "4", "--rank", "0"},
+     {"--outer-delay 1 does not combine with --pp 2"}},
     {{"train", "--data", TEXT, "--sync", "diloco", "--outer-dtype", "fp8"},
      {"--outer-dtype: 'fp8' is not one of fp32, bf16, int8"}},
     /* plan */

@@ -22,8 +22,18 @@
  *    checkpoint with an exchange in flight resumes bitwise; a rank that fails while one runs
  *    makes the others fail at once with its reason;
  *  - a checkpoint of plain data parallelism resumes under DiLoCo;
- *  - refused by name: one rank, --zero 1, --pp, --inner-steps 0, --grad-dtype bf16, more
- *    fragments than layers or inner steps, a delay longer than a round, --outer-mix 1, and
+ *  - pipelines (dp = 2 x pp = 2, each replica a pipeline of two stages, 2 micro-batches a step):
+ *    the first outer step is the reference's over the replicas' parameters, bit for bit (fp32;
+ *    the whole model, and fragment 0 of 2 with fragment 1 untouched), replica 1's parameters
+ *    taken from the checkpoint's outer state, assembled from its stages; five steps (H = 2,
+ *    clipping on) train as whole-model replicas on the same micro-batches do, within 1e-5 in
+ *    fp32 (the tied wte's gradient and the norms add in another order, as test_pp states) and
+ *    1e-3 in int8 (the chunks of the exchange are the stages'); a checkpoint mid-round resumes
+ *    bitwise under pipelines, and a whole-model replicas' checkpoint resumes under pipelines
+ *    within the same bound (the outer state is the whole model's, whatever the stages); the
+ *    tied wte's copies on the first and last stage stay bitwise equal (every checkpoint checks);
+ *  - refused by name: one rank, --zero 1, --outer-delay with --pp, --inner-steps 0, --grad-dtype
+ * bf16, more fragments than layers or inner steps, a delay longer than a round, --outer-mix 1, and
  *    resuming a DiLoCo checkpoint without --sync diloco, on another number of ranks or with a
  *    delay when it had none. */
 #include <math.h>
@@ -38,12 +48,13 @@
 #include <cmocka.h>
 
 #include "outer_ref.h"
+#include "train/checkpoint.h"
 #include "rank_threads.h"
 #include "testutil.h"
 #include "vkgpt/comm.h"
 #include "vkgpt/train.h"
 
-enum { L = 2, NH = 2, C = 32, V = 96, MAXT = 16, T = 16, B = 2, STEPS = 5, MAXR = 3 };
+enum { L = 2, NH = 2, C = 32, V = 96, MAXT = 16, T = 16, B = 2, STEPS = 5, MAXR = 4 };
 
 static char tmp_root[512];
 
@@ -51,6 +62,7 @@ typedef struct job {
     int world, steps, H, dtype, batch;
     float outer_lr, outer_mu;
     int zero, pp, grad_bf16;
+    int accum;            /* > 0: micro-batches per step (total batch accum x B x T per replica) */
     int sync;             /* 1 diloco (the default of these tests: set by new_job) */
     int fragments, delay; /* streaming (0, -1: none) */
     float mix;
@@ -117,6 +129,8 @@ static void *run_rank(void *p)
     c.outer_lr = j->outer_lr, c.outer_momentum = j->outer_mu;
     c.fragments = j->fragments, c.outer_delay = j->delay, c.outer_mix = j->mix;
     c.zero = j->zero, c.pp = j->pp;
+    if (j->accum)
+        c.total_batch = (long long)j->accum * j->batch * T * (j->world / (j->pp > 1 ? j->pp : 1));
     c.grad_dtype = j->grad_bf16 ? VKG_COMM_BF16 : VKG_COMM_F32;
     if (j->ckpt) {
         snprintf(ckpt, sizeof ckpt, "%s/%s", tmp_root, j->ckpt);
@@ -137,8 +151,9 @@ static void *run_rank(void *p)
         if (!j->params[a->rank])
             st = VKG_ERR_NOMEM;
     }
-    if (st == VKG_OK && a->rank == 0 && j->init)
-        st = vkg_trainer_get_params(t, j->init);
+    /* under pipelines every rank takes part in gathering the parameters */
+    if (st == VKG_OK && (a->rank == 0 ? j->init != NULL : j->pp > 1 && !j->resume))
+        st = vkg_trainer_get_params(t, a->rank == 0 ? j->init : j->params[a->rank]);
     for (int n = 0; st == VKG_OK && n < j->steps && !vkg_trainer_done(t); n++) {
         vkg_step_info s;
         st = vkg_trainer_step(t, &s);
@@ -352,8 +367,8 @@ static void test_refused(void **state)
     expect_refused(&j, VKG_ERR_INVALID_ARG, "--sync diloco needs 2 or more data-parallel ranks");
     j = new_job(2, 2, 0), j.zero = 1;
     expect_refused(&j, VKG_ERR_INVALID_ARG, "--zero 1");
-    j = new_job(2, 2, 0), j.pp = 2;
-    expect_refused(&j, VKG_ERR_INVALID_ARG, "--pp 2");
+    j = new_job(4, 2, 0), j.pp = 2, j.accum = 2, j.fragments = 2, j.delay = 1;
+    expect_refused(&j, VKG_ERR_INVALID_ARG, "--outer-delay 1 does not combine with --pp 2");
     j = new_job(2, 0, 0);
     expect_refused(&j, VKG_ERR_INVALID_ARG, "--inner-steps");
     j = new_job(2, 2, 0), j.grad_bf16 = 1;
@@ -530,6 +545,157 @@ static void test_streaming_resume_in_flight(void **state)
     }
 }
 
+/* Pipelines: dp = 2 replicas, each a pipeline of pp = 2 stages (ranks 0, 1 stage 0; 2, 3 stage
+ * 1), 2 micro-batches a step. */
+static job pp_job(int H, int dtype)
+{
+    job j = new_job(4, H, dtype);
+    j.pp = 2, j.accum = 2;
+    return j;
+}
+
+/* Whole-model replicas on the same micro-batches (2 ranks, 2 micro-batches a step). */
+static job replicas_job(int H, int dtype)
+{
+    job j = new_job(2, H, dtype);
+    j.accum = 2;
+    return j;
+}
+
+/* Replica 1's parameters in the outer state of checkpoint dir at step (no delay: g, m, then
+ * replica 1's parameters, m, v). */
+static float *replica1_from_checkpoint(const char *dir, int step, size_t n)
+{
+    char path[800];
+    snprintf(path, sizeof path, "%s/%s/step_%08d/outer.bin", tmp_root, dir, step);
+    float *x = NULL;
+    size_t count = 0;
+    vkg_status st = vkg_outerfile_read(path, n, &x, &count);
+    if (st != VKG_OK)
+        fail_msg("%s: %s", path, vkg_error_message());
+    assert_int_equal(count, 5 * n);
+    float *p = malloc(n * sizeof *p);
+    assert_non_null(p);
+    memcpy(p, x + 2 * n, n * sizeof *p);
+    free(x);
+    return p;
+}
+
+/* The first outer step under pipelines against the reference, fp32: with H = 1 over the whole
+ * model, and with 2 fragments (H = 2: fragment 0's round ends at step 1, no delay under
+ * pipelines) over fragment 0, fragment 1 left as replica 0's own. The replicas' parameters after
+ * step 1 come from a run whose round is longer: replica 0's gathered, replica 1's from the
+ * checkpoint's outer state. */
+static void test_pipeline_outer_step_is_the_reference(void **state)
+{
+    (void)state;
+    job alone = pp_job(100, VKG_OUTER_F32), whole = pp_job(1, VKG_OUTER_F32);
+    job frag = pp_job(2, VKG_OUTER_F32);
+    alone.steps = whole.steps = frag.steps = 1;
+    alone.ckpt = "ckpt_pp_alone", alone.ckpt_at = 1;
+    frag.fragments = 2;
+    run_job(&alone), run_job(&whole), run_job(&frag);
+    expect_ok(&alone), expect_ok(&whole), expect_ok(&frag);
+    assert_int_equal(alone.outer[0], 0);
+    assert_int_equal(whole.outer[0], 1);
+    assert_int_equal(frag.outer[0], 1);
+    size_t n = alone.nparams;
+    assert_memory_equal(alone.init, whole.init, n * sizeof(float));
+    assert_memory_equal(alone.init, frag.init, n * sizeof(float));
+    float *P[2] = {alone.params[0], replica1_from_checkpoint("ckpt_pp_alone", 1, n)};
+    assert_memory_not_equal(P[0], P[1], n * sizeof(float)); /* inside a round: each its own */
+    float *g = malloc(n * sizeof *g), *m = calloc(n, sizeof *m);
+    assert_true(g && m);
+    memcpy(g, alone.init, n * sizeof *g);
+    vkg_test_outer_ref(2, n, P, g, m, VKG_OUTER_F32, 0.7f, 0.9f, VKG_TEST_OUTER_EXACT);
+    size_t bad = 0, first = 0;
+    for (size_t i = 0; i < n; i++)
+        if (memcmp(&g[i], &whole.params[0][i], 4) && !bad++)
+            first = i;
+    if (bad)
+        fail_msg("pp = 2: %zu of %zu parameters differ from the reference's outer step, first "
+                 "%zu: %.9g vs %.9g",
+                 bad, n, first, (double)whole.params[0][first], (double)g[first]);
+    /* fragment 0 of 2: the reference over its elements (fp32: element by element) */
+    memcpy(g, alone.init, n * sizeof *g), memset(m, 0, n * sizeof *m);
+    vkg_test_outer_ref(2, n, P, g, m, VKG_OUTER_F32, 0.7f, 0.9f, VKG_TEST_OUTER_EXACT);
+    size_t n0 = 0;
+    for (size_t i = 0; i < n; i++) {
+        float want = in_fragment(i, 0) ? g[i] : P[0][i];
+        n0 += (size_t)in_fragment(i, 0);
+        if (memcmp(&want, &frag.params[0][i], 4) && !bad++)
+            first = i;
+    }
+    if (bad)
+        fail_msg("pp = 2, 2 fragments: %zu parameters differ from the reference (first %zu: "
+                 "%.9g)",
+                 bad, first, (double)frag.params[0][first]);
+    printf("pp = 2 x dp = 2, fp32: the first outer step bitwise the reference's (all %zu "
+           "parameters; with 2 fragments fragment 0's %zu, fragment 1 untouched)\n",
+           n, n0);
+    free(P[1]), free(g), free(m);
+    free_job(&alone), free_job(&whole), free_job(&frag);
+}
+
+/* Five steps (H = 2: outer steps at 2 and 4; clipping on) under pipelines against whole-model
+ * replicas on the same micro-batches, and a checkpoint at step 3 resumed under pipelines
+ * (bitwise the uninterrupted pipelines) and from the whole-model replicas' checkpoint (within
+ * the bound): fp32 within 1e-5, int8 within 1e-3. */
+static void check_pipeline_trains(int dtype, double bound)
+{
+    const char *name = vkg_outer_dtype_name((vkg_outer_dtype)dtype);
+    char dir[64], wdir[64], tdir[64];
+    snprintf(dir, sizeof dir, "ckpt_pp_%d", dtype);
+    snprintf(tdir, sizeof tdir, "ckpt_pp_tie_%d", dtype);
+    snprintf(wdir, sizeof wdir, "ckpt_rep_%d", dtype);
+    job ref = replicas_job(2, dtype), pp = pp_job(2, dtype);
+    job first = pp_job(2, dtype), rest = pp_job(2, dtype), cross = pp_job(2, dtype);
+    ref.ckpt = wdir, ref.ckpt_at = 3;
+    pp.ckpt = tdir, pp.ckpt_at = 4; /* after an outer step: the wte copies checked */
+    first.steps = 3, first.ckpt = dir, first.ckpt_at = 3;
+    rest.ckpt = dir, rest.resume = 1;
+    cross.ckpt = wdir, cross.resume = 1;
+    run_job(&ref), run_job(&pp), run_job(&first), run_job(&rest), run_job(&cross);
+    expect_ok(&ref), expect_ok(&pp), expect_ok(&first), expect_ok(&rest), expect_ok(&cross);
+    size_t n = ref.nparams;
+    assert_int_equal(pp.nparams, n);
+    for (int k = 0; k < STEPS; k++) {
+        assert_int_equal(pp.outer[k], (k + 1) % 2 == 0);
+        assert_int_equal(ref.outer[k], pp.outer[k]);
+        if (fabs(pp.loss[k] - ref.loss[k]) > 1e-5 * fabs(ref.loss[k]))
+            fail_msg("%s: step %d loss %.9g under pipelines vs %.9g", name, k + 1,
+                     (double)pp.loss[k], (double)ref.loss[k]);
+    }
+    assert_memory_equal(&pp.loss[0], &ref.loss[0], sizeof(float)); /* the same first forward */
+    vkg_test_cmp cmp;
+    if (!vkg_test_compare("pipelines vs replicas", pp.params[0], ref.params[0], n, bound, &cmp))
+        fail_msg("%s: parameters under pipelines rel L2 %.3e > %.0e", name, cmp.rel_l2, bound);
+    printf("%s, pp = 2 x dp = 2 vs 2 whole-model replicas, 5 steps: losses within 1e-5, "
+           "parameters rel L2 %.2e\n",
+           name, cmp.rel_l2);
+    for (int k = 3; k < STEPS; k++)
+        if (memcmp(&rest.loss[k], &pp.loss[k], sizeof(float)))
+            fail_msg("%s: step %d loss %.9g resumed under pipelines vs %.9g", name, k + 1,
+                     (double)rest.loss[k], (double)pp.loss[k]);
+    if (memcmp(rest.params[0], pp.params[0], n * sizeof(float)))
+        fail_msg("%s: parameters after resuming under pipelines at step 3 differ", name);
+    if (!vkg_test_compare("replicas' checkpoint under pipelines", cross.params[0], ref.params[0], n,
+                          bound, &cmp))
+        fail_msg("%s: the replicas' checkpoint resumed under pipelines: rel L2 %.3e > %.0e", name,
+                 cmp.rel_l2, bound);
+    printf("%s: resumed at step 3 under pipelines bitwise; the replicas' checkpoint resumed under "
+           "pipelines within %.2e\n",
+           name, cmp.rel_l2);
+    free_job(&ref), free_job(&pp), free_job(&first), free_job(&rest), free_job(&cross);
+}
+
+static void test_pipeline_trains_as_replicas(void **state)
+{
+    (void)state;
+    check_pipeline_trains(VKG_OUTER_F32, 1e-5);
+    check_pipeline_trains(VKG_OUTER_INT8, 1e-3);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -541,6 +707,10 @@ int main(void)
         cmocka_unit_test(test_streaming_is_the_reference),
         cmocka_unit_test(test_streaming_resume_in_flight),
         cmocka_unit_test(test_streaming_peer_fails_in_flight),
+        cmocka_unit_test(test_pipeline_outer_step_is_the_reference),
+        cmocka_unit_test(test_pipeline_trains_as_replicas),
     };
+    if (getenv("VKG_TEST_FILTER")) /* e.g. VKG_TEST_FILTER='test_pipeline*' */
+        cmocka_set_test_filter(getenv("VKG_TEST_FILTER"));
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -376,7 +376,7 @@ static int train_main(int argc, char **argv, vkg_cli_resume *res)
          0, 1, 1e6},
         {"--outer-delay", VKG_FLAG_INT, &c->outer_delay,
          "diloco: inner steps each exchange runs beside before its outer step lands (default 1 "
-         "with --fragments 2 or more, else 0: blocking; at most --inner-steps)",
+         "with --fragments 2 or more, else 0: blocking; at most --inner-steps; 0 with --pp)",
          0, 0, 1e9},
         {"--outer-mix", VKG_FLAG_FLOAT, &c->outer_mix,
          "diloco with a delay: weight of the replica's own parameters when an outer step lands, "

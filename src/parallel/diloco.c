@@ -25,15 +25,25 @@
  * (vkg__diloco_quiesce: evaluation, checkpoints, agreement). F = 1 with D = 0 is plain DiLoCo,
  * bit for bit.
  *
+ * Pipelines (--pp S): each replica is a pipeline of S stages, and every stage runs the outer
+ * rounds of its own parameters over its data-parallel group (the same stage of every replica;
+ * pp_strategy.c calls vkg__diloco_end_step after its update). A fragment on a stage is the part
+ * of it the stage holds (possibly nothing: no exchange). The tied wte's two copies (first and
+ * last stage) are exchanged by both stages as a piece of their own, so that both see the same
+ * sums in the same order and stay bitwise equal; checkpoints check that they do. Exchanges are
+ * blocking under pipelines (no --outer-delay): a worker would share the communicator with the
+ * pipeline's own messages, which take it all through the step.
+ *
  * Checkpoints: rank 0's model and moments go to model.bin and state.bin as for dp; the rest of
  * the state (the global parameters, the outer momentum, and each other replica's parameters and
  * moments, which differ from rank 0's inside a round; with a delay, every replica's exchange
  * buffers in flight, the pieces up to the checkpoint's step done) is vkg_strategy_outer_state,
- * written beside them (outer.bin), so a run resumes bitwise on the same number of replicas: the
+ * written beside them (outer.bin) in the whole model's order whatever the stages (every rank
+ * sends its part to rank 0), so a run resumes bitwise on the same number of replicas: the
  * fragments in flight follow from the step count.
  *
- * Not done: pipelines (refused by name), ZeRO (refused). Not here: the exchange and the update
- * (outer.c), the passes (whole.c). Nothing here prints.
+ * Not done: ZeRO (refused). Not here: the exchange and the update (outer.c), the passes
+ * (whole.c, pp_strategy.c). Nothing here prints.
  */
 #include <math.h>
 #include <stdio.h>
@@ -61,6 +71,7 @@ typedef struct frag {
     vkg_outer *outer;
     float *buf;
     uint32_t t0; /* the step its exchange started (in flight while t0 && t < t0 + delay) */
+    size_t wte;  /* pipelines: the leading floats of buf that are wte's, exchanged on their own */
 } frag;
 
 /* One piece of an exchange for the worker: fragment f's [first, first + count). */
@@ -69,7 +80,7 @@ typedef struct piece {
     size_t first, count;
 } piece;
 
-typedef struct vkg_diloco {
+struct vkg_diloco {
     frag *frags;
     int F, delay, H;
     float mix;
@@ -86,12 +97,20 @@ typedef struct vkg_diloco {
     char worker_msg[1024];
     double worker_ms; /* the pieces' time on the worker */
     uint64_t worker_bytes;
-} vkg_diloco;
+    /* Pipelines: the stage's data-parallel group the exchanges run over (NULL: the job's
+     * communicator, whole models) and the stages' layouts (rank 0 assembles checkpoints). */
+    vkg_group_t *group;
+    int S;
+    vkg_gpt2_layout *stage_lo; /* (S) */
+    size_t max_part;           /* the largest stage's parameter count */
+};
+typedef struct vkg_diloco vkg_diloco;
 
-/* The delay a config asks for: --outer-delay, or its default (1 with 2 or more fragments). */
+/* The delay a config asks for: --outer-delay, or its default (1 with 2 or more fragments, 0
+ * under pipelines). */
 static int delay_of(const vkg_strategy_config *c)
 {
-    return c->outer_delay >= 0 ? c->outer_delay : c->fragments > 1 ? 1 : 0;
+    return c->outer_delay >= 0 ? c->outer_delay : c->fragments > 1 && c->pp <= 1 ? 1 : 0;
 }
 
 static int fragments_of(const vkg_strategy_config *c)
@@ -128,10 +147,11 @@ vkg_status vkg__diloco_check(const vkg_strategy_config *c, const vkg_job_layout 
               "--inner-steps must be >= 1 with --sync diloco (the inner steps per outer step), "
               "got %d",
               c->inner_steps);
-    VKG_CHECK(lay->pp == 1, VKG_ERR_INVALID_ARG,
-              "--sync diloco does not combine with --pp %d: the outer step of pipeline stages is "
-              "not implemented (drop --pp)",
-              lay->pp);
+    VKG_CHECK(lay->pp == 1 || c->outer_delay <= 0, VKG_ERR_INVALID_ARG,
+              "--outer-delay %d does not combine with --pp %d: under pipelines the exchanges are "
+              "blocking (the pipeline's messages use the communicator through the step; drop "
+              "--outer-delay)",
+              c->outer_delay, lay->pp);
     VKG_CHECK(!c->zero, VKG_ERR_INVALID_ARG,
               "--sync diloco does not combine with --zero 1: each replica keeps its own AdamW "
               "moments, which ZeRO would shard over the replicas (drop --zero)");
@@ -201,36 +221,84 @@ vkg_status vkg_diloco_fragment_ranges(const vkg_gpt2_config *cfg, int F, int p, 
     return VKG_OK;
 }
 
-static vkg_status build(vkg_strategy *s)
+/* Whole-model ranges (first, count pairs, each inside one tensor) as ranges of the part lo
+ * holds, in the same order (those outside it dropped); their number. */
+static int part_ranges(const vkg_gpt2_layout *lo, const size_t *whole, int nwhole, size_t *out)
+{
+    int k = 0;
+    for (int j = 0; j < nwhole; j++) {
+        size_t a = whole[2 * j], b = a + whole[2 * j + 1];
+        for (int i = 0; i < VKG_GPT2_NUM_PARAM_TENSORS; i++) {
+            size_t ta = lo->whole_offset[i], tb = ta + lo->count[i];
+            size_t x = a > ta ? a : ta, y = b < tb ? b : tb;
+            if (x < y)
+                out[2 * k] = lo->part_offset[i] + (x - ta), out[2 * k + 1] = y - x, k++;
+        }
+    }
+    return k;
+}
+
+/* Fragment p's ranges of this rank's part (the whole model's without pipelines). */
+static vkg_status frag_ranges(vkg_strategy *s, vkg_diloco *d, int p, frag *f)
+{
+    const vkg_gpt2_layout *lo = vkg_gpt2_layout_of(s->model);
+    int nw = 1;
+    size_t one[2] = {0, vkg_gpt2_num_params(&s->mc.cfg)}, *whole = one;
+    if (d->F > 1) {
+        VKG_TRY(vkg_diloco_fragment_ranges(&s->mc.cfg, d->F, p, NULL, &nw));
+        whole = malloc(2 * (size_t)nw * sizeof *whole);
+        VKG_CHECK(whole, VKG_ERR_NOMEM, "no memory for a fragment");
+        vkg_status st = vkg_diloco_fragment_ranges(&s->mc.cfg, d->F, p, whole, &nw);
+        if (st != VKG_OK) {
+            free(whole);
+            return st;
+        }
+    }
+    /* a whole range meets at most every tensor of the part */
+    f->ranges = malloc(2 * (size_t)nw * VKG_GPT2_NUM_PARAM_TENSORS * sizeof *f->ranges);
+    if (f->ranges)
+        f->nranges = part_ranges(lo, whole, nw, f->ranges);
+    if (whole != one)
+        free(whole);
+    VKG_CHECK(f->ranges, VKG_ERR_NOMEM, "no memory for a fragment");
+    for (int k = 0; k < f->nranges; k++)
+        f->n += f->ranges[2 * k + 1];
+    /* under pipelines wte's share leads the fragment (tensor 0 comes first) */
+    if (d->group && lo->count[0] && f->nranges && f->ranges[0] < lo->count[0])
+        f->wte = f->ranges[1];
+    return VKG_OK;
+}
+
+vkg_status vkg__diloco_build(vkg_strategy *s)
 {
     vkg_diloco *d = calloc(1, sizeof *d);
     VKG_CHECK(d, VKG_ERR_NOMEM, "no memory for DiLoCo's state");
-    s->impl = d;
-    VKG_TRY(vkg__whole_build(s));
-    d->n = vkg_gpt2_num_params(&s->mc.cfg);
+    s->diloco = d;
+    d->n = vkg_gpt2_layout_of(s->model)->total;
     d->host = malloc(d->n * sizeof *d->host);
     VKG_CHECK(d->host, VKG_ERR_NOMEM, "no memory for %zu parameters", d->n);
     d->F = fragments_of(&s->cfg), d->delay = delay_of(&s->cfg), d->H = s->cfg.inner_steps;
     d->mix = d->delay ? s->cfg.outer_mix : 0.0f;
     d->dt = (vkg_outer_dtype)s->cfg.outer_dtype;
+    d->S = vkg_job_pp(s->job);
+    d->group = d->S > 1 ? vkg_job_dp_group(s->job) : NULL;
+    VKG_CHECK(d->S == 1 || (d->group && !d->delay), VKG_ERR_STATE, "DiLoCo under pipelines: %s",
+              d->group ? "a delay" : "no data-parallel group");
+    d->stage_lo = calloc((size_t)d->S, sizeof *d->stage_lo);
     d->frags = calloc((size_t)d->F, sizeof *d->frags);
     d->pieces = calloc((size_t)d->F, sizeof *d->pieces);
-    VKG_CHECK(d->frags && d->pieces, VKG_ERR_NOMEM, "no memory for %d fragments", d->F);
+    VKG_CHECK(d->frags && d->pieces && d->stage_lo, VKG_ERR_NOMEM, "no memory for %d fragments",
+              d->F);
+    for (int st = 0; st < d->S; st++) {
+        if (d->S == 1)
+            d->stage_lo[st] = *vkg_gpt2_layout_of(s->model);
+        else
+            VKG_TRY(vkg__pp_stage_layout(s, st, &d->stage_lo[st]));
+        d->max_part = d->stage_lo[st].total > d->max_part ? d->stage_lo[st].total : d->max_part;
+    }
     for (int p = 0; p < d->F; p++) {
         frag *f = &d->frags[p];
-        if (d->F == 1) { /* the whole vector, in order */
-            f->nranges = 1;
-            f->ranges = malloc(2 * sizeof *f->ranges);
-            VKG_CHECK(f->ranges, VKG_ERR_NOMEM, "no memory for a fragment");
-            f->ranges[0] = 0, f->ranges[1] = d->n;
-        } else {
-            VKG_TRY(vkg_diloco_fragment_ranges(&s->mc.cfg, d->F, p, NULL, &f->nranges));
-            f->ranges = malloc(2 * (size_t)f->nranges * sizeof *f->ranges);
-            VKG_CHECK(f->ranges, VKG_ERR_NOMEM, "no memory for a fragment");
-            VKG_TRY(vkg_diloco_fragment_ranges(&s->mc.cfg, d->F, p, f->ranges, &f->nranges));
-        }
-        for (int k = 0; k < f->nranges; k++)
-            f->n += f->ranges[2 * k + 1];
+        VKG_TRY(frag_ranges(s, d, p, f));
         f->offset = (int)((long long)(p + 1) * d->H / d->F % d->H);
         f->buf = malloc((f->n ? f->n : 1) * sizeof *f->buf);
         VKG_CHECK(f->buf, VKG_ERR_NOMEM, "no memory for a fragment of %zu parameters", f->n);
@@ -238,6 +306,12 @@ static vkg_status build(vkg_strategy *s)
                                  (vkg_outer_dtype)s->cfg.outer_dtype, &f->outer));
     }
     return VKG_OK;
+}
+
+static vkg_status build(vkg_strategy *s)
+{
+    VKG_TRY(vkg__whole_build(s));
+    return vkg__diloco_build(s);
 }
 
 /* The fragment's ranges of whole (n floats) to or from its packed vector x. */
@@ -255,7 +329,7 @@ static void frag_scatter(const frag *f, const float *x, float *whole)
 
 vkg_status vkg__diloco_start(vkg_strategy *s, const float *params)
 {
-    vkg_diloco *d = s->impl;
+    vkg_diloco *d = s->diloco;
     for (int p = 0; p < d->F; p++) {
         frag *f = &d->frags[p];
         frag_gather(f, params, vkg_outer_global(f->outer));
@@ -319,8 +393,7 @@ static vkg_status join_worker(vkg_diloco *d, vkg_strategy_step_out *out)
 
 vkg_status vkg__diloco_quiesce(vkg_strategy *s)
 {
-    vkg_diloco *d = s->vt == &vkg__strategy_diloco ? s->impl : NULL;
-    return d ? join_worker(d, NULL) : VKG_OK;
+    return s->diloco ? join_worker(s->diloco, NULL) : VKG_OK;
 }
 
 static int in_flight(const vkg_diloco *d, const frag *f, uint32_t t)
@@ -332,9 +405,18 @@ static int in_flight(const vkg_diloco *d, const frag *f, uint32_t t)
  * and are merged into this replica (mix of its own, 1 - mix of the global parameters), those
  * whose round ends start theirs (with no delay: exchanged, stepped and taken at once), and the
  * pieces of the exchanges in flight for the next step go to the worker. */
-static vkg_status end_of_step(vkg_strategy *s, uint32_t t, vkg_strategy_step_out *out)
+/* Fragment f's blocking exchange over the group (pipelines: wte's share on its own) or the job. */
+static vkg_status exchange_now(vkg_diloco *d, vkg_comm_t *comm, frag *f)
 {
-    vkg_diloco *d = s->impl;
+    if (!d->group)
+        return vkg_outer_exchange(f->outer, comm, f->buf, 0, f->n);
+    VKG_TRY(vkg_outer_exchange_group(f->outer, d->group, f->buf, 0, f->wte));
+    return vkg_outer_exchange_group(f->outer, d->group, f->buf, f->wte, f->n - f->wte);
+}
+
+vkg_status vkg__diloco_end_step(vkg_strategy *s, uint32_t t, vkg_strategy_step_out *out)
+{
+    vkg_diloco *d = s->diloco;
     vkg_comm_t *comm = vkg_job_comm(s->job);
     int N = vkg_job_dp(s->job), lands = 0, starts = 0;
     for (int p = 0; p < d->F; p++) {
@@ -369,7 +451,7 @@ static vkg_status end_of_step(vkg_strategy *s, uint32_t t, vkg_strategy_step_out
             continue;
         }
         double t0 = vkg_os_now_ms();
-        VKG_TRY(vkg_outer_exchange(f->outer, comm, f->buf, 0, f->n));
+        VKG_TRY(exchange_now(d, comm, f));
         vkg_outer_update(f->outer, N, f->buf);
         double ms = vkg_os_now_ms() - t0;
         out->comm_ms += ms, out->exposed_comm_ms += ms, out->outer_ms += ms;
@@ -412,7 +494,7 @@ static vkg_status end_of_step(vkg_strategy *s, uint32_t t, vkg_strategy_step_out
 static vkg_status step(vkg_strategy *s, vkg_data_t *data, const vkg_strategy_step_in *in,
                        vkg_strategy_step_out *out)
 {
-    vkg_diloco *d = s->impl;
+    vkg_diloco *d = s->diloco;
     double loss;
     int stop;
     float sumsq = 0.0f;
@@ -428,12 +510,12 @@ static vkg_status step(vkg_strategy *s, vkg_data_t *data, const vkg_strategy_ste
     out->comm_ms += ms, out->exposed_comm_ms += ms;
     VKG_TRY(vkg__whole_apply(s, in, x[0], isfinite(x[2]) ? sumsq : x[2], x[1] > 0.0f, out));
     out->grad_norm = sqrtf(sumsq); /* this replica's own */
-    return end_of_step(s, in->t, out);
+    return vkg__diloco_end_step(s, in->t, out);
 }
 
 size_t vkg__diloco_host_bytes(const vkg_strategy *s)
 {
-    const vkg_diloco *d = s->vt == &vkg__strategy_diloco ? s->impl : NULL;
+    const vkg_diloco *d = s->diloco;
     if (!d)
         return 0;
     vkg_outer_dtype dt = (vkg_outer_dtype)s->cfg.outer_dtype;
@@ -455,11 +537,11 @@ static size_t state_per_param(const vkg_diloco *d, int N)
 
 size_t vkg__diloco_state_count(const vkg_strategy *s)
 {
-    const vkg_diloco *d = s->vt == &vkg__strategy_diloco ? s->impl : NULL;
-    return d ? d->n * state_per_param(d, vkg_job_dp(s->job)) : 0;
+    const vkg_diloco *d = s->diloco;
+    return d ? vkg_gpt2_num_params(&s->mc.cfg) * state_per_param(d, vkg_job_dp(s->job)) : 0;
 }
 
-/* Room for one replica's moments on the host. */
+/* Room for one replica's moments and exchanges in flight on the host (this rank's part). */
 static vkg_status need_moments(vkg_diloco *d)
 {
     if (!d->hm)
@@ -472,7 +554,7 @@ static vkg_status need_moments(vkg_diloco *d)
     return VKG_OK;
 }
 
-/* The exchanges in flight of this replica as a whole vector (zeros elsewhere), or back. */
+/* The exchanges in flight of this replica as a vector of its part (zeros elsewhere), or back. */
 static void flight_out(const vkg_diloco *d, uint32_t t, float *whole)
 {
     memset(whole, 0, d->n * sizeof *whole);
@@ -488,7 +570,7 @@ static void flight_in(vkg_diloco *d, uint32_t t, const float *whole)
             frag_gather(&d->frags[p], whole, d->frags[p].buf);
 }
 
-/* Where the global parameters and the momentum (whole vectors) come from and go to. */
+/* Where the global parameters and the momentum (vectors of the part) come from and go to. */
 static void outer_out(const vkg_diloco *d, float *g, float *m)
 {
     for (int p = 0; p < d->F; p++) {
@@ -522,84 +604,163 @@ static void restore_schedule(vkg_diloco *d, uint32_t t)
     }
 }
 
-vkg_status vkg__diloco_state_gather(vkg_strategy *s, float *buf, uint32_t t)
+/* Where block k of replica r's outer state lies in the checkpoint's buf (n: the whole model's
+ * parameters): replica 0's g, m and (delay) exchanges in flight, then each other replica's
+ * parameters, m, v and (delay) exchanges in flight. */
+static size_t state_at(const vkg_diloco *d, size_t n, int N, int r, int k)
 {
-    vkg_diloco *d = s->impl;
-    VKG_TRY(join_worker(d, NULL)); /* the step's piece, done: the state holds it */
-    vkg_comm_t *comm = vkg_job_comm(s->job);
-    int r = vkg_job_replica(s->job), N = vkg_job_dp(s->job);
-    size_t n = d->n, per = state_per_param(d, N);
+    size_t own = d->delay ? 3 : 2, each = (state_per_param(d, N) - own) / (size_t)(N - 1);
+    return n * (r == 0 ? (size_t)k : own + each * (size_t)(r - 1) + (size_t)k);
+}
+
+static int state_blocks(const vkg_diloco *d, int r)
+{
+    return (r == 0 ? 2 : 3) + (d->delay ? 1 : 0);
+}
+
+/* Stage `stage`'s block x (its part) into the whole-model vector at whole. Under pipelines the
+ * last stage's blocks come first; stage 0's wte must then equal the copy already there. */
+static vkg_status insert_block(const vkg_diloco *d, int stage, int r, int k, const float *x,
+                               float *whole)
+{
+    const vkg_gpt2_layout *lo = &d->stage_lo[stage];
+    size_t w = lo->count[0];
+    if (d->S > 1 && stage == 0 && memcmp(whole, x, w * sizeof *x)) {
+        size_t i = 0;
+        while (!memcmp(&whole[i], &x[i], sizeof *x))
+            i++;
+        return VKG_FAIL(VKG_ERR_STATE,
+                        "DiLoCo under pipelines: replica %d's copies of the tied wte differ "
+                        "between stage 0 and stage %d (outer state block %d, element %zu: %.9g "
+                        "vs %.9g)",
+                        r, d->S - 1, k, i, (double)x[i], (double)whole[i]);
+    }
+    vkg_gpt2_part_insert(lo, x, whole);
+    return VKG_OK;
+}
+
+/* This rank's blocks (vectors of its part): replica 0's g, m and exchanges in flight, another
+ * replica's parameters, m, v and exchanges in flight. */
+static vkg_status own_blocks(vkg_strategy *s, vkg_diloco *d, uint32_t t, float **blk)
+{
     VKG_TRY(need_moments(d));
-    if (r != 0) {
+    if (vkg_job_replica(s->job) == 0) {
+        outer_out(d, d->hm, d->hv);
+        blk[0] = d->hm, blk[1] = d->hv, blk[2] = d->hf;
+    } else {
         VKG_TRY(vkg_gpt2_get_params(s->model, d->host));
         VKG_TRY(vkg_adamw_get_moments(s->opt, d->hm, d->hv));
-        VKG_TRY(vkg_comm_send(comm, 0, TAG_OUTER_STATE, d->host, n * 4));
-        VKG_TRY(vkg_comm_send(comm, 0, TAG_OUTER_STATE | 1u, d->hm, n * 4));
-        VKG_TRY(vkg_comm_send(comm, 0, TAG_OUTER_STATE | 2u, d->hv, n * 4));
-        if (d->delay) {
-            flight_out(d, t, d->hf);
-            VKG_TRY(vkg_comm_send(comm, 0, TAG_OUTER_STATE | 3u, d->hf, n * 4));
-        }
+        blk[0] = d->host, blk[1] = d->hm, blk[2] = d->hv, blk[3] = d->hf;
+    }
+    if (d->delay)
+        flight_out(d, t, blk[state_blocks(d, vkg_job_replica(s->job)) - 1]);
+    return VKG_OK;
+}
+
+vkg_status vkg__diloco_state_gather(vkg_strategy *s, float *buf, uint32_t t)
+{
+    vkg_diloco *d = s->diloco;
+    VKG_TRY(join_worker(d, NULL)); /* the step's piece, done: the state holds it */
+    vkg_comm_t *comm = vkg_job_comm(s->job);
+    const vkg_job_layout *lay = vkg_job_layout_get(s->job);
+    int N = lay->dp;
+    float *blk[4];
+    VKG_TRY(own_blocks(s, d, t, blk));
+    if (lay->rank != 0) { /* every rank's part to rank 0 */
+        for (int k = 0; k < state_blocks(d, lay->replica); k++)
+            VKG_TRY(vkg_comm_send(comm, 0, TAG_OUTER_STATE | (uint32_t)k, blk[k], d->n * 4));
         return VKG_OK;
     }
-    outer_out(d, buf, buf + n);
-    if (d->delay)
-        flight_out(d, t, buf + 2 * n);
-    size_t own = d->delay ? 3 : 2;
-    for (int q = 1; q < N; q++) {
-        float *at = buf + n * (own + (per - own) / (size_t)(N - 1) * (size_t)(q - 1));
-        VKG_TRY(vkg_comm_recv(comm, q, TAG_OUTER_STATE, at, n * 4));
-        VKG_TRY(vkg_comm_recv(comm, q, TAG_OUTER_STATE | 1u, at + n, n * 4));
-        VKG_TRY(vkg_comm_recv(comm, q, TAG_OUTER_STATE | 2u, at + 2 * n, n * 4));
-        if (d->delay)
-            VKG_TRY(vkg_comm_recv(comm, q, TAG_OUTER_STATE | 3u, at + 3 * n, n * 4));
-    }
-    return VKG_OK;
+    size_t n = vkg_gpt2_num_params(&s->mc.cfg);
+    float *tmp = malloc(d->max_part * sizeof *tmp);
+    VKG_CHECK(tmp, VKG_ERR_NOMEM, "no memory for %zu parameters", d->max_part);
+    vkg_status st = VKG_OK;
+    for (int stage = d->S - 1; st == VKG_OK && stage >= 0; stage--) /* stage 0's wte last */
+        for (int r = 0; st == VKG_OK && r < N; r++) {
+            int q = vkg_job_rank_of(lay, stage, r);
+            for (int k = 0; st == VKG_OK && k < state_blocks(d, r); k++) {
+                if (q != 0)
+                    st = vkg_comm_recv(comm, q, TAG_OUTER_STATE | (uint32_t)k, tmp,
+                                       d->stage_lo[stage].total * 4);
+                if (st == VKG_OK)
+                    st = insert_block(d, stage, r, k, q ? tmp : blk[k],
+                                      buf + state_at(d, n, N, r, k));
+            }
+        }
+    free(tmp);
+    return st;
 }
 
 vkg_status vkg__diloco_state_load(vkg_strategy *s, const float *buf, uint32_t t)
 {
-    vkg_diloco *d = s->impl;
+    vkg_diloco *d = s->diloco;
     VKG_TRY(join_worker(d, NULL));
     vkg_comm_t *comm = vkg_job_comm(s->job);
-    int r = vkg_job_replica(s->job), N = vkg_job_dp(s->job);
-    size_t n = d->n, per = state_per_param(d, N), own = d->delay ? 3 : 2;
+    const vkg_job_layout *lay = vkg_job_layout_get(s->job);
+    int N = lay->dp, r = lay->replica;
     VKG_TRY(need_moments(d));
-    float *g = d->host, *m = d->hm; /* rank 0's g and m, broadcast */
-    if (r == 0)
-        memcpy(g, buf, n * sizeof *g), memcpy(m, buf + n, n * sizeof *m);
-    VKG_TRY(vkg_job_broadcast(s->job, g, n * sizeof *g));
-    VKG_TRY(vkg_job_broadcast(s->job, m, n * sizeof *m));
-    outer_in(d, g, m);
     restore_schedule(d, t);
-    if (r == 0) {
-        if (d->delay)
-            flight_in(d, t, buf + 2 * n);
-        for (int q = 1; q < N; q++) {
-            const float *at = buf + n * (own + (per - own) / (size_t)(N - 1) * (size_t)(q - 1));
-            VKG_TRY(vkg_comm_send(comm, q, TAG_OUTER_STATE, at, n * 4));
-            VKG_TRY(vkg_comm_send(comm, q, TAG_OUTER_STATE | 1u, at + n, n * 4));
-            VKG_TRY(vkg_comm_send(comm, q, TAG_OUTER_STATE | 2u, at + 2 * n, n * 4));
-            if (d->delay)
-                VKG_TRY(vkg_comm_send(comm, q, TAG_OUTER_STATE | 3u, at + 3 * n, n * 4));
+    /* Every rank's messages from rank 0: g and m, then its replica's blocks but replica 0's
+     * parameters and moments (model.bin's and state.bin's), all of its part. */
+    if (lay->rank == 0) {
+        size_t n = vkg_gpt2_num_params(&s->mc.cfg);
+        float *tmp = malloc(d->max_part * sizeof *tmp);
+        VKG_CHECK(tmp, VKG_ERR_NOMEM, "no memory for %zu parameters", d->max_part);
+        vkg_status st = VKG_OK;
+        for (int stage = 0; st == VKG_OK && stage < d->S; stage++)
+            for (int q = 0; st == VKG_OK && q < N; q++) {
+                int to = vkg_job_rank_of(lay, stage, q);
+                if (to == 0)
+                    continue;
+                const vkg_gpt2_layout *lo = &d->stage_lo[stage];
+                const float *from[6];
+                int nf = 0;
+                from[nf++] = buf + state_at(d, n, N, 0, 0);
+                from[nf++] = buf + state_at(d, n, N, 0, 1);
+                for (int k = 0; q && k < 3; k++)
+                    from[nf++] = buf + state_at(d, n, N, q, k);
+                if (d->delay)
+                    from[nf++] = buf + state_at(d, n, N, q, q ? 3 : 2);
+                for (int i = 0; st == VKG_OK && i < nf; i++) {
+                    vkg_gpt2_part_extract(lo, from[i], tmp);
+                    st = vkg_comm_send(comm, to, TAG_OUTER_STATE | (uint32_t)i, tmp, lo->total * 4);
+                }
+            }
+        if (st == VKG_OK) { /* its own */
+            const vkg_gpt2_layout *lo = &d->stage_lo[0];
+            vkg_gpt2_part_extract(lo, buf + state_at(d, n, N, 0, 0), d->hm);
+            vkg_gpt2_part_extract(lo, buf + state_at(d, n, N, 0, 1), d->hv);
+            outer_in(d, d->hm, d->hv);
+            if (d->delay) {
+                vkg_gpt2_part_extract(lo, buf + state_at(d, n, N, 0, 2), d->hf);
+                flight_in(d, t, d->hf);
+            }
         }
-        return VKG_OK;
+        free(tmp);
+        return st;
     }
-    VKG_TRY(vkg_comm_recv(comm, 0, TAG_OUTER_STATE, d->host, n * 4));
-    VKG_TRY(vkg_comm_recv(comm, 0, TAG_OUTER_STATE | 1u, d->hm, n * 4));
-    VKG_TRY(vkg_comm_recv(comm, 0, TAG_OUTER_STATE | 2u, d->hv, n * 4));
-    VKG_TRY(vkg_gpt2_set_params(s->model, d->host));
-    VKG_TRY(vkg_adamw_set_moments(s->opt, d->hm, d->hv));
+    size_t bytes = d->n * 4;
+    uint32_t tag = 0;
+    VKG_TRY(vkg_comm_recv(comm, 0, TAG_OUTER_STATE | tag++, d->hm, bytes));
+    VKG_TRY(vkg_comm_recv(comm, 0, TAG_OUTER_STATE | tag++, d->hv, bytes));
+    outer_in(d, d->hm, d->hv);
+    if (r != 0) {
+        VKG_TRY(vkg_comm_recv(comm, 0, TAG_OUTER_STATE | tag++, d->host, bytes));
+        VKG_TRY(vkg_comm_recv(comm, 0, TAG_OUTER_STATE | tag++, d->hm, bytes));
+        VKG_TRY(vkg_comm_recv(comm, 0, TAG_OUTER_STATE | tag++, d->hv, bytes));
+        VKG_TRY(vkg_gpt2_set_params(s->model, d->host));
+        VKG_TRY(vkg_adamw_set_moments(s->opt, d->hm, d->hv));
+    }
     if (d->delay) {
-        VKG_TRY(vkg_comm_recv(comm, 0, TAG_OUTER_STATE | 3u, d->hf, n * 4));
+        VKG_TRY(vkg_comm_recv(comm, 0, TAG_OUTER_STATE | tag++, d->hf, bytes));
         flight_in(d, t, d->hf);
     }
     return VKG_OK;
 }
 
-static void free_impl(vkg_strategy *s)
+void vkg__diloco_free(vkg_strategy *s)
 {
-    vkg_diloco *d = s->impl;
+    vkg_diloco *d = s->diloco;
     if (!d)
         return;
     (void)join_worker(d, NULL); /* the pieces end (or fail) with the peers' */
@@ -608,14 +769,13 @@ static void free_impl(vkg_strategy *s)
         free(d->frags[p].ranges), free(d->frags[p].buf);
     }
     free(d->frags), free(d->pieces);
-    free(d->host), free(d->hm), free(d->hv), free(d->hf);
+    free(d->host), free(d->hm), free(d->hv), free(d->hf), free(d->stage_lo);
     free(d);
-    s->impl = NULL;
+    s->diloco = NULL;
 }
 
 const vkg_strategy_vt vkg__strategy_diloco = {
     .name = "diloco",
     .build = build,
     .step = step,
-    .free_impl = free_impl,
 };

@@ -88,6 +88,10 @@ vkg_status vkg_outer_step(vkg_outer *o, vkg_comm_t *c, float *params, uint64_t *
 vkg_status vkg_outer_exchange(vkg_outer *o, vkg_comm_t *c, float *params, size_t first,
                               size_t count);
 void vkg_outer_update(vkg_outer *o, int N, float *params);
+/* vkg_outer_exchange over the members of group g (a pipeline stage's data-parallel group): fp32
+ * summed by the group's ring, bf16 and int8 allgathered and summed in group-rank order. */
+vkg_status vkg_outer_exchange_group(vkg_outer *o, vkg_group_t *g, float *params, size_t first,
+                                    size_t count);
 
 /* int8: the chunks of n elements, and x (n floats) as codes q (n) and per-chunk scales (chunks):
  * scale = absmax / 127 (0 for a chunk of zeros, whose codes are 0), q = nearest(x / scale). */

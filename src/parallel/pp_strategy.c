@@ -21,6 +21,9 @@
  * (the members' bf16 gradients gathered, summed in fp32 in group order, rounded once): the same
  * bytes as a bf16 ring for groups of 2, fewer than the fp32 ring for up to 3 members, as many
  * for 4, more beyond; wte's sum over the first and last stage stays fp32.
+ * Under --sync diloco each replica's pipeline trains alone: nothing is summed over the stage's
+ * group (wte's two copies still are over the tie group), the norm is the replica's, and after the
+ * update the stage's outer rounds run over the stage's group (diloco.c).
  * Not here: the schedules (pp_schedule.c), the reduction (reducer.c), groups (transport/). */
 #include <math.h>
 #include <stdio.h>
@@ -156,6 +159,16 @@ static vkg_status share_params(vkg_strategy *s, vkg_strategy_step_out *out)
     return vkg_gpt2_set_params(s->model, p->grads);
 }
 
+vkg_status vkg__pp_stage_layout(const vkg_strategy *s, int stage, vkg_gpt2_layout *lo)
+{
+    const struct vkg_pp *p = s->impl;
+    int layers[64];
+    VKG_TRY(vkg_pp_split(&s->mc.cfg, s->mc.T, p->S, p->req, layers));
+    vkg_gpt2_part part = vkg_pp_part(layers, p->S, stage);
+    vkg_gpt2_part_layout(&s->mc.cfg, &part, lo);
+    return VKG_OK;
+}
+
 uint64_t vkg__pp_zero_hash(const vkg_strategy *s)
 {
     const struct vkg_pp *p = s->vt == &vkg__strategy_pp ? s->impl : NULL;
@@ -203,11 +216,14 @@ static vkg_status build(vkg_strategy *s)
     VKG_CHECK(p->bnd && p->in && p->tgt && p->grads && p->plan && p->spans, VKG_ERR_NOMEM,
               "no memory for the pipeline's buffers");
     vkg_pp_schedule(p->kind, p->S, p->stage, M, p->plan);
-    s->rc.group = p->dpg; /* the stage's data-parallel group, then the tie group */
+    /* the stage's data-parallel group, then the tie group; DiLoCo's replicas sum nothing over
+     * the group (only wte's two copies over the tie group) */
+    s->rc.group = s->own_grads ? NULL : p->dpg;
     for (int i = 0; i < vkg_pp_actions(p->kind, M); i++) /* the last backward's slot */
         if (p->plan[i].op == VKG_PP_OP_B && p->plan[i].micro == M - 1)
             s->rc.backward_slot = p->plan[i].slot;
-    return vkg_grad_reducer_create(s->job, s->model, &s->rc, &s->reducer);
+    VKG_TRY(vkg_grad_reducer_create(s->job, s->model, &s->rc, &s->reducer));
+    return s->cfg.sync == VKG_SYNC_DILOCO ? vkg__diloco_build(s) : VKG_OK;
 }
 
 /* Record a span of the step's timeline that started at t0 and ends now. */
@@ -337,11 +353,17 @@ static vkg_status step(vkg_strategy *s, vkg_data_t *data, const vkg_strategy_ste
     VKG_TRY(vkg_adamw_grad_sumsq(s->opt, &sumsq));
     VKG_TRY(vkg_group_allreduce_sum(p->pipe, &sumsq, 1));
     /* The last stage's token-weighted loss, and any rank's stop request, to every rank, before
-     * the update: a loss that is not finite skips it on every stage alike. */
-    float x[2] = {p->next < 0 ? (float)(loss * (double)vkg_job_loss_scale(s->job)) : 0.0f,
-                  in->stop ? 1.0f : 0.0f};
-    VKG_TRY(vkg_job_allreduce_sum(s->job, x, 2));
-    out->skipped = !isfinite(x[0]) || !isfinite(sumsq);
+     * the update: a loss that is not finite skips it on every stage alike. DiLoCo's replicas
+     * each have their own norm: any that is not finite skips the update on every rank alike. */
+    float x[3] = {p->next < 0 ? (float)(loss * (double)vkg_job_loss_scale(s->job)) : 0.0f,
+                  in->stop ? 1.0f : 0.0f, sumsq};
+    double t1 = vkg_os_now_ms();
+    VKG_TRY(vkg_job_allreduce_sum(s->job, x, s->diloco ? 3 : 2));
+    if (s->diloco) { /* the replicas' only exchange of the step, all of it waited for */
+        double ms = vkg_os_now_ms() - t1;
+        out->comm_ms += ms, out->exposed_comm_ms += ms;
+    }
+    out->skipped = !isfinite(x[0]) || !isfinite(s->diloco ? x[2] : sumsq);
     if (!out->skipped)
         VKG_TRY(vkg_adamw_update(s->opt, in->lr, in->t, in->grad_clip, sumsq));
     if (!out->skipped && p->zero)
@@ -350,7 +372,7 @@ static vkg_status step(vkg_strategy *s, vkg_data_t *data, const vkg_strategy_ste
     out->loss = x[0];
     out->grad_norm = sqrtf(sumsq);
     out->stop = x[1] > 0.0f;
-    return VKG_OK;
+    return s->diloco ? vkg__diloco_end_step(s, in->t, out) : VKG_OK;
 }
 
 /* A forward of slot 0 through the pipeline: the first stage's tokens, the last stage's targets

@@ -67,7 +67,7 @@ vkg_status vkg_strategy_create(const vkg_strategy_config *c, vkg_strategy **out)
         vkg__diloco_describe(c, s->describe, sizeof s->describe);
     /* Buckets overlapped with the (last) backward: whole models, and pipeline stages of 2 or more
      * replicas under 1F1B or GPipe (under ZB-H1 the weight passes end the step: one reduction) */
-    int overlap = s->reduces || (pp > 1 && lay.dp > 1 && c->pp_schedule != VKG_PP_ZBH1);
+    int overlap = s->reduces || (pp > 1 && lay.dp > 1 && !diloco && c->pp_schedule != VKG_PP_ZBH1);
     if (overlap && c->bucket_bytes >= 0)
         s->rc.bucket_bytes = c->bucket_bytes ? (uint64_t)c->bucket_bytes : BUCKET_DEFAULT;
     s->rc.dtype = c->grad_dtype;
@@ -103,6 +103,7 @@ void vkg_strategy_destroy(vkg_strategy **ps, const char *failure)
     vkg_job_abort(s->job, failure); /* the peers learn at once */
     if (s->vt && s->vt->free_impl)
         s->vt->free_impl(s);
+    vkg__diloco_free(s);
     release_model(s);
     vkg_job_destroy(&s->job, NULL);
     free(s);
@@ -278,8 +279,8 @@ vkg_status vkg_strategy_load(vkg_strategy *s, float *params, float *m, float *v)
     VKG_CHECK_GOTO(st, !m || (pm && pv), VKG_ERR_NOMEM, done, "no memory for %zu moments", n);
     vkg_gpt2_part_extract(lo, params, part);
     VKG_TRY_GOTO(st, vkg_gpt2_set_params(s->model, part), done);
-    if (s->vt == &vkg__strategy_diloco) /* the whole model: part is params */
-        VKG_TRY_GOTO(st, vkg__diloco_start(s, params), done);
+    if (s->diloco)
+        VKG_TRY_GOTO(st, vkg__diloco_start(s, part), done);
     if (m) { /* the moments this rank's optimizer holds (a shard of them under ZeRO-1) */
         size_t first, count;
         vkg_adamw_moment_range(s->opt, &first, &count);
@@ -378,7 +379,7 @@ vkg_status vkg_strategy_step(vkg_strategy *s, vkg_data_t *data, const vkg_strate
     VKG_TRY(s->vt->step ? s->vt->step(s, data, in, out) : vkg__whole_step(s, data, in, out));
     int pp, dp;
     vkg_strategy_layout(s, &pp, &dp);
-    if (s->vt == &vkg__strategy_diloco)
+    if (s->diloco)
         out->comm_bytes = out->outer_bytes + 3 * sizeof(float);
     else if (dp > 1) /* the stage's (or whole model's) gradient, every step */
         out->comm_bytes = (uint64_t)vkg_gpt2_param_count(s->model) *
@@ -414,15 +415,15 @@ size_t vkg_strategy_outer_state_count(const vkg_strategy *s)
 
 vkg_status vkg_strategy_outer_state_gather(vkg_strategy *s, uint64_t step, float *buf)
 {
-    VKG_CHECK(s->vt == &vkg__strategy_diloco && s->model, VKG_ERR_STATE,
-              "no outer state: the strategy is %s, not a built diloco", s->vt->name);
+    VKG_CHECK(s->diloco, VKG_ERR_STATE, "no outer state: the strategy is %s, not a built diloco",
+              s->vt->name);
     return vkg__diloco_state_gather(s, buf, (uint32_t)step);
 }
 
 vkg_status vkg_strategy_outer_state_load(vkg_strategy *s, uint64_t step, const float *buf)
 {
-    VKG_CHECK(s->vt == &vkg__strategy_diloco && s->model, VKG_ERR_STATE,
-              "no outer state: the strategy is %s, not a built diloco", s->vt->name);
+    VKG_CHECK(s->diloco, VKG_ERR_STATE, "no outer state: the strategy is %s, not a built diloco",
+              s->vt->name);
     return vkg__diloco_state_load(s, buf, (uint32_t)step);
 }
 

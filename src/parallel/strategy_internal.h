@@ -39,7 +39,10 @@ struct vkg_strategy {
     vkg_grad_reducer_config rc;
     vkg_grad_reducer *reducer;
     vkg_strategy_config cfg; /* as created (pointers not kept past create) */
-    void *impl;              /* the strategy's own state (pp_strategy.c, zero.c, diloco.c) */
+    void *impl;              /* the strategy's own state (pp_strategy.c, zero.c) */
+    /* --sync diloco: the outer rounds (diloco.c) of whole-model replicas or of pipeline stages
+     * (NULL otherwise) */
+    struct vkg_diloco *diloco;
     /* 1: each rank's gradient is the mean over its own tokens (DiLoCo's replicas, which never sum
      * them), not its token-weighted share of the group's. */
     int own_grads;
@@ -54,6 +57,8 @@ extern const vkg_strategy_vt vkg__strategy_diloco;
 
 /* Pipeline setup at create: stage layout and checks (pp_strategy.c). */
 vkg_status vkg__pp_create(vkg_strategy *s, const vkg_strategy_config *c);
+/* The parameter layout of pipeline stage `stage` of this job's split (pp_strategy.c). */
+vkg_status vkg__pp_stage_layout(const vkg_strategy *s, int stage, vkg_gpt2_layout *lo);
 /* A pipeline whose stages shard AdamW's moments over their data-parallel groups (--zero 1): the
  * shards' hash (0 for any other strategy). */
 uint64_t vkg__pp_zero_hash(const vkg_strategy *s);
@@ -65,7 +70,16 @@ vkg_status vkg__zero_check(const vkg_strategy_config *c, const vkg_job_layout *l
  * valid); its start from the loaded parameters (the global parameters, zero momentum); the
  * checkpoint state of strategy.h (count 0 for other strategies). */
 vkg_status vkg__diloco_check(const vkg_strategy_config *c, const vkg_job_layout *lay);
+/* Its state over the built model (s->diloco): whole models, or this rank's pipeline stage, whose
+ * exchanges run over the stage's data-parallel group; freed by vkg__diloco_free (NULL-safe). */
+vkg_status vkg__diloco_build(vkg_strategy *s);
+void vkg__diloco_free(vkg_strategy *s);
+/* The start from the loaded parameters (this rank's part): the global parameters, zero
+ * momentum. */
 vkg_status vkg__diloco_start(vkg_strategy *s, const float *params);
+/* After the update of optimizer step t: the outer steps that land or run now (out->outer,
+ * outer_bytes, comm figures). Every rank of the job calls it after every step. */
+vkg_status vkg__diloco_end_step(vkg_strategy *s, uint32_t t, vkg_strategy_step_out *out);
 /* DiLoCo's settings for start-up lines (vkg_strategy_outer_describe), defaults resolved. */
 void vkg__diloco_describe(const vkg_strategy_config *c, char *buf, size_t cap);
 /* Host bytes of DiLoCo's outer step (0 for other strategies): the global parameters, the
