@@ -6,9 +6,10 @@
 
 #include "vkgpt/io.h"
 
-/* x (n) quantized to int8 and back: per 256 elements the absmax over 127, codes the nearest
- * integer (ties to even; brk: toward zero) of x / scale in [-127, 127]. */
-static void int8_round_trip(const float *x, size_t n, float *deq, int brk)
+/* x (n) quantized to int8 (qmax 127) or int4 (qmax 7) and back: per 256 elements the absmax
+ * over qmax, codes the nearest integer (ties to even; brk: toward zero) of x / scale in
+ * [-qmax, qmax]. */
+static void int_round_trip(const float *x, size_t n, float qmax, float *deq, int brk)
 {
     for (size_t a = 0; a < n; a += VKG_OUTER_INT8_CHUNK) {
         size_t b = a + VKG_OUTER_INT8_CHUNK < n ? a + VKG_OUTER_INT8_CHUNK : n;
@@ -16,12 +17,12 @@ static void int8_round_trip(const float *x, size_t n, float *deq, int brk)
         for (size_t i = a; i < b; i++)
             if (fabsf(x[i]) > amax)
                 amax = fabsf(x[i]);
-        float s = amax / 127.0f;
+        float s = amax / qmax;
         for (size_t i = a; i < b; i++) {
             float q = s > 0.0f
                           ? (brk == VKG_TEST_OUTER_TRUNCATE ? truncf(x[i] / s) : rintf(x[i] / s))
                           : 0.0f;
-            q = q > 127.0f ? 127.0f : q < -127.0f ? -127.0f : q;
+            q = q > qmax ? qmax : q < -qmax ? -qmax : q;
             deq[i] = q * s;
         }
     }
@@ -46,8 +47,8 @@ void vkg_test_outer_ref(int N, size_t n, float *const *P, float *g, float *m, vk
         for (int r = 0; r < N; r++) {
             for (size_t i = 0; i < n; i++)
                 x[i] = g[i] - P[r][i];
-            if (dt == VKG_OUTER_INT8)
-                int8_round_trip(x, n, y, brk);
+            if (dt == VKG_OUTER_INT8 || dt == VKG_OUTER_INT4)
+                int_round_trip(x, n, dt == VKG_OUTER_INT8 ? 127.0f : 7.0f, y, brk);
             else
                 for (size_t i = 0; i < n; i++)
                     y[i] = vkg_bf16_to_f32(vkg_f32_to_bf16(x[i]));

@@ -1,7 +1,8 @@
 /* A CPU reference of DiLoCo's outer step (src/parallel/outer.h), written apart from it, for the
  * tests: the replicas' pseudo-gradients averaged in fp32 (from the fp32 sum of their parameters
- * in rank order), or each quantized to bf16 (the model files' rounding) or int8 (an absmax scale
- * per 256 elements, codes the nearest integer, ties to even) and summed in fp32 in rank order;
+ * in rank order), or each quantized to bf16 (the model files' rounding), int8 or int4 (an absmax
+ * scale per 256 elements over 127 or 7, codes the nearest integer, ties to even) and summed in
+ * fp32 in rank order;
  * then the Nesterov update in the form outer.h states. */
 #ifndef VKG_TEST_OUTER_REF_H
 #define VKG_TEST_OUTER_REF_H

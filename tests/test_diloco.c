@@ -4,7 +4,7 @@
  *  - the outer step in training is the reference's (tests/outer_ref.c) bit for bit, in fp32, bf16
  *    and int8, on 2 and 3 ranks: the replicas' parameters after one inner step (a run with H = 2,
  *    stopped mid-round) and the starting point, through the reference, give the parameters of a
- *    run with H = 1 after its first step, on every rank;
+ *    run with H = 1 after its first step, on every rank (and int4 on 2 ranks);
  *  - with H = 1, outer lr 1 and momentum 0, every rank's parameters after the first step are the
  *    replicas' fp32 mean (sum in rank order / N) after their inner step, bit for bit;
  *  - inside a round the replicas differ, at its end they hold bitwise the same parameters, and
@@ -231,7 +231,8 @@ static void check_first_outer_step(int N, int dtype)
                  (double)outer.params[0][first], (double)g[first]);
     uint64_t want = dtype == VKG_OUTER_F32    ? 4 * (uint64_t)n
                     : dtype == VKG_OUTER_BF16 ? 2 * (uint64_t)n
-                                              : (uint64_t)n + 4 * ((n + 255) / 256);
+                    : dtype == VKG_OUTER_INT8 ? (uint64_t)n + 4 * ((n + 255) / 256)
+                                              : ((uint64_t)n + 1) / 2 + 4 * ((n + 255) / 256);
     assert_int_equal(outer.outer_bytes[0], want);
     printf("%s, %d ranks: the first outer step bitwise the reference's; %llu bytes per rank\n",
            vkg_outer_dtype_name((vkg_outer_dtype)dtype), N,
@@ -248,6 +249,7 @@ static void test_outer_step_is_the_reference(void **state)
         check_first_outer_step(N, VKG_OUTER_BF16);
         check_first_outer_step(N, VKG_OUTER_INT8);
     }
+    check_first_outer_step(2, VKG_OUTER_INT4);
 }
 
 /* H = 1, outer lr 1, momentum 0: after the first step every rank holds the replicas' fp32 mean

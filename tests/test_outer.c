@@ -1,12 +1,14 @@
 /* DiLoCo's outer step (src/parallel/outer.c) over the real collectives against a CPU reference
  * written apart from it (tests/outer_ref.c): every replica's parameters known to the test, the
  * pseudo-gradients averaged in fp32 (from the fp32 sum in rank order, as the allreduce adds 2 and 3
- * ranks), or quantized to bf16 or int8 and summed in fp32 in rank order, then the Nesterov update.
+ * ranks), or quantized to bf16, int8 or int4 and summed in fp32 in rank order, then the Nesterov
+ * update.
  * On 2 and 3 ranks (threads on the inproc transport, and, except on Windows, whose harness has
  * threads only, processes over ipc, whose collectives run in the shared-memory segment), three
  * outer steps with lr 0.7 and momentum 0.9 on 20011 parameters (a last int8 chunk of 43 elements, a
  * chunk whose pseudo-gradients are all zero, chunks of magnitudes 1e-4 to 1):
- *  - fp32, bf16 and int8: the global parameters and the momentum bitwise the reference's on
+ *  - fp32, bf16, int8 and int4 (an odd count: a last byte with one code): the global parameters
+ *    and the momentum bitwise the reference's on
  *    every rank, and every rank's parameters set to them;
  *  - across hosts (ranks 0 and 1 on one faked host, rank 2 on another, ipc processes), the
  *    same, the fp32 sum taking the two-level allreduce;
@@ -16,7 +18,8 @@
  *  - the int8 bound: with momentum 0 the momentum is the averaged pseudo-gradient, within
  *    sum_r s_r (1/2 + 2^-16) / N (s_r: rank r's scale of the element's chunk) plus the fp32
  *    sum's rounding of the exact mean, and the error reaches at least half of that bound
- *    somewhere (the bound is not loose); bf16 within sum_r 2^-8 |delta_r| / N plus the same;
+ *    somewhere (the bound is not loose); int4 the same with scales over 7 (and half its bound
+ *    reached too); bf16 within sum_r 2^-8 |delta_r| / N plus the same;
  *  - lr 1, momentum 0 (one inner step per round, the round's result): the global parameters
  *    are bitwise the fp32 mean of the replicas' parameters (their sum in rank order / N), while
  *    the textbook order g - (sum (g - theta_r)) / N differs from it in some elements;
@@ -209,7 +212,7 @@ static void run_case(int N, outer_case *c, int processes)
 static void test_across_hosts(void **state)
 {
     (void)state;
-    for (int dt = VKG_OUTER_F32; dt <= VKG_OUTER_INT8; dt++) {
+    for (int dt = VKG_OUTER_F32; dt <= VKG_OUTER_INT4; dt++) {
         outer_case c = {.dt = (vkg_outer_dtype)dt, .lr = 0.7f, .mu = 0.9f, .rounds = ROUNDS};
         run_case_on(3, &c, 1, "aab");
     }
@@ -243,6 +246,17 @@ static void test_int8(void **state)
 {
     (void)state;
     outer_case c = {.dt = VKG_OUTER_INT8, .lr = 0.7f, .mu = 0.9f, .rounds = ROUNDS};
+    for (int N = 2; N <= 3; N++) {
+        run_case(N, &c, 0);
+        if (FORK)
+            run_case(N, &c, 1);
+    }
+}
+
+static void test_int4(void **state)
+{
+    (void)state;
+    outer_case c = {.dt = VKG_OUTER_INT4, .lr = 0.7f, .mu = 0.9f, .rounds = ROUNDS};
     for (int N = 2; N <= 3; N++) {
         run_case(N, &c, 0);
         if (FORK)
@@ -306,7 +320,7 @@ static void test_bounds(void **state)
 {
     (void)state;
     for (int N = 2; N <= 3; N++)
-        for (int dt = VKG_OUTER_BF16; dt <= VKG_OUTER_INT8; dt++) {
+        for (int dt = VKG_OUTER_BF16; dt <= VKG_OUTER_INT4; dt++) {
             outer_case c = {.dt = (vkg_outer_dtype)dt, .lr = 0.7f, .mu = 0.0f, .rounds = 1};
             c.g[0] = malloc(N_PARAMS * 4), c.m[0] = malloc(N_PARAMS * 4);
             c.p[0] = malloc(N_PARAMS * 4);
@@ -338,7 +352,8 @@ static void test_bounds(void **state)
                         float amax = 0.0f;
                         for (size_t j = a; j < a + VKG_OUTER_INT8_CHUNK && j < N_PARAMS; j++)
                             amax = fmaxf(amax, fabsf(g[j] - P[r][j]));
-                        bound += (double)(amax / 127.0f) * (0.5 + ldexp(1.0, -16));
+                        float qmax = dt == VKG_OUTER_INT8 ? 127.0f : 7.0f;
+                        bound += (double)(amax / qmax) * (0.5 + ldexp(1.0, -16));
                     }
                 }
                 exact /= N, bound /= N;
@@ -355,7 +370,7 @@ static void test_bounds(void **state)
             }
             printf("%s, %d ranks: max error %.3g, at most %.3f of the stated bound\n",
                    vkg_outer_dtype_name(c.dt), N, worst, worst_ratio);
-            if (dt == VKG_OUTER_INT8)
+            if (dt != VKG_OUTER_BF16)
                 assert_true(worst_ratio > 0.5);
             for (int r = 0; r < MAXR; r++)
                 free(c.g[r]), free(c.m[r]), free(c.p[r]);
@@ -442,6 +457,8 @@ static void test_refused(void **state)
     assert_int_equal(vkg_outer_payload_bytes(N_PARAMS, VKG_OUTER_F32), 4 * N_PARAMS);
     assert_int_equal(vkg_outer_payload_bytes(N_PARAMS, VKG_OUTER_BF16), 2 * N_PARAMS);
     assert_int_equal(vkg_outer_payload_bytes(N_PARAMS, VKG_OUTER_INT8), N_PARAMS + 4 * 79);
+    assert_int_equal(vkg_outer_payload_bytes(N_PARAMS, VKG_OUTER_INT4),
+                     (N_PARAMS + 1) / 2 + 4 * 79);
 }
 
 int main(void)
@@ -453,6 +470,7 @@ int main(void)
         cmocka_unit_test(test_fp32),
         cmocka_unit_test(test_bf16),
         cmocka_unit_test(test_int8),
+        cmocka_unit_test(test_int4),
 #if FORK
         cmocka_unit_test(test_across_hosts),
 #endif

@@ -207,7 +207,7 @@ int vkg_cli_bench_dp(int argc, char **argv)
     const char *ranks = "1,2,4", *transport = "tcp";
     int flat = 1, zero = 0, copy_path = 0, grad_dtype = 0, balance = 0;
     b.device = getenv("VKGPT_DEVICE");
-    static const char *const outer_dtypes[] = {"fp32", "bf16", "int8", NULL};
+    static const char *const outer_dtypes[] = {"fp32", "bf16", "int8", "int4", NULL};
     const vkg_flag flags[] = {
         {"--ranks", VKG_FLAG_STR, &ranks, "world sizes to run, e.g. 1,2,4", 0, 0, 0},
         {"--layers", VKG_FLAG_INT, &b.layers, "layers", 0, 1, 1000},

@@ -26,7 +26,7 @@ static const char *const schedules[] = {"cosine", "linear", "constant", NULL};
 static const char *const pp_schedules[] = {"1f1b", "gpipe", "zb-h1", NULL}; /* as train.h */
 static const char *const recomputes[] = {"none", "gelu", NULL}; /* as vkg_train_config */
 static const char *const syncs[] = {"step", "diloco", NULL};    /* vkg_train_config.sync */
-static const char *const outer_dtypes[] = {"fp32", "bf16", "int8", NULL}; /* .outer_dtype */
+static const char *const outer_dtypes[] = {"fp32", "bf16", "int8", "int4", NULL}; /* .outer_dtype */
 
 typedef struct train_opts {
     vkg_train_config cfg;
@@ -367,8 +367,8 @@ static int train_main(int argc, char **argv, vkg_cli_resume *res)
         {"--outer-momentum", VKG_FLAG_FLOAT, &c->outer_momentum,
          "diloco: outer Nesterov momentum in [0, 1) (default 0.9)", 0, 0, 1},
         {"--outer-dtype", VKG_FLAG_CHOICE, &c->outer_dtype,
-         "diloco: the pseudo-gradient's exchange (bf16 and int8 allgathered and summed in fp32; "
-         "int8 with an absmax scale per 256 elements)",
+         "diloco: the pseudo-gradient's exchange (bf16, int8 and int4 allgathered and summed in "
+         "fp32; int8 and int4 with an absmax scale per 256 elements)",
          outer_dtypes, 0, 0},
         {"--fragments", VKG_FLAG_INT, &c->fragments,
          "diloco, streaming: the model in F fragments (layers l with l % F == p) whose rounds "

@@ -17,7 +17,7 @@ struct vkg_outer {
     float lr, mu;
     vkg_outer_dtype dt;
     float *g, *m;     /* (n) the global parameters, the outer momentum */
-    unsigned char *x; /* bf16, int8: (N x payload) every rank's, this rank's at its place */
+    unsigned char *x; /* bf16, int8, int4: (N x payload) every rank's, this rank's at its place */
     size_t x_bytes;   /* bytes x holds */
 };
 
@@ -26,6 +26,7 @@ const char *vkg_outer_dtype_name(vkg_outer_dtype dt)
     return dt == VKG_OUTER_F32    ? "fp32"
            : dt == VKG_OUTER_BF16 ? "bf16"
            : dt == VKG_OUTER_INT8 ? "int8"
+           : dt == VKG_OUTER_INT4 ? "int4"
                                   : NULL;
 }
 
@@ -36,7 +37,7 @@ vkg_status vkg_outer_create(size_t n, float lr, float momentum, vkg_outer_dtype 
     VKG_CHECK(momentum >= 0.0f && momentum < 1.0f, VKG_ERR_INVALID_ARG,
               "--outer-momentum must be in [0, 1), got %g", (double)momentum);
     VKG_CHECK(vkg_outer_dtype_name(dt), VKG_ERR_INVALID_ARG,
-              "--outer-dtype: dtype %d is none of fp32, bf16, int8", (int)dt);
+              "--outer-dtype: dtype %d is none of fp32, bf16, int8, int4", (int)dt);
     vkg_outer *o = calloc(1, sizeof *o);
     VKG_CHECK(o, VKG_ERR_NOMEM, "no memory for the outer optimizer");
     o->n = n, o->lr = lr, o->mu = momentum, o->dt = dt;
@@ -87,6 +88,8 @@ uint64_t vkg_outer_payload_bytes(size_t n, vkg_outer_dtype dt)
         return 2 * (uint64_t)n;
     case VKG_OUTER_INT8:
         return (uint64_t)n + 4 * (uint64_t)vkg_outer_int8_chunks(n);
+    case VKG_OUTER_INT4:
+        return ((uint64_t)n + 1) / 2 + 4 * (uint64_t)vkg_outer_int8_chunks(n);
     default:
         return 4 * (uint64_t)n;
     }
@@ -99,20 +102,27 @@ static size_t block_bytes(size_t n, vkg_outer_dtype dt)
     return ((size_t)vkg_outer_payload_bytes(n, dt) + 3) & ~(size_t)3;
 }
 
-void vkg_outer_int8_quantize(const float *x, size_t n, int8_t *q, float *scale)
+/* Per chunk: scale = absmax / qmax, q = nearest(x / scale) in [-qmax, qmax]. */
+static void quantize(const float *x, size_t n, float qmax, int8_t *q, float *scale)
 {
     for (size_t c = 0, a = 0; a < n; c++, a += VKG_OUTER_INT8_CHUNK) {
         size_t b = n - a < VKG_OUTER_INT8_CHUNK ? n : a + VKG_OUTER_INT8_CHUNK;
         float amax = 0.0f;
         for (size_t i = a; i < b; i++)
             amax = fabsf(x[i]) > amax ? fabsf(x[i]) : amax;
-        float s = amax / 127.0f;
+        float s = amax / qmax;
         scale[c] = s;
         for (size_t i = a; i < b; i++) {
             float r = s > 0.0f ? nearbyintf(x[i] / s) : 0.0f;
-            q[i] = (int8_t)(r > 127.0f ? 127 : r < -127.0f ? -127 : (int)r);
+            r = r > qmax ? qmax : r < -qmax ? -qmax : r;
+            q[i] = (int8_t)(int)r;
         }
     }
+}
+
+void vkg_outer_int8_quantize(const float *x, size_t n, int8_t *q, float *scale)
+{
+    quantize(x, n, 127.0f, q, scale);
 }
 
 /* This rank's pseudo-gradient g - params over the n elements from params' first (g's at the same
@@ -128,11 +138,19 @@ static void pack(const vkg_outer *o, const float *params, size_t first, size_t n
         size_t len = n - a < VKG_OUTER_INT8_CHUNK ? n - a : VKG_OUTER_INT8_CHUNK;
         for (size_t k = 0; k < len; k++)
             d[k] = g[a + k] - params[a + k];
-        if (o->dt == VKG_OUTER_BF16)
+        if (o->dt == VKG_OUTER_BF16) {
             vkg_grad_bf16_narrow(d, (uint16_t *)(void *)block + a, len);
-        else
+        } else if (o->dt == VKG_OUTER_INT8) {
             vkg_outer_int8_quantize(d, len, (int8_t *)(block + 4 * chunks) + a,
                                     (float *)(void *)block + c);
+        } else { /* int4: a chunk starts at an even element, so its codes at a whole byte */
+            int8_t q[VKG_OUTER_INT8_CHUNK];
+            unsigned char *codes = block + 4 * chunks + a / 2;
+            quantize(d, len, 7.0f, q, (float *)(void *)block + c);
+            for (size_t k = 0; k < len; k++)
+                codes[k / 2] = k % 2 ? (unsigned char)(codes[k / 2] | (q[k] & 0xF) << 4)
+                                     : (unsigned char)(q[k] & 0xF);
+        }
     }
 }
 
@@ -151,9 +169,12 @@ static void unpack_add(const vkg_outer *o, const unsigned char *block, size_t n,
         return;
     }
     const float *scale = (const float *)(const void *)block;
-    const int8_t *q = (const int8_t *)(block + 4 * vkg_outer_int8_chunks(n));
+    const unsigned char *codes = block + 4 * vkg_outer_int8_chunks(n);
+    int int4 = o->dt == VKG_OUTER_INT4;
     for (size_t i = 0; i < n; i++) {
-        float y = (float)q[i] * scale[i / VKG_OUTER_INT8_CHUNK];
+        int q = int4 ? (codes[i / 2] >> (4 * (i % 2))) & 0xF : ((const int8_t *)codes)[i];
+        q = int4 && q > 7 ? q - 16 : q; /* the nibble's sign */
+        float y = (float)q * scale[i / VKG_OUTER_INT8_CHUNK];
         sum[i] = first ? y : sum[i] + y;
     }
 }

@@ -21,6 +21,9 @@
  *         dequantized element is within s (1/2 + 2^-16) of delta_r (the rounding to the nearest
  *         code, plus the fp32 quotient and product), so the mean is within
  *         sum_r s_r / (2N) (1 + 2^-15) of the exact mean, plus the fp32 sum's rounding.
+ *   int4  as int8 with s = absmax / 7 and q in [-7, 7], two codes a byte (element 2k in the low
+ *         nibble of byte k, two's complement): half int8's bytes, the same form of bound with
+ *         s_r 127/7 times larger (the streaming paper's 4-bit exchange).
  *   For bf16 and int8, mean = g - mean(delta).
  * The update is computed as g' = mean + u, u = (1 - lr) mean(delta) - lr mu m' (the same value as
  * above: g - mean(delta) = mean), and u == 0 leaves g' = mean bit for bit; so with lr 1 and
@@ -46,13 +49,14 @@ typedef enum vkg_outer_dtype {
     VKG_OUTER_F32 = 0,
     VKG_OUTER_BF16 = 1,
     VKG_OUTER_INT8 = 2,
+    VKG_OUTER_INT4 = 3,
 } vkg_outer_dtype;
 
 #define VKG_OUTER_INT8_CHUNK 256
 
 typedef struct vkg_outer vkg_outer;
 
-/* "fp32", "bf16" or "int8" (NULL for anything else). */
+/* "fp32", "bf16", "int8" or "int4" (NULL for anything else). */
 const char *vkg_outer_dtype_name(vkg_outer_dtype dt);
 
 /* An outer optimizer of n parameters: g and m zero (set g with vkg_outer_global before the first
@@ -68,8 +72,9 @@ float *vkg_outer_momentum(vkg_outer *o);
 size_t vkg_outer_count(const vkg_outer *o);
 
 /* Bytes of one rank's pseudo-gradient in the exchange of dt over n parameters: 4n (fp32: what
- * the allreduce sums), 2n (bf16), n + 4 ceil(n / VKG_OUTER_INT8_CHUNK) (int8: codes and scales);
- * bf16 and int8 are allgathered, so each rank receives N - 1 times that. */
+ * the allreduce sums), 2n (bf16), n + 4 ceil(n / VKG_OUTER_INT8_CHUNK) (int8: codes and scales),
+ * ceil(n / 2) + 4 ceil(n / VKG_OUTER_INT8_CHUNK) (int4); bf16, int8 and int4 are allgathered, so
+ * each rank receives N - 1 times that. */
 uint64_t vkg_outer_payload_bytes(size_t n, vkg_outer_dtype dt);
 
 /* One outer step over the ranks of c (every rank calls it; c NULL: one rank alone): params (this
@@ -93,8 +98,9 @@ void vkg_outer_update(vkg_outer *o, int N, float *params);
 vkg_status vkg_outer_exchange_group(vkg_outer *o, vkg_group_t *g, float *params, size_t first,
                                     size_t count);
 
-/* int8: the chunks of n elements, and x (n floats) as codes q (n) and per-chunk scales (chunks):
- * scale = absmax / 127 (0 for a chunk of zeros, whose codes are 0), q = nearest(x / scale). */
+/* int8 and int4: the chunks of n elements, and x (n floats) as codes q (n) and per-chunk scales
+ * (chunks): scale = absmax / 127 (0 for a chunk of zeros, whose codes are 0), q = nearest(x /
+ * scale). */
 size_t vkg_outer_int8_chunks(size_t n);
 void vkg_outer_int8_quantize(const float *x, size_t n, int8_t *q, float *scale);
 
