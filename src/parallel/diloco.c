@@ -127,6 +127,13 @@ void vkg__diloco_describe(const vkg_strategy_config *c, char *buf, size_t cap)
                  "%d inner steps, then the pseudo-gradient exchanged in %s and an outer Nesterov "
                  "step (lr %g, momentum %g)",
                  c->inner_steps, dt, (double)c->outer_lr, (double)c->outer_momentum);
+    else if (!delay)
+        snprintf(buf, cap,
+                 "%d fragments, each's round of %d inner steps ending at staggered steps, then "
+                 "its pseudo-gradient exchanged in %s (blocking%s) and an outer Nesterov step "
+                 "(lr %g, momentum %g)",
+                 F, c->inner_steps, dt, c->pp > 1 ? ", as under pipelines" : "",
+                 (double)c->outer_lr, (double)c->outer_momentum);
     else
         snprintf(buf, cap,
                  "streaming: %d fragments, each's round of %d inner steps ending %s; its "
