@@ -9,7 +9,10 @@
 #   e.g. scripts/diloco-bench.sh 100mbit 60 /tmp/b step-fp32 -- --data 'd/train_*.bin' ...
 #
 # Appends one line to OUTDIR/summary.txt:
-#   NAME rate=RATE steps=N step_ms=... util=...% MiB/step=... loss=...
+#   NAME rate=RATE steps=N step_ms=... util=...% exch=...% MiB/step=... loss=...
+# (exch: the exposed time of the steps whose pseudo-gradient bytes arrived, the outer exchange or
+# a streaming piece, over the run's time; the rest of 100 - util is the per-step wait for the
+# other rank)
 # (the first 2 steps, start-up and the first exchange's connections, are left out of the means).
 set -euo pipefail
 [ $# -ge 5 ] && [ "$5" = "--" ] || {
@@ -31,7 +34,9 @@ m = [r for r in rows if r["step"] > 2]
 ms = sum(r["ms"] for r in m)
 exp = sum(r.get("exposed_comm_ms", 0.0) for r in m)
 by = sum(r.get("comm_bytes", 0) for r in m) / len(m)
+ex = sum(r.get("exposed_comm_ms", 0.0) for r in m if r.get("outer_bytes", 0) > 0)
 print(f"{sys.argv[2]} rate={sys.argv[3]} steps={len(rows)} step_ms={ms / len(m):.0f} "
-      f"util={100 * (1 - exp / ms):.1f}% MiB/step={by / 2**20:.3f} loss={rows[-1]['loss']:.4f}")
+      f"util={100 * (1 - exp / ms):.1f}% exch={100 * ex / ms:.2f}% MiB/step={by / 2**20:.3f} "
+      f"loss={rows[-1]['loss']:.4f}")
 PY
 tail -1 "$OUT/summary.txt"
