@@ -220,48 +220,39 @@ static void test_across_hosts(void **state)
 
 #endif
 
-static void test_fp32(void **state)
+/* Case dt (lr 0.7, momentum 0.9) on 2 and 3 ranks, threads and (except on Windows) processes. */
+static void run_dtype(vkg_outer_dtype dt)
 {
-    (void)state;
-    outer_case c = {.dt = VKG_OUTER_F32, .lr = 0.7f, .mu = 0.9f, .rounds = ROUNDS};
+    outer_case c = {.dt = dt, .lr = 0.7f, .mu = 0.9f, .rounds = ROUNDS};
     for (int N = 2; N <= 3; N++) {
         run_case(N, &c, 0);
         if (FORK)
             run_case(N, &c, 1);
     }
+}
+
+static void test_fp32(void **state)
+{
+    (void)state;
+    run_dtype(VKG_OUTER_F32);
 }
 
 static void test_bf16(void **state)
 {
     (void)state;
-    outer_case c = {.dt = VKG_OUTER_BF16, .lr = 0.7f, .mu = 0.9f, .rounds = ROUNDS};
-    for (int N = 2; N <= 3; N++) {
-        run_case(N, &c, 0);
-        if (FORK)
-            run_case(N, &c, 1);
-    }
+    run_dtype(VKG_OUTER_BF16);
 }
 
 static void test_int8(void **state)
 {
     (void)state;
-    outer_case c = {.dt = VKG_OUTER_INT8, .lr = 0.7f, .mu = 0.9f, .rounds = ROUNDS};
-    for (int N = 2; N <= 3; N++) {
-        run_case(N, &c, 0);
-        if (FORK)
-            run_case(N, &c, 1);
-    }
+    run_dtype(VKG_OUTER_INT8);
 }
 
 static void test_int4(void **state)
 {
     (void)state;
-    outer_case c = {.dt = VKG_OUTER_INT4, .lr = 0.7f, .mu = 0.9f, .rounds = ROUNDS};
-    for (int N = 2; N <= 3; N++) {
-        run_case(N, &c, 0);
-        if (FORK)
-            run_case(N, &c, 1);
-    }
+    run_dtype(VKG_OUTER_INT4);
 }
 
 /* The reference against PyTorch's SGD(nesterov=True) in double, over the same rounds. */

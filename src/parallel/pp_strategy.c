@@ -448,10 +448,7 @@ static vkg_status gather(vkg_strategy *s, float *params, float *m, float *v)
     float *whole[3] = {params, m, v};
     for (int stage = p->S - 1; st == VKG_OK && stage >= 0; stage--) {
         vkg_gpt2_layout sl;
-        int layers[64];
-        VKG_TRY_GOTO(st, vkg_pp_split(&s->mc.cfg, s->mc.T, p->S, p->req, layers), done);
-        vkg_gpt2_part part = vkg_pp_part(layers, p->S, stage);
-        vkg_gpt2_part_layout(&s->mc.cfg, &part, &sl);
+        VKG_TRY_GOTO(st, vkg__pp_stage_layout(s, stage, &sl), done);
         float *tmp = stage ? malloc(sl.total * sizeof *tmp) : NULL;
         VKG_CHECK_GOTO(st, !stage || tmp, VKG_ERR_NOMEM, done, "no memory for stage %d", stage);
         for (int k = 0; st == VKG_OK && k < 3; k++) {
