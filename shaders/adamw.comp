@@ -6,8 +6,9 @@
 //   param -= lr * ((m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps) + weight_decay * param)
 // The learning rate, the 1-based step t and the clipping threshold are read from a device buffer
 // (struct vkg_step_params in src/ops/ops.h) that the trainer rewrites between submissions, so a
-// recorded step replays without re-recording. scale = clip / sqrt(sumsq[0]) when clip > 0, a
-// sum of squares is given and its root exceeds clip, else 1. 1 - b^t is computed as
+// recorded step replays without re-recording. scale = unscale x clip / sqrt(sumsq[0]) when
+// clip > 0, a sum of squares is given and its root exceeds clip, else unscale (the inverse of the
+// loss scale the gradients carry, 1 without one; sumsq is of the unscaled gradients). 1 - b^t is computed as
 // -expm1(t ln b) from ln b (computed in double on the host) so it keeps full precision when t ln b
 // is small (b2 = 0.999 at t = 1).
 // A sum of squares that is not finite (a NaN or infinite gradient, or one whose square overflows)
@@ -17,7 +18,7 @@ layout(buffer_reference, std430, buffer_reference_align = 16) buffer StepParams 
     float lr;
     uint t;
     float grad_clip;
-    float reserved;
+    float unscale;
 };
 
 layout(push_constant) uniform Push {
@@ -49,11 +50,11 @@ void main()
     float lr = p.step.lr;
     float t = float(p.step.t);
     float clip = p.step.grad_clip;
-    float scale = 1.0;
+    float scale = p.step.unscale;
     if (p.has_sumsq != 0 && clip > 0.0) {
         float norm = sqrt(p.sumsq.v[0]);
         if (norm > clip)
-            scale = clip / norm;
+            scale *= clip / norm;
     }
     float b1c = one_minus_exp(t * p.ln_beta1);
     float b2c = one_minus_exp(t * p.ln_beta2);

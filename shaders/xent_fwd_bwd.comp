@@ -5,6 +5,8 @@
 //   losses[r] = logsumexp(logits[r, 0..V)) - logits[r, targets[r]]
 //   WITH_GRAD: dlogits[r, c] = dloss * (softmax(logits[r, 0..V))[c] - (c == target)) for c < V,
 //              0 for V <= c < Vp. dlogits may be logits itself (in place).
+//   SCALED = 1: dloss is multiplied by dscale[0], a device value the trainer rewrites between
+//              submissions (the dynamic loss scale), so a recorded step replays unchanged.
 // Row r = gl_WorkGroupID.y * gl_NumWorkGroups.x + gl_WorkGroupID.x (a 2-D grid covers N > 65535).
 //
 // Pass 1 reads the row once with an online softmax: each invocation keeps a running maximum m and
@@ -16,12 +18,14 @@
 // A target outside [0, V) gives a NaN loss (and no one-hot term) rather than a stray read.
 layout(constant_id = 3) const uint WITH_GRAD = 1; // 0: losses only (evaluation)
 layout(constant_id = 4) const uint K = 4;         // columns per invocation per chunk of pass 1
+layout(constant_id = 5) const uint SCALED = 0;    // 1: dloss x dscale[0]
 
 layout(push_constant) uniform Push {
     Floats logits;  // (N, Vp), columns < V read
     Floats losses;  // (N)
     Floats dlogits; // (N, Vp), written when WITH_GRAD = 1; may equal logits
     Ints targets;   // (N)
+    Floats dscale;  // (1) read when SCALED = 1
     uint N, V, Vp;
     float dloss;
 } p;
@@ -95,13 +99,14 @@ void main()
     if (WITH_GRAD == 0)
         return;
     // Pass 2: dlogits = dloss * exp(x - m) / s - dloss * onehot; padding columns 0.
-    float scale = p.dloss / s;
+    float dloss = SCALED == 1 ? p.dloss * p.dscale.v[0] : p.dloss;
+    float scale = dloss / s;
     for (uint c = tid; c < p.Vp; c += W) {
         float d = 0.0;
         if (c < p.V) {
             d = exp(p.logits.v[base + c] - m) * scale;
             if (int(c) == y)
-                d -= p.dloss;
+                d -= dloss;
         }
         p.dlogits.v[base + c] = d;
     }

@@ -31,6 +31,44 @@ void vkg_test_run_ranks(int world, void *job, void *(*fn)(void *))
     vkg_comm_ctx_destroy(&ctx);
 }
 
+vkg_train_config vkg_test_rank_config(void)
+{
+    vkg_train_config c = vkg_train_config_default();
+    c.validation = 1;
+    c.device = getenv("VKGPT_DEVICE");
+    return c;
+}
+
+void vkg_test_rank_join(vkg_train_config *c, const vkg_test_rank *a, int world)
+{
+    c->comm.world_size = world, c->comm.rank = a->rank;
+    c->comm.transport = VKG_COMM_INPROC, c->comm.ctx = a->ctx, c->comm.job_id = a->job_id;
+    c->comm.timeout_ms = 30000;
+}
+
+static char test_dir[512];
+
+int vkg_test_dir_make(const char *prefix)
+{
+    return vkg_test_tmp_make(test_dir, sizeof test_dir, prefix);
+}
+
+int vkg_test_dir_remove(void)
+{
+    return vkg_test_tmp_remove(test_dir);
+}
+
+int vkg_test_dir_teardown(void **state)
+{
+    (void)state;
+    return vkg_test_dir_remove();
+}
+
+void vkg_test_path_in(char *out, size_t cap, const char *name)
+{
+    snprintf(out, cap, "%s/%s", test_dir, name);
+}
+
 vkg_status vkg_test_rank_finish(vkg_trainer_t **t, vkg_status st, char *err, size_t cap)
 {
     if (st != VKG_OK)

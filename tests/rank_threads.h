@@ -34,6 +34,22 @@ void vkg_test_ranks_ok(int world, const vkg_status *st, const char *err, size_t 
 void vkg_test_ranks_refused(int world, const vkg_status *st, const char *err, size_t stride,
                             vkg_status want, const char *needle);
 
+/* A rank's configuration to start from: the defaults, with the validation layer on and the device
+ * VKGPT_DEVICE names (the first suitable one when unset). */
+vkg_train_config vkg_test_rank_config(void);
+
+/* c joins the job of rank a as rank a->rank of world: the inproc transport of a's context, a 30 s
+ * timeout. */
+void vkg_test_rank_join(vkg_train_config *c, const vkg_test_rank *a, int world);
+
+/* The folder of a test program's files: made (vkg_test_tmp_make with prefix; 0 on success) by its
+ * group setup, removed by its teardown; vkg_test_path_in writes the path of name in it. */
+int vkg_test_dir_make(const char *prefix);
+int vkg_test_dir_remove(void);
+/* vkg_test_dir_remove as a cmocka group teardown. */
+int vkg_test_dir_teardown(void **state);
+void vkg_test_path_in(char *out, size_t cap, const char *name);
+
 /* An llm.c token shard of n tokens below vocab at path: uniform random, or (markov) a chain where
  * token t is followed by (7t + 3) mod vocab three times in four, so a model can learn it. */
 void vkg_test_write_shard(const char *path, size_t n, uint64_t seed, int vocab, int markov);

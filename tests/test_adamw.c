@@ -80,7 +80,8 @@ static void run_case(vkg_gpu *g, adamw_case k, uint64_t seed)
     for (int t = 1; t <= STEPS; t++) {
         vkg_test_fill_uniform(&rng, grad, n, -1.0f, 1.0f);
         double norm = sqrt(vkg_ref_sumsq(grad, n));
-        vkg_step_params sp = {.lr = 0.1f / (float)t, .t = (uint32_t)t, .grad_clip = 0.0f};
+        vkg_step_params sp = {
+            .lr = 0.1f / (float)t, .t = (uint32_t)t, .grad_clip = 0.0f, .unscale = 1.0f};
         if (k.clip == CLIP_INACTIVE)
             sp.grad_clip = (float)(2.0 * norm);
         else if (k.clip == CLIP_ACTIVE || k.clip == CLIP_NO_SUMSQ)
@@ -202,9 +203,9 @@ static void test_sharded_optimizer(void **state)
         assert_memory_equal(&sw, &ss, sizeof sw);
         float clip = 0.5f * sqrtf(sw); /* clipping active */
         clipped += clip < sqrtf(sw);
-        VKG_ASSERT_OK(vkg_adamw_update(ow, 1e-2f, t, clip, sw));
-        VKG_ASSERT_OK(vkg_adamw_update(oa, 1e-2f, t, clip, ss));
-        VKG_ASSERT_OK(vkg_adamw_update(ob, 1e-2f, t, clip, ss));
+        VKG_ASSERT_OK(vkg_adamw_update(ow, 1e-2f, t, clip, sw, 1.0f));
+        VKG_ASSERT_OK(vkg_adamw_update(oa, 1e-2f, t, clip, ss, 1.0f));
+        VKG_ASSERT_OK(vkg_adamw_update(ob, 1e-2f, t, clip, ss, 1.0f));
     }
     assert_int_equal(clipped, 3);
     vkg_gpu_download(g, pw, x, n * 4);
@@ -250,7 +251,7 @@ static void skip_case(vkg_gpu *g, float bad, float clip)
             skipped = sumsq;
         vkg_gpu_download(g, tp, pb, n * 4);
         VKG_ASSERT_OK(vkg_adamw_get_moments(o, mb, vb));
-        VKG_ASSERT_OK(vkg_adamw_update(o, 1e-2f, t, clip, sumsq));
+        VKG_ASSERT_OK(vkg_adamw_update(o, 1e-2f, t, clip, sumsq, 1.0f));
         vkg_gpu_download(g, tp, pa, n * 4);
         VKG_ASSERT_OK(vkg_adamw_get_moments(o, ma, va));
         if (t == 2) {

@@ -237,6 +237,17 @@ static const bad_row bad_rows[] = {
     {{"train", "--data", TEXT, "--grad-dtype", "bf16", "--pp", "2", "--world-size", "2", "--rank",
       "0"},
      {"--grad-dtype bf16 needs 2 or more data-parallel ranks, got 1 (ranks / --pp)"}},
+    /* train: loss scaling */
+    {{"train", "--data", TEXT, "--loss-scale", "static"},
+     {"--loss-scale: 'static' is not one of off, dynamic"}},
+    {{"train", "--data", TEXT, "--loss-scale-init", "1024"},
+     {"--loss-scale-init needs --loss-scale dynamic"}},
+    {{"train", "--data", TEXT, "--loss-scale-window", "100"},
+     {"--loss-scale-window needs --loss-scale dynamic"}},
+    {{"train", "--data", TEXT, "--loss-scale", "dynamic", "--loss-scale-init", "1000"},
+     {"--loss-scale-init must be a power of two from 1 to 2^127", "got 1000"}},
+    {{"train", "--data", TEXT, "--loss-scale", "dynamic", "--loss-scale-init", "0.5"},
+     {"--loss-scale-init must be a number from 1 to"}},
     /* train: DiLoCo */
     {{"train", "--data", TEXT, "--sync", "local"}, {"--sync: 'local' is not one of step, diloco"}},
     {{"train", "--data", TEXT, "--outer-dtype", "int8"}, {"--outer-dtype needs --sync diloco"}},

@@ -112,7 +112,7 @@ static void test_elementwise_ops(void **state)
     vkg_dc_add(&k, OUT, n, vkg_dc_rnd(n, 0, 0.01f));    /* v */
     vkg_step_params *sp = calloc(1, sizeof *sp);
     assert_non_null(sp);
-    *sp = (vkg_step_params){.lr = 1e-2f, .t = 3, .grad_clip = 1.0f};
+    *sp = (vkg_step_params){.lr = 1e-2f, .t = 3, .grad_clip = 1.0f, .unscale = 1.0f};
     vkg_dc_add(&k, IN, 4, sp);
     float *sumsq = malloc(sizeof *sumsq);
     assert_non_null(sumsq);

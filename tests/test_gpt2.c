@@ -59,7 +59,7 @@ static vkg_status update(vkg_adamw *opt, float lr, uint32_t t, float clip, float
     float sumsq = 0.0f;
     VKG_TRY(vkg_adamw_grad_sumsq(opt, &sumsq));
     *norm = sqrtf(sumsq);
-    return vkg_adamw_update(opt, lr, t, clip, sumsq);
+    return vkg_adamw_update(opt, lr, t, clip, sumsq, 1.0f);
 }
 
 /* Batches drawn from a small "language": token k follows token k-1 with noise, so it learns. */

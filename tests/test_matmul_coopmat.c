@@ -19,8 +19,10 @@
  *    ties to even): |gpu - ref| <= 1e-5 mag + 1e-6, the f32 sums' own rounding;
  *  - act (GELU epilogue) = gelu of the stored out within 1e-5 (bf16 act: 2^-8) relative.
  * The routing (default tuning): forward products with a bf16 weight run the kernel, fp32 ones
- * and the gradients do not. One case shows the tight bound failing on unrounded operands. The
- * self-check (vkg_op_coopmat_selfcheck) passes and bites; --coopmat auto is on or says why not. */
+ * and the gradients do not; with coopmat_grads (loss scaling) the gradients do, and a scaled
+ * dout keeps the f16 bound where an unscaled one underflows. One case shows the tight bound failing
+ * on unrounded operands. The self-check (vkg_op_coopmat_selfcheck) passes and bites; --coopmat auto
+ * is on or says why not. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -310,6 +312,84 @@ static void test_routing(void **state)
     free(inp), free(w), free(b), free(got), free(ref);
 }
 
+/* Relative L2 distance of got (n) from ref. */
+static double rel_l2(const float *got, const double *ref, size_t n)
+{
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++)
+        num += ((double)got[i] - ref[i]) * ((double)got[i] - ref[i]), den += ref[i] * ref[i];
+    return sqrt(num / den);
+}
+
+/* The tuning's coopmat_grads (the trainer's, under loss scaling): the backward products of a
+ * GPT-2 shape with bf16 weight and input and an fp32 dout run the kernel, two dispatches (dinp,
+ * dweight), accumulating into their outputs. A dout of gradient size (|x| < 2^-20, where f16 has
+ * only subnormals, the smallest 2^-24) loses most of its bits there: dinp and dweight miss by
+ * more than 1 % (relative L2); the same dout times 2^16 (the loss scale) is in f16's normal range
+ * and both products, divided by 2^16, are within the f16 bound (2^-9). */
+static void test_gradient_products(void **state)
+{
+    vkg_gpu *g = *state;
+    route_all(g, 0);
+    vkg_device_tuning keep = vkg_device_tuning_get(g->dev), tu = keep;
+    tu.coopmat_grads = 1;
+    VKG_ASSERT_OK(vkg_device_tuning_set(g->dev, &tu));
+    const int N = 64, C = 96, OC = 160;
+    size_t nd = (size_t)N * OC, ni = (size_t)N * C, nw = (size_t)OC * C;
+    vkg_test_rng r;
+    vkg_test_rng_seed(&r, 520);
+    float *inp = vkg_test_random(&r, ni, -2, 2), *w = vkg_test_random(&r, nw, -0.1f, 0.1f);
+    float *dout = vkg_test_random(&r, nd, -1, 1);
+    for (size_t i = 0; i < nd; i++)
+        dout[i] = ldexpf(dout[i], -20);
+    vkg_tensor ti = operand(g, inp, ni, 1), tw = operand(g, w, nw, 1);
+    float *zi = calloc(ni, sizeof *zi), *zw = calloc(nw, sizeof *zw);
+    float *gi = vkg_test_alloc(ni), *gw = vkg_test_alloc(nw), *scaled = vkg_test_alloc(nd);
+    double *ri = malloc(ni * sizeof *ri), *rw = malloc(nw * sizeof *rw);
+    assert_true(zi && zw && ri && rw);
+    for (int n = 0; n < N; n++) /* the fp64 references: dinp = dout w, dweight = dout^T inp */
+        for (int c = 0; c < C; c++) {
+            double s = 0;
+            for (int o = 0; o < OC; o++)
+                s += (double)dout[(size_t)n * OC + o] * w[(size_t)o * C + c];
+            ri[(size_t)n * C + c] = s;
+        }
+    for (int o = 0; o < OC; o++)
+        for (int c = 0; c < C; c++) {
+            double s = 0;
+            for (int n = 0; n < N; n++)
+                s += (double)dout[(size_t)n * OC + o] * inp[(size_t)n * C + c];
+            rw[(size_t)o * C + c] = s;
+        }
+    double err[2][2];
+    for (int sc = 0; sc < 2; sc++) {
+        float f = sc ? 65536.0f : 1.0f;
+        for (size_t i = 0; i < nd; i++)
+            scaled[i] = dout[i] * f;
+        vkg_tensor td = vkg_gpu_upload(g, scaled, nd * 4);
+        vkg_tensor di = vkg_gpu_upload(g, zi, ni * 4), dw = vkg_gpu_upload(g, zw, nw * 4);
+        vkg_tensor scratch = vkg_gpu_poisoned(g, nd);
+        vkg_gpu_run(g);
+        VKG_ASSERT_OK(vkg_op_matmul_bwd(g->cmd, di, dw, NULL, td, ti, tw, N, C, OC, &scratch));
+        assert_int_equal(vkg_cmd_kernel_count(g->cmd, KERNEL), 2);
+        vkg_gpu_run(g);
+        vkg_gpu_download(g, di, gi, ni * 4);
+        vkg_gpu_download(g, dw, gw, nw * 4);
+        for (size_t i = 0; i < ni; i++)
+            gi[i] /= f;
+        for (size_t i = 0; i < nw; i++)
+            gw[i] /= f;
+        err[sc][0] = rel_l2(gi, ri, ni), err[sc][1] = rel_l2(gw, rw, nw);
+        print_message("    dout x %g: dinp rel L2 %.3g, dweight rel L2 %.3g\n", (double)f,
+                      err[sc][0], err[sc][1]);
+    }
+    assert_true(err[0][0] > 1e-2 && err[0][1] > 1e-2);
+    assert_true(err[1][0] < ldexp(1.0, -9) && err[1][1] < ldexp(1.0, -9));
+    VKG_ASSERT_OK(vkg_device_tuning_set(g->dev, &keep));
+    free(inp), free(w), free(dout), free(zi), free(zw), free(gi), free(gw), free(scaled);
+    free(ri), free(rw);
+}
+
 /* The tight f32 bound fails against unrounded operands with many significant bits. */
 static void test_checker_bites(void **state)
 {
@@ -496,6 +576,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_layouts, vkg_gpu_setup, vkg_gpu_teardown),
         cmocka_unit_test_setup_teardown(test_fragment_shapes, vkg_gpu_setup, vkg_gpu_teardown),
         cmocka_unit_test_setup_teardown(test_routing, vkg_gpu_setup, vkg_gpu_teardown),
+        cmocka_unit_test_setup_teardown(test_gradient_products, vkg_gpu_setup, vkg_gpu_teardown),
         cmocka_unit_test_setup_teardown(test_checker_bites, vkg_gpu_setup, vkg_gpu_teardown),
         cmocka_unit_test_setup_teardown(test_selfcheck, vkg_gpu_setup, vkg_gpu_teardown),
         cmocka_unit_test_teardown(test_auto, auto_teardown),

@@ -71,7 +71,7 @@ static vkg_metrics_row row_at(long long step, float loss)
     vkg_metrics_row r = {step,    loss,  1e-4f, 0.5f, (uint64_t)step * 1024,
                          1000.0f, 12.5f, 0,     0,    0,
                          NULL,    NULL,  NULL,  0,    0,
-                         0,       0.0f,  0.0f};
+                         0,       0.0f,  0.0f,  0.0f, 0};
     return r;
 }
 
@@ -83,7 +83,7 @@ static void test_json_roundtrip(void **state)
     vkg_metrics_row r1 = {1,          3.14159274f, 1e-5f, 0.1f, 123456789012ull,
                           12345.678f, 1061.25f,    0,     0,    0,
                           NULL,       NULL,        NULL,  0,    0,
-                          0,          0.0f,        0.0f};
+                          0,          0.0f,        0.0f,  0.0f, 0};
     vkg_metrics_row r2 = {2,
                           2.71828183f,
                           6e-4f,
@@ -101,7 +101,9 @@ static void test_json_roundtrip(void **state)
                           1,
                           5000000012ull,
                           0.25f,
-                          0.25f / 3.0f};
+                          0.25f / 3.0f,
+                          0.0f,
+                          0};
     assert_int_equal(vkg_metrics_log(m, &r1), VKG_OK);
     assert_int_equal(vkg_metrics_log(m, &r2), VKG_OK);
     vkg_metrics_destroy(&m);

@@ -55,9 +55,9 @@ static count recount(size_t B, int recompute)
         r256(BTC) + L * layer + r256(BTC) + 2 * r256(BT) + r256(BT * VP) + r256(BT) + 2 * r256(BT);
     /* one layer's gradients of the activations, two residual-stream buffers, dencoded, dlnf;
      * scratch: the transposed matmul input, attention's row sums of dout * out (B, NH, T), dtop,
-     * the GELU buffer */
+     * the GELU buffer, the loss scale (4 floats) */
     k.shared = r256(BTC) * 8 + r256(3 * BTC) + 2 * r256(4 * BTC) + 2 * r256(BTC) + r256(4 * BTC) +
-               r256(stat) + r256(BTC) + r256(recompute ? 4 * BTC : 0);
+               r256(stat) + r256(BTC) + r256(recompute ? 4 * BTC : 0) + r256(4);
     k.adamw = 2 * r256(np) + r256(64) + 512; /* the norm: 64 partial sums, on every device */
     k.total = 2 * k.params + k.acts + k.shared + k.adamw;
     k.largest = k.params;

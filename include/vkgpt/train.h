@@ -60,6 +60,17 @@ typedef struct vkg_train_config {
      * moments stay as they were (the step still counts, its data is consumed). max_skipped
      * consecutive skipped steps (>= 1) stop the run: vkg_trainer_step fails. */
     int max_skipped;
+    /* Dynamic loss scaling, as PyTorch's GradScaler: loss_scale 0 (default) off; otherwise the
+     * scale of the first step, a power of two in [1, 2^127]. Each step multiplies d(loss) by the
+     * scale, so every gradient carries it, and the update divides it out (bitwise the unscaled
+     * update while the gradients stay in fp32's normal range). A step whose loss is finite but
+     * whose gradient is not (an overflow) is skipped and the scale halved; it does not count
+     * toward max_skipped while the scale is above 1. After loss_scale_window applied steps in a
+     * row (0: 2000) the scale doubles (at most 2^127). The scale and its count are in
+     * checkpoints. With bf16 and cooperative matrices on, the gradient products (dinp, dweight)
+     * also run on them: their f16 operands are what the scale keeps from underflowing. */
+    float loss_scale;
+    int loss_scale_window;
     /* Evaluation every eval_every steps (0: never) over eval_batches validation batches. */
     int eval_every, eval_batches;
     /* Checkpoints and log. ckpt_dir NULL: no checkpoints. log_path NULL: ckpt_dir/log.jsonl
@@ -236,6 +247,10 @@ typedef struct vkg_step_info {
      * skipped so far in this process, and how many in a row end with this one. */
     int skipped;
     long long skipped_total, skipped_run;
+    /* Dynamic loss scaling: the scale this step ran with (0: off), and 1 when its gradient
+     * overflowed (skipped: the next step runs with half the scale). */
+    float loss_scale;
+    int overflow;
     /* Data parallelism: milliseconds spent in gradient allreduces (ZeRO-1: reduce-scatters, the
      * norm's partial sums and the parameters' allgather), and the part of them not hidden behind
      * the backward pass (after the device had finished it). */

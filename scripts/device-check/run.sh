@@ -205,12 +205,15 @@ for B in ${DEVCHECK_BATCHES-8}; do
     vk_train "train-fp32-b$B.txt" "$trlim" "$B" --no-profile
     train_row "$B" fp32 -
 done
+# --coopmat per row: off, on (the forward products), grads (on, and the gradient products under a
+# loss scale of 2^16: tensor cores in the whole step)
 cms="off"
-[ "$coopmat" = 1 ] && cms="off on"
+[ "$coopmat" = 1 ] && cms="off on grads"
+cm_flags() { case "$1" in grads) echo "--coopmat on --loss-scale 65536" ;; *) echo "--coopmat $1" ;; esac; }
 for B in ${DEVCHECK_BF16_BATCHES-8}; do
     pt_train "pytorch-bf16-b$B.txt" "$B" bf16
     for cm in $cms; do
-        vk_train "train-bf16-coopmat-$cm-b$B.txt" "$trlim" "$B" --precision bf16 --coopmat "$cm" --no-profile
+        vk_train "train-bf16-coopmat-$cm-b$B.txt" "$trlim" "$B" --precision bf16 $(cm_flags "$cm") --no-profile
         train_row "$B" bf16 "$cm"
     done
 done
@@ -221,7 +224,7 @@ if [ -n "$B" ]; then
     for p in fp32 $(for cm in $cms; do echo "bf16:$cm"; done); do
         case "$p" in
         fp32) vk_train "profile-fp32.txt" "$trlim" "$B" --per-dispatch ;;
-        *) vk_train "profile-bf16-coopmat-${p#bf16:}.txt" "$trlim" "$B" --precision bf16 --coopmat "${p#bf16:}" --per-dispatch ;;
+        *) vk_train "profile-bf16-coopmat-${p#bf16:}.txt" "$trlim" "$B" --precision bf16 $(cm_flags "${p#bf16:}") --per-dispatch ;;
         esac
         md ""
         case "$vms" in [0-9]*) vms="$vms ms/step" ;; esac

@@ -226,7 +226,7 @@ static vkg_status update_case(bench *b, const op_shape *s, double *flops, double
     VKG_TRY(random_tensor(b, n, &grad));
     VKG_TRY(random_tensor(b, n, &m));
     VKG_TRY(random_tensor(b, n, &v));
-    vkg_step_params sp = {.lr = 1e-4f, .t = 1, .grad_clip = 0.0f};
+    vkg_step_params sp = {.lr = 1e-4f, .t = 1, .grad_clip = 0.0f, .unscale = 1.0f};
     VKG_TRY(vkg_tensor_write(b->dev, step, 0, &sp, sizeof sp));
     *flops = 12.0 * (double)n;
     *bytes = 4.0 * (double)(7 * n);

@@ -42,6 +42,7 @@ typedef struct bench_opts {
     int precision; /* VKG_PRECISION_* */
     int coopmat;   /* vkg_coopmat_mode */
     float lr, grad_clip;
+    float loss_scale; /* > 0: d(loss) x this, divided out in the update (a fixed loss scale) */
     uint64_t seed;
     const char *device, *tiles;
     vkg_matmul_tiling tiling; /* --tiles parsed */
@@ -128,7 +129,8 @@ static vkg_status step(vkg_gpt2 *m, vkg_adamw *opt, const bench_opts *o, const i
     VKG_TRY(vkg_gpt2_zero_grad(m));
     VKG_TRY(vkg_gpt2_forward_backward(m, x, y, loss));
     VKG_TRY(vkg_adamw_grad_sumsq(opt, &sumsq));
-    VKG_TRY(vkg_adamw_update(opt, o->lr, t, o->grad_clip, sumsq));
+    VKG_TRY(vkg_adamw_update(opt, o->lr, t, o->grad_clip, sumsq,
+                             o->loss_scale > 0.0f ? o->loss_scale : 1.0f));
     *ms = vkg_os_now_ms() - t0;
     return VKG_OK;
 }
@@ -230,7 +232,7 @@ static vkg_status run(const bench_opts *o, const vkg_gpt2_config *cfg)
             printf("coopmat race (--coopmat auto): the cooperative-matrix kernel %.3f ms, the "
                    "other %.3f ms for the fc product\n",
                    race[0], race[1]);
-        else
+        if (!ct.coopmat)
             printf("coopmat: off (%s)\n",
                    dopts.coopmat == VKG_COOPMAT_AUTO ? why : "--coopmat off");
     }
@@ -246,9 +248,17 @@ static vkg_status run(const bench_opts *o, const vkg_gpt2_config *cfg)
         t.coopmat_k = cur.coopmat_k;
         VKG_TRY_GOTO(st, vkg_device_tuning_set(dev, &t), done);
     }
+    if (o->loss_scale > 0.0f && vkg_device_tuning_get(dev).coopmat) { /* as the trainer does */
+        vkg_device_tuning t = vkg_device_tuning_get(dev);
+        t.coopmat_grads = 1;
+        VKG_TRY_GOTO(st, vkg_device_tuning_set(dev, &t), done);
+        printf("coopmat: the gradient products too (--loss-scale %g)\n", (double)o->loss_scale);
+    }
     vkg_gpt2_opts mo = vkg_gpt2_opts_default();
     mo.B = o->B, mo.T = o->T, mo.precision = o->precision;
     VKG_TRY_GOTO(st, vkg_gpt2_create(dev, cfg, &mo, &m), done);
+    if (o->loss_scale > 0.0f)
+        VKG_TRY_GOTO(st, vkg_gpt2_set_grad_scale(m, o->loss_scale), done);
     vkg_adamw_config ac = vkg_adamw_config_default();
     ac.weight_decay = 0.1f;
     VKG_TRY_GOTO(st, vkg_strategy_create_adamw(&ac, m, &opt), done);
@@ -371,6 +381,10 @@ int vkg_cli_bench_train(int argc, char **argv)
         {"--precision", VKG_FLAG_CHOICE, &o.precision, VKG_CLI_PRECISION_HELP, vkg_cli_precisions,
          0, 0},
         {"--coopmat", VKG_FLAG_CHOICE, &o.coopmat, VKG_CLI_COOPMAT_HELP, vkg_cli_coopmats, 0, 0},
+        {"--loss-scale", VKG_FLAG_FLOAT, &o.loss_scale,
+         "a fixed loss scale (0: none): d(loss) times it, divided out in the update; with bf16 "
+         "and the cooperative-matrix kernel on, the gradient products run on it too",
+         0, 0, 0x1p127},
         {"--no-profile", VKG_FLAG_BOOL, &o.no_profile, "no timestamp queries (no per-op table)", 0,
          0, 0},
         {"--per-dispatch", VKG_FLAG_BOOL, &o.per_dispatch, "also list every dispatch in order", 0,

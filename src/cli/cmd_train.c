@@ -27,11 +27,13 @@ static const char *const pp_schedules[] = {"1f1b", "gpipe", "zb-h1", NULL}; /* a
 static const char *const recomputes[] = {"none", "gelu", NULL}; /* as vkg_train_config */
 static const char *const syncs[] = {"step", "diloco", NULL};    /* vkg_train_config.sync */
 static const char *const outer_dtypes[] = {"fp32", "bf16", "int8", "int4", NULL}; /* .outer_dtype */
+static const char *const loss_scales[] = {"off", "dynamic", NULL};
 
 typedef struct train_opts {
     vkg_train_config cfg;
     int sample_every, sample_len, top_k, ckpt_every, quiet, schedule, raw;
-    float temperature;
+    int loss_scale; /* loss_scales */
+    float temperature, loss_scale_init;
     const char *prompt, *tiles;
     vkg_cli_dp_flags dp;
     const char *pp_layers;
@@ -76,6 +78,10 @@ static int find_conflict(const train_opts *o, const vkg_flag *flags, int n,
         needs = "--base-batch", what = "--lr-scale linear or sqrt";
     else if (vkg_flags_seen(flags, n, r, "--pp-schedule") && c->pp < 2)
         needs = "--pp-schedule", what = "--pp 2 or more (a pipeline to schedule)";
+    else if (vkg_flags_seen(flags, n, r, "--loss-scale-init") && o->loss_scale == 0)
+        needs = "--loss-scale-init", what = "--loss-scale dynamic";
+    else if (vkg_flags_seen(flags, n, r, "--loss-scale-window") && o->loss_scale == 0)
+        needs = "--loss-scale-window", what = "--loss-scale dynamic";
     if (needs) {
         snprintf(why, cap, "%s needs %s", needs, what);
         return 1;
@@ -203,7 +209,12 @@ static int run(vkg_trainer_t *t, const train_opts *o)
                    tty ? "\r\033[K" : "", s.step, outer_dtypes[o->cfg.outer_dtype],
                    (double)s.outer_bytes / 1048576.0, how, s.outer_ms);
         }
-        if (s.skipped && o->cfg.comm.rank == 0)
+        if (s.overflow && o->cfg.comm.rank == 0 && !o->quiet)
+            printf("%sstep %lld skipped: its gradient overflowed at loss scale %g (loss %g); "
+                   "the next step runs at %g\n",
+                   tty ? "\r\033[K" : "", s.step, (double)s.loss_scale, (double)s.loss,
+                   (double)(s.loss_scale > 1.0f ? s.loss_scale / 2 : s.loss_scale));
+        else if (s.skipped && o->cfg.comm.rank == 0)
             printf("%sstep %lld skipped: loss %g, gradient norm %g; parameters and moments "
                    "unchanged (%lld in a row, the run stops at --max-skipped %d; %lld so far)\n",
                    tty ? "\r\033[K" : "", s.step, (double)s.loss, (double)s.grad_norm,
@@ -264,6 +275,7 @@ static void opts_default(void *p)
                       .sample_len = 200,
                       .temperature = 0.8f,
                       .top_k = 40,
+                      .loss_scale_init = 65536.0f,
                       .dp = VKG_CLI_DP_FLAGS_INIT};
     o->cfg.device = getenv("VKGPT_DEVICE");
 }
@@ -323,6 +335,16 @@ static int train_main(int argc, char **argv, vkg_cli_resume *res)
          "stop the run after N steps in a row skipped because their loss or gradient norm was not "
          "finite (a skipped step leaves parameters and AdamW moments untouched; default 3)",
          0, 1, 1e9},
+        {"--loss-scale", VKG_FLAG_CHOICE, &o.loss_scale,
+         "dynamic loss scaling (as PyTorch's GradScaler): d(loss) times a power-of-two scale, "
+         "divided out in the update; an overflowing gradient skips the step and halves the scale, "
+         "--loss-scale-window good steps double it. With --precision bf16 and --coopmat on, "
+         "emulate or auto (when on), the gradient products run on cooperative matrices too",
+         loss_scales, 0, 0},
+        {"--loss-scale-init", VKG_FLAG_FLOAT, &o.loss_scale_init,
+         "the first loss scale, a power of two (default 65536)", 0, 1, 0x1p127},
+        {"--loss-scale-window", VKG_FLAG_INT, &c->loss_scale_window,
+         "steps in a row without an overflow that double the loss scale (default 2000)", 0, 1, 1e9},
         {"--eval-every", VKG_FLAG_INT, &c->eval_every, "evaluate every N steps (0: never)", 0, 0,
          1e9},
         {"--eval-batches", VKG_FLAG_INT, &c->eval_batches, "validation batches per evaluation", 0,
@@ -433,6 +455,7 @@ static int train_main(int argc, char **argv, vkg_cli_resume *res)
         vkg_cli_coopmat_check("train", c->coopmat, c->precision))
         return 2;
     c->schedule = (vkg_schedule_kind)o.schedule;
+    c->loss_scale = o.loss_scale ? o.loss_scale_init : 0.0f;
     if (o.pp_layers) {
         int n = vkg_flags_int_list(o.pp_layers, 1, 1 << 20, o.pp_layers_v, 256);
         if (n < 0) {

@@ -3,6 +3,7 @@
  * gpt2_memory.c; the recording itself (forward, backward, update) is in gpt2_record.c. */
 #include "model/gpt2_internal.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -96,6 +97,7 @@ vkg_status vkg_gpt2_create(vkg_device_t *dev, const vkg_gpt2_config *cfg, const 
     m->delta = acts[k++];
     m->dtop = acts[k++];
     m->gelu = acts[k++];
+    m->dscale = acts[k++];
     free(bytes), free(names), free(acts), free(types);
     bytes = NULL, names = NULL, acts = NULL, types = NULL;
 
@@ -205,6 +207,13 @@ vkg_status vkg_gpt2_set_grads(vkg_gpt2 *m, const float *grads)
 vkg_status vkg_gpt2_zero_grad(vkg_gpt2 *m)
 {
     return vkg_cmd_run(m->zero, 0);
+}
+
+vkg_status vkg_gpt2_set_grad_scale(vkg_gpt2 *m, float s)
+{
+    VKG_CHECK(s > 0.0f && isfinite(s), VKG_ERR_INVALID_ARG,
+              "the loss scale must be positive and finite, got %g", (double)s);
+    return vkg_tensor_write(m->dev, m->dscale, 0, &s, sizeof s);
 }
 
 static vkg_status check_slot(const vkg_gpt2 *m, int s)

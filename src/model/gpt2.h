@@ -107,6 +107,10 @@ vkg_status vkg_gpt2_set_grads(vkg_gpt2 *m, const float *grads);
 
 /* Set every gradient to zero (start of an optimizer step). */
 vkg_status vkg_gpt2_zero_grad(vkg_gpt2 *m);
+/* Dynamic loss scaling: from the next forward_backward on, d(loss) is also multiplied by s (read
+ * on the device: nothing is re-recorded), so every gradient carries s; 1 at creation. The
+ * evaluation's losses are not scaled. VKG_ERR_INVALID_ARG unless s is positive and finite. */
+vkg_status vkg_gpt2_set_grad_scale(vkg_gpt2 *m, float s);
 /* Whole model: forward, loss and backward on one micro-batch (slot 0): inputs and targets (B,T)
  * int32 in [0, V). ACCUMULATES parameter gradients of loss_scale / accum_steps x the mean loss.
  * *mean_loss (may be NULL) receives this micro-batch's mean loss (unscaled). */

@@ -107,7 +107,7 @@ vkg_status vkg__gpt2_resolve_opts(const vkg_gpt2_config *cfg, const vkg_gpt2_opt
     return check_opts(cfg, o);
 }
 
-enum { NSCRATCH = 4 };
+enum { NSCRATCH = 5 };
 
 /* Element counts of the shared scratch tensors and of one slot's tokens. */
 static void scratch_sizes(const vkg_gpt2_config *cfg, const vkg_gpt2_opts *o,
@@ -118,7 +118,8 @@ static void scratch_sizes(const vkg_gpt2_config *cfg, const vkg_gpt2_opts *o,
     scratch[1] = (size_t)o->B * (size_t)cfg->num_heads * (size_t)o->T;    /* delta (attention) */
     scratch[2] = BT * C;                                                  /* dtop */
     scratch[3] = o->recompute & VKG_GPT2_RECOMPUTE_GELU ? BT * 4 * C : 0; /* gelu */
-    tokens[0] = tokens[1] = BT;                                           /* inputs, targets */
+    scratch[4] = 4;             /* dscale: the loss scale (one float, 16 bytes) */
+    tokens[0] = tokens[1] = BT; /* inputs, targets */
 }
 
 static const char *const act_names[VKG_GPT2_NUM_ACTS] = {
@@ -130,7 +131,8 @@ static const char *const gact_names[VKG_GPT2_NUM_GRAD_ACTS] = {
     "dfch",     "dfch_gelu", "dfcproj", "dstream0", "dstream1", "dlnf"};
 static const char *const kept_names[VKG_GPT2_NUM_KEPT] = {"kept_dfcproj", "kept_dfch",
                                                           "kept_dattproj", "kept_dqkv"};
-static const char *const scratch_names[NSCRATCH] = {"mm_scratch", "delta", "dtop", "gelu"};
+static const char *const scratch_names[NSCRATCH] = {"mm_scratch", "delta", "dtop", "gelu",
+                                                    "dscale"};
 
 /* Mixed precision (bf16): the activations stored as bf16, llm.c's way of halving them: the
  * residual stream (encoded, residual2, residual3, so also the boundary a pipeline part hands to

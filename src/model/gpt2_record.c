@@ -143,8 +143,8 @@ static vkg_status record_forward_train(vkg_gpt2 *m, int s, vkg_cmd *c)
     VKG_TRY(record_forward(m, s, c));
     if (!m->head)
         return VKG_OK;
-    return vkg_op_xent_fwd_bwd(c, sl->acts.s.losses, &sl->acts.s.logits, sl->acts.s.logits,
-                               sl->targets, BT, V, Vp, dloss);
+    return vkg_op_xent_fwd_bwd_scaled(c, sl->acts.s.losses, &sl->acts.s.logits, sl->acts.s.logits,
+                                      sl->targets, BT, V, Vp, dloss, &m->dscale);
 }
 
 /* Advance the cut: unit u is complete. */
@@ -361,6 +361,7 @@ vkg_status vkg__gpt2_record(vkg_gpt2 *m)
     VKG_TRY(vkg_cmd_begin(c));
     VKG_TRY(vkg_op_fill(c, m->params, m->nparams, 0.0f));
     VKG_TRY(vkg_op_fill(c, m->grads, m->nparams, 0.0f));
+    VKG_TRY(vkg_op_fill(c, m->dscale, 1, 1.0f));
     VKG_TRY(vkg_cmd_end(c));
     VKG_TRY(vkg_cmd_run(c, 0));
     VKG_TRY(vkg_cmd_begin(c));

@@ -4,8 +4,10 @@
  * The operands are rounded to f16 (range 6e-8 .. 65504; see the shader), so only forward
  * products with a bf16 operand are sent (mixed precision: the bf16 weights copy times
  * activations; bf16 values in f16's normal range convert exactly); gradient products, whose
- * operands underflow f16 without a loss scale, and fp32 products stay on the other kernels. The
- * tuning's coopmat_all (tests) sends every product the tiled kernel could run. The shape checks
+ * operands underflow f16 without a loss scale, and fp32 products stay on the other kernels,
+ * unless the tuning's coopmat_grads sends the gradient products (dinp and dweight accumulate)
+ * too: the trainer sets it only with dynamic loss scaling on. The tuning's coopmat_all (tests)
+ * sends every product the tiled kernel could run. The shape checks
  * and the index limit are src/ops/matmul.c's, done before. */
 #include "ops/matmul_internal.h"
 #include "ops/op_util.h"
@@ -35,7 +37,9 @@ int vkg__coopmat_takes(const vkg_device_tuning *tu, const vkg_gemm *g, int wide)
         return 0;
     if (tu->coopmat_all)
         return 1;
-    return !g->accumulate && (g->a.dtype == VKG_BF16 || g->b.dtype == VKG_BF16);
+    if (g->accumulate) /* the gradient products */
+        return tu->coopmat_grads != 0;
+    return g->a.dtype == VKG_BF16 || g->b.dtype == VKG_BF16;
 }
 
 vkg_status vkg__matmul_coopmat_dispatch(vkg_cmd *c, const vkg_gemm *g, const char *op,

@@ -43,7 +43,8 @@ vkg_status vkg__matmul_tiled_dispatch(vkg_cmd *c, const vkg_gemm *g, const char 
 
 /* Whether the cooperative-matrix kernel takes product g under tuning tu (src/ops/matmul_coopmat.c:
  * the device opened with it, g neither stored transposed nor wide nor given register tiles, and
- * a forward product with a bf16 operand unless tu->coopmat_all); and, for the forward pass
+ * a forward product with a bf16 operand, or with tu->coopmat_grads an accumulating (gradient)
+ * product, unless tu->coopmat_all); and, for the forward pass
  * before its products are built, whether it takes them for these operand types. */
 int vkg__coopmat_takes(const vkg_device_tuning *tu, const vkg_gemm *g, int wide);
 int vkg__coopmat_takes_fwd(const vkg_device_tuning *tu, vkg_dtype inp, vkg_dtype weight);

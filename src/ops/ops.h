@@ -191,6 +191,12 @@ vkg_status vkg_op_layernorm_bwd(vkg_cmd *c, vkg_tensor dinp, vkg_tensor dweight,
 vkg_status vkg_op_xent_fwd_bwd(vkg_cmd *c, vkg_tensor losses, const vkg_tensor *dlogits,
                                vkg_tensor logits, vkg_tensor targets, int N, int V, int Vp,
                                float dloss);
+/* The same, with dloss multiplied on the device by dscale[0] (one float, read when the list runs:
+ * the dynamic loss scale, rewritten between submissions without re-recording); dscale NULL is
+ * vkg_op_xent_fwd_bwd. A power-of-two scale multiplies every dlogit exactly. */
+vkg_status vkg_op_xent_fwd_bwd_scaled(vkg_cmd *c, vkg_tensor losses, const vkg_tensor *dlogits,
+                                      vkg_tensor logits, vkg_tensor targets, int N, int V, int Vp,
+                                      float dloss, const vkg_tensor *dscale);
 
 /* out[0] = (accumulate ? out[0] : 0) + sum over k < count, i < ns[k] of xs[k][i]^2, as float.
  * Deterministic (same inputs and device: bitwise the same result; no atomics), accurate to about
@@ -224,14 +230,14 @@ typedef struct vkg_step_params {
     float lr;        /* learning rate of this step */
     uint32_t t;      /* AdamW step, 1-based (bias correction 1 - beta^t) */
     float grad_clip; /* clip the global gradient norm to this; <= 0: no clipping */
-    float reserved;  /* 0 */
+    float unscale;   /* the gradients' factor before anything else: 1 / loss scale (1: none) */
 } vkg_step_params;
 
 /* One AdamW step on n elements (llm.c's formula, decoupled weight decay; see vkg_ref_adamw):
- * param, m, v (n) updated in place from grad (n). lr, t and grad_clip are read on the device from
- * step (one vkg_step_params). The gradient is scaled by grad_clip / sqrt(sumsq[0]) when sumsq is
- * not NULL, grad_clip > 0 and that norm exceeds grad_clip (sumsq: the global sum of squares of the
- * gradients, e.g. from vkg_op_sumsq recorded before); otherwise by 1. Needs beta1, beta2 in
+ * param, m, v (n) updated in place from grad (n). lr, t, grad_clip and unscale are read on the
+ * device from step (one vkg_step_params). The gradient is multiplied by unscale, and by
+ * grad_clip / sqrt(sumsq[0]) when sumsq is not NULL, grad_clip > 0 and that norm exceeds
+ * grad_clip (sumsq: the global sum of squares of the unscaled gradients). Needs beta1, beta2 in
  * [0, 1), eps > 0, weight_decay >= 0 (0 for tensors that do not decay). */
 vkg_status vkg_op_adamw(vkg_cmd *c, vkg_tensor param, vkg_tensor grad, vkg_tensor m, vkg_tensor v,
                         size_t n, float beta1, float beta2, float eps, float weight_decay,

@@ -53,7 +53,7 @@ vkg_device_tuning vkg__device_tuning_defaults(VkPhysicalDeviceType type, uint32_
 /* The cooperative-matrix fields for dev's mode and the configuration it was opened with. */
 static void coopmat_tune(const vkg_device_t *dev, vkg_device_tuning *t)
 {
-    t->coopmat = 0, t->coopmat_all = 0;
+    t->coopmat = 0, t->coopmat_all = 0, t->coopmat_grads = 0;
     t->coopmat_m = 16, t->coopmat_n = 8, t->coopmat_k = 16; /* the emulation's default shape */
     if (dev->opts.coopmat == VKG_COOPMAT_EMULATE)
         t->coopmat = 2;
@@ -211,6 +211,7 @@ vkg_status vkg_device_tuning_set(vkg_device_t *dev, const vkg_device_tuning *t)
         {"grad_reduce_chunks", t->grad_reduce_chunks, 0, inv / VKG_GRAD_REDUCE_CX, 0},
         {"coopmat", t->coopmat, 0, 2, 0},
         {"coopmat_all", t->coopmat_all, 0, 1, 0},
+        {"coopmat_grads", t->coopmat_grads, 0, 1, 0},
         {"coopmat_m", t->coopmat_m, 8, 16, 1},
         {"coopmat_n", t->coopmat_n, 8, 16, 1},
         {"coopmat_k", t->coopmat_k, 8, 32, 1},

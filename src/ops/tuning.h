@@ -70,9 +70,11 @@ typedef struct vkg_device_tuning {
     /* Cooperative matrices (src/ops/matmul_coopmat.c): 0 off; 1 the forward products with a
      * bf16 operand run shaders/matmul_coopmat.comp on fragments of coopmat_m x coopmat_n x
      * coopmat_k (a configuration of the device); 2 the same products run its emulation,
-     * matmul_coopmat_emu.comp. coopmat_all = 1 (tests): every product that the tiled kernel
-     * could run goes there instead, fp32 and accumulating ones too. */
-    uint32_t coopmat, coopmat_all;
+     * matmul_coopmat_emu.comp. coopmat_grads = 1: the gradient products (dinp, dweight: the
+     * accumulating ones) too, whatever their operands; only safe with a loss scale that keeps
+     * dout within f16's range (the trainer's --loss-scale sets it). coopmat_all = 1 (tests):
+     * every product that the tiled kernel could run goes there instead, fp32 ones too. */
+    uint32_t coopmat, coopmat_all, coopmat_grads;
     uint32_t coopmat_m, coopmat_n, coopmat_k;
 } vkg_device_tuning;
 

@@ -12,7 +12,7 @@
 #define XENT_PER_LANE 4u /* columns per invocation per chunk of pass 1 (spec constant K) */
 
 typedef struct push_xent {
-    uint64_t logits, losses, dlogits, targets;
+    uint64_t logits, losses, dlogits, targets, dscale;
     uint32_t N, V, Vp;
     float dloss;
 } push_xent;
@@ -41,6 +41,13 @@ vkg_status vkg_op_xent_fwd_bwd(vkg_cmd *c, vkg_tensor losses, const vkg_tensor *
                                vkg_tensor logits, vkg_tensor targets, int N, int V, int Vp,
                                float dloss)
 {
+    return vkg_op_xent_fwd_bwd_scaled(c, losses, dlogits, logits, targets, N, V, Vp, dloss, NULL);
+}
+
+vkg_status vkg_op_xent_fwd_bwd_scaled(vkg_cmd *c, vkg_tensor losses, const vkg_tensor *dlogits,
+                                      vkg_tensor logits, vkg_tensor targets, int N, int V, int Vp,
+                                      float dloss, const vkg_tensor *dscale)
+{
     const char *op = "xent_fwd_bwd";
     VKG_CHECK(N > 0 && V > 0 && Vp > 0, VKG_ERR_INVALID_ARG,
               "%s: N, V and Vp must be positive (N=%d V=%d Vp=%d)", op, N, V, Vp);
@@ -63,21 +70,26 @@ vkg_status vkg_op_xent_fwd_bwd(vkg_cmd *c, vkg_tensor losses, const vkg_tensor *
             VKG_ERR_INVALID_ARG,
             "%s: tensor dlogits partly overlaps logits (it must be logits itself or apart)", op);
     }
+    if (dscale)
+        VKG_TRY(vkg__op_need(op, "dscale", *dscale, 1));
     uint32_t wg = xent_workgroup(vkg_cmd_device(c), V);
-    uint32_t spec[5] = {wg, 1, 1, dlogits ? 1u : 0u, XENT_PER_LANE};
+    /* without a scale the pipeline of before (no sixth constant) */
+    uint32_t spec[6] = {wg, 1, 1, dlogits ? 1u : 0u, XENT_PER_LANE, 1u};
+    int nspec = dscale && dlogits ? 6 : 5;
     for (size_t r0 = 0; r0 < (size_t)N; r0 += nb) {
         size_t m = (size_t)N - r0 < nb ? (size_t)N - r0 : nb, at = 4 * r0 * (size_t)Vp;
         push_xent p = {.logits = logits.addr + at,
                        .losses = losses.addr + 4 * r0,
                        .dlogits = (dlogits ? dlogits->addr : logits.addr) + at,
                        .targets = targets.addr + 4 * r0,
+                       .dscale = dscale && dlogits ? dscale->addr : 0,
                        .N = (uint32_t)m,
                        .V = (uint32_t)V,
                        .Vp = (uint32_t)Vp,
                        .dloss = dloss};
         uint32_t gx = (uint32_t)m < XENT_MAX_GROUPS ? (uint32_t)m : XENT_MAX_GROUPS;
         uint32_t gy = vkg__ceil_div(m, gx);
-        VKG_TRY(vkg_cmd_dispatch(c, VKG_KERNEL_xent_fwd_bwd, spec, 5, &p, sizeof p, gx, gy, 1,
+        VKG_TRY(vkg_cmd_dispatch(c, VKG_KERNEL_xent_fwd_bwd, spec, nspec, &p, sizeof p, gx, gy, 1,
                                  dlogits ? "xent_fwd_bwd" : "xent_fwd"));
     }
     return VKG_OK;

@@ -224,10 +224,17 @@ vkg_status vkg_adamw_grad_sumsq(vkg_adamw *o, float *sumsq)
     return vkg_tensor_read(o->dev, o->sumsq, 0, sumsq, sizeof *sumsq);
 }
 
-vkg_status vkg_adamw_update(vkg_adamw *o, float lr, uint32_t t, float grad_clip, float sumsq)
+vkg_status vkg_adamw_update(vkg_adamw *o, float lr, uint32_t t, float grad_clip, float sumsq,
+                            float grad_scale)
 {
     VKG_CHECK(t >= 1, VKG_ERR_INVALID_ARG, "AdamW step must be >= 1, got %u", t);
-    vkg_step_params sp = {.lr = lr, .t = t, .grad_clip = grad_clip, .reserved = 0.0f};
+    VKG_CHECK(grad_scale > 0.0f && isfinite(grad_scale), VKG_ERR_INVALID_ARG,
+              "AdamW: the gradients' loss scale must be positive and finite, got %g",
+              (double)grad_scale);
+    /* the unscaled gradients' sum of squares: exact for a power-of-two scale */
+    float unscale = 1.0f / grad_scale;
+    sumsq = sumsq * unscale * unscale;
+    vkg_step_params sp = {.lr = lr, .t = t, .grad_clip = grad_clip, .unscale = unscale};
     VKG_TRY(vkg_tensor_write(o->dev, o->step, 0, &sp, sizeof sp));
     VKG_TRY(vkg_tensor_write(o->dev, o->sumsq, 0, &sumsq, sizeof sumsq));
     return vkg_cmd_run(o->update, 0);

@@ -68,12 +68,16 @@ vkg_status vkg_adamw_sum_partials(vkg_adamw *o, const float *partials, float *su
 /* The sum of squares of the n gradients (from vkg_adamw_norm_from on), deterministic: same
  * gradients, same bits. */
 vkg_status vkg_adamw_grad_sumsq(vkg_adamw *o, float *sumsq);
-/* One AdamW step with learning rate lr and 1-based step t. The gradients are scaled by
- * grad_clip / sqrt(sumsq) when grad_clip > 0 and that norm exceeds it; sumsq is the global sum of
- * squares (this optimizer's own from grad_sumsq, or one summed over ranks or stages). A sumsq
- * that is not finite (NaN or infinite) skips the step on the device: parameters and moments stay
- * bitwise as they were (callers that know it may also not call this at all). */
-vkg_status vkg_adamw_update(vkg_adamw *o, float lr, uint32_t t, float grad_clip, float sumsq);
+/* One AdamW step with learning rate lr and 1-based step t, on gradients that carry a loss scale
+ * grad_scale (positive; 1: none): they are divided by it, then scaled by grad_clip / their norm
+ * when grad_clip > 0 and that norm exceeds it. sumsq is the global sum of squares of the scaled
+ * gradients (this optimizer's own from grad_sumsq, or one summed over ranks or stages). With a
+ * power-of-two grad_scale the update is bitwise that of the unscaled gradients (while neither
+ * leaves fp32's normal range). A sumsq that is not finite (NaN or infinite) skips the step on the
+ * device: parameters and moments stay bitwise as they were (callers that know it may also not
+ * call this at all). */
+vkg_status vkg_adamw_update(vkg_adamw *o, float lr, uint32_t t, float grad_clip, float sumsq,
+                            float grad_scale);
 
 /* The parameters the moments cover: [*first, *first + *count). */
 void vkg_adamw_moment_range(const vkg_adamw *o, size_t *first, size_t *count);

@@ -516,7 +516,7 @@ static vkg_status step(vkg_strategy *s, vkg_data_t *data, const vkg_strategy_ste
     double ms = vkg_os_now_ms() - t0;
     out->comm_ms += ms, out->exposed_comm_ms += ms;
     VKG_TRY(vkg__whole_apply(s, in, x[0], isfinite(x[2]) ? sumsq : x[2], x[1] > 0.0f, out));
-    out->grad_norm = sqrtf(sumsq); /* this replica's own */
+    out->grad_norm = sqrtf(sumsq) / vkg__step_scale(in); /* this replica's own */
     return vkg__diloco_end_step(s, in->t, out);
 }
 

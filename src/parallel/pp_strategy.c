@@ -365,12 +365,12 @@ static vkg_status step(vkg_strategy *s, vkg_data_t *data, const vkg_strategy_ste
     }
     out->skipped = !isfinite(x[0]) || !isfinite(s->diloco ? x[2] : sumsq);
     if (!out->skipped)
-        VKG_TRY(vkg_adamw_update(s->opt, in->lr, in->t, in->grad_clip, sumsq));
+        VKG_TRY(vkg_adamw_update(s->opt, in->lr, in->t, in->grad_clip, sumsq, vkg__step_scale(in)));
     if (!out->skipped && p->zero)
         VKG_TRY(share_params(s, out));
     span(p, VKG_SPAN_OPTIMIZER, -1, t0);
     out->loss = x[0];
-    out->grad_norm = sqrtf(sumsq);
+    out->grad_norm = sqrtf(sumsq) / vkg__step_scale(in);
     out->stop = x[1] > 0.0f;
     return s->diloco ? vkg__diloco_end_step(s, in->t, out) : VKG_OK;
 }

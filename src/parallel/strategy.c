@@ -3,6 +3,7 @@
  * data-parallel group of whole models), and dispatching each call to the table's hook or to the
  * whole-model default (whole.c). What differs between strategies is in their tables (zero.c,
  * pp_strategy.c); whether a model fits a device before it is built is in plan.c. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -376,6 +377,13 @@ vkg_status vkg_strategy_step(vkg_strategy *s, vkg_data_t *data, const vkg_strate
                              vkg_strategy_step_out *out)
 {
     VKG_CHECK(s->model, VKG_ERR_STATE, "no model (vkg_strategy_build)");
+    float scale = vkg__step_scale(in);
+    VKG_CHECK(isfinite(scale), VKG_ERR_INVALID_ARG, "the loss scale must be finite, got %g",
+              (double)scale);
+    if (scale != (s->grad_scale > 0.0f ? s->grad_scale : 1.0f)) {
+        VKG_TRY(vkg_gpt2_set_grad_scale(s->model, scale));
+        s->grad_scale = scale;
+    }
     VKG_TRY(s->vt->step ? s->vt->step(s, data, in, out) : vkg__whole_step(s, data, in, out));
     int pp, dp;
     vkg_strategy_layout(s, &pp, &dp);

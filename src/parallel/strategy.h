@@ -250,6 +250,10 @@ typedef struct vkg_strategy_step_in {
     uint32_t t;      /* AdamW step, 1-based */
     float grad_clip; /* clip the global gradient norm to this (<= 0: never) */
     int stop;        /* this rank was asked to stop after this step */
+    /* The loss scale of this step (0 or 1: none): d(loss) is multiplied by it, so every gradient
+     * carries it, and the update divides it out (clipping and grad_norm see the unscaled norm).
+     * The trainer's dynamic loss scaling sets it; the same on every rank. */
+    float loss_scale;
 } vkg_strategy_step_in;
 
 typedef struct vkg_strategy_step_out {

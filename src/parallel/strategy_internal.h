@@ -46,8 +46,15 @@ struct vkg_strategy {
     /* 1: each rank's gradient is the mean over its own tokens (DiLoCo's replicas, which never sum
      * them), not its token-weighted share of the group's. */
     int own_grads;
+    float grad_scale; /* the loss scale the model's d(loss) carries now (vkg_gpt2_set_grad_scale) */
     char describe[320]; /* vkg_strategy_outer_describe */
 };
+
+/* The loss scale of step in: 1 when it has none. */
+static inline float vkg__step_scale(const vkg_strategy_step_in *in)
+{
+    return in->loss_scale > 0.0f ? in->loss_scale : 1.0f;
+}
 
 extern const vkg_strategy_vt vkg__strategy_single;
 extern const vkg_strategy_vt vkg__strategy_dp;

@@ -126,9 +126,9 @@ vkg_status vkg__whole_apply(vkg_strategy *s, const vkg_strategy_step_in *in, dou
     /* The loss and the sum of squares are the job's, the same on every rank: all skip alike. */
     out->skipped = !isfinite(loss) || !isfinite(sumsq);
     if (!out->skipped)
-        VKG_TRY(vkg_adamw_update(s->opt, in->lr, in->t, in->grad_clip, sumsq));
+        VKG_TRY(vkg_adamw_update(s->opt, in->lr, in->t, in->grad_clip, sumsq, vkg__step_scale(in)));
     out->loss = (float)loss;
-    out->grad_norm = sqrtf(sumsq);
+    out->grad_norm = sqrtf(sumsq) / vkg__step_scale(in);
     out->stop = stop;
     return VKG_OK;
 }

@@ -89,6 +89,10 @@ typedef struct vkg_checkpoint_state {
     vkg_data_pos data_pos;                /* the training loader's position */
     uint32_t params_crc; /* CRC-32 of the parameters' file bytes (set by vkg_checkpoint_write) */
     uint32_t params_crc_set; /* 1 when params_crc is known */
+    /* Dynamic loss scaling: the scale the next step runs with and the steps in a row without an
+     * overflow (0, 0 in a run without it, and in files written before it). */
+    float loss_scale;
+    uint64_t loss_scale_good;
 } vkg_checkpoint_state;
 
 /* A loaded checkpoint. */

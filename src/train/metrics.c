@@ -296,6 +296,9 @@ vkg_status vkg_metrics_log(vkg_metrics_t *m, const vkg_metrics_row *row)
     if (row->outer_bytes)
         at += (size_t)snprintf(line + at, sizeof line - at, ",\"outer_bytes\":%" PRIu64,
                                row->outer_bytes);
+    if (row->loss_scale > 0.0f)
+        at += (size_t)snprintf(line + at, sizeof line - at, ",\"loss_scale\":%.9g%s",
+                               (double)row->loss_scale, row->overflow ? ",\"overflow\":true" : "");
     if (row->comm) {
         at += (size_t)snprintf(line + at, sizeof line - at, ",\"comm_bytes\":%" PRIu64,
                                row->comm_bytes);

@@ -55,6 +55,10 @@ typedef struct vkg_metrics_row {
     int comm;
     uint64_t comm_bytes;
     float comm_ms, exposed_comm_ms;
+    /* > 0 under dynamic loss scaling: the scale the step ran with ("loss_scale"), and whether
+     * its gradient overflowed ("overflow": true) */
+    float loss_scale;
+    int overflow;
 } vkg_metrics_row;
 
 /* One point of a history: the step and its loss (NaN for a logged non-finite loss). */

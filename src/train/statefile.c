@@ -110,6 +110,8 @@ static const field FIELDS[] = {
     F(23, 4, 1, st.hp.beta2),
     F(24, 4, 1, st.hp.eps),
     F(25, 4, 1, st.hp.grad_clip),
+    F(26, 4, 1, st.loss_scale),
+    F(28, 8, 1, st.loss_scale_good),
     F(32, 8, 1, st.step),
     F(34, 8, 1, st.tokens),
     F(36, 8, VKG_CHECKPOINT_NUM_RNG, st.rng),

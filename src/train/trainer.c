@@ -112,6 +112,50 @@ static vkg_status plan_steps(vkg_trainer_t *t)
     return VKG_OK;
 }
 
+#define SCALE_MAX 0x1p127f /* the largest power of two a float holds */
+
+/* Dynamic loss scaling's settings, and the gradient products on cooperative matrices with it
+ * (before the model's lists are recorded). */
+static vkg_status plan_loss_scale(vkg_trainer_t *t)
+{
+    const vkg_train_config *c = &t->cfg;
+    int e = 0;
+    VKG_CHECK(c->loss_scale == 0.0f || (c->loss_scale >= 1.0f && c->loss_scale <= SCALE_MAX &&
+                                        frexpf(c->loss_scale, &e) == 0.5f),
+              VKG_ERR_INVALID_ARG,
+              "--loss-scale-init must be a power of two from 1 to 2^127 (the scale is halved and "
+              "doubled exactly), got %g",
+              (double)c->loss_scale);
+    VKG_CHECK(c->loss_scale_window >= 0, VKG_ERR_INVALID_ARG,
+              "--loss-scale-window must be >= 0 (0: 2000 steps), got %d", c->loss_scale_window);
+    t->scale = c->loss_scale, t->scale_good = 0;
+    vkg_device_tuning tu = vkg_device_tuning_get(t->dev);
+    if (c->loss_scale == 0.0f || !tu.coopmat)
+        return VKG_OK;
+    tu.coopmat_grads = 1;
+    VKG_TRY(vkg_device_tuning_set(t->dev, &tu));
+    size_t n = strlen(t->coopmat);
+    snprintf(t->coopmat + n, sizeof t->coopmat - n,
+             "; the gradient products too, under dynamic loss scaling");
+    return VKG_OK;
+}
+
+/* After a step under dynamic loss scaling: an overflow halves the scale (not below 1); a run of
+ * loss_scale_window applied steps doubles it. */
+static void loss_scale_update(vkg_trainer_t *t, int skipped, int overflow)
+{
+    long long window = t->cfg.loss_scale_window > 0 ? t->cfg.loss_scale_window : 2000;
+    if (skipped) {
+        if (overflow && t->scale > 1.0f)
+            t->scale *= 0.5f;
+        t->scale_good = 0;
+    } else if (++t->scale_good >= window) {
+        if (t->scale < SCALE_MAX)
+            t->scale *= 2.0f;
+        t->scale_good = 0;
+    }
+}
+
 /* The data is looked for first: a mistyped path is reported as such, not as whatever fails
  * without it (a vocabulary size a tokenizer beside the data would have given). */
 static vkg_status check_data_paths(const vkg_train_config *c)
@@ -242,6 +286,7 @@ static vkg_status setup(vkg_trainer_t *t)
     VKG_TRY_GOTO(st, vkg__train_load_model(t, &params, &ck), done);
     VKG_TRY_GOTO(st, vkg__train_share_start(t, &params, &ck), done);
     VKG_TRY_GOTO(st, plan_steps(t), done);
+    VKG_TRY_GOTO(st, plan_loss_scale(t), done);
     vkg_rng_seed(&t->rng, c->seed ^ 0x5A3D1EULL);
 
     vkg_strategy_model sm = {
@@ -264,6 +309,9 @@ static vkg_status setup(vkg_trainer_t *t)
         VKG_TRY_GOTO(st, vkg__train_resume_data(t, &ck.state), done);
         t->step = (long long)ck.state.step;
         t->tokens = ck.state.tokens;
+        if (c->loss_scale > 0.0f && ck.state.loss_scale >= 1.0f &&
+            ck.state.loss_scale <= SCALE_MAX) /* else the checkpoint ran without it */
+            t->scale = ck.state.loss_scale, t->scale_good = (long long)ck.state.loss_scale_good;
         t->rng.state = ck.state.rng[0];
     }
     t->start_step = t->step;
@@ -436,7 +484,8 @@ static vkg_status step(vkg_trainer_t *t, vkg_step_info *info)
     vkg_strategy_step_in in = {.lr = lr,
                                .t = (uint32_t)(t->step + 1),
                                .grad_clip = t->cfg.grad_clip,
-                               .stop = t->cfg.stop && *t->cfg.stop};
+                               .stop = t->cfg.stop && *t->cfg.stop,
+                               .loss_scale = t->scale};
     vkg_strategy_step_out out;
     vkg__train_balance_delay(t);
     VKG_TRY(vkg_strategy_step(t->par, t->train, &in, &out));
@@ -450,8 +499,15 @@ static vkg_status step(vkg_trainer_t *t, vkg_step_info *info)
     info->comm_ms = out.comm_ms, info->exposed_comm_ms = out.exposed_comm_ms;
     info->outer = out.outer, info->outer_bytes = out.outer_bytes, info->outer_ms = out.outer_ms;
     info->comm_bytes = out.comm_bytes;
+    /* An overflow under loss scaling is expected now and then: the scale halves and the step is
+     * not counted toward --max-skipped, until the scale is 1. */
+    int overflow = t->scale > 0.0f && out.skipped && isfinite(out.loss);
+    int forgiven = overflow && t->scale > 1.0f;
+    info->loss_scale = t->scale, info->overflow = overflow;
+    if (t->scale > 0.0f)
+        loss_scale_update(t, out.skipped, overflow);
     t->skipped += out.skipped;
-    t->skipped_run = out.skipped ? t->skipped_run + 1 : 0;
+    t->skipped_run = !out.skipped ? 0 : forgiven ? t->skipped_run : t->skipped_run + 1;
     info->skipped = out.skipped;
     info->skipped_total = t->skipped, info->skipped_run = t->skipped_run;
     if (t->trace) {
@@ -486,7 +542,9 @@ static vkg_status step(vkg_trainer_t *t, vkg_step_info *info)
                                .comm = vkg_strategy_world(t->par) > 1,
                                .comm_bytes = out.comm_bytes,
                                .comm_ms = (float)out.comm_ms,
-                               .exposed_comm_ms = (float)out.exposed_comm_ms};
+                               .exposed_comm_ms = (float)out.exposed_comm_ms,
+                               .loss_scale = info->loss_scale,
+                               .overflow = overflow};
         VKG_TRY(vkg_metrics_log(t->metrics, &row));
     }
     VKG_CHECK(t->skipped_run < t->cfg.max_skipped, VKG_ERR_ABORTED,
@@ -571,7 +629,11 @@ static vkg_status write_checkpoint(vkg_trainer_t *t, char *path_out, size_t cap)
         st = VKG_FAIL(VKG_ERR_NOMEM, "no memory for a checkpoint");
     if (st != VKG_OK)
         goto done;
-    vkg_checkpoint_state cs = {.hp = t->hp, .step = (uint64_t)t->step, .tokens = t->tokens};
+    vkg_checkpoint_state cs = {.hp = t->hp,
+                               .step = (uint64_t)t->step,
+                               .tokens = t->tokens,
+                               .loss_scale = t->scale,
+                               .loss_scale_good = (uint64_t)t->scale_good};
     cs.rng[0] = t->rng.state;
     if (t->train)
         vkg_data_position(t->train, &cs.data_pos);

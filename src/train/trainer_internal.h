@@ -28,6 +28,10 @@ struct vkg_trainer {
     long long start_step;
     uint64_t tokens;
     long long skipped, skipped_run; /* steps not applied: in all, and in a row up to now */
+    /* Dynamic loss scaling (cfg.loss_scale > 0): the scale of the next step, and the steps in a
+     * row since the last overflow (or growth). */
+    float scale;
+    long long scale_good;
     int resumed;
     char resume_skipped[2048]; /* newer checkpoints --resume passed over, and why ("" none) */
     char coopmat[400];         /* bf16: cooperative matrices on or off, and why ("" fp32) */
