@@ -56,8 +56,6 @@
 
 enum { L = 2, NH = 2, C = 32, V = 96, MAXT = 16, T = 16, B = 2, STEPS = 5, MAXR = 4 };
 
-static char tmp_root[512];
-
 typedef struct job {
     int world, steps, H, dtype, batch;
     float outer_lr, outer_mu;
@@ -98,18 +96,12 @@ static job new_job(int world, int H, int dtype)
 static int group_setup(void **state)
 {
     (void)state;
-    if (vkg_test_tmp_make(tmp_root, sizeof tmp_root, "vkg_test_diloco") != 0)
+    if (vkg_test_dir_make("vkg_test_diloco") != 0)
         return -1;
     char path[600];
-    snprintf(path, sizeof path, "%s/train.bin", tmp_root);
+    vkg_test_path_in(path, sizeof path, "train.bin");
     vkg_test_write_shard(path, 40 * 6 * T + 1, 31, V, 1);
     return 0;
-}
-
-static int group_teardown(void **state)
-{
-    (void)state;
-    return vkg_test_tmp_remove(tmp_root);
 }
 
 static void *run_rank(void *p)
@@ -117,10 +109,8 @@ static void *run_rank(void *p)
     vkg_test_rank *a = p;
     job *j = a->job;
     char data[600], ckpt[600];
-    snprintf(data, sizeof data, "%s/train.bin", tmp_root);
-    vkg_train_config c = vkg_train_config_default();
-    c.validation = 1;
-    c.device = getenv("VKGPT_DEVICE");
+    vkg_test_path_in(data, sizeof data, "train.bin");
+    vkg_train_config c = vkg_test_rank_config();
     c.layers = L, c.heads = NH, c.channels = C, c.max_seq_len = MAXT, c.vocab_size = V;
     c.seed = 5, c.data = data, c.shuffle = 1;
     c.batch = j->batch, c.seq = T;
@@ -133,12 +123,10 @@ static void *run_rank(void *p)
         c.total_batch = (long long)j->accum * j->batch * T * (j->world / (j->pp > 1 ? j->pp : 1));
     c.grad_dtype = j->grad_bf16 ? VKG_COMM_BF16 : VKG_COMM_F32;
     if (j->ckpt) {
-        snprintf(ckpt, sizeof ckpt, "%s/%s", tmp_root, j->ckpt);
+        vkg_test_path_in(ckpt, sizeof ckpt, j->ckpt);
         c.ckpt_dir = ckpt, c.keep_checkpoints = 0, c.resume = j->resume;
     }
-    c.comm.world_size = j->world, c.comm.rank = a->rank;
-    c.comm.transport = VKG_COMM_INPROC, c.comm.ctx = a->ctx, c.comm.job_id = a->job_id;
-    c.comm.timeout_ms = 30000;
+    vkg_test_rank_join(&c, a, j->world);
     vkg_trainer_t *t = NULL;
     vkg_status st = vkg_trainer_create(&c, &t);
     vkg_trainer_info info;
@@ -568,8 +556,9 @@ static job replicas_job(int H, int dtype)
  * replica 1's parameters, m, v). */
 static float *replica1_from_checkpoint(const char *dir, int step, size_t n)
 {
-    char path[800];
-    snprintf(path, sizeof path, "%s/%s/step_%08d/outer.bin", tmp_root, dir, step);
+    char name[600], path[800];
+    snprintf(name, sizeof name, "%s/step_%08d/outer.bin", dir, step);
+    vkg_test_path_in(path, sizeof path, name);
     float *x = NULL;
     size_t count = 0;
     vkg_status st = vkg_outerfile_read(path, n, &x, &count);
@@ -714,5 +703,5 @@ int main(void)
     };
     if (getenv("VKG_TEST_FILTER")) /* e.g. VKG_TEST_FILTER='test_pipeline*' */
         cmocka_set_test_filter(getenv("VKG_TEST_FILTER"));
-    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+    return cmocka_run_group_tests(tests, group_setup, vkg_test_dir_teardown);
 }

@@ -48,8 +48,6 @@ enum { L = 2, NH = 2, C = 32, V = 96, MAXT = 16, T = 16, STEPS = 5, MAXR = 3 };
 /* What the odd rank of a mismatch test changes. */
 enum { ODD_SEQ, ODD_RANK_BATCH, ODD_DATA, ODD_BUCKETS };
 
-static char tmp_root[512];
-
 typedef struct job {
     int world;
     int rank_batch[MAXR];
@@ -83,33 +81,22 @@ typedef struct job {
     int nbuckets;
 } job;
 
-static void path_in(char *out, size_t cap, const char *name)
-{
-    snprintf(out, cap, "%s/%s", tmp_root, name);
-}
-
 static void write_shard(const char *name, size_t n, uint64_t seed)
 {
     char path[600];
-    path_in(path, sizeof path, name);
+    vkg_test_path_in(path, sizeof path, name);
     vkg_test_write_shard(path, n, seed, V, 1);
 }
 
 static int group_setup(void **state)
 {
     (void)state;
-    if (vkg_test_tmp_make(tmp_root, sizeof tmp_root, "vkg_test_dp") != 0)
+    if (vkg_test_dir_make("vkg_test_dp") != 0)
         return -1;
     write_shard("train.bin", 40 * 6 * T + 1, 21); /* 40 global batches of 6 rows */
     write_shard("val.bin", 4 * 6 * T + 1, 22);
     write_shard("other.bin", 40 * 6 * T + 1, 23); /* same size as train.bin, other tokens */
     return 0;
-}
-
-static int group_teardown(void **state)
-{
-    (void)state;
-    return vkg_test_tmp_remove(tmp_root);
 }
 
 static void *run_rank(void *p)
@@ -118,11 +105,9 @@ static void *run_rank(void *p)
     job *j = a->job;
     char data[600], val[600], ckpt[600];
     int odd = a->rank == j->odd_rank;
-    path_in(data, sizeof data, odd && j->odd_what == ODD_DATA ? "other.bin" : "train.bin");
-    path_in(val, sizeof val, "val.bin");
-    vkg_train_config c = vkg_train_config_default();
-    c.validation = 1;
-    c.device = getenv("VKGPT_DEVICE");
+    vkg_test_path_in(data, sizeof data, odd && j->odd_what == ODD_DATA ? "other.bin" : "train.bin");
+    vkg_test_path_in(val, sizeof val, "val.bin");
+    vkg_train_config c = vkg_test_rank_config();
     c.layers = L, c.heads = NH, c.channels = C, c.max_seq_len = MAXT, c.vocab_size = V;
     c.seed = 77, c.data = data, c.val_data = val, c.shuffle = 0;
     c.batch = j->batch, c.seq = odd && j->odd_what == ODD_SEQ ? T / 2 : T;
@@ -130,12 +115,10 @@ static void *run_rank(void *p)
     c.steps = STEPS, c.lr = 3e-3f, c.warmup = 1, c.weight_decay = 0.1f, c.grad_clip = 1.0f;
     c.eval_every = 2, c.eval_batches = 2;
     if (j->ckpt) {
-        path_in(ckpt, sizeof ckpt, j->ckpt);
+        vkg_test_path_in(ckpt, sizeof ckpt, j->ckpt);
         c.ckpt_dir = ckpt, c.keep_checkpoints = 0, c.resume = j->resume;
     }
-    c.comm.world_size = j->world, c.comm.rank = a->rank;
-    c.comm.transport = VKG_COMM_INPROC, c.comm.ctx = a->ctx, c.comm.job_id = a->job_id;
-    c.comm.timeout_ms = 30000;
+    vkg_test_rank_join(&c, a, j->world);
     c.comm.shm = j->shm;
     int swapped[MAXR];
     memcpy(swapped, j->rank_batch, sizeof swapped);
@@ -479,7 +462,7 @@ static void expect_rank0_failure(job *j, vkg_status rank0_status, const char *n1
 static void block_checkpoint(const char *dir, int step)
 {
     char path[700], name[32];
-    path_in(path, sizeof path, dir);
+    vkg_test_path_in(path, sizeof path, dir);
     assert_int_equal(vkg_os_mkdir(path), 0);
     snprintf(name, sizeof name, "/step_%08d", step);
     strcat(path, name);
@@ -519,5 +502,5 @@ int main(void)
         cmocka_unit_test(test_resume_with_another_world_size),
         cmocka_unit_test(test_failing_rank_tells_why),
     };
-    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+    return cmocka_run_group_tests(tests, group_setup, vkg_test_dir_teardown);
 }

@@ -52,8 +52,6 @@ enum { L = 2, NH = 2, C = 32, V = 96, MAXT = 16, T = 16, STEPS = 5, MAXR = 4 };
 #define NORM_TOL 1e-2
 #define PARAM_TOL 5e-3
 
-static char tmp_root[512];
-
 typedef struct job {
     int world, zero, pp, micro; /* micro: accumulation steps (pipeline micro-batches) */
     int rank_batch[MAXR];
@@ -78,38 +76,30 @@ typedef struct job {
 static int group_setup(void **state)
 {
     (void)state;
-    if (vkg_test_tmp_make(tmp_root, sizeof tmp_root, "vkg_test_dp_bf16") != 0)
+    if (vkg_test_dir_make("vkg_test_dp_bf16") != 0)
         return -1;
     char path[600];
-    snprintf(path, sizeof path, "%s/train.bin", tmp_root);
+    vkg_test_path_in(path, sizeof path, "train.bin");
     vkg_test_write_shard(path, 40 * 4 * T + 1, 41, V, 1);
-    snprintf(path, sizeof path, "%s/val.bin", tmp_root);
+    vkg_test_path_in(path, sizeof path, "val.bin");
     vkg_test_write_shard(path, 4 * 4 * T + 1, 42, V, 1);
     return 0;
-}
-
-static int group_teardown(void **state)
-{
-    (void)state;
-    return vkg_test_tmp_remove(tmp_root);
 }
 
 /* The job's training config for rank r (paths in data and val). */
 static vkg_train_config config_of(const job *j, const vkg_test_rank *a, char *data, char *val)
 {
-    snprintf(data, 600, "%s/train.bin", tmp_root);
-    snprintf(val, 600, "%s/val.bin", tmp_root);
-    vkg_train_config c = vkg_train_config_default();
-    c.validation = 1, c.device = getenv("VKGPT_DEVICE");
+    vkg_test_path_in(data, 600, "train.bin");
+    vkg_test_path_in(val, 600, "val.bin");
+    vkg_train_config c = vkg_test_rank_config();
     c.layers = L, c.heads = NH, c.channels = C, c.max_seq_len = MAXT, c.vocab_size = V;
     c.seed = 79, c.data = data, c.val_data = val, c.shuffle = 0;
     c.batch = j->batch, c.seq = T, c.total_batch = 4 * T;
     c.steps = STEPS, c.lr = 3e-3f, c.warmup = 1, c.weight_decay = 0.1f, c.grad_clip = 1.0f;
     c.eval_every = 2, c.eval_batches = 2;
     c.precision = j->precision;
-    c.comm.world_size = j->world, c.comm.rank = a->rank;
-    c.comm.transport = VKG_COMM_INPROC, c.comm.ctx = a->ctx, c.comm.job_id = a->job_id;
-    c.comm.timeout_ms = 30000, c.comm.shm = j->shm;
+    vkg_test_rank_join(&c, a, j->world);
+    c.comm.shm = j->shm;
     if (j->world > 1 && !j->pp)
         c.rank_batch = j->rank_batch, c.rank_batch_count = j->world;
     c.bucket_bytes = j->bucket_bytes, c.force_copy_path = j->copy_path;
@@ -348,5 +338,5 @@ int main(void)
         cmocka_unit_test(test_bf16_precision),
         cmocka_unit_test(test_refused),
     };
-    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+    return cmocka_run_group_tests(tests, group_setup, vkg_test_dir_teardown);
 }

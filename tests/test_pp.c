@@ -48,8 +48,6 @@
 
 enum { L = 4, NH = 2, C = 32, V = 96, MAXT = 16, T = 16, B = 2, STEPS = 5, MAXR = 5 };
 
-static char tmp_root[512];
-
 typedef struct job {
     int world, pp, schedule; /* schedule: 0 1F1B, 1 GPipe */
     const int *pp_layers;
@@ -83,32 +81,21 @@ typedef struct job {
     char err[MAXR][512];
 } job;
 
-static void path_in(char *out, size_t cap, const char *name)
-{
-    snprintf(out, cap, "%s/%s", tmp_root, name);
-}
-
 static void write_shard(const char *name, size_t n, uint64_t seed)
 {
     char path[600];
-    path_in(path, sizeof path, name);
+    vkg_test_path_in(path, sizeof path, name);
     vkg_test_write_shard(path, n, seed, V, 0);
 }
 
 static int group_setup(void **state)
 {
     (void)state;
-    if (vkg_test_tmp_make(tmp_root, sizeof tmp_root, "vkg_test_pp") != 0)
+    if (vkg_test_dir_make("vkg_test_pp") != 0)
         return -1;
     write_shard("train.bin", 200 * B * T + 1, 31);
     write_shard("val.bin", 8 * B * T + 1, 32);
     return 0;
-}
-
-static int group_teardown(void **state)
-{
-    (void)state;
-    return vkg_test_tmp_remove(tmp_root);
 }
 
 static void *run_rank(void *p)
@@ -116,11 +103,9 @@ static void *run_rank(void *p)
     vkg_test_rank *a = p;
     job *j = a->job;
     char data[600], val[600], ckpt[600];
-    path_in(data, sizeof data, "train.bin");
-    path_in(val, sizeof val, "val.bin");
-    vkg_train_config c = vkg_train_config_default();
-    c.validation = 1;
-    c.device = getenv("VKGPT_DEVICE");
+    vkg_test_path_in(data, sizeof data, "train.bin");
+    vkg_test_path_in(val, sizeof val, "val.bin");
+    vkg_train_config c = vkg_test_rank_config();
     c.layers = L, c.heads = NH, c.channels = C, c.max_seq_len = MAXT, c.vocab_size = V;
     c.seed = 99, c.data = data, c.val_data = val, c.shuffle = 0;
     c.eval_every = 2, c.eval_batches = 3;
@@ -128,12 +113,10 @@ static void *run_rank(void *p)
     c.total_batch = (long long)j->micro * B * T;
     c.steps = STEPS, c.lr = 3e-3f, c.warmup = 1, c.weight_decay = 0.1f, c.grad_clip = j->clip;
     if (j->ckpt) {
-        path_in(ckpt, sizeof ckpt, j->ckpt);
+        vkg_test_path_in(ckpt, sizeof ckpt, j->ckpt);
         c.ckpt_dir = ckpt, c.keep_checkpoints = 0, c.resume = j->resume;
     }
-    c.comm.world_size = j->world, c.comm.rank = a->rank;
-    c.comm.transport = VKG_COMM_INPROC, c.comm.ctx = a->ctx, c.comm.job_id = a->job_id;
-    c.comm.timeout_ms = 30000;
+    vkg_test_rank_join(&c, a, j->world);
     c.pp = j->pp, c.pp_schedule = j->schedule;
     c.force_staging = j->staging;
     c.precision = j->precision;
@@ -311,7 +294,7 @@ static void test_equals_one_device(void **state)
 static void copy_ckpt(const char *from, const char *to)
 {
     char src[600], dst[600], step5[620];
-    path_in(src, sizeof src, from), path_in(dst, sizeof dst, to);
+    vkg_test_path_in(src, sizeof src, from), vkg_test_path_in(dst, sizeof dst, to);
     snprintf(step5, sizeof step5, "%s/step_00000005", dst);
     if (vkg_os_exists(dst) == 1)
         assert_int_equal(vkg_test_tmp_remove(dst), 0);
@@ -698,5 +681,5 @@ int main(void)
         cmocka_unit_test(test_sampling),
         cmocka_unit_test(test_bf16),
     };
-    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+    return cmocka_run_group_tests(tests, group_setup, vkg_test_dir_teardown);
 }

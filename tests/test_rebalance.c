@@ -30,8 +30,6 @@
 enum { L = 2, NH = 2, C = 32, V = 96, MAXT = 16, T = 16, B = 4, ACCUM = 2, STEPS = 8 };
 enum { EVERY = 2, WORLD = 2 };
 
-static char tmp_root[512];
-
 typedef struct job {
     int automatic;         /* --rank-batch auto (else rank_batch) */
     int rank_batch[WORLD]; /* a fixed split */
@@ -51,26 +49,15 @@ typedef struct job {
     char err[WORLD][512];
 } job;
 
-static void path_in(char *out, size_t cap, const char *name)
-{
-    snprintf(out, cap, "%s/%s", tmp_root, name);
-}
-
 static int group_setup(void **state)
 {
     (void)state;
-    if (vkg_test_tmp_make(tmp_root, sizeof tmp_root, "vkg_test_rebalance") != 0)
+    if (vkg_test_dir_make("vkg_test_rebalance") != 0)
         return -1;
     char path[600];
-    path_in(path, sizeof path, "train.bin");
+    vkg_test_path_in(path, sizeof path, "train.bin");
     vkg_test_write_shard(path, 40 * 8 * T + 1, 31, V, 1); /* 40 global batches of 8 rows */
     return 0;
-}
-
-static int group_teardown(void **state)
-{
-    (void)state;
-    return vkg_test_tmp_remove(tmp_root);
 }
 
 static void *run_rank(void *p)
@@ -78,21 +65,17 @@ static void *run_rank(void *p)
     vkg_test_rank *a = p;
     job *j = a->job;
     char data[600], ckpt[600];
-    path_in(data, sizeof data, "train.bin");
-    vkg_train_config c = vkg_train_config_default();
-    c.validation = 1;
-    c.device = getenv("VKGPT_DEVICE");
+    vkg_test_path_in(data, sizeof data, "train.bin");
+    vkg_train_config c = vkg_test_rank_config();
     c.layers = L, c.heads = NH, c.channels = C, c.max_seq_len = MAXT, c.vocab_size = V;
     c.seed = 5, c.data = data, c.shuffle = 0;
     c.batch = B, c.seq = T, c.total_batch = (long long)WORLD * B * T * ACCUM;
     c.steps = STEPS, c.lr = 3e-3f, c.warmup = 1, c.weight_decay = 0.1f, c.grad_clip = 1.0f;
     if (j->ckpt) {
-        path_in(ckpt, sizeof ckpt, j->ckpt);
+        vkg_test_path_in(ckpt, sizeof ckpt, j->ckpt);
         c.ckpt_dir = ckpt, c.keep_checkpoints = 0, c.resume = j->resume;
     }
-    c.comm.world_size = WORLD * (j->pp > 1 ? j->pp : 1), c.comm.rank = a->rank;
-    c.comm.transport = VKG_COMM_INPROC, c.comm.ctx = a->ctx, c.comm.job_id = a->job_id;
-    c.comm.timeout_ms = 30000;
+    vkg_test_rank_join(&c, a, WORLD * (j->pp > 1 ? j->pp : 1));
     c.pp = j->pp, c.zero = j->zero;
     if (j->diloco)
         c.sync = VKG_SYNC_DILOCO, c.inner_steps = 2, c.outer_lr = 0.7f, c.outer_momentum = 0.9f;
@@ -153,7 +136,7 @@ static void parse_split(const char *s, int *out)
 static void expect_log(const char *dir, const job *j)
 {
     char path[700];
-    path_in(path, sizeof path, dir);
+    vkg_test_path_in(path, sizeof path, dir);
     strncat(path, "/log.jsonl", sizeof path - strlen(path) - 1);
     size_t n = 0;
     char *text = vkg_test_read_file(path, &n);
@@ -303,5 +286,5 @@ int main(void)
         cmocka_unit_test(test_split_within_memory),
         cmocka_unit_test(test_refused),
     };
-    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+    return cmocka_run_group_tests(tests, group_setup, vkg_test_dir_teardown);
 }

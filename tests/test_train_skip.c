@@ -30,8 +30,6 @@
 enum { L = 2, NH = 2, C = 32, V = 96, MAXT = 16, T = 16, MAXR = 2, MAX_SKIPPED = 3 };
 #define HUGE_LNFW 1e20f
 
-static char tmp_root[512];
-
 typedef struct job {
     int world, zero, pp, diloco;
     const char *ckpt;
@@ -45,17 +43,10 @@ typedef struct job {
     char err[MAXR][512];
 } job;
 
-static void path_in(char *out, size_t cap, const char *name)
-{
-    snprintf(out, cap, "%s/%s", tmp_root, name);
-}
-
 static vkg_train_config base_config(char *data)
 {
-    path_in(data, 600, "train.bin");
-    vkg_train_config c = vkg_train_config_default();
-    c.validation = 1;
-    c.device = getenv("VKGPT_DEVICE");
+    vkg_test_path_in(data, 600, "train.bin");
+    vkg_train_config c = vkg_test_rank_config();
     c.layers = L, c.heads = NH, c.channels = C, c.max_seq_len = MAXT, c.vocab_size = V;
     c.seed = 5, c.data = data, c.shuffle = 0;
     c.batch = 2, c.seq = T, c.total_batch = 4 * T;
@@ -68,10 +59,10 @@ static vkg_train_config base_config(char *data)
 static int group_setup(void **state)
 {
     (void)state;
-    if (vkg_test_tmp_make(tmp_root, sizeof tmp_root, "vkg_test_train_skip") != 0)
+    if (vkg_test_dir_make("vkg_test_train_skip") != 0)
         return -1;
     char data[600], model[600];
-    path_in(data, sizeof data, "train.bin");
+    vkg_test_path_in(data, sizeof data, "train.bin");
     vkg_test_write_shard(data, 40 * 4 * T + 1, 41, V, 1);
     vkg_train_config c = base_config(data);
     vkg_trainer_t *t = NULL;
@@ -89,17 +80,11 @@ static int group_setup(void **state)
         at += sizes[i];
     for (size_t k = 0; st == VKG_OK && k < sizes[14]; k++)
         p[at + k] = HUGE_LNFW;
-    path_in(model, sizeof model, "huge.bin");
+    vkg_test_path_in(model, sizeof model, "huge.bin");
     if (st == VKG_OK)
         st = vkg_modelfile_write(model, &mc, p);
     free(p);
     return st == VKG_OK ? 0 : -1;
-}
-
-static int group_teardown(void **state)
-{
-    (void)state;
-    return vkg_test_tmp_remove(tmp_root);
 }
 
 static void *run_rank(void *p)
@@ -108,13 +93,11 @@ static void *run_rank(void *p)
     job *j = a->job;
     char data[600], model[600], ckpt[600];
     vkg_train_config c = base_config(data);
-    path_in(model, sizeof model, "huge.bin");
-    path_in(ckpt, sizeof ckpt, j->ckpt);
+    vkg_test_path_in(model, sizeof model, "huge.bin");
+    vkg_test_path_in(ckpt, sizeof ckpt, j->ckpt);
     c.init_path = model, c.vocab_size = 0;
     c.ckpt_dir = ckpt;
-    c.comm.world_size = j->world, c.comm.rank = a->rank;
-    c.comm.transport = VKG_COMM_INPROC, c.comm.ctx = a->ctx, c.comm.job_id = a->job_id;
-    c.comm.timeout_ms = 30000;
+    vkg_test_rank_join(&c, a, j->world);
     c.zero = j->zero, c.pp = j->pp;
     c.sync = j->diloco, c.inner_steps = 1;
     vkg_trainer_t *t = NULL;
@@ -164,14 +147,14 @@ static void run_case(const char *what, job *j)
     assert_false(isfinite(j->norm[0]) || isfinite(j->norm[1]));
     /* The parameters are the model file's, bit for bit, on every rank that holds them all. */
     char path[600], dir[700];
-    path_in(path, sizeof path, "huge.bin");
+    vkg_test_path_in(path, sizeof path, "huge.bin");
     size_t bytes;
     unsigned char *file = vkg_test_must_read(path, &bytes);
     assert_int_equal(bytes, 1024 + 4 * j->nparams);
     for (int r = 0; r < (j->pp ? 1 : j->world); r++)
         assert_memory_equal(j->params[r], file + 1024, 4 * j->nparams);
     /* The checkpoint of step 2 holds them too, and AdamW's moments are still all zero. */
-    path_in(path, sizeof path, j->ckpt);
+    vkg_test_path_in(path, sizeof path, j->ckpt);
     snprintf(dir, sizeof dir, "%s/step_00000002", path);
     vkg_checkpoint ck;
     assert_int_equal(vkg_checkpoint_load(dir, &ck), VKG_OK);
@@ -229,5 +212,5 @@ int main(void)
         cmocka_unit_test(test_zero1),  cmocka_unit_test(test_pipeline),
         cmocka_unit_test(test_diloco),
     };
-    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+    return cmocka_run_group_tests(tests, group_setup, vkg_test_dir_teardown);
 }

@@ -42,8 +42,6 @@
 enum { L = 2, NH = 2, C = 32, V = 96, MAXT = 16, T = 16, STEPS = 5, MAXR = 3 };
 #define CLIP 1.0f
 
-static char tmp_root[512];
-
 typedef struct job {
     int world, zero, pp;
     int rank_batch[MAXR];
@@ -67,28 +65,17 @@ typedef struct job {
     char err[MAXR][512];
 } job;
 
-static void path_in(char *out, size_t cap, const char *name)
-{
-    snprintf(out, cap, "%s/%s", tmp_root, name);
-}
-
 static int group_setup(void **state)
 {
     (void)state;
-    if (vkg_test_tmp_make(tmp_root, sizeof tmp_root, "vkg_test_zero") != 0)
+    if (vkg_test_dir_make("vkg_test_zero") != 0)
         return -1;
     char path[600];
-    path_in(path, sizeof path, "train.bin");
+    vkg_test_path_in(path, sizeof path, "train.bin");
     vkg_test_write_shard(path, 40 * 4 * T + 1, 31, V, 1);
-    path_in(path, sizeof path, "val.bin");
+    vkg_test_path_in(path, sizeof path, "val.bin");
     vkg_test_write_shard(path, 4 * 4 * T + 1, 32, V, 1);
     return 0;
-}
-
-static int group_teardown(void **state)
-{
-    (void)state;
-    return vkg_test_tmp_remove(tmp_root);
 }
 
 static void *run_rank(void *p)
@@ -96,23 +83,19 @@ static void *run_rank(void *p)
     vkg_test_rank *a = p;
     job *j = a->job;
     char data[600], val[600], ckpt[600];
-    path_in(data, sizeof data, "train.bin");
-    path_in(val, sizeof val, "val.bin");
-    vkg_train_config c = vkg_train_config_default();
-    c.validation = 1;
-    c.device = getenv("VKGPT_DEVICE");
+    vkg_test_path_in(data, sizeof data, "train.bin");
+    vkg_test_path_in(val, sizeof val, "val.bin");
+    vkg_train_config c = vkg_test_rank_config();
     c.layers = L, c.heads = NH, c.channels = C, c.max_seq_len = MAXT, c.vocab_size = V;
     c.seed = 78, c.data = data, c.val_data = val, c.shuffle = 0;
     c.batch = j->batch, c.seq = T, c.total_batch = 4 * T;
     c.steps = STEPS, c.lr = 3e-3f, c.warmup = 1, c.weight_decay = 0.1f, c.grad_clip = CLIP;
     c.eval_every = 2, c.eval_batches = 2;
     if (j->ckpt) {
-        path_in(ckpt, sizeof ckpt, j->ckpt);
+        vkg_test_path_in(ckpt, sizeof ckpt, j->ckpt);
         c.ckpt_dir = ckpt, c.keep_checkpoints = 0, c.resume = j->resume;
     }
-    c.comm.world_size = j->world, c.comm.rank = a->rank;
-    c.comm.transport = VKG_COMM_INPROC, c.comm.ctx = a->ctx, c.comm.job_id = a->job_id;
-    c.comm.timeout_ms = 30000;
+    vkg_test_rank_join(&c, a, j->world);
     if (j->ring)
         c.comm.ring_min_ranks = 3, c.comm.small_bytes = 2048;
     if (j->world > 1 && !j->pp)
@@ -327,9 +310,11 @@ static void test_moments_per_rank(void **state)
 
 static void expect_same_file(const char *dir_a, const char *dir_b, const char *name)
 {
-    char a[700], b[700];
-    snprintf(a, sizeof a, "%s/%s/step_00000003/%s", tmp_root, dir_a, name);
-    snprintf(b, sizeof b, "%s/%s/step_00000003/%s", tmp_root, dir_b, name);
+    char in_a[600], in_b[600], a[700], b[700];
+    snprintf(in_a, sizeof in_a, "%s/step_00000003/%s", dir_a, name);
+    snprintf(in_b, sizeof in_b, "%s/step_00000003/%s", dir_b, name);
+    vkg_test_path_in(a, sizeof a, in_a);
+    vkg_test_path_in(b, sizeof b, in_b);
     size_t na, nb;
     char *x = vkg_test_must_read(a, &na), *y = vkg_test_must_read(b, &nb);
     if (na != nb || memcmp(x, y, na))
@@ -411,5 +396,5 @@ int main(void)
         cmocka_unit_test(test_moments_per_rank),  cmocka_unit_test(test_resume),
         cmocka_unit_test(test_refused),
     };
-    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+    return cmocka_run_group_tests(tests, group_setup, vkg_test_dir_teardown);
 }
