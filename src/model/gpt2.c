@@ -27,6 +27,7 @@ vkg_status vkg_gpt2_create(vkg_device_t *dev, const vkg_gpt2_config *cfg, const 
     m->dev = dev;
     m->cfg = *cfg;
     m->opts = o;
+    m->grad_scale = 1.0f;
     m->nl = o.part.last - o.part.first;
     m->embed = !!(o.part.flags & VKG_GPT2_PART_EMBED);
     m->head = !!(o.part.flags & VKG_GPT2_PART_HEAD);
@@ -213,7 +214,14 @@ vkg_status vkg_gpt2_set_grad_scale(vkg_gpt2 *m, float s)
 {
     VKG_CHECK(s > 0.0f && isfinite(s), VKG_ERR_INVALID_ARG,
               "the loss scale must be positive and finite, got %g", (double)s);
-    return vkg_tensor_write(m->dev, m->dscale, 0, &s, sizeof s);
+    VKG_TRY(vkg_tensor_write(m->dev, m->dscale, 0, &s, sizeof s));
+    m->grad_scale = s;
+    return VKG_OK;
+}
+
+float vkg_gpt2_grad_scale(const vkg_gpt2 *m)
+{
+    return m->grad_scale;
 }
 
 static vkg_status check_slot(const vkg_gpt2 *m, int s)

@@ -111,6 +111,8 @@ vkg_status vkg_gpt2_zero_grad(vkg_gpt2 *m);
  * on the device: nothing is re-recorded), so every gradient carries s; 1 at creation. The
  * evaluation's losses are not scaled. VKG_ERR_INVALID_ARG unless s is positive and finite. */
 vkg_status vkg_gpt2_set_grad_scale(vkg_gpt2 *m, float s);
+/* The loss scale set (1 at creation). */
+float vkg_gpt2_grad_scale(const vkg_gpt2 *m);
 /* Whole model: forward, loss and backward on one micro-batch (slot 0): inputs and targets (B,T)
  * int32 in [0, V). ACCUMULATES parameter gradients of loss_scale / accum_steps x the mean loss.
  * *mean_loss (may be NULL) receives this micro-batch's mean loss (unscaled). */

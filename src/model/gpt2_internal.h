@@ -105,6 +105,7 @@ struct vkg_gpt2 {
     vkg_tensor mm_scratch; /* (B*T, 4C): transposed matmul inputs */
     vkg_tensor delta;      /* (B, NH, T): attention's row sums of dout * out */
     vkg_tensor dscale;     /* (1) the loss scale d(loss) is multiplied by (1 unless set) */
+    float grad_scale;      /* dscale's value */
     vkg_cmd *zero;         /* grads = 0 */
     /* The boundaries' host side, indexed IN s, OUT K + s, DOUT 2K, DIN 2K + 1 (K slots): where
      * the host reads and writes them. On unified memory the activation arena's mapping; elsewhere

@@ -380,10 +380,9 @@ vkg_status vkg_strategy_step(vkg_strategy *s, vkg_data_t *data, const vkg_strate
     float scale = vkg__step_scale(in);
     VKG_CHECK(isfinite(scale), VKG_ERR_INVALID_ARG, "the loss scale must be finite, got %g",
               (double)scale);
-    if (scale != (s->grad_scale > 0.0f ? s->grad_scale : 1.0f)) {
+    /* the model's own: a model built again (a new --rank-batch split) starts at 1 */
+    if (scale != vkg_gpt2_grad_scale(s->model))
         VKG_TRY(vkg_gpt2_set_grad_scale(s->model, scale));
-        s->grad_scale = scale;
-    }
     VKG_TRY(s->vt->step ? s->vt->step(s, data, in, out) : vkg__whole_step(s, data, in, out));
     int pp, dp;
     vkg_strategy_layout(s, &pp, &dp);

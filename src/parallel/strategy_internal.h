@@ -46,7 +46,6 @@ struct vkg_strategy {
     /* 1: each rank's gradient is the mean over its own tokens (DiLoCo's replicas, which never sum
      * them), not its token-weighted share of the group's. */
     int own_grads;
-    float grad_scale; /* the loss scale the model's d(loss) carries now (vkg_gpt2_set_grad_scale) */
     char describe[320]; /* vkg_strategy_outer_describe */
 };
 
