@@ -35,7 +35,7 @@ enum { L = 2, NH = 2, C = 32, V = 96, T = 16, MAXR = 2, STEPS = 5, MAXSTEPS = 20
 
 typedef struct job {
     int world, zero, pp, diloco, bf16, coopmat, steps, window, stop_at, resume, until_applied;
-    float scale; /* cfg.loss_scale */
+    float scale;            /* cfg.loss_scale */
     const char *ckpt, *log; /* in the test's folder, or NULL */
     /* results (rank 0's steps) */
     int nsteps;
@@ -198,7 +198,10 @@ static void test_exact_diloco(void **state)
 static void test_overflow(void **state)
 {
     (void)state;
-    job j = {.world = 1, .steps = MAXSTEPS, .scale = 0x1p127f, .until_applied = 1,
+    job j = {.world = 1,
+             .steps = MAXSTEPS,
+             .scale = 0x1p127f,
+             .until_applied = 1,
              .log = "overflow.jsonl"};
     run_job(&j);
     int k = 0, applied = 0;
