@@ -13,8 +13,8 @@
  *  - resume: a checkpoint in the middle of a growth window (step 3 of a window of 3) resumes
  *    bitwise, the scale and its count included (the doubling comes at the same step);
  *  - bf16 with the cooperative-matrix kernel (emulated): the gradient products run on it only
- *    under loss scaling (the run says so), and 5 steps stay within 2 % of the loss of the same
- *    run on the other kernels. */
+ *    under loss scaling (the run says so), and 5 steps stay within 0.1 % of the loss of the same
+ *    run on the other kernels (measured on lavapipe: 2.3e-5). */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -279,7 +279,7 @@ static void test_bf16_coopmat(void **state)
                "cooperative matrices\n",
                n + 1, (double)plain.loss[n], (double)on.loss[n]);
         assert_false(on.skipped[n]);
-        assert_true(fabsf(on.loss[n] - plain.loss[n]) <= 0.02f * plain.loss[n]);
+        assert_true(fabsf(on.loss[n] - plain.loss[n]) <= 1e-3f * plain.loss[n]);
     }
     /* the gradient products did run elsewhere: not the bits of the forward-only run */
     assert_memory_not_equal(on.params[0], off.params[0], on.nparams * sizeof(float));
