@@ -4,8 +4,9 @@
  * a row's compute even on a loaded machine, where 20 ms was lost in the noise):
  *  - the split moves rows to the faster rank 0 (from 4,4), and the run's losses and final
  *    parameters equal, bit for bit, those of fixed --rank-batch runs with the same splits,
- *    chained through checkpoints at the steps where the split changed; the log records every
- *    step's split and every re-balancing;
+ *    chained through checkpoints at the steps where the split changed, all under loss scaling
+ *    (the models built for a new split carry the scale); the log records every step's split and
+ *    every re-balancing;
  *  - with rank 0's device limited (memory_limit) to the memory plan of 5 rows, no split ever
  *    gives it more: the run settles on 5,3;
  *  - refused, naming the flag: --rebalance-every 0, auto with --zero 1 or --sync diloco (the CLI
@@ -38,7 +39,8 @@ typedef struct job {
     uint64_t memory_limit[WORLD];
     const char *ckpt; /* checkpoint folder (NULL: none) */
     int resume;
-    int steps; /* to run now (of STEPS) */
+    int steps;        /* to run now (of STEPS) */
+    float loss_scale; /* --loss-scale dynamic from this (0: off) */
     /* results: rank 0's per step (index: step - 1), every rank's parameters */
     float loss[STEPS];
     char split[STEPS][256];
@@ -71,6 +73,7 @@ static void *run_rank(void *p)
     c.seed = 5, c.data = data, c.shuffle = 0;
     c.batch = B, c.seq = T, c.total_batch = (long long)WORLD * B * T * ACCUM;
     c.steps = STEPS, c.lr = 3e-3f, c.warmup = 1, c.weight_decay = 0.1f, c.grad_clip = 1.0f;
+    c.loss_scale = j->loss_scale;
     if (j->ckpt) {
         vkg_test_path_in(ckpt, sizeof ckpt, j->ckpt);
         c.ckpt_dir = ckpt, c.keep_checkpoints = 0, c.resume = j->resume;
@@ -170,6 +173,7 @@ static void test_auto_equals_fixed_splits(void **state)
     (void)state;
     vkg_os_setenv("VKG_TEST_ROW_DELAY_MS", "0,100", 1);
     job a = auto_job("auto");
+    a.loss_scale = 1024.0f; /* a model built for a new split must carry it too */
     run_job(&a);
     vkg_os_setenv("VKG_TEST_ROW_DELAY_MS", "", 1); /* empty: no delay */
     vkg_test_ranks_ok(WORLD, a.st, a.err[0], sizeof a.err[0], a.params, a.nparams);
@@ -193,7 +197,7 @@ static void test_auto_equals_fixed_splits(void **state)
         int s1 = s0 + 1;
         while (s1 < STEPS && !strcmp(a.split[s1], a.split[s0]))
             s1++;
-        job f = {.ckpt = "fixed", .resume = s0 > 0, .steps = s1 - s0};
+        job f = {.ckpt = "fixed", .resume = s0 > 0, .steps = s1 - s0, .loss_scale = 1024.0f};
         parse_split(a.split[s0], f.rank_batch);
         run_job(&f);
         vkg_test_ranks_ok(WORLD, f.st, f.err[0], sizeof f.err[0], f.params, f.nparams);
