@@ -20,6 +20,7 @@ void vkg_test_run_ranks(int world, void *job, void *(*fn)(void *))
     pthread_t th[16];
     vkg_test_rank args[16];
     assert_true(world >= 1 && world <= 16);
+    fflush(stdout); /* what the test said so far survives a death among the ranks */
     assert_int_equal(vkg_comm_ctx_create(&ctx), VKG_OK);
     uint64_t job_id = 0x5eed00u + ++counter;
     for (int r = 0; r < world; r++) {
@@ -100,6 +101,7 @@ void vkg_test_ranks_refused(int world, const vkg_status *st, const char *err, si
     for (int r = 0; r < world; r++) {
         const char *msg = err + (size_t)r * stride;
         printf("rank %d: %s: %s\n", r, vkg_status_name(st[r]), msg);
+        fflush(stdout); /* said even if the process then dies (ctest reads a pipe) */
         if (st[r] != want || !strstr(msg, needle))
             fail_msg("rank %d: expected %s naming '%s', got %s: %s", r, vkg_status_name(want),
                      needle, vkg_status_name(st[r]), msg);
