@@ -3,7 +3,6 @@
  * data-parallel group of whole models), and dispatching each call to the table's hook or to the
  * whole-model default (whole.c). What differs between strategies is in their tables (zero.c,
  * pp_strategy.c); whether a model fits a device before it is built is in plan.c. */
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -377,9 +376,7 @@ vkg_status vkg_strategy_step(vkg_strategy *s, vkg_data_t *data, const vkg_strate
                              vkg_strategy_step_out *out)
 {
     VKG_CHECK(s->model, VKG_ERR_STATE, "no model (vkg_strategy_build)");
-    float scale = vkg__step_scale(in);
-    VKG_CHECK(isfinite(scale), VKG_ERR_INVALID_ARG, "the loss scale must be finite, got %g",
-              (double)scale);
+    float scale = vkg__step_scale(in); /* checked by vkg_gpt2_set_grad_scale */
     /* the model's own: a model built again (a new --rank-batch split) starts at 1 */
     if (scale != vkg_gpt2_grad_scale(s->model))
         VKG_TRY(vkg_gpt2_set_grad_scale(s->model, scale));
