@@ -12,6 +12,16 @@
 #             with build A's pp run: the zero-bubble schedule trains bitwise as 1F1B
 #   diloco    (when both builds have --sync) the dp run with --sync diloco, 3 inner steps and the
 #             pseudo-gradient in int8, ending inside a round; its outer.bin compared too
+# and, when both builds have --loss-scale (every path of the parallel strategies):
+#   dp-whole  dp with one reduction after the backward pass (--bucket-mb 0)
+#   dp-bf16   dp with gradients exchanged in bf16;  dp3: dp on 3 ranks
+#   zero-bf16 ZeRO-1 with bf16 gradients;  zero3: ZeRO-1 on 3 ranks
+#   gpipe     the pp run with --pp-schedule gpipe;  pp-whole: pp with --bucket-mb 0
+#   pp-bf16   pp 2 x dp 2 in bf16;  pp3-bf16 / pp3: 2 stages x 3 data-parallel ranks (6 ranks)
+#   pp-zero   pp 2 x dp 2 with --zero 1;  pp3-zero: the same on 2 x 3 ranks
+#   diloco-f32-stream  DiLoCo in fp32 with 2 fragments streamed beside the inner steps
+#   diloco3   DiLoCo int8 on 3 ranks;  diloco-pp: DiLoCo int8 under 2 stages x 2 replicas
+#   auto      dp with --rank-batch auto;  loss-scale: dp with --loss-scale dynamic
 # and compares, per run, every step's loss and gradient norm in log.jsonl and the final
 # checkpoint's model.bin and state.bin byte for byte. Prints one line per run and exits 1 when
 # any differs. Needs what `make build` needs, and the fortunes package for the data.
@@ -112,6 +122,34 @@ if "$work/a/build/vkgpt" train --help 2>&1 | grep -q -- --sync &&
             $default_model --steps 10 --sync diloco --inner-steps 3 --outer-dtype int8
     done
     names="$names diloco"
+fi
+
+if "$work/a/build/vkgpt" train --help 2>&1 | grep -q -- --loss-scale &&
+    "$work/b/build/vkgpt" train --help 2>&1 | grep -q -- --loss-scale; then
+    bytes="--data $work/bytes/train_*.bin"
+    for b in a b; do
+        # shellcheck disable=SC2086 # flag lists
+        {
+            run dp-whole $b launch -n 2 --transport ipc -- train $bytes $default_model --steps 10 --bucket-mb 0
+            run dp-bf16 $b launch -n 2 --transport ipc -- train $bytes $default_model --steps 10 --bucket-mb 1 --grad-dtype bf16
+            run dp3 $b launch -n 3 --transport ipc -- train $bytes $default_model --steps 10 --bucket-mb 1
+            run zero-bf16 $b launch -n 2 --transport ipc -- train $bytes $default_model --steps 10 --bucket-mb 1 --zero 1 --grad-dtype bf16
+            run zero3 $b launch -n 3 --transport ipc -- train $bytes $default_model --steps 10 --bucket-mb 1 --zero 1
+            run gpipe $b launch -n 4 --transport ipc -- train $bytes $default_model --steps 10 --pp 2 --total-batch 4096 --pp-schedule gpipe
+            run pp-whole $b launch -n 4 --transport ipc -- train $bytes $default_model --steps 10 --pp 2 --total-batch 4096 --bucket-mb 0
+            run pp-bf16 $b launch -n 4 --transport ipc -- train $bytes $default_model --steps 10 --pp 2 --total-batch 4096 --bucket-mb 1 --grad-dtype bf16
+            run pp3 $b launch -n 6 --transport ipc -- train $bytes $default_model --steps 6 --pp 2 --total-batch 6144 --bucket-mb 1
+            run pp3-bf16 $b launch -n 6 --transport ipc -- train $bytes $default_model --steps 6 --pp 2 --total-batch 6144 --bucket-mb 1 --grad-dtype bf16
+            run pp-zero $b launch -n 4 --transport ipc -- train $bytes $default_model --steps 10 --pp 2 --total-batch 4096 --zero 1
+            run pp3-zero $b launch -n 6 --transport ipc -- train $bytes $default_model --steps 6 --pp 2 --total-batch 6144 --zero 1
+            run diloco-f32-stream $b launch -n 2 --transport ipc -- train $bytes $default_model --steps 10 --sync diloco --inner-steps 4 --fragments 2
+            run diloco3 $b launch -n 3 --transport ipc -- train $bytes $default_model --steps 8 --sync diloco --inner-steps 3 --outer-dtype int8
+            run diloco-pp $b launch -n 4 --transport ipc -- train $bytes $default_model --steps 8 --pp 2 --total-batch 4096 --sync diloco --inner-steps 3 --outer-dtype int8
+            run auto $b launch -n 2 --transport ipc -- train $bytes $default_model --steps 10 --rank-batch auto
+            run loss-scale $b launch -n 2 --transport ipc -- train $bytes $default_model --steps 10 --loss-scale dynamic --loss-scale-window 3
+        }
+    done
+    names="$names dp-whole dp-bf16 dp3 zero-bf16 zero3 gpipe pp-whole pp-bf16 pp3 pp3-bf16 pp-zero pp3-zero diloco-f32-stream diloco3 diloco-pp auto loss-scale"
 fi
 
 # ---- comparison ----

@@ -38,7 +38,7 @@ static int exercise(vkg_group_t *g, int call, uint64_t *dig)
         float *buf = malloc((len + 1) * sizeof *buf);
         for (size_t i = 0; i < len; i++)
             buf[i] = value(vkg_group_member(g, me), i, call);
-        if (vkg_group_allreduce_sum(g, buf, len) != VKG_OK)
+        if (vkg_group_allreduce(g, buf, len, VKG_COMM_F32) != VKG_OK)
             return 1000;
         for (size_t i = 0; i < len; i++) {
             float want = 0.0f;
@@ -231,7 +231,7 @@ static int shm_body(vkg_th_rank *r, void *arg)
             float *x = malloc(n * sizeof *x * 4 + 16);
             for (size_t i = 0; i < n; i++)
                 x[i] = odd(me, i);
-            st = vkg_group_allreduce_sum(g, x, n);
+            st = vkg_group_allreduce(g, x, n, VKG_COMM_F32);
             dig = dig * 1099511628211ull ^ vkg_th_digest(x, n * 4);
             if (st == VKG_OK)
                 st = vkg_group_broadcast(g, x, n * 4, 1);

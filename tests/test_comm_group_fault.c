@@ -48,7 +48,7 @@ static vkg_status make_group(vkg_th_rank *r, float *x, vkg_group_t **g)
         ranks[i] = NRANKS - 1 - i;
     vkg_status st = vkg_group_create(r->comm, ranks, NRANKS, GROUP_ID, g);
     if (st == VKG_OK)
-        st = vkg_group_allreduce_sum(*g, x, FAULT_COUNT);
+        st = vkg_group_allreduce(*g, x, FAULT_COUNT, VKG_COMM_F32);
     if (st == VKG_OK && !vkg__group_uses_shm(*g)) {
         vkg_th_report(r, "the group does not run in a segment; ");
         st = VKG_ERR_STATE;
@@ -64,7 +64,7 @@ static int loop_until_error(vkg_th_rank *r, void *arg)
     vkg_status st = make_group(r, x, &g);
     vkg_th_ready(r);
     for (long it = 0; st == VKG_OK && it < 1000000; it++)
-        st = vkg_group_allreduce_sum(g, x, FAULT_COUNT);
+        st = vkg_group_allreduce(g, x, FAULT_COUNT, VKG_COMM_F32);
     vkg_th_report(r, "%s: %s", vkg_status_name(st), vkg_error_message());
     vkg_group_destroy(&g);
     free(x);
@@ -106,7 +106,7 @@ static int abort_body(vkg_th_rank *r, void *arg)
         vkg_comm_abort(r->comm, "the loss went NaN");
         st = VKG_ERR_ABORTED;
     } else if (st == VKG_OK) {
-        st = vkg_group_allreduce_sum(g, x, FAULT_COUNT);
+        st = vkg_group_allreduce(g, x, FAULT_COUNT, VKG_COMM_F32);
     }
     double dt = vkg_th_now() - t;
     vkg_th_report(r, "%s after %.2f s: %s", vkg_status_name(st), dt, vkg_error_message());

@@ -42,7 +42,7 @@ static int squat_body(vkg_th_rank *r, void *arg)
     for (int i = 0; i < COUNT; i++)
         buf[i] = (float)(r->rank * 10 + i);
     if (st == VKG_OK)
-        st = vkg_group_allreduce_sum(g, buf, COUNT);
+        st = vkg_group_allreduce(g, buf, COUNT, VKG_COMM_F32);
     int wrong = 0;
     for (int i = 0; st == VKG_OK && i < COUNT; i++)
         wrong += buf[i] != (float)(10 + 2 * i);

@@ -117,16 +117,22 @@ static int rank_body(vkg_th_rank *r, void *arg)
     vkg_outer *o = NULL;
     vkg_status st = vkg_outer_create(N_PARAMS, c->lr, c->mu, c->dt, &o);
     float *p = malloc(N_PARAMS * sizeof *p);
+    vkg_group_t *world = NULL;
+    if (st == VKG_OK)
+        st = vkg_group_world(r->comm, 1, &world);
     if (st != VKG_OK || !p) {
         vkg_th_report(r, "create: %s", vkg_error_message());
+        vkg_outer_destroy(&o);
+        free(p);
         return 1;
     }
     initial(vkg_outer_global(o));
     uint64_t bytes = 0;
     for (int k = 0; k < c->rounds && st == VKG_OK; k++) {
         replica(vkg_outer_global(o), r->rank, k, p);
-        st = vkg_outer_step(o, r->comm, p, &bytes);
+        st = vkg_outer_step(o, world, p, &bytes);
     }
+    vkg_group_destroy(&world);
     if (st != VKG_OK) {
         vkg_th_report(r, "step: %s", vkg_error_message());
         vkg_outer_destroy(&o);

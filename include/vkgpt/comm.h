@@ -307,8 +307,14 @@ vkg_status vkg_comm_recv(vkg_comm_t *c, int peer, uint32_t tag, void *buf, size_
  * first and last stage of a pipeline) with collectives of its own, carried by the communicator's
  * point-to-point messages under tags of the group's (id, sequence number), so that groups, their
  * successive calls and the communicator's own collectives never take each other's messages.
- * Deadlines, liveness and aborts are the communicator's. Every member calls every group
- * collective in the same order; other ranks do not take part. */
+ * When every member shares this host (and the communicator's policy allows shared memory) the
+ * collectives run in a segment of the members' own, with the same bits. The communicator's whole
+ * world is a group too (vkg_group_world), whose collectives are the communicator's own (every
+ * engine: the segment, the two-level path across hosts, the ring), so that a caller holds one
+ * kind of object whatever it reduces over. Deadlines, liveness and aborts are the communicator's.
+ * Every member calls every group collective in the same order with the same arguments (but its
+ * own buffer); other ranks do not take part. Dtypes: VKG_COMM_F32 and VKG_COMM_BF16 (buffers of
+ * float or uint16_t); any other is VKG_ERR_INVALID_ARG naming it. */
 typedef struct vkg_group vkg_group_t;
 
 #define VKG_GROUP_MAX_ID 2047 /* ids 0..VKG_GROUP_MAX_ID */
@@ -317,14 +323,35 @@ typedef struct vkg_group vkg_group_t;
  * one of them), named by id (distinct among the groups this rank is in). c must outlive the
  * group. Errors: VKG_ERR_INVALID_ARG naming the bad rank, id or count. */
 vkg_status vkg_group_create(vkg_comm_t *c, const int *ranks, int n, uint32_t id, vkg_group_t **out);
+/* The group of every rank of c in rank order, whose collectives are c's own (vkg_comm_allreduce,
+ * vkg_comm_reduce_scatter_dtype, vkg_comm_allgatherv, ...): the same bits. */
+vkg_status vkg_group_world(vkg_comm_t *c, uint32_t id, vkg_group_t **out);
 void vkg_group_destroy(vkg_group_t **pg);
 int vkg_group_rank(const vkg_group_t *g);
 int vkg_group_size(const vkg_group_t *g);
 /* The communicator rank of group rank i. */
 int vkg_group_member(const vkg_group_t *g, int i);
-/* In-place SUM allreduce of n floats: a ring (reduce-scatter, allgather) over the members in
- * group-rank order; every member gets bitwise identical results, in the same order every run. */
-vkg_status vkg_group_allreduce_sum(vkg_group_t *g, float *buf, size_t n);
+/* In-place SUM allreduce of n elements of dtype; every member gets bitwise identical results, in
+ * the same order every run. World: vkg_comm_allreduce's. Other groups: fp32 is a ring
+ * (reduce-scatter, allgather) over the members in group-rank order, each element of chunk k of
+ * the buffer cut in size nearly equal chunks summed from member k on around the ring; bf16 sends
+ * the 16-bit inputs as they are, each element widened, summed in fp32 in group-rank order and
+ * rounded once to nearest even (each member sums its chunk, then the chunks are gathered). */
+vkg_status vkg_group_allreduce(vkg_group_t *g, void *buf, size_t n, vkg_comm_dtype dtype);
+/* In-place SUM reduce-scatter of n elements of dtype over chunks of the caller's choosing: chunk q
+ * is buf[bounds[q], bounds[q + 1]) (bounds: size + 1 offsets from 0 to n, nondecreasing, the same
+ * on every member; a chunk may be empty). On return member q's chunk holds bitwise what
+ * vkg_group_allreduce(g, buf, n, dtype) leaves there; the rest of buf is left as it was or
+ * summed too, by engine (the segment's fp32 path sums the whole, as does the world across hosts).
+ * Over messages each member sends the others their chunks straight: (size - 1)/size of the
+ * buffer. Errors: VKG_ERR_INVALID_ARG naming bad bounds or dtype. */
+vkg_status vkg_group_reduce_scatter(vkg_group_t *g, void *buf, size_t n, const size_t *bounds,
+                                    vkg_comm_dtype dtype);
+/* In-place allgather of unequal chunks of n elements of dtype: member q's chunk buf[bounds[q],
+ * bounds[q + 1]) is copied into every other member's buf (bounds as for the reduce-scatter).
+ * After a reduce-scatter with the same bounds every member holds vkg_group_allreduce's result. */
+vkg_status vkg_group_allgatherv(vkg_group_t *g, void *buf, size_t n, const size_t *bounds,
+                                vkg_comm_dtype dtype);
 /* Copy bytes of group rank root's buf into every other member's buf. */
 vkg_status vkg_group_broadcast(vkg_group_t *g, void *buf, size_t bytes, int root);
 /* recv (size * bytes) receives every member's bytes of send, in group-rank order. */

@@ -92,13 +92,12 @@ struct vkg_diloco {
     vkg_os_thread *worker;
     piece *pieces;
     int npieces;
-    vkg_comm_t *comm;
     vkg_status worker_st;
     char worker_msg[1024];
     double worker_ms; /* the pieces' time on the worker */
     uint64_t worker_bytes;
-    /* Pipelines: the stage's data-parallel group the exchanges run over (NULL: the job's
-     * communicator, whole models) and the stages' layouts (rank 0 assembles checkpoints). */
+    /* The data-parallel group the exchanges run over (the whole job, or under pipelines the
+     * stage's) and the stages' layouts (rank 0 assembles checkpoints). */
     vkg_group_t *group;
     int S;
     vkg_gpt2_layout *stage_lo; /* (S) */
@@ -271,7 +270,7 @@ static vkg_status frag_ranges(vkg_strategy *s, vkg_diloco *d, int p, frag *f)
     for (int k = 0; k < f->nranges; k++)
         f->n += f->ranges[2 * k + 1];
     /* under pipelines wte's share leads the fragment (tensor 0 comes first) */
-    if (d->group && lo->count[0] && f->nranges && f->ranges[0] < lo->count[0])
+    if (d->S > 1 && lo->count[0] && f->nranges && f->ranges[0] < lo->count[0])
         f->wte = f->ranges[1];
     return VKG_OK;
 }
@@ -288,7 +287,7 @@ vkg_status vkg__diloco_build(vkg_strategy *s)
     d->mix = d->delay ? s->cfg.outer_mix : 0.0f;
     d->dt = (vkg_outer_dtype)s->cfg.outer_dtype;
     d->S = vkg_job_pp(s->job);
-    d->group = d->S > 1 ? vkg_job_dp_group(s->job) : NULL;
+    d->group = vkg_job_dp_group(s->job);
     VKG_CHECK(d->S == 1 || (d->group && !d->delay), VKG_ERR_STATE, "DiLoCo under pipelines: %s",
               d->group ? "a delay" : "no data-parallel group");
     d->stage_lo = calloc((size_t)d->S, sizeof *d->stage_lo);
@@ -364,7 +363,7 @@ static void *worker_main(void *arg)
     for (int i = 0; i < d->npieces && d->worker_st == VKG_OK; i++) {
         const piece *pc = &d->pieces[i];
         frag *f = &d->frags[pc->f];
-        d->worker_st = vkg_outer_exchange(f->outer, d->comm, f->buf, pc->first, pc->count);
+        d->worker_st = vkg_outer_exchange(f->outer, d->group, f->buf, pc->first, pc->count);
         if (d->worker_st != VKG_OK)
             snprintf(d->worker_msg, sizeof d->worker_msg, "%s", vkg_error_message());
         else
@@ -412,19 +411,18 @@ static int in_flight(const vkg_diloco *d, const frag *f, uint32_t t)
  * and are merged into this replica (mix of its own, 1 - mix of the global parameters), those
  * whose round ends start theirs (with no delay: exchanged, stepped and taken at once), and the
  * pieces of the exchanges in flight for the next step go to the worker. */
-/* Fragment f's blocking exchange over the group (pipelines: wte's share on its own) or the job. */
-static vkg_status exchange_now(vkg_diloco *d, vkg_comm_t *comm, frag *f)
+/* Fragment f's blocking exchange over the data-parallel group (pipelines: wte's share on its
+ * own, f->wte; 0 for whole models). */
+static vkg_status exchange_now(vkg_diloco *d, frag *f)
 {
-    if (!d->group)
-        return vkg_outer_exchange(f->outer, comm, f->buf, 0, f->n);
-    VKG_TRY(vkg_outer_exchange_group(f->outer, d->group, f->buf, 0, f->wte));
-    return vkg_outer_exchange_group(f->outer, d->group, f->buf, f->wte, f->n - f->wte);
+    if (f->wte)
+        VKG_TRY(vkg_outer_exchange(f->outer, d->group, f->buf, 0, f->wte));
+    return vkg_outer_exchange(f->outer, d->group, f->buf, f->wte, f->n - f->wte);
 }
 
 vkg_status vkg__diloco_end_step(vkg_strategy *s, uint32_t t, vkg_strategy_step_out *out)
 {
     vkg_diloco *d = s->diloco;
-    vkg_comm_t *comm = vkg_job_comm(s->job);
     int N = vkg_job_dp(s->job), lands = 0, starts = 0;
     for (int p = 0; p < d->F; p++) {
         frag *f = &d->frags[p];
@@ -458,7 +456,7 @@ vkg_status vkg__diloco_end_step(vkg_strategy *s, uint32_t t, vkg_strategy_step_o
             continue;
         }
         double t0 = vkg_os_now_ms();
-        VKG_TRY(exchange_now(d, comm, f));
+        VKG_TRY(exchange_now(d, f));
         vkg_outer_update(f->outer, N, f->buf);
         double ms = vkg_os_now_ms() - t0;
         out->comm_ms += ms, out->exposed_comm_ms += ms, out->outer_ms += ms;
@@ -480,7 +478,7 @@ vkg_status vkg__diloco_end_step(vkg_strategy *s, uint32_t t, vkg_strategy_step_o
     }
     if (!d->npieces)
         return VKG_OK;
-    d->comm = comm, d->worker_st = VKG_OK, d->worker_ms = 0.0, d->worker_bytes = 0;
+    d->worker_st = VKG_OK, d->worker_ms = 0.0, d->worker_bytes = 0;
     int e = vkg_os_thread_start(&d->worker, worker_main, d);
     if (e) { /* no thread: the pieces now, exposed */
         d->worker = NULL;

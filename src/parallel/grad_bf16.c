@@ -1,12 +1,9 @@
-/* bf16 gradients for the exchange between ranks (see grad_bf16.h): the rounding, the widening,
- * and the sum over a group's members for the pipeline's data-parallel groups. The rounding is
- * the model files' (vkg_f32_to_bf16), bit for bit (tests/test_grad_bf16.c checks both against a
- * reference). */
+/* bf16 gradients for the exchange between ranks (see grad_bf16.h): the rounding and the widening.
+ * The rounding is the model files' (vkg_f32_to_bf16), bit for bit (tests/test_grad_bf16.c checks
+ * both against a reference). */
 #include "parallel/grad_bf16.h"
 
 #include <string.h>
-
-#include "base/error.h"
 
 /* vkg_f32_to_bf16's rounding written without a branch or a call, so that the compiler
  * vectorises the loop over a whole gradient (tens of millions of elements each step). */
@@ -32,25 +29,4 @@ void vkg_grad_bf16_widen(const uint16_t *src, float *dst, size_t n)
 const char *vkg_grad_dtype_name(vkg_comm_dtype dt)
 {
     return dt == VKG_COMM_F32 ? "fp32" : dt == VKG_COMM_BF16 ? "bf16" : NULL;
-}
-
-vkg_status vkg_grad_bf16_group_sum(vkg_group_t *g, float *grads, size_t n, uint16_t *half,
-                                   uint16_t *all)
-{
-    int members = vkg_group_size(g);
-    vkg_grad_bf16_narrow(grads, half, n);
-    VKG_TRY(vkg_group_allgather(g, half, n * sizeof *half, all));
-    vkg_grad_bf16_widen(all, grads, n); /* member 0's, then each next member's added */
-    for (int k = 1; k < members; k++) {
-        const uint16_t *h = all + (size_t)k * n;
-        for (size_t i = 0; i < n; i++) {
-            uint32_t u = (uint32_t)h[i] << 16;
-            float x;
-            memcpy(&x, &u, sizeof x);
-            grads[i] += x;
-        }
-    }
-    vkg_grad_bf16_narrow(grads, half, n); /* the sum rounded once */
-    vkg_grad_bf16_widen(half, grads, n);
-    return VKG_OK;
 }

@@ -5,7 +5,7 @@
  * bits of an fp32: the same exponent range, 8 significant bits, so each rounding moves a value by
  * at most 2^-8 of itself (half a unit in the last of 8 places).
  *
- * Not here: where the exchange happens (reducer.c, pp_strategy.c), the collectives
+ * Not here: where the exchange happens (reducer.c), the collectives
  * (transport/). Nothing here allocates, prints or talks to a device.
  */
 #ifndef VKG_PARALLEL_GRAD_BF16_H
@@ -25,12 +25,5 @@ void vkg_grad_bf16_widen(const uint16_t *src, float *dst, size_t n);
 
 /* "fp32" or "bf16": the name --grad-dtype gives dt (NULL for any other dtype). */
 const char *vkg_grad_dtype_name(vkg_comm_dtype dt);
-
-/* The gradient grads (n floats) summed over the members of g in bf16: rounded to bf16 into
- * half (n elements, the caller's), every member's half gathered into all (size(g) x n elements,
- * the caller's), each element summed in fp32 in group-rank order (the same bits on every member),
- * rounded once to bf16 and widened back into grads. Errors: vkg_group_allgather's. */
-vkg_status vkg_grad_bf16_group_sum(vkg_group_t *g, float *grads, size_t n, uint16_t *half,
-                                   uint16_t *all);
 
 #endif

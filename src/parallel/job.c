@@ -12,6 +12,7 @@
 #define GROUP_DP 1
 #define GROUP_PIPE 2
 #define GROUP_TIE 3
+#define GROUP_WORLD 4
 
 struct vkg_job {
     vkg_comm_t *comm;              /* NULL alone */
@@ -19,6 +20,7 @@ struct vkg_job {
     int rank, world;               /* lay's, kept short */
     int dpr, dpw;                  /* lay.replica, lay.dp */
     vkg_group_t *dpg, *pipe, *tie; /* the pipeline's groups (NULL without) */
+    vkg_group_t *all;              /* the whole job (NULL alone) */
     int batch[VKG_JOB_MAX_RANKS];
     int global_batch, row_offset, equal;
     int balanced; /* --rank-batch auto: the split may change, every rank reads whole batches */
@@ -113,6 +115,8 @@ vkg_status vkg_job_create(const vkg_comm_config *comm, int pp, int batch, const 
     vkg_status st = VKG_OK;
     if (d->world > 1)
         st = vkg_comm_create(comm, &d->comm);
+    if (st == VKG_OK && d->comm)
+        st = vkg_group_world(d->comm, GROUP_WORLD, &d->all);
     if (st == VKG_OK && lay.pp > 1)
         st = create_groups(d);
     if (st != VKG_OK) {
@@ -202,6 +206,7 @@ void vkg_job_destroy(vkg_job **pd, const char *failure)
         return;
     vkg_job_abort(d, failure);
     vkg_group_destroy(&d->dpg), vkg_group_destroy(&d->pipe), vkg_group_destroy(&d->tie);
+    vkg_group_destroy(&d->all);
     vkg_comm_destroy(&d->comm);
     free(d->scratch_in);
     free(d->scratch_tgt);
@@ -243,7 +248,11 @@ const vkg_job_layout *vkg_job_layout_get(const vkg_job *d)
 }
 vkg_group_t *vkg_job_dp_group(vkg_job *d)
 {
-    return d->dpg;
+    return d->lay.pp > 1 ? d->dpg : d->all;
+}
+vkg_group_t *vkg_job_world_group(vkg_job *d)
+{
+    return d->all;
 }
 vkg_group_t *vkg_job_pipe_group(vkg_job *d)
 {
@@ -281,7 +290,7 @@ vkg_status vkg_job_allgather(vkg_job *d, const void *send, size_t bytes, void *r
         memcpy(recv, send, bytes);
         return VKG_OK;
     }
-    return vkg_comm_allgather(d->comm, send, bytes, recv);
+    return vkg_group_allgather(d->all, send, bytes, recv);
 }
 const char *vkg_job_batch_list(const vkg_job *d)
 {
@@ -360,7 +369,7 @@ vkg_status vkg_job_check_match(vkg_job *d, const vkg_job_fingerprint *fp, const 
               "fingerprint of %d fields", count);
     vkg_job_fingerprint *all = malloc((size_t)d->world * sizeof *all);
     VKG_CHECK(all, VKG_ERR_NOMEM, "no memory for %d fingerprints", d->world);
-    vkg_status st = vkg_comm_allgather(d->comm, fp, sizeof *fp, all);
+    vkg_status st = vkg_group_allgather(d->all, fp, sizeof *fp, all);
     for (int k = 1; st == VKG_OK && k < d->world; k++)
         for (int i = 0; i < count; i++)
             if (all[k].v[i] != all[0].v[i]) {
@@ -378,10 +387,10 @@ vkg_status vkg_job_check_match(vkg_job *d, const vkg_job_fingerprint *fp, const 
 
 vkg_status vkg_job_broadcast(vkg_job *d, void *buf, size_t bytes)
 {
-    return d->comm ? vkg_comm_broadcast(d->comm, buf, bytes, 0) : VKG_OK;
+    return d->all ? vkg_group_broadcast(d->all, buf, bytes, 0) : VKG_OK;
 }
 
 vkg_status vkg_job_allreduce_sum(vkg_job *d, float *buf, size_t n)
 {
-    return d->comm ? vkg_comm_allreduce(d->comm, buf, buf, n, VKG_COMM_F32, VKG_COMM_SUM) : VKG_OK;
+    return d->all ? vkg_group_allreduce(d->all, buf, n, VKG_COMM_F32) : VKG_OK;
 }

@@ -16,9 +16,12 @@
  * unequal ones read the whole global micro-batch (G rows) and keep their own rows
  * [off_k, off_k + b_k), so the union is the same.
  *
- * Groups. With a pipeline the job creates, for this rank: its stage's data-parallel group (dp >
- * 1), its replica's pipeline (the S stages in order) and the tie {first stage, last stage} of
- * that pipeline (first and last stage only), over the job's communicator.
+ * Groups. Every collective of the strategies runs on a group (transport's vkg_group_t). The job
+ * creates, over its communicator: the whole job (its world, whose collectives are the
+ * communicator's own), which is also the data-parallel group without a pipeline; and with a
+ * pipeline, for this rank: its stage's data-parallel group (dp > 1), its replica's pipeline (the
+ * S stages in order) and the tie {first stage, last stage} of that pipeline (first and last
+ * stage only).
  *
  * Not here: what is summed and how (the strategies: strategy.c, whole.c, reducer.c, zero.c,
  * pp_strategy.c), the model. Nothing here prints.
@@ -87,10 +90,12 @@ int vkg_job_dp(const vkg_job *d);
 int vkg_job_pp(const vkg_job *d);
 int vkg_job_stage(const vkg_job *d);
 vkg_comm_t *vkg_job_comm(vkg_job *d);
-/* The pipeline's groups (NULL without a pipeline, and where this rank has none): the stage's
- * data-parallel group (dp > 1), the replica's pipeline of pp stages, the tie of the pipeline's
- * first and last stage (those two stages only). Owned by the job. */
+/* The job's groups, owned by it (NULL alone, and where this rank has none): this rank's
+ * data-parallel group (dp > 1: the stage's under a pipeline, the whole job without one), the
+ * whole job (vkg_group_world: the communicator's own collectives), and under a pipeline the
+ * replica's pipeline of pp stages and the tie of its first and last stage (those two only). */
 vkg_group_t *vkg_job_dp_group(vkg_job *d);
+vkg_group_t *vkg_job_world_group(vkg_job *d);
 vkg_group_t *vkg_job_pipe_group(vkg_job *d);
 vkg_group_t *vkg_job_tie_group(vkg_job *d);
 /* This rank's micro-batch rows, the global micro-batch rows G, and this rank's b_k / G. */

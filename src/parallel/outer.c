@@ -179,20 +179,17 @@ static void unpack_add(const vkg_outer *o, const unsigned char *block, size_t n,
     }
 }
 
-/* The exchange over the ranks of c, or of the group g (c NULL), or alone (both NULL). */
-static vkg_status exchange(vkg_outer *o, vkg_comm_t *c, vkg_group_t *grp, float *params,
-                           size_t first, size_t count)
+vkg_status vkg_outer_exchange(vkg_outer *o, vkg_group_t *g, float *params, size_t first,
+                              size_t count)
 {
     VKG_CHECK(first <= o->n && count <= o->n - first, VKG_ERR_INVALID_ARG,
               "outer exchange of [%zu, +%zu) outside its %zu parameters", first, count, o->n);
-    if (!count)
+    if (!count || !g)
         return VKG_OK;
     float *at = params + first;
     if (o->dt == VKG_OUTER_F32)
-        return c     ? vkg_comm_allreduce(c, at, at, count, VKG_COMM_F32, VKG_COMM_SUM)
-               : grp ? vkg_group_allreduce_sum(grp, at, count)
-                     : VKG_OK;
-    int N = c ? vkg_comm_size(c) : grp ? vkg_group_size(grp) : 1;
+        return vkg_group_allreduce(g, at, count, VKG_COMM_F32);
+    int N = vkg_group_size(g);
     size_t bb = block_bytes(count, o->dt);
     if (o->x_bytes < (size_t)N * bb) {
         free(o->x);
@@ -201,35 +198,19 @@ static vkg_status exchange(vkg_outer *o, vkg_comm_t *c, vkg_group_t *grp, float 
         VKG_CHECK(o->x, VKG_ERR_NOMEM, "no memory for %d ranks' pseudo-gradients (%zu bytes each)",
                   N, bb);
     }
-    int rank = c ? vkg_comm_rank(c) : grp ? vkg_group_rank(grp) : 0;
-    unsigned char *mine = o->x + (size_t)rank * bb;
+    unsigned char *mine = o->x + (size_t)vkg_group_rank(g) * bb;
     memset(mine, 0, bb);
     pack(o, params, first, count, mine);
-    if (c)
-        VKG_TRY(vkg_comm_allgather(c, mine, bb, o->x));
-    else if (grp)
-        VKG_TRY(vkg_group_allgather(grp, mine, bb, o->x));
+    VKG_TRY(vkg_group_allgather(g, mine, bb, o->x));
     for (int r = 0; r < N; r++)
         unpack_add(o, o->x + (size_t)r * bb, count, r == 0, at);
     return VKG_OK;
 }
 
-vkg_status vkg_outer_exchange(vkg_outer *o, vkg_comm_t *c, float *params, size_t first,
-                              size_t count)
+vkg_status vkg_outer_step(vkg_outer *o, vkg_group_t *g, float *params, uint64_t *payload)
 {
-    return exchange(o, c, NULL, params, first, count);
-}
-
-vkg_status vkg_outer_exchange_group(vkg_outer *o, vkg_group_t *g, float *params, size_t first,
-                                    size_t count)
-{
-    return exchange(o, NULL, g, params, first, count);
-}
-
-vkg_status vkg_outer_step(vkg_outer *o, vkg_comm_t *c, float *params, uint64_t *payload)
-{
-    VKG_TRY(vkg_outer_exchange(o, c, params, 0, o->n));
-    vkg_outer_update(o, c ? vkg_comm_size(c) : 1, params);
+    VKG_TRY(vkg_outer_exchange(o, g, params, 0, o->n));
+    vkg_outer_update(o, g ? vkg_group_size(g) : 1, params);
     if (payload)
         *payload = vkg_outer_payload_bytes(o->n, o->dt);
     return VKG_OK;

@@ -77,26 +77,25 @@ size_t vkg_outer_count(const vkg_outer *o);
  * each rank receives N - 1 times that. */
 uint64_t vkg_outer_payload_bytes(size_t n, vkg_outer_dtype dt);
 
-/* One outer step over the ranks of c (every rank calls it; c NULL: one rank alone): params (this
+/* One outer step over the members of group g (the job's data-parallel group: the whole job, or a
+ * pipeline stage's; every member calls it; g NULL: one rank alone): params (this
  * replica's n parameters after its inner steps) in, used as the exchange's buffer; g and m
  * updated, the same bits on every rank; params = the new g. *payload (may be NULL) gets
  * vkg_outer_payload_bytes. Errors: the collectives'; VKG_ERR_NOMEM. */
-vkg_status vkg_outer_step(vkg_outer *o, vkg_comm_t *c, float *params, uint64_t *payload);
+vkg_status vkg_outer_step(vkg_outer *o, vkg_group_t *g, float *params, uint64_t *payload);
 
 /* The same step in parts, so that the exchange can be cut into pieces (streaming, diloco.c):
  * vkg_outer_exchange over [first, first + count) of params, for ranges that cover every
  * parameter once (the exchange of each range is that of the whole restricted to it when every
  * range but the last starts and ends at a multiple of VKG_OUTER_INT8_CHUNK: the same chunks,
  * scales and sums; fp32's ring may add in another order with 3 or more ranks), then
- * vkg_outer_update over the N ranks of the exchange. Errors of the exchange: VKG_ERR_INVALID_ARG
- * for a range outside the n parameters, the collectives', VKG_ERR_NOMEM. */
-vkg_status vkg_outer_exchange(vkg_outer *o, vkg_comm_t *c, float *params, size_t first,
+ * vkg_outer_update over the N members of the exchange. fp32 is the group's allreduce; bf16, int8
+ * and int4 are the group's allgather of every member's payload, summed in group-rank order.
+ * Errors of the exchange: VKG_ERR_INVALID_ARG for a range outside the n parameters, the
+ * collectives', VKG_ERR_NOMEM. */
+vkg_status vkg_outer_exchange(vkg_outer *o, vkg_group_t *g, float *params, size_t first,
                               size_t count);
 void vkg_outer_update(vkg_outer *o, int N, float *params);
-/* vkg_outer_exchange over the members of group g (a pipeline stage's data-parallel group): fp32
- * summed by the group's ring, bf16 and int8 allgathered and summed in group-rank order. */
-vkg_status vkg_outer_exchange_group(vkg_outer *o, vkg_group_t *g, float *params, size_t first,
-                                    size_t count);
 
 /* int8 and int4: the chunks of n elements, and x (n floats) as codes q (n) and per-chunk scales
  * (chunks): scale = absmax / 127 (0 for a chunk of zeros, whose codes are 0), q = nearest(x /

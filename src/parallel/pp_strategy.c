@@ -17,10 +17,9 @@
  * assembled the same way. The moments' memory is divided by dp; the gradient's reduction is still
  * an allreduce (a reduce-scatter would need the stage's norm sharded at its partial sums, as
  * zero.c shards the whole model's), so ZeRO adds the parameters' broadcasts to PP x DP's bytes.
- * With bf16 exchange (grad_dtype) the reducer's group sum is vkg_grad_bf16_group_sum's
- * (the members' bf16 gradients gathered, summed in fp32 in group order, rounded once): the same
- * bytes as a bf16 ring for groups of 2, fewer than the fp32 ring for up to 3 members, as many
- * for 4, more beyond; wte's sum over the first and last stage stays fp32.
+ * With bf16 exchange (grad_dtype) the reducer's group sum is the group's bf16 allreduce (each
+ * chunk sent to its owner, summed in fp32 in group order, rounded once, gathered back): half the
+ * bytes of the fp32 ring; wte's sum over the first and last stage stays fp32.
  * Under --sync diloco each replica's pipeline trains alone: nothing is summed over the stage's
  * group (wte's two copies still are over the tie group), the norm is the replica's, and after the
  * update the stage's outer rounds run over the stage's group (diloco.c).
@@ -351,7 +350,7 @@ static vkg_status step(vkg_strategy *s, vkg_data_t *data, const vkg_strategy_ste
     float sumsq = 0.0f;
     t0 = vkg_os_now_ms();
     VKG_TRY(vkg_adamw_grad_sumsq(s->opt, &sumsq));
-    VKG_TRY(vkg_group_allreduce_sum(p->pipe, &sumsq, 1));
+    VKG_TRY(vkg_group_allreduce(p->pipe, &sumsq, 1, VKG_COMM_F32));
     /* The last stage's token-weighted loss, and any rank's stop request, to every rank, before
      * the update: a loss that is not finite skips it on every stage alike. DiLoCo's replicas
      * each have their own norm: any that is not finite skips the update on every rank alike. */

@@ -17,13 +17,13 @@ struct vkg_grad_reducer {
     vkg_job *job;
     vkg_gpt2 *model;
     vkg_grad_reducer_config cfg;
+    vkg_group_t *group;         /* the data-parallel group summed over (NULL: none) */
     float *grads;               /* (param count) the collectives' buffer (vkg_comm_buffer_alloc) */
     size_t grads_bytes;         /* its size: whole units of the device's import alignment */
     vkg_arena *grads_import;    /* grads as a device buffer: zero-copy buckets (NULL: copy path) */
     uint64_t zero_copy_buckets; /* buckets reduced with neither a pack nor an unpack on the host */
     char bucket_path[256];      /* how buckets reach grads, and why ("" without buckets) */
     uint16_t *grads16;          /* (param count) bf16 exchange buffer (NULL unless bf16) */
-    uint16_t *group16;          /* pipeline bf16: (param count) this rank's, (dp, ...) all */
     vkg_buckets *buckets;       /* NULL without overlap */
     int N, me;                  /* sharded: the shards and this rank's */
     size_t *bounds;             /* sharded: (N + 1) the shards' parameter bounds */
@@ -36,9 +36,10 @@ const char *vkg_grad_reducer_describe(const vkg_grad_reducer_config *c)
     if (c->dtype != VKG_COMM_BF16)
         return "fp32";
     if (c->pipeline)
-        return "bf16 (rounded to nearest even, gathered over the stage's data-parallel group and "
-               "summed in fp32 in rank order, rounded once; widened to fp32 for clipping and "
-               "AdamW; the first and last stages' wte sum stays fp32)";
+        return "bf16 (rounded to nearest even, each chunk sent to its owner in the stage's "
+               "data-parallel group, summed in fp32 in rank order, rounded once and gathered; "
+               "widened to fp32 for clipping and AdamW; the first and last stages' wte sum stays "
+               "fp32)";
     if (c->shards)
         return "bf16 (rounded to nearest even, reduce-scattered in bf16, summed in fp32 and "
                "rounded once; this rank's shard widened to fp32 for clipping and AdamW)";
@@ -46,40 +47,28 @@ const char *vkg_grad_reducer_describe(const vkg_grad_reducer_config *c)
            "widened to fp32 for clipping and AdamW; the tied wte's embedding rows stay fp32)";
 }
 
-/* Sharded: buf (n floats at its place in r->grads, bucket k or, k < 0, the whole gradient)
- * reduce-scattered so that this rank's shard of it is summed, bitwise what the allreduce gives
- * there; in bf16 every element rounded (the peers' chunks leave from here) and only this rank's
- * chunk widened back: the rest of buf stays unreduced, as the fp32 reduce-scatter leaves it. */
-static vkg_status reduce_scatter(vkg_grad_reducer *r, int k, float *buf, size_t n)
-{
-    const size_t *b = k < 0 ? r->bounds : r->bucket_bounds + (size_t)k * (size_t)(r->N + 1);
-    if (!r->grads16)
-        return vkg_comm_reduce_scatter(vkg_job_comm(r->job), buf, n, b);
-    uint16_t *half = r->grads16 + (buf - r->grads);
-    vkg_grad_bf16_narrow(buf, half, n);
-    VKG_TRY(vkg_comm_reduce_scatter_dtype(vkg_job_comm(r->job), half, n, b, VKG_COMM_BF16));
-    vkg_grad_bf16_widen(half + b[r->me], buf + b[r->me], b[r->me + 1] - b[r->me]);
-    return VKG_OK;
-}
-
-/* Sum gradients over the group: buf (n floats at its place in r->grads) is gradient bucket k
- * packed (k < 0: the whole gradient); in bf16 rounded through r->grads16 at the same offset. */
+/* Sum gradients over the group, the reducer's one call into the collectives: buf (n floats at its
+ * place in r->grads) is gradient bucket k packed (k < 0: the whole gradient). An allreduce, or
+ * sharded a reduce-scatter that leaves this rank's shard summed, bitwise what the allreduce gives
+ * there (the rest of buf is not used). bf16: every element rounded into r->grads16 at the same
+ * offset (the peers' chunks leave from there), reduced in bf16, and the summed part widened back.
+ */
 static vkg_status reduce_grads(vkg_grad_reducer *r, int k, float *buf, size_t n)
 {
-    if (r->cfg.pipeline && !r->cfg.group)
+    if (!r->group)
         return VKG_OK;
-    if (r->cfg.pipeline && r->group16)
-        return vkg_grad_bf16_group_sum(r->cfg.group, buf, n, r->group16, r->group16 + n);
-    if (r->cfg.pipeline)
-        return vkg_group_allreduce_sum(r->cfg.group, buf, n);
-    if (r->bounds)
-        return reduce_scatter(r, k, buf, n);
-    if (!r->grads16)
-        return vkg_job_allreduce_sum(r->job, buf, n);
-    uint16_t *half = r->grads16 + (buf - r->grads);
-    vkg_grad_bf16_narrow(buf, half, n);
-    VKG_TRY(vkg_comm_allreduce(vkg_job_comm(r->job), half, half, n, VKG_COMM_BF16, VKG_COMM_SUM));
-    vkg_grad_bf16_widen(half, buf, n);
+    const size_t *b = !r->bounds ? NULL
+                      : k < 0    ? r->bounds
+                                 : r->bucket_bounds + (size_t)k * (size_t)(r->N + 1);
+    vkg_comm_dtype dt = r->grads16 ? VKG_COMM_BF16 : VKG_COMM_F32;
+    void *x = buf;
+    if (r->grads16)
+        vkg_grad_bf16_narrow(buf, x = r->grads16 + (buf - r->grads), n);
+    VKG_TRY(b ? vkg_group_reduce_scatter(r->group, x, n, b, dt)
+              : vkg_group_allreduce(r->group, x, n, dt));
+    size_t lo = b ? b[r->me] : 0, hi = b ? b[r->me + 1] : n;
+    if (r->grads16)
+        vkg_grad_bf16_widen(r->grads16 + (buf - r->grads) + lo, buf + lo, hi - lo);
     return VKG_OK;
 }
 
@@ -153,22 +142,16 @@ static vkg_status setup(vkg_grad_reducer *r)
     align = align ? align : 1;
     r->grads_bytes = (n * sizeof *r->grads + align - 1) / align * align;
     VKG_TRY(vkg_comm_buffer_alloc(comm, r->grads_bytes, (void **)&r->grads));
-    if (r->cfg.pipeline) {
-        VKG_CHECK(!r->cfg.shards, VKG_ERR_INVALID_ARG,
-                  "a pipeline stage's gradient reducer takes no shards");
-        if (r->cfg.group && r->cfg.dtype == VKG_COMM_BF16) {
-            size_t dp = (size_t)vkg_group_size(r->cfg.group);
-            r->group16 = malloc(n * (dp + 1) * sizeof *r->group16);
-            VKG_CHECK(r->group16, VKG_ERR_NOMEM, "no memory for %zu bf16 gradients", dp + 1);
-        }
-        if (!r->cfg.group) /* nothing to overlap: a stage alone in its group */
-            r->cfg.bucket_bytes = 0;
-    } else if (r->cfg.dtype == VKG_COMM_BF16) {
+    VKG_CHECK(!r->cfg.shards || r->group, VKG_ERR_INVALID_ARG,
+              "a gradient reducer with shards needs a data-parallel group");
+    if (!r->group) /* nothing to sum or overlap: a stage alone in its group */
+        r->cfg.bucket_bytes = 0;
+    if (r->group && r->cfg.dtype == VKG_COMM_BF16) {
         size_t bytes = (n * sizeof *r->grads16 + 3) / 4 * 4;
         VKG_TRY(vkg_comm_buffer_alloc(comm, bytes, (void **)&r->grads16));
     }
     if (r->cfg.shards) {
-        r->N = vkg_job_dp(r->job), r->me = vkg_job_replica(r->job);
+        r->N = vkg_group_size(r->group), r->me = vkg_group_rank(r->group);
         r->bounds = malloc((size_t)(r->N + 1) * sizeof *r->bounds);
         VKG_CHECK(r->bounds, VKG_ERR_NOMEM, "no memory for %d shards", r->N);
         memcpy(r->bounds, r->cfg.shards, (size_t)(r->N + 1) * sizeof *r->bounds);
@@ -190,6 +173,7 @@ vkg_status vkg_grad_reducer_create(vkg_job *job, vkg_gpt2 *m, const vkg_grad_red
     vkg_grad_reducer *r = calloc(1, sizeof *r);
     VKG_CHECK(r, VKG_ERR_NOMEM, "no memory for the gradient reducer");
     r->job = job, r->model = m, r->cfg = *c;
+    r->group = c->pipeline ? c->group : vkg_job_dp_group(job);
     vkg_status st = setup(r);
     if (st != VKG_OK) {
         vkg_grad_reducer_destroy(&r);
@@ -210,7 +194,7 @@ void vkg_grad_reducer_destroy(vkg_grad_reducer **pr)
         vkg_comm_buffer_free(vkg_job_comm(r->job), r->grads);
     if (r->grads16)
         vkg_comm_buffer_free(vkg_job_comm(r->job), r->grads16);
-    free(r->bounds), free(r->bucket_bounds), free(r->group16);
+    free(r->bounds), free(r->bucket_bounds);
     free(r);
     *pr = NULL;
 }
@@ -267,76 +251,26 @@ static vkg_status overlap_end(vkg_grad_reducer *r, vkg_status st, vkg_os_thread 
     return VKG_OK;
 }
 
-/* The last micro-batch with the reduction overlapped: each bucket is read as soon as the device
- * has finished it (on the zero-copy path the device has put it in place already) and reduced
- * while the device goes on with the backward pass; every bucket but the first is handed back at
- * once (zero-copy: by the device at commit); the first (wte's classifier gradient) waits for the
- * embedding rows of the whole job (tied_wte.c). The calling thread is the communication thread:
- * once the step is submitted it has nothing else to do but wait for buckets and reduce them. */
-static vkg_status backward_overlapped(vkg_grad_reducer *r, const int32_t *inputs,
-                                      const int32_t *targets, float *loss)
+/* The step's last backward with the reduction overlapped (whole models: the last micro-batch's
+ * forward and backward, inputs and targets; a pipeline stage: its last backward, both NULL): each
+ * bucket is read as soon as the device has finished it (on the zero-copy path the device has put
+ * it in place already) and reduced while the device goes on with the backward pass; every bucket
+ * but wte's is handed back at once (zero-copy: by the device at commit). wte's bucket (the one
+ * that starts at the part's first parameter) waits for the tied copy's share (tied_wte.h): the
+ * embedding rows of the whole job once the device is done (whole models), or the sum over the
+ * pipeline's tie group. done(ctx), when given, runs once the device has finished the last
+ * bucket, before its reduction. The calling thread is the communication thread: once the step
+ * is submitted it has nothing else to do but wait for buckets and reduce them. */
+static vkg_status overlapped(vkg_grad_reducer *r, const int32_t *inputs, const int32_t *targets,
+                             float *loss, vkg_status (*done)(void *ctx), void *ctx)
 {
-    vkg_gpt2 *m = r->model;
-    int copy = r->grads_import == NULL;
-    const size_t(*r0)[2];
-    VKG_CHECK(vkg_buckets_ranges(r->buckets, 0, &r0) > 0 && r0[0][0] == 0, VKG_ERR_STATE,
-              "the first gradient bucket does not start with wte");
-    VKG_TRY(vkg_gpt2_split_submit(m, inputs, targets));
-    finish_watch w = {.model = m};
-    vkg_os_thread *th = NULL;
-    int watching = vkg_os_thread_start(&th, watch_finish, &w) == 0;
-    vkg_status st = VKG_OK;
-    double comm = 0.0, end = 0.0;
-    size_t base = 0;
-    for (int k = 0; st == VKG_OK && k < vkg_buckets_count(r->buckets); k++) {
-        float *buf = r->grads + base;
-        size_t n = vkg_buckets_floats(r->buckets, k);
-        st = vkg_gpt2_split_wait(m, k);
-        if (st == VKG_OK && copy)
-            vkg_buckets_read(r->buckets, k, buf);
-        double t0 = vkg_os_now_ms();
-        if (st == VKG_OK)
-            st = reduce_grads(r, k, buf, n);
-        end = vkg_os_now_ms();
-        comm += end - t0;
-        if (st == VKG_OK && k > 0 && copy)
-            vkg_buckets_write(r->buckets, k, buf);
-        r->zero_copy_buckets += st == VKG_OK && !copy;
-        base += n;
-    }
-    if (st == VKG_OK)
-        st = vkg_gpt2_split_finish(m, loss);
-    if (st == VKG_OK) {
-        double t0 = vkg_os_now_ms();
-        st = vkg_tied_wte_add_rows(r->job, m, inputs, r->grads);
-        end = vkg_os_now_ms();
-        comm += end - t0;
-    }
-    if (st == VKG_OK && copy)
-        vkg_buckets_write(r->buckets, 0, r->grads);
-    if (st == VKG_OK)
-        st = vkg_gpt2_split_commit(m);
-    return overlap_end(r, st, watching ? th : NULL, &w, comm, end);
-}
-
-vkg_status vkg_grad_reducer_last_micro(vkg_grad_reducer *r, const int32_t *inputs,
-                                       const int32_t *targets, float *loss)
-{
-    r->comm_ms = r->exposed_ms = 0.0;
-    if (!r->buckets)
-        return vkg_gpt2_forward_backward(r->model, inputs, targets, loss);
-    return backward_overlapped(r, inputs, targets, loss);
-}
-
-vkg_status vkg_grad_reducer_last_backward(vkg_grad_reducer *r, vkg_status (*done)(void *ctx),
-                                          void *ctx)
-{
-    VKG_CHECK(r->cfg.pipeline && r->buckets, VKG_ERR_STATE,
-              "a stage's overlapped last backward needs a pipeline reducer with buckets");
     vkg_gpt2 *m = r->model;
     int copy = r->grads_import == NULL, nb = vkg_buckets_count(r->buckets), wte_k = -1;
+    const size_t(*r0)[2];
+    VKG_CHECK(r->cfg.pipeline || (vkg_buckets_ranges(r->buckets, 0, &r0) > 0 && r0[0][0] == 0),
+              VKG_ERR_STATE, "the first gradient bucket does not start with wte");
     r->comm_ms = r->exposed_ms = 0.0;
-    VKG_TRY(vkg_gpt2_split_submit(m, NULL, NULL));
+    VKG_TRY(vkg_gpt2_split_submit(m, inputs, targets));
     finish_watch w = {.model = m};
     vkg_os_thread *th = NULL;
     int watching = vkg_os_thread_start(&th, watch_finish, &w) == 0;
@@ -348,9 +282,9 @@ vkg_status vkg_grad_reducer_last_backward(vkg_grad_reducer *r, vkg_status (*done
         size_t n = vkg_buckets_floats(r->buckets, k);
         const size_t(*rg)[2];
         if (vkg_buckets_ranges(r->buckets, k, &rg) > 0 && rg[0][0] == 0)
-            wte_k = k, wte = base; /* wte starts the part and its bucket (tied_wte.h) */
+            wte_k = k, wte = base;
         st = vkg_gpt2_split_wait(m, k);
-        if (st == VKG_OK && k == nb - 1 && done) /* DIN first: the previous stage waits for it */
+        if (st == VKG_OK && k == nb - 1 && done) /* e.g. DIN first: the previous stage waits */
             st = done(ctx);
         if (st == VKG_OK && copy)
             vkg_buckets_read(r->buckets, k, buf);
@@ -364,24 +298,44 @@ vkg_status vkg_grad_reducer_last_backward(vkg_grad_reducer *r, vkg_status (*done
         r->zero_copy_buckets += st == VKG_OK && !copy;
         base += n;
     }
-    if (st == VKG_OK && wte_k >= 0) { /* then wte's two copies over the tie group */
+    if (st == VKG_OK && !r->cfg.pipeline) /* the encoder's rows need the whole backward */
+        st = vkg_gpt2_split_finish(m, loss);
+    if (st == VKG_OK && wte_k >= 0) {
         double t0 = vkg_os_now_ms();
-        st = vkg_tied_wte_pipe_sum(r->job, m, r->grads + wte);
+        st = r->cfg.pipeline ? vkg_tied_wte_pipe_sum(r->job, m, r->grads + wte)
+                             : vkg_tied_wte_add_rows(r->job, m, inputs, r->grads + wte);
         end = vkg_os_now_ms();
         comm += end - t0;
         if (st == VKG_OK && copy)
             vkg_buckets_write(r->buckets, wte_k, r->grads + wte);
     }
-    if (st == VKG_OK)
+    if (st == VKG_OK && r->cfg.pipeline)
         st = vkg_gpt2_split_finish(m, NULL);
     if (st == VKG_OK)
         st = vkg_gpt2_split_commit(m);
     return overlap_end(r, st, watching ? th : NULL, &w, comm, end);
 }
 
+vkg_status vkg_grad_reducer_last_micro(vkg_grad_reducer *r, const int32_t *inputs,
+                                       const int32_t *targets, float *loss)
+{
+    r->comm_ms = r->exposed_ms = 0.0;
+    if (!r->buckets)
+        return vkg_gpt2_forward_backward(r->model, inputs, targets, loss);
+    return overlapped(r, inputs, targets, loss, NULL, NULL);
+}
+
+vkg_status vkg_grad_reducer_last_backward(vkg_grad_reducer *r, vkg_status (*done)(void *ctx),
+                                          void *ctx)
+{
+    VKG_CHECK(r->cfg.pipeline && r->buckets, VKG_ERR_STATE,
+              "a stage's overlapped last backward needs a pipeline reducer with buckets");
+    return overlapped(r, NULL, NULL, NULL, done, ctx);
+}
+
 vkg_status vkg_grad_reducer_reduce(vkg_grad_reducer *r, double *comm_ms, double *exposed_ms)
 {
-    int pipe_idle = r->cfg.pipeline && !r->cfg.group && !vkg_job_tie_group(r->job);
+    int pipe_idle = r->cfg.pipeline && !r->group && !vkg_job_tie_group(r->job);
     if (!r->buckets && pipe_idle)
         r->comm_ms = r->exposed_ms = 0.0; /* a middle stage alone in its group: nothing to sum */
     else if (!r->buckets) {

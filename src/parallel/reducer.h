@@ -23,13 +23,17 @@
  * path and the zero-copy path alike, so both paths still train bitwise alike. Sharded, every
  * element is rounded, reduce-scattered in bf16 and only this rank's shard widened back.
  *
- * A pipeline stage's group reduces its gradient fp32 through the group's allreduce or bf16
- * gathered and summed in group-rank order (vkg_grad_bf16_group_sum): in one reduction after the
- * backward pass, or per bucket while the device runs the stage's last backward (a split of that
- * slot's backward, vkg_grad_reducer_last_backward), wte's sum over the tie group after its
- * bucket. With 2 replicas the buckets' sums are bitwise the whole gradient's (a ring of two adds
- * the same two numbers); with more, bf16's rank-order sum still is, fp32's ring is not (its
- * chunks fall elsewhere in a bucket than in the whole). Shards are whole-model ranks' alone.
+ * One door into the collectives: every reduction, of a bucket or of the whole gradient, is one
+ * call on the reducer's data-parallel group (transport's vkg_group_t): vkg_group_allreduce, or
+ * vkg_group_reduce_scatter over the shards, in the exchange's dtype. Whole models reduce over the
+ * job's world group (the communicator's own collectives), a pipeline stage over its stage's
+ * group (a ring over its members in fp32; in bf16 each chunk summed in fp32 in rank order by its
+ * owner and rounded once), in one reduction after the backward pass or per bucket while the
+ * device runs the stage's last backward (a split of that slot's backward,
+ * vkg_grad_reducer_last_backward), wte's sum over the tie group after its bucket. With 2
+ * replicas a stage's buckets' sums are bitwise the whole gradient's (a ring of two adds the same
+ * two numbers); with more, bf16's rank-order sum still is, fp32's ring is not (its chunks fall
+ * elsewhere in a bucket than in the whole).
  *
  * Not here: the loss, the norm and the update (strategy.c, zero.c); the schedule (pp_strategy.c).
  * Nothing here prints.
@@ -49,7 +53,7 @@ typedef struct vkg_grad_reducer_config {
     uint64_t bucket_bytes; /* buckets overlapped with the backward pass; 0: one reduction */
     vkg_comm_dtype dtype;  /* VKG_COMM_F32 or VKG_COMM_BF16 */
     int force_copy_path;   /* 1: the copy path even where zero-copy works */
-    const size_t *shards;  /* (dp + 1) parameter bounds of every rank's shard: a
+    const size_t *shards;  /* (group size + 1) parameter bounds of every member's shard: a
                               reduce-scatter (ZeRO-1); NULL: an allreduce */
     int pipeline;          /* 1: a pipeline stage's gradient, over group then the tie group */
     vkg_group_t *group;    /* pipeline: the stage's data-parallel group (NULL when dp is 1) */
@@ -59,9 +63,9 @@ typedef struct vkg_grad_reducer_config {
 /* A reducer of model m's gradient over job's data-parallel group (the whole job), or with
  * c->pipeline over the stage's c->group and the tie group, as c says (c->shards copied). m, job
  * and c->group must outlive it; m must be destroyed before it (its split copies into the
- * reducer's imported buffer). Buckets under a pipeline need a data-parallel group (none are made
- * without one). Errors: VKG_ERR_NOMEM, VKG_ERR_INVALID_ARG for shards under a pipeline, and the
- * communicator's buffer's and vkg_buckets_create's. */
+ * reducer's imported buffer). Without a data-parallel group (a stage alone in its group) nothing
+ * is summed over one and no buckets are made. Errors: VKG_ERR_NOMEM, VKG_ERR_INVALID_ARG for
+ * shards without a group, and the communicator's buffer's and vkg_buckets_create's. */
 vkg_status vkg_grad_reducer_create(vkg_job *job, vkg_gpt2 *m, const vkg_grad_reducer_config *c,
                                    vkg_grad_reducer **out);
 /* NULL-safe; nulls *pr. */
