@@ -60,10 +60,12 @@ static vkg_status record_norm(vkg_adamw *o)
     size_t count = o->n - o->from;
     vkg_tensor g = vkg_tensor_view(o->grads, o->from * 4, count * 4);
     VKG_TRY(vkg_cmd_begin(o->norm));
-    if (o->sharded)
+    if (o->sharded && o->pcount)
         VKG_TRY(vkg_op_sumsq_partials(
             o->norm, vkg_tensor_view(o->sumsq_scratch, o->pfirst * 4, o->pcount * 4), g, count,
             o->pfirst, o->pcount));
+    else if (o->sharded) /* a shard of no partial sums (a tied copy outside the norm) */
+        VKG_TRY(vkg_op_fill(o->norm, o->sumsq, 1, 0.0f));
     else if (count)
         VKG_TRY(vkg_op_sumsq(o->norm, o->sumsq, &g, &count, 1, o->sumsq_scratch, 0));
     else
@@ -114,6 +116,8 @@ size_t vkg_adamw_norm_parts(const vkg_adamw *o)
 vkg_status vkg_adamw_grad_partials(vkg_adamw *o, float *partials)
 {
     VKG_CHECK(o->sharded, VKG_ERR_STATE, "AdamW: the norm is not sharded (vkg_adamw_norm_shard)");
+    if (!o->pcount)
+        return VKG_OK;
     VKG_TRY(vkg_cmd_run(o->norm, 0));
     return vkg_tensor_read(o->dev, o->sumsq_scratch, o->pfirst * 4, partials, o->pcount * 4);
 }

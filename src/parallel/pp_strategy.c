@@ -10,13 +10,14 @@
  * then wte's two copies' gradients over the first
  * and last stage (Megatron's scheme: both copies get the same update), the squared norm over the
  * stages (wte counted once), then AdamW. The loss is the last stage's, shared with every rank.
- * With --zero 1 each rank's AdamW holds the moments of its shard of the stage's parameters alone
- * (the stage's parameters cut in dp equal ranges) and updates only that shard: the gradient is
- * summed and its norm taken as without ZeRO, so every bit is PP x DP's; after the update each
- * shard is broadcast over the stage's group from its owner, and a checkpoint's moments are
- * assembled the same way. The moments' memory is divided by dp; the gradient's reduction is still
- * an allreduce (a reduce-scatter would need the stage's norm sharded at its partial sums, as
- * zero.c shards the whole model's), so ZeRO adds the parameters' broadcasts to PP x DP's bytes.
+ * With --zero 1 the stage's parameters are cut into dp shards at its norm's partial sums
+ * (shards.h; on the last stage wte's copy at the first stage's cuts, so that both stages' rank r
+ * hold the same piece of wte): the reducer reduce-scatters the gradient over the stage's group
+ * (each rank's shard summed, bitwise what the allreduce gives there), wte's piece is summed over
+ * the tie group, each rank adds its shard's partial sums of the norm and the group gathers them
+ * (the stage's norm, bitwise the unsharded one), each rank's AdamW holds and updates its shard
+ * alone, and the parameters (and, for checkpoints, the moments) are allgathered over the group.
+ * The moments' memory is divided by dp; the gradient's bytes are a reduce-scatter's.
  * With bf16 exchange (grad_dtype) the reducer's group sum is the group's bf16 allreduce (each
  * chunk sent to its owner, summed in fp32 in group order, rounded once, gathered back): half the
  * bytes of the fp32 ring; wte's sum over the first and last stage stays fp32.
@@ -32,6 +33,7 @@
 #include "os/clock.h"
 #include "base/error.h"
 #include "parallel/pp_schedule.h"
+#include "parallel/shards.h"
 #include "parallel/tied_wte.h"
 #include "parallel/whole.h"
 
@@ -43,7 +45,7 @@
 struct vkg_pp {
     int S, stage, replica, kind; /* the job's layout's */
     int zero;                    /* --zero 1: the moments sharded over the stage's group */
-    size_t *bounds;              /* (dp + 1) with zero: the shards of the stage's parameters */
+    vkg_shards z;                /* with zero: the shards of the stage's parameters */
     uint64_t hash;               /* with zero: of the layout (FNV-1a; vkg_strategy_zero_hash) */
     int *req;                    /* --pp-layers (S counts) or NULL */
     int first, last;             /* this stage's layers */
@@ -102,45 +104,40 @@ static void free_impl(vkg_strategy *s)
     if (!p)
         return;
     free(p->req), free(p->bnd), free(p->in), free(p->tgt), free(p->grads), free(p->plan);
-    free(p->bounds);
+    vkg__shards_free(&p->z);
     free(p->spans);
     free(p);
     s->impl = NULL;
 }
 
-/* --zero 1: the stage's parameters cut into the data-parallel group's dp equal shards; this
- * rank's. */
+/* --zero 1: the stage's parameters cut into the data-parallel group's dp shards at its norm's
+ * partial sums (the last stage's norm starts past its wte copy, which takes the first stage's
+ * cuts: shards.h); this rank's. */
 static vkg_status shard(vkg_strategy *s, const vkg_gpt2_part *part, size_t *first, size_t *count)
 {
     struct vkg_pp *p = s->impl;
-    vkg_gpt2_layout lo;
+    vkg_gpt2_layout lo, lo0;
     vkg_gpt2_part_layout(&s->mc.cfg, part, &lo);
-    int dp = vkg_job_dp(s->job);
-    p->bounds = malloc((size_t)(dp + 1) * sizeof *p->bounds);
-    VKG_CHECK(p->bounds, VKG_ERR_NOMEM, "no memory for %d shards", dp);
-    for (int q = 0; q <= dp; q++)
-        p->bounds[q] = lo.total * (size_t)q / (size_t)dp;
+    int dp = vkg_job_dp(s->job), nlead = 0;
+    size_t from = 0, lead[64 + 1], pb[64 + 1];
+    VKG_CHECK(dp <= 64, VKG_ERR_INVALID_ARG, "--zero 1: at most 64 data-parallel ranks a stage");
+    if (p->stage == p->S - 1) { /* the tied copy: cut where the first stage cuts it */
+        from = lo.count[0];
+        VKG_TRY(vkg__pp_stage_layout(s, 0, &lo0));
+        VKG_TRY(vkg__shards_cut(lo0.total, 0, dp, NULL, 0, lead, pb));
+        while (nlead < dp - 1 && lead[nlead + 1] < from)
+            nlead++;
+        memmove(lead, lead + 1, (size_t)nlead * sizeof *lead);
+    }
+    VKG_TRY(vkg__shards_init(&p->z, lo.total, from, dp, p->replica, lead, nlead));
     /* the same on every rank of the job (stages hold different parameter counts): the shards
      * follow from the split and dp, which the job agrees on */
     p->hash = 0xcbf29ce484222325ull;
     uint64_t key[3] = {1, (uint64_t)p->S, (uint64_t)dp};
     for (int i = 0; i < 3; i++)
         p->hash = (p->hash ^ key[i]) * 0x100000001b3ull;
-    *first = p->bounds[p->replica];
-    *count = p->bounds[p->replica + 1] - *first;
-    VKG_CHECK(*count > 0, VKG_ERR_INVALID_ARG,
-              "--zero 1: stage %d's %zu parameters leave rank %d's shard of %d empty", p->stage,
-              lo.total, p->replica, dp);
-    return VKG_OK;
-}
-
-/* --zero 1: each shard of x (the stage's parameter count floats, host; this rank's shard in
- * place) from its owner to every member of the stage's group. */
-static vkg_status share_shards(struct vkg_pp *p, float *x)
-{
-    for (int q = 0; q < vkg_group_size(p->dpg); q++)
-        VKG_TRY(vkg_group_broadcast(p->dpg, x + p->bounds[q],
-                                    (p->bounds[q + 1] - p->bounds[q]) * sizeof *x, q));
+    *first = p->z.bounds[p->replica];
+    *count = p->z.bounds[p->replica + 1] - *first;
     return VKG_OK;
 }
 
@@ -148,11 +145,11 @@ static vkg_status share_shards(struct vkg_pp *p, float *x)
 static vkg_status share_params(vkg_strategy *s, vkg_strategy_step_out *out)
 {
     struct vkg_pp *p = s->impl;
-    size_t first = p->bounds[p->replica], count = p->bounds[p->replica + 1] - first;
+    size_t first = p->z.bounds[p->replica], count = p->z.bounds[p->replica + 1] - first;
     VKG_TRY(vkg_tensor_read(s->mc.dev, vkg_gpt2_params_tensor(s->model), first * sizeof(float),
                             p->grads + first, count * sizeof(float)));
     double t0 = vkg_os_now_ms();
-    VKG_TRY(share_shards(p, p->grads));
+    VKG_TRY(vkg__shards_share(&p->z, p->dpg, p->grads));
     double ms = vkg_os_now_ms() - t0;
     out->comm_ms += ms, out->exposed_comm_ms += ms;
     return vkg_gpt2_set_params(s->model, p->grads);
@@ -204,6 +201,10 @@ static vkg_status build(vkg_strategy *s)
                                "slots)",
                                p->stage, p->S, p->first, p->last, slots);
     VKG_TRY(vkg_tied_wte_count_once(s->job, s->model, s->opt));
+    if (p->zero) { /* the norm by the shards, the gradient reduce-scattered over them */
+        VKG_TRY(vkg__shards_shard_norm(&p->z, s->opt));
+        s->rc.shards = p->z.bounds;
+    }
     size_t bt = (size_t)vkg_job_rank_batch(s->job) * (size_t)s->mc.T;
     p->bnd = malloc(bt * (size_t)cfg->channels * sizeof *p->bnd);
     p->in = malloc((size_t)M * bt * sizeof *p->in);
@@ -349,7 +350,12 @@ static vkg_status step(vkg_strategy *s, vkg_data_t *data, const vkg_strategy_ste
     span(p, VKG_SPAN_ALLREDUCE, -1, t0);
     float sumsq = 0.0f;
     t0 = vkg_os_now_ms();
-    VKG_TRY(vkg_adamw_grad_sumsq(s->opt, &sumsq));
+    if (p->zero) {
+        double ms;
+        VKG_TRY(vkg__shards_norm(&p->z, p->dpg, s->opt, &sumsq, &ms));
+        out->comm_ms += ms, out->exposed_comm_ms += ms;
+    } else
+        VKG_TRY(vkg_adamw_grad_sumsq(s->opt, &sumsq));
     VKG_TRY(vkg_group_allreduce(p->pipe, &sumsq, 1, VKG_COMM_F32));
     /* The last stage's token-weighted loss, and any rank's stop request, to every rank, before
      * the update: a loss that is not finite skips it on every stage alike. DiLoCo's replicas
@@ -427,15 +433,15 @@ static vkg_status gather(vkg_strategy *s, float *params, float *m, float *v)
     int rank = vkg_job_rank(s->job);
     if (p->replica != 0 && !p->zero)
         return VKG_OK;
-    size_t n = lo->total, first = p->zero ? p->bounds[p->replica] : 0;
+    size_t n = lo->total, first = p->zero ? p->z.bounds[p->replica] : 0;
     float *bufs[3] = {p->grads, malloc(n * sizeof(float)), malloc(n * sizeof(float))};
     vkg_status st = VKG_OK;
     VKG_CHECK_GOTO(st, bufs[1] && bufs[2], VKG_ERR_NOMEM, done, "no memory for %zu moments", n);
     VKG_TRY_GOTO(st, vkg_gpt2_get_params(s->model, bufs[0]), done);
     VKG_TRY_GOTO(st, vkg_adamw_get_moments(s->opt, bufs[1] + first, bufs[2] + first), done);
     if (p->zero) { /* the stage's moments from their shards' owners; then replica 0 goes on */
-        VKG_TRY_GOTO(st, share_shards(p, bufs[1]), done);
-        VKG_TRY_GOTO(st, share_shards(p, bufs[2]), done);
+        VKG_TRY_GOTO(st, vkg__shards_share(&p->z, p->dpg, bufs[1]), done);
+        VKG_TRY_GOTO(st, vkg__shards_share(&p->z, p->dpg, bufs[2]), done);
         if (p->replica != 0)
             goto done;
     }

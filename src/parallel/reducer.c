@@ -72,6 +72,15 @@ static vkg_status reduce_grads(vkg_grad_reducer *r, int k, float *buf, size_t n)
     return VKG_OK;
 }
 
+/* A pipeline stage's wte (at wte, the part's first parameter) summed with its tied copy: the
+ * part of it this rank's shard holds summed, or all of it. */
+static vkg_status tie_sum(vkg_grad_reducer *r, float *wte)
+{
+    size_t first = r->bounds ? r->bounds[r->me] : 0;
+    size_t end = r->bounds ? r->bounds[r->me + 1] : SIZE_MAX;
+    return vkg_tied_wte_pipe_sum(r->job, r->model, wte, first, end);
+}
+
 /* Import the collectives' buffer for the zero-copy path into *packed; 0 (and why, in
  * r->bucket_path) when the copy path must be taken. */
 static int import_grads(vkg_grad_reducer *r, vkg_tensor *packed)
@@ -302,7 +311,7 @@ static vkg_status overlapped(vkg_grad_reducer *r, const int32_t *inputs, const i
         st = vkg_gpt2_split_finish(m, loss);
     if (st == VKG_OK && wte_k >= 0) {
         double t0 = vkg_os_now_ms();
-        st = r->cfg.pipeline ? vkg_tied_wte_pipe_sum(r->job, m, r->grads + wte)
+        st = r->cfg.pipeline ? tie_sum(r, r->grads + wte)
                              : vkg_tied_wte_add_rows(r->job, m, inputs, r->grads + wte);
         end = vkg_os_now_ms();
         comm += end - t0;
@@ -344,7 +353,7 @@ vkg_status vkg_grad_reducer_reduce(vkg_grad_reducer *r, double *comm_ms, double 
         double t0 = vkg_os_now_ms();
         VKG_TRY(reduce_grads(r, -1, r->grads, n));
         if (r->cfg.pipeline)
-            VKG_TRY(vkg_tied_wte_pipe_sum(r->job, r->model, r->grads));
+            VKG_TRY(tie_sum(r, r->grads));
         r->comm_ms = r->exposed_ms = vkg_os_now_ms() - t0;
         VKG_TRY(vkg_gpt2_set_grads(r->model, r->grads));
     }

@@ -57,12 +57,14 @@ done:
     return st;
 }
 
-vkg_status vkg_tied_wte_pipe_sum(vkg_job *job, vkg_gpt2 *m, float *grads)
+vkg_status vkg_tied_wte_pipe_sum(vkg_job *job, vkg_gpt2 *m, float *grads, size_t first, size_t end)
 {
     vkg_group_t *tie = vkg_job_tie_group(job);
-    if (!tie) /* wte is at the start of both the first and the last part */
+    size_t w = vkg_gpt2_layout_of(m)->count[0];
+    size_t lo = first < w ? first : w, hi = end < w ? end : w;
+    if (!tie || hi <= lo) /* wte is at the start of both the first and the last part */
         return VKG_OK;
-    return vkg_group_allreduce(tie, grads, vkg_gpt2_layout_of(m)->count[0], VKG_COMM_F32);
+    return vkg_group_allreduce(tie, grads + lo, hi - lo, VKG_COMM_F32);
 }
 
 vkg_status vkg_tied_wte_count_once(vkg_job *job, vkg_gpt2 *m, vkg_adamw *opt)

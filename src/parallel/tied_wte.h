@@ -27,8 +27,10 @@
 vkg_status vkg_tied_wte_add_rows(vkg_job *job, vkg_gpt2 *m, const int32_t *inputs, float *wte);
 
 /* Pipelines: the two copies' gradients (wte at the start of grads, the host copy of this stage's
- * gradient) summed over the job's tie group (nothing on the stages between, which have none). */
-vkg_status vkg_tied_wte_pipe_sum(vkg_job *job, vkg_gpt2 *m, float *grads);
+ * gradient) summed over the job's tie group (nothing on the stages between, which have none), of
+ * wte's floats within [first, end) alone (ZeRO-1: this rank's shard, cut at the same places on
+ * both stages, shards.h; 0 and SIZE_MAX: all of wte). */
+vkg_status vkg_tied_wte_pipe_sum(vkg_job *job, vkg_gpt2 *m, float *grads, size_t first, size_t end);
 /* Pipelines: on the last stage of several, the optimizer's norm leaves out the wte copy (counted
  * once, on stage 0). */
 vkg_status vkg_tied_wte_count_once(vkg_job *job, vkg_gpt2 *m, vkg_adamw *opt);
