@@ -27,9 +27,9 @@
  *
  * Pipelines (--pp S): each replica is a pipeline of S stages, and every stage runs the outer
  * rounds of its own parameters over its data-parallel group (the same stage of every replica;
- * pp_strategy.c calls vkg__diloco_end_step after its update). A fragment on a stage is the part
- * of it the stage holds (possibly nothing: no exchange). The tied wte's two copies (first and
- * last stage) are exchanged by both stages as a piece of their own, so that both see the same
+ * the step's tail, step.c, calls vkg__diloco_end_step after every update). A fragment on a stage is
+ * the part of it the stage holds (possibly nothing: no exchange). The tied wte's two copies (first
+ * and last stage) are exchanged by both stages as a piece of their own, so that both see the same
  * sums in the same order and stay bitwise equal; checkpoints check that they do. Exchanges are
  * blocking under pipelines (no --outer-delay): a worker would share the communicator with the
  * pipeline's own messages, which take it all through the step.
@@ -314,12 +314,6 @@ vkg_status vkg__diloco_build(vkg_strategy *s)
     return VKG_OK;
 }
 
-static vkg_status build(vkg_strategy *s)
-{
-    VKG_TRY(vkg__whole_build(s));
-    return vkg__diloco_build(s);
-}
-
 /* The fragment's ranges of whole (n floats) to or from its packed vector x. */
 static void frag_gather(const frag *f, const float *whole, float *x)
 {
@@ -400,6 +394,11 @@ static vkg_status join_worker(vkg_diloco *d, vkg_strategy_step_out *out)
 vkg_status vkg__diloco_quiesce(vkg_strategy *s)
 {
     return s->diloco ? join_worker(s->diloco, NULL) : VKG_OK;
+}
+
+vkg_status vkg__diloco_join(vkg_strategy *s, vkg_strategy_step_out *out)
+{
+    return join_worker(s->diloco, out);
 }
 
 static int in_flight(const vkg_diloco *d, const frag *f, uint32_t t)
@@ -494,28 +493,6 @@ vkg_status vkg__diloco_end_step(vkg_strategy *s, uint32_t t, vkg_strategy_step_o
         }
     }
     return VKG_OK;
-}
-
-static vkg_status step(vkg_strategy *s, vkg_data_t *data, const vkg_strategy_step_in *in,
-                       vkg_strategy_step_out *out)
-{
-    vkg_diloco *d = s->diloco;
-    double loss;
-    int stop;
-    float sumsq = 0.0f;
-    /* alone: the worker exchanges the pieces of the last step's end meanwhile */
-    VKG_TRY(vkg__whole_accumulate(s, data, in, &loss, &stop, out));
-    VKG_TRY(vkg_adamw_grad_sumsq(s->opt, &sumsq));
-    VKG_TRY(join_worker(d, out));
-    /* The group's token-weighted loss, any rank's stop, and any rank's non-finite norm. */
-    float x[3] = {(float)(loss * (double)vkg_job_loss_scale(s->job)), stop ? 1.0f : 0.0f, sumsq};
-    double t0 = vkg_os_now_ms();
-    VKG_TRY(vkg_job_allreduce_sum(s->job, x, 3));
-    double ms = vkg_os_now_ms() - t0;
-    out->comm_ms += ms, out->exposed_comm_ms += ms;
-    VKG_TRY(vkg__whole_apply(s, in, x[0], isfinite(x[2]) ? sumsq : x[2], x[1] > 0.0f, out));
-    out->grad_norm = sqrtf(sumsq) / vkg__step_scale(in); /* this replica's own */
-    return vkg__diloco_end_step(s, in->t, out);
 }
 
 size_t vkg__diloco_host_bytes(const vkg_strategy *s)
@@ -779,8 +756,6 @@ void vkg__diloco_free(vkg_strategy *s)
     s->diloco = NULL;
 }
 
-const vkg_strategy_vt vkg__strategy_diloco = {
-    .name = "diloco",
-    .build = build,
-    .step = step,
-};
+/* Whole-model replicas: every call the whole-model default; the rounds are the step's end
+ * (step.c), built by vkg_strategy_build. */
+const vkg_strategy_vt vkg__strategy_diloco = {.name = "diloco"};

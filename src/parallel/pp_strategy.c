@@ -25,7 +25,6 @@
  * group (wte's two copies still are over the tie group), the norm is the replica's, and after the
  * update the stage's outer rounds run over the stage's group (diloco.c).
  * Not here: the schedules (pp_schedule.c), the reduction (reducer.c), groups (transport/). */
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,8 +57,6 @@ struct vkg_pp {
     int32_t *in, *tgt; /* (M, B*T) the step's tokens */
     float *grads;      /* (param count) host copy for checkpoint gathering */
     vkg_pp_action *plan;
-    vkg_span *spans; /* (cap) the last step's timeline */
-    int nspans, cap;
     unsigned eval_seq; /* evaluation and sampling forwards so far (their tags) */
 };
 
@@ -105,7 +102,8 @@ static void free_impl(vkg_strategy *s)
         return;
     free(p->req), free(p->bnd), free(p->in), free(p->tgt), free(p->grads), free(p->plan);
     vkg__shards_free(&p->z);
-    free(p->spans);
+    free(s->spans);
+    s->spans = NULL, s->span_cap = s->nspans = 0;
     free(p);
     s->impl = NULL;
 }
@@ -139,20 +137,6 @@ static vkg_status shard(vkg_strategy *s, const vkg_gpt2_part *part, size_t *firs
     *first = p->z.bounds[p->replica];
     *count = p->z.bounds[p->replica + 1] - *first;
     return VKG_OK;
-}
-
-/* --zero 1, after an update of this rank's shard: the stage's whole parameters on every member. */
-static vkg_status share_params(vkg_strategy *s, vkg_strategy_step_out *out)
-{
-    struct vkg_pp *p = s->impl;
-    size_t first = p->z.bounds[p->replica], count = p->z.bounds[p->replica + 1] - first;
-    VKG_TRY(vkg_tensor_read(s->mc.dev, vkg_gpt2_params_tensor(s->model), first * sizeof(float),
-                            p->grads + first, count * sizeof(float)));
-    double t0 = vkg_os_now_ms();
-    VKG_TRY(vkg__shards_share(&p->z, p->dpg, p->grads));
-    double ms = vkg_os_now_ms() - t0;
-    out->comm_ms += ms, out->exposed_comm_ms += ms;
-    return vkg_gpt2_set_params(s->model, p->grads);
 }
 
 vkg_status vkg__pp_stage_layout(const vkg_strategy *s, int stage, vkg_gpt2_layout *lo)
@@ -204,6 +188,7 @@ static vkg_status build(vkg_strategy *s)
     if (p->zero) { /* the norm by the shards, the gradient reduce-scattered over them */
         VKG_TRY(vkg__shards_shard_norm(&p->z, s->opt));
         s->rc.shards = p->z.bounds;
+        s->shards = &p->z;
     }
     size_t bt = (size_t)vkg_job_rank_batch(s->job) * (size_t)s->mc.T;
     p->bnd = malloc(bt * (size_t)cfg->channels * sizeof *p->bnd);
@@ -211,9 +196,9 @@ static vkg_status build(vkg_strategy *s)
     p->tgt = malloc((size_t)M * bt * sizeof *p->tgt);
     p->grads = malloc(vkg_gpt2_param_count(s->model) * sizeof *p->grads);
     p->plan = malloc((size_t)vkg_pp_actions(p->kind, M) * sizeof *p->plan);
-    p->cap = 3 * vkg_pp_actions(p->kind, M) + 8; /* recv, compute, send per action; the tail */
-    p->spans = malloc((size_t)p->cap * sizeof *p->spans);
-    VKG_CHECK(p->bnd && p->in && p->tgt && p->grads && p->plan && p->spans, VKG_ERR_NOMEM,
+    s->span_cap = 3 * vkg_pp_actions(p->kind, M) + 8; /* recv, compute, send per action; tail */
+    s->spans = malloc((size_t)s->span_cap * sizeof *s->spans);
+    VKG_CHECK(p->bnd && p->in && p->tgt && p->grads && p->plan && s->spans, VKG_ERR_NOMEM,
               "no memory for the pipeline's buffers");
     vkg_pp_schedule(p->kind, p->S, p->stage, M, p->plan);
     /* the stage's data-parallel group, then the tie group; DiLoCo's replicas sum nothing over
@@ -222,16 +207,7 @@ static vkg_status build(vkg_strategy *s)
     for (int i = 0; i < vkg_pp_actions(p->kind, M); i++) /* the last backward's slot */
         if (p->plan[i].op == VKG_PP_OP_B && p->plan[i].micro == M - 1)
             s->rc.backward_slot = p->plan[i].slot;
-    VKG_TRY(vkg_grad_reducer_create(s->job, s->model, &s->rc, &s->reducer));
-    return s->cfg.sync == VKG_SYNC_DILOCO ? vkg__diloco_build(s) : VKG_OK;
-}
-
-/* Record a span of the step's timeline that started at t0 and ends now. */
-static void span(struct vkg_pp *p, vkg_span_kind kind, int micro, double t0)
-{
-    if (p->nspans < p->cap)
-        p->spans[p->nspans++] =
-            (vkg_span){.kind = kind, .micro = micro, .t0 = t0, .t1 = vkg_os_now_ms()};
+    return vkg_grad_reducer_create(s->job, s->model, &s->rc, &s->reducer);
 }
 
 /* Boundary `out` of slot to communicator rank peer, or from peer into boundary `in`. */
@@ -263,12 +239,12 @@ static vkg_status last_backward_done(void *ctx)
 {
     last_backward *lb = ctx;
     struct vkg_pp *p = lb->s->impl;
-    span(p, VKG_SPAN_BACKWARD, lb->a->micro, lb->t0);
+    vkg__span(lb->s, VKG_SPAN_BACKWARD, lb->a->micro, lb->t0);
     lb->sent = vkg_os_now_ms();
     if (p->prev < 0)
         return VKG_OK;
     VKG_TRY(send_bnd(lb->s, VKG_GPT2_DIN, lb->a->slot, p->prev, TAG_GRAD | (uint32_t)lb->a->micro));
-    span(p, VKG_SPAN_SEND, lb->a->micro, lb->sent);
+    vkg__span(lb->s, VKG_SPAN_SEND, lb->a->micro, lb->sent);
     lb->sent = vkg_os_now_ms();
     return VKG_OK;
 }
@@ -282,102 +258,77 @@ static vkg_status run_action(vkg_strategy *s, const vkg_pp_action *a, double *lo
     double t0 = vkg_os_now_ms();
     if (a->op == VKG_PP_OP_W) { /* ZB-H1's weight pass: no communication */
         VKG_TRY(vkg_gpt2_backward_weight(s->model, a->slot));
-        span(p, VKG_SPAN_WEIGHT, a->micro, t0);
+        vkg__span(s, VKG_SPAN_WEIGHT, a->micro, t0);
         return VKG_OK;
     }
     if (a->op == VKG_PP_OP_F) {
         if (p->prev >= 0) {
             VKG_TRY(recv_bnd(s, VKG_GPT2_IN, a->slot, p->prev, TAG_ACT | (uint32_t)a->micro));
-            span(p, VKG_SPAN_RECV, a->micro, t0);
+            vkg__span(s, VKG_SPAN_RECV, a->micro, t0);
             t0 = vkg_os_now_ms();
         }
         float l = 0.0f;
         VKG_TRY(vkg_gpt2_forward_train(s->model, a->slot,
                                        p->prev < 0 ? p->in + (size_t)a->micro * bt : NULL,
                                        p->next < 0 ? p->tgt + (size_t)a->micro * bt : NULL, &l));
-        span(p, VKG_SPAN_FORWARD, a->micro, t0);
+        vkg__span(s, VKG_SPAN_FORWARD, a->micro, t0);
         *loss += l;
         if (p->next >= 0) {
             t0 = vkg_os_now_ms();
             VKG_TRY(send_bnd(s, VKG_GPT2_OUT, a->slot, p->next, TAG_ACT | (uint32_t)a->micro));
-            span(p, VKG_SPAN_SEND, a->micro, t0);
+            vkg__span(s, VKG_SPAN_SEND, a->micro, t0);
         }
         return VKG_OK;
     }
     if (p->next >= 0) {
         VKG_TRY(recv_bnd(s, VKG_GPT2_DOUT, a->slot, p->next, TAG_GRAD | (uint32_t)a->micro));
-        span(p, VKG_SPAN_RECV, a->micro, t0);
+        vkg__span(s, VKG_SPAN_RECV, a->micro, t0);
         t0 = vkg_os_now_ms();
     }
     if (a->micro == s->mc.accum_steps - 1 && vkg_grad_reducer_bucket_count(s->reducer) > 0) {
         /* the step's last backward: its buckets reduced while the device runs the rest */
         last_backward lb = {.s = s, .a = a, .t0 = t0};
         VKG_TRY(vkg_grad_reducer_last_backward(s->reducer, last_backward_done, &lb));
-        span(p, VKG_SPAN_ALLREDUCE, -1, lb.sent); /* the reduction left after the device's end */
+        vkg__span(s, VKG_SPAN_ALLREDUCE, -1,
+                  lb.sent); /* the reduction left after the device's end */
         return VKG_OK;
     }
     if (p->kind == VKG_PP_ZBH1)
         VKG_TRY(vkg_gpt2_backward_input(s->model, a->slot));
     else
         VKG_TRY(vkg_gpt2_backward(s->model, a->slot));
-    span(p, VKG_SPAN_BACKWARD, a->micro, t0);
+    vkg__span(s, VKG_SPAN_BACKWARD, a->micro, t0);
     if (p->prev >= 0) {
         t0 = vkg_os_now_ms();
         VKG_TRY(send_bnd(s, VKG_GPT2_DIN, a->slot, p->prev, TAG_GRAD | (uint32_t)a->micro));
-        span(p, VKG_SPAN_SEND, a->micro, t0);
+        vkg__span(s, VKG_SPAN_SEND, a->micro, t0);
     }
     return VKG_OK;
 }
 
-static vkg_status step(vkg_strategy *s, vkg_data_t *data, const vkg_strategy_step_in *in,
-                       vkg_strategy_step_out *out)
+/* The step's micro-batches by the schedule, then the stage's gradient summed over its group
+ * (and wte's two copies over the tie group); *part: the last stage's token-weighted loss, 0 on
+ * the others. */
+static vkg_status passes(vkg_strategy *s, vkg_data_t *data, const vkg_strategy_step_in *in,
+                         double *part, vkg_strategy_step_out *out)
 {
+    (void)in;
     struct vkg_pp *p = s->impl;
     int M = s->mc.accum_steps;
     size_t bt = (size_t)vkg_job_rank_batch(s->job) * (size_t)s->mc.T;
-    memset(out, 0, sizeof *out);
     for (int i = 0; i < M; i++) /* every stage reads its replica's micro-batches */
         VKG_TRY(vkg_job_data_next(s->job, data, s->mc.T, p->in + (size_t)i * bt,
                                   p->tgt + (size_t)i * bt));
     VKG_TRY(vkg_gpt2_zero_grad(s->model));
     double loss = 0.0;
-    p->nspans = 0;
     for (int i = 0; i < vkg_pp_actions(p->kind, M); i++)
         VKG_TRY(run_action(s, &p->plan[i], &loss));
     loss /= M;
     double t0 = vkg_os_now_ms();
     VKG_TRY(vkg_grad_reducer_reduce(s->reducer, &out->comm_ms, &out->exposed_comm_ms));
-    span(p, VKG_SPAN_ALLREDUCE, -1, t0);
-    float sumsq = 0.0f;
-    t0 = vkg_os_now_ms();
-    if (p->zero) {
-        double ms;
-        VKG_TRY(vkg__shards_norm(&p->z, p->dpg, s->opt, &sumsq, &ms));
-        out->comm_ms += ms, out->exposed_comm_ms += ms;
-    } else
-        VKG_TRY(vkg_adamw_grad_sumsq(s->opt, &sumsq));
-    VKG_TRY(vkg_group_allreduce(p->pipe, &sumsq, 1, VKG_COMM_F32));
-    /* The last stage's token-weighted loss, and any rank's stop request, to every rank, before
-     * the update: a loss that is not finite skips it on every stage alike. DiLoCo's replicas
-     * each have their own norm: any that is not finite skips the update on every rank alike. */
-    float x[3] = {p->next < 0 ? (float)(loss * (double)vkg_job_loss_scale(s->job)) : 0.0f,
-                  in->stop ? 1.0f : 0.0f, sumsq};
-    double t1 = vkg_os_now_ms();
-    VKG_TRY(vkg_job_allreduce_sum(s->job, x, s->diloco ? 3 : 2));
-    if (s->diloco) { /* the replicas' only exchange of the step, all of it waited for */
-        double ms = vkg_os_now_ms() - t1;
-        out->comm_ms += ms, out->exposed_comm_ms += ms;
-    }
-    out->skipped = !isfinite(x[0]) || !isfinite(s->diloco ? x[2] : sumsq);
-    if (!out->skipped)
-        VKG_TRY(vkg_adamw_update(s->opt, in->lr, in->t, in->grad_clip, sumsq, vkg__step_scale(in)));
-    if (!out->skipped && p->zero)
-        VKG_TRY(share_params(s, out));
-    span(p, VKG_SPAN_OPTIMIZER, -1, t0);
-    out->loss = x[0];
-    out->grad_norm = sqrtf(sumsq) / vkg__step_scale(in);
-    out->stop = x[1] > 0.0f;
-    return s->diloco ? vkg__diloco_end_step(s, in->t, out) : VKG_OK;
+    vkg__span(s, VKG_SPAN_ALLREDUCE, -1, t0);
+    *part = p->next < 0 ? loss * (double)vkg_job_loss_scale(s->job) : 0.0;
+    return VKG_OK;
 }
 
 /* A forward of slot 0 through the pipeline: the first stage's tokens, the last stage's targets
@@ -470,18 +421,10 @@ done:
     return st;
 }
 
-static int spans(const vkg_strategy *s, const vkg_span **out)
-{
-    const struct vkg_pp *p = s->impl;
-    *out = p->spans;
-    return p->nspans;
-}
-
 const vkg_strategy_vt vkg__strategy_pp = {
-    .spans = spans,
     .name = "pp",
     .build = build,
-    .step = step,
+    .passes = passes,
     .eval = eval,
     .logits = logits,
     .gather = gather,

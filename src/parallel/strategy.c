@@ -253,7 +253,9 @@ vkg_status vkg_strategy_build(vkg_strategy *s, const vkg_strategy_model *mc)
 {
     VKG_CHECK(!s->model, VKG_ERR_STATE, "the strategy's model is built already");
     s->mc = *mc;
-    return s->vt->build ? s->vt->build(s) : vkg__whole_build(s);
+    VKG_TRY(s->vt->build ? s->vt->build(s) : vkg__whole_build(s));
+    /* the end-of-step sync: DiLoCo's rounds over this rank's part (whole model or stage) */
+    return s->cfg.sync == VKG_SYNC_DILOCO ? vkg__diloco_build(s) : VKG_OK;
 }
 
 void vkg_strategy_stage(const vkg_strategy *s, int *stage, int *first, int *last)
@@ -341,7 +343,8 @@ size_t vkg_strategy_activation_bytes(const vkg_strategy *s)
 
 int vkg_strategy_spans(const vkg_strategy *s, const vkg_span **spans)
 {
-    return s->vt->spans ? s->vt->spans(s, spans) : 0;
+    *spans = s->spans;
+    return s->nspans;
 }
 
 size_t vkg_strategy_device_bytes(const vkg_strategy *s)
@@ -370,25 +373,6 @@ int vkg_strategy_zero(const vkg_strategy *s)
 uint64_t vkg_strategy_zero_hash(const vkg_strategy *s)
 {
     return s->vt == &vkg__strategy_zero ? vkg__zero_hash(s) : vkg__pp_zero_hash(s);
-}
-
-vkg_status vkg_strategy_step(vkg_strategy *s, vkg_data_t *data, const vkg_strategy_step_in *in,
-                             vkg_strategy_step_out *out)
-{
-    VKG_CHECK(s->model, VKG_ERR_STATE, "no model (vkg_strategy_build)");
-    float scale = vkg__step_scale(in); /* checked by vkg_gpt2_set_grad_scale */
-    /* the model's own: a model built again (a new --rank-batch split) starts at 1 */
-    if (scale != vkg_gpt2_grad_scale(s->model))
-        VKG_TRY(vkg_gpt2_set_grad_scale(s->model, scale));
-    VKG_TRY(s->vt->step ? s->vt->step(s, data, in, out) : vkg__whole_step(s, data, in, out));
-    int pp, dp;
-    vkg_strategy_layout(s, &pp, &dp);
-    if (s->diloco)
-        out->comm_bytes = out->outer_bytes + 3 * sizeof(float);
-    else if (dp > 1) /* the stage's (or whole model's) gradient, every step */
-        out->comm_bytes = (uint64_t)vkg_gpt2_param_count(s->model) *
-                          (s->cfg.grad_dtype == VKG_COMM_BF16 ? 2u : 4u);
-    return VKG_OK;
 }
 
 vkg_status vkg_strategy_eval(vkg_strategy *s, vkg_data_t *data, int n, float *loss)

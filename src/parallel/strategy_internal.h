@@ -1,9 +1,11 @@
 /* Internal to src/parallel: the strategy object and the table of what differs between
  * strategies. A strategy is the job, this rank's model part, its optimizer and, where a
- * data-parallel group sums whole-model gradients or a pipeline stage's, a gradient reducer; its
- * table may replace any of the calls build, step, eval, logits, gather and spans with its own and
- * free what it added: a NULL entry is the whole-model default (whole.c), which serves one device
- * and plain data parallelism alike. */
+ * data-parallel group sums whole-model gradients or a pipeline stage's, a gradient reducer; with
+ * ZeRO-1 its shards, with DiLoCo its outer rounds. The step is one (step.c): the layout's passes,
+ * then one tail (the norm by the sharding, the loss/stop exchange, the update, the share by the
+ * sharding, the end-of-step sync). A table may replace the calls build, passes, eval, logits and
+ * gather with its own and free what it added: a NULL entry is the whole-model default (whole.c),
+ * which serves one device, plain data parallelism, ZeRO-1 and DiLoCo alike. */
 #ifndef VKG_PARALLEL_STRATEGY_INTERNAL_H
 #define VKG_PARALLEL_STRATEGY_INTERNAL_H
 
@@ -15,12 +17,14 @@ typedef struct vkg_strategy_vt {
     const char *name;
     /* Optional: each replaces the strategy.h call of its name (NULL: whole.c's). */
     vkg_status (*build)(vkg_strategy *s);
-    vkg_status (*step)(vkg_strategy *s, vkg_data_t *data, const vkg_strategy_step_in *in,
-                       vkg_strategy_step_out *out);
+    /* The step's passes: gradients accumulated over its micro-batches and summed over the
+     * data-parallel group by the reducer (if any); *part: this rank's term of the job's
+     * token-weighted loss (the sum over the job is the step's loss). out is zeroed on entry. */
+    vkg_status (*passes)(vkg_strategy *s, vkg_data_t *data, const vkg_strategy_step_in *in,
+                         double *part, vkg_strategy_step_out *out);
     vkg_status (*eval)(vkg_strategy *s, vkg_data_t *data, int n, float *loss);
     vkg_status (*logits)(vkg_strategy *s, const int32_t *inputs, int b, int t, float *row);
     vkg_status (*gather)(vkg_strategy *s, float *params, float *m, float *v);
-    int (*spans)(const vkg_strategy *s, const vkg_span **spans);
     /* Optional: release s->impl (before the model and the optimizer). */
     void (*free_impl)(vkg_strategy *s);
 } vkg_strategy_vt;
@@ -40,6 +44,13 @@ struct vkg_strategy {
     vkg_grad_reducer *reducer;
     vkg_strategy_config cfg; /* as created (pointers not kept past create) */
     void *impl;              /* the strategy's own state (pp_strategy.c, zero.c) */
+    /* ZeRO-1: this rank's part cut into shards over its data-parallel group (NULL otherwise):
+     * the reducer reduce-scatters over them, the step's tail takes the norm from their partial
+     * sums and shares the updated parameters (shards.h) */
+    struct vkg_shards *shards;
+    /* The last step's timeline (pipelines: span_cap > 0), recorded by vkg__span. */
+    vkg_span *spans;
+    int nspans, span_cap;
     /* --sync diloco: the outer rounds (diloco.c) of whole-model replicas or of pipeline stages
      * (NULL otherwise) */
     struct vkg_diloco *diloco;
@@ -60,6 +71,10 @@ extern const vkg_strategy_vt vkg__strategy_dp;
 extern const vkg_strategy_vt vkg__strategy_pp;
 extern const vkg_strategy_vt vkg__strategy_zero;
 extern const vkg_strategy_vt vkg__strategy_diloco;
+
+/* Record a span of the step's timeline that started at t0 and ends now (step.c; nothing when the
+ * strategy keeps none). */
+void vkg__span(vkg_strategy *s, vkg_span_kind kind, int micro, double t0);
 
 /* Pipeline setup at create: stage layout and checks (pp_strategy.c). */
 vkg_status vkg__pp_create(vkg_strategy *s, const vkg_strategy_config *c);
@@ -86,6 +101,9 @@ vkg_status vkg__diloco_start(vkg_strategy *s, const float *params);
 /* After the update of optimizer step t: the outer steps that land or run now (out->outer,
  * outer_bytes, comm figures). Every rank of the job calls it after every step. */
 vkg_status vkg__diloco_end_step(vkg_strategy *s, uint32_t t, vkg_strategy_step_out *out);
+/* Before the step's own exchange: wait for the pieces that ran beside the passes, their time and
+ * bytes into out (the wait as exposed communication); their failure is this call's. */
+vkg_status vkg__diloco_join(vkg_strategy *s, vkg_strategy_step_out *out);
 /* DiLoCo's settings for start-up lines (vkg_strategy_outer_describe), defaults resolved. */
 void vkg__diloco_describe(const vkg_strategy_config *c, char *buf, size_t cap);
 /* Host bytes of DiLoCo's outer step (0 for other strategies): the global parameters, the

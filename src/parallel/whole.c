@@ -5,7 +5,6 @@
  * models (pp_strategy.c), sharded optimizers (zero.c). Nothing here prints. */
 #include "parallel/whole.h"
 
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -91,10 +90,10 @@ vkg_status vkg__whole_share(vkg_strategy *s, float *params, float *m, float *v)
     return VKG_OK;
 }
 
-vkg_status vkg__whole_accumulate(vkg_strategy *s, vkg_data_t *data, const vkg_strategy_step_in *in,
-                                 double *loss, int *stop, vkg_strategy_step_out *out)
+vkg_status vkg__whole_passes(vkg_strategy *s, vkg_data_t *data, const vkg_strategy_step_in *in,
+                             double *part, vkg_strategy_step_out *out)
 {
-    memset(out, 0, sizeof *out);
+    (void)in;
     int accum = s->mc.accum_steps;
     double sum = 0.0;
     VKG_TRY(vkg_gpt2_zero_grad(s->model));
@@ -107,41 +106,10 @@ vkg_status vkg__whole_accumulate(vkg_strategy *s, vkg_data_t *data, const vkg_st
             VKG_TRY(vkg_gpt2_forward_backward(s->model, s->inputs, s->targets, &l));
         sum += l;
     }
-    *loss = sum / accum;
-    *stop = in->stop;
-    if (!s->reducer)
-        return VKG_OK;
-    VKG_TRY(vkg_grad_reducer_reduce(s->reducer, &out->comm_ms, &out->exposed_comm_ms));
-    /* The loss as a token-weighted mean, and the stop request of any rank. */
-    float x[2] = {(float)(*loss * (double)vkg_job_loss_scale(s->job)), *stop ? 1.0f : 0.0f};
-    VKG_TRY(vkg_job_allreduce_sum(s->job, x, 2));
-    *loss = x[0];
-    *stop = x[1] > 0.0f;
+    *part = sum / accum * (double)vkg_job_loss_scale(s->job);
+    if (s->reducer)
+        VKG_TRY(vkg_grad_reducer_reduce(s->reducer, &out->comm_ms, &out->exposed_comm_ms));
     return VKG_OK;
-}
-
-vkg_status vkg__whole_apply(vkg_strategy *s, const vkg_strategy_step_in *in, double loss,
-                            float sumsq, int stop, vkg_strategy_step_out *out)
-{
-    /* The loss and the sum of squares are the job's, the same on every rank: all skip alike. */
-    out->skipped = !isfinite(loss) || !isfinite(sumsq);
-    if (!out->skipped)
-        VKG_TRY(vkg_adamw_update(s->opt, in->lr, in->t, in->grad_clip, sumsq, vkg__step_scale(in)));
-    out->loss = (float)loss;
-    out->grad_norm = sqrtf(sumsq) / vkg__step_scale(in);
-    out->stop = stop;
-    return VKG_OK;
-}
-
-vkg_status vkg__whole_step(vkg_strategy *s, vkg_data_t *data, const vkg_strategy_step_in *in,
-                           vkg_strategy_step_out *out)
-{
-    double loss;
-    int stop;
-    float sumsq = 0.0f;
-    VKG_TRY(vkg__whole_accumulate(s, data, in, &loss, &stop, out));
-    VKG_TRY(vkg_adamw_grad_sumsq(s->opt, &sumsq));
-    return vkg__whole_apply(s, in, loss, sumsq, stop, out);
 }
 
 vkg_status vkg__whole_eval(vkg_strategy *s, vkg_data_t *data, int n, float *loss)

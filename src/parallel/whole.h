@@ -1,6 +1,6 @@
 /* Internal to src/parallel: the whole-model calls of the strategy interface, the defaults a
  * strategy's table falls back to (NULL entries), and the pieces of them that strategies which
- * replace a call compose their own from (zero.c's step, pp_strategy.c's build). */
+ * replace a call compose their own from (zero.c's and pp_strategy.c's build). */
 #ifndef VKG_PARALLEL_WHOLE_H
 #define VKG_PARALLEL_WHOLE_H
 
@@ -18,16 +18,9 @@ vkg_status vkg__whole_build(vkg_strategy *s);
 vkg_status vkg__whole_share(vkg_strategy *s, float *params, float *m, float *v);
 /* A step's micro-batches on the whole model: gradients accumulated and, with a reducer, summed
  * over the data-parallel group (overlapped with the last backward pass where it has buckets);
- * *loss the step's mean loss and *stop the stop request, both the group's (in->stop on entry).
- * out: zeroed, then the gradient communication. */
-vkg_status vkg__whole_accumulate(vkg_strategy *s, vkg_data_t *data, const vkg_strategy_step_in *in,
-                                 double *loss, int *stop, vkg_strategy_step_out *out);
-/* The update from the job's loss and sum of squares: skipped alike on every rank when either is
- * not finite (out->skipped); out's loss, norm and stop set. */
-vkg_status vkg__whole_apply(vkg_strategy *s, const vkg_strategy_step_in *in, double loss,
-                            float sumsq, int stop, vkg_strategy_step_out *out);
-vkg_status vkg__whole_step(vkg_strategy *s, vkg_data_t *data, const vkg_strategy_step_in *in,
-                           vkg_strategy_step_out *out);
+ * *part the step's mean loss times this rank's token share (the strategy's passes, step.c). */
+vkg_status vkg__whole_passes(vkg_strategy *s, vkg_data_t *data, const vkg_strategy_step_in *in,
+                             double *part, vkg_strategy_step_out *out);
 vkg_status vkg__whole_eval(vkg_strategy *s, vkg_data_t *data, int n, float *loss);
 vkg_status vkg__whole_logits(vkg_strategy *s, const int32_t *inputs, int b, int t, float *row);
 vkg_status vkg__whole_gather(vkg_strategy *s, float *params, float *m, float *v);

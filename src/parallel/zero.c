@@ -85,35 +85,8 @@ static vkg_status build(vkg_strategy *s)
     size_t first = z->z.bounds[r], count = z->z.bounds[r + 1] - first;
     VKG_TRY(vkg__whole_build_part(s, vkg_gpt2_whole(&s->mc.cfg), 1, 0, first, count));
     s->rc.shards = z->z.bounds; /* the reducer (vkg_strategy_load) reduce-scatters over them */
+    s->shards = &z->z;          /* the step's tail: the norm from them, then the share */
     return vkg__shards_shard_norm(&z->z, s->opt);
-}
-
-/* The whole-model step with the sharded norm in place of the optimizer's, and the parameters'
- * allgather after an update (through the host buffer of the gradients, free until the next step;
- * never overlapped: counted as exposed). */
-static vkg_status step(vkg_strategy *s, vkg_data_t *data, const vkg_strategy_step_in *in,
-                       vkg_strategy_step_out *out)
-{
-    struct vkg_zero *z = s->impl;
-    double loss, ms;
-    int stop;
-    float sumsq = 0.0f;
-    vkg_group_t *g = vkg_job_dp_group(s->job);
-    VKG_TRY(vkg__whole_accumulate(s, data, in, &loss, &stop, out));
-    VKG_TRY(vkg__shards_norm(&z->z, g, s->opt, &sumsq, &ms));
-    out->comm_ms += ms, out->exposed_comm_ms += ms;
-    VKG_TRY(vkg__whole_apply(s, in, loss, sumsq, stop, out));
-    if (out->skipped)
-        return VKG_OK;
-    size_t first = z->z.bounds[z->z.me], count = z->z.bounds[z->z.me + 1] - first;
-    float *host = vkg_grad_reducer_host(s->reducer);
-    VKG_TRY(vkg_tensor_read(s->mc.dev, vkg_gpt2_params_tensor(s->model), first * 4, host + first,
-                            count * 4));
-    double t0 = vkg_os_now_ms();
-    VKG_TRY(vkg__shards_share(&z->z, g, host));
-    ms = vkg_os_now_ms() - t0;
-    out->comm_ms += ms, out->exposed_comm_ms += ms;
-    return vkg_gpt2_set_params(s->model, host);
 }
 
 /* The parameters from this rank's whole model; the moments, when rank 0 asks for them, from
@@ -157,13 +130,13 @@ static void free_impl(vkg_strategy *s)
         return;
     vkg__shards_free(&z->z);
     free(z);
+    s->shards = NULL;
     s->impl = NULL;
 }
 
 const vkg_strategy_vt vkg__strategy_zero = {
     .name = "zero1",
     .build = build,
-    .step = step,
     .gather = gather,
     .free_impl = free_impl,
 };
