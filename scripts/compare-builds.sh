@@ -13,12 +13,13 @@
 #   diloco    (when both builds have --sync) the dp run with --sync diloco, 3 inner steps and the
 #             pseudo-gradient in int8, ending inside a round; its outer.bin compared too
 # and, when both builds have --loss-scale (every path of the parallel strategies):
-#   dp-whole  dp with one reduction after the backward pass (--bucket-mb 0)
+#   dp-whole  dp with one reduction after the backward pass (--no-overlap)
 #   dp-bf16   dp with gradients exchanged in bf16;  dp3: dp on 3 ranks
 #   zero-bf16 ZeRO-1 with bf16 gradients;  zero3: ZeRO-1 on 3 ranks
-#   gpipe     the pp run with --pp-schedule gpipe;  pp-whole: pp with --bucket-mb 0
+#   gpipe     the pp run with --pp-schedule gpipe;  pp-whole: pp with --no-overlap
 #   pp-bf16   pp 2 x dp 2 in bf16;  pp3-bf16 / pp3: 2 stages x 3 data-parallel ranks (6 ranks)
-#   pp-zero   pp 2 x dp 2 with --zero 1;  pp3-zero: the same on 2 x 3 ranks
+#   pp-zero   pp 2 x dp 2 with --zero 1;  pp3-zero: the same on 2 x 3 ranks; pp-zero-bpe and
+#             pp3-zero-bpe: the l4 model (GPT-2's vocabulary: wte holds the first stage's cuts)
 #   diloco-f32-stream  DiLoCo in fp32 with 2 fragments streamed beside the inner steps
 #   diloco3   DiLoCo int8 on 3 ranks;  diloco-pp: DiLoCo int8 under 2 stages x 2 replicas
 #   auto      dp with --rank-batch auto;  loss-scale: dp with --loss-scale dynamic
@@ -130,18 +131,20 @@ if "$work/a/build/vkgpt" train --help 2>&1 | grep -q -- --loss-scale &&
     for b in a b; do
         # shellcheck disable=SC2086 # flag lists
         {
-            run dp-whole $b launch -n 2 --transport ipc -- train $bytes $default_model --steps 10 --bucket-mb 0
+            run dp-whole $b launch -n 2 --transport ipc -- train $bytes $default_model --steps 10 --no-overlap
             run dp-bf16 $b launch -n 2 --transport ipc -- train $bytes $default_model --steps 10 --bucket-mb 1 --grad-dtype bf16
             run dp3 $b launch -n 3 --transport ipc -- train $bytes $default_model --steps 10 --bucket-mb 1
             run zero-bf16 $b launch -n 2 --transport ipc -- train $bytes $default_model --steps 10 --bucket-mb 1 --zero 1 --grad-dtype bf16
             run zero3 $b launch -n 3 --transport ipc -- train $bytes $default_model --steps 10 --bucket-mb 1 --zero 1
             run gpipe $b launch -n 4 --transport ipc -- train $bytes $default_model --steps 10 --pp 2 --total-batch 4096 --pp-schedule gpipe
-            run pp-whole $b launch -n 4 --transport ipc -- train $bytes $default_model --steps 10 --pp 2 --total-batch 4096 --bucket-mb 0
+            run pp-whole $b launch -n 4 --transport ipc -- train $bytes $default_model --steps 10 --pp 2 --total-batch 4096 --no-overlap
             run pp-bf16 $b launch -n 4 --transport ipc -- train $bytes $default_model --steps 10 --pp 2 --total-batch 4096 --bucket-mb 1 --grad-dtype bf16
             run pp3 $b launch -n 6 --transport ipc -- train $bytes $default_model --steps 6 --pp 2 --total-batch 6144 --bucket-mb 1
             run pp3-bf16 $b launch -n 6 --transport ipc -- train $bytes $default_model --steps 6 --pp 2 --total-batch 6144 --bucket-mb 1 --grad-dtype bf16
             run pp-zero $b launch -n 4 --transport ipc -- train $bytes $default_model --steps 10 --pp 2 --total-batch 4096 --zero 1
             run pp3-zero $b launch -n 6 --transport ipc -- train $bytes $default_model --steps 6 --pp 2 --total-batch 6144 --zero 1
+            run pp-zero-bpe $b launch -n 4 --transport ipc -- train --data "$work/bpe/train_*.bin" --layers 4 --heads 4 --channels 256 --ctx 128 --batch 8 --seq 128 --total-batch 8192 --steps 4 --lr 1e-3 --sample-len 0 --pp 2 --zero 1
+            run pp3-zero-bpe $b launch -n 6 --transport ipc -- train --data "$work/bpe/train_*.bin" --layers 4 --heads 4 --channels 256 --ctx 128 --batch 8 --seq 128 --total-batch 12288 --steps 3 --lr 1e-3 --sample-len 0 --pp 2 --zero 1
             run diloco-f32-stream $b launch -n 2 --transport ipc -- train $bytes $default_model --steps 10 --sync diloco --inner-steps 4 --fragments 2
             run diloco3 $b launch -n 3 --transport ipc -- train $bytes $default_model --steps 8 --sync diloco --inner-steps 3 --outer-dtype int8
             run diloco-pp $b launch -n 4 --transport ipc -- train $bytes $default_model --steps 8 --pp 2 --total-batch 4096 --sync diloco --inner-steps 3 --outer-dtype int8
@@ -149,7 +152,7 @@ if "$work/a/build/vkgpt" train --help 2>&1 | grep -q -- --loss-scale &&
             run loss-scale $b launch -n 2 --transport ipc -- train $bytes $default_model --steps 10 --loss-scale dynamic --loss-scale-window 3
         }
     done
-    names="$names dp-whole dp-bf16 dp3 zero-bf16 zero3 gpipe pp-whole pp-bf16 pp3 pp3-bf16 pp-zero pp3-zero diloco-f32-stream diloco3 diloco-pp auto loss-scale"
+    names="$names dp-whole dp-bf16 dp3 zero-bf16 zero3 gpipe pp-whole pp-bf16 pp3 pp3-bf16 pp-zero pp3-zero pp-zero-bpe pp3-zero-bpe diloco-f32-stream diloco3 diloco-pp auto loss-scale"
 fi
 
 # ---- comparison ----
