@@ -16,6 +16,7 @@
 
 #include "os/clock.h"
 #include "os/file.h"
+#include "os/net.h"
 #include "os/proc.h"
 #include "os/spawn.h"
 #include "os/thread.h"
@@ -395,13 +396,8 @@ static const char *const op_names[] = {"sum", "avg", NULL};
 static int parse_bench(int argc, char **argv, bench_opts *o)
 {
     *o = (bench_opts){.n = 2, .iters = 20, .warmup = 5, .timeout_s = 60, .check = 1};
-#if defined(_WIN32) /* Windows' libzmq has no ipc:// */
-    const char *transport = "tcp";
-    o->transport = VKG_COMM_TCP;
-#else
-    const char *transport = "ipc";
-    o->transport = VKG_COMM_IPC;
-#endif
+    const char *transport = vkg_os_has_ipc() ? "ipc" : "tcp"; /* Windows' libzmq has no ipc:// */
+    o->transport = vkg_os_has_ipc() ? VKG_COMM_IPC : VKG_COMM_TCP;
     o->shm = VKG_COMM_SHM_AUTO;
     long long min_bytes = 4096, max_bytes = 256LL << 20, segment = 0, small = 0, shm_chunk = 0;
     int dtype = 0, op = 0, no_check = 0;
