@@ -19,7 +19,7 @@
 #include "os/net.h"
 #include "os/proc.h"
 #include "os/spawn.h"
-#include "os/thread.h"
+#include "cli/bench_ranks.h"
 #include "cli/cli.h"
 #include "cli/flags.h"
 #include "vkgpt/comm.h"
@@ -274,25 +274,24 @@ static int run_threads(const bench_opts *o, const vkg_comm_config *base)
     if (st != VKG_OK)
         return vkg_cli_report("bench allreduce", st);
     bench_rank_arg *args = calloc((size_t)o->n, sizeof *args);
-    vkg_os_thread **th = calloc((size_t)o->n, sizeof *th);
-    int rc = 0;
-    for (int r = 0; r < o->n && args && th; r++) {
+    if (!args) {
+        vkg_comm_ctx_destroy(&ctx);
+        return vkg_cli_report("bench allreduce", VKG_ERR_NOMEM);
+    }
+    for (int r = 0; r < o->n; r++) {
         args[r].o = o;
         args[r].cfg = *base;
         args[r].cfg.rank = r;
         args[r].cfg.ctx = ctx;
-        if (vkg_os_thread_start(&th[r], bench_thread, &args[r]) != 0) {
-            fprintf(stderr, "vkgpt bench allreduce: cannot start thread %d\n", r);
-            abort();
-        }
     }
-    for (int r = 0; r < o->n && args && th; r++) {
-        vkg_os_thread_join(th[r], NULL);
+    st = vkg_cli_bench_run_ranks("bench allreduce", o->n, args, sizeof *args, bench_thread);
+    int rc = 0;
+    for (int r = 0; st == VKG_OK && r < o->n; r++)
         rc |= args[r].rc;
-    }
     free(args);
-    free(th);
     vkg_comm_ctx_destroy(&ctx);
+    if (st != VKG_OK)
+        return vkg_cli_report("bench allreduce", st);
     return rc ? 1 : 0;
 }
 
