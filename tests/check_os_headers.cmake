@@ -1,6 +1,8 @@
 # ctest os_headers: outside the platform layer (src/os) no source of src/ or transport/ includes a
 # system header that is not C11's; the libraries the project is built on (Vulkan and volk, ZeroMQ,
-# libsodium, utf8proc, a CBLAS) are allowed by name. The same check run on tests/layers/os_bad must find that folder's one bad include, so
+# libsodium, utf8proc, a CBLAS) are allowed by name. Nor does any source of src/, transport/ or
+# include/ outside src/os test which system it is built for (_WIN32, __linux__, __APPLE__): a
+# difference between systems is a function of src/os. The same check run on tests/layers/os_bad must find that folder's one bad include, so
 # a check that finds nothing is not a check that cannot find anything.
 # Run with -DSRC=source dir.
 cmake_minimum_required(VERSION 3.20)
@@ -40,4 +42,34 @@ system_includes(${SRC}/tests/layers "os_bad" probe)
 if(NOT probe STREQUAL "os_bad/bad.c: <unistd.h>")
     message(FATAL_ERROR "the header check missed the probe's bad include; it found: '${probe}'")
 endif()
-message(STATUS "outside src/os only C11's headers and the named libraries'")
+
+# Platform macros: any line naming one, outside src/os.
+function(system_macros root dirs out)
+    set(bad "")
+    foreach(d ${dirs})
+        file(GLOB_RECURSE files RELATIVE ${root} ${root}/${d}/*.c ${root}/${d}/*.h)
+        foreach(f ${files})
+            if(f MATCHES "^src/os/")
+                continue()
+            endif()
+            file(STRINGS ${root}/${f} lines REGEX "_WIN32|__linux|__APPLE__")
+            foreach(l ${lines})
+                string(STRIP "${l}" l)
+                list(APPEND bad "${f}: ${l}")
+            endforeach()
+        endforeach()
+    endforeach()
+    set(${out} "${bad}" PARENT_SCOPE)
+endfunction()
+
+system_macros(${SRC} "src;transport;include" found)
+if(found)
+    string(REPLACE ";" "\n  " found "${found}")
+    message(FATAL_ERROR "platform tests outside the platform layer (src/os; give it a function "
+                        "there):\n  ${found}")
+endif()
+system_macros(${SRC}/tests/layers "os_bad" probe)
+if(NOT probe STREQUAL "os_bad/bad.c: #if defined(_WIN32)")
+    message(FATAL_ERROR "the platform check missed the probe's #if; it found: '${probe}'")
+endif()
+message(STATUS "outside src/os only C11's headers and the named libraries', and no platform #if")

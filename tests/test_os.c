@@ -8,7 +8,10 @@
  *    flush to disk, the advisory lock (a second taker gets EBUSY and the holder's text; free
  *    again once released), pid and host name; reading (regular files only, read and pread),
  *    folder listings sorted by name, rmdir; a new file written once (EEXIST the second time);
- *  - the host: aligned memory, the kernel's identity ("" or "boot=...");
+ *  - the host: aligned memory, the kernel's identity ("" or "boot=..."), the Vulkan loader's name;
+ *  - paths: the separators ('/', and '\\' on Windows alone), the temporary folder (a folder, no
+ *    trailing separator; on POSIX $TMPDIR when set and not empty, else /tmp), ipc:// where the
+ *    system has Unix-domain sockets (POSIX, not Windows);
  *  - sockets: names resolved to numeric addresses, the route to the loopback address, a free
  *    port; the wake-up: drained after signals (merged), signalled again after a drain. */
 #include <setjmp.h>
@@ -27,6 +30,7 @@
 #include "os/glob.h"
 #include "os/host.h"
 #include "os/net.h"
+#include "os/proc.h"
 
 static char dir[64];
 
@@ -201,6 +205,36 @@ static void test_host(void **state)
     assert_true(id[0] == '\0' || strncmp(id, "boot=", 5) == 0);
 }
 
+static void test_paths(void **state)
+{
+    (void)state;
+    int windows = vkg_os_is_path_sep('\\');
+    assert_true(vkg_os_is_path_sep('/'));
+    assert_false(vkg_os_is_path_sep(':'));
+    assert_false(vkg_os_is_path_sep('a'));
+    assert_int_equal(vkg_os_has_ipc(), !windows);
+    assert_non_null(strstr(vkg_os_vulkan_loader_name(), "vulkan"));
+    assert_true(vkg_os_vulkan_loader_hint()[0] != '\0');
+
+    char tmp[512];
+    vkg_os_temp_dir(tmp, sizeof tmp);
+    size_t n = strlen(tmp);
+    assert_true(n > 0);
+    assert_true(vkg_os_is_dir(tmp));
+    assert_true(n == 1 || !vkg_os_is_path_sep(tmp[n - 1]) || tmp[n - 2] == ':');
+    if (windows)
+        return;
+    char old[512];
+    snprintf(old, sizeof old, "%s", getenv("TMPDIR") ? getenv("TMPDIR") : "");
+    assert_int_equal(vkg_os_setenv("TMPDIR", "/some/where//", 1), 0);
+    vkg_os_temp_dir(tmp, sizeof tmp);
+    assert_string_equal(tmp, "/some/where");
+    assert_int_equal(vkg_os_setenv("TMPDIR", "", 1), 0);
+    vkg_os_temp_dir(tmp, sizeof tmp);
+    assert_string_equal(tmp, "/tmp");
+    assert_int_equal(vkg_os_setenv("TMPDIR", old, 1), 0);
+}
+
 static void test_sockets(void **state)
 {
     (void)state;
@@ -313,7 +347,7 @@ int main(void)
         cmocka_unit_test(test_clock),     cmocka_unit_test(test_files),
         cmocka_unit_test(test_lockfile),  cmocka_unit_test(test_reading),
         cmocka_unit_test(test_write_new), cmocka_unit_test(test_host),
-        cmocka_unit_test(test_sockets),
+        cmocka_unit_test(test_sockets),   cmocka_unit_test(test_paths),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -5,7 +5,9 @@
  *  - a stop request reaches the child's vkg_os_on_stop as VKG_OS_STOP_TERMINATE and it ends as
  *    it chooses; an immediate stop ends it however it is (SIGKILL, or exit 137 on Windows);
  *  - a child dies with its parent: a grandchild writing a heartbeat stops writing once the child
- *    that started it is ended at once. */
+ *    that started it is ended at once;
+ *  - the command line Windows' children get (vkg_os__quote_arg, plain string work checked on
+ *    every system): the C runtime's quoting, and a line that does not fit refused whole. */
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -20,6 +22,7 @@
 #include "os/file.h"
 #include "os/proc.h"
 #include "os/spawn.h"
+#include "os/spawn_impl.h"
 
 static const char *self_name = "test_os_spawn";
 
@@ -255,6 +258,29 @@ static void test_dies_with_parent(void **state)
     assert_int_equal(vkg_os_rmdir(dir), 0);
 }
 
+static void test_quote_arg(void **state)
+{
+    (void)state;
+    /* plain, empty, a blank, quotes, a trailing backslash without and with quoting around it, a
+     * backslash before a quote */
+    const char *args[] = {"plain", "", "a b", "say \"hi\"", "dir\\", "a b\\", "a\\\"b"};
+    const char *want = "plain \"\" \"a b\" \"say \\\"hi\\\"\" dir\\ \"a b\\\\\" \"a\\\\\\\"b\"";
+    char line[128];
+    size_t pos = 0;
+    for (size_t i = 0; i < sizeof args / sizeof *args; i++)
+        assert_int_equal(vkg_os__quote_arg(line, sizeof line, &pos, args[i]), 0);
+    assert_string_equal(line, want);
+    assert_int_equal(pos, strlen(want));
+
+    char small[12];
+    pos = 0;
+    assert_int_equal(vkg_os__quote_arg(small, sizeof small, &pos, "first"), 0);
+    assert_int_equal(vkg_os__quote_arg(small, sizeof small, &pos, "second"), -1);
+    assert_int_equal(pos, 5); /* unmoved: "first" stays the line */
+    assert_int_equal(vkg_os__quote_arg(small, sizeof small, &pos, "x"), 0);
+    assert_string_equal(small, "first x");
+}
+
 int main(int argc, char **argv)
 {
     if (argc >= 3 && !strcmp(argv[1], "--child"))
@@ -264,6 +290,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_stop_request),
         cmocka_unit_test(test_stop_now),
         cmocka_unit_test(test_dies_with_parent),
+        cmocka_unit_test(test_quote_arg),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

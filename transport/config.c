@@ -24,7 +24,7 @@ void vkg_comm_config_default(vkg_comm_config *cfg)
     cfg->transport = VKG_COMM_TCP;
     snprintf(cfg->master_addr, sizeof cfg->master_addr, "127.0.0.1");
     cfg->master_port = 29500;
-    snprintf(cfg->ipc_dir, sizeof cfg->ipc_dir, "/tmp");
+    vkg_os_temp_dir(cfg->ipc_dir, sizeof cfg->ipc_dir);
     cfg->job_id = 1;
     cfg->timeout_ms = 60000;
 }

@@ -24,7 +24,7 @@
 #include <string.h>
 
 #include "os/file.h"
-#include "os/thread.h"
+#include "cli/bench_ranks.h"
 #include "cli/cli.h"
 #include "cli/flags.h"
 #include "vkgpt/comm.h"
@@ -108,8 +108,7 @@ static void *bench_rank(void *p)
         j->ms /= measured, j->comm_ms /= measured, j->exposed_ms /= measured,
             j->comm_bytes /= measured;
     if (st != VKG_OK)
-        snprintf(j->err, sizeof j->err, "%s",
-                 vkg_cli_verbose() ? vkg_error_message() : vkg_error_text());
+        vkg_cli_bench_rank_error(j->err, sizeof j->err);
     if (st == VKG_OK) {
         vkg_trainer_info info;
         vkg_trainer_get_info(t, &info);
@@ -126,7 +125,6 @@ static int run_world(const bench_cfg *b, int world, int overlap, int zero, int c
 {
     static uint64_t counter;
     rank_job jobs[MAX_BENCH_RANKS];
-    vkg_os_thread *th[MAX_BENCH_RANKS];
     vkg_comm_ctx_t *ctx = NULL;
     int port = 0;
     if (b->transport == VKG_COMM_INPROC && vkg_comm_ctx_create(&ctx) != VKG_OK)
@@ -146,14 +144,11 @@ static int run_world(const bench_cfg *b, int world, int overlap, int zero, int c
                              .sync = sync,
                              .job_id = job_id,
                              .ctx = ctx};
-        if (vkg_os_thread_start(&th[r], bench_rank, &jobs[r]) != 0) {
-            fprintf(stderr, "vkgpt bench: cannot start the thread of rank %d\n", r);
-            abort();
-        }
     }
-    for (int r = 0; r < world; r++)
-        vkg_os_thread_join(th[r], NULL);
+    vkg_status st = vkg_cli_bench_run_ranks("bench", world, jobs, sizeof *jobs, bench_rank);
     vkg_comm_ctx_destroy(&ctx);
+    if (st != VKG_OK)
+        return vkg_cli_report("bench dp", st);
     for (int r = 0; r < world; r++)
         if (jobs[r].st != VKG_OK) {
             fprintf(stderr, "vkgpt bench dp: rank %d of %d: %s\n", r, world,
@@ -162,25 +157,6 @@ static int run_world(const bench_cfg *b, int world, int overlap, int zero, int c
         }
     memcpy(out, jobs, (size_t)world * sizeof *out);
     return 0;
-}
-
-/* A temporary llm.c shard of n random tokens below vocab for benchmark `what`, its path in path
- * (cap bytes); 0, or the exit code after reporting. */
-int vkg_cli_bench_shard(const char *what, size_t n, int vocab, char *path, size_t cap)
-{
-    const char *base = getenv("TMPDIR");
-    snprintf(path, cap, "%s/vkgpt_bench_%d.bin", base && *base ? base : "/tmp", (int)vkg_os_pid());
-    uint16_t *tok = malloc(n * sizeof *tok);
-    if (!tok)
-        return vkg_cli_report(what, VKG_ERR_NOMEM);
-    uint64_t x = 0x9E3779B97F4A7C15ull;
-    for (size_t i = 0; i < n; i++) {
-        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-        tok[i] = (uint16_t)(x % (uint64_t)vocab);
-    }
-    vkg_status st = vkg_shard_write(path, tok, n);
-    free(tok);
-    return st == VKG_OK ? 0 : vkg_cli_report(what, st);
 }
 
 static int write_data(bench_cfg *b, int max_world)

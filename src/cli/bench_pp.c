@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "os/file.h"
-#include "os/thread.h"
+#include "cli/bench_ranks.h"
 #include "cli/cli.h"
 #include "cli/flags.h"
 #include "vkgpt/comm.h"
@@ -110,8 +110,7 @@ static void *bench_rank(void *p)
         j->step_ms /= measured;
     j->measured = measured < 64 ? measured : 64;
     if (st != VKG_OK)
-        snprintf(j->err, sizeof j->err, "%s",
-                 vkg_cli_verbose() ? vkg_error_message() : vkg_error_text());
+        vkg_cli_bench_rank_error(j->err, sizeof j->err);
     j->st = st;
     vkg_trainer_destroy(&t);
     return NULL;
@@ -202,7 +201,6 @@ static int run_config(const pp_cfg *b, int S, int M, int schedule)
 {
     static uint64_t counter;
     pp_rank *r = calloc((size_t)S, sizeof *r);
-    vkg_os_thread *th[MAX_STAGES];
     vkg_comm_ctx_t *ctx = NULL;
     if (!r || vkg_comm_ctx_create(&ctx) != VKG_OK) {
         free(r);
@@ -212,14 +210,13 @@ static int run_config(const pp_cfg *b, int S, int M, int schedule)
     for (int s = 0; s < S; s++) {
         r[s] = (pp_rank){
             .b = b, .rank = s, .S = S, .M = M, .schedule = schedule, .job_id = job_id, .ctx = ctx};
-        if (vkg_os_thread_start(&th[s], bench_rank, &r[s]) != 0) {
-            fprintf(stderr, "vkgpt bench: cannot start the thread of rank %d\n", s);
-            abort();
-        }
     }
-    for (int s = 0; s < S; s++)
-        vkg_os_thread_join(th[s], NULL);
+    vkg_status st = vkg_cli_bench_run_ranks("bench", S, r, sizeof *r, bench_rank);
     vkg_comm_ctx_destroy(&ctx);
+    if (st != VKG_OK) {
+        free(r);
+        return vkg_cli_report("bench pp", st);
+    }
     int rc = 0;
     for (int s = 0; s < S && rc == 0; s++)
         if (r[s].st != VKG_OK) {

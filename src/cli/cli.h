@@ -100,9 +100,6 @@ int vkg_cli_keygen(int argc, char **argv);
 int vkg_cli_launch(int argc, char **argv);
 int vkg_cli_bench_dp(int argc, char **argv);
 int vkg_cli_bench_pp(int argc, char **argv);
-/* A temporary llm.c shard of n random tokens below vocab for a benchmark (bench_dp.c); its path
- * in path. 0, or the exit code after reporting. */
-int vkg_cli_bench_shard(const char *what, size_t n, int vocab, char *path, size_t cap);
 int vkg_cli_plan(int argc, char **argv);
 
 /* Data-parallel flags of `vkgpt train` (cmd_launch.c): launcher variables first

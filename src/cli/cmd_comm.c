@@ -16,9 +16,10 @@
 
 #include "os/clock.h"
 #include "os/file.h"
+#include "os/net.h"
 #include "os/proc.h"
 #include "os/spawn.h"
-#include "os/thread.h"
+#include "cli/bench_ranks.h"
 #include "cli/cli.h"
 #include "cli/flags.h"
 #include "vkgpt/comm.h"
@@ -273,25 +274,24 @@ static int run_threads(const bench_opts *o, const vkg_comm_config *base)
     if (st != VKG_OK)
         return vkg_cli_report("bench allreduce", st);
     bench_rank_arg *args = calloc((size_t)o->n, sizeof *args);
-    vkg_os_thread **th = calloc((size_t)o->n, sizeof *th);
-    int rc = 0;
-    for (int r = 0; r < o->n && args && th; r++) {
+    if (!args) {
+        vkg_comm_ctx_destroy(&ctx);
+        return vkg_cli_report("bench allreduce", VKG_ERR_NOMEM);
+    }
+    for (int r = 0; r < o->n; r++) {
         args[r].o = o;
         args[r].cfg = *base;
         args[r].cfg.rank = r;
         args[r].cfg.ctx = ctx;
-        if (vkg_os_thread_start(&th[r], bench_thread, &args[r]) != 0) {
-            fprintf(stderr, "vkgpt bench allreduce: cannot start thread %d\n", r);
-            abort();
-        }
     }
-    for (int r = 0; r < o->n && args && th; r++) {
-        vkg_os_thread_join(th[r], NULL);
+    st = vkg_cli_bench_run_ranks("bench allreduce", o->n, args, sizeof *args, bench_thread);
+    int rc = 0;
+    for (int r = 0; st == VKG_OK && r < o->n; r++)
         rc |= args[r].rc;
-    }
     free(args);
-    free(th);
     vkg_comm_ctx_destroy(&ctx);
+    if (st != VKG_OK)
+        return vkg_cli_report("bench allreduce", st);
     return rc ? 1 : 0;
 }
 
@@ -395,13 +395,8 @@ static const char *const op_names[] = {"sum", "avg", NULL};
 static int parse_bench(int argc, char **argv, bench_opts *o)
 {
     *o = (bench_opts){.n = 2, .iters = 20, .warmup = 5, .timeout_s = 60, .check = 1};
-#if defined(_WIN32) /* Windows' libzmq has no ipc:// */
-    const char *transport = "tcp";
-    o->transport = VKG_COMM_TCP;
-#else
-    const char *transport = "ipc";
-    o->transport = VKG_COMM_IPC;
-#endif
+    const char *transport = vkg_os_has_ipc() ? "ipc" : "tcp"; /* Windows' libzmq has no ipc:// */
+    o->transport = vkg_os_has_ipc() ? VKG_COMM_IPC : VKG_COMM_TCP;
     o->shm = VKG_COMM_SHM_AUTO;
     long long min_bytes = 4096, max_bytes = 256LL << 20, segment = 0, small = 0, shm_chunk = 0;
     int dtype = 0, op = 0, no_check = 0;

@@ -24,15 +24,13 @@ static int exists(const char *path, int want_dir)
 #define PATH_CAP 1400
 
 /* The folder of the file path names (POSIX dirname, in place, for a file's path: "." for a bare
- * name, "/" for one in the root; '\\' separates too on Windows). */
+ * name, "/" for one in the root; '\\' separates too on Windows: vkg_os_is_path_sep). */
 static char *parent_dir(char *path)
 {
-    char *cut = strrchr(path, '/');
-#if defined(_WIN32)
-    char *back = strrchr(path, '\\');
-    if (back && (!cut || back > cut))
-        cut = back;
-#endif
+    char *cut = NULL;
+    for (char *p = path; *p; p++)
+        if (vkg_os_is_path_sep((unsigned char)*p))
+            cut = p;
     if (!cut)
         return strcpy(path, ".");
     cut[cut == path] = '\0';

@@ -76,6 +76,14 @@ int vkg_os_truncate(const char *path, unsigned long long size);
  * (ENOENT), -1 when it cannot be told (errno set). */
 int vkg_os_exists(const char *path);
 
+/* 1 when ch separates the folders of a path: '/', and on Windows '\\' too; else 0. */
+int vkg_os_is_path_sep(int ch);
+
+/* The folder for temporary files into buf (cap bytes, NUL-terminated, no trailing separator):
+ * on POSIX $TMPDIR when it is set, not empty and fits, else "/tmp"; on Windows what GetTempPath
+ * gives (%TMP%, %TEMP%, %USERPROFILE% or the Windows folder), else "." (the current folder). */
+void vkg_os_temp_dir(char *buf, size_t cap);
+
 /* This process's id. */
 long vkg_os_pid(void);
 

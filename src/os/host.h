@@ -22,4 +22,11 @@ void vkg_os_aligned_free(void *p);
  * library cannot be opened or lacks it. */
 void (*vkg_os_library_function(const char *path, const char *symbol))(void);
 
+/* The Vulkan loader library as this system names it, for messages: "libvulkan.so.1"; on macOS
+ * "libvulkan.1.dylib or libMoltenVK.dylib" (volk tries both); "vulkan-1.dll" on Windows. */
+const char *vkg_os_vulkan_loader_name(void);
+
+/* What to install on this system when that library is missing (a sentence's tail, no period). */
+const char *vkg_os_vulkan_loader_hint(void);
+
 #endif

@@ -32,6 +32,10 @@ int vkg_os_route_source(const char *ip, int port, char *out, size_t cap, char *w
 /* A TCP port on addr that nothing listens on now (bound to port 0, read back, closed): *port. */
 int vkg_os_free_port(const char *addr, int *port, char *why, size_t whycap);
 
+/* 1 when ZeroMQ's ipc:// transport (Unix-domain sockets, as files in a folder) is there to use on
+ * this system: POSIX; 0 on Windows, whose libzmq builds have none. */
+int vkg_os_has_ipc(void);
+
 /* The implementations' common step: describe error code into why and return it (never 0).
  * gai: code is getaddrinfo's or getnameinfo's; otherwise the last socket call's error (errno,
  * WSAGetLastError) when code is 0. */

@@ -1,5 +1,6 @@
 /* Threads, in the platform layer (src/os; see clock.h): start and join a thread, a mutex, and a
- * one-time initialisation. POSIX: pthreads; Windows: CreateThread, SRW locks, InitOnce. */
+ * one-time initialisation. POSIX: pthreads; Windows: CreateThread, SRW locks; the one-time
+ * initialisation on C11 atomics everywhere (os/thread.c, with what else both systems share). */
 #ifndef VKG_OS_THREAD_H
 #define VKG_OS_THREAD_H
 

@@ -10,17 +10,6 @@
 #include "os/thread.h"
 #include "vk/vkapi.h"
 
-#if defined(_WIN32)
-#define VKG_LOADER_NAME "vulkan-1.dll"
-#define VKG_LOADER_HINT "install your GPU's driver or the Vulkan SDK (vulkan.lunarg.com)"
-#elif defined(__APPLE__)
-#define VKG_LOADER_NAME "libvulkan.1.dylib or libMoltenVK.dylib"
-#define VKG_LOADER_HINT "install MoltenVK (Homebrew: brew install molten-vk) or the Vulkan SDK"
-#else
-#define VKG_LOADER_NAME "libvulkan.so.1"
-#define VKG_LOADER_HINT "install libvulkan1 (Debian/Ubuntu) or the Vulkan SDK"
-#endif
-
 static vkg_os_once load_once = VKG_OS_ONCE_INIT;
 /* Written inside the once only, read after it. */
 static VkResult load_result = VK_ERROR_INITIALIZATION_FAILED;
@@ -59,9 +48,9 @@ vkg_status vkg__vk_load(void)
         return VKG_FAIL(VKG_ERR_UNSUPPORTED,
                         "no Vulkan loader found at %s (VKG_VULKAN_LOADER): unset it to use "
                         "the system's %s, or %s",
-                        load_override, VKG_LOADER_NAME, VKG_LOADER_HINT);
-    return VKG_FAIL(VKG_ERR_UNSUPPORTED, "no Vulkan loader (%s) found: %s", VKG_LOADER_NAME,
-                    VKG_LOADER_HINT);
+                        load_override, vkg_os_vulkan_loader_name(), vkg_os_vulkan_loader_hint());
+    return VKG_FAIL(VKG_ERR_UNSUPPORTED, "no Vulkan loader (%s) found: %s",
+                    vkg_os_vulkan_loader_name(), vkg_os_vulkan_loader_hint());
 }
 
 void vkg__vk_load_instance(VkInstance instance)

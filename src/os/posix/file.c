@@ -236,6 +236,23 @@ int vkg_os_exists(const char *path)
     return errno == ENOENT ? 0 : -1;
 }
 
+int vkg_os_is_path_sep(int ch)
+{
+    return ch == '/';
+}
+
+void vkg_os_temp_dir(char *buf, size_t cap)
+{
+    if (cap == 0)
+        return;
+    const char *dir = getenv("TMPDIR");
+    if (!dir || !*dir || strlen(dir) >= cap)
+        dir = "/tmp";
+    snprintf(buf, cap, "%s", dir);
+    for (size_t n = strlen(buf); n > 1 && buf[n - 1] == '/'; n--)
+        buf[n - 1] = '\0';
+}
+
 long vkg_os_pid(void)
 {
     return (long)getpid();

@@ -50,6 +50,24 @@ void vkg_os_aligned_free(void *p)
     free(p);
 }
 
+const char *vkg_os_vulkan_loader_name(void)
+{
+#if defined(__APPLE__)
+    return "libvulkan.1.dylib or libMoltenVK.dylib";
+#else
+    return "libvulkan.so.1";
+#endif
+}
+
+const char *vkg_os_vulkan_loader_hint(void)
+{
+#if defined(__APPLE__)
+    return "install MoltenVK (Homebrew: brew install molten-vk) or the Vulkan SDK";
+#else
+    return "install libvulkan1 (Debian/Ubuntu) or the Vulkan SDK";
+#endif
+}
+
 void (*vkg_os_library_function(const char *path, const char *symbol))(void)
 {
     void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);

@@ -14,6 +14,11 @@
 #include <sys/eventfd.h>
 #endif
 
+int vkg_os_has_ipc(void)
+{
+    return 1;
+}
+
 int vkg_os_net_start(char *why, size_t cap)
 {
     if (cap)

@@ -1,5 +1,5 @@
-/* Child processes, POSIX (see os/spawn.h): fork and exec of this program, pipes read through
- * poll, waitpid. */
+/* Child processes, POSIX (see os/spawn.h; what every system does alike is in os/spawn.c): fork
+ * and exec of this program, pipes read through poll, waitpid, kill. */
 #define _POSIX_C_SOURCE 200809L
 #include "os/spawn.h"
 
@@ -19,41 +19,38 @@
 #include <mach-o/dyld.h>
 #endif
 
+#include "os/spawn_impl.h"
+
 #define LIFELINE_ENV "VKG_OS_LIFELINE_FD" /* see vkg_os_on_stop in proc.c */
 
 struct vkg_os_child {
+    vkg_os__child_base base; /* first (os/spawn_impl.h) */
     pid_t pid;
     int fd[2];    /* standard output and error (-1 once ended) */
     int lifeline; /* the write end the child watches (-1 on Linux and once ended) */
-    int ended;
-    vkg_os_exit how;
 };
 
-/* This program's path, into path. 0 or an errno value. */
-static int self_path(char *path, size_t cap)
+int vkg_os__self_path(char *path, size_t cap, char *err, size_t errcap)
 {
 #if defined(__linux__)
     snprintf(path, cap, "/proc/self/exe");
-    return 0;
+    int e = 0;
 #elif defined(__APPLE__)
     uint32_t size = (uint32_t)cap;
-    return _NSGetExecutablePath(path, &size) == 0 ? 0 : ENAMETOOLONG;
+    int e = _NSGetExecutablePath(path, &size) == 0 ? 0 : ENAMETOOLONG;
 #else
     (void)path, (void)cap;
-    return ENOSYS;
+    int e = ENOSYS;
 #endif
+    if (e)
+        snprintf(err, errcap, "cannot find this program's path: %s", strerror(e));
+    return e;
 }
 
-int vkg_os_spawn_self(char *const *args, const char *const *env, vkg_os_child **out, char *err,
-                      size_t cap)
+int vkg_os__spawn(const char *path, char *const *args, const char *const *env, vkg_os_child **out,
+                  char *err, size_t cap)
 {
-    *out = NULL;
-    char path[4096];
-    int e = self_path(path, sizeof path);
-    if (e) {
-        snprintf(err, cap, "cannot find this program's path: %s", strerror(e));
-        return e;
-    }
+    int e = 0;
     vkg_os_child *c = calloc(1, sizeof *c);
     int po[2] = {-1, -1}, pe[2] = {-1, -1}, pl[2] = {-1, -1};
     if (!c) {
@@ -117,6 +114,7 @@ int vkg_os_spawn_self(char *const *args, const char *const *env, vkg_os_child **
     close(po[1]), close(pe[1]);
     if (pl[0] >= 0)
         close(pl[0]);
+    c->base.id = (long)pid;
     c->pid = pid, c->fd[0] = po[0], c->fd[1] = pe[0], c->lifeline = pl[1];
     *out = c;
     return 0;
@@ -175,43 +173,28 @@ int vkg_os_children_pump(vkg_os_child *const *cs, int n, int timeout_ms,
     return open_streams;
 }
 
-int vkg_os_child_ended(vkg_os_child *c, vkg_os_exit *how)
+int vkg_os__child_reap(vkg_os_child *c, int wait, vkg_os_exit *how)
 {
-    if (!c->ended) {
-        int status;
-        if (waitpid(c->pid, &status, WNOHANG) != c->pid)
-            return 0;
-        c->ended = 1;
-        c->how.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
-        c->how.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + c->how.signal;
-        if (c->lifeline >= 0)
-            close(c->lifeline), c->lifeline = -1;
+    int status;
+    pid_t r;
+    while ((r = waitpid(c->pid, &status, wait ? 0 : WNOHANG)) < 0 && errno == EINTR) {
     }
-    *how = c->how;
+    if (r != c->pid)
+        return 0;
+    how->signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+    how->code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + how->signal;
+    if (c->lifeline >= 0)
+        close(c->lifeline), c->lifeline = -1;
     return 1;
 }
 
-void vkg_os_child_stop(vkg_os_child *c, int now)
+void vkg_os__child_signal(vkg_os_child *c, int now)
 {
-    if (!c->ended)
-        kill(c->pid, now ? SIGKILL : SIGTERM);
+    kill(c->pid, now ? SIGKILL : SIGTERM);
 }
 
-long vkg_os_child_id(const vkg_os_child *c)
+void vkg_os__child_release(vkg_os_child *c)
 {
-    return (long)c->pid;
-}
-
-void vkg_os_child_free(vkg_os_child *c)
-{
-    if (!c)
-        return;
-    if (!c->ended) {
-        kill(c->pid, SIGKILL);
-        int status;
-        while (waitpid(c->pid, &status, 0) < 0 && errno == EINTR) {
-        }
-    }
     for (int s = 0; s < 2; s++)
         if (c->fd[s] >= 0)
             close(c->fd[s]);
@@ -220,20 +203,15 @@ void vkg_os_child_free(vkg_os_child *c)
     free(c);
 }
 
-void vkg_os_exit_describe(vkg_os_exit how, char *buf, size_t cap)
+const char *vkg_os__signal_name(int sig)
 {
-    if (how.signal) {
-        const char *name = how.signal == SIGKILL   ? "SIGKILL"
-                           : how.signal == SIGTERM ? "SIGTERM"
-                           : how.signal == SIGINT  ? "SIGINT"
-                           : how.signal == SIGSEGV ? "SIGSEGV"
-                           : how.signal == SIGABRT ? "SIGABRT"
-                           : how.signal == SIGBUS  ? "SIGBUS"
-                           : how.signal == SIGFPE  ? "SIGFPE"
-                           : how.signal == SIGILL  ? "SIGILL"
-                                                   : "a signal";
-        snprintf(buf, cap, "was killed by signal %d (%s)", how.signal, name);
-    } else {
-        snprintf(buf, cap, "exited with status %d", how.code);
-    }
+    return sig == SIGKILL   ? "SIGKILL"
+           : sig == SIGTERM ? "SIGTERM"
+           : sig == SIGINT  ? "SIGINT"
+           : sig == SIGSEGV ? "SIGSEGV"
+           : sig == SIGABRT ? "SIGABRT"
+           : sig == SIGBUS  ? "SIGBUS"
+           : sig == SIGFPE  ? "SIGFPE"
+           : sig == SIGILL  ? "SIGILL"
+                            : "a signal";
 }

@@ -1,12 +1,13 @@
-/* Threads, POSIX (see os/thread.h): pthreads. */
+/* Threads, POSIX (see os/thread.h; what every system does alike is in os/thread.c): pthreads. */
 #define _POSIX_C_SOURCE 200809L
 #include "os/thread.h"
 
-#include <errno.h>
 #include <pthread.h>
-#include <stdlib.h>
+
+#include "os/thread_impl.h"
 
 struct vkg_os_thread {
+    vkg_os__thread_base base; /* first (os/thread_impl.h) */
     pthread_t id;
 };
 
@@ -14,41 +15,33 @@ struct vkg_os_mutex {
     pthread_mutex_t mu;
 };
 
-int vkg_os_thread_start(vkg_os_thread **out, void *(*fn)(void *), void *arg)
+const size_t vkg_os__thread_size = sizeof(struct vkg_os_thread);
+const size_t vkg_os__mutex_size = sizeof(struct vkg_os_mutex);
+
+static void *trampoline(void *p)
 {
-    vkg_os_thread *t = malloc(sizeof *t);
-    if (!t)
-        return ENOMEM;
-    int e = pthread_create(&t->id, NULL, fn, arg);
-    if (e) {
-        free(t);
-        return e;
-    }
-    *out = t;
-    return 0;
+    vkg_os__thread_main(p);
+    return NULL;
 }
 
-void vkg_os_thread_join(vkg_os_thread *t, void **result)
+int vkg_os__thread_create(vkg_os_thread *t)
 {
-    void *r = NULL;
-    pthread_join(t->id, &r);
-    if (result)
-        *result = r;
-    free(t);
+    return pthread_create(&t->id, NULL, trampoline, t);
 }
 
-int vkg_os_mutex_create(vkg_os_mutex **out)
+void vkg_os__thread_wait(vkg_os_thread *t)
 {
-    vkg_os_mutex *m = malloc(sizeof *m);
-    if (!m)
-        return ENOMEM;
-    int e = pthread_mutex_init(&m->mu, NULL);
-    if (e) {
-        free(m);
-        return e;
-    }
-    *out = m;
-    return 0;
+    pthread_join(t->id, NULL);
+}
+
+int vkg_os__mutex_init(vkg_os_mutex *m)
+{
+    return pthread_mutex_init(&m->mu, NULL);
+}
+
+void vkg_os__mutex_deinit(vkg_os_mutex *m)
+{
+    pthread_mutex_destroy(&m->mu);
 }
 
 void vkg_os_mutex_lock(vkg_os_mutex *m)
@@ -59,12 +52,4 @@ void vkg_os_mutex_lock(vkg_os_mutex *m)
 void vkg_os_mutex_unlock(vkg_os_mutex *m)
 {
     pthread_mutex_unlock(&m->mu);
-}
-
-void vkg_os_mutex_destroy(vkg_os_mutex *m)
-{
-    if (!m)
-        return;
-    pthread_mutex_destroy(&m->mu);
-    free(m);
 }

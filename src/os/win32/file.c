@@ -260,6 +260,26 @@ int vkg_os_exists(const char *path)
     return -1;
 }
 
+int vkg_os_is_path_sep(int ch)
+{
+    return ch == '/' || ch == '\\';
+}
+
+void vkg_os_temp_dir(char *buf, size_t cap)
+{
+    if (cap == 0)
+        return;
+    char dir[MAX_PATH + 2];
+    DWORD n = GetTempPathA((DWORD)sizeof dir, dir);
+    if (n == 0 || n >= sizeof dir || n >= cap)
+        snprintf(dir, sizeof dir, ".");
+    snprintf(buf, cap, "%s", dir);
+    /* Without its trailing separator, except a drive's root ("C:\\"). */
+    for (size_t len = strlen(buf);
+         len > 1 && vkg_os_is_path_sep(buf[len - 1]) && buf[len - 2] != ':'; len--)
+        buf[len - 1] = '\0';
+}
+
 long vkg_os_pid(void)
 {
     return (long)GetCurrentProcessId();

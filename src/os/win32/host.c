@@ -20,6 +20,16 @@ void vkg_os_aligned_free(void *p)
     _aligned_free(p);
 }
 
+const char *vkg_os_vulkan_loader_name(void)
+{
+    return "vulkan-1.dll";
+}
+
+const char *vkg_os_vulkan_loader_hint(void)
+{
+    return "install your GPU's driver or the Vulkan SDK (vulkan.lunarg.com)";
+}
+
 void (*vkg_os_library_function(const char *path, const char *symbol))(void)
 {
     HMODULE lib = LoadLibraryA(path);

@@ -35,6 +35,11 @@ static int explain(int e, char *why, size_t cap)
     return e ? e : -1;
 }
 
+int vkg_os_has_ipc(void)
+{
+    return 0;
+}
+
 int vkg_os_net_start(char *why, size_t cap)
 {
     InitOnceExecuteOnce(&net_once, start_once, NULL, NULL);

@@ -1,5 +1,6 @@
-/* Child processes, Windows (see os/spawn.h): CreateProcess of this program with a command line
- * quoted as the C runtime splits it, its output through anonymous pipes (polled with
+/* Child processes, Windows (see os/spawn.h; what every system does alike is in os/spawn.c):
+ * CreateProcess of this program with a command line quoted as the C runtime splits it
+ * (vkg_os__quote_arg), its output through anonymous pipes (polled with
  * PeekNamedPipe: they have no overlapped reads), every child in one job object that kills them
  * when this process ends, and a named event per child as its request to stop (Windows has no
  * signals between processes; os/win32/proc.c's vkg_os_on_stop waits on it). */
@@ -11,15 +12,15 @@
 #include <string.h>
 #include <windows.h>
 
+#include "os/spawn_impl.h"
+
 #define STOP_EVENT_ENV "VKG_OS_STOP_EVENT" /* see vkg_os_on_stop in proc.c */
 
 struct vkg_os_child {
+    vkg_os__child_base base; /* first (os/spawn_impl.h) */
     HANDLE process;
-    DWORD pid;
     HANDLE out[2]; /* standard output and error (NULL once ended) */
     HANDLE stop;   /* the named event the child watches */
-    int ended;
-    vkg_os_exit how;
 };
 
 /* The job every child joins; it is never closed: the system closes it when this process ends,
@@ -44,52 +45,6 @@ static HANDLE the_job(void)
         InitOnceComplete(&once, 0, NULL);
     }
     return job;
-}
-
-/* Append arg to the command line at *pos as the C runtime's parser reads it back (quotes around
- * it when it is empty or holds blanks or quotes; backslashes doubled before a quote). 0, or -1
- * when cap is too small. */
-static int quote_arg(char *line, size_t cap, size_t *pos, const char *arg)
-{
-    size_t p = *pos;
-#define PUT(ch)                                                                                    \
-    do {                                                                                           \
-        if (p + 1 >= cap)                                                                          \
-            return -1;                                                                             \
-        line[p++] = (ch);                                                                          \
-    } while (0)
-    if (p)
-        PUT(' ');
-    int plain = arg[0] != '\0' && !strpbrk(arg, " \t\n\v\"");
-    if (plain) {
-        for (const char *a = arg; *a; a++)
-            PUT(*a);
-    } else {
-        PUT('"');
-        for (const char *a = arg;; a++) {
-            size_t slashes = 0;
-            while (*a == '\\')
-                slashes++, a++;
-            if (*a == '\0') {
-                for (size_t i = 0; i < slashes * 2; i++)
-                    PUT('\\');
-                break;
-            }
-            if (*a == '"') {
-                for (size_t i = 0; i < slashes * 2 + 1; i++)
-                    PUT('\\');
-            } else {
-                for (size_t i = 0; i < slashes; i++)
-                    PUT('\\');
-            }
-            PUT(*a);
-        }
-        PUT('"');
-    }
-#undef PUT
-    line[p] = '\0';
-    *pos = p;
-    return 0;
 }
 
 /* Whether the block entry e ("NAME=value") sets a name that one of env's sets (case-insensitive,
@@ -140,18 +95,22 @@ static void close_handle(HANDLE *h)
     }
 }
 
-int vkg_os_spawn_self(char *const *args, const char *const *env, vkg_os_child **out, char *err,
-                      size_t cap)
+int vkg_os__self_path(char *path, size_t cap, char *err, size_t errcap)
 {
-    static LONG counter;
-    *out = NULL;
-    char path[MAX_PATH + 1];
-    DWORD plen = GetModuleFileNameA(NULL, path, sizeof path);
-    if (plen == 0 || plen >= sizeof path) {
-        snprintf(err, cap, "cannot find this program's path (GetModuleFileName, error %lu)",
+    DWORD len = cap > MAXDWORD ? MAXDWORD : (DWORD)cap;
+    DWORD plen = GetModuleFileNameA(NULL, path, len);
+    if (plen == 0 || plen >= len) {
+        snprintf(err, errcap, "cannot find this program's path (GetModuleFileName, error %lu)",
                  (unsigned long)GetLastError());
         return ENAMETOOLONG;
     }
+    return 0;
+}
+
+int vkg_os__spawn(const char *path, char *const *args, const char *const *env, vkg_os_child **out,
+                  char *err, size_t cap)
+{
+    static LONG counter;
     HANDLE job = the_job();
     if (!job) {
         snprintf(err, cap, "cannot create the job object its children die with (error %lu)",
@@ -168,13 +127,13 @@ int vkg_os_spawn_self(char *const *args, const char *const *env, vkg_os_child **
         goto fail;
     }
     line[0] = '\0';
-    if (quote_arg(line, line_cap, &pos, path) != 0) {
+    if (vkg_os__quote_arg(line, line_cap, &pos, path) != 0) {
         snprintf(err, cap, "the command line is longer than Windows takes");
         e = E2BIG;
         goto fail;
     }
     for (int i = 1; args[i]; i++)
-        if (quote_arg(line, line_cap, &pos, args[i]) != 0) {
+        if (vkg_os__quote_arg(line, line_cap, &pos, args[i]) != 0) {
             snprintf(err, cap, "the command line is longer than Windows takes");
             e = E2BIG;
             goto fail;
@@ -231,7 +190,7 @@ int vkg_os_spawn_self(char *const *args, const char *const *env, vkg_os_child **
     ResumeThread(pi.hThread);
     CloseHandle(pi.hThread);
     close_handle(&wr[0]), close_handle(&wr[1]);
-    c->process = pi.hProcess, c->pid = pi.dwProcessId;
+    c->process = pi.hProcess, c->base.id = (long)pi.dwProcessId;
     free(line), free(block);
     *out = c;
     return 0;
@@ -283,53 +242,34 @@ int vkg_os_children_pump(vkg_os_child *const *cs, int n, int timeout_ms,
     }
 }
 
-int vkg_os_child_ended(vkg_os_child *c, vkg_os_exit *how)
+int vkg_os__child_reap(vkg_os_child *c, int wait, vkg_os_exit *how)
 {
-    if (!c->ended) {
-        DWORD code = 0;
-        if (WaitForSingleObject(c->process, 0) != WAIT_OBJECT_0 ||
-            !GetExitCodeProcess(c->process, &code))
-            return 0;
-        c->ended = 1;
-        c->how.signal = 0;
-        c->how.code = (int)code;
-    }
-    *how = c->how;
+    DWORD code = 0;
+    if (WaitForSingleObject(c->process, wait ? INFINITE : 0) != WAIT_OBJECT_0 ||
+        !GetExitCodeProcess(c->process, &code))
+        return 0;
+    how->signal = 0;
+    how->code = (int)code;
     return 1;
 }
 
-void vkg_os_child_stop(vkg_os_child *c, int now)
+void vkg_os__child_signal(vkg_os_child *c, int now)
 {
-    if (c->ended)
-        return;
     if (now)
         TerminateProcess(c->process, 128 + 9);
     else
         SetEvent(c->stop);
 }
 
-long vkg_os_child_id(const vkg_os_child *c)
+void vkg_os__child_release(vkg_os_child *c)
 {
-    return (long)c->pid;
-}
-
-void vkg_os_child_free(vkg_os_child *c)
-{
-    if (!c)
-        return;
-    if (!c->ended) {
-        TerminateProcess(c->process, 128 + 9);
-        WaitForSingleObject(c->process, INFINITE);
-    }
     close_handle(&c->out[0]), close_handle(&c->out[1]), close_handle(&c->stop);
     close_handle(&c->process);
     free(c);
 }
 
-void vkg_os_exit_describe(vkg_os_exit how, char *buf, size_t cap)
+const char *vkg_os__signal_name(int sig)
 {
-    if ((unsigned)how.code >= 0xC0000000u) /* an exception's status: NTSTATUS in hex */
-        snprintf(buf, cap, "exited with status 0x%08X (an exception)", (unsigned)how.code);
-    else
-        snprintf(buf, cap, "exited with status %d", how.code);
+    (void)sig; /* every ending is an exit code here (os/spawn.h) */
+    return "a signal";
 }

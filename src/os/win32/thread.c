@@ -1,59 +1,51 @@
-/* Threads, Windows (see os/thread.h): CreateThread and SRW locks. */
+/* Threads, Windows (see os/thread.h; what every system does alike is in os/thread.c):
+ * CreateThread and SRW locks. */
 #include "os/thread.h"
 
 #include <errno.h>
-#include <stdlib.h>
 #include <windows.h>
 
+#include "os/thread_impl.h"
+
 struct vkg_os_thread {
+    vkg_os__thread_base base; /* first (os/thread_impl.h) */
     HANDLE h;
-    void *(*fn)(void *);
-    void *arg, *result;
 };
 
 struct vkg_os_mutex {
     SRWLOCK lock;
 };
 
+const size_t vkg_os__thread_size = sizeof(struct vkg_os_thread);
+const size_t vkg_os__mutex_size = sizeof(struct vkg_os_mutex);
+
 static DWORD WINAPI trampoline(void *p)
 {
-    vkg_os_thread *t = p;
-    t->result = t->fn(t->arg);
+    vkg_os__thread_main(p);
     return 0;
 }
 
-int vkg_os_thread_start(vkg_os_thread **out, void *(*fn)(void *), void *arg)
+int vkg_os__thread_create(vkg_os_thread *t)
 {
-    vkg_os_thread *t = calloc(1, sizeof *t);
-    if (!t)
-        return ENOMEM;
-    t->fn = fn, t->arg = arg;
     t->h = CreateThread(NULL, 0, trampoline, t, 0, NULL);
-    if (!t->h) {
-        free(t);
-        return EAGAIN;
-    }
-    *out = t;
-    return 0;
+    return t->h ? 0 : EAGAIN;
 }
 
-void vkg_os_thread_join(vkg_os_thread *t, void **result)
+void vkg_os__thread_wait(vkg_os_thread *t)
 {
     WaitForSingleObject(t->h, INFINITE);
     CloseHandle(t->h);
-    if (result)
-        *result = t->result;
-    free(t);
 }
 
-int vkg_os_mutex_create(vkg_os_mutex **out)
+int vkg_os__mutex_init(vkg_os_mutex *m)
 {
-    vkg_os_mutex *m = malloc(sizeof *m);
-    if (!m)
-        return ENOMEM;
     InitializeSRWLock(&m->lock);
-    *out = m;
     return 0;
+}
+
+void vkg_os__mutex_deinit(vkg_os_mutex *m)
+{
+    (void)m; /* an SRW lock holds nothing to release */
 }
 
 void vkg_os_mutex_lock(vkg_os_mutex *m)
@@ -64,9 +56,4 @@ void vkg_os_mutex_lock(vkg_os_mutex *m)
 void vkg_os_mutex_unlock(vkg_os_mutex *m)
 {
     ReleaseSRWLockExclusive(&m->lock);
-}
-
-void vkg_os_mutex_destroy(vkg_os_mutex *m)
-{
-    free(m);
 }
