@@ -130,7 +130,7 @@ typedef struct vkg_comm_config {
     /* tcp: 1 allows a wildcard master or bind address (0.0.0.0, ::, *), listening on every
      * interface of the host; 0 (default) refuses it, naming the fix. */
     int listen_all;
-    /* ipc: directory holding the socket files (default /tmp). */
+    /* ipc: directory holding the socket files (default $TMPDIR, or /tmp without it). */
     char ipc_dir[VKG_COMM_ADDR_MAX];
     uint64_t job_id;     /* shared by every rank of a job, nonzero; rejects foreign messages */
     uint32_t generation; /* restart count; messages of another generation are rejected */
