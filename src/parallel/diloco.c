@@ -17,13 +17,13 @@
  * fragment p's round ends after the steps t with t % H == ((p + 1) H / F) % H, so the exchanges
  * are spread over the round. With D >= 1 the fragment's parameters at its round's end are
  * copied to its exchange buffer and the exchange is cut into D pieces (at multiples of the int8
- * chunk, so the pieces exchange what the whole would); piece k runs on a worker thread beside the
- * device's work of step t + k + 1, and the step waits for it (the exposed part) only before its
- * own three floats. After step t + D the fragment's outer step lands: g' from the exchanged
- * sums, and the replica's fragment becomes a x its own + (1 - a) x g'. One thread uses the
- * communicator at a time: the worker is joined before anything else on this rank touches it
- * (vkg__diloco_quiesce: evaluation, checkpoints, agreement). F = 1 with D = 0 is plain DiLoCo,
- * bit for bit.
+ * chunk, so the pieces exchange what the whole would); piece k runs as the job's background
+ * exchange (vkg_job_background) beside the device's work of step t + k + 1, and the step waits
+ * for it (the exposed part) only before its own three floats. After step t + D the fragment's
+ * outer step lands: g' from the exchanged sums, and the replica's fragment becomes a x its own +
+ * (1 - a) x g'. One thread uses the communicator at a time: every job call that communicates
+ * waits for the background exchange first (job.h). F = 1 with D = 0 is plain DiLoCo, bit for
+ * bit.
  *
  * Pipelines (--pp S): each replica is a pipeline of S stages, and every stage runs the outer
  * rounds of its own parameters over its data-parallel group (the same stage of every replica;
@@ -52,7 +52,6 @@
 
 #include "base/error.h"
 #include "os/clock.h"
-#include "os/thread.h"
 #include "parallel/outer.h"
 #include "parallel/whole.h"
 
@@ -88,13 +87,10 @@ struct vkg_diloco {
     float *host;         /* (n) the replica's parameters on the host */
     float *hm, *hv, *hf; /* a replica's moments and exchanges in flight, for checkpoints */
     size_t n;
-    /* The exchange pieces of the step that runs now, on the worker thread. */
-    vkg_os_thread *worker;
+    /* The exchange pieces of the step that runs now, the job's background exchange. */
     piece *pieces;
     int npieces;
-    vkg_status worker_st;
-    char worker_msg[1024];
-    double worker_ms; /* the pieces' time on the worker */
+    double worker_ms; /* the pieces' time in the background */
     uint64_t worker_bytes;
     /* The data-parallel group the exchanges run over (the whole job, or under pipelines the
      * stage's) and the stages' layouts (rank 0 assembles checkpoints). */
@@ -296,10 +292,7 @@ vkg_status vkg__diloco_build(vkg_strategy *s)
     VKG_CHECK(d->frags && d->pieces && d->stage_lo, VKG_ERR_NOMEM, "no memory for %d fragments",
               d->F);
     for (int st = 0; st < d->S; st++) {
-        if (d->S == 1)
-            d->stage_lo[st] = *vkg_gpt2_layout_of(s->model);
-        else
-            VKG_TRY(vkg__pp_stage_layout(s, st, &d->stage_lo[st]));
+        VKG_TRY(vkg__stage_layout(s, st, &d->stage_lo[st]));
         d->max_part = d->stage_lo[st].total > d->max_part ? d->stage_lo[st].total : d->max_part;
     }
     for (int p = 0; p < d->F; p++) {
@@ -350,55 +343,43 @@ static void piece_of(const vkg_diloco *d, const frag *f, int k, size_t *first, s
     *first = a, *count = b - a;
 }
 
-static void *worker_main(void *arg)
+/* The pieces of the step that runs now (the job's background exchange): their time and bytes
+ * into d. */
+static vkg_status exchange_pieces(void *arg)
 {
     vkg_diloco *d = arg;
     double t0 = vkg_os_now_ms();
-    for (int i = 0; i < d->npieces && d->worker_st == VKG_OK; i++) {
+    vkg_status st = VKG_OK;
+    for (int i = 0; i < d->npieces && st == VKG_OK; i++) {
         const piece *pc = &d->pieces[i];
         frag *f = &d->frags[pc->f];
-        d->worker_st = vkg_outer_exchange(f->outer, d->group, f->buf, pc->first, pc->count);
-        if (d->worker_st != VKG_OK)
-            snprintf(d->worker_msg, sizeof d->worker_msg, "%s", vkg_error_message());
-        else
+        st = vkg_outer_exchange(f->outer, d->group, f->buf, pc->first, pc->count);
+        if (st == VKG_OK)
             d->worker_bytes += vkg_outer_payload_bytes(pc->count, d->dt);
     }
     d->worker_ms = vkg_os_now_ms() - t0;
-    return NULL;
+    return st;
 }
 
-/* Wait for the worker's pieces (if any): their time and bytes into out (may be NULL), the wait
- * as exposed communication. The worker's failure is this call's, with its message. */
-static vkg_status join_worker(vkg_diloco *d, vkg_strategy_step_out *out)
+/* Wait for the pieces (the job's background exchange, if any runs): their time and bytes into
+ * out (may be NULL), the wait as exposed communication. Their failure is this call's, with its
+ * message; a job call that waited for them first had it already. */
+static vkg_status join_pieces(vkg_strategy *s, vkg_strategy_step_out *out)
 {
-    if (!d->worker)
-        return VKG_OK;
-    double t0 = vkg_os_now_ms();
-    vkg_os_thread_join(d->worker, NULL);
-    d->worker = NULL;
-    if (out) {
-        double waited = vkg_os_now_ms() - t0;
+    vkg_diloco *d = s->diloco;
+    double waited;
+    vkg_status st = vkg_job_settle(s->job, &waited);
+    if (out && d->npieces) {
         out->comm_ms += d->worker_ms, out->exposed_comm_ms += waited;
         out->outer_bytes += d->worker_bytes, out->outer_ms += d->worker_ms;
     }
     d->npieces = 0;
-    if (d->worker_st != VKG_OK) {
-        vkg_status st = d->worker_st;
-        d->worker_st = VKG_OK;
-        vkg__error_restore(d->worker_msg);
-        return st;
-    }
-    return VKG_OK;
-}
-
-vkg_status vkg__diloco_quiesce(vkg_strategy *s)
-{
-    return s->diloco ? join_worker(s->diloco, NULL) : VKG_OK;
+    return st;
 }
 
 vkg_status vkg__diloco_join(vkg_strategy *s, vkg_strategy_step_out *out)
 {
-    return join_worker(s->diloco, out);
+    return join_pieces(s, out);
 }
 
 static int in_flight(const vkg_diloco *d, const frag *f, uint32_t t)
@@ -477,22 +458,17 @@ vkg_status vkg__diloco_end_step(vkg_strategy *s, uint32_t t, vkg_strategy_step_o
     }
     if (!d->npieces)
         return VKG_OK;
-    d->worker_st = VKG_OK, d->worker_ms = 0.0, d->worker_bytes = 0;
-    int e = vkg_os_thread_start(&d->worker, worker_main, d);
-    if (e) { /* no thread: the pieces now, exposed */
-        d->worker = NULL;
-        double t0 = vkg_os_now_ms();
-        worker_main(d);
+    d->worker_ms = 0.0, d->worker_bytes = 0;
+    int ran;
+    double t0 = vkg_os_now_ms();
+    vkg_status st = vkg_job_background(s->job, exchange_pieces, d, &ran);
+    if (ran) { /* no thread: the pieces ran now, exposed */
         double ms = vkg_os_now_ms() - t0;
         out->comm_ms += ms, out->exposed_comm_ms += ms, out->outer_ms += ms;
         out->outer_bytes += d->worker_bytes;
         d->npieces = 0;
-        if (d->worker_st != VKG_OK) {
-            vkg__error_restore(d->worker_msg);
-            return d->worker_st;
-        }
     }
-    return VKG_OK;
+    return st;
 }
 
 size_t vkg__diloco_host_bytes(const vkg_strategy *s)
@@ -642,7 +618,7 @@ static vkg_status own_blocks(vkg_strategy *s, vkg_diloco *d, uint32_t t, float *
 vkg_status vkg__diloco_state_gather(vkg_strategy *s, float *buf, uint32_t t)
 {
     vkg_diloco *d = s->diloco;
-    VKG_TRY(join_worker(d, NULL)); /* the step's piece, done: the state holds it */
+    VKG_TRY(join_pieces(s, NULL)); /* the step's piece, done: the state holds it */
     vkg_comm_t *comm = vkg_job_comm(s->job);
     const vkg_job_layout *lay = vkg_job_layout_get(s->job);
     int N = lay->dp;
@@ -676,7 +652,7 @@ vkg_status vkg__diloco_state_gather(vkg_strategy *s, float *buf, uint32_t t)
 vkg_status vkg__diloco_state_load(vkg_strategy *s, const float *buf, uint32_t t)
 {
     vkg_diloco *d = s->diloco;
-    VKG_TRY(join_worker(d, NULL));
+    VKG_TRY(join_pieces(s, NULL));
     vkg_comm_t *comm = vkg_job_comm(s->job);
     const vkg_job_layout *lay = vkg_job_layout_get(s->job);
     int N = lay->dp, r = lay->replica;
@@ -745,7 +721,7 @@ void vkg__diloco_free(vkg_strategy *s)
     vkg_diloco *d = s->diloco;
     if (!d)
         return;
-    (void)join_worker(d, NULL); /* the pieces end (or fail) with the peers' */
+    (void)join_pieces(s, NULL); /* the pieces end (or fail) with the peers' */
     for (int p = 0; d->frags && p < d->F; p++) {
         vkg_outer_destroy(&d->frags[p].outer);
         free(d->frags[p].ranges), free(d->frags[p].buf);

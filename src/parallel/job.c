@@ -8,6 +8,8 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "os/clock.h"
+#include "os/thread.h"
 
 #define GROUP_DP 1
 #define GROUP_PIPE 2
@@ -21,6 +23,12 @@ struct vkg_job {
     int dpr, dpw;                  /* lay.replica, lay.dp */
     vkg_group_t *dpg, *pipe, *tie; /* the pipeline's groups (NULL without) */
     vkg_group_t *all;              /* the whole job (NULL alone) */
+    /* A background exchange (vkg_job_background) and its outcome. */
+    vkg_os_thread *bg;
+    vkg_status (*bg_fn)(void *arg);
+    void *bg_arg;
+    vkg_status bg_st;
+    char bg_msg[1024];
     int batch[VKG_JOB_MAX_RANKS];
     int global_batch, row_offset, equal;
     int balanced; /* --rank-batch auto: the split may change, every rank reads whole batches */
@@ -195,6 +203,7 @@ vkg_status vkg_job_balance(int G, int n, const double *speed, const int *cap, in
 
 void vkg_job_abort(vkg_job *d, const char *why)
 {
+    (void)vkg_job_settle(d, NULL); /* the background exchange ends before the peers are told */
     if (d->comm && why)
         vkg_comm_abort(d->comm, why[0] ? why : "(no message was recorded)");
 }
@@ -204,6 +213,7 @@ void vkg_job_destroy(vkg_job **pd, const char *failure)
     vkg_job *d = pd ? *pd : NULL;
     if (!d)
         return;
+    (void)vkg_job_settle(d, NULL); /* the communicator serves one thread at a time */
     vkg_job_abort(d, failure);
     vkg_group_destroy(&d->dpg), vkg_group_destroy(&d->pipe), vkg_group_destroy(&d->tie);
     vkg_group_destroy(&d->all);
@@ -284,8 +294,49 @@ int vkg_job_max_rank_batch(const vkg_job *d)
     return mx;
 }
 
+static void *bg_main(void *arg)
+{
+    vkg_job *d = arg;
+    d->bg_st = d->bg_fn(d->bg_arg);
+    if (d->bg_st != VKG_OK) /* the message is this thread's: keep it for the settling call */
+        snprintf(d->bg_msg, sizeof d->bg_msg, "%s", vkg_error_message());
+    return NULL;
+}
+
+vkg_status vkg_job_background(vkg_job *d, vkg_status (*fn)(void *arg), void *arg, int *ran)
+{
+    VKG_TRY(vkg_job_settle(d, NULL));
+    d->bg_fn = fn, d->bg_arg = arg, d->bg_st = VKG_OK;
+    *ran = vkg_os_thread_start(&d->bg, bg_main, d) != 0;
+    if (*ran) { /* no thread: it runs now */
+        d->bg = NULL;
+        return fn(arg);
+    }
+    return VKG_OK;
+}
+
+vkg_status vkg_job_settle(vkg_job *d, double *waited_ms)
+{
+    double t0 = vkg_os_now_ms();
+    if (waited_ms)
+        *waited_ms = 0.0;
+    if (!d->bg)
+        return VKG_OK;
+    vkg_os_thread_join(d->bg, NULL);
+    d->bg = NULL;
+    if (waited_ms)
+        *waited_ms = vkg_os_now_ms() - t0;
+    if (d->bg_st == VKG_OK)
+        return VKG_OK;
+    vkg_status st = d->bg_st;
+    d->bg_st = VKG_OK;
+    vkg__error_restore(d->bg_msg);
+    return st;
+}
+
 vkg_status vkg_job_allgather(vkg_job *d, const void *send, size_t bytes, void *recv)
 {
+    VKG_TRY(vkg_job_settle(d, NULL));
     if (!d->comm) {
         memcpy(recv, send, bytes);
         return VKG_OK;
@@ -363,6 +414,7 @@ vkg_status vkg_job_data_read(vkg_job *d, vkg_data_t *data, uint64_t g, int T, in
 vkg_status vkg_job_check_match(vkg_job *d, const vkg_job_fingerprint *fp, const char *const *names,
                                int count)
 {
+    VKG_TRY(vkg_job_settle(d, NULL));
     if (!d->comm)
         return VKG_OK;
     VKG_CHECK(count > 0 && count <= (int)(sizeof fp->v / sizeof fp->v[0]), VKG_ERR_INVALID_ARG,
@@ -387,10 +439,12 @@ vkg_status vkg_job_check_match(vkg_job *d, const vkg_job_fingerprint *fp, const 
 
 vkg_status vkg_job_broadcast(vkg_job *d, void *buf, size_t bytes)
 {
+    VKG_TRY(vkg_job_settle(d, NULL));
     return d->all ? vkg_group_broadcast(d->all, buf, bytes, 0) : VKG_OK;
 }
 
 vkg_status vkg_job_allreduce_sum(vkg_job *d, float *buf, size_t n)
 {
+    VKG_TRY(vkg_job_settle(d, NULL));
     return d->all ? vkg_group_allreduce(d->all, buf, n, VKG_COMM_F32) : VKG_OK;
 }

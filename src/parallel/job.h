@@ -150,4 +150,14 @@ vkg_status vkg_job_allgather(vkg_job *d, const void *send, size_t bytes, void *r
 /* In-place SUM allreduce of n floats over the whole job (no-op alone). */
 vkg_status vkg_job_allreduce_sum(vkg_job *d, float *buf, size_t n);
 
+/* A background exchange: fn(arg) runs on a thread of its own beside this rank's work (DiLoCo's
+ * streamed pieces), using the job's groups' collectives. The communicator serves one thread at a
+ * time, so every later call of the job's that communicates (the collectives above,
+ * vkg_job_check_match, vkg_job_abort, vkg_job_destroy, the next vkg_job_background) first waits
+ * for it, and its failure, with its message, is that call's. *ran: 1 when no thread could start
+ * and fn ran within this call (its status is then this call's), else 0. */
+vkg_status vkg_job_background(vkg_job *d, vkg_status (*fn)(void *arg), void *arg, int *ran);
+/* Wait for the background exchange (VKG_OK without one); *waited_ms (may be NULL): how long. */
+vkg_status vkg_job_settle(vkg_job *d, double *waited_ms);
+
 #endif

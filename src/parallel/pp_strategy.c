@@ -46,7 +46,7 @@ struct vkg_pp {
     int zero;                    /* --zero 1: the moments sharded over the stage's group */
     vkg_shards z;                /* with zero: the shards of the stage's parameters */
     uint64_t hash;               /* with zero: of the layout (FNV-1a; vkg_strategy_zero_hash) */
-    int *req;                    /* --pp-layers (S counts) or NULL */
+    const int *req;              /* --pp-layers (S counts: s->pp_layers) or NULL */
     int first, last;             /* this stage's layers */
     vkg_group_t *dpg;            /* the job's groups: this stage's data-parallel group (dp > 1), */
     vkg_group_t *pipe;           /* this replica's stages, in order, */
@@ -83,9 +83,8 @@ vkg_status vkg__pp_create(vkg_strategy *s, const vkg_strategy_config *c)
         VKG_CHECK(c->pp_layers_count == p->S, VKG_ERR_INVALID_ARG,
                   "--pp-layers lists %d stages for --pp %d: give one layer count per stage",
                   c->pp_layers_count, p->S);
-        p->req = malloc((size_t)p->S * sizeof *p->req);
-        VKG_CHECK(p->req, VKG_ERR_NOMEM, "no memory for the pipeline split");
-        memcpy(p->req, c->pp_layers, (size_t)p->S * sizeof *p->req);
+        memcpy(s->pp_layers, c->pp_layers, (size_t)p->S * sizeof *s->pp_layers);
+        p->req = s->pp_layers;
     }
     p->dpg = vkg_job_dp_group(s->job);
     p->pipe = vkg_job_pipe_group(s->job);
@@ -100,7 +99,7 @@ static void free_impl(vkg_strategy *s)
     struct vkg_pp *p = s->impl;
     if (!p)
         return;
-    free(p->req), free(p->bnd), free(p->in), free(p->tgt), free(p->grads), free(p->plan);
+    free(p->bnd), free(p->in), free(p->tgt), free(p->grads), free(p->plan);
     vkg__shards_free(&p->z);
     free(s->spans);
     s->spans = NULL, s->span_cap = s->nspans = 0;
@@ -121,7 +120,7 @@ static vkg_status shard(vkg_strategy *s, const vkg_gpt2_part *part, size_t *firs
     VKG_CHECK(dp <= 64, VKG_ERR_INVALID_ARG, "--zero 1: at most 64 data-parallel ranks a stage");
     if (p->stage == p->S - 1) { /* the tied copy: cut where the first stage cuts it */
         from = lo.count[0];
-        VKG_TRY(vkg__pp_stage_layout(s, 0, &lo0));
+        VKG_TRY(vkg__stage_layout(s, 0, &lo0));
         VKG_TRY(vkg__shards_cut(lo0.total, 0, dp, NULL, 0, lead, pb));
         while (nlead < dp - 1 && lead[nlead + 1] < from)
             nlead++;
@@ -136,16 +135,6 @@ static vkg_status shard(vkg_strategy *s, const vkg_gpt2_part *part, size_t *firs
         p->hash = (p->hash ^ key[i]) * 0x100000001b3ull;
     *first = p->z.bounds[p->replica];
     *count = p->z.bounds[p->replica + 1] - *first;
-    return VKG_OK;
-}
-
-vkg_status vkg__pp_stage_layout(const vkg_strategy *s, int stage, vkg_gpt2_layout *lo)
-{
-    const struct vkg_pp *p = s->impl;
-    int layers[64];
-    VKG_TRY(vkg_pp_split(&s->mc.cfg, s->mc.T, p->S, p->req, layers));
-    vkg_gpt2_part part = vkg_pp_part(layers, p->S, stage);
-    vkg_gpt2_part_layout(&s->mc.cfg, &part, lo);
     return VKG_OK;
 }
 
@@ -404,7 +393,7 @@ static vkg_status gather(vkg_strategy *s, float *params, float *m, float *v)
     float *whole[3] = {params, m, v};
     for (int stage = p->S - 1; st == VKG_OK && stage >= 0; stage--) {
         vkg_gpt2_layout sl;
-        VKG_TRY_GOTO(st, vkg__pp_stage_layout(s, stage, &sl), done);
+        VKG_TRY_GOTO(st, vkg__stage_layout(s, stage, &sl), done);
         float *tmp = stage ? malloc(sl.total * sizeof *tmp) : NULL;
         VKG_CHECK_GOTO(st, !stage || tmp, VKG_ERR_NOMEM, done, "no memory for stage %d", stage);
         for (int k = 0; st == VKG_OK && k < 3; k++) {

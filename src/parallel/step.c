@@ -91,11 +91,9 @@ vkg_status vkg_strategy_step(vkg_strategy *s, vkg_data_t *data, const vkg_strate
     VKG_TRY(s->vt->passes ? s->vt->passes(s, data, in, &part, out)
                           : vkg__whole_passes(s, data, in, &part, out));
     VKG_TRY(tail(s, in, part, out));
-    int pp, dp;
-    vkg_strategy_layout(s, &pp, &dp);
     if (s->diloco)
         out->comm_bytes = out->outer_bytes + 3 * sizeof(float);
-    else if (dp > 1) /* the stage's (or whole model's) gradient, every step */
+    else if (vkg_job_dp(s->job) > 1) /* the stage's (or whole model's) gradient, every step */
         out->comm_bytes = (uint64_t)vkg_gpt2_param_count(s->model) *
                           (s->cfg.grad_dtype == VKG_COMM_BF16 ? 2u : 4u);
     return VKG_OK;

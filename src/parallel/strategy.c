@@ -45,7 +45,8 @@ vkg_status vkg_strategy_create(const vkg_strategy_config *c, vkg_strategy **out)
     VKG_CHECK(s, VKG_ERR_NOMEM, "no memory for the parallel strategy");
     int pp = lay.pp;
     s->cfg = *c;
-    s->cfg.rank_batch = NULL, s->cfg.pp_layers = NULL; /* not kept */
+    s->cfg.rank_batch = NULL, s->cfg.pp_layers = NULL; /* not kept (pp_layers: copied) */
+    s->cfg.pp_layers_count = c->pp_layers ? c->pp_layers_count : 0;
     vkg_status st =
         vkg_job_create(&c->comm, c->pp, c->batch, c->rank_batch, c->rank_batch_count, &s->job);
     if (st != VKG_OK) {
@@ -98,9 +99,7 @@ void vkg_strategy_destroy(vkg_strategy **ps, const char *failure)
     vkg_strategy *s = ps ? *ps : NULL;
     if (!s)
         return;
-    /* DiLoCo's exchange pieces end first: the communicator serves one thread at a time */
-    (void)vkg__diloco_quiesce(s);
-    vkg_job_abort(s->job, failure); /* the peers learn at once */
+    vkg_job_abort(s->job, failure); /* the peers learn at once (after a background exchange) */
     if (s->vt && s->vt->free_impl)
         s->vt->free_impl(s);
     vkg__diloco_free(s);
@@ -191,7 +190,6 @@ void vkg_strategy_data_config(const vkg_strategy *s, vkg_data_config *dc)
 
 vkg_status vkg_strategy_broadcast(vkg_strategy *s, void *buf, size_t bytes)
 {
-    VKG_TRY(vkg__diloco_quiesce(s));
     return vkg_job_broadcast(s->job, buf, bytes);
 }
 
@@ -199,7 +197,6 @@ vkg_status vkg_strategy_check_match(vkg_strategy *s, const uint64_t *values,
                                     const char *const *names, int count)
 {
     vkg_job_fingerprint fp;
-    VKG_TRY(vkg__diloco_quiesce(s));
     VKG_CHECK(count > 0 && count <= (int)(sizeof fp.v / sizeof fp.v[0]), VKG_ERR_INVALID_ARG,
               "fingerprint of %d fields", count);
     memset(&fp, 0, sizeof fp);
@@ -209,7 +206,6 @@ vkg_status vkg_strategy_check_match(vkg_strategy *s, const uint64_t *values,
 
 vkg_status vkg_strategy_rank0_outcome(vkg_strategy *s, vkg_status st, const char *what)
 {
-    VKG_TRY(vkg__diloco_quiesce(s));
     if (vkg_job_world(s->job) == 1)
         return st;
     struct {
@@ -302,7 +298,6 @@ int vkg_strategy_batch_of(const vkg_strategy *s, int k)
 
 vkg_status vkg_strategy_allgather(vkg_strategy *s, const void *send, size_t bytes, void *recv)
 {
-    VKG_TRY(vkg__diloco_quiesce(s));
     return vkg_job_allgather(s->job, send, bytes, recv);
 }
 
@@ -378,7 +373,6 @@ uint64_t vkg_strategy_zero_hash(const vkg_strategy *s)
 vkg_status vkg_strategy_eval(vkg_strategy *s, vkg_data_t *data, int n, float *loss)
 {
     VKG_CHECK(s->model, VKG_ERR_STATE, "no model (vkg_strategy_build)");
-    VKG_TRY(vkg__diloco_quiesce(s));
     return s->vt->eval ? s->vt->eval(s, data, n, loss) : vkg__whole_eval(s, data, n, loss);
 }
 
@@ -392,7 +386,6 @@ vkg_status vkg_strategy_logits(vkg_strategy *s, const int32_t *inputs, int b, in
 vkg_status vkg_strategy_gather(vkg_strategy *s, float *params, float *m, float *v)
 {
     VKG_CHECK(s->model, VKG_ERR_STATE, "no model (vkg_strategy_build)");
-    VKG_TRY(vkg__diloco_quiesce(s));
     return s->vt->gather ? s->vt->gather(s, params, m, v) : vkg__whole_gather(s, params, m, v);
 }
 

@@ -58,6 +58,7 @@ struct vkg_strategy {
      * them), not its token-weighted share of the group's. */
     int own_grads;
     char describe[320]; /* vkg_strategy_outer_describe */
+    int pp_layers[64];  /* --pp-layers: layers per stage (the pipeline's split), when given */
 };
 
 /* The loss scale of step in: 1 when it has none. */
@@ -78,8 +79,9 @@ void vkg__span(vkg_strategy *s, vkg_span_kind kind, int micro, double t0);
 
 /* Pipeline setup at create: stage layout and checks (pp_strategy.c). */
 vkg_status vkg__pp_create(vkg_strategy *s, const vkg_strategy_config *c);
-/* The parameter layout of pipeline stage `stage` of this job's split (pp_strategy.c). */
-vkg_status vkg__pp_stage_layout(const vkg_strategy *s, int stage, vkg_gpt2_layout *lo);
+/* The parameter layout of stage `stage` of this job's split (the whole model without a
+ * pipeline), after build (whole.c). */
+vkg_status vkg__stage_layout(const vkg_strategy *s, int stage, vkg_gpt2_layout *lo);
 /* A pipeline whose stages shard AdamW's moments over their data-parallel groups (--zero 1): the
  * shards' hash (0 for any other strategy). */
 uint64_t vkg__pp_zero_hash(const vkg_strategy *s);
@@ -112,8 +114,4 @@ size_t vkg__diloco_host_bytes(const vkg_strategy *s);
 size_t vkg__diloco_state_count(const vkg_strategy *s);
 vkg_status vkg__diloco_state_gather(vkg_strategy *s, float *buf, uint32_t t);
 vkg_status vkg__diloco_state_load(vkg_strategy *s, const float *buf, uint32_t t);
-/* DiLoCo: wait for the exchange pieces running beside the step (streaming), before anything
- * else uses the communicator; their failure is the call's (VKG_OK for other strategies). */
-vkg_status vkg__diloco_quiesce(vkg_strategy *s);
-
 #endif

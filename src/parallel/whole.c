@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "parallel/pp_schedule.h"
 
 vkg_status vkg_strategy_create_adamw(const vkg_adamw_config *cfg, vkg_gpt2 *m, vkg_adamw **out)
 {
@@ -160,4 +161,17 @@ vkg_status vkg__whole_gather(vkg_strategy *s, float *params, float *m, float *v)
 done:
     free(buf), free(bv);
     return st;
+}
+
+vkg_status vkg__stage_layout(const vkg_strategy *s, int stage, vkg_gpt2_layout *lo)
+{
+    int S = vkg_job_pp(s->job), layers[64];
+    vkg_gpt2_part part = vkg_gpt2_whole(&s->mc.cfg);
+    if (S > 1) {
+        VKG_TRY(vkg_pp_split(&s->mc.cfg, s->mc.T, S, s->cfg.pp_layers_count ? s->pp_layers : NULL,
+                             layers));
+        part = vkg_pp_part(layers, S, stage);
+    }
+    vkg_gpt2_part_layout(&s->mc.cfg, &part, lo);
+    return VKG_OK;
 }
