@@ -16,7 +16,7 @@
 #   data       io, data/                     data.h, tokenizer.h
 #   model      ops, io, model/               model.h
 #   optim      ops, optim/                   optim.h
-#   parallel   model, optim, data, transport, parallel/  timeline.h
+#   parallel   model, optim, data, transport, parallel/  timeline.h, parallel.h
 #   train      parallel, train/              train.h
 
 set(VKG_LAYERS_DIR ${PROJECT_BINARY_DIR}/layers)
@@ -55,7 +55,7 @@ vkg_layer_view(io DIRS io HEADERS io.h model.h BELOW base)
 vkg_layer_view(data DIRS data HEADERS data.h tokenizer.h BELOW io)
 vkg_layer_view(model DIRS model HEADERS model.h BELOW ops io)
 vkg_layer_view(optim DIRS optim HEADERS optim.h BELOW ops)
-vkg_layer_view(parallel DIRS parallel HEADERS timeline.h BELOW model optim data transport)
+vkg_layer_view(parallel DIRS parallel HEADERS timeline.h parallel.h BELOW model optim data transport)
 vkg_layer_view(train DIRS train HEADERS train.h BELOW parallel)
 
 # vkg_layer_sources(VIEW TARGET tgt FILES f...): compile files (of target tgt) against VIEW only.

@@ -66,16 +66,16 @@ static void data_parallel(int argc, char **argv)
     memset(&cfg, 0, sizeof cfg);
     if (vkg_cli_dp_resolve(&dp, &cfg) != 0)
         return;
-    const vkg_comm_config *c = &cfg.comm;
+    const vkg_comm_config *c = &cfg.par.comm;
     FUZZ_REQUIRE(c->world_size >= 1 && c->rank >= 0 && c->rank < c->world_size);
     FUZZ_REQUIRE(c->master_port >= 1 && c->master_port <= 65535 && c->timeout_ms >= 1);
     FUZZ_REQUIRE(memchr(c->master_addr, '\0', sizeof c->master_addr) != NULL);
-    if (cfg.rank_batch) {
-        FUZZ_REQUIRE(cfg.rank_batch_count == c->world_size);
-        for (int i = 0; i < cfg.rank_batch_count; i++)
-            FUZZ_REQUIRE(cfg.rank_batch[i] >= 1 && cfg.rank_batch[i] <= 1 << 20);
+    if (cfg.par.rank_batch) {
+        FUZZ_REQUIRE(cfg.par.rank_batch_count == c->world_size);
+        for (int i = 0; i < cfg.par.rank_batch_count; i++)
+            FUZZ_REQUIRE(cfg.par.rank_batch[i] >= 1 && cfg.par.rank_batch[i] <= 1 << 20);
     }
-    FUZZ_REQUIRE(cfg.bucket_bytes == -1 || cfg.bucket_bytes >= 0);
+    FUZZ_REQUIRE(cfg.par.bucket_bytes == -1 || cfg.par.bucket_bytes >= 0);
     FUZZ_REQUIRE((int)cfg.lr_scale >= 0 && (int)cfg.lr_scale <= 2);
 }
 

@@ -42,9 +42,10 @@ vkg_train_config vkg_test_rank_config(void)
 
 void vkg_test_rank_join(vkg_train_config *c, const vkg_test_rank *a, int world)
 {
-    c->comm.world_size = world, c->comm.rank = a->rank;
-    c->comm.transport = VKG_COMM_INPROC, c->comm.ctx = a->ctx, c->comm.job_id = a->job_id;
-    c->comm.timeout_ms = 30000;
+    c->par.comm.world_size = world, c->par.comm.rank = a->rank;
+    c->par.comm.transport = VKG_COMM_INPROC, c->par.comm.ctx = a->ctx,
+    c->par.comm.job_id = a->job_id;
+    c->par.comm.timeout_ms = 30000;
 }
 
 static char test_dir[512];

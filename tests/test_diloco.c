@@ -115,13 +115,13 @@ static void *run_rank(void *p)
     c.seed = 5, c.data = data, c.shuffle = 1;
     c.batch = j->batch, c.seq = T;
     c.steps = STEPS, c.lr = 3e-3f, c.warmup = 1, c.weight_decay = 0.1f, c.grad_clip = 1.0f;
-    c.sync = j->sync, c.inner_steps = j->H, c.outer_dtype = j->dtype;
-    c.outer_lr = j->outer_lr, c.outer_momentum = j->outer_mu;
-    c.fragments = j->fragments, c.outer_delay = j->delay, c.outer_mix = j->mix;
-    c.zero = j->zero, c.pp = j->pp;
+    c.par.sync = j->sync, c.par.inner_steps = j->H, c.par.outer_dtype = j->dtype;
+    c.par.outer_lr = j->outer_lr, c.par.outer_momentum = j->outer_mu;
+    c.par.fragments = j->fragments, c.par.outer_delay = j->delay, c.par.outer_mix = j->mix;
+    c.par.zero = j->zero, c.par.pp = j->pp;
     if (j->accum)
         c.total_batch = (long long)j->accum * j->batch * T * (j->world / (j->pp > 1 ? j->pp : 1));
-    c.grad_dtype = j->grad_bf16 ? VKG_COMM_BF16 : VKG_COMM_F32;
+    c.par.grad_dtype = j->grad_bf16 ? VKG_COMM_BF16 : VKG_COMM_F32;
     if (j->ckpt) {
         vkg_test_path_in(ckpt, sizeof ckpt, j->ckpt);
         c.ckpt_dir = ckpt, c.keep_checkpoints = 0, c.resume = j->resume;

@@ -119,16 +119,16 @@ static void *run_rank(void *p)
         c.ckpt_dir = ckpt, c.keep_checkpoints = 0, c.resume = j->resume;
     }
     vkg_test_rank_join(&c, a, j->world);
-    c.comm.shm = j->shm;
+    c.par.comm.shm = j->shm;
     int swapped[MAXR];
     memcpy(swapped, j->rank_batch, sizeof swapped);
     swapped[0] = j->rank_batch[1], swapped[1] = j->rank_batch[0];
     if (j->world > 1)
-        c.rank_batch = odd && j->odd_what == ODD_RANK_BATCH ? swapped : j->rank_batch,
-        c.rank_batch_count = j->world;
-    c.bucket_bytes = odd && j->odd_what == ODD_BUCKETS ? -1 : j->bucket_bytes;
+        c.par.rank_batch = odd && j->odd_what == ODD_RANK_BATCH ? swapped : j->rank_batch,
+        c.par.rank_batch_count = j->world;
+    c.par.bucket_bytes = odd && j->odd_what == ODD_BUCKETS ? -1 : j->bucket_bytes;
     c.force_staging = j->staging;
-    c.force_copy_path = j->copy_path;
+    c.par.force_copy_path = j->copy_path;
     c.lr_scale = j->lr_scale, c.base_batch = j->base_batch;
     vkg_trainer_t *t = NULL;
     vkg_status st = vkg_trainer_create(&c, &t);

@@ -99,12 +99,12 @@ static vkg_train_config config_of(const job *j, const vkg_test_rank *a, char *da
     c.eval_every = 2, c.eval_batches = 2;
     c.precision = j->precision;
     vkg_test_rank_join(&c, a, j->world);
-    c.comm.shm = j->shm;
+    c.par.comm.shm = j->shm;
     if (j->world > 1 && !j->pp)
-        c.rank_batch = j->rank_batch, c.rank_batch_count = j->world;
-    c.bucket_bytes = j->bucket_bytes, c.force_copy_path = j->copy_path;
-    c.zero = j->zero, c.pp = j->pp;
-    c.grad_dtype = j->odd_dtype && a->rank == 1 ? VKG_COMM_F32 : j->dtype;
+        c.par.rank_batch = j->rank_batch, c.par.rank_batch_count = j->world;
+    c.par.bucket_bytes = j->bucket_bytes, c.par.force_copy_path = j->copy_path;
+    c.par.zero = j->zero, c.par.pp = j->pp;
+    c.par.grad_dtype = j->odd_dtype && a->rank == 1 ? VKG_COMM_F32 : j->dtype;
     return c;
 }
 

@@ -74,8 +74,8 @@ static void *run_rank(void *p)
     c.precision = j->bf16 ? VKG_PRECISION_BF16 : VKG_PRECISION_FP32;
     c.coopmat = j->coopmat ? VKG_COOPMAT_EMULATE : VKG_COOPMAT_OFF;
     vkg_test_rank_join(&c, a, j->world);
-    c.zero = j->zero, c.pp = j->pp;
-    c.sync = j->diloco, c.inner_steps = 2;
+    c.par.zero = j->zero, c.par.pp = j->pp;
+    c.par.sync = j->diloco, c.par.inner_steps = 2;
     if (j->log) {
         vkg_test_path_in(log, sizeof log, j->log);
         c.log_path = log;

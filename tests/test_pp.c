@@ -117,19 +117,19 @@ static void *run_rank(void *p)
         c.ckpt_dir = ckpt, c.keep_checkpoints = 0, c.resume = j->resume;
     }
     vkg_test_rank_join(&c, a, j->world);
-    c.pp = j->pp, c.pp_schedule = j->schedule;
+    c.par.pp = j->pp, c.par.pp_schedule = j->schedule;
     c.force_staging = j->staging;
     c.precision = j->precision;
     c.recompute = j->recompute;
-    c.zero = j->zero;
-    c.bucket_bytes = j->bucket_bytes, c.force_copy_path = j->copy_path;
+    c.par.zero = j->zero;
+    c.par.bucket_bytes = j->bucket_bytes, c.par.force_copy_path = j->copy_path;
     if (j->bf16_grads)
-        c.grad_dtype = VKG_COMM_BF16;
+        c.par.grad_dtype = VKG_COMM_BF16;
     if (j->sample)
         c.tokenizer = "byte", c.vocab_size = 0;
     c.memory_limit = j->memory_limit;
     if (j->pp_layers)
-        c.pp_layers = j->pp_layers, c.pp_layers_count = j->pp;
+        c.par.pp_layers = j->pp_layers, c.par.pp_layers_count = j->pp;
     vkg_trainer_t *t = NULL;
     vkg_status st = vkg_trainer_create(&c, &t);
     int n = 0;

@@ -79,14 +79,15 @@ static void *run_rank(void *p)
         c.ckpt_dir = ckpt, c.keep_checkpoints = 0, c.resume = j->resume;
     }
     vkg_test_rank_join(&c, a, WORLD * (j->pp > 1 ? j->pp : 1));
-    c.pp = j->pp, c.zero = j->zero;
+    c.par.pp = j->pp, c.par.zero = j->zero;
     if (j->diloco)
-        c.sync = VKG_SYNC_DILOCO, c.inner_steps = 2, c.outer_lr = 0.7f, c.outer_momentum = 0.9f;
+        c.par.sync = VKG_SYNC_DILOCO, c.par.inner_steps = 2, c.par.outer_lr = 0.7f,
+        c.par.outer_momentum = 0.9f;
     c.memory_limit = a->rank < WORLD ? j->memory_limit[a->rank] : 0;
     if (j->automatic)
-        c.rank_batch_auto = 1, c.rebalance_every = j->rebalance_every;
+        c.par.rank_batch_auto = 1, c.rebalance_every = j->rebalance_every;
     else
-        c.rank_batch = j->rank_batch, c.rank_batch_count = WORLD;
+        c.par.rank_batch = j->rank_batch, c.par.rank_batch_count = WORLD;
     vkg_trainer_t *t = NULL;
     vkg_status st = vkg_trainer_create(&c, &t);
     for (int n = 0; st == VKG_OK && n < j->steps && !vkg_trainer_done(t); n++) {

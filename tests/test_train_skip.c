@@ -98,8 +98,8 @@ static void *run_rank(void *p)
     c.init_path = model, c.vocab_size = 0;
     c.ckpt_dir = ckpt;
     vkg_test_rank_join(&c, a, j->world);
-    c.zero = j->zero, c.pp = j->pp;
-    c.sync = j->diloco, c.inner_steps = 1;
+    c.par.zero = j->zero, c.par.pp = j->pp;
+    c.par.sync = j->diloco, c.par.inner_steps = 1;
     vkg_trainer_t *t = NULL;
     vkg_status st = vkg_trainer_create(&c, &t);
     for (int n = 0; st == VKG_OK && n < 2; n++) {

@@ -97,14 +97,14 @@ static void *run_rank(void *p)
     }
     vkg_test_rank_join(&c, a, j->world);
     if (j->ring)
-        c.comm.ring_min_ranks = 3, c.comm.small_bytes = 2048;
+        c.par.comm.ring_min_ranks = 3, c.par.comm.small_bytes = 2048;
     if (j->world > 1 && !j->pp)
-        c.rank_batch = j->rank_batch, c.rank_batch_count = j->world;
-    c.bucket_bytes = j->bucket_bytes;
+        c.par.rank_batch = j->rank_batch, c.par.rank_batch_count = j->world;
+    c.par.bucket_bytes = j->bucket_bytes;
     c.force_staging = j->staging;
-    c.force_copy_path = j->copy_path;
-    c.zero = j->odd_nozero && a->rank == 1 ? 0 : j->zero;
-    c.pp = j->pp;
+    c.par.force_copy_path = j->copy_path;
+    c.par.zero = j->odd_nozero && a->rank == 1 ? 0 : j->zero;
+    c.par.pp = j->pp;
     vkg_trainer_t *t = NULL;
     vkg_status st = vkg_trainer_create(&c, &t);
     int steps = j->steps ? j->steps : STEPS, n = 0;

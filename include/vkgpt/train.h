@@ -16,6 +16,7 @@
 #include "vkgpt/comm.h"
 #include "vkgpt/device.h"
 #include "vkgpt/optim.h"
+#include "vkgpt/parallel.h"
 #include "vkgpt/timeline.h"
 #include "vkgpt/tuning.h"
 #include "vkgpt/status.h"
@@ -91,92 +92,18 @@ typedef struct vkg_train_config {
      * complete checkpoint has the settings that produced it beside it. NULL: none written.
      * Copied by vkg_trainer_create. */
     const char *run_config;
-    /* Data parallelism (DESIGN.md section 6). comm places this rank in the job (vkgpt/comm.h);
-     * world_size 1 (the default) trains alone. comm_from_env: take it from launcher variables
-     * instead (vkg_comm_config_from_env: torchrun, Slurm, Open MPI; comm.ctx is kept). Rank 0's
-     * starting parameters are broadcast, every rank must have the same model, data and flags,
-     * each reads its own slice of every global micro-batch, and only rank 0 logs and writes
-     * checkpoints. rank_batch: world_size micro-batch sizes (NULL: batch on every rank); the
-     * gradient and loss are token-weighted means over all ranks, accum steps are total_batch /
-     * (sum of rank tokens). lr_scale scales lr by total_batch / base_batch (base_batch > 0). */
-    vkg_comm_config comm;
-    int comm_from_env;
-    const int *rank_batch;
-    int rank_batch_count;
-    /* --rank-batch auto (rank_batch NULL; needs no pipeline and no ZeRO): every rank starts with
-     * `batch` rows, the global micro-batch (batch x ranks) and the accumulation steps stay fixed,
-     * and each rank's rows are chosen from its measured busy time (steps minus the time it
-     * waited for the others) after a calibration of the first min(3, rebalance_every) steps and
-     * then every rebalance_every steps (> 0), each rank within its memory plan (the largest
-     * micro-batch vkgpt plan fits on its device). A new split carries the parameters, AdamW's
+    /* How the job's ranks share the training (vkgpt/parallel.h), held once. comm_from_env: take
+     * par.comm from launcher variables instead (vkg_comm_config_from_env: torchrun, Slurm, Open
+     * MPI; par.comm.ctx is kept). With par.rank_batch_auto the split is measured again every
+     * rebalance_every steps (> 0) after a calibration of the first min(3, rebalance_every)
+     * steps, each rank within its memory plan; a new split carries the parameters, AdamW's
      * moments and the data position over in memory, exactly as a checkpoint resumed with that
-     * split would: the update stays the token-weighted mean over the same global batch. */
-    int rank_batch_auto;
+     * split would. lr_scale scales lr by total_batch / base_batch (base_batch > 0). */
+    vkg_parallel_config par;
+    int comm_from_env;
     int rebalance_every;
     vkg_lr_scale lr_scale;
     long long base_batch;
-    /* Gradient buckets of the overlapped allreduce: about bucket_bytes each (0: 25 MiB), in
-     * reverse layer order, each reduced as soon as the backward pass has written it while the
-     * device computes the rest (only the last micro-step of a step communicates). Negative: one
-     * allreduce of the whole gradient after the backward pass. */
-    long long bucket_bytes;
-    /* 1: the buckets take the copy path (the host packs each from its view of the gradients and
-     * unpacks it after the reduction) even where the device could copy them straight into the
-     * collectives' buffer (VK_EXT_external_memory_host; the default wherever the driver allows).
-     * Both paths train bitwise alike; this is for comparisons (vkgpt train --zero-copy 0). */
-    int force_copy_path;
-    /* Pipeline parallelism: pp stages (0 or 1: none) of contiguous layers, world = dp x pp, a
-     * stage's data-parallel ranks next to each other (rank = stage x dp + replica). pp_layers:
-     * pp layer counts (NULL: balanced by estimated compute); pp_schedule 0: 1F1B, 1: GPipe,
-     * 2: ZB-H1 (the backward's weight passes deferred into 1F1B's bubbles).
-     * The accumulation steps are the pipeline's micro-batches. */
-    int pp;
-    const int *pp_layers;
-    int pp_layers_count;
-    int pp_schedule;
-    /* ZeRO-1 (zero = 1; needs 2 or more data-parallel ranks and no pipeline): AdamW's moments are
-     * sharded over the ranks, each rank's device holding about 1/N of them; gradients are
-     * reduce-scattered (per bucket, as above), each rank updates its own slice of the parameters
-     * and the parameters are allgathered. Training is bit for bit the same as without it; the
-     * checkpoints hold the whole model and moments, so a run resumes with or without ZeRO and on
-     * any number of ranks. */
-    int zero;
-    /* What the data-parallel ranks exchange their gradients in (--grad-dtype): VKG_COMM_F32 (the
-     * default) or VKG_COMM_BF16: each rank rounds its gradient to bf16 (nearest, ties to even),
-     * the ranks sum them in fp32 and round the sum once, and it is widened back to fp32 before
-     * the global norm, clipping and AdamW; half the bytes of fp32 per gradient element, at the
-     * cost of bf16's 8 significant bits. Every path that exchanges gradients takes it: one
-     * allreduce after the backward pass, the overlapped buckets (copy and zero-copy alike),
-     * ZeRO-1 (a reduce-scatter in bf16, half the bytes of its fp32 one) and a pipeline stage's
-     * data-parallel group. Losses, norms and flags stay fp32, as do the tied wte's embedding rows
-     * and its sum over a pipeline's first and last stage. Independent of precision. Needs 2 or
-     * more data-parallel ranks. */
-    vkg_comm_dtype grad_dtype;
-    /* How the data-parallel ranks synchronise (--sync): 0 (step: gradients summed every step) or
-     * 1 (DiLoCo, Douillard et al. 2023): each rank takes inner_steps (H >= 1) AdamW steps alone
-     * on its slice of the data, its gradient the mean over its own tokens and its AdamW moments
-     * its own; after every step t with t % H == 0 the pseudo-gradients (global parameters minus
-     * each rank's) are averaged over the ranks, exchanged in outer_dtype (0 fp32, 1 bf16, 2 int8
-     * with a scale per 256 elements), an outer SGD step with Nesterov momentum (outer_lr > 0,
-     * outer_momentum in [0, 1); PyTorch's semantics) updates the global parameters, and every
-     * rank takes them. Needs 2 or more data-parallel ranks; refused with a pipeline (pp > 1),
-     * ZeRO and a grad_dtype other than fp32. Checkpoints add the outer state (outer.bin), and
-     * such a checkpoint resumes only under DiLoCo with the same number of ranks. */
-    int sync;
-    int inner_steps;
-    float outer_lr, outer_momentum;
-    int outer_dtype;
-    /* Streaming DiLoCo (Douillard et al. 2025), with sync 1: the parameters cut into `fragments`
-     * fragments (default 1; at most the layers: each holds the layers l with l % F == p, a
-     * 1/F share of wte's and wpe's rows, and the last layer's fragment lnf), whose rounds end at
-     * staggered steps (fragment p after the steps t with t % H == ((p + 1) H / F) % H; F <= H);
-     * each fragment's exchange runs beside the next outer_delay inner steps (-1, the default: 1
-     * with 2 or more fragments, else 0; 0: blocking, at the round's end; at most H), and its
-     * outer step then lands as outer_mix x the replica's own parameters + (1 - outer_mix) x the
-     * new global ones (outer_mix in [0, 1), default 0.5; without a delay the global ones
-     * replace the replica's). */
-    int fragments, outer_delay;
-    float outer_mix;
     /* Optional: write every step's timeline of this rank (pipelines) to this file as Chrome
      * trace-event JSON (Perfetto, chrome://tracing); with several ranks each writes
      * FILE.rank<N>. */

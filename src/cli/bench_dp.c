@@ -71,16 +71,17 @@ static void *bench_rank(void *p)
     c.max_seq_len = b->seq, c.vocab_size = b->vocab, c.data = b->data;
     c.batch = b->batch, c.seq = b->seq, c.steps = b->steps + b->warmup;
     c.lr = 1e-4f, c.schedule = VKG_SCHEDULE_CONSTANT;
-    c.comm.world_size = j->world, c.comm.rank = j->rank, c.comm.transport = b->transport;
-    c.comm.master_port = j->port, c.comm.job_id = j->job_id, c.comm.ctx = j->ctx;
-    c.bucket_bytes = j->overlap ? (long long)((double)b->bucket_mb * 1048576.0) : -1;
-    c.zero = j->zero;
-    c.force_copy_path = j->copy;
-    c.grad_dtype = j->world > 1 ? b->grad_dtype : VKG_COMM_F32;
-    c.rank_batch_auto = j->balanced, c.rebalance_every = b->rebalance_every;
+    c.par.comm.world_size = j->world, c.par.comm.rank = j->rank,
+    c.par.comm.transport = b->transport;
+    c.par.comm.master_port = j->port, c.par.comm.job_id = j->job_id, c.par.comm.ctx = j->ctx;
+    c.par.bucket_bytes = j->overlap ? (long long)((double)b->bucket_mb * 1048576.0) : -1;
+    c.par.zero = j->zero;
+    c.par.force_copy_path = j->copy;
+    c.par.grad_dtype = j->world > 1 ? b->grad_dtype : VKG_COMM_F32;
+    c.par.rank_batch_auto = j->balanced, c.rebalance_every = b->rebalance_every;
     if (j->sync) {
-        c.sync = 1, c.inner_steps = b->inner_steps, c.outer_dtype = b->outer_dtype;
-        c.fragments = j->sync == 2 ? b->fragments : 1;
+        c.par.sync = 1, c.par.inner_steps = b->inner_steps, c.par.outer_dtype = b->outer_dtype;
+        c.par.fragments = j->sync == 2 ? b->fragments : 1;
     }
     vkg_trainer_t *t = NULL;
     vkg_status st = vkg_trainer_create(&c, &t);
@@ -88,7 +89,7 @@ static void *bench_rank(void *p)
         vkg_trainer_info info;
         vkg_trainer_get_info(t, &info);
         j->optimizer_bytes = info.optimizer_bytes;
-        j->grad_bytes = j->world > 1 ? info.num_params * vkg_comm_dtype_size(c.grad_dtype) : 0;
+        j->grad_bytes = j->world > 1 ? info.num_params * vkg_comm_dtype_size(c.par.grad_dtype) : 0;
         snprintf(j->bucket_path, sizeof j->bucket_path, "%s", info.bucket_path);
     }
     int measured = 0;

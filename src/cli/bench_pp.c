@@ -69,9 +69,9 @@ static void *bench_rank(void *p)
     c.batch = b->batch, c.seq = b->seq, c.steps = b->steps + b->warmup;
     c.total_batch = (long long)j->M * b->batch * b->seq;
     c.lr = 1e-4f, c.schedule = VKG_SCHEDULE_CONSTANT;
-    c.comm.world_size = j->S, c.comm.rank = j->rank, c.comm.transport = VKG_COMM_INPROC;
-    c.comm.job_id = j->job_id, c.comm.ctx = j->ctx;
-    c.pp = j->S, c.pp_schedule = j->schedule;
+    c.par.comm.world_size = j->S, c.par.comm.rank = j->rank, c.par.comm.transport = VKG_COMM_INPROC;
+    c.par.comm.job_id = j->job_id, c.par.comm.ctx = j->ctx;
+    c.par.pp = j->S, c.par.pp_schedule = j->schedule;
     vkg_trainer_t *t = NULL;
     vkg_status st = vkg_trainer_create(&c, &t);
     int measured = 0;

@@ -38,7 +38,7 @@ vkg_comm_dtype vkg_cli_grad_dtype(int i)
 
 int vkg_cli_dp_resolve(vkg_cli_dp_flags *d, struct vkg_train_config *cfg)
 {
-    vkg_comm_config *cc = &cfg->comm;
+    vkg_comm_config *cc = &cfg->par.comm;
     vkg_status st = vkg_comm_config_from_env(cc, NULL);
     if (st != VKG_OK) {
         vkg_cli_report("train", st);
@@ -85,14 +85,14 @@ int vkg_cli_dp_resolve(vkg_cli_dp_flags *d, struct vkg_train_config *cfg)
         return 2;
     }
     if (d->rank_batch && !strcmp(d->rank_batch, "auto")) {
-        if (cfg->pp > 1 || cfg->zero) {
+        if (cfg->par.pp > 1 || cfg->par.zero) {
             fprintf(stderr,
                     "vkgpt train: --rank-batch auto is not supported with %s yet: give a fixed "
                     "--rank-batch list\n",
-                    cfg->pp > 1 ? "--pp" : "--zero 1");
+                    cfg->par.pp > 1 ? "--pp" : "--zero 1");
             return 2;
         }
-        cfg->rank_batch_auto = 1;
+        cfg->par.rank_batch_auto = 1;
         cfg->rebalance_every = d->rebalance_every > 0 ? d->rebalance_every : 20;
     } else if (d->rank_batch) {
         int n = vkg_flags_int_list(d->rank_batch, 1, 1 << 20, d->rank_batch_v,
@@ -109,18 +109,18 @@ int vkg_cli_dp_resolve(vkg_cli_dp_flags *d, struct vkg_train_config *cfg)
             fprintf(stderr,
                     "vkgpt train: --rank-batch lists %d sizes but there are %d data-parallel "
                     "ranks%s\n",
-                    n, dp, cfg->pp > 1 ? " (ranks / --pp)" : "");
+                    n, dp, cfg->par.pp > 1 ? " (ranks / --pp)" : "");
             return 2;
         }
-        cfg->rank_batch = d->rank_batch_v;
-        cfg->rank_batch_count = n;
+        cfg->par.rank_batch = d->rank_batch_v;
+        cfg->par.rank_batch_count = n;
     }
     if (d->bucket_mb > 0.0f)
-        cfg->bucket_bytes = (long long)((double)d->bucket_mb * 1048576.0);
+        cfg->par.bucket_bytes = (long long)((double)d->bucket_mb * 1048576.0);
     if (d->no_overlap)
-        cfg->bucket_bytes = -1;
-    cfg->force_copy_path = !d->zero_copy;
-    cfg->grad_dtype = vkg_cli_grad_dtype(d->grad_dtype);
+        cfg->par.bucket_bytes = -1;
+    cfg->par.force_copy_path = !d->zero_copy;
+    cfg->par.grad_dtype = vkg_cli_grad_dtype(d->grad_dtype);
     cfg->lr_scale = (vkg_lr_scale)d->lr_scale;
     cfg->base_batch = d->base_batch;
     return 0;

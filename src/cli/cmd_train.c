@@ -76,7 +76,7 @@ static int find_conflict(const train_opts *o, const vkg_flag *flags, int n,
         needs = "--vocab-dir", what = "--tokenizer gpt2 (other tokenizers do not read it)";
     else if (vkg_flags_seen(flags, n, r, "--base-batch") && o->dp.lr_scale == 0)
         needs = "--base-batch", what = "--lr-scale linear or sqrt";
-    else if (vkg_flags_seen(flags, n, r, "--pp-schedule") && c->pp < 2)
+    else if (vkg_flags_seen(flags, n, r, "--pp-schedule") && c->par.pp < 2)
         needs = "--pp-schedule", what = "--pp 2 or more (a pipeline to schedule)";
     else if (vkg_flags_seen(flags, n, r, "--loss-scale-init") && o->loss_scale == 0)
         needs = "--loss-scale-init", what = "--loss-scale dynamic";
@@ -89,7 +89,7 @@ static int find_conflict(const train_opts *o, const vkg_flag *flags, int n,
     static const char *const outer[] = {"--inner-steps", "--outer-lr",  "--outer-momentum",
                                         "--outer-dtype", "--fragments", "--outer-delay",
                                         "--outer-mix"};
-    for (size_t i = 0; i < sizeof outer / sizeof outer[0] && c->sync == 0; i++)
+    for (size_t i = 0; i < sizeof outer / sizeof outer[0] && c->par.sync == 0; i++)
         if (vkg_flags_seen(flags, n, r, outer[i])) {
             snprintf(why, cap,
                      "%s needs --sync diloco: with --sync step the gradients are summed every "
@@ -110,7 +110,7 @@ static int find_conflict(const train_opts *o, const vkg_flag *flags, int n,
                  "gradient, no buckets)");
         return 1;
     }
-    if (c->pp > 1 && c->pp_schedule == 2 &&
+    if (c->par.pp > 1 && c->par.pp_schedule == 2 &&
         (o->dp.no_overlap || vkg_flags_seen(flags, n, r, "--bucket-mb"))) {
         snprintf(why, cap,
                  "%s has no effect with --pp-schedule zb-h1: its stages reduce their gradients "
@@ -132,7 +132,7 @@ static int find_conflict(const train_opts *o, const vkg_flag *flags, int n,
 static int show_sample(vkg_trainer_t *t, const train_opts *o, uint64_t seed, int tty, int final)
 {
     char *text = NULL;
-    if (final && o->cfg.comm.rank == 0) { /* a long sample on a slow device takes minutes */
+    if (final && o->cfg.par.comm.rank == 0) { /* a long sample on a slow device takes minutes */
         printf("sampling %d tokens (--sample-len)...\n", o->sample_len);
         fflush(stdout);
     }
@@ -140,7 +140,7 @@ static int show_sample(vkg_trainer_t *t, const train_opts *o, uint64_t seed, int
         vkg_trainer_sample(t, o->prompt, o->sample_len, o->temperature, o->top_k, seed, &text);
     if (st != VKG_OK)
         return vkg_cli_report("train", st);
-    if (o->cfg.comm.rank == 0) {
+    if (o->cfg.par.comm.rank == 0) {
         printf("%s--- sample ---\n", tty ? "\r\033[K" : "");
         vkg_cli_print_sample(text, o->raw);
         printf("--------------\n");
@@ -165,7 +165,7 @@ static int run(vkg_trainer_t *t, const train_opts *o)
     int tty = vkg_os_isatty(1) && !o->quiet;
     vkg_trainer_info info;
     vkg_trainer_get_info(t, &info);
-    vkg_cli_print_run(&info, o->cfg.recompute, pp_schedules[o->cfg.pp_schedule]);
+    vkg_cli_print_run(&info, o->cfg.recompute, pp_schedules[o->cfg.par.pp_schedule]);
     if (info.resumed)
         printf("resumed at step %lld\n", info.start_step);
     if (info.resume_skipped[0])
@@ -198,28 +198,29 @@ static int run(vkg_trainer_t *t, const train_opts *o)
         stop = s.stop;
         if (!o->quiet)
             vkg_cli_print_step(&s, info.steps, vkg_cli_now_s() - start, done, tty);
-        int streaming = o->cfg.fragments > 1 || o->cfg.outer_delay > 0; /* logged per step */
-        if (s.outer && !streaming && o->cfg.comm.rank == 0 && !o->quiet) {
+        int streaming =
+            o->cfg.par.fragments > 1 || o->cfg.par.outer_delay > 0; /* logged per step */
+        if (s.outer && !streaming && o->cfg.par.comm.rank == 0 && !o->quiet) {
             char how[64] = "allreduced";
-            if (o->cfg.outer_dtype) /* bf16, int8: each rank receives every other rank's */
+            if (o->cfg.par.outer_dtype) /* bf16, int8: each rank receives every other rank's */
                 snprintf(how, sizeof how, "allgathered: each rank receives %d of them",
                          info.world_size - 1);
             printf("%souter step after step %lld: pseudo-gradient exchanged in %s, %.3f MiB per "
                    "rank, %s, %.1f ms\n",
-                   tty ? "\r\033[K" : "", s.step, outer_dtypes[o->cfg.outer_dtype],
+                   tty ? "\r\033[K" : "", s.step, outer_dtypes[o->cfg.par.outer_dtype],
                    (double)s.outer_bytes / 1048576.0, how, s.outer_ms);
         }
-        if (s.overflow && o->cfg.comm.rank == 0 && !o->quiet)
+        if (s.overflow && o->cfg.par.comm.rank == 0 && !o->quiet)
             printf("%sstep %lld skipped: its gradient overflowed at loss scale %g (loss %g); "
                    "the next step runs at %g\n",
                    tty ? "\r\033[K" : "", s.step, (double)s.loss_scale, (double)s.loss,
                    (double)(s.loss_scale > 1.0f ? s.loss_scale / 2 : s.loss_scale));
-        else if (s.skipped && o->cfg.comm.rank == 0)
+        else if (s.skipped && o->cfg.par.comm.rank == 0)
             printf("%sstep %lld skipped: loss %g, gradient norm %g; parameters and moments "
                    "unchanged (%lld in a row, the run stops at --max-skipped %d; %lld so far)\n",
                    tty ? "\r\033[K" : "", s.step, (double)s.loss, (double)s.grad_norm,
                    s.skipped_run, o->cfg.max_skipped, s.skipped_total);
-        if (s.rank_speeds[0] && o->cfg.comm.rank == 0 && !o->quiet)
+        if (s.rank_speeds[0] && o->cfg.par.comm.rank == 0 && !o->quiet)
             printf("%sstep %lld: --rank-batch auto %s %s%s%s (rows/s per rank: %s)\n",
                    tty ? "\r\033[K" : "", s.step, s.rebalanced ? "moves from" : "keeps",
                    s.rank_batches, s.rebalanced ? " to " : "",
@@ -258,7 +259,7 @@ static int run(vkg_trainer_t *t, const train_opts *o)
     if (o->sample_len > 0 && !stop) {
         rc = show_sample(t, o, o->cfg.seed, 0, 1);
         stop = stop_requested != 0; /* a signal cut the sample short: not finished */
-        if (stop && o->cfg.comm.rank == 0)
+        if (stop && o->cfg.par.comm.rank == 0)
             printf("sample cut short by signal %d\n", (int)stop_requested);
     }
     /* Stopped by a signal, on this rank or another: not finished, whatever was saved. */
@@ -369,38 +370,38 @@ static int train_main(int argc, char **argv, vkg_cli_resume *res)
         {"--precision", VKG_FLAG_CHOICE, &c->precision, VKG_CLI_PRECISION_HELP, vkg_cli_precisions,
          0, 0},
         {"--coopmat", VKG_FLAG_CHOICE, &c->coopmat, VKG_CLI_COOPMAT_HELP, vkg_cli_coopmats, 0, 0},
-        {"--pp", VKG_FLAG_INT, &c->pp, "pipeline stages (ranks = data-parallel x pp; default: 1)",
-         0, 1, 64},
+        {"--pp", VKG_FLAG_INT, &c->par.pp,
+         "pipeline stages (ranks = data-parallel x pp; default: 1)", 0, 1, 64},
         {"--pp-layers", VKG_FLAG_STR, &o.pp_layers,
          "layers per stage, e.g. 3,3,2 (default: balanced by estimated compute)", 0, 0, 0},
-        {"--pp-schedule", VKG_FLAG_CHOICE, &c->pp_schedule, "pipeline schedule", pp_schedules, 0,
-         0},
-        {"--zero", VKG_FLAG_INT, &c->zero,
+        {"--pp-schedule", VKG_FLAG_CHOICE, &c->par.pp_schedule, "pipeline schedule", pp_schedules,
+         0, 0},
+        {"--zero", VKG_FLAG_INT, &c->par.zero,
          "1: ZeRO-1, AdamW's moments sharded over the data-parallel ranks (stage 1 only)", 0, 0, 1},
-        {"--sync", VKG_FLAG_CHOICE, &c->sync,
+        {"--sync", VKG_FLAG_CHOICE, &c->par.sync,
          "how data-parallel ranks synchronise: step (gradients summed every step) or diloco "
          "(--inner-steps AdamW steps alone, then an outer Nesterov step on the averaged "
          "pseudo-gradient; not with --pp or --zero)",
          syncs, 0, 0},
-        {"--inner-steps", VKG_FLAG_INT, &c->inner_steps,
+        {"--inner-steps", VKG_FLAG_INT, &c->par.inner_steps,
          "diloco: optimizer steps between outer steps (H; default 100)", 0, 0, 1e9},
-        {"--outer-lr", VKG_FLAG_FLOAT, &c->outer_lr, "diloco: outer learning rate (default 0.7)", 0,
-         0, 100},
-        {"--outer-momentum", VKG_FLAG_FLOAT, &c->outer_momentum,
+        {"--outer-lr", VKG_FLAG_FLOAT, &c->par.outer_lr,
+         "diloco: outer learning rate (default 0.7)", 0, 0, 100},
+        {"--outer-momentum", VKG_FLAG_FLOAT, &c->par.outer_momentum,
          "diloco: outer Nesterov momentum in [0, 1) (default 0.9)", 0, 0, 1},
-        {"--outer-dtype", VKG_FLAG_CHOICE, &c->outer_dtype,
+        {"--outer-dtype", VKG_FLAG_CHOICE, &c->par.outer_dtype,
          "diloco: the pseudo-gradient's exchange (bf16, int8 and int4 allgathered and summed in "
          "fp32; int8 and int4 with an absmax scale per 256 elements)",
          outer_dtypes, 0, 0},
-        {"--fragments", VKG_FLAG_INT, &c->fragments,
+        {"--fragments", VKG_FLAG_INT, &c->par.fragments,
          "diloco, streaming: the model in F fragments (layers l with l % F == p) whose rounds "
          "end at staggered steps (default 1; at most --layers and --inner-steps)",
          0, 1, 1e6},
-        {"--outer-delay", VKG_FLAG_INT, &c->outer_delay,
+        {"--outer-delay", VKG_FLAG_INT, &c->par.outer_delay,
          "diloco: inner steps each exchange runs beside before its outer step lands (default 1 "
          "with --fragments 2 or more, else 0: blocking; at most --inner-steps; 0 with --pp)",
          0, 0, 1e9},
-        {"--outer-mix", VKG_FLAG_FLOAT, &c->outer_mix,
+        {"--outer-mix", VKG_FLAG_FLOAT, &c->par.outer_mix,
          "diloco with a delay: weight of the replica's own parameters when an outer step lands, "
          "the rest the new global ones (default 0.5)",
          0, 0, 0.999999},
@@ -465,27 +466,27 @@ static int train_main(int argc, char **argv, vkg_cli_resume *res)
                     o.pp_layers);
             return 2;
         }
-        if (c->pp < 2 || n != c->pp) {
+        if (c->par.pp < 2 || n != c->par.pp) {
             fprintf(stderr,
                     "vkgpt train: --pp-layers lists %d stages but --pp is %d: give one count per "
                     "stage of --pp\n",
-                    n, c->pp < 2 ? 1 : c->pp);
+                    n, c->par.pp < 2 ? 1 : c->par.pp);
             return 2;
         }
-        c->pp_layers = o.pp_layers_v, c->pp_layers_count = n;
+        c->par.pp_layers = o.pp_layers_v, c->par.pp_layers_count = n;
     }
     if ((rc = vkg_cli_dp_resolve(&o.dp, c)) != 0)
         return rc;
-    vkg_cli_train_resume_report(res, c->resume, c->comm.rank);
-    if (c->zero && c->comm.world_size < 2) {
+    vkg_cli_train_resume_report(res, c->resume, c->par.comm.rank);
+    if (c->par.zero && c->par.comm.world_size < 2) {
         fprintf(stderr,
                 "vkgpt train: --zero 1 needs 2 or more data-parallel ranks: with one there is "
                 "nothing to shard the optimizer over (--world-size N, or vkgpt launch -n N)\n");
         return 2;
     }
-    if (c->comm.rank != 0) /* rank 0 speaks for the job; a pipeline samples on every rank */
-        o.quiet = 1, o.sample_every = c->pp > 1 ? o.sample_every : 0,
-        o.sample_len = c->pp > 1 ? o.sample_len : 0;
+    if (c->par.comm.rank != 0) /* rank 0 speaks for the job; a pipeline samples on every rank */
+        o.quiet = 1, o.sample_every = c->par.pp > 1 ? o.sample_every : 0,
+        o.sample_len = c->par.pp > 1 ? o.sample_len : 0;
     c->stop = &stop_requested;
     if (!c->data) {
         fprintf(stderr, "vkgpt train: --data is required (llm.c shards or text files)\n");

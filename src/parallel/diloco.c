@@ -105,59 +105,62 @@ typedef struct vkg_diloco vkg_diloco;
  * under pipelines). */
 static int delay_of(const vkg_strategy_config *c)
 {
-    return c->outer_delay >= 0 ? c->outer_delay : c->fragments > 1 && c->pp <= 1 ? 1 : 0;
+    return c->par.outer_delay >= 0                  ? c->par.outer_delay
+           : c->par.fragments > 1 && c->par.pp <= 1 ? 1
+                                                    : 0;
 }
 
 static int fragments_of(const vkg_strategy_config *c)
 {
-    return c->fragments > 0 ? c->fragments : 1;
+    return c->par.fragments > 0 ? c->par.fragments : 1;
 }
 
 void vkg__diloco_describe(const vkg_strategy_config *c, char *buf, size_t cap)
 {
     int F = fragments_of(c), delay = delay_of(c);
-    const char *dt = vkg_outer_dtype_name((vkg_outer_dtype)c->outer_dtype);
+    const char *dt = vkg_outer_dtype_name((vkg_outer_dtype)c->par.outer_dtype);
     if (!delay && F == 1)
         snprintf(buf, cap,
                  "%d inner steps, then the pseudo-gradient exchanged in %s and an outer Nesterov "
                  "step (lr %g, momentum %g)",
-                 c->inner_steps, dt, (double)c->outer_lr, (double)c->outer_momentum);
+                 c->par.inner_steps, dt, (double)c->par.outer_lr, (double)c->par.outer_momentum);
     else if (!delay)
         snprintf(buf, cap,
                  "%d fragments, each's round of %d inner steps ending at staggered steps, then "
                  "its pseudo-gradient exchanged in %s (blocking%s) and an outer Nesterov step "
                  "(lr %g, momentum %g)",
-                 F, c->inner_steps, dt, c->pp > 1 ? ", as under pipelines" : "",
-                 (double)c->outer_lr, (double)c->outer_momentum);
+                 F, c->par.inner_steps, dt, c->par.pp > 1 ? ", as under pipelines" : "",
+                 (double)c->par.outer_lr, (double)c->par.outer_momentum);
     else
         snprintf(buf, cap,
                  "streaming: %d fragments, each's round of %d inner steps ending %s; its "
                  "pseudo-gradient exchanged in %s beside the next %d steps, then an outer Nesterov "
                  "step (lr %g, momentum %g) landing as %g x the replica's + %g x the global",
-                 F, c->inner_steps, F > 1 ? "at staggered steps" : "together", dt, delay,
-                 (double)c->outer_lr, (double)c->outer_momentum, delay ? (double)c->outer_mix : 0.0,
-                 delay ? 1.0 - (double)c->outer_mix : 1.0);
+                 F, c->par.inner_steps, F > 1 ? "at staggered steps" : "together", dt, delay,
+                 (double)c->par.outer_lr, (double)c->par.outer_momentum,
+                 delay ? (double)c->par.outer_mix : 0.0,
+                 delay ? 1.0 - (double)c->par.outer_mix : 1.0);
 }
 
 vkg_status vkg__diloco_check(const vkg_strategy_config *c, const vkg_job_layout *lay)
 {
-    VKG_CHECK(c->sync == VKG_SYNC_STEP || c->sync == VKG_SYNC_DILOCO, VKG_ERR_INVALID_ARG,
-              "--sync: %d is neither step nor diloco", c->sync);
-    if (c->sync == VKG_SYNC_STEP)
+    VKG_CHECK(c->par.sync == VKG_SYNC_STEP || c->par.sync == VKG_SYNC_DILOCO, VKG_ERR_INVALID_ARG,
+              "--sync: %d is neither step nor diloco", c->par.sync);
+    if (c->par.sync == VKG_SYNC_STEP)
         return VKG_OK;
-    VKG_CHECK(c->inner_steps >= 1, VKG_ERR_INVALID_ARG,
+    VKG_CHECK(c->par.inner_steps >= 1, VKG_ERR_INVALID_ARG,
               "--inner-steps must be >= 1 with --sync diloco (the inner steps per outer step), "
               "got %d",
-              c->inner_steps);
-    VKG_CHECK(lay->pp == 1 || c->outer_delay <= 0, VKG_ERR_INVALID_ARG,
+              c->par.inner_steps);
+    VKG_CHECK(lay->pp == 1 || c->par.outer_delay <= 0, VKG_ERR_INVALID_ARG,
               "--outer-delay %d does not combine with --pp %d: under pipelines the exchanges are "
               "blocking (the pipeline's messages use the communicator through the step; drop "
               "--outer-delay)",
-              c->outer_delay, lay->pp);
-    VKG_CHECK(!c->zero, VKG_ERR_INVALID_ARG,
+              c->par.outer_delay, lay->pp);
+    VKG_CHECK(!c->par.zero, VKG_ERR_INVALID_ARG,
               "--sync diloco does not combine with --zero 1: each replica keeps its own AdamW "
               "moments, which ZeRO would shard over the replicas (drop --zero)");
-    VKG_CHECK(c->grad_dtype == VKG_COMM_F32, VKG_ERR_INVALID_ARG,
+    VKG_CHECK(c->par.grad_dtype == VKG_COMM_F32, VKG_ERR_INVALID_ARG,
               "--grad-dtype has no effect with --sync diloco: no gradients are exchanged (the "
               "pseudo-gradient's dtype is --outer-dtype)");
     VKG_CHECK(lay->dp >= 2, VKG_ERR_INVALID_ARG,
@@ -165,21 +168,21 @@ vkg_status vkg__diloco_check(const vkg_strategy_config *c, const vkg_job_layout 
               "to average with (--world-size, or vkgpt launch -n N)",
               lay->dp);
     int F = fragments_of(c), delay = delay_of(c);
-    VKG_CHECK(F <= c->inner_steps, VKG_ERR_INVALID_ARG,
+    VKG_CHECK(F <= c->par.inner_steps, VKG_ERR_INVALID_ARG,
               "--fragments %d needs --inner-steps of at least %d (each fragment's exchange starts "
               "at its own step of the H), got %d",
-              F, F, c->inner_steps);
-    VKG_CHECK(delay <= c->inner_steps, VKG_ERR_INVALID_ARG,
+              F, F, c->par.inner_steps);
+    VKG_CHECK(delay <= c->par.inner_steps, VKG_ERR_INVALID_ARG,
               "--outer-delay %d is longer than a round (--inner-steps %d): a fragment's exchange "
               "must end before its next one starts",
-              delay, c->inner_steps);
-    VKG_CHECK(c->outer_mix >= 0.0f && c->outer_mix < 1.0f, VKG_ERR_INVALID_ARG,
+              delay, c->par.inner_steps);
+    VKG_CHECK(c->par.outer_mix >= 0.0f && c->par.outer_mix < 1.0f, VKG_ERR_INVALID_ARG,
               "--outer-mix must be in [0, 1) (the weight of the replica's own parameters when a "
               "delayed outer step lands), got %g",
-              (double)c->outer_mix);
+              (double)c->par.outer_mix);
     vkg_outer *o = NULL; /* the outer flags, checked before the job is joined */
-    VKG_TRY(
-        vkg_outer_create(0, c->outer_lr, c->outer_momentum, (vkg_outer_dtype)c->outer_dtype, &o));
+    VKG_TRY(vkg_outer_create(0, c->par.outer_lr, c->par.outer_momentum,
+                             (vkg_outer_dtype)c->par.outer_dtype, &o));
     vkg_outer_destroy(&o);
     return VKG_OK;
 }
@@ -279,9 +282,9 @@ vkg_status vkg__diloco_build(vkg_strategy *s)
     d->n = vkg_gpt2_layout_of(s->model)->total;
     d->host = malloc(d->n * sizeof *d->host);
     VKG_CHECK(d->host, VKG_ERR_NOMEM, "no memory for %zu parameters", d->n);
-    d->F = fragments_of(&s->cfg), d->delay = delay_of(&s->cfg), d->H = s->cfg.inner_steps;
-    d->mix = d->delay ? s->cfg.outer_mix : 0.0f;
-    d->dt = (vkg_outer_dtype)s->cfg.outer_dtype;
+    d->F = fragments_of(&s->cfg), d->delay = delay_of(&s->cfg), d->H = s->cfg.par.inner_steps;
+    d->mix = d->delay ? s->cfg.par.outer_mix : 0.0f;
+    d->dt = (vkg_outer_dtype)s->cfg.par.outer_dtype;
     d->S = vkg_job_pp(s->job);
     d->group = vkg_job_dp_group(s->job);
     VKG_CHECK(d->S == 1 || (d->group && !d->delay), VKG_ERR_STATE, "DiLoCo under pipelines: %s",
@@ -301,8 +304,8 @@ vkg_status vkg__diloco_build(vkg_strategy *s)
         f->offset = (int)((long long)(p + 1) * d->H / d->F % d->H);
         f->buf = malloc((f->n ? f->n : 1) * sizeof *f->buf);
         VKG_CHECK(f->buf, VKG_ERR_NOMEM, "no memory for a fragment of %zu parameters", f->n);
-        VKG_TRY(vkg_outer_create(f->n, s->cfg.outer_lr, s->cfg.outer_momentum,
-                                 (vkg_outer_dtype)s->cfg.outer_dtype, &f->outer));
+        VKG_TRY(vkg_outer_create(f->n, s->cfg.par.outer_lr, s->cfg.par.outer_momentum,
+                                 (vkg_outer_dtype)s->cfg.par.outer_dtype, &f->outer));
     }
     return VKG_OK;
 }
@@ -440,7 +443,7 @@ vkg_status vkg__diloco_end_step(vkg_strategy *s, uint32_t t, vkg_strategy_step_o
         vkg_outer_update(f->outer, N, f->buf);
         double ms = vkg_os_now_ms() - t0;
         out->comm_ms += ms, out->exposed_comm_ms += ms, out->outer_ms += ms;
-        out->outer_bytes += vkg_outer_payload_bytes(f->n, (vkg_outer_dtype)s->cfg.outer_dtype);
+        out->outer_bytes += vkg_outer_payload_bytes(f->n, (vkg_outer_dtype)s->cfg.par.outer_dtype);
         frag_scatter(f, f->buf, d->host);
         out->outer = 1;
     }
@@ -476,7 +479,7 @@ size_t vkg__diloco_host_bytes(const vkg_strategy *s)
     const vkg_diloco *d = s->diloco;
     if (!d)
         return 0;
-    vkg_outer_dtype dt = (vkg_outer_dtype)s->cfg.outer_dtype;
+    vkg_outer_dtype dt = (vkg_outer_dtype)s->cfg.par.outer_dtype;
     size_t N = (size_t)vkg_job_dp(s->job), largest = 0;
     for (int p = 0; p < d->F; p++)
         largest = d->frags[p].n > largest ? d->frags[p].n : largest;

@@ -75,15 +75,15 @@ vkg_status vkg__pp_create(vkg_strategy *s, const vkg_strategy_config *c)
     VKG_CHECK(p->S <= 64, VKG_ERR_INVALID_ARG, "--pp %d: at most 64 pipeline stages", p->S);
     p->stage = p->lay->stage;
     p->replica = p->lay->replica;
-    p->kind = c->pp_schedule;
-    p->zero = c->zero;
+    p->kind = c->par.pp_schedule;
+    p->zero = c->par.zero;
     VKG_CHECK(p->kind == VKG_PP_1F1B || p->kind == VKG_PP_GPIPE || p->kind == VKG_PP_ZBH1,
               VKG_ERR_INVALID_ARG, "pipeline schedule %d is not 1f1b, gpipe or zb-h1", p->kind);
-    if (c->pp_layers) {
-        VKG_CHECK(c->pp_layers_count == p->S, VKG_ERR_INVALID_ARG,
+    if (c->par.pp_layers) {
+        VKG_CHECK(c->par.pp_layers_count == p->S, VKG_ERR_INVALID_ARG,
                   "--pp-layers lists %d stages for --pp %d: give one layer count per stage",
-                  c->pp_layers_count, p->S);
-        memcpy(s->pp_layers, c->pp_layers, (size_t)p->S * sizeof *s->pp_layers);
+                  c->par.pp_layers_count, p->S);
+        memcpy(s->pp_layers, c->par.pp_layers, (size_t)p->S * sizeof *s->pp_layers);
         p->req = s->pp_layers;
     }
     p->dpg = vkg_job_dp_group(s->job);

@@ -95,6 +95,6 @@ vkg_status vkg_strategy_step(vkg_strategy *s, vkg_data_t *data, const vkg_strate
         out->comm_bytes = out->outer_bytes + 3 * sizeof(float);
     else if (vkg_job_dp(s->job) > 1) /* the stage's (or whole model's) gradient, every step */
         out->comm_bytes = (uint64_t)vkg_gpt2_param_count(s->model) *
-                          (s->cfg.grad_dtype == VKG_COMM_BF16 ? 2u : 4u);
+                          (s->cfg.par.grad_dtype == VKG_COMM_BF16 ? 2u : 4u);
     return VKG_OK;
 }

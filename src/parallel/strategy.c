@@ -17,9 +17,9 @@
 /* Whether grad_dtype is fp32, or bf16 with 2 or more data-parallel ranks. */
 static vkg_status grad_dtype_check(const vkg_strategy_config *c, const vkg_job_layout *lay)
 {
-    VKG_CHECK(vkg_grad_dtype_name(c->grad_dtype), VKG_ERR_INVALID_ARG,
-              "--grad-dtype: dtype %d is neither fp32 nor bf16", (int)c->grad_dtype);
-    VKG_CHECK(c->grad_dtype == VKG_COMM_F32 || lay->dp >= 2, VKG_ERR_INVALID_ARG,
+    VKG_CHECK(vkg_grad_dtype_name(c->par.grad_dtype), VKG_ERR_INVALID_ARG,
+              "--grad-dtype: dtype %d is neither fp32 nor bf16", (int)c->par.grad_dtype);
+    VKG_CHECK(c->par.grad_dtype == VKG_COMM_F32 || lay->dp >= 2, VKG_ERR_INVALID_ARG,
               "--grad-dtype bf16 needs 2 or more data-parallel ranks, got %d%s: a lone rank "
               "exchanges no gradients (drop the flag, or add ranks)",
               lay->dp, lay->pp > 1 ? " (ranks / --pp)" : "");
@@ -29,38 +29,39 @@ static vkg_status grad_dtype_check(const vkg_strategy_config *c, const vkg_job_l
 vkg_status vkg_strategy_create(const vkg_strategy_config *c, vkg_strategy **out)
 {
     vkg_job_layout lay; /* checked before joining the job */
-    VKG_TRY(vkg_job_layout_of(c->comm.world_size, c->comm.rank, c->pp, &lay));
-    if (c->zero)
+    VKG_TRY(vkg_job_layout_of(c->par.comm.world_size, c->par.comm.rank, c->par.pp, &lay));
+    if (c->par.zero)
         VKG_TRY(vkg__zero_check(c, &lay));
     VKG_TRY(grad_dtype_check(c, &lay));
-    VKG_CHECK(!c->balanced || (lay.pp == 1 && !c->zero && !c->rank_batch && c->sync == 0),
+    VKG_CHECK(!c->par.rank_batch_auto ||
+                  (lay.pp == 1 && !c->par.zero && !c->par.rank_batch && c->par.sync == 0),
               VKG_ERR_INVALID_ARG,
               "--rank-batch auto is not supported with %s yet: give a fixed --rank-batch list",
-              lay.pp > 1 ? "--pp (pipeline stages)"
-              : c->zero  ? "--zero 1"
-              : c->sync  ? "--sync diloco (each replica steps alone)"
-                         : "a --rank-batch list");
+              lay.pp > 1    ? "--pp (pipeline stages)"
+              : c->par.zero ? "--zero 1"
+              : c->par.sync ? "--sync diloco (each replica steps alone)"
+                            : "a --rank-batch list");
     VKG_TRY(vkg__diloco_check(c, &lay));
     vkg_strategy *s = calloc(1, sizeof *s);
     VKG_CHECK(s, VKG_ERR_NOMEM, "no memory for the parallel strategy");
     int pp = lay.pp;
     s->cfg = *c;
-    s->cfg.rank_batch = NULL, s->cfg.pp_layers = NULL; /* not kept (pp_layers: copied) */
-    s->cfg.pp_layers_count = c->pp_layers ? c->pp_layers_count : 0;
-    vkg_status st =
-        vkg_job_create(&c->comm, c->pp, c->batch, c->rank_batch, c->rank_batch_count, &s->job);
+    s->cfg.par.rank_batch = NULL, s->cfg.par.pp_layers = NULL; /* not kept (pp_layers: copied) */
+    s->cfg.par.pp_layers_count = c->par.pp_layers ? c->par.pp_layers_count : 0;
+    vkg_status st = vkg_job_create(&c->par.comm, c->par.pp, c->batch, c->par.rank_batch,
+                                   c->par.rank_batch_count, &s->job);
     if (st != VKG_OK) {
         free(s);
         return st;
     }
-    if (c->balanced)
+    if (c->par.rank_batch_auto)
         vkg_job_balance_on(s->job);
-    int diloco = c->sync == VKG_SYNC_DILOCO;
-    s->vt = pp > 1       ? &vkg__strategy_pp /* with --zero: each stage's moments sharded */
-            : c->zero    ? &vkg__strategy_zero
-            : diloco     ? &vkg__strategy_diloco
-            : lay.dp > 1 ? &vkg__strategy_dp
-                         : &vkg__strategy_single;
+    int diloco = c->par.sync == VKG_SYNC_DILOCO;
+    s->vt = pp > 1        ? &vkg__strategy_pp /* with --zero: each stage's moments sharded */
+            : c->par.zero ? &vkg__strategy_zero
+            : diloco      ? &vkg__strategy_diloco
+            : lay.dp > 1  ? &vkg__strategy_dp
+                          : &vkg__strategy_single;
     /* a data-parallel group of whole models whose gradients are summed (not DiLoCo's replicas) */
     s->reduces = pp == 1 && lay.dp > 1 && !diloco;
     s->own_grads = diloco;
@@ -68,11 +69,12 @@ vkg_status vkg_strategy_create(const vkg_strategy_config *c, vkg_strategy **out)
         vkg__diloco_describe(c, s->describe, sizeof s->describe);
     /* Buckets overlapped with the (last) backward: whole models, and pipeline stages of 2 or more
      * replicas under 1F1B or GPipe (under ZB-H1 the weight passes end the step: one reduction) */
-    int overlap = s->reduces || (pp > 1 && lay.dp > 1 && !diloco && c->pp_schedule != VKG_PP_ZBH1);
-    if (overlap && c->bucket_bytes >= 0)
-        s->rc.bucket_bytes = c->bucket_bytes ? (uint64_t)c->bucket_bytes : BUCKET_DEFAULT;
-    s->rc.dtype = c->grad_dtype;
-    s->rc.force_copy_path = c->force_copy_path;
+    int overlap =
+        s->reduces || (pp > 1 && lay.dp > 1 && !diloco && c->par.pp_schedule != VKG_PP_ZBH1);
+    if (overlap && c->par.bucket_bytes >= 0)
+        s->rc.bucket_bytes = c->par.bucket_bytes ? (uint64_t)c->par.bucket_bytes : BUCKET_DEFAULT;
+    s->rc.dtype = c->par.grad_dtype;
+    s->rc.force_copy_path = c->par.force_copy_path;
     s->rc.pipeline = pp > 1; /* created over the stage's group by the pipeline's build */
     if (pp > 1)
         st = vkg__pp_create(s, c);
@@ -251,7 +253,7 @@ vkg_status vkg_strategy_build(vkg_strategy *s, const vkg_strategy_model *mc)
     s->mc = *mc;
     VKG_TRY(s->vt->build ? s->vt->build(s) : vkg__whole_build(s));
     /* the end-of-step sync: DiLoCo's rounds over this rank's part (whole model or stage) */
-    return s->cfg.sync == VKG_SYNC_DILOCO ? vkg__diloco_build(s) : VKG_OK;
+    return s->cfg.par.sync == VKG_SYNC_DILOCO ? vkg__diloco_build(s) : VKG_OK;
 }
 
 void vkg_strategy_stage(const vkg_strategy *s, int *stage, int *first, int *last)

@@ -3,25 +3,20 @@
  * starting point, runs optimizer steps and evaluations through it, and gathers the whole model
  * and optimizer state from it for checkpoints; it knows nothing of how the work is split.
  *
- * Strategies (chosen from the job at create):
- *   single  one rank, one device, the whole model;
- *   dp      data parallel: every rank the whole model on its slice of each global micro-batch,
- *           gradients summed over ranks (token-weighted, dp.h), per bucket overlapped with the
- *           backward pass of the last micro-batch (buckets.c, tied_wte.c) or after it; the
- *           device copies buckets straight into the collectives' buffer where it can import
- *           host memory (reducer.c, whole.c);
- *   pp      pipeline (composed with data parallelism: ranks = dp x pp): each rank one stage, a
- *           contiguous range of layers, micro-batches flowing through the stages by GPipe, 1F1B
- *           or ZB-H1 (pp_strategy.c, pp_schedule.c); with zero, each stage's AdamW moments
- *           sharded over its data-parallel group;
- *   zero1   ZeRO-1 (data parallel, no pipeline): dp's passes, but AdamW's moments are sharded over
- *           the ranks: the gradients are reduce-scattered (per bucket, as dp allreduces them),
- *           each rank updates its own slice of the parameters with its own moments, and the
- *           parameters are allgathered; bitwise dp's results (zero.c);
- *   diloco  DiLoCo (data parallel, no pipeline, --sync diloco): every rank the whole model and
- *           its own AdamW, H inner steps alone, then the pseudo-gradient averaged over the ranks
- *           (fp32, bf16 or int8) and an outer Nesterov step on the global parameters, which every
- *           rank takes (diloco.c, outer.c).
+ * What a strategy is made of (chosen from the parallel config at create; strategy_internal.h):
+ *   the layout    the whole model on every rank (whole.c), or a pipeline stage's contiguous range
+ *                 of layers, micro-batches flowing through the stages by GPipe, 1F1B or ZB-H1
+ *                 (pp_strategy.c, pp_schedule.c); ranks = pp stages x dp data-parallel ranks;
+ *   the reducer   the gradient summed over the data-parallel group by one group call, per
+ *                 bucket overlapped with the last backward pass or after it, fp32 or bf16
+ *                 (reducer.c, buckets.c, tied_wte.c);
+ *   the sharding  none, or ZeRO-1: AdamW's moments sharded over the data-parallel group, the
+ *                 gradient reduce-scattered, the norm from the shards' partial sums, the
+ *                 parameters allgathered; bitwise the unsharded run (shards.c, zero.c);
+ *   the sync      every step (the reducer), or DiLoCo's rounds at the step's end: H inner steps
+ *                 alone, then the pseudo-gradient exchanged and an outer Nesterov step, streamed
+ *                 in fragments beside the next steps (diloco.c, outer.c);
+ * and one step for all (step.c). Names for logs: single, dp, zero1, pp, diloco.
  * Every rank calls every function here in the same order (they may communicate).
  * Not here: data loading and files (src/data, src/io), schedules (src/optim), checkpoints and
  * logs (src/train). Nothing here prints.
@@ -36,51 +31,15 @@
 #include "optim/adamw.h"
 #include "vkgpt/comm.h"
 #include "vkgpt/data.h"
+#include "vkgpt/parallel.h"
 #include "vkgpt/timeline.h"
 
 typedef struct vkg_strategy vkg_strategy;
 
 typedef struct vkg_strategy_config {
-    vkg_comm_config comm;  /* the job; world_size 1: one rank alone, no communicator */
-    int batch;             /* micro-batch rows of every rank, unless rank_batch */
-    const int *rank_batch; /* world_size micro-batch sizes, or NULL */
-    int rank_batch_count;
-    long long bucket_bytes; /* gradient buckets (0: 25 MiB); < 0: no overlap */
-    int pp;                 /* pipeline stages (0 or 1: none) */
-    const int *pp_layers;   /* pp layer counts by stage, or NULL: balanced automatically */
-    int pp_layers_count;
-    int pp_schedule;     /* VKG_PP_1F1B (default), VKG_PP_GPIPE or VKG_PP_ZBH1 */
-    int zero;            /* 1: ZeRO-1 (needs 2 or more data-parallel ranks); 0: none */
-    int force_copy_path; /* 1: gradient buckets take the copy path even where zero-copy works */
-    /* What the ranks exchange their gradients in: VKG_COMM_F32 (0, the default) or
-     * VKG_COMM_BF16 (grad_bf16.h: rounded to bf16, summed in fp32, widened back before the norm,
-     * clipping and AdamW); needs a data-parallel group of 2 or more ranks. */
-    vkg_comm_dtype grad_dtype;
-    /* 1: --rank-batch auto (every rank `batch` rows to start, vkg_strategy_rebatch later); needs
-     * no pipeline and no ZeRO. */
-    int balanced;
-    /* How the replicas synchronise: VKG_SYNC_STEP (0, the default: gradients summed every step)
-     * or VKG_SYNC_DILOCO (outer.h: inner_steps >= 1 optimizer steps alone, then the outer step
-     * with outer_lr, outer_momentum (Nesterov) and the pseudo-gradient exchanged in outer_dtype,
-     * a vkg_outer_dtype); needs 2 or more data-parallel ranks, no pipeline, no ZeRO and fp32
-     * grad_dtype. The outer fields are read only with VKG_SYNC_DILOCO. */
-    int sync;
-    int inner_steps;
-    float outer_lr, outer_momentum;
-    int outer_dtype;
-    /* Streaming (VKG_SYNC_DILOCO): the parameters in `fragments` fragments (0 or 1: one, the
-     * whole model; at most the layers, vkg_diloco_fragment_ranges), fragment p's round ending
-     * after the steps t with t % H == ((p + 1) H / F) % H (F <= H); its exchange runs beside the
-     * next outer_delay steps (-1: 1 with 2 or more fragments, else 0; 0: at once, blocking;
-     * <= H), cut into that many pieces, and its outer step then lands as outer_mix x the
-     * replica's own parameters + (1 - outer_mix) x the new global ones (outer_mix in [0, 1);
-     * without a delay the replica takes the global ones). */
-    int fragments, outer_delay;
-    float outer_mix;
+    vkg_parallel_config par; /* the parallel options (vkgpt/parallel.h), pointers not kept */
+    int batch;               /* micro-batch rows of every rank, unless par.rank_batch */
 } vkg_strategy_config;
-
-enum { VKG_PP_1F1B = 0, VKG_PP_GPIPE = 1, VKG_PP_ZBH1 = 2 };
-enum { VKG_SYNC_STEP = 0, VKG_SYNC_DILOCO = 1 };
 
 /* Join the job and pick the strategy. Errors: VKG_ERR_INVALID_ARG naming the flag (a bad batch
  * list, --zero with one data-parallel rank), and vkg_comm_create's. */

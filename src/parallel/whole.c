@@ -168,8 +168,8 @@ vkg_status vkg__stage_layout(const vkg_strategy *s, int stage, vkg_gpt2_layout *
     int S = vkg_job_pp(s->job), layers[64];
     vkg_gpt2_part part = vkg_gpt2_whole(&s->mc.cfg);
     if (S > 1) {
-        VKG_TRY(vkg_pp_split(&s->mc.cfg, s->mc.T, S, s->cfg.pp_layers_count ? s->pp_layers : NULL,
-                             layers));
+        VKG_TRY(vkg_pp_split(&s->mc.cfg, s->mc.T, S,
+                             s->cfg.par.pp_layers_count ? s->pp_layers : NULL, layers));
         part = vkg_pp_part(layers, S, stage);
     }
     vkg_gpt2_part_layout(&s->mc.cfg, &part, lo);

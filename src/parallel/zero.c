@@ -38,10 +38,10 @@ struct vkg_zero {
 vkg_status vkg__zero_check(const vkg_strategy_config *c, const vkg_job_layout *lay)
 {
     int pp = lay->pp, ranks = lay->dp;
-    VKG_CHECK(c->zero == 1, VKG_ERR_INVALID_ARG,
+    VKG_CHECK(c->par.zero == 1, VKG_ERR_INVALID_ARG,
               "--zero %d: only ZeRO stage 1 (AdamW's moments sharded) is implemented; give "
               "--zero 1 or 0",
-              c->zero);
+              c->par.zero);
     VKG_CHECK(ranks >= 2, VKG_ERR_INVALID_ARG,
               "--zero 1 needs 2 or more data-parallel ranks%s, got %d: with one rank there is "
               "nothing to shard the optimizer over (--world-size, or vkgpt launch -n N)",

@@ -113,16 +113,16 @@ vkg_status vkg__train_agree(vkg_trainer_t *t, const vkg_checkpoint *ck)
     v[20] = t->train ? vkg_data_checksum(t->train) : 0;
     v[21] = vkg_strategy_batch_hash(t->par);
     v[22] = vkg_strategy_bucket_bytes(t->par);
-    v[23] = (uint64_t)(c->pp > 1 ? c->pp : 1), v[24] = (uint64_t)c->pp_schedule;
+    v[23] = (uint64_t)(c->par.pp > 1 ? c->par.pp : 1), v[24] = (uint64_t)c->par.pp_schedule;
     v[25] = (uint64_t)vkg_strategy_zero(t->par), v[26] = vkg_strategy_zero_hash(t->par);
-    v[27] = (uint64_t)c->grad_dtype, v[28] = (uint64_t)c->max_skipped;
-    v[29] = c->rank_batch_auto ? (uint64_t)c->rebalance_every : 0;
-    int diloco = c->sync != 0; /* the outer flags matter only then */
-    v[30] = (uint64_t)c->sync << 32 | (uint64_t)(diloco ? c->inner_steps : 0);
-    v[31] = diloco ? fbits(c->outer_lr, c->outer_momentum) : 0;
-    v[32] = diloco ? (uint64_t)c->outer_dtype : 0;
-    v[33] = diloco ? (uint64_t)(uint32_t)c->fragments << 32 | (uint32_t)c->outer_delay : 0;
-    v[34] = diloco ? fbits(c->outer_mix, 0.0f) : 0;
+    v[27] = (uint64_t)c->par.grad_dtype, v[28] = (uint64_t)c->max_skipped;
+    v[29] = c->par.rank_batch_auto ? (uint64_t)c->rebalance_every : 0;
+    int diloco = c->par.sync != 0; /* the outer flags matter only then */
+    v[30] = (uint64_t)c->par.sync << 32 | (uint64_t)(diloco ? c->par.inner_steps : 0);
+    v[31] = diloco ? fbits(c->par.outer_lr, c->par.outer_momentum) : 0;
+    v[32] = diloco ? (uint64_t)c->par.outer_dtype : 0;
+    v[33] = diloco ? (uint64_t)(uint32_t)c->par.fragments << 32 | (uint32_t)c->par.outer_delay : 0;
+    v[34] = diloco ? fbits(c->par.outer_mix, 0.0f) : 0;
     return vkg_strategy_check_match(t->par, v, fp_names, 35);
 }
 

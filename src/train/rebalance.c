@@ -54,7 +54,7 @@ vkg_status vkg__train_balance_setup(vkg_trainer_t *t)
     vkg_strategy_layout(t->par, &pp, &dp);
     memset(&t->bal, 0, sizeof t->bal);
     VKG_TRY(read_delay(vkg_strategy_rank(t->par) % dp, &t->bal.row_delay_ms));
-    t->bal.on = c->rank_batch_auto && dp > 1;
+    t->bal.on = c->par.rank_batch_auto && dp > 1;
     if (!t->bal.on)
         return VKG_OK;
     VKG_CHECK(c->rebalance_every > 0, VKG_ERR_INVALID_ARG,

@@ -25,11 +25,12 @@ vkg_train_config vkg_train_config_default(void)
     c.lr = 6e-4f, c.lr_min_frac = 0.1f, c.warmup = 0, c.schedule = VKG_SCHEDULE_COSINE;
     c.weight_decay = 0.1f, c.beta1 = 0.9f, c.beta2 = 0.95f, c.eps = 1e-8f, c.grad_clip = 1.0f;
     c.max_skipped = 3;
-    c.inner_steps = 100, c.outer_lr = 0.7f, c.outer_momentum = 0.9f; /* DiLoCo's paper's */
-    c.fragments = 1, c.outer_delay = -1, c.outer_mix = 0.5f;
+    c.par.inner_steps = 100, c.par.outer_lr = 0.7f,
+    c.par.outer_momentum = 0.9f; /* DiLoCo's paper's */
+    c.par.fragments = 1, c.par.outer_delay = -1, c.par.outer_mix = 0.5f;
     c.eval_every = 0, c.eval_batches = 8;
     c.keep_checkpoints = 3;
-    vkg_comm_config_default(&c.comm);
+    vkg_comm_config_default(&c.par.comm);
     return c;
 }
 
@@ -48,30 +49,10 @@ static vkg_status failed(vkg_trainer_t *t, vkg_status st)
 static vkg_status join(vkg_trainer_t *t)
 {
     const vkg_train_config *c = &t->cfg;
-    vkg_strategy_config sc = {.comm = c->comm,
-                              .batch = c->batch,
-                              .rank_batch = c->rank_batch,
-                              .rank_batch_count = c->rank_batch_count,
-                              .bucket_bytes = c->bucket_bytes,
-                              .pp = c->pp,
-                              .pp_layers = c->pp_layers,
-                              .pp_layers_count = c->pp_layers_count,
-                              .pp_schedule = c->pp_schedule,
-                              .zero = c->zero,
-                              .force_copy_path = c->force_copy_path,
-                              .grad_dtype = c->grad_dtype,
-                              .balanced = c->rank_batch_auto,
-                              .sync = c->sync,
-                              .inner_steps = c->inner_steps,
-                              .outer_lr = c->outer_lr,
-                              .outer_momentum = c->outer_momentum,
-                              .outer_dtype = c->outer_dtype,
-                              .fragments = c->fragments,
-                              .outer_delay = c->outer_delay,
-                              .outer_mix = c->outer_mix};
+    vkg_strategy_config sc = {.par = c->par, .batch = c->batch};
     if (c->comm_from_env) {
-        VKG_TRY(vkg_comm_config_from_env(&sc.comm, NULL));
-        sc.comm.ctx = c->comm.ctx;
+        VKG_TRY(vkg_comm_config_from_env(&sc.par.comm, NULL));
+        sc.par.comm.ctx = c->par.comm.ctx;
     }
     return vkg_strategy_create(&sc, &t->par);
 }
@@ -344,7 +325,8 @@ done:
 int vkg_train_dp_ranks(const vkg_train_config *cfg)
 {
     vkg_job_layout lay;
-    if (vkg_job_layout_of(cfg->comm.world_size, cfg->comm.rank, cfg->pp, &lay) != VKG_OK) {
+    if (vkg_job_layout_of(cfg->par.comm.world_size, cfg->par.comm.rank, cfg->par.pp, &lay) !=
+        VKG_OK) {
         vkg_error_clear();
         return 0;
     }
