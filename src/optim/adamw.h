@@ -57,10 +57,11 @@ vkg_status vkg_adamw_norm_from(vkg_adamw *o, size_t from);
  * on every device and tuning, so ranks on different devices shard a norm alike. */
 size_t vkg_adamw_norm_partition(size_t n, size_t *bounds);
 /* Shard the norm: this optimizer computes only partial sums [first, first + count) of its norm's
- * partition (VKG_ERR_INVALID_ARG outside it; count may be 0: then it computes none). grad_sumsq is then replaced by grad_partials (this
- * shard's count partials, computed on the device from the gradients) and, once the caller has
- * gathered every shard's in order, sum_partials (all vkg_adamw_norm_parts of them, added on the
- * device exactly as the unsharded norm adds them: the same sum of squares, bitwise). */
+ * partition (VKG_ERR_INVALID_ARG outside it; count may be 0: then it computes none). grad_sumsq is
+ * then replaced by grad_partials (this shard's count partials, computed on the device from the
+ * gradients) and, once the caller has gathered every shard's in order, sum_partials (all
+ * vkg_adamw_norm_parts of them, added on the device exactly as the unsharded norm adds them: the
+ * same sum of squares, bitwise). */
 vkg_status vkg_adamw_norm_shard(vkg_adamw *o, size_t first, size_t count);
 size_t vkg_adamw_norm_parts(const vkg_adamw *o);
 vkg_status vkg_adamw_grad_partials(vkg_adamw *o, float *partials);
