@@ -487,6 +487,25 @@ static void test_outer_state(void **state)
     assert_int_equal(vkg_checkpoint_load(path, &c), VKG_OK); /* restored: loads again */
     vkg_checkpoint_deinit(&c);
     free(b);
+    /* replica 1's second moment v negative: a damaged file, as in state.bin */
+    x[4 * f->n + 5] = -0.5f;
+    assert_int_equal(vkg_outerfile_write(op, f->n, x, count), VKG_OK);
+    assert_int_equal(vkg_checkpoint_load(path, &c), VKG_ERR_FORMAT);
+    vkg_ck_expect_msg("outer.bin", "replica 1's AdamW second moment v, parameter 5) is -0.5");
+    x[4 * f->n + 5] = 1.0f;
+    /* delayed (7n: g, momentum, replica 0's exchange, replica 1's parameters, m, v, exchange):
+     * an exchange may be negative, v may not */
+    float *y = calloc(7 * f->n, sizeof *y);
+    assert_non_null(y);
+    y[6 * f->n] = -1.0f;
+    assert_int_equal(vkg_outerfile_write(op, f->n, y, 7 * f->n), VKG_OK);
+    assert_int_equal(vkg_checkpoint_load(path, &c), VKG_OK);
+    vkg_checkpoint_deinit(&c);
+    y[5 * f->n + 2] = -1.0f;
+    assert_int_equal(vkg_outerfile_write(op, f->n, y, 7 * f->n), VKG_OK);
+    assert_int_equal(vkg_checkpoint_load(path, &c), VKG_ERR_FORMAT);
+    vkg_ck_expect_msg("outer.bin", "replica 1's AdamW second moment v, parameter 2)");
+    free(y);
     /* not written: a count that is no outer state, a value not finite */
     cs = vkg_ck_state(8);
     assert_int_equal(vkg_checkpoint_write_outer(vkg_ck_path(f, "ck"), &f->cfg, f->params, f->m,

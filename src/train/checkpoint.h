@@ -159,7 +159,8 @@ vkg_status vkg_outerfile_write(const char *path, size_t n, const float *x, size_
 /* Read an outer state file of a model of n parameters into a new malloc'ed array (*x, *count;
  * the caller frees it). Errors: VKG_ERR_IO, VKG_ERR_FORMAT naming the file and the problem (bad
  * magic or version, another parameter count, a size not matching the header, checksum mismatch,
- * a value not finite), VKG_ERR_NOMEM. On error nothing is allocated. */
+ * a value not finite, another replica's second moment v negative in every layout the count
+ * fits), VKG_ERR_NOMEM. On error nothing is allocated. */
 vkg_status vkg_outerfile_read(const char *path, size_t n, float **x, size_t *count);
 
 /* ---- checkpoint directories (checkpoint.c; vkg_checkpoint_resume: ckptresume.c) ---- */

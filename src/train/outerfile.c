@@ -47,12 +47,48 @@ static vkg_status write_outer(FILE *f, void *ctx)
     return vkg_io_write_bytes(f, c->x, c->count * sizeof *c->x);
 }
 
+/* Whether count floats of n parameters are laid out without (delayed 0: each other replica's
+ * parameters, m and v) or with exchanges in flight (delayed 1: its parameters, m, v, exchange). */
+static int fits(size_t n, size_t count, int delayed)
+{
+    size_t own = delayed ? 3 : 2, each = delayed ? 4 : 3, per = count / n;
+    return count % n == 0 && per >= own && (per - own) % each == 0;
+}
+
 /* Whether count floats are the outer state of n parameters: n (2 + 3k) or, streaming with a
  * delay, n (3 + 4k), k >= 0. */
 static int valid_count(size_t n, size_t count)
 {
-    size_t per = n > 0 && count % n == 0 ? count / n : 0;
-    return (per >= 2 && (per - 2) % 3 == 0) || (per >= 3 && (per - 3) % 4 == 0);
+    return n > 0 && (fits(n, count, 0) || fits(n, count, 1));
+}
+
+/* The index of the first negative second moment v (replica q >= 1's, n each) in that layout, or
+ * count when none. */
+static size_t first_negative_v(const float *x, size_t n, size_t count, int delayed)
+{
+    size_t own = delayed ? 3 : 2, each = delayed ? 4 : 3, per = count / n;
+    for (size_t at = own + 2; at < per; at += each)
+        for (size_t i = at * n; i < (at + 1) * n; i++)
+            if (x[i] < 0.0f)
+                return i;
+    return count;
+}
+
+/* VKG_ERR_FORMAT naming path and the element unless some layout count fits has every other
+ * replica's AdamW second moment >= 0 (as state.bin's v): the count alone does not always tell a
+ * delayed exchange's layout, n (3 + 4k), from a blocking one's, n (2 + 3k). */
+static vkg_status check_moments(const char *path, const float *x, size_t n, size_t count)
+{
+    int plain = fits(n, count, 0), delayed = fits(n, count, 1);
+    size_t at[2] = {plain ? first_negative_v(x, n, count, 0) : count,
+                    delayed ? first_negative_v(x, n, count, 1) : count};
+    if ((plain && at[0] == count) || (delayed && at[1] == count))
+        return VKG_OK;
+    size_t i = plain ? at[0] : at[1], own = plain ? 2 : 3, each = plain ? 3 : 4;
+    return VKG_FAIL(VKG_ERR_FORMAT,
+                    "%s: element %zu (replica %zu's AdamW second moment v, parameter %zu) is %g: "
+                    "AdamW's moments must be finite and v >= 0 (a diverged run or a damaged file)",
+                    path, i, (i / n - own) / each + 1, i % n, (double)x[i]);
 }
 
 vkg_status vkg_outerfile_write(const char *path, size_t n, const float *x, size_t count)
@@ -109,6 +145,7 @@ vkg_status vkg_outerfile_read(const char *path, size_t n, float **x, size_t *cou
         VKG_CHECK_GOTO(st, isfinite(buf[i]), VKG_ERR_FORMAT, done,
                        "%s: element %zu is %g: the outer state must be finite", path, i,
                        (double)buf[i]);
+    VKG_TRY_GOTO(st, check_moments(path, buf, n, (size_t)hc), done);
     *x = buf, *count = (size_t)hc;
     buf = NULL;
 done:
