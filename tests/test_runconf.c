@@ -1,7 +1,8 @@
 /* Tests of run.json (src/cli/runconf.c) without a binary: a flag table's values written and read
  * back bit for bit (floats, strings with quotes and control bytes, choices, booleans), values
  * outside a flag's range (markers of "not given") and skipped flags left out, the shortest text
- * of a number, and a damaged file refused naming the file and the field, one table row each. */
+ * of a number, and a damaged file refused naming the file and the field, one table row each;
+ * what is not a regular file or is too large refused unread. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli/runconf.h"
@@ -169,12 +171,56 @@ static void test_damaged_refused(void **state)
     }
 }
 
+/* What is not a regular file (a FIFO would block the read, /dev/zero never ends) or is larger
+ * than any run's settings is refused, naming the path and why, before anything is read. */
+static void test_not_regular_or_large_refused(void **state)
+{
+    (void)state;
+    values v;
+    vkg_flag fl[NFLAGS];
+    make_flags(&v, fl);
+    defaults(&v);
+    vkg_cli_runconf rc;
+    char dir[64] = "/tmp/vkg_runconf_dir_XXXXXX", path[128], err[512];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/run.json", dir);
+    assert_int_equal(mkfifo(path, 0600), 0);
+    assert_int_equal(vkg_cli_runconf_load(path, fl, NFLAGS, skip, &rc, err, sizeof err), 2);
+    printf("refused: %s\n", err);
+    assert_non_null(strstr(err, path));
+    assert_non_null(strstr(err, "FIFO"));
+    unlink(path);
+    assert_int_equal(symlink("/dev/zero", path), 0);
+    assert_int_equal(vkg_cli_runconf_load(path, fl, NFLAGS, skip, &rc, err, sizeof err), 2);
+    printf("refused: %s\n", err);
+    assert_non_null(strstr(err, path));
+    assert_non_null(strstr(err, "not a regular file"));
+    unlink(path);
+    FILE *f = fopen(path, "w"); /* valid JSON, a byte too large */
+    assert_non_null(f);
+    const char *doc = HEAD "{}}";
+    fputs(doc, f);
+    for (size_t i = strlen(doc); i <= VKG_RUNCONF_MAX_BYTES; i++)
+        fputc(' ', f);
+    fclose(f);
+    assert_int_equal(vkg_cli_runconf_load(path, fl, NFLAGS, skip, &rc, err, sizeof err), 2);
+    printf("refused: %s\n", err);
+    assert_non_null(strstr(err, path));
+    assert_non_null(strstr(err, "more than 1048576 bytes"));
+    assert_int_equal(truncate(path, VKG_RUNCONF_MAX_BYTES), 0); /* at the limit: read */
+    assert_int_equal(vkg_cli_runconf_load(path, fl, NFLAGS, skip, &rc, err, sizeof err), 0);
+    vkg_cli_runconf_free(&rc);
+    unlink(path);
+    rmdir(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_flag_text),
         cmocka_unit_test(test_damaged_refused),
+        cmocka_unit_test(test_not_regular_or_large_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -192,42 +192,43 @@ void vkg_cli_runconf_free(vkg_cli_runconf *rc)
 }
 
 /* The whole file at path, NUL-terminated, in *out (malloc'ed); 1 when there is none, 2 with err
- * set when it cannot be read. */
+ * set when it cannot be read, is not a regular file (a FIFO may never end, /dev/zero never does)
+ * or holds more than VKG_RUNCONF_MAX_BYTES. */
 static int read_whole(const char *path, char **out, size_t *len, char *err, size_t cap)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f && errno == ENOENT)
+    int fd = -1;
+    unsigned long long size = 0;
+    const char *kind = NULL;
+    int e = vkg_os_open_read(path, &fd, &size, &kind);
+    if (e == ENOENT)
         return 1;
-    if (!f) {
-        snprintf(err, cap, "%s: cannot open it: %s", path, strerror(errno));
+    if (kind || e) {
+        if (kind)
+            snprintf(err, cap, "%s: is %s, not a regular file: only regular files are read", path,
+                     kind);
+        else
+            snprintf(err, cap, "%s: cannot open it: %s", path, strerror(e));
         return 2;
     }
-    char *buf = NULL;
-    size_t n = 0, room = 0;
-    for (;;) {
-        if (n + 4096 + 1 > room) {
-            char *nb = realloc(buf, room = (n + 4096 + 1) * 2);
-            if (!nb) {
-                snprintf(err, cap, "%s: out of memory reading it", path);
-                break;
-            }
-            buf = nb;
-        }
-        size_t got = fread(buf + n, 1, room - n - 1, f);
+    char *buf = size <= VKG_RUNCONF_MAX_BYTES ? malloc(VKG_RUNCONF_MAX_BYTES + 2) : NULL;
+    long long got = 0, n = 0;
+    while (buf && n <= VKG_RUNCONF_MAX_BYTES &&
+           (got = vkg_os_read(fd, buf + n, (size_t)(VKG_RUNCONF_MAX_BYTES + 1 - n))) > 0)
         n += got;
-        if (got == 0)
-            break;
-    }
-    int bad = ferror(f) || err[0];
-    if (ferror(f))
+    if (size > VKG_RUNCONF_MAX_BYTES || n > VKG_RUNCONF_MAX_BYTES)
+        snprintf(err, cap, "%s: holds more than %d bytes: too large for a run's settings", path,
+                 VKG_RUNCONF_MAX_BYTES);
+    else if (!buf)
+        snprintf(err, cap, "%s: out of memory reading it", path);
+    else if (got < 0)
         snprintf(err, cap, "%s: cannot read it: %s", path, strerror(errno));
-    fclose(f);
-    if (bad) {
+    vkg_os_close(fd);
+    if (err[0]) {
         free(buf);
         return 2;
     }
     buf[n] = '\0';
-    *out = buf, *len = n;
+    *out = buf, *len = (size_t)n;
     return 0;
 }
 

@@ -16,6 +16,8 @@
 #include "cli/flags.h"
 
 #define VKG_RUNCONF_VERSION 1
+/* The largest run.json read (a run's settings are a few KiB). */
+#define VKG_RUNCONF_MAX_BYTES (1 << 20)
 
 /* The values read from a run.json: value[i] is flags[i]'s saved text, NULL when not saved. */
 typedef struct vkg_cli_runconf {
@@ -39,10 +41,10 @@ char *vkg_cli_runconf_json(const vkg_flag *flags, int nflags, const unsigned cha
 /* Read the run.json at path and apply each saved value to its flag's destination, through the
  * flag's own parsing and range checks; rc->value keeps the texts (the applied strings point into
  * them: keep rc until the flags are no longer used, then vkg_cli_runconf_free). Returns 0 when
- * read and applied, 1 when there is no file at path (nothing changed), 2 when it cannot be read
- * or is damaged: a syntax error, another format or version, an unknown field or one with skip[i]
- * set, a field twice, or a value its flag refuses; err (cap bytes) then names the file, the
- * field and what was expected. */
+ * read and applied, 1 when there is no file at path (nothing changed), 2 when it cannot be read,
+ * is not a regular file, holds more than VKG_RUNCONF_MAX_BYTES or is damaged: a syntax error,
+ * another format or version, an unknown field or one with skip[i] set, a field twice, or a value
+ * its flag refuses; err (cap bytes) then names the file, the field and what was expected. */
 int vkg_cli_runconf_load(const char *path, const vkg_flag *flags, int nflags,
                          const unsigned char *skip, vkg_cli_runconf *rc, char *err, size_t cap);
 
