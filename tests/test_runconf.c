@@ -1,8 +1,9 @@
 /* Tests of run.json (src/cli/runconf.c) without a binary: a flag table's values written and read
  * back bit for bit (floats, strings with quotes and control bytes, choices, booleans), values
  * outside a flag's range (markers of "not given") and skipped flags left out, the shortest text
- * of a number, and a damaged file refused naming the file and the field, one table row each;
- * what is not a regular file or is too large refused unread. */
+ * of a number, and a damaged file refused naming the file and the field, one table row each, its
+ * bytes escaped; what is not a regular file or is too large refused unread; a resumed run's notes
+ * showing run.json's values escaped. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -17,6 +18,7 @@
 #include <unistd.h>
 
 #include "cli/runconf.h"
+#include "cli/train_resume.h"
 
 typedef struct values {
     int i, b, choice, skipped;
@@ -151,6 +153,15 @@ static void test_damaged_refused(void **state)
         {HEAD "{\"int\": \"1\"}, \"extra\": 1}", "field \"extra\""},
         {HEAD "{\"int\": \"1\"", "in field \"flags\""},
         {HEAD "{}} trailing", "vkg_runconf_"},
+        /* control bytes of the file reach the message escaped */
+        {HEAD "{\"\\u001b[2J\": \"1\"}}", "field \"flags.\\x1b[2J\": not a setting"},
+        {HEAD "{\"\\u001b\": 5}}", "field \"flags.\\x1b\": expected a string (the value as "
+                                   "it would be typed after --\\x1b)"},
+        {HEAD "{\"bool\": \"\\u001b[2J\"}}", "'\\x1b[2J' is not true or false"},
+        {HEAD "{\"colour\": \"\\u001b]0;x\\u0007\"}}", "'\\x1b]0;x\\x07' is not one of"},
+        {"{\"format\": \"\\u009b2J\", \"version\": 1, \"flags\": {}}",
+         "field \"format\" is '\\xc2\\x9b2J'"},
+        {"{\"\\r\\u001b[K\": 1}", "field \"\\x0d\\x1b[K\": not a field"},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         values v;
@@ -163,6 +174,9 @@ static void test_damaged_refused(void **state)
         int r = vkg_cli_runconf_load(path, fl, NFLAGS, skip, &rc, err, sizeof err);
         unlink(path);
         printf("refused: %s\n", err);
+        for (const char *c = err; *c; c++)
+            if ((unsigned char)*c < 0x20 || (unsigned char)*c >= 0x7f)
+                fail_msg("case %zu: byte 0x%02x unescaped in '%s'", k, (unsigned char)*c, err);
         if (r != 2 || !strstr(err, path) || !strstr(err, cases[k].want))
             fail_msg("case %zu (%s): returned %d with '%s', wanted 2 naming %s and '%s'", k,
                      cases[k].text, r, err, path, cases[k].want);
@@ -214,6 +228,39 @@ static void test_not_regular_or_large_refused(void **state)
     rmdir(dir);
 }
 
+static void reset_values(void *ctx)
+{
+    defaults(ctx);
+}
+
+/* A flag given again on --resume is noted with run.json's value escaped for the terminal. */
+static void test_resume_notes_escaped(void **state)
+{
+    (void)state;
+    values v;
+    vkg_flag fl[NFLAGS];
+    make_flags(&v, fl);
+    char dir[64] = "/tmp/vkg_runconf_dir_XXXXXX", path[128];
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/run.json", dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(HEAD "{\"str\": \"old\\u001b[2J\\u0007\"}}", f);
+    fclose(f);
+    char *argv[] = {"train", "--str", "new", NULL};
+    vkg_flags_result r;
+    vkg_cli_resume res;
+    assert_int_equal(
+        vkg_cli_train_resume_settings(dir, fl, NFLAGS, 3, argv, reset_values, &v, &r, &res), 0);
+    printf("%s", res.notes);
+    assert_non_null(strstr(res.notes, "resume: --str new (the run had old\\x1b[2J\\x07)"));
+    assert_null(strchr(res.notes, '\x1b'));
+    vkg_cli_runconf_free(&res.saved);
+    free(res.json);
+    unlink(path);
+    rmdir(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -221,6 +268,7 @@ int main(void)
         cmocka_unit_test(test_flag_text),
         cmocka_unit_test(test_damaged_refused),
         cmocka_unit_test(test_not_regular_or_large_refused),
+        cmocka_unit_test(test_resume_notes_escaped),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

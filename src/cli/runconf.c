@@ -13,6 +13,7 @@
 
 #include "os/file.h"
 #include "base/error.h"
+#include "base/escape.h"
 #include "data/json.h"
 
 /* The shortest %g text of v that reads back as the same float (is_float) or double. */
@@ -240,8 +241,9 @@ static int apply(const char *path, const vkg_flag *flags, int nflags, int k, con
     int argc = 3;
     if (flags[k].type == VKG_FLAG_BOOL) {
         if (strcmp(value, "true") && strcmp(value, "false")) {
+            char shown[256];
             snprintf(err, cap, "%s: field \"flags.%s\": '%s' is not true or false", path,
-                     flags[k].name + 2, value);
+                     flags[k].name + 2, vkg__escape(shown, sizeof shown, value, strlen(value)));
             return 2;
         }
         if (!strcmp(value, "false"))
@@ -250,7 +252,9 @@ static int apply(const char *path, const vkg_flag *flags, int nflags, int k, con
     }
     vkg_flags_result r;
     if (vkg_flags_parse_args(flags, nflags, argc, argv, NULL, &r) != VKG_FLAGS_OK) {
-        snprintf(err, cap, "%s: field \"flags.%s\": %s", path, flags[k].name + 2, r.error);
+        char shown[4 * sizeof r.error + 1]; /* the flag's message quotes the file's value */
+        vkg__escape_text(shown, r.error, strlen(r.error));
+        snprintf(err, cap, "%s: field \"flags.%s\": %s", path, flags[k].name + 2, shown);
         return 2;
     }
     return 0;
@@ -260,7 +264,7 @@ static int apply(const char *path, const vkg_flag *flags, int nflags, int k, con
 static int read_flags(vkg__json *j, const char *path, const vkg_flag *flags, int nflags,
                       const unsigned char *skip, vkg_cli_runconf *rc, char *err, size_t cap)
 {
-    char *key = NULL, *val = NULL;
+    char *key = NULL, *val = NULL, k_shown[160];
     size_t klen, kcap = 0, vlen, vcap = 0;
     int more = 0, rcode = 2;
     if (vkg__json_open(j, '{', &more) != VKG_OK)
@@ -268,11 +272,12 @@ static int read_flags(vkg__json *j, const char *path, const vkg_flag *flags, int
     while (more) {
         if (vkg__json_string(j, &key, &klen, &kcap) != VKG_OK || vkg__json_expect(j, ':') != VKG_OK)
             goto fail_json;
+        vkg__escape(k_shown, sizeof k_shown, key, klen); /* the key as a message shows it */
         if (vkg__json_peek(j) != '"') {
             snprintf(err, cap,
                      "%s: field \"flags.%s\": expected a string (the value as it would be typed "
                      "after --%s)",
-                     path, key, key);
+                     path, k_shown, k_shown);
             goto done;
         }
         if (vkg__json_string(j, &val, &vlen, &vcap) != VKG_OK)
@@ -282,15 +287,15 @@ static int read_flags(vkg__json *j, const char *path, const vkg_flag *flags, int
             if (!strcmp(flags[i].name + 2, key) && !(skip && skip[i] == VKG_RUNCONF_SKIP))
                 k = i;
         if (k < 0) {
-            snprintf(err, cap, "%s: field \"flags.%s\": not a setting a run keeps", path, key);
+            snprintf(err, cap, "%s: field \"flags.%s\": not a setting a run keeps", path, k_shown);
             goto done;
         }
         if (rc->value[k]) {
-            snprintf(err, cap, "%s: field \"flags.%s\" is given twice", path, key);
+            snprintf(err, cap, "%s: field \"flags.%s\" is given twice", path, k_shown);
             goto done;
         }
         if (strlen(val) != vlen) {
-            snprintf(err, cap, "%s: field \"flags.%s\": the value holds a NUL byte", path, key);
+            snprintf(err, cap, "%s: field \"flags.%s\": the value holds a NUL byte", path, k_shown);
             goto done;
         }
         if (!(rc->value[k] = strdup(val))) {
@@ -315,7 +320,7 @@ done:
 int vkg_cli_runconf_load(const char *path, const vkg_flag *flags, int nflags,
                          const unsigned char *skip, vkg_cli_runconf *rc, char *err, size_t cap)
 {
-    char *doc = NULL, *key = NULL, *val = NULL;
+    char *doc = NULL, *key = NULL, *val = NULL, shown[160];
     size_t len = 0, klen, kcap = 0, vlen, vcap = 0;
     int more = 0, seen_format = 0, seen_flags = 0, rcode;
     long long version = -1;
@@ -336,7 +341,8 @@ int vkg_cli_runconf_load(const char *path, const vkg_flag *flags, int nflags,
             if (vkg__json_string(&j, &val, &vlen, &vcap) != VKG_OK)
                 goto fail_json;
             if (strcmp(val, "vkgpt-run")) {
-                snprintf(err, cap, "%s: field \"format\" is '%s', not 'vkgpt-run'", path, val);
+                snprintf(err, cap, "%s: field \"format\" is '%s', not 'vkgpt-run'", path,
+                         vkg__escape(shown, sizeof shown, val, vlen));
                 goto done;
             }
             seen_format = 1;
@@ -353,7 +359,8 @@ int vkg_cli_runconf_load(const char *path, const vkg_flag *flags, int nflags,
                 goto done;
             seen_flags = 1;
         } else {
-            snprintf(err, cap, "%s: field \"%s\": not a field of a run's settings%s", path, key,
+            snprintf(err, cap, "%s: field \"%s\": not a field of a run's settings%s", path,
+                     vkg__escape(shown, sizeof shown, key, klen),
                      strcmp(key, "flags") ? "" : " twice");
             goto done;
         }

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/escape.h"
 #include "os/file.h"
 
 static const char *const not_kept[] = {
@@ -44,12 +45,25 @@ void vkg_cli_train_runconf_skip(const vkg_flag *flags, int nflags, int from_init
     }
 }
 
-/* Append one line to res->notes (truncated when full). */
+/* text rendered for a terminal (vkg__escape_text) in a new string, or NULL when out of memory. */
+static char *shown(const char *text)
+{
+    size_t n = strlen(text);
+    char *s = malloc(4 * n + 1);
+    if (s)
+        vkg__escape_text(s, text, n);
+    return s;
+}
+
+/* Append one line to res->notes (truncated when full); the values as a terminal shows them. */
 static void note(vkg_cli_resume *res, const char *flag, const char *now, const char *saved)
 {
     size_t len = strlen(res->notes);
+    char *a = shown(now), *b = shown(saved ? saved : "it unset");
     snprintf(res->notes + len, sizeof res->notes - len, "resume: %s %s (the run had %s)\n", flag,
-             now, saved ? saved : "it unset");
+             a ? a : "?", b ? b : "?");
+    free(a);
+    free(b);
 }
 
 int vkg_cli_train_resume_settings(const char *dir, const vkg_flag *flags, int nflags, int argc,
@@ -87,11 +101,14 @@ int vkg_cli_train_resume_settings(const char *dir, const vkg_flag *flags, int nf
         int has = vkg_cli_flag_text(&flags[i], now, 65536);
         const char *saved = res->saved.value[i];
         if (!strcmp(flags[i].name, "--tokenizer") && (!saved || strcmp(now, saved))) {
+            char *a = shown(now), *b = shown(saved ? saved : "the default for its data");
             fprintf(stderr,
                     "vkgpt train: --tokenizer %s disagrees with the run's tokenizer, %s (%s): the "
                     "checkpoint's token ids are that tokenizer's; drop the flag to continue the "
                     "run, or give a new --ckpt-dir to train a new model\n",
-                    now, saved ? saved : "the default for its data", res->path);
+                    a ? a : "?", b ? b : "?", res->path);
+            free(a);
+            free(b);
             goto done;
         }
         char abs_now[8192], cwd[4096];
