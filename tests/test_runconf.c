@@ -162,6 +162,7 @@ static void test_damaged_refused(void **state)
         {"{\"format\": \"\\u009b2J\", \"version\": 1, \"flags\": {}}",
          "field \"format\" is '\\xc2\\x9b2J'"},
         {"{\"\\r\\u001b[K\": 1}", "field \"\\x0d\\x1b[K\": not a field"},
+        {HEAD "{\"int\": \"1\\nresume: 2\"}}", "'1\\x0aresume: 2'"}, /* no line of its own */
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         values v;
@@ -245,7 +246,7 @@ static void test_resume_notes_escaped(void **state)
     snprintf(path, sizeof path, "%s/run.json", dir);
     FILE *f = fopen(path, "w");
     assert_non_null(f);
-    fputs(HEAD "{\"str\": \"old\\u001b[2J\\u0007\"}}", f);
+    fputs(HEAD "{\"str\": \"old\\u001b[2J\\u0007\\nresume: --x\"}}", f);
     fclose(f);
     char *argv[] = {"train", "--str", "new", NULL};
     vkg_flags_result r;
@@ -253,8 +254,10 @@ static void test_resume_notes_escaped(void **state)
     assert_int_equal(
         vkg_cli_train_resume_settings(dir, fl, NFLAGS, 3, argv, reset_values, &v, &r, &res), 0);
     printf("%s", res.notes);
-    assert_non_null(strstr(res.notes, "resume: --str new (the run had old\\x1b[2J\\x07)"));
+    assert_non_null(
+        strstr(res.notes, "resume: --str new (the run had old\\x1b[2J\\x07\\x0aresume: --x)\n"));
     assert_null(strchr(res.notes, '\x1b'));
+    assert_int_equal(strchr(res.notes, '\n') - res.notes, strlen(res.notes) - 1); /* one line */
     vkg_cli_runconf_free(&res.saved);
     free(res.json);
     unlink(path);

@@ -253,7 +253,7 @@ static int apply(const char *path, const vkg_flag *flags, int nflags, int k, con
     vkg_flags_result r;
     if (vkg_flags_parse_args(flags, nflags, argc, argv, NULL, &r) != VKG_FLAGS_OK) {
         char shown[4 * sizeof r.error + 1]; /* the flag's message quotes the file's value */
-        vkg__escape_text(shown, r.error, strlen(r.error));
+        vkg__escape(shown, sizeof shown, r.error, strlen(r.error));
         snprintf(err, cap, "%s: field \"flags.%s\": %s", path, flags[k].name + 2, shown);
         return 2;
     }

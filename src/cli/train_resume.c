@@ -45,13 +45,14 @@ void vkg_cli_train_runconf_skip(const vkg_flag *flags, int nflags, int from_init
     }
 }
 
-/* text rendered for a terminal (vkg__escape_text) in a new string, or NULL when out of memory. */
+/* text as printable ASCII (vkg__escape: no line break or control byte of run.json reaches the
+ * terminal) in a new string, or NULL when out of memory. */
 static char *shown(const char *text)
 {
     size_t n = strlen(text);
     char *s = malloc(4 * n + 1);
     if (s)
-        vkg__escape_text(s, text, n);
+        vkg__escape(s, 4 * n + 1, text, n);
     return s;
 }
 
