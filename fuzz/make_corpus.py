@@ -110,6 +110,58 @@ def state_files():
     put(t, "bad_config", good[:8] + struct.pack("<i", 0) + good[12:])
 
 
+def outer_file(n, values, count_override=None):
+    """DiLoCo's outer.bin (src/train/checkpoint.h): header slots 0-6, then the floats."""
+    body = struct.pack("<%df" % len(values), *values)
+    count = len(values) if count_override is None else count_override
+    h = struct.pack("<7I", 20261128, 1, n, 0, count, 0, zlib.crc32(body))
+    return h + bytes(1024 - len(h)) + body
+
+
+def outer_files():
+    t = "outerfile"
+    clear(t)
+    n = 4
+    blocking = [0.5, -0.25, 1.0, 2.0] * 2 + [0.1, -0.1, 0.2, 0.3] * 2 + [1e-4, 2e-4, 0.0, 3e-4]
+    delayed = [0.5] * (2 * n) + [-0.1] * n + [0.2] * n + [0.01] * n + [1e-4] * n + [-0.3] * n
+    put(t, "valid_two_replicas", outer_file(n, blocking))
+    put(t, "valid_delayed", outer_file(n, delayed))
+    put(t, "valid_one_replica", outer_file(n, [0.25] * (2 * n)))
+    put(t, "negative_v", outer_file(n, blocking[:-1] + [-1e-4]))
+    put(t, "not_finite", outer_file(n, blocking[:3] + [float("inf")] + blocking[4:]))
+    good = outer_file(n, blocking)
+    put(t, "bad_checksum", good[:-1] + bytes([good[-1] ^ 1]))
+    put(t, "truncated", good[:-3])
+    put(t, "wrong_count", outer_file(n, blocking, count_override=len(blocking) + 1))
+    put(t, "header_only", good[:1024])
+
+
+# ---- run.json ---------------------------------------------------------------------------------
+
+def run_configs():
+    t = "runconf"
+    clear(t)
+
+    def doc(flags, **top):
+        d = {"format": "vkgpt-run", "version": 1, "flags": flags}
+        d.update(top)
+        return json.dumps(d)
+
+    put(t, "every_type", doc({"int-range": "1024", "ll-range": "-5", "u64": "18446744073709549568",
+                              "float-range": "2.5e-3", "double": "0.1", "str": "say \"hi\"\n\x01",
+                              "choice": "beta", "bool": "true"}))
+    put(t, "empty_flags", doc({}))
+    put(t, "unknown_flag", doc({"nope": "1"}))
+    put(t, "skipped_flag", doc({"skipped": "1"}))
+    put(t, "out_of_range", doc({"int-range": "0", "float-range": "11"}))
+    put(t, "not_a_string", '{"format": "vkgpt-run", "version": 1, "flags": {"u64": 5}}')
+    put(t, "control_bytes", doc({"\x1b[2J": "\x07", "choice": "\x1b]0;x\x07"}))
+    put(t, "other_format", doc({}, format="\u009b2J"))
+    put(t, "other_version", doc({}, version=2))
+    put(t, "twice", '{"format": "vkgpt-run", "version": 1, "flags": {"str": "a", "str": "b"}}')
+    put(t, "truncated", doc({"str": "abc"})[:-4])
+
+
 # ---- token shards -----------------------------------------------------------------------------
 
 def shards():
@@ -289,6 +341,8 @@ def flag_lists():
 def main():
     model_files()
     state_files()
+    outer_files()
+    run_configs()
     shards()
     tokenizer_files()
     vocab_files()

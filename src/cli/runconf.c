@@ -19,6 +19,8 @@
 /* The shortest %g text of v that reads back as the same float (is_float) or double. */
 static void real_text(double v, int is_float, char *buf, size_t cap)
 {
+    if (!buf || !cap) /* never, but GCC's -fsanitize=undefined build of the fuzz target asks */
+        return;
     for (int prec = 1; prec <= 17; prec++) {
         snprintf(buf, cap, "%.*g", prec, v);
         double back = strtod(buf, NULL);
@@ -320,15 +322,27 @@ done:
 int vkg_cli_runconf_load(const char *path, const vkg_flag *flags, int nflags,
                          const unsigned char *skip, vkg_cli_runconf *rc, char *err, size_t cap)
 {
-    char *doc = NULL, *key = NULL, *val = NULL, shown[160];
-    size_t len = 0, klen, kcap = 0, vlen, vcap = 0;
-    int more = 0, seen_format = 0, seen_flags = 0, rcode;
+    char *doc = NULL;
+    size_t len = 0;
+    memset(rc, 0, sizeof *rc);
+    err[0] = '\0';
+    int rcode = read_whole(path, &doc, &len, err, cap);
+    if (rcode == 0)
+        rcode = vkg_cli_runconf_parse(path, doc, len, flags, nflags, skip, rc, err, cap);
+    free(doc);
+    return rcode;
+}
+
+int vkg_cli_runconf_parse(const char *path, const char *doc, size_t len, const vkg_flag *flags,
+                          int nflags, const unsigned char *skip, vkg_cli_runconf *rc, char *err,
+                          size_t cap)
+{
+    char *key = NULL, *val = NULL, shown[160];
+    size_t klen, kcap = 0, vlen, vcap = 0;
+    int more = 0, seen_format = 0, seen_flags = 0, rcode = 2;
     long long version = -1;
     memset(rc, 0, sizeof *rc);
     err[0] = '\0';
-    if ((rcode = read_whole(path, &doc, &len, err, cap)) != 0)
-        return rcode;
-    rcode = 2;
     vkg__json j;
     vkg__json_init(&j, doc, len, path);
     if (vkg__json_open(&j, '{', &more) != VKG_OK)
@@ -383,7 +397,6 @@ fail_json:
 done:
     if (rcode)
         vkg_cli_runconf_free(rc);
-    free(doc);
     free(key);
     free(val);
     return rcode;

@@ -48,6 +48,11 @@ char *vkg_cli_runconf_json(const vkg_flag *flags, int nflags, const unsigned cha
 int vkg_cli_runconf_load(const char *path, const vkg_flag *flags, int nflags,
                          const unsigned char *skip, vkg_cli_runconf *rc, char *err, size_t cap);
 
+/* vkg_cli_runconf_load on the len bytes of text doc, named path in err: 0 or 2 as there. */
+int vkg_cli_runconf_parse(const char *path, const char *doc, size_t len, const vkg_flag *flags,
+                          int nflags, const unsigned char *skip, vkg_cli_runconf *rc, char *err,
+                          size_t cap);
+
 /* Free the texts of rc and zero it. */
 void vkg_cli_runconf_free(vkg_cli_runconf *rc);
 

@@ -162,6 +162,10 @@ vkg_status vkg_outerfile_write(const char *path, size_t n, const float *x, size_
  * a value not finite, another replica's second moment v negative in every layout the count
  * fits), VKG_ERR_NOMEM. On error nothing is allocated. */
 vkg_status vkg_outerfile_read(const char *path, size_t n, float **x, size_t *count);
+/* vkg_outerfile_read from the stream f, size bytes long, named path in messages (f is not
+ * closed): the fuzz target's entry. */
+vkg_status vkg__outerfile_read_stream(FILE *f, const char *path, uint64_t size, size_t n, float **x,
+                                      size_t *count);
 
 /* ---- checkpoint directories (checkpoint.c; vkg_checkpoint_resume: ckptresume.c) ---- */
 

@@ -109,11 +109,20 @@ vkg_status vkg_outerfile_read(const char *path, size_t n, float **x, size_t *cou
 {
     FILE *f = NULL;
     uint64_t size = 0;
+    *x = NULL, *count = 0;
+    VKG_TRY(vkg__io_open(path, &f, &size));
+    vkg_status st = vkg__outerfile_read_stream(f, path, size, n, x, count);
+    fclose(f);
+    return st;
+}
+
+vkg_status vkg__outerfile_read_stream(FILE *f, const char *path, uint64_t size, size_t n, float **x,
+                                      size_t *count)
+{
     unsigned char h[VKG_FILE_HEADER_BYTES];
     float *buf = NULL;
     vkg_status st;
     *x = NULL, *count = 0;
-    VKG_TRY(vkg__io_open(path, &f, &size));
     VKG_CHECK_GOTO(st, size >= sizeof h, VKG_ERR_FORMAT, done,
                    "%s: %llu bytes, too short for the header of an outer state file", path,
                    (unsigned long long)size);
@@ -150,6 +159,5 @@ vkg_status vkg_outerfile_read(const char *path, size_t n, float **x, size_t *cou
     buf = NULL;
 done:
     free(buf);
-    fclose(f);
     return st;
 }
