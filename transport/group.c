@@ -427,16 +427,8 @@ vkg_status vkg_group_reduce_scatter(vkg_group_t *g, void *buf, size_t n, const s
         return VKG_OK;
     int on;
     VKG_TRY(use_shm(g, &on));
-    if (on && dtype == VKG_COMM_F32) { /* the segment's ring: the whole of buf ends summed */
-        char what[64];
-        shm_what(g, "reduce-scatter", what, sizeof what);
-        size_t rb[VKG_SHM_MAX_RANKS + 1], len;
-        for (int k = 0; k < g->n; k++)
-            chunk(g, n, k, &rb[k], &len);
-        rb[g->n] = n;
-        VKG_TRY(vkg__comm_usable(g->comm));
-        return shm_done(g, vkg__shm_group_allreduce(g->comm, g->shm, g->ranks, what, buf, n, rb));
-    }
+    if (on && dtype == VKG_COMM_F32) /* the segment's ring: the whole of buf ends summed */
+        return ring_allreduce(g, buf, n);
     if (on)
         return shm_gather_sum(g, buf, n, bounds[g->me], bounds[g->me + 1], dtype, es);
     return p2p_reduce_scatter(g, tag, buf, n, bounds, dtype, es);
