@@ -2,7 +2,7 @@
 # as their only include path, a "view": a folder in the build tree holding symbolic links to the
 # src/ folders of that layer and the layers below it, and to the public headers (include/vkgpt/)
 # those layers may use. A file that includes a header of a layer above its own (ops including
-# "model/gpt2.h", the transport including "vkgpt/device.h") fails to compile: the header is not
+# "model/model.h", the transport including "vkgpt/device.h") fails to compile: the header is not
 # in its view. Tests, the command-line tool, examples and fuzz targets see the whole tree.
 #
 # The views, lowest first (each includes the ones it names):

@@ -7,7 +7,7 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     FILE *f = fuzz_stream(data, size);
-    vkg_gpt2_config cfg;
+    vkg_model_config cfg;
     float *params = NULL;
     vkg_status st = vkg__modelfile_read_stream(f, "model.bin", size, &cfg, &params);
     fclose(f);
@@ -16,8 +16,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     }
     uint32_t version = data[4] | data[5] << 8 | (uint32_t)data[6] << 16 | (uint32_t)data[7] << 24;
-    size_t n = vkg_gpt2_num_params(&cfg), elem = version == 3 ? 4 : 2;
-    FUZZ_REQUIRE(vkg_gpt2_config_validate(&cfg) == VKG_OK);
+    size_t n = vkg_model_num_params(&cfg), elem = version == 3 ? 4 : 2;
+    FUZZ_REQUIRE(vkg_model_config_validate(&cfg) == VKG_OK);
     FUZZ_REQUIRE(version == 3 || version == 5);
     FUZZ_REQUIRE(size == VKG_FILE_HEADER_BYTES + n * elem);
     volatile float sum = 0.0f; /* touch every parameter: all must have been read */

@@ -9,7 +9,7 @@
 /* The parameter count of cfg in 128-bit arithmetic: no wrap-around whatever the header says. */
 __extension__ typedef unsigned __int128 u128;
 
-static u128 exact_params(const vkg_gpt2_config *c)
+static u128 exact_params(const vkg_model_config *c)
 {
     u128 Vp = (unsigned)c->padded_vocab_size, C = (unsigned)c->channels;
     u128 T = (unsigned)c->max_seq_len, L = (unsigned)c->num_layers;
@@ -19,7 +19,7 @@ static u128 exact_params(const vkg_gpt2_config *c)
 static void check(const uint8_t *data, size_t size, int whole)
 {
     FILE *f = fuzz_stream(data, size);
-    vkg_gpt2_config cfg;
+    vkg_model_config cfg;
     vkg_checkpoint_state st;
     size_t n = 0;
     float *m = NULL, *v = NULL;
@@ -30,7 +30,7 @@ static void check(const uint8_t *data, size_t size, int whole)
         FUZZ_REQUIRE(m == NULL && v == NULL && vkg_error_message()[0] != '\0');
         return;
     }
-    FUZZ_REQUIRE(vkg_gpt2_config_validate(&cfg) == VKG_OK);
+    FUZZ_REQUIRE(vkg_model_config_validate(&cfg) == VKG_OK);
     FUZZ_REQUIRE(exact_params(&cfg) == n);
     FUZZ_REQUIRE(size == VKG_FILE_HEADER_BYTES + 8 * (uint64_t)n + 4);
     if (whole) {

@@ -17,9 +17,9 @@
 #include "ckpt_fixture.h"
 #include "testutil.h"
 
-vkg_gpt2_config vkg_ck_config(int maxT)
+vkg_model_config vkg_ck_config(int maxT)
 {
-    vkg_gpt2_config c = {maxT, 50, vkg_gpt2_pad_vocab(50), 2, 2, 8};
+    vkg_model_config c = {maxT, 50, vkg_model_pad_vocab(50), 2, 2, 8};
     return c;
 }
 
@@ -30,7 +30,7 @@ int vkg_ck_setup(void **state)
     if (!f || vkg_os_mkdtemp(f->dir) != 0)
         return -1;
     f->cfg = vkg_ck_config(16);
-    f->n = vkg_gpt2_num_params(&f->cfg);
+    f->n = vkg_model_num_params(&f->cfg);
     f->params = vkg_test_alloc(f->n);
     f->m = vkg_test_alloc(f->n);
     f->v = vkg_test_alloc(f->n);

@@ -14,13 +14,13 @@
 typedef struct vkg_ck_fixture {
     char dir[64];
     char path[512];
-    vkg_gpt2_config cfg;
+    vkg_model_config cfg;
     size_t n;
     float *params, *m, *v;
 } vkg_ck_fixture;
 
 /* The tiny model: maxT, V = 50, L = 2, NH = 2, C = 8. */
-vkg_gpt2_config vkg_ck_config(int maxT);
+vkg_model_config vkg_ck_config(int maxT);
 /* cmocka setup/teardown: *state becomes a fixture with its own temporary folder and random
  * parameters and moments (maxT = 16); teardown removes the folder and frees the fixture. */
 int vkg_ck_setup(void **state);

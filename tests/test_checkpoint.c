@@ -96,7 +96,7 @@ static void test_roundtrip(void **state)
     assert_memory_equal(b + 1024, f->m, f->n * sizeof(float));
     free(b);
     assert_int_equal(access(vkg_ck_path(f, "ck/step_00001234/DONE"), F_OK), 0);
-    vkg_gpt2_config mc; /* model.bin is a valid llm.c fp32 model file */
+    vkg_model_config mc; /* model.bin is a valid llm.c fp32 model file */
     int version = 0;
     assert_int_equal(
         vkg_modelfile_read_header(vkg_ck_path(f, "ck/step_00001234/model.bin"), &mc, &version),
@@ -189,8 +189,8 @@ static void test_refuses_bad_files(void **state)
     expect_refused(f, "step_00000004", "state.bin", "version 9");
 
     vkg_ck_write(f, 5); /* state of another model configuration */
-    vkg_gpt2_config other = vkg_ck_config(24);
-    size_t n2 = vkg_gpt2_num_params(&other);
+    vkg_model_config other = vkg_ck_config(24);
+    size_t n2 = vkg_model_num_params(&other);
     float *z = calloc(n2, sizeof *z);
     vkg_checkpoint_state s = vkg_ck_state(5);
     assert_int_equal(
@@ -208,7 +208,7 @@ static void test_refuses_bad_files(void **state)
     unlink(vkg_ck_path(f, "ck/step_00000007/DONE"));
     expect_refused(f, "step_00000007", NULL, "DONE");
     /* the header-only read refuses the same damage without reading the moments */
-    vkg_gpt2_config cfg;
+    vkg_model_config cfg;
     size_t np;
     assert_int_equal(
         vkg_statefile_read(vkg_ck_path(f, "ck/step_00000001/state.bin"), &cfg, &s, &np, NULL, NULL),
@@ -428,7 +428,7 @@ static void test_refuses_wrapping_count(void **state)
     uint32_t crc = crc32_ref(b, 1024);
     memcpy(b + 1024, &crc, 4);
     vkg_ck_spit(vkg_ck_path(f, "wrap.bin"), b, sizeof b);
-    vkg_gpt2_config cfg;
+    vkg_model_config cfg;
     vkg_checkpoint_state s;
     size_t np = 99;
     float *m = NULL, *v = NULL;

@@ -39,17 +39,16 @@ static const unsigned char chosen[] = {0x1b, 0x07, 0x08, 0x0d, 0x9b, 0xc2, 'A', 
  * -30 for the rest (end-of-text included). */
 static int write_model(void)
 {
-    vkg_gpt2_config c = {64, 257, vkg_gpt2_pad_vocab(257), 1, 1, 8};
-    size_t n = vkg_gpt2_num_params(&c), sizes[VKG_GPT2_NUM_PARAM_TENSORS], at = 0;
+    vkg_model_config c = {64, 257, vkg_model_pad_vocab(257), 1, 1, 8};
+    size_t n = vkg_model_num_params(&c);
+    vkg_param_table pt;
     float *p = calloc(n, sizeof *p);
     if (!p)
         return -1;
-    vkg_gpt2_param_sizes(&c, sizes);
+    vkg_model_params(&c, &pt);
     for (int v = 0; v < c.vocab_size; v++)
         p[(size_t)v * (size_t)c.channels] = memchr(chosen, v, sizeof chosen) ? 0.0f : -30.0f;
-    for (int i = 0; i < 15; i++) /* lnfb is the last tensor */
-        at += sizes[i];
-    p[at] = 1.0f;
+    p[pt.t[15].offset] = 1.0f; /* lnfb is the last tensor */
     vkg_status st = vkg_modelfile_write(model_path, &c, p);
     free(p);
     return st == VKG_OK ? 0 : -1;

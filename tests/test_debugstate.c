@@ -20,7 +20,7 @@
 
 #include "os/file.h"
 #include "gpu_fixture.h"
-#include "model/gpt2.h"
+#include "model/model.h"
 #include "ref/gpt2_ref.h"
 #include "testutil.h"
 #include "vkgpt/io.h"
@@ -47,12 +47,12 @@ static void write_reference_files(void)
     assert_true(snprintf(state_path, sizeof state_path, "%s/debug_state.bin", dir) < 512);
 
     const vkg_ref_gpt2_config_t rcfg = {.maxT = MAXT, .V = V, .Vp = VP, .L = L, .NH = NH, .C = C};
-    const vkg_gpt2_config cfg = {.max_seq_len = MAXT,
-                                 .vocab_size = V,
-                                 .padded_vocab_size = VP,
-                                 .num_layers = L,
-                                 .num_heads = NH,
-                                 .channels = C};
+    const vkg_model_config cfg = {.max_seq_len = MAXT,
+                                  .vocab_size = V,
+                                  .padded_vocab_size = VP,
+                                  .num_layers = L,
+                                  .num_heads = NH,
+                                  .channels = C};
     size_t n = vkg_ref_gpt2_num_params(&rcfg);
     float *params = vkg_test_alloc(n);
     double *p64 = calloc(n, sizeof *p64), *g64 = calloc(n, sizeof *g64);
@@ -105,14 +105,17 @@ static void remove_reference_files(void)
 }
 
 /* Compare every gradient tensor with the file; returns how many failed (printing each). */
-static int compare_grads(const vkg_gpt2_config *cfg, const float *got, const float *want,
+static int compare_grads(const vkg_model_config *cfg, const float *got, const float *want,
                          int verbose)
 {
-    size_t sizes[VKG_GPT2_NUM_PARAM_TENSORS];
-    vkg_gpt2_param_sizes(cfg, sizes);
+    vkg_param_table pt;
+    vkg_model_params(cfg, &pt);
+    size_t sizes[VKG_MAX_PARAM_TENSORS];
+    for (int i = 0; i < pt.n; i++)
+        sizes[i] = pt.t[i].count;
     int bad = 0;
     double worst_rel = 0.0, worst_abs = 0.0;
-    for (int i = 0; i < VKG_GPT2_NUM_PARAM_TENSORS; i++) {
+    for (int i = 0; i < pt.n; i++) {
         vkg_test_cmp cmp;
         int ok = vkg_test_compare(tensor_names[i], got, want, sizes[i], REL_L2, &cmp);
         ok = ok && cmp.max_abs <= GRAD_MAX_ABS;
@@ -136,7 +139,7 @@ static void test_vulkan_reproduces_debug_state(void **state)
     vkg_gpu *g = *state;
     write_reference_files();
 
-    vkg_gpt2_config cfg;
+    vkg_model_config cfg;
     float *params = NULL;
     VKG_ASSERT_OK(vkg_modelfile_read(model_path, &cfg, &params));
     assert_int_equal(cfg.padded_vocab_size, VP);
@@ -144,21 +147,21 @@ static void test_vulkan_reproduces_debug_state(void **state)
     VKG_ASSERT_OK(vkg_debugstate_read(state_path, &cfg, &ds));
     assert_int_equal(ds.batch_size, B);
     assert_int_equal(ds.seq_len, T);
-    size_t n = vkg_gpt2_num_params(&cfg);
+    size_t n = vkg_model_num_params(&cfg);
     assert_int_equal(ds.num_params, n);
 
-    vkg_gpt2_opts o = vkg_gpt2_opts_default();
+    vkg_model_opts o = vkg_model_opts_default();
     o.B = ds.batch_size, o.T = ds.seq_len, o.accum_steps = 1;
-    vkg_gpt2 *m = NULL;
-    VKG_ASSERT_OK(vkg_gpt2_create(g->dev, &cfg, &o, &m));
-    VKG_ASSERT_OK(vkg_gpt2_set_params(m, params));
+    vkg_model *m = NULL;
+    VKG_ASSERT_OK(vkg_model_create(g->dev, &cfg, &o, &m));
+    VKG_ASSERT_OK(vkg_model_set_params(m, params));
 
     /* Logits: a forward without targets, the V real columns of each row. */
     float *logits = vkg_test_alloc((size_t)B * T * V), *row = vkg_test_alloc(VP);
-    VKG_ASSERT_OK(vkg_gpt2_forward(m, ds.x, NULL, NULL));
+    VKG_ASSERT_OK(vkg_model_forward(m, ds.x, NULL, NULL));
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++) {
-            VKG_ASSERT_OK(vkg_gpt2_logits_row(m, b, t, row));
+            VKG_ASSERT_OK(vkg_model_logits_row(m, b, t, row));
             memcpy(logits + ((size_t)b * T + t) * V, row, V * sizeof *row);
         }
     vkg_test_cmp lc;
@@ -170,31 +173,28 @@ static void test_vulkan_reproduces_debug_state(void **state)
     /* Loss and gradients: forward + backward on the file's x, y. */
     float loss = 0.0f;
     float *grads = vkg_test_alloc(n);
-    VKG_ASSERT_OK(vkg_gpt2_zero_grad(m));
-    VKG_ASSERT_OK(vkg_gpt2_forward_backward(m, ds.x, ds.y, &loss));
-    VKG_ASSERT_OK(vkg_gpt2_get_grads(m, grads));
+    VKG_ASSERT_OK(vkg_model_zero_grad(m));
+    VKG_ASSERT_OK(vkg_model_forward_backward(m, ds.x, ds.y, &loss));
+    VKG_ASSERT_OK(vkg_model_get_grads(m, grads));
     double loss_err = fabs((double)loss - (double)ds.loss);
     printf("loss: gpu %.7f file %.7f |diff| %.2e\n", (double)loss, (double)ds.loss, loss_err);
     assert_true(loss_err <= 1e-5 * fabs((double)ds.loss));
     assert_int_equal(compare_grads(&cfg, grads, ds.grads, 1), 0);
 
     /* The checker bites: nudge one weight of layer 1's fcw and the gradients no longer match. */
-    size_t off[VKG_GPT2_NUM_PARAM_TENSORS], sizes[VKG_GPT2_NUM_PARAM_TENSORS];
-    vkg_gpt2_param_sizes(&cfg, sizes);
-    off[0] = 0;
-    for (int i = 1; i < VKG_GPT2_NUM_PARAM_TENSORS; i++)
-        off[i] = off[i - 1] + sizes[i - 1];
-    params[off[10] + sizes[10] / 2 + 7] += 0.05f;
-    VKG_ASSERT_OK(vkg_gpt2_set_params(m, params));
-    VKG_ASSERT_OK(vkg_gpt2_zero_grad(m));
-    VKG_ASSERT_OK(vkg_gpt2_forward_backward(m, ds.x, ds.y, &loss));
-    VKG_ASSERT_OK(vkg_gpt2_get_grads(m, grads));
+    vkg_param_table pt;
+    vkg_model_params(&cfg, &pt);
+    params[pt.t[10].offset + pt.t[10].count / 2 + 7] += 0.05f;
+    VKG_ASSERT_OK(vkg_model_set_params(m, params));
+    VKG_ASSERT_OK(vkg_model_zero_grad(m));
+    VKG_ASSERT_OK(vkg_model_forward_backward(m, ds.x, ds.y, &loss));
+    VKG_ASSERT_OK(vkg_model_get_grads(m, grads));
     int bad = compare_grads(&cfg, grads, ds.grads, 0);
     printf("with one weight nudged by 0.05: %d of 16 gradient tensors disagree (as they must)\n",
            bad);
     assert_true(bad > 0);
 
-    vkg_gpt2_destroy(&m);
+    vkg_model_destroy(&m);
     vkg_debugstate_deinit(&ds);
     free(params);
     free(logits);

@@ -10,7 +10,7 @@
  * (accumulating the same two micro-batches) bitwise: the parts run the same dispatches on the
  * same values. The same in bf16 precision, where the boundary activation is bf16 (half the bytes).
  * Also: parts that break the layer rules, boundaries a part does not have and tokens sent to the
- * wrong part are refused with errors naming them; every part's memory plan (vkg_gpt2_memory, no
+ * wrong part are refused with errors naming them; every part's memory plan (vkg_model_memory, no
  * device) is exactly what it allocated; and a part's backward run as input and weight passes or
  * as a split recording of one slot adds bitwise what its whole backward adds. */
 #include <setjmp.h>
@@ -23,68 +23,69 @@
 #include <string.h>
 
 #include "gpu_fixture.h"
-#include "model/gpt2.h"
+#include "model/model.h"
 #include "testutil.h"
 
 enum { L = 3, C = 32, NH = 4, V = 200, VP = 256, MAXT = 16, B = 2, T = 12, MICRO = 2 };
 
-static const vkg_gpt2_config cfg = {.max_seq_len = MAXT,
-                                    .vocab_size = V,
-                                    .padded_vocab_size = VP,
-                                    .num_layers = L,
-                                    .num_heads = NH,
-                                    .channels = C};
+static const vkg_model_config cfg = {.max_seq_len = MAXT,
+                                     .vocab_size = V,
+                                     .padded_vocab_size = VP,
+                                     .num_layers = L,
+                                     .num_heads = NH,
+                                     .channels = C};
 
-static vkg_gpt2 *create_w(vkg_device_t *dev, int first, int last, int flags, const float *whole,
-                          int precision, int split_w)
+static vkg_model *create_w(vkg_device_t *dev, int first, int last, int flags, const float *whole,
+                           int precision, int split_w)
 {
-    vkg_gpt2_opts o = vkg_gpt2_opts_default();
+    vkg_model_opts o = vkg_model_opts_default();
     o.B = B, o.T = T, o.accum_steps = MICRO, o.slots = MICRO, o.precision = precision;
     o.split_w = split_w;
-    o.part = (vkg_gpt2_part){.first = first, .last = last, .flags = flags};
-    vkg_gpt2 *m = NULL;
-    VKG_ASSERT_OK(vkg_gpt2_create(dev, &cfg, &o, &m));
-    vkg_gpt2_memory_plan plan; /* the plan without a device is what was allocated */
-    VKG_ASSERT_OK(vkg_gpt2_memory(&cfg, &o, &plan));
-    assert_int_equal(plan.total, vkg_gpt2_device_bytes(m));
-    assert_int_equal(plan.activations, vkg_gpt2_activation_bytes(m));
-    const vkg_gpt2_layout *lo = vkg_gpt2_layout_of(m);
-    assert_int_equal(lo->total, vkg_gpt2_param_count(m));
+    o.part = (vkg_model_part){.first = first, .last = last, .flags = flags};
+    vkg_model *m = NULL;
+    VKG_ASSERT_OK(vkg_model_create(dev, &cfg, &o, &m));
+    vkg_model_memory_plan plan; /* the plan without a device is what was allocated */
+    VKG_ASSERT_OK(vkg_model_memory(&cfg, &o, &plan));
+    assert_int_equal(plan.total, vkg_model_device_bytes(m));
+    assert_int_equal(plan.activations, vkg_model_activation_bytes(m));
+    const vkg_model_layout *lo = vkg_model_layout_of(m);
+    assert_int_equal(lo->total, vkg_model_param_count(m));
     float *p = vkg_test_alloc(lo->total);
-    vkg_gpt2_part_extract(lo, whole, p);
-    VKG_ASSERT_OK(vkg_gpt2_set_params(m, p));
+    vkg_model_part_extract(lo, whole, p);
+    VKG_ASSERT_OK(vkg_model_set_params(m, p));
     free(p);
     return m;
 }
 
-static vkg_gpt2 *create(vkg_device_t *dev, int first, int last, int flags, const float *whole,
-                        int precision)
+static vkg_model *create(vkg_device_t *dev, int first, int last, int flags, const float *whole,
+                         int precision)
 {
     return create_w(dev, first, last, flags, whole, precision, 0);
 }
 
 /* Copy the wte gradient of part `from` into part `to` (both hold wte at part offset 0). */
-static void hand_wte_grad(vkg_gpt2 *from, vkg_gpt2 *to)
+static void hand_wte_grad(vkg_model *from, vkg_model *to)
 {
-    size_t nf = vkg_gpt2_param_count(from), nt = vkg_gpt2_param_count(to);
-    const vkg_gpt2_layout *lf = vkg_gpt2_layout_of(from), *lt = vkg_gpt2_layout_of(to);
+    size_t nf = vkg_model_param_count(from), nt = vkg_model_param_count(to);
+    const vkg_model_layout *lf = vkg_model_layout_of(from), *lt = vkg_model_layout_of(to);
     assert_int_equal(lf->part_offset[0], 0);
     assert_int_equal(lt->part_offset[0], 0);
     assert_int_equal(lf->count[0], lt->count[0]);
     float *gf = vkg_test_alloc(nf), *gt = vkg_test_alloc(nt);
-    VKG_ASSERT_OK(vkg_gpt2_get_grads(from, gf));
-    VKG_ASSERT_OK(vkg_gpt2_get_grads(to, gt));
+    VKG_ASSERT_OK(vkg_model_get_grads(from, gf));
+    VKG_ASSERT_OK(vkg_model_get_grads(to, gt));
     memcpy(gt, gf, lf->count[0] * sizeof *gf);
-    VKG_ASSERT_OK(vkg_gpt2_set_grads(to, gt));
+    VKG_ASSERT_OK(vkg_model_set_grads(to, gt));
     free(gf), free(gt);
 }
 
 /* The boundary activation of slot s from a to b, or the gradient from b back to a. */
-static void pass(vkg_gpt2 *from, vkg_gpt2_boundary out, vkg_gpt2 *to, vkg_gpt2_boundary in, int s)
+static void pass(vkg_model *from, vkg_model_boundary out, vkg_model *to, vkg_model_boundary in,
+                 int s)
 {
     float *buf = vkg_test_alloc((size_t)B * T * C);
-    VKG_ASSERT_OK(vkg_gpt2_boundary_read(from, out, s, buf));
-    VKG_ASSERT_OK(vkg_gpt2_boundary_write(to, in, s, buf));
+    VKG_ASSERT_OK(vkg_model_boundary_read(from, out, s, buf));
+    VKG_ASSERT_OK(vkg_model_boundary_write(to, in, s, buf));
     free(buf);
 }
 
@@ -97,9 +98,9 @@ static void random_tokens(vkg_test_rng *r, int32_t *x, size_t n)
 static void check_split(vkg_gpu *g, int k, int precision)
 {
     const char *prec = precision == VKG_PRECISION_BF16 ? "bf16" : "fp32";
-    size_t n = vkg_gpt2_num_params(&cfg);
+    size_t n = vkg_model_num_params(&cfg);
     float *whole = vkg_test_alloc(n), *gw = vkg_test_alloc(n), *gparts = vkg_test_alloc(n);
-    vkg_gpt2_init_params(&cfg, whole, 11);
+    vkg_model_init_params(&cfg, whole, 11);
     vkg_test_rng r;
     vkg_test_rng_seed(&r, 21 + (uint64_t)k);
     int32_t inp[MICRO][B * T], tgt[MICRO][B * T];
@@ -109,49 +110,50 @@ static void check_split(vkg_gpu *g, int k, int precision)
     }
 
     /* The whole model, accumulating the two micro-batches. */
-    vkg_gpt2 *w = create(g->dev, 0, L, VKG_GPT2_PART_EMBED | VKG_GPT2_PART_HEAD, whole, precision);
+    vkg_model *w =
+        create(g->dev, 0, L, VKG_MODEL_PART_EMBED | VKG_MODEL_PART_HEAD, whole, precision);
     float lw[MICRO];
-    VKG_ASSERT_OK(vkg_gpt2_zero_grad(w));
+    VKG_ASSERT_OK(vkg_model_zero_grad(w));
     for (int mb = 0; mb < MICRO; mb++)
-        VKG_ASSERT_OK(vkg_gpt2_forward_backward(w, inp[mb], tgt[mb], &lw[mb]));
-    VKG_ASSERT_OK(vkg_gpt2_get_grads(w, gw));
+        VKG_ASSERT_OK(vkg_model_forward_backward(w, inp[mb], tgt[mb], &lw[mb]));
+    VKG_ASSERT_OK(vkg_model_get_grads(w, gw));
 
     /* The two parts: both forwards, then both backwards. */
-    vkg_gpt2 *a = create(g->dev, 0, k, VKG_GPT2_PART_EMBED, whole, precision);
-    vkg_gpt2 *b = create(g->dev, k, L, VKG_GPT2_PART_HEAD, whole, precision);
+    vkg_model *a = create(g->dev, 0, k, VKG_MODEL_PART_EMBED, whole, precision);
+    vkg_model *b = create(g->dev, k, L, VKG_MODEL_PART_HEAD, whole, precision);
     /* the activation boundary goes as the model stores it, its gradient in fp32 */
     size_t act = precision == VKG_PRECISION_BF16 ? 2 : 4;
-    assert_int_equal(vkg_gpt2_boundary_bytes(a, VKG_GPT2_OUT), (size_t)B * T * C * act);
-    assert_int_equal(vkg_gpt2_boundary_bytes(b, VKG_GPT2_IN), (size_t)B * T * C * act);
-    assert_int_equal(vkg_gpt2_boundary_bytes(b, VKG_GPT2_DIN), (size_t)B * T * C * 4);
-    assert_int_equal(vkg_gpt2_boundary_bytes(a, VKG_GPT2_DOUT), (size_t)B * T * C * 4);
+    assert_int_equal(vkg_model_boundary_bytes(a, VKG_MODEL_OUT), (size_t)B * T * C * act);
+    assert_int_equal(vkg_model_boundary_bytes(b, VKG_MODEL_IN), (size_t)B * T * C * act);
+    assert_int_equal(vkg_model_boundary_bytes(b, VKG_MODEL_DIN), (size_t)B * T * C * 4);
+    assert_int_equal(vkg_model_boundary_bytes(a, VKG_MODEL_DOUT), (size_t)B * T * C * 4);
     float lb[MICRO];
-    VKG_ASSERT_OK(vkg_gpt2_zero_grad(a));
-    VKG_ASSERT_OK(vkg_gpt2_zero_grad(b));
+    VKG_ASSERT_OK(vkg_model_zero_grad(a));
+    VKG_ASSERT_OK(vkg_model_zero_grad(b));
     for (int s = 0; s < MICRO; s++) {
-        VKG_ASSERT_OK(vkg_gpt2_forward_train(a, s, inp[s], NULL, NULL));
-        pass(a, VKG_GPT2_OUT, b, VKG_GPT2_IN, s);
-        VKG_ASSERT_OK(vkg_gpt2_forward_train(b, s, NULL, tgt[s], &lb[s]));
+        VKG_ASSERT_OK(vkg_model_forward_train(a, s, inp[s], NULL, NULL));
+        pass(a, VKG_MODEL_OUT, b, VKG_MODEL_IN, s);
+        VKG_ASSERT_OK(vkg_model_forward_train(b, s, NULL, tgt[s], &lb[s]));
     }
     for (int s = 0; s < MICRO; s++) {
         if (s > 0) /* the whole model adds this classifier gradient to wte after a's rows */
             hand_wte_grad(a, b);
-        VKG_ASSERT_OK(vkg_gpt2_backward(b, s));
-        pass(b, VKG_GPT2_DIN, a, VKG_GPT2_DOUT, s);
+        VKG_ASSERT_OK(vkg_model_backward(b, s));
+        pass(b, VKG_MODEL_DIN, a, VKG_MODEL_DOUT, s);
         hand_wte_grad(b, a);
-        VKG_ASSERT_OK(vkg_gpt2_backward(a, s));
+        VKG_ASSERT_OK(vkg_model_backward(a, s));
     }
     for (int s = 0; s < MICRO; s++)
         if (memcmp(&lb[s], &lw[s], sizeof lw[s]))
             fail_msg("%s split at %d: micro-batch %d loss %.9g differs from the whole model's %.9g",
                      prec, k, s, (double)lb[s], (double)lw[s]);
-    float *ga = vkg_test_alloc(vkg_gpt2_param_count(a)),
-          *gb = vkg_test_alloc(vkg_gpt2_param_count(b));
-    VKG_ASSERT_OK(vkg_gpt2_get_grads(a, ga));
-    VKG_ASSERT_OK(vkg_gpt2_get_grads(b, gb));
+    float *ga = vkg_test_alloc(vkg_model_param_count(a)),
+          *gb = vkg_test_alloc(vkg_model_param_count(b));
+    VKG_ASSERT_OK(vkg_model_get_grads(a, ga));
+    VKG_ASSERT_OK(vkg_model_get_grads(b, gb));
     memset(gparts, 0xff, n * sizeof *gparts); /* NaN: a tensor no part fills is caught */
-    vkg_gpt2_part_insert(vkg_gpt2_layout_of(b), gb, gparts);
-    vkg_gpt2_part_insert(vkg_gpt2_layout_of(a), ga, gparts); /* a's wte holds the whole sum */
+    vkg_model_part_insert(vkg_model_layout_of(b), gb, gparts);
+    vkg_model_part_insert(vkg_model_layout_of(a), ga, gparts); /* a's wte holds the whole sum */
     for (size_t i = 0; i < n; i++)
         if (memcmp(&gparts[i], &gw[i], sizeof gw[i]))
             fail_msg("%s split at %d: gradient %zu is %.9g from the parts but %.9g from the "
@@ -163,20 +165,20 @@ static void check_split(vkg_gpu *g, int k, int precision)
 
     /* Evaluation and logits through the parts (slot 0's forward list). */
     float ew = 0.0f, ep = 0.0f, rw[VP], rp[VP];
-    VKG_ASSERT_OK(vkg_gpt2_forward(w, inp[1], tgt[1], &ew));
-    VKG_ASSERT_OK(vkg_gpt2_forward(a, inp[1], NULL, NULL));
-    pass(a, VKG_GPT2_OUT, b, VKG_GPT2_IN, 0);
-    VKG_ASSERT_OK(vkg_gpt2_forward(b, NULL, tgt[1], &ep));
+    VKG_ASSERT_OK(vkg_model_forward(w, inp[1], tgt[1], &ew));
+    VKG_ASSERT_OK(vkg_model_forward(a, inp[1], NULL, NULL));
+    pass(a, VKG_MODEL_OUT, b, VKG_MODEL_IN, 0);
+    VKG_ASSERT_OK(vkg_model_forward(b, NULL, tgt[1], &ep));
     assert_memory_equal(&ew, &ep, sizeof ew);
-    VKG_ASSERT_OK(vkg_gpt2_forward(w, inp[0], NULL, NULL));
-    VKG_ASSERT_OK(vkg_gpt2_forward(a, inp[0], NULL, NULL));
-    pass(a, VKG_GPT2_OUT, b, VKG_GPT2_IN, 0);
-    VKG_ASSERT_OK(vkg_gpt2_forward(b, NULL, NULL, NULL));
-    VKG_ASSERT_OK(vkg_gpt2_logits_row(w, B - 1, T - 1, rw));
-    VKG_ASSERT_OK(vkg_gpt2_logits_row(b, B - 1, T - 1, rp));
+    VKG_ASSERT_OK(vkg_model_forward(w, inp[0], NULL, NULL));
+    VKG_ASSERT_OK(vkg_model_forward(a, inp[0], NULL, NULL));
+    pass(a, VKG_MODEL_OUT, b, VKG_MODEL_IN, 0);
+    VKG_ASSERT_OK(vkg_model_forward(b, NULL, NULL, NULL));
+    VKG_ASSERT_OK(vkg_model_logits_row(w, B - 1, T - 1, rw));
+    VKG_ASSERT_OK(vkg_model_logits_row(b, B - 1, T - 1, rp));
     assert_memory_equal(rw, rp, sizeof rw);
 
-    vkg_gpt2_destroy(&w), vkg_gpt2_destroy(&a), vkg_gpt2_destroy(&b);
+    vkg_model_destroy(&w), vkg_model_destroy(&a), vkg_model_destroy(&b);
     free(whole), free(gw), free(gparts), free(ga), free(gb);
 }
 
@@ -196,7 +198,7 @@ static void test_two_parts_equal_whole_bf16(void **state)
 
 /* The ways a part's backward may run, each adding the same values in the same order: */
 enum {
-    WHOLE_PASS, /* vkg_gpt2_backward, slot by slot */
+    WHOLE_PASS, /* vkg_model_backward, slot by slot */
     TWO_PASSES, /* every slot's input pass, then every slot's weight pass (ZB-H1's deferral) */
     SPLIT_LAST, /* the last slot's backward as a split recording of 2 lists (pipeline buckets) */
     NUM_WAYS
@@ -207,56 +209,56 @@ enum {
 static void run_backward_way(vkg_gpu *g, int way, const float *whole, const int32_t *inp,
                              const int32_t *tgt, float *ga, float *gb, float *din)
 {
-    vkg_gpt2 *a = create_w(g->dev, 0, 1, VKG_GPT2_PART_EMBED, whole, VKG_PRECISION_FP32, 1);
-    vkg_gpt2 *b = create_w(g->dev, 1, L, VKG_GPT2_PART_HEAD, whole, VKG_PRECISION_FP32, 1);
-    VKG_ASSERT_OK(vkg_gpt2_zero_grad(a));
-    VKG_ASSERT_OK(vkg_gpt2_zero_grad(b));
+    vkg_model *a = create_w(g->dev, 0, 1, VKG_MODEL_PART_EMBED, whole, VKG_PRECISION_FP32, 1);
+    vkg_model *b = create_w(g->dev, 1, L, VKG_MODEL_PART_HEAD, whole, VKG_PRECISION_FP32, 1);
+    VKG_ASSERT_OK(vkg_model_zero_grad(a));
+    VKG_ASSERT_OK(vkg_model_zero_grad(b));
     for (int s = 0; s < MICRO; s++) {
-        VKG_ASSERT_OK(vkg_gpt2_forward_train(a, s, inp + s * B * T, NULL, NULL));
-        pass(a, VKG_GPT2_OUT, b, VKG_GPT2_IN, s);
-        VKG_ASSERT_OK(vkg_gpt2_forward_train(b, s, NULL, tgt + s * B * T, NULL));
+        VKG_ASSERT_OK(vkg_model_forward_train(a, s, inp + s * B * T, NULL, NULL));
+        pass(a, VKG_MODEL_OUT, b, VKG_MODEL_IN, s);
+        VKG_ASSERT_OK(vkg_model_forward_train(b, s, NULL, tgt + s * B * T, NULL));
     }
     for (int s = 0; s < MICRO; s++) {
-        vkg_gpt2 *parts[2] = {b, a};
+        vkg_model *parts[2] = {b, a};
         for (int i = 0; i < 2; i++) {
-            vkg_gpt2 *m = parts[i];
+            vkg_model *m = parts[i];
             if (way == TWO_PASSES) {
-                VKG_ASSERT_OK(vkg_gpt2_backward_input(m, s));
+                VKG_ASSERT_OK(vkg_model_backward_input(m, s));
             } else if (way == SPLIT_LAST && s == MICRO - 1) {
-                int last[2] = {0, vkg_gpt2_unit_count(m) - 1};
-                VKG_ASSERT_OK(vkg_gpt2_split_backward(m, s, last, 2, NULL));
-                VKG_ASSERT_OK(vkg_gpt2_split_submit(m, NULL, NULL));
-                VKG_ASSERT_OK(vkg_gpt2_split_wait(m, 0));
-                VKG_ASSERT_OK(vkg_gpt2_split_finish(m, NULL));
-                VKG_ASSERT_OK(vkg_gpt2_split_commit(m));
+                int last[2] = {0, vkg_model_unit_count(m) - 1};
+                VKG_ASSERT_OK(vkg_model_split_backward(m, s, last, 2, NULL));
+                VKG_ASSERT_OK(vkg_model_split_submit(m, NULL, NULL));
+                VKG_ASSERT_OK(vkg_model_split_wait(m, 0));
+                VKG_ASSERT_OK(vkg_model_split_finish(m, NULL));
+                VKG_ASSERT_OK(vkg_model_split_commit(m));
             } else {
-                VKG_ASSERT_OK(vkg_gpt2_backward(m, s));
+                VKG_ASSERT_OK(vkg_model_backward(m, s));
             }
             if (m == b) {
-                VKG_ASSERT_OK(vkg_gpt2_boundary_read(b, VKG_GPT2_DIN, s, din + s * B * T * C));
-                VKG_ASSERT_OK(vkg_gpt2_boundary_write(a, VKG_GPT2_DOUT, s, din + s * B * T * C));
+                VKG_ASSERT_OK(vkg_model_boundary_read(b, VKG_MODEL_DIN, s, din + s * B * T * C));
+                VKG_ASSERT_OK(vkg_model_boundary_write(a, VKG_MODEL_DOUT, s, din + s * B * T * C));
             }
         }
     }
     for (int s = 0; way == TWO_PASSES && s < MICRO; s++) {
-        VKG_ASSERT_OK(vkg_gpt2_backward_weight(b, s));
-        VKG_ASSERT_OK(vkg_gpt2_backward_weight(a, s));
+        VKG_ASSERT_OK(vkg_model_backward_weight(b, s));
+        VKG_ASSERT_OK(vkg_model_backward_weight(a, s));
     }
-    VKG_ASSERT_OK(vkg_gpt2_get_grads(a, ga));
-    VKG_ASSERT_OK(vkg_gpt2_get_grads(b, gb));
-    vkg_gpt2_destroy(&a), vkg_gpt2_destroy(&b);
+    VKG_ASSERT_OK(vkg_model_get_grads(a, ga));
+    VKG_ASSERT_OK(vkg_model_get_grads(b, gb));
+    vkg_model_destroy(&a), vkg_model_destroy(&b);
 }
 
 /* A part's backward as input and weight passes (split_w) with every weight pass deferred past
  * the other slot's input pass, and as a split recording of the last slot's backward alone, adds
- * bitwise what vkg_gpt2_backward adds, and passes the same input gradient back; without split_w
+ * bitwise what vkg_model_backward adds, and passes the same input gradient back; without split_w
  * the two passes are refused. */
 static void test_backward_ways(void **state)
 {
     vkg_gpu *g = *state;
-    size_t n = vkg_gpt2_num_params(&cfg);
+    size_t n = vkg_model_num_params(&cfg);
     float *whole = vkg_test_alloc(n);
-    vkg_gpt2_init_params(&cfg, whole, 12);
+    vkg_model_init_params(&cfg, whole, 12);
     vkg_test_rng r;
     vkg_test_rng_seed(&r, 33);
     int32_t inp[MICRO * B * T], tgt[MICRO * B * T];
@@ -266,12 +268,12 @@ static void test_backward_ways(void **state)
     size_t na = 0, nb = 0;
     for (int w = 0; w < NUM_WAYS; w++) {
         if (w == 0) { /* the parts' sizes */
-            vkg_gpt2 *a = create(g->dev, 0, 1, VKG_GPT2_PART_EMBED, whole, VKG_PRECISION_FP32);
-            vkg_gpt2 *b = create(g->dev, 1, L, VKG_GPT2_PART_HEAD, whole, VKG_PRECISION_FP32);
-            na = vkg_gpt2_param_count(a), nb = vkg_gpt2_param_count(b);
-            assert_int_equal(vkg_gpt2_backward_input(a, 0), VKG_ERR_STATE);
-            assert_int_equal(vkg_gpt2_backward_weight(b, 0), VKG_ERR_STATE);
-            vkg_gpt2_destroy(&a), vkg_gpt2_destroy(&b);
+            vkg_model *a = create(g->dev, 0, 1, VKG_MODEL_PART_EMBED, whole, VKG_PRECISION_FP32);
+            vkg_model *b = create(g->dev, 1, L, VKG_MODEL_PART_HEAD, whole, VKG_PRECISION_FP32);
+            na = vkg_model_param_count(a), nb = vkg_model_param_count(b);
+            assert_int_equal(vkg_model_backward_input(a, 0), VKG_ERR_STATE);
+            assert_int_equal(vkg_model_backward_weight(b, 0), VKG_ERR_STATE);
+            vkg_model_destroy(&a), vkg_model_destroy(&b);
         }
         ga[w] = vkg_test_alloc(na), gb[w] = vkg_test_alloc(nb);
         din[w] = vkg_test_alloc((size_t)MICRO * B * T * C);
@@ -302,43 +304,43 @@ static void expect_refused(vkg_status st, const char *needle)
 static void test_bad_parts_refused(void **state)
 {
     vkg_gpu *g = *state;
-    vkg_gpt2_opts o = vkg_gpt2_opts_default();
+    vkg_model_opts o = vkg_model_opts_default();
     o.B = B, o.T = T;
-    vkg_gpt2 *m = NULL;
+    vkg_model *m = NULL;
     const struct {
-        vkg_gpt2_part part;
+        vkg_model_part part;
         const char *needle;
     } bad[] = {
-        {{1, 3, VKG_GPT2_PART_EMBED | VKG_GPT2_PART_HEAD}, "embeddings belong to the part"},
-        {{0, 2, VKG_GPT2_PART_EMBED | VKG_GPT2_PART_HEAD}, "head belongs to the part"},
+        {{1, 3, VKG_MODEL_PART_EMBED | VKG_MODEL_PART_HEAD}, "embeddings belong to the part"},
+        {{0, 2, VKG_MODEL_PART_EMBED | VKG_MODEL_PART_HEAD}, "head belongs to the part"},
         {{0, 2, 0}, "embeddings belong to the part"},
-        {{2, 2, VKG_GPT2_PART_HEAD}, "non-empty range"},
-        {{1, 4, VKG_GPT2_PART_HEAD}, "non-empty range"},
+        {{2, 2, VKG_MODEL_PART_HEAD}, "non-empty range"},
+        {{1, 4, VKG_MODEL_PART_HEAD}, "non-empty range"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         o.part = bad[i].part;
-        expect_refused(vkg_gpt2_create(g->dev, &cfg, &o, &m), bad[i].needle);
+        expect_refused(vkg_model_create(g->dev, &cfg, &o, &m), bad[i].needle);
         assert_null(m);
     }
-    o.part = (vkg_gpt2_part){0, 2, VKG_GPT2_PART_EMBED};
+    o.part = (vkg_model_part){0, 2, VKG_MODEL_PART_EMBED};
     o.slots = 0;
-    expect_refused(vkg_gpt2_create(g->dev, &cfg, &o, &m), "activation slots");
+    expect_refused(vkg_model_create(g->dev, &cfg, &o, &m), "activation slots");
     o.slots = 1;
-    VKG_ASSERT_OK(vkg_gpt2_create(g->dev, &cfg, &o, &m));
+    VKG_ASSERT_OK(vkg_model_create(g->dev, &cfg, &o, &m));
     float buf[B * T * C];
     int32_t tok[B * T] = {0};
-    expect_refused(vkg_gpt2_boundary_read(m, VKG_GPT2_DIN, 0, buf), "no input boundary");
-    expect_refused(vkg_gpt2_boundary_write(m, VKG_GPT2_IN, 0, buf), "no input boundary");
-    expect_refused(vkg_gpt2_boundary_read(m, VKG_GPT2_OUT, 1, buf), "slot 1 outside [0, 1)");
-    expect_refused(vkg_gpt2_forward_train(m, 0, tok, tok, NULL), "targets go to the last part");
-    expect_refused(vkg_gpt2_forward_train(m, 0, NULL, NULL, NULL), "needs input tokens");
-    vkg_gpt2 *h = NULL;
-    o.part = (vkg_gpt2_part){2, 3, VKG_GPT2_PART_HEAD};
-    VKG_ASSERT_OK(vkg_gpt2_create(g->dev, &cfg, &o, &h));
-    expect_refused(vkg_gpt2_boundary_write(h, VKG_GPT2_DOUT, 0, buf), "no output boundary");
-    expect_refused(vkg_gpt2_forward(h, tok, tok, NULL), "tokens go to the first part");
-    assert_int_equal(vkg_gpt2_forward_backward(h, NULL, tok, NULL), VKG_ERR_STATE);
-    vkg_gpt2_destroy(&m), vkg_gpt2_destroy(&h);
+    expect_refused(vkg_model_boundary_read(m, VKG_MODEL_DIN, 0, buf), "no input boundary");
+    expect_refused(vkg_model_boundary_write(m, VKG_MODEL_IN, 0, buf), "no input boundary");
+    expect_refused(vkg_model_boundary_read(m, VKG_MODEL_OUT, 1, buf), "slot 1 outside [0, 1)");
+    expect_refused(vkg_model_forward_train(m, 0, tok, tok, NULL), "targets go to the last part");
+    expect_refused(vkg_model_forward_train(m, 0, NULL, NULL, NULL), "needs input tokens");
+    vkg_model *h = NULL;
+    o.part = (vkg_model_part){2, 3, VKG_MODEL_PART_HEAD};
+    VKG_ASSERT_OK(vkg_model_create(g->dev, &cfg, &o, &h));
+    expect_refused(vkg_model_boundary_write(h, VKG_MODEL_DOUT, 0, buf), "no output boundary");
+    expect_refused(vkg_model_forward(h, tok, tok, NULL), "tokens go to the first part");
+    assert_int_equal(vkg_model_forward_backward(h, NULL, tok, NULL), VKG_ERR_STATE);
+    vkg_model_destroy(&m), vkg_model_destroy(&h);
 }
 
 int main(void)

@@ -116,14 +116,14 @@ static void write_raw(const char *path, const void *data, size_t n)
     fclose(f);
 }
 
-static vkg_gpt2_config small_cfg(void)
+static vkg_model_config small_cfg(void)
 {
-    vkg_gpt2_config c = {.max_seq_len = 8,
-                         .vocab_size = 50,
-                         .padded_vocab_size = 64,
-                         .num_layers = 2,
-                         .num_heads = 2,
-                         .channels = 8};
+    vkg_model_config c = {.max_seq_len = 8,
+                          .vocab_size = 50,
+                          .padded_vocab_size = 64,
+                          .num_layers = 2,
+                          .num_heads = 2,
+                          .channels = 8};
     return c;
 }
 
@@ -141,8 +141,8 @@ static float *random_params(size_t n, uint64_t seed)
 static void test_model_roundtrip(void **state)
 {
     const char *path = tpath(state, "model.bin");
-    vkg_gpt2_config cfg = small_cfg(), got;
-    size_t n = vkg_gpt2_num_params(&cfg);
+    vkg_model_config cfg = small_cfg(), got;
+    size_t n = vkg_model_num_params(&cfg);
     float *p = random_params(n, 1), *q = NULL;
     assert_int_equal(vkg_modelfile_write(path, &cfg, p), VKG_OK);
     assert_int_equal(file_size(path), 1024 + 4 * (long)n);
@@ -191,8 +191,8 @@ static void test_bf16_conversion(void **state)
 static void test_model_bf16_load(void **state)
 {
     const char *path = tpath(state, "model_bf16.bin");
-    vkg_gpt2_config cfg = small_cfg(), got;
-    size_t n = vkg_gpt2_num_params(&cfg);
+    vkg_model_config cfg = small_cfg(), got;
+    size_t n = vkg_model_num_params(&cfg);
     float *p = random_params(n, 2), *q = NULL;
     size_t bytes = 1024 + 2 * n;
     unsigned char *raw = calloc(1, bytes);
@@ -226,8 +226,8 @@ static void test_model_bf16_load(void **state)
 static void test_model_refusals(void **state)
 {
     const char *path = tpath(state, "model.bin");
-    vkg_gpt2_config cfg = small_cfg(), got;
-    size_t n = vkg_gpt2_num_params(&cfg);
+    vkg_model_config cfg = small_cfg(), got;
+    size_t n = vkg_model_num_params(&cfg);
     float *p = random_params(n, 3), *q = NULL;
 
     assert_int_equal(vkg_modelfile_write(path, &cfg, p), VKG_OK);
@@ -281,14 +281,14 @@ static void test_model_refusals(void **state)
 static void test_debugstate(void **state)
 {
     const char *path = tpath(state, "state.bin");
-    vkg_gpt2_config cfg = small_cfg();
+    vkg_model_config cfg = small_cfg();
     vkg_debug_state st = {0}, got = {0};
     vkg_test_rng r;
     vkg_test_rng_seed(&r, 4);
     st.batch_size = 2;
     st.seq_len = 3;
     st.vocab_size = cfg.vocab_size;
-    st.num_params = vkg_gpt2_num_params(&cfg);
+    st.num_params = vkg_model_num_params(&cfg);
     st.x = calloc(6, 4);
     st.y = calloc(6, 4);
     vkg_test_fill_int(&r, st.x, 6, 50);
@@ -520,7 +520,7 @@ static void test_non_regular_files(void **state)
     const char *kinds[] = {"is a FIFO", "is a character device", "is a directory"};
     alarm(20);
     for (int i = 0; i < 3; i++) {
-        vkg_gpt2_config cfg;
+        vkg_model_config cfg;
         vkg_tokfile tf;
         size_t ntok;
         char *text = NULL;

@@ -77,12 +77,12 @@ static int fits(size_t B, int recompute, uint64_t max_alloc, uint64_t has)
 static void test_gpt2_124m_under_every_driver(void **state)
 {
     (void)state;
-    vkg_gpt2_config cfg = {.num_layers = L,
-                           .num_heads = NH,
-                           .channels = C,
-                           .max_seq_len = T,
-                           .vocab_size = V,
-                           .padded_vocab_size = VP};
+    vkg_model_config cfg = {.num_layers = L,
+                            .num_heads = NH,
+                            .channels = C,
+                            .max_seq_len = T,
+                            .vocab_size = V,
+                            .padded_vocab_size = VP};
     const uint64_t drivers[] = {0, 4ull << 30, 2ull << 30};
     const uint64_t memories[] = {16ull << 30, 24ull << 30, 80ull << 30};
     int checked = 0;

@@ -207,15 +207,15 @@ static job make(int pp, int dp, int micro, int schedule, float clip, int steps)
 /* wte's floats: the first Vp x C of the table. */
 static size_t wte_floats(void)
 {
-    vkg_gpt2_config cfg = {.max_seq_len = MAXT,
-                           .vocab_size = V,
-                           .padded_vocab_size = vkg_gpt2_pad_vocab(V),
-                           .num_layers = L,
-                           .num_heads = NH,
-                           .channels = C};
-    size_t sizes[VKG_GPT2_NUM_PARAM_TENSORS];
-    vkg_gpt2_param_sizes(&cfg, sizes);
-    return sizes[0];
+    vkg_model_config cfg = {.max_seq_len = MAXT,
+                            .vocab_size = V,
+                            .padded_vocab_size = vkg_model_pad_vocab(V),
+                            .num_layers = L,
+                            .num_heads = NH,
+                            .channels = C};
+    vkg_param_table pt;
+    vkg_model_params(&cfg, &pt);
+    return pt.t[0].count;
 }
 
 /* One step, clipping off: all but wte bitwise, wte within 1e-6, the loss bitwise. */

@@ -228,12 +228,12 @@ static void test_auto_equals_fixed_splits(void **state)
 /* Bytes of the memory plan of one rank with b rows, as the fit check counts them. */
 static uint64_t plan_bytes(int b)
 {
-    vkg_gpt2_config cfg = {.max_seq_len = MAXT,
-                           .vocab_size = V,
-                           .padded_vocab_size = vkg_gpt2_pad_vocab(V),
-                           .num_layers = L,
-                           .num_heads = NH,
-                           .channels = C};
+    vkg_model_config cfg = {.max_seq_len = MAXT,
+                            .vocab_size = V,
+                            .padded_vocab_size = vkg_model_pad_vocab(V),
+                            .num_layers = L,
+                            .num_heads = NH,
+                            .channels = C};
     vkg_plan_opts po = {0};
     vkg_stage_memory m[1];
     assert_int_equal(vkg_strategy_plan(&cfg, b, T, ACCUM, 1, NULL, 0, &po, m), VKG_OK);

@@ -59,13 +59,13 @@ static void check_cut(size_t n, size_t from, int N, int nlead, const size_t *b, 
 static void test_whole_model(void **state)
 {
     (void)state;
-    vkg_gpt2_config cfg = {.max_seq_len = 1024,
-                           .vocab_size = 50257,
-                           .padded_vocab_size = 50304,
-                           .num_layers = 12,
-                           .num_heads = 12,
-                           .channels = 768};
-    size_t n = vkg_gpt2_num_params(&cfg);
+    vkg_model_config cfg = {.max_seq_len = 1024,
+                            .vocab_size = 50257,
+                            .padded_vocab_size = 50304,
+                            .num_layers = 12,
+                            .num_heads = 12,
+                            .channels = 768};
+    size_t n = vkg_model_num_params(&cfg);
     for (int N = 1; N <= 8; N++) {
         size_t b[9], pb[9];
         vkg_zero_shard sh[8];

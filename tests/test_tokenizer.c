@@ -23,11 +23,11 @@
 #include "testutil.h"
 #include "vkgpt/tokenizer.h"
 
-#if !defined(VKG_GPT2_DIR) || !defined(VKG_TEST_DATA)
-#error "VKG_GPT2_DIR must name data/gpt2 and VKG_TEST_DATA tests/data of the source tree"
+#if !defined(VKG_MODEL_DIR) || !defined(VKG_TEST_DATA)
+#error "VKG_MODEL_DIR must name data/gpt2 and VKG_TEST_DATA tests/data of the source tree"
 #endif
 
-static const char *gpt2_dir = VKG_GPT2_DIR;
+static const char *gpt2_dir = VKG_MODEL_DIR;
 
 static void assert_msg_has(const char *a, const char *b)
 {

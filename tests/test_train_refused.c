@@ -80,14 +80,14 @@ static void test_corrupt_inputs_are_refused(void **state)
     vkg_trainer_t *t = NULL;
 
     /* A model file that loads, and the same file truncated. */
-    vkg_gpt2_config mcfg = {.max_seq_len = MAXT,
-                            .vocab_size = V,
-                            .padded_vocab_size = 128,
-                            .num_layers = L,
-                            .num_heads = NH,
-                            .channels = C};
+    vkg_model_config mcfg = {.max_seq_len = MAXT,
+                             .vocab_size = V,
+                             .padded_vocab_size = 128,
+                             .num_layers = L,
+                             .num_heads = NH,
+                             .channels = C};
     vkg_ref_gpt2_config_t rcfg = {.maxT = MAXT, .V = V, .Vp = 128, .L = L, .NH = NH, .C = C};
-    size_t n = vkg_gpt2_num_params(&mcfg);
+    size_t n = vkg_model_num_params(&mcfg);
     float *params = vkg_test_alloc(n), *back = vkg_test_alloc(n);
     vkg_ref_gpt2_init_params(&rcfg, params, 5);
     VKG_ASSERT_OK(vkg_modelfile_write(vkg_test_path_in(good, "c_model.bin"), &mcfg, params));
@@ -123,10 +123,10 @@ static void test_corrupt_inputs_are_refused(void **state)
 
     /* A model file holding a NaN (as a diverged run would leave): refused, naming the tensor. */
     c = vkg_test_train_config(&p, "c", NULL);
-    size_t qkvw = 0, sizes[VKG_GPT2_NUM_PARAM_TENSORS];
-    vkg_gpt2_param_sizes(&mcfg, sizes);
-    for (int i = 0; i < 4; i++) /* wte, wpe, ln1w, ln1b precede qkvw */
-        qkvw += sizes[i];
+    vkg_param_table pt;
+    vkg_model_params(&mcfg, &pt);
+    size_t qkvw = pt.t[4].offset; /* wte, wpe, ln1w, ln1b precede qkvw */
+    assert_string_equal(pt.t[4].name, "qkvw");
     params[qkvw + 7] = NAN;
     VKG_ASSERT_OK(vkg_modelfile_write(vkg_test_path_in(bad, "c_nan.bin"), &mcfg, params));
     c.init_path = bad;

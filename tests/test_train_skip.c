@@ -70,15 +70,14 @@ static int group_setup(void **state)
         return -1;
     vkg_trainer_info info;
     vkg_trainer_get_info(t, &info);
-    vkg_gpt2_config mc = {MAXT, V, info.padded_vocab_size, L, NH, C};
+    vkg_model_config mc = {MAXT, V, info.padded_vocab_size, L, NH, C};
     float *p = malloc(info.num_params * sizeof *p);
     vkg_status st = p ? vkg_trainer_get_params(t, p) : VKG_ERR_NOMEM;
     vkg_trainer_destroy(&t);
-    size_t sizes[VKG_GPT2_NUM_PARAM_TENSORS], at = 0;
-    vkg_gpt2_param_sizes(&mc, sizes);
-    for (int i = 0; i < 14; i++) /* lnfw is tensor 14 */
-        at += sizes[i];
-    for (size_t k = 0; st == VKG_OK && k < sizes[14]; k++)
+    vkg_param_table pt;
+    vkg_model_params(&mc, &pt);
+    size_t at = pt.t[14].offset; /* lnfw is tensor 14 */
+    for (size_t k = 0; st == VKG_OK && k < pt.t[14].count; k++)
         p[at + k] = HUGE_LNFW;
     vkg_test_path_in(model, sizeof model, "huge.bin");
     if (st == VKG_OK)

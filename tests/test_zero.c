@@ -60,7 +60,7 @@ typedef struct job {
     size_t nparams;
     float *params[MAXR];
     size_t opt_bytes[MAXR], mfirst[MAXR], mcount[MAXR];
-    vkg_gpt2_config mcfg;
+    vkg_model_config mcfg;
     vkg_status st[MAXR];
     char err[MAXR][512];
 } job;

@@ -70,24 +70,24 @@ vkg_status vkg_io_read_u16(FILE *f, const char *path, uint16_t *x, size_t n);
 /* ---- model file ----------------------------------------------------------------------------- */
 
 /* Read and validate the header of a model file: magic, version 3 or 5, a configuration that
- * passes vkg_gpt2_config_validate, and a file size equal to 1024 bytes plus the parameters at
+ * passes vkg_model_config_validate, and a file size equal to 1024 bytes plus the parameters at
  * the version's precision. Fills *cfg and, when version is not NULL, *version. Errors:
  * VKG_ERR_IO (cannot open/stat), VKG_ERR_FORMAT (anything else), naming the file. */
-vkg_status vkg_modelfile_read_header(const char *path, vkg_gpt2_config *cfg, int *version);
+vkg_status vkg_modelfile_read_header(const char *path, vkg_model_config *cfg, int *version);
 
 /* Read a model file into the caller's buffer of `capacity` floats (which must hold
- * vkg_gpt2_num_params(cfg) values), converting bf16 (version 5) to fp32. Fills *cfg. Errors as
+ * vkg_model_num_params(cfg) values), converting bf16 (version 5) to fp32. Fills *cfg. Errors as
  * vkg_modelfile_read_header, plus VKG_ERR_INVALID_ARG when the buffer is too small. */
-vkg_status vkg_modelfile_read_into(const char *path, vkg_gpt2_config *cfg, float *params,
+vkg_status vkg_modelfile_read_into(const char *path, vkg_model_config *cfg, float *params,
                                    size_t capacity);
 
 /* Read a model file into a newly malloc'ed fp32 array (*params, num_params values; the caller
  * frees it with free()). Fills *cfg. On error *params is NULL. */
-vkg_status vkg_modelfile_read(const char *path, vkg_gpt2_config *cfg, float **params);
+vkg_status vkg_modelfile_read(const char *path, vkg_model_config *cfg, float **params);
 
-/* Write cfg and params (vkg_gpt2_num_params(cfg) floats, table order) as an fp32 version-3 model
+/* Write cfg and params (vkg_model_num_params(cfg) floats, table order) as an fp32 version-3 model
  * file, crash-safely. VKG_ERR_INVALID_ARG for an invalid cfg; VKG_ERR_IO naming the file. */
-vkg_status vkg_modelfile_write(const char *path, const vkg_gpt2_config *cfg, const float *params);
+vkg_status vkg_modelfile_write(const char *path, const vkg_model_config *cfg, const float *params);
 
 /* bf16 <-> fp32. bf16 is the upper 16 bits of an fp32; to bf16 rounds to nearest even (NaN
  * stays NaN). */
@@ -112,11 +112,11 @@ typedef struct vkg_debug_state {
  * parameter count come from cfg). Allocates the arrays of *st (free with vkg_debugstate_deinit).
  * Errors: VKG_ERR_IO / VKG_ERR_FORMAT naming the file (bad magic or version, non-positive B or T,
  * size not 1024 + 4*(2BT + BTV + 1 + num_params)); on error *st is left empty. */
-vkg_status vkg_debugstate_read(const char *path, const vkg_gpt2_config *cfg, vkg_debug_state *st);
+vkg_status vkg_debugstate_read(const char *path, const vkg_model_config *cfg, vkg_debug_state *st);
 
 /* Write st as a debug state file, crash-safely. st->vocab_size and st->num_params must match cfg
  * (VKG_ERR_INVALID_ARG otherwise). */
-vkg_status vkg_debugstate_write(const char *path, const vkg_gpt2_config *cfg,
+vkg_status vkg_debugstate_write(const char *path, const vkg_model_config *cfg,
                                 const vkg_debug_state *st);
 
 /* Free the arrays of st and zero it. NULL-safe. */

@@ -1,10 +1,17 @@
-/* GPT-2 model configuration and the parameter table, in llm.c's layout.
+/* A transformer's configuration and its parameter table.
  *
- * One table drives parameter allocation, checkpoint I/O and gradients: 16 tensors, in this order,
- * each stored row-major with weights as (out, in):
+ * The table (vkg_model_params) lists the model's parameter tensors, in the order they are stored:
+ * each tensor's name, shape, place (the embeddings, one slice per layer, or the head), weight
+ * decay and initialisation, and which tensor, if any, is the embedding the head also reads as its
+ * classifier (tied). Everything that walks the parameters (the memory plan, the optimizer's
+ * segments, pipeline stages, ZeRO-1's shards, gradient buckets, checkpoints, DiLoCo's fragments)
+ * walks this table and knows no tensor by name or index.
+ *
+ * GPT-2 (llm.c's layout): 16 tensors, each stored row-major with weights as (out, in):
  *   0 wte (Vp,C)  1 wpe (maxT,C)  2 ln1w (L,C)  3 ln1b (L,C)  4 qkvw (L,3C,C)  5 qkvb (L,3C)
  *   6 attprojw (L,C,C)  7 attprojb (L,C)  8 ln2w (L,C)  9 ln2b (L,C)  10 fcw (L,4C,C)
  *   11 fcb (L,4C)  12 fcprojw (L,C,4C)  13 fcprojb (L,C)  14 lnfw (C)  15 lnfb (C)
+ * wte is tied: the last part's classifier.
  * This header has no Vulkan types; it allocates nothing. Model parts (a range of layers) are
  * described at the end.
  */
@@ -20,16 +27,17 @@
 extern "C" {
 #endif
 
-#define VKG_GPT2_NUM_PARAM_TENSORS 16
+/* The most parameter tensors a model's table holds. */
+#define VKG_MAX_PARAM_TENSORS 24
 
-typedef struct vkg_gpt2_config {
+typedef struct vkg_model_config {
     int max_seq_len;       /* maxT */
     int vocab_size;        /* V */
     int padded_vocab_size; /* Vp: V rounded up to a multiple of 128; rows >= V are zero */
     int num_layers;        /* L */
     int num_heads;         /* NH */
     int channels;          /* C, divisible by NH */
-} vkg_gpt2_config;
+} vkg_model_config;
 
 /* Precision of training (vkg_train_config.precision, the model's options): fp32 throughout, or
  * bf16 mixed precision as llm.c trains: fp32 master weights, AdamW moments and weight gradients,
@@ -37,68 +45,102 @@ typedef struct vkg_gpt2_config {
 enum { VKG_PRECISION_FP32 = 0, VKG_PRECISION_BF16 = 1 };
 
 /* Round a vocabulary size up to the padded size vkgpt uses (a multiple of 128). */
-int vkg_gpt2_pad_vocab(int vocab_size);
+int vkg_model_pad_vocab(int vocab_size);
 
 /* Check that every field is positive, Vp >= V, C % NH == 0. On failure records a message naming
  * the field and returns VKG_ERR_INVALID_ARG. */
-vkg_status vkg_gpt2_config_validate(const vkg_gpt2_config *cfg);
+vkg_status vkg_model_config_validate(const vkg_model_config *cfg);
 
-/* Element counts of the 16 parameter tensors, in table order. */
-void vkg_gpt2_param_sizes(const vkg_gpt2_config *cfg, size_t sizes[VKG_GPT2_NUM_PARAM_TENSORS]);
+/* Where a parameter tensor lives in a model cut into parts (pipeline stages). */
+typedef enum vkg_param_place {
+    VKG_PARAM_EMBED = 0, /* the first part's: embeddings */
+    VKG_PARAM_LAYER = 1, /* one slice per layer, stacked: (L, rows, cols) */
+    VKG_PARAM_HEAD = 2   /* the last part's: final norm, classifier */
+} vkg_param_place;
 
-/* Total number of parameters (sum of the 16 sizes). */
-size_t vkg_gpt2_num_params(const vkg_gpt2_config *cfg);
+/* How a tensor starts (vkg_model_init_params). */
+typedef enum vkg_param_init {
+    VKG_INIT_NORMAL = 0,   /* normal(0, 0.02) */
+    VKG_INIT_RESIDUAL = 1, /* normal(0, 0.02 / sqrt(2 L)): projections into the residual stream */
+    VKG_INIT_ZEROS = 2,
+    VKG_INIT_ONES = 3
+} vkg_param_init;
 
-/* Short name of tensor i ("wte", "qkvw", ...); "?" when out of range. */
-const char *vkg_gpt2_param_name(int i);
+typedef struct vkg_param_info {
+    const char *name; /* short name: "wte", "qkvw", ... */
+    vkg_param_place place;
+    int rows, cols; /* one slice (a layer's, for LAYER): row-major; a vector has 1 row */
+    int used_rows;  /* rows that hold values (the rest, a padded vocabulary's, stay 0) */
+    size_t count;   /* floats in the whole model: rows x cols, times L for LAYER */
+    size_t offset;  /* floats before it in the whole model */
+    int decays;     /* AdamW's weight decay applies (matrices) */
+    vkg_param_init init;
+} vkg_param_info;
 
-/* 1 when AdamW's weight decay applies to tensor i (2-D weight matrices: wte, wpe, qkvw, attprojw,
- * fcw, fcprojw), 0 otherwise. */
-int vkg_gpt2_param_decays(int i);
+typedef struct vkg_param_table {
+    int n;        /* tensors, <= VKG_MAX_PARAM_TENSORS */
+    int tied;     /* the embedding the head also reads as its classifier (then the table's first
+                   * tensor, so that a part holding it holds it first), -1: none */
+    size_t total; /* floats: the sum of the counts */
+    vkg_param_info t[VKG_MAX_PARAM_TENSORS];
+} vkg_param_table;
 
-/* GPT-2 initialisation into params (num_params floats, table order): normal(0, 0.02) weights,
- * residual projections (attprojw, fcprojw) scaled by 1/sqrt(2L), biases 0, layernorm weights 1,
- * wte's padding rows 0; draws in table order from the seeded generator. */
-void vkg_gpt2_init_params(const vkg_gpt2_config *cfg, float *params, uint64_t seed);
+/* The parameter table of a valid configuration (vkg_model_config_validate). */
+void vkg_model_params(const vkg_model_config *cfg, vkg_param_table *table);
+
+/* Total number of parameters (the table's total). */
+size_t vkg_model_num_params(const vkg_model_config *cfg);
+
+/* Initialisation into params (num_params floats, table order), each tensor as its table row says
+ * (GPT-2's: normal(0, 0.02) weights, residual projections scaled by 1/sqrt(2L), biases 0, norm
+ * weights 1), rows past used_rows 0; the normal draws in table order from the seeded generator. */
+void vkg_model_init_params(const vkg_model_config *cfg, float *params, uint64_t seed);
+
+/* Forward FLOPs per token of one layer (its products and attention over T positions) and of the
+ * head (the classifier), for cutting the layers into pipeline stages of equal work. */
+void vkg_model_token_flops(const vkg_model_config *cfg, int T, double *layer, double *head);
 
 /* ---- model parts ----------------------------------------------------------------------------
  * A part owns the layers [first, last) of a model; the first part (flag EMBED) also owns the
- * embeddings wte and wpe, the last (flag HEAD) the final layernorm and the classifier, whose
- * weight is wte (a head part without EMBED holds a copy of wte). The whole model is the part
- * [0, L) with both flags. A part's tensors are stored contiguously in the table order restricted
- * to the part (its layers' slices of each stacked tensor), so the whole model's layout is
- * exactly llm.c's and a part is a gather of slices of it. */
+ * table's EMBED tensors (and the encoder), the last (flag HEAD) its HEAD tensors (final norm,
+ * classifier) and the loss; a head part without EMBED also holds a copy of the tied embedding,
+ * when the model has one. The whole model is the part [0, L) with both flags. A part's tensors
+ * are stored contiguously in the table order restricted to the part (its layers' slices of each
+ * stacked tensor), so the whole model's layout is the table's and a part is a gather of slices
+ * of it. */
 
-#define VKG_GPT2_PART_EMBED 1 /* owns wte, wpe and the encoder */
-#define VKG_GPT2_PART_HEAD 2  /* owns lnfw, lnfb, the classifier (wte) and the loss */
+#define VKG_MODEL_PART_EMBED 1 /* owns the embeddings and the encoder */
+#define VKG_MODEL_PART_HEAD 2  /* owns the final norm, the classifier and the loss */
 
-typedef struct vkg_gpt2_part {
+typedef struct vkg_model_part {
     int first, last; /* layers [first, last) */
-    int flags;       /* VKG_GPT2_PART_* */
-} vkg_gpt2_part;
+    int flags;       /* VKG_MODEL_PART_* */
+} vkg_model_part;
 
 /* The part [0, L) with both flags. */
-vkg_gpt2_part vkg_gpt2_whole(const vkg_gpt2_config *cfg);
+vkg_model_part vkg_model_whole(const vkg_model_config *cfg);
 
 /* Check 0 <= first < last <= L, EMBED only with first = 0 and HEAD only with last = L (and
  * neither flag missing where it must be set: a part from 0 has EMBED, one to L has HEAD).
  * VKG_ERR_INVALID_ARG naming the field otherwise. */
-vkg_status vkg_gpt2_part_validate(const vkg_gpt2_config *cfg, const vkg_gpt2_part *part);
+vkg_status vkg_model_part_validate(const vkg_model_config *cfg, const vkg_model_part *part);
 
-/* Where each of the 16 tensors lies: count[i] floats (0 when the part lacks tensor i), at
+/* Where each of the table's n tensors lies: count[i] floats (0 when the part lacks tensor i), at
  * part_offset[i] in the part's block and at whole_offset[i] in the whole model's. */
-typedef struct vkg_gpt2_layout {
-    size_t count[VKG_GPT2_NUM_PARAM_TENSORS];
-    size_t part_offset[VKG_GPT2_NUM_PARAM_TENSORS];
-    size_t whole_offset[VKG_GPT2_NUM_PARAM_TENSORS];
+typedef struct vkg_model_layout {
+    int n; /* the table's tensors */
+    size_t count[VKG_MAX_PARAM_TENSORS];
+    size_t part_offset[VKG_MAX_PARAM_TENSORS];
+    size_t whole_offset[VKG_MAX_PARAM_TENSORS];
     size_t total; /* floats in the part */
-} vkg_gpt2_layout;
+    size_t tied;  /* floats of the tied embedding the part holds, at its start; 0: none */
+} vkg_model_layout;
 
-void vkg_gpt2_part_layout(const vkg_gpt2_config *cfg, const vkg_gpt2_part *part,
-                          vkg_gpt2_layout *layout);
+void vkg_model_part_layout(const vkg_model_config *cfg, const vkg_model_part *part,
+                           vkg_model_layout *layout);
 /* Copy the part's tensors out of a whole model's array (table order) into its block, or back. */
-void vkg_gpt2_part_extract(const vkg_gpt2_layout *layout, const float *whole, float *part);
-void vkg_gpt2_part_insert(const vkg_gpt2_layout *layout, const float *part, float *whole);
+void vkg_model_part_extract(const vkg_model_layout *layout, const float *whole, float *part);
+void vkg_model_part_insert(const vkg_model_layout *layout, const float *part, float *whole);
 
 #ifdef __cplusplus
 }

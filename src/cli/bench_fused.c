@@ -2,7 +2,7 @@
  * timed beside the two ops it replaces, on the same shape and inputs' types, so that the ratio
  * fused / (first op + element-wise pass) reads the same on every device. The shapes are GPT-2
  * 124M's (C = 768) at B = 4, T = 64 and at the training shape B = 8, T = 1024; each in fp32 and
- * with the tensors' types of --precision bf16 (src/model/gpt2_record.c: bf16 weight copy and
+ * with the tensors' types of --precision bf16 (src/model/record.c: bf16 weight copy and
  * activations, fp32 bias and layernorm parameters, fp32 mean and rstd). Results are not checked
  * here (the tests do that). */
 #include <stdio.h>

@@ -3,7 +3,7 @@
  * of the timed steps, wall clock), the GPU time of every op label per step (timestamp queries) and
  * the device memory the model holds.
  *
- * It drives the model API (src/model/gpt2.h) directly with random tokens and a random GPT-2
+ * It drives the model API (src/model/model.h) directly with random tokens and a random GPT-2
  * initialisation, so it needs no data files. It prints figures and asserts nothing; it does not
  * check results (the tests do that) beyond printing the loss, which should stay near ln(V). */
 #include <math.h>
@@ -121,13 +121,13 @@ static void add_timings(op_table *t, const vkg_cmd_timing *tim, int n, int step,
 }
 
 /* One training step as the trainer takes it (accumulation 1); *ms gets its wall time. */
-static vkg_status step(vkg_gpt2 *m, vkg_adamw *opt, const bench_opts *o, const int32_t *x,
+static vkg_status step(vkg_model *m, vkg_adamw *opt, const bench_opts *o, const int32_t *x,
                        const int32_t *y, uint32_t t, float *loss, double *ms)
 {
     double t0 = vkg_os_now_ms();
     float sumsq;
-    VKG_TRY(vkg_gpt2_zero_grad(m));
-    VKG_TRY(vkg_gpt2_forward_backward(m, x, y, loss));
+    VKG_TRY(vkg_model_zero_grad(m));
+    VKG_TRY(vkg_model_forward_backward(m, x, y, loss));
     VKG_TRY(vkg_adamw_grad_sumsq(opt, &sumsq));
     VKG_TRY(vkg_adamw_update(opt, o->lr, t, o->grad_clip, sumsq,
                              o->loss_scale > 0.0f ? o->loss_scale : 1.0f));
@@ -135,17 +135,17 @@ static vkg_status step(vkg_gpt2 *m, vkg_adamw *opt, const bench_opts *o, const i
     return VKG_OK;
 }
 
-static void print_memory(vkg_gpt2 *m, vkg_adamw *opt)
+static void print_memory(vkg_model *m, vkg_adamw *opt)
 {
-    size_t total = vkg_gpt2_device_bytes(m) + vkg_adamw_device_bytes(opt);
+    size_t total = vkg_model_device_bytes(m) + vkg_adamw_device_bytes(opt);
     /* gpt2.h's memory plan: params and grads are each num_params floats (256-aligned arenas), the
      * activations arena (with their gradients and scratch) the rest; AdamW's m and v (and its
      * small scratch) are the optimizer's. */
-    size_t pb = (vkg_gpt2_param_count(m) * 4 + 255) / 256 * 256;
-    size_t copy = vkg_gpt2_opts_of(m)->precision == VKG_PRECISION_BF16
-                      ? (vkg_gpt2_param_count(m) * 2 + 255) / 256 * 256
+    size_t pb = (vkg_model_param_count(m) * 4 + 255) / 256 * 256;
+    size_t copy = vkg_model_opts_of(m)->precision == VKG_PRECISION_BF16
+                      ? (vkg_model_param_count(m) * 2 + 255) / 256 * 256
                       : 0;
-    size_t acts = vkg_gpt2_device_bytes(m) - 2 * pb - copy;
+    size_t acts = vkg_model_device_bytes(m) - 2 * pb - copy;
     double mib = 1048576.0;
     printf("device memory: %.1f MiB = params %.1f + grads %.1f + adamw m,v %.1f + activations, "
            "their gradients and scratch %.1f\n",
@@ -190,11 +190,11 @@ static void print_ops(op_table *t, double wall_ms, int per_dispatch)
 }
 
 /* Build the model, run warm-up and timed steps, print the figures. */
-static vkg_status run(const bench_opts *o, const vkg_gpt2_config *cfg)
+static vkg_status run(const bench_opts *o, const vkg_model_config *cfg)
 {
     vkg_status st = VKG_OK;
     vkg_device_t *dev = NULL;
-    vkg_gpt2 *m = NULL;
+    vkg_model *m = NULL;
     vkg_adamw *opt = NULL;
     float *params = NULL;
     int32_t *tok = NULL;
@@ -254,15 +254,15 @@ static vkg_status run(const bench_opts *o, const vkg_gpt2_config *cfg)
         VKG_TRY_GOTO(st, vkg_device_tuning_set(dev, &t), done);
         printf("coopmat: the gradient products too (--loss-scale %g)\n", (double)o->loss_scale);
     }
-    vkg_gpt2_opts mo = vkg_gpt2_opts_default();
+    vkg_model_opts mo = vkg_model_opts_default();
     mo.B = o->B, mo.T = o->T, mo.precision = o->precision;
-    VKG_TRY_GOTO(st, vkg_gpt2_create(dev, cfg, &mo, &m), done);
+    VKG_TRY_GOTO(st, vkg_model_create(dev, cfg, &mo, &m), done);
     if (o->loss_scale > 0.0f)
-        VKG_TRY_GOTO(st, vkg_gpt2_set_grad_scale(m, o->loss_scale), done);
+        VKG_TRY_GOTO(st, vkg_model_set_grad_scale(m, o->loss_scale), done);
     vkg_adamw_config ac = vkg_adamw_config_default();
     ac.weight_decay = 0.1f;
     VKG_TRY_GOTO(st, vkg_strategy_create_adamw(&ac, m, &opt), done);
-    size_t np = vkg_gpt2_param_count(m);
+    size_t np = vkg_model_param_count(m);
     params = malloc(np * sizeof *params);
     tok = malloc((BT + 1) * sizeof *tok);
     ms = calloc((size_t)o->steps, sizeof *ms);
@@ -274,8 +274,8 @@ static vkg_status run(const bench_opts *o, const vkg_gpt2_config *cfg)
     VKG_CHECK_GOTO(st, params && tok && ms && tab.row_ns && tab.seq_ns && tab.seq_label,
                    VKG_ERR_NOMEM, done, "no memory for %zu parameters", np);
     uint64_t seed = o->seed;
-    vkg_gpt2_init_params(cfg, params, next_u64(&seed));
-    VKG_TRY_GOTO(st, vkg_gpt2_set_params(m, params), done);
+    vkg_model_init_params(cfg, params, next_u64(&seed));
+    VKG_TRY_GOTO(st, vkg_model_set_params(m, params), done);
     for (size_t i = 0; i <= BT; i++)
         tok[i] = (int32_t)(next_u64(&seed) % (uint64_t)cfg->vocab_size);
 
@@ -304,7 +304,7 @@ static vkg_status run(const bench_opts *o, const vkg_gpt2_config *cfg)
         int pos = 0;
         for (int l = 0; l < 3; l++) { /* forward-backward, the norm, the update */
             const vkg_cmd_timing *tim;
-            int n = l ? vkg_adamw_timings(opt, l - 1, &tim) : vkg_gpt2_timings(m, &tim);
+            int n = l ? vkg_adamw_timings(opt, l - 1, &tim) : vkg_model_timings(m, &tim);
             add_timings(&tab, tim, n, s - o->warmup, &pos);
         }
     }
@@ -315,7 +315,7 @@ static vkg_status run(const bench_opts *o, const vkg_gpt2_config *cfg)
            o->warmup, o->steps, ms[0], med, ms[o->steps - 1]);
     printf("ms/step: %.2f\ntokens/s: %.1f\n", med, (double)BT / (med / 1e3));
     int d1, b1, d2, b2;
-    vkg_gpt2_list_counts(m, &d1, &b1);
+    vkg_model_list_counts(m, &d1, &b1);
     vkg_adamw_list_counts(opt, &d2, &b2);
     printf("dispatches/step: %d (forward-backward %d, norm and update %d)\nbarriers/step: %d "
            "(forward-backward %d, norm and update %d)\n",
@@ -332,7 +332,7 @@ done:
     free(tok);
     free(params);
     vkg_adamw_destroy(&opt);
-    vkg_gpt2_destroy(&m);
+    vkg_model_destroy(&m);
     vkg_device_destroy(&dev);
     return st;
 }
@@ -403,12 +403,12 @@ int vkg_cli_bench_train(int argc, char **argv)
     o.L = o.L ? o.L : p->L, o.NH = o.NH ? o.NH : p->NH, o.C = o.C ? o.C : p->C;
     o.V = o.V ? o.V : p->V, o.B = o.B ? o.B : p->B, o.T = o.T ? o.T : p->T;
     o.maxT = maxT_given ? maxT_given : (o.T > p->maxT ? o.T : p->maxT);
-    vkg_gpt2_config cfg = {.max_seq_len = o.maxT,
-                           .vocab_size = o.V,
-                           .padded_vocab_size = vkg_gpt2_pad_vocab(o.V),
-                           .num_layers = o.L,
-                           .num_heads = o.NH,
-                           .channels = o.C};
+    vkg_model_config cfg = {.max_seq_len = o.maxT,
+                            .vocab_size = o.V,
+                            .padded_vocab_size = vkg_model_pad_vocab(o.V),
+                            .num_layers = o.L,
+                            .num_heads = o.NH,
+                            .channels = o.C};
     printf("# vkgpt bench train: preset %s (%s)%s\n", p->name, p->what,
            o.L != p->L || o.NH != p->NH || o.C != p->C || o.V != p->V || o.B != p->B ||
                    o.T != p->T || o.maxT != p->maxT

@@ -89,7 +89,7 @@ int vkg_cli_plan(int argc, char **argv)
                              argc, argv, NULL, NULL);
     if (rc)
         return rc == 1 ? 0 : 2;
-    vkg_gpt2_config cfg = {.max_seq_len = 1024, .vocab_size = 50257};
+    vkg_model_config cfg = {.max_seq_len = 1024, .vocab_size = 50257};
     if (preset == 1)
         cfg.num_layers = 12, cfg.num_heads = 12, cfg.channels = 768;
     if (preset == 2)
@@ -99,7 +99,7 @@ int vkg_cli_plan(int argc, char **argv)
     cfg.channels = channels ? channels : cfg.channels;
     cfg.max_seq_len = ctx ? ctx : seq > cfg.max_seq_len ? seq : cfg.max_seq_len;
     cfg.vocab_size = vocab ? vocab : cfg.vocab_size;
-    cfg.padded_vocab_size = vkg_gpt2_pad_vocab(cfg.vocab_size);
+    cfg.padded_vocab_size = vkg_model_pad_vocab(cfg.vocab_size);
     if (!cfg.num_layers || !cfg.num_heads || !cfg.channels) {
         fprintf(stderr, "vkgpt plan: --preset none needs --layers, --heads and --channels\n");
         return 2;
@@ -147,7 +147,7 @@ int vkg_cli_plan(int argc, char **argv)
     }
     vkg_stage_memory st[64];
     const int *layers_req = nreq ? req : NULL;
-    vkg_status s = vkg_gpt2_config_validate(&cfg);
+    vkg_status s = vkg_model_config_validate(&cfg);
     if (s == VKG_OK)
         s = vkg_strategy_plan(&cfg, batch, seq, M, pp, layers_req, schedule, &po, st);
     if (s != VKG_OK) {
@@ -167,7 +167,7 @@ int vkg_cli_plan(int argc, char **argv)
     printf("model: L=%d NH=%d C=%d maxT=%d V=%d (Vp=%d), %zu parameters; micro-batch %d x %d, "
            "%d micro-batches per step, %d stage%s (%s)\n",
            cfg.num_layers, cfg.num_heads, cfg.channels, cfg.max_seq_len, cfg.vocab_size,
-           cfg.padded_vocab_size, vkg_gpt2_num_params(&cfg), batch, seq, M, pp, pp > 1 ? "s" : "",
+           cfg.padded_vocab_size, vkg_model_num_params(&cfg), batch, seq, M, pp, pp > 1 ? "s" : "",
            pp > 1 ? pp_schedules[schedule] : "no pipeline");
     if (po.max_allocation)
         printf("largest allocation: %.1f MiB (%s)\n", mib(po.max_allocation),

@@ -166,7 +166,7 @@ int vkg_cli_sample(int argc, char **argv)
     vkg_status st = resolve(ckpt, model, tok);
     if (st != VKG_OK)
         return vkg_cli_report("sample", st);
-    vkg_gpt2_config mcfg;
+    vkg_model_config mcfg;
     int version;
     if ((st = vkg_modelfile_read_header(model, &mcfg, &version)) != VKG_OK)
         return vkg_cli_report("sample", st);

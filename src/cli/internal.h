@@ -21,7 +21,7 @@
 
 /* The benchmarks (bench_*.c): single ops recorded on their own tensors (bench ops, fused), the
  * model's parts timed alone (bench train), the driver's pipeline statistics (bench ops). */
-#include "model/gpt2.h"
+#include "model/model.h"
 #include "ops/ops.h"
 #include "vk/pipestats.h"
 

@@ -17,6 +17,6 @@ if(VKG_BUILD_TESTS)
     vkg_add_test(test_tokenizer LABEL unit
                  SOURCES ${PROJECT_SOURCE_DIR}/tests/test_tokenizer.c LIBS vkg_data)
     target_compile_definitions(test_tokenizer PRIVATE
-                               VKG_GPT2_DIR="${PROJECT_SOURCE_DIR}/data/gpt2"
+                               VKG_MODEL_DIR="${PROJECT_SOURCE_DIR}/data/gpt2"
                                VKG_TEST_DATA="${PROJECT_SOURCE_DIR}/tests/data")
 endif()

@@ -38,14 +38,14 @@ static vkg_status read_body(FILE *f, const char *path, vkg_debug_state *st)
     return vkg_io_read_f32(f, path, st->grads, st->num_params);
 }
 
-vkg_status vkg_debugstate_read(const char *path, const vkg_gpt2_config *cfg, vkg_debug_state *st)
+vkg_status vkg_debugstate_read(const char *path, const vkg_model_config *cfg, vkg_debug_state *st)
 {
     FILE *f = NULL;
     uint64_t size = 0;
     int32_t hdr[VKG_FILE_HEADER_INTS];
     vkg_status s;
     memset(st, 0, sizeof *st);
-    if (vkg_gpt2_config_validate(cfg) < 0)
+    if (vkg_model_config_validate(cfg) < 0)
         return vkg__error_wrap(VKG_ERR_INVALID_ARG, "%s: reading with an invalid model config",
                                path);
     VKG_TRY(vkg__io_open(path, &f, &size));
@@ -60,7 +60,7 @@ vkg_status vkg_debugstate_read(const char *path, const vkg_gpt2_config *cfg, vkg
     st->batch_size = hdr[2];
     st->seq_len = hdr[3];
     st->vocab_size = cfg->vocab_size;
-    st->num_params = vkg_gpt2_num_params(cfg);
+    st->num_params = vkg_model_num_params(cfg);
     uint64_t bt = (uint64_t)hdr[2] * (uint64_t)hdr[3];
     uint64_t expected =
         VKG_FILE_HEADER_BYTES + 4 * (2 * bt + bt * (uint64_t)cfg->vocab_size + 1 + st->num_params);
@@ -94,18 +94,18 @@ static vkg_status write_state(FILE *f, void *ctx)
     return vkg_io_write_f32(f, st->grads, st->num_params);
 }
 
-vkg_status vkg_debugstate_write(const char *path, const vkg_gpt2_config *cfg,
+vkg_status vkg_debugstate_write(const char *path, const vkg_model_config *cfg,
                                 const vkg_debug_state *st)
 {
-    if (vkg_gpt2_config_validate(cfg) < 0)
+    if (vkg_model_config_validate(cfg) < 0)
         return vkg__error_wrap(VKG_ERR_INVALID_ARG, "%s: writing with an invalid model config",
                                path);
     VKG_CHECK(st->batch_size > 0 && st->seq_len > 0, VKG_ERR_INVALID_ARG,
               "%s: B=%d T=%d must be positive", path, st->batch_size, st->seq_len);
     VKG_CHECK(st->vocab_size == cfg->vocab_size, VKG_ERR_INVALID_ARG,
               "%s: state has V=%d but the model has V=%d", path, st->vocab_size, cfg->vocab_size);
-    VKG_CHECK(st->num_params == vkg_gpt2_num_params(cfg), VKG_ERR_INVALID_ARG,
+    VKG_CHECK(st->num_params == vkg_model_num_params(cfg), VKG_ERR_INVALID_ARG,
               "%s: state has %zu gradients but the model has %zu parameters", path, st->num_params,
-              vkg_gpt2_num_params(cfg));
+              vkg_model_num_params(cfg));
     return vkg_io_write_atomic(path, write_state, (void *)st);
 }

@@ -32,7 +32,7 @@ vkg_status vkg__io_check_size(const char *path, uint64_t size, uint64_t expected
  * path names it in messages. Results, ownership and errors as the path functions; the caller
  * closes f. */
 vkg_status vkg__modelfile_read_stream(FILE *f, const char *path, uint64_t size,
-                                      vkg_gpt2_config *cfg, float **params);
+                                      vkg_model_config *cfg, float **params);
 vkg_status vkg__shard_read_stream(FILE *f, const char *path, uint64_t size, uint16_t **tokens,
                                   size_t *ntok);
 vkg_status vkg__tokfile_read_stream(FILE *f, const char *path, uint64_t size, vkg_tokfile *tf);

@@ -30,7 +30,7 @@ uint16_t vkg_f32_to_bf16(float f)
 
 /* Parse and check the header fields; sets *cfg, *version and the parameter count. */
 static vkg_status parse_header(const char *path, uint64_t size, const int32_t *hdr,
-                               vkg_gpt2_config *cfg, int *version, size_t *nparams)
+                               vkg_model_config *cfg, int *version, size_t *nparams)
 {
     int v = hdr[1];
     VKG_CHECK(v == 3 || v == 5, VKG_ERR_FORMAT,
@@ -42,14 +42,14 @@ static vkg_status parse_header(const char *path, uint64_t size, const int32_t *h
     cfg->num_heads = hdr[5];
     cfg->channels = hdr[6];
     cfg->padded_vocab_size = hdr[7];
-    if (vkg_gpt2_config_validate(cfg) < 0)
+    if (vkg_model_config_validate(cfg) < 0)
         return vkg__error_wrap(VKG_ERR_FORMAT, "%s: bad model header", path);
     double approx = (double)cfg->padded_vocab_size * cfg->channels +
                     (double)cfg->max_seq_len * cfg->channels +
                     12.0 * cfg->num_layers * (double)cfg->channels * cfg->channels;
     VKG_CHECK(approx < MAX_PARAMS, VKG_ERR_FORMAT,
               "%s: header describes an implausible model (about %.3g parameters)", path, approx);
-    size_t n = vkg_gpt2_num_params(cfg);
+    size_t n = vkg_model_num_params(cfg);
     size_t elem = v == 3 ? 4 : 2;
     char what[200];
     snprintf(what, sizeof what, "maxT=%d V=%d L=%d NH=%d C=%d Vp=%d (%zu parameters as %s)",
@@ -61,7 +61,7 @@ static vkg_status parse_header(const char *path, uint64_t size, const int32_t *h
     return VKG_OK;
 }
 
-vkg_status vkg_modelfile_read_header(const char *path, vkg_gpt2_config *cfg, int *version)
+vkg_status vkg_modelfile_read_header(const char *path, vkg_model_config *cfg, int *version)
 {
     FILE *f = NULL;
     uint64_t size = 0;
@@ -102,7 +102,7 @@ static vkg_status read_params(FILE *f, const char *path, int version, float *par
     return version == 3 ? vkg_io_read_f32(f, path, params, n) : read_bf16(f, path, params, n);
 }
 
-vkg_status vkg_modelfile_read_into(const char *path, vkg_gpt2_config *cfg, float *params,
+vkg_status vkg_modelfile_read_into(const char *path, vkg_model_config *cfg, float *params,
                                    size_t capacity)
 {
     FILE *f = NULL;
@@ -123,7 +123,7 @@ done:
 }
 
 vkg_status vkg__modelfile_read_stream(FILE *f, const char *path, uint64_t size,
-                                      vkg_gpt2_config *cfg, float **params)
+                                      vkg_model_config *cfg, float **params)
 {
     int32_t hdr[VKG_FILE_HEADER_INTS];
     int version = 0;
@@ -142,7 +142,7 @@ vkg_status vkg__modelfile_read_stream(FILE *f, const char *path, uint64_t size,
     return VKG_OK;
 }
 
-vkg_status vkg_modelfile_read(const char *path, vkg_gpt2_config *cfg, float **params)
+vkg_status vkg_modelfile_read(const char *path, vkg_model_config *cfg, float **params)
 {
     FILE *f = NULL;
     uint64_t size = 0;
@@ -154,7 +154,7 @@ vkg_status vkg_modelfile_read(const char *path, vkg_gpt2_config *cfg, float **pa
 }
 
 typedef struct model_write_ctx {
-    const vkg_gpt2_config *cfg;
+    const vkg_model_config *cfg;
     const float *params;
 } model_write_ctx;
 
@@ -171,12 +171,12 @@ static vkg_status write_model(FILE *f, void *ctx)
     hdr[6] = c->cfg->channels;
     hdr[7] = c->cfg->padded_vocab_size;
     VKG_TRY(vkg_io_write_i32(f, hdr, VKG_FILE_HEADER_INTS));
-    return vkg_io_write_f32(f, c->params, vkg_gpt2_num_params(c->cfg));
+    return vkg_io_write_f32(f, c->params, vkg_model_num_params(c->cfg));
 }
 
-vkg_status vkg_modelfile_write(const char *path, const vkg_gpt2_config *cfg, const float *params)
+vkg_status vkg_modelfile_write(const char *path, const vkg_model_config *cfg, const float *params)
 {
-    if (vkg_gpt2_config_validate(cfg) < 0)
+    if (vkg_model_config_validate(cfg) < 0)
         return vkg__error_wrap(VKG_ERR_INVALID_ARG, "%s: not writing an invalid model", path);
     model_write_ctx ctx = {cfg, params};
     return vkg_io_write_atomic(path, write_model, &ctx);

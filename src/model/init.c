@@ -1,33 +1,32 @@
-/* GPT-2 initialisation on the host (see vkgpt/model.h): the same draws, in the same order, for
- * every model of a configuration and seed. */
+/* Initialisation on the host (see vkgpt/model.h): the same draws, in the same order, for every
+ * model of a configuration and seed. */
 #include <math.h>
 #include <string.h>
 
 #include "base/rng.h"
 #include "vkgpt/model.h"
 
-void vkg_gpt2_init_params(const vkg_gpt2_config *cfg, float *params, uint64_t seed)
+void vkg_model_init_params(const vkg_model_config *cfg, float *params, uint64_t seed)
 {
-    size_t sizes[VKG_GPT2_NUM_PARAM_TENSORS];
-    vkg_gpt2_param_sizes(cfg, sizes);
+    vkg_param_table t;
+    vkg_model_params(cfg, &t);
     vkg_rng r;
     vkg_rng_seed(&r, seed);
-    float *p = params;
-    for (int i = 0; i < VKG_GPT2_NUM_PARAM_TENSORS; i++) {
-        int is_ln_weight = i == 2 || i == 8 || i == 14;
-        int is_bias = i == 3 || i == 5 || i == 7 || i == 9 || i == 11 || i == 13 || i == 15;
-        if (is_ln_weight || is_bias) {
-            for (size_t j = 0; j < sizes[i]; j++)
-                p[j] = is_ln_weight ? 1.0f : 0.0f;
-        } else {
-            float std = 0.02f;
-            if (i == 6 || i == 12)
-                std = 0.02f / sqrtf(2.0f * (float)cfg->num_layers);
-            vkg_rng_fill_normal(&r, p, sizes[i], 0.0f, std);
+    for (int i = 0; i < t.n; i++) {
+        const vkg_param_info *p = &t.t[i];
+        float *x = params + p->offset;
+        if (p->init == VKG_INIT_ZEROS || p->init == VKG_INIT_ONES) {
+            float v = p->init == VKG_INIT_ONES ? 1.0f : 0.0f;
+            for (size_t j = 0; j < p->count; j++)
+                x[j] = v;
+            continue;
         }
-        if (i == 0) /* padded vocabulary rows */
-            memset(p + (size_t)cfg->vocab_size * (size_t)cfg->channels, 0,
-                   (size_t)(cfg->padded_vocab_size - cfg->vocab_size) * (size_t)cfg->channels * 4);
-        p += sizes[i];
+        float std = 0.02f;
+        if (p->init == VKG_INIT_RESIDUAL)
+            std = 0.02f / sqrtf(2.0f * (float)cfg->num_layers);
+        vkg_rng_fill_normal(&r, x, p->count, 0.0f, std);
+        if (p->used_rows < p->rows) /* a padded vocabulary's rows (not stacked: one slice) */
+            memset(x + (size_t)p->used_rows * (size_t)p->cols, 0,
+                   (size_t)(p->rows - p->used_rows) * (size_t)p->cols * sizeof *x);
     }
 }

@@ -32,7 +32,7 @@ static int sort_merge(size_t (*ranges)[2], int n)
 }
 
 struct vkg_buckets {
-    vkg_gpt2 *model;
+    vkg_model *model;
     int n;               /* buckets */
     int *first_range;    /* (n + 1) index into ranges */
     size_t (*ranges)[2]; /* (offset, count) in floats */
@@ -48,17 +48,17 @@ void vkg_buckets_destroy(vkg_buckets **pb)
     *pb = NULL;
 }
 
-vkg_status vkg_buckets_create(vkg_gpt2 *m, int slot, size_t bucket_bytes, const vkg_tensor *packed,
+vkg_status vkg_buckets_create(vkg_model *m, int slot, size_t bucket_bytes, const vkg_tensor *packed,
                               vkg_buckets **out)
 {
-    int units = vkg_gpt2_unit_count(m);
+    int units = vkg_model_unit_count(m);
     vkg_buckets *b = calloc(1, sizeof *b);
     int *last = malloc((size_t)units * sizeof *last);
     vkg_status st = VKG_OK;
     VKG_CHECK_GOTO(st, b && last, VKG_ERR_NOMEM, fail, "no memory for gradient buckets");
     b->model = m;
     b->first_range = malloc((size_t)(units + 1) * sizeof *b->first_range);
-    b->ranges = malloc((size_t)units * VKG_GPT2_MAX_UNIT_RANGES * sizeof *b->ranges);
+    b->ranges = malloc((size_t)units * VKG_MODEL_MAX_UNIT_RANGES * sizeof *b->ranges);
     VKG_CHECK_GOTO(st, b->first_range && b->ranges, VKG_ERR_NOMEM, fail,
                    "no memory for gradient buckets");
     /* Units in completion order, closed into a bucket once it holds bucket_bytes. */
@@ -66,8 +66,8 @@ vkg_status vkg_buckets_create(vkg_gpt2 *m, int slot, size_t bucket_bytes, const 
     size_t bytes = 0;
     b->first_range[0] = 0;
     for (int u = 0; u < units; u++) {
-        size_t r[VKG_GPT2_MAX_UNIT_RANGES][2];
-        int n = vkg_gpt2_unit_ranges(m, u, r);
+        size_t r[VKG_MODEL_MAX_UNIT_RANGES][2];
+        int n = vkg_model_unit_ranges(m, u, r);
         for (int i = 0; i < n; i++) {
             b->ranges[nr][0] = r[i][0], b->ranges[nr++][1] = r[i][1];
             bytes += r[i][1] * sizeof(float);
@@ -80,13 +80,14 @@ vkg_status vkg_buckets_create(vkg_gpt2 *m, int slot, size_t bucket_bytes, const 
             bytes = 0;
         }
     }
-    vkg_gpt2_pack pack = {.first = b->first_range, .ranges = (const size_t(*)[2])b->ranges};
+    vkg_model_pack pack = {.first = b->first_range, .ranges = (const size_t(*)[2])b->ranges};
     if (packed)
         pack.dst = *packed;
     if (slot < 0)
-        VKG_TRY_GOTO(st, vkg_gpt2_split(m, last, b->n, packed ? &pack : NULL), fail);
+        VKG_TRY_GOTO(st, vkg_model_split(m, last, b->n, packed ? &pack : NULL), fail);
     else
-        VKG_TRY_GOTO(st, vkg_gpt2_split_backward(m, slot, last, b->n, packed ? &pack : NULL), fail);
+        VKG_TRY_GOTO(st, vkg_model_split_backward(m, slot, last, b->n, packed ? &pack : NULL),
+                     fail);
     free(last);
     *out = b;
     return VKG_OK;
@@ -120,7 +121,7 @@ size_t vkg_buckets_floats(const vkg_buckets *b, int k)
 /* Bucket k's ranges, packed in order, from (out) or into the host's view of the gradients. */
 static void pack(const vkg_buckets *b, int k, float *packed, int out)
 {
-    float *grads = vkg_gpt2_grads_host(b->model);
+    float *grads = vkg_model_grads_host(b->model);
     assert(grads && k >= 0 && k < b->n);
     size_t at = 0;
     for (int i = b->first_range[k]; i < b->first_range[k + 1]; i++) {

@@ -28,9 +28,9 @@
  * Pipelines (--pp S): each replica is a pipeline of S stages, and every stage runs the outer
  * rounds of its own parameters over its data-parallel group (the same stage of every replica;
  * the step's tail, step.c, calls vkg__diloco_end_step after every update). A fragment on a stage is
- * the part of it the stage holds (possibly nothing: no exchange). The tied wte's two copies (first
- * and last stage) are exchanged by both stages as a piece of their own, so that both see the same
- * sums in the same order and stay bitwise equal; checkpoints check that they do. Exchanges are
+ * the part of it the stage holds (possibly nothing: no exchange). The tied embedding's two copies
+ * (first and last stage) are exchanged by both stages as a piece of their own, so that both see the
+ * same sums in the same order and stay bitwise equal; checkpoints check that they do. Exchanges are
  * blocking under pipelines (no --outer-delay): a worker would share the communicator with the
  * pipeline's own messages, which take it all through the step.
  *
@@ -70,7 +70,7 @@ typedef struct frag {
     vkg_outer *outer;
     float *buf;
     uint32_t t0; /* the step its exchange started (in flight while t0 && t < t0 + delay) */
-    size_t wte;  /* pipelines: the leading floats of buf that are wte's, exchanged on their own */
+    size_t tied; /* pipelines: the leading floats of buf, the tied embedding's, exchanged alone */
 } frag;
 
 /* One piece of an exchange for the worker: fragment f's [first, first + count). */
@@ -96,8 +96,8 @@ struct vkg_diloco {
      * stage's) and the stages' layouts (rank 0 assembles checkpoints). */
     vkg_group_t *group;
     int S;
-    vkg_gpt2_layout *stage_lo; /* (S) */
-    size_t max_part;           /* the largest stage's parameter count */
+    vkg_model_layout *stage_lo; /* (S) */
+    size_t max_part;            /* the largest stage's parameter count */
 };
 typedef struct vkg_diloco vkg_diloco;
 
@@ -187,40 +187,40 @@ vkg_status vkg__diloco_check(const vkg_strategy_config *c, const vkg_job_layout 
     return VKG_OK;
 }
 
-vkg_status vkg_diloco_fragment_ranges(const vkg_gpt2_config *cfg, int F, int p, size_t *ranges,
+vkg_status vkg_diloco_fragment_ranges(const vkg_model_config *cfg, int F, int p, size_t *ranges,
                                       int *nranges)
 {
     int L = cfg->num_layers;
     VKG_CHECK(F >= 1 && F <= L && p >= 0 && p < F, VKG_ERR_INVALID_ARG,
               "--fragments %d: 1 to the model's %d layers (each fragment holds whole layers)", F,
               L);
-    size_t sizes[VKG_GPT2_NUM_PARAM_TENSORS], at = 0;
-    vkg_gpt2_param_sizes(cfg, sizes);
+    vkg_param_table t;
+    vkg_model_params(cfg, &t);
     int k = 0;
-    for (int i = 0; i < VKG_GPT2_NUM_PARAM_TENSORS; i++) {
+    for (int i = 0; i < t.n; i++) {
+        const vkg_param_info *x = &t.t[i];
         size_t first = 0, count = 0;
-        if (i == 0 || i == 1) { /* wte's and wpe's rows, cut in F */
-            size_t rows = i == 0 ? (size_t)cfg->padded_vocab_size : (size_t)cfg->max_seq_len;
-            size_t C = (size_t)cfg->channels;
-            first = rows * (size_t)p / (size_t)F * C;
-            count = rows * (size_t)(p + 1) / (size_t)F * C - first;
-        } else if (i >= 14) { /* lnfw, lnfb: with the last layer */
-            if (p == (L - 1) % F)
-                count = sizes[i];
-        }
-        if (i >= 2 && i < 14) { /* the layers l with l % F == p */
-            size_t per = sizes[i] / (size_t)L;
+        if (x->place == VKG_PARAM_LAYER) { /* the layers l with l % F == p */
+            size_t per = x->count / (size_t)L;
             for (int l = p; l < L; l += F) {
                 if (ranges)
-                    ranges[2 * k] = at + (size_t)l * per, ranges[2 * k + 1] = per;
+                    ranges[2 * k] = x->offset + (size_t)l * per, ranges[2 * k + 1] = per;
                 k++;
             }
-        } else if (count) {
+            continue;
+        }
+        if (x->rows > 1) { /* a matrix's rows, cut in F */
+            size_t rows = (size_t)x->rows, cols = (size_t)x->cols;
+            first = rows * (size_t)p / (size_t)F * cols;
+            count = rows * (size_t)(p + 1) / (size_t)F * cols - first;
+        } else if (p == (x->place == VKG_PARAM_EMBED ? 0 : (L - 1) % F)) {
+            count = x->count; /* a vector: with the first layer (embeddings) or the last (head) */
+        }
+        if (count) {
             if (ranges)
-                ranges[2 * k] = at + first, ranges[2 * k + 1] = count;
+                ranges[2 * k] = x->offset + first, ranges[2 * k + 1] = count;
             k++;
         }
-        at += sizes[i];
     }
     *nranges = k;
     return VKG_OK;
@@ -228,12 +228,12 @@ vkg_status vkg_diloco_fragment_ranges(const vkg_gpt2_config *cfg, int F, int p, 
 
 /* Whole-model ranges (first, count pairs, each inside one tensor) as ranges of the part lo
  * holds, in the same order (those outside it dropped); their number. */
-static int part_ranges(const vkg_gpt2_layout *lo, const size_t *whole, int nwhole, size_t *out)
+static int part_ranges(const vkg_model_layout *lo, const size_t *whole, int nwhole, size_t *out)
 {
     int k = 0;
     for (int j = 0; j < nwhole; j++) {
         size_t a = whole[2 * j], b = a + whole[2 * j + 1];
-        for (int i = 0; i < VKG_GPT2_NUM_PARAM_TENSORS; i++) {
+        for (int i = 0; i < lo->n; i++) {
             size_t ta = lo->whole_offset[i], tb = ta + lo->count[i];
             size_t x = a > ta ? a : ta, y = b < tb ? b : tb;
             if (x < y)
@@ -246,9 +246,9 @@ static int part_ranges(const vkg_gpt2_layout *lo, const size_t *whole, int nwhol
 /* Fragment p's ranges of this rank's part (the whole model's without pipelines). */
 static vkg_status frag_ranges(vkg_strategy *s, vkg_diloco *d, int p, frag *f)
 {
-    const vkg_gpt2_layout *lo = vkg_gpt2_layout_of(s->model);
+    const vkg_model_layout *lo = vkg_model_layout_of(s->model);
     int nw = 1;
-    size_t one[2] = {0, vkg_gpt2_num_params(&s->mc.cfg)}, *whole = one;
+    size_t one[2] = {0, vkg_model_num_params(&s->mc.cfg)}, *whole = one;
     if (d->F > 1) {
         VKG_TRY(vkg_diloco_fragment_ranges(&s->mc.cfg, d->F, p, NULL, &nw));
         whole = malloc(2 * (size_t)nw * sizeof *whole);
@@ -260,7 +260,7 @@ static vkg_status frag_ranges(vkg_strategy *s, vkg_diloco *d, int p, frag *f)
         }
     }
     /* a whole range meets at most every tensor of the part */
-    f->ranges = malloc(2 * (size_t)nw * VKG_GPT2_NUM_PARAM_TENSORS * sizeof *f->ranges);
+    f->ranges = malloc(2 * (size_t)nw * (size_t)lo->n * sizeof *f->ranges);
     if (f->ranges)
         f->nranges = part_ranges(lo, whole, nw, f->ranges);
     if (whole != one)
@@ -268,9 +268,9 @@ static vkg_status frag_ranges(vkg_strategy *s, vkg_diloco *d, int p, frag *f)
     VKG_CHECK(f->ranges, VKG_ERR_NOMEM, "no memory for a fragment");
     for (int k = 0; k < f->nranges; k++)
         f->n += f->ranges[2 * k + 1];
-    /* under pipelines wte's share leads the fragment (tensor 0 comes first) */
-    if (d->S > 1 && lo->count[0] && f->nranges && f->ranges[0] < lo->count[0])
-        f->wte = f->ranges[1];
+    /* under pipelines the tied embedding's share leads the fragment (it is the part's first) */
+    if (d->S > 1 && lo->tied && f->nranges && f->ranges[0] < lo->tied)
+        f->tied = f->ranges[1];
     return VKG_OK;
 }
 
@@ -279,7 +279,7 @@ vkg_status vkg__diloco_build(vkg_strategy *s)
     vkg_diloco *d = calloc(1, sizeof *d);
     VKG_CHECK(d, VKG_ERR_NOMEM, "no memory for DiLoCo's state");
     s->diloco = d;
-    d->n = vkg_gpt2_layout_of(s->model)->total;
+    d->n = vkg_model_layout_of(s->model)->total;
     d->host = malloc(d->n * sizeof *d->host);
     VKG_CHECK(d->host, VKG_ERR_NOMEM, "no memory for %zu parameters", d->n);
     d->F = fragments_of(&s->cfg), d->delay = delay_of(&s->cfg), d->H = s->cfg.par.inner_steps;
@@ -394,13 +394,13 @@ static int in_flight(const vkg_diloco *d, const frag *f, uint32_t t)
  * and are merged into this replica (mix of its own, 1 - mix of the global parameters), those
  * whose round ends start theirs (with no delay: exchanged, stepped and taken at once), and the
  * pieces of the exchanges in flight for the next step go to the worker. */
-/* Fragment f's blocking exchange over the data-parallel group (pipelines: wte's share on its
- * own, f->wte; 0 for whole models). */
+/* Fragment f's blocking exchange over the data-parallel group (pipelines: the tied embedding's
+ * share on its own, f->tied; 0 for whole models). */
 static vkg_status exchange_now(vkg_diloco *d, frag *f)
 {
-    if (f->wte)
-        VKG_TRY(vkg_outer_exchange(f->outer, d->group, f->buf, 0, f->wte));
-    return vkg_outer_exchange(f->outer, d->group, f->buf, f->wte, f->n - f->wte);
+    if (f->tied)
+        VKG_TRY(vkg_outer_exchange(f->outer, d->group, f->buf, 0, f->tied));
+    return vkg_outer_exchange(f->outer, d->group, f->buf, f->tied, f->n - f->tied);
 }
 
 vkg_status vkg__diloco_end_step(vkg_strategy *s, uint32_t t, vkg_strategy_step_out *out)
@@ -413,7 +413,7 @@ vkg_status vkg__diloco_end_step(vkg_strategy *s, uint32_t t, vkg_strategy_step_o
         starts |= (int)(t % (uint32_t)d->H) == f->offset;
     }
     if (lands || starts)
-        VKG_TRY(vkg_gpt2_get_params(s->model, d->host));
+        VKG_TRY(vkg_model_get_params(s->model, d->host));
     for (int p = 0; p < d->F && lands; p++) {
         frag *f = &d->frags[p];
         if (!(f->t0 && t == f->t0 + (uint32_t)d->delay))
@@ -448,7 +448,7 @@ vkg_status vkg__diloco_end_step(vkg_strategy *s, uint32_t t, vkg_strategy_step_o
         out->outer = 1;
     }
     if (lands || starts)
-        VKG_TRY(vkg_gpt2_set_params(s->model, d->host));
+        VKG_TRY(vkg_model_set_params(s->model, d->host));
     /* the next step's pieces: piece t - t0 of every exchange in flight */
     d->npieces = 0;
     for (int p = 0; p < d->F; p++) {
@@ -499,7 +499,7 @@ static size_t state_per_param(const vkg_diloco *d, int N)
 size_t vkg__diloco_state_count(const vkg_strategy *s)
 {
     const vkg_diloco *d = s->diloco;
-    return d ? vkg_gpt2_num_params(&s->mc.cfg) * state_per_param(d, vkg_job_dp(s->job)) : 0;
+    return d ? vkg_model_num_params(&s->mc.cfg) * state_per_param(d, vkg_job_dp(s->job)) : 0;
 }
 
 /* Room for one replica's moments and exchanges in flight on the host (this rank's part). */
@@ -580,23 +580,24 @@ static int state_blocks(const vkg_diloco *d, int r)
 }
 
 /* Stage `stage`'s block x (its part) into the whole-model vector at whole. Under pipelines the
- * last stage's blocks come first; stage 0's wte must then equal the copy already there. */
+ * last stage's blocks come first; stage 0's tied embedding must then equal the copy already there.
+ */
 static vkg_status insert_block(const vkg_diloco *d, int stage, int r, int k, const float *x,
                                float *whole)
 {
-    const vkg_gpt2_layout *lo = &d->stage_lo[stage];
-    size_t w = lo->count[0];
+    const vkg_model_layout *lo = &d->stage_lo[stage];
+    size_t w = lo->tied;
     if (d->S > 1 && stage == 0 && memcmp(whole, x, w * sizeof *x)) {
         size_t i = 0;
         while (!memcmp(&whole[i], &x[i], sizeof *x))
             i++;
         return VKG_FAIL(VKG_ERR_STATE,
-                        "DiLoCo under pipelines: replica %d's copies of the tied wte differ "
+                        "DiLoCo under pipelines: replica %d's copies of the tied embedding differ "
                         "between stage 0 and stage %d (outer state block %d, element %zu: %.9g "
                         "vs %.9g)",
                         r, d->S - 1, k, i, (double)x[i], (double)whole[i]);
     }
-    vkg_gpt2_part_insert(lo, x, whole);
+    vkg_model_part_insert(lo, x, whole);
     return VKG_OK;
 }
 
@@ -609,7 +610,7 @@ static vkg_status own_blocks(vkg_strategy *s, vkg_diloco *d, uint32_t t, float *
         outer_out(d, d->hm, d->hv);
         blk[0] = d->hm, blk[1] = d->hv, blk[2] = d->hf;
     } else {
-        VKG_TRY(vkg_gpt2_get_params(s->model, d->host));
+        VKG_TRY(vkg_model_get_params(s->model, d->host));
         VKG_TRY(vkg_adamw_get_moments(s->opt, d->hm, d->hv));
         blk[0] = d->host, blk[1] = d->hm, blk[2] = d->hv, blk[3] = d->hf;
     }
@@ -632,11 +633,12 @@ vkg_status vkg__diloco_state_gather(vkg_strategy *s, float *buf, uint32_t t)
             VKG_TRY(vkg_comm_send(comm, 0, TAG_OUTER_STATE | (uint32_t)k, blk[k], d->n * 4));
         return VKG_OK;
     }
-    size_t n = vkg_gpt2_num_params(&s->mc.cfg);
+    size_t n = vkg_model_num_params(&s->mc.cfg);
     float *tmp = malloc(d->max_part * sizeof *tmp);
     VKG_CHECK(tmp, VKG_ERR_NOMEM, "no memory for %zu parameters", d->max_part);
     vkg_status st = VKG_OK;
-    for (int stage = d->S - 1; st == VKG_OK && stage >= 0; stage--) /* stage 0's wte last */
+    for (int stage = d->S - 1; st == VKG_OK && stage >= 0;
+         stage--) /* stage 0's tied embedding last */
         for (int r = 0; st == VKG_OK && r < N; r++) {
             int q = vkg_job_rank_of(lay, stage, r);
             for (int k = 0; st == VKG_OK && k < state_blocks(d, r); k++) {
@@ -664,7 +666,7 @@ vkg_status vkg__diloco_state_load(vkg_strategy *s, const float *buf, uint32_t t)
     /* Every rank's messages from rank 0: g and m, then its replica's blocks but replica 0's
      * parameters and moments (model.bin's and state.bin's), all of its part. */
     if (lay->rank == 0) {
-        size_t n = vkg_gpt2_num_params(&s->mc.cfg);
+        size_t n = vkg_model_num_params(&s->mc.cfg);
         float *tmp = malloc(d->max_part * sizeof *tmp);
         VKG_CHECK(tmp, VKG_ERR_NOMEM, "no memory for %zu parameters", d->max_part);
         vkg_status st = VKG_OK;
@@ -673,7 +675,7 @@ vkg_status vkg__diloco_state_load(vkg_strategy *s, const float *buf, uint32_t t)
                 int to = vkg_job_rank_of(lay, stage, q);
                 if (to == 0)
                     continue;
-                const vkg_gpt2_layout *lo = &d->stage_lo[stage];
+                const vkg_model_layout *lo = &d->stage_lo[stage];
                 const float *from[6];
                 int nf = 0;
                 from[nf++] = buf + state_at(d, n, N, 0, 0);
@@ -683,17 +685,17 @@ vkg_status vkg__diloco_state_load(vkg_strategy *s, const float *buf, uint32_t t)
                 if (d->delay)
                     from[nf++] = buf + state_at(d, n, N, q, q ? 3 : 2);
                 for (int i = 0; st == VKG_OK && i < nf; i++) {
-                    vkg_gpt2_part_extract(lo, from[i], tmp);
+                    vkg_model_part_extract(lo, from[i], tmp);
                     st = vkg_comm_send(comm, to, TAG_OUTER_STATE | (uint32_t)i, tmp, lo->total * 4);
                 }
             }
         if (st == VKG_OK) { /* its own */
-            const vkg_gpt2_layout *lo = &d->stage_lo[0];
-            vkg_gpt2_part_extract(lo, buf + state_at(d, n, N, 0, 0), d->hm);
-            vkg_gpt2_part_extract(lo, buf + state_at(d, n, N, 0, 1), d->hv);
+            const vkg_model_layout *lo = &d->stage_lo[0];
+            vkg_model_part_extract(lo, buf + state_at(d, n, N, 0, 0), d->hm);
+            vkg_model_part_extract(lo, buf + state_at(d, n, N, 0, 1), d->hv);
             outer_in(d, d->hm, d->hv);
             if (d->delay) {
-                vkg_gpt2_part_extract(lo, buf + state_at(d, n, N, 0, 2), d->hf);
+                vkg_model_part_extract(lo, buf + state_at(d, n, N, 0, 2), d->hf);
                 flight_in(d, t, d->hf);
             }
         }
@@ -709,7 +711,7 @@ vkg_status vkg__diloco_state_load(vkg_strategy *s, const float *buf, uint32_t t)
         VKG_TRY(vkg_comm_recv(comm, 0, TAG_OUTER_STATE | tag++, d->host, bytes));
         VKG_TRY(vkg_comm_recv(comm, 0, TAG_OUTER_STATE | tag++, d->hm, bytes));
         VKG_TRY(vkg_comm_recv(comm, 0, TAG_OUTER_STATE | tag++, d->hv, bytes));
-        VKG_TRY(vkg_gpt2_set_params(s->model, d->host));
+        VKG_TRY(vkg_model_set_params(s->model, d->host));
         VKG_TRY(vkg_adamw_set_moments(s->opt, d->hm, d->hv));
     }
     if (d->delay) {

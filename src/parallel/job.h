@@ -10,7 +10,7 @@
  *
  * Token weighting. Rank k of a data-parallel group trains on micro-batches of b_k rows of T
  * tokens; a global micro-batch has G = sum b_k rows. Rank k's d(loss) is scaled by b_k / G
- * (vkg_gpt2_opts.loss_scale), so a plain SUM allreduce of the group's gradients is the gradient
+ * (vkg_model_opts.loss_scale), so a plain SUM allreduce of the group's gradients is the gradient
  * of the mean loss over all G*T tokens, and the logged loss is the same token-weighted mean.
  * Ranks with equal micro-batches read their slices with the data loader's rank/world split;
  * unequal ones read the whole global micro-batch (G rows) and keep their own rows

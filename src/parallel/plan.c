@@ -11,15 +11,7 @@
 #include "parallel/pp_schedule.h"
 #include "parallel/strategy.h"
 
-/* Per-token forward cost of a block and of the head (the classifier over Vp), in FLOPs. */
-static void costs(const vkg_gpt2_config *cfg, int T, double *block, double *head)
-{
-    double C = cfg->channels;
-    *block = 24.0 * C * C + 4.0 * (double)T * C;
-    *head = 2.0 * C * (double)cfg->padded_vocab_size;
-}
-
-vkg_status vkg_pp_split(const vkg_gpt2_config *cfg, int T, int S, const int *req, int *layers)
+vkg_status vkg_pp_split(const vkg_model_config *cfg, int T, int S, const int *req, int *layers)
 {
     int L = cfg->num_layers;
     VKG_CHECK(S >= 1 && S <= L, VKG_ERR_INVALID_ARG,
@@ -47,7 +39,7 @@ vkg_status vkg_pp_split(const vkg_gpt2_config *cfg, int T, int S, const int *req
     VKG_CHECK(S <= 64 && L <= 256, VKG_ERR_INVALID_ARG,
               "automatic pipeline split supports up to 64 stages and 256 layers: give "
               "--pp-layers");
-    costs(cfg, T, &block, &head);
+    vkg_model_token_flops(cfg, T, &block, &head);
     for (int l = 0; l <= L; l++)
         best[0][l] = l == 0 ? 0.0 : INFINITY;
     for (int st = 1; st <= S; st++)
@@ -67,17 +59,18 @@ vkg_status vkg_pp_split(const vkg_gpt2_config *cfg, int T, int S, const int *req
     return VKG_OK;
 }
 
-vkg_gpt2_part vkg_pp_part(const int *layers, int S, int stage)
+vkg_model_part vkg_pp_part(const int *layers, int S, int stage)
 {
-    vkg_gpt2_part part = {.first = 0, .last = 0, .flags = 0};
+    vkg_model_part part = {.first = 0, .last = 0, .flags = 0};
     for (int i = 0; i < stage; i++)
         part.first += layers[i];
     part.last = part.first + layers[stage];
-    part.flags = (stage == 0 ? VKG_GPT2_PART_EMBED : 0) | (stage == S - 1 ? VKG_GPT2_PART_HEAD : 0);
+    part.flags =
+        (stage == 0 ? VKG_MODEL_PART_EMBED : 0) | (stage == S - 1 ? VKG_MODEL_PART_HEAD : 0);
     return part;
 }
 
-vkg_status vkg_strategy_plan(const vkg_gpt2_config *cfg, int B, int T, int M, int S,
+vkg_status vkg_strategy_plan(const vkg_model_config *cfg, int B, int T, int M, int S,
                              const int *pp_layers, int kind, const vkg_plan_opts *po,
                              vkg_stage_memory *stages)
 {
@@ -86,7 +79,7 @@ vkg_status vkg_strategy_plan(const vkg_gpt2_config *cfg, int B, int T, int M, in
     VKG_TRY(vkg_pp_split(cfg, T, S, pp_layers, layers));
     for (int st = 0; st < S; st++) {
         vkg_stage_memory *m = &stages[st];
-        vkg_gpt2_opts o = vkg_gpt2_opts_default();
+        vkg_model_opts o = vkg_model_opts_default();
         o.B = B, o.T = T, o.accum_steps = M;
         o.part = vkg_pp_part(layers, S, st);
         o.slots = S > 1 ? vkg_pp_slots(kind, S, st, M) : 1;
@@ -96,7 +89,7 @@ vkg_status vkg_strategy_plan(const vkg_gpt2_config *cfg, int B, int T, int M, in
         o.max_allocation = po ? po->max_allocation : 0;
         memset(m, 0, sizeof *m);
         m->first = o.part.first, m->last = o.part.last, m->slots = o.slots;
-        VKG_TRY(vkg_gpt2_memory(cfg, &o, &m->model));
+        VKG_TRY(vkg_model_memory(cfg, &o, &m->model));
         m->optimizer = vkg_adamw_memory(m->model.params / 4);
         m->total = m->model.allocated + m->optimizer;
         /* AdamW: both moments in one allocation where it can hold them, and its scratch */
@@ -111,7 +104,7 @@ static double mib(size_t b)
     return (double)b / 1048576.0;
 }
 
-int vkg_strategy_largest_batch(const vkg_gpt2_config *cfg, int B_max, int T, int M, int S,
+int vkg_strategy_largest_batch(const vkg_model_config *cfg, int B_max, int T, int M, int S,
                                const int *pp_layers, int kind, const vkg_plan_opts *po, int stage,
                                uint64_t has)
 {
@@ -129,7 +122,7 @@ int vkg_strategy_largest_batch(const vkg_gpt2_config *cfg, int B_max, int T, int
     return lo;
 }
 
-vkg_status vkg_strategy_check_fit(const vkg_gpt2_config *cfg, int B, int T, int M, int S,
+vkg_status vkg_strategy_check_fit(const vkg_model_config *cfg, int B, int T, int M, int S,
                                   const int *pp_layers, int kind, const vkg_plan_opts *po,
                                   int stage, uint64_t has)
 {

@@ -18,7 +18,7 @@
 #ifndef VKG_PARALLEL_PP_SCHEDULE_H
 #define VKG_PARALLEL_PP_SCHEDULE_H
 
-#include "model/gpt2.h"
+#include "model/model.h"
 #include "vkgpt/model.h"
 
 enum {
@@ -46,9 +46,9 @@ int vkg_pp_slots(int kind, int S, int stage, int M);
  * that minimises the costliest stage, the last stage also paying for the classifier (about 2 C Vp
  * FLOPs per token against 24 C^2 + 4 T C for a block). Errors: VKG_ERR_INVALID_ARG naming the
  * fix (more stages than layers, a bad --pp-layers list). */
-vkg_status vkg_pp_split(const vkg_gpt2_config *cfg, int T, int S, const int *req, int *layers);
+vkg_status vkg_pp_split(const vkg_model_config *cfg, int T, int S, const int *req, int *layers);
 /* Stage `stage`'s model part under a split of S stages (layers[S], vkg_pp_split's): its layers
  * [first, last), the embeddings on stage 0, the head on the last. */
-vkg_gpt2_part vkg_pp_part(const int *layers, int S, int stage);
+vkg_model_part vkg_pp_part(const int *layers, int S, int stage);
 
 #endif

@@ -11,11 +11,11 @@
 #include "base/error.h"
 #include "parallel/buckets.h"
 #include "parallel/grad_bf16.h"
-#include "parallel/tied_wte.h"
+#include "parallel/tied.h"
 
 struct vkg_grad_reducer {
     vkg_job *job;
-    vkg_gpt2 *model;
+    vkg_model *model;
     vkg_grad_reducer_config cfg;
     vkg_group_t *group;         /* the data-parallel group summed over (NULL: none) */
     float *grads;               /* (param count) the collectives' buffer (vkg_comm_buffer_alloc) */
@@ -38,13 +38,14 @@ const char *vkg_grad_reducer_describe(const vkg_grad_reducer_config *c)
     if (c->pipeline)
         return "bf16 (rounded to nearest even, each chunk sent to its owner in the stage's "
                "data-parallel group, summed in fp32 in rank order, rounded once and gathered; "
-               "widened to fp32 for clipping and AdamW; the first and last stages' wte sum stays "
+               "widened to fp32 for clipping and AdamW; the first and last stages' tied embedding "
+               "sum stays "
                "fp32)";
     if (c->shards)
         return "bf16 (rounded to nearest even, reduce-scattered in bf16, summed in fp32 and "
                "rounded once; this rank's shard widened to fp32 for clipping and AdamW)";
     return "bf16 (rounded to nearest even, allreduced in bf16, summed in fp32 and rounded once; "
-           "widened to fp32 for clipping and AdamW; the tied wte's embedding rows stay fp32)";
+           "widened to fp32 for clipping and AdamW; the tied embedding's encoder rows stay fp32)";
 }
 
 /* Sum gradients over the group, the reducer's one call into the collectives: buf (n floats at its
@@ -72,20 +73,20 @@ static vkg_status reduce_grads(vkg_grad_reducer *r, int k, float *buf, size_t n)
     return VKG_OK;
 }
 
-/* A pipeline stage's wte (at wte, the part's first parameter) summed with its tied copy: the
- * part of it this rank's shard holds summed, or all of it. */
-static vkg_status tie_sum(vkg_grad_reducer *r, float *wte)
+/* A pipeline stage's tied embedding (at emb, the part's first parameter) summed with its copy:
+ * the part of it this rank's shard holds summed, or all of it. */
+static vkg_status tie_sum(vkg_grad_reducer *r, float *emb)
 {
     size_t first = r->bounds ? r->bounds[r->me] : 0;
     size_t end = r->bounds ? r->bounds[r->me + 1] : SIZE_MAX;
-    return vkg_tied_wte_pipe_sum(r->job, r->model, wte, first, end);
+    return vkg_tied_pipe_sum(r->job, r->model, emb, first, end);
 }
 
 /* Import the collectives' buffer for the zero-copy path into *packed; 0 (and why, in
  * r->bucket_path) when the copy path must be taken. */
 static int import_grads(vkg_grad_reducer *r, vkg_tensor *packed)
 {
-    vkg_device_t *dev = vkg_gpt2_device(r->model);
+    vkg_device_t *dev = vkg_model_device(r->model);
     const vkg_device_info *info = vkg_device_get_info(dev);
     const vkg_comm_t *comm = vkg_job_comm(r->job);
     const char *where = vkg_comm_buffer_in_segment(comm, r->grads, r->grads_bytes)
@@ -146,8 +147,8 @@ static vkg_status shard_buckets(vkg_grad_reducer *r)
 static vkg_status setup(vkg_grad_reducer *r)
 {
     vkg_comm_t *comm = vkg_job_comm(r->job);
-    size_t n = vkg_gpt2_param_count(r->model);
-    size_t align = (size_t)vkg_device_get_info(vkg_gpt2_device(r->model))->host_import_alignment;
+    size_t n = vkg_model_param_count(r->model);
+    size_t align = (size_t)vkg_device_get_info(vkg_model_device(r->model))->host_import_alignment;
     align = align ? align : 1;
     r->grads_bytes = (n * sizeof *r->grads + align - 1) / align * align;
     VKG_TRY(vkg_comm_buffer_alloc(comm, r->grads_bytes, (void **)&r->grads));
@@ -176,7 +177,7 @@ static vkg_status setup(vkg_grad_reducer *r)
     return r->bounds ? shard_buckets(r) : VKG_OK;
 }
 
-vkg_status vkg_grad_reducer_create(vkg_job *job, vkg_gpt2 *m, const vkg_grad_reducer_config *c,
+vkg_status vkg_grad_reducer_create(vkg_job *job, vkg_model *m, const vkg_grad_reducer_config *c,
                                    vkg_grad_reducer **out)
 {
     vkg_grad_reducer *r = calloc(1, sizeof *r);
@@ -230,7 +231,7 @@ float *vkg_grad_reducer_host(vkg_grad_reducer *r)
 
 /* Notes when the device has finished the whole backward pass (for the exposed-time figure). */
 typedef struct finish_watch {
-    vkg_gpt2 *model;
+    vkg_model *model;
     double done_ms;
     vkg_status st;
 } finish_watch;
@@ -238,7 +239,7 @@ typedef struct finish_watch {
 static void *watch_finish(void *p)
 {
     finish_watch *w = p;
-    w->st = vkg_gpt2_split_idle_wait(w->model);
+    w->st = vkg_model_split_idle_wait(w->model);
     w->done_ms = vkg_os_now_ms();
     return NULL;
 }
@@ -264,8 +265,9 @@ static vkg_status overlap_end(vkg_grad_reducer *r, vkg_status st, vkg_os_thread 
  * forward and backward, inputs and targets; a pipeline stage: its last backward, both NULL): each
  * bucket is read as soon as the device has finished it (on the zero-copy path the device has put
  * it in place already) and reduced while the device goes on with the backward pass; every bucket
- * but wte's is handed back at once (zero-copy: by the device at commit). wte's bucket (the one
- * that starts at the part's first parameter) waits for the tied copy's share (tied_wte.h): the
+ * but the tied embedding's is handed back at once (zero-copy: by the device at commit). That
+ * bucket (the one that starts at the part's first parameter, where the part holds the tied
+ * embedding) waits for the tied copy's share (tied.h): the
  * embedding rows of the whole job once the device is done (whole models), or the sum over the
  * pipeline's tie group. done(ctx), when given, runs once the device has finished the last
  * bucket, before its reduction. The calling thread is the communication thread: once the step
@@ -273,26 +275,28 @@ static vkg_status overlap_end(vkg_grad_reducer *r, vkg_status st, vkg_os_thread 
 static vkg_status overlapped(vkg_grad_reducer *r, const int32_t *inputs, const int32_t *targets,
                              float *loss, vkg_status (*done)(void *ctx), void *ctx)
 {
-    vkg_gpt2 *m = r->model;
-    int copy = r->grads_import == NULL, nb = vkg_buckets_count(r->buckets), wte_k = -1;
+    vkg_model *m = r->model;
+    int copy = r->grads_import == NULL, nb = vkg_buckets_count(r->buckets), tied_k = -1;
+    size_t tied = vkg_model_layout_of(m)->tied;
     const size_t(*r0)[2];
-    VKG_CHECK(r->cfg.pipeline || (vkg_buckets_ranges(r->buckets, 0, &r0) > 0 && r0[0][0] == 0),
-              VKG_ERR_STATE, "the first gradient bucket does not start with wte");
+    VKG_CHECK(r->cfg.pipeline || !tied ||
+                  (vkg_buckets_ranges(r->buckets, 0, &r0) > 0 && r0[0][0] == 0),
+              VKG_ERR_STATE, "the first gradient bucket does not start with the tied embedding");
     r->comm_ms = r->exposed_ms = 0.0;
-    VKG_TRY(vkg_gpt2_split_submit(m, inputs, targets));
+    VKG_TRY(vkg_model_split_submit(m, inputs, targets));
     finish_watch w = {.model = m};
     vkg_os_thread *th = NULL;
     int watching = vkg_os_thread_start(&th, watch_finish, &w) == 0;
     vkg_status st = VKG_OK;
     double comm = 0.0, end = 0.0;
-    size_t base = 0, wte = 0;
+    size_t base = 0, tied_at = 0;
     for (int k = 0; st == VKG_OK && k < nb; k++) {
         float *buf = r->grads + base;
         size_t n = vkg_buckets_floats(r->buckets, k);
         const size_t(*rg)[2];
-        if (vkg_buckets_ranges(r->buckets, k, &rg) > 0 && rg[0][0] == 0)
-            wte_k = k, wte = base;
-        st = vkg_gpt2_split_wait(m, k);
+        if (tied && vkg_buckets_ranges(r->buckets, k, &rg) > 0 && rg[0][0] == 0)
+            tied_k = k, tied_at = base;
+        st = vkg_model_split_wait(m, k);
         if (st == VKG_OK && k == nb - 1 && done) /* e.g. DIN first: the previous stage waits */
             st = done(ctx);
         if (st == VKG_OK && copy)
@@ -302,26 +306,26 @@ static vkg_status overlapped(vkg_grad_reducer *r, const int32_t *inputs, const i
             st = reduce_grads(r, k, buf, n);
         end = vkg_os_now_ms();
         comm += end - t0;
-        if (st == VKG_OK && k != wte_k && copy)
+        if (st == VKG_OK && k != tied_k && copy)
             vkg_buckets_write(r->buckets, k, buf);
         r->zero_copy_buckets += st == VKG_OK && !copy;
         base += n;
     }
     if (st == VKG_OK && !r->cfg.pipeline) /* the encoder's rows need the whole backward */
-        st = vkg_gpt2_split_finish(m, loss);
-    if (st == VKG_OK && wte_k >= 0) {
+        st = vkg_model_split_finish(m, loss);
+    if (st == VKG_OK && tied_k >= 0) {
         double t0 = vkg_os_now_ms();
-        st = r->cfg.pipeline ? tie_sum(r, r->grads + wte)
-                             : vkg_tied_wte_add_rows(r->job, m, inputs, r->grads + wte);
+        st = r->cfg.pipeline ? tie_sum(r, r->grads + tied_at)
+                             : vkg_tied_add_rows(r->job, m, inputs, r->grads + tied_at);
         end = vkg_os_now_ms();
         comm += end - t0;
         if (st == VKG_OK && copy)
-            vkg_buckets_write(r->buckets, wte_k, r->grads + wte);
+            vkg_buckets_write(r->buckets, tied_k, r->grads + tied_at);
     }
     if (st == VKG_OK && r->cfg.pipeline)
-        st = vkg_gpt2_split_finish(m, NULL);
+        st = vkg_model_split_finish(m, NULL);
     if (st == VKG_OK)
-        st = vkg_gpt2_split_commit(m);
+        st = vkg_model_split_commit(m);
     return overlap_end(r, st, watching ? th : NULL, &w, comm, end);
 }
 
@@ -330,7 +334,7 @@ vkg_status vkg_grad_reducer_last_micro(vkg_grad_reducer *r, const int32_t *input
 {
     r->comm_ms = r->exposed_ms = 0.0;
     if (!r->buckets)
-        return vkg_gpt2_forward_backward(r->model, inputs, targets, loss);
+        return vkg_model_forward_backward(r->model, inputs, targets, loss);
     return overlapped(r, inputs, targets, loss, NULL, NULL);
 }
 
@@ -348,14 +352,14 @@ vkg_status vkg_grad_reducer_reduce(vkg_grad_reducer *r, double *comm_ms, double 
     if (!r->buckets && pipe_idle)
         r->comm_ms = r->exposed_ms = 0.0; /* a middle stage alone in its group: nothing to sum */
     else if (!r->buckets) {
-        size_t n = vkg_gpt2_param_count(r->model);
-        VKG_TRY(vkg_gpt2_get_grads(r->model, r->grads));
+        size_t n = vkg_model_param_count(r->model);
+        VKG_TRY(vkg_model_get_grads(r->model, r->grads));
         double t0 = vkg_os_now_ms();
         VKG_TRY(reduce_grads(r, -1, r->grads, n));
         if (r->cfg.pipeline)
             VKG_TRY(tie_sum(r, r->grads));
         r->comm_ms = r->exposed_ms = vkg_os_now_ms() - t0;
-        VKG_TRY(vkg_gpt2_set_grads(r->model, r->grads));
+        VKG_TRY(vkg_model_set_grads(r->model, r->grads));
     }
     *comm_ms = r->comm_ms;
     *exposed_ms = r->exposed_ms;

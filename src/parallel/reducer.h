@@ -1,11 +1,11 @@
 /* The gradient reducer (DESIGN.md section 6): everything about summing a rank's gradient over
  * its data-parallel group, chosen once at creation: the job's whole group for whole-model ranks,
- * or a pipeline stage's group (then wte's two copies are summed over the tie group after it,
- * tied_wte.h); per bucket overlapped
- * with the last micro-batch's backward pass (buckets.c, tied_wte.c) or in one reduction after it;
- * the buckets copied by the device straight into the collectives' buffer where it imports host
- * memory (zero-copy) or packed by the host (copy path); an allreduce, or a reduce-scatter over
- * shards (ZeRO-1) that leaves only this rank's shard summed; fp32 or bf16 (grad_bf16.h).
+ * or a pipeline stage's group (then the tied embedding's two copies are summed over the tie group
+ * after it, tied.h); per bucket overlapped with the last micro-batch's backward pass (buckets.c,
+ * tied.c) or in one reduction after it; the buckets copied by the device straight into the
+ * collectives' buffer where it imports host memory (zero-copy) or packed by the host (copy path);
+ * an allreduce, or a reduce-scatter over shards (ZeRO-1) that leaves only this rank's shard summed;
+ * fp32 or bf16 (grad_bf16.h).
  *
  * The buckets' way to the collectives. The packed buckets live in one buffer from the
  * communicator (vkg_comm_buffer_alloc: this rank's part of the shared-memory segment when the
@@ -30,9 +30,9 @@
  * group (a ring over its members in fp32; in bf16 each chunk summed in fp32 in rank order by its
  * owner and rounded once), in one reduction after the backward pass or per bucket while the
  * device runs the stage's last backward (a split of that slot's backward,
- * vkg_grad_reducer_last_backward), wte's sum over the tie group after its bucket. With 2
- * replicas a stage's buckets' sums are bitwise the whole gradient's (a ring of two adds the same
- * two numbers); with more, bf16's rank-order sum still is, fp32's ring is not (its chunks fall
+ * vkg_grad_reducer_last_backward), the tied embedding's sum over the tie group after its bucket.
+ * With 2 replicas a stage's buckets' sums are bitwise the whole gradient's (a ring of two adds the
+ * same two numbers); with more, bf16's rank-order sum still is, fp32's ring is not (its chunks fall
  * elsewhere in a bucket than in the whole).
  *
  * Not here: the loss, the norm and the update (strategy.c, zero.c); the schedule (pp_strategy.c).
@@ -44,7 +44,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "model/gpt2.h"
+#include "model/model.h"
 #include "parallel/job.h"
 
 typedef struct vkg_grad_reducer vkg_grad_reducer;
@@ -66,7 +66,7 @@ typedef struct vkg_grad_reducer_config {
  * reducer's imported buffer). Without a data-parallel group (a stage alone in its group) nothing
  * is summed over one and no buckets are made. Errors: VKG_ERR_NOMEM, VKG_ERR_INVALID_ARG for
  * shards without a group, and the communicator's buffer's and vkg_buckets_create's. */
-vkg_status vkg_grad_reducer_create(vkg_job *job, vkg_gpt2 *m, const vkg_grad_reducer_config *c,
+vkg_status vkg_grad_reducer_create(vkg_job *job, vkg_model *m, const vkg_grad_reducer_config *c,
                                    vkg_grad_reducer **out);
 /* NULL-safe; nulls *pr. */
 void vkg_grad_reducer_destroy(vkg_grad_reducer **pr);

@@ -9,13 +9,13 @@
  * one device would have; the members gather every shard's partial sums and each adds them as one
  * device does (vkg__shards_norm): the norm, and so the clipping, is the unsharded one bit for bit.
  *
- * Leading cuts. A pipeline's last stage holds a copy of wte (the first stage's) whose gradients
- * are summed with the first stage's over the tie group after the data-parallel reduction. Each
- * member holds only its shard summed, so the two stages must cut wte at the same places: the
- * first stage's cuts that fall inside wte are given to the last stage as leading cuts (`lead`);
- * the shards they make hold no partial sums (the copy is outside the norm), and the rest of the
- * last stage is cut by its own partial sums. Then member r of both stages holds the same piece
- * of wte summed, and sums it over the tie group (vkg__shards_tied).
+ * Leading cuts. A pipeline's last stage holds a copy of the tied embedding (the first stage's)
+ * whose gradients are summed with the first stage's over the tie group after the data-parallel
+ * reduction. Each member holds only its shard summed, so the two stages must cut it at the same
+ * places: the first stage's cuts that fall inside it are given to the last stage as leading cuts
+ * (`lead`); the shards they make hold no partial sums (the copy is outside the norm), and the rest
+ * of the last stage is cut by its own partial sums. Then member r of both stages holds the same
+ * piece of the tied embedding summed, and sums it over the tie group (vkg__shards_tied).
  *
  * Not here: the reduction (reducer.c), the optimizer (src/optim/adamw.c), the collectives
  * (transport/). Nothing here prints or talks to a device but through the optimizer.

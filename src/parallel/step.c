@@ -41,7 +41,7 @@ static vkg_status tail(vkg_strategy *s, const vkg_strategy_step_in *in, double p
         out->comm_ms += ms, out->exposed_comm_ms += ms;
     } else
         VKG_TRY(vkg_adamw_grad_sumsq(s->opt, &sumsq));
-    if (pipe) /* the replica's norm: its stages' (wte counted once) */
+    if (pipe) /* the replica's norm: its stages' (the tied embedding counted once) */
         VKG_TRY(vkg_group_allreduce(pipe, &sumsq, 1, VKG_COMM_F32));
     if (s->diloco) /* the exchange pieces that ran beside the passes end first */
         VKG_TRY(vkg__diloco_join(s, out));
@@ -62,13 +62,13 @@ static vkg_status tail(vkg_strategy *s, const vkg_strategy_step_in *in, double p
         const vkg_shards *z = s->shards;
         size_t first = z->bounds[z->me], count = z->bounds[z->me + 1] - first;
         float *host = vkg_grad_reducer_host(s->reducer);
-        VKG_TRY(vkg_tensor_read(s->mc.dev, vkg_gpt2_params_tensor(s->model), first * 4,
+        VKG_TRY(vkg_tensor_read(s->mc.dev, vkg_model_params_tensor(s->model), first * 4,
                                 host + first, count * 4));
         double t1 = vkg_os_now_ms();
         VKG_TRY(vkg__shards_share(z, vkg_job_dp_group(s->job), host));
         ms = vkg_os_now_ms() - t1;
         out->comm_ms += ms, out->exposed_comm_ms += ms;
-        VKG_TRY(vkg_gpt2_set_params(s->model, host));
+        VKG_TRY(vkg_model_set_params(s->model, host));
     }
     vkg__span(s, VKG_SPAN_OPTIMIZER, -1, t0);
     out->loss = x[0];
@@ -81,10 +81,10 @@ vkg_status vkg_strategy_step(vkg_strategy *s, vkg_data_t *data, const vkg_strate
                              vkg_strategy_step_out *out)
 {
     VKG_CHECK(s->model, VKG_ERR_STATE, "no model (vkg_strategy_build)");
-    float scale = vkg__step_scale(in); /* checked by vkg_gpt2_set_grad_scale */
+    float scale = vkg__step_scale(in); /* checked by vkg_model_set_grad_scale */
     /* the model's own: a model built again (a new --rank-batch split) starts at 1 */
-    if (scale != vkg_gpt2_grad_scale(s->model))
-        VKG_TRY(vkg_gpt2_set_grad_scale(s->model, scale));
+    if (scale != vkg_model_grad_scale(s->model))
+        VKG_TRY(vkg_model_set_grad_scale(s->model, scale));
     memset(out, 0, sizeof *out);
     s->nspans = 0;
     double part = 0.0;
@@ -94,7 +94,7 @@ vkg_status vkg_strategy_step(vkg_strategy *s, vkg_data_t *data, const vkg_strate
     if (s->diloco)
         out->comm_bytes = out->outer_bytes + 3 * sizeof(float);
     else if (vkg_job_dp(s->job) > 1) /* the stage's (or whole model's) gradient, every step */
-        out->comm_bytes = (uint64_t)vkg_gpt2_param_count(s->model) *
+        out->comm_bytes = (uint64_t)vkg_model_param_count(s->model) *
                           (s->cfg.par.grad_dtype == VKG_COMM_BF16 ? 2u : 4u);
     return VKG_OK;
 }

@@ -90,7 +90,7 @@ vkg_status vkg_strategy_create(const vkg_strategy_config *c, vkg_strategy **out)
 static void release_model(vkg_strategy *s)
 {
     vkg_adamw_destroy(&s->opt);
-    vkg_gpt2_destroy(&s->model); /* its split copies into the reducer's imported buffer */
+    vkg_model_destroy(&s->model); /* its split copies into the reducer's imported buffer */
     vkg_grad_reducer_destroy(&s->reducer);
     free(s->inputs), free(s->targets);
     s->inputs = s->targets = NULL;
@@ -237,14 +237,14 @@ void vkg_strategy_memory(const vkg_strategy *s, vkg_stage_memory *out)
     memset(out, 0, sizeof *out);
     if (!s->model)
         return;
-    vkg_gpt2_opts o = *vkg_gpt2_opts_of(s->model);
+    vkg_model_opts o = *vkg_model_opts_of(s->model);
     o.max_allocation = vkg_device_get_info(s->mc.dev)->max_allocation_bytes;
-    if (vkg_gpt2_memory(&s->mc.cfg, &o, &out->model) != VKG_OK)
+    if (vkg_model_memory(&s->mc.cfg, &o, &out->model) != VKG_OK)
         vkg_error_clear();
     out->first = o.part.first, out->last = o.part.last, out->slots = o.slots;
     out->optimizer = s->opt ? vkg_adamw_device_bytes(s->opt) : 0;
     out->total = vkg_strategy_device_bytes(s);
-    out->host = vkg_gpt2_host_bytes(s->model) + vkg__diloco_host_bytes(s);
+    out->host = vkg_model_host_bytes(s->model) + vkg__diloco_host_bytes(s);
 }
 
 vkg_status vkg_strategy_build(vkg_strategy *s, const vkg_strategy_model *mc)
@@ -258,7 +258,7 @@ vkg_status vkg_strategy_build(vkg_strategy *s, const vkg_strategy_model *mc)
 
 void vkg_strategy_stage(const vkg_strategy *s, int *stage, int *first, int *last)
 {
-    const vkg_gpt2_part *p = s->model ? &vkg_gpt2_opts_of(s->model)->part : NULL;
+    const vkg_model_part *p = s->model ? &vkg_model_opts_of(s->model)->part : NULL;
     *stage = vkg_job_stage(s->job);
     *first = p ? p->first : 0;
     *last = p ? p->last : 0;
@@ -270,22 +270,22 @@ vkg_status vkg_strategy_load(vkg_strategy *s, float *params, float *m, float *v)
     VKG_TRY(vkg__whole_share(s, params, m, v));
     if (s->reduces && !s->reducer)
         VKG_TRY(vkg_grad_reducer_create(s->job, s->model, &s->rc, &s->reducer));
-    const vkg_gpt2_layout *lo = vkg_gpt2_layout_of(s->model);
+    const vkg_model_layout *lo = vkg_model_layout_of(s->model);
     size_t n = lo->total;
     float *part = malloc(n * sizeof *part);
     VKG_CHECK(part, VKG_ERR_NOMEM, "no memory for %zu parameters", n);
     float *pm = m ? malloc(n * sizeof *pm) : NULL, *pv = m ? malloc(n * sizeof *pv) : NULL;
     vkg_status st = VKG_OK;
     VKG_CHECK_GOTO(st, !m || (pm && pv), VKG_ERR_NOMEM, done, "no memory for %zu moments", n);
-    vkg_gpt2_part_extract(lo, params, part);
-    VKG_TRY_GOTO(st, vkg_gpt2_set_params(s->model, part), done);
+    vkg_model_part_extract(lo, params, part);
+    VKG_TRY_GOTO(st, vkg_model_set_params(s->model, part), done);
     if (s->diloco)
         VKG_TRY_GOTO(st, vkg__diloco_start(s, part), done);
     if (m) { /* the moments this rank's optimizer holds (a shard of them under ZeRO-1) */
         size_t first, count;
         vkg_adamw_moment_range(s->opt, &first, &count);
-        vkg_gpt2_part_extract(lo, m, pm);
-        vkg_gpt2_part_extract(lo, v, pv);
+        vkg_model_part_extract(lo, m, pm);
+        vkg_model_part_extract(lo, v, pv);
         VKG_TRY_GOTO(st, vkg_adamw_set_moments(s->opt, pm + first, pv + first), done);
     }
 done:
@@ -318,7 +318,7 @@ vkg_status vkg_strategy_rebatch(vkg_strategy *s, const int *batches)
     VKG_CHECK(s->model && vkg_job_balanced(s->job) && !s->vt->build && !s->vt->free_impl,
               VKG_ERR_STATE, "--rank-batch auto: the strategy (%s) cannot change its split",
               s->vt->name);
-    size_t n = vkg_gpt2_num_params(&s->mc.cfg);
+    size_t n = vkg_model_num_params(&s->mc.cfg);
     float *p = malloc(n * sizeof *p), *m = malloc(n * sizeof *m), *v = malloc(n * sizeof *v);
     vkg_status st = VKG_OK;
     VKG_CHECK_GOTO(st, p && m && v, VKG_ERR_NOMEM, done,
@@ -335,7 +335,7 @@ done:
 
 size_t vkg_strategy_activation_bytes(const vkg_strategy *s)
 {
-    return s->model ? vkg_gpt2_activation_bytes(s->model) : 0;
+    return s->model ? vkg_model_activation_bytes(s->model) : 0;
 }
 
 int vkg_strategy_spans(const vkg_strategy *s, const vkg_span **spans)
@@ -346,7 +346,7 @@ int vkg_strategy_spans(const vkg_strategy *s, const vkg_span **spans)
 
 size_t vkg_strategy_device_bytes(const vkg_strategy *s)
 {
-    return (s->model ? vkg_gpt2_device_bytes(s->model) : 0) +
+    return (s->model ? vkg_model_device_bytes(s->model) : 0) +
            (s->opt ? vkg_adamw_device_bytes(s->opt) : 0);
 }
 

@@ -9,7 +9,7 @@
  *                 (pp_strategy.c, pp_schedule.c); ranks = pp stages x dp data-parallel ranks;
  *   the reducer   the gradient summed over the data-parallel group by one group call, per
  *                 bucket overlapped with the last backward pass or after it, fp32 or bf16
- *                 (reducer.c, buckets.c, tied_wte.c);
+ *                 (reducer.c, buckets.c, tied.c);
  *   the sharding  none, or ZeRO-1: AdamW's moments sharded over the data-parallel group, the
  *                 gradient reduce-scattered, the norm from the shards' partial sums, the
  *                 parameters allgathered; bitwise the unsharded run (shards.c, zero.c);
@@ -27,7 +27,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "model/gpt2.h"
+#include "model/model.h"
 #include "optim/adamw.h"
 #include "vkgpt/comm.h"
 #include "vkgpt/data.h"
@@ -111,10 +111,10 @@ vkg_status vkg_strategy_rebatch(vkg_strategy *s, const int *batches);
 /* ---- the model ---- */
 typedef struct vkg_strategy_model {
     vkg_device_t *dev;      /* must outlive the strategy's model */
-    vkg_gpt2_config cfg;    /* the whole model */
+    vkg_model_config cfg;   /* the whole model */
     int T;                  /* sequence length */
     int accum_steps;        /* micro-batches per optimizer step */
-    int recompute;          /* VKG_GPT2_RECOMPUTE_* */
+    int recompute;          /* VKG_MODEL_RECOMPUTE_* */
     int precision;          /* VKG_PRECISION_* */
     vkg_adamw_config adamw; /* the optimizer */
 } vkg_strategy_model;
@@ -128,12 +128,12 @@ vkg_status vkg_strategy_build(vkg_strategy *s, const vkg_strategy_model *mc);
 vkg_status vkg_strategy_load(vkg_strategy *s, float *params, float *m, float *v);
 /* An AdamW optimizer over every tensor of the model part m (weight decay on its 2-D weights), as
  * the strategies use (also for benchmarks of one device). */
-vkg_status vkg_strategy_create_adamw(const vkg_adamw_config *cfg, vkg_gpt2 *m, vkg_adamw **out);
+vkg_status vkg_strategy_create_adamw(const vkg_adamw_config *cfg, vkg_model *m, vkg_adamw **out);
 /* What one rank of a pipeline stage (or of a strategy without a pipeline: S = 1) needs on its
  * device: its layers, activation slots, the model part's plan and AdamW's. */
 typedef struct vkg_stage_memory {
     int first, last, slots;
-    vkg_gpt2_memory_plan model;
+    vkg_model_memory_plan model;
     size_t optimizer, total; /* total: model.allocated + optimizer */
     size_t host;     /* host-visible copies, and DiLoCo's outer state (vkg_strategy_memory only) */
     int allocations; /* device allocations (the model's and AdamW's) */
@@ -149,19 +149,19 @@ typedef struct vkg_plan_opts {
 
 /* The memory of each of S stages (stages[S]) for a model of cfg trained with micro-batches of B
  * x T and M micro-batches per step under schedule kind, split by pp_layers (NULL: the automatic
- * split), without a device. Errors: the split's and vkg_gpt2_memory's. */
-vkg_status vkg_strategy_plan(const vkg_gpt2_config *cfg, int B, int T, int M, int S,
+ * split), without a device. Errors: the split's and vkg_model_memory's. */
+vkg_status vkg_strategy_plan(const vkg_model_config *cfg, int B, int T, int M, int S,
                              const int *pp_layers, int kind, const vkg_plan_opts *po,
                              vkg_stage_memory *stages);
 /* Whether stage `stage` of that plan fits a device with `has` bytes (0: unknown) and a largest
  * allocation of po->max_allocation: VKG_OK, or VKG_ERR_NOMEM naming the stage, the pool or
  * tensor at fault, the bytes needed and available, and the largest micro-batch (--batch) that
  * fits (or that none does). */
-vkg_status vkg_strategy_check_fit(const vkg_gpt2_config *cfg, int B, int T, int M, int S,
+vkg_status vkg_strategy_check_fit(const vkg_model_config *cfg, int B, int T, int M, int S,
                                   const int *pp_layers, int kind, const vkg_plan_opts *po,
                                   int stage, uint64_t has);
 /* The largest B in [1, B_max] whose plan fits stage `stage` (0: none). */
-int vkg_strategy_largest_batch(const vkg_gpt2_config *cfg, int B_max, int T, int M, int S,
+int vkg_strategy_largest_batch(const vkg_model_config *cfg, int B_max, int T, int M, int S,
                                const int *pp_layers, int kind, const vkg_plan_opts *po, int stage,
                                uint64_t has);
 /* This rank's memory as built (its model part's plan under the device's limit, AdamW's bytes,
@@ -197,7 +197,7 @@ typedef struct vkg_zero_shard {
  * sums (the same on every device), without a device: what vkg_strategy_build allocates under
  * ZeRO-1.
  * Errors: VKG_ERR_INVALID_ARG naming --zero when the norm has fewer partial sums than ranks. */
-vkg_status vkg_strategy_zero_plan(const vkg_gpt2_config *cfg, int N, vkg_zero_shard *shards);
+vkg_status vkg_strategy_zero_plan(const vkg_model_config *cfg, int N, vkg_zero_shard *shards);
 /* 1 under ZeRO-1, else 0. */
 int vkg_strategy_zero(const vkg_strategy *s);
 /* A hash of the shard layout (0 without ZeRO): every rank must have the same (same devices'
@@ -267,11 +267,12 @@ vkg_status vkg_strategy_outer_state_gather(vkg_strategy *s, uint64_t step, float
 vkg_status vkg_strategy_outer_state_load(vkg_strategy *s, uint64_t step, const float *buf);
 /* Streaming DiLoCo's fragment p of F over a model of cfg: the (first, count) pairs of the whole
  * parameter vector (table order) it holds, in order, into ranges (NULL: only counted) and their
- * number into *nranges (at most 12 ceil(L / F) + 4): the layers l with l % F == p of every stacked
- * tensor, the rows [p R / F, (p + 1) R / F) of wte (R = Vp) and of wpe (R = maxT), and lnfw and
- * lnfb with the last layer's fragment. Errors: VKG_ERR_INVALID_ARG naming --fragments outside
- * 1 .. L. */
-vkg_status vkg_diloco_fragment_ranges(const vkg_gpt2_config *cfg, int F, int p, size_t *ranges,
+ * number into *nranges (at most n ceil(L / F) for a table of n tensors): walking the parameter
+ * table, the layers l with l % F == p of every stacked tensor, the rows [p R / F, (p + 1) R / F)
+ * of every other matrix of R rows (GPT-2: wte and wpe), and every other vector with the first
+ * layer's fragment (embeddings) or the last layer's (head: GPT-2's lnfw and lnfb). Errors:
+ * VKG_ERR_INVALID_ARG naming --fragments outside 1 .. L. */
+vkg_status vkg_diloco_fragment_ranges(const vkg_model_config *cfg, int F, int p, size_t *ranges,
                                       int *nranges);
 /* DiLoCo's settings for start-up lines ("" for other strategies): "H inner steps, outer lr ...". */
 const char *vkg_strategy_outer_describe(const vkg_strategy *s);

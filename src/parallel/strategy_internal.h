@@ -33,7 +33,7 @@ struct vkg_strategy {
     const vkg_strategy_vt *vt;
     vkg_job *job; /* the job: layout, groups, batches (world 1 alone) */
     vkg_strategy_model mc;
-    vkg_gpt2 *model; /* this rank's part */
+    vkg_model *model; /* this rank's part */
     vkg_adamw *opt;
     int32_t *inputs, *targets; /* (rank batch, T) */
     /* The reducer of a data-parallel group of whole models: wanted (reduces) with rc, created by
@@ -81,7 +81,7 @@ void vkg__span(vkg_strategy *s, vkg_span_kind kind, int micro, double t0);
 vkg_status vkg__pp_create(vkg_strategy *s, const vkg_strategy_config *c);
 /* The parameter layout of stage `stage` of this job's split (the whole model without a
  * pipeline), after build (whole.c). */
-vkg_status vkg__stage_layout(const vkg_strategy *s, int stage, vkg_gpt2_layout *lo);
+vkg_status vkg__stage_layout(const vkg_strategy *s, int stage, vkg_model_layout *lo);
 /* A pipeline whose stages shard AdamW's moments over their data-parallel groups (--zero 1): the
  * shards' hash (0 for any other strategy). */
 uint64_t vkg__pp_zero_hash(const vkg_strategy *s);

@@ -9,7 +9,7 @@
 /* Create this rank's model part (part, with slots activation slots and, with split_w, the
  * backward's two passes), its AdamW (over the part's parameters [first, first + count) only when
  * count > 0: a ZeRO-1 shard) and the token buffers. */
-vkg_status vkg__whole_build_part(vkg_strategy *s, vkg_gpt2_part part, int slots, int split_w,
+vkg_status vkg__whole_build_part(vkg_strategy *s, vkg_model_part part, int slots, int split_w,
                                  size_t first, size_t count);
 /* The whole model, checked to fit the device first. */
 vkg_status vkg__whole_build(vkg_strategy *s);

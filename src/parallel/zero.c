@@ -49,9 +49,9 @@ vkg_status vkg__zero_check(const vkg_strategy_config *c, const vkg_job_layout *l
     return VKG_OK;
 }
 
-vkg_status vkg_strategy_zero_plan(const vkg_gpt2_config *cfg, int N, vkg_zero_shard *shards)
+vkg_status vkg_strategy_zero_plan(const vkg_model_config *cfg, int N, vkg_zero_shard *shards)
 {
-    size_t n = vkg_gpt2_num_params(cfg);
+    size_t n = vkg_model_num_params(cfg);
     VKG_CHECK(N >= 1, VKG_ERR_INVALID_ARG, "--zero 1: %d ranks", N);
     size_t *b = malloc(2 * ((size_t)N + 1) * sizeof *b), *pb = b + N + 1;
     VKG_CHECK(b, VKG_ERR_NOMEM, "no memory for %d shards", N);
@@ -78,12 +78,12 @@ static vkg_status build(vkg_strategy *s)
     VKG_CHECK(z, VKG_ERR_NOMEM, "no memory for ZeRO-1's shards");
     s->impl = z;
     int N = vkg_job_dp(s->job), r = vkg_job_replica(s->job);
-    VKG_TRY(vkg__shards_init(&z->z, vkg_gpt2_num_params(&s->mc.cfg), 0, N, r, NULL, 0));
+    VKG_TRY(vkg__shards_init(&z->z, vkg_model_num_params(&s->mc.cfg), 0, N, r, NULL, 0));
     z->hash = 0xcbf29ce484222325ull; /* FNV-1a over the bounds */
     for (int q = 0; q <= N; q++)
         z->hash = (z->hash ^ (uint64_t)z->z.bounds[q]) * 0x100000001b3ull;
     size_t first = z->z.bounds[r], count = z->z.bounds[r + 1] - first;
-    VKG_TRY(vkg__whole_build_part(s, vkg_gpt2_whole(&s->mc.cfg), 1, 0, first, count));
+    VKG_TRY(vkg__whole_build_part(s, vkg_model_whole(&s->mc.cfg), 1, 0, first, count));
     s->rc.shards = z->z.bounds; /* the reducer (vkg_strategy_load) reduce-scatters over them */
     s->shards = &z->z;          /* the step's tail: the norm from them, then the share */
     return vkg__shards_shard_norm(&z->z, s->opt);
@@ -95,7 +95,7 @@ static vkg_status gather(vkg_strategy *s, float *params, float *m, float *v)
 {
     struct vkg_zero *z = s->impl;
     if (params)
-        VKG_TRY(vkg_gpt2_get_params(s->model, params));
+        VKG_TRY(vkg_model_get_params(s->model, params));
     int r = z->z.me;
     int32_t want = r == 0 && m && v;
     VKG_TRY(vkg_job_broadcast(s->job, &want, sizeof want));

@@ -10,7 +10,7 @@
 
 /* What rank 0 hands every rank before the model exists. */
 typedef struct start_header {
-    vkg_gpt2_config cfg;
+    vkg_model_config cfg;
     int32_t resumed;
     vkg_checkpoint_state state;
 } start_header;
@@ -33,7 +33,7 @@ vkg_status vkg__train_share_start(vkg_trainer_t *t, float **params, vkg_checkpoi
     if (rank == 0 || !h.resumed) /* a new model: every rank's own config, checked in agree */
         return VKG_OK;
     /* Resuming: rank 0's checkpoint decides the model; parameters and moments follow later. */
-    size_t n = vkg_gpt2_num_params(&h.cfg);
+    size_t n = vkg_model_num_params(&h.cfg);
     float *p = malloc(n * sizeof *p);
     VKG_CHECK(p, VKG_ERR_NOMEM, "no memory for %zu resumed parameters", n);
     free(*params);

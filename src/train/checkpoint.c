@@ -107,14 +107,14 @@ static vkg_status write_text(FILE *f, void *ctx)
     return vkg_io_write_bytes(f, ctx, strlen(ctx));
 }
 
-vkg_status vkg_checkpoint_write(const char *dir, const vkg_gpt2_config *cfg, const float *params,
+vkg_status vkg_checkpoint_write(const char *dir, const vkg_model_config *cfg, const float *params,
                                 const float *m, const float *v, const vkg_checkpoint_state *st,
                                 char *path_out, size_t cap)
 {
     return vkg_checkpoint_write_outer(dir, cfg, params, m, v, NULL, 0, st, path_out, cap);
 }
 
-vkg_status vkg_checkpoint_write_outer(const char *dir, const vkg_gpt2_config *cfg,
+vkg_status vkg_checkpoint_write_outer(const char *dir, const vkg_model_config *cfg,
                                       const float *params, const float *m, const float *v,
                                       const float *outer, size_t outer_count,
                                       const vkg_checkpoint_state *st, char *path_out, size_t cap)
@@ -148,12 +148,12 @@ vkg_status vkg_checkpoint_write_outer(const char *dir, const vkg_gpt2_config *cf
     VKG_TRY(vkg_modelfile_write(file, cfg, params));
     VKG_TRY(vkg__checkpoint_join(file, sd, "state.bin"));
     vkg_checkpoint_state with_crc = *st;
-    with_crc.params_crc = vkg_statefile_crc32_floats(params, vkg_gpt2_num_params(cfg));
+    with_crc.params_crc = vkg_statefile_crc32_floats(params, vkg_model_num_params(cfg));
     with_crc.params_crc_set = 1;
     VKG_TRY(vkg_statefile_write(file, cfg, &with_crc, m, v));
     if (outer) {
         VKG_TRY(vkg__checkpoint_join(file, sd, "outer.bin"));
-        VKG_TRY(vkg_outerfile_write(file, vkg_gpt2_num_params(cfg), outer, outer_count));
+        VKG_TRY(vkg_outerfile_write(file, vkg_model_num_params(cfg), outer, outer_count));
     }
     VKG_TRY(vkg__checkpoint_join(file, sd, "DONE"));
     snprintf(done_text, sizeof done_text, "vkgpt checkpoint, step %llu\n",
@@ -226,8 +226,8 @@ done:
     return st;
 }
 
-static vkg_status check_same_config(const char *state_path, const vkg_gpt2_config *s,
-                                    const char *model_path, const vkg_gpt2_config *m)
+static vkg_status check_same_config(const char *state_path, const vkg_model_config *s,
+                                    const char *model_path, const vkg_model_config *m)
 {
     VKG_CHECK(s->max_seq_len == m->max_seq_len && s->vocab_size == m->vocab_size &&
                   s->padded_vocab_size == m->padded_vocab_size && s->num_layers == m->num_layers &&
@@ -246,7 +246,7 @@ static vkg_status check_complete(const char *sd, uint64_t step)
 {
     char done[VKG_CHECKPOINT_PATH_CAP], model[VKG_CHECKPOINT_PATH_CAP],
         state[VKG_CHECKPOINT_PATH_CAP];
-    vkg_gpt2_config mc, sc;
+    vkg_model_config mc, sc;
     vkg_checkpoint_state st;
     size_t n;
     VKG_TRY(vkg__checkpoint_join(done, sd, "DONE"));
@@ -296,7 +296,7 @@ vkg_status vkg_checkpoint_load(const char *ckpt_dir, vkg_checkpoint *out)
 {
     char done[VKG_CHECKPOINT_PATH_CAP], model[VKG_CHECKPOINT_PATH_CAP],
         state[VKG_CHECKPOINT_PATH_CAP];
-    vkg_gpt2_config sc;
+    vkg_model_config sc;
     vkg_status st;
     memset(out, 0, sizeof *out);
     VKG_CHECK(ckpt_dir, VKG_ERR_INVALID_ARG, "checkpoint: NULL path");

@@ -97,7 +97,7 @@ typedef struct vkg_checkpoint_state {
 
 /* A loaded checkpoint. */
 typedef struct vkg_checkpoint {
-    vkg_gpt2_config cfg;
+    vkg_model_config cfg;
     size_t num_params;
     float *params; /* (num_params) table order, from model.bin */
     float *m, *v;  /* (num_params) AdamW moments, from state.bin */
@@ -118,9 +118,9 @@ vkg_status vkg_checkpoint_check_resume(const vkg_train_hparams *saved,
 /* ---- the state file (statefile.c) ---- */
 
 /* Write a state file at path crash-safely: cfg's header fields, st, and m, v of
- * vkg_gpt2_num_params(cfg) floats each. VKG_ERR_INVALID_ARG for an invalid cfg or NULL arrays,
+ * vkg_model_num_params(cfg) floats each. VKG_ERR_INVALID_ARG for an invalid cfg or NULL arrays,
  * VKG_ERR_IO naming the file. */
-vkg_status vkg_statefile_write(const char *path, const vkg_gpt2_config *cfg,
+vkg_status vkg_statefile_write(const char *path, const vkg_model_config *cfg,
                                const vkg_checkpoint_state *st, const float *m, const float *v);
 
 /* Read a state file. With m and v NULL only the header is read and checked (magic, version, a
@@ -131,23 +131,23 @@ vkg_status vkg_statefile_write(const char *path, const vkg_gpt2_config *cfg,
  * *num_params. Errors: VKG_ERR_IO (cannot open or read), VKG_ERR_FORMAT naming the file and the
  * problem (too short, bad magic, wrong version, bad configuration, size not matching the header:
  * truncated or oversized, checksum mismatch), VKG_ERR_NOMEM. On error nothing is allocated. */
-vkg_status vkg_statefile_read(const char *path, vkg_gpt2_config *cfg, vkg_checkpoint_state *st,
+vkg_status vkg_statefile_read(const char *path, vkg_model_config *cfg, vkg_checkpoint_state *st,
                               size_t *num_params, float **m, float **v);
 
 /* vkg_statefile_read's parser on an open stream f of `size` bytes positioned at its start (a file,
  * or an fmemopen buffer for the fuzz target); path names it in messages; the caller closes f. */
 vkg_status vkg__statefile_read_stream(FILE *f, const char *path, uint64_t size,
-                                      vkg_gpt2_config *cfg, vkg_checkpoint_state *st,
+                                      vkg_model_config *cfg, vkg_checkpoint_state *st,
                                       size_t *num_params, float **m, float **v);
 
 /* CRC-32 of n floats as little-endian bytes (the body of an fp32 model file). */
 uint32_t vkg_statefile_crc32_floats(const float *x, size_t n);
 
-/* Check x (vkg_gpt2_num_params(cfg) floats in table order: parameters or a moment) for a value
+/* Check x (vkg_model_num_params(cfg) floats in table order: parameters or a moment) for a value
  * that is not finite, or negative when nonneg. VKG_OK, or `code` with "<where>: <what> of tensor
  * <name>, element <i>, is <value>" and why (the caller's wording, `why`). */
 vkg_status vkg_statefile_check_values(vkg_status code, const char *where, const char *what,
-                                      const vkg_gpt2_config *cfg, const float *x, int nonneg,
+                                      const vkg_model_config *cfg, const float *x, int nonneg,
                                       const char *why);
 
 /* ---- the outer state file (outerfile.c) ---- */
@@ -171,7 +171,7 @@ vkg_status vkg__outerfile_read_stream(FILE *f, const char *path, uint64_t size, 
 
 /* Write the checkpoint for st->step under dir (created, with missing parents, when absent):
  * dir/step_<%08 step>/ with model.bin (params), state.bin (st, m, v) and DONE, in that order.
- * params, m and v hold vkg_gpt2_num_params(cfg) floats each. When path_out is not NULL the
+ * params, m and v hold vkg_model_num_params(cfg) floats each. When path_out is not NULL the
  * checkpoint directory's path is copied there (cap bytes). A failure leaves every other
  * checkpoint complete and this one without DONE. A checkpoint is never marked complete holding
  * a value that is not finite: a NaN or infinity in params, m or v, or a negative v, is refused
@@ -179,12 +179,12 @@ vkg_status vkg__outerfile_read_stream(FILE *f, const char *path, uint64_t size, 
  * VKG_ERR_STATE when that directory
  * already holds DONE (nothing is written), VKG_ERR_INVALID_ARG (bad cfg, NULL arrays, path too
  * long), VKG_ERR_IO naming the path, VKG_ERR_NOMEM. */
-vkg_status vkg_checkpoint_write(const char *dir, const vkg_gpt2_config *cfg, const float *params,
+vkg_status vkg_checkpoint_write(const char *dir, const vkg_model_config *cfg, const float *params,
                                 const float *m, const float *v, const vkg_checkpoint_state *st,
                                 char *path_out, size_t cap);
 /* vkg_checkpoint_write with DiLoCo's outer state (outer_count floats; outer NULL: none) written
  * as outer.bin after state.bin and before DONE. */
-vkg_status vkg_checkpoint_write_outer(const char *dir, const vkg_gpt2_config *cfg,
+vkg_status vkg_checkpoint_write_outer(const char *dir, const vkg_model_config *cfg,
                                       const float *params, const float *m, const float *v,
                                       const float *outer, size_t outer_count,
                                       const vkg_checkpoint_state *st, char *path_out, size_t cap);

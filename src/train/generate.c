@@ -7,7 +7,7 @@
 #include "base/error.h"
 #include "train/trainer_internal.h"
 
-vkg_status vkg__generate(vkg_strategy *par, const vkg_gpt2_config *cfg, int B, int T,
+vkg_status vkg__generate(vkg_strategy *par, const vkg_model_config *cfg, int B, int T,
                          const vkg_tokenizer_t *tok, const char *prompt, int len, float temperature,
                          int top_k, vkg_rng *rng, const volatile sig_atomic_t *stop, char **text)
 {

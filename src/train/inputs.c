@@ -62,16 +62,16 @@ static void find_marked_complete(const char *dir, char *name, size_t cap)
 }
 
 /* A loaded model must hold only finite parameters: a NaN or infinity would poison every step. */
-static vkg_status check_finite(const char *path, const float *params, const vkg_gpt2_config *cfg)
+static vkg_status check_finite(const char *path, const float *params, const vkg_model_config *cfg)
 {
-    size_t sizes[VKG_GPT2_NUM_PARAM_TENSORS], at = 0;
-    vkg_gpt2_param_sizes(cfg, sizes);
-    for (int i = 0; i < VKG_GPT2_NUM_PARAM_TENSORS; at += sizes[i], i++)
-        for (size_t k = 0; k < sizes[i]; k++)
+    vkg_param_table t;
+    vkg_model_params(cfg, &t);
+    for (int i = 0; i < t.n; i++)
+        for (size_t k = 0, at = t.t[i].offset; k < t.t[i].count; k++)
             VKG_CHECK(isfinite(params[at + k]), VKG_ERR_FORMAT,
                       "%s: parameter %zu of tensor %s is %g: the model holds non-finite values "
                       "(a diverged run or a corrupted file)",
-                      path, k, vkg_gpt2_param_name(i), (double)params[at + k]);
+                      path, k, t.t[i].name, (double)params[at + k]);
     return VKG_OK;
 }
 
@@ -131,17 +131,17 @@ vkg_status vkg__train_new_model(vkg_trainer_t *t, float **params)
     const vkg_train_config *c = &t->cfg;
     int V = c->vocab_size ? c->vocab_size : (t->tok ? vkg_tokenizer_vocab_size(t->tok) : 0);
     VKG_CHECK(V > 0, VKG_ERR_INVALID_ARG, "no vocabulary size: give --vocab or a tokenizer");
-    t->mcfg = (vkg_gpt2_config){.max_seq_len = c->max_seq_len,
-                                .vocab_size = V,
-                                .padded_vocab_size = vkg_gpt2_pad_vocab(V),
-                                .num_layers = c->layers,
-                                .num_heads = c->heads,
-                                .channels = c->channels};
-    VKG_TRY(vkg_gpt2_config_validate(&t->mcfg));
-    *params = malloc(vkg_gpt2_num_params(&t->mcfg) * sizeof **params);
+    t->mcfg = (vkg_model_config){.max_seq_len = c->max_seq_len,
+                                 .vocab_size = V,
+                                 .padded_vocab_size = vkg_model_pad_vocab(V),
+                                 .num_layers = c->layers,
+                                 .num_heads = c->heads,
+                                 .channels = c->channels};
+    VKG_TRY(vkg_model_config_validate(&t->mcfg));
+    *params = malloc(vkg_model_num_params(&t->mcfg) * sizeof **params);
     VKG_CHECK(*params, VKG_ERR_NOMEM, "no memory for %zu parameters",
-              vkg_gpt2_num_params(&t->mcfg));
-    vkg_gpt2_init_params(&t->mcfg, *params, c->seed);
+              vkg_model_num_params(&t->mcfg));
+    vkg_model_init_params(&t->mcfg, *params, c->seed);
     return VKG_OK;
 }
 

@@ -73,7 +73,7 @@ static uint32_t crc32_update(const crc32_tab *c, uint32_t crc, const void *data,
 
 /* Everything the header holds besides magic, version and the parameter count. */
 typedef struct header_fields {
-    vkg_gpt2_config cfg;
+    vkg_model_config cfg;
     vkg_checkpoint_state st;
 } header_fields;
 
@@ -226,11 +226,11 @@ static vkg_status write_state(FILE *f, void *ctx)
     return vkg_io_write_bytes(f, tail, sizeof tail);
 }
 
-vkg_status vkg_statefile_write(const char *path, const vkg_gpt2_config *cfg,
+vkg_status vkg_statefile_write(const char *path, const vkg_model_config *cfg,
                                const vkg_checkpoint_state *st, const float *m, const float *v)
 {
     VKG_CHECK(path && cfg && st && m && v, VKG_ERR_INVALID_ARG, "state file: NULL argument");
-    if (vkg_gpt2_config_validate(cfg) < 0)
+    if (vkg_model_config_validate(cfg) < 0)
         return vkg__error_wrap(VKG_ERR_INVALID_ARG, "%s: not writing an invalid model", path);
     state_write_ctx *c = malloc(sizeof *c);
     VKG_CHECK(c, VKG_ERR_NOMEM, "%s: out of memory", path);
@@ -238,7 +238,7 @@ vkg_status vkg_statefile_write(const char *path, const vkg_gpt2_config *cfg,
     c->hf.st = *st;
     c->m = m;
     c->v = v;
-    c->n = vkg_gpt2_num_params(cfg);
+    c->n = vkg_model_num_params(cfg);
     crc32_init(&c->crc);
     vkg_status s = vkg_io_write_atomic(path, write_state, c);
     free(c);
@@ -276,18 +276,18 @@ static vkg_status check_header(const char *path, const unsigned char *h, uint64_
               "%s: unsupported state file version %ld (expected %d)", path, version,
               VKG_STATE_VERSION);
     decode_header(h, hf);
-    if (vkg_gpt2_config_validate(&hf->cfg) < 0)
+    if (vkg_model_config_validate(&hf->cfg) < 0)
         return vkg__error_wrap(VKG_ERR_FORMAT, "%s: bad model configuration in the header", path);
-    const vkg_gpt2_config *c = &hf->cfg; /* bounded before counting: the count must not wrap */
+    const vkg_model_config *c = &hf->cfg; /* bounded before counting: the count must not wrap */
     double approx = ((double)c->padded_vocab_size + c->max_seq_len) * c->channels +
                     12.0 * c->num_layers * (double)c->channels * c->channels;
     VKG_CHECK(approx < MAX_PARAMS, VKG_ERR_FORMAT,
               "%s: header describes an implausible model (about %.3g parameters)", path, approx);
     const unsigned char *pn = h + 4 * SLOT_NPARAMS;
     uint64_t np = rd32(pn) | (uint64_t)rd32(pn + 4) << 32;
-    VKG_CHECK(np == vkg_gpt2_num_params(&hf->cfg), VKG_ERR_FORMAT,
+    VKG_CHECK(np == vkg_model_num_params(&hf->cfg), VKG_ERR_FORMAT,
               "%s: header holds %llu parameters but its model configuration has %zu", path,
-              (unsigned long long)np, vkg_gpt2_num_params(&hf->cfg));
+              (unsigned long long)np, vkg_model_num_params(&hf->cfg));
     char what[96];
     snprintf(what, sizeof what, "AdamW m and v of %llu parameters", (unsigned long long)np);
     VKG_TRY(vkg__io_check_size(path, size, VKG_FILE_HEADER_BYTES + 8 * np + 4, what));
@@ -296,7 +296,7 @@ static vkg_status check_header(const char *path, const unsigned char *h, uint64_
 }
 
 vkg_status vkg__statefile_read_stream(FILE *f, const char *path, uint64_t size,
-                                      vkg_gpt2_config *cfg, vkg_checkpoint_state *st,
+                                      vkg_model_config *cfg, vkg_checkpoint_state *st,
                                       size_t *num_params, float **m, float **v)
 {
     unsigned char h[VKG_FILE_HEADER_BYTES], tail[4];
@@ -352,22 +352,22 @@ fail:
 }
 
 vkg_status vkg_statefile_check_values(vkg_status code, const char *where, const char *what,
-                                      const vkg_gpt2_config *cfg, const float *x, int nonneg,
+                                      const vkg_model_config *cfg, const float *x, int nonneg,
                                       const char *why)
 {
-    size_t sizes[VKG_GPT2_NUM_PARAM_TENSORS], at = 0;
-    vkg_gpt2_param_sizes(cfg, sizes);
-    for (int i = 0; i < VKG_GPT2_NUM_PARAM_TENSORS; at += sizes[i], i++)
-        for (size_t k = 0; k < sizes[i]; k++) {
-            float y = x[at + k];
+    vkg_param_table t;
+    vkg_model_params(cfg, &t);
+    for (int i = 0; i < t.n; i++)
+        for (size_t k = 0; k < t.t[i].count; k++) {
+            float y = x[t.t[i].offset + k];
             VKG_CHECK(isfinite(y) && (!nonneg || y >= 0.0f), code,
-                      "%s: %s of tensor %s, element %zu, is %g: %s", where, what,
-                      vkg_gpt2_param_name(i), k, (double)y, why);
+                      "%s: %s of tensor %s, element %zu, is %g: %s", where, what, t.t[i].name, k,
+                      (double)y, why);
         }
     return VKG_OK;
 }
 
-vkg_status vkg_statefile_read(const char *path, vkg_gpt2_config *cfg, vkg_checkpoint_state *st,
+vkg_status vkg_statefile_read(const char *path, vkg_model_config *cfg, vkg_checkpoint_state *st,
                               size_t *num_params, float **m, float **v)
 {
     FILE *f = NULL;

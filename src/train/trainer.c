@@ -219,7 +219,7 @@ static vkg_status resume_outer(vkg_trainer_t *t, const vkg_checkpoint *ck)
     VKG_TRY(vkg_strategy_broadcast(t->par, &has, sizeof has));
     vkg_status st = VKG_OK;
     if (vkg_strategy_rank(t->par) == 0 && has) {
-        size_t n = vkg_gpt2_num_params(&t->mcfg);
+        size_t n = vkg_model_num_params(&t->mcfg);
         if (!want)
             st = VKG_FAIL(VKG_ERR_MISMATCH,
                           "--resume: the checkpoint holds DiLoCo's outer state (outer.bin, %zu "
@@ -402,7 +402,7 @@ void vkg_trainer_get_info(const vkg_trainer_t *t, vkg_trainer_info *info)
     info->layers = t->mcfg.num_layers, info->heads = t->mcfg.num_heads;
     info->channels = t->mcfg.channels, info->max_seq_len = t->mcfg.max_seq_len;
     info->vocab_size = t->mcfg.vocab_size, info->padded_vocab_size = t->mcfg.padded_vocab_size;
-    info->num_params = vkg_gpt2_num_params(&t->mcfg);
+    info->num_params = vkg_model_num_params(&t->mcfg);
     info->device_bytes = vkg_strategy_device_bytes(t->par);
     info->batch = t->B, info->seq = t->T, info->accum_steps = t->accum_steps;
     info->total_batch = (long long)t->hp.total_batch;
@@ -597,7 +597,7 @@ static vkg_status write_run_config(vkg_trainer_t *t)
 static vkg_status write_checkpoint(vkg_trainer_t *t, char *path_out, size_t cap)
 {
     int rank0 = vkg_strategy_rank(t->par) == 0;
-    size_t n = rank0 ? vkg_gpt2_num_params(&t->mcfg) : 0;
+    size_t n = rank0 ? vkg_model_num_params(&t->mcfg) : 0;
     float *p = rank0 ? malloc(n * sizeof *p) : NULL, *m = rank0 ? malloc(n * sizeof *m) : NULL;
     float *v = rank0 ? malloc(n * sizeof *v) : NULL;
     size_t nouter = vkg_strategy_outer_state_count(t->par); /* DiLoCo's, else 0 */

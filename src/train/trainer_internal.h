@@ -16,7 +16,7 @@ struct vkg_trainer {
     vkg_train_config cfg;
     vkg_device_t *dev;
     vkg_strategy *par; /* how the job's ranks split the work (src/parallel) */
-    vkg_gpt2_config mcfg;
+    vkg_model_config mcfg;
     int B, T, accum_steps; /* this rank's micro-batch and micro-batches per step */
     vkg_tokenizer_t *tok;  /* may be NULL (no samples) */
     vkg_data_t *train, *val;
@@ -87,7 +87,7 @@ vkg_status vkg__train_balance_step(vkg_trainer_t *t, double ms, double waited_ms
 
 /* Generation through the strategy's (B, T) forward pass: the prompt's tokens then len sampled
  * ones, or fewer when *stop (may be NULL) is set before a token: the text so far. */
-vkg_status vkg__generate(vkg_strategy *par, const vkg_gpt2_config *cfg, int B, int T,
+vkg_status vkg__generate(vkg_strategy *par, const vkg_model_config *cfg, int B, int T,
                          const vkg_tokenizer_t *tok, const char *prompt, int len, float temperature,
                          int top_k, vkg_rng *rng, const volatile sig_atomic_t *stop, char **text);
 

@@ -1,15 +1,16 @@
-/* The tied wte (see tied_wte.h): the encoder's rows of its gradient exchanged and added in a
+/* The tied embedding (see tied.h): the encoder's rows of its gradient exchanged and added in a
  * fixed order under data parallelism, and the two copies' sum and the norm's count under pipelines.
  */
-#include "parallel/tied_wte.h"
+#include "parallel/tied.h"
 
 #include <stdlib.h>
 
-vkg_status vkg_tied_wte_add_rows(vkg_job *job, vkg_gpt2 *m, const int32_t *inputs, float *wte)
+vkg_status vkg_tied_add_rows(vkg_job *job, vkg_model *m, const int32_t *inputs, float *emb)
 {
-    const vkg_gpt2_config *cfg = vkg_gpt2_config_of(m);
-    int T = vkg_gpt2_opts_of(m)->T;
-    size_t C = (size_t)cfg->channels, V = (size_t)cfg->vocab_size;
+    const vkg_param_table *t = vkg_model_table_of(m);
+    VKG_CHECK(t->tied >= 0, VKG_ERR_STATE, "the model has no tied embedding");
+    int T = vkg_model_opts_of(m)->T;
+    size_t C = (size_t)t->t[t->tied].cols, V = (size_t)t->t[t->tied].used_rows;
     size_t n = (size_t)vkg_job_rank_batch(job) * (size_t)T;
     size_t rmax = (size_t)vkg_job_max_rank_batch(job) * (size_t)T;
     size_t rec = (1 + rmax) * sizeof(int32_t) + rmax * C * sizeof(float);
@@ -21,7 +22,7 @@ vkg_status vkg_tied_wte_add_rows(vkg_job *job, vkg_gpt2 *m, const int32_t *input
     vkg_status st = VKG_OK;
     VKG_CHECK_GOTO(st, slot && send && all && denc && pos, VKG_ERR_NOMEM, done,
                    "no memory for %zu embedding-row gradients", rmax);
-    VKG_TRY_GOTO(st, vkg_gpt2_encoded_grad_read(m, denc), done);
+    VKG_TRY_GOTO(st, vkg_model_encoded_grad_read(m, denc), done);
     int32_t *count = (int32_t *)send, *ids = count + 1;
     float *rows = (float *)(ids + rmax);
     for (size_t id = 0; id < V; id++)
@@ -41,7 +42,7 @@ vkg_status vkg_tied_wte_add_rows(vkg_job *job, vkg_gpt2 *m, const int32_t *input
     }
     VKG_TRY_GOTO(st, vkg_job_allgather(job, send, rec, all), done);
     for (size_t id = 0; id < V; id++) { /* every token any rank saw, ranks in order */
-        float *row = wte + id * C;
+        float *row = emb + id * C;
         for (int r = 0; r < W; r++) {
             const int32_t *rc = (const int32_t *)(all + (size_t)r * rec);
             const float *rr = (const float *)(rc + 1 + rmax);
@@ -57,20 +58,20 @@ done:
     return st;
 }
 
-vkg_status vkg_tied_wte_pipe_sum(vkg_job *job, vkg_gpt2 *m, float *grads, size_t first, size_t end)
+vkg_status vkg_tied_pipe_sum(vkg_job *job, vkg_model *m, float *grads, size_t first, size_t end)
 {
     vkg_group_t *tie = vkg_job_tie_group(job);
-    size_t w = vkg_gpt2_layout_of(m)->count[0];
+    size_t w = vkg_model_layout_of(m)->tied;
     size_t lo = first < w ? first : w, hi = end < w ? end : w;
-    if (!tie || hi <= lo) /* wte is at the start of both the first and the last part */
+    if (!tie || hi <= lo) /* the copies are at the start of both the first and the last part */
         return VKG_OK;
     return vkg_group_allreduce(tie, grads + lo, hi - lo, VKG_COMM_F32);
 }
 
-vkg_status vkg_tied_wte_count_once(vkg_job *job, vkg_gpt2 *m, vkg_adamw *opt)
+vkg_status vkg_tied_count_once(vkg_job *job, vkg_model *m, vkg_adamw *opt)
 {
     int pp = vkg_job_pp(job);
     if (pp == 1 || vkg_job_stage(job) != pp - 1)
         return VKG_OK;
-    return vkg_adamw_norm_from(opt, vkg_gpt2_layout_of(m)->count[0]);
+    return vkg_adamw_norm_from(opt, vkg_model_layout_of(m)->tied);
 }

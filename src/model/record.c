@@ -2,7 +2,7 @@
  * the part's layers), the fused softmax cross-entropy (last part) and backward (gpt2_backward,
  * accumulating into the gradients). Every op comes from src/ops; barriers come from the command
  * list. The optimizer's lists are src/optim's. */
-#include "model/gpt2_internal.h"
+#include "model/model_internal.h"
 
 /* Layer l's slice of a per-layer tensor whose per-layer size is `per` elements. */
 static vkg_tensor layer(vkg_tensor t, int l, size_t per)
@@ -12,40 +12,40 @@ static vkg_tensor layer(vkg_tensor t, int l, size_t per)
 }
 
 /* Parameter tensor i's slice for the part's layer l (tensors 2..13 are stacked over its layers). */
-static vkg_tensor lp(const vkg_gpt2 *m, const vkg_tensor *set, int i, int l)
+static vkg_tensor lp(const vkg_model *m, const vkg_tensor *set, int i, int l)
 {
     size_t per = m->layout.count[i] / (size_t)m->nl;
     return layer(set[i], l, per);
 }
 
 /* Where layer l's GELU output is: its own slice, or with recomputation the one-layer buffer. */
-static vkg_tensor gelu_out(const vkg_gpt2 *m, const vkg_gpt2_acts *layers, int l)
+static vkg_tensor gelu_out(const vkg_model *m, const vkg_model_acts *layers, int l)
 {
-    if (m->opts.recompute & VKG_GPT2_RECOMPUTE_GELU)
+    if (m->opts.recompute & VKG_MODEL_RECOMPUTE_GELU)
         return m->gelu;
     return layers[l].s.fch_gelu;
 }
 
 /* The gradient of the residual stream at layer l's output (l >= 0). */
-static vkg_tensor dstream(const vkg_gpt2 *m, int l)
+static vkg_tensor dstream(const vkg_model *m, int l)
 {
     return l % 2 ? m->gacts.s.dstream1 : m->gacts.s.dstream0;
 }
 
 /* The gradient activations that the input pass keeps per slot and layer, in the order of a slot's
  * `kept`: dfcproj, dfch, dattproj, dqkv. */
-static const int kept_gact[VKG_GPT2_NUM_KEPT] = {9, 7, 4, 2};
+static const int kept_gact[VKG_MODEL_NUM_KEPT] = {9, 7, 4, 2};
 
 /* Zero what layer l's backward adds into: its gradients of the activations (shared by the
  * layers; the products' output gradients in `kept`, when given, instead) and the residual stream's
  * gradient at its input. One group: the fills are independent; the barrier before it orders them
  * after the layer above. */
-static vkg_status zero_layer_grads(vkg_gpt2 *m, vkg_cmd *c, int l, const vkg_tensor *kept)
+static vkg_status zero_layer_grads(vkg_model *m, vkg_cmd *c, int l, const vkg_tensor *kept)
 {
     vkg_cmd_group_begin(c);
-    for (int i = 1; i <= VKG_GPT2_NUM_LAYER_GRADS; i++) {
+    for (int i = 1; i <= VKG_MODEL_NUM_LAYER_GRADS; i++) {
         vkg_tensor t = m->gacts.t[i];
-        for (int k = 0; kept && k < VKG_GPT2_NUM_KEPT; k++)
+        for (int k = 0; kept && k < VKG_MODEL_NUM_KEPT; k++)
             if (kept_gact[k] == i)
                 t = kept[k];
         VKG_TRY(vkg_op_fill(c, t, t.bytes / 4, 0.0f));
@@ -58,9 +58,9 @@ static vkg_status zero_layer_grads(vkg_gpt2 *m, vkg_cmd *c, int l, const vkg_ten
 
 /* Zero what the backward adds into before the layers: dencoded, and with the head dlnf and the
  * residual stream's gradient at the last layer's output. */
-static vkg_status zero_top_grads(vkg_gpt2 *m, vkg_cmd *c)
+static vkg_status zero_top_grads(vkg_model *m, vkg_cmd *c)
 {
-    const vkg_gpt2_grad_acts *d = &m->gacts;
+    const vkg_model_grad_acts *d = &m->gacts;
     vkg_cmd_group_begin(c);
     VKG_TRY(vkg_op_fill(c, d->s.dencoded, d->s.dencoded.bytes / 4, 0.0f));
     if (m->head) {
@@ -73,11 +73,11 @@ static vkg_status zero_top_grads(vkg_gpt2 *m, vkg_cmd *c)
 
 /* The residual add res = a + b closing layer l, fused with the layernorm that follows it: the
  * next layer's ln1, or with the head lnf; the last layer of a part without the head has none. */
-static vkg_status record_residual_out(vkg_gpt2 *m, int s, vkg_cmd *c, int l, vkg_tensor a,
+static vkg_status record_residual_out(vkg_model *m, int s, vkg_cmd *c, int l, vkg_tensor a,
                                       vkg_tensor b)
 {
-    const vkg_gpt2_acts *a0 = &m->slots[s].acts;
-    const vkg_gpt2_acts *next = l + 1 < m->nl ? &m->slots[s].layers[l + 1] : NULL;
+    const vkg_model_acts *a0 = &m->slots[s].acts;
+    const vkg_model_acts *next = l + 1 < m->nl ? &m->slots[s].layers[l + 1] : NULL;
     vkg_tensor res = m->slots[s].layers[l].s.residual3;
     int BT = m->opts.B * m->opts.T, C = m->cfg.channels;
     if (next)
@@ -93,9 +93,9 @@ static vkg_status record_residual_out(vkg_gpt2 *m, int s, vkg_cmd *c, int l, vkg
 /* The forward pass. Fused where one kernel does two ops with their bits: each residual add with
  * the layernorm after it (layernorm_fwd.comp RESIDUAL), the fc product with its GELU (the matmul
  * kernels' GELU epilogue). */
-static vkg_status record_forward(vkg_gpt2 *m, int s, vkg_cmd *c)
+static vkg_status record_forward(vkg_model *m, int s, vkg_cmd *c)
 {
-    const vkg_gpt2_acts *a = &m->slots[s].acts;
+    const vkg_model_acts *a = &m->slots[s].acts;
     int B = m->opts.B, T = m->opts.T, C = m->cfg.channels, NH = m->cfg.num_heads;
     int L = m->nl, Vp = m->cfg.padded_vocab_size, BT = B * T;
     if (m->opts.precision == VKG_PRECISION_BF16) /* the weights the products read this pass */
@@ -135,9 +135,9 @@ static vkg_status record_forward(vkg_gpt2 *m, int s, vkg_cmd *c)
 }
 
 /* The training forward: forward, then (last part) the loss with dlogits in place of the logits. */
-static vkg_status record_forward_train(vkg_gpt2 *m, int s, vkg_cmd *c)
+static vkg_status record_forward_train(vkg_model *m, int s, vkg_cmd *c)
 {
-    const vkg_gpt2_slot *sl = &m->slots[s];
+    const vkg_model_slot *sl = &m->slots[s];
     int BT = m->opts.B * m->opts.T, V = m->cfg.vocab_size, Vp = m->cfg.padded_vocab_size;
     float dloss = m->opts.loss_scale / ((float)BT * (float)m->opts.accum_steps);
     VKG_TRY(record_forward(m, s, c));
@@ -148,7 +148,7 @@ static vkg_status record_forward_train(vkg_gpt2 *m, int s, vkg_cmd *c)
 }
 
 /* Advance the cut: unit u is complete. */
-static vkg_status unit_done(vkg__gpt2_cut_fn cut, void *ctx, vkg_cmd **pc, int *u)
+static vkg_status unit_done(vkg__model_cut_fn cut, void *ctx, vkg_cmd **pc, int *u)
 {
     vkg_status st = cut ? cut(ctx, pc, *u) : VKG_OK;
     (*u)++;
@@ -158,7 +158,7 @@ static vkg_status unit_done(vkg__gpt2_cut_fn cut, void *ctx, vkg_cmd **pc, int *
 /* Layer l's product backward for weight tensor w: the input gradient, and unless the input pass
  * keeps the output gradient for the weight pass (kept), the weight and bias gradients in the same
  * call, as vkg_op_matmul_bwd gives them. */
-static vkg_status product_bwd(vkg_gpt2 *m, vkg_cmd *c, const vkg_tensor *kept, vkg_tensor dinp,
+static vkg_status product_bwd(vkg_model *m, vkg_cmd *c, const vkg_tensor *kept, vkg_tensor dinp,
                               int w, const vkg_tensor *dbias, vkg_tensor dout, vkg_tensor inp,
                               int l, int N, int Cin, int OC)
 {
@@ -169,18 +169,18 @@ static vkg_status product_bwd(vkg_gpt2 *m, vkg_cmd *c, const vkg_tensor *kept, v
 }
 
 /* The backward pass of slot s. cut (may be NULL) is called after each gradient unit is complete
- * (see vkg_gpt2_unit_ranges; the last unit ends with the list) and may end the current list and
+ * (see vkg_model_unit_ranges; the last unit ends with the list) and may end the current list and
  * continue in another (*pc). With cut, the classifier's weight gradient comes before its input
  * gradient, so that wte's unit closes as early as possible, and (whole model) the encoder's
  * contribution to wte is not recorded: the caller sums the rows of dencoded per token itself. */
 enum { PASS_ALL, PASS_INPUT }; /* the whole backward, or its input pass (split_w) */
 
-static vkg_status record_backward_cut(vkg_gpt2 *m, int s, int pass, vkg_cmd **pc,
-                                      vkg__gpt2_cut_fn cut, void *ctx)
+static vkg_status record_backward_cut(vkg_model *m, int s, int pass, vkg_cmd **pc,
+                                      vkg__model_cut_fn cut, void *ctx)
 {
-    const vkg_gpt2_slot *sl = &m->slots[s];
-    const vkg_gpt2_acts *a = &sl->acts;
-    const vkg_gpt2_grad_acts *d = &m->gacts;
+    const vkg_model_slot *sl = &m->slots[s];
+    const vkg_model_acts *a = &sl->acts;
+    const vkg_model_grad_acts *d = &m->gacts;
     int B = m->opts.B, T = m->opts.T, C = m->cfg.channels, NH = m->cfg.num_heads;
     int L = m->nl, Vp = m->cfg.padded_vocab_size, BT = B * T, u = 0;
     size_t btc = (size_t)BT * C;
@@ -213,11 +213,11 @@ static vkg_status record_backward_cut(vkg_gpt2 *m, int s, int pass, vkg_cmd **pc
         vkg_tensor dfch = d->s.dfch, dln2 = d->s.dln2, dattproj = d->s.dattproj;
         vkg_tensor datty = d->s.datty, dqkv = d->s.dqkv, dln1 = d->s.dln1;
         vkg_tensor fchg = gelu_out(m, m->slots[s].layers, l);
-        const vkg_tensor *kept = pass == PASS_INPUT ? &sl->kept[l * VKG_GPT2_NUM_KEPT] : NULL;
+        const vkg_tensor *kept = pass == PASS_INPUT ? &sl->kept[l * VKG_MODEL_NUM_KEPT] : NULL;
         if (kept) /* the products' output gradients, kept for the weight pass */
             dfcproj = kept[0], dfch = kept[1], dattproj = kept[2], dqkv = kept[3];
         VKG_TRY(zero_layer_grads(m, c, l, kept));
-        if (!kept && m->opts.recompute & VKG_GPT2_RECOMPUTE_GELU)
+        if (!kept && m->opts.recompute & VKG_MODEL_RECOMPUTE_GELU)
             VKG_TRY(vkg_op_gelu_fwd(c, fchg, m->slots[s].layers[l].s.fch, 4 * btc));
         vkg_tensor gb_fcp = lp(m, m->g, FCPROJB, l), gb_fc = lp(m, m->g, FCB, l);
         vkg_tensor gb_att = lp(m, m->g, ATTPROJB, l), gb_qkv = lp(m, m->g, QKVB, l);
@@ -255,21 +255,21 @@ static vkg_status record_backward_cut(vkg_gpt2 *m, int s, int pass, vkg_cmd **pc
 /* The weight pass of slot s (split_w): the products' weight and bias gradients from the output
  * gradients its input pass kept, with the arguments vkg_op_matmul_bwd gives them in the whole
  * backward, so that each adds the same values. */
-static vkg_status record_backward_weight(vkg_gpt2 *m, int s, vkg_cmd *c)
+static vkg_status record_backward_weight(vkg_model *m, int s, vkg_cmd *c)
 {
-    const vkg_gpt2_slot *sl = &m->slots[s];
-    const vkg_gpt2_acts *a = &sl->acts;
+    const vkg_model_slot *sl = &m->slots[s];
+    const vkg_model_acts *a = &sl->acts;
     int C = m->cfg.channels, Vp = m->cfg.padded_vocab_size, BT = m->opts.B * m->opts.T;
     if (m->head)
         VKG_TRY(vkg_op_matmul_bwd_dweight(c, m->g[WTE], NULL, a->s.logits, a->s.lnf, BT, C, Vp,
                                           &m->mm_scratch));
     for (int l = m->nl - 1; l >= 0; l--) {
-        const vkg_gpt2_acts *la = &sl->layers[l];
-        const vkg_tensor *kept = &sl->kept[l * VKG_GPT2_NUM_KEPT];
+        const vkg_model_acts *la = &sl->layers[l];
+        const vkg_tensor *kept = &sl->kept[l * VKG_MODEL_NUM_KEPT];
         vkg_tensor fchg = gelu_out(m, sl->layers, l);
         vkg_tensor gb_fcp = lp(m, m->g, FCPROJB, l), gb_fc = lp(m, m->g, FCB, l);
         vkg_tensor gb_att = lp(m, m->g, ATTPROJB, l), gb_qkv = lp(m, m->g, QKVB, l);
-        if (m->opts.recompute & VKG_GPT2_RECOMPUTE_GELU)
+        if (m->opts.recompute & VKG_MODEL_RECOMPUTE_GELU)
             VKG_TRY(vkg_op_gelu_fwd(c, fchg, la->s.fch, (size_t)BT * 4 * (size_t)C));
         VKG_TRY(vkg_op_matmul_bwd_dweight(c, lp(m, m->g, FCPROJW, l), &gb_fcp, kept[0], fchg, BT,
                                           4 * C, C, &m->mm_scratch));
@@ -283,74 +283,74 @@ static vkg_status record_backward_weight(vkg_gpt2 *m, int s, vkg_cmd *c)
     return VKG_OK;
 }
 
-vkg_status vkg__gpt2_record_backward_cut(vkg_gpt2 *m, int s, vkg_cmd **pc, vkg__gpt2_cut_fn cut,
-                                         void *ctx)
+vkg_status vkg__model_record_backward_cut(vkg_model *m, int s, vkg_cmd **pc, vkg__model_cut_fn cut,
+                                          void *ctx)
 {
     return record_backward_cut(m, s, PASS_ALL, pc, cut, ctx);
 }
 
-vkg_status vkg__gpt2_record_fwdbwd_cut(vkg_gpt2 *m, int s, vkg_cmd **pc, vkg__gpt2_cut_fn cut,
-                                       void *ctx)
+vkg_status vkg__model_record_fwdbwd_cut(vkg_model *m, int s, vkg_cmd **pc, vkg__model_cut_fn cut,
+                                        void *ctx)
 {
     VKG_TRY(record_forward_train(m, s, *pc));
     return record_backward_cut(m, s, PASS_ALL, pc, cut, ctx);
 }
 
-static vkg_status record_list(vkg_gpt2 *m, int s, int which)
+static vkg_status record_list(vkg_model *m, int s, int which)
 {
     vkg_cmd *c = m->slots[s].lists[which];
-    const vkg_gpt2_slot *sl = &m->slots[s];
+    const vkg_model_slot *sl = &m->slots[s];
     int BT = m->opts.B * m->opts.T, V = m->cfg.vocab_size, Vp = m->cfg.padded_vocab_size;
     VKG_TRY(vkg_cmd_begin(c));
     /* A part's boundaries come from and go to the host through copies in its lists (devices
      * without unified memory; nothing is recorded otherwise). */
     int fwd =
-        which == VKG_GPT2_LIST_FWD || which == VKG_GPT2_LIST_EVAL || which == VKG_GPT2_LIST_FWDT;
+        which == VKG_MODEL_LIST_FWD || which == VKG_MODEL_LIST_EVAL || which == VKG_MODEL_LIST_FWDT;
     if (fwd && !m->embed)
-        VKG_TRY(vkg__gpt2_record_boundary(m, c, VKG_GPT2_IN, s));
-    int bwd = which == VKG_GPT2_LIST_BWD || which == VKG_GPT2_LIST_BWD_IN;
+        VKG_TRY(vkg__model_record_boundary(m, c, VKG_MODEL_IN, s));
+    int bwd = which == VKG_MODEL_LIST_BWD || which == VKG_MODEL_LIST_BWD_IN;
     if (bwd && !m->head)
-        VKG_TRY(vkg__gpt2_record_boundary(m, c, VKG_GPT2_DOUT, s));
+        VKG_TRY(vkg__model_record_boundary(m, c, VKG_MODEL_DOUT, s));
     switch (which) {
-    case VKG_GPT2_LIST_FWD:
+    case VKG_MODEL_LIST_FWD:
         VKG_TRY(record_forward(m, s, c));
         break;
-    case VKG_GPT2_LIST_EVAL:
+    case VKG_MODEL_LIST_EVAL:
         VKG_TRY(record_forward(m, s, c));
         if (m->head)
             VKG_TRY(vkg_op_xent_fwd_bwd(c, sl->acts.s.losses, NULL, sl->acts.s.logits, sl->targets,
                                         BT, V, Vp, 1.0f));
         break;
-    case VKG_GPT2_LIST_FWDT:
+    case VKG_MODEL_LIST_FWDT:
         VKG_TRY(record_forward_train(m, s, c));
         break;
-    case VKG_GPT2_LIST_BWD:
+    case VKG_MODEL_LIST_BWD:
         VKG_TRY(record_backward_cut(m, s, PASS_ALL, &c, NULL, NULL));
         break;
-    case VKG_GPT2_LIST_BWD_IN:
+    case VKG_MODEL_LIST_BWD_IN:
         VKG_TRY(record_backward_cut(m, s, PASS_INPUT, &c, NULL, NULL));
         break;
-    case VKG_GPT2_LIST_BWD_W:
+    case VKG_MODEL_LIST_BWD_W:
         VKG_TRY(record_backward_weight(m, s, c));
         break;
-    case VKG_GPT2_LIST_FWDBWD:
-        VKG_TRY(vkg__gpt2_record_fwdbwd_cut(m, s, &c, NULL, NULL));
+    case VKG_MODEL_LIST_FWDBWD:
+        VKG_TRY(vkg__model_record_fwdbwd_cut(m, s, &c, NULL, NULL));
         break;
     default:
         return VKG_FAIL(VKG_ERR_INVALID_ARG, "no command list %d", which);
     }
     if (fwd && !m->head)
-        VKG_TRY(vkg__gpt2_record_boundary(m, c, VKG_GPT2_OUT, s));
+        VKG_TRY(vkg__model_record_boundary(m, c, VKG_MODEL_OUT, s));
     if (bwd && !m->embed)
-        VKG_TRY(vkg__gpt2_record_boundary(m, c, VKG_GPT2_DIN, s));
+        VKG_TRY(vkg__model_record_boundary(m, c, VKG_MODEL_DIN, s));
     return vkg_cmd_end(c);
 }
 
-vkg_status vkg__gpt2_record(vkg_gpt2 *m)
+vkg_status vkg__model_record(vkg_model *m)
 {
     for (int s = 0; s < m->opts.slots; s++)
-        for (int i = 0; i < VKG_GPT2_NUM_LISTS; i++) {
-            if (!m->opts.split_w && (i == VKG_GPT2_LIST_BWD_IN || i == VKG_GPT2_LIST_BWD_W))
+        for (int i = 0; i < VKG_MODEL_NUM_LISTS; i++) {
+            if (!m->opts.split_w && (i == VKG_MODEL_LIST_BWD_IN || i == VKG_MODEL_LIST_BWD_W))
                 continue;
             VKG_TRY(vkg_cmd_create(m->dev, &m->slots[s].lists[i]));
             VKG_TRY(record_list(m, s, i));

@@ -7,16 +7,16 @@
  * The host reads and writes finished units without a transfer of its own (which would queue
  * behind the rest of the backward pass): on unified memory through the gradient arena's mapping;
  * on other devices each list ends by copying its units' ranges into a host-visible copy of the
- * gradients, and vkg_gpt2_split_commit copies every unit back in one submission. A caller that
- * packs the gradients itself (vkg_gpt2_pack) has each list copy its ranges straight into its
+ * gradients, and vkg_model_split_commit copies every unit back in one submission. A caller that
+ * packs the gradients itself (vkg_model_pack) has each list copy its ranges straight into its
  * packed places of a buffer the host reads in place, and commit copies them back, on any device.
  * Not here: which units make a bucket, and reductions (src/parallel). */
 #include <stdlib.h>
 #include <string.h>
 
-#include "model/gpt2_internal.h"
+#include "model/model_internal.h"
 
-struct vkg_gpt2_split {
+struct vkg_model_split {
     int n;               /* command lists */
     vkg_cmd **lists;     /* (n) */
     int *last;           /* (n) the last unit of each list */
@@ -28,17 +28,17 @@ struct vkg_gpt2_split {
     vkg_cmd *upload;     /* host_dst -> gradients, every list's copies (with copies) */
     float *host_grads;   /* (nparams) the host's view of finished units (NULL with a pack) */
     int recording;       /* the list being recorded */
-    int slot;            /* backward only (vkg_gpt2_split_backward): its slot; -1 otherwise */
+    int slot;            /* backward only (vkg_model_split_backward): its slot; -1 otherwise */
 };
 
-int vkg_gpt2_unit_count(const vkg_gpt2 *m)
+int vkg_model_unit_count(const vkg_model *m)
 {
     return (m->head ? 2 : 0) + m->nl + (m->embed ? 1 : 0);
 }
 
-int vkg_gpt2_unit_ranges(const vkg_gpt2 *m, int u, size_t out[VKG_GPT2_MAX_UNIT_RANGES][2])
+int vkg_model_unit_ranges(const vkg_model *m, int u, size_t out[VKG_MODEL_MAX_UNIT_RANGES][2])
 {
-    const vkg_gpt2_layout *lo = &m->layout;
+    const vkg_model_layout *lo = &m->layout;
     int n = 0;
     if (m->head && u == 0) { /* wte's classifier part */
         out[n][0] = lo->part_offset[WTE], out[n++][1] = lo->count[WTE];
@@ -63,14 +63,14 @@ int vkg_gpt2_unit_ranges(const vkg_gpt2 *m, int u, size_t out[VKG_GPT2_MAX_UNIT_
     return n;
 }
 
-size_t vkg__gpt2_split_host_bytes(const vkg_gpt2 *m)
+size_t vkg__model_split_host_bytes(const vkg_model *m)
 {
     return m->split && m->split->host ? vkg_arena_size(m->split->host) : 0;
 }
 
-void vkg__gpt2_split_free(vkg_gpt2 *m)
+void vkg__model_split_free(vkg_model *m)
 {
-    struct vkg_gpt2_split *b = m->split;
+    struct vkg_model_split *b = m->split;
     if (!b)
         return;
     for (int i = 0; b->lists && i < b->n; i++)
@@ -84,9 +84,9 @@ void vkg__gpt2_split_free(vkg_gpt2 *m)
 
 /* Record list k's copies between the gradients and host_dst (to_host: at the end of its list;
  * otherwise into the upload list). No-op without copies (unified memory, no pack). */
-static vkg_status record_copies(vkg_gpt2 *m, vkg_cmd *c, int k, int to_host)
+static vkg_status record_copies(vkg_model *m, vkg_cmd *c, int k, int to_host)
 {
-    struct vkg_gpt2_split *b = m->split;
+    struct vkg_model_split *b = m->split;
     if (!b->copies)
         return VKG_OK;
     vkg_cmd_group_begin(c); /* disjoint ranges */
@@ -104,8 +104,8 @@ static vkg_status record_copies(vkg_gpt2 *m, vkg_cmd *c, int k, int to_host)
 /* Recorder hook: after the unit that ends a list, end it and begin the next. */
 static vkg_status cut(void *ctx, vkg_cmd **pc, int unit)
 {
-    vkg_gpt2 *m = ctx;
-    struct vkg_gpt2_split *b = m->split;
+    vkg_model *m = ctx;
+    struct vkg_model_split *b = m->split;
     int k = b->recording;
     if (k == b->n - 1 || unit != b->last[k])
         return VKG_OK;
@@ -118,17 +118,17 @@ static vkg_status cut(void *ctx, vkg_cmd **pc, int unit)
 
 /* The copies of a split without a pack on a device without unified memory: each list's units,
  * each range to the same offset of the host copy. */
-static vkg_status unit_copies(vkg_gpt2 *m)
+static vkg_status unit_copies(vkg_model *m)
 {
-    struct vkg_gpt2_split *b = m->split;
-    int units = vkg_gpt2_unit_count(m), nc = 0;
-    b->copies = malloc((size_t)units * VKG_GPT2_MAX_UNIT_RANGES * sizeof *b->copies);
+    struct vkg_model_split *b = m->split;
+    int units = vkg_model_unit_count(m), nc = 0;
+    b->copies = malloc((size_t)units * VKG_MODEL_MAX_UNIT_RANGES * sizeof *b->copies);
     VKG_CHECK(b->copies, VKG_ERR_NOMEM, "no memory for a split recording");
     for (int k = 0; k < b->n; k++) {
         b->first_copy[k] = nc;
         for (int u = k ? b->last[k - 1] + 1 : 0; u <= b->last[k]; u++) {
-            size_t r[VKG_GPT2_MAX_UNIT_RANGES][2];
-            int nr = vkg_gpt2_unit_ranges(m, u, r);
+            size_t r[VKG_MODEL_MAX_UNIT_RANGES][2];
+            int nr = vkg_model_unit_ranges(m, u, r);
             for (int i = 0; i < nr; i++, nc++)
                 b->copies[nc][0] = b->copies[nc][1] = r[i][0], b->copies[nc][2] = r[i][1];
         }
@@ -138,9 +138,9 @@ static vkg_status unit_copies(vkg_gpt2 *m)
 }
 
 /* The copies of a pack: list k's ranges, each to the next place of the packed buffer. */
-static vkg_status pack_copies(vkg_gpt2 *m, const vkg_gpt2_pack *p)
+static vkg_status pack_copies(vkg_model *m, const vkg_model_pack *p)
 {
-    struct vkg_gpt2_split *b = m->split;
+    struct vkg_model_split *b = m->split;
     int nc = p->first[b->n];
     VKG_CHECK(p->first[0] == 0 && nc >= 0, VKG_ERR_INVALID_ARG,
               "a gradient pack's ranges must start at 0 and end at >= 0, got %d and %d",
@@ -171,9 +171,9 @@ static vkg_status pack_copies(vkg_gpt2 *m, const vkg_gpt2_pack *p)
 
 /* Where lists leave finished units for the host: a pack's buffer, the gradient arena's mapping,
  * or a host copy; with copies, also the list that copies them back. */
-static vkg_status setup_host_side(vkg_gpt2 *m, const vkg_gpt2_pack *pack)
+static vkg_status setup_host_side(vkg_model *m, const vkg_model_pack *pack)
 {
-    struct vkg_gpt2_split *b = m->split;
+    struct vkg_model_split *b = m->split;
     size_t bytes = m->nparams * sizeof(float);
     void *map = vkg_tensor_host_ptr(m->grads);
     b->first_copy = malloc((size_t)(b->n + 1) * sizeof *b->first_copy);
@@ -196,9 +196,9 @@ static vkg_status setup_host_side(vkg_gpt2 *m, const vkg_gpt2_pack *pack)
     return vkg_cmd_end(b->upload);
 }
 
-static vkg_status check_cuts(const vkg_gpt2 *m, const int *last, int n)
+static vkg_status check_cuts(const vkg_model *m, const int *last, int n)
 {
-    int units = vkg_gpt2_unit_count(m);
+    int units = vkg_model_unit_count(m);
     VKG_CHECK(n >= 1 && n <= units, VKG_ERR_INVALID_ARG, "a split needs 1 to %d lists, got %d",
               units, n);
     for (int k = 0; k < n; k++)
@@ -214,14 +214,14 @@ static vkg_status check_cuts(const vkg_gpt2 *m, const int *last, int n)
 
 /* The split of slot `slot`'s backward (slot >= 0: DOUT copied in at the start, DIN out at the
  * end, as the slot's BWD list does) or of slot 0's forward-backward (slot < 0). */
-static vkg_status split_record(vkg_gpt2 *m, int slot, const int *last, int n,
-                               const vkg_gpt2_pack *pack)
+static vkg_status split_record(vkg_model *m, int slot, const int *last, int n,
+                               const vkg_model_pack *pack)
 {
     VKG_TRY(check_cuts(m, last, n));
     VKG_CHECK(slot < m->opts.slots, VKG_ERR_INVALID_ARG, "activation slot %d outside [0, %d)", slot,
               m->opts.slots);
-    vkg__gpt2_split_free(m);
-    struct vkg_gpt2_split *b = calloc(1, sizeof *b);
+    vkg__model_split_free(m);
+    struct vkg_model_split *b = calloc(1, sizeof *b);
     VKG_CHECK(b, VKG_ERR_NOMEM, "no memory for a split recording");
     m->split = b;
     b->n = n;
@@ -240,95 +240,95 @@ static vkg_status split_record(vkg_gpt2 *m, int slot, const int *last, int n,
     b->recording = 0;
     VKG_TRY_GOTO(st, vkg_cmd_begin(c), fail);
     if (slot < 0) {
-        VKG_TRY_GOTO(st, vkg__gpt2_record_fwdbwd_cut(m, 0, &c, cut, m), fail);
+        VKG_TRY_GOTO(st, vkg__model_record_fwdbwd_cut(m, 0, &c, cut, m), fail);
     } else {
         if (!m->head)
-            VKG_TRY_GOTO(st, vkg__gpt2_record_boundary(m, c, VKG_GPT2_DOUT, slot), fail);
-        VKG_TRY_GOTO(st, vkg__gpt2_record_backward_cut(m, slot, &c, cut, m), fail);
+            VKG_TRY_GOTO(st, vkg__model_record_boundary(m, c, VKG_MODEL_DOUT, slot), fail);
+        VKG_TRY_GOTO(st, vkg__model_record_backward_cut(m, slot, &c, cut, m), fail);
     }
     VKG_CHECK_GOTO(st, b->recording == n - 1, VKG_ERR_STATE, fail,
                    "split backward recorded %d of %d lists", b->recording + 1, n);
     VKG_TRY_GOTO(st, record_copies(m, c, n - 1, 1), fail);
     if (slot >= 0 && !m->embed)
-        VKG_TRY_GOTO(st, vkg__gpt2_record_boundary(m, c, VKG_GPT2_DIN, slot), fail);
+        VKG_TRY_GOTO(st, vkg__model_record_boundary(m, c, VKG_MODEL_DIN, slot), fail);
     VKG_TRY_GOTO(st, vkg_cmd_end(c), fail);
     return VKG_OK;
 fail:
-    vkg__gpt2_split_free(m);
+    vkg__model_split_free(m);
     return st;
 }
 
-vkg_status vkg_gpt2_split(vkg_gpt2 *m, const int *last, int n, const vkg_gpt2_pack *pack)
+vkg_status vkg_model_split(vkg_model *m, const int *last, int n, const vkg_model_pack *pack)
 {
     VKG_CHECK(m->embed && m->head, VKG_ERR_STATE,
-              "vkg_gpt2_split records the whole model's forward-backward; a part's backward is "
-              "vkg_gpt2_split_backward's");
+              "vkg_model_split records the whole model's forward-backward; a part's backward is "
+              "vkg_model_split_backward's");
     return split_record(m, -1, last, n, pack);
 }
 
-vkg_status vkg_gpt2_split_backward(vkg_gpt2 *m, int slot, const int *last, int n,
-                                   const vkg_gpt2_pack *pack)
+vkg_status vkg_model_split_backward(vkg_model *m, int slot, const int *last, int n,
+                                    const vkg_model_pack *pack)
 {
     VKG_CHECK(slot >= 0, VKG_ERR_INVALID_ARG, "activation slot %d outside [0, %d)", slot,
               m->opts.slots);
     return split_record(m, slot, last, n, pack);
 }
 
-int vkg_gpt2_split_count(const vkg_gpt2 *m)
+int vkg_model_split_count(const vkg_model *m)
 {
     return m->split ? m->split->n : 0;
 }
 
-vkg_status vkg_gpt2_split_submit(vkg_gpt2 *m, const int32_t *inputs, const int32_t *targets)
+vkg_status vkg_model_split_submit(vkg_model *m, const int32_t *inputs, const int32_t *targets)
 {
-    struct vkg_gpt2_split *b = m->split;
-    VKG_CHECK(b, VKG_ERR_STATE, "no split recording (vkg_gpt2_split)");
+    struct vkg_model_split *b = m->split;
+    VKG_CHECK(b, VKG_ERR_STATE, "no split recording (vkg_model_split)");
     if (b->slot >= 0) { /* a backward: the slot's forward ran before */
         m->slots[b->slot].logits_valid = 0;
     } else {
         VKG_CHECK(targets || !m->head, VKG_ERR_INVALID_ARG,
                   "the last part's forward needs targets");
-        VKG_TRY(vkg__gpt2_upload(m, 0, inputs, targets));
+        VKG_TRY(vkg__model_upload(m, 0, inputs, targets));
     }
     for (int k = 0; k < b->n; k++)
         VKG_TRY(vkg_cmd_submit(b->lists[k], &b->values[k]));
     return VKG_OK;
 }
 
-vkg_status vkg_gpt2_split_wait(vkg_gpt2 *m, int k)
+vkg_status vkg_model_split_wait(vkg_model *m, int k)
 {
-    struct vkg_gpt2_split *b = m->split;
+    struct vkg_model_split *b = m->split;
     VKG_CHECK(b && k >= 0 && k < b->n, VKG_ERR_INVALID_ARG, "no split list %d", k);
     return vkg_cmd_wait(b->lists[k], b->values[k], 0);
 }
 
-vkg_status vkg_gpt2_split_idle_wait(vkg_gpt2 *m)
+vkg_status vkg_model_split_idle_wait(vkg_model *m)
 {
-    struct vkg_gpt2_split *b = m->split;
-    VKG_CHECK(b, VKG_ERR_STATE, "no split recording (vkg_gpt2_split)");
+    struct vkg_model_split *b = m->split;
+    VKG_CHECK(b, VKG_ERR_STATE, "no split recording (vkg_model_split)");
     return vkg__device_wait(m->dev, b->values[b->n - 1], 600ull * 1000000000ull);
 }
 
-vkg_status vkg_gpt2_split_finish(vkg_gpt2 *m, float *mean_loss)
+vkg_status vkg_model_split_finish(vkg_model *m, float *mean_loss)
 {
-    VKG_TRY(vkg_gpt2_split_wait(m, m->split ? m->split->n - 1 : 0));
+    VKG_TRY(vkg_model_split_wait(m, m->split ? m->split->n - 1 : 0));
     if (m->split->slot >= 0) /* a backward alone computes no loss */
         return VKG_OK;
-    return vkg__gpt2_mean_loss(m, 0, mean_loss);
+    return vkg__model_mean_loss(m, 0, mean_loss);
 }
 
-float *vkg_gpt2_grads_host(vkg_gpt2 *m)
+float *vkg_model_grads_host(vkg_model *m)
 {
     return m->split ? m->split->host_grads : NULL;
 }
 
-vkg_status vkg_gpt2_split_commit(vkg_gpt2 *m)
+vkg_status vkg_model_split_commit(vkg_model *m)
 {
-    VKG_CHECK(m->split, VKG_ERR_STATE, "no split recording (vkg_gpt2_split)");
+    VKG_CHECK(m->split, VKG_ERR_STATE, "no split recording (vkg_model_split)");
     return m->split->upload ? vkg_cmd_run(m->split->upload, 0) : VKG_OK;
 }
 
-vkg_status vkg_gpt2_encoded_grad_read(vkg_gpt2 *m, float *dst)
+vkg_status vkg_model_encoded_grad_read(vkg_model *m, float *dst)
 {
     size_t n = (size_t)m->opts.B * (size_t)m->opts.T * (size_t)m->cfg.channels;
     return vkg_tensor_read(m->dev, m->gacts.s.dencoded, 0, dst, n * sizeof *dst);

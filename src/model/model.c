@@ -1,37 +1,38 @@
 /* GPT-2 on a device: creating and destroying a part, parameter transfers, the boundaries between
  * parts and running the recorded command lists. The options' checks and the memory plan are in
- * gpt2_memory.c; the recording itself (forward, backward, update) is in gpt2_record.c. */
-#include "model/gpt2_internal.h"
+ * memory.c; the recording itself (forward, backward, update) is in record.c. */
+#include "model/model_internal.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-static vkg_status setup_boundaries(vkg_gpt2 *m);
+static vkg_status setup_boundaries(vkg_model *m);
 
-vkg_status vkg_gpt2_create(vkg_device_t *dev, const vkg_gpt2_config *cfg, const vkg_gpt2_opts *opts,
-                           vkg_gpt2 **out)
+vkg_status vkg_model_create(vkg_device_t *dev, const vkg_model_config *cfg,
+                            const vkg_model_opts *opts, vkg_model **out)
 {
-    vkg_gpt2_opts o;
-    vkg_gpt2_memory_plan plan;
-    VKG_TRY(vkg__gpt2_resolve_opts(cfg, opts, &o));
+    vkg_model_opts o;
+    vkg_model_memory_plan plan;
+    VKG_TRY(vkg__model_resolve_opts(cfg, opts, &o));
     o.max_allocation = dev->info.max_allocation_bytes;
-    VKG_TRY(vkg_gpt2_memory(cfg, &o, &plan));
+    VKG_TRY(vkg_model_memory(cfg, &o, &plan));
     vkg_status st = VKG_OK;
     size_t *bytes = NULL;
     const char **names = NULL;
     vkg_tensor *acts = NULL;
     vkg_dtype *types = NULL;
-    vkg_gpt2 *m = calloc(1, sizeof *m);
+    vkg_model *m = calloc(1, sizeof *m);
     VKG_CHECK(m, VKG_ERR_NOMEM, "no memory for the model");
     m->dev = dev;
     m->cfg = *cfg;
     m->opts = o;
     m->grad_scale = 1.0f;
     m->nl = o.part.last - o.part.first;
-    m->embed = !!(o.part.flags & VKG_GPT2_PART_EMBED);
-    m->head = !!(o.part.flags & VKG_GPT2_PART_HEAD);
-    vkg_gpt2_part_layout(cfg, &o.part, &m->layout);
+    m->embed = !!(o.part.flags & VKG_MODEL_PART_EMBED);
+    m->head = !!(o.part.flags & VKG_MODEL_PART_HEAD);
+    vkg_model_part_layout(cfg, &o.part, &m->layout);
+    vkg_model_params(cfg, &m->table);
     m->nparams = m->layout.total;
     m->slots = calloc((size_t)o.slots, sizeof *m->slots);
     VKG_CHECK_GOTO(st, m->slots, VKG_ERR_NOMEM, fail, "no memory for %d slots", o.slots);
@@ -49,20 +50,20 @@ vkg_status vkg_gpt2_create(vkg_device_t *dev, const vkg_gpt2_config *cfg, const 
         VKG_TRY_GOTO(st, vkg_arena_alloc(m->arena_params, pbytes[1], &m->params16), fail);
         m->params16.dtype = VKG_BF16;
     }
-    for (int i = 0; i < VKG_GPT2_NUM_PARAM_TENSORS; i++) {
+    for (int i = 0; i < m->layout.n; i++) {
         size_t off = m->layout.part_offset[i] * 4, b = m->layout.count[i] * 4;
         m->p[i] = vkg_tensor_view(m->params, off, b);
         m->g[i] = vkg_tensor_view(m->grads, off, b);
         m->w[i] = bf16 ? vkg_tensor_view(m->params16, off / 2, b / 2) : m->p[i];
     }
-    int cap = vkg__gpt2_max_act_tensors(m->nl, o.slots, o.split_w);
+    int cap = vkg__model_max_act_tensors(m->nl, o.slots, o.split_w);
     bytes = malloc((size_t)cap * sizeof *bytes);
     names = malloc((size_t)cap * sizeof *names);
     acts = malloc((size_t)cap * sizeof *acts);
     VKG_CHECK_GOTO(st, bytes && names && acts, VKG_ERR_NOMEM, fail, "no memory for the plan");
     types = malloc((size_t)cap * sizeof *types);
     VKG_CHECK_GOTO(st, types, VKG_ERR_NOMEM, fail, "no memory for the plan");
-    int n = vkg__gpt2_act_arena_tensors(cfg, &o, bytes, names, types), k = 0;
+    int n = vkg__model_act_arena_tensors(cfg, &o, bytes, names, types), k = 0;
     VKG_TRY_GOTO(st, vkg_arena_create_list(dev, bytes, n, "activations", &m->arena_acts), fail);
     for (int i = 0; i < n; i++) {
         st = vkg_arena_alloc(m->arena_acts, bytes[i], &acts[i]);
@@ -73,26 +74,26 @@ vkg_status vkg_gpt2_create(vkg_device_t *dev, const vkg_gpt2_config *cfg, const 
         }
     }
     for (int s = 0; s < o.slots; s++) {
-        vkg_gpt2_slot *sl = &m->slots[s];
+        vkg_model_slot *sl = &m->slots[s];
         sl->layers = calloc((size_t)m->nl, sizeof *sl->layers);
         VKG_CHECK_GOTO(st, sl->layers, VKG_ERR_NOMEM, fail, "no memory for the layers");
-        for (int i = 0; i < VKG_GPT2_NUM_ACTS; i++)
-            if (!VKG_GPT2_ACT_LAYERED(i))
+        for (int i = 0; i < VKG_MODEL_NUM_ACTS; i++)
+            if (!VKG_MODEL_ACT_LAYERED(i))
                 sl->acts.t[i] = acts[k++];
         for (int l = 0; l < m->nl; l++)
-            for (int i = 0; i < VKG_GPT2_NUM_ACTS; i++)
-                if (VKG_GPT2_ACT_LAYERED(i))
+            for (int i = 0; i < VKG_MODEL_NUM_ACTS; i++)
+                if (VKG_MODEL_ACT_LAYERED(i))
                     sl->layers[l].t[i] = acts[k++];
         m->slots[s].inputs = acts[k++];
         m->slots[s].targets = acts[k++];
         if (!o.split_w || !m->nl)
             continue;
-        sl->kept = malloc((size_t)m->nl * VKG_GPT2_NUM_KEPT * sizeof *sl->kept);
+        sl->kept = malloc((size_t)m->nl * VKG_MODEL_NUM_KEPT * sizeof *sl->kept);
         VKG_CHECK_GOTO(st, sl->kept, VKG_ERR_NOMEM, fail, "no memory for the layers");
-        for (int i = 0; i < m->nl * VKG_GPT2_NUM_KEPT; i++)
+        for (int i = 0; i < m->nl * VKG_MODEL_NUM_KEPT; i++)
             sl->kept[i] = acts[k++];
     }
-    for (int i = 0; i < VKG_GPT2_NUM_GRAD_ACTS; i++)
+    for (int i = 0; i < VKG_MODEL_NUM_GRAD_ACTS; i++)
         m->gacts.t[i] = acts[k++];
     m->mm_scratch = acts[k++];
     m->delta = acts[k++];
@@ -103,23 +104,23 @@ vkg_status vkg_gpt2_create(vkg_device_t *dev, const vkg_gpt2_config *cfg, const 
     bytes = NULL, names = NULL, acts = NULL, types = NULL;
 
     VKG_TRY_GOTO(st, setup_boundaries(m), fail);
-    VKG_TRY_GOTO(st, vkg__gpt2_record(m), fail);
+    VKG_TRY_GOTO(st, vkg__model_record(m), fail);
     *out = m;
     return VKG_OK;
 fail:
     free(bytes), free(names), free(acts), free(types);
-    vkg_gpt2_destroy(&m);
+    vkg_model_destroy(&m);
     return st;
 }
 
-void vkg_gpt2_destroy(vkg_gpt2 **pm)
+void vkg_model_destroy(vkg_model **pm)
 {
-    vkg_gpt2 *m = pm ? *pm : NULL;
+    vkg_model *m = pm ? *pm : NULL;
     if (!m)
         return;
-    vkg__gpt2_split_free(m);
+    vkg__model_split_free(m);
     for (int s = 0; m->slots && s < m->opts.slots; s++)
-        for (int i = 0; i < VKG_GPT2_NUM_LISTS; i++)
+        for (int i = 0; i < VKG_MODEL_NUM_LISTS; i++)
             vkg_cmd_destroy(&m->slots[s].lists[i]);
     vkg_cmd_destroy(&m->zero);
     vkg_arena_destroy(&m->arena_bnd);
@@ -134,83 +135,88 @@ void vkg_gpt2_destroy(vkg_gpt2 **pm)
     *pm = NULL;
 }
 
-const vkg_gpt2_config *vkg_gpt2_config_of(const vkg_gpt2 *m)
+const vkg_model_config *vkg_model_config_of(const vkg_model *m)
 {
     return &m->cfg;
 }
 
-const vkg_gpt2_opts *vkg_gpt2_opts_of(const vkg_gpt2 *m)
+const vkg_model_opts *vkg_model_opts_of(const vkg_model *m)
 {
     return &m->opts;
 }
 
-const vkg_gpt2_layout *vkg_gpt2_layout_of(const vkg_gpt2 *m)
+const vkg_model_layout *vkg_model_layout_of(const vkg_model *m)
 {
     return &m->layout;
 }
 
-vkg_device_t *vkg_gpt2_device(const vkg_gpt2 *m)
+const vkg_param_table *vkg_model_table_of(const vkg_model *m)
+{
+    return &m->table;
+}
+
+vkg_device_t *vkg_model_device(const vkg_model *m)
 {
     return m->dev;
 }
 
-size_t vkg_gpt2_param_count(const vkg_gpt2 *m)
+size_t vkg_model_param_count(const vkg_model *m)
 {
     return m->nparams;
 }
 
-size_t vkg_gpt2_host_bytes(const vkg_gpt2 *m)
+size_t vkg_model_host_bytes(const vkg_model *m)
 {
-    return (m->arena_bnd ? vkg_arena_size(m->arena_bnd) : 0) + vkg__gpt2_split_host_bytes(m);
+    return (m->arena_bnd ? vkg_arena_size(m->arena_bnd) : 0) + vkg__model_split_host_bytes(m);
 }
 
-size_t vkg_gpt2_device_bytes(const vkg_gpt2 *m)
+size_t vkg_model_device_bytes(const vkg_model *m)
 {
     return vkg_arena_size(m->arena_params) + vkg_arena_size(m->arena_grads) +
            vkg_arena_size(m->arena_acts);
 }
 
-size_t vkg_gpt2_activation_bytes(const vkg_gpt2 *m)
+size_t vkg_model_activation_bytes(const vkg_model *m)
 {
     return m->slot_bytes * (size_t)m->opts.slots;
 }
 
-vkg_tensor vkg_gpt2_params_tensor(const vkg_gpt2 *m)
+vkg_tensor vkg_model_params_tensor(const vkg_model *m)
 {
     return m->params;
 }
 
-vkg_tensor vkg_gpt2_grads_tensor(const vkg_gpt2 *m)
+vkg_tensor vkg_model_grads_tensor(const vkg_model *m)
 {
     return m->grads;
 }
 
-vkg_status vkg_gpt2_set_params(vkg_gpt2 *m, const float *params)
+vkg_status vkg_model_set_params(vkg_model *m, const float *params)
 {
     return vkg_tensor_write(m->dev, m->params, 0, params, m->nparams * 4);
 }
 
-vkg_status vkg_gpt2_get_params(vkg_gpt2 *m, float *params)
+vkg_status vkg_model_get_params(vkg_model *m, float *params)
 {
     return vkg_tensor_read(m->dev, m->params, 0, params, m->nparams * 4);
 }
 
-vkg_status vkg_gpt2_get_grads(vkg_gpt2 *m, float *grads)
+vkg_status vkg_model_get_grads(vkg_model *m, float *grads)
 {
     return vkg_tensor_read(m->dev, m->grads, 0, grads, m->nparams * 4);
 }
 
-vkg_status vkg_gpt2_set_grads(vkg_gpt2 *m, const float *grads)
+vkg_status vkg_model_set_grads(vkg_model *m, const float *grads)
 {
     return vkg_tensor_write(m->dev, m->grads, 0, grads, m->nparams * 4);
 }
 
-vkg_status vkg_gpt2_zero_grad(vkg_gpt2 *m)
+vkg_status vkg_model_zero_grad(vkg_model *m)
 {
     return vkg_cmd_run(m->zero, 0);
 }
 
-vkg_status vkg_gpt2_set_grad_scale(vkg_gpt2 *m, float s)
+vkg_status vkg_model_set_grad_scale(vkg_model *m, float s)
 {
     VKG_CHECK(s > 0.0f && isfinite(s), VKG_ERR_INVALID_ARG,
               "the loss scale must be positive and finite, got %g", (double)s);
@@ -219,12 +225,12 @@ vkg_status vkg_gpt2_set_grad_scale(vkg_gpt2 *m, float s)
     return VKG_OK;
 }
 
-float vkg_gpt2_grad_scale(const vkg_gpt2 *m)
+float vkg_model_grad_scale(const vkg_model *m)
 {
     return m->grad_scale;
 }
 
-static vkg_status check_slot(const vkg_gpt2 *m, int s)
+static vkg_status check_slot(const vkg_model *m, int s)
 {
     VKG_CHECK(s >= 0 && s < m->opts.slots, VKG_ERR_INVALID_ARG,
               "activation slot %d outside [0, %d)", s, m->opts.slots);
@@ -233,7 +239,7 @@ static vkg_status check_slot(const vkg_gpt2 *m, int s)
 
 /* Check and upload a micro-batch into slot s; tokens outside [0, V) are refused with their
  * position. Inputs go to the first part only, targets to the last only. */
-vkg_status vkg__gpt2_upload(vkg_gpt2 *m, int s, const int32_t *inputs, const int32_t *targets)
+vkg_status vkg__model_upload(vkg_model *m, int s, const int32_t *inputs, const int32_t *targets)
 {
     VKG_TRY(check_slot(m, s));
     VKG_CHECK(!inputs || m->embed, VKG_ERR_INVALID_ARG,
@@ -259,7 +265,7 @@ vkg_status vkg__gpt2_upload(vkg_gpt2 *m, int s, const int32_t *inputs, const int
     return VKG_OK;
 }
 
-vkg_status vkg__gpt2_mean_loss(vkg_gpt2 *m, int s, float *out)
+vkg_status vkg__model_mean_loss(vkg_model *m, int s, float *out)
 {
     if (!out || !m->head)
         return VKG_OK;
@@ -275,47 +281,48 @@ vkg_status vkg__gpt2_mean_loss(vkg_gpt2 *m, int s, float *out)
     return st;
 }
 
-static vkg_status run(vkg_gpt2 *m, int s, int list)
+static vkg_status run(vkg_model *m, int s, int list)
 {
     return vkg_cmd_run(m->slots[s].lists[list], 0);
 }
 
-vkg_status vkg_gpt2_forward_backward(vkg_gpt2 *m, const int32_t *inputs, const int32_t *targets,
-                                     float *loss)
+vkg_status vkg_model_forward_backward(vkg_model *m, const int32_t *inputs, const int32_t *targets,
+                                      float *loss)
 {
     VKG_CHECK(m->embed && m->head, VKG_ERR_STATE,
               "forward_backward runs the whole model; a part runs forward_train and backward");
     VKG_CHECK(targets, VKG_ERR_INVALID_ARG, "forward_backward needs targets");
-    VKG_TRY(vkg__gpt2_upload(m, 0, inputs, targets));
-    VKG_TRY(run(m, 0, VKG_GPT2_LIST_FWDBWD));
-    return vkg__gpt2_mean_loss(m, 0, loss);
+    VKG_TRY(vkg__model_upload(m, 0, inputs, targets));
+    VKG_TRY(run(m, 0, VKG_MODEL_LIST_FWDBWD));
+    return vkg__model_mean_loss(m, 0, loss);
 }
 
-vkg_status vkg_gpt2_forward(vkg_gpt2 *m, const int32_t *inputs, const int32_t *targets, float *loss)
+vkg_status vkg_model_forward(vkg_model *m, const int32_t *inputs, const int32_t *targets,
+                             float *loss)
 {
-    VKG_TRY(vkg__gpt2_upload(m, 0, inputs, targets));
-    VKG_TRY(run(m, 0, targets ? VKG_GPT2_LIST_EVAL : VKG_GPT2_LIST_FWD));
+    VKG_TRY(vkg__model_upload(m, 0, inputs, targets));
+    VKG_TRY(run(m, 0, targets ? VKG_MODEL_LIST_EVAL : VKG_MODEL_LIST_FWD));
     m->slots[0].logits_valid = m->head;
-    return targets ? vkg__gpt2_mean_loss(m, 0, loss) : VKG_OK;
+    return targets ? vkg__model_mean_loss(m, 0, loss) : VKG_OK;
 }
 
-vkg_status vkg_gpt2_forward_train(vkg_gpt2 *m, int slot, const int32_t *inputs,
-                                  const int32_t *targets, float *mean_loss)
+vkg_status vkg_model_forward_train(vkg_model *m, int slot, const int32_t *inputs,
+                                   const int32_t *targets, float *mean_loss)
 {
     VKG_CHECK(targets || !m->head, VKG_ERR_INVALID_ARG, "the last part's forward needs targets");
-    VKG_TRY(vkg__gpt2_upload(m, slot, inputs, targets));
-    VKG_TRY(run(m, slot, VKG_GPT2_LIST_FWDT));
-    return vkg__gpt2_mean_loss(m, slot, mean_loss);
+    VKG_TRY(vkg__model_upload(m, slot, inputs, targets));
+    VKG_TRY(run(m, slot, VKG_MODEL_LIST_FWDT));
+    return vkg__model_mean_loss(m, slot, mean_loss);
 }
 
-vkg_status vkg_gpt2_backward(vkg_gpt2 *m, int slot)
+vkg_status vkg_model_backward(vkg_model *m, int slot)
 {
     VKG_TRY(check_slot(m, slot));
     m->slots[slot].logits_valid = 0;
-    return run(m, slot, VKG_GPT2_LIST_BWD);
+    return run(m, slot, VKG_MODEL_LIST_BWD);
 }
 
-static vkg_status backward_pass(vkg_gpt2 *m, int slot, int list)
+static vkg_status backward_pass(vkg_model *m, int slot, int list)
 {
     VKG_TRY(check_slot(m, slot));
     VKG_CHECK(m->opts.split_w, VKG_ERR_STATE,
@@ -324,20 +331,20 @@ static vkg_status backward_pass(vkg_gpt2 *m, int slot, int list)
     return run(m, slot, list);
 }
 
-vkg_status vkg_gpt2_backward_input(vkg_gpt2 *m, int slot)
+vkg_status vkg_model_backward_input(vkg_model *m, int slot)
 {
-    return backward_pass(m, slot, VKG_GPT2_LIST_BWD_IN);
+    return backward_pass(m, slot, VKG_MODEL_LIST_BWD_IN);
 }
 
-vkg_status vkg_gpt2_backward_weight(vkg_gpt2 *m, int slot)
+vkg_status vkg_model_backward_weight(vkg_model *m, int slot)
 {
-    return backward_pass(m, slot, VKG_GPT2_LIST_BWD_W);
+    return backward_pass(m, slot, VKG_MODEL_LIST_BWD_W);
 }
 
-vkg_status vkg_gpt2_logits_row(vkg_gpt2 *m, int b, int t, float *row)
+vkg_status vkg_model_logits_row(vkg_model *m, int b, int t, float *row)
 {
     VKG_CHECK(m->slots[0].logits_valid, VKG_ERR_STATE,
-              "logits are only readable after vkg_gpt2_forward (of the last part)");
+              "logits are only readable after vkg_model_forward (of the last part)");
     VKG_CHECK(b >= 0 && b < m->opts.B && t >= 0 && t < m->opts.T, VKG_ERR_INVALID_ARG,
               "logits row (%d, %d) outside the batch (%d, %d)", b, t, m->opts.B, m->opts.T);
     size_t Vp = (size_t)m->cfg.padded_vocab_size;
@@ -345,7 +352,7 @@ vkg_status vkg_gpt2_logits_row(vkg_gpt2 *m, int b, int t, float *row)
     return vkg_tensor_read(m->dev, m->slots[0].acts.s.logits, off, row, Vp * 4);
 }
 
-vkg_status vkg_gpt2_losses(vkg_gpt2 *m, float *losses)
+vkg_status vkg_model_losses(vkg_model *m, float *losses)
 {
     VKG_CHECK(m->head, VKG_ERR_STATE, "only the last part has losses");
     return vkg_tensor_read(m->dev, m->slots[0].acts.s.losses, 0, losses,
@@ -353,34 +360,34 @@ vkg_status vkg_gpt2_losses(vkg_gpt2 *m, float *losses)
 }
 
 /* Index of boundary `which` of slot s in bnd_host / bnd_copy. */
-static int bnd_index(const vkg_gpt2 *m, vkg_gpt2_boundary which, int s)
+static int bnd_index(const vkg_model *m, vkg_model_boundary which, int s)
 {
     int K = m->opts.slots;
-    return which == VKG_GPT2_IN     ? s
-           : which == VKG_GPT2_OUT  ? K + s
-           : which == VKG_GPT2_DOUT ? 2 * K
-                                    : 2 * K + 1;
+    return which == VKG_MODEL_IN     ? s
+           : which == VKG_MODEL_OUT  ? K + s
+           : which == VKG_MODEL_DOUT ? 2 * K
+                                     : 2 * K + 1;
 }
 
-vkg_status vkg__gpt2_boundary_tensor(const vkg_gpt2 *m, vkg_gpt2_boundary which, int s,
-                                     vkg_tensor *out)
+vkg_status vkg__model_boundary_tensor(const vkg_model *m, vkg_model_boundary which, int s,
+                                      vkg_tensor *out)
 {
     VKG_CHECK(s >= 0 && s < m->opts.slots, VKG_ERR_INVALID_ARG,
               "activation slot %d outside [0, %d)", s, m->opts.slots);
-    const vkg_gpt2_acts *a = &m->slots[s].acts;
-    int first = which == VKG_GPT2_IN || which == VKG_GPT2_DIN;
+    const vkg_model_acts *a = &m->slots[s].acts;
+    int first = which == VKG_MODEL_IN || which == VKG_MODEL_DIN;
     VKG_CHECK(first ? !m->embed : !m->head, VKG_ERR_INVALID_ARG,
               "the %s part has no %s boundary (its %s is its own)", first ? "first" : "last",
               first ? "input" : "output",
               first ? "input comes from the tokens" : "output is the loss");
     switch (which) {
-    case VKG_GPT2_IN:
+    case VKG_MODEL_IN:
         *out = a->s.encoded;
         break;
-    case VKG_GPT2_OUT:
+    case VKG_MODEL_OUT:
         *out = m->slots[s].layers[m->nl - 1].s.residual3;
         break;
-    case VKG_GPT2_DOUT:
+    case VKG_MODEL_DOUT:
         *out = m->dtop;
         break;
     default:
@@ -391,18 +398,18 @@ vkg_status vkg__gpt2_boundary_tensor(const vkg_gpt2 *m, vkg_gpt2_boundary which,
 }
 
 /* Boundary i of bnd_host: which, and its slot. */
-static vkg_gpt2_boundary bnd_kind(const vkg_gpt2 *m, int i, int *s)
+static vkg_model_boundary bnd_kind(const vkg_model *m, int i, int *s)
 {
     int K = m->opts.slots;
     *s = i < K ? i : i < 2 * K ? i - K : 0;
-    return i < K        ? VKG_GPT2_IN
-           : i < 2 * K  ? VKG_GPT2_OUT
-           : i == 2 * K ? VKG_GPT2_DOUT
-                        : VKG_GPT2_DIN;
+    return i < K        ? VKG_MODEL_IN
+           : i < 2 * K  ? VKG_MODEL_OUT
+           : i == 2 * K ? VKG_MODEL_DOUT
+                        : VKG_MODEL_DIN;
 }
 
-/* The host side of every boundary the part has (see gpt2_internal.h). */
-static vkg_status setup_boundaries(vkg_gpt2 *m)
+/* The host side of every boundary the part has (see model_internal.h). */
+static vkg_status setup_boundaries(vkg_model *m)
 {
     int n = 2 * m->opts.slots + 2, count = 0;
     m->bnd_host = calloc((size_t)n, sizeof *m->bnd_host);
@@ -412,80 +419,81 @@ static vkg_status setup_boundaries(vkg_gpt2 *m)
     int map = m->dev->info.unified_memory;
     for (int i = 0; i < n; i++) {
         int s;
-        vkg_gpt2_boundary which = bnd_kind(m, i, &s);
-        int first = which == VKG_GPT2_IN || which == VKG_GPT2_DIN,
+        vkg_model_boundary which = bnd_kind(m, i, &s);
+        int first = which == VKG_MODEL_IN || which == VKG_MODEL_DIN,
             has = first ? !m->embed : !m->head;
         count += has;
-        bytes += has ? (vkg_gpt2_boundary_bytes(m, which) + 255) / 256 * 256 : 0;
+        bytes += has ? (vkg_model_boundary_bytes(m, which) + 255) / 256 * 256 : 0;
     }
     if (!map && count)
         VKG_TRY(vkg_arena_create_host(m->dev, bytes, "boundaries", &m->arena_bnd));
     for (int i = 0; i < n; i++) {
         int s;
-        vkg_gpt2_boundary which = bnd_kind(m, i, &s);
-        int first = which == VKG_GPT2_IN || which == VKG_GPT2_DIN;
+        vkg_model_boundary which = bnd_kind(m, i, &s);
+        int first = which == VKG_MODEL_IN || which == VKG_MODEL_DIN;
         vkg_tensor t = {0};
         if (first ? m->embed : m->head)
             continue;
-        VKG_TRY(vkg__gpt2_boundary_tensor(m, which, s, &t));
+        VKG_TRY(vkg__model_boundary_tensor(m, which, s, &t));
         if (map) {
             m->bnd_host[i] = vkg_tensor_host_ptr(t);
             continue;
         }
-        VKG_TRY(vkg_arena_alloc(m->arena_bnd, vkg_gpt2_boundary_bytes(m, which), &m->bnd_copy[i]));
+        VKG_TRY(vkg_arena_alloc(m->arena_bnd, vkg_model_boundary_bytes(m, which), &m->bnd_copy[i]));
         m->bnd_host[i] = vkg_tensor_host_ptr(m->bnd_copy[i]);
     }
     return VKG_OK;
 }
 
-vkg_status vkg__gpt2_record_boundary(vkg_gpt2 *m, vkg_cmd *c, vkg_gpt2_boundary which, int s)
+vkg_status vkg__model_record_boundary(vkg_model *m, vkg_cmd *c, vkg_model_boundary which, int s)
 {
     int i = bnd_index(m, which, s);
     if (!m->arena_bnd || !m->bnd_host[i])
         return VKG_OK;
     vkg_tensor t = {0};
-    VKG_TRY(vkg__gpt2_boundary_tensor(m, which, s, &t));
-    int to_host = which == VKG_GPT2_OUT || which == VKG_GPT2_DIN;
+    VKG_TRY(vkg__model_boundary_tensor(m, which, s, &t));
+    int to_host = which == VKG_MODEL_OUT || which == VKG_MODEL_DIN;
     return to_host ? vkg_cmd_copy(c, m->bnd_copy[i], t, t.bytes)
                    : vkg_cmd_copy(c, t, m->bnd_copy[i], t.bytes);
 }
 
-size_t vkg_gpt2_boundary_bytes(const vkg_gpt2 *m, vkg_gpt2_boundary which)
+size_t vkg_model_boundary_bytes(const vkg_model *m, vkg_model_boundary which)
 {
-    int act = which == VKG_GPT2_IN || which == VKG_GPT2_OUT;
+    int act = which == VKG_MODEL_IN || which == VKG_MODEL_OUT;
     size_t elem = act && m->opts.precision == VKG_PRECISION_BF16 ? 2 : 4;
     return (size_t)m->opts.B * (size_t)m->opts.T * (size_t)m->cfg.channels * elem;
 }
 
-vkg_status vkg_gpt2_boundary_read(vkg_gpt2 *m, vkg_gpt2_boundary which, int slot, void *dst)
+vkg_status vkg_model_boundary_read(vkg_model *m, vkg_model_boundary which, int slot, void *dst)
 {
     vkg_tensor t = {0};
-    VKG_TRY(vkg__gpt2_boundary_tensor(m, which, slot, &t));
-    memcpy(dst, m->bnd_host[bnd_index(m, which, slot)], vkg_gpt2_boundary_bytes(m, which));
+    VKG_TRY(vkg__model_boundary_tensor(m, which, slot, &t));
+    memcpy(dst, m->bnd_host[bnd_index(m, which, slot)], vkg_model_boundary_bytes(m, which));
     return VKG_OK;
 }
 
-vkg_status vkg_gpt2_boundary_write(vkg_gpt2 *m, vkg_gpt2_boundary which, int slot, const void *src)
+vkg_status vkg_model_boundary_write(vkg_model *m, vkg_model_boundary which, int slot,
+                                    const void *src)
 {
     vkg_tensor t = {0};
-    VKG_TRY(vkg__gpt2_boundary_tensor(m, which, slot, &t));
-    memcpy(m->bnd_host[bnd_index(m, which, slot)], src, vkg_gpt2_boundary_bytes(m, which));
+    VKG_TRY(vkg__model_boundary_tensor(m, which, slot, &t));
+    memcpy(m->bnd_host[bnd_index(m, which, slot)], src, vkg_model_boundary_bytes(m, which));
     return VKG_OK;
 }
 
-void vkg_gpt2_list_counts(const vkg_gpt2 *m, int *dispatches, int *barriers)
+void vkg_model_list_counts(const vkg_model *m, int *dispatches, int *barriers)
 {
-    const vkg_cmd *c = m->slots[0].lists[VKG_GPT2_LIST_FWDBWD];
+    const vkg_cmd *c = m->slots[0].lists[VKG_MODEL_LIST_FWDBWD];
     *dispatches = vkg_cmd_dispatch_count(c);
     *barriers = vkg_cmd_barrier_count(c);
 }
 
-int vkg_gpt2_list_kernel_count(const vkg_gpt2 *m, vkg_kernel_id k)
+int vkg_model_list_kernel_count(const vkg_model *m, vkg_kernel_id k)
 {
-    return vkg_cmd_kernel_count(m->slots[0].lists[VKG_GPT2_LIST_FWDBWD], k);
+    return vkg_cmd_kernel_count(m->slots[0].lists[VKG_MODEL_LIST_FWDBWD], k);
 }
 
-int vkg_gpt2_timings(vkg_gpt2 *m, const vkg_cmd_timing **timings)
+int vkg_model_timings(vkg_model *m, const vkg_cmd_timing **timings)
 {
-    return vkg_cmd_timings(m->slots[0].lists[VKG_GPT2_LIST_FWDBWD], timings);
+    return vkg_cmd_timings(m->slots[0].lists[VKG_MODEL_LIST_FWDBWD], timings);
 }

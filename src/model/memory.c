@@ -1,55 +1,55 @@
 /* The plan of a GPT-2 part before any device memory exists: its options defaulted and checked,
  * the element counts, names and element types of every tensor of the activation arena in the
- * order vkg_gpt2_create allocates them, and vkg_gpt2_memory's accounting of the bytes and
+ * order vkg_model_create allocates them, and vkg_model_memory's accounting of the bytes and
  * allocations the part needs. Allocating, binding the tensors to the model and recording are not
- * here (gpt2.c, gpt2_record.c). */
-#include "model/gpt2_internal.h"
+ * here (model.c, record.c). */
+#include "model/model_internal.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-vkg_gpt2_opts vkg_gpt2_opts_default(void)
+vkg_model_opts vkg_model_opts_default(void)
 {
-    vkg_gpt2_opts o = {.B = 4, .T = 64, .accum_steps = 1, .loss_scale = 1.0f, .slots = 1};
+    vkg_model_opts o = {.B = 4, .T = 64, .accum_steps = 1, .loss_scale = 1.0f, .slots = 1};
     return o;
 }
 
-/* Element counts of the activation tensors, in the order of the vkg_gpt2_acts fields; those of
- * a layer (VKG_GPT2_ACT_LAYERED) for one layer. */
-static void act_sizes(const vkg_gpt2_config *cfg, int B, int T, int head, int recompute,
-                      size_t s[VKG_GPT2_NUM_ACTS])
+/* Element counts of the activation tensors, in the order of the vkg_model_acts fields; those of
+ * a layer (VKG_MODEL_ACT_LAYERED) for one layer. */
+static void act_sizes(const vkg_model_config *cfg, int B, int T, int head, int recompute,
+                      size_t s[VKG_MODEL_NUM_ACTS])
 {
     size_t C = (size_t)cfg->channels, NH = (size_t)cfg->num_heads;
     size_t BT = (size_t)B * (size_t)T, Vp = head ? (size_t)cfg->padded_vocab_size : 0;
     size_t H = head ? 1 : 0;
     size_t i = 0;
-    s[i++] = BT * C;                                               /* encoded */
-    s[i++] = BT * C;                                               /* ln1 */
-    s[i++] = BT;                                                   /* ln1_mean */
-    s[i++] = BT;                                                   /* ln1_rstd */
-    s[i++] = BT * 3 * C;                                           /* qkv */
-    s[i++] = BT * C;                                               /* atty */
-    s[i++] = (size_t)B * NH * (size_t)T;                           /* lse (attention) */
-    s[i++] = BT * C;                                               /* attproj */
-    s[i++] = BT * C;                                               /* residual2 */
-    s[i++] = BT * C;                                               /* ln2 */
-    s[i++] = BT;                                                   /* ln2_mean */
-    s[i++] = BT;                                                   /* ln2_rstd */
-    s[i++] = BT * 4 * C;                                           /* fch */
-    s[i++] = recompute & VKG_GPT2_RECOMPUTE_GELU ? 0 : BT * 4 * C; /* fch_gelu */
-    s[i++] = BT * C;                                               /* fcproj */
-    s[i++] = BT * C;                                               /* residual3 */
-    s[i++] = H * BT * C;                                           /* lnf */
-    s[i++] = H * BT;                                               /* lnf_mean */
-    s[i++] = H * BT;                                               /* lnf_rstd */
+    s[i++] = BT * C;                                                /* encoded */
+    s[i++] = BT * C;                                                /* ln1 */
+    s[i++] = BT;                                                    /* ln1_mean */
+    s[i++] = BT;                                                    /* ln1_rstd */
+    s[i++] = BT * 3 * C;                                            /* qkv */
+    s[i++] = BT * C;                                                /* atty */
+    s[i++] = (size_t)B * NH * (size_t)T;                            /* lse (attention) */
+    s[i++] = BT * C;                                                /* attproj */
+    s[i++] = BT * C;                                                /* residual2 */
+    s[i++] = BT * C;                                                /* ln2 */
+    s[i++] = BT;                                                    /* ln2_mean */
+    s[i++] = BT;                                                    /* ln2_rstd */
+    s[i++] = BT * 4 * C;                                            /* fch */
+    s[i++] = recompute & VKG_MODEL_RECOMPUTE_GELU ? 0 : BT * 4 * C; /* fch_gelu */
+    s[i++] = BT * C;                                                /* fcproj */
+    s[i++] = BT * C;                                                /* residual3 */
+    s[i++] = H * BT * C;                                            /* lnf */
+    s[i++] = H * BT;                                                /* lnf_mean */
+    s[i++] = H * BT;                                                /* lnf_rstd */
     s[i++] = BT * Vp; /* logits (dlogits in place after the loss) */
     s[i++] = H * BT;  /* losses */
 }
 
 /* Gradient activations: one layer's (the shapes of the forward activations they belong to),
  * the residual stream's two buffers, dencoded and dlnf. */
-static void grad_act_sizes(const vkg_gpt2_config *cfg, int B, int T, int head,
-                           size_t s[VKG_GPT2_NUM_GRAD_ACTS])
+static void grad_act_sizes(const vkg_model_config *cfg, int B, int T, int head,
+                           size_t s[VKG_MODEL_NUM_GRAD_ACTS])
 {
     size_t C = (size_t)cfg->channels, H = head ? 1 : 0;
     size_t BT = (size_t)B * (size_t)T;
@@ -69,10 +69,10 @@ static void grad_act_sizes(const vkg_gpt2_config *cfg, int B, int T, int head,
     s[i++] = H * BT * C; /* dlnf */
 }
 
-static vkg_status check_opts(const vkg_gpt2_config *cfg, const vkg_gpt2_opts *o)
+static vkg_status check_opts(const vkg_model_config *cfg, const vkg_model_opts *o)
 {
-    VKG_TRY(vkg_gpt2_config_validate(cfg));
-    VKG_TRY(vkg_gpt2_part_validate(cfg, &o->part));
+    VKG_TRY(vkg_model_config_validate(cfg));
+    VKG_TRY(vkg_model_part_validate(cfg, &o->part));
     VKG_CHECK(o->slots >= 1 && o->slots <= 64, VKG_ERR_INVALID_ARG,
               "activation slots must be in [1, 64], got %d", o->slots);
     VKG_CHECK(o->B > 0, VKG_ERR_INVALID_ARG, "batch size B must be > 0, got %d", o->B);
@@ -81,7 +81,7 @@ static vkg_status check_opts(const vkg_gpt2_config *cfg, const vkg_gpt2_opts *o)
               cfg->max_seq_len, o->T);
     VKG_CHECK(o->accum_steps > 0, VKG_ERR_INVALID_ARG, "accumulation steps must be > 0, got %d",
               o->accum_steps);
-    VKG_CHECK(o->recompute == VKG_GPT2_RECOMPUTE_NONE || o->recompute == VKG_GPT2_RECOMPUTE_GELU,
+    VKG_CHECK(o->recompute == VKG_MODEL_RECOMPUTE_NONE || o->recompute == VKG_MODEL_RECOMPUTE_GELU,
               VKG_ERR_INVALID_ARG, "recompute must be none (0) or gelu (1), got %d", o->recompute);
     VKG_CHECK(o->split_w == 0 || o->split_w == 1, VKG_ERR_INVALID_ARG,
               "split_w must be 0 or 1, got %d", o->split_w);
@@ -98,39 +98,39 @@ static vkg_status check_opts(const vkg_gpt2_config *cfg, const vkg_gpt2_opts *o)
 }
 
 /* The options with the whole model for an unset part, checked. */
-vkg_status vkg__gpt2_resolve_opts(const vkg_gpt2_config *cfg, const vkg_gpt2_opts *opts,
-                                  vkg_gpt2_opts *o)
+vkg_status vkg__model_resolve_opts(const vkg_model_config *cfg, const vkg_model_opts *opts,
+                                   vkg_model_opts *o)
 {
-    *o = opts ? *opts : vkg_gpt2_opts_default();
+    *o = opts ? *opts : vkg_model_opts_default();
     if (o->part.last == 0 && o->part.first == 0 && o->part.flags == 0)
-        o->part = vkg_gpt2_whole(cfg);
+        o->part = vkg_model_whole(cfg);
     return check_opts(cfg, o);
 }
 
 enum { NSCRATCH = 5 };
 
 /* Element counts of the shared scratch tensors and of one slot's tokens. */
-static void scratch_sizes(const vkg_gpt2_config *cfg, const vkg_gpt2_opts *o,
+static void scratch_sizes(const vkg_model_config *cfg, const vkg_model_opts *o,
                           size_t scratch[NSCRATCH], size_t tokens[2])
 {
     size_t BT = (size_t)o->B * (size_t)o->T, C = (size_t)cfg->channels;
-    scratch[0] = BT * 4 * C;                                              /* mm_scratch */
-    scratch[1] = (size_t)o->B * (size_t)cfg->num_heads * (size_t)o->T;    /* delta (attention) */
-    scratch[2] = BT * C;                                                  /* dtop */
-    scratch[3] = o->recompute & VKG_GPT2_RECOMPUTE_GELU ? BT * 4 * C : 0; /* gelu */
+    scratch[0] = BT * 4 * C;                                               /* mm_scratch */
+    scratch[1] = (size_t)o->B * (size_t)cfg->num_heads * (size_t)o->T;     /* delta (attention) */
+    scratch[2] = BT * C;                                                   /* dtop */
+    scratch[3] = o->recompute & VKG_MODEL_RECOMPUTE_GELU ? BT * 4 * C : 0; /* gelu */
     scratch[4] = 4;             /* dscale: the loss scale (one float, 16 bytes) */
     tokens[0] = tokens[1] = BT; /* inputs, targets */
 }
 
-static const char *const act_names[VKG_GPT2_NUM_ACTS] = {
+static const char *const act_names[VKG_MODEL_NUM_ACTS] = {
     "encoded", "ln1",       "ln1_mean", "ln1_rstd", "qkv",      "atty",   "lse",
     "attproj", "residual2", "ln2",      "ln2_mean", "ln2_rstd", "fch",    "fch_gelu",
     "fcproj",  "residual3", "lnf",      "lnf_mean", "lnf_rstd", "logits", "losses"};
-static const char *const gact_names[VKG_GPT2_NUM_GRAD_ACTS] = {
+static const char *const gact_names[VKG_MODEL_NUM_GRAD_ACTS] = {
     "dencoded", "dln1",      "dqkv",    "datty",    "dattproj", "dresidual2", "dln2",
     "dfch",     "dfch_gelu", "dfcproj", "dstream0", "dstream1", "dlnf"};
-static const char *const kept_names[VKG_GPT2_NUM_KEPT] = {"kept_dfcproj", "kept_dfch",
-                                                          "kept_dattproj", "kept_dqkv"};
+static const char *const kept_names[VKG_MODEL_NUM_KEPT] = {"kept_dfcproj", "kept_dfch",
+                                                           "kept_dattproj", "kept_dqkv"};
 static const char *const scratch_names[NSCRATCH] = {"mm_scratch", "delta", "dtop", "gelu",
                                                     "dscale"};
 
@@ -140,7 +140,7 @@ static const char *const scratch_names[NSCRATCH] = {"mm_scratch", "delta", "dtop
  * fc product and its GELU (the recomputed GELU buffer with them). Every kernel that writes one
  * rounds its fp32 result once; every kernel that reads one widens it and computes in fp32. What
  * stays fp32: the layernorm statistics, lse, the logits (dlogits in place) and every gradient. */
-static int act_bf16(const vkg_gpt2_opts *o, const char *name)
+static int act_bf16(const vkg_model_opts *o, const char *name)
 {
     static const char *const bf16_acts[] = {"encoded",   "ln1", "qkv", "atty",     "attproj",
                                             "residual2", "ln2", "fch", "fch_gelu", "fcproj",
@@ -152,39 +152,39 @@ static int act_bf16(const vkg_gpt2_opts *o, const char *name)
     return 0;
 }
 
-/* The activation arena's tensors in the order vkg_gpt2_create allocates them: every slot's
+/* The activation arena's tensors in the order vkg_model_create allocates them: every slot's
  * activations (its own, then each layer's) and tokens, then the gradients of the activations and
  * scratch; their bytes, names and (types, may be NULL) element types. */
 #define ACTS_PER_SLOT(nl, split_w)                                                                 \
-    (VKG_GPT2_NUM_ACTS - 15 + 15 * (nl) + 2 + ((split_w) ? VKG_GPT2_NUM_KEPT * (nl) : 0))
-int vkg__gpt2_max_act_tensors(int nl, int slots, int split_w)
+    (VKG_MODEL_NUM_ACTS - 15 + 15 * (nl) + 2 + ((split_w) ? VKG_MODEL_NUM_KEPT * (nl) : 0))
+int vkg__model_max_act_tensors(int nl, int slots, int split_w)
 {
-    return slots * ACTS_PER_SLOT(nl, split_w) + VKG_GPT2_NUM_GRAD_ACTS + NSCRATCH;
+    return slots * ACTS_PER_SLOT(nl, split_w) + VKG_MODEL_NUM_GRAD_ACTS + NSCRATCH;
 }
-int vkg__gpt2_act_arena_tensors(const vkg_gpt2_config *cfg, const vkg_gpt2_opts *o, size_t *bytes,
-                                const char **names, vkg_dtype *types)
+int vkg__model_act_arena_tensors(const vkg_model_config *cfg, const vkg_model_opts *o,
+                                 size_t *bytes, const char **names, vkg_dtype *types)
 {
-    int nl = o->part.last - o->part.first, head = !!(o->part.flags & VKG_GPT2_PART_HEAD), n = 0;
-    size_t asz[VKG_GPT2_NUM_ACTS], gsz[VKG_GPT2_NUM_GRAD_ACTS], scratch[NSCRATCH], tokens[2];
+    int nl = o->part.last - o->part.first, head = !!(o->part.flags & VKG_MODEL_PART_HEAD), n = 0;
+    size_t asz[VKG_MODEL_NUM_ACTS], gsz[VKG_MODEL_NUM_GRAD_ACTS], scratch[NSCRATCH], tokens[2];
     act_sizes(cfg, o->B, o->T, head, o->recompute, asz);
     grad_act_sizes(cfg, o->B, o->T, head, gsz);
-    size_t kept[VKG_GPT2_NUM_KEPT] = {gsz[9], gsz[7], gsz[4], gsz[2]}; /* as kept_names */
+    size_t kept[VKG_MODEL_NUM_KEPT] = {gsz[9], gsz[7], gsz[4], gsz[2]}; /* as kept_names */
     scratch_sizes(cfg, o, scratch, tokens);
     for (int s = 0; s < o->slots; s++) {
-        for (int i = 0; i < VKG_GPT2_NUM_ACTS; i++)
-            if (!VKG_GPT2_ACT_LAYERED(i))
+        for (int i = 0; i < VKG_MODEL_NUM_ACTS; i++)
+            if (!VKG_MODEL_ACT_LAYERED(i))
                 names[n] = act_names[i], bytes[n++] = (asz[i] ? asz[i] : 1) * 4;
         for (int l = 0; l < nl; l++)
-            for (int i = 0; i < VKG_GPT2_NUM_ACTS; i++)
-                if (VKG_GPT2_ACT_LAYERED(i))
+            for (int i = 0; i < VKG_MODEL_NUM_ACTS; i++)
+                if (VKG_MODEL_ACT_LAYERED(i))
                     names[n] = act_names[i], bytes[n++] = (asz[i] ? asz[i] : 1) * 4;
         for (int i = 0; i < 2; i++)
             names[n] = i ? "targets" : "inputs", bytes[n++] = (tokens[i] ? tokens[i] : 1) * 4;
         for (int l = 0; o->split_w && l < nl; l++) /* the kept output gradients (fp32) */
-            for (int i = 0; i < VKG_GPT2_NUM_KEPT; i++)
+            for (int i = 0; i < VKG_MODEL_NUM_KEPT; i++)
                 names[n] = kept_names[i], bytes[n++] = kept[i] * 4;
     }
-    for (int i = 0; i < VKG_GPT2_NUM_GRAD_ACTS; i++)
+    for (int i = 0; i < VKG_MODEL_NUM_GRAD_ACTS; i++)
         names[n] = gact_names[i], bytes[n++] = (gsz[i] ? gsz[i] : 1) * 4;
     for (int i = 0; i < NSCRATCH; i++)
         names[n] = scratch_names[i], bytes[n++] = (scratch[i] ? scratch[i] : 1) * 4;
@@ -205,21 +205,21 @@ static size_t sum_aligned(const size_t *bytes, int n)
     return total;
 }
 
-vkg_status vkg_gpt2_memory(const vkg_gpt2_config *cfg, const vkg_gpt2_opts *opts,
-                           vkg_gpt2_memory_plan *out)
+vkg_status vkg_model_memory(const vkg_model_config *cfg, const vkg_model_opts *opts,
+                            vkg_model_memory_plan *out)
 {
-    vkg_gpt2_opts o;
-    VKG_TRY(vkg__gpt2_resolve_opts(cfg, opts, &o));
-    vkg_gpt2_layout lo;
-    vkg_gpt2_part_layout(cfg, &o.part, &lo);
-    int cap = vkg__gpt2_max_act_tensors(o.part.last - o.part.first, o.slots, o.split_w);
+    vkg_model_opts o;
+    VKG_TRY(vkg__model_resolve_opts(cfg, opts, &o));
+    vkg_model_layout lo;
+    vkg_model_part_layout(cfg, &o.part, &lo);
+    int cap = vkg__model_max_act_tensors(o.part.last - o.part.first, o.slots, o.split_w);
     size_t *bytes = malloc((size_t)cap * sizeof *bytes);
     const char **names = malloc((size_t)cap * sizeof *names);
     if (!bytes || !names) {
         free(bytes), free(names);
         return VKG_FAIL(VKG_ERR_NOMEM, "no memory for the memory plan");
     }
-    int n = vkg__gpt2_act_arena_tensors(cfg, &o, bytes, names, NULL);
+    int n = vkg__model_act_arena_tensors(cfg, &o, bytes, names, NULL);
     int per_slot = ACTS_PER_SLOT(o.part.last - o.part.first, o.split_w);
     memset(out, 0, sizeof *out);
     out->params = out->grads = (lo.total * 4 + 255) / 256 * 256;
