@@ -14,8 +14,11 @@
  * (vkg_th_sc_reference). The world group is compared with vkg_comm_allreduce /
  * vkg_comm_reduce_scatter_dtype / vkg_comm_allgatherv on the same inputs, bit for bit. The
  * reduce-scatters and allgathervs use uneven chunks, one of them empty, and every result is
- * checked bitwise. Also: a dtype other than fp32 and bf16, and bounds that do not cover the
- * buffer, are refused naming them, and the group stays usable. */
+ * checked bitwise. The compressed allreduce (vkg_group_allreduce_codec) runs with a codec of this
+ * file's (each float cut to its top 16 bits, blocks of an odd byte count) against the contract:
+ * the cut values summed in fp32 in group-rank order, member 0's stored first. Also: a dtype other
+ * than fp32 and bf16, bounds that do not cover the buffer and a codec missing a function are
+ * refused naming them, and the group stays usable. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -107,6 +110,69 @@ static int wrong(const void *got, const void *want, size_t n, size_t lo, size_t 
     return bad;
 }
 
+/* The test codec: each float's top 16 bits (truncated, not rounded), 2 n + 1 bytes a block. */
+static size_t cut_bytes(size_t n, void *ctx)
+{
+    (void)ctx;
+    return 2 * n + 1;
+}
+
+static float cut(float x)
+{
+    uint32_t u;
+    memcpy(&u, &x, sizeof u);
+    u &= 0xFFFF0000u;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+static void cut_pack(const float *x, size_t n, void *block, void *ctx)
+{
+    (*(int *)ctx)++; /* the caller's state reaches the codec */
+    unsigned char *b = block;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &x[i], sizeof u);
+        b[2 * i] = (unsigned char)(u >> 16), b[2 * i + 1] = (unsigned char)(u >> 24);
+    }
+}
+
+static void cut_unpack_add(const void *block, size_t n, int first, float *sum, void *ctx)
+{
+    (void)ctx;
+    const unsigned char *b = block;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u = ((uint32_t)b[2 * i] | (uint32_t)b[2 * i + 1] << 8) << 16;
+        float y;
+        memcpy(&y, &u, sizeof y);
+        sum[i] = first ? y : sum[i] + y;
+    }
+}
+
+/* The compressed allreduce of every count: wrong elements against the contract's sum. */
+static int exercise_codec(vkg_group_t *g, vkg_status *st)
+{
+    int m = vkg_group_size(g), me = vkg_group_rank(g), bad = 0, packs = 0;
+    vkg_comm_codec codec = {
+        .bytes = cut_bytes, .pack = cut_pack, .unpack_add = cut_unpack_add, .ctx = &packs};
+    for (size_t ci = 0; ci < NCOUNTS && *st == VKG_OK; ci++) {
+        size_t n = counts[ci];
+        float *x = malloc((n + 1) * sizeof *x);
+        for (size_t i = 0; i < n; i++)
+            x[i] = in32(me, i, 100 + (int)ci);
+        *st = vkg_group_allreduce_codec(g, x, n, &codec);
+        for (size_t i = 0; *st == VKG_OK && i < n; i++) {
+            float w = cut(in32(0, i, 100 + (int)ci));
+            for (int q = 1; q < m; q++)
+                w += cut(in32(q, i, 100 + (int)ci));
+            bad += memcmp(&x[i], &w, sizeof w) != 0;
+        }
+        bad += *st == VKG_OK && packs != (int)ci; /* n = 0 packs nothing */
+        free(x);
+    }
+    return bad;
+}
+
 /* The world group's reference: the communicator's own collective on the same inputs. */
 static vkg_status world_ref(vkg_comm_t *c, void *buf, size_t n, vkg_comm_dtype dt, int op,
                             const size_t *b)
@@ -184,6 +250,12 @@ static int body(vkg_th_rank *r, void *arg)
         bad += exercise(r->comm, gp, 0, &st);
     if (st == VKG_OK)
         bad += exercise(r->comm, gw, 1, &st);
+    if (st == VKG_OK)
+        bad += exercise_codec(ga, &st);
+    if (st == VKG_OK)
+        bad += exercise_codec(gp, &st);
+    if (st == VKG_OK)
+        bad += exercise_codec(gw, &st);
     bad_path += ga && n > 1 && vkg__group_uses_shm(ga) != want;
     bad_path += gp && npar > 1 && vkg__group_uses_shm(gp) != want;
     vkg_th_report(r, "bad=%d bad_path=%d st=%s %s", bad, bad_path, vkg_status_name(st),
@@ -267,6 +339,10 @@ static int refusals(vkg_th_rank *r, void *arg)
     bad += st != VKG_ERR_INVALID_ARG || !strstr(vkg_error_message(), "not from 0 to 8");
     st = vkg_group_allgatherv(g, h, 4, down, VKG_COMM_BF16);
     bad += st != VKG_ERR_INVALID_ARG || !strstr(vkg_error_message(), "decrease");
+    vkg_comm_codec nopack = {.bytes = cut_bytes, .unpack_add = cut_unpack_add};
+    float y[2] = {1.0f, 2.0f};
+    st = vkg_group_allreduce_codec(g, y, 2, &nopack);
+    bad += st != VKG_ERR_INVALID_ARG || !strstr(vkg_error_message(), "codec");
     float x = (float)r->rank + 1.0f; /* still usable */
     st = vkg_group_allreduce(g, &x, 1, VKG_COMM_F32);
     bad += st != VKG_OK || x != 3.0f;

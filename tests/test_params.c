@@ -20,12 +20,24 @@
 #include "vkgpt/model.h"
 
 static const vkg_model_config configs[] = {
-    {.max_seq_len = 16, .vocab_size = 50, .padded_vocab_size = 128, .num_layers = 3,
-     .num_heads = 2, .channels = 8},
-    {.max_seq_len = 64, .vocab_size = 257, .padded_vocab_size = 384, .num_layers = 4,
-     .num_heads = 4, .channels = 32},
-    {.max_seq_len = 1024, .vocab_size = 50257, .padded_vocab_size = 50304, .num_layers = 12,
-     .num_heads = 12, .channels = 768},
+    {.max_seq_len = 16,
+     .vocab_size = 50,
+     .padded_vocab_size = 128,
+     .num_layers = 3,
+     .num_heads = 2,
+     .channels = 8},
+    {.max_seq_len = 64,
+     .vocab_size = 257,
+     .padded_vocab_size = 384,
+     .num_layers = 4,
+     .num_heads = 4,
+     .channels = 32},
+    {.max_seq_len = 1024,
+     .vocab_size = 50257,
+     .padded_vocab_size = 50304,
+     .num_layers = 12,
+     .num_heads = 12,
+     .channels = 768},
 };
 #define NCONFIGS ((int)(sizeof configs / sizeof configs[0]))
 

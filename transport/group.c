@@ -29,6 +29,8 @@ struct vkg_group {
     int world;           /* the communicator's whole world: its own collectives (vkg_group_world) */
     int shm_decided;     /* the segment question was settled (at the first collective) */
     struct vkg_shm *shm; /* the members' segment, or NULL: tagged messages */
+    unsigned char *packed; /* vkg_group_allreduce_codec: every member's block */
+    size_t packed_bytes;
 };
 
 vkg_status vkg_group_create(vkg_comm_t *c, const int *ranks, int n, uint32_t id, vkg_group_t **out)
@@ -83,6 +85,7 @@ void vkg_group_destroy(vkg_group_t **pg)
         return;
     vkg__shm_group_free(&g->shm);
     free(g->ranks);
+    free(g->packed);
     free(g);
     *pg = NULL;
 }
@@ -480,4 +483,32 @@ vkg_status vkg_group_allreduce(vkg_group_t *g, void *buf, size_t n, vkg_comm_dty
         st = vkg_group_allgatherv(g, buf, n, b, dtype);
     free(b);
     return st;
+}
+
+vkg_status vkg_group_allreduce_codec(vkg_group_t *g, float *buf, size_t n,
+                                     const vkg_comm_codec *codec)
+{
+    VKG_CHECK(codec && codec->bytes && codec->pack && codec->unpack_add, VKG_ERR_INVALID_ARG,
+              "group %u allreduce: a codec needs bytes, pack and unpack_add", (unsigned)g->id);
+    if (n == 0)
+        return VKG_OK;
+    /* blocks rounded up to 4 bytes, so that every block's floats stay aligned */
+    size_t bb = (codec->bytes(n, codec->ctx) + 3) & ~(size_t)3, all = (size_t)g->n * bb;
+    VKG_CHECK(bb > 0 && all / (size_t)g->n == bb, VKG_ERR_INVALID_ARG,
+              "group %u allreduce: a codec block of %zu bytes for %d members", (unsigned)g->id, bb,
+              g->n);
+    if (g->packed_bytes < all) {
+        free(g->packed);
+        g->packed = malloc(all);
+        g->packed_bytes = g->packed ? all : 0;
+        VKG_CHECK(g->packed, VKG_ERR_NOMEM, "group %u: no memory for %d blocks of %zu bytes",
+                  (unsigned)g->id, g->n, bb);
+    }
+    unsigned char *mine = g->packed + (size_t)g->me * bb;
+    memset(mine, 0, bb);
+    codec->pack(buf, n, mine, codec->ctx);
+    VKG_TRY(vkg_group_allgather(g, mine, bb, g->packed));
+    for (int r = 0; r < g->n; r++)
+        codec->unpack_add(g->packed + (size_t)r * bb, n, r == 0, buf, codec->ctx);
+    return VKG_OK;
 }

@@ -352,6 +352,23 @@ vkg_status vkg_group_reduce_scatter(vkg_group_t *g, void *buf, size_t n, const s
  * After a reduce-scatter with the same bounds every member holds vkg_group_allreduce's result. */
 vkg_status vkg_group_allgatherv(vkg_group_t *g, void *buf, size_t n, const size_t *bounds,
                                 vkg_comm_dtype dtype);
+/* A compressed form for vkg_group_allreduce_codec: bytes(n) is one member's block for n floats
+ * (rounded up to 4 by the call); pack writes a member's n floats x into its block (zeroed
+ * first); unpack_add adds a block's n values to sum in fp32 (first: stores them instead). ctx is
+ * the caller's (pack may read state of its own there, e.g. to compress a difference). */
+typedef struct vkg_comm_codec {
+    size_t (*bytes)(size_t n, void *ctx);
+    void (*pack)(const float *x, size_t n, void *block, void *ctx);
+    void (*unpack_add)(const void *block, size_t n, int first, float *sum, void *ctx);
+    void *ctx;
+} vkg_comm_codec;
+/* In-place SUM allreduce of n floats sent compressed (DiLoCo's bf16, int8 and int4
+ * pseudo-gradients): each member packs buf, the blocks are gathered (vkg_group_allgather), and
+ * every member leaves in buf the unpacked blocks summed in fp32 in group-rank order (member 0's
+ * stored, then each next one added), bitwise the same on every member and every engine. n = 0
+ * does nothing. Errors: VKG_ERR_INVALID_ARG for a codec missing a function, and the gather's. */
+vkg_status vkg_group_allreduce_codec(vkg_group_t *g, float *buf, size_t n,
+                                     const vkg_comm_codec *codec);
 /* Copy bytes of group rank root's buf into every other member's buf. */
 vkg_status vkg_group_broadcast(vkg_group_t *g, void *buf, size_t bytes, int root);
 /* recv (size * bytes) receives every member's bytes of send, in group-rank order. */

@@ -16,9 +16,7 @@ struct vkg_outer {
     size_t n;
     float lr, mu;
     vkg_outer_dtype dt;
-    float *g, *m;     /* (n) the global parameters, the outer momentum */
-    unsigned char *x; /* bf16, int8, int4: (N x payload) every rank's, this rank's at its place */
-    size_t x_bytes;   /* bytes x holds */
+    float *g, *m; /* (n) the global parameters, the outer momentum */
 };
 
 const char *vkg_outer_dtype_name(vkg_outer_dtype dt)
@@ -56,7 +54,7 @@ void vkg_outer_destroy(vkg_outer **po)
     vkg_outer *o = po ? *po : NULL;
     if (!o)
         return;
-    free(o->g), free(o->m), free(o->x);
+    free(o->g), free(o->m);
     free(o);
     *po = NULL;
 }
@@ -95,13 +93,6 @@ uint64_t vkg_outer_payload_bytes(size_t n, vkg_outer_dtype dt)
     }
 }
 
-/* One rank's block in the allgather: bytes rounded up to 4, so that every block's scales (int8)
- * and values (bf16) stay aligned. */
-static size_t block_bytes(size_t n, vkg_outer_dtype dt)
-{
-    return ((size_t)vkg_outer_payload_bytes(n, dt) + 3) & ~(size_t)3;
-}
-
 /* Per chunk: scale = absmax / qmax, q = nearest(x / scale) in [-qmax, qmax]. */
 static void quantize(const float *x, size_t n, float qmax, int8_t *q, float *scale)
 {
@@ -125,14 +116,26 @@ void vkg_outer_int8_quantize(const float *x, size_t n, int8_t *q, float *scale)
     quantize(x, n, 127.0f, q, scale);
 }
 
-/* This rank's pseudo-gradient g - params over the n elements from params' first (g's at the same
- * place) packed into block (bf16 values, or int8 scales then codes), a chunk at a time. */
-static void pack(const vkg_outer *o, const float *params, size_t first, size_t n,
-                 unsigned char *block)
+/* The exchange's codec (vkg_comm_codec): the global parameters where the exchanged range starts
+ * and the dtype. */
+typedef struct codec_ctx {
+    const float *g;
+    vkg_outer_dtype dt;
+} codec_ctx;
+
+static size_t codec_bytes(size_t n, void *ctx)
 {
+    return (size_t)vkg_outer_payload_bytes(n, ((const codec_ctx *)ctx)->dt);
+}
+
+/* This rank's pseudo-gradient g - params over n elements packed into the block (bf16 values, or
+ * int8 scales then codes), a chunk at a time. */
+static void pack(const float *params, size_t n, void *out, void *ctx)
+{
+    const codec_ctx *o = ctx;
+    unsigned char *block = out;
     size_t chunks = vkg_outer_int8_chunks(n);
-    const float *g = o->g + first;
-    params += first;
+    const float *g = o->g;
     float d[VKG_OUTER_INT8_CHUNK];
     for (size_t c = 0, a = 0; a < n; c++, a += VKG_OUTER_INT8_CHUNK) {
         size_t len = n - a < VKG_OUTER_INT8_CHUNK ? n - a : VKG_OUTER_INT8_CHUNK;
@@ -155,9 +158,10 @@ static void pack(const vkg_outer *o, const float *params, size_t first, size_t n
 }
 
 /* sum[i] (+)= a rank's dequantized pseudo-gradient of n elements from its block (first: =). */
-static void unpack_add(const vkg_outer *o, const unsigned char *block, size_t n, int first,
-                       float *sum)
+static void unpack_add(const void *in, size_t n, int first, float *sum, void *ctx)
 {
+    const codec_ctx *o = ctx;
+    const unsigned char *block = in;
     if (o->dt == VKG_OUTER_BF16) {
         const uint16_t *h = (const uint16_t *)(const void *)block;
         for (size_t i = 0; i < n; i++) {
@@ -189,22 +193,10 @@ vkg_status vkg_outer_exchange(vkg_outer *o, vkg_group_t *g, float *params, size_
     float *at = params + first;
     if (o->dt == VKG_OUTER_F32)
         return vkg_group_allreduce(g, at, count, VKG_COMM_F32);
-    int N = vkg_group_size(g);
-    size_t bb = block_bytes(count, o->dt);
-    if (o->x_bytes < (size_t)N * bb) {
-        free(o->x);
-        o->x = malloc((size_t)N * bb);
-        o->x_bytes = o->x ? (size_t)N * bb : 0;
-        VKG_CHECK(o->x, VKG_ERR_NOMEM, "no memory for %d ranks' pseudo-gradients (%zu bytes each)",
-                  N, bb);
-    }
-    unsigned char *mine = o->x + (size_t)vkg_group_rank(g) * bb;
-    memset(mine, 0, bb);
-    pack(o, params, first, count, mine);
-    VKG_TRY(vkg_group_allgather(g, mine, bb, o->x));
-    for (int r = 0; r < N; r++)
-        unpack_add(o, o->x + (size_t)r * bb, count, r == 0, at);
-    return VKG_OK;
+    codec_ctx ctx = {.g = o->g + first, .dt = o->dt};
+    vkg_comm_codec codec = {
+        .bytes = codec_bytes, .pack = pack, .unpack_add = unpack_add, .ctx = &ctx};
+    return vkg_group_allreduce_codec(g, at, count, &codec);
 }
 
 vkg_status vkg_outer_step(vkg_outer *o, vkg_group_t *g, float *params, uint64_t *payload)

@@ -17,7 +17,8 @@
  *   int8  delta_r cut into chunks of VKG_OUTER_INT8_CHUNK elements, each with its absmax scale
  *         s = absmax / 127 (fp32) and q = nearest(delta / s) in [-127, 127] (ties to even), every
  *         rank's scales and codes allgathered, dequantized (q s) and summed in fp32 in rank
- *         order. A ring cannot sum int8 codes of different scales, hence the allgather. Each
+ *         order (the group's allreduce with this file's codec, vkg_group_allreduce_codec; a
+ *         ring cannot sum int8 codes of different scales, hence the gather). Each
  *         dequantized element is within s (1/2 + 2^-16) of delta_r (the rounding to the nearest
  *         code, plus the fp32 quotient and product), so the mean is within
  *         sum_r s_r / (2N) (1 + 2^-15) of the exact mean, plus the fp32 sum's rounding.
@@ -30,8 +31,8 @@
  * momentum 0 the fp32 exchange makes g' exactly the replicas' fp32 mean (sum in the allreduce's
  * order, divided by N).
  *
- * Host memory: g and m (8 bytes per parameter) and, for bf16 and int8, the allgather's N
- * payloads; the caller's parameters serve as the exchange's buffer.
+ * Host memory: g and m (8 bytes per parameter) and, for bf16, int8 and int4, the group's
+ * buffer of the N payloads; the caller's parameters serve as the exchange's buffer.
  *
  * Not here: when a round ends and where the parameters come from (diloco.c), the collectives
  * (transport/), checkpoints (the trainer). Host memory only; nothing here prints.
@@ -90,7 +91,8 @@ vkg_status vkg_outer_step(vkg_outer *o, vkg_group_t *g, float *params, uint64_t 
  * range but the last starts and ends at a multiple of VKG_OUTER_INT8_CHUNK: the same chunks,
  * scales and sums; fp32's ring may add in another order with 3 or more ranks), then
  * vkg_outer_update over the N members of the exchange. fp32 is the group's allreduce; bf16, int8
- * and int4 are the group's allgather of every member's payload, summed in group-rank order.
+ * and int4 the group's compressed allreduce (vkg_group_allreduce_codec) with this file's codec,
+ * every member's payload summed in group-rank order.
  * Errors of the exchange: VKG_ERR_INVALID_ARG for a range outside the n parameters, the
  * collectives', VKG_ERR_NOMEM. */
 vkg_status vkg_outer_exchange(vkg_outer *o, vkg_group_t *g, float *params, size_t first,
