@@ -46,7 +46,18 @@
 enum { L = 2, NH = 2, C = 32, V = 96, MAXT = 16, T = 16, STEPS = 5, MAXR = 3 };
 
 /* What the odd rank of a mismatch test changes. */
-enum { ODD_SEQ, ODD_RANK_BATCH, ODD_DATA, ODD_BUCKETS };
+enum {
+    ODD_SEQ,
+    ODD_RANK_BATCH,
+    ODD_DATA,
+    ODD_BUCKETS,
+    ODD_BETA2,
+    ODD_EPS,
+    ODD_LOSS_SCALE,
+    ODD_CKPT_EVERY,
+    ODD_NO_CKPT,
+    ODD_EVAL
+};
 
 typedef struct job {
     int world;
@@ -113,10 +124,14 @@ static void *run_rank(void *p)
     c.batch = j->batch, c.seq = odd && j->odd_what == ODD_SEQ ? T / 2 : T;
     c.total_batch = j->total;
     c.steps = STEPS, c.lr = 3e-3f, c.warmup = 1, c.weight_decay = 0.1f, c.grad_clip = 1.0f;
-    c.eval_every = 2, c.eval_batches = 2;
-    if (j->ckpt) {
+    c.eval_every = 2, c.eval_batches = odd && j->odd_what == ODD_EVAL ? 3 : 2;
+    c.beta2 = odd && j->odd_what == ODD_BETA2 ? 0.99f : c.beta2;
+    c.eps = odd && j->odd_what == ODD_EPS ? 1e-6f : c.eps;
+    c.loss_scale = odd && j->odd_what == ODD_LOSS_SCALE ? 1024.0f : c.loss_scale;
+    if (j->ckpt && !(odd && j->odd_what == ODD_NO_CKPT)) {
         vkg_test_path_in(ckpt, sizeof ckpt, j->ckpt);
         c.ckpt_dir = ckpt, c.keep_checkpoints = 0, c.resume = j->resume;
+        c.ckpt_every = odd && j->odd_what == ODD_CKPT_EVERY ? 2 : j->ckpt_every;
     }
     vkg_test_rank_join(&c, a, j->world);
     c.par.comm.shm = j->shm;
@@ -404,6 +419,31 @@ static void test_mismatching_rank_is_refused(void **state)
     expect_refused(ODD_RANK_BATCH, (const int[]){3, 1}, "--rank-batch list");
     expect_refused(ODD_DATA, (const int[]){2, 2}, "training data checksum");
     expect_refused(ODD_BUCKETS, (const int[]){2, 2}, "gradient bucket bytes");
+    expect_refused(ODD_BETA2, (const int[]){2, 2}, "--beta2");
+    expect_refused(ODD_EPS, (const int[]){2, 2}, "--eps");
+    expect_refused(ODD_LOSS_SCALE, (const int[]){2, 2}, "--loss-scale");
+    expect_refused(ODD_EVAL, (const int[]){2, 2}, "--eval-batches");
+}
+
+/* Saving is collective: ranks that differ on --ckpt-every, or where one has no --ckpt-dir, are
+ * refused at the start naming the field, before any step (not at the first save). */
+static void test_mismatching_checkpoints_are_refused(void **state)
+{
+    (void)state;
+    for (int what = ODD_CKPT_EVERY; what <= ODD_NO_CKPT; what++) {
+        job j = ranks(2, (const int[]){2, 2}, 4 * T);
+        j.odd_rank = 1, j.odd_what = what;
+        j.ckpt = what == ODD_CKPT_EVERY ? "ck_odd_every" : "ck_odd_none", j.ckpt_every = 3;
+        run_job(&j);
+        for (int r = 0; r < 2; r++) {
+            if (j.st[r] != VKG_ERR_MISMATCH || !strstr(j.err[r], "rank 1") ||
+                !strstr(j.err[r], "--ckpt-every"))
+                fail_msg("rank %d: expected a mismatch naming rank 1 and --ckpt-every, got %s: %s",
+                         r, vkg_status_name(j.st[r]), j.err[r]);
+            printf("rank %d refused as expected: %s\n", r, j.err[r]);
+        }
+        free_job(&j);
+    }
 }
 
 /* Steps 1..3 on `first` with a checkpoint, then 4..5 resumed on `second`, against `straight`. */
@@ -499,6 +539,7 @@ int main(void)
         cmocka_unit_test(test_unequal_ranks_are_token_weighted),
         cmocka_unit_test(test_lr_scale),
         cmocka_unit_test(test_mismatching_rank_is_refused),
+        cmocka_unit_test(test_mismatching_checkpoints_are_refused),
         cmocka_unit_test(test_resume_with_another_world_size),
         cmocka_unit_test(test_failing_rank_tells_why),
     };

@@ -83,6 +83,10 @@ typedef struct vkg_train_config {
      * damaged newer ones are renamed step_<n>.damaged, untouched (vkg_trainer_info says which).
      * No checkpoint marked complete is ever written over. */
     const char *ckpt_dir;
+    /* The caller's checkpoint period in steps (0: at the end only): it calls vkg_trainer_save
+     * then. Saving is collective, so the ranks of a job agree on it (and on ckpt_dir being
+     * given) before the first step. */
+    int ckpt_every;
     int keep_checkpoints;
     int resume;
     int resume_fallback;

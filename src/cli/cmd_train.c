@@ -31,7 +31,7 @@ static const char *const loss_scales[] = {"off", "dynamic", NULL};
 
 typedef struct train_opts {
     vkg_train_config cfg;
-    int sample_every, sample_len, top_k, ckpt_every, quiet, schedule, raw;
+    int sample_every, sample_len, top_k, quiet, schedule, raw;
     int loss_scale; /* loss_scales */
     float temperature, loss_scale_init;
     const char *prompt, *tiles;
@@ -181,7 +181,7 @@ static int run(vkg_trainer_t *t, const train_opts *o)
     if (info.log_path[0])
         printf("log: %s\n", info.log_path);
     if (info.rank == 0)
-        vkg_cli_train_ckpt_line(&o->cfg, o->ckpt_every);
+        vkg_cli_train_ckpt_line(&o->cfg, o->cfg.ckpt_every);
     double start = vkg_cli_now_s();
     long long done = 0;
     int rc = 0, stop = 0;
@@ -227,8 +227,8 @@ static int run(vkg_trainer_t *t, const train_opts *o)
                    s.rebalanced ? s.next_rank_batches : "", s.rank_speeds);
         if (o->sample_every > 0 && s.step % o->sample_every == 0)
             rc = show_sample(t, o, o->cfg.seed + (uint64_t)s.step, tty, 0);
-        if (rc == 0 && o->cfg.ckpt_dir && o->ckpt_every > 0 && s.step % o->ckpt_every == 0 &&
-            !vkg_trainer_done(t)) {
+        if (rc == 0 && o->cfg.ckpt_dir && o->cfg.ckpt_every > 0 &&
+            s.step % o->cfg.ckpt_every == 0 && !vkg_trainer_done(t)) {
             rc = checkpoint(t, tty);
             saved = s.step;
         }
@@ -410,7 +410,7 @@ static int train_main(int argc, char **argv, vkg_cli_resume *res)
          0, 0},
         {"--ckpt-dir", VKG_FLAG_STR, &c->ckpt_dir,
          "checkpoint folder (also holds log.jsonl, run.json)", 0, 0, 0},
-        {"--ckpt-every", VKG_FLAG_INT, &o.ckpt_every,
+        {"--ckpt-every", VKG_FLAG_INT, &c->ckpt_every,
          "checkpoint every N steps (0: only at the end)", 0, 0, 1e9},
         {"--keep", VKG_FLAG_INT, &c->keep_checkpoints,
          "newest checkpoints kept, older ones deleted (0: all)", 0, 0, 1e6},

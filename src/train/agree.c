@@ -83,6 +83,11 @@ static const char *const fp_names[] = {
     "pseudo-gradient dtype (--outer-dtype)",
     "streaming: --fragments and --outer-delay",
     "streaming: --outer-mix (bits)",
+    "AdamW's --beta1 and --beta2 (bits)",
+    "--eps and the first loss scale (--loss-scale; bits)",
+    "--loss-scale-window and --precision",
+    "checkpoints (--ckpt-dir given, --ckpt-every: saving is collective)",
+    "evaluation (--eval-every, --eval-batches: evaluating is collective)",
 };
 
 static uint64_t fbits(float a, float b)
@@ -97,7 +102,7 @@ vkg_status vkg__train_agree(vkg_trainer_t *t, const vkg_checkpoint *ck)
     if (vkg_strategy_world(t->par) == 1)
         return VKG_OK;
     const vkg_train_config *c = &t->cfg;
-    uint64_t v[35];
+    uint64_t v[40];
     memset(v, 0, sizeof v);
     v[0] = (uint64_t)t->mcfg.max_seq_len, v[1] = (uint64_t)t->mcfg.vocab_size;
     v[2] = (uint64_t)t->mcfg.padded_vocab_size, v[3] = (uint64_t)t->mcfg.num_layers;
@@ -123,7 +128,12 @@ vkg_status vkg__train_agree(vkg_trainer_t *t, const vkg_checkpoint *ck)
     v[32] = diloco ? (uint64_t)c->par.outer_dtype : 0;
     v[33] = diloco ? (uint64_t)(uint32_t)c->par.fragments << 32 | (uint32_t)c->par.outer_delay : 0;
     v[34] = diloco ? fbits(c->par.outer_mix, 0.0f) : 0;
-    return vkg_strategy_check_match(t->par, v, fp_names, 35);
+    v[35] = fbits(c->beta1, c->beta2), v[36] = fbits(c->eps, c->loss_scale);
+    v[37] = (uint64_t)(uint32_t)c->loss_scale_window << 32 | (uint32_t)c->precision;
+    int ckpt = t->ckpt_dir[0] != '\0'; /* the trainer's copy: cfg's is not kept */
+    v[38] = (uint64_t)ckpt << 32 | (uint32_t)(ckpt ? c->ckpt_every : 0);
+    v[39] = t->val ? (uint64_t)(uint32_t)c->eval_every << 32 | (uint32_t)c->eval_batches : 0;
+    return vkg_strategy_check_match(t->par, v, fp_names, 40);
 }
 
 vkg_status vkg__train_resume_data(vkg_trainer_t *t, const vkg_checkpoint_state *s)
