@@ -22,6 +22,9 @@
  *    checkpoint with an exchange in flight resumes bitwise; a rank that fails while one runs
  *    makes the others fail at once with its reason;
  *  - a checkpoint of plain data parallelism resumes under DiLoCo;
+ *  - a replica diverged in outer.bin (its steps skipped for a non-finite loss) is not averaged
+ *    in: the round ends without its outer step, the global parameters and momentum bitwise as
+ *    before on every rank and in the next checkpoint (fp32 and int8);
  *  - pipelines (dp = 2 x pp = 2, each replica a pipeline of two stages, 2 micro-batches a step):
  *    the first outer step is the reference's over the replicas' parameters, bit for bit (fp32;
  *    the whole model, and fragment 0 of 2 with fragment 1 untouched), replica 1's parameters
@@ -69,7 +72,7 @@ typedef struct job {
     int ckpt_at, resume;
     /* results */
     float loss[STEPS];
-    int outer[STEPS];
+    int outer[STEPS], outer_skipped[STEPS], skipped[STEPS];
     uint64_t outer_bytes[STEPS];
     float *init;         /* rank 0's parameters before the first step */
     float *params[MAXR]; /* each rank's at the end */
@@ -148,6 +151,7 @@ static void *run_rank(void *p)
         if (st == VKG_OK && a->rank == 0) {
             int k = (int)s.step - 1;
             j->loss[k] = s.loss, j->outer[k] = s.outer, j->outer_bytes[k] = s.outer_bytes;
+            j->outer_skipped[k] = s.outer_skipped, j->skipped[k] = s.skipped;
         }
         if (st == VKG_OK && j->ckpt && s.step == j->ckpt_at)
             st = vkg_trainer_checkpoint(t, NULL, 0);
@@ -307,6 +311,59 @@ static void test_resume_mid_round(void **state)
     (void)state;
     check_resume(VKG_OUTER_F32);
     check_resume(VKG_OUTER_INT8);
+}
+
+/* A replica that diverged (its parameters in outer.bin set to 3e38 where lnfw is, the file's
+ * checksum made good) makes the resumed steps' losses non-finite, so they are skipped; the round
+ * that ends at step 4 must then not take it in: no outer step, every rank's parameters after
+ * step 4 are bitwise the global ones of the checkpoint, the outer momentum too, and the
+ * checkpoint of step 4 holds them. */
+static void test_diverged_replica_leaves_global_model(void **state)
+{
+    (void)state;
+    const int dts[2] = {VKG_OUTER_F32, VKG_OUTER_INT8};
+    for (int di = 0; di < 2; di++) {
+        int dt = dts[di];
+        char dir[64], path[600], outer[700];
+        snprintf(dir, sizeof dir, "ckpt_diverged_%d", dt);
+        job first = new_job(2, 2, dt), rest = new_job(2, 2, dt);
+        first.steps = 3, first.ckpt = dir, first.ckpt_at = 3;
+        run_job(&first);
+        expect_ok(&first);
+        size_t n = first.nparams, count = 0;
+        float *x = NULL;
+        vkg_test_path_in(path, sizeof path, dir);
+        snprintf(outer, sizeof outer, "%s/step_00000003/outer.bin", path);
+        assert_int_equal(vkg_outerfile_read(outer, n, &x, &count), VKG_OK);
+        assert_int_equal(count, 5 * n); /* g, m, then replica 1's parameters, m and v */
+        float *g = malloc(2 * n * sizeof *g);
+        assert_non_null(g);
+        memcpy(g, x, 2 * n * sizeof *g);
+        for (size_t i = n - 2 * C; i < n - C; i++) /* replica 1's lnfw */
+            x[2 * n + i] = 3e38f;
+        assert_int_equal(vkg_outerfile_write(outer, n, x, count), VKG_OK);
+        rest.ckpt = dir, rest.resume = 1, rest.steps = 1, rest.ckpt_at = 4;
+        run_job(&rest);
+        expect_ok(&rest);
+        assert_true(rest.skipped[3]);
+        assert_false(rest.outer[3]);
+        assert_true(rest.outer_skipped[3]);
+        for (int r = 0; r < 2; r++)
+            if (memcmp(rest.params[r], g, n * sizeof *g))
+                fail_msg("%s: rank %d's parameters after the round with a diverged replica are "
+                         "not the global ones it started from",
+                         vkg_outer_dtype_name(dt), r);
+        float *y = NULL;
+        snprintf(outer, sizeof outer, "%s/step_00000004/outer.bin", path);
+        assert_int_equal(vkg_outerfile_read(outer, n, &y, &count), VKG_OK);
+        assert_memory_equal(y, g, 2 * n * sizeof *g);     /* the global parameters and momentum */
+        assert_memory_equal(y + 2 * n, g, n * sizeof *g); /* replica 1 took them */
+        printf("%s: step 4 skipped, its round ended without an outer step: the global model and "
+               "the outer momentum bitwise as before, on every rank and in the checkpoint\n",
+               vkg_outer_dtype_name(dt));
+        free(x), free(y), free(g);
+        free_job(&first), free_job(&rest);
+    }
 }
 
 /* A checkpoint of plain data parallelism (no outer.bin) resumes under DiLoCo: its parameters
@@ -695,6 +752,7 @@ int main(void)
         cmocka_unit_test(test_mean_when_lr_one),
         cmocka_unit_test(test_resume_mid_round),
         cmocka_unit_test(test_plain_checkpoint_resumes),
+        cmocka_unit_test(test_diverged_replica_leaves_global_model),
         cmocka_unit_test(test_streaming_is_the_reference),
         cmocka_unit_test(test_streaming_resume_in_flight),
         cmocka_unit_test(test_streaming_peer_fails_in_flight),

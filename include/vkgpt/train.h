@@ -199,6 +199,10 @@ typedef struct vkg_step_info {
      * and int8 are allgathered: each rank receives world - 1 times that), and its milliseconds
      * (exchange and update; part of comm_ms). */
     int outer;
+    /* DiLoCo: 1 when a round ended here without its outer step, because a step of the round was
+     * skipped (or the exchanged sums were not finite): the global parameters and the outer
+     * momentum stay as they were and every replica restarts from those parameters. */
+    int outer_skipped;
     uint64_t outer_bytes;
     double outer_ms;
     /* The payload this rank handed the step's collectives (0 alone): with --sync step its

@@ -210,6 +210,11 @@ static int run(vkg_trainer_t *t, const train_opts *o)
                    tty ? "\r\033[K" : "", s.step, outer_dtypes[o->cfg.par.outer_dtype],
                    (double)s.outer_bytes / 1048576.0, how, s.outer_ms);
         }
+        if (s.outer_skipped && o->cfg.par.comm.rank == 0)
+            printf("%sstep %lld ends a DiLoCo round that had a skipped step: no outer step, the "
+                   "global parameters stay those of the last one and every replica restarts from "
+                   "them\n",
+                   tty ? "\r\033[K" : "", s.step);
         if (s.overflow && o->cfg.par.comm.rank == 0 && !o->quiet)
             printf("%sstep %lld skipped: its gradient overflowed at loss scale %g (loss %g); "
                    "the next step runs at %g\n",

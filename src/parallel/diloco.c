@@ -10,6 +10,11 @@
  * outer step (outer.h) runs over the group: the pseudo-gradient exchanged in fp32, bf16 or int8,
  * the Nesterov update of the global parameters, and every replica set to them. The round's
  * position is the step count itself, so a run resumed at any step continues the round it was in.
+ * A round in which a step was skipped ends without its outer step (a diverged replica must not
+ * be averaged in): the global parameters and the momentum stay, and every replica takes the
+ * global parameters; so does a round whose exchanged sums are not finite. Streaming: a fragment
+ * whose exchange is in flight when a step is skipped lands taking the new global parameters
+ * whole (no mix with its own).
  *
  * Streaming (Douillard et al. 2025; --fragments F, --outer-delay D, --outer-mix a): the
  * parameters are F fragments (vkg_diloco_fragment_ranges: strided layers, a share of the
@@ -71,6 +76,10 @@ typedef struct frag {
     float *buf;
     uint32_t t0; /* the step its exchange started (in flight while t0 && t < t0 + delay) */
     size_t tied; /* pipelines: the leading floats of buf, the tied embedding's, exchanged alone */
+    /* A step was skipped (a loss or norm not finite on some rank) since the fragment's
+     * parameters were last gathered or set: its round is not exchanged (the same on every rank:
+     * the skip is the job's). */
+    int tainted;
 } frag;
 
 /* One piece of an exchange for the worker: fragment f's [first, first + count). */
@@ -403,12 +412,35 @@ static vkg_status exchange_now(vkg_diloco *d, frag *f)
     return vkg_outer_exchange(f->outer, d->group, f->buf, f->tied, f->n - f->tied);
 }
 
+static int all_finite(const float *x, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(x[i]))
+            return 0;
+    return 1;
+}
+
+/* Fragment f's outer update from the exchanged sums in buf, into buf (the new global
+ * parameters); 0 and nothing updated when a sum is not finite (a replica diverged without a
+ * skipped step, or the sum overflowed: the same sums, so the same answer, on every rank), buf
+ * then the global parameters as they were. */
+static int outer_update(frag *f, int N)
+{
+    if (!all_finite(f->buf, f->n)) {
+        memcpy(f->buf, vkg_outer_global(f->outer), f->n * sizeof *f->buf);
+        return 0;
+    }
+    vkg_outer_update(f->outer, N, f->buf);
+    return 1;
+}
+
 vkg_status vkg__diloco_end_step(vkg_strategy *s, uint32_t t, vkg_strategy_step_out *out)
 {
     vkg_diloco *d = s->diloco;
     int N = vkg_job_dp(s->job), lands = 0, starts = 0;
     for (int p = 0; p < d->F; p++) {
         frag *f = &d->frags[p];
+        f->tainted |= out->skipped;
         lands |= f->t0 && t == f->t0 + (uint32_t)d->delay;
         starts |= (int)(t % (uint32_t)d->H) == f->offset;
     }
@@ -418,21 +450,29 @@ vkg_status vkg__diloco_end_step(vkg_strategy *s, uint32_t t, vkg_strategy_step_o
         frag *f = &d->frags[p];
         if (!(f->t0 && t == f->t0 + (uint32_t)d->delay))
             continue;
-        vkg_outer_update(f->outer, N, f->buf); /* buf: the new global parameters */
+        /* buf: the new global parameters (or the old ones); a replica that skipped a step since
+         * its exchange started takes them whole: its own may have diverged */
+        int updated = outer_update(f, N);
         const float *g = f->buf;
-        float a = d->mix, b = 1.0f - d->mix;
+        float a = updated && !f->tainted ? d->mix : 0.0f, b = 1.0f - a;
         for (int k = 0, at = 0; k < f->nranges; k++) {
             float *h = d->host + f->ranges[2 * k];
             for (size_t i = 0; i < f->ranges[2 * k + 1]; i++, at++)
                 h[i] = a == 0.0f ? g[at] : a * h[i] + b * g[at];
         }
-        f->t0 = 0;
-        out->outer = 1;
+        f->t0 = 0, f->tainted = 0;
+        out->outer |= updated, out->outer_skipped |= !updated;
     }
     for (int p = 0; p < d->F && starts; p++) {
         frag *f = &d->frags[p];
         if ((int)(t % (uint32_t)d->H) != f->offset)
             continue;
+        if (f->tainted) { /* no exchange: the global parameters stay, every replica takes them */
+            frag_scatter(f, vkg_outer_global(f->outer), d->host);
+            f->tainted = 0;
+            out->outer_skipped = 1;
+            continue;
+        }
         frag_gather(f, d->host, f->buf);
         if (d->delay) {
             f->t0 = t;
@@ -440,12 +480,12 @@ vkg_status vkg__diloco_end_step(vkg_strategy *s, uint32_t t, vkg_strategy_step_o
         }
         double t0 = vkg_os_now_ms();
         VKG_TRY(exchange_now(d, f));
-        vkg_outer_update(f->outer, N, f->buf);
+        int updated = outer_update(f, N);
         double ms = vkg_os_now_ms() - t0;
         out->comm_ms += ms, out->exposed_comm_ms += ms, out->outer_ms += ms;
         out->outer_bytes += vkg_outer_payload_bytes(f->n, (vkg_outer_dtype)s->cfg.par.outer_dtype);
         frag_scatter(f, f->buf, d->host);
-        out->outer = 1;
+        out->outer |= updated, out->outer_skipped |= !updated;
     }
     if (lands || starts)
         VKG_TRY(vkg_model_set_params(s->model, d->host));

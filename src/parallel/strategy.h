@@ -224,6 +224,10 @@ typedef struct vkg_strategy_step_out {
     /* DiLoCo: 1 when an outer step ended this step, the bytes of this rank's pseudo-gradient in
      * its exchange (vkg_outer_payload_bytes) and the exchange's and update's milliseconds. */
     int outer;
+    /* DiLoCo: 1 when a round ended without its outer step: a step of the round was skipped, or
+     * the exchanged sums were not finite; the global parameters stayed as they were and every
+     * replica took them. */
+    int outer_skipped;
     uint64_t outer_bytes;
     double outer_ms;
     /* The payload this rank handed the step's collectives: its gradient's elements x their bytes

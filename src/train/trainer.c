@@ -479,7 +479,8 @@ static vkg_status step(vkg_trainer_t *t, vkg_step_info *info)
     info->step = t->step, info->loss = out.loss, info->lr = lr, info->grad_norm = norm;
     info->ms = ms, info->tokens = t->tokens, info->stop = out.stop;
     info->comm_ms = out.comm_ms, info->exposed_comm_ms = out.exposed_comm_ms;
-    info->outer = out.outer, info->outer_bytes = out.outer_bytes, info->outer_ms = out.outer_ms;
+    info->outer = out.outer, info->outer_skipped = out.outer_skipped;
+    info->outer_bytes = out.outer_bytes, info->outer_ms = out.outer_ms;
     info->comm_bytes = out.comm_bytes;
     /* An overflow under loss scaling is expected now and then: the scale halves and the step is
      * not counted toward --max-skipped, until the scale is 1. */
@@ -490,6 +491,8 @@ static vkg_status step(vkg_trainer_t *t, vkg_step_info *info)
         loss_scale_update(t, out.skipped, overflow);
     t->skipped += out.skipped;
     t->skipped_run = !out.skipped ? 0 : forgiven ? t->skipped_run : t->skipped_run + 1;
+    if (out.outer_skipped)
+        t->outer_reset = t->step;
     info->skipped = out.skipped;
     info->skipped_total = t->skipped, info->skipped_run = t->skipped_run;
     if (t->trace) {
@@ -529,12 +532,19 @@ static vkg_status step(vkg_trainer_t *t, vkg_step_info *info)
                                .overflow = overflow};
         VKG_TRY(vkg_metrics_log(t->metrics, &row));
     }
+    long long last = t->step - t->skipped_run;
+    char whose[160];
+    if (t->outer_reset > last) /* a DiLoCo round ended inside the run without its outer step */
+        snprintf(whose, sizeof whose,
+                 "the global ones of the last outer step, which every replica took at step %lld",
+                 t->outer_reset);
+    else
+        snprintf(whose, sizeof whose, "those of step %lld", last);
     VKG_CHECK(t->skipped_run < t->cfg.max_skipped, VKG_ERR_ABORTED,
               "step %lld: the loss (%g) or the gradient norm (%g) was not finite in %lld steps in "
-              "a row (--max-skipped %d), none of them applied: the parameters are those of step "
-              "%lld; lower --lr, check the data, or resume from an earlier checkpoint",
-              t->step, (double)info->loss, (double)norm, t->skipped_run, t->cfg.max_skipped,
-              t->step - t->skipped_run);
+              "a row (--max-skipped %d), none of them applied: the parameters are %s; lower --lr, "
+              "check the data, or resume from an earlier checkpoint",
+              t->step, (double)info->loss, (double)norm, t->skipped_run, t->cfg.max_skipped, whose);
     return VKG_OK;
 }
 

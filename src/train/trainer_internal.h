@@ -28,6 +28,8 @@ struct vkg_trainer {
     long long start_step;
     uint64_t tokens;
     long long skipped, skipped_run; /* steps not applied: in all, and in a row up to now */
+    long long outer_reset;          /* DiLoCo: the last step whose round ended without its outer
+                                     * step (the replicas took the global parameters); 0: none */
     /* Dynamic loss scaling (cfg.loss_scale > 0): the scale of the next step, and the steps in a
      * row since the last overflow (or growth). */
     float scale;
