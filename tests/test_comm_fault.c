@@ -206,37 +206,55 @@ static void test_deadline_names_the_late_rank(void **state)
 typedef struct busy_arg {
     int iters;
     useconds_t work_us[2]; /* each rank's "compute" before every allreduce */
+    int count;             /* floats per allreduce (0: 1000) */
+    int bursts;            /* calls back to back after each work (0: 1) */
+    int bcast;             /* 1: broadcasts from rank 0 instead of allreduces */
 } busy_arg;
 
-/* iters allreduces, each after the rank's own work; every result is checked. */
+/* iters x bursts allreduces, each burst after the rank's own work; every result is checked. */
 static int busy_body(vkg_th_rank *r, void *arg)
 {
     const busy_arg *a = arg;
-    float x[1000];
-    vkg_status st = VKG_OK;
+    int n = a->count ? a->count : 1000;
+    float *x = malloc((size_t)n * sizeof *x);
+    vkg_status st = x ? VKG_OK : VKG_ERR_NOMEM;
     int bad = 0;
     vkg_th_ready(r);
     for (int it = 0; it < a->iters && st == VKG_OK; it++) {
         usleep(a->work_us[r->rank > 0]);
-        for (int i = 0; i < 1000; i++)
-            x[i] = (float)(i + r->rank + it);
-        st = vkg_comm_allreduce(r->comm, x, x, 1000, VKG_COMM_F32, VKG_COMM_SUM);
-        for (int i = 0; i < 1000 && st == VKG_OK; i++)
-            bad += x[i] != (float)(2 * (i + it) + 1);
+        for (int k = 0; k < (a->bursts ? a->bursts : 1) && st == VKG_OK; k++) {
+            for (int i = 0; i < n; i++)
+                x[i] = (float)(i % 1000 + r->rank + it);
+            if (a->bcast) {
+                st = vkg_comm_broadcast(r->comm, x, (size_t)n * sizeof *x, 0);
+                for (int i = 0; i < n && st == VKG_OK; i++)
+                    bad += x[i] != (float)(i % 1000 + it);
+                continue;
+            }
+            st = vkg_comm_allreduce(r->comm, x, x, (size_t)n, VKG_COMM_F32, VKG_COMM_SUM);
+            for (int i = 0; i < n && st == VKG_OK; i++)
+                bad += x[i] != (float)(2 * (i % 1000 + it) + 1);
+        }
     }
     vkg_th_report(r, "%s: %s (%d wrong)", vkg_status_name(st), vkg_error_message(), bad);
+    free(x);
     return st != VKG_OK || bad;
 }
 
-static void busy_case(vkg_comm_transport t, const busy_arg *a)
+static void busy_case_shm(vkg_comm_transport t, const busy_arg *a, vkg_comm_shm shm)
 {
-    vkg_th_opts o = {.transport = t, .processes = 1, .timeout_ms = 1000, .wall_s = 60};
+    vkg_th_opts o = {.transport = t, .processes = 1, .shm = shm, .timeout_ms = 1000, .wall_s = 60};
     vkg_th_result res[2];
     vkg_th_run(2, &o, busy_body, (void *)a, res);
     int ok = res[0].body_rc == 0 && res[1].body_rc == 0;
     if (!ok)
         vkg_th_dump(res, 2);
     assert_true(ok);
+}
+
+static void busy_case(vkg_comm_transport t, const busy_arg *a)
+{
+    busy_case_shm(t, a, VKG_COMM_SHM_AUTO);
 }
 
 /* Both ranks compute 1.6 s (longer than the 1 s timeout) between allreduces: the time between
@@ -256,6 +274,22 @@ static void test_busy_peer_is_not_dead(void **state)
     const busy_arg a = {.iters = 2, .work_us = {0, 2500000}};
     busy_case(VKG_COMM_IPC, &a);
     busy_case(VKG_COMM_TCP, &a);
+}
+
+/* Rank 0 works alone 1.5 s (longer than the 1 s timeout) before each burst while rank 1 waits:
+ * rank 1's stall notice reaches rank 0, and the stall is over once rank 0 calls. The notice must
+ * not outlive it: rank 0's later calls whose sends take a while to drain (1 MiB allreduces and
+ * broadcasts: one message to each peer, sent zero-copy; 20 in a row, over tcp and ipc, ZeroMQ
+ * alone: shared memory off) must not fail as if the peers still waited for it. */
+static void test_stall_notice_does_not_outlive_the_stall(void **state)
+{
+    (void)state;
+    busy_arg a = {.iters = 3, .work_us = {1500000, 0}, .count = 1 << 18, .bursts = 20};
+    busy_case_shm(VKG_COMM_TCP, &a, VKG_COMM_SHM_OFF);
+    busy_case_shm(VKG_COMM_IPC, &a, VKG_COMM_SHM_OFF);
+    a.bcast = 1; /* the root drains right after its sends */
+    busy_case_shm(VKG_COMM_TCP, &a, VKG_COMM_SHM_OFF);
+    busy_case_shm(VKG_COMM_IPC, &a, VKG_COMM_SHM_OFF);
 }
 
 /* A freeze shorter than the timeout (3 s) is survived: rank 1 stopped for 1.5 s mid-run. */
@@ -321,6 +355,7 @@ int main(void)
         cmocka_unit_test(test_deadline_names_the_late_rank),
         cmocka_unit_test(test_steps_longer_than_the_timeout),
         cmocka_unit_test(test_busy_peer_is_not_dead),
+        cmocka_unit_test(test_stall_notice_does_not_outlive_the_stall),
         cmocka_unit_test(test_short_freeze_survives),
         cmocka_unit_test(test_cycle_fails_with_liveness),
     };

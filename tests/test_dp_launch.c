@@ -677,6 +677,39 @@ static void test_rank_batch_auto_bitwise(void **state)
     expect_same_run(dir, fixed, STEPS);
 }
 
+/* Over ZeroMQ alone (tcp, no shared memory), rank 0 works 4 x 300 ms per step before its first
+ * call while rank 1 waits, past --comm-timeout 1: a step of any length between calls is never a
+ * fault, and the stall notices rank 1 sends must not fail rank 0's later calls once the stall is
+ * over (this run died at step 1 or 2 with "stopped after other ranks waited for this one"). */
+static void test_long_step_over_zmq(void **state)
+{
+    (void)state;
+    const char *run[] = {"launch",  "-n",
+                         "2",       "--transport",
+                         "zmq",     "--",
+                         "train",   "--data",
+                         data_path, "--layers",
+                         "2",       "--heads",
+                         "2",       "--channels",
+                         "64",      "--ctx",
+                         "32",      "--batch",
+                         "4",       "--seq",
+                         "32",      "--steps",
+                         "6",       "--sample-len",
+                         "0",       "--comm-timeout",
+                         "1",       "--validation",
+                         NULL};
+    const char *const slow[] = {"VKG_TEST_ROW_DELAY_MS=300,0", NULL};
+    vkg_test_proc p;
+    start_env(&p, run, slow);
+    int rc = vkg_test_proc_wait(&p, 240);
+    if (rc != 0)
+        fail_msg("a step longer than --comm-timeout over tcp: exit %d\n%s", rc, p.buf[0]);
+    expect_output(&p, "[rank 0] step 6/6");
+    expect_output(&p, "shared memory off");
+    vkg_test_proc_free(&p);
+}
+
 /* Pump p until needle is in its output (after offset from), p ends, or limit s pass; a pointer to
  * it, or NULL. */
 static const char *wait_for(vkg_test_proc *p, const char *needle, size_t from, double limit)
@@ -909,6 +942,7 @@ int main(void)
         cmocka_unit_test(test_killed_launcher_takes_its_ranks),
         cmocka_unit_test(test_preempt_one_rank_resumes_bitwise),
         cmocka_unit_test(test_rank_batch_auto_bitwise),
+        cmocka_unit_test(test_long_step_over_zmq),
         cmocka_unit_test(test_elastic_restart),
         cmocka_unit_test(test_elastic_limits),
     };

@@ -311,8 +311,14 @@ vkg_status vkg__dispatch(vkg_comm_t *c, const vkg_expect *ex, vkg_inmsg *in, vkg
     }
     case VKG_W_STALL:
         zmq_msg_close(&in->body);
-        if (h->segment == VKG_STALL_OVER) {
+        if (h->segment == VKG_STALL_OVER) { /* its stall is over: it is no longer seen stalled */
             c->peers[h->sender].stalled_on = 0;
+            if (c->stall_seen == (int)h->sender + 1) {
+                c->stall_seen = 0;
+                for (int q = 0; q < c->size && !c->stall_seen; q++)
+                    if (c->peers[q].stalled_on)
+                        c->stall_seen = q + 1;
+            }
             return VKG_OK;
         }
         VKG_CHECK(h->segment < (uint32_t)c->size && h->segment != h->sender, VKG_ERR_PROTOCOL,

@@ -4,8 +4,9 @@
  * Deadline: it counts only time spent inside a call waiting: from the start of the wait or the
  * last message that arrived, whichever is later, so a rank's own compute between calls never
  * counts against it. When it passes, the rank tells every peer whom it waits for (a stall
- * notice; a notice "over" follows once it makes progress again). What happens next depends on
- * whether peers can be seen alive:
+ * notice; a notice "over" follows once it makes progress again, and clears the notice on every
+ * peer; a wait that ends well ends any stall it began). What happens next depends on whether
+ * peers can be seen alive:
  *  - tcp and ipc: every connection carries heartbeats answered by the peer's I/O thread, so a
  *    dead or frozen (SIGSTOP) peer loses its connection within about the timeout and is named at
  *    once. A live peer that has not reached the call is busy computing: the rank keeps waiting.
@@ -299,8 +300,8 @@ vkg_status vkg__comm_wait(vkg_comm_t *c, const vkg_expect *ex, vkg_inmsg *m, int
                 }
                 until = now + 100000000; /* re-check as notices and heartbeats come in */
             }
-        } else if (now >= until || c->stall_seen) {
-            begin_stall(c, ex, now);
+        } else if (now >= until || (c->stall_seen && c->transport == VKG_COMM_INPROC)) {
+            begin_stall(c, ex, now); /* inproc: a peer's stall is final (see the file comment) */
         }
         if (!alive_waits && c->stall_end) {
             if (now >= c->stall_end) {
@@ -346,6 +347,10 @@ vkg_status vkg__comm_wait(vkg_comm_t *c, const vkg_expect *ex, vkg_inmsg *m, int
     }
     if (ex->drain)
         atomic_store(&c->guard->waiting, 0);
+    /* with liveness, a wait that ends well is progress: a stall it began (a drain's, which
+     * tells no one) must not outlive it and fail a later wait at once */
+    if (st == VKG_OK && c->transport != VKG_COMM_INPROC && c->stall_end)
+        end_stall(c);
     return st;
 }
 
@@ -383,7 +388,7 @@ vkg_status vkg__comm_poll(vkg_comm_t *c, const vkg_expect *ex)
         st = chain_verdict(c, ex);
         return st < 0 ? vkg__explain_loss(c, st) : VKG_OK;
     }
-    if (now >= until || c->stall_seen)
+    if (now >= until || (c->stall_seen && c->transport == VKG_COMM_INPROC))
         begin_stall(c, ex, now);
     return c->stall_end && now >= c->stall_end ? stalled(c, ex) : VKG_OK;
 }
