@@ -168,6 +168,29 @@ static vkg_status layernorm_case(bench *b, const op_shape *s, double *flops, dou
     return vkg_op_layernorm_bwd(b->cmd, dx, dw, db, y, x, w, mean, rstd, (int)N, (int)C);
 }
 
+/* RMSNorm rows (eps 1e-5): the forward, and for the backward its inputs computed first. */
+static vkg_status rmsnorm_case(bench *b, const op_shape *s, double *flops, double *bytes)
+{
+    int backward = s->variant;
+    size_t N = (size_t)s->N, C = (size_t)s->C, n = N * C;
+    vkg_tensor x, y, rstd, w, dx, dw;
+    VKG_TRY(random_tensor(b, n, &x));
+    VKG_TRY(random_tensor(b, n, &y));
+    VKG_TRY(random_tensor(b, N, &rstd));
+    VKG_TRY(random_tensor(b, C, &w));
+    *flops = 4.0 * (double)n;
+    *bytes = 4.0 * (double)(2 * n);
+    VKG_TRY(vkg_op_rmsnorm_fwd(b->cmd, y, rstd, x, w, (int)N, (int)C, 1e-5f));
+    if (!backward)
+        return VKG_OK;
+    VKG_TRY(random_tensor(b, n, &dx));
+    VKG_TRY(random_tensor(b, C, &dw));
+    VKG_TRY(run_and_restart(b));
+    *flops = 8.0 * (double)n;
+    *bytes = 4.0 * (double)(4 * n);
+    return vkg_op_rmsnorm_bwd(b->cmd, dx, dw, y, x, w, rstd, (int)N, (int)C);
+}
+
 /* Attention rows: B = 4, T = N / 4, NH = OC; for the backward, out and lse from a forward pass
  * first. Flops count the products a model needs (causal: half of each): q k^T and att v forward,
  * twice that backward; the flash backward's recomputation of the scores is not counted. */
@@ -257,6 +280,8 @@ static vkg_status record_flat(bench *b, const op_shape *s, double *flops, double
 #define RECORD_encoder_bwd encoder_case, 1
 #define RECORD_layernorm_fwd layernorm_case, 0
 #define RECORD_layernorm_bwd layernorm_case, 1
+#define RECORD_rmsnorm_fwd rmsnorm_case, 0
+#define RECORD_rmsnorm_bwd rmsnorm_case, 1
 #define RECORD_xent_fwd_bwd bench_xent_fwd_bwd, 0
 #define RECORD_sumsq update_case, 0
 #define RECORD_adamw update_case, 1

@@ -168,6 +168,25 @@ vkg_status vkg_op_layernorm_bwd(vkg_cmd *c, vkg_tensor dinp, vkg_tensor dweight,
                                 vkg_tensor dout, vkg_tensor inp, vkg_tensor weight, vkg_tensor mean,
                                 vkg_tensor rstd, int N, int C);
 
+/* RMSNorm over rows of C (src/ops/rmsnorm.c), as vkg_ref_rmsnorm_fwd/_bwd: rstd (N) = 1 /
+ * sqrt(mean_c(inp^2) + eps), out (N,C) = inp * rstd * weight (no bias, no mean subtracted), both
+ * OVERWRITTEN; eps > 0 and finite (Llama: 1e-5 or 1e-6). Backward, with norm = inp * rstd and
+ * dnorm = weight * dout: dinp (N,C) += rstd * (dnorm - norm * mean_c(dnorm * norm)) and dweight
+ * (C) += sum over rows of norm * dout, both ACCUMULATED, deterministic (fixed order, no atomics).
+ * Mixed precision as the layernorm's: out may be bf16 (rounded once) and inp bf16 (the residual
+ * stream, read widened), in both passes; a bf16 tensor needs C even. */
+vkg_status vkg_op_rmsnorm_fwd(vkg_cmd *c, vkg_tensor out, vkg_tensor rstd, vkg_tensor inp,
+                              vkg_tensor weight, int N, int C, float eps);
+/* The residual add and the RMSNorm after it in one dispatch: res (N,C) = a + b (as
+ * vkg_op_residual_fwd), then vkg_op_rmsnorm_fwd of res (out fp32 or bf16; b fp32 or bf16,
+ * widened; res and a both fp32 or both bf16, the residual stream's type, res then rounded once
+ * and normalized as rounded; C even for any bf16 tensor). res aliases neither a nor b. */
+vkg_status vkg_op_residual_rmsnorm_fwd(vkg_cmd *c, vkg_tensor res, vkg_tensor out, vkg_tensor rstd,
+                                       vkg_tensor a, vkg_tensor b, vkg_tensor weight, int N, int C,
+                                       float eps);
+vkg_status vkg_op_rmsnorm_bwd(vkg_cmd *c, vkg_tensor dinp, vkg_tensor dweight, vkg_tensor dout,
+                              vkg_tensor inp, vkg_tensor weight, vkg_tensor rstd, int N, int C);
+
 /* ---- flat ops: the VKG_FLAT2 / VKG_FLAT3 rows of src/ops/op_table.def ---- */
 
 /* vkg_op_<name>(c, t0, t1[, t2], n): one element-wise op over flat float tensors of n elements
