@@ -191,6 +191,25 @@ static vkg_status rmsnorm_case(bench *b, const op_shape *s, double *flops, doubl
     return vkg_op_rmsnorm_bwd(b->cmd, dx, dw, y, x, w, rstd, (int)N, (int)C);
 }
 
+/* SwiGLU rows: h (N,2F) and out (N,F), F = C; the backward accumulates into dh. */
+static vkg_status swiglu_case(bench *b, const op_shape *s, double *flops, double *bytes)
+{
+    int backward = s->variant;
+    size_t N = (size_t)s->N, F = (size_t)s->C, n = N * F;
+    vkg_tensor h, out;
+    VKG_TRY(random_tensor(b, 2 * n, &h));
+    VKG_TRY(random_tensor(b, n, &out));
+    *flops = 6.0 * (double)n;
+    *bytes = 4.0 * (double)(3 * n);
+    if (!backward)
+        return vkg_op_swiglu_fwd(b->cmd, out, h, (int)N, (int)F);
+    vkg_tensor dh;
+    VKG_TRY(random_tensor(b, 2 * n, &dh));
+    *flops = 12.0 * (double)n;
+    *bytes = 4.0 * (double)(7 * n);
+    return vkg_op_swiglu_bwd(b->cmd, dh, h, out, (int)N, (int)F);
+}
+
 /* Attention rows: B = 4, T = N / 4, NH = OC; for the backward, out and lse from a forward pass
  * first. Flops count the products a model needs (causal: half of each): q k^T and att v forward,
  * twice that backward; the flash backward's recomputation of the scores is not counted. */
@@ -282,6 +301,8 @@ static vkg_status record_flat(bench *b, const op_shape *s, double *flops, double
 #define RECORD_layernorm_bwd layernorm_case, 1
 #define RECORD_rmsnorm_fwd rmsnorm_case, 0
 #define RECORD_rmsnorm_bwd rmsnorm_case, 1
+#define RECORD_swiglu_fwd swiglu_case, 0
+#define RECORD_swiglu_bwd swiglu_case, 1
 #define RECORD_xent_fwd_bwd bench_xent_fwd_bwd, 0
 #define RECORD_sumsq update_case, 0
 #define RECORD_adamw update_case, 1

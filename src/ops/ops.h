@@ -187,11 +187,22 @@ vkg_status vkg_op_residual_rmsnorm_fwd(vkg_cmd *c, vkg_tensor res, vkg_tensor ou
 vkg_status vkg_op_rmsnorm_bwd(vkg_cmd *c, vkg_tensor dinp, vkg_tensor dweight, vkg_tensor dout,
                               vkg_tensor inp, vkg_tensor weight, vkg_tensor rstd, int N, int C);
 
+/* SwiGLU (src/ops/swiglu.c), as vkg_ref_swiglu_fwd/_bwd: h (N,2F) is the fused gate-and-up
+ * product, per row gate = h[n, 0..F) then up = h[n, F..2F); out (N,F) = silu(gate) * up,
+ * silu(g) = g / (1 + exp(-g)), OVERWRITTEN. Backward: dh (N,2F) += [dout * up * silu'(gate) |
+ * dout * silu(gate)] given dout (N,F), ACCUMULATED, deterministic (one writer per element).
+ * Mixed precision as GELU's: the forward's out and h may be bf16 (h widened, out rounded once),
+ * the backward's h bf16; dh and dout are fp32. */
+vkg_status vkg_op_swiglu_fwd(vkg_cmd *c, vkg_tensor out, vkg_tensor h, int N, int F);
+vkg_status vkg_op_swiglu_bwd(vkg_cmd *c, vkg_tensor dh, vkg_tensor h, vkg_tensor dout, int N,
+                             int F);
+
 /* ---- flat ops: the VKG_FLAT2 / VKG_FLAT3 rows of src/ops/op_table.def ---- */
 
 /* vkg_op_<name>(c, t0, t1[, t2], n): one element-wise op over flat float tensors of n elements
- * (GELU and the residual add, src/ops/pointwise.c), declared here from its table row, where what
- * it computes is stated. n may be 0 (nothing is recorded); each tensor must hold n elements. */
+ * (GELU, squared ReLU and the residual add, src/ops/pointwise.c), declared here from its table row,
+ * where what it computes is stated. n may be 0 (nothing is recorded); each tensor must hold n
+ * elements. */
 #define VKG_FLAT2(name, t0, t1, flops, tag, N, C)                                                  \
     vkg_status vkg_op_##name(vkg_cmd *c, vkg_tensor t0, vkg_tensor t1, size_t n);
 #define VKG_FLAT3(name, t0, t1, t2, flops, tag, N, C)                                              \
