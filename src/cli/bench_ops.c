@@ -8,6 +8,7 @@
  * (bench_stats.c), where the driver gives them; after the table, the fused forms beside their
  * pairs (bench_fused.c). Inputs are random; results are not checked here (the tests do that). */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -210,6 +211,27 @@ static vkg_status swiglu_case(bench *b, const op_shape *s, double *flops, double
     return vkg_op_swiglu_bwd(b->cmd, dh, h, out, (int)N, (int)F);
 }
 
+/* RoPE rows: B = 4, T = N / 4, D = 64, NH = C / D query heads, NKV = OC key/value heads, in
+ * place on qkv (the backward on a gradient of the same shape); inv_freq Llama's theta = 10000. */
+static vkg_status rope_case(bench *b, const op_shape *s, double *flops, double *bytes)
+{
+    int D = 64, NH = s->C / D, NKV = s->OC, T = s->N / 4;
+    size_t rows = (size_t)s->N, W = (size_t)(NH + 2 * NKV) * D;
+    size_t rotated = rows * (size_t)(NH + NKV) * D;
+    vkg_tensor qkv, inv_freq;
+    VKG_TRY(random_tensor(b, rows * W, &qkv));
+    VKG_TRY(random_tensor(b, (size_t)D / 2, &inv_freq));
+    float f[32];
+    for (int i = 0; i < D / 2; i++)
+        f[i] = (float)pow(10000.0, -2.0 * i / D);
+    VKG_TRY(vkg_tensor_write(b->dev, inv_freq, 0, f, sizeof f));
+    *flops = 3.0 * (double)rotated; /* 2 multiplies and an add per element, angles not counted */
+    *bytes = 4.0 * (double)(2 * rotated);
+    if (s->variant)
+        return vkg_op_rope_bwd(b->cmd, qkv, inv_freq, 4, T, NH, NKV, D);
+    return vkg_op_rope_fwd(b->cmd, qkv, inv_freq, 4, T, NH, NKV, D);
+}
+
 /* Attention rows: B = 4, T = N / 4, NH = OC; for the backward, out and lse from a forward pass
  * first. Flops count the products a model needs (causal: half of each): q k^T and att v forward,
  * twice that backward; the flash backward's recomputation of the scores is not counted. */
@@ -303,6 +325,8 @@ static vkg_status record_flat(bench *b, const op_shape *s, double *flops, double
 #define RECORD_rmsnorm_bwd rmsnorm_case, 1
 #define RECORD_swiglu_fwd swiglu_case, 0
 #define RECORD_swiglu_bwd swiglu_case, 1
+#define RECORD_rope_fwd rope_case, 0
+#define RECORD_rope_bwd rope_case, 1
 #define RECORD_xent_fwd_bwd bench_xent_fwd_bwd, 0
 #define RECORD_sumsq update_case, 0
 #define RECORD_adamw update_case, 1

@@ -197,6 +197,23 @@ vkg_status vkg_op_swiglu_fwd(vkg_cmd *c, vkg_tensor out, vkg_tensor h, int N, in
 vkg_status vkg_op_swiglu_bwd(vkg_cmd *c, vkg_tensor dh, vkg_tensor h, vkg_tensor dout, int N,
                              int F);
 
+/* Rotary position embedding (src/ops/rope.c), as vkg_ref_rope_fwd/_bwd, IN PLACE on the q and k
+ * heads of qkv (B,T,(NH + 2 NKV) D) = per position [q (NH heads) | k (NKV heads) | v (NKV
+ * heads)], head dimension D (even), v untouched; positions t = 0..T-1. Hugging Face's Llama
+ * (rotate_half): for i < D/2 and a = t * inv_freq[i],
+ *   x'[i] = x[i] cos a - x[i + D/2] sin a,   x'[i + D/2] = x[i + D/2] cos a + x[i] sin a,
+ * the angle formed exactly and reduced to [-pi, pi] on the device, accurate to about 1e-6 rad
+ * while t * inv_freq < 2^15 * 2 pi (t < 131072 with inv_freq <= 1; shaders/rope.glsl).
+ * inv_freq (D/2, fp32) is the caller's (theta^(-2i/D), or Llama 3's scaled frequencies).
+ * rope_bwd turns the gradient of the rotated qkv (dqkv, same layout, fp32) into the gradient of
+ * the unrotated one, in place (rotation by -a; the v part is left as it is). Each element has one
+ * writer: deterministic. Mixed precision: the forward's qkv may be bf16 (D a multiple of 4),
+ * read widened and rounded once. */
+vkg_status vkg_op_rope_fwd(vkg_cmd *c, vkg_tensor qkv, vkg_tensor inv_freq, int B, int T, int NH,
+                           int NKV, int D);
+vkg_status vkg_op_rope_bwd(vkg_cmd *c, vkg_tensor dqkv, vkg_tensor inv_freq, int B, int T, int NH,
+                           int NKV, int D);
+
 /* ---- flat ops: the VKG_FLAT2 / VKG_FLAT3 rows of src/ops/op_table.def ---- */
 
 /* vkg_op_<name>(c, t0, t1[, t2], n): one element-wise op over flat float tensors of n elements
