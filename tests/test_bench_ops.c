@@ -6,7 +6,7 @@
  *  - the fused forms' section has, for matmul_fwd_gelu and residual_layernorm_fwd, the fused
  *    form beside its two ops in fp32 and in bf16, at B = 4, T = 64 and (the layernorm) at the
  *    training shape B = 8, T = 1024, and its ratio columns are the printed times' ratios;
- *  - the Llama-family ops (RMSNorm, ReLU^2, SwiGLU, RoPE) have their rows, timed. */
+ *  - the Llama-family ops (RMSNorm, ReLU^2, SwiGLU, RoPE, QK-norm) have their rows, timed. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -187,8 +187,8 @@ static void test_fused_rows(void **state)
     free(out);
 }
 
-/* The Llama-family rows (RMSNorm, ReLU^2, SwiGLU, RoPE): each op's row at its llama shape, with
- * a positive time, and --shape llama leaves GPT-2's rows out. */
+/* The Llama-family rows (RMSNorm, ReLU^2, SwiGLU, RoPE, QK-norm): each op's row at its llama shape,
+ * with a positive time, and --shape llama leaves GPT-2's rows out. */
 static void test_llama_rows(void **state)
 {
     (void)state;
@@ -197,6 +197,8 @@ static void test_llama_rows(void **state)
     static const char *const ops[][2] = {
         {"rope_fwd", "llama B4 T64 NH12 NKV4 D64"},
         {"rope_bwd", "llama B4 T64 NH12 NKV4 D64"},
+        {"qknorm_fwd", "llama B4 T64 NH12 NKV4 D64"},
+        {"qknorm_bwd", "llama B4 T64 NH12 NKV4 D64"},
         {"rmsnorm_fwd", "llama 256x768"},
         {"rmsnorm_bwd", "llama 256x768"},
         {"relu2_fwd", "llama 256x3072"},

@@ -232,6 +232,34 @@ static vkg_status rope_case(bench *b, const op_shape *s, double *flops, double *
     return vkg_op_rope_fwd(b->cmd, qkv, inv_freq, 4, T, NH, NKV, D);
 }
 
+/* QK-norm rows: the RoPE rows' shape (D = 64), eps 1e-6; for the backward, rstd from a forward
+ * pass first. */
+static vkg_status qknorm_case(bench *b, const op_shape *s, double *flops, double *bytes)
+{
+    int D = 64, NH = s->C / D, NKV = s->OC, T = s->N / 4;
+    size_t rows = (size_t)s->N, W = (size_t)(NH + 2 * NKV) * D;
+    size_t normed = rows * (size_t)(NH + NKV) * D;
+    vkg_tensor qkv, out, rstd, qw, kw;
+    VKG_TRY(random_tensor(b, rows * W, &qkv));
+    VKG_TRY(random_tensor(b, rows * W, &out));
+    VKG_TRY(random_tensor(b, rows * (size_t)(NH + NKV), &rstd));
+    VKG_TRY(random_tensor(b, (size_t)D, &qw));
+    VKG_TRY(random_tensor(b, (size_t)D, &kw));
+    *flops = 4.0 * (double)normed;
+    *bytes = 4.0 * (double)(2 * rows * W);
+    VKG_TRY(vkg_op_qknorm_fwd(b->cmd, out, rstd, qkv, qw, kw, 4, T, NH, NKV, D, 1e-6f));
+    if (!s->variant)
+        return VKG_OK;
+    vkg_tensor dqkv, dqw, dkw;
+    VKG_TRY(random_tensor(b, rows * W, &dqkv));
+    VKG_TRY(random_tensor(b, (size_t)D, &dqw));
+    VKG_TRY(random_tensor(b, (size_t)D, &dkw));
+    VKG_TRY(run_and_restart(b));
+    *flops = 8.0 * (double)normed;
+    *bytes = 4.0 * (double)(4 * rows * W);
+    return vkg_op_qknorm_bwd(b->cmd, dqkv, dqw, dkw, out, qkv, qw, kw, rstd, 4, T, NH, NKV, D);
+}
+
 /* Attention rows: B = 4, T = N / 4, NH = OC; for the backward, out and lse from a forward pass
  * first. Flops count the products a model needs (causal: half of each): q k^T and att v forward,
  * twice that backward; the flash backward's recomputation of the scores is not counted. */
@@ -327,6 +355,8 @@ static vkg_status record_flat(bench *b, const op_shape *s, double *flops, double
 #define RECORD_swiglu_bwd swiglu_case, 1
 #define RECORD_rope_fwd rope_case, 0
 #define RECORD_rope_bwd rope_case, 1
+#define RECORD_qknorm_fwd qknorm_case, 0
+#define RECORD_qknorm_bwd qknorm_case, 1
 #define RECORD_xent_fwd_bwd bench_xent_fwd_bwd, 0
 #define RECORD_sumsq update_case, 0
 #define RECORD_adamw update_case, 1

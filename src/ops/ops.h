@@ -214,6 +214,24 @@ vkg_status vkg_op_rope_fwd(vkg_cmd *c, vkg_tensor qkv, vkg_tensor inv_freq, int 
 vkg_status vkg_op_rope_bwd(vkg_cmd *c, vkg_tensor dqkv, vkg_tensor inv_freq, int B, int T, int NH,
                            int NKV, int D);
 
+/* QK-norm (src/ops/qknorm.c): RMSNorm without bias over each head's D values of the q and k heads
+ * of qkv (B,T,(NH + 2 NKV) D) = per position [q (NH heads) | k (NKV heads) | v (NKV heads)], with
+ * q_weight (D) shared by the query heads and k_weight (D) by the key heads:
+ *   out = x * rstd * weight, rstd = 1 / sqrt(mean(x^2) + eps) (eps > 0, finite), saved in rstd
+ *   (B,T,NH + NKV) at head h of each position; out (qkv's layout, the v heads copied) and rstd
+ *   OVERWRITTEN; out does not alias qkv.
+ * Backward: dqkv += the RMSNorm input gradient of each q and k head (vkg_op_rmsnorm_bwd's
+ * formula) and dout on the v heads; dq_weight, dk_weight (D) += sum over their head rows of
+ * norm * dout; all ACCUMULATED, deterministic (fixed order, no atomics). fp32 only, and qkv
+ * within the shader index limit (else VKG_ERR_INVALID_ARG naming the op). */
+vkg_status vkg_op_qknorm_fwd(vkg_cmd *c, vkg_tensor out, vkg_tensor rstd, vkg_tensor qkv,
+                             vkg_tensor q_weight, vkg_tensor k_weight, int B, int T, int NH,
+                             int NKV, int D, float eps);
+vkg_status vkg_op_qknorm_bwd(vkg_cmd *c, vkg_tensor dqkv, vkg_tensor dq_weight,
+                             vkg_tensor dk_weight, vkg_tensor dout, vkg_tensor qkv,
+                             vkg_tensor q_weight, vkg_tensor k_weight, vkg_tensor rstd, int B,
+                             int T, int NH, int NKV, int D);
+
 /* ---- flat ops: the VKG_FLAT2 / VKG_FLAT3 rows of src/ops/op_table.def ---- */
 
 /* vkg_op_<name>(c, t0, t1[, t2], n): one element-wise op over flat float tensors of n elements
