@@ -1,7 +1,8 @@
 /* Tests of QK-norm (src/ops/qknorm.c), forward and backward, against the CPU reference's RMSNorm
  * (src/ref, written from the definition) applied to the q heads and to the k heads gathered as
  * rows of D, with the v heads passed through: one head of D = 1, D below and not a multiple of
- * the workgroup (6, 37), grouped-query heads, and 3 x 64 x (12 + 2 * 4) x 64, under the
+ * the workgroup (6, 37), grouped-query heads, 3 x 64 x (12 + 2 * 4) x 64 and more head rows than
+ * a dispatch has workgroups (16400 positions x 4 heads), under the
  * device's and a GPU's tuning. Every output must be finite and within a relative L2 error
  * ||gpu - ref|| / ||ref|| <= VKG_TEST_REL_BOUND (1e-5), the v heads of out exactly qkv's.
  * Forward outputs are poisoned with NaN first; backward outputs start from random values that
@@ -28,8 +29,11 @@ typedef struct shape {
     int B, T, NH, NKV, D;
 } shape;
 
-static const shape SHAPES[] = {
-    {1, 1, 1, 1, 1}, {2, 7, 3, 1, 6}, {1, 33, 4, 2, 37}, {3, 64, 12, 4, 64}};
+static const shape SHAPES[] = {{1, 1, 1, 1, 1},
+                               {2, 7, 3, 1, 6},
+                               {1, 33, 4, 2, 37},
+                               {3, 64, 12, 4, 64},
+                               {1, 16400, 2, 1, 3}}; /* 65600 head rows: beyond one grid */
 #define NSHAPES (sizeof SHAPES / sizeof SHAPES[0])
 
 /* Copy the heads [h0, h0 + nh) of every position of x (rows, W) to rows of D of m (rows * nh,

@@ -6,10 +6,11 @@
  * outputs are poisoned with NaN first; backward outputs start from random values that the
  * reference starts from too, so accumulating is checked against overwriting. The backward must be
  * bitwise reproducible; blocks of rows and the wide dweight kernel (a lowered index limit) must
- * give the bits of one dispatch; the bf16 forms must give exactly the fp32 kernels' bits on the
- * widened values (rounded once for a bf16 out). The reference's backward is checked against
- * finite differences of its forward in double, and a wrong reference must fail the comparison
- * (the checker bites). Wrong sizes are refused naming the tensor. */
+ * give the bits of one dispatch; more rows than a dispatch has workgroups are all normalized; the
+ * bf16 forms must give exactly the fp32 kernels' bits on the widened values (rounded once for a
+ * bf16 out). The reference's backward is checked against finite differences of its forward in
+ * double, and a wrong reference must fail the comparison (the checker bites). Wrong sizes are
+ * refused naming the tensor. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -201,6 +202,35 @@ static void test_blocks_of_rows(void **state)
     llama_expect_words(g, "blocks: dinp", dinp[0], dinp[1], NC);
     llama_expect_words(g, "blocks: dweight", dw[0], dw[1], C);
     free(a), free(b), free(w), free(dout);
+}
+
+/* More rows than one dispatch has workgroups (65535): the row loops must cover the rest. */
+static void test_rows_beyond_the_grid(void **state)
+{
+    vkg_gpu *g = *state;
+    enum { N = 65535 + 40, C = 3 };
+    size_t NC = (size_t)N * C;
+    vkg_test_rng r;
+    vkg_test_rng_seed(&r, 38);
+    float *x = row_inputs(&r, N, C), *w = vkg_test_random(&r, C, 0.5f, 1.5f);
+    float *dout = vkg_test_random(&r, NC, -1, 1), *dinp = vkg_test_random(&r, NC, -1, 1);
+    float *out = vkg_test_alloc(NC), *rstd = vkg_test_alloc(N), dw[C] = {0};
+    vkg_tensor tx = vkg_gpu_upload(g, x, NC * 4), tw = vkg_gpu_upload(g, w, C * 4);
+    vkg_tensor td = vkg_gpu_upload(g, dout, NC * 4), tdinp = vkg_gpu_upload(g, dinp, NC * 4);
+    vkg_tensor tout = vkg_gpu_poisoned(g, NC), trstd = vkg_gpu_poisoned(g, N);
+    vkg_tensor tdw = vkg_gpu_upload(g, dw, sizeof dw);
+    vkg_ref_rmsnorm_fwd(out, rstd, x, w, N, C, 1e-5f);
+    /* the backward pass gets the reference's rstd, as the reference does */
+    vkg_tensor rrstd = vkg_gpu_upload(g, rstd, N * 4);
+    vkg_ref_rmsnorm_bwd(dinp, dw, dout, x, w, rstd, N, C);
+    VKG_ASSERT_OK(vkg_op_rmsnorm_fwd(g->cmd, tout, trstd, tx, tw, N, C, 1e-5f));
+    VKG_ASSERT_OK(vkg_op_rmsnorm_bwd(g->cmd, tdinp, tdw, td, tx, tw, rrstd, N, C));
+    vkg_gpu_run(g);
+    vkg_gpu_expect_ref(g, "rmsnorm_fwd out", tout, out, NC);
+    vkg_gpu_expect_ref(g, "rmsnorm_fwd rstd", trstd, rstd, N);
+    vkg_gpu_expect_ref(g, "rmsnorm_bwd dinp", tdinp, dinp, NC);
+    vkg_gpu_expect_ref(g, "rmsnorm_bwd dweight", tdw, dw, C);
+    free(x), free(w), free(dout), free(dinp), free(out), free(rstd);
 }
 
 /* Mixed precision on N rows x C channels: rmsnorm_fwd reading a bf16 stream (out fp32 and bf16),
@@ -397,6 +427,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_residual_rmsnorm_fwd, vkg_gpu_setup, vkg_gpu_teardown),
         cmocka_unit_test_setup_teardown(test_rmsnorm_bwd, vkg_gpu_setup, vkg_gpu_teardown),
         cmocka_unit_test_setup_teardown(test_blocks_of_rows, vkg_gpu_setup, vkg_gpu_teardown),
+        cmocka_unit_test_setup_teardown(test_rows_beyond_the_grid, vkg_gpu_setup, vkg_gpu_teardown),
         cmocka_unit_test_setup_teardown(test_bf16, vkg_gpu_setup, vkg_gpu_teardown),
         cmocka_unit_test(test_reference_fd),
         cmocka_unit_test_setup_teardown(test_checker_bites, vkg_gpu_setup, vkg_gpu_teardown),
