@@ -93,7 +93,8 @@ static void test_rmsnorm_fwd(void **state)
 }
 
 /* The fused form: res = a + b exactly as fp32 adds (the reference's double sum rounded once is
- * the same value), out and rstd as the reference's RMSNorm of that res. */
+ * the same value), out and rstd as the reference's RMSNorm of that res, and all three the bits
+ * of residual_fwd followed by rmsnorm_fwd. */
 static void test_residual_rmsnorm_fwd(void **state)
 {
     vkg_gpu *g = *state;
@@ -119,6 +120,17 @@ static void test_residual_rmsnorm_fwd(void **state)
         assert_true(cr.max_abs == 0.0);
         vkg_gpu_expect_ref(g, "residual_rmsnorm_fwd out", tout, out, NC);
         vkg_gpu_expect_ref(g, "residual_rmsnorm_fwd rstd", trstd, rstd, N);
+        /* the bits of the two ops it fuses */
+        vkg_tensor pres = vkg_gpu_poisoned(g, NC), pout = vkg_gpu_poisoned(g, NC);
+        vkg_tensor prstd = vkg_gpu_poisoned(g, N);
+        VKG_ASSERT_OK(vkg_op_residual_fwd(g->cmd, pres, ta, tb, NC));
+        vkg_gpu_run(g);
+        VKG_ASSERT_OK(
+            vkg_op_rmsnorm_fwd(g->cmd, pout, prstd, pres, tw, N, C, SHAPES[s % NSHAPES].eps));
+        vkg_gpu_run(g);
+        llama_expect_words(g, "residual_rmsnorm_fwd res vs the pair", tres, pres, NC);
+        llama_expect_words(g, "residual_rmsnorm_fwd out vs the pair", tout, pout, NC);
+        llama_expect_words(g, "residual_rmsnorm_fwd rstd vs the pair", trstd, prstd, N);
         free(a), free(b), free(w), free(res), free(out), free(rstd);
     }
 }
