@@ -5,7 +5,8 @@
  *    followed by at least one pipeline line carrying a named statistic;
  *  - the fused forms' section has, for matmul_fwd_gelu and residual_layernorm_fwd, the fused
  *    form beside its two ops in fp32 and in bf16, at B = 4, T = 64 and (the layernorm) at the
- *    training shape B = 8, T = 1024, and its ratio columns are the printed times' ratios. */
+ *    training shape B = 8, T = 1024, and its ratio columns are the printed times' ratios;
+ *  - the Llama-family ops (RMSNorm, ReLU^2, SwiGLU, RoPE, QK-norm) have their rows, timed. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -186,11 +187,46 @@ static void test_fused_rows(void **state)
     free(out);
 }
 
+/* The Llama-family rows (RMSNorm, ReLU^2, SwiGLU, RoPE, QK-norm): each op's row at its llama shape,
+ * with a positive time, and --shape llama leaves GPT-2's rows out. */
+static void test_llama_rows(void **state)
+{
+    (void)state;
+    const char *const args[] = {"--shape", "llama", "--iters", "1", NULL};
+    char *out = bench_ops(args);
+    static const char *const ops[][2] = {
+        {"rope_fwd", "llama B4 T64 NH12 NKV4 D64"},
+        {"rope_bwd", "llama B4 T64 NH12 NKV4 D64"},
+        {"qknorm_fwd", "llama B4 T64 NH12 NKV4 D64"},
+        {"qknorm_bwd", "llama B4 T64 NH12 NKV4 D64"},
+        {"rmsnorm_fwd", "llama 256x768"},
+        {"rmsnorm_bwd", "llama 256x768"},
+        {"relu2_fwd", "llama 256x3072"},
+        {"relu2_bwd", "llama 256x3072"},
+        {"swiglu_fwd", "llama 256x2048"},
+        {"swiglu_bwd", "llama 256x2048"},
+    };
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
+        char head[64];
+        snprintf(head, sizeof head, "\n%s ", ops[i][0]);
+        const char *at = strstr(out, head), *tag = at ? strstr(at, ops[i][1]) : NULL;
+        const char *eol = at ? strchr(at + 1, '\n') : NULL;
+        if (!at || !tag || (eol && tag > eol))
+            fail_msg("no row '%s' at '%s' in:\n%s", ops[i][0], ops[i][1], out);
+        double ms = 0;
+        if (sscanf(tag + strlen(ops[i][1]), "%lf", &ms) != 1 || !(ms > 0))
+            fail_msg("row '%s' has no positive time", ops[i][0]);
+    }
+    assert_null(strstr(out, "gpt2"));
+    free(out);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stats_lines),
         cmocka_unit_test(test_fused_rows),
+        cmocka_unit_test(test_llama_rows),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -8,6 +8,7 @@
  * (bench_stats.c), where the driver gives them; after the table, the fused forms beside their
  * pairs (bench_fused.c). Inputs are random; results are not checked here (the tests do that). */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -168,6 +169,97 @@ static vkg_status layernorm_case(bench *b, const op_shape *s, double *flops, dou
     return vkg_op_layernorm_bwd(b->cmd, dx, dw, db, y, x, w, mean, rstd, (int)N, (int)C);
 }
 
+/* RMSNorm rows (eps 1e-5): the forward, and for the backward its inputs computed first. */
+static vkg_status rmsnorm_case(bench *b, const op_shape *s, double *flops, double *bytes)
+{
+    int backward = s->variant;
+    size_t N = (size_t)s->N, C = (size_t)s->C, n = N * C;
+    vkg_tensor x, y, rstd, w, dx, dw;
+    VKG_TRY(random_tensor(b, n, &x));
+    VKG_TRY(random_tensor(b, n, &y));
+    VKG_TRY(random_tensor(b, N, &rstd));
+    VKG_TRY(random_tensor(b, C, &w));
+    *flops = 4.0 * (double)n;
+    *bytes = 4.0 * (double)(2 * n);
+    VKG_TRY(vkg_op_rmsnorm_fwd(b->cmd, y, rstd, x, w, (int)N, (int)C, 1e-5f));
+    if (!backward)
+        return VKG_OK;
+    VKG_TRY(random_tensor(b, n, &dx));
+    VKG_TRY(random_tensor(b, C, &dw));
+    VKG_TRY(run_and_restart(b));
+    *flops = 8.0 * (double)n;
+    *bytes = 4.0 * (double)(4 * n);
+    return vkg_op_rmsnorm_bwd(b->cmd, dx, dw, y, x, w, rstd, (int)N, (int)C);
+}
+
+/* SwiGLU rows: h (N,2F) and out (N,F), F = C; the backward accumulates into dh. */
+static vkg_status swiglu_case(bench *b, const op_shape *s, double *flops, double *bytes)
+{
+    int backward = s->variant;
+    size_t N = (size_t)s->N, F = (size_t)s->C, n = N * F;
+    vkg_tensor h, out;
+    VKG_TRY(random_tensor(b, 2 * n, &h));
+    VKG_TRY(random_tensor(b, n, &out));
+    *flops = 6.0 * (double)n;
+    *bytes = 4.0 * (double)(3 * n);
+    if (!backward)
+        return vkg_op_swiglu_fwd(b->cmd, out, h, (int)N, (int)F);
+    vkg_tensor dh;
+    VKG_TRY(random_tensor(b, 2 * n, &dh));
+    *flops = 12.0 * (double)n;
+    *bytes = 4.0 * (double)(7 * n);
+    return vkg_op_swiglu_bwd(b->cmd, dh, h, out, (int)N, (int)F);
+}
+
+/* RoPE rows: B = 4, T = N / 4, D = 64, NH = C / D query heads, NKV = OC key/value heads, in
+ * place on qkv (the backward on a gradient of the same shape); inv_freq Llama's theta = 10000. */
+static vkg_status rope_case(bench *b, const op_shape *s, double *flops, double *bytes)
+{
+    int D = 64, NH = s->C / D, NKV = s->OC, T = s->N / 4;
+    size_t rows = (size_t)s->N, W = (size_t)(NH + 2 * NKV) * D;
+    size_t rotated = rows * (size_t)(NH + NKV) * D;
+    vkg_tensor qkv, inv_freq;
+    VKG_TRY(random_tensor(b, rows * W, &qkv));
+    VKG_TRY(random_tensor(b, (size_t)D / 2, &inv_freq));
+    float f[32];
+    for (int i = 0; i < D / 2; i++)
+        f[i] = (float)pow(10000.0, -2.0 * i / D);
+    VKG_TRY(vkg_tensor_write(b->dev, inv_freq, 0, f, sizeof f));
+    *flops = 3.0 * (double)rotated; /* 2 multiplies and an add per element, angles not counted */
+    *bytes = 4.0 * (double)(2 * rotated);
+    if (s->variant)
+        return vkg_op_rope_bwd(b->cmd, qkv, inv_freq, 4, T, NH, NKV, D);
+    return vkg_op_rope_fwd(b->cmd, qkv, inv_freq, 4, T, NH, NKV, D);
+}
+
+/* QK-norm rows: the RoPE rows' shape (D = 64), eps 1e-6; for the backward, rstd from a forward
+ * pass first. */
+static vkg_status qknorm_case(bench *b, const op_shape *s, double *flops, double *bytes)
+{
+    int D = 64, NH = s->C / D, NKV = s->OC, T = s->N / 4;
+    size_t rows = (size_t)s->N, W = (size_t)(NH + 2 * NKV) * D;
+    size_t normed = rows * (size_t)(NH + NKV) * D;
+    vkg_tensor qkv, out, rstd, qw, kw;
+    VKG_TRY(random_tensor(b, rows * W, &qkv));
+    VKG_TRY(random_tensor(b, rows * W, &out));
+    VKG_TRY(random_tensor(b, rows * (size_t)(NH + NKV), &rstd));
+    VKG_TRY(random_tensor(b, (size_t)D, &qw));
+    VKG_TRY(random_tensor(b, (size_t)D, &kw));
+    *flops = 4.0 * (double)normed;
+    *bytes = 4.0 * (double)(2 * rows * W);
+    VKG_TRY(vkg_op_qknorm_fwd(b->cmd, out, rstd, qkv, qw, kw, 4, T, NH, NKV, D, 1e-6f));
+    if (!s->variant)
+        return VKG_OK;
+    vkg_tensor dqkv, dqw, dkw;
+    VKG_TRY(random_tensor(b, rows * W, &dqkv));
+    VKG_TRY(random_tensor(b, (size_t)D, &dqw));
+    VKG_TRY(random_tensor(b, (size_t)D, &dkw));
+    VKG_TRY(run_and_restart(b));
+    *flops = 8.0 * (double)normed;
+    *bytes = 4.0 * (double)(4 * rows * W);
+    return vkg_op_qknorm_bwd(b->cmd, dqkv, dqw, dkw, out, qkv, qw, kw, rstd, 4, T, NH, NKV, D);
+}
+
 /* Attention rows: B = 4, T = N / 4, NH = OC; for the backward, out and lse from a forward pass
  * first. Flops count the products a model needs (causal: half of each): q k^T and att v forward,
  * twice that backward; the flash backward's recomputation of the scores is not counted. */
@@ -257,6 +349,14 @@ static vkg_status record_flat(bench *b, const op_shape *s, double *flops, double
 #define RECORD_encoder_bwd encoder_case, 1
 #define RECORD_layernorm_fwd layernorm_case, 0
 #define RECORD_layernorm_bwd layernorm_case, 1
+#define RECORD_rmsnorm_fwd rmsnorm_case, 0
+#define RECORD_rmsnorm_bwd rmsnorm_case, 1
+#define RECORD_swiglu_fwd swiglu_case, 0
+#define RECORD_swiglu_bwd swiglu_case, 1
+#define RECORD_rope_fwd rope_case, 0
+#define RECORD_rope_bwd rope_case, 1
+#define RECORD_qknorm_fwd qknorm_case, 0
+#define RECORD_qknorm_bwd qknorm_case, 1
 #define RECORD_xent_fwd_bwd bench_xent_fwd_bwd, 0
 #define RECORD_sumsq update_case, 0
 #define RECORD_adamw update_case, 1

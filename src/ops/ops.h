@@ -168,11 +168,76 @@ vkg_status vkg_op_layernorm_bwd(vkg_cmd *c, vkg_tensor dinp, vkg_tensor dweight,
                                 vkg_tensor dout, vkg_tensor inp, vkg_tensor weight, vkg_tensor mean,
                                 vkg_tensor rstd, int N, int C);
 
+/* RMSNorm over rows of C (src/ops/rmsnorm.c), as vkg_ref_rmsnorm_fwd/_bwd: rstd (N) = 1 /
+ * sqrt(mean_c(inp^2) + eps), out (N,C) = inp * rstd * weight (no bias, no mean subtracted), both
+ * OVERWRITTEN; eps > 0 and finite (Llama: 1e-5 or 1e-6). Backward, with norm = inp * rstd and
+ * dnorm = weight * dout: dinp (N,C) += rstd * (dnorm - norm * mean_c(dnorm * norm)) and dweight
+ * (C) += sum over rows of norm * dout, both ACCUMULATED, deterministic (fixed order, no atomics).
+ * Mixed precision as the layernorm's: out may be bf16 (rounded once) and inp bf16 (the residual
+ * stream, read widened), in both passes; a bf16 tensor needs C even. */
+vkg_status vkg_op_rmsnorm_fwd(vkg_cmd *c, vkg_tensor out, vkg_tensor rstd, vkg_tensor inp,
+                              vkg_tensor weight, int N, int C, float eps);
+/* The residual add and the RMSNorm after it in one dispatch: res (N,C) = a + b (as
+ * vkg_op_residual_fwd), then vkg_op_rmsnorm_fwd of res (out fp32 or bf16; b fp32 or bf16,
+ * widened; res and a both fp32 or both bf16, the residual stream's type, res then rounded once
+ * and normalized as rounded; C even for any bf16 tensor). res aliases neither a nor b. */
+vkg_status vkg_op_residual_rmsnorm_fwd(vkg_cmd *c, vkg_tensor res, vkg_tensor out, vkg_tensor rstd,
+                                       vkg_tensor a, vkg_tensor b, vkg_tensor weight, int N, int C,
+                                       float eps);
+vkg_status vkg_op_rmsnorm_bwd(vkg_cmd *c, vkg_tensor dinp, vkg_tensor dweight, vkg_tensor dout,
+                              vkg_tensor inp, vkg_tensor weight, vkg_tensor rstd, int N, int C);
+
+/* SwiGLU (src/ops/swiglu.c), as vkg_ref_swiglu_fwd/_bwd: h (N,2F) is the fused gate-and-up
+ * product, per row gate = h[n, 0..F) then up = h[n, F..2F); out (N,F) = silu(gate) * up,
+ * silu(g) = g / (1 + exp(-g)), OVERWRITTEN. Backward: dh (N,2F) += [dout * up * silu'(gate) |
+ * dout * silu(gate)] given dout (N,F), ACCUMULATED, deterministic (one writer per element).
+ * Mixed precision as GELU's: the forward's out and h may be bf16 (h widened, out rounded once),
+ * the backward's h bf16; dh and dout are fp32. */
+vkg_status vkg_op_swiglu_fwd(vkg_cmd *c, vkg_tensor out, vkg_tensor h, int N, int F);
+vkg_status vkg_op_swiglu_bwd(vkg_cmd *c, vkg_tensor dh, vkg_tensor h, vkg_tensor dout, int N,
+                             int F);
+
+/* Rotary position embedding (src/ops/rope.c), as vkg_ref_rope_fwd/_bwd, IN PLACE on the q and k
+ * heads of qkv (B,T,(NH + 2 NKV) D) = per position [q (NH heads) | k (NKV heads) | v (NKV
+ * heads)], head dimension D (even), v untouched; positions t = 0..T-1. Hugging Face's Llama
+ * (rotate_half): for i < D/2 and a = t * inv_freq[i],
+ *   x'[i] = x[i] cos a - x[i + D/2] sin a,   x'[i + D/2] = x[i + D/2] cos a + x[i] sin a,
+ * the angle formed exactly and reduced to [-pi, pi] on the device, accurate to about 1e-6 rad
+ * while t * inv_freq < 2^15 * 2 pi (t < 131072 with inv_freq <= 1; shaders/rope.glsl).
+ * inv_freq (D/2, fp32) is the caller's (theta^(-2i/D), or Llama 3's scaled frequencies).
+ * rope_bwd turns the gradient of the rotated qkv (dqkv, same layout, fp32) into the gradient of
+ * the unrotated one, in place (rotation by -a; the v part is left as it is). Each element has one
+ * writer: deterministic. Mixed precision: the forward's qkv may be bf16 (D a multiple of 4),
+ * read widened and rounded once. */
+vkg_status vkg_op_rope_fwd(vkg_cmd *c, vkg_tensor qkv, vkg_tensor inv_freq, int B, int T, int NH,
+                           int NKV, int D);
+vkg_status vkg_op_rope_bwd(vkg_cmd *c, vkg_tensor dqkv, vkg_tensor inv_freq, int B, int T, int NH,
+                           int NKV, int D);
+
+/* QK-norm (src/ops/qknorm.c): RMSNorm without bias over each head's D values of the q and k heads
+ * of qkv (B,T,(NH + 2 NKV) D) = per position [q (NH heads) | k (NKV heads) | v (NKV heads)], with
+ * q_weight (D) shared by the query heads and k_weight (D) by the key heads:
+ *   out = x * rstd * weight, rstd = 1 / sqrt(mean(x^2) + eps) (eps > 0, finite), saved in rstd
+ *   (B,T,NH + NKV) at head h of each position; out (qkv's layout, the v heads copied) and rstd
+ *   OVERWRITTEN; out does not alias qkv.
+ * Backward: dqkv += the RMSNorm input gradient of each q and k head (vkg_op_rmsnorm_bwd's
+ * formula) and dout on the v heads; dq_weight, dk_weight (D) += sum over their head rows of
+ * norm * dout; all ACCUMULATED, deterministic (fixed order, no atomics). fp32 only, and qkv
+ * within the shader index limit (else VKG_ERR_INVALID_ARG naming the op). */
+vkg_status vkg_op_qknorm_fwd(vkg_cmd *c, vkg_tensor out, vkg_tensor rstd, vkg_tensor qkv,
+                             vkg_tensor q_weight, vkg_tensor k_weight, int B, int T, int NH,
+                             int NKV, int D, float eps);
+vkg_status vkg_op_qknorm_bwd(vkg_cmd *c, vkg_tensor dqkv, vkg_tensor dq_weight,
+                             vkg_tensor dk_weight, vkg_tensor dout, vkg_tensor qkv,
+                             vkg_tensor q_weight, vkg_tensor k_weight, vkg_tensor rstd, int B,
+                             int T, int NH, int NKV, int D);
+
 /* ---- flat ops: the VKG_FLAT2 / VKG_FLAT3 rows of src/ops/op_table.def ---- */
 
 /* vkg_op_<name>(c, t0, t1[, t2], n): one element-wise op over flat float tensors of n elements
- * (GELU and the residual add, src/ops/pointwise.c), declared here from its table row, where what
- * it computes is stated. n may be 0 (nothing is recorded); each tensor must hold n elements. */
+ * (GELU, squared ReLU and the residual add, src/ops/pointwise.c), declared here from its table row,
+ * where what it computes is stated. n may be 0 (nothing is recorded); each tensor must hold n
+ * elements. */
 #define VKG_FLAT2(name, t0, t1, flops, tag, N, C)                                                  \
     vkg_status vkg_op_##name(vkg_cmd *c, vkg_tensor t0, vkg_tensor t1, size_t n);
 #define VKG_FLAT3(name, t0, t1, t2, flops, tag, N, C)                                              \

@@ -1,10 +1,10 @@
-/* Pointwise ops of the transformer block: GELU (tanh approximation) and the residual add,
- * forward and backward. Mixed precision: gelu_fwd's out and inp, gelu_bwd's inp and every tensor
- * of residual_fwd may be bf16 (stored activations, the residual stream among them), read
- * widened, computed in fp32, rounded once when stored. One invocation
- * per element, grid-stride over n. Forward passes overwrite, backward passes accumulate. Above the
- * shader index limit the tensors are cut into chunks, one dispatch each with every base address
- * advanced alike (no element depends on another, so the results are the same). */
+/* Pointwise ops of the transformer block: GELU (tanh approximation), squared ReLU and the
+ * residual add, forward and backward. Mixed precision: gelu_fwd's and relu2_fwd's out and inp,
+ * gelu_bwd's and relu2_bwd's inp and every tensor of residual_fwd may be bf16 (stored activations,
+ * the residual stream among them), read widened, computed in fp32, rounded once when stored. One
+ * invocation per element, grid-stride over n. Forward passes overwrite, backward passes accumulate.
+ * Above the shader index limit the tensors are cut into chunks, one dispatch each with every base
+ * address advanced alike (no element depends on another, so the results are the same). */
 #include "ops/op_util.h"
 #include "ops/ops.h"
 
@@ -18,6 +18,7 @@ typedef struct push3 {
 VKG_PUSH_CHECK(push3, gelu_bwd);
 VKG_PUSH_CHECK(push3, residual_fwd);
 VKG_PUSH_CHECK(push3, residual_bwd);
+VKG_PUSH_CHECK(push3, relu2_bwd);
 
 typedef struct push2 {
     uint64_t x, y;
@@ -25,6 +26,7 @@ typedef struct push2 {
     uint32_t pad_;
 } push2;
 VKG_PUSH_CHECK(push2, gelu_fwd);
+VKG_PUSH_CHECK(push2, relu2_fwd);
 
 /* Record the op over n elements: one dispatch when n is within the limit, else one per chunk, with
  * every address in addr[0..nt) advanced by the chunk's offset and *count set to its length
@@ -96,6 +98,30 @@ vkg_status vkg_op_gelu_bwd(vkg_cmd *c, vkg_tensor dinp, vkg_tensor inp, vkg_tens
     VKG_TRY(vkg__op_need(op, "dout", dout, n));
     push3 p = {.x = dinp.addr, .y = inp.addr, .z = dout.addr};
     return dispatch3(c, VKG_KERNEL_gelu_bwd, op, limit, &p, n, bf16_bit(inp, 1));
+}
+
+vkg_status vkg_op_relu2_fwd(vkg_cmd *c, vkg_tensor out, vkg_tensor inp, size_t n)
+{
+    const char *op = "relu2_fwd";
+    size_t limit;
+    VKG_TRY(vkg__op_limit(op, &limit));
+    VKG_TRY(vkg__op_need_any(op, "out", out, n));
+    VKG_TRY(vkg__op_need_any(op, "inp", inp, n));
+    push2 p = {.x = out.addr, .y = inp.addr};
+    return dispatch2(c, VKG_KERNEL_relu2_fwd, op, limit, &p, n,
+                     bf16_bit(out, 0) | bf16_bit(inp, 1));
+}
+
+vkg_status vkg_op_relu2_bwd(vkg_cmd *c, vkg_tensor dinp, vkg_tensor inp, vkg_tensor dout, size_t n)
+{
+    const char *op = "relu2_bwd";
+    size_t limit;
+    VKG_TRY(vkg__op_limit(op, &limit));
+    VKG_TRY(vkg__op_need(op, "dinp", dinp, n));
+    VKG_TRY(vkg__op_need_any(op, "inp", inp, n));
+    VKG_TRY(vkg__op_need(op, "dout", dout, n));
+    push3 p = {.x = dinp.addr, .y = inp.addr, .z = dout.addr};
+    return dispatch3(c, VKG_KERNEL_relu2_bwd, op, limit, &p, n, bf16_bit(inp, 1));
 }
 
 vkg_status vkg_op_residual_fwd(vkg_cmd *c, vkg_tensor out, vkg_tensor a, vkg_tensor b, size_t n)

@@ -66,7 +66,34 @@
     /* sum of squares of x (accumulated in double) */                                              \
     double vkg_ref_sumsq##sfx(const real *x, size_t n);                                            \
     void vkg_ref_fill##sfx(real *x, real value, size_t n);                                         \
-    void vkg_ref_scale##sfx(real *x, real factor, size_t n);
+    void vkg_ref_scale##sfx(real *x, real factor, size_t n);                                       \
+    /* ---- Llama-family layers (ref_llama_impl.h) ----                                            \
+     * RMSNorm per row of N: rstd (N) = 1 / sqrt(mean_c(x^2) + eps), out (N,C) = x * rstd *        \
+     * weight (no bias, no mean subtracted). Backward, with norm = x * rstd and dnorm = weight *   \
+     * dout: dinp += rstd * (dnorm - norm * mean_c(dnorm * norm)); dweight += sum_n norm * dout.   \
+     */                                                                                            \
+    void vkg_ref_rmsnorm_fwd##sfx(real *out, real *rstd, const real *inp, const real *weight,      \
+                                  int N, int C, double eps);                                       \
+    void vkg_ref_rmsnorm_bwd##sfx(real *dinp, real *dweight, const real *dout, const real *inp,    \
+                                  const real *weight, const real *rstd, int N, int C);             \
+    /* SwiGLU: h (N,2F) holds [gate | up] per row (gate = h[n, :F], up = h[n, F:]);                \
+     * out (N,F) = silu(gate) * up, silu(g) = g / (1 + exp(-g)). Backward: dh (N,2F) +=            \
+     * [dout * up * silu'(gate) | dout * silu(gate)], silu'(g) = s (1 + g (1 - s)), s = sigmoid.   \
+     */                                                                                            \
+    void vkg_ref_swiglu_fwd##sfx(real *out, const real *h, int N, int F);                          \
+    void vkg_ref_swiglu_bwd##sfx(real *dh, const real *h, const real *dout, int N, int F);         \
+    /* ReLU^2: out = max(x, 0)^2; dinp += 2 max(x, 0) dout */                                      \
+    void vkg_ref_relu2_fwd##sfx(real *out, const real *inp, size_t n);                             \
+    void vkg_ref_relu2_bwd##sfx(real *dinp, const real *inp, const real *dout, size_t n);          \
+    /* Rotary position embedding (Hugging Face Llama, rotate_half), IN PLACE on the q and k heads  \
+     * of qkv (B,T,(NH + 2 NKV) D) = [q (NH heads) | k (NKV) | v (NKV)], v untouched: for each     \
+     * head, position t and i < D/2, a = t * inv_freq[i] (cos, sin in double):                     \
+     *   x'[i] = x[i] cos a - x[i + D/2] sin a;  x'[i + D/2] = x[i + D/2] cos a + x[i] sin a.      \
+     * rope_bwd rotates the gradient dqkv (same layout) by -a in place (the transpose). */         \
+    void vkg_ref_rope_fwd##sfx(real *qkv, const real *inv_freq, int B, int T, int NH, int NKV,     \
+                               int D);                                                             \
+    void vkg_ref_rope_bwd##sfx(real *dqkv, const real *inv_freq, int B, int T, int NH, int NKV,    \
+                               int D);
 
 VKG_REF_DECLARE(float, )
 VKG_REF_DECLARE(double, _f64)

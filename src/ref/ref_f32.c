@@ -10,3 +10,4 @@
 #define real float
 #define REF_SFX
 #include "ref/ref_impl.h"
+#include "ref/ref_llama_impl.h"

@@ -10,3 +10,4 @@
 #define real double
 #define REF_SFX _f64
 #include "ref/ref_impl.h"
+#include "ref/ref_llama_impl.h"
