@@ -1,4 +1,4 @@
-/* Fuzz target: encoder.json (src/data/json.c and the encoder loading of src/data/bpe.c), parsed
+/* Fuzz target: encoder.json (src/base/json.c and the encoder loading of src/data/bpe.c), parsed
  * from memory beside the fixed vocab.bpe of fuzz/vocab_small. An accepted vocabulary must encode
  * and decode the input itself losslessly (every byte has a token, every id is in range). */
 #include "fuzz_bpe.h"

@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "os/file.h"
-#include "data/json.h"
+#include "base/json.h"
 #include "data/tokenizer_internal.h"
 #include "data/unicode.h"
 #include "testutil.h"

@@ -1,7 +1,7 @@
 /* The library's internal interfaces the command-line tool uses beyond its public API
  * (include/vkgpt/): the one place where src/cli reaches into the library. Every other file of
  * src/cli includes only its own headers, the public ones, this one and the support below the
- * library (os/: clock, file-name patterns; base/: errors, parsing, escaping; data/json.h: a JSON
+ * library (os/: clock, file-name patterns; base/: errors, parsing, escaping; base/json.h: a JSON
  * reader of no dependencies), which its unit tests compile alone (tests/check_cli_includes.cmake
  * fails the tests otherwise). So what the tool depends on inside the library is listed here,
  * each with why. These interfaces may change with the library; the public headers are the ones

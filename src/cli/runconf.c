@@ -14,7 +14,7 @@
 #include "os/file.h"
 #include "base/error.h"
 #include "base/escape.h"
-#include "data/json.h"
+#include "base/json.h"
 
 /* The shortest %g text of v that reads back as the same float (is_float) or double. */
 static void real_text(double v, int is_float, char *buf, size_t cap)

@@ -14,7 +14,7 @@
 
 #include "base/error.h"
 #include "base/escape.h"
-#include "data/json.h"
+#include "base/json.h"
 #include "data/tokenizer_internal.h"
 #include "data/unicode.h"
 

@@ -10,14 +10,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/json.h" /* vkg__utf8_encode */
 #include "vkgpt/status.h"
 
 /* Decode the UTF-8 sequence at s (n > 0 bytes available). Returns its length in bytes (1..4) and
  * sets *cp; an invalid or truncated sequence counts as one byte with *cp = -1. */
 size_t vkg__utf8_decode(const unsigned char *s, size_t n, int32_t *cp);
-
-/* Encode cp (< 0x110000) as UTF-8 into out; returns the length (1..4). */
-size_t vkg__utf8_encode(uint32_t cp, char out[4]);
 
 /* GPT-2's reversible byte -> code point map (printable Latin-1 bytes map to themselves, the rest
  * to 256 + n). */

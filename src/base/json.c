@@ -1,6 +1,6 @@
 /* The minimal pull-style JSON reader described in json.h. Strictness over leniency: anything it
  * does not understand is a VKG_ERR_FORMAT naming the file and the byte offset. */
-#include "data/json.h"
+#include "base/json.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -8,7 +8,6 @@
 
 #include "base/error.h"
 #include "base/escape.h"
-#include "data/unicode.h"
 
 void vkg__json_init(vkg__json *j, const char *text, size_t n, const char *name)
 {
@@ -16,6 +15,30 @@ void vkg__json_init(vkg__json *j, const char *text, size_t n, const char *name)
     j->p = text;
     j->end = text + n;
     j->name = name;
+}
+
+size_t vkg__utf8_encode(uint32_t cp, char out[4])
+{
+    if (cp < 0x80) {
+        out[0] = (char)cp;
+        return 1;
+    }
+    if (cp < 0x800) {
+        out[0] = (char)(0xC0 | (cp >> 6));
+        out[1] = (char)(0x80 | (cp & 0x3F));
+        return 2;
+    }
+    if (cp < 0x10000) {
+        out[0] = (char)(0xE0 | (cp >> 12));
+        out[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
+        out[2] = (char)(0x80 | (cp & 0x3F));
+        return 3;
+    }
+    out[0] = (char)(0xF0 | (cp >> 18));
+    out[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
+    out[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
+    out[3] = (char)(0x80 | (cp & 0x3F));
+    return 4;
 }
 
 static long offset(const vkg__json *j)

@@ -1,11 +1,13 @@
 /* A minimal pull-style JSON reader: enough for OpenAI's encoder.json (one object of string keys
  * and integer values) and test case files (arrays of objects with strings and integer arrays).
  * It does not build a tree, does not parse floating-point numbers, and does not allocate except
- * for the caller's string buffer. Internal to vkgpt (tests use it too). */
-#ifndef VKG_DATA_JSON_H
-#define VKG_DATA_JSON_H
+ * for the caller's string buffer. Internal to vkgpt (tests use it too); in src/base, below every
+ * layer that reads JSON (tokenizers, run.json, safetensors headers, model configs). */
+#ifndef VKG_BASE_JSON_H
+#define VKG_BASE_JSON_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "vkgpt/status.h"
 
@@ -43,5 +45,8 @@ vkg_status vkg__json_int(vkg__json *j, long long *v);
 
 /* Skip whitespace and require that the document ends here. */
 vkg_status vkg__json_end(vkg__json *j);
+
+/* Encode cp (< 0x110000) as UTF-8 into out; returns the length (1..4). */
+size_t vkg__utf8_encode(uint32_t cp, char out[4]);
 
 #endif
