@@ -19,7 +19,12 @@
 
 vkg_model_config vkg_ck_config(int maxT)
 {
-    vkg_model_config c = {maxT, 50, vkg_model_pad_vocab(50), 2, 2, 8};
+    vkg_model_config c = {.max_seq_len = maxT,
+                          .vocab_size = 50,
+                          .padded_vocab_size = vkg_model_pad_vocab(50),
+                          .num_layers = 2,
+                          .num_heads = 2,
+                          .channels = 8};
     return c;
 }
 

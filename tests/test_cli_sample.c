@@ -39,7 +39,12 @@ static const unsigned char chosen[] = {0x1b, 0x07, 0x08, 0x0d, 0x9b, 0xc2, 'A', 
  * -30 for the rest (end-of-text included). */
 static int write_model(void)
 {
-    vkg_model_config c = {64, 257, vkg_model_pad_vocab(257), 1, 1, 8};
+    vkg_model_config c = {.max_seq_len = 64,
+                          .vocab_size = 257,
+                          .padded_vocab_size = vkg_model_pad_vocab(257),
+                          .num_layers = 1,
+                          .num_heads = 1,
+                          .channels = 8};
     size_t n = vkg_model_num_params(&c);
     vkg_param_table pt;
     float *p = calloc(n, sizeof *p);

@@ -41,6 +41,63 @@ static const vkg_model_config configs[] = {
 };
 #define NCONFIGS ((int)(sizeof configs / sizeof configs[0]))
 
+/* Small Llama-family configurations: GQA with a tied embedding; Qwen 3's QK-norm, explicit head
+ * dim and untied head; Qwen 2's q/k/v biases with ReLU^2; GPT-2's sizes with an untied head. */
+static const vkg_model_config family[] = {
+    {.max_seq_len = 32,
+     .vocab_size = 100,
+     .padded_vocab_size = 128,
+     .num_layers = 4,
+     .num_heads = 4,
+     .channels = 32,
+     .num_kv_heads = 2,
+     .mlp_hidden = 48,
+     .mlp = VKG_MLP_SWIGLU,
+     .norm = VKG_NORM_RMS,
+     .pos = VKG_POS_ROPE,
+     .bias = VKG_BIAS_NONE},
+    {.max_seq_len = 32,
+     .vocab_size = 300,
+     .padded_vocab_size = 384,
+     .num_layers = 3,
+     .num_heads = 4,
+     .channels = 24,
+     .num_kv_heads = 1,
+     .head_dim = 16,
+     .mlp_hidden = 40,
+     .mlp = VKG_MLP_SWIGLU,
+     .norm = VKG_NORM_RMS,
+     .pos = VKG_POS_ROPE,
+     .qk_norm = 1,
+     .bias = VKG_BIAS_NONE,
+     .untied = 1},
+    {.max_seq_len = 16,
+     .vocab_size = 128,
+     .padded_vocab_size = 128,
+     .num_layers = 2,
+     .num_heads = 2,
+     .channels = 16,
+     .mlp = VKG_MLP_RELU2,
+     .norm = VKG_NORM_RMS,
+     .pos = VKG_POS_ROPE,
+     .bias = VKG_BIAS_QKV},
+    {.max_seq_len = 16,
+     .vocab_size = 50,
+     .padded_vocab_size = 128,
+     .num_layers = 2,
+     .num_heads = 2,
+     .channels = 8,
+     .untied = 1},
+};
+#define NFAMILY ((int)(sizeof family / sizeof family[0]))
+
+/* configs then family: every configuration the walks below are checked on */
+static const vkg_model_config *any_config(int i)
+{
+    return i < NCONFIGS ? &configs[i] : &family[i - NCONFIGS];
+}
+#define NANY (NCONFIGS + NFAMILY)
+
 static void test_gpt2_table_matches_reference(void **state)
 {
     (void)state;
@@ -72,8 +129,9 @@ static void test_gpt2_table_matches_reference(void **state)
 static void test_table_invariants(void **state)
 {
     (void)state;
-    for (int c = 0; c < NCONFIGS; c++) {
-        const vkg_model_config *m = &configs[c];
+    for (int c = 0; c < NANY; c++) {
+        const vkg_model_config *m = any_config(c);
+        assert_int_equal(vkg_model_config_validate(m), VKG_OK);
         vkg_param_table t;
         vkg_model_params(m, &t);
         size_t at = 0;
@@ -136,10 +194,8 @@ static void test_init_follows_the_table(void **state)
 /* Every split of the layers into S parts: each tensor's floats held by exactly one part, but the
  * tied embedding by the first part and the last (at its start: layout.tied); the extract and
  * insert of every part rebuild the whole model. */
-static void test_part_layouts(void **state)
+static void check_part_layouts(const vkg_model_config *m)
 {
-    (void)state;
-    const vkg_model_config *m = &configs[1];
     vkg_param_table t;
     vkg_model_params(m, &t);
     int L = m->num_layers;
@@ -168,7 +224,8 @@ static void test_part_layouts(void **state)
                 at += lo.count[i];
             }
             assert_int_equal(lo.total, at);
-            int holds_tied = (p.flags & VKG_MODEL_PART_EMBED) || (p.flags & VKG_MODEL_PART_HEAD);
+            int holds_tied = t.tied >= 0 &&
+                             ((p.flags & VKG_MODEL_PART_EMBED) || (p.flags & VKG_MODEL_PART_HEAD));
             assert_int_equal(lo.tied, holds_tied ? t.t[t.tied].count : 0);
             if (lo.tied)
                 assert_int_equal(lo.part_offset[t.tied], 0);
@@ -183,13 +240,23 @@ static void test_part_layouts(void **state)
     free(whole), free(back), free(part), free(held);
 }
 
+static void test_part_layouts(void **state)
+{
+    (void)state;
+    check_part_layouts(&configs[1]);
+    for (int c = 0; c < NFAMILY; c++)
+        check_part_layouts(&family[c]);
+}
+
 /* DiLoCo's fragments: for every F, each parameter in exactly one fragment, the ranges in order
  * inside one tensor each, a stacked tensor's layer l in fragment l % F. */
 static void test_fragments_cover_once(void **state)
 {
     (void)state;
-    for (int c = 0; c < 2; c++) {
-        const vkg_model_config *m = &configs[c];
+    for (int c = 0; c < NANY; c++) {
+        if (c == 2)
+            continue; /* GPT-2 124M: 12 fragment counts of 124 M floats, long for nothing new */
+        const vkg_model_config *m = any_config(c);
         vkg_param_table t;
         vkg_model_params(m, &t);
         int L = m->num_layers;
@@ -233,6 +300,148 @@ static void test_fragments_cover_once(void **state)
     }
 }
 
+/* The presets' parameter counts against the published ones (their vocabularies are multiples
+ * of 128, so the padded table is the published model; GPT-2's are llm.c's, padded to 50304). */
+static void test_presets_published_counts(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *name;
+        size_t params;
+    } want[] = {
+        {"gpt2-124m", 124475904},       /* llm.c's GPT-2 124M (Vp 50304) */
+        {"gpt2-350m", 354871296},       /* GPT-2 medium, 354,823,168 at V = 50257 */
+        {"smollm2-135m", 134515008},    /* HuggingFaceTB/SmolLM2-135M */
+        {"qwen2.5-0.5b", 494032768},    /* Qwen/Qwen2.5-0.5B */
+        {"qwen3-0.6b", 596049920},      /* Qwen/Qwen3-0.6B */
+        {"tinyllama-1.1b", 1100048384}, /* TinyLlama/TinyLlama-1.1B */
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        vkg_model_config m;
+        assert_int_equal(vkg_model_preset(want[i].name, &m), VKG_OK);
+        assert_int_equal(vkg_model_config_validate(&m), VKG_OK);
+        if (vkg_model_num_params(&m) != want[i].params)
+            fail_msg("%s: %zu parameters, published %zu", want[i].name, vkg_model_num_params(&m),
+                     want[i].params);
+    }
+    vkg_model_config m;
+    assert_int_equal(vkg_model_preset("llama-125m", &m), VKG_OK);
+    assert_false(vkg_model_is_gpt2(&m));
+    assert_int_equal(vkg_model_preset("gpt2-124m", &m), VKG_OK);
+    assert_true(vkg_model_is_gpt2(&m));
+    assert_int_equal(vkg_model_preset("gpt5", &m), VKG_ERR_NOT_FOUND);
+    const char *const *names = vkg_model_preset_names();
+    int n = 0;
+    while (names[n])
+        assert_int_equal(vkg_model_preset(names[n++], &m), VKG_OK);
+    assert_int_equal(n, 7);
+}
+
+/* Each family's tensors where Hugging Face's definitions put them: Qwen 3's q and k norms of D,
+ * q/k/v rows (NH + 2 NKV) D, the output projection from NH D (not C), an untied lm_head last;
+ * Qwen 2's q/k/v bias and no other; no wpe and no norm biases with rotary RMSNorm models. */
+static void test_family_tables(void **state)
+{
+    (void)state;
+    vkg_model_config q3;
+    assert_int_equal(vkg_model_preset("qwen3-0.6b", &q3), VKG_OK);
+    vkg_param_table t;
+    vkg_model_params(&q3, &t);
+    static const char *const q3_names[] = {"wte",      "ln1w", "qkvw", "qnormw",  "knormw",
+                                           "attprojw", "ln2w", "fcw",  "fcprojw", "lnfw"};
+    assert_int_equal(t.n, 10);
+    for (int i = 0; i < t.n; i++)
+        assert_string_equal(t.t[i].name, q3_names[i]);
+    assert_int_equal(t.tied, 0);
+    assert_int_equal(t.t[2].rows, (16 + 2 * 8) * 128);
+    assert_int_equal(t.t[2].cols, 1024);
+    assert_int_equal(t.t[3].cols, 128);
+    assert_int_equal(t.t[5].rows, 1024);
+    assert_int_equal(t.t[5].cols, 16 * 128);
+    assert_int_equal(t.t[7].rows, 2 * 3072); /* gate then up */
+    assert_int_equal(t.t[8].cols, 3072);
+    vkg_model_config tl;
+    assert_int_equal(vkg_model_preset("tinyllama-1.1b", &tl), VKG_OK);
+    vkg_model_params(&tl, &t);
+    assert_int_equal(t.tied, -1);
+    assert_string_equal(t.t[t.n - 1].name, "lm_head");
+    assert_int_equal(t.t[t.n - 1].place, VKG_PARAM_HEAD);
+    assert_int_equal(t.t[t.n - 1].decays, 1);
+    vkg_model_config q2;
+    assert_int_equal(vkg_model_preset("qwen2.5-0.5b", &q2), VKG_OK);
+    vkg_model_params(&q2, &t);
+    int qkvb = 0, other_bias = 0;
+    for (int i = 0; i < t.n; i++) {
+        qkvb += !strcmp(t.t[i].name, "qkvb");
+        other_bias += !strcmp(t.t[i].name, "attprojb") || !strcmp(t.t[i].name, "fcb") ||
+                      !strcmp(t.t[i].name, "fcprojb") || !strcmp(t.t[i].name, "ln1b") ||
+                      !strcmp(t.t[i].name, "wpe");
+    }
+    assert_int_equal(qkvb, 1);
+    assert_int_equal(other_bias, 0);
+}
+
+/* Refusals name the field; FLOPs per token: GPT-2's 24 C^2 + 4 T C, a Llama's from its shapes. */
+static void test_family_validation_and_flops(void **state)
+{
+    (void)state;
+    vkg_model_config m = family[0];
+    m.num_kv_heads = 3;
+    assert_int_equal(vkg_model_config_validate(&m), VKG_ERR_INVALID_ARG);
+    m = family[1];
+    m.head_dim = 15;
+    assert_int_equal(vkg_model_config_validate(&m), VKG_ERR_INVALID_ARG);
+    m = family[0];
+    m.mlp = 7;
+    assert_int_equal(vkg_model_config_validate(&m), VKG_ERR_INVALID_ARG);
+    m = family[0];
+    m.rope_factor = 8.0f; /* Llama 3 scaling without its other fields */
+    assert_int_equal(vkg_model_config_validate(&m), VKG_ERR_INVALID_ARG);
+    double layer, head;
+    vkg_model_token_flops(&configs[2], 1024, &layer, &head);
+    assert_true(layer == 24.0 * 768 * 768 + 4.0 * 1024 * 768);
+    assert_true(head == 2.0 * 768 * 50304);
+    vkg_model_config q3;
+    assert_int_equal(vkg_model_preset("qwen3-0.6b", &q3), VKG_OK);
+    vkg_model_token_flops(&q3, 100, &layer, &head);
+    /* q, k, v: 1024 x 4096; o: 2048 x 1024; gate, up, down: 3 x 1024 x 3072; attention 4 T NH D */
+    double want = 2.0 * (1024.0 * 4096 + 2048.0 * 1024 + 3.0 * 1024 * 3072) + 4.0 * 100 * 2048;
+    assert_true(layer == want);
+}
+
+/* Rotary frequencies from the definitions: theta^(-2i/D); Llama 3.1's scaling (factor 8, low 1,
+ * high 4, original context 8192, theta 500000, D 128) leaves short wavelengths, divides long ones
+ * by 8 and blends the band between. */
+static void test_rope_frequencies(void **state)
+{
+    (void)state;
+    vkg_model_config m = family[0]; /* D = 8, theta 10000 by default */
+    float f[64];
+    vkg_model_rope_inv_freq(&m, f);
+    for (int i = 0; i < 4; i++)
+        assert_true(f[i] == (float)pow(10000.0, -(2.0 * i) / 8.0));
+    m.head_dim = 128, m.channels = 512, m.rope_theta = 500000.0f;
+    m.rope_factor = 8.0f, m.rope_low_freq_factor = 1.0f, m.rope_high_freq_factor = 4.0f;
+    m.rope_original_max = 8192;
+    assert_int_equal(vkg_model_config_validate(&m), VKG_OK);
+    vkg_model_rope_inv_freq(&m, f);
+    const double pi = 3.14159265358979323846;
+    int high = 0, low = 0, mid = 0;
+    for (int i = 0; i < 64; i++) {
+        double base = pow(500000.0, -(2.0 * i) / 128.0), wl = 2.0 * pi / base, want = base;
+        if (wl < 8192.0 / 4.0) {
+            high++;
+        } else if (wl > 8192.0) {
+            want = base / 8.0, low++;
+        } else {
+            double s = (8192.0 / wl - 1.0) / (4.0 - 1.0);
+            want = (1.0 - s) * base / 8.0 + s * base, mid++;
+        }
+        assert_true(fabs(f[i] - want) <= 1e-6 * want);
+    }
+    assert_true(high > 0 && low > 0 && mid > 0); /* every band is exercised */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -241,6 +450,10 @@ int main(void)
         cmocka_unit_test(test_init_follows_the_table),
         cmocka_unit_test(test_part_layouts),
         cmocka_unit_test(test_fragments_cover_once),
+        cmocka_unit_test(test_presets_published_counts),
+        cmocka_unit_test(test_family_tables),
+        cmocka_unit_test(test_family_validation_and_flops),
+        cmocka_unit_test(test_rope_frequencies),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -70,7 +70,12 @@ static int group_setup(void **state)
         return -1;
     vkg_trainer_info info;
     vkg_trainer_get_info(t, &info);
-    vkg_model_config mc = {MAXT, V, info.padded_vocab_size, L, NH, C};
+    vkg_model_config mc = {.max_seq_len = MAXT,
+                           .vocab_size = V,
+                           .padded_vocab_size = info.padded_vocab_size,
+                           .num_layers = L,
+                           .num_heads = NH,
+                           .channels = C};
     float *p = malloc(info.num_params * sizeof *p);
     vkg_status st = p ? vkg_trainer_get_params(t, p) : VKG_ERR_NOMEM;
     vkg_trainer_destroy(&t);

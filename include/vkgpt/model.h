@@ -30,14 +30,50 @@ extern "C" {
 /* The most parameter tensors a model's table holds. */
 #define VKG_MAX_PARAM_TENSORS 24
 
+/* The family's choices (vkg_model_config): each 0 is GPT-2's. */
+enum { VKG_MLP_GELU = 0, VKG_MLP_SWIGLU = 1, VKG_MLP_RELU2 = 2 };
+enum { VKG_NORM_LAYER = 0, VKG_NORM_RMS = 1 };
+enum { VKG_POS_LEARNED = 0, VKG_POS_ROPE = 1 };
+enum {
+    VKG_BIAS_ALL = 0,  /* every product and norm has a bias (GPT-2) */
+    VKG_BIAS_NONE = 1, /* none (Llama, Mistral, Qwen 3) */
+    VKG_BIAS_QKV = 2   /* the q, k and v products only (Qwen 2) */
+};
+
+/* A decoder-only transformer: GPT-2 (every field past channels 0) or the Llama family. */
 typedef struct vkg_model_config {
     int max_seq_len;       /* maxT */
     int vocab_size;        /* V */
     int padded_vocab_size; /* Vp: V rounded up to a multiple of 128; rows >= V are zero */
     int num_layers;        /* L */
-    int num_heads;         /* NH */
-    int channels;          /* C, divisible by NH */
+    int num_heads;         /* NH: query heads */
+    int channels;          /* C: the hidden size, divisible by NH when head_dim is 0 */
+    int num_kv_heads;      /* key/value heads (grouped-query attention), dividing NH; 0: NH */
+    int head_dim;          /* D; 0: C / NH */
+    int mlp_hidden;        /* F: the MLP's inner width; 0: 4 C */
+    int mlp;               /* VKG_MLP_*: GELU (tanh form), SwiGLU (gate and up products), ReLU^2 */
+    int norm;              /* VKG_NORM_*: LayerNorm with weight and bias, RMSNorm (weight) */
+    float norm_eps;        /* 0: 1e-5 */
+    int pos;               /* VKG_POS_*: learned positions (wpe), rotary embeddings */
+    float rope_theta;      /* rotary: the frequencies' base; 0: 10000 */
+    /* Llama 3's frequency scaling (rope_type "llama3"): factor 0 is none */
+    float rope_factor, rope_low_freq_factor, rope_high_freq_factor;
+    int rope_original_max; /* its original_max_position_embeddings */
+    int qk_norm;           /* 1: RMSNorm over each q and k head before the rotation (Qwen 3) */
+    int bias;              /* VKG_BIAS_* */
+    int untied;            /* 1: the classifier is a tensor of its own; 0: the token embedding */
 } vkg_model_config;
+
+/* The configuration's values with its zeros read as the defaults above. */
+int vkg_model_kv_heads(const vkg_model_config *cfg);
+int vkg_model_head_dim(const vkg_model_config *cfg);
+int vkg_model_mlp_hidden(const vkg_model_config *cfg);
+float vkg_model_norm_eps(const vkg_model_config *cfg);
+/* 1 when every field past channels is 0: GPT-2, the family the device model records today. */
+int vkg_model_is_gpt2(const vkg_model_config *cfg);
+/* Rotary embeddings: the D / 2 inverse frequencies theta^(-2i/D), with Llama 3's scaling when
+ * rope_factor is set, as Hugging Face computes them (in double, rounded once). */
+void vkg_model_rope_inv_freq(const vkg_model_config *cfg, float *inv_freq);
 
 /* Precision of training (vkg_train_config.precision, the model's options): fp32 throughout, or
  * bf16 mixed precision as llm.c trains: fp32 master weights, AdamW moments and weight gradients,
@@ -47,8 +83,9 @@ enum { VKG_PRECISION_FP32 = 0, VKG_PRECISION_BF16 = 1 };
 /* Round a vocabulary size up to the padded size vkgpt uses (a multiple of 128). */
 int vkg_model_pad_vocab(int vocab_size);
 
-/* Check that every field is positive, Vp >= V, C % NH == 0. On failure records a message naming
- * the field and returns VKG_ERR_INVALID_ARG. */
+/* Check that every size is positive, Vp >= V, NH divides C (without head_dim), NKV divides NH,
+ * D is even for rotary embeddings, the kinds are known and the rest in range. On failure records
+ * a message naming the field and returns VKG_ERR_INVALID_ARG. */
 vkg_status vkg_model_config_validate(const vkg_model_config *cfg);
 
 /* Where a parameter tensor lives in a model cut into parts (pipeline stages). */
@@ -95,6 +132,14 @@ size_t vkg_model_num_params(const vkg_model_config *cfg);
  * (GPT-2's: normal(0, 0.02) weights, residual projections scaled by 1/sqrt(2L), biases 0, norm
  * weights 1), rows past used_rows 0; the normal draws in table order from the seeded generator. */
 void vkg_model_init_params(const vkg_model_config *cfg, float *params, uint64_t seed);
+
+/* Named configurations: GPT-2's sizes (gpt2-124m, gpt2-350m) and the Llama family's (llama-125m,
+ * a quick-run shape; smollm2-135m, qwen2.5-0.5b, qwen3-0.6b and tinyllama-1.1b as their
+ * published config.json files give them). The name's config into *cfg; VKG_ERR_NOT_FOUND
+ * naming the known ones otherwise. */
+vkg_status vkg_model_preset(const char *name, vkg_model_config *cfg);
+/* The preset names, NULL-terminated. */
+const char *const *vkg_model_preset_names(void);
 
 /* Forward FLOPs per token of one layer (its products and attention over T positions) and of the
  * head (the classifier), for cutting the layers into pipeline stages of equal work. */

@@ -178,6 +178,8 @@ vkg_status vkg_modelfile_write(const char *path, const vkg_model_config *cfg, co
 {
     if (vkg_model_config_validate(cfg) < 0)
         return vkg__error_wrap(VKG_ERR_INVALID_ARG, "%s: not writing an invalid model", path);
+    VKG_CHECK(vkg_model_is_gpt2(cfg), VKG_ERR_INVALID_ARG,
+              "%s: llm.c's model file holds GPT-2 only, not this configuration", path);
     model_write_ctx ctx = {cfg, params};
     return vkg_io_write_atomic(path, write_model, &ctx);
 }

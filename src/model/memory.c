@@ -72,6 +72,9 @@ static void grad_act_sizes(const vkg_model_config *cfg, int B, int T, int head,
 static vkg_status check_opts(const vkg_model_config *cfg, const vkg_model_opts *o)
 {
     VKG_TRY(vkg_model_config_validate(cfg));
+    VKG_CHECK(vkg_model_is_gpt2(cfg), VKG_ERR_UNSUPPORTED,
+              "the device model records GPT-2's layers only: this configuration's (rotary "
+              "positions, RMSNorm, SwiGLU, grouped-query attention, ...) are not recorded yet");
     VKG_TRY(vkg_model_part_validate(cfg, &o->part));
     VKG_CHECK(o->slots >= 1 && o->slots <= 64, VKG_ERR_INVALID_ARG,
               "activation slots must be in [1, 64], got %d", o->slots);

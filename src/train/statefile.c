@@ -232,6 +232,8 @@ vkg_status vkg_statefile_write(const char *path, const vkg_model_config *cfg,
     VKG_CHECK(path && cfg && st && m && v, VKG_ERR_INVALID_ARG, "state file: NULL argument");
     if (vkg_model_config_validate(cfg) < 0)
         return vkg__error_wrap(VKG_ERR_INVALID_ARG, "%s: not writing an invalid model", path);
+    VKG_CHECK(vkg_model_is_gpt2(cfg), VKG_ERR_INVALID_ARG,
+              "%s: the state file's header holds GPT-2's configuration only", path);
     state_write_ctx *c = malloc(sizeof *c);
     VKG_CHECK(c, VKG_ERR_NOMEM, "%s: out of memory", path);
     c->hf.cfg = *cfg;
