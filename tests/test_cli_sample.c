@@ -6,7 +6,9 @@
  * through the loader and its log checked:
  *  - into a pipe the text is the model's bytes, raw: ESC and the other controls are there;
  *  - on a pseudo-terminal no ESC, BEL, backspace or 0x9b byte reaches it: they are shown as
- *    "\x1b", "\x07", ...; the same run with --raw writes them raw again. */
+ *    "\x1b", "\x07", ...; the same run with --raw writes them raw again;
+ *  - under `vkgpt launch` on a pseudo-terminal (the rank writes into a pipe, so raw) the
+ *    launcher relays the lines escaped: no such byte reaches the terminal either. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -85,12 +87,16 @@ static size_t count_byte(const char *s, size_t n, unsigned char b)
     return k;
 }
 
-/* Run `vkgpt sample` on a pseudo-terminal (extra: "--raw" or NULL); its whole output in *out. */
-static size_t run_on_terminal(const char *extra, char **out)
+/* Run `vkgpt sample` on a pseudo-terminal (extra: "--raw" or NULL), alone or as the one rank of
+ * `vkgpt launch`; its whole output in *out. */
+static size_t run_on_terminal(const char *extra, int launch, char **out)
 {
-    const char *argv[] = {VKGPT_BIN,       "sample", "--ckpt",  model_path, "--tokenizer", "byte",
-                          "--temperature", "1",      "--top-k", "0",        "--len",       "400",
-                          "--seed",        "9",      extra,     NULL};
+    const char *sample[] = {
+        VKGPT_BIN, "launch",   "-n",          "1",    "--transport",   "ipc", "--",      "sample",
+        "--ckpt",  model_path, "--tokenizer", "byte", "--temperature", "1",   "--top-k", "0",
+        "--len",   "400",      "--seed",      "9",    extra,           NULL};
+    const char **argv = launch ? sample : sample + 6;
+    argv[0] = VKGPT_BIN;
     int master = -1;
     pid_t pid = forkpty(&master, NULL, NULL, NULL);
     assert_true(pid >= 0);
@@ -155,7 +161,7 @@ static void test_terminal_gets_escapes(void **state)
 {
     (void)state;
     char *out = NULL;
-    size_t n = run_on_terminal(NULL, &out);
+    size_t n = run_on_terminal(NULL, 0, &out);
     size_t shown = 0;
     for (const char *q = out; (q = strstr(q, "\\x1b")); q++)
         shown++;
@@ -169,10 +175,26 @@ static void test_terminal_gets_escapes(void **state)
     assert_non_null(strstr(out, "sampling 400 tokens...")); /* said before the wait */
     vkg_test_validation_clean(vlog_path, 1);
     free(out);
-    n = run_on_terminal("--raw", &out);
+    n = run_on_terminal("--raw", 0, &out);
     printf("on a terminal with --raw: %zu bytes, %zu ESC\n", n, count_byte(out, n, 0x1b));
     assert_true(count_byte(out, n, 0x1b) > 0);
     assert_null(strstr(out, "\\x1b"));
+    vkg_test_validation_clean(vlog_path, 1);
+    free(out);
+}
+
+static void test_launch_terminal_gets_escapes(void **state)
+{
+    (void)state;
+    char *out = NULL;
+    size_t n = run_on_terminal(NULL, 1, &out);
+    printf("under launch on a terminal: %zu bytes\n", n);
+    const unsigned char never[4] = {0x1b, 0x07, 0x08, 0x9b};
+    for (int i = 0; i < 4; i++)
+        if (count_byte(out, n, never[i]))
+            fail_msg("byte 0x%02x reached the terminal through launch:\n%s", never[i], out);
+    assert_non_null(strstr(out, "[rank 0] "));
+    assert_non_null(strstr(out, "\\x1b"));
     vkg_test_validation_clean(vlog_path, 1);
     free(out);
 }
@@ -183,6 +205,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pipe_gets_raw_bytes),
         cmocka_unit_test(test_terminal_gets_escapes),
+        cmocka_unit_test(test_launch_terminal_gets_escapes),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

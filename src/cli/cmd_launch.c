@@ -15,6 +15,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/escape.h"
 #include "os/clock.h"
 #include "os/file.h"
 #include "os/proc.h"
@@ -147,6 +148,18 @@ static double now_s(void)
     return vkg_os_now_ms() / 1000.0;
 }
 
+/* One line of child k with the rank prefix: on a terminal its control bytes escaped (a rank's
+ * output is a pipe, so it printed them raw: a model's sample, a file's text), raw elsewhere. */
+static void emit_line(FILE *out, int k, const char *line, size_t n)
+{
+    static char shown[4 * LINE_MAX_BYTES + 1];
+    if (vkg_os_isatty(out == stderr ? 2 : 1)) {
+        n = vkg__escape_text(shown, line, n);
+        line = shown;
+    }
+    fprintf(out, "[rank %d] %.*s\n", k, (int)n, line);
+}
+
 /* Write complete lines of child k's stream s with the rank prefix (all of it when flush). */
 static void emit(child *c, int k, int s, int flush)
 {
@@ -156,12 +169,12 @@ static void emit(child *c, int k, int s, int flush)
     for (size_t i = 0; i < c->len[s]; i++)
         if (b[i] == '\n') {
             size_t end = i > start && b[i - 1] == '\r' ? i - 1 : i; /* Windows' line ends */
-            fprintf(out, "[rank %d] %.*s\n", k, (int)(end - start), b + start);
+            emit_line(out, k, b + start, end - start);
             start = i + 1;
         }
     if ((flush || start == 0) && c->len[s] - start > 0 &&
         (flush || c->len[s] == sizeof c->buf[s])) {
-        fprintf(out, "[rank %d] %.*s\n", k, (int)(c->len[s] - start), b + start);
+        emit_line(out, k, b + start, c->len[s] - start);
         start = c->len[s];
     }
     memmove(b, b + start, c->len[s] - start);

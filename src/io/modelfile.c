@@ -36,6 +36,7 @@ static vkg_status parse_header(const char *path, uint64_t size, const int32_t *h
     VKG_CHECK(v == 3 || v == 5, VKG_ERR_FORMAT,
               "%s: unsupported model file version %d (expected 3 = fp32 or 5 = bf16%s)", path, v,
               v < 3 && v > 0 ? "; older llm.c files must be re-exported" : "");
+    memset(cfg, 0, sizeof *cfg); /* GPT-2: every field past channels 0 */
     cfg->max_seq_len = hdr[2];
     cfg->vocab_size = hdr[3];
     cfg->num_layers = hdr[4];
