@@ -7,6 +7,8 @@
  *  - a damaged run.json is refused, naming the file and the field; a --tokenizer other than the
  *    run's is refused;
  *  - --keep's default is in --help and the kept count is printed at start;
+ *  - outputs a run.json names (--log, --trace) are not written on --resume unless given again:
+ *    files there stay as they were (a checkpoint folder may come from someone else);
  *  - --resume on an empty or absent folder starts fresh, with the losses and model of the same
  *    run without --resume ("always pass --resume" restarts a preempted job and starts a new one).
  * Every run has the Khronos validation layer on (--validation: a message fails the run). */
@@ -347,6 +349,43 @@ static void test_relative_paths_resume_anywhere(void **state)
     free(saved);
 }
 
+/* A run with --log and --trace outside its folder, resumed with neither given again: both files
+ * stay byte for byte as they were (no truncation, no .svg written beside the log), the resumed
+ * run logs into its folder, and the start says why. */
+static void test_resume_does_not_write_outputs_run_json_names(void **state)
+{
+    (void)state;
+    vkg_test_proc p;
+    char ckpt[600], log[600], trace[600], svg[600], inside[700];
+    path_in(ckpt, sizeof ckpt, "outputs");
+    path_in(log, sizeof log, "outputs_log.jsonl");
+    path_in(trace, sizeof trace, "outputs_trace.json");
+    path_in(svg, sizeof svg, "outputs_log.svg");
+    const char *part[] = {"train", SETTINGS, "--steps", "2",   "--ckpt-dir", ckpt,
+                          "--log", log,      "--trace", trace, NULL};
+    assert_int_equal(run(&p, part), 0);
+    vkg_test_proc_free(&p);
+    size_t nlog = 0, ntrace = 0;
+    char *log0 = vkg_test_must_read(log, &nlog), *trace0 = vkg_test_must_read(trace, &ntrace);
+    remove(svg);
+    const char *resume[] = {"train",   "--ckpt-dir", ckpt,           "--resume",
+                            "--steps", "3",          "--validation", NULL};
+    assert_int_equal(run(&p, resume), 0);
+    expect_output(&p, "resume: --log not taken from the run's settings");
+    expect_output(&p, "resume: --trace not taken from the run's settings");
+    vkg_test_proc_free(&p);
+    size_t n1 = 0, n2 = 0;
+    char *log1 = vkg_test_must_read(log, &n1), *trace1 = vkg_test_must_read(trace, &n2);
+    assert_true(n1 == nlog && !memcmp(log0, log1, nlog));
+    assert_true(n2 == ntrace && !memcmp(trace0, trace1, ntrace));
+    FILE *f = fopen(svg, "rb");
+    assert_null(f);
+    snprintf(inside, sizeof inside, "%s/log.jsonl", ckpt);
+    char *in = vkg_test_must_read(inside, NULL); /* the resumed steps went into the folder */
+    assert_non_null(strstr(in, "{\"step\":3,"));
+    free(log0), free(log1), free(trace0), free(trace1), free(in);
+}
+
 /* Replace the first occurrence of from by to in the file at path. */
 static void edit_file(const char *path, const char *from, const char *to)
 {
@@ -444,6 +483,7 @@ int main(void)
         cmocka_unit_test(test_resume_keeps_settings),
         cmocka_unit_test(test_resume_override_printed),
         cmocka_unit_test(test_relative_paths_resume_anywhere),
+        cmocka_unit_test(test_resume_does_not_write_outputs_run_json_names),
         cmocka_unit_test(test_damaged_run_json_refused),
         cmocka_unit_test(test_keep_documented),
         cmocka_unit_test(test_resume_nothing_starts_fresh),

@@ -21,6 +21,10 @@ static const char *const arch_flags[] = {"--layers", "--heads", "--channels",
 static const char *const path_flags[] = {"--data", "--val-data", "--vocab-dir",
                                          "--log",  "--trace",    NULL};
 
+/* Outputs: a checkpoint folder may come from someone else, so the files its run.json names are
+ * not written (truncated, or an .svg beside them) unless the command line names them again. */
+static const char *const output_flags[] = {"--log", "--trace", NULL};
+
 static int listed(const char *const *list, const char *name)
 {
     for (int i = 0; list[i]; i++)
@@ -119,6 +123,20 @@ int vkg_cli_train_resume_settings(const char *dir, const vkg_flag *flags, int nf
             snprintf(abs_now, sizeof abs_now, "%s", now);
         if (has && (!saved || strcmp(abs_now, saved)))
             note(res, flags[i].name, now, saved);
+    }
+    for (int i = 0; i < nflags && res->found; i++) {
+        if (!listed(output_flags, flags[i].name) || r->seen[i] || !res->saved.value[i] ||
+            flags[i].type != VKG_FLAG_STR)
+            continue;
+        *(const char **)flags[i].dst = NULL;
+        char *b = shown(res->saved.value[i]);
+        size_t len = strlen(res->notes);
+        snprintf(res->notes + len, sizeof res->notes - len,
+                 "resume: %s not taken from the run's settings (it had %s): an output is written "
+                 "where the command line says, never where a checkpoint folder says; give it "
+                 "again to write there\n",
+                 flags[i].name, b ? b : "?");
+        free(b);
     }
     rc = 0;
 done:
