@@ -720,9 +720,10 @@ static const char *wait_for(vkg_test_proc *p, const char *needle, size_t from, d
     return strstr(p->buf[0] + from, needle);
 }
 
-/* Start launch with args, wait for a complete checkpoint of step 3 or later, SIGKILL rank `who`
- * (by the pid launch printed after offset from); returns the kill's time. */
-static double kill_after_checkpoint(vkg_test_proc *p, const char *ckpt, int who, size_t from)
+/* Start launch with args, wait for a complete checkpoint of step 3 or later, send rank `who`
+ * signal sig (by the pid launch printed after offset from); returns the signal's time. */
+static double signal_after_checkpoint(vkg_test_proc *p, const char *ckpt, int who, size_t from,
+                                      int sig)
 {
     char line[32];
     snprintf(line, sizeof line, "rank %d is pid ", who);
@@ -737,8 +738,13 @@ static double kill_after_checkpoint(vkg_test_proc *p, const char *ckpt, int who,
         fail_msg("no checkpoint or no pid of rank %d; output:\n%s", who, p->buf[0]);
     }
     vkg_test_proc_pump(p, 0.3, NULL); /* mid-training */
-    assert_int_equal(kill((pid_t)atoi(pid_line + strlen(line)), SIGKILL), 0);
+    assert_int_equal(kill((pid_t)atoi(pid_line + strlen(line)), sig), 0);
     return vkg_test_now();
+}
+
+static double kill_after_checkpoint(vkg_test_proc *p, const char *ckpt, int who, size_t from)
+{
+    return signal_after_checkpoint(p, ckpt, who, from, SIGKILL);
 }
 
 #define ELASTIC_ARGS(dir)                                                                          \
@@ -790,6 +796,28 @@ static void test_elastic_restart(void **state)
     expect_same_run(el, hand, 60);
     printf("the elastic job's steps %ld-60 are bitwise those of the checkpoint resumed by hand\n",
            S + 1);
+}
+
+/* Rank 1 frozen by SIGSTOP: rank 0 fails first, naming it (a witness); the launcher sees rank 1
+ * stopped, drops it (not rank 0) and goes on with rank 0 from the newest checkpoint. */
+static void test_elastic_freeze_drops_the_frozen_rank(void **state)
+{
+    (void)state;
+    char dir[700];
+    snprintf(dir, sizeof dir, "%s/elastic_freeze", tmp_root);
+    const char *args[] = {"launch",  "-n", "2",  "--transport",     "ipc", "--max-restarts", "1",
+                          "--grace", "2",  "--", ELASTIC_ARGS(dir), NULL};
+    vkg_test_proc p;
+    start(&p, args);
+    signal_after_checkpoint(&p, dir, 1, 0, SIGSTOP);
+    int rc = vkg_test_proc_wait(&p, 240);
+    printf("%s", p.buf[0]);
+    assert_int_equal(rc, 0);
+    expect_output(&p, "vkgpt launch: rank 1 is frozen (stopped, it runs no more)");
+    expect_output(&p, "vkgpt launch: lost rank 1 of 2 froze");
+    expect_output(&p, "restart 1 of 1 with 1 rank, from the newest complete checkpoint");
+    expect_output(&p, "[rank 0] step 60/60");
+    vkg_test_proc_free(&p);
 }
 
 /* A second loss beyond --max-restarts ends the job naming both; --min-ranks refuses to shrink
@@ -945,6 +973,7 @@ int main(void)
         cmocka_unit_test(test_long_step_over_zmq),
         cmocka_unit_test(test_elastic_restart),
         cmocka_unit_test(test_elastic_limits),
+        cmocka_unit_test(test_elastic_freeze_drops_the_frozen_rank),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

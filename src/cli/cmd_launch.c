@@ -276,7 +276,7 @@ static int run_ranks(child *cs, int n, int port, int grace, const char *const *r
 {
     memset(cs, 0, (size_t)n * sizeof *cs);
     fprintf(stderr, "vkgpt launch: %d ranks, %s rendezvous at 127.0.0.1:%d\n", n, transport, port);
-    int failed = -1, running = 0, exit_code = 0;
+    int failed = -1, running = 0, exit_code = 0, frozen = 0;
     double kill_at = 0.0;
     for (int k = 0; k < n; k++) {
         if (spawn(&cs[k], k, n, port, rank_dev[k], transport, job, args) != 0) {
@@ -313,6 +313,17 @@ static int run_ranks(child *cs, int n, int port, int grace, const char *const *r
                         k, why, grace);
                 failed = k;
                 exit_code = how.code;
+                /* a rank that froze (SIGSTOP, a debugger) makes the others fail naming it: the
+                 * one that exited first is a witness, the frozen one is lost */
+                for (int q = 0; q < n; q++)
+                    if (q != k && cs[q].proc && !cs[q].done && vkg_os_child_frozen(cs[q].proc)) {
+                        fprintf(stderr,
+                                "vkgpt launch: rank %d is frozen (stopped, it runs no more): it "
+                                "is the rank lost, rank %d exited on its account\n",
+                                q, k);
+                        failed = q, frozen = 1;
+                        break;
+                    }
                 signal_all(cs, n, 0);
                 kill_at = now_s() + grace;
             }
@@ -332,7 +343,9 @@ static int run_ranks(child *cs, int n, int port, int grace, const char *const *r
             fprintf(stderr, "vkgpt launch: rank %d %s\n", k, why);
         }
     *failed_out = forwarded ? -1 : failed; /* a stop asked for is not a loss to restart from */
-    if (failed >= 0)
+    if (failed >= 0 && frozen)
+        snprintf(lost, lost_cap, "froze (stopped by a signal or a debugger)");
+    else if (failed >= 0)
         vkg_os_exit_describe(cs[failed].how, lost, lost_cap);
     if (failed < 0 && forwarded) /* stopped, after the ranks saved: as `vkgpt train` exits */
         exit_code = vkg_cli_stop_status((int)launch_signal);

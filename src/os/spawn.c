@@ -36,6 +36,11 @@ int vkg_os_child_ended(vkg_os_child *c, vkg_os_exit *how)
     return 1;
 }
 
+int vkg_os_child_frozen(vkg_os_child *c)
+{
+    return !base(c)->ended && vkg_os__child_frozen(c);
+}
+
 void vkg_os_child_stop(vkg_os_child *c, int now)
 {
     if (!base(c)->ended)

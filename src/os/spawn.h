@@ -40,6 +40,11 @@ int vkg_os_children_pump(vkg_os_child *const *cs, int n, int timeout_ms,
  * runs. Never blocks. */
 int vkg_os_child_ended(vkg_os_child *c, vkg_os_exit *how);
 
+/* 1 when the child is alive but frozen: stopped by a signal (SIGSTOP, SIGTSTP) or a debugger, so
+ * it runs no more until continued (Linux: its state in /proc; 0 on systems where it cannot be
+ * seen, and on Windows, which has no such state). 0 once it has ended. Never blocks. */
+int vkg_os_child_frozen(vkg_os_child *c);
+
 /* now 0: ask the child to stop (POSIX: SIGTERM; Windows: an event its vkg_os_on_stop turns into
  * VKG_OS_STOP_TERMINATE); now 1: end it at once (SIGKILL; TerminateProcess). Nothing once it has
  * ended. */

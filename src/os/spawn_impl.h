@@ -30,6 +30,9 @@ int vkg_os__spawn(const char *path, char *const *args, const char *const *env, v
  * runs. wait 1 blocks until it has ended (0 then only when the system cannot wait for it). */
 int vkg_os__child_reap(vkg_os_child *c, int wait, vkg_os_exit *how);
 
+/* 1 when c (not reaped) is stopped by a signal or a debugger; 0 otherwise or unknown. */
+int vkg_os__child_frozen(vkg_os_child *c);
+
 /* Ask c to stop (now 0) or end it at once (now 1); c has not been reaped. */
 void vkg_os__child_signal(vkg_os_child *c, int now);
 

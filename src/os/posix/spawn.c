@@ -188,6 +188,25 @@ int vkg_os__child_reap(vkg_os_child *c, int wait, vkg_os_exit *how)
     return 1;
 }
 
+int vkg_os__child_frozen(vkg_os_child *c)
+{
+#if defined(__linux__)
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%ld/stat", (long)c->pid);
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *end = strrchr(buf, ')'); /* "pid (comm) S ...": comm may hold anything */
+    return end && end[1] == ' ' && (end[2] == 'T' || end[2] == 't');
+#else
+    (void)c;
+    return 0;
+#endif
+}
+
 void vkg_os__child_signal(vkg_os_child *c, int now)
 {
     kill(c->pid, now ? SIGKILL : SIGTERM);

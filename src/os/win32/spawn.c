@@ -253,6 +253,12 @@ int vkg_os__child_reap(vkg_os_child *c, int wait, vkg_os_exit *how)
     return 1;
 }
 
+int vkg_os__child_frozen(vkg_os_child *c)
+{
+    (void)c; /* Windows has no stopped state a parent can see */
+    return 0;
+}
+
 void vkg_os__child_signal(vkg_os_child *c, int now)
 {
     if (now)
