@@ -2,9 +2,8 @@
  * validated when the file is opened, as strictly as the safetensors library does (and a little
  * more: names holding a NUL byte, which C strings cannot carry, are refused), and tensors are
  * then read one at a time by name, converted to fp32 or as raw bytes. Only the header is kept in
- * memory, never the data. Also the element types' table, f16 conversions and the UTF-8 check the
- * writer (safetensors_write.c) and the index reader (safetensors_index.c) share. Does not map
- * the file, does not read sub-byte dtypes (F4, F6) or complex ones. */
+ * memory, never the data. Does not map the file, does not read sub-byte dtypes (F4, F6) or
+ * complex ones. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,101 +32,6 @@ struct vkg_safetensors {
     int nmeta, meta_cap, has_meta;
     meta_pair *meta; /* (meta_cap) nmeta pairs, sorted by key once open */
 };
-
-/* ---- element types and conversions ---------------------------------------------------------- */
-
-static const struct {
-    const char *name;
-    size_t size;
-} dtypes[VKG_ST_DTYPE_COUNT] = {
-    [VKG_ST_F32] = {"F32", 4},         [VKG_ST_BF16] = {"BF16", 2},
-    [VKG_ST_F16] = {"F16", 2},         [VKG_ST_F64] = {"F64", 8},
-    [VKG_ST_I64] = {"I64", 8},         [VKG_ST_I32] = {"I32", 4},
-    [VKG_ST_I16] = {"I16", 2},         [VKG_ST_I8] = {"I8", 1},
-    [VKG_ST_U64] = {"U64", 8},         [VKG_ST_U32] = {"U32", 4},
-    [VKG_ST_U16] = {"U16", 2},         [VKG_ST_U8] = {"U8", 1},
-    [VKG_ST_BOOL] = {"BOOL", 1},       [VKG_ST_F8_E4M3] = {"F8_E4M3", 1},
-    [VKG_ST_F8_E5M2] = {"F8_E5M2", 1},
-};
-
-const char *vkg_st_dtype_name(vkg_st_dtype dtype)
-{
-    return (unsigned)dtype < VKG_ST_DTYPE_COUNT ? dtypes[dtype].name : "?";
-}
-
-size_t vkg_st_dtype_size(vkg_st_dtype dtype)
-{
-    return (unsigned)dtype < VKG_ST_DTYPE_COUNT ? dtypes[dtype].size : 0;
-}
-
-float vkg_f16_to_f32(uint16_t h)
-{
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu, u;
-    if (e == 0x1f)
-        u = sign | 0x7f800000u | (m << 13);
-    else if (e)
-        u = sign | ((e + 112) << 23) | (m << 13);
-    else if (!m)
-        u = sign;
-    else { /* subnormal: m * 2^-24, normalised */
-        e = 113;
-        while (!(m & 0x400u)) {
-            m <<= 1;
-            e--;
-        }
-        u = sign | (e << 23) | ((m & 0x3ffu) << 13);
-    }
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
-uint16_t vkg_f32_to_f16(float f)
-{
-    uint32_t x;
-    memcpy(&x, &f, sizeof x);
-    uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
-    uint32_t ax = x & 0x7fffffffu;
-    if (ax > 0x7f800000u) /* NaN: quiet, keeping the top of the payload */
-        return (uint16_t)(sign | 0x7e00u | ((ax >> 13) & 0x3ffu));
-    if (ax >= 0x477ff000u) /* 65520 and up (infinity too) round to infinity */
-        return (uint16_t)(sign | 0x7c00u);
-    if (ax >= 0x38800000u) { /* normal in f16: rebias the exponent, round the 13 dropped bits */
-        ax += 0xc8000fffu + ((ax >> 13) & 1u);
-        return (uint16_t)(sign | (ax >> 13));
-    }
-    int e = (int)(ax >> 23); /* subnormal or zero in f16: units of 2^-24 */
-    if (e < 102)             /* below 2^-25: rounds to zero */
-        return sign;
-    uint32_t m = (ax & 0x7fffffu) | 0x800000u, shift = (uint32_t)(126 - e);
-    uint32_t q = m >> shift, rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
-    q += rem > half || (rem == half && (q & 1u));
-    return (uint16_t)(sign | q);
-}
-
-int vkg__utf8_valid(const char *s, size_t n)
-{
-    const unsigned char *p = (const unsigned char *)s, *end = p + n;
-    while (p < end) {
-        unsigned c = *p++;
-        if (c < 0x80)
-            continue;
-        int more = c >= 0xf0 ? 3 : c >= 0xe0 ? 2 : 1;
-        uint32_t cp = c & (0x3fu >> more);
-        if (c < 0xc2 || c > 0xf4 || end - p < more)
-            return 0;
-        for (int i = 0; i < more; i++) {
-            if ((p[i] & 0xc0u) != 0x80)
-                return 0;
-            cp = cp << 6 | (p[i] & 0x3fu);
-        }
-        p += more;
-        if ((more == 2 && cp < 0x800) || (more == 3 && cp < 0x10000) || cp > 0x10ffff ||
-            (cp >= 0xd800 && cp < 0xe000))
-            return 0;
-    }
-    return 1;
-}
 
 /* ---- reading bytes -------------------------------------------------------------------------- */
 
@@ -174,7 +78,7 @@ static vkg_status parse_dtype(const vkg_safetensors *s, const char *tensor, cons
                               vkg_st_dtype *out)
 {
     for (int d = 0; d < VKG_ST_DTYPE_COUNT; d++)
-        if (!strcmp(text, dtypes[d].name)) {
+        if (!strcmp(text, vkg_st_dtype_name((vkg_st_dtype)d))) {
             *out = (vkg_st_dtype)d;
             return VKG_OK;
         }
@@ -255,7 +159,7 @@ static vkg_status parse_tensor(vkg__json *j, const vkg_safetensors *s, vkg_st_in
                   "%s: tensor '%s': the product of its shape overflows", s->path, name);
         numel *= d;
     }
-    size_t es = dtypes[t->dtype].size;
+    size_t es = vkg_st_dtype_size(t->dtype);
     VKG_CHECK(numel <= UINT64_MAX / es, VKG_ERR_FORMAT,
               "%s: tensor '%s': its size in bytes overflows", s->path, name);
     t->numel = numel;
@@ -266,7 +170,7 @@ static vkg_status parse_tensor(vkg__json *j, const vkg_safetensors *s, vkg_st_in
               "%s need %llu",
               s->path, name, (long long)ofs[0], (long long)ofs[1],
               (unsigned long long)(ofs[1] - ofs[0]), (unsigned long long)numel,
-              dtypes[t->dtype].name, (unsigned long long)t->nbytes);
+              vkg_st_dtype_name(t->dtype), (unsigned long long)t->nbytes);
     return VKG_OK;
 }
 
@@ -355,12 +259,14 @@ static int by_name(const void *a, const void *b)
 static vkg_status check_layout(vkg_safetensors *s)
 {
     char a[SHOWN], b[SHOWN];
-    qsort(s->infos, (size_t)s->count, sizeof *s->infos, by_offset);
+    if (s->count) /* qsort must not be given NULL, even for no elements */
+        qsort(s->infos, (size_t)s->count, sizeof *s->infos, by_offset);
     s->by_name = malloc((size_t)(s->count ? s->count : 1) * sizeof *s->by_name);
     VKG_CHECK(s->by_name, VKG_ERR_NOMEM, "%s: out of memory", s->path);
     for (int i = 0; i < s->count; i++)
         s->by_name[i] = &s->infos[i];
-    qsort(s->by_name, (size_t)s->count, sizeof *s->by_name, by_name);
+    if (s->count)
+        qsort(s->by_name, (size_t)s->count, sizeof *s->by_name, by_name);
     for (int i = 1; i < s->count; i++)
         VKG_CHECK(strcmp(s->by_name[i - 1]->name, s->by_name[i]->name), VKG_ERR_FORMAT,
                   "%s: tensor '%s' appears twice in the header", s->path,
@@ -601,7 +507,7 @@ vkg_status vkg_safetensors_read_raw(vkg_safetensors *s, const char *name, void *
     const vkg_st_info *t = NULL;
     VKG_TRY(lookup(s, name, capacity, 1, &t));
     VKG_TRY(read_at(s, out, (size_t)t->nbytes, t->offset));
-    size_t es = dtypes[t->dtype].size;
+    size_t es = vkg_st_dtype_size(t->dtype);
     if (!host_is_le() && es > 1) {
         unsigned char *p = out;
         for (uint64_t i = 0; i < t->numel; i++, p += es)
@@ -622,8 +528,8 @@ vkg_status vkg_safetensors_read_f32(vkg_safetensors *s, const char *name, float 
     VKG_TRY(lookup(s, name, capacity, 0, &t));
     VKG_CHECK(t->dtype == VKG_ST_F32 || t->dtype == VKG_ST_BF16 || t->dtype == VKG_ST_F16,
               VKG_ERR_UNSUPPORTED, "%s: tensor '%s' is %s, which does not convert to fp32", s->path,
-              shown(nm, name), dtypes[t->dtype].name);
-    size_t es = dtypes[t->dtype].size;
+              shown(nm, name), vkg_st_dtype_name(t->dtype));
+    size_t es = vkg_st_dtype_size(t->dtype);
     unsigned char buf[CHUNK * 4];
     for (uint64_t done = 0; done < t->numel;) {
         size_t m = t->numel - done < CHUNK ? (size_t)(t->numel - done) : CHUNK;
