@@ -119,6 +119,8 @@ static vkg_status parse_tensor(vkg__json *j, const vkg_safetensors *s, vkg_st_in
     int more = 0, seen[3] = {0, 0, 0}, nofs = 0;
     int64_t ofs[2] = {0, 0};
     size_t len = 0;
+    VKG_CHECK(vkg__json_peek(j) == '{', VKG_ERR_FORMAT, "%s: tensor '%s': not a JSON object",
+              s->path, name);
     VKG_TRY(vkg__json_open(j, '{', &more));
     while (more) {
         VKG_TRY(vkg__json_string(j, buf, &len, cap));
@@ -132,6 +134,9 @@ static vkg_status parse_tensor(vkg__json *j, const vkg_safetensors *s, vkg_st_in
             VKG_CHECK(!seen[f], VKG_ERR_FORMAT, "%s: tensor '%s': field \"%s\" appears twice",
                       s->path, name, fields[f]);
             seen[f] = 1;
+            VKG_CHECK(vkg__json_peek(j) == (f ? '[' : '"'), VKG_ERR_FORMAT,
+                      "%s: tensor '%s': \"%s\" is not %s", s->path, name, fields[f],
+                      f ? "an array of integers" : "a string");
             if (f == 0) {
                 VKG_TRY(vkg__json_string(j, buf, &len, cap));
                 VKG_TRY(parse_dtype(s, name, *buf, &t->dtype));
