@@ -239,9 +239,11 @@ typedef struct vkg_safetensors vkg_safetensors;
  * skipped), a known dtype, a rank of at most VKG_ST_MAX_RANK, dimensions >= 0 whose product
  * does not overflow, data_offsets [begin, end] with end - begin = numel x dtype size, names
  * unique, and the tensors' byte ranges contiguous from 0, without overlap, covering the data to
- * the end of the file exactly. Only the header is read (and allocated: at most the file's size).
- * On success *out holds the file open until vkg_safetensors_close. Errors: VKG_ERR_IO (cannot
- * open, not a regular file), VKG_ERR_FORMAT naming the file and the tensor or field, NOMEM. */
+ * the end of the file exactly. Only the header is read; memory grows with the header actually
+ * present (its bytes, then a few times that for the parsed entries), never with the sizes it
+ * declares. On success *out holds the file open until vkg_safetensors_close. Errors: VKG_ERR_IO
+ * (cannot open, not a regular file), VKG_ERR_FORMAT naming the file and the tensor or field,
+ * VKG_ERR_NOMEM. */
 vkg_status vkg_safetensors_open(const char *path, vkg_safetensors **out);
 
 /* Close the file and free the handle; NULL-safe, sets *ps = NULL. */
