@@ -315,6 +315,13 @@ static void test_refusals(void **state)
          "\"data_offsets\":[0,4]}}",
          4, "not a string", "\"k\""},
         {"{\"__metadata__\":{\"k\":\"1\",\"k\":\"2\"}}", 0, "twice", "\"k\""},
+        {"{\"__metadata__\":[]}", 0, "neither an object nor null", NULL},
+        {"{\"__metadata__\":nil}", 0, "byte", NULL},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[-0],\"data_offsets\":[0,0]}}", 0, "negative",
+         "shape"},
+        {"{\"a\":{\"dtype\":\"F32\",\"shape\":[01],\"data_offsets\":[0,4]}}", 4, "leading zero",
+         "shape"},
+        {"{\"a\":{\"dtype\":\"F4\",\"shape\":[2],\"data_offsets\":[0,1]}}", 1, "dtype", "'a'"},
         {"{\"a\\u0000b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4, "NUL",
          NULL},
         {"{\"\xff\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4, "UTF-8", NULL},
@@ -358,7 +365,7 @@ static void test_refusals(void **state)
     path = tpath(state, "ok.safetensors");
     write_raw(path, UINT64_MAX,
               "{\"a\":{\"x\":[1.5e3,{\"y\":null,\"z\":true}],\"dtype\":\"BF16\",\"shape\":[2],"
-              "\"data_offsets\":[0,4]},\"__metadata__\":{}}   ",
+              "\"data_offsets\":[0,4]},\"__metadata__\":null}   ",
               4);
     assert_int_equal(vkg_safetensors_open(path, &s), VKG_OK);
     float v[2];

@@ -172,7 +172,9 @@ vkg_status vkg_shard_write(const char *path, const uint16_t *tokens, size_t ntok
 #define VKG_ST_MAX_HEADER 100000000
 
 /* Element types, named in the file as the library names them ("F32", "BF16", ...). The first
- * three convert to and from fp32; the others are listed and read as raw bytes only. */
+ * three convert to and from fp32; the others are listed and read as raw bytes only. The
+ * library's sub-byte types (F4, F6_E2M3, F6_E3M2) are not known: files holding them are
+ * refused. */
 typedef enum vkg_st_dtype {
     VKG_ST_F32,
     VKG_ST_BF16,
@@ -189,6 +191,10 @@ typedef enum vkg_st_dtype {
     VKG_ST_BOOL,
     VKG_ST_F8_E4M3,
     VKG_ST_F8_E5M2,
+    VKG_ST_F8_E4M3FNUZ,
+    VKG_ST_F8_E5M2FNUZ,
+    VKG_ST_F8_E8M0,
+    VKG_ST_C64,
     VKG_ST_DTYPE_COUNT
 } vkg_st_dtype;
 

@@ -96,11 +96,15 @@ static vkg_status parse_ints(vkg__json *j, const vkg_safetensors *s, const char 
     VKG_TRY(vkg__json_open(j, '[', &more));
     while (more) {
         long long x = 0;
+        /* JSON (and the library) spell no "-0" and no leading zeros; vkg__json_int allows both */
+        int c = vkg__json_peek(j);
+        VKG_CHECK(c != '-', VKG_ERR_FORMAT, "%s: tensor '%s': %s holds a negative value", s->path,
+                  tensor, field);
+        VKG_CHECK(c != '0' || j->end - j->p < 2 || j->p[1] < '0' || j->p[1] > '9', VKG_ERR_FORMAT,
+                  "%s: tensor '%s': %s holds a number with a leading zero", s->path, tensor, field);
         VKG_TRY(vkg__json_int(j, &x));
         VKG_CHECK(*n < max, VKG_ERR_FORMAT, "%s: tensor '%s': %s has more than %d entries", s->path,
                   tensor, field, max);
-        VKG_CHECK(x >= 0, VKG_ERR_FORMAT, "%s: tensor '%s': %s holds the negative value %lld",
-                  s->path, tensor, field, x);
         v[(*n)++] = x;
         VKG_TRY(vkg__json_next(j, ']', &more));
     }
@@ -179,7 +183,7 @@ static vkg_status parse_tensor(vkg__json *j, const vkg_safetensors *s, vkg_st_in
     return VKG_OK;
 }
 
-/* Parse "__metadata__": an object of string values. */
+/* Parse "__metadata__": null, or an object of string values. */
 static vkg_status parse_metadata(vkg__json *j, vkg_safetensors *s, char **buf, size_t *cap)
 {
     int more = 0;
@@ -187,6 +191,10 @@ static vkg_status parse_metadata(vkg__json *j, vkg_safetensors *s, char **buf, s
     char key[SHOWN];
     VKG_CHECK(!s->has_meta, VKG_ERR_FORMAT, "%s: \"__metadata__\" appears twice", s->path);
     s->has_meta = 1;
+    if (vkg__json_peek(j) == 'n') /* null: no metadata, as the library reads it */
+        return vkg__json_skip(j); /* the only value starting with 'n' it accepts is null */
+    VKG_CHECK(vkg__json_peek(j) == '{', VKG_ERR_FORMAT,
+              "%s: \"__metadata__\" is neither an object nor null", s->path);
     VKG_TRY(vkg__json_open(j, '{', &more));
     while (more) {
         if (s->nmeta == s->meta_cap) {

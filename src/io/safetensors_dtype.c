@@ -10,14 +10,25 @@ static const struct {
     const char *name;
     size_t size;
 } dtypes[VKG_ST_DTYPE_COUNT] = {
-    [VKG_ST_F32] = {"F32", 4},         [VKG_ST_BF16] = {"BF16", 2},
-    [VKG_ST_F16] = {"F16", 2},         [VKG_ST_F64] = {"F64", 8},
-    [VKG_ST_I64] = {"I64", 8},         [VKG_ST_I32] = {"I32", 4},
-    [VKG_ST_I16] = {"I16", 2},         [VKG_ST_I8] = {"I8", 1},
-    [VKG_ST_U64] = {"U64", 8},         [VKG_ST_U32] = {"U32", 4},
-    [VKG_ST_U16] = {"U16", 2},         [VKG_ST_U8] = {"U8", 1},
-    [VKG_ST_BOOL] = {"BOOL", 1},       [VKG_ST_F8_E4M3] = {"F8_E4M3", 1},
+    [VKG_ST_F32] = {"F32", 4},
+    [VKG_ST_BF16] = {"BF16", 2},
+    [VKG_ST_F16] = {"F16", 2},
+    [VKG_ST_F64] = {"F64", 8},
+    [VKG_ST_I64] = {"I64", 8},
+    [VKG_ST_I32] = {"I32", 4},
+    [VKG_ST_I16] = {"I16", 2},
+    [VKG_ST_I8] = {"I8", 1},
+    [VKG_ST_U64] = {"U64", 8},
+    [VKG_ST_U32] = {"U32", 4},
+    [VKG_ST_U16] = {"U16", 2},
+    [VKG_ST_U8] = {"U8", 1},
+    [VKG_ST_BOOL] = {"BOOL", 1},
+    [VKG_ST_F8_E4M3] = {"F8_E4M3", 1},
     [VKG_ST_F8_E5M2] = {"F8_E5M2", 1},
+    [VKG_ST_F8_E4M3FNUZ] = {"F8_E4M3FNUZ", 1},
+    [VKG_ST_F8_E5M2FNUZ] = {"F8_E5M2FNUZ", 1},
+    [VKG_ST_F8_E8M0] = {"F8_E8M0", 1},
+    [VKG_ST_C64] = {"C64", 8},
 };
 
 const char *vkg_st_dtype_name(vkg_st_dtype dtype)
