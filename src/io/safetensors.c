@@ -1,9 +1,10 @@
 /* Reading Hugging Face's safetensors files (docs/FORMATS.md): the whole header is parsed and
  * validated when the file is opened, as strictly as the safetensors library does (and a little
- * more: names holding a NUL byte, which C strings cannot carry, are refused), and tensors are
+ * more, as the format's README asks: duplicate names and a header not beginning with '{' are
+ * refused, and so are names holding a NUL byte, which C strings cannot carry), and tensors are
  * then read one at a time by name, converted to fp32 or as raw bytes. Only the header is kept in
- * memory, never the data. Does not map the file, does not read sub-byte dtypes (F4, F6) or
- * complex ones. */
+ * memory, never the data. Does not map the file, does not know the sub-byte dtypes (F4, F6),
+ * and converts only F32, BF16 and F16 to fp32. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
