@@ -337,6 +337,64 @@ def flag_lists():
     put(t, "bad_transport", args("--transport", "udp"))
     put(t, "rank_outside", args("--world-size", "2", "--rank", "5"))
 
+# ---- safetensors files and the sharded index ---------------------------------------------------
+
+def safetensors(tensors, metadata=None, pad=True, data_extra=b""):
+    """A safetensors file: tensors is a list of (name, dtype, shape, data bytes), stored in order."""
+    header, data = {}, b""
+    if metadata is not None:
+        header["__metadata__"] = metadata
+    for name, dtype, shape, raw in tensors:
+        header[name] = {"dtype": dtype, "shape": shape, "data_offsets": [len(data), len(data) + len(raw)]}
+        data += raw
+    text = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    if pad:
+        text += b" " * (-len(text) % 8)
+    return struct.pack("<Q", len(text)) + text + data + data_extra
+
+
+def safetensors_files():
+    t = "safetensors"
+    clear(t)
+    f32 = ("w", "F32", [2, 3], floats(6))
+    bf16 = ("b", "BF16", [4], struct.pack("<4H", 0x3f80, 0xc000, 0x7fc0, 0x0001))
+    f16 = ("h", "F16", [1, 1, 2, 1], struct.pack("<2H", 0x3c00, 0x7bff))
+    scalar = ("s", "F32", [], floats(1))
+    ints = ("i", "I64", [2], struct.pack("<2q", 1, -1))
+    empty = ("e", "F16", [0, 3], b"")
+    good = safetensors([f32, bf16, f16, scalar, ints, empty], {"format": "pt"})
+    put(t, "valid", good)
+    put(t, "valid_unpadded", safetensors([f32, bf16], pad=False))
+    put(t, "empty_file_of_tensors", safetensors([]))
+    put(t, "unicode_name", safetensors([("w\u00e4 \"q\"", "U8", [3], b"abc")]))
+    put(t, "truncated", good[:-1])
+    put(t, "trailing_byte", good + b"\0")
+    put(t, "header_too_large", struct.pack("<Q", 100000001) + good[8:])
+    put(t, "header_past_file", struct.pack("<Q", len(good)) + good[8:])
+    put(t, "short", b"\x10\x00\x00")
+    put(t, "size_mismatch", safetensors([("w", "F32", [3], floats(2))]))
+    put(t, "unknown_dtype", safetensors([("w", "F128", [1], floats(4))]))
+    put(t, "overflowing_shape", safetensors([("w", "F32", [4294967296, 4294967296], b"")]))
+    gap = json.dumps({"a": {"dtype": "F32", "shape": [1], "data_offsets": [4, 8]}}).encode()
+    put(t, "gap", struct.pack("<Q", len(gap)) + gap + floats(2))
+    dup = (b'{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},'
+           b'"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}}')
+    put(t, "duplicate_name", struct.pack("<Q", len(dup)) + dup + floats(2))
+    extra = (b'{"a":{"x":[1.5e3,{"y":null}],"dtype":"BF16","shape":[1],"data_offsets":[0,2]},'
+             b'"__metadata__":{"k":"v"}}  ')
+    put(t, "unknown_field", struct.pack("<Q", len(extra)) + extra + b"\x80\x3f")
+
+    t = "safetensors_index"
+    clear(t)
+    put(t, "valid", json.dumps({
+        "metadata": {"total_size": 1234, "note": [1.5, None, True]},
+        "weight_map": {"lm_head.weight": "model-00002-of-00002.safetensors",
+                       "model.embed_tokens.weight": "model-00001-of-00002.safetensors"}}, indent=2))
+    put(t, "escape_folder", json.dumps({"weight_map": {"a": "../a.safetensors"}}))
+    put(t, "subfolder", json.dumps({"weight_map": {"a": "sub/a.safetensors"}}))
+    put(t, "duplicate", '{"weight_map": {"a": "x", "a": "y"}}')
+    put(t, "no_weight_map", '{"metadata": {}}')
+
 
 def main():
     model_files()
@@ -349,6 +407,7 @@ def main():
     texts()
     envs()
     flag_lists()
+    safetensors_files()
     for target in sorted(os.listdir(CORPUS)):
         files = os.listdir(os.path.join(CORPUS, target))
         size = sum(os.path.getsize(os.path.join(CORPUS, target, f)) for f in files)

@@ -8,7 +8,9 @@
 # Usage: scripts/install-deps.sh [--test] [--list]
 #   --test   also the test suite's and tools' packages (cmocka, the validation layer, OpenBLAS for
 #            bench ops, clang-format, clang with libFuzzer's runtime, mingw-w64's C compiler for
-#            the platform layer's Windows sources)
+#            the platform layer's Windows sources, Python's pip) and, with pip for the user who
+#            runs this script (--user; Debian's Python also needs --break-system-packages), the
+#            pinned Python libraries tests/hf checks file formats against (safetensors, numpy)
 #   --list   print the packages (and Mesa's Vulkan drivers) on one line and install nothing
 #            (VKGPT_DEPS_LIST=1 in the environment does the same, through quickstart.sh)
 set -eu
@@ -17,11 +19,19 @@ set -eu
 PKGS="build-essential cmake pkg-config libvulkan-dev libvulkan-volk-dev libvulkan1 glslang-tools
       spirv-tools libzmq3-dev libsodium-dev libutf8proc-dev fortune-mod fortunes"
 TEST_PKGS="libcmocka-dev vulkan-validationlayers libopenblas-dev clang-format clang
-      libclang-rt-14-dev gcc-mingw-w64-x86-64-posix"
+      libclang-rt-14-dev gcc-mingw-w64-x86-64-posix python3 python3-pip"
+# The reference libraries of tests/hf (ctest safetensors_hf), pinned: a test that compares bits
+# with a library must not change its verdict when the library does.
+SAFETENSORS_VERSION=0.8.0
+PY_TEST_PKGS="safetensors==$SAFETENSORS_VERSION numpy==2.2.6"
+py=""
 list="${VKGPT_DEPS_LIST:-}"
 for a in "$@"; do
     case "$a" in
-    --test) PKGS="$PKGS $TEST_PKGS" ;;
+    --test)
+        PKGS="$PKGS $TEST_PKGS"
+        py=yes
+        ;;
     --list) list=1 ;;
     *)
         echo "install-deps: unknown option '$a' (valid: --test, --list)" >&2
@@ -31,6 +41,7 @@ for a in "$@"; do
 done
 if [ -n "$list" ]; then
     echo "install-deps: packages:" $PKGS mesa-vulkan-drivers
+    [ -z "$py" ] || echo "install-deps: Python packages (pip --user):" $PY_TEST_PKGS
     exit 0
 fi
 
@@ -82,5 +93,11 @@ if [ "$mesa_old" = yes ] && [ -n "$backports" ]; then
     $APT install --no-install-recommends -t bookworm-backports mesa-vulkan-drivers
 elif [ "$mesa_old" = yes ] || [ "$mesa_old" = stock ]; then
     installed mesa-vulkan-drivers || $APT install --no-install-recommends mesa-vulkan-drivers
+fi
+if [ -n "$py" ] && ! python3 -c "import numpy, safetensors, sys
+sys.exit(safetensors.__version__ != '$SAFETENSORS_VERSION')" 2>/dev/null; then
+    echo "install-deps: installing Python's $PY_TEST_PKGS for $(id -un) (pip --user)"
+    python3 -m pip install -q --disable-pip-version-check --user --break-system-packages \
+        $PY_TEST_PKGS || python3 -m pip install -q --disable-pip-version-check --user $PY_TEST_PKGS
 fi
 exit 0

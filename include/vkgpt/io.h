@@ -1,4 +1,4 @@
-/* llm.c-compatible files and crash-safe writing.
+/* llm.c-compatible files, Hugging Face's safetensors files, and crash-safe writing.
  *
  * Four formats, all little-endian with a header of 256 int32 (1024 bytes):
  *   model        20240326, version (3 = fp32, 5 = bf16), maxT, V, L, NH, C, Vp; the 16 tensors of
@@ -11,6 +11,8 @@
  * VKG_ERR_IO when the system call fails) and a message that names the file and the problem.
  * Every writer goes through vkg_io_write_atomic, so a failed or interrupted write leaves any
  * existing file untouched. This module knows nothing of devices; it only moves host memory.
+ * Safetensors files (docs/FORMATS.md) are read and written too: a little-endian uint64 header
+ * size, a JSON header naming each tensor's dtype, shape and byte range, then the data.
  */
 #ifndef VKGPT_IO_H
 #define VKGPT_IO_H
@@ -94,6 +96,11 @@ vkg_status vkg_modelfile_write(const char *path, const vkg_model_config *cfg, co
 float vkg_bf16_to_f32(uint16_t h);
 uint16_t vkg_f32_to_bf16(float f);
 
+/* IEEE half (f16) <-> fp32: to fp32 is exact; to f16 rounds to nearest even, overflows to
+ * infinity, keeps subnormals, and keeps NaN a (quiet) NaN. */
+float vkg_f16_to_f32(uint16_t h);
+uint16_t vkg_f32_to_f16(float f);
+
 /* ---- debug state file ----------------------------------------------------------------------- */
 
 typedef struct vkg_debug_state {
@@ -157,6 +164,150 @@ vkg_status vkg_shard_read(const char *path, uint16_t **tokens, size_t *ntok);
 /* Write ntok tokens as a shard, crash-safely. ntok must fit the int32 header field
  * (VKG_ERR_INVALID_ARG otherwise). */
 vkg_status vkg_shard_write(const char *path, const uint16_t *tokens, size_t ntok);
+
+/* ---- safetensors (Hugging Face) ------------------------------------------------------------ */
+
+#define VKG_ST_MAX_RANK 8
+/* The largest JSON header read or written, as the safetensors library caps it. */
+#define VKG_ST_MAX_HEADER 100000000
+
+/* Element types, named in the file as the library names them ("F32", "BF16", ...). The first
+ * three convert to and from fp32; the others are listed and read as raw bytes only. The
+ * library's sub-byte types (F4, F6_E2M3, F6_E3M2) are not known: files holding them are
+ * refused. */
+typedef enum vkg_st_dtype {
+    VKG_ST_F32,
+    VKG_ST_BF16,
+    VKG_ST_F16,
+    VKG_ST_F64,
+    VKG_ST_I64,
+    VKG_ST_I32,
+    VKG_ST_I16,
+    VKG_ST_I8,
+    VKG_ST_U64,
+    VKG_ST_U32,
+    VKG_ST_U16,
+    VKG_ST_U8,
+    VKG_ST_BOOL,
+    VKG_ST_F8_E4M3,
+    VKG_ST_F8_E5M2,
+    VKG_ST_F8_E4M3FNUZ,
+    VKG_ST_F8_E5M2FNUZ,
+    VKG_ST_F8_E8M0,
+    VKG_ST_C64,
+    VKG_ST_DTYPE_COUNT
+} vkg_st_dtype;
+
+/* The file's name of dtype ("BF16") and its size in bytes; "?" and 0 for a value out of range. */
+const char *vkg_st_dtype_name(vkg_st_dtype dtype);
+size_t vkg_st_dtype_size(vkg_st_dtype dtype);
+
+/* One tensor to write. Exactly one of data and f32 is set: data holds the numel elements already
+ * in dtype (host byte order; bf16/f16 as uint16_t bit patterns), f32 holds numel fp32 values that
+ * are converted to dtype on the way out (F32, BF16 and F16 only; both round to nearest even, NaN
+ * stays NaN). numel is the product of shape[0..rank) (1 for rank 0, a scalar). */
+typedef struct vkg_st_tensor {
+    const char *name; /* valid UTF-8, unique, not "__metadata__" */
+    vkg_st_dtype dtype;
+    int rank;                       /* 0..VKG_ST_MAX_RANK */
+    int64_t shape[VKG_ST_MAX_RANK]; /* row-major, each >= 0 */
+    const void *data;
+    const float *f32;
+} vkg_st_tensor;
+
+/* Write n tensors to a safetensors file at path, crash-safely (vkg_io_write_atomic): the header
+ * lists them, and their data follows, in the order given (contiguous, little-endian); the header
+ * is padded with spaces to a multiple of 8 bytes so the data starts 8-aligned. metadata_kv holds
+ * n_meta key/value pairs (key0, value0, key1, value1, ...: UTF-8 strings, keys unique) written
+ * as the header's "__metadata__" object (omitted when n_meta is 0). Nothing is kept. Errors:
+ * VKG_ERR_INVALID_ARG naming the tensor or key (duplicate or reserved name, bad rank, dtype or
+ * dimension, a size that overflows, data and f32 both or neither set, invalid UTF-8, a header
+ * over VKG_ST_MAX_HEADER), VKG_ERR_NOMEM, VKG_ERR_IO naming the file. */
+vkg_status vkg_safetensors_write(const char *path, const vkg_st_tensor *tensors, int n,
+                                 const char *const *metadata_kv, int n_meta);
+
+/* A tensor of an open safetensors file. */
+typedef struct vkg_st_info {
+    const char *name; /* owned by the file handle */
+    vkg_st_dtype dtype;
+    int rank;
+    int64_t shape[VKG_ST_MAX_RANK];
+    uint64_t numel;  /* elements (1 for a scalar, 0 when a dimension is 0) */
+    uint64_t offset; /* where its data starts, in bytes from the start of the file */
+    uint64_t nbytes; /* numel * vkg_st_dtype_size(dtype) */
+} vkg_st_info;
+
+typedef struct vkg_safetensors vkg_safetensors;
+
+/* Open a safetensors file and validate all of its header before returning: a header size of at
+ * most VKG_ST_MAX_HEADER bytes that fits the file, a header that is UTF-8 JSON (an object of
+ * tensors and an optional "__metadata__" object of strings; unknown fields of a tensor are
+ * skipped), a known dtype, a rank of at most VKG_ST_MAX_RANK, dimensions >= 0 whose product
+ * does not overflow, data_offsets [begin, end] with end - begin = numel x dtype size, names
+ * unique, and the tensors' byte ranges contiguous from 0, without overlap, covering the data to
+ * the end of the file exactly. Only the header is read; memory grows with the header actually
+ * present (its bytes, then a few times that for the parsed entries), never with the sizes it
+ * declares. On success *out holds the file open until vkg_safetensors_close. Errors: VKG_ERR_IO
+ * (cannot open, not a regular file), VKG_ERR_FORMAT naming the file and the tensor or field,
+ * VKG_ERR_NOMEM. */
+vkg_status vkg_safetensors_open(const char *path, vkg_safetensors **out);
+
+/* Close the file and free the handle; NULL-safe, sets *ps = NULL. */
+void vkg_safetensors_close(vkg_safetensors **ps);
+
+/* The number of tensors, and tensor i (0 <= i < count) in the order of their data in the file;
+ * the pointer lives as long as the handle. */
+int vkg_safetensors_count(const vkg_safetensors *s);
+const vkg_st_info *vkg_safetensors_info(const vkg_safetensors *s, int i);
+
+/* The tensor called name, or NULL when the file has none. */
+const vkg_st_info *vkg_safetensors_find(const vkg_safetensors *s, const char *name);
+
+/* The "__metadata__" entries: their number, entry i's key and value (through key/value; entries
+ * sorted by key; NULL for i out of range), and the value of key (NULL when absent). Strings live
+ * as long as the handle. */
+int vkg_safetensors_metadata_count(const vkg_safetensors *s);
+void vkg_safetensors_metadata_at(const vkg_safetensors *s, int i, const char **key,
+                                 const char **value);
+const char *vkg_safetensors_metadata(const vkg_safetensors *s, const char *key);
+
+/* Read the tensor called name into out (capacity floats; numel are written), converting F32,
+ * BF16 and F16 to fp32 exactly. Errors: VKG_ERR_NOT_FOUND (no such tensor), VKG_ERR_UNSUPPORTED
+ * (another dtype), VKG_ERR_INVALID_ARG (capacity < numel), VKG_ERR_FORMAT (the file shrank
+ * since it was opened), VKG_ERR_IO; each names the file and the tensor. */
+vkg_status vkg_safetensors_read_f32(vkg_safetensors *s, const char *name, float *out,
+                                    size_t capacity);
+
+/* Read the tensor called name as it is stored into out (capacity bytes; nbytes are written), in
+ * host byte order (elements byte-swapped on a big-endian host). Errors as
+ * vkg_safetensors_read_f32, without VKG_ERR_UNSUPPORTED. */
+vkg_status vkg_safetensors_read_raw(vkg_safetensors *s, const char *name, void *out,
+                                    size_t capacity);
+
+/* A sharded model's index, model.safetensors.index.json: {"metadata": {...}, "weight_map":
+ * {tensor name: shard file name, ...}}. Entries are sorted by tensor name. */
+typedef struct vkg_st_index_entry {
+    char *name; /* tensor */
+    char *file; /* shard file name, in the index's folder */
+} vkg_st_index_entry;
+
+typedef struct vkg_st_index {
+    int count;
+    vkg_st_index_entry *entries;
+} vkg_st_index;
+
+/* Read an index file (at most VKG_ST_MAX_HEADER bytes). "metadata" and other top-level keys are
+ * skipped. Shard names must be plain file names: empty names, names holding '/', '\\', ':' or
+ * "..", and a tensor named twice are refused. Allocates idx's arrays (free with
+ * vkg_safetensors_index_deinit). Errors: VKG_ERR_IO, VKG_ERR_FORMAT naming the file and the
+ * tensor or field, VKG_ERR_NOMEM; on error *idx is left empty. */
+vkg_status vkg_safetensors_index_read(const char *path, vkg_st_index *idx);
+
+/* The shard file holding tensor name, or NULL when the index does not list it. */
+const char *vkg_safetensors_index_lookup(const vkg_st_index *idx, const char *name);
+
+/* Free idx's arrays and zero it. NULL-safe. */
+void vkg_safetensors_index_deinit(vkg_st_index *idx);
 
 #ifdef __cplusplus
 }

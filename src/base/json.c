@@ -197,6 +197,96 @@ vkg_status vkg__json_int(vkg__json *j, long long *v)
     return VKG_OK;
 }
 
+#define SKIP_MAX_DEPTH 64
+
+/* Skip a number: '-'? digits ('.' digits)? ([eE] [+-]? digits)?, as JSON spells it. */
+static vkg_status skip_number(vkg__json *j)
+{
+    const char *p = j->p;
+    long at = offset(j);
+    p += p < j->end && *p == '-';
+    const char *digits = p;
+    while (p < j->end && *p >= '0' && *p <= '9')
+        p++;
+    VKG_CHECK(p > digits, VKG_ERR_FORMAT, "%s: byte %ld: expected a value", j->name, at);
+    if (p < j->end && *p == '.') {
+        digits = ++p;
+        while (p < j->end && *p >= '0' && *p <= '9')
+            p++;
+        VKG_CHECK(p > digits, VKG_ERR_FORMAT, "%s: byte %ld: bad number", j->name, at);
+    }
+    if (p < j->end && (*p == 'e' || *p == 'E')) {
+        p++;
+        p += p < j->end && (*p == '+' || *p == '-');
+        digits = p;
+        while (p < j->end && *p >= '0' && *p <= '9')
+            p++;
+        VKG_CHECK(p > digits, VKG_ERR_FORMAT, "%s: byte %ld: bad number", j->name, at);
+    }
+    j->p = p;
+    return VKG_OK;
+}
+
+static vkg_status skip_value(vkg__json *j, int depth)
+{
+    int c = vkg__json_peek(j);
+    VKG_CHECK(c >= 0, VKG_ERR_FORMAT, "%s: file ends where a value was expected (truncated?)",
+              j->name);
+    if (c == '"') { /* a string: walked without decoding; escapes checked */
+        j->p++;
+        while (j->p < j->end && *j->p != '"') {
+            VKG_CHECK((unsigned char)*j->p >= 0x20, VKG_ERR_FORMAT,
+                      "%s: byte %ld: raw control character in string", j->name, offset(j));
+            if (*j->p++ != '\\')
+                continue;
+            uint32_t cp;
+            VKG_CHECK(
+                j->p < j->end && *j->p &&
+                    (strchr("\"\\/bfnrt", *j->p) || (*j->p == 'u' && hex4(j->p + 1, j->end, &cp))),
+                VKG_ERR_FORMAT, "%s: byte %ld: bad escape sequence in string", j->name,
+                offset(j) - 1);
+            j->p += *j->p == 'u' ? 5 : 1;
+        }
+        VKG_CHECK(j->p < j->end, VKG_ERR_FORMAT, "%s: file ends inside a string (truncated?)",
+                  j->name);
+        j->p++;
+        return VKG_OK;
+    }
+    if (c == '[' || c == '{') {
+        VKG_CHECK(depth < SKIP_MAX_DEPTH, VKG_ERR_FORMAT,
+                  "%s: byte %ld: arrays and objects nested more than %d deep", j->name, offset(j),
+                  SKIP_MAX_DEPTH);
+        char close = c == '[' ? ']' : '}';
+        int more = 0;
+        VKG_TRY(vkg__json_open(j, (char)c, &more));
+        while (more) {
+            if (c == '{') {
+                VKG_CHECK(vkg__json_peek(j) == '"', VKG_ERR_FORMAT,
+                          "%s: byte %ld: expected a string key", j->name, offset(j));
+                VKG_TRY(skip_value(j, depth + 1));
+                VKG_TRY(vkg__json_expect(j, ':'));
+            }
+            VKG_TRY(skip_value(j, depth + 1));
+            VKG_TRY(vkg__json_next(j, close, &more));
+        }
+        return VKG_OK;
+    }
+    static const char *const words[] = {"true", "false", "null"};
+    for (int i = 0; i < 3; i++) {
+        size_t n = strlen(words[i]);
+        if ((size_t)(j->end - j->p) >= n && memcmp(j->p, words[i], n) == 0) {
+            j->p += n;
+            return VKG_OK;
+        }
+    }
+    return skip_number(j);
+}
+
+vkg_status vkg__json_skip(vkg__json *j)
+{
+    return skip_value(j, 0);
+}
+
 vkg_status vkg__json_end(vkg__json *j)
 {
     VKG_CHECK(vkg__json_peek(j) < 0, VKG_ERR_FORMAT, "%s: byte %ld: unexpected data after the end",

@@ -43,6 +43,11 @@ vkg_status vkg__json_string(vkg__json *j, char **buf, size_t *len, size_t *cap);
 /* Read an integer value (optional '-', digits, no fraction or exponent) into *v. */
 vkg_status vkg__json_int(vkg__json *j, long long *v);
 
+/* Skip one value of any type (string, number with fraction or exponent, true, false, null, array,
+ * object), checking its syntax. Arrays and objects nest at most 64 deep (VKG_ERR_FORMAT beyond,
+ * so a hostile file cannot exhaust the stack). Allocates nothing. */
+vkg_status vkg__json_skip(vkg__json *j);
+
 /* Skip whitespace and require that the document ends here. */
 vkg_status vkg__json_end(vkg__json *j);
 

@@ -37,4 +37,17 @@ vkg_status vkg__shard_read_stream(FILE *f, const char *path, uint64_t size, uint
                                   size_t *ntok);
 vkg_status vkg__tokfile_read_stream(FILE *f, const char *path, uint64_t size, vkg_tokfile *tf);
 
+/* 1 when the n bytes at s are valid UTF-8 (no overlong forms, surrogates or code points past
+ * U+10FFFF), as the safetensors library requires of a header; 0 otherwise. */
+int vkg__utf8_valid(const char *s, size_t n);
+
+/* vkg_safetensors_open on the size bytes at data (kept, not copied: they must outlive the
+ * handle); name labels messages. For the fuzz targets. */
+vkg_status vkg__safetensors_open_mem(const void *data, size_t size, const char *name,
+                                     vkg_safetensors **out);
+
+/* vkg_safetensors_index_read on the n bytes of text; path labels messages. */
+vkg_status vkg__safetensors_index_parse(const char *text, size_t n, const char *path,
+                                        vkg_st_index *idx);
+
 #endif
