@@ -396,6 +396,33 @@ def safetensors_files():
     put(t, "no_weight_map", '{"metadata": {}}')
 
 
+
+# ---- Hugging Face config.json -----------------------------------------------------------------
+
+def hf_configs():
+    t = "hfconfig"
+    clear(t)
+    llama = ('{"model_type": "llama", "hidden_size": 64, "intermediate_size": 128, '
+             '"num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, '
+             '"max_position_embeddings": 128, "vocab_size": 1000, "rms_norm_eps": 1e-05, '
+             '"rope_theta": 10000.0, "hidden_act": "silu", "tie_word_embeddings": true, '
+             '"rope_scaling": null, "torch_dtype": "bfloat16", "architectures": ["LlamaForCausalLM"]}')
+    put(t, "llama", llama.encode())
+    put(t, "llama3_scaling", llama.replace('"rope_scaling": null', '"rope_scaling": {"rope_type": '
+        '"llama3", "factor": 32.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, '
+        '"original_max_position_embeddings": 8192}').encode())
+    put(t, "qwen3", llama.replace('"llama"', '"qwen3"').replace('"num_key_value_heads": 2',
+        '"num_key_value_heads": 2, "head_dim": 32').encode())
+    put(t, "qwen2", llama.replace('"llama"', '"qwen2"').replace('true', 'false').encode())
+    put(t, "mistral_sliding", llama.replace('"llama"', '"mistral"').replace(
+        '"rope_scaling": null', '"sliding_window": 64').encode())
+    put(t, "gpt2", b'{"model_type": "gpt2", "n_embd": 64, "n_layer": 2, "n_head": 4, '
+        b'"n_positions": 128, "n_ctx": 128, "vocab_size": 1000, "n_inner": null, '
+        b'"activation_function": "gelu_new", "layer_norm_epsilon": 1e-05, '
+        b'"task_specific_params": {"text-generation": {"do_sample": true, "max_length": [50, -1.5e3]}}}')
+    put(t, "unknown_type", b'{"model_type": "gpt_neox", "hidden_size": 64}')
+    put(t, "truncated", llama[:100].encode())
+
 def main():
     model_files()
     state_files()
@@ -408,6 +435,7 @@ def main():
     envs()
     flag_lists()
     safetensors_files()
+    hf_configs()
     for target in sorted(os.listdir(CORPUS)):
         files = os.listdir(os.path.join(CORPUS, target))
         size = sum(os.path.getsize(os.path.join(CORPUS, target, f)) for f in files)

@@ -309,6 +309,27 @@ const char *vkg_safetensors_index_lookup(const vkg_st_index *idx, const char *na
 /* Free idx's arrays and zero it. NULL-safe. */
 void vkg_safetensors_index_deinit(vkg_st_index *idx);
 
+/* ---- Hugging Face's config.json (hfconfig.c) ---------------------------------------------------
+ * model_type "gpt2" (n_embd, n_layer, n_head, n_positions, n_inner, activation_function gelu_new,
+ * layer_norm_epsilon, tie_word_embeddings) and the Llama family: "llama", "mistral", "qwen2"
+ * (q, k and v biases), "qwen3" (QK-norm): hidden_size, intermediate_size, num_hidden_layers,
+ * num_attention_heads, num_key_value_heads, head_dim, max_position_embeddings, vocab_size,
+ * hidden_act silu, rms_norm_eps, rope_theta, rope_scaling null or "llama3",
+ * tie_word_embeddings, with transformers' defaults for the fields a file leaves out. */
+
+/* Parse config.json's text (n bytes; path names it in messages) into *cfg (padded vocabulary
+ * computed). VKG_ERR_FORMAT naming the file and the field: malformed JSON, an unknown
+ * model_type, a missing or out-of-range size, and what vkgpt does not compute (another
+ * activation, sliding-window attention, a rope scaling other than Llama 3's, attention_bias or
+ * mlp_bias true). Other fields are skipped. *cfg is untouched on error. */
+vkg_status vkg_hf_config_parse(const char *text, size_t n, const char *path, vkg_model_config *cfg);
+/* The same from the file at path (a regular file of at most 1 MiB). */
+vkg_status vkg_hf_config_read(const char *path, vkg_model_config *cfg);
+/* Write cfg as config.json (crash-safe, vkg_io_write_atomic) for its family: "gpt2", "llama",
+ * "qwen2" or "qwen3", with the architectures entry transformers loads it by.
+ * VKG_ERR_INVALID_ARG for an invalid config or one no family describes. */
+vkg_status vkg_hf_config_write(const char *path, const vkg_model_config *cfg);
+
 #ifdef __cplusplus
 }
 #endif

@@ -2,6 +2,7 @@
  * does not understand is a VKG_ERR_FORMAT naming the file and the byte offset. */
 #include "base/json.h"
 
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -291,5 +292,53 @@ vkg_status vkg__json_end(vkg__json *j)
 {
     VKG_CHECK(vkg__json_peek(j) < 0, VKG_ERR_FORMAT, "%s: byte %ld: unexpected data after the end",
               j->name, offset(j));
+    return VKG_OK;
+}
+
+vkg_status vkg__json_number(vkg__json *j, double *v)
+{
+    VKG_CHECK(vkg__json_peek(j) >= 0, VKG_ERR_FORMAT,
+              "%s: file ends where a number was expected (truncated?)", j->name);
+    /* JSON's grammar: -? (0 | [1-9][0-9]*) (. [0-9]+)? ([eE] [+-]? [0-9]+)? */
+    const char *p = j->p, *e = j->end;
+    char buf[64];
+    size_t n = 0;
+    int ok = 1;
+#define TAKE() (n < sizeof buf - 1 ? (void)(buf[n++] = *p++) : (void)(ok = 0, p++))
+#define DIGIT() (p < e && *p >= '0' && *p <= '9')
+    if (p < e && *p == '-')
+        TAKE();
+    if (p < e && *p == '0')
+        TAKE();
+    else if (DIGIT())
+        while (DIGIT())
+            TAKE();
+    else
+        ok = 0;
+    if (ok && p < e && *p == '.') {
+        TAKE();
+        ok = DIGIT();
+        while (DIGIT())
+            TAKE();
+    }
+    if (ok && p < e && (*p == 'e' || *p == 'E')) {
+        TAKE();
+        if (p < e && (*p == '+' || *p == '-'))
+            TAKE();
+        ok = ok && DIGIT();
+        while (DIGIT())
+            TAKE();
+    }
+#undef TAKE
+#undef DIGIT
+    VKG_CHECK(ok, VKG_ERR_FORMAT, "%s: byte %ld: expected a number (at most 63 characters)",
+              j->name, offset(j));
+    buf[n] = '\0';
+    char *end = NULL;
+    double x = strtod(buf, &end); /* the C locale's: the decimal point is '.' */
+    VKG_CHECK(end == buf + n && isfinite(x), VKG_ERR_FORMAT,
+              "%s: byte %ld: the number %s is out of range", j->name, offset(j), buf);
+    j->p = p;
+    *v = x;
     return VKG_OK;
 }

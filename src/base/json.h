@@ -1,6 +1,6 @@
 /* A minimal pull-style JSON reader: enough for OpenAI's encoder.json (one object of string keys
  * and integer values) and test case files (arrays of objects with strings and integer arrays).
- * It does not build a tree, does not parse floating-point numbers, and does not allocate except
+ * It does not build a tree (numbers come as integers or doubles) and does not allocate except
  * for the caller's string buffer. Internal to vkgpt (tests use it too); in src/base, below every
  * layer that reads JSON (tokenizers, run.json, safetensors headers, model configs). */
 #ifndef VKG_BASE_JSON_H
@@ -47,6 +47,10 @@ vkg_status vkg__json_int(vkg__json *j, long long *v);
  * object), checking its syntax. Arrays and objects nest at most 64 deep (VKG_ERR_FORMAT beyond,
  * so a hostile file cannot exhaust the stack). Allocates nothing. */
 vkg_status vkg__json_skip(vkg__json *j);
+
+/* Read a number (JSON's grammar: sign, integer part, fraction, exponent; at most 63
+ * characters) into *v; VKG_ERR_FORMAT for anything else or a value out of double's range. */
+vkg_status vkg__json_number(vkg__json *j, double *v);
 
 /* Skip whitespace and require that the document ends here. */
 vkg_status vkg__json_end(vkg__json *j);

@@ -3,6 +3,10 @@
 # the expected encodings from tests/data; it fails (not skips) without them.
 if(VKG_BUILD_TESTS)
     vkg_add_test(test_io LABEL unit SOURCES ${PROJECT_SOURCE_DIR}/tests/test_io.c LIBS vkg_data)
+    # Hugging Face's config.json: the published files of six models, every preset written and
+    # read back, each refusal named.
+    vkg_add_test(test_hfconfig LABEL unit SOURCES ${PROJECT_SOURCE_DIR}/tests/test_hfconfig.c
+                 LIBS vkg_data)
     vkg_add_test(test_data LABEL unit LIBS vkg_data
                  SOURCES ${PROJECT_SOURCE_DIR}/tests/test_data.c
                          ${PROJECT_SOURCE_DIR}/src/cli/cmd_prepare.c
