@@ -10,7 +10,9 @@
 #            bench ops, clang-format, clang with libFuzzer's runtime, mingw-w64's C compiler for
 #            the platform layer's Windows sources, Python's pip) and, with pip for the user who
 #            runs this script (--user; Debian's Python also needs --break-system-packages), the
-#            pinned Python libraries tests/hf checks file formats against (safetensors, numpy)
+#            pinned Python libraries tests/hf checks file formats against (safetensors, numpy),
+#            and in a virtual environment of Debian's Python (~/.cache/vkgpt/hf-venv) the pinned
+#            transformers that tests/hf checks models against, on Debian's CPU PyTorch
 #   --list   print the packages (and Mesa's Vulkan drivers) on one line and install nothing
 #            (VKGPT_DEPS_LIST=1 in the environment does the same, through quickstart.sh)
 set -eu
@@ -19,11 +21,17 @@ set -eu
 PKGS="build-essential cmake pkg-config libvulkan-dev libvulkan-volk-dev libvulkan1 glslang-tools
       spirv-tools libzmq3-dev libsodium-dev libutf8proc-dev fortune-mod fortunes"
 TEST_PKGS="libcmocka-dev vulkan-validationlayers libopenblas-dev clang-format clang
-      libclang-rt-14-dev gcc-mingw-w64-x86-64-posix python3 python3-pip"
+      libclang-rt-14-dev gcc-mingw-w64-x86-64-posix python3 python3-pip python3-venv
+      python3-torch"
 # The reference libraries of tests/hf (ctest safetensors_hf), pinned: a test that compares bits
 # with a library must not change its verdict when the library does.
 SAFETENSORS_VERSION=0.8.0
 PY_TEST_PKGS="safetensors==$SAFETENSORS_VERSION numpy==2.2.6"
+# transformers for tests/hf/hfmodel_check.py (ctest hfmodel_hf): the newest release that runs on
+# Debian's CPU PyTorch (python3-torch, 1.13), pinned, in a virtual environment of Debian's own
+# Python (whose the system's torch is), so that no other Python changes.
+TRANSFORMERS_VERSION=4.44.2
+HF_VENV="$HOME/.cache/vkgpt/hf-venv"
 py=""
 list="${VKGPT_DEPS_LIST:-}"
 for a in "$@"; do
@@ -41,7 +49,8 @@ for a in "$@"; do
 done
 if [ -n "$list" ]; then
     echo "install-deps: packages:" $PKGS mesa-vulkan-drivers
-    [ -z "$py" ] || echo "install-deps: Python packages (pip --user):" $PY_TEST_PKGS
+    [ -z "$py" ] || echo "install-deps: Python packages (pip --user):" $PY_TEST_PKGS \
+        "; in $HF_VENV: transformers==$TRANSFORMERS_VERSION"
     exit 0
 fi
 
@@ -99,5 +108,12 @@ sys.exit(safetensors.__version__ != '$SAFETENSORS_VERSION')" 2>/dev/null; then
     echo "install-deps: installing Python's $PY_TEST_PKGS for $(id -un) (pip --user)"
     python3 -m pip install -q --disable-pip-version-check --user --break-system-packages \
         $PY_TEST_PKGS || python3 -m pip install -q --disable-pip-version-check --user $PY_TEST_PKGS
+fi
+if [ -n "$py" ] && ! "$HF_VENV/bin/python" -c "import torch, transformers, sys
+sys.exit(transformers.__version__ != '$TRANSFORMERS_VERSION')" 2>/dev/null; then
+    echo "install-deps: making $HF_VENV: transformers==$TRANSFORMERS_VERSION on Debian's PyTorch"
+    rm -rf "$HF_VENV"
+    /usr/bin/python3 -m venv --system-site-packages "$HF_VENV"
+    "$HF_VENV/bin/pip" install -q --disable-pip-version-check "transformers==$TRANSFORMERS_VERSION"
 fi
 exit 0

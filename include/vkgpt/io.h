@@ -330,6 +330,27 @@ vkg_status vkg_hf_config_read(const char *path, vkg_model_config *cfg);
  * VKG_ERR_INVALID_ARG for an invalid config or one no family describes. */
 vkg_status vkg_hf_config_write(const char *path, const vkg_model_config *cfg);
 
+/* ---- a model as a Hugging Face directory (hfmodel.c) ------------------------------------------
+ * DIR/config.json (vkg_hf_config_*) and DIR/model.safetensors, or a sharded model with
+ * DIR/model.safetensors.index.json, with transformers' tensor names and layouts: GPT-2's
+ * transformer.wte/wpe/h.N.{ln_1,attn.c_attn,attn.c_proj,ln_2,mlp.c_fc,mlp.c_proj}/ln_f, its Conv1D
+ * weights stored (in, out); the Llama family's model.embed_tokens, model.layers.N.{
+ * input_layernorm, self_attn.{q,k,v,o}_proj (biases for Qwen 2), self_attn.{q,k}_norm (Qwen 3),
+ * post_attention_layernorm, mlp.{gate,up,down}_proj}, model.norm and lm_head when untied. The
+ * vocabulary's padding rows are not in the file. */
+
+/* Write cfg and params (vkg_model_num_params(cfg) floats, table order) into dir (created when
+ * missing): config.json, then model.safetensors in fp32 or (bf16 1) bf16 rounded to nearest
+ * even, each crash-safely. VKG_ERR_INVALID_ARG for a config no family describes. */
+vkg_status vkg_hf_model_write(const char *dir, const vkg_model_config *cfg, const float *params,
+                              int bf16);
+/* Read the model in dir into *cfg and a new malloc'ed array *params (table order, padding rows
+ * zero; F32, BF16 or F16 converted exactly). VKG_ERR_FORMAT naming the file and the tensor: one
+ * the configuration needs that is missing, a wrong shape or an unsupported dtype; config.json's
+ * and the safetensors readers' errors. Other tensors in the files are not read. On error
+ * *params is NULL. */
+vkg_status vkg_hf_model_read(const char *dir, vkg_model_config *cfg, float **params);
+
 #ifdef __cplusplus
 }
 #endif
