@@ -428,6 +428,15 @@ static void test_write_refusals(void **state)
     assert_false(file_exists(path));
     assert_int_equal(vkg_safetensors_write(path, &both, 1, meta, 1), VKG_OK);
     assert_true(file_exists(path));
+    /* a refused write leaves the existing file as it was */
+    assert_int_equal(vkg_safetensors_write(path, &both, 1, meta, 2), VKG_ERR_INVALID_ARG);
+    vkg_safetensors *s = NULL;
+    int32_t back[2] = {0, 0};
+    assert_int_equal(vkg_safetensors_open(path, &s), VKG_OK);
+    assert_string_equal(vkg_safetensors_metadata(s, "k"), "v");
+    assert_int_equal(vkg_safetensors_read_raw(s, "a", back, sizeof back), VKG_OK);
+    assert_memory_equal(back, ints, sizeof back);
+    vkg_safetensors_close(&s);
 }
 
 /* ---- the sharded index ---------------------------------------------------------------------- */
