@@ -37,8 +37,12 @@ typedef struct vkg_train_config {
     int recompute; /* 1: recompute the GELU outputs in the backward pass (llm.c -r 1) */
     int precision; /* VKG_PRECISION_* (vkgpt/model.h); checkpoints stay fp32 */
     /* Model: resumed from ckpt_dir (resume), else loaded from init_path (an llm.c model file,
-     * fp32 version 3 or bf16 version 5), else new from these fields with GPT-2 init from seed. */
+     * fp32 version 3 or bf16 version 5, or a Hugging Face directory: config.json and
+     * model.safetensors), else new with the init of its parameter table from seed: the
+     * configuration `model` names (a preset, vkg_model_preset, or a config.json's path) or, when
+     * it is NULL, GPT-2 of these fields. */
     const char *init_path;
+    const char *model;
     int layers, heads, channels, max_seq_len;
     int vocab_size; /* 0: the tokenizer's */
     uint64_t seed;
@@ -83,6 +87,10 @@ typedef struct vkg_train_config {
      * damaged newer ones are renamed step_<n>.damaged, untouched (vkg_trainer_info says which).
      * No checkpoint marked complete is ever written over. */
     const char *ckpt_dir;
+    /* Each checkpoint also as a Hugging Face directory, step_<n>/hf (config.json and
+     * model.safetensors, VKG_SAVE_HF_FP32 or _BF16; 0: not), which transformers loads and
+     * --init starts from. */
+    int save_hf;
     /* The caller's checkpoint period in steps (0: at the end only): it calls vkg_trainer_save
      * then. Saving is collective, so the ranks of a job agree on it (and on ckpt_dir being
      * given) before the first step. */
@@ -121,6 +129,8 @@ typedef struct vkg_train_config {
 
 /* Defaults: L=4, NH=4, C=128, maxT=64, B=8, T=64, 1000 steps, lr 6e-4 cosine to 0.1 with
  * 10% warmup... (see the definition); every pointer NULL. */
+enum { VKG_SAVE_HF_NONE = 0, VKG_SAVE_HF_FP32 = 1, VKG_SAVE_HF_BF16 = 2 };
+
 vkg_train_config vkg_train_config_default(void);
 
 typedef struct vkg_trainer vkg_trainer_t;

@@ -28,6 +28,7 @@ static const char *const recomputes[] = {"none", "gelu", NULL}; /* as vkg_train_
 static const char *const syncs[] = {"step", "diloco", NULL};    /* vkg_train_config.sync */
 static const char *const outer_dtypes[] = {"fp32", "bf16", "int8", "int4", NULL}; /* .outer_dtype */
 static const char *const loss_scales[] = {"off", "dynamic", NULL};
+static const char *const save_hf[] = {"none", "fp32", "bf16", NULL}; /* VKG_SAVE_HF_* */
 
 typedef struct train_opts {
     vkg_train_config cfg;
@@ -56,11 +57,15 @@ static int find_conflict(const train_opts *o, const vkg_flag *flags, int n,
         return 1;
     }
     for (size_t i = 0; i < sizeof arch / sizeof arch[0]; i++)
-        if (c->init_path && vkg_flags_seen(flags, n, r, arch[i])) {
-            snprintf(why, cap, "%s conflicts with --init: the model file sets the architecture",
-                     arch[i]);
+        if ((c->init_path || c->model) && vkg_flags_seen(flags, n, r, arch[i])) {
+            snprintf(why, cap, "%s conflicts with %s: it sets the architecture", arch[i],
+                     c->init_path ? "--init" : "--model");
             return 1;
         }
+    if (c->init_path && c->model) {
+        snprintf(why, cap, "--model conflicts with --init: the model to start from has its own");
+        return 1;
+    }
     const char *needs = NULL, *what = NULL;
     if (c->eval_every > 0 && !c->val_data)
         needs = "--eval-every", what = "--val-data (the data to evaluate on)";
@@ -72,6 +77,8 @@ static int find_conflict(const train_opts *o, const vkg_flag *flags, int n,
         needs = "--ckpt-every", what = "--ckpt-dir";
     else if (!c->ckpt_dir && vkg_flags_seen(flags, n, r, "--keep"))
         needs = "--keep", what = "--ckpt-dir";
+    else if (!c->ckpt_dir && vkg_flags_seen(flags, n, r, "--save-hf"))
+        needs = "--save-hf", what = "--ckpt-dir";
     else if (c->vocab_dir && (!c->tokenizer || strcmp(c->tokenizer, "gpt2")))
         needs = "--vocab-dir", what = "--tokenizer gpt2 (other tokenizers do not read it)";
     else if (vkg_flags_seen(flags, n, r, "--base-batch") && o->dp.lr_scale == 0)
@@ -309,7 +316,15 @@ static int train_main(int argc, char **argv, vkg_cli_resume *res)
         {"--vocab-dir", VKG_FLAG_STR, &c->vocab_dir, "folder of vocab.bpe + encoder.json (gpt2)", 0,
          0, 0},
         {"--shuffle", VKG_FLAG_INT, &c->shuffle, "1: seeded batch order per epoch", 0, 0, 1},
-        {"--init", VKG_FLAG_STR, &c->init_path, "start from an llm.c model file", 0, 0, 0},
+        {"--init", VKG_FLAG_STR, &c->init_path,
+         "start from an llm.c model file or a Hugging Face directory (config.json and "
+         "model.safetensors)",
+         0, 0, 0},
+        {"--model", VKG_FLAG_STR, &c->model,
+         "new model: a preset (gpt2-124m, gpt2-350m, llama-125m, smollm2-135m, qwen2.5-0.5b, "
+         "qwen3-0.6b, tinyllama-1.1b) or a Hugging Face config.json (default: GPT-2 of --layers, "
+         "--heads, --channels, --ctx, --vocab)",
+         0, 0, 0},
         {"--layers", VKG_FLAG_INT, &c->layers, "new model: layers", 0, 1, 1000},
         {"--heads", VKG_FLAG_INT, &c->heads, "new model: attention heads", 0, 1, 1000},
         {"--channels", VKG_FLAG_INT, &c->channels, "new model: channels", 0, 1, 65536},
@@ -417,6 +432,10 @@ static int train_main(int argc, char **argv, vkg_cli_resume *res)
          "checkpoint folder (also holds log.jsonl, run.json)", 0, 0, 0},
         {"--ckpt-every", VKG_FLAG_INT, &c->ckpt_every,
          "checkpoint every N steps (0: only at the end)", 0, 0, 1e9},
+        {"--save-hf", VKG_FLAG_CHOICE, &c->save_hf,
+         "each checkpoint also as a Hugging Face directory, step_N/hf (config.json and "
+         "model.safetensors in fp32 or bf16), which transformers loads and --init starts from",
+         save_hf, 0, 0},
         {"--keep", VKG_FLAG_INT, &c->keep_checkpoints,
          "newest checkpoints kept, older ones deleted (0: all)", 0, 0, 1e6},
         {"--resume", VKG_FLAG_BOOL, &c->resume,

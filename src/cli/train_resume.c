@@ -11,9 +11,9 @@
 #include "os/file.h"
 
 static const char *const not_kept[] = {
-    "--device", "--tiles",           "--validation", "--quiet", "--init",        "--ckpt-dir",
-    "--resume", "--resume-fallback", "--world-size", "--rank",  "--master-addr", "--master-port",
-    NULL};
+    "--device",      "--tiles",  "--validation",      "--quiet",      "--init", "--model",
+    "--ckpt-dir",    "--resume", "--resume-fallback", "--world-size", "--rank", "--master-addr",
+    "--master-port", NULL};
 static const char *const arch_flags[] = {"--layers", "--heads", "--channels",
                                          "--ctx",    "--vocab", NULL};
 

@@ -16,10 +16,10 @@
 
 typedef struct piece {
     char name[160];
-    int rows, cols;  /* the file's shape: rows x cols, or a vector of cols when rows == 0 */
-    int transposed;  /* the file holds the transpose of vkgpt's rows x cols block */
-    size_t at;       /* floats from the start of the whole parameter vector */
-    int our_rows;    /* vkgpt's block: our_rows x our_cols, row-major at `at` */
+    int rows, cols; /* the file's shape: rows x cols, or a vector of cols when rows == 0 */
+    int transposed; /* the file holds the transpose of vkgpt's rows x cols block */
+    size_t at;      /* floats from the start of the whole parameter vector */
+    int our_rows;   /* vkgpt's block: our_rows x our_cols, row-major at `at` */
     int our_cols;
 } piece;
 
@@ -36,8 +36,7 @@ static int one(piece *p, const char *name, int rows, int cols, int transposed, s
 
 /* The pieces of tensor i of table t at layer l (l = 0 for tensors not per layer); -1 for a
  * tensor the family has no name for. */
-static int pieces_of(const vkg_model_config *c, const vkg_param_table *t, int i, int l,
-                     piece *p)
+static int pieces_of(const vkg_model_config *c, const vkg_param_table *t, int i, int l, piece *p)
 {
     const vkg_param_info *x = &t->t[i];
     int gpt2 = c->pos == VKG_POS_LEARNED, rows = x->rows, cols = x->cols;
@@ -53,12 +52,18 @@ static int pieces_of(const vkg_model_config *c, const vkg_param_table *t, int i,
     if (gpt2) {
         static const struct {
             const char *ours, *theirs;
-        } map[] = {{"ln1w", "ln_1.weight"},         {"ln1b", "ln_1.bias"},
-                   {"qkvw", "attn.c_attn.weight"},  {"qkvb", "attn.c_attn.bias"},
-                   {"attprojw", "attn.c_proj.weight"}, {"attprojb", "attn.c_proj.bias"},
-                   {"ln2w", "ln_2.weight"},         {"ln2b", "ln_2.bias"},
-                   {"fcw", "mlp.c_fc.weight"},      {"fcb", "mlp.c_fc.bias"},
-                   {"fcprojw", "mlp.c_proj.weight"}, {"fcprojb", "mlp.c_proj.bias"}};
+        } map[] = {{"ln1w", "ln_1.weight"},
+                   {"ln1b", "ln_1.bias"},
+                   {"qkvw", "attn.c_attn.weight"},
+                   {"qkvb", "attn.c_attn.bias"},
+                   {"attprojw", "attn.c_proj.weight"},
+                   {"attprojb", "attn.c_proj.bias"},
+                   {"ln2w", "ln_2.weight"},
+                   {"ln2b", "ln_2.bias"},
+                   {"fcw", "mlp.c_fc.weight"},
+                   {"fcb", "mlp.c_fc.bias"},
+                   {"fcprojw", "mlp.c_proj.weight"},
+                   {"fcprojb", "mlp.c_proj.bias"}};
         if (!strcmp(n, "wpe"))
             return one(p, "transformer.wpe.weight", rows, cols, 0, at);
         if (!strcmp(n, "lnfw") || !strcmp(n, "lnfb"))
@@ -226,8 +231,8 @@ static vkg_status find(source *s, const char *name, vkg_safetensors **f, const v
         *f = s->shard, *file = shard;
     }
     *info = vkg_safetensors_find(*f, name);
-    VKG_CHECK(*info, VKG_ERR_FORMAT,
-              "%s/%s: no tensor %s (the model's configuration needs it)", s->dir, *file, name);
+    VKG_CHECK(*info, VKG_ERR_FORMAT, "%s/%s: no tensor %s (the model's configuration needs it)",
+              s->dir, *file, name);
     return VKG_OK;
 }
 

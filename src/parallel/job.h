@@ -58,7 +58,7 @@ typedef struct vkg_job vkg_job;
 
 /* What every rank must agree on; compared field by field against rank 0's. */
 typedef struct vkg_job_fingerprint {
-    uint64_t v[40];
+    uint64_t v[48];
 } vkg_job_fingerprint;
 
 /* Join the job described by comm (vkg_comm_create; world_size 1 makes a communicator-less

@@ -88,6 +88,7 @@ static const char *const fp_names[] = {
     "--loss-scale-window and --precision",
     "checkpoints (--ckpt-dir given, --ckpt-every: saving is collective)",
     "evaluation (--eval-every, --eval-batches: evaluating is collective)",
+    "the model's family (kv heads, head dim, MLP, norm, positions, rope, biases, tie; hash)",
 };
 
 static uint64_t fbits(float a, float b)
@@ -102,7 +103,7 @@ vkg_status vkg__train_agree(vkg_trainer_t *t, const vkg_checkpoint *ck)
     if (vkg_strategy_world(t->par) == 1)
         return VKG_OK;
     const vkg_train_config *c = &t->cfg;
-    uint64_t v[40];
+    uint64_t v[41];
     memset(v, 0, sizeof v);
     v[0] = (uint64_t)t->mcfg.max_seq_len, v[1] = (uint64_t)t->mcfg.vocab_size;
     v[2] = (uint64_t)t->mcfg.padded_vocab_size, v[3] = (uint64_t)t->mcfg.num_layers;
@@ -133,7 +134,13 @@ vkg_status vkg__train_agree(vkg_trainer_t *t, const vkg_checkpoint *ck)
     int ckpt = t->ckpt_dir[0] != '\0'; /* the trainer's copy: cfg's is not kept */
     v[38] = (uint64_t)ckpt << 32 | (uint32_t)(ckpt ? c->ckpt_every : 0);
     v[39] = t->val ? (uint64_t)(uint32_t)c->eval_every << 32 | (uint32_t)c->eval_batches : 0;
-    return vkg_strategy_check_match(t->par, v, fp_names, 40);
+    /* FNV-1a over the configuration past its GPT-2 fields (ints and floats: no padding) */
+    const unsigned char *fam = (const unsigned char *)&t->mcfg.num_kv_heads;
+    const unsigned char *end = (const unsigned char *)(&t->mcfg + 1);
+    v[40] = 1469598103934665603ull;
+    for (; fam < end; fam++)
+        v[40] = (v[40] ^ *fam) * 1099511628211ull;
+    return vkg_strategy_check_match(t->par, v, fp_names, 41);
 }
 
 vkg_status vkg__train_resume_data(vkg_trainer_t *t, const vkg_checkpoint_state *s)

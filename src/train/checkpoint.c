@@ -119,6 +119,15 @@ vkg_status vkg_checkpoint_write_outer(const char *dir, const vkg_model_config *c
                                       const float *outer, size_t outer_count,
                                       const vkg_checkpoint_state *st, char *path_out, size_t cap)
 {
+    return vkg_checkpoint_write_hf(dir, cfg, params, m, v, outer, outer_count, 0, st, path_out,
+                                   cap);
+}
+
+vkg_status vkg_checkpoint_write_hf(const char *dir, const vkg_model_config *cfg,
+                                   const float *params, const float *m, const float *v,
+                                   const float *outer, size_t outer_count, int hf,
+                                   const vkg_checkpoint_state *st, char *path_out, size_t cap)
+{
     char sd[VKG_CHECKPOINT_PATH_CAP], file[VKG_CHECKPOINT_PATH_CAP], name[VKG_CHECKPOINT_NAME_CAP],
         done_text[64];
     int created = 0;
@@ -154,6 +163,10 @@ vkg_status vkg_checkpoint_write_outer(const char *dir, const vkg_model_config *c
     if (outer) {
         VKG_TRY(vkg__checkpoint_join(file, sd, "outer.bin"));
         VKG_TRY(vkg_outerfile_write(file, vkg_model_num_params(cfg), outer, outer_count));
+    }
+    if (hf) { /* Hugging Face's layout beside it, before DONE */
+        VKG_TRY(vkg__checkpoint_join(file, sd, "hf"));
+        VKG_TRY(vkg_hf_model_write(file, cfg, params, hf == 2 /* VKG_SAVE_HF_BF16 */));
     }
     VKG_TRY(vkg__checkpoint_join(file, sd, "DONE"));
     snprintf(done_text, sizeof done_text, "vkgpt checkpoint, step %llu\n",
@@ -353,26 +366,39 @@ void vkg_checkpoint_deinit(vkg_checkpoint *c)
 
 /* Remove a checkpoint directory: DONE first (so it never looks complete half-removed), then its
  * other files, then itself. */
-static vkg_status remove_ckpt_dir(const char *sd)
+/* Remove the files of folder sd and then sd, and (depth 1) the same for a folder in it: a
+ * checkpoint's hf folder (--save-hf). */
+static vkg_status remove_files_and_dir(const char *sd, int depth)
 {
     char file[VKG_CHECKPOINT_PATH_CAP];
-    VKG_TRY(vkg__checkpoint_join(file, sd, "DONE"));
-    VKG_CHECK(remove(file) == 0 || errno == ENOENT, VKG_ERR_IO, "%s: cannot remove: %s", file,
-              strerror(errno));
     vkg_os_paths names;
     int err = vkg_os_list_dir(sd, &names);
     VKG_CHECK(err == 0, VKG_ERR_IO, "%s: cannot read the directory: %s", sd, strerror(err));
     vkg_status st = VKG_OK;
     for (size_t i = 0; st == VKG_OK && i < names.n; i++) {
         st = vkg__checkpoint_join(file, sd, names.v[i]);
-        if (st == VKG_OK && remove(file) != 0)
-            st = VKG_FAIL(VKG_ERR_IO, "%s: cannot remove: %s", file, strerror(errno));
+        if (st == VKG_OK && remove(file) != 0) {
+            int e = errno;
+            st = depth > 0 &&
+                         (e == ENOTEMPTY || e == EEXIST || e == EISDIR || e == EPERM || e == EACCES)
+                     ? remove_files_and_dir(file, depth - 1) /* a folder that holds files */
+                     : VKG_FAIL(VKG_ERR_IO, "%s: cannot remove: %s", file, strerror(e));
+        }
     }
     vkg_os_paths_free(&names);
     VKG_TRY(st);
     err = vkg_os_rmdir(sd);
     VKG_CHECK(err == 0, VKG_ERR_IO, "%s: cannot remove the directory: %s", sd, strerror(err));
     return VKG_OK;
+}
+
+static vkg_status remove_ckpt_dir(const char *sd)
+{
+    char file[VKG_CHECKPOINT_PATH_CAP];
+    VKG_TRY(vkg__checkpoint_join(file, sd, "DONE"));
+    VKG_CHECK(remove(file) == 0 || errno == ENOENT, VKG_ERR_IO, "%s: cannot remove: %s", file,
+              strerror(errno));
+    return remove_files_and_dir(sd, 1);
 }
 
 vkg_status vkg_checkpoint_prune(const char *dir, int keep, uint64_t protect_step, int *removed)

@@ -182,6 +182,13 @@ vkg_status vkg__outerfile_read_stream(FILE *f, const char *path, uint64_t size, 
 vkg_status vkg_checkpoint_write(const char *dir, const vkg_model_config *cfg, const float *params,
                                 const float *m, const float *v, const vkg_checkpoint_state *st,
                                 char *path_out, size_t cap);
+/* vkg_checkpoint_write_outer that also writes the model in Hugging Face's layout into
+ * dir/step_<n>/hf (config.json, model.safetensors: vkg_hf_model_write) before DONE, when hf is
+ * 1 (fp32) or 2 (bf16), vkgpt/train.h's VKG_SAVE_HF_FP32 and _BF16 (0: not). */
+vkg_status vkg_checkpoint_write_hf(const char *dir, const vkg_model_config *cfg,
+                                   const float *params, const float *m, const float *v,
+                                   const float *outer, size_t outer_count, int hf,
+                                   const vkg_checkpoint_state *st, char *path_out, size_t cap);
 /* vkg_checkpoint_write with DiLoCo's outer state (outer_count floats; outer NULL: none) written
  * as outer.bin after state.bin and before DONE. */
 vkg_status vkg_checkpoint_write_outer(const char *dir, const vkg_model_config *cfg,

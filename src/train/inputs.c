@@ -118,6 +118,14 @@ vkg_status vkg__train_load_model(vkg_trainer_t *t, float **params, vkg_checkpoin
     if (c->resume && vkg_strategy_rank(t->par) != 0)
         return VKG_OK; /* rank 0's checkpoint or fresh start decides (vkg__train_share_start) */
     if (c->init_path) {
+        char hf[1100];
+        snprintf(hf, sizeof hf, "%s/config.json", c->init_path);
+        FILE *probe = fopen(hf, "rb"); /* a Hugging Face directory */
+        if (probe) {
+            fclose(probe);
+            VKG_TRY(vkg_hf_model_read(c->init_path, &t->mcfg, params));
+            return check_finite(c->init_path, *params, &t->mcfg);
+        }
         int version = 0;
         VKG_TRY(vkg_modelfile_read_header(c->init_path, &t->mcfg, &version));
         VKG_TRY(vkg_modelfile_read(c->init_path, &t->mcfg, params));
@@ -129,14 +137,26 @@ vkg_status vkg__train_load_model(vkg_trainer_t *t, float **params, vkg_checkpoin
 vkg_status vkg__train_new_model(vkg_trainer_t *t, float **params)
 {
     const vkg_train_config *c = &t->cfg;
-    int V = c->vocab_size ? c->vocab_size : (t->tok ? vkg_tokenizer_vocab_size(t->tok) : 0);
-    VKG_CHECK(V > 0, VKG_ERR_INVALID_ARG, "no vocabulary size: give --vocab or a tokenizer");
-    t->mcfg = (vkg_model_config){.max_seq_len = c->max_seq_len,
-                                 .vocab_size = V,
-                                 .padded_vocab_size = vkg_model_pad_vocab(V),
-                                 .num_layers = c->layers,
-                                 .num_heads = c->heads,
-                                 .channels = c->channels};
+    if (c->model && vkg_model_preset(c->model, &t->mcfg) != VKG_OK) {
+        const char *presets = vkg_error_message();
+        char known[400];
+        snprintf(known, sizeof known, "%s", presets);
+        vkg_status st = vkg_hf_config_read(c->model, &t->mcfg);
+        if (st != VKG_OK)
+            return vkg__error_wrap(st,
+                                   "--model %s: neither a preset (%s) nor a config.json that "
+                                   "reads",
+                                   c->model, known);
+    } else if (!c->model) {
+        int V = c->vocab_size ? c->vocab_size : (t->tok ? vkg_tokenizer_vocab_size(t->tok) : 0);
+        VKG_CHECK(V > 0, VKG_ERR_INVALID_ARG, "no vocabulary size: give --vocab or a tokenizer");
+        t->mcfg = (vkg_model_config){.max_seq_len = c->max_seq_len,
+                                     .vocab_size = V,
+                                     .padded_vocab_size = vkg_model_pad_vocab(V),
+                                     .num_layers = c->layers,
+                                     .num_heads = c->heads,
+                                     .channels = c->channels};
+    }
     VKG_TRY(vkg_model_config_validate(&t->mcfg));
     *params = malloc(vkg_model_num_params(&t->mcfg) * sizeof **params);
     VKG_CHECK(*params, VKG_ERR_NOMEM, "no memory for %zu parameters",

@@ -632,8 +632,8 @@ static vkg_status write_checkpoint(vkg_trainer_t *t, char *path_out, size_t cap)
     char path[1100];
     VKG_TRY_GOTO(st, write_run_config(t), done);
     VKG_TRY_GOTO(st,
-                 vkg_checkpoint_write_outer(t->ckpt_dir, &t->mcfg, p, m, v, outer, nouter, &cs,
-                                            path, sizeof path),
+                 vkg_checkpoint_write_hf(t->ckpt_dir, &t->mcfg, p, m, v, outer, nouter,
+                                         t->cfg.save_hf, &cs, path, sizeof path),
                  done);
     if (path_out)
         snprintf(path_out, cap, "%s", path);
