@@ -305,7 +305,9 @@ static void test_groups(void **state)
 }
 
 /* Head dims apart from C/NH: Qwen3's 128, and odd 13 (fp32 only), 24 (not a multiple of the 8
- * lanes) */
+ * lanes). The largest, VKG_ATTENTION_MAX_D = 256, passed the same checks when tried (rel_l2 under
+ * 7e-7 in both forms) but is not run here: lavapipe takes about four minutes to compile its
+ * kernels unrolled over 256 channels. */
 static void test_head_dims(void **state)
 {
     check_both_forms(*state, (gqa_shape){2, 45, 4, 2, 128}, 7);
