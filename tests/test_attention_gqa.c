@@ -17,6 +17,8 @@
  *  - NKV = NH, D = C/NH: vkg_op_attention_gqa_* and GPT-2's vkg_op_attention_* give the same bits.
  *  - bf16 qkv and out: the bf16 kernels equal the fp32 kernels on the widened values (lse and dqkv
  *    bitwise, out as the fp32 out rounded), as test_attention_bf16 holds GPT-2's.
+ *  - Above a lowered index limit, passes in blocks of whole batches (dispatches counted), bitwise
+ *    one dispatch's; one batch beyond the limit refused.
  *  - Refusals by name: NH not a multiple of NKV, D above VKG_ATTENTION_MAX_D, non-positive
  *    sizes, qkv / dqkv / out / dout too small for (NH + 2 NKV) D, an odd D with bf16.
  * The ctest run test_attention_gqa_split lowers the index limit (tests/CMakeLists.txt) so that
@@ -34,6 +36,7 @@
 #include <string.h>
 
 #include "gpu_fixture.h"
+#include "ops/op_util.h"
 #include "ops/ops.h"
 #include "ref/fd_check.h"
 #include "ref/ref.h"
@@ -322,6 +325,83 @@ static void test_split_shape(void **state)
     check_both_forms(*state, (gqa_shape){3, 64, 8, 2, 64}, 10);
 }
 
+/* Above the index limit (lowered to two batches' qkv, T (NH + 2 NKV) D = 12800 values each) the
+ * passes are recorded in blocks of two batches, three dispatches each, with every bit as in one
+ * dispatch; one batch beyond the limit is refused by name. Both forms. */
+static void test_blocks_of_batches(void **state)
+{
+    vkg_gpu *g = *state;
+    gqa_shape s = {5, 40, 6, 2, 32};
+    gqa_sizes z = sizes_of(s);
+    size_t per_batch = (size_t)s.T * z.ld;
+    vkg_test_rng r;
+    vkg_test_rng_seed(&r, 15);
+    float *qkv = vkg_test_random(&r, z.n_qkv, -2.0f, 2.0f);
+    float *dout = vkg_test_random(&r, z.n_out, -1.0f, 1.0f), *zero = calloc(z.n_qkv, 4);
+    assert_non_null(zero);
+    vkg_device_tuning saved = vkg_device_tuning_get(g->dev);
+    for (int form = 0; form < 2; form++) {
+        with_form(g, form ? VKG_ATTENTION_SHARED : VKG_ATTENTION_DIRECT);
+        vkg_tensor tq = vkg_gpu_upload(g, qkv, z.n_qkv * 4);
+        vkg_tensor td = vkg_gpu_upload(g, dout, z.n_out * 4);
+        vkg_tensor t[2][4]; /* out, lse, delta, dqkv; [0] one dispatch, [1] blocks */
+        int nf[2], nb[2];
+        for (int k = 0; k < 2; k++) {
+            t[k][0] = vkg_gpu_poisoned(g, z.n_out);
+            t[k][1] = vkg_gpu_poisoned(g, z.n_lse);
+            t[k][2] = vkg_gpu_poisoned(g, z.n_lse);
+            t[k][3] = vkg_gpu_upload(g, zero, z.n_qkv * 4); /* dqkv accumulates from 0 */
+        }
+        for (int k = 0; k < 2; k++) {
+            vkg__op_set_max_elems(k ? 2 * per_batch : 0);
+            int before = vkg_cmd_dispatch_count(g->cmd);
+            VKG_ASSERT_OK(
+                vkg_op_attention_gqa_fwd(g->cmd, t[k][0], t[k][1], tq, s.B, s.T, s.NH, s.NKV, s.D));
+            nf[k] = vkg_cmd_dispatch_count(g->cmd) - before;
+        }
+        vkg__op_set_max_elems(0);
+        vkg_gpu_run(g);
+        for (int k = 0; k < 2; k++) {
+            vkg__op_set_max_elems(k ? 2 * per_batch : 0);
+            int before = vkg_cmd_dispatch_count(g->cmd);
+            VKG_ASSERT_OK(vkg_op_attention_gqa_bwd(g->cmd, t[k][3], td, tq, t[0][0], t[0][1], s.B,
+                                                   s.T, s.NH, s.NKV, s.D, t[k][2]));
+            nb[k] = vkg_cmd_dispatch_count(g->cmd) - before;
+        }
+        vkg__op_set_max_elems(0);
+        vkg_gpu_run(g);
+        assert_int_equal(nf[0], 1);
+        assert_int_equal(nf[1], 3);
+        assert_int_equal(nb[0], 3);
+        assert_int_equal(nb[1], 9);
+        size_t n[4] = {z.n_out, z.n_lse, z.n_lse, z.n_qkv};
+        for (int i = 0; i < 4; i++) {
+            float *a = vkg_test_alloc(n[i]), *b = vkg_test_alloc(n[i]);
+            vkg_gpu_download(g, t[0][i], a, n[i] * 4);
+            vkg_gpu_download(g, t[1][i], b, n[i] * 4);
+            for (size_t j = 0; j < n[i]; j++)
+                if (!isfinite(a[j]))
+                    fail_msg("tensor %d element %zu is not finite: unwritten", i, j);
+            if (memcmp(a, b, n[i] * 4) != 0)
+                fail_msg("%s form: tensor %d in blocks of batches differs from one dispatch",
+                         form ? "rows" : "subgroup", i);
+            free(a), free(b);
+        }
+        vkg__op_set_max_elems(per_batch - 1);
+        vkg_expect_invalid(
+            vkg_op_attention_gqa_fwd(g->cmd, t[0][0], t[0][1], tq, s.B, s.T, s.NH, s.NKV, s.D),
+            "attention_gqa_fwd: one batch needs T*(NH+2*NKV)*D = 12800 elements of qkv");
+        vkg_expect_invalid(vkg_op_attention_gqa_bwd(g->cmd, t[0][3], td, tq, t[0][0], t[0][1], s.B,
+                                                    s.T, s.NH, s.NKV, s.D, t[0][2]),
+                           "attention_gqa_bwd: one batch needs T*(NH+2*NKV)*D = 12800");
+        vkg__op_set_max_elems(0);
+    }
+    printf("blocks of two batches: 3 forward and 9 backward dispatches, bitwise one dispatch's, "
+           "in both forms\n");
+    VKG_ASSERT_OK(vkg_device_tuning_set(g->dev, &saved));
+    free(qkv), free(dout), free(zero);
+}
+
 /* A reference with the wrong group mapping fails: out and dk against kv heads swapped. */
 static void test_checker_bites(void **state)
 {
@@ -514,6 +594,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_groups, vkg_gpu_setup, vkg_gpu_teardown),
         cmocka_unit_test_setup_teardown(test_head_dims, vkg_gpu_setup, vkg_gpu_teardown),
         cmocka_unit_test_setup_teardown(test_split_shape, vkg_gpu_setup, vkg_gpu_teardown),
+        cmocka_unit_test_setup_teardown(test_blocks_of_batches, vkg_gpu_setup, vkg_gpu_teardown),
         cmocka_unit_test_setup_teardown(test_checker_bites, vkg_gpu_setup, vkg_gpu_teardown),
         cmocka_unit_test_setup_teardown(test_gpt2_bitwise, vkg_gpu_setup, vkg_gpu_teardown),
         cmocka_unit_test_setup_teardown(test_bf16, vkg_gpu_setup, vkg_gpu_teardown),
