@@ -1,11 +1,8 @@
 /* Grouped-query causal attention (src/ops/attention.c: vkg_op_attention_gqa_fwd/_bwd, NH query
  * heads over NKV key/value heads of D channels, qkv rows [q (NH D) | k (NKV D) | v (NKV D)])
- * against the double CPU reference vkg_ref_attention_gqa_fwd_f64 / _bwd_f64, which is itself
- * checked here by finite differences. Every GPU shape runs with both kernel forms (the subgroup
- * form of CPU devices and the rows form of GPUs, set through the device's tuning).
- *  - Reference: central differences of sum(dout * out) against its backward (every coordinate
- *    of qkv, bound 1e-6 relative as tests/test_ref.c), pre-filled gradients (it accumulates); and
- *    at NKV = NH, D = C/NH it equals vkg_ref_attention_*_f64 (the GPT-2 reference) to 1e-12.
+ * against the double CPU reference vkg_ref_attention_gqa_fwd_f64 / _bwd_f64 (itself checked by
+ * finite differences in test_attention_gqa_ref). Every shape runs with both kernel forms (the
+ * subgroup form of CPU devices and the rows form of GPUs, set through the device's tuning).
  *  - fp32 kernels: out, lse and each of dq, dk, dv (dqkv minus its random start) within relative
  *    L2 VKG_TEST_REL_BOUND = 1e-5 of the reference, every element within 1e-5 |ref| + 1e-4
  *    rms(ref) (vkg_test_compare), all finite; outputs start as NaN, guards after every tensor
@@ -38,12 +35,8 @@
 #include "gpu_fixture.h"
 #include "ops/op_util.h"
 #include "ops/ops.h"
-#include "ref/fd_check.h"
 #include "ref/ref.h"
 #include "testutil.h"
-
-#define FD_H 5e-6
-#define FD_BOUND 1e-6
 
 typedef struct gqa_shape {
     int B, T, NH, NKV, D;
@@ -69,85 +62,6 @@ static double *dalloc(size_t n)
     double *x = calloc(n ? n : 1, sizeof *x);
     assert_non_null(x);
     return x;
-}
-
-/* ------------------------------------------------------------- the reference */
-
-typedef struct fd_ctx {
-    gqa_shape s;
-    double *qkv, *dout, *out, *lse;
-    size_t n_out;
-} fd_ctx;
-
-static double objective(void *p)
-{
-    fd_ctx *c = p;
-    vkg_ref_attention_gqa_fwd_f64(c->out, c->lse, c->qkv, c->s.B, c->s.T, c->s.NH, c->s.NKV,
-                                  c->s.D);
-    return vkg_ref_dot_compensated(c->out, c->dout, c->n_out);
-}
-
-/* Central differences of sum(dout * out) over every coordinate of qkv against the backward,
- * whose gradient starts at 0.25 (subtracted afterwards: it must accumulate). */
-static void test_reference_fd(void **state)
-{
-    (void)state;
-    static const gqa_shape shapes[] = {
-        {2, 5, 4, 2, 3}, {1, 6, 6, 1, 5}, {2, 4, 2, 2, 4}, {1, 3, 3, 3, 2}};
-    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
-        gqa_shape s = shapes[i];
-        gqa_sizes z = sizes_of(s);
-        vkg_test_rng r;
-        vkg_test_rng_seed(&r, 40 + i);
-        fd_ctx c = {s, dalloc(z.n_qkv), dalloc(z.n_out), dalloc(z.n_out), dalloc(z.n_lse), z.n_out};
-        double *grad = dalloc(z.n_qkv);
-        vkg_test_fill_uniform_f64(&r, c.qkv, z.n_qkv, -1.5, 1.5);
-        vkg_test_fill_uniform_f64(&r, c.dout, z.n_out, -1.0, 1.0);
-        for (size_t j = 0; j < z.n_qkv; j++)
-            grad[j] = 0.25;
-        objective(&c);
-        vkg_ref_attention_gqa_bwd_f64(grad, c.dout, c.qkv, c.lse, s.B, s.T, s.NH, s.NKV, s.D);
-        for (size_t j = 0; j < z.n_qkv; j++)
-            grad[j] -= 0.25;
-        vkg_ref_fd_result_t res =
-            vkg_ref_fd_check(c.qkv, grad, z.n_qkv, z.n_qkv, FD_H, 7 + i, objective, &c);
-        printf("fd gqa B=%d T=%d NH=%d NKV=%d D=%d: %zu coords, max rel err %.2e (at %zu: %.9g vs "
-               "%.9g)\n",
-               s.B, s.T, s.NH, s.NKV, s.D, res.checked, res.max_err, res.worst, res.analytic,
-               res.numeric);
-        assert_true(res.max_err < FD_BOUND);
-        free(c.qkv), free(c.dout), free(c.out), free(c.lse), free(grad);
-    }
-}
-
-/* At NKV = NH and D = C/NH the grouped layout is GPT-2's and so are the results. */
-static void test_reference_is_gpt2(void **state)
-{
-    (void)state;
-    gqa_shape s = {2, 9, 3, 3, 4};
-    gqa_sizes z = sizes_of(s);
-    int C = s.NH * s.D;
-    vkg_test_rng r;
-    vkg_test_rng_seed(&r, 5);
-    double *qkv = dalloc(z.n_qkv), *dout = dalloc(z.n_out), *o1 = dalloc(z.n_out);
-    double *o2 = dalloc(z.n_out), *l1 = dalloc(z.n_lse), *l2 = dalloc(z.n_lse);
-    double *g1 = dalloc(z.n_qkv), *g2 = dalloc(z.n_qkv);
-    vkg_test_fill_uniform_f64(&r, qkv, z.n_qkv, -2.0, 2.0);
-    vkg_test_fill_uniform_f64(&r, dout, z.n_out, -1.0, 1.0);
-    vkg_ref_attention_gqa_fwd_f64(o1, l1, qkv, s.B, s.T, s.NH, s.NKV, s.D);
-    vkg_ref_attention_fwd_f64(o2, l2, NULL, qkv, s.B, s.T, C, s.NH);
-    vkg_ref_attention_gqa_bwd_f64(g1, dout, qkv, l1, s.B, s.T, s.NH, s.NKV, s.D);
-    vkg_ref_attention_bwd_f64(g2, dout, qkv, l2, s.B, s.T, C, s.NH);
-    double worst = 0.0;
-    for (size_t i = 0; i < z.n_out; i++)
-        worst = fmax(worst, fabs(o1[i] - o2[i]));
-    for (size_t i = 0; i < z.n_lse; i++)
-        worst = fmax(worst, fabs(l1[i] - l2[i]));
-    for (size_t i = 0; i < z.n_qkv; i++)
-        worst = fmax(worst, fabs(g1[i] - g2[i]));
-    printf("gqa reference at NKV = NH vs GPT-2's: max abs difference %.2e\n", worst);
-    assert_true(worst < 1e-12);
-    free(qkv), free(dout), free(o1), free(o2), free(l1), free(l2), free(g1), free(g2);
 }
 
 /* ------------------------------------------------------------- the kernels */
@@ -589,8 +503,6 @@ static void test_refusals(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_reference_fd),
-        cmocka_unit_test(test_reference_is_gpt2),
         cmocka_unit_test_setup_teardown(test_groups, vkg_gpu_setup, vkg_gpu_teardown),
         cmocka_unit_test_setup_teardown(test_head_dims, vkg_gpu_setup, vkg_gpu_teardown),
         cmocka_unit_test_setup_teardown(test_split_shape, vkg_gpu_setup, vkg_gpu_teardown),
