@@ -9,8 +9,9 @@
 //   P[t,t2]  = exp(scale q[t] . k[t2] - lse[t])              (t2 <= t; 0 above the diagonal)
 //   dS[t,t2] = P[t,t2] (dout[t] . v[t2] - delta[t])
 //   dq[t]   += scale sum_{t2 <= t} dS[t,t2] k[t2]            (in ascending t2)
-// qkv (B,T,3C), dout (B,T,C), lse and delta (B,NH,T) in; dqkv (B,T,3C): its q part accumulated.
-// Workgroup (x: block of query rows, y: head, z: batch); tiles of BK keys, those wholly above the
+// Grouped-query layout as attention_fwd's: qkv and dqkv (B,T,LD) = [q (NH heads) | k (NKV) |
+// v (NKV)], query head h reads kv head h / G; dout (B,T,OC); lse and delta (B,NH,T) in; dqkv: its
+// q part accumulated. Workgroup (x: block of query rows, y: query head, z: batch); tiles of BK keys, those wholly above the
 // diagonal skipped. Every row's sums run in a fixed order and no two workgroups write the same
 // element: deterministic. The key and value gradients are attention_bwd_dkv's.
 //
@@ -29,12 +30,13 @@ layout(constant_id = 6) const uint QKV_BF16 = 0;
 #define QKV(i) (QKV_BF16 == 1 ? bf16_load(Uints(uvec2(p.qkv)), i) : p.qkv.v[i])
 
 layout(push_constant) uniform Push {
-    Floats dqkv;  // (B,T,3C) accumulated (q part)
-    Floats dout;  // (B,T,C) in
-    Floats qkv;   // (B,T,3C) in
+    Floats dqkv;  // (B,T,LD) accumulated (q part)
+    Floats dout;  // (B,T,OC) in
+    Floats qkv;   // (B,T,LD) in
     Floats lse;   // (B,NH,T) in
     Floats delta; // (B,NH,T) in
-    uint T, C, NH, hs;
+    uint T, NH, hs, G; // G: query heads per key/value head
+    uint LD, KOFF, VOFF, OC;
     float scale;
 } p;
 
@@ -45,11 +47,13 @@ shared float vs[KV_TILE];
 
 void dq_rows()
 {
-    const uint tid = gl_LocalInvocationID.x, T = p.T, C3 = 3 * p.C;
+    const uint tid = gl_LocalInvocationID.x, T = p.T, C3 = p.LD;
     const uint h = gl_WorkGroupID.y, b = gl_WorkGroupID.z, q0 = gl_WorkGroupID.x * WG;
     const uint t = q0 + tid, tc = min(t, T - 1);
     const uint base = b * T * C3 + h * HS;
-    const uint drow = (b * T + tc) * p.C + h * HS;
+    const uint kvb = b * T * C3 + (h / p.G) * HS;
+    const uint kbase = kvb + p.KOFF, vbase = kvb + p.VOFF;
+    const uint drow = (b * T + tc) * p.OC + h * HS;
     const uint stat = (b * p.NH + h) * T + tc;
     const float lse = p.lse.v[stat], delta = p.delta.v[stat];
     float q[HS], d[HS], dq[HS];
@@ -62,9 +66,9 @@ void dq_rows()
     for (uint k0 = 0; k0 < kend; k0 += BK) {
         barrier();
         [[dont_unroll]] for (uint i = tid; i < BK * HS; i += WG) {
-            uint row = base + min(k0 + i / HS, T - 1) * C3 + i % HS;
-            ks[i] = QKV(row + p.C);
-            vs[i] = QKV(row + 2 * p.C);
+            uint row = min(k0 + i / HS, T - 1) * C3 + i % HS;
+            ks[i] = QKV(kbase + row);
+            vs[i] = QKV(vbase + row);
         }
         barrier();
         [[dont_unroll]] for (uint j = 0; j < BK; j++) {
@@ -93,11 +97,13 @@ const uint DC = (HS + S - 1) / S;
 
 void dq_subgroup()
 {
-    const uint lane = gl_SubgroupInvocationID, T = p.T, C3 = 3 * p.C;
+    const uint lane = gl_SubgroupInvocationID, T = p.T, C3 = p.LD;
     const uint h = gl_WorkGroupID.y, b = gl_WorkGroupID.z, q0 = gl_WorkGroupID.x * S;
     const uint base = b * T * C3 + h * HS;
+    const uint kvb = b * T * C3 + (h / p.G) * HS;
+    const uint kbase = kvb + p.KOFF, k2v = p.VOFF - p.KOFF; // a key's value: k2v further
     const uint mine = min(q0 + lane, T - 1);
-    const uint myq = base + mine * C3, myd = (b * T + mine) * p.C + h * HS;
+    const uint myq = base + mine * C3, myd = (b * T + mine) * p.OC + h * HS;
     const uint stat = (b * p.NH + h) * T + mine;
     const float my_lse = p.lse.v[stat], my_delta = p.delta.v[stat];
     float lse[S], delta[S]; // of rows q0 + i
@@ -117,7 +123,7 @@ void dq_subgroup()
         float s[S][RK], dp[S][RK];
         uint krow[RK];
         for (uint j = 0; j < RK; j++)
-            krow[j] = base + p.C + min(k0 + lane + S * j, T - 1) * C3;
+            krow[j] = kbase + min(k0 + lane + S * j, T - 1) * C3;
         for (uint i = 0; i < S; i++)
             for (uint j = 0; j < RK; j++) {
                 s[i][j] = 0.0;
@@ -127,7 +133,7 @@ void dq_subgroup()
             float qm = QKV(myq + c), dm = p.dout.v[myd + c], kv[RK], vv[RK];
             for (uint j = 0; j < RK; j++) {
                 kv[j] = QKV(krow[j] + c);
-                vv[j] = QKV(krow[j] + p.C + c);
+                vv[j] = QKV(krow[j] + k2v + c);
             }
             for (uint i = 0; i < S; i++) {
                 float qi = subgroupBroadcast(qm, i), di = subgroupBroadcast(dm, i);
@@ -146,7 +152,7 @@ void dq_subgroup()
         // values are lane x's
         [[dont_unroll]] for (uint x = 0; x < S; x++)
             for (uint j = 0; j < RK; j++) {
-                const uint krow2 = base + p.C + min(k0 + x + S * j, T - 1) * C3;
+                const uint krow2 = kbase + min(k0 + x + S * j, T - 1) * C3;
                 float kv[DC];
                 for (uint c = 0; c < DC; c++)
                     kv[c] = QKV(krow2 + ch[c]);

@@ -7,8 +7,10 @@
 // attention_fwd: causal self-attention, flash form (nothing of size T x T is stored):
 //   out[b,t,h] = sum_{t2 <= t} softmax_t2(s[t,t2]) v[b,t2,h],   s[t,t2] = scale q[b,t,h] . k[b,t2,h]
 //   lse[b,h,t] = log sum_{t2 <= t} exp(s[t,t2])   (the backward pass recomputes the softmax from it)
-// qkv (B,T,3C) = [q | k | v], head h at channels h*HS..(h+1)*HS of each part; out (B,T,C);
-// lse (B,NH,T). Workgroup (x: block of query rows, y: head, z: batch). The keys pass in tiles
+// Grouped-query: NH query heads, NKV = NH / G key/value heads; query head h reads kv head h / G.
+// qkv (B,T,LD) with LD = (NH + 2 NKV) HS = [q (NH heads) | k (NKV) | v (NKV)], k at channel
+// KOFF = NH HS of a row and v at VOFF = KOFF + NKV HS (GPT-2: G = 1, LD = 3C, KOFF = C,
+// VOFF = 2C); out (B,T,OC) with OC = NH HS; lse (B,NH,T). Workgroup (x: block of query rows, y: head, z: batch). The keys pass in tiles
 // of BK, only those some row of the block can see (tiles wholly above the diagonal are skipped),
 // with the online softmax: per row a running maximum m and sum l of exp(s - m), and the output
 // rescaled by exp(m_old - m_new) whenever the maximum grows; at the end out = o / l and
@@ -36,10 +38,11 @@ layout(constant_id = 6) const uint ACT_BF16 = 0;
 #define QKV(i) (ACT_BF16 == 1 ? bf16_load(Uints(uvec2(p.qkv)), i) : p.qkv.v[i])
 
 layout(push_constant) uniform Push {
-    Floats out_; // (B,T,C) out
+    Floats out_; // (B,T,OC) out
     Floats lse;  // (B,NH,T) out
-    Floats qkv;  // (B,T,3C) in
-    uint T, C, NH, hs;
+    Floats qkv;  // (B,T,LD) in
+    uint T, NH, hs, G; // G: query heads per key/value head
+    uint LD, KOFF, VOFF, OC;
     float scale;
 } p;
 
@@ -52,10 +55,12 @@ const float NEG_BIG = -1.0e30; // "no score yet": finite, so exp(NEG_BIG - m) is
 
 void fwd_rows()
 {
-    const uint tid = gl_LocalInvocationID.x, T = p.T, C3 = 3 * p.C;
+    const uint tid = gl_LocalInvocationID.x, T = p.T, C3 = p.LD;
     const uint h = gl_WorkGroupID.y, b = gl_WorkGroupID.z, q0 = gl_WorkGroupID.x * WG;
     const uint t = q0 + tid;
-    const uint base = b * T * C3 + h * HS; // q of (b, 0, h)
+    const uint base = b * T * C3 + h * HS;                  // q of (b, 0, h)
+    const uint kvb = b * T * C3 + (h / p.G) * HS;           // its kv head's channel 0, row 0
+    const uint kbase = kvb + p.KOFF, vbase = kvb + p.VOFF; // k and v of (b, 0, h / G)
     float q[HS], o[HS];
     const uint qrow = base + min(t, T - 1) * C3;
     [[unroll]] for (uint c = 0; c < HS; c++) {
@@ -67,9 +72,9 @@ void fwd_rows()
     for (uint k0 = 0; k0 < kend; k0 += BK) {
         barrier(); // the previous tile's readers are done
         [[dont_unroll]] for (uint i = tid; i < BK * HS; i += WG) {
-            uint row = base + min(k0 + i / HS, T - 1) * C3 + i % HS;
-            ks[i] = QKV(row + p.C);
-            vs[i] = QKV(row + 2 * p.C);
+            uint row = min(k0 + i / HS, T - 1) * C3 + i % HS;
+            ks[i] = QKV(kbase + row);
+            vs[i] = QKV(vbase + row);
         }
         barrier();
         // key by key: the running maximum grows (and the sums are rescaled) only when a score
@@ -97,7 +102,7 @@ void fwd_rows()
     if (t >= T)
         return;
     const float inv = 1.0 / l; // l >= 1: the row's maximum contributes exp(0)
-    const uint orow = (b * T + t) * p.C + h * HS;
+    const uint orow = (b * T + t) * p.OC + h * HS;
     for (uint c = 0; ACT_BF16 == 1 && c < HS; c += 2)
         Uints(uvec2(p.out_)).v[(orow + c) / 2] = bf16_pack2(o[c] * inv, o[c + 1] * inv);
     for (uint c = 0; ACT_BF16 == 0 && c < HS; c++)
@@ -111,9 +116,11 @@ const uint DC = (HS + S - 1) / S;       // output channels per lane
 
 void fwd_subgroup()
 {
-    const uint lane = gl_SubgroupInvocationID, T = p.T, C3 = 3 * p.C;
+    const uint lane = gl_SubgroupInvocationID, T = p.T, C3 = p.LD;
     const uint h = gl_WorkGroupID.y, b = gl_WorkGroupID.z, q0 = gl_WorkGroupID.x * S;
     const uint base = b * T * C3 + h * HS;
+    const uint kvb = b * T * C3 + (h / p.G) * HS;
+    const uint kbase = kvb + p.KOFF, vbase = kvb + p.VOFF;
     const uint myq = base + min(q0 + lane, T - 1) * C3; // lane's row of q (row q0 + lane)
     uint ch[DC];                                        // lane's output channels, clamped
     for (uint c = 0; c < DC; c++)
@@ -130,7 +137,7 @@ void fwd_subgroup()
         float s[S][RK];
         uint krow[RK];
         for (uint j = 0; j < RK; j++)
-            krow[j] = base + p.C + min(k0 + lane + S * j, T - 1) * C3;
+            krow[j] = kbase + min(k0 + lane + S * j, T - 1) * C3;
         for (uint i = 0; i < S; i++)
             for (uint j = 0; j < RK; j++)
                 s[i][j] = 0.0;
@@ -172,7 +179,7 @@ void fwd_subgroup()
         // the register arrays keep constant indices.
         [[dont_unroll]] for (uint x = 0; x < S; x++)
             for (uint j = 0; j < RK; j++) {
-                const uint vrow = base + 2 * p.C + min(k0 + x + S * j, T - 1) * C3;
+                const uint vrow = vbase + min(k0 + x + S * j, T - 1) * C3;
                 float vv[DC];
                 for (uint c = 0; c < DC; c++)
                     vv[c] = QKV(vrow + ch[c]);
@@ -191,7 +198,7 @@ void fwd_subgroup()
         for (uint x = 0; x < S; x++)
             sum += subgroupBroadcast(l[i], x);
         const float inv = 1.0 / sum;
-        const uint orow = (b * T + t) * p.C + h * HS;
+        const uint orow = (b * T + t) * p.OC + h * HS;
         for (uint c = 0; c < DC; c++)
             if (lane + S * c < HS && ACT_BF16 == 1)
                 bf16_store_half(Uints(uvec2(p.out_)), orow + lane + S * c, o[i][c] * inv);

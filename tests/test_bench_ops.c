@@ -187,14 +187,16 @@ static void test_fused_rows(void **state)
     free(out);
 }
 
-/* The Llama-family rows (RMSNorm, ReLU^2, SwiGLU, RoPE, QK-norm): each op's row at its llama shape,
- * with a positive time, and --shape llama leaves GPT-2's rows out. */
+/* The Llama-family rows (grouped-query attention, RMSNorm, ReLU^2, SwiGLU, RoPE, QK-norm): each
+ * op's row at its llama shape, with a positive time, and --shape llama leaves GPT-2's rows out. */
 static void test_llama_rows(void **state)
 {
     (void)state;
     const char *const args[] = {"--shape", "llama", "--iters", "1", NULL};
     char *out = bench_ops(args);
     static const char *const ops[][2] = {
+        {"attention_gqa_fwd", "llama B4 T256 NH12 NKV4 D64"},
+        {"attention_gqa_bwd", "llama B4 T256 NH12 NKV4 D64"},
         {"rope_fwd", "llama B4 T64 NH12 NKV4 D64"},
         {"rope_bwd", "llama B4 T64 NH12 NKV4 D64"},
         {"qknorm_fwd", "llama B4 T64 NH12 NKV4 D64"},

@@ -287,6 +287,31 @@ static vkg_status attention_case(bench *b, const op_shape *s, double *flops, dou
     return vkg_op_attention_bwd(b->cmd, dqkv, dout, qkv, out, lse, Bq, T, (int)C, NH, delta);
 }
 
+/* Grouped-query attention rows: B = 4, T = N / 4, D = 64, NH = C / D, NKV = OC; flops as
+ * attention_case (the products a model needs), bytes: qkv of (NH + 2 NKV) D per row. */
+static vkg_status attention_gqa_case(bench *b, const op_shape *s, double *flops, double *bytes)
+{
+    int backward = s->variant, D = 64, NH = s->C / D, NKV = s->OC, Bq = 4, T = s->N / 4;
+    size_t rows = (size_t)s->N, n = rows * (size_t)s->C, nq = rows * (size_t)(NH + 2 * NKV) * D;
+    size_t stats = (size_t)Bq * NH * T;
+    vkg_tensor qkv, out, lse, dqkv, dout, delta;
+    VKG_TRY(random_tensor(b, nq, &qkv));
+    VKG_TRY(random_tensor(b, n, &out));
+    VKG_TRY(random_tensor(b, stats, &lse));
+    *flops = 4.0 * (double)Bq * T * T * (double)s->C / 2.0;
+    *bytes = 4.0 * (double)(nq + n + stats);
+    VKG_TRY(vkg_op_attention_gqa_fwd(b->cmd, out, lse, qkv, Bq, T, NH, NKV, D));
+    if (!backward)
+        return VKG_OK;
+    VKG_TRY(random_tensor(b, nq, &dqkv));
+    VKG_TRY(random_tensor(b, n, &dout));
+    VKG_TRY(random_tensor(b, stats, &delta));
+    VKG_TRY(run_and_restart(b));
+    *flops *= 2.0;
+    *bytes = 4.0 * (double)(3 * nq + 3 * n + 2 * stats);
+    return vkg_op_attention_gqa_bwd(b->cmd, dqkv, dout, qkv, out, lse, Bq, T, NH, NKV, D, delta);
+}
+
 /* Cross-entropy rows: N rows, V = C, Vp = OC, dlogits in place. */
 static vkg_status bench_xent_fwd_bwd(bench *b, const op_shape *s, double *flops, double *bytes)
 {
@@ -345,6 +370,8 @@ static vkg_status record_flat(bench *b, const op_shape *s, double *flops, double
 #define RECORD_matmul_bwd bench_matmul_bwd, 0
 #define RECORD_attention_fwd attention_case, 0
 #define RECORD_attention_bwd attention_case, 1
+#define RECORD_attention_gqa_fwd attention_gqa_case, 0
+#define RECORD_attention_gqa_bwd attention_gqa_case, 1
 #define RECORD_encoder_fwd encoder_case, 0
 #define RECORD_encoder_bwd encoder_case, 1
 #define RECORD_layernorm_fwd layernorm_case, 0

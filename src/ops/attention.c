@@ -1,5 +1,11 @@
 /* Causal multi-head self-attention, forward and backward, fp32, in the flash form: the (T, T)
- * attention matrix is never stored. Matches vkg_ref_attention_fwd and vkg_ref_attention_bwd.
+ * attention matrix is never stored. Matches vkg_ref_attention_fwd and vkg_ref_attention_bwd,
+ * and in its grouped-query form (vkg_op_attention_gqa_*: NH query heads sharing NKV key/value
+ * heads, head dim D given) vkg_ref_attention_gqa_fwd/_bwd. GPT-2's ops are the grouped-query
+ * kernels with NKV = NH and D = C/NH, where the kernels compute the same operations in the same
+ * order as before grouping existed (only addresses changed), so their results are bit for bit
+ * those of before. The key/value gradient kernel runs one workgroup per key/value head and sums
+ * its group's query heads in ascending order, each over its query tiles, in registers.
  * Mixed precision: qkv and out may be bf16 (the forward's both or neither; an even head size),
  * widened on load and rounded once on store; lse, delta, every sum and dqkv stay fp32.
  *
@@ -19,9 +25,10 @@
  * Index limit (src/ops/op_util.h): every (batch, head) pair is computed on its own, so above the
  * limit each pass is recorded over blocks of whole batches, one dispatch per block with the
  * addresses of every tensor advanced to the block's first batch. The largest index of a block is
- * below its batches' qkv (T*3C each: out and dout hold T*C, lse and delta NH*T); one batch beyond
- * the limit is an error naming the op and the sizes (its heads interleave within each row of qkv,
- * so fewer heads would not shorten the range). The results are the same.
+ * below its batches' qkv (T*3C each, T*(NH+2*NKV)*D grouped: out and dout hold less, lse and
+ * delta NH*T); one batch beyond the limit is an error naming the op and the sizes (its heads
+ * interleave within each row of qkv, so fewer heads would not shorten the range). The results are
+ * the same.
  */
 #include <math.h>
 
@@ -39,9 +46,13 @@ typedef struct att_plan {
     uint32_t delta_wg;       /* attention_bwd_delta: (row, head) pairs per workgroup */
 } att_plan;
 
+/* The grouped-query layout shared by attention_fwd, _bwd_dq and _bwd_dkv: G query heads per
+ * key/value head, qkv rows of LD = (NH + 2 NKV) hs values, k at KOFF = NH hs and v at
+ * VOFF = KOFF + NKV hs of a row, out rows of OC = NH hs. */
 typedef struct push_fwd {
     uint64_t out, lse, qkv;
-    uint32_t T, C, NH, hs;
+    uint32_t T, NH, hs, G;
+    uint32_t LD, KOFF, VOFF, OC;
     float scale;
 } push_fwd;
 VKG_PUSH_CHECK(push_fwd, attention_fwd);
@@ -54,7 +65,8 @@ VKG_PUSH_CHECK(push_delta, attention_bwd_delta);
 
 typedef struct push_bwd {
     uint64_t dqkv, dout, qkv, lse, delta;
-    uint32_t T, C, NH, hs;
+    uint32_t T, NH, hs, G;
+    uint32_t LD, KOFF, VOFF, OC;
     float scale;
 } push_bwd;
 VKG_PUSH_CHECK(push_bwd, attention_bwd_dq);
@@ -117,19 +129,40 @@ static vkg_status check_shape(const char *op, int B, int T, int C, int NH)
     return VKG_OK;
 }
 
+/* The shape of one call: B, T, NH query heads and NKV key/value heads of D channels, in the
+ * grouped-query layout (ld: values per row of qkv and dqkv, oc: of out and dout); GPT-2's
+ * C, NH is NKV = NH, D = C / NH (ld = 3C, oc = C). gqa: the caller is a GQA entry point (its
+ * messages name NKV and D). */
+typedef struct att_shape {
+    int B, T, NH, NKV, D, gqa;
+    size_t ld, oc;
+} att_shape;
+
+static att_shape make_shape(int B, int T, int NH, int NKV, int D, int gqa)
+{
+    att_shape s = {B, T, NH, NKV, D, gqa, 0, 0};
+    s.oc = (size_t)NH * (size_t)D;
+    s.ld = s.oc + 2 * (size_t)NKV * (size_t)D;
+    return s;
+}
+
 /* Batches per dispatch: all of them when they fit the limit, else as many whole batches as do
  * (at most GRID_MAX, the grid's z). */
-static vkg_status plan_blocks(const char *op, int B, int T, int C, size_t *per_batch)
+static vkg_status plan_blocks(const char *op, const att_shape *s, size_t *per_batch)
 {
-    size_t limit, qkv_b = (size_t)T * 3 * (size_t)C;
+    size_t limit, qkv_b = (size_t)s->T * s->ld;
     VKG_TRY(vkg__op_limit(op, &limit));
-    *per_batch = (size_t)B;
-    if ((size_t)B * qkv_b <= limit)
+    *per_batch = (size_t)s->B;
+    if ((size_t)s->B * qkv_b <= limit)
         return VKG_OK;
-    VKG_CHECK(qkv_b <= limit, VKG_ERR_INVALID_ARG,
-              "%s: one batch needs T*3C = %zu elements of qkv (T=%d C=%d), more than the %zu one "
+    VKG_CHECK(s->gqa || qkv_b <= limit, VKG_ERR_INVALID_ARG,
+              "%s: one batch needs T*3C = %zu elements of qkv (T=%d C=%zu), more than the %zu one "
               "shader dispatch may index",
-              op, qkv_b, T, C, limit);
+              op, qkv_b, s->T, s->oc, limit);
+    VKG_CHECK(qkv_b <= limit, VKG_ERR_INVALID_ARG,
+              "%s: one batch needs T*(NH+2*NKV)*D = %zu elements of qkv (T=%d NH=%d NKV=%d D=%d), "
+              "more than the %zu one shader dispatch may index",
+              op, qkv_b, s->T, s->NH, s->NKV, s->D, limit);
     *per_batch = limit / qkv_b < GRID_MAX ? limit / qkv_b : GRID_MAX;
     return VKG_OK;
 }
@@ -138,7 +171,7 @@ static vkg_status plan_blocks(const char *op, int B, int T, int C, size_t *per_b
 static vkg_status check_bf16_heads(const char *op, uint32_t bf16, int hs)
 {
     VKG_CHECK(!bf16 || hs % 2 == 0, VKG_ERR_INVALID_ARG,
-              "%s: bf16 qkv or out needs an even head size, got C/NH = %d", op, hs);
+              "%s: bf16 qkv or out needs an even head size, got %d", op, hs);
     return VKG_OK;
 }
 
@@ -171,17 +204,30 @@ static int block_at(int B, size_t per_batch, size_t i, size_t *b0, size_t *nb)
     return 1;
 }
 
-vkg_status vkg_op_attention_fwd(vkg_cmd *c, vkg_tensor out, vkg_tensor lse, vkg_tensor qkv, int B,
-                                int T, int C, int NH)
+/* Checks of a GQA call: positive sizes, NH a multiple of NKV, D at most VKG_ATTENTION_MAX_D. */
+static vkg_status check_gqa(const char *op, int B, int T, int NH, int NKV, int D)
 {
-    const char *op = "attention_fwd";
-    VKG_TRY(check_shape(op, B, T, C, NH));
+    VKG_CHECK(B > 0 && T > 0 && NH > 0 && NKV > 0 && D > 0, VKG_ERR_INVALID_ARG,
+              "%s: B, T, NH, NKV and D must be positive, got B=%d T=%d NH=%d NKV=%d D=%d", op, B, T,
+              NH, NKV, D);
+    VKG_CHECK(NH % NKV == 0, VKG_ERR_INVALID_ARG,
+              "%s: NH=%d query heads are not a multiple of NKV=%d key/value heads", op, NH, NKV);
+    VKG_CHECK(D <= VKG_ATTENTION_MAX_D, VKG_ERR_INVALID_ARG,
+              "%s: head dim D=%d is above the %d the kernels hold in registers", op, D,
+              VKG_ATTENTION_MAX_D);
+    return VKG_OK;
+}
+
+/* The forward pass of shape s (checked by the caller). */
+static vkg_status att_fwd(const char *op, vkg_cmd *c, vkg_tensor out, vkg_tensor lse,
+                          vkg_tensor qkv, const att_shape *s)
+{
+    int B = s->B, T = s->T, NH = s->NH, hs = s->D;
     size_t BT = (size_t)B * T, per_batch, b0, nb;
-    VKG_TRY(vkg__op_need_any(op, "out", out, BT * C));
+    VKG_TRY(vkg__op_need_any(op, "out", out, BT * s->oc));
     VKG_TRY(vkg__op_need(op, "lse", lse, (size_t)B * NH * T));
-    VKG_TRY(vkg__op_need_any(op, "qkv", qkv, BT * 3 * C));
-    VKG_TRY(plan_blocks(op, B, T, C, &per_batch));
-    int hs = C / NH;
+    VKG_TRY(vkg__op_need_any(op, "qkv", qkv, BT * s->ld));
+    VKG_TRY(plan_blocks(op, s, &per_batch));
     uint32_t bf = qkv.dtype == VKG_BF16;
     VKG_CHECK(out.dtype == qkv.dtype, VKG_ERR_INVALID_ARG,
               "%s: qkv and out must both be fp32 or both bf16", op);
@@ -194,13 +240,17 @@ vkg_status vkg_op_attention_fwd(vkg_cmd *c, vkg_tensor out, vkg_tensor lse, vkg_
     vkg_status status = VKG_OK;
     vkg_cmd_group_begin(c); /* the blocks are independent */
     for (size_t i = 0; status == VKG_OK && block_at(B, per_batch, i, &b0, &nb); i++) {
-        push_fwd p = {.out = out.addr + rows_at(out, b0, T, (size_t)C),
+        push_fwd p = {.out = out.addr + rows_at(out, b0, T, s->oc),
                       .lse = lse.addr + stats_at(b0, T, NH),
-                      .qkv = qkv.addr + rows_at(qkv, b0, T, 3 * (size_t)C),
+                      .qkv = qkv.addr + rows_at(qkv, b0, T, s->ld),
                       .T = (uint32_t)T,
-                      .C = (uint32_t)C,
                       .NH = (uint32_t)NH,
                       .hs = (uint32_t)hs,
+                      .G = (uint32_t)(NH / s->NKV),
+                      .LD = (uint32_t)s->ld,
+                      .KOFF = (uint32_t)s->oc,
+                      .VOFF = (uint32_t)(s->oc + (size_t)s->NKV * hs),
+                      .OC = (uint32_t)s->oc,
                       .scale = (float)(1.0 / sqrt(hs))};
         status = check_grid(op, gx, (uint32_t)NH, (uint32_t)nb);
         if (status == VKG_OK)
@@ -211,21 +261,20 @@ vkg_status vkg_op_attention_fwd(vkg_cmd *c, vkg_tensor out, vkg_tensor lse, vkg_
     return status;
 }
 
-vkg_status vkg_op_attention_bwd(vkg_cmd *c, vkg_tensor dqkv, vkg_tensor dout, vkg_tensor qkv,
-                                vkg_tensor out, vkg_tensor lse, int B, int T, int C, int NH,
-                                vkg_tensor delta)
+/* The backward pass of shape s (checked by the caller). */
+static vkg_status att_bwd(const char *op, vkg_cmd *c, vkg_tensor dqkv, vkg_tensor dout,
+                          vkg_tensor qkv, vkg_tensor out, vkg_tensor lse, const att_shape *s,
+                          vkg_tensor delta)
 {
-    const char *op = "attention_bwd";
-    VKG_TRY(check_shape(op, B, T, C, NH));
+    int B = s->B, T = s->T, NH = s->NH, NKV = s->NKV, hs = s->D;
     size_t BT = (size_t)B * T, stats = (size_t)B * NH * T, per_batch, b0, nb;
-    VKG_TRY(vkg__op_need(op, "dqkv", dqkv, BT * 3 * C));
-    VKG_TRY(vkg__op_need(op, "dout", dout, BT * C));
-    VKG_TRY(vkg__op_need_any(op, "qkv", qkv, BT * 3 * C));
-    VKG_TRY(vkg__op_need_any(op, "out", out, BT * C));
+    VKG_TRY(vkg__op_need(op, "dqkv", dqkv, BT * s->ld));
+    VKG_TRY(vkg__op_need(op, "dout", dout, BT * s->oc));
+    VKG_TRY(vkg__op_need_any(op, "qkv", qkv, BT * s->ld));
+    VKG_TRY(vkg__op_need_any(op, "out", out, BT * s->oc));
     VKG_TRY(vkg__op_need(op, "lse", lse, stats));
     VKG_TRY(vkg__op_need(op, "delta", delta, stats));
-    VKG_TRY(plan_blocks(op, B, T, C, &per_batch));
-    int hs = C / NH;
+    VKG_TRY(plan_blocks(op, s, &per_batch));
     uint32_t qbf = qkv.dtype == VKG_BF16, obf = out.dtype == VKG_BF16;
     VKG_TRY(check_bf16_heads(op, qbf || obf, hs));
     att_plan pl;
@@ -244,10 +293,10 @@ vkg_status vkg_op_attention_bwd(vkg_cmd *c, vkg_tensor dqkv, vkg_tensor dout, vk
     vkg_cmd_group_begin(c);
     for (size_t i = 0; status == VKG_OK && block_at(B, per_batch, i, &b0, &nb); i++) {
         push_delta p = {.delta = delta.addr + stats_at(b0, T, NH),
-                        .dout = dout.addr + rows_at(dout, b0, T, (size_t)C),
-                        .out = out.addr + rows_at(out, b0, T, (size_t)C),
+                        .dout = dout.addr + rows_at(dout, b0, T, s->oc),
+                        .out = out.addr + rows_at(out, b0, T, s->oc),
                         .T = (uint32_t)T,
-                        .C = (uint32_t)C,
+                        .C = (uint32_t)s->oc,
                         .NH = (uint32_t)NH,
                         .hs = (uint32_t)hs};
         status = check_grid(op, gd, (uint32_t)nb, 1);
@@ -259,25 +308,68 @@ vkg_status vkg_op_attention_bwd(vkg_cmd *c, vkg_tensor dqkv, vkg_tensor dout, vk
     VKG_TRY(status);
     vkg_cmd_group_begin(c);
     for (size_t i = 0; status == VKG_OK && block_at(B, per_batch, i, &b0, &nb); i++) {
-        push_bwd p = {.dqkv = dqkv.addr + rows_at(dqkv, b0, T, 3 * (size_t)C),
-                      .dout = dout.addr + rows_at(dout, b0, T, (size_t)C),
-                      .qkv = qkv.addr + rows_at(qkv, b0, T, 3 * (size_t)C),
+        push_bwd p = {.dqkv = dqkv.addr + rows_at(dqkv, b0, T, s->ld),
+                      .dout = dout.addr + rows_at(dout, b0, T, s->oc),
+                      .qkv = qkv.addr + rows_at(qkv, b0, T, s->ld),
                       .lse = lse.addr + stats_at(b0, T, NH),
                       .delta = delta.addr + stats_at(b0, T, NH),
                       .T = (uint32_t)T,
-                      .C = (uint32_t)C,
                       .NH = (uint32_t)NH,
                       .hs = (uint32_t)hs,
+                      .G = (uint32_t)(NH / NKV),
+                      .LD = (uint32_t)s->ld,
+                      .KOFF = (uint32_t)s->oc,
+                      .VOFF = (uint32_t)(s->oc + (size_t)NKV * hs),
+                      .OC = (uint32_t)s->oc,
                       .scale = scale};
         status = check_grid(op, gq > gk ? gq : gk, (uint32_t)NH, (uint32_t)nb);
         if (status == VKG_OK)
             status = vkg_cmd_dispatch(c, VKG_KERNEL_attention_bwd_dq, spec_q, qbf ? 7 : 6, &p,
                                       sizeof p, gq, (uint32_t)NH, (uint32_t)nb, "attention_bwd_dq");
+        /* the key and value gradients: one workgroup row per key/value head, over its group */
         if (status == VKG_OK)
             status =
                 vkg_cmd_dispatch(c, VKG_KERNEL_attention_bwd_dkv, spec_k, qbf ? 7 : 6, &p, sizeof p,
-                                 gk, (uint32_t)NH, (uint32_t)nb, "attention_bwd_dkv");
+                                 gk, (uint32_t)NKV, (uint32_t)nb, "attention_bwd_dkv");
     }
     vkg_cmd_group_end(c);
     return status;
+}
+
+vkg_status vkg_op_attention_fwd(vkg_cmd *c, vkg_tensor out, vkg_tensor lse, vkg_tensor qkv, int B,
+                                int T, int C, int NH)
+{
+    const char *op = "attention_fwd";
+    VKG_TRY(check_shape(op, B, T, C, NH));
+    att_shape s = make_shape(B, T, NH, NH, C / NH, 0);
+    return att_fwd(op, c, out, lse, qkv, &s);
+}
+
+vkg_status vkg_op_attention_bwd(vkg_cmd *c, vkg_tensor dqkv, vkg_tensor dout, vkg_tensor qkv,
+                                vkg_tensor out, vkg_tensor lse, int B, int T, int C, int NH,
+                                vkg_tensor delta)
+{
+    const char *op = "attention_bwd";
+    VKG_TRY(check_shape(op, B, T, C, NH));
+    att_shape s = make_shape(B, T, NH, NH, C / NH, 0);
+    return att_bwd(op, c, dqkv, dout, qkv, out, lse, &s, delta);
+}
+
+vkg_status vkg_op_attention_gqa_fwd(vkg_cmd *c, vkg_tensor out, vkg_tensor lse, vkg_tensor qkv,
+                                    int B, int T, int NH, int NKV, int D)
+{
+    const char *op = "attention_gqa_fwd";
+    VKG_TRY(check_gqa(op, B, T, NH, NKV, D));
+    att_shape s = make_shape(B, T, NH, NKV, D, 1);
+    return att_fwd(op, c, out, lse, qkv, &s);
+}
+
+vkg_status vkg_op_attention_gqa_bwd(vkg_cmd *c, vkg_tensor dqkv, vkg_tensor dout, vkg_tensor qkv,
+                                    vkg_tensor out, vkg_tensor lse, int B, int T, int NH, int NKV,
+                                    int D, vkg_tensor delta)
+{
+    const char *op = "attention_gqa_bwd";
+    VKG_TRY(check_gqa(op, B, T, NH, NKV, D));
+    att_shape s = make_shape(B, T, NH, NKV, D, 1);
+    return att_bwd(op, c, dqkv, dout, qkv, out, lse, &s, delta);
 }

@@ -133,6 +133,24 @@ vkg_status vkg_op_attention_bwd(vkg_cmd *c, vkg_tensor dqkv, vkg_tensor dout, vk
                                 vkg_tensor out, vkg_tensor lse, int B, int T, int C, int NH,
                                 vkg_tensor delta);
 
+/* Grouped-query attention (Llama-family models), as vkg_ref_attention_gqa_fwd/_bwd: NH query
+ * heads and NKV key/value heads of D channels each (NH a multiple of NKV; query head h reads
+ * key/value head h / (NH/NKV)), scale 1/sqrt(D), D given (not C/NH). qkv (B,T,(NH + 2 NKV) D) =
+ * [q (NH D) | k (NKV D) | v (NKV D)] per row (a fused q/k/v product's output); out and dout
+ * (B,T,NH D); lse and delta (B,NH,T); dqkv as qkv. The dk and dv of a key/value head ACCUMULATE
+ * the sum over the query heads of its group, in a fixed order in one workgroup (no atomics):
+ * deterministic. Otherwise as vkg_op_attention_fwd/_bwd (dtypes, bf16 with D even, splitting
+ * above the index limit, the kernel forms); NKV = NH with D = C/NH is GPT-2's op, bit for bit.
+ * Errors: VKG_ERR_INVALID_ARG for non-positive sizes, NH not a multiple of NKV, D above
+ * VKG_ATTENTION_MAX_D, one batch beyond the index limit (T (NH + 2 NKV) D), a tensor too small
+ * (named); VKG_ERR_UNSUPPORTED when D needs more shared memory than the device has. */
+#define VKG_ATTENTION_MAX_D 256
+vkg_status vkg_op_attention_gqa_fwd(vkg_cmd *c, vkg_tensor out, vkg_tensor lse, vkg_tensor qkv,
+                                    int B, int T, int NH, int NKV, int D);
+vkg_status vkg_op_attention_gqa_bwd(vkg_cmd *c, vkg_tensor dqkv, vkg_tensor dout, vkg_tensor qkv,
+                                    vkg_tensor out, vkg_tensor lse, int B, int T, int NH, int NKV,
+                                    int D, vkg_tensor delta);
+
 /* Encoder, layernorm, GELU and residual (src/ops/encoder.c, layernorm.c, pointwise.c), as
  * vkg_ref_encoder_fwd/_bwd, vkg_ref_layernorm_fwd/_bwd, vkg_ref_gelu_*, vkg_ref_residual_*.
  * Sizes must be positive (n may be 0: nothing is recorded).

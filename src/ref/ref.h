@@ -93,7 +93,16 @@
     void vkg_ref_rope_fwd##sfx(real *qkv, const real *inv_freq, int B, int T, int NH, int NKV,     \
                                int D);                                                             \
     void vkg_ref_rope_bwd##sfx(real *dqkv, const real *inv_freq, int B, int T, int NH, int NKV,    \
-                               int D);
+                               int D);                                                             \
+    /* Grouped-query causal attention: qkv (B,T,(NH + 2 NKV) D) = [q (NH heads) | k (NKV) |        \
+     * v (NKV)], query head h reads kv head h / (NH/NKV) (NH a multiple of NKV), scale 1/sqrt(D);  \
+     * out (B,T,NH D) and lse (B,NH,T) as vkg_ref_attention_fwd's. Backward: dqkv (same layout as  \
+     * qkv) += the gradient given dout (B,T,NH D) and the forward's lse; dk and dv of a kv head    \
+     * sum the query heads of its group. NKV = NH, D = C/NH is vkg_ref_attention_*. */             \
+    void vkg_ref_attention_gqa_fwd##sfx(real *out, real *lse, const real *qkv, int B, int T,       \
+                                        int NH, int NKV, int D);                                   \
+    void vkg_ref_attention_gqa_bwd##sfx(real *dqkv, const real *dout, const real *qkv,             \
+                                        const real *lse, int B, int T, int NH, int NKV, int D);
 
 VKG_REF_DECLARE(float, )
 VKG_REF_DECLARE(double, _f64)
