@@ -9,7 +9,7 @@ set(train_pkgs build-essential cmake pkg-config libvulkan-dev libvulkan-volk-dev
     glslang-tools spirv-tools libzmq3-dev libsodium-dev libutf8proc-dev fortune-mod fortunes
     mesa-vulkan-drivers)
 set(test_pkgs libcmocka-dev vulkan-validationlayers libopenblas-dev clang-format clang
-    libclang-rt-14-dev)
+    libclang-rt-14-dev python3-pip python3-venv python3-torch)
 
 file(REMOVE_RECURSE ${WORK})
 file(WRITE ${WORK}/stub/make "#!/bin/sh\necho \"make called: $*\"\n")
