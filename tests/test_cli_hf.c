@@ -54,7 +54,7 @@ static int run(vkg_test_proc *p, const char *const *args)
 }
 
 #define SHAPE                                                                                      \
-    "--data", text_path, "--batch", "2", "--seq", "32", "--sample-len", "0", "--validation",      \
+    "--data", text_path, "--batch", "2", "--seq", "32", "--sample-len", "0", "--validation",       \
         "--lr", "1e-3"
 
 /* The first step's loss as printed ("step 1/N loss X"). */
@@ -74,9 +74,9 @@ static void test_save_and_init(void **state)
     snprintf(ck, sizeof ck, "%s/ck", tmp_root);
     snprintf(ckb, sizeof ckb, "%s/ckb", tmp_root);
     vkg_test_proc p;
-    const char *save[] = {"train",   SHAPE,        "--layers",  "1",    "--heads", "2",
-                          "--channels", "32",      "--ctx",     "32",   "--steps", "2",
-                          "--ckpt-dir", ck,        "--save-hf", "fp32", NULL};
+    const char *save[] = {"train",      SHAPE, "--layers",  "1",    "--heads", "2",
+                          "--channels", "32",  "--ctx",     "32",   "--steps", "2",
+                          "--ckpt-dir", ck,    "--save-hf", "fp32", NULL};
     assert_int_equal(run(&p, save), 0);
     vkg_test_proc_free(&p);
     snprintf(hf, sizeof hf, "%s/step_00000002/hf", ck);
@@ -89,9 +89,9 @@ static void test_save_and_init(void **state)
     assert_memory_equal(pa, pb, vkg_model_num_params(&a) * sizeof *pa);
     free(pa);
 
-    const char *save_b[] = {"train",   SHAPE,        "--layers",  "1",    "--heads", "2",
-                            "--channels", "32",      "--ctx",     "32",   "--steps", "2",
-                            "--ckpt-dir", ckb,       "--save-hf", "bf16", NULL};
+    const char *save_b[] = {"train",      SHAPE, "--layers",  "1",    "--heads", "2",
+                            "--channels", "32",  "--ctx",     "32",   "--steps", "2",
+                            "--ckpt-dir", ckb,   "--save-hf", "bf16", NULL};
     assert_int_equal(run(&p, save_b), 0);
     vkg_test_proc_free(&p);
     snprintf(hfb, sizeof hfb, "%s/step_00000002/hf", ckb);
@@ -131,9 +131,9 @@ static void test_prune_with_hf(void **state)
     char ck[600], old[700], kept[700];
     snprintf(ck, sizeof ck, "%s/ck_keep", tmp_root);
     vkg_test_proc p;
-    const char *args[] = {"train",        SHAPE, "--layers", "1",    "--heads",      "2",
-                          "--channels",   "32",  "--ctx",    "32",   "--steps",      "3",
-                          "--ckpt-every", "1",   "--keep",   "1",    "--save-hf",    "fp32",
+    const char *args[] = {"train",        SHAPE, "--layers", "1",  "--heads",   "2",
+                          "--channels",   "32",  "--ctx",    "32", "--steps",   "3",
+                          "--ckpt-every", "1",   "--keep",   "1",  "--save-hf", "fp32",
                           "--ckpt-dir",   ck,    NULL};
     assert_int_equal(run(&p, args), 0);
     vkg_test_proc_free(&p);

@@ -111,6 +111,8 @@ static void run_rank(vkg_th_job *j, int rank, int fd, vkg_comm_ctx_t *ctx, recor
     r.fd = fd;
     memset(out, 0, sizeof *out);
     out->body_rc = -1;
+    if (j->o.before_create)
+        j->o.before_create(rank);
     out->create_status = vkg_comm_create(&cfg, &r.comm);
     if (out->create_status != VKG_OK) {
         snprintf(out->report, sizeof out->report, "create: %s: %s",

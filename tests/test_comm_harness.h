@@ -47,6 +47,9 @@ typedef struct vkg_th_opts {
     /* Or (when not NULL) one character per rank naming its fake host: "aaab" puts ranks 0-2 on
      * one host and rank 3 on another, "abab" interleaves two hosts. */
     const char *hosts;
+    /* When not NULL, called in each rank (its process, with processes) before its communicator
+     * is created: e.g. to set a test-only environment variable in one rank. */
+    void (*before_create)(int rank);
 } vkg_th_opts;
 
 typedef struct vkg_th_result {

@@ -94,6 +94,48 @@ static void test_squatted_name_visible_fallback(void **state)
     squat_case(VKG_COMM_SHM_AUTO);
 }
 
+/* ---- a rank of another user ---- */
+
+/* Rank 0 sees its peers as another user (the test-only VKG_TEST_SHM_PEER_UID: no second user
+ * is needed), as it would a rank started by someone else. */
+static void other_user(int rank)
+{
+    if (rank == 0)
+        setenv("VKG_TEST_SHM_PEER_UID", "4242", 1);
+}
+
+static int nothing(vkg_th_rank *r, void *arg)
+{
+    (void)r, (void)arg;
+    return 0;
+}
+
+/* Shared memory required, the handover refused for the user: both ranks fail within a couple of
+ * seconds (not the 10 s timeout), naming the user mismatch, not a timeout of rank 0. */
+static void test_other_user_named_at_once(void **state)
+{
+    (void)state;
+    vkg_th_opts o = {.transport = VKG_COMM_TCP,
+                     .processes = 1,
+                     .shm = VKG_COMM_SHM_REQUIRE,
+                     .timeout_ms = 10000,
+                     .wall_s = 60,
+                     .before_create = other_user};
+    vkg_th_result res[2];
+    double t0 = vkg_th_now();
+    vkg_th_run(2, &o, nothing, NULL, res);
+    double took = 0.0;
+    for (int q = 0; q < 2; q++) {
+        fprintf(stderr, "  rank %d after %.2f s: %s\n", q, res[q].t_done - t0, res[q].report);
+        took = res[q].t_done - t0 > took ? res[q].t_done - t0 : took;
+        assert_int_equal(res[q].create_status, VKG_ERR_UNSUPPORTED);
+        assert_non_null(strstr(res[q].report, "another user"));
+        assert_non_null(strstr(res[q].report, "uid"));
+        assert_null(strstr(res[q].report, "in time"));
+    }
+    assert_true(took < 5.0);
+}
+
 /* ---- the previous handover version ---- */
 
 /* Version 1's message: its second word was the status (0 = ok) where version 2 has the version. */
@@ -213,6 +255,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_squatted_name_fails_required_shm),
         cmocka_unit_test(test_squatted_name_visible_fallback),
+        cmocka_unit_test(test_other_user_named_at_once),
         cmocka_unit_test(test_old_rank_refused_by_version),
         cmocka_unit_test(test_old_host_refused_by_version),
     };

@@ -94,7 +94,9 @@ static vkg_status nonce(uint8_t out[16])
     return vkg__crypto_random(out, 16);
 }
 
-/* VKG_OK when the process at the other end of fd runs as this process's user. */
+/* VKG_OK when the process at the other end of fd runs as this process's user. Test-only:
+ * VKG_TEST_SHM_PEER_UID adds its value to the peer's uid as read, so that a test without a
+ * second user can see a peer of another one. */
 static vkg_status same_user(int fd, const char *who)
 {
     unsigned uid = 0;
@@ -102,6 +104,9 @@ static vkg_status same_user(int fd, const char *who)
     int e = vkg_os_local_peer(fd, &uid, &pid);
     VKG_CHECK(e == 0, VKG_ERR_NETWORK, "shared memory handover: reading the credentials of %s: %s",
               who, strerror(e));
+    const char *fake = getenv("VKG_TEST_SHM_PEER_UID");
+    if (fake && *fake)
+        uid += (unsigned)strtoul(fake, NULL, 10);
     VKG_CHECK(uid == vkg_os_euid(), VKG_ERR_PEER,
               "shared memory handover: %s (pid %ld) runs as uid %u, this job as uid %u", who, pid,
               uid, vkg_os_euid());
@@ -150,7 +155,8 @@ static void refuse(int fd, uint32_t magic, const char *why)
 
 /* The host's side of one connection. *rank_out: the rank that attached (-1 if refused). */
 static vkg_status serve_one(int cfd, const vkg_shm_creds *cr, int nranks, const int *attached,
-                            int seg_fd, size_t seg_bytes, int *rank_out)
+                            int seg_fd, size_t seg_bytes, int *rank_out, char *wrong_user,
+                            size_t cap)
 {
     *rank_out = -1;
     shm_msg m, r;
@@ -158,6 +164,7 @@ static vkg_status serve_one(int cfd, const vkg_shm_creds *cr, int nranks, const 
     vkg_status st = same_user(cfd, "a connecting process");
     if (st < 0) {
         refuse(cfd, MSG_CHAL, "not this job's user");
+        snprintf(wrong_user, cap, "%s", vkg_error_message());
         return st;
     }
     st = recv_msg(cfd, &m, NULL, STEP_MS, "a connecting process");
@@ -208,8 +215,16 @@ vkg_status vkg__shm_serve(int lfd, const vkg_shm_creds *cr, int nranks, int seg_
     VKG_CHECK(attached != NULL, VKG_ERR_NOMEM, "out of memory");
     int left = nranks - 1;
     vkg_status st = VKG_OK;
+    char wrong_user[300] = "";
     while (left > 0) {
         int64_t now = vkg__now_ns();
+        if (wrong_user[0] && now >= deadline) { /* a rank of another user: said at once */
+            st = VKG_FAIL(VKG_ERR_PEER,
+                          "shared memory handover refused a process of another user (%s): every "
+                          "rank of a job must run as one user",
+                          wrong_user);
+            break;
+        }
         if (now >= deadline) {
             char missing[128] = "";
             size_t len = 0;
@@ -225,12 +240,18 @@ vkg_status vkg__shm_serve(int lfd, const vkg_shm_creds *cr, int nranks, int seg_
         if (vkg_os_local_accept(lfd, (int)((deadline - now) / 1000000) + 1, &cfd) != 0)
             continue;
         int rank = -1;
-        if (serve_one(cfd, cr, nranks, attached, seg_fd, seg_bytes, &rank) == VKG_OK && rank > 0) {
+        int had = wrong_user[0] != '\0';
+        if (serve_one(cfd, cr, nranks, attached, seg_fd, seg_bytes, &rank, wrong_user,
+                      sizeof wrong_user) == VKG_OK &&
+            rank > 0) {
             attached[rank] = 1;
             left--;
         } else if (refusals) {
             (*refusals)++;
         }
+        /* the job's own ranks connect at once: a second more for them, not the whole timeout */
+        if (!had && wrong_user[0] && deadline > vkg__now_ns() + 1000000000)
+            deadline = vkg__now_ns() + 1000000000;
         vkg_os_shm_close(cfd);
     }
     free(attached);

@@ -23,18 +23,20 @@
 
 typedef struct verdict {
     uint8_t ok;
+    uint8_t timed_out; /* the failure was a deadline: another party's is likely the cause */
     char why[255];
     uint8_t tag[VKG_SHM_TAG_BYTES]; /* the creator's: names the socket it listens at */
 } verdict;
 
-/* Every party's verdict through agree (nall of them); *bad = the first that failed (-1: none). */
+/* Every party's verdict through agree (nall of them); *bad = the first that failed not by a
+ * deadline, else the first that failed (-1: none). */
 static vkg_status agree_all(vkg_shm_agree_fn agree, void *arg, int nall, const verdict *mine,
                             verdict *all, int *bad)
 {
     VKG_TRY(agree(arg, mine, sizeof *mine, all));
-    *bad = -1;
-    for (int q = 0; q < nall && *bad < 0; q++)
-        if (!all[q].ok)
+    *bad = -1; /* the first failure that is not a deadline (the cause), else the first */
+    for (int q = 0; q < nall && (*bad < 0 || all[*bad].timed_out); q++)
+        if (!all[q].ok && (*bad < 0 || !all[q].timed_out))
             *bad = q;
     return VKG_OK;
 }
@@ -46,8 +48,8 @@ static vkg_status comm_agree(void *arg, const void *mine, size_t bytes, void *al
 
 static void note_failure(verdict *v, vkg_status st)
 {
-    (void)st;
     v->ok = 0;
+    v->timed_out = st == VKG_ERR_TIMEOUT;
     snprintf(v->why, sizeof v->why, "%s", vkg_error_message());
 }
 
