@@ -17,6 +17,7 @@ if(WIN32)
         "test_cli_train|${vkg_why_cli}, forkpty"
         "test_ckpt_guard|${vkg_why_cli}"
         "test_cli_resume|${vkg_why_cli}"
+        "test_cli_hf|${vkg_why_cli}"
         "test_cli_sample|${vkg_why_cli}, forkpty"
         "test_cli_input|${vkg_why_cli}, signals"
         "test_cli_errors|${vkg_why_cli}, signals"
