@@ -138,7 +138,7 @@ static vkg_status step(vkg_model *m, vkg_adamw *opt, const bench_opts *o, const 
 static void print_memory(vkg_model *m, vkg_adamw *opt)
 {
     size_t total = vkg_model_device_bytes(m) + vkg_adamw_device_bytes(opt);
-    /* gpt2.h's memory plan: params and grads are each num_params floats (256-aligned arenas), the
+    /* model.h's memory plan: params and grads are each num_params floats (256-aligned arenas), the
      * activations arena (with their gradients and scratch) the rest; AdamW's m and v (and its
      * small scratch) are the optimizer's. */
     size_t pb = (vkg_model_param_count(m) * 4 + 255) / 256 * 256;
