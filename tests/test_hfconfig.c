@@ -208,6 +208,13 @@ static void test_refusals(void **state)
     refused("{\"model_type\": \"llama\", \"hidden_size\": 64.5}", "whole number");
     refused("{\"model_type\": \"gpt2\", \"n_embd\": 768,", "cfg.json");
     refused("{\"model_type\": \"gpt2\", \"n_embd\": 1e999}", "out of range");
+    refused("{\"model_type\": \"llama\", \"rope_theta\": 1e300}", "out of range");
+    refused("{\"model_type\": \"llama\", \"hidden_size\": 64, \"num_hidden_layers\": 2,"
+            " \"num_attention_heads\": 2, \"vocab_size\": 100, \"max_position_embeddings\": 64,"
+            " \"intermediate_size\": 128, \"rope_scaling\": {\"rope_type\": \"llama3\","
+            " \"factor\": 8.0, \"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0,"
+            " \"original_max_position_embeddings\": 8.19222e+23}}",
+            "a whole number from 1 to 2^24"); /* a fuzz finding: converted before its check */
     char path[600];
     snprintf(path, sizeof path, "%s/big.json", tmp_root);
     FILE *f = fopen(path, "wb");

@@ -148,12 +148,18 @@ static vkg_status read_rope_scaling(vkg__json *j, const char *path, hf_fields *h
                    !strcmp(key, "high_freq_factor")) {
             st = read_scalar(j, path, key, &v, &is_null, &is_bool);
             int slot = key[0] == 'f' ? F_FACTOR : key[0] == 'l' ? F_LOW : F_HIGH;
+            if (st == VKG_OK && !is_null && !is_bool && fabs(v) > 1e30)
+                st = VKG_FAIL(VKG_ERR_FORMAT, "%s: field \"rope_scaling.%s\": %g is out of range",
+                              path, key, v);
             if (st == VKG_OK && !is_null && !is_bool)
                 h->f[slot] = v, h->has_f[slot] = 1;
         } else if (!strcmp(key, "original_max_position_embeddings")) {
             st = read_scalar(j, path, key, &v, &is_null, &is_bool);
+            /* a whole number in range, or marked unusable (3) without converting it */
+            int whole =
+                st == VKG_OK && !is_null && !is_bool && v == floor(v) && v >= 1.0 && v < 16777216.0;
             if (st == VKG_OK && !is_null && !is_bool)
-                h->i[I_ORIG_MAX] = (long long)v, h->has_i[I_ORIG_MAX] = v == floor(v) ? 1 : 3;
+                h->i[I_ORIG_MAX] = whole ? (long long)v : 0, h->has_i[I_ORIG_MAX] = whole ? 1 : 3;
         } else {
             st = vkg__json_skip(j);
         }
@@ -205,6 +211,8 @@ static vkg_status read_fields(vkg__json *j, const char *path, hf_fields *h)
                 st = read_scalar(j, path, key, &v, &is_null, &is_bool), done = 1;
                 VKG_CHECK_GOTO(st, st != VKG_OK || (!is_null && !is_bool), VKG_ERR_FORMAT, out,
                                "%s: field \"%s\": expected a number", path, key);
+                VKG_CHECK_GOTO(st, st != VKG_OK || fabs(v) <= 1e30, VKG_ERR_FORMAT, out,
+                               "%s: field \"%s\": %g is out of range", path, key, v);
                 if (st == VKG_OK)
                     h->f[float_keys[k].slot] = v, h->has_f[float_keys[k].slot] = 1;
             }
@@ -323,7 +331,8 @@ vkg_status vkg_hf_config_parse(const char *text, size_t n, const char *path, vkg
                           h.has_i[I_ORIG_MAX] == 1,
                       VKG_ERR_FORMAT,
                       "%s: rope_scaling \"llama3\" needs factor, low_freq_factor, "
-                      "high_freq_factor and original_max_position_embeddings",
+                      "high_freq_factor and original_max_position_embeddings (a whole number "
+                      "from 1 to 2^24)",
                       path);
             c.rope_factor = (float)h.f[F_FACTOR];
             c.rope_low_freq_factor = (float)h.f[F_LOW];
