@@ -48,10 +48,13 @@ enum {
 enum { F_RMS_EPS, F_LN_EPS, F_THETA, F_FACTOR, F_LOW, F_HIGH, NF };
 enum { B_TIE, B_ATT_BIAS, B_MLP_BIAS, B_USE_SLIDING, NB };
 
-static const struct {
+/* A config.json key and the slot of hf_fields it fills. */
+typedef struct key_slot {
     const char *key;
     int slot;
-} int_keys[] = {
+} key_slot;
+
+static const key_slot int_keys[] = {
     {"hidden_size", I_HIDDEN},
     {"n_embd", I_HIDDEN},
     {"intermediate_size", I_INTER},
@@ -67,18 +70,12 @@ static const struct {
     {"vocab_size", I_VOCAB},
     {"sliding_window", I_SLIDING},
 };
-static const struct {
-    const char *key;
-    int slot;
-} float_keys[] = {
+static const key_slot float_keys[] = {
     {"rms_norm_eps", F_RMS_EPS},
     {"layer_norm_epsilon", F_LN_EPS},
     {"rope_theta", F_THETA},
 };
-static const struct {
-    const char *key;
-    int slot;
-} bool_keys[] = {
+static const key_slot bool_keys[] = {
     {"tie_word_embeddings", B_TIE},
     {"attention_bias", B_ATT_BIAS},
     {"mlp_bias", B_MLP_BIAS},
