@@ -2,7 +2,7 @@
 #extension GL_GOOGLE_include_directive : require
 #include "common.glsl"
 #include "addr64.glsl"
-// encoder_fwd: out[b, t, c] = wte[inp[b, t], c] + wpe[t, c]. Workgroups: y = positions
+// encoder_fwd: out[b, t, c] = wte[inp[b, t], c] + wpe[t, c] (wpe: WPE below). Workgroups: y = positions
 // (grid-stride), x = channels (grid-stride), so the token id is read once per position and
 // neighbouring invocations touch neighbouring channels. A token id outside [0, V) writes NaN for
 // its row, so bad input shows up in the loss instead of reading out of bounds.
@@ -12,6 +12,9 @@ layout(constant_id = 3) const uint WIDE = 0;
 // OUT_BF16 = 1 (mixed precision): out is bf16 (the residual stream stored bf16), each invocation
 // writing whole words (two channels, C even), the fp32 sum rounded to nearest even.
 layout(constant_id = 4) const uint OUT_BF16 = 0;
+// WPE = 0 (rotary models: the positions enter in attention): out is the token's row of wte alone;
+// wpe is not read.
+layout(constant_id = 5) const uint WPE = 1;
 layout(push_constant) uniform Push {
     Floats out_; // (B, T, C)
     Ints inp;    // (B, T)
@@ -29,7 +32,7 @@ float embed(bool valid, Floats wte_row, int tok, uint t, uint c)
         e = wte_row.v[c];
     else if (valid)
         e = p.wte.v[uint(tok) * p.C + c];
-    return e + p.wpe.v[t * p.C + c];
+    return WPE == 1 ? e + p.wpe.v[t * p.C + c] : e;
 }
 
 void main()

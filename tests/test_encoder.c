@@ -7,7 +7,9 @@
  * that the reference starts from too, so accumulating is checked against overwriting. The
  * backward pass must be bitwise reproducible, token ids outside the table must not be read, and
  * wrong sizes must be refused naming the tensor. The wpe half alone (vkg_op_encoder_bwd_wpe)
- * matches the reference too. */
+ * matches the reference too, and so do the token embedding alone (vkg_op_embed_fwd, against the
+ * reference with a zero wpe) and wte's half alone (vkg_op_encoder_bwd_wte, bit for bit the full
+ * pass's dwte). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -62,8 +64,13 @@ static void test_encoder_fwd(void **state)
         vkg_tensor out = vkg_gpu_poisoned(g, n);
         VKG_ASSERT_OK(vkg_cmd_begin(g->cmd));
         VKG_ASSERT_OK(vkg_op_encoder_fwd(g->cmd, out, ti, tte, tpe, h.B, h.T, h.C));
+        vkg_tensor out_nopos = vkg_gpu_poisoned(g, n);
+        VKG_ASSERT_OK(vkg_op_embed_fwd(g->cmd, out_nopos, ti, tte, h.B, h.T, h.C));
         vkg_gpu_run(g);
         vkg_gpu_expect_ref(g, "encoder_fwd out", out, ref, n);
+        memset(wpe, 0, (size_t)h.maxT * h.C * sizeof *wpe);
+        vkg_ref_encoder_fwd(ref, inp, wte, wpe, h.B, h.T, h.C);
+        vkg_gpu_expect_ref(g, "embed_fwd out", out_nopos, ref, n);
         free(inp);
         free(wte);
         free(wpe);
@@ -87,8 +94,8 @@ static void test_encoder_bwd(void **state)
         float *dwte = vkg_test_random(&r, nte, -2.0f, 2.0f);
         float *dwpe = vkg_test_random(&r, npe, -2.0f, 2.0f);
         vkg_tensor ti = vkg_gpu_upload(g, inp, BT * 4), td = vkg_gpu_upload(g, dout, n * 4);
-        vkg_tensor tte[2], tpe[3];
-        for (int k = 0; k < 2; k++)
+        vkg_tensor tte[3], tpe[3];
+        for (int k = 0; k < 3; k++)
             tte[k] = vkg_gpu_upload(g, dwte, nte * 4);
         for (int k = 0; k < 3; k++)
             tpe[k] = vkg_gpu_upload(g, dwpe, npe * 4);
@@ -97,6 +104,7 @@ static void test_encoder_bwd(void **state)
         for (int k = 0; k < 2; k++)
             VKG_ASSERT_OK(vkg_op_encoder_bwd(g->cmd, tte[k], tpe[k], td, ti, h.B, h.T, h.C));
         VKG_ASSERT_OK(vkg_op_encoder_bwd_wpe(g->cmd, tpe[2], td, h.B, h.T, h.C));
+        VKG_ASSERT_OK(vkg_op_encoder_bwd_wte(g->cmd, tte[2], td, ti, h.B, h.T, h.C));
         vkg_gpu_run(g);
         vkg_gpu_expect_ref(g, "encoder_bwd dwte", tte[0], dwte, nte);
         vkg_gpu_expect_ref(g, "encoder_bwd dwpe", tpe[0], dwpe, npe);
@@ -106,6 +114,8 @@ static void test_encoder_bwd(void **state)
         float *u = vkg_test_alloc(most), *v = vkg_test_alloc(most);
         vkg_gpu_download(g, tte[0], u, nte * 4);
         vkg_gpu_download(g, tte[1], v, nte * 4);
+        assert_memory_equal(u, v, nte * 4);
+        vkg_gpu_download(g, tte[2], v, nte * 4); /* wte's half alone: the same bits */
         assert_memory_equal(u, v, nte * 4);
         vkg_gpu_download(g, tpe[0], u, npe * 4);
         vkg_gpu_download(g, tpe[1], v, npe * 4);

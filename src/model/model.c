@@ -9,6 +9,47 @@
 
 static vkg_status setup_boundaries(vkg_model *m);
 
+/* The tensor an activation arena entry is bound to. */
+static vkg_tensor *act_place(vkg_model *m, vkg__model_act_place at)
+{
+    vkg_model_slot *sl = at.slot >= 0 ? &m->slots[at.slot] : NULL;
+    vkg_tensor *scratch[] = {&m->mm_scratch, &m->delta,  &m->dtop,
+                             &m->gelu,       &m->dscale, &m->inv_freq};
+    switch (at.kind) {
+    case VKG__ACT_SLOT:
+        return &sl->acts.t[at.index];
+    case VKG__ACT_LAYER:
+        return &sl->layers[at.layer].t[at.index];
+    case VKG__ACT_TOKENS:
+        return at.index ? &sl->targets : &sl->inputs;
+    case VKG__ACT_KEPT:
+        return &sl->kept[at.layer * VKG_MODEL_NUM_KEPT + at.index];
+    case VKG__ACT_GRAD:
+        return &m->gacts.t[at.index];
+    default:
+        return scratch[at.index];
+    }
+}
+
+static const char *const role_names[VKG_MODEL_NUM_ROLES] = {
+    "wte", "wpe", "ln1w",    "ln1b",    "qkvw", "qkvb", "attprojw", "attprojb", "ln2w",   "ln2b",
+    "fcw", "fcb", "fcprojw", "fcprojb", "lnfw", "lnfb", "qnormw",   "knormw",   "lm_head"};
+
+void vkg__model_roles(const vkg_param_table *t, int ix[VKG_MODEL_NUM_ROLES])
+{
+    for (int r = 0; r < VKG_MODEL_NUM_ROLES; r++) {
+        ix[r] = -1;
+        for (int i = 0; i < t->n; i++)
+            if (!strcmp(t->t[i].name, role_names[r]))
+                ix[r] = i;
+    }
+}
+
+int vkg__model_classifier(const vkg_model *m)
+{
+    return m->table.tied >= 0 ? WTE : LMHEAD;
+}
+
 vkg_status vkg_model_create(vkg_device_t *dev, const vkg_model_config *cfg,
                             const vkg_model_opts *opts, vkg_model **out)
 {
@@ -20,7 +61,7 @@ vkg_status vkg_model_create(vkg_device_t *dev, const vkg_model_config *cfg,
     vkg_status st = VKG_OK;
     size_t *bytes = NULL;
     const char **names = NULL;
-    vkg_tensor *acts = NULL;
+    vkg__model_act_place *places = NULL;
     vkg_dtype *types = NULL;
     vkg_model *m = calloc(1, sizeof *m);
     VKG_CHECK(m, VKG_ERR_NOMEM, "no memory for the model");
@@ -33,6 +74,7 @@ vkg_status vkg_model_create(vkg_device_t *dev, const vkg_model_config *cfg,
     m->head = !!(o.part.flags & VKG_MODEL_PART_HEAD);
     vkg_model_part_layout(cfg, &o.part, &m->layout);
     vkg_model_params(cfg, &m->table);
+    vkg__model_roles(&m->table, m->ix);
     m->nparams = m->layout.total;
     m->slots = calloc((size_t)o.slots, sizeof *m->slots);
     VKG_CHECK_GOTO(st, m->slots, VKG_ERR_NOMEM, fail, "no memory for %d slots", o.slots);
@@ -59,56 +101,49 @@ vkg_status vkg_model_create(vkg_device_t *dev, const vkg_model_config *cfg,
     int cap = vkg__model_max_act_tensors(m->nl, o.slots, o.split_w);
     bytes = malloc((size_t)cap * sizeof *bytes);
     names = malloc((size_t)cap * sizeof *names);
-    acts = malloc((size_t)cap * sizeof *acts);
-    VKG_CHECK_GOTO(st, bytes && names && acts, VKG_ERR_NOMEM, fail, "no memory for the plan");
+    places = malloc((size_t)cap * sizeof *places);
     types = malloc((size_t)cap * sizeof *types);
-    VKG_CHECK_GOTO(st, types, VKG_ERR_NOMEM, fail, "no memory for the plan");
-    int n = vkg__model_act_arena_tensors(cfg, &o, bytes, names, types), k = 0;
-    VKG_TRY_GOTO(st, vkg_arena_create_list(dev, bytes, n, "activations", &m->arena_acts), fail);
-    for (int i = 0; i < n; i++) {
-        st = vkg_arena_alloc(m->arena_acts, bytes[i], &acts[i]);
-        acts[i].dtype = types[i];
-        if (st != VKG_OK) {
-            vkg__error_wrap(st, "activation tensor %s", names[i]);
-            goto fail;
-        }
-    }
+    VKG_CHECK_GOTO(st, bytes && names && places && types, VKG_ERR_NOMEM, fail,
+                   "no memory for the plan");
     for (int s = 0; s < o.slots; s++) {
         vkg_model_slot *sl = &m->slots[s];
         sl->layers = calloc((size_t)m->nl, sizeof *sl->layers);
         VKG_CHECK_GOTO(st, sl->layers, VKG_ERR_NOMEM, fail, "no memory for the layers");
-        for (int i = 0; i < VKG_MODEL_NUM_ACTS; i++)
-            if (!VKG_MODEL_ACT_LAYERED(i))
-                sl->acts.t[i] = acts[k++];
-        for (int l = 0; l < m->nl; l++)
-            for (int i = 0; i < VKG_MODEL_NUM_ACTS; i++)
-                if (VKG_MODEL_ACT_LAYERED(i))
-                    sl->layers[l].t[i] = acts[k++];
-        m->slots[s].inputs = acts[k++];
-        m->slots[s].targets = acts[k++];
-        if (!o.split_w || !m->nl)
+        if (!o.split_w)
             continue;
-        sl->kept = malloc((size_t)m->nl * VKG_MODEL_NUM_KEPT * sizeof *sl->kept);
+        sl->kept = calloc((size_t)m->nl * VKG_MODEL_NUM_KEPT, sizeof *sl->kept);
         VKG_CHECK_GOTO(st, sl->kept, VKG_ERR_NOMEM, fail, "no memory for the layers");
-        for (int i = 0; i < m->nl * VKG_MODEL_NUM_KEPT; i++)
-            sl->kept[i] = acts[k++];
     }
-    for (int i = 0; i < VKG_MODEL_NUM_GRAD_ACTS; i++)
-        m->gacts.t[i] = acts[k++];
-    m->mm_scratch = acts[k++];
-    m->delta = acts[k++];
-    m->dtop = acts[k++];
-    m->gelu = acts[k++];
-    m->dscale = acts[k++];
-    free(bytes), free(names), free(acts), free(types);
-    bytes = NULL, names = NULL, acts = NULL, types = NULL;
+    int n = vkg__model_act_arena_tensors(cfg, &o, bytes, names, types, places);
+    VKG_TRY_GOTO(st, vkg_arena_create_list(dev, bytes, n, "activations", &m->arena_acts), fail);
+    for (int i = 0; i < n; i++) {
+        vkg_tensor t;
+        st = vkg_arena_alloc(m->arena_acts, bytes[i], &t);
+        if (st != VKG_OK) {
+            vkg__error_wrap(st, "activation tensor %s", names[i]);
+            goto fail;
+        }
+        t.dtype = types[i];
+        *act_place(m, places[i]) = t;
+    }
+    free(bytes), free(names), free(places), free(types);
+    bytes = NULL, names = NULL, places = NULL, types = NULL;
+    if (m->inv_freq.bytes) { /* the rotary embeddings' frequencies, fixed */
+        int D = vkg_model_head_dim(cfg);
+        float *f = malloc((size_t)D / 2 * sizeof *f);
+        VKG_CHECK_GOTO(st, f, VKG_ERR_NOMEM, fail, "no memory for the rotary frequencies");
+        vkg_model_rope_inv_freq(cfg, f);
+        st = vkg_tensor_write(dev, m->inv_freq, 0, f, (size_t)D / 2 * sizeof *f);
+        free(f);
+        VKG_TRY_GOTO(st, st, fail);
+    }
 
     VKG_TRY_GOTO(st, setup_boundaries(m), fail);
     VKG_TRY_GOTO(st, vkg__model_record(m), fail);
     *out = m;
     return VKG_OK;
 fail:
-    free(bytes), free(names), free(acts), free(types);
+    free(bytes), free(names), free(places), free(types);
     vkg_model_destroy(&m);
     return st;
 }

@@ -171,9 +171,11 @@ vkg_status vkg_model_boundary_write(vkg_model *m, vkg_model_boundary which, int 
                                     const void *src);
 
 /* ---- gradient units and split recordings (for reductions overlapped with the backward) ----
- * The gradients are completed in units, in this order: (last part) wte's classifier part, then
- * the final layernorm; the layers from last to first; (first part) wpe. */
-#define VKG_MODEL_MAX_UNIT_RANGES 12
+ * The gradients are completed in units, in this order: (last part) the classifier (the tied
+ * embedding's classifier part, or the untied head), then the final norm; the layers from last to
+ * first; (first part) the embeddings the head does not read (wpe; wte where untied or held by a
+ * first part alone). */
+#define VKG_MODEL_MAX_UNIT_RANGES 16
 int vkg_model_unit_count(const vkg_model *m);
 /* Unit u's gradients as float ranges (offset, count) of the gradient tensor. Returns n. */
 int vkg_model_unit_ranges(const vkg_model *m, int u, size_t ranges[VKG_MODEL_MAX_UNIT_RANGES][2]);

@@ -7,9 +7,11 @@
 #include "model/model.h"
 #include "ops/ops.h"
 
-#define VKG_MODEL_NUM_ACTS 21
+#define VKG_MODEL_NUM_ACTS 23
 
-/* The parameter tensors, in llm.c's table order (index into vkg_model's p, g, param_sizes). */
+/* The parameter tensors' roles in the recording. m->ix[role] is the role's index in the model's
+ * table (and in p, g, w, the layout's arrays), -1 where the family has no such tensor; GPT-2's
+ * 16, in llm.c's order, come first and are its table's indices. */
 enum {
     WTE,
     WPE,
@@ -26,32 +28,40 @@ enum {
     FCPROJW,
     FCPROJB,
     LNFW,
-    LNFB
+    LNFB,
+    QNORMW, /* QK-norm's weights (Qwen 3) */
+    KNORMW,
+    LMHEAD, /* the untied classifier */
+    VKG_MODEL_NUM_ROLES
 };
-#define VKG_MODEL_NUM_GRAD_ACTS 13
+#define VKG_MODEL_NUM_GRAD_ACTS 14
 #define VKG_MODEL_NUM_LAYER_GRADS 9 /* dln1 .. dfcproj: one layer's, zeroed before each layer */
 
 /* Forward activations, llm.c's names; shapes in memory.c's act_sizes. Those of a layer (ln1 ..
- * residual3, VKG_MODEL_ACT_LAYERED) are one tensor per layer, in the slot's `layers`; the others
- * in its `acts`. */
-#define VKG_MODEL_ACT_LAYERED(i) ((i) >= 1 && (i) <= 15)
+ * residual3, qkvr, qk_rstd: VKG_MODEL_ACT_LAYERED) are one tensor per layer, in the slot's
+ * `layers`; the others in its `acts`. By family: ln*_mean hold nothing with RMSNorm; fch is the
+ * MLP's first product (with SwiGLU its gate and up halves, 2F wide) and fch_gelu its activation
+ * (GELU, SwiGLU or ReLU^2, F wide); with QK-norm qkvr is the q/k/v product's output and qkv the
+ * normed heads (qk_rstd their statistics); with rotary embeddings qkv holds q and k rotated. */
+#define VKG_MODEL_ACT_LAYERED(i) (((i) >= 1 && (i) <= 15) || (i) >= 21)
 typedef union vkg_model_acts {
     vkg_tensor t[VKG_MODEL_NUM_ACTS];
     struct {
         vkg_tensor encoded, ln1, ln1_mean, ln1_rstd, qkv, atty, lse, attproj, residual2, ln2,
             ln2_mean, ln2_rstd, fch, fch_gelu, fcproj, residual3, lnf, lnf_mean, lnf_rstd, logits,
-            losses;
+            losses, qkvr, qk_rstd;
     } s;
 } vkg_model_acts;
 
-/* Gradients of the activations, as llm.c keeps them: one layer's (t[1 .. 9], reused by every
- * layer and zeroed before it), the gradient of the residual stream at layer l's output in
- * dstream[l % 2] (zeroed before the layer below adds into it), dencoded and dlnf. */
+/* Gradients of the activations, as llm.c keeps them: one layer's (t[1 .. 9], and dqkvr with
+ * QK-norm: the gradient of the q/k/v product's output; reused by every layer and zeroed before
+ * it), the gradient of the residual stream at layer l's output in dstream[l % 2] (zeroed before
+ * the layer below adds into it), dencoded and dlnf. */
 typedef union vkg_model_grad_acts {
     vkg_tensor t[VKG_MODEL_NUM_GRAD_ACTS];
     struct {
         vkg_tensor dencoded, dln1, dqkv, datty, dattproj, dresidual2, dln2, dfch, dfch_gelu,
-            dfcproj, dstream0, dstream1, dlnf;
+            dfcproj, dstream0, dstream1, dlnf, dqkvr;
     } s;
 } vkg_model_grad_acts;
 
@@ -86,11 +96,12 @@ struct vkg_model {
     vkg_model_config cfg;
     vkg_model_opts opts;
     vkg_model_layout layout;
-    vkg_param_table table; /* the whole model's */
-    int nl;                /* layers in the part */
-    int embed, head;       /* the part's flags */
-    size_t nparams;        /* in the part */
-    size_t slot_bytes;     /* device bytes of one activation slot */
+    vkg_param_table table;       /* the whole model's */
+    int ix[VKG_MODEL_NUM_ROLES]; /* each role's tensor in the table, -1: none */
+    int nl;                      /* layers in the part */
+    int embed, head;             /* the part's flags */
+    size_t nparams;              /* in the part */
+    size_t slot_bytes;           /* device bytes of one activation slot */
     vkg_arena *arena_params, *arena_grads, *arena_acts;
     vkg_tensor params, grads; /* whole tensors */
     vkg_tensor p[VKG_MAX_PARAM_TENSORS], g[VKG_MAX_PARAM_TENSORS];
@@ -101,9 +112,10 @@ struct vkg_model {
     vkg_tensor w[VKG_MAX_PARAM_TENSORS];
     vkg_model_slot *slots; /* (opts.slots) */
     vkg_model_grad_acts gacts;
-    vkg_tensor gelu;       /* (B*T, 4C): one layer's GELU output (with VKG_MODEL_RECOMPUTE_GELU) */
-    vkg_tensor dtop;       /* (B*T, C) gradient of the output (parts without the head) */
-    vkg_tensor mm_scratch; /* (B*T, 4C): transposed matmul inputs */
+    vkg_tensor gelu; /* (B*T, F): one layer's MLP activation (with VKG_MODEL_RECOMPUTE_GELU) */
+    vkg_tensor dtop; /* (B*T, C) gradient of the output (parts without the head) */
+    vkg_tensor mm_scratch; /* (B*T, the widest product input or output): transposed inputs */
+    vkg_tensor inv_freq;   /* (D/2) rotary embeddings' frequencies (rotary models; else empty) */
     vkg_tensor delta;      /* (B, NH, T): attention's row sums of dout * out */
     vkg_tensor dscale;     /* (1) the loss scale d(loss) is multiplied by (1 unless set) */
     float grad_scale;      /* dscale's value */
@@ -124,12 +136,32 @@ vkg_status vkg__model_resolve_opts(const vkg_model_config *cfg, const vkg_model_
 /* The most tensors the activation arena of nl layers and `slots` slots holds: the capacity of
  * the arrays vkg__model_act_arena_tensors fills. */
 int vkg__model_max_act_tensors(int nl, int slots, int split_w);
+/* Where a tensor of the activation arena belongs: a slot's activation (t[index] of its acts) or
+ * layer activation (of layers[layer]), its tokens (index 0 inputs, 1 targets) or kept gradients
+ * (kept[layer * VKG_MODEL_NUM_KEPT + index]); or (slot -1) the gradient activations' t[index] or
+ * scratch tensor `index` (mm_scratch, delta, dtop, gelu, dscale, inv_freq). */
+enum {
+    VKG__ACT_SLOT,
+    VKG__ACT_LAYER,
+    VKG__ACT_TOKENS,
+    VKG__ACT_KEPT,
+    VKG__ACT_GRAD,
+    VKG__ACT_SCRATCH
+};
+typedef struct vkg__model_act_place {
+    short kind, slot, layer, index;
+} vkg__model_act_place;
 /* The activation arena's tensors of the resolved options o, in the order vkg_model_create binds
  * them (each slot's activations, its layers' and its tokens; then the gradient activations and
- * the scratch tensors): their bytes, names and (types, may be NULL) element types. Returns how
- * many. */
+ * the scratch tensors; a family's tensors that the configuration lacks left out): their bytes,
+ * names, (types, may be NULL) element types and (places, may be NULL) places. Returns how many. */
 int vkg__model_act_arena_tensors(const vkg_model_config *cfg, const vkg_model_opts *o,
-                                 size_t *bytes, const char **names, vkg_dtype *types);
+                                 size_t *bytes, const char **names, vkg_dtype *types,
+                                 vkg__model_act_place *places);
+/* The table index of each role of cfg's table into ix (-1 where the family has none). */
+void vkg__model_roles(const vkg_param_table *t, int ix[VKG_MODEL_NUM_ROLES]);
+/* The classifier's role: WTE (tied) or LMHEAD. */
+int vkg__model_classifier(const vkg_model *m);
 /* Record every command list of m (record.c). */
 vkg_status vkg__model_record(vkg_model *m);
 

@@ -39,26 +39,25 @@ int vkg_model_unit_count(const vkg_model *m)
 int vkg_model_unit_ranges(const vkg_model *m, int u, size_t out[VKG_MODEL_MAX_UNIT_RANGES][2])
 {
     const vkg_model_layout *lo = &m->layout;
-    int n = 0;
-    if (m->head && u == 0) { /* wte's classifier part */
-        out[n][0] = lo->part_offset[WTE], out[n++][1] = lo->count[WTE];
-        return n;
-    }
-    if (m->head && u == 1) { /* the final layernorm */
-        out[n][0] = lo->part_offset[LNFW], out[n++][1] = lo->count[LNFW];
-        out[n][0] = lo->part_offset[LNFB], out[n++][1] = lo->count[LNFB];
+    const vkg_param_table *t = &m->table;
+    int cls = m->ix[vkg__model_classifier(m)], n = 0;
+    if (m->head && u == 0) { /* the classifier (the tied embedding's classifier part) */
+        out[n][0] = lo->part_offset[cls], out[n++][1] = lo->count[cls];
         return n;
     }
     int l = m->nl - 1 - (u - (m->head ? 2 : 0));
-    if (l < 0) { /* the embeddings: wpe, and wte when no head shares it */
-        if (!m->head)
-            out[n][0] = lo->part_offset[WTE], out[n++][1] = lo->count[WTE];
-        out[n][0] = lo->part_offset[WPE], out[n++][1] = lo->count[WPE];
-        return n;
-    }
-    for (int i = LN1W; i <= FCPROJB; i++) {
-        size_t per = lo->count[i] / (size_t)m->nl;
-        out[n][0] = lo->part_offset[i] + (size_t)l * per, out[n++][1] = per;
+    for (int i = 0; i < t->n; i++) {
+        vkg_param_place place = t->t[i].place;
+        if (!lo->count[i] || (m->head && i == cls))
+            continue;
+        if (m->head && u == 1 && place == VKG_PARAM_HEAD) { /* the final norm */
+            out[n][0] = lo->part_offset[i], out[n++][1] = lo->count[i];
+        } else if (l < 0 && place == VKG_PARAM_EMBED) { /* the embeddings the head does not read */
+            out[n][0] = lo->part_offset[i], out[n++][1] = lo->count[i];
+        } else if (l >= 0 && !(m->head && u == 1) && place == VKG_PARAM_LAYER) {
+            size_t per = lo->count[i] / (size_t)m->nl;
+            out[n][0] = lo->part_offset[i] + (size_t)l * per, out[n++][1] = per;
+        }
     }
     return n;
 }

@@ -1,6 +1,7 @@
 /* Token + position embedding (encoder), forward and backward.
  *   forward:  out (B,T,C) = wte[inp] + wpe[t]              (encoder_fwd.comp; out fp32, or bf16
- *                                                          for mixed precision's residual stream)
+ *                                                          for mixed precision's residual stream;
+ *                                                          without wpe for rotary models)
  *   backward: dwte (V,C) += per distinct token, the sum of its positions' dout rows
  *                                                          (encoder_bwd_wte.comp)
  *             dwpe (T,C) += the sum over b of dout[b, t]   (encoder_bwd_wpe.comp)
@@ -64,8 +65,8 @@ static vkg_status table_rows(const char *op, const char *name, vkg_tensor t, int
 
 /* One dispatch of the forward pass over positions [at, at + m) of the batch, whose wpe rows start
  * at row t0 and whose position in the sequence is (bt mod T) + t0. */
-static vkg_status fwd_block(vkg_cmd *c, const push_fwd *whole, int wide, int bf16, size_t at,
-                            size_t m, size_t t0, uint32_t T)
+static vkg_status fwd_block(vkg_cmd *c, const push_fwd *whole, int wide, int bf16, int wpe,
+                            size_t at, size_t m, size_t t0, uint32_t T)
 {
     size_t C = whole->C;
     push_fwd p = *whole;
@@ -74,20 +75,22 @@ static vkg_status fwd_block(vkg_cmd *c, const push_fwd *whole, int wide, int bf1
     p.wpe += 4 * t0 * C;
     p.BT = (uint32_t)m;
     p.T = T;
-    /* fp32 outputs name no bf16 constant (their pipelines are those of before bf16) */
-    uint32_t spec[5] = {ENC_WG, 1, 1, wide ? 1u : 0u, 1};
+    /* fp32 outputs name no bf16 constant, and with wpe no WPE constant (their pipelines are
+     * those of before bf16 and rotary models) */
+    uint32_t spec[6] = {ENC_WG, 1, 1, wide ? 1u : 0u, bf16 ? 1u : 0u, 0};
     return vkg_cmd_dispatch(c, VKG_KERNEL_encoder_fwd, spec,
-                            bf16   ? 5
+                            !wpe   ? 6
+                            : bf16 ? 5
                             : wide ? 4
                                    : 3,
                             &p, sizeof p, vkg__op_groups_capped(bf16 ? (C + 1) / 2 : C, ENC_WG),
                             vkg__op_groups_capped(m, 1), 1, "encoder_fwd");
 }
 
-vkg_status vkg_op_encoder_fwd(vkg_cmd *c, vkg_tensor out, vkg_tensor inp, vkg_tensor wte,
-                              vkg_tensor wpe, int B, int T, int C)
+/* The forward pass; wpe NULL: the token embedding alone. */
+static vkg_status encoder_fwd(vkg_cmd *c, const char *op, vkg_tensor out, vkg_tensor inp,
+                              vkg_tensor wte, const vkg_tensor *wpe, int B, int T, int C)
 {
-    const char *op = "encoder_fwd";
     size_t limit;
     VKG_TRY(check_shape(op, B, T, C, &limit));
     size_t BT = (size_t)B * T, uT = (size_t)T;
@@ -96,11 +99,12 @@ vkg_status vkg_op_encoder_fwd(vkg_cmd *c, vkg_tensor out, vkg_tensor inp, vkg_te
     VKG_CHECK(!bf16 || C % 2 == 0, VKG_ERR_INVALID_ARG, "%s: a bf16 out needs even C, got %d", op,
               C);
     VKG_TRY(vkg__op_need(op, "inp", inp, BT));
-    VKG_TRY(vkg__op_need(op, "wpe", wpe, uT * C));
+    if (wpe)
+        VKG_TRY(vkg__op_need(op, "wpe", *wpe, uT * C));
     push_fwd p = {.out = out.addr,
                   .inp = inp.addr,
                   .wte = wte.addr,
-                  .wpe = wpe.addr,
+                  .wpe = wpe ? wpe->addr : wte.addr, /* not read without wpe */
                   .BT = (uint32_t)BT,
                   .T = (uint32_t)T,
                   .C = (uint32_t)C};
@@ -110,7 +114,8 @@ vkg_status vkg_op_encoder_fwd(vkg_cmd *c, vkg_tensor out, vkg_tensor inp, vkg_te
     size_t nb = BT * C <= limit ? BT : limit / (size_t)C / uT * uT;
     if (nb > 0) {
         for (size_t at = 0; at < BT; at += nb)
-            VKG_TRY(fwd_block(c, &p, wide, bf16, at, BT - at < nb ? BT - at : nb, 0, (uint32_t)T));
+            VKG_TRY(fwd_block(c, &p, wide, bf16, wpe != NULL, at, BT - at < nb ? BT - at : nb, 0,
+                              (uint32_t)T));
         return VKG_OK;
     }
     /* Not even one sequence fits: parts of each, wpe advanced to the part's first position and T
@@ -119,9 +124,21 @@ vkg_status vkg_op_encoder_fwd(vkg_cmd *c, vkg_tensor out, vkg_tensor inp, vkg_te
     for (size_t b = 0; b < (size_t)B; b++)
         for (size_t t0 = 0; t0 < uT; t0 += part) {
             size_t m = uT - t0 < part ? uT - t0 : part;
-            VKG_TRY(fwd_block(c, &p, wide, bf16, b * uT + t0, m, t0, (uint32_t)m));
+            VKG_TRY(fwd_block(c, &p, wide, bf16, wpe != NULL, b * uT + t0, m, t0, (uint32_t)m));
         }
     return VKG_OK;
+}
+
+vkg_status vkg_op_encoder_fwd(vkg_cmd *c, vkg_tensor out, vkg_tensor inp, vkg_tensor wte,
+                              vkg_tensor wpe, int B, int T, int C)
+{
+    return encoder_fwd(c, "encoder_fwd", out, inp, wte, &wpe, B, T, C);
+}
+
+vkg_status vkg_op_embed_fwd(vkg_cmd *c, vkg_tensor out, vkg_tensor inp, vkg_tensor wte, int B,
+                            int T, int C)
+{
+    return encoder_fwd(c, "embed_fwd", out, inp, wte, NULL, B, T, C);
 }
 
 /* Workgroup of encoder_bwd_wte: invocations (the device's tuning), and channels per invocation.
@@ -159,14 +176,15 @@ static vkg_status dispatch_wpe(vkg_cmd *c, const push_wpe *pp, int T, int C, int
                             vkg__op_groups_capped((size_t)T * C, ENC_WG), 1, 1, "encoder_bwd_wpe");
 }
 
-vkg_status vkg_op_encoder_bwd(vkg_cmd *c, vkg_tensor dwte, vkg_tensor dwpe, vkg_tensor dout,
-                              vkg_tensor inp, int B, int T, int C)
+/* The backward pass; dwpe NULL: wte's rows alone. */
+static vkg_status encoder_bwd(vkg_cmd *c, const char *op, vkg_tensor dwte, const vkg_tensor *dwpe,
+                              vkg_tensor dout, vkg_tensor inp, int B, int T, int C)
 {
-    const char *op = "encoder_bwd";
     size_t limit;
     VKG_TRY(check_shape(op, B, T, C, &limit));
     size_t BT = (size_t)B * T;
-    VKG_TRY(vkg__op_need(op, "dwpe", dwpe, (size_t)T * C));
+    if (dwpe)
+        VKG_TRY(vkg__op_need(op, "dwpe", *dwpe, (size_t)T * C));
     VKG_TRY(vkg__op_need(op, "dout", dout, BT * C));
     VKG_TRY(vkg__op_need(op, "inp", inp, BT));
     push_wte pt = {.dwte = dwte.addr,
@@ -180,9 +198,9 @@ vkg_status vkg_op_encoder_bwd(vkg_cmd *c, vkg_tensor dwte, vkg_tensor dwpe, vkg_
               "%s: the B*T = %zu token ids are more than the %zu elements one shader dispatch may "
               "index",
               op, BT, limit);
-    int pe_wide;
-    VKG_TRY(wpe_wide(op, B, T, C, limit, &pe_wide));
-    push_wpe pp = wpe_push(dwpe, dout, B, T, C);
+    int pe_wide = 0;
+    if (dwpe)
+        VKG_TRY(wpe_wide(op, B, T, C, limit, &pe_wide));
     uint32_t wg, cpt;
     wte_config(vkg_cmd_device(c), &wg, &cpt);
     uint32_t spec_wte[5] = {wg, 1, 1, cpt, 1};
@@ -191,10 +209,24 @@ vkg_status vkg_op_encoder_bwd(vkg_cmd *c, vkg_tensor dwte, vkg_tensor dwpe, vkg_
     vkg_cmd_group_begin(c); /* the two passes write different tensors */
     st = vkg_cmd_dispatch(c, VKG_KERNEL_encoder_bwd_wte, spec_wte, wide ? 5 : 4, &pt, sizeof pt,
                           vkg__op_groups_capped(BT, 1), gy, 1, "encoder_bwd_wte");
-    if (st == VKG_OK)
+    if (st == VKG_OK && dwpe) {
+        push_wpe pp = wpe_push(*dwpe, dout, B, T, C);
         st = dispatch_wpe(c, &pp, T, C, pe_wide);
+    }
     vkg_cmd_group_end(c);
     return st;
+}
+
+vkg_status vkg_op_encoder_bwd(vkg_cmd *c, vkg_tensor dwte, vkg_tensor dwpe, vkg_tensor dout,
+                              vkg_tensor inp, int B, int T, int C)
+{
+    return encoder_bwd(c, "encoder_bwd", dwte, &dwpe, dout, inp, B, T, C);
+}
+
+vkg_status vkg_op_encoder_bwd_wte(vkg_cmd *c, vkg_tensor dwte, vkg_tensor dout, vkg_tensor inp,
+                                  int B, int T, int C)
+{
+    return encoder_bwd(c, "encoder_bwd_wte", dwte, NULL, dout, inp, B, T, C);
 }
 
 vkg_status vkg_op_encoder_bwd_wpe(vkg_cmd *c, vkg_tensor dwpe, vkg_tensor dout, int B, int T, int C)

@@ -164,6 +164,14 @@ vkg_status vkg_op_encoder_fwd(vkg_cmd *c, vkg_tensor out, vkg_tensor inp, vkg_te
                               vkg_tensor wpe, int B, int T, int C);
 vkg_status vkg_op_encoder_bwd(vkg_cmd *c, vkg_tensor dwte, vkg_tensor dwpe, vkg_tensor dout,
                               vkg_tensor inp, int B, int T, int C);
+/* The token embedding alone (rotary models, whose positions enter in attention): out (B,T,C) =
+ * wte[inp[b,t]], as vkg_op_encoder_fwd with a zero wpe (same dtypes, splitting and NaN rows). */
+vkg_status vkg_op_embed_fwd(vkg_cmd *c, vkg_tensor out, vkg_tensor inp, vkg_tensor wte, int B,
+                            int T, int C);
+/* wte's half of vkg_op_encoder_bwd alone, with its bits: dwte (V,C) += per distinct token the
+ * sum of its positions' dout rows. */
+vkg_status vkg_op_encoder_bwd_wte(vkg_cmd *c, vkg_tensor dwte, vkg_tensor dout, vkg_tensor inp,
+                                  int B, int T, int C);
 /* wpe's half of vkg_op_encoder_bwd alone: dwpe (maxT,C) += dout summed over the batch. */
 vkg_status vkg_op_encoder_bwd_wpe(vkg_cmd *c, vkg_tensor dwpe, vkg_tensor dout, int B, int T,
                                   int C);
