@@ -85,9 +85,9 @@ static void free_model(model *x)
 static void write_ckpt(vkg_ck_fixture *f, const model *x, uint64_t step)
 {
     vkg_checkpoint_state s = vkg_ck_state(step);
-    assert_int_equal(vkg_checkpoint_write(vkg_ck_path(f, "ck"), &x->cfg, x->params, x->m, x->v, &s,
-                                          NULL, 0),
-                     VKG_OK);
+    assert_int_equal(
+        vkg_checkpoint_write(vkg_ck_path(f, "ck"), &x->cfg, x->params, x->m, x->v, &s, NULL, 0),
+        VKG_OK);
 }
 
 /* f->dir/ck/step_<step>/name, or the step's directory when name is NULL. */
@@ -305,9 +305,9 @@ static void test_mismatch_refused(void **state)
     /* a padding row that is not 0 cannot be stored: refused before anything is written */
     x.params[(size_t)x.cfg.vocab_size * (size_t)x.cfg.channels + 3] = 0.5f;
     s = vkg_ck_state(6);
-    assert_int_equal(vkg_checkpoint_write(vkg_ck_path(f, "ck"), &x.cfg, x.params, x.m, x.v, &s,
-                                          NULL, 0),
-                     VKG_ERR_INVALID_ARG);
+    assert_int_equal(
+        vkg_checkpoint_write(vkg_ck_path(f, "ck"), &x.cfg, x.params, x.m, x.v, &s, NULL, 0),
+        VKG_ERR_INVALID_ARG);
     vkg_ck_expect_msg("wte", "padding row");
     assert_false(vkg_ck_exists(f, "ck/step_00000006"));
     free_model(&x);
@@ -338,9 +338,9 @@ static void test_damaged_safetensors_falls_back(void **state)
     assert_true(got == 2);
     vkg_checkpoint c;
     char path[512], notes[2048];
-    assert_int_equal(vkg_checkpoint_resume(vkg_ck_path(f, "ck"), 1, &c, path, sizeof path, notes,
-                                           sizeof notes),
-                     VKG_OK);
+    assert_int_equal(
+        vkg_checkpoint_resume(vkg_ck_path(f, "ck"), 1, &c, path, sizeof path, notes, sizeof notes),
+        VKG_OK);
     assert_true(c.state.step == 1);
     assert_memory_equal(c.params, x.params, x.n * sizeof(float));
     vkg_checkpoint_deinit(&c);

@@ -302,10 +302,9 @@ vkg_status vkg_checkpoint_load(const char *ckpt_dir, vkg_checkpoint *out)
     VKG_TRY_GOTO(
         st, vkg_statefile_read(state, &sc, &out->state, &out->num_params, &out->m, &out->v), fail);
     /* the kind, the configuration field by field, the parameters' checksum and values */
-    VKG_TRY_GOTO(st,
-                 vkg__checkpoint_read_model(ckpt_dir, state, &sc, &out->state, &out->cfg,
-                                            &out->params),
-                 fail);
+    VKG_TRY_GOTO(
+        st, vkg__checkpoint_read_model(ckpt_dir, state, &sc, &out->state, &out->cfg, &out->params),
+        fail);
     const char *base = strrchr(ckpt_dir, '/');
     uint64_t dir_step;
     if (parse_step_name(base ? base + 1 : ckpt_dir, &dir_step) == 0)

@@ -57,8 +57,9 @@
  * The file is exactly 1024 + 4 count bytes.
  *
  * The state file is implemented in statefile.c (vkg_statefile_*), the directories in checkpoint.c,
- * ckptresume.c and ckptmodel.c (vkg_checkpoint_*; the model's two kinds in ckptmodel.c). Host memory only; nothing here knows of devices or prints.
- * Internal to vkgpt until the trainer's public API exists.
+ * ckptresume.c and ckptmodel.c (vkg_checkpoint_*; the model's two kinds in ckptmodel.c). Host
+ * memory only; nothing here knows of devices or prints. Internal to vkgpt until the trainer's
+ * public API exists.
  */
 #ifndef VKG_TRAIN_CHECKPOINT_H
 #define VKG_TRAIN_CHECKPOINT_H
@@ -188,14 +189,14 @@ vkg_status vkg__outerfile_read_stream(FILE *f, const char *path, uint64_t size, 
  * removed), state.bin (st, m, v) and DONE, in that order. params, m and v hold
  * vkg_model_num_params(cfg) floats each; stored as config.json + model.safetensors, Vp must be V
  * padded to 128 and the padding rows 0, else VKG_ERR_INVALID_ARG before anything is written (as
- * for a configuration that config.json describes no family of: refused when writing it). When path_out is not NULL the
- * checkpoint directory's path is copied there (cap bytes). A failure leaves every other
- * checkpoint complete and this one without DONE. A checkpoint is never marked complete holding
- * a value that is not finite: a NaN or infinity in params, m or v, or a negative v, is refused
- * before anything is written (VKG_ERR_INVALID_ARG naming the tensor and element). Errors:
- * VKG_ERR_STATE when that directory
- * already holds DONE (nothing is written), VKG_ERR_INVALID_ARG (bad cfg, NULL arrays, path too
- * long), VKG_ERR_IO naming the path, VKG_ERR_NOMEM. */
+ * for a configuration that config.json describes no family of: refused when writing it). When
+ * path_out is not NULL the checkpoint directory's path is copied there (cap bytes). A failure
+ * leaves every other checkpoint complete and this one without DONE. A checkpoint is never marked
+ * complete holding a value that is not finite: a NaN or infinity in params, m or v, or a negative
+ * v, is refused before anything is written (VKG_ERR_INVALID_ARG naming the tensor and element).
+ * Errors: VKG_ERR_STATE when that directory already holds DONE (nothing is written),
+ * VKG_ERR_INVALID_ARG (bad cfg, NULL arrays, path too long), VKG_ERR_IO naming the path,
+ * VKG_ERR_NOMEM. */
 vkg_status vkg_checkpoint_write(const char *dir, const vkg_model_config *cfg, const float *params,
                                 const float *m, const float *v, const vkg_checkpoint_state *st,
                                 char *path_out, size_t cap);
@@ -216,13 +217,13 @@ vkg_status vkg_checkpoint_write_outer(const char *dir, const vkg_model_config *c
 /* Find the newest complete checkpoint under dir: among the subdirectories named step_<digits>,
  * the highest step whose DONE exists and whose model (of the kind state.bin's configuration says:
  * model.bin's header, or config.json and model.safetensors' header and size) and state.bin
- * headers are readable, agree on the configuration and whose state step equals the directory's (only headers and sizes
- * are checked here; vkg_checkpoint_load verifies the checksum). Incomplete or unreadable ones are
- * skipped. Copies the directory's path to path_out (cap bytes) and its step to *step (may be
- * NULL). VKG_ERR_NOT_FOUND when dir does not exist or holds no complete checkpoint (the message
- * says how many were skipped and why the newest was), VKG_ERR_INVALID_ARG when cap is too small,
- * VKG_ERR_IO when dir cannot be read. For reading a model; resuming uses vkg_checkpoint_resume,
- * which never passes over a damaged checkpoint unless asked to. */
+ * headers are readable, agree on the configuration and whose state step equals the directory's
+ * (only headers and sizes are checked here; vkg_checkpoint_load verifies the checksum). Incomplete
+ * or unreadable ones are skipped. Copies the directory's path to path_out (cap bytes) and its step
+ * to *step (may be NULL). VKG_ERR_NOT_FOUND when dir does not exist or holds no complete checkpoint
+ * (the message says how many were skipped and why the newest was), VKG_ERR_INVALID_ARG when cap is
+ * too small, VKG_ERR_IO when dir cannot be read. For reading a model; resuming uses
+ * vkg_checkpoint_resume, which never passes over a damaged checkpoint unless asked to. */
 vkg_status vkg_checkpoint_find_latest(const char *dir, char *path_out, size_t cap, uint64_t *step);
 
 /* Load the checkpoint to resume from under dir into *out (free with vkg_checkpoint_deinit): the

@@ -57,8 +57,7 @@ vkg_status vkg__checkpoint_same_config(const char *state_path, const vkg_model_c
  * VKG_ERR_FORMAT naming the file and the problem, VKG_ERR_NOT_FOUND (no model at all, without
  * want), VKG_ERR_IO, VKG_ERR_NOMEM. On error nothing is allocated. */
 vkg_status vkg__checkpoint_read_model(const char *sd, const char *state_path,
-                                      const vkg_model_config *want,
-                                      const vkg_checkpoint_state *st, vkg_model_config *cfg,
-                                      float **params);
+                                      const vkg_model_config *want, const vkg_checkpoint_state *st,
+                                      vkg_model_config *cfg, float **params);
 
 #endif

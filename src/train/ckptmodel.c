@@ -28,8 +28,7 @@ vkg_status vkg__checkpoint_check_storable(const char *sd, const vkg_model_config
     VKG_CHECK(cfg->padded_vocab_size == vkg_model_pad_vocab(cfg->vocab_size), VKG_ERR_INVALID_ARG,
               "%s: not written: this model is stored as config.json + model.safetensors, whose "
               "vocabulary is padded to a multiple of 128 (Vp %d for V %d), not Vp %d",
-              sd, vkg_model_pad_vocab(cfg->vocab_size), cfg->vocab_size,
-              cfg->padded_vocab_size);
+              sd, vkg_model_pad_vocab(cfg->vocab_size), cfg->vocab_size, cfg->padded_vocab_size);
     vkg_param_table t;
     vkg_model_params(cfg, &t);
     for (int i = 0; i < t.n; i++) { /* the padding rows are not in the file: they must be +0 */
@@ -125,10 +124,9 @@ vkg_status vkg__checkpoint_same_config(const char *state_path, const vkg_model_c
                   "%s: model configuration does not match %s: %s is %.9g in the state file, "
                   "%.9g in the model (state maxT=%d V=%d Vp=%d L=%d NH=%d C=%d; model maxT=%d "
                   "V=%d Vp=%d L=%d NH=%d C=%d)",
-                  state_path, model_path, f[i].name, f[i].s, f[i].m, s->max_seq_len,
-                  s->vocab_size, s->padded_vocab_size, s->num_layers, s->num_heads, s->channels,
-                  m->max_seq_len, m->vocab_size, m->padded_vocab_size, m->num_layers,
-                  m->num_heads, m->channels);
+                  state_path, model_path, f[i].name, f[i].s, f[i].m, s->max_seq_len, s->vocab_size,
+                  s->padded_vocab_size, s->num_layers, s->num_heads, s->channels, m->max_seq_len,
+                  m->vocab_size, m->padded_vocab_size, m->num_layers, m->num_heads, m->channels);
     return VKG_OK;
 }
 
@@ -200,9 +198,8 @@ static vkg_status check_safetensors(const char *path, const vkg_model_config *cf
 }
 
 vkg_status vkg__checkpoint_read_model(const char *sd, const char *state_path,
-                                      const vkg_model_config *want,
-                                      const vkg_checkpoint_state *st, vkg_model_config *cfg,
-                                      float **params)
+                                      const vkg_model_config *want, const vkg_checkpoint_state *st,
+                                      vkg_model_config *cfg, float **params)
 {
     char model[VKG_CHECKPOINT_PATH_CAP], data[VKG_CHECKPOINT_PATH_CAP];
     vkg_model_config mc;
@@ -212,10 +209,10 @@ vkg_status vkg__checkpoint_read_model(const char *sd, const char *state_path,
     if (params)
         *params = NULL;
     VKG_TRY(find_kind(sd, state_path, want, &kind));
-    VKG_TRY(vkg__checkpoint_join(model, sd, kind == VKG_CKPT_MODEL_BIN ? "model.bin"
-                                                                       : "config.json"));
-    VKG_TRY(vkg__checkpoint_join(data, sd, kind == VKG_CKPT_MODEL_BIN ? "model.bin"
-                                                                      : "model.safetensors"));
+    VKG_TRY(
+        vkg__checkpoint_join(model, sd, kind == VKG_CKPT_MODEL_BIN ? "model.bin" : "config.json"));
+    VKG_TRY(vkg__checkpoint_join(data, sd,
+                                 kind == VKG_CKPT_MODEL_BIN ? "model.bin" : "model.safetensors"));
     if (kind == VKG_CKPT_MODEL_BIN)
         VKG_TRY(vkg_modelfile_read_header(model, &mc, NULL));
     else
