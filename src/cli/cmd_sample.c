@@ -69,24 +69,28 @@ static void warn_passed_over(const char *dir, unsigned long long chosen)
     vkg_os_paths_free(&names);
 }
 
-/* model: the model file to load; tok: a tokenizer file found beside it, or "" */
+/* model: the model to load, a model file or a folder holding one (a checkpoint's: model.bin, or
+ * config.json + model.safetensors); tok: a tokenizer file found beside it, or "" */
 static vkg_status resolve(const char *ckpt, char *model, char *tok)
 {
     char latest[1024], buf[PATH_CAP], dir[PATH_CAP];
+    vkg_model_config cfg;
     tok[0] = '\0';
     if (exists(ckpt, 0)) {
         VKG_TRY(join(model, ckpt, ""));
     } else if (exists(ckpt, 1)) {
         uint64_t step;
-        VKG_TRY(join(buf, ckpt, "/model.bin"));
         if (vkg_checkpoint_find_latest(ckpt, latest, sizeof latest, &step) == VKG_OK) {
-            VKG_TRY(join(model, latest, "/model.bin"));
+            VKG_TRY(join(model, latest, ""));
             warn_passed_over(ckpt, (unsigned long long)step);
-        } else if (exists(buf, 0))
-            VKG_TRY(join(model, buf, ""));
-        else
-            return VKG_FAIL(VKG_ERR_NOT_FOUND, "%s holds no complete checkpoint and no model.bin",
+        } else if (vkg_checkpoint_read_model(ckpt, &cfg, NULL) != VKG_ERR_NOT_FOUND) {
+            VKG_TRY(join(model, ckpt, "")); /* one checkpoint, or a model saved alone */
+        } else {
+            return VKG_FAIL(VKG_ERR_NOT_FOUND,
+                            "%s holds no complete checkpoint and no model (model.bin, or "
+                            "config.json + model.safetensors)",
                             ckpt);
+        }
     } else {
         VKG_CHECK(vkg_os_exists(ckpt) != 1, VKG_ERR_IO,
                   "%s is neither a regular file nor a folder (a FIFO or device cannot be read as "
@@ -96,7 +100,7 @@ static vkg_status resolve(const char *ckpt, char *model, char *tok)
     }
     /* tokenizer.bin beside the model, or in the checkpoint folder above it */
     VKG_TRY(join(buf, model, ""));
-    VKG_TRY(join(dir, parent_dir(buf), ""));
+    VKG_TRY(join(dir, exists(model, 1) ? model : parent_dir(buf), ""));
     VKG_TRY(join(buf, dir, "/tokenizer.bin"));
     if (exists(buf, 0))
         return join(tok, buf, "");
@@ -168,7 +172,9 @@ int vkg_cli_sample(int argc, char **argv)
         return vkg_cli_report("sample", st);
     vkg_model_config mcfg;
     int version;
-    if ((st = vkg_modelfile_read_header(model, &mcfg, &version)) != VKG_OK)
+    st = exists(model, 1) ? vkg_checkpoint_read_model(model, &mcfg, NULL)
+                          : vkg_modelfile_read_header(model, &mcfg, &version);
+    if (st != VKG_OK)
         return vkg_cli_report("sample", st);
     vkg_train_config c = vkg_train_config_default();
     c.device = device;

@@ -1,7 +1,8 @@
-/* Checkpoint directories: writing model.bin, state.bin and DONE crash-safely, finding the newest
+/* Checkpoint directories: writing the model, state.bin and DONE crash-safely, finding the newest
  * complete checkpoint, loading and cross-validating one, pruning old ones; plus the training
  * hyperparameters' defaults and resume check (rules in checkpoint.h). Choosing the checkpoint to
- * resume from lives in ckptresume.c, the state file format in statefile.c, the model file in
+ * resume from lives in ckptresume.c, the model's two kinds (model.bin, config.json +
+ * model.safetensors) in ckptmodel.c, the state file format in statefile.c, the model files in
  * src/io. Nothing here prints. */
 #include "train/checkpoint_internal.h"
 
@@ -142,6 +143,7 @@ vkg_status vkg_checkpoint_write_hf(const char *dir, const vkg_model_config *cfg,
                                        why));
     VKG_TRY(vkg_statefile_check_values(VKG_ERR_INVALID_ARG, sd, "AdamW second moment v", cfg, v, 1,
                                        why));
+    VKG_TRY(vkg__checkpoint_check_storable(sd, cfg, params));
     VKG_CHECK(!path_out || strlen(sd) < cap, VKG_ERR_INVALID_ARG,
               "%s: path longer than the %zu-byte buffer", sd, cap);
     VKG_TRY(make_dirs(dir, &created));
@@ -153,8 +155,7 @@ vkg_status vkg_checkpoint_write_hf(const char *dir, const vkg_model_config *cfg,
               sd);
     VKG_TRY(make_dirs(sd, &created));
     VKG_TRY(vkg__checkpoint_sync_dir(dir));
-    VKG_TRY(vkg__checkpoint_join(file, sd, "model.bin"));
-    VKG_TRY(vkg_modelfile_write(file, cfg, params));
+    VKG_TRY(vkg__checkpoint_write_model(sd, cfg, params));
     VKG_TRY(vkg__checkpoint_join(file, sd, "state.bin"));
     vkg_checkpoint_state with_crc = *st;
     with_crc.params_crc = vkg_statefile_crc32_floats(params, vkg_model_num_params(cfg));
@@ -239,37 +240,19 @@ done:
     return st;
 }
 
-static vkg_status check_same_config(const char *state_path, const vkg_model_config *s,
-                                    const char *model_path, const vkg_model_config *m)
-{
-    VKG_CHECK(s->max_seq_len == m->max_seq_len && s->vocab_size == m->vocab_size &&
-                  s->padded_vocab_size == m->padded_vocab_size && s->num_layers == m->num_layers &&
-                  s->num_heads == m->num_heads && s->channels == m->channels,
-              VKG_ERR_FORMAT,
-              "%s: model configuration maxT=%d V=%d Vp=%d L=%d NH=%d C=%d does not match %s "
-              "(maxT=%d V=%d Vp=%d L=%d NH=%d C=%d)",
-              state_path, s->max_seq_len, s->vocab_size, s->padded_vocab_size, s->num_layers,
-              s->num_heads, s->channels, model_path, m->max_seq_len, m->vocab_size,
-              m->padded_vocab_size, m->num_layers, m->num_heads, m->channels);
-    return VKG_OK;
-}
-
 /* Headers-only check that sd is a complete checkpoint of its directory's step. */
 static vkg_status check_complete(const char *sd, uint64_t step)
 {
-    char done[VKG_CHECKPOINT_PATH_CAP], model[VKG_CHECKPOINT_PATH_CAP],
-        state[VKG_CHECKPOINT_PATH_CAP];
+    char done[VKG_CHECKPOINT_PATH_CAP], state[VKG_CHECKPOINT_PATH_CAP];
     vkg_model_config mc, sc;
     vkg_checkpoint_state st;
     size_t n;
     VKG_TRY(vkg__checkpoint_join(done, sd, "DONE"));
-    VKG_TRY(vkg__checkpoint_join(model, sd, "model.bin"));
     VKG_TRY(vkg__checkpoint_join(state, sd, "state.bin"));
     VKG_CHECK(vkg__checkpoint_is_file(done), VKG_ERR_FORMAT,
               "%s: incomplete checkpoint (no DONE marker)", sd);
-    VKG_TRY(vkg_modelfile_read_header(model, &mc, NULL));
     VKG_TRY(vkg_statefile_read(state, &sc, &st, &n, NULL, NULL));
-    VKG_TRY(check_same_config(state, &sc, model, &mc));
+    VKG_TRY(vkg__checkpoint_read_model(sd, state, &sc, &st, &mc, NULL));
     VKG_CHECK(st.step == step, VKG_ERR_FORMAT, "%s: holds step %llu, not the directory's %llu",
               state, (unsigned long long)st.step, (unsigned long long)step);
     return VKG_OK;
@@ -307,40 +290,27 @@ done:
 
 vkg_status vkg_checkpoint_load(const char *ckpt_dir, vkg_checkpoint *out)
 {
-    char done[VKG_CHECKPOINT_PATH_CAP], model[VKG_CHECKPOINT_PATH_CAP],
-        state[VKG_CHECKPOINT_PATH_CAP];
+    char done[VKG_CHECKPOINT_PATH_CAP], state[VKG_CHECKPOINT_PATH_CAP];
     vkg_model_config sc;
     vkg_status st;
     memset(out, 0, sizeof *out);
     VKG_CHECK(ckpt_dir, VKG_ERR_INVALID_ARG, "checkpoint: NULL path");
     VKG_TRY(vkg__checkpoint_join(done, ckpt_dir, "DONE"));
-    VKG_TRY(vkg__checkpoint_join(model, ckpt_dir, "model.bin"));
     VKG_TRY(vkg__checkpoint_join(state, ckpt_dir, "state.bin"));
     VKG_CHECK(vkg__checkpoint_is_file(done), VKG_ERR_FORMAT,
               "%s: incomplete checkpoint (no DONE marker)", ckpt_dir);
-    VKG_TRY_GOTO(st, vkg_modelfile_read(model, &out->cfg, &out->params), fail);
     VKG_TRY_GOTO(
         st, vkg_statefile_read(state, &sc, &out->state, &out->num_params, &out->m, &out->v), fail);
-    VKG_TRY_GOTO(st, check_same_config(state, &sc, model, &out->cfg), fail);
+    /* the kind, the configuration field by field, the parameters' checksum and values */
+    VKG_TRY_GOTO(
+        st, vkg__checkpoint_read_model(ckpt_dir, state, &sc, &out->state, &out->cfg, &out->params),
+        fail);
     const char *base = strrchr(ckpt_dir, '/');
     uint64_t dir_step;
     if (parse_step_name(base ? base + 1 : ckpt_dir, &dir_step) == 0)
         VKG_CHECK_GOTO(st, out->state.step == dir_step, VKG_ERR_FORMAT, fail,
                        "%s: holds step %llu, not the directory's %llu", state,
                        (unsigned long long)out->state.step, (unsigned long long)dir_step);
-    if (out->state.params_crc_set) {
-        uint32_t crc = vkg_statefile_crc32_floats(out->params, out->num_params);
-        VKG_CHECK_GOTO(st, crc == out->state.params_crc, VKG_ERR_FORMAT, fail,
-                       "%s: its parameters do not match the checksum %s records for them "
-                       "(CRC-32 %08lx, recorded %08lx): the model file is corrupted or from "
-                       "another checkpoint",
-                       model, state, (unsigned long)crc, (unsigned long)out->state.params_crc);
-    }
-    VKG_TRY_GOTO(st,
-                 vkg_statefile_check_values(VKG_ERR_FORMAT, model, "parameter", &out->cfg,
-                                            out->params, 0,
-                                            "the model holds a value that is not finite"),
-                 fail);
     VKG_TRY_GOTO(st, vkg__checkpoint_join(done, ckpt_dir, "outer.bin"), fail);
     if (vkg__checkpoint_is_file(done))
         VKG_TRY_GOTO(st, vkg_outerfile_read(done, out->num_params, &out->outer, &out->outer_count),

@@ -2,10 +2,17 @@
  *
  * A checkpoint is a directory DIR/step_<step, at least 8 digits>/ holding, written in this order
  * and each crash-safely (temporary file, fsync, rename, directory fsync via vkg_io_write_atomic):
- *   model.bin  the llm.c model file (fp32, version 3) of the parameters
- *   state.bin  the state file below (AdamW m and v, step, RNG, data position, hyperparameters)
+ *   the model  its parameters, as one of two kinds, by the model's family:
+ *              GPT-2 (vkg_model_is_gpt2): model.bin, the llm.c model file (fp32, version 3);
+ *              every other family: config.json + model.safetensors, Hugging Face's layout in
+ *              fp32 (vkg_hf_model_write), the vocabulary's padding rows (all 0) left out
+ *   state.bin  the state file below (AdamW m and v, step, RNG, data position, hyperparameters,
+ *              the model's configuration, which says which kind the model is stored as)
  *   outer.bin  only under DiLoCo (--sync diloco): the outer state below
+ *   hf/        only with --save-hf: the model again in Hugging Face's layout (fp32 or bf16)
  *   DONE       a marker; a directory without it is incomplete and never resumed from
+ * A checkpoint holding the other kind than its state.bin says, or both, is refused naming both
+ * files; so is a model whose configuration differs from state.bin's in any field.
  * A directory marked complete is never written into again: writing a step whose directory holds
  * DONE is refused, damaged or not. A directory without DONE (an interrupted write) is written
  * over, so a failure at any point leaves the other checkpoints untouched and never a DONE beside
@@ -17,17 +24,23 @@
  * State file (little-endian; 1024-byte header of 256 32-bit slots, llm.c style; a u64 takes two
  * slots, low half first; a float its IEEE-754 bits):
  *   0 magic 20250611   1 version 1
- *   2 maxT  3 V  4 L  5 NH  6 C  7 Vp                          model configuration
+ *   2 maxT  3 V  4 L  5 NH  6 C  7 Vp                          model configuration (GPT-2's)
  *   8 B  9 T  10-11 total batch tokens (u64)  12 world size    must match on resume
  *   13 shuffle  14-15 seed (u64)                               must match on resume
  *   16 schedule kind  17 total steps  18 warmup  19 lr (f32)   informative
  *   20 lr_min_frac  21 weight decay  22 beta1  23 beta2  24 eps  25 grad clip (f32)  informative
+ *   26 loss scale (f32)  28-29 steps without overflow (u64)   dynamic loss scaling (0: none)
  *   32-33 step (u64, optimizer steps done)  34-35 tokens trained on (u64)
  *   36-43 rng[4] (u64 each)
  *   44-53 data position: epoch, batch, num_batches, shuffle, seed (u64 each)
  *   54-55 number of parameters n (u64)
  *   56 CRC-32 of model.bin's parameters (their little-endian float32 bytes, as in the file)
  *   57 1 when slot 56 is set (0 in files written before it existed: not checked)
+ *   64-78 the model configuration's family fields (vkgpt/model.h), each in one slot, floats as
+ *   their bits: 64 num_kv_heads  65 head_dim  66 mlp_hidden  67 mlp  68 norm  69 norm_eps (f32)
+ *   70 pos  71 rope_theta (f32)  72 rope_factor  73 rope_low_freq_factor  74
+ *   rope_high_freq_factor (f32 each)  75 rope_original_max  76 qk_norm  77 bias  78 untied
+ *   (all 0 for GPT-2, as in files written before these slots were: those read as GPT-2)
  *   all other slots 0 (reserved)
  * then m float32[n], v float32[n] (table order, as the parameters), then a uint32 CRC-32 (the
  * IEEE/zlib polynomial, as zlib's crc32() or Python's zlib.crc32) of every preceding byte of the
@@ -43,9 +56,10 @@
  * flight): replica 0's after the momentum, each other's after its v, so count = n (3 + 4 (N - 1)).
  * The file is exactly 1024 + 4 count bytes.
  *
- * The state file is implemented in statefile.c (vkg_statefile_*), the directories in checkpoint.c
- * and ckptresume.c (vkg_checkpoint_*). Host memory only; nothing here knows of devices or prints.
- * Internal to vkgpt until the trainer's public API exists.
+ * The state file is implemented in statefile.c (vkg_statefile_*), the directories in checkpoint.c,
+ * ckptresume.c and ckptmodel.c (vkg_checkpoint_*; the model's two kinds in ckptmodel.c). Host
+ * memory only; nothing here knows of devices or prints. Internal to vkgpt until the trainer's
+ * public API exists.
  */
 #ifndef VKG_TRAIN_CHECKPOINT_H
 #define VKG_TRAIN_CHECKPOINT_H
@@ -99,7 +113,7 @@ typedef struct vkg_checkpoint_state {
 typedef struct vkg_checkpoint {
     vkg_model_config cfg;
     size_t num_params;
-    float *params; /* (num_params) table order, from model.bin */
+    float *params; /* (num_params) table order, from model.bin or model.safetensors */
     float *m, *v;  /* (num_params) AdamW moments, from state.bin */
     vkg_checkpoint_state state;
     float *outer; /* (outer_count) DiLoCo's outer state from outer.bin; NULL without one */
@@ -117,7 +131,7 @@ vkg_status vkg_checkpoint_check_resume(const vkg_train_hparams *saved,
 
 /* ---- the state file (statefile.c) ---- */
 
-/* Write a state file at path crash-safely: cfg's header fields, st, and m, v of
+/* Write a state file at path crash-safely: cfg's header fields (every family's), st, and m, v of
  * vkg_model_num_params(cfg) floats each. VKG_ERR_INVALID_ARG for an invalid cfg or NULL arrays,
  * VKG_ERR_IO naming the file. */
 vkg_status vkg_statefile_write(const char *path, const vkg_model_config *cfg,
@@ -170,15 +184,19 @@ vkg_status vkg__outerfile_read_stream(FILE *f, const char *path, uint64_t size, 
 /* ---- checkpoint directories (checkpoint.c; vkg_checkpoint_resume: ckptresume.c) ---- */
 
 /* Write the checkpoint for st->step under dir (created, with missing parents, when absent):
- * dir/step_<%08 step>/ with model.bin (params), state.bin (st, m, v) and DONE, in that order.
- * params, m and v hold vkg_model_num_params(cfg) floats each. When path_out is not NULL the
- * checkpoint directory's path is copied there (cap bytes). A failure leaves every other
- * checkpoint complete and this one without DONE. A checkpoint is never marked complete holding
- * a value that is not finite: a NaN or infinity in params, m or v, or a negative v, is refused
- * before anything is written (VKG_ERR_INVALID_ARG naming the tensor and element). Errors:
- * VKG_ERR_STATE when that directory
- * already holds DONE (nothing is written), VKG_ERR_INVALID_ARG (bad cfg, NULL arrays, path too
- * long), VKG_ERR_IO naming the path, VKG_ERR_NOMEM. */
+ * dir/step_<%08 step>/ with the model (params: model.bin for GPT-2, config.json +
+ * model.safetensors for every other family; the other kind's files, left by an interrupted write,
+ * removed), state.bin (st, m, v) and DONE, in that order. params, m and v hold
+ * vkg_model_num_params(cfg) floats each; stored as config.json + model.safetensors, Vp must be V
+ * padded to 128 and the padding rows 0, else VKG_ERR_INVALID_ARG before anything is written (as
+ * for a configuration that config.json describes no family of: refused when writing it). When
+ * path_out is not NULL the checkpoint directory's path is copied there (cap bytes). A failure
+ * leaves every other checkpoint complete and this one without DONE. A checkpoint is never marked
+ * complete holding a value that is not finite: a NaN or infinity in params, m or v, or a negative
+ * v, is refused before anything is written (VKG_ERR_INVALID_ARG naming the tensor and element).
+ * Errors: VKG_ERR_STATE when that directory already holds DONE (nothing is written),
+ * VKG_ERR_INVALID_ARG (bad cfg, NULL arrays, path too long), VKG_ERR_IO naming the path,
+ * VKG_ERR_NOMEM. */
 vkg_status vkg_checkpoint_write(const char *dir, const vkg_model_config *cfg, const float *params,
                                 const float *m, const float *v, const vkg_checkpoint_state *st,
                                 char *path_out, size_t cap);
@@ -197,14 +215,15 @@ vkg_status vkg_checkpoint_write_outer(const char *dir, const vkg_model_config *c
                                       const vkg_checkpoint_state *st, char *path_out, size_t cap);
 
 /* Find the newest complete checkpoint under dir: among the subdirectories named step_<digits>,
- * the highest step whose DONE exists and whose model.bin and state.bin headers are readable,
- * agree on the configuration and whose state step equals the directory's (only headers and sizes
- * are checked here; vkg_checkpoint_load verifies the checksum). Incomplete or unreadable ones are
- * skipped. Copies the directory's path to path_out (cap bytes) and its step to *step (may be
- * NULL). VKG_ERR_NOT_FOUND when dir does not exist or holds no complete checkpoint (the message
- * says how many were skipped and why the newest was), VKG_ERR_INVALID_ARG when cap is too small,
- * VKG_ERR_IO when dir cannot be read. For reading a model; resuming uses vkg_checkpoint_resume,
- * which never passes over a damaged checkpoint unless asked to. */
+ * the highest step whose DONE exists and whose model (of the kind state.bin's configuration says:
+ * model.bin's header, or config.json and model.safetensors' header and size) and state.bin
+ * headers are readable, agree on the configuration and whose state step equals the directory's
+ * (only headers and sizes are checked here; vkg_checkpoint_load verifies the checksum). Incomplete
+ * or unreadable ones are skipped. Copies the directory's path to path_out (cap bytes) and its step
+ * to *step (may be NULL). VKG_ERR_NOT_FOUND when dir does not exist or holds no complete checkpoint
+ * (the message says how many were skipped and why the newest was), VKG_ERR_INVALID_ARG when cap is
+ * too small, VKG_ERR_IO when dir cannot be read. For reading a model; resuming uses
+ * vkg_checkpoint_resume, which never passes over a damaged checkpoint unless asked to. */
 vkg_status vkg_checkpoint_find_latest(const char *dir, char *path_out, size_t cap, uint64_t *step);
 
 /* Load the checkpoint to resume from under dir into *out (free with vkg_checkpoint_deinit): the
@@ -224,15 +243,27 @@ vkg_status vkg_checkpoint_resume(const char *dir, int fallback, vkg_checkpoint *
                                  size_t cap, char *notes, size_t notes_cap);
 
 /* Load the checkpoint directory ckpt_dir (a step_<n> directory) into *out, allocating its arrays
- * (free with vkg_checkpoint_deinit). It must hold DONE; model.bin and state.bin are fully read and
- * validated (sizes, versions, the state file's checksum, and the parameters against the checksum
- * the state file records for them), must describe the same configuration, and the state's step
+ * (free with vkg_checkpoint_deinit). It must hold DONE; the model (of the kind state.bin says) and
+ * state.bin are fully read and validated (sizes, versions, the state file's checksum, and the
+ * parameters against the checksum the state file records for them), must describe the same
+ * configuration in every field (out->cfg is state.bin's, exactly), and the state's step
  * must be n when the directory is named step_<n>. An outer.bin beside them is read too
  * (vkg_outerfile_read) into out->outer. Errors:
  * VKG_ERR_FORMAT naming the file and what was wrong (no DONE, truncated, corrupted, foreign,
- * wrong version, model/state configuration mismatch), VKG_ERR_IO, VKG_ERR_NOMEM. On error *out is
- * left empty. */
+ * wrong version, model/state configuration mismatch, the other kind of model), VKG_ERR_IO,
+ * VKG_ERR_NOMEM. On error *out is left empty. */
 vkg_status vkg_checkpoint_load(const char *ckpt_dir, vkg_checkpoint *out);
+
+/* Read the model in the folder sd, whichever kind it holds, for a reader that needs no moments
+ * (sampling, --init): a checkpoint directory (step_<n>, DONE not required), or a folder holding a
+ * model alone (model.bin, or a Hugging Face model: config.json + model.safetensors or a sharded
+ * one). With state.bin beside it the checks of vkg_checkpoint_load apply to the model (its kind,
+ * configuration and, with params, checksum) and *cfg is state.bin's configuration; without, the
+ * model file's. params NULL: only the configuration (headers). Else *params gets a new malloc'ed
+ * array of vkg_model_num_params(cfg) floats (the caller frees it). Errors: VKG_ERR_NOT_FOUND
+ * when sd holds no model, VKG_ERR_FORMAT naming the file and the problem, VKG_ERR_IO,
+ * VKG_ERR_NOMEM. On error nothing is allocated. */
+vkg_status vkg_checkpoint_read_model(const char *sd, vkg_model_config *cfg, float **params);
 
 /* Free the arrays of c and zero it. NULL-safe. */
 void vkg_checkpoint_deinit(vkg_checkpoint *c);

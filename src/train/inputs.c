@@ -118,12 +118,8 @@ vkg_status vkg__train_load_model(vkg_trainer_t *t, float **params, vkg_checkpoin
     if (c->resume && vkg_strategy_rank(t->par) != 0)
         return VKG_OK; /* rank 0's checkpoint or fresh start decides (vkg__train_share_start) */
     if (c->init_path) {
-        char hf[1100];
-        snprintf(hf, sizeof hf, "%s/config.json", c->init_path);
-        FILE *probe = fopen(hf, "rb"); /* a Hugging Face directory */
-        if (probe) {
-            fclose(probe);
-            VKG_TRY(vkg_hf_model_read(c->init_path, &t->mcfg, params));
+        if (vkg_os_is_dir(c->init_path)) { /* a checkpoint, a Hugging Face folder: either kind */
+            VKG_TRY(vkg_checkpoint_read_model(c->init_path, &t->mcfg, params));
             return check_finite(c->init_path, *params, &t->mcfg);
         }
         int version = 0;

@@ -2,6 +2,7 @@
  * trailer (layout in checkpoint.h). Writes go through vkg_io_write_atomic; reads refuse short,
  * oversized, foreign, wrong-version and corrupted files by name. Checkpoint directories are
  * checkpoint.c's business; nothing here prints. */
+#include <limits.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -122,6 +123,22 @@ static const field FIELDS[] = {
     F(52, 8, 1, st.data_pos.seed),
     F(56, 4, 1, st.params_crc),
     F(57, 4, 1, st.params_crc_set),
+    /* the family's fields (0 in files written before them: GPT-2) */
+    F(64, 4, 1, cfg.num_kv_heads),
+    F(65, 4, 1, cfg.head_dim),
+    F(66, 4, 1, cfg.mlp_hidden),
+    F(67, 4, 1, cfg.mlp),
+    F(68, 4, 1, cfg.norm),
+    F(69, 4, 1, cfg.norm_eps),
+    F(70, 4, 1, cfg.pos),
+    F(71, 4, 1, cfg.rope_theta),
+    F(72, 4, 1, cfg.rope_factor),
+    F(73, 4, 1, cfg.rope_low_freq_factor),
+    F(74, 4, 1, cfg.rope_high_freq_factor),
+    F(75, 4, 1, cfg.rope_original_max),
+    F(76, 4, 1, cfg.qk_norm),
+    F(77, 4, 1, cfg.bias),
+    F(78, 4, 1, cfg.untied),
 };
 #undef F
 #define NUM_FIELDS (sizeof FIELDS / sizeof FIELDS[0])
@@ -232,8 +249,6 @@ vkg_status vkg_statefile_write(const char *path, const vkg_model_config *cfg,
     VKG_CHECK(path && cfg && st && m && v, VKG_ERR_INVALID_ARG, "state file: NULL argument");
     if (vkg_model_config_validate(cfg) < 0)
         return vkg__error_wrap(VKG_ERR_INVALID_ARG, "%s: not writing an invalid model", path);
-    VKG_CHECK(vkg_model_is_gpt2(cfg), VKG_ERR_INVALID_ARG,
-              "%s: the state file's header holds GPT-2's configuration only", path);
     state_write_ctx *c = malloc(sizeof *c);
     VKG_CHECK(c, VKG_ERR_NOMEM, "%s: out of memory", path);
     c->hf.cfg = *cfg;
@@ -266,6 +281,25 @@ static vkg_status read_floats(FILE *f, const char *path, const crc32_tab *tab, u
     return VKG_OK;
 }
 
+/* Whether a valid configuration read from a header can be counted: the parameter table's
+ * dimensions (computed in int by vkg_model_params) fit an int and the total (an upper bound of
+ * the table's, computed in double so that nothing wraps) is below MAX_PARAMS. */
+static int plausible(const vkg_model_config *c, double *approx)
+{
+    double C = c->channels, NH = c->num_heads, Vp = c->padded_vocab_size;
+    double NKV = c->num_kv_heads ? c->num_kv_heads : NH;
+    double D = c->head_dim ? c->head_dim : C / NH; /* validated: NH divides C without head_dim */
+    double F = c->mlp_hidden ? c->mlp_hidden : 4.0 * C;
+    double qkv = (NH + 2.0 * NKV) * D, fc = (c->mlp == VKG_MLP_SWIGLU ? 2.0 : 1.0) * F;
+    /* per layer: q, k, v and their biases, q/k norms, the output projection and its bias, two
+     * norms with biases, the MLP's products and biases */
+    double layer = qkv * C + qkv + 2.0 * D + C * NH * D + C + 4.0 * C + fc * C + fc + F * C + C;
+    *approx = Vp * C * (c->untied ? 2.0 : 1.0) + (double)c->max_seq_len * C + 2.0 * C +
+              (double)c->num_layers * layer;
+    return qkv < INT_MAX && NH * D < INT_MAX && fc < INT_MAX && 4.0 * C < INT_MAX &&
+           *approx < MAX_PARAMS;
+}
+
 /* Check the header h of a file of `size` bytes; fills *hf and the parameter count *n. */
 static vkg_status check_header(const char *path, const unsigned char *h, uint64_t size,
                                header_fields *hf, size_t *n)
@@ -280,11 +314,11 @@ static vkg_status check_header(const char *path, const unsigned char *h, uint64_
     decode_header(h, hf);
     if (vkg_model_config_validate(&hf->cfg) < 0)
         return vkg__error_wrap(VKG_ERR_FORMAT, "%s: bad model configuration in the header", path);
-    const vkg_model_config *c = &hf->cfg; /* bounded before counting: the count must not wrap */
-    double approx = ((double)c->padded_vocab_size + c->max_seq_len) * c->channels +
-                    12.0 * c->num_layers * (double)c->channels * c->channels;
-    VKG_CHECK(approx < MAX_PARAMS, VKG_ERR_FORMAT,
-              "%s: header describes an implausible model (about %.3g parameters)", path, approx);
+    double approx;
+    VKG_CHECK(plausible(&hf->cfg, &approx), VKG_ERR_FORMAT,
+              "%s: header describes an implausible model (about %.3g parameters, or a tensor "
+              "dimension past 2^31)",
+              path, approx);
     const unsigned char *pn = h + 4 * SLOT_NPARAMS;
     uint64_t np = rd32(pn) | (uint64_t)rd32(pn + 4) << 32;
     VKG_CHECK(np == vkg_model_num_params(&hf->cfg), VKG_ERR_FORMAT,

@@ -6,8 +6,9 @@ if(VKG_BUILD_TESTS)
                      SOURCES ${PROJECT_SOURCE_DIR}/tests/test_${t}.c LIBS vkg_train)
     endforeach()
     # Checkpoint files, writing and pruning (test_checkpoint); resuming past damage and the
-    # folder's lock (test_checkpoint_resume); one fixture (tests/ckpt_fixture.c).
-    foreach(t checkpoint checkpoint_resume)
+    # folder's lock (test_checkpoint_resume); every model family's checkpoints
+    # (test_checkpoint_family); one fixture (tests/ckpt_fixture.c).
+    foreach(t checkpoint checkpoint_resume checkpoint_family)
         vkg_add_test(test_${t} LABEL unit TIMEOUT 60
                      SOURCES ${PROJECT_SOURCE_DIR}/tests/test_${t}.c
                              ${PROJECT_SOURCE_DIR}/tests/ckpt_fixture.c
