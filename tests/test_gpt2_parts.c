@@ -1,5 +1,9 @@
 /* Model parts (src/model: a range of layers with the embeddings and/or the head) against the
- * whole model on one device: the ground pipeline parallelism stands on.
+ * whole model on one device: the ground pipeline parallelism stands on. Every check runs on
+ * GPT-2 and on two Llama-family configurations between them using every choice the device model
+ * has (RMSNorm, rotary embeddings, GQA, SwiGLU and ReLU^2, QK-norm with head_dim != C/NH, q/k/v
+ * biases, tied and untied heads); an untied model's parts share no tensor, so nothing is handed
+ * between them.
  *
  * A model of L=3 layers is split at k (1 and 2) into [0, k) with the embeddings and [k, L) with
  * the head. Two micro-batches go through both parts in two activation slots (both forwards
@@ -28,12 +32,49 @@
 
 enum { L = 3, C = 32, NH = 4, V = 200, VP = 256, MAXT = 16, B = 2, T = 12, MICRO = 2 };
 
-static const vkg_model_config cfg = {.max_seq_len = MAXT,
-                                     .vocab_size = V,
-                                     .padded_vocab_size = VP,
-                                     .num_layers = L,
-                                     .num_heads = NH,
-                                     .channels = C};
+static const vkg_model_config gpt2 = {.max_seq_len = MAXT,
+                                      .vocab_size = V,
+                                      .padded_vocab_size = VP,
+                                      .num_layers = L,
+                                      .num_heads = NH,
+                                      .channels = C};
+/* Llama: GQA 4/2, RMSNorm, rotary embeddings, SwiGLU, tied, no biases. */
+static const vkg_model_config llama = {.max_seq_len = MAXT,
+                                       .vocab_size = V,
+                                       .padded_vocab_size = VP,
+                                       .num_layers = L,
+                                       .num_heads = NH,
+                                       .channels = C,
+                                       .num_kv_heads = 2,
+                                       .mlp_hidden = 48,
+                                       .mlp = VKG_MLP_SWIGLU,
+                                       .norm = VKG_NORM_RMS,
+                                       .pos = VKG_POS_ROPE,
+                                       .bias = VKG_BIAS_NONE};
+/* The rest of the family's choices: QK-norm, head_dim 16 (NH D = 64 != C), GQA 4/1, q/k/v
+ * biases, ReLU^2, an untied head. */
+static const vkg_model_config qwen = {.max_seq_len = MAXT,
+                                      .vocab_size = V,
+                                      .padded_vocab_size = VP,
+                                      .num_layers = L,
+                                      .num_heads = NH,
+                                      .channels = C,
+                                      .num_kv_heads = 1,
+                                      .head_dim = 16,
+                                      .mlp_hidden = 40,
+                                      .mlp = VKG_MLP_RELU2,
+                                      .norm = VKG_NORM_RMS,
+                                      .norm_eps = 1e-6f,
+                                      .pos = VKG_POS_ROPE,
+                                      .rope_theta = 1000000.0f,
+                                      .qk_norm = 1,
+                                      .bias = VKG_BIAS_QKV,
+                                      .untied = 1};
+static const vkg_model_config *const families[] = {&gpt2, &llama, &qwen};
+static const char *const family_names[] = {"gpt2", "llama", "qwen"};
+#define NFAMILIES 3
+/* The configuration the checks below run on. */
+static const vkg_model_config *cfg = &gpt2;
 
 static vkg_model *create_w(vkg_device_t *dev, int first, int last, int flags, const float *whole,
                            int precision, int split_w)
@@ -43,9 +84,9 @@ static vkg_model *create_w(vkg_device_t *dev, int first, int last, int flags, co
     o.split_w = split_w;
     o.part = (vkg_model_part){.first = first, .last = last, .flags = flags};
     vkg_model *m = NULL;
-    VKG_ASSERT_OK(vkg_model_create(dev, &cfg, &o, &m));
+    VKG_ASSERT_OK(vkg_model_create(dev, cfg, &o, &m));
     vkg_model_memory_plan plan; /* the plan without a device is what was allocated */
-    VKG_ASSERT_OK(vkg_model_memory(&cfg, &o, &plan));
+    VKG_ASSERT_OK(vkg_model_memory(cfg, &o, &plan));
     assert_int_equal(plan.total, vkg_model_device_bytes(m));
     assert_int_equal(plan.activations, vkg_model_activation_bytes(m));
     const vkg_model_layout *lo = vkg_model_layout_of(m);
@@ -63,9 +104,12 @@ static vkg_model *create(vkg_device_t *dev, int first, int last, int flags, cons
     return create_w(dev, first, last, flags, whole, precision, 0);
 }
 
-/* Copy the wte gradient of part `from` into part `to` (both hold wte at part offset 0). */
+/* Copy the wte gradient of part `from` into part `to` (both hold wte at part offset 0); nothing
+ * for an untied model, whose parts share no tensor. */
 static void hand_wte_grad(vkg_model *from, vkg_model *to)
 {
+    if (!vkg_model_layout_of(to)->tied)
+        return;
     size_t nf = vkg_model_param_count(from), nt = vkg_model_param_count(to);
     const vkg_model_layout *lf = vkg_model_layout_of(from), *lt = vkg_model_layout_of(to);
     assert_int_equal(lf->part_offset[0], 0);
@@ -98,9 +142,9 @@ static void random_tokens(vkg_test_rng *r, int32_t *x, size_t n)
 static void check_split(vkg_gpu *g, int k, int precision)
 {
     const char *prec = precision == VKG_PRECISION_BF16 ? "bf16" : "fp32";
-    size_t n = vkg_model_num_params(&cfg);
+    size_t n = vkg_model_num_params(cfg);
     float *whole = vkg_test_alloc(n), *gw = vkg_test_alloc(n), *gparts = vkg_test_alloc(n);
-    vkg_model_init_params(&cfg, whole, 11);
+    vkg_model_init_params(cfg, whole, 11);
     vkg_test_rng r;
     vkg_test_rng_seed(&r, 21 + (uint64_t)k);
     int32_t inp[MICRO][B * T], tgt[MICRO][B * T];
@@ -184,16 +228,26 @@ static void check_split(vkg_gpu *g, int k, int precision)
 
 static void test_two_parts_equal_whole(void **state)
 {
-    for (int k = 1; k < L; k++)
-        check_split(*state, k, VKG_PRECISION_FP32);
+    for (int f = 0; f < NFAMILIES; f++) {
+        cfg = families[f];
+        printf("%s:\n", family_names[f]);
+        for (int k = 1; k < L; k++)
+            check_split(*state, k, VKG_PRECISION_FP32);
+    }
+    cfg = &gpt2;
 }
 
 /* Mixed precision: the boundary is the bf16 residual stream, passed as stored (half the bytes);
  * the parts still run the whole model's dispatches on the same values, so bitwise again. */
 static void test_two_parts_equal_whole_bf16(void **state)
 {
-    for (int k = 1; k < L; k++)
-        check_split(*state, k, VKG_PRECISION_BF16);
+    for (int f = 0; f < NFAMILIES; f++) {
+        cfg = families[f];
+        printf("%s:\n", family_names[f]);
+        for (int k = 1; k < L; k++)
+            check_split(*state, k, VKG_PRECISION_BF16);
+    }
+    cfg = &gpt2;
 }
 
 /* The ways a part's backward may run, each adding the same values in the same order: */
@@ -253,12 +307,23 @@ static void run_backward_way(vkg_gpu *g, int way, const float *whole, const int3
  * the other slot's input pass, and as a split recording of the last slot's backward alone, adds
  * bitwise what vkg_model_backward adds, and passes the same input gradient back; without split_w
  * the two passes are refused. */
+static void backward_ways(vkg_gpu *g);
+
 static void test_backward_ways(void **state)
 {
-    vkg_gpu *g = *state;
-    size_t n = vkg_model_num_params(&cfg);
+    for (int f = 0; f < NFAMILIES; f++) {
+        cfg = families[f];
+        printf("%s:\n", family_names[f]);
+        backward_ways(*state);
+    }
+    cfg = &gpt2;
+}
+
+static void backward_ways(vkg_gpu *g)
+{
+    size_t n = vkg_model_num_params(cfg);
     float *whole = vkg_test_alloc(n);
-    vkg_model_init_params(&cfg, whole, 12);
+    vkg_model_init_params(cfg, whole, 12);
     vkg_test_rng r;
     vkg_test_rng_seed(&r, 33);
     int32_t inp[MICRO * B * T], tgt[MICRO * B * T];
@@ -319,14 +384,14 @@ static void test_bad_parts_refused(void **state)
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         o.part = bad[i].part;
-        expect_refused(vkg_model_create(g->dev, &cfg, &o, &m), bad[i].needle);
+        expect_refused(vkg_model_create(g->dev, cfg, &o, &m), bad[i].needle);
         assert_null(m);
     }
     o.part = (vkg_model_part){0, 2, VKG_MODEL_PART_EMBED};
     o.slots = 0;
-    expect_refused(vkg_model_create(g->dev, &cfg, &o, &m), "activation slots");
+    expect_refused(vkg_model_create(g->dev, cfg, &o, &m), "activation slots");
     o.slots = 1;
-    VKG_ASSERT_OK(vkg_model_create(g->dev, &cfg, &o, &m));
+    VKG_ASSERT_OK(vkg_model_create(g->dev, cfg, &o, &m));
     float buf[B * T * C];
     int32_t tok[B * T] = {0};
     expect_refused(vkg_model_boundary_read(m, VKG_MODEL_DIN, 0, buf), "no input boundary");
@@ -336,11 +401,53 @@ static void test_bad_parts_refused(void **state)
     expect_refused(vkg_model_forward_train(m, 0, NULL, NULL, NULL), "needs input tokens");
     vkg_model *h = NULL;
     o.part = (vkg_model_part){2, 3, VKG_MODEL_PART_HEAD};
-    VKG_ASSERT_OK(vkg_model_create(g->dev, &cfg, &o, &h));
+    VKG_ASSERT_OK(vkg_model_create(g->dev, cfg, &o, &h));
     expect_refused(vkg_model_boundary_write(h, VKG_MODEL_DOUT, 0, buf), "no output boundary");
     expect_refused(vkg_model_forward(h, tok, tok, NULL), "tokens go to the first part");
     assert_int_equal(vkg_model_forward_backward(h, NULL, tok, NULL), VKG_ERR_STATE);
     vkg_model_destroy(&m), vkg_model_destroy(&h);
+}
+
+/* With the MLP's activation recomputed in the backward pass (VKG_MODEL_RECOMPUTE_GELU: GELU,
+ * SwiGLU or ReLU^2 once per layer there), a whole model's forward-backward of two micro-batches
+ * gives the same loss and gradients, bitwise, for every family, in fp32 and bf16. */
+static void test_recompute_same_bits(void **state)
+{
+    vkg_gpu *g = *state;
+    for (int f = 0; f < NFAMILIES; f++)
+        for (int prec = 0; prec < 2; prec++) {
+            cfg = families[f];
+            size_t n = vkg_model_num_params(cfg);
+            float *whole = vkg_test_alloc(n), *gr[2] = {vkg_test_alloc(n), vkg_test_alloc(n)};
+            float loss[2][MICRO];
+            vkg_model_init_params(cfg, whole, 13);
+            vkg_test_rng r;
+            vkg_test_rng_seed(&r, 44);
+            int32_t inp[MICRO * B * T], tgt[MICRO * B * T];
+            random_tokens(&r, inp, MICRO * B * T);
+            random_tokens(&r, tgt, MICRO * B * T);
+            for (int rc = 0; rc < 2; rc++) {
+                vkg_model_opts o = vkg_model_opts_default();
+                o.B = B, o.T = T, o.accum_steps = MICRO, o.precision = prec;
+                o.recompute = rc ? VKG_MODEL_RECOMPUTE_GELU : 0;
+                vkg_model *m = NULL;
+                VKG_ASSERT_OK(vkg_model_create(g->dev, cfg, &o, &m));
+                VKG_ASSERT_OK(vkg_model_set_params(m, whole));
+                VKG_ASSERT_OK(vkg_model_zero_grad(m));
+                for (int mb = 0; mb < MICRO; mb++)
+                    VKG_ASSERT_OK(vkg_model_forward_backward(m, inp + mb * B * T, tgt + mb * B * T,
+                                                             &loss[rc][mb]));
+                VKG_ASSERT_OK(vkg_model_get_grads(m, gr[rc]));
+                vkg_model_destroy(&m);
+            }
+            if (memcmp(loss[0], loss[1], sizeof loss[0]) || memcmp(gr[0], gr[1], n * sizeof *gr[0]))
+                fail_msg("%s %s: recomputing the MLP activation changed the step", family_names[f],
+                         prec ? "bf16" : "fp32");
+            printf("%s %s: recomputed MLP activation, loss %.7f and %zu gradients bitwise\n",
+                   family_names[f], prec ? "bf16" : "fp32", (double)loss[0][0], n);
+            free(whole), free(gr[0]), free(gr[1]);
+        }
+    cfg = &gpt2;
 }
 
 int main(void)
@@ -352,6 +459,7 @@ int main(void)
                                         vkg_gpu_teardown),
         cmocka_unit_test_setup_teardown(test_bad_parts_refused, vkg_gpu_setup, vkg_gpu_teardown),
         cmocka_unit_test_setup_teardown(test_backward_ways, vkg_gpu_setup, vkg_gpu_teardown),
+        cmocka_unit_test_setup_teardown(test_recompute_same_bits, vkg_gpu_setup, vkg_gpu_teardown),
     };
     return cmocka_run_group_tests(tests, vkg_gpu_group_setup, vkg_gpu_group_teardown);
 }

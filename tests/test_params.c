@@ -397,6 +397,10 @@ static void test_family_validation_and_flops(void **state)
     m = family[0];
     m.rope_factor = 8.0f; /* Llama 3 scaling without its other fields */
     assert_int_equal(vkg_model_config_validate(&m), VKG_ERR_INVALID_ARG);
+    m = family[0];
+    m.head_dim = 1 << 28; /* (NH + 2 NKV) D rows would overflow the table's ints */
+    assert_int_equal(vkg_model_config_validate(&m), VKG_ERR_INVALID_ARG);
+    assert_non_null(strstr(vkg_error_message(), "rows"));
     double layer, head;
     vkg_model_token_flops(&configs[2], 1024, &layer, &head);
     assert_true(layer == 24.0 * 768 * 768 + 4.0 * 1024 * 768);

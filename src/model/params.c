@@ -88,6 +88,12 @@ vkg_status vkg_model_config_validate(const vkg_model_config *cfg)
               "be >= 0 (0: the default)",
               cfg->head_dim, cfg->mlp_hidden, cfg->num_kv_heads);
     int nkv = vkg_model_kv_heads(cfg), D = vkg_model_head_dim(cfg);
+    /* the table's rows are ints: the widest ones (q/k/v's, SwiGLU's gate and up) must fit */
+    long long qkv_rows = ((long long)cfg->num_heads + 2LL * nkv) * D;
+    long long mlp_rows = 2LL * vkg_model_mlp_hidden(cfg);
+    VKG_CHECK(qkv_rows <= 0x7FFFFFFF && mlp_rows <= 0x7FFFFFFF, VKG_ERR_INVALID_ARG,
+              "the q/k/v product's %lld rows or the MLP's %lld are more than 2^31 - 1", qkv_rows,
+              mlp_rows);
     VKG_CHECK(cfg->num_heads % nkv == 0, VKG_ERR_INVALID_ARG,
               "num_kv_heads (%d) must divide num_heads (%d)", nkv, cfg->num_heads);
     VKG_CHECK(cfg->mlp >= VKG_MLP_GELU && cfg->mlp <= VKG_MLP_RELU2, VKG_ERR_INVALID_ARG,
