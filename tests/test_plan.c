@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include "parallel/strategy.h"
+#include "vkgpt/model.h"
 
 #define ASSERT_OK(expr)                                                                            \
     do {                                                                                           \
@@ -145,10 +146,56 @@ static void test_gpt2_124m_under_every_driver(void **state)
         }
 }
 
+/* The Llama family's plan against a recount from its shapes: the published Qwen3-0.6B (QK-norm,
+ * head_dim 128 with NH D = 2 C, GQA 16/8, SwiGLU 3072, tied) and TinyLlama-1.1B (GQA 32/4, untied)
+ * parameter counts, and every activation and scratch tensor of the device model's layers (the
+ * RMSNorm's unused mean a 256-byte placeholder, QK-norm's pre-norm q/k/v and statistics, the
+ * rotary frequencies). */
+static void test_llama_family_recount(void **state)
+{
+    (void)state;
+    const char *names[] = {"qwen3-0.6b", "tinyllama-1.1b"};
+    const size_t published[] = {596049920, 1100048384}; /* their model cards' sums of tensors */
+    for (int i = 0; i < 2; i++) {
+        vkg_model_config c;
+        ASSERT_OK(vkg_model_preset(names[i], &c));
+        size_t B = 2, Tq = 512, BT = B * Tq, Cc = (size_t)c.channels, NHq = (size_t)c.num_heads;
+        size_t NKV = (size_t)c.num_kv_heads, D = c.head_dim ? (size_t)c.head_dim : Cc / NHq;
+        size_t F = (size_t)c.mlp_hidden, QKV = (NHq + 2 * NKV) * D, A = NHq * D, FW = 2 * F;
+        size_t qk = (size_t)c.qk_norm, Vp = (size_t)c.padded_vocab_size, BTC = BT * Cc;
+        size_t stat = B * NHq * Tq, Lq = (size_t)c.num_layers;
+        size_t np = Vp * Cc * (c.untied ? 2 : 1) + Cc +
+                    Lq * (2 * Cc + QKV * Cc + Cc * A + 3 * Cc * F + qk * 2 * D);
+        /* Vp = V for both (multiples of 128): the published counts hold no padding */
+        assert_int_equal(np, published[i]);
+        size_t layer = r256(BTC) + r256(0) + r256(BT) + r256(BT * QKV) + r256(BT * A) + r256(stat) +
+                       r256(BTC) + r256(BTC) + r256(BTC) + r256(0) + r256(BT) + r256(BT * FW) +
+                       r256(BT * F) + r256(BTC) + r256(BTC) +
+                       (qk ? r256(BT * QKV) + r256(BT * (NHq + NKV)) : 0);
+        size_t acts = r256(BTC) + Lq * layer + r256(BTC) + r256(0) + r256(BT) + r256(BT * Vp) +
+                      r256(BT) + 2 * r256(BT);
+        size_t widest = QKV > FW ? QKV : FW;
+        size_t shared = 7 * r256(BTC) + r256(BT * QKV) + r256(BT * A) + r256(BT * FW) +
+                        r256(BT * F) + 2 * r256(BTC) + (qk ? r256(BT * QKV) : 0) +
+                        r256(BT * widest) + r256(stat) + r256(BTC) + r256(0) + r256(4) +
+                        r256(D / 2);
+        vkg_stage_memory st[1];
+        vkg_plan_opts po = {0};
+        ASSERT_OK(vkg_strategy_plan(&c, (int)B, (int)Tq, 1, 1, NULL, 0, &po, st));
+        assert_int_equal(st[0].model.params, r256(np));
+        assert_int_equal(st[0].model.activations, acts);
+        assert_int_equal(st[0].model.shared, shared);
+        printf("%s: %zu parameters, %.1f MiB of activations and %.1f MiB shared at B=%zu T=%zu "
+               "agree with the recount\n",
+               names[i], np, (double)acts / 1048576.0, (double)shared / 1048576.0, B, Tq);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gpt2_124m_under_every_driver),
+        cmocka_unit_test(test_llama_family_recount),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -325,6 +325,9 @@ void vkg_safetensors_index_deinit(vkg_st_index *idx);
 vkg_status vkg_hf_config_parse(const char *text, size_t n, const char *path, vkg_model_config *cfg);
 /* The same from the file at path (a regular file of at most 1 MiB). */
 vkg_status vkg_hf_config_read(const char *path, vkg_model_config *cfg);
+/* A model named on a command line: a preset (vkg_model_preset) or the path of a config.json.
+ * VKG_ERR_NOT_FOUND naming the presets and what reading the path said when it is neither. */
+vkg_status vkg_model_config_named(const char *name, vkg_model_config *cfg);
 /* Write cfg as config.json (crash-safe, vkg_io_write_atomic) for its family: "gpt2", "llama",
  * "qwen2" or "qwen3", with the architectures entry transformers loads it by.
  * VKG_ERR_INVALID_ARG for an invalid config or one no family describes. */

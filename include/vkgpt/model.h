@@ -141,6 +141,11 @@ vkg_status vkg_model_preset(const char *name, vkg_model_config *cfg);
 /* The preset names, NULL-terminated. */
 const char *const *vkg_model_preset_names(void);
 
+/* The family's choices in words, into buf (cap bytes, NUL-terminated): "GPT-2 (LayerNorm, learned
+ * positions, GELU, biases, tied)" or e.g. "RMSNorm (eps 1e-05), rotary (theta 10000), GQA 12/4
+ * heads of 64, SwiGLU 2048, no biases, tied". */
+void vkg_model_describe(const vkg_model_config *cfg, char *buf, size_t cap);
+
 /* Forward FLOPs per token of one layer (its products and attention over T positions) and of the
  * head (the classifier), for cutting the layers into pipeline stages of equal work. */
 void vkg_model_token_flops(const vkg_model_config *cfg, int T, double *layer, double *head);

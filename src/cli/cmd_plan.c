@@ -15,6 +15,7 @@
 #include "cli/flags.h"
 #include "cli/internal.h"
 #include "vkgpt/device.h"
+#include "vkgpt/io.h"
 
 static const char *const presets[] = {"none", "gpt2", "gpt2-medium", NULL};
 static const char *const pp_schedules[] = {"1f1b", "gpipe", "zb-h1", NULL};
@@ -36,6 +37,16 @@ static const struct driver_limit {
 };
 enum { NDRIVERS = (int)(sizeof drivers / sizeof drivers[0]) };
 
+/* Bytes a slot keeps per layer for ZB-H1's deferred weight pass: the output gradients of the
+ * layer's four products (fp32). */
+static size_t kept_bytes(const vkg_model_config *c, int batch, int seq)
+{
+    size_t C = (size_t)c->channels, D = (size_t)vkg_model_head_dim(c);
+    size_t qkv = ((size_t)c->num_heads + 2 * (size_t)vkg_model_kv_heads(c)) * D;
+    size_t fw = (c->mlp == VKG_MLP_SWIGLU ? 2 : 1) * (size_t)vkg_model_mlp_hidden(c);
+    return 4 * (size_t)batch * (size_t)seq * (2 * C + fw + qkv); /* GPT-2: 36 B T C */
+}
+
 static double mib(size_t b)
 {
     return (double)b / 1048576.0;
@@ -52,8 +63,12 @@ int vkg_cli_plan(int argc, char **argv)
     for (int i = 0; i < NDRIVERS; i++)
         driver_names[i] = drivers[i].name;
     driver_names[NDRIVERS] = NULL;
-    const char *pp_layers = NULL, *device = NULL;
+    const char *pp_layers = NULL, *device = NULL, *model = NULL;
     const vkg_flag flags[] = {
+        {"--model", VKG_FLAG_STR, &model,
+         "a model preset (gpt2-124m, llama-125m, smollm2-135m, qwen2.5-0.5b, qwen3-0.6b, "
+         "tinyllama-1.1b, ...) or a config.json: its shapes, in place of --preset and the sizes",
+         0, 0, 0},
         {"--preset", VKG_FLAG_CHOICE, &preset,
          "gpt2 (124M: L=12 C=768), gpt2-medium (350M: L=24 C=1024), or none", presets, 0, 0},
         {"--layers", VKG_FLAG_INT, &layers, "layers (default: the preset's)", 0, 1, 1000},
@@ -100,6 +115,16 @@ int vkg_cli_plan(int argc, char **argv)
     cfg.max_seq_len = ctx ? ctx : seq > cfg.max_seq_len ? seq : cfg.max_seq_len;
     cfg.vocab_size = vocab ? vocab : cfg.vocab_size;
     cfg.padded_vocab_size = vkg_model_pad_vocab(cfg.vocab_size);
+    if (model) { /* the named model's shapes; --seq past its context is refused below */
+        vkg_status ms = vkg_model_config_named(model, &cfg);
+        if (ms != VKG_OK)
+            return vkg_cli_report("plan", ms);
+        if (layers || heads || channels || ctx || vocab) {
+            fprintf(stderr, "vkgpt plan: --model gives the shapes; drop --layers, --heads, "
+                            "--channels, --ctx and --vocab\n");
+            return 2;
+        }
+    }
     if (!cfg.num_layers || !cfg.num_heads || !cfg.channels) {
         fprintf(stderr, "vkgpt plan: --preset none needs --layers, --heads and --channels\n");
         return 2;
@@ -169,6 +194,15 @@ int vkg_cli_plan(int argc, char **argv)
            cfg.num_layers, cfg.num_heads, cfg.channels, cfg.max_seq_len, cfg.vocab_size,
            cfg.padded_vocab_size, vkg_model_num_params(&cfg), batch, seq, M, pp, pp > 1 ? "s" : "",
            pp > 1 ? pp_schedules[schedule] : "no pipeline");
+    char family[256];
+    vkg_model_describe(&cfg, family, sizeof family);
+    double fl_layer, fl_head;
+    vkg_model_token_flops(&cfg, seq, &fl_layer, &fl_head);
+    double fwd = fl_layer * cfg.num_layers + fl_head; /* per token, at T = --seq */
+    printf("family: %s\n", family);
+    printf("compute: %.3g forward FLOPs per token at T=%d, %.3g per training token (forward and "
+           "backward: 3x), %.3g per step\n",
+           fwd, seq, 3.0 * fwd, 3.0 * fwd * (double)tot * dp);
     if (po.max_allocation)
         printf("largest allocation: %.1f MiB (%s)\n", mib(po.max_allocation),
                max_alloc || !driver ? "given" : drivers[driver].source);
@@ -184,8 +218,7 @@ int vkg_cli_plan(int argc, char **argv)
                "(1F1B's first stage's count); each slot also keeps its layers' product output "
                "gradients for the deferred weight pass (%.1f MiB of stage 0's slot)\n",
                pp < M ? pp : M,
-               mib((size_t)36 * (size_t)batch * (size_t)seq * (size_t)cfg.channels *
-                   (size_t)(st[0].last - st[0].first)));
+               mib(kept_bytes(&cfg, batch, seq) * (size_t)(st[0].last - st[0].first)));
     if (dp > 1 && !zero && !zpp)
         printf("data parallel: %d ranks per stage, each holding its stage's whole AdamW (--zero 1 "
                "shards it)\n",

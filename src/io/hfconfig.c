@@ -449,3 +449,20 @@ vkg_status vkg_hf_config_write(const char *path, const vkg_model_config *cfg)
     write_ctx ctx = {cfg};
     return vkg_io_write_atomic(path, write_config, &ctx);
 }
+
+vkg_status vkg_model_config_named(const char *name, vkg_model_config *cfg)
+{
+    VKG_CHECK(name && cfg, VKG_ERR_INVALID_ARG, "model: NULL argument");
+    if (vkg_model_preset(name, cfg) == VKG_OK)
+        return VKG_OK;
+    char known[400];
+    snprintf(known, sizeof known, "%s", vkg_error_message());
+    vkg_status st = vkg_hf_config_read(name, cfg);
+    if (st == VKG_OK)
+        return VKG_OK;
+    char why[600];
+    snprintf(why, sizeof why, "%s", vkg_error_message());
+    return VKG_FAIL(VKG_ERR_NOT_FOUND,
+                    "model %s: neither a preset (%s) nor a config.json that reads (%s)", name,
+                    known, why);
+}

@@ -4,6 +4,7 @@
 #include "vkgpt/model.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "base/error.h"
@@ -194,6 +195,29 @@ size_t vkg_model_num_params(const vkg_model_config *cfg)
     vkg_param_table t;
     vkg_model_params(cfg, &t);
     return t.total;
+}
+
+void vkg_model_describe(const vkg_model_config *cfg, char *buf, size_t cap)
+{
+    static const char *const mlps[] = {"GELU", "SwiGLU", "ReLU^2"};
+    static const char *const biases[] = {"biases", "no biases", "q/k/v biases"};
+    if (!cap)
+        return;
+    if (vkg_model_is_gpt2(cfg)) {
+        snprintf(buf, cap, "GPT-2 (LayerNorm, learned positions, GELU, biases, tied)");
+        return;
+    }
+    int nkv = vkg_model_kv_heads(cfg);
+    char rope[96] = "learned positions";
+    if (cfg->pos == VKG_POS_ROPE)
+        snprintf(rope, sizeof rope, "rotary (theta %g%s)",
+                 (double)(cfg->rope_theta > 0.0f ? cfg->rope_theta : 10000.0f),
+                 cfg->rope_factor > 0.0f ? ", Llama 3 scaling" : "");
+    snprintf(buf, cap, "%s (eps %g), %s, %s %d/%d heads of %d%s, %s %d, %s, %s",
+             cfg->norm == VKG_NORM_RMS ? "RMSNorm" : "LayerNorm", (double)vkg_model_norm_eps(cfg),
+             rope, nkv < cfg->num_heads ? "GQA" : "MHA", cfg->num_heads, nkv,
+             vkg_model_head_dim(cfg), cfg->qk_norm ? " with QK-norm" : "", mlps[cfg->mlp],
+             vkg_model_mlp_hidden(cfg), biases[cfg->bias], cfg->untied ? "untied head" : "tied");
 }
 
 void vkg_model_token_flops(const vkg_model_config *cfg, int T, double *layer, double *head)

@@ -133,17 +133,11 @@ vkg_status vkg__train_load_model(vkg_trainer_t *t, float **params, vkg_checkpoin
 vkg_status vkg__train_new_model(vkg_trainer_t *t, float **params)
 {
     const vkg_train_config *c = &t->cfg;
-    if (c->model && vkg_model_preset(c->model, &t->mcfg) != VKG_OK) {
-        const char *presets = vkg_error_message();
-        char known[400];
-        snprintf(known, sizeof known, "%s", presets);
-        vkg_status st = vkg_hf_config_read(c->model, &t->mcfg);
+    if (c->model) {
+        vkg_status st = vkg_model_config_named(c->model, &t->mcfg);
         if (st != VKG_OK)
-            return vkg__error_wrap(st,
-                                   "--model %s: neither a preset (%s) nor a config.json that "
-                                   "reads",
-                                   c->model, known);
-    } else if (!c->model) {
+            return vkg__error_wrap(st, "--model");
+    } else {
         int V = c->vocab_size ? c->vocab_size : (t->tok ? vkg_tokenizer_vocab_size(t->tok) : 0);
         VKG_CHECK(V > 0, VKG_ERR_INVALID_ARG, "no vocabulary size: give --vocab or a tokenizer");
         t->mcfg = (vkg_model_config){.max_seq_len = c->max_seq_len,
