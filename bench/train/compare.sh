@@ -12,9 +12,14 @@
 # step, which on a VM with slow page faults costs PyTorch more than half of its l4 step; the
 # second column is the stronger baseline (vkgpt allocates its arenas once).
 #
+# A name in PRESETS other than l4 and default is a model preset of the Llama family (llama-125m,
+# smollm2-135m): `vkgpt bench train --model NAME` against bench/train/pytorch_llama.py --model
+# NAME. BENCH_ARGS (e.g. "--layers 4 --batch 4 --seq 256") go to both sides.
+#
 # Usage: bench/train/compare.sh [BUILD_DIR]     (default BUILD_DIR: build)
 # Environment: STEPS (timed steps, default 10), WARMUP (untimed steps, default 3),
 #   THREADS (PyTorch threads, default 2), REPEAT (default 2), PRESETS (default "l4 default"),
+#   BENCH_ARGS (default none),
 #   PYTHON (default /usr/bin/python3, Debian's, which has python3-torch), LOG_DIR (default: a new
 #   temporary folder), VKGPT_DEVICE (as for vkgpt).
 # Prints figures only; nothing is asserted.
@@ -27,6 +32,7 @@ WARMUP=${WARMUP:-3}
 THREADS=${THREADS:-2}
 REPEAT=${REPEAT:-2}
 PRESETS=${PRESETS:-"l4 default"}
+BENCH_ARGS=${BENCH_ARGS:-}
 if [ -z "${PYTHON:-}" ]; then
     PYTHON=python3
     [ -x /usr/bin/python3 ] && PYTHON=/usr/bin/python3
@@ -57,22 +63,29 @@ MALLOC_KEEP="MALLOC_MMAP_THRESHOLD_=4294967296 MALLOC_TRIM_THRESHOLD_=6871947673
 rows=""
 for p in $PRESETS; do
     vk_tps="" vk_ms="" pt_tps="" pt_ms="" pm_tps="" pm_ms=""
+    case "$p" in
+    l4 | default) vk_sel="--preset $p" py="$HERE/pytorch_gpt2.py" py_sel="--preset $p" ;;
+    *) vk_sel="--model $p" py="$HERE/pytorch_llama.py" py_sel="--model $p" ;;
+    esac
     r=1
     while [ "$r" -le "$REPEAT" ]; do
         vlog="$LOG_DIR/vkgpt-$p-$r.txt"
         plog="$LOG_DIR/pytorch-$p-$r.txt"
         echo "# run $r: $p: vkgpt (load $(cut -d' ' -f1 /proc/loadavg))" >&2
-        "$VKGPT" bench train --preset "$p" --steps "$STEPS" --warmup-steps "$WARMUP" >"$vlog"
+        # shellcheck disable=SC2086 # the selections and BENCH_ARGS are lists of words
+        "$VKGPT" bench train $vk_sel $BENCH_ARGS --steps "$STEPS" --warmup-steps "$WARMUP" >"$vlog"
         t=$(field "$vlog" tokens/s)
         if [ "$(best "$vk_tps" "$t")" = "$t" ]; then vk_tps=$t vk_ms=$(field "$vlog" ms/step); cp "$vlog" "$LOG_DIR/vkgpt-$p-best.txt"; fi
         echo "# run $r: $p: pytorch (load $(cut -d' ' -f1 /proc/loadavg))" >&2
-        "$PYTHON" "$HERE/pytorch_gpt2.py" --preset "$p" --steps "$STEPS" --warmup-steps "$WARMUP" \
+        # shellcheck disable=SC2086
+        "$PYTHON" "$py" $py_sel $BENCH_ARGS --steps "$STEPS" --warmup-steps "$WARMUP" \
             --threads "$THREADS" >"$plog"
         t=$(field "$plog" tokens/s)
         if [ "$(best "$pt_tps" "$t")" = "$t" ]; then pt_tps=$t pt_ms=$(field "$plog" ms/step); fi
         mlog="$LOG_DIR/pytorch-malloc-$p-$r.txt"
         echo "# run $r: $p: pytorch, $MALLOC_KEEP (load $(cut -d' ' -f1 /proc/loadavg))" >&2
-        env $MALLOC_KEEP "$PYTHON" "$HERE/pytorch_gpt2.py" --preset "$p" --steps "$STEPS" \
+        # shellcheck disable=SC2086
+        env $MALLOC_KEEP "$PYTHON" "$py" $py_sel $BENCH_ARGS --steps "$STEPS" \
             --warmup-steps "$WARMUP" --threads "$THREADS" >"$mlog"
         t=$(field "$mlog" tokens/s)
         if [ "$(best "$pm_tps" "$t")" = "$t" ]; then pm_tps=$t pm_ms=$(field "$mlog" ms/step); fi

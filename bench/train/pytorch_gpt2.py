@@ -187,6 +187,12 @@ def main():
           f"clip {a.grad_clip:g}")
     sys.stdout.flush()
 
+    time_steps(model, opt, x, y, autocast, a, cfg["vocab"], B * T)
+
+
+def time_steps(model, opt, x, y, autocast, a, V, tokens):
+    """Run a.warmup_steps + a.steps training steps (zero, forward and loss, backward, clipping,
+    AdamW) and print the loss, ms/step (median of the timed steps) and tokens/s."""
     times, losses = [], []
     for s in range(a.warmup_steps + a.steps):
         t0 = time.perf_counter()
@@ -202,11 +208,11 @@ def main():
             times.append((time.perf_counter() - t0) * 1e3)
     med = statistics.median(times)
     print(f"loss: {losses[0]:.4f} at the first step, {losses[-1]:.4f} at the last "
-          f"(ln V = {math.log(cfg['vocab']):.4f})")
+          f"(ln V = {math.log(V):.4f})")
     print(f"steps: {a.warmup_steps} warm-up (untimed), {a.steps} timed: ms/step min "
           f"{min(times):.2f} median {med:.2f} max {max(times):.2f}")
     print(f"ms/step: {med:.2f}")
-    print(f"tokens/s: {B * T / (med / 1e3):.1f}")
+    print(f"tokens/s: {tokens / (med / 1e3):.1f}")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 /* `vkgpt bench train`: times whole training steps (zero grads, forward, loss, backward, global
- * norm with clipping, AdamW) of a GPT-2 config on one device and prints tokens/s, ms/step (median
- * of the timed steps, wall clock), the GPU time of every op label per step (timestamp queries) and
- * the device memory the model holds.
+ * norm with clipping, AdamW) of a GPT-2 config or a named model (--model) on one device and prints
+ * tokens/s, ms/step (median of the timed steps, wall clock), the GPU time of every op label per
+ * step (timestamp queries) and the device memory the model holds.
  *
  * It drives the model API (src/model/model.h) directly with random tokens and a random GPT-2
  * initialisation, so it needs no data files. It prints figures and asserts nothing; it does not
@@ -16,6 +16,7 @@
 #include "cli/internal.h"
 #include "os/clock.h"
 #include "os/proc.h"
+#include "vkgpt/io.h"
 
 typedef struct preset {
     const char *name;
@@ -45,6 +46,7 @@ typedef struct bench_opts {
     float loss_scale; /* > 0: d(loss) x this, divided out in the update (a fixed loss scale) */
     uint64_t seed;
     const char *device, *tiles;
+    const char *model;        /* --model: a preset or config.json in place of the GPT-2 shapes */
     vkg_matmul_tiling tiling; /* --tiles parsed */
 } bench_opts;
 
@@ -282,6 +284,9 @@ static vkg_status run(const bench_opts *o, const vkg_model_config *cfg)
     printf("device: %s (%s)%s\n", info->name, info->driver,
            o->no_profile ? "" : ", timestamp queries on");
     vkg_cli_print_matmul(dev, "");
+    char family[256];
+    vkg_model_describe(cfg, family, sizeof family);
+    printf("family: %s\n", family);
     printf("model: L=%d NH=%d C=%d maxT=%d V=%d (Vp=%d), %zu parameters\n", cfg->num_layers,
            cfg->num_heads, cfg->channels, cfg->max_seq_len, cfg->vocab_size, cfg->padded_vocab_size,
            np);
@@ -346,6 +351,10 @@ int vkg_cli_bench_train(int argc, char **argv)
                     .seed = 1337,
                     .coopmat = VKG_COOPMAT_AUTO};
     const vkg_flag flags[] = {
+        {"--model", VKG_FLAG_STR, &o.model,
+         "a model preset (llama-125m, gpt2-124m, smollm2-135m, ...) or a config.json in place of "
+         "--preset's shapes; --layers, --batch and --seq still apply",
+         0, 0, 0},
         {"--preset", VKG_FLAG_CHOICE, &o.preset,
          "l4 (the default): L=4 C=256 NH=4 V=50257 "
          "T=128 B=8; default: the README's model, L=4 C=128 NH=4 V=257 T=64 B=8. Flags below "
@@ -399,7 +408,8 @@ int vkg_cli_bench_train(int argc, char **argv)
         vkg_cli_coopmat_check("bench train", o.coopmat, o.precision))
         return 2;
     const preset *p = &presets[o.preset];
-    int maxT_given = o.maxT;
+    int maxT_given = o.maxT, L_given = o.L;
+    vkg_status st0;
     o.L = o.L ? o.L : p->L, o.NH = o.NH ? o.NH : p->NH, o.C = o.C ? o.C : p->C;
     o.V = o.V ? o.V : p->V, o.B = o.B ? o.B : p->B, o.T = o.T ? o.T : p->T;
     o.maxT = maxT_given ? maxT_given : (o.T > p->maxT ? o.T : p->maxT);
@@ -409,6 +419,18 @@ int vkg_cli_bench_train(int argc, char **argv)
                             .num_layers = o.L,
                             .num_heads = o.NH,
                             .channels = o.C};
+    if (o.model) { /* the named model's shapes, its layers overridable (a shorter run) */
+        st0 = vkg_model_config_named(o.model, &cfg);
+        if (st0 != VKG_OK)
+            return vkg_cli_report("bench train", st0);
+        cfg.num_layers = L_given ? L_given : cfg.num_layers;
+        cfg.max_seq_len = cfg.max_seq_len < o.T ? o.T : cfg.max_seq_len;
+        o.L = cfg.num_layers, o.NH = cfg.num_heads, o.C = cfg.channels, o.V = cfg.vocab_size;
+        printf("# vkgpt bench train: model %s%s\n", o.model,
+               L_given ? ", layers overridden by --layers" : "");
+        vkg_status st = run(&o, &cfg);
+        return st == VKG_OK ? 0 : vkg_cli_report("bench train", st);
+    }
     printf("# vkgpt bench train: preset %s (%s)%s\n", p->name, p->what,
            o.L != p->L || o.NH != p->NH || o.C != p->C || o.V != p->V || o.B != p->B ||
                    o.T != p->T || o.maxT != p->maxT
