@@ -6,6 +6,8 @@
  *    boundary crossed after the resume: per-step losses, norms, lrs and eval losses, the final
  *    parameters, and the checkpoint files are equal byte for byte; the resumed log holds exactly
  *    steps 1..6 whose losses read back to the same bits; resuming with another seed is refused;
+ *    the same for a Qwen 3-style model of the Llama family (its checkpoints: config.json and
+ *    model.safetensors);
  *  - pools split into many allocations (and the staging path) and GELU recomputation train
  *    bitwise as the plain run; too little memory, or an allocation limit below the parameters,
  *    is refused before anything is allocated, naming what does not fit and what would.
@@ -50,18 +52,27 @@ static void check_log(const char *log, const vkg_test_step_record *want)
     free(text);
 }
 
-static void test_resume_is_bit_identical(void **state)
+/* Resume bit for bit; model: NULL (GPT-2 of the fixture's sizes) or a config.json's path; the
+ * checkpoints' files (named in files) compared byte for byte. */
+static void resume_bit_identical(const char *tag, const char *model, const char *const *files)
 {
-    (void)state;
-    vkg_test_train_data("r");
+    vkg_test_train_data(tag);
     vkg_test_run_paths pa, pb;
     char pth[PATH_CAP], ck_a[PATH_CAP], ck_b[PATH_CAP], fa[PATH_CAP], fb[PATH_CAP];
     vkg_test_step_record straight, split;
     vkg_trainer_t *t = NULL;
     vkg_trainer_info info;
 
+    char straight_dir[32], split_dir[32], split_ckpt[64], split_log[64], straight_log[64];
+    snprintf(straight_dir, sizeof straight_dir, "%s-straight", tag);
+    snprintf(split_dir, sizeof split_dir, "%s-split", tag);
+    snprintf(split_ckpt, sizeof split_ckpt, "%s/step_00000003/DONE", split_dir);
+    snprintf(split_log, sizeof split_log, "%s/log.jsonl", split_dir);
+    snprintf(straight_log, sizeof straight_log, "%s/log.jsonl", straight_dir);
+
     /* Straight: 6 steps, then a checkpoint. */
-    vkg_train_config ca = vkg_test_train_config(&pa, "r", "straight");
+    vkg_train_config ca = vkg_test_train_config(&pa, tag, straight_dir);
+    ca.model = model;
     VKG_ASSERT_OK(vkg_trainer_create(&ca, &t));
     vkg_trainer_get_info(t, &info);
     assert_int_equal(info.accum_steps, 2);
@@ -77,12 +88,13 @@ static void test_resume_is_bit_identical(void **state)
     assert_null(t);
 
     /* Split: 3 steps, checkpoint, destroy; a new trainer resumes and runs the other 3. */
-    vkg_train_config cb = vkg_test_train_config(&pb, "r", "split");
+    vkg_train_config cb = vkg_test_train_config(&pb, tag, split_dir);
+    cb.model = model;
     VKG_ASSERT_OK(vkg_trainer_create(&cb, &t));
     vkg_test_train_steps(t, 1, STEPS / 2, &split);
     VKG_ASSERT_OK(vkg_trainer_checkpoint(t, NULL, 0));
     vkg_test_trainer_destroy_clean(&t);
-    assert_true(vkg_test_exists(vkg_test_path_in(pth, "split/step_00000003/DONE")));
+    assert_true(vkg_test_exists(vkg_test_path_in(pth, "%s", split_ckpt)));
 
     cb.resume = 1;
     VKG_ASSERT_OK(vkg_trainer_create(&cb, &t));
@@ -114,13 +126,12 @@ static void test_resume_is_bit_identical(void **state)
         fail_msg("final parameters differ first at %zu: %.9g vs %.9g", i, (double)params_a[i],
                  (double)params_b[i]);
     }
-    vkg_test_expect_same_file(vkg_test_join(fa, ck_a, "model.bin"),
-                              vkg_test_join(fb, ck_b, "model.bin"));
-    vkg_test_expect_same_file(vkg_test_join(fa, ck_a, "state.bin"),
-                              vkg_test_join(fb, ck_b, "state.bin"));
-    check_log(vkg_test_path_in(pth, "split/log.jsonl"), &straight);
-    check_log(vkg_test_path_in(pth, "straight/log.jsonl"), &straight);
-    assert_true(vkg_test_exists(vkg_test_path_in(pth, "split/log.svg")));
+    for (int i = 0; files[i]; i++)
+        vkg_test_expect_same_file(vkg_test_join(fa, ck_a, files[i]),
+                                  vkg_test_join(fb, ck_b, files[i]));
+    check_log(vkg_test_path_in(pth, "%s", split_log), &straight);
+    check_log(vkg_test_path_in(pth, "%s", straight_log), &straight);
+    assert_true(vkg_test_exists(vkg_test_path_in(pth, "%s/log.svg", split_dir)));
 
     /* The same folder with another seed (or another batch shape) is refused, not mixed. */
     cb.seed = 99;
@@ -128,6 +139,34 @@ static void test_resume_is_bit_identical(void **state)
     assert_null(t);
     free(params_a);
     free(params_b);
+}
+
+static void test_resume_is_bit_identical(void **state)
+{
+    (void)state;
+    static const char *const files[] = {"model.bin", "state.bin", NULL};
+    resume_bit_identical("r", NULL, files);
+}
+
+/* The same for the Llama family: a Qwen 3-style model (QK-norm, head_dim 16 != C/NH, GQA 4/2,
+ * rotary embeddings, SwiGLU, untied head), whose checkpoints hold config.json and
+ * model.safetensors in place of llm.c's model.bin. */
+static void test_resume_is_bit_identical_llama_family(void **state)
+{
+    (void)state;
+    char path[PATH_CAP];
+    vkg_test_path_in(path, "qwen3-tiny.json");
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fprintf(f,
+            "{\"model_type\": \"qwen3\", \"hidden_size\": %d, \"intermediate_size\": 48, "
+            "\"num_hidden_layers\": %d, \"num_attention_heads\": %d, \"num_key_value_heads\": 2, "
+            "\"head_dim\": 16, \"vocab_size\": %d, \"max_position_embeddings\": %d, "
+            "\"rms_norm_eps\": 1e-6, \"rope_theta\": 10000.0, \"tie_word_embeddings\": false}\n",
+            C, L, NH, V, MAXT);
+    assert_int_equal(fclose(f), 0);
+    static const char *const files[] = {"config.json", "model.safetensors", "state.bin", NULL};
+    resume_bit_identical("q", path, files);
 }
 
 /* ---- memory plans ---------------------------------------------------------------------------- */
@@ -227,6 +266,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_resume_is_bit_identical),
+        cmocka_unit_test(test_resume_is_bit_identical_llama_family),
         cmocka_unit_test(test_split_memory_and_recompute_are_bit_identical),
     };
     return cmocka_run_group_tests(tests, vkg_test_train_setup, vkg_test_train_teardown);
