@@ -2,9 +2,10 @@
  * the first Vulkan device with the validation layer on (any message fails the command).
  *   hf_tool init DIR SEED L NH C T V   write a GPT-2 configuration's initial model into DIR
  *                                      (config.json, model.safetensors in fp32)
- *   hf_tool logits DIR TOKENS OUT      read the model in DIR, run the device model's forward pass
+ *   hf_tool logits DIR TOKENS OUT [bf16]
+ *                                      read the model in DIR, run the device model's forward pass
  *                                      on TOKENS (int32, one row of T), write the logits of every
- *                                      position (T x V float32) to OUT
+ *                                      position (T x V float32) to OUT; bf16: in bf16 precision
  *   hf_tool copy DIR OUT               read the model in DIR and write it into OUT (fp32)
  *   hf_tool initcfg DIR SEED CONFIG    write the initial model of CONFIG (a config.json) into DIR
  *   hf_tool train DIR TOKENS B T STEPS LR WD OUT
@@ -49,7 +50,7 @@ static int close_device(vkg_device_t **dev, int rc)
     return rc;
 }
 
-static int logits(const char *dir, const char *tokens_path, const char *out_path)
+static int logits(const char *dir, const char *tokens_path, const char *out_path, int precision)
 {
     vkg_model_config cfg;
     float *params = NULL;
@@ -70,7 +71,7 @@ static int logits(const char *dir, const char *tokens_path, const char *out_path
     if ((st = open_device(&dev)) != VKG_OK)
         return fail("opening the device", st);
     vkg_model_opts mo = vkg_model_opts_default();
-    mo.B = 1, mo.T = (int)T;
+    mo.B = 1, mo.T = (int)T, mo.precision = precision;
     vkg_model *m = NULL;
     int rc = 1;
     float *row = malloc((size_t)cfg.padded_vocab_size * sizeof *row);
@@ -210,8 +211,8 @@ int main(int argc, char **argv)
         free(p);
         return st == VKG_OK ? 0 : fail("writing", st);
     }
-    if (argc == 5 && !strcmp(argv[1], "logits"))
-        return logits(argv[2], argv[3], argv[4]);
+    if ((argc == 5 || (argc == 6 && !strcmp(argv[5], "bf16"))) && !strcmp(argv[1], "logits"))
+        return logits(argv[2], argv[3], argv[4], argc == 6 ? VKG_PRECISION_BF16 : 0);
     if (argc == 4 && !strcmp(argv[1], "copy")) {
         vkg_model_config c;
         float *p = NULL;
@@ -223,6 +224,6 @@ int main(int argc, char **argv)
     }
     fprintf(stderr,
             "usage: hf_tool init DIR SEED L NH C T V | initcfg DIR SEED CONFIG | logits DIR "
-            "TOKENS OUT | copy DIR OUT | train DIR TOKENS B T STEPS LR WD OUT\n");
+            "TOKENS OUT [bf16] | copy DIR OUT | train DIR TOKENS B T STEPS LR WD OUT\n");
     return 2;
 }

@@ -13,7 +13,7 @@ Python that has torch and transformers, and the hf_tool binary):
 4. The Llama family on vkgpt's device model, three configurations: Llama-style (GQA 4/2, tied
    embeddings), Qwen 2-style (q/k/v biases, GQA 4/1, untied head) and Qwen 3-style (QK-norm,
    head_dim 32 with NH D != C, untied head, Llama 3 frequency scaling off). Their logits equal the
-   reference's within 1e-5 relative, and 10 AdamW steps (lr 1e-3, weight decay 0.1 on the
+   reference's within 1e-5 relative (in bf16 precision within 2e-2), and 10 AdamW steps (lr 1e-3, weight decay 0.1 on the
    matrices, two rows of 32 tokens a step) give per-step losses and final parameters equal to the
    same steps in PyTorch within 1e-5 relative. The reference is transformers' model where the
    pinned release has the family (Llama, Qwen 2), and otherwise (Qwen 3) llama_ref.py, a plain
@@ -34,6 +34,7 @@ from transformers import (AutoModelForCausalLM, GPT2Config, GPT2LMHeadModel, Lla
 
 TOOL = sys.argv[1]
 BOUND = 1e-5
+BF16_BOUND = 2e-2  # bf16 keeps 8 bits of mantissa: a relative rounding of 2^-9 per value
 failures = []
 
 
@@ -50,11 +51,11 @@ def rel_l2(a, b):
     return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-300))
 
 
-def vkgpt_logits(d, tokens, V):
+def vkgpt_logits(d, tokens, V, *precision):
     tok = os.path.join(d, "tokens.bin")
     out = os.path.join(d, "logits.bin")
     np.asarray(tokens, dtype=np.int32).tofile(tok)
-    run("logits", d, tok, out)
+    run("logits", d, tok, out, *precision)
     return np.fromfile(out, dtype=np.float32).reshape(len(tokens), V)
 
 
@@ -66,10 +67,10 @@ def hf_logits(d, tokens):
         # is built against numpy 1, the tests' numpy is 2
 
 
-def check(what, got, want):
+def check(what, got, want, bound=BOUND):
     e = rel_l2(got, want)
-    ok = e <= BOUND
-    print("%s: relative L2 %.3g (bound %g) %s" % (what, e, BOUND, "ok" if ok else "FAIL"))
+    ok = e <= bound
+    print("%s: relative L2 %.3g (bound %g) %s" % (what, e, bound, "ok" if ok else "FAIL"))
     if not ok:
         failures.append(what)
 
@@ -220,6 +221,9 @@ def family_checks(root):
         with torch.no_grad():
             want = fn(torch.tensor([tokens]))[0].tolist()
         check("%s: vkgpt's logits" % name, vkgpt_logits(d, tokens, V), want)
+        # bf16 precision (bf16 weights and activations, fp32 sums): within bf16's rounding
+        check("%s: vkgpt's logits in bf16" % name, vkgpt_logits(d, tokens, V, "bf16"), want,
+              BF16_BOUND)
         # 10 AdamW steps on both sides
         tok = os.path.join(root, kind + "_train.bin")
         rows.tofile(tok)
