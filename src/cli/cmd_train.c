@@ -323,7 +323,11 @@ static int train_main(int argc, char **argv, vkg_cli_resume *res)
         {"--model", VKG_FLAG_STR, &c->model,
          "new model: a preset (gpt2-124m, gpt2-350m, llama-125m, smollm2-135m, qwen2.5-0.5b, "
          "qwen3-0.6b, tinyllama-1.1b) or a Hugging Face config.json (default: GPT-2 of --layers, "
-         "--heads, --channels, --ctx, --vocab)",
+         "--heads, --channels, --ctx, --vocab). config.json's model_type gpt2, llama, mistral, "
+         "qwen2 or qwen3 and its fields hidden_size, num_hidden_layers, num_attention_heads, "
+         "num_key_value_heads, head_dim, intermediate_size, hidden_act (silu: SwiGLU), "
+         "rms_norm_eps, rope_theta, rope_scaling (llama3), max_position_embeddings, vocab_size, "
+         "tie_word_embeddings; vkgpt plan --model shows what they give",
          0, 0, 0},
         {"--layers", VKG_FLAG_INT, &c->layers, "new model: layers", 0, 1, 1000},
         {"--heads", VKG_FLAG_INT, &c->heads, "new model: attention heads", 0, 1, 1000},
