@@ -139,6 +139,7 @@ typedef struct vkg_trainer_info {
     char device[256];
     char coopmat[400]; /* bf16: whether products run on cooperative matrices, and why ("" fp32) */
     int layers, heads, channels, max_seq_len, vocab_size, padded_vocab_size;
+    char family[256]; /* the model family's choices in words (vkg_model_describe) */
     size_t num_params;
     size_t device_bytes; /* device memory held by the model */
     int batch, seq, accum_steps;

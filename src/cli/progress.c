@@ -64,6 +64,7 @@ void vkg_cli_print_run(const vkg_trainer_info *info, int recompute, const char *
            info->device, info->layers, info->heads, info->channels, info->max_seq_len,
            info->vocab_size, info->padded_vocab_size, info->num_params,
            (double)info->device_bytes / 1048576.0);
+    printf("family: %s\n", info->family);
     if (info->coopmat[0])
         printf("coopmat: %s\n", info->coopmat);
     if (info->param_copy_bytes)

@@ -402,6 +402,7 @@ void vkg_trainer_get_info(const vkg_trainer_t *t, vkg_trainer_info *info)
     info->layers = t->mcfg.num_layers, info->heads = t->mcfg.num_heads;
     info->channels = t->mcfg.channels, info->max_seq_len = t->mcfg.max_seq_len;
     info->vocab_size = t->mcfg.vocab_size, info->padded_vocab_size = t->mcfg.padded_vocab_size;
+    vkg_model_describe(&t->mcfg, info->family, sizeof info->family);
     info->num_params = vkg_model_num_params(&t->mcfg);
     info->device_bytes = vkg_strategy_device_bytes(t->par);
     info->batch = t->B, info->seq = t->T, info->accum_steps = t->accum_steps;
