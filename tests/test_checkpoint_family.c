@@ -186,25 +186,13 @@ static void test_gpt2_writes_model_bin(void **state)
     vkg_checkpoint_deinit(&c);
 }
 
-/* Bitwise CRC-32 (IEEE) of n bytes. */
-static uint32_t crc32_ref(const unsigned char *p, size_t n)
-{
-    uint32_t c = 0xffffffffu;
-    for (size_t i = 0; i < n; i++) {
-        c ^= p[i];
-        for (int k = 0; k < 8; k++)
-            c = (c >> 1) ^ (0xedb88320u & (0u - (c & 1u)));
-    }
-    return ~c;
-}
-
 /* Set header slot `slot` of the state file at path to value, the trailing CRC made valid. */
 static void poke_state(const char *path, int slot, uint32_t value)
 {
     size_t n;
     unsigned char *b = vkg_test_must_read(path, &n);
     memcpy(b + 4 * slot, &value, 4);
-    uint32_t crc = crc32_ref(b, n - 4);
+    uint32_t crc = vkg_test_crc32(b, n - 4);
     memcpy(b + n - 4, &crc, 4);
     vkg_ck_spit(path, b, n);
     free(b);
@@ -239,11 +227,16 @@ static void test_documented_slots_and_hostile_header(void **state)
     const char *path = step_file(f, 1, "state.bin");
     poke_state(path, 65, 1u << 30); /* head_dim 2^30: q's rows past an int */
     assert_int_equal(vkg_statefile_read(path, &sc, &st, &np, NULL, NULL), VKG_ERR_FORMAT);
-    vkg_ck_expect_msg(path, "implausible");
+    vkg_ck_expect_msg(path, "more than 2^31 - 1");
     poke_state(path, 65, 16);
     poke_state(path, 66, 0x7fffffffu); /* mlp_hidden 2^31 - 1: the gate and up rows past an int */
     assert_int_equal(vkg_statefile_read(path, &sc, &st, &np, NULL, NULL), VKG_ERR_FORMAT);
+    vkg_ck_expect_msg(path, "more than 2^31 - 1");
+    poke_state(path, 66, 48);
+    poke_state(path, 4, 1u << 30); /* 2^30 layers: valid shapes, an implausible count */
+    assert_int_equal(vkg_statefile_read(path, &sc, &st, &np, NULL, NULL), VKG_ERR_FORMAT);
     vkg_ck_expect_msg(path, "implausible");
+    poke_state(path, 4, (uint32_t)x.cfg.num_layers);
     poke_state(path, 66, 48);
     assert_int_equal(vkg_statefile_read(path, &sc, &st, &np, NULL, NULL), VKG_OK);
     free_model(&x);

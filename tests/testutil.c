@@ -298,3 +298,14 @@ int vkg_test_tree_copy(const char *from, const char *to)
     vkg_os_paths_free(&names);
     return rc;
 }
+
+uint32_t vkg_test_crc32(const unsigned char *p, size_t n)
+{
+    uint32_t c = 0xffffffffu;
+    for (size_t i = 0; i < n; i++) {
+        c ^= p[i];
+        for (int k = 0; k < 8; k++)
+            c = (c >> 1) ^ (0xedb88320u & (0u - (c & 1u)));
+    }
+    return ~c;
+}

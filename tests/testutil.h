@@ -14,6 +14,8 @@ typedef struct vkg_test_rng {
 } vkg_test_rng;
 
 void vkg_test_rng_seed(vkg_test_rng *r, uint64_t seed);
+/* CRC-32 (IEEE/zlib) of n bytes, bit by bit: independent of the library's table-driven one. */
+uint32_t vkg_test_crc32(const unsigned char *p, size_t n);
 uint64_t vkg_test_rng_u64(vkg_test_rng *r);
 /* uniform in [lo, hi) */
 float vkg_test_rng_uniform(vkg_test_rng *r, float lo, float hi);

@@ -180,18 +180,25 @@ done:
     return rc;
 }
 
+/* Write the initial model of c (st: how reading or checking c went) into dir. */
+static int write_initial(vkg_status st, const vkg_model_config *c, const char *dir,
+                         const char *seed)
+{
+    float *p = st == VKG_OK ? malloc(vkg_model_num_params(c) * sizeof *p) : NULL;
+    if (!p)
+        return fail("the configuration", st ? st : VKG_ERR_NOMEM);
+    vkg_model_init_params(c, p, strtoull(seed, NULL, 10));
+    st = vkg_hf_model_write(dir, c, p, 0);
+    free(p);
+    return st == VKG_OK ? 0 : fail("writing", st);
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 5 && !strcmp(argv[1], "initcfg")) {
         vkg_model_config c;
         vkg_status st = vkg_hf_config_read(argv[4], &c);
-        float *p = st == VKG_OK ? malloc(vkg_model_num_params(&c) * sizeof *p) : NULL;
-        if (!p)
-            return fail("the configuration", st ? st : VKG_ERR_NOMEM);
-        vkg_model_init_params(&c, p, strtoull(argv[3], NULL, 10));
-        st = vkg_hf_model_write(argv[2], &c, p, 0);
-        free(p);
-        return st == VKG_OK ? 0 : fail("writing", st);
+        return write_initial(st, &c, argv[2], argv[3]);
     }
     if (argc == 10 && !strcmp(argv[1], "train"))
         return train(argv);
@@ -202,14 +209,7 @@ int main(int argc, char **argv)
                               .max_seq_len = atoi(argv[7]),
                               .vocab_size = atoi(argv[8])};
         c.padded_vocab_size = vkg_model_pad_vocab(c.vocab_size);
-        vkg_status st = vkg_model_config_validate(&c);
-        float *p = st == VKG_OK ? malloc(vkg_model_num_params(&c) * sizeof *p) : NULL;
-        if (!p)
-            return fail("the configuration", st ? st : VKG_ERR_NOMEM);
-        vkg_model_init_params(&c, p, strtoull(argv[3], NULL, 10));
-        st = vkg_hf_model_write(argv[2], &c, p, 0);
-        free(p);
-        return st == VKG_OK ? 0 : fail("writing", st);
+        return write_initial(vkg_model_config_validate(&c), &c, argv[2], argv[3]);
     }
     if ((argc == 5 || (argc == 6 && !strcmp(argv[5], "bf16"))) && !strcmp(argv[1], "logits"))
         return logits(argv[2], argv[3], argv[4], argc == 6 ? VKG_PRECISION_BF16 : 0);
