@@ -21,14 +21,15 @@
  *  - sampling after 3 steps through pp = 2 and pp = 4 writes one device's text;
  *  - the Llama family (rank_threads.h; Llama tied, Qwen3 untied with QK-norm and head_dim 16,
  *    Qwen2 tied with q/k/v biases) against one device, the comparisons above: Llama with
- *    pp = 2 M = 4 1F1B, pp = 4 M = 4 GPipe and ZB-H1 and dp = 2 x pp = 2 M = 4 1F1B, Qwen3 with
- *    the same but GPipe, Qwen2 with GPipe and dp x pp. The tied models as GPT-2 (all but wte
- *    bitwise after one step, wte within 1e-6: measured 1e-8), the untied one bitwise in every
- *    parameter after one step (wte is the first stage's alone, lm_head the last's: no gradient is
- *    summed across stages); five steps with clipping within 1e-5 for all three (the global norm
- *    adds the stages' parts in another order: untied, pp = 2 ends 3e-9 apart, pp = 4 happened to
- *    end bitwise; not asserted). ZeRO-1 under dp = 2 x pp = 2 (1F1B, ZB-H1) bitwise PP x DP on
- *    Llama. Not resumed: checkpoints hold GPT-2 only for now;
+ *    pp = 2 M = 4 1F1B, pp = 4 M = 4 GPipe and ZB-H1 and dp = 2 x pp = 2 M = 4 1F1B, one step
+ *    and five; Qwen3 with the same but GPipe and Qwen2 with GPipe and dp x pp, one step. The tied
+ *    models as GPT-2 (all but wte bitwise after one step, wte within 1e-6: measured 1e-8), the
+ *    untied one bitwise in every parameter after one step (wte is the first stage's alone,
+ *    lm_head the last's: no gradient is summed across stages); five steps with clipping within
+ *    1e-5 (the global norm adds the stages' parts in another order; untied, measured once: pp = 2
+ *    ends 3e-9 apart, pp = 4 happened to end bitwise, not asserted). ZeRO-1 under dp = 2 x
+ *    pp = 2 (1F1B, ZB-H1) bitwise PP x DP on Llama. Not resumed: checkpoints hold GPT-2 only for
+ *    now;
  *  - refusals naming the fix: more stages than layers, ranks not a multiple of --pp, fewer
  *    micro-batches than stages under 1F1B, a --pp-layers list that does not sum to L, and a stage
  *    that does not fit its device (named with what it needs and what the device has, before
@@ -280,8 +281,8 @@ typedef struct pp_case {
 } pp_case;
 
 /* Each case against one device: one step with clipping off (expect_one_step; within 1e-5 under
- * dp), five with clipping on (expect_close). */
-static void equals_one_device(vkg_test_family f, const pp_case *cases, size_t n)
+ * dp), and (five) five with clipping on (expect_close). */
+static void equals_one_device(vkg_test_family f, const pp_case *cases, size_t n, int five)
 {
     for (size_t k = 0; k < n; k++) {
         int M = cases[k].micro;
@@ -292,8 +293,10 @@ static void equals_one_device(vkg_test_family f, const pp_case *cases, size_t n)
         one1.family = p1.family = one5.family = p5.family = f;
         if (cases[k].dp > 1) /* the reference: one device with the same rows per micro-batch */
             one1.batch = one5.batch = B;
-        run_job(&one1), run_job(&p1), run_job(&one5), run_job(&p5);
-        expect_ok(&one1), expect_ok(&p1), expect_ok(&one5), expect_ok(&p5);
+        run_job(&one1), run_job(&p1);
+        expect_ok(&one1), expect_ok(&p1);
+        if (five)
+            run_job(&one5), run_job(&p5), expect_ok(&one5), expect_ok(&p5);
         char what[96];
         snprintf(what, sizeof what, "%s %s, 1 step, clipping off", vkg_test_family_name(f),
                  cases[k].name);
@@ -303,7 +306,8 @@ static void equals_one_device(vkg_test_family f, const pp_case *cases, size_t n)
             expect_close(what, &p1, &one1, 0, 1);
         snprintf(what, sizeof what, "%s %s, %d steps, clipping on", vkg_test_family_name(f),
                  cases[k].name, STEPS);
-        expect_close(what, &p5, &one5, 0, STEPS);
+        if (five)
+            expect_close(what, &p5, &one5, 0, STEPS);
         free(one1.params), free(p1.params), free(one5.params), free(p5.params);
     }
 }
@@ -316,11 +320,12 @@ static void test_equals_one_device(void **state)
         {2, 1, 8, 0, "pp=2 M=8 1F1B"},  {4, 1, 8, 0, "pp=4 M=8 1F1B"},
         {4, 1, 4, 1, "pp=4 M=4 GPipe"}, {2, 2, 4, 0, "dp=2 x pp=2 M=4 1F1B"},
     };
-    equals_one_device(VKG_TEST_GPT2, cases, sizeof cases / sizeof cases[0]);
+    equals_one_device(VKG_TEST_GPT2, cases, sizeof cases / sizeof cases[0], 1);
 }
 
 /* The Llama family (rank_threads.h) against one device: Llama with GPipe, 1F1B, ZB-H1 and
- * dp x pp; Qwen3 (untied) with 1F1B, ZB-H1 and dp x pp; Qwen2 with GPipe and dp x pp. */
+ * dp x pp, one step and five; Qwen3 (untied) with 1F1B, ZB-H1 and dp x pp and Qwen2 with GPipe
+ * and dp x pp, one step (what differs from Llama is there from the first step). */
 static const pp_case family_cases[] = {
     {2, 1, 4, VKG_PP_1F1B, "pp=2 M=4 1F1B"},
     {4, 1, 4, VKG_PP_ZBH1, "pp=4 M=4 ZB-H1"},
@@ -331,19 +336,19 @@ static const pp_case family_cases[] = {
 static void test_equals_one_device_llama(void **state)
 {
     (void)state;
-    equals_one_device(VKG_TEST_LLAMA, family_cases, 4);
+    equals_one_device(VKG_TEST_LLAMA, family_cases, 4, 1);
 }
 
 static void test_equals_one_device_qwen3(void **state)
 {
     (void)state;
-    equals_one_device(VKG_TEST_QWEN3, family_cases, 3);
+    equals_one_device(VKG_TEST_QWEN3, family_cases, 3, 0);
 }
 
 static void test_equals_one_device_qwen2(void **state)
 {
     (void)state;
-    equals_one_device(VKG_TEST_QWEN2, family_cases + 2, 2);
+    equals_one_device(VKG_TEST_QWEN2, family_cases + 2, 2, 0);
 }
 
 /* Copy checkpoint folder `from` to `to` (replacing it) without its step-5 checkpoint. */
