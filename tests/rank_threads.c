@@ -126,3 +126,34 @@ void vkg_test_write_shard(const char *path, size_t n, uint64_t seed, int vocab, 
     assert_int_equal(vkg_shard_write(path, tok, n), VKG_OK);
     free(tok);
 }
+
+const char *vkg_test_family_name(vkg_test_family f)
+{
+    static const char *const names[] = {"gpt2", "llama", "qwen3", "qwen2"};
+    return names[f];
+}
+
+const char *vkg_test_family_config(vkg_test_family f, int layers, int vocab, int max_pos, char *out,
+                                   size_t cap)
+{
+    if (f == VKG_TEST_GPT2)
+        return NULL;
+    /* heads, kv heads, head_dim (0: none written), tied */
+    static const int shape[][4] = {{0}, {4, 2, 0, 1}, {4, 2, 16, 0}, {2, 1, 0, 1}};
+    char name[64], head_dim[32] = "";
+    snprintf(name, sizeof name, "%s_L%d.json", vkg_test_family_name(f), layers);
+    vkg_test_path_in(out, cap, name);
+    if (shape[f][2])
+        snprintf(head_dim, sizeof head_dim, "\"head_dim\":%d,", shape[f][2]);
+    FILE *fp = fopen(out, "w");
+    assert_non_null(fp);
+    fprintf(fp,
+            "{\"model_type\":\"%s\",\"hidden_size\":32,\"intermediate_size\":48,"
+            "\"num_hidden_layers\":%d,\"num_attention_heads\":%d,\"num_key_value_heads\":%d,%s"
+            "\"vocab_size\":%d,\"max_position_embeddings\":%d,\"rms_norm_eps\":1e-5,"
+            "\"rope_theta\":10000.0,\"tie_word_embeddings\":%s,\"hidden_act\":\"silu\"}\n",
+            vkg_test_family_name(f), layers, shape[f][0], shape[f][1], head_dim, vocab, max_pos,
+            shape[f][3] ? "true" : "false");
+    assert_int_equal(fclose(fp), 0);
+    return out;
+}

@@ -54,4 +54,20 @@ void vkg_test_path_in(char *out, size_t cap, const char *name);
  * token t is followed by (7t + 3) mod vocab three times in four, so a model can learn it. */
 void vkg_test_write_shard(const char *path, size_t n, uint64_t seed, int vocab, int markov);
 
+/* The model families the strategy tests run their comparisons on besides GPT-2 (hidden size 32):
+ *  - LLAMA: 4 heads over 2 kv heads (GQA), RMSNorm, rope, SwiGLU (48), tied head, no biases;
+ *  - QWEN3: QK-norm, an untied lm_head, head_dim 16 (not 32/4), 4 heads over 2 kv heads;
+ *  - QWEN2: q/k/v biases, tied, 2 heads over 1 kv head (MQA). */
+typedef enum { VKG_TEST_GPT2, VKG_TEST_LLAMA, VKG_TEST_QWEN3, VKG_TEST_QWEN2 } vkg_test_family;
+
+/* The family's name ("gpt2", "llama", "qwen3", "qwen2"). */
+const char *vkg_test_family_name(vkg_test_family f);
+
+/* For GPT2: NULL (the trainer's GPT-2 fields describe the model). Otherwise writes the family's
+ * config.json (layers, vocab, max positions) as <name>_L<layers>.json in the test's folder and
+ * returns out (cap bytes) holding its path, for vkg_train_config.model. Fails the test when the
+ * file cannot be written. */
+const char *vkg_test_family_config(vkg_test_family f, int layers, int vocab, int max_pos, char *out,
+                                   size_t cap);
+
 #endif

@@ -22,7 +22,12 @@
  *    resumes on 2 ranks with (3,1) (world size and split change, total batch kept), continuing
  *    exactly like the uninterrupted run;
  *  - when rank 0 fails (its checkpoint cannot be written, mid-run or at the end; a call of its
- *    own fails), rank 1 fails too with an error naming rank 0 and the cause. */
+ *    own fails), rank 1 fails too with an error naming rank 0 and the cause;
+ *  - the first comparison (but for the discrete-like devices: the same tolerances, the copy path
+ *    bitwise zero-copy, a bucket per gradient unit: L + 3) again on three Llama-family configs
+ * (rank_threads.h): Llama (GQA 4/2, RMSNorm, rope, SwiGLU, tied head, no wpe: its embeddings unit
+ * is empty but still a bucket), Qwen3 (QK-norm, head_dim 16 != C/NH, an untied lm_head) and Qwen2
+ * (q/k/v biases, one kv head). Not resumed: checkpoints hold GPT-2 only for now. */
 #include <math.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -90,6 +95,8 @@ typedef struct job {
     char err[MAXR][512];
     size_t nparams;
     int nbuckets;
+    vkg_test_family family; /* the model: GPT-2 of L, NH, C, or a config.json of this family */
+    char model[600];        /* its path (run_job writes it) */
 } job;
 
 static void write_shard(const char *name, size_t n, uint64_t seed)
@@ -120,6 +127,7 @@ static void *run_rank(void *p)
     vkg_test_path_in(val, sizeof val, "val.bin");
     vkg_train_config c = vkg_test_rank_config();
     c.layers = L, c.heads = NH, c.channels = C, c.max_seq_len = MAXT, c.vocab_size = V;
+    c.model = j->family == VKG_TEST_GPT2 ? NULL : j->model;
     c.seed = 77, c.data = data, c.val_data = val, c.shuffle = 0;
     c.batch = j->batch, c.seq = odd && j->odd_what == ODD_SEQ ? T / 2 : T;
     c.total_batch = j->total;
@@ -189,6 +197,7 @@ static void *run_rank(void *p)
 /* Run every rank of j as a thread; returns with the results in j. */
 static void run_job(job *j)
 {
+    vkg_test_family_config(j->family, L, V, MAXT, j->model, sizeof j->model);
     vkg_test_run_ranks(j->world, j, run_rank);
 }
 
@@ -270,12 +279,21 @@ static job ranks(int world, const int *b, long long total)
     return j;
 }
 
-static void test_two_ranks_match_one(void **state)
+/* buf (160 bytes) = what, after the family's name unless GPT-2; returns buf. */
+static const char *named(vkg_test_family f, const char *what, char *buf)
 {
-    (void)state;
+    snprintf(buf, 160, "%s%s%s", f == VKG_TEST_GPT2 ? "" : vkg_test_family_name(f),
+             f == VKG_TEST_GPT2 ? "" : ": ", what);
+    return buf;
+}
+
+static void two_ranks_match_one(vkg_test_family f)
+{
     enum { B = 4 };
     job one = single(B, B * T), accum = single(B / 2, B * T);
+    one.family = accum.family = f;
     job two = ranks(2, (const int[]){B / 2, B / 2}, B * T);
+    two.family = f;
     job buckets = two, flat = two;
     buckets.bucket_bytes = 1; /* a bucket per layer: 5 lists, overlapped (zero-copy) */
     flat.bucket_bytes = -1;   /* one allreduce after the backward pass */
@@ -284,25 +302,59 @@ static void test_two_ranks_match_one(void **state)
     staged.staging = 1;                              /* zero-copy as on a discrete GPU */
     staged_copy.staging = staged_copy.copy_path = 1; /* packs from host copies */
     job *runs[] = {&one, &accum, &two, &buckets, &flat, &mapped, &staged, &staged_copy};
-    for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++)
+    /* the Llama family: not the discrete-like devices (what they change is not the model's) */
+    size_t n = f == VKG_TEST_GPT2 ? sizeof runs / sizeof runs[0] : 6;
+    char what[160];
+    for (size_t i = 0; i < n; i++)
         run_job(runs[i]), expect_ok(runs[i]);
-    for (size_t i = 3; i < sizeof runs / sizeof runs[0]; i++)
+    for (size_t i = 3; i < n; i++) /* L + 3 units: a tied head without wpe has an empty one */
         assert_int_equal(runs[i]->nbuckets, runs[i] == &flat ? 0 : L + 3);
-    assert_true(buckets.can_import == staged.can_import);
     expect_bucket_path(&buckets), expect_bucket_path(&mapped);
-    expect_bucket_path(&staged), expect_bucket_path(&staged_copy);
-    expect_same_run("2 ranks B/2, a bucket per layer vs 1 rank B", &buckets, &one, STEPS);
-    expect_same_run("2 ranks B/2, no overlap vs 1 rank B", &flat, &one, STEPS);
-    expect_bitwise("buckets zero-copy vs by the copy path", &buckets, &mapped);
-    expect_bitwise("buckets zero-copy vs zero-copy on a discrete-like device", &buckets, &staged);
-    expect_bitwise("buckets zero-copy vs by the copy path through host copies", &buckets,
-                   &staged_copy);
+    expect_same_run(named(f, "2 ranks B/2, a bucket per layer vs 1 rank B", what), &buckets, &one,
+                    STEPS);
+    expect_same_run(named(f, "2 ranks B/2, no overlap vs 1 rank B", what), &flat, &one, STEPS);
+    expect_bitwise(named(f, "buckets zero-copy vs by the copy path", what), &buckets, &mapped);
+    if (n == sizeof runs / sizeof runs[0]) {
+        assert_true(buckets.can_import == staged.can_import);
+        expect_bucket_path(&staged), expect_bucket_path(&staged_copy);
+        expect_bitwise("buckets zero-copy vs zero-copy on a discrete-like device", &buckets,
+                       &staged);
+        expect_bitwise("buckets zero-copy vs by the copy path through host copies", &buckets,
+                       &staged_copy);
+    }
     free_job(&buckets), free_job(&flat), free_job(&mapped), free_job(&staged);
     free_job(&staged_copy);
     assert_true(one.loss[0] > 0.0f && one.loss[STEPS - 1] < one.loss[0]);
-    expect_same_run("1 rank B/2 x 2 accumulation vs 1 rank B", &accum, &one, STEPS);
-    expect_same_run("2 ranks B/2 vs 1 rank B", &two, &one, STEPS);
+    expect_same_run(named(f, "1 rank B/2 x 2 accumulation vs 1 rank B", what), &accum, &one, STEPS);
+    expect_same_run(named(f, "2 ranks B/2 vs 1 rank B", what), &two, &one, STEPS);
     free_job(&one), free_job(&accum), free_job(&two);
+}
+
+static void test_two_ranks_match_one(void **state)
+{
+    (void)state;
+    two_ranks_match_one(VKG_TEST_GPT2);
+}
+
+/* The same comparisons on the Llama family (rank_threads.h): GQA, RMSNorm, rope, SwiGLU and a tied
+ * head without wpe; QK-norm, another head_dim and an untied lm_head (its own gradient unit); q/k/v
+ * biases over one kv head. */
+static void test_two_ranks_match_one_llama(void **state)
+{
+    (void)state;
+    two_ranks_match_one(VKG_TEST_LLAMA);
+}
+
+static void test_two_ranks_match_one_qwen3(void **state)
+{
+    (void)state;
+    two_ranks_match_one(VKG_TEST_QWEN3);
+}
+
+static void test_two_ranks_match_one_qwen2(void **state)
+{
+    (void)state;
+    two_ranks_match_one(VKG_TEST_QWEN2);
 }
 
 static void test_unequal_ranks_are_token_weighted(void **state)
@@ -535,6 +587,9 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_two_ranks_match_one),
+        cmocka_unit_test(test_two_ranks_match_one_llama),
+        cmocka_unit_test(test_two_ranks_match_one_qwen3),
+        cmocka_unit_test(test_two_ranks_match_one_qwen2),
         cmocka_unit_test(test_shm_equals_zmq),
         cmocka_unit_test(test_unequal_ranks_are_token_weighted),
         cmocka_unit_test(test_lr_scale),

@@ -29,7 +29,12 @@
  *    within the tolerance (the exchange's rounding is independent of the model's precision);
  *  - bf16 exchange on one rank, or with a dtype other than fp32 and bf16, is refused naming
  *    --grad-dtype; ranks that disagree on it are refused naming the field;
- *  - the start-up description says "bf16 (" on every bf16 path and "fp32" by default. */
+ *  - the start-up description says "bf16 (" on every bf16 path and "fp32" by default;
+ *  - the first comparison (2 and 3 ranks with bf16 exchange against one device, the same
+ *    tolerances, the copy path bitwise) on Llama (rank_threads.h: GQA, RMSNorm, rope, SwiGLU,
+ *    tied), and --precision bf16 with bf16 exchange within the tolerance on Llama and on Qwen3
+ *    (whose QK-norm keeps q, k, v and the attention output in fp32 under bf16: its kernel is
+ *    fp32's). */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -71,6 +76,8 @@ typedef struct job {
     float *params[MAXR];
     vkg_status st[MAXR];
     char err[MAXR][512];
+    vkg_test_family family; /* the model: GPT-2 of L, NH, C, or a config.json of this family */
+    char model[600];        /* its path (run_ok writes it) */
 } job;
 
 static int group_setup(void **state)
@@ -93,6 +100,7 @@ static vkg_train_config config_of(const job *j, const vkg_test_rank *a, char *da
     vkg_test_path_in(val, 600, "val.bin");
     vkg_train_config c = vkg_test_rank_config();
     c.layers = L, c.heads = NH, c.channels = C, c.max_seq_len = MAXT, c.vocab_size = V;
+    c.model = j->family == VKG_TEST_GPT2 ? NULL : j->model;
     c.seed = 79, c.data = data, c.val_data = val, c.shuffle = 0;
     c.batch = j->batch, c.seq = T, c.total_batch = 4 * T;
     c.steps = STEPS, c.lr = 3e-3f, c.warmup = 1, c.weight_decay = 0.1f, c.grad_clip = 1.0f;
@@ -142,6 +150,7 @@ static void *run_rank(void *p)
 /* Run j; every rank must succeed and (without a pipeline) hold rank 0's parameters. */
 static void run_ok(job *j)
 {
+    vkg_test_family_config(j->family, L, V, MAXT, j->model, sizeof j->model);
     vkg_test_run_ranks(j->world, j, run_rank);
     vkg_test_ranks_ok(j->world, j->st, j->err[0], sizeof j->err[0], j->pp ? NULL : j->params,
                       j->nparams);
@@ -220,9 +229,8 @@ static void expect_exchange(const job *j, const char *prefix)
         fail_msg("gradient exchange '%s', expected '%s...'", j->exchange, prefix);
 }
 
-static void test_two_and_three_ranks_match_one(void **state)
+static void two_and_three_ranks_match_one(vkg_test_family f)
 {
-    (void)state;
     const int b2[2] = {2, 2}, b3[3] = {2, 1, 1};
     job one = single(), fp32 = ranks(2, b2, 1);
     fp32.dtype = VKG_COMM_F32;
@@ -231,7 +239,7 @@ static void test_two_and_three_ranks_match_one(void **state)
     copied.copy_path = 1;
     job *runs[] = {&one, &fp32, &per_layer, &flat, &copied, &three};
     for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++)
-        run_ok(runs[i]);
+        runs[i]->family = f, run_ok(runs[i]);
     expect_exchange(&fp32, "fp32");
     expect_exchange(&per_layer, "bf16 ("), expect_exchange(&flat, "bf16 (");
     assert_true(one.loss[STEPS - 1] < one.loss[0]);
@@ -247,6 +255,18 @@ static void test_two_and_three_ranks_match_one(void **state)
     expect_bitwise("2 ranks bf16: zero-copy vs the copy path", &per_layer, &copied);
     for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++)
         free_job(runs[i]);
+}
+
+static void test_two_and_three_ranks_match_one(void **state)
+{
+    (void)state;
+    two_and_three_ranks_match_one(VKG_TEST_GPT2);
+}
+
+static void test_two_and_three_ranks_match_one_llama(void **state)
+{
+    (void)state;
+    two_and_three_ranks_match_one(VKG_TEST_LLAMA);
 }
 
 static void test_deterministic(void **state)
@@ -295,14 +315,31 @@ static void test_pipeline(void **state)
     free_job(&one), free_job(&pipe), free_job(&fp32);
 }
 
+static void bf16_precision(vkg_test_family f)
+{
+    job one = single(), two = ranks(2, (const int[]){2, 2}, 1);
+    one.precision = two.precision = VKG_PRECISION_BF16;
+    one.family = two.family = f;
+    run_ok(&one), run_ok(&two);
+    char what[96];
+    snprintf(what, sizeof what, "%s --precision bf16: 2 ranks bf16 exchange vs 1 rank",
+             vkg_test_family_name(f));
+    expect_close(what, &two, &one);
+    free_job(&one), free_job(&two);
+}
+
 static void test_bf16_precision(void **state)
 {
     (void)state;
-    job one = single(), two = ranks(2, (const int[]){2, 2}, 1);
-    one.precision = two.precision = VKG_PRECISION_BF16;
-    run_ok(&one), run_ok(&two);
-    expect_close("--precision bf16: 2 ranks bf16 exchange vs 1 rank", &two, &one);
-    free_job(&one), free_job(&two);
+    bf16_precision(VKG_TEST_GPT2);
+}
+
+/* Llama; Qwen3, whose QK-norm keeps q, k, v and the attention output in fp32 under bf16. */
+static void test_bf16_precision_family(void **state)
+{
+    (void)state;
+    bf16_precision(VKG_TEST_LLAMA);
+    bf16_precision(VKG_TEST_QWEN3);
 }
 
 static void expect_refused(job j, vkg_status want, const char *needle)
@@ -332,10 +369,12 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_two_and_three_ranks_match_one),
+        cmocka_unit_test(test_two_and_three_ranks_match_one_llama),
         cmocka_unit_test(test_deterministic),
         cmocka_unit_test(test_zero_equals_dp),
         cmocka_unit_test(test_pipeline),
         cmocka_unit_test(test_bf16_precision),
+        cmocka_unit_test(test_bf16_precision_family),
         cmocka_unit_test(test_refused),
     };
     return cmocka_run_group_tests(tests, group_setup, vkg_test_dir_teardown);

@@ -14,7 +14,9 @@
  *    bitwise, the scale and its count included (the doubling comes at the same step);
  *  - bf16 with the cooperative-matrix kernel (emulated): the gradient products run on it only
  *    under loss scaling (the run says so), and 5 steps stay within 0.1 % of the loss of the same
- *    run on the other kernels (measured on lavapipe: 2.3e-5). */
+ *    run on the other kernels (measured on lavapipe: 2.3e-5);
+ *  - exact on Llama too (rank_threads.h: GQA, RMSNorm, rope, SwiGLU, tied): scaled bitwise
+ *    unscaled under data parallelism, ZeRO-1, a pipeline of 2 stages and DiLoCo. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -46,6 +48,8 @@ typedef struct job {
     size_t nparams;
     vkg_status st[MAXR];
     char err[MAXR][512];
+    vkg_test_family family; /* the model: GPT-2 of L, NH, C, or a config.json of this family */
+    char model[600];        /* its path (run_job writes it) */
 } job;
 
 static int group_setup(void **state)
@@ -67,6 +71,7 @@ static void *run_rank(void *p)
     vkg_test_path_in(data, sizeof data, "train.bin");
     vkg_train_config c = vkg_test_rank_config();
     c.layers = L, c.heads = NH, c.channels = C, c.max_seq_len = T, c.vocab_size = V;
+    c.model = j->family == VKG_TEST_GPT2 ? NULL : j->model;
     c.seed = 3, c.data = data, c.shuffle = 0;
     c.batch = 2, c.seq = T, c.total_batch = 4 * T;
     c.steps = j->steps, c.lr = 3e-3f, c.weight_decay = 0.1f, c.grad_clip = 1.0f;
@@ -127,6 +132,7 @@ static void *run_rank(void *p)
 
 static void run_job(job *j)
 {
+    vkg_test_family_config(j->family, L, V, T, j->model, sizeof j->model);
     vkg_test_run_ranks(j->world, j, run_rank);
     /* under a pipeline only rank 0's gather holds the whole model; DiLoCo's replicas differ
      * between outer steps */
@@ -193,6 +199,17 @@ static void test_exact_diloco(void **state)
 {
     (void)state;
     exact_case("DiLoCo, 2 ranks, H = 2", (job){.world = 2, .diloco = 1});
+}
+
+/* Llama (rank_threads.h): scaled bitwise unscaled under every strategy. */
+static void test_exact_llama(void **state)
+{
+    (void)state;
+    exact_case("llama, data parallel, 2 ranks", (job){.world = 2, .family = VKG_TEST_LLAMA});
+    exact_case("llama, ZeRO-1, 2 ranks", (job){.world = 2, .zero = 1, .family = VKG_TEST_LLAMA});
+    exact_case("llama, pipeline, 2 stages", (job){.world = 2, .pp = 2, .family = VKG_TEST_LLAMA});
+    exact_case("llama, DiLoCo, 2 ranks, H = 2",
+               (job){.world = 2, .diloco = 1, .family = VKG_TEST_LLAMA});
 }
 
 static void test_overflow(void **state)
@@ -295,6 +312,7 @@ int main(void)
         cmocka_unit_test(test_exact_zero1),  cmocka_unit_test(test_exact_pipeline),
         cmocka_unit_test(test_exact_diloco), cmocka_unit_test(test_overflow),
         cmocka_unit_test(test_resume),       cmocka_unit_test(test_bf16_coopmat),
+        cmocka_unit_test(test_exact_llama),
     };
     return cmocka_run_group_tests(tests, group_setup, vkg_test_dir_teardown);
 }

@@ -20,7 +20,11 @@
  *    there; an unsharded checkpoint of 2 ranks resumed with --zero 1 on 3 ranks continues bitwise
  *    like it resumed unsharded on 3;
  *  - --zero 1 alone or with --pp is refused naming the flag; ranks that disagree on --zero are
- *    refused naming the field. */
+ *    refused naming the field;
+ *  - the Llama family (rank_threads.h): --zero 1 bitwise the unsharded run with a bucket per layer
+ *    on 2 ranks (2,2) and 3 (2,1,1), for Llama (GQA, RMSNorm, rope, SwiGLU, tied) and Qwen3
+ *    (QK-norm, head_dim 16, untied lm_head); each rank's moments are its plan's share for both
+ *    tables. Not resumed: checkpoints hold GPT-2 only for now. */
 #include <math.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -63,6 +67,8 @@ typedef struct job {
     vkg_model_config mcfg;
     vkg_status st[MAXR];
     char err[MAXR][512];
+    vkg_test_family family; /* the model: GPT-2 of L, NH, C, or a config.json of this family */
+    char model[600];        /* its path (run_job writes it) */
 } job;
 
 static int group_setup(void **state)
@@ -87,6 +93,7 @@ static void *run_rank(void *p)
     vkg_test_path_in(val, sizeof val, "val.bin");
     vkg_train_config c = vkg_test_rank_config();
     c.layers = L, c.heads = NH, c.channels = C, c.max_seq_len = MAXT, c.vocab_size = V;
+    c.model = j->family == VKG_TEST_GPT2 ? NULL : j->model;
     c.seed = 78, c.data = data, c.val_data = val, c.shuffle = 0;
     c.batch = j->batch, c.seq = T, c.total_batch = 4 * T;
     c.steps = STEPS, c.lr = 3e-3f, c.warmup = 1, c.weight_decay = 0.1f, c.grad_clip = CLIP;
@@ -138,6 +145,7 @@ static void *run_rank(void *p)
 
 static void run_job(job *j)
 {
+    vkg_test_family_config(j->family, L, V, MAXT, j->model, sizeof j->model);
     vkg_test_run_ranks(j->world, j, run_rank);
 }
 
@@ -262,16 +270,44 @@ static void test_three_ranks_bitwise(void **state)
     free_job(&per_layer), free_job(&flat), free_job(&ring);
 }
 
-/* Each rank's optimizer is the plan's for its rank, and a 1/N share of the unsharded one. */
-static void test_moments_per_rank(void **state)
+/* The Llama family (rank_threads.h): --zero 1 bitwise the unsharded run on 2 ranks (2,2) and on
+ * 3 (2,1,1) with a bucket per layer. */
+static void zero_family(vkg_test_family f)
+{
+    char what[2][96];
+    job j[2] = {ranks(2, (const int[]){2, 2}, 0, 1), ranks(3, (const int[]){2, 1, 1}, 0, 1)};
+    const char *name[2] = {"2 ranks, a bucket per layer", "3 ranks, a bucket per layer"};
+    for (int k = 0; k < 2; k++) {
+        j[k].family = f;
+        snprintf(what[k], sizeof what[k], "%s: %s", vkg_test_family_name(f), name[k]);
+        job dp = zero_equals_dp(what[k], j[k]);
+        free_job(&dp);
+    }
+}
+
+static void test_llama_bitwise(void **state)
 {
     (void)state;
+    zero_family(VKG_TEST_LLAMA);
+}
+
+static void test_qwen3_bitwise(void **state)
+{
+    (void)state;
+    zero_family(VKG_TEST_QWEN3);
+}
+
+/* Each rank's optimizer is the plan's for its rank, and a 1/N share of the unsharded one. */
+static void moments_per_rank(vkg_test_family f)
+{
     job dp = ranks(2, (const int[]){2, 2}, 0, 1);
+    dp.family = f;
     dp.steps = 1;
     run_job(&dp);
     expect_ok(&dp);
     for (int N = 2; N <= 3; N++) {
         job z = ranks(N, N == 2 ? (const int[]){2, 2} : (const int[]){2, 1, 1}, 1, 1);
+        z.family = f;
         z.steps = 1;
         run_job(&z);
         expect_ok(&z);
@@ -285,10 +321,10 @@ static void test_moments_per_rank(void **state)
             chunk = pb[p + 1] - pb[p] > chunk ? pb[p + 1] - pb[p] : chunk;
         free(pb);
         for (int r = 0; r < N; r++) {
-            printf("%d ranks: rank %d holds the moments of [%zu, +%zu) of %zu parameters: %zu "
+            printf("%s, %d ranks: rank %d holds the moments of [%zu, +%zu) of %zu parameters: %zu "
                    "bytes of AdamW (plan %zu; unsharded %zu)\n",
-                   N, r, z.mfirst[r], z.mcount[r], n, z.opt_bytes[r], plan[r].optimizer,
-                   dp.opt_bytes[0]);
+                   vkg_test_family_name(f), N, r, z.mfirst[r], z.mcount[r], n, z.opt_bytes[r],
+                   plan[r].optimizer, dp.opt_bytes[0]);
             assert_int_equal(z.opt_bytes[r], plan[r].optimizer);
             assert_int_equal(z.mfirst[r], plan[r].first);
             assert_int_equal(z.mcount[r], plan[r].count);
@@ -306,6 +342,20 @@ static void test_moments_per_rank(void **state)
         free_job(&z);
     }
     free_job(&dp);
+}
+
+static void test_moments_per_rank(void **state)
+{
+    (void)state;
+    moments_per_rank(VKG_TEST_GPT2);
+}
+
+/* The plan with the Llama family's and an untied head's tables. */
+static void test_moments_per_rank_family(void **state)
+{
+    (void)state;
+    moments_per_rank(VKG_TEST_LLAMA);
+    moments_per_rank(VKG_TEST_QWEN3);
 }
 
 static void expect_same_file(const char *dir_a, const char *dir_b, const char *name)
@@ -392,9 +442,10 @@ static void test_refused(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_two_ranks_bitwise), cmocka_unit_test(test_three_ranks_bitwise),
-        cmocka_unit_test(test_moments_per_rank),  cmocka_unit_test(test_resume),
-        cmocka_unit_test(test_refused),
+        cmocka_unit_test(test_two_ranks_bitwise),       cmocka_unit_test(test_three_ranks_bitwise),
+        cmocka_unit_test(test_moments_per_rank),        cmocka_unit_test(test_resume),
+        cmocka_unit_test(test_llama_bitwise),           cmocka_unit_test(test_qwen3_bitwise),
+        cmocka_unit_test(test_moments_per_rank_family), cmocka_unit_test(test_refused),
     };
     return cmocka_run_group_tests(tests, group_setup, vkg_test_dir_teardown);
 }
