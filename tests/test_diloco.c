@@ -37,8 +37,8 @@
  *    tied wte's copies on the first and last stage stay bitwise equal (every checkpoint checks);
  *  - the first outer step bitwise the reference's on the Llama family (rank_threads.h): Llama
  *    (tied, no wpe) on 2 ranks in fp32 and int8, Qwen3 (untied lm_head, QK-norm) on 3 in fp32.
- *    Not for it: streaming fragments (in_fragment below spells out GPT-2's table), pipelines and
- *    resuming (checkpoints hold GPT-2 only for now);
+ *    Not for it here: streaming fragments (in_fragment below spells out GPT-2's table),
+ *    pipelines and resuming;
  *  - refused by name: one rank, --zero 1, --outer-delay with --pp, --inner-steps 0, --grad-dtype
  * bf16, more fragments than layers or inner steps, a delay longer than a round, --outer-mix 1, and
  *    resuming a DiLoCo checkpoint without --sync diloco, on another number of ranks or with a

@@ -24,10 +24,12 @@
  *  - when rank 0 fails (its checkpoint cannot be written, mid-run or at the end; a call of its
  *    own fails), rank 1 fails too with an error naming rank 0 and the cause;
  *  - the first comparison (but for the discrete-like devices: the same tolerances, the copy path
- *    bitwise zero-copy, a bucket per gradient unit: L + 3) again on three Llama-family configs
- * (rank_threads.h): Llama (GQA 4/2, RMSNorm, rope, SwiGLU, tied head, no wpe: its embeddings unit
- * is empty but still a bucket), Qwen3 (QK-norm, head_dim 16 != C/NH, an untied lm_head) and Qwen2
- * (q/k/v biases, one kv head). Not resumed: checkpoints hold GPT-2 only for now. */
+ *    bitwise zero-copy, a bucket per gradient unit: L + 3, L + 2 for a tied head without wpe)
+ *    again on three Llama-family configs
+ * (rank_threads.h): Llama (GQA 4/2, RMSNorm, rope, SwiGLU, tied head, no wpe: no embeddings
+ * unit, wte finishes with the classifier's), Qwen3 (QK-norm, head_dim 16 != C/NH, an untied
+ * lm_head) and Qwen2 (q/k/v biases, one kv head). Their resume across layouts is not run here
+ * (test_train resumes a Qwen 3-style model bit for bit on one device). */
 #include <math.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -307,8 +309,10 @@ static void two_ranks_match_one(vkg_test_family f)
     char what[160];
     for (size_t i = 0; i < n; i++)
         run_job(runs[i]), expect_ok(runs[i]);
-    for (size_t i = 3; i < n; i++) /* L + 3 units: a tied head without wpe has an empty one */
-        assert_int_equal(runs[i]->nbuckets, runs[i] == &flat ? 0 : L + 3);
+    for (size_t i = 3; i < n; i++) /* L + 3 units; L + 2 for a tied head without wpe */
+        assert_int_equal(runs[i]->nbuckets,
+                         runs[i] == &flat ? 0
+                                          : L + 3 - (f == VKG_TEST_LLAMA || f == VKG_TEST_QWEN2));
     expect_bucket_path(&buckets), expect_bucket_path(&mapped);
     expect_same_run(named(f, "2 ranks B/2, a bucket per layer vs 1 rank B", what), &buckets, &one,
                     STEPS);

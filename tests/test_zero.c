@@ -24,7 +24,7 @@
  *  - the Llama family (rank_threads.h): --zero 1 bitwise the unsharded run with a bucket per layer
  *    on 2 ranks (2,2) and 3 (2,1,1), for Llama (GQA, RMSNorm, rope, SwiGLU, tied) and Qwen3
  *    (QK-norm, head_dim 16, untied lm_head); each rank's moments are its plan's share for both
- *    tables. Not resumed: checkpoints hold GPT-2 only for now. */
+ *    tables. Not resumed here (test_pp resumes ZeRO-1 under pipelines on Llama). */
 #include <math.h>
 #include <pthread.h>
 #include <setjmp.h>

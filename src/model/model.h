@@ -174,7 +174,7 @@ vkg_status vkg_model_boundary_write(vkg_model *m, vkg_model_boundary which, int 
  * The gradients are completed in units, in this order: (last part) the classifier (the tied
  * embedding's classifier part, or the untied head), then the final norm; the layers from last to
  * first; (first part) the embeddings the head does not read (wpe; wte where untied or held by a
- * first part alone). */
+ * first part alone), where there are any. */
 #define VKG_MODEL_MAX_UNIT_RANGES 16
 int vkg_model_unit_count(const vkg_model *m);
 /* Unit u's gradients as float ranges (offset, count) of the gradient tensor. Returns n. */

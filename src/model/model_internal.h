@@ -162,6 +162,10 @@ int vkg__model_act_arena_tensors(const vkg_model_config *cfg, const vkg_model_op
 void vkg__model_roles(const vkg_param_table *t, int ix[VKG_MODEL_NUM_ROLES]);
 /* The classifier's role: WTE (tied) or LMHEAD. */
 int vkg__model_classifier(const vkg_model *m);
+/* 1 when the part's gradients end with a unit of embeddings the head does not read (wpe, or wte
+ * untied or without the head); 0 otherwise (a rotary model's whole part with a tied embedding
+ * finishes it in the classifier's unit and in the rows its caller adds). */
+int vkg__model_embed_unit(const vkg_model *m);
 /* Record every command list of m (record.c). */
 vkg_status vkg__model_record(vkg_model *m);
 

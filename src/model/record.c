@@ -405,7 +405,7 @@ static vkg_status record_backward_cut(vkg_model *m, int s, int pass, vkg_cmd **p
         VKG_TRY(record_attention_bwd(m, c, la, l, kept, dattproj));
         VKG_TRY(norm_bwd(m, c, dresidual, lp(m, m->g, LN1W, l), lp(m, m->g, LN1B, l), d->s.dln1,
                          residual, lp(m, m->p, LN1W, l), la->s.ln1_mean, la->s.ln1_rstd));
-        if (l > 0 || m->embed)
+        if (l > 0 || vkg__model_embed_unit(m)) /* the last unit is not announced */
             VKG_TRY(unit_done(cut, ctx, pc, &u));
     }
     if (!m->embed) /* dencoded holds the gradient of the input boundary */

@@ -33,7 +33,16 @@ struct vkg_model_split {
 
 int vkg_model_unit_count(const vkg_model *m)
 {
-    return (m->head ? 2 : 0) + m->nl + (m->embed ? 1 : 0);
+    return (m->head ? 2 : 0) + m->nl + vkg__model_embed_unit(m);
+}
+
+int vkg__model_embed_unit(const vkg_model *m)
+{
+    int cls = m->ix[vkg__model_classifier(m)];
+    for (int i = 0; m->embed && i < m->table.n; i++)
+        if (m->table.t[i].place == VKG_PARAM_EMBED && m->layout.count[i] && !(m->head && i == cls))
+            return 1;
+    return 0; /* no first part, or a whole model whose only embedding is the tied classifier */
 }
 
 int vkg_model_unit_ranges(const vkg_model *m, int u, size_t out[VKG_MODEL_MAX_UNIT_RANGES][2])
