@@ -116,6 +116,22 @@ def llama3(rng):
         processors.TemplateProcessing(single="<|begin_of_text|> $A",
                                       pair="<|begin_of_text|> $A <|begin_of_text|> $B:1",
                                       special_tokens=[("<|begin_of_text|>", bos)])])
+    # Whole words the merges do not reach, as Llama 3's vocabulary has: ignore_merges takes them.
+    spec = json.loads(tok.to_str())
+    vocab, added = spec["model"]["vocab"], 0
+    for doc in make_text(random.Random(5), [], 30_000):
+        for piece, _ in tok.pre_tokenizer.pre_tokenize_str(doc):
+            if len(piece) > 2 and piece not in vocab and added < 400:
+                vocab[piece] = max(vocab.values()) + 1
+                added += 1
+    tok = Tokenizer.from_str(json.dumps(spec))
+    spec["model"]["ignore_merges"] = False
+    plain = Tokenizer.from_str(json.dumps(spec))
+    probe = make_text(random.Random(7), [], 50_000)
+    changed = sum(a.ids != b.ids for a, b in zip(tok.encode_batch(probe), plain.encode_batch(probe)))
+    assert changed > 0, "ignore_merges changes nothing: the test would not see it"
+    print(f"llama3: {added} whole-word tokens outside the merges; ignore_merges changes "
+          f"{changed} of {len(probe)} probe documents")
     tok.add_tokens([AddedToken(" xyzzy", normalized=True, special=False)])
     cfg = {"bos_token": "<|begin_of_text|>", "eos_token": "<|end_of_text|>",
            "chat_template": "{% for m in messages %}{{ m['content'] }}{% endfor %}"}
