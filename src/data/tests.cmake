@@ -24,6 +24,11 @@ if(VKG_BUILD_TESTS)
                                VKG_MODEL_DIR="${PROJECT_SOURCE_DIR}/data/gpt2"
                                VKG_TEST_DATA="${PROJECT_SOURCE_DIR}/tests/data")
 endif()
+# Hugging Face tokenizer.json on small files: BPE, byte fallback, added tokens, the refusals.
+if(VKG_BUILD_TESTS)
+    vkg_add_test(test_hftok LABEL unit SOURCES ${PROJECT_SOURCE_DIR}/tests/test_hftok.c
+                 LIBS vkg_data)
+endif()
 # Hugging Face tokenizer.json (src/data/hftok.c, hfenc.c) against `tokenizers` itself
 # (tests/hf/hftok_check.py, in the virtual environment tests/CMakeLists.txt's hfmodel_hf uses,
 # whose transformers brings tokenizers): GPT-2's own vocabulary as a tokenizer.json and
