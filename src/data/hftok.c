@@ -64,6 +64,17 @@ static const char *type_of(const reader *r, long node)
     return s ? s : "";
 }
 
+/* Node i as an id: a whole number in [0, 2^24), else -1 (never a float-to-integer overflow). */
+static long id_of(const vkg__jt *t, long i)
+{
+    if (i < 0 || t->n[i].type != VKG_JT_NUM)
+        return -1;
+    double v = t->n[i].num;
+    if (!(v >= 0 && v < (double)(1 << 24)) || v != (double)(long)v)
+        return -1;
+    return (long)v;
+}
+
 static int flag(const reader *r, long obj, const char *key, int dflt)
 {
     long i = vkg__jt_get(&r->t, obj, key);
@@ -109,8 +120,8 @@ static vkg_status read_vocab(reader *r, long vocab, int V)
         size_t kl;
         const char *k = vkg__jt_key(&r->t, c, &kl);
         char shown[96];
-        long id = (long)r->t.n[c].num;
-        VKG_CHECK_GOTO(st, r->t.n[c].type == VKG_JT_NUM && id >= 0 && id < V && !src[id],
+        long id = id_of(&r->t, c);
+        VKG_CHECK_GOTO(st, id >= 0 && id < V && !src[id],
                        VKG_ERR_FORMAT, done,
                        "%s: model.vocab: token \"%s\" has no id of its own in [0, %d)", r->name,
                        vkg__escape(shown, sizeof shown, k, kl), V);
@@ -258,13 +269,11 @@ static vkg_status read_added(reader *r, long arr)
         char where[40];
         snprintf(where, sizeof where, "added_tokens[%d]", h->nadded);
         VKG_TRY(need_str(r, c, "content", where, &s, &n));
-        VKG_CHECK(id >= 0 && r->t.n[id].type == VKG_JT_NUM && r->t.n[id].num >= 0 &&
-                      r->t.n[id].num < (1 << 24) && n > 0,
-                  VKG_ERR_FORMAT, "%s: %s: expected a non-empty content and an id in [0, 2^24)",
-                  r->name, where);
+        VKG_CHECK(id_of(&r->t, id) >= 0 && n > 0, VKG_ERR_FORMAT,
+                  "%s: %s: expected a non-empty content and an id in [0, 2^24)", r->name, where);
         VKG_CHECK(!flag(r, c, "single_word", 0), VKG_ERR_UNSUPPORTED,
                   "%s: %s.single_word is true; vkgpt does not support it", r->name, where);
-        a->id = (int32_t)r->t.n[id].num;
+        a->id = (int32_t)id_of(&r->t, id);
         a->lstrip = flag(r, c, "lstrip", 0);
         a->rstrip = flag(r, c, "rstrip", 0);
         a->normalized = flag(r, c, "normalized", !flag(r, c, "special", 0));
@@ -496,11 +505,11 @@ static vkg_status read_template(reader *r, long node)
                                                                      "special_tokens"),
                                                   name),
                                "ids");
-        VKG_CHECK(ids >= 0 && r->t.n[ids].count == 1 &&
-                      r->t.n[r->t.n[ids].first].type == VKG_JT_NUM,
+        VKG_CHECK(ids >= 0 && r->t.n[ids].type == VKG_JT_ARR && r->t.n[ids].count == 1 &&
+                      id_of(&r->t, r->t.n[ids].first) >= 0,
                   VKG_ERR_FORMAT,
                   "%s: post_processor.special_tokens.%s.ids: expected one id", r->name, name);
-        int32_t id = (int32_t)r->t.n[r->t.n[ids].first].num;
+        int32_t id = (int32_t)id_of(&r->t, r->t.n[ids].first);
         int32_t *to = seen_a ? h->suffix : h->prefix;
         int *cnt = seen_a ? &h->nsuffix : &h->nprefix;
         VKG_CHECK(*cnt < 4, VKG_ERR_UNSUPPORTED, "%s: post_processor: too many special tokens",
@@ -565,12 +574,12 @@ static vkg_status read_decoder(reader *r, long node, int depth, int *kind, int *
     } else if (!strcmp(type, "Strip")) {
         long st = vkg__jt_get(&r->t, node, "start"), sp = vkg__jt_get(&r->t, node, "stop");
         s = vkg__jt_str(&r->t, vkg__jt_get(&r->t, node, "content"), &n);
-        VKG_CHECK(s && !strcmp(s, " ") && st >= 0 && r->t.n[st].num <= 1 && sp >= 0 &&
-                      r->t.n[sp].num == 0,
+        VKG_CHECK(s && !strcmp(s, " ") && id_of(&r->t, st) >= 0 && id_of(&r->t, st) <= 1 &&
+                      id_of(&r->t, sp) == 0,
                   VKG_ERR_UNSUPPORTED,
                   "%s: decoder Strip: only content \" \", start 0 or 1, stop 0 is supported",
                   r->name);
-        h->strip_start = (int)r->t.n[st].num;
+        h->strip_start = (int)id_of(&r->t, st);
     } else if (!strcmp(type, "Metaspace")) {
         s = vkg__jt_str(&r->t, vkg__jt_get(&r->t, node, "replacement"), &n);
         VKG_CHECK(s && !strcmp(s, SPM), VKG_ERR_UNSUPPORTED,
@@ -728,8 +737,8 @@ vkg_status vkg__hftok_parse(const char *name, const char *json, size_t n, const 
     VKG_TRY_GOTO(st, read_added(&r, vkg__jt_get(&r.t, 0, "added_tokens")), fail);
     long V = 0;
     for (long c = vocab >= 0 ? r.t.n[vocab].first : -1; c >= 0; c = r.t.n[c].next)
-        if (r.t.n[c].type == VKG_JT_NUM && r.t.n[c].num + 1 > V && r.t.n[c].num < (1 << 24))
-            V = (long)r.t.n[c].num + 1;
+        if (id_of(&r.t, c) + 1 > V)
+            V = id_of(&r.t, c) + 1;
     for (int i = 0; i < r.h->nadded; i++)
         V = r.h->added[i].id + 1 > V ? r.h->added[i].id + 1 : V;
     VKG_TRY_GOTO(st, read_model(&r, model, (int)V), fail);
