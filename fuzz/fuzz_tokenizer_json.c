@@ -10,8 +10,9 @@
 #include "data/hftok.h"
 #include "fuzz_util.h"
 
-static const char TEXT[] = "Hello, World! 123456 don't\t\n\n  \xc3\xa9t\xc3\xa9 \xe6\x97\xa5\xe6\x9c"
-                           "\xac <s> </s> <|endoftext|> \xf0\x9f\x98\x80 \xe2\x96\x81x \xff\xfe";
+static const char TEXT[] =
+    "Hello, World! 123456 don't\t\n\n  \xc3\xa9t\xc3\xa9 \xe6\x97\xa5\xe6\x9c"
+    "\xac <s> </s> <|endoftext|> \xf0\x9f\x98\x80 \xe2\x96\x81x \xff\xfe";
 
 static void encode_decode(const vkg__hftok *h, const char *text, size_t n)
 {

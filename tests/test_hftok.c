@@ -22,30 +22,32 @@
 #define NAME "dir/tokenizer.json"
 
 /* A SentencePiece-style BPE: a b ab, <unk>, two byte tokens, <s> added, TemplateProcessing. */
-#define SP_JSON(normalizer, pretok, decoder, model_extra)                                         \
-    "{\"version\": \"1.0\", \"truncation\": null, \"padding\": null,"                             \
-    " \"added_tokens\": [{\"id\": 5, \"content\": \"<s>\", \"single_word\": false,"               \
-    "   \"lstrip\": false, \"rstrip\": false, \"normalized\": false, \"special\": true},"         \
-    "  {\"id\": 6, \"content\": \"[M]\", \"lstrip\": true, \"rstrip\": true,"                     \
-    "   \"normalized\": false, \"special\": true}],"                                              \
-    " \"normalizer\": " normalizer ", \"pre_tokenizer\": " pretok ","                             \
-    " \"post_processor\": {\"type\": \"TemplateProcessing\", \"single\": ["                       \
-    "   {\"SpecialToken\": {\"id\": \"<s>\", \"type_id\": 0}}, {\"Sequence\": {\"id\": \"A\","    \
-    "   \"type_id\": 0}}], \"special_tokens\": {\"<s>\": {\"id\": \"<s>\", \"ids\": [5],"         \
-    "   \"tokens\": [\"<s>\"]}}},"                                                                \
-    " \"decoder\": " decoder ","                                                                  \
-    " \"model\": {\"type\": \"BPE\", \"dropout\": null, \"unk_token\": \"<unk>\","                \
-    "   \"continuing_subword_prefix\": null, \"end_of_word_suffix\": null, " model_extra          \
-    "   \"vocab\": {\"a\": 0, \"b\": 1, \"ab\": 2, \"<unk>\": 3, \"<0x63>\": 4, \"\xe2\x96\x81\": 7,"\
-    "     \"\xe2\x96\x81" "ab\": 8}, \"merges\": [\"a b\", [\"\xe2\x96\x81\", \"ab\"]]}}"
+#define SP_JSON(normalizer, pretok, decoder, model_extra)                                          \
+    "{\"version\": \"1.0\", \"truncation\": null, \"padding\": null,"                              \
+    " \"added_tokens\": [{\"id\": 5, \"content\": \"<s>\", \"single_word\": false,"                \
+    "   \"lstrip\": false, \"rstrip\": false, \"normalized\": false, \"special\": true},"          \
+    "  {\"id\": 6, \"content\": \"[M]\", \"lstrip\": true, \"rstrip\": true,"                      \
+    "   \"normalized\": false, \"special\": true}],"                                               \
+    " \"normalizer\": " normalizer ", \"pre_tokenizer\": " pretok ","                              \
+    " \"post_processor\": {\"type\": \"TemplateProcessing\", \"single\": ["                        \
+    "   {\"SpecialToken\": {\"id\": \"<s>\", \"type_id\": 0}}, {\"Sequence\": {\"id\": \"A\","     \
+    "   \"type_id\": 0}}], \"special_tokens\": {\"<s>\": {\"id\": \"<s>\", \"ids\": [5],"          \
+    "   \"tokens\": [\"<s>\"]}}},"                                                                 \
+    " \"decoder\": " decoder ","                                                                   \
+    " \"model\": {\"type\": \"BPE\", \"dropout\": null, \"unk_token\": \"<unk>\","                 \
+    "   \"continuing_subword_prefix\": null, \"end_of_word_suffix\": null, " model_extra           \
+    "   \"vocab\": {\"a\": 0, \"b\": 1, \"ab\": 2, \"<unk>\": 3, \"<0x63>\": 4, "                  \
+    "\"\xe2\x96\x81\": 7,"                                                                         \
+    "     \"\xe2\x96\x81"                                                                          \
+    "ab\": 8}, \"merges\": [\"a b\", [\"\xe2\x96\x81\", \"ab\"]]}}"
 
-#define SP_NORM                                                                                   \
-    "{\"type\": \"Sequence\", \"normalizers\": [{\"type\": \"Prepend\", \"prepend\": "            \
-    "\"\xe2\x96\x81\"}, {\"type\": \"Replace\", \"pattern\": {\"String\": \" \"}, \"content\": "  \
+#define SP_NORM                                                                                    \
+    "{\"type\": \"Sequence\", \"normalizers\": [{\"type\": \"Prepend\", \"prepend\": "             \
+    "\"\xe2\x96\x81\"}, {\"type\": \"Replace\", \"pattern\": {\"String\": \" \"}, \"content\": "   \
     "\"\xe2\x96\x81\"}]}"
-#define SP_DEC                                                                                    \
-    "{\"type\": \"Sequence\", \"decoders\": [{\"type\": \"Replace\", \"pattern\": {\"String\": "  \
-    "\"\xe2\x96\x81\"}, \"content\": \" \"}, {\"type\": \"ByteFallback\"}, {\"type\": \"Fuse\"}," \
+#define SP_DEC                                                                                     \
+    "{\"type\": \"Sequence\", \"decoders\": [{\"type\": \"Replace\", \"pattern\": {\"String\": "   \
+    "\"\xe2\x96\x81\"}, \"content\": \" \"}, {\"type\": \"ByteFallback\"}, {\"type\": \"Fuse\"},"  \
     " {\"type\": \"Strip\", \"content\": \" \", \"start\": 1, \"stop\": 0}]}"
 
 static vkg_status parse(const char *json, vkg__hftok **h)
@@ -156,12 +158,14 @@ static void test_refusals(void **state)
          "normalizer \"NFKC\" is not supported"},
         {SP_JSON("null", "{\"type\": \"Whitespace\"}", "null", ""), VKG_ERR_UNSUPPORTED,
          "pre_tokenizer \"Whitespace\" is not supported"},
-        {SP_JSON("null", "{\"type\": \"Split\", \"pattern\": {\"Regex\": \"(a\"}, \"behavior\": "
-                         "\"Isolated\", \"invert\": false}",
+        {SP_JSON("null",
+                 "{\"type\": \"Split\", \"pattern\": {\"Regex\": \"(a\"}, \"behavior\": "
+                 "\"Isolated\", \"invert\": false}",
                  "null", ""),
          VKG_ERR_FORMAT, "pre_tokenizer pattern \"(a\""},
-        {SP_JSON("null", "{\"type\": \"Split\", \"pattern\": {\"Regex\": \"a\"}, \"behavior\": "
-                         "\"MergedWithNext\", \"invert\": false}",
+        {SP_JSON("null",
+                 "{\"type\": \"Split\", \"pattern\": {\"Regex\": \"a\"}, \"behavior\": "
+                 "\"MergedWithNext\", \"invert\": false}",
                  "null", ""),
          VKG_ERR_UNSUPPORTED, "behavior \"MergedWithNext\""},
         {SP_JSON("null", "null", "{\"type\": \"WordPiece\"}", ""), VKG_ERR_UNSUPPORTED,
@@ -192,8 +196,7 @@ static void test_refusals(void **state)
         vkg__hftok *h = (vkg__hftok *)1;
         vkg_status st = parse(cases[i].json, &h);
         const char *msg = vkg_error_message();
-        if (st != cases[i].st || h || !strstr(msg, NAME ": ") ||
-            !strstr(msg, cases[i].says)) {
+        if (st != cases[i].st || h || !strstr(msg, NAME ": ") || !strstr(msg, cases[i].says)) {
             fprintf(stderr, "case %zu: status %d, message \"%s\"; wanted %d with \"%s\"\n", i,
                     (int)st, msg, (int)cases[i].st, cases[i].says);
             fail();

@@ -9,8 +9,9 @@
  * never produced from text ("<|endoftext|>" in text is encoded as ordinary characters); callers
  * insert vkg_tokenizer_eot() themselves (as document separators). A Hugging Face tokenizer
  * encodes as `tokenizers`' encode(text, add_special_tokens=True) does: its added tokens are
- * found in the text and its post-processor's tokens (a begin-of-sequence) are inserted. A tokenizer is immutable after
- * creation, so several threads may encode with one. No global state; no printing.
+ * found in the text and its post-processor's tokens (a begin-of-sequence) are inserted. A tokenizer
+ * is immutable after creation, so several threads may encode with one. No global state; no
+ * printing.
  */
 #ifndef VKGPT_TOKENIZER_H
 #define VKGPT_TOKENIZER_H

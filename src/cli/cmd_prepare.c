@@ -108,13 +108,13 @@ static int parse(int argc, char **argv, prepare_opts *o)
          "at most N tokens per shard file (default: 100000000)", 0, 1, INT32_MAX},
     };
     vkg_flags_result r;
-    int rc =
-        vkg_flags_parse(CMD,
-                        "[options] TEXT_FILE...\n  Tokenizes text files into llm.c token "
-                        "shards for `vkgpt train --data`, and writes the\n  llm.c tokenizer "
-                        "file that decodes them. Each document starts with end-of-text (with a\n  Hugging Face "
-                        "tokenizer whose post-processor inserts a begin-of-sequence: with that).",
-                        flags, (int)(sizeof flags / sizeof flags[0]), argc, argv, o->inputs, &r);
+    int rc = vkg_flags_parse(
+        CMD,
+        "[options] TEXT_FILE...\n  Tokenizes text files into llm.c token "
+        "shards for `vkgpt train --data`, and writes the\n  llm.c tokenizer "
+        "file that decodes them. Each document starts with end-of-text (with a\n  Hugging Face "
+        "tokenizer whose post-processor inserts a begin-of-sequence: with that).",
+        flags, (int)(sizeof flags / sizeof flags[0]), argc, argv, o->inputs, &r);
     if (rc)
         return rc == VKG_FLAGS_HELP ? 0 : 2;
     o->ninputs = r.npos;
@@ -146,8 +146,8 @@ static vkg_status add_doc(corpus *c, const vkg_tokenizer_t *tok, const char *tex
     if (n == 0)
         return VKG_OK;
     c->ndocs++;
-    vkg_status st = vkg_tokenizer_bos(tok) >= 0 ? VKG_OK
-                                                 : vkg_tokens_push(&c->tokens, vkg_tokenizer_eot(tok));
+    vkg_status st =
+        vkg_tokenizer_bos(tok) >= 0 ? VKG_OK : vkg_tokens_push(&c->tokens, vkg_tokenizer_eot(tok));
     if (st == VKG_OK)
         st = vkg_tokenizer_encode(tok, text, n, &c->tokens);
     c->bytes += n;
@@ -264,7 +264,7 @@ static int run(const prepare_opts *o)
     int32_t *val = NULL;
     uint64_t cut = 0, nv = 0;
     int rc = 1, ntrain = 0, nval = 0;
-    vkg_status st = !strcmp(o->tokenizer, "gpt2") ? vkg_tokenizer_create_gpt2(o->vocab_dir, &tok)
+    vkg_status st = !strcmp(o->tokenizer, "gpt2")   ? vkg_tokenizer_create_gpt2(o->vocab_dir, &tok)
                     : !strcmp(o->tokenizer, "byte") ? vkg_tokenizer_create_byte(&tok)
                                                     : vkg_tokenizer_load(o->tokenizer, &tok);
     if (st != VKG_OK)

@@ -250,8 +250,8 @@ static vkg_status bpe(enc *e, const char *s, size_t n)
 /* ---- pre-tokenizers ------------------------------------------------------------------------- */
 
 /* Split [off, off + len) of src by re into dst: matches (unless removed) and the gaps between. */
-static vkg_status split_re(enc *e, const vkg__hf_step *st, const buf *src, const piece *p,
-                           buf *dst, plist *out)
+static vkg_status split_re(enc *e, const vkg__hf_step *st, const buf *src, const piece *p, buf *dst,
+                           plist *out)
 {
     const char *s = src->p + p->off;
     size_t pos = 0, gap = 0, base = dst->n;
@@ -263,8 +263,8 @@ static vkg_status split_re(enc *e, const vkg__hf_step *st, const buf *src, const
         if (rc < 0) {
             PCRE2_UCHAR msg[160];
             pcre2_get_error_message(rc, msg, sizeof msg);
-            return VKG_FAIL(VKG_ERR_FORMAT, "pre-tokenizer pattern on a %zu-byte piece: %s",
-                            p->len, (const char *)msg);
+            return VKG_FAIL(VKG_ERR_FORMAT, "pre-tokenizer pattern on a %zu-byte piece: %s", p->len,
+                            (const char *)msg);
         }
         PCRE2_SIZE *ov = pcre2_get_ovector_pointer(e->md);
         size_t a = ov[0], b = ov[1];
@@ -429,8 +429,7 @@ static int match_added(const vkg__hftok *h, const char *s, size_t i, size_t n, i
 typedef vkg_status (*gap_fn)(enc *e, const char *s, size_t n, int first);
 
 /* Split s at the added tokens of one kind; gaps go to fn, tokens to the output. */
-static vkg_status split_added(enc *e, const char *s, size_t n, int first, int normalized,
-                              gap_fn fn)
+static vkg_status split_added(enc *e, const char *s, size_t n, int first, int normalized, gap_fn fn)
 {
     const vkg__hftok *h = e->h;
     unsigned char lead[256] = {0};

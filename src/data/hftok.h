@@ -52,10 +52,10 @@ typedef struct vkg__hf_merge {
 } vkg__hf_merge;
 
 typedef struct vkg__hftok {
-    vkg_tokfile vocab;   /* decode table: id -> decoded bytes; eot */
-    char *mstr;          /* the model's spelling of each token, back to back */
-    size_t *moff;        /* (V+1) offsets into mstr; added-only ids are empty */
-    int32_t *by_str;     /* open addressing: ids keyed by model spelling; -1 empty */
+    vkg_tokfile vocab; /* decode table: id -> decoded bytes; eot */
+    char *mstr;        /* the model's spelling of each token, back to back */
+    size_t *moff;      /* (V+1) offsets into mstr; added-only ids are empty */
+    int32_t *by_str;   /* open addressing: ids keyed by model spelling; -1 empty */
     size_t by_str_mask;
     vkg__hf_merge *merges;
     size_t merges_mask;
@@ -63,11 +63,11 @@ typedef struct vkg__hftok {
     int nnorm;
     vkg__hf_step step[VKG_HF_MAX_STEPS];
     int nstep;
-    int byte_level;          /* text is mapped through GPT-2's byte -> code point table */
+    int byte_level; /* text is mapped through GPT-2's byte -> code point table */
     uint32_t byte_cp[256];
     int byte_fallback, fuse_unk, ignore_merges;
-    int32_t unk;             /* -1: none */
-    int32_t byte_tok[256];   /* <0xNN> tokens for byte_fallback; -1 when missing */
+    int32_t unk;           /* -1: none */
+    int32_t byte_tok[256]; /* <0xNN> tokens for byte_fallback; -1 when missing */
     vkg__hf_added *added;
     int nadded;
     int32_t prefix[4], suffix[4]; /* the post-processor's single-sequence template */

@@ -20,11 +20,11 @@ typedef enum vkg__jt_type {
 
 typedef struct vkg__jt_node {
     vkg__jt_type type;
-    int b;          /* VKG_JT_BOOL */
-    double num;     /* VKG_JT_NUM */
-    size_t str, len; /* VKG_JT_STR: offset of the NUL-terminated value in the arena, its length */
+    int b;            /* VKG_JT_BOOL */
+    double num;       /* VKG_JT_NUM */
+    size_t str, len;  /* VKG_JT_STR: offset of the NUL-terminated value in the arena, its length */
     size_t key, klen; /* as a member of an object: its key in the arena */
-    size_t off;      /* byte offset of the value in the file, for messages */
+    size_t off;       /* byte offset of the value in the file, for messages */
     long first, next; /* first child, next sibling; -1 for none */
     long count;       /* number of children */
 } vkg__jt_node;

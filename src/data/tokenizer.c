@@ -1,6 +1,6 @@
 /* The public tokenizer (vkgpt/tokenizer.h): byte-level, GPT-2 BPE (src/data/bpe.c), Hugging
- * Face tokenizer.json (src/data/hftok.c, hfenc.c) and decode-only tokenizers from llm.c files. Every kind keeps its decode table as a vkg_tokfile,
- * so saving is the same for all. */
+ * Face tokenizer.json (src/data/hftok.c, hfenc.c) and decode-only tokenizers from llm.c files.
+ * Every kind keeps its decode table as a vkg_tokfile, so saving is the same for all. */
 #include "vkgpt/tokenizer.h"
 
 #include <stdlib.h>

@@ -77,7 +77,8 @@ int main(int argc, char **argv)
                 if (st == VKG_OK)
                     ids.ids[at] = (int32_t)(ids.n - at - 1);
             }
-            rc = st != VKG_OK ? fail("encode", st) : spill(argv[4], ids.ids, ids.n * sizeof *ids.ids);
+            rc = st != VKG_OK ? fail("encode", st)
+                              : spill(argv[4], ids.ids, ids.n * sizeof *ids.ids);
             vkg_tokens_deinit(&ids);
         } else {
             char *text = NULL;
