@@ -7,8 +7,6 @@
  * (jsontree.c), since the keys come in any order. */
 #include "data/hftok.h"
 
-#define PCRE2_CODE_UNIT_WIDTH 8
-#include <pcre2.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -409,12 +407,7 @@ void vkg__hftok_free(vkg__hftok *h)
     free(h->moff);
     free(h->by_str);
     free(h->merges);
-    for (int i = 0; i < h->nnorm; i++) {
-        free(h->norm[i].a);
-        free(h->norm[i].b);
-    }
-    for (int i = 0; i < h->nstep; i++)
-        pcre2_code_free(h->step[i].re);
+    vkg__hf_free_pipeline(h);
     for (int i = 0; i < h->nadded; i++)
         free(h->added[i].content);
     free(h->added);

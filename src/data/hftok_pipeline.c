@@ -390,3 +390,13 @@ done:
     free(len);
     return st;
 }
+
+void vkg__hf_free_pipeline(vkg__hftok *h)
+{
+    for (int i = 0; i < h->nnorm; i++) {
+        free(h->norm[i].a);
+        free(h->norm[i].b);
+    }
+    for (int i = 0; i < h->nstep; i++)
+        pcre2_code_free(h->step[i].re);
+}

@@ -43,6 +43,9 @@ vkg_status vkg__hf_read_pretok(vkg__hf_reader *r, long node);
 vkg_status vkg__hf_read_post(vkg__hf_reader *r, long node, int depth);
 vkg_status vkg__hf_read_decoder(vkg__hf_reader *r, long node, int depth, int *kind, int *fallback);
 
+/* Free what the pipeline readers put in h (normalizer strings, compiled patterns). */
+void vkg__hf_free_pipeline(vkg__hftok *h);
+
 /* h's decode table for V ids (model spellings and added tokens), rendered by the decoder. */
 vkg_status vkg__hf_decode_table(vkg__hftok *h, int V, int kind, int fallback);
 
