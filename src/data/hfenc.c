@@ -1,12 +1,13 @@
 /* Encoding with a Hugging Face tokenizer (hftok.h), in `tokenizers`' order: the post-processor's
  * prefix; added tokens found in the raw text (leftmost, longest first; lstrip/rstrip swallow the
  * whitespace beside them); each stretch between them normalized, searched for the added tokens
- * marked "normalized", pre-tokenized step by step (Split and ByteLevel's regexes run by PCRE2),
- * spelled in the model's alphabet (GPT-2's byte -> code point map for byte-level models) and
- * BPE-merged by rank (byte fallback or unk for characters outside the vocabulary; ignore_merges
- * takes a pre-token that is itself a token whole); the post-processor's suffix. Text that is not
- * valid UTF-8 (which `tokenizers` cannot receive) is still encoded: PCRE2 matches no invalid
- * byte, so each one falls in a gap of its own, and NFC leaves such text as it is. */
+ * marked "normalized" (their content normalized alike), pre-tokenized step by step (Split and
+ * ByteLevel's regexes run by PCRE2), spelled in the model's alphabet (GPT-2's byte -> code point
+ * map for byte-level models) and BPE-merged by rank (byte fallback or unk for characters outside
+ * the vocabulary; ignore_merges takes a pre-token that is itself a token whole); the
+ * post-processor's suffix. Text that is not valid UTF-8 (which `tokenizers` cannot receive) is
+ * still encoded: PCRE2 matches no invalid byte, so each one falls in a gap of its own, and NFC
+ * leaves such text as it is. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -45,6 +46,8 @@ typedef struct enc {
     size_t since_check;
     pcre2_match_data *md;
     buf norm, text[2], model;
+    buf pat; /* each added token as matched: its content, normalized when it says so */
+    size_t *poff, *plen;
     plist list[2];
     int32_t *id, *next, *prev;
     heap_item *heap;
@@ -414,16 +417,41 @@ static size_t space_at(const char *s, size_t n)
 }
 
 /* The longest added token of the given normalized-ness at s[i..n), or -1. */
-static int match_added(const vkg__hftok *h, const char *s, size_t i, size_t n, int normalized)
+static int match_added(const enc *e, const char *s, size_t i, size_t n, int normalized)
 {
     int best = -1;
-    for (int k = 0; k < h->nadded; k++) {
-        const vkg__hf_added *a = &h->added[k];
-        if (a->normalized == normalized && a->len <= n - i && a->content[0] == s[i] &&
-            !memcmp(s + i, a->content, a->len) && (best < 0 || a->len > h->added[best].len))
+    for (int k = 0; k < e->h->nadded; k++) {
+        size_t len = e->plen[k];
+        const char *p = e->pat.p + e->poff[k];
+        if (e->h->added[k].normalized == normalized && len > 0 && len <= n - i && p[0] == s[i] &&
+            !memcmp(s + i, p, len) && (best < 0 || len > e->plen[best]))
             best = k;
     }
     return best;
+}
+
+/* The added tokens as matched: tokens marked normalized are found in normalized text, so their
+ * content is normalized too, as tokenizers does. */
+static vkg_status added_patterns(enc *e)
+{
+    const vkg__hftok *h = e->h;
+    e->poff = malloc(((size_t)h->nadded + 1) * sizeof *e->poff);
+    e->plen = malloc(((size_t)h->nadded + 1) * sizeof *e->plen);
+    VKG_CHECK(e->poff && e->plen, VKG_ERR_NOMEM, "out of memory");
+    for (int k = 0; k < h->nadded; k++) {
+        const vkg__hf_added *a = &h->added[k];
+        const char *p = a->content;
+        size_t n = a->len;
+        if (a->normalized) {
+            VKG_TRY(normalize(e, a->content, a->len));
+            p = e->norm.p;
+            n = e->norm.n;
+        }
+        e->poff[k] = e->pat.n;
+        e->plen[k] = n;
+        VKG_TRY(put(&e->pat, p, n));
+    }
+    return VKG_OK;
 }
 
 typedef vkg_status (*gap_fn)(enc *e, const char *s, size_t n, int first);
@@ -434,17 +462,17 @@ static vkg_status split_added(enc *e, const char *s, size_t n, int first, int no
     const vkg__hftok *h = e->h;
     unsigned char lead[256] = {0};
     for (int k = 0; k < h->nadded; k++)
-        if (h->added[k].normalized == normalized)
-            lead[(unsigned char)h->added[k].content[0]] = 1;
+        if (h->added[k].normalized == normalized && e->plen[k] > 0)
+            lead[(unsigned char)e->pat.p[e->poff[k]]] = 1;
     size_t gap = 0;
     for (size_t i = 0; i < n;) {
-        int k = lead[(unsigned char)s[i]] ? match_added(h, s, i, n, normalized) : -1;
+        int k = lead[(unsigned char)s[i]] ? match_added(e, s, i, n, normalized) : -1;
         if (k < 0) {
             i++;
             continue;
         }
         const vkg__hf_added *a = &h->added[k];
-        size_t start = i, end = i + a->len, l;
+        size_t start = i, end = i + e->plen[k], l;
         if (a->lstrip) /* swallow the whitespace before it, back to the previous cut */
             for (size_t j = start; j > gap;) {
                 size_t back = j - 1;
@@ -487,12 +515,17 @@ vkg_status vkg__hftok_encode(const vkg__hftok *h, const char *text, size_t n,
     for (int i = 0; i < h->nprefix && st == VKG_OK; i++)
         st = vkg_tokens_push(out, h->prefix[i]);
     if (st == VKG_OK)
+        st = added_patterns(&e);
+    if (st == VKG_OK)
         st = split_added(&e, text, n, 1, 0, normalized_gap);
     for (int i = 0; i < h->nsuffix && st == VKG_OK; i++)
         st = vkg_tokens_push(out, h->suffix[i]);
     pcre2_match_data_free(e.md);
     free(e.norm.p);
     free(e.model.p);
+    free(e.pat.p);
+    free(e.poff);
+    free(e.plen);
     for (int i = 0; i < 2; i++) {
         free(e.text[i].p);
         free(e.list[i].v);

@@ -185,8 +185,12 @@ def sentencepiece(rng, metaspace):
     tok = Tokenizer.from_str(json.dumps(spec))
     tok.post_processor = processors.TemplateProcessing(single="<s> $A", pair="<s> $A <s> $B:1",
                                                        special_tokens=[("<s>", 1)])
+    # Tokens added later (normalized, not special): found in the normalized text, their content
+    # normalized too ("▁<|im_start|>", "▁wor▁ld" with Llama 2's normalizers).
+    tok.add_tokens([AddedToken("<|im_start|>", normalized=True, special=False),
+                    AddedToken("wor ld", normalized=True, special=False)])
     cfg = {"bos_token": "<s>", "eos_token": "</s>"}
-    return tok, cfg, ["<s>", "</s>", "<unk>"]
+    return tok, cfg, ["<s>", "</s>", "<unk>", "<|im_start|>", " <|im_start|>", "wor ld", " wor ld"]
 
 
 def run(tool, *args):
