@@ -1,6 +1,6 @@
 # CMake toolchain for 64-bit Windows with Debian's mingw-w64 (x86_64-w64-mingw32), for
 # `make windows` and scripts/windows-deps.sh. The libraries vkgpt links (ZeroMQ, libsodium, cmocka,
-# utf8proc) and Vulkan's and volk's headers are looked for only in the dependency prefix that
+# utf8proc, PCRE2) and Vulkan's and volk's headers are looked for only in the dependency prefix that
 # scripts/windows-deps.sh fills: VKG_WIN_PREFIX (cache variable, else the environment variable,
 # else build-win/deps beside the source tree), and in mingw's own folder. Programs (glslang,
 # spirv-val) are the host's. Test programs run through scripts/wine-run.sh (Wine, with the

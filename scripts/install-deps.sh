@@ -19,7 +19,7 @@ set -eu
 
 # Building (CMake, the shader compiler and validator) and training (fortunes: make train's data)
 PKGS="build-essential cmake pkg-config libvulkan-dev libvulkan-volk-dev libvulkan1 glslang-tools
-      spirv-tools libzmq3-dev libsodium-dev libutf8proc-dev fortune-mod fortunes"
+      spirv-tools libzmq3-dev libsodium-dev libutf8proc-dev libpcre2-dev fortune-mod fortunes"
 TEST_PKGS="libcmocka-dev vulkan-validationlayers libopenblas-dev clang-format clang
       libclang-rt-14-dev gcc-mingw-w64-x86-64-posix python3 python3-pip python3-venv
       python3-torch"

@@ -2,7 +2,7 @@
 # What the Windows build (cmake/mingw-w64.cmake, `make windows`) needs, on Debian 12 (bookworm):
 # the mingw-w64 cross compilers, Wine and an X server for running the tests, and vkgpt's
 # libraries cross-built for x86_64-w64-mingw32 from Debian's own source packages (zeromq3,
-# libsodium, cmocka, utf8proc) into a prefix, as static libraries, so that the .exe files import
+# libsodium, cmocka, utf8proc, pcre2) into a prefix, as static libraries, so that the .exe files import
 # only Windows' own DLLs. Vulkan's and volk's headers (and volk.c) are copied into the prefix too:
 # mingw must never see /usr/include, which holds glibc's headers.
 # Non-interactive and idempotent: only missing packages are installed, and with the prefix
@@ -32,12 +32,13 @@ prefix=$(cd "$prefix" && pwd)
 work=$(dirname "$prefix")/deps-src
 host=x86_64-w64-mingw32
 jobs=${JOBS:-2}
-srcpkgs="zeromq3 libsodium cmocka utf8proc"
+srcpkgs="zeromq3 libsodium cmocka utf8proc pcre2"
 # What a complete prefix holds (checked before and after building).
-products="lib/libzmq.a lib/libsodium.a lib/libcmocka.a lib/libutf8proc.a include/zmq.h
-          include/sodium.h include/cmocka.h include/utf8proc.h include/volk.h include/volk.c
-          include/vulkan/vulkan.h lib/pkgconfig/libzmq.pc lib/pkgconfig/libsodium.pc
-          lib/pkgconfig/cmocka.pc lib/pkgconfig/libutf8proc.pc"
+products="lib/libzmq.a lib/libsodium.a lib/libcmocka.a lib/libutf8proc.a lib/libpcre2-8.a
+          include/zmq.h include/sodium.h include/cmocka.h include/utf8proc.h include/pcre2.h
+          include/volk.h include/volk.c include/vulkan/vulkan.h lib/pkgconfig/libzmq.pc
+          lib/pkgconfig/libsodium.pc lib/pkgconfig/cmocka.pc lib/pkgconfig/libutf8proc.pc
+          lib/pkgconfig/libpcre2-8.pc"
 stamp="$prefix/.windows-deps-complete"
 
 die() {
@@ -181,6 +182,17 @@ if [ ! -f "$prefix/lib/libutf8proc.a" ]; then
     cmake_lib "$work/src/utf8proc" -DBUILD_SHARED_LIBS=OFF -DUTF8PROC_ENABLE_TESTING=OFF
     # Its pkg-config file asks for the DLL's exports; the static library wants UTF8PROC_STATIC.
     sed -i 's/-DUTF8PROC_EXPORTS/-DUTF8PROC_STATIC/' "$prefix/lib/pkgconfig/libutf8proc.pc"
+fi
+if [ ! -f "$prefix/lib/libpcre2-8.a" ]; then
+    # The 8-bit library only, with Unicode and the JIT (the tokenizers' split patterns).
+    echo "windows-deps: pcre2 (static, 8-bit, Unicode, JIT)"
+    cmake_lib "$work/src/pcre2" -DBUILD_SHARED_LIBS=OFF -DBUILD_STATIC_LIBS=ON \
+        -DPCRE2_BUILD_PCRE2_8=ON -DPCRE2_BUILD_PCRE2_16=OFF -DPCRE2_BUILD_PCRE2_32=OFF \
+        -DPCRE2_SUPPORT_UNICODE=ON -DPCRE2_SUPPORT_JIT=ON -DPCRE2_BUILD_PCRE2GREP=OFF \
+        -DPCRE2_BUILD_TESTS=OFF -DPCRE2_STATIC_PIC=OFF
+    # A static library's users need PCRE2_STATIC (no dllimport); say so where pkg-config does.
+    grep -q PCRE2_STATIC "$prefix/lib/pkgconfig/libpcre2-8.pc" ||
+        sed -i 's/^Cflags: \(.*\)$/Cflags: \1 -DPCRE2_STATIC/' "$prefix/lib/pkgconfig/libpcre2-8.pc"
 fi
 # Vulkan's and volk's headers (volk.c already opens vulkan-1.dll under _WIN32).
 vk_inc=$(dirname "$(dirname "$(find /usr/include -maxdepth 2 -name vulkan.h -path '*vulkan/*' | head -n 1)")")

@@ -6,8 +6,8 @@
 #   cmake -DSRC=. -DWORK=scratch -P tests/deps_check.cmake
 cmake_minimum_required(VERSION 3.20)
 set(train_pkgs build-essential cmake pkg-config libvulkan-dev libvulkan-volk-dev libvulkan1
-    glslang-tools spirv-tools libzmq3-dev libsodium-dev libutf8proc-dev fortune-mod fortunes
-    mesa-vulkan-drivers)
+    glslang-tools spirv-tools libzmq3-dev libsodium-dev libutf8proc-dev libpcre2-dev fortune-mod
+    fortunes mesa-vulkan-drivers)
 set(test_pkgs libcmocka-dev vulkan-validationlayers libopenblas-dev clang-format clang
     libclang-rt-14-dev python3-pip python3-venv python3-torch)
 

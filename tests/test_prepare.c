@@ -2,7 +2,9 @@
  * every input file, taken from each file's end. Three byte-level files of 1001, 301 and 51 tokens
  * (end-of-text included) at --val-frac 0.1 give their last 100, 30 and 5 tokens to val_*.bin and
  * the rest, in file order, to train_*.bin, token for token; the printed summary says what went
- * where, per file and in all; --val-frac 0 writes no validation shard. */
+ * where, per file and in all; --val-frac 0 writes no validation shard. --tokenizer DIR (a Hugging
+ * Face tokenizer.json with a begin-of-sequence template) starts each document with its bos and no
+ * end-of-text. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -148,10 +150,57 @@ static void test_val_from_every_file(void **state)
     free(val);
 }
 
+/* A SentencePiece-style tokenizer.json: a b ab <unk> ▁ ▁ab, <s> (5) as the template's bos. */
+static const char HF_JSON[] =
+    "{\"added_tokens\": [{\"id\": 5, \"content\": \"<s>\", \"special\": true}],"
+    " \"normalizer\": {\"type\": \"Sequence\", \"normalizers\": [{\"type\": \"Prepend\","
+    " \"prepend\": \"\xe2\x96\x81\"}, {\"type\": \"Replace\", \"pattern\": {\"String\": \" \"},"
+    " \"content\": \"\xe2\x96\x81\"}]}, \"pre_tokenizer\": null,"
+    " \"post_processor\": {\"type\": \"TemplateProcessing\", \"single\": [{\"SpecialToken\":"
+    " {\"id\": \"<s>\"}}, {\"Sequence\": {\"id\": \"A\"}}], \"special_tokens\": {\"<s>\":"
+    " {\"ids\": [5]}}}, \"decoder\": null,"
+    " \"model\": {\"type\": \"BPE\", \"unk_token\": \"<unk>\", \"vocab\": {\"a\": 0, \"b\": 1,"
+    " \"ab\": 2, \"<unk>\": 3, \"</s>\": 4, \"\xe2\x96\x81\": 6, \"\xe2\x96\x81"
+    "ab\": 7},"
+    " \"merges\": [\"a b\", \"\xe2\x96\x81 ab\"]}}";
+
+static void test_hf_tokenizer_folder(void **state)
+{
+    (void)state;
+    char dir[300], path[400], out_dir[300], a[300], b[300];
+    snprintf(dir, sizeof dir, "%s/hf", root);
+    snprintf(path, sizeof path, "%s/hf/tokenizer.json", root);
+    assert_int_equal(vkg_io_make_dirs(dir), VKG_OK);
+    const char *const files[][2] = {{path, HF_JSON},
+                                    {NULL, "{\"eos_token\": \"</s>\", \"bos_token\": \"<s>\"}"},
+                                    {a, "ab"},
+                                    {b, "ba"}};
+    char cfg[400];
+    snprintf(cfg, sizeof cfg, "%s/hf/tokenizer_config.json", root);
+    snprintf(a, sizeof a, "%s/a.txt", root);
+    snprintf(b, sizeof b, "%s/b.txt", root);
+    for (int i = 0; i < 4; i++) {
+        FILE *fp = fopen(files[i][0] ? files[i][0] : cfg, "wb");
+        assert_non_null(fp);
+        fputs(files[i][1], fp);
+        fclose(fp);
+    }
+    snprintf(out_dir, sizeof out_dir, "%s/hfout", root);
+    const char *argv[] = {"prepare", "--out", out_dir, "--val-frac", "0", "--tokenizer", dir, a, b};
+    char *out = NULL;
+    assert_int_equal(run_prepare(9, argv, &out), 0);
+    assert_non_null(strstr(out, "(V=8, end-of-text 4, begin-of-sequence 5)"));
+    free(out);
+    /* "ab" -> <s> ▁ab; "ba" -> <s> ▁ b a (no merge of ▁ b) */
+    snprintf(path, sizeof path, "%s/train_000000.bin", out_dir);
+    expect_shard(path, (const int32_t[]){5, 7, 5, 6, 1, 0}, 6);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_val_from_every_file),
+        cmocka_unit_test(test_hf_tokenizer_folder),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -24,7 +24,7 @@
 
 typedef struct prepare_opts {
     const char *out_dir;
-    const char *tokenizer; /* "byte" or "gpt2" */
+    const char *tokenizer; /* "byte", "gpt2", or a Hugging Face tokenizer's folder or .json */
     const char *vocab_dir;
     const char *split_on;
     double val_frac;
@@ -79,12 +79,10 @@ usage_error(const char *fmt, ...)
     return 2;
 }
 
-static const char *const tokenizers[] = {"byte", "gpt2", NULL};
-
 /* Parse argv into *o. Returns -1 to go on, else the exit code (0 after --help, 2 on errors). */
 static int parse(int argc, char **argv, prepare_opts *o)
 {
-    int tokenizer = 0;
+    o->tokenizer = "byte";
     o->out_dir = "data";
     o->val_frac = 0.1;
     o->shard_tokens = 100000000;
@@ -94,8 +92,10 @@ static int parse(int argc, char **argv, prepare_opts *o)
     const vkg_flag flags[] = {
         {"--out", VKG_FLAG_STR, &o->out_dir,
          "output folder (default: data) for train_*.bin, val_*.bin, tokenizer.bin", 0, 0, 0},
-        {"--tokenizer", VKG_FLAG_CHOICE, &tokenizer, "byte (V=257; the default) or gpt2",
-         tokenizers, 0, 0},
+        {"--tokenizer", VKG_FLAG_STR, &o->tokenizer,
+         "byte (V=257; the default), gpt2, or a Hugging Face tokenizer: a folder with "
+         "tokenizer.json (and tokenizer_config.json), or the tokenizer.json file",
+         0, 0, 0},
         {"--vocab-dir", VKG_FLAG_STR, &o->vocab_dir,
          "folder with encoder.json and vocab.bpe (needed for gpt2)", 0, 0, 0},
         {"--val-frac", VKG_FLAG_DOUBLE, &o->val_frac,
@@ -108,16 +108,21 @@ static int parse(int argc, char **argv, prepare_opts *o)
          "at most N tokens per shard file (default: 100000000)", 0, 1, INT32_MAX},
     };
     vkg_flags_result r;
-    int rc =
-        vkg_flags_parse(CMD,
-                        "[options] TEXT_FILE...\n  Tokenizes text files into llm.c token "
-                        "shards for `vkgpt train --data`, and writes the\n  llm.c tokenizer "
-                        "file that decodes them. Each document starts with end-of-text.",
-                        flags, (int)(sizeof flags / sizeof flags[0]), argc, argv, o->inputs, &r);
+    int rc = vkg_flags_parse(
+        CMD,
+        "[options] TEXT_FILE...\n  Tokenizes text files into llm.c token "
+        "shards for `vkgpt train --data`, and writes the\n  llm.c tokenizer "
+        "file that decodes them. Each document starts with end-of-text (with a\n  Hugging Face "
+        "tokenizer whose post-processor inserts a begin-of-sequence: with that).",
+        flags, (int)(sizeof flags / sizeof flags[0]), argc, argv, o->inputs, &r);
     if (rc)
         return rc == VKG_FLAGS_HELP ? 0 : 2;
     o->ninputs = r.npos;
-    o->tokenizer = tokenizers[tokenizer];
+    int named = strcmp(o->tokenizer, "byte") && strcmp(o->tokenizer, "gpt2");
+    if (named && vkg_os_exists(o->tokenizer) != 1)
+        return usage_error("--tokenizer: '%s' is not one of byte, gpt2, nor a folder holding "
+                           "tokenizer.json or a tokenizer.json file",
+                           o->tokenizer);
     if (o->val_frac >= 1.0)
         return usage_error("--val-frac must be a number from 0 to 1 (1 excluded), got '%g'",
                            o->val_frac);
@@ -126,7 +131,7 @@ static int parse(int argc, char **argv, prepare_opts *o)
     if (!strcmp(o->tokenizer, "gpt2") && !o->vocab_dir)
         return usage_error("--tokenizer gpt2 needs --vocab-dir DIR (the folder holding "
                            "encoder.json and vocab.bpe)");
-    if (!strcmp(o->tokenizer, "byte") && o->vocab_dir)
+    if (strcmp(o->tokenizer, "gpt2") && o->vocab_dir)
         return usage_error("--vocab-dir only applies to --tokenizer gpt2");
     for (int i = 0; i < o->ninputs; i++)
         if (vkg_cli_need_path(CMD, "input", o->inputs[i], 0))
@@ -134,13 +139,15 @@ static int parse(int argc, char **argv, prepare_opts *o)
     return vkg_cli_need_path(CMD, "--vocab-dir", o->vocab_dir, 0) ? 2 : -1;
 }
 
-/* Append one document: end-of-text, then its encoding. Empty documents are skipped. */
+/* Append one document: end-of-text, then its encoding (a tokenizer that inserts its own
+ * begin-of-sequence gets no end-of-text in front). Empty documents are skipped. */
 static vkg_status add_doc(corpus *c, const vkg_tokenizer_t *tok, const char *text, size_t n)
 {
     if (n == 0)
         return VKG_OK;
     c->ndocs++;
-    vkg_status st = vkg_tokens_push(&c->tokens, vkg_tokenizer_eot(tok));
+    vkg_status st =
+        vkg_tokenizer_bos(tok) >= 0 ? VKG_OK : vkg_tokens_push(&c->tokens, vkg_tokenizer_eot(tok));
     if (st == VKG_OK)
         st = vkg_tokenizer_encode(tok, text, n, &c->tokens);
     c->bytes += n;
@@ -257,12 +264,16 @@ static int run(const prepare_opts *o)
     int32_t *val = NULL;
     uint64_t cut = 0, nv = 0;
     int rc = 1, ntrain = 0, nval = 0;
-    vkg_status st = !strcmp(o->tokenizer, "gpt2") ? vkg_tokenizer_create_gpt2(o->vocab_dir, &tok)
-                                                  : vkg_tokenizer_create_byte(&tok);
+    vkg_status st = !strcmp(o->tokenizer, "gpt2")   ? vkg_tokenizer_create_gpt2(o->vocab_dir, &tok)
+                    : !strcmp(o->tokenizer, "byte") ? vkg_tokenizer_create_byte(&tok)
+                                                    : vkg_tokenizer_load(o->tokenizer, &tok);
     if (st != VKG_OK)
         return vkg_cli_report(CMD, st);
-    printf("tokenizer: %s (V=%d, end-of-text %d)\n", o->tokenizer, vkg_tokenizer_vocab_size(tok),
+    printf("tokenizer: %s (V=%d, end-of-text %d", o->tokenizer, vkg_tokenizer_vocab_size(tok),
            vkg_tokenizer_eot(tok));
+    if (vkg_tokenizer_bos(tok) >= 0)
+        printf(", begin-of-sequence %d", vkg_tokenizer_bos(tok));
+    printf(")\n");
     c.file_end = calloc((size_t)o->ninputs, sizeof *c.file_end);
     if (!c.file_end) {
         fprintf(stderr, "vkgpt " CMD ": no memory for %d input files\n", o->ninputs);
@@ -311,12 +322,21 @@ static int run(const prepare_opts *o)
     char path[4096];
     snprintf(path, sizeof path, "%s/tokenizer.bin", o->out_dir);
     if ((st = write_shards(o, c.tokens.ids, "train", 0, cut, &ntrain)) != VKG_OK ||
-        (st = write_shards(o, val, "val", 0, nv, &nval)) != VKG_OK ||
-        (st = vkg_tokenizer_save(tok, path)) != VKG_OK) {
+        (st = write_shards(o, val, "val", 0, nv, &nval)) != VKG_OK) {
         vkg_cli_report(CMD, st);
         goto done;
     }
-    printf("wrote %s\n", path);
+    st = vkg_tokenizer_save(tok, path);
+    if (st != VKG_OK && vkg_tokenizer_kind_of(tok) == VKG_TOKENIZER_HF) {
+        /* llm.c's file holds tokens of 1 to 255 bytes: some vocabularies have others */
+        printf("note: %s not written (%s): give train and sample --tokenizer %s\n", path,
+               vkg_error_message(), o->tokenizer);
+    } else if (st != VKG_OK) {
+        vkg_cli_report(CMD, st);
+        goto done;
+    } else {
+        printf("wrote %s\n", path);
+    }
     rc = 0;
 done:
     vkg_tokens_deinit(&c.tokens);

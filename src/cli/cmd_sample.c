@@ -142,7 +142,10 @@ int vkg_cli_sample(int argc, char **argv)
         {"--top-k", VKG_FLAG_INT, &top_k, "sample among the k likeliest tokens (0: all)", 0, 0,
          1 << 24},
         {"--seed", VKG_FLAG_U64, &seed, "sampling seed", 0, 0, 0},
-        {"--tokenizer", VKG_FLAG_STR, &tokenizer, "byte, gpt2 or an llm.c tokenizer file", 0, 0, 0},
+        {"--tokenizer", VKG_FLAG_STR, &tokenizer,
+         "byte, gpt2, an llm.c tokenizer file, or a Hugging Face tokenizer (a folder with "
+         "tokenizer.json, or the file)",
+         0, 0, 0},
         {"--vocab-dir", VKG_FLAG_STR, &vocab_dir,
          "vocab.bpe + encoder.json folder: GPT-2 prompts (implies --tokenizer gpt2)", 0, 0, 0},
         {"--device", VKG_FLAG_STR, &device, "device index or name", 0, 0, 0},

@@ -310,8 +310,8 @@ static int train_main(int argc, char **argv, vkg_cli_resume *res)
          0, 0},
         {"--val-data", VKG_FLAG_STR, &c->val_data, "validation data, as --data", 0, 0, 0},
         {"--tokenizer", VKG_FLAG_STR, &c->tokenizer,
-         "byte, gpt2 or an llm.c tokenizer file (default: the tokenizer.bin beside llm.c shards, "
-         "else byte)",
+         "byte, gpt2, an llm.c tokenizer file or a Hugging Face tokenizer (a folder with "
+         "tokenizer.json, or the file) (default: the tokenizer.bin beside llm.c shards, else byte)",
          0, 0, 0},
         {"--vocab-dir", VKG_FLAG_STR, &c->vocab_dir, "folder of vocab.bpe + encoder.json (gpt2)", 0,
          0, 0},

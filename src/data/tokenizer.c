@@ -1,6 +1,6 @@
-/* The public tokenizer (vkgpt/tokenizer.h): byte-level, GPT-2 BPE (src/data/bpe.c) and
- * decode-only tokenizers from llm.c files. Every kind keeps its decode table as a vkg_tokfile,
- * so saving is the same for all. */
+/* The public tokenizer (vkgpt/tokenizer.h): byte-level, GPT-2 BPE (src/data/bpe.c), Hugging
+ * Face tokenizer.json (src/data/hftok.c, hfenc.c) and decode-only tokenizers from llm.c files.
+ * Every kind keeps its decode table as a vkg_tokfile, so saving is the same for all. */
 #include "vkgpt/tokenizer.h"
 
 #include <stdlib.h>
@@ -8,7 +8,9 @@
 
 #include "base/error.h"
 #include "data/bpe.h"
+#include "data/hftok.h"
 #include "data/tokenizer_internal.h"
+#include "os/file.h"
 #include "vkgpt/io.h"
 
 #define BYTE_VOCAB 257
@@ -19,6 +21,7 @@ struct vkg_tokenizer {
     vkg_tokenizer_kind kind;
     vkg_tokfile table; /* decode table (unused for GPT-2, whose table lives in bpe) */
     vkg__bpe *bpe;     /* GPT-2 only */
+    vkg__hftok *hf;    /* Hugging Face only */
 };
 
 vkg_status vkg_tokens_push(vkg_tokens *t, int32_t id)
@@ -44,7 +47,7 @@ void vkg_tokens_deinit(vkg_tokens *t)
 
 static const vkg_tokfile *table_of(const vkg_tokenizer_t *t)
 {
-    return t->bpe ? vkg__bpe_vocab(t->bpe) : &t->table;
+    return t->bpe ? vkg__bpe_vocab(t->bpe) : t->hf ? vkg__hftok_vocab(t->hf) : &t->table;
 }
 
 /* Fill tf with the byte-level table. */
@@ -108,11 +111,33 @@ static int is_byte_table(const vkg_tokfile *tf)
     return 1;
 }
 
+/* 1 when path names a Hugging Face tokenizer: a folder, or a file whose name ends in .json. */
+static int is_hf_path(const char *path)
+{
+    size_t n = strlen(path);
+    return vkg_os_is_dir(path) == 1 || (n >= 5 && !strcmp(path + n - 5, ".json"));
+}
+
 vkg_status vkg_tokenizer_load(const char *path, vkg_tokenizer_t **out)
 {
     *out = NULL;
     vkg_tokenizer_t *t = calloc(1, sizeof *t);
     VKG_CHECK(t, VKG_ERR_NOMEM, "out of memory");
+    if (is_hf_path(path)) {
+        t->kind = VKG_TOKENIZER_HF;
+        vkg_status st = vkg__hftok_load(path, &t->hf);
+        if (st == VKG_OK && vkg__hftok_vocab(t->hf)->eot_token < 0)
+            st = VKG_FAIL(VKG_ERR_FORMAT,
+                          "%s: no end-of-text token (no eos_token in tokenizer_config.json and no "
+                          "<|endoftext|>, <|end_of_text|> or </s> among the added tokens)",
+                          path);
+        if (st < 0) {
+            vkg_tokenizer_destroy(&t);
+            return st;
+        }
+        *out = t;
+        return VKG_OK;
+    }
     vkg_status st = vkg_tokfile_read(path, &t->table);
     if (st < 0) {
         vkg_tokenizer_destroy(&t);
@@ -129,6 +154,7 @@ void vkg_tokenizer_destroy(vkg_tokenizer_t **pt)
         return;
     vkg_tokfile_deinit(&(*pt)->table);
     vkg__bpe_free((*pt)->bpe);
+    vkg__hftok_free((*pt)->hf);
     free(*pt);
     *pt = NULL;
 }
@@ -148,6 +174,16 @@ int vkg_tokenizer_eot(const vkg_tokenizer_t *t)
     return table_of(t)->eot_token;
 }
 
+int vkg_tokenizer_bos(const vkg_tokenizer_t *t)
+{
+    return t->hf ? vkg__hftok_bos(t->hf) : -1;
+}
+
+const char *vkg_tokenizer_chat_template(const vkg_tokenizer_t *t)
+{
+    return t->hf ? vkg__hftok_chat_template(t->hf) : NULL;
+}
+
 const char *vkg_tokenizer_kind_name(vkg_tokenizer_kind kind)
 {
     switch (kind) {
@@ -155,6 +191,8 @@ const char *vkg_tokenizer_kind_name(vkg_tokenizer_kind kind)
         return "byte";
     case VKG_TOKENIZER_GPT2:
         return "gpt2";
+    case VKG_TOKENIZER_HF:
+        return "hf";
     case VKG_TOKENIZER_DECODE_ONLY:
         return "decode-only";
     }
@@ -173,6 +211,8 @@ vkg_status vkg__tokenizer_encode(const vkg_tokenizer_t *t, const char *text, siz
     switch (t->kind) {
     case VKG_TOKENIZER_GPT2:
         return vkg__bpe_encode(t->bpe, text, len, cancel, out);
+    case VKG_TOKENIZER_HF:
+        return vkg__hftok_encode(t->hf, text, len, cancel, out);
     case VKG_TOKENIZER_BYTE:
         for (size_t i = 0; i < len; i++) {
             VKG_CHECK(i % VKG_ENCODE_CANCEL_BYTES || !cancel || !cancel->fn ||
@@ -219,6 +259,10 @@ vkg_status vkg_tokenizer_decode(const vkg_tokenizer_t *t, const int32_t *ids, si
         pos += tl;
     }
     s[pos] = '\0';
+    if (t->hf && vkg__hftok_strip_start(t->hf) && pos > 0 && s[0] == ' ') {
+        memmove(s, s + 1, pos); /* the decoder's Strip of the prepended space */
+        pos--;
+    }
     *text = s;
     *len = pos;
     return VKG_OK;
