@@ -6,7 +6,7 @@
  *    parameters equal, bit for bit, those of fixed --rank-batch runs with the same splits,
  *    chained through checkpoints at the steps where the split changed, all under loss scaling
  *    (the models built for a new split carry the scale); the log records every step's split and
- *    every re-balancing;
+ *    every re-balancing; the same on a Llama-family model;
  *  - with rank 0's device limited (memory_limit) to the memory plan of 5 rows, no split ever
  *    gives it more: the run settles on 5,3;
  *  - refused, naming the flag: --rebalance-every 0, auto with --zero 1 or --sync diloco (the CLI
@@ -41,6 +41,7 @@ typedef struct job {
     int resume;
     int steps;        /* to run now (of STEPS) */
     float loss_scale; /* --loss-scale dynamic from this (0: off) */
+    char model[600];  /* a Llama-family config.json (vkg_test_family_config); "": GPT-2 */
     /* results: rank 0's per step (index: step - 1), every rank's parameters */
     float loss[STEPS];
     char split[STEPS][256];
@@ -74,6 +75,7 @@ static void *run_rank(void *p)
     c.batch = B, c.seq = T, c.total_batch = (long long)WORLD * B * T * ACCUM;
     c.steps = STEPS, c.lr = 3e-3f, c.warmup = 1, c.weight_decay = 0.1f, c.grad_clip = 1.0f;
     c.loss_scale = j->loss_scale;
+    c.model = j->model[0] ? j->model : NULL;
     if (j->ckpt) {
         vkg_test_path_in(ckpt, sizeof ckpt, j->ckpt);
         c.ckpt_dir = ckpt, c.keep_checkpoints = 0, c.resume = j->resume;
@@ -169,11 +171,16 @@ static void expect_log(const char *dir, const job *j)
     free(text);
 }
 
-static void test_auto_equals_fixed_splits(void **state)
+static void auto_equals_fixed_splits(vkg_test_family fam)
 {
-    (void)state;
+    char auto_dir[64], fixed_dir[64], model[600] = "";
+    snprintf(auto_dir, sizeof auto_dir, "auto-%s", vkg_test_family_name(fam));
+    snprintf(fixed_dir, sizeof fixed_dir, "fixed-%s", vkg_test_family_name(fam));
+    if (fam != VKG_TEST_GPT2)
+        vkg_test_family_config(fam, L, V, MAXT, model, sizeof model);
     vkg_os_setenv("VKG_TEST_ROW_DELAY_MS", "0,100", 1);
-    job a = auto_job("auto");
+    job a = auto_job(auto_dir);
+    memcpy(a.model, model, sizeof model);
     a.loss_scale = 1024.0f; /* a model built for a new split must carry it too */
     run_job(&a);
     vkg_os_setenv("VKG_TEST_ROW_DELAY_MS", "", 1); /* empty: no delay */
@@ -187,7 +194,7 @@ static void test_auto_equals_fixed_splits(void **state)
     if (!(last[0] > last[1]))
         fail_msg("the faster rank 0 ends with %d rows, the slower rank 1 with %d", last[0],
                  last[1]);
-    expect_log("auto", &a);
+    expect_log(auto_dir, &a);
 
     /* The same splits, fixed, chained through checkpoints where the split changes. */
     float loss[STEPS];
@@ -198,7 +205,8 @@ static void test_auto_equals_fixed_splits(void **state)
         int s1 = s0 + 1;
         while (s1 < STEPS && !strcmp(a.split[s1], a.split[s0]))
             s1++;
-        job f = {.ckpt = "fixed", .resume = s0 > 0, .steps = s1 - s0, .loss_scale = 1024.0f};
+        job f = {.ckpt = fixed_dir, .resume = s0 > 0, .steps = s1 - s0, .loss_scale = 1024.0f};
+        memcpy(f.model, model, sizeof model);
         parse_split(a.split[s0], f.rank_batch);
         run_job(&f);
         vkg_test_ranks_ok(WORLD, f.st, f.err[0], sizeof f.err[0], f.params, f.nparams);
@@ -223,6 +231,20 @@ static void test_auto_equals_fixed_splits(void **state)
         fail_msg("the final parameters differ from the fixed splits' run");
     free(params);
     free_job(&a);
+}
+
+static void test_auto_equals_fixed_splits(void **state)
+{
+    (void)state;
+    auto_equals_fixed_splits(VKG_TEST_GPT2);
+}
+
+/* The same on a Llama-family model (GQA, RMSNorm, rope, SwiGLU, tied, rank_threads.h), whose
+ * checkpoints hold config.json and model.safetensors. */
+static void test_auto_equals_fixed_splits_llama(void **state)
+{
+    (void)state;
+    auto_equals_fixed_splits(VKG_TEST_LLAMA);
 }
 
 /* Bytes of the memory plan of one rank with b rows, as the fit check counts them. */
@@ -288,6 +310,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_auto_equals_fixed_splits),
+        cmocka_unit_test(test_auto_equals_fixed_splits_llama),
         cmocka_unit_test(test_split_within_memory),
         cmocka_unit_test(test_refused),
     };
