@@ -21,10 +21,12 @@
  *    unwatched), each exiting cleanly with rank 0's checkpoint of the last logged step;
  *  - SIGUSR1 (a preemption notice) to rank 1 alone: both ranks stop after the same step, launch
  *    exits 75, the checkpoint of the last logged step is complete, and the run resumed from it
- *    ends with bitwise the losses, model and state of the same run uninterrupted;
+ *    ends with bitwise the losses, model and state of the same run uninterrupted; the same on a
+ *    Llama-family model (GQA, RMSNorm, rope, SwiGLU, untied head: model.safetensors);
  *  - --max-restarts 1: rank 1 SIGKILLed mid-run, the job goes on from the newest complete
  *    checkpoint with 1 rank and ends bitwise as a `--resume` by hand on 1 rank from that
- *    checkpoint (the time from the kill to the first step after it is printed); a second loss
+ *    checkpoint (the time from the kill to the first step after it is printed), for GPT-2 and the
+ *    Llama-family model; a second loss
  *    ends the job naming both; --min-ranks 2 refuses to go on with 1; without train's
  *    --total-batch, --max-restarts is refused;
  *  - --rank-batch auto with rank 1 slowed (VKG_TEST_ROW_DELAY_MS): the split moves to rank 0
@@ -139,6 +141,37 @@ static int count_lines(const char *path)
     "train", "--data", data_path, "--layers", "2", "--heads", "2", "--channels", "32", "--ctx",    \
         "32", "--batch", "2", "--seq", "32", "--lr", "3e-3", "--sample-len", "0",                  \
         "--comm-timeout", "3", "--validation"
+
+/* TRAIN_ARGS into argv from k on, its --layers .. --ctx replaced by --model MODEL when model is
+ * given (a config.json); returns the next index. */
+static int put_train_args(const char **argv, int k, const char *model)
+{
+    const char *gpt2[] = {TRAIN_ARGS};
+    for (size_t i = 0; i < sizeof gpt2 / sizeof gpt2[0]; i++) {
+        if (model &&
+            !strcmp(gpt2[i], "--layers")) { /* --layers 2 --heads 2 --channels 32 --ctx 32 */
+            argv[k++] = "--model", argv[k++] = model, i += 7;
+            continue;
+        }
+        argv[k++] = gpt2[i];
+    }
+    return k;
+}
+
+/* A Llama-family config.json (GQA 2/1, RMSNorm, rope, SwiGLU, untied head) in the test's folder,
+ * for TRAIN_ARGS's shapes; its path into out. */
+static const char *llama_config(char *out, size_t cap)
+{
+    snprintf(out, cap, "%s/llama-tiny.json", tmp_root);
+    FILE *f = fopen(out, "w");
+    assert_non_null(f);
+    fprintf(f, "{\"model_type\": \"llama\", \"hidden_size\": 32, \"intermediate_size\": 48, "
+               "\"num_hidden_layers\": 2, \"num_attention_heads\": 2, \"num_key_value_heads\": 1, "
+               "\"vocab_size\": 257, \"max_position_embeddings\": 32, \"rms_norm_eps\": 1e-5, "
+               "\"tie_word_embeddings\": false}\n");
+    assert_int_equal(fclose(f), 0);
+    return out;
+}
 
 static void test_launch_two_ranks_train(void **state)
 {
@@ -525,27 +558,47 @@ static void expect_same_run(const char *x, const char *y, int step)
     losses_of(x, la, sizeof la), losses_of(y, lb, sizeof lb);
     assert_string_equal(la, lb);
     char a[900], b[900];
-    for (int f = 0; f < 2; f++) {
-        const char *name = f ? "state.bin" : "model.bin";
-        snprintf(a, sizeof a, "%s/step_%08d/%s", x, step, name);
-        snprintf(b, sizeof b, "%s/step_%08d/%s", y, step, name);
+    snprintf(a, sizeof a, "%s/step_%08d/model.bin", x, step);
+    int gpt2 = file_exists(a); /* else the Llama family's config.json and model.safetensors */
+    const char *names[] = {"state.bin", gpt2 ? "model.bin" : "model.safetensors",
+                           gpt2 ? NULL : "config.json"};
+    for (int f = 0; f < 3 && names[f]; f++) {
+        snprintf(a, sizeof a, "%s/step_%08d/%s", x, step, names[f]);
+        snprintf(b, sizeof b, "%s/step_%08d/%s", y, step, names[f]);
         expect_same_file(a, b);
     }
 }
 
+/* The preemption runs' command line into argv: launch -n 2 over ipc, TRAIN_ARGS (model: NULL or a
+ * config.json, put_train_args) for 60 steps into dir, checkpoints only at the end; resume adds
+ * --resume. */
+static void preempt_args(const char **argv, const char *dir, const char *model, int resume)
+{
+    int k = 0;
+    const char *head[] = {"launch", "-n", "2", "--transport", "ipc", "--"};
+    for (size_t i = 0; i < sizeof head / sizeof head[0]; i++)
+        argv[k++] = head[i];
+    k = put_train_args(argv, k, model);
+    const char *tail[] = {"--steps",      "60",   "--ckpt-dir", dir,
+                          "--ckpt-every", "1000", "--keep",     "0"};
+    for (size_t i = 0; i < sizeof tail / sizeof tail[0]; i++)
+        argv[k++] = tail[i];
+    if (resume)
+        argv[k++] = "--resume";
+    argv[k] = NULL;
+}
+
 /* A preemption notice to one rank (SIGUSR1, as Slurm's --signal sends): every rank agrees on the
  * next step boundary, rank 0 saves it, all exit 75; the same command with --resume then ends as
- * the run would have uninterrupted, bit for bit (losses, model.bin, state.bin). */
-static void test_preempt_one_rank_resumes_bitwise(void **state)
+ * the run would have uninterrupted, bit for bit (losses, model.bin or model.safetensors,
+ * state.bin). */
+static void preempt_one_rank(const char *tag, const char *model)
 {
-    (void)state;
     char cut[700], whole[700], a[900];
-    snprintf(cut, sizeof cut, "%s/preempted", tmp_root);
-    snprintf(whole, sizeof whole, "%s/uninterrupted", tmp_root);
-#define PREEMPT_ARGS(dir)                                                                          \
-    "launch", "-n", "2", "--transport", "ipc", "--", TRAIN_ARGS, "--steps", "60", "--ckpt-dir",    \
-        dir, "--ckpt-every", "1000", "--keep", "0"
-    const char *run[] = {PREEMPT_ARGS(cut), NULL};
+    const char *run[64];
+    snprintf(cut, sizeof cut, "%s/preempted%s", tmp_root, tag);
+    snprintf(whole, sizeof whole, "%s/uninterrupted%s", tmp_root, tag);
+    preempt_args(run, cut, model, 0);
     vkg_test_proc p;
     start(&p, run);
     double end = vkg_test_now() + 180;
@@ -570,20 +623,34 @@ static void test_preempt_one_rank_resumes_bitwise(void **state)
     assert_int_equal(newest_complete(cut), steps); /* saved at the step both stopped after */
     vkg_test_proc_free(&p);
 
-    const char *again[] = {PREEMPT_ARGS(cut), "--resume", NULL};
-    start(&p, again);
+    preempt_args(run, cut, model, 1);
+    start(&p, run);
     assert_int_equal(vkg_test_proc_wait(&p, 240), 0);
     char resumed[64];
     snprintf(resumed, sizeof resumed, "[rank 0] resumed at step %ld", steps);
     expect_output(&p, resumed);
     vkg_test_proc_free(&p);
-    const char *straight[] = {PREEMPT_ARGS(whole), NULL};
-    start(&p, straight);
+    preempt_args(run, whole, model, 0);
+    start(&p, run);
     assert_int_equal(vkg_test_proc_wait(&p, 240), 0);
     vkg_test_proc_free(&p);
-#undef PREEMPT_ARGS
     expect_same_run(cut, whole, 60);
-    printf("preempted after step %ld, resumed to 60: bitwise the uninterrupted run\n", steps);
+    printf("%s: preempted after step %ld, resumed to 60: bitwise the uninterrupted run\n",
+           model ? "llama" : "gpt2", steps);
+}
+
+static void test_preempt_one_rank_resumes_bitwise(void **state)
+{
+    (void)state;
+    preempt_one_rank("", NULL);
+}
+
+/* The same on a Llama-family model (its checkpoints: config.json and model.safetensors). */
+static void test_preempt_one_rank_resumes_bitwise_llama(void **state)
+{
+    (void)state;
+    char cfg[700];
+    preempt_one_rank("_llama", llama_config(cfg, sizeof cfg));
 }
 
 /* The "rank_batch" of each step of dir/log.jsonl into split[step - 1] (at most n steps); the
@@ -751,16 +818,38 @@ static double kill_after_checkpoint(vkg_test_proc *p, const char *ckpt, int who,
     TRAIN_ARGS, "--steps", "60", "--total-batch", "128", "--ckpt-dir", dir, "--ckpt-every", "3",   \
         "--keep", "0"
 
-/* An elastic job loses rank 1 and goes on with rank 0 alone from the newest complete checkpoint,
- * bitwise as that checkpoint resumed by hand on 1 rank. */
-static void test_elastic_restart(void **state)
+/* The elastic runs' command line into argv (NULL-terminated): launch over ipc with n ranks (and
+ * restarts, when given), ELASTIC_ARGS's run of 60 steps checkpointed every 3 into dir, the model
+ * GPT-2's sizes or (model given) that config.json; resume adds --resume. */
+static void elastic_args(const char **argv, int n, const char *restarts, const char *dir,
+                         const char *model, int resume)
 {
-    (void)state;
+    int k = 0;
+    const char *head[] = {"launch", "-n", n == 1 ? "1" : "2", "--transport", "ipc"};
+    for (size_t i = 0; i < sizeof head / sizeof head[0]; i++)
+        argv[k++] = head[i];
+    if (restarts)
+        argv[k++] = "--max-restarts", argv[k++] = restarts;
+    argv[k++] = "--";
+    k = put_train_args(argv, k, model);
+    const char *tail[] = {"--steps",      "60", "--total-batch", "128", "--ckpt-dir", dir,
+                          "--ckpt-every", "3",  "--keep",        "0"};
+    for (size_t i = 0; i < sizeof tail / sizeof tail[0]; i++)
+        argv[k++] = tail[i];
+    if (resume)
+        argv[k++] = "--resume";
+    argv[k] = NULL;
+}
+
+/* An elastic job loses rank 1 and goes on with rank 0 alone from the newest complete checkpoint,
+ * bitwise as that checkpoint resumed by hand on 1 rank; model: NULL (GPT-2) or a config.json. */
+static void elastic_restart(const char *tag, const char *model)
+{
     char el[700], hand[700], cmd[8192];
-    snprintf(el, sizeof el, "%s/elastic", tmp_root);
-    snprintf(hand, sizeof hand, "%s/elastic_by_hand", tmp_root);
-    const char *args[] = {"launch",         "-n", "2",  "--transport",    "ipc",
-                          "--max-restarts", "1",  "--", ELASTIC_ARGS(el), NULL};
+    const char *args[64];
+    snprintf(el, sizeof el, "%s/elastic%s", tmp_root, tag);
+    snprintf(hand, sizeof hand, "%s/elastic%s_by_hand", tmp_root, tag);
+    elastic_args(args, 2, "1", el, model, 0);
     vkg_test_proc p;
     start(&p, args);
     double killed = kill_after_checkpoint(&p, el, 1, 0);
@@ -788,14 +877,28 @@ static void test_elastic_restart(void **state)
              "'%s/log.jsonl' > '%s/log.jsonl'",
              hand, el, S, el, hand, S, el, hand);
     assert_int_equal(system(cmd), 0);
-    const char *by_hand[] = {"launch",           "-n",       "1", "--transport", "ipc", "--",
-                             ELASTIC_ARGS(hand), "--resume", NULL};
-    start(&p, by_hand);
+    elastic_args(args, 1, NULL, hand, model, 1);
+    start(&p, args);
     assert_int_equal(vkg_test_proc_wait(&p, 240), 0);
     vkg_test_proc_free(&p);
     expect_same_run(el, hand, 60);
     printf("the elastic job's steps %ld-60 are bitwise those of the checkpoint resumed by hand\n",
            S + 1);
+}
+
+static void test_elastic_restart(void **state)
+{
+    (void)state;
+    elastic_restart("", NULL);
+}
+
+/* The same on a Llama-family model (GQA 2/1, RMSNorm, rope, SwiGLU, untied head), whose
+ * checkpoints hold config.json and model.safetensors. */
+static void test_elastic_restart_llama(void **state)
+{
+    (void)state;
+    char cfg[700];
+    elastic_restart("_llama", llama_config(cfg, sizeof cfg));
 }
 
 /* Rank 1 frozen by SIGSTOP: rank 0 fails first, naming it (a witness); the launcher sees rank 1
@@ -969,9 +1072,11 @@ int main(void)
         cmocka_unit_test(test_kill_stage_ipc),
         cmocka_unit_test(test_killed_launcher_takes_its_ranks),
         cmocka_unit_test(test_preempt_one_rank_resumes_bitwise),
+        cmocka_unit_test(test_preempt_one_rank_resumes_bitwise_llama),
         cmocka_unit_test(test_rank_batch_auto_bitwise),
         cmocka_unit_test(test_long_step_over_zmq),
         cmocka_unit_test(test_elastic_restart),
+        cmocka_unit_test(test_elastic_restart_llama),
         cmocka_unit_test(test_elastic_limits),
         cmocka_unit_test(test_elastic_freeze_drops_the_frozen_rank),
     };
