@@ -93,7 +93,7 @@ if [ -n "$layer" ] && [ -f "$manifest" ]; then
 else
     echo "device-check: no Khronos validation layer here; the tests will ask for it there" >&2
 fi
-cp bench/train/pytorch_gpt2.py scripts/device-check/run.sh scripts/device-check/classify.awk "$dir/"
+cp bench/train/pytorch_gpt2.py bench/train/pytorch_llama.py scripts/device-check/run.sh scripts/device-check/classify.awk "$dir/"
 chmod +x "$dir/run.sh"
 tar -czf "$dir.tar.gz" -C "$(dirname "$dir")" "$(basename "$dir")"
 echo "device-check: $dir.tar.gz is $(du -h "$dir.tar.gz" | cut -f1)"
