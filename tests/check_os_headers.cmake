@@ -1,6 +1,6 @@
 # ctest os_headers: outside the platform layer (src/os) no source of src/ or transport/ includes a
 # system header that is not C11's; the libraries the project is built on (Vulkan and volk, ZeroMQ,
-# libsodium, utf8proc, a CBLAS) are allowed by name. Nor does any source of src/, transport/ or
+# libsodium, utf8proc, PCRE2, a CBLAS) are allowed by name. Nor does any source of src/, transport/ or
 # include/ outside src/os test which system it is built for (_WIN32, __linux__, __APPLE__): a
 # difference between systems is a function of src/os. The same check run on tests/layers/os_bad must find that folder's one bad include, so
 # a check that finds nothing is not a check that cannot find anything.
@@ -9,7 +9,7 @@ cmake_minimum_required(VERSION 3.20)
 set(c11 assert complex ctype errno fenv float inttypes iso646 limits locale math setjmp signal
         stdalign stdarg stdatomic stdbool stddef stdint stdio stdlib stdnoreturn string tgmath
         threads time uchar wchar wctype)
-set(libraries volk.h zmq.h sodium.h utf8proc.h cblas.h)
+set(libraries volk.h zmq.h sodium.h utf8proc.h pcre2.h cblas.h)
 function(system_includes root dirs out)
     set(bad "")
     foreach(d ${dirs})
