@@ -26,7 +26,9 @@ int vkg_model_head_dim(const vkg_model_config *cfg)
 
 int vkg_model_mlp_hidden(const vkg_model_config *cfg)
 {
-    return cfg->mlp_hidden ? cfg->mlp_hidden : 4 * cfg->channels;
+    if (cfg->mlp_hidden)
+        return cfg->mlp_hidden;
+    return cfg->channels > 0x7FFFFFFF / 4 ? 0x7FFFFFFF : 4 * cfg->channels; /* refused: validate */
 }
 
 float vkg_model_norm_eps(const vkg_model_config *cfg)
@@ -91,7 +93,8 @@ vkg_status vkg_model_config_validate(const vkg_model_config *cfg)
     int nkv = vkg_model_kv_heads(cfg), D = vkg_model_head_dim(cfg);
     /* the table's rows are ints: the widest ones (q/k/v's, SwiGLU's gate and up) must fit */
     long long qkv_rows = ((long long)cfg->num_heads + 2LL * nkv) * D;
-    long long mlp_rows = 2LL * vkg_model_mlp_hidden(cfg);
+    long long mlp_rows = (cfg->mlp == VKG_MLP_SWIGLU ? 2LL : 1LL) *
+                         (cfg->mlp_hidden ? cfg->mlp_hidden : 4LL * cfg->channels);
     VKG_CHECK(qkv_rows <= 0x7FFFFFFF && mlp_rows <= 0x7FFFFFFF, VKG_ERR_INVALID_ARG,
               "the q/k/v product's %lld rows or the MLP's %lld are more than 2^31 - 1", qkv_rows,
               mlp_rows);
