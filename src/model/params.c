@@ -92,11 +92,11 @@ vkg_status vkg_model_config_validate(const vkg_model_config *cfg)
               cfg->head_dim, cfg->mlp_hidden, cfg->num_kv_heads);
     int nkv = vkg_model_kv_heads(cfg), D = vkg_model_head_dim(cfg);
     /* the table's rows are ints: the widest ones (q/k/v's, SwiGLU's gate and up) must fit */
-    long long qkv_rows = ((long long)cfg->num_heads + 2LL * nkv) * D;
-    long long mlp_rows = (cfg->mlp == VKG_MLP_SWIGLU ? 2LL : 1LL) *
-                         (cfg->mlp_hidden ? cfg->mlp_hidden : 4LL * cfg->channels);
-    VKG_CHECK(qkv_rows <= 0x7FFFFFFF && mlp_rows <= 0x7FFFFFFF, VKG_ERR_INVALID_ARG,
-              "the q/k/v product's %lld rows or the MLP's %lld are more than 2^31 - 1", qkv_rows,
+    double qkv_rows = ((double)cfg->num_heads + 2.0 * nkv) * D; /* exact below 2^53 */
+    double mlp_rows = (cfg->mlp == VKG_MLP_SWIGLU ? 2.0 : 1.0) *
+                      (cfg->mlp_hidden ? (double)cfg->mlp_hidden : 4.0 * cfg->channels);
+    VKG_CHECK(qkv_rows <= 2147483647.0 && mlp_rows <= 2147483647.0, VKG_ERR_INVALID_ARG,
+              "the q/k/v product's %.0f rows or the MLP's %.0f are more than 2^31 - 1", qkv_rows,
               mlp_rows);
     VKG_CHECK(cfg->num_heads % nkv == 0, VKG_ERR_INVALID_ARG,
               "num_kv_heads (%d) must divide num_heads (%d)", nkv, cfg->num_heads);
