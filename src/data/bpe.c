@@ -1,10 +1,7 @@
 /* GPT-2 BPE (see bpe.h). Tokens are kept as raw bytes (encoder.json's keys are mapped back
  * through GPT-2's byte <-> unicode table), so encoding works on bytes and ids: each pre-token
- * starts as one token per byte and the adjacent pair with the lowest merge rank (leftmost on
- * ties) is merged until no pair has a rank. A heap with lazy invalidation keeps that
- * O(n log n) per pre-token; merging the leftmost occurrence one at a time gives the same result
- * as OpenAI's merge-all-occurrences loop because a merge's product only ever takes part in
- * merges of higher rank. No caching, no global state. */
+ * starts as one token per byte and is merged by rank (bpetab.h's loop, which the Hugging Face
+ * tokenizer shares). No caching, no global state. */
 #include "data/bpe.h"
 
 #include <stdint.h>
@@ -15,73 +12,24 @@
 #include "base/error.h"
 #include "base/escape.h"
 #include "base/json.h"
+#include "data/bpetab.h"
 #include "data/tokenizer_internal.h"
 #include "data/unicode.h"
 
 #define EOT_TEXT "<|endoftext|>"
 #define MAX_TOKEN_BYTES 255
 
-typedef struct merge_slot {
-    uint64_t key; /* (left << 32) | right; UINT64_MAX when empty */
-    int32_t rank;
-    int32_t merged;
-} merge_slot;
-
 struct vkg__bpe {
-    vkg_tokfile vocab; /* id -> bytes, eot */
-    int32_t *by_bytes; /* open-addressing table of ids keyed by their bytes; -1 empty */
-    size_t by_bytes_mask;
-    merge_slot *merges; /* open-addressing table of merges */
-    size_t merges_mask;
+    vkg_tokfile vocab;    /* id -> bytes, eot */
+    vkg__strtab by_bytes; /* ids keyed by their bytes */
+    vkg__mergetab merges;
     int32_t byte_id[256]; /* the token of each single byte */
 };
-
-/* ---- hash tables ---------------------------------------------------------------------------- */
-
-static uint64_t hash_bytes(const char *s, size_t n)
-{
-    uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
-    return h ^ (h >> 29);
-}
-
-static uint64_t hash_pair(uint64_t key)
-{
-    key *= 0x9E3779B97F4A7C15ull;
-    return key ^ (key >> 31);
-}
-
-static size_t pow2_at_least(size_t n)
-{
-    size_t c = 16;
-    while (c < n)
-        c *= 2;
-    return c;
-}
 
 /* Id of the token with exactly these bytes, or -1. */
 static int32_t lookup_bytes(const vkg__bpe *b, const char *s, size_t n)
 {
-    for (size_t i = hash_bytes(s, n) & b->by_bytes_mask;; i = (i + 1) & b->by_bytes_mask) {
-        int32_t id = b->by_bytes[i];
-        if (id < 0)
-            return -1;
-        size_t off = b->vocab.offsets[id], len = b->vocab.offsets[id + 1] - off;
-        if (len == n && memcmp(b->vocab.bytes + off, s, n) == 0)
-            return id;
-    }
-}
-
-static const merge_slot *lookup_merge(const vkg__bpe *b, int32_t left, int32_t right)
-{
-    uint64_t key = ((uint64_t)(uint32_t)left << 32) | (uint32_t)right;
-    for (size_t i = hash_pair(key) & b->merges_mask;; i = (i + 1) & b->merges_mask) {
-        if (b->merges[i].key == key)
-            return &b->merges[i];
-        if (b->merges[i].key == UINT64_MAX)
-            return NULL;
-    }
+    return vkg__strtab_find(&b->by_bytes, b->vocab.bytes, b->vocab.offsets, s, n);
 }
 
 /* ---- loading -------------------------------------------------------------------------------- */
@@ -164,11 +112,9 @@ static vkg_status load_encoder(vkg__bpe *b, const char *path, const char *text, 
     b->vocab.eot_token = -1;
     b->vocab.offsets = malloc((count + 1) * sizeof *b->vocab.offsets);
     b->vocab.bytes = malloc(blen);
-    b->by_bytes_mask = pow2_at_least(2 * count) - 1;
-    b->by_bytes = malloc((b->by_bytes_mask + 1) * sizeof *b->by_bytes);
-    VKG_CHECK_GOTO(st, b->vocab.offsets && b->vocab.bytes && b->by_bytes, VKG_ERR_NOMEM, done,
-                   "%s: out of memory", path);
-    memset(b->by_bytes, 0xff, (b->by_bytes_mask + 1) * sizeof *b->by_bytes);
+    VKG_CHECK_GOTO(st, b->vocab.offsets && b->vocab.bytes, VKG_ERR_NOMEM, done, "%s: out of memory",
+                   path);
+    VKG_TRY_GOTO(st, vkg__strtab_init(&b->by_bytes, count, path), done);
     size_t pos = 0;
     for (size_t i = 0; i < count; i++) {
         VKG_CHECK_GOTO(st, ents[i].id == (long long)i, VKG_ERR_FORMAT, done,
@@ -184,10 +130,7 @@ static vkg_status load_encoder(vkg__bpe *b, const char *path, const char *text, 
         memcpy(b->vocab.bytes + pos, s, len);
         pos += len;
         b->vocab.offsets[i + 1] = pos;
-        size_t h = hash_bytes(s, len) & b->by_bytes_mask;
-        while (b->by_bytes[h] >= 0)
-            h = (h + 1) & b->by_bytes_mask;
-        b->by_bytes[h] = (int32_t)i;
+        vkg__strtab_put(&b->by_bytes, s, len, (int32_t)i);
     }
     b->vocab.eot_token = lookup_bytes(b, EOT_TEXT, strlen(EOT_TEXT));
     VKG_CHECK_GOTO(st, b->vocab.eot_token >= 0, VKG_ERR_FORMAT, done,
@@ -212,11 +155,7 @@ static vkg_status load_merges(vkg__bpe *b, const char *path, char *text, size_t 
     size_t lines = 1;
     for (size_t i = 0; i < n; i++)
         lines += text[i] == '\n';
-    b->merges_mask = pow2_at_least(2 * lines) - 1;
-    b->merges = malloc((b->merges_mask + 1) * sizeof *b->merges);
-    VKG_CHECK(b->merges, VKG_ERR_NOMEM, "%s: out of memory", path);
-    for (size_t i = 0; i <= b->merges_mask; i++)
-        b->merges[i].key = UINT64_MAX;
+    VKG_TRY(vkg__mergetab_init(&b->merges, lines, path));
     int32_t rank = 0;
     char *line = text, *end = text + n;
     for (size_t lineno = 1; line < end; lineno++) {
@@ -250,12 +189,8 @@ static vkg_status load_merges(vkg__bpe *b, const char *path, char *text, size_t 
         VKG_CHECK(l >= 0 && r >= 0 && m >= 0, VKG_ERR_FORMAT,
                   "%s: line %zu: merge %s that is not in encoder.json", path, lineno,
                   l < 0 || r < 0 ? "has a part" : "makes a token");
-        uint64_t key = ((uint64_t)(uint32_t)l << 32) | (uint32_t)r;
-        size_t h = hash_pair(key) & b->merges_mask;
-        while (b->merges[h].key != UINT64_MAX && b->merges[h].key != key)
-            h = (h + 1) & b->merges_mask;
         /* a repeated pair keeps its last rank, as a Python dict built from the list would */
-        b->merges[h] = (merge_slot){key, rank++, m};
+        vkg__mergetab_put(&b->merges, l, r, rank++, m, 1);
         line = next_line;
     }
     return VKG_OK;
@@ -306,8 +241,8 @@ void vkg__bpe_free(vkg__bpe *b)
     if (!b)
         return;
     vkg_tokfile_deinit(&b->vocab);
-    free(b->by_bytes);
-    free(b->merges);
+    vkg__strtab_free(&b->by_bytes);
+    vkg__mergetab_free(&b->merges);
     free(b);
 }
 
@@ -318,88 +253,13 @@ const vkg_tokfile *vkg__bpe_vocab(const vkg__bpe *b)
 
 /* ---- encoding ------------------------------------------------------------------------------- */
 
-typedef struct heap_item {
-    int32_t rank;
-    int32_t left, right;       /* symbol slots (byte offsets of their first byte) */
-    int32_t left_id, right_id; /* the ids the pair had when pushed (stale if they changed) */
-} heap_item;
-
 typedef struct encoder {
     const vkg__bpe *b;
     vkg_tokens *out;
     const vkg_cancel *cancel;
-    size_t since_check;        /* bytes encoded since cancel was last asked */
-    int32_t *id, *next, *prev; /* per symbol slot; id < 0 once merged away */
-    heap_item *heap;
-    size_t cap, nheap;
+    size_t since_check; /* bytes encoded since cancel was last asked */
+    vkg__merger merger;
 } encoder;
-
-static int heap_less(const heap_item *a, const heap_item *b)
-{
-    return a->rank < b->rank || (a->rank == b->rank && a->left < b->left);
-}
-
-static void heap_push(encoder *e, heap_item it)
-{
-    size_t i = e->nheap++;
-    while (i > 0 && heap_less(&it, &e->heap[(i - 1) / 2])) {
-        e->heap[i] = e->heap[(i - 1) / 2];
-        i = (i - 1) / 2;
-    }
-    e->heap[i] = it;
-}
-
-static heap_item heap_pop(encoder *e)
-{
-    heap_item top = e->heap[0], last = e->heap[--e->nheap];
-    size_t i = 0;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= e->nheap)
-            break;
-        if (c + 1 < e->nheap && heap_less(&e->heap[c + 1], &e->heap[c]))
-            c++;
-        if (!heap_less(&e->heap[c], &last))
-            break;
-        e->heap[i] = e->heap[c];
-        i = c;
-    }
-    if (e->nheap > 0)
-        e->heap[i] = last;
-    return top;
-}
-
-/* Push the pair (l, r) if it has a merge. */
-static void consider(encoder *e, int32_t l, int32_t r)
-{
-    if (l < 0 || r < 0)
-        return;
-    const merge_slot *m = lookup_merge(e->b, e->id[l], e->id[r]);
-    if (m)
-        heap_push(e, (heap_item){m->rank, l, r, e->id[l], e->id[r]});
-}
-
-static vkg_status grow(encoder *e, size_t n)
-{
-    if (n <= e->cap)
-        return VKG_OK;
-    size_t cap = pow2_at_least(n);
-    int32_t *id = realloc(e->id, cap * sizeof *id);
-    if (id)
-        e->id = id;
-    int32_t *nx = realloc(e->next, cap * sizeof *nx);
-    if (nx)
-        e->next = nx;
-    int32_t *pv = realloc(e->prev, cap * sizeof *pv);
-    if (pv)
-        e->prev = pv;
-    heap_item *hp = realloc(e->heap, 3 * cap * sizeof *hp); /* n-1 pushes + 2 per merge */
-    if (hp)
-        e->heap = hp;
-    VKG_CHECK(id && nx && pv && hp, VKG_ERR_NOMEM, "out of memory encoding a %zu-byte word", n);
-    e->cap = cap;
-    return VKG_OK;
-}
 
 /* BPE one pre-token and append its ids. */
 static vkg_status encode_piece(const char *piece, size_t len, void *ctx)
@@ -412,32 +272,10 @@ static vkg_status encode_piece(const char *piece, size_t len, void *ctx)
         VKG_CHECK(!e->cancel || !e->cancel->fn || !e->cancel->fn(e->cancel->ctx), VKG_ERR_ABORTED,
                   "interrupted");
     }
-    VKG_TRY(grow(e, len));
-    int32_t n = (int32_t)len;
-    for (int32_t i = 0; i < n; i++) {
-        e->id[i] = e->b->byte_id[s[i]];
-        e->next[i] = i + 1 < n ? i + 1 : -1;
-        e->prev[i] = i - 1;
-    }
-    e->nheap = 0;
-    for (int32_t i = 0; i + 1 < n; i++)
-        consider(e, i, i + 1);
-    while (e->nheap > 0) {
-        heap_item it = heap_pop(e);
-        int32_t l = it.left, r = it.right;
-        if (e->id[l] != it.left_id || e->id[r] != it.right_id || e->next[l] != r)
-            continue; /* stale: one side was merged since this pair was pushed */
-        e->id[l] = lookup_merge(e->b, it.left_id, it.right_id)->merged;
-        e->id[r] = -1;
-        e->next[l] = e->next[r];
-        if (e->next[r] >= 0)
-            e->prev[e->next[r]] = l;
-        consider(e, e->prev[l], l);
-        consider(e, l, e->next[l]);
-    }
-    for (int32_t i = 0; i >= 0; i = e->next[i])
-        VKG_TRY(vkg_tokens_push(e->out, e->id[i]));
-    return VKG_OK;
+    VKG_TRY(vkg__merger_reserve(&e->merger, len));
+    for (size_t i = 0; i < len; i++)
+        e->merger.id[i] = e->b->byte_id[s[i]];
+    return vkg__merger_run(&e->merger, (int32_t)len, &e->b->merges, e->out);
 }
 
 vkg_status vkg__bpe_encode(const vkg__bpe *b, const char *text, size_t n, const vkg_cancel *cancel,
@@ -445,9 +283,6 @@ vkg_status vkg__bpe_encode(const vkg__bpe *b, const char *text, size_t n, const 
 {
     encoder e = {.b = b, .out = out, .cancel = cancel};
     vkg_status st = vkg__gpt2_pretokenize(text, n, encode_piece, &e);
-    free(e.id);
-    free(e.next);
-    free(e.prev);
-    free(e.heap);
+    vkg__merger_free(&e.merger);
     return st;
 }

@@ -35,10 +35,6 @@ typedef struct plist {
     size_t n, cap;
 } plist;
 
-typedef struct heap_item {
-    int32_t rank, left, right, left_id, right_id;
-} heap_item;
-
 typedef struct enc {
     const vkg__hftok *h;
     vkg_tokens *out;
@@ -49,9 +45,7 @@ typedef struct enc {
     buf pat; /* each added token as matched: its content, normalized when it says so */
     size_t *poff, *plen;
     plist list[2];
-    int32_t *id, *next, *prev;
-    heap_item *heap;
-    size_t cap, nheap;
+    vkg__merger merger;
 } enc;
 
 /* Append n bytes of s (s NULL: just make room for them) to b. */
@@ -89,99 +83,9 @@ static vkg_status add_piece(plist *l, size_t off, size_t len, int first)
 
 /* ---- BPE ------------------------------------------------------------------------------------ */
 
-static const vkg__hf_merge *find_merge(const vkg__hftok *h, int32_t l, int32_t r)
-{
-    uint64_t key = ((uint64_t)(uint32_t)l << 32) | (uint32_t)r;
-    for (size_t i = (key * 0x9E3779B97F4A7C15ull >> 17) & h->merges_mask;;
-         i = (i + 1) & h->merges_mask) {
-        if (h->merges[i].key == key)
-            return &h->merges[i];
-        if (h->merges[i].key == UINT64_MAX)
-            return NULL;
-    }
-}
-
 static int32_t find_token(const vkg__hftok *h, const char *s, size_t n)
 {
-    uint64_t x = 1469598103934665603ull;
-    for (size_t i = 0; i < n; i++)
-        x = (x ^ (unsigned char)s[i]) * 1099511628211ull;
-    x ^= x >> 29;
-    for (size_t i = x & h->by_str_mask;; i = (i + 1) & h->by_str_mask) {
-        int32_t id = h->by_str[i];
-        if (id < 0)
-            return -1;
-        if (h->moff[id + 1] - h->moff[id] == n && !memcmp(h->mstr + h->moff[id], s, n))
-            return id;
-    }
-}
-
-static int heap_less(const heap_item *a, const heap_item *b)
-{
-    return a->rank < b->rank || (a->rank == b->rank && a->left < b->left);
-}
-
-static void heap_push(enc *e, heap_item it)
-{
-    size_t i = e->nheap++;
-    while (i > 0 && heap_less(&it, &e->heap[(i - 1) / 2])) {
-        e->heap[i] = e->heap[(i - 1) / 2];
-        i = (i - 1) / 2;
-    }
-    e->heap[i] = it;
-}
-
-static heap_item heap_pop(enc *e)
-{
-    heap_item top = e->heap[0], last = e->heap[--e->nheap];
-    size_t i = 0;
-    for (;;) {
-        size_t c = 2 * i + 1;
-        if (c >= e->nheap)
-            break;
-        if (c + 1 < e->nheap && heap_less(&e->heap[c + 1], &e->heap[c]))
-            c++;
-        if (!heap_less(&e->heap[c], &last))
-            break;
-        e->heap[i] = e->heap[c];
-        i = c;
-    }
-    if (e->nheap > 0)
-        e->heap[i] = last;
-    return top;
-}
-
-static void consider(enc *e, int32_t l, int32_t r)
-{
-    if (l < 0 || r < 0)
-        return;
-    const vkg__hf_merge *m = find_merge(e->h, e->id[l], e->id[r]);
-    if (m)
-        heap_push(e, (heap_item){m->rank, l, r, e->id[l], e->id[r]});
-}
-
-static vkg_status grow(enc *e, size_t n)
-{
-    if (n <= e->cap)
-        return VKG_OK;
-    size_t cap = 64;
-    while (cap < n)
-        cap *= 2;
-    int32_t *id = realloc(e->id, cap * sizeof *id);
-    if (id)
-        e->id = id;
-    int32_t *nx = realloc(e->next, cap * sizeof *nx);
-    if (nx)
-        e->next = nx;
-    int32_t *pv = realloc(e->prev, cap * sizeof *pv);
-    if (pv)
-        e->prev = pv;
-    heap_item *hp = realloc(e->heap, 3 * cap * sizeof *hp);
-    if (hp)
-        e->heap = hp;
-    VKG_CHECK(id && nx && pv && hp, VKG_ERR_NOMEM, "out of memory encoding a %zu-byte word", n);
-    e->cap = cap;
-    return VKG_OK;
+    return vkg__strtab_find(&h->by_str, h->mstr, h->moff, s, n);
 }
 
 /* BPE one pre-token s (n bytes as the pre-tokenizer left them) and append its ids. */
@@ -200,8 +104,8 @@ static vkg_status bpe(enc *e, const char *s, size_t n)
     int32_t whole;
     if (h->ignore_merges && (whole = find_token(h, s, n)) >= 0)
         return vkg_tokens_push(e->out, whole);
-    VKG_TRY(grow(e, n));
-    int32_t k = 0, prev_unk = 0;
+    VKG_TRY(vkg__merger_reserve(&e->merger, n)); /* a symbol per byte at most */
+    int32_t *sym = e->merger.id, k = 0, prev_unk = 0;
     for (size_t i = 0; i < n;) {
         int32_t cp;
         size_t cl = vkg__utf8_decode((const unsigned char *)s + i, n - i, &cp);
@@ -212,42 +116,20 @@ static vkg_status bpe(enc *e, const char *s, size_t n)
             for (size_t b = 0; b < cl; b++)
                 fell &= h->byte_tok[(unsigned char)s[i + b]] >= 0;
             for (size_t b = 0; fell && b < cl; b++)
-                e->id[k++] = h->byte_tok[(unsigned char)s[i + b]];
+                sym[k++] = h->byte_tok[(unsigned char)s[i + b]];
         }
         if (id >= 0) {
-            e->id[k++] = id, prev_unk = 0;
+            sym[k++] = id, prev_unk = 0;
         } else if (!fell && h->unk >= 0) {
             if (!(h->fuse_unk && prev_unk))
-                e->id[k++] = h->unk;
+                sym[k++] = h->unk;
             prev_unk = 1;
         } else if (fell) {
             prev_unk = 0;
         }
         i += cl;
     }
-    for (int32_t i = 0; i < k; i++) {
-        e->next[i] = i + 1 < k ? i + 1 : -1;
-        e->prev[i] = i - 1;
-    }
-    e->nheap = 0;
-    for (int32_t i = 0; i + 1 < k; i++)
-        consider(e, i, i + 1);
-    while (e->nheap > 0) {
-        heap_item it = heap_pop(e);
-        int32_t l = it.left, r = it.right;
-        if (e->id[l] != it.left_id || e->id[r] != it.right_id || e->next[l] != r)
-            continue;
-        e->id[l] = find_merge(h, it.left_id, it.right_id)->merged;
-        e->id[r] = -1;
-        e->next[l] = e->next[r];
-        if (e->next[r] >= 0)
-            e->prev[e->next[r]] = l;
-        consider(e, e->prev[l], l);
-        consider(e, l, e->next[l]);
-    }
-    for (int32_t i = 0; k > 0 && i >= 0; i = e->next[i])
-        VKG_TRY(vkg_tokens_push(e->out, e->id[i]));
-    return VKG_OK;
+    return vkg__merger_run(&e->merger, k, &h->merges, e->out);
 }
 
 /* ---- pre-tokenizers ------------------------------------------------------------------------- */
@@ -530,9 +412,6 @@ vkg_status vkg__hftok_encode(const vkg__hftok *h, const char *text, size_t n,
         free(e.text[i].p);
         free(e.list[i].v);
     }
-    free(e.id);
-    free(e.next);
-    free(e.prev);
-    free(e.heap);
+    vkg__merger_free(&e.merger);
     return st;
 }

@@ -17,32 +17,10 @@
 #include "data/unicode.h"
 #include "os/file.h"
 
-static uint64_t hash_bytes(const char *s, size_t n)
-{
-    uint64_t x = 1469598103934665603ull;
-    for (size_t i = 0; i < n; i++)
-        x = (x ^ (unsigned char)s[i]) * 1099511628211ull;
-    return x ^ (x >> 29);
-}
-
-static size_t pow2_at_least(size_t n)
-{
-    size_t c = 16;
-    while (c < n)
-        c *= 2;
-    return c;
-}
-
 /* Id of the vocabulary token the model spells s, or -1. */
 static int32_t find_str(const vkg__hftok *h, const char *s, size_t n)
 {
-    for (size_t i = hash_bytes(s, n) & h->by_str_mask;; i = (i + 1) & h->by_str_mask) {
-        int32_t id = h->by_str[i];
-        if (id < 0)
-            return -1;
-        if (h->moff[id + 1] - h->moff[id] == n && !memcmp(h->mstr + h->moff[id], s, n))
-            return id;
-    }
+    return vkg__strtab_find(&h->by_str, h->mstr, h->moff, s, n);
 }
 
 /* The node's type string ("type" member), or "" when it has none. */
@@ -98,12 +76,10 @@ static vkg_status read_vocab(vkg__hf_reader *r, long vocab, int V)
     h->mstr = malloc(total + 1);
     size_t *len = calloc((size_t)V, sizeof *len);
     const char **src = calloc((size_t)V, sizeof *src);
-    h->by_str_mask = pow2_at_least(2 * (size_t)V) - 1;
-    h->by_str = malloc((h->by_str_mask + 1) * sizeof *h->by_str);
     vkg_status st = VKG_OK;
-    VKG_CHECK_GOTO(st, h->moff && h->mstr && len && src && h->by_str, VKG_ERR_NOMEM, done,
-                   "%s: out of memory", r->name);
-    memset(h->by_str, 0xff, (h->by_str_mask + 1) * sizeof *h->by_str);
+    VKG_CHECK_GOTO(st, h->moff && h->mstr && len && src, VKG_ERR_NOMEM, done, "%s: out of memory",
+                   r->name);
+    VKG_TRY_GOTO(st, vkg__strtab_init(&h->by_str, (size_t)V, r->name), done);
     for (long c = r->t.n[vocab].first; c >= 0; c = r->t.n[c].next) {
         size_t kl;
         const char *k = vkg__jt_key(&r->t, c, &kl);
@@ -127,10 +103,7 @@ static vkg_status read_vocab(vkg__hf_reader *r, long vocab, int V)
         memcpy(h->mstr + pos, src[id], len[id]);
         pos += len[id];
         h->moff[id + 1] = pos;
-        size_t i = hash_bytes(src[id], len[id]) & h->by_str_mask;
-        while (h->by_str[i] >= 0)
-            i = (i + 1) & h->by_str_mask;
-        h->by_str[i] = id;
+        vkg__strtab_put(&h->by_str, src[id], len[id], id);
     }
     h->moff[V] = pos;
 done:
@@ -153,12 +126,7 @@ static vkg_status add_merge(vkg__hf_reader *r, long at, const char *a, size_t al
     VKG_CHECK(L >= 0 && R >= 0 && M >= 0, VKG_ERR_FORMAT,
               "%s: model.merges[%ld]: merge \"%s\" has a part or a result not in model.vocab",
               r->name, at, shown);
-    uint64_t key = ((uint64_t)(uint32_t)L << 32) | (uint32_t)R;
-    size_t i = (key * 0x9E3779B97F4A7C15ull >> 17) & h->merges_mask;
-    while (h->merges[i].key != UINT64_MAX && h->merges[i].key != key)
-        i = (i + 1) & h->merges_mask;
-    if (h->merges[i].key == UINT64_MAX) /* a repeated pair keeps its first rank, as tokenizers */
-        h->merges[i] = (vkg__hf_merge){key, rank, M};
+    vkg__mergetab_put(&h->merges, L, R, rank, M, 0); /* a repeated pair keeps its first rank */
     return VKG_OK;
 }
 
@@ -167,11 +135,7 @@ static vkg_status read_merges(vkg__hf_reader *r, long merges)
     vkg__hftok *h = r->h;
     VKG_CHECK(merges >= 0 && r->t.n[merges].type == VKG_JT_ARR, VKG_ERR_FORMAT,
               "%s: model.merges: expected an array", r->name);
-    h->merges_mask = pow2_at_least(2 * (size_t)r->t.n[merges].count + 2) - 1;
-    h->merges = malloc((h->merges_mask + 1) * sizeof *h->merges);
-    VKG_CHECK(h->merges, VKG_ERR_NOMEM, "%s: out of memory", r->name);
-    for (size_t i = 0; i <= h->merges_mask; i++)
-        h->merges[i].key = UINT64_MAX;
+    VKG_TRY(vkg__mergetab_init(&h->merges, (size_t)r->t.n[merges].count, r->name));
     long at = 0;
     for (long c = r->t.n[merges].first; c >= 0; c = r->t.n[c].next, at++) {
         size_t n, al, bl;
@@ -405,8 +369,8 @@ void vkg__hftok_free(vkg__hftok *h)
     vkg_tokfile_deinit(&h->vocab);
     free(h->mstr);
     free(h->moff);
-    free(h->by_str);
-    free(h->merges);
+    vkg__strtab_free(&h->by_str);
+    vkg__mergetab_free(&h->merges);
     vkg__hf_free_pipeline(h);
     for (int i = 0; i < h->nadded; i++)
         free(h->added[i].content);

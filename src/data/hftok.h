@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "data/bpetab.h"
 #include "vkgpt/data.h"
 #include "vkgpt/io.h"
 #include "vkgpt/tokenizer.h"
@@ -46,19 +47,12 @@ typedef struct vkg__hf_added {
     int lstrip, rstrip, normalized;
 } vkg__hf_added;
 
-typedef struct vkg__hf_merge {
-    uint64_t key; /* (left << 32) | right; UINT64_MAX when empty */
-    int32_t rank, merged;
-} vkg__hf_merge;
-
 typedef struct vkg__hftok {
-    vkg_tokfile vocab; /* decode table: id -> decoded bytes; eot */
-    char *mstr;        /* the model's spelling of each token, back to back */
-    size_t *moff;      /* (V+1) offsets into mstr; added-only ids are empty */
-    int32_t *by_str;   /* open addressing: ids keyed by model spelling; -1 empty */
-    size_t by_str_mask;
-    vkg__hf_merge *merges;
-    size_t merges_mask;
+    vkg_tokfile vocab;  /* decode table: id -> decoded bytes; eot */
+    char *mstr;         /* the model's spelling of each token, back to back */
+    size_t *moff;       /* (V+1) offsets into mstr; added-only ids are empty */
+    vkg__strtab by_str; /* ids keyed by model spelling */
+    vkg__mergetab merges;
     vkg__hf_norm norm[VKG_HF_MAX_STEPS];
     int nnorm;
     vkg__hf_step step[VKG_HF_MAX_STEPS];
